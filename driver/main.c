@@ -1,0 +1,2 @@
+/* placeholder replaced by the driver below */
+int main(void) { return 0; }

@@ -1,0 +1,66 @@
+/*
+ * interp.h - the reference interpreter: a plain, obviously correct executor
+ * of every op of the IR, in float32 or float64. It is the oracle every
+ * backend is tested against, and constant folding evaluates with it.
+ */
+#ifndef ATTNC_INTERP_H
+#define ATTNC_INTERP_H
+
+#include "ir.h"
+
+/* A concrete tensor: dtype, static dims, row-major data it owns (allocated
+ * through the context's hook; free with interp_tensor_fini). */
+typedef struct interp_tensor {
+	ir_dtype dtype; /* IR_F32, IR_F64 or IR_I32 */
+	int rank;
+	int64_t dims[IR_MAX_RANK];
+	void *data;
+} interp_tensor;
+
+typedef struct interp_opts {
+	bool is_f64;      /* compute floats in float64 (f32 tensors become f64) */
+	bool is_training; /* dropout active */
+	uint64_t seed;    /* dropout randomness: (seed, dropout stream, step) */
+	uint64_t step;
+} interp_opts;
+
+int64_t interp_tensor_numel(const interp_tensor *t);
+/* Allocates zeroed data for dims; false on OOM. */
+bool interp_tensor_alloc(ir_ctx *ctx, interp_tensor *t, ir_dtype dtype,
+			 int rank, const int64_t *dims);
+void interp_tensor_fini(ir_ctx *ctx, interp_tensor *t);
+/* Element i converted to double, whatever the dtype. */
+double interp_tensor_get(const interp_tensor *t, int64_t i);
+/* Prints like "f32[2, 1, 4] [[[2, 3, 4, 5]], [[10, 11, 12, 13]]]", eliding
+ * the middle of long dimensions as PyTorch does. */
+void interp_tensor_print(const interp_tensor *t, FILE *out);
+
+/* Binds the module's symbols: from the inputs' dims against f's input
+ * types (reporting a mismatch at the input's location), then from the
+ * symbols' fallbacks. sym_values has m->n_syms entries; 0 = unbound. */
+bool interp_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		      const interp_tensor *inputs, int64_t *sym_values);
+
+/* Initializes every parameter of m by its initializer (ir_param.init) from
+ * (seed, parameter index), in float32 or float64. params has m->n_params
+ * entries. */
+bool interp_params_init(ir_ctx *ctx, const ir_module *m,
+			const int64_t *sym_values, uint64_t seed, bool is_f64,
+			interp_tensor *params);
+
+/* Runs f on inputs (f->n_inputs) with params (m->n_params); fills outputs
+ * (f->n_outputs, owned by the caller afterwards). Reports run-time errors
+ * (an index out of range, a shape that does not bind) at the node's
+ * location and returns false. */
+bool interp_run(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		const interp_opts *opts, const interp_tensor *params,
+		const interp_tensor *inputs, interp_tensor *outputs);
+
+/* Evaluates one node of g on operand values args (its n_args operands;
+ * leaves are not evaluated here). Used by constant folding. */
+bool interp_eval_node(ir_ctx *ctx, const ir_module *m, const ir_graph *g,
+		      ir_id node, const interp_opts *opts,
+		      const int64_t *sym_values, const interp_tensor *args,
+		      interp_tensor *out);
+
+#endif

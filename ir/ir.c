@@ -1,0 +1,555 @@
+/*
+ * ir.c - the IR's context, allocation hook, arena, diagnostics and module
+ * tables. Shape rules are in infer.c, text in print.c/read.c, checks in
+ * verify.c.
+ */
+#include "ir.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+const ir_op_info ir_op_table[IR_OP_COUNT] = {
+#define X(e, name, n_in, attr, flags) [IR_OP_##e] = {name, n_in, attr, flags},
+#include "ops.def"
+#undef X
+};
+
+#define X(e, name, n_in, attr, flags) +1
+_Static_assert(0
+#include "ops.def"
+		       == IR_OP_COUNT,
+	       "ops.def and ir_op disagree");
+#undef X
+
+ir_op ir_op_from_name(const char *name)
+{
+	for (int i = 0; i < IR_OP_COUNT; i++)
+		if (strcmp(ir_op_table[i].name, name) == 0)
+			return (ir_op)i;
+	return IR_OP_COUNT;
+}
+
+const char *ir_dtype_name(ir_dtype t)
+{
+	switch (t) {
+	case IR_F32:
+		return "f32";
+	case IR_I32:
+		return "i32";
+	case IR_F64:
+		return "f64";
+	}
+	return "?";
+}
+
+size_t ir_dtype_size(ir_dtype t)
+{
+	switch (t) {
+	case IR_F32:
+	case IR_I32:
+		return 4;
+	case IR_F64:
+		return 8;
+	}
+	return 0;
+}
+
+bool ir_type_eq(const ir_type *a, const ir_type *b)
+{
+	if (a->dtype != b->dtype || a->rank != b->rank)
+		return false;
+	for (int i = 0; i < a->rank; i++)
+		if (!ir_dim_eq(a->dims[i], b->dims[i]))
+			return false;
+	return true;
+}
+
+int64_t ir_type_numel_static(const ir_type *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->rank; i++) {
+		if (!ir_dim_is_static(t->dims[i]))
+			return -1;
+		n *= t->dims[i].coef;
+	}
+	return n;
+}
+
+/* ---- context and allocation ---------------------------------------------- */
+
+static void *default_alloc(void *ud, void *ptr, size_t size)
+{
+	(void)ud;
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	return realloc(ptr, size);
+}
+
+void ir_ctx_init(ir_ctx *ctx)
+{
+	memset(ctx, 0, sizeof *ctx);
+	ctx->alloc = default_alloc;
+	ctx->diag_out = stderr;
+	ctx->max_errors = 20;
+	/* Index 0 means "no file". */
+	ir_ctx_add_source(ctx, "", "", 0);
+}
+
+void ir_ctx_fini(ir_ctx *ctx)
+{
+	for (uint32_t i = 0; i < ctx->n_files; i++) {
+		ir_free(ctx, ctx->files[i].name);
+		ir_free(ctx, ctx->files[i].text);
+	}
+	ir_free(ctx, ctx->files);
+	ctx->files = NULL;
+	ctx->n_files = ctx->files_cap = 0;
+}
+
+void *ir_realloc(ir_ctx *ctx, void *ptr, size_t size)
+{
+	void *p = ctx->alloc(ctx->alloc_ud, ptr, size);
+	if (!p && size)
+		ctx->is_oom = true;
+	return p;
+}
+
+void *ir_alloc(ir_ctx *ctx, size_t size)
+{
+	void *p = ir_realloc(ctx, NULL, size ? size : 1);
+	if (p)
+		memset(p, 0, size ? size : 1);
+	return p;
+}
+
+void ir_free(ir_ctx *ctx, void *ptr)
+{
+	if (ptr)
+		ctx->alloc(ctx->alloc_ud, ptr, 0);
+}
+
+bool ir_grow(ir_ctx *ctx, void **arr, uint32_t *cap, uint32_t need,
+	     size_t elem_size)
+{
+	if (need <= *cap)
+		return true;
+	uint32_t n = *cap ? *cap : 8;
+	while (n < need)
+		n *= 2;
+	void *p = ir_realloc(ctx, *arr, (size_t)n * elem_size);
+	if (!p)
+		return false;
+	memset((char *)p + (size_t)*cap * elem_size, 0,
+	       (size_t)(n - *cap) * elem_size);
+	*arr = p;
+	*cap = n;
+	return true;
+}
+
+static char *ctx_strndup(ir_ctx *ctx, const char *s, size_t n)
+{
+	char *p = ir_alloc(ctx, n + 1);
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+uint32_t ir_ctx_add_source(ir_ctx *ctx, const char *name, const char *text,
+			   size_t len)
+{
+	if (!ir_grow(ctx, (void **)&ctx->files, &ctx->files_cap,
+		     ctx->n_files + 1, sizeof *ctx->files))
+		return 0;
+	ir_source *s = &ctx->files[ctx->n_files];
+	s->name = ctx_strndup(ctx, name, strlen(name));
+	s->text = ctx_strndup(ctx, text, len);
+	s->len = len;
+	if (!s->name || !s->text)
+		return 0;
+	return ctx->n_files++;
+}
+
+uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		ir_error(ctx, (ir_loc){0}, "cannot open '%s'", path);
+		return 0;
+	}
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 4096 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			char *nb = ir_realloc(ctx, buf, cap);
+			if (!nb) {
+				ir_free(ctx, buf);
+				fclose(f);
+				ir_error(ctx, (ir_loc){0}, "out of memory reading '%s'", path);
+				return 0;
+			}
+			buf = nb;
+		}
+		size_t got = fread(buf + len, 1, cap - len, f);
+		len += got;
+		if (got == 0)
+			break;
+	}
+	bool bad = ferror(f);
+	fclose(f);
+	if (bad) {
+		ir_free(ctx, buf);
+		ir_error(ctx, (ir_loc){0}, "cannot read '%s'", path);
+		return 0;
+	}
+	uint32_t id = ir_ctx_add_source(ctx, path, buf ? buf : "", len);
+	ir_free(ctx, buf);
+	return id;
+}
+
+/* ---- diagnostics ------------------------------------------------------------ */
+
+/* Prints the source line of loc and a caret under its column. Tabs in the
+ * line are kept so that the caret lines up in a terminal. */
+static void print_caret(ir_ctx *ctx, ir_loc loc)
+{
+	const ir_source *s = &ctx->files[loc.file];
+	const char *p = s->text, *end = s->text + s->len;
+	for (uint32_t l = 1; l < loc.line && p < end; p++)
+		if (*p == '\n')
+			l++;
+	const char *eol = p;
+	while (eol < end && *eol != '\n' && *eol != '\r')
+		eol++;
+	fprintf(ctx->diag_out, "%5u | ", loc.line);
+	for (const char *q = p; q < eol; q++)
+		fputc((unsigned char)*q < 0x20 && *q != '\t' ? ' ' : *q,
+		      ctx->diag_out);
+	fputs("\n      | ", ctx->diag_out);
+	for (uint32_t c = 1; c < loc.col && p + c - 1 < eol; c++)
+		fputc(p[c - 1] == '\t' ? '\t' : ' ', ctx->diag_out);
+	fputs("^\n", ctx->diag_out);
+}
+
+static void report(ir_ctx *ctx, ir_loc loc, const char *kind, const char *fmt,
+		   va_list ap)
+{
+	if (loc.file && loc.file < ctx->n_files && loc.line)
+		fprintf(ctx->diag_out, "%s:%u:%u: %s: ", ctx->files[loc.file].name,
+			loc.line, loc.col, kind);
+	else
+		fprintf(ctx->diag_out, "attnc: %s: ", kind);
+	vfprintf(ctx->diag_out, fmt, ap);
+	fputc('\n', ctx->diag_out);
+	if (loc.file && loc.file < ctx->n_files && loc.line)
+		print_caret(ctx, loc);
+}
+
+void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap)
+{
+	ctx->n_errors++;
+	if (ctx->max_errors && ctx->n_errors > ctx->max_errors)
+		return;
+	report(ctx, loc, "error", fmt, ap);
+	if (ctx->max_errors && ctx->n_errors == ctx->max_errors)
+		fprintf(ctx->diag_out, "attnc: too many errors, stopping\n");
+}
+
+void ir_error(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ir_verror(ctx, loc, fmt, ap);
+	va_end(ap);
+}
+
+void ir_warning(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+{
+	va_list ap;
+	ctx->n_warnings++;
+	va_start(ap, fmt);
+	report(ctx, loc, "warning", fmt, ap);
+	va_end(ap);
+}
+
+void ir_note(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+{
+	if (ctx->max_errors && ctx->n_errors > ctx->max_errors)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	report(ctx, loc, "note", fmt, ap);
+	va_end(ap);
+}
+
+/* ---- arena ---------------------------------------------------------------------- */
+
+struct ir_arena_block {
+	ir_arena_block *next;
+	size_t used, size;
+	_Alignas(16) unsigned char data[];
+};
+
+void ir_arena_init(ir_arena *a, ir_ctx *ctx)
+{
+	a->ctx = ctx;
+	a->head = NULL;
+}
+
+void ir_arena_fini(ir_arena *a)
+{
+	while (a->head) {
+		ir_arena_block *next = a->head->next;
+		ir_free(a->ctx, a->head);
+		a->head = next;
+	}
+}
+
+void *ir_arena_alloc(ir_arena *a, size_t size)
+{
+	size = (size + 15) & ~(size_t)15;
+	if (!a->head || a->head->used + size > a->head->size) {
+		size_t bsize = size > 65536 ? size : 65536;
+		ir_arena_block *b = ir_realloc(a->ctx, NULL, sizeof *b + bsize);
+		if (!b)
+			return NULL;
+		b->next = a->head;
+		b->used = 0;
+		b->size = bsize;
+		a->head = b;
+	}
+	void *p = a->head->data + a->head->used;
+	a->head->used += size;
+	memset(p, 0, size);
+	return p;
+}
+
+char *ir_arena_strndup(ir_arena *a, const char *s, size_t n)
+{
+	char *p = ir_arena_alloc(a, n + 1);
+	if (p)
+		memcpy(p, s, n);
+	return p;
+}
+
+char *ir_arena_strdup(ir_arena *a, const char *s)
+{
+	return ir_arena_strndup(a, s, strlen(s));
+}
+
+/* ---- module --------------------------------------------------------------------- */
+
+ir_module *ir_module_create(ir_ctx *ctx, const char *name)
+{
+	ir_module *m = ir_alloc(ctx, sizeof *m);
+	if (!m)
+		return NULL;
+	m->ctx = ctx;
+	ir_arena_init(&m->arena, ctx);
+	m->name = ir_arena_strdup(&m->arena, name);
+	if (!m->name) {
+		ir_free(ctx, m);
+		return NULL;
+	}
+	return m;
+}
+
+void ir_graph_fini(ir_ctx *ctx, ir_graph *g)
+{
+	ir_free(ctx, g->nodes);
+	ir_free(ctx, g->args);
+	memset(g, 0, sizeof *g);
+}
+
+void ir_module_destroy(ir_module *m)
+{
+	if (!m)
+		return;
+	ir_ctx *ctx = m->ctx;
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		ir_graph_fini(ctx, &m->funcs[i]->g);
+	ir_free(ctx, m->funcs);
+	ir_free(ctx, m->syms);
+	ir_free(ctx, m->params);
+	ir_free(ctx, m->consts);
+	ir_free(ctx, m->train);
+	ir_arena_fini(&m->arena);
+	ir_free(ctx, m);
+}
+
+int32_t ir_module_find_sym(const ir_module *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->n_syms; i++)
+		if (strcmp(m->syms[i].name, name) == 0)
+			return (int32_t)i;
+	return -1;
+}
+
+int32_t ir_module_add_sym(ir_module *m, const char *name, ir_loc loc)
+{
+	int32_t i = ir_module_find_sym(m, name);
+	if (i >= 0)
+		return i;
+	if (!ir_grow(m->ctx, (void **)&m->syms, &m->syms_cap, m->n_syms + 1,
+		     sizeof *m->syms))
+		return -1;
+	const char *s = ir_arena_strdup(&m->arena, name);
+	if (!s)
+		return -1;
+	m->syms[m->n_syms] = (ir_sym){s, 0, loc};
+	return (int32_t)m->n_syms++;
+}
+
+int32_t ir_module_find_param(const ir_module *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->n_params; i++)
+		if (strcmp(m->params[i].name, name) == 0)
+			return (int32_t)i;
+	return -1;
+}
+
+int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
+			    ir_init_kind init, double a, double b, ir_loc loc)
+{
+	if (!ir_grow(m->ctx, (void **)&m->params, &m->params_cap,
+		     m->n_params + 1, sizeof *m->params))
+		return -1;
+	const char *s = ir_arena_strdup(&m->arena, name);
+	if (!s)
+		return -1;
+	m->params[m->n_params] = (ir_param){s, *t, init, a, b, loc};
+	return (int32_t)m->n_params++;
+}
+
+int32_t ir_module_add_const(ir_module *m, const ir_type *t, const void *data)
+{
+	int64_t n = ir_type_numel_static(t);
+	assert(n >= 0);
+	if (!ir_grow(m->ctx, (void **)&m->consts, &m->consts_cap,
+		     m->n_consts + 1, sizeof *m->consts))
+		return -1;
+	size_t bytes = (size_t)n * ir_dtype_size(t->dtype);
+	void *p = ir_arena_alloc(&m->arena, bytes ? bytes : 1);
+	if (!p)
+		return -1;
+	if (bytes)
+		memcpy(p, data, bytes);
+	m->consts[m->n_consts] = (ir_const){*t, p};
+	return (int32_t)m->n_consts++;
+}
+
+ir_func *ir_module_add_func(ir_module *m, const char *name, ir_loc loc)
+{
+	if (!ir_grow(m->ctx, (void **)&m->funcs, &m->funcs_cap, m->n_funcs + 1,
+		     sizeof *m->funcs))
+		return NULL;
+	ir_func *f = ir_arena_alloc(&m->arena, sizeof *f);
+	if (!f)
+		return NULL;
+	f->name = ir_arena_strdup(&m->arena, name);
+	if (!f->name)
+		return NULL;
+	f->loc = loc;
+	m->funcs[m->n_funcs++] = f;
+	return f;
+}
+
+ir_func *ir_module_find_func(const ir_module *m, const char *name)
+{
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		if (strcmp(m->funcs[i]->name, name) == 0)
+			return m->funcs[i];
+	return NULL;
+}
+
+ir_func *ir_module_default_func(const ir_module *m)
+{
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		if (m->funcs[i]->is_export && m->funcs[i]->example)
+			return m->funcs[i];
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		if (m->funcs[i]->is_export)
+			return m->funcs[i];
+	return NULL;
+}
+
+const ir_setting *ir_module_find_setting(const ir_module *m, const char *key)
+{
+	for (uint32_t i = 0; i < m->n_train; i++)
+		if (strcmp(m->train[i].key, key) == 0)
+			return &m->train[i];
+	return NULL;
+}
+
+/* ---- graphs ------------------------------------------------------------------------ */
+
+ir_id ir_graph_append(ir_ctx *ctx, ir_graph *g, ir_op op, const ir_id *args,
+		      uint32_t n_args, const ir_attr *attr, const ir_type *type,
+		      ir_loc loc)
+{
+	if (!ir_grow(ctx, (void **)&g->nodes, &g->nodes_cap, g->n_nodes + 1,
+		     sizeof *g->nodes) ||
+	    !ir_grow(ctx, (void **)&g->args, &g->args_cap, g->n_args + n_args,
+		     sizeof *g->args))
+		return IR_NONE;
+	ir_node *n = &g->nodes[g->n_nodes];
+	memset(n, 0, sizeof *n);
+	n->op = op;
+	n->first_arg = g->n_args;
+	n->n_args = n_args;
+	if (n_args)
+		memcpy(g->args + g->n_args, args, n_args * sizeof *args);
+	g->n_args += n_args;
+	if (attr)
+		n->attr = *attr;
+	if (type)
+		n->type = *type;
+	n->loc = loc;
+	return g->n_nodes++;
+}
+
+ir_id ir_build(ir_module *m, ir_func *f, ir_op op, const ir_id *args,
+	       uint32_t n_args, const ir_attr *attr, const ir_type *type,
+	       ir_loc loc)
+{
+	ir_graph *g = &f->g;
+	ir_id id = ir_graph_append(m->ctx, g, op, args, n_args, attr, type, loc);
+	if (id == IR_NONE) {
+		ir_error(m->ctx, loc, "out of memory");
+		return IR_NONE;
+	}
+	if (!ir_infer_type(m->ctx, m, g, &g->nodes[id])) {
+		/* Drop the node so the graph stays well formed. */
+		g->n_args -= n_args;
+		g->n_nodes--;
+		return IR_NONE;
+	}
+	return id;
+}
+
+void ir_type_format(const ir_module *m, const ir_type *t, char *buf,
+		    size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < t->rank && used < size; i++) {
+		ir_dim d = t->dims[i];
+		const char *sep = i ? ", " : "";
+		int w;
+		if (ir_dim_is_static(d))
+			w = snprintf(buf + used, size - used, "%s%lld", sep,
+				     (long long)d.coef);
+		else if (d.coef == 1)
+			w = snprintf(buf + used, size - used, "%s%s", sep,
+				     m->syms[d.sym].name);
+		else
+			w = snprintf(buf + used, size - used, "%s%lld*%s", sep,
+				     (long long)d.coef, m->syms[d.sym].name);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}

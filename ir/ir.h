@@ -1,0 +1,375 @@
+/*
+ * ir.h - attnc's graph IR: a module of parameters, constants, symbols and
+ * exported functions, each function a graph of nodes in SSA form.
+ *
+ * Nodes live in an array in their graph and refer to each other by 32-bit
+ * index (ir_id). Every node has a dtype, a shape whose dimensions are
+ * static or a multiple of one run-time symbol (B, 4*B, V), and the `.g`
+ * source location it came from. Analyses keep their results in side
+ * arrays indexed by ir_id.
+ *
+ * Shape letters used in comments across the project:
+ *   B batch, T steps, Q queries, K keys, D model width, H heads, V vocabulary.
+ *
+ * Memory: strings, constant data and other immutable pieces live in the
+ * module's arena (ir_arena) and die with the module. Node and operand arrays
+ * grow through the context's allocation hook (ir_ctx.alloc).
+ */
+#ifndef ATTNC_IR_H
+#define ATTNC_IR_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define IR_MAX_RANK 6
+#define IR_NONE UINT32_MAX /* "no node" */
+
+typedef uint32_t ir_id;
+
+/* ---- operations (ops.def) ---------------------------------------------- */
+
+typedef enum ir_attr_kind {
+	IR_ATTR_NONE,
+	IR_ATTR_INPUT,      /* input: index of the function argument */
+	IR_ATTR_PARAM,      /* param: index into module params */
+	IR_ATTR_CONST,      /* const: index into module consts */
+	IR_ATTR_MATMUL,     /* matmul: transpose flags */
+	IR_ATTR_REDUCE,     /* sum/mean/max/argmax: axes bitmask, keepdim */
+	IR_ATTR_FILL,       /* masked_softmax: value written at masked places */
+	IR_ATTR_EPS,        /* layer_norm: epsilon */
+	IR_ATTR_DROPOUT,    /* dropout: probability and random stream */
+	IR_ATTR_PERM,       /* permute: output axis i reads input axis perm[i] */
+	IR_ATTR_SLICE,      /* slice: axis, start, end, step */
+	IR_ATTR_AXIS,       /* concat/sort: one axis */
+	IR_ATTR_REPS,       /* repeat: repetitions per axis */
+	IR_ATTR_INTERLEAVE, /* repeat_interleave: axis and count */
+} ir_attr_kind;
+
+enum {
+	IR_OPF_LEAF = 1u << 0,           /* no operands */
+	IR_OPF_EW = 1u << 1,             /* elementwise */
+	IR_OPF_BCAST = 1u << 2,          /* operands broadcast */
+	IR_OPF_NODIFF = 1u << 3,         /* has no gradient */
+	IR_OPF_NODIFF_IF_INT = 1u << 4,  /* no gradient when input is integer */
+	IR_OPF_VIEW = 1u << 5,           /* a pure change of layout, no data moves */
+};
+
+typedef enum ir_op {
+#define X(e, name, n_in, attr, flags) IR_OP_##e,
+#include "ops.def"
+#undef X
+	IR_OP_COUNT
+} ir_op;
+
+typedef struct ir_op_info {
+	const char *name;
+	int n_in; /* -1: variadic */
+	ir_attr_kind attr;
+	unsigned flags;
+} ir_op_info;
+
+extern const ir_op_info ir_op_table[IR_OP_COUNT];
+
+/* Looks an op up by its printed name; returns IR_OP_COUNT if unknown. */
+ir_op ir_op_from_name(const char *name);
+
+/* ---- types -------------------------------------------------------------- */
+
+typedef enum ir_dtype {
+	IR_F32,
+	IR_I32,
+	IR_F64, /* only inside the interpreter's float64 mode and constants */
+} ir_dtype;
+
+const char *ir_dtype_name(ir_dtype t);
+
+/* One dimension: coef if sym < 0, else coef * value of module symbol sym. */
+typedef struct ir_dim {
+	int64_t coef;
+	int32_t sym;
+} ir_dim;
+
+typedef struct ir_type {
+	ir_dtype dtype;
+	uint8_t rank;
+	ir_dim dims[IR_MAX_RANK];
+} ir_type;
+
+static inline ir_dim ir_dim_static(int64_t n) { return (ir_dim){n, -1}; }
+static inline bool ir_dim_is_static(ir_dim d) { return d.sym < 0; }
+static inline bool ir_dim_eq(ir_dim a, ir_dim b)
+{
+	return a.coef == b.coef && (a.coef == 0 || a.sym == b.sym);
+}
+bool ir_type_eq(const ir_type *a, const ir_type *b);
+/* Number of elements if every dim is static, else -1. */
+int64_t ir_type_numel_static(const ir_type *t);
+
+/* ---- source locations and diagnostics --------------------------------- */
+
+typedef struct ir_loc {
+	uint32_t file; /* index into ctx->files; 0 = no location */
+	uint32_t line, col; /* 1-based; 0 = unknown */
+} ir_loc;
+
+typedef struct ir_source {
+	char *name; /* as given on the command line */
+	char *text; /* NUL-terminated contents */
+	size_t len;
+} ir_source;
+
+/* Allocation hook: realloc semantics (size 0 frees). Tests install a
+ * failing one; every allocation of the compiler goes through it. */
+typedef void *(*ir_alloc_fn)(void *ud, void *ptr, size_t size);
+
+/* The context every function of the compiler takes first: allocation,
+ * the loaded source files (index 0 is a dummy) and the diagnostics. */
+typedef struct ir_ctx {
+	ir_alloc_fn alloc;
+	void *alloc_ud;
+	bool is_oom; /* an allocation failed; results are invalid */
+
+	ir_source *files;
+	uint32_t n_files, files_cap;
+
+	FILE *diag_out; /* where diagnostics go (stderr by default) */
+	int n_errors, n_warnings;
+	int max_errors; /* stop reporting after this many (0 = no limit) */
+} ir_ctx;
+
+void ir_ctx_init(ir_ctx *ctx);
+void ir_ctx_fini(ir_ctx *ctx);
+
+void *ir_alloc(ir_ctx *ctx, size_t size); /* zeroed; NULL on failure */
+void *ir_realloc(ir_ctx *ctx, void *ptr, size_t size);
+void ir_free(ir_ctx *ctx, void *ptr);
+/* Grows *arr (elements of elem_size) so that it holds at least need;
+ * returns false on allocation failure. */
+bool ir_grow(ir_ctx *ctx, void **arr, uint32_t *cap, uint32_t need,
+	     size_t elem_size);
+
+/* Registers a source file (the text is copied); returns its index. */
+uint32_t ir_ctx_add_source(ir_ctx *ctx, const char *name, const char *text,
+			   size_t len);
+/* Reads a file from disk and registers it; returns 0 and reports an error
+ * (without location) if it cannot be read. */
+uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path);
+
+/* Reports "file:line:col: error: msg", then the source line and a caret.
+ * With loc.file == 0 prints "attnc: error: msg". */
+void ir_error(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap);
+void ir_warning(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* A "note:" attached to the previous diagnostic. */
+void ir_note(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* ---- arena --------------------------------------------------------------- */
+
+typedef struct ir_arena_block ir_arena_block;
+typedef struct ir_arena {
+	ir_ctx *ctx;
+	ir_arena_block *head;
+} ir_arena;
+
+void ir_arena_init(ir_arena *a, ir_ctx *ctx);
+void ir_arena_fini(ir_arena *a); /* frees everything at once */
+void *ir_arena_alloc(ir_arena *a, size_t size); /* zeroed, 16-aligned */
+char *ir_arena_strdup(ir_arena *a, const char *s);
+char *ir_arena_strndup(ir_arena *a, const char *s, size_t n);
+
+/* ---- attributes ------------------------------------------------------------ */
+
+/* Which variant is live is given by ir_op_table[op].attr. */
+typedef union ir_attr {
+	uint32_t input_index;                     /* IR_ATTR_INPUT */
+	uint32_t param_index;                     /* IR_ATTR_PARAM */
+	uint32_t const_index;                     /* IR_ATTR_CONST */
+	struct { bool ta, tb; } matmul;           /* IR_ATTR_MATMUL */
+	struct { uint32_t axes; bool keepdim; } reduce; /* IR_ATTR_REDUCE */
+	double fill;                              /* IR_ATTR_FILL */
+	double eps;                               /* IR_ATTR_EPS */
+	struct { double p; uint32_t stream; } dropout; /* IR_ATTR_DROPOUT */
+	struct { uint8_t perm[IR_MAX_RANK]; } permute;  /* IR_ATTR_PERM */
+	struct { int32_t axis; int64_t start, end, step; } slice; /* IR_ATTR_SLICE */
+	int32_t axis;                             /* IR_ATTR_AXIS */
+	struct { int64_t reps[IR_MAX_RANK]; } repeat;   /* IR_ATTR_REPS */
+	struct { int32_t axis; int64_t n; } interleave; /* IR_ATTR_INTERLEAVE */
+} ir_attr;
+
+/* ---- nodes and graphs ------------------------------------------------------- */
+
+typedef struct ir_node {
+	ir_op op;
+	ir_type type;
+	uint32_t first_arg; /* operands: graph->args[first_arg .. +n_args] */
+	uint32_t n_args;
+	ir_attr attr;
+	ir_loc loc;
+} ir_node;
+
+typedef struct ir_graph {
+	ir_node *nodes;
+	uint32_t n_nodes, nodes_cap;
+	ir_id *args; /* operand pool */
+	uint32_t n_args, args_cap;
+} ir_graph;
+
+static inline const ir_id *ir_node_args(const ir_graph *g, const ir_node *n)
+{
+	return g->args + n->first_arg;
+}
+static inline ir_id ir_arg(const ir_graph *g, ir_id node, uint32_t i)
+{
+	return g->args[g->nodes[node].first_arg + i];
+}
+
+/* ---- module ------------------------------------------------------------------ */
+
+typedef struct ir_sym {
+	const char *name; /* B, V_src, ... */
+	int64_t fallback; /* value when nothing binds it (`dim V = 184`); 0 = none */
+	ir_loc loc;
+} ir_sym;
+
+typedef enum ir_init_kind {
+	IR_INIT_ZEROS,
+	IR_INIT_ONES,
+	IR_INIT_NORMAL,         /* a = mean, b = std */
+	IR_INIT_UNIFORM,        /* a = low, b = high */
+	IR_INIT_XAVIER_UNIFORM, /* fans from the last two dims; a = gain */
+} ir_init_kind;
+
+typedef struct ir_param {
+	const char *name; /* dotted path: encoder.0.attention.W_q */
+	ir_type type;
+	ir_init_kind init;
+	double a, b;
+	ir_loc loc;
+} ir_param;
+
+/* A compile-time tensor. data holds numel elements of dtype (f32, i32 or
+ * f64), row-major; every dim of type is static. */
+typedef struct ir_const {
+	ir_type type;
+	void *data;
+} ir_const;
+
+typedef struct ir_func {
+	const char *name;
+	bool is_export;
+	ir_graph g;
+	ir_id *inputs; /* INPUT nodes in argument order */
+	const char **input_names;
+	uint32_t n_inputs;
+	ir_id *outputs; /* returned values */
+	const char **output_names;
+	uint32_t n_outputs;
+	uint32_t *example; /* n_inputs const indices, or NULL if no example */
+	ir_loc loc;
+} ir_func;
+
+/* One setting of the train block: key = number | string | name(k = v, ...). */
+typedef struct ir_setting ir_setting;
+typedef enum ir_value_kind { IR_VAL_NUM, IR_VAL_STR, IR_VAL_CALL } ir_value_kind;
+typedef struct ir_value {
+	ir_value_kind kind;
+	double num;            /* IR_VAL_NUM */
+	const char *str;       /* IR_VAL_STR: the string; IR_VAL_CALL: the name */
+	ir_setting *args;      /* IR_VAL_CALL: keyword arguments */
+	uint32_t n_args;
+} ir_value;
+struct ir_setting {
+	const char *key;
+	ir_value value;
+	ir_loc loc;
+};
+
+typedef struct ir_module {
+	ir_ctx *ctx;
+	ir_arena arena;
+	const char *name;
+
+	ir_sym *syms;
+	uint32_t n_syms, syms_cap;
+	ir_param *params;
+	uint32_t n_params, params_cap;
+	ir_const *consts;
+	uint32_t n_consts, consts_cap;
+	ir_func **funcs;
+	uint32_t n_funcs, funcs_cap;
+	ir_setting *train; /* the train block, in file order */
+	uint32_t n_train, train_cap;
+	uint32_t n_dropout_streams; /* next free dropout stream id */
+} ir_module;
+
+ir_module *ir_module_create(ir_ctx *ctx, const char *name);
+void ir_module_destroy(ir_module *m);
+
+/* Returns the symbol's index, adding it if new. */
+int32_t ir_module_add_sym(ir_module *m, const char *name, ir_loc loc);
+int32_t ir_module_find_sym(const ir_module *m, const char *name);
+/* Adds a parameter (name copied); returns its index or -1 on OOM. */
+int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
+			    ir_init_kind init, double a, double b, ir_loc loc);
+int32_t ir_module_find_param(const ir_module *m, const char *name);
+/* Adds a constant; copies data (numel * dtype size bytes). -1 on OOM. */
+int32_t ir_module_add_const(ir_module *m, const ir_type *t, const void *data);
+ir_func *ir_module_add_func(ir_module *m, const char *name, ir_loc loc);
+ir_func *ir_module_find_func(const ir_module *m, const char *name);
+/* The entry point --jit/--interp run: the first export with an example,
+ * else the first export; NULL if none. */
+ir_func *ir_module_default_func(const ir_module *m);
+const ir_setting *ir_module_find_setting(const ir_module *m, const char *key);
+
+size_t ir_dtype_size(ir_dtype t);
+
+/* ---- building graphs ------------------------------------------------------------ */
+
+/* Appends a node with the given operands and attributes; its type is
+ * inferred by the op's shape rule (ir_infer_type). On a shape or type
+ * error, reports it at loc naming the op and returns IR_NONE. For leaves,
+ * RESHAPE and BROADCAST, *type gives the result type (NULL otherwise). */
+ir_id ir_build(ir_module *m, ir_func *f, ir_op op, const ir_id *args,
+	       uint32_t n_args, const ir_attr *attr, const ir_type *type,
+	       ir_loc loc);
+
+/* Appends a node without inference (the reader and passes, which know the
+ * type). Returns IR_NONE on OOM. */
+ir_id ir_graph_append(ir_ctx *ctx, ir_graph *g, ir_op op, const ir_id *args,
+		      uint32_t n_args, const ir_attr *attr, const ir_type *type,
+		      ir_loc loc);
+void ir_graph_fini(ir_ctx *ctx, ir_graph *g);
+
+/* The shape rule of every op: computes node->type from its operands'
+ * types and attributes. Returns false and reports an error at the node's
+ * location if the operands do not fit. For RESHAPE and BROADCAST the
+ * node's type must already hold the target (checked, -1 dims resolved);
+ * for leaves the type is kept as is. */
+bool ir_infer_type(ir_ctx *ctx, const ir_module *m, const ir_graph *g,
+		   ir_node *node);
+
+/* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
+void ir_type_format(const ir_module *m, const ir_type *t, char *buf,
+		    size_t size);
+
+/* ---- printing, reading, verifying --------------------------------------------- */
+
+/* Prints the module as text that ir_module_read parses back to the same
+ * module (docs/ir.md describes the format). */
+void ir_module_print(const ir_module *m, FILE *out);
+/* Parses the printed form; source_file is a ctx source index for errors.
+ * Returns NULL after reporting errors. */
+ir_module *ir_module_read(ir_ctx *ctx, uint32_t source_file);
+
+/* Checks every invariant of the IR (operand order, counts, attributes,
+ * types equal to what the shape rules give, outputs, indices in range).
+ * Reports each violation; returns true if the module is well formed. */
+bool ir_module_verify(const ir_module *m);
+
+#endif
