@@ -1,0 +1,596 @@
+/*
+ * test_ir.c - the IR's shape rules (ir_infer_type through ir_build) and
+ * the verifier, on small graphs built by hand. Types are written as text
+ * ("f32[B, 10, 4*B]") and diagnostics captured in memory so that each
+ * test can check the exact message a user would read.
+ */
+#include "ir.h"
+
+#include <check.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ir_ctx ctx;
+static ir_module *m;
+static ir_func *f;
+static char *diag;
+static size_t diag_len;
+
+static void setup(void)
+{
+	ir_ctx_init(&ctx);
+	ctx.diag_out = open_memstream(&diag, &diag_len);
+	m = ir_module_create(&ctx, "t");
+	ir_module_add_sym(m, "B", (ir_loc){0});
+	ir_module_add_sym(m, "T", (ir_loc){0});
+	f = ir_module_add_func(m, "f", (ir_loc){0});
+}
+
+static void teardown(void)
+{
+	ir_module_destroy(m);
+	fclose(ctx.diag_out);
+	free(diag);
+	ir_ctx_fini(&ctx);
+}
+
+/* The diagnostics so far, as one string. */
+static const char *diags(void)
+{
+	fflush(ctx.diag_out);
+	return diag ? diag : "";
+}
+
+/* Parses "f32[B, 10, 4*B]" (symbols of m; -1 allowed). */
+static ir_type ty(const char *s)
+{
+	ir_type t = {0};
+	t.dtype = s[0] == 'i' ? IR_I32 : s[1] == '6' ? IR_F64 : IR_F32;
+	const char *p = strchr(s, '[') + 1;
+	while (*p && *p != ']') {
+		while (*p == ' ' || *p == ',')
+			p++;
+		if (*p == ']')
+			break;
+		ir_dim d = {1, -1};
+		if (*p == '-' || isdigit((unsigned char)*p)) {
+			char *e;
+			d.coef = strtoll(p, &e, 10);
+			p = e;
+			if (*p == '*')
+				p++;
+		}
+		if (isalpha((unsigned char)*p)) {
+			const char *q = p;
+			while (isalnum((unsigned char)*p))
+				p++;
+			char name[16] = {0};
+			memcpy(name, q, (size_t)(p - q));
+			d.sym = ir_module_find_sym(m, name);
+			ck_assert_int_ge(d.sym, 0);
+		}
+		t.dims[t.rank++] = d;
+	}
+	return t;
+}
+
+static ir_id input(const char *type)
+{
+	ir_type t = ty(type);
+	ir_attr a = {.input_index = f->n_inputs};
+	ir_id id = ir_build(m, f, IR_OP_INPUT, NULL, 0, &a, &t, (ir_loc){0});
+	ck_assert_uint_ne(id, IR_NONE);
+	f->inputs = realloc(f->inputs, (f->n_inputs + 1) * sizeof *f->inputs);
+	f->inputs[f->n_inputs++] = id;
+	return id;
+}
+
+static ir_id op1(ir_op op, ir_id a, const ir_attr *attr)
+{
+	return ir_build(m, f, op, &a, 1, attr, NULL, (ir_loc){0});
+}
+
+static ir_id op2(ir_op op, ir_id a, ir_id b, const ir_attr *attr)
+{
+	ir_id args[] = {a, b};
+	return ir_build(m, f, op, args, 2, attr, NULL, (ir_loc){0});
+}
+
+/* The type of node id, formatted as the test strings are. */
+static const char *tyname(ir_id id)
+{
+	static char buf[256];
+	char dims[200];
+	ck_assert_uint_ne(id, IR_NONE);
+	const ir_type *t = &f->g.nodes[id].type;
+	ir_type_format(m, t, dims, sizeof dims);
+	snprintf(buf, sizeof buf, "%s[%s]", ir_dtype_name(t->dtype), dims);
+	return buf;
+}
+
+static void free_inputs(void)
+{
+	free(f->inputs);
+	f->inputs = NULL;
+}
+
+/* ---- elementwise and broadcasting ----------------------------------------- */
+
+START_TEST(test_add_broadcasts_right_aligned_with_size_one_dims)
+{
+	ir_id a = input("f32[B, 1, 4]"), b = input("f32[3, 1]");
+	ck_assert_str_eq(tyname(op2(IR_OP_ADD, a, b, NULL)), "f32[B, 3, 4]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_add_of_rank_zero_and_matrix_gives_matrix)
+{
+	ir_id a = input("f32[]"), b = input("f32[2, T]");
+	ck_assert_str_eq(tyname(op2(IR_OP_ADD, a, b, NULL)), "f32[2, T]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_add_rejects_unequal_dims_with_shapes_in_message)
+{
+	ir_id a = input("f32[3, 4]"), b = input("f32[5]");
+	ck_assert_uint_eq(op2(IR_OP_ADD, a, b, NULL), IR_NONE);
+	ck_assert_str_eq(diags(),
+			 "attnc: error: add: cannot broadcast [3, 4] with [5]\n");
+	ck_assert_int_eq(ctx.n_errors, 1);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_symbolic_dims_broadcast_only_with_one_or_themselves)
+{
+	ir_id a = input("f32[B, 4]"), b = input("f32[1, 4]"),
+	      c = input("f32[2*B, 4]"), d = input("f32[T, 4]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MUL, a, b, NULL)), "f32[B, 4]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MUL, a, a, NULL)), "f32[B, 4]");
+	ck_assert_uint_eq(op2(IR_OP_MUL, a, c, NULL), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_MUL, a, d, NULL), IR_NONE);
+	ck_assert_ptr_nonnull(strstr(diags(), "mul: cannot broadcast [B, 4] with [2*B, 4]"));
+	ck_assert_ptr_nonnull(strstr(diags(), "mul: cannot broadcast [B, 4] with [T, 4]"));
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_binary_ops_need_equal_dtypes)
+{
+	ir_id a = input("f32[3]"), b = input("i32[3]");
+	ck_assert_uint_eq(op2(IR_OP_SUB, a, b, NULL), IR_NONE);
+	ck_assert_str_eq(diags(), "attnc: error: sub: operand dtypes differ: "
+				  "f32[3] and i32[3]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_integer_add_is_allowed_but_integer_div_is_not)
+{
+	ir_id a = input("i32[3]"), b = input("i32[1]");
+	ck_assert_str_eq(tyname(op2(IR_OP_ADD, a, b, NULL)), "i32[3]");
+	ck_assert_uint_eq(op2(IR_OP_DIV, a, b, NULL), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_POW, a, b, NULL), IR_NONE);
+	ck_assert_ptr_nonnull(strstr(diags(), "div: left operand must be f32: i32[3]"));
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_comparisons_give_i32)
+{
+	ir_id a = input("f32[B, 1]"), b = input("f32[5]");
+	ck_assert_str_eq(tyname(op2(IR_OP_LT, a, b, NULL)), "i32[B, 5]");
+	ck_assert_str_eq(tyname(op2(IR_OP_NE, a, a, NULL)), "i32[B, 1]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_unary_math_needs_f32_but_neg_and_abs_take_i32)
+{
+	ir_id i = input("i32[2, 3]"), x = input("f32[2, 3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_NEG, i, NULL)), "i32[2, 3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_ABS, i, NULL)), "i32[2, 3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_TANH, x, NULL)), "f32[2, 3]");
+	ck_assert_uint_eq(op1(IR_OP_EXP, i, NULL), IR_NONE);
+	ck_assert_str_eq(diags(),
+			 "attnc: error: exp: operand must be f32: i32[2, 3]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_cast_keeps_shape_and_takes_the_builder_dtype)
+{
+	ir_id x = input("f32[B, 3]");
+	ir_type to = {.dtype = IR_I32};
+	ir_id c = ir_build(m, f, IR_OP_CAST, &x, 1, NULL, &to, (ir_loc){0});
+	ck_assert_str_eq(tyname(c), "i32[B, 3]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_select_broadcasts_all_three_and_needs_i32_condition)
+{
+	ir_id k = input("i32[B, 1]"), a = input("f32[4]"), b = input("f32[]");
+	ir_id x = input("f32[B, 1]");
+	ir_id args[] = {k, a, b};
+	ir_id s = ir_build(m, f, IR_OP_SELECT, args, 3, NULL, NULL, (ir_loc){0});
+	ck_assert_str_eq(tyname(s), "f32[B, 4]");
+	ir_id bad[] = {x, a, b};
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_SELECT, bad, 3, NULL, NULL,
+				   (ir_loc){0}), IR_NONE);
+	ck_assert_ptr_nonnull(strstr(diags(), "select: condition must be i32: f32[B, 1]"));
+	free_inputs();
+}
+END_TEST
+
+/* ---- matmul ------------------------------------------------------------------- */
+
+START_TEST(test_matmul_broadcasts_batch_dims)
+{
+	ir_id a = input("f32[B, 1, 2, 3]"), b = input("f32[5, 3, 4]");
+	ir_attr at = {.matmul = {false, false}};
+	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, a, b, &at)), "f32[B, 5, 2, 4]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_matmul_transposes_last_two_dims_of_either_operand)
+{
+	ir_id q = input("f32[B, 1, 8]"), k = input("f32[B, 10, 8]");
+	ir_id w = input("f32[10, 20]");
+	ir_attr tb = {.matmul = {false, true}}, ta = {.matmul = {true, false}};
+	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, q, k, &tb)), "f32[B, 1, 10]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, k, w, &ta)), "f32[B, 8, 20]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_matmul_reports_inner_dimensions_that_differ)
+{
+	ir_id a = input("f32[2, 10, 2]"), b = input("f32[2, 4, 10]");
+	ir_attr at = {0};
+	ck_assert_uint_eq(op2(IR_OP_MATMUL, a, b, &at), IR_NONE);
+	ck_assert_str_eq(diags(), "attnc: error: matmul: inner dimensions "
+				  "differ: [2, 10, 2] @ [2, 4, 10]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_matmul_rejects_vectors)
+{
+	ir_id a = input("f32[3]"), b = input("f32[3, 4]");
+	ir_attr at = {0};
+	ck_assert_uint_eq(op2(IR_OP_MATMUL, a, b, &at), IR_NONE);
+	ck_assert_ptr_nonnull(strstr(diags(), "unsqueeze"));
+	free_inputs();
+}
+END_TEST
+
+/* ---- reductions, normalizations ---------------------------------------------------- */
+
+START_TEST(test_sum_removes_axes_of_the_mask_or_keeps_them_as_one)
+{
+	ir_id x = input("f32[B, 3, 4]");
+	ir_attr r = {.reduce = {0x5, false}}, k = {.reduce = {0x6, true}};
+	ck_assert_str_eq(tyname(op1(IR_OP_SUM, x, &r)), "f32[3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_MEAN, x, &k)), "f32[B, 1, 1]");
+	ir_attr all = {.reduce = {0x7, false}};
+	ck_assert_str_eq(tyname(op1(IR_OP_MAX, x, &all)), "f32[]");
+	ir_attr bad = {.reduce = {0x8, false}};
+	ck_assert_uint_eq(op1(IR_OP_SUM, x, &bad), IR_NONE);
+	ck_assert_str_eq(diags(), "attnc: error: sum: axes 0x8 out of range "
+				  "for [B, 3, 4]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_argmax_needs_one_axis_and_gives_i32)
+{
+	ir_id x = input("f32[B, 7]");
+	ir_attr r = {.reduce = {0x2, false}}, two = {.reduce = {0x3, false}};
+	ck_assert_str_eq(tyname(op1(IR_OP_ARGMAX, x, &r)), "i32[B]");
+	ck_assert_uint_eq(op1(IR_OP_ARGMAX, x, &two), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_masked_softmax_takes_valid_lengths_per_batch_or_per_query)
+{
+	ir_id x = input("f32[B, 1, 10]");
+	ir_id vb = input("i32[B]"), vq = input("i32[B, 1]"), v1 = input("i32[1]");
+	ir_attr a = {.fill = -1e6};
+	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vb, &a)), "f32[B, 1, 10]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vq, &a)), "f32[B, 1, 10]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, v1, &a)), "f32[B, 1, 10]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_masked_softmax_rejects_bad_valid_lengths)
+{
+	ir_id x = input("f32[2, 1, 10]");
+	ir_id vf = input("f32[2]"), v3 = input("i32[2, 1, 10]"),
+	      v5 = input("i32[5]");
+	ir_attr a = {.fill = -1e6};
+	ck_assert_uint_eq(op2(IR_OP_MASKED_SOFTMAX, x, vf, &a), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_MASKED_SOFTMAX, x, v3, &a), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_MASKED_SOFTMAX, x, v5, &a), IR_NONE);
+	ck_assert_str_eq(diags(),
+		"attnc: error: masked_softmax: valid lengths must be i32: f32[2]\n"
+		"attnc: error: masked_softmax: valid lengths must have rank 1 or 2 "
+		"for scores [2, 1, 10]: [2, 1, 10]\n"
+		"attnc: error: masked_softmax: valid lengths [5] do not broadcast "
+		"against scores [2, 1, 10]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_layer_norm_needs_gamma_and_beta_of_the_last_dim)
+{
+	ir_id x = input("f32[B, T, 32]"), g = input("f32[32]"), bad = input("f32[16]");
+	ir_attr e = {.eps = 1e-5};
+	ir_id args[] = {x, g, g}, bargs[] = {x, g, bad};
+	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_LAYER_NORM, args, 3, &e, NULL,
+					 (ir_loc){0})), "f32[B, T, 32]");
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_LAYER_NORM, bargs, 3, &e, NULL,
+				   (ir_loc){0}), IR_NONE);
+	ck_assert_ptr_nonnull(strstr(diags(), "layer_norm: shift must have rank 1"));
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_dropout_probability_must_be_below_one)
+{
+	ir_id x = input("f32[3]");
+	ir_attr ok = {.dropout = {0.1, 0}}, bad = {.dropout = {1.0, 0}};
+	ck_assert_str_eq(tyname(op1(IR_OP_DROPOUT, x, &ok)), "f32[3]");
+	ck_assert_uint_eq(op1(IR_OP_DROPOUT, x, &bad), IR_NONE);
+	ck_assert_str_eq(diags(), "attnc: error: dropout: probability must be in "
+				  "[0, 1), not 1\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_embedding_appends_the_table_width)
+{
+	ir_id ids = input("i32[B, T]"), tab = input("f32[184, 32]");
+	ck_assert_str_eq(tyname(op2(IR_OP_EMBEDDING, ids, tab, NULL)), "f32[B, T, 32]");
+	ck_assert_uint_eq(op2(IR_OP_EMBEDDING, tab, tab, NULL), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+/* ---- layout ---------------------------------------------------------------------- */
+
+static ir_id reshape(ir_id x, const char *target)
+{
+	ir_type t = ty(target);
+	return ir_build(m, f, IR_OP_RESHAPE, &x, 1, NULL, &t, (ir_loc){0});
+}
+
+START_TEST(test_reshape_solves_the_minus_one_dim)
+{
+	ir_id x = input("f32[B, 10, 4, 8]"), s = input("i32[6, 4]");
+	ck_assert_str_eq(tyname(reshape(x, "f32[-1, 10, 8]")), "f32[4*B, 10, 8]");
+	ck_assert_str_eq(tyname(reshape(x, "f32[4*B, 10, 8]")), "f32[4*B, 10, 8]");
+	ck_assert_str_eq(tyname(reshape(x, "f32[B, -1]")), "f32[B, 320]");
+	ck_assert_str_eq(tyname(reshape(s, "f32[3, -1]")), "i32[3, 8]");
+	ck_assert_str_eq(tyname(reshape(s, "f32[-1]")), "i32[24]");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_reshape_rejects_counts_that_differ)
+{
+	ir_id x = input("f32[B, 10]"), s = input("f32[6, 4]");
+	ck_assert_uint_eq(reshape(s, "f32[5, -1]"), IR_NONE);
+	ck_assert_uint_eq(reshape(x, "f32[T, 10]"), IR_NONE);
+	ck_assert_uint_eq(reshape(x, "f32[-1, -1]"), IR_NONE);
+	ck_assert_uint_eq(reshape(s, "f32[25]"), IR_NONE);
+	ck_assert_str_eq(diags(),
+		"attnc: error: reshape: cannot reshape [6, 4] to [5, -1]\n"
+		"attnc: error: reshape: cannot reshape [B, 10] to [T, 10]\n"
+		"attnc: error: reshape: cannot reshape [B, 10] to [-1, -1]\n"
+		"attnc: error: reshape: cannot reshape [6, 4] to [25]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_broadcast_expands_size_one_dims_and_adds_leading_ones)
+{
+	ir_id x = input("f32[1, 4]");
+	ir_type t = ty("f32[B, 3, 4]"), bad = ty("f32[3, 5]");
+	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_BROADCAST, &x, 1, NULL, &t,
+					 (ir_loc){0})), "f32[B, 3, 4]");
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_BROADCAST, &x, 1, NULL, &bad,
+				   (ir_loc){0}), IR_NONE);
+	ck_assert_str_eq(diags(), "attnc: error: broadcast: cannot broadcast "
+				  "[1, 4] to [3, 5]\n");
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_permute_reorders_axes_and_rejects_non_permutations)
+{
+	ir_id x = input("f32[B, 10, 4, 8]");
+	ir_attr p = {.permute = {{0, 2, 1, 3}}}, bad = {.permute = {{0, 1, 1, 3}}};
+	ck_assert_str_eq(tyname(op1(IR_OP_PERMUTE, x, &p)), "f32[B, 4, 10, 8]");
+	ck_assert_uint_eq(op1(IR_OP_PERMUTE, x, &bad), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_slice_rounds_up_with_a_step)
+{
+	ir_id x = input("f32[B, 10]");
+	ir_attr s = {.slice = {1, 1, 8, 3}}, sym = {.slice = {0, 0, 1, 1}};
+	ir_attr oob = {.slice = {1, 2, 11, 1}};
+	ck_assert_str_eq(tyname(op1(IR_OP_SLICE, x, &s)), "f32[B, 3]");
+	ck_assert_uint_eq(op1(IR_OP_SLICE, x, &sym), IR_NONE);
+	ck_assert_uint_eq(op1(IR_OP_SLICE, x, &oob), IR_NONE);
+	ck_assert_int_eq(ctx.n_errors, 2);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_concat_sums_the_axis_including_symbolic_coefficients)
+{
+	ir_id a = input("f32[B, 2]"), b = input("f32[2*B, 2]"), c = input("f32[3, 2]");
+	ir_attr ax0 = {.axis = 0}, ax1 = {.axis = 1};
+	ir_id ab[] = {a, b, a}, ac[] = {a, c}, cc[] = {c, c, c};
+	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_CONCAT, ab, 3, &ax0, NULL,
+					 (ir_loc){0})), "f32[4*B, 2]");
+	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_CONCAT, cc, 3, &ax1, NULL,
+					 (ir_loc){0})), "f32[3, 6]");
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, ac, 2, &ax0, NULL,
+				   (ir_loc){0}), IR_NONE);
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, ac, 2, &ax1, NULL,
+				   (ir_loc){0}), IR_NONE);
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, NULL, 0, &ax1, NULL,
+				   (ir_loc){0}), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_repeat_and_repeat_interleave_multiply_dims)
+{
+	ir_id x = input("f32[B, 3]");
+	ir_attr r = {.repeat = {{2, 4}}}, ri = {.interleave = {0, 5}};
+	ck_assert_str_eq(tyname(op1(IR_OP_REPEAT, x, &r)), "f32[2*B, 12]");
+	ck_assert_str_eq(tyname(op1(IR_OP_REPEAT_INTERLEAVE, x, &ri)), "f32[5*B, 3]");
+	ir_attr bad = {.interleave = {2, 5}};
+	ck_assert_uint_eq(op1(IR_OP_REPEAT_INTERLEAVE, x, &bad), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_sort_keeps_shape)
+{
+	ir_id x = input("f32[4, 9]");
+	ir_attr a = {.axis = 1}, bad = {.axis = 2};
+	ck_assert_str_eq(tyname(op1(IR_OP_SORT, x, &a)), "f32[4, 9]");
+	ck_assert_uint_eq(op1(IR_OP_SORT, x, &bad), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+/* ---- losses and leaves ---------------------------------------------------------------- */
+
+START_TEST(test_losses_give_scalar_or_label_shape)
+{
+	ir_id p = input("f32[50]"), t = input("f32[50]"), t2 = input("f32[49]");
+	ir_id lg = input("f32[B, T, 184]"), lb = input("i32[B, T]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MSE_LOSS, p, t, NULL)), "f32[]");
+	ck_assert_str_eq(tyname(op2(IR_OP_CROSS_ENTROPY, lg, lb, NULL)), "f32[B, T]");
+	ck_assert_uint_eq(op2(IR_OP_MSE_LOSS, p, t2, NULL), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_CROSS_ENTROPY, lg, lg, NULL), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_CROSS_ENTROPY, lg, p, NULL), IR_NONE);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_param_and_const_nodes_must_match_the_module_tables)
+{
+	ir_type w = ty("f32[20, 8]"), other = ty("f32[8, 20]"), c = ty("i32[2]");
+	int32_t data[2] = {2, 6};
+	ir_module_add_param(m, "W_q", &w, IR_INIT_XAVIER_UNIFORM, 1, 0, (ir_loc){0});
+	ir_module_add_const(m, &c, data);
+	ir_attr p0 = {.param_index = 0}, p1 = {.param_index = 1}, c0 = {.const_index = 0};
+	ck_assert_uint_ne(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p0, &w, (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_uint_ne(ir_build(m, f, IR_OP_CONST, NULL, 0, &c0, &c, (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p0, &other,
+				   (ir_loc){0}), IR_NONE);
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p1, &w, (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_str_eq(diags(),
+		"attnc: error: param: type f32[8, 20] differs from parameter "
+		"@W_q: f32[20, 8]\n"
+		"attnc: error: param: parameter index 1 out of range (1 parameters)\n");
+}
+END_TEST
+
+START_TEST(test_wrong_operand_count_is_reported)
+{
+	ir_id x = input("f32[3]");
+	ir_id args[] = {x, x};
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_EXP, args, 2, NULL, NULL, (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_str_eq(diags(), "attnc: error: exp: expects 1 operand, got 2\n");
+	ck_assert_uint_eq(f->g.n_nodes, 1);
+	free_inputs();
+}
+END_TEST
+
+START_TEST(test_errors_point_at_the_node_location)
+{
+	uint32_t file = ir_ctx_add_source(&ctx, "x.g", "a\n  return s @ k\n", 17);
+	ir_id a = input("f32[2, 10, 2]"), b = input("f32[2, 4, 10]");
+	ir_attr at = {0};
+	ir_id args[] = {a, b};
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_MATMUL, args, 2, &at, NULL,
+				   (ir_loc){file, 2, 12}), IR_NONE);
+	ck_assert_str_eq(diags(),
+		"x.g:2:12: error: matmul: inner dimensions differ: "
+		"[2, 10, 2] @ [2, 4, 10]\n"
+		"    2 |   return s @ k\n"
+		"      |            ^\n");
+	free_inputs();
+}
+END_TEST
+
+Suite *ir_suite(void);
+Suite *ir_suite(void)
+{
+	Suite *s = suite_create("ir");
+	TCase *tc = tcase_create("infer");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_add_broadcasts_right_aligned_with_size_one_dims);
+	tcase_add_test(tc, test_add_of_rank_zero_and_matrix_gives_matrix);
+	tcase_add_test(tc, test_add_rejects_unequal_dims_with_shapes_in_message);
+	tcase_add_test(tc, test_symbolic_dims_broadcast_only_with_one_or_themselves);
+	tcase_add_test(tc, test_binary_ops_need_equal_dtypes);
+	tcase_add_test(tc, test_integer_add_is_allowed_but_integer_div_is_not);
+	tcase_add_test(tc, test_comparisons_give_i32);
+	tcase_add_test(tc, test_unary_math_needs_f32_but_neg_and_abs_take_i32);
+	tcase_add_test(tc, test_cast_keeps_shape_and_takes_the_builder_dtype);
+	tcase_add_test(tc, test_select_broadcasts_all_three_and_needs_i32_condition);
+	tcase_add_test(tc, test_matmul_broadcasts_batch_dims);
+	tcase_add_test(tc, test_matmul_transposes_last_two_dims_of_either_operand);
+	tcase_add_test(tc, test_matmul_reports_inner_dimensions_that_differ);
+	tcase_add_test(tc, test_matmul_rejects_vectors);
+	tcase_add_test(tc, test_sum_removes_axes_of_the_mask_or_keeps_them_as_one);
+	tcase_add_test(tc, test_argmax_needs_one_axis_and_gives_i32);
+	tcase_add_test(tc, test_masked_softmax_takes_valid_lengths_per_batch_or_per_query);
+	tcase_add_test(tc, test_masked_softmax_rejects_bad_valid_lengths);
+	tcase_add_test(tc, test_layer_norm_needs_gamma_and_beta_of_the_last_dim);
+	tcase_add_test(tc, test_dropout_probability_must_be_below_one);
+	tcase_add_test(tc, test_embedding_appends_the_table_width);
+	tcase_add_test(tc, test_reshape_solves_the_minus_one_dim);
+	tcase_add_test(tc, test_reshape_rejects_counts_that_differ);
+	tcase_add_test(tc, test_broadcast_expands_size_one_dims_and_adds_leading_ones);
+	tcase_add_test(tc, test_permute_reorders_axes_and_rejects_non_permutations);
+	tcase_add_test(tc, test_slice_rounds_up_with_a_step);
+	tcase_add_test(tc, test_concat_sums_the_axis_including_symbolic_coefficients);
+	tcase_add_test(tc, test_repeat_and_repeat_interleave_multiply_dims);
+	tcase_add_test(tc, test_sort_keeps_shape);
+	tcase_add_test(tc, test_losses_give_scalar_or_label_shape);
+	tcase_add_test(tc, test_param_and_const_nodes_must_match_the_module_tables);
+	tcase_add_test(tc, test_wrong_operand_count_is_reported);
+	tcase_add_test(tc, test_errors_point_at_the_node_location);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(ir_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
