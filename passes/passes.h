@@ -43,7 +43,76 @@ bool pass_simplify(ir_module *m); /* algebraic identities */
 bool pass_cse(ir_module *m);      /* merge identical nodes */
 bool pass_dce(ir_module *m);      /* drop nodes no output needs */
 
-/* Writes the --stats JSON object for the module. */
+/* Writes the --stats JSON object for the module: op counts (sorted by
+ * name, over every function), kernels (non-leaf, non-view nodes),
+ * planned_bytes (the largest activation slab any function needs, symbols
+ * at their fallback or 1), nodes, params, param_elements, functions. */
 void pass_stats_print(const ir_module *m, FILE *out);
+
+/* ---- graph rewriting (rewrite.c), shared by the passes --------------------- */
+
+/* Rewrites f's graph in place: every use of node i (operands and outputs)
+ * becomes a use of repl[i] (followed until it maps to itself; each
+ * replacement must precede the node it replaces, repl[i] <= i), then
+ * drops every node no output needs, keeping INPUT nodes (the arguments),
+ * and compacts the node and operand arrays preserving order, renumbering
+ * operands, outputs and inputs. repl may be NULL (no replacement); it is
+ * left as it was. Invalidates every side array indexed by ir_id. Returns
+ * false after reporting "out of memory". */
+bool pass_graph_compact(ir_module *m, ir_func *f, const ir_id *repl);
+
+/* Drops constants that no CONST node of any function and no function
+ * example refers to; compacts m->consts and renumbers the references.
+ * Returns false after reporting "out of memory". */
+bool pass_module_drop_unused_consts(ir_module *m);
+
+/* ---- memory planning (memplan.c) ------------------------------------------ */
+
+#define PASS_MEMPLAN_NONE UINT64_MAX /* "no storage of its own" */
+
+/* One buffer to place: live from step start to step end, both included.
+ * pass_memplan_blocks fills offset. */
+typedef struct pass_mem_block {
+	uint64_t size; /* bytes */
+	uint32_t start, end;
+	uint64_t offset;
+} pass_mem_block;
+
+/* Places blocks in one offset space so that two blocks whose lifetimes
+ * overlap never share a byte: greedy first-fit, largest block first (the
+ * static planners of TVM and Glow). Offsets are multiples of align (a power
+ * of two). Returns the slab size: the end of the highest block, rounded up
+ * to align; *ok is false (after reporting "out of memory") if scratch
+ * memory ran out. */
+uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
+			     uint64_t align, bool *ok);
+
+/* A plan for the node results of one function. */
+typedef struct pass_memplan {
+	uint64_t *offset; /* per node: byte offset in the slab, or
+			   * PASS_MEMPLAN_NONE (leaves and views of leaves) */
+	ir_id *storage;   /* per node: the node whose buffer holds its data
+			   * (itself, or the root a view reads), IR_NONE for
+			   * leaves and views of leaves */
+	uint32_t n_nodes;
+	uint64_t total_bytes; /* slab size */
+} pass_memplan;
+
+#define PASS_MEMPLAN_ALIGN 64
+
+/* Plans every non-leaf node result of f into one slab. A view (an
+ * IR_OPF_VIEW op) takes no storage of its own: it shares its operand's
+ * buffer and keeps it alive until its own last use. Outputs live to the
+ * end of the function. sym_values gives each symbol's value (m->n_syms
+ * entries); NULL binds each symbol to its fallback, or 1 without one.
+ * plan's arrays are allocated through m->ctx; free with
+ * pass_memplan_fini. Returns false after reporting "out of memory". */
+bool pass_memplan_func(const ir_module *m, const ir_func *f,
+		       const int64_t *sym_values, pass_memplan *plan);
+void pass_memplan_fini(ir_ctx *ctx, pass_memplan *plan);
+
+/* Bytes of a node's result with symbols bound as pass_memplan_func does. */
+uint64_t pass_type_bytes(const ir_module *m, const ir_type *t,
+			 const int64_t *sym_values);
 
 #endif

@@ -1,0 +1,77 @@
+/*
+ * pipeline.c - the optimization pipeline: one flat table of passes, run
+ * top to bottom.
+ *
+ * Each pass can be switched off by name (--disable-pass=NAME), fusion
+ * passes all at once (--no-fuse), and the module can be printed after any
+ * of them (--dump-ir=NAME, or "all"). The verifier runs between passes
+ * when asked and always once at the end, so no broken graph leaves here.
+ */
+#include "passes.h"
+
+#include <string.h>
+
+/* The pipeline, in order. Folding first turns constant subexpressions
+ * into constants that simplify's identities can see; simplify then removes
+ * layout changes and unit arithmetic; CSE merges what is left identical;
+ * DCE sweeps up whatever no output needs. */
+const pass_info pass_table[] = {
+	{"infer", "re-derive every node's type and report any that differ",
+	 pass_infer, false},
+	{"fold", "evaluate nodes whose operands are all constants", pass_fold,
+	 false},
+	{"simplify", "algebraic identities: unit arithmetic, nested views, "
+		     "transposes into matmul flags",
+	 pass_simplify, false},
+	{"cse", "merge identical nodes and identical constants", pass_cse,
+	 false},
+	{"dce", "drop nodes no output needs", pass_dce, false},
+};
+const uint32_t pass_count = sizeof pass_table / sizeof pass_table[0];
+
+const pass_info *pass_find(const char *name)
+{
+	for (uint32_t i = 0; i < pass_count; i++)
+		if (strcmp(pass_table[i].name, name) == 0)
+			return &pass_table[i];
+	return NULL;
+}
+
+static bool is_disabled(const pass_info *p, const pass_options *opts)
+{
+	if (p->is_fusion && opts->no_fuse)
+		return true;
+	for (uint32_t i = 0; i < opts->n_disabled; i++)
+		if (strcmp(opts->disabled[i], p->name) == 0)
+			return true;
+	return false;
+}
+
+static void dump_after(const ir_module *m, const pass_info *p,
+		       const pass_options *opts)
+{
+	if (!opts->dump ||
+	    (strcmp(opts->dump, p->name) != 0 && strcmp(opts->dump, "all") != 0))
+		return;
+	FILE *out = opts->dump_out ? opts->dump_out : stdout;
+	fprintf(out, "// ---- after %s ----\n", p->name);
+	ir_module_print(m, out);
+}
+
+bool pass_pipeline_run(ir_module *m, const pass_options *opts)
+{
+	for (uint32_t i = 0; i < pass_count; i++) {
+		const pass_info *p = &pass_table[i];
+		if (is_disabled(p, opts))
+			continue;
+		if (!p->run(m))
+			return false;
+		dump_after(m, p, opts);
+		if (opts->verify_each && !ir_module_verify(m)) {
+			ir_error(m->ctx, (ir_loc){0},
+				 "the IR is malformed after pass '%s'", p->name);
+			return false;
+		}
+	}
+	return ir_module_verify(m);
+}
