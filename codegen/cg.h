@@ -1,0 +1,97 @@
+/*
+ * cg.h - attnc's native code generation: a module of generated functions
+ * that is compiled once, then either run in this process (ORC LLJIT) or
+ * written out as LLVM IR, assembly or a relocatable PIC object file.
+ *
+ * This is the only face of codegen/ that the rest of the project sees; it
+ * exposes plain C types. Generators (cg_gemm.h, later the kernel lowering)
+ * add functions to a cg_module; the host then calls cg_module_jit() and
+ * cg_module_lookup(), or cg_module_emit().
+ *
+ * Life of a module:
+ *   cg_module_create -> add functions -> [cg_module_optimize]
+ *     -> any number of cg_module_emit / cg_module_emit_buffer
+ *     -> cg_module_jit -> cg_module_lookup ... -> cg_module_destroy
+ * Optimization runs once (the first of optimize/emit/jit triggers it);
+ * functions may not be added after it. The JIT takes the module: after
+ * cg_module_jit, emit calls fail with an error.
+ *
+ * Errors are values: a function that fails returns false (or NULL) and
+ * leaves a message in cg_module_error(); a module that has failed stays
+ * failed. Generated code calls libgomp (GOMP_parallel, omp_get_thread_num,
+ * ...) and the C library (aligned_alloc, free): a program that links an
+ * emitted object must link -lgomp too.
+ */
+#ifndef ATTNC_CG_H
+#define ATTNC_CG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct cg_module cg_module;
+
+typedef enum cg_emit_kind {
+	CG_EMIT_LLVM, /* LLVM IR text (.ll) */
+	CG_EMIT_ASM,  /* host assembly (.s) */
+	CG_EMIT_OBJ,  /* relocatable ELF object, position independent (.o) */
+} cg_emit_kind;
+
+/* Timings of the module's compilation, in milliseconds, and its size. */
+typedef struct cg_module_stats {
+	int n_functions; /* defined functions, helpers included */
+	double opt_ms;   /* LLVMVerifyModule + the default<O3> pipeline */
+	double jit_ms;   /* machine code generation and linking by LLJIT */
+} cg_module_stats;
+
+/* Creates an empty module for the host CPU (its name is the LLVM module
+ * identifier). Returns NULL only when memory runs out; if the host target
+ * cannot be set up, the module is returned already failed (see
+ * cg_module_error). Free with cg_module_destroy. */
+cg_module *cg_module_create(const char *name);
+
+/* Frees the module, its JIT and all code it made: function pointers from
+ * cg_module_lookup are dangling afterwards. NULL is a no-op. */
+void cg_module_destroy(cg_module *m);
+
+/* The message of the first failure, or NULL if nothing failed. Owned by
+ * the module. */
+const char *cg_module_error(const cg_module *m);
+
+/* Verifies the module (LLVMVerifyModule) and runs the default<O3> pipeline
+ * for the host TargetMachine. Idempotent; no functions can be added after.
+ * Returns false (with a message) if the module is invalid or failed. */
+bool cg_module_optimize(cg_module *m);
+
+/* Optimizes if needed, then hands the module to ORC LLJIT, which resolves
+ * external symbols (libgomp, libc) in this process. Returns false on any
+ * failure; the module cannot be emitted afterwards. */
+bool cg_module_jit(cg_module *m);
+
+/* Address of the generated function `name` after cg_module_jit, or NULL
+ * (with a message) if there is none. */
+void *cg_module_lookup(cg_module *m, const char *name);
+
+/* Optimizes if needed, then writes the module to `path` in the given form.
+ * Code generation works on a clone, so the module stays usable (for the
+ * JIT or more emission). Returns false on failure. */
+bool cg_module_emit(cg_module *m, cg_emit_kind kind, const char *path);
+
+/* As cg_module_emit, into memory: *data receives a malloc'd buffer of *len
+ * bytes (plus a terminating NUL, so text kinds are C strings) that the
+ * caller frees with free(). */
+bool cg_module_emit_buffer(cg_module *m, cg_emit_kind kind, char **data,
+			   size_t *len);
+
+/* The module's statistics so far. */
+cg_module_stats cg_module_stats_get(const cg_module *m);
+
+/* The thread count generated parallel regions use by default
+ * (OMP_NUM_THREADS, else the number of cores): libgomp's
+ * omp_get_max_threads() of the calling thread. */
+int cg_threads_get(void);
+
+/* Sets the thread count for parallel regions started from the calling
+ * thread (omp_set_num_threads); n < 1 is taken as 1. */
+void cg_threads_set(int n);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+ * cg_gemm.h - generated single-precision matrix multiplication.
+ *
+ * For a shape fixed at compile time, cg_gemm_add() generates into a
+ * cg_module the function
+ *
+ *     void NAME(const float *A, const float *B, float *C);
+ *
+ * computing C = A·B (or C += A·B) on row-major matrices in the BLIS
+ * style: B packed into 16-wide panels, A into 6-tall panels, a 6×16
+ * register-tiled micro-kernel of 12 <8 x float> FMA accumulators, loops
+ * blocked by NC/KC/MC, and the rows (or columns) of C split statically
+ * over OpenMP threads through libgomp. Small shapes skip the packing;
+ * docs/codegen.md explains the choices. Letters: C is M×N, the inner
+ * dimension is K.
+ */
+#ifndef ATTNC_CG_GEMM_H
+#define ATTNC_CG_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cg.h"
+
+/* Which operands are copied into panels before the micro-kernel runs. */
+typedef enum cg_gemm_pack {
+	CG_GEMM_PACK_AUTO, /* chosen from the shape (cg_gemm_plan_make) */
+	CG_GEMM_PACK_NONE, /* read A and B in place (B is packed if tb) */
+	CG_GEMM_PACK_B,    /* pack B only */
+	CG_GEMM_PACK_AB,   /* pack both */
+} cg_gemm_pack;
+
+typedef struct cg_gemm_spec {
+	int64_t m, n, k; /* C is m×n, the inner dimension k; all >= 1 */
+	bool ta;         /* A is stored k×m (A^T row-major); else m×k */
+	bool tb;         /* B is stored n×k; else k×n */
+	int64_t lda, ldb, ldc; /* row strides in floats; 0 = dense */
+	bool accumulate;       /* beta = 1: C += A·B; else C = A·B */
+	cg_gemm_pack pack;     /* normally CG_GEMM_PACK_AUTO */
+	/* Flops (2·m·n·k) each thread must have at least; fewer threads run
+	 * below that, one means no parallel region. 0 = the default. */
+	int64_t grain;
+} cg_gemm_spec;
+
+#define CG_GEMM_MR 6  /* rows of the micro-kernel's tile */
+#define CG_GEMM_NR 16 /* columns of the tile: two <8 x float> vectors */
+#define CG_GEMM_GRAIN_DEFAULT (1 << 20)
+
+/* The choices the generator makes for a spec (all known at compile time). */
+typedef struct cg_gemm_plan {
+	bool pack_a, pack_b;
+	int64_t kc, mc, nc;  /* block sizes of the K, M and N loops */
+	bool split_rows;     /* threads take row panels; else column panels */
+	int max_threads;     /* most threads worth starting (by grain) */
+	int64_t lda, ldb, ldc; /* the strides with defaults filled in */
+} cg_gemm_plan;
+
+/* Checks a spec and fills in its plan. Returns false, with a message in
+ * err (of err_len bytes), if the spec is invalid: a size < 1, a leading
+ * dimension smaller than its row, a negative grain. */
+bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
+		       char *err, size_t err_len);
+
+/* Generates NAME and its internal helpers (NAME.ukr.*, NAME.pack_*,
+ * NAME.work, NAME.par) into m. NAME must be unique in m. Returns false,
+ * with the message in cg_module_error(m), if the spec is invalid or the
+ * module is already optimized or failed. The generated function may be
+ * called from any thread; it allocates its packing buffers with
+ * aligned_alloc for each call when it packs. */
+bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec);
+
+#endif
