@@ -13,6 +13,7 @@
  * whatever text it was given.
  */
 #include "ir.h"
+#include "ir_internal.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -23,6 +24,8 @@ typedef struct infer_cx {
 	const ir_module *m;
 	const ir_graph *g;
 	ir_node *n;
+	char *msg; /* when set, errors go here (msg_size bytes), not to ctx */
+	size_t msg_size;
 } infer_cx;
 
 /* A formatted type, returned by value so that it can appear inline in an
@@ -88,7 +91,10 @@ static bool fail(const infer_cx *c, const char *fmt, ...)
 	const char *name = (unsigned)c->n->op < IR_OP_COUNT
 				   ? ir_op_table[c->n->op].name
 				   : "?";
-	ir_error(c->ctx, c->n->loc, "%s: %s", name, msg);
+	if (c->msg)
+		snprintf(c->msg, c->msg_size, "%s: %s", name, msg);
+	else
+		ir_error(c->ctx, c->n->loc, "%s: %s", name, msg);
 	return false;
 }
 
@@ -107,7 +113,7 @@ static bool dim_valid(const ir_module *m, ir_dim d)
 	return (uint32_t)d.sym < m->n_syms && d.coef >= 1;
 }
 
-static bool type_valid(const ir_module *m, const ir_type *t)
+bool ir_type_is_valid(const ir_module *m, const ir_type *t)
 {
 	if (t->rank > IR_MAX_RANK)
 		return false;
@@ -228,7 +234,7 @@ static bool check_operands(const infer_cx *c)
 		if (a >= limit)
 			return fail(c, "operand %u (%%%u) is not defined before "
 				       "its use", i, a);
-		if (!type_valid(c->m, &c->g->nodes[a].type))
+		if (!ir_type_is_valid(c->m, &c->g->nodes[a].type))
 			return fail(c, "operand %u (%%%u) has a malformed type",
 				    i, a);
 	}
@@ -259,7 +265,7 @@ static bool need_numeric(const infer_cx *c, uint32_t i, const char *what)
 static bool infer_leaf_type(const infer_cx *c)
 {
 	const ir_type *t = &c->n->type;
-	if (!type_valid(c->m, t) || t->dtype == IR_F64)
+	if (!ir_type_is_valid(c->m, t) || t->dtype == IR_F64)
 		return fail(c, "malformed type %s", type_str(c->m, t).s);
 	return true;
 }
@@ -287,10 +293,13 @@ static bool infer_const(const infer_cx *c)
 		return fail(c, "type %s differs from constant @c%u: %s",
 			    type_str(c->m, &c->n->type).s, i,
 			    type_str(c->m, &c->m->consts[i].type).s);
-	if (!type_valid(c->m, &c->n->type) ||
-	    ir_type_numel_static(&c->n->type) < 0)
+	if (!ir_type_is_valid(c->m, &c->n->type))
 		return fail(c, "malformed type %s",
 			    type_str(c->m, &c->n->type).s);
+	for (int k = 0; k < c->n->type.rank; k++)
+		if (!ir_dim_is_static(c->n->type.dims[k]))
+			return fail(c, "constant type %s is not static",
+				    type_str(c->m, &c->n->type).s);
 	return true;
 }
 
@@ -590,7 +599,7 @@ static bool infer_reshape(infer_cx *c)
 		if (t.dims[i].sym >= 0 && (uint32_t)t.dims[i].sym >= c->m->n_syms)
 			return fail(c, "target dim %d names unknown symbol %d",
 				    i, t.dims[i].sym);
-	if (!reshape_solve(in, &t) || !type_valid(c->m, &t))
+	if (!reshape_solve(in, &t) || !ir_type_is_valid(c->m, &t))
 		return fail(c, "cannot reshape %s to %s", shape_str(c->m, in).s,
 			    shape_str(c->m, &c->n->type).s);
 	set_type(c, in->dtype, &t);
@@ -602,7 +611,7 @@ static bool infer_broadcast(infer_cx *c)
 	const ir_type *in = arg_type(c, 0);
 	ir_type t = c->n->type;
 	t.dtype = in->dtype;
-	if (!type_valid(c->m, &t))
+	if (!ir_type_is_valid(c->m, &t))
 		return fail(c, "malformed target %s", shape_str(c->m, &t).s);
 	if (!shape_bcasts_to(in, &t))
 		return fail(c, "cannot broadcast %s to %s", shape_str(c->m, in).s,
@@ -858,13 +867,31 @@ static bool infer_op(infer_cx *c)
 	return fail(c, "unknown op %d", (int)c->n->op);
 }
 
+static bool infer_node(infer_cx *c)
+{
+	if ((unsigned)c->n->op >= IR_OP_COUNT) {
+		if (c->msg)
+			snprintf(c->msg, c->msg_size, "unknown op %d",
+				 (int)c->n->op);
+		else
+			ir_error(c->ctx, c->n->loc, "unknown op %d",
+				 (int)c->n->op);
+		return false;
+	}
+	return check_operands(c) && infer_op(c);
+}
+
 bool ir_infer_type(ir_ctx *ctx, const ir_module *m, const ir_graph *g,
 		   ir_node *node)
 {
-	infer_cx c = {ctx, m, g, node};
-	if ((unsigned)node->op >= IR_OP_COUNT) {
-		ir_error(ctx, node->loc, "unknown op %d", (int)node->op);
-		return false;
-	}
-	return check_operands(&c) && infer_op(&c);
+	infer_cx c = {ctx, m, g, node, NULL, 0};
+	return infer_node(&c);
+}
+
+bool ir_infer_type_msg(const ir_module *m, const ir_graph *g, ir_node *node,
+		       char *msg, size_t size)
+{
+	infer_cx c = {m->ctx, m, g, node, msg, size};
+	msg[0] = '\0';
+	return infer_node(&c);
 }

@@ -81,8 +81,11 @@ static ir_id input(const char *type)
 	ir_attr a = {.input_index = f->n_inputs};
 	ir_id id = ir_build(m, f, IR_OP_INPUT, NULL, 0, &a, &t, (ir_loc){0});
 	ck_assert_uint_ne(id, IR_NONE);
-	f->inputs = realloc(f->inputs, (f->n_inputs + 1) * sizeof *f->inputs);
-	f->inputs[f->n_inputs++] = id;
+	ir_id *in = ir_arena_alloc(&m->arena, (f->n_inputs + 1) * sizeof *in);
+	if (f->n_inputs)
+		memcpy(in, f->inputs, f->n_inputs * sizeof *in);
+	in[f->n_inputs++] = id;
+	f->inputs = in;
 	return id;
 }
 
@@ -109,10 +112,9 @@ static const char *tyname(ir_id id)
 	return buf;
 }
 
+/* Kept so the tests read the same; inputs live in the module's arena. */
 static void free_inputs(void)
 {
-	free(f->inputs);
-	f->inputs = NULL;
 }
 
 /* ---- elementwise and broadcasting ----------------------------------------- */
@@ -543,6 +545,92 @@ START_TEST(test_errors_point_at_the_node_location)
 }
 END_TEST
 
+
+/* ---- verifier ---------------------------------------------------------------------- */
+
+/* x: f32[B, 4] input; %1 = exp x; output %1; a param and a dropout. */
+static void small_graph(void)
+{
+	ir_type w = ty("f32[4]");
+	ir_module_add_param(m, "w", &w, IR_INIT_ZEROS, 0, 0, (ir_loc){0});
+	ir_id x = input("f32[B, 4]");
+	ir_id e = op1(IR_OP_EXP, x, NULL);
+	ir_attr p = {.param_index = 0};
+	ir_id pw = ir_build(m, f, IR_OP_PARAM, NULL, 0, &p, &w, (ir_loc){0});
+	ir_id s = op2(IR_OP_ADD, e, pw, NULL);
+	ir_attr d = {.dropout = {0.5, 0}};
+	m->n_dropout_streams = 1;
+	ir_id o = op1(IR_OP_DROPOUT, s, &d);
+	ck_assert_uint_eq(o, 4);
+	f->outputs = ir_arena_alloc(&m->arena, sizeof *f->outputs);
+	f->outputs[0] = o;
+	f->n_outputs = 1;
+}
+
+START_TEST(test_verifier_accepts_a_well_formed_graph)
+{
+	small_graph();
+	ck_assert(ir_module_verify(m));
+	ck_assert_str_eq(diags(), "");
+}
+END_TEST
+
+START_TEST(test_verifier_catches_a_wrong_stored_type)
+{
+	small_graph();
+	f->g.nodes[1].type = ty("f32[B, 5]");
+	ck_assert(!ir_module_verify(m));
+	ck_assert_str_eq(diags(),
+		"attnc: error: verifier: @f %1 (exp): stored type f32[B, 5] but "
+		"the shape rule gives f32[B, 4]\n"
+		"attnc: error: verifier: @f %3: add: cannot broadcast [B, 5] "
+		"with [4]\n");
+}
+END_TEST
+
+START_TEST(test_verifier_catches_a_forward_reference)
+{
+	small_graph();
+	f->g.args[f->g.nodes[1].first_arg] = 3;
+	ck_assert(!ir_module_verify(m));
+	ck_assert_str_eq(diags(), "attnc: error: verifier: @f %1 (exp): operand "
+				  "0 is %3, not defined before it\n");
+}
+END_TEST
+
+START_TEST(test_verifier_catches_bad_indices)
+{
+	small_graph();
+	f->g.nodes[2].attr.param_index = 7;
+	f->g.nodes[0].attr.input_index = 1;
+	f->outputs[0] = 9;
+	m->n_dropout_streams = 0;
+	ck_assert(!ir_module_verify(m));
+	const char *d = diags();
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f: input 0 is %0, not an input node with index 0\n"));
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f: output 0 is %9, out of range (5 nodes)\n"));
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %0: input index 1 does not match"));
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %2: param: parameter index 7 out of range"));
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %4: dropout stream 0 out of range (0 streams)\n"));
+	ck_assert_int_eq(ctx.n_errors, 5);
+}
+END_TEST
+
+START_TEST(test_verifier_catches_bad_symbols_counts_and_duplicate_params)
+{
+	small_graph();
+	f->g.nodes[0].type.dims[0].sym = 5;
+	f->g.nodes[1].n_args = 2;
+	ir_type w = ty("f32[4]");
+	ir_module_add_param(m, "w", &w, IR_INIT_ZEROS, 0, 0, (ir_loc){0});
+	ck_assert(!ir_module_verify(m));
+	const char *d = diags();
+	ck_assert_ptr_nonnull(strstr(d, "verifier: parameter @w is declared twice\n"));
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %0 (input): malformed type"));
+	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %1 (exp): expects 1 operand, got 2\n"));
+}
+END_TEST
+
 Suite *ir_suite(void);
 Suite *ir_suite(void)
 {
@@ -583,6 +671,14 @@ Suite *ir_suite(void)
 	tcase_add_test(tc, test_wrong_operand_count_is_reported);
 	tcase_add_test(tc, test_errors_point_at_the_node_location);
 	suite_add_tcase(s, tc);
+	TCase *tv = tcase_create("verify");
+	tcase_add_checked_fixture(tv, setup, teardown);
+	tcase_add_test(tv, test_verifier_accepts_a_well_formed_graph);
+	tcase_add_test(tv, test_verifier_catches_a_wrong_stored_type);
+	tcase_add_test(tv, test_verifier_catches_a_forward_reference);
+	tcase_add_test(tv, test_verifier_catches_bad_indices);
+	tcase_add_test(tv, test_verifier_catches_bad_symbols_counts_and_duplicate_params);
+	suite_add_tcase(s, tv);
 	return s;
 }
 

@@ -1,0 +1,267 @@
+/*
+ * verify.c - the IR verifier (ir_module_verify).
+ *
+ * Checks every invariant the rest of the compiler relies on: nodes in
+ * topological (SSA) order, operand counts and attributes as the op table
+ * says, each stored type equal to what the op's shape rule gives, function
+ * inputs and outputs in range and consistent with the INPUT nodes, module
+ * tables (symbols, parameters, constants) well formed. It runs between
+ * passes in debug builds and always before code generation, so it reports
+ * every violation it finds, each prefixed "verifier:", rather than stopping
+ * at the first.
+ */
+#include "ir.h"
+#include "ir_internal.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+typedef struct verifier {
+	const ir_module *m;
+	ir_ctx *ctx;
+	bool is_ok;
+} verifier;
+
+static void vfail(verifier *v, ir_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void vfail(verifier *v, ir_loc loc, const char *fmt, ...)
+{
+	char msg[640];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	ir_error(v->ctx, loc, "verifier: %s", msg);
+	v->is_ok = false;
+}
+
+/* "f32[B, 10]" for a type already known to be valid. */
+static void type_text(const ir_module *m, const ir_type *t, char *buf,
+		      size_t size)
+{
+	char dims[200];
+	ir_type_format(m, t, dims, sizeof dims);
+	snprintf(buf, size, "%s[%s]", ir_dtype_name(t->dtype), dims);
+}
+
+static bool name_ok(const char *s)
+{
+	return s && s[0];
+}
+
+/* ---- module tables -------------------------------------------------------- */
+
+static void verify_syms(verifier *v)
+{
+	const ir_module *m = v->m;
+	for (uint32_t i = 0; i < m->n_syms; i++) {
+		const ir_sym *s = &m->syms[i];
+		if (!name_ok(s->name)) {
+			vfail(v, s->loc, "symbol %u has no name", i);
+			continue;
+		}
+		if (s->fallback < 0)
+			vfail(v, s->loc, "symbol %s has a negative fallback %lld",
+			      s->name, (long long)s->fallback);
+		for (uint32_t j = 0; j < i; j++)
+			if (name_ok(m->syms[j].name) &&
+			    strcmp(m->syms[j].name, s->name) == 0)
+				vfail(v, s->loc, "symbol %s is declared twice",
+				      s->name);
+	}
+}
+
+static void verify_params(verifier *v)
+{
+	const ir_module *m = v->m;
+	for (uint32_t i = 0; i < m->n_params; i++) {
+		const ir_param *p = &m->params[i];
+		if (!name_ok(p->name)) {
+			vfail(v, p->loc, "parameter %u has no name", i);
+			continue;
+		}
+		for (uint32_t j = 0; j < i; j++)
+			if (name_ok(m->params[j].name) &&
+			    strcmp(m->params[j].name, p->name) == 0)
+				vfail(v, p->loc, "parameter @%s is declared twice",
+				      p->name);
+		if (!ir_type_is_valid(m, &p->type) || p->type.dtype != IR_F32)
+			vfail(v, p->loc, "parameter @%s has a malformed type "
+					 "(parameters are f32)", p->name);
+		if ((unsigned)p->init > IR_INIT_XAVIER_UNIFORM)
+			vfail(v, p->loc, "parameter @%s has unknown initializer %d",
+			      p->name, (int)p->init);
+	}
+}
+
+static void verify_consts(verifier *v)
+{
+	const ir_module *m = v->m;
+	for (uint32_t i = 0; i < m->n_consts; i++) {
+		const ir_type *t = &m->consts[i].type;
+		bool ok = ir_type_is_valid(m, t);
+		for (int k = 0; ok && k < t->rank; k++)
+			ok = ir_dim_is_static(t->dims[k]);
+		if (!ok)
+			vfail(v, (ir_loc){0}, "constant @c%u has a malformed or "
+					      "symbolic type", i);
+		else if (!m->consts[i].data)
+			vfail(v, (ir_loc){0}, "constant @c%u has no data", i);
+	}
+}
+
+/* ---- graphs ------------------------------------------------------------------- */
+
+/* Operands in range and defined before node i; false if any is not (the
+ * shape rule cannot be run then). */
+static bool verify_operands(verifier *v, const ir_func *f, ir_id i)
+{
+	const ir_graph *g = &f->g;
+	const ir_node *n = &g->nodes[i];
+	if ((uint64_t)n->first_arg + n->n_args > g->n_args) {
+		vfail(v, n->loc, "@%s %%%u: operand list [%u, +%u) out of range "
+				 "(%u operands in the graph)", f->name, i,
+		      n->first_arg, n->n_args, g->n_args);
+		return false;
+	}
+	int want = ir_op_table[n->op].n_in;
+	if (want >= 0 ? n->n_args != (uint32_t)want : n->n_args == 0) {
+		vfail(v, n->loc, "@%s %%%u (%s): expects %s%d operand%s, got %u",
+		      f->name, i, ir_op_table[n->op].name, want < 0 ? "at least " : "",
+		      want < 0 ? 1 : want, want == 1 || want < 0 ? "" : "s",
+		      n->n_args);
+		return false;
+	}
+	bool ok = true;
+	for (uint32_t k = 0; k < n->n_args; k++) {
+		ir_id a = ir_arg(g, i, k);
+		if (a >= i) {
+			vfail(v, n->loc, "@%s %%%u (%s): operand %u is %%%u, not "
+					 "defined before it", f->name, i,
+			      ir_op_table[n->op].name, k, a);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+static void verify_leaf(verifier *v, const ir_func *f, ir_id i)
+{
+	const ir_node *n = &f->g.nodes[i];
+	uint32_t k = n->attr.input_index;
+	if (n->op == IR_OP_INPUT && (k >= f->n_inputs || f->inputs[k] != i))
+		vfail(v, n->loc, "@%s %%%u: input index %u does not match the "
+				 "function's inputs (%u)", f->name, i, k, f->n_inputs);
+	if (n->op == IR_OP_DROPOUT &&
+	    n->attr.dropout.stream >= v->m->n_dropout_streams)
+		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "
+				 "streams)", f->name, i, n->attr.dropout.stream,
+		      v->m->n_dropout_streams);
+}
+
+/* The stored type equals what the shape rule computes on a copy. */
+static void verify_type(verifier *v, const ir_func *f, ir_id i)
+{
+	const ir_node *n = &f->g.nodes[i];
+	char msg[512], a[256], b[256];
+	if (!ir_type_is_valid(v->m, &n->type)) {
+		vfail(v, n->loc, "@%s %%%u (%s): malformed type (rank %u)",
+		      f->name, i, ir_op_table[n->op].name, n->type.rank);
+		return;
+	}
+	ir_node copy = *n;
+	if (!ir_infer_type_msg(v->m, &f->g, &copy, msg, sizeof msg)) {
+		vfail(v, n->loc, "@%s %%%u: %s", f->name, i, msg);
+		return;
+	}
+	if (!ir_type_eq(&copy.type, &n->type)) {
+		type_text(v->m, &n->type, a, sizeof a);
+		type_text(v->m, &copy.type, b, sizeof b);
+		vfail(v, n->loc, "@%s %%%u (%s): stored type %s but the shape "
+				 "rule gives %s", f->name, i,
+		      ir_op_table[n->op].name, a, b);
+	}
+}
+
+static void verify_graph(verifier *v, const ir_func *f)
+{
+	const ir_graph *g = &f->g;
+	for (ir_id i = 0; i < g->n_nodes; i++) {
+		const ir_node *n = &g->nodes[i];
+		if ((unsigned)n->op >= IR_OP_COUNT) {
+			vfail(v, n->loc, "@%s %%%u: unknown op %d", f->name, i,
+			      (int)n->op);
+			continue;
+		}
+		verify_leaf(v, f, i);
+		if (verify_operands(v, f, i))
+			verify_type(v, f, i);
+	}
+}
+
+/* ---- functions --------------------------------------------------------------------- */
+
+static void verify_inputs(verifier *v, const ir_func *f)
+{
+	for (uint32_t k = 0; k < f->n_inputs; k++) {
+		ir_id id = f->inputs[k];
+		if (id >= f->g.n_nodes || f->g.nodes[id].op != IR_OP_INPUT ||
+		    f->g.nodes[id].attr.input_index != k)
+			vfail(v, f->loc, "@%s: input %u is %%%u, not an input "
+					 "node with index %u", f->name, k, id, k);
+	}
+}
+
+static void verify_example(verifier *v, const ir_func *f)
+{
+	if (!f->example)
+		return;
+	for (uint32_t k = 0; k < f->n_inputs; k++) {
+		uint32_t c = f->example[k];
+		ir_id id = f->inputs[k];
+		if (c >= v->m->n_consts) {
+			vfail(v, f->loc, "@%s: example %u names constant @c%u, out "
+					 "of range", f->name, k, c);
+			continue;
+		}
+		if (id >= f->g.n_nodes)
+			continue;
+		const ir_type *ct = &v->m->consts[c].type,
+			      *it = &f->g.nodes[id].type;
+		if (ct->dtype != it->dtype || ct->rank != it->rank)
+			vfail(v, f->loc, "@%s: example %u (@c%u) does not have "
+					 "the dtype and rank of input %u",
+			      f->name, k, c, k);
+	}
+}
+
+static void verify_func(verifier *v, const ir_func *f, uint32_t index)
+{
+	if (!name_ok(f->name)) {
+		vfail(v, f->loc, "function %u has no name", index);
+		return;
+	}
+	for (uint32_t j = 0; j < index; j++)
+		if (name_ok(v->m->funcs[j]->name) &&
+		    strcmp(v->m->funcs[j]->name, f->name) == 0)
+			vfail(v, f->loc, "function @%s is defined twice", f->name);
+	verify_inputs(v, f);
+	verify_example(v, f);
+	for (uint32_t k = 0; k < f->n_outputs; k++)
+		if (f->outputs[k] >= f->g.n_nodes)
+			vfail(v, f->loc, "@%s: output %u is %%%u, out of range "
+					 "(%u nodes)", f->name, k, f->outputs[k],
+			      f->g.n_nodes);
+	verify_graph(v, f);
+}
+
+bool ir_module_verify(const ir_module *m)
+{
+	verifier v = {m, m->ctx, true};
+	verify_syms(&v);
+	verify_params(&v);
+	verify_consts(&v);
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		verify_func(&v, m->funcs[i], i);
+	return v.is_ok;
+}
