@@ -31,8 +31,8 @@ static bool check_node(ir_module *m, const ir_func *f, ir_id id)
 	format_type(m, &n->type, stored, sizeof stored);
 	format_type(m, &copy.type, derived, sizeof derived);
 	ir_error(m->ctx, n->loc,
-		 "%s: node %%%u of '%s' has type %s but its operands give %s",
-		 ir_op_table[n->op].name, id, f->name, stored, derived);
+		 "@%s %%%u (%s): stored type %s, but its operands give %s",
+		 f->name, id, ir_op_table[n->op].name, stored, derived);
 	return false;
 }
 
