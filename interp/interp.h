@@ -31,8 +31,18 @@ bool interp_tensor_alloc(ir_ctx *ctx, interp_tensor *t, ir_dtype dtype,
 void interp_tensor_fini(ir_ctx *ctx, interp_tensor *t);
 /* Element i converted to double, whatever the dtype. */
 double interp_tensor_get(const interp_tensor *t, int64_t i);
-/* Prints like "f32[2, 1, 4] [[[2, 3, 4, 5]], [[10, 11, 12, 13]]]", eliding
- * the middle of long dimensions as PyTorch does. */
+/* Allocates dst as a deep copy of src; false on OOM (dst left empty). */
+bool interp_tensor_copy(ir_ctx *ctx, interp_tensor *dst,
+			const interp_tensor *src);
+/* Prints a header line with dtype and dims, then the values as PyTorch
+ * does (4 decimals, or %.4e when the magnitudes call for it; integers for
+ * i32; columns aligned; lines wrapped at 80; when there are more than 1000
+ * elements, dims longer than 6 show their first and last 3 around "..."):
+ *   f32[2, 1, 4]
+ *   [[[ 2.0000,  3.0000,  4.0000,  5.0000]],
+ *
+ *    [[10.0000, 11.0000, 12.0000, 13.0000]]]
+ * No newline after the last line. docs/ops.md has the details. */
 void interp_tensor_print(const interp_tensor *t, FILE *out);
 
 /* Binds the module's symbols: from the inputs' dims against f's input
