@@ -1,0 +1,273 @@
+/*
+ * gemm.c - benchmark of the generated sgemm against OpenBLAS's
+ * cblas_sgemm, side by side in one run: square sizes 256..2048 and the
+ * book's small shapes (64×10 rows by 32 wide, FFN 64, vocabulary 200),
+ * on 1 and 2 threads. Each cell is the median of several samples, with
+ * their range; a sample repeats the call until it lasts about 50 ms.
+ *
+ *     bench_gemm [-r REPS] [-s SIZE]...
+ *
+ * -r sets the samples per cell (default 7); -s restricts the square sizes
+ * (repeatable). The machine is shared, so the run ends with how busy the
+ * CPUs were in total and how much of that was this process: a busy
+ * machine makes 2-thread numbers swing (a thread waits at a barrier for a
+ * descheduled partner). Implementations run in separate blocks with a
+ * pause between them, so that neither's spinning idle threads (libgomp's,
+ * OpenBLAS's) steal the other's cores.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cg.h"
+#include "cg_gemm.h"
+
+#define MAX_REPS 64
+#define SAMPLE_S 0.05
+
+typedef void (*gemm_fn)(const float *A, const float *B, float *C);
+
+typedef struct shape {
+	int m, n, k;
+	const char *what;
+} shape;
+
+typedef struct stat3 {
+	double med, lo, hi; /* GFLOP/s */
+} stat3;
+
+/* The operands of one shape and the compiled kernel. */
+typedef struct bench_case {
+	shape s;
+	float *a, *b, *c, *c_ref;
+	cg_module *mod;
+	gemm_fn fn;
+	double compile_ms;
+} bench_case;
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void pause_s(double s)
+{
+	struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+	nanosleep(&t, NULL);
+}
+
+/* Total and idle jiffies of all CPUs, from /proc/stat. */
+static void cpu_jiffies(double *total, double *idle)
+{
+	unsigned long long v[8] = {0};
+	FILE *fp = fopen("/proc/stat", "r");
+	*total = *idle = 0;
+	if (!fp)
+		return;
+	if (fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
+		   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+		for (int i = 0; i < 8; i++)
+			*total += (double)v[i];
+		*idle = (double)(v[3] + v[4]);
+	}
+	fclose(fp);
+}
+
+static double process_cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void load_avg(char *out, size_t len)
+{
+	FILE *fp = fopen("/proc/loadavg", "r");
+	out[0] = '\0';
+	if (fp) {
+		if (!fgets(out, (int)len, fp))
+			out[0] = '\0';
+		fclose(fp);
+	}
+	out[strcspn(out, "\n")] = '\0';
+}
+
+static float *matrix(size_t n, uint64_t *state)
+{
+	float *x = aligned_alloc(64, (n * sizeof *x + 63) / 64 * 64);
+	if (!x) {
+		fprintf(stderr, "bench_gemm: out of memory\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < n; i++) {
+		*state = *state * 6364136223846793005ull + 1442695040888963407ull;
+		x[i] = (float)((*state >> 40) / (double)(1ull << 24)) - 0.5f;
+	}
+	return x;
+}
+
+static bool case_init(bench_case *bc, shape s)
+{
+	uint64_t seed = 42;
+	cg_gemm_spec spec = {.m = s.m, .n = s.n, .k = s.k};
+	memset(bc, 0, sizeof *bc);
+	bc->s = s;
+	bc->a = matrix((size_t)s.m * (size_t)s.k, &seed);
+	bc->b = matrix((size_t)s.k * (size_t)s.n, &seed);
+	bc->c = matrix((size_t)s.m * (size_t)s.n, &seed);
+	bc->c_ref = matrix((size_t)s.m * (size_t)s.n, &seed);
+	double t0 = now_s();
+	bc->mod = cg_module_create("bench");
+	if (!bc->mod || !cg_gemm_add(bc->mod, "sgemm", &spec) ||
+	    !cg_module_jit(bc->mod)) {
+		fprintf(stderr, "bench_gemm: %s\n",
+			bc->mod ? cg_module_error(bc->mod) : "out of memory");
+		return false;
+	}
+	void *addr = cg_module_lookup(bc->mod, "sgemm");
+	memcpy(&bc->fn, &addr, sizeof bc->fn);
+	bc->compile_ms = (now_s() - t0) * 1e3;
+	return bc->fn != NULL;
+}
+
+static void case_fini(bench_case *bc)
+{
+	free(bc->a);
+	free(bc->b);
+	free(bc->c);
+	free(bc->c_ref);
+	cg_module_destroy(bc->mod);
+}
+
+static void run_ours(bench_case *bc, float *c)
+{
+	bc->fn(bc->a, bc->b, c);
+}
+
+static void run_blas(bench_case *bc, float *c)
+{
+	shape s = bc->s;
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f,
+		    bc->a, s.k, bc->b, s.n, 0.0f, c, s.n);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Median and range of `reps` samples of run(), in GFLOP/s. */
+static stat3 measure(bench_case *bc, void (*run)(bench_case *, float *),
+		     float *c, int reps)
+{
+	double flops = 2.0 * bc->s.m * bc->s.n * bc->s.k, gf[MAX_REPS];
+	double t0 = now_s();
+	run(bc, c); /* warm up: caches, page faults, thread team */
+	run(bc, c);
+	double once = (now_s() - t0) / 2;
+	int iters = once >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (once + 1e-9)) + 1;
+	for (int r = 0; r < reps; r++) {
+		t0 = now_s();
+		for (int i = 0; i < iters; i++)
+			run(bc, c);
+		gf[r] = flops * iters / (now_s() - t0) * 1e-9;
+	}
+	qsort(gf, (size_t)reps, sizeof gf[0], cmp_double);
+	return (stat3){gf[reps / 2], gf[0], gf[reps - 1]};
+}
+
+/* Largest |ours - OpenBLAS| relative to the largest |OpenBLAS|. */
+static double rel_diff(const bench_case *bc)
+{
+	size_t n = (size_t)bc->s.m * (size_t)bc->s.n;
+	double worst = 0, scale = 1e-30;
+	for (size_t i = 0; i < n; i++) {
+		worst = fmax(worst, fabs((double)bc->c[i] - bc->c_ref[i]));
+		scale = fmax(scale, fabs((double)bc->c_ref[i]));
+	}
+	return worst / scale;
+}
+
+static void bench_shape(shape s, int threads, int reps)
+{
+	bench_case bc;
+	if (!case_init(&bc, s)) {
+		case_fini(&bc);
+		exit(1);
+	}
+	cg_threads_set(threads);
+	openblas_set_num_threads(threads);
+	stat3 ours = measure(&bc, run_ours, bc.c, reps);
+	pause_s(0.3);
+	stat3 blas = measure(&bc, run_blas, bc.c_ref, reps);
+	pause_s(0.3);
+	char label[64];
+	snprintf(label, sizeof label, "%dx%dx%d", s.m, s.n, s.k);
+	printf("%-15s %-8s %3d  %7.1f (%6.1f-%6.1f)  %7.1f (%6.1f-%6.1f)  %5.2f  %6.1f  %.1e\n",
+	       label, s.what, threads, ours.med, ours.lo, ours.hi, blas.med,
+	       blas.lo, blas.hi, ours.med / blas.med, bc.compile_ms, rel_diff(&bc));
+	fflush(stdout);
+	case_fini(&bc);
+}
+
+static void header(void)
+{
+	printf("%-15s %-8s %3s  %-23s  %-23s  %5s  %6s  %s\n", "MxNxK", "shape",
+	       "thr", "attnc GFLOP/s (range)", "OpenBLAS GFLOP/s", "ratio",
+	       "jit ms", "rel diff");
+}
+
+static const shape small_shapes[] = {
+	{640, 32, 32, "qkv"},   /* 64 batch x 10 steps, hidden 32 */
+	{640, 64, 32, "ffn1"},  /* hidden 32 -> FFN 64 */
+	{640, 32, 64, "ffn2"},  /* FFN 64 -> hidden 32 */
+	{640, 200, 32, "vocab"}, /* hidden 32 -> ~200 words */
+};
+
+int main(int argc, char **argv)
+{
+	int reps = 7, sizes[8] = {256, 512, 1024, 2048}, n_sizes = 4, n_user = 0;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		if (strcmp(argv[i], "-r") == 0)
+			reps = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "-s") == 0 && n_user < 8)
+			sizes[n_user++] = atoi(argv[i + 1]);
+	}
+	if (n_user)
+		n_sizes = n_user;
+	if (reps < 1 || reps > MAX_REPS)
+		reps = 7;
+
+	char load[128];
+	double tot0, idle0, tot1, idle1, cpu0 = process_cpu_s(), t0 = now_s();
+	load_avg(load, sizeof load);
+	cpu_jiffies(&tot0, &idle0);
+	printf("bench_gemm: generated sgemm (6x16 FMA micro-kernel) vs OpenBLAS "
+	       "(core %s); median of %d samples\nload average at start: %s\n\n",
+	       openblas_get_corename(), reps, load);
+	header();
+	for (int threads = 1; threads <= 2; threads++)
+		for (int i = 0; i < n_sizes; i++)
+			bench_shape((shape){sizes[i], sizes[i], sizes[i], "square"},
+				    threads, reps);
+	for (int threads = 1; threads <= 2; threads++)
+		for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
+			bench_shape(small_shapes[i], threads, reps);
+
+	cpu_jiffies(&tot1, &idle1);
+	load_avg(load, sizeof load);
+	double wall = now_s() - t0, busy = tot1 - tot0;
+	busy = busy > 0 ? 1.0 - (idle1 - idle0) / busy : 0;
+	printf("\nload average at end: %s\n"
+	       "CPUs busy %.0f%% of the %.0f s run; this process used %.0f%% of "
+	       "one CPU on average (both counting spinning idle threads)\n",
+	       load, busy * 100, wall, (process_cpu_s() - cpu0) / wall * 100);
+	return 0;
+}

@@ -1,0 +1,535 @@
+/*
+ * cg_gemm.c - the generated sgemm's plan, loop nest, threads and entry
+ * point (the micro-kernels and packing are in cg_gemm_kernel.c).
+ *
+ * Every thread runs NAME.work over its share of C, BLIS's five loops:
+ *
+ *   for jc in its columns, step NC          (B block: KC×NC, L3)
+ *     for pc in 0..K, step KC
+ *       pack B[pc.., jc..] into NR-wide panels     (if plan.pack_b)
+ *       for ic in its rows, step MC         (A block: MC×KC, L2)
+ *         pack A[ic.., pc..] into MR-tall panels   (if plan.pack_a)
+ *         for jr in 0..nc, step NR          (B panel: KC×NR, L1)
+ *           for ir in 0..mc, step MR
+ *             micro-kernel: C[ic+ir.., jc+jr..] (+)= Apanel · Bpanel
+ *
+ * Threads split C statically and evenly by row panels (or, for shapes
+ * with few rows, by column panels), so each element of C is computed by
+ * one thread in the same order whatever the thread count: results do not
+ * depend on it. With a row split all threads share the B block and pack
+ * it together, meeting at GOMP_barrier before and after using it; A
+ * blocks are private. The entry point starts the team with GOMP_parallel
+ * on NAME.par, which reads the captures struct {A, B, C, buf}, or calls
+ * NAME.work directly when one thread is all the grain allows.
+ */
+#include "cg_gemm_gen.h"
+
+#include <stdio.h>
+
+#define KC_MAX 256  /* k-block: a KC×NR B panel (16 KB) stays in L1 */
+#define MC_MAX 144  /* m-block: an MC×KC A block (144 KB) stays in L2 */
+#define NC_MAX 4080 /* n-block: the KC×NC B block lives in L3 */
+/* B is read in place, unpacked, when it holds at most this many floats
+ * (128 KB: it stays in L2 and packing would cost more than it saves). */
+#define DIRECT_B_MAX (32 * 1024)
+/* A buffer of at most this many bytes goes on the caller's stack. */
+#define STACK_BUF_MAX (32 * 1024)
+#define ALIGN_BYTES 64
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ---- plan ------------------------------------------------------------------- */
+
+static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
+		       size_t err_len)
+{
+	int64_t a_row = s->ta ? s->m : s->k, b_row = s->tb ? s->k : s->n;
+
+	if (s->m < 1 || s->n < 1 || s->k < 1) {
+		snprintf(err, err_len, "gemm sizes must be >= 1 (m=%lld n=%lld k=%lld)",
+			 (long long)s->m, (long long)s->n, (long long)s->k);
+		return false;
+	}
+	p->lda = s->lda ? s->lda : a_row;
+	p->ldb = s->ldb ? s->ldb : b_row;
+	p->ldc = s->ldc ? s->ldc : s->n;
+	if (p->lda < a_row || p->ldb < b_row || p->ldc < s->n) {
+		snprintf(err, err_len,
+			 "gemm leading dimension shorter than a row (lda=%lld of %lld, "
+			 "ldb=%lld of %lld, ldc=%lld of %lld)",
+			 (long long)p->lda, (long long)a_row, (long long)p->ldb,
+			 (long long)b_row, (long long)p->ldc, (long long)s->n);
+		return false;
+	}
+	if (s->grain < 0) {
+		snprintf(err, err_len, "gemm grain must be >= 0");
+		return false;
+	}
+	return true;
+}
+
+static void choose_packing(const cg_gemm_spec *s, cg_gemm_plan *p)
+{
+	bool is_big = s->k * s->n > DIRECT_B_MAX;
+	switch (s->pack) {
+	case CG_GEMM_PACK_AUTO:
+		p->pack_a = is_big;
+		p->pack_b = is_big || s->tb;
+		return;
+	case CG_GEMM_PACK_NONE:
+		p->pack_a = false;
+		p->pack_b = s->tb; /* the kernel needs contiguous B rows */
+		return;
+	case CG_GEMM_PACK_B:
+		p->pack_a = false;
+		p->pack_b = true;
+		return;
+	case CG_GEMM_PACK_AB:
+		p->pack_a = true;
+		p->pack_b = true;
+		return;
+	}
+}
+
+/* Block sizes balanced over the blocks: K=300 gives two k-blocks of 150,
+ * not 256 + 44. */
+static void choose_blocks(const cg_gemm_spec *s, cg_gemm_plan *p)
+{
+	p->kc = ceil_div(s->k, ceil_div(s->k, KC_MAX));
+	p->mc = min64(MC_MAX, round_up(s->m, CG_GEMM_MR));
+	p->nc = round_up(ceil_div(s->n, ceil_div(s->n, NC_MAX)), CG_GEMM_NR);
+}
+
+static void choose_threads(const cg_gemm_spec *s, cg_gemm_plan *p)
+{
+	int64_t mp = ceil_div(s->m, CG_GEMM_MR), np = ceil_div(s->n, CG_GEMM_NR);
+	int64_t grain = s->grain ? s->grain : CG_GEMM_GRAIN_DEFAULT;
+	int64_t most = 2 * s->m * s->n * s->k / grain;
+
+	p->split_rows = mp >= np || mp >= 16;
+	most = min64(most, p->split_rows ? mp : np);
+	p->max_threads = (int)(most < 1 ? 1 : min64(most, 1024));
+}
+
+bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
+		       char *err, size_t err_len)
+{
+	if (!check_spec(spec, plan, err, err_len))
+		return false;
+	choose_packing(spec, plan);
+	choose_blocks(spec, plan);
+	choose_threads(spec, plan);
+	return true;
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+/* Floats of the packing buffer: one B block shared by a row-split team,
+ * then per thread an A block and (column split) a private B block. */
+typedef struct buf_layout {
+	int64_t shared, per_thread, b_off; /* b_off: private B in a thread's part */
+	bool is_b_shared;
+} buf_layout;
+
+static buf_layout layout_of(const cg_gemm_plan *p)
+{
+	int64_t a = p->pack_a ? round_up(p->mc * p->kc, 16) : 0;
+	int64_t b = p->pack_b ? p->nc * p->kc : 0;
+	buf_layout l = {.is_b_shared = p->split_rows && p->pack_b, .b_off = a};
+
+	l.shared = l.is_b_shared ? b : 0;
+	l.per_thread = a + (l.is_b_shared ? 0 : b);
+	return l;
+}
+
+/* ---- the work of one thread ---------------------------------------------- */
+
+/* The values the loop nest of NAME.work passes around. */
+typedef struct work_env {
+	cg_fn *f;
+	cg_gemm_gen *g;
+	LLVMValueRef a, b, c, abuf, bbuf, tid, nt;
+	LLVMValueRef lo, hi;       /* this thread's rows (or columns) */
+	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
+} work_env;
+
+/* [lo, hi) of panels of size `step` out of `total` elements for thread
+ * tid of nt: panels split as evenly as integer division allows. */
+static void thread_range(work_env *w, int64_t total, int64_t step)
+{
+	cg_fn *f = w->f;
+	LLVMValueRef panels = cg_i64(f, ceil_div(total, step));
+	LLVMValueRef lo = cg_muldiv(f, w->tid, panels, w->nt);
+	LLVMValueRef hi = cg_muldiv(f, cg_addi(f, w->tid, 1), panels, w->nt);
+	w->lo = cg_muli(f, lo, step);
+	w->hi = cg_min(f, cg_muli(f, hi, step), cg_i64(f, total));
+}
+
+/* Address of A(i, p) or B(p, j) in place. */
+static LLVMValueRef a_at(work_env *w, LLVMValueRef i, LLVMValueRef p)
+{
+	cg_fn *f = w->f;
+	return cg_at(f, w->a, cg_add(f, cg_muli(f, i, w->g->a_rs),
+				      cg_muli(f, p, w->g->a_cs)));
+}
+
+static LLVMValueRef b_at(work_env *w, LLVMValueRef p, LLVMValueRef j)
+{
+	cg_fn *f = w->f;
+	return cg_at(f, w->b, cg_add(f, cg_muli(f, p, w->g->b_rs),
+				      cg_muli(f, j, w->g->b_cs)));
+}
+
+/* Calls the micro-kernel for the tile at C(i, j): the edge variants run
+ * on the last row panel of an M that is not a multiple of MR and on the
+ * last column panel likewise. */
+static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
+		      LLVMValueRef *args)
+{
+	cg_fn *f = w->f;
+	cg_gemm_gen *g = w->g;
+	LLVMValueRef is_re = LLVMBuildICmp(f->b, LLVMIntSGT, i,
+					   cg_i64(f, g->spec.m - CG_GEMM_MR), "");
+	LLVMValueRef is_ce = LLVMBuildICmp(f->b, LLVMIntSGT, j,
+					   cg_i64(f, g->spec.n - CG_GEMM_NR), "");
+	LLVMValueRef sel = cg_add(f, cg_muli(f, LLVMBuildZExt(f->b, is_re,
+		cg_t_i64(f), ""), 2), LLVMBuildZExt(f->b, is_ce, cg_t_i64(f), ""));
+	LLVMBasicBlockRef join = cg_block(f, "tile.done"), first = NULL;
+	LLVMBasicBlockRef blocks[4] = {NULL};
+
+	for (int k = 0; k < 4; k++) {
+		if (!g->ukr[k / 2][k % 2])
+			continue;
+		blocks[k] = cg_block(f, "tile");
+		if (!first)
+			first = blocks[k];
+	}
+	LLVMValueRef sw = LLVMBuildSwitch(f->b, sel, first, 4);
+	for (int k = 0; k < 4; k++) {
+		if (!blocks[k])
+			continue;
+		if (blocks[k] != first)
+			LLVMAddCase(sw, cg_i64(f, k), blocks[k]);
+		LLVMPositionBuilderAtEnd(f->b, blocks[k]);
+		cg_call(f, g->ukr[k / 2][k % 2], args, 5);
+		LLVMBuildBr(f->b, join);
+	}
+	LLVMPositionBuilderAtEnd(f->b, join);
+}
+
+/* The jr and ir loops over the tiles of one (ic, pc, jc) block. */
+static void tile_loops(work_env *w)
+{
+	cg_fn *f = w->f;
+	cg_gemm_gen *g = w->g;
+	cg_loop ljr, lir;
+	LLVMValueRef jr = cg_loop_begin(f, &ljr, cg_i64(f, 0), w->nc, CG_GEMM_NR);
+	LLVMValueRef j = cg_add(f, w->jc, jr);
+	LLVMValueRef b = g->plan.pack_b ? cg_at(f, w->bbuf, cg_mul(f, jr, w->kc))
+					: b_at(w, w->pc, j);
+	LLVMValueRef ir = cg_loop_begin(f, &lir, cg_i64(f, 0), w->mc, CG_GEMM_MR);
+	LLVMValueRef i = cg_add(f, w->ic, ir);
+	LLVMValueRef a = g->plan.pack_a ? cg_at(f, w->abuf, cg_mul(f, ir, w->kc))
+					: a_at(w, i, w->pc);
+	LLVMValueRef c = cg_at(f, w->c, cg_add(f, cg_muli(f, i, g->plan.ldc), j));
+	LLVMValueRef args[5] = {a, b, c, w->kc, w->is_acc};
+	call_tile(w, i, j, args);
+	cg_loop_end(f, &lir);
+	cg_loop_end(f, &ljr);
+}
+
+static void barrier(work_env *w)
+{
+	cg_fn *f = w->f;
+	LLVMTypeRef ty = LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), NULL, 0, 0);
+	LLVMValueRef is_team = LLVMBuildICmp(f->b, LLVMIntSGT, w->nt,
+					     cg_i64(f, 1), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, is_team);
+	cg_call_extern(f, "GOMP_barrier", ty, NULL, 0);
+	cg_if_end(f, join);
+}
+
+static void call_pack(work_env *w, LLVMValueRef fn, LLVMValueRef src,
+		      LLVMValueRef dst, LLVMValueRef n)
+{
+	LLVMValueRef args[4] = {src, dst, n, w->kc};
+	cg_call(w->f, fn, args, 4);
+}
+
+/* This thread's share of the B block, packed into the shared buffer. */
+static void pack_b_shared(work_env *w)
+{
+	cg_fn *f = w->f;
+	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, w->nc, CG_GEMM_NR - 1),
+					    cg_i64(f, CG_GEMM_NR), "");
+	LLVMValueRef q0 = cg_muli(f, cg_muldiv(f, w->tid, panels, w->nt), CG_GEMM_NR);
+	LLVMValueRef q1 = cg_muli(f, cg_muldiv(f, cg_addi(f, w->tid, 1), panels,
+					       w->nt), CG_GEMM_NR);
+	q1 = cg_min(f, q1, w->nc);
+	LLVMBasicBlockRef join = cg_if_begin(f,
+		LLVMBuildICmp(f->b, LLVMIntSLT, q0, q1, ""));
+	call_pack(w, w->g->pack_b, b_at(w, w->pc, cg_add(f, w->jc, q0)),
+		  cg_at(f, w->bbuf, cg_mul(f, q0, w->kc)),
+		  LLVMBuildNSWSub(f->b, q1, q0, ""));
+	cg_if_end(f, join);
+	barrier(w);
+}
+
+/* The ic loop over this thread's rows, packing each A block. */
+static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
+{
+	cg_fn *f = w->f;
+	cg_loop lic;
+	w->ic = cg_loop_begin(f, &lic, r0, r1, w->g->plan.mc);
+	w->mc = cg_min(f, cg_i64(f, w->g->plan.mc),
+		       LLVMBuildNSWSub(f->b, r1, w->ic, ""));
+	if (w->g->plan.pack_a)
+		call_pack(w, w->g->pack_a, a_at(w, w->ic, w->pc), w->abuf, w->mc);
+	tile_loops(w);
+	cg_loop_end(f, &lic);
+}
+
+/* The jc and pc loops: columns [c0, c1), rows [r0, r1). */
+static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
+			LLVMValueRef c0, LLVMValueRef c1, bool is_b_shared)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_plan *p = &w->g->plan;
+	cg_loop ljc, lpc;
+	w->jc = cg_loop_begin(f, &ljc, c0, c1, p->nc);
+	w->nc = cg_min(f, cg_i64(f, p->nc), LLVMBuildNSWSub(f->b, c1, w->jc, ""));
+	w->pc = cg_loop_begin(f, &lpc, cg_i64(f, 0), cg_i64(f, w->g->spec.k), p->kc);
+	w->kc = cg_min(f, cg_i64(f, p->kc),
+		       LLVMBuildNSWSub(f->b, cg_i64(f, w->g->spec.k), w->pc, ""));
+	w->is_acc = w->g->spec.accumulate
+		? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
+		: LLVMBuildICmp(f->b, LLVMIntSGT, w->pc, cg_i64(f, 0), "");
+	if (is_b_shared)
+		pack_b_shared(w);
+	else if (p->pack_b)
+		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf, w->nc);
+	row_blocks(w, r0, r1);
+	if (is_b_shared)
+		barrier(w);
+	cg_loop_end(f, &lpc);
+	cg_loop_end(f, &ljc);
+}
+
+/* void NAME.work(const float *A, const float *B, float *C, float *buf,
+ *                i64 tid, i64 nt): thread tid's share of C. */
+static LLVMValueRef gen_work(cg_gemm_gen *g)
+{
+	cg_fn f;
+	char name[256];
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+	LLVMTypeRef params[6] = {ptr, ptr, ptr, ptr, i64, i64};
+	buf_layout l = layout_of(&g->plan);
+	work_env w = {.f = &f, .g = g};
+
+	snprintf(name, sizeof name, "%s.work", g->name);
+	cg_fn_begin(&f, g->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 6, 0),
+		    true);
+	cg_fn_param_readonly(&f, 0);
+	cg_fn_param_readonly(&f, 1);
+	w.a = LLVMGetParam(f.fn, 0);
+	w.b = LLVMGetParam(f.fn, 1);
+	w.c = LLVMGetParam(f.fn, 2);
+	w.tid = LLVMGetParam(f.fn, 4);
+	w.nt = LLVMGetParam(f.fn, 5);
+	LLVMValueRef buf = LLVMGetParam(f.fn, 3);
+	w.abuf = cg_at(&f, cg_ati(&f, buf, l.shared), cg_muli(&f, w.tid, l.per_thread));
+	w.bbuf = l.is_b_shared ? buf : cg_ati(&f, w.abuf, l.b_off);
+	LLVMValueRef zero = cg_i64(&f, 0);
+	if (g->plan.split_rows) {
+		thread_range(&w, g->spec.m, CG_GEMM_MR);
+		block_loops(&w, w.lo, w.hi, zero, cg_i64(&f, g->spec.n), l.is_b_shared);
+	} else {
+		thread_range(&w, g->spec.n, CG_GEMM_NR);
+		block_loops(&w, zero, cg_i64(&f, g->spec.m), w.lo, w.hi, false);
+	}
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+	return f.fn;
+}
+
+/* ---- threads and the entry point ------------------------------------------ */
+
+enum { CAP_A, CAP_B, CAP_C, CAP_BUF, CAP_COUNT };
+
+static LLVMValueRef omp_int(cg_fn *f, const char *fn_name)
+{
+	LLVMTypeRef ty = LLVMFunctionType(cg_t_i32(f), NULL, 0, 0);
+	LLVMValueRef v = cg_call_extern(f, fn_name, ty, NULL, 0);
+	return LLVMBuildSExt(f->b, v, cg_t_i64(f), "");
+}
+
+static LLVMValueRef cap_slot(cg_fn *f, LLVMValueRef cap, int i)
+{
+	LLVMValueRef idx = cg_i64(f, i);
+	return LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f), cap, &idx, 1, "");
+}
+
+/* void NAME.par(void *cap): the body of the parallel region. */
+static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
+{
+	cg_fn f;
+	char name[256];
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMValueRef args[6];
+
+	snprintf(name, sizeof name, "%s.par", g->name);
+	cg_fn_begin(&f, g->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0), true);
+	cg_fn_param_readonly(&f, 0);
+	for (int i = 0; i < CAP_COUNT; i++)
+		args[i] = LLVMBuildLoad2(f.b, ptr, cap_slot(&f, LLVMGetParam(f.fn, 0), i), "");
+	args[4] = omp_int(&f, "omp_get_thread_num");
+	args[5] = omp_int(&f, "omp_get_num_threads");
+	cg_call(&f, work, args, 6);
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+	return f.fn;
+}
+
+/* GOMP_parallel(par, {A, B, C, buf}, nt, 0), or NAME.work for one thread. */
+static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
+		     LLVMValueRef cap, LLVMValueRef *args, LLVMValueRef nt)
+{
+	LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntSLE, nt, cg_i64(f, 1), "");
+	LLVMBasicBlockRef one = cg_block(f, "serial"), team = cg_block(f, "team");
+	LLVMBasicBlockRef join = cg_block(f, "joined");
+	LLVMBuildCondBr(f->b, is_one, one, team);
+
+	LLVMPositionBuilderAtEnd(f->b, one);
+	LLVMValueRef wargs[6] = {args[0], args[1], args[2], args[3],
+				 cg_i64(f, 0), cg_i64(f, 1)};
+	cg_call(f, work, wargs, 6);
+	LLVMBuildBr(f->b, join);
+
+	LLVMPositionBuilderAtEnd(f->b, team);
+	for (int i = 0; i < CAP_COUNT; i++)
+		LLVMBuildStore(f->b, args[i], cap_slot(f, cap, i));
+	LLVMTypeRef ptr = cg_t_ptr(f), i32 = cg_t_i32(f);
+	LLVMTypeRef gp[4] = {ptr, ptr, i32, i32};
+	LLVMValueRef gargs[4] = {par, cap, LLVMBuildTrunc(f->b, nt, i32, ""),
+				 cg_i32(f, 0)};
+	cg_call_extern(f, "GOMP_parallel",
+		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), gp, 4, 0),
+		       gargs, 4);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, join);
+}
+
+/* The packing buffer for nt threads: on the stack when small enough for
+ * the most threads, else aligned_alloc'd (*is_heap set). Generated code
+ * has no error channel, so a failed allocation traps. */
+static LLVMValueRef alloc_buf(cg_fn *f, const cg_gemm_plan *p,
+			      LLVMValueRef nt, bool *is_heap)
+{
+	buf_layout l = layout_of(p);
+	int64_t most = (l.shared + l.per_thread * p->max_threads) * 4;
+	*is_heap = false;
+	if (most == 0)
+		return LLVMConstNull(cg_t_ptr(f));
+	if (most <= STACK_BUF_MAX) {
+		LLVMValueRef a = LLVMBuildAlloca(f->b,
+			LLVMArrayType2(cg_t_f32(f), (uint64_t)most / 4), "buf");
+		LLVMSetAlignment(a, ALIGN_BYTES);
+		return a;
+	}
+	*is_heap = true;
+	LLVMValueRef floats = cg_addi(f, cg_muli(f, nt, l.per_thread), l.shared);
+	LLVMValueRef bytes = cg_muli(f, floats, 4); /* blocks are 64-byte multiples */
+	LLVMTypeRef i64 = cg_t_i64(f), params[2] = {i64, i64};
+	LLVMValueRef args[2] = {cg_i64(f, ALIGN_BYTES), bytes};
+	LLVMValueRef buf = cg_call_extern(f, "aligned_alloc",
+		LLVMFunctionType(cg_t_ptr(f), params, 2, 0), args, 2);
+	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildIsNull(f->b, buf, ""));
+	cg_intrinsic(f, "llvm.trap", NULL, 0, NULL, 0);
+	cg_if_end(f, join);
+	return buf;
+}
+
+/* void NAME(const float *A, const float *B, float *C). */
+static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
+{
+	cg_fn f;
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMTypeRef params[3] = {ptr, ptr, ptr};
+	bool is_heap;
+
+	cg_fn_begin(&f, g->mod, g->name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 3, 0),
+		    false);
+	cg_fn_param_readonly(&f, 0);
+	cg_fn_param_readonly(&f, 1);
+	LLVMValueRef cap = par ? LLVMBuildAlloca(f.b,
+		LLVMArrayType2(ptr, CAP_COUNT), "cap") : NULL;
+	LLVMValueRef nt = cg_i64(&f, 1);
+	if (g->plan.max_threads > 1)
+		nt = cg_min(&f, omp_int(&f, "omp_get_max_threads"),
+			    cg_i64(&f, g->plan.max_threads));
+	LLVMValueRef args[4] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
+				LLVMGetParam(f.fn, 2),
+				alloc_buf(&f, &g->plan, nt, &is_heap)};
+	if (par)
+		run_team(&f, work, par, cap, args, nt);
+	else
+		cg_call(&f, work, (LLVMValueRef[6]){args[0], args[1], args[2],
+			args[3], cg_i64(&f, 0), cg_i64(&f, 1)}, 6);
+	if (is_heap) {
+		LLVMTypeRef fp = cg_t_ptr(&f);
+		cg_call_extern(&f, "free",
+			       LLVMFunctionType(LLVMVoidTypeInContext(ctx), &fp, 1, 0),
+			       &args[3], 1);
+	}
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+}
+
+/* ---- the generator ---------------------------------------------------------- */
+
+static void gen_kernels(cg_gemm_gen *g)
+{
+	int64_t m = g->spec.m, n = g->spec.n;
+	int rows[2] = {m >= CG_GEMM_MR ? CG_GEMM_MR : 0, (int)(m % CG_GEMM_MR)};
+	int cols[2] = {n >= CG_GEMM_NR ? CG_GEMM_NR : 0, (int)(n % CG_GEMM_NR)};
+
+	for (int re = 0; re < 2; re++)
+		for (int ce = 0; ce < 2; ce++)
+			if (rows[re] && cols[ce])
+				g->ukr[re][ce] = cg_gemm_gen_ukr(g, rows[re], cols[ce]);
+	if (g->plan.pack_a)
+		g->pack_a = cg_gemm_gen_pack_a(g);
+	if (g->plan.pack_b)
+		g->pack_b = cg_gemm_gen_pack_b(g);
+}
+
+bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec)
+{
+	char err[256];
+	cg_gemm_gen g = {.name = name, .spec = *spec};
+	g.mod = cg_module_llvm(m);
+	if (!g.mod)
+		return cg_module_fail(m, "gemm %s: the module is closed", name);
+	if (!cg_gemm_plan_make(spec, &g.plan, err, sizeof err))
+		return cg_module_fail(m, "gemm %s: %s", name, err);
+	if (LLVMGetNamedFunction(g.mod, name))
+		return cg_module_fail(m, "gemm %s: the name is taken", name);
+	g.a_rs = spec->ta ? 1 : g.plan.lda;
+	g.a_cs = spec->ta ? g.plan.lda : 1;
+	g.b_rs = spec->tb ? 1 : g.plan.ldb;
+	g.b_cs = spec->tb ? g.plan.ldb : 1;
+	gen_kernels(&g);
+	LLVMValueRef work = gen_work(&g);
+	LLVMValueRef par = g.plan.max_threads > 1 ? gen_par(&g, work) : NULL;
+	gen_entry(&g, work, par);
+	return true;
+}

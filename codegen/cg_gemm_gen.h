@@ -1,0 +1,53 @@
+/*
+ * cg_gemm_gen.h - the state shared by the two halves of the sgemm
+ * generator: cg_gemm.c (plan, loop nest, threads, entry point) and
+ * cg_gemm_kernel.c (micro-kernels and packing routines). Private to
+ * codegen/.
+ *
+ * Operand layouts are described by strides so one generator serves every
+ * case: element (i, p) of A is at a[i*a_rs + p*a_cs], element (p, j) of B
+ * at b[p*b_rs + j*b_cs]. A packed A panel has a_rs = 1, a_cs = MR; a
+ * packed B panel b_rs = NR, b_cs = 1.
+ */
+#ifndef ATTNC_CG_GEMM_GEN_H
+#define ATTNC_CG_GEMM_GEN_H
+
+#include "cg_gemm.h"
+#include "cg_internal.h"
+
+#define CG_GEMM_VW 8 /* floats in one vector of the micro-kernel (ymm) */
+#define CG_GEMM_UNROLL 4 /* k-steps per iteration of the micro-kernel loop */
+
+typedef struct cg_gemm_gen {
+	LLVMModuleRef mod;
+	const char *name;
+	cg_gemm_spec spec;
+	cg_gemm_plan plan;
+	int64_t a_rs, a_cs; /* A in place (the matrix, not a panel) */
+	int64_t b_rs, b_cs; /* B in place */
+	/* Micro-kernels by [row edge][column edge]; NULL where no tile has
+	 * that shape. */
+	LLVMValueRef ukr[2][2];
+	LLVMValueRef pack_a, pack_b; /* NULL when not packed */
+} cg_gemm_gen;
+
+/* Generates the micro-kernel for an mr×nr tile (mr <= MR, nr <= NR):
+ *   void NAME.ukr.<mr>x<nr>(const float *a, const float *b, float *c,
+ *                           i64 kc, i1 accumulate)
+ * a points at the tile's first row (a packed panel if plan.pack_a, else
+ * A itself at (i, p)), b likewise at its first column, c at C(i, j).
+ * Computes the kc-step product in mr·ceil(nr/8) vector accumulators, then
+ * stores it into C, or adds it to C if accumulate. */
+LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr);
+
+/* Generates void NAME.pack_a(const float *src, float *dst, i64 mc, i64 kc):
+ * copies the mc×kc block of A at src (A at (i, p)) into MR-tall panels,
+ * each kc×MR floats, zero-filling the rows of a last partial panel. */
+LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g);
+
+/* Generates void NAME.pack_b(const float *src, float *dst, i64 nc, i64 kc):
+ * copies the kc×nc block of B at src (B at (p, j)) into NR-wide panels,
+ * each kc×NR floats, zero-filling the columns of a last partial panel. */
+LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g);
+
+#endif

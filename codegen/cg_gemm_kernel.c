@@ -1,0 +1,362 @@
+/*
+ * cg_gemm_kernel.c - the inner pieces of the generated sgemm: the
+ * register-tiled micro-kernel and the routines that pack A and B into
+ * panels.
+ *
+ * The micro-kernel keeps an MR×NR = 6×16 tile of C in 12 <8 x float>
+ * accumulators (SSA values carried by phis, so they live in registers)
+ * and, per step p of the inner dimension, loads two vectors of a B panel
+ * row, broadcasts six A values and issues twelve llvm.fma calls. The
+ * k-loop is unrolled CG_GEMM_UNROLL times by hand with a remainder loop;
+ * the O3 pipeline neither tiles nor interchanges, so the shape of this
+ * loop is the code's speed. Edge tiles of a shape whose M or N is not a
+ * multiple of the tile get their own kernels with fewer rows and a masked
+ * last vector: shapes are known at compile time, so every edge is.
+ */
+#include "cg_gemm_gen.h"
+
+#include <stdio.h>
+
+/* The constants that shape one micro-kernel. */
+typedef struct ukr_shape {
+	int mr;         /* rows of the tile */
+	int nv;         /* vectors per row */
+	unsigned tail;  /* valid lanes of the last vector (1..VW) */
+	int64_t a_rs, a_cs, b_rs;
+	bool is_b_packed;
+	int64_t ldc;
+} ukr_shape;
+
+static LLVMValueRef masked_load(cg_fn *f, LLVMValueRef p, unsigned lanes)
+{
+	LLVMTypeRef tys[2] = {cg_t_vec(f, CG_GEMM_VW), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, CG_GEMM_VW, lanes),
+				LLVMConstNull(tys[0])};
+	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+}
+
+static void masked_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p,
+			 unsigned lanes)
+{
+	LLVMTypeRef tys[2] = {cg_t_vec(f, CG_GEMM_VW), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {v, p, cg_i32(f, 4),
+				cg_mask(f, CG_GEMM_VW, lanes)};
+	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+}
+
+/* Vector v of row p of the B operand. A packed panel is 64-byte aligned
+ * and zero-padded, so it is read whole; B in place is read only as far as
+ * the tile reaches. */
+static LLVMValueRef load_b(cg_fn *f, const ukr_shape *u, LLVMValueRef brow,
+			   int v)
+{
+	LLVMValueRef p = cg_ati(f, brow, (int64_t)v * CG_GEMM_VW);
+	if (u->is_b_packed)
+		return cg_vload(f, CG_GEMM_VW, p, 32);
+	if (v == u->nv - 1 && u->tail < CG_GEMM_VW)
+		return masked_load(f, p, u->tail);
+	return cg_vload(f, CG_GEMM_VW, p, 4);
+}
+
+/* One step of the inner dimension: acc[r][v] += a(r, p) * b(p, v). */
+static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
+		     LLVMValueRef b, LLVMValueRef p, LLVMValueRef *acc)
+{
+	LLVMTypeRef vt = cg_t_vec(f, CG_GEMM_VW);
+	LLVMValueRef bv[CG_GEMM_NR / CG_GEMM_VW];
+	LLVMValueRef brow = cg_at(f, b, cg_muli(f, p, u->b_rs));
+	LLVMValueRef arow = cg_at(f, a, cg_muli(f, p, u->a_cs));
+
+	for (int v = 0; v < u->nv; v++)
+		bv[v] = load_b(f, u, brow, v);
+	for (int r = 0; r < u->mr; r++) {
+		LLVMValueRef s = cg_load(f, cg_ati(f, arow, r * u->a_rs));
+		s = cg_splat(f, CG_GEMM_VW, s);
+		for (int v = 0; v < u->nv; v++) {
+			LLVMValueRef args[3] = {s, bv[v], acc[r * u->nv + v]};
+			acc[r * u->nv + v] =
+				cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
+		}
+	}
+}
+
+/* Phis for the accumulators at the top of the current block, entered
+ * from `from` with the values init. */
+static void acc_phis(cg_fn *f, int n, LLVMValueRef *phi, LLVMValueRef *init,
+		     LLVMBasicBlockRef from)
+{
+	for (int i = 0; i < n; i++) {
+		phi[i] = LLVMBuildPhi(f->b, cg_t_vec(f, CG_GEMM_VW), "acc");
+		LLVMAddIncoming(phi[i], &init[i], &from, 1);
+	}
+}
+
+static void acc_close(int n, LLVMValueRef *phi, LLVMValueRef *val,
+		      LLVMBasicBlockRef from)
+{
+	for (int i = 0; i < n; i++)
+		LLVMAddIncoming(phi[i], &val[i], &from, 1);
+}
+
+/* The k-loop: `steps` unrolled steps per trip while they fit in kc, then
+ * one step per trip. On return acc holds the sums, the builder is after
+ * the loops. */
+static void ukr_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
+{
+	LLVMValueRef a = LLVMGetParam(f->fn, 0), b = LLVMGetParam(f->fn, 1);
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
+	int n = u->mr * u->nv;
+	LLVMValueRef phi[CG_GEMM_MR * 2], val[CG_GEMM_MR * 2];
+	LLVMBasicBlockRef entry = LLVMGetInsertBlock(f->b);
+	LLVMBasicBlockRef hdr = cg_block(f, "k4"), body = cg_block(f, "k4.body");
+	LLVMBasicBlockRef rhdr = cg_block(f, "k1"), rbody = cg_block(f, "k1.body");
+	LLVMBasicBlockRef done = cg_block(f, "k.done");
+	LLVMValueRef kc4 = LLVMBuildAnd(f->b, kc, cg_i64(f, -CG_GEMM_UNROLL), "");
+
+	LLVMBuildBr(f->b, hdr);
+	LLVMPositionBuilderAtEnd(f->b, hdr);
+	LLVMValueRef p = LLVMBuildPhi(f->b, cg_t_i64(f), "p");
+	LLVMAddIncoming(p, &(LLVMValueRef){cg_i64(f, 0)}, &entry, 1);
+	acc_phis(f, n, phi, acc, entry);
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, p, kc4, ""), body,
+			rhdr);
+
+	LLVMPositionBuilderAtEnd(f->b, body);
+	for (int i = 0; i < n; i++)
+		val[i] = phi[i];
+	for (int s = 0; s < CG_GEMM_UNROLL; s++)
+		ukr_step(f, u, a, b, cg_addi(f, p, s), val);
+	LLVMValueRef p4 = cg_addi(f, p, CG_GEMM_UNROLL);
+	LLVMBuildBr(f->b, hdr);
+	LLVMAddIncoming(p, &p4, &body, 1);
+	acc_close(n, phi, val, body);
+
+	LLVMPositionBuilderAtEnd(f->b, rhdr);
+	LLVMValueRef q = LLVMBuildPhi(f->b, cg_t_i64(f), "q");
+	LLVMAddIncoming(q, &p, &hdr, 1);
+	LLVMValueRef rphi[CG_GEMM_MR * 2];
+	acc_phis(f, n, rphi, phi, hdr);
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, q, kc, ""), rbody,
+			done);
+
+	LLVMPositionBuilderAtEnd(f->b, rbody);
+	for (int i = 0; i < n; i++)
+		val[i] = rphi[i];
+	ukr_step(f, u, a, b, q, val);
+	LLVMValueRef q1 = cg_addi(f, q, 1);
+	LLVMBuildBr(f->b, rhdr);
+	LLVMAddIncoming(q, &q1, &rbody, 1);
+	acc_close(n, rphi, val, rbody);
+
+	LLVMPositionBuilderAtEnd(f->b, done);
+	for (int i = 0; i < n; i++)
+		acc[i] = rphi[i];
+}
+
+/* Writes the tile to C, adding what is there if is_acc. */
+static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
+		      bool is_acc)
+{
+	LLVMValueRef c = LLVMGetParam(f->fn, 2);
+	for (int r = 0; r < u->mr; r++) {
+		for (int v = 0; v < u->nv; v++) {
+			LLVMValueRef p = cg_ati(f, c, r * u->ldc + v * CG_GEMM_VW);
+			bool is_masked = v == u->nv - 1 && u->tail < CG_GEMM_VW;
+			LLVMValueRef x = acc[r * u->nv + v];
+			if (is_acc) {
+				LLVMValueRef old = is_masked
+					? masked_load(f, p, u->tail)
+					: cg_vload(f, CG_GEMM_VW, p, 4);
+				x = cg_fast(LLVMBuildFAdd(f->b, old, x, ""), false);
+			}
+			if (is_masked)
+				masked_store(f, x, p, u->tail);
+			else
+				cg_vstore(f, x, p, 4);
+		}
+	}
+}
+
+static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr)
+{
+	ukr_shape u = {
+		.mr = mr,
+		.nv = (nr + CG_GEMM_VW - 1) / CG_GEMM_VW,
+		.a_rs = g->plan.pack_a ? 1 : g->a_rs,
+		.a_cs = g->plan.pack_a ? CG_GEMM_MR : g->a_cs,
+		.b_rs = g->plan.pack_b ? CG_GEMM_NR : g->b_rs,
+		.is_b_packed = g->plan.pack_b,
+		.ldc = g->plan.ldc,
+	};
+	u.tail = (unsigned)(nr - (u.nv - 1) * CG_GEMM_VW);
+	return u;
+}
+
+LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
+{
+	cg_fn f;
+	char name[256];
+	ukr_shape u = ukr_shape_of(g, mr, nr);
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMTypeRef params[5] = {ptr, ptr, ptr, LLVMInt64TypeInContext(ctx),
+				 LLVMInt1TypeInContext(ctx)};
+	LLVMValueRef acc[CG_GEMM_MR * 2];
+
+	snprintf(name, sizeof name, "%s.ukr.%dx%d", g->name, mr, nr);
+	cg_fn_begin(&f, g->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 5, 0),
+		    true);
+	cg_fn_param_readonly(&f, 0);
+	cg_fn_param_readonly(&f, 1);
+	for (int i = 0; i < u.mr * u.nv; i++)
+		acc[i] = LLVMConstNull(cg_t_vec(&f, CG_GEMM_VW));
+	ukr_loop(&f, &u, acc);
+	LLVMBasicBlockRef plain = cg_block(&f, "store");
+	LLVMBasicBlockRef add = cg_block(&f, "accumulate");
+	LLVMBuildCondBr(f.b, LLVMGetParam(f.fn, 4), add, plain);
+	LLVMPositionBuilderAtEnd(f.b, add);
+	ukr_store(&f, &u, acc, true);
+	LLVMBuildRetVoid(f.b);
+	LLVMPositionBuilderAtEnd(f.b, plain);
+	ukr_store(&f, &u, acc, false);
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+	return f.fn;
+}
+
+/* ---- packing ------------------------------------------------------------------ */
+
+/* Starts void NAME.<what>(const float *src, float *dst, i64 n, i64 kc). */
+static void pack_begin(cg_fn *f, const cg_gemm_gen *g, const char *what)
+{
+	char name[256];
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+	LLVMTypeRef params[4] = {ptr, ptr, i64, i64};
+
+	snprintf(name, sizeof name, "%s.%s", g->name, what);
+	cg_fn_begin(f, g->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 4, 0),
+		    true);
+	cg_fn_param_readonly(f, 0);
+}
+
+/* One row p of an A panel: dst[r] = src(r, p) for r < rows, else 0. */
+static void pack_a_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
+		       LLVMValueRef dst, LLVMValueRef p, int rows)
+{
+	LLVMValueRef col = cg_at(f, src, cg_muli(f, p, g->a_cs));
+	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
+	for (int r = 0; r < CG_GEMM_MR; r++) {
+		LLVMValueRef x = r < rows ? cg_load(f, cg_ati(f, col, r * g->a_rs))
+					  : cg_f32(f, 0.0f);
+		cg_store(f, x, cg_ati(f, out, r));
+	}
+}
+
+/* Packs the panel of `rows` rows at src into dst (kc×MR floats). */
+static void pack_a_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
+			 LLVMValueRef dst, LLVMValueRef kc, int rows)
+{
+	cg_loop lp;
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
+	pack_a_row(f, g, src, dst, p, rows);
+	cg_loop_end(f, &lp);
+}
+
+/* A row block ends in a partial panel only at the last rows of A, so the
+ * partial panel's height is M mod MR, a constant. */
+LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
+{
+	cg_fn f;
+	cg_loop lp;
+	int rows_tail = (int)(g->spec.m % CG_GEMM_MR);
+
+	pack_begin(&f, g, "pack_a");
+	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
+	LLVMValueRef mc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
+	LLVMValueRef full = cg_muli(&f, LLVMBuildUDiv(f.b, mc,
+		cg_i64(&f, CG_GEMM_MR), ""), CG_GEMM_MR);
+	LLVMValueRef i = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_MR);
+	pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, i, g->a_rs)),
+		     cg_at(&f, dst, cg_mul(&f, i, kc)), kc, CG_GEMM_MR);
+	cg_loop_end(&f, &lp);
+	if (rows_tail) {
+		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, mc, "");
+		LLVMBasicBlockRef join = cg_if_begin(&f, has_tail);
+		pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, full, g->a_rs)),
+			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc, rows_tail);
+		cg_if_end(&f, join);
+	}
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+	return f.fn;
+}
+
+/* Lanes [8v, 8v+8) of row p of a B panel, columns >= cols zero. */
+static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
+			       LLVMValueRef row, int v, int cols)
+{
+	int lo = v * CG_GEMM_VW;
+	int valid = cols - lo < 0 ? 0 : cols - lo;
+	LLVMTypeRef vt = cg_t_vec(f, CG_GEMM_VW);
+
+	if (valid > CG_GEMM_VW)
+		valid = CG_GEMM_VW;
+	if (valid == 0)
+		return LLVMConstNull(vt);
+	if (g->b_cs == 1) {
+		LLVMValueRef p = cg_ati(f, row, lo);
+		return valid == CG_GEMM_VW ? cg_vload(f, CG_GEMM_VW, p, 4)
+					   : masked_load(f, p, (unsigned)valid);
+	}
+	LLVMValueRef x = LLVMConstNull(vt);
+	for (int c = 0; c < valid; c++) {
+		LLVMValueRef s = cg_load(f, cg_ati(f, row, (lo + c) * g->b_cs));
+		x = LLVMBuildInsertElement(f->b, x, s, cg_i32(f, c), "");
+	}
+	return x;
+}
+
+/* Packs the panel of `cols` columns at src into dst (kc×NR floats). */
+static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
+			 LLVMValueRef dst, LLVMValueRef kc, int cols)
+{
+	cg_loop lp;
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
+	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->b_rs));
+	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_NR));
+	for (int v = 0; v < CG_GEMM_NR / CG_GEMM_VW; v++)
+		cg_vstore(f, pack_b_vec(f, g, row, v, cols),
+			  cg_ati(f, out, v * CG_GEMM_VW), 32);
+	cg_loop_end(f, &lp);
+}
+
+/* As for A, a partial panel is the last columns of B: N mod NR wide. */
+LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
+{
+	cg_fn f;
+	cg_loop lp;
+	int cols_tail = (int)(g->spec.n % CG_GEMM_NR);
+
+	pack_begin(&f, g, "pack_b");
+	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
+	LLVMValueRef nc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
+	LLVMValueRef full = LLVMBuildAnd(f.b, nc, cg_i64(&f, -CG_GEMM_NR), "");
+	LLVMValueRef j = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_NR);
+	pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, j, g->b_cs)),
+		     cg_at(&f, dst, cg_mul(&f, j, kc)), kc, CG_GEMM_NR);
+	cg_loop_end(&f, &lp);
+	if (cols_tail) {
+		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, nc, "");
+		LLVMBasicBlockRef join = cg_if_begin(&f, has_tail);
+		pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, full, g->b_cs)),
+			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc, cols_tail);
+		cg_if_end(&f, join);
+	}
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+	return f.fn;
+}

@@ -1,0 +1,129 @@
+/*
+ * cg_internal.h - what the generators inside codegen/ share: access to a
+ * module's LLVM objects, and small helpers that keep IR building readable
+ * (constants, typed pointer arithmetic, counted loops, intrinsic calls).
+ *
+ * Private to codegen/: it includes llvm-c headers, whose include path only
+ * the attnc_codegen library has, so nothing outside can include it. All
+ * LLVM*Ref values stay behind this line.
+ */
+#ifndef ATTNC_CG_INTERNAL_H
+#define ATTNC_CG_INTERNAL_H
+
+#include <llvm-c/Core.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cg.h"
+
+/* ---- the module (cg_jit.c) ------------------------------------------------ */
+
+/* The LLVM module functions are added to, or NULL if the module failed or
+ * has been optimized (no more functions may be added then). */
+LLVMModuleRef cg_module_llvm(cg_module *m);
+/* Records the first failure of the module (printf-style); later failures
+ * keep the first message. Always returns false. */
+bool cg_module_fail(cg_module *m, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* ---- building IR (cg_ir.c) ------------------------------------------------ */
+
+/* One function under construction: its module, context and builder. */
+typedef struct cg_fn {
+	LLVMModuleRef mod;
+	LLVMContextRef ctx;
+	LLVMBuilderRef b;
+	LLVMValueRef fn;
+	LLVMTypeRef fn_type;
+} cg_fn;
+
+/* A counted loop `for (iv = start; iv < end; iv += step)` being emitted;
+ * the body may be empty (the test comes first). */
+typedef struct cg_loop {
+	LLVMBasicBlockRef header, exit;
+	LLVMValueRef iv;
+	int64_t step;
+} cg_loop;
+
+/* Adds a function `name` of type fn_type to mod and positions a new
+ * builder at its entry block. Internal functions are private to the
+ * module. Pointer parameters get nocapture and noalias (no two pointer
+ * arguments of a generated function overlap); the caller marks readonly
+ * ones with cg_fn_param_readonly. Free with cg_fn_end. */
+void cg_fn_begin(cg_fn *f, LLVMModuleRef mod, const char *name,
+		 LLVMTypeRef fn_type, bool is_internal);
+/* Finishes the function: disposes of the builder. */
+void cg_fn_end(cg_fn *f);
+/* Marks parameter i (0-based) readonly. */
+void cg_fn_param_readonly(cg_fn *f, unsigned i);
+/* Adds the function attribute `kind` (e.g. "noinline") to f. */
+void cg_fn_attr(cg_fn *f, const char *kind);
+
+LLVMTypeRef cg_t_f32(cg_fn *f);
+LLVMTypeRef cg_t_i64(cg_fn *f);
+LLVMTypeRef cg_t_i32(cg_fn *f);
+LLVMTypeRef cg_t_ptr(cg_fn *f);
+LLVMTypeRef cg_t_vec(cg_fn *f, unsigned width); /* <width x float> */
+
+LLVMValueRef cg_i64(cg_fn *f, int64_t v);
+LLVMValueRef cg_i32(cg_fn *f, int32_t v);
+LLVMValueRef cg_f32(cg_fn *f, float v);
+
+/* Integer arithmetic on i64 values (no-wrap flags: all indices are
+ * non-negative and small). */
+LLVMValueRef cg_add(cg_fn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_mul(cg_fn *f, LLVMValueRef a, LLVMValueRef b);
+LLVMValueRef cg_addi(cg_fn *f, LLVMValueRef a, int64_t b);
+LLVMValueRef cg_muli(cg_fn *f, LLVMValueRef a, int64_t b);
+LLVMValueRef cg_min(cg_fn *f, LLVMValueRef a, LLVMValueRef b); /* signed */
+/* (a * b) / c on non-negative values. */
+LLVMValueRef cg_muldiv(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
+		       LLVMValueRef c);
+
+/* Address of float element idx (an i64 value) of p. */
+LLVMValueRef cg_at(cg_fn *f, LLVMValueRef p, LLVMValueRef idx);
+/* Address of float element p + c (a constant offset). */
+LLVMValueRef cg_ati(cg_fn *f, LLVMValueRef p, int64_t c);
+/* Loads/stores of a float or a <width x float> with the given alignment. */
+LLVMValueRef cg_load(cg_fn *f, LLVMValueRef p);
+void cg_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p);
+LLVMValueRef cg_vload(cg_fn *f, unsigned width, LLVMValueRef p,
+		      unsigned align);
+void cg_vstore(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned align);
+/* A <width x float> with every lane equal to the float s. */
+LLVMValueRef cg_splat(cg_fn *f, unsigned width, LLVMValueRef s);
+/* The <width x i1> mask whose first n lanes are set. */
+LLVMValueRef cg_mask(cg_fn *f, unsigned width, unsigned n);
+
+/* Calls the overloaded intrinsic `name` (e.g. "llvm.fma") whose overload
+ * types are tys[0..n_tys). */
+LLVMValueRef cg_intrinsic(cg_fn *f, const char *name, LLVMTypeRef *tys,
+			  unsigned n_tys, LLVMValueRef *args, unsigned n_args);
+/* Calls the external C function `name` of type fn_type, declaring it in
+ * the module on first use. */
+LLVMValueRef cg_call_extern(cg_fn *f, const char *name, LLVMTypeRef fn_type,
+			    LLVMValueRef *args, unsigned n_args);
+/* Calls a function of this module. */
+LLVMValueRef cg_call(cg_fn *f, LLVMValueRef callee, LLVMValueRef *args,
+		     unsigned n_args);
+
+/* Sets fast-math flags on a float instruction: contract (FMA formation)
+ * and, when is_reduction, reassoc and nsz too. Returns v. */
+LLVMValueRef cg_fast(LLVMValueRef v, bool is_reduction);
+
+/* Appends a block named `name` to the current function. */
+LLVMBasicBlockRef cg_block(cg_fn *f, const char *name);
+/* Starts a loop at the builder's position; returns the induction value
+ * and leaves the builder in the body. start/end are i64 values. */
+LLVMValueRef cg_loop_begin(cg_fn *f, cg_loop *l, LLVMValueRef start,
+			   LLVMValueRef end, int64_t step);
+/* Closes the innermost open body of l: steps the induction value, jumps
+ * back, and leaves the builder after the loop. */
+void cg_loop_end(cg_fn *f, cg_loop *l);
+/* Emits `if (cond) {` and leaves the builder in the then-block; returns
+ * the join block, where cg_if_end continues. */
+LLVMBasicBlockRef cg_if_begin(cg_fn *f, LLVMValueRef cond);
+void cg_if_end(cg_fn *f, LLVMBasicBlockRef join);
+
+#endif

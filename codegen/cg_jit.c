@@ -1,0 +1,354 @@
+/*
+ * cg_jit.c - the cg_module: one LLVM module per compilation, built in an
+ * ORC thread-safe context, optimized once for the host TargetMachine, then
+ * either JIT-compiled with LLJIT or emitted (IR text, assembly, PIC
+ * object) from a clone.
+ *
+ * Why the pieces are as they are (../shared/LLVM-NOTES.md has the
+ * measurements): LLVMRunPasses gets the TargetMachine, or nothing
+ * vectorizes; the module lives in the thread-safe context's LLVMContext
+ * so LLJIT can take it; the JIT gets its own TargetMachine because
+ * LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine takes ownership;
+ * objects are PIC because Debian's gcc links PIE executables; a process
+ * symbol generator lets generated code call libgomp and libc. This file
+ * also calls omp_* itself (cg_threads_*), which keeps libgomp linked into
+ * every program that uses the JIT even with --as-needed.
+ */
+#include "cg_internal.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct cg_module {
+	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */
+	LLVMModuleRef mod;                 /* NULL once the JIT owns it */
+	LLVMTargetMachineRef tm;           /* host CPU, PIC; passes and emit */
+	LLVMOrcLLJITRef jit;               /* NULL until cg_module_jit */
+	bool is_optimized;
+	bool is_failed;
+	cg_module_stats stats;
+	char err[1024];
+};
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+bool cg_module_fail(cg_module *m, const char *fmt, ...)
+{
+	if (m->is_failed)
+		return false;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->err, sizeof m->err, fmt, ap);
+	va_end(ap);
+	m->is_failed = true;
+	return false;
+}
+
+/* Records an LLVMErrorRef (consuming it) as the module's failure. */
+static bool fail_llvm_error(cg_module *m, const char *what, LLVMErrorRef e)
+{
+	char *msg = LLVMGetErrorMessage(e);
+	cg_module_fail(m, "%s: %s", what, msg);
+	LLVMDisposeErrorMessage(msg);
+	return false;
+}
+
+/* A TargetMachine for the host CPU and its features. */
+static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
+				    LLVMCodeModel model)
+{
+	char *triple = LLVMGetDefaultTargetTriple();
+	char *cpu = LLVMGetHostCPUName();
+	char *features = LLVMGetHostCPUFeatures();
+	LLVMTargetRef target;
+	char *msg = NULL;
+	LLVMTargetMachineRef tm = NULL;
+
+	if (LLVMGetTargetFromTriple(triple, &target, &msg)) {
+		cg_module_fail(m, "no LLVM target for %s: %s", triple, msg);
+		LLVMDisposeMessage(msg);
+	} else {
+		tm = LLVMCreateTargetMachine(target, triple, cpu, features,
+					     LLVMCodeGenLevelAggressive, reloc,
+					     model);
+		if (!tm)
+			cg_module_fail(m, "cannot create a TargetMachine for %s",
+				       cpu);
+	}
+	LLVMDisposeMessage(triple);
+	LLVMDisposeMessage(cpu);
+	LLVMDisposeMessage(features);
+	return tm;
+}
+
+static void setup_module(cg_module *m, const char *name)
+{
+	if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
+		cg_module_fail(m, "LLVM has no native target for this host");
+		return;
+	}
+	m->tm = host_tm(m, LLVMRelocPIC, LLVMCodeModelDefault);
+	if (!m->tm)
+		return;
+	m->tsctx = LLVMOrcCreateNewThreadSafeContext();
+	m->mod = LLVMModuleCreateWithNameInContext(
+		name, LLVMOrcThreadSafeContextGetContext(m->tsctx));
+	char *triple = LLVMGetTargetMachineTriple(m->tm);
+	LLVMSetTarget(m->mod, triple);
+	LLVMDisposeMessage(triple);
+	LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(m->tm);
+	LLVMSetModuleDataLayout(m->mod, dl);
+	LLVMDisposeTargetData(dl);
+}
+
+cg_module *cg_module_create(const char *name)
+{
+	cg_module *m = calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
+	setup_module(m, name);
+	return m;
+}
+
+void cg_module_destroy(cg_module *m)
+{
+	if (!m)
+		return;
+	if (m->jit) {
+		LLVMErrorRef e = LLVMOrcDisposeLLJIT(m->jit);
+		if (e)
+			LLVMConsumeError(e);
+	}
+	if (m->mod)
+		LLVMDisposeModule(m->mod);
+	if (m->tsctx)
+		LLVMOrcDisposeThreadSafeContext(m->tsctx);
+	if (m->tm)
+		LLVMDisposeTargetMachine(m->tm);
+	free(m);
+}
+
+const char *cg_module_error(const cg_module *m)
+{
+	return m->is_failed ? m->err : NULL;
+}
+
+LLVMModuleRef cg_module_llvm(cg_module *m)
+{
+	if (m->is_failed || m->is_optimized)
+		return NULL;
+	return m->mod;
+}
+
+static int count_functions(LLVMModuleRef mod)
+{
+	int n = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(mod); f;
+	     f = LLVMGetNextFunction(f))
+		n += !LLVMIsDeclaration(f);
+	return n;
+}
+
+bool cg_module_optimize(cg_module *m)
+{
+	if (m->is_failed)
+		return false;
+	if (m->is_optimized)
+		return true;
+	if (!m->mod)
+		return cg_module_fail(m, "module was handed to the JIT");
+	double t0 = now_ms();
+	char *msg = NULL;
+	if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg)) {
+		cg_module_fail(m, "generated LLVM IR is invalid: %s", msg);
+		LLVMDisposeMessage(msg);
+		return false;
+	}
+	LLVMDisposeMessage(msg);
+	m->stats.n_functions = count_functions(m->mod);
+	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+	LLVMErrorRef e = LLVMRunPasses(m->mod, "default<O3>", m->tm, opts);
+	LLVMDisposePassBuilderOptions(opts);
+	if (e)
+		return fail_llvm_error(m, "optimization failed", e);
+	m->is_optimized = true;
+	m->stats.opt_ms = now_ms() - t0;
+	return true;
+}
+
+/* An LLJIT for the host whose main dylib also resolves symbols of this
+ * process (libgomp, libc). */
+static bool create_jit(cg_module *m)
+{
+	LLVMTargetMachineRef tm = host_tm(m, LLVMRelocPIC, LLVMCodeModelJITDefault);
+	if (!tm)
+		return false;
+	LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
+	LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
+		jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm));
+	LLVMErrorRef e = LLVMOrcCreateLLJIT(&m->jit, jb);
+	if (e)
+		return fail_llvm_error(m, "cannot create the JIT", e);
+	LLVMOrcDefinitionGeneratorRef gen;
+	e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+		&gen, LLVMOrcLLJITGetGlobalPrefix(m->jit), NULL, NULL);
+	if (e)
+		return fail_llvm_error(m, "cannot search this process's symbols", e);
+	LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(m->jit), gen);
+	return true;
+}
+
+/* The first function the module defines with external linkage: looking
+ * it up makes LLJIT compile the whole module now. */
+static const char *first_exported(LLVMModuleRef mod)
+{
+	for (LLVMValueRef f = LLVMGetFirstFunction(mod); f;
+	     f = LLVMGetNextFunction(f))
+		if (!LLVMIsDeclaration(f) &&
+		    LLVMGetLinkage(f) == LLVMExternalLinkage)
+			return LLVMGetValueName2(f, &(size_t){0});
+	return NULL;
+}
+
+bool cg_module_jit(cg_module *m)
+{
+	if (!cg_module_optimize(m))
+		return false;
+	if (m->jit)
+		return true;
+	double t0 = now_ms();
+	if (!create_jit(m))
+		return false;
+	char first[256] = "";
+	const char *name = first_exported(m->mod);
+	if (name)
+		snprintf(first, sizeof first, "%s", name);
+	LLVMOrcThreadSafeModuleRef tsm =
+		LLVMOrcCreateNewThreadSafeModule(m->mod, m->tsctx);
+	m->mod = NULL;
+	LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModule(
+		m->jit, LLVMOrcLLJITGetMainJITDylib(m->jit), tsm);
+	if (e) {
+		LLVMOrcDisposeThreadSafeModule(tsm);
+		return fail_llvm_error(m, "the JIT rejected the module", e);
+	}
+	if (first[0] && !cg_module_lookup(m, first))
+		return false;
+	m->stats.jit_ms = now_ms() - t0;
+	return true;
+}
+
+void *cg_module_lookup(cg_module *m, const char *name)
+{
+	if (m->is_failed)
+		return NULL;
+	if (!m->jit) {
+		cg_module_fail(m, "lookup of %s before cg_module_jit", name);
+		return NULL;
+	}
+	LLVMOrcExecutorAddress addr = 0;
+	LLVMErrorRef e = LLVMOrcLLJITLookup(m->jit, &addr, name);
+	if (e) {
+		fail_llvm_error(m, name, e);
+		return NULL;
+	}
+	return (void *)(uintptr_t)addr;
+}
+
+/* Emits a clone of the optimized module into a memory buffer. */
+static LLVMMemoryBufferRef emit_memory(cg_module *m, cg_emit_kind kind)
+{
+	if (!cg_module_optimize(m))
+		return NULL;
+	if (!m->mod) {
+		cg_module_fail(m, "cannot emit: the module was handed to the JIT");
+		return NULL;
+	}
+	if (kind == CG_EMIT_LLVM) {
+		char *text = LLVMPrintModuleToString(m->mod);
+		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+			text, strlen(text), "ir");
+		LLVMDisposeMessage(text);
+		return buf;
+	}
+	LLVMModuleRef clone = LLVMCloneModule(m->mod);
+	LLVMMemoryBufferRef buf = NULL;
+	char *msg = NULL;
+	LLVMCodeGenFileType ft = kind == CG_EMIT_ASM ? LLVMAssemblyFile
+						     : LLVMObjectFile;
+	if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, clone, ft, &msg, &buf)) {
+		cg_module_fail(m, "code generation failed: %s", msg);
+		LLVMDisposeMessage(msg);
+		buf = NULL;
+	}
+	LLVMDisposeModule(clone);
+	return buf;
+}
+
+bool cg_module_emit_buffer(cg_module *m, cg_emit_kind kind, char **data,
+			   size_t *len)
+{
+	LLVMMemoryBufferRef buf = emit_memory(m, kind);
+	if (!buf)
+		return false;
+	size_t n = LLVMGetBufferSize(buf);
+	char *out = malloc(n + 1);
+	if (!out) {
+		LLVMDisposeMemoryBuffer(buf);
+		return cg_module_fail(m, "out of memory");
+	}
+	memcpy(out, LLVMGetBufferStart(buf), n);
+	out[n] = '\0';
+	LLVMDisposeMemoryBuffer(buf);
+	*data = out;
+	*len = n;
+	return true;
+}
+
+bool cg_module_emit(cg_module *m, cg_emit_kind kind, const char *path)
+{
+	LLVMMemoryBufferRef buf = emit_memory(m, kind);
+	if (!buf)
+		return false;
+	FILE *fp = fopen(path, "wb");
+	size_t n = LLVMGetBufferSize(buf);
+	bool ok = fp && fwrite(LLVMGetBufferStart(buf), 1, n, fp) == n;
+	if (fp && fclose(fp) != 0)
+		ok = false;
+	LLVMDisposeMemoryBuffer(buf);
+	if (!ok)
+		return cg_module_fail(m, "cannot write %s", path);
+	return true;
+}
+
+cg_module_stats cg_module_stats_get(const cg_module *m)
+{
+	return m->stats;
+}
+
+int cg_threads_get(void)
+{
+	return omp_get_max_threads();
+}
+
+void cg_threads_set(int n)
+{
+	omp_set_num_threads(n < 1 ? 1 : n);
+}

@@ -1,0 +1,580 @@
+/*
+ * test_codegen.c - the generated sgemm against a naive triple loop
+ * accumulating in double, on odd shapes, transposed operands, leading
+ * dimensions and beta = 1, with every packing choice; that results do not
+ * depend on the thread count; that the micro-kernel comes out as FMA on
+ * <8 x float>; the plan's choices; and the cg_module life cycle (JIT,
+ * object emission, errors).
+ *
+ * Check forks a child per test and libgomp is not fork-safe once a team
+ * exists, so OpenMP threads start only inside test bodies.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cg.h"
+#include "cg_gemm.h"
+#include "testutil.h"
+
+typedef void (*gemm_fn)(const float *A, const float *B, float *C);
+
+/* Operands of one test case, allocated with their leading dimensions. */
+typedef struct gemm_case {
+	cg_gemm_spec spec;
+	cg_gemm_plan plan;
+	float *a, *b, *c;
+	size_t n_a, n_b, n_c;
+} gemm_case;
+
+static float rand_unit(uint64_t *state)
+{
+	*state = *state * 6364136223846793005ull + 1442695040888963407ull;
+	return (float)((*state >> 40) / (double)(1ull << 24)) * 2.0f - 1.0f;
+}
+
+static float *rand_matrix(size_t n, uint64_t *state)
+{
+	float *x = malloc(n * sizeof *x);
+	ck_assert_ptr_nonnull(x);
+	for (size_t i = 0; i < n; i++)
+		x[i] = rand_unit(state);
+	return x;
+}
+
+static void case_init(gemm_case *t, cg_gemm_spec spec, uint64_t seed)
+{
+	char err[256];
+	memset(t, 0, sizeof *t);
+	t->spec = spec;
+	ck_assert_msg(cg_gemm_plan_make(&spec, &t->plan, err, sizeof err), "%s", err);
+	t->n_a = (size_t)((spec.ta ? spec.k : spec.m) * t->plan.lda);
+	t->n_b = (size_t)((spec.tb ? spec.n : spec.k) * t->plan.ldb);
+	t->n_c = (size_t)(spec.m * t->plan.ldc);
+	t->a = rand_matrix(t->n_a, &seed);
+	t->b = rand_matrix(t->n_b, &seed);
+	t->c = rand_matrix(t->n_c, &seed);
+}
+
+static void case_fini(gemm_case *t)
+{
+	free(t->a);
+	free(t->b);
+	free(t->c);
+}
+
+static double a_at(const gemm_case *t, int64_t i, int64_t p)
+{
+	return t->spec.ta ? t->a[p * t->plan.lda + i] : t->a[i * t->plan.lda + p];
+}
+
+static double b_at(const gemm_case *t, int64_t p, int64_t j)
+{
+	return t->spec.tb ? t->b[j * t->plan.ldb + p] : t->b[p * t->plan.ldb + j];
+}
+
+/* Largest |got - want| over sum_p |a_ip b_pj| (plus |c| when
+ * accumulating): the float rounding error relative to its natural scale.
+ * Also checks that C's padding beyond n columns is untouched. */
+static double case_error(const gemm_case *t, const float *got)
+{
+	const cg_gemm_spec *s = &t->spec;
+	double worst = 0;
+	for (int64_t i = 0; i < s->m; i++) {
+		for (int64_t j = 0; j < t->plan.ldc; j++) {
+			size_t at = (size_t)(i * t->plan.ldc + j);
+			if (j >= s->n) {
+				ck_assert_float_eq(got[at], t->c[at]);
+				continue;
+			}
+			double want = s->accumulate ? t->c[at] : 0.0;
+			double scale = fabs(want) + 1e-30;
+			for (int64_t p = 0; p < s->k; p++) {
+				want += a_at(t, i, p) * b_at(t, p, j);
+				scale += fabs(a_at(t, i, p) * b_at(t, p, j));
+			}
+			double e = fabs(got[at] - want) / scale;
+			if (isnan(e) || e > worst)
+				worst = isnan(e) ? INFINITY : e;
+		}
+	}
+	return worst;
+}
+
+/* JIT-compiles the case's spec as `name` in m; fails the test on error. */
+static gemm_fn jit_gemm(cg_module *m, const cg_gemm_spec *spec)
+{
+	ck_assert_ptr_nonnull(m);
+	ck_assert_msg(cg_gemm_add(m, "gemm", spec), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_jit(m), "%s", cg_module_error(m));
+	gemm_fn fn;
+	void *addr = cg_module_lookup(m, "gemm");
+	ck_assert_msg(addr != NULL, "%s", cg_module_error(m));
+	memcpy(&fn, &addr, sizeof fn);
+	return fn;
+}
+
+/* Runs the case on `threads` threads into a copy of C, returned. */
+static float *case_run(const gemm_case *t, int threads)
+{
+	cg_module *m = cg_module_create("test");
+	gemm_fn fn = jit_gemm(m, &t->spec);
+	float *c = malloc(t->n_c * sizeof *c);
+	ck_assert_ptr_nonnull(c);
+	memcpy(c, t->c, t->n_c * sizeof *c);
+	cg_threads_set(threads);
+	fn(t->a, t->b, c);
+	cg_module_destroy(m);
+	return c;
+}
+
+/* Runs spec on 2 threads and checks it against the naive loop. */
+static void check_spec(cg_gemm_spec spec, uint64_t seed)
+{
+	gemm_case t;
+	case_init(&t, spec, seed);
+	float *c = case_run(&t, 2);
+	double e = case_error(&t, c);
+	ck_assert_msg(e < 1e-5,
+		      "%lldx%lldx%lld ta=%d tb=%d acc=%d pack=%d: error %g",
+		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
+		      spec.ta, spec.tb, spec.accumulate, (int)spec.pack, e);
+	free(c);
+	case_fini(&t);
+}
+
+static cg_gemm_spec shape(int64_t m, int64_t n, int64_t k)
+{
+	return (cg_gemm_spec){.m = m, .n = n, .k = k};
+}
+
+static const int64_t odd_shapes[][3] = {
+	{1, 1, 1},    {7, 13, 5},   {6, 16, 1},   {65, 33, 17}, {640, 32, 200},
+	{640, 32, 32}, {640, 200, 32}, {10, 10, 8}, {5, 40, 3},  {12, 32, 600},
+	{97, 211, 300}, {3, 700, 9},
+};
+#define N_ODD (sizeof odd_shapes / sizeof odd_shapes[0])
+
+/* ---- numerics -------------------------------------------------------------- */
+
+START_TEST(test_gemm_matches_naive_loop_on_odd_shapes)
+{
+	for (size_t s = 0; s < N_ODD; s++) {
+		const int64_t *d = odd_shapes[s];
+		check_spec(shape(d[0], d[1], d[2]), 1 + s);
+	}
+}
+END_TEST
+
+START_TEST(test_gemm_matches_naive_loop_with_every_packing)
+{
+	static const cg_gemm_pack packs[] = {CG_GEMM_PACK_NONE, CG_GEMM_PACK_B,
+					     CG_GEMM_PACK_AB};
+	for (size_t p = 0; p < 3; p++) {
+		for (size_t s = 0; s < N_ODD; s++) {
+			const int64_t *d = odd_shapes[s];
+			cg_gemm_spec spec = shape(d[0], d[1], d[2]);
+			spec.pack = packs[p];
+			check_spec(spec, 100 + s);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_gemm_reads_transposed_operands)
+{
+	static const int64_t shapes[][3] = {
+		{1, 1, 1}, {7, 13, 5}, {65, 33, 17}, {10, 10, 8}, {640, 32, 200},
+		{40, 300, 270},
+	};
+	for (size_t s = 0; s < 6; s++) {
+		for (int tr = 1; tr < 4; tr++) {
+			for (int pack = 0; pack < 4; pack++) {
+				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+							  shapes[s][2]);
+				spec.ta = tr & 1;
+				spec.tb = tr & 2;
+				spec.pack = (cg_gemm_pack)pack;
+				check_spec(spec, 200 + s);
+			}
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_gemm_adds_to_c_when_accumulating)
+{
+	for (size_t s = 0; s < N_ODD; s++) {
+		const int64_t *d = odd_shapes[s];
+		cg_gemm_spec spec = shape(d[0], d[1], d[2]);
+		spec.accumulate = true;
+		check_spec(spec, 300 + s);
+		spec.pack = CG_GEMM_PACK_AB;
+		check_spec(spec, 400 + s);
+	}
+}
+END_TEST
+
+START_TEST(test_gemm_accumulates_one_hand_computed_product)
+{
+	/* A = [1 2; 3 4], B = [5 6; 7 8], C = [1 1; 1 1]: C + AB. */
+	const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+	float c[4] = {1, 1, 1, 1};
+	cg_gemm_spec spec = shape(2, 2, 2);
+	spec.accumulate = true;
+	cg_module *m = cg_module_create("hand");
+	gemm_fn fn = jit_gemm(m, &spec);
+	fn(a, b, c);
+	ck_assert_float_eq(c[0], 20);
+	ck_assert_float_eq(c[1], 23);
+	ck_assert_float_eq(c[2], 44);
+	ck_assert_float_eq(c[3], 51);
+	fn(a, b, c); /* once more: adds again */
+	ck_assert_float_eq(c[0], 39);
+	ck_assert_float_eq(c[3], 101);
+	cg_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_gemm_keeps_to_leading_dimensions)
+{
+	for (int tr = 0; tr < 4; tr++) {
+		for (int pack = 0; pack < 4; pack++) {
+			cg_gemm_spec spec = shape(23, 37, 19);
+			spec.ta = tr & 1;
+			spec.tb = tr & 2;
+			spec.lda = 41;
+			spec.ldb = 50;
+			spec.ldc = 45; /* columns 37..44 of C must stay as they are */
+			spec.pack = (cg_gemm_pack)pack;
+			check_spec(spec, 500 + (uint64_t)tr);
+		}
+	}
+}
+END_TEST
+
+/* ---- threads --------------------------------------------------------------- */
+
+START_TEST(test_gemm_results_do_not_depend_on_thread_count)
+{
+	static const int64_t shapes[][3] = {
+		{300, 200, 600}, /* rows split, shared B, three k-blocks */
+		{12, 700, 100},  /* few rows: columns split */
+		{640, 200, 32},  /* B read in place */
+		{97, 211, 300},
+	};
+	for (size_t s = 0; s < 4; s++) {
+		gemm_case t;
+		cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1], shapes[s][2]);
+		spec.grain = 1000; /* start threads even for these sizes */
+		case_init(&t, spec, 600 + s);
+		ck_assert_int_ge(t.plan.max_threads, 2);
+		float *one = case_run(&t, 1), *two = case_run(&t, 2);
+		ck_assert_int_eq(memcmp(one, two, t.n_c * sizeof *one), 0);
+		ck_assert_double_lt(case_error(&t, two), 1e-5);
+		free(one);
+		free(two);
+		case_fini(&t);
+	}
+}
+END_TEST
+
+START_TEST(test_gemm_runs_on_more_threads_than_row_panels)
+{
+	cg_gemm_spec spec = shape(13, 40, 50); /* 3 row panels, 4 threads */
+	spec.grain = 1;
+	gemm_case t;
+	case_init(&t, spec, 700);
+	float *c = case_run(&t, 4);
+	ck_assert_double_lt(case_error(&t, c), 1e-5);
+	free(c);
+	case_fini(&t);
+}
+END_TEST
+
+/* ---- generated code -------------------------------------------------------- */
+
+static char *emit_text(const cg_gemm_spec *spec, cg_emit_kind kind)
+{
+	cg_module *m = cg_module_create("text");
+	char *text = NULL;
+	size_t len = 0;
+	ck_assert_msg(cg_gemm_add(m, "sgemm", spec), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_emit_buffer(m, kind, &text, &len), "%s",
+		      cg_module_error(m));
+	ck_assert_uint_eq(strlen(text), len);
+	cg_module_destroy(m);
+	return text;
+}
+
+START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
+{
+	cg_gemm_spec spec = shape(1024, 1024, 1024);
+	char *ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_nonnull(strstr(ir, "@llvm.fma.v8f32(<8 x float>"));
+	ck_assert_ptr_nonnull(strstr(ir, "define void @sgemm(ptr noalias nocapture readonly"));
+	ck_assert_ptr_nonnull(strstr(ir, "@GOMP_parallel"));
+	free(ir);
+	char *as = emit_text(&spec, CG_EMIT_ASM);
+	ck_assert_ptr_nonnull(strstr(as, "vfmadd231ps\t%ymm"));
+	ck_assert_ptr_nonnull(strstr(as, "vbroadcastss"));
+	free(as);
+}
+END_TEST
+
+START_TEST(test_gemm_of_tiny_shape_starts_no_threads)
+{
+	cg_gemm_spec spec = shape(10, 10, 8);
+	char *ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_null(strstr(ir, "GOMP_parallel"));
+	ck_assert_ptr_null(strstr(ir, "aligned_alloc"));
+	free(ir);
+}
+END_TEST
+
+/* ---- plan -------------------------------------------------------------------- */
+
+static cg_gemm_plan plan_of(cg_gemm_spec spec)
+{
+	cg_gemm_plan p;
+	char err[256];
+	ck_assert_msg(cg_gemm_plan_make(&spec, &p, err, sizeof err), "%s", err);
+	return p;
+}
+
+START_TEST(test_plan_reads_the_books_small_shapes_in_place)
+{
+	cg_gemm_plan p = plan_of(shape(640, 200, 32));
+	ck_assert(!p.pack_a && !p.pack_b);
+	ck_assert_int_eq(p.kc, 32);
+	ck_assert(p.split_rows);
+	p = plan_of((cg_gemm_spec){.m = 10, .n = 10, .k = 8, .tb = true});
+	ck_assert(!p.pack_a && p.pack_b); /* B^T rows are not contiguous */
+	ck_assert_int_eq(p.max_threads, 1);
+}
+END_TEST
+
+START_TEST(test_plan_packs_and_blocks_large_shapes)
+{
+	cg_gemm_plan p = plan_of(shape(1024, 1024, 1024));
+	ck_assert(p.pack_a && p.pack_b);
+	ck_assert_int_eq(p.kc, 256);
+	ck_assert_int_eq(p.mc, 144);
+	ck_assert_int_eq(p.nc, 1024);
+	ck_assert_int_eq(p.max_threads, 171); /* one per row panel */
+	p = plan_of(shape(100, 100, 300)); /* two balanced k-blocks */
+	ck_assert_int_eq(p.kc, 150);
+	ck_assert_int_eq(p.mc, 102);
+	p = plan_of(shape(12, 5000, 64));
+	ck_assert(!p.split_rows);
+	ck_assert_int_eq(p.nc, 2512); /* two n-blocks of 157 panels */
+}
+END_TEST
+
+START_TEST(test_plan_fills_in_dense_leading_dimensions)
+{
+	cg_gemm_plan p = plan_of((cg_gemm_spec){.m = 3, .n = 4, .k = 5, .ta = true});
+	ck_assert_int_eq(p.lda, 3);
+	ck_assert_int_eq(p.ldb, 4);
+	ck_assert_int_eq(p.ldc, 4);
+	p = plan_of((cg_gemm_spec){.m = 3, .n = 4, .k = 5, .tb = true});
+	ck_assert_int_eq(p.lda, 5);
+	ck_assert_int_eq(p.ldb, 5);
+}
+END_TEST
+
+START_TEST(test_plan_rejects_bad_specs)
+{
+	static const cg_gemm_spec bad[] = {
+		{.m = 0, .n = 4, .k = 4},
+		{.m = 4, .n = 4, .k = -1},
+		{.m = 4, .n = 8, .k = 4, .lda = 3},
+		{.m = 4, .n = 8, .k = 4, .ta = true, .lda = 3},
+		{.m = 4, .n = 8, .k = 4, .ldb = 7},
+		{.m = 4, .n = 8, .k = 4, .tb = true, .ldb = 3},
+		{.m = 4, .n = 8, .k = 4, .ldc = 7},
+		{.m = 4, .n = 8, .k = 4, .grain = -1},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		cg_gemm_plan p;
+		char err[256] = "";
+		ck_assert(!cg_gemm_plan_make(&bad[i], &p, err, sizeof err));
+		ck_assert_msg(strstr(err, "gemm") != NULL, "case %zu: '%s'", i, err);
+	}
+}
+END_TEST
+
+/* ---- the module ------------------------------------------------------------- */
+
+START_TEST(test_module_reports_a_bad_gemm_and_stays_failed)
+{
+	cg_module *m = cg_module_create("bad");
+	cg_gemm_spec spec = shape(4, 4, 4);
+	spec.ldc = 2;
+	ck_assert_ptr_null(cg_module_error(m));
+	ck_assert(!cg_gemm_add(m, "g", &spec));
+	ck_assert_ptr_nonnull(strstr(cg_module_error(m), "gemm g: gemm leading dimension"));
+	ck_assert(!cg_module_jit(m));
+	ck_assert_ptr_null(cg_module_lookup(m, "g"));
+	cg_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_module_rejects_a_name_twice)
+{
+	cg_module *m = cg_module_create("twice");
+	cg_gemm_spec spec = shape(4, 4, 4);
+	ck_assert(cg_gemm_add(m, "g", &spec));
+	ck_assert(!cg_gemm_add(m, "g", &spec));
+	ck_assert_ptr_nonnull(strstr(cg_module_error(m), "name is taken"));
+	cg_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_module_closes_after_optimization)
+{
+	cg_module *m = cg_module_create("closed");
+	cg_gemm_spec spec = shape(4, 4, 4);
+	ck_assert(cg_gemm_add(m, "g", &spec));
+	ck_assert(cg_module_optimize(m));
+	ck_assert(cg_module_optimize(m)); /* idempotent */
+	ck_assert(!cg_gemm_add(m, "h", &spec));
+	ck_assert_ptr_nonnull(strstr(cg_module_error(m), "closed"));
+	cg_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_module_lookup_of_unknown_name_fails)
+{
+	cg_module *m = cg_module_create("lookup");
+	cg_gemm_spec spec = shape(4, 4, 4);
+	ck_assert(cg_gemm_add(m, "g", &spec));
+	ck_assert_ptr_null(cg_module_lookup(m, "g")); /* before the JIT */
+	cg_module_destroy(m);
+	m = cg_module_create("lookup");
+	ck_assert(cg_gemm_add(m, "g", &spec));
+	ck_assert(cg_module_jit(m));
+	ck_assert_ptr_null(cg_module_lookup(m, "nope"));
+	ck_assert_ptr_nonnull(strstr(cg_module_error(m), "nope"));
+	cg_module_destroy(m);
+}
+END_TEST
+
+/* Whether the NUL-terminated string s occurs in buf[0..n). */
+static bool has_bytes(const unsigned char *buf, size_t n, const char *s)
+{
+	size_t len = strlen(s) + 1;
+	for (size_t i = 0; i + len <= n; i++)
+		if (memcmp(buf + i, s, len) == 0)
+			return true;
+	return false;
+}
+
+START_TEST(test_module_emits_a_relocatable_pic_object)
+{
+	cg_module *m = cg_module_create("obj");
+	cg_gemm_spec spec = shape(256, 64, 64); /* big enough for threads */
+	char path[] = "/tmp/attnc_cg_XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert(cg_gemm_add(m, "sgemm_256", &spec));
+	ck_assert_msg(cg_module_emit(m, CG_EMIT_OBJ, path), "%s", cg_module_error(m));
+
+	FILE *fp = fopen(path, "rb");
+	unsigned char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf, fp);
+	fclose(fp);
+	unlink(path);
+	ck_assert_uint_gt(n, 64);
+	ck_assert_int_eq(memcmp(buf, "\177ELF", 4), 0);
+	ck_assert_int_eq(buf[4], 2);       /* 64-bit */
+	ck_assert_int_eq(buf[16], 1);      /* e_type ET_REL */
+	ck_assert_int_eq(buf[18], 62);     /* EM_X86_64 */
+	ck_assert(has_bytes(buf, n, "sgemm_256"));
+	ck_assert(has_bytes(buf, n, "GOMP_parallel"));
+
+	/* The module is still whole: it runs after emission. */
+	ck_assert(cg_module_jit(m));
+	ck_assert_ptr_nonnull(cg_module_lookup(m, "sgemm_256"));
+	ck_assert(!cg_module_emit(m, CG_EMIT_OBJ, path));
+	ck_assert_ptr_nonnull(strstr(cg_module_error(m), "JIT"));
+	cg_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_module_counts_functions_and_times_compilation)
+{
+	cg_module *m = cg_module_create("stats");
+	cg_gemm_spec spec = shape(65, 33, 17);
+	ck_assert(cg_gemm_add(m, "g", &spec));
+	ck_assert(cg_module_jit(m));
+	cg_module_stats st = cg_module_stats_get(m);
+	/* 4 micro-kernels (65x33 has both edges), work, entry; too small
+	 * for threads (no par) or packing. */
+	ck_assert_int_eq(st.n_functions, 6);
+	ck_assert_double_gt(st.opt_ms, 0);
+	ck_assert_double_gt(st.jit_ms, 0);
+	cg_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_threads_set_is_read_back)
+{
+	cg_threads_set(3);
+	ck_assert_int_eq(cg_threads_get(), 3);
+	cg_threads_set(0);
+	ck_assert_int_eq(cg_threads_get(), 1);
+}
+END_TEST
+
+static Suite *codegen_suite(void)
+{
+	Suite *s = suite_create("codegen");
+	TCase *num = tcase_create("gemm numerics");
+	tcase_set_timeout(num, 120);
+	tcase_add_test(num, test_gemm_matches_naive_loop_on_odd_shapes);
+	tcase_add_test(num, test_gemm_matches_naive_loop_with_every_packing);
+	tcase_add_test(num, test_gemm_reads_transposed_operands);
+	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
+	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
+	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
+	tcase_add_test(num, test_gemm_results_do_not_depend_on_thread_count);
+	tcase_add_test(num, test_gemm_runs_on_more_threads_than_row_panels);
+	suite_add_tcase(s, num);
+
+	TCase *code = tcase_create("generated code and plan");
+	tcase_set_timeout(code, 60);
+	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
+	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
+	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
+	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
+	tcase_add_test(code, test_plan_fills_in_dense_leading_dimensions);
+	tcase_add_test(code, test_plan_rejects_bad_specs);
+	suite_add_tcase(s, code);
+
+	TCase *mod = tcase_create("module");
+	tcase_set_timeout(mod, 60);
+	tcase_add_test(mod, test_module_reports_a_bad_gemm_and_stays_failed);
+	tcase_add_test(mod, test_module_rejects_a_name_twice);
+	tcase_add_test(mod, test_module_closes_after_optimization);
+	tcase_add_test(mod, test_module_lookup_of_unknown_name_fails);
+	tcase_add_test(mod, test_module_emits_a_relocatable_pic_object);
+	tcase_add_test(mod, test_module_counts_functions_and_times_compilation);
+	tcase_add_test(mod, test_threads_set_is_read_back);
+	suite_add_tcase(s, mod);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(codegen_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
