@@ -228,10 +228,10 @@ bool interp_k_binary(const interp_kernel *k, interp_f2 f, interp_i2 fi)
 		if (out->dtype == IR_I32) {
 			int64_t r;
 			if (!fi(interp_ldi(a, ia), interp_ldi(b, ib), &r))
-				return interp_fail(k, "integer %s by %lld",
+				return interp_fail(k, "integer %s %lld",
 						   fi == interp_i_pow
-							   ? "power"
-							   : "division",
+							   ? "to the negative power"
+							   : "division by",
 						   (long long)interp_ldi(b, ib));
 			interp_sti(out, i, r);
 		} else {

@@ -52,8 +52,10 @@ bool interp_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		      const interp_tensor *inputs, int64_t *sym_values);
 
 /* Initializes every parameter of m by its initializer (ir_param.init) from
- * (seed, parameter index), in float32 or float64. params has m->n_params
- * entries. */
+ * (seed, parameter index), in float32 or float64 (docs/ops.md gives the
+ * exact draws and xavier's fans). params has m->n_params entries, owned by
+ * the caller afterwards. On failure (an unbound symbol, OOM) reports it
+ * and leaves every entry empty. */
 bool interp_params_init(ir_ctx *ctx, const ir_module *m,
 			const int64_t *sym_values, uint64_t seed, bool is_f64,
 			interp_tensor *params);

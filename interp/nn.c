@@ -77,7 +77,9 @@ bool interp_k_matmul(const interp_kernel *k)
 		char s1[160], s2[160];
 		interp_dims_format(a->dims, a->rank, s1, sizeof s1);
 		interp_dims_format(b->dims, b->rank, s2, sizeof s2);
-		return interp_fail(k, "inner dimensions differ: %s @ %s", s1, s2);
+		return interp_fail(k, "inner dimensions differ: %s%s @ %s%s", s1,
+				   k->node->attr.matmul.ta ? "^T" : "", s2,
+				   k->node->attr.matmul.tb ? "^T" : "");
 	}
 	if (out->dims[nb] != M || out->dims[nb + 1] != N)
 		return mismatch(k, "left operand", a);
@@ -191,7 +193,7 @@ bool interp_k_argmax(const interp_kernel *k)
 	const interp_tensor *x = &k->args[0];
 	uint32_t axes = k->node->attr.reduce.axes;
 	int ax = axes ? __builtin_ctz(axes) : -1;
-	int64_t outer, len, inner;
+	int64_t outer = 0, len = 0, inner = 0;
 	if ((axes & (axes - 1)) != 0)
 		return interp_fail(k, "needs exactly one axis, got mask 0x%x", axes);
 	if (!axis_split(k, x, ax, &outer, &len, &inner))
