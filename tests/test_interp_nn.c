@@ -124,6 +124,42 @@ START_TEST(test_masked_softmax_stretches_size_one_valid_dims)
 }
 END_TEST
 
+/* d2l 10.3.3: keys all ones make every score of a query equal, so the
+ * output is the mean of the first valid rows of the values. */
+START_TEST(test_dot_product_attention_gives_the_books_example)
+{
+	ti_fx x;
+	ti_init(&x);
+	float ones[40], vals[80];
+	for (int i = 0; i < 40; i++)
+		ones[i] = 1;
+	for (int i = 0; i < 80; i++)
+		vals[i] = (float)(i % 40);
+	ir_id q = ti_cf(&x, SHAPE(2, 1, 2), F32S(0.3f, -1.2f, 0.8f, 0.5f));
+	ir_id k = ti_cf(&x, SHAPE(2, 10, 2), ones);
+	ir_id v = ti_cf(&x, SHAPE(2, 10, 4), vals);
+	ir_id valid = ti_ci(&x, SHAPE(2), I32S(2, 6));
+	ir_attr tb = {.matmul = {false, true}}, mm = {0}, fill = {.fill = -1e6};
+	ir_id sc = ti_op2(&x, IR_OP_DIV, ti_op2(&x, IR_OP_MATMUL, q, k, &tb),
+			  ti_cf(&x, SCALAR, F32S((float)sqrt(2.0))), NULL);
+	ir_id w = ti_op2(&x, IR_OP_MASKED_SOFTMAX, sc, valid, &fill);
+	ir_id out = ti_op2(&x, IR_OP_MATMUL, w, v, &mm);
+	interp_tensor r;
+	ck_assert(ti_run(&x, out, &r));
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	interp_tensor_print(&r, f);
+	fclose(f);
+	ck_assert_str_eq(buf, "f32[2, 1, 4]\n"
+			      "[[[ 2.0000,  3.0000,  4.0000,  5.0000]],\n\n"
+			      " [[10.0000, 11.0000, 12.0000, 13.0000]]]");
+	free(buf);
+	interp_tensor_fini(&x.ctx, &r);
+	ti_fini(&x);
+}
+END_TEST
+
 /* ---- layer norm ------------------------------------------------------------------ */
 
 START_TEST(test_layer_norm_normalizes_the_last_axis)
@@ -385,6 +421,7 @@ static Suite *interp_nn_suite(void)
 	tcase_add_test(sm, test_masked_softmax_takes_per_query_valid_lengths);
 	tcase_add_test(sm, test_masked_softmax_row_of_length_zero_is_uniform);
 	tcase_add_test(sm, test_masked_softmax_stretches_size_one_valid_dims);
+	tcase_add_test(sm, test_dot_product_attention_gives_the_books_example);
 	suite_add_tcase(s, sm);
 	TCase *nn = tcase_create("layers");
 	tcase_add_test(nn, test_layer_norm_normalizes_the_last_axis);
