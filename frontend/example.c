@@ -1,0 +1,365 @@
+/*
+ * example.c - `example NAME(args)`: example inputs of an exported
+ * function, made into module constants.
+ *
+ * The arguments are elaborated like any expression, into a scratch
+ * function that is thrown away; its nodes are then evaluated here in C.
+ * Only what example inputs need is allowed: constants (constructors, list
+ * literals), layout (reshape, broadcast, permute, repeat, slice, concat),
+ * casts and elementwise arithmetic. The results are checked against the
+ * function's declared input types, binding its dims.
+ */
+#include "elab.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A constant tensor being computed: static type, elements as doubles. */
+typedef struct cval {
+	ir_type t;
+	double *d;
+} cval;
+
+static int64_t numel(const ir_type *t)
+{
+	return ir_type_numel_static(t);
+}
+
+/* Row-major coordinates of element i of t. */
+static void unravel(const ir_type *t, int64_t i, int64_t *coord)
+{
+	for (int k = t->rank; k-- > 0;) {
+		int64_t n = t->dims[k].coef;
+		coord[k] = n ? i % n : 0;
+		i = n ? i / n : 0;
+	}
+}
+
+/* Element index in t of output coordinates (rank out_rank), with
+ * broadcasting (t right-aligned, size-1 axes repeated). */
+static int64_t ravel_bcast(const ir_type *t, const int64_t *coord,
+			   int out_rank)
+{
+	int64_t idx = 0;
+	for (int k = 0; k < t->rank; k++) {
+		int64_t n = t->dims[k].coef;
+		int64_t c = coord[k + out_rank - t->rank];
+		idx = idx * n + (n == 1 ? 0 : c);
+	}
+	return idx;
+}
+
+static int64_t ravel(const ir_type *t, const int64_t *coord)
+{
+	return ravel_bcast(t, coord, t->rank);
+}
+
+/* Where element oc of a layout op's result is read from its operand j:
+ * sets *j and ic (is_example_op has admitted the op). */
+static void layout_source(const ir_node *n, const cval *const *in,
+			  const int64_t *oc, int64_t *ic, uint32_t *j)
+{
+	const ir_type *t = &n->type;
+	*j = 0;
+	memcpy(ic, oc, IR_MAX_RANK * sizeof *ic);
+	if (n->op == IR_OP_PERMUTE) {
+		for (int k = 0; k < t->rank; k++)
+			ic[n->attr.permute.perm[k]] = oc[k];
+	} else if (n->op == IR_OP_REPEAT) {
+		for (int k = 0; k < t->rank; k++)
+			ic[k] = oc[k] % in[0]->t.dims[k].coef;
+	} else if (n->op == IR_OP_SLICE) {
+		int ax = n->attr.slice.axis;
+		ic[ax] = n->attr.slice.start + oc[ax] * n->attr.slice.step;
+	} else if (n->op == IR_OP_CONCAT) {
+		int ax = n->attr.axis;
+		while (ic[ax] >= in[*j]->t.dims[ax].coef) {
+			ic[ax] -= in[*j]->t.dims[ax].coef;
+			(*j)++;
+		}
+	}
+}
+
+static bool is_layout(ir_op op)
+{
+	return op == IR_OP_PERMUTE || op == IR_OP_REPEAT || op == IR_OP_SLICE ||
+	       op == IR_OP_CONCAT;
+}
+
+/* Element i of node n's result, from its operands' values. */
+static double element(const ir_node *n, const cval *const *in, int64_t i,
+		      uint32_t n_in)
+{
+	int64_t oc[IR_MAX_RANK], ic[IR_MAX_RANK];
+	uint32_t j;
+	const ir_type *t = &n->type;
+	unravel(t, i, oc);
+	if (is_layout(n->op)) {
+		layout_source(n, in, oc, ic, &j);
+		return in[j]->d[ravel(&in[j]->t, ic)];
+	}
+	double a = in[0]->d[ravel_bcast(&in[0]->t, oc, t->rank)];
+	double b = n_in > 1 ? in[1]->d[ravel_bcast(&in[1]->t, oc, t->rank)] : 0;
+	if (n->op == IR_OP_NEG)
+		return -a;
+	if (n->op == IR_OP_ADD)
+		return a + b;
+	if (n->op == IR_OP_SUB)
+		return a - b;
+	if (n->op == IR_OP_MUL)
+		return a * b;
+	if (n->op == IR_OP_DIV)
+		return a / b;
+	if (n->op == IR_OP_CAST && n->type.dtype == IR_I32)
+		return trunc(a);
+	return a; /* BROADCAST, CAST to f32 */
+}
+
+/* Whether examples may use op, which only this file evaluates. */
+static bool is_example_op(ir_op op)
+{
+	switch (op) {
+	case IR_OP_CONST:
+	case IR_OP_RESHAPE:
+	case IR_OP_BROADCAST:
+	case IR_OP_PERMUTE:
+	case IR_OP_REPEAT:
+	case IR_OP_SLICE:
+	case IR_OP_CONCAT:
+	case IR_OP_CAST:
+	case IR_OP_NEG:
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+	case IR_OP_MUL:
+	case IR_OP_DIV:
+		return true;
+	case IR_OP_INPUT:
+	case IR_OP_PARAM:
+	case IR_OP_EXP:
+	case IR_OP_LOG:
+	case IR_OP_TANH:
+	case IR_OP_SIGMOID:
+	case IR_OP_RELU:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_SQRT:
+	case IR_OP_ABS:
+	case IR_OP_POW:
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM:
+	case IR_OP_LT:
+	case IR_OP_LE:
+	case IR_OP_GT:
+	case IR_OP_GE:
+	case IR_OP_EQ:
+	case IR_OP_NE:
+	case IR_OP_SELECT:
+	case IR_OP_MATMUL:
+	case IR_OP_SUM:
+	case IR_OP_MEAN:
+	case IR_OP_MAX:
+	case IR_OP_ARGMAX:
+	case IR_OP_SOFTMAX:
+	case IR_OP_LOG_SOFTMAX:
+	case IR_OP_MASKED_SOFTMAX:
+	case IR_OP_LAYER_NORM:
+	case IR_OP_DROPOUT:
+	case IR_OP_EMBEDDING:
+	case IR_OP_REPEAT_INTERLEAVE:
+	case IR_OP_SORT:
+	case IR_OP_MSE_LOSS:
+	case IR_OP_CROSS_ENTROPY:
+	case IR_OP_COUNT:
+		return false;
+	}
+	return false;
+}
+
+/* Computes node id of g into vals[id]. */
+static bool eval_node(fe_elab *e, const ir_graph *g, ir_id id, cval *vals)
+{
+	const ir_node *n = &g->nodes[id];
+	const cval *in[16];
+	int64_t count = numel(&n->type);
+	if (!is_example_op(n->op) || n->n_args > 16 || count < 0) {
+		ir_error(e->ctx, n->loc, "an example input must be computed at "
+					 "compile time: '%s' is not allowed here",
+			 ir_op_table[n->op].name);
+		return false;
+	}
+	cval *out = &vals[id];
+	out->t = n->type;
+	out->d = ir_alloc(e->ctx, (size_t)(count ? count : 1) * sizeof(double));
+	if (!out->d)
+		return false;
+	if (n->op == IR_OP_CONST) {
+		const ir_const *c = &e->m->consts[n->attr.const_index];
+		for (int64_t i = 0; i < count; i++)
+			out->d[i] = c->type.dtype == IR_I32 ? ((int32_t *)c->data)[i]
+				    : c->type.dtype == IR_F32 ? ((float *)c->data)[i]
+							       : ((double *)c->data)[i];
+		return true;
+	}
+	for (uint32_t j = 0; j < n->n_args; j++)
+		in[j] = &vals[ir_arg(g, id, j)];
+	for (int64_t i = 0; i < count; i++) {
+		double v = n->op == IR_OP_RESHAPE ? in[0]->d[i]
+						  : element(n, in, i, n->n_args);
+		out->d[i] = n->type.dtype == IR_F32 ? (double)(float)v : v;
+	}
+	return true;
+}
+
+/* Checks an example's type against the function's input i, binding the
+ * input's symbols in sym_vals. */
+static bool check_arg(fe_elab *e, const ir_func *f, uint32_t i,
+		      const ir_type *have, int64_t *sym_vals, ir_loc loc)
+{
+	char hs[128], ws[128];
+	if (f->inputs[i] == IR_NONE)
+		return false;
+	const ir_type *want = &f->g.nodes[f->inputs[i]].type;
+	bool ok = have->dtype == want->dtype && have->rank == want->rank;
+	for (int k = 0; ok && k < want->rank; k++) {
+		ir_dim w = want->dims[k];
+		int64_t h = have->dims[k].coef;
+		if (ir_dim_is_static(w)) {
+			ok = h == w.coef;
+			continue;
+		}
+		ok = h % w.coef == 0 && h > 0 &&
+		     (!sym_vals[w.sym] || sym_vals[w.sym] == h / w.coef);
+		if (ok)
+			sym_vals[w.sym] = h / w.coef;
+	}
+	if (ok)
+		return true;
+	ir_type_format(e->m, have, hs, sizeof hs);
+	ir_type_format(e->m, want, ws, sizeof ws);
+	ir_error(e->ctx, loc, "example argument '%s' of '%s' is %s[%s], "
+			      "expected %s[%s]", f->input_names[i], f->name,
+		 ir_dtype_name(have->dtype), hs, ir_dtype_name(want->dtype), ws);
+	return false;
+}
+
+/* Stores the value of scratch node id as a module constant. */
+static int32_t store(fe_elab *e, const cval *v)
+{
+	int64_t n = numel(&v->t);
+	void *data = ir_alloc(e->ctx, (size_t)(n ? n : 1) * 4);
+	if (!data)
+		return -1;
+	for (int64_t i = 0; i < n; i++) {
+		if (v->t.dtype == IR_I32)
+			((int32_t *)data)[i] = (int32_t)v->d[i];
+		else
+			((float *)data)[i] = (float)v->d[i];
+	}
+	int32_t idx = ir_module_add_const(e->m, &v->t, data);
+	ir_free(e->ctx, data);
+	return idx;
+}
+
+/* The exported function an example names, or NULL after reporting. */
+static const fe_def *example_target(fe_elab *e, const fe_decl *d,
+				    ir_func **f)
+{
+	const fe_ident *id = &d->names[0];
+	fe_value v = fe_lookup(e, id->name, id->loc);
+	*f = ir_module_find_func(e->m, id->name);
+	if (v.kind == FE_V_ERR)
+		return NULL;
+	if (v.kind != FE_V_DEF || !v.def->is_export || !*f) {
+		ir_error(e->ctx, id->loc, "example: '%s' is not an exported "
+					  "function", id->name);
+		return NULL;
+	}
+	if ((*f)->example) {
+		ir_error(e->ctx, id->loc, "'%s' already has an example", id->name);
+		return NULL;
+	}
+	return v.def;
+}
+
+/* Elaborates the arguments into the scratch function; ids[i] gets the
+ * node of argument i. */
+static bool example_args(fe_elab *e, const fe_decl *d, const fe_def *def,
+			 ir_id *ids, ir_loc *locs)
+{
+	uint32_t n = def->n_params;
+	fe_raw_arg *raw = ir_alloc(e->ctx, (d->n_args + 1) * sizeof *raw);
+	const char **names = ir_alloc(e->ctx, (n + 1) * sizeof *names);
+	fe_args a = {def->id.name, d->loc, ir_alloc(e->ctx, (n + 1) * sizeof(fe_value)),
+		     locs, ir_alloc(e->ctx, n + 1), n};
+	bool ok = raw && names && a.v && a.is_t;
+	for (uint32_t i = 0; ok && i < n; i++)
+		names[i] = def->params[i].id.name;
+	for (uint32_t i = 0; ok && i < d->n_args; i++)
+		raw[i] = (fe_raw_arg){d->args[i].name, d->args[i].value->loc,
+				      fe_eval(e, d->args[i].value), false};
+	ok = ok && fe_bind_args(e, def->id.name, d->names[0].loc, names, n, n, raw,
+				d->n_args, &a);
+	for (uint32_t i = 0; ok && i < n; i++)
+		ok = (ids[i] = fe_to_tensor(e, a.v[i], locs[i])) != IR_NONE;
+	ir_free(e->ctx, raw);
+	ir_free(e->ctx, names);
+	ir_free(e->ctx, a.v);
+	ir_free(e->ctx, a.is_t);
+	return ok;
+}
+
+/* Evaluates the scratch graph, stores the arguments' values as constants
+ * and checks them against f's inputs. */
+static void finish_example(fe_elab *e, ir_func *f, const ir_graph *g,
+			   const ir_id *ids, const ir_loc *locs,
+			   uint32_t n_consts_before)
+{
+	ir_module *m = e->m;
+	cval *vals = ir_alloc(e->ctx, (g->n_nodes + 1) * sizeof *vals);
+	int64_t *sym_vals = ir_alloc(e->ctx, (m->n_syms + 1) * sizeof *sym_vals);
+	uint32_t *example = ir_arena_alloc(&m->arena, (f->n_inputs + 1) * 4);
+	bool ok = vals && sym_vals && example;
+	for (ir_id i = 0; ok && i < g->n_nodes; i++)
+		ok = eval_node(e, g, i, vals);
+	m->n_consts = n_consts_before; /* drop the scratch constants */
+	for (uint32_t i = 0; ok && i < f->n_inputs; i++) {
+		int32_t idx = store(e, &vals[ids[i]]);
+		ok = idx >= 0 && check_arg(e, f, i, &vals[ids[i]].t, sym_vals, locs[i]);
+		example[i] = (uint32_t)idx;
+	}
+	if (ok)
+		f->example = example;
+	for (ir_id i = 0; vals && i < g->n_nodes; i++)
+		ir_free(e->ctx, vals[i].d);
+	ir_free(e->ctx, vals);
+	ir_free(e->ctx, sym_vals);
+}
+
+void fe_example(fe_elab *e, const fe_decl *d)
+{
+	ir_func *f, scratch = {.name = "example"};
+	const fe_def *def = example_target(e, d, &f);
+	if (!def)
+		return;
+	uint32_t n = def->n_params, n_consts = e->m->n_consts;
+	ir_id *ids = ir_alloc(e->ctx, (n + 1) * sizeof *ids);
+	ir_loc *locs = ir_alloc(e->ctx, (n + 1) * sizeof *locs);
+	if (ids && locs) {
+		e->f = &scratch;
+		if (e->const_nodes)
+			memset(e->const_nodes, 0,
+			       e->const_nodes_cap * sizeof *e->const_nodes);
+		bool ok = example_args(e, d, def, ids, locs);
+		e->f = NULL;
+		if (e->const_nodes)
+			memset(e->const_nodes, 0,
+			       e->const_nodes_cap * sizeof *e->const_nodes);
+		if (ok)
+			finish_example(e, f, &scratch.g, ids, locs, n_consts);
+		else
+			e->m->n_consts = n_consts;
+	}
+	ir_graph_fini(e->ctx, &scratch.g);
+	ir_free(e->ctx, ids);
+	ir_free(e->ctx, locs);
+}
