@@ -14,7 +14,7 @@
  * Nodes are visited in order; a rule either names a replacement that
  * precedes the node (recorded in a remap) or edits the node in place, so
  * chains collapse in one sweep. The sweep repeats until nothing changes,
- * then the graph is compacted.
+ * then the graph is compacted and the constants no longer used dropped.
  */
 #include "passes.h"
 
@@ -273,5 +273,5 @@ bool pass_simplify(ir_module *m)
 	for (uint32_t fi = 0; fi < m->n_funcs; fi++)
 		if (!simplify_func(m, m->funcs[fi]))
 			return false;
-	return true;
+	return pass_module_drop_unused_consts(m);
 }
