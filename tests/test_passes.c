@@ -768,6 +768,94 @@ START_TEST(test_stats_prints_sorted_ops_kernels_and_planned_bytes)
 }
 END_TEST
 
+/* ---- allocation failures ------------------------------------------------------ */
+
+/* An allocation hook that fails once `left` allocations have been made. */
+typedef struct failing_alloc {
+	int left;
+} failing_alloc;
+
+static void *fail_after(void *ud, void *ptr, size_t size)
+{
+	failing_alloc *fa = ud;
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	if (fa->left-- <= 0)
+		return NULL;
+	return realloc(ptr, size);
+}
+
+/* A graph that gives every pass work: a permute pair, x*1, duplicates, a
+ * dead node, two equal constants. */
+static void build_busy_graph(fx *x)
+{
+	ir_id in = input(x, ty(IR_F32, 2, 2, 4));
+	ir_id p = permute(x, permute(x, in, 2, 1, 0), 2, 1, 0);
+	ir_id one = cnst(x, ty(IR_F32, 1, 4), ones4);
+	ir_id one2 = cnst(x, ty(IR_F32, 1, 4), ones4);
+	ir_id m = op2(x, IR_OP_MUL, p, one, NULL);
+	ir_id e1 = op1(x, IR_OP_EXP, m, NULL);
+	ir_id e2 = op1(x, IR_OP_EXP, m, NULL);
+	op1(x, IR_OP_TANH, e1, NULL);
+	ret(x, op2(x, IR_OP_ADD, op2(x, IR_OP_MUL, e1, one2, NULL), e2, NULL));
+}
+
+/* Every pass, failing at each allocation in turn, reports "out of
+ * memory" and returns false exactly when an allocation failed; it never
+ * crashes or leaks (the sanitizers watch). */
+START_TEST(test_passes_report_allocation_failures)
+{
+	static const pass_fn passes[] = {pass_simplify, pass_cse, pass_dce};
+	for (size_t p = 0; p < sizeof passes / sizeof passes[0]; p++) {
+		for (int k = 0;; k++) {
+			fx x;
+			fx_init(&x);
+			build_busy_graph(&x);
+			failing_alloc fa = {k};
+			x.ctx.alloc = fail_after;
+			x.ctx.alloc_ud = &fa;
+			bool ok = passes[p](x.m);
+			bool done = fa.left >= 0;
+			if (!ok)
+				ck_assert_ptr_nonnull(strstr(fx_diag(&x),
+							     "out of memory"));
+			ck_assert(ok == done);
+			if (ok)
+				ck_assert(ir_module_verify(x.m));
+			fx_fini(&x);
+			if (done)
+				break;
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_memplan_reports_allocation_failures)
+{
+	for (int k = 0;; k++) {
+		fx x;
+		fx_init(&x);
+		build_busy_graph(&x);
+		failing_alloc fa = {k};
+		x.ctx.alloc = fail_after;
+		x.ctx.alloc_ud = &fa;
+		pass_memplan plan;
+		bool ok = pass_memplan_func(x.m, x.f, NULL, &plan);
+		bool done = fa.left >= 0;
+		if (ok)
+			pass_memplan_fini(&x.ctx, &plan);
+		else
+			ck_assert_ptr_nonnull(strstr(fx_diag(&x), "out of memory"));
+		ck_assert(ok == done);
+		fx_fini(&x);
+		if (done)
+			break;
+	}
+}
+END_TEST
+
 static Suite *passes_suite(void)
 {
 	Suite *s = suite_create("passes");
@@ -814,6 +902,11 @@ static Suite *passes_suite(void)
 	tcase_add_test(mem, test_memplan_func_keeps_a_viewed_buffer_alive);
 	tcase_add_test(mem, test_stats_prints_sorted_ops_kernels_and_planned_bytes);
 	suite_add_tcase(s, mem);
+
+	TCase *oom = tcase_create("oom");
+	tcase_add_test(oom, test_passes_report_allocation_failures);
+	tcase_add_test(oom, test_memplan_reports_allocation_failures);
+	suite_add_tcase(s, oom);
 	return s;
 }
 
