@@ -305,6 +305,55 @@ START_TEST(test_fold_reports_an_error_the_run_would_hit)
 }
 END_TEST
 
+typedef struct failing_alloc {
+	int left;
+} failing_alloc;
+
+/* Fails every allocation once `left` have been made. */
+static void *fail_after(void *ud, void *ptr, size_t size)
+{
+	failing_alloc *fa = ud;
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	if (fa->left-- <= 0)
+		return NULL;
+	return realloc(ptr, size);
+}
+
+/* Folding fails cleanly, with a message, exactly when an allocation
+ * fails, wherever that happens (the sanitizers watch for leaks). */
+START_TEST(test_fold_reports_allocation_failures)
+{
+	static const float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+	static const int32_t ia[2] = {1, 2};
+	for (int k = 0;; k++) {
+		fx x;
+		fx_init(&x);
+		ir_id in = input(&x, ty(IR_F32, 1, 3));
+		ir_id s = op2(&x, IR_OP_ADD, cnst(&x, ty(IR_F32, 1, 3), a),
+			      cnst(&x, ty(IR_F32, 1, 3), b), NULL);
+		ret(&x, op2(&x, IR_OP_MUL, in, op1(&x, IR_OP_EXP, s, NULL), NULL));
+		ret(&x, to_type(&x, IR_OP_CAST, cnst(&x, ty(IR_I32, 1, 2), ia),
+				ty(IR_F32, 1, 2)));
+		failing_alloc fa = {k};
+		x.ctx.alloc = fail_after;
+		x.ctx.alloc_ud = &fa;
+		bool ok = pass_fold(x.m);
+		bool done = fa.left >= 0;
+		ck_assert_msg(ok == done, "k = %d: %s", k, fx_diag(&x));
+		if (!ok)
+			ck_assert_ptr_nonnull(strstr(fx_diag(&x), "out of memory"));
+		else
+			ck_assert(ir_module_verify(x.m));
+		fx_fini(&x);
+		if (done)
+			break;
+	}
+}
+END_TEST
+
 static Suite *fold_suite(void)
 {
 	Suite *s = suite_create("passes_fold");
@@ -318,6 +367,7 @@ static Suite *fold_suite(void)
 	tcase_add_test(tc, test_fold_does_not_make_huge_constants);
 	tcase_add_test(tc, test_fold_keeps_example_constants_and_drops_the_rest);
 	tcase_add_test(tc, test_fold_reports_an_error_the_run_would_hit);
+	tcase_add_test(tc, test_fold_reports_allocation_failures);
 	suite_add_tcase(s, tc);
 	return s;
 }
