@@ -158,12 +158,19 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, options *o)
 	return 0;
 }
 
-/* A file whose first word is `module` is printed IR; anything else is .g. */
+/* A file whose first word, after blank lines and comments (`#` or `//`),
+ * is `module` is printed IR; anything else is .g. */
 static bool is_ir_text(const ir_source *s)
 {
 	const char *p = s->text;
-	while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-		p++;
+	for (;;) {
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+			p++;
+		if (*p != '#' && !(p[0] == '/' && p[1] == '/'))
+			break;
+		while (*p && *p != '\n')
+			p++;
+	}
 	return strncmp(p, "module", 6) == 0 &&
 	       (p[6] == ' ' || p[6] == '\t' || p[6] == '\n');
 }
