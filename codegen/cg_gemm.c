@@ -24,9 +24,12 @@
  */
 #include "cg_gemm_gen.h"
 
-#include <stdio.h>
+#include <llvm-c/TargetMachine.h>
 
-#define KC_MAX 256  /* k-block: a KC×NR B panel (16 KB) stays in L1 */
+#include <stdio.h>
+#include <string.h>
+
+#define KC_MAX 256  /* k-block: a KC×NR B panel (16 or 32 KB) stays in L1 */
 #define MC_MAX 144  /* m-block: an MC×KC A block (144 KB) stays in L2 */
 #define NC_MAX 4080 /* n-block: the KC×NC B block lives in L3 */
 /* B is read in place, unpacked, when it holds at most this many floats
@@ -67,7 +70,21 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 		snprintf(err, err_len, "gemm grain must be >= 0");
 		return false;
 	}
+	if (s->vector_width != 0 && s->vector_width != 8 && s->vector_width != 16) {
+		snprintf(err, err_len, "gemm vector width must be 0, 8 or 16, not %d",
+			 s->vector_width);
+		return false;
+	}
 	return true;
+}
+
+/* 16 floats if the host CPU has AVX-512F, else 8. */
+static int host_vector_width(void)
+{
+	char *features = LLVMGetHostCPUFeatures();
+	int vw = strstr(features, "+avx512f") ? 16 : 8;
+	LLVMDisposeMessage(features);
+	return vw;
 }
 
 static void choose_packing(const cg_gemm_spec *s, cg_gemm_plan *p)
@@ -99,12 +116,12 @@ static void choose_blocks(const cg_gemm_spec *s, cg_gemm_plan *p)
 {
 	p->kc = ceil_div(s->k, ceil_div(s->k, KC_MAX));
 	p->mc = min64(MC_MAX, round_up(s->m, CG_GEMM_MR));
-	p->nc = round_up(ceil_div(s->n, ceil_div(s->n, NC_MAX)), CG_GEMM_NR);
+	p->nc = round_up(ceil_div(s->n, ceil_div(s->n, NC_MAX)), p->nr);
 }
 
 static void choose_threads(const cg_gemm_spec *s, cg_gemm_plan *p)
 {
-	int64_t mp = ceil_div(s->m, CG_GEMM_MR), np = ceil_div(s->n, CG_GEMM_NR);
+	int64_t mp = ceil_div(s->m, CG_GEMM_MR), np = ceil_div(s->n, p->nr);
 	int64_t grain = s->grain ? s->grain : CG_GEMM_GRAIN_DEFAULT;
 	int64_t most = 2 * s->m * s->n * s->k / grain;
 
@@ -118,6 +135,8 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
 {
 	if (!check_spec(spec, plan, err, err_len))
 		return false;
+	plan->vw = spec->vector_width ? spec->vector_width : host_vector_width();
+	plan->nr = 2 * plan->vw;
 	choose_packing(spec, plan);
 	choose_blocks(spec, plan);
 	choose_threads(spec, plan);
@@ -193,7 +212,7 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 	LLVMValueRef is_re = LLVMBuildICmp(f->b, LLVMIntSGT, i,
 					   cg_i64(f, g->spec.m - CG_GEMM_MR), "");
 	LLVMValueRef is_ce = LLVMBuildICmp(f->b, LLVMIntSGT, j,
-					   cg_i64(f, g->spec.n - CG_GEMM_NR), "");
+					   cg_i64(f, g->spec.n - g->plan.nr), "");
 	LLVMValueRef sel = cg_add(f, cg_muli(f, LLVMBuildZExt(f->b, is_re,
 		cg_t_i64(f), ""), 2), LLVMBuildZExt(f->b, is_ce, cg_t_i64(f), ""));
 	LLVMBasicBlockRef join = cg_block(f, "tile.done"), first = NULL;
@@ -225,7 +244,7 @@ static void tile_loops(work_env *w)
 	cg_fn *f = w->f;
 	cg_gemm_gen *g = w->g;
 	cg_loop ljr, lir;
-	LLVMValueRef jr = cg_loop_begin(f, &ljr, cg_i64(f, 0), w->nc, CG_GEMM_NR);
+	LLVMValueRef jr = cg_loop_begin(f, &ljr, cg_i64(f, 0), w->nc, g->plan.nr);
 	LLVMValueRef j = cg_add(f, w->jc, jr);
 	LLVMValueRef b = g->plan.pack_b ? cg_at(f, w->bbuf, cg_mul(f, jr, w->kc))
 					: b_at(w, w->pc, j);
@@ -262,11 +281,12 @@ static void call_pack(work_env *w, LLVMValueRef fn, LLVMValueRef src,
 static void pack_b_shared(work_env *w)
 {
 	cg_fn *f = w->f;
-	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, w->nc, CG_GEMM_NR - 1),
-					    cg_i64(f, CG_GEMM_NR), "");
-	LLVMValueRef q0 = cg_muli(f, cg_muldiv(f, w->tid, panels, w->nt), CG_GEMM_NR);
+	int64_t nr = w->g->plan.nr;
+	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, w->nc, nr - 1),
+					    cg_i64(f, nr), "");
+	LLVMValueRef q0 = cg_muli(f, cg_muldiv(f, w->tid, panels, w->nt), nr);
 	LLVMValueRef q1 = cg_muli(f, cg_muldiv(f, cg_addi(f, w->tid, 1), panels,
-					       w->nt), CG_GEMM_NR);
+					       w->nt), nr);
 	q1 = cg_min(f, q1, w->nc);
 	LLVMBasicBlockRef join = cg_if_begin(f,
 		LLVMBuildICmp(f->b, LLVMIntSLT, q0, q1, ""));
@@ -349,7 +369,7 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 		thread_range(&w, g->spec.m, CG_GEMM_MR);
 		block_loops(&w, w.lo, w.hi, zero, cg_i64(&f, g->spec.n), l.is_b_shared);
 	} else {
-		thread_range(&w, g->spec.n, CG_GEMM_NR);
+		thread_range(&w, g->spec.n, g->plan.nr);
 		block_loops(&w, zero, cg_i64(&f, g->spec.m), w.lo, w.hi, false);
 	}
 	LLVMBuildRetVoid(f.b);
@@ -500,7 +520,8 @@ static void gen_kernels(cg_gemm_gen *g)
 {
 	int64_t m = g->spec.m, n = g->spec.n;
 	int rows[2] = {m >= CG_GEMM_MR ? CG_GEMM_MR : 0, (int)(m % CG_GEMM_MR)};
-	int cols[2] = {n >= CG_GEMM_NR ? CG_GEMM_NR : 0, (int)(n % CG_GEMM_NR)};
+	int nr = g->plan.nr;
+	int cols[2] = {n >= nr ? nr : 0, (int)(n % nr)};
 
 	for (int re = 0; re < 2; re++)
 		for (int ce = 0; ce < 2; ce++)

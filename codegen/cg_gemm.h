@@ -7,10 +7,11 @@
  *     void NAME(const float *A, const float *B, float *C);
  *
  * computing C = A·B (or C += A·B) on row-major matrices in the BLIS
- * style: B packed into 16-wide panels, A into 6-tall panels, a 6×16
- * register-tiled micro-kernel of 12 <8 x float> FMA accumulators, loops
- * blocked by NC/KC/MC, and the rows (or columns) of C split statically
- * over OpenMP threads through libgomp. Small shapes skip the packing;
+ * style: B packed into NR-wide panels, A into 6-tall panels, a 6×NR
+ * register-tiled micro-kernel of 12 vector FMA accumulators (6×16 with
+ * <8 x float> on AVX2, 6×32 with <16 x float> on AVX-512), loops blocked
+ * by NC/KC/MC, and the rows (or columns) of C split statically over
+ * OpenMP threads through libgomp. Small shapes skip the packing;
  * docs/codegen.md explains the choices. Letters: C is M×N, the inner
  * dimension is K.
  */
@@ -40,14 +41,19 @@ typedef struct cg_gemm_spec {
 	/* Flops (2·m·n·k) each thread must have at least; fewer threads run
 	 * below that, one means no parallel region. 0 = the default. */
 	int64_t grain;
+	/* Floats per vector of the micro-kernel: 8 (AVX2, ymm) or 16
+	 * (AVX-512, zmm); 0 = the widest the host CPU has. Either works on
+	 * any x86-64 host with AVX2; LLVM splits vectors the CPU lacks. */
+	int vector_width;
 } cg_gemm_spec;
 
-#define CG_GEMM_MR 6  /* rows of the micro-kernel's tile */
-#define CG_GEMM_NR 16 /* columns of the tile: two <8 x float> vectors */
+#define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
 #define CG_GEMM_GRAIN_DEFAULT (1 << 20)
 
 /* The choices the generator makes for a spec (all known at compile time). */
 typedef struct cg_gemm_plan {
+	int vw;              /* floats per vector (8 or 16) */
+	int nr;              /* columns of the tile: two vectors, 2·vw */
 	bool pack_a, pack_b;
 	int64_t kc, mc, nc;  /* block sizes of the K, M and N loops */
 	bool split_rows;     /* threads take row panels; else column panels */
@@ -57,7 +63,8 @@ typedef struct cg_gemm_plan {
 
 /* Checks a spec and fills in its plan. Returns false, with a message in
  * err (of err_len bytes), if the spec is invalid: a size < 1, a leading
- * dimension smaller than its row, a negative grain. */
+ * dimension smaller than its row, a negative grain, a vector width other
+ * than 0, 8 or 16. */
 bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
 		       char *err, size_t err_len);
 

@@ -7,7 +7,8 @@
  * Operand layouts are described by strides so one generator serves every
  * case: element (i, p) of A is at a[i*a_rs + p*a_cs], element (p, j) of B
  * at b[p*b_rs + j*b_cs]. A packed A panel has a_rs = 1, a_cs = MR; a
- * packed B panel b_rs = NR, b_cs = 1.
+ * packed B panel b_rs = NR, b_cs = 1. NR (plan.nr) is two vectors of
+ * plan.vw floats.
  */
 #ifndef ATTNC_CG_GEMM_GEN_H
 #define ATTNC_CG_GEMM_GEN_H
@@ -15,7 +16,6 @@
 #include "cg_gemm.h"
 #include "cg_internal.h"
 
-#define CG_GEMM_VW 8 /* floats in one vector of the micro-kernel (ymm) */
 #define CG_GEMM_UNROLL 4 /* k-steps per iteration of the micro-kernel loop */
 
 typedef struct cg_gemm_gen {
@@ -36,7 +36,7 @@ typedef struct cg_gemm_gen {
  *                           i64 kc, i1 accumulate)
  * a points at the tile's first row (a packed panel if plan.pack_a, else
  * A itself at (i, p)), b likewise at its first column, c at C(i, j).
- * Computes the kc-step product in mr·ceil(nr/8) vector accumulators, then
+ * Computes the kc-step product in mr·ceil(nr/vw) vector accumulators, then
  * stores it into C, or adds it to C if accumulate. */
 LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr);
 

@@ -3,9 +3,10 @@
  * register-tiled micro-kernel and the routines that pack A and B into
  * panels.
  *
- * The micro-kernel keeps an MR×NR = 6×16 tile of C in 12 <8 x float>
- * accumulators (SSA values carried by phis, so they live in registers)
- * and, per step p of the inner dimension, loads two vectors of a B panel
+ * The micro-kernel keeps an MR×NR tile of C in 12 vector accumulators
+ * (SSA values carried by phis, so they live in registers): 6×16 as
+ * <8 x float> (ymm) on AVX2, 6×32 as <16 x float> (zmm) on AVX-512. Per
+ * step p of the inner dimension it loads the two vectors of a B panel
  * row, broadcasts six A values and issues twelve llvm.fma calls. The
  * k-loop is unrolled CG_GEMM_UNROLL times by hand with a remainder loop;
  * the O3 pipeline neither tiles nor interchanges, so the shape of this
@@ -19,6 +20,7 @@
 
 /* The constants that shape one micro-kernel. */
 typedef struct ukr_shape {
+	unsigned vw;    /* floats per vector */
 	int mr;         /* rows of the tile */
 	int nv;         /* vectors per row */
 	unsigned tail;  /* valid lanes of the last vector (1..VW) */
@@ -27,43 +29,44 @@ typedef struct ukr_shape {
 	int64_t ldc;
 } ukr_shape;
 
-static LLVMValueRef masked_load(cg_fn *f, LLVMValueRef p, unsigned lanes)
+/* The first `lanes` floats at p into a vector of vw, the rest zero. */
+static LLVMValueRef masked_load(cg_fn *f, unsigned vw, LLVMValueRef p,
+				unsigned lanes)
 {
-	LLVMTypeRef tys[2] = {cg_t_vec(f, CG_GEMM_VW), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, CG_GEMM_VW, lanes),
+	LLVMTypeRef tys[2] = {cg_t_vec(f, vw), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, vw, lanes),
 				LLVMConstNull(tys[0])};
 	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
 }
 
-static void masked_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p,
-			 unsigned lanes)
+static void masked_store(cg_fn *f, unsigned vw, LLVMValueRef v,
+			 LLVMValueRef p, unsigned lanes)
 {
-	LLVMTypeRef tys[2] = {cg_t_vec(f, CG_GEMM_VW), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {v, p, cg_i32(f, 4),
-				cg_mask(f, CG_GEMM_VW, lanes)};
+	LLVMTypeRef tys[2] = {cg_t_vec(f, vw), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, vw, lanes)};
 	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
 }
 
 /* Vector v of row p of the B operand. A packed panel is 64-byte aligned
- * and zero-padded, so it is read whole; B in place is read only as far as
+ * (its rows NR floats apart) and zero-padded, so it is read whole; B in place is read only as far as
  * the tile reaches. */
 static LLVMValueRef load_b(cg_fn *f, const ukr_shape *u, LLVMValueRef brow,
 			   int v)
 {
-	LLVMValueRef p = cg_ati(f, brow, (int64_t)v * CG_GEMM_VW);
+	LLVMValueRef p = cg_ati(f, brow, (int64_t)v * u->vw);
 	if (u->is_b_packed)
-		return cg_vload(f, CG_GEMM_VW, p, 32);
-	if (v == u->nv - 1 && u->tail < CG_GEMM_VW)
-		return masked_load(f, p, u->tail);
-	return cg_vload(f, CG_GEMM_VW, p, 4);
+		return cg_vload(f, u->vw, p, u->vw * 4);
+	if (v == u->nv - 1 && u->tail < u->vw)
+		return masked_load(f, u->vw, p, u->tail);
+	return cg_vload(f, u->vw, p, 4);
 }
 
 /* One step of the inner dimension: acc[r][v] += a(r, p) * b(p, v). */
 static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 		     LLVMValueRef b, LLVMValueRef p, LLVMValueRef *acc)
 {
-	LLVMTypeRef vt = cg_t_vec(f, CG_GEMM_VW);
-	LLVMValueRef bv[CG_GEMM_NR / CG_GEMM_VW];
+	LLVMTypeRef vt = cg_t_vec(f, u->vw);
+	LLVMValueRef bv[2];
 	LLVMValueRef brow = cg_at(f, b, cg_muli(f, p, u->b_rs));
 	LLVMValueRef arow = cg_at(f, a, cg_muli(f, p, u->a_cs));
 
@@ -71,7 +74,7 @@ static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 		bv[v] = load_b(f, u, brow, v);
 	for (int r = 0; r < u->mr; r++) {
 		LLVMValueRef s = cg_load(f, cg_ati(f, arow, r * u->a_rs));
-		s = cg_splat(f, CG_GEMM_VW, s);
+		s = cg_splat(f, u->vw, s);
 		for (int v = 0; v < u->nv; v++) {
 			LLVMValueRef args[3] = {s, bv[v], acc[r * u->nv + v]};
 			acc[r * u->nv + v] =
@@ -86,7 +89,7 @@ static void acc_phis(cg_fn *f, int n, LLVMValueRef *phi, LLVMValueRef *init,
 		     LLVMBasicBlockRef from)
 {
 	for (int i = 0; i < n; i++) {
-		phi[i] = LLVMBuildPhi(f->b, cg_t_vec(f, CG_GEMM_VW), "acc");
+		phi[i] = LLVMBuildPhi(f->b, LLVMTypeOf(init[i]), "acc");
 		LLVMAddIncoming(phi[i], &init[i], &from, 1);
 	}
 }
@@ -160,35 +163,46 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
 		for (int v = 0; v < u->nv; v++) {
-			LLVMValueRef p = cg_ati(f, c, r * u->ldc + v * CG_GEMM_VW);
-			bool is_masked = v == u->nv - 1 && u->tail < CG_GEMM_VW;
+			LLVMValueRef p = cg_ati(f, c, r * u->ldc + v * (int64_t)u->vw);
+			bool is_masked = v == u->nv - 1 && u->tail < u->vw;
 			LLVMValueRef x = acc[r * u->nv + v];
 			if (is_acc) {
 				LLVMValueRef old = is_masked
-					? masked_load(f, p, u->tail)
-					: cg_vload(f, CG_GEMM_VW, p, 4);
+					? masked_load(f, u->vw, p, u->tail)
+					: cg_vload(f, u->vw, p, 4);
 				x = cg_fast(LLVMBuildFAdd(f->b, old, x, ""), false);
 			}
 			if (is_masked)
-				masked_store(f, x, p, u->tail);
+				masked_store(f, u->vw, x, p, u->tail);
 			else
 				cg_vstore(f, x, p, 4);
 		}
 	}
 }
 
+/* Lets the backend keep <16 x float> in zmm registers even where the
+ * CPU's tuning prefers 256-bit vectors. */
+static void wide_vectors(cg_fn *f, unsigned vw)
+{
+	char bits[16];
+	snprintf(bits, sizeof bits, "%u", vw * 32);
+	cg_fn_attr_str(f, "min-legal-vector-width", bits);
+}
+
 static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr)
 {
+	int vw = g->plan.vw;
 	ukr_shape u = {
+		.vw = (unsigned)vw,
 		.mr = mr,
-		.nv = (nr + CG_GEMM_VW - 1) / CG_GEMM_VW,
+		.nv = (nr + vw - 1) / vw,
 		.a_rs = g->plan.pack_a ? 1 : g->a_rs,
 		.a_cs = g->plan.pack_a ? CG_GEMM_MR : g->a_cs,
-		.b_rs = g->plan.pack_b ? CG_GEMM_NR : g->b_rs,
+		.b_rs = g->plan.pack_b ? g->plan.nr : g->b_rs,
 		.is_b_packed = g->plan.pack_b,
 		.ldc = g->plan.ldc,
 	};
-	u.tail = (unsigned)(nr - (u.nv - 1) * CG_GEMM_VW);
+	u.tail = (unsigned)(nr - (u.nv - 1) * vw);
 	return u;
 }
 
@@ -209,8 +223,9 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 		    true);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
+	wide_vectors(&f, u.vw);
 	for (int i = 0; i < u.mr * u.nv; i++)
-		acc[i] = LLVMConstNull(cg_t_vec(&f, CG_GEMM_VW));
+		acc[i] = LLVMConstNull(cg_t_vec(&f, u.vw));
 	ukr_loop(&f, &u, acc);
 	LLVMBasicBlockRef plain = cg_block(&f, "store");
 	LLVMBasicBlockRef add = cg_block(&f, "accumulate");
@@ -295,22 +310,22 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 	return f.fn;
 }
 
-/* Lanes [8v, 8v+8) of row p of a B panel, columns >= cols zero. */
+/* Lanes [vw·v, vw·(v+1)) of row p of a B panel, columns >= cols zero. */
 static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
 			       LLVMValueRef row, int v, int cols)
 {
-	int lo = v * CG_GEMM_VW;
+	int vw = g->plan.vw, lo = v * vw;
 	int valid = cols - lo < 0 ? 0 : cols - lo;
-	LLVMTypeRef vt = cg_t_vec(f, CG_GEMM_VW);
+	LLVMTypeRef vt = cg_t_vec(f, (unsigned)vw);
 
-	if (valid > CG_GEMM_VW)
-		valid = CG_GEMM_VW;
+	if (valid > vw)
+		valid = vw;
 	if (valid == 0)
 		return LLVMConstNull(vt);
 	if (g->b_cs == 1) {
 		LLVMValueRef p = cg_ati(f, row, lo);
-		return valid == CG_GEMM_VW ? cg_vload(f, CG_GEMM_VW, p, 4)
-					   : masked_load(f, p, (unsigned)valid);
+		return valid == vw ? cg_vload(f, (unsigned)vw, p, 4)
+				   : masked_load(f, (unsigned)vw, p, (unsigned)valid);
 	}
 	LLVMValueRef x = LLVMConstNull(vt);
 	for (int c = 0; c < valid; c++) {
@@ -327,10 +342,10 @@ static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop lp;
 	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
 	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->b_rs));
-	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_NR));
-	for (int v = 0; v < CG_GEMM_NR / CG_GEMM_VW; v++)
+	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, g->plan.nr));
+	for (int v = 0; v < 2; v++)
 		cg_vstore(f, pack_b_vec(f, g, row, v, cols),
-			  cg_ati(f, out, v * CG_GEMM_VW), 32);
+			  cg_ati(f, out, v * g->plan.vw), (unsigned)g->plan.vw * 4);
 	cg_loop_end(f, &lp);
 }
 
@@ -339,15 +354,16 @@ LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 {
 	cg_fn f;
 	cg_loop lp;
-	int cols_tail = (int)(g->spec.n % CG_GEMM_NR);
+	int nr = g->plan.nr, cols_tail = (int)(g->spec.n % nr);
 
 	pack_begin(&f, g, "pack_b");
+	wide_vectors(&f, (unsigned)g->plan.vw);
 	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
 	LLVMValueRef nc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
-	LLVMValueRef full = LLVMBuildAnd(f.b, nc, cg_i64(&f, -CG_GEMM_NR), "");
-	LLVMValueRef j = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_NR);
+	LLVMValueRef full = LLVMBuildAnd(f.b, nc, cg_i64(&f, -nr), "");
+	LLVMValueRef j = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, nr);
 	pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, j, g->b_cs)),
-		     cg_at(&f, dst, cg_mul(&f, j, kc)), kc, CG_GEMM_NR);
+		     cg_at(&f, dst, cg_mul(&f, j, kc)), kc, nr);
 	cg_loop_end(&f, &lp);
 	if (cols_tail) {
 		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, nc, "");

@@ -59,6 +59,8 @@ void cg_fn_end(cg_fn *f);
 void cg_fn_param_readonly(cg_fn *f, unsigned i);
 /* Adds the function attribute `kind` (e.g. "noinline") to f. */
 void cg_fn_attr(cg_fn *f, const char *kind);
+/* Adds the string function attribute key="value" to f. */
+void cg_fn_attr_str(cg_fn *f, const char *key, const char *value);
 
 LLVMTypeRef cg_t_f32(cg_fn *f);
 LLVMTypeRef cg_t_i64(cg_fn *f);

@@ -60,6 +60,13 @@ void cg_fn_attr(cg_fn *f, const char *kind)
 	add_attr(f, LLVMAttributeFunctionIndex, kind);
 }
 
+void cg_fn_attr_str(cg_fn *f, const char *key, const char *value)
+{
+	LLVMAddAttributeAtIndex(f->fn, LLVMAttributeFunctionIndex,
+				LLVMCreateStringAttribute(f->ctx, key, (unsigned)strlen(key),
+							  value, (unsigned)strlen(value)));
+}
+
 /* ---- types and constants ---------------------------------------------------- */
 
 LLVMTypeRef cg_t_f32(cg_fn *f) { return LLVMFloatTypeInContext(f->ctx); }

@@ -161,11 +161,19 @@ static const int64_t odd_shapes[][3] = {
 
 /* ---- numerics -------------------------------------------------------------- */
 
+/* Both micro-kernel widths run on any host with AVX2: LLVM splits
+ * <16 x float> where the CPU has no AVX-512. */
+static const int widths[] = {8, 16};
+
 START_TEST(test_gemm_matches_naive_loop_on_odd_shapes)
 {
-	for (size_t s = 0; s < N_ODD; s++) {
-		const int64_t *d = odd_shapes[s];
-		check_spec(shape(d[0], d[1], d[2]), 1 + s);
+	for (size_t w = 0; w < 2; w++) {
+		for (size_t s = 0; s < N_ODD; s++) {
+			const int64_t *d = odd_shapes[s];
+			cg_gemm_spec spec = shape(d[0], d[1], d[2]);
+			spec.vector_width = widths[w];
+			check_spec(spec, 1 + s);
+		}
 	}
 }
 END_TEST
@@ -179,6 +187,7 @@ START_TEST(test_gemm_matches_naive_loop_with_every_packing)
 			const int64_t *d = odd_shapes[s];
 			cg_gemm_spec spec = shape(d[0], d[1], d[2]);
 			spec.pack = packs[p];
+			spec.vector_width = widths[s % 2];
 			check_spec(spec, 100 + s);
 		}
 	}
@@ -199,6 +208,7 @@ START_TEST(test_gemm_reads_transposed_operands)
 				spec.ta = tr & 1;
 				spec.tb = tr & 2;
 				spec.pack = (cg_gemm_pack)pack;
+				spec.vector_width = widths[(s + (size_t)pack) % 2];
 				check_spec(spec, 200 + s);
 			}
 		}
@@ -214,6 +224,7 @@ START_TEST(test_gemm_adds_to_c_when_accumulating)
 		spec.accumulate = true;
 		check_spec(spec, 300 + s);
 		spec.pack = CG_GEMM_PACK_AB;
+		spec.vector_width = widths[s % 2];
 		check_spec(spec, 400 + s);
 	}
 }
@@ -251,6 +262,7 @@ START_TEST(test_gemm_keeps_to_leading_dimensions)
 			spec.ldb = 50;
 			spec.ldc = 45; /* columns 37..44 of C must stay as they are */
 			spec.pack = (cg_gemm_pack)pack;
+			spec.vector_width = widths[pack % 2];
 			check_spec(spec, 500 + (uint64_t)tr);
 		}
 	}
@@ -267,10 +279,12 @@ START_TEST(test_gemm_results_do_not_depend_on_thread_count)
 		{640, 200, 32},  /* B read in place */
 		{97, 211, 300},
 	};
-	for (size_t s = 0; s < 4; s++) {
+	for (size_t s = 0; s < 8; s++) {
 		gemm_case t;
-		cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1], shapes[s][2]);
+		cg_gemm_spec spec = shape(shapes[s % 4][0], shapes[s % 4][1],
+					  shapes[s % 4][2]);
 		spec.grain = 1000; /* start threads even for these sizes */
+		spec.vector_width = widths[s / 4];
 		case_init(&t, spec, 600 + s);
 		ck_assert_int_ge(t.plan.max_threads, 2);
 		float *one = case_run(&t, 1), *two = case_run(&t, 2);
@@ -298,6 +312,14 @@ END_TEST
 
 /* ---- generated code -------------------------------------------------------- */
 
+static cg_gemm_plan plan_of(cg_gemm_spec spec)
+{
+	cg_gemm_plan p;
+	char err[256];
+	ck_assert_msg(cg_gemm_plan_make(&spec, &p, err, sizeof err), "%s", err);
+	return p;
+}
+
 static char *emit_text(const cg_gemm_spec *spec, cg_emit_kind kind)
 {
 	cg_module *m = cg_module_create("text");
@@ -314,6 +336,7 @@ static char *emit_text(const cg_gemm_spec *spec, cg_emit_kind kind)
 START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
 {
 	cg_gemm_spec spec = shape(1024, 1024, 1024);
+	spec.vector_width = 8;
 	char *ir = emit_text(&spec, CG_EMIT_LLVM);
 	ck_assert_ptr_nonnull(strstr(ir, "@llvm.fma.v8f32(<8 x float>"));
 	ck_assert_ptr_nonnull(strstr(ir, "define void @sgemm(ptr noalias nocapture readonly"));
@@ -323,6 +346,22 @@ START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
 	ck_assert_ptr_nonnull(strstr(as, "vfmadd231ps\t%ymm"));
 	ck_assert_ptr_nonnull(strstr(as, "vbroadcastss"));
 	free(as);
+}
+END_TEST
+
+START_TEST(test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512)
+{
+	cg_gemm_spec spec = shape(1024, 1024, 1024);
+	spec.vector_width = 16;
+	char *ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_nonnull(strstr(ir, "@llvm.fma.v16f32(<16 x float>"));
+	free(ir);
+	cg_gemm_plan host = plan_of(shape(8, 8, 8));
+	if (host.vw == 16) { /* the host has AVX-512: zmm registers */
+		char *as = emit_text(&spec, CG_EMIT_ASM);
+		ck_assert_ptr_nonnull(strstr(as, "vfmadd231ps\t%zmm"));
+		free(as);
+	}
 }
 END_TEST
 
@@ -338,17 +377,11 @@ END_TEST
 
 /* ---- plan -------------------------------------------------------------------- */
 
-static cg_gemm_plan plan_of(cg_gemm_spec spec)
-{
-	cg_gemm_plan p;
-	char err[256];
-	ck_assert_msg(cg_gemm_plan_make(&spec, &p, err, sizeof err), "%s", err);
-	return p;
-}
-
 START_TEST(test_plan_reads_the_books_small_shapes_in_place)
 {
 	cg_gemm_plan p = plan_of(shape(640, 200, 32));
+	ck_assert(p.vw == 8 || p.vw == 16);
+	ck_assert_int_eq(p.nr, 2 * p.vw);
 	ck_assert(!p.pack_a && !p.pack_b);
 	ck_assert_int_eq(p.kc, 32);
 	ck_assert(p.split_rows);
@@ -358,20 +391,31 @@ START_TEST(test_plan_reads_the_books_small_shapes_in_place)
 }
 END_TEST
 
+static cg_gemm_plan plan_vw(int64_t m, int64_t n, int64_t k, int vw)
+{
+	cg_gemm_spec spec = shape(m, n, k);
+	spec.vector_width = vw;
+	return plan_of(spec);
+}
+
 START_TEST(test_plan_packs_and_blocks_large_shapes)
 {
-	cg_gemm_plan p = plan_of(shape(1024, 1024, 1024));
+	cg_gemm_plan p = plan_vw(1024, 1024, 1024, 8);
 	ck_assert(p.pack_a && p.pack_b);
 	ck_assert_int_eq(p.kc, 256);
 	ck_assert_int_eq(p.mc, 144);
 	ck_assert_int_eq(p.nc, 1024);
 	ck_assert_int_eq(p.max_threads, 171); /* one per row panel */
-	p = plan_of(shape(100, 100, 300)); /* two balanced k-blocks */
+	p = plan_vw(100, 100, 300, 8); /* two balanced k-blocks */
 	ck_assert_int_eq(p.kc, 150);
 	ck_assert_int_eq(p.mc, 102);
-	p = plan_of(shape(12, 5000, 64));
+	p = plan_vw(12, 5000, 64, 8);
 	ck_assert(!p.split_rows);
+	ck_assert_int_eq(p.nr, 16);
 	ck_assert_int_eq(p.nc, 2512); /* two n-blocks of 157 panels */
+	p = plan_vw(12, 5000, 64, 16);
+	ck_assert_int_eq(p.nr, 32);
+	ck_assert_int_eq(p.nc, 2528); /* two n-blocks of 79 panels */
 }
 END_TEST
 
@@ -398,6 +442,7 @@ START_TEST(test_plan_rejects_bad_specs)
 		{.m = 4, .n = 8, .k = 4, .tb = true, .ldb = 3},
 		{.m = 4, .n = 8, .k = 4, .ldc = 7},
 		{.m = 4, .n = 8, .k = 4, .grain = -1},
+		{.m = 4, .n = 8, .k = 4, .vector_width = 4},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cg_gemm_plan p;
@@ -550,6 +595,7 @@ static Suite *codegen_suite(void)
 	TCase *code = tcase_create("generated code and plan");
 	tcase_set_timeout(code, 60);
 	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
+	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
 	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
 	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
