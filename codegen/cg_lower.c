@@ -1,0 +1,921 @@
+/*
+ * cg_lower.c - the program: binds the symbols, lays out the parameter
+ * block, plans each function's scratch slab, generates one kernel per
+ * computing node and the entry point that calls them in order, then
+ * compiles everything as one cg_module (cg_program.h).
+ *
+ * Memory: each computing node writes its own dense buffer in the scratch
+ * slab, placed by pass_memplan_blocks (greedy first fit over lifetimes);
+ * a reshape owns nothing and reads its operand's buffer, which stays
+ * alive until the reshape's last reader. Inputs come from the caller,
+ * parameters from the params block, constants from private globals.
+ * A kernel whose outer loop has enough work runs through libgomp's
+ * GOMP_parallel, split statically into equal ranges of that loop.
+ */
+#include "cg_lower.h"
+#include "passes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct cg_entry {
+	const ir_func *fn;
+	char symbol[256];
+	size_t scratch_bytes;
+	attnrt_tensor_info *inputs, *outputs;
+	attnrt_entry_fn entry;
+} cg_entry;
+
+struct cg_program {
+	ir_ctx *ctx;
+	const ir_module *m;
+	int64_t *syms;
+	cg_module *cm;
+	attnrt_param_info *params; /* m->n_params */
+	size_t params_bytes;
+	cg_entry *entries;
+	uint32_t n_entries;
+	uint32_t n_kernels, n_parallel;
+	int64_t grain;
+	bool is_serial;
+	double build_ms;
+	LLVMValueRef *consts; /* m->n_consts globals, made on first use */
+};
+
+/* A generated kernel as the entry point calls it. */
+typedef struct kernel_ref {
+	LLVMValueRef fn, par; /* par: the GOMP_parallel body, or NULL */
+	int64_t extent;
+} kernel_ref;
+
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* ---- shapes ---------------------------------------------------------------- */
+
+int cg_lower_dims(const cg_lower *L, const ir_type *t, int64_t *dims)
+{
+	for (int i = 0; i < t->rank; i++) {
+		ir_dim d = t->dims[i];
+		dims[i] = ir_dim_is_static(d) ? d.coef : d.coef * L->syms[d.sym];
+	}
+	return t->rank;
+}
+
+int64_t cg_lower_numel(const cg_lower *L, const ir_type *t)
+{
+	int64_t dims[IR_MAX_RANK], n = 1;
+	int r = cg_lower_dims(L, t, dims);
+	for (int i = 0; i < r; i++)
+		n *= dims[i];
+	return n;
+}
+
+void cg_lower_strides(const int64_t *dims, int rank, int64_t *strides)
+{
+	int64_t s = 1;
+	for (int i = rank - 1; i >= 0; i--) {
+		strides[i] = s;
+		s *= dims[i];
+	}
+}
+
+const ir_type *cg_kernel_arg_type(const cg_kernel *k, uint32_t i)
+{
+	return &k->g->nodes[ir_arg(k->g, k->id, i)].type;
+}
+
+static uint64_t type_bytes(const cg_lower *L, const ir_type *t)
+{
+	return (uint64_t)cg_lower_numel(L, t) * ir_dtype_size(t->dtype);
+}
+
+static uint64_t round_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) / a * a;
+}
+
+/* ---- symbols, parameters, tensor tables ----------------------------------- */
+
+static bool bind_syms(cg_program *p, const int64_t *sym_values)
+{
+	const ir_module *m = p->m;
+	p->syms = ir_alloc(p->ctx, (m->n_syms + 1) * sizeof *p->syms);
+	if (!p->syms)
+		return false;
+	bool ok = true;
+	for (uint32_t i = 0; i < m->n_syms; i++) {
+		int64_t v = sym_values && sym_values[i] > 0 ? sym_values[i]
+							   : m->syms[i].fallback;
+		if (v <= 0) {
+			ir_error(p->ctx, m->syms[i].loc,
+				 "codegen: symbol '%s' has no value (give one, "
+				 "or a fallback with `dim %s = N`)",
+				 m->syms[i].name, m->syms[i].name);
+			ok = false;
+		}
+		p->syms[i] = v;
+	}
+	return ok;
+}
+
+static attnrt_dtype abi_dtype(ir_dtype t)
+{
+	return t == IR_I32 ? ATTNRT_I32 : ATTNRT_F32;
+}
+
+static bool layout_params(cg_program *p, const cg_lower *L)
+{
+	const ir_module *m = p->m;
+	p->params = ir_alloc(p->ctx, (m->n_params + 1) * sizeof *p->params);
+	if (!p->params)
+		return false;
+	size_t at = 0;
+	for (uint32_t i = 0; i < m->n_params; i++) {
+		const ir_param *pa = &m->params[i];
+		attnrt_param_info *pi = &p->params[i];
+		pi->name = pa->name;
+		pi->offset = at;
+		pi->rank = cg_lower_dims(L, &pa->type, pi->dims);
+		pi->init = (attnrt_init)pa->init;
+		pi->a = pa->a;
+		pi->b = pa->b;
+		at = round_up(at + type_bytes(L, &pa->type), ATTNRT_ALIGN);
+	}
+	p->params_bytes = at;
+	return true;
+}
+
+/* Tensor infos of n nodes of f (its inputs or outputs). */
+static attnrt_tensor_info *tensor_table(cg_program *p, const cg_lower *L,
+					const ir_func *f, const ir_id *ids,
+					const char **names, uint32_t n)
+{
+	attnrt_tensor_info *t = ir_alloc(p->ctx, (n + 1) * sizeof *t);
+	for (uint32_t i = 0; t && i < n; i++) {
+		const ir_type *ty = &f->g.nodes[ids[i]].type;
+		t[i].name = names && names[i] ? names[i] : "";
+		t[i].dtype = abi_dtype(ty->dtype);
+		t[i].rank = cg_lower_dims(L, ty, t[i].dims);
+	}
+	return t;
+}
+
+/* ---- memory planning -------------------------------------------------------- */
+
+/* A function's plan: root[i] is the node whose buffer holds node i's
+ * data (a leaf, itself, or what a reshape reads); offset[i] its place in
+ * the slab for computing roots. */
+typedef struct func_plan {
+	ir_id *root;
+	uint64_t *offset;
+	uint64_t total;
+} func_plan;
+
+static bool is_leaf(ir_op op)
+{
+	return (ir_op_table[op].flags & IR_OPF_LEAF) != 0;
+}
+
+static void find_roots(const ir_graph *g, ir_id *root)
+{
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		root[i] = g->nodes[i].op == IR_OP_RESHAPE ? root[ir_arg(g, i, 0)]
+							   : i;
+}
+
+static void find_last_use(const ir_func *f, const ir_id *root, uint32_t *last)
+{
+	const ir_graph *g = &f->g;
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		last[i] = i;
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
+			last[root[ir_arg(g, i, a)]] = i;
+	for (uint32_t o = 0; o < f->n_outputs; o++)
+		last[root[f->outputs[o]]] = g->n_nodes;
+}
+
+static bool plan_func(const cg_lower *L, const ir_func *f, func_plan *pl)
+{
+	const ir_graph *g = &f->g;
+	uint32_t n = g->n_nodes;
+	pl->root = ir_alloc(L->ctx, (n + 1) * sizeof *pl->root);
+	pl->offset = ir_alloc(L->ctx, (n + 1) * sizeof *pl->offset);
+	uint32_t *last = ir_alloc(L->ctx, (n + 1) * sizeof *last);
+	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
+	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
+	bool ok = pl->root && pl->offset && last && blocks && map;
+	if (ok) {
+		find_roots(g, pl->root);
+		find_last_use(f, pl->root, last);
+		uint32_t nb = 0;
+		for (ir_id i = 0; i < n; i++) {
+			if (pl->root[i] != i || is_leaf(g->nodes[i].op))
+				continue;
+			blocks[nb] = (pass_mem_block){
+				type_bytes(L, &g->nodes[i].type), i, last[i], 0};
+			map[nb++] = i;
+		}
+		pl->total = pass_memplan_blocks(L->ctx, blocks, nb,
+						ATTNRT_ALIGN, &ok);
+		for (uint32_t b = 0; ok && b < nb; b++)
+			pl->offset[map[b]] = blocks[b].offset;
+	}
+	ir_free(L->ctx, last);
+	ir_free(L->ctx, blocks);
+	ir_free(L->ctx, map);
+	return ok;
+}
+
+static void plan_fini(ir_ctx *ctx, func_plan *pl)
+{
+	ir_free(ctx, pl->root);
+	ir_free(ctx, pl->offset);
+}
+
+/* ---- kernels -------------------------------------------------------------------- */
+
+LLVMTypeRef cg_lower_elem_type(cg_fn *f, ir_dtype t)
+{
+	return t == IR_I32 ? cg_t_i32(f) : cg_t_f32(f);
+}
+
+LLVMValueRef cg_lower_load(cg_fn *f, ir_dtype t, LLVMValueRef p,
+			   LLVMValueRef off)
+{
+	LLVMTypeRef ty = cg_lower_elem_type(f, t);
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, ty, p, &off, 1, "");
+	LLVMValueRef v = LLVMBuildLoad2(f->b, ty, at, "");
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+void cg_lower_store(cg_fn *f, ir_dtype t, LLVMValueRef v, LLVMValueRef p,
+		    LLVMValueRef off)
+{
+	LLVMTypeRef ty = cg_lower_elem_type(f, t);
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, ty, p, &off, 1, "");
+	LLVMSetAlignment(LLVMBuildStore(f->b, v, at), 4);
+}
+
+LLVMValueRef cg_lower_fcall(cg_fn *f, const char *name, LLVMValueRef a,
+			    LLVMValueRef b)
+{
+	LLVMTypeRef t = cg_t_f32(f);
+	LLVMValueRef args[2] = {a, b};
+	return cg_intrinsic(f, name, &t, 1, args, b ? 2 : 1);
+}
+
+void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code)
+{
+	cg_fn *f = &k->f;
+	if (!k->err) {
+		LLVMBasicBlockRef here = LLVMGetInsertBlock(f->b);
+		k->err = cg_block(f, "fail");
+		LLVMPositionBuilderAtEnd(f->b, k->err);
+		LLVMBuildRet(f->b, cg_i32(f, code | (int32_t)(k->id << 8)));
+		LLVMPositionBuilderAtEnd(f->b, here);
+	}
+	LLVMBasicBlockRef ok = cg_block(f, "ok");
+	LLVMBuildCondBr(f->b, cond, k->err, ok);
+	LLVMPositionBuilderAtEnd(f->b, ok);
+}
+
+LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef off = cg_i64(f, offset);
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx),
+						k->run, &off, 1, "");
+	return LLVMBuildLoad2(f->b, t, at, "");
+}
+
+static bool has_f64(const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	if (n->type.dtype == IR_F64)
+		return true;
+	for (uint32_t a = 0; a < n->n_args; a++)
+		if (g->nodes[ir_arg(g, id, a)].type.dtype == IR_F64)
+			return true;
+	return false;
+}
+
+/* The generator of the node's op; leaves and reshapes have none. */
+static bool lower_op(cg_kernel *k)
+{
+	switch (k->node->op) {
+	case IR_OP_INPUT:
+	case IR_OP_PARAM:
+	case IR_OP_CONST:
+	case IR_OP_RESHAPE:
+		return true; /* no kernel: the entry point passes pointers */
+	case IR_OP_NEG:
+	case IR_OP_EXP:
+	case IR_OP_LOG:
+	case IR_OP_TANH:
+	case IR_OP_SIGMOID:
+	case IR_OP_RELU:
+	case IR_OP_SIN:
+	case IR_OP_COS:
+	case IR_OP_SQRT:
+	case IR_OP_ABS:
+	case IR_OP_CAST:
+		return cg_lower_unary(k);
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+	case IR_OP_MUL:
+	case IR_OP_DIV:
+	case IR_OP_POW:
+	case IR_OP_MAXIMUM:
+	case IR_OP_MINIMUM:
+	case IR_OP_LT:
+	case IR_OP_LE:
+	case IR_OP_GT:
+	case IR_OP_GE:
+	case IR_OP_EQ:
+	case IR_OP_NE:
+		return cg_lower_binary(k);
+	case IR_OP_SELECT:
+		return cg_lower_select(k);
+	case IR_OP_MATMUL:
+		return cg_lower_matmul(k);
+	case IR_OP_SUM:
+	case IR_OP_MEAN:
+	case IR_OP_MAX:
+		return cg_lower_reduce(k);
+	case IR_OP_ARGMAX:
+		return cg_lower_argmax(k);
+	case IR_OP_SOFTMAX:
+	case IR_OP_LOG_SOFTMAX:
+	case IR_OP_MASKED_SOFTMAX:
+		return cg_lower_softmax(k);
+	case IR_OP_LAYER_NORM:
+		return cg_lower_layer_norm(k);
+	case IR_OP_DROPOUT:
+		return cg_lower_dropout(k);
+	case IR_OP_EMBEDDING:
+		return cg_lower_embedding(k);
+	case IR_OP_BROADCAST:
+		return cg_lower_broadcast(k);
+	case IR_OP_PERMUTE:
+		return cg_lower_permute(k);
+	case IR_OP_SLICE:
+		return cg_lower_slice(k);
+	case IR_OP_CONCAT:
+		return cg_lower_concat(k);
+	case IR_OP_REPEAT:
+		return cg_lower_repeat(k);
+	case IR_OP_REPEAT_INTERLEAVE:
+		return cg_lower_repeat_interleave(k);
+	case IR_OP_SORT:
+		return cg_lower_sort(k);
+	case IR_OP_MSE_LOSS:
+		return cg_lower_mse_loss(k);
+	case IR_OP_CROSS_ENTROPY:
+		return cg_lower_cross_entropy(k);
+	case IR_OP_COUNT:
+		break;
+	}
+	ir_error(k->L->ctx, k->node->loc, "codegen: unknown op %d",
+		 (int)k->node->op);
+	return false;
+}
+
+/* Type of every kernel: i32 (ptr run, ptr out, ptr in..., i64 lo, i64 hi). */
+static LLVMTypeRef kernel_type(LLVMContextRef c, uint32_t n_in)
+{
+	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 2];
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	uint32_t n = 0;
+	ps[n++] = ptr;
+	ps[n++] = ptr;
+	for (uint32_t i = 0; i < n_in; i++)
+		ps[n++] = ptr;
+	ps[n++] = LLVMInt64TypeInContext(c);
+	ps[n++] = LLVMInt64TypeInContext(c);
+	return LLVMFunctionType(LLVMInt32TypeInContext(c), ps, n, 0);
+}
+
+static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
+			 cg_kernel *k)
+{
+	const ir_node *node = &fn->g.nodes[id];
+	memset(k, 0, sizeof *k);
+	k->L = L;
+	k->g = &fn->g;
+	k->id = id;
+	k->node = node;
+	k->n_in = node->n_args;
+	if (k->n_in > CG_KERNEL_MAX_IN) {
+		ir_error(L->ctx, node->loc, "codegen: %s: %u operands, at most "
+			 "%d are supported", ir_op_table[node->op].name, k->n_in,
+			 CG_KERNEL_MAX_IN);
+		return false;
+	}
+	if (has_f64(k->g, id)) {
+		ir_error(L->ctx, node->loc, "codegen: %s: f64 tensors cannot "
+			 "be compiled (only f32 and i32)",
+			 ir_op_table[node->op].name);
+		return false;
+	}
+	char name[160];
+	snprintf(name, sizeof name, "%s.k%u.%s", fn->name, id,
+		 ir_op_table[node->op].name);
+	LLVMContextRef c = LLVMGetModuleContext(L->mod);
+	cg_fn_begin(&k->f, L->mod, name, kernel_type(c, k->n_in), true);
+	cg_fn_param_readonly(&k->f, 0);
+	k->run = LLVMGetParam(k->f.fn, 0);
+	k->out = LLVMGetParam(k->f.fn, 1);
+	for (uint32_t i = 0; i < k->n_in; i++) {
+		cg_fn_param_readonly(&k->f, 2 + i);
+		k->in[i] = LLVMGetParam(k->f.fn, 2 + i);
+	}
+	k->lo = LLVMGetParam(k->f.fn, 2 + k->n_in);
+	k->hi = LLVMGetParam(k->f.fn, 3 + k->n_in);
+	k->extent = 1;
+	return true;
+}
+
+/* The GOMP_parallel body of kernel kfn: void (ptr captures), where the
+ * captures are { ptr run, out, in...; i64 extent; i32 status }. */
+static LLVMTypeRef captures_type(LLVMContextRef c, uint32_t n_in)
+{
+	LLVMTypeRef fs[2 + CG_KERNEL_MAX_IN + 2];
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < 2 + n_in; i++)
+		fs[n++] = ptr;
+	fs[n++] = LLVMInt64TypeInContext(c);
+	fs[n++] = LLVMInt32TypeInContext(c);
+	return LLVMStructTypeInContext(c, fs, n, 0);
+}
+
+static LLVMValueRef omp_call(cg_fn *f, const char *name)
+{
+	LLVMTypeRef t = LLVMFunctionType(cg_t_i32(f), NULL, 0, 0);
+	return cg_call_extern(f, name, t, NULL, 0);
+}
+
+static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
+{
+	cg_fn f;
+	LLVMContextRef c = LLVMGetModuleContext(L->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	LLVMTypeRef ft = LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0);
+	char name[200];
+	snprintf(name, sizeof name, "%s.par", LLVMGetValueName2(kfn, &(size_t){0}));
+	cg_fn_begin(&f, L->mod, name, ft, true);
+	LLVMTypeRef st = captures_type(c, n_in);
+	LLVMValueRef cap = LLVMGetParam(f.fn, 0), args[2 + CG_KERNEL_MAX_IN + 2];
+	for (uint32_t i = 0; i < 2 + n_in + 1; i++) {
+		LLVMValueRef at = LLVMBuildStructGEP2(f.b, st, cap, i, "");
+		args[i] = LLVMBuildLoad2(f.b, LLVMStructGetTypeAtIndex(st, i), at, "");
+	}
+	LLVMValueRef n = args[2 + n_in];
+	LLVMValueRef tid = LLVMBuildSExt(f.b, omp_call(&f, "omp_get_thread_num"),
+					 cg_t_i64(&f), "");
+	LLVMValueRef nth = LLVMBuildSExt(f.b, omp_call(&f, "omp_get_num_threads"),
+					 cg_t_i64(&f), "");
+	args[2 + n_in] = cg_muldiv(&f, n, tid, nth);
+	args[3 + n_in] = cg_muldiv(&f, n, cg_addi(&f, tid, 1), nth);
+	LLVMValueRef status = cg_call(&f, kfn, args, 4 + n_in);
+	LLVMValueRef bad = LLVMBuildICmp(f.b, LLVMIntNE, status, cg_i32(&f, 0), "");
+	LLVMBasicBlockRef join = cg_if_begin(&f, bad);
+	LLVMValueRef at = LLVMBuildStructGEP2(f.b, st, cap, 3 + n_in, "");
+	LLVMValueRef s = LLVMBuildStore(f.b, status, at);
+	LLVMSetOrdering(s, LLVMAtomicOrderingMonotonic);
+	LLVMSetAlignment(s, 4);
+	cg_if_end(&f, join);
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+	return f.fn;
+}
+
+static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
+			 ir_id id, kernel_ref *ref)
+{
+	cg_kernel k;
+	if (!kernel_begin(L, fn, id, &k))
+		return false;
+	bool ok = lower_op(&k);
+	if (ok)
+		LLVMBuildRet(k.f.b, cg_i32(&k.f, 0));
+	cg_fn_end(&k.f);
+	if (!ok)
+		return false;
+	ref->fn = k.f.fn;
+	ref->extent = k.extent;
+	ref->par = NULL;
+	p->n_kernels++;
+	if (!p->is_serial && k.extent >= 2 && k.work >= p->grain) {
+		ref->par = make_par(L, k.f.fn, k.n_in);
+		p->n_parallel++;
+	}
+	return true;
+}
+
+/* ---- the entry point ---------------------------------------------------------- */
+
+/* The state of one entry point being generated. */
+typedef struct entry_gen {
+	cg_program *p;
+	cg_lower *L;
+	const ir_func *fn;
+	func_plan plan;
+	cg_fn f;
+	LLVMValueRef run, params, scratch;
+	LLVMValueRef *inputs; /* per argument: its pointer */
+} entry_gen;
+
+static LLVMValueRef byte_gep(cg_fn *f, LLVMValueRef p, uint64_t off)
+{
+	LLVMValueRef o = cg_i64(f, (int64_t)off);
+	return LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx), p, &o,
+				     1, "");
+}
+
+static LLVMValueRef const_global(entry_gen *e, uint32_t ci)
+{
+	cg_program *p = e->p;
+	if (p->consts[ci])
+		return p->consts[ci];
+	const ir_const *c = &p->m->consts[ci];
+	size_t bytes = (size_t)type_bytes(e->L, &c->type);
+	LLVMValueRef init = LLVMConstStringInContext2(e->f.ctx, c->data ? c->data
+									: "",
+						      c->data ? bytes : 0, 1);
+	char name[32];
+	snprintf(name, sizeof name, "const.%u", ci);
+	LLVMValueRef g = LLVMAddGlobal(e->f.mod, LLVMTypeOf(init), name);
+	LLVMSetInitializer(g, init);
+	LLVMSetGlobalConstant(g, 1);
+	LLVMSetLinkage(g, LLVMPrivateLinkage);
+	LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+	LLVMSetAlignment(g, ATTNRT_ALIGN);
+	p->consts[ci] = g;
+	return g;
+}
+
+/* Where node i's data is at run time. */
+static LLVMValueRef node_ptr(entry_gen *e, ir_id i)
+{
+	ir_id r = e->plan.root[i];
+	const ir_node *n = &e->fn->g.nodes[r];
+	if (n->op == IR_OP_INPUT)
+		return e->inputs[n->attr.input_index];
+	if (n->op == IR_OP_PARAM)
+		return byte_gep(&e->f, e->params,
+				e->p->params[n->attr.param_index].offset);
+	if (n->op == IR_OP_CONST)
+		return const_global(e, n->attr.const_index);
+	return byte_gep(&e->f, e->scratch, e->plan.offset[r]);
+}
+
+/* Returns the kernel's status from the entry point if it is not 0. */
+static void check_status(entry_gen *e, LLVMValueRef st)
+{
+	cg_fn *f = &e->f;
+	LLVMValueRef bad = LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), "");
+	LLVMBasicBlockRef fail = cg_block(f, "failed"), ok = cg_block(f, "next");
+	LLVMBuildCondBr(f->b, bad, fail, ok);
+	LLVMPositionBuilderAtEnd(f->b, fail);
+	LLVMBuildRet(f->b, st);
+	LLVMPositionBuilderAtEnd(f->b, ok);
+}
+
+static void call_parallel(entry_gen *e, const kernel_ref *k,
+			  LLVMValueRef *args, uint32_t n_in)
+{
+	cg_fn *f = &e->f;
+	LLVMTypeRef st = captures_type(f->ctx, n_in);
+	LLVMValueRef cap = LLVMBuildAlloca(f->b, st, "cap");
+	for (uint32_t i = 0; i < 2 + n_in; i++)
+		LLVMBuildStore(f->b, args[i], LLVMBuildStructGEP2(f->b, st, cap, i, ""));
+	LLVMBuildStore(f->b, cg_i64(f, k->extent),
+		       LLVMBuildStructGEP2(f->b, st, cap, 2 + n_in, ""));
+	LLVMValueRef status_at = LLVMBuildStructGEP2(f->b, st, cap, 3 + n_in, "");
+	LLVMBuildStore(f->b, cg_i32(f, 0), status_at);
+	LLVMValueRef off = cg_i64(f, 20); /* attnrt_run.n_threads */
+	LLVMValueRef nt_at = LLVMBuildInBoundsGEP2(
+		f->b, LLVMInt8TypeInContext(f->ctx), e->run, &off, 1, "");
+	LLVMValueRef nt = LLVMBuildLoad2(f->b, cg_t_i32(f), nt_at, "");
+	LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntSLT, nt, cg_i32(f, 0), "");
+	nt = LLVMBuildSelect(f->b, neg, cg_i32(f, 0), nt, "");
+	LLVMTypeRef ptr = cg_t_ptr(f);
+	LLVMTypeRef ps[4] = {ptr, ptr, cg_t_i32(f), cg_t_i32(f)};
+	LLVMTypeRef gt = LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), ps, 4, 0);
+	LLVMValueRef ga[4] = {k->par, cap, nt, cg_i32(f, 0)};
+	cg_call_extern(f, "GOMP_parallel", gt, ga, 4);
+	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""));
+}
+
+static void call_kernel(entry_gen *e, ir_id id, const kernel_ref *k)
+{
+	cg_fn *f = &e->f;
+	const ir_node *n = &e->fn->g.nodes[id];
+	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
+	uint32_t na = 0;
+	args[na++] = e->run;
+	args[na++] = node_ptr(e, id);
+	for (uint32_t a = 0; a < n->n_args; a++)
+		args[na++] = node_ptr(e, ir_arg(&e->fn->g, id, a));
+	if (k->par) {
+		call_parallel(e, k, args, n->n_args);
+		return;
+	}
+	args[na++] = cg_i64(f, 0);
+	args[na++] = cg_i64(f, k->extent);
+	check_status(e, cg_call(f, k->fn, args, na));
+}
+
+static void copy_outputs(entry_gen *e, LLVMValueRef outputs)
+{
+	cg_fn *f = &e->f;
+	for (uint32_t o = 0; o < e->fn->n_outputs; o++) {
+		ir_id id = e->fn->outputs[o];
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f), outputs,
+							&(LLVMValueRef){cg_i64(f, o)},
+							1, "");
+		LLVMValueRef dst = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
+		uint64_t bytes = type_bytes(e->L, &e->fn->g.nodes[id].type);
+		LLVMBuildMemCpy(f->b, dst, 4, node_ptr(e, id), 4,
+				cg_i64(f, (int64_t)bytes));
+	}
+}
+
+static void load_inputs(entry_gen *e, LLVMValueRef inputs)
+{
+	cg_fn *f = &e->f;
+	for (uint32_t i = 0; i < e->fn->n_inputs; i++) {
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f), inputs,
+							&(LLVMValueRef){cg_i64(f, i)},
+							1, "");
+		e->inputs[i] = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
+	}
+}
+
+static void build_entry(entry_gen *e, const cg_entry *ce, const kernel_ref *ks)
+{
+	cg_fn *f = &e->f;
+	LLVMContextRef c = LLVMGetModuleContext(e->L->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	LLVMTypeRef ps[5] = {ptr, ptr, ptr, ptr, ptr};
+	LLVMTypeRef ft = LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 5, 0);
+	cg_fn_begin(f, e->L->mod, ce->symbol, ft, false);
+	for (unsigned i = 0; i < 5; i++)
+		if (i != 2)
+			cg_fn_param_readonly(f, i);
+	e->run = LLVMGetParam(f->fn, 0);
+	e->params = LLVMGetParam(f->fn, 1);
+	e->scratch = LLVMGetParam(f->fn, 2);
+	load_inputs(e, LLVMGetParam(f->fn, 3));
+	for (ir_id i = 0; i < e->fn->g.n_nodes; i++)
+		if (ks[i].fn)
+			call_kernel(e, i, &ks[i]);
+	copy_outputs(e, LLVMGetParam(f->fn, 4));
+	LLVMBuildRet(f->b, cg_i32(f, 0));
+	cg_fn_end(f);
+}
+
+static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
+		       const char *prefix)
+{
+	const ir_func *fn = ce->fn;
+	entry_gen e = {.p = p, .L = L, .fn = fn};
+	uint32_t n = fn->g.n_nodes;
+	kernel_ref *ks = ir_alloc(p->ctx, (n + 1) * sizeof *ks);
+	e.inputs = ir_alloc(p->ctx, (fn->n_inputs + 1) * sizeof *e.inputs);
+	bool ok = ks && e.inputs && plan_func(L, fn, &e.plan);
+	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
+	for (ir_id i = 0; ok && i < n; i++) {
+		ir_op op = fn->g.nodes[i].op;
+		if (!is_leaf(op) && op != IR_OP_RESHAPE)
+			ok = build_kernel(p, L, fn, i, &ks[i]);
+	}
+	if (ok) {
+		ce->scratch_bytes = e.plan.total;
+		ce->inputs = tensor_table(p, L, fn, fn->inputs, fn->input_names,
+					  fn->n_inputs);
+		ce->outputs = tensor_table(p, L, fn, fn->outputs,
+					   fn->output_names, fn->n_outputs);
+		ok = ce->inputs && ce->outputs;
+	}
+	if (ok)
+		build_entry(&e, ce, ks);
+	plan_fini(p->ctx, &e.plan);
+	ir_free(p->ctx, ks);
+	ir_free(p->ctx, e.inputs);
+	return ok;
+}
+
+/* ---- the program ------------------------------------------------------------------ */
+
+static bool module_failed(cg_program *p)
+{
+	const char *msg = p->cm ? cg_module_error(p->cm) : "out of memory";
+	if (!msg)
+		return false;
+	ir_error(p->ctx, (ir_loc){0}, "codegen: %s", msg);
+	return true;
+}
+
+static bool lower_all(cg_program *p, const cg_program_options *opts)
+{
+	const ir_module *m = p->m;
+	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
+	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm)};
+	if (!L.mod)
+		return false;
+	if (!layout_params(p, &L))
+		return false;
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		p->n_entries += m->funcs[i]->is_export;
+	p->entries = ir_alloc(p->ctx, (p->n_entries + 1) * sizeof *p->entries);
+	p->consts = ir_alloc(p->ctx, (m->n_consts + 1) * sizeof *p->consts);
+	if (!p->entries || !p->consts)
+		return false;
+	uint32_t k = 0;
+	bool ok = true;
+	for (uint32_t i = 0; i < m->n_funcs; i++)
+		if (m->funcs[i]->is_export) {
+			p->entries[k].fn = m->funcs[i];
+			ok = lower_func(p, &L, &p->entries[k++], prefix) && ok;
+		}
+	return ok;
+}
+
+cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
+			      const int64_t *sym_values,
+			      const cg_program_options *opts)
+{
+	double t0 = now_ms();
+	cg_program *p = ir_alloc(ctx, sizeof *p);
+	if (!p) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return NULL;
+	}
+	p->ctx = ctx;
+	p->m = m;
+	p->grain = opts && opts->grain > 0 ? opts->grain : CG_PROGRAM_GRAIN_DEFAULT;
+	p->is_serial = opts && opts->is_serial;
+	int before = ctx->n_errors;
+	bool ok = bind_syms(p, sym_values);
+	if (ok) {
+		p->cm = cg_module_create(m->name);
+		ok = p->cm && !module_failed(p) && lower_all(p, opts) &&
+		     !module_failed(p);
+	}
+	if (!ok) {
+		if (ctx->n_errors == before)
+			ir_error(ctx, (ir_loc){0}, "codegen: out of memory");
+		cg_program_destroy(p);
+		return NULL;
+	}
+	p->build_ms = now_ms() - t0;
+	return p;
+}
+
+void cg_program_destroy(cg_program *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; p->entries && i < p->n_entries; i++) {
+		ir_free(p->ctx, p->entries[i].inputs);
+		ir_free(p->ctx, p->entries[i].outputs);
+	}
+	cg_module_destroy(p->cm);
+	ir_free(p->ctx, p->entries);
+	ir_free(p->ctx, p->consts);
+	ir_free(p->ctx, p->params);
+	ir_free(p->ctx, p->syms);
+	ir_free(p->ctx, p);
+}
+
+bool cg_program_jit(cg_program *p)
+{
+	if (!cg_module_jit(p->cm)) {
+		module_failed(p);
+		return false;
+	}
+	for (uint32_t i = 0; i < p->n_entries; i++) {
+		void *fp = cg_module_lookup(p->cm, p->entries[i].symbol);
+		if (!fp) {
+			module_failed(p);
+			return false;
+		}
+		/* An object pointer to a function pointer: POSIX guarantees
+		 * the round trip (as for dlsym). */
+		memcpy(&p->entries[i].entry, &fp, sizeof fp);
+	}
+	return true;
+}
+
+bool cg_program_emit(cg_program *p, cg_emit_kind kind, const char *path)
+{
+	if (cg_module_emit(p->cm, kind, path))
+		return true;
+	module_failed(p);
+	return false;
+}
+
+bool cg_program_emit_buffer(cg_program *p, cg_emit_kind kind, char **data,
+			    size_t *len)
+{
+	if (cg_module_emit_buffer(p->cm, kind, data, len))
+		return true;
+	module_failed(p);
+	return false;
+}
+
+/* ---- queries ------------------------------------------------------------------------ */
+
+static const cg_entry *find_entry(const cg_program *p, const char *func)
+{
+	for (uint32_t i = 0; i < p->n_entries; i++)
+		if (strcmp(p->entries[i].fn->name, func) == 0)
+			return &p->entries[i];
+	return NULL;
+}
+
+uint32_t cg_program_n_entries(const cg_program *p)
+{
+	return p->n_entries;
+}
+
+const char *cg_program_entry_name(const cg_program *p, uint32_t i)
+{
+	return i < p->n_entries ? p->entries[i].fn->name : NULL;
+}
+
+const char *cg_program_symbol(const cg_program *p, const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->symbol : NULL;
+}
+
+attnrt_entry_fn cg_program_entry(const cg_program *p, const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->entry : NULL;
+}
+
+size_t cg_program_scratch_bytes(const cg_program *p, const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->scratch_bytes : 0;
+}
+
+size_t cg_program_params_bytes(const cg_program *p)
+{
+	return p->params_bytes;
+}
+
+const attnrt_param_info *cg_program_params(const cg_program *p, uint32_t *n)
+{
+	*n = p->m->n_params;
+	return p->params;
+}
+
+const attnrt_tensor_info *cg_program_inputs(const cg_program *p,
+					    const char *func, uint32_t *n)
+{
+	const cg_entry *e = find_entry(p, func);
+	*n = e ? e->fn->n_inputs : 0;
+	return e ? e->inputs : NULL;
+}
+
+const attnrt_tensor_info *cg_program_outputs(const cg_program *p,
+					     const char *func, uint32_t *n)
+{
+	const cg_entry *e = find_entry(p, func);
+	*n = e ? e->fn->n_outputs : 0;
+	return e ? e->outputs : NULL;
+}
+
+uint32_t cg_program_n_kernels(const cg_program *p)
+{
+	return p->n_kernels;
+}
+
+uint32_t cg_program_n_parallel(const cg_program *p)
+{
+	return p->n_parallel;
+}
+
+cg_module_stats cg_program_stats(const cg_program *p)
+{
+	return cg_module_stats_get(p->cm);
+}
+
+double cg_program_build_ms(const cg_program *p)
+{
+	return p->build_ms;
+}

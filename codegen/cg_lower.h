@@ -1,0 +1,128 @@
+/*
+ * cg_lower.h - what the lowering files share (private to codegen/): the
+ * kernel being generated for one node, concrete shapes, the strided loop
+ * nest every elementwise and layout kernel is built from, and the
+ * generator of each op.
+ *
+ * A kernel is one LLVM function per computing node:
+ *
+ *   i32 k<fn>.<node>(ptr run, ptr out, ptr in0, ..., i64 lo, i64 hi)
+ *
+ * that does iterations [lo, hi) of its outer loop, whose length the
+ * generator records in `extent` (so that the entry point can split it
+ * over threads), and returns 0 or ATTNRT_ERR_* | node << 8. Operands and
+ * the result are dense row-major buffers that never overlap.
+ */
+#ifndef ATTNC_CG_LOWER_H
+#define ATTNC_CG_LOWER_H
+
+#include "cg_internal.h"
+#include "cg_program.h"
+
+#define CG_NEST_MAX 16  /* loop depth of a nest (layout ops split axes) */
+#define CG_NEST_ARRS 4  /* arrays one nest addresses */
+#define CG_KERNEL_MAX_IN 64 /* operands of one node (concat is variadic) */
+
+/* The state of one lowering run. */
+typedef struct cg_lower {
+	ir_ctx *ctx;
+	const ir_module *m;
+	const int64_t *syms; /* m->n_syms bound values */
+	cg_module *cm;
+	LLVMModuleRef mod;
+} cg_lower;
+
+/* One kernel under construction. */
+typedef struct cg_kernel {
+	cg_lower *L;
+	const ir_graph *g;
+	ir_id id;
+	const ir_node *node;
+	cg_fn f;
+	LLVMValueRef run, out, lo, hi;
+	LLVMValueRef in[CG_KERNEL_MAX_IN]; /* operand pointers */
+	uint32_t n_in;
+	int64_t extent; /* length of the outer, splittable loop */
+	int64_t work;   /* elements touched, to judge parallelism */
+	LLVMBasicBlockRef err; /* shared error exit, made on first use */
+} cg_kernel;
+
+/* ---- shapes --------------------------------------------------------------- */
+
+/* The concrete dims of t; returns the rank. */
+int cg_lower_dims(const cg_lower *L, const ir_type *t, int64_t *dims);
+int64_t cg_lower_numel(const cg_lower *L, const ir_type *t);
+/* Row-major strides of dims (in elements). */
+void cg_lower_strides(const int64_t *dims, int rank, int64_t *strides);
+/* The type of operand i of the kernel's node. */
+const ir_type *cg_kernel_arg_type(const cg_kernel *k, uint32_t i);
+
+/* ---- values ----------------------------------------------------------------- */
+
+LLVMTypeRef cg_lower_elem_type(cg_fn *f, ir_dtype t);
+/* Load/store element off (an i64) of buffer p as dtype t. */
+LLVMValueRef cg_lower_load(cg_fn *f, ir_dtype t, LLVMValueRef p,
+			   LLVMValueRef off);
+void cg_lower_store(cg_fn *f, ir_dtype t, LLVMValueRef v, LLVMValueRef p,
+		    LLVMValueRef off);
+/* Calls a float intrinsic of one or two f32 arguments (llvm.exp, ...). */
+LLVMValueRef cg_lower_fcall(cg_fn *f, const char *name, LLVMValueRef a,
+			    LLVMValueRef b);
+/* Returns from the kernel with its error code (code | node << 8) when
+ * cond holds, else continues after. */
+void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code);
+/* Loads field `offset` bytes into the attnrt_run of the kernel. */
+LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset);
+
+/* ---- strided loop nests --------------------------------------------------- */
+
+/* A nest of loops over dims (outermost first); array a is addressed at
+ * base[a] + sum_d idx[d] * strides[a][d]. The outer loop runs [lo, hi). */
+typedef struct cg_nest {
+	int rank;
+	int n_arr;
+	int64_t dims[CG_NEST_MAX];
+	int64_t base[CG_NEST_ARRS];
+	int64_t strides[CG_NEST_ARRS][CG_NEST_MAX];
+} cg_nest;
+
+/* Emits the body at the innermost point; offs[a] is array a's element
+ * offset there (an i64 value). */
+typedef void (*cg_nest_body)(cg_kernel *k, LLVMValueRef *offs, void *ud);
+
+/* Drops size-1 axes and merges neighbours that every array walks
+ * contiguously, so that most nests become one flat loop; a nest of rank
+ * 0 becomes one loop of one iteration. Empty nests keep a 0 extent. */
+void cg_nest_simplify(cg_nest *n);
+void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
+		  LLVMValueRef hi, cg_nest_body body, void *ud);
+/* Sets array a's strides to read a tensor of dims (rank) broadcast to
+ * the nest's (right-aligned) dims: 0 on stretched axes. */
+void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank);
+
+/* ---- op generators (each returns false after reporting an error) -------- */
+
+/* cg_lower_ew.c: elementwise ops and layout copies. */
+bool cg_lower_unary(cg_kernel *k);
+bool cg_lower_binary(cg_kernel *k);
+bool cg_lower_select(cg_kernel *k);
+bool cg_lower_broadcast(cg_kernel *k);
+bool cg_lower_permute(cg_kernel *k);
+bool cg_lower_slice(cg_kernel *k);
+bool cg_lower_concat(cg_kernel *k);
+bool cg_lower_repeat(cg_kernel *k);
+bool cg_lower_repeat_interleave(cg_kernel *k);
+bool cg_lower_dropout(cg_kernel *k);
+
+/* cg_lower_nn.c: matmul, reductions, normalizations, indexing, losses. */
+bool cg_lower_matmul(cg_kernel *k);
+bool cg_lower_reduce(cg_kernel *k);
+bool cg_lower_argmax(cg_kernel *k);
+bool cg_lower_softmax(cg_kernel *k);
+bool cg_lower_layer_norm(cg_kernel *k);
+bool cg_lower_embedding(cg_kernel *k);
+bool cg_lower_sort(cg_kernel *k);
+bool cg_lower_mse_loss(cg_kernel *k);
+bool cg_lower_cross_entropy(cg_kernel *k);
+
+#endif

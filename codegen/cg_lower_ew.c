@@ -1,0 +1,564 @@
+/*
+ * cg_lower_ew.c - kernels built from strided loop nests: elementwise
+ * math with NumPy broadcasting, casts, compares and select, the layout
+ * copies (broadcast, permute, slice, concat, repeat, repeat_interleave)
+ * and dropout.
+ *
+ * Every one of them is a nest of loops over the output whose operands are
+ * addressed by strides (0 along broadcast axes). Simplifying the nest
+ * first (dropping size-1 axes, merging axes every array walks
+ * contiguously) makes most kernels one flat loop, which LLVM vectorizes;
+ * the outer loop is the range the entry point may split over threads.
+ * Float results follow the interpreter op for op; transcendental
+ * functions are libm's float versions (within an ulp or two of the
+ * interpreter's rounded double results).
+ */
+#include "cg_lower.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- nests ------------------------------------------------------------------ */
+
+static bool mergeable(const cg_nest *n, int p, int d)
+{
+	for (int a = 0; a < n->n_arr; a++)
+		if (n->strides[a][p] != n->strides[a][d] * n->dims[d])
+			return false;
+	return true;
+}
+
+void cg_nest_simplify(cg_nest *n)
+{
+	cg_nest s = *n;
+	s.rank = 0;
+	for (int d = 0; d < n->rank; d++)
+		if (n->dims[d] == 0) {
+			s.dims[0] = 0;
+			s.rank = 1;
+			*n = s;
+			return;
+		}
+	for (int d = 0; d < n->rank; d++) {
+		if (n->dims[d] == 1)
+			continue;
+		int r = s.rank;
+		s.dims[r] = n->dims[d];
+		for (int a = 0; a < n->n_arr; a++)
+			s.strides[a][r] = n->strides[a][d];
+		if (r > 0 && mergeable(&s, r - 1, r)) {
+			s.dims[r - 1] *= s.dims[r];
+			for (int a = 0; a < n->n_arr; a++)
+				s.strides[a][r - 1] = s.strides[a][r];
+		} else {
+			s.rank++;
+		}
+	}
+	if (s.rank == 0) {
+		s.rank = 1;
+		s.dims[0] = 1;
+		for (int a = 0; a < n->n_arr; a++)
+			s.strides[a][0] = 0;
+	}
+	*n = s;
+}
+
+void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank)
+{
+	int64_t s[IR_MAX_RANK];
+	cg_lower_strides(dims, rank, s);
+	for (int d = 0; d < n->rank; d++) {
+		int i = rank - n->rank + d;
+		n->strides[a][d] = i < 0 || dims[i] == 1 ? 0 : s[i];
+	}
+}
+
+typedef struct nest_walk {
+	cg_kernel *k;
+	const cg_nest *n;
+	LLVMValueRef lo, hi;
+	cg_nest_body body;
+	void *ud;
+} nest_walk;
+
+static void nest_level(const nest_walk *w, int d, LLVMValueRef *offs)
+{
+	cg_fn *f = &w->k->f;
+	if (d == w->n->rank) {
+		w->body(w->k, offs, w->ud);
+		return;
+	}
+	cg_loop l;
+	LLVMValueRef iv = cg_loop_begin(f, &l, d ? cg_i64(f, 0) : w->lo,
+					d ? cg_i64(f, w->n->dims[d]) : w->hi, 1);
+	LLVMValueRef inner[CG_NEST_ARRS];
+	for (int a = 0; a < w->n->n_arr; a++) {
+		int64_t s = w->n->strides[a][d];
+		inner[a] = s ? cg_add(f, offs[a], cg_muli(f, iv, s)) : offs[a];
+	}
+	nest_level(w, d + 1, inner);
+	cg_loop_end(f, &l);
+}
+
+void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
+		  LLVMValueRef hi, cg_nest_body body, void *ud)
+{
+	nest_walk w = {k, n, lo, hi, body, ud};
+	LLVMValueRef offs[CG_NEST_ARRS];
+	for (int a = 0; a < n->n_arr; a++)
+		offs[a] = cg_i64(&k->f, n->base[a]);
+	nest_level(&w, 0, offs);
+}
+
+/* A nest over the node's output dims, array 0 the dense output and
+ * arrays 1.. the given operands read with broadcasting. */
+static void nest_over_output(const cg_kernel *k, cg_nest *n,
+			     const uint32_t *args, int n_args)
+{
+	int64_t dims[IR_MAX_RANK];
+	memset(n, 0, sizeof *n);
+	n->rank = cg_lower_dims(k->L, &k->node->type, n->dims);
+	n->n_arr = 1 + n_args;
+	cg_lower_strides(n->dims, n->rank, n->strides[0]);
+	for (int i = 0; i < n_args; i++) {
+		int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, args[i]), dims);
+		cg_nest_bcast(n, 1 + i, dims, r);
+	}
+}
+
+/* Simplifies n and runs it over the kernel's [lo, hi), recording the
+ * outer extent and the work. */
+static void run_nest(cg_kernel *k, cg_nest *n, cg_nest_body body, void *ud)
+{
+	int64_t work = 1;
+	cg_nest_simplify(n);
+	for (int d = 0; d < n->rank; d++)
+		work *= n->dims[d];
+	k->extent = n->dims[0];
+	k->work = work;
+	cg_nest_emit(k, n, k->lo, k->hi, body, ud);
+}
+
+/* ---- elementwise math ------------------------------------------------------- */
+
+static LLVMValueRef load_arg(cg_kernel *k, uint32_t i, LLVMValueRef off)
+{
+	return cg_lower_load(&k->f, cg_kernel_arg_type(k, i)->dtype, k->in[i],
+			     off);
+}
+
+static void store_out(cg_kernel *k, LLVMValueRef v, LLVMValueRef off)
+{
+	cg_lower_store(&k->f, k->node->type.dtype, v, k->out, off);
+}
+
+static LLVMValueRef libm1(cg_fn *f, const char *name, LLVMValueRef x)
+{
+	LLVMTypeRef t = cg_t_f32(f);
+	LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
+	LLVMValueRef v = cg_call_extern(f, name, ft, &x, 1);
+	return v;
+}
+
+/* float to int32 as the interpreter: truncation, INT32_MIN for NaN and
+ * values out of range (never poison). */
+static LLVMValueRef f2i(cg_fn *f, LLVMValueRef x)
+{
+	LLVMValueRef d = LLVMBuildFPExt(f->b, x, LLVMDoubleTypeInContext(f->ctx), "");
+	LLVMTypeRef dt = LLVMDoubleTypeInContext(f->ctx);
+	LLVMValueRef lo = LLVMBuildFCmp(f->b, LLVMRealOGT, d,
+					LLVMConstReal(dt, -2147483649.0), "");
+	LLVMValueRef hi = LLVMBuildFCmp(f->b, LLVMRealOLT, d,
+					LLVMConstReal(dt, 2147483648.0), "");
+	LLVMValueRef ok = LLVMBuildAnd(f->b, lo, hi, "");
+	LLVMValueRef safe = LLVMBuildSelect(f->b, ok, d, LLVMConstReal(dt, 0), "");
+	LLVMValueRef i = LLVMBuildFPToSI(f->b, safe, cg_t_i32(f), "");
+	return LLVMBuildSelect(f->b, ok, i, cg_i32(f, INT32_MIN), "");
+}
+
+static LLVMValueRef unary_f32(cg_fn *f, ir_op op, LLVMValueRef x)
+{
+	LLVMValueRef zero = cg_f32(f, 0), one = cg_f32(f, 1);
+	if (op == IR_OP_NEG)
+		return LLVMBuildFNeg(f->b, x, "");
+	if (op == IR_OP_EXP)
+		return cg_lower_fcall(f, "llvm.exp", x, NULL);
+	if (op == IR_OP_LOG)
+		return cg_lower_fcall(f, "llvm.log", x, NULL);
+	if (op == IR_OP_SIN)
+		return cg_lower_fcall(f, "llvm.sin", x, NULL);
+	if (op == IR_OP_COS)
+		return cg_lower_fcall(f, "llvm.cos", x, NULL);
+	if (op == IR_OP_SQRT)
+		return cg_lower_fcall(f, "llvm.sqrt", x, NULL);
+	if (op == IR_OP_ABS)
+		return cg_lower_fcall(f, "llvm.fabs", x, NULL);
+	if (op == IR_OP_TANH)
+		return libm1(f, "tanhf", x);
+	if (op == IR_OP_SIGMOID) {
+		LLVMValueRef e = cg_lower_fcall(f, "llvm.exp",
+						LLVMBuildFNeg(f->b, x, ""), NULL);
+		return LLVMBuildFDiv(f->b, one, LLVMBuildFAdd(f->b, one, e, ""), "");
+	}
+	/* relu: x > 0 or NaN keeps x (torch.relu), else +0. */
+	LLVMValueRef keep = LLVMBuildFCmp(f->b, LLVMRealUGT, x, zero, "");
+	return LLVMBuildSelect(f->b, keep, x, zero, "");
+}
+
+static LLVMValueRef unary_i32(cg_fn *f, ir_op op, LLVMValueRef x)
+{
+	if (op == IR_OP_NEG)
+		return LLVMBuildNeg(f->b, x, "");
+	if (op == IR_OP_ABS) {
+		LLVMTypeRef t = cg_t_i32(f);
+		LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(f->ctx),
+							0, 0)};
+		return cg_intrinsic(f, "llvm.abs", &t, 1, args, 2);
+	}
+	LLVMValueRef pos = LLVMBuildICmp(f->b, LLVMIntSGT, x, cg_i32(f, 0), "");
+	return LLVMBuildSelect(f->b, pos, x, cg_i32(f, 0), "");
+}
+
+static LLVMValueRef cast(cg_fn *f, ir_dtype from, ir_dtype to, LLVMValueRef x)
+{
+	if (from == to)
+		return x;
+	if (to == IR_F32)
+		return LLVMBuildSIToFP(f->b, x, cg_t_f32(f), "");
+	return f2i(f, x);
+}
+
+static void unary_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	(void)ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef x = load_arg(k, 0, offs[1]), y;
+	ir_dtype to = k->node->type.dtype;
+	if (k->node->op == IR_OP_CAST)
+		y = cast(f, cg_kernel_arg_type(k, 0)->dtype, to, x);
+	else if (to == IR_I32)
+		y = unary_i32(f, k->node->op, x);
+	else
+		y = unary_f32(f, k->node->op, x);
+	store_out(k, y, offs[0]);
+}
+
+bool cg_lower_unary(cg_kernel *k)
+{
+	cg_nest n;
+	uint32_t args[1] = {0};
+	nest_over_output(k, &n, args, 1);
+	run_nest(k, &n, unary_body, NULL);
+	return true;
+}
+
+static LLVMValueRef binary_f32(cg_fn *f, ir_op op, LLVMValueRef a,
+			       LLVMValueRef b)
+{
+	if (op == IR_OP_ADD)
+		return LLVMBuildFAdd(f->b, a, b, "");
+	if (op == IR_OP_SUB)
+		return LLVMBuildFSub(f->b, a, b, "");
+	if (op == IR_OP_MUL)
+		return LLVMBuildFMul(f->b, a, b, "");
+	if (op == IR_OP_DIV)
+		return LLVMBuildFDiv(f->b, a, b, "");
+	if (op == IR_OP_POW)
+		return cg_lower_fcall(f, "llvm.pow", a, b);
+	if (op == IR_OP_MAXIMUM)
+		return cg_lower_fcall(f, "llvm.maximum", a, b);
+	return cg_lower_fcall(f, "llvm.minimum", a, b);
+}
+
+static LLVMValueRef binary_i32(cg_fn *f, ir_op op, LLVMValueRef a,
+			       LLVMValueRef b)
+{
+	if (op == IR_OP_ADD)
+		return LLVMBuildAdd(f->b, a, b, "");
+	if (op == IR_OP_SUB)
+		return LLVMBuildSub(f->b, a, b, "");
+	if (op == IR_OP_MUL)
+		return LLVMBuildMul(f->b, a, b, "");
+	/* maximum and minimum; div and pow are f32 only (ir/infer.c). */
+	LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, a, b, "");
+	return op == IR_OP_MAXIMUM ? LLVMBuildSelect(f->b, gt, a, b, "")
+				   : LLVMBuildSelect(f->b, gt, b, a, "");
+}
+
+static LLVMValueRef compare(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef a,
+			    LLVMValueRef b)
+{
+	LLVMValueRef c;
+	if (t == IR_F32) {
+		LLVMRealPredicate p = op == IR_OP_LT   ? LLVMRealOLT
+				      : op == IR_OP_LE ? LLVMRealOLE
+				      : op == IR_OP_GT ? LLVMRealOGT
+				      : op == IR_OP_GE ? LLVMRealOGE
+				      : op == IR_OP_EQ ? LLVMRealOEQ
+						       : LLVMRealUNE;
+		c = LLVMBuildFCmp(f->b, p, a, b, "");
+	} else {
+		LLVMIntPredicate p = op == IR_OP_LT   ? LLVMIntSLT
+				     : op == IR_OP_LE ? LLVMIntSLE
+				     : op == IR_OP_GT ? LLVMIntSGT
+				     : op == IR_OP_GE ? LLVMIntSGE
+				     : op == IR_OP_EQ ? LLVMIntEQ
+						      : LLVMIntNE;
+		c = LLVMBuildICmp(f->b, p, a, b, "");
+	}
+	return LLVMBuildZExt(f->b, c, cg_t_i32(f), "");
+}
+
+static bool is_compare(ir_op op)
+{
+	return op == IR_OP_LT || op == IR_OP_LE || op == IR_OP_GT ||
+	       op == IR_OP_GE || op == IR_OP_EQ || op == IR_OP_NE;
+}
+
+static void binary_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	(void)ud;
+	ir_op op = k->node->op;
+	ir_dtype t = cg_kernel_arg_type(k, 0)->dtype;
+	LLVMValueRef a = load_arg(k, 0, offs[1]), b = load_arg(k, 1, offs[2]), y;
+	if (is_compare(op))
+		y = compare(&k->f, op, t, a, b);
+	else if (t == IR_I32)
+		y = binary_i32(&k->f, op, a, b);
+	else
+		y = binary_f32(&k->f, op, a, b);
+	store_out(k, y, offs[0]);
+}
+
+bool cg_lower_binary(cg_kernel *k)
+{
+	cg_nest n;
+	uint32_t args[2] = {0, 1};
+	nest_over_output(k, &n, args, 2);
+	run_nest(k, &n, binary_body, NULL);
+	return true;
+}
+
+static void select_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	(void)ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef c = load_arg(k, 0, offs[1]);
+	LLVMValueRef a = load_arg(k, 1, offs[2]), b = load_arg(k, 2, offs[3]);
+	LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntNE, c, cg_i32(f, 0), "");
+	store_out(k, LLVMBuildSelect(f->b, is, a, b, ""), offs[0]);
+}
+
+bool cg_lower_select(cg_kernel *k)
+{
+	cg_nest n;
+	uint32_t args[3] = {0, 1, 2};
+	nest_over_output(k, &n, args, 3);
+	run_nest(k, &n, select_body, NULL);
+	return true;
+}
+
+/* ---- layout copies ------------------------------------------------------------ */
+
+/* out[offs[0]] = in[offs[1]] of operand *(uint32_t *)ud. */
+static void copy_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	uint32_t i = ud ? *(const uint32_t *)ud : 0;
+	store_out(k, load_arg(k, i, offs[1]), offs[0]);
+}
+
+bool cg_lower_broadcast(cg_kernel *k)
+{
+	cg_nest n;
+	uint32_t args[1] = {0};
+	nest_over_output(k, &n, args, 1);
+	run_nest(k, &n, copy_body, NULL);
+	return true;
+}
+
+/* A nest over the output dims with array 1 the operand's dense strides
+ * (to be rearranged by the caller); xs gets them too. */
+static void nest_dense_in(const cg_kernel *k, cg_nest *n, int64_t *xdims,
+			  int64_t *xs)
+{
+	memset(n, 0, sizeof *n);
+	n->rank = cg_lower_dims(k->L, &k->node->type, n->dims);
+	n->n_arr = 2;
+	cg_lower_strides(n->dims, n->rank, n->strides[0]);
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xdims);
+	cg_lower_strides(xdims, r, xs);
+}
+
+bool cg_lower_permute(cg_kernel *k)
+{
+	cg_nest n;
+	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
+	nest_dense_in(k, &n, xd, xs);
+	for (int i = 0; i < n.rank; i++)
+		n.strides[1][i] = xs[k->node->attr.permute.perm[i]];
+	run_nest(k, &n, copy_body, NULL);
+	return true;
+}
+
+bool cg_lower_slice(cg_kernel *k)
+{
+	cg_nest n;
+	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
+	int ax = k->node->attr.slice.axis;
+	nest_dense_in(k, &n, xd, xs);
+	for (int i = 0; i < n.rank; i++)
+		n.strides[1][i] = xs[i];
+	n.strides[1][ax] = xs[ax] * k->node->attr.slice.step;
+	n.base[1] = k->node->attr.slice.start * xs[ax];
+	run_nest(k, &n, copy_body, NULL);
+	return true;
+}
+
+/* Output axis i of size reps * x_i becomes the axes (reps, x_i): the
+ * first walks the output only, the second both. */
+bool cg_lower_repeat(cg_kernel *k)
+{
+	cg_nest n, m;
+	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
+	nest_dense_in(k, &n, xd, xs);
+	memset(&m, 0, sizeof m);
+	m.n_arr = 2;
+	for (int i = 0; i < n.rank; i++) {
+		int64_t r = k->node->attr.repeat.reps[i];
+		m.dims[2 * i] = r;
+		m.dims[2 * i + 1] = xd[i];
+		m.strides[0][2 * i] = xd[i] * n.strides[0][i];
+		m.strides[0][2 * i + 1] = n.strides[0][i];
+		m.strides[1][2 * i] = 0;
+		m.strides[1][2 * i + 1] = xs[i];
+	}
+	m.rank = 2 * n.rank;
+	run_nest(k, &m, copy_body, NULL);
+	return true;
+}
+
+/* The interleaved axis of size len * reps becomes (len, reps). */
+bool cg_lower_repeat_interleave(cg_kernel *k)
+{
+	cg_nest n, m;
+	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
+	int ax = k->node->attr.interleave.axis, r = 0;
+	nest_dense_in(k, &n, xd, xs);
+	memset(&m, 0, sizeof m);
+	m.n_arr = 2;
+	for (int i = 0; i < n.rank; i++, r++) {
+		m.dims[r] = xd[i];
+		m.strides[1][r] = xs[i];
+		if (i != ax) {
+			m.strides[0][r] = n.strides[0][i];
+			continue;
+		}
+		m.strides[0][r] = k->node->attr.interleave.n * n.strides[0][i];
+		r++;
+		m.dims[r] = k->node->attr.interleave.n;
+		m.strides[0][r] = n.strides[0][i];
+		m.strides[1][r] = 0;
+	}
+	m.rank = r;
+	run_nest(k, &m, copy_body, NULL);
+	return true;
+}
+
+/* Each operand copied into its block of the output, one nest each; the
+ * kernel runs whole (extent 1). */
+bool cg_lower_concat(cg_kernel *k)
+{
+	int ax = k->node->attr.axis;
+	int64_t od[IR_MAX_RANK], os[IR_MAX_RANK], at = 0, work = 0;
+	int rank = cg_lower_dims(k->L, &k->node->type, od);
+	cg_lower_strides(od, rank, os);
+	for (uint32_t i = 0; i < k->n_in; i++) {
+		cg_nest n;
+		memset(&n, 0, sizeof n);
+		n.n_arr = 2;
+		n.rank = cg_lower_dims(k->L, cg_kernel_arg_type(k, i), n.dims);
+		cg_lower_strides(n.dims, n.rank, n.strides[1]);
+		memcpy(n.strides[0], os, sizeof os);
+		n.base[0] = at * os[ax];
+		at += n.dims[ax];
+		cg_nest_simplify(&n);
+		work += n.dims[0];
+		cg_nest_emit(k, &n, cg_i64(&k->f, 0), cg_i64(&k->f, n.dims[0]),
+			     copy_body, &i);
+	}
+	k->extent = 1;
+	k->work = work;
+	return true;
+}
+
+/* ---- dropout ---------------------------------------------------------------------- */
+
+/* SplitMix64's finalizer, as runtime/rt_rng.c mix(). */
+static LLVMValueRef mix64(cg_fn *f, LLVMValueRef z)
+{
+	LLVMBuilderRef b = f->b;
+	LLVMTypeRef t = cg_t_i64(f);
+	z = LLVMBuildAdd(b, z, LLVMConstInt(t, 0x9e3779b97f4a7c15ull, 0), "");
+	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, LLVMConstInt(t, 30, 0), ""), "");
+	z = LLVMBuildMul(b, z, LLVMConstInt(t, 0xbf58476d1ce4e5b9ull, 0), "");
+	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, LLVMConstInt(t, 27, 0), ""), "");
+	z = LLVMBuildMul(b, z, LLVMConstInt(t, 0x94d049bb133111ebull, 0), "");
+	return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, LLVMConstInt(t, 31, 0), ""),
+			    "");
+}
+
+typedef struct dropout_cx {
+	LLVMValueRef key;  /* mix(seed ^ mix(stream)) */
+	int64_t threshold; /* keep iff (bits >> 40) >= threshold */
+	float scale;
+} dropout_cx;
+
+/* Element i is kept iff rt_rng_uniform(seed, stream, i) >= p, that is
+ * iff its top 24 random bits are >= ceil(p * 2^24); kept ones are scaled
+ * by 1 / (1 - p). */
+static void dropout_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const dropout_cx *d = ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef bits = mix64(f, LLVMBuildAdd(f->b, d->key, offs[0], ""));
+	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_i64(f, 40), "");
+	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
+					  cg_i64(f, d->threshold), "");
+	LLVMValueRef x = load_arg(k, 0, offs[1]);
+	LLVMValueRef y = LLVMBuildFMul(f->b, x, cg_f32(f, d->scale), "");
+	store_out(k, LLVMBuildSelect(f->b, keep, y, cg_f32(f, 0), ""), offs[0]);
+}
+
+bool cg_lower_dropout(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	double p = k->node->attr.dropout.p;
+	cg_nest n;
+	uint32_t args[1] = {0};
+	nest_over_output(k, &n, args, 1);
+	if (p <= 0) {
+		run_nest(k, &n, copy_body, NULL);
+		return true;
+	}
+	dropout_cx d = {NULL, (int64_t)ceil(p * 16777216.0),
+			(float)(1.0 / (double)(float)(1.0 - p))};
+	LLVMValueRef tr = cg_kernel_run_field(k, cg_t_i32(f), 16);
+	LLVMBasicBlockRef train = cg_block(f, "train"), eval = cg_block(f, "eval");
+	LLVMBasicBlockRef done = cg_block(f, "done");
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), ""),
+			train, eval);
+	LLVMPositionBuilderAtEnd(f->b, eval);
+	run_nest(k, &n, copy_body, NULL);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, train);
+	LLVMValueRef seed = cg_kernel_run_field(k, cg_t_i64(f), 0);
+	LLVMValueRef step = cg_kernel_run_field(k, cg_t_i64(f), 8);
+	LLVMValueRef stream = LLVMBuildXor(
+		f->b, LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
+		cg_i64(f, k->node->attr.dropout.stream), "");
+	d.key = mix64(f, LLVMBuildXor(f->b, seed, mix64(f, stream), ""));
+	cg_nest_emit(k, &n, k->lo, k->hi, dropout_body, &d);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+	return true;
+}

@@ -1,0 +1,649 @@
+/*
+ * cg_lower_nn.c - kernels with arithmetic across elements: batched
+ * matmul, sum/mean/max/argmax, softmax and its log and masked forms,
+ * layer norm, embedding lookup, sort and the two losses.
+ *
+ * Each kernel's outer loop runs over independent output rows, so a split
+ * over threads never changes the order of a sum: results are the same
+ * for any thread count. Sums carry `reassoc` so LLVM may vectorize them;
+ * they then differ from the interpreter's left-to-right float sums by
+ * rounding only.
+ */
+#include "cg_lower.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- small helpers ---------------------------------------------------------- */
+
+/* A local variable (an alloca in the entry block, which SROA turns into
+ * registers) holding init. */
+static LLVMValueRef var(cg_kernel *k, LLVMTypeRef t, LLVMValueRef init)
+{
+	cg_fn *f = &k->f;
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	LLVMValueRef a = LLVMBuildAlloca(b, t, "");
+	LLVMDisposeBuilder(b);
+	LLVMBuildStore(f->b, init, a);
+	return a;
+}
+
+static LLVMValueRef get(cg_kernel *k, LLVMTypeRef t, LLVMValueRef v)
+{
+	return LLVMBuildLoad2(k->f.b, t, v, "");
+}
+
+static void set(cg_kernel *k, LLVMValueRef v, LLVMValueRef x)
+{
+	LLVMBuildStore(k->f.b, x, v);
+}
+
+static LLVMValueRef ldf(cg_kernel *k, LLVMValueRef p, LLVMValueRef off)
+{
+	return cg_lower_load(&k->f, IR_F32, p, off);
+}
+
+static void stf(cg_kernel *k, LLVMValueRef v, LLVMValueRef p, LLVMValueRef off)
+{
+	cg_lower_store(&k->f, IR_F32, v, p, off);
+}
+
+static LLVMValueRef is_nan(cg_fn *f, LLVMValueRef x)
+{
+	return LLVMBuildFCmp(f->b, LLVMRealUNO, x, x, "");
+}
+
+static LLVMValueRef fadd_r(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_fast(LLVMBuildFAdd(f->b, a, b, ""), true);
+}
+
+/* The nest's work and outer extent, then the nest over [lo, hi). */
+static void run_rows(cg_kernel *k, cg_nest *n, int64_t row_work,
+		     cg_nest_body body, void *ud)
+{
+	int64_t rows = 1;
+	cg_nest_simplify(n);
+	for (int d = 0; d < n->rank; d++)
+		rows *= n->dims[d];
+	k->extent = n->dims[0];
+	k->work = rows * row_work;
+	cg_nest_emit(k, n, k->lo, k->hi, body, ud);
+}
+
+/* ---- matmul --------------------------------------------------------------------- */
+
+typedef struct mm_cx {
+	int64_t M, N, K;
+	int64_t a_k; /* distance between A(m, k) and A(m, k + 1) */
+	bool tb;
+} mm_cx;
+
+/* One row m of one batch: offs = C(m, 0), A(m, 0), B(0, 0). */
+static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const mm_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef A = k->in[0], B = k->in[1], C = k->out;
+	cg_loop ln, lk;
+	if (c->tb) {
+		/* C(m, n) = dot(A(m, :), B(n, :)), B stored n x k. */
+		LLVMValueRef n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
+		LLVMValueRef acc = var(k, cg_t_f32(f), cg_f32(f, 0));
+		LLVMValueRef brow = cg_add(f, offs[2], cg_muli(f, n, c->K));
+		LLVMValueRef kk = cg_loop_begin(f, &lk, cg_i64(f, 0), cg_i64(f, c->K), 1);
+		LLVMValueRef a = ldf(k, A, cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
+		LLVMValueRef b = ldf(k, B, cg_add(f, brow, kk));
+		LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a, b, ""), true);
+		set(k, acc, fadd_r(f, get(k, cg_t_f32(f), acc), p));
+		cg_loop_end(f, &lk);
+		stf(k, get(k, cg_t_f32(f), acc), C, cg_add(f, offs[0], n));
+		cg_loop_end(f, &ln);
+		return;
+	}
+	/* C(m, :) = sum_k A(m, k) * B(k, :), the row of B contiguous. */
+	LLVMValueRef n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
+	stf(k, cg_f32(f, 0), C, cg_add(f, offs[0], n));
+	cg_loop_end(f, &ln);
+	LLVMValueRef kk = cg_loop_begin(f, &lk, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef a = ldf(k, A, cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
+	LLVMValueRef brow = cg_add(f, offs[2], cg_muli(f, kk, c->N));
+	n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
+	LLVMValueRef at = cg_add(f, offs[0], n);
+	LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a, ldf(k, B, cg_add(f, brow, n)),
+					       ""), false);
+	stf(k, cg_fast(LLVMBuildFAdd(f->b, ldf(k, C, at), p, ""), false), C, at);
+	cg_loop_end(f, &ln);
+	cg_loop_end(f, &lk);
+}
+
+/* Strides of an operand's batch dims (its dims but the last two) read as
+ * broadcast to the output's nb batch dims, in elements. */
+static void batch_strides(const int64_t *dims, int rank, int nb, int64_t *s)
+{
+	int64_t st[IR_MAX_RANK];
+	cg_lower_strides(dims, rank, st);
+	for (int d = 0; d < nb; d++) {
+		int i = rank - 2 - nb + d;
+		s[d] = i < 0 || dims[i] == 1 ? 0 : st[i];
+	}
+}
+
+/* Batched C = op(A) op(B): a nest over the batch dims and the rows of C,
+ * each row computed by loops LLVM vectorizes. */
+bool cg_lower_matmul(cg_kernel *k)
+{
+	int64_t ad[IR_MAX_RANK], bd[IR_MAX_RANK];
+	int ra = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), ad);
+	int rb = cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), bd);
+	bool ta = k->node->attr.matmul.ta;
+	cg_nest n;
+	memset(&n, 0, sizeof n);
+	int ro = cg_lower_dims(k->L, &k->node->type, n.dims), nb = ro - 2;
+	mm_cx c = {n.dims[nb], n.dims[nb + 1], ta ? ad[ra - 2] : ad[ra - 1], 0,
+		   k->node->attr.matmul.tb};
+	(void)rb;
+	c.a_k = ta ? c.M : 1;
+	n.rank = nb + 1; /* batch dims, then the rows of C */
+	n.n_arr = 3;
+	int64_t os[IR_MAX_RANK];
+	cg_lower_strides(n.dims, ro, os);
+	memcpy(n.strides[0], os, sizeof os);
+	batch_strides(ad, ra, nb, n.strides[1]);
+	batch_strides(bd, rb, nb, n.strides[2]);
+	n.strides[1][nb] = ta ? 1 : c.K;
+	n.strides[2][nb] = 0;
+	run_rows(k, &n, c.N * c.K, matmul_row, &c);
+	return true;
+}
+
+/* ---- reductions ------------------------------------------------------------------ */
+
+typedef struct reduce_cx {
+	ir_op op;
+	ir_dtype t;
+	LLVMValueRef value; /* init: the value to store; mean: the count */
+} reduce_cx;
+
+static void reduce_init(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const reduce_cx *r = ud;
+	cg_lower_store(&k->f, r->t, r->value, k->out, offs[0]);
+}
+
+static void reduce_mean(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const reduce_cx *r = ud;
+	LLVMValueRef v = ldf(k, k->out, offs[0]);
+	stf(k, LLVMBuildFDiv(k->f.b, v, r->value, ""), k->out, offs[0]);
+}
+
+static LLVMValueRef reduce_step(cg_fn *f, const reduce_cx *r, LLVMValueRef o,
+				LLVMValueRef v)
+{
+	if (r->t == IR_I32) {
+		if (r->op != IR_OP_MAX)
+			return LLVMBuildAdd(f->b, o, v, "");
+		LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, v, o, "");
+		return LLVMBuildSelect(f->b, gt, v, o, "");
+	}
+	if (r->op != IR_OP_MAX)
+		return fadd_r(f, o, v);
+	/* NaN wins, as in PyTorch. */
+	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
+	LLVMValueRef take = LLVMBuildOr(f->b, gt, is_nan(f, v), "");
+	return LLVMBuildSelect(f->b, take, v, o, "");
+}
+
+static void reduce_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const reduce_cx *r = ud;
+	LLVMValueRef o = cg_lower_load(&k->f, r->t, k->out, offs[0]);
+	LLVMValueRef v = cg_lower_load(&k->f, r->t, k->in[0], offs[1]);
+	cg_lower_store(&k->f, r->t, reduce_step(&k->f, r, o, v), k->out, offs[0]);
+}
+
+/* The reduced input walked in row-major order, each element added into
+ * its output element (stride 0 along reduced axes): the interpreter's
+ * order. The outer loop is split over threads only when it is a kept
+ * axis, so threads write disjoint outputs. */
+bool cg_lower_reduce(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	int64_t xd[IR_MAX_RANK], count = 1;
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
+	uint32_t axes = k->node->attr.reduce.axes;
+	cg_nest n;
+	memset(&n, 0, sizeof n);
+	n.rank = r;
+	n.n_arr = 2;
+	memcpy(n.dims, xd, sizeof xd);
+	cg_lower_strides(xd, r, n.strides[1]);
+	int64_t s = 1;
+	for (int i = r - 1; i >= 0; i--) {
+		bool red = axes & (1u << i);
+		n.strides[0][i] = red ? 0 : s;
+		s *= red ? 1 : xd[i];
+		count *= red ? xd[i] : 1;
+	}
+	ir_op op = k->node->op;
+	if (op == IR_OP_MAX && count == 0 && cg_lower_numel(k->L, &k->node->type)) {
+		ir_error(k->L->ctx, k->node->loc, "codegen: max: reduction over "
+			 "an empty axis");
+		return false;
+	}
+	cg_nest_simplify(&n);
+	cg_nest init = n;
+	for (int d = 0; d < n.rank; d++)
+		if (n.strides[0][d] == 0)
+			init.dims[d] = 1;
+	bool is_split = n.strides[0][0] != 0;
+	LLVMValueRef lo = is_split ? k->lo : cg_i64(f, 0);
+	LLVMValueRef hi_init = is_split ? k->hi : cg_i64(f, init.dims[0]);
+	LLVMValueRef hi = is_split ? k->hi : cg_i64(f, n.dims[0]);
+	k->extent = is_split ? n.dims[0] : 1;
+	k->work = 1;
+	for (int d = 0; d < n.rank; d++)
+		k->work *= n.dims[d];
+	ir_dtype t = k->node->type.dtype;
+	reduce_cx rc = {op, t, NULL};
+	if (op == IR_OP_MAX)
+		rc.value = t == IR_I32 ? cg_i32(f, INT32_MIN) : cg_f32(f, -INFINITY);
+	else
+		rc.value = t == IR_I32 ? cg_i32(f, 0) : cg_f32(f, 0);
+	cg_nest_emit(k, &init, lo, hi_init, reduce_init, &rc);
+	cg_nest_emit(k, &n, lo, hi, reduce_body, &rc);
+	if (op == IR_OP_MEAN) {
+		rc.value = cg_f32(f, (float)count);
+		cg_nest_emit(k, &init, lo, hi_init, reduce_mean, &rc);
+	}
+	return true;
+}
+
+typedef struct argmax_cx {
+	int64_t len, stride;
+	ir_dtype t;
+} argmax_cx;
+
+/* The first index of the maximum along the axis; a NaN counts as the
+ * maximum (and so the first NaN wins). */
+static void argmax_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const argmax_cx *a = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef et = cg_lower_elem_type(f, a->t);
+	LLVMValueRef bv = var(k, et, cg_lower_load(f, a->t, k->in[0], offs[1]));
+	LLVMValueRef best = var(k, cg_t_i64(f), cg_i64(f, 0));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 1), cg_i64(f, a->len), 1);
+	LLVMValueRef v = cg_lower_load(f, a->t, k->in[0],
+				       cg_add(f, offs[1], cg_muli(f, j, a->stride)));
+	LLVMValueRef b = get(k, et, bv), take;
+	if (a->t == IR_I32) {
+		take = LLVMBuildICmp(f->b, LLVMIntSGT, v, b, "");
+	} else {
+		LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, b, "");
+		take = LLVMBuildAnd(f->b, LLVMBuildNot(f->b, is_nan(f, b), ""),
+				    LLVMBuildOr(f->b, gt, is_nan(f, v), ""), "");
+	}
+	set(k, bv, LLVMBuildSelect(f->b, take, v, b, ""));
+	set(k, best, LLVMBuildSelect(f->b, take, j, get(k, cg_t_i64(f), best), ""));
+	cg_loop_end(f, &l);
+	LLVMValueRef r = LLVMBuildTrunc(f->b, get(k, cg_t_i64(f), best), cg_t_i32(f), "");
+	cg_lower_store(f, IR_I32, r, k->out, offs[0]);
+}
+
+/* Splits x's dims at axis into outer x len x inner. */
+static void split_axis(const int64_t *dims, int rank, int ax, int64_t *outer,
+		       int64_t *len, int64_t *inner)
+{
+	*outer = *inner = 1;
+	for (int i = 0; i < ax; i++)
+		*outer *= dims[i];
+	for (int i = ax + 1; i < rank; i++)
+		*inner *= dims[i];
+	*len = dims[ax];
+}
+
+/* A nest over (outer, inner) with arrays 0 (out) and 1 (x) at the line
+ * starts: out has out_len per line, x has x_len. */
+static void line_nest(cg_nest *n, int64_t outer, int64_t inner,
+		      int64_t out_len, int64_t x_len)
+{
+	memset(n, 0, sizeof *n);
+	n->rank = 2;
+	n->n_arr = 2;
+	n->dims[0] = outer;
+	n->dims[1] = inner;
+	n->strides[0][0] = out_len * inner;
+	n->strides[0][1] = 1;
+	n->strides[1][0] = x_len * inner;
+	n->strides[1][1] = 1;
+}
+
+bool cg_lower_argmax(cg_kernel *k)
+{
+	int64_t xd[IR_MAX_RANK], outer, len, inner;
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
+	int ax = __builtin_ctz(k->node->attr.reduce.axes);
+	split_axis(xd, r, ax, &outer, &len, &inner);
+	if (len == 0 && outer * inner > 0) {
+		ir_error(k->L->ctx, k->node->loc, "codegen: argmax: reduction "
+			 "over an empty axis");
+		return false;
+	}
+	argmax_cx a = {len, inner, cg_kernel_arg_type(k, 0)->dtype};
+	cg_nest n;
+	line_nest(&n, outer, inner, 1, len);
+	run_rows(k, &n, len, argmax_body, &a);
+	return true;
+}
+
+/* ---- softmax family and layer norm ------------------------------------------------ */
+
+typedef struct row_cx {
+	int64_t K;
+	bool is_log, is_masked;
+	float fill;
+	float eps;
+} row_cx;
+
+/* x's leading dims (all but the last) as a nest; arrays 0 (out) and 1
+ * (x) step by rows of K, array 2 reads operand 1 (valid lengths) aligned
+ * with the leading dims, size-1 dims stretched. */
+static void row_nest(const cg_kernel *k, cg_nest *n, int64_t *K, bool masked)
+{
+	int64_t xd[IR_MAX_RANK], vd[IR_MAX_RANK], vs[IR_MAX_RANK];
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
+	memset(n, 0, sizeof *n);
+	*K = xd[r - 1];
+	n->rank = r - 1;
+	n->n_arr = masked ? 3 : 2;
+	memcpy(n->dims, xd, sizeof xd);
+	int64_t s[IR_MAX_RANK];
+	cg_lower_strides(xd, r, s);
+	memcpy(n->strides[0], s, sizeof s);
+	memcpy(n->strides[1], s, sizeof s);
+	if (!masked)
+		return;
+	int vr = cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), vd);
+	cg_lower_strides(vd, vr, vs);
+	for (int d = 0; d < r - 1; d++)
+		n->strides[2][d] = d < vr && vd[d] != 1 ? vs[d] : 0;
+}
+
+/* Softmax of one row, as the interpreter: positions >= valid read as
+ * fill; max-subtracted exps summed; divided (or, for log, subtracted). */
+static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const row_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef valid = cg_i64(f, c->K);
+	if (c->is_masked)
+		valid = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[2]),
+				      cg_t_i64(f), "");
+	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef v = ldf(k, k->in[0], cg_add(f, offs[1], j));
+	if (c->is_masked) {
+		LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, j, valid, "");
+		v = LLVMBuildSelect(f->b, in, v, cg_f32(f, c->fill), "");
+	}
+	stf(k, v, k->out, cg_add(f, offs[0], j));
+	set(k, mx, cg_lower_fcall(f, "llvm.maxnum", get(k, ft, mx), v));
+	cg_loop_end(f, &l);
+	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef at = cg_add(f, offs[0], j);
+	LLVMValueRef e = cg_lower_fcall(
+		f, "llvm.exp", LLVMBuildFSub(f->b, ldf(k, k->out, at), m, ""), NULL);
+	set(k, sum, fadd_r(f, get(k, ft, sum), e));
+	if (!c->is_log)
+		stf(k, e, k->out, at);
+	cg_loop_end(f, &l);
+	LLVMValueRef s = get(k, ft, sum);
+	LLVMValueRef lse = c->is_log ? cg_lower_fcall(f, "llvm.log", s, NULL) : NULL;
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	at = cg_add(f, offs[0], j);
+	v = ldf(k, k->out, at);
+	v = c->is_log ? LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, v, m, ""), lse, "")
+		      : LLVMBuildFDiv(f->b, v, s, "");
+	stf(k, v, k->out, at);
+	cg_loop_end(f, &l);
+}
+
+bool cg_lower_softmax(cg_kernel *k)
+{
+	row_cx c = {0};
+	c.is_log = k->node->op == IR_OP_LOG_SOFTMAX;
+	c.is_masked = k->node->op == IR_OP_MASKED_SOFTMAX;
+	if (c.is_masked)
+		c.fill = (float)k->node->attr.fill;
+	cg_nest n;
+	row_nest(k, &n, &c.K, c.is_masked);
+	run_rows(k, &n, 3 * c.K, softmax_row, &c);
+	return true;
+}
+
+/* (x - mean) / sqrt(var + eps) * gamma + beta over one row, the biased
+ * variance from a second pass, as the interpreter. */
+static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const row_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)), sq = var(k, ft, cg_f32(f, 0));
+	LLVMValueRef Kf = cg_f32(f, (float)c->K);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	set(k, sum, fadd_r(f, get(k, ft, sum), ldf(k, k->in[0], cg_add(f, offs[1], j))));
+	cg_loop_end(f, &l);
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->in[0], cg_add(f, offs[1], j)),
+				       mean, "");
+	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
+	set(k, sq, fadd_r(f, get(k, ft, sq), d2));
+	cg_loop_end(f, &l);
+	LLVMValueRef v = LLVMBuildFAdd(
+		f->b, LLVMBuildFDiv(f->b, get(k, ft, sq), Kf, ""), cg_f32(f, c->eps), "");
+	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	d = LLVMBuildFSub(f->b, ldf(k, k->in[0], cg_add(f, offs[1], j)), mean, "");
+	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
+				       ldf(k, k->in[1], j), "");
+	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j), ""),
+		    false);
+	stf(k, y, k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
+bool cg_lower_layer_norm(cg_kernel *k)
+{
+	row_cx c = {0};
+	c.eps = (float)k->node->attr.eps;
+	cg_nest n;
+	row_nest(k, &n, &c.K, false);
+	run_rows(k, &n, 3 * c.K, layer_norm_row, &c);
+	return true;
+}
+
+/* ---- embedding ------------------------------------------------------------------------ */
+
+typedef struct embed_cx {
+	int64_t V, D;
+} embed_cx;
+
+/* offs: 0 = the output row, 1 = the id. */
+static void embedding_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const embed_cx *e = ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef id = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[0], offs[1]),
+					cg_t_i64(f), "");
+	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, e->V), ""),
+			  ATTNRT_ERR_INDEX);
+	LLVMValueRef row = cg_muli(f, id, e->D);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, e->D), 1);
+	stf(k, ldf(k, k->in[1], cg_add(f, row, j)), k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
+bool cg_lower_embedding(cg_kernel *k)
+{
+	int64_t td[2];
+	cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), td);
+	embed_cx e = {td[0], td[1]};
+	cg_nest n;
+	line_nest(&n, cg_lower_numel(k->L, cg_kernel_arg_type(k, 0)), 1, e.D, 1);
+	run_rows(k, &n, e.D, embedding_row, &e);
+	return true;
+}
+
+/* ---- sort ------------------------------------------------------------------------------- */
+
+typedef struct sort_cx {
+	int64_t len, stride;
+	ir_dtype t;
+} sort_cx;
+
+/* a < b in the order of torch.sort: ascending, NaN last. */
+static LLVMValueRef sort_less(cg_fn *f, ir_dtype t, LLVMValueRef a, LLVMValueRef b)
+{
+	if (t == IR_I32)
+		return LLVMBuildICmp(f->b, LLVMIntSLT, a, b, "");
+	LLVMValueRef lt = LLVMBuildFCmp(f->b, LLVMRealOLT, a, b, "");
+	LLVMValueRef a_num = LLVMBuildFCmp(f->b, LLVMRealORD, a, a, "");
+	return LLVMBuildAnd(f->b, a_num, LLVMBuildOr(f->b, lt, is_nan(f, b), ""), "");
+}
+
+/* Insertion sort of the line at offs[0] after copying it from offs[1]. */
+static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const sort_cx *s = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef et = cg_lower_elem_type(f, s->t);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len), 1);
+	LLVMValueRef step = cg_muli(f, j, s->stride);
+	cg_lower_store(f, s->t, cg_lower_load(f, s->t, k->in[0], cg_add(f, offs[1], step)),
+		       k->out, cg_add(f, offs[0], step));
+	cg_loop_end(f, &l);
+	j = cg_loop_begin(f, &l, cg_i64(f, 1), cg_i64(f, s->len), 1);
+	LLVMValueRef v = cg_lower_load(f, s->t, k->out,
+				       cg_add(f, offs[0], cg_muli(f, j, s->stride)));
+	LLVMValueRef pos = var(k, cg_t_i64(f), j);
+	LLVMBasicBlockRef head = cg_block(f, "ins"), body = cg_block(f, "shift"),
+			  done = cg_block(f, "place");
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, head);
+	LLVMValueRef p = get(k, cg_t_i64(f), pos);
+	LLVMValueRef prev_i = LLVMBuildSub(f->b, p, cg_i64(f, 1), "");
+	LLVMValueRef pos_ok = LLVMBuildICmp(f->b, LLVMIntSGT, p, cg_i64(f, 0), "");
+	LLVMValueRef safe = LLVMBuildSelect(f->b, pos_ok, prev_i, cg_i64(f, 0), "");
+	LLVMValueRef prev_at = cg_add(f, offs[0], cg_muli(f, safe, s->stride));
+	LLVMValueRef prev = cg_lower_load(f, s->t, k->out, prev_at);
+	LLVMValueRef go = LLVMBuildAnd(f->b, pos_ok, sort_less(f, s->t, v, prev), "");
+	LLVMBuildCondBr(f->b, go, body, done);
+	LLVMPositionBuilderAtEnd(f->b, body);
+	cg_lower_store(f, s->t, prev, k->out,
+		       cg_add(f, offs[0], cg_muli(f, p, s->stride)));
+	set(k, pos, prev_i);
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, done);
+	cg_lower_store(f, s->t, v, k->out, cg_add(f, offs[0], cg_muli(f, p, s->stride)));
+	(void)et;
+	cg_loop_end(f, &l);
+}
+
+bool cg_lower_sort(cg_kernel *k)
+{
+	int64_t xd[IR_MAX_RANK], outer, len, inner;
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
+	split_axis(xd, r, k->node->attr.axis, &outer, &len, &inner);
+	sort_cx s = {len, inner, k->node->type.dtype};
+	cg_nest n;
+	line_nest(&n, outer, inner, len, len);
+	run_rows(k, &n, len * (len < 64 ? len : 64), sort_line, &s);
+	return true;
+}
+
+/* ---- losses ------------------------------------------------------------------------------- */
+
+/* mean((pred - target)^2); NaN when there are no elements. */
+bool cg_lower_mse_loss(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	int64_t n = cg_lower_numel(k->L, cg_kernel_arg_type(k, 0));
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef sum = var(k, ft, cg_f32(f, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->in[0], i), ldf(k, k->in[1], i), "");
+	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
+	set(k, sum, fadd_r(f, get(k, ft, sum), d2));
+	cg_loop_end(f, &l);
+	LLVMValueRef r = n ? LLVMBuildFDiv(f->b, get(k, ft, sum), cg_f32(f, (float)n), "")
+			   : cg_f32(f, NAN);
+	stf(k, r, k->out, cg_i64(f, 0));
+	k->extent = 1;
+	k->work = n;
+	return true;
+}
+
+/* -log_softmax(logits)[label] of one row; offs: 0 = out, 1 = logits row,
+ * 2 = label. */
+static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const row_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[2]),
+				       cg_t_i64(f), "");
+	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
+			  ATTNRT_ERR_INDEX);
+	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef v = ldf(k, k->in[0], cg_add(f, offs[1], j));
+	set(k, mx, cg_lower_fcall(f, "llvm.maxnum", get(k, ft, mx), v));
+	cg_loop_end(f, &l);
+	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	v = ldf(k, k->in[0], cg_add(f, offs[1], j));
+	LLVMValueRef e = cg_lower_fcall(f, "llvm.exp", LLVMBuildFSub(f->b, v, m, ""), NULL);
+	set(k, sum, fadd_r(f, get(k, ft, sum), e));
+	cg_loop_end(f, &l);
+	LLVMValueRef xy = ldf(k, k->in[0], cg_add(f, offs[1], y));
+	LLVMValueRef ls = LLVMBuildFSub(
+		f->b, LLVMBuildFSub(f->b, xy, m, ""),
+		cg_lower_fcall(f, "llvm.log", get(k, ft, sum), NULL), "");
+	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, offs[0]);
+}
+
+bool cg_lower_cross_entropy(cg_kernel *k)
+{
+	int64_t ld[IR_MAX_RANK];
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), ld);
+	row_cx c = {0};
+	c.K = ld[r - 1];
+	cg_nest n;
+	memset(&n, 0, sizeof n);
+	n.rank = 1;
+	n.n_arr = 3;
+	n.dims[0] = cg_lower_numel(k->L, cg_kernel_arg_type(k, 1));
+	n.strides[0][0] = 1;
+	n.strides[1][0] = c.K;
+	n.strides[2][0] = 1;
+	run_rows(k, &n, 2 * c.K, cross_entropy_row, &c);
+	return true;
+}

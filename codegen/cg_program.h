@@ -1,0 +1,121 @@
+/*
+ * cg_program.h - a whole optimized IR module lowered to native code: one
+ * entry point per exported function, all in one cg_module, compiled once.
+ *
+ * Every shape is fixed here: the caller gives the value of each module
+ * symbol (B, V_src, ...), and every dim becomes coef * value. Each entry
+ * point has the ABI of runtime/attnrt.h:
+ *
+ *   int <prefix>_<function>(const attnrt_run *run, void *params,
+ *                           void *scratch, const void *const *inputs,
+ *                           void *const *outputs);
+ *
+ * params is one block for the whole program, laid out as
+ * cg_program_params() says (each parameter 64-byte aligned, in module
+ * order); scratch is per entry point (cg_program_scratch_bytes), 64-byte
+ * aligned, garbage between calls; inputs and outputs are dense row-major
+ * tensors as cg_program_inputs()/cg_program_outputs() describe. Nothing
+ * is allocated by generated code (the generated sgemm may allocate its
+ * packing buffers). docs/codegen.md, section "Lowering", tells how the
+ * graph becomes kernels.
+ *
+ * This header uses plain C and IR types only; LLVM stays inside codegen/.
+ */
+#ifndef ATTNC_CG_PROGRAM_H
+#define ATTNC_CG_PROGRAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "attnrt.h"
+#include "cg.h"
+#include "ir.h"
+
+typedef struct cg_program cg_program;
+
+typedef struct cg_program_options {
+	/* Prefix of the entry points' symbols; NULL = the module's name. */
+	const char *prefix;
+	/* Never start parallel regions (every kernel serial). */
+	bool is_serial;
+	/* Elements of work a kernel needs before it runs in parallel;
+	 * 0 = CG_PROGRAM_GRAIN_DEFAULT. */
+	int64_t grain;
+} cg_program_options;
+
+#define CG_PROGRAM_GRAIN_DEFAULT 32768
+
+
+/* Lowers every exported function of m (already through the pass
+ * pipeline and verified) into one new cg_module. sym_values has
+ * m->n_syms entries: the value of each symbol, or 0 to take the symbol's
+ * fallback. opts may be NULL (defaults).
+ *
+ * Returns NULL after reporting each problem through ir_error on ctx: an
+ * unbound symbol, a dtype or op the backend cannot lower (naming the op
+ * and its .g location), an LLVM failure. m must outlive the program
+ * (names in the tables point into it); the program does not change m. */
+cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
+			      const int64_t *sym_values,
+			      const cg_program_options *opts);
+
+/* Frees the program, its LLVM module and its JIT code (entry points from
+ * cg_program_entry dangle afterwards). NULL is a no-op. */
+void cg_program_destroy(cg_program *p);
+
+/* Optimizes and JIT-compiles the module, then looks up every entry point.
+ * Returns false after reporting the LLVM error on the program's ctx.
+ * After it, cg_program_emit no longer works (the JIT owns the module). */
+bool cg_program_jit(cg_program *p);
+
+/* Writes the optimized module as LLVM IR text, assembly or a PIC object
+ * to path (or, for the _buffer form, into a malloc'd NUL-terminated
+ * buffer the caller frees). Must come before cg_program_jit. Returns
+ * false after reporting the error. */
+bool cg_program_emit(cg_program *p, cg_emit_kind kind, const char *path);
+bool cg_program_emit_buffer(cg_program *p, cg_emit_kind kind, char **data,
+			    size_t *len);
+
+/* Number of entry points (the exported functions, in module order) and
+ * the IR function name of entry i (< cg_program_n_entries). */
+uint32_t cg_program_n_entries(const cg_program *p);
+const char *cg_program_entry_name(const cg_program *p, uint32_t i);
+
+/* The linker symbol of the entry point for function func
+ * ("<prefix>_<func>"), or NULL if func is not exported. Owned by p. */
+const char *cg_program_symbol(const cg_program *p, const char *func);
+
+/* The callable entry point for func after cg_program_jit, or NULL. */
+attnrt_entry_fn cg_program_entry(const cg_program *p, const char *func);
+
+/* Bytes of scratch memory the entry point for func needs (0 if func is
+ * not exported, or needs none). */
+size_t cg_program_scratch_bytes(const cg_program *p, const char *func);
+
+/* Bytes of the params block (a multiple of ATTNRT_ALIGN). */
+size_t cg_program_params_bytes(const cg_program *p);
+
+/* The parameter table, one entry per module parameter in module order,
+ * with concrete dims; *n receives the count. Owned by p. */
+const attnrt_param_info *cg_program_params(const cg_program *p, uint32_t *n);
+
+/* The inputs (arguments) and outputs (results) of the entry point for
+ * func, with concrete dims; *n receives the count. NULL (and *n = 0) if
+ * func is not exported. Owned by p. */
+const attnrt_tensor_info *cg_program_inputs(const cg_program *p,
+					    const char *func, uint32_t *n);
+const attnrt_tensor_info *cg_program_outputs(const cg_program *p,
+					     const char *func, uint32_t *n);
+
+/* Number of kernels generated (one per node that computes), over all
+ * entry points, and how many of them may run in parallel. */
+uint32_t cg_program_n_kernels(const cg_program *p);
+uint32_t cg_program_n_parallel(const cg_program *p);
+
+/* Compilation statistics of the underlying module; build_ms is the time
+ * spent building the LLVM IR in cg_program_create. */
+cg_module_stats cg_program_stats(const cg_program *p);
+double cg_program_build_ms(const cg_program *p);
+
+#endif

@@ -1,0 +1,947 @@
+/*
+ * test_codegen_lower.c - the lowering of whole IR functions to native code
+ * (cg_program.h), tested against the reference interpreter: every op on
+ * hand-built graphs with odd shapes, broadcasting, size-1 dims and rank 0;
+ * run-time errors; dropout's random mask bit for bit; 1 and 2 threads;
+ * vectorized hot loops. The book's models are in test_codegen_lower_models.c.
+ */
+#include "cg_program.h"
+#include "interp.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a module with one function, built node by node ---------------------- */
+
+typedef struct fx {
+	ir_ctx ctx;
+	ir_module *m;
+	ir_func *f;
+	char *diag;
+	size_t diag_len;
+	uint64_t rng;
+} fx;
+
+static void fx_init(fx *x)
+{
+	memset(x, 0, sizeof *x);
+	ir_ctx_init(&x->ctx);
+	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
+	x->m = ir_module_create(&x->ctx, "t");
+	x->f = ir_module_add_func(x->m, "f", (ir_loc){0});
+	x->f->is_export = true;
+	x->f->inputs = ir_arena_alloc(&x->m->arena, 64 * sizeof(ir_id));
+	x->f->input_names = ir_arena_alloc(&x->m->arena, 64 * sizeof(char *));
+	x->f->outputs = ir_arena_alloc(&x->m->arena, 64 * sizeof(ir_id));
+	x->f->output_names = ir_arena_alloc(&x->m->arena, 64 * sizeof(char *));
+	x->rng = 0x1234567;
+}
+
+static const char *fx_diag(fx *x)
+{
+	fflush(x->ctx.diag_out);
+	return x->diag ? x->diag : "";
+}
+
+static void fx_fini(fx *x)
+{
+	ir_module_destroy(x->m);
+	fclose(x->ctx.diag_out);
+	free(x->diag);
+	ir_ctx_fini(&x->ctx);
+}
+
+static ir_type ty(ir_dtype dt, int rank, ...)
+{
+	ir_type t = {.dtype = dt, .rank = (uint8_t)rank};
+	va_list ap;
+	va_start(ap, rank);
+	for (int i = 0; i < rank; i++)
+		t.dims[i] = ir_dim_static(va_arg(ap, int));
+	va_end(ap);
+	return t;
+}
+
+static ir_id build(fx *x, ir_op op, const ir_id *args, uint32_t n,
+		   const ir_attr *attr, const ir_type *t)
+{
+	ir_id id = ir_build(x->m, x->f, op, args, n, attr, t, (ir_loc){0});
+	ck_assert_msg(id != IR_NONE, "building %s: %s", ir_op_table[op].name,
+		      fx_diag(x));
+	return id;
+}
+
+static ir_id input(fx *x, ir_type t)
+{
+	ir_attr a = {.input_index = x->f->n_inputs};
+	ir_id id = build(x, IR_OP_INPUT, NULL, 0, &a, &t);
+	x->f->input_names[x->f->n_inputs] = "in";
+	x->f->inputs[x->f->n_inputs++] = id;
+	return id;
+}
+
+static ir_id param(fx *x, const char *name, ir_type t, ir_init_kind init)
+{
+	int32_t p = ir_module_add_param(x->m, name, &t, init, 0, 1, (ir_loc){0});
+	ir_attr a = {.param_index = (uint32_t)p};
+	return build(x, IR_OP_PARAM, NULL, 0, &a, &t);
+}
+
+static ir_id cnst(fx *x, ir_type t, const void *data)
+{
+	int32_t c = ir_module_add_const(x->m, &t, data);
+	ir_attr a = {.const_index = (uint32_t)c};
+	return build(x, IR_OP_CONST, NULL, 0, &a, &t);
+}
+
+static ir_id op1(fx *x, ir_op op, ir_id a, const ir_attr *attr)
+{
+	return build(x, op, &a, 1, attr, NULL);
+}
+
+static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
+{
+	ir_id args[2] = {a, b};
+	return build(x, op, args, 2, attr, NULL);
+}
+
+static ir_id to_type(fx *x, ir_op op, ir_id a, ir_type t)
+{
+	return build(x, op, &a, 1, NULL, &t);
+}
+
+static void ret(fx *x, ir_id id)
+{
+	x->f->output_names[x->f->n_outputs] = "out";
+	x->f->outputs[x->f->n_outputs++] = id;
+}
+
+/* ---- running both ways ------------------------------------------------------ */
+
+typedef struct run_cfg {
+	bool is_training;
+	uint64_t seed, step;
+	int n_threads;
+	double tol;       /* atol and rtol of float outputs */
+	int32_t int_lo, int_hi; /* range of random i32 inputs */
+	float f_lo, f_hi;       /* range of random f32 inputs */
+} run_cfg;
+
+static run_cfg cfg_default(void)
+{
+	return (run_cfg){false, 7, 3, 1, 1e-5, 0, 5, -2.0f, 2.0f};
+}
+
+static uint64_t next(fx *x)
+{
+	x->rng = x->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return x->rng >> 33;
+}
+
+/* Random inputs for every argument of f (static dims). */
+static void make_inputs(fx *x, const run_cfg *c, interp_tensor *in)
+{
+	for (uint32_t i = 0; i < x->f->n_inputs; i++) {
+		const ir_type *t = &x->f->g.nodes[x->f->inputs[i]].type;
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < t->rank; d++)
+			dims[d] = t->dims[d].coef;
+		ck_assert(interp_tensor_alloc(&x->ctx, &in[i], t->dtype, t->rank,
+					      dims));
+		int64_t n = interp_tensor_numel(&in[i]);
+		for (int64_t e = 0; e < n; e++) {
+			double u = (double)(next(x) % 1000000) / 1e6;
+			if (t->dtype == IR_I32)
+				((int32_t *)in[i].data)[e] =
+					c->int_lo +
+					(int32_t)(next(x) % (uint64_t)(c->int_hi - c->int_lo + 1));
+			else
+				((float *)in[i].data)[e] =
+					c->f_lo + (float)u * (c->f_hi - c->f_lo);
+		}
+	}
+}
+
+/* The JIT's results: status and one malloc'd buffer per output. */
+typedef struct jit_result {
+	int status;
+	void *out[64];
+	int64_t numel[64];
+	uint32_t n_kernels, n_parallel;
+} jit_result;
+
+static void copy_params(cg_program *p, const interp_tensor *params, char *block)
+{
+	uint32_t n;
+	const attnrt_param_info *pi = cg_program_params(p, &n);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(block + pi[i].offset, params[i].data,
+		       (size_t)interp_tensor_numel(&params[i]) * 4);
+}
+
+static size_t round64(size_t n)
+{
+	return (n + 63) / 64 * 64 + 64;
+}
+
+static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
+			  const interp_tensor *params, const run_cfg *c)
+{
+	jit_result r = {0};
+	cg_program *p = cg_program_create(&x->ctx, x->m, syms, NULL);
+	ck_assert_msg(p != NULL, "lowering failed: %s", fx_diag(x));
+	ck_assert_msg(cg_program_jit(p), "jit failed: %s", fx_diag(x));
+	attnrt_entry_fn fn = cg_program_entry(p, "f");
+	ck_assert(fn != NULL);
+	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
+	memset(sb, 0xff, round64(cg_program_scratch_bytes(p, "f")));
+	copy_params(p, params, pb);
+	const void *ins[64];
+	void *outs[64];
+	for (uint32_t i = 0; i < x->f->n_inputs; i++)
+		ins[i] = in[i].data;
+	uint32_t no;
+	const attnrt_tensor_info *oi = cg_program_outputs(p, "f", &no);
+	ck_assert_uint_eq(no, x->f->n_outputs);
+	for (uint32_t o = 0; o < no; o++) {
+		r.numel[o] = 1;
+		for (int d = 0; d < oi[o].rank; d++)
+			r.numel[o] *= oi[o].dims[d];
+		outs[o] = r.out[o] = calloc((size_t)r.numel[o] + 1, 4);
+	}
+	attnrt_run run = {c->seed, c->step, c->is_training, c->n_threads};
+	r.status = fn(&run, pb, sb, ins, outs);
+	r.n_kernels = cg_program_n_kernels(p);
+	r.n_parallel = cg_program_n_parallel(p);
+	free(pb);
+	free(sb);
+	cg_program_destroy(p);
+	return r;
+}
+
+static void jit_result_fini(jit_result *r, uint32_t n)
+{
+	for (uint32_t o = 0; o < n; o++)
+		free(r->out[o]);
+}
+
+static void compare(const interp_tensor *want, const jit_result *r, uint32_t o,
+		    double tol)
+{
+	int64_t n = interp_tensor_numel(want);
+	ck_assert_int_eq(n, r->numel[o]);
+	if (want->dtype == IR_I32) {
+		for (int64_t i = 0; i < n; i++)
+			ck_assert_msg(((int32_t *)want->data)[i] ==
+					      ((int32_t *)r->out[o])[i],
+				      "output %u element %lld: interp %d, jit %d", o,
+				      (long long)i, ((int32_t *)want->data)[i],
+				      ((int32_t *)r->out[o])[i]);
+		return;
+	}
+	const float *a = r->out[o], *b = want->data;
+	for (int64_t i = 0; i < n; i++) {
+		if (isnan(a[i]) && isnan(b[i]))
+			continue;
+		if (tol == 0) {
+			ck_assert_msg(a[i] == b[i], "output %u element %lld: "
+				      "interp %.9g, jit %.9g", o, (long long)i,
+				      b[i], a[i]);
+			continue;
+		}
+		double e = tu_max_rel_err(&a[i], &b[i], 1, tol, tol);
+		ck_assert_msg(e <= 1, "output %u element %lld: interp %.9g, jit %.9g",
+			      o, (long long)i, b[i], a[i]);
+	}
+}
+
+typedef struct both {
+	interp_tensor in[64], params[64], want[64];
+	int64_t syms[8];
+	jit_result got;
+} both;
+
+/* Runs f in the interpreter (float32) and through the JIT on the same
+ * random inputs and parameters. */
+static void run_both(fx *x, const run_cfg *c, both *b)
+{
+	memset(b, 0, sizeof *b);
+	ck_assert_msg(ir_module_verify(x->m), "%s", fx_diag(x));
+	make_inputs(x, c, b->in);
+	ck_assert(interp_bind_syms(&x->ctx, x->m, x->f, b->in, b->syms));
+	ck_assert(interp_params_init(&x->ctx, x->m, b->syms, 42, false, b->params));
+	interp_opts o = {false, c->is_training, c->seed, c->step};
+	ck_assert_msg(interp_run(&x->ctx, x->m, x->f, &o, b->params, b->in, b->want),
+		      "interp: %s", fx_diag(x));
+	b->got = jit_run(x, b->syms, b->in, b->params, c);
+}
+
+static void both_fini(fx *x, both *b)
+{
+	for (uint32_t i = 0; i < x->f->n_inputs; i++)
+		interp_tensor_fini(&x->ctx, &b->in[i]);
+	for (uint32_t i = 0; i < x->m->n_params; i++)
+		interp_tensor_fini(&x->ctx, &b->params[i]);
+	for (uint32_t o = 0; o < x->f->n_outputs; o++)
+		interp_tensor_fini(&x->ctx, &b->want[o]);
+	jit_result_fini(&b->got, x->f->n_outputs);
+}
+
+/* Runs both ways and checks every output agrees. */
+static void check_cfg(fx *x, const run_cfg *c)
+{
+	both b;
+	run_both(x, c, &b);
+	ck_assert_int_eq(b.got.status, 0);
+	for (uint32_t o = 0; o < x->f->n_outputs; o++)
+		compare(&b.want[o], &b.got, o, c->tol);
+	both_fini(x, &b);
+}
+
+static void check(fx *x)
+{
+	run_cfg c = cfg_default();
+	check_cfg(x, &c);
+}
+
+/* ---- elementwise -------------------------------------------------------------- */
+
+START_TEST(test_add_broadcasts_like_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 3, 3, 1, 5));
+	ir_id b = input(&x, ty(IR_F32, 2, 4, 5));
+	ret(&x, op2(&x, IR_OP_ADD, a, b, NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_add_of_known_values_gives_their_sum)
+{
+	fx x;
+	fx_init(&x);
+	float av[3] = {1, 2, 3}, bv[1] = {10};
+	ir_id a = cnst(&x, ty(IR_F32, 1, 3), av);
+	ir_id b = cnst(&x, ty(IR_F32, 0), bv);
+	ir_id in = input(&x, ty(IR_F32, 1, 3));
+	ret(&x, op2(&x, IR_OP_ADD, op2(&x, IR_OP_ADD, a, b, NULL), in, NULL));
+	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", fx_diag(&x));
+	float inv[3] = {0.5f, 0.25f, 0.125f}, out[3] = {0};
+	const void *ins[1] = {inv};
+	void *outs[1] = {out};
+	attnrt_run run = {0, 0, 0, 1};
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
+	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
+	ck_assert_float_eq(out[0], 11.5f);
+	ck_assert_float_eq(out[1], 12.25f);
+	ck_assert_float_eq(out[2], 13.125f);
+	free(sb);
+	cg_program_destroy(p);
+	fx_fini(&x);
+}
+END_TEST
+
+static const ir_op unary_ops[] = {IR_OP_NEG, IR_OP_EXP, IR_OP_TANH,
+				  IR_OP_SIGMOID, IR_OP_RELU, IR_OP_SIN,
+				  IR_OP_COS, IR_OP_ABS};
+
+START_TEST(test_every_float_unary_op_matches_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 2, 7, 13));
+	for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
+		ret(&x, op1(&x, unary_ops[i], a, NULL));
+	ir_id pos = op1(&x, IR_OP_ABS, a, NULL);
+	ret(&x, op1(&x, IR_OP_LOG, pos, NULL));
+	ret(&x, op1(&x, IR_OP_SQRT, pos, NULL));
+	ret(&x, to_type(&x, IR_OP_CAST, a, ty(IR_I32, 2, 7, 13)));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+static const ir_op binary_ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,
+				   IR_OP_DIV, IR_OP_MAXIMUM, IR_OP_MINIMUM,
+				   IR_OP_LT, IR_OP_LE, IR_OP_GT, IR_OP_GE,
+				   IR_OP_EQ, IR_OP_NE};
+
+START_TEST(test_every_float_binary_op_broadcasts_like_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 4, 2, 1, 3, 5));
+	ir_id b = input(&x, ty(IR_F32, 3, 6, 1, 5));
+	ir_id s = input(&x, ty(IR_F32, 0));
+	for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++) {
+		ret(&x, op2(&x, binary_ops[i], a, b, NULL));
+		ret(&x, op2(&x, binary_ops[i], s, a, NULL));
+	}
+	ret(&x, op2(&x, IR_OP_POW, op1(&x, IR_OP_ABS, a, NULL), b, NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_integer_ops_wrap_and_truncate_like_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_I32, 2, 5, 7));
+	ir_id b = input(&x, ty(IR_I32, 1, 7));
+	static const ir_op ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,
+				    IR_OP_MAXIMUM, IR_OP_MINIMUM,
+				    IR_OP_LT, IR_OP_EQ, IR_OP_NE, IR_OP_GE};
+	for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+		ret(&x, op2(&x, ops[i], a, b, NULL));
+	ret(&x, op1(&x, IR_OP_NEG, a, NULL));
+	ret(&x, op1(&x, IR_OP_ABS, a, NULL));
+	ret(&x, to_type(&x, IR_OP_CAST, a, ty(IR_F32, 2, 5, 7)));
+	run_cfg c = cfg_default();
+	c.int_lo = -40000; /* products wrap */
+	c.int_hi = 40000;
+	check_cfg(&x, &c);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_select_picks_by_a_broadcast_condition)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 2, 4, 6));
+	ir_id b = input(&x, ty(IR_F32, 2, 4, 6));
+	ir_id c = op2(&x, IR_OP_GT, input(&x, ty(IR_F32, 1, 6)),
+		      input(&x, ty(IR_F32, 2, 4, 1)), NULL);
+	ir_id args[3] = {c, a, b};
+	ret(&x, build(&x, IR_OP_SELECT, args, 3, NULL, NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* ---- matmul ------------------------------------------------------------------- */
+
+static void matmul_case(int ta, int tb, bool big)
+{
+	fx x;
+	fx_init(&x);
+	int M = big ? 67 : 5, K = big ? 45 : 3, N = big ? 70 : 7;
+	ir_type at = ta ? ty(IR_F32, 4, 2, 1, K, M) : ty(IR_F32, 4, 2, 1, M, K);
+	ir_type bt = tb ? ty(IR_F32, 3, 4, N, K) : ty(IR_F32, 3, 4, K, N);
+	ir_attr attr = {.matmul = {ta, tb}};
+	ret(&x, op2(&x, IR_OP_MATMUL, input(&x, at), input(&x, bt), &attr));
+	run_cfg c = cfg_default();
+	c.tol = 1e-4;
+	check_cfg(&x, &c);
+	fx_fini(&x);
+}
+
+START_TEST(test_matmul_broadcasts_batch_dims_with_every_transpose)
+{
+	matmul_case(_i & 1, _i >> 1, false);
+}
+END_TEST
+
+START_TEST(test_matmul_of_odd_larger_shapes_matches_the_interpreter)
+{
+	matmul_case(_i & 1, _i >> 1, true);
+}
+END_TEST
+
+/* ---- reductions --------------------------------------------------------------- */
+
+START_TEST(test_reductions_over_any_axes_match_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 4, 3, 5, 2, 7));
+	ir_id ai = input(&x, ty(IR_I32, 3, 3, 5, 7));
+	static const uint32_t masks[] = {1, 2, 4, 8, 5, 10, 6, 15, 9};
+	for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++)
+		for (int keep = 0; keep < 2; keep++) {
+			ir_attr r = {.reduce = {masks[i], keep}};
+			ret(&x, op1(&x, IR_OP_SUM, a, &r));
+			ret(&x, op1(&x, IR_OP_MEAN, a, &r));
+			ret(&x, op1(&x, IR_OP_MAX, a, &r));
+		}
+	ir_attr r1 = {.reduce = {2, false}}, r3 = {.reduce = {7, false}};
+	ret(&x, op1(&x, IR_OP_SUM, ai, &r1));
+	ret(&x, op1(&x, IR_OP_MAX, ai, &r3));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_argmax_takes_the_first_maximum)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 3, 4, 6, 5));
+	ir_id ai = input(&x, ty(IR_I32, 2, 6, 9));
+	for (uint32_t ax = 0; ax < 3; ax++) {
+		ir_attr r = {.reduce = {1u << ax, ax == 1}};
+		ret(&x, op1(&x, IR_OP_ARGMAX, a, &r));
+	}
+	ir_attr r = {.reduce = {2, false}};
+	ret(&x, op1(&x, IR_OP_ARGMAX, ai, &r)); /* ints 0..5: many ties */
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_sum_to_rank_zero_and_nan_max_match_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	float v[5] = {1, NAN, 3, -2, 0.5f};
+	ir_id c = cnst(&x, ty(IR_F32, 1, 5), v);
+	ir_id a = op2(&x, IR_OP_ADD, c, input(&x, ty(IR_F32, 2, 3, 5)), NULL);
+	ir_attr all = {.reduce = {3, false}}, row = {.reduce = {2, false}};
+	ret(&x, op1(&x, IR_OP_SUM, input(&x, ty(IR_F32, 2, 3, 5)), &all));
+	ret(&x, op1(&x, IR_OP_MAX, a, &row));
+	ir_attr am = {.reduce = {2, false}};
+	ret(&x, op1(&x, IR_OP_ARGMAX, a, &am));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* ---- softmax family, layer norm, dropout ----------------------------------------- */
+
+START_TEST(test_softmax_and_log_softmax_match_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 3, 2, 5, 11));
+	ret(&x, op1(&x, IR_OP_SOFTMAX, a, NULL));
+	ret(&x, op1(&x, IR_OP_LOG_SOFTMAX, a, NULL));
+	ret(&x, op1(&x, IR_OP_SOFTMAX, input(&x, ty(IR_F32, 1, 9)), NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_masked_softmax_keeps_rows_of_length_zero_uniform)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 3, 3, 4, 6));
+	ir_attr fill = {.fill = -1e6};
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, input(&x, ty(IR_I32, 1, 3)),
+		    &fill));
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, input(&x, ty(IR_I32, 2, 3, 4)),
+		    &fill));
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, input(&x, ty(IR_I32, 2, 1, 4)),
+		    &fill));
+	run_cfg c = cfg_default();
+	c.int_lo = -1;
+	c.int_hi = 7;
+	both b;
+	run_both(&x, &c, &b);
+	ck_assert_int_eq(b.got.status, 0);
+	for (uint32_t o = 0; o < x.f->n_outputs; o++)
+		compare(&b.want[o], &b.got, o, c.tol);
+	/* A row with valid length <= 0 is uniform: 1/6 everywhere. */
+	const int32_t *valid = b.in[1].data;
+	const float *out = b.got.out[0];
+	for (int r = 0; r < 3; r++)
+		if (valid[r] <= 0)
+			for (int j = 0; j < 24; j++)
+				ck_assert_float_eq_tol(out[r * 24 + j], 1.0f / 6, 1e-7);
+	both_fini(&x, &b);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_layer_norm_matches_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 3, 2, 3, 33));
+	ir_id args[3] = {a, param(&x, "g", ty(IR_F32, 1, 33), IR_INIT_UNIFORM),
+			 param(&x, "b", ty(IR_F32, 1, 33), IR_INIT_UNIFORM)};
+	ir_attr eps = {.eps = 1e-5};
+	ret(&x, build(&x, IR_OP_LAYER_NORM, args, 3, &eps, NULL));
+	run_cfg c = cfg_default();
+	c.tol = 1e-4;
+	check_cfg(&x, &c);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_dropout_in_training_masks_bit_for_bit_like_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 2, 37, 41));
+	ir_attr d1 = {.dropout = {0.1, 3}}, d2 = {.dropout = {0.5, 4}};
+	x.m->n_dropout_streams = 5;
+	ret(&x, op1(&x, IR_OP_DROPOUT, a, &d1));
+	ret(&x, op1(&x, IR_OP_DROPOUT, a, &d2));
+	run_cfg c = cfg_default();
+	c.is_training = true;
+	c.seed = 0xdeadbeef;
+	c.step = 12345;
+	c.tol = 0;
+	both b;
+	run_both(&x, &c, &b);
+	ck_assert_int_eq(b.got.status, 0);
+	for (uint32_t o = 0; o < 2; o++) {
+		ck_assert_mem_eq(b.want[o].data, b.got.out[o], 37 * 41 * 4);
+		int zeros = 0;
+		for (int i = 0; i < 37 * 41; i++)
+			zeros += ((float *)b.got.out[o])[i] == 0;
+		/* About p of the elements dropped. */
+		double p = o ? 0.5 : 0.1;
+		ck_assert(fabs(zeros / (37.0 * 41) - p) < 0.05);
+	}
+	both_fini(&x, &b);
+	c.is_training = false;
+	check_cfg(&x, &c); /* evaluation: the identity */
+	fx_fini(&x);
+}
+END_TEST
+
+/* ---- indexing and losses ------------------------------------------------------------ */
+
+START_TEST(test_embedding_gathers_rows_of_the_table)
+{
+	fx x;
+	fx_init(&x);
+	ir_id ids = input(&x, ty(IR_I32, 2, 3, 4));
+	ir_id tab = param(&x, "E", ty(IR_F32, 2, 6, 5), IR_INIT_UNIFORM);
+	ret(&x, op2(&x, IR_OP_EMBEDDING, ids, tab, NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_index_out_of_range_returns_the_error_code_of_its_node)
+{
+	fx x;
+	fx_init(&x);
+	ir_id ids = input(&x, ty(IR_I32, 1, 3));
+	ir_id tab = param(&x, "E", ty(IR_F32, 2, 4, 2), IR_INIT_ZEROS);
+	ir_id e = op2(&x, IR_OP_EMBEDDING, ids, tab, NULL);
+	ir_id lg = input(&x, ty(IR_F32, 2, 3, 5));
+	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg, ids, NULL);
+	ret(&x, e);
+	ret(&x, ce);
+	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", fx_diag(&x));
+	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
+	memset(pb, 0, round64(cg_program_params_bytes(p)));
+	int32_t idv[3] = {0, 3, 1};
+	float lgv[15] = {0}, o1[6], o2[3];
+	const void *ins[2] = {idv, lgv};
+	void *outs[2] = {o1, o2};
+	attnrt_run run = {0, 0, 0, 1};
+	attnrt_entry_fn fn = cg_program_entry(p, "f");
+	ck_assert_int_eq(fn(&run, pb, sb, ins, outs), 0);
+	ck_assert_float_eq_tol(o2[0], logf(5), 1e-6);
+	idv[1] = 4;
+	ck_assert_int_eq(fn(&run, pb, sb, ins, outs),
+			 ATTNRT_ERR_INDEX | (int)(e << 8));
+	idv[1] = -1;
+	ck_assert_int_eq(fn(&run, pb, sb, ins, outs),
+			 ATTNRT_ERR_INDEX | (int)(e << 8));
+	free(pb);
+	free(sb);
+	cg_program_destroy(p);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_label_out_of_range_fails_cross_entropy)
+{
+	fx x;
+	fx_init(&x);
+	ir_id lg = input(&x, ty(IR_F32, 2, 2, 3));
+	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg, input(&x, ty(IR_I32, 1, 2)),
+		       NULL);
+	ret(&x, ce);
+	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", fx_diag(&x));
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
+	float lgv[6] = {0};
+	int32_t lb[2] = {2, 3};
+	float out[2];
+	const void *ins[2] = {lgv, lb};
+	void *outs[1] = {out};
+	attnrt_run run = {0, 0, 0, 1};
+	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs),
+			 ATTNRT_ERR_INDEX | (int)(ce << 8));
+	free(sb);
+	cg_program_destroy(p);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_losses_match_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id lg = input(&x, ty(IR_F32, 3, 2, 3, 7));
+	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, input(&x, ty(IR_I32, 2, 2, 3)),
+		    NULL));
+	ret(&x, op2(&x, IR_OP_MSE_LOSS, lg, input(&x, ty(IR_F32, 3, 2, 3, 7)),
+		    NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* ---- layout ------------------------------------------------------------------------- */
+
+START_TEST(test_layout_ops_move_elements_like_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 3, 2, 3, 4));
+	ir_attr perm = {.permute = {{2, 0, 1}}};
+	ret(&x, op1(&x, IR_OP_PERMUTE, a, &perm));
+	ir_attr sl = {.slice = {2, 1, 4, 2}};
+	ret(&x, op1(&x, IR_OP_SLICE, a, &sl));
+	ir_attr rep = {.repeat = {{2, 1, 3}}};
+	ret(&x, op1(&x, IR_OP_REPEAT, a, &rep));
+	ir_attr ri = {.interleave = {1, 3}};
+	ret(&x, op1(&x, IR_OP_REPEAT_INTERLEAVE, a, &ri));
+	ret(&x, to_type(&x, IR_OP_BROADCAST, input(&x, ty(IR_F32, 2, 3, 1)),
+			ty(IR_F32, 3, 2, 3, 5)));
+	ir_id r = to_type(&x, IR_OP_RESHAPE, a, ty(IR_F32, 2, 6, 4));
+	ret(&x, r);
+	ir_id parts[3] = {r, input(&x, ty(IR_F32, 2, 6, 1)),
+			  input(&x, ty(IR_F32, 2, 6, 2))};
+	ir_attr ax = {.axis = 1};
+	ret(&x, build(&x, IR_OP_CONCAT, parts, 3, &ax, NULL));
+	ir_id p0[2] = {a, a};
+	ir_attr ax0 = {.axis = 0};
+	ret(&x, build(&x, IR_OP_CONCAT, p0, 2, &ax0, NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_sort_orders_lines_with_nan_last)
+{
+	fx x;
+	fx_init(&x);
+	float v[6] = {3, NAN, -1, 2, NAN, 0};
+	ir_id c = cnst(&x, ty(IR_F32, 1, 6), v);
+	ir_id a = op2(&x, IR_OP_MUL, c, input(&x, ty(IR_F32, 2, 4, 6)), NULL);
+	ir_attr ax1 = {.axis = 1}, ax0 = {.axis = 0};
+	ret(&x, op1(&x, IR_OP_SORT, a, &ax1));
+	ret(&x, op1(&x, IR_OP_SORT, a, &ax0));
+	ret(&x, op1(&x, IR_OP_SORT, input(&x, ty(IR_I32, 2, 3, 17)), &ax1));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* ---- the program ---------------------------------------------------------------------- */
+
+START_TEST(test_symbolic_dims_take_the_given_values)
+{
+	fx x;
+	fx_init(&x);
+	int32_t B = ir_module_add_sym(x.m, "B", (ir_loc){0});
+	ir_type t = ty(IR_F32, 2, 1, 3);
+	t.dims[0] = (ir_dim){2, B};
+	ir_id a = input(&x, t);
+	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
+	int64_t syms[1] = {5};
+	cg_program *p = cg_program_create(&x.ctx, x.m, syms, NULL);
+	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	uint32_t n;
+	const attnrt_tensor_info *in = cg_program_inputs(p, "f", &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(in[0].dims[0], 10);
+	ck_assert_int_eq(in[0].dims[1], 3);
+	ck_assert_uint_eq(cg_program_scratch_bytes(p, "f"), 128);
+	ck_assert_str_eq(cg_program_symbol(p, "f"), "t_f");
+	ck_assert_ptr_null(cg_program_symbol(p, "g"));
+	cg_program_destroy(p);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_unbound_symbol_is_an_error_naming_it)
+{
+	fx x;
+	fx_init(&x);
+	int32_t B = ir_module_add_sym(x.m, "Batch", (ir_loc){0});
+	ir_type t = ty(IR_F32, 1, 1);
+	t.dims[0] = (ir_dim){1, B};
+	ret(&x, op1(&x, IR_OP_EXP, input(&x, t), NULL));
+	ck_assert_ptr_null(cg_program_create(&x.ctx, x.m, NULL, NULL));
+	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "symbol 'Batch' has no value"));
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_params_are_laid_out_at_aligned_offsets)
+{
+	fx x;
+	fx_init(&x);
+	ir_id w = param(&x, "w", ty(IR_F32, 2, 3, 5), IR_INIT_XAVIER_UNIFORM);
+	ir_id b = param(&x, "b", ty(IR_F32, 1, 5), IR_INIT_ZEROS);
+	ret(&x, op2(&x, IR_OP_ADD,
+		    op2(&x, IR_OP_MATMUL, input(&x, ty(IR_F32, 2, 4, 3)), w, NULL),
+		    b, NULL));
+	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	uint32_t n;
+	const attnrt_param_info *pi = cg_program_params(p, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(pi[0].name, "w");
+	ck_assert_uint_eq(pi[0].offset, 0);
+	ck_assert_uint_eq(pi[1].offset, 64);
+	ck_assert_int_eq(pi[1].dims[0], 5);
+	ck_assert_uint_eq(cg_program_params_bytes(p), 128);
+	cg_program_destroy(p);
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* A chain big enough that its kernels run in parallel. */
+static void build_big_chain(fx *x)
+{
+	ir_id a = input(x, ty(IR_F32, 3, 16, 64, 96));
+	ir_id w = input(x, ty(IR_F32, 2, 96, 80));
+	ir_id h = op1(x, IR_OP_TANH, op2(x, IR_OP_MATMUL, a, w, NULL), NULL);
+	ir_attr r = {.reduce = {4, true}};
+	ir_id s = op2(x, IR_OP_SUB, h, op1(x, IR_OP_MAX, h, &r), NULL);
+	ret(x, op1(x, IR_OP_SOFTMAX, s, NULL));
+	ir_attr sum = {.reduce = {1, false}};
+	ret(x, op1(x, IR_OP_SUM, h, &sum));
+	ir_attr d = {.dropout = {0.3, 1}};
+	x->m->n_dropout_streams = 2;
+	ret(x, op1(x, IR_OP_DROPOUT, h, &d));
+}
+
+START_TEST(test_results_do_not_depend_on_the_thread_count)
+{
+	fx x;
+	fx_init(&x);
+	build_big_chain(&x);
+	run_cfg c = cfg_default();
+	c.is_training = true;
+	c.tol = 1e-4;
+	both b1, b2;
+	c.n_threads = 1;
+	run_both(&x, &c, &b1);
+	c.n_threads = 2;
+	x.rng = 0x1234567;
+	run_both(&x, &c, &b2);
+	ck_assert_uint_gt(b1.got.n_parallel, 2);
+	for (uint32_t o = 0; o < x.f->n_outputs; o++) {
+		compare(&b1.want[o], &b1.got, o, c.tol);
+		ck_assert_mem_eq(b1.got.out[o], b2.got.out[o],
+				 (size_t)b1.got.numel[o] * 4);
+	}
+	both_fini(&x, &b1);
+	both_fini(&x, &b2);
+	fx_fini(&x);
+}
+END_TEST
+
+/* True if the function text from fn to the next "define" has the
+ * instruction `op` on <8 x float> or <16 x float>. */
+static bool has_vector_op(const char *fn, const char *op)
+{
+	const char *end = strstr(fn + 1, "\ndefine");
+	char w8[64], w16[64];
+	snprintf(w8, sizeof w8, "%s<8 x float>", op);
+	snprintf(w16, sizeof w16, "%s<16 x float>", op);
+	const char *a = strstr(fn, w8), *b = strstr(fn, w16);
+	return (a && (!end || a < end)) || (b && (!end || b < end));
+}
+
+START_TEST(test_hot_loops_come_out_vectorized)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 2, 256, 256));
+	ir_id b = input(&x, ty(IR_F32, 2, 256, 256));
+	ret(&x, op2(&x, IR_OP_MUL, a, b, NULL));
+	ir_attr r = {.reduce = {2, false}};
+	ret(&x, op1(&x, IR_OP_SUM, a, &r));
+	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	char *ir;
+	size_t len;
+	ck_assert_msg(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len), "%s",
+		      fx_diag(&x));
+	if (getenv("CG_DUMP"))
+		fputs(ir, stderr);
+	char *mul = strstr(ir, "k2.mul");
+	char *sum = strstr(ir, "k3.sum");
+	ck_assert_ptr_nonnull(mul);
+	ck_assert_ptr_nonnull(sum);
+	/* Each kernel's body (up to the next "define") has vector ops of
+	 * 8 floats (AVX2) or more (16 where the host has AVX-512). */
+	ck_assert_msg(has_vector_op(mul, "fmul "), "mul not vectorized");
+	ck_assert_msg(has_vector_op(sum, "fadd reassoc nsz contract "),
+		      "sum not vectorized");
+	free(ir);
+	cg_program_destroy(p);
+	fx_fini(&x);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("codegen_lower");
+	TCase *t = tcase_create("ops");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_add_broadcasts_like_the_interpreter);
+	tcase_add_test(t, test_add_of_known_values_gives_their_sum);
+	tcase_add_test(t, test_every_float_unary_op_matches_the_interpreter);
+	tcase_add_test(t, test_every_float_binary_op_broadcasts_like_the_interpreter);
+	tcase_add_test(t, test_integer_ops_wrap_and_truncate_like_the_interpreter);
+	tcase_add_test(t, test_select_picks_by_a_broadcast_condition);
+	tcase_add_loop_test(t, test_matmul_broadcasts_batch_dims_with_every_transpose,
+			    0, 4);
+	tcase_add_loop_test(t, test_matmul_of_odd_larger_shapes_matches_the_interpreter,
+			    0, 4);
+	tcase_add_test(t, test_reductions_over_any_axes_match_the_interpreter);
+	tcase_add_test(t, test_argmax_takes_the_first_maximum);
+	tcase_add_test(t, test_sum_to_rank_zero_and_nan_max_match_the_interpreter);
+	tcase_add_test(t, test_softmax_and_log_softmax_match_the_interpreter);
+	tcase_add_test(t, test_masked_softmax_keeps_rows_of_length_zero_uniform);
+	tcase_add_test(t, test_layer_norm_matches_the_interpreter);
+	tcase_add_test(t, test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);
+	tcase_add_test(t, test_embedding_gathers_rows_of_the_table);
+	tcase_add_test(t, test_index_out_of_range_returns_the_error_code_of_its_node);
+	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
+	tcase_add_test(t, test_losses_match_the_interpreter);
+	tcase_add_test(t, test_layout_ops_move_elements_like_the_interpreter);
+	tcase_add_test(t, test_sort_orders_lines_with_nan_last);
+	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
+	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
+	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
+	tcase_add_test(t, test_results_do_not_depend_on_the_thread_count);
+	tcase_add_test(t, test_hot_loops_come_out_vectorized);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
