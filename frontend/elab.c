@@ -125,7 +125,7 @@ static bool bind_keyword(fe_elab *e, const char *callee,
 		if (strcmp(params[j], r->name) != 0)
 			continue;
 		if (out->locs[j].file) {
-			ir_error(e->ctx, r->loc, "argument '%s' of '%s' is given "
+			ir_error(e->ctx, r->name_loc, "argument '%s' of '%s' is given "
 						 "twice", r->name, callee);
 			return false;
 		}
@@ -134,7 +134,7 @@ static bool bind_keyword(fe_elab *e, const char *callee,
 		out->is_t[j] = r->is_t;
 		return true;
 	}
-	ir_error(e->ctx, r->loc, "'%s' has no argument named '%s'", callee,
+	ir_error(e->ctx, r->name_loc, "'%s' has no argument named '%s'", callee,
 		 r->name);
 	return false;
 }
@@ -357,6 +357,7 @@ static bool init_args(fe_elab *e, const fe_expr *x, const char *name,
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		raw[i].name = x->call.args[i].name;
+		raw[i].name_loc = x->call.args[i].name_loc;
 		raw[i].loc = x->call.args[i].value->loc;
 		raw[i].is_t = false;
 		raw[i].v = fe_eval(e, x->call.args[i].value);

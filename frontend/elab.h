@@ -225,6 +225,7 @@ fe_value fe_bi_random(fe_elab *e, const fe_builtin *b, const fe_args *a);
  * entries; unbound optional ones are FE_V_NONE. */
 typedef struct fe_raw_arg {
 	const char *name; /* keyword or NULL */
+	ir_loc name_loc;
 	ir_loc loc;
 	fe_value v;
 	bool is_t;

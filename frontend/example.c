@@ -295,7 +295,8 @@ static bool example_args(fe_elab *e, const fe_decl *d, const fe_def *def,
 	for (uint32_t i = 0; ok && i < n; i++)
 		names[i] = def->params[i].id.name;
 	for (uint32_t i = 0; ok && i < d->n_args; i++)
-		raw[i] = (fe_raw_arg){d->args[i].name, d->args[i].value->loc,
+		raw[i] = (fe_raw_arg){d->args[i].name, d->args[i].name_loc,
+				      d->args[i].value->loc,
 				      fe_eval(e, d->args[i].value), false};
 	ok = ok && fe_bind_args(e, def->id.name, d->names[0].loc, names, n, n, raw,
 				d->n_args, &a);

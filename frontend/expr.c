@@ -1124,6 +1124,7 @@ fe_value fe_eval_call(fe_elab *e, const fe_expr *x, bool want_value)
 	for (uint32_t i = 0; i < n; i++) {
 		const fe_arg *arg = &x->call.args[i];
 		raw[i].name = arg->name;
+		raw[i].name_loc = arg->name_loc;
 		raw[i].loc = arg->value->loc;
 		raw[i].is_t = is_matmul && arg->value->kind == FE_E_TRANSPOSE;
 		raw[i].v = fe_eval(e, raw[i].is_t ? arg->value->operand
