@@ -308,14 +308,18 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 	fe_frame fr = {.def = d};
 	fe_value result = fe_err();
 	ir_loc loc = call->loc;
-	int errors = e->ctx->n_errors;
 	bool from_user = e->depth == 0 || !e->calls[e->depth - 1]->is_prelude;
 	if (!check_call_depth(e, d, loc))
 		return fe_err();
 	if (bind_def_args(e, d, loc, raw, n_raw, &fr)) {
 		uint32_t saved_path = push_call_segment(e, d, call);
+		int errors = e->ctx->n_errors;
 		run_body(e, d, &fr, loc);
 		path_pop(e, saved_path);
+		/* An error inside the prelude: show the user's call too. */
+		if (d->is_prelude && from_user && e->ctx->n_errors > errors)
+			ir_note(e->ctx, loc, "in this call of '%s' (defined in the "
+					     "prelude)", d->id.name);
 		result = fr.has_returned ? fr.ret : (fe_value){.kind = FE_V_VOID};
 		if (!fr.has_returned && want_value) {
 			ir_error(e->ctx, loc, "'%s' does not return a value",
@@ -325,10 +329,6 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 		if (result.kind == FE_V_VOID)
 			result.def = d;
 	}
-	if (d->is_prelude && from_user && e->ctx->n_errors > errors &&
-	    !fe_stopped(e))
-		ir_note(e->ctx, loc, "in this call of '%s' (defined in the "
-				     "prelude)", d->id.name);
 	scope_fini(e, &fr.scope);
 	return result;
 }
@@ -461,8 +461,9 @@ static fe_value use_param(fe_elab *e, const char *name, const ir_type *t,
 		ir_error(e->ctx, loc, "parameter '%s' has shape [%s] here but [%s] "
 				      "where it was first created", full, want,
 			 have);
-		ir_note(e->ctx, e->m->params[idx].loc, "'%s' is first created here",
-			full);
+		if (memcmp(&e->m->params[idx].loc, &loc, sizeof loc) != 0)
+			ir_note(e->ctx, e->m->params[idx].loc,
+				"'%s' is first created here", full);
 		path_pop(e, saved);
 		return fe_err();
 	}

@@ -12,6 +12,7 @@
 #include "elab.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A constant tensor being computed: static type, elements as doubles. */
@@ -215,7 +216,7 @@ static bool eval_node(fe_elab *e, const ir_graph *g, ir_id id, cval *vals)
 static bool check_arg(fe_elab *e, const ir_func *f, uint32_t i,
 		      const ir_type *have, int64_t *sym_vals, ir_loc loc)
 {
-	char hs[128], ws[128];
+	char hs[128], ws[128], why[96] = "";
 	if (f->inputs[i] == IR_NONE)
 		return false;
 	const ir_type *want = &f->g.nodes[f->inputs[i]].type;
@@ -227,18 +228,22 @@ static bool check_arg(fe_elab *e, const ir_func *f, uint32_t i,
 			ok = h == w.coef;
 			continue;
 		}
-		ok = h % w.coef == 0 && h > 0 &&
-		     (!sym_vals[w.sym] || sym_vals[w.sym] == h / w.coef);
+		int64_t bound = sym_vals[w.sym];
+		ok = h % w.coef == 0 && h > 0 && (!bound || bound == h / w.coef);
 		if (ok)
 			sym_vals[w.sym] = h / w.coef;
+		else if (bound)
+			snprintf(why, sizeof why, " (%s is %lld from an earlier "
+				 "argument)", e->m->syms[w.sym].name, (long long)bound);
 	}
 	if (ok)
 		return true;
 	ir_type_format(e->m, have, hs, sizeof hs);
 	ir_type_format(e->m, want, ws, sizeof ws);
 	ir_error(e->ctx, loc, "example argument '%s' of '%s' is %s[%s], "
-			      "expected %s[%s]", f->input_names[i], f->name,
-		 ir_dtype_name(have->dtype), hs, ir_dtype_name(want->dtype), ws);
+			      "expected %s[%s]%s", f->input_names[i], f->name,
+		 ir_dtype_name(have->dtype), hs, ir_dtype_name(want->dtype), ws,
+		 why);
 	return false;
 }
 

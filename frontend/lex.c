@@ -149,12 +149,17 @@ static void set_level(lexer *lx, int width)
 		return;
 	}
 	while (width < lx->levels[lx->n_levels - 1]) {
+		if (width > lx->levels[lx->n_levels - 2]) {
+			/* Between two open levels: report it and take the line
+			 * as part of the inner block, the likelier intent. */
+			ir_error(lx->ctx, loc, "unindent does not match any outer "
+					       "indentation level");
+			lx->levels[lx->n_levels - 1] = width;
+			return;
+		}
 		lx->n_levels--;
 		push(lx, FE_T_DEDENT, loc, lx->pos, lx->pos);
 	}
-	if (width != lx->levels[lx->n_levels - 1])
-		ir_error(lx->ctx, loc, "unindent does not match any outer "
-				       "indentation level");
 }
 
 /* At the start of a physical line outside brackets: skips blank and
@@ -333,6 +338,8 @@ static bool lex_punct(lexer *lx, int c)
 	return false;
 }
 
+/* Reports a byte no token starts with and leaves an ERROR token, which
+ * makes the parser drop the statement without a second message. */
 static void invalid_char(lexer *lx, int c)
 {
 	ir_loc loc = loc_at(lx, lx->pos);
@@ -340,6 +347,7 @@ static void invalid_char(lexer *lx, int c)
 		ir_error(lx->ctx, loc, "invalid character '%c'", c);
 	else
 		ir_error(lx->ctx, loc, "invalid character (byte 0x%02x)", c);
+	push(lx, FE_T_ERROR, loc, lx->pos, lx->pos);
 	lx->pos++;
 }
 

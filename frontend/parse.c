@@ -103,6 +103,8 @@ static void error_expected(parser *p, const char *what)
 	if (p->is_panic)
 		return;
 	p->is_panic = true;
+	if (at(p, FE_T_ERROR))
+		return; /* the lexer has reported it */
 	ir_error(p->ctx, cur(p)->loc, "expected %s, found %s", what,
 		 fe_tok_describe(cur(p), buf, sizeof buf));
 }

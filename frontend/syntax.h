@@ -24,6 +24,7 @@ typedef enum fe_tok_kind {
 	FE_T_INT,
 	FE_T_REAL,
 	FE_T_STRING,
+	FE_T_ERROR, /* an invalid character, already reported */
 	/* keywords, in the order of fe_keywords (lex.c) */
 	FE_T_MODEL,
 	FE_T_DIM,

@@ -1,0 +1,2 @@
+# A file must begin by naming its model.
+def f(x) = x
