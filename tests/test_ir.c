@@ -112,18 +112,12 @@ static const char *tyname(ir_id id)
 	return buf;
 }
 
-/* Kept so the tests read the same; inputs live in the module's arena. */
-static void free_inputs(void)
-{
-}
-
 /* ---- elementwise and broadcasting ----------------------------------------- */
 
 START_TEST(test_add_broadcasts_right_aligned_with_size_one_dims)
 {
 	ir_id a = input("f32[B, 1, 4]"), b = input("f32[3, 1]");
 	ck_assert_str_eq(tyname(op2(IR_OP_ADD, a, b, NULL)), "f32[B, 3, 4]");
-	free_inputs();
 }
 END_TEST
 
@@ -131,7 +125,6 @@ START_TEST(test_add_of_rank_zero_and_matrix_gives_matrix)
 {
 	ir_id a = input("f32[]"), b = input("f32[2, T]");
 	ck_assert_str_eq(tyname(op2(IR_OP_ADD, a, b, NULL)), "f32[2, T]");
-	free_inputs();
 }
 END_TEST
 
@@ -142,7 +135,6 @@ START_TEST(test_add_rejects_unequal_dims_with_shapes_in_message)
 	ck_assert_str_eq(diags(),
 			 "attnc: error: add: cannot broadcast [3, 4] with [5]\n");
 	ck_assert_int_eq(ctx.n_errors, 1);
-	free_inputs();
 }
 END_TEST
 
@@ -156,7 +148,6 @@ START_TEST(test_symbolic_dims_broadcast_only_with_one_or_themselves)
 	ck_assert_uint_eq(op2(IR_OP_MUL, a, d, NULL), IR_NONE);
 	ck_assert_ptr_nonnull(strstr(diags(), "mul: cannot broadcast [B, 4] with [2*B, 4]"));
 	ck_assert_ptr_nonnull(strstr(diags(), "mul: cannot broadcast [B, 4] with [T, 4]"));
-	free_inputs();
 }
 END_TEST
 
@@ -166,7 +157,6 @@ START_TEST(test_binary_ops_need_equal_dtypes)
 	ck_assert_uint_eq(op2(IR_OP_SUB, a, b, NULL), IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: sub: operand dtypes differ: "
 				  "f32[3] and i32[3]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -177,7 +167,6 @@ START_TEST(test_integer_add_is_allowed_but_integer_div_is_not)
 	ck_assert_uint_eq(op2(IR_OP_DIV, a, b, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_POW, a, b, NULL), IR_NONE);
 	ck_assert_ptr_nonnull(strstr(diags(), "div: left operand must be f32: i32[3]"));
-	free_inputs();
 }
 END_TEST
 
@@ -186,7 +175,6 @@ START_TEST(test_comparisons_give_i32)
 	ir_id a = input("f32[B, 1]"), b = input("f32[5]");
 	ck_assert_str_eq(tyname(op2(IR_OP_LT, a, b, NULL)), "i32[B, 5]");
 	ck_assert_str_eq(tyname(op2(IR_OP_NE, a, a, NULL)), "i32[B, 1]");
-	free_inputs();
 }
 END_TEST
 
@@ -199,7 +187,6 @@ START_TEST(test_unary_math_needs_f32_but_neg_and_abs_take_i32)
 	ck_assert_uint_eq(op1(IR_OP_EXP, i, NULL), IR_NONE);
 	ck_assert_str_eq(diags(),
 			 "attnc: error: exp: operand must be f32: i32[2, 3]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -209,7 +196,6 @@ START_TEST(test_cast_keeps_shape_and_takes_the_builder_dtype)
 	ir_type to = {.dtype = IR_I32};
 	ir_id c = ir_build(m, f, IR_OP_CAST, &x, 1, NULL, &to, (ir_loc){0});
 	ck_assert_str_eq(tyname(c), "i32[B, 3]");
-	free_inputs();
 }
 END_TEST
 
@@ -224,7 +210,6 @@ START_TEST(test_select_broadcasts_all_three_and_needs_i32_condition)
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_SELECT, bad, 3, NULL, NULL,
 				   (ir_loc){0}), IR_NONE);
 	ck_assert_ptr_nonnull(strstr(diags(), "select: condition must be i32: f32[B, 1]"));
-	free_inputs();
 }
 END_TEST
 
@@ -235,7 +220,6 @@ START_TEST(test_matmul_broadcasts_batch_dims)
 	ir_id a = input("f32[B, 1, 2, 3]"), b = input("f32[5, 3, 4]");
 	ir_attr at = {.matmul = {false, false}};
 	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, a, b, &at)), "f32[B, 5, 2, 4]");
-	free_inputs();
 }
 END_TEST
 
@@ -246,7 +230,6 @@ START_TEST(test_matmul_transposes_last_two_dims_of_either_operand)
 	ir_attr tb = {.matmul = {false, true}}, ta = {.matmul = {true, false}};
 	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, q, k, &tb)), "f32[B, 1, 10]");
 	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, k, w, &ta)), "f32[B, 8, 20]");
-	free_inputs();
 }
 END_TEST
 
@@ -257,7 +240,6 @@ START_TEST(test_matmul_reports_inner_dimensions_that_differ)
 	ck_assert_uint_eq(op2(IR_OP_MATMUL, a, b, &at), IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: matmul: inner dimensions "
 				  "differ: [2, 10, 2] @ [2, 4, 10]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -267,7 +249,6 @@ START_TEST(test_matmul_rejects_vectors)
 	ir_attr at = {0};
 	ck_assert_uint_eq(op2(IR_OP_MATMUL, a, b, &at), IR_NONE);
 	ck_assert_ptr_nonnull(strstr(diags(), "unsqueeze"));
-	free_inputs();
 }
 END_TEST
 
@@ -285,7 +266,6 @@ START_TEST(test_sum_removes_axes_of_the_mask_or_keeps_them_as_one)
 	ck_assert_uint_eq(op1(IR_OP_SUM, x, &bad), IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: sum: axes 0x8 out of range "
 				  "for [B, 3, 4]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -295,7 +275,6 @@ START_TEST(test_argmax_needs_one_axis_and_gives_i32)
 	ir_attr r = {.reduce = {0x2, false}}, two = {.reduce = {0x3, false}};
 	ck_assert_str_eq(tyname(op1(IR_OP_ARGMAX, x, &r)), "i32[B]");
 	ck_assert_uint_eq(op1(IR_OP_ARGMAX, x, &two), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -307,7 +286,6 @@ START_TEST(test_masked_softmax_takes_valid_lengths_per_batch_or_per_query)
 	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vb, &a)), "f32[B, 1, 10]");
 	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vq, &a)), "f32[B, 1, 10]");
 	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, v1, &a)), "f32[B, 1, 10]");
-	free_inputs();
 }
 END_TEST
 
@@ -326,7 +304,6 @@ START_TEST(test_masked_softmax_rejects_bad_valid_lengths)
 		"for scores [2, 1, 10]: [2, 1, 10]\n"
 		"attnc: error: masked_softmax: valid lengths [5] do not broadcast "
 		"against scores [2, 1, 10]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -340,7 +317,6 @@ START_TEST(test_layer_norm_needs_gamma_and_beta_of_the_last_dim)
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_LAYER_NORM, bargs, 3, &e, NULL,
 				   (ir_loc){0}), IR_NONE);
 	ck_assert_ptr_nonnull(strstr(diags(), "layer_norm: shift must have rank 1"));
-	free_inputs();
 }
 END_TEST
 
@@ -352,7 +328,6 @@ START_TEST(test_dropout_probability_must_be_below_one)
 	ck_assert_uint_eq(op1(IR_OP_DROPOUT, x, &bad), IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: dropout: probability must be in "
 				  "[0, 1), not 1\n");
-	free_inputs();
 }
 END_TEST
 
@@ -361,7 +336,6 @@ START_TEST(test_embedding_appends_the_table_width)
 	ir_id ids = input("i32[B, T]"), tab = input("f32[184, 32]");
 	ck_assert_str_eq(tyname(op2(IR_OP_EMBEDDING, ids, tab, NULL)), "f32[B, T, 32]");
 	ck_assert_uint_eq(op2(IR_OP_EMBEDDING, tab, tab, NULL), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -381,7 +355,6 @@ START_TEST(test_reshape_solves_the_minus_one_dim)
 	ck_assert_str_eq(tyname(reshape(x, "f32[B, -1]")), "f32[B, 320]");
 	ck_assert_str_eq(tyname(reshape(s, "f32[3, -1]")), "i32[3, 8]");
 	ck_assert_str_eq(tyname(reshape(s, "f32[-1]")), "i32[24]");
-	free_inputs();
 }
 END_TEST
 
@@ -397,7 +370,6 @@ START_TEST(test_reshape_rejects_counts_that_differ)
 		"attnc: error: reshape: cannot reshape [B, 10] to [T, 10]\n"
 		"attnc: error: reshape: cannot reshape [B, 10] to [-1, -1]\n"
 		"attnc: error: reshape: cannot reshape [6, 4] to [25]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -411,7 +383,6 @@ START_TEST(test_broadcast_expands_size_one_dims_and_adds_leading_ones)
 				   (ir_loc){0}), IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: broadcast: cannot broadcast "
 				  "[1, 4] to [3, 5]\n");
-	free_inputs();
 }
 END_TEST
 
@@ -421,7 +392,6 @@ START_TEST(test_permute_reorders_axes_and_rejects_non_permutations)
 	ir_attr p = {.permute = {{0, 2, 1, 3}}}, bad = {.permute = {{0, 1, 1, 3}}};
 	ck_assert_str_eq(tyname(op1(IR_OP_PERMUTE, x, &p)), "f32[B, 4, 10, 8]");
 	ck_assert_uint_eq(op1(IR_OP_PERMUTE, x, &bad), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -434,7 +404,6 @@ START_TEST(test_slice_rounds_up_with_a_step)
 	ck_assert_uint_eq(op1(IR_OP_SLICE, x, &sym), IR_NONE);
 	ck_assert_uint_eq(op1(IR_OP_SLICE, x, &oob), IR_NONE);
 	ck_assert_int_eq(ctx.n_errors, 2);
-	free_inputs();
 }
 END_TEST
 
@@ -453,7 +422,6 @@ START_TEST(test_concat_sums_the_axis_including_symbolic_coefficients)
 				   (ir_loc){0}), IR_NONE);
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, NULL, 0, &ax1, NULL,
 				   (ir_loc){0}), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -465,7 +433,6 @@ START_TEST(test_repeat_and_repeat_interleave_multiply_dims)
 	ck_assert_str_eq(tyname(op1(IR_OP_REPEAT_INTERLEAVE, x, &ri)), "f32[5*B, 3]");
 	ir_attr bad = {.interleave = {2, 5}};
 	ck_assert_uint_eq(op1(IR_OP_REPEAT_INTERLEAVE, x, &bad), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -475,7 +442,6 @@ START_TEST(test_sort_keeps_shape)
 	ir_attr a = {.axis = 1}, bad = {.axis = 2};
 	ck_assert_str_eq(tyname(op1(IR_OP_SORT, x, &a)), "f32[4, 9]");
 	ck_assert_uint_eq(op1(IR_OP_SORT, x, &bad), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -490,7 +456,6 @@ START_TEST(test_losses_give_scalar_or_label_shape)
 	ck_assert_uint_eq(op2(IR_OP_MSE_LOSS, p, t2, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_CROSS_ENTROPY, lg, lg, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_CROSS_ENTROPY, lg, p, NULL), IR_NONE);
-	free_inputs();
 }
 END_TEST
 
@@ -524,7 +489,6 @@ START_TEST(test_wrong_operand_count_is_reported)
 			  IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: exp: expects 1 operand, got 2\n");
 	ck_assert_uint_eq(f->g.n_nodes, 1);
-	free_inputs();
 }
 END_TEST
 
@@ -541,7 +505,6 @@ START_TEST(test_errors_point_at_the_node_location)
 		"[2, 10, 2] @ [2, 4, 10]\n"
 		"    2 |   return s @ k\n"
 		"      |            ^\n");
-	free_inputs();
 }
 END_TEST
 
