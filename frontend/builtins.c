@@ -564,7 +564,7 @@ static fe_value bi_size(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	}
 	fe_value v = {.kind = FE_V_LIST};
 	v.list.n = t.rank;
-	v.list.items = ir_arena_alloc(e->scratch, (t.rank + 1) * sizeof(fe_value));
+	v.list.items = fe_scratch_alloc(e, t.rank * sizeof(fe_value), a->loc);
 	if (!v.list.items)
 		return fe_err();
 	for (int i = 0; i < t.rank; i++)

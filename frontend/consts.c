@@ -42,7 +42,13 @@ static bool static_shape(fe_elab *e, const fe_args *a, uint32_t i, ir_type *t)
 	char buf[128];
 	if (!fe_to_shape(e, a->v[i], a->locs[i], false, t))
 		return false;
-	int64_t n = ir_type_numel_static(t);
+	int64_t n = 1;
+	for (int k = 0; k < t->rank; k++) {
+		if (!ir_dim_is_static(t->dims[k]))
+			n = -1;
+		else if (n >= 0 && __builtin_mul_overflow(n, t->dims[k].coef, &n))
+			n = INT64_MAX;
+	}
 	if (n < 0) {
 		ir_type_format(e->m, t, buf, sizeof buf);
 		ir_error(e->ctx, a->locs[i], "%s: the shape must be known at "

@@ -494,7 +494,8 @@ static void exec_param(fe_elab *e, const fe_stmt *s)
 	for (uint32_t i = 0; ok && i < s->n_exprs; i++)
 		ok = fe_to_dim(e, fe_eval(e, s->exprs[i]), s->exprs[i]->loc, false,
 			       &t.dims[i]);
-	ok = ok && read_init(e, s->value, t.rank, &pi);
+	ok = ok && fe_check_size(e, &t, s->loc) &&
+	     read_init(e, s->value, t.rank, &pi);
 	for (uint32_t i = 0; i < s->n_names; i++) {
 		fe_value v = ok ? use_param(e, s->names[i].name, &t, &pi,
 					    s->names[i].loc)
@@ -532,7 +533,7 @@ static void exec_return(fe_elab *e, const fe_stmt *s)
 		v = fe_eval(e, s->exprs[0]);
 	} else {
 		v.list.n = s->n_exprs;
-		v.list.items = ir_arena_alloc(e->scratch, s->n_exprs * sizeof(fe_value));
+		v.list.items = fe_scratch_alloc(e, s->n_exprs * sizeof(fe_value), s->loc);
 		for (uint32_t i = 0; v.list.items && i < s->n_exprs; i++)
 			v.list.items[i] = fe_eval(e, s->exprs[i]);
 		if (!v.list.items)
@@ -669,7 +670,7 @@ static uint32_t collect_outputs(fe_elab *e, const fe_frame *fr,
 		is_tuple = v.list.items[i].kind != FE_V_NUM &&
 			   v.list.items[i].kind != FE_V_LIST;
 	uint32_t n = is_tuple ? v.list.n : 1;
-	*vals = ir_arena_alloc(e->scratch, n * sizeof **vals);
+	*vals = fe_scratch_alloc(e, n * sizeof **vals, fr->def->id.loc);
 	*names = ir_arena_alloc(&e->m->arena, n * sizeof **names);
 	if (!*vals || !*names)
 		return 0;

@@ -27,6 +27,9 @@
 #define FE_MAX_NODES 1000000u    /* nodes in one function */
 #define FE_MAX_STEPS 5000000u    /* statements executed in one compile */
 #define FE_MAX_CONST_NUMEL (1 << 24)
+#define FE_MAX_NUMEL (1ll << 40)  /* static elements of any tensor */
+#define FE_MAX_EVAL_DEPTH 1000   /* expressions being evaluated, nested */
+#define FE_MAX_SCRATCH (256u << 20) /* bytes of lists and strings */
 #define FE_MAX_BUILTIN_ARGS 6
 
 typedef enum fe_vkind {
@@ -105,6 +108,8 @@ typedef struct fe_elab {
 	ir_loc call_locs[FE_MAX_CALL_DEPTH];
 	uint32_t depth;
 	uint64_t steps;
+	uint32_t eval_depth;
+	size_t scratch_bytes;
 	uint64_t rng_counter; /* seed of the next normal/uniform constant */
 	bool is_stopped;      /* a limit was hit: elaborate nothing more */
 	/* Per function: node of each parameter / constant, plus one (0 = no
@@ -149,6 +154,9 @@ fe_value fe_bool(bool b);
 fe_value fe_tensor(ir_id id);
 /* A dim value: a number when static, else FE_V_DIM. */
 fe_value fe_dim(ir_dim d);
+/* Scratch memory for lists and strings, counted against
+ * FE_MAX_SCRATCH; NULL after reporting. */
+void *fe_scratch_alloc(fe_elab *e, size_t size, ir_loc loc);
 /* "a number", "a tensor", ... for messages. */
 const char *fe_kind_name(fe_value v);
 /* Reports "expected WHAT, got <kind of v>" (nothing for FE_V_ERR). */
@@ -189,6 +197,9 @@ bool fe_to_dim(fe_elab *e, fe_value v, ir_loc loc, bool allow_infer,
  * allow_infer. Sets t->rank and t->dims. */
 bool fe_to_shape(fe_elab *e, fe_value v, ir_loc loc, bool allow_infer,
 		 ir_type *t);
+/* Reports a type whose static dims (symbols counted as 1) multiply to
+ * more than FE_MAX_NUMEL elements. */
+bool fe_check_size(fe_elab *e, const ir_type *t, ir_loc loc);
 /* Normalizes an axis (negative counts from the end) for rank; reports
  * if out of range. */
 bool fe_to_axis(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out);

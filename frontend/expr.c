@@ -123,6 +123,20 @@ bool fe_stopped(fe_elab *e)
 	return e->is_stopped;
 }
 
+void *fe_scratch_alloc(fe_elab *e, size_t size, ir_loc loc)
+{
+	e->scratch_bytes += size;
+	if (e->scratch_bytes > FE_MAX_SCRATCH) {
+		if (!e->is_stopped)
+			ir_error(e->ctx, loc, "elaboration uses more than %u MiB of "
+					      "lists (is a loop too long?)",
+				 FE_MAX_SCRATCH >> 20);
+		e->is_stopped = true;
+		return NULL;
+	}
+	return ir_arena_alloc(e->scratch, size ? size : 1);
+}
+
 /* "4*B" */
 static const char *dim_str(const fe_elab *e, ir_dim d, char *buf, size_t n)
 {
@@ -261,6 +275,22 @@ bool fe_to_axis(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out)
 	return true;
 }
 
+bool fe_check_size(fe_elab *e, const ir_type *t, ir_loc loc)
+{
+	char buf[128];
+	int64_t n = 1;
+	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++) {
+		int64_t c = t->dims[i].coef < 0 ? 1 : t->dims[i].coef;
+		if (__builtin_mul_overflow(n, c, &n) || n > FE_MAX_NUMEL) {
+			ir_type_format(e->m, t, buf, sizeof buf);
+			ir_error(e->ctx, loc, "a tensor of shape [%s] is too large",
+				 buf);
+			return false;
+		}
+	}
+	return true;
+}
+
 /* ---- building nodes ---------------------------------------------------------------- */
 
 static bool need_function(fe_elab *e, ir_loc loc)
@@ -287,8 +317,12 @@ fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 		e->is_stopped = true;
 		return fe_err();
 	}
+	if (type && !fe_check_size(e, type, loc))
+		return fe_err();
 	ir_id id = ir_build(e->m, e->f, op, args, n, attr, type, loc);
-	return id == IR_NONE ? fe_err() : fe_tensor(id);
+	if (id == IR_NONE || !fe_check_size(e, fe_type_of(e, id), loc))
+		return fe_err();
+	return fe_tensor(id);
 }
 
 fe_value fe_reshape(fe_elab *e, ir_id x, const ir_type *dims, ir_loc loc)
@@ -732,11 +766,11 @@ static fe_value matmul(fe_elab *e, fe_value l, fe_value r, bool ta, bool tb,
 	return fe_build(e, IR_OP_MATMUL, args, 2, &a, NULL, loc);
 }
 
-static fe_value list_concat(fe_elab *e, fe_value l, fe_value r)
+static fe_value list_concat(fe_elab *e, fe_value l, fe_value r, ir_loc loc)
 {
 	fe_value v = {.kind = FE_V_LIST};
 	uint32_t n = l.list.n + r.list.n;
-	v.list.items = ir_arena_alloc(e->scratch, (n ? n : 1) * sizeof(fe_value));
+	v.list.items = fe_scratch_alloc(e, n * sizeof(fe_value), loc);
 	if (!v.list.items)
 		return fe_err();
 	if (l.list.n)
@@ -748,10 +782,10 @@ static fe_value list_concat(fe_elab *e, fe_value l, fe_value r)
 	return v;
 }
 
-static fe_value str_concat(fe_elab *e, fe_value l, fe_value r)
+static fe_value str_concat(fe_elab *e, fe_value l, fe_value r, ir_loc loc)
 {
 	size_t a = strlen(l.str), b = strlen(r.str);
-	char *s = ir_arena_alloc(e->scratch, a + b + 1);
+	char *s = fe_scratch_alloc(e, a + b + 1, loc);
 	if (!s)
 		return fe_err();
 	memcpy(s, l.str, a);
@@ -790,9 +824,9 @@ static fe_value plain_binop(fe_elab *e, fe_tok_kind op, fe_value l,
 {
 	bool known;
 	if (l.kind == FE_V_LIST && r.kind == FE_V_LIST && op == FE_T_PLUS)
-		return list_concat(e, l, r);
+		return list_concat(e, l, r, loc);
 	if (l.kind == FE_V_STR && r.kind == FE_V_STR && op == FE_T_PLUS)
-		return str_concat(e, l, r);
+		return str_concat(e, l, r, loc);
 	if (op == FE_T_EQ || op == FE_T_NE) {
 		bool eq = plain_equal(l, r, &known);
 		if (known)
@@ -1002,8 +1036,7 @@ static fe_value eval_list(fe_elab *e, const fe_expr *x)
 {
 	fe_value v = {.kind = FE_V_LIST};
 	v.list.n = x->list.n;
-	v.list.items = ir_arena_alloc(e->scratch,
-				      (x->list.n ? x->list.n : 1) * sizeof(fe_value));
+	v.list.items = fe_scratch_alloc(e, x->list.n * sizeof(fe_value), x->loc);
 	if (!v.list.items)
 		return fe_err();
 	for (uint32_t i = 0; i < x->list.n; i++) {
@@ -1040,12 +1073,10 @@ static fe_value eval_binary(fe_elab *e, const fe_expr *x)
 	return fe_binop(e, x->bin.op, l, r, ta, tb, x->loc);
 }
 
-fe_value fe_eval(fe_elab *e, const fe_expr *x)
+static fe_value eval(fe_elab *e, const fe_expr *x)
 {
 	fe_value v;
 	bool b;
-	if (fe_stopped(e))
-		return fe_err();
 	switch (x->kind) {
 	case FE_E_NUM:
 		return x->num.is_int ? fe_int(x->num.i) : fe_real(x->num.r);
@@ -1079,6 +1110,22 @@ fe_value fe_eval(fe_elab *e, const fe_expr *x)
 		return fe_bool(!b);
 	}
 	return fe_err();
+}
+
+fe_value fe_eval(fe_elab *e, const fe_expr *x)
+{
+	if (fe_stopped(e))
+		return fe_err();
+	if (e->eval_depth == FE_MAX_EVAL_DEPTH) {
+		ir_error(e->ctx, x->loc, "expressions and calls nested too deeply "
+					 "(more than %d)", FE_MAX_EVAL_DEPTH);
+		e->is_stopped = true;
+		return fe_err();
+	}
+	e->eval_depth++;
+	fe_value v = eval(e, x);
+	e->eval_depth--;
+	return v;
 }
 
 /* ---- calls --------------------------------------------------------------------------------------- */
