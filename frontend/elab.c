@@ -909,8 +909,10 @@ ir_module *fe_elaborate(ir_ctx *ctx, ir_arena *scratch,
 	int errors = ctx->n_errors;
 	fe_elab e = {.ctx = ctx, .scratch = scratch};
 	e.m = ir_module_create(ctx, file->model.name ? file->model.name : "model");
-	if (!e.m)
+	if (!e.m) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return NULL;
+	}
 	for (int pass = 0; pass < 5; pass++) {
 		elab_pass(&e, prelude, pass);
 		elab_pass(&e, file, pass);

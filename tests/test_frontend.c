@@ -8,6 +8,7 @@
 #include "syntax.h"
 
 #include <check.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1122,6 +1123,61 @@ START_TEST(test_deep_nesting_is_an_error_not_a_stack_overflow)
 }
 END_TEST
 
+/* An allocator that fails from the n-th allocation on. */
+typedef struct failing {
+	long n, count;
+} failing;
+
+static void *failing_alloc(void *ud, void *ptr, size_t size)
+{
+	failing *fa = ud;
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	if (fa->count++ >= fa->n)
+		return NULL;
+	return realloc(ptr, size);
+}
+
+START_TEST(test_failing_allocations_give_null_without_leaks)
+{
+	static const char src[] =
+		"model m\ndim B\n"
+		"def block(x) = norm(x + linear(relu(linear(x, 8)), 4))\n"
+		"export def f(x: f32[B, 3, 4], v: i32[B])\n"
+		"  repeat 2\n"
+		"    x = block(x)\n"
+		"  return masked_softmax(x @ x.T, v), x[:, 0]\n"
+		"example f(normal([2, 3, 4]), [1, 2])\n"
+		"train\n  optimizer = adam(lr = 0.1)\n";
+	failing fa = {LONG_MAX, 0};
+	fx x;
+	fx_init(&x, src, strlen(src));
+	x.ctx.alloc = failing_alloc;
+	x.ctx.alloc_ud = &fa;
+	ir_module_destroy(fe_compile(&x.ctx, x.file));
+	fa.count = 0;
+	x.m = fe_compile(&x.ctx, x.file);
+	ck_assert_ptr_nonnull(x.m);
+	long total = fa.count;
+	fx_fini(&x);
+	for (long n = 0; n < total; n++) {
+		/* The prelude is registered first: ir_ctx_add_source is
+		 * not under test here. */
+		fx_init(&x, src, strlen(src));
+		ir_module_destroy(fe_compile(&x.ctx, x.file));
+		fa = (failing){n, 0};
+		x.ctx.alloc = failing_alloc;
+		x.ctx.alloc_ud = &fa;
+		x.m = fe_compile(&x.ctx, x.file);
+		ck_assert_msg(x.m == NULL, "allocation %ld failed, yet a module", n);
+		ck_assert_msg(x.ctx.n_errors > 0, "allocation %ld failed silently", n);
+		fx_fini(&x);
+	}
+}
+END_TEST
+
 /* ---- suite ------------------------------------------------------------------------------ */
 
 static Suite *frontend_suite(void)
@@ -1192,6 +1248,7 @@ static Suite *frontend_suite(void)
 	tcase_add_test(fuzz_tc, test_random_bytes_never_crash_or_hang);
 	tcase_add_test(fuzz_tc, test_mutated_models_never_crash_or_hang);
 	tcase_add_test(fuzz_tc, test_deep_nesting_is_an_error_not_a_stack_overflow);
+	tcase_add_test(fuzz_tc, test_failing_allocations_give_null_without_leaks);
 	suite_add_tcase(s, fuzz_tc);
 	return s;
 }
