@@ -370,13 +370,43 @@ static bool init_args(fe_elab *e, const fe_expr *x, const char *name,
 	return true;
 }
 
+/* The initializers a param statement may name, with their arguments
+ * and defaults. */
+typedef struct init_spec {
+	const char *name;
+	ir_init_kind kind;
+	uint32_t n_params;
+	const char *params[2];
+	double deflt[2];
+} init_spec;
+
+static const init_spec init_specs[] = {
+	{"zeros", IR_INIT_ZEROS, 0, {NULL, NULL}, {0, 0}},
+	{"ones", IR_INIT_ONES, 0, {NULL, NULL}, {0, 0}},
+	{"normal", IR_INIT_NORMAL, 2, {"mean", "std"}, {0, 1}},
+	{"uniform", IR_INIT_UNIFORM, 2, {"low", "high"}, {0, 1}},
+	{"xavier_uniform", IR_INIT_XAVIER_UNIFORM, 1, {"gain", NULL}, {1, 0}},
+};
+
+/* Checks an initializer's arguments against the parameter's rank. */
+static bool check_init(fe_elab *e, const param_init *pi, int rank, ir_loc loc)
+{
+	if (pi->kind == IR_INIT_NORMAL && pi->b < 0)
+		ir_error(e->ctx, loc, "normal: std must be >= 0, got %g", pi->b);
+	else if (pi->kind == IR_INIT_UNIFORM && pi->a > pi->b)
+		ir_error(e->ctx, loc, "uniform: low %g is above high %g", pi->a,
+			 pi->b);
+	else if (pi->kind == IR_INIT_XAVIER_UNIFORM && rank < 2)
+		ir_error(e->ctx, loc, "xavier_uniform needs a parameter of rank "
+				      ">= 2, this one has rank %d", rank);
+	else
+		return true;
+	return false;
+}
+
 /* Reads `= init` of a param statement (x may be NULL). */
 static bool read_init(fe_elab *e, const fe_expr *x, int rank, param_init *pi)
 {
-	static const char *const normal_p[] = {"mean", "std"};
-	static const char *const uniform_p[] = {"low", "high"};
-	static const char *const xavier_p[] = {"gain"};
-	double args[2] = {0, 1};
 	const fe_expr *callee = x && x->kind == FE_E_CALL ? x->call.callee : x;
 	if (!x) {
 		*pi = rank >= 2 ? (param_init){IR_INIT_XAVIER_UNIFORM, 1, 0}
@@ -389,45 +419,21 @@ static bool read_init(fe_elab *e, const fe_expr *x, int rank, param_init *pi)
 					 "high) or xavier_uniform");
 		return false;
 	}
-	const char *name = callee->str;
-	static const char *const none_p[] = {NULL};
-	if (strcmp(name, "zeros") == 0 || strcmp(name, "ones") == 0) {
-		*pi = (param_init){name[0] == 'z' ? IR_INIT_ZEROS : IR_INIT_ONES, 0, 0};
-		return init_args(e, x, name, none_p, 0, args);
-	}
-	if (strcmp(name, "normal") == 0) {
-		if (!init_args(e, x, name, normal_p, 2, args))
+	for (size_t i = 0; i < sizeof init_specs / sizeof *init_specs; i++) {
+		const init_spec *sp = &init_specs[i];
+		double args[2] = {sp->deflt[0], sp->deflt[1]};
+		if (strcmp(sp->name, callee->str) != 0)
+			continue;
+		if (!init_args(e, x, sp->name, sp->params, sp->n_params, args))
 			return false;
-		*pi = (param_init){IR_INIT_NORMAL, args[0], args[1]};
-		if (args[1] >= 0)
-			return true;
-		ir_error(e->ctx, x->loc, "normal: std must be >= 0, got %g", args[1]);
-		return false;
-	}
-	if (strcmp(name, "uniform") == 0) {
-		if (!init_args(e, x, name, uniform_p, 2, args))
-			return false;
-		*pi = (param_init){IR_INIT_UNIFORM, args[0], args[1]};
-		if (args[0] <= args[1])
-			return true;
-		ir_error(e->ctx, x->loc, "uniform: low %g is above high %g",
-			 args[0], args[1]);
-		return false;
-	}
-	if (strcmp(name, "xavier_uniform") == 0) {
-		args[0] = 1;
-		if (!init_args(e, x, name, xavier_p, 1, args))
-			return false;
-		*pi = (param_init){IR_INIT_XAVIER_UNIFORM, args[0], 0};
-		if (rank >= 2)
-			return true;
-		ir_error(e->ctx, x->loc, "xavier_uniform needs a parameter of rank "
-					 ">= 2, this one has rank %d", rank);
-		return false;
+		*pi = (param_init){sp->kind, args[0], args[1]};
+		if (sp->kind == IR_INIT_ZEROS || sp->kind == IR_INIT_ONES)
+			pi->a = pi->b = 0;
+		return check_init(e, pi, rank, x->loc);
 	}
 	ir_error(e->ctx, callee->loc, "unknown initializer '%s' (expected zeros, "
 				      "ones, normal, uniform or xavier_uniform)",
-		 name);
+		 callee->str);
 	return false;
 }
 
