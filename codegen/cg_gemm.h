@@ -5,15 +5,17 @@
  * cg_module the function
  *
  *     void NAME(const float *A, const float *B, float *C);
+ *     void NAME(const float *A, const float *B, float *C, int n_threads);
+ *                                          (with spec.is_threads_arg)
  *
- * computing C = A·B (or C += A·B) on row-major matrices in the BLIS
- * style: B packed into NR-wide panels, A into 6-tall panels, a 6×NR
- * register-tiled micro-kernel of 12 vector FMA accumulators (6×16 with
- * <8 x float> on AVX2, 6×32 with <16 x float> on AVX-512), loops blocked
- * by NC/KC/MC, and the rows (or columns) of C split statically over
- * OpenMP threads through libgomp. Small shapes skip the packing;
- * docs/codegen.md explains the choices. Letters: C is M×N, the inner
- * dimension is K.
+ * computing C = A·B (or C += A·B) on row-major matrices, or on a batch
+ * of them, in the BLIS style: B packed into NR-wide panels, A into 6-tall
+ * panels, a 6×NR register-tiled micro-kernel of 12 vector FMA
+ * accumulators (6×16 with <8 x float> on AVX2, 6×32 with <16 x float> on
+ * AVX-512), loops blocked by NC/KC/MC, and the row (or column) panels of
+ * C split statically over OpenMP threads through libgomp, with no
+ * barrier inside. Small shapes skip the packing; docs/codegen.md explains
+ * the choices. Letters: C is M×N, the inner dimension is K.
  */
 #ifndef ATTNC_CG_GEMM_H
 #define ATTNC_CG_GEMM_H
@@ -37,14 +39,25 @@ typedef struct cg_gemm_spec {
 	bool tb;         /* B is stored n×k; else k×n */
 	int64_t lda, ldb, ldc; /* row strides in floats; 0 = dense */
 	bool accumulate;       /* beta = 1: C += A·B; else C = A·B */
+	/* Batch: `batch` products (0 means 1); matrix i of each operand
+	 * starts stride_* floats after matrix i-1. A stride of A or B may be
+	 * 0 (one matrix for the whole batch); C's must keep the matrices of
+	 * C apart. Ignored for a batch of 1. (A B of stride 0 with a dense A
+	 * is better folded into M: batch·m rows, one product.) */
+	int64_t batch;
+	int64_t stride_a, stride_b, stride_c;
 	cg_gemm_pack pack;     /* normally CG_GEMM_PACK_AUTO */
-	/* Flops (2·m·n·k) each thread must have at least; fewer threads run
-	 * below that, one means no parallel region. 0 = the default. */
+	/* Flops (2·m·n·k·batch) each thread must have at least; fewer
+	 * threads run below that, one means no parallel region. 0 = the
+	 * default. */
 	int64_t grain;
 	/* Floats per vector of the micro-kernel: 8 (AVX2, ymm) or 16
 	 * (AVX-512, zmm); 0 = the widest the host CPU has. Either works on
 	 * any x86-64 host with AVX2; LLVM splits vectors the CPU lacks. */
 	int vector_width;
+	/* NAME takes a 4th argument, int n_threads: the team size, capped by
+	 * the grain (<= 0: OpenMP's default, as without the argument). */
+	bool is_threads_arg;
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
@@ -59,12 +72,14 @@ typedef struct cg_gemm_plan {
 	bool split_rows;     /* threads take row panels; else column panels */
 	int max_threads;     /* most threads worth starting (by grain) */
 	int64_t lda, ldb, ldc; /* the strides with defaults filled in */
+	int64_t batch;         /* >= 1 */
 } cg_gemm_plan;
 
 /* Checks a spec and fills in its plan. Returns false, with a message in
  * err (of err_len bytes), if the spec is invalid: a size < 1, a leading
- * dimension smaller than its row, a negative grain, a vector width other
- * than 0, 8 or 16. */
+ * dimension smaller than its row, a negative batch or stride, matrices
+ * of C that overlap, a negative grain, a vector width other than 0, 8
+ * or 16. */
 bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
 		       char *err, size_t err_len);
 
@@ -72,8 +87,10 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
  * NAME.work, NAME.par) into m. NAME must be unique in m. Returns false,
  * with the message in cg_module_error(m), if the spec is invalid or the
  * module is already optimized or failed. The generated function may be
- * called from any thread; it allocates its packing buffers with
- * aligned_alloc for each call when it packs. */
+ * called from any thread, also inside a parallel region (it then runs on
+ * that one thread); it needs no workspace: small packing buffers live on
+ * its stack, larger ones are aligned_alloc'd for each call (a failed
+ * allocation traps). */
 bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec);
 
 #endif

@@ -46,15 +46,21 @@ static float *rand_matrix(size_t n, uint64_t *state)
 	return x;
 }
 
+/* Floats spanned by `batch` matrices of `one` floats, `stride` apart. */
+static size_t span(const gemm_case *t, int64_t one, int64_t stride)
+{
+	return (size_t)(one + (t->plan.batch - 1) * stride);
+}
+
 static void case_init(gemm_case *t, cg_gemm_spec spec, uint64_t seed)
 {
 	char err[256];
 	memset(t, 0, sizeof *t);
 	t->spec = spec;
 	ck_assert_msg(cg_gemm_plan_make(&spec, &t->plan, err, sizeof err), "%s", err);
-	t->n_a = (size_t)((spec.ta ? spec.k : spec.m) * t->plan.lda);
-	t->n_b = (size_t)((spec.tb ? spec.n : spec.k) * t->plan.ldb);
-	t->n_c = (size_t)(spec.m * t->plan.ldc);
+	t->n_a = span(t, (spec.ta ? spec.k : spec.m) * t->plan.lda, spec.stride_a);
+	t->n_b = span(t, (spec.tb ? spec.n : spec.k) * t->plan.ldb, spec.stride_b);
+	t->n_c = span(t, spec.m * t->plan.ldc, spec.stride_c);
 	t->a = rand_matrix(t->n_a, &seed);
 	t->b = rand_matrix(t->n_b, &seed);
 	t->c = rand_matrix(t->n_c, &seed);
@@ -67,41 +73,58 @@ static void case_fini(gemm_case *t)
 	free(t->c);
 }
 
-static double a_at(const gemm_case *t, int64_t i, int64_t p)
+static double a_at(const gemm_case *t, int64_t item, int64_t i, int64_t p)
 {
-	return t->spec.ta ? t->a[p * t->plan.lda + i] : t->a[i * t->plan.lda + p];
+	const float *a = t->a + (t->plan.batch > 1 ? item * t->spec.stride_a : 0);
+	return t->spec.ta ? a[p * t->plan.lda + i] : a[i * t->plan.lda + p];
 }
 
-static double b_at(const gemm_case *t, int64_t p, int64_t j)
+static double b_at(const gemm_case *t, int64_t item, int64_t p, int64_t j)
 {
-	return t->spec.tb ? t->b[j * t->plan.ldb + p] : t->b[p * t->plan.ldb + j];
+	const float *b = t->b + (t->plan.batch > 1 ? item * t->spec.stride_b : 0);
+	return t->spec.tb ? b[j * t->plan.ldb + p] : b[p * t->plan.ldb + j];
 }
 
 /* Largest |got - want| over sum_p |a_ip b_pj| (plus |c| when
- * accumulating): the float rounding error relative to its natural scale.
- * Also checks that C's padding beyond n columns is untouched. */
-static double case_error(const gemm_case *t, const float *got)
+ * accumulating) in product `item`: the float rounding error relative to
+ * its natural scale. Marks the elements it checked in `seen`. */
+static double item_error(const gemm_case *t, int64_t item, const float *got,
+			 bool *seen)
 {
 	const cg_gemm_spec *s = &t->spec;
+	size_t base = (size_t)(t->plan.batch > 1 ? item * s->stride_c : 0);
 	double worst = 0;
 	for (int64_t i = 0; i < s->m; i++) {
-		for (int64_t j = 0; j < t->plan.ldc; j++) {
-			size_t at = (size_t)(i * t->plan.ldc + j);
-			if (j >= s->n) {
-				ck_assert_float_eq(got[at], t->c[at]);
-				continue;
-			}
+		for (int64_t j = 0; j < s->n; j++) {
+			size_t at = base + (size_t)(i * t->plan.ldc + j);
 			double want = s->accumulate ? t->c[at] : 0.0;
 			double scale = fabs(want) + 1e-30;
 			for (int64_t p = 0; p < s->k; p++) {
-				want += a_at(t, i, p) * b_at(t, p, j);
-				scale += fabs(a_at(t, i, p) * b_at(t, p, j));
+				double ab = a_at(t, item, i, p) * b_at(t, item, p, j);
+				want += ab;
+				scale += fabs(ab);
 			}
 			double e = fabs(got[at] - want) / scale;
-			if (isnan(e) || e > worst)
-				worst = isnan(e) ? INFINITY : e;
+			worst = isnan(e) ? INFINITY : fmax(worst, e);
+			seen[at] = true;
 		}
 	}
+	return worst;
+}
+
+/* The largest error over the batch (item_error); also checks that what
+ * lies in C around and between the products is untouched. */
+static double case_error(const gemm_case *t, const float *got)
+{
+	bool *seen = calloc(t->n_c, sizeof *seen);
+	double worst = 0;
+	ck_assert_ptr_nonnull(seen);
+	for (int64_t item = 0; item < t->plan.batch; item++)
+		worst = fmax(worst, item_error(t, item, got, seen));
+	for (size_t at = 0; at < t->n_c; at++)
+		if (!seen[at])
+			ck_assert_float_eq(got[at], t->c[at]);
+	free(seen);
 	return worst;
 }
 
@@ -140,9 +163,10 @@ static void check_spec(cg_gemm_spec spec, uint64_t seed)
 	float *c = case_run(&t, 2);
 	double e = case_error(&t, c);
 	ck_assert_msg(e < 1e-5,
-		      "%lldx%lldx%lld ta=%d tb=%d acc=%d pack=%d: error %g",
+		      "%lldx%lldx%lld x%lld ta=%d tb=%d acc=%d pack=%d vw=%d: error %g",
 		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
-		      spec.ta, spec.tb, spec.accumulate, (int)spec.pack, e);
+		      (long long)t.plan.batch, spec.ta, spec.tb, spec.accumulate,
+		      (int)spec.pack, t.plan.vw, e);
 	free(c);
 	case_fini(&t);
 }
@@ -269,12 +293,40 @@ START_TEST(test_gemm_keeps_to_leading_dimensions)
 }
 END_TEST
 
+START_TEST(test_gemm_multiplies_each_product_of_a_batch)
+{
+	static const struct {
+		int64_t m, n, k, batch, sa, sb, sc;
+		bool tb;
+	} cases[] = {
+		{7, 13, 5, 5, 7 * 5, 5 * 13, 7 * 13 + 3, false}, /* gaps in C */
+		{10, 10, 8, 64, 80, 80, 100, true}, /* attention scores q·k^T */
+		{65, 33, 17, 3, 65 * 17, 0, 65 * 33, false}, /* one B for all */
+		{6, 40, 70, 4, 0, 70 * 40, 6 * 40, false},   /* one A for all */
+	};
+	for (size_t c = 0; c < 4; c++) {
+		for (int pack = 0; pack < 4; pack++) {
+			cg_gemm_spec spec = shape(cases[c].m, cases[c].n, cases[c].k);
+			spec.batch = cases[c].batch;
+			spec.stride_a = cases[c].sa;
+			spec.stride_b = cases[c].sb;
+			spec.stride_c = cases[c].sc;
+			spec.tb = cases[c].tb;
+			spec.pack = (cg_gemm_pack)pack;
+			spec.vector_width = widths[(c + (size_t)pack) % 2];
+			spec.grain = pack == 3 ? 1 : 0; /* threads inside products */
+			check_spec(spec, 800 + c);
+		}
+	}
+}
+END_TEST
+
 /* ---- threads --------------------------------------------------------------- */
 
 START_TEST(test_gemm_results_do_not_depend_on_thread_count)
 {
 	static const int64_t shapes[][3] = {
-		{300, 200, 600}, /* rows split, shared B, three k-blocks */
+		{300, 200, 600}, /* rows split, three k-blocks */
 		{12, 700, 100},  /* few rows: columns split */
 		{640, 200, 32},  /* B read in place */
 		{97, 211, 300},
@@ -294,6 +346,63 @@ START_TEST(test_gemm_results_do_not_depend_on_thread_count)
 		free(two);
 		case_fini(&t);
 	}
+}
+END_TEST
+
+START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
+{
+	for (int w = 0; w < 2; w++) {
+		gemm_case t;
+		cg_gemm_spec spec = shape(13, 40, 50); /* 3 row panels a product */
+		spec.batch = 7;
+		spec.stride_a = 13 * 50;
+		spec.stride_b = 50 * 40;
+		spec.stride_c = 13 * 40;
+		spec.grain = 1;
+		spec.vector_width = widths[w];
+		case_init(&t, spec, 900);
+		float *one = case_run(&t, 1);
+		for (int threads = 2; threads <= 4; threads++) {
+			float *more = case_run(&t, threads);
+			ck_assert_int_eq(memcmp(one, more, t.n_c * sizeof *one), 0);
+			free(more);
+		}
+		ck_assert_double_lt(case_error(&t, one), 1e-5);
+		free(one);
+		case_fini(&t);
+	}
+}
+END_TEST
+
+typedef void (*gemm_nt_fn)(const float *A, const float *B, float *C,
+			   int n_threads);
+
+START_TEST(test_gemm_takes_the_thread_count_as_an_argument)
+{
+	gemm_case t;
+	cg_gemm_spec spec = shape(300, 200, 100);
+	spec.is_threads_arg = true;
+	spec.grain = 1000;
+	case_init(&t, spec, 950);
+	cg_module *m = cg_module_create("nt");
+	ck_assert(cg_gemm_add(m, "gemm_nt", &spec));
+	ck_assert_msg(cg_module_jit(m), "%s", cg_module_error(m));
+	void *addr = cg_module_lookup(m, "gemm_nt");
+	gemm_nt_fn fn;
+	memcpy(&fn, &addr, sizeof fn);
+	float *c[3];
+	for (int i = 0; i < 3; i++) { /* 0 (OpenMP's default), 1, 2 */
+		c[i] = malloc(t.n_c * sizeof *c[i]);
+		memcpy(c[i], t.c, t.n_c * sizeof *c[i]);
+		fn(t.a, t.b, c[i], i);
+	}
+	ck_assert_double_lt(case_error(&t, c[0]), 1e-5);
+	ck_assert_int_eq(memcmp(c[0], c[1], t.n_c * sizeof *c[0]), 0);
+	ck_assert_int_eq(memcmp(c[0], c[2], t.n_c * sizeof *c[0]), 0);
+	for (int i = 0; i < 3; i++)
+		free(c[i]);
+	cg_module_destroy(m);
+	case_fini(&t);
 }
 END_TEST
 
@@ -443,6 +552,9 @@ START_TEST(test_plan_rejects_bad_specs)
 		{.m = 4, .n = 8, .k = 4, .ldc = 7},
 		{.m = 4, .n = 8, .k = 4, .grain = -1},
 		{.m = 4, .n = 8, .k = 4, .vector_width = 4},
+		{.m = 4, .n = 8, .k = 4, .batch = -1},
+		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 31}, /* overlap */
+		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_a = -1, .stride_c = 32},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cg_gemm_plan p;
@@ -588,7 +700,10 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
+	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
 	tcase_add_test(num, test_gemm_results_do_not_depend_on_thread_count);
+	tcase_add_test(num, test_gemm_batch_results_do_not_depend_on_thread_count);
+	tcase_add_test(num, test_gemm_takes_the_thread_count_as_an_argument);
 	tcase_add_test(num, test_gemm_runs_on_more_threads_than_row_panels);
 	suite_add_tcase(s, num);
 
