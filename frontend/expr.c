@@ -75,7 +75,7 @@ const char *fe_kind_name(fe_value v)
 	case FE_V_VOID:
 		return "nothing";
 	case FE_V_NUM:
-		return v.num.is_int ? "an integer" : "a number";
+		return "a number";
 	case FE_V_DIM:
 		return "a dim";
 	case FE_V_TENSOR:

@@ -760,6 +760,31 @@ START_TEST(test_train_block_becomes_settings)
 }
 END_TEST
 
+START_TEST(test_if_else_and_early_return_choose_at_compile_time)
+{
+	fx x;
+	fx_ok(&x, "model m\n"
+		  "def pick(x, k)\n"
+		  "  if k == 0\n"
+		  "    return exp(x)\n"
+		  "  else if k == 1 and not false\n"
+		  "    return tanh(x)\n"
+		  "  else\n"
+		  "    y = x\n"
+		  "  return relu(y)\n"
+		  "export def f(x: f32[2, 3])\n"
+		  "  return pick(x, 0), pick(x, 1), pick(x, 2), linear(x, 4, bias = false)\n");
+	ir_func *f = ir_module_find_func(x.m, "f");
+	ck_assert_int_eq(output_node(f, 0)->op, IR_OP_EXP);
+	ck_assert_int_eq(output_node(f, 1)->op, IR_OP_TANH);
+	ck_assert_int_eq(output_node(f, 2)->op, IR_OP_RELU);
+	ck_assert_int_eq(output_node(f, 3)->op, IR_OP_MATMUL);
+	ck_assert_uint_eq(x.m->n_params, 1);
+	ck_assert_str_eq(param_name(&x, 0), "linear.W");
+	fx_fini(&x);
+}
+END_TEST
+
 START_TEST(test_prelude_gru_cell_follows_pytorch_shapes_and_inits)
 {
 	fx x;
@@ -863,7 +888,7 @@ START_TEST(test_numbers_and_tensors_are_not_confused)
 			  "  a = softmax(3)\n"
 			  "  b = reshape(x, [2, x])\n"
 			  "  return linear\n",
-		      "t.g:3:15: error: expected a tensor, got an integer");
+		      "t.g:3:15: error: expected a tensor, got a number");
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:4:18: error: expected a dimension "
 					     "(an integer or a dim), got a tensor"));
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:5:10: error: expected a tensor, got "
@@ -1221,6 +1246,7 @@ static Suite *frontend_suite(void)
 	tcase_add_test(elab_tc, test_example_shape_mismatch_is_reported_at_the_argument);
 	tcase_add_test(elab_tc, test_example_rejects_ops_it_cannot_evaluate);
 	tcase_add_test(elab_tc, test_train_block_becomes_settings);
+	tcase_add_test(elab_tc, test_if_else_and_early_return_choose_at_compile_time);
 	tcase_add_test(elab_tc, test_prelude_gru_cell_follows_pytorch_shapes_and_inits);
 	tcase_add_test(elab_tc, test_prelude_splits_and_merges_heads_as_layout);
 	suite_add_tcase(s, elab_tc);
