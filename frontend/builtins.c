@@ -240,7 +240,7 @@ static fe_value bi_reshape(fe_elab *e, const fe_builtin *b, const fe_args *a)
 static fe_value permute(fe_elab *e, ir_id x, const int *perm, ir_loc loc)
 {
 	ir_attr at = {0};
-	for (int i = 0; i < rank_of(e, x); i++)
+	for (int i = 0; i < rank_of(e, x) && i < IR_MAX_RANK; i++)
 		at.permute.perm[i] = (uint8_t)perm[i];
 	return build1(e, IR_OP_PERMUTE, x, &at, loc);
 }

@@ -880,7 +880,7 @@ static fe_value transpose_last(fe_elab *e, fe_value v, ir_loc loc)
 		return fe_err();
 	}
 	ir_attr a = {0};
-	for (int i = 0; i < t->rank; i++)
+	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++)
 		a.permute.perm[i] = (uint8_t)i;
 	a.permute.perm[t->rank - 1] = (uint8_t)(t->rank - 2);
 	a.permute.perm[t->rank - 2] = (uint8_t)(t->rank - 1);
