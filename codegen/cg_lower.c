@@ -42,6 +42,8 @@ struct cg_program {
 	bool is_serial;
 	double build_ms;
 	LLVMValueRef *consts; /* m->n_consts globals, made on first use */
+	struct built_kernel *built; /* every kernel made, for sharing */
+	uint32_t n_built, built_cap;
 };
 
 /* A generated kernel as the entry point calls it. */
@@ -49,6 +51,14 @@ typedef struct kernel_ref {
 	LLVMValueRef fn, par; /* par: the GOMP_parallel body, or NULL */
 	int64_t extent;
 } kernel_ref;
+
+/* A kernel made for node id of graph g; a node of the same op, attributes
+ * and concrete operand and result types reuses it. */
+typedef struct built_kernel {
+	const ir_graph *g;
+	ir_id id;
+	kernel_ref ref;
+} built_kernel;
 
 static double now_ms(void)
 {
@@ -431,6 +441,9 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 		 ir_op_table[node->op].name);
 	LLVMContextRef c = LLVMGetModuleContext(L->mod);
 	cg_fn_begin(&k->f, L->mod, name, kernel_type(c, k->n_in), true);
+	/* Inlined, hundreds of kernels would make one huge entry function
+	 * that the optimizer takes seconds over. */
+	cg_fn_attr(&k->f, "noinline");
 	cg_fn_param_readonly(&k->f, 0);
 	k->run = LLVMGetParam(k->f.fn, 0);
 	k->out = LLVMGetParam(k->f.fn, 1);
@@ -499,9 +512,64 @@ static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 	return f.fn;
 }
 
+static bool same_type(const cg_lower *L, const ir_type *a, const ir_type *b)
+{
+	int64_t da[IR_MAX_RANK], db[IR_MAX_RANK];
+	if (a->dtype != b->dtype || a->rank != b->rank)
+		return false;
+	cg_lower_dims(L, a, da);
+	cg_lower_dims(L, b, db);
+	return memcmp(da, db, (size_t)a->rank * sizeof da[0]) == 0;
+}
+
+/* True if node ia of ga and node ib of gb compile to the same kernel:
+ * same op, attributes and concrete types; ops that can fail name their
+ * node in the error code, so those must be the same node too. */
+static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
+			const ir_graph *gb, ir_id ib)
+{
+	const ir_node *a = &ga->nodes[ia], *b = &gb->nodes[ib];
+	if (a->op != b->op || a->n_args != b->n_args ||
+	    memcmp(&a->attr, &b->attr, sizeof a->attr) != 0 ||
+	    !same_type(L, &a->type, &b->type))
+		return false;
+	if ((a->op == IR_OP_EMBEDDING || a->op == IR_OP_CROSS_ENTROPY) &&
+	    (ga != gb || ia != ib))
+		return false;
+	for (uint32_t i = 0; i < a->n_args; i++)
+		if (!same_type(L, &ga->nodes[ir_arg(ga, ia, i)].type,
+			       &gb->nodes[ir_arg(gb, ib, i)].type))
+			return false;
+	return true;
+}
+
+static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
+				    const ir_graph *g, ir_id id)
+{
+	for (uint32_t i = 0; i < p->n_built; i++)
+		if (same_kernel(L, p->built[i].g, p->built[i].id, g, id))
+			return &p->built[i].ref;
+	return NULL;
+}
+
+static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
+			   const kernel_ref *ref)
+{
+	if (!ir_grow(p->ctx, (void **)&p->built, &p->built_cap, p->n_built + 1,
+		     sizeof *p->built))
+		return false;
+	p->built[p->n_built++] = (built_kernel){g, id, *ref};
+	return true;
+}
+
 static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
 			 ir_id id, kernel_ref *ref)
 {
+	const kernel_ref *old = find_built(p, L, &fn->g, id);
+	if (old) {
+		*ref = *old;
+		return true;
+	}
 	cg_kernel k;
 	if (!kernel_begin(L, fn, id, &k))
 		return false;
@@ -519,7 +587,7 @@ static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
 		ref->par = make_par(L, k.f.fn, k.n_in);
 		p->n_parallel++;
 	}
-	return true;
+	return remember_built(p, &fn->g, id, ref);
 }
 
 /* ---- the entry point ---------------------------------------------------------- */
@@ -794,6 +862,7 @@ void cg_program_destroy(cg_program *p)
 	cg_module_destroy(p->cm);
 	ir_free(p->ctx, p->entries);
 	ir_free(p->ctx, p->consts);
+	ir_free(p->ctx, p->built);
 	ir_free(p->ctx, p->params);
 	ir_free(p->ctx, p->syms);
 	ir_free(p->ctx, p);

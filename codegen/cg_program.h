@@ -108,8 +108,9 @@ const attnrt_tensor_info *cg_program_inputs(const cg_program *p,
 const attnrt_tensor_info *cg_program_outputs(const cg_program *p,
 					     const char *func, uint32_t *n);
 
-/* Number of kernels generated (one per node that computes), over all
- * entry points, and how many of them may run in parallel. */
+/* Number of kernels generated over all entry points (one per node that
+ * computes, but nodes of the same op, attributes and concrete types
+ * share one), and how many of them may run in parallel. */
 uint32_t cg_program_n_kernels(const cg_program *p);
 uint32_t cg_program_n_parallel(const cg_program *p);
 
