@@ -39,6 +39,12 @@ extern "C" {
 enum {
 	ATTNRT_OK = 0,
 	ATTNRT_ERR_INDEX = 1, /* an id or label outside its range */
+	/* Errors of the library functions below (never of an entry point). */
+	ATTNRT_ERR_NOMEM = 2,    /* the allocation hook returned NULL */
+	ATTNRT_ERR_IO = 3,       /* a file could not be read or written */
+	ATTNRT_ERR_FORMAT = 4,   /* a checkpoint is truncated or corrupt */
+	ATTNRT_ERR_MISMATCH = 5, /* a checkpoint does not fit the model */
+	ATTNRT_ERR_ARG = 6,      /* the caller passed an invalid table */
 };
 
 /* How one call runs. Dropout is active only when is_training; its random
@@ -84,6 +90,83 @@ typedef struct attnrt_tensor_info {
 	int rank;
 	int64_t dims[6];
 } attnrt_tensor_info;
+
+/* ---- the library: libattnrt (-lattnrt) -------------------------------- */
+
+/* The allocation hook every function of libattnrt allocates through, with
+ * realloc semantics: ptr NULL allocates, size 0 frees (and returns NULL),
+ * else resizes. A NULL attnrt_allocator pointer means the C library's
+ * realloc and free. Tests pass one that fails on purpose. */
+typedef void *(*attnrt_alloc_fn)(void *ud, void *ptr, size_t size);
+typedef struct attnrt_allocator {
+	attnrt_alloc_fn fn;
+	void *ud;
+} attnrt_allocator;
+
+/* Allocates size bytes, zeroed, ATTNRT_ALIGN-aligned (for the params and
+ * scratch blocks) through al (NULL: the C library). Returns NULL when the
+ * hook fails or size is absurd. Free with attnrt_free and the same al. */
+void *attnrt_alloc(const attnrt_allocator *al, size_t size);
+/* Frees a block of attnrt_alloc; NULL is a no-op. */
+void attnrt_free(const attnrt_allocator *al, void *block);
+
+/* Bytes of the params block the table describes: the end of its last
+ * parameter (f32, row-major at its offset), rounded up to ATTNRT_ALIGN.
+ * The generated header's NAME_PARAMS_SIZE is this value. */
+size_t attnrt_params_size(const attnrt_param_info *table, size_t n_params);
+
+/* Fills every parameter of the table in the params block by its
+ * initializer, from (seed, index of the parameter in the table): the same
+ * numbers as the reference interpreter's interp_params_init for the same
+ * seed, bit for bit (docs/runtime.md gives the formulas). Returns
+ * ATTNRT_OK, or ATTNRT_ERR_ARG (params untouched) if an entry is invalid
+ * (no name, rank outside 0..6, a negative dim, an offset that is not a
+ * multiple of 4, an unknown initializer). */
+int attnrt_params_init(const attnrt_param_info *table, size_t n_params,
+		       void *params, uint64_t seed);
+
+/* One string entry of a checkpoint's "__metadata__". */
+typedef struct attnrt_meta {
+	const char *key;
+	const char *value;
+} attnrt_meta;
+
+/* Writes the params block as a safetensors file at path: one F32 tensor
+ * per table entry, named by it, in table order, with meta (n_meta pairs,
+ * may be 0) as "__metadata__". The write is atomic: the data goes to a
+ * temporary file in path's directory, is fsync'ed and renamed over path,
+ * so a failure at any point leaves an existing file at path as it was.
+ * Returns ATTNRT_OK, or an ATTNRT_ERR_* code with a message in err (at
+ * most err_size bytes, NUL-terminated; err may be NULL). Never prints. */
+int attnrt_checkpoint_save(const attnrt_allocator *al, const char *path,
+			   const attnrt_param_info *table, size_t n_params,
+			   const void *params, const attnrt_meta *meta,
+			   size_t n_meta, char *err, size_t err_size);
+
+/* Reads a safetensors file written by attnrt_checkpoint_save, by PyTorch's
+ * safetensors package or by any other writer, into the params block: the
+ * file must hold exactly the table's parameters, each F32 with the
+ * table's shape. Everything is checked before a byte of params changes
+ * (params is untouched on failure): the file's size, the header length,
+ * the header's JSON, every tensor's dtype, shape and data_offsets (in
+ * range, not overlapping, covering the data exactly), names unknown to
+ * the model or missing from the file. A failure returns ATTNRT_ERR_IO,
+ * _FORMAT, _MISMATCH or _NOMEM with a message in err that names the
+ * tensor and what differs, e.g.
+ *   encoder.0.attention.W_q: shape [32, 16] in file, model wants [32, 32]
+ */
+int attnrt_checkpoint_load(const attnrt_allocator *al, const char *path,
+			   const attnrt_param_info *table, size_t n_params,
+			   void *params, char *err, size_t err_size);
+
+/* As attnrt_checkpoint_load, from the len bytes of a file at data. */
+int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
+			    size_t len, const attnrt_param_info *table,
+			    size_t n_params, void *params, char *err,
+			    size_t err_size);
+
+/* The name of an ATTNRT_* code ("ok", "out of memory", ...). */
+const char *attnrt_strerror(int code);
 
 #ifdef __cplusplus
 }

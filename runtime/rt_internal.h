@@ -1,0 +1,131 @@
+/*
+ * rt_internal.h - what the files of libattnrt share and programs do not
+ * see: allocation through the caller's hook, error messages written into
+ * the caller's buffer, and the strict JSON reader the checkpoint loader
+ * parses safetensors headers with.
+ */
+#ifndef ATTNC_RT_INTERNAL_H
+#define ATTNC_RT_INTERNAL_H
+
+#include "attnrt.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- memory (rt_alloc.c) -------------------------------------------------- */
+
+/* realloc through the hook (al NULL: the C library's realloc/free);
+ * size 0 frees and returns NULL. */
+void *rt_mem_realloc(const attnrt_allocator *al, void *ptr, size_t size);
+static inline void *rt_mem_alloc(const attnrt_allocator *al, size_t size)
+{
+	return rt_mem_realloc(al, NULL, size ? size : 1);
+}
+static inline void rt_mem_free(const attnrt_allocator *al, void *ptr)
+{
+	if (ptr)
+		rt_mem_realloc(al, ptr, 0);
+}
+/* Grows *arr (elements of elem_size) to hold at least need; doubles the
+ * capacity. Returns false (leaving *arr as it was) on failure. */
+bool rt_mem_grow(const attnrt_allocator *al, void **arr, size_t *cap,
+		 size_t need, size_t elem_size);
+
+/* ---- errors (rt_alloc.c) --------------------------------------------------- */
+
+/* Writes the message into err (err_size bytes, may be NULL/0) and returns
+ * code, so that a failure is `return rt_fail(err, n, CODE, "...", ...)`. */
+int rt_fail(char *err, size_t err_size, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* As rt_fail with ATTNRT_ERR_IO, appending ": " and the text of errno
+ * value errnum. */
+int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt,
+		  ...) __attribute__((format(printf, 4, 5)));
+
+/* ---- parameters (rt_params.c) ---------------------------------------------- */
+
+/* Elements of a table entry, or -1 if its rank or a dim is invalid or the
+ * count overflows. */
+int64_t rt_param_numel(const attnrt_param_info *p);
+/* Checks every entry of a table (rank, dims, offsets aligned to 4 bytes,
+ * names present); on failure writes a message naming the entry and
+ * returns ATTNRT_ERR_ARG. */
+int rt_params_check(const attnrt_param_info *table, size_t n_params,
+		    char *err, size_t err_size);
+
+/* Makes *sorted an array of pointers to the table's entries sorted by
+ * name (byte order), allocated through al (free with rt_mem_free even
+ * on failure; NULL when n_params is 0). Fails with ATTNRT_ERR_ARG naming
+ * a name used twice, or ATTNRT_ERR_NOMEM. */
+int rt_params_sort(const attnrt_allocator *al, const attnrt_param_info *table,
+		   size_t n_params, const attnrt_param_info ***sorted,
+		   char *err, size_t err_size);
+
+/* ---- JSON (rt_json.c) ------------------------------------------------------- */
+
+#define RT_JSON_NONE UINT32_MAX
+#define RT_JSON_MAX_DEPTH 64
+
+typedef enum rt_json_kind {
+	RT_JSON_NULL,
+	RT_JSON_FALSE,
+	RT_JSON_TRUE,
+	RT_JSON_NUMBER,
+	RT_JSON_STRING,
+	RT_JSON_ARRAY,
+	RT_JSON_OBJECT,
+} rt_json_kind;
+
+/* One value. Children (array elements, object members) are linked by
+ * index: first child, next sibling. Strings are decoded (escapes
+ * resolved) into the document's text pool; a number keeps its source
+ * text there too. */
+typedef struct rt_json_node {
+	rt_json_kind kind;
+	uint32_t key, key_len; /* member of an object: its name in text */
+	uint32_t str, str_len; /* string: decoded bytes; number: source text */
+	uint32_t first, next;  /* first child, next sibling (RT_JSON_NONE) */
+	uint32_t n_children;
+} rt_json_node;
+
+typedef struct rt_json_doc {
+	const attnrt_allocator *al;
+	rt_json_node *nodes; /* nodes[0] is the root */
+	size_t n_nodes, nodes_cap;
+	char *text;
+	size_t n_text, text_cap;
+} rt_json_doc;
+
+/* Parses len bytes of strict JSON (RFC 8259: UTF-8, no trailing commas,
+ * no comments, nesting at most RT_JSON_MAX_DEPTH, whitespace around the
+ * value allowed) into doc. Returns ATTNRT_OK, ATTNRT_ERR_FORMAT with a
+ * message giving the byte offset of the fault, or ATTNRT_ERR_NOMEM. The
+ * document owns its memory; free with rt_json_fini (also after a
+ * failure). */
+int rt_json_parse(rt_json_doc *doc, const attnrt_allocator *al,
+		  const char *src, size_t len, char *err, size_t err_size);
+void rt_json_fini(rt_json_doc *doc);
+
+/* Whether s[0..n) is valid UTF-8 (RFC 3629: shortest forms, no
+ * surrogates, nothing above U+10FFFF). */
+bool rt_utf8_is_valid(const char *s, size_t n);
+
+/* A node's string bytes (not NUL-terminated: use the length). */
+static inline const char *rt_json_str(const rt_json_doc *d,
+				      const rt_json_node *n)
+{
+	return d->text + n->str;
+}
+static inline const char *rt_json_key(const rt_json_doc *d,
+				      const rt_json_node *n)
+{
+	return d->text + n->key;
+}
+/* Reads a number node that is a non-negative integer written without
+ * sign, fraction or exponent and fitting in uint64_t. */
+bool rt_json_get_u64(const rt_json_doc *d, const rt_json_node *n,
+		     uint64_t *value);
+
+#endif
