@@ -167,8 +167,12 @@ uint32_t ir_ctx_add_source(ir_ctx *ctx, const char *name, const char *text,
 	s->name = ctx_strndup(ctx, name, strlen(name));
 	s->text = ctx_strndup(ctx, text, len);
 	s->len = len;
-	if (!s->name || !s->text)
+	if (!s->name || !s->text) {
+		ir_free(ctx, s->name);
+		ir_free(ctx, s->text);
+		s->name = s->text = NULL;
 		return 0;
+	}
 	return ctx->n_files++;
 }
 

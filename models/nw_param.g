@@ -37,7 +37,8 @@ export def forward(x_test: f32[Q])
   x_train, y_train = train_data()
   keys = broadcast(reshape(x_train, [1, n_train]), [Q, n_train])
   values = broadcast(reshape(y_train, [1, n_train]), [Q, n_train])
-  return nw(x_test, keys, values)
+  y_hat, weights = nw(x_test, keys, values)
+  return y_hat, weights
 
 export def truth(x_test: f32[Q]) = f(x_test)
 

@@ -42,7 +42,8 @@ def decoder(tgt_in, enc, src_valid)
 
 # Logits of every target step given the source and the shifted target.
 export def forward(src: i32[B, T], src_valid: i32[B], tgt_in: i32[B, T])
-  return decoder(tgt_in, encoder(src, src_valid), src_valid)
+  logits = decoder(tgt_in, encoder(src, src_valid), src_valid)
+  return logits
 
 # d2l's loss: per-token cross-entropy masked by the target's valid length,
 # averaged over the steps of each sequence, summed over the batch.
