@@ -659,8 +659,8 @@ static bool parse_param(reader *r)
 		return rerr_at(r, &t, "parameter '@%s' declared twice", name);
 	next(r);
 	ir_type type;
-	ir_init_kind k;
-	double a, b;
+	ir_init_kind k = IR_INIT_ZEROS;
+	double a = 0, b = 0;
 	ir_loc loc;
 	if (!expect(r, ':') || !parse_type(r, &type) || !expect(r, '=') ||
 	    !parse_init(r, &k, &a, &b) || !parse_loc(r, &loc))
@@ -1119,7 +1119,7 @@ static bool parse_op(reader *r, ir_op *op)
 /* node = NODE "=" OP operands [ "{" attrs "}" ] ":" type [ loc ] NL */
 static bool parse_node(reader *r, func_parts *p)
 {
-	ir_op op;
+	ir_op op = IR_OP_COUNT;
 	ir_attr a;
 	ir_type type;
 	ir_loc loc;
