@@ -799,7 +799,10 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
-	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm)};
+	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0};
+	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
+		     : opts->gemm_min < 0	 ? INT64_MAX
+						 : opts->gemm_min;
 	if (!L.mod)
 		return false;
 	if (!layout_params(p, &L))

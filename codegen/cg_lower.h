@@ -30,6 +30,8 @@ typedef struct cg_lower {
 	const int64_t *syms; /* m->n_syms bound values */
 	cg_module *cm;
 	LLVMModuleRef mod;
+	int64_t gemm_min; /* multiply-adds from which a matmul uses cg_gemm */
+	uint32_t n_gemms; /* sgemm functions generated (for unique names) */
 } cg_lower;
 
 /* One kernel under construction. */

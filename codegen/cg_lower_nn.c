@@ -9,6 +9,7 @@
  * they then differ from the interpreter's left-to-right float sums by
  * rounding only.
  */
+#include "cg_gemm.h"
 #include "cg_lower.h"
 
 #include <math.h>
@@ -135,8 +136,65 @@ static void batch_strides(const int64_t *dims, int rank, int nb, int64_t *s)
 	}
 }
 
+/* A matmul through the generated sgemm: the batch dims as a nest whose
+ * innermost axis is the sgemm's own batch (one stride per operand), the
+ * outer ones looped here; a B shared by a dense batch of A folds into
+ * the rows. */
+typedef struct gemm_cx {
+	LLVMValueRef fn;
+} gemm_cx;
+
+static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const gemm_cx *g = ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef args[4] = {cg_at(f, k->in[0], offs[1]), cg_at(f, k->in[1], offs[2]),
+				cg_at(f, k->out, offs[0]),
+				cg_kernel_run_field(k, cg_t_i32(f), 20)};
+	cg_call(f, g->fn, args, 4);
+}
+
+static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
+{
+	cg_lower *L = k->L;
+	cg_gemm_spec s = {0};
+	s.m = c->M;
+	s.n = c->N;
+	s.k = c->K;
+	s.ta = ta;
+	s.tb = c->tb;
+	s.is_threads_arg = true;
+	cg_nest_simplify(bn);
+	int in = bn->rank - 1;
+	if (bn->rank == 1 && bn->strides[2][0] == 0 && !ta &&
+	    bn->strides[1][0] == c->M * c->K && bn->strides[0][0] == c->M * c->N) {
+		s.m *= bn->dims[0]; /* B shared: one tall product */
+		bn->dims[0] = 1;
+	} else if (bn->dims[in] > 1) {
+		s.batch = bn->dims[in];
+		s.stride_c = bn->strides[0][in];
+		s.stride_a = bn->strides[1][in];
+		s.stride_b = bn->strides[2][in];
+		bn->dims[in] = 1;
+	}
+	char name[64];
+	snprintf(name, sizeof name, "sgemm.%u", L->n_gemms++);
+	if (!cg_gemm_add(L->cm, name, &s)) {
+		ir_error(L->ctx, k->node->loc, "codegen: matmul: %s",
+			 cg_module_error(L->cm));
+		return false;
+	}
+	gemm_cx g = {LLVMGetNamedFunction(L->mod, name)};
+	k->extent = 1; /* the sgemm splits its own work over threads */
+	k->work = c->M * c->N * c->K;
+	cg_nest_emit(k, bn, cg_i64(&k->f, 0), cg_i64(&k->f, bn->dims[0]),
+		     gemm_call, &g);
+	return true;
+}
+
 /* Batched C = op(A) op(B): a nest over the batch dims and the rows of C,
- * each row computed by loops LLVM vectorizes. */
+ * each row computed by loops LLVM vectorizes; large products go to the
+ * generated sgemm instead. */
 bool cg_lower_matmul(cg_kernel *k)
 {
 	int64_t ad[IR_MAX_RANK], bd[IR_MAX_RANK];
@@ -148,15 +206,22 @@ bool cg_lower_matmul(cg_kernel *k)
 	int ro = cg_lower_dims(k->L, &k->node->type, n.dims), nb = ro - 2;
 	mm_cx c = {n.dims[nb], n.dims[nb + 1], ta ? ad[ra - 2] : ad[ra - 1], 0,
 		   k->node->attr.matmul.tb};
-	(void)rb;
 	c.a_k = ta ? c.M : 1;
-	n.rank = nb + 1; /* batch dims, then the rows of C */
+	n.rank = nb; /* batch dims, then (below) the rows of C */
 	n.n_arr = 3;
 	int64_t os[IR_MAX_RANK];
 	cg_lower_strides(n.dims, ro, os);
 	memcpy(n.strides[0], os, sizeof os);
 	batch_strides(ad, ra, nb, n.strides[1]);
 	batch_strides(bd, rb, nb, n.strides[2]);
+	int64_t batches = 1;
+	for (int d = 0; d < nb; d++)
+		batches *= n.dims[d];
+	if (c.M > 0 && c.N > 0 && c.K > 0 &&
+	    batches * c.M * c.N * c.K >= k->L->gemm_min)
+		return matmul_gemm(k, &n, &c, ta);
+	n.rank = nb + 1;
+	n.dims[nb] = c.M;
 	n.strides[1][nb] = ta ? 1 : c.K;
 	n.strides[2][nb] = 0;
 	run_rows(k, &n, c.N * c.K, matmul_row, &c);

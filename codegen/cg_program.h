@@ -42,9 +42,14 @@ typedef struct cg_program_options {
 	/* Elements of work a kernel needs before it runs in parallel;
 	 * 0 = CG_PROGRAM_GRAIN_DEFAULT. */
 	int64_t grain;
+	/* Multiply-adds (m·n·k over the batch) from which a matmul calls
+	 * the generated sgemm (cg_gemm.h) instead of plain row loops;
+	 * 0 = CG_PROGRAM_GEMM_MIN_DEFAULT, < 0 = never. */
+	int64_t gemm_min;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
+#define CG_PROGRAM_GEMM_MIN_DEFAULT 65536
 
 
 /* Lowers every exported function of m (already through the pass

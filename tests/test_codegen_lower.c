@@ -457,6 +457,21 @@ START_TEST(test_matmul_of_odd_larger_shapes_matches_the_interpreter)
 }
 END_TEST
 
+START_TEST(test_matmul_with_a_shared_right_operand_matches_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_attr attr = {.matmul = {_i & 1, _i >> 1}};
+	ir_type at = _i & 1 ? ty(IR_F32, 3, 3, 40, 50) : ty(IR_F32, 3, 3, 50, 40);
+	ir_type bt = _i >> 1 ? ty(IR_F32, 2, 60, 40) : ty(IR_F32, 2, 40, 60);
+	ret(&x, op2(&x, IR_OP_MATMUL, input(&x, at), input(&x, bt), &attr));
+	run_cfg c = cfg_default();
+	c.tol = 1e-4;
+	check_cfg(&x, &c);
+	fx_fini(&x);
+}
+END_TEST
+
 /* ---- reductions --------------------------------------------------------------- */
 
 START_TEST(test_reductions_over_any_axes_match_the_interpreter)
@@ -914,6 +929,8 @@ static Suite *suite(void)
 	tcase_add_loop_test(t, test_matmul_broadcasts_batch_dims_with_every_transpose,
 			    0, 4);
 	tcase_add_loop_test(t, test_matmul_of_odd_larger_shapes_matches_the_interpreter,
+			    0, 4);
+	tcase_add_loop_test(t, test_matmul_with_a_shared_right_operand_matches_the_interpreter,
 			    0, 4);
 	tcase_add_test(t, test_reductions_over_any_axes_match_the_interpreter);
 	tcase_add_test(t, test_argmax_takes_the_first_maximum);
