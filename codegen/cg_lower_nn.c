@@ -274,6 +274,16 @@ static void reduce_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_lower_store(&k->f, r->t, reduce_step(&k->f, r, o, v), k->out, offs[0]);
 }
 
+/* A nest over the node's output alone, dense. */
+static void out_nest(const cg_kernel *k, cg_nest *n)
+{
+	memset(n, 0, sizeof *n);
+	n->n_arr = 1;
+	n->rank = cg_lower_dims(k->L, &k->node->type, n->dims);
+	cg_lower_strides(n->dims, n->rank, n->strides[0]);
+	cg_nest_simplify(n);
+}
+
 /* The reduced input walked in row-major order, each element added into
  * its output element (stride 0 along reduced axes): the interpreter's
  * order. The outer loop is split over threads only when it is a kept
@@ -308,7 +318,9 @@ bool cg_lower_reduce(cg_kernel *k)
 	for (int d = 0; d < n.rank; d++)
 		if (n.strides[0][d] == 0)
 			init.dims[d] = 1;
-	bool is_split = n.strides[0][0] != 0;
+	if (count == 0) /* an empty input: every output element only inits */
+		out_nest(k, &init);
+	bool is_split = count != 0 && n.strides[0][0] != 0;
 	LLVMValueRef lo = is_split ? k->lo : cg_i64(f, 0);
 	LLVMValueRef hi_init = is_split ? k->hi : cg_i64(f, init.dims[0]);
 	LLVMValueRef hi = is_split ? k->hi : cg_i64(f, n.dims[0]);

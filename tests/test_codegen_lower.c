@@ -829,6 +829,62 @@ START_TEST(test_params_are_laid_out_at_aligned_offsets)
 }
 END_TEST
 
+START_TEST(test_max_over_an_empty_axis_is_an_error_naming_the_op)
+{
+	fx x;
+	fx_init(&x);
+	ir_attr r = {.reduce = {1, false}};
+	ret(&x, op1(&x, IR_OP_MAX, input(&x, ty(IR_F32, 2, 0, 3)), &r));
+	ck_assert_ptr_null(cg_program_create(&x.ctx, x.m, NULL, NULL));
+	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "max: reduction over an empty axis"));
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_empty_tensors_flow_through_without_work)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, ty(IR_F32, 2, 0, 3));
+	ir_attr r = {.reduce = {1, false}};
+	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
+	ret(&x, op1(&x, IR_OP_SUM, a, &r));
+	ret(&x, op1(&x, IR_OP_SOFTMAX, a, NULL));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+static bool bytes_contain(const char *buf, size_t len, const char *s)
+{
+	size_t n = strlen(s);
+	for (size_t i = 0; i + n <= len; i++)
+		if (memcmp(buf + i, s, n) == 0)
+			return true;
+	return false;
+}
+
+START_TEST(test_program_emits_an_object_defining_its_entry_point)
+{
+	fx x;
+	fx_init(&x);
+	ret(&x, op1(&x, IR_OP_TANH, input(&x, ty(IR_F32, 1, 100)), NULL));
+	cg_program_options o = {.prefix = "mymodel"};
+	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, &o);
+	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	char *obj;
+	size_t len;
+	ck_assert(cg_program_emit_buffer(p, CG_EMIT_OBJ, &obj, &len));
+	ck_assert_uint_gt(len, 64);
+	ck_assert_mem_eq(obj, "\x7f" "ELF", 4);
+	ck_assert(bytes_contain(obj, len, "mymodel_f"));
+	free(obj);
+	ck_assert_str_eq(cg_program_symbol(p, "f"), "mymodel_f");
+	cg_program_destroy(p);
+	fx_fini(&x);
+}
+END_TEST
+
 /* A chain big enough that its kernels run in parallel. */
 static void build_big_chain(fx *x)
 {
@@ -948,6 +1004,9 @@ static Suite *suite(void)
 	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
 	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
 	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
+	tcase_add_test(t, test_max_over_an_empty_axis_is_an_error_naming_the_op);
+	tcase_add_test(t, test_empty_tensors_flow_through_without_work);
+	tcase_add_test(t, test_program_emits_an_object_defining_its_entry_point);
 	tcase_add_test(t, test_results_do_not_depend_on_the_thread_count);
 	tcase_add_test(t, test_hot_loops_come_out_vectorized);
 	suite_add_tcase(s, t);
