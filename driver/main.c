@@ -1,14 +1,15 @@
 /*
  * main.c - the attnc command line: read a model (.g source or printed .ir),
- * run the pass pipeline, and do what the flags ask (dump the IR, print
- * statistics, run the default entry point under the reference interpreter).
+ * run the pass pipeline, and do what the flags ask: dump the IR, print
+ * statistics, run the default entry point under the reference interpreter
+ * or the JIT, or write code ahead of time.
  *
  * The flow is one flat function, top to bottom: options, front end,
  * pipeline, actions. Every user error goes through the diagnostics of
  * ir_ctx and ends in exit status 1.
  */
+#include "driver.h"
 #include "frontend.h"
-#include "interp.h"
 #include "ir.h"
 #include "passes.h"
 
@@ -16,44 +17,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef ATTNC_VERSION
-#define ATTNC_VERSION "0.0.0"
-#endif
-
-#define MAX_DISABLED 64
-
-typedef struct options {
-	const char *model;
-	const char *dump;    /* NULL, "", "parse", "all" or a pass name */
-	const char *disabled[MAX_DISABLED];
-	uint32_t n_disabled;
-	bool no_fuse;
-	bool stats;
-	bool interp;
-	bool f64;
-	bool verify_each;
-	const char *entry;
-	uint64_t seed;
-} options;
-
 static const char usage[] =
 	"usage: attnc MODEL.g|MODEL.ir [options]\n"
 	"\n"
 	"Parses, checks and optimizes MODEL and says so in one line; options:\n"
+	"\n"
+	"Seeing inside:\n"
 	"  --dump-ir            print the optimized IR\n"
 	"  --dump-ir=parse      print the IR right after parsing\n"
 	"  --dump-ir=PASS       print the IR after pass PASS\n"
-	"  --dump-ir=all        print the IR after every pass\n"
+	"  --dump-ir=all        print the IR after parsing and every pass\n"
 	"  --disable-pass=NAME  do not run pass NAME (repeatable)\n"
 	"  --no-fuse            turn off every fusion pass\n"
 	"  --list-passes        print the passes in pipeline order\n"
 	"  --stats              print statistics of the optimized graph as JSON\n"
+	"                       (with --jit, of the compilation too)\n"
 	"  --verify-each        run the IR verifier after every pass\n"
-	"  --interp             run the default entry point on its example\n"
-	"                       inputs with the reference interpreter\n"
-	"  --entry NAME         the entry point --interp runs\n"
+	"\n"
+	"Running (the default entry point: the first exported function with an\n"
+	"example, on its example inputs):\n"
+	"  --interp             with the reference interpreter\n"
+	"  --jit                as native code, compiled through LLVM\n"
+	"  --entry NAME         run function NAME instead\n"
 	"  --f64                interpret in float64\n"
 	"  --seed N             seed of the parameters' initializers (0)\n"
+	"  --threads N          threads of parallel loops (OMP_NUM_THREADS)\n"
+	"  --load FILE          --jit: read the parameters from a safetensors file\n"
+	"  --save FILE          --jit: write the parameters after the run\n"
+	"\n"
+	"Ahead of time:\n"
+	"  -c [-o NAME.o]       write an object file and its header NAME.h\n"
+	"  --emit=KIND [-o F]   write ir (attnc IR), llvm, asm or obj\n"
+	"  --batch N            the value of the dimension B\n"
+	"  --sym NAME=N         the value of dimension NAME (repeatable)\n"
+	"\n"
 	"  --help, --version\n";
 
 static bool has_prefix(const char *s, const char *p, const char **rest)
@@ -70,9 +67,22 @@ static bool parse_u64(const char *s, uint64_t *out)
 	char *end;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
-	if (!*s || *end || errno || *s == '-')
+	if (!*s || *end || errno || *s == '-' || *s == '+' || *s == ' ')
 		return false;
 	*out = v;
+	return true;
+}
+
+/* A positive count below 2^31 (threads, batch, dimension values). */
+static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
+			int64_t *out)
+{
+	uint64_t v;
+	if (!parse_u64(s, &v) || v == 0 || v > INT32_MAX) {
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive integer", opt, s);
+		return false;
+	}
+	*out = (int64_t)v;
 	return true;
 }
 
@@ -85,23 +95,139 @@ static bool check_pass_name(ir_ctx *ctx, const char *opt, const char *name)
 	return false;
 }
 
+static bool add_sym(ir_ctx *ctx, drv_options *o, const char *opt,
+		    const char *name, const char *value)
+{
+	int64_t v;
+	if (!parse_count(ctx, opt, value, &v))
+		return false;
+	if (o->n_syms == DRV_MAX_LIST) {
+		ir_error(ctx, (ir_loc){0}, "too many %s", opt);
+		return false;
+	}
+	o->syms[o->n_syms++] = (drv_sym_value){name, v};
+	return true;
+}
+
+/* --sym NAME=N */
+static bool parse_sym(ir_ctx *ctx, drv_options *o, char *arg)
+{
+	char *eq = strchr(arg, '=');
+	if (!eq || eq == arg) {
+		ir_error(ctx, (ir_loc){0}, "--sym: expected NAME=N, got '%s'", arg);
+		return false;
+	}
+	*eq = '\0';
+	return add_sym(ctx, o, "--sym", arg, eq + 1);
+}
+
+/* Options that take the next argument as their value. */
+static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
+{
+	int64_t n;
+	if (strcmp(a, "--entry") == 0)
+		o->entry = v;
+	else if (strcmp(a, "-o") == 0)
+		o->output = v;
+	else if (strcmp(a, "--load") == 0)
+		o->load = v;
+	else if (strcmp(a, "--save") == 0)
+		o->save = v;
+	else if (strcmp(a, "--sym") == 0)
+		return parse_sym(ctx, o, v);
+	else if (strcmp(a, "--batch") == 0)
+		return add_sym(ctx, o, a, "B", v);
+	else if (strcmp(a, "--threads") == 0) {
+		if (!parse_count(ctx, a, v, &n))
+			return false;
+		o->threads = (int)n;
+	} else if (!parse_u64(v, &o->seed)) {
+		ir_error(ctx, (ir_loc){0},
+			 "--seed: '%s' is not a non-negative integer", v);
+		return false;
+	}
+	return true;
+}
+
+static bool is_valued(const char *a)
+{
+	static const char *const names[] = {"--entry", "-o", "--load", "--save",
+					    "--sym", "--batch", "--threads",
+					    "--seed"};
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (strcmp(a, names[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Flags without a value; false if a is not one. */
+static bool parse_flag(drv_options *o, const char *a)
+{
+	bool *flag = strcmp(a, "--no-fuse") == 0       ? &o->no_fuse
+		     : strcmp(a, "--stats") == 0       ? &o->stats
+		     : strcmp(a, "--verify-each") == 0 ? &o->verify_each
+		     : strcmp(a, "--interp") == 0      ? &o->interp
+		     : strcmp(a, "--jit") == 0         ? &o->jit
+		     : strcmp(a, "--f64") == 0         ? &o->f64
+		     : strcmp(a, "-c") == 0            ? &o->compile_only
+						       : NULL;
+	if (flag)
+		*flag = true;
+	return flag != NULL;
+}
+
+/* Prints --help, --version or --list-passes; false if a is none of them. */
+static bool print_info(const char *a)
+{
+	if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+		fputs(usage, stdout);
+	} else if (strcmp(a, "--version") == 0) {
+		printf("attnc %s\n", ATTNC_VERSION);
+	} else if (strcmp(a, "--list-passes") == 0) {
+		for (uint32_t p = 0; p < pass_count; p++)
+			printf("%-10s %s\n", pass_table[p].name, pass_table[p].summary);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* Options that must go together. */
+static bool check_combination(ir_ctx *ctx, const drv_options *o)
+{
+	const char *bad = NULL;
+	if (!o->model)
+		bad = "no model file given (see --help)";
+	else if (o->interp && o->jit)
+		bad = "--interp and --jit: choose one";
+	else if ((o->compile_only || o->emit) && (o->interp || o->jit))
+		bad = "-c and --emit write code; they do not run it with --interp or --jit";
+	else if (o->output && !o->compile_only && !o->emit)
+		bad = "-o needs -c or --emit";
+	else if ((o->load || o->save) && !o->jit)
+		bad = "--load and --save need --jit";
+	if (bad)
+		ir_error(ctx, (ir_loc){0}, "%s", bad);
+	return bad == NULL;
+}
+
 /* Fills o from argv; returns 0 to go on, 1 on a usage error (reported),
  * 2 when the option was fully handled (--help, --version, --list-passes). */
-static int parse_options(ir_ctx *ctx, int argc, char **argv, options *o)
+static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 {
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
-		if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			fputs(usage, stdout);
+		if (print_info(a))
 			return 2;
-		} else if (strcmp(a, "--version") == 0) {
-			printf("attnc %s\n", ATTNC_VERSION);
-			return 2;
-		} else if (strcmp(a, "--list-passes") == 0) {
-			for (uint32_t p = 0; p < pass_count; p++)
-				printf("%-10s %s\n", pass_table[p].name,
-				       pass_table[p].summary);
-			return 2;
+		if (parse_flag(o, a))
+			continue;
+		if (is_valued(a)) {
+			if (i + 1 == argc) {
+				ir_error(ctx, (ir_loc){0}, "%s needs a value", a);
+				return 1;
+			}
+			if (!parse_valued(ctx, o, a, argv[++i]))
+				return 1;
 		} else if (strcmp(a, "--dump-ir") == 0) {
 			o->dump = "";
 		} else if (has_prefix(a, "--dump-ir=", &v)) {
@@ -109,37 +235,16 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, options *o)
 			    !check_pass_name(ctx, "--dump-ir", v))
 				return 1;
 			o->dump = v;
+		} else if (has_prefix(a, "--emit=", &v)) {
+			o->emit = v;
 		} else if (has_prefix(a, "--disable-pass=", &v)) {
 			if (!check_pass_name(ctx, "--disable-pass", v))
 				return 1;
-			if (o->n_disabled == MAX_DISABLED) {
+			if (o->n_disabled == DRV_MAX_LIST) {
 				ir_error(ctx, (ir_loc){0}, "too many --disable-pass");
 				return 1;
 			}
 			o->disabled[o->n_disabled++] = v;
-		} else if (strcmp(a, "--no-fuse") == 0) {
-			o->no_fuse = true;
-		} else if (strcmp(a, "--stats") == 0) {
-			o->stats = true;
-		} else if (strcmp(a, "--verify-each") == 0) {
-			o->verify_each = true;
-		} else if (strcmp(a, "--interp") == 0) {
-			o->interp = true;
-		} else if (strcmp(a, "--f64") == 0) {
-			o->f64 = true;
-		} else if (strcmp(a, "--entry") == 0 || strcmp(a, "--seed") == 0) {
-			if (i + 1 == argc) {
-				ir_error(ctx, (ir_loc){0}, "%s needs a value", a);
-				return 1;
-			}
-			v = argv[++i];
-			if (strcmp(a, "--entry") == 0) {
-				o->entry = v;
-			} else if (!parse_u64(v, &o->seed)) {
-				ir_error(ctx, (ir_loc){0},
-					 "--seed: '%s' is not a non-negative integer", v);
-				return 1;
-			}
 		} else if (a[0] == '-' && a[1]) {
 			ir_error(ctx, (ir_loc){0}, "unknown option '%s' (see --help)", a);
 			return 1;
@@ -151,11 +256,7 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, options *o)
 			o->model = a;
 		}
 	}
-	if (!o->model) {
-		ir_error(ctx, (ir_loc){0}, "no model file given (see --help)");
-		return 1;
-	}
-	return 0;
+	return check_combination(ctx, o) ? 0 : 1;
 }
 
 /* A file whose first word, after blank lines and comments (`#` or `//`),
@@ -201,65 +302,11 @@ static void print_summary(const char *path, const ir_module *m)
 	       (long long)n_weights);
 }
 
-/* Runs the entry point under the interpreter on its example inputs and
- * prints each output. */
-static bool run_interp(ir_ctx *ctx, const ir_module *m, const options *o)
-{
-	const ir_func *f = o->entry ? ir_module_find_func(m, o->entry)
-				    : ir_module_default_func(m);
-	if (!f) {
-		if (o->entry)
-			ir_error(ctx, (ir_loc){0}, "--entry: no function '%s'", o->entry);
-		else
-			ir_error(ctx, (ir_loc){0}, "model %s exports no function", m->name);
-		return false;
-	}
-	if (!f->example && f->n_inputs) {
-		ir_error(ctx, f->loc, "'%s' has no example inputs to run on "
-			 "(add an `example %s(...)` line)", f->name, f->name);
-		return false;
-	}
-	bool ok = false;
-	uint32_t n_in = f->n_inputs, n_out = f->n_outputs, n_par = m->n_params;
-	interp_tensor *in = ir_alloc(ctx, (n_in + n_out + n_par + 1) * sizeof *in);
-	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
-	if (!in || !syms)
-		goto out;
-	interp_tensor *outs = in + n_in, *params = outs + n_out;
-	for (uint32_t i = 0; i < n_in; i++) {
-		const ir_const *c = &m->consts[f->example[i]];
-		in[i].dtype = c->type.dtype;
-		in[i].rank = c->type.rank;
-		for (int d = 0; d < c->type.rank; d++)
-			in[i].dims[d] = c->type.dims[d].coef;
-		in[i].data = c->data; /* borrowed: not freed below */
-	}
-	interp_opts opts = {.is_f64 = o->f64, .seed = o->seed};
-	if (!interp_bind_syms(ctx, m, f, in, syms) ||
-	    !interp_params_init(ctx, m, syms, o->seed, o->f64, params) ||
-	    !interp_run(ctx, m, f, &opts, params, in, outs))
-		goto out;
-	for (uint32_t i = 0; i < n_out; i++) {
-		printf("%s: ", f->output_names[i]);
-		interp_tensor_print(&outs[i], stdout);
-		putchar('\n');
-	}
-	ok = true;
-out:
-	if (in) {
-		for (uint32_t i = 0; i < n_out + n_par; i++)
-			interp_tensor_fini(ctx, &in[n_in + i]);
-	}
-	ir_free(ctx, in);
-	ir_free(ctx, syms);
-	return ok;
-}
-
 int main(int argc, char **argv)
 {
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
-	options o = {0};
+	drv_options o = {0};
 	int status = 1;
 	ir_module *m = NULL;
 
@@ -289,12 +336,20 @@ int main(int argc, char **argv)
 
 	if (o.dump && !*o.dump)
 		ir_module_print(m, stdout);
-	if (o.stats)
-		pass_stats_print(m, stdout);
-	if (o.interp && !run_interp(&ctx, m, &o))
-		goto out;
-	if (!o.dump && !o.stats && !o.interp)
-		print_summary(o.model, m);
+	if (o.compile_only || o.emit) {
+		if (!drv_emit(&ctx, m, &o))
+			goto out;
+	} else if (o.jit) {
+		if (!drv_run_jit(&ctx, m, &o))
+			goto out;
+	} else {
+		if (o.stats)
+			pass_stats_print(m, NULL, stdout);
+		if (o.interp && !drv_run_interp(&ctx, m, &o))
+			goto out;
+		if (!o.dump && !o.stats && !o.interp)
+			print_summary(o.model, m);
+	}
 	status = 0;
 out:
 	ir_module_destroy(m);

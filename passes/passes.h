@@ -46,8 +46,10 @@ bool pass_dce(ir_module *m);      /* drop nodes no output needs */
 /* Writes the --stats JSON object for the module: op counts (sorted by
  * name, over every function), kernels (non-leaf, non-view nodes),
  * planned_bytes (the largest activation slab any function needs, symbols
- * at their fallback or 1), nodes, params, param_elements, functions. */
-void pass_stats_print(const ir_module *m, FILE *out);
+ * at their fallback or 1), nodes, params, param_elements, functions.
+ * extra, if not NULL or empty, is more members ("\"compile_ms\": 12")
+ * written before the closing brace. */
+void pass_stats_print(const ir_module *m, const char *extra, FILE *out);
 
 /* ---- graph rewriting (rewrite.c), shared by the passes --------------------- */
 

@@ -83,7 +83,7 @@ static uint64_t param_elements(const ir_module *m)
 	return n;
 }
 
-void pass_stats_print(const ir_module *m, FILE *out)
+void pass_stats_print(const ir_module *m, const char *extra, FILE *out)
 {
 	uint64_t n_nodes;
 	fputs("{\"ops\": ", out);
@@ -94,6 +94,9 @@ void pass_stats_print(const ir_module *m, FILE *out)
 		(unsigned long long)planned_bytes(m));
 	fprintf(out, ", \"nodes\": %llu, \"params\": %u",
 		(unsigned long long)n_nodes, m->n_params);
-	fprintf(out, ", \"param_elements\": %llu, \"functions\": %u}\n",
+	fprintf(out, ", \"param_elements\": %llu, \"functions\": %u",
 		(unsigned long long)param_elements(m), m->n_funcs);
+	if (extra && *extra)
+		fprintf(out, ", %s", extra);
+	fputs("}\n", out);
 }

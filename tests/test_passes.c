@@ -754,7 +754,7 @@ START_TEST(test_stats_prints_sorted_ops_kernels_and_planned_bytes)
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
-	pass_stats_print(x.m, out);
+	pass_stats_print(x.m, NULL, out);
 	fclose(out);
 	/* B = 8: matmul's 128 bytes live until tanh reads the reshape, so
 	 * tanh's 128 go above them. */

@@ -1,0 +1,283 @@
+/*
+ * run.c - running a model's entry point on its example inputs: under the
+ * reference interpreter (--interp) or as native code through the JIT
+ * (--jit), printing the outputs the same way.
+ */
+#include "driver.h"
+
+#include "attnrt.h"
+#include "cg_program.h"
+#include "interp.h"
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			 bool needs_example)
+{
+	const ir_func *f = o->entry ? ir_module_find_func(m, o->entry)
+				    : ir_module_default_func(m);
+	if (!f) {
+		if (o->entry)
+			ir_error(ctx, (ir_loc){0}, "--entry: model %s has no function '%s'",
+				 m->name, o->entry);
+		else
+			ir_error(ctx, (ir_loc){0}, "model %s exports no function", m->name);
+		return NULL;
+	}
+	if (needs_example && !f->example && f->n_inputs) {
+		ir_error(ctx, f->loc, "'%s' has no example inputs to run on "
+			 "(add an `example %s(...)` line)", f->name, f->name);
+		return NULL;
+	}
+	return f;
+}
+
+/* The example inputs of f as tensors borrowing the constants' data. */
+static void example_inputs(const ir_module *m, const ir_func *f,
+			   interp_tensor *in)
+{
+	for (uint32_t i = 0; i < f->n_inputs; i++) {
+		const ir_const *c = &m->consts[f->example[i]];
+		memset(&in[i], 0, sizeof in[i]);
+		in[i].dtype = c->type.dtype;
+		in[i].rank = c->type.rank;
+		for (int d = 0; d < c->type.rank; d++)
+			in[i].dims[d] = c->type.dims[d].coef;
+		in[i].data = c->data;
+	}
+}
+
+bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		   const drv_options *o, bool is_strict, int64_t *values)
+{
+	memset(values, 0, m->n_syms * sizeof *values);
+	for (uint32_t i = 0; i < o->n_syms; i++) {
+		int32_t s = ir_module_find_sym(m, o->syms[i].name);
+		if (s < 0) {
+			ir_error(ctx, (ir_loc){0}, "--sym: model %s has no dimension '%s'",
+				 m->name, o->syms[i].name);
+			return false;
+		}
+		values[s] = o->syms[i].value;
+	}
+	if (f && f->example && f->n_inputs) {
+		interp_tensor in[64];
+		int64_t from_example[64] = {0};
+		if (f->n_inputs > 64 || m->n_syms > 64) {
+			ir_error(ctx, f->loc, "too many inputs or dimensions");
+			return false;
+		}
+		example_inputs(m, f, in);
+		if (!interp_bind_syms(ctx, m, f, in, from_example))
+			return false;
+		for (uint32_t s = 0; s < m->n_syms; s++)
+			if (!values[s])
+				values[s] = from_example[s];
+	}
+	const ir_setting *batch = ir_module_find_setting(m, "batch");
+	int32_t b = ir_module_find_sym(m, "B");
+	if (b >= 0 && !values[b] && batch && batch->value.kind == IR_VAL_NUM)
+		values[b] = (int64_t)batch->value.num;
+	for (uint32_t s = 0; s < m->n_syms; s++) {
+		if (!values[s])
+			values[s] = m->syms[s].fallback;
+		if (values[s])
+			continue;
+		if (is_strict) {
+			ir_error(ctx, m->syms[s].loc, "dimension '%s' has no value: give "
+				 "--sym %s=N%s", m->syms[s].name, m->syms[s].name,
+				 strcmp(m->syms[s].name, "B") ? "" : " or --batch N");
+			return false;
+		}
+		values[s] = 1;
+	}
+	return true;
+}
+
+static void print_outputs(const ir_func *f, const interp_tensor *outs)
+{
+	for (uint32_t i = 0; i < f->n_outputs; i++) {
+		printf("%s: ", f->output_names[i]);
+		interp_tensor_print(&outs[i], stdout);
+		putchar('\n');
+	}
+}
+
+bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
+{
+	const ir_func *f = drv_entry(ctx, m, o, true);
+	if (!f)
+		return false;
+	bool ok = false;
+	uint32_t n_in = f->n_inputs, n_out = f->n_outputs, n_par = m->n_params;
+	interp_tensor *in = ir_alloc(ctx, (n_in + n_out + n_par + 1) * sizeof *in);
+	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
+	if (!in || !syms)
+		goto out;
+	interp_tensor *outs = in + n_in, *params = outs + n_out;
+	example_inputs(m, f, in);
+	interp_opts opts = {.is_f64 = o->f64, .seed = o->seed};
+	if (!interp_bind_syms(ctx, m, f, in, syms) ||
+	    !interp_params_init(ctx, m, syms, o->seed, o->f64, params) ||
+	    !interp_run(ctx, m, f, &opts, params, in, outs))
+		goto out;
+	print_outputs(f, outs);
+	ok = true;
+out:
+	if (in)
+		for (uint32_t i = 0; i < n_out + n_par; i++)
+			interp_tensor_fini(ctx, &in[n_in + i]);
+	ir_free(ctx, in);
+	ir_free(ctx, syms);
+	return ok;
+}
+
+/* ---- the JIT ------------------------------------------------------------------- */
+
+/* Memory of one native run; every block is the caller's (ABI). */
+typedef struct jit_run {
+	void *params, *scratch;
+	const void *inputs[64];
+	void *outputs[64];
+	interp_tensor outs[64];
+} jit_run;
+
+static size_t info_bytes(const attnrt_tensor_info *t)
+{
+	size_t n = 4;
+	for (int d = 0; d < t->rank; d++)
+		n *= (size_t)t->dims[d];
+	return n;
+}
+
+/* Loads the parameters from --load, or initializes them from --seed. */
+static bool params_fill(ir_ctx *ctx, cg_program *p, const drv_options *o,
+			void *params)
+{
+	uint32_t n;
+	const attnrt_param_info *table = cg_program_params(p, &n);
+	char err[512];
+	int rc = o->load ? attnrt_checkpoint_load(NULL, o->load, table, n, params,
+						  err, sizeof err)
+			 : attnrt_params_init(table, n, params, o->seed);
+	if (rc == ATTNRT_OK)
+		return true;
+	if (o->load)
+		ir_error(ctx, (ir_loc){0}, "--load: %s", err);
+	else
+		ir_error(ctx, (ir_loc){0}, "initializing parameters: %s",
+			 attnrt_strerror(rc));
+	return false;
+}
+
+static bool params_save(ir_ctx *ctx, cg_program *p, const ir_module *m,
+			const drv_options *o, const void *params)
+{
+	uint32_t n;
+	const attnrt_param_info *table = cg_program_params(p, &n);
+	char err[512];
+	attnrt_meta meta[] = {{"model", m->name}, {"format", "attnc"}};
+	if (attnrt_checkpoint_save(NULL, o->save, table, n, params, meta, 2, err,
+				   sizeof err) == ATTNRT_OK)
+		return true;
+	ir_error(ctx, (ir_loc){0}, "--save: %s", err);
+	return false;
+}
+
+/* Reports an entry point's error code at the op that raised it. */
+static void report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
+{
+	uint32_t node = (uint32_t)rc >> 8;
+	ir_loc loc = node < f->g.n_nodes ? f->g.nodes[node].loc : (ir_loc){0};
+	const char *op = node < f->g.n_nodes
+				 ? ir_op_table[f->g.nodes[node].op].name
+				 : f->name;
+	ir_error(ctx, loc, "%s: %s at run time", op,
+		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
+						 : attnrt_strerror(rc & 0xff));
+}
+
+static void print_jit_stats(const ir_module *m, cg_program *p)
+{
+	cg_module_stats s = cg_program_stats(p);
+	char extra[256];
+	snprintf(extra, sizeof extra,
+		 "\"compile_ms\": %.1f, \"jit_kernels\": %u, "
+		 "\"parallel_kernels\": %u",
+		 cg_program_build_ms(p) + s.opt_ms + s.jit_ms,
+		 cg_program_n_kernels(p), cg_program_n_parallel(p));
+	pass_stats_print(m, extra, stdout);
+}
+
+static bool jit_call(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		     cg_program *p, const drv_options *o, jit_run *r)
+{
+	uint32_t n_in, n_out;
+	const attnrt_tensor_info *outs = cg_program_outputs(p, f->name, &n_out);
+	cg_program_inputs(p, f->name, &n_in);
+	if (n_in > 64 || n_out > 64) {
+		ir_error(ctx, f->loc, "too many inputs or outputs");
+		return false;
+	}
+	r->params = attnrt_alloc(NULL, cg_program_params_bytes(p));
+	r->scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(p, f->name));
+	if (!r->params || !r->scratch)
+		return ir_error(ctx, (ir_loc){0}, "out of memory"), false;
+	for (uint32_t i = 0; i < n_in; i++)
+		r->inputs[i] = m->consts[f->example[i]].data;
+	for (uint32_t i = 0; i < n_out; i++) {
+		interp_tensor *t = &r->outs[i];
+		t->dtype = outs[i].dtype == ATTNRT_I32 ? IR_I32 : IR_F32;
+		t->rank = outs[i].rank;
+		memcpy(t->dims, outs[i].dims, sizeof t->dims);
+		t->data = r->outputs[i] = attnrt_alloc(NULL, info_bytes(&outs[i]));
+		if (!t->data)
+			return ir_error(ctx, (ir_loc){0}, "out of memory"), false;
+	}
+	if (!params_fill(ctx, p, o, r->params))
+		return false;
+	attnrt_run run = {.seed = o->seed, .n_threads = o->threads};
+	int rc = cg_program_entry(p, f->name)(&run, r->params, r->scratch,
+					      r->inputs, r->outputs);
+	if (rc != ATTNRT_OK) {
+		report_run_error(ctx, f, rc);
+		return false;
+	}
+	return !o->save || params_save(ctx, p, m, o, r->params);
+}
+
+bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
+{
+	const ir_func *f = drv_entry(ctx, m, o, true);
+	if (!f)
+		return false;
+	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
+	if (!syms)
+		return false;
+	bool ok = false;
+	jit_run r = {0};
+	cg_program *p = NULL;
+	if (!drv_bind_syms(ctx, m, f, o, false, syms))
+		goto out;
+	cg_program_options po = {0};
+	p = cg_program_create(ctx, m, syms, &po);
+	if (!p || !cg_program_jit(p))
+		goto out;
+	if (!jit_call(ctx, m, f, p, o, &r))
+		goto out;
+	if (o->stats)
+		print_jit_stats(m, p);
+	else
+		print_outputs(f, r.outs);
+	ok = true;
+out:
+	for (uint32_t i = 0; i < 64; i++)
+		attnrt_free(NULL, r.outputs[i]);
+	attnrt_free(NULL, r.params);
+	attnrt_free(NULL, r.scratch);
+	cg_program_destroy(p);
+	ir_free(ctx, syms);
+	return ok;
+}
