@@ -353,25 +353,23 @@ static int match_names(ckpt_reader *r, const attnrt_param_info **sorted,
 	qsort(ts, r->n_tensors, sizeof *ts, by_name);
 	size_t i = 0, p = 0;
 	while (i < r->n_tensors || p < n_params) {
+		if (i + 1 < r->n_tensors && by_name(&ts[i], &ts[i + 1]) == 0)
+			return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
+				       "%.*s: the name appears twice in the "
+				       "header", (int)ts[i].name_len, ts[i].name);
 		int c = i == r->n_tensors ? 1
 			: p == n_params	  ? -1
 					  : name_cmp(&ts[i], sorted[p]->name);
-		if (c == 0 && i + 1 < r->n_tensors && !by_name(&ts[i], &ts[i + 1]))
-			c = -2;
 		if (c == 0) {
 			ts[i++].param = sorted[p++];
 			continue;
 		}
-		if (c == 1)
+		if (c > 0)
 			return rt_fail(r->err, r->err_size, ATTNRT_ERR_MISMATCH,
 				       "%s: the model's parameter is missing "
 				       "from the checkpoint (%zu tensors in "
 				       "the file, %zu parameters in the model)",
 				       sorted[p]->name, r->n_tensors, n_params);
-		if (i + 1 < r->n_tensors && !by_name(&ts[i], &ts[i + 1]))
-			return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
-				       "%.*s: the name appears twice in the "
-				       "header", (int)ts[i].name_len, ts[i].name);
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_MISMATCH,
 			       "%.*s: the checkpoint has a tensor the model "
 			       "does not", (int)ts[i].name_len, ts[i].name);

@@ -436,6 +436,31 @@ START_TEST(test_names_must_be_the_models_exactly)
 	expect_fault("{\"W\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
 		     "[0,8]}}", 8, ATTNRT_ERR_MISMATCH,
 		     "W: the checkpoint has a tensor the model does not");
+	/* a name sorting after the model's: the model's is the one missing */
+	expect_fault("{\"z\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
+		     "[0,8]}}", 8, ATTNRT_ERR_MISMATCH,
+		     "w: the model's parameter is missing from the checkpoint "
+		     "(1 tensors in the file, 1 parameters in the model)");
+	/* names differing far apart in byte order */
+	static const attnrt_param_info ab[] = {
+		{"a", 0, 1, {2}, ATTNRT_INIT_ZEROS, 0, 0},
+		{"z", 64, 1, {2}, ATTNRT_INIT_ZEROS, 0, 0},
+	};
+	char err[256];
+	ck_assert_int_eq(parse_made("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+				    "\"data_offsets\":[0,8]},\"m\":{\"dtype\":"
+				    "\"F32\",\"shape\":[2],\"data_offsets\":"
+				    "[8,16]}}", -1, 16, ab, 2, err, sizeof err),
+			 ATTNRT_ERR_MISMATCH);
+	ck_assert_str_eq(err, "m: the checkpoint has a tensor the model does not");
+	ck_assert_int_eq(parse_made("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+				    "\"data_offsets\":[0,8]},\"zz\":{\"dtype\":"
+				    "\"F32\",\"shape\":[2],\"data_offsets\":"
+				    "[8,16]}}", -1, 16, ab, 2, err, sizeof err),
+			 ATTNRT_ERR_MISMATCH);
+	ck_assert_str_eq(err, "z: the model's parameter is missing from the "
+			      "checkpoint (2 tensors in the file, 2 parameters "
+			      "in the model)");
 }
 END_TEST
 
