@@ -177,6 +177,13 @@ static bool check_desc(const cg_header_desc *d, char *err, size_t err_size)
 
 /* ---- writing ---------------------------------------------------------------- */
 
+/* The last component of a path. */
+static const char *base_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash ? slash + 1 : path;
+}
+
 /* PREFIX_NAME_ in upper case, for macro names. */
 static void put_macro_prefix(FILE *out, const char *prefix, const char *name)
 {
@@ -224,11 +231,9 @@ static void put_top_comment(FILE *out, const cg_header_desc *d)
 		fputs(" from\n * ", out);
 		put_comment_text(out, d->source);
 	}
-	fputs(". Do not edit.\n *\n * Link a program that includes it with ",
-	      out);
-	put_comment_text(out, d->object ? d->object : "the object file");
-	fputs(" and the runtime:\n *   cc prog.c ", out);
-	put_comment_text(out, d->object ? d->object : "MODEL.o");
+	fputs(". Do not edit.\n *\n * Link a program that includes it with "
+	      "the object and the runtime:\n *   cc prog.c ", out);
+	put_comment_text(out, base_name(d->object ? d->object : "MODEL.o"));
 	fputs(" -lattnrt -lgomp -lm\n"
 	      " * or with `pkg-config --cflags --libs attnrt`.\n *\n", out);
 	put_usage(out, d);
