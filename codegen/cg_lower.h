@@ -70,6 +70,9 @@ void cg_lower_store(cg_fn *f, ir_dtype t, LLVMValueRef v, LLVMValueRef p,
 /* Calls a float intrinsic of one or two f32 arguments (llvm.exp, ...). */
 LLVMValueRef cg_lower_fcall(cg_fn *f, const char *name, LLVMValueRef a,
 			    LLVMValueRef b);
+/* exp and tanh of an f32 in IR that vectorizes (cg_lower_math.c). */
+LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x);
+LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x);
 /* Returns from the kernel with its error code (code | node << 8) when
  * cond holds, else continues after. */
 void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code);

@@ -9,9 +9,10 @@
  * first (dropping size-1 axes, merging axes every array walks
  * contiguously) makes most kernels one flat loop, which LLVM vectorizes;
  * the outer loop is the range the entry point may split over threads.
- * Float results follow the interpreter op for op; transcendental
- * functions are libm's float versions (within an ulp or two of the
- * interpreter's rounded double results).
+ * Float results follow the interpreter op for op; exp, tanh and
+ * sigmoid use the vectorizable versions of cg_lower_math.c, the other
+ * transcendental functions LLVM's intrinsics (libm's float versions),
+ * all within a few ulps of the interpreter's rounded double results.
  */
 #include "cg_lower.h"
 
@@ -152,14 +153,6 @@ static void store_out(cg_kernel *k, LLVMValueRef v, LLVMValueRef off)
 	cg_lower_store(&k->f, k->node->type.dtype, v, k->out, off);
 }
 
-static LLVMValueRef libm1(cg_fn *f, const char *name, LLVMValueRef x)
-{
-	LLVMTypeRef t = cg_t_f32(f);
-	LLVMTypeRef ft = LLVMFunctionType(t, &t, 1, 0);
-	LLVMValueRef v = cg_call_extern(f, name, ft, &x, 1);
-	return v;
-}
-
 /* float to int32 as the interpreter: truncation, INT32_MIN for NaN and
  * values out of range (never poison). */
 static LLVMValueRef f2i(cg_fn *f, LLVMValueRef x)
@@ -182,7 +175,7 @@ static LLVMValueRef unary_f32(cg_fn *f, ir_op op, LLVMValueRef x)
 	if (op == IR_OP_NEG)
 		return LLVMBuildFNeg(f->b, x, "");
 	if (op == IR_OP_EXP)
-		return cg_lower_fcall(f, "llvm.exp", x, NULL);
+		return cg_lower_exp(f, x);
 	if (op == IR_OP_LOG)
 		return cg_lower_fcall(f, "llvm.log", x, NULL);
 	if (op == IR_OP_SIN)
@@ -194,10 +187,9 @@ static LLVMValueRef unary_f32(cg_fn *f, ir_op op, LLVMValueRef x)
 	if (op == IR_OP_ABS)
 		return cg_lower_fcall(f, "llvm.fabs", x, NULL);
 	if (op == IR_OP_TANH)
-		return libm1(f, "tanhf", x);
+		return cg_lower_tanh(f, x);
 	if (op == IR_OP_SIGMOID) {
-		LLVMValueRef e = cg_lower_fcall(f, "llvm.exp",
-						LLVMBuildFNeg(f->b, x, ""), NULL);
+		LLVMValueRef e = cg_lower_exp(f, LLVMBuildFNeg(f->b, x, ""));
 		return LLVMBuildFDiv(f->b, one, LLVMBuildFAdd(f->b, one, e, ""), "");
 	}
 	/* relu: x > 0 or NaN keeps x (torch.relu), else +0. */

@@ -480,8 +480,7 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef e = cg_lower_fcall(
-		f, "llvm.exp", LLVMBuildFSub(f->b, ldf(k, k->out, at), m, ""), NULL);
+	LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, ldf(k, k->out, at), m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	if (!c->is_log)
 		stf(k, e, k->out, at);
@@ -697,7 +696,7 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	v = ldf(k, k->in[0], cg_add(f, offs[1], j));
-	LLVMValueRef e = cg_lower_fcall(f, "llvm.exp", LLVMBuildFSub(f->b, v, m, ""), NULL);
+	LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, v, m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
 	LLVMValueRef xy = ldf(k, k->in[0], cg_add(f, offs[1], y));

@@ -369,6 +369,39 @@ START_TEST(test_every_float_unary_op_matches_the_interpreter)
 }
 END_TEST
 
+START_TEST(test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range)
+{
+	fx x;
+	fx_init(&x);
+	float sp[16] = {-1e30f, -104, -87.5f, -87.3f, -10, -1e-3f, 0, 1e-8f,
+			0.5f, 0.625f, 10, 88, 88.7f, 89, INFINITY, NAN};
+	ir_id a = op2(&x, IR_OP_ADD, cnst(&x, ty(IR_F32, 1, 16), sp),
+		      input(&x, ty(IR_F32, 2, 40, 16)), NULL);
+	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
+	ret(&x, op1(&x, IR_OP_TANH, a, NULL));
+	ret(&x, op1(&x, IR_OP_SIGMOID, a, NULL));
+	run_cfg c = cfg_default();
+	c.f_lo = -2;
+	c.f_hi = 2;
+	both b;
+	run_both(&x, &c, &b);
+	ck_assert_int_eq(b.got.status, 0);
+	for (uint32_t o = 0; o < 3; o++)
+		for (int i = 0; i < 640; i++) {
+			float g = ((float *)b.got.out[o])[i];
+			float w = ((float *)b.want[o].data)[i];
+			if ((isnan(g) && isnan(w)) || g == w)
+				continue;
+			double e = tu_max_rel_err(&g, &w, 1, 1e-37, 1e-6);
+			ck_assert_msg(e <= 1, "op %u of %.9g: interp %.9g, jit %.9g",
+				      o, (double)((float *)b.in[0].data)[i] +
+						 sp[i % 16], w, g);
+		}
+	both_fini(&x, &b);
+	fx_fini(&x);
+}
+END_TEST
+
 static const ir_op binary_ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,
 				   IR_OP_DIV, IR_OP_MAXIMUM, IR_OP_MINIMUM,
 				   IR_OP_LT, IR_OP_LE, IR_OP_GT, IR_OP_GE,
@@ -979,6 +1012,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_add_broadcasts_like_the_interpreter);
 	tcase_add_test(t, test_add_of_known_values_gives_their_sum);
 	tcase_add_test(t, test_every_float_unary_op_matches_the_interpreter);
+	tcase_add_test(t, test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range);
 	tcase_add_test(t, test_every_float_binary_op_broadcasts_like_the_interpreter);
 	tcase_add_test(t, test_integer_ops_wrap_and_truncate_like_the_interpreter);
 	tcase_add_test(t, test_select_picks_by_a_broadcast_condition);
