@@ -607,7 +607,6 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const sort_cx *s = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef et = cg_lower_elem_type(f, s->t);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len), 1);
 	LLVMValueRef step = cg_muli(f, j, s->stride);
@@ -637,7 +636,6 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	cg_lower_store(f, s->t, v, k->out, cg_add(f, offs[0], cg_muli(f, p, s->stride)));
-	(void)et;
 	cg_loop_end(f, &l);
 }
 
