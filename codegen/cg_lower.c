@@ -140,6 +140,23 @@ static attnrt_dtype abi_dtype(ir_dtype t)
 	return t == IR_I32 ? ATTNRT_I32 : ATTNRT_F32;
 }
 
+static attnrt_init abi_init(ir_init_kind k)
+{
+	switch (k) {
+	case IR_INIT_ZEROS:
+		return ATTNRT_INIT_ZEROS;
+	case IR_INIT_ONES:
+		return ATTNRT_INIT_ONES;
+	case IR_INIT_NORMAL:
+		return ATTNRT_INIT_NORMAL;
+	case IR_INIT_UNIFORM:
+		return ATTNRT_INIT_UNIFORM;
+	case IR_INIT_XAVIER_UNIFORM:
+		return ATTNRT_INIT_XAVIER_UNIFORM;
+	}
+	return ATTNRT_INIT_ZEROS;
+}
+
 static bool layout_params(cg_program *p, const cg_lower *L)
 {
 	const ir_module *m = p->m;
@@ -153,7 +170,7 @@ static bool layout_params(cg_program *p, const cg_lower *L)
 		pi->name = pa->name;
 		pi->offset = at;
 		pi->rank = cg_lower_dims(L, &pa->type, pi->dims);
-		pi->init = (attnrt_init)pa->init;
+		pi->init = abi_init(pa->init);
 		pi->a = pa->a;
 		pi->b = pa->b;
 		at = round_up(at + type_bytes(L, &pa->type), ATTNRT_ALIGN);

@@ -853,6 +853,8 @@ START_TEST(test_params_are_laid_out_at_aligned_offsets)
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(pi[0].name, "w");
 	ck_assert_uint_eq(pi[0].offset, 0);
+	ck_assert_int_eq(pi[0].init, ATTNRT_INIT_XAVIER_UNIFORM);
+	ck_assert_int_eq(pi[1].init, ATTNRT_INIT_ZEROS);
 	ck_assert_uint_eq(pi[1].offset, 64);
 	ck_assert_int_eq(pi[1].dims[0], 5);
 	ck_assert_uint_eq(cg_program_params_bytes(p), 128);
