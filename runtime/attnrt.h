@@ -168,6 +168,71 @@ int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
 /* The name of an ATTNRT_* code ("ok", "out of memory", ...). */
 const char *attnrt_strerror(int code);
 
+/* ---- training: optimizers and gradient clipping (rt_optim.c) ------------
+ *
+ * A gradient block has the layout of the params block (same table, same
+ * offsets): the gradient of parameter i lives at table[i].offset. The
+ * optimizer keeps its state (Adam's moments m and v) in blocks of the
+ * same layout, allocated when it is created. Only the elements of the
+ * table's parameters are read or written, never the padding between. */
+
+typedef enum attnrt_optim_kind {
+	ATTNRT_OPTIM_SGD = 0,  /* p -= lr * g */
+	ATTNRT_OPTIM_ADAM = 1, /* PyTorch's Adam, with bias correction */
+} attnrt_optim_kind;
+
+typedef struct attnrt_optim_config {
+	attnrt_optim_kind kind;
+	double lr;                /* learning rate, finite and >= 0 */
+	double beta1, beta2, eps; /* Adam only; betas in [0, 1), eps >= 0 */
+} attnrt_optim_config;
+
+typedef struct attnrt_optim attnrt_optim;
+
+/* The configuration PyTorch gives kind with learning rate lr: Adam's
+ * betas (0.9, 0.999) and eps 1e-8. */
+attnrt_optim_config attnrt_optim_defaults(attnrt_optim_kind kind, double lr);
+
+/* Creates an optimizer for the parameters of table (n_params entries,
+ * borrowed: it must outlive the optimizer) as cfg says, with its state
+ * zeroed (step count 0), allocated through al (NULL: the C library).
+ * Returns ATTNRT_OK and *out, or ATTNRT_ERR_ARG (an invalid table or
+ * setting, named in err) or ATTNRT_ERR_NOMEM with *out NULL. */
+int attnrt_optim_create(const attnrt_allocator *al,
+			const attnrt_optim_config *cfg,
+			const attnrt_param_info *table, size_t n_params,
+			attnrt_optim **out, char *err, size_t err_size);
+
+/* Frees the optimizer and its state; NULL is a no-op. */
+void attnrt_optim_destroy(attnrt_optim *opt);
+
+/* One step: updates every parameter in params from grads (a gradient
+ * block, only read) and advances the step count. SGD: p -= lr * g. Adam
+ * at step t (from 1), as torch.optim.Adam:
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+ *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * The arithmetic is in double, each result rounded to float once. */
+void attnrt_optim_step(attnrt_optim *opt, void *params, const void *grads);
+
+/* Steps taken so far. */
+uint64_t attnrt_optim_steps(const attnrt_optim *opt);
+
+/* Changes the learning rate of the following steps (lr finite, >= 0). */
+void attnrt_optim_set_lr(attnrt_optim *opt, double lr);
+
+/* The global norm of a gradient block: the square root of the sum of
+ * squares of every element of every parameter, summed in double. It is
+ * NaN or infinite when some element is, so one call both measures the
+ * gradient and checks that it is finite. */
+double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
+			const void *grads);
+
+/* d2l's grad_clipping: if the global norm exceeds theta (> 0), scales
+ * every gradient by theta / norm. Returns the norm before clipping (NaN
+ * or infinite gradients are left as they are). */
+double attnrt_grad_clip(const attnrt_param_info *table, size_t n_params,
+			void *grads, double theta);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,194 @@
+/*
+ * rt_optim.c - the optimizers that training steps with (SGD and Adam, as
+ * PyTorch defines them) and d2l's global-norm gradient clipping, over the
+ * flat params block and a gradient block laid out the same way.
+ *
+ * The runtime owns the optimizer's state: Adam's first and second moments
+ * live in two blocks shaped like the params block (llm.c keeps its m and v
+ * the same way), so a step is one pass over each parameter's elements.
+ * Every element is updated in double and rounded to float once, so the
+ * result is the exact formula up to that rounding, whatever the order.
+ */
+#include "rt_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+struct attnrt_optim {
+	const attnrt_allocator *al;
+	attnrt_allocator al_copy; /* al points here when the caller gave one */
+	attnrt_optim_config cfg;
+	const attnrt_param_info *table;
+	size_t n_params;
+	uint64_t t;    /* steps taken */
+	float *m, *v;  /* Adam's moments, blocks shaped like params; else NULL */
+};
+
+attnrt_optim_config attnrt_optim_defaults(attnrt_optim_kind kind, double lr)
+{
+	return (attnrt_optim_config){
+		.kind = kind, .lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+}
+
+static int check_config(const attnrt_optim_config *cfg, char *err,
+			size_t err_size)
+{
+	if (cfg->kind != ATTNRT_OPTIM_SGD && cfg->kind != ATTNRT_OPTIM_ADAM)
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "unknown optimizer kind %d", (int)cfg->kind);
+	if (!isfinite(cfg->lr) || cfg->lr < 0)
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "learning rate %g is not a finite number >= 0",
+			       cfg->lr);
+	if (cfg->kind == ATTNRT_OPTIM_SGD)
+		return ATTNRT_OK;
+	if (!(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
+	    !(cfg->beta2 >= 0 && cfg->beta2 < 1))
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "Adam's betas (%g, %g) must lie in [0, 1)",
+			       cfg->beta1, cfg->beta2);
+	if (!isfinite(cfg->eps) || cfg->eps < 0)
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "Adam's eps %g is not a finite number >= 0",
+			       cfg->eps);
+	return ATTNRT_OK;
+}
+
+int attnrt_optim_create(const attnrt_allocator *al,
+			const attnrt_optim_config *cfg,
+			const attnrt_param_info *table, size_t n_params,
+			attnrt_optim **out, char *err, size_t err_size)
+{
+	*out = NULL;
+	int rc = check_config(cfg, err, err_size);
+	if (rc == ATTNRT_OK)
+		rc = rt_params_check(table, n_params, err, err_size);
+	if (rc != ATTNRT_OK)
+		return rc;
+	attnrt_optim *o = rt_mem_alloc(al, sizeof *o);
+	if (!o)
+		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
+	memset(o, 0, sizeof *o);
+	if (al) {
+		o->al_copy = *al;
+		o->al = &o->al_copy;
+	}
+	o->cfg = *cfg;
+	o->table = table;
+	o->n_params = n_params;
+	if (cfg->kind == ATTNRT_OPTIM_ADAM) {
+		size_t size = attnrt_params_size(table, n_params);
+		o->m = attnrt_alloc(o->al, size);
+		o->v = attnrt_alloc(o->al, size);
+		if (!o->m || !o->v) {
+			attnrt_optim_destroy(o);
+			return rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
+				       "out of memory");
+		}
+	}
+	*out = o;
+	return ATTNRT_OK;
+}
+
+void attnrt_optim_destroy(attnrt_optim *opt)
+{
+	if (!opt)
+		return;
+	attnrt_free(opt->al, opt->m);
+	attnrt_free(opt->al, opt->v);
+	attnrt_allocator al = opt->al_copy;
+	rt_mem_free(opt->al ? &al : NULL, opt);
+}
+
+/* The elements of parameter i in a block (params, grads or state). */
+static float *elems(const attnrt_param_info *p, const void *block)
+{
+	return (float *)((char *)(uintptr_t)block + p->offset);
+}
+
+static void sgd_step(const attnrt_optim *o, void *params, const void *grads)
+{
+	for (size_t i = 0; i < o->n_params; i++) {
+		const attnrt_param_info *pi = &o->table[i];
+		float *p = elems(pi, params);
+		const float *g = elems(pi, grads);
+		int64_t n = rt_param_numel(pi);
+		for (int64_t k = 0; k < n; k++)
+			p[k] = (float)((double)p[k] - o->cfg.lr * g[k]);
+	}
+}
+
+static void adam_step(const attnrt_optim *o, void *params, const void *grads)
+{
+	double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
+	double step_size = o->cfg.lr / (1 - pow(b1, (double)o->t));
+	double bc2_sqrt = sqrt(1 - pow(b2, (double)o->t));
+	for (size_t i = 0; i < o->n_params; i++) {
+		const attnrt_param_info *pi = &o->table[i];
+		float *p = elems(pi, params), *m = elems(pi, o->m),
+		      *v = elems(pi, o->v);
+		const float *g = elems(pi, grads);
+		int64_t n = rt_param_numel(pi);
+		for (int64_t k = 0; k < n; k++) {
+			double gk = g[k];
+			double mk = b1 * m[k] + (1 - b1) * gk;
+			double vk = b2 * v[k] + (1 - b2) * gk * gk;
+			m[k] = (float)mk;
+			v[k] = (float)vk;
+			double denom = sqrt(vk) / bc2_sqrt + o->cfg.eps;
+			p[k] = (float)((double)p[k] - step_size * mk / denom);
+		}
+	}
+}
+
+void attnrt_optim_step(attnrt_optim *opt, void *params, const void *grads)
+{
+	opt->t++;
+	switch (opt->cfg.kind) {
+	case ATTNRT_OPTIM_SGD:
+		sgd_step(opt, params, grads);
+		break;
+	case ATTNRT_OPTIM_ADAM:
+		adam_step(opt, params, grads);
+		break;
+	}
+}
+
+uint64_t attnrt_optim_steps(const attnrt_optim *opt)
+{
+	return opt->t;
+}
+
+void attnrt_optim_set_lr(attnrt_optim *opt, double lr)
+{
+	opt->cfg.lr = lr;
+}
+
+double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
+			const void *grads)
+{
+	double sum = 0;
+	for (size_t i = 0; i < n_params; i++) {
+		const float *g = elems(&table[i], grads);
+		int64_t n = rt_param_numel(&table[i]);
+		for (int64_t k = 0; k < n; k++)
+			sum += (double)g[k] * g[k];
+	}
+	return sqrt(sum);
+}
+
+double attnrt_grad_clip(const attnrt_param_info *table, size_t n_params,
+			void *grads, double theta)
+{
+	double norm = attnrt_grad_norm(table, n_params, grads);
+	if (!isfinite(norm) || !(norm > theta))
+		return norm;
+	double scale = theta / norm;
+	for (size_t i = 0; i < n_params; i++) {
+		float *g = elems(&table[i], grads);
+		int64_t n = rt_param_numel(&table[i]);
+		for (int64_t k = 0; k < n; k++)
+			g[k] = (float)(g[k] * scale);
+	}
+	return norm;
+}

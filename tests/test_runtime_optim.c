@@ -1,0 +1,355 @@
+/*
+ * test_runtime_optim.c - libattnrt's optimizers and gradient clipping:
+ * SGD and Adam steps against values worked out by hand, Adam over many
+ * steps against a small independent double-precision implementation,
+ * the global norm and d2l's clipping, the padding between parameters
+ * left alone, and invalid settings and failing allocations reported.
+ */
+#include "attnrt.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Two parameters: a: [2] at offset 0 and b: [] (a scalar) at offset 64,
+ * so the block has padding between them (bytes 8..63). */
+static const attnrt_param_info two_params[2] = {
+	{"a", 0, 1, {2}, ATTNRT_INIT_ZEROS, 0, 0},
+	{"b", 64, 0, {0}, ATTNRT_INIT_ZEROS, 0, 0},
+};
+
+#define PAD_SENTINEL 12345.0f
+
+/* A params-shaped block holding a = {a0, a1}, b = b0, and the sentinel
+ * in the padding right after a. */
+static float *block3(float a0, float a1, float b0)
+{
+	float *p = attnrt_alloc(NULL, attnrt_params_size(two_params, 2));
+	ck_assert_ptr_nonnull(p);
+	p[0] = a0;
+	p[1] = a1;
+	p[2] = PAD_SENTINEL;
+	p[16] = b0;
+	return p;
+}
+
+static void set3(float *g, float a0, float a1, float b0)
+{
+	g[0] = a0;
+	g[1] = a1;
+	g[16] = b0;
+}
+
+static attnrt_optim *make(attnrt_optim_kind kind, double lr)
+{
+	attnrt_optim_config cfg = attnrt_optim_defaults(kind, lr);
+	attnrt_optim *o = NULL;
+	char err[128];
+	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, two_params, 2, &o, err,
+					     sizeof err),
+			 ATTNRT_OK);
+	ck_assert_ptr_nonnull(o);
+	return o;
+}
+
+START_TEST(test_defaults_are_pytorchs)
+{
+	attnrt_optim_config c = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM, 0.005);
+	ck_assert_int_eq(c.kind, ATTNRT_OPTIM_ADAM);
+	ck_assert_double_eq(c.lr, 0.005);
+	ck_assert_double_eq(c.beta1, 0.9);
+	ck_assert_double_eq(c.beta2, 0.999);
+	ck_assert_double_eq(c.eps, 1e-8);
+}
+END_TEST
+
+/* p -= lr g: a = {1 - 0.1*0.5, 2 - 0.1*(-1)} = {0.95, 2.1}, b = 3 - 0.1*10. */
+START_TEST(test_sgd_step_subtracts_lr_times_the_gradient)
+{
+	float *p = block3(1, 2, 3), *g = block3(0.5f, -1, 10);
+	attnrt_optim *o = make(ATTNRT_OPTIM_SGD, 0.1);
+	attnrt_optim_step(o, p, g);
+	ck_assert_float_eq_tol(p[0], 0.95f, 1e-7);
+	ck_assert_float_eq_tol(p[1], 2.1f, 1e-7);
+	ck_assert_float_eq_tol(p[16], 2.0f, 1e-7);
+	ck_assert_float_eq(p[2], PAD_SENTINEL);
+	ck_assert_float_eq(g[0], 0.5f); /* the gradient is only read */
+	ck_assert_uint_eq(attnrt_optim_steps(o), 1);
+	attnrt_optim_set_lr(o, 1);
+	attnrt_optim_step(o, p, g);
+	ck_assert_float_eq_tol(p[16], -8.0f, 1e-6);
+	ck_assert_uint_eq(attnrt_optim_steps(o), 2);
+	attnrt_optim_destroy(o);
+	attnrt_free(NULL, p);
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+/*
+ * Adam, lr 0.1, betas (0.9, 0.999), eps 1e-8, worked by hand. With
+ * m_t = beta1 m + (1-beta1) g, v_t = beta2 v + (1-beta2) g^2 and the
+ * update lr * (m_t / (1-beta1^t)) / (sqrt(v_t / (1-beta2^t)) + eps):
+ *
+ * a[0], gradients 1, -1, 2:
+ *   t=1  m = 0.1, v = 0.001: corrected 1 and 1, step 0.1/(1+1e-8)
+ *        -> 0.9000000010
+ *   t=2  m = 0.09 - 0.1 = -0.01, v = 0.000999 + 0.001 = 0.001999;
+ *        1-beta1^2 = 0.19, 1-beta2^2 = 0.001999: corrected -1/19 and 1,
+ *        step -0.1/19 = -0.0052631579 -> 0.9052631588
+ *   t=3  m = -0.009 + 0.2 = 0.191, v = 0.001997001 + 0.004 = 0.005997001;
+ *        1-beta1^3 = 0.271, 1-beta2^3 = 0.002997001: corrected 0.7047970
+ *        and 2.0010007 (sqrt 1.4145673), step 0.0498242 -> 0.8554389
+ * a[1], a constant gradient -0.5: every corrected ratio is -1, each step
+ *        adds 0.1 -> -1.9, -1.8, -1.7
+ * b, gradients 2, 0.25, -4: t=1 -> 0.4 (0.1 as for a[0]);
+ *   t=2  m = 0.18 + 0.025 = 0.205, v = 0.003996 + 0.0000625 = 0.0040585:
+ *        corrected 1.0789474 and 2.0302651 (sqrt 1.4248737), step
+ *        0.0757223 -> 0.3242777
+ *   t=3  m = 0.1845 - 0.4 = -0.2155, v = 0.0040544415 + 0.016 =
+ *        0.0200544415: corrected -0.7952030 and 6.6915031 (sqrt
+ *        2.5867940), step -0.0307409 -> 0.3550186
+ */
+START_TEST(test_adam_first_three_steps_match_the_hand_computed_values)
+{
+	static const float grads[3][3] = {{1, -0.5f, 2}, {-1, -0.5f, 0.25f},
+					  {2, -0.5f, -4}};
+	static const double want[3][3] = {{0.9000000010, -1.9000000020, 0.4000000005},
+					  {0.9052631588, -1.8000000040, 0.3242776862},
+					  {0.8554389448, -1.7000000060, 0.3550185552}};
+	float *p = block3(1, -2, 0.5f), *g = block3(0, 0, 0);
+	attnrt_optim *o = make(ATTNRT_OPTIM_ADAM, 0.1);
+	for (int t = 0; t < 3; t++) {
+		set3(g, grads[t][0], grads[t][1], grads[t][2]);
+		attnrt_optim_step(o, p, g);
+		ck_assert_double_eq_tol(p[0], want[t][0], 1e-6);
+		ck_assert_double_eq_tol(p[1], want[t][1], 1e-6);
+		ck_assert_double_eq_tol(p[16], want[t][2], 1e-6);
+		ck_assert_float_eq(p[2], PAD_SENTINEL);
+	}
+	ck_assert_uint_eq(attnrt_optim_steps(o), 3);
+	attnrt_optim_destroy(o);
+	attnrt_free(NULL, p);
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+/* An independent Adam in double, written from PyTorch's documentation. */
+typedef struct ref_adam {
+	double p[3], m[3], v[3];
+	int t;
+} ref_adam;
+
+static void ref_adam_step(ref_adam *r, const double *g, double lr, double b1,
+			  double b2, double eps)
+{
+	r->t++;
+	for (int k = 0; k < 3; k++) {
+		r->m[k] = b1 * r->m[k] + (1 - b1) * g[k];
+		r->v[k] = b2 * r->v[k] + (1 - b2) * g[k] * g[k];
+		double mhat = r->m[k] / (1 - pow(b1, r->t));
+		double vhat = r->v[k] / (1 - pow(b2, r->t));
+		r->p[k] -= lr * mhat / (sqrt(vhat) + eps);
+	}
+}
+
+START_TEST(test_adam_follows_an_independent_double_implementation)
+{
+	attnrt_optim_config cfg = {ATTNRT_OPTIM_ADAM, 0.01, 0.8, 0.99, 1e-3};
+	attnrt_optim *o = NULL;
+	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, two_params, 2, &o, NULL,
+					     0),
+			 ATTNRT_OK);
+	ref_adam r = {{0.3, -0.7, 1.5}, {0}, {0}, 0};
+	float *p = block3(0.3f, -0.7f, 1.5f), *g = block3(0, 0, 0);
+	for (int t = 0; t < 50; t++) {
+		/* a smooth, sign-changing gradient, exact in float */
+		double gd[3] = {(t % 7) - 3.0, 0.125 * ((t % 5) - 2), t % 2 ? 4.0 : -0.5};
+		set3(g, (float)gd[0], (float)gd[1], (float)gd[2]);
+		attnrt_optim_step(o, p, g);
+		ref_adam_step(&r, gd, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps);
+		ck_assert_double_eq_tol(p[0], r.p[0], 2e-6);
+		ck_assert_double_eq_tol(p[1], r.p[1], 2e-6);
+		ck_assert_double_eq_tol(p[16], r.p[2], 2e-6);
+	}
+	attnrt_optim_destroy(o);
+	attnrt_free(NULL, p);
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+/* a = {3, 4}, b = 12: sqrt(9 + 16 + 144) = 13; the padding is not counted. */
+START_TEST(test_grad_norm_is_the_root_of_all_squares)
+{
+	float *g = block3(3, 4, 12);
+	ck_assert_double_eq(attnrt_grad_norm(two_params, 2, g), 13.0);
+	ck_assert_double_eq(attnrt_grad_norm(two_params, 0, g), 0.0);
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+START_TEST(test_clip_scales_every_gradient_by_theta_over_the_norm)
+{
+	float *g = block3(3, 4, 12);
+	ck_assert_double_eq(attnrt_grad_clip(two_params, 2, g, 1.0), 13.0);
+	ck_assert_float_eq_tol(g[0], 3.0f / 13, 1e-7);
+	ck_assert_float_eq_tol(g[1], 4.0f / 13, 1e-7);
+	ck_assert_float_eq_tol(g[16], 12.0f / 13, 1e-7);
+	ck_assert_float_eq(g[2], PAD_SENTINEL);
+	ck_assert_double_eq_tol(attnrt_grad_norm(two_params, 2, g), 1.0, 1e-6);
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+START_TEST(test_clip_leaves_a_gradient_within_theta_unchanged)
+{
+	float *g = block3(3, 4, 12);
+	ck_assert_double_eq(attnrt_grad_clip(two_params, 2, g, 13.0), 13.0);
+	ck_assert_float_eq(g[0], 3.0f);
+	ck_assert_float_eq(g[16], 12.0f);
+	ck_assert_double_eq(attnrt_grad_clip(two_params, 2, g, 100.0), 13.0);
+	ck_assert_float_eq(g[1], 4.0f);
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+START_TEST(test_norm_of_a_nan_or_infinite_gradient_is_not_finite)
+{
+	float *g = block3(3, NAN, 12);
+	ck_assert(isnan(attnrt_grad_norm(two_params, 2, g)));
+	ck_assert(isnan(attnrt_grad_clip(two_params, 2, g, 1.0)));
+	ck_assert_float_eq(g[0], 3.0f); /* not scaled */
+	g[1] = INFINITY;
+	ck_assert(isinf(attnrt_grad_norm(two_params, 2, g)));
+	attnrt_free(NULL, g);
+}
+END_TEST
+
+static int create_with(attnrt_optim_config cfg, const attnrt_param_info *t,
+		       size_t n, char *err, size_t err_size)
+{
+	attnrt_optim *o = (attnrt_optim *)1;
+	int rc = attnrt_optim_create(NULL, &cfg, t, n, &o, err, err_size);
+	if (rc != ATTNRT_OK)
+		ck_assert_ptr_null(o);
+	attnrt_optim_destroy(o);
+	return rc;
+}
+
+START_TEST(test_create_rejects_invalid_settings_with_a_message)
+{
+	char err[128];
+	attnrt_optim_config c = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM, -1);
+	ck_assert_int_eq(create_with(c, two_params, 2, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "learning rate -1 is not a finite number >= 0");
+	c.lr = NAN;
+	ck_assert_int_eq(create_with(c, two_params, 2, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	c.lr = 0.1;
+	c.beta2 = 1.0;
+	ck_assert_int_eq(create_with(c, two_params, 2, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "Adam's betas (0.9, 1) must lie in [0, 1)");
+	c.beta2 = 0.999;
+	c.eps = -1e-8;
+	ck_assert_int_eq(create_with(c, two_params, 2, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	c.kind = (attnrt_optim_kind)7;
+	ck_assert_int_eq(create_with(c, two_params, 2, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "unknown optimizer kind 7");
+	/* SGD ignores Adam's settings */
+	c = attnrt_optim_defaults(ATTNRT_OPTIM_SGD, 0.5);
+	c.beta1 = 5;
+	ck_assert_int_eq(create_with(c, two_params, 2, NULL, 0), ATTNRT_OK);
+}
+END_TEST
+
+START_TEST(test_create_rejects_an_invalid_table)
+{
+	attnrt_param_info bad[1] = {{"w", 2, 1, {3}, ATTNRT_INIT_ZEROS, 0, 0}};
+	char err[128];
+	attnrt_optim_config c = attnrt_optim_defaults(ATTNRT_OPTIM_SGD, 0.1);
+	ck_assert_int_eq(create_with(c, bad, 1, err, sizeof err), ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "parameter 'w': invalid rank, dims or offset in "
+			      "the table");
+	ck_assert_int_eq(create_with(c, NULL, 1, err, sizeof err), ATTNRT_ERR_ARG);
+}
+END_TEST
+
+/* Fails allocation number fail_at (from 0) and every later one. */
+typedef struct failing_hook {
+	int n_live, n_calls, fail_at;
+} failing_hook;
+
+static void *failing_alloc(void *ud, void *ptr, size_t size)
+{
+	failing_hook *h = ud;
+	if (size == 0) {
+		if (ptr)
+			h->n_live--;
+		free(ptr);
+		return NULL;
+	}
+	if (h->n_calls++ >= h->fail_at)
+		return NULL;
+	if (!ptr)
+		h->n_live++;
+	return realloc(ptr, size);
+}
+
+START_TEST(test_create_fails_cleanly_at_each_allocation)
+{
+	attnrt_optim_config c = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM, 0.1);
+	for (int fail_at = 0; fail_at < 3; fail_at++) {
+		failing_hook h = {0, 0, fail_at};
+		attnrt_allocator al = {failing_alloc, &h};
+		attnrt_optim *o = NULL;
+		char err[64];
+		ck_assert_int_eq(attnrt_optim_create(&al, &c, two_params, 2, &o, err,
+						     sizeof err),
+				 ATTNRT_ERR_NOMEM);
+		ck_assert_ptr_null(o);
+		ck_assert_str_eq(err, "out of memory");
+		ck_assert_int_eq(h.n_live, 0);
+	}
+	failing_hook h = {0, 0, 3};
+	attnrt_allocator al = {failing_alloc, &h};
+	attnrt_optim *o = NULL;
+	ck_assert_int_eq(attnrt_optim_create(&al, &c, two_params, 2, &o, NULL, 0),
+			 ATTNRT_OK);
+	ck_assert_int_eq(h.n_live, 3);
+	attnrt_optim_destroy(o);
+	ck_assert_int_eq(h.n_live, 0);
+}
+END_TEST
+
+static Suite *optim_suite(void)
+{
+	Suite *s = suite_create("runtime_optim");
+	TCase *tc = tcase_create("optim");
+	tcase_add_test(tc, test_defaults_are_pytorchs);
+	tcase_add_test(tc, test_sgd_step_subtracts_lr_times_the_gradient);
+	tcase_add_test(tc, test_adam_first_three_steps_match_the_hand_computed_values);
+	tcase_add_test(tc, test_adam_follows_an_independent_double_implementation);
+	tcase_add_test(tc, test_grad_norm_is_the_root_of_all_squares);
+	tcase_add_test(tc, test_clip_scales_every_gradient_by_theta_over_the_norm);
+	tcase_add_test(tc, test_clip_leaves_a_gradient_within_theta_unchanged);
+	tcase_add_test(tc, test_norm_of_a_nan_or_infinite_gradient_is_not_finite);
+	tcase_add_test(tc, test_create_rejects_invalid_settings_with_a_message);
+	tcase_add_test(tc, test_create_rejects_an_invalid_table);
+	tcase_add_test(tc, test_create_fails_cleanly_at_each_allocation);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(optim_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
