@@ -864,6 +864,23 @@ START_TEST(test_params_are_laid_out_at_aligned_offsets)
 }
 END_TEST
 
+START_TEST(test_leaves_and_views_are_copied_out_as_outputs)
+{
+	fx x;
+	fx_init(&x);
+	float cv[4] = {1, 2, 3, 4};
+	ir_id a = input(&x, ty(IR_F32, 2, 2, 3));
+	ret(&x, a);
+	ret(&x, param(&x, "p", ty(IR_F32, 1, 5), IR_INIT_UNIFORM));
+	ret(&x, cnst(&x, ty(IR_F32, 2, 2, 2), cv));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, a, ty(IR_F32, 1, 6)));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, op1(&x, IR_OP_NEG, a, NULL),
+			ty(IR_F32, 2, 3, 2)));
+	check(&x);
+	fx_fini(&x);
+}
+END_TEST
+
 START_TEST(test_max_over_an_empty_axis_is_an_error_naming_the_op)
 {
 	fx x;
@@ -1040,6 +1057,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
 	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
 	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
+	tcase_add_test(t, test_leaves_and_views_are_copied_out_as_outputs);
 	tcase_add_test(t, test_max_over_an_empty_axis_is_an_error_naming_the_op);
 	tcase_add_test(t, test_empty_tensors_flow_through_without_work);
 	tcase_add_test(t, test_program_emits_an_object_defining_its_entry_point);
