@@ -1,0 +1,419 @@
+/*
+ * test_runtime_plot.c - the SVG pictures of rt_plot.h: every document is
+ * well formed (checked by a tiny XML reader below: one root, nested
+ * tags, quoted attributes, known entities), holds the expected number of
+ * lines, markers and cells with the right colours, escapes its text, and
+ * bad input or an unwritable path is reported, not drawn.
+ */
+#include "attnrt.h"
+#include "rt_plot.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- a tiny XML well-formedness check ------------------------------------------ */
+
+/* Skips an entity at *p ("&amp;" ...); false if it is not a known one. */
+static bool skip_entity(const char **p)
+{
+	static const char *const names[] = {"&amp;", "&lt;", "&gt;", "&quot;",
+					    "&apos;"};
+	for (size_t i = 0; i < 5; i++) {
+		size_t n = strlen(names[i]);
+		if (strncmp(*p, names[i], n) == 0) {
+			*p += n;
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool is_name_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '_' || c == ':';
+}
+
+/* Reads the attributes after a tag's name up to ">" or "/>". */
+static bool read_attrs(const char **pp, bool *is_empty)
+{
+	const char *p = *pp;
+	for (;;) {
+		while (*p == ' ' || *p == '\n')
+			p++;
+		if (p[0] == '/' && p[1] == '>') {
+			*is_empty = true;
+			*pp = p + 2;
+			return true;
+		}
+		if (*p == '>') {
+			*is_empty = false;
+			*pp = p + 1;
+			return true;
+		}
+		if (!is_name_char(*p))
+			return false;
+		while (is_name_char(*p))
+			p++;
+		if (p[0] != '=' || p[1] != '"')
+			return false;
+		for (p += 2; *p != '"'; p++)
+			if (!*p || *p == '<' || (*p == '&' && !skip_entity(&p)) ||
+			    *p == '"')
+				break;
+		if (*p != '"')
+			return false;
+		p++;
+	}
+}
+
+/* True if doc is one well-formed XML element after an optional prolog. */
+static bool xml_is_well_formed(const char *doc)
+{
+	const char *stack[64], *p = doc;
+	size_t lens[64], depth = 0;
+	int n_roots = 0;
+	if (strncmp(p, "<?xml", 5) == 0) {
+		p = strstr(p, "?>");
+		if (!p)
+			return false;
+		p += 2;
+	}
+	while (*p) {
+		if (*p == '&' && !skip_entity(&p))
+			return false;
+		if (*p != '<') {
+			if (depth == 0 && *p != '\n' && *p != ' ')
+				return false; /* text outside the root */
+			if (*p != '&')
+				p++;
+			continue;
+		}
+		bool is_close = p[1] == '/';
+		const char *name = p + 1 + is_close;
+		size_t len = 0;
+		while (is_name_char(name[len]))
+			len++;
+		if (!len)
+			return false;
+		p = name + len;
+		if (is_close) {
+			if (*p != '>' || depth == 0 || lens[depth - 1] != len ||
+			    strncmp(stack[depth - 1], name, len) != 0)
+				return false;
+			depth--;
+			p++;
+			continue;
+		}
+		bool is_empty;
+		if (!read_attrs(&p, &is_empty))
+			return false;
+		if (depth == 0)
+			n_roots++;
+		if (!is_empty) {
+			if (depth == 64)
+				return false;
+			stack[depth] = name;
+			lens[depth++] = len;
+		}
+	}
+	return depth == 0 && n_roots == 1;
+}
+
+static int count(const char *doc, const char *what)
+{
+	int n = 0;
+	for (const char *p = strstr(doc, what); p; p = strstr(p + 1, what))
+		n++;
+	return n;
+}
+
+START_TEST(test_the_xml_check_rejects_broken_documents)
+{
+	ck_assert(xml_is_well_formed("<a x=\"1\"><b/>t &amp; u</a>\n"));
+	ck_assert(!xml_is_well_formed("<a><b></a></b>"));
+	ck_assert(!xml_is_well_formed("<a x=1></a>"));
+	ck_assert(!xml_is_well_formed("<a>x & y</a>"));
+	ck_assert(!xml_is_well_formed("<a></a><b></b>"));
+	ck_assert(!xml_is_well_formed("<a>"));
+}
+END_TEST
+
+/* ---- drawing into memory ------------------------------------------------------------ */
+
+typedef struct membuf {
+	char *data;
+	size_t len;
+	FILE *f;
+} membuf;
+
+static FILE *mem_open(membuf *m)
+{
+	m->data = NULL;
+	m->len = 0;
+	m->f = open_memstream(&m->data, &m->len);
+	ck_assert_ptr_nonnull(m->f);
+	return m->f;
+}
+
+/* Closes the stream; the caller frees m->data. */
+static char *mem_close(membuf *m)
+{
+	fclose(m->f);
+	return m->data;
+}
+
+START_TEST(test_reds_runs_from_near_white_to_dark_red)
+{
+	unsigned char c[3];
+	rt_plot_reds(0, c);
+	ck_assert(c[0] == 0xff && c[1] == 0xf5 && c[2] == 0xf0);
+	rt_plot_reds(1, c);
+	ck_assert(c[0] == 0x67 && c[1] == 0x00 && c[2] == 0x0d);
+	rt_plot_reds(0.5, c); /* the fifth of nine stops */
+	ck_assert(c[0] == 0xfb && c[1] == 0x6a && c[2] == 0x4a);
+	rt_plot_reds(1.0 / 16, c); /* halfway between the first two stops */
+	ck_assert(c[0] == 0xff && c[1] == 0xeb && c[2] == 0xe1);
+	rt_plot_reds(-3, c);
+	ck_assert(c[0] == 0xff && c[1] == 0xf5);
+	rt_plot_reds(7, c);
+	ck_assert(c[0] == 0x67);
+	rt_plot_reds(NAN, c);
+	ck_assert(c[0] == 0xbf && c[1] == 0xbf && c[2] == 0xbf);
+}
+END_TEST
+
+START_TEST(test_ticks_are_round_numbers_inside_the_range)
+{
+	double t[32];
+	ck_assert_uint_eq(rt_plot_ticks(0, 5, 6, t, 32), 6);
+	for (int i = 0; i < 6; i++)
+		ck_assert_double_eq(t[i], i);
+	/* range 1.3 / 5 = 0.26 -> step 0.5 */
+	ck_assert_uint_eq(rt_plot_ticks(-0.23, 1.07, 5, t, 32), 3);
+	ck_assert_double_eq(t[0], 0);
+	ck_assert(!signbit(t[0]));
+	ck_assert_double_eq(t[2], 1.0);
+	/* 12.5 / 5 = 2.5 */
+	ck_assert_uint_eq(rt_plot_ticks(-12.5, 0, 5, t, 32), 6);
+	ck_assert_double_eq(t[0], -12.5);
+	ck_assert_double_eq(t[1], -10);
+	ck_assert_uint_eq(rt_plot_ticks(0, 5, 6, t, 2), 2);
+	ck_assert_uint_eq(rt_plot_ticks(1, 1, 5, t, 32), 0);
+	ck_assert_uint_eq(rt_plot_ticks(0, INFINITY, 5, t, 32), 0);
+}
+END_TEST
+
+START_TEST(test_line_plot_has_each_series_marker_label_and_legend_entry)
+{
+	double x[7] = {0, 1, 2, 3, 4, 5, 6}, y1[7] = {1, 4, 9, 16, 25, 36, 49},
+	       y2[7] = {2, 3, 4, 5, 6, 7, 8}, y3[7] = {1, NAN, 3, 2, 5, 1, 0};
+	rt_plot_series s[3] = {
+		{"Truth", x, y1, 7, RT_PLOT_LINE},
+		{"Pred", x, y2, 7, RT_PLOT_LINE},
+		{"Training points", x, y3, 7, RT_PLOT_POINTS},
+	};
+	rt_plot_lines p = {"Kernel regression", "x", "y", s, 3, {0, 0}, {0, 0}};
+	membuf m;
+	ck_assert_int_eq(rt_plot_lines_svg(mem_open(&m), &p, NULL, 0), ATTNRT_OK);
+	char *doc = mem_close(&m);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"series\""), 2);
+	ck_assert_int_eq(count(doc, "class=\"point\""), 6); /* NaN skipped */
+	ck_assert_int_eq(count(doc, "class=\"legend-label\""), 3);
+	ck_assert_ptr_nonnull(strstr(doc, ">Kernel regression</text>"));
+	ck_assert_ptr_nonnull(strstr(doc, "class=\"xlabel\""));
+	ck_assert_ptr_nonnull(strstr(doc, "class=\"ylabel\""));
+	ck_assert_ptr_nonnull(strstr(doc, ">Training points</text>"));
+	ck_assert_ptr_nonnull(strstr(doc, "stroke-dasharray=\"6,4\""));
+	ck_assert_int_gt(count(doc, "class=\"tick\""), 6);
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_line_breaks_at_a_missing_point_and_text_is_escaped)
+{
+	double x[4] = {0, 1, 2, 3}, y[4] = {1, 2, INFINITY, 4};
+	rt_plot_series s = {"a<b & \"c\"", x, y, 4, RT_PLOT_LINE};
+	rt_plot_lines p = {"loss <train>", NULL, NULL, &s, 1, {0, 3}, {0, 5}};
+	membuf m;
+	ck_assert_int_eq(rt_plot_lines_svg(mem_open(&m), &p, NULL, 0), ATTNRT_OK);
+	char *doc = mem_close(&m);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_ptr_nonnull(strstr(doc, "loss &lt;train&gt;"));
+	ck_assert_ptr_nonnull(strstr(doc, "a&lt;b &amp; &quot;c&quot;"));
+	char *d = strstr(doc, "class=\"series\" d=\"");
+	ck_assert_ptr_nonnull(d);
+	/* the frame, x 72..616 and y 44..362 (below the title), shows
+	 * [0, 3] x [0, 5]: (0, 1) (1, 2), a break, (3, 4) */
+	ck_assert_ptr_nonnull(strstr(d, "d=\"M72.0 298.4 L253.3 234.8 M616.0 107.6 \""));
+	ck_assert_ptr_null(strstr(doc, "class=\"xlabel\""));
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_line_plot_rejects_nothing_to_draw_and_empty_ranges)
+{
+	char err[128];
+	rt_plot_lines p = {"t", NULL, NULL, NULL, 0, {0, 0}, {0, 0}};
+	membuf m;
+	ck_assert_int_eq(rt_plot_lines_svg(mem_open(&m), &p, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "nothing to plot");
+	double x[1] = {1};
+	rt_plot_series s = {NULL, x, NULL, 1, RT_PLOT_LINE};
+	p.series = &s;
+	p.n_series = 1;
+	ck_assert_int_eq(rt_plot_lines_svg(m.f, &p, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "series 0 has no data");
+	s.y = x;
+	p.ylim[0] = p.ylim[1] = 2;
+	p.ylim[0] = 3;
+	ck_assert_int_eq(rt_plot_lines_svg(m.f, &p, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "the y range [3, 2] is empty");
+	char *doc = mem_close(&m);
+	ck_assert_uint_eq(strlen(doc ? doc : ""), 0); /* nothing written */
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_heatmap_has_a_cell_per_value_coloured_by_reds_and_a_scale)
+{
+	float v[12] = {0, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f,
+		       1.0f, 0.5f};
+	rt_plot_heatmap h = {"Attention weights", "Keys", "Queries", v, 3, 4};
+	membuf m;
+	ck_assert_int_eq(rt_plot_heatmap_svg(mem_open(&m), &h, NULL, 0),
+			 ATTNRT_OK);
+	char *doc = mem_close(&m);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"cell\""), 12);
+	ck_assert_int_eq(count(doc, "fill=\"#fff5f0\"><title>0, 0: 0</title>"), 1);
+	ck_assert_int_eq(count(doc, "fill=\"#67000d\"><title>2, 2: 1</title>"), 1);
+	ck_assert_int_eq(count(doc, "fill=\"#fb6a4a\""), 2); /* the two 0.5 */
+	ck_assert_ptr_nonnull(strstr(doc, ">Attention weights</text>"));
+	ck_assert_ptr_nonnull(strstr(doc, "class=\"xlabel\" x=\"152.0\""));
+	ck_assert_ptr_nonnull(strstr(doc, ">Keys</text>"));
+	ck_assert_ptr_nonnull(strstr(doc, ">Queries</text>"));
+	ck_assert_int_eq(count(doc, "class=\"colour-bar\""), 1);
+	ck_assert_int_eq(count(doc, "<stop "), 9);
+	/* the scale's ticks: 0, 0.2, ..., 1 */
+	ck_assert_ptr_nonnull(strstr(doc, ">0.2</text>"));
+	ck_assert_ptr_nonnull(strstr(doc, ">1.0</text>"));
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_heatmap_draws_nan_grey_and_a_constant_matrix)
+{
+	float v[2] = {NAN, 0.25f};
+	rt_plot_heatmap h = {NULL, NULL, NULL, v, 1, 2};
+	membuf m;
+	ck_assert_int_eq(rt_plot_heatmap_svg(mem_open(&m), &h, NULL, 0),
+			 ATTNRT_OK);
+	char *doc = mem_close(&m);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"cell\""), 2);
+	ck_assert_int_eq(count(doc, "fill=\"#bfbfbf\""), 1);
+	/* a constant is the middle of a range of 1 around it */
+	ck_assert_int_eq(count(doc, "fill=\"#fb6a4a\""), 1);
+	ck_assert_ptr_null(strstr(doc, "class=\"title\""));
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_heatmap_rejects_empty_or_huge_matrices)
+{
+	char err[128];
+	float v[1] = {1};
+	rt_plot_heatmap h = {NULL, NULL, NULL, v, 0, 3};
+	ck_assert_int_eq(rt_plot_heatmap_svg(stdout, &h, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "no values to draw");
+	h.rows = 2000;
+	h.cols = 1000;
+	ck_assert_int_eq(rt_plot_heatmap_svg(stdout, &h, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "2000 x 1000 cells are too many to draw "
+			      "(at most 1000000)");
+	h.rows = (size_t)1 << 40;
+	h.cols = (size_t)1 << 40;
+	ck_assert_int_eq(rt_plot_heatmap_svg(stdout, &h, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+}
+END_TEST
+
+static char *read_all(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	static char buf[1 << 16];
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+START_TEST(test_save_writes_the_file_or_names_the_path_it_cannot_write)
+{
+	char path[] = "/tmp/attnc_plot_XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	float v[4] = {1, 2, 3, 4};
+	rt_plot_heatmap h = {"w", "Keys", "Queries", v, 2, 2};
+	char err[256];
+	ck_assert_int_eq(rt_plot_heatmap_save(path, &h, err, sizeof err),
+			 ATTNRT_OK);
+	const char *doc = read_all(path);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"cell\""), 4);
+	double x[2] = {1, 2};
+	rt_plot_series s = {"loss", x, x, 2, RT_PLOT_LINE};
+	rt_plot_lines p = {"loss", "epoch", "loss", &s, 1, {0, 0}, {0, 0}};
+	ck_assert_int_eq(rt_plot_lines_save(path, &p, err, sizeof err), ATTNRT_OK);
+	doc = read_all(path);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"series\""), 1);
+	remove(path);
+	ck_assert_int_eq(rt_plot_lines_save("/nonexistent/dir/x.svg", &p, err,
+					    sizeof err),
+			 ATTNRT_ERR_IO);
+	ck_assert_str_eq(err, "cannot write '/nonexistent/dir/x.svg': No such "
+			      "file or directory");
+}
+END_TEST
+
+static Suite *plot_suite(void)
+{
+	Suite *s = suite_create("runtime_plot");
+	TCase *tc = tcase_create("plot");
+	tcase_add_test(tc, test_the_xml_check_rejects_broken_documents);
+	tcase_add_test(tc, test_reds_runs_from_near_white_to_dark_red);
+	tcase_add_test(tc, test_ticks_are_round_numbers_inside_the_range);
+	tcase_add_test(tc, test_line_plot_has_each_series_marker_label_and_legend_entry);
+	tcase_add_test(tc, test_line_breaks_at_a_missing_point_and_text_is_escaped);
+	tcase_add_test(tc, test_line_plot_rejects_nothing_to_draw_and_empty_ranges);
+	tcase_add_test(tc, test_heatmap_has_a_cell_per_value_coloured_by_reds_and_a_scale);
+	tcase_add_test(tc, test_heatmap_draws_nan_grey_and_a_constant_matrix);
+	tcase_add_test(tc, test_heatmap_rejects_empty_or_huge_matrices);
+	tcase_add_test(tc, test_save_writes_the_file_or_names_the_path_it_cannot_write);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(plot_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
