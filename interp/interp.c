@@ -468,6 +468,26 @@ static void run_free(ir_ctx *ctx, const ir_func *f, run_state *st)
 	ir_free(ctx, st->argbuf);
 }
 
+/* With stop_at_nonfinite: fails at the first element of a float result
+ * that is NaN or infinite, reporting it at the node. */
+static bool check_finite(ir_ctx *ctx, const ir_node *n, const interp_tensor *t)
+{
+	if (t->dtype == IR_I32)
+		return true;
+	int64_t count = interp_tensor_numel(t);
+	for (int64_t i = 0; i < count; i++) {
+		double v = interp_tensor_get(t, i);
+		if (isfinite(v))
+			continue;
+		ir_error(ctx, n->loc, "%s gives %s (element %lld), the run's first "
+				      "value that is not finite",
+			 ir_op_table[n->op].name,
+			 isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", (long long)i);
+		return false;
+	}
+	return true;
+}
+
 /* Evaluates node i from the values before it. */
 static bool run_node(ir_ctx *ctx, const ir_func *f, const interp_opts *opts,
 		     const interp_sources *src, run_state *st, ir_id i)
@@ -486,7 +506,8 @@ static bool run_node(ir_ctx *ctx, const ir_func *f, const interp_opts *opts,
 		}
 		st->argbuf[a] = st->vals[id]; /* borrowed view */
 	}
-	return eval(ctx, n, opts, st->syms, src, st->argbuf, &st->vals[i]);
+	return eval(ctx, n, opts, st->syms, src, st->argbuf, &st->vals[i]) &&
+	       (!opts->stop_at_nonfinite || check_finite(ctx, n, &st->vals[i]));
 }
 
 static bool copy_outputs(ir_ctx *ctx, const ir_func *f, const run_state *st,

@@ -22,6 +22,10 @@ typedef struct interp_opts {
 	bool is_training; /* dropout active */
 	uint64_t seed;    /* dropout randomness: (seed, dropout stream, step) */
 	uint64_t step;
+	/* interp_run reports the first node whose float result holds a NaN
+	 * or an infinity, at the node's location, and fails (the training
+	 * driver's hunt for where a non-finite loss came from). */
+	bool stop_at_nonfinite;
 } interp_opts;
 
 int64_t interp_tensor_numel(const interp_tensor *t);
