@@ -43,6 +43,20 @@ bool pass_simplify(ir_module *m); /* algebraic identities */
 bool pass_cse(ir_module *m);      /* merge identical nodes */
 bool pass_dce(ir_module *m);      /* drop nodes no output needs */
 
+/* Reverse-mode autodiff (autodiff.c, rules in grad.c; docs/autodiff.md).
+ * For the function named entry, whose first output is a scalar f32 loss,
+ * adds an exported function "<entry>_grad" with the same inputs (and
+ * example) whose outputs are the loss ("loss") and then the gradient of
+ * the loss with respect to every parameter of the module, in module
+ * order ("grad.<param name>", the parameter's type; zeros for one the
+ * loss does not use). Its graph is entry's, copied, followed by the
+ * backward nodes, each located at the forward node it differentiates.
+ * Call it before pass_pipeline_run, which then optimizes both. Returns
+ * false after reporting an error (no such function, a loss that is not a
+ * scalar f32 at the function's location, "<entry>_grad" already taken,
+ * out of memory), leaving the module as it was. */
+bool pass_autodiff(ir_module *m, const char *entry);
+
 /* Writes the --stats JSON object for the module: op counts (sorted by
  * name, over every function), kernels (non-leaf, non-view nodes),
  * planned_bytes (the largest activation slab any function needs, symbols

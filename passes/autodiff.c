@@ -1,0 +1,247 @@
+/*
+ * autodiff.c - reverse-mode automatic differentiation as a graph
+ * transformation (pass_autodiff).
+ *
+ * For a loss function `loss` the pass adds a function `loss_grad` with the
+ * same inputs that returns the loss and the gradient of the loss with
+ * respect to every parameter of the module. Its graph is the forward
+ * graph, copied node for node, followed by the backward nodes: starting
+ * from d loss / d loss = 1, the nodes are visited from the loss back to
+ * the first, and each node's gradient, complete by then because all its
+ * users come after it, goes through its op's rule (grad.c) into its
+ * operands. Only nodes that depend on a parameter get gradients; fan-in
+ * is summed. The result is ordinary IR: the pipeline optimizes it, the
+ * printer shows it, the interpreter and the LLVM backend run it.
+ */
+#include "passes.h"
+
+#include "grad.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <string.h>
+
+/* needs[i]: node i is f32, differentiable, and a parameter reaches it. */
+static void mark_needs(const ir_func *f, bool *needs)
+{
+	const ir_graph *g = &f->g;
+	for (uint32_t i = 0; i < g->n_nodes; i++) {
+		const ir_node *n = &g->nodes[i];
+		unsigned flags = ir_op_table[n->op].flags;
+		needs[i] = false;
+		if (n->type.dtype != IR_F32 || (flags & IR_OPF_NODIFF))
+			continue;
+		if (n->op == IR_OP_PARAM) {
+			needs[i] = true;
+			continue;
+		}
+		const ir_id *args = ir_node_args(g, n);
+		for (uint32_t a = 0; a < n->n_args && !needs[i]; a++)
+			needs[i] = needs[args[a]];
+	}
+}
+
+bool pass_ad_wants(const pass_ad *ad, ir_id x)
+{
+	return x < ad->n_fwd && ad->needs[x];
+}
+
+void pass_ad_accum(pass_ad *ad, ir_id x, ir_id g)
+{
+	if (!pass_ad_wants(ad, x))
+		return;
+	if (g == IR_NONE) {
+		ad->is_failed = true;
+		return;
+	}
+	if (ad->is_failed)
+		return;
+	assert(ir_type_eq(&ad->f->g.nodes[x].type, &ad->f->g.nodes[g].type));
+	ad->adj[x] = ad->adj[x] == IR_NONE
+			     ? g
+			     : pass_ad_op2(ad, IR_OP_ADD, ad->adj[x], g, NULL);
+}
+
+/* "<prefix><name>" in the module's arena, or NULL. */
+static char *concat_name(ir_module *m, const char *prefix, const char *name)
+{
+	size_t n = strlen(prefix) + strlen(name) + 1;
+	char *s = ir_arena_alloc(&m->arena, n);
+	if (s)
+		snprintf(s, n, "%s%s", prefix, name);
+	return s;
+}
+
+/* Copies src's arguments and graph into the new function f. */
+static bool copy_forward(ir_module *m, const ir_func *src, ir_func *f)
+{
+	ir_ctx *ctx = m->ctx;
+	const ir_graph *g = &src->g;
+	uint32_t n_in = src->n_inputs;
+	if (!ir_grow(ctx, (void **)&f->g.nodes, &f->g.nodes_cap, g->n_nodes,
+		     sizeof *g->nodes) ||
+	    !ir_grow(ctx, (void **)&f->g.args, &f->g.args_cap, g->n_args,
+		     sizeof *g->args))
+		return false;
+	memcpy(f->g.nodes, g->nodes, g->n_nodes * sizeof *g->nodes);
+	memcpy(f->g.args, g->args, g->n_args * sizeof *g->args);
+	f->g.n_nodes = g->n_nodes;
+	f->g.n_args = g->n_args;
+	f->is_export = true;
+	f->n_inputs = n_in;
+	f->inputs = ir_arena_alloc(&m->arena, (n_in + 1) * sizeof *f->inputs);
+	f->input_names =
+		ir_arena_alloc(&m->arena, (n_in + 1) * sizeof *f->input_names);
+	if (!f->inputs || !f->input_names)
+		return false;
+	memcpy(f->inputs, src->inputs, n_in * sizeof *f->inputs);
+	for (uint32_t i = 0; i < n_in; i++)
+		f->input_names[i] = src->input_names ? src->input_names[i] : NULL;
+	if (src->example) {
+		f->example = ir_arena_alloc(&m->arena,
+					    (n_in + 1) * sizeof *f->example);
+		if (!f->example)
+			return false;
+		memcpy(f->example, src->example, n_in * sizeof *f->example);
+	}
+	return true;
+}
+
+/* Visits the forward nodes from the loss back, applying each rule. */
+static void backward(pass_ad *ad, ir_id loss)
+{
+	ad->loc = ad->f->g.nodes[loss].loc;
+	if (ad->needs[loss])
+		ad->adj[loss] = pass_ad_scalar(ad, 1);
+	for (ir_id i = loss + 1; i-- > 0 && !ad->is_failed;) {
+		if (ad->adj[i] == IR_NONE)
+			continue;
+		ir_node n = ad->f->g.nodes[i];
+		ad->loc = n.loc;
+		pass_ad_rules[n.op](ad, i, ad->adj[i]);
+	}
+}
+
+/* The gradient of parameter p: its PARAM nodes' gradients summed, or
+ * zeros of its type if the loss does not depend on it. */
+static ir_id param_grad(pass_ad *ad, uint32_t p)
+{
+	ir_id sum = IR_NONE;
+	for (ir_id i = 0; i < ad->n_fwd; i++) {
+		const ir_node *n = &ad->f->g.nodes[i];
+		if (n->op != IR_OP_PARAM || n->attr.param_index != p ||
+		    ad->adj[i] == IR_NONE)
+			continue;
+		ad->loc = n->loc;
+		sum = sum == IR_NONE ? ad->adj[i]
+				     : pass_ad_op2(ad, IR_OP_ADD, sum, ad->adj[i],
+						   NULL);
+	}
+	if (sum != IR_NONE)
+		return sum;
+	ad->loc = ad->m->params[p].loc;
+	return pass_ad_zeros(ad, &ad->m->params[p].type);
+}
+
+/* Outputs: the loss, then grad.<name> of every parameter in order. */
+static bool set_outputs(pass_ad *ad, ir_id loss)
+{
+	ir_module *m = ad->m;
+	ir_func *f = ad->f;
+	uint32_t n = 1 + m->n_params;
+	f->outputs = ir_arena_alloc(&m->arena, n * sizeof *f->outputs);
+	f->output_names = ir_arena_alloc(&m->arena, n * sizeof *f->output_names);
+	if (!f->outputs || !f->output_names)
+		return false;
+	f->outputs[0] = loss;
+	f->output_names[0] = "loss";
+	for (uint32_t p = 0; p < m->n_params; p++) {
+		f->outputs[1 + p] = param_grad(ad, p);
+		f->output_names[1 + p] = concat_name(m, "grad.", m->params[p].name);
+		if (ad->is_failed || !f->output_names[1 + p])
+			return false;
+	}
+	f->n_outputs = n;
+	return true;
+}
+
+/* Checks that entry exists, returns a scalar f32 first, and that its
+ * gradient function's name is free; reports what is wrong. */
+static ir_func *check_entry(ir_module *m, const char *entry,
+			    const char *grad_name)
+{
+	ir_func *src = ir_module_find_func(m, entry);
+	if (!src) {
+		ir_error(m->ctx, (ir_loc){0}, "autodiff: no function '%s' to "
+			 "differentiate", entry);
+		return NULL;
+	}
+	if (src->n_outputs == 0) {
+		ir_error(m->ctx, src->loc, "autodiff: '%s' returns nothing; "
+			 "a loss must be a scalar f32", entry);
+		return NULL;
+	}
+	const ir_type *t = &src->g.nodes[src->outputs[0]].type;
+	if (t->dtype != IR_F32 || t->rank != 0) {
+		char dims[160];
+		ir_type_format(m, t, dims, sizeof dims);
+		ir_error(m->ctx, src->loc, "autodiff: the loss '%s' returns "
+			 "%s[%s]; a loss must be a scalar f32 (sum or mean it)",
+			 entry, ir_dtype_name(t->dtype), dims);
+		return NULL;
+	}
+	if (ir_module_find_func(m, grad_name)) {
+		ir_error(m->ctx, src->loc, "autodiff: the module already has a "
+			 "function '%s'", grad_name);
+		return NULL;
+	}
+	return src;
+}
+
+/* Builds the gradient function f of src; false after reporting. */
+static bool build_grad(ir_module *m, const ir_func *src, ir_func *f)
+{
+	ir_id loss = src->outputs[0];
+	int n_errors = m->ctx->n_errors;
+	pass_ad ad = {.m = m, .f = f, .n_fwd = src->g.n_nodes};
+	for (int i = 0; i < 4; i++)
+		ad.scalars[i] = IR_NONE;
+	ad.needs = ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.needs);
+	ad.adj = ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.adj);
+	bool ok = ad.needs && ad.adj && copy_forward(m, src, f);
+	if (ok) {
+		for (ir_id i = 0; i < ad.n_fwd; i++)
+			ad.adj[i] = IR_NONE;
+		mark_needs(f, ad.needs);
+		backward(&ad, loss);
+		ok = !ad.is_failed && set_outputs(&ad, loss);
+	}
+	if (!ok && m->ctx->n_errors == n_errors)
+		ir_error(m->ctx, src->loc, "out of memory");
+	ir_free(m->ctx, ad.needs);
+	ir_free(m->ctx, ad.adj);
+	return ok;
+}
+
+bool pass_autodiff(ir_module *m, const char *entry)
+{
+	char *grad_name = concat_name(m, entry, "_grad");
+	if (!grad_name) {
+		ir_error(m->ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	ir_func *src = check_entry(m, entry, grad_name);
+	if (!src)
+		return false;
+	ir_func *f = ir_module_add_func(m, grad_name, src->loc);
+	if (!f) {
+		ir_error(m->ctx, src->loc, "out of memory");
+		return false;
+	}
+	if (build_grad(m, src, f))
+		return true;
+	/* Leave the module as it was: the new function is the last one. */
+	ir_graph_fini(m->ctx, &f->g);
+	m->n_funcs--;
+	return false;
+}
