@@ -5,10 +5,11 @@
  * on 1 and 2 threads. Each cell is the median of several samples, with
  * their range; a sample repeats the call until it lasts about 50 ms.
  *
- *     bench_gemm [-r REPS] [-s SIZE]...
+ *     bench_gemm [-r REPS] [-w 8|16] [-s SIZE]...
  *
- * -r sets the samples per cell (default 7); -s restricts the square sizes
- * (repeatable). The machine is shared, so the run ends with how busy the
+ * -r sets the samples per cell (default 7); -w forces the micro-kernel's
+ * vector width (default: the host's widest); -s restricts the square
+ * sizes (repeatable). The machine is shared, so the run ends with how busy the
  * CPUs were in total and how much of that was this process: a busy
  * machine makes 2-thread numbers swing (a thread waits at a barrier for a
  * descheduled partner). Implementations run in separate blocks with a
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cg.h"
 #include "cg_gemm.h"
@@ -112,10 +114,10 @@ static float *matrix(size_t n, uint64_t *state)
 	return x;
 }
 
-static bool case_init(bench_case *bc, shape s)
+static bool case_init(bench_case *bc, shape s, int width)
 {
 	uint64_t seed = 42;
-	cg_gemm_spec spec = {.m = s.m, .n = s.n, .k = s.k};
+	cg_gemm_spec spec = {.m = s.m, .n = s.n, .k = s.k, .vector_width = width};
 	memset(bc, 0, sizeof *bc);
 	bc->s = s;
 	bc->a = matrix((size_t)s.m * (size_t)s.k, &seed);
@@ -195,10 +197,10 @@ static double rel_diff(const bench_case *bc)
 	return worst / scale;
 }
 
-static void bench_shape(shape s, int threads, int reps)
+static void bench_shape(shape s, int threads, int reps, int width)
 {
 	bench_case bc;
-	if (!case_init(&bc, s)) {
+	if (!case_init(&bc, s, width)) {
 		case_fini(&bc);
 		exit(1);
 	}
@@ -234,9 +236,12 @@ static const shape small_shapes[] = {
 int main(int argc, char **argv)
 {
 	int reps = 7, sizes[8] = {256, 512, 1024, 2048}, n_sizes = 4, n_user = 0;
+	int width = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "-r") == 0)
 			reps = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "-w") == 0)
+			width = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "-s") == 0 && n_user < 8)
 			sizes[n_user++] = atoi(argv[i + 1]);
 	}
@@ -249,25 +254,38 @@ int main(int argc, char **argv)
 	double tot0, idle0, tot1, idle1, cpu0 = process_cpu_s(), t0 = now_s();
 	load_avg(load, sizeof load);
 	cpu_jiffies(&tot0, &idle0);
-	printf("bench_gemm: generated sgemm (6x16 FMA micro-kernel) vs OpenBLAS "
-	       "(core %s); median of %d samples\nload average at start: %s\n\n",
-	       openblas_get_corename(), reps, load);
+	cg_gemm_plan plan;
+	char err[256];
+	if (!cg_gemm_plan_make(&(cg_gemm_spec){.m = 1, .n = 1, .k = 1,
+					       .vector_width = width},
+			       &plan, err, sizeof err)) {
+		fprintf(stderr, "bench_gemm: %s\n", err);
+		return 1;
+	}
+	printf("bench_gemm: generated sgemm (%dx%d micro-kernel on <%d x float>) "
+	       "vs OpenBLAS (core %s); median of %d samples\n"
+	       "load average at start: %s\n\n",
+	       CG_GEMM_MR, plan.nr, plan.vw, openblas_get_corename(), reps, load);
 	header();
 	for (int threads = 1; threads <= 2; threads++)
 		for (int i = 0; i < n_sizes; i++)
 			bench_shape((shape){sizes[i], sizes[i], sizes[i], "square"},
-				    threads, reps);
+				    threads, reps, width);
 	for (int threads = 1; threads <= 2; threads++)
 		for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
-			bench_shape(small_shapes[i], threads, reps);
+			bench_shape(small_shapes[i], threads, reps, width);
 
 	cpu_jiffies(&tot1, &idle1);
 	load_avg(load, sizeof load);
+	long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	double wall = now_s() - t0, busy = tot1 - tot0;
 	busy = busy > 0 ? 1.0 - (idle1 - idle0) / busy : 0;
+	double ours = (process_cpu_s() - cpu0) / wall;
 	printf("\nload average at end: %s\n"
-	       "CPUs busy %.0f%% of the %.0f s run; this process used %.0f%% of "
-	       "one CPU on average (both counting spinning idle threads)\n",
-	       load, busy * 100, wall, (process_cpu_s() - cpu0) / wall * 100);
+	       "during the %.0f s run the %ld CPUs were %.0f%% busy: this process "
+	       "%.2f CPUs, others %.2f CPUs\n(spinning idle threads of libgomp "
+	       "and OpenBLAS count as busy)\n",
+	       load, wall, n_cpus, busy * 100, ours,
+	       fmax(0.0, busy * (double)n_cpus - ours));
 	return 0;
 }

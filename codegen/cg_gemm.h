@@ -61,7 +61,7 @@ typedef struct cg_gemm_spec {
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
-#define CG_GEMM_GRAIN_DEFAULT (1 << 20)
+#define CG_GEMM_GRAIN_DEFAULT (1 << 19)
 
 /* The choices the generator makes for a spec (all known at compile time). */
 typedef struct cg_gemm_plan {
