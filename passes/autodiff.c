@@ -233,6 +233,7 @@ bool pass_autodiff(ir_module *m, const char *entry)
 	ir_func *src = check_entry(m, entry, grad_name);
 	if (!src)
 		return false;
+	uint32_t n_consts = m->n_consts;
 	ir_func *f = ir_module_add_func(m, grad_name, src->loc);
 	if (!f) {
 		ir_error(m->ctx, src->loc, "out of memory");
@@ -240,8 +241,10 @@ bool pass_autodiff(ir_module *m, const char *entry)
 	}
 	if (build_grad(m, src, f))
 		return true;
-	/* Leave the module as it was: the new function is the last one. */
+	/* Leave the module as it was: the new function is the last one, the
+	 * new constants (their data stays in the arena) the last ones. */
 	ir_graph_fini(m->ctx, &f->g);
 	m->n_funcs--;
+	m->n_consts = n_consts;
 	return false;
 }
