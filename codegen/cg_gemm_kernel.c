@@ -101,59 +101,51 @@ static void acc_close(int n, LLVMValueRef *phi, LLVMValueRef *val,
 		LLVMAddIncoming(phi[i], &val[i], &from, 1);
 }
 
-/* The k-loop: `steps` unrolled steps per trip while they fit in kc, then
- * one step per trip. On return acc holds the sums, the builder is after
- * the loops. */
-static void ukr_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
+/* A loop over p from `start` while p < end, `steps` unrolled steps a
+ * trip, carrying the accumulators in phis. On return acc holds their
+ * values after the loop, the builder is there, and the result is p. */
+static LLVMValueRef k_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef start,
+			   LLVMValueRef end, int steps, LLVMValueRef *acc)
 {
 	LLVMValueRef a = LLVMGetParam(f->fn, 0), b = LLVMGetParam(f->fn, 1);
-	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	int n = u->mr * u->nv;
 	LLVMValueRef phi[CG_GEMM_MR * 2], val[CG_GEMM_MR * 2];
-	LLVMBasicBlockRef entry = LLVMGetInsertBlock(f->b);
-	LLVMBasicBlockRef hdr = cg_block(f, "k4"), body = cg_block(f, "k4.body");
-	LLVMBasicBlockRef rhdr = cg_block(f, "k1"), rbody = cg_block(f, "k1.body");
+	int n = u->mr * u->nv;
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);
+	LLVMBasicBlockRef hdr = cg_block(f, "k"), body = cg_block(f, "k.body");
 	LLVMBasicBlockRef done = cg_block(f, "k.done");
-	LLVMValueRef kc4 = LLVMBuildAnd(f->b, kc, cg_i64(f, -CG_GEMM_UNROLL), "");
 
 	LLVMBuildBr(f->b, hdr);
 	LLVMPositionBuilderAtEnd(f->b, hdr);
 	LLVMValueRef p = LLVMBuildPhi(f->b, cg_t_i64(f), "p");
-	LLVMAddIncoming(p, &(LLVMValueRef){cg_i64(f, 0)}, &entry, 1);
-	acc_phis(f, n, phi, acc, entry);
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, p, kc4, ""), body,
-			rhdr);
+	LLVMAddIncoming(p, &start, &pre, 1);
+	acc_phis(f, n, phi, acc, pre);
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, p, end, ""), body,
+			done);
 
 	LLVMPositionBuilderAtEnd(f->b, body);
 	for (int i = 0; i < n; i++)
 		val[i] = phi[i];
-	for (int s = 0; s < CG_GEMM_UNROLL; s++)
+	for (int s = 0; s < steps; s++)
 		ukr_step(f, u, a, b, cg_addi(f, p, s), val);
-	LLVMValueRef p4 = cg_addi(f, p, CG_GEMM_UNROLL);
+	LLVMValueRef next = cg_addi(f, p, steps);
 	LLVMBuildBr(f->b, hdr);
-	LLVMAddIncoming(p, &p4, &body, 1);
+	LLVMAddIncoming(p, &next, &body, 1);
 	acc_close(n, phi, val, body);
-
-	LLVMPositionBuilderAtEnd(f->b, rhdr);
-	LLVMValueRef q = LLVMBuildPhi(f->b, cg_t_i64(f), "q");
-	LLVMAddIncoming(q, &p, &hdr, 1);
-	LLVMValueRef rphi[CG_GEMM_MR * 2];
-	acc_phis(f, n, rphi, phi, hdr);
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, q, kc, ""), rbody,
-			done);
-
-	LLVMPositionBuilderAtEnd(f->b, rbody);
-	for (int i = 0; i < n; i++)
-		val[i] = rphi[i];
-	ukr_step(f, u, a, b, q, val);
-	LLVMValueRef q1 = cg_addi(f, q, 1);
-	LLVMBuildBr(f->b, rhdr);
-	LLVMAddIncoming(q, &q1, &rbody, 1);
-	acc_close(n, rphi, val, rbody);
 
 	LLVMPositionBuilderAtEnd(f->b, done);
 	for (int i = 0; i < n; i++)
-		acc[i] = rphi[i];
+		acc[i] = phi[i];
+	return p;
+}
+
+/* The k-loop: CG_GEMM_UNROLL steps a trip while they fit in kc, then
+ * one step a trip. */
+static void ukr_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
+{
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
+	LLVMValueRef kc4 = LLVMBuildAnd(f->b, kc, cg_i64(f, -CG_GEMM_UNROLL), "");
+	LLVMValueRef p = k_loop(f, u, cg_i64(f, 0), kc4, CG_GEMM_UNROLL, acc);
+	k_loop(f, u, p, kc, 1, acc);
 }
 
 /* Writes the tile to C, adding what is there if is_acc. */

@@ -664,6 +664,58 @@ START_TEST(test_module_emits_a_relocatable_pic_object)
 }
 END_TEST
 
+/* A C program that multiplies ones (256×64) by B[p][j] = j (64×64):
+ * every C[i][j] must be 64·j. */
+static const char link_main[] =
+	"#include <stdio.h>\n"
+	"void sgemm_256(const float *A, const float *B, float *C);\n"
+	"static float a[256 * 64], b[64 * 64], c[256 * 64];\n"
+	"int main(void) {\n"
+	"  for (int i = 0; i < 256 * 64; i++) a[i] = 1;\n"
+	"  for (int i = 0; i < 64 * 64; i++) b[i] = (float)(i % 64);\n"
+	"  sgemm_256(a, b, c);\n"
+	"  for (int i = 0; i < 256 * 64; i++)\n"
+	"    if (c[i] != 64.0f * (float)(i % 64)) { puts(\"wrong\"); return 1; }\n"
+	"  puts(\"ok\");\n"
+	"  return 0;\n"
+	"}\n";
+
+START_TEST(test_module_object_links_into_a_program_that_runs_it)
+{
+	char dir[] = "/tmp/attnc_cg_link_XXXXXX", path[512], cmd[2048];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	cg_module *m = cg_module_create("link");
+	cg_gemm_spec spec = shape(256, 64, 64);
+	ck_assert(cg_gemm_add(m, "sgemm_256", &spec));
+	snprintf(path, sizeof path, "%s/sgemm.o", dir);
+	ck_assert_msg(cg_module_emit(m, CG_EMIT_OBJ, path), "%s", cg_module_error(m));
+	cg_module_destroy(m);
+	snprintf(path, sizeof path, "%s/main.c", dir);
+	FILE *fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs(link_main, fp);
+	fclose(fp);
+
+	/* The compiler's default is a PIE executable: the object must be PIC. */
+	snprintf(cmd, sizeof cmd,
+		 "cd %s && cc -o prog main.c sgemm.o -lgomp && ./prog > out.txt",
+		 dir);
+	int rc = system(cmd);
+	snprintf(path, sizeof path, "%s/out.txt", dir);
+	char out[64] = "";
+	fp = fopen(path, "r");
+	if (fp) {
+		if (!fgets(out, sizeof out, fp))
+			out[0] = '\0';
+		fclose(fp);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_str_eq(out, "ok\n");
+}
+END_TEST
+
 START_TEST(test_module_counts_functions_and_times_compilation)
 {
 	cg_module *m = cg_module_create("stats");
@@ -725,6 +777,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(mod, test_module_closes_after_optimization);
 	tcase_add_test(mod, test_module_lookup_of_unknown_name_fails);
 	tcase_add_test(mod, test_module_emits_a_relocatable_pic_object);
+	tcase_add_test(mod, test_module_object_links_into_a_program_that_runs_it);
 	tcase_add_test(mod, test_module_counts_functions_and_times_compilation);
 	tcase_add_test(mod, test_threads_set_is_read_back);
 	suite_add_tcase(s, mod);
