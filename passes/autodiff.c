@@ -62,6 +62,108 @@ void pass_ad_accum(pass_ad *ad, ir_id x, ir_id g)
 			     : pass_ad_op2(ad, IR_OP_ADD, ad->adj[x], g, NULL);
 }
 
+#define NO_PIECE UINT32_MAX
+
+void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis,
+			 int64_t start)
+{
+	if (!pass_ad_wants(ad, x))
+		return;
+	if (g == IR_NONE || ad->is_failed ||
+	    !ir_grow(ad->m->ctx, (void **)&ad->pieces, &ad->pieces_cap,
+		     ad->n_pieces + 1, sizeof *ad->pieces)) {
+		ad->is_failed = true;
+		return;
+	}
+	ad->pieces[ad->n_pieces] =
+		(pass_ad_piece){g, axis, start, ad->first_piece[x]};
+	ad->first_piece[x] = ad->n_pieces++;
+}
+
+static bool piece_before(const pass_ad_piece *a, const pass_ad_piece *b)
+{
+	return a->axis != b->axis ? a->axis < b->axis : a->start < b->start;
+}
+
+/* The pieces of x's gradient, sorted by axis and start, into order[]. */
+static uint32_t sorted_pieces(const pass_ad *ad, ir_id x, uint32_t *order)
+{
+	uint32_t n = 0;
+	for (uint32_t k = ad->first_piece[x]; k != NO_PIECE;
+	     k = ad->pieces[k].next) {
+		uint32_t j = n++;
+		for (; j > 0 && piece_before(&ad->pieces[k],
+					     &ad->pieces[order[j - 1]]); j--)
+			order[j] = order[j - 1];
+		order[j] = k;
+	}
+	return n;
+}
+
+/* Zeros of x's type with `len` along axis, appended to parts if len > 0. */
+static void add_gap(pass_ad *ad, ir_id x, int axis, int64_t len, ir_id *parts,
+		    uint32_t *n)
+{
+	if (len <= 0)
+		return;
+	ir_type t = pass_ad_type(ad, x);
+	t.dims[axis] = ir_dim_static(len);
+	parts[(*n)++] = pass_ad_zeros(ad, &t);
+}
+
+/* One concatenation of the not yet used pieces (order[0 .. n)) that
+ * follow each other without overlap along the first one's axis, zeros in
+ * the gaps; marks them used and adds it to x's gradient. */
+static void assemble_run(pass_ad *ad, ir_id x, const uint32_t *order,
+			 uint32_t n, bool *used, ir_id *parts)
+{
+	int axis = -1;
+	int64_t end = 0;
+	uint32_t n_parts = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const pass_ad_piece *p = &ad->pieces[order[i]];
+		if (used[i] || (axis >= 0 && (p->axis != axis || p->start < end)))
+			continue;
+		axis = p->axis;
+		add_gap(ad, x, axis, p->start - end, parts, &n_parts);
+		parts[n_parts++] = p->g;
+		end = p->start + pass_ad_type(ad, p->g).dims[axis].coef;
+		used[i] = true;
+	}
+	add_gap(ad, x, axis, pass_ad_type(ad, x).dims[axis].coef - end, parts,
+		&n_parts);
+	pass_ad_accum(ad, x, pass_ad_concat(ad, parts, n_parts, axis));
+}
+
+/* Adds the pieces of x's gradient into adj[x]: each run of pieces that do
+ * not overlap becomes one concatenation with zeros in the gaps. */
+static void assemble_pieces(pass_ad *ad, ir_id x)
+{
+	uint32_t n = 0;
+	for (uint32_t k = ad->first_piece[x]; k != NO_PIECE;
+	     k = ad->pieces[k].next)
+		n++;
+	if (n == 0)
+		return;
+	uint32_t *order = ir_alloc(ad->m->ctx, n * sizeof *order);
+	bool *used = ir_alloc(ad->m->ctx, n * sizeof *used);
+	ir_id *parts = ir_alloc(ad->m->ctx, (2 * n + 1) * sizeof *parts);
+	if (order && used && parts) {
+		sorted_pieces(ad, x, order);
+		for (uint32_t left = n; left > 0 && !ad->is_failed;) {
+			assemble_run(ad, x, order, n, used, parts);
+			left = 0;
+			for (uint32_t i = 0; i < n; i++)
+				left += !used[i];
+		}
+	} else {
+		ad->is_failed = true;
+	}
+	ir_free(ad->m->ctx, order);
+	ir_free(ad->m->ctx, used);
+	ir_free(ad->m->ctx, parts);
+}
+
 /* "<prefix><name>" in the module's arena, or NULL. */
 static char *concat_name(ir_module *m, const char *prefix, const char *name)
 {
@@ -114,11 +216,11 @@ static void backward(pass_ad *ad, ir_id loss)
 	if (ad->needs[loss])
 		ad->adj[loss] = pass_ad_scalar(ad, 1);
 	for (ir_id i = loss + 1; i-- > 0 && !ad->is_failed;) {
-		if (ad->adj[i] == IR_NONE)
-			continue;
 		ir_node n = ad->f->g.nodes[i];
 		ad->loc = n.loc;
-		pass_ad_rules[n.op](ad, i, ad->adj[i]);
+		assemble_pieces(ad, i);
+		if (ad->adj[i] != IR_NONE && !ad->is_failed)
+			pass_ad_rules[n.op](ad, i, ad->adj[i]);
 	}
 }
 
@@ -208,10 +310,15 @@ static bool build_grad(ir_module *m, const ir_func *src, ir_func *f)
 		ad.scalars[i] = IR_NONE;
 	ad.needs = ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.needs);
 	ad.adj = ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.adj);
-	bool ok = ad.needs && ad.adj && copy_forward(m, src, f);
+	ad.first_piece =
+		ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.first_piece);
+	bool ok = ad.needs && ad.adj && ad.first_piece &&
+		  copy_forward(m, src, f);
 	if (ok) {
-		for (ir_id i = 0; i < ad.n_fwd; i++)
+		for (ir_id i = 0; i < ad.n_fwd; i++) {
 			ad.adj[i] = IR_NONE;
+			ad.first_piece[i] = NO_PIECE;
+		}
 		mark_needs(f, ad.needs);
 		backward(&ad, loss);
 		ok = !ad.is_failed && set_outputs(&ad, loss);
@@ -220,6 +327,8 @@ static bool build_grad(ir_module *m, const ir_func *src, ir_func *f)
 		ir_error(m->ctx, src->loc, "out of memory");
 	ir_free(m->ctx, ad.needs);
 	ir_free(m->ctx, ad.adj);
+	ir_free(m->ctx, ad.first_piece);
+	ir_free(m->ctx, ad.pieces);
 	return ok;
 }
 

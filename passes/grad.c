@@ -503,37 +503,25 @@ static ir_id spread(pass_ad *ad, ir_id g, int ax, int64_t step)
 	return mul(ad, r, mask);
 }
 
-/* g placed back at [start, end) (every step-th place) among zeros. */
+/* g placed back at [start, end) (every step-th place) among zeros: a
+ * piece of x's gradient, which the pass pads once it has them all. */
 static void grad_SLICE(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_node n = fwd(ad, y);
 	ir_id x = arg(ad, y, 0);
-	ir_type xt = pass_ad_type(ad, x);
 	int ax = n.attr.slice.axis;
 	int64_t start = n.attr.slice.start, step = n.attr.slice.step;
-	int64_t size = xt.dims[ax].coef, len = n.type.dims[ax].coef;
+	int64_t size = pass_ad_type(ad, x).dims[ax].coef;
+	int64_t len = n.type.dims[ax].coef;
 	if (len == 0)
 		return;
-	ir_id inner = g;
 	if (step > 1) {
-		inner = spread(ad, g, ax, step);
+		g = spread(ad, g, ax, step);
 		len *= step;
 	}
-	if (len > size - start) {
-		inner = pass_ad_slice(ad, inner, ax, 0, size - start);
-		len = size - start;
-	}
-	ir_id pieces[3];
-	uint32_t k = 0;
-	ir_type zt = xt;
-	zt.dims[ax] = ir_dim_static(start);
-	if (start > 0)
-		pieces[k++] = pass_ad_zeros(ad, &zt);
-	pieces[k++] = inner;
-	zt.dims[ax] = ir_dim_static(size - start - len);
-	if (size - start - len > 0)
-		pieces[k++] = pass_ad_zeros(ad, &zt);
-	pass_ad_accum(ad, x, pass_ad_concat(ad, pieces, k, ax));
+	if (len > size - start)
+		g = pass_ad_slice(ad, g, ax, 0, size - start);
+	pass_ad_accum_piece(ad, x, g, ax, start);
 }
 
 /* Operand k's part of g: a slice along the axis, or, on a symbolic axis

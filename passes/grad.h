@@ -16,6 +16,18 @@
 
 #include "ir.h"
 
+/* A gradient that covers part of a node along one axis: g fills
+ * [start, start + g's size) of the axis, zeros the rest. The slice rule
+ * leaves these, so that the slices of one tensor (a GRU's gates, the time
+ * steps of a sequence) come back as one concatenation rather than one
+ * zero-padded copy each and their sum. */
+typedef struct pass_ad_piece {
+	ir_id g;
+	int32_t axis;
+	int64_t start;
+	uint32_t next; /* the node's next piece, or UINT32_MAX */
+} pass_ad_piece;
+
 typedef struct pass_ad {
 	ir_module *m;
 	ir_func *f;       /* the gradient function being built */
@@ -24,6 +36,10 @@ typedef struct pass_ad {
 			   * gets a gradient */
 	ir_id *adj;       /* per forward node: gradient summed so far, or
 			   * IR_NONE */
+	uint32_t *first_piece; /* per forward node: its first piece, or
+				* UINT32_MAX */
+	pass_ad_piece *pieces;
+	uint32_t n_pieces, pieces_cap;
 	ir_loc loc;       /* location of the forward node being differentiated */
 	ir_id scalars[4]; /* cached rank-0 f32 constants 0, 1, -1, 0.5 */
 	bool is_failed;
@@ -39,6 +55,11 @@ extern const pass_ad_rule pass_ad_rules[IR_OP_COUNT];
 /* Adds contribution g (of the operand's exact type) to the gradient of
  * forward node x; does nothing when x needs no gradient. */
 void pass_ad_accum(pass_ad *ad, ir_id x, ir_id g);
+/* Adds g as the part [start, start + size) along axis of the gradient of
+ * forward node x (which has a static size on that axis); the pass sums
+ * the pieces when it reaches x. */
+void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis,
+			 int64_t start);
 /* True if forward node x gets a gradient. */
 bool pass_ad_wants(const pass_ad *ad, ir_id x);
 

@@ -842,6 +842,57 @@ START_TEST(test_slice_gradient_places_g_back_among_zeros)
 }
 END_TEST
 
+/* x[rows, cols] of a [4, 6] x, flattened. */
+static ir_id flat_slice(gx *x, ir_id a, int64_t r0, int64_t r1, int64_t c0,
+			int64_t c1)
+{
+	ir_attr rs = {.slice = {0, r0, r1, 1}}, cs = {.slice = {1, c0, c1, 1}};
+	ir_id s = op1(x, IR_OP_SLICE, op1(x, IR_OP_SLICE, a, &rs), &cs);
+	return to(x, IR_OP_RESHAPE, s, ty(IR_F32, 1, (int)((r1 - r0) * (c1 - c0))));
+}
+
+START_TEST(test_gradients_of_many_slices_of_one_tensor_add_up)
+{
+	gx x;
+	gx_init(&x);
+	ir_id a = param(&x, ty(IR_F32, 2, 4, 6));
+	ir_id parts[6] = {
+		flat_slice(&x, a, 0, 4, 0, 2), flat_slice(&x, a, 0, 4, 2, 6),
+		flat_slice(&x, a, 0, 4, 1, 3), flat_slice(&x, a, 1, 3, 0, 6),
+		flat_slice(&x, a, 0, 4, 0, 2), flat_slice(&x, a, 0, 4, 4, 5),
+	};
+	ir_attr cat = {.axis = 0};
+	ir_id all = build(&x, IR_OP_CONCAT, parts, 6, &cat, NULL);
+	check_grads(&x, op2(&x, IR_OP_MUL, all, all, NULL));
+	gx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_slices_that_tile_an_axis_come_back_as_one_concat)
+{
+	gx x;
+	gx_init(&x);
+	ir_id a = param(&x, ty(IR_F32, 2, 2, 9));
+	ir_id parts[3];
+	for (int k = 0; k < 3; k++) {
+		ir_attr s = {.slice = {1, 3 * k, 3 * k + 3, 1}};
+		parts[k] = op1(&x, IR_OP_TANH, op1(&x, IR_OP_SLICE, a, &s), NULL);
+	}
+	ir_id y = op2(&x, IR_OP_MUL, op2(&x, IR_OP_ADD, parts[0], parts[1], NULL),
+		      parts[2], NULL);
+	check_grads(&x, y);
+	const ir_func *fg = ir_module_find_func(x.m, "f_grad");
+	int n_concat = 0, n_bcast = 0;
+	for (uint32_t i = 0; i < fg->g.n_nodes; i++) {
+		n_concat += fg->g.nodes[i].op == IR_OP_CONCAT;
+		n_bcast += fg->g.nodes[i].op == IR_OP_BROADCAST;
+	}
+	ck_assert_int_eq(n_concat, 1);
+	ck_assert_int_eq(n_bcast, 0); /* no zero padding */
+	gx_fini(&x);
+}
+END_TEST
+
 START_TEST(test_concat_gradient_slices_each_operand_back)
 {
 	gx x;
@@ -1221,6 +1272,8 @@ static Suite *grad_suite(void)
 	tcase_set_timeout(lay, 120);
 	tcase_add_test(lay, test_reshape_broadcast_and_permute_gradients);
 	tcase_add_test(lay, test_slice_gradient_places_g_back_among_zeros);
+	tcase_add_test(lay, test_gradients_of_many_slices_of_one_tensor_add_up);
+	tcase_add_test(lay, test_slices_that_tile_an_axis_come_back_as_one_concat);
 	tcase_add_test(lay, test_concat_gradient_slices_each_operand_back);
 	tcase_add_test(lay, test_concat_gradient_along_a_symbolic_axis);
 	tcase_add_test(lay, test_repeat_gradient_sums_the_tiles);
