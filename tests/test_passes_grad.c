@@ -1183,6 +1183,22 @@ START_TEST(test_autodiff_refuses_to_replace_an_existing_gradient_function)
 }
 END_TEST
 
+START_TEST(test_autodiff_reports_a_rank_six_repeat_it_cannot_derive)
+{
+	gx x;
+	gx_init(&x);
+	ir_id a = param(&x, ty(IR_F32, 6, 1, 1, 1, 1, 2, 3));
+	ir_attr rep = {.repeat = {{1, 1, 1, 1, 2, 1}}};
+	finish(&x, op1(&x, IR_OP_REPEAT, a, &rep));
+	ck_assert(!pass_autodiff(x.m, "f"));
+	ck_assert_ptr_nonnull(strstr(gx_diag(&x), "autodiff: the gradient of "
+				     "this rank-6 op needs a rank-7 "
+				     "intermediate"));
+	ck_assert_uint_eq(x.m->n_funcs, 1);
+	gx_fini(&x);
+}
+END_TEST
+
 /* Fails the n-th allocation (counting from 1) after it is armed. */
 typedef struct fail_at {
 	long n;
@@ -1291,6 +1307,7 @@ static Suite *grad_suite(void)
 	tcase_add_test(pass, test_autodiff_reports_a_missing_function);
 	tcase_add_test(pass, test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32);
 	tcase_add_test(pass, test_autodiff_refuses_to_replace_an_existing_gradient_function);
+	tcase_add_test(pass, test_autodiff_reports_a_rank_six_repeat_it_cannot_derive);
 	tcase_add_test(pass, test_autodiff_fails_cleanly_at_every_allocation);
 	suite_add_tcase(s, pass);
 	return s;
