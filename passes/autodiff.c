@@ -196,15 +196,17 @@ static bool copy_forward(ir_module *m, const ir_func *src, ir_func *f)
 		ir_arena_alloc(&m->arena, (n_in + 1) * sizeof *f->input_names);
 	if (!f->inputs || !f->input_names)
 		return false;
-	memcpy(f->inputs, src->inputs, n_in * sizeof *f->inputs);
-	for (uint32_t i = 0; i < n_in; i++)
+	for (uint32_t i = 0; i < n_in; i++) {
+		f->inputs[i] = src->inputs[i];
 		f->input_names[i] = src->input_names ? src->input_names[i] : NULL;
+	}
 	if (src->example) {
 		f->example = ir_arena_alloc(&m->arena,
 					    (n_in + 1) * sizeof *f->example);
 		if (!f->example)
 			return false;
-		memcpy(f->example, src->example, n_in * sizeof *f->example);
+		for (uint32_t i = 0; i < n_in; i++)
+			f->example[i] = src->example[i];
 	}
 	return true;
 }

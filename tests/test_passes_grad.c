@@ -1046,17 +1046,41 @@ START_TEST(test_gradient_function_keeps_the_inputs_and_names_its_outputs)
 	static const float xs[3] = {1, 2, 3};
 	ir_id in = input(&x, ty(IR_F32, 1, 3), xs);
 	ir_id w = param(&x, ty(IR_F32, 1, 3));
-	finish(&x, op2(&x, IR_OP_MUL, in, w, NULL));
+	ir_id xw = op2(&x, IR_OP_MUL, in, w, NULL);
+	finish(&x, xw);
+	/* A second output rides along in f but not in f_grad. */
+	x.f->outputs[1] = xw;
+	x.f->output_names[1] = "xw";
+	x.f->n_outputs = 2;
+	ir_type it = ty(IR_F32, 1, 3);
+	uint32_t example = (uint32_t)ir_module_add_const(x.m, &it, xs);
+	x.f->example = &example;
 	ck_assert(pass_autodiff(x.m, "f"));
+	x.f->example = NULL;
 	const ir_func *fg = ir_module_find_func(x.m, "f_grad");
 	ck_assert(fg->is_export);
 	ck_assert_uint_eq(fg->n_inputs, 1);
 	ck_assert_str_eq(fg->input_names[0], "in");
+	ck_assert_ptr_nonnull(fg->example);
+	ck_assert_uint_eq(fg->example[0], example);
 	ck_assert_uint_eq(fg->n_outputs, 2);
 	ck_assert_str_eq(fg->output_names[0], "loss");
 	ck_assert_str_eq(fg->output_names[1], "grad.p0");
-	/* d sum(x * w * W) / dw = x * W: the forward graph is unchanged. */
-	ck_assert_uint_eq(x.f->n_outputs, 1);
+	ck_assert_uint_eq(fg->outputs[0], x.f->outputs[0]);
+	/* The forward function is unchanged. */
+	ck_assert_uint_eq(x.f->n_outputs, 2);
+	/* d sum(x * w * W) / dw = x * W. */
+	interp_tensor *p = make_params(&x);
+	interp_tensor *g = run(&x, "f_grad", p);
+	const ir_const *wc = &x.m->consts[x.f->g.nodes[ir_arg(&x.f->g,
+		ir_arg(&x.f->g, x.f->outputs[0], 0), 1)].attr.const_index];
+	for (int i = 0; i < 3; i++)
+		ck_assert_double_eq_tol(interp_tensor_get(&g[1], i),
+					(double)xs[i] *
+						(double)((const float *)wc->data)[i],
+					1e-12);
+	free_tensors(&x, g, 2);
+	free_tensors(&x, p, 1);
 	ck_assert_ptr_null(ir_module_find_func(x.m, "f_grad_grad"));
 	gx_fini(&x);
 }
