@@ -1,16 +1,20 @@
 /*
  * driver.h - what the files of the attnc command line share: the parsed
- * options and the actions (run under the interpreter or the JIT, write
- * code ahead of time).
+ * options and the actions (run under the interpreter or the JIT, train,
+ * check gradients, draw pictures, write code ahead of time).
  */
 #ifndef ATTNC_DRIVER_H
 #define ATTNC_DRIVER_H
 
+#include "attnrt.h"
+#include "cg_program.h"
+#include "interp.h"
 #include "ir.h"
 
 #define DRV_MAX_LIST 64
 
 typedef struct drv_sym_value {
+	const char *opt; /* the option that gave it: "--sym" or "--batch" */
 	const char *name;
 	int64_t value;
 } drv_sym_value;
@@ -31,6 +35,12 @@ typedef struct drv_options {
 	const char *save, *load; /* checkpoints */
 	uint64_t seed;
 	int threads; /* 0 = OpenMP default */
+	bool train;     /* --train (implies --jit) */
+	bool gradcheck; /* --gradcheck (implies --jit) */
+	int64_t epochs; /* --epochs; 0 = the train block's */
+	double lr;      /* --lr; 0 = the train block's */
+	const char *metrics;        /* --metrics FILE: JSON lines per epoch */
+	const char *plot, *heatmap; /* --plot FILE.svg, --heatmap FILE.svg */
 } drv_options;
 
 /* Runs the entry point on its example inputs under the reference
@@ -52,9 +62,196 @@ const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 
 /* Binds every symbol of m into values (m->n_syms): --sym/--batch first,
  * then the example inputs of f (if f), then the train block's batch for B,
- * then the symbols' fallbacks. With is_strict, an unbound symbol is an
- * error; otherwise it is bound to 1. */
+ * then the symbols' fallbacks; with is_batch_first (training) the train
+ * block's batch binds B before the example does. With is_strict, an
+ * unbound symbol is an error; otherwise it is bound to 1. */
 bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
-		   const drv_options *o, bool is_strict, int64_t *values);
+		   const drv_options *o, bool is_strict, bool is_batch_first,
+		   int64_t *values);
+
+/* The example inputs of f (which has one) as tensors borrowing the
+ * constants' data; in has f->n_inputs entries. */
+void drv_example_inputs(const ir_module *m, const ir_func *f,
+			interp_tensor *in);
+
+/* Prints each output as "name: " and the tensor. */
+void drv_print_outputs(const ir_func *f, const interp_tensor *outs);
+
+/* ---- native code (run.c) ----------------------------------------------------- */
+
+/* A module compiled by the JIT, with its params block. */
+typedef struct drv_jit {
+	cg_program *p;
+	void *params; /* the params block (cg_program_params gives the table) */
+	int64_t *syms; /* the symbols' values it was compiled for */
+} drv_jit;
+
+/* Binds the symbols (from the example of f, if f is not NULL and has
+ * one; the train block's batch first when is_training), compiles every
+ * exported function, and fills the params block from --load or by
+ * --seed. Returns false after reporting; drv_jit_close frees j either
+ * way. */
+bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		  const ir_func *f, bool is_training, drv_jit *j);
+void drv_jit_close(ir_ctx *ctx, drv_jit *j);
+
+/* --save: writes j's params as a safetensors checkpoint. */
+bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		  const drv_jit *j);
+
+/* Reports an entry point's error code rc at the op of f that raised it. */
+void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc);
+
+/* ---- running any exported function (exec.c) ---------------------------------- */
+
+/* How reports and pictures run the model's functions: under the
+ * interpreter with params (m->n_params tensors), or as native code (jit
+ * not NULL) with its params block. */
+typedef struct drv_exec {
+	ir_ctx *ctx;
+	const ir_module *m;
+	const drv_options *o;
+	const interp_tensor *params; /* the interpreter's */
+	const drv_jit *jit;          /* or the JIT's */
+} drv_exec;
+
+/* Writes dims as "[2, 1, 10]" into buf. */
+void drv_dims_format(const int64_t *dims, int rank, char *buf, size_t size);
+
+/* Runs f on inputs (f->n_inputs tensors of f32 or i32; under the JIT
+ * their dims must be those it was compiled for) in evaluation mode and
+ * fills outs (f->n_outputs, owned by the caller afterwards: free each with
+ * interp_tensor_fini). Returns false after reporting. */
+bool drv_exec_call(const drv_exec *e, const ir_func *f,
+		   const interp_tensor *inputs, interp_tensor *outs);
+
+/* ---- pictures and reports (plot.c) ------------------------------------------------ */
+
+/* Whether m is one of the regression models (it exports `truth` and
+ * `data`, and its default entry takes one input with an example). */
+bool drv_is_regression(const ir_module *m);
+
+/* The mean squared error, over the default entry's example inputs, of
+ * its first output against `truth`: the test MSE against the noise-free
+ * curve. Returns false after reporting. */
+bool drv_regression_mse(const drv_exec *e, double *mse);
+
+/* Whether the pictures asked for can be drawn, before anything runs:
+ * --plot needs a regression model or training, --heatmap an entry with
+ * an output `weights`. Reports and returns false if not. */
+bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			bool is_training);
+
+/* --plot and --heatmap. --plot draws the regression figure (truth,
+ * prediction, training points) for regression models, else the loss per
+ * epoch (losses[0 .. n_epochs), NULL when there was no training: then
+ * it is an error). --heatmap draws the default entry's output `weights`
+ * on its example (the first matrix when its rank is above 2). Says what
+ * it wrote on stdout; returns false after reporting. */
+bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs);
+
+/* ---- training (train_config.c, train.c, gradcheck.c) ---------------------------- */
+
+/* The train block, read and checked, with the command line's overrides. */
+typedef struct drv_train_config {
+	const char *entry;         /* the loss function: `entry`, or "loss" */
+	attnrt_optim_config optim;
+	int64_t epochs;
+	double clip;               /* the global norm to clip to; 0 = none */
+	const ir_setting *data;    /* the `data` setting, or NULL */
+	bool is_full;              /* every setting training needs is there */
+} drv_train_config;
+
+/* Reads and checks the train block (for --gradcheck only the entry and
+ * data are needed, and a missing train block means entry `loss`), then
+ * adds the gradient function <entry>_grad by pass_autodiff, unless the
+ * module already has it (printed IR of a training run). Runs before the
+ * pass pipeline, so that the passes optimize the gradient and --dump-ir
+ * shows it. Returns false after reporting each problem at its setting. */
+bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
+		       drv_train_config *tc);
+
+/* The name of the gradient function of tc ("<entry>_grad") in buf. */
+const char *drv_grad_name(const drv_train_config *tc, char *buf, size_t size);
+
+/* One batch of the training data, as a source fills it. */
+typedef struct drv_batch {
+	const void *inputs[64]; /* the loss entry's inputs, in order */
+	double n_items;         /* samples (or tokens) it holds */
+	double loss_divisor;    /* the epoch loss is sum(loss) / sum(this) */
+} drv_batch;
+
+/* Where batches come from: the interface a data pipeline implements
+ * (today: a loss that takes no inputs, its data constants in the graph). */
+typedef struct drv_batch_source {
+	const char *unit;   /* "samples" or "tokens" */
+	uint64_t n_batches; /* per epoch */
+	void *state;
+	/* Fills batch i (< n_batches) of epoch e (from 0); the pointers stay
+	 * valid until the next call. False after reporting. */
+	bool (*fill)(void *state, uint64_t epoch, uint64_t i, drv_batch *b);
+	void (*fini)(void *state);
+} drv_batch_source;
+
+/* Whether the driver can feed the loss entry of tc: reports a `data`
+ * setting it has no source for, at its line, or an entry that takes
+ * inputs with no `data` to feed them. */
+bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
+			    const drv_train_config *tc);
+
+/* Opens the source the train block's `data` names for the compiled
+ * gradient function of tc; false after reporting. src->fini (if set)
+ * closes it. */
+bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
+			   const drv_train_config *tc, const drv_jit *j,
+			   drv_batch_source *src);
+
+/* The compiled gradient function of a training run and its memory: the
+ * gradient block (the params block's layout), which its outputs
+ * "grad.<param>" are written into directly, and the loss. */
+typedef struct drv_grad {
+	const ir_func *f; /* <entry>_grad, after the passes */
+	attnrt_entry_fn fn;
+	const attnrt_tensor_info *inputs;
+	uint32_t n_inputs;
+	void *grads, *scratch;
+	float *loss;   /* the loss output */
+	size_t n_loss; /* its elements (1 for a scalar loss) */
+	void *outputs[64];
+} drv_grad;
+
+/* Finds the gradient function of tc in j and allocates its memory;
+ * false after reporting. drv_grad_close frees g either way. */
+bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
+		   const drv_train_config *tc, const drv_jit *j, drv_grad *g);
+void drv_grad_close(drv_grad *g);
+
+/* Runs the gradient function on batch b with run: fills the gradient
+ * block and sets *loss to the sum of the loss output. */
+bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
+		  const drv_batch *b, const attnrt_run *run, double *loss);
+
+/* Copies of j's parameters as interpreter tensors (float32, or float64
+ * with is_f64): m->n_params of them, each freed by the caller with
+ * interp_tensor_fini (all left empty on failure). */
+bool drv_params_tensors(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
+			bool is_f64, interp_tensor *params);
+
+/* The inputs of batch b as tensors borrowing its data (g->n_inputs). */
+void drv_batch_tensors(const drv_grad *g, const drv_batch *b,
+		       interp_tensor *in);
+
+/* --train: compiles the module, trains it as tc says (printing a line
+ * per epoch, writing --metrics), then saves (--save), reports the test
+ * MSE of regression models and draws the pictures asked for. */
+bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+	       const drv_train_config *tc);
+
+/* --gradcheck: compares the compiled gradient with central differences
+ * of the loss under the interpreter in float64, along a random direction
+ * and at a few coordinates of every parameter; prints the errors. False
+ * (exit status 1) if the worst relative error is 1e-2 or more. */
+bool drv_gradcheck(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const drv_train_config *tc);
 
 #endif

@@ -1,12 +1,13 @@
 /*
  * main.c - the attnc command line: read a model (.g source or printed .ir),
- * run the pass pipeline, and do what the flags ask: dump the IR, print
- * statistics, run the default entry point under the reference interpreter
- * or the JIT, or write code ahead of time.
+ * add the gradient function when training, run the pass pipeline, and do
+ * what the flags ask: dump the IR, print statistics, run the default
+ * entry point under the reference interpreter or the JIT, train, check
+ * gradients, draw pictures, or write code ahead of time.
  *
  * The flow is one flat function, top to bottom: options, front end,
- * pipeline, actions. Every user error goes through the diagnostics of
- * ir_ctx and ends in exit status 1.
+ * autodiff, pipeline, actions. Every user error goes through the
+ * diagnostics of ir_ctx and ends in exit status 1.
  */
 #include "driver.h"
 #include "frontend.h"
@@ -14,6 +15,7 @@
 #include "passes.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,10 +42,25 @@ static const char usage[] =
 	"  --jit                as native code, compiled through LLVM\n"
 	"  --entry NAME         run function NAME instead\n"
 	"  --f64                interpret in float64\n"
-	"  --seed N             seed of the parameters' initializers (0)\n"
+	"  --seed N             seed of the initializers and of dropout (0)\n"
 	"  --threads N          threads of parallel loops (OMP_NUM_THREADS)\n"
 	"  --load FILE          --jit: read the parameters from a safetensors file\n"
 	"  --save FILE          --jit: write the parameters after the run\n"
+	"\n"
+	"Training (as the model's train block says; docs/training.md):\n"
+	"  --train              train as native code (implies --jit), then save,\n"
+	"                       report and draw as asked\n"
+	"  --epochs N           train N epochs instead of the file's number\n"
+	"  --lr X               learning rate X instead of the file's\n"
+	"  --batch N            batch size (the value of the dimension B)\n"
+	"  --metrics FILE       write one JSON line per epoch to FILE\n"
+	"  --gradcheck          check the compiled gradient against finite\n"
+	"                       differences in float64; status 1 if it is off\n"
+	"\n"
+	"Pictures (SVG; with --interp, --jit or --train):\n"
+	"  --plot FILE.svg      the loss per epoch; for regression models the\n"
+	"                       prediction against the truth and the data\n"
+	"  --heatmap FILE.svg   the entry's output `weights` as a heatmap\n"
 	"\n"
 	"Ahead of time:\n"
 	"  -c [-o NAME.o]       write an object file and its header NAME.h\n"
@@ -105,7 +122,7 @@ static bool add_sym(ir_ctx *ctx, drv_options *o, const char *opt,
 		ir_error(ctx, (ir_loc){0}, "too many %s", opt);
 		return false;
 	}
-	o->syms[o->n_syms++] = (drv_sym_value){name, v};
+	o->syms[o->n_syms++] = (drv_sym_value){opt, name, v};
 	return true;
 }
 
@@ -121,18 +138,45 @@ static bool parse_sym(ir_ctx *ctx, drv_options *o, char *arg)
 	return add_sym(ctx, o, "--sym", arg, eq + 1);
 }
 
+/* A positive, finite real number (--lr). */
+static bool parse_positive(ir_ctx *ctx, const char *opt, const char *s,
+			   double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (!*s || *end || errno || !isfinite(v) || !(v > 0)) {
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive number", opt, s);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
+/* Options whose value is a file name. */
+static const char **file_option(drv_options *o, const char *a)
+{
+	return strcmp(a, "-o") == 0	       ? &o->output
+	       : strcmp(a, "--load") == 0    ? &o->load
+	       : strcmp(a, "--save") == 0    ? &o->save
+	       : strcmp(a, "--entry") == 0   ? &o->entry
+	       : strcmp(a, "--metrics") == 0 ? &o->metrics
+	       : strcmp(a, "--plot") == 0    ? &o->plot
+	       : strcmp(a, "--heatmap") == 0 ? &o->heatmap
+					     : NULL;
+}
+
 /* Options that take the next argument as their value. */
 static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 {
 	int64_t n;
-	if (strcmp(a, "--entry") == 0)
-		o->entry = v;
-	else if (strcmp(a, "-o") == 0)
-		o->output = v;
-	else if (strcmp(a, "--load") == 0)
-		o->load = v;
-	else if (strcmp(a, "--save") == 0)
-		o->save = v;
+	const char **file = file_option(o, a);
+	if (file)
+		*file = v;
+	else if (strcmp(a, "--epochs") == 0)
+		return parse_count(ctx, a, v, &o->epochs);
+	else if (strcmp(a, "--lr") == 0)
+		return parse_positive(ctx, a, v, &o->lr);
 	else if (strcmp(a, "--sym") == 0)
 		return parse_sym(ctx, o, v);
 	else if (strcmp(a, "--batch") == 0)
@@ -151,9 +195,10 @@ static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 
 static bool is_valued(const char *a)
 {
-	static const char *const names[] = {"--entry", "-o", "--load", "--save",
-					    "--sym", "--batch", "--threads",
-					    "--seed"};
+	static const char *const names[] = {
+		"--entry", "-o",      "--load",   "--save",    "--sym",
+		"--batch", "--threads", "--seed", "--epochs", "--lr",
+		"--metrics", "--plot", "--heatmap"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(a, names[i]) == 0)
 			return true;
@@ -169,6 +214,8 @@ static bool parse_flag(drv_options *o, const char *a)
 		     : strcmp(a, "--interp") == 0      ? &o->interp
 		     : strcmp(a, "--jit") == 0         ? &o->jit
 		     : strcmp(a, "--f64") == 0         ? &o->f64
+		     : strcmp(a, "--train") == 0       ? &o->train
+		     : strcmp(a, "--gradcheck") == 0   ? &o->gradcheck
 		     : strcmp(a, "-c") == 0            ? &o->compile_only
 						       : NULL;
 	if (flag)
@@ -192,20 +239,43 @@ static bool print_info(const char *a)
 	return true;
 }
 
+/* Options of training that must go together. */
+static const char *check_training(const drv_options *o)
+{
+	bool is_training = o->train || o->gradcheck;
+	if (o->train && o->gradcheck)
+		return "--train and --gradcheck: choose one";
+	if (is_training && o->interp)
+		return "--train and --gradcheck run native code, not --interp";
+	if (is_training && (o->compile_only || o->emit))
+		return "-c and --emit write code; they do not train";
+	if (is_training && o->stats)
+		return "--stats does not go with --train or --gradcheck";
+	if ((o->epochs || o->lr > 0 || o->metrics) && !o->train)
+		return "--epochs, --lr and --metrics need --train";
+	if (o->gradcheck && (o->plot || o->heatmap || o->save))
+		return "--gradcheck checks; it does not draw or save";
+	if ((o->plot || o->heatmap) && !o->interp && !o->jit && !o->train)
+		return "--plot and --heatmap need a run: --interp, --jit or --train";
+	return NULL;
+}
+
 /* Options that must go together. */
 static bool check_combination(ir_ctx *ctx, const drv_options *o)
 {
 	const char *bad = NULL;
 	if (!o->model)
 		bad = "no model file given (see --help)";
+	else if ((bad = check_training(o)) != NULL)
+		;
 	else if (o->interp && o->jit)
 		bad = "--interp and --jit: choose one";
 	else if ((o->compile_only || o->emit) && (o->interp || o->jit))
 		bad = "-c and --emit write code; they do not run it with --interp or --jit";
 	else if (o->output && !o->compile_only && !o->emit)
 		bad = "-o needs -c or --emit";
-	else if ((o->load || o->save) && !o->jit)
-		bad = "--load and --save need --jit";
+	else if ((o->load || o->save) && !o->jit && !o->train && !o->gradcheck)
+		bad = "--load and --save need --jit or --train";
 	if (bad)
 		ir_error(ctx, (ir_loc){0}, "%s", bad);
 	return bad == NULL;
@@ -256,7 +326,10 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 			o->model = a;
 		}
 	}
-	return check_combination(ctx, o) ? 0 : 1;
+	if (!check_combination(ctx, o))
+		return 1;
+	o->jit |= o->train || o->gradcheck;
+	return 0;
 }
 
 /* A file whose first word, after blank lines and comments (`#` or `//`),
@@ -307,6 +380,9 @@ int main(int argc, char **argv)
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
 	drv_options o = {0};
+	drv_train_config tc;
+	/* errors (stderr) and results (stdout) interleave in order */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	int status = 1;
 	ir_module *m = NULL;
 
@@ -322,6 +398,8 @@ int main(int argc, char **argv)
 		printf("// ---- after parse ----\n");
 	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
+	if ((o.train || o.gradcheck) && !drv_train_prepare(&ctx, m, &o, &tc))
+		goto out;
 
 	pass_options po = {
 		.disabled = o.disabled,
@@ -336,8 +414,16 @@ int main(int argc, char **argv)
 
 	if (o.dump && !*o.dump)
 		ir_module_print(m, stdout);
+	if ((o.plot || o.heatmap) && !drv_pictures_check(&ctx, m, &o, o.train))
+		goto out;
 	if (o.compile_only || o.emit) {
 		if (!drv_emit(&ctx, m, &o))
+			goto out;
+	} else if (o.train) {
+		if (!drv_train(&ctx, m, &o, &tc))
+			goto out;
+	} else if (o.gradcheck) {
+		if (!drv_gradcheck(&ctx, m, &o, &tc))
 			goto out;
 	} else if (o.jit) {
 		if (!drv_run_jit(&ctx, m, &o))

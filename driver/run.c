@@ -1,13 +1,12 @@
 /*
  * run.c - running a model's entry point on its example inputs: under the
  * reference interpreter (--interp) or as native code through the JIT
- * (--jit), printing the outputs the same way.
+ * (--jit), printing the outputs the same way; and the set-up of native
+ * code that training shares: binding the symbols, compiling, the params
+ * block and its checkpoints.
  */
 #include "driver.h"
 
-#include "attnrt.h"
-#include "cg_program.h"
-#include "interp.h"
 #include "passes.h"
 
 #include <stdlib.h>
@@ -34,9 +33,8 @@ const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	return f;
 }
 
-/* The example inputs of f as tensors borrowing the constants' data. */
-static void example_inputs(const ir_module *m, const ir_func *f,
-			   interp_tensor *in)
+void drv_example_inputs(const ir_module *m, const ir_func *f,
+			interp_tensor *in)
 {
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
 		const ir_const *c = &m->consts[f->example[i]];
@@ -49,37 +47,53 @@ static void example_inputs(const ir_module *m, const ir_func *f,
 	}
 }
 
+/* Binds the symbols the example inputs of f fix, where values has none. */
+static bool bind_from_example(ir_ctx *ctx, const ir_module *m,
+			      const ir_func *f, int64_t *values)
+{
+	interp_tensor in[64];
+	int64_t from_example[64] = {0};
+	if (f->n_inputs > 64 || m->n_syms > 64) {
+		ir_error(ctx, f->loc, "too many inputs or dimensions");
+		return false;
+	}
+	drv_example_inputs(m, f, in);
+	if (!interp_bind_syms(ctx, m, f, in, from_example))
+		return false;
+	for (uint32_t s = 0; s < m->n_syms; s++)
+		if (!values[s])
+			values[s] = from_example[s];
+	return true;
+}
+
+/* B from the train block's batch, where values has none. */
+static void bind_batch(const ir_module *m, int64_t *values)
+{
+	const ir_setting *batch = ir_module_find_setting(m, "batch");
+	int32_t b = ir_module_find_sym(m, "B");
+	if (b >= 0 && !values[b] && batch && batch->value.kind == IR_VAL_NUM)
+		values[b] = (int64_t)batch->value.num;
+}
+
 bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
-		   const drv_options *o, bool is_strict, int64_t *values)
+		   const drv_options *o, bool is_strict, bool is_batch_first,
+		   int64_t *values)
 {
 	memset(values, 0, m->n_syms * sizeof *values);
 	for (uint32_t i = 0; i < o->n_syms; i++) {
 		int32_t s = ir_module_find_sym(m, o->syms[i].name);
 		if (s < 0) {
-			ir_error(ctx, (ir_loc){0}, "--sym: model %s has no dimension '%s'",
-				 m->name, o->syms[i].name);
+			ir_error(ctx, (ir_loc){0}, "%s: model %s has no dimension '%s'",
+				 o->syms[i].opt, m->name, o->syms[i].name);
 			return false;
 		}
 		values[s] = o->syms[i].value;
 	}
-	if (f && f->example && f->n_inputs) {
-		interp_tensor in[64];
-		int64_t from_example[64] = {0};
-		if (f->n_inputs > 64 || m->n_syms > 64) {
-			ir_error(ctx, f->loc, "too many inputs or dimensions");
-			return false;
-		}
-		example_inputs(m, f, in);
-		if (!interp_bind_syms(ctx, m, f, in, from_example))
-			return false;
-		for (uint32_t s = 0; s < m->n_syms; s++)
-			if (!values[s])
-				values[s] = from_example[s];
-	}
-	const ir_setting *batch = ir_module_find_setting(m, "batch");
-	int32_t b = ir_module_find_sym(m, "B");
-	if (b >= 0 && !values[b] && batch && batch->value.kind == IR_VAL_NUM)
-		values[b] = (int64_t)batch->value.num;
+	if (is_batch_first)
+		bind_batch(m, values);
+	if (f && f->example && f->n_inputs && !bind_from_example(ctx, m, f, values))
+		return false;
+	bind_batch(m, values);
 	for (uint32_t s = 0; s < m->n_syms; s++) {
 		if (!values[s])
 			values[s] = m->syms[s].fallback;
@@ -96,13 +110,18 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	return true;
 }
 
-static void print_outputs(const ir_func *f, const interp_tensor *outs)
+void drv_print_outputs(const ir_func *f, const interp_tensor *outs)
 {
 	for (uint32_t i = 0; i < f->n_outputs; i++) {
 		printf("%s: ", f->output_names[i]);
 		interp_tensor_print(&outs[i], stdout);
 		putchar('\n');
 	}
+}
+
+static bool wants_pictures(const drv_options *o)
+{
+	return o->plot || o->heatmap;
 }
 
 bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
@@ -117,14 +136,15 @@ bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	if (!in || !syms)
 		goto out;
 	interp_tensor *outs = in + n_in, *params = outs + n_out;
-	example_inputs(m, f, in);
+	drv_example_inputs(m, f, in);
 	interp_opts opts = {.is_f64 = o->f64, .seed = o->seed};
 	if (!interp_bind_syms(ctx, m, f, in, syms) ||
 	    !interp_params_init(ctx, m, syms, o->seed, o->f64, params) ||
 	    !interp_run(ctx, m, f, &opts, params, in, outs))
 		goto out;
-	print_outputs(f, outs);
-	ok = true;
+	drv_print_outputs(f, outs);
+	drv_exec e = {ctx, m, o, params, NULL};
+	ok = !wants_pictures(o) || drv_pictures(&e, NULL, 0);
 out:
 	if (in)
 		for (uint32_t i = 0; i < n_out + n_par; i++)
@@ -135,22 +155,6 @@ out:
 }
 
 /* ---- the JIT ------------------------------------------------------------------- */
-
-/* Memory of one native run; every block is the caller's (ABI). */
-typedef struct jit_run {
-	void *params, *scratch;
-	const void *inputs[64];
-	void *outputs[64];
-	interp_tensor outs[64];
-} jit_run;
-
-static size_t info_bytes(const attnrt_tensor_info *t)
-{
-	size_t n = 4;
-	for (int d = 0; d < t->rank; d++)
-		n *= (size_t)t->dims[d];
-	return n;
-}
 
 /* Loads the parameters from --load, or initializes them from --seed. */
 static bool params_fill(ir_ctx *ctx, cg_program *p, const drv_options *o,
@@ -172,22 +176,21 @@ static bool params_fill(ir_ctx *ctx, cg_program *p, const drv_options *o,
 	return false;
 }
 
-static bool params_save(ir_ctx *ctx, cg_program *p, const ir_module *m,
-			const drv_options *o, const void *params)
+bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		  const drv_jit *j)
 {
 	uint32_t n;
-	const attnrt_param_info *table = cg_program_params(p, &n);
+	const attnrt_param_info *table = cg_program_params(j->p, &n);
 	char err[512];
 	attnrt_meta meta[] = {{"model", m->name}, {"format", "attnc"}};
-	if (attnrt_checkpoint_save(NULL, o->save, table, n, params, meta, 2, err,
-				   sizeof err) == ATTNRT_OK)
+	if (attnrt_checkpoint_save(NULL, o->save, table, n, j->params, meta, 2,
+				   err, sizeof err) == ATTNRT_OK)
 		return true;
 	ir_error(ctx, (ir_loc){0}, "--save: %s", err);
 	return false;
 }
 
-/* Reports an entry point's error code at the op that raised it. */
-static void report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
+void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 {
 	uint32_t node = (uint32_t)rc >> 8;
 	ir_loc loc = node < f->g.n_nodes ? f->g.nodes[node].loc : (ir_loc){0};
@@ -211,41 +214,32 @@ static void print_jit_stats(const ir_module *m, cg_program *p)
 	pass_stats_print(m, extra, stdout);
 }
 
-static bool jit_call(ir_ctx *ctx, const ir_module *m, const ir_func *f,
-		     cg_program *p, const drv_options *o, jit_run *r)
+bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		  const ir_func *f, bool is_training, drv_jit *j)
 {
-	uint32_t n_in, n_out;
-	const attnrt_tensor_info *outs = cg_program_outputs(p, f->name, &n_out);
-	cg_program_inputs(p, f->name, &n_in);
-	if (n_in > 64 || n_out > 64) {
-		ir_error(ctx, f->loc, "too many inputs or outputs");
+	memset(j, 0, sizeof *j);
+	j->syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *j->syms);
+	if (!j->syms ||
+	    !drv_bind_syms(ctx, m, f, o, false, is_training, j->syms))
+		return false;
+	cg_program_options po = {0};
+	j->p = cg_program_create(ctx, m, j->syms, &po);
+	if (!j->p || !cg_program_jit(j->p))
+		return false;
+	j->params = attnrt_alloc(NULL, cg_program_params_bytes(j->p));
+	if (!j->params) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
-	r->params = attnrt_alloc(NULL, cg_program_params_bytes(p));
-	r->scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(p, f->name));
-	if (!r->params || !r->scratch)
-		return ir_error(ctx, (ir_loc){0}, "out of memory"), false;
-	for (uint32_t i = 0; i < n_in; i++)
-		r->inputs[i] = m->consts[f->example[i]].data;
-	for (uint32_t i = 0; i < n_out; i++) {
-		interp_tensor *t = &r->outs[i];
-		t->dtype = outs[i].dtype == ATTNRT_I32 ? IR_I32 : IR_F32;
-		t->rank = outs[i].rank;
-		memcpy(t->dims, outs[i].dims, sizeof t->dims);
-		t->data = r->outputs[i] = attnrt_alloc(NULL, info_bytes(&outs[i]));
-		if (!t->data)
-			return ir_error(ctx, (ir_loc){0}, "out of memory"), false;
-	}
-	if (!params_fill(ctx, p, o, r->params))
-		return false;
-	attnrt_run run = {.seed = o->seed, .n_threads = o->threads};
-	int rc = cg_program_entry(p, f->name)(&run, r->params, r->scratch,
-					      r->inputs, r->outputs);
-	if (rc != ATTNRT_OK) {
-		report_run_error(ctx, f, rc);
-		return false;
-	}
-	return !o->save || params_save(ctx, p, m, o, r->params);
+	return params_fill(ctx, j->p, o, j->params);
+}
+
+void drv_jit_close(ir_ctx *ctx, drv_jit *j)
+{
+	attnrt_free(NULL, j->params);
+	cg_program_destroy(j->p);
+	ir_free(ctx, j->syms);
+	memset(j, 0, sizeof *j);
 }
 
 bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
@@ -253,31 +247,29 @@ bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	const ir_func *f = drv_entry(ctx, m, o, true);
 	if (!f)
 		return false;
-	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
-	if (!syms)
+	if (f->n_inputs > 64 || f->n_outputs > 64) {
+		ir_error(ctx, f->loc, "too many inputs or outputs");
 		return false;
+	}
+	interp_tensor in[64], outs[64];
+	memset(outs, 0, sizeof outs);
+	drv_jit j;
 	bool ok = false;
-	jit_run r = {0};
-	cg_program *p = NULL;
-	if (!drv_bind_syms(ctx, m, f, o, false, syms))
+	if (!drv_jit_open(ctx, m, o, f, false, &j))
 		goto out;
-	cg_program_options po = {0};
-	p = cg_program_create(ctx, m, syms, &po);
-	if (!p || !cg_program_jit(p))
-		goto out;
-	if (!jit_call(ctx, m, f, p, o, &r))
+	drv_example_inputs(m, f, in);
+	drv_exec e = {ctx, m, o, NULL, &j};
+	if (!drv_exec_call(&e, f, in, outs))
 		goto out;
 	if (o->stats)
-		print_jit_stats(m, p);
+		print_jit_stats(m, j.p);
 	else
-		print_outputs(f, r.outs);
-	ok = true;
+		drv_print_outputs(f, outs);
+	ok = (!o->save || drv_jit_save(ctx, m, o, &j)) &&
+	     (!wants_pictures(o) || drv_pictures(&e, NULL, 0));
 out:
-	for (uint32_t i = 0; i < 64; i++)
-		attnrt_free(NULL, r.outputs[i]);
-	attnrt_free(NULL, r.params);
-	attnrt_free(NULL, r.scratch);
-	cg_program_destroy(p);
-	ir_free(ctx, syms);
+	for (uint32_t i = 0; i < f->n_outputs; i++)
+		interp_tensor_fini(ctx, &outs[i]);
+	drv_jit_close(ctx, &j);
 	return ok;
 }

@@ -1,0 +1,357 @@
+/*
+ * train.c - --train: the training loop. The module, with the gradient
+ * function autodiff added, is compiled once; then for each epoch and
+ * each batch the gradient function runs (training mode, the global step
+ * numbering the dropout masks), the gradients are clipped if the train
+ * block asks, and the optimizer of libattnrt steps the params block.
+ *
+ * Output: a line per epoch, with throughput and time left when stdout is
+ * a terminal and without them otherwise (so runs diff); --metrics FILE
+ * gets one JSON line per epoch with the timings. A NaN or an infinity in
+ * the loss or the gradients stops training: the same step is re-run under
+ * the reference interpreter, which names the op and the .g line where the
+ * first non-finite value appeared.
+ */
+#include "driver.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct trainer {
+	ir_ctx *ctx;
+	const ir_module *m;
+	const drv_options *o;
+	const drv_train_config *tc;
+	drv_jit jit;
+	drv_grad grad;
+	drv_batch_source src;
+	attnrt_optim *optim;
+	const attnrt_param_info *table;
+	uint32_t n_params;
+	FILE *metrics;
+	double *losses; /* per epoch */
+	uint64_t step;  /* steps taken over all epochs */
+	bool is_tty;
+	double start;   /* when the first epoch began (seconds) */
+} trainer;
+
+/* What the steps of one epoch add up. */
+typedef struct epoch_sums {
+	double loss, divisor, items;
+} epoch_sums;
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *nonfinite_name(double v)
+{
+	return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+/* ---- when a value is not finite ------------------------------------------------------ */
+
+/* Re-runs the gradient function on the same step under the interpreter,
+ * which reports the first op whose result is not finite at its line. */
+static void find_nonfinite_op(trainer *t, const drv_batch *b,
+			      const attnrt_run *run)
+{
+	ir_ctx *ctx = t->ctx;
+	const ir_func *f = t->grad.f;
+	interp_tensor in[64], *outs = NULL;
+	interp_tensor *params = ir_alloc(ctx, (t->m->n_params + 1) * sizeof *params);
+	if (!params || !drv_params_tensors(ctx, t->m, &t->jit, false, params))
+		goto out;
+	outs = ir_alloc(ctx, (f->n_outputs + 1) * sizeof *outs);
+	if (!outs)
+		goto out;
+	drv_batch_tensors(&t->grad, b, in);
+	interp_opts opts = {.is_training = true, .seed = run->seed,
+			    .step = run->step, .stop_at_nonfinite = true};
+	if (interp_run(ctx, t->m, f, &opts, params, in, outs)) {
+		ir_note(ctx, (ir_loc){0}, "the reference interpreter finds every "
+			 "value of this step finite: the native code disagrees "
+			 "with it");
+		for (uint32_t i = 0; i < f->n_outputs; i++)
+			interp_tensor_fini(ctx, &outs[i]);
+	}
+out:
+	for (uint32_t i = 0; params && i < t->m->n_params; i++)
+		interp_tensor_fini(ctx, &params[i]);
+	ir_free(ctx, params);
+	ir_free(ctx, outs);
+}
+
+static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
+			     const attnrt_run *run, double loss, double norm)
+{
+	fflush(stdout);
+	bool is_loss = !isfinite(loss);
+	ir_error(t->ctx, (ir_loc){0}, "training stopped at epoch %llu, step "
+		 "%llu: %s is %s", (unsigned long long)epoch + 1,
+		 (unsigned long long)t->step + 1,
+		 is_loss ? "the loss" : "the gradients' norm",
+		 nonfinite_name(is_loss ? loss : norm));
+	find_nonfinite_op(t, b, run);
+}
+
+/* After a step: a parameter the update made infinite or NaN. */
+static bool check_params(trainer *t, uint64_t epoch)
+{
+	for (uint32_t i = 0; i < t->n_params; i++) {
+		double norm = attnrt_grad_norm(&t->table[i], 1, t->jit.params);
+		if (isfinite(norm))
+			continue;
+		fflush(stdout);
+		ir_error(t->ctx, (ir_loc){0}, "training stopped at epoch %llu, step "
+			 "%llu: the %s step made parameter '%s' %s (is the "
+			 "learning rate %g too large?)", (unsigned long long)epoch + 1,
+			 (unsigned long long)t->step,
+			 t->tc->optim.kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd",
+			 t->table[i].name, nonfinite_name(norm), t->tc->optim.lr);
+		return false;
+	}
+	return true;
+}
+
+/* ---- steps and epochs --------------------------------------------------------------------- */
+
+static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
+		       epoch_sums *sums)
+{
+	drv_batch b;
+	memset(&b, 0, sizeof b);
+	if (!t->src.fill(t->src.state, epoch, i, &b))
+		return false;
+	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
+			  .n_threads = t->o->threads};
+	double loss;
+	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
+		return false;
+	double norm = t->tc->clip > 0
+			      ? attnrt_grad_clip(t->table, t->n_params,
+						 t->grad.grads, t->tc->clip)
+			      : attnrt_grad_norm(t->table, t->n_params, t->grad.grads);
+	if (!isfinite(loss) || !isfinite(norm)) {
+		report_nonfinite(t, epoch, &b, &run, loss, norm);
+		return false;
+	}
+	attnrt_optim_step(t->optim, t->jit.params, t->grad.grads);
+	t->step++;
+	sums->loss += loss;
+	sums->divisor += b.loss_divisor;
+	sums->items += b.n_items;
+	return check_params(t, epoch);
+}
+
+/* "1h02m", "3m05s", "12s", "0.4s". */
+static void format_duration(double s, char *buf, size_t size)
+{
+	long long whole = (long long)s;
+	if (s < 10)
+		snprintf(buf, size, "%.1fs", s);
+	else if (whole < 3600)
+		snprintf(buf, size, "%lldm%02llds", whole / 60, whole % 60);
+	else
+		snprintf(buf, size, "%lldh%02lldm", whole / 3600, whole / 60 % 60);
+}
+
+/* "812", "12.3k", "3.42M" items per second. */
+static void format_rate(double r, char *buf, size_t size)
+{
+	if (r >= 1e6)
+		snprintf(buf, size, "%.3gM", r / 1e6);
+	else if (r >= 1e3)
+		snprintf(buf, size, "%.3gk", r / 1e3);
+	else
+		snprintf(buf, size, "%.3g", r);
+}
+
+/* On a terminal, the batch within the epoch, overwritten in place. */
+static void show_progress(const trainer *t, uint64_t epoch, uint64_t i,
+			  const epoch_sums *sums)
+{
+	printf("\r\033[Kepoch %llu/%lld  batch %llu/%llu  loss %.4f",
+	       (unsigned long long)epoch + 1, (long long)t->tc->epochs,
+	       (unsigned long long)i + 1, (unsigned long long)t->src.n_batches,
+	       sums->divisor > 0 ? sums->loss / sums->divisor : sums->loss);
+	fflush(stdout);
+}
+
+static void print_epoch(const trainer *t, uint64_t epoch, double loss,
+			double secs, double rate)
+{
+	unsigned long long e = epoch + 1, n = (unsigned long long)t->tc->epochs;
+	if (!t->is_tty) {
+		printf("epoch %llu/%llu loss %.4f\n", e, n, loss);
+		fflush(stdout);
+		return;
+	}
+	char left[32], per_sec[32];
+	double elapsed = now_seconds() - t->start;
+	format_duration(elapsed / (double)e * (double)(n - e), left, sizeof left);
+	format_rate(rate, per_sec, sizeof per_sec);
+	printf("\r\033[Kepoch %llu/%llu  loss %.4f  %s %s/s  %.3f s  %s left\n",
+	       e, n, loss, per_sec, t->src.unit, secs, left);
+	fflush(stdout);
+}
+
+static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
+			  double rate, double secs)
+{
+	if (!t->metrics)
+		return true;
+	fprintf(t->metrics, "{\"epoch\": %llu, \"loss\": %.9g, "
+		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g}\n",
+		(unsigned long long)epoch + 1, loss, rate, secs);
+	if (fflush(t->metrics) == 0 && !ferror(t->metrics))
+		return true;
+	ir_error(t->ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
+		 t->o->metrics, strerror(errno));
+	return false;
+}
+
+static bool train_epoch(trainer *t, uint64_t epoch)
+{
+	epoch_sums sums = {0, 0, 0};
+	double t0 = now_seconds(), shown = t0;
+	for (uint64_t i = 0; i < t->src.n_batches; i++) {
+		if (!train_step(t, epoch, i, &sums))
+			return false;
+		if (t->is_tty && now_seconds() - shown > 0.2) {
+			show_progress(t, epoch, i, &sums);
+			shown = now_seconds();
+		}
+	}
+	double secs = now_seconds() - t0;
+	double loss = sums.divisor > 0 ? sums.loss / sums.divisor : sums.loss;
+	double rate = secs > 0 ? sums.items / secs : 0;
+	t->losses[epoch] = loss;
+	print_epoch(t, epoch, loss, secs, rate);
+	return write_metrics(t, epoch, loss, rate, secs);
+}
+
+/* ---- the run ------------------------------------------------------------------------------ */
+
+static bool open_metrics(trainer *t)
+{
+	if (!t->o->metrics)
+		return true;
+	t->metrics = fopen(t->o->metrics, "w");
+	if (t->metrics)
+		return true;
+	ir_error(t->ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
+		 t->o->metrics, strerror(errno));
+	return false;
+}
+
+static bool trainer_open(trainer *t)
+{
+	char err[256];
+	const ir_func *f = ir_module_default_func(t->m);
+	if (!open_metrics(t) ||
+	    !drv_jit_open(t->ctx, t->m, t->o, f, true, &t->jit) ||
+	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit, &t->grad) ||
+	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->jit, &t->src))
+		return false;
+	t->table = cg_program_params(t->jit.p, &t->n_params);
+	if (attnrt_optim_create(NULL, &t->tc->optim, t->table, t->n_params,
+				&t->optim, err, sizeof err) != ATTNRT_OK) {
+		ir_error(t->ctx, (ir_loc){0}, "optimizer: %s", err);
+		return false;
+	}
+	t->losses = ir_alloc(t->ctx, ((size_t)t->tc->epochs + 1) * sizeof *t->losses);
+	if (!t->losses) {
+		ir_error(t->ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	t->is_tty = isatty(STDOUT_FILENO);
+	return true;
+}
+
+static bool trainer_close(trainer *t)
+{
+	bool ok = true;
+	if (t->metrics && fclose(t->metrics) != 0) {
+		ir_error(t->ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
+			 t->o->metrics, strerror(errno));
+		ok = false;
+	}
+	if (t->src.fini)
+		t->src.fini(t->src.state);
+	attnrt_optim_destroy(t->optim);
+	drv_grad_close(&t->grad);
+	drv_jit_close(t->ctx, &t->jit);
+	ir_free(t->ctx, t->losses);
+	return ok;
+}
+
+static void print_header(const trainer *t)
+{
+	const attnrt_optim_config *c = &t->tc->optim;
+	printf("training %s: minimizing %s by %s(lr = %g)", t->m->name, t->tc->entry,
+	       c->kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd", c->lr);
+	if (t->tc->clip > 0)
+		printf(", clip %g", t->tc->clip);
+	printf(", %lld epochs of %llu batch%s\n", (long long)t->tc->epochs,
+	       (unsigned long long)t->src.n_batches,
+	       t->src.n_batches == 1 ? "" : "es");
+}
+
+static void print_summary(const trainer *t)
+{
+	double first = t->losses[0], last = t->losses[t->tc->epochs - 1];
+	printf("trained %s: loss %.4f -> %.4f in %llu steps", t->m->name, first,
+	       last, (unsigned long long)t->step);
+	if (t->is_tty)
+		printf(" (%.2f s)", now_seconds() - t->start);
+	putchar('\n');
+}
+
+/* The test MSE against the noise-free curve of regression models. */
+static bool regression_mse(const trainer *t, double *mse)
+{
+	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
+	return !drv_is_regression(t->m) || drv_regression_mse(&e, mse);
+}
+
+static bool train_all(trainer *t)
+{
+	double mse_before = 0, mse_after = 0;
+	if (!regression_mse(t, &mse_before))
+		return false;
+	print_header(t);
+	t->start = now_seconds();
+	for (uint64_t e = 0; e < (uint64_t)t->tc->epochs; e++)
+		if (!train_epoch(t, e))
+			return false;
+	print_summary(t);
+	if (!regression_mse(t, &mse_after))
+		return false;
+	if (drv_is_regression(t->m))
+		printf("test MSE vs truth: %.4f (before training %.4f)\n", mse_after,
+		       mse_before);
+	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
+	return (!t->o->save || drv_jit_save(t->ctx, t->m, t->o, &t->jit)) &&
+	       (!(t->o->plot || t->o->heatmap) ||
+		drv_pictures(&e, t->losses, (uint32_t)t->tc->epochs));
+}
+
+bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+	       const drv_train_config *tc)
+{
+	trainer t;
+	memset(&t, 0, sizeof t);
+	t.ctx = ctx;
+	t.m = m;
+	t.o = o;
+	t.tc = tc;
+	bool ok = trainer_open(&t) && train_all(&t);
+	return trainer_close(&t) && ok;
+}

@@ -1,0 +1,184 @@
+/*
+ * train_config.c - the train block of a model, read and checked before
+ * anything is compiled: which exported function is the loss, the
+ * optimizer, the epochs, clipping and the data, with the command line's
+ * overrides (--epochs, --lr). Every mistake is reported at its setting's
+ * line. Then the gradient function is added by autodiff, before the pass
+ * pipeline, so the passes optimize it like any other function.
+ */
+#include "driver.h"
+
+#include "passes.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const train_keys[] = {"entry", "data",   "batch",
+					 "optimizer", "clip", "epochs"};
+#define N_TRAIN_KEYS (sizeof train_keys / sizeof *train_keys)
+
+/* Every setting must be one the driver reads: a typo is an error. */
+static bool check_keys(ir_ctx *ctx, const ir_module *m)
+{
+	bool ok = true;
+	for (uint32_t i = 0; i < m->n_train; i++) {
+		bool is_known = false;
+		for (size_t k = 0; k < N_TRAIN_KEYS; k++)
+			is_known |= strcmp(m->train[i].key, train_keys[k]) == 0;
+		if (!is_known) {
+			ir_error(ctx, m->train[i].loc, "unknown train setting '%s' "
+				 "(entry, data, batch, optimizer, clip, epochs)",
+				 m->train[i].key);
+			ok = false;
+		}
+	}
+	return ok;
+}
+
+/* A number setting with lo <= value (lo < value if is_open) and, if
+ * is_int, an integer below 2^31. */
+static bool read_number(ir_ctx *ctx, const ir_setting *s, double lo,
+			bool is_open, bool is_int, double hi, double *out)
+{
+	const ir_value *v = &s->value;
+	bool ok = v->kind == IR_VAL_NUM && isfinite(v->num) &&
+		  (is_open ? v->num > lo : v->num >= lo) && v->num < hi &&
+		  (!is_int || v->num == floor(v->num));
+	if (ok) {
+		*out = v->num;
+		return true;
+	}
+	const char *what = is_int ? "a positive integer"
+			   : hi <= 1   ? "a number in [0, 1)"
+			   : is_open   ? "a positive number"
+				       : "a number >= 0";
+	if (v->kind == IR_VAL_NUM)
+		ir_error(ctx, s->loc, "%s = %g: expected %s", s->key, v->num, what);
+	else
+		ir_error(ctx, s->loc, "%s = %s: expected %s", s->key, v->str, what);
+	return false;
+}
+
+/* One keyword argument of sgd(...) or adam(...). */
+static bool read_optim_arg(ir_ctx *ctx, const char *name, const ir_setting *a,
+			   attnrt_optim_config *c)
+{
+	bool is_adam = c->kind == ATTNRT_OPTIM_ADAM;
+	if (strcmp(a->key, "lr") == 0)
+		return read_number(ctx, a, 0, true, false, INFINITY, &c->lr);
+	if (is_adam && strcmp(a->key, "beta1") == 0)
+		return read_number(ctx, a, 0, false, false, 1, &c->beta1);
+	if (is_adam && strcmp(a->key, "beta2") == 0)
+		return read_number(ctx, a, 0, false, false, 1, &c->beta2);
+	if (is_adam && strcmp(a->key, "eps") == 0)
+		return read_number(ctx, a, 0, false, false, INFINITY, &c->eps);
+	ir_error(ctx, a->loc, "%s has no setting '%s' (%s)", name, a->key,
+		 is_adam ? "lr, beta1, beta2, eps" : "lr");
+	return false;
+}
+
+/* optimizer = sgd(lr = X) | adam(lr = X, beta1, beta2, eps), or a bare
+ * name. Adam's defaults are PyTorch's (lr 0.001); SGD needs lr. */
+static bool read_optimizer(ir_ctx *ctx, const ir_setting *s,
+			   const drv_options *o, attnrt_optim_config *c)
+{
+	const ir_value *v = &s->value;
+	const char *name = v->kind == IR_VAL_NUM ? "a number" : v->str;
+	if (v->kind != IR_VAL_NUM && strcmp(name, "sgd") == 0) {
+		*c = attnrt_optim_defaults(ATTNRT_OPTIM_SGD, 0);
+	} else if (v->kind != IR_VAL_NUM && strcmp(name, "adam") == 0) {
+		*c = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM, 0.001);
+	} else {
+		ir_error(ctx, s->loc, "optimizer = %s: unknown optimizer (sgd or "
+			 "adam)", name);
+		return false;
+	}
+	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++)
+		if (!read_optim_arg(ctx, name, &v->args[i], c))
+			return false;
+	if (o->lr > 0)
+		c->lr = o->lr;
+	if (c->lr > 0)
+		return true;
+	ir_error(ctx, s->loc, "optimizer = sgd needs a learning rate: "
+		 "sgd(lr = 0.1), or --lr");
+	return false;
+}
+
+/* entry = NAME: an exported function of the module ("loss" by default). */
+static bool read_entry(ir_ctx *ctx, const ir_module *m, drv_train_config *tc)
+{
+	const ir_setting *s = ir_module_find_setting(m, "entry");
+	tc->entry = s && s->value.kind != IR_VAL_NUM ? s->value.str : "loss";
+	const ir_func *f = ir_module_find_func(m, tc->entry);
+	if (f && f->is_export)
+		return true;
+	if (s && s->value.kind == IR_VAL_NUM)
+		ir_error(ctx, s->loc, "entry = %g: expected the name of an exported "
+			 "function", s->value.num);
+	else if (s)
+		ir_error(ctx, s->loc, "entry = %s: model %s exports no function "
+			 "'%s'", tc->entry, m->name, tc->entry);
+	else
+		ir_error(ctx, (ir_loc){0}, "model %s exports no function 'loss' "
+			 "and its train block names no entry", m->name);
+	return false;
+}
+
+/* The settings training needs beyond the entry and the data. */
+static bool read_schedule(ir_ctx *ctx, const ir_module *m,
+			  const drv_options *o, drv_train_config *tc)
+{
+	const ir_setting *opt = ir_module_find_setting(m, "optimizer");
+	const ir_setting *ep = ir_module_find_setting(m, "epochs");
+	const ir_setting *clip = ir_module_find_setting(m, "clip");
+	const ir_setting *batch = ir_module_find_setting(m, "batch");
+	double epochs = 0, b;
+	bool ok = true;
+	if (!opt)
+		ir_error(ctx, (ir_loc){0}, "the train block of %s names no optimizer "
+			 "(optimizer = sgd(lr = 0.1) or adam(lr = 0.001))", m->name);
+	ok &= opt && read_optimizer(ctx, opt, o, &tc->optim);
+	if (ep)
+		ok &= read_number(ctx, ep, 0, true, true, 2147483648.0, &epochs);
+	if (clip)
+		ok &= read_number(ctx, clip, 0, true, false, INFINITY, &tc->clip);
+	if (batch)
+		ok &= read_number(ctx, batch, 0, true, true, 2147483648.0, &b);
+	tc->epochs = o->epochs ? o->epochs : (int64_t)epochs;
+	if (ok && !tc->epochs) {
+		ir_error(ctx, (ir_loc){0}, "the train block of %s gives no epochs "
+			 "(epochs = N), and no --epochs was given", m->name);
+		ok = false;
+	}
+	return ok;
+}
+
+const char *drv_grad_name(const drv_train_config *tc, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s_grad", tc->entry);
+	return buf;
+}
+
+bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
+		       drv_train_config *tc)
+{
+	memset(tc, 0, sizeof *tc);
+	if (o->train && !m->n_train) {
+		ir_error(ctx, (ir_loc){0}, "--train: model %s has no train block "
+			 "(docs/training.md tells what to put in one)", m->name);
+		return false;
+	}
+	tc->data = ir_module_find_setting(m, "data");
+	bool ok = check_keys(ctx, m) && read_entry(ctx, m, tc);
+	if (ok && o->train)
+		ok = read_schedule(ctx, m, o, tc);
+	tc->is_full = ok && o->train;
+	if (!ok || !drv_batch_source_check(ctx, m, tc))
+		return false;
+	char grad[256];
+	drv_grad_name(tc, grad, sizeof grad);
+	if (ir_module_find_func(m, grad))
+		return true; /* printed IR of a training run: already there */
+	return pass_autodiff(m, tc->entry) && !ctx->n_errors;
+}
