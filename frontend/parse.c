@@ -726,7 +726,8 @@ static bool parse_params(parser *p, fe_def *d)
 }
 
 /* Call-site numbering: counts, then numbers, the calls of each name in
- * the text of one def, in order of appearance. */
+ * the text of one def, in order of evaluation (statements in order, the
+ * arguments of a call before the call). */
 typedef struct site_count {
 	const char *name;
 	uint32_t n, next;
@@ -760,19 +761,21 @@ static void sites_exprs(site_walk *w, fe_expr **es, uint32_t n)
 
 static void sites_call(site_walk *w, fe_expr *e)
 {
-	if (e->call.callee->kind == FE_E_NAME) {
-		site_count *c = site_find(w, e->call.callee->str);
-		if (c && w->is_numbering) {
-			e->call.site = c->next++;
-			e->call.n_sites = c->n;
-		} else if (c) {
-			c->n++;
-		}
-	} else {
-		sites_expr(w, e->call.callee);
-	}
+	/* Arguments first: sites are numbered in evaluation order, so in
+	 * linear(relu(linear(x, F)), D) the layer applied first is linear_0. */
 	for (uint32_t i = 0; i < e->call.n_args; i++)
 		sites_expr(w, e->call.args[i].value);
+	if (e->call.callee->kind != FE_E_NAME) {
+		sites_expr(w, e->call.callee);
+		return;
+	}
+	site_count *c = site_find(w, e->call.callee->str);
+	if (c && w->is_numbering) {
+		e->call.site = c->next++;
+		e->call.n_sites = c->n;
+	} else if (c) {
+		c->n++;
+	}
 }
 
 static void sites_expr(site_walk *w, fe_expr *e)

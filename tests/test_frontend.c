@@ -347,10 +347,11 @@ START_TEST(test_parse_numbers_the_call_sites_of_each_name)
 	fe_expr *outer = f->decls[0]->def->body_expr;
 	fe_expr *mid = outer->call.args[0].value;
 	fe_expr *inner = mid->call.args[0].value;
-	ck_assert_uint_eq(outer->call.site, 0);
+	/* Evaluation order: the inner g runs first. */
+	ck_assert_uint_eq(inner->call.site, 0);
+	ck_assert_uint_eq(outer->call.site, 1);
 	ck_assert_uint_eq(outer->call.n_sites, 2);
 	ck_assert_uint_eq(mid->call.n_sites, 1);
-	ck_assert_uint_eq(inner->call.site, 1);
 	fe_tokens_fini(&ctx, &t);
 	ir_arena_fini(&a);
 	ir_ctx_fini(&ctx);
@@ -436,9 +437,9 @@ START_TEST(test_two_call_sites_of_a_layer_get_two_parameters)
 		  "def mlp(x) = dense(relu(dense(x, 8)), 2)\n"
 		  "export def f(x: f32[3, 4]) = mlp(x)\n");
 	ck_assert_uint_eq(x.m->n_params, 2);
-	/* Sites are numbered in order of appearance: the outer call first. */
-	ck_assert_str_eq(param_name(&x, 0), "mlp.dense_1.W");
-	ck_assert_str_eq(param_name(&x, 1), "mlp.dense_0.W");
+	/* Sites are numbered in evaluation order: the inner call first. */
+	ck_assert_str_eq(param_name(&x, 0), "mlp.dense_0.W");
+	ck_assert_str_eq(param_name(&x, 1), "mlp.dense_1.W");
 	ck_assert_int_eq(x.m->params[0].type.dims[1].coef, 8);
 	ck_assert_int_eq(x.m->params[1].type.dims[0].coef, 8);
 	ck_assert_int_eq(x.m->params[0].init, IR_INIT_XAVIER_UNIFORM);
