@@ -420,6 +420,49 @@ START_TEST(test_bahdanau_decode_steps_reproduce_forward)
 }
 END_TEST
 
+/* The Transformer's cached decoding, one position at a time, reproduces
+ * the teacher-forced forward pass (causal mask) on the same tokens. */
+START_TEST(test_transformer_decode_steps_reproduce_forward)
+{
+	model md;
+	model_load(&md, "models/transformer.g", false);
+	const ir_func *fwd = ir_module_find_func(md.m, "forward");
+	const ir_const *src = &md.m->consts[fwd->example[0]];
+	const ir_const *valid = &md.m->consts[fwd->example[1]];
+	const ir_const *tgt = &md.m->consts[fwd->example[2]];
+	interp_tensor logits[1] = {0}, enc[2] = {0};
+	model_run(&md, "forward", NULL, true, logits);
+	interp_tensor src_in[2] = {{IR_I32, 2, {2, 10}, src->data},
+				   {IR_I32, 1, {2}, valid->data}};
+	model_run(&md, "encode", src_in, true, enc);
+	interp_tensor kv = {0};
+	int64_t kv_dims[4] = {2, 2, 10, 32};
+	ck_assert(interp_tensor_alloc(&md.ctx, &kv, IR_F64, 4, kv_dims));
+	for (int t = 0; t < 10; t++) {
+		int32_t tok[2] = {((int32_t *)tgt->data)[t], ((int32_t *)tgt->data)[10 + t]};
+		int32_t pos[1] = {t};
+		interp_tensor in[5] = {{IR_I32, 2, {2, 1}, tok}, {IR_I32, 1, {1}, pos},
+				       enc[0], {IR_I32, 1, {2}, valid->data}, kv};
+		interp_tensor out[4] = {0};
+		model_run(&md, "decode_step", in, true, out);
+		for (int b = 0; b < 2; b++)
+			for (int v = 0; v < 201; v++)
+				ck_assert_double_eq_tol(
+					interp_tensor_get(&out[0], b * 201 + v),
+					interp_tensor_get(&logits[0], (b * 10 + t) * 201 + v),
+					1e-9);
+		interp_tensor_fini(&md.ctx, &kv);
+		kv = out[1];
+		fini_all(&md, &out[0], 1);
+		fini_all(&md, &out[2], 2);
+	}
+	interp_tensor_fini(&md.ctx, &kv);
+	fini_all(&md, enc, 2);
+	fini_all(&md, logits, 1);
+	model_free(&md);
+}
+END_TEST
+
 START_TEST(test_models_share_parameters_between_entry_points)
 {
 	model md;
@@ -452,6 +495,7 @@ static Suite *models_suite(void)
 	tcase_add_test(tc, test_transformer_forward_gives_finite_logits_f32_equal_f64);
 	tcase_add_test(tc, test_bahdanau_forward_gives_finite_logits_f32_equal_f64);
 	tcase_add_test(tc, test_bahdanau_decode_steps_reproduce_forward);
+	tcase_add_test(tc, test_transformer_decode_steps_reproduce_forward);
 	tcase_add_test(tc, test_models_share_parameters_between_entry_points);
 	suite_add_tcase(s, tc);
 	return s;
