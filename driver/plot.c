@@ -155,7 +155,9 @@ static bool plot_losses(const drv_exec *e, const char *path,
 		return false;
 	for (uint32_t i = 0; i < n_epochs; i++)
 		epochs[i] = i + 1;
-	rt_plot_series s = {"train loss", epochs, losses, n_epochs, RT_PLOT_LINE};
+	/* one epoch is a point, not a line */
+	rt_plot_series s = {"train loss", epochs, losses, n_epochs,
+			    n_epochs > 1 ? RT_PLOT_LINE : RT_PLOT_POINTS};
 	char title[256], err[512];
 	snprintf(title, sizeof title, "%s: training loss", e->m->name);
 	rt_plot_lines p = {title, "epoch", "loss", &s, 1, {0, 0}, {0, 0}};
