@@ -14,8 +14,8 @@ def additive_attention(queries, keys, values, valid)
   param W_k : [size(keys, -1), Hd]
   param w_v : [Hd, 1]
   features = tanh(unsqueeze(queries @ W_q, 2) + unsqueeze(keys @ W_k, 1))
-  weights = masked_softmax(squeeze(features @ w_v, -1), valid)
-  return dropout(weights, P) @ values
+  weights = masked_softmax(squeeze(features @ w_v, -1), valid)    # (B, Q, K)
+  return dropout(weights, P) @ values, weights
 
 # One time step through the L stacked GRU layers, with dropout between
 # layers as nn.GRU(dropout=P) does. hs: a list of L states (B, Hd).
@@ -41,26 +41,29 @@ def encoder(src)
     outs = outs + [hs[L - 1]]
   return stack(outs, 1), hs
 
-# d2l Seq2SeqAttentionDecoder.forward over tokens (B, S) from states hs.
+# d2l Seq2SeqAttentionDecoder.forward over tokens (B, S) from states hs;
+# also the attention weights over the source at each step (B, S, T).
 def decoder(tokens, hs, enc, src_valid)
   x = embed(tokens, V_tgt, E)                        # (B, S, E)
   outs = []
+  weights = []
   for t in 0..size(tokens, 1)
     query = unsqueeze(hs[L - 1], 1)                  # (B, 1, Hd)
-    context = additive_attention(query, enc, enc, src_valid)
+    context, w = additive_attention(query, enc, enc, src_valid)
     hs = gru_stack(concat([squeeze(context, 1), x[:, t]], -1), hs)
     outs = outs + [hs[L - 1]]
-  return linear(stack(outs, 1), V_tgt), hs           # (B, S, V_tgt)
+    weights = weights + [w]
+  return linear(stack(outs, 1), V_tgt), hs, concat(weights, 1)
 
 export def forward(src: i32[B, T], src_valid: i32[B], tgt_in: i32[B, T])
   enc, hs = encoder(src)
-  logits, hs = decoder(tgt_in, hs, enc, src_valid)
+  logits, hs, weights = decoder(tgt_in, hs, enc, src_valid)
   return logits
 
 export def loss(src: i32[B, T], src_valid: i32[B], tgt_in: i32[B, T],
                 tgt: i32[B, T], tgt_valid: i32[B])
   enc, hs = encoder(src)
-  logits, hs = decoder(tgt_in, hs, enc, src_valid)
+  logits, hs, weights = decoder(tgt_in, hs, enc, src_valid)
   return sum(masked_ce(logits, tgt, tgt_valid))
 
 # Greedy decoding: encode once, then one token at a time with the state.
@@ -73,8 +76,9 @@ export def decode_step(tok: i32[B, 1], state: f32[L, B, Hd],
   hs = []
   for l in 0..L
     hs = hs + [state[l]]
-  logits, hs = decoder(tok, hs, enc, src_valid)
-  return logits, stack(hs, 0)                        # (B, 1, V_tgt), (L, B, Hd)
+  logits, hs, weights = decoder(tok, hs, enc, src_valid)
+  # (B, 1, V_tgt), (L, B, Hd), and the attention over the source (B, 1, T)
+  return logits, stack(hs, 0), weights
 
 # Two padded sentences: <pad> = 1, <bos> = 2, <eos> = 3.
 example forward([[9, 4, 3, 1, 1, 1, 1, 1, 1, 1], [12, 20, 4, 3, 1, 1, 1, 1, 1, 1]],

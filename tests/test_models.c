@@ -401,8 +401,16 @@ START_TEST(test_bahdanau_decode_steps_reproduce_forward)
 		interp_tensor in[4] = {
 			{IR_I32, 2, {2, 1}, tok}, state, enc[0],
 			{IR_I32, 1, {2}, valid->data}};
-		interp_tensor out[2] = {0};
+		interp_tensor out[3] = {0};
 		model_run(&md, "decode_step", in, true, out);
+		/* the attention over the source: a distribution over src_valid */
+		for (int b = 0; b < 2; b++) {
+			double s = 0;
+			for (int k = 0; k < 10; k++)
+				s += interp_tensor_get(&out[2], b * 10 + k);
+			ck_assert_double_eq_tol(s, 1.0, 1e-9);
+		}
+		interp_tensor_fini(&md.ctx, &out[2]);
 		for (int b = 0; b < 2; b++)
 			for (int v = 0; v < 201; v++)
 				ck_assert_double_eq_tol(
