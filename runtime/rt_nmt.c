@@ -335,6 +335,13 @@ static bool is_blank(const char *s)
 	return s[strspn(s, " ")] == '\0';
 }
 
+/* Counts a skipped line. */
+static int skip_line(size_t *count)
+{
+	++*count;
+	return ATTNRT_OK;
+}
+
 /* Preprocesses a line's two sides (the bytes before the first tab and up
  * to the next one) and keeps them as a pair, or counts why the line is
  * skipped. is_used: the pair is a row of the arrays. Returns ATTNRT_OK
@@ -342,14 +349,13 @@ static bool is_blank(const char *s)
 static int read_pair(rt_nmt_data *d, const nmt_line *ln, bool is_used)
 {
 	rt_nmt_stats *st = &d->stats;
-	const char *tab = ln->len ? memchr(ln->s, '\t', ln->len) : NULL;
-	if (ln->len && (memchr(ln->s, 0, ln->len) ||
-			!rt_utf8_is_valid(ln->s, ln->len)))
-		return st->n_bad_utf8++, ATTNRT_OK;
 	if (ln->len == 0)
-		return st->n_blank++, ATTNRT_OK;
+		return skip_line(&st->n_blank);
+	if (memchr(ln->s, 0, ln->len) || !rt_utf8_is_valid(ln->s, ln->len))
+		return skip_line(&st->n_bad_utf8);
+	const char *tab = memchr(ln->s, '\t', ln->len);
 	if (!tab)
-		return st->n_no_tab++, ATTNRT_OK;
+		return skip_line(&st->n_no_tab);
 	const char *fr = tab + 1, *end = ln->s + ln->len;
 	const char *tab2 = memchr(fr, '\t', (size_t)(end - fr));
 	nmt_pair p;
@@ -359,7 +365,7 @@ static int read_pair(rt_nmt_data *d, const nmt_line *ln, bool is_used)
 		return ATTNRT_ERR_NOMEM;
 	if (is_blank(d->text + p.side[0]) || is_blank(d->text + p.side[1])) {
 		d->n_text = mark;
-		return st->n_empty_side++, ATTNRT_OK;
+		return skip_line(&st->n_empty_side);
 	}
 	for (int k = 0; k < 2; k++)
 		p.is_lead[k] = (k == 1 || ln->index > 0) &&
