@@ -275,7 +275,8 @@ static void run_both(fx *x, const run_cfg *c, both *b)
 	make_inputs(x, c, b->in);
 	ck_assert(interp_bind_syms(&x->ctx, x->m, x->f, b->in, b->syms));
 	ck_assert(interp_params_init(&x->ctx, x->m, b->syms, 42, false, b->params));
-	interp_opts o = {false, c->is_training, c->seed, c->step};
+	interp_opts o = {.is_training = c->is_training, .seed = c->seed,
+			 .step = c->step};
 	ck_assert_msg(interp_run(&x->ctx, x->m, x->f, &o, b->params, b->in, b->want),
 		      "interp: %s", fx_diag(x));
 	b->got = jit_run(x, b->syms, b->in, b->params, c);

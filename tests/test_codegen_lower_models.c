@@ -191,7 +191,8 @@ static void check_func(model *md, const ir_func *f)
 	cg_program *p = cg_program_create(&md->ctx, md->m, syms, NULL);
 	ck_assert_msg(p != NULL, "lowering %s failed", md->m->name);
 	ck_assert(cg_program_jit(p));
-	interp_opts eval = {false, false, 11, 0}, train = {false, true, 11, 4};
+	interp_opts eval = {.seed = 11},
+		    train = {.is_training = true, .seed = 11, .step = 4};
 	check_mode(md, p, f, in, params, &eval);
 	check_mode(md, p, f, in, params, &train);
 	cg_program_destroy(p);
