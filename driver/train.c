@@ -60,7 +60,7 @@ static const char *nonfinite_name(double v)
 /* Re-runs the gradient function on the same step under the interpreter,
  * which reports the first op whose result is not finite at its line. */
 static void find_nonfinite_op(trainer *t, const drv_batch *b,
-			      const attnrt_run *run)
+			      const attnrt_run *run, bool is_loss)
 {
 	ir_ctx *ctx = t->ctx;
 	const ir_func *f = t->grad.f;
@@ -74,7 +74,12 @@ static void find_nonfinite_op(trainer *t, const drv_batch *b,
 	drv_batch_tensors(&t->grad, b, in);
 	interp_opts opts = {.is_training = true, .seed = run->seed,
 			    .step = run->step, .stop_at_nonfinite = true};
-	if (interp_run(ctx, t->m, f, &opts, params, in, outs)) {
+	if (!interp_run(ctx, t->m, f, &opts, params, in, outs)) {
+		if (!is_loss)
+			ir_note(ctx, (ir_loc){0}, "the loss is finite, so that op is "
+				 "most likely in the backward pass: part of the "
+				 "gradient of the op shown");
+	} else {
 		ir_note(ctx, (ir_loc){0}, "the reference interpreter finds every "
 			 "value of this step finite: the native code disagrees "
 			 "with it");
@@ -98,7 +103,20 @@ static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
 		 (unsigned long long)t->step + 1,
 		 is_loss ? "the loss" : "the gradients' norm",
 		 nonfinite_name(is_loss ? loss : norm));
-	find_nonfinite_op(t, b, run);
+	find_nonfinite_op(t, b, run, is_loss);
+}
+
+/* The first value of parameter p in the params block that is not finite. */
+static double first_nonfinite(const attnrt_param_info *p, const void *params)
+{
+	const float *v = (const float *)((const char *)params + p->offset);
+	int64_t n = 1;
+	for (int d = 0; d < p->rank; d++)
+		n *= p->dims[d];
+	for (int64_t k = 0; k < n; k++)
+		if (!isfinite(v[k]))
+			return v[k];
+	return 0;
 }
 
 /* After a step: a parameter the update made infinite or NaN. */
@@ -108,6 +126,7 @@ static bool check_params(trainer *t, uint64_t epoch)
 		double norm = attnrt_grad_norm(&t->table[i], 1, t->jit.params);
 		if (isfinite(norm))
 			continue;
+		norm = first_nonfinite(&t->table[i], t->jit.params);
 		fflush(stdout);
 		ir_error(t->ctx, (ir_loc){0}, "training stopped at epoch %llu, step "
 			 "%llu: the %s step made parameter '%s' %s (is the "
