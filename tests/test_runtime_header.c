@@ -238,9 +238,9 @@ START_TEST(test_a_program_built_on_the_header_inits_saves_loads_and_runs)
 	write_file("prog.c", prog);
 	const char *src = ATTNC_SOURCE_DIR;
 	ck_assert_int_eq(run("cc -std=c11 " STRICT " -D_POSIX_C_SOURCE=200809L "
-			     "-I. -I%s/runtime prog.c %s/runtime/*.c -lm -o prog "
-			     "&& ./prog toy.safetensors > out.txt",
-			     src, src),
+			     "-I. -I%s/runtime -I%s/generated prog.c %s/runtime/*.c "
+			     "-lm -o prog && ./prog toy.safetensors > out.txt",
+			     src, ATTNC_BINARY_DIR, src),
 			 0);
 	char path[128], line[256] = "";
 	snprintf(path, sizeof path, "%s/out.txt", dir);
