@@ -1,0 +1,245 @@
+#!/bin/bash
+# train_seq2seq.sh - trains the book's Transformer and Bahdanau translation
+# models with PyTorch (bench/torch_seq2seq.py, at 1 thread, its fastest
+# setting on a 2-core machine, and at 2) and with attnc (all cores), one
+# after the other in one run, notes the machine's load before each run, and
+# prints a table: training seconds, final loss, tokens per second, and
+# attnc's tokens per second over PyTorch's fastest run of the same model.
+# docs/benchmarks.md gives the numbers measured with it.
+#
+#   bench/train_seq2seq.sh                   # the book's epochs (about 5 min)
+#   bench/train_seq2seq.sh --epochs 10       # a quick look
+#   bench/train_seq2seq.sh --models bahdanau --torch-threads 1 --no-attnc
+#
+# An attnc that cannot train these models (an older build, a failed run)
+# is reported as "attnc: not available" with its first error line; the
+# PyTorch rows are still printed. Environment: ATTNC (the compiler, default
+# build/attnc), PYTHON (default /usr/bin/python3, which has Debian's torch).
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+attnc=${ATTNC:-$root/build/attnc}
+python=${PYTHON:-/usr/bin/python3}
+data=$root/../shared/data/fra-eng/fra.txt
+models="transformer bahdanau"
+torch_threads="1 2"
+attnc_threads=$(nproc)
+epochs=""
+seed=0
+run_torch=1
+run_attnc=1
+out=""
+
+usage() {
+	sed -n '9,11s/^# *//p' "$0"
+	echo "options: --data PATH --epochs N --seed N --models LIST"
+	echo "         --torch-threads LIST --attnc-threads N --no-torch"
+	echo "         --no-attnc --out DIR (logs and results; default a temp dir)"
+}
+
+die() {
+	echo "train_seq2seq.sh: $*" >&2
+	exit 2
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--data | --epochs | --seed | --models | --torch-threads | \
+		--attnc-threads | --out)
+		[ $# -ge 2 ] || die "$1 needs a value"
+		case $1 in
+		--data) data=$2 ;;
+		--epochs) epochs=$2 ;;
+		--seed) seed=$2 ;;
+		--models) models=$2 ;;
+		--torch-threads) torch_threads=$2 ;;
+		--attnc-threads) attnc_threads=$2 ;;
+		--out) out=$2 ;;
+		esac
+		shift 2
+		;;
+	--no-torch) run_torch=0; shift ;;
+	--no-attnc) run_attnc=0; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; die "unknown option '$1'" ;;
+	esac
+done
+
+for m in $models; do
+	[ "$m" = transformer ] || [ "$m" = bahdanau ] ||
+		die "--models: '$m' is not transformer or bahdanau"
+done
+case $epochs in
+"" | [1-9] | [1-9]*[0-9]) ;;
+*) die "--epochs: '$epochs' is not a positive integer" ;;
+esac
+[ -r "$data" ] || die "cannot read the corpus '$data'"
+data=$(cd "$(dirname "$data")" && pwd)/$(basename "$data")
+if [ -z "$out" ]; then
+	out=$(mktemp -d "${TMPDIR:-/tmp}/train_seq2seq.XXXXXX") || exit 2
+else
+	mkdir -p "$out" || exit 2
+fi
+
+# Seconds since the epoch, with nanoseconds.
+now() {
+	date +%s.%N
+}
+
+# Runs the command after "--", its output to $1.log, its peak resident
+# memory (KiB) to $1.rss when GNU time is there, and writes $1.run: the
+# load averages before the run, its wall time in seconds, its exit status.
+timed_run() {
+	local base=$1 load start rc
+	shift 2
+	load=$(cut -d' ' -f1-3 /proc/loadavg)
+	start=$(now)
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -f %M -o "$base.rss" "$@" >"$base.log" 2>&1
+	else
+		"$@" >"$base.log" 2>&1
+	fi
+	rc=$?
+	awk -v a="$(now)" -v b="$start" -v l="$load" -v rc=$rc \
+		'BEGIN { printf "%s %.3f %d\n", l, a - b, rc }' >"$base.run"
+	return $rc
+}
+
+# PyTorch with N threads for its intra-op pool, OpenMP and OpenBLAS alike.
+run_torch_model() {
+	local model=$1 n=$2 base=$out/torch-$1-$2
+	echo "pytorch $model, $n thread(s), load $(cut -d' ' -f1-3 /proc/loadavg) ..."
+	timed_run "$base" -- env OMP_NUM_THREADS="$n" OPENBLAS_NUM_THREADS="$n" \
+		MKL_NUM_THREADS="$n" "$python" "$root/bench/torch_seq2seq.py" \
+		--model "$model" --data "$data" --threads "$n" --seed "$seed" \
+		${epochs:+--epochs "$epochs"} ||
+		echo "  pytorch failed: see $base.log"
+}
+
+run_attnc_model() {
+	local model=$1 n=$attnc_threads base=$out/attnc-$1
+	echo "attnc $model, $n thread(s), load $(cut -d' ' -f1-3 /proc/loadavg) ..."
+	if [ ! -x "$attnc" ]; then
+		echo "no compiler at $attnc (build it: ./attnc --version)" >"$base.log"
+		echo "  attnc: not available"
+		return
+	fi
+	rm -f "$base.metrics"
+	timed_run "$base" -- env OMP_NUM_THREADS="$n" OPENBLAS_NUM_THREADS=1 \
+		"$attnc" "$root/models/$model.g" --jit --train --data "$data" \
+		--threads "$n" --seed "$seed" --metrics "$base.metrics" \
+		${epochs:+--epochs "$epochs"} ||
+		echo "  attnc: not available ($(grep -m1 -i error "$base.log" || tail -n1 "$base.log"))"
+}
+
+for model in $models; do
+	if [ $run_torch = 1 ]; then
+		for n in $torch_threads; do
+			run_torch_model "$model" "$n"
+		done
+	fi
+	if [ $run_attnc = 1 ]; then
+		run_attnc_model "$model"
+	fi
+done
+
+echo
+book="the book's"
+echo "corpus $data, seed $seed, epochs ${epochs:-$book}; logs in $out"
+"$python" - "$out" "$models" "$torch_threads" "$run_torch" "$run_attnc" \
+	"$attnc_threads" <<'EOF'
+# Reads the runs' files in OUT and prints the table.
+import json, os, sys
+
+out, models, torch_threads, run_torch, run_attnc, attnc_threads = sys.argv[1:]
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ''
+
+
+def common(base):
+    """Load, wall seconds, exit status and peak MiB of one run, or None."""
+    run = read(base + '.run').split()
+    if len(run) != 5:
+        return None
+    rss = read(base + '.rss').strip().splitlines()
+    peak = int(rss[-1]) / 1024 if rss and rss[-1].isdigit() else None
+    return {'load': ' '.join(run[:3]), 'wall': float(run[3]),
+            'rc': int(run[4]), 'peak': peak}
+
+
+def torch_row(model, n):
+    base = os.path.join(out, f'torch-{model}-{n}')
+    r = common(base)
+    lines = [l for l in read(base + '.log').splitlines() if l.startswith('{')]
+    if r is None or r['rc'] != 0 or not lines:
+        return None
+    j = json.loads(lines[-1])
+    r.update(name=f'pytorch {n} thr', seconds=j['seconds'], loss=j['loss'],
+             rate=j['tokens'] / j['seconds'], last=j['tokens_per_sec'],
+             translations=j['translations'])
+    return r
+
+
+def attnc_row(model):
+    base = os.path.join(out, f'attnc-{model}')
+    r = common(base)
+    epochs = [json.loads(l) for l in read(base + '.metrics').splitlines()
+              if l.startswith('{')]
+    if r is None or r['rc'] != 0 or not epochs:
+        return None
+    seconds = sum(e['seconds'] for e in epochs)
+    tokens = sum(e['seconds'] * e['tokens_per_sec'] for e in epochs)
+    r.update(name=f'attnc {attnc_threads} thr', seconds=seconds,
+             loss=epochs[-1]['loss'], rate=tokens / seconds if seconds else 0,
+             last=epochs[-1]['tokens_per_sec'], translations=None)
+    return r
+
+
+def fmt(r, best):
+    peak = f"{r['peak']:.0f}" if r['peak'] is not None else '-'
+    ratio = f"{r['rate'] / best:.2f}x" if best else '-'
+    return (f"{r['name']:<15} {r['load']:<15} {r['seconds']:>8.1f} "
+            f"{r['wall']:>7.1f} {r['loss']:>8.4f} {r['rate']:>10.0f} "
+            f"{r['last']:>10.0f} {peak:>6} {ratio:>8}")
+
+
+print(f"{'model':<12} {'run':<15} {'load before':<15} {'train s':>8} "
+      f"{'wall s':>7} {'loss':>8} {'tokens/s':>10} {'last ep.':>10} "
+      f"{'MiB':>6} {'vs torch':>8}")
+for model in models.split():
+    rows = []
+    if run_torch == '1':
+        for n in torch_threads.split():
+            r = torch_row(model, n)
+            print(f'{model:<12} ' + (fmt(r, None) if r else
+                  f'pytorch {n} thr: failed (see torch-{model}-{n}.log)'))
+            rows.append(r)
+    done = [r for r in rows if r]
+    best = max(r['rate'] for r in done) if done else None
+    if run_attnc == '1':
+        r = attnc_row(model)
+        print(f'{model:<12} ' + (fmt(r, best) if r else
+              'attnc: not available (see attnc-' + model + '.log)'))
+print('\ntrain s: the epochs\' time; wall s: the whole command; tokens/s: all '
+      'epochs\' target tokens (d2l\'s count) over train s; last ep.: the last '
+      'epoch\'s, as d2l prints it; MiB: peak resident memory; vs torch: '
+      'attnc\'s tokens/s over the fastest PyTorch run\'s.')
+for model in models.split():
+    for n in (torch_threads.split() if run_torch == '1' else []):
+        r = torch_row(model, n)
+        if r:
+            print(f'{model}, pytorch {n} thr: ' + '; '.join(
+                f"{t['src']} => {t['pred']} (bleu {t['bleu']:.3f})"
+                for t in r['translations']))
+    if run_attnc == '1' and attnc_row(model):
+        said = [l.strip() for l in
+                read(os.path.join(out, f'attnc-{model}.log')).splitlines()
+                if 'bleu' in l.lower()]
+        print(f'{model}, attnc: ' + ('; '.join(said) or 'no translations'))
+EOF
