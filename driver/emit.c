@@ -130,7 +130,8 @@ bool drv_emit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
 	cg_program *p = NULL;
 	bool ok = false;
-	if (!syms || !drv_bind_syms(ctx, m, NULL, o, true, false, syms))
+	if (!syms || !drv_bind_syms(ctx, m, ir_module_default_func(m), o, true, false,
+				   syms))
 		goto done;
 	cg_program_options po = {0};
 	p = cg_program_create(ctx, m, syms, &po);
