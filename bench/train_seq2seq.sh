@@ -88,7 +88,8 @@ now() {
 
 # Runs the command after "--", its output to $1.log, its peak resident
 # memory (KiB) to $1.rss when GNU time is there, and writes $1.run: the
-# load averages before the run, its wall time in seconds, its exit status.
+# load averages before the run, its wall time in seconds, its exit status,
+# and the 1-minute load average as it ends (which counts the run itself).
 timed_run() {
 	local base=$1 load start rc
 	shift 2
@@ -101,7 +102,9 @@ timed_run() {
 	fi
 	rc=$?
 	awk -v a="$(now)" -v b="$start" -v l="$load" -v rc=$rc \
-		'BEGIN { printf "%s %.3f %d\n", l, a - b, rc }' >"$base.run"
+		-v after="$(cut -d' ' -f1 /proc/loadavg)" \
+		'BEGIN { printf "%s %.3f %d %s\n", l, a - b, rc, after }' \
+		>"$base.run"
 	return $rc
 }
 
@@ -165,12 +168,12 @@ def read(path):
 def common(base):
     """Load, wall seconds, exit status and peak MiB of one run, or None."""
     run = read(base + '.run').split()
-    if len(run) != 5:
+    if len(run) != 6:
         return None
     rss = read(base + '.rss').strip().splitlines()
     peak = int(rss[-1]) / 1024 if rss and rss[-1].isdigit() else None
     return {'load': ' '.join(run[:3]), 'wall': float(run[3]),
-            'rc': int(run[4]), 'peak': peak}
+            'rc': int(run[4]), 'after': run[5], 'peak': peak}
 
 
 def torch_row(model, n):
@@ -204,12 +207,14 @@ def attnc_row(model):
 def fmt(r, best):
     peak = f"{r['peak']:.0f}" if r['peak'] is not None else '-'
     ratio = f"{r['rate'] / best:.2f}x" if best else '-'
-    return (f"{r['name']:<15} {r['load']:<15} {r['seconds']:>8.1f} "
-            f"{r['wall']:>7.1f} {r['loss']:>8.4f} {r['rate']:>10.0f} "
+    return (f"{r['name']:<15} {r['load']:<15} {r['after']:>5} "
+            f"{r['seconds']:>8.2f} "
+            f"{r['wall']:>7.2f} {r['loss']:>8.4f} {r['rate']:>10.0f} "
             f"{r['last']:>10.0f} {peak:>6} {ratio:>8}")
 
 
-print(f"{'model':<12} {'run':<15} {'load before':<15} {'train s':>8} "
+print(f"{'model':<12} {'run':<15} {'load before':<15} {'after':>5} "
+      f"{'train s':>8} "
       f"{'wall s':>7} {'loss':>8} {'tokens/s':>10} {'last ep.':>10} "
       f"{'MiB':>6} {'vs torch':>8}")
 for model in models.split():
@@ -226,10 +231,14 @@ for model in models.split():
         r = attnc_row(model)
         print(f'{model:<12} ' + (fmt(r, best) if r else
               'attnc: not available (see attnc-' + model + '.log)'))
-print('\ntrain s: the epochs\' time; wall s: the whole command; tokens/s: all '
-      'epochs\' target tokens (d2l\'s count) over train s; last ep.: the last '
-      'epoch\'s, as d2l prints it; MiB: peak resident memory; vs torch: '
-      'attnc\'s tokens/s over the fastest PyTorch run\'s.')
+print("""
+load before: the 1, 5 and 15-minute load averages as the run starts;
+after: the 1-minute one as it ends (the run's own threads included);
+train s: the epochs' time; wall s: the whole command (start-up, compiling,
+data, translating); tokens/s: all epochs' target tokens (d2l's count) over
+train s; last ep.: the last epoch's tokens/s, the figure d2l prints;
+MiB: peak resident memory; vs torch: attnc's tokens/s over the fastest
+PyTorch run's.""")
 for model in models.split():
     for n in (torch_threads.split() if run_torch == '1' else []):
         r = torch_row(model, n)
