@@ -512,6 +512,158 @@ int rt_plot_heatmap_svg(FILE *out, const rt_plot_heatmap *h, char *err,
 	return put_footer(out, err, err_size);
 }
 
+/* ---- grids of heatmaps ------------------------------------------------------------------ */
+
+#define GRID_BOX 160.0  /* the side of the square a panel fits in */
+#define GRID_MAX_CELL 28.0
+#define GRID_GAP 56.0    /* between columns: the next panel's ticks */
+#define GRID_LEFT 72.0
+
+/* The range of the finite values of every panel, as value_range does. */
+static void grid_range(const rt_plot_grid *g, double *lo, double *hi)
+{
+	*lo = INFINITY;
+	*hi = -INFINITY;
+	for (size_t p = 0; p < g->n_rows * g->n_cols; p++) {
+		const rt_plot_heatmap *h = &g->panels[p];
+		if (!h->values)
+			continue;
+		double a, b;
+		value_range(h, &a, &b);
+		*lo = a < *lo ? a : *lo;
+		*hi = b > *hi ? b : *hi;
+	}
+}
+
+static bool grid_has_row_titles(const rt_plot_grid *g)
+{
+	for (size_t r = 0; g->row_titles && r < g->n_rows; r++)
+		if (g->row_titles[r])
+			return true;
+	return false;
+}
+
+/* A panel's cell side: the matrix fitted in the box, square cells. */
+static double panel_cell(const rt_plot_heatmap *h)
+{
+	size_t side = h->rows > h->cols ? h->rows : h->cols;
+	double cell = GRID_BOX / (double)side;
+	return cell > GRID_MAX_CELL ? GRID_MAX_CELL : cell;
+}
+
+/* The largest width (is_width) or height of the panels of column or row
+ * i. */
+static double grid_extent(const rt_plot_grid *g, size_t i, bool is_width)
+{
+	double most = 0;
+	size_t n = is_width ? g->n_rows : g->n_cols;
+	for (size_t k = 0; k < n; k++) {
+		const rt_plot_heatmap *h =
+			&g->panels[is_width ? k * g->n_cols + i : i * g->n_cols + k];
+		double e = h->values ? panel_cell(h) *
+					       (double)(is_width ? h->cols : h->rows)
+				     : 0;
+		most = e > most ? e : most;
+	}
+	return most;
+}
+
+/* Panel p with its frame at (x, y + 20): its title above. */
+static void put_panel(FILE *out, const rt_plot_grid *g, size_t p, double x,
+		      double y, double lo, double hi)
+{
+	const rt_plot_heatmap *h = &g->panels[p];
+	double cell = panel_cell(h);
+	frame f = {x, y + 20, cell * (double)h->cols, cell * (double)h->rows,
+		   0, 0, 0, 0};
+	if (h->title)
+		put_text(out, "panel-title", f.px + f.pw / 2, y + 14, "middle", 12,
+			 false, h->title);
+	put_cells(out, h, &f, cell, lo, hi);
+	fprintf(out, "<rect class=\"frame\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+		     "height=\"%.1f\" fill=\"none\" stroke=\"#333\"/>\n",
+		f.px, f.py, f.pw, f.ph);
+	put_index_ticks(out, &f, cell, h->cols, false);
+	put_index_ticks(out, &f, cell, h->rows, true);
+	if (g->xlabel)
+		put_text(out, "xlabel", f.px + f.pw / 2, f.py + f.ph + 36, "middle",
+			 12, false, g->xlabel);
+	if (g->ylabel && p % g->n_cols == 0)
+		put_text(out, "ylabel", f.px - 40, f.py + f.ph / 2, "middle", 12,
+			 true, g->ylabel);
+}
+
+/* Draws row r of the grid from y down; returns the row's height. */
+static double put_grid_row(FILE *out, const rt_plot_grid *g, size_t r,
+			   double y, double lo, double hi)
+{
+	double head = grid_has_row_titles(g) ? 22 : 0, x = GRID_LEFT;
+	if (g->row_titles && g->row_titles[r])
+		put_text(out, "row-title", GRID_LEFT - 40, y + 16, "start", 13,
+			 false, g->row_titles[r]);
+	for (size_t c = 0; c < g->n_cols; c++) {
+		if (g->panels[r * g->n_cols + c].values)
+			put_panel(out, g, r * g->n_cols + c, x, y + head, lo, hi);
+		x += grid_extent(g, c, true) + GRID_GAP;
+	}
+	return head + 20 + grid_extent(g, r, false) + (g->xlabel ? 50 : 30);
+}
+
+static int check_grid(const rt_plot_grid *g, char *err, size_t err_size)
+{
+	size_t cells = 0, n = g->n_rows * g->n_cols;
+	if (!g->panels || !g->n_rows || !g->n_cols)
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "no panels to draw");
+	for (size_t p = 0; p < n; p++) {
+		if (!g->panels[p].values)
+			continue;
+		int rc = check_heatmap(&g->panels[p], err, err_size);
+		if (rc != ATTNRT_OK)
+			return rc;
+		cells += g->panels[p].rows * g->panels[p].cols;
+	}
+	if (cells == 0)
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "no values to draw");
+	if (cells > RT_PLOT_MAX_CELLS)
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "%zu cells are too many to draw (at most %d)", cells,
+			       RT_PLOT_MAX_CELLS);
+	return ATTNRT_OK;
+}
+
+int rt_plot_grid_svg(FILE *out, const rt_plot_grid *g, char *err,
+		     size_t err_size)
+{
+	int rc = check_grid(g, err, err_size);
+	if (rc != ATTNRT_OK)
+		return rc;
+	double lo, hi, top = g->title ? 44 : 16, width = GRID_LEFT, height = top;
+	double head = grid_has_row_titles(g) ? 22 : 0;
+	grid_range(g, &lo, &hi);
+	for (size_t c = 0; c < g->n_cols; c++)
+		width += grid_extent(g, c, true) + GRID_GAP;
+	for (size_t r = 0; r < g->n_rows; r++)
+		height += head + 20 + grid_extent(g, r, false) +
+			  (g->xlabel ? 50 : 30);
+	double bar_h = grid_extent(g, 0, false);
+	bar_h = bar_h > 320 ? 320 : bar_h < 120 ? 120 : bar_h;
+	frame bar = {width - GRID_GAP + 24, top + head + 20, 16, bar_h, 0, 1, lo,
+		     hi};
+	double page_w = bar.px + bar.pw + 70;
+	double title_w = g->title ? 8.5 * (double)strlen(g->title) + 40 : 0;
+	page_w = page_w < title_w ? title_w : page_w;
+	double page_h = height > bar.py + bar_h + 30 ? height + 10
+						      : bar.py + bar_h + 30;
+	put_header(out, page_w, page_h);
+	if (g->title)
+		put_text(out, "title", page_w / 2, 26, "middle", 15, false, g->title);
+	double y = top;
+	for (size_t r = 0; r < g->n_rows; r++)
+		y += put_grid_row(out, g, r, y, lo, hi);
+	put_colour_bar(out, &bar);
+	return put_footer(out, err, err_size);
+}
+
 /* ---- files ----------------------------------------------------------------------------- */
 
 typedef int (*draw_fn)(FILE *out, const void *what, char *err, size_t n);
@@ -524,6 +676,11 @@ static int draw_lines(FILE *out, const void *what, char *err, size_t n)
 static int draw_heatmap(FILE *out, const void *what, char *err, size_t n)
 {
 	return rt_plot_heatmap_svg(out, what, err, n);
+}
+
+static int draw_grid(FILE *out, const void *what, char *err, size_t n)
+{
+	return rt_plot_grid_svg(out, what, err, n);
 }
 
 static int save(const char *path, draw_fn draw, const void *what, char *err,
@@ -554,4 +711,10 @@ int rt_plot_heatmap_save(const char *path, const rt_plot_heatmap *h,
 			 char *err, size_t err_size)
 {
 	return save(path, draw_heatmap, h, err, err_size);
+}
+
+int rt_plot_grid_save(const char *path, const rt_plot_grid *g, char *err,
+		      size_t err_size)
+{
+	return save(path, draw_grid, g, err, err_size);
 }

@@ -2,8 +2,8 @@
  * rt_plot.h - the pictures of training and attention, as SVG written by
  * hand: a line plot (several series, lines or markers, labelled axes with
  * ticks, a legend, a title), like d2l's Animator and plot(), and a heatmap
- * of a matrix coloured by matplotlib's 'Reds' with a colour scale, like
- * d2l's show_heatmaps.
+ * of a matrix coloured by matplotlib's 'Reds' with a colour scale, or a
+ * grid of them, like d2l's show_heatmaps.
  *
  * Part of libattnrt's sources but not of the generated code's ABI
  * (attnrt.h): the attnc driver draws with it. Plain C, no allocation.
@@ -44,6 +44,22 @@ typedef struct rt_plot_heatmap {
 	size_t rows, cols;
 } rt_plot_heatmap;
 
+/* Panels of heatmaps in rows and columns with one colour scale, as d2l's
+ * show_heatmaps draws several matrices (a row per layer, a column per
+ * head). Every panel keeps its own size and title; its cells are square,
+ * the matrix fitted in a 160-pixel box. */
+typedef struct rt_plot_grid {
+	const char *title;           /* of the whole picture; NULL: none */
+	const char *xlabel, *ylabel; /* under each panel; beside the first
+				      * column; NULL: none */
+	const rt_plot_heatmap *panels; /* n_rows * n_cols, row-major; their
+					* xlabel and ylabel are not used; one
+					* with no values is left blank */
+	const char *const *row_titles; /* n_rows headings (entries may be
+					* NULL), or NULL */
+	size_t n_rows, n_cols;
+} rt_plot_grid;
+
 #define RT_PLOT_MAX_CELLS 1000000
 
 /* Writes the line plot as an SVG document to out. Returns ATTNRT_OK,
@@ -61,12 +77,24 @@ int rt_plot_lines_svg(FILE *out, const rt_plot_lines *p, char *err,
 int rt_plot_heatmap_svg(FILE *out, const rt_plot_heatmap *h, char *err,
 			size_t err_size);
 
-/* As the two above, into the file at path (created or truncated). A
+/* Writes the grid as an SVG document to out: each panel as a heatmap
+ * (class "panel-title" for its title, "cell" for each element), each row
+ * heading as "row-title", one colour scale from the smallest to the
+ * largest finite value of all panels. Returns as rt_plot_heatmap_svg;
+ * ATTNRT_ERR_ARG for no rows or columns, no panel with values, a panel
+ * that rt_plot_heatmap_svg would refuse, or more than RT_PLOT_MAX_CELLS
+ * cells in all. */
+int rt_plot_grid_svg(FILE *out, const rt_plot_grid *g, char *err,
+		     size_t err_size);
+
+/* As the three above, into the file at path (created or truncated). A
  * failure to open, write or close it is ATTNRT_ERR_IO naming path. */
 int rt_plot_lines_save(const char *path, const rt_plot_lines *p, char *err,
 		       size_t err_size);
 int rt_plot_heatmap_save(const char *path, const rt_plot_heatmap *h,
 			 char *err, size_t err_size);
+int rt_plot_grid_save(const char *path, const rt_plot_grid *g, char *err,
+		      size_t err_size);
 
 /* The 'Reds' colour map at t in [0, 1] (clamped; NaN gives grey) as
  * 8-bit RGB: ColorBrewer's nine stops from #fff5f0 to #67000d, linearly

@@ -3,7 +3,8 @@
  * well formed (checked by a tiny XML reader below: one root, nested
  * tags, quoted attributes, known entities), holds the expected number of
  * lines, markers and cells with the right colours, escapes its text, and
- * bad input or an unwritable path is reported, not drawn.
+ * bad input or an unwritable path is reported, not drawn; a grid of
+ * heatmaps shares one colour scale over its panels.
  */
 #include "attnrt.h"
 #include "rt_plot.h"
@@ -391,6 +392,93 @@ START_TEST(test_save_writes_the_file_or_names_the_path_it_cannot_write)
 }
 END_TEST
 
+START_TEST(test_grid_draws_each_panel_and_heading_with_one_colour_scale)
+{
+	float a[4] = {0, 0.5f, 1, 0.25f}, b[6] = {0.1f, 0.2f, 0.3f, 0.4f, 0.6f,
+						 0.7f};
+	float c[2] = {0.5f, 0.5f};
+	rt_plot_heatmap panels[4] = {
+		{"Head 1", NULL, NULL, a, 2, 2},
+		{"Head 2", NULL, NULL, b, 2, 3},
+		{"Head 1", NULL, NULL, c, 1, 2},
+		{NULL, NULL, NULL, NULL, 0, 0}, /* blank */
+	};
+	const char *rows[2] = {"Encoder <self>", NULL};
+	rt_plot_grid g = {"go . => va !", "Key positions", "Query positions",
+			  panels, rows, 2, 2};
+	membuf m;
+	ck_assert_int_eq(rt_plot_grid_svg(mem_open(&m), &g, NULL, 0), ATTNRT_OK);
+	char *doc = mem_close(&m);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"cell\""), 4 + 6 + 2);
+	ck_assert_int_eq(count(doc, "class=\"panel-title\""), 3);
+	ck_assert_int_eq(count(doc, "class=\"row-title\""), 1);
+	ck_assert_ptr_nonnull(strstr(doc, ">Encoder &lt;self&gt;</text>"));
+	ck_assert_int_eq(count(doc, "class=\"title\""), 1);
+	ck_assert_int_eq(count(doc, ">Key positions</text>"), 3);
+	/* beside the first column only: one per row */
+	ck_assert_int_eq(count(doc, ">Query positions</text>"), 2);
+	ck_assert_int_eq(count(doc, "class=\"colour-bar\""), 1);
+	/* one scale over all panels: 0 and 1 of the first are its ends, and
+	 * the 0.5 of the third panel is the middle of it */
+	ck_assert_int_eq(count(doc, "fill=\"#fff5f0\"><title>0, 0: 0</title>"), 1);
+	ck_assert_int_eq(count(doc, "fill=\"#67000d\"><title>1, 0: 1</title>"), 1);
+	ck_assert_int_eq(count(doc, "fill=\"#fb6a4a\""), 3);
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_grid_rejects_no_panels_no_values_and_too_many_cells)
+{
+	char err[128];
+	float v[1] = {1};
+	rt_plot_heatmap panels[2] = {{NULL, NULL, NULL, NULL, 0, 0},
+				     {NULL, NULL, NULL, NULL, 0, 0}};
+	rt_plot_grid g = {NULL, NULL, NULL, panels, NULL, 0, 2};
+	ck_assert_int_eq(rt_plot_grid_svg(stdout, &g, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "no panels to draw");
+	g.n_rows = 1;
+	ck_assert_int_eq(rt_plot_grid_svg(stdout, &g, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "no values to draw");
+	panels[0] = (rt_plot_heatmap){NULL, NULL, NULL, v, 1000, 600};
+	panels[1] = panels[0];
+	ck_assert_int_eq(rt_plot_grid_svg(stdout, &g, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "1200000 cells are too many to draw (at most "
+			      "1000000)");
+	panels[1].rows = 0; /* has values, but no rows: refused as a heatmap */
+	ck_assert_int_eq(rt_plot_grid_svg(stdout, &g, err, sizeof err),
+			 ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "no values to draw");
+}
+END_TEST
+
+START_TEST(test_grid_save_writes_the_file_or_names_the_path)
+{
+	char path[] = "/tmp/attnc_grid_XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	float v[4] = {1, 2, 3, 4};
+	rt_plot_heatmap p = {NULL, NULL, NULL, v, 2, 2};
+	rt_plot_grid g = {"w", "Keys", "Queries", &p, NULL, 1, 1};
+	char err[256];
+	ck_assert_int_eq(rt_plot_grid_save(path, &g, err, sizeof err), ATTNRT_OK);
+	const char *doc = read_all(path);
+	ck_assert(xml_is_well_formed(doc));
+	ck_assert_int_eq(count(doc, "class=\"cell\""), 4);
+	ck_assert_ptr_null(strstr(doc, "row-title"));
+	remove(path);
+	ck_assert_int_eq(rt_plot_grid_save("/nonexistent/dir/g.svg", &g, err,
+					   sizeof err),
+			 ATTNRT_ERR_IO);
+	ck_assert_str_eq(err, "cannot write '/nonexistent/dir/g.svg': No such "
+			      "file or directory");
+}
+END_TEST
+
 static Suite *plot_suite(void)
 {
 	Suite *s = suite_create("runtime_plot");
@@ -405,6 +493,9 @@ static Suite *plot_suite(void)
 	tcase_add_test(tc, test_heatmap_draws_nan_grey_and_a_constant_matrix);
 	tcase_add_test(tc, test_heatmap_rejects_empty_or_huge_matrices);
 	tcase_add_test(tc, test_save_writes_the_file_or_names_the_path_it_cannot_write);
+	tcase_add_test(tc, test_grid_draws_each_panel_and_heading_with_one_colour_scale);
+	tcase_add_test(tc, test_grid_rejects_no_panels_no_values_and_too_many_cells);
+	tcase_add_test(tc, test_grid_save_writes_the_file_or_names_the_path);
 	suite_add_tcase(s, tc);
 	return s;
 }
