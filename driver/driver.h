@@ -10,8 +10,12 @@
 #include "cg_program.h"
 #include "interp.h"
 #include "ir.h"
+#include "rt_nmt.h"
+
+#include <stdio.h>
 
 #define DRV_MAX_LIST 64
+#define DRV_MAX_GRAD_OUTPUTS 1024 /* the loss and a gradient per parameter */
 
 typedef struct drv_sym_value {
 	const char *opt; /* the option that gave it: "--sym" or "--batch" */
@@ -41,6 +45,10 @@ typedef struct drv_options {
 	double lr;      /* --lr; 0 = the train block's */
 	const char *metrics;        /* --metrics FILE: JSON lines per epoch */
 	const char *plot, *heatmap; /* --plot FILE.svg, --heatmap FILE.svg */
+	const char *data;  /* --data FILE: translation pairs (Tatoeba format) */
+	int64_t examples;  /* --examples N; 0: the train block's, -1: all */
+	const char *translate[DRV_MAX_LIST]; /* --translate SENTENCE */
+	uint32_t n_translate;
 } drv_options;
 
 /* Runs the entry point on its example inputs under the reference
@@ -194,17 +202,23 @@ typedef struct drv_batch_source {
 } drv_batch_source;
 
 /* Whether the driver can feed the loss entry of tc: reports a `data`
- * setting it has no source for, at its line, or an entry that takes
- * inputs with no `data` to feed them. */
+ * setting it has no source for (or bad arguments of nmt(...)), at its
+ * line, or an entry that takes inputs with no `data` to feed them. */
 bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 			    const drv_train_config *tc);
 
-/* Opens the source the train block's `data` names for the compiled
- * gradient function of tc; false after reporting. src->fini (if set)
- * closes it. */
-bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
-			   const drv_train_config *tc, const drv_jit *j,
-			   drv_batch_source *src);
+/* What a training run (or --gradcheck) reads before it compiles. */
+typedef struct drv_data {
+	rt_nmt_data *nmt; /* the pairs of data = nmt(...), or NULL */
+	drv_options o;    /* the run's options, the data's dims bound */
+} drv_data;
+
+/* Loads the data tc names (for nmt(...): prints what was read, binds
+ * V_src and V_tgt in data->o); false after reporting. drv_data_close
+ * frees it either way. */
+bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const drv_train_config *tc, drv_data *data);
+void drv_data_close(drv_data *data);
 
 /* The compiled gradient function of a training run and its memory: the
  * gradient block (the params block's layout), which its outputs
@@ -217,7 +231,7 @@ typedef struct drv_grad {
 	void *grads, *scratch;
 	float *loss;   /* the loss output */
 	size_t n_loss; /* its elements (1 for a scalar loss) */
-	void *outputs[64];
+	void *outputs[DRV_MAX_GRAD_OUTPUTS];
 } drv_grad;
 
 /* Finds the gradient function of tc in j and allocates its memory;
@@ -225,6 +239,14 @@ typedef struct drv_grad {
 bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 		   const drv_train_config *tc, const drv_jit *j, drv_grad *g);
 void drv_grad_close(drv_grad *g);
+
+/* Opens the source the train block's `data` names (read into data) for
+ * the compiled gradient function g of j; false after reporting.
+ * src->fini (if set) closes it. */
+bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
+			   const drv_train_config *tc, const drv_data *data,
+			   const drv_jit *j, const drv_grad *g,
+			   drv_batch_source *src);
 
 /* Runs the gradient function on batch b with run: fills the gradient
  * block and sets *loss to the sum of the loss output. */
@@ -253,5 +275,90 @@ bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
  * (exit status 1) if the worst relative error is 1e-2 or more. */
 bool drv_gradcheck(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		   const drv_train_config *tc);
+
+/* ---- translation data (nmt.c) ------------------------------------------------------------ */
+
+/* Whether a `data` setting names the translation pairs: nmt(...). */
+bool drv_nmt_is_source(const ir_setting *data);
+
+/* Checks the arguments of data = nmt(examples = N, steps = T): examples
+ * an integer >= 0 (0: every line), steps a positive integer (d2l's 600
+ * and 10 when left out); reports a bad or unknown one at its line. */
+bool drv_nmt_check(ir_ctx *ctx, const ir_setting *data);
+
+/* Loads the pairs the setting says with rt_nmt (--data FILE, else the
+ * built-in corpus; --examples N over the setting's examples) and prints
+ * what was read: pairs and lines, skipped and handled lines by kind, the
+ * vocabularies. *out is the caller's to free with rt_nmt_free. False
+ * after reporting (a missing or empty file, no usable pair). */
+bool drv_nmt_load(ir_ctx *ctx, const ir_setting *data, const drv_options *o,
+		  rt_nmt_data **out);
+
+/* Copies o into *out with the model's V_src and V_tgt bound to the sizes
+ * of d's vocabularies (over any --sym) and, if batch > 0, B to batch.
+ * Reports a model without V_src or V_tgt. */
+bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		  const rt_nmt_data *d, int64_t batch, drv_options *out);
+
+/* The batch source over d for the compiled gradient function g: each
+ * epoch the rows in an order drawn from (seed, epoch), batches of g's B
+ * rows, the last one filled up with rows of valid length 0; a batch
+ * counts its valid target tokens (n_items and loss_divisor). g's inputs
+ * are found by name (src, src_valid, tgt_in, tgt, tgt_valid) and must be
+ * i32 (B, T), or (B) for the valid lengths, with T the data's steps;
+ * anything else is reported at data's line. */
+bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
+			 const rt_nmt_data *d, uint64_t seed, const drv_grad *g,
+			 drv_batch_source *src);
+
+/* ---- translation (translate.c, attention.c) ---------------------------------------------- */
+
+/* Whether m is a seq2seq model: it exports `encode` and `decode_step`. */
+bool drv_is_seq2seq(const ir_module *m);
+
+/* Before anything runs: --translate needs a seq2seq model whose train
+ * block says data = nmt(...) (for the vocabularies), and the weights of
+ * --train or --load. Reports and returns false if not. */
+bool drv_translate_check(ir_ctx *ctx, const ir_module *m,
+			 const drv_options *o);
+
+/* Translates the sentences of --translate (with trained and none given:
+ * the book's four test sentences) by greedy decoding, d2l's
+ * predict_seq2seq: `encode` and `decode_step` compiled again with B the
+ * number of sentences, every sentence encoded once, then one
+ * decode_step a token from <bos>, with the carried state, up to T steps
+ * or <eos>. The weights are trained's params block, or (trained NULL)
+ * --load's. Prints "SENTENCE => TRANSLATION, bleu 1.000" a line (BLEU
+ * with k = 2 against the reference the data has for the sentence, if
+ * any), writes {"src", "pred", "ref", "bleu"} lines to metrics (may be
+ * NULL), and with --heatmap draws the attention of the last sentence.
+ * False after reporting. */
+bool drv_translate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const rt_nmt_data *d, const drv_jit *trained, FILE *metrics);
+
+/* --translate with --load and no --train: loads the data of the train
+ * block, opens --metrics, then drv_translate. */
+bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m,
+			  const drv_options *o);
+
+/* The attention weights of one translated sentence, as the book draws
+ * them: up to 4 figures (the encoder's self-attention, then the per-step
+ * ones of decode_step), each (layers, heads, queries, keys). */
+#define DRV_MAX_FIGS 4
+typedef struct drv_attention {
+	uint32_t n_figs;
+	struct drv_attention_fig {
+		const char *name; /* "Encoder self-attention", ... */
+		int layers, heads, queries, keys;
+		float *w; /* (layers, heads, queries, keys), through ctx */
+	} figs[DRV_MAX_FIGS];
+	const char *src, *pred; /* the sentence and its translation */
+} drv_attention;
+
+/* Draws every figure of a as one SVG at path: a row of heads per figure
+ * and layer. Says what it wrote on stdout; false after reporting. */
+bool drv_attention_draw(ir_ctx *ctx, const ir_module *m,
+			const drv_attention *a, const char *path);
+void drv_attention_fini(ir_ctx *ctx, drv_attention *a);
 
 #endif

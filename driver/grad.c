@@ -1,31 +1,34 @@
 /*
- * grad.c - what training and --gradcheck share: the compiled gradient
- * function (<entry>_grad, added by autodiff) with its outputs written
- * straight into a gradient block laid out like the params block, the
- * sources of batches that feed it, and copies of its parameters and
- * inputs for the reference interpreter.
+ * grad.c - what training and --gradcheck share: the data a run reads
+ * before it compiles, the compiled gradient function (<entry>_grad, added
+ * by autodiff) with its outputs written straight into a gradient block
+ * laid out like the params block, the sources of batches that feed it,
+ * and copies of its parameters and inputs for the reference interpreter.
  *
  * A batch source is the one interface a data pipeline implements (fill
- * the inputs of batch i of an epoch). Today there is one: a loss that
- * takes no inputs, its data constants in the graph (models/nw_param.g),
- * where an epoch is one full-batch step. Any other `data` setting is an
- * error at its line, so the NMT pipeline plugs in here.
+ * the inputs of batch i of an epoch). There are two: the translation
+ * pairs of `data = nmt(...)` (nmt.c), and a loss that takes no inputs,
+ * its data constants in the graph (models/nw_param.g), where an epoch is
+ * one full-batch step. Any other `data` setting is an error at its line.
  */
 #include "driver.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- batch sources ---------------------------------------------------------------- */
+/* ---- data and batch sources ----------------------------------------------------------- */
 
 bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 			    const drv_train_config *tc)
 {
 	const ir_func *f = ir_module_find_func(m, tc->entry);
+	if (drv_nmt_is_source(tc->data))
+		return drv_nmt_check(ctx, tc->data);
 	if (tc->data) {
 		const ir_value *v = &tc->data->value;
 		ir_error(ctx, tc->data->loc, "data = %s%s: this attnc has no such "
-			 "data source yet; it trains only a loss that takes no "
+			 "data source; it trains on translation pairs (data = "
+			 "nmt(examples = N, steps = T)) or a loss that takes no "
 			 "inputs, its data constants in the graph",
 			 v->kind == IR_VAL_NUM ? "a number" : v->str,
 			 v->kind == IR_VAL_CALL ? "(...)" : "");
@@ -39,6 +42,23 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 		return false;
 	}
 	return true;
+}
+
+bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const drv_train_config *tc, drv_data *data)
+{
+	memset(data, 0, sizeof *data);
+	data->o = *o;
+	if (!drv_nmt_is_source(tc->data))
+		return true;
+	return drv_nmt_load(ctx, tc->data, o, &data->nmt) &&
+	       drv_nmt_bind(ctx, m, o, data->nmt, 0, &data->o);
+}
+
+void drv_data_close(drv_data *data)
+{
+	rt_nmt_free(data->nmt);
+	data->nmt = NULL;
 }
 
 /* The graph source: no inputs; each batch counts the samples of the
@@ -60,12 +80,16 @@ static double graph_samples(const drv_jit *j)
 }
 
 bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
-			   const drv_train_config *tc, const drv_jit *j,
+			   const drv_train_config *tc, const drv_data *data,
+			   const drv_jit *j, const drv_grad *g,
 			   drv_batch_source *src)
 {
 	memset(src, 0, sizeof *src);
 	if (!drv_batch_source_check(ctx, m, tc))
 		return false;
+	if (data->nmt)
+		return drv_nmt_source_open(ctx, tc->data, data->nmt, data->o.seed,
+					   g, src);
 	double *samples = malloc(sizeof *samples);
 	if (!samples) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
@@ -133,7 +157,13 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 	g->fn = cg_program_entry(j->p, name);
 	const attnrt_tensor_info *outs = cg_program_outputs(j->p, name, &n_out);
 	g->inputs = cg_program_inputs(j->p, name, &g->n_inputs);
-	if (!g->f || !g->fn || n_out < 1 || n_out > 64 || g->n_inputs > 64) {
+	if (n_out > DRV_MAX_GRAD_OUTPUTS || g->n_inputs > 64) {
+		ir_error(ctx, (ir_loc){0}, "'%s' has %u inputs and %u outputs; "
+			 "training takes at most 64 and %d", name, g->n_inputs,
+			 n_out, DRV_MAX_GRAD_OUTPUTS);
+		return false;
+	}
+	if (!g->f || !g->fn || n_out < 1) {
 		ir_error(ctx, (ir_loc){0}, "model %s has no compiled gradient "
 			 "function '%s'", m->name, name);
 		return false;

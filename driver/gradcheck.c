@@ -30,6 +30,7 @@ typedef struct checker {
 	const ir_module *m;
 	const drv_options *o;
 	const ir_func *loss_f; /* the loss entry, after the passes */
+	drv_data data;
 	drv_jit jit;
 	drv_grad grad;
 	drv_batch_source src;
@@ -178,10 +179,12 @@ static bool checker_open(checker *c, const drv_train_config *tc)
 		ir_error(c->ctx, c->loss_f->loc, "too many outputs");
 		return false;
 	}
-	if (!drv_jit_open(c->ctx, c->m, c->o, ir_module_default_func(c->m), true,
-			  &c->jit) ||
+	if (!drv_data_open(c->ctx, c->m, c->o, tc, &c->data) ||
+	    !drv_jit_open(c->ctx, c->m, &c->data.o, ir_module_default_func(c->m),
+			  true, &c->jit) ||
 	    !drv_grad_open(c->ctx, c->m, tc, &c->jit, &c->grad) ||
-	    !drv_batch_source_open(c->ctx, c->m, tc, &c->jit, &c->src) ||
+	    !drv_batch_source_open(c->ctx, c->m, tc, &c->data, &c->jit, &c->grad,
+				   &c->src) ||
 	    !c->src.fill(c->src.state, 0, 0, &c->batch) ||
 	    !drv_grad_run(c->ctx, &c->jit, &c->grad, &c->batch, &run, &loss))
 		return false;
@@ -204,6 +207,7 @@ static void checker_close(checker *c)
 		c->src.fini(c->src.state);
 	drv_grad_close(&c->grad);
 	drv_jit_close(c->ctx, &c->jit);
+	drv_data_close(&c->data);
 }
 
 static bool run_checks(checker *c, double *worst)

@@ -53,14 +53,24 @@ static const char usage[] =
 	"  --epochs N           train N epochs instead of the file's number\n"
 	"  --lr X               learning rate X instead of the file's\n"
 	"  --batch N            batch size (the value of the dimension B)\n"
-	"  --metrics FILE       write one JSON line per epoch to FILE\n"
+	"  --metrics FILE       write one JSON line per epoch (and per\n"
+	"                       translation) to FILE\n"
 	"  --gradcheck          check the compiled gradient against finite\n"
 	"                       differences in float64; status 1 if it is off\n"
+	"\n"
+	"Translation (seq2seq models; docs/translation.md):\n"
+	"  --data FILE          train on the English<TAB>French pairs of FILE\n"
+	"                       instead of the built-in corpus\n"
+	"  --examples N         use the pairs of the first N + 1 lines (0: all)\n"
+	"  --translate TEXT     translate TEXT after --train or --load, with\n"
+	"                       BLEU against the data's reference (repeatable)\n"
 	"\n"
 	"Pictures (SVG; with --interp, --jit or --train):\n"
 	"  --plot FILE.svg      the loss per epoch; for regression models the\n"
 	"                       prediction against the truth and the data\n"
-	"  --heatmap FILE.svg   the entry's output `weights` as a heatmap\n"
+	"  --heatmap FILE.svg   the entry's output `weights` as a heatmap; for\n"
+	"                       seq2seq models the attention of the last\n"
+	"                       translation\n"
 	"\n"
 	"Ahead of time:\n"
 	"  -c [-o NAME.o]       write an object file and its header NAME.h\n"
@@ -163,7 +173,32 @@ static const char **file_option(drv_options *o, const char *a)
 	       : strcmp(a, "--metrics") == 0 ? &o->metrics
 	       : strcmp(a, "--plot") == 0    ? &o->plot
 	       : strcmp(a, "--heatmap") == 0 ? &o->heatmap
+	       : strcmp(a, "--data") == 0    ? &o->data
 					     : NULL;
+}
+
+/* --examples N: a count, or 0 for every line. */
+static bool parse_examples(ir_ctx *ctx, const char *v, int64_t *out)
+{
+	uint64_t n;
+	if (!parse_u64(v, &n) || n > INT32_MAX) {
+		ir_error(ctx, (ir_loc){0}, "--examples: '%s' is not an integer "
+			 ">= 0", v);
+		return false;
+	}
+	*out = n ? (int64_t)n : -1;
+	return true;
+}
+
+static bool add_sentence(ir_ctx *ctx, drv_options *o, const char *v)
+{
+	if (o->n_translate == DRV_MAX_LIST) {
+		ir_error(ctx, (ir_loc){0}, "too many --translate (at most %d)",
+			 DRV_MAX_LIST);
+		return false;
+	}
+	o->translate[o->n_translate++] = v;
+	return true;
 }
 
 /* Options that take the next argument as their value. */
@@ -173,6 +208,10 @@ static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 	const char **file = file_option(o, a);
 	if (file)
 		*file = v;
+	else if (strcmp(a, "--examples") == 0)
+		return parse_examples(ctx, v, &o->examples);
+	else if (strcmp(a, "--translate") == 0)
+		return add_sentence(ctx, o, v);
 	else if (strcmp(a, "--epochs") == 0)
 		return parse_count(ctx, a, v, &o->epochs);
 	else if (strcmp(a, "--lr") == 0)
@@ -198,7 +237,8 @@ static bool is_valued(const char *a)
 	static const char *const names[] = {
 		"--entry", "-o",      "--load",   "--save",    "--sym",
 		"--batch", "--threads", "--seed", "--epochs", "--lr",
-		"--metrics", "--plot", "--heatmap"};
+		"--metrics", "--plot", "--heatmap", "--data", "--examples",
+		"--translate"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(a, names[i]) == 0)
 			return true;
@@ -239,6 +279,23 @@ static bool print_info(const char *a)
 	return true;
 }
 
+/* Options of translation that must go together. */
+static const char *check_translation(const drv_options *o)
+{
+	if ((o->data || o->examples) && !o->train && !o->gradcheck &&
+	    !o->n_translate)
+		return "--data and --examples need --train, --gradcheck or "
+		       "--translate";
+	if (o->n_translate && (o->interp || o->compile_only || o->emit ||
+			       o->gradcheck))
+		return "--translate runs native code after --train or --load, "
+		       "not with --interp, -c, --emit or --gradcheck";
+	if (o->n_translate && !o->train && !o->load)
+		return "--translate needs weights to translate with: --train or "
+		       "--load FILE";
+	return NULL;
+}
+
 /* Options of training that must go together. */
 static const char *check_training(const drv_options *o)
 {
@@ -251,7 +308,8 @@ static const char *check_training(const drv_options *o)
 		return "-c and --emit write code; they do not train";
 	if (is_training && o->stats)
 		return "--stats does not go with --train or --gradcheck";
-	if ((o->epochs || o->lr > 0 || o->metrics) && !o->train)
+	if ((o->epochs || o->lr > 0 || (o->metrics && !o->n_translate)) &&
+	    !o->train)
 		return "--epochs, --lr and --metrics need --train";
 	if (o->gradcheck && (o->plot || o->heatmap || o->save))
 		return "--gradcheck checks; it does not draw or save";
@@ -268,13 +326,16 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 		bad = "no model file given (see --help)";
 	else if ((bad = check_training(o)) != NULL)
 		;
+	else if ((bad = check_translation(o)) != NULL)
+		;
 	else if (o->interp && o->jit)
 		bad = "--interp and --jit: choose one";
 	else if ((o->compile_only || o->emit) && (o->interp || o->jit))
 		bad = "-c and --emit write code; they do not run it with --interp or --jit";
 	else if (o->output && !o->compile_only && !o->emit)
 		bad = "-o needs -c or --emit";
-	else if ((o->load || o->save) && !o->jit && !o->train && !o->gradcheck)
+	else if ((o->load || o->save) && !o->jit && !o->train && !o->gradcheck &&
+		 !o->n_translate)
 		bad = "--load and --save need --jit or --train";
 	if (bad)
 		ir_error(ctx, (ir_loc){0}, "%s", bad);
@@ -328,7 +389,7 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 	}
 	if (!check_combination(ctx, o))
 		return 1;
-	o->jit |= o->train || o->gradcheck;
+	o->jit |= o->train || o->gradcheck || o->n_translate;
 	return 0;
 }
 
@@ -416,6 +477,8 @@ int main(int argc, char **argv)
 		ir_module_print(m, stdout);
 	if ((o.plot || o.heatmap) && !drv_pictures_check(&ctx, m, &o, o.train))
 		goto out;
+	if (o.n_translate && !drv_translate_check(&ctx, m, &o))
+		goto out;
 	if (o.compile_only || o.emit) {
 		if (!drv_emit(&ctx, m, &o))
 			goto out;
@@ -424,6 +487,9 @@ int main(int argc, char **argv)
 			goto out;
 	} else if (o.gradcheck) {
 		if (!drv_gradcheck(&ctx, m, &o, &tc))
+			goto out;
+	} else if (o.n_translate) {
+		if (!drv_translate_loaded(&ctx, m, &o))
 			goto out;
 	} else if (o.jit) {
 		if (!drv_run_jit(&ctx, m, &o))

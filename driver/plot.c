@@ -4,7 +4,8 @@
  * prediction and training points), the loss per epoch like d2l's
  * Animator, and a heatmap of the attention weights like its
  * show_heatmaps. The model's functions run through drv_exec, so every
- * picture works under --interp, --jit and after --train alike.
+ * picture works under --interp, --jit and after --train alike. (The
+ * seq2seq models' heatmaps, of a translation, are drawn by attention.c.)
  */
 #include "driver.h"
 
@@ -252,6 +253,14 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	}
 	if (!o->heatmap)
 		return true;
+	if (drv_is_seq2seq(m) && (is_training || o->n_translate))
+		return true; /* the attention of the last translation */
+	if (drv_is_seq2seq(m)) {
+		ir_error(ctx, (ir_loc){0}, "--heatmap: model %s draws the "
+			 "attention of a translation: give --train, or --load "
+			 "and --translate", m->name);
+		return false;
+	}
 	const ir_func *f = drv_entry(ctx, m, o, true);
 	if (f && find_output(f, "weights") < 0)
 		ir_error(ctx, f->loc, "--heatmap: '%s' has no output named "
@@ -269,5 +278,7 @@ bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs)
 	if (plot && !drv_is_regression(e->m) &&
 	    !plot_losses(e, plot, losses, n_epochs))
 		return false;
-	return !e->o->heatmap || plot_heatmap(e, e->o->heatmap);
+	/* a seq2seq model's heatmap comes with its translations */
+	return !e->o->heatmap || drv_is_seq2seq(e->m) ||
+	       plot_heatmap(e, e->o->heatmap);
 }

@@ -25,6 +25,7 @@ typedef struct trainer {
 	const ir_module *m;
 	const drv_options *o;
 	const drv_train_config *tc;
+	drv_data data;
 	drv_jit jit;
 	drv_grad grad;
 	drv_batch_source src;
@@ -275,9 +276,11 @@ static bool trainer_open(trainer *t)
 	char err[256];
 	const ir_func *f = ir_module_default_func(t->m);
 	if (!open_metrics(t) ||
-	    !drv_jit_open(t->ctx, t->m, t->o, f, true, &t->jit) ||
+	    !drv_data_open(t->ctx, t->m, t->o, t->tc, &t->data) ||
+	    !drv_jit_open(t->ctx, t->m, &t->data.o, f, true, &t->jit) ||
 	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit, &t->grad) ||
-	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->jit, &t->src))
+	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->data, &t->jit,
+				   &t->grad, &t->src))
 		return false;
 	t->table = cg_program_params(t->jit.p, &t->n_params);
 	if (attnrt_optim_create(NULL, &t->tc->optim, t->table, t->n_params,
@@ -307,6 +310,7 @@ static bool trainer_close(trainer *t)
 	attnrt_optim_destroy(t->optim);
 	drv_grad_close(&t->grad);
 	drv_jit_close(t->ctx, &t->jit);
+	drv_data_close(&t->data);
 	ir_free(t->ctx, t->losses);
 	return ok;
 }
@@ -359,7 +363,10 @@ static bool train_all(trainer *t)
 	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
 	return (!t->o->save || drv_jit_save(t->ctx, t->m, t->o, &t->jit)) &&
 	       (!(t->o->plot || t->o->heatmap) ||
-		drv_pictures(&e, t->losses, (uint32_t)t->tc->epochs));
+		drv_pictures(&e, t->losses, (uint32_t)t->tc->epochs)) &&
+	       (!t->data.nmt || !drv_is_seq2seq(t->m) ||
+		drv_translate(t->ctx, t->m, t->o, t->data.nmt, &t->jit,
+			      t->metrics));
 }
 
 bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,

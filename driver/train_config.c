@@ -174,6 +174,12 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	if (ok && o->train)
 		ok = read_schedule(ctx, m, o, tc);
 	tc->is_full = ok && o->train;
+	if (ok && (o->data || o->examples) && !drv_nmt_is_source(tc->data)) {
+		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "--data and "
+			 "--examples: model %s does not train on translation "
+			 "pairs (data = nmt(...))", m->name);
+		ok = false;
+	}
 	if (!ok || !drv_batch_source_check(ctx, m, tc))
 		return false;
 	char grad[256];
