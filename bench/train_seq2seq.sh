@@ -192,15 +192,17 @@ def torch_row(model, n):
 def attnc_row(model):
     base = os.path.join(out, f'attnc-{model}')
     r = common(base)
-    epochs = [json.loads(l) for l in read(base + '.metrics').splitlines()
-              if l.startswith('{')]
+    records = [json.loads(l) for l in read(base + '.metrics').splitlines()
+               if l.startswith('{')]
+    epochs = [e for e in records if 'epoch' in e]
     if r is None or r['rc'] != 0 or not epochs:
         return None
     seconds = sum(e['seconds'] for e in epochs)
     tokens = sum(e['seconds'] * e['tokens_per_sec'] for e in epochs)
     r.update(name=f'attnc {attnc_threads} thr', seconds=seconds,
              loss=epochs[-1]['loss'], rate=tokens / seconds if seconds else 0,
-             last=epochs[-1]['tokens_per_sec'], translations=None)
+             last=epochs[-1]['tokens_per_sec'],
+             translations=[t for t in records if 'src' in t])
     return r
 
 
@@ -239,16 +241,21 @@ data, translating); tokens/s: all epochs' target tokens (d2l's count) over
 train s; last ep.: the last epoch's tokens/s, the figure d2l prints;
 MiB: peak resident memory; vs torch: attnc's tokens/s over the fastest
 PyTorch run's.""")
+
+
+def said(t):
+    """One translation and its BLEU (none when attnc found no reference)."""
+    score = 'no reference' if t.get('bleu') is None else f"bleu {t['bleu']:.3f}"
+    return f"{t['src']} => {t['pred']} ({score})"
+
+
 for model in models.split():
-    for n in (torch_threads.split() if run_torch == '1' else []):
-        r = torch_row(model, n)
+    rows = [(f'pytorch {n} thr', torch_row(model, n))
+            for n in (torch_threads.split() if run_torch == '1' else [])]
+    if run_attnc == '1':
+        rows.append((f'attnc {attnc_threads} thr', attnc_row(model)))
+    for name, r in rows:
         if r:
-            print(f'{model}, pytorch {n} thr: ' + '; '.join(
-                f"{t['src']} => {t['pred']} (bleu {t['bleu']:.3f})"
-                for t in r['translations']))
-    if run_attnc == '1' and attnc_row(model):
-        said = [l.strip() for l in
-                read(os.path.join(out, f'attnc-{model}.log')).splitlines()
-                if 'bleu' in l.lower()]
-        print(f'{model}, attnc: ' + ('; '.join(said) or 'no translations'))
+            print(f'{model}, {name}: ' + ('; '.join(map(said, r['translations']))
+                                         or 'no translations'))
 EOF
