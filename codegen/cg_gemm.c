@@ -102,8 +102,7 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	return true;
 }
 
-/* 16 floats if the host CPU has AVX-512F, else 8. */
-static int host_vector_width(void)
+int cg_gemm_host_vector_width(void)
 {
 	char *features = LLVMGetHostCPUFeatures();
 	int vw = strstr(features, "+avx512f") ? 16 : 8;
@@ -159,7 +158,8 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
 {
 	if (!check_spec(spec, plan, err, err_len))
 		return false;
-	plan->vw = spec->vector_width ? spec->vector_width : host_vector_width();
+	plan->vw = spec->vector_width ? spec->vector_width
+					   : cg_gemm_host_vector_width();
 	plan->nr = 2 * plan->vw;
 	choose_packing(spec, plan);
 	choose_blocks(spec, plan);

@@ -75,6 +75,9 @@ typedef struct cg_gemm_plan {
 	int64_t batch;         /* >= 1 */
 } cg_gemm_plan;
 
+/* Floats per vector on the host CPU: 16 if it has AVX-512F, else 8. */
+int cg_gemm_host_vector_width(void);
+
 /* Checks a spec and fills in its plan. Returns false, with a message in
  * err (of err_len bytes), if the spec is invalid: a size < 1, a leading
  * dimension smaller than its row, a negative batch or stride, matrices

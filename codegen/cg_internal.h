@@ -72,6 +72,11 @@ LLVMValueRef cg_i64(cg_fn *f, int64_t v);
 LLVMValueRef cg_i32(cg_fn *f, int32_t v);
 LLVMValueRef cg_f32(cg_fn *f, float v);
 
+/* The constant v of type t (float, or integer taking v's low bits), in
+ * every lane if t is a vector type. */
+LLVMValueRef cg_const_real(LLVMTypeRef t, double v);
+LLVMValueRef cg_const_int(LLVMTypeRef t, uint64_t v);
+
 /* Integer arithmetic on i64 values (no-wrap flags: all indices are
  * non-negative and small). */
 LLVMValueRef cg_add(cg_fn *f, LLVMValueRef a, LLVMValueRef b);

@@ -94,6 +94,35 @@ LLVMValueRef cg_f32(cg_fn *f, float v)
 	return LLVMConstReal(cg_t_f32(f), v);
 }
 
+/* The constant c of scalar type t, or c in every lane of vector type t. */
+static LLVMValueRef splat_const(LLVMTypeRef t, LLVMValueRef c)
+{
+	if (LLVMGetTypeKind(t) != LLVMVectorTypeKind)
+		return c;
+	LLVMValueRef lanes[64];
+	unsigned n = LLVMGetVectorSize(t);
+	assert(n <= 64);
+	for (unsigned i = 0; i < n; i++)
+		lanes[i] = c;
+	return LLVMConstVector(lanes, n);
+}
+
+static LLVMTypeRef elem_type(LLVMTypeRef t)
+{
+	return LLVMGetTypeKind(t) == LLVMVectorTypeKind ? LLVMGetElementType(t)
+							: t;
+}
+
+LLVMValueRef cg_const_real(LLVMTypeRef t, double v)
+{
+	return splat_const(t, LLVMConstReal(elem_type(t), v));
+}
+
+LLVMValueRef cg_const_int(LLVMTypeRef t, uint64_t v)
+{
+	return splat_const(t, LLVMConstInt(elem_type(t), v, 0));
+}
+
 /* ---- integer arithmetic ---------------------------------------------------- */
 
 LLVMValueRef cg_add(cg_fn *f, LLVMValueRef a, LLVMValueRef b)

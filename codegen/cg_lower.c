@@ -408,6 +408,10 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_mse_loss(k);
 	case IR_OP_CROSS_ENTROPY:
 		return cg_lower_cross_entropy(k);
+	case IR_OP_FUSED_ATTENTION:
+		return cg_lower_fused_attention(k);
+	case IR_OP_FUSED_ATTENTION_GRAD:
+		return cg_lower_fused_attention_grad(k);
 	case IR_OP_COUNT:
 		break;
 	}

@@ -73,6 +73,13 @@ LLVMValueRef cg_lower_fcall(cg_fn *f, const char *name, LLVMValueRef a,
 /* exp and tanh of an f32 in IR that vectorizes (cg_lower_math.c). */
 LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x);
 LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x);
+/* SplitMix64's finalizer (runtime/rt_rng.c mix()) of an i64 or a vector
+ * of them. */
+LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z);
+/* The dropout key mix(seed ^ mix(step << 20 ^ stream)) of this run: the
+ * random bits of element i are then cg_lower_mix64(key + i), as
+ * rt_rng_bits(seed, step << 20 ^ stream, i) (docs/ops.md). */
+LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream);
 /* Returns from the kernel with its error code (code | node << 8) when
  * cond holds, else continues after. */
 void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code);
@@ -129,5 +136,9 @@ bool cg_lower_embedding(cg_kernel *k);
 bool cg_lower_sort(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
+
+/* cg_lower_attn.c, cg_lower_attn_grad.c: the fused attention kernels. */
+bool cg_lower_fused_attention(cg_kernel *k);
+bool cg_lower_fused_attention_grad(cg_kernel *k);
 
 #endif

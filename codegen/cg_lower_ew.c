@@ -485,18 +485,26 @@ bool cg_lower_concat(cg_kernel *k)
 
 /* ---- dropout ---------------------------------------------------------------------- */
 
-/* SplitMix64's finalizer, as runtime/rt_rng.c mix(). */
-static LLVMValueRef mix64(cg_fn *f, LLVMValueRef z)
+LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z)
 {
 	LLVMBuilderRef b = f->b;
-	LLVMTypeRef t = cg_t_i64(f);
-	z = LLVMBuildAdd(b, z, LLVMConstInt(t, 0x9e3779b97f4a7c15ull, 0), "");
-	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, LLVMConstInt(t, 30, 0), ""), "");
-	z = LLVMBuildMul(b, z, LLVMConstInt(t, 0xbf58476d1ce4e5b9ull, 0), "");
-	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, LLVMConstInt(t, 27, 0), ""), "");
-	z = LLVMBuildMul(b, z, LLVMConstInt(t, 0x94d049bb133111ebull, 0), "");
-	return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, LLVMConstInt(t, 31, 0), ""),
-			    "");
+	LLVMTypeRef t = LLVMTypeOf(z);
+	z = LLVMBuildAdd(b, z, cg_const_int(t, 0x9e3779b97f4a7c15ull), "");
+	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, cg_const_int(t, 30), ""), "");
+	z = LLVMBuildMul(b, z, cg_const_int(t, 0xbf58476d1ce4e5b9ull), "");
+	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, cg_const_int(t, 27), ""), "");
+	z = LLVMBuildMul(b, z, cg_const_int(t, 0x94d049bb133111ebull), "");
+	return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, cg_const_int(t, 31), ""), "");
+}
+
+LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef seed = cg_kernel_run_field(k, cg_t_i64(f), 0);
+	LLVMValueRef step = cg_kernel_run_field(k, cg_t_i64(f), 8);
+	LLVMValueRef s = LLVMBuildXor(f->b, LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
+				      cg_i64(f, stream), "");
+	return cg_lower_mix64(f, LLVMBuildXor(f->b, seed, cg_lower_mix64(f, s), ""));
 }
 
 typedef struct dropout_cx {
@@ -512,7 +520,7 @@ static void dropout_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const dropout_cx *d = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef bits = mix64(f, LLVMBuildAdd(f->b, d->key, offs[0], ""));
+	LLVMValueRef bits = cg_lower_mix64(f, LLVMBuildAdd(f->b, d->key, offs[0], ""));
 	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_i64(f, 40), "");
 	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
 					  cg_i64(f, d->threshold), "");
@@ -543,12 +551,7 @@ bool cg_lower_dropout(cg_kernel *k)
 	run_nest(k, &n, copy_body, NULL);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, train);
-	LLVMValueRef seed = cg_kernel_run_field(k, cg_t_i64(f), 0);
-	LLVMValueRef step = cg_kernel_run_field(k, cg_t_i64(f), 8);
-	LLVMValueRef stream = LLVMBuildXor(
-		f->b, LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
-		cg_i64(f, k->node->attr.dropout.stream), "");
-	d.key = mix64(f, LLVMBuildXor(f->b, seed, mix64(f, stream), ""));
+	d.key = cg_lower_dropout_key(k, k->node->attr.dropout.stream);
 	cg_nest_emit(k, &n, k->lo, k->hi, dropout_body, &d);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);

@@ -10,8 +10,34 @@
  * below |x| = 0.625 and 1 - 2 / (e^2|x| + 1) above. Both are within a few
  * float ulps of the correctly rounded result (the interpreter's, which
  * rounds a double result). Results below the normal range flush to 0.
+ * Both take a float or a vector of floats (the fused attention kernels
+ * exponentiate a vector of scores at a time).
  */
 #include "cg_lower.h"
+
+/* The float constant v shaped like x (a float or a vector of them). */
+static LLVMValueRef fc(LLVMValueRef x, float v)
+{
+	return cg_const_real(LLVMTypeOf(x), v);
+}
+
+/* The i32 type with x's shape. */
+static LLVMTypeRef int_like(cg_fn *f, LLVMValueRef x)
+{
+	LLVMTypeRef t = LLVMTypeOf(x);
+	if (LLVMGetTypeKind(t) == LLVMVectorTypeKind)
+		return LLVMVectorType(cg_t_i32(f), LLVMGetVectorSize(t));
+	return cg_t_i32(f);
+}
+
+/* A float intrinsic of one or two arguments of x's type. */
+static LLVMValueRef call(cg_fn *f, const char *name, LLVMValueRef x,
+			 LLVMValueRef y)
+{
+	LLVMTypeRef t = LLVMTypeOf(x);
+	LLVMValueRef args[2] = {x, y};
+	return cg_intrinsic(f, name, &t, 1, args, y ? 2 : 1);
+}
 
 static LLVMValueRef fmul(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 {
@@ -26,18 +52,20 @@ static LLVMValueRef fadd(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 /* c[0] + x (c[1] + x (c[2] + ...)), Horner from the last coefficient. */
 static LLVMValueRef horner(cg_fn *f, LLVMValueRef x, const float *c, int n)
 {
-	LLVMValueRef p = cg_f32(f, c[n - 1]);
+	LLVMValueRef p = fc(x, c[n - 1]);
 	for (int i = n - 2; i >= 0; i--)
-		p = fadd(f, fmul(f, p, x), cg_f32(f, c[i]));
+		p = fadd(f, fmul(f, p, x), fc(x, c[i]));
 	return p;
 }
 
-/* 2^n as a float, for an i32 n in [-126, 127]. */
-static LLVMValueRef pow2(cg_fn *f, LLVMValueRef n)
+/* 2^n as a float, for an i32 n in [-126, 127]; like is a float of the
+ * result's shape. */
+static LLVMValueRef pow2(cg_fn *f, LLVMValueRef n, LLVMValueRef like)
 {
-	LLVMValueRef e = LLVMBuildAdd(f->b, n, cg_i32(f, 127), "");
-	return LLVMBuildBitCast(f->b, LLVMBuildShl(f->b, e, cg_i32(f, 23), ""),
-				cg_t_f32(f), "");
+	LLVMTypeRef it = LLVMTypeOf(n);
+	LLVMValueRef e = LLVMBuildAdd(f->b, n, cg_const_int(it, 127), "");
+	return LLVMBuildBitCast(f->b, LLVMBuildShl(f->b, e, cg_const_int(it, 23), ""),
+				LLVMTypeOf(like), "");
 }
 
 LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x)
@@ -47,30 +75,29 @@ LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x)
 				   1.3981999507e-3f, 1.9875691500e-4f};
 	LLVMBuilderRef b = f->b;
 	/* Clamp so that n stays in [-126, 128]. */
-	LLVMValueRef xc = cg_lower_fcall(f, "llvm.minnum", x,
-					 cg_f32(f, 88.72283935546875f));
-	xc = cg_lower_fcall(f, "llvm.maxnum", xc, cg_f32(f, -87.33654022216797f));
-	LLVMValueRef n = cg_lower_fcall(
-		f, "llvm.floor", fadd(f, fmul(f, xc, cg_f32(f, 1.44269504088896341f)),
-				      cg_f32(f, 0.5f)),
-		NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, n, cg_f32(f, 0.693359375f), ""),
+	LLVMValueRef xc = call(f, "llvm.minnum", x, fc(x, 88.72283935546875f));
+	xc = call(f, "llvm.maxnum", xc, fc(x, -87.33654022216797f));
+	LLVMValueRef n = call(f, "llvm.floor",
+			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
+				   fc(x, 0.5f)),
+			      NULL);
+	LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, n, fc(x, 0.693359375f), ""),
 				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, cg_f32(f, -2.12194440e-4f), ""), "");
+	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""), "");
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
-			      cg_f32(f, 1));
+			      fc(x, 1));
 	/* y * 2^n as two exact scalings by 2^(n/2), each a normal float. */
-	LLVMValueRef ni = LLVMBuildFPToSI(b, n, cg_t_i32(f), "");
-	LLVMValueRef n1 = LLVMBuildAShr(b, ni, cg_i32(f, 1), "");
+	LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_like(f, x), "");
+	LLVMValueRef n1 = LLVMBuildAShr(b, ni, cg_const_int(int_like(f, x), 1), "");
 	LLVMValueRef n2 = LLVMBuildSub(b, ni, n1, "");
-	y = LLVMBuildFMul(b, y, pow2(f, n1), "");
-	y = LLVMBuildFMul(b, y, pow2(f, n2), "");
+	y = LLVMBuildFMul(b, y, pow2(f, n1, x), "");
+	y = LLVMBuildFMul(b, y, pow2(f, n2, x), "");
 	/* Out of range: +inf above, 0 below; NaN stays NaN. */
-	LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, x, cg_f32(f, 88.72283935546875f), "");
-	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x, cg_f32(f, -87.33654022216797f), "");
-	y = LLVMBuildSelect(b, big, cg_f32(f, __builtin_inff()), y, "");
-	y = LLVMBuildSelect(b, small, cg_f32(f, 0), y, "");
+	LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, x, fc(x, 88.72283935546875f), "");
+	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, -87.33654022216797f), "");
+	y = LLVMBuildSelect(b, big, fc(x, __builtin_inff()), y, "");
+	y = LLVMBuildSelect(b, small, fc(x, 0), y, "");
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
 	return LLVMBuildSelect(b, nan, x, y, "");
 }
@@ -81,17 +108,17 @@ LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x)
 				   -5.37397155531e-2f, 2.06390887954e-2f,
 				   -5.70498872745e-3f};
 	LLVMBuilderRef b = f->b;
-	LLVMValueRef ax = cg_lower_fcall(f, "llvm.fabs", x, NULL);
+	LLVMValueRef ax = call(f, "llvm.fabs", x, NULL);
 	/* Small: x + x z P(z), z = x^2. */
 	LLVMValueRef z = fmul(f, x, x);
 	LLVMValueRef small = fadd(f, fmul(f, fmul(f, x, z), horner(f, z, P, 5)), x);
 	/* Large: 1 - 2 / (e^{2|x|} + 1), with x's sign. */
 	LLVMValueRef e = cg_lower_exp(f, fadd(f, ax, ax));
 	LLVMValueRef big = LLVMBuildFSub(
-		b, cg_f32(f, 1),
-		LLVMBuildFDiv(b, cg_f32(f, 2), fadd(f, e, cg_f32(f, 1)), ""), "");
-	big = cg_lower_fcall(f, "llvm.copysign", big, x);
-	LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, cg_f32(f, 0.625f), "");
+		b, fc(x, 1),
+		LLVMBuildFDiv(b, fc(x, 2), fadd(f, e, fc(x, 1)), ""), "");
+	big = call(f, "llvm.copysign", big, x);
+	LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, ax, fc(x, 0.625f), "");
 	LLVMValueRef y = LLVMBuildSelect(b, is_small, small, big, "");
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
 	return LLVMBuildSelect(b, nan, x, y, "");

@@ -136,6 +136,10 @@ static inline int64_t interp_index_dot(const int64_t *idx,
 		off += idx[i] * strides[i];
 	return off;
 }
+/* The element of valid lengths v (dims aligned with x's leading dims
+ * lead[0..nl), size-1 dims stretched) for row r of those leading dims. */
+int64_t interp_valid_at(const interp_tensor *v, const int64_t *lead, int nl,
+			int64_t r);
 /* Writes "[2, 3, 4]" into buf. */
 void interp_dims_format(const int64_t *dims, int rank, char *buf, size_t size);
 
@@ -200,6 +204,10 @@ bool interp_k_dropout(const interp_kernel *k);
 bool interp_k_embedding(const interp_kernel *k);
 bool interp_k_mse_loss(const interp_kernel *k);
 bool interp_k_cross_entropy(const interp_kernel *k);
+
+/* attention.c */
+bool interp_k_fused_attention(const interp_kernel *k);
+bool interp_k_fused_attention_grad(const interp_kernel *k);
 
 /* layout.c */
 bool interp_k_reshape(const interp_kernel *k);

@@ -263,9 +263,7 @@ bool interp_k_softmax(const interp_kernel *k, bool is_log)
 	return true;
 }
 
-/* The element of valid (rank vr, dims aligned with x's leading dims,
- * size-1 dims stretched) for row r of x's leading dims lead[0..nl). */
-static int64_t valid_at(const interp_tensor *v, const int64_t *lead, int nl,
+int64_t interp_valid_at(const interp_tensor *v, const int64_t *lead, int nl,
 			int64_t r)
 {
 	int64_t idx[IR_MAX_RANK], vs[IR_MAX_RANK], off = 0;
@@ -298,7 +296,7 @@ bool interp_k_masked_softmax(const interp_kernel *k)
 	int64_t rows = interp_dims_prod(x->dims, 0, x->rank - 1);
 	double fill = R(k, k->node->attr.fill);
 	for (int64_t r = 0; r < rows && K > 0; r++)
-		softmax_row(k, x, r * K, K, valid_at(v, x->dims, x->rank - 1, r),
+		softmax_row(k, x, r * K, K, interp_valid_at(v, x->dims, x->rank - 1, r),
 			    fill, false);
 	return true;
 }

@@ -15,6 +15,7 @@
 #include "ir.h"
 #include "ir_internal.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -779,6 +780,126 @@ static bool infer_cross_entropy(infer_cx *c)
 	return true;
 }
 
+/* ---- fused attention ------------------------------------------------------------------- */
+
+bool ir_type_numel_dim(const ir_type *t, ir_dim *out)
+{
+	ir_dim r = ir_dim_static(1);
+	for (int i = 0; i < t->rank; i++) {
+		ir_dim d = t->dims[i];
+		if (!ir_dim_is_static(d) && !ir_dim_is_static(r) && r.coef != 0)
+			return false;
+		if (!dim_mul(r, d.coef, &r))
+			return false;
+		if (!ir_dim_is_static(d) && r.coef != 0)
+			r.sym = d.sym;
+	}
+	*out = r;
+	return true;
+}
+
+bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
+			    const ir_type *v, ir_dim *out)
+{
+	const ir_type *ts[3] = {q, k, v};
+	ir_dim total = ir_dim_static(0), part;
+	for (int i = 0; i < 3; i++)
+		if (!ir_type_numel_dim(ts[i], &part) || !concat_add(&total, part))
+			return false;
+	*out = total;
+	return true;
+}
+
+/* q (N, Q, d), k (N, K, d), v (N, K, dv), then valid (rank 1 or 2, size-1
+ * dims stretching) when the node has n_fixed + 1 operands. */
+static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
+			       bool *has_valid)
+{
+	static const char *const names[3] = {"queries", "keys", "values"};
+	if (c->n->n_args != n_fixed && c->n->n_args != n_fixed + 1)
+		return fail(c, "expects %u or %u operands, got %u", n_fixed,
+			    n_fixed + 1, c->n->n_args);
+	*has_valid = c->n->n_args == n_fixed + 1;
+	for (uint32_t i = 0; i < 3; i++) {
+		if (!need_dtype(c, i, IR_F32, names[i]))
+			return false;
+		if (arg_type(c, i)->rank != 3)
+			return fail(c, "%s must have rank 3: %s", names[i],
+				    shape_str(c->m, arg_type(c, i)).s);
+	}
+	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1), *v = arg_type(c, 2);
+	if (!ir_dim_eq(q->dims[0], k->dims[0]) || !ir_dim_eq(q->dims[0], v->dims[0]) ||
+	    !ir_dim_eq(q->dims[2], k->dims[2]) || !ir_dim_eq(k->dims[1], v->dims[1]))
+		return fail(c, "queries %s, keys %s and values %s do not fit "
+			       "(N, Q, d), (N, K, d), (N, K, dv)",
+			    shape_str(c->m, q).s, shape_str(c->m, k).s,
+			    shape_str(c->m, v).s);
+	if (!*has_valid)
+		return true;
+	const ir_type *vl = arg_type(c, 3);
+	if (!need_dtype(c, 3, IR_I32, "valid lengths"))
+		return false;
+	bool ok = vl->rank == 1 || vl->rank == 2;
+	for (int i = 0; ok && i < vl->rank; i++)
+		ok = ir_dim_eq(vl->dims[i], q->dims[i]) || dim_is_one(vl->dims[i]);
+	if (!ok)
+		return fail(c, "valid lengths %s must be (N) or (N, Q) for "
+			       "queries %s", shape_str(c->m, vl).s,
+			    shape_str(c->m, q).s);
+	return true;
+}
+
+static bool attention_attrs(const infer_cx *c)
+{
+	double p = c->n->attr.attention.p;
+	if (!(p >= 0 && p < 1))
+		return fail(c, "dropout probability must be in [0, 1), not %g", p);
+	if (!isfinite(c->n->attr.attention.scale))
+		return fail(c, "scale must be finite, not %g",
+			    c->n->attr.attention.scale);
+	return true;
+}
+
+static bool infer_fused_attention(infer_cx *c)
+{
+	bool has_valid;
+	if (!attention_operands(c, 3, &has_valid) || !attention_attrs(c))
+		return false;
+	ir_type r = *arg_type(c, 0);
+	r.dims[2] = arg_type(c, 2)->dims[2];
+	set_type(c, IR_F32, &r);
+	return true;
+}
+
+/* The gradient g has the forward result's shape; the result packs dq, dk
+ * and dv in one axis, so their sizes must add up to one dim. */
+static bool infer_fused_attention_grad(infer_cx *c)
+{
+	bool has_valid;
+	if (!attention_operands(c, 4, &has_valid) || !attention_attrs(c))
+		return false;
+	uint32_t gi = has_valid ? 4 : 3;
+	const ir_type *q = arg_type(c, 0), *v = arg_type(c, 2),
+		      *g = arg_type(c, gi);
+	ir_type want = *q;
+	want.dims[2] = v->dims[2];
+	if (!need_dtype(c, gi, IR_F32, "gradient"))
+		return false;
+	if (!shape_eq(g, &want))
+		return fail(c, "gradient %s must have the result's shape %s",
+			    shape_str(c->m, g).s, shape_str(c->m, &want).s);
+	ir_dim total;
+	if (!ir_attention_grad_size(q, arg_type(c, 1), v, &total))
+		return fail(c, "the sizes of queries %s, keys %s and values %s "
+			       "do not add up to one dimension (at most one "
+			       "run-time size, the same in all)",
+			    shape_str(c->m, q).s, shape_str(c->m, arg_type(c, 1)).s,
+			    shape_str(c->m, v).s);
+	ir_type r = {.dtype = IR_F32, .rank = 1, .dims = {total}};
+	set_type(c, IR_F32, &r);
+	return true;
+}
+
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
 static bool infer_op(infer_cx *c)
@@ -861,6 +982,10 @@ static bool infer_op(infer_cx *c)
 		return infer_mse_loss(c);
 	case IR_OP_CROSS_ENTROPY:
 		return infer_cross_entropy(c);
+	case IR_OP_FUSED_ATTENTION:
+		return infer_fused_attention(c);
+	case IR_OP_FUSED_ATTENTION_GRAD:
+		return infer_fused_attention_grad(c);
 	case IR_OP_COUNT:
 		break;
 	}

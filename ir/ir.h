@@ -46,6 +46,7 @@ typedef enum ir_attr_kind {
 	IR_ATTR_AXIS,       /* concat/sort: one axis */
 	IR_ATTR_REPS,       /* repeat: repetitions per axis */
 	IR_ATTR_INTERLEAVE, /* repeat_interleave: axis and count */
+	IR_ATTR_ATTENTION,  /* fused_attention(_grad): scale, fill, dropout */
 } ir_attr_kind;
 
 enum {
@@ -200,6 +201,9 @@ typedef union ir_attr {
 	int32_t axis;                             /* IR_ATTR_AXIS */
 	struct { int64_t reps[IR_MAX_RANK]; } repeat;   /* IR_ATTR_REPS */
 	struct { int32_t axis; int64_t n; } interleave; /* IR_ATTR_INTERLEAVE */
+	/* IR_ATTR_ATTENTION: scores scaled by scale, positions >= valid set
+	 * to fill, dropout p (0 = none) with its random stream. */
+	struct { double scale, fill, p; uint32_t stream; } attention;
 } ir_attr;
 
 /* ---- nodes and graphs ------------------------------------------------------- */
@@ -353,6 +357,16 @@ void ir_graph_fini(ir_ctx *ctx, ir_graph *g);
  * for leaves the type is kept as is. */
 bool ir_infer_type(ir_ctx *ctx, const ir_module *m, const ir_graph *g,
 		   ir_node *node);
+
+/* The number of elements of t as one dim, if it is one: false when two
+ * or more of its dims are run-time sizes. */
+bool ir_type_numel_dim(const ir_type *t, ir_dim *out);
+/* The length of fused_attention_grad's packed result for operands of
+ * types q, k, v: numel(q) + numel(k) + numel(v) as one dim. False if the
+ * sum is not one (it would involve two run-time sizes, or a run-time size
+ * and a static remainder). */
+bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
+			    const ir_type *v, ir_dim *out);
 
 /* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,

@@ -459,6 +459,15 @@ static void print_attrs(printer *p, const ir_node *n)
 		pr(p, " {axis=%d, n=%lld}", a->interleave.axis,
 		   (long long)a->interleave.n);
 		return;
+	case IR_ATTR_ATTENTION:
+		pr(p, " {scale=");
+		pr_double(p, a->attention.scale);
+		pr(p, ", fill=");
+		pr_double(p, a->attention.fill);
+		pr(p, ", p=");
+		pr_double(p, a->attention.p);
+		pr(p, ", stream=%u}", a->attention.stream);
+		return;
 	}
 }
 

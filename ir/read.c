@@ -1013,6 +1013,14 @@ static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
 		return attr_key(r, "axis", true) &&
 		       parse_i32(r, &a->interleave.axis) &&
 		       attr_key(r, "n", false) && parse_i64(r, &a->interleave.n);
+	case IR_ATTR_ATTENTION:
+		return attr_key(r, "scale", true) &&
+		       parse_double(r, &a->attention.scale) &&
+		       attr_key(r, "fill", false) &&
+		       parse_double(r, &a->attention.fill) &&
+		       attr_key(r, "p", false) && parse_double(r, &a->attention.p) &&
+		       attr_key(r, "stream", false) &&
+		       parse_u32(r, &a->attention.stream);
 	}
 	return expected(r, "attributes");
 }

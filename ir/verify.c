@@ -157,6 +157,13 @@ static void verify_leaf(verifier *v, const ir_func *f, ir_id i)
 		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "
 				 "streams)", f->name, i, n->attr.dropout.stream,
 		      v->m->n_dropout_streams);
+	bool is_attention = n->op == IR_OP_FUSED_ATTENTION ||
+			    n->op == IR_OP_FUSED_ATTENTION_GRAD;
+	if (is_attention && n->attr.attention.p > 0 &&
+	    n->attr.attention.stream >= v->m->n_dropout_streams)
+		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "
+				 "streams)", f->name, i, n->attr.attention.stream,
+		      v->m->n_dropout_streams);
 }
 
 /* The stored type equals what the shape rule computes on a copy. */

@@ -80,6 +80,11 @@ static uint64_t hash_attr(uint64_t h, ir_op op, const ir_attr *a, int rank)
 	case IR_ATTR_INTERLEAVE:
 		h = HASH_FIELD(h, a->interleave.axis);
 		return HASH_FIELD(h, a->interleave.n);
+	case IR_ATTR_ATTENTION:
+		h = HASH_FIELD(h, a->attention.scale);
+		h = HASH_FIELD(h, a->attention.fill);
+		h = HASH_FIELD(h, a->attention.p);
+		return HASH_FIELD(h, a->attention.stream);
 	}
 	return h;
 }
@@ -122,6 +127,9 @@ static bool attr_equal(ir_op op, const ir_attr *a, const ir_attr *b, int rank)
 			      (size_t)rank * sizeof(int64_t)) == 0;
 	case IR_ATTR_INTERLEAVE:
 		return SAME(interleave.axis) && SAME(interleave.n);
+	case IR_ATTR_ATTENTION:
+		return SAME(attention.scale) && SAME(attention.fill) &&
+		       SAME(attention.p) && SAME(attention.stream);
 	}
 	return false;
 }

@@ -628,6 +628,95 @@ static void grad_CROSS_ENTROPY(pass_ad *ad, ir_id y, ir_id g)
 	pass_ad_accum(ad, logits, mul(ad, sub(ad, p, oh), gk));
 }
 
+/* ---- fused attention ---------------------------------------------------------------------------- */
+
+#define grad_FUSED_ATTENTION_GRAD grad_nothing /* no second derivatives */
+
+/* Part [off, off + len) of the packed gradient pk (of length C, or C
+ * times a symbol S, as off and len are then counted in), as type t. */
+static ir_id unpack(pass_ad *ad, ir_id pk, int64_t off, int64_t len,
+		    const ir_type *t)
+{
+	ir_type pt = pass_ad_type(ad, pk);
+	ir_dim total = pt.dims[0];
+	if (!ir_dim_is_static(total)) {
+		ir_type rows = {.dtype = IR_F32, .rank = 2,
+				.dims = {ir_dim_static(total.coef),
+					 {1, total.sym}}};
+		pk = pass_ad_to(ad, IR_OP_RESHAPE, pk, &rows);
+	}
+	return pass_ad_to(ad, IR_OP_RESHAPE,
+			  pass_ad_slice(ad, pk, 0, off, off + len), t);
+}
+
+/* The same gradient when the packed result has no type (q, k and v sizes
+ * that do not add up to one dim): the weights rebuilt from primitives and
+ * differentiated by the rules above, as if never fused. */
+static void grad_attention_unfused(pass_ad *ad, ir_id y, ir_id g)
+{
+	ir_node n = fwd(ad, y);
+	ir_id q = arg(ad, y, 0), k = arg(ad, y, 1), v = arg(ad, y, 2);
+	bool is_masked = n.n_args == 4;
+	double scale = n.attr.attention.scale;
+	ir_attr drop = {.dropout = {n.attr.attention.p, n.attr.attention.stream}};
+	ir_attr fill = {.fill = n.attr.attention.fill};
+	ir_id s = mul(ad, pass_ad_matmul(ad, q, k, false, true),
+		      pass_ad_scalar(ad, scale));
+	ir_id p = is_masked ? pass_ad_op2(ad, IR_OP_MASKED_SOFTMAX, s,
+					  arg(ad, y, 3), &fill)
+			    : pass_ad_op1(ad, IR_OP_SOFTMAX, s, NULL);
+	bool is_dropout = n.attr.attention.p > 0;
+	ir_id pd = is_dropout ? pass_ad_op1(ad, IR_OP_DROPOUT, p, &drop) : p;
+	if (wants(ad, y, 2))
+		pass_ad_accum(ad, v, pass_ad_matmul(ad, pd, g, true, false));
+	if (!wants(ad, y, 0) && !wants(ad, y, 1))
+		return;
+	ir_id gp = pass_ad_matmul(ad, g, v, false, true);
+	if (is_dropout)
+		gp = pass_ad_op1(ad, IR_OP_DROPOUT, gp, &drop);
+	ir_id ds = softmax_grad(ad, p, gp);
+	if (is_masked) {
+		ir_type st = pass_ad_type(ad, s);
+		ds = mul(ad, ds, pass_ad_below(ad, &st, arg(ad, y, 3)));
+	}
+	ds = mul(ad, ds, pass_ad_scalar(ad, scale));
+	if (wants(ad, y, 0))
+		pass_ad_accum(ad, q, pass_ad_matmul(ad, ds, k, false, false));
+	if (wants(ad, y, 1))
+		pass_ad_accum(ad, k, pass_ad_matmul(ad, ds, q, true, false));
+}
+
+/* One fused_attention_grad node computes dq, dk and dv together; each is
+ * read back from its packed result by a slice and a reshape. */
+static void grad_FUSED_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
+{
+	ir_node n = fwd(ad, y);
+	ir_type t[3];
+	ir_dim size, part;
+	for (uint32_t i = 0; i < 3; i++)
+		t[i] = pass_ad_type(ad, arg(ad, y, i));
+	if (!wants(ad, y, 0) && !wants(ad, y, 1) && !wants(ad, y, 2))
+		return;
+	if (!ir_attention_grad_size(&t[0], &t[1], &t[2], &size)) {
+		grad_attention_unfused(ad, y, g);
+		return;
+	}
+	ir_id args[5];
+	for (uint32_t i = 0; i < n.n_args; i++)
+		args[i] = arg(ad, y, i);
+	args[n.n_args] = g;
+	ir_id pk = pass_ad_opn(ad, IR_OP_FUSED_ATTENTION_GRAD, args,
+			       n.n_args + 1, &n.attr);
+	int64_t off = 0;
+	for (uint32_t i = 0; i < 3; i++) {
+		ir_type_numel_dim(&t[i], &part); /* in the sum's units */
+		if (wants(ad, y, i))
+			pass_ad_accum(ad, arg(ad, y, i),
+				      unpack(ad, pk, off, part.coef, &t[i]));
+		off += part.coef;
+	}
+}
+
 /* ---- the table ------------------------------------------------------------------------------------ */
 
 const pass_ad_rule pass_ad_rules[IR_OP_COUNT] = {

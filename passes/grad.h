@@ -69,6 +69,9 @@ ir_type pass_ad_type(const pass_ad *ad, ir_id x);
 ir_id pass_ad_op1(pass_ad *ad, ir_op op, ir_id x, const ir_attr *attr);
 ir_id pass_ad_op2(pass_ad *ad, ir_op op, ir_id a, ir_id b, const ir_attr *attr);
 ir_id pass_ad_select(pass_ad *ad, ir_id c, ir_id a, ir_id b);
+/* An op of n operands (fused attention's). */
+ir_id pass_ad_opn(pass_ad *ad, ir_op op, const ir_id *args, uint32_t n,
+		  const ir_attr *attr);
 /* Reshape, broadcast or cast of x to type t (cast: t's dtype). */
 ir_id pass_ad_to(pass_ad *ad, ir_op op, ir_id x, const ir_type *t);
 ir_id pass_ad_matmul(pass_ad *ad, ir_id a, ir_id b, bool ta, bool tb);

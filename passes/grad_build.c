@@ -69,6 +69,12 @@ ir_id pass_ad_select(pass_ad *ad, ir_id c, ir_id a, ir_id b)
 	return build(ad, IR_OP_SELECT, args, 3, NULL, NULL);
 }
 
+ir_id pass_ad_opn(pass_ad *ad, ir_op op, const ir_id *args, uint32_t n,
+		  const ir_attr *attr)
+{
+	return build(ad, op, args, n, attr, NULL);
+}
+
 ir_id pass_ad_to(pass_ad *ad, ir_op op, ir_id x, const ir_type *t)
 {
 	if (x == IR_NONE)

@@ -1,0 +1,616 @@
+/*
+ * cg_attn.c - the pieces the fused attention kernels are built from
+ * (cg_attn.h): block sizes and stack buffers, valid lengths, packing a
+ * block of keys or values transposed, the register-tiled product, the
+ * masked scores and dropout masks of a block row, and the loop over key
+ * blocks that stops at the valid lengths.
+ *
+ * Everything is sized at compile time from the node's concrete shape, so
+ * the buffers are fixed arrays on the kernel's stack (each thread runs
+ * its own call) and the product's column groups and masked last vectors
+ * are unrolled by the generator.
+ */
+#include "cg_attn.h"
+
+#include "cg_gemm.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TILE_ROWS 4    /* rows of C per register tile */
+#define BUF_FLOATS 16384 /* most floats of one block buffer (64 KiB) */
+
+/* ---- locals and buffers ----------------------------------------------------- */
+
+/* A builder at the top of the kernel's entry block, where allocas stay
+ * out of every loop. */
+static LLVMBuilderRef entry_builder(cg_fn *f)
+{
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	return b;
+}
+
+LLVMValueRef cg_attn_var(cg_attn *a, LLVMTypeRef t, LLVMValueRef init)
+{
+	LLVMBuilderRef b = entry_builder(a->f);
+	LLVMValueRef v = LLVMBuildAlloca(b, t, "");
+	LLVMDisposeBuilder(b);
+	LLVMBuildStore(a->f->b, init, v);
+	return v;
+}
+
+LLVMValueRef cg_attn_get(cg_attn *a, LLVMTypeRef t, LLVMValueRef var)
+{
+	return LLVMBuildLoad2(a->f->b, t, var, "");
+}
+
+void cg_attn_set(cg_attn *a, LLVMValueRef var, LLVMValueRef v)
+{
+	LLVMBuildStore(a->f->b, v, var);
+}
+
+/* An array of n elements of t on the stack, 64-byte aligned. */
+static LLVMValueRef buffer(cg_attn *a, LLVMTypeRef t, int64_t n)
+{
+	LLVMBuilderRef b = entry_builder(a->f);
+	LLVMTypeRef at = LLVMArrayType2(t, (uint64_t)(n > 0 ? n : 1));
+	LLVMValueRef v = LLVMBuildAlloca(b, at, "");
+	LLVMSetAlignment(v, 64);
+	LLVMDisposeBuilder(b);
+	return v;
+}
+
+static int64_t round_up(int64_t x, int64_t m)
+{
+	return (x + m - 1) / m * m;
+}
+
+static int64_t max64(int64_t x, int64_t y)
+{
+	return x > y ? x : y;
+}
+
+static int64_t min64(int64_t x, int64_t y)
+{
+	return x < y ? x : y;
+}
+
+/* Keys per block: four vectors, fewer for a short K, and few enough that
+ * a block of K^T fits BUF_FLOATS. Query rows per block: up to 64, as
+ * many as the accumulator rows allow. */
+static void choose_blocks(cg_attn *a)
+{
+	int64_t vw = a->vw, widest = max64(max64(a->d, a->dv), 1);
+	a->bc = min64(4 * vw, round_up(max64(a->K, 1), vw));
+	a->bc = max64(vw, min64(a->bc, BUF_FLOATS / widest / vw * vw));
+	a->nj = a->bc / vw;
+	a->wpad = round_up(widest, vw);
+	a->br = max64(1, min64(min64(64, a->Q), BUF_FLOATS / a->wpad));
+	a->brp = round_up(a->br, vw);
+}
+
+static void read_valid(cg_attn *a, const cg_kernel *k, const ir_type *vt)
+{
+	int64_t vd[IR_MAX_RANK];
+	int r = cg_lower_dims(k->L, vt, vd);
+	a->valid_sn = vd[0] == 1 ? 0 : (r == 2 ? vd[1] : 1);
+	a->valid_sq = r == 2 && vd[1] != 1 ? 1 : 0;
+}
+
+void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
+{
+	const ir_node *n = k->node;
+	int64_t qd[IR_MAX_RANK], kd[IR_MAX_RANK], vd[IR_MAX_RANK];
+	memset(a, 0, sizeof *a);
+	cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), qd);
+	cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), kd);
+	cg_lower_dims(k->L, cg_kernel_arg_type(k, 2), vd);
+	a->N = qd[0];
+	a->Q = qd[1];
+	a->d = qd[2];
+	a->K = kd[1];
+	a->dv = vd[2];
+	a->vw = (unsigned)cg_gemm_host_vector_width();
+	choose_blocks(a);
+	a->scale = (float)n->attr.attention.scale;
+	a->fill = (float)n->attr.attention.fill;
+	a->has_valid = n->n_args == (is_grad ? 5u : 4u);
+	if (a->has_valid)
+		read_valid(a, k, cg_kernel_arg_type(k, 3));
+	double p = n->attr.attention.p;
+	a->has_dropout = p > 0;
+	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */
+	a->threshold = (int64_t)ceil(p * 16777216.0);
+	a->keep_scale = (float)(1.0 / (double)(float)(1.0 - p));
+}
+
+/* The body's buffers and operands; key is the dropout key argument. */
+static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad,
+		       LLVMValueRef key)
+{
+	cg_fn *f = &kb->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	a->k = kb;
+	a->f = f;
+	a->q = kb->in[0];
+	a->kk = kb->in[1];
+	a->v = kb->in[2];
+	a->valid = a->has_valid ? kb->in[3] : NULL;
+	a->g = is_grad ? kb->in[kb->n_in - 1] : NULL;
+	if (a->has_dropout) {
+		LLVMValueRef tr = cg_kernel_run_field(kb, cg_t_i32(f), 16);
+		a->drop_on = LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), "");
+		a->drop_key = key;
+	}
+	a->kt = buffer(a, ft, a->d * a->bc);
+	a->vt = is_grad ? buffer(a, ft, a->dv * a->bc) : NULL;
+	a->sb = buffer(a, ft, a->br * a->bc);
+	a->db = is_grad ? buffer(a, ft, a->br * a->bc) : NULL;
+	a->acc = buffer(a, ft, a->br * a->wpad);
+	a->m = buffer(a, ft, a->brp);
+	a->l = buffer(a, ft, a->brp);
+	a->x = buffer(a, ft, a->brp);
+	a->rv = buffer(a, cg_t_i64(f), a->br);
+}
+
+/* The shared function: void (ptr run, ptr out, ptr in..., i64 lo,
+ * i64 hi, i64 key). */
+static LLVMValueRef make_body(const cg_kernel *k, const cg_attn *shape,
+			      const char *name, cg_attn_gen gen)
+{
+	LLVMContextRef c = LLVMGetModuleContext(k->L->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(c);
+	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 3];
+	uint32_t np = 0;
+	for (uint32_t i = 0; i < 2 + k->n_in; i++)
+		ps[np++] = ptr;
+	ps[np++] = i64;
+	ps[np++] = i64;
+	ps[np++] = i64;
+	cg_kernel kb = *k;
+	cg_fn_begin(&kb.f, k->L->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(c), ps, np, 0), true);
+	cg_fn_attr(&kb.f, "noinline");
+	kb.run = LLVMGetParam(kb.f.fn, 0);
+	kb.out = LLVMGetParam(kb.f.fn, 1);
+	for (uint32_t i = 0; i < k->n_in; i++) {
+		cg_fn_param_readonly(&kb.f, 2 + i);
+		kb.in[i] = LLVMGetParam(kb.f.fn, 2 + i);
+	}
+	kb.lo = LLVMGetParam(kb.f.fn, 2 + k->n_in);
+	kb.hi = LLVMGetParam(kb.f.fn, 3 + k->n_in);
+	kb.err = NULL;
+	cg_attn a = *shape;
+	body_begin(&a, &kb, k->node->op == IR_OP_FUSED_ATTENTION_GRAD,
+		   LLVMGetParam(kb.f.fn, 4 + k->n_in));
+	gen(&a);
+	LLVMBuildRetVoid(kb.f.b);
+	cg_fn_end(&kb.f);
+	return kb.f.fn;
+}
+
+void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
+		       cg_attn_gen gen)
+{
+	const cg_attn *a = shape;
+	char name[320];
+	snprintf(name, sizeof name,
+		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a", kind,
+		 a->vw, (long long)a->N, (long long)a->Q, (long long)a->K,
+		 (long long)a->d, (long long)a->dv, a->has_valid,
+		 (long long)a->valid_sn, (long long)a->valid_sq, (double)a->scale,
+		 (double)a->fill, k->node->attr.attention.p);
+	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
+	if (!body)
+		body = make_body(k, shape, name, gen);
+	cg_fn *f = &k->f;
+	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 3];
+	uint32_t na = 0;
+	args[na++] = k->run;
+	args[na++] = k->out;
+	for (uint32_t i = 0; i < k->n_in; i++)
+		args[na++] = k->in[i];
+	args[na++] = k->lo;
+	args[na++] = k->hi;
+	args[na++] = a->has_dropout
+			     ? cg_lower_dropout_key(k, k->node->attr.attention.stream)
+			     : cg_i64(f, 0);
+	cg_call(f, body, args, na);
+}
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+LLVMValueRef cg_attn_min(cg_attn *a, LLVMValueRef x, int64_t y)
+{
+	return cg_min(a->f, x, cg_i64(a->f, y));
+}
+
+static LLVMValueRef at_i64(cg_attn *a, LLVMValueRef p, LLVMValueRef i)
+{
+	return LLVMBuildInBoundsGEP2(a->f->b, cg_t_i64(a->f), p, &i, 1, "");
+}
+
+/* <0, 1, ..., vw-1> as i64 lanes. */
+static LLVMValueRef iota(cg_attn *a)
+{
+	LLVMValueRef lanes[64];
+	for (unsigned i = 0; i < a->vw; i++)
+		lanes[i] = cg_i64(a->f, i);
+	return LLVMConstVector(lanes, a->vw);
+}
+
+static LLVMValueRef splat_i64(cg_attn *a, LLVMValueRef x)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = LLVMVectorType(cg_t_i64(f), a->vw);
+	LLVMValueRef v = LLVMBuildInsertElement(f->b, LLVMGetPoison(vt), x,
+						cg_i32(f, 0), "");
+	LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(cg_t_i32(f), a->vw));
+	return LLVMBuildShuffleVector(f->b, v, LLVMGetPoison(vt), zeros, "");
+}
+
+static LLVMValueRef masked_load(cg_attn *a, LLVMValueRef p, unsigned lanes)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, a->vw, lanes),
+				LLVMConstNull(tys[0])};
+	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+}
+
+static void masked_store(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
+			 unsigned lanes)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, a->vw, lanes)};
+	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+}
+
+/* The vector at p of which the first `lanes` are in bounds: all of it
+ * when padded or whole. */
+static LLVMValueRef load_part(cg_attn *a, LLVMValueRef p, unsigned lanes,
+			      bool is_padded)
+{
+	if (is_padded || lanes == a->vw)
+		return cg_vload(a->f, a->vw, p, 4);
+	return masked_load(a, p, lanes);
+}
+
+static void store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
+		       unsigned lanes, bool is_padded)
+{
+	if (is_padded || lanes == a->vw)
+		cg_vstore(a->f, v, p, 4);
+	else
+		masked_store(a, v, p, lanes);
+}
+
+LLVMValueRef cg_attn_hmax(cg_attn *a, LLVMValueRef v)
+{
+	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
+	return cg_intrinsic(a->f, "llvm.vector.reduce.fmax", &vt, 1, &v, 1);
+}
+
+LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v)
+{
+	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
+	LLVMValueRef args[2] = {cg_f32(a->f, -0.0f), v};
+	return cg_fast(cg_intrinsic(a->f, "llvm.vector.reduce.fadd", &vt, 1,
+				    args, 2),
+		       true);
+}
+
+void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
+		       int64_t width, LLVMValueRef s)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef sv = cg_splat(f, a->vw, s);
+	for (int64_t c = 0; c < width; c += a->vw) {
+		LLVMValueRef x = cg_vload(f, a->vw, cg_ati(f, src, c), 4);
+		int64_t left = width - c;
+		store_part(a, LLVMBuildFMul(f->b, x, sv, ""), cg_ati(f, dst, c),
+			   left >= a->vw ? a->vw : (unsigned)left, false);
+	}
+}
+
+void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), len, a->vw);
+	cg_vstore(f, cg_const_real(cg_t_vec(f, a->vw), v), cg_at(f, p, i), 4);
+	cg_loop_end(f, &l);
+}
+
+/* ---- valid lengths and packing ------------------------------------------------- */
+
+LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+				 LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i64(f);
+	LLVMValueRef kmax = cg_attn_var(a, it, cg_i64(f, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), rows, 1);
+	LLVMValueRef vl = cg_i64(f, a->K);
+	if (a->has_valid) {
+		LLVMValueRef at = cg_add(f, cg_muli(f, n, a->valid_sn),
+					 cg_muli(f, cg_add(f, q0, i), a->valid_sq));
+		vl = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, a->valid, at), it, "");
+	}
+	LLVMBuildStore(f->b, vl, at_i64(a, a->rv, i));
+	LLVMValueRef eff = cg_attn_min(a, vl, a->K);
+	LLVMValueRef cur = cg_attn_get(a, it, kmax);
+	LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, eff, cur, "");
+	cg_attn_set(a, kmax, LLVMBuildSelect(f->b, gt, eff, cur, ""));
+	cg_loop_end(f, &l);
+	return cg_attn_get(a, it, kmax);
+}
+
+void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
+		  int64_t width, LLVMValueRef jn)
+{
+	cg_fn *f = a->f;
+	cg_loop lt, lc;
+	LLVMValueRef t = cg_loop_begin(f, &lt, cg_i64(f, 0), jn, 1);
+	LLVMValueRef row = cg_muli(f, t, width);
+	LLVMValueRef c = cg_loop_begin(f, &lc, cg_i64(f, 0), cg_i64(f, width), 1);
+	LLVMValueRef x = cg_load(f, cg_at(f, src, cg_add(f, row, c)));
+	cg_store(f, x, cg_at(f, dst, cg_add(f, cg_muli(f, c, a->bc), t)));
+	cg_loop_end(f, &lc);
+	cg_loop_end(f, &lt);
+	t = cg_loop_begin(f, &lt, jn, cg_i64(f, a->bc), 1);
+	c = cg_loop_begin(f, &lc, cg_i64(f, 0), cg_i64(f, width), 1);
+	cg_store(f, cg_f32(f, 0), cg_at(f, dst, cg_add(f, cg_muli(f, c, a->bc), t)));
+	cg_loop_end(f, &lc);
+	cg_loop_end(f, &lt);
+}
+
+/* ---- the product ----------------------------------------------------------------- */
+
+/* One register tile: rows r0 .. r0 + nr of C, vectors v0 .. v0 + nv of
+ * its columns, accumulated over t in SSA values (phis), so they stay in
+ * registers through the loop. */
+typedef struct tile {
+	LLVMValueRef r0;
+	int nr, v0, nv;
+} tile;
+
+static unsigned lanes_of(const cg_attn *a, const cg_attn_prod *p, int v)
+{
+	int64_t left = p->width - (int64_t)v * a->vw;
+	return left >= a->vw ? a->vw : (unsigned)left;
+}
+
+static void tile_init(cg_attn *a, const cg_attn_prod *p, const tile *t,
+		      LLVMValueRef *acc)
+{
+	cg_fn *f = a->f;
+	for (int r = 0; r < t->nr; r++) {
+		LLVMValueRef row = cg_muli(f, cg_addi(f, t->r0, r), p->c_rs);
+		for (int v = 0; v < t->nv; v++) {
+			int vv = t->v0 + v;
+			LLVMValueRef at = cg_at(f, p->c, cg_addi(f, row, (int64_t)vv * a->vw));
+			acc[r * t->nv + v] =
+				p->is_acc ? load_part(a, at, lanes_of(a, p, vv),
+						      p->is_c_padded)
+					  : LLVMConstNull(cg_t_vec(f, a->vw));
+		}
+	}
+}
+
+static void tile_step(cg_attn *a, const cg_attn_prod *p, const tile *t,
+		      LLVMValueRef ti, LLVMValueRef *acc)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef bv[16];
+	LLVMValueRef brow = cg_muli(f, ti, p->b_ts);
+	for (int v = 0; v < t->nv; v++) {
+		int vv = t->v0 + v;
+		LLVMValueRef at = cg_at(f, p->b, cg_addi(f, brow, (int64_t)vv * a->vw));
+		bv[v] = load_part(a, at, lanes_of(a, p, vv), p->is_b_padded);
+	}
+	LLVMValueRef acol = cg_muli(f, ti, p->a_ts);
+	for (int r = 0; r < t->nr; r++) {
+		LLVMValueRef ai = cg_add(f, cg_muli(f, cg_addi(f, t->r0, r), p->a_rs), acol);
+		LLVMValueRef s = cg_splat(f, a->vw, cg_load(f, cg_at(f, p->a, ai)));
+		for (int v = 0; v < t->nv; v++) {
+			LLVMValueRef args[3] = {s, bv[v], acc[r * t->nv + v]};
+			acc[r * t->nv + v] = cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
+		}
+	}
+}
+
+static void tile_store(cg_attn *a, const cg_attn_prod *p, const tile *t,
+		       LLVMValueRef *acc)
+{
+	cg_fn *f = a->f;
+	for (int r = 0; r < t->nr; r++) {
+		LLVMValueRef row = cg_muli(f, cg_addi(f, t->r0, r), p->c_rs);
+		for (int v = 0; v < t->nv; v++) {
+			int vv = t->v0 + v;
+			LLVMValueRef at = cg_at(f, p->c, cg_addi(f, row, (int64_t)vv * a->vw));
+			store_part(a, acc[r * t->nv + v], at, lanes_of(a, p, vv),
+				   p->is_c_padded);
+		}
+	}
+}
+
+/* for (t = 0; t < len; t++) acc += A(:, t) B(t, :), acc in phis. */
+static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef init[TILE_ROWS * 16], acc[TILE_ROWS * 16],
+		phi[TILE_ROWS * 16];
+	int n = t->nr * t->nv;
+	tile_init(a, p, t, init);
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);
+	LLVMBasicBlockRef head = cg_block(f, "tk"), body = cg_block(f, "tkb"),
+			  done = cg_block(f, "tke");
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, head);
+	LLVMValueRef ti = LLVMBuildPhi(f->b, cg_t_i64(f), "t");
+	LLVMValueRef zero = cg_i64(f, 0);
+	LLVMAddIncoming(ti, &zero, &pre, 1);
+	for (int i = 0; i < n; i++) {
+		phi[i] = LLVMBuildPhi(f->b, cg_t_vec(f, a->vw), "");
+		LLVMAddIncoming(phi[i], &init[i], &pre, 1);
+		acc[i] = phi[i];
+	}
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, ti, p->len, ""),
+			body, done);
+	LLVMPositionBuilderAtEnd(f->b, body);
+	tile_step(a, p, t, ti, acc);
+	LLVMValueRef next = LLVMBuildNSWAdd(f->b, ti, cg_i64(f, 1), "");
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(f->b);
+	LLVMBuildBr(f->b, head);
+	LLVMAddIncoming(ti, &next, &latch, 1);
+	for (int i = 0; i < n; i++)
+		LLVMAddIncoming(phi[i], &acc[i], &latch, 1);
+	LLVMPositionBuilderAtEnd(f->b, done);
+	tile_store(a, p, t, phi);
+}
+
+/* Every column group of nr rows at r0. */
+static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0,
+		      int nr)
+{
+	int nvec = (int)((p->width + a->vw - 1) / a->vw);
+	int group = a->vw >= 16 ? 4 : 2;
+	for (int v0 = 0; v0 < nvec; v0 += group) {
+		tile t = {r0, nr, v0, nvec - v0 < group ? nvec - v0 : group};
+		tile_emit(a, p, &t);
+	}
+}
+
+void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef full = LLVMBuildUDiv(f->b, p->rows, cg_i64(f, TILE_ROWS), "");
+	LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0), full, 1);
+	row_tiles(a, p, cg_muli(f, r, TILE_ROWS), TILE_ROWS);
+	cg_loop_end(f, &l);
+	r = cg_loop_begin(f, &l, cg_muli(f, full, TILE_ROWS), p->rows, 1);
+	row_tiles(a, p, r, 1);
+	cg_loop_end(f, &l);
+}
+
+/* ---- scores and dropout ------------------------------------------------------------ */
+
+/* The keys of vector j of the block at j0, as i64 lanes. */
+static LLVMValueRef keys(cg_attn *a, LLVMValueRef j0, int64_t j)
+{
+	cg_fn *f = a->f;
+	return LLVMBuildAdd(f->b, splat_i64(a, cg_addi(f, j0, j * a->vw)), iota(a),
+			    "");
+}
+
+LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
+			      int64_t j)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i), "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j), splat_i64(a, vl), "");
+}
+
+LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
+			    int64_t j)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+	LLVMValueRef s = cg_vload(f, a->vw, cg_at(f, a->sb, at), 4);
+	s = LLVMBuildFMul(f->b, s, cg_const_real(vt, a->scale), "");
+	LLVMValueRef key = keys(a, j0, j);
+	if (a->has_valid)
+		s = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), s,
+				    cg_const_real(vt, a->fill), "");
+	LLVMValueRef real = LLVMBuildICmp(f->b, LLVMIntSLT, key,
+					  cg_const_int(LLVMTypeOf(key), (uint64_t)a->K), "");
+	return LLVMBuildSelect(f->b, real, s, cg_const_real(vt, -INFINITY), "");
+}
+
+LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			  LLVMValueRef i, LLVMValueRef j0, int64_t j)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), cg_add(f, q0, i));
+	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K), cg_addi(f, j0, j * a->vw));
+	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat_i64(a, LLVMBuildAdd(f->b, a->drop_key,
+									at, "")),
+					iota(a), "");
+	LLVMValueRef bits = cg_lower_mix64(f, ctr);
+	LLVMTypeRef it = LLVMTypeOf(bits);
+	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_const_int(it, 40), "");
+	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
+					  cg_const_int(it, (uint64_t)a->threshold), "");
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMValueRef off = LLVMBuildNot(f->b, a->drop_on, "");
+	LLVMValueRef offv = LLVMBuildSelect(f->b, off, cg_const_int(bt, 1),
+					    cg_const_int(bt, 0), "");
+	return LLVMBuildOr(f->b, keep, offv, "");
+}
+
+/* ---- the loop over key blocks -------------------------------------------------------- */
+
+/* The smallest running maximum of the block's rows. */
+static LLVMValueRef min_row_max(cg_attn *a, LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef mn = cg_attn_var(a, cg_t_f32(f), cg_f32(f, INFINITY));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), rows, 1);
+	LLVMValueRef m = cg_load(f, cg_at(f, a->m, i));
+	cg_attn_set(a, mn, cg_lower_fcall(f, "llvm.minnum",
+					  cg_attn_get(a, cg_t_f32(f), mn), m));
+	cg_loop_end(f, &l);
+	return cg_attn_get(a, cg_t_f32(f), mn);
+}
+
+LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
+			      cg_attn_block_fn body, void *ud)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i64(f), bt = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef jend = cg_attn_var(a, it, kmax);
+	LLVMValueRef is_done = cg_attn_var(a, bt, LLVMConstInt(bt, !a->has_valid, 0));
+	LLVMValueRef j0 = cg_attn_var(a, it, cg_i64(f, 0));
+	LLVMBasicBlockRef head = cg_block(f, "kb"), blk = cg_block(f, "kbb"),
+			  check = cg_block(f, "kbx"), more = cg_block(f, "kbm"),
+			  done = cg_block(f, "kbe");
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, head);
+	LLVMValueRef j = cg_attn_get(a, it, j0);
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, j,
+					    cg_attn_get(a, it, jend), ""),
+			blk, check);
+	LLVMPositionBuilderAtEnd(f->b, blk);
+	body(a, j, ud);
+	cg_attn_set(a, j0, cg_addi(f, j, a->bc));
+	LLVMBuildBr(f->b, head);
+	/* Past the valid keys: go on to K once, if some row needs it. */
+	LLVMPositionBuilderAtEnd(f->b, check);
+	LLVMBuildCondBr(f->b, cg_attn_get(a, bt, is_done), done, more);
+	LLVMPositionBuilderAtEnd(f->b, more);
+	LLVMValueRef gap = LLVMBuildFSub(f->b, min_row_max(a, rows),
+					 cg_f32(f, a->fill), "");
+	LLVMValueRef near = LLVMBuildFCmp(f->b, LLVMRealULT, gap,
+					  cg_f32(f, CG_ATTN_FILL_MARGIN), "");
+	cg_attn_set(a, is_done, LLVMConstInt(bt, 1, 0));
+	cg_attn_set(a, jend, LLVMBuildSelect(f->b, near, cg_i64(f, a->K),
+					     cg_attn_get(a, it, jend), ""));
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, done);
+	return cg_attn_get(a, it, jend);
+}

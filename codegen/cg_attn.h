@@ -1,0 +1,138 @@
+/*
+ * cg_attn.h - what the fused attention kernels (cg_lower_attn.c forward,
+ * cg_lower_attn_grad.c backward) share, private to codegen/: the sizes and
+ * constants of one fused node, its stack buffers, and the generators of
+ * the pieces both kernels are made of (docs/fusion.md draws them).
+ *
+ * Shape letters: N batch x heads, Q queries, K keys, d the query/key
+ * width, dv the value width; a block is BR query rows against BC keys.
+ * Every product of the kernels has the form C (+)= A B with A read one
+ * scalar at a time and broadcast, and B and C read as rows of vectors:
+ * the scores S = Q K^T (K packed transposed per block), O += P V,
+ * dP = dO V^T, dQ += dS K, dK += dS^T Q and dV += P^T dO. One register-
+ * tiled generator (cg_attn_prod) emits them all.
+ */
+#ifndef ATTNC_CG_ATTN_H
+#define ATTNC_CG_ATTN_H
+
+#include "cg_lower.h"
+
+/* Keys beyond the valid lengths are skipped unless a row's running
+ * maximum is within this of the fill, when exp(fill - max) could still
+ * matter (a row of valid length 0 has only the fill). */
+#define CG_ATTN_FILL_MARGIN 40.0f
+
+typedef struct cg_attn {
+	cg_kernel *k;
+	cg_fn *f;
+	int64_t N, Q, K, d, dv;
+	int64_t br, bc;    /* query rows and keys of a block */
+	int64_t brp;       /* br rounded up to vectors */
+	unsigned vw;       /* floats per vector */
+	int64_t nj;        /* vectors across a block's keys: bc / vw */
+	int64_t wpad;      /* max(d, dv) rounded up to vectors */
+	float scale, fill;
+	bool has_valid;
+	int64_t valid_sn, valid_sq; /* valid's strides along N and Q (0:
+				     * stretched) */
+	bool has_dropout;  /* p > 0 */
+	int64_t threshold; /* keep iff the top 24 random bits are >= it */
+	float keep_scale;  /* 1 / (1 - p) */
+	LLVMValueRef drop_on;  /* i1: a training run and p > 0 */
+	LLVMValueRef drop_key; /* i64: cg_lower_dropout_key */
+	LLVMValueRef q, kk, v, valid, g; /* operands (valid, g may be NULL) */
+	/* stack buffers (per thread: each kernel call has its own) */
+	LLVMValueRef kt, vt;  /* d x bc, dv x bc: a block of K, V transposed */
+	LLVMValueRef sb, db;  /* br x bc: scores, weights, dP, dS */
+	LLVMValueRef acc;     /* br x wpad: output (or dQ) rows */
+	LLVMValueRef m, l, x; /* brp floats: running max, sum, one more */
+	LLVMValueRef rv;      /* br i64: each row's valid length */
+} cg_attn;
+
+/* Reads the node's sizes and attributes (emits nothing). */
+void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad);
+
+/* Emits the body of a kernel with a's shape: given a with its buffers,
+ * operands and dropout key set, the loop over [lo, hi) of the kernel's
+ * outer extent (a->k->lo, a->k->hi). */
+typedef void (*cg_attn_gen)(cg_attn *a);
+
+/* Makes kernel k a call of the shared function that gen emits for a's
+ * shape: nodes that differ only in their dropout stream (each attention
+ * of a model has its own) share one body, which takes the stream's key
+ * as an argument. kind names the kernel ("fwd", "bwd"). */
+void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
+		       cg_attn_gen gen);
+
+/* A local variable (promoted to a register) holding init. */
+LLVMValueRef cg_attn_var(cg_attn *a, LLVMTypeRef t, LLVMValueRef init);
+LLVMValueRef cg_attn_get(cg_attn *a, LLVMTypeRef t, LLVMValueRef var);
+void cg_attn_set(cg_attn *a, LLVMValueRef var, LLVMValueRef v);
+
+/* Fills a->rv[0 .. rows) with the valid length of query rows q0 ..
+ * q0 + rows of batch n (K without a mask) and returns the largest of
+ * them clamped to [0, K]: the keys the block needs. */
+LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+				 LLVMValueRef rows);
+
+/* dst[c * bc + t] = src[t * width + c] for t < jn, 0 for jn <= t < bc:
+ * jn rows of K or V (src at the block's first) transposed for a product. */
+void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
+		  int64_t width, LLVMValueRef jn);
+
+/* C (+)= A B: row r of C (rows of them) at c + r * c_rs; A(r, t) at
+ * a + r * a_rs + t * a_ts; row t of B (len of them) at b + t * b_ts; width
+ * columns. A padded operand has whole vectors past width to read or
+ * write; an unpadded one is read and written with masks. */
+typedef struct cg_attn_prod {
+	LLVMValueRef a, b, c;
+	int64_t a_rs, a_ts, b_ts, c_rs;
+	int64_t width;
+	bool is_b_padded, is_c_padded;
+	bool is_acc;
+	LLVMValueRef rows, len; /* i64 */
+} cg_attn_prod;
+
+void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p);
+
+/* Vector j of row i of a block's scores in sb, times scale, with keys
+ * past the row's valid length (rv[i]) set to fill and keys past K to
+ * -inf; j0 is the block's first key. */
+LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
+			    int64_t j);
+/* Lanes (a <vw x i1>) of vector j of the block at j0 whose keys are
+ * below row i's valid length. */
+LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
+			      int64_t j);
+/* The keep mask (a <vw x i1>) of dropout for vector j of row i of the
+ * block at j0, q0; all set when dropout is off for this run. Only for a
+ * node with p > 0. */
+LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			  LLVMValueRef i, LLVMValueRef j0, int64_t j);
+
+/* dst[0 .. width) = src[0 .. width) * s: src padded to whole vectors,
+ * dst not (its last vector is stored through a mask). */
+void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
+		       int64_t width, LLVMValueRef s);
+
+/* Horizontal max and sum of a vector. */
+LLVMValueRef cg_attn_hmax(cg_attn *a, LLVMValueRef v);
+LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v);
+
+/* len floats at p set to v (a float value), whole vectors: len must be
+ * a multiple of vw and p hold them. */
+void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v);
+
+/* The loop over a block's keys, in blocks of bc from key 0 to kmax, then
+ * on to K if some row's running maximum (a->m, rows of them) is still
+ * within CG_ATTN_FILL_MARGIN of the fill. body emits one block at j0.
+ * Returns the end of the keys visited (an i64 value, read after the
+ * loop). */
+typedef void (*cg_attn_block_fn)(cg_attn *a, LLVMValueRef j0, void *ud);
+LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
+			      cg_attn_block_fn body, void *ud);
+
+/* min(x, y) of i64 values. */
+LLVMValueRef cg_attn_min(cg_attn *a, LLVMValueRef x, int64_t y);
+
+#endif

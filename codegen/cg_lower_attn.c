@@ -1,0 +1,143 @@
+/*
+ * cg_lower_attn.c - the fused_attention kernel: FlashAttention-2's
+ * forward pass with an online softmax, so the N x Q x K weights never
+ * exist.
+ *
+ * The kernel's outer loop runs over (n, block of BR query rows), split
+ * over threads like any kernel. For a block it keeps, per row, the
+ * running maximum m and sum l of the exponentials and an accumulator of
+ * dv floats; for each block of BC keys it packs K^T, computes the scores
+ * S = Q K^T with the register-tiled product, and per row: scales and
+ * masks them (keys past the valid length get the fill), takes the new
+ * maximum, rescales l and the accumulator by exp(m_old - m_new), turns
+ * the scores into exp(s - m_new) (zeroed where dropout drops them) and
+ * adds P V into the accumulator. At the end each row is divided by l (and
+ * scaled by 1 / (1 - p) under dropout). Keys at or past every row's valid
+ * length are never visited unless a row still needs them (cg_attn.h):
+ * rows of valid length 0 then average all the values, as the -1e6 fill
+ * makes the unfused graph do.
+ */
+#include "cg_attn.h"
+
+#include <math.h>
+
+/* The block being computed. */
+typedef struct fwd_block {
+	LLVMValueRef n, q0, rows;
+} fwd_block;
+
+/* Row i of the block: new maximum, rescaling, weights into sb. */
+static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
+		    LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef s[64], mx = NULL, sum = NULL;
+	for (int64_t j = 0; j < a->nj; j++) {
+		s[j] = cg_attn_scores(a, i, j0, j);
+		mx = j ? cg_intrinsic(f, "llvm.maxnum", &vt, 1, (LLVMValueRef[]){mx, s[j]}, 2)
+		       : s[j];
+	}
+	LLVMValueRef m_at = cg_at(f, a->m, i), l_at = cg_at(f, a->l, i);
+	LLVMValueRef m_old = cg_load(f, m_at);
+	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_hmax(a, mx));
+	LLVMValueRef alpha = cg_lower_exp(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
+	for (int64_t j = 0; j < a->nj; j++) {
+		LLVMValueRef p = cg_lower_exp(f, LLVMBuildFSub(f->b, s[j], ms, ""));
+		sum = j ? cg_fast(LLVMBuildFAdd(f->b, sum, p, ""), true) : p;
+		if (a->has_dropout)
+			p = LLVMBuildSelect(f->b, cg_attn_keep(a, b->n, b->q0, i, j0, j),
+					    p, LLVMConstNull(vt), "");
+		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+		cg_vstore(f, p, cg_at(f, a->sb, at), 4);
+	}
+	LLVMValueRef l = LLVMBuildFMul(f->b, cg_load(f, l_at), alpha, "");
+	cg_store(f, LLVMBuildFAdd(f->b, l, cg_attn_hsum(a, sum), ""), l_at);
+	cg_store(f, m_new, m_at);
+	/* The accumulator row times alpha. */
+	LLVMValueRef as = cg_splat(f, a->vw, alpha);
+	LLVMValueRef row = cg_muli(f, i, a->wpad);
+	for (int64_t c = 0; c < a->dv; c += a->vw) {
+		LLVMValueRef at = cg_at(f, a->acc, cg_addi(f, row, c));
+		cg_vstore(f, LLVMBuildFMul(f->b, cg_vload(f, a->vw, at, 4), as, ""), at, 4);
+	}
+}
+
+/* One block of keys at j0: scores, the online softmax, P V. */
+static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
+{
+	const fwd_block *b = ud;
+	cg_fn *f = a->f;
+	LLVMValueRef jn = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
+				      a->bc);
+	LLVMValueRef key0 = cg_add(f, cg_muli(f, b->n, a->K), j0);
+	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_muli(f, key0, a->d)), a->d, jn);
+	LLVMValueRef qrow = cg_add(f, cg_muli(f, b->n, a->Q), b->q0);
+	cg_attn_prod s = {
+		.a = cg_at(f, a->q, cg_muli(f, qrow, a->d)), .a_rs = a->d, .a_ts = 1,
+		.b = a->kt, .b_ts = a->bc, .c = a->sb, .c_rs = a->bc,
+		.width = a->bc, .is_b_padded = true, .is_c_padded = true,
+		.rows = b->rows, .len = cg_i64(f, a->d)};
+	cg_attn_prod_emit(a, &s);
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	fwd_row(a, b, i, j0);
+	cg_loop_end(f, &l);
+	cg_attn_prod pv = {
+		.a = a->sb, .a_rs = a->bc, .a_ts = 1,
+		.b = cg_at(f, a->v, cg_muli(f, key0, a->dv)), .b_ts = a->dv,
+		.c = a->acc, .c_rs = a->wpad, .width = a->dv,
+		.is_c_padded = true, .is_acc = true, .rows = b->rows, .len = jn};
+	cg_attn_prod_emit(a, &pv);
+}
+
+/* out row = accumulator / l, times 1 / (1 - p) when dropout is on. */
+static void fwd_store(cg_attn *a, const fwd_block *b)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef one = cg_f32(f, 1);
+	if (a->has_dropout)
+		one = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale), one, "");
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	/* With no keys at all (K = 0) the unfused product is 0. */
+	LLVMValueRef sum = cg_load(f, cg_at(f, a->l, i));
+	LLVMValueRef inv = LLVMBuildFDiv(f->b, one, sum, "");
+	inv = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOGT, sum, cg_f32(f, 0), ""),
+			      inv, cg_f32(f, 0), "");
+	LLVMValueRef row = cg_add(f, cg_add(f, cg_muli(f, b->n, a->Q), b->q0), i);
+	cg_attn_scale_row(a, cg_at(f, a->k->out, cg_muli(f, row, a->dv)),
+			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->dv, inv);
+	cg_loop_end(f, &l);
+}
+
+/* The loop over (n, query block) in [lo, hi). */
+static void fwd_body(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	int64_t nqb = (a->Q + a->br - 1) / a->br;
+	cg_loop l;
+	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
+	fwd_block b;
+	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
+	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->br);
+	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->br);
+	LLVMValueRef kmax = cg_attn_block_valid(a, b.n, b.q0, b.rows);
+	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
+	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
+	cg_attn_fill(a, a->acc, cg_i64(f, a->br * a->wpad), 0);
+	cg_attn_key_loop(a, kmax, b.rows, fwd_keys, &b);
+	fwd_store(a, &b);
+	cg_loop_end(f, &l);
+}
+
+bool cg_lower_fused_attention(cg_kernel *k)
+{
+	cg_attn a;
+	cg_attn_shape(&a, k, false);
+	k->extent = a.N * ((a.Q + a.br - 1) / a.br);
+	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 8;
+	cg_attn_call_body(k, &a, "fwd", fwd_body);
+	return true;
+}

@@ -1,0 +1,258 @@
+/*
+ * cg_lower_attn_grad.c - the fused_attention_grad kernel: the gradients
+ * dq, dk, dv of fused attention without the N x Q x K weights, written
+ * into one packed result [dq | dk | dv].
+ *
+ * FlashAttention-2's backward pass reads each row's log-sum-exp saved by
+ * the forward pass; attnc's IR has one result per node, so this kernel
+ * recomputes it (as the row's max m and sum l). The outer loop runs over n, split over threads, so each
+ * thread owns dk and dv of its n and adds into them without races. For
+ * each block of BR query rows:
+ *
+ *   pass 1, over the key blocks (stopping at the valid lengths as the
+ *     forward kernel does): the scores S and dP = dO V^T (dropped and
+ *     scaled as the forward dropout does), and per row the online
+ *     maximum m, sum l of exp(s - m) and sum of exp(s - m) dP, giving
+ *     D = sum_k P dP (which is rowsum(dO o O));
+ *   pass 2, over the same key blocks: S and dP again, P = exp(s - m) / l,
+ *     dS = P (dP - D) where the key is valid (0 past the valid length,
+ *     where the forward wrote the fill), times scale; then
+ *     dQ += dS K (kept on the stack for the block), dK += dS^T Q and
+ *     dV += dropout(P)^T dO (in the result).
+ *
+ * That is seven products of the block's size instead of FlashAttention's
+ * five: the price of not keeping the forward's log-sum-exp.
+ */
+#include "cg_attn.h"
+
+#include <math.h>
+
+/* The query block being differentiated. */
+typedef struct bwd_block {
+	LLVMValueRef n, q0, rows;
+	LLVMValueRef qblk, gblk; /* its rows of q and of the gradient g */
+} bwd_block;
+
+/* Packs keys and values of the block at j0, computes S into sb and
+ * dP (before dropout) into db; returns the number of keys jn. */
+static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
+				  LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef jn = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
+				      a->bc);
+	LLVMValueRef key0 = cg_add(f, cg_muli(f, b->n, a->K), j0);
+	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_muli(f, key0, a->d)), a->d, jn);
+	cg_attn_pack(a, a->vt, cg_at(f, a->v, cg_muli(f, key0, a->dv)), a->dv, jn);
+	cg_attn_prod s = {
+		.a = b->qblk, .a_rs = a->d, .a_ts = 1, .b = a->kt, .b_ts = a->bc,
+		.c = a->sb, .c_rs = a->bc, .width = a->bc, .is_b_padded = true,
+		.is_c_padded = true, .rows = b->rows, .len = cg_i64(f, a->d)};
+	cg_attn_prod_emit(a, &s);
+	cg_attn_prod dp = {
+		.a = b->gblk, .a_rs = a->dv, .a_ts = 1, .b = a->vt, .b_ts = a->bc,
+		.c = a->db, .c_rs = a->bc, .width = a->bc, .is_b_padded = true,
+		.is_c_padded = true, .rows = b->rows, .len = cg_i64(f, a->dv)};
+	cg_attn_prod_emit(a, &dp);
+	return jn;
+}
+
+/* Vector j of row i of db: dP after dropout (dropped 0, kept scaled). */
+static LLVMValueRef dropped_dp(cg_attn *a, const bwd_block *b, LLVMValueRef i,
+			       LLVMValueRef j0, int64_t j, LLVMValueRef *keep)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+	LLVMValueRef dp = cg_vload(f, a->vw, cg_at(f, a->db, at), 4);
+	*keep = NULL;
+	if (!a->has_dropout)
+		return dp;
+	*keep = cg_attn_keep(a, b->n, b->q0, i, j0, j);
+	LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale),
+					  cg_f32(f, 1), "");
+	dp = LLVMBuildFMul(f->b, dp, cg_splat(f, a->vw, ks), "");
+	return LLVMBuildSelect(f->b, *keep, dp, LLVMConstNull(vt), "");
+}
+
+/* Pass 1, row i: the online max m, sum l and sum x of exp(s - m) dP. */
+static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
+		      LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef s[64], keep, mx = NULL, se = NULL, sx = NULL;
+	for (int64_t j = 0; j < a->nj; j++) {
+		s[j] = cg_attn_scores(a, i, j0, j);
+		mx = j ? cg_intrinsic(f, "llvm.maxnum", &vt, 1, (LLVMValueRef[]){mx, s[j]}, 2)
+		       : s[j];
+	}
+	LLVMValueRef m_at = cg_at(f, a->m, i), l_at = cg_at(f, a->l, i),
+		     x_at = cg_at(f, a->x, i);
+	LLVMValueRef m_old = cg_load(f, m_at);
+	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_hmax(a, mx));
+	LLVMValueRef alpha = cg_lower_exp(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
+	for (int64_t j = 0; j < a->nj; j++) {
+		LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, s[j], ms, ""));
+		LLVMValueRef ex = LLVMBuildFMul(f->b, e, dropped_dp(a, b, i, j0, j, &keep), "");
+		se = j ? cg_fast(LLVMBuildFAdd(f->b, se, e, ""), true) : e;
+		sx = j ? cg_fast(LLVMBuildFAdd(f->b, sx, ex, ""), true) : ex;
+	}
+	LLVMValueRef l = LLVMBuildFMul(f->b, cg_load(f, l_at), alpha, "");
+	cg_store(f, LLVMBuildFAdd(f->b, l, cg_attn_hsum(a, se), ""), l_at);
+	LLVMValueRef x = LLVMBuildFMul(f->b, cg_load(f, x_at), alpha, "");
+	cg_store(f, LLVMBuildFAdd(f->b, x, cg_attn_hsum(a, sx), ""), x_at);
+	cg_store(f, m_new, m_at);
+}
+
+static void stats_keys(cg_attn *a, LLVMValueRef j0, void *ud)
+{
+	const bwd_block *b = ud;
+	cg_fn *f = a->f;
+	scores_and_dp(a, b, j0);
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	stats_row(a, b, i, j0);
+	cg_loop_end(f, &l);
+}
+
+/* l becomes 1 / l, x becomes D = x / l. (Not lse = m + log l as in
+ * FlashAttention: for a row of valid length 0, m is the fill, -1e6, and
+ * float32 would round log l away next to it.) */
+static void finish_stats(cg_attn *a, const bwd_block *b)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	LLVMValueRef l_at = cg_at(f, a->l, i), x_at = cg_at(f, a->x, i);
+	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1), cg_load(f, l_at), "");
+	cg_store(f, inv, l_at);
+	cg_store(f, LLVMBuildFMul(f->b, cg_load(f, x_at), inv, ""), x_at);
+	cg_loop_end(f, &l);
+}
+
+/* Pass 2, row i: dS (times scale) into db, the dropped weights into sb. */
+static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
+		      LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef m = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->m, i)));
+	LLVMValueRef linv = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->l, i)));
+	LLVMValueRef D = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->x, i)));
+	LLVMValueRef zero = LLVMConstNull(vt), keep;
+	for (int64_t j = 0; j < a->nj; j++) {
+		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+		LLVMValueRef s = cg_attn_scores(a, i, j0, j);
+		LLVMValueRef p = cg_lower_exp(f, LLVMBuildFSub(f->b, s, m, ""));
+		p = LLVMBuildFMul(f->b, p, linv, "");
+		LLVMValueRef dp = dropped_dp(a, b, i, j0, j, &keep);
+		LLVMValueRef ds = LLVMBuildFMul(f->b, p, LLVMBuildFSub(f->b, dp, D, ""), "");
+		if (a->has_valid)
+			ds = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), ds,
+					     zero, "");
+		ds = LLVMBuildFMul(f->b, ds, cg_const_real(vt, a->scale), "");
+		cg_vstore(f, ds, cg_at(f, a->db, at), 4);
+		if (keep) {
+			LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on,
+							  cg_f32(f, a->keep_scale),
+							  cg_f32(f, 1), "");
+			p = LLVMBuildFMul(f->b, p, cg_splat(f, a->vw, ks), "");
+			p = LLVMBuildSelect(f->b, keep, p, zero, "");
+		}
+		cg_vstore(f, p, cg_at(f, a->sb, at), 4);
+	}
+}
+
+static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef jn = scores_and_dp(a, b, j0);
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	grads_row(a, b, i, j0);
+	cg_loop_end(f, &l);
+	LLVMValueRef key0 = cg_add(f, cg_muli(f, b->n, a->K), j0);
+	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
+	cg_attn_prod dq = {
+		.a = a->db, .a_rs = a->bc, .a_ts = 1,
+		.b = cg_at(f, a->kk, cg_muli(f, key0, a->d)), .b_ts = a->d,
+		.c = a->acc, .c_rs = a->wpad, .width = a->d, .is_c_padded = true,
+		.is_acc = true, .rows = b->rows, .len = jn};
+	cg_attn_prod_emit(a, &dq);
+	cg_attn_prod dk = {
+		.a = a->db, .a_rs = 1, .a_ts = a->bc, .b = b->qblk, .b_ts = a->d,
+		.c = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key0, a->d), dk0)),
+		.c_rs = a->d, .width = a->d, .is_acc = true, .rows = jn,
+		.len = b->rows};
+	cg_attn_prod_emit(a, &dk);
+	cg_attn_prod dv = {
+		.a = a->sb, .a_rs = 1, .a_ts = a->bc, .b = b->gblk, .b_ts = a->dv,
+		.c = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key0, a->dv), dv0)),
+		.c_rs = a->dv, .width = a->dv, .is_acc = true, .rows = jn,
+		.len = b->rows};
+	cg_attn_prod_emit(a, &dv);
+}
+
+/* Both passes for the query block at q0 of batch n. */
+static void grad_block(cg_attn *a, bwd_block *b)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef qrow = cg_add(f, cg_muli(f, b->n, a->Q), b->q0);
+	b->rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b->q0, ""), a->br);
+	b->qblk = cg_at(f, a->q, cg_muli(f, qrow, a->d));
+	b->gblk = cg_at(f, a->g, cg_muli(f, qrow, a->dv));
+	LLVMValueRef kmax = cg_attn_block_valid(a, b->n, b->q0, b->rows);
+	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
+	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
+	cg_attn_fill(a, a->x, cg_i64(f, a->brp), 0);
+	LLVMValueRef jend = cg_attn_key_loop(a, kmax, b->rows, stats_keys, b);
+	finish_stats(a, b);
+	cg_attn_fill(a, a->acc, cg_i64(f, a->br * a->wpad), 0);
+	cg_loop l;
+	LLVMValueRef j0 = cg_loop_begin(f, &l, cg_i64(f, 0), jend, a->bc);
+	grads_keys(a, j0, b);
+	cg_loop_end(f, &l);
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	cg_attn_scale_row(a, cg_at(f, a->k->out, cg_muli(f, cg_add(f, qrow, i), a->d)),
+			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->d, cg_f32(f, 1));
+	cg_loop_end(f, &l);
+}
+
+/* dk and dv of batch n start at 0: the blocks add into them. */
+static void zero_dk_dv(cg_attn *a, LLVMValueRef n)
+{
+	cg_fn *f = a->f;
+	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
+	LLVMValueRef zero = LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0);
+	LLVMValueRef dk = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, n, a->K * a->d), dk0));
+	LLVMValueRef dv = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, n, a->K * a->dv), dv0));
+	LLVMBuildMemSet(f->b, dk, zero, cg_i64(f, a->K * a->d * 4), 4);
+	LLVMBuildMemSet(f->b, dv, zero, cg_i64(f, a->K * a->dv * 4), 4);
+}
+
+/* The loop over n in [lo, hi), each n's query blocks in turn. */
+static void bwd_body(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	int64_t nqb = (a->Q + a->br - 1) / a->br;
+	cg_loop ln, lq;
+	LLVMValueRef n = cg_loop_begin(f, &ln, a->k->lo, a->k->hi, 1);
+	zero_dk_dv(a, n);
+	LLVMValueRef qb = cg_loop_begin(f, &lq, cg_i64(f, 0), cg_i64(f, nqb), 1);
+	bwd_block b = {.n = n, .q0 = cg_muli(f, qb, a->br)};
+	grad_block(a, &b);
+	cg_loop_end(f, &lq);
+	cg_loop_end(f, &ln);
+}
+
+bool cg_lower_fused_attention_grad(cg_kernel *k)
+{
+	cg_attn a;
+	cg_attn_shape(&a, k, true);
+	k->extent = a.N;
+	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 4;
+	cg_attn_call_body(k, &a, "bwd", bwd_body);
+	return true;
+}

@@ -1,0 +1,248 @@
+/*
+ * attention.c - the reference kernels of the fused attention ops, the
+ * oracle the generated FlashAttention-style kernels are tested against.
+ *
+ * fused_attention computes, one query row at a time, exactly what the
+ * unfused graph it replaces computes, step for step and rounded the same
+ * way: the scores q·k (summed left to right) times scale, the masked
+ * softmax of the row (positions >= valid read as fill), the dropout of the
+ * weights, and their product with the values. fused_attention_grad
+ * recomputes each row's weights the same way and applies the softmax and
+ * matmul gradient rules of docs/autodiff.md to that row:
+ *
+ *   dPd = g v^T, dP = dropout(dPd), D = sum_k P dP,
+ *   dS = P (dP - D) where k < valid (else 0), dq = scale dS k,
+ *   dk += scale dS^T q, dv += dropout(P)^T g.
+ *
+ * Only a row of K scores lives at a time (scratch), never N x Q x K.
+ */
+#include "interp_impl.h"
+
+#include "rt_rng.h"
+
+/* One evaluation of a fused attention node. */
+typedef struct attn_cx {
+	const interp_kernel *k;
+	const interp_tensor *q, *kt, *v, *valid, *g; /* g: gradient or NULL */
+	int64_t N, Q, K, d, dv;
+	double scale, fill, p, keep_scale;
+	bool is_dropout;
+	uint64_t stream;
+	double *prob; /* K: the row's softmax weights */
+	double *dp;   /* K: the row's dP (gradient only) */
+} attn_cx;
+
+static double R(const attn_cx *a, double x)
+{
+	return interp_round(a->k->out->dtype, x);
+}
+
+static bool fits(const attn_cx *a)
+{
+	const interp_tensor *q = a->q, *k = a->kt, *v = a->v;
+	if (q->rank != 3 || k->rank != 3 || v->rank != 3)
+		return false;
+	if (k->dims[0] != a->N || v->dims[0] != a->N || v->dims[1] != a->K ||
+	    k->dims[2] != a->d)
+		return false;
+	if (a->g && (a->g->rank != 3 || a->g->dims[0] != a->N ||
+		     a->g->dims[1] != a->Q || a->g->dims[2] != a->dv))
+		return false;
+	if (!a->valid)
+		return true;
+	int vr = a->valid->rank;
+	const int64_t lead[2] = {a->N, a->Q};
+	if (vr != 1 && vr != 2)
+		return false;
+	for (int i = 0; i < vr; i++)
+		if (a->valid->dims[i] != 1 && a->valid->dims[i] != lead[i])
+			return false;
+	return true;
+}
+
+/* Reads the operands and attributes; n_fixed operands besides valid. */
+static bool attn_init(attn_cx *a, const interp_kernel *k, uint32_t n_fixed)
+{
+	const ir_attr *at = &k->node->attr;
+	bool has_valid = k->n_args == n_fixed + 1;
+	if (k->n_args != n_fixed && !has_valid)
+		return interp_fail(k, "expects %u or %u operands, got %u",
+				   n_fixed, n_fixed + 1, k->n_args);
+	*a = (attn_cx){.k = k, .q = &k->args[0], .kt = &k->args[1],
+		       .v = &k->args[2]};
+	a->valid = has_valid ? &k->args[3] : NULL;
+	a->g = n_fixed == 4 ? &k->args[k->n_args - 1] : NULL;
+	a->N = a->q->dims[0];
+	a->Q = a->q->rank == 3 ? a->q->dims[1] : 0;
+	a->d = a->q->rank == 3 ? a->q->dims[2] : 0;
+	a->K = a->kt->rank == 3 ? a->kt->dims[1] : 0;
+	a->dv = a->v->rank == 3 ? a->v->dims[2] : 0;
+	if (!fits(a))
+		return interp_fail(k, "queries, keys, values and valid lengths "
+				      "do not fit (N, Q, d), (N, K, d), (N, K, "
+				      "dv), (N) or (N, Q)");
+	a->scale = R(a, at->attention.scale);
+	a->fill = R(a, at->attention.fill);
+	a->p = at->attention.p;
+	if (!(a->p >= 0 && a->p < 1))
+		return interp_fail(k, "probability must be in [0, 1), not %g",
+				   a->p);
+	a->is_dropout = k->opts->is_training && a->p > 0;
+	a->keep_scale = R(a, 1.0 / R(a, 1.0 - a->p));
+	a->stream = (k->opts->step << 20) ^ (uint64_t)at->attention.stream;
+	size_t row = (size_t)(a->K ? a->K : 1) * sizeof(double);
+	a->prob = interp_scratch(k, row);
+	a->dp = a->prob && a->g ? interp_scratch(k, row) : NULL;
+	if (a->prob && (!a->g || a->dp))
+		return true;
+	ir_free(k->ctx, a->prob);
+	return false;
+}
+
+static void attn_fini(const attn_cx *a)
+{
+	ir_free(a->k->ctx, a->prob);
+	ir_free(a->k->ctx, a->dp);
+}
+
+/* The valid length of query row i of batch n (K without a mask). */
+static int64_t row_valid(const attn_cx *a, int64_t n, int64_t i)
+{
+	if (!a->valid)
+		return a->K;
+	const int64_t lead[2] = {a->N, a->Q};
+	return interp_valid_at(a->valid, lead, 2, n * a->Q + i);
+}
+
+/* q_i · k_j summed left to right, as matmul does. */
+static double dot(const attn_cx *a, const interp_tensor *x, int64_t xo,
+		  const interp_tensor *y, int64_t yo, int64_t len)
+{
+	double acc = 0;
+	for (int64_t c = 0; c < len; c++)
+		acc = R(a, acc + R(a, interp_ld(x, xo + c) * interp_ld(y, yo + c)));
+	return acc;
+}
+
+/* a->prob = masked_softmax(scale q_i k^T, valid) of row (n, i), as the
+ * interpreter's masked softmax computes it. */
+static void row_weights(const attn_cx *a, int64_t n, int64_t i, int64_t valid)
+{
+	int64_t qo = (n * a->Q + i) * a->d;
+	double mx = -INFINITY, sum = 0;
+	for (int64_t j = 0; j < a->K; j++) {
+		double s = a->fill;
+		if (j < valid)
+			s = R(a, dot(a, a->q, qo, a->kt, (n * a->K + j) * a->d, a->d) *
+				     a->scale);
+		a->prob[j] = s;
+		if (s > mx)
+			mx = s;
+	}
+	for (int64_t j = 0; j < a->K; j++) {
+		a->prob[j] = R(a, exp(R(a, a->prob[j] - mx)));
+		sum = R(a, sum + a->prob[j]);
+	}
+	for (int64_t j = 0; j < a->K; j++)
+		a->prob[j] = R(a, a->prob[j] / sum);
+}
+
+/* Whether dropout keeps weight (n, i, j): the DROPOUT op's draw for the
+ * element n*Q*K + i*K + j of the (N, Q, K) weights. */
+static bool keeps(const attn_cx *a, int64_t n, int64_t i, int64_t j)
+{
+	if (!a->is_dropout)
+		return true;
+	uint64_t at = (uint64_t)((n * a->Q + i) * a->K + j);
+	return rt_rng_uniform(a->k->opts->seed, a->stream, at) >= a->p;
+}
+
+/* The weight after dropout, as the DROPOUT op scales it. */
+static double dropped(const attn_cx *a, int64_t n, int64_t i, int64_t j)
+{
+	if (!a->is_dropout)
+		return a->prob[j];
+	return keeps(a, n, i, j) ? R(a, a->prob[j] * a->keep_scale) : 0.0;
+}
+
+bool interp_k_fused_attention(const interp_kernel *k)
+{
+	attn_cx a;
+	if (!attn_init(&a, k, 3))
+		return false;
+	for (int64_t n = 0; n < a.N; n++)
+		for (int64_t i = 0; i < a.Q; i++) {
+			row_weights(&a, n, i, row_valid(&a, n, i));
+			for (int64_t j = 0; j < a.K; j++)
+				a.prob[j] = dropped(&a, n, i, j);
+			int64_t oo = (n * a.Q + i) * a.dv;
+			for (int64_t c = 0; c < a.dv; c++) {
+				double acc = 0;
+				for (int64_t j = 0; j < a.K; j++) {
+					double x = interp_ld(a.v, (n * a.K + j) * a.dv + c);
+					acc = R(&a, acc + R(&a, a.prob[j] * x));
+				}
+				interp_st(k->out, oo + c, acc);
+			}
+		}
+	attn_fini(&a);
+	return true;
+}
+
+/* Adds x * row y (len elements at yo) into the output at oo. */
+static void axpy(const attn_cx *a, double x, const interp_tensor *y,
+		 int64_t yo, int64_t oo, int64_t len)
+{
+	interp_tensor *out = a->k->out;
+	for (int64_t c = 0; c < len; c++)
+		interp_st(out, oo + c,
+			  R(a, interp_ld(out, oo + c) +
+				       R(a, x * interp_ld(y, yo + c))));
+}
+
+/* The gradient contributions of query row (n, i); the output holds dq,
+ * dk and dv one after the other. */
+static void grad_row(const attn_cx *a, int64_t n, int64_t i)
+{
+	int64_t valid = row_valid(a, n, i);
+	int64_t qo = (n * a->Q + i) * a->d, go = (n * a->Q + i) * a->dv;
+	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
+	double D = 0;
+	row_weights(a, n, i, valid);
+	for (int64_t j = 0; j < a->K; j++) {
+		double dpd = dot(a, a->g, go, a->v, (n * a->K + j) * a->dv, a->dv);
+		double dp = dpd;
+		if (a->is_dropout)
+			dp = keeps(a, n, i, j) ? R(a, dpd * a->keep_scale) : 0.0;
+		a->dp[j] = dp;
+		D = R(a, D + R(a, a->prob[j] * dp));
+	}
+	for (int64_t j = 0; j < a->K; j++) {
+		int64_t ko = (n * a->K + j) * a->d;
+		double ds = j < valid ? R(a, a->prob[j] * R(a, a->dp[j] - D)) : 0.0;
+		ds = R(a, ds * a->scale);
+		axpy(a, ds, a->kt, ko, qo, a->d);
+		axpy(a, ds, a->q, qo, dk0 + ko, a->d);
+		axpy(a, dropped(a, n, i, j), a->g, go,
+		     dv0 + (n * a->K + j) * a->dv, a->dv);
+	}
+}
+
+bool interp_k_fused_attention_grad(const interp_kernel *k)
+{
+	attn_cx a;
+	if (!attn_init(&a, k, 4))
+		return false;
+	int64_t n_out = a.N * (a.Q * a.d + a.K * a.d + a.K * a.dv);
+	if (interp_tensor_numel(k->out) != n_out) {
+		attn_fini(&a);
+		return interp_fail(k, "the result has %lld elements, not %lld",
+				   (long long)interp_tensor_numel(k->out),
+				   (long long)n_out);
+	}
+	for (int64_t n = 0; n < a.N; n++)
+		for (int64_t i = 0; i < a.Q; i++)
+			grad_row(&a, n, i);
+	attn_fini(&a);
+	return true;
+}
