@@ -43,6 +43,24 @@ bool pass_simplify(ir_module *m); /* algebraic identities */
 bool pass_cse(ir_module *m);      /* merge identical nodes */
 bool pass_dce(ir_module *m);      /* drop nodes no output needs */
 
+/* Attention fusion (fuse_attention.c; docs/fusion.md). Replaces every
+ * matmul(Q, K^T) -> [scale by a constant] -> softmax or masked_softmax ->
+ * [dropout] -> matmul(., V) whose intermediates nothing else needs by one
+ * fused_attention node located at the softmax; in a gradient function
+ * (pass_autodiff) the chain's backward nodes likewise by one
+ * fused_attention_grad. Weights a function returns stay unfused. */
+bool pass_fuse_attention(ir_module *m);
+
+/* Writes, for every softmax and masked_softmax of every function of m,
+ * one line: whether pass_fuse_attention would fuse it and, if not, why
+ * (the op or use that blocks it), then a count. Meant for the module
+ * before fusion (after it, the fused ops carry their softmax's loc):
+ *   @loss %14 masked_softmax at m.g:9:13: fuses: matmul %11, div by 2,
+ *     masked_softmax, matmul %16 into fused_attention
+ *   @forward %11 masked_softmax at m.g:9:13: not fused: the weights are
+ *     output 1 (out1) of @forward: fusing would lose them */
+void pass_explain_fusion(const ir_module *m, FILE *out);
+
 /* Reverse-mode autodiff (autodiff.c, rules in grad.c; docs/autodiff.md).
  * For the function named entry, whose first output is a scalar f32 loss,
  * adds an exported function "<entry>_grad" with the same inputs (and

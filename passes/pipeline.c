@@ -14,7 +14,9 @@
 /* The pipeline, in order. Folding first turns constant subexpressions
  * into constants that simplify's identities can see; simplify then removes
  * layout changes and unit arithmetic; CSE merges what is left identical;
- * DCE sweeps up whatever no output needs. */
+ * attention fusion then sees each chain in one canonical form (transposes
+ * as matmul flags, one node per value); DCE sweeps up whatever no output
+ * needs. */
 const pass_info pass_table[] = {
 	{"infer", "re-derive every node's type and report any that differ",
 	 pass_infer, false},
@@ -25,6 +27,9 @@ const pass_info pass_table[] = {
 	 pass_simplify, false},
 	{"cse", "merge identical nodes and identical constants", pass_cse,
 	 false},
+	{"fuse_attention", "one fused_attention (and fused_attention_grad) "
+			   "per matmul-softmax-matmul chain",
+	 pass_fuse_attention, true},
 	{"dce", "drop nodes no output needs", pass_dce, false},
 };
 const uint32_t pass_count = sizeof pass_table / sizeof pass_table[0];

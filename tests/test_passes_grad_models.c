@@ -4,7 +4,9 @@
  * Bahdanau's `loss`, run by the interpreter in float64, against
  * directional finite differences over all parameters at once, with
  * dropout off and on (a fixed seed and step make a training run
- * deterministic), and the optimized gradient graph against the raw one.
+ * deterministic), and the optimized gradient graph against the raw one;
+ * the Transformer's also once attention fusion has made its training
+ * graph fused_attention and fused_attention_grad.
  */
 #include "frontend.h"
 #include "interp.h"
@@ -257,6 +259,39 @@ START_TEST(test_bahdanau_loss_gradient_matches_finite_differences)
 }
 END_TEST
 
+static uint32_t count_op(const ir_module *m, const char *fn, ir_op op)
+{
+	const ir_func *f = ir_module_find_func(m, fn);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < f->g.n_nodes; i++)
+		n += f->g.nodes[i].op == op;
+	return n;
+}
+
+/* The training graph after the pipeline, where fuse_attention replaced
+ * the six attentions of loss and loss_grad (forward and backward) by
+ * fused_attention and fused_attention_grad. */
+START_TEST(test_fused_transformer_loss_gradient_matches_finite_differences)
+{
+	gm x;
+	gm_init(&x);
+	add_nmt_batch(&x);
+	gm_load(&x, "models/transformer.g");
+	pass_options po = {.verify_each = true};
+	ck_assert(pass_pipeline_run(x.m, &po));
+	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ATTENTION), 6);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
+	interp_opts eval = {.is_f64 = true};
+	directional_error(&x, &eval, 1);
+	directional_error(&x, &eval, 2);
+	interp_opts train = {.is_f64 = true, .is_training = true, .seed = 11,
+			     .step = 3};
+	directional_error(&x, &train, 3);
+	gm_fini(&x);
+}
+END_TEST
+
 static Suite *grad_models_suite(void)
 {
 	Suite *s = suite_create("passes_grad_models");
@@ -265,6 +300,7 @@ static Suite *grad_models_suite(void)
 	tcase_add_test(tc, test_nw_param_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_transformer_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_bahdanau_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc, test_fused_transformer_loss_gradient_matches_finite_differences);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,341 @@
+/*
+ * fuse_attention.c - the "fuse_attention" pass: every attention the
+ * matcher (fuse_match.c) finds becomes one fused_attention node, and in
+ * a gradient function its backward nodes one fused_attention_grad node;
+ * and pass_explain_fusion, which reports the matcher's verdict on every
+ * softmax.
+ *
+ * The final matmul of an attention is replaced by
+ * fused_attention(q, k, v[, valid]) {scale, fill, p, stream}, located at
+ * the softmax (a user reading the fused IR finds the line of the
+ * weights). Operands stored transposed get a permute first. In a
+ * gradient function, the contributions dQ, dK, dV the chain's gradient
+ * rules made are replaced by parts of one fused_attention_grad(q, k, v
+ * [, valid], G), G the gradient of the attention's output: a slice of the
+ * packed result, reshaped (grad.c's rule for fused_attention does the
+ * same). The weights, scores and their gradients are then unused, and
+ * the compaction drops them.
+ *
+ * New nodes must come before their users, so the graph is rebuilt in one
+ * forward sweep that copies each node or, at a replaced one, emits its
+ * replacement.
+ */
+#include "passes.h"
+
+#include "fuse_attention.h"
+
+#include <string.h>
+
+/* What the rebuild does at a node. */
+typedef enum fz_role { ROLE_KEEP, ROLE_OUT, ROLE_DQ, ROLE_DK, ROLE_DV } fz_role;
+
+typedef struct fz_act {
+	fz_role role;
+	uint32_t match;
+} fz_act;
+
+typedef struct fz_rebuild {
+	ir_module *m;
+	ir_func *f;
+	ir_graph g;         /* the new graph */
+	ir_id *map;         /* old node -> new node */
+	const fz_match *mt; /* the matches */
+	ir_id *packed;      /* per match: its fused_attention_grad, or IR_NONE */
+	ir_id *rows;        /* per match: that seen as [C, S] rows (a packed
+			     * length C times a symbol S), or IR_NONE */
+	bool is_failed;
+} fz_rebuild;
+
+/* Appends a node to the new graph and infers its type (t: the target of
+ * a reshape). */
+static ir_id emit(fz_rebuild *r, ir_op op, const ir_id *args, uint32_t n,
+		  const ir_attr *attr, const ir_type *t, ir_loc loc)
+{
+	ir_type none = {0};
+	ir_id id = r->is_failed ? IR_NONE
+				: ir_graph_append(r->m->ctx, &r->g, op, args, n, attr,
+						  t ? t : &none, loc);
+	if (id == IR_NONE || !ir_infer_type(r->m->ctx, r->m, &r->g, &r->g.nodes[id])) {
+		r->is_failed = true;
+		return IR_NONE;
+	}
+	return id;
+}
+
+/* Operand x of a match in the new graph, transposed if stored so. */
+static ir_id operand(fz_rebuild *r, ir_id x, bool is_t, ir_loc loc)
+{
+	ir_id id = r->map[x];
+	if (!is_t)
+		return id;
+	ir_attr p = {.permute = {.perm = {0, 2, 1}}};
+	return emit(r, IR_OP_PERMUTE, &id, 1, &p, NULL, loc);
+}
+
+static ir_attr fused_attr(const fz_rebuild *r, const fz_match *mt)
+{
+	const ir_node *sm = &r->f->g.nodes[mt->sm];
+	ir_attr a;
+	memset(&a, 0, sizeof a);
+	a.attention.scale = mt->scale;
+	a.attention.fill = sm->op == IR_OP_MASKED_SOFTMAX ? sm->attr.fill : 0;
+	if (mt->drop != IR_NONE) {
+		const ir_node *d = &r->f->g.nodes[mt->drop];
+		a.attention.p = d->attr.dropout.p;
+		a.attention.stream = d->attr.dropout.stream;
+	}
+	return a;
+}
+
+/* q, k, v[, valid] of a match in the new graph into args; the count. */
+static uint32_t fused_args(fz_rebuild *r, const fz_match *mt, ir_id *args)
+{
+	ir_loc loc = r->f->g.nodes[mt->sm].loc;
+	uint32_t n = 0;
+	args[n++] = operand(r, mt->q, mt->q_t, loc);
+	args[n++] = operand(r, mt->k, mt->k_t, loc);
+	args[n++] = operand(r, mt->v, mt->v_t, loc);
+	if (mt->valid != IR_NONE)
+		args[n++] = r->map[mt->valid];
+	return n;
+}
+
+static ir_id emit_fused(fz_rebuild *r, const fz_match *mt)
+{
+	ir_id args[4];
+	uint32_t n = fused_args(r, mt, args);
+	ir_attr a = fused_attr(r, mt);
+	return emit(r, IR_OP_FUSED_ATTENTION, args, n, &a, NULL,
+		    r->f->g.nodes[mt->sm].loc);
+}
+
+/* The part of match mi's packed gradient that replaces old node x of
+ * role `role`, emitting the fused_attention_grad node first if needed. */
+static ir_id emit_part(fz_rebuild *r, uint32_t mi, fz_role role, ir_id x)
+{
+	const fz_match *mt = &r->mt[mi];
+	if (r->packed[mi] == IR_NONE) {
+		ir_id args[5];
+		uint32_t n = fused_args(r, mt, args);
+		args[n++] = r->map[mt->g];
+		ir_attr a = fused_attr(r, mt);
+		r->packed[mi] = emit(r, IR_OP_FUSED_ATTENTION_GRAD, args, n, &a, NULL,
+				     r->f->g.nodes[mt->sm].loc);
+		if (r->is_failed)
+			return IR_NONE;
+	}
+	const ir_graph *og = &r->f->g;
+	ir_dim part[3];
+	for (int i = 0; i < 3; i++)
+		ir_type_numel_dim(&og->nodes[i == 0 ? mt->q : i == 1 ? mt->k : mt->v].type,
+				  &part[i]);
+	int which = role == ROLE_DQ ? 0 : role == ROLE_DK ? 1 : 2;
+	int64_t off = 0;
+	for (int i = 0; i < which; i++)
+		off += part[i].coef;
+	ir_loc loc = og->nodes[x].loc;
+	ir_id pk = r->packed[mi];
+	ir_dim total = r->g.nodes[pk].type.dims[0];
+	if (!ir_dim_is_static(total) && r->rows[mi] == IR_NONE) {
+		ir_type rows = {.dtype = IR_F32, .rank = 2,
+				.dims = {ir_dim_static(total.coef), {1, total.sym}}};
+		r->rows[mi] = emit(r, IR_OP_RESHAPE, &pk, 1, NULL, &rows, loc);
+	}
+	if (!ir_dim_is_static(total))
+		pk = r->rows[mi];
+	ir_attr sl;
+	memset(&sl, 0, sizeof sl);
+	sl.slice.start = off;
+	sl.slice.end = off + part[which].coef;
+	sl.slice.step = 1;
+	ir_id s = emit(r, IR_OP_SLICE, &pk, 1, &sl, NULL, loc);
+	return emit(r, IR_OP_RESHAPE, &s, 1, NULL, &og->nodes[x].type, loc);
+}
+
+static ir_id copy_node(fz_rebuild *r, ir_id x)
+{
+	const ir_node *n = &r->f->g.nodes[x];
+	ir_id args[64], *big = NULL, *a = args;
+	if (n->n_args > 64) {
+		big = ir_alloc(r->m->ctx, n->n_args * sizeof *big);
+		if (!big) {
+			r->is_failed = true;
+			return IR_NONE;
+		}
+		a = big;
+	}
+	for (uint32_t i = 0; i < n->n_args; i++)
+		a[i] = r->map[ir_arg(&r->f->g, x, i)];
+	ir_id id = r->is_failed ? IR_NONE
+				: ir_graph_append(r->m->ctx, &r->g, n->op, a, n->n_args,
+						  &n->attr, &n->type, n->loc);
+	ir_free(r->m->ctx, big);
+	if (id == IR_NONE)
+		r->is_failed = true;
+	return id;
+}
+
+/* The new graph, node by node; then it replaces the old one. */
+static bool rebuild(fz_rebuild *r, const fz_act *act)
+{
+	ir_func *f = r->f;
+	for (ir_id x = 0; x < f->g.n_nodes && !r->is_failed; x++) {
+		switch (act[x].role) {
+		case ROLE_KEEP:
+			r->map[x] = copy_node(r, x);
+			break;
+		case ROLE_OUT:
+			r->map[x] = emit_fused(r, &r->mt[act[x].match]);
+			break;
+		case ROLE_DQ:
+		case ROLE_DK:
+		case ROLE_DV:
+			r->map[x] = emit_part(r, act[x].match, act[x].role, x);
+			break;
+		}
+	}
+	if (r->is_failed) {
+		ir_graph_fini(r->m->ctx, &r->g);
+		ir_error(r->m->ctx, f->loc, "fuse_attention: cannot rewrite @%s",
+			 f->name);
+		return false;
+	}
+	for (uint32_t i = 0; i < f->n_inputs; i++)
+		f->inputs[i] = r->map[f->inputs[i]];
+	for (uint32_t o = 0; o < f->n_outputs; o++)
+		f->outputs[o] = r->map[f->outputs[o]];
+	ir_graph_fini(r->m->ctx, &f->g);
+	f->g = r->g;
+	return pass_graph_compact(r->m, f, NULL);
+}
+
+/* The roles of a match's nodes. */
+static void mark(fz_act *act, const fz_match *mt, uint32_t mi)
+{
+	act[mt->out] = (fz_act){ROLE_OUT, mi};
+	if (mt->dq != IR_NONE)
+		act[mt->dq] = (fz_act){ROLE_DQ, mi};
+	if (mt->dk != IR_NONE)
+		act[mt->dk] = (fz_act){ROLE_DK, mi};
+	if (mt->dv != IR_NONE)
+		act[mt->dv] = (fz_act){ROLE_DV, mi};
+}
+
+static bool is_softmax(ir_op op)
+{
+	return op == IR_OP_SOFTMAX || op == IR_OP_MASKED_SOFTMAX;
+}
+
+/* Finds the matches of f into mt (room for every node); the count. */
+static uint32_t find_matches(const ir_module *m, const ir_func *f,
+			     const fz_uses *u, fz_match *mt)
+{
+	uint32_t n = 0;
+	for (ir_id i = 0; i < f->g.n_nodes; i++)
+		if (is_softmax(f->g.nodes[i].op) && fz_match_at(m, f, u, i, &mt[n]))
+			n++;
+	return n;
+}
+
+static bool fuse_func(ir_module *m, ir_func *f)
+{
+	uint32_t nn = f->g.n_nodes;
+	fz_uses u = {0};
+	fz_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
+	fz_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
+	fz_rebuild r = {.m = m, .f = f, .mt = mt};
+	r.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.map);
+	r.packed = ir_alloc(m->ctx, (nn + 1) * sizeof *r.packed);
+	r.rows = ir_alloc(m->ctx, (nn + 1) * sizeof *r.rows);
+	bool ok = mt && act && r.map && r.packed && r.rows &&
+		  fz_uses_build(m->ctx, f, &u);
+	uint32_t n = ok ? find_matches(m, f, &u, mt) : 0;
+	for (uint32_t i = 0; i < n; i++) {
+		mark(act, &mt[i], i);
+		r.packed[i] = r.rows[i] = IR_NONE;
+	}
+	if (!ok)
+		ir_error(m->ctx, f->loc, "fuse_attention: out of memory");
+	else if (n > 0)
+		ok = rebuild(&r, act);
+	fz_uses_fini(m->ctx, &u);
+	ir_free(m->ctx, mt);
+	ir_free(m->ctx, act);
+	ir_free(m->ctx, r.map);
+	ir_free(m->ctx, r.packed);
+	ir_free(m->ctx, r.rows);
+	return ok;
+}
+
+bool pass_fuse_attention(ir_module *m)
+{
+	for (uint32_t fi = 0; fi < m->n_funcs; fi++)
+		if (!fuse_func(m, m->funcs[fi]))
+			return false;
+	return pass_module_drop_unused_consts(m);
+}
+
+/* ---- explaining ------------------------------------------------------------------- */
+
+static void print_loc(const ir_module *m, ir_loc loc, FILE *out)
+{
+	const ir_ctx *ctx = m->ctx;
+	if (loc.file > 0 && loc.file < ctx->n_files)
+		fprintf(out, "%s:%u:%u", ctx->files[loc.file].name, loc.line,
+			loc.col);
+	else
+		fputs("no location", out);
+}
+
+static void print_fused(const ir_func *f, const fz_match *mt, FILE *out)
+{
+	const ir_graph *g = &f->g;
+	fprintf(out, "fuses: matmul %%%u", mt->scores);
+	if (mt->scaled != IR_NONE)
+		fprintf(out, ", %s by %g", ir_op_table[g->nodes[mt->scaled].op].name,
+			mt->scale_c);
+	fprintf(out, ", %s", ir_op_table[g->nodes[mt->sm].op].name);
+	if (mt->drop != IR_NONE)
+		fprintf(out, ", dropout %%%u", mt->drop);
+	fprintf(out, ", matmul %%%u into fused_attention", mt->out);
+	if (mt->has_grad)
+		fputs(", and its gradient into fused_attention_grad", out);
+}
+
+static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
+			 uint32_t *n_sm, uint32_t *n_fused)
+{
+	fz_uses u = {0};
+	if (!fz_uses_build(m->ctx, f, &u)) {
+		fprintf(out, "@%s: out of memory\n", f->name);
+		fz_uses_fini(m->ctx, &u);
+		return;
+	}
+	for (ir_id i = 0; i < f->g.n_nodes; i++) {
+		const ir_node *n = &f->g.nodes[i];
+		if (!is_softmax(n->op))
+			continue;
+		fz_match mt;
+		bool ok = fz_match_at(m, f, &u, i, &mt);
+		fprintf(out, "@%s %%%u %s at ", f->name, i, ir_op_table[n->op].name);
+		print_loc(m, n->loc, out);
+		fputs(": ", out);
+		if (ok)
+			print_fused(f, &mt, out);
+		else
+			fprintf(out, "not fused: %s", mt.why);
+		fputc('\n', out);
+		(*n_sm)++;
+		*n_fused += ok;
+	}
+	fz_uses_fini(m->ctx, &u);
+}
+
+void pass_explain_fusion(const ir_module *m, FILE *out)
+{
+	uint32_t n_sm = 0, n_fused = 0;
+	for (uint32_t fi = 0; fi < m->n_funcs; fi++)
+		explain_func(m, m->funcs[fi], out, &n_sm, &n_fused);
+	fprintf(out, "%u of %u softmax%s fuse%s\n", n_fused, n_sm,
+		n_sm == 1 ? "" : "es", n_fused == 1 ? "s" : "");
+}

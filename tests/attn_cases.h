@@ -1,0 +1,165 @@
+/*
+ * attn_cases.h - the random attention cases that test_passes_fuse.c (the
+ * interpreter) and test_codegen_fuse.c (the JIT) both run: a model with
+ * one attention over parameters q, k, v, its loss weighted by an input w,
+ * compiled fused and unfused; and the error-ratio rule that judges the
+ * fused float32 results against a float64 reference.
+ *
+ * Header-only (static inline) so that each test program takes what it
+ * uses.
+ */
+#ifndef ATTNC_TESTS_ATTN_CASES_H
+#define ATTNC_TESTS_ATTN_CASES_H
+
+#include "frontend.h"
+#include "interp.h"
+#include "ir.h"
+#include "passes.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* valid lengths: none (plain softmax), one per batch, one per query. */
+typedef enum ac_valid { AC_NONE, AC_BATCH, AC_QUERY } ac_valid;
+
+typedef struct ac_case {
+	int N, Q, K, d, dv;
+	ac_valid valid;
+	double p;         /* dropout of the weights (0: none) */
+	bool is_training; /* dropout active */
+	uint64_t seed;
+} ac_case;
+
+/* How a module is compiled: without fusion; fused after autodiff (the
+ * pipeline recognizes the backward nodes); fused before autodiff (the
+ * gradient rule of fused_attention). */
+typedef enum ac_way { AC_UNFUSED, AC_FUSED, AC_FUSED_FIRST } ac_way;
+
+/* loss = sum((dropout(masked_softmax(q k^T / sqrt(d), valid)) v) * w). */
+static inline void ac_source(const ac_case *c, char *buf, size_t size)
+{
+	char valid[64] = "", sm[160];
+	if (c->valid == AC_BATCH)
+		snprintf(valid, sizeof valid, "valid: i32[%d], ", c->N);
+	else if (c->valid == AC_QUERY)
+		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N, c->Q);
+	if (c->valid == AC_NONE)
+		snprintf(sm, sizeof sm, "softmax(q @ k.T / sqrt(%d))", c->d);
+	else
+		snprintf(sm, sizeof sm, "masked_softmax(q @ k.T / sqrt(%d), valid)",
+			 c->d);
+	snprintf(buf, size,
+		 "model fz\n"
+		 "export def loss(%sw: f32[%d, %d, %d])\n"
+		 "  param q : [%d, %d, %d] = normal(0, 1)\n"
+		 "  param k : [%d, %d, %d] = normal(0, 1)\n"
+		 "  param v : [%d, %d, %d] = normal(0, 1)\n"
+		 "  return sum(dropout(%s, %g) @ v * w)\n",
+		 valid, c->N, c->Q, c->dv, c->N, c->Q, c->d, c->N, c->K, c->d,
+		 c->N, c->K, c->dv, sm, c->p);
+}
+
+static inline uint32_t ac_count(const ir_module *m, const char *fn, ir_op op)
+{
+	const ir_func *f = ir_module_find_func(m, fn);
+	uint32_t n = 0;
+	for (uint32_t i = 0; f && i < f->g.n_nodes; i++)
+		n += f->g.nodes[i].op == op;
+	return n;
+}
+
+/* The case's module with loss_grad, compiled the given way. */
+static inline ir_module *ac_compile(ir_ctx *ctx, const ac_case *c, ac_way way)
+{
+	char src[1024];
+	ac_source(c, src, sizeof src);
+	uint32_t file = ir_ctx_add_source(ctx, "case.g", src, strlen(src));
+	ir_module *m = fe_compile(ctx, file);
+	ck_assert_msg(m != NULL, "the case does not compile:\n%s", src);
+	pass_options fuse = {.verify_each = true};
+	pass_options plain = {.verify_each = true, .no_fuse = true};
+	if (way == AC_FUSED_FIRST)
+		ck_assert(pass_pipeline_run(m, &fuse));
+	ck_assert(pass_autodiff(m, "loss"));
+	ck_assert(pass_pipeline_run(m, way == AC_UNFUSED ? &plain : &fuse));
+	uint32_t want = way == AC_UNFUSED ? 0 : 1;
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), want);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), want);
+	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION), want);
+	return m;
+}
+
+/* SplitMix64: the cases' random numbers. */
+static inline uint64_t ac_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* A valid length: 0, past K, K, or in between, each sometimes. */
+static inline int32_t ac_length(uint64_t *s, int K)
+{
+	uint64_t r = ac_next(s) % 8;
+	return r == 0 ? 0 : r == 1 ? K + 2 : r == 2 ? K : (int32_t)(ac_next(s) % (uint64_t)(K + 1));
+}
+
+/* The inputs of loss/loss_grad: valid (if any), then w. */
+static inline uint32_t ac_inputs(ir_ctx *ctx, const ac_case *c,
+				 interp_tensor *in)
+{
+	uint64_t s = c->seed * 7919 + 1;
+	uint32_t n = 0;
+	if (c->valid != AC_NONE) {
+		int64_t dims[2] = {c->N, c->Q};
+		int rank = c->valid == AC_BATCH ? 1 : 2;
+		ck_assert(interp_tensor_alloc(ctx, &in[n], IR_I32, rank, dims));
+		int32_t *v = in[n].data;
+		for (int64_t i = 0; i < interp_tensor_numel(&in[n]); i++)
+			v[i] = ac_length(&s, c->K);
+		n++;
+	}
+	int64_t wd[3] = {c->N, c->Q, c->dv};
+	ck_assert(interp_tensor_alloc(ctx, &in[n], IR_F32, 3, wd));
+	float *w = in[n].data;
+	for (int64_t i = 0; i < interp_tensor_numel(&in[n]); i++)
+		w[i] = (float)((double)(ac_next(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+	return n + 1;
+}
+
+/* Largest |x - ref| and |ref| over two tensors of any float dtype. */
+static inline void ac_errors(const interp_tensor *x, const interp_tensor *ref,
+			     double *err, double *mag)
+{
+	int64_t n = interp_tensor_numel(ref);
+	ck_assert_int_eq(interp_tensor_numel(x), n);
+	*err = *mag = 0;
+	for (int64_t i = 0; i < n; i++) {
+		double r = interp_tensor_get(ref, i), d = fabs(interp_tensor_get(x, i) - r);
+		if (!(d <= *err))
+			*err = d;
+		if (fabs(r) > *mag)
+			*mag = fabs(r);
+	}
+}
+
+/* The error-ratio rule: the fused float32 result is no further from the
+ * float64 reference than twice the unfused float32 result, plus a floor
+ * of a few float32 roundings of the largest value. */
+static inline void ac_check_ratio(const interp_tensor *fused,
+				  const interp_tensor *unfused,
+				  const interp_tensor *ref, const char *what)
+{
+	double ef, eu, mag;
+	ac_errors(unfused, ref, &eu, &mag);
+	ac_errors(fused, ref, &ef, &mag);
+	double bound = 2 * eu + 1e-6 * mag + 1e-7;
+	ck_assert_msg(ef <= bound, "%s: fused error %.3g > 2 x unfused error "
+		      "%.3g + floor (largest %.3g)", what, ef, eu, mag);
+}
+
+#endif
