@@ -146,7 +146,8 @@ bool drv_regression_mse(const drv_exec *e, double *mse);
 
 /* Whether the pictures asked for can be drawn, before anything runs:
  * --plot needs a regression model or training, --heatmap an entry with
- * an output `weights`. Reports and returns false if not. */
+ * an output `weights`, or for a seq2seq model a translation (training,
+ * or --translate). Reports and returns false if not. */
 bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			bool is_training);
 
@@ -154,8 +155,9 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
  * prediction, training points) for regression models, else the loss per
  * epoch (losses[0 .. n_epochs), NULL when there was no training: then
  * it is an error). --heatmap draws the default entry's output `weights`
- * on its example (the first matrix when its rank is above 2). Says what
- * it wrote on stdout; returns false after reporting. */
+ * on its example (the first matrix when its rank is above 2), except for
+ * a seq2seq model, whose heatmap drv_translate draws. Says what it wrote
+ * on stdout; returns false after reporting. */
 bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs);
 
 /* ---- training (train_config.c, train.c, gradcheck.c) ---------------------------- */
@@ -263,17 +265,19 @@ bool drv_params_tensors(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 void drv_batch_tensors(const drv_grad *g, const drv_batch *b,
 		       interp_tensor *in);
 
-/* --train: compiles the module, trains it as tc says (printing a line
- * per epoch, writing --metrics), then saves (--save), reports the test
- * MSE of regression models and draws the pictures asked for. */
+/* --train: loads the data, compiles the module, trains it as tc says
+ * (printing a line per epoch, writing --metrics), then saves (--save),
+ * reports the test MSE of regression models, draws the pictures asked
+ * for, and translates with a seq2seq model (drv_translate). */
 bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	       const drv_train_config *tc);
 
 /* --gradcheck: compares the compiled gradient with central differences
  * of the loss under the interpreter in float64, along a random direction
  * and at a few coordinates of every parameter; prints the errors. False
- * (exit status 1) if the worst relative error is 1e-2 or more. */
-bool drv_gradcheck(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+ * (exit status 1) if the worst relative error is 1e-2 or more. The dims
+ * that translation data binds become m's fallbacks, for the interpreter. */
+bool drv_gradcheck(ir_ctx *ctx, ir_module *m, const drv_options *o,
 		   const drv_train_config *tc);
 
 /* ---- translation data (nmt.c) ------------------------------------------------------------ */

@@ -10,7 +10,8 @@
  * gets one JSON line per epoch with the timings. A NaN or an infinity in
  * the loss or the gradients stops training: the same step is re-run under
  * the reference interpreter, which names the op and the .g line where the
- * first non-finite value appeared.
+ * first non-finite value appeared. After training, a seq2seq model
+ * translates (--translate, or the book's sentences; translate.c).
  */
 #include "driver.h"
 

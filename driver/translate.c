@@ -54,6 +54,7 @@ typedef struct translator {
 	ir_ctx *ctx;
 	const ir_module *m;
 	const drv_options *o;
+	drv_options run_o; /* o with the data's dims, B and the threads */
 	const rt_nmt_data *d;
 	const ir_func *enc_f, *step_f;
 	drv_jit jit;
@@ -164,15 +165,19 @@ static bool alloc_rows(translator *t)
 
 /* ---- compiling and running -------------------------------------------------------- */
 
-/* Compiles the module with B = n; the weights are trained's or --load's. */
+/* Compiles the module with B = n; the weights are trained's or --load's.
+ * Decoding runs on one thread unless --threads says otherwise: its
+ * tensors are a few rows, too small to share, and a second thread that
+ * the system deschedules makes every step wait for it. */
 static bool compile(translator *t, const drv_jit *trained)
 {
-	drv_options o;
-	if (!drv_nmt_bind(t->ctx, t->m, t->o, t->d, (int64_t)t->n, &o))
+	drv_options *o = &t->run_o;
+	if (!drv_nmt_bind(t->ctx, t->m, t->o, t->d, (int64_t)t->n, o))
 		return false;
+	o->threads = o->threads ? o->threads : 1;
 	if (trained)
-		o.load = NULL;
-	if (!drv_jit_open(t->ctx, t->m, &o, NULL, false, &t->jit))
+		o->load = NULL;
+	if (!drv_jit_open(t->ctx, t->m, o, NULL, false, &t->jit))
 		return false;
 	if (!trained)
 		return true;
@@ -218,7 +223,7 @@ static bool run_encode(translator *t)
 			return false;
 		}
 	}
-	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
+	drv_exec e = {t->ctx, t->m, &t->run_o, NULL, &t->jit};
 	if (!drv_exec_call(&e, f, in, t->enc_outs))
 		return false;
 	t->is_enc_used[0] = true;
@@ -483,7 +488,7 @@ static bool first_step(translator *t, const interp_tensor *outs)
 
 static bool decode(translator *t, bool *done)
 {
-	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
+	drv_exec e = {t->ctx, t->m, &t->run_o, NULL, &t->jit};
 	interp_tensor outs[TR_MAX_IO];
 	size_t left = t->n;
 	if (t->step_f->n_outputs > TR_MAX_IO || t->step_f->n_outputs < 1) {

@@ -17,6 +17,7 @@
 
 #include <check.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,8 +86,8 @@ static void read_metrics(const char *path, run *r)
 }
 
 /* Runs attnc with args (NULL-terminated, after the binary's name) in the
- * source directory, --metrics into a temporary file. */
-static void run_attnc(run *r, const char *const *args)
+ * source directory, with is_metrics --metrics into a temporary file. */
+static void run_attnc(run *r, const char *const *args, bool is_metrics)
 {
 	char metrics[] = "/tmp/attnc_nmt_metrics_XXXXXX";
 	char out[] = "/tmp/attnc_nmt_out_XXXXXX";
@@ -98,8 +99,10 @@ static void run_attnc(run *r, const char *const *args)
 	int n = 1;
 	for (; args[n - 1]; n++)
 		argv[n] = args[n - 1];
-	argv[n++] = "--metrics";
-	argv[n++] = metrics;
+	if (is_metrics) {
+		argv[n++] = "--metrics";
+		argv[n++] = metrics;
+	}
 	argv[n] = NULL;
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
@@ -168,7 +171,7 @@ static void check_builtin(const char *model)
 	const char *args[] = {model, "--train", "--epochs", "4", "--translate",
 			      "go .", "--translate", "I lost.", "--translate",
 			      "zorglub .", NULL};
-	run_attnc(&r, args);
+	run_attnc(&r, args, true);
 	check_loss_falls(&r, 4);
 	ck_assert_ptr_nonnull(strstr(r.out, "data: built-in corpus: "));
 	ck_assert_int_eq(r.n_translations, 3);
@@ -204,12 +207,36 @@ START_TEST(test_training_translates_the_books_sentences)
 	static run r;
 	const char *args[] = {"models/bahdanau.g", "--train", "--epochs", "1",
 			      "--examples", "100", NULL};
-	run_attnc(&r, args);
+	run_attnc(&r, args, true);
 	ck_assert_int_eq(r.n_epochs, 1);
 	ck_assert_int_eq(r.n_translations, 4);
 	ck_assert_str_eq(r.ref[0], "va !");
 	ck_assert_str_eq(r.ref[3], "je suis chez moi .");
 	ck_assert_ptr_nonnull(strstr(r.out, "\nhe's calm . => "));
+}
+END_TEST
+
+/* The compiled gradient of a translation batch (training mode, dropout
+ * on) agrees with float64 central differences of the interpreted loss;
+ * the interpreter takes the data's vocabulary sizes too. */
+static void check_gradient(const char *model)
+{
+	static run r;
+	const char *args[] = {model, "--gradcheck", "--batch", "2", "--examples",
+			      "30", NULL};
+	run_attnc(&r, args, false);
+	ck_assert_ptr_nonnull(strstr(r.out, "ok (below 0.01)"));
+}
+
+START_TEST(test_transformer_gradient_of_a_translation_batch_is_right)
+{
+	check_gradient("models/transformer.g");
+}
+END_TEST
+
+START_TEST(test_bahdanau_gradient_of_a_translation_batch_is_right)
+{
+	check_gradient("models/bahdanau.g");
 }
 END_TEST
 
@@ -230,7 +257,7 @@ START_TEST(test_transformer_learns_the_real_corpus)
 	static run r;
 	const char *args[] = {"models/transformer.g", "--train", "--data", path,
 			      "--epochs", "30", NULL};
-	run_attnc(&r, args);
+	run_attnc(&r, args, true);
 	ck_assert_int_eq(r.n_epochs, 30);
 	ck_assert_double_lt(r.loss[29], 0.12);
 	ck_assert_double_lt(r.loss[29], 0.5 * r.loss[0]);
@@ -253,6 +280,8 @@ static Suite *nmt_suite(void)
 	tcase_add_test(tc, test_transformer_learns_the_builtin_corpus_and_translates);
 	tcase_add_test(tc, test_bahdanau_learns_the_builtin_corpus_and_translates);
 	tcase_add_test(tc, test_training_translates_the_books_sentences);
+	tcase_add_test(tc, test_transformer_gradient_of_a_translation_batch_is_right);
+	tcase_add_test(tc, test_bahdanau_gradient_of_a_translation_batch_is_right);
 	suite_add_tcase(s, tc);
 	TCase *real = tcase_create("real");
 	tcase_set_timeout(real, 600);
