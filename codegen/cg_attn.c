@@ -356,22 +356,63 @@ LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	return cg_attn_get(a, it, kmax);
 }
 
+/* Transposes the vw x vw matrix whose rows are r[0 .. vw) in place:
+ * log2(vw) rounds, each swapping the off-diagonal blocks of size h of
+ * every 2h x 2h diagonal block with one two-source shuffle per row. */
+static void transpose(cg_attn *a, LLVMValueRef *r)
+{
+	cg_fn *f = a->f;
+	unsigned n = a->vw;
+	LLVMValueRef lo[64], hi[64];
+	for (unsigned h = n / 2; h >= 1; h /= 2) {
+		for (unsigned l = 0; l < n; l++) {
+			bool is_a = (l & h) == 0;
+			lo[l] = cg_i32(f, (int32_t)(is_a ? l : n + l - h));
+			hi[l] = cg_i32(f, (int32_t)(is_a ? l + h : n + l));
+		}
+		LLVMValueRef mlo = LLVMConstVector(lo, n), mhi = LLVMConstVector(hi, n);
+		for (unsigned i = 0; i < n; i++) {
+			if (i & h)
+				continue;
+			LLVMValueRef x = r[i], y = r[i + h];
+			r[i] = LLVMBuildShuffleVector(f->b, x, y, mlo, "");
+			r[i + h] = LLVMBuildShuffleVector(f->b, x, y, mhi, "");
+		}
+	}
+}
+
+/* Columns c0 .. c0 + vw of rows t0 .. t0 + vw of src (rows past jn read
+ * as 0) stored transposed at dst. */
+static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
+		      int64_t width, LLVMValueRef jn, LLVMValueRef t0, int64_t c0)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef r[64];
+	unsigned lanes = width - c0 >= a->vw ? a->vw : (unsigned)(width - c0);
+	LLVMValueRef cols = cg_mask(f, a->vw, lanes);
+	LLVMValueRef none = cg_mask(f, a->vw, 0);
+	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
+	for (unsigned i = 0; i < a->vw; i++) {
+		LLVMValueRef t = cg_addi(f, t0, i);
+		LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, t, jn, "");
+		LLVMValueRef args[4] = {
+			cg_at(f, src, cg_addi(f, cg_muli(f, t, width), c0)), cg_i32(f, 4),
+			LLVMBuildSelect(f->b, in, cols, none, ""), LLVMConstNull(tys[0])};
+		r[i] = cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+	}
+	transpose(a, r);
+	for (unsigned c = 0; c < lanes; c++)
+		cg_vstore(f, r[c], cg_at(f, dst, cg_addi(f, t0, (c0 + c) * a->bc)), 4);
+}
+
 void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 		  int64_t width, LLVMValueRef jn)
 {
 	cg_fn *f = a->f;
-	cg_loop lt, lc;
-	LLVMValueRef t = cg_loop_begin(f, &lt, cg_i64(f, 0), jn, 1);
-	LLVMValueRef row = cg_muli(f, t, width);
-	LLVMValueRef c = cg_loop_begin(f, &lc, cg_i64(f, 0), cg_i64(f, width), 1);
-	LLVMValueRef x = cg_load(f, cg_at(f, src, cg_add(f, row, c)));
-	cg_store(f, x, cg_at(f, dst, cg_add(f, cg_muli(f, c, a->bc), t)));
-	cg_loop_end(f, &lc);
-	cg_loop_end(f, &lt);
-	t = cg_loop_begin(f, &lt, jn, cg_i64(f, a->bc), 1);
-	c = cg_loop_begin(f, &lc, cg_i64(f, 0), cg_i64(f, width), 1);
-	cg_store(f, cg_f32(f, 0), cg_at(f, dst, cg_add(f, cg_muli(f, c, a->bc), t)));
-	cg_loop_end(f, &lc);
+	cg_loop lt;
+	LLVMValueRef t0 = cg_loop_begin(f, &lt, cg_i64(f, 0), cg_i64(f, a->bc), a->vw);
+	for (int64_t c0 = 0; c0 < width; c0 += a->vw)
+		pack_tile(a, dst, src, width, jn, t0, c0);
 	cg_loop_end(f, &lt);
 }
 
