@@ -293,6 +293,9 @@ static const char *check_translation(const drv_options *o)
 	if (o->n_translate && !o->train && !o->load)
 		return "--translate needs weights to translate with: --train or "
 		       "--load FILE";
+	if (o->n_translate && !o->train && o->save)
+		return "--save with --translate writes trained weights: it needs "
+		       "--train";
 	return NULL;
 }
 

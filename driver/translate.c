@@ -177,8 +177,13 @@ static bool compile(translator *t, const drv_jit *trained)
 	o->threads = o->threads ? o->threads : 1;
 	if (trained)
 		o->load = NULL;
-	if (!drv_jit_open(t->ctx, t->m, o, NULL, false, &t->jit))
+	if (!drv_jit_open(t->ctx, t->m, o, NULL, false, &t->jit)) {
+		if (!trained && t->jit.params) /* the checkpoint did not fit */
+			ir_note(t->ctx, (ir_loc){0}, "the vocabularies come from the "
+				"data: give the --data and --examples the weights were "
+				"trained with");
 		return false;
+	}
 	if (!trained)
 		return true;
 	size_t bytes = cg_program_params_bytes(t->jit.p);
