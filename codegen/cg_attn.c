@@ -238,19 +238,20 @@ static LLVMValueRef at_i64(cg_attn *a, LLVMValueRef p, LLVMValueRef i)
 	return LLVMBuildInBoundsGEP2(a->f->b, cg_t_i64(a->f), p, &i, 1, "");
 }
 
-/* <0, 1, ..., vw-1> as i64 lanes. */
-static LLVMValueRef iota(cg_attn *a)
+/* <0, 1, ..., vw-1> as lanes of integer type t (i64 or i32). */
+static LLVMValueRef iota(cg_attn *a, LLVMTypeRef t)
 {
 	LLVMValueRef lanes[64];
 	for (unsigned i = 0; i < a->vw; i++)
-		lanes[i] = cg_i64(a->f, i);
+		lanes[i] = LLVMConstInt(t, i, 0);
 	return LLVMConstVector(lanes, a->vw);
 }
 
-static LLVMValueRef splat_i64(cg_attn *a, LLVMValueRef x)
+/* x (an integer or float) in every lane. */
+static LLVMValueRef splat(cg_attn *a, LLVMValueRef x)
 {
 	cg_fn *f = a->f;
-	LLVMTypeRef vt = LLVMVectorType(cg_t_i64(f), a->vw);
+	LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), a->vw);
 	LLVMValueRef v = LLVMBuildInsertElement(f->b, LLVMGetPoison(vt), x,
 						cg_i32(f, 0), "");
 	LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(cg_t_i32(f), a->vw));
@@ -294,19 +295,37 @@ static void store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
 		masked_store(a, v, p, lanes);
 }
 
+LLVMValueRef cg_attn_vmax(cg_attn *a, LLVMValueRef x, LLVMValueRef y)
+{
+	LLVMBuilderRef b = a->f->b;
+	return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, y, ""), x, y, "");
+}
+
+/* Lanes w .. 2w of v moved to 0 .. w (the rest undefined). */
+static LLVMValueRef upper_half(cg_attn *a, LLVMValueRef v, unsigned w)
+{
+	LLVMValueRef m[64];
+	for (unsigned i = 0; i < a->vw; i++)
+		m[i] = i < w ? cg_i32(a->f, (int32_t)(i + w))
+			     : LLVMGetUndef(cg_t_i32(a->f));
+	return LLVMBuildShuffleVector(a->f->b, v, LLVMGetPoison(LLVMTypeOf(v)),
+				      LLVMConstVector(m, a->vw), "");
+}
+
+/* Reductions as log2(vw) halvings: LLVM's reduce intrinsics become a
+ * serial chain of scalar steps (maxnum's NaN rules, fadd's order). */
 LLVMValueRef cg_attn_hmax(cg_attn *a, LLVMValueRef v)
 {
-	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
-	return cg_intrinsic(a->f, "llvm.vector.reduce.fmax", &vt, 1, &v, 1);
+	for (unsigned w = a->vw / 2; w >= 1; w /= 2)
+		v = cg_attn_vmax(a, v, upper_half(a, v, w));
+	return LLVMBuildExtractElement(a->f->b, v, cg_i32(a->f, 0), "");
 }
 
 LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v)
 {
-	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
-	LLVMValueRef args[2] = {cg_f32(a->f, -0.0f), v};
-	return cg_fast(cg_intrinsic(a->f, "llvm.vector.reduce.fadd", &vt, 1,
-				    args, 2),
-		       true);
+	for (unsigned w = a->vw / 2; w >= 1; w /= 2)
+		v = LLVMBuildFAdd(a->f->b, v, upper_half(a, v, w), "");
+	return LLVMBuildExtractElement(a->f->b, v, cg_i32(a->f, 0), "");
 }
 
 void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
@@ -549,12 +568,13 @@ void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
 
 /* ---- scores and dropout ------------------------------------------------------------ */
 
-/* The keys of vector j of the block at j0, as i64 lanes. */
+/* The keys of vector j of the block at j0, as i32 lanes (K and the
+ * valid lengths fit i32). */
 static LLVMValueRef keys(cg_attn *a, LLVMValueRef j0, int64_t j)
 {
 	cg_fn *f = a->f;
-	return LLVMBuildAdd(f->b, splat_i64(a, cg_addi(f, j0, j * a->vw)), iota(a),
-			    "");
+	LLVMValueRef k = LLVMBuildTrunc(f->b, cg_addi(f, j0, j * a->vw), cg_t_i32(f), "");
+	return LLVMBuildAdd(f->b, splat(a, k), iota(a, cg_t_i32(f)), "");
 }
 
 LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
@@ -562,7 +582,8 @@ LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 {
 	cg_fn *f = a->f;
 	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i), "");
-	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j), splat_i64(a, vl), "");
+	vl = LLVMBuildTrunc(f->b, vl, cg_t_i32(f), "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j), splat(a, vl), "");
 }
 
 LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
@@ -588,9 +609,9 @@ LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	cg_fn *f = a->f;
 	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), cg_add(f, q0, i));
 	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K), cg_addi(f, j0, j * a->vw));
-	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat_i64(a, LLVMBuildAdd(f->b, a->drop_key,
-									at, "")),
-					iota(a), "");
+	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat(a, LLVMBuildAdd(f->b, a->drop_key,
+								    at, "")),
+					iota(a, cg_t_i64(f)), "");
 	LLVMValueRef bits = cg_lower_mix64(f, ctr);
 	LLVMTypeRef it = LLVMTypeOf(bits);
 	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_const_int(it, 40), "");

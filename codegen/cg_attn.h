@@ -115,6 +115,8 @@ LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 		       int64_t width, LLVMValueRef s);
 
+/* max(x, y) lane by lane (x > y ? x : y, x86's max). */
+LLVMValueRef cg_attn_vmax(cg_attn *a, LLVMValueRef x, LLVMValueRef y);
 /* Horizontal max and sum of a vector. */
 LLVMValueRef cg_attn_hmax(cg_attn *a, LLVMValueRef v);
 LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v);

@@ -35,16 +35,15 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 	LLVMValueRef s[64], mx = NULL, sum = NULL;
 	for (int64_t j = 0; j < a->nj; j++) {
 		s[j] = cg_attn_scores(a, i, j0, j);
-		mx = j ? cg_intrinsic(f, "llvm.maxnum", &vt, 1, (LLVMValueRef[]){mx, s[j]}, 2)
-		       : s[j];
+		mx = j ? cg_attn_vmax(a, mx, s[j]) : s[j];
 	}
 	LLVMValueRef m_at = cg_at(f, a->m, i), l_at = cg_at(f, a->l, i);
 	LLVMValueRef m_old = cg_load(f, m_at);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_hmax(a, mx));
-	LLVMValueRef alpha = cg_lower_exp(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
 	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef p = cg_lower_exp(f, LLVMBuildFSub(f->b, s[j], ms, ""));
+		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j], ms, ""));
 		sum = j ? cg_fast(LLVMBuildFAdd(f->b, sum, p, ""), true) : p;
 		if (a->has_dropout)
 			p = LLVMBuildSelect(f->b, cg_attn_keep(a, b->n, b->q0, i, j0, j),

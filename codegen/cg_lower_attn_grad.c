@@ -80,21 +80,19 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 		      LLVMValueRef j0)
 {
 	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
 	LLVMValueRef s[64], keep, mx = NULL, se = NULL, sx = NULL;
 	for (int64_t j = 0; j < a->nj; j++) {
 		s[j] = cg_attn_scores(a, i, j0, j);
-		mx = j ? cg_intrinsic(f, "llvm.maxnum", &vt, 1, (LLVMValueRef[]){mx, s[j]}, 2)
-		       : s[j];
+		mx = j ? cg_attn_vmax(a, mx, s[j]) : s[j];
 	}
 	LLVMValueRef m_at = cg_at(f, a->m, i), l_at = cg_at(f, a->l, i),
 		     x_at = cg_at(f, a->x, i);
 	LLVMValueRef m_old = cg_load(f, m_at);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_hmax(a, mx));
-	LLVMValueRef alpha = cg_lower_exp(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
 	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, s[j], ms, ""));
+		LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j], ms, ""));
 		LLVMValueRef ex = LLVMBuildFMul(f->b, e, dropped_dp(a, b, i, j0, j, &keep), "");
 		se = j ? cg_fast(LLVMBuildFAdd(f->b, se, e, ""), true) : e;
 		sx = j ? cg_fast(LLVMBuildFAdd(f->b, sx, ex, ""), true) : ex;
@@ -145,7 +143,7 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
 		LLVMValueRef s = cg_attn_scores(a, i, j0, j);
-		LLVMValueRef p = cg_lower_exp(f, LLVMBuildFSub(f->b, s, m, ""));
+		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s, m, ""));
 		p = LLVMBuildFMul(f->b, p, linv, "");
 		LLVMValueRef dp = dropped_dp(a, b, i, j0, j, &keep);
 		LLVMValueRef ds = LLVMBuildFMul(f->b, p, LLVMBuildFSub(f->b, dp, D, ""), "");

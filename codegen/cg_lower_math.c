@@ -102,6 +102,29 @@ LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x)
 	return LLVMBuildSelect(b, nan, x, y, "");
 }
 
+LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x)
+{
+	static const float P[6] = {5.0000001201e-1f, 1.6666665459e-1f,
+				   4.1665795894e-2f, 8.3334519073e-3f,
+				   1.3981999507e-3f, 1.9875691500e-4f};
+	LLVMBuilderRef b = f->b;
+	/* n in [-126, 0], so 2^n is one normal float. */
+	LLVMValueRef xc = call(f, "llvm.maxnum", x, fc(x, -87.33654022216797f));
+	LLVMValueRef n = call(f, "llvm.floor",
+			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
+				   fc(x, 0.5f)),
+			      NULL);
+	LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, n, fc(x, 0.693359375f), ""),
+				       "");
+	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""), "");
+	LLVMValueRef r2 = fmul(f, r, r);
+	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
+			      fc(x, 1));
+	y = LLVMBuildFMul(b, y, pow2(f, LLVMBuildFPToSI(b, n, int_like(f, x), ""), x), "");
+	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, -87.33654022216797f), "");
+	return LLVMBuildSelect(b, small, fc(x, 0), y, "");
+}
+
 LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x)
 {
 	static const float P[5] = {-3.33332819422e-1f, 1.33314422036e-1f,
