@@ -550,15 +550,22 @@ static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 	if (mt->q_t || mt->k_t || mt->v_t)
 		return nope(c, "its gradient is for transposed operands, which "
 			       "the fused gradient does not take");
-	if (n_muls != 2)
+	if (n_muls == 0 && n_bwd == 1) {
+		/* Only the values need a gradient: dV = P'^T G alone. */
+		mt->g = arg(c, bwd[0], 1);
+		if (!same_type(c, mt->g, mt->out) || !match_dv(c, bwd, n_bwd))
+			return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
+	} else if (n_muls == 2) {
+		ir_id gw = match_softmax_grad(c, muls, &w);
+		mt->g = gw == IR_NONE ? IR_NONE : match_g(c, gw);
+		if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
+			return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
+		ir_id gs = match_to_scores(c, w);
+		if (gs == IR_NONE || !match_contribs(c, gs))
+			return nope(c, "%s (%s)", why, name_of(c, w).s);
+	} else {
 		return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
-	ir_id gw = match_softmax_grad(c, muls, &w);
-	mt->g = gw == IR_NONE ? IR_NONE : match_g(c, gw);
-	if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
-		return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
-	ir_id gs = match_to_scores(c, w);
-	if (gs == IR_NONE || !match_contribs(c, gs))
-		return nope(c, "%s (%s)", why, name_of(c, w).s);
+	}
 	ir_dim size;
 	if (!ir_attention_grad_size(&node(c, mt->q)->type, &node(c, mt->k)->type,
 				    &node(c, mt->v)->type, &size))

@@ -53,8 +53,10 @@ bool pass_fuse_attention(ir_module *m);
 
 /* Writes, for every softmax and masked_softmax of every function of m,
  * one line: whether pass_fuse_attention would fuse it and, if not, why
- * (the op or use that blocks it), then a count. Meant for the module
- * before fusion (after it, the fused ops carry their softmax's loc):
+ * (the op or use that blocks it), then a count. Meant for the module as
+ * the pass would see it: after the pipeline's earlier passes, which put
+ * every chain in its canonical form (run the pipeline with no_fuse);
+ * after fusion the fused ops carry their softmax's loc instead:
  *   @loss %14 masked_softmax at m.g:9:13: fuses: matmul %11, div by 2,
  *     masked_softmax, matmul %16 into fused_attention
  *   @forward %11 masked_softmax at m.g:9:13: not fused: the weights are
