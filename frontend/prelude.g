@@ -6,11 +6,13 @@
 # Shapes: B batch, T steps, D width, H heads, V vocabulary.
 
 # nn.Linear: x (..., in) -> (..., n_out). Weights Xavier-uniform as d2l's
-# train_seq2seq initializes them, bias zeros.
+# train_seq2seq initializes them; the bias keeps PyTorch's default,
+# uniform(-1/sqrt(in), 1/sqrt(in)), which d2l does not touch.
 def linear(x, n_out, bias = true)
+  k = 1 / sqrt(size(x, -1))
   param W : [size(x, -1), n_out] = xavier_uniform
   if bias
-    param b : [n_out] = zeros
+    param b : [n_out] = uniform(-k, k)
     return x @ W + b
   return x @ W
 
