@@ -7,7 +7,7 @@
 # attnc's tokens per second over PyTorch's fastest run of the same model.
 # docs/benchmarks.md gives the numbers measured with it.
 #
-#   bench/train_seq2seq.sh                   # the book's epochs (about 5 min)
+#   bench/train_seq2seq.sh                   # the book's epochs (5-6 min)
 #   bench/train_seq2seq.sh --epochs 10       # a quick look
 #   bench/train_seq2seq.sh --models bahdanau --torch-threads 1 --no-attnc
 #
@@ -31,7 +31,7 @@ run_attnc=1
 out=""
 
 usage() {
-	sed -n '9,11s/^# *//p' "$0"
+	sed -n '10,12s/^# *//p' "$0"
 	echo "options: --data PATH --epochs N --seed N --models LIST"
 	echo "         --torch-threads LIST --attnc-threads N --no-torch"
 	echo "         --no-attnc --out DIR (logs and results; default a temp dir)"
