@@ -31,6 +31,7 @@ typedef struct drv_options {
 	drv_sym_value syms[DRV_MAX_LIST]; /* --sym NAME=N, --batch N */
 	uint32_t n_syms;
 	bool no_fuse, stats, verify_each;
+	bool explain_fusion; /* say which softmaxes fuse, and why not */
 	bool interp, jit, f64;
 	bool compile_only;  /* -c: object file and header */
 	const char *emit;   /* --emit=ir|llvm|asm|obj */

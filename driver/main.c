@@ -31,6 +31,8 @@ static const char usage[] =
 	"  --dump-ir=all        print the IR after parsing and every pass\n"
 	"  --disable-pass=NAME  do not run pass NAME (repeatable)\n"
 	"  --no-fuse            turn off every fusion pass\n"
+	"  --explain-fusion     say, for every softmax, whether it fuses into\n"
+	"                       fused_attention and, if not, what blocks it\n"
 	"  --list-passes        print the passes in pipeline order\n"
 	"  --stats              print statistics of the optimized graph as JSON\n"
 	"                       (with --jit, of the compilation too)\n"
@@ -249,6 +251,7 @@ static bool is_valued(const char *a)
 static bool parse_flag(drv_options *o, const char *a)
 {
 	bool *flag = strcmp(a, "--no-fuse") == 0       ? &o->no_fuse
+		     : strcmp(a, "--explain-fusion") == 0 ? &o->explain_fusion
 		     : strcmp(a, "--stats") == 0       ? &o->stats
 		     : strcmp(a, "--verify-each") == 0 ? &o->verify_each
 		     : strcmp(a, "--interp") == 0      ? &o->interp
@@ -468,7 +471,8 @@ int main(int argc, char **argv)
 	pass_options po = {
 		.disabled = o.disabled,
 		.n_disabled = o.n_disabled,
-		.no_fuse = o.no_fuse,
+		/* --explain-fusion reports on the graph the fusion pass sees */
+		.no_fuse = o.no_fuse || o.explain_fusion,
 		.dump = o.dump && *o.dump ? o.dump : NULL,
 		.dump_out = stdout,
 		.verify_each = o.verify_each,
@@ -478,6 +482,11 @@ int main(int argc, char **argv)
 
 	if (o.dump && !*o.dump)
 		ir_module_print(m, stdout);
+	if (o.explain_fusion) {
+		pass_explain_fusion(m, stdout);
+		status = 0;
+		goto out;
+	}
 	if ((o.plot || o.heatmap) && !drv_pictures_check(&ctx, m, &o, o.train))
 		goto out;
 	if (o.n_translate && !drv_translate_check(&ctx, m, &o))
