@@ -5,6 +5,10 @@
 attnc=${1:-build/attnc}
 runs=${2:-5}
 cd "$(dirname "$0")/.." || exit 1
+if [ ! -x "$attnc" ]; then
+	echo "compile_time.sh: no attnc at '$attnc' (build it, or name it)" >&2
+	exit 1
+fi
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-28s %10s %10s %10s %8s\n' model median_ms min_ms max_ms kernels
 for g in models/*.g; do
