@@ -247,6 +247,40 @@ static bool match_scores(const cx *c, ir_id x)
 	return true;
 }
 
+/* The output x becomes through layout ops alone (a reshape, a stack of
+ * heatmaps), or -1. */
+static int32_t output_through_layout(const cx *c, ir_id x, int depth)
+{
+	if (c->u->output[x] >= 0)
+		return c->u->output[x];
+	for (uint32_t k = 0; depth > 0 && k < n_uses(c->u, x); k++) {
+		ir_id y = use_at(c->u, x, k);
+		ir_op o = op(c, y);
+		bool is_layout = o == IR_OP_RESHAPE || o == IR_OP_PERMUTE ||
+				 o == IR_OP_CONCAT || o == IR_OP_SLICE ||
+				 o == IR_OP_BROADCAST;
+		int32_t out = is_layout ? output_through_layout(c, y, depth - 1) : -1;
+		if (out >= 0)
+			return out;
+	}
+	return -1;
+}
+
+/* Weights w are also used by x, which blocks the fusion. */
+static bool other_use(const cx *c, ir_id w, ir_id x)
+{
+	int32_t o = output_through_layout(c, x, 8);
+	if (o < 0)
+		return nope(c, "the weights %s are also used by %s",
+			    name_of(c, w).s, name_of(c, x).s);
+	return nope(c, "the weights %s are also used by %s, which becomes output "
+		       "%d (%s) of @%s: fusing would lose them",
+		    name_of(c, w).s, name_of(c, x).s, o,
+		    c->f->output_names && c->f->output_names[o]
+			    ? c->f->output_names[o] : "unnamed",
+		    c->f->name);
+}
+
 /* The users of the weights: a dropout, the matmul with the values
  * (weights on the left, untransposed), and in a gradient function the
  * backward nodes: those are collected in bwd[] for match_grad. */
@@ -266,12 +300,10 @@ static bool sort_users(const cx *c, ir_id w, ir_id *bwd, uint32_t *n_bwd)
 		} else if ((is_left && n->attr.matmul.ta) ||
 			   (n->op == IR_OP_MUL && w == mt->sm)) {
 			if (*n_bwd == 8)
-				return nope(c, "the weights %s are also used by %s",
-					    name_of(c, w).s, name_of(c, x).s);
+				return other_use(c, w, x);
 			bwd[(*n_bwd)++] = x;
 		} else {
-			return nope(c, "the weights %s are also used by %s",
-				    name_of(c, w).s, name_of(c, x).s);
+			return other_use(c, w, x);
 		}
 	}
 	return true;
