@@ -87,16 +87,20 @@ export def loss(src: i32[B, T], src_valid: i32[B], tgt_in: i32[B, T],
 # self-attention (L, B*H, T, T), and per step the decoder's self- and
 # encoder-decoder attention (L, B*H, 1, T).
 export def encode(src: i32[B, T], src_valid: i32[B])
-  enc, weights = encoder(src, src_valid)
-  return enc, stack(weights, 0)
+  enc, layer_weights = encoder(src, src_valid)
+  weights = stack(layer_weights, 0)
+  return enc, weights
 
 export def decode_step(tok: i32[B, 1], pos: i32[1], enc: f32[B, T, D],
                        src_valid: i32[B], kv: f32[L, B, T, D])
   caches = []
   for l in 0..L
     caches = caches + [kv[l]]
-  logits, new_kv, self_weights, cross_weights = decoder(tok, enc, src_valid, true, pos, caches)
-  return logits, stack(new_kv, 0), stack(self_weights, 0), stack(cross_weights, 0)
+  logits, layer_kv, layer_self, layer_cross = decoder(tok, enc, src_valid, true, pos, caches)
+  kv = stack(layer_kv, 0)
+  self_weights = stack(layer_self, 0)
+  cross_weights = stack(layer_cross, 0)
+  return logits, kv, self_weights, cross_weights
 
 # Two padded sentences: <pad> = 1, <bos> = 2, <eos> = 3.
 example forward([[9, 4, 3, 1, 1, 1, 1, 1, 1, 1], [12, 20, 4, 3, 1, 1, 1, 1, 1, 1]],
