@@ -686,7 +686,7 @@ START_TEST(test_explain_fusion_says_which_softmax_fuses_and_why_not)
 					   "gradient into fused_attention_grad"));
 	ck_assert_ptr_nonnull(strstr(text, "@encode %"));
 	ck_assert_ptr_nonnull(strstr(text, "(reshape), which becomes output 1 "
-					   "(out1) of @encode: fusing would lose "
+					   "(weights) of @encode: fusing would lose "
 					   "them"));
 	ck_assert_ptr_nonnull(strstr(text, "18 of 31 softmaxes fuse\n"));
 	free(text);
