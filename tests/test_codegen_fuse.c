@@ -16,32 +16,6 @@
 
 #include <check.h>
 
-typedef struct fx {
-	ir_ctx ctx;
-	char *diag;
-	size_t diag_len;
-} fx;
-
-static void fx_init(fx *x)
-{
-	memset(x, 0, sizeof *x);
-	ir_ctx_init(&x->ctx);
-	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
-}
-
-static const char *fx_diag(fx *x)
-{
-	fflush(x->ctx.diag_out);
-	return x->diag ? x->diag : "";
-}
-
-static void fx_fini(fx *x)
-{
-	fclose(x->ctx.diag_out);
-	free(x->diag);
-	ir_ctx_fini(&x->ctx);
-}
-
 /* Outputs of one JIT run, as f32 tensors, and the scratch it needed. */
 typedef struct jit_out {
 	interp_tensor t[8];
@@ -55,14 +29,14 @@ static size_t round64(size_t n)
 }
 
 /* Runs function fn of m through the JIT on in and params (f32). */
-static void jit_run(fx *x, const ir_module *m, const char *fn,
+static void jit_run(tu_graph *x, const ir_module *m, const char *fn,
 		    const ac_case *c, int n_threads, const interp_tensor *in,
 		    const interp_tensor *params, jit_out *r)
 {
 	const ir_func *f = ir_module_find_func(m, fn);
 	cg_program *p = cg_program_create(&x->ctx, m, NULL, NULL);
-	ck_assert_msg(p != NULL, "lowering failed: %s", fx_diag(x));
-	ck_assert_msg(cg_program_jit(p), "jit failed: %s", fx_diag(x));
+	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(x));
+	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(x));
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
 	ck_assert(entry != NULL);
 	uint32_t np;
@@ -96,13 +70,13 @@ static void jit_run(fx *x, const ir_module *m, const char *fn,
 	cg_program_destroy(p);
 }
 
-static void jit_out_fini(fx *x, jit_out *r)
+static void jit_out_fini(tu_graph *x, jit_out *r)
 {
 	for (uint32_t o = 0; o < r->n; o++)
 		interp_tensor_fini(&x->ctx, &r->t[o]);
 }
 
-static interp_tensor *interp_grad(fx *x, const ir_module *m, const ac_case *c,
+static interp_tensor *interp_grad(tu_graph *x, const ir_module *m, const ac_case *c,
 				  const interp_tensor *in,
 				  const interp_tensor *params, bool is_f64)
 {
@@ -111,7 +85,7 @@ static interp_tensor *interp_grad(fx *x, const ir_module *m, const ac_case *c,
 	interp_opts o = {.is_f64 = is_f64, .is_training = c->is_training,
 			 .seed = c->seed, .step = 2};
 	ck_assert_msg(interp_run(&x->ctx, m, f, &o, params, in, out), "%s",
-		      fx_diag(x));
+		      tu_graph_diag(x));
 	return out;
 }
 
@@ -129,8 +103,8 @@ static void check_close(const interp_tensor *got, const interp_tensor *want,
 
 static void check_case(const ac_case *c)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *mu = ac_compile(&x.ctx, c, AC_UNFUSED);
 	ir_module *mf = ac_compile(&x.ctx, c, AC_FUSED);
 	interp_tensor in[4], params[4];
@@ -165,7 +139,7 @@ static void check_case(const ac_case *c)
 		interp_tensor_fini(&x.ctx, &params[i]);
 	ir_module_destroy(mu);
 	ir_module_destroy(mf);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 
 static const ac_case jit_cases[] = {
@@ -194,8 +168,8 @@ END_TEST
  * buffer: far less scratch than the unfused graph. */
 START_TEST(test_fused_forward_needs_no_weights_buffer)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ac_case c = {2, 256, 1024, 16, 16, AC_BATCH, 0, false, 40};
 	ir_module *mu = ac_compile(&x.ctx, &c, AC_UNFUSED);
 	ir_module *mf = ac_compile(&x.ctx, &c, AC_FUSED);
@@ -212,7 +186,7 @@ START_TEST(test_fused_forward_needs_no_weights_buffer)
 	cg_program_destroy(pf);
 	ir_module_destroy(mu);
 	ir_module_destroy(mf);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -220,8 +194,8 @@ END_TEST
  * gives the same as without dropout. */
 START_TEST(test_fused_dropout_is_off_outside_training)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ac_case on = {2, 6, 7, 4, 4, AC_BATCH, 0.5, false, 41};
 	ac_case off = on;
 	off.p = 0;
@@ -243,7 +217,7 @@ START_TEST(test_fused_dropout_is_off_outside_training)
 		interp_tensor_fini(&x.ctx, &params[i]);
 	ir_module_destroy(mon);
 	ir_module_destroy(moff);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 

@@ -11,113 +11,50 @@
 
 #include <check.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- a module with one function, built node by node ---------------------- */
 
+/* The module, and the state of the random inputs (make_inputs). */
 typedef struct fx {
-	ir_ctx ctx;
-	ir_module *m;
-	ir_func *f;
-	char *diag;
-	size_t diag_len;
+	tu_graph g;
 	uint64_t rng;
 } fx;
 
 static void fx_init(fx *x)
 {
-	memset(x, 0, sizeof *x);
-	ir_ctx_init(&x->ctx);
-	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
-	x->m = ir_module_create(&x->ctx, "t");
-	x->f = ir_module_add_func(x->m, "f", (ir_loc){0});
-	x->f->is_export = true;
-	x->f->inputs = ir_arena_alloc(&x->m->arena, 64 * sizeof(ir_id));
-	x->f->input_names = ir_arena_alloc(&x->m->arena, 64 * sizeof(char *));
-	x->f->outputs = ir_arena_alloc(&x->m->arena, 64 * sizeof(ir_id));
-	x->f->output_names = ir_arena_alloc(&x->m->arena, 64 * sizeof(char *));
+	tu_graph_init(&x->g, 64);
 	x->rng = 0x1234567;
-}
-
-static const char *fx_diag(fx *x)
-{
-	fflush(x->ctx.diag_out);
-	return x->diag ? x->diag : "";
-}
-
-static void fx_fini(fx *x)
-{
-	ir_module_destroy(x->m);
-	fclose(x->ctx.diag_out);
-	free(x->diag);
-	ir_ctx_fini(&x->ctx);
-}
-
-static ir_type ty(ir_dtype dt, int rank, ...)
-{
-	ir_type t = {.dtype = dt, .rank = (uint8_t)rank};
-	va_list ap;
-	va_start(ap, rank);
-	for (int i = 0; i < rank; i++)
-		t.dims[i] = ir_dim_static(va_arg(ap, int));
-	va_end(ap);
-	return t;
-}
-
-static ir_id build(fx *x, ir_op op, const ir_id *args, uint32_t n,
-		   const ir_attr *attr, const ir_type *t)
-{
-	ir_id id = ir_build(x->m, x->f, op, args, n, attr, t, (ir_loc){0});
-	ck_assert_msg(id != IR_NONE, "building %s: %s", ir_op_table[op].name,
-		      fx_diag(x));
-	return id;
-}
-
-static ir_id input(fx *x, ir_type t)
-{
-	ir_attr a = {.input_index = x->f->n_inputs};
-	ir_id id = build(x, IR_OP_INPUT, NULL, 0, &a, &t);
-	x->f->input_names[x->f->n_inputs] = "in";
-	x->f->inputs[x->f->n_inputs++] = id;
-	return id;
 }
 
 static ir_id param(fx *x, const char *name, ir_type t, ir_init_kind init)
 {
-	int32_t p = ir_module_add_param(x->m, name, &t, init, 0, 1, (ir_loc){0});
+	int32_t p = ir_module_add_param(x->g.m, name, &t, init, 0, 1, (ir_loc){0});
 	ir_attr a = {.param_index = (uint32_t)p};
-	return build(x, IR_OP_PARAM, NULL, 0, &a, &t);
-}
-
-static ir_id cnst(fx *x, ir_type t, const void *data)
-{
-	int32_t c = ir_module_add_const(x->m, &t, data);
-	ir_attr a = {.const_index = (uint32_t)c};
-	return build(x, IR_OP_CONST, NULL, 0, &a, &t);
+	return tu_build(&x->g, IR_OP_PARAM, NULL, 0, &a, &t);
 }
 
 static ir_id op1(fx *x, ir_op op, ir_id a, const ir_attr *attr)
 {
-	return build(x, op, &a, 1, attr, NULL);
+	return tu_build(&x->g, op, &a, 1, attr, NULL);
 }
 
 static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
 {
 	ir_id args[2] = {a, b};
-	return build(x, op, args, 2, attr, NULL);
+	return tu_build(&x->g, op, args, 2, attr, NULL);
 }
 
 static ir_id to_type(fx *x, ir_op op, ir_id a, ir_type t)
 {
-	return build(x, op, &a, 1, NULL, &t);
+	return tu_build(&x->g, op, &a, 1, NULL, &t);
 }
 
 static void ret(fx *x, ir_id id)
 {
-	x->f->output_names[x->f->n_outputs] = "out";
-	x->f->outputs[x->f->n_outputs++] = id;
+	x->g.f->output_names[x->g.f->n_outputs] = "out";
+	x->g.f->outputs[x->g.f->n_outputs++] = id;
 }
 
 /* ---- running both ways ------------------------------------------------------ */
@@ -145,12 +82,12 @@ static uint64_t next(fx *x)
 /* Random inputs for every argument of f (static dims). */
 static void make_inputs(fx *x, const run_cfg *c, interp_tensor *in)
 {
-	for (uint32_t i = 0; i < x->f->n_inputs; i++) {
-		const ir_type *t = &x->f->g.nodes[x->f->inputs[i]].type;
+	for (uint32_t i = 0; i < x->g.f->n_inputs; i++) {
+		const ir_type *t = &x->g.f->g.nodes[x->g.f->inputs[i]].type;
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < t->rank; d++)
 			dims[d] = t->dims[d].coef;
-		ck_assert(interp_tensor_alloc(&x->ctx, &in[i], t->dtype, t->rank,
+		ck_assert(interp_tensor_alloc(&x->g.ctx, &in[i], t->dtype, t->rank,
 					      dims));
 		int64_t n = interp_tensor_numel(&in[i]);
 		for (int64_t e = 0; e < n; e++) {
@@ -192,9 +129,9 @@ static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
 			  const interp_tensor *params, const run_cfg *c)
 {
 	jit_result r = {0};
-	cg_program *p = cg_program_create(&x->ctx, x->m, syms, NULL);
-	ck_assert_msg(p != NULL, "lowering failed: %s", fx_diag(x));
-	ck_assert_msg(cg_program_jit(p), "jit failed: %s", fx_diag(x));
+	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, syms, NULL);
+	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(&x->g));
+	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(&x->g));
 	attnrt_entry_fn fn = cg_program_entry(p, "f");
 	ck_assert(fn != NULL);
 	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
@@ -203,11 +140,11 @@ static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
 	copy_params(p, params, pb);
 	const void *ins[64];
 	void *outs[64];
-	for (uint32_t i = 0; i < x->f->n_inputs; i++)
+	for (uint32_t i = 0; i < x->g.f->n_inputs; i++)
 		ins[i] = in[i].data;
 	uint32_t no;
 	const attnrt_tensor_info *oi = cg_program_outputs(p, "f", &no);
-	ck_assert_uint_eq(no, x->f->n_outputs);
+	ck_assert_uint_eq(no, x->g.f->n_outputs);
 	for (uint32_t o = 0; o < no; o++) {
 		r.numel[o] = 1;
 		for (int d = 0; d < oi[o].rank; d++)
@@ -271,26 +208,26 @@ typedef struct both {
 static void run_both(fx *x, const run_cfg *c, both *b)
 {
 	memset(b, 0, sizeof *b);
-	ck_assert_msg(ir_module_verify(x->m), "%s", fx_diag(x));
+	ck_assert_msg(ir_module_verify(x->g.m), "%s", tu_graph_diag(&x->g));
 	make_inputs(x, c, b->in);
-	ck_assert(interp_bind_syms(&x->ctx, x->m, x->f, b->in, b->syms));
-	ck_assert(interp_params_init(&x->ctx, x->m, b->syms, 42, false, b->params));
+	ck_assert(interp_bind_syms(&x->g.ctx, x->g.m, x->g.f, b->in, b->syms));
+	ck_assert(interp_params_init(&x->g.ctx, x->g.m, b->syms, 42, false, b->params));
 	interp_opts o = {.is_training = c->is_training, .seed = c->seed,
 			 .step = c->step};
-	ck_assert_msg(interp_run(&x->ctx, x->m, x->f, &o, b->params, b->in, b->want),
-		      "interp: %s", fx_diag(x));
+	ck_assert_msg(interp_run(&x->g.ctx, x->g.m, x->g.f, &o, b->params, b->in, b->want),
+		      "interp: %s", tu_graph_diag(&x->g));
 	b->got = jit_run(x, b->syms, b->in, b->params, c);
 }
 
 static void both_fini(fx *x, both *b)
 {
-	for (uint32_t i = 0; i < x->f->n_inputs; i++)
-		interp_tensor_fini(&x->ctx, &b->in[i]);
-	for (uint32_t i = 0; i < x->m->n_params; i++)
-		interp_tensor_fini(&x->ctx, &b->params[i]);
-	for (uint32_t o = 0; o < x->f->n_outputs; o++)
-		interp_tensor_fini(&x->ctx, &b->want[o]);
-	jit_result_fini(&b->got, x->f->n_outputs);
+	for (uint32_t i = 0; i < x->g.f->n_inputs; i++)
+		interp_tensor_fini(&x->g.ctx, &b->in[i]);
+	for (uint32_t i = 0; i < x->g.m->n_params; i++)
+		interp_tensor_fini(&x->g.ctx, &b->params[i]);
+	for (uint32_t o = 0; o < x->g.f->n_outputs; o++)
+		interp_tensor_fini(&x->g.ctx, &b->want[o]);
+	jit_result_fini(&b->got, x->g.f->n_outputs);
 }
 
 /* Runs both ways and checks every output agrees. */
@@ -299,7 +236,7 @@ static void check_cfg(fx *x, const run_cfg *c)
 	both b;
 	run_both(x, c, &b);
 	ck_assert_int_eq(b.got.status, 0);
-	for (uint32_t o = 0; o < x->f->n_outputs; o++)
+	for (uint32_t o = 0; o < x->g.f->n_outputs; o++)
 		compare(&b.want[o], &b.got, o, c->tol);
 	both_fini(x, &b);
 }
@@ -316,11 +253,11 @@ START_TEST(test_add_broadcasts_like_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 3, 1, 5));
-	ir_id b = input(&x, ty(IR_F32, 2, 4, 5));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 3, 1, 5));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 4, 5));
 	ret(&x, op2(&x, IR_OP_ADD, a, b, NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -329,12 +266,12 @@ START_TEST(test_add_of_known_values_gives_their_sum)
 	fx x;
 	fx_init(&x);
 	float av[3] = {1, 2, 3}, bv[1] = {10};
-	ir_id a = cnst(&x, ty(IR_F32, 1, 3), av);
-	ir_id b = cnst(&x, ty(IR_F32, 0), bv);
-	ir_id in = input(&x, ty(IR_F32, 1, 3));
+	ir_id a = tu_const(&x.g, tu_type(IR_F32, 1, 3), av);
+	ir_id b = tu_const(&x.g, tu_type(IR_F32, 0), bv);
+	ir_id in = tu_input(&x.g, tu_type(IR_F32, 1, 3));
 	ret(&x, op2(&x, IR_OP_ADD, op2(&x, IR_OP_ADD, a, b, NULL), in, NULL));
-	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
-	ck_assert_msg(p && cg_program_jit(p), "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
 	float inv[3] = {0.5f, 0.25f, 0.125f}, out[3] = {0};
 	const void *ins[1] = {inv};
 	void *outs[1] = {out};
@@ -346,7 +283,7 @@ START_TEST(test_add_of_known_values_gives_their_sum)
 	ck_assert_float_eq(out[2], 13.125f);
 	free(sb);
 	cg_program_destroy(p);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -358,15 +295,15 @@ START_TEST(test_every_float_unary_op_matches_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 2, 7, 13));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 7, 13));
 	for (size_t i = 0; i < sizeof unary_ops / sizeof unary_ops[0]; i++)
 		ret(&x, op1(&x, unary_ops[i], a, NULL));
 	ir_id pos = op1(&x, IR_OP_ABS, a, NULL);
 	ret(&x, op1(&x, IR_OP_LOG, pos, NULL));
 	ret(&x, op1(&x, IR_OP_SQRT, pos, NULL));
-	ret(&x, to_type(&x, IR_OP_CAST, a, ty(IR_I32, 2, 7, 13)));
+	ret(&x, to_type(&x, IR_OP_CAST, a, tu_type(IR_I32, 2, 7, 13)));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -376,8 +313,8 @@ START_TEST(test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range)
 	fx_init(&x);
 	float sp[16] = {-1e30f, -104, -87.5f, -87.3f, -10, -1e-3f, 0, 1e-8f,
 			0.5f, 0.625f, 10, 88, 88.7f, 89, INFINITY, NAN};
-	ir_id a = op2(&x, IR_OP_ADD, cnst(&x, ty(IR_F32, 1, 16), sp),
-		      input(&x, ty(IR_F32, 2, 40, 16)), NULL);
+	ir_id a = op2(&x, IR_OP_ADD, tu_const(&x.g, tu_type(IR_F32, 1, 16), sp),
+		      tu_input(&x.g, tu_type(IR_F32, 2, 40, 16)), NULL);
 	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
 	ret(&x, op1(&x, IR_OP_TANH, a, NULL));
 	ret(&x, op1(&x, IR_OP_SIGMOID, a, NULL));
@@ -399,7 +336,7 @@ START_TEST(test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range)
 						 sp[i % 16], w, g);
 		}
 	both_fini(&x, &b);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -412,16 +349,16 @@ START_TEST(test_every_float_binary_op_broadcasts_like_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 4, 2, 1, 3, 5));
-	ir_id b = input(&x, ty(IR_F32, 3, 6, 1, 5));
-	ir_id s = input(&x, ty(IR_F32, 0));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 4, 2, 1, 3, 5));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 3, 6, 1, 5));
+	ir_id s = tu_input(&x.g, tu_type(IR_F32, 0));
 	for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++) {
 		ret(&x, op2(&x, binary_ops[i], a, b, NULL));
 		ret(&x, op2(&x, binary_ops[i], s, a, NULL));
 	}
 	ret(&x, op2(&x, IR_OP_POW, op1(&x, IR_OP_ABS, a, NULL), b, NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -429,8 +366,8 @@ START_TEST(test_integer_ops_wrap_and_truncate_like_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_I32, 2, 5, 7));
-	ir_id b = input(&x, ty(IR_I32, 1, 7));
+	ir_id a = tu_input(&x.g, tu_type(IR_I32, 2, 5, 7));
+	ir_id b = tu_input(&x.g, tu_type(IR_I32, 1, 7));
 	static const ir_op ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,
 				    IR_OP_MAXIMUM, IR_OP_MINIMUM,
 				    IR_OP_LT, IR_OP_EQ, IR_OP_NE, IR_OP_GE};
@@ -438,12 +375,12 @@ START_TEST(test_integer_ops_wrap_and_truncate_like_the_interpreter)
 		ret(&x, op2(&x, ops[i], a, b, NULL));
 	ret(&x, op1(&x, IR_OP_NEG, a, NULL));
 	ret(&x, op1(&x, IR_OP_ABS, a, NULL));
-	ret(&x, to_type(&x, IR_OP_CAST, a, ty(IR_F32, 2, 5, 7)));
+	ret(&x, to_type(&x, IR_OP_CAST, a, tu_type(IR_F32, 2, 5, 7)));
 	run_cfg c = cfg_default();
 	c.int_lo = -40000; /* products wrap */
 	c.int_hi = 40000;
 	check_cfg(&x, &c);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -451,14 +388,14 @@ START_TEST(test_select_picks_by_a_broadcast_condition)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 2, 4, 6));
-	ir_id b = input(&x, ty(IR_F32, 2, 4, 6));
-	ir_id c = op2(&x, IR_OP_GT, input(&x, ty(IR_F32, 1, 6)),
-		      input(&x, ty(IR_F32, 2, 4, 1)), NULL);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 4, 6));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 4, 6));
+	ir_id c = op2(&x, IR_OP_GT, tu_input(&x.g, tu_type(IR_F32, 1, 6)),
+		      tu_input(&x.g, tu_type(IR_F32, 2, 4, 1)), NULL);
 	ir_id args[3] = {c, a, b};
-	ret(&x, build(&x, IR_OP_SELECT, args, 3, NULL, NULL));
+	ret(&x, tu_build(&x.g, IR_OP_SELECT, args, 3, NULL, NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -469,14 +406,14 @@ static void matmul_case(int ta, int tb, bool big)
 	fx x;
 	fx_init(&x);
 	int M = big ? 67 : 5, K = big ? 45 : 3, N = big ? 70 : 7;
-	ir_type at = ta ? ty(IR_F32, 4, 2, 1, K, M) : ty(IR_F32, 4, 2, 1, M, K);
-	ir_type bt = tb ? ty(IR_F32, 3, 4, N, K) : ty(IR_F32, 3, 4, K, N);
+	ir_type at = ta ? tu_type(IR_F32, 4, 2, 1, K, M) : tu_type(IR_F32, 4, 2, 1, M, K);
+	ir_type bt = tb ? tu_type(IR_F32, 3, 4, N, K) : tu_type(IR_F32, 3, 4, K, N);
 	ir_attr attr = {.matmul = {ta, tb}};
-	ret(&x, op2(&x, IR_OP_MATMUL, input(&x, at), input(&x, bt), &attr));
+	ret(&x, op2(&x, IR_OP_MATMUL, tu_input(&x.g, at), tu_input(&x.g, bt), &attr));
 	run_cfg c = cfg_default();
 	c.tol = 1e-4;
 	check_cfg(&x, &c);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 
 START_TEST(test_matmul_broadcasts_batch_dims_with_every_transpose)
@@ -496,13 +433,13 @@ START_TEST(test_matmul_with_a_shared_right_operand_matches_the_interpreter)
 	fx x;
 	fx_init(&x);
 	ir_attr attr = {.matmul = {_i & 1, _i >> 1}};
-	ir_type at = _i & 1 ? ty(IR_F32, 3, 3, 40, 50) : ty(IR_F32, 3, 3, 50, 40);
-	ir_type bt = _i >> 1 ? ty(IR_F32, 2, 60, 40) : ty(IR_F32, 2, 40, 60);
-	ret(&x, op2(&x, IR_OP_MATMUL, input(&x, at), input(&x, bt), &attr));
+	ir_type at = _i & 1 ? tu_type(IR_F32, 3, 3, 40, 50) : tu_type(IR_F32, 3, 3, 50, 40);
+	ir_type bt = _i >> 1 ? tu_type(IR_F32, 2, 60, 40) : tu_type(IR_F32, 2, 40, 60);
+	ret(&x, op2(&x, IR_OP_MATMUL, tu_input(&x.g, at), tu_input(&x.g, bt), &attr));
 	run_cfg c = cfg_default();
 	c.tol = 1e-4;
 	check_cfg(&x, &c);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -512,8 +449,8 @@ START_TEST(test_reductions_over_any_axes_match_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 4, 3, 5, 2, 7));
-	ir_id ai = input(&x, ty(IR_I32, 3, 3, 5, 7));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 4, 3, 5, 2, 7));
+	ir_id ai = tu_input(&x.g, tu_type(IR_I32, 3, 3, 5, 7));
 	static const uint32_t masks[] = {1, 2, 4, 8, 5, 10, 6, 15, 9};
 	for (size_t i = 0; i < sizeof masks / sizeof masks[0]; i++)
 		for (int keep = 0; keep < 2; keep++) {
@@ -526,7 +463,7 @@ START_TEST(test_reductions_over_any_axes_match_the_interpreter)
 	ret(&x, op1(&x, IR_OP_SUM, ai, &r1));
 	ret(&x, op1(&x, IR_OP_MAX, ai, &r3));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -534,8 +471,8 @@ START_TEST(test_argmax_takes_the_first_maximum)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 4, 6, 5));
-	ir_id ai = input(&x, ty(IR_I32, 2, 6, 9));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 4, 6, 5));
+	ir_id ai = tu_input(&x.g, tu_type(IR_I32, 2, 6, 9));
 	for (uint32_t ax = 0; ax < 3; ax++) {
 		ir_attr r = {.reduce = {1u << ax, ax == 1}};
 		ret(&x, op1(&x, IR_OP_ARGMAX, a, &r));
@@ -543,7 +480,7 @@ START_TEST(test_argmax_takes_the_first_maximum)
 	ir_attr r = {.reduce = {2, false}};
 	ret(&x, op1(&x, IR_OP_ARGMAX, ai, &r)); /* ints 0..5: many ties */
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -552,15 +489,15 @@ START_TEST(test_sum_to_rank_zero_and_nan_max_match_the_interpreter)
 	fx x;
 	fx_init(&x);
 	float v[5] = {1, NAN, 3, -2, 0.5f};
-	ir_id c = cnst(&x, ty(IR_F32, 1, 5), v);
-	ir_id a = op2(&x, IR_OP_ADD, c, input(&x, ty(IR_F32, 2, 3, 5)), NULL);
+	ir_id c = tu_const(&x.g, tu_type(IR_F32, 1, 5), v);
+	ir_id a = op2(&x, IR_OP_ADD, c, tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), NULL);
 	ir_attr all = {.reduce = {3, false}}, row = {.reduce = {2, false}};
-	ret(&x, op1(&x, IR_OP_SUM, input(&x, ty(IR_F32, 2, 3, 5)), &all));
+	ret(&x, op1(&x, IR_OP_SUM, tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), &all));
 	ret(&x, op1(&x, IR_OP_MAX, a, &row));
 	ir_attr am = {.reduce = {2, false}};
 	ret(&x, op1(&x, IR_OP_ARGMAX, a, &am));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -570,12 +507,12 @@ START_TEST(test_softmax_and_log_softmax_match_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 2, 5, 11));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 2, 5, 11));
 	ret(&x, op1(&x, IR_OP_SOFTMAX, a, NULL));
 	ret(&x, op1(&x, IR_OP_LOG_SOFTMAX, a, NULL));
-	ret(&x, op1(&x, IR_OP_SOFTMAX, input(&x, ty(IR_F32, 1, 9)), NULL));
+	ret(&x, op1(&x, IR_OP_SOFTMAX, tu_input(&x.g, tu_type(IR_F32, 1, 9)), NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -583,13 +520,13 @@ START_TEST(test_masked_softmax_keeps_rows_of_length_zero_uniform)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 3, 4, 6));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, 6));
 	ir_attr fill = {.fill = -1e6};
-	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, input(&x, ty(IR_I32, 1, 3)),
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, tu_input(&x.g, tu_type(IR_I32, 1, 3)),
 		    &fill));
-	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, input(&x, ty(IR_I32, 2, 3, 4)),
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, tu_input(&x.g, tu_type(IR_I32, 2, 3, 4)),
 		    &fill));
-	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, input(&x, ty(IR_I32, 2, 1, 4)),
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, tu_input(&x.g, tu_type(IR_I32, 2, 1, 4)),
 		    &fill));
 	run_cfg c = cfg_default();
 	c.int_lo = -1;
@@ -597,7 +534,7 @@ START_TEST(test_masked_softmax_keeps_rows_of_length_zero_uniform)
 	both b;
 	run_both(&x, &c, &b);
 	ck_assert_int_eq(b.got.status, 0);
-	for (uint32_t o = 0; o < x.f->n_outputs; o++)
+	for (uint32_t o = 0; o < x.g.f->n_outputs; o++)
 		compare(&b.want[o], &b.got, o, c.tol);
 	/* A row with valid length <= 0 is uniform: 1/6 everywhere. */
 	const int32_t *valid = b.in[1].data;
@@ -607,7 +544,7 @@ START_TEST(test_masked_softmax_keeps_rows_of_length_zero_uniform)
 			for (int j = 0; j < 24; j++)
 				ck_assert_float_eq_tol(out[r * 24 + j], 1.0f / 6, 1e-7);
 	both_fini(&x, &b);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -615,15 +552,15 @@ START_TEST(test_layer_norm_matches_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 2, 3, 33));
-	ir_id args[3] = {a, param(&x, "g", ty(IR_F32, 1, 33), IR_INIT_UNIFORM),
-			 param(&x, "b", ty(IR_F32, 1, 33), IR_INIT_UNIFORM)};
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 33));
+	ir_id args[3] = {a, param(&x, "g", tu_type(IR_F32, 1, 33), IR_INIT_UNIFORM),
+			 param(&x, "b", tu_type(IR_F32, 1, 33), IR_INIT_UNIFORM)};
 	ir_attr eps = {.eps = 1e-5};
-	ret(&x, build(&x, IR_OP_LAYER_NORM, args, 3, &eps, NULL));
+	ret(&x, tu_build(&x.g, IR_OP_LAYER_NORM, args, 3, &eps, NULL));
 	run_cfg c = cfg_default();
 	c.tol = 1e-4;
 	check_cfg(&x, &c);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -631,9 +568,9 @@ START_TEST(test_dropout_in_training_masks_bit_for_bit_like_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 2, 37, 41));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 37, 41));
 	ir_attr d1 = {.dropout = {0.1, 3}}, d2 = {.dropout = {0.5, 4}};
-	x.m->n_dropout_streams = 5;
+	x.g.m->n_dropout_streams = 5;
 	ret(&x, op1(&x, IR_OP_DROPOUT, a, &d1));
 	ret(&x, op1(&x, IR_OP_DROPOUT, a, &d2));
 	run_cfg c = cfg_default();
@@ -656,7 +593,7 @@ START_TEST(test_dropout_in_training_masks_bit_for_bit_like_the_interpreter)
 	both_fini(&x, &b);
 	c.is_training = false;
 	check_cfg(&x, &c); /* evaluation: the identity */
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -666,11 +603,11 @@ START_TEST(test_embedding_gathers_rows_of_the_table)
 {
 	fx x;
 	fx_init(&x);
-	ir_id ids = input(&x, ty(IR_I32, 2, 3, 4));
-	ir_id tab = param(&x, "E", ty(IR_F32, 2, 6, 5), IR_INIT_UNIFORM);
+	ir_id ids = tu_input(&x.g, tu_type(IR_I32, 2, 3, 4));
+	ir_id tab = param(&x, "E", tu_type(IR_F32, 2, 6, 5), IR_INIT_UNIFORM);
 	ret(&x, op2(&x, IR_OP_EMBEDDING, ids, tab, NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -678,15 +615,15 @@ START_TEST(test_index_out_of_range_returns_the_error_code_of_its_node)
 {
 	fx x;
 	fx_init(&x);
-	ir_id ids = input(&x, ty(IR_I32, 1, 3));
-	ir_id tab = param(&x, "E", ty(IR_F32, 2, 4, 2), IR_INIT_ZEROS);
+	ir_id ids = tu_input(&x.g, tu_type(IR_I32, 1, 3));
+	ir_id tab = param(&x, "E", tu_type(IR_F32, 2, 4, 2), IR_INIT_ZEROS);
 	ir_id e = op2(&x, IR_OP_EMBEDDING, ids, tab, NULL);
-	ir_id lg = input(&x, ty(IR_F32, 2, 3, 5));
+	ir_id lg = tu_input(&x.g, tu_type(IR_F32, 2, 3, 5));
 	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg, ids, NULL);
 	ret(&x, e);
 	ret(&x, ce);
-	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
-	ck_assert_msg(p && cg_program_jit(p), "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
 	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
 	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
 	memset(pb, 0, round64(cg_program_params_bytes(p)));
@@ -707,7 +644,7 @@ START_TEST(test_index_out_of_range_returns_the_error_code_of_its_node)
 	free(pb);
 	free(sb);
 	cg_program_destroy(p);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -715,12 +652,12 @@ START_TEST(test_label_out_of_range_fails_cross_entropy)
 {
 	fx x;
 	fx_init(&x);
-	ir_id lg = input(&x, ty(IR_F32, 2, 2, 3));
-	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg, input(&x, ty(IR_I32, 1, 2)),
+	ir_id lg = tu_input(&x.g, tu_type(IR_F32, 2, 2, 3));
+	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg, tu_input(&x.g, tu_type(IR_I32, 1, 2)),
 		       NULL);
 	ret(&x, ce);
-	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
-	ck_assert_msg(p && cg_program_jit(p), "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
 	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
 	float lgv[6] = {0};
 	int32_t lb[2] = {2, 3};
@@ -732,7 +669,7 @@ START_TEST(test_label_out_of_range_fails_cross_entropy)
 			 ATTNRT_ERR_INDEX | (int)(ce << 8));
 	free(sb);
 	cg_program_destroy(p);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -740,13 +677,13 @@ START_TEST(test_losses_match_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id lg = input(&x, ty(IR_F32, 3, 2, 3, 7));
-	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, input(&x, ty(IR_I32, 2, 2, 3)),
+	ir_id lg = tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 7));
+	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, tu_input(&x.g, tu_type(IR_I32, 2, 2, 3)),
 		    NULL));
-	ret(&x, op2(&x, IR_OP_MSE_LOSS, lg, input(&x, ty(IR_F32, 3, 2, 3, 7)),
+	ret(&x, op2(&x, IR_OP_MSE_LOSS, lg, tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 7)),
 		    NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -756,7 +693,7 @@ START_TEST(test_layout_ops_move_elements_like_the_interpreter)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 2, 3, 4));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 4));
 	ir_attr perm = {.permute = {{2, 0, 1}}};
 	ret(&x, op1(&x, IR_OP_PERMUTE, a, &perm));
 	ir_attr sl = {.slice = {2, 1, 4, 2}};
@@ -765,19 +702,19 @@ START_TEST(test_layout_ops_move_elements_like_the_interpreter)
 	ret(&x, op1(&x, IR_OP_REPEAT, a, &rep));
 	ir_attr ri = {.interleave = {1, 3}};
 	ret(&x, op1(&x, IR_OP_REPEAT_INTERLEAVE, a, &ri));
-	ret(&x, to_type(&x, IR_OP_BROADCAST, input(&x, ty(IR_F32, 2, 3, 1)),
-			ty(IR_F32, 3, 2, 3, 5)));
-	ir_id r = to_type(&x, IR_OP_RESHAPE, a, ty(IR_F32, 2, 6, 4));
+	ret(&x, to_type(&x, IR_OP_BROADCAST, tu_input(&x.g, tu_type(IR_F32, 2, 3, 1)),
+			tu_type(IR_F32, 3, 2, 3, 5)));
+	ir_id r = to_type(&x, IR_OP_RESHAPE, a, tu_type(IR_F32, 2, 6, 4));
 	ret(&x, r);
-	ir_id parts[3] = {r, input(&x, ty(IR_F32, 2, 6, 1)),
-			  input(&x, ty(IR_F32, 2, 6, 2))};
+	ir_id parts[3] = {r, tu_input(&x.g, tu_type(IR_F32, 2, 6, 1)),
+			  tu_input(&x.g, tu_type(IR_F32, 2, 6, 2))};
 	ir_attr ax = {.axis = 1};
-	ret(&x, build(&x, IR_OP_CONCAT, parts, 3, &ax, NULL));
+	ret(&x, tu_build(&x.g, IR_OP_CONCAT, parts, 3, &ax, NULL));
 	ir_id p0[2] = {a, a};
 	ir_attr ax0 = {.axis = 0};
-	ret(&x, build(&x, IR_OP_CONCAT, p0, 2, &ax0, NULL));
+	ret(&x, tu_build(&x.g, IR_OP_CONCAT, p0, 2, &ax0, NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -786,14 +723,14 @@ START_TEST(test_sort_orders_lines_with_nan_last)
 	fx x;
 	fx_init(&x);
 	float v[6] = {3, NAN, -1, 2, NAN, 0};
-	ir_id c = cnst(&x, ty(IR_F32, 1, 6), v);
-	ir_id a = op2(&x, IR_OP_MUL, c, input(&x, ty(IR_F32, 2, 4, 6)), NULL);
+	ir_id c = tu_const(&x.g, tu_type(IR_F32, 1, 6), v);
+	ir_id a = op2(&x, IR_OP_MUL, c, tu_input(&x.g, tu_type(IR_F32, 2, 4, 6)), NULL);
 	ir_attr ax1 = {.axis = 1}, ax0 = {.axis = 0};
 	ret(&x, op1(&x, IR_OP_SORT, a, &ax1));
 	ret(&x, op1(&x, IR_OP_SORT, a, &ax0));
-	ret(&x, op1(&x, IR_OP_SORT, input(&x, ty(IR_I32, 2, 3, 17)), &ax1));
+	ret(&x, op1(&x, IR_OP_SORT, tu_input(&x.g, tu_type(IR_I32, 2, 3, 17)), &ax1));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -803,14 +740,14 @@ START_TEST(test_symbolic_dims_take_the_given_values)
 {
 	fx x;
 	fx_init(&x);
-	int32_t B = ir_module_add_sym(x.m, "B", (ir_loc){0});
-	ir_type t = ty(IR_F32, 2, 1, 3);
+	int32_t B = ir_module_add_sym(x.g.m, "B", (ir_loc){0});
+	ir_type t = tu_type(IR_F32, 2, 1, 3);
 	t.dims[0] = (ir_dim){2, B};
-	ir_id a = input(&x, t);
+	ir_id a = tu_input(&x.g, t);
 	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
 	int64_t syms[1] = {5};
-	cg_program *p = cg_program_create(&x.ctx, x.m, syms, NULL);
-	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, syms, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
 	uint32_t n;
 	const attnrt_tensor_info *in = cg_program_inputs(p, "f", &n);
 	ck_assert_uint_eq(n, 1);
@@ -820,7 +757,7 @@ START_TEST(test_symbolic_dims_take_the_given_values)
 	ck_assert_str_eq(cg_program_symbol(p, "f"), "t_f");
 	ck_assert_ptr_null(cg_program_symbol(p, "g"));
 	cg_program_destroy(p);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -828,13 +765,13 @@ START_TEST(test_unbound_symbol_is_an_error_naming_it)
 {
 	fx x;
 	fx_init(&x);
-	int32_t B = ir_module_add_sym(x.m, "Batch", (ir_loc){0});
-	ir_type t = ty(IR_F32, 1, 1);
+	int32_t B = ir_module_add_sym(x.g.m, "Batch", (ir_loc){0});
+	ir_type t = tu_type(IR_F32, 1, 1);
 	t.dims[0] = (ir_dim){1, B};
-	ret(&x, op1(&x, IR_OP_EXP, input(&x, t), NULL));
-	ck_assert_ptr_null(cg_program_create(&x.ctx, x.m, NULL, NULL));
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "symbol 'Batch' has no value"));
-	fx_fini(&x);
+	ret(&x, op1(&x, IR_OP_EXP, tu_input(&x.g, t), NULL));
+	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "symbol 'Batch' has no value"));
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -842,13 +779,13 @@ START_TEST(test_params_are_laid_out_at_aligned_offsets)
 {
 	fx x;
 	fx_init(&x);
-	ir_id w = param(&x, "w", ty(IR_F32, 2, 3, 5), IR_INIT_XAVIER_UNIFORM);
-	ir_id b = param(&x, "b", ty(IR_F32, 1, 5), IR_INIT_ZEROS);
+	ir_id w = param(&x, "w", tu_type(IR_F32, 2, 3, 5), IR_INIT_XAVIER_UNIFORM);
+	ir_id b = param(&x, "b", tu_type(IR_F32, 1, 5), IR_INIT_ZEROS);
 	ret(&x, op2(&x, IR_OP_ADD,
-		    op2(&x, IR_OP_MATMUL, input(&x, ty(IR_F32, 2, 4, 3)), w, NULL),
+		    op2(&x, IR_OP_MATMUL, tu_input(&x.g, tu_type(IR_F32, 2, 4, 3)), w, NULL),
 		    b, NULL));
-	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
-	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
 	uint32_t n;
 	const attnrt_param_info *pi = cg_program_params(p, &n);
 	ck_assert_uint_eq(n, 2);
@@ -861,7 +798,7 @@ START_TEST(test_params_are_laid_out_at_aligned_offsets)
 	ck_assert_uint_eq(cg_program_params_bytes(p), 128);
 	cg_program_destroy(p);
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -870,15 +807,15 @@ START_TEST(test_leaves_and_views_are_copied_out_as_outputs)
 	fx x;
 	fx_init(&x);
 	float cv[4] = {1, 2, 3, 4};
-	ir_id a = input(&x, ty(IR_F32, 2, 2, 3));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 2, 3));
 	ret(&x, a);
-	ret(&x, param(&x, "p", ty(IR_F32, 1, 5), IR_INIT_UNIFORM));
-	ret(&x, cnst(&x, ty(IR_F32, 2, 2, 2), cv));
-	ret(&x, to_type(&x, IR_OP_RESHAPE, a, ty(IR_F32, 1, 6)));
+	ret(&x, param(&x, "p", tu_type(IR_F32, 1, 5), IR_INIT_UNIFORM));
+	ret(&x, tu_const(&x.g, tu_type(IR_F32, 2, 2, 2), cv));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, a, tu_type(IR_F32, 1, 6)));
 	ret(&x, to_type(&x, IR_OP_RESHAPE, op1(&x, IR_OP_NEG, a, NULL),
-			ty(IR_F32, 2, 3, 2)));
+			tu_type(IR_F32, 2, 3, 2)));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -887,10 +824,10 @@ START_TEST(test_max_over_an_empty_axis_is_an_error_naming_the_op)
 	fx x;
 	fx_init(&x);
 	ir_attr r = {.reduce = {1, false}};
-	ret(&x, op1(&x, IR_OP_MAX, input(&x, ty(IR_F32, 2, 0, 3)), &r));
-	ck_assert_ptr_null(cg_program_create(&x.ctx, x.m, NULL, NULL));
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "max: reduction over an empty axis"));
-	fx_fini(&x);
+	ret(&x, op1(&x, IR_OP_MAX, tu_input(&x.g, tu_type(IR_F32, 2, 0, 3)), &r));
+	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "max: reduction over an empty axis"));
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -898,13 +835,13 @@ START_TEST(test_empty_tensors_flow_through_without_work)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 2, 0, 3));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 0, 3));
 	ir_attr r = {.reduce = {1, false}};
 	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
 	ret(&x, op1(&x, IR_OP_SUM, a, &r));
 	ret(&x, op1(&x, IR_OP_SOFTMAX, a, NULL));
 	check(&x);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -921,10 +858,10 @@ START_TEST(test_program_emits_an_object_defining_its_entry_point)
 {
 	fx x;
 	fx_init(&x);
-	ret(&x, op1(&x, IR_OP_TANH, input(&x, ty(IR_F32, 1, 100)), NULL));
+	ret(&x, op1(&x, IR_OP_TANH, tu_input(&x.g, tu_type(IR_F32, 1, 100)), NULL));
 	cg_program_options o = {.prefix = "mymodel"};
-	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, &o);
-	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, &o);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
 	char *obj;
 	size_t len;
 	ck_assert(cg_program_emit_buffer(p, CG_EMIT_OBJ, &obj, &len));
@@ -934,15 +871,15 @@ START_TEST(test_program_emits_an_object_defining_its_entry_point)
 	free(obj);
 	ck_assert_str_eq(cg_program_symbol(p, "f"), "mymodel_f");
 	cg_program_destroy(p);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
 /* A chain big enough that its kernels run in parallel. */
 static void build_big_chain(fx *x)
 {
-	ir_id a = input(x, ty(IR_F32, 3, 16, 64, 96));
-	ir_id w = input(x, ty(IR_F32, 2, 96, 80));
+	ir_id a = tu_input(&x->g, tu_type(IR_F32, 3, 16, 64, 96));
+	ir_id w = tu_input(&x->g, tu_type(IR_F32, 2, 96, 80));
 	ir_id h = op1(x, IR_OP_TANH, op2(x, IR_OP_MATMUL, a, w, NULL), NULL);
 	ir_attr r = {.reduce = {4, true}};
 	ir_id s = op2(x, IR_OP_SUB, h, op1(x, IR_OP_MAX, h, &r), NULL);
@@ -950,7 +887,7 @@ static void build_big_chain(fx *x)
 	ir_attr sum = {.reduce = {1, false}};
 	ret(x, op1(x, IR_OP_SUM, h, &sum));
 	ir_attr d = {.dropout = {0.3, 1}};
-	x->m->n_dropout_streams = 2;
+	x->g.m->n_dropout_streams = 2;
 	ret(x, op1(x, IR_OP_DROPOUT, h, &d));
 }
 
@@ -969,14 +906,14 @@ START_TEST(test_results_do_not_depend_on_the_thread_count)
 	x.rng = 0x1234567;
 	run_both(&x, &c, &b2);
 	ck_assert_uint_gt(b1.got.n_parallel, 2);
-	for (uint32_t o = 0; o < x.f->n_outputs; o++) {
+	for (uint32_t o = 0; o < x.g.f->n_outputs; o++) {
 		compare(&b1.want[o], &b1.got, o, c.tol);
 		ck_assert_mem_eq(b1.got.out[o], b2.got.out[o],
 				 (size_t)b1.got.numel[o] * 4);
 	}
 	both_fini(&x, &b1);
 	both_fini(&x, &b2);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 
@@ -996,17 +933,17 @@ START_TEST(test_hot_loops_come_out_vectorized)
 {
 	fx x;
 	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 2, 256, 256));
-	ir_id b = input(&x, ty(IR_F32, 2, 256, 256));
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 256, 256));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 256, 256));
 	ret(&x, op2(&x, IR_OP_MUL, a, b, NULL));
 	ir_attr r = {.reduce = {2, false}};
 	ret(&x, op1(&x, IR_OP_SUM, a, &r));
-	cg_program *p = cg_program_create(&x.ctx, x.m, NULL, NULL);
-	ck_assert_msg(p != NULL, "%s", fx_diag(&x));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
 	char *ir;
 	size_t len;
 	ck_assert_msg(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len), "%s",
-		      fx_diag(&x));
+		      tu_graph_diag(&x.g));
 	if (getenv("CG_DUMP"))
 		fputs(ir, stderr);
 	char *mul = strstr(ir, "k2.mul");
@@ -1020,7 +957,7 @@ START_TEST(test_hot_loops_come_out_vectorized)
 		      "sum not vectorized");
 	free(ir);
 	cg_program_destroy(p);
-	fx_fini(&x);
+	tu_graph_fini(&x.g);
 }
 END_TEST
 

@@ -6,6 +6,7 @@
  * and test_passes_golden.c.
  */
 #include "passes.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <stdarg.h>
@@ -14,105 +15,32 @@
 
 /* ---- a module with one function, built node by node ---------------------- */
 
-typedef struct fx {
-	ir_ctx ctx;
-	ir_module *m;
-	ir_func *f;
-	char *diag;
-	size_t diag_len;
-} fx;
-
-static void fx_init(fx *x)
-{
-	memset(x, 0, sizeof *x);
-	ir_ctx_init(&x->ctx);
-	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
-	x->m = ir_module_create(&x->ctx, "t");
-	x->f = ir_module_add_func(x->m, "f", (ir_loc){0});
-	x->f->is_export = true;
-	x->f->inputs = ir_arena_alloc(&x->m->arena, 8 * sizeof(ir_id));
-	x->f->input_names = ir_arena_alloc(&x->m->arena, 8 * sizeof(char *));
-	x->f->outputs = ir_arena_alloc(&x->m->arena, 8 * sizeof(ir_id));
-	x->f->output_names = ir_arena_alloc(&x->m->arena, 8 * sizeof(char *));
-}
-
-/* Diagnostics written so far. */
-static const char *fx_diag(fx *x)
-{
-	fflush(x->ctx.diag_out);
-	return x->diag ? x->diag : "";
-}
-
-static void fx_fini(fx *x)
-{
-	ir_module_destroy(x->m);
-	fclose(x->ctx.diag_out);
-	free(x->diag);
-	ir_ctx_fini(&x->ctx);
-}
-
-static ir_type ty(ir_dtype dt, int rank, ...)
-{
-	ir_type t = {.dtype = dt, .rank = (uint8_t)rank};
-	va_list ap;
-	va_start(ap, rank);
-	for (int i = 0; i < rank; i++)
-		t.dims[i] = ir_dim_static(va_arg(ap, int));
-	va_end(ap);
-	return t;
-}
-
-static ir_id build(fx *x, ir_op op, const ir_id *args, uint32_t n,
-		   const ir_attr *attr, const ir_type *t)
-{
-	ir_id id = ir_build(x->m, x->f, op, args, n, attr, t, (ir_loc){0});
-	ck_assert_msg(id != IR_NONE, "building %s: %s", ir_op_table[op].name,
-		      fx_diag(x));
-	return id;
-}
-
-static ir_id input(fx *x, ir_type t)
-{
-	ir_attr a = {.input_index = x->f->n_inputs};
-	ir_id id = build(x, IR_OP_INPUT, NULL, 0, &a, &t);
-	x->f->input_names[x->f->n_inputs] = "in";
-	x->f->inputs[x->f->n_inputs++] = id;
-	return id;
-}
-
-static ir_id param(fx *x, const char *name, ir_type t)
+static ir_id param(tu_graph *x, const char *name, ir_type t)
 {
 	int32_t p = ir_module_add_param(x->m, name, &t, IR_INIT_ZEROS, 0, 0,
 					(ir_loc){0});
 	ir_attr a = {.param_index = (uint32_t)p};
-	return build(x, IR_OP_PARAM, NULL, 0, &a, &t);
+	return tu_build(x, IR_OP_PARAM, NULL, 0, &a, &t);
 }
 
-static ir_id cnst(fx *x, ir_type t, const float *data)
+static ir_id op1(tu_graph *x, ir_op op, ir_id a, const ir_attr *attr)
 {
-	int32_t c = ir_module_add_const(x->m, &t, data);
-	ir_attr a = {.const_index = (uint32_t)c};
-	return build(x, IR_OP_CONST, NULL, 0, &a, &t);
+	return tu_build(x, op, &a, 1, attr, NULL);
 }
 
-static ir_id op1(fx *x, ir_op op, ir_id a, const ir_attr *attr)
-{
-	return build(x, op, &a, 1, attr, NULL);
-}
-
-static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
+static ir_id op2(tu_graph *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
 {
 	ir_id args[2] = {a, b};
-	return build(x, op, args, 2, attr, NULL);
+	return tu_build(x, op, args, 2, attr, NULL);
 }
 
 /* reshape, broadcast and cast take their target as the node's type. */
-static ir_id to_type(fx *x, ir_op op, ir_id a, ir_type t)
+static ir_id to_type(tu_graph *x, ir_op op, ir_id a, ir_type t)
 {
-	return build(x, op, &a, 1, NULL, &t);
+	return tu_build(x, op, &a, 1, NULL, &t);
 }
 
-static ir_id permute(fx *x, ir_id a, int rank, ...)
+static ir_id permute(tu_graph *x, ir_id a, int rank, ...)
 {
 	ir_attr attr = {0};
 	va_list ap;
@@ -123,23 +51,23 @@ static ir_id permute(fx *x, ir_id a, int rank, ...)
 	return op1(x, IR_OP_PERMUTE, a, &attr);
 }
 
-static void ret(fx *x, ir_id id)
+static void ret(tu_graph *x, ir_id id)
 {
 	x->f->output_names[x->f->n_outputs] = "out";
 	x->f->outputs[x->f->n_outputs++] = id;
 }
 
 /* Runs a pass that must succeed, then the verifier on its result. */
-static bool run(fx *x, pass_fn pass)
+static bool run(tu_graph *x, pass_fn pass)
 {
 	bool ok = pass(x->m) && ir_module_verify(x->m);
-	ck_assert_msg(ok, "%s", fx_diag(x));
+	ck_assert_msg(ok, "%s", tu_graph_diag(x));
 	return ok;
 }
 
-static const ir_node *nd(fx *x, ir_id id) { return &x->f->g.nodes[id]; }
-static ir_id arg(fx *x, ir_id id, uint32_t i) { return ir_arg(&x->f->g, id, i); }
-static const ir_node *out_node(fx *x, uint32_t o)
+static const ir_node *nd(tu_graph *x, ir_id id) { return &x->f->g.nodes[id]; }
+static ir_id arg(tu_graph *x, ir_id id, uint32_t i) { return ir_arg(&x->f->g, id, i); }
+static const ir_node *out_node(tu_graph *x, uint32_t o)
 {
 	return nd(x, x->f->outputs[o]);
 }
@@ -151,9 +79,9 @@ static const float zeros4[4] = {0, 0, 0, 0};
 
 START_TEST(test_simplify_composes_nested_permutes)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 3, 2, 3, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 3, 2, 3, 4));
 	ir_id p1 = permute(&x, in, 3, 1, 2, 0); /* [3, 4, 2] */
 	ret(&x, permute(&x, p1, 3, 1, 0, 2));    /* [4, 3, 2] */
 	ck_assert(run(&x, pass_simplify));
@@ -166,15 +94,15 @@ START_TEST(test_simplify_composes_nested_permutes)
 	ck_assert_int_eq(p->attr.permute.perm[2], 0);
 	ck_assert_int_eq(p->type.dims[0].coef, 4);
 	ck_assert_int_eq(p->type.dims[2].coef, 2);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_removes_permutes_that_compose_to_identity)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 3, 2, 3, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 3, 2, 3, 4));
 	ir_id p1 = permute(&x, in, 3, 1, 2, 0);
 	ret(&x, permute(&x, p1, 3, 2, 0, 1));
 	ret(&x, permute(&x, in, 3, 0, 1, 2));
@@ -182,38 +110,38 @@ START_TEST(test_simplify_removes_permutes_that_compose_to_identity)
 	ck_assert_uint_eq(x.f->g.n_nodes, 1);
 	ck_assert_uint_eq(x.f->outputs[0], 0);
 	ck_assert_uint_eq(x.f->outputs[1], 0);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_merges_nested_reshapes)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 3, 2, 3, 4));
-	ir_id r1 = to_type(&x, IR_OP_RESHAPE, in, ty(IR_F32, 2, 6, 4));
-	ret(&x, to_type(&x, IR_OP_RESHAPE, r1, ty(IR_F32, 1, 24)));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 3, 2, 3, 4));
+	ir_id r1 = to_type(&x, IR_OP_RESHAPE, in, tu_type(IR_F32, 2, 6, 4));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, r1, tu_type(IR_F32, 1, 24)));
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_uint_eq(x.f->g.n_nodes, 2);
 	ck_assert_int_eq(out_node(&x, 0)->op, IR_OP_RESHAPE);
 	ck_assert_uint_eq(arg(&x, x.f->outputs[0], 0), 0);
 	ck_assert_int_eq(out_node(&x, 0)->type.rank, 1);
 	ck_assert_int_eq(out_node(&x, 0)->type.dims[0].coef, 24);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_removes_reshape_back_to_the_same_type)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 3, 2, 3, 4));
-	ir_id r1 = to_type(&x, IR_OP_RESHAPE, in, ty(IR_F32, 2, 6, 4));
-	ret(&x, to_type(&x, IR_OP_RESHAPE, r1, ty(IR_F32, 3, 2, 3, 4)));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 3, 2, 3, 4));
+	ir_id r1 = to_type(&x, IR_OP_RESHAPE, in, tu_type(IR_F32, 2, 6, 4));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, r1, tu_type(IR_F32, 3, 2, 3, 4)));
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_uint_eq(x.f->g.n_nodes, 1);
 	ck_assert_uint_eq(x.f->outputs[0], 0);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -231,30 +159,30 @@ START_TEST(test_simplify_drops_unit_arithmetic)
 		{IR_OP_ADD, true, zeros4}, {IR_OP_SUB, false, zeros4},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-		fx x;
-		fx_init(&x);
-		ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
-		ir_id c = cnst(&x, ty(IR_F32, 1, 4), cases[i].c);
+		tu_graph x;
+		tu_graph_init(&x, 8);
+		ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
+		ir_id c = tu_const(&x, tu_type(IR_F32, 1, 4), cases[i].c);
 		ret(&x, cases[i].is_const_left ? op2(&x, cases[i].op, c, in, NULL)
 					       : op2(&x, cases[i].op, in, c, NULL));
 		ck_assert(run(&x, pass_simplify));
 		ck_assert_msg(x.f->outputs[0] == in, "case %zu", i);
 		ck_assert_uint_eq(x.f->g.n_nodes, 1);
-		fx_fini(&x);
+		tu_graph_fini(&x);
 	}
 }
 END_TEST
 
 START_TEST(test_simplify_drops_multiply_by_scalar_one)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
-	ir_id c = cnst(&x, ty(IR_F32, 0), ones4);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
+	ir_id c = tu_const(&x, tu_type(IR_F32, 0), ones4);
 	ret(&x, op2(&x, IR_OP_MUL, in, c, NULL));
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_uint_eq(x.f->outputs[0], in);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -262,30 +190,30 @@ END_TEST
 START_TEST(test_simplify_keeps_unit_arithmetic_that_broadcasts_x)
 {
 	static const float ones12[12] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 4));
-	ir_id c = cnst(&x, ty(IR_F32, 2, 3, 4), ones12);
-	ir_id c2 = cnst(&x, ty(IR_F32, 2, 3, 4), ones12);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 4));
+	ir_id c = tu_const(&x, tu_type(IR_F32, 2, 3, 4), ones12);
+	ir_id c2 = tu_const(&x, tu_type(IR_F32, 2, 3, 4), ones12);
 	ret(&x, op2(&x, IR_OP_MUL, in, c, NULL));
 	ret(&x, op2(&x, IR_OP_MUL, c2, in, NULL));
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_int_eq(out_node(&x, 0)->op, IR_OP_MUL);
 	ck_assert_int_eq(out_node(&x, 1)->op, IR_OP_MUL);
 	ck_assert_uint_eq(x.f->g.n_nodes, 5);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_keeps_non_unit_and_non_commuted_arithmetic)
 {
 	static const float almost[4] = {1, 1, 1, 0.5f};
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
-	ir_id one = cnst(&x, ty(IR_F32, 1, 4), ones4);
-	ir_id zero = cnst(&x, ty(IR_F32, 1, 4), zeros4);
-	ir_id half = cnst(&x, ty(IR_F32, 1, 4), almost);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
+	ir_id one = tu_const(&x, tu_type(IR_F32, 1, 4), ones4);
+	ir_id zero = tu_const(&x, tu_type(IR_F32, 1, 4), zeros4);
+	ir_id half = tu_const(&x, tu_type(IR_F32, 1, 4), almost);
 	ret(&x, op2(&x, IR_OP_DIV, one, in, NULL));  /* 1/x */
 	ret(&x, op2(&x, IR_OP_SUB, zero, in, NULL)); /* 0-x */
 	ret(&x, op2(&x, IR_OP_MUL, in, half, NULL));
@@ -298,15 +226,15 @@ START_TEST(test_simplify_keeps_non_unit_and_non_commuted_arithmetic)
 	ck_assert_int_eq(out_node(&x, 3)->op, IR_OP_ADD);
 	ck_assert_int_eq(out_node(&x, 4)->op, IR_OP_MUL);
 	ck_assert_uint_eq(x.f->g.n_nodes, 9);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_cancels_double_negation_only)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 4));
 	ir_id n1 = op1(&x, IR_OP_NEG, in, NULL);
 	ret(&x, op1(&x, IR_OP_NEG, n1, NULL));
 	ret(&x, n1);
@@ -314,16 +242,16 @@ START_TEST(test_simplify_cancels_double_negation_only)
 	ck_assert_uint_eq(x.f->outputs[0], in);
 	ck_assert_int_eq(out_node(&x, 1)->op, IR_OP_NEG);
 	ck_assert_uint_eq(x.f->g.n_nodes, 2);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_turns_transposes_into_matmul_flags)
 {
-	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 5, 3, 2)); /* a.T: [5, 2, 3] */
-	ir_id b = input(&x, ty(IR_F32, 3, 5, 4, 3)); /* b.T: [5, 3, 4] */
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id a = tu_input(&x, tu_type(IR_F32, 3, 5, 3, 2)); /* a.T: [5, 2, 3] */
+	ir_id b = tu_input(&x, tu_type(IR_F32, 3, 5, 4, 3)); /* b.T: [5, 3, 4] */
 	ir_id at = permute(&x, a, 3, 0, 2, 1);
 	ir_id bt = permute(&x, b, 3, 0, 2, 1);
 	ret(&x, op2(&x, IR_OP_MATMUL, at, bt, &(ir_attr){.matmul = {0}}));
@@ -334,16 +262,16 @@ START_TEST(test_simplify_turns_transposes_into_matmul_flags)
 	ck_assert(mm->attr.matmul.ta && mm->attr.matmul.tb);
 	ck_assert_uint_eq(arg(&x, x.f->outputs[0], 0), a);
 	ck_assert_uint_eq(arg(&x, x.f->outputs[0], 1), b);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_toggles_a_set_matmul_flag)
 {
-	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 2, 2, 3));
-	ir_id b = input(&x, ty(IR_F32, 2, 2, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id a = tu_input(&x, tu_type(IR_F32, 2, 2, 3));
+	ir_id b = tu_input(&x, tu_type(IR_F32, 2, 2, 4));
 	ir_id bt = permute(&x, b, 2, 1, 0); /* [4, 2] */
 	/* matmul(a, bt, tb): a [2, 3] @ bt.T [2, 4]... with ta: a.T [3, 2] */
 	ir_attr attr = {.matmul = {.ta = true, .tb = true}};
@@ -355,42 +283,42 @@ START_TEST(test_simplify_toggles_a_set_matmul_flag)
 	ck_assert_uint_eq(arg(&x, x.f->outputs[0], 1), b);
 	ck_assert_int_eq(mm->type.dims[0].coef, 3);
 	ck_assert_int_eq(mm->type.dims[1].coef, 4);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_keeps_permutes_that_do_not_transpose_for_matmul)
 {
-	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 3, 2, 5, 3)); /* -> [5, 2, 3] */
-	ir_id b = input(&x, ty(IR_F32, 3, 5, 3, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id a = tu_input(&x, tu_type(IR_F32, 3, 2, 5, 3)); /* -> [5, 2, 3] */
+	ir_id b = tu_input(&x, tu_type(IR_F32, 3, 5, 3, 4));
 	ir_id ap = permute(&x, a, 3, 1, 0, 2);
 	ret(&x, op2(&x, IR_OP_MATMUL, ap, b, &(ir_attr){.matmul = {0}}));
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_uint_eq(x.f->g.n_nodes, 4);
 	ck_assert(!out_node(&x, 0)->attr.matmul.ta);
 	ck_assert_uint_eq(arg(&x, x.f->outputs[0], 0), ap);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_simplify_drops_cast_and_broadcast_to_the_same_type)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
-	ret(&x, to_type(&x, IR_OP_CAST, in, ty(IR_F32, 2, 3, 4)));
-	ret(&x, to_type(&x, IR_OP_BROADCAST, in, ty(IR_F32, 2, 3, 4)));
-	ret(&x, to_type(&x, IR_OP_CAST, in, ty(IR_I32, 2, 3, 4)));
-	ret(&x, to_type(&x, IR_OP_BROADCAST, in, ty(IR_F32, 3, 2, 3, 4)));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
+	ret(&x, to_type(&x, IR_OP_CAST, in, tu_type(IR_F32, 2, 3, 4)));
+	ret(&x, to_type(&x, IR_OP_BROADCAST, in, tu_type(IR_F32, 2, 3, 4)));
+	ret(&x, to_type(&x, IR_OP_CAST, in, tu_type(IR_I32, 2, 3, 4)));
+	ret(&x, to_type(&x, IR_OP_BROADCAST, in, tu_type(IR_F32, 3, 2, 3, 4)));
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_uint_eq(x.f->outputs[0], in);
 	ck_assert_uint_eq(x.f->outputs[1], in);
 	ck_assert_int_eq(out_node(&x, 2)->op, IR_OP_CAST);
 	ck_assert_int_eq(out_node(&x, 3)->op, IR_OP_BROADCAST);
 	ck_assert_uint_eq(x.f->g.n_nodes, 3);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -398,9 +326,9 @@ END_TEST
 
 START_TEST(test_cse_merges_duplicate_chains)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 4));
 	ir_id e1 = op1(&x, IR_OP_EXP, in, NULL);
 	ir_id e2 = op1(&x, IR_OP_EXP, in, NULL);
 	ir_id t1 = op1(&x, IR_OP_TANH, e1, NULL);
@@ -413,15 +341,15 @@ START_TEST(test_cse_merges_duplicate_chains)
 	ck_assert_uint_eq(x.f->outputs[0], 3);
 	ck_assert_uint_eq(arg(&x, 3, 0), 2);
 	ck_assert_uint_eq(arg(&x, 3, 1), 2);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_cse_keeps_nodes_whose_attributes_differ)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 3));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 3));
 	x.m->n_dropout_streams = 2;
 	ret(&x, permute(&x, in, 2, 1, 0));
 	ret(&x, permute(&x, in, 2, 0, 1));
@@ -443,7 +371,7 @@ START_TEST(test_cse_keeps_nodes_whose_attributes_differ)
 	ck_assert_uint_eq(x.f->g.n_nodes, 9);
 	for (uint32_t o = 0; o < 8; o++)
 		ck_assert_uint_eq(x.f->outputs[o], o + 1);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -451,9 +379,9 @@ END_TEST
  * apart. */
 START_TEST(test_cse_ignores_bytes_outside_the_live_attribute)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
 	ir_attr a, b;
 	memset(&a, 0x00, sizeof a);
 	memset(&b, 0xab, sizeof b);
@@ -466,22 +394,22 @@ START_TEST(test_cse_ignores_bytes_outside_the_live_attribute)
 	ck_assert_uint_eq(x.f->g.n_nodes, 3);
 	ck_assert_uint_eq(arg(&x, 2, 0), 1);
 	ck_assert_uint_eq(arg(&x, 2, 1), 1);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_cse_merges_identical_constants_and_params)
 {
 	static const float a[2] = {1, 2}, b[2] = {1, 3};
-	fx x;
-	fx_init(&x);
-	ir_id c1 = cnst(&x, ty(IR_F32, 1, 2), a);
-	ir_id c2 = cnst(&x, ty(IR_F32, 1, 2), b);
-	ir_id c3 = cnst(&x, ty(IR_F32, 1, 2), a);
-	ir_id w1 = param(&x, "w", ty(IR_F32, 1, 2));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id c1 = tu_const(&x, tu_type(IR_F32, 1, 2), a);
+	ir_id c2 = tu_const(&x, tu_type(IR_F32, 1, 2), b);
+	ir_id c3 = tu_const(&x, tu_type(IR_F32, 1, 2), a);
+	ir_id w1 = param(&x, "w", tu_type(IR_F32, 1, 2));
 	ir_attr pw = {.param_index = 0};
-	ir_type t2 = ty(IR_F32, 1, 2);
-	ir_id w2 = build(&x, IR_OP_PARAM, NULL, 0, &pw, &t2);
+	ir_type t2 = tu_type(IR_F32, 1, 2);
+	ir_id w2 = tu_build(&x, IR_OP_PARAM, NULL, 0, &pw, &t2);
 	ret(&x, op2(&x, IR_OP_ADD, c1, c3, NULL));
 	ret(&x, op2(&x, IR_OP_ADD, c2, c2, NULL));
 	ret(&x, op2(&x, IR_OP_MUL, w1, w2, NULL));
@@ -498,22 +426,22 @@ START_TEST(test_cse_merges_identical_constants_and_params)
 	ck_assert_float_eq(((float *)x.m->consts[c->attr.const_index].data)[1], 2);
 	ck_assert_uint_eq(arg(&x, x.f->outputs[2], 0),
 			  arg(&x, x.f->outputs[2], 1));
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_cse_never_merges_arguments)
 {
-	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 1, 4));
-	ir_id b = input(&x, ty(IR_F32, 1, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id a = tu_input(&x, tu_type(IR_F32, 1, 4));
+	ir_id b = tu_input(&x, tu_type(IR_F32, 1, 4));
 	ret(&x, op2(&x, IR_OP_SUB, a, b, NULL));
 	ck_assert(run(&x, pass_cse));
 	ck_assert_uint_eq(x.f->g.n_nodes, 3);
 	ck_assert_uint_eq(x.f->inputs[0], 0);
 	ck_assert_uint_eq(x.f->inputs[1], 1);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -521,12 +449,12 @@ END_TEST
 
 START_TEST(test_dce_removes_dead_nodes_and_keeps_unused_inputs)
 {
-	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, ty(IR_F32, 1, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id a = tu_input(&x, tu_type(IR_F32, 1, 4));
 	op1(&x, IR_OP_EXP, a, NULL); /* dead */
-	ir_id b = input(&x, ty(IR_F32, 1, 4));
-	param(&x, "unused", ty(IR_F32, 1, 4)); /* dead node, kept param */
+	ir_id b = tu_input(&x, tu_type(IR_F32, 1, 4));
+	param(&x, "unused", tu_type(IR_F32, 1, 4)); /* dead node, kept param */
 	ret(&x, op1(&x, IR_OP_TANH, a, NULL));
 	ck_assert(run(&x, pass_dce));
 	ck_assert_uint_eq(x.f->g.n_nodes, 3);
@@ -540,19 +468,19 @@ START_TEST(test_dce_removes_dead_nodes_and_keeps_unused_inputs)
 	ck_assert_uint_eq(arg(&x, 2, 0), 0);
 	ck_assert_uint_eq(x.m->n_params, 1);
 	(void)b;
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_dce_drops_unused_constants_and_renumbers_examples)
 {
 	static const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 4));
-	cnst(&x, ty(IR_F32, 1, 4), a); /* dead: const 0 goes */
-	ir_id c = cnst(&x, ty(IR_F32, 1, 4), b);
-	ir_type t = ty(IR_F32, 1, 4);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 4));
+	tu_const(&x, tu_type(IR_F32, 1, 4), a); /* dead: const 0 goes */
+	ir_id c = tu_const(&x, tu_type(IR_F32, 1, 4), b);
+	ir_type t = tu_type(IR_F32, 1, 4);
 	int32_t ex = ir_module_add_const(x.m, &t, a); /* the example: 2 */
 	x.f->example = ir_arena_alloc(&x.m->arena, sizeof(uint32_t));
 	x.f->example[0] = (uint32_t)ex;
@@ -563,15 +491,15 @@ START_TEST(test_dce_drops_unused_constants_and_renumbers_examples)
 	ck_assert_float_eq(((float *)x.m->consts[0].data)[0], 5);
 	ck_assert_uint_eq(x.f->example[0], 1);
 	ck_assert_float_eq(((float *)x.m->consts[1].data)[3], 4);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_compact_replaces_uses_through_chains)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 4));
 	ir_id e = op1(&x, IR_OP_EXP, in, NULL);
 	ir_id t = op1(&x, IR_OP_TANH, e, NULL);
 	ir_id s = op1(&x, IR_OP_SIGMOID, t, NULL);
@@ -583,7 +511,7 @@ START_TEST(test_compact_replaces_uses_through_chains)
 	ck_assert_int_eq(nd(&x, 2)->op, IR_OP_RELU);
 	ck_assert_uint_eq(arg(&x, 2, 0), 1);
 	ck_assert_uint_eq(x.f->g.n_args, 2);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -591,30 +519,30 @@ END_TEST
 
 START_TEST(test_infer_accepts_a_well_typed_graph)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
 	ret(&x, op1(&x, IR_OP_EXP, in, NULL));
 	ck_assert(pass_infer(x.m));
 	ck_assert_int_eq(x.ctx.n_errors, 0);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_infer_reports_a_stored_type_that_differs)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 2, 3, 4));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
 	ir_id e = op1(&x, IR_OP_EXP, in, NULL);
 	ret(&x, e);
 	x.f->g.nodes[e].type.dims[1].coef = 5;
 	ck_assert(!pass_infer(x.m));
 	ck_assert_int_eq(x.ctx.n_errors, 1);
-	ck_assert_str_eq(fx_diag(&x),
+	ck_assert_str_eq(tu_graph_diag(&x),
 			 "attnc: error: @f %1 (exp): stored type f32[3, 5], "
 			 "but its operands give f32[3, 4]\n");
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -622,8 +550,8 @@ END_TEST
 
 START_TEST(test_memplan_reuses_bytes_of_dead_blocks)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init(&x, 8);
 	pass_mem_block b[3] = {
 		{100, 0, 1, 0}, {200, 1, 2, 0}, {100, 2, 3, 0}};
 	bool ok;
@@ -635,14 +563,14 @@ START_TEST(test_memplan_reuses_bytes_of_dead_blocks)
 	ck_assert_uint_eq(b[0].offset, 256);
 	ck_assert_uint_eq(b[2].offset, 256);
 	ck_assert_uint_eq(total, 384);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_memplan_fits_a_block_into_a_gap)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init(&x, 8);
 	/* A [0,4] 64 B, B [0,1] 64 B, C [0,4] 64 B, D [2,3] 64 B: D fits
 	 * where B was, between two blocks alive with it. */
 	pass_mem_block b[4] = {
@@ -655,14 +583,14 @@ START_TEST(test_memplan_fits_a_block_into_a_gap)
 	ck_assert_uint_eq(b[2].offset, 128);
 	ck_assert_uint_eq(b[3].offset, 64);
 	ck_assert_uint_eq(total, 192);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_memplan_never_overlaps_live_buffers)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init(&x, 8);
 	enum { N = 40 };
 	pass_mem_block b[N];
 	for (uint32_t i = 0; i < N; i++)
@@ -681,16 +609,16 @@ START_TEST(test_memplan_never_overlaps_live_buffers)
 			ck_assert_msg(!(in_time && in_space), "%u and %u", i, j);
 		}
 	}
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 /* in -> exp -> tanh -> sigmoid: the sigmoid reuses the exp's bytes. */
 START_TEST(test_memplan_func_plans_a_chain_in_two_buffers)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 256));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 256));
 	ir_id e = op1(&x, IR_OP_EXP, in, NULL);
 	ir_id t = op1(&x, IR_OP_TANH, e, NULL);
 	ret(&x, op1(&x, IR_OP_SIGMOID, t, NULL));
@@ -702,22 +630,22 @@ START_TEST(test_memplan_func_plans_a_chain_in_two_buffers)
 	ck_assert_uint_eq(plan.offset[2], 1024);
 	ck_assert_uint_eq(plan.offset[3], 0);
 	pass_memplan_fini(&x.ctx, &plan);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 /* A reshape of exp's result keeps exp's buffer alive for its reader. */
 START_TEST(test_memplan_func_keeps_a_viewed_buffer_alive)
 {
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 256));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 256));
 	ir_id e = op1(&x, IR_OP_EXP, in, NULL);                     /* 1 */
-	ir_id r = to_type(&x, IR_OP_RESHAPE, e, ty(IR_F32, 2, 16, 16)); /* 2 */
+	ir_id r = to_type(&x, IR_OP_RESHAPE, e, tu_type(IR_F32, 2, 16, 16)); /* 2 */
 	ir_id t = op1(&x, IR_OP_TANH, in, NULL);                    /* 3 */
 	ir_id s = op1(&x, IR_OP_SIGMOID, r, NULL);                  /* 4 */
 	ret(&x, op2(&x, IR_OP_ADD, s, to_type(&x, IR_OP_RESHAPE, t,
-						ty(IR_F32, 2, 16, 16)), NULL));
+						tu_type(IR_F32, 2, 16, 16)), NULL));
 	pass_memplan plan;
 	ck_assert(pass_memplan_func(x.m, x.f, NULL, &plan));
 	ck_assert_uint_eq(plan.storage[2], 1);
@@ -731,7 +659,7 @@ START_TEST(test_memplan_func_keeps_a_viewed_buffer_alive)
 	ck_assert_uint_eq(plan.offset[6], plan.offset[1]);
 	ck_assert_uint_eq(plan.total_bytes, 3 * 1024);
 	pass_memplan_fini(&x.ctx, &plan);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -739,14 +667,14 @@ END_TEST
 
 START_TEST(test_stats_prints_sorted_ops_kernels_and_planned_bytes)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init(&x, 8);
 	int32_t sym = ir_module_add_sym(x.m, "B", (ir_loc){0});
 	x.m->syms[sym].fallback = 8;
-	ir_type tx = ty(IR_F32, 2, 0, 4);
+	ir_type tx = tu_type(IR_F32, 2, 0, 4);
 	tx.dims[0] = (ir_dim){1, sym};
-	ir_id in = input(&x, tx);
-	ir_id w = param(&x, "W", ty(IR_F32, 2, 4, 4));
+	ir_id in = tu_input(&x, tx);
+	ir_id w = param(&x, "W", tu_type(IR_F32, 2, 4, 4));
 	ir_id mm = op2(&x, IR_OP_MATMUL, in, w, &(ir_attr){.matmul = {0}});
 	ir_type flat = {.dtype = IR_F32, .rank = 1, .dims = {{4, sym}}};
 	ir_id r = to_type(&x, IR_OP_RESHAPE, mm, flat);
@@ -764,7 +692,7 @@ START_TEST(test_stats_prints_sorted_ops_kernels_and_planned_bytes)
 			      "\"nodes\": 5, \"params\": 1, "
 			      "\"param_elements\": 16, \"functions\": 1}\n");
 	free(buf);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -789,12 +717,12 @@ static void *fail_after(void *ud, void *ptr, size_t size)
 
 /* A graph that gives every pass work: a permute pair, x*1, duplicates, a
  * dead node, two equal constants. */
-static void build_busy_graph(fx *x)
+static void build_busy_graph(tu_graph *x)
 {
-	ir_id in = input(x, ty(IR_F32, 2, 2, 4));
+	ir_id in = tu_input(x, tu_type(IR_F32, 2, 2, 4));
 	ir_id p = permute(x, permute(x, in, 2, 1, 0), 2, 1, 0);
-	ir_id one = cnst(x, ty(IR_F32, 1, 4), ones4);
-	ir_id one2 = cnst(x, ty(IR_F32, 1, 4), ones4);
+	ir_id one = tu_const(x, tu_type(IR_F32, 1, 4), ones4);
+	ir_id one2 = tu_const(x, tu_type(IR_F32, 1, 4), ones4);
 	ir_id m = op2(x, IR_OP_MUL, p, one, NULL);
 	ir_id e1 = op1(x, IR_OP_EXP, m, NULL);
 	ir_id e2 = op1(x, IR_OP_EXP, m, NULL);
@@ -810,8 +738,8 @@ START_TEST(test_passes_report_allocation_failures)
 	static const pass_fn passes[] = {pass_simplify, pass_cse, pass_dce};
 	for (size_t p = 0; p < sizeof passes / sizeof passes[0]; p++) {
 		for (int k = 0;; k++) {
-			fx x;
-			fx_init(&x);
+			tu_graph x;
+			tu_graph_init(&x, 8);
 			build_busy_graph(&x);
 			failing_alloc fa = {k};
 			x.ctx.alloc = fail_after;
@@ -819,12 +747,12 @@ START_TEST(test_passes_report_allocation_failures)
 			bool ok = passes[p](x.m);
 			bool done = fa.left >= 0;
 			if (!ok)
-				ck_assert_ptr_nonnull(strstr(fx_diag(&x),
+				ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x),
 							     "out of memory"));
 			ck_assert(ok == done);
 			if (ok)
 				ck_assert(ir_module_verify(x.m));
-			fx_fini(&x);
+			tu_graph_fini(&x);
 			if (done)
 				break;
 		}
@@ -835,8 +763,8 @@ END_TEST
 START_TEST(test_memplan_reports_allocation_failures)
 {
 	for (int k = 0;; k++) {
-		fx x;
-		fx_init(&x);
+		tu_graph x;
+		tu_graph_init(&x, 8);
 		build_busy_graph(&x);
 		failing_alloc fa = {k};
 		x.ctx.alloc = fail_after;
@@ -847,9 +775,9 @@ START_TEST(test_memplan_reports_allocation_failures)
 		if (ok)
 			pass_memplan_fini(&x.ctx, &plan);
 		else
-			ck_assert_ptr_nonnull(strstr(fx_diag(&x), "out of memory"));
+			ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "out of memory"));
 		ck_assert(ok == done);
-		fx_fini(&x);
+		tu_graph_fini(&x);
 		if (done)
 			break;
 	}

@@ -6,113 +6,41 @@
  */
 #include "interp.h"
 #include "passes.h"
+#include "testutil.h"
 
 #include <check.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fx {
-	ir_ctx ctx;
-	ir_module *m;
-	ir_func *f;
-	char *diag;
-	size_t diag_len;
-} fx;
-
-static void fx_init(fx *x)
+static ir_id op1(tu_graph *x, ir_op op, ir_id a, const ir_attr *attr)
 {
-	memset(x, 0, sizeof *x);
-	ir_ctx_init(&x->ctx);
-	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
-	x->m = ir_module_create(&x->ctx, "t");
-	x->f = ir_module_add_func(x->m, "f", (ir_loc){0});
-	x->f->is_export = true;
-	x->f->inputs = ir_arena_alloc(&x->m->arena, 8 * sizeof(ir_id));
-	x->f->input_names = ir_arena_alloc(&x->m->arena, 8 * sizeof(char *));
-	x->f->outputs = ir_arena_alloc(&x->m->arena, 8 * sizeof(ir_id));
-	x->f->output_names = ir_arena_alloc(&x->m->arena, 8 * sizeof(char *));
+	return tu_build(x, op, &a, 1, attr, NULL);
 }
 
-static const char *fx_diag(fx *x)
-{
-	fflush(x->ctx.diag_out);
-	return x->diag ? x->diag : "";
-}
-
-static void fx_fini(fx *x)
-{
-	ir_module_destroy(x->m);
-	fclose(x->ctx.diag_out);
-	free(x->diag);
-	ir_ctx_fini(&x->ctx);
-}
-
-static ir_type ty(ir_dtype dt, int rank, ...)
-{
-	ir_type t = {.dtype = dt, .rank = (uint8_t)rank};
-	va_list ap;
-	va_start(ap, rank);
-	for (int i = 0; i < rank; i++)
-		t.dims[i] = ir_dim_static(va_arg(ap, int));
-	va_end(ap);
-	return t;
-}
-
-static ir_id build(fx *x, ir_op op, const ir_id *args, uint32_t n,
-		   const ir_attr *attr, const ir_type *t)
-{
-	ir_id id = ir_build(x->m, x->f, op, args, n, attr, t, (ir_loc){0});
-	ck_assert_msg(id != IR_NONE, "building %s: %s", ir_op_table[op].name,
-		      fx_diag(x));
-	return id;
-}
-
-static ir_id input(fx *x, ir_type t)
-{
-	ir_attr a = {.input_index = x->f->n_inputs};
-	ir_id id = build(x, IR_OP_INPUT, NULL, 0, &a, &t);
-	x->f->input_names[x->f->n_inputs] = "in";
-	x->f->inputs[x->f->n_inputs++] = id;
-	return id;
-}
-
-static ir_id cnst(fx *x, ir_type t, const void *data)
-{
-	int32_t c = ir_module_add_const(x->m, &t, data);
-	ir_attr a = {.const_index = (uint32_t)c};
-	return build(x, IR_OP_CONST, NULL, 0, &a, &t);
-}
-
-static ir_id op1(fx *x, ir_op op, ir_id a, const ir_attr *attr)
-{
-	return build(x, op, &a, 1, attr, NULL);
-}
-
-static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
+static ir_id op2(tu_graph *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
 {
 	ir_id args[2] = {a, b};
-	return build(x, op, args, 2, attr, NULL);
+	return tu_build(x, op, args, 2, attr, NULL);
 }
 
-static ir_id to_type(fx *x, ir_op op, ir_id a, ir_type t)
+static ir_id to_type(tu_graph *x, ir_op op, ir_id a, ir_type t)
 {
-	return build(x, op, &a, 1, NULL, &t);
+	return tu_build(x, op, &a, 1, NULL, &t);
 }
 
-static void ret(fx *x, ir_id id)
+static void ret(tu_graph *x, ir_id id)
 {
 	x->f->output_names[x->f->n_outputs] = "out";
 	x->f->outputs[x->f->n_outputs++] = id;
 }
 
-static const ir_node *out_node(fx *x, uint32_t o)
+static const ir_node *out_node(tu_graph *x, uint32_t o)
 {
 	return &x->f->g.nodes[x->f->outputs[o]];
 }
 
 /* The data of the constant output o stands for. */
-static const void *out_const(fx *x, uint32_t o)
+static const void *out_const(tu_graph *x, uint32_t o)
 {
 	const ir_node *n = out_node(x, o);
 	ck_assert_int_eq(n->op, IR_OP_CONST);
@@ -120,10 +48,10 @@ static const void *out_const(fx *x, uint32_t o)
 	return x->m->consts[n->attr.const_index].data;
 }
 
-static bool fold(fx *x)
+static bool fold(tu_graph *x)
 {
 	bool ok = pass_fold(x->m) && ir_module_verify(x->m);
-	ck_assert_msg(ok, "%s", fx_diag(x));
+	ck_assert_msg(ok, "%s", tu_graph_diag(x));
 	return ok;
 }
 
@@ -131,12 +59,12 @@ static bool fold(fx *x)
 START_TEST(test_fold_evaluates_arithmetic_on_constants)
 {
 	static const float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, two = 2;
-	fx x;
-	fx_init(&x);
-	ir_id in = input(&x, ty(IR_F32, 1, 3));
-	ir_id ca = cnst(&x, ty(IR_F32, 1, 3), a);
-	ir_id cb = cnst(&x, ty(IR_F32, 1, 3), b);
-	ir_id c2 = cnst(&x, ty(IR_F32, 0), &two);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 3));
+	ir_id ca = tu_const(&x, tu_type(IR_F32, 1, 3), a);
+	ir_id cb = tu_const(&x, tu_type(IR_F32, 1, 3), b);
+	ir_id c2 = tu_const(&x, tu_type(IR_F32, 0), &two);
 	ir_id sum = op2(&x, IR_OP_ADD, ca, cb, NULL);
 	ir_id prod = op2(&x, IR_OP_MUL, sum, c2, NULL);
 	ret(&x, prod);
@@ -149,36 +77,36 @@ START_TEST(test_fold_evaluates_arithmetic_on_constants)
 	ck_assert_uint_eq(x.m->n_consts, 1);
 	ck_assert_uint_eq(x.f->g.n_nodes, 3); /* input, const, sub */
 	ck_assert_int_eq(out_node(&x, 1)->op, IR_OP_SUB);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_fold_evaluates_integer_arithmetic_as_i32)
 {
 	static const int32_t a[2] = {7, -3}, b[2] = {5, 4};
-	fx x;
-	fx_init(&x);
-	ir_id ca = cnst(&x, ty(IR_I32, 1, 2), a);
-	ir_id cb = cnst(&x, ty(IR_I32, 1, 2), b);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id ca = tu_const(&x, tu_type(IR_I32, 1, 2), a);
+	ir_id cb = tu_const(&x, tu_type(IR_I32, 1, 2), b);
 	ret(&x, op2(&x, IR_OP_MUL, ca, cb, NULL));
 	fold(&x);
 	const int32_t *v = out_const(&x, 0);
 	ck_assert_int_eq(out_node(&x, 0)->type.dtype, IR_I32);
 	ck_assert_int_eq(v[0], 35);
 	ck_assert_int_eq(v[1], -12);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_fold_folds_layout_ops_on_constants)
 {
 	static const float a[6] = {1, 2, 3, 4, 5, 6};
-	fx x;
-	fx_init(&x);
-	ir_id ca = cnst(&x, ty(IR_F32, 2, 2, 3), a);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id ca = tu_const(&x, tu_type(IR_F32, 2, 2, 3), a);
 	ir_attr perm = {.permute = {{1, 0}}};
 	ret(&x, op1(&x, IR_OP_PERMUTE, ca, &perm)); /* [[1,4],[2,5],[3,6]] */
-	ret(&x, to_type(&x, IR_OP_RESHAPE, ca, ty(IR_F32, 1, 6)));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, ca, tu_type(IR_F32, 1, 6)));
 	fold(&x);
 	const float *t = out_const(&x, 0);
 	static const float want[6] = {1, 4, 2, 5, 3, 6};
@@ -186,7 +114,7 @@ START_TEST(test_fold_folds_layout_ops_on_constants)
 		ck_assert_float_eq(t[i], want[i]);
 	ck_assert_int_eq(out_node(&x, 1)->type.rank, 1);
 	ck_assert_float_eq(((const float *)out_const(&x, 1))[5], 6);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -195,85 +123,85 @@ START_TEST(test_fold_matches_the_interpreter_bit_for_bit)
 {
 	static const float a[4] = {0.1f, 0.7f, -1.3f, 2.9f};
 	static const float b[4] = {3.0f, 0.3f, 1.7f, -0.2f};
-	fx x;
-	fx_init(&x);
-	ir_id ca = cnst(&x, ty(IR_F32, 1, 4), a);
-	ir_id cb = cnst(&x, ty(IR_F32, 1, 4), b);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id ca = tu_const(&x, tu_type(IR_F32, 1, 4), a);
+	ir_id cb = tu_const(&x, tu_type(IR_F32, 1, 4), b);
 	ir_id e = op1(&x, IR_OP_EXP, op2(&x, IR_OP_DIV, ca, cb, NULL), NULL);
 	ir_id s = op1(&x, IR_OP_SIN, op2(&x, IR_OP_MUL, e, cb, NULL), NULL);
 	ret(&x, op1(&x, IR_OP_SOFTMAX, op1(&x, IR_OP_TANH, s, NULL), NULL));
 	interp_opts opts = {0};
 	interp_tensor want;
 	ck_assert_msg(interp_run(&x.ctx, x.m, x.f, &opts, NULL, NULL, &want),
-		      "%s", fx_diag(&x));
+		      "%s", tu_graph_diag(&x));
 	fold(&x);
 	ck_assert_uint_eq(x.f->g.n_nodes, 1);
 	ck_assert_int_eq(memcmp(out_const(&x, 0), want.data, 4 * sizeof(float)),
 			 0);
 	interp_tensor_fini(&x.ctx, &want);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_fold_leaves_dropout_to_run_time)
 {
 	static const float a[4] = {1, 2, 3, 4};
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init(&x, 8);
 	x.m->n_dropout_streams = 1;
-	ir_id ca = cnst(&x, ty(IR_F32, 1, 4), a);
+	ir_id ca = tu_const(&x, tu_type(IR_F32, 1, 4), a);
 	ir_attr d = {.dropout = {.p = 0.5, .stream = 0}};
 	ret(&x, op1(&x, IR_OP_DROPOUT, ca, &d));
 	fold(&x);
 	ck_assert_int_eq(out_node(&x, 0)->op, IR_OP_DROPOUT);
 	ck_assert_uint_eq(x.f->g.n_nodes, 2);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_fold_leaves_symbolic_shapes_to_run_time)
 {
 	static const float one = 1;
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init(&x, 8);
 	int32_t b = ir_module_add_sym(x.m, "B", (ir_loc){0});
-	ir_id c = cnst(&x, ty(IR_F32, 0), &one);
-	ir_type t = ty(IR_F32, 2, 0, 3);
+	ir_id c = tu_const(&x, tu_type(IR_F32, 0), &one);
+	ir_type t = tu_type(IR_F32, 2, 0, 3);
 	t.dims[0] = (ir_dim){1, b};
 	ret(&x, to_type(&x, IR_OP_BROADCAST, c, t));
 	fold(&x);
 	ck_assert_int_eq(out_node(&x, 0)->op, IR_OP_BROADCAST);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_fold_does_not_make_huge_constants)
 {
 	static const float one = 1;
-	fx x;
-	fx_init(&x);
-	ir_id c = cnst(&x, ty(IR_F32, 0), &one);
-	ret(&x, to_type(&x, IR_OP_BROADCAST, c, ty(IR_F32, 2, 1025, 1024)));
-	ret(&x, to_type(&x, IR_OP_BROADCAST, c, ty(IR_F32, 2, 2, 3)));
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id c = tu_const(&x, tu_type(IR_F32, 0), &one);
+	ret(&x, to_type(&x, IR_OP_BROADCAST, c, tu_type(IR_F32, 2, 1025, 1024)));
+	ret(&x, to_type(&x, IR_OP_BROADCAST, c, tu_type(IR_F32, 2, 2, 3)));
 	fold(&x);
 	ck_assert_int_eq(out_node(&x, 0)->op, IR_OP_BROADCAST);
 	ck_assert_float_eq(((const float *)out_const(&x, 1))[5], 1);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_fold_keeps_example_constants_and_drops_the_rest)
 {
 	static const float a[2] = {1, 2}, b[2] = {3, 4}, ex[2] = {9, 9};
-	fx x;
-	fx_init(&x);
-	ir_type t = ty(IR_F32, 1, 2);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_type t = tu_type(IR_F32, 1, 2);
 	int32_t e = ir_module_add_const(x.m, &t, ex); /* @c0, the example */
-	ir_id in = input(&x, t);
+	ir_id in = tu_input(&x, t);
 	x.f->example = ir_arena_alloc(&x.m->arena, sizeof(uint32_t));
 	x.f->example[0] = (uint32_t)e;
-	ir_id ca = cnst(&x, t, a);
-	ir_id cb = cnst(&x, t, b);
+	ir_id ca = tu_const(&x, t, a);
+	ir_id cb = tu_const(&x, t, b);
 	ret(&x, op2(&x, IR_OP_ADD, in, op2(&x, IR_OP_ADD, ca, cb, NULL), NULL));
 	fold(&x);
 	ck_assert_uint_eq(x.m->n_consts, 2);
@@ -283,7 +211,7 @@ START_TEST(test_fold_keeps_example_constants_and_drops_the_rest)
 	ck_assert_int_eq(k->op, IR_OP_CONST);
 	ck_assert_uint_eq(k->attr.const_index, 1);
 	ck_assert_float_eq(((const float *)x.m->consts[1].data)[1], 6);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -293,15 +221,15 @@ START_TEST(test_fold_reports_an_error_the_run_would_hit)
 {
 	static const int32_t ids[2] = {0, 5};
 	static const float table[6] = {1, 2, 3, 4, 5, 6};
-	fx x;
-	fx_init(&x);
-	ir_id ci = cnst(&x, ty(IR_I32, 1, 2), ids);
-	ir_id ct = cnst(&x, ty(IR_F32, 2, 3, 2), table);
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	ir_id ci = tu_const(&x, tu_type(IR_I32, 1, 2), ids);
+	ir_id ct = tu_const(&x, tu_type(IR_F32, 2, 3, 2), table);
 	ret(&x, op2(&x, IR_OP_EMBEDDING, ci, ct, NULL));
 	ck_assert(!pass_fold(x.m));
 	ck_assert_int_ge(x.ctx.n_errors, 1);
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "error"));
-	fx_fini(&x);
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "error"));
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -329,25 +257,25 @@ START_TEST(test_fold_reports_allocation_failures)
 	static const float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
 	static const int32_t ia[2] = {1, 2};
 	for (int k = 0;; k++) {
-		fx x;
-		fx_init(&x);
-		ir_id in = input(&x, ty(IR_F32, 1, 3));
-		ir_id s = op2(&x, IR_OP_ADD, cnst(&x, ty(IR_F32, 1, 3), a),
-			      cnst(&x, ty(IR_F32, 1, 3), b), NULL);
+		tu_graph x;
+		tu_graph_init(&x, 8);
+		ir_id in = tu_input(&x, tu_type(IR_F32, 1, 3));
+		ir_id s = op2(&x, IR_OP_ADD, tu_const(&x, tu_type(IR_F32, 1, 3), a),
+			      tu_const(&x, tu_type(IR_F32, 1, 3), b), NULL);
 		ret(&x, op2(&x, IR_OP_MUL, in, op1(&x, IR_OP_EXP, s, NULL), NULL));
-		ret(&x, to_type(&x, IR_OP_CAST, cnst(&x, ty(IR_I32, 1, 2), ia),
-				ty(IR_F32, 1, 2)));
+		ret(&x, to_type(&x, IR_OP_CAST, tu_const(&x, tu_type(IR_I32, 1, 2), ia),
+				tu_type(IR_F32, 1, 2)));
 		failing_alloc fa = {k};
 		x.ctx.alloc = fail_after;
 		x.ctx.alloc_ud = &fa;
 		bool ok = pass_fold(x.m);
 		bool done = fa.left >= 0;
-		ck_assert_msg(ok == done, "k = %d: %s", k, fx_diag(&x));
+		ck_assert_msg(ok == done, "k = %d: %s", k, tu_graph_diag(&x));
 		if (!ok)
-			ck_assert_ptr_nonnull(strstr(fx_diag(&x), "out of memory"));
+			ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "out of memory"));
 		else
 			ck_assert(ir_module_verify(x.m));
-		fx_fini(&x);
+		tu_graph_fini(&x);
 		if (done)
 			break;
 	}

@@ -10,48 +10,22 @@
 
 #include <check.h>
 
-/* ---- a context that collects diagnostics ---------------------------------- */
+/* ---- compiling models and sources ----------------------------------------- */
 
-typedef struct fx {
-	ir_ctx ctx;
-	char *diag;
-	size_t diag_len;
-} fx;
-
-static void fx_init(fx *x)
-{
-	memset(x, 0, sizeof *x);
-	ir_ctx_init(&x->ctx);
-	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
-}
-
-static const char *fx_diag(fx *x)
-{
-	fflush(x->ctx.diag_out);
-	return x->diag ? x->diag : "";
-}
-
-static void fx_fini(fx *x)
-{
-	fclose(x->ctx.diag_out);
-	free(x->diag);
-	ir_ctx_fini(&x->ctx);
-}
-
-static ir_module *load_model(fx *x, const char *rel)
+static ir_module *load_model(tu_graph *x, const char *rel)
 {
 	uint32_t file = ir_ctx_load_source(&x->ctx, tu_path(rel));
 	ck_assert_uint_ne(file, 0);
 	ir_module *m = fe_compile(&x->ctx, file);
-	ck_assert_msg(m != NULL, "%s: %s", rel, fx_diag(x));
+	ck_assert_msg(m != NULL, "%s: %s", rel, tu_graph_diag(x));
 	return m;
 }
 
-static ir_module *load_text(fx *x, const char *src)
+static ir_module *load_text(tu_graph *x, const char *src)
 {
 	uint32_t file = ir_ctx_add_source(&x->ctx, "t.g", src, strlen(src));
 	ir_module *m = fe_compile(&x->ctx, file);
-	ck_assert_msg(m != NULL, "%s", fx_diag(x));
+	ck_assert_msg(m != NULL, "%s", tu_graph_diag(x));
 	return m;
 }
 
@@ -65,14 +39,14 @@ static void run_pipeline(ir_module *m, const pass_options *o)
 /* ---- the ops -------------------------------------------------------------- */
 
 typedef struct gb {
-	fx x;
+	tu_graph x;
 	ir_module *m;
 	ir_func *f;
 } gb;
 
 static void gb_init(gb *g)
 {
-	fx_init(&g->x);
+	tu_graph_init_ctx(&g->x);
 	g->m = ir_module_create(&g->x.ctx, "t");
 	g->f = ir_module_add_func(g->m, "f", (ir_loc){0});
 	g->f->inputs = ir_arena_alloc(&g->m->arena, 8 * sizeof(ir_id));
@@ -81,7 +55,7 @@ static void gb_init(gb *g)
 static void gb_fini(gb *g)
 {
 	ir_module_destroy(g->m);
-	fx_fini(&g->x);
+	tu_graph_fini(&g->x);
 }
 
 static ir_id gb_input(gb *g, ir_dtype dt, int rank, const int64_t *dims)
@@ -116,7 +90,7 @@ START_TEST(test_fused_attention_has_the_queries_rows_and_the_values_width)
 	ir_attr a = attention(0.5, 0);
 	ir_id o = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION, (ir_id[]){q, k, v, vl}, 4,
 			   &a, NULL, (ir_loc){0});
-	ck_assert_msg(o != IR_NONE, "%s", fx_diag(&g.x));
+	ck_assert_msg(o != IR_NONE, "%s", tu_graph_diag(&g.x));
 	const ir_type *t = &g.f->g.nodes[o].type;
 	ck_assert_int_eq(t->rank, 3);
 	ck_assert_int_eq(t->dims[0].coef, 2);
@@ -124,7 +98,7 @@ START_TEST(test_fused_attention_has_the_queries_rows_and_the_values_width)
 	ck_assert_int_eq(t->dims[2].coef, 6);
 	ir_id gr = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION_GRAD,
 			    (ir_id[]){q, k, v, o}, 4, &a, NULL, (ir_loc){0});
-	ck_assert_msg(gr != IR_NONE, "%s", fx_diag(&g.x));
+	ck_assert_msg(gr != IR_NONE, "%s", tu_graph_diag(&g.x));
 	/* 2*3*4 + 2*5*4 + 2*5*6 */
 	ck_assert_int_eq(g.f->g.nodes[gr].type.rank, 1);
 	ck_assert_int_eq(g.f->g.nodes[gr].type.dims[0].coef, 124);
@@ -145,8 +119,8 @@ static void expect_shape_error(ir_op op, const int64_t (*dims)[3],
 	ir_attr a = attention(1, p);
 	ir_id o = ir_build(g.m, g.f, op, args, (uint32_t)n, &a, NULL, (ir_loc){0});
 	ck_assert_uint_eq(o, IR_NONE);
-	ck_assert_msg(strstr(fx_diag(&g.x), want), "want '%s' in: %s", want,
-		      fx_diag(&g.x));
+	ck_assert_msg(strstr(tu_graph_diag(&g.x), want), "want '%s' in: %s", want,
+		      tu_graph_diag(&g.x));
 	gb_fini(&g);
 }
 
@@ -179,8 +153,8 @@ END_TEST
  * and no dim holds their sum. */
 START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_text(&x,
 		"model t\ndim B, Q, K\n"
 		"export def f(q: f32[B, Q, 2], k: f32[B, K, 2], v: f32[B, K, 3], "
@@ -190,7 +164,7 @@ START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 	ir_id o = ir_build(m, f, IR_OP_FUSED_ATTENTION_GRAD, f->inputs, 4, &a,
 			   NULL, (ir_loc){0});
 	ck_assert_uint_eq(o, IR_NONE);
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "do not add up to one dimension"));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "do not add up to one dimension"));
 	ir_dim sz;
 	ir_type qt = f->g.nodes[f->inputs[0]].type;
 	ck_assert(!ir_attention_grad_size(&qt, &qt, &qt, &sz));
@@ -199,7 +173,7 @@ START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 	ck_assert_int_eq(sz.coef, 60);
 	ck_assert_int_eq(sz.sym, qt.dims[0].sym);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -215,8 +189,8 @@ static char *print_module(const ir_module *m)
 
 START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ac_case c = {2, 3, 5, 4, 6, AC_QUERY, 0.25, false, 1};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	char *text = print_module(m);
@@ -224,7 +198,7 @@ START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 	ck_assert_ptr_nonnull(strstr(text, "{scale=0.5, fill=-1e+06, p=0.25, stream=0}"));
 	uint32_t file = ir_ctx_add_source(&x.ctx, "m.ir", text, strlen(text));
 	ir_module *back = ir_module_read(&x.ctx, file);
-	ck_assert_msg(back != NULL, "%s", fx_diag(&x));
+	ck_assert_msg(back != NULL, "%s", tu_graph_diag(&x));
 	ck_assert(ir_module_verify(back));
 	char *again = print_module(back);
 	ck_assert_str_eq(again, text);
@@ -232,14 +206,14 @@ START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 	free(again);
 	ir_module_destroy(back);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_verifier_rejects_a_fused_dropout_stream_out_of_range)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ac_case c = {1, 2, 2, 2, 2, AC_NONE, 0.5, false, 1};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	ir_func *f = ir_module_find_func(m, "loss");
@@ -247,9 +221,9 @@ START_TEST(test_verifier_rejects_a_fused_dropout_stream_out_of_range)
 		if (f->g.nodes[i].op == IR_OP_FUSED_ATTENTION)
 			f->g.nodes[i].attr.attention.stream = 5;
 	ck_assert(!ir_module_verify(m));
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "dropout stream 5 out of range"));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "dropout stream 5 out of range"));
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -284,8 +258,8 @@ static void free_out(ir_ctx *ctx, interp_tensor *out, uint32_t n)
  * fused before it (float32), and judges the fused results. */
 static void check_case(const ac_case *c)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *mu = ac_compile(&x.ctx, c, AC_UNFUSED);
 	ir_module *mf = ac_compile(&x.ctx, c, AC_FUSED);
 	ir_module *mg = ac_compile(&x.ctx, c, AC_FUSED_FIRST);
@@ -319,7 +293,7 @@ static void check_case(const ac_case *c)
 	ir_module_destroy(mu);
 	ir_module_destroy(mf);
 	ir_module_destroy(mg);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 
 static const ac_case interp_cases[] = {
@@ -343,8 +317,8 @@ END_TEST
  * the unfused softmax uniform. */
 START_TEST(test_fused_rows_of_valid_length_zero_average_all_values)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_text(&x,
 		"model t\n"
 		"export def f(q: f32[1, 2, 2], k: f32[1, 3, 2], v: f32[1, 3, 1], "
@@ -377,7 +351,7 @@ START_TEST(test_fused_rows_of_valid_length_zero_average_all_values)
 	for (int i = 0; i < 4; i++)
 		interp_tensor_fini(&x.ctx, &in[i]);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -397,8 +371,8 @@ static uint32_t count_all(const ir_module *m, ir_op op)
  * weights, which keeps theirs unfused. */
 START_TEST(test_every_attention_of_the_transformer_loss_and_forward_fuses)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_model(&x, "models/transformer.g");
 	run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION), 6);
@@ -415,14 +389,14 @@ START_TEST(test_every_attention_of_the_transformer_loss_and_forward_fuses)
 			per_query += f->g.nodes[ir_arg(&f->g, i, 3)].type.rank == 2;
 	ck_assert_uint_eq(per_query, 2);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_the_transformer_training_graph_fuses_forward_and_backward)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_model(&x, "models/transformer.g");
 	ck_assert(pass_autodiff(m, "loss"));
 	run_pipeline(m, NULL);
@@ -438,14 +412,14 @@ START_TEST(test_the_transformer_training_graph_fuses_forward_and_backward)
 	run_pipeline(m, &off);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_MASKED_SOFTMAX), left + 6);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_no_fuse_and_disabling_the_pass_leave_the_graph_unfused)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	const char *off[] = {"fuse_attention"};
 	pass_options opts[2] = {{.no_fuse = true},
 				{.disabled = off, .n_disabled = 1}};
@@ -458,7 +432,7 @@ START_TEST(test_no_fuse_and_disabling_the_pass_leave_the_graph_unfused)
 		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_MASKED_SOFTMAX), 6);
 		ir_module_destroy(m);
 	}
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -477,8 +451,8 @@ START_TEST(test_model_attentions_fuse_unless_their_weights_are_returned)
 	static const char *const files[] = {"models/dot_product_attention.g",
 					    "models/multihead_attention.g",
 					    "models/self_attention.g"};
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_model(&x, files[_i]);
 	run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ATTENTION), 0);
@@ -490,7 +464,7 @@ START_TEST(test_model_attentions_fuse_unless_their_weights_are_returned)
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ATTENTION), 1);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_MASKED_SOFTMAX), 0);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -498,8 +472,8 @@ END_TEST
  * of its softmax. */
 START_TEST(test_fused_attention_takes_scale_dropout_and_the_softmax_location)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_model(&x, "models/multihead_attention.g");
 	keep_first_output(m, "forward");
 	run_pipeline(m, NULL);
@@ -515,7 +489,7 @@ START_TEST(test_fused_attention_takes_scale_dropout_and_the_softmax_location)
 		ck_assert_int_eq(f->g.nodes[ir_arg(&f->g, i, 3)].type.rank, 1);
 	}
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -527,7 +501,7 @@ static const char *const attn_head =
 	"kt: f32[2, 4, 5], valid: i32[2])\n";
 
 /* Compiles attn_head + body, runs the pipeline; the fused count. */
-static uint32_t fused_in(fx *x, const char *body, char **explain)
+static uint32_t fused_in(tu_graph *x, const char *body, char **explain)
 {
 	char src[1024];
 	snprintf(src, sizeof src, "%s%s", attn_head, body);
@@ -544,13 +518,13 @@ static uint32_t fused_in(fx *x, const char *body, char **explain)
 
 static void expect_fused(const char *body, uint32_t want, const char *why)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	char *text = NULL;
 	ck_assert_uint_eq(fused_in(&x, body, &text), want);
 	ck_assert_msg(strstr(text, why), "want '%s' in:\n%s", why, text);
 	free(text);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 
 START_TEST(test_other_uses_of_the_weights_or_scores_block_fusion)
@@ -577,8 +551,8 @@ END_TEST
 START_TEST(test_transposed_keys_and_constant_scales_fuse)
 {
 	expect_fused("  return softmax(q @ kt * 0.5) @ v\n", 1, "mul by 0.5");
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	char src[512];
 	snprintf(src, sizeof src, "%s  return softmax(q @ kt / 2) @ v\n", attn_head);
 	ir_module *m = load_text(&x, src);
@@ -594,7 +568,7 @@ START_TEST(test_transposed_keys_and_constant_scales_fuse)
 		}
 	ck_assert(found);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -607,8 +581,8 @@ START_TEST(test_a_gradient_for_the_values_alone_fuses)
 		"export def loss(q: f32[2, 3, 4], k: f32[2, 5, 4], valid: i32[2])\n"
 		"  param v : [2, 5, 3] = normal(0, 1)\n"
 		"  return sum(masked_softmax(q @ k.T / 2, valid) @ v)\n";
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	interp_tensor *out[2];
 	for (int fused = 0; fused < 2; fused++) {
 		ir_module *m = load_text(&x, src);
@@ -648,7 +622,7 @@ START_TEST(test_a_gradient_for_the_values_alone_fuses)
 	}
 	free(out[0]);
 	free(out[1]);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -656,8 +630,8 @@ END_TEST
 
 START_TEST(test_explain_fusion_says_which_softmax_fuses_and_why_not)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	ir_module *m = load_model(&x, "models/dot_product_attention.g");
 	char *text = NULL;
 	size_t len = 0;
@@ -691,7 +665,7 @@ START_TEST(test_explain_fusion_says_which_softmax_fuses_and_why_not)
 	ck_assert_ptr_nonnull(strstr(text, "18 of 31 softmaxes fuse\n"));
 	free(text);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 

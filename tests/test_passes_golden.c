@@ -20,35 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A context whose diagnostics go to a memory buffer. */
-typedef struct fx {
-	ir_ctx ctx;
-	char *diag;
-	size_t diag_len;
-} fx;
-
-static void fx_init(fx *x)
-{
-	memset(x, 0, sizeof *x);
-	ir_ctx_init(&x->ctx);
-	x->ctx.diag_out = open_memstream(&x->diag, &x->diag_len);
-}
-
-static const char *fx_diag(fx *x)
-{
-	fflush(x->ctx.diag_out);
-	return x->diag ? x->diag : "";
-}
-
-static void fx_fini(fx *x)
-{
-	fclose(x->ctx.diag_out);
-	free(x->diag);
-	ir_ctx_fini(&x->ctx);
-}
-
 /* Reads tests/golden/<name>; NULL after a message. */
-static ir_module *read_golden(fx *x, const char *name)
+static ir_module *read_golden(tu_graph *x, const char *name)
 {
 	char rel[512];
 	snprintf(rel, sizeof rel, "tests/golden/%s", name);
@@ -120,18 +93,18 @@ static char *run_golden(const char *name, const char *pass_name,
 	char *why = NULL, in_file[300];
 	size_t len = 0;
 	FILE *w = open_memstream(&why, &len);
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	snprintf(in_file, sizeof in_file, "%s.ir", name);
 	const pass_info *p = pass_find(pass_name);
 	ir_module *m = p ? read_golden(&x, in_file) : NULL;
 	if (!p)
 		fprintf(w, "%s: no pass named '%s'\n", out_file, pass_name);
 	else if (!m)
-		fprintf(w, "%s: does not read:\n%s", in_file, fx_diag(&x));
+		fprintf(w, "%s: does not read:\n%s", in_file, tu_graph_diag(&x));
 	else if (!p->run(m) || !ir_module_verify(m))
 		fprintf(w, "%s: pass %s failed:\n%s", in_file, pass_name,
-			fx_diag(&x));
+			tu_graph_diag(&x));
 	if (m && !len) {
 		char rel[512], *got = print_module(m);
 		snprintf(rel, sizeof rel, "tests/golden/%s", out_file);
@@ -147,7 +120,7 @@ static char *run_golden(const char *name, const char *pass_name,
 		free(want);
 	}
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 	fclose(w);
 	return why;
 }
@@ -213,14 +186,14 @@ END_TEST
 
 /* Runs the pipeline on tests/golden/<file> with opts, collecting the dump;
  * returns the dump text (malloc'd) and the module in *out_m. */
-static char *run_pipeline(fx *x, const char *file, pass_options *opts,
+static char *run_pipeline(tu_graph *x, const char *file, pass_options *opts,
 			  ir_module **out_m, bool *ok)
 {
 	char *buf = NULL;
 	size_t len = 0;
 	opts->dump_out = open_memstream(&buf, &len);
 	*out_m = read_golden(x, file);
-	ck_assert_msg(*out_m != NULL, "%s", fx_diag(x));
+	ck_assert_msg(*out_m != NULL, "%s", tu_graph_diag(x));
 	*ok = pass_pipeline_run(*out_m, opts);
 	fclose(opts->dump_out);
 	return buf;
@@ -236,13 +209,13 @@ static int count_substr(const char *s, const char *sub)
 
 START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	pass_options opts = {.dump = "all", .verify_each = true};
 	ir_module *m;
 	bool ok;
 	char *dump = run_pipeline(&x, "pipeline.ir", &opts, &m, &ok);
-	ck_assert_msg(ok, "%s", fx_diag(&x));
+	ck_assert_msg(ok, "%s", tu_graph_diag(&x));
 	ck_assert_int_eq(count_substr(dump, "// ---- after "), 6);
 	const char *at = dump;
 	for (uint32_t i = 0; i < pass_count; i++) {
@@ -260,14 +233,14 @@ START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 	free(final);
 	free(dump);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_pipeline_dumps_only_the_named_pass)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	pass_options opts = {.dump = "simplify"};
 	ir_module *m;
 	bool ok;
@@ -277,7 +250,7 @@ START_TEST(test_pipeline_dumps_only_the_named_pass)
 	ck_assert(strncmp(dump, "// ---- after simplify ----\n", 28) == 0);
 	free(dump);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -294,8 +267,8 @@ static uint32_t count_op(const ir_module *m, ir_op op)
  * disabled, and a disabled pass is not dumped either. */
 START_TEST(test_pipeline_skips_disabled_passes)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	const char *off[] = {"cse"};
 	pass_options opts = {.disabled = off, .n_disabled = 1, .dump = "cse"};
 	ir_module *m;
@@ -313,7 +286,7 @@ START_TEST(test_pipeline_skips_disabled_passes)
 	ck_assert_uint_eq(count_op(m, IR_OP_TANH), 1);
 	free(dump);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
@@ -321,8 +294,8 @@ END_TEST
  * verifier always runs. */
 START_TEST(test_pipeline_verifies_at_the_end)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	const char *off[] = {"infer", "fold", "simplify", "cse", "dce"};
 	pass_options opts = {.disabled = off, .n_disabled = 5};
 	ir_module *m = read_golden(&x, "pipeline.ir");
@@ -330,16 +303,16 @@ START_TEST(test_pipeline_verifies_at_the_end)
 	ir_func *f = m->funcs[0];
 	f->g.nodes[f->outputs[0]].type.dims[0].coef += 1;
 	ck_assert(!pass_pipeline_run(m, &opts));
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "verifier:"));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "verifier:"));
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 
 START_TEST(test_pipeline_stops_at_a_failing_pass)
 {
-	fx x;
-	fx_init(&x);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
 	pass_options opts = {.dump = "all"};
 	ir_module *m = read_golden(&x, "pipeline.ir");
 	ck_assert_ptr_nonnull(m);
@@ -351,10 +324,10 @@ START_TEST(test_pipeline_stops_at_a_failing_pass)
 	ck_assert(!pass_pipeline_run(m, &opts));
 	fclose(opts.dump_out);
 	ck_assert_str_eq(buf, ""); /* infer failed: nothing after it ran */
-	ck_assert_ptr_nonnull(strstr(fx_diag(&x), "its operands give"));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "its operands give"));
 	free(buf);
 	ir_module_destroy(m);
-	fx_fini(&x);
+	tu_graph_fini(&x);
 }
 END_TEST
 

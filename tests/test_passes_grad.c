@@ -15,10 +15,10 @@
 #include "interp.h"
 #include "ir.h"
 #include "passes.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,17 +82,6 @@ static void gx_fini(gx *x)
 	ir_ctx_fini(&x->ctx);
 }
 
-static ir_type ty(ir_dtype dt, int rank, ...)
-{
-	ir_type t = {.dtype = dt, .rank = (uint8_t)rank};
-	va_list ap;
-	va_start(ap, rank);
-	for (int i = 0; i < rank; i++)
-		t.dims[i] = ir_dim_static(va_arg(ap, int));
-	va_end(ap);
-	return t;
-}
-
 /* A symbol with a fallback value, so that nothing needs to bind it. */
 static ir_dim sym(gx *x, const char *name, int64_t value, int64_t coef)
 {
@@ -148,7 +137,7 @@ static ir_id i32s(gx *x, ir_type t, const int32_t *v)
 
 static ir_id scalar(gx *x, float v)
 {
-	return cnst(x, ty(IR_F32, 0), &v);
+	return cnst(x, tu_type(IR_F32, 0), &v);
 }
 
 /* An argument of type t whose value (static dims, data of t's dtype) the
@@ -380,8 +369,8 @@ START_TEST(test_unary_op_gradients_match_finite_differences)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		check_unary(cases[i].op, cases[i].lo, cases[i].hi,
-			    ty(IR_F32, 2, 3, 5));
-		check_unary(cases[i].op, cases[i].lo, cases[i].hi, ty(IR_F32, 0));
+			    tu_type(IR_F32, 2, 3, 5));
+		check_unary(cases[i].op, cases[i].lo, cases[i].hi, tu_type(IR_F32, 0));
 	}
 }
 END_TEST
@@ -390,7 +379,7 @@ START_TEST(test_relu_passes_the_gradient_only_where_x_is_positive)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param_in(&x, ty(IR_F32, 1, 4), -1, 1);
+	ir_id a = param_in(&x, tu_type(IR_F32, 1, 4), -1, 1);
 	finish(&x, op1(&x, IR_OP_RELU, a, NULL));
 	ck_assert(pass_autodiff(x.m, "f"));
 	interp_tensor *p = make_params(&x);
@@ -411,11 +400,11 @@ START_TEST(test_cast_passes_f32_gradients_and_stops_at_integers)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 2, 2, 3));
-	ir_id b = param_in(&x, ty(IR_F32, 1, 3), 1.2, 3.8);
-	ir_id same = to(&x, IR_OP_CAST, a, ty(IR_F32, 2, 2, 3));
-	ir_id trunc = to(&x, IR_OP_CAST, to(&x, IR_OP_CAST, b, ty(IR_I32, 1, 3)),
-			 ty(IR_F32, 1, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 3));
+	ir_id b = param_in(&x, tu_type(IR_F32, 1, 3), 1.2, 3.8);
+	ir_id same = to(&x, IR_OP_CAST, a, tu_type(IR_F32, 2, 2, 3));
+	ir_id trunc = to(&x, IR_OP_CAST, to(&x, IR_OP_CAST, b, tu_type(IR_I32, 1, 3)),
+			 tu_type(IR_F32, 1, 3));
 	check_grads(&x, op2(&x, IR_OP_MUL, same, trunc, NULL));
 	/* b only feeds a float-to-int cast: its gradient is exactly 0. */
 	ck_assert_double_eq(grad_at(&x, 1, 0), 0);
@@ -429,9 +418,9 @@ static void check_binary(ir_op op, double lo, double hi)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param_in(&x, ty(IR_F32, 3, 2, 1, 4), lo, hi);
-	ir_id b = param_in(&x, ty(IR_F32, 2, 3, 1), lo, hi);
-	ir_id c = param_in(&x, ty(IR_F32, 0), lo, hi);
+	ir_id a = param_in(&x, tu_type(IR_F32, 3, 2, 1, 4), lo, hi);
+	ir_id b = param_in(&x, tu_type(IR_F32, 2, 3, 1), lo, hi);
+	ir_id c = param_in(&x, tu_type(IR_F32, 0), lo, hi);
 	ir_id ab = op2(&x, op, a, b, NULL);
 	check_grads(&x, op2(&x, IR_OP_ADD, ab, op2(&x, op, c, a, NULL), NULL));
 	gx_fini(&x);
@@ -454,8 +443,8 @@ START_TEST(test_maximum_and_minimum_split_ties_in_halves)
 	for (int k = 0; k < 2; k++) {
 		gx x;
 		gx_init(&x);
-		ir_id a = param(&x, ty(IR_F32, 1, 2));
-		ir_id b = param(&x, ty(IR_F32, 1, 2));
+		ir_id a = param(&x, tu_type(IR_F32, 1, 2));
+		ir_id b = param(&x, tu_type(IR_F32, 1, 2));
 		ir_op op = k ? IR_OP_MINIMUM : IR_OP_MAXIMUM;
 		ir_id y = op2(&x, op, a, b, NULL);
 		x.f->outputs[0] = op1(&x, IR_OP_SUM, y, &(ir_attr){.reduce = {1, false}});
@@ -482,8 +471,8 @@ START_TEST(test_pow_gradient_of_the_exponent_is_zero_at_base_zero)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 1, 2));
-	ir_id b = param_in(&x, ty(IR_F32, 1, 2), 1.5, 2.5);
+	ir_id a = param(&x, tu_type(IR_F32, 1, 2));
+	ir_id b = param_in(&x, tu_type(IR_F32, 1, 2), 1.5, 2.5);
 	ir_id y = op2(&x, IR_OP_POW, a, b, NULL);
 	x.f->outputs[0] = op1(&x, IR_OP_SUM, y, &(ir_attr){.reduce = {1, false}});
 	x.f->output_names[0] = "loss";
@@ -508,9 +497,9 @@ START_TEST(test_select_sends_the_gradient_to_the_chosen_side)
 	gx x;
 	gx_init(&x);
 	static const int32_t cond[3] = {1, 0, 1};
-	ir_id c = i32s(&x, ty(IR_I32, 2, 3, 1), cond);
-	ir_id a = param(&x, ty(IR_F32, 3, 2, 3, 4));
-	ir_id b = param(&x, ty(IR_F32, 1, 4));
+	ir_id c = i32s(&x, tu_type(IR_I32, 2, 3, 1), cond);
+	ir_id a = param(&x, tu_type(IR_F32, 3, 2, 3, 4));
+	ir_id b = param(&x, tu_type(IR_F32, 1, 4));
 	check_grads(&x, op3(&x, IR_OP_SELECT, c, a, b, NULL));
 	gx_fini(&x);
 }
@@ -525,8 +514,8 @@ static void check_matmul(int rank_a, int rank_b, bool ta, bool tb,
 {
 	gx x;
 	gx_init(&x);
-	ir_type at = ty(IR_F32, 2, ta ? 4 : 3, ta ? 3 : 4);
-	ir_type bt = ty(IR_F32, 2, tb ? 5 : 4, tb ? 4 : 5);
+	ir_type at = tu_type(IR_F32, 2, ta ? 4 : 3, ta ? 3 : 4);
+	ir_type bt = tu_type(IR_F32, 2, tb ? 5 : 4, tb ? 4 : 5);
 	ir_type *ts[2] = {&at, &bt};
 	int ranks[2] = {rank_a, rank_b};
 	for (int k = 0; k < 2; k++) {
@@ -565,7 +554,7 @@ static void check_reduce(ir_op op, uint32_t axes, bool keepdim)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 3, 2, 3, 5));
+	ir_id a = param(&x, tu_type(IR_F32, 3, 2, 3, 5));
 	ir_attr r = reduce(axes, keepdim);
 	check_grads(&x, op1(&x, op, a, &r));
 	gx_fini(&x);
@@ -586,7 +575,7 @@ START_TEST(test_max_shares_the_gradient_among_tied_maxima)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 1, 4));
+	ir_id a = param(&x, tu_type(IR_F32, 1, 4));
 	ir_attr r = reduce(1, false);
 	x.f->outputs[0] = op1(&x, IR_OP_MAX, a, &r);
 	x.f->output_names[0] = "loss";
@@ -610,7 +599,7 @@ START_TEST(test_mean_over_a_symbolic_axis_divides_by_its_run_time_size)
 {
 	gx x;
 	gx_init(&x);
-	ir_type t = ty(IR_F32, 2, 3, 0);
+	ir_type t = tu_type(IR_F32, 2, 3, 0);
 	t.dims[1] = sym(&x, "S", 4, 1);
 	ir_id a = param(&x, t);
 	ir_attr r = reduce(2, false);
@@ -625,9 +614,9 @@ START_TEST(test_softmax_and_log_softmax_gradients_match)
 {
 	static const ir_op ops[2] = {IR_OP_SOFTMAX, IR_OP_LOG_SOFTMAX};
 	for (int o = 0; o < 2; o++) {
-		check_unary(ops[o], -2, 2, ty(IR_F32, 3, 2, 3, 5));
-		check_unary(ops[o], -2, 2, ty(IR_F32, 1, 7));
-		check_unary(ops[o], -2, 2, ty(IR_F32, 2, 3, 1));
+		check_unary(ops[o], -2, 2, tu_type(IR_F32, 3, 2, 3, 5));
+		check_unary(ops[o], -2, 2, tu_type(IR_F32, 1, 7));
+		check_unary(ops[o], -2, 2, tu_type(IR_F32, 2, 3, 1));
 	}
 }
 END_TEST
@@ -637,7 +626,7 @@ static void check_masked_softmax(ir_type vt, const int32_t *valid, ir_dim k)
 {
 	gx x;
 	gx_init(&x);
-	ir_type xt = ty(IR_F32, 3, 2, 3, 5);
+	ir_type xt = tu_type(IR_F32, 3, 2, 3, 5);
 	xt.dims[2] = k;
 	ir_id a = param_in(&x, xt, -2, 2);
 	ir_attr fill = {.fill = -1e6};
@@ -651,10 +640,10 @@ START_TEST(test_masked_softmax_gradient_is_zero_past_valid_lengths)
 	static const int32_t per_batch[2] = {0, 3};
 	static const int32_t per_row[6] = {0, 2, 5, 1, 7, 0};
 	static const int32_t shared[1] = {4};
-	check_masked_softmax(ty(IR_I32, 1, 2), per_batch, ir_dim_static(5));
-	check_masked_softmax(ty(IR_I32, 2, 2, 3), per_row, ir_dim_static(5));
-	check_masked_softmax(ty(IR_I32, 2, 1, 3), per_row, ir_dim_static(5));
-	check_masked_softmax(ty(IR_I32, 1, 1), shared, ir_dim_static(5));
+	check_masked_softmax(tu_type(IR_I32, 1, 2), per_batch, ir_dim_static(5));
+	check_masked_softmax(tu_type(IR_I32, 2, 2, 3), per_row, ir_dim_static(5));
+	check_masked_softmax(tu_type(IR_I32, 2, 1, 3), per_row, ir_dim_static(5));
+	check_masked_softmax(tu_type(IR_I32, 1, 1), shared, ir_dim_static(5));
 }
 END_TEST
 
@@ -666,12 +655,12 @@ START_TEST(test_masked_softmax_gradient_over_a_symbolic_axis)
 		gx x;
 		gx_init(&x);
 		ir_dim k = sym(&x, "K", 5, 1);
-		ir_type xt = ty(IR_F32, 3, 2, 3, 0);
+		ir_type xt = tu_type(IR_F32, 3, 2, 3, 0);
 		xt.dims[2] = k;
 		ir_id a = param_in(&x, xt, -2, 2);
 		ir_attr fill = {.fill = -1e6};
-		ir_id len = v ? i32s(&x, ty(IR_I32, 2, 2, 3), per_row)
-			      : i32s(&x, ty(IR_I32, 1, 2), per_batch);
+		ir_id len = v ? i32s(&x, tu_type(IR_I32, 2, 2, 3), per_row)
+			      : i32s(&x, tu_type(IR_I32, 1, 2), per_batch);
 		check_grads(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, len, &fill));
 		gx_fini(&x);
 	}
@@ -683,10 +672,10 @@ START_TEST(test_masked_softmax_rows_of_length_zero_get_no_gradient)
 	gx x;
 	gx_init(&x);
 	static const int32_t valid[2] = {0, 2};
-	ir_id a = param(&x, ty(IR_F32, 2, 2, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 3));
 	ir_attr fill = {.fill = -1e6};
 	ir_id y = op2(&x, IR_OP_MASKED_SOFTMAX, a,
-		      i32s(&x, ty(IR_I32, 1, 2), valid), &fill);
+		      i32s(&x, tu_type(IR_I32, 1, 2), valid), &fill);
 	finish(&x, y);
 	ck_assert(pass_autodiff(x.m, "f"));
 	for (int i = 0; i < 3; i++)
@@ -702,9 +691,9 @@ START_TEST(test_layer_norm_gradients_for_x_gamma_and_beta)
 	for (int r = 0; r < 2; r++) {
 		gx x;
 		gx_init(&x);
-		ir_id a = param_in(&x, r ? ty(IR_F32, 3, 2, 3, 4)
-					 : ty(IR_F32, 1, 5), -2, 2);
-		ir_type pt = ty(IR_F32, 1, r ? 4 : 5);
+		ir_id a = param_in(&x, r ? tu_type(IR_F32, 3, 2, 3, 4)
+					 : tu_type(IR_F32, 1, 5), -2, 2);
+		ir_type pt = tu_type(IR_F32, 1, r ? 4 : 5);
 		ir_id gamma = param_in(&x, pt, 0.5, 1.5), beta = param(&x, pt);
 		ir_attr eps = {.eps = 1e-5};
 		check_grads(&x, op3(&x, IR_OP_LAYER_NORM, a, gamma, beta, &eps));
@@ -722,7 +711,7 @@ START_TEST(test_dropout_gradient_uses_the_forward_mask_in_training)
 		x.opts.seed = 5;
 		x.opts.step = 2;
 		x.m->n_dropout_streams = 2;
-		ir_id a = param(&x, ty(IR_F32, 3, 2, 3, 7));
+		ir_id a = param(&x, tu_type(IR_F32, 3, 2, 3, 7));
 		ir_attr d = {.dropout = {0.4, 1}};
 		check_grads(&x, op1(&x, IR_OP_DROPOUT, a, &d));
 		gx_fini(&x);
@@ -735,7 +724,7 @@ START_TEST(test_dropout_gradient_node_repeats_the_forward_stream_and_p)
 	gx x;
 	gx_init(&x);
 	x.m->n_dropout_streams = 4;
-	ir_id a = param(&x, ty(IR_F32, 1, 6));
+	ir_id a = param(&x, tu_type(IR_F32, 1, 6));
 	ir_attr d = {.dropout = {0.25, 3}};
 	finish(&x, op1(&x, IR_OP_DROPOUT, a, &d));
 	uint32_t n_fwd = x.f->g.n_nodes;
@@ -762,8 +751,8 @@ START_TEST(test_embedding_gradient_sums_rows_of_repeated_ids)
 	gx x;
 	gx_init(&x);
 	static const int32_t ids[6] = {1, 0, 1, 3, 1, 0};
-	ir_id id = input(&x, ty(IR_I32, 2, 2, 3), ids);
-	ir_id tab = param(&x, ty(IR_F32, 2, 5, 2));
+	ir_id id = input(&x, tu_type(IR_I32, 2, 2, 3), ids);
+	ir_id tab = param(&x, tu_type(IR_F32, 2, 5, 2));
 	check_grads(&x, op2(&x, IR_OP_EMBEDDING, id, tab, NULL));
 	/* Rows 2 and 4 are never looked up. */
 	for (int j = 0; j < 2; j++) {
@@ -779,10 +768,10 @@ START_TEST(test_embedding_gradient_over_a_symbolic_vocabulary)
 	gx x;
 	gx_init(&x);
 	static const int32_t ids[4] = {2, 0, 2, 3};
-	ir_type tt = ty(IR_F32, 2, 0, 3);
+	ir_type tt = tu_type(IR_F32, 2, 0, 3);
 	tt.dims[0] = sym(&x, "V", 4, 1);
 	ir_id tab = param(&x, tt);
-	ir_id a = i32s(&x, ty(IR_I32, 1, 4), ids);
+	ir_id a = i32s(&x, tu_type(IR_I32, 1, 4), ids);
 	check_grads(&x, op2(&x, IR_OP_EMBEDDING, a, tab, NULL));
 	gx_fini(&x);
 }
@@ -793,8 +782,8 @@ START_TEST(test_embedding_of_a_single_id_has_a_gradient)
 	gx x;
 	gx_init(&x);
 	static const int32_t id[1] = {2};
-	ir_id tab = param(&x, ty(IR_F32, 2, 3, 4));
-	check_grads(&x, op2(&x, IR_OP_EMBEDDING, i32s(&x, ty(IR_I32, 0), id),
+	ir_id tab = param(&x, tu_type(IR_F32, 2, 3, 4));
+	check_grads(&x, op2(&x, IR_OP_EMBEDDING, i32s(&x, tu_type(IR_I32, 0), id),
 			    tab, NULL));
 	gx_fini(&x);
 }
@@ -806,12 +795,12 @@ START_TEST(test_reshape_broadcast_and_permute_gradients)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 2, 3, 4));
-	ir_id b = param(&x, ty(IR_F32, 2, 3, 1));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 3, 4));
+	ir_id b = param(&x, tu_type(IR_F32, 2, 3, 1));
 	ir_attr perm = {.permute = {{2, 0, 1}}};
-	ir_id r = to(&x, IR_OP_RESHAPE, a, ty(IR_F32, 3, 2, 3, 2));
+	ir_id r = to(&x, IR_OP_RESHAPE, a, tu_type(IR_F32, 3, 2, 3, 2));
 	ir_id p = op1(&x, IR_OP_PERMUTE, r, &perm);              /* [2, 2, 3] */
-	ir_id bb = to(&x, IR_OP_BROADCAST, b, ty(IR_F32, 3, 2, 3, 5));
+	ir_id bb = to(&x, IR_OP_BROADCAST, b, tu_type(IR_F32, 3, 2, 3, 5));
 	ir_attr mm = {.matmul = {false, false}};
 	check_grads(&x, op2(&x, IR_OP_MATMUL, p, bb, &mm));
 	gx_fini(&x);
@@ -822,7 +811,7 @@ static void check_slice(int64_t start, int64_t end, int64_t step, int axis)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 3, 2, 7, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 3, 2, 7, 3));
 	ir_attr s = {.slice = {axis, start, end, step}};
 	check_grads(&x, op1(&x, IR_OP_SLICE, a, &s));
 	gx_fini(&x);
@@ -848,14 +837,14 @@ static ir_id flat_slice(gx *x, ir_id a, int64_t r0, int64_t r1, int64_t c0,
 {
 	ir_attr rs = {.slice = {0, r0, r1, 1}}, cs = {.slice = {1, c0, c1, 1}};
 	ir_id s = op1(x, IR_OP_SLICE, op1(x, IR_OP_SLICE, a, &rs), &cs);
-	return to(x, IR_OP_RESHAPE, s, ty(IR_F32, 1, (int)((r1 - r0) * (c1 - c0))));
+	return to(x, IR_OP_RESHAPE, s, tu_type(IR_F32, 1, (int)((r1 - r0) * (c1 - c0))));
 }
 
 START_TEST(test_gradients_of_many_slices_of_one_tensor_add_up)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 2, 4, 6));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 4, 6));
 	ir_id parts[6] = {
 		flat_slice(&x, a, 0, 4, 0, 2), flat_slice(&x, a, 0, 4, 2, 6),
 		flat_slice(&x, a, 0, 4, 1, 3), flat_slice(&x, a, 1, 3, 0, 6),
@@ -872,7 +861,7 @@ START_TEST(test_slices_that_tile_an_axis_come_back_as_one_concat)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 2, 2, 9));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 9));
 	ir_id parts[3];
 	for (int k = 0; k < 3; k++) {
 		ir_attr s = {.slice = {1, 3 * k, 3 * k + 3, 1}};
@@ -897,10 +886,10 @@ START_TEST(test_concat_gradient_slices_each_operand_back)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 2, 2, 1));
-	ir_id b = param(&x, ty(IR_F32, 2, 2, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 1));
+	ir_id b = param(&x, tu_type(IR_F32, 2, 2, 3));
 	float cv[4] = {1, 2, 3, 4};
-	ir_id c = cnst(&x, ty(IR_F32, 2, 2, 2), cv);
+	ir_id c = cnst(&x, tu_type(IR_F32, 2, 2, 2), cv);
 	ir_id args[4] = {a, c, b, a};
 	ir_attr cat = {.axis = 1};
 	check_grads(&x, build(&x, IR_OP_CONCAT, args, 4, &cat, NULL));
@@ -913,7 +902,7 @@ START_TEST(test_concat_gradient_along_a_symbolic_axis)
 	gx x;
 	gx_init(&x);
 	ir_dim s = sym(&x, "S", 2, 1), s2 = {2, s.sym};
-	ir_type at = ty(IR_F32, 2, 0, 3), bt = at;
+	ir_type at = tu_type(IR_F32, 2, 0, 3), bt = at;
 	at.dims[0] = s;
 	bt.dims[0] = s2;
 	ir_id a = param(&x, at), b = param(&x, bt);
@@ -928,7 +917,7 @@ START_TEST(test_repeat_gradient_sums_the_tiles)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 3, 2, 1, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 3, 2, 1, 3));
 	ir_attr rep = {.repeat = {{2, 4, 1}}};
 	check_grads(&x, op1(&x, IR_OP_REPEAT, a, &rep));
 	gx_fini(&x);
@@ -940,7 +929,7 @@ START_TEST(test_repeat_interleave_gradient_sums_each_run)
 	for (int axis = 0; axis < 2; axis++) {
 		gx x;
 		gx_init(&x);
-		ir_id a = param(&x, ty(IR_F32, 2, 2, 3));
+		ir_id a = param(&x, tu_type(IR_F32, 2, 2, 3));
 		ir_attr ri = {.interleave = {axis, 3}};
 		check_grads(&x, op1(&x, IR_OP_REPEAT_INTERLEAVE, a, &ri));
 		gx_fini(&x);
@@ -952,7 +941,7 @@ START_TEST(test_repeat_gradient_over_a_symbolic_axis)
 {
 	gx x;
 	gx_init(&x);
-	ir_type t = ty(IR_F32, 2, 0, 2);
+	ir_type t = tu_type(IR_F32, 2, 0, 2);
 	t.dims[0] = sym(&x, "B", 3, 1);
 	ir_id a = param(&x, t);
 	ir_attr rep = {.repeat = {{2, 2}}};
@@ -969,8 +958,8 @@ START_TEST(test_mse_loss_gradients_for_prediction_and_target)
 {
 	gx x;
 	gx_init(&x);
-	ir_id p = param(&x, ty(IR_F32, 2, 2, 3));
-	ir_id t = param(&x, ty(IR_F32, 2, 2, 3));
+	ir_id p = param(&x, tu_type(IR_F32, 2, 2, 3));
+	ir_id t = param(&x, tu_type(IR_F32, 2, 2, 3));
 	check_grads(&x, op2(&x, IR_OP_MSE_LOSS, p, t, NULL));
 	gx_fini(&x);
 }
@@ -981,8 +970,8 @@ START_TEST(test_cross_entropy_gradient_is_softmax_minus_onehot)
 	gx x;
 	gx_init(&x);
 	static const int32_t labels[6] = {0, 4, 2, 4, 1, 0};
-	ir_id lg = param_in(&x, ty(IR_F32, 3, 2, 3, 5), -2, 2);
-	ir_id lb = input(&x, ty(IR_I32, 2, 2, 3), labels);
+	ir_id lg = param_in(&x, tu_type(IR_F32, 3, 2, 3, 5), -2, 2);
+	ir_id lb = input(&x, tu_type(IR_I32, 2, 2, 3), labels);
 	check_grads(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
 	gx_fini(&x);
 }
@@ -994,11 +983,11 @@ START_TEST(test_cross_entropy_gradient_over_a_symbolic_vocabulary)
 		gx x;
 		gx_init(&x);
 		static const int32_t labels[4] = {0, 4, 2, 1};
-		ir_type t = r ? ty(IR_F32, 2, 4, 0) : ty(IR_F32, 1, 0);
+		ir_type t = r ? tu_type(IR_F32, 2, 4, 0) : tu_type(IR_F32, 1, 0);
 		t.dims[t.rank - 1] = sym(&x, "V", 5, 1);
 		ir_id lg = param_in(&x, t, -2, 2);
-		ir_id lb = r ? i32s(&x, ty(IR_I32, 1, 4), labels)
-			     : i32s(&x, ty(IR_I32, 0), labels + 1);
+		ir_id lb = r ? i32s(&x, tu_type(IR_I32, 1, 4), labels)
+			     : i32s(&x, tu_type(IR_I32, 0), labels + 1);
 		check_grads(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
 		gx_fini(&x);
 	}
@@ -1011,7 +1000,7 @@ START_TEST(test_fan_in_gradients_are_summed)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 1, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 1, 3));
 	ir_id sq = op2(&x, IR_OP_MUL, a, a, NULL);
 	ir_id y = op2(&x, IR_OP_ADD, sq, op1(&x, IR_OP_TANH, a, NULL), NULL);
 	check_grads(&x, op2(&x, IR_OP_SUB, y, op1(&x, IR_OP_EXP, sq, NULL), NULL));
@@ -1023,9 +1012,9 @@ START_TEST(test_unused_parameters_get_zero_gradients_of_their_shape)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 1, 3));
-	param(&x, ty(IR_F32, 2, 2, 2));
-	ir_type vt = ty(IR_F32, 1, 0);
+	ir_id a = param(&x, tu_type(IR_F32, 1, 3));
+	param(&x, tu_type(IR_F32, 2, 2, 2));
+	ir_type vt = tu_type(IR_F32, 1, 0);
 	vt.dims[0] = sym(&x, "V", 3, 2);
 	param(&x, vt);
 	check_grads(&x, op1(&x, IR_OP_EXP, a, NULL));
@@ -1044,15 +1033,15 @@ START_TEST(test_gradient_function_keeps_the_inputs_and_names_its_outputs)
 	gx x;
 	gx_init(&x);
 	static const float xs[3] = {1, 2, 3};
-	ir_id in = input(&x, ty(IR_F32, 1, 3), xs);
-	ir_id w = param(&x, ty(IR_F32, 1, 3));
+	ir_id in = input(&x, tu_type(IR_F32, 1, 3), xs);
+	ir_id w = param(&x, tu_type(IR_F32, 1, 3));
 	ir_id xw = op2(&x, IR_OP_MUL, in, w, NULL);
 	finish(&x, xw);
 	/* A second output rides along in f but not in f_grad. */
 	x.f->outputs[1] = xw;
 	x.f->output_names[1] = "xw";
 	x.f->n_outputs = 2;
-	ir_type it = ty(IR_F32, 1, 3);
+	ir_type it = tu_type(IR_F32, 1, 3);
 	uint32_t example = (uint32_t)ir_module_add_const(x.m, &it, xs);
 	x.f->example = &example;
 	ck_assert(pass_autodiff(x.m, "f"));
@@ -1090,7 +1079,7 @@ START_TEST(test_backward_nodes_carry_the_location_of_their_forward_node)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 1, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 1, 3));
 	ir_id t = build_at(&x, IR_OP_TANH, &a, 1, NULL, NULL, 7);
 	ir_attr all = reduce(1, false);
 	ir_id s = build_at(&x, IR_OP_SUM, &t, 1, &all, NULL, 9);
@@ -1118,10 +1107,10 @@ START_TEST(test_gradient_function_prints_and_reads_back)
 	gx x;
 	gx_init(&x);
 	static const int32_t valid[2] = {1, 3};
-	ir_id a = param(&x, ty(IR_F32, 3, 2, 2, 4));
+	ir_id a = param(&x, tu_type(IR_F32, 3, 2, 2, 4));
 	ir_attr fill = {.fill = -1e6};
 	ir_id y = op2(&x, IR_OP_MASKED_SOFTMAX, a,
-		      i32s(&x, ty(IR_I32, 1, 2), valid), &fill);
+		      i32s(&x, tu_type(IR_I32, 1, 2), valid), &fill);
 	finish(&x, y);
 	ck_assert(pass_autodiff(x.m, "f"));
 	char *text = NULL;
@@ -1153,7 +1142,7 @@ START_TEST(test_autodiff_reports_a_missing_function)
 {
 	gx x;
 	gx_init(&x);
-	finish(&x, param(&x, ty(IR_F32, 1, 2)));
+	finish(&x, param(&x, tu_type(IR_F32, 1, 2)));
 	ck_assert(!pass_autodiff(x.m, "nope"));
 	ck_assert_str_eq(gx_diag(&x),
 			 "attnc: error: autodiff: no function 'nope' to "
@@ -1169,7 +1158,7 @@ START_TEST(test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32)
 	gx_init(&x);
 	uint32_t file = ir_ctx_add_source(&x.ctx, "m.g", "export def f()\n", 15);
 	x.f->loc = (ir_loc){file, 1, 1};
-	ir_id a = param(&x, ty(IR_F32, 2, 2, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 3));
 	x.f->outputs[0] = a;
 	x.f->output_names[0] = "out";
 	x.f->n_outputs = 1;
@@ -1181,7 +1170,7 @@ START_TEST(test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32)
 	ck_assert_ptr_null(ir_module_find_func(x.m, "f_grad"));
 	/* An integer scalar is no loss either. */
 	static const int32_t one[1] = {1};
-	x.f->outputs[0] = i32s(&x, ty(IR_I32, 0), one);
+	x.f->outputs[0] = i32s(&x, tu_type(IR_I32, 0), one);
 	ck_assert(!pass_autodiff(x.m, "f"));
 	ck_assert_ptr_nonnull(strstr(gx_diag(&x), "returns i32[]"));
 	/* Nor is a function without outputs. */
@@ -1197,7 +1186,7 @@ START_TEST(test_autodiff_refuses_to_replace_an_existing_gradient_function)
 {
 	gx x;
 	gx_init(&x);
-	finish(&x, param(&x, ty(IR_F32, 1, 2)));
+	finish(&x, param(&x, tu_type(IR_F32, 1, 2)));
 	ck_assert(pass_autodiff(x.m, "f"));
 	ck_assert(!pass_autodiff(x.m, "f"));
 	ck_assert_ptr_nonnull(strstr(gx_diag(&x), "already has a function "
@@ -1211,7 +1200,7 @@ START_TEST(test_autodiff_reports_a_rank_six_repeat_it_cannot_derive)
 {
 	gx x;
 	gx_init(&x);
-	ir_id a = param(&x, ty(IR_F32, 6, 1, 1, 1, 1, 2, 3));
+	ir_id a = param(&x, tu_type(IR_F32, 6, 1, 1, 1, 1, 2, 3));
 	ir_attr rep = {.repeat = {{1, 1, 1, 1, 2, 1}}};
 	finish(&x, op1(&x, IR_OP_REPEAT, a, &rep));
 	ck_assert(!pass_autodiff(x.m, "f"));
@@ -1249,8 +1238,8 @@ START_TEST(test_autodiff_fails_cleanly_at_every_allocation)
 		x.ctx.alloc = failing_alloc;
 		x.ctx.alloc_ud = &fa;
 		static const int32_t ids[3] = {1, 0, 1};
-		ir_id tab = param(&x, ty(IR_F32, 2, 3, 4));
-		ir_id e = op2(&x, IR_OP_EMBEDDING, i32s(&x, ty(IR_I32, 1, 3), ids),
+		ir_id tab = param(&x, tu_type(IR_F32, 2, 3, 4));
+		ir_id e = op2(&x, IR_OP_EMBEDDING, i32s(&x, tu_type(IR_I32, 1, 3), ids),
 			      tab, NULL);
 		ir_attr s = {.slice = {1, 1, 4, 2}};
 		finish(&x, op1(&x, IR_OP_SLICE, e, &s));

@@ -3,8 +3,12 @@
  */
 #include "testutil.h"
 
+#include <check.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const char *tu_path(const char *rel)
 {
@@ -26,4 +30,76 @@ double tu_max_rel_err(const float *a, const float *b, size_t n, double atol,
 			worst = e;
 	}
 	return worst;
+}
+
+void tu_graph_init_ctx(tu_graph *g)
+{
+	memset(g, 0, sizeof *g);
+	ir_ctx_init(&g->ctx);
+	g->ctx.diag_out = open_memstream(&g->diag, &g->diag_len);
+}
+
+void tu_graph_init(tu_graph *g, uint32_t max_io)
+{
+	tu_graph_init_ctx(g);
+	g->m = ir_module_create(&g->ctx, "t");
+	g->f = ir_module_add_func(g->m, "f", (ir_loc){0});
+	g->f->is_export = true;
+	g->f->inputs = ir_arena_alloc(&g->m->arena, max_io * sizeof(ir_id));
+	g->f->input_names =
+		ir_arena_alloc(&g->m->arena, max_io * sizeof(char *));
+	g->f->outputs = ir_arena_alloc(&g->m->arena, max_io * sizeof(ir_id));
+	g->f->output_names =
+		ir_arena_alloc(&g->m->arena, max_io * sizeof(char *));
+}
+
+void tu_graph_fini(tu_graph *g)
+{
+	if (g->m)
+		ir_module_destroy(g->m);
+	fclose(g->ctx.diag_out);
+	free(g->diag);
+	ir_ctx_fini(&g->ctx);
+}
+
+const char *tu_graph_diag(tu_graph *g)
+{
+	fflush(g->ctx.diag_out);
+	return g->diag ? g->diag : "";
+}
+
+ir_type tu_type(ir_dtype dt, int rank, ...)
+{
+	ir_type t = {.dtype = dt, .rank = (uint8_t)rank};
+	va_list ap;
+	va_start(ap, rank);
+	for (int i = 0; i < rank; i++)
+		t.dims[i] = ir_dim_static(va_arg(ap, int));
+	va_end(ap);
+	return t;
+}
+
+ir_id tu_build(tu_graph *g, ir_op op, const ir_id *args, uint32_t n,
+	       const ir_attr *attr, const ir_type *t)
+{
+	ir_id id = ir_build(g->m, g->f, op, args, n, attr, t, (ir_loc){0});
+	ck_assert_msg(id != IR_NONE, "building %s: %s", ir_op_table[op].name,
+		      tu_graph_diag(g));
+	return id;
+}
+
+ir_id tu_input(tu_graph *g, ir_type t)
+{
+	ir_attr a = {.input_index = g->f->n_inputs};
+	ir_id id = tu_build(g, IR_OP_INPUT, NULL, 0, &a, &t);
+	g->f->input_names[g->f->n_inputs] = "in";
+	g->f->inputs[g->f->n_inputs++] = id;
+	return id;
+}
+
+ir_id tu_const(tu_graph *g, ir_type t, const void *data)
+{
+	int32_t c = ir_module_add_const(g->m, &t, data);
+	ir_attr a = {.const_index = (uint32_t)c};
+	return tu_build(g, IR_OP_CONST, NULL, 0, &a, &t);
 }

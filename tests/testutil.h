@@ -4,6 +4,8 @@
 #ifndef ATTNC_TESTUTIL_H
 #define ATTNC_TESTUTIL_H
 
+#include "ir.h"
+
 #include <stddef.h>
 
 /* Path of a file of the source tree, e.g. tu_path("models/nw.g"); the
@@ -12,5 +14,35 @@ const char *tu_path(const char *rel);
 /* Largest |a[i]-b[i]| / (atol + rtol*|b[i]|); <= 1 means within tolerance. */
 double tu_max_rel_err(const float *a, const float *b, size_t n, double atol,
 		      double rtol);
+
+/* A context whose diagnostics go to a memory buffer and, after
+ * tu_graph_init, a module "t" with one exported function "f" to build
+ * by hand, node by node. */
+typedef struct tu_graph {
+	ir_ctx ctx;
+	ir_module *m; /* NULL after tu_graph_init_ctx */
+	ir_func *f;
+	char *diag;
+	size_t diag_len;
+} tu_graph;
+
+/* The context only: m and f stay NULL. */
+void tu_graph_init_ctx(tu_graph *g);
+/* The context, and the module with f's room for max_io inputs and as many
+ * outputs (names included). */
+void tu_graph_init(tu_graph *g, uint32_t max_io);
+void tu_graph_fini(tu_graph *g);
+/* Diagnostics written so far. */
+const char *tu_graph_diag(tu_graph *g);
+
+/* A type of static dims: tu_type(IR_F32, 2, 3, 4) is f32[3, 4]. */
+ir_type tu_type(ir_dtype dt, int rank, ...);
+/* A node of f; fails the test, with the diagnostics, if ir_build does. */
+ir_id tu_build(tu_graph *g, ir_op op, const ir_id *args, uint32_t n,
+	       const ir_attr *attr, const ir_type *t);
+/* The next input of f, named "in". */
+ir_id tu_input(tu_graph *g, ir_type t);
+/* A constant of type t holding data (t's dtype, row-major). */
+ir_id tu_const(tu_graph *g, ir_type t, const void *data);
 
 #endif
