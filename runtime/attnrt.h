@@ -42,7 +42,7 @@ enum {
 	/* Errors of the library functions below (never of an entry point). */
 	ATTNRT_ERR_NOMEM = 2,    /* the allocation hook returned NULL */
 	ATTNRT_ERR_IO = 3,       /* a file could not be read or written */
-	ATTNRT_ERR_FORMAT = 4,   /* a checkpoint is truncated or corrupt */
+	ATTNRT_ERR_FORMAT = 4,   /* a file (checkpoint, corpus) is malformed */
 	ATTNRT_ERR_MISMATCH = 5, /* a checkpoint does not fit the model */
 	ATTNRT_ERR_ARG = 6,      /* the caller passed an invalid table */
 };

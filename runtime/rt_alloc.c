@@ -113,7 +113,7 @@ const char *attnrt_strerror(int code)
 	case ATTNRT_ERR_INDEX: return "index out of range";
 	case ATTNRT_ERR_NOMEM: return "out of memory";
 	case ATTNRT_ERR_IO: return "input/output error";
-	case ATTNRT_ERR_FORMAT: return "corrupt checkpoint";
+	case ATTNRT_ERR_FORMAT: return "malformed or truncated file";
 	case ATTNRT_ERR_MISMATCH: return "checkpoint does not fit the model";
 	case ATTNRT_ERR_ARG: return "invalid argument";
 	}

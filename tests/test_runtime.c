@@ -74,6 +74,8 @@ START_TEST(test_strerror_names_codes_and_ignores_the_node_bits)
 	ck_assert_str_eq(attnrt_strerror(ATTNRT_ERR_INDEX | (17 << 8)),
 			 "index out of range");
 	ck_assert_str_eq(attnrt_strerror(ATTNRT_ERR_NOMEM), "out of memory");
+	ck_assert_str_eq(attnrt_strerror(ATTNRT_ERR_FORMAT),
+			 "malformed or truncated file");
 	ck_assert_str_eq(attnrt_strerror(99), "unknown error");
 }
 END_TEST
