@@ -376,24 +376,33 @@ static fe_expr *parse_power(parser *p)
 	return binary(p, op, e, parse_unary(p));
 }
 
-// unary = "-" unary | power
-static fe_expr *parse_unary(parser *p)
+/* A prefix operator: OP self | next, for "-" and "not". The nesting
+ * guard bounds the recursion of a long run of operators. */
+static fe_expr *parse_prefix(parser *p, fe_tok_kind op_kind,
+			     fe_expr_kind kind, fe_expr *(*self)(parser *),
+			     fe_expr *(*next)(parser *))
 {
 	fe_expr *e = NULL;
 	if (!enter(p))
 		goto out;
-	if (at(p, FE_T_MINUS)) {
+	if (at(p, op_kind)) {
 		const fe_token *op = advance(p);
-		fe_expr *x = parse_unary(p);
-		e = x ? new_expr(p, FE_E_NEG, op->loc) : NULL;
+		fe_expr *x = self(p);
+		e = x ? new_expr(p, kind, op->loc) : NULL;
 		if (e)
 			e->operand = x;
 	} else {
-		e = parse_power(p);
+		e = next(p);
 	}
 out:
 	p->nesting--;
 	return e;
+}
+
+// unary = "-" unary | power
+static fe_expr *parse_unary(parser *p)
+{
+	return parse_prefix(p, FE_T_MINUS, FE_E_NEG, parse_unary, parse_power);
 }
 
 // term = unary { ( "*" | "/" | "@" | "%" ) unary }
@@ -435,21 +444,7 @@ static fe_expr *parse_cmp(parser *p)
 // not = "not" not | cmp
 static fe_expr *parse_not(parser *p)
 {
-	fe_expr *e = NULL;
-	if (!enter(p))
-		goto out;
-	if (at(p, FE_T_NOT)) {
-		const fe_token *op = advance(p);
-		fe_expr *x = parse_not(p);
-		e = x ? new_expr(p, FE_E_NOT, op->loc) : NULL;
-		if (e)
-			e->operand = x;
-	} else {
-		e = parse_cmp(p);
-	}
-out:
-	p->nesting--;
-	return e;
+	return parse_prefix(p, FE_T_NOT, FE_E_NOT, parse_not, parse_cmp);
 }
 
 // and = not { "and" not }
