@@ -381,6 +381,19 @@ START_TEST(test_bahdanau_forward_gives_finite_logits_f32_equal_f64)
 }
 END_TEST
 
+/* The logits of one decoding step (2, 1, 201) equal step t of the
+ * teacher-forced forward pass's logits (2, 10, 201). */
+static void check_step_logits(const interp_tensor *step,
+			      const interp_tensor *forward, int t)
+{
+	for (int b = 0; b < 2; b++)
+		for (int v = 0; v < 201; v++)
+			ck_assert_double_eq_tol(
+				interp_tensor_get(step, b * 201 + v),
+				interp_tensor_get(forward, (b * 10 + t) * 201 + v),
+				1e-9);
+}
+
 /* Greedy decoding one step at a time reproduces the teacher-forced
  * forward pass when fed the same tokens. */
 START_TEST(test_bahdanau_decode_steps_reproduce_forward)
@@ -411,12 +424,7 @@ START_TEST(test_bahdanau_decode_steps_reproduce_forward)
 			ck_assert_double_eq_tol(s, 1.0, 1e-9);
 		}
 		interp_tensor_fini(&md.ctx, &out[2]);
-		for (int b = 0; b < 2; b++)
-			for (int v = 0; v < 201; v++)
-				ck_assert_double_eq_tol(
-					interp_tensor_get(&out[0], b * 201 + v),
-					interp_tensor_get(&logits[0], (b * 10 + t) * 201 + v),
-					1e-9);
+		check_step_logits(&out[0], &logits[0], t);
 		interp_tensor_fini(&md.ctx, &out[0]);
 		interp_tensor_fini(&md.ctx, &state);
 		state = out[1];
@@ -453,12 +461,7 @@ START_TEST(test_transformer_decode_steps_reproduce_forward)
 				       enc[0], {IR_I32, 1, {2}, valid->data}, kv};
 		interp_tensor out[4] = {0};
 		model_run(&md, "decode_step", in, true, out);
-		for (int b = 0; b < 2; b++)
-			for (int v = 0; v < 201; v++)
-				ck_assert_double_eq_tol(
-					interp_tensor_get(&out[0], b * 201 + v),
-					interp_tensor_get(&logits[0], (b * 10 + t) * 201 + v),
-					1e-9);
+		check_step_logits(&out[0], &logits[0], t);
 		interp_tensor_fini(&md.ctx, &kv);
 		kv = out[1];
 		fini_all(&md, &out[0], 1);
