@@ -816,6 +816,19 @@ static bool module_failed(cg_program *p)
 	return true;
 }
 
+/* Whether opts asks for function f. */
+static bool wanted(const cg_program_options *opts, const ir_func *f)
+{
+	if (!f->is_export)
+		return false;
+	if (!opts || !opts->only)
+		return true;
+	for (uint32_t i = 0; i < opts->n_only; i++)
+		if (strcmp(opts->only[i], f->name) == 0)
+			return true;
+	return false;
+}
+
 static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
@@ -829,7 +842,7 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	if (!layout_params(p, &L))
 		return false;
 	for (uint32_t i = 0; i < m->n_funcs; i++)
-		p->n_entries += m->funcs[i]->is_export;
+		p->n_entries += wanted(opts, m->funcs[i]);
 	p->entries = ir_alloc(p->ctx, (p->n_entries + 1) * sizeof *p->entries);
 	p->consts = ir_alloc(p->ctx, (m->n_consts + 1) * sizeof *p->consts);
 	if (!p->entries || !p->consts)
@@ -837,7 +850,7 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	uint32_t k = 0;
 	bool ok = true;
 	for (uint32_t i = 0; i < m->n_funcs; i++)
-		if (m->funcs[i]->is_export) {
+		if (wanted(opts, m->funcs[i])) {
 			p->entries[k].fn = m->funcs[i];
 			ok = lower_func(p, &L, &p->entries[k++], prefix) && ok;
 		}

@@ -46,6 +46,11 @@ typedef struct cg_program_options {
 	 * the generated sgemm (cg_gemm.h) instead of plain row loops;
 	 * 0 = CG_PROGRAM_GEMM_MIN_DEFAULT, < 0 = never. */
 	int64_t gemm_min;
+	/* Lower only the exported functions of these names (n_only of
+	 * them; NULL = every exported function). The params block is laid
+	 * out for the whole module either way. */
+	const char *const *only;
+	uint32_t n_only;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768

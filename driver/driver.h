@@ -102,7 +102,16 @@ typedef struct drv_jit {
  * way. */
 bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const ir_func *f, bool is_training, drv_jit *j);
+/* drv_jit_open compiling only the exported functions named in only
+ * (n_only of them); the params block is the whole module's still. */
+bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
+		       const drv_options *o, const ir_func *f,
+		       bool is_training, const char *const *only,
+		       uint32_t n_only, drv_jit *j);
 void drv_jit_close(ir_ctx *ctx, drv_jit *j);
+/* Prints --stats of the module with the compilation's numbers (compile
+ * time, kernels) as one JSON line on stdout. */
+void drv_print_jit_stats(const ir_module *m, cg_program *p);
 
 /* --save: writes j's params as a safetensors checkpoint. */
 bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,

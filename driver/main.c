@@ -35,7 +35,8 @@ static const char usage[] =
 	"                       fused_attention and, if not, what blocks it\n"
 	"  --list-passes        print the passes in pipeline order\n"
 	"  --stats              print statistics of the optimized graph as JSON\n"
-	"                       (with --jit, of the compilation too)\n"
+	"                       (with --jit, of the compilation too; with\n"
+	"                       --train, of the training program, first)\n"
 	"  --verify-each        run the IR verifier after every pass\n"
 	"\n"
 	"Running (the default entry point: the first exported function with an\n"
@@ -312,8 +313,8 @@ static const char *check_training(const drv_options *o)
 		return "--train and --gradcheck run native code, not --interp";
 	if (is_training && (o->compile_only || o->emit))
 		return "-c and --emit write code; they do not train";
-	if (is_training && o->stats)
-		return "--stats does not go with --train or --gradcheck";
+	if (o->gradcheck && o->stats)
+		return "--stats does not go with --gradcheck";
 	if ((o->epochs || o->lr > 0 || (o->metrics && !o->n_translate)) &&
 	    !o->train)
 		return "--epochs, --lr and --metrics need --train";

@@ -202,7 +202,7 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 						 : attnrt_strerror(rc & 0xff));
 }
 
-static void print_jit_stats(const ir_module *m, cg_program *p)
+void drv_print_jit_stats(const ir_module *m, cg_program *p)
 {
 	cg_module_stats s = cg_program_stats(p);
 	char extra[256];
@@ -217,12 +217,20 @@ static void print_jit_stats(const ir_module *m, cg_program *p)
 bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const ir_func *f, bool is_training, drv_jit *j)
 {
+	return drv_jit_open_only(ctx, m, o, f, is_training, NULL, 0, j);
+}
+
+bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
+		       const drv_options *o, const ir_func *f,
+		       bool is_training, const char *const *only,
+		       uint32_t n_only, drv_jit *j)
+{
 	memset(j, 0, sizeof *j);
 	j->syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *j->syms);
 	if (!j->syms ||
 	    !drv_bind_syms(ctx, m, f, o, false, is_training, j->syms))
 		return false;
-	cg_program_options po = {0};
+	cg_program_options po = {.only = only, .n_only = n_only};
 	j->p = cg_program_create(ctx, m, j->syms, &po);
 	if (!j->p || !cg_program_jit(j->p))
 		return false;
@@ -262,7 +270,7 @@ bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	if (!drv_exec_call(&e, f, in, outs))
 		goto out;
 	if (o->stats)
-		print_jit_stats(m, j.p);
+		drv_print_jit_stats(m, j.p);
 	else
 		drv_print_outputs(f, outs);
 	ok = (!o->save || drv_jit_save(ctx, m, o, &j)) &&

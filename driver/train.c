@@ -272,17 +272,31 @@ static bool open_metrics(trainer *t)
 	return false;
 }
 
+/* Compiles the module for training: a seq2seq model on its data needs
+ * only the gradient function (translate.c compiles its own decoder);
+ * other models keep every function for their pictures. */
+static bool open_jit(trainer *t, const ir_func *f)
+{
+	char name[256];
+	const char *only[1] = {drv_grad_name(t->tc, name, sizeof name)};
+	bool is_nmt = t->data.nmt && drv_is_seq2seq(t->m);
+	return drv_jit_open_only(t->ctx, t->m, &t->data.o, f, true,
+				 is_nmt ? only : NULL, is_nmt, &t->jit);
+}
+
 static bool trainer_open(trainer *t)
 {
 	char err[256];
 	const ir_func *f = ir_module_default_func(t->m);
 	if (!open_metrics(t) ||
 	    !drv_data_open(t->ctx, t->m, t->o, t->tc, &t->data) ||
-	    !drv_jit_open(t->ctx, t->m, &t->data.o, f, true, &t->jit) ||
+	    !open_jit(t, f) ||
 	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit, &t->grad) ||
 	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->data, &t->jit,
 				   &t->grad, &t->src))
 		return false;
+	if (t->o->stats)
+		drv_print_jit_stats(t->m, t->jit.p);
 	t->table = cg_program_params(t->jit.p, &t->n_params);
 	if (attnrt_optim_create(NULL, &t->tc->optim, t->table, t->n_params,
 				&t->optim, err, sizeof err) != ATTNRT_OK) {

@@ -166,7 +166,7 @@ static bool alloc_rows(translator *t)
 /* ---- compiling and running -------------------------------------------------------- */
 
 /* Compiles the module with B = n; the weights are trained's or --load's.
- * Decoding runs on one thread unless --threads says otherwise: its
+ * Only encode and decode_step are compiled. Decoding runs on one thread unless --threads says otherwise: its
  * tensors are a few rows, too small to share, and a second thread that
  * the system deschedules makes every step wait for it. */
 static bool compile(translator *t, const drv_jit *trained)
@@ -177,7 +177,9 @@ static bool compile(translator *t, const drv_jit *trained)
 	o->threads = o->threads ? o->threads : 1;
 	if (trained)
 		o->load = NULL;
-	if (!drv_jit_open(t->ctx, t->m, o, NULL, false, &t->jit)) {
+	static const char *const only[] = {"encode", "decode_step"};
+	if (!drv_jit_open_only(t->ctx, t->m, o, NULL, false, only, 2,
+			       &t->jit)) {
 		if (!trained && t->jit.params) /* the checkpoint did not fit */
 			ir_note(t->ctx, (ir_loc){0}, "the vocabularies come from the "
 				"data: give the --data and --examples the weights were "

@@ -287,6 +287,29 @@ START_TEST(test_add_of_known_values_gives_their_sum)
 }
 END_TEST
 
+START_TEST(test_only_lowers_the_functions_asked_for)
+{
+	fx x;
+	fx_init(&x);
+	ir_id in = tu_input(&x.g, tu_type(IR_F32, 1, 3));
+	ret(&x, op1(&x, IR_OP_EXP, in, NULL));
+	const char *none[] = {"g"}, *f[] = {"g", "f"};
+	cg_program_options skip = {.only = none, .n_only = 1};
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, &skip);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
+	ck_assert_uint_eq(cg_program_n_entries(p), 0);
+	ck_assert(cg_program_entry(p, "f") == NULL);
+	cg_program_destroy(p);
+	cg_program_options keep = {.only = f, .n_only = 2};
+	p = cg_program_create(&x.g.ctx, x.g.m, NULL, &keep);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
+	ck_assert_uint_eq(cg_program_n_entries(p), 1);
+	ck_assert(cg_program_entry(p, "f") != NULL);
+	cg_program_destroy(p);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 static const ir_op unary_ops[] = {IR_OP_NEG, IR_OP_EXP, IR_OP_TANH,
 				  IR_OP_SIGMOID, IR_OP_RELU, IR_OP_SIN,
 				  IR_OP_COS, IR_OP_ABS};
@@ -968,6 +991,7 @@ static Suite *suite(void)
 	tcase_set_timeout(t, 60);
 	tcase_add_test(t, test_add_broadcasts_like_the_interpreter);
 	tcase_add_test(t, test_add_of_known_values_gives_their_sum);
+	tcase_add_test(t, test_only_lowers_the_functions_asked_for);
 	tcase_add_test(t, test_every_float_unary_op_matches_the_interpreter);
 	tcase_add_test(t, test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range);
 	tcase_add_test(t, test_every_float_binary_op_broadcasts_like_the_interpreter);
