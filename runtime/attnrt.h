@@ -211,8 +211,15 @@ void attnrt_optim_destroy(attnrt_optim *opt);
  * at step t (from 1), as torch.optim.Adam:
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
  *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
- * The arithmetic is in double, each result rounded to float once. */
+ * in float32 like PyTorch's (the step size and the bias correction are
+ * computed in double, then rounded). */
 void attnrt_optim_step(attnrt_optim *opt, void *params, const void *grads);
+
+/* attnrt_optim_step with every gradient multiplied by grad_scale first,
+ * inside the same pass: clipping by a global norm (grad_scale = theta /
+ * norm) without writing the gradient block again. */
+void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
+			      const void *grads, double grad_scale);
 
 /* Steps taken so far. */
 uint64_t attnrt_optim_steps(const attnrt_optim *opt);

@@ -87,6 +87,32 @@ START_TEST(test_sgd_step_subtracts_lr_times_the_gradient)
 }
 END_TEST
 
+START_TEST(test_a_scaled_step_equals_a_step_on_scaled_gradients)
+{
+	float *p = block3(1, -2, 0.5f), *q = block3(1, -2, 0.5f),
+	      *g = block3(0, 0, 0), *h = block3(0, 0, 0);
+	attnrt_optim *a = make(ATTNRT_OPTIM_ADAM, 0.1),
+		     *b = make(ATTNRT_OPTIM_ADAM, 0.1);
+	for (int t = 0; t < 3; t++) {
+		set3(g, 3.0f * (float)t - 1, 0.75f, -2.5f);
+		set3(h, (3.0f * (float)t - 1) * 0.25f, 0.75f * 0.25f, -2.5f * 0.25f);
+		attnrt_optim_step_scaled(a, p, g, 0.25);
+		attnrt_optim_step(b, q, h);
+		ck_assert_float_eq(p[0], q[0]);
+		ck_assert_float_eq(p[1], q[1]);
+		ck_assert_float_eq(p[16], q[16]);
+		ck_assert_float_eq(g[0], 3.0f * (float)t - 1); /* not written */
+	}
+	ck_assert_float_ne(p[0], 1);
+	attnrt_optim_destroy(a);
+	attnrt_optim_destroy(b);
+	attnrt_free(NULL, p);
+	attnrt_free(NULL, q);
+	attnrt_free(NULL, g);
+	attnrt_free(NULL, h);
+}
+END_TEST
+
 /*
  * Adam, lr 0.1, betas (0.9, 0.999), eps 1e-8, worked by hand. With
  * m_t = beta1 m + (1-beta1) g, v_t = beta2 v + (1-beta2) g^2 and the
@@ -110,7 +136,16 @@ END_TEST
  *   t=3  m = 0.1845 - 0.4 = -0.2155, v = 0.0040544415 + 0.016 =
  *        0.0200544415: corrected -0.7952030 and 6.6915031 (sqrt
  *        2.5867940), step -0.0307409 -> 0.3550186
+ * The update runs in float32 (as PyTorch's does): each step may round a
+ * few times, so the values hold to 8 float ulps.
  */
+/* The spacing of floats around x. */
+static double ulp(double x)
+{
+	float f = (float)fabs(x);
+	return (double)nextafterf(f, INFINITY) - f;
+}
+
 START_TEST(test_adam_first_three_steps_match_the_hand_computed_values)
 {
 	static const float grads[3][3] = {{1, -0.5f, 2}, {-1, -0.5f, 0.25f},
@@ -123,9 +158,9 @@ START_TEST(test_adam_first_three_steps_match_the_hand_computed_values)
 	for (int t = 0; t < 3; t++) {
 		set3(g, grads[t][0], grads[t][1], grads[t][2]);
 		attnrt_optim_step(o, p, g);
-		ck_assert_double_eq_tol(p[0], want[t][0], 1e-6);
-		ck_assert_double_eq_tol(p[1], want[t][1], 1e-6);
-		ck_assert_double_eq_tol(p[16], want[t][2], 1e-6);
+		ck_assert_double_eq_tol(p[0], want[t][0], 8 * ulp(want[t][0]));
+		ck_assert_double_eq_tol(p[1], want[t][1], 8 * ulp(want[t][1]));
+		ck_assert_double_eq_tol(p[16], want[t][2], 8 * ulp(want[t][2]));
 		ck_assert_float_eq(p[2], PAD_SENTINEL);
 	}
 	ck_assert_uint_eq(attnrt_optim_steps(o), 3);
@@ -333,6 +368,7 @@ static Suite *optim_suite(void)
 	tcase_add_test(tc, test_defaults_are_pytorchs);
 	tcase_add_test(tc, test_sgd_step_subtracts_lr_times_the_gradient);
 	tcase_add_test(tc, test_adam_first_three_steps_match_the_hand_computed_values);
+	tcase_add_test(tc, test_a_scaled_step_equals_a_step_on_scaled_gradients);
 	tcase_add_test(tc, test_adam_follows_an_independent_double_implementation);
 	tcase_add_test(tc, test_grad_norm_is_the_root_of_all_squares);
 	tcase_add_test(tc, test_clip_scales_every_gradient_by_theta_over_the_norm);
