@@ -109,6 +109,8 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 		       bool is_training, const char *const *only,
 		       uint32_t n_only, drv_jit *j);
 void drv_jit_close(ir_ctx *ctx, drv_jit *j);
+/* The process's peak resident memory so far, in MiB (getrusage). */
+double drv_peak_rss_mib(void);
 /* Prints --stats of the module with the compilation's numbers (compile
  * time, kernels) as one JSON line on stdout. */
 void drv_print_jit_stats(const ir_module *m, cg_program *p);

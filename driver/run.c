@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 bool needs_example)
@@ -200,6 +201,14 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	ir_error(ctx, loc, "%s: %s at run time", op,
 		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
 						 : attnrt_strerror(rc & 0xff));
+}
+
+double drv_peak_rss_mib(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return 0;
+	return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB */
 }
 
 void drv_print_jit_stats(const ir_module *m, cg_program *p)

@@ -229,8 +229,10 @@ static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
 	if (!t->metrics)
 		return true;
 	fprintf(t->metrics, "{\"epoch\": %llu, \"loss\": %.9g, "
-		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g}\n",
-		(unsigned long long)epoch + 1, loss, rate, secs);
+		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g, "
+		"\"peak_rss_mib\": %.1f}\n",
+		(unsigned long long)epoch + 1, loss, rate, secs,
+		drv_peak_rss_mib());
 	if (fflush(t->metrics) == 0 && !ferror(t->metrics))
 		return true;
 	ir_error(t->ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",

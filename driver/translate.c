@@ -630,6 +630,12 @@ static bool translate_all(translator *t, const drv_jit *trained, FILE *metrics)
 	     map_step_inputs(t) && decode(t, done);
 	double t2 = now_seconds();
 	ir_free(t->ctx, done);
+	if (ok && metrics)
+		fprintf(metrics, "{\"translated\": %zu, \"compile_seconds\": "
+			"%.6g, \"decode_ms\": %.6g, \"ms_per_sentence\": %.6g, "
+			"\"peak_rss_mib\": %.1f}\n", t->n, t1 - t0,
+			(t2 - t1) * 1e3, (t2 - t1) * 1e3 / (double)t->n,
+			drv_peak_rss_mib());
 	if (!ok || !report(t, metrics))
 		return false;
 	if (isatty(STDOUT_FILENO))
