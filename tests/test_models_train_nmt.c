@@ -37,6 +37,7 @@ typedef struct run {
 	char pred[MAX_LINES][LINE_CAP], ref[MAX_LINES][LINE_CAP];
 	double bleu[MAX_LINES];
 	int n_translations;
+	int n_sentences; /* as the decoding summary says */
 } run;
 
 static char *read_file(const char *path, char *buf, size_t cap)
@@ -73,6 +74,18 @@ static void read_metrics(const char *path, run *r)
 		if (sscanf(line, "{\"epoch\": %d, \"loss\": %lf", &epoch, &loss) == 2) {
 			ck_assert_int_eq(epoch, r->n_epochs + 1);
 			r->loss[r->n_epochs++] = loss;
+			ck_assert_ptr_nonnull(strstr(line, "\"peak_rss_mib\": "));
+			continue;
+		}
+		int n_sent;
+		double decode_ms, per_sentence;
+		if (sscanf(line, "{\"translated\": %d, \"compile_seconds\": %*f, "
+			   "\"decode_ms\": %lf, \"ms_per_sentence\": %lf",
+			   &n_sent, &decode_ms, &per_sentence) == 3) {
+			r->n_sentences = n_sent;
+			ck_assert_double_gt(decode_ms, 0);
+			ck_assert_double_eq_tol(per_sentence * n_sent, decode_ms,
+						1e-3 * decode_ms);
 			continue;
 		}
 		ck_assert_ptr_nonnull(strstr(line, "{\"src\": \""));
@@ -179,6 +192,7 @@ static void check_builtin(const char *model)
 	check_loss_falls(&r, 4);
 	ck_assert_ptr_nonnull(strstr(r.out, "data: built-in corpus: "));
 	ck_assert_int_eq(r.n_translations, 3);
+	ck_assert_int_eq(r.n_sentences, 3);
 	rt_nmt_data *d = load_data(NULL);
 	for (int i = 0; i < 3; i++)
 		check_sentence(d, r.pred[i], i < 2);
@@ -214,6 +228,7 @@ START_TEST(test_training_translates_the_books_sentences)
 	run_attnc(&r, args, true);
 	ck_assert_int_eq(r.n_epochs, 1);
 	ck_assert_int_eq(r.n_translations, 4);
+	ck_assert_int_eq(r.n_sentences, 4);
 	ck_assert_str_eq(r.ref[0], "va !");
 	ck_assert_str_eq(r.ref[3], "je suis chez moi .");
 	ck_assert_ptr_nonnull(strstr(r.out, "\nhe's calm . => "));
@@ -268,6 +283,7 @@ START_TEST(test_transformer_learns_the_real_corpus)
 	ck_assert_ptr_nonnull(strstr(r.out, "data: vocabulary: 188 source, "
 					    "202 target tokens"));
 	ck_assert_int_eq(r.n_translations, 4);
+	ck_assert_int_eq(r.n_sentences, 4);
 	rt_nmt_data *d = load_data(path);
 	for (int i = 0; i < 4; i++)
 		check_sentence(d, r.pred[i], true);
