@@ -94,4 +94,10 @@ int cg_threads_get(void);
  * thread (omp_set_num_threads); n < 1 is taken as 1. */
 void cg_threads_set(int n);
 
+/* The median time, in seconds, of five empty parallel regions of n
+ * threads: a few microseconds on idle cores, milliseconds when another
+ * process holds one of them and the team waits for its descheduled
+ * thread (a cheap test before running real work on a team). */
+double cg_threads_region_seconds(int n);
+
 #endif

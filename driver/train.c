@@ -38,6 +38,7 @@ typedef struct trainer {
 	uint64_t step;  /* steps taken over all epochs */
 	bool is_tty;
 	double start;   /* when the first epoch began (seconds) */
+	attnrt_tuner tuner; /* the threads of each step */
 } trainer;
 
 /* What the steps of one epoch add up. */
@@ -55,6 +56,26 @@ static double now_seconds(void)
 static const char *nonfinite_name(double v)
 {
 	return isnan(v) ? "nan" : v > 0 ? "inf" : "-inf";
+}
+
+/* ---- threads ------------------------------------------------------------------------ */
+
+/* An empty parallel region slower than this means a core is busy. */
+#define BUSY_REGION_SECONDS 100e-6
+
+/* The threads of the next step, as the tuner says; before trying a team
+ * in a probe, an empty region of that team is timed first, and a team
+ * that waits milliseconds for a descheduled thread is not tried (a real
+ * step would wait so at each of its hundreds of regions). */
+static int32_t step_threads(trainer *t)
+{
+	int32_t n = attnrt_tuner_next(&t->tuner);
+	if (n > 1 && attnrt_tuner_is_probing(&t->tuner) &&
+	    cg_threads_region_seconds(n) > BUSY_REGION_SECONDS) {
+		attnrt_tuner_record(&t->tuner, INFINITY);
+		n = attnrt_tuner_next(&t->tuner);
+	}
+	return n;
 }
 
 /* ---- when a value is not finite ------------------------------------------------------ */
@@ -151,10 +172,11 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	if (!t->src.fill(t->src.state, epoch, i, &b))
 		return false;
 	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
-			  .n_threads = t->o->threads};
-	double loss;
+			  .n_threads = step_threads(t)};
+	double loss, t0 = now_seconds();
 	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
 		return false;
+	attnrt_tuner_record(&t->tuner, now_seconds() - t0);
 	double norm = attnrt_grad_norm(t->table, t->n_params, t->grad.grads);
 	if (!isfinite(loss) || !isfinite(norm)) {
 		report_nonfinite(t, epoch, &b, &run, loss, norm);
@@ -230,9 +252,9 @@ static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
 		return true;
 	fprintf(t->metrics, "{\"epoch\": %llu, \"loss\": %.9g, "
 		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g, "
-		"\"peak_rss_mib\": %.1f}\n",
+		"\"peak_rss_mib\": %.1f, \"threads\": %d}\n",
 		(unsigned long long)epoch + 1, loss, rate, secs,
-		drv_peak_rss_mib());
+		drv_peak_rss_mib(), (int)attnrt_tuner_next(&t->tuner));
 	if (fflush(t->metrics) == 0 && !ferror(t->metrics))
 		return true;
 	ir_error(t->ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
@@ -311,6 +333,8 @@ static bool trainer_open(trainer *t)
 		return false;
 	}
 	t->is_tty = isatty(STDOUT_FILENO);
+	attnrt_tuner_init(&t->tuner, t->o->threads ? t->o->threads
+						   : cg_threads_get(), 0);
 	return true;
 }
 

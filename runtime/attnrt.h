@@ -240,6 +240,53 @@ double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
 double attnrt_grad_clip(const attnrt_param_info *table, size_t n_params,
 			void *grads, double theta);
 
+/* ---- choosing the thread count by timing ------------------------------------ */
+
+/* A parallel region waits at its end for every thread of the team; when
+ * another process holds one of the cores, the descheduled thread makes
+ * every region wait for a scheduler tick, and a training step of a few
+ * hundred small regions goes 10-100x slower than on one thread. The
+ * tuner picks, for a function called over and over (a training step),
+ * the thread count that is fastest now: it times calls at 1 and at
+ * max_threads (three each, alternating, 1 first; the median decides, and a count
+ * whose first call is 4x slower than the other's best is dropped at
+ * once), runs the winner, and probes again after `interval` calls, and at
+ * once when the winner is a team and two calls in a row take 4x its
+ * median. When the
+ * probe keeps the same winner the interval doubles (up to 64x), so a
+ * quiet or a busy machine pays the probing cost rarely. Results do not
+ * depend on n_threads (attnrt_run), so switching is invisible but for
+ * speed. The fields are private; the struct is public so it can live on
+ * the stack. */
+typedef struct attnrt_tuner {
+	int32_t max_threads; /* the other candidate besides 1 */
+	int32_t current;     /* the count attnrt_tuner_next returns */
+	int32_t phase;       /* 0 probing, 1 settled */
+	int32_t n_samples[2];
+	double samples[2][3]; /* probe times of max_threads and of 1 */
+	double median;        /* the winner's median probe time */
+	uint64_t calls;       /* since the last probe */
+	uint64_t interval, base_interval;
+	int32_t n_slow;       /* consecutive calls over 4x median */
+	int32_t winner;       /* the last probe's (index 0 or 1), -1 none */
+	uint64_t n_probes;    /* probes finished, for reports */
+} attnrt_tuner;
+
+/* Starts a tuner choosing between max_threads (< 2: the tuner always
+ * says max(max_threads, 1) and never probes) and 1, probing again every
+ * interval calls (0: 200). */
+void attnrt_tuner_init(attnrt_tuner *t, int32_t max_threads,
+		       uint64_t interval);
+/* The thread count for the next call (attnrt_run.n_threads). */
+int32_t attnrt_tuner_next(const attnrt_tuner *t);
+/* Records how long the call run with attnrt_tuner_next's count took. A
+ * caller that judges a team call too slow to try without running it
+ * (say, an empty parallel region took milliseconds) records INFINITY for
+ * it, and the next count is 1. */
+void attnrt_tuner_record(attnrt_tuner *t, double seconds);
+/* Whether the next call is a probe (the caller may test the team first). */
+int attnrt_tuner_is_probing(const attnrt_tuner *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,134 @@
+/*
+ * rt_tuner.c - picks the thread count of a repeatedly called entry point
+ * by timing its calls (attnrt.h, attnrt_tuner): 1 thread against all,
+ * probed in turn, the median deciding, probed again now and then and at
+ * once when the winner starts to stall.
+ */
+#include "attnrt.h"
+
+#define SAMPLES 3          /* probe calls per candidate */
+#define STALL 4.0          /* a call this many medians long is a stall */
+#define MAX_BACKOFF 64     /* the interval grows to at most 64x */
+#define DEFAULT_INTERVAL 200
+
+static int32_t candidate(const attnrt_tuner *t, int i)
+{
+	return i == 0 ? t->max_threads : 1;
+}
+
+static double median3(const double *v, int n)
+{
+	if (n == 1)
+		return v[0];
+	if (n == 2)
+		return (v[0] + v[1]) / 2;
+	double a = v[0], b = v[1], c = v[2];
+	if ((a <= b && b <= c) || (c <= b && b <= a))
+		return b;
+	if ((b <= a && a <= c) || (c <= a && a <= b))
+		return a;
+	return c;
+}
+
+static double best(const attnrt_tuner *t, int i)
+{
+	double b = t->samples[i][0];
+	for (int k = 1; k < t->n_samples[i]; k++)
+		if (t->samples[i][k] < b)
+			b = t->samples[i][k];
+	return b;
+}
+
+static void start_probe(attnrt_tuner *t)
+{
+	t->phase = 0;
+	t->n_samples[0] = t->n_samples[1] = 0;
+	t->current = 1; /* the safe one first: the team is judged against it */
+	t->calls = 0;
+	t->n_slow = 0;
+}
+
+void attnrt_tuner_init(attnrt_tuner *t, int32_t max_threads,
+		       uint64_t interval)
+{
+	*t = (attnrt_tuner){0};
+	t->max_threads = max_threads > 1 ? max_threads : 1;
+	t->base_interval = interval ? interval : DEFAULT_INTERVAL;
+	t->interval = t->base_interval;
+	t->winner = -1;
+	if (t->max_threads == 1) {
+		t->phase = 1;
+		t->current = 1;
+		return;
+	}
+	start_probe(t);
+}
+
+int32_t attnrt_tuner_next(const attnrt_tuner *t)
+{
+	return t->current;
+}
+
+int attnrt_tuner_is_probing(const attnrt_tuner *t)
+{
+	return t->phase == 0;
+}
+
+/* Ends a probe: the lower median wins (a dropped candidate has none). */
+static void settle(attnrt_tuner *t)
+{
+	int w;
+	if (t->n_samples[0] == 0 || t->n_samples[1] == 0)
+		w = t->n_samples[0] ? 0 : 1;
+	else
+		w = median3(t->samples[1], t->n_samples[1]) <
+				    median3(t->samples[0], t->n_samples[0])
+			    ? 1
+			    : 0;
+	if (w == t->winner && t->interval < t->base_interval * MAX_BACKOFF)
+		t->interval *= 2;
+	else if (w != t->winner)
+		t->interval = t->base_interval;
+	t->winner = w;
+	t->median = median3(t->samples[w], t->n_samples[w]);
+	t->current = candidate(t, w);
+	t->phase = 1;
+	t->calls = 0;
+	t->n_slow = 0;
+	t->n_probes++;
+}
+
+static void record_probe(attnrt_tuner *t, double seconds)
+{
+	int i = t->current == t->max_threads ? 0 : 1, o = 1 - i;
+	t->samples[i][t->n_samples[i]++] = seconds;
+	/* far slower than the other's best: no need to see it again */
+	if (t->n_samples[o] > 0 && seconds > STALL * best(t, o)) {
+		t->n_samples[i] = 0;
+		settle(t);
+		return;
+	}
+	if (t->n_samples[0] == SAMPLES && t->n_samples[1] == SAMPLES) {
+		settle(t);
+		return;
+	}
+	if (t->n_samples[o] < SAMPLES)
+		t->current = candidate(t, o);
+}
+
+void attnrt_tuner_record(attnrt_tuner *t, double seconds)
+{
+	if (t->max_threads == 1)
+		return;
+	if (t->phase == 0) {
+		record_probe(t, seconds);
+		return;
+	}
+	t->calls++;
+	/* only a team can stall on a descheduled thread */
+	t->n_slow = t->current > 1 && seconds > STALL * t->median
+			    ? t->n_slow + 1
+			    : 0;
+	if (t->n_slow >= 2 || t->calls >= t->interval)
+		start_probe(t);
+}
