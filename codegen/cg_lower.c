@@ -390,6 +390,10 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_dropout(k);
 	case IR_OP_EMBEDDING:
 		return cg_lower_embedding(k);
+	case IR_OP_ONE_HOT:
+		return cg_lower_one_hot(k);
+	case IR_OP_EMBEDDING_GRAD:
+		return cg_lower_embedding_grad(k);
 	case IR_OP_BROADCAST:
 		return cg_lower_broadcast(k);
 	case IR_OP_PERMUTE:
@@ -554,7 +558,8 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 	    memcmp(&a->attr, &b->attr, sizeof a->attr) != 0 ||
 	    !same_type(L, &a->type, &b->type))
 		return false;
-	if ((a->op == IR_OP_EMBEDDING || a->op == IR_OP_CROSS_ENTROPY) &&
+	if ((a->op == IR_OP_EMBEDDING || a->op == IR_OP_CROSS_ENTROPY ||
+	     a->op == IR_OP_EMBEDDING_GRAD) &&
 	    (ga != gb || ia != ib))
 		return false;
 	for (uint32_t i = 0; i < a->n_args; i++)

@@ -166,6 +166,8 @@ static bool is_example_op(ir_op op)
 	case IR_OP_LAYER_NORM:
 	case IR_OP_DROPOUT:
 	case IR_OP_EMBEDDING:
+	case IR_OP_ONE_HOT:
+	case IR_OP_EMBEDDING_GRAD:
 	case IR_OP_REPEAT_INTERLEAVE:
 	case IR_OP_SORT:
 	case IR_OP_MSE_LOSS:

@@ -358,6 +358,10 @@ static bool eval_op(const interp_kernel *k)
 		return interp_k_dropout(k);
 	case IR_OP_EMBEDDING:
 		return interp_k_embedding(k);
+	case IR_OP_ONE_HOT:
+		return interp_k_one_hot(k);
+	case IR_OP_EMBEDDING_GRAD:
+		return interp_k_embedding_grad(k);
 	case IR_OP_RESHAPE:
 		return interp_k_reshape(k);
 	case IR_OP_BROADCAST:

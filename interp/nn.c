@@ -395,6 +395,47 @@ bool interp_k_embedding(const interp_kernel *k)
 	return true;
 }
 
+/* one_hot(ids) -> [..., n]: 1 at each id, 0 elsewhere and for ids outside
+ * [0, n). */
+bool interp_k_one_hot(const interp_kernel *k)
+{
+	const interp_tensor *ids = &k->args[0];
+	int64_t n = k->out->dims[k->out->rank - 1], m = interp_tensor_numel(ids);
+	if (m * n != interp_tensor_numel(k->out))
+		return mismatch(k, "indices", ids);
+	for (int64_t i = 0; i < m; i++) {
+		int64_t id = interp_ldi(ids, i);
+		for (int64_t j = 0; j < n; j++)
+			interp_st(k->out, i * n + j, j == id ? 1.0 : 0.0);
+	}
+	return true;
+}
+
+/* embedding_grad(ids, g) -> [V, D]: row v sums the rows of g at id v, in
+ * order of position; an id outside [0, V) is a run-time error. */
+bool interp_k_embedding_grad(const interp_kernel *k)
+{
+	const interp_tensor *ids = &k->args[0], *g = &k->args[1];
+	int64_t V = k->out->dims[0], D = k->out->dims[1];
+	int64_t n = interp_tensor_numel(ids);
+	if (n * D != interp_tensor_numel(g))
+		return mismatch(k, "gradient", g);
+	for (int64_t i = 0; i < V * D; i++)
+		interp_st(k->out, i, 0);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t id = interp_ldi(ids, i);
+		if (id < 0 || id >= V)
+			return interp_fail(k, "index %lld out of range [0, %lld)",
+					   (long long)id, (long long)V);
+		for (int64_t j = 0; j < D; j++) {
+			double s = R(k, interp_ld(k->out, id * D + j) +
+					    R(k, interp_ld(g, i * D + j)));
+			interp_st(k->out, id * D + j, s);
+		}
+	}
+	return true;
+}
+
 /* ---- losses ----------------------------------------------------------------------- */
 
 /* mean((pred - target)^2) over every element; NaN when there are none. */

@@ -520,6 +520,51 @@ static bool infer_embedding(infer_cx *c)
 	return true;
 }
 
+/* one_hot(ids): the node's own type gives the classes, its last dim. */
+static bool infer_one_hot(infer_cx *c)
+{
+	const ir_type *ids = arg_type(c, 0);
+	ir_type t = c->n->type;
+	if (!need_dtype(c, 0, IR_I32, "indices"))
+		return false;
+	t.dtype = IR_F32;
+	if (!ir_type_is_valid(c->m, &t) || t.rank != ids->rank + 1)
+		return fail(c, "target %s is not indices %s and one more axis",
+			    shape_str(c->m, &t).s, shape_str(c->m, ids).s);
+	for (int i = 0; i < ids->rank; i++)
+		if (!ir_dim_eq(t.dims[i], ids->dims[i]))
+			return fail(c, "target %s does not start with indices %s",
+				    shape_str(c->m, &t).s,
+				    shape_str(c->m, ids).s);
+	set_type(c, IR_F32, &t);
+	return true;
+}
+
+/* embedding_grad(ids, g): g is ids with a last axis D; the node's own
+ * type is the table's [V, D]. */
+static bool infer_embedding_grad(infer_cx *c)
+{
+	const ir_type *ids = arg_type(c, 0), *g = arg_type(c, 1);
+	ir_type t = c->n->type;
+	if (!need_dtype(c, 0, IR_I32, "indices") ||
+	    !need_dtype(c, 1, IR_F32, "gradient"))
+		return false;
+	bool ok = g->rank == ids->rank + 1;
+	for (int i = 0; ok && i < ids->rank; i++)
+		ok = ir_dim_eq(g->dims[i], ids->dims[i]);
+	if (!ok)
+		return fail(c, "gradient %s is not indices %s and one more axis",
+			    shape_str(c->m, g).s, shape_str(c->m, ids).s);
+	t.dtype = IR_F32;
+	if (!ir_type_is_valid(c->m, &t) || t.rank != 2 ||
+	    !ir_dim_eq(t.dims[1], g->dims[g->rank - 1]))
+		return fail(c, "target %s is not a table [V, %s]",
+			    shape_str(c->m, &t).s,
+			    shape_str(c->m, g).s);
+	set_type(c, IR_F32, &t);
+	return true;
+}
+
 /* ---- reshape ------------------------------------------------------------------------ */
 
 /* A product of dims: coef times the product of n symbols. */
@@ -962,6 +1007,10 @@ static bool infer_op(infer_cx *c)
 		return infer_dropout(c);
 	case IR_OP_EMBEDDING:
 		return infer_embedding(c);
+	case IR_OP_ONE_HOT:
+		return infer_one_hot(c);
+	case IR_OP_EMBEDDING_GRAD:
+		return infer_embedding_grad(c);
 	case IR_OP_RESHAPE:
 		return infer_reshape(c);
 	case IR_OP_BROADCAST:

@@ -444,16 +444,20 @@ static void grad_DROPOUT(pass_ad *ad, ir_id y, ir_id g)
 
 /* ---- indexing ------------------------------------------------------------------------------- */
 
-/* The table's gradient: onehot(ids)^T @ g over all looked-up rows, so a
- * row used twice sums both gradients. */
+/* The table's gradient: the rows of g summed into the rows their ids
+ * name (embedding_grad, a scatter-add), so a row used twice sums both
+ * gradients. */
 static void grad_EMBEDDING(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_id ids = arg(ad, y, 0), table = arg(ad, y, 1);
-	ir_dim v = pass_ad_type(ad, table).dims[0];
-	ir_id oh = flatten2(ad, pass_ad_onehot(ad, ids, v));
+	ir_type tt = pass_ad_type(ad, table);
+	ir_id args[2] = {ids, g};
 	pass_ad_accum(ad, table,
-		      pass_ad_matmul(ad, oh, flatten2(ad, g), true, false));
+		      pass_ad_typed(ad, IR_OP_EMBEDDING_GRAD, args, 2, &tt));
 }
+
+#define grad_ONE_HOT grad_nothing
+#define grad_EMBEDDING_GRAD grad_nothing /* no second derivatives */
 
 /* ---- layout ------------------------------------------------------------------------------------ */
 

@@ -103,5 +103,9 @@ ir_id pass_ad_below(pass_ad *ad, const ir_type *t, ir_id len);
 /* f32 of shape ids' dims + [n]: 1 at position ids[...], else 0 (n, the
  * size of the new last axis, may be symbolic). */
 ir_id pass_ad_onehot(pass_ad *ad, ir_id ids, ir_dim n);
+/* An attribute-free op of args whose result type is t (one_hot,
+ * embedding_grad: ops whose own type is their target). */
+ir_id pass_ad_typed(pass_ad *ad, ir_op op, const ir_id *args, uint32_t n,
+		    const ir_type *t);
 
 #endif

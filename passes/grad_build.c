@@ -278,16 +278,13 @@ ir_id pass_ad_onehot(pass_ad *ad, ir_id ids, ir_dim n)
 	if (ids == IR_NONE)
 		return none(ad);
 	ir_type t = pass_ad_type(ad, ids);
-	ir_type f = {.dtype = IR_F32};
-	t.dims[t.rank++] = n;
-	if (ir_dim_is_static(n)) {
-		ir_id eq = pass_ad_op2(ad, IR_OP_EQ, positions(ad, n.coef),
-				       pad_rank(ad, ids, t.rank), NULL);
-		return pass_ad_to(ad, IR_OP_CAST, eq, &f);
-	}
-	/* [k < id + 1] - [k < id]: ids are in range, so id + 1 >= 1. */
 	t.dtype = IR_F32;
-	ir_id next = pass_ad_op2(ad, IR_OP_ADD, ids, const_i32(ad, 1), NULL);
-	return pass_ad_op2(ad, IR_OP_SUB, pass_ad_below(ad, &t, next),
-			   pass_ad_below(ad, &t, ids), NULL);
+	t.dims[t.rank++] = n;
+	return build(ad, IR_OP_ONE_HOT, &ids, 1, NULL, &t);
+}
+
+ir_id pass_ad_typed(pass_ad *ad, ir_op op, const ir_id *args, uint32_t n,
+		    const ir_type *t)
+{
+	return build(ad, op, args, n, NULL, t);
 }

@@ -214,6 +214,8 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_LAYER_NORM:
 	case IR_OP_DROPOUT:
 	case IR_OP_EMBEDDING:
+	case IR_OP_ONE_HOT:
+	case IR_OP_EMBEDDING_GRAD:
 	case IR_OP_SLICE:
 	case IR_OP_CONCAT:
 	case IR_OP_REPEAT:

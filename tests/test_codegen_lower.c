@@ -66,11 +66,12 @@ typedef struct run_cfg {
 	double tol;       /* atol and rtol of float outputs */
 	int32_t int_lo, int_hi; /* range of random i32 inputs */
 	float f_lo, f_hi;       /* range of random f32 inputs */
+	int64_t grain;          /* cg_program_options.grain (0: default) */
 } run_cfg;
 
 static run_cfg cfg_default(void)
 {
-	return (run_cfg){false, 7, 3, 1, 1e-5, 0, 5, -2.0f, 2.0f};
+	return (run_cfg){false, 7, 3, 1, 1e-5, 0, 5, -2.0f, 2.0f, 0};
 }
 
 static uint64_t next(fx *x)
@@ -129,7 +130,8 @@ static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
 			  const interp_tensor *params, const run_cfg *c)
 {
 	jit_result r = {0};
-	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, syms, NULL);
+	cg_program_options po = {.grain = c->grain};
+	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, syms, &po);
 	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(&x->g));
 	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(&x->g));
 	attnrt_entry_fn fn = cg_program_entry(p, "f");
@@ -634,6 +636,27 @@ START_TEST(test_embedding_gathers_rows_of_the_table)
 }
 END_TEST
 
+START_TEST(test_one_hot_and_embedding_grad_match_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id ids = tu_input(&x.g, tu_type(IR_I32, 2, 7, 5));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 3, 7, 5, 9));
+	ret(&x, to_type(&x, IR_OP_ONE_HOT, ids, tu_type(IR_F32, 3, 7, 5, 6)));
+	ir_id args[2] = {ids, g};
+	ret(&x, tu_build(&x.g, IR_OP_EMBEDDING_GRAD, args, 2, NULL,
+			 &(ir_type){.dtype = IR_F32, .rank = 2,
+				    .dims = {{6, -1}, {9, -1}}}));
+	run_cfg c = cfg_default();
+	c.int_hi = 5; /* ids 0..5 of 6 rows: repeats, and a row never used */
+	check_cfg(&x, &c);
+	c.n_threads = 2;
+	c.grain = 1; /* every kernel parallel: rows split over the threads */
+	check_cfg(&x, &c);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_index_out_of_range_returns_the_error_code_of_its_node)
 {
 	fx x;
@@ -1011,6 +1034,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_layer_norm_matches_the_interpreter);
 	tcase_add_test(t, test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);
 	tcase_add_test(t, test_embedding_gathers_rows_of_the_table);
+	tcase_add_test(t, test_one_hot_and_embedding_grad_match_the_interpreter);
 	tcase_add_test(t, test_index_out_of_range_returns_the_error_code_of_its_node);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
 	tcase_add_test(t, test_losses_match_the_interpreter);

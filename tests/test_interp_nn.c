@@ -307,6 +307,47 @@ START_TEST(test_embedding_index_out_of_range_is_an_error_not_a_crash)
 }
 END_TEST
 
+START_TEST(test_one_hot_marks_each_id_and_zeroes_ids_out_of_range)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id ids = ti_ci(&x, SHAPE(2, 2), I32S(2, 0, -1, 3));
+	ir_type t = ti_type(IR_F32, 3, (const int64_t[]){2, 2, 3});
+	ti_expect(&x, ti_node(&x, IR_OP_ONE_HOT, &ids, 1, NULL, &t), SHAPE(2, 2, 3),
+		  DBL(0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), 0);
+	ti_fini(&x);
+}
+END_TEST
+
+START_TEST(test_embedding_grad_sums_the_rows_of_each_id)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id ids = ti_ci(&x, SHAPE(2, 2), I32S(2, 0, 2, 2));
+	ir_id g = ti_cf(&x, SHAPE(2, 2, 2), F32S(1, 2, 10, 20, 100, 200, 0.5f, 0.25f));
+	ir_type t = ti_type(IR_F32, 2, (const int64_t[]){4, 2});
+	ir_id args[] = {ids, g};
+	/* row 2: 1 + 100 + 0.5, 2 + 200 + 0.25; row 0: 10, 20; 1 and 3 none */
+	ti_expect(&x, ti_node(&x, IR_OP_EMBEDDING_GRAD, args, 2, NULL, &t),
+		  SHAPE(4, 2), DBL(10, 20, 0, 0, 101.5, 202.25, 0, 0), 0);
+	ti_fini(&x);
+}
+END_TEST
+
+START_TEST(test_embedding_grad_index_out_of_range_is_an_error)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id ids = ti_ci(&x, SHAPE(2), I32S(1, 4));
+	ir_id g = ti_cf(&x, SHAPE(2, 1), F32S(1, 2));
+	ir_type t = ti_type(IR_F32, 2, (const int64_t[]){4, 1});
+	ir_id args[] = {ids, g};
+	ti_expect_error(&x, ti_node(&x, IR_OP_EMBEDDING_GRAD, args, 2, NULL, &t),
+			"error: embedding_grad: index 4 out of range [0, 4)");
+	ti_fini(&x);
+}
+END_TEST
+
 /* ---- losses ---------------------------------------------------------------------- */
 
 START_TEST(test_mse_loss_is_the_mean_squared_error)
@@ -431,6 +472,9 @@ static Suite *interp_nn_suite(void)
 	tcase_add_test(nn, test_dropout_repeats_for_one_seed_and_step_and_changes_with_step);
 	tcase_add_test(nn, test_embedding_gathers_rows_of_the_table);
 	tcase_add_test(nn, test_embedding_index_out_of_range_is_an_error_not_a_crash);
+	tcase_add_test(nn, test_one_hot_marks_each_id_and_zeroes_ids_out_of_range);
+	tcase_add_test(nn, test_embedding_grad_sums_the_rows_of_each_id);
+	tcase_add_test(nn, test_embedding_grad_index_out_of_range_is_an_error);
 	suite_add_tcase(s, nn);
 	TCase *ls = tcase_create("losses");
 	tcase_add_test(ls, test_mse_loss_is_the_mean_squared_error);

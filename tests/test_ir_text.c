@@ -281,6 +281,12 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_id s = n2(b, IR_OP_MATMUL, e, e, &mm); /* [B, 3, 3] */
 	ir_attr fill = {.fill = -1e6};
 	ir_id w = n2(b, IR_OP_MASKED_SOFTMAX, s, valid, &fill);
+	ir_type oh = b->f->g.nodes[ids].type; /* [B, 3] -> [B, 3, 7] */
+	oh.dtype = IR_F32;
+	oh.dims[oh.rank++] = D(7);
+	node(b, IR_OP_ONE_HOT, &ids, 1, NULL, &oh);
+	ir_id eg[] = {ids, e};
+	node(b, IR_OP_EMBEDDING_GRAD, eg, 2, NULL, &tab);
 	ir_attr eps = {.eps = 1e-5};
 	ir_id ln_args[] = {e, gm, gm};
 	ir_id ln = node(b, IR_OP_LAYER_NORM, ln_args, 3, &eps, NULL);
