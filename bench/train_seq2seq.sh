@@ -203,6 +203,9 @@ def attnc_row(model):
              loss=epochs[-1]['loss'], rate=tokens / seconds if seconds else 0,
              last=epochs[-1]['tokens_per_sec'],
              translations=[t for t in records if 'src' in t])
+    decoded = [t for t in records if 'translated' in t]
+    if decoded:
+        r['decode'] = decoded[-1]
     return r
 
 
@@ -258,4 +261,11 @@ for model in models.split():
         if r:
             print(f'{model}, {name}: ' + ('; '.join(map(said, r['translations']))
                                          or 'no translations'))
+        if r and 'decode' in r:
+            d = r['decode']
+            print(f"{model}, {name}: greedy decoding of {d['translated']} "
+                  f"sentences as one batch: {d['decode_ms']:.2f} ms "
+                  f"({d['ms_per_sentence']:.3f} ms a sentence), after "
+                  f"{d['compile_seconds']:.2f} s compiling encode and "
+                  f"decode_step")
 EOF
