@@ -65,6 +65,17 @@ static LLVMValueRef fadd_r(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 	return cg_fast(LLVMBuildFAdd(f->b, a, b, ""), true);
 }
 
+/* max(a, b) as a reduction step the vectorizer takes: maxnum with
+ * `nnan nsz`. Without them LLVM keeps a row's max a scalar chain (4
+ * cycles an element). A NaN in the row may then give any maximum, but
+ * the row's result is NaN anyway: the next pass's x - max is NaN there. */
+static LLVMValueRef fmax_r(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef m = cg_lower_fcall(f, "llvm.maxnum", a, b);
+	LLVMSetFastMathFlags(m, LLVMFastMathNoNaNs | LLVMFastMathNoSignedZeros);
+	return m;
+}
+
 /* The nest's work and outer extent, then the nest over [lo, hi). */
 static void run_rows(cg_kernel *k, cg_nest *n, int64_t row_work,
 		     cg_nest_body body, void *ud)
@@ -475,7 +486,7 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 		v = LLVMBuildSelect(f->b, in, v, cg_f32(f, c->fill), "");
 	}
 	stf(k, v, k->out, cg_add(f, offs[0], j));
-	set(k, mx, cg_lower_fcall(f, "llvm.maxnum", get(k, ft, mx), v));
+	set(k, mx, fmax_r(f, get(k, ft, mx), v));
 	cg_loop_end(f, &l);
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
@@ -689,7 +700,7 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef v = ldf(k, k->in[0], cg_add(f, offs[1], j));
-	set(k, mx, cg_lower_fcall(f, "llvm.maxnum", get(k, ft, mx), v));
+	set(k, mx, fmax_r(f, get(k, ft, mx), v));
 	cg_loop_end(f, &l);
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);

@@ -657,6 +657,31 @@ START_TEST(test_one_hot_and_embedding_grad_match_the_interpreter)
 }
 END_TEST
 
+/* Rows with a NaN, an infinity or nothing but -inf give what the
+ * interpreter gives (NaN rows), also where the row's max is vectorized. */
+START_TEST(test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	float v[4 * 19];
+	for (int i = 0; i < 4 * 19; i++)
+		v[i] = (float)((i * 7) % 19) * 0.25f - 2;
+	v[19 + 3] = NAN;
+	v[19 + 17] = NAN;
+	v[2 * 19 + 5] = INFINITY;
+	for (int i = 0; i < 19; i++)
+		v[3 * 19 + i] = -INFINITY;
+	int32_t lab[4] = {4, 3, 5, 0};
+	ir_id lg = tu_const(&x.g, tu_type(IR_F32, 2, 4, 19), v);
+	ir_id lb = tu_const(&x.g, tu_type(IR_I32, 1, 4), lab);
+	ret(&x, op1(&x, IR_OP_SOFTMAX, lg, NULL));
+	ret(&x, op1(&x, IR_OP_LOG_SOFTMAX, lg, NULL));
+	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
+	check(&x);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_index_out_of_range_returns_the_error_code_of_its_node)
 {
 	fx x;
@@ -1035,6 +1060,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);
 	tcase_add_test(t, test_embedding_gathers_rows_of_the_table);
 	tcase_add_test(t, test_one_hot_and_embedding_grad_match_the_interpreter);
+	tcase_add_test(t, test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter);
 	tcase_add_test(t, test_index_out_of_range_returns_the_error_code_of_its_node);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
 	tcase_add_test(t, test_losses_match_the_interpreter);
