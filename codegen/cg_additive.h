@@ -93,6 +93,11 @@ typedef void (*cg_addattn_block_fn)(cg_addattn *a, LLVMValueRef j0, LLVMValueRef
 void cg_addattn_blocks(cg_addattn *a, LLVMValueRef lo, LLVMValueRef hi,
 		   cg_addattn_block_fn body, void *ud);
 
+/* The sum of the CG_ADDATTN_BLOCK floats at buf (a block's buffer,
+ * zero past its keys), a vector at a time: more accurate than a serial
+ * sum over the keys, as the unfused softmax's vectorized sums are. */
+LLVMValueRef cg_addattn_block_sum(cg_addattn *a, LLVMValueRef buf);
+
 /* The condition (an i1) under which the keys past a row's valid length
  * still count: the running maximum m within CG_ATTN_FILL_MARGIN of the
  * fill (always true for a row of valid length 0, whose m is -inf). */

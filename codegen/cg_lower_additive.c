@@ -349,6 +349,17 @@ void cg_addattn_blocks(cg_addattn *a, LLVMValueRef lo, LLVMValueRef hi,
 	cg_loop_end(f, &l);
 }
 
+LLVMValueRef cg_addattn_block_sum(cg_addattn *a, LLVMValueRef buf)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef acc = NULL;
+	for (int64_t j = 0; j < CG_ADDATTN_BLOCK; j += a->vw) {
+		LLVMValueRef x = cg_vload(f, a->vw, cg_ati(f, buf, j), 4);
+		acc = acc ? LLVMBuildFAdd(f->b, acc, x, "") : x;
+	}
+	return cg_attn_hsum(&a->base, acc);
+}
+
 LLVMValueRef cg_addattn_needs_masked(cg_addattn *a)
 {
 	cg_fn *f = a->f;
@@ -389,18 +400,20 @@ static void fwd_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
 						  alpha, ""));
 	cg_addattn_axpy(a, a->acc, a->acc, a->dv, alpha, false);
 	cg_attn_set(&a->base, a->m, m_new);
+	cg_attn_fill(&a->base, a->db, cg_i64(f, CG_ADDATTN_BLOCK), 0);
 	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
 	LLVMValueRef j = cg_add(f, j0, t);
 	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)),
 							      m_new, ""));
-	cg_attn_set(&a->base, a->l, LLVMBuildFAdd(f->b, cg_attn_get(&a->base, ft, a->l),
-						  p, ""));
+	cg_store(f, p, cg_at(f, a->db, t));
 	if (a->has_dropout)
 		p = LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), p, cg_f32(f, 0), "");
 	LLVMValueRef vrow = cg_at(f, a->v, cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j),
 						   a->dv));
 	cg_addattn_axpy(a, a->acc, vrow, a->dv, p, true);
 	cg_loop_end(f, &l);
+	cg_attn_set(&a->base, a->l, LLVMBuildFAdd(f->b, cg_attn_get(&a->base, ft, a->l),
+						  cg_addattn_block_sum(a, a->db), ""));
 }
 
 /* out row = accumulator / l, times 1 / (1 - p) when dropout is on; 0

@@ -89,13 +89,23 @@ static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *u
 	cg_attn_set(b, a->l, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->l), alpha, ""));
 	cg_attn_set(b, a->x, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), alpha, ""));
 	cg_attn_set(b, a->m, m_new);
+	/* e into sb and e dP into db, zero past the block's keys, summed a
+	 * vector at a time. */
+	t = cg_loop_begin(f, &l, jn, cg_i64(f, CG_ADDATTN_BLOCK), 1);
+	cg_store(f, cg_f32(f, 0), cg_at(f, a->sb, t));
+	cg_store(f, cg_f32(f, 0), cg_at(f, a->db, t));
+	cg_loop_end(f, &l);
 	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
 	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)),
 							      m_new, ""));
 	LLVMValueRef ex = LLVMBuildFMul(f->b, e, cg_load(f, cg_at(f, a->db, t)), "");
-	cg_attn_set(b, a->l, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->l), e, ""));
-	cg_attn_set(b, a->x, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x), ex, ""));
+	cg_store(f, e, cg_at(f, a->sb, t));
+	cg_store(f, ex, cg_at(f, a->db, t));
 	cg_loop_end(f, &l);
+	cg_attn_set(b, a->l, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->l),
+					   cg_addattn_block_sum(a, a->sb), ""));
+	cg_attn_set(b, a->x, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x),
+					   cg_addattn_block_sum(a, a->db), ""));
 }
 
 /* u = dS wv (1 - t t) into the dqp row, dkp[k]; dS t into dwv[n]. */
