@@ -416,6 +416,10 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_fused_attention(k);
 	case IR_OP_FUSED_ATTENTION_GRAD:
 		return cg_lower_fused_attention_grad(k);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION:
+		return cg_lower_fused_additive_attention(k);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
+		return cg_lower_fused_additive_attention_grad(k);
 	case IR_OP_COUNT:
 		break;
 	}

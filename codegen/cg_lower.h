@@ -148,4 +148,9 @@ bool cg_lower_embedding_grad(cg_kernel *k);
 bool cg_lower_fused_attention(cg_kernel *k);
 bool cg_lower_fused_attention_grad(cg_kernel *k);
 
+/* cg_lower_additive.c, cg_lower_additive_grad.c: the fused additive
+ * attention kernels. */
+bool cg_lower_fused_additive_attention(cg_kernel *k);
+bool cg_lower_fused_additive_attention_grad(cg_kernel *k);
+
 #endif

@@ -174,6 +174,8 @@ static bool is_example_op(ir_op op)
 	case IR_OP_CROSS_ENTROPY:
 	case IR_OP_FUSED_ATTENTION:
 	case IR_OP_FUSED_ATTENTION_GRAD:
+	case IR_OP_FUSED_ADDITIVE_ATTENTION:
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
 	case IR_OP_COUNT:
 		return false;
 	}

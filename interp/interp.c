@@ -386,6 +386,10 @@ static bool eval_op(const interp_kernel *k)
 		return interp_k_fused_attention(k);
 	case IR_OP_FUSED_ATTENTION_GRAD:
 		return interp_k_fused_attention_grad(k);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION:
+		return interp_k_fused_additive_attention(k);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
+		return interp_k_fused_additive_attention_grad(k);
 	case IR_OP_COUNT:
 		break;
 	}

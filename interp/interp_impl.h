@@ -211,6 +211,10 @@ bool interp_k_cross_entropy(const interp_kernel *k);
 bool interp_k_fused_attention(const interp_kernel *k);
 bool interp_k_fused_attention_grad(const interp_kernel *k);
 
+/* additive.c */
+bool interp_k_fused_additive_attention(const interp_kernel *k);
+bool interp_k_fused_additive_attention_grad(const interp_kernel *k);
+
 /* layout.c */
 bool interp_k_reshape(const interp_kernel *k);
 bool interp_k_broadcast(const interp_kernel *k);

@@ -945,6 +945,113 @@ static bool infer_fused_attention_grad(infer_cx *c)
 	return true;
 }
 
+/* ---- fused additive attention ------------------------------------------------------------ */
+
+bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
+			   const ir_type *v, ir_dim *out)
+{
+	ir_type wv = {.dtype = IR_F32, .rank = 2,
+		      .dims = {qp->dims[0], qp->dims[2]}};
+	const ir_type *ts[4] = {qp, kp, &wv, v};
+	ir_dim total = ir_dim_static(0), part;
+	for (int i = 0; i < 4; i++)
+		if (!ir_type_numel_dim(ts[i], &part) || !concat_add(&total, part))
+			return false;
+	*out = total;
+	return true;
+}
+
+/* valid lengths (operand i): rank 1 or 2, (N) or (N, Q) of the result's
+ * leading dims, size-1 dims stretching. */
+static bool valid_operand(const infer_cx *c, uint32_t i, const ir_type *q)
+{
+	const ir_type *vl = arg_type(c, i);
+	if (!need_dtype(c, i, IR_I32, "valid lengths"))
+		return false;
+	bool ok = vl->rank == 1 || vl->rank == 2;
+	for (int d = 0; ok && d < vl->rank; d++)
+		ok = ir_dim_eq(vl->dims[d], q->dims[d]) || dim_is_one(vl->dims[d]);
+	if (!ok)
+		return fail(c, "valid lengths %s must be (N) or (N, Q) for "
+			       "queries %s", shape_str(c->m, vl).s,
+			    shape_str(c->m, q).s);
+	return true;
+}
+
+/* qp (N, Q, H), kp (N, K, H), wv (H), v (N, K, dv), then valid when the
+ * node has n_fixed + 1 operands. */
+static bool additive_operands(const infer_cx *c, uint32_t n_fixed,
+			      bool *has_valid)
+{
+	static const char *const names[4] = {"query projections",
+					     "key projections", "scoring vector",
+					     "values"};
+	static const int ranks[4] = {3, 3, 1, 3};
+	if (c->n->n_args != n_fixed && c->n->n_args != n_fixed + 1)
+		return fail(c, "expects %u or %u operands, got %u", n_fixed,
+			    n_fixed + 1, c->n->n_args);
+	*has_valid = c->n->n_args == n_fixed + 1;
+	for (uint32_t i = 0; i < 4; i++) {
+		if (!need_dtype(c, i, IR_F32, names[i]))
+			return false;
+		if (arg_type(c, i)->rank != ranks[i])
+			return fail(c, "%s must have rank %d: %s", names[i],
+				    ranks[i], shape_str(c->m, arg_type(c, i)).s);
+	}
+	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1),
+		      *w = arg_type(c, 2), *v = arg_type(c, 3);
+	if (!ir_dim_eq(q->dims[0], k->dims[0]) || !ir_dim_eq(q->dims[0], v->dims[0]) ||
+	    !ir_dim_eq(q->dims[2], k->dims[2]) || !ir_dim_eq(q->dims[2], w->dims[0]) ||
+	    !ir_dim_eq(k->dims[1], v->dims[1]))
+		return fail(c, "query projections %s, key projections %s, "
+			       "scoring vector %s and values %s do not fit "
+			       "(N, Q, H), (N, K, H), (H), (N, K, dv)",
+			    shape_str(c->m, q).s, shape_str(c->m, k).s,
+			    shape_str(c->m, w).s, shape_str(c->m, v).s);
+	return !*has_valid || valid_operand(c, 4, q);
+}
+
+static bool infer_fused_additive_attention(infer_cx *c)
+{
+	bool has_valid;
+	if (!additive_operands(c, 4, &has_valid) || !attention_attrs(c))
+		return false;
+	ir_type r = *arg_type(c, 0);
+	r.dims[2] = arg_type(c, 3)->dims[2];
+	set_type(c, IR_F32, &r);
+	return true;
+}
+
+/* The gradient g has the forward result's shape; the result packs dqp,
+ * dkp, dwv per batch and dv in one axis. */
+static bool infer_fused_additive_attention_grad(infer_cx *c)
+{
+	bool has_valid;
+	if (!additive_operands(c, 5, &has_valid) || !attention_attrs(c))
+		return false;
+	uint32_t gi = has_valid ? 5 : 4;
+	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1),
+		      *v = arg_type(c, 3), *g = arg_type(c, gi);
+	ir_type want = *q;
+	want.dims[2] = v->dims[2];
+	if (!need_dtype(c, gi, IR_F32, "gradient"))
+		return false;
+	if (!shape_eq(g, &want))
+		return fail(c, "gradient %s must have the result's shape %s",
+			    shape_str(c->m, g).s, shape_str(c->m, &want).s);
+	ir_dim total;
+	if (!ir_additive_grad_size(q, k, v, &total))
+		return fail(c, "the sizes of query projections %s, key "
+			       "projections %s and values %s do not add up to "
+			       "one dimension (at most one run-time size, the "
+			       "same in all)",
+			    shape_str(c->m, q).s, shape_str(c->m, k).s,
+			    shape_str(c->m, v).s);
+	ir_type r = {.dtype = IR_F32, .rank = 1, .dims = {total}};
+	set_type(c, IR_F32, &r);
+	return true;
+}
+
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
 static bool infer_op(infer_cx *c)
@@ -1035,6 +1142,10 @@ static bool infer_op(infer_cx *c)
 		return infer_fused_attention(c);
 	case IR_OP_FUSED_ATTENTION_GRAD:
 		return infer_fused_attention_grad(c);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION:
+		return infer_fused_additive_attention(c);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
+		return infer_fused_additive_attention_grad(c);
 	case IR_OP_COUNT:
 		break;
 	}

@@ -367,6 +367,13 @@ bool ir_type_numel_dim(const ir_type *t, ir_dim *out);
  * and a static remainder). */
 bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
 			    const ir_type *v, ir_dim *out);
+/* The length of fused_additive_attention_grad's packed result for
+ * operands of types qp (N, Q, H), kp (N, K, H) and v (N, K, dv):
+ * numel(qp) + numel(kp) + N*H + numel(v) as one dim (dwv's N per-batch
+ * parts sit between dkp and dv). False if the sum is not one, as for
+ * ir_attention_grad_size. */
+bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
+			   const ir_type *v, ir_dim *out);
 
 /* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,

@@ -157,8 +157,7 @@ static void verify_leaf(verifier *v, const ir_func *f, ir_id i)
 		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "
 				 "streams)", f->name, i, n->attr.dropout.stream,
 		      v->m->n_dropout_streams);
-	bool is_attention = n->op == IR_OP_FUSED_ATTENTION ||
-			    n->op == IR_OP_FUSED_ATTENTION_GRAD;
+	bool is_attention = ir_op_table[n->op].attr == IR_ATTR_ATTENTION;
 	if (is_attention && n->attr.attention.p > 0 &&
 	    n->attr.attention.stream >= v->m->n_dropout_streams)
 		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "

@@ -22,6 +22,7 @@
  */
 #include "passes.h"
 
+#include "fuse_additive.h"
 #include "fuse_attention.h"
 
 #include <string.h>
@@ -270,7 +271,8 @@ static bool fuse_func(ir_module *m, ir_func *f)
 bool pass_fuse_attention(ir_module *m)
 {
 	for (uint32_t fi = 0; fi < m->n_funcs; fi++)
-		if (!fuse_func(m, m->funcs[fi]))
+		if (!fuse_func(m, m->funcs[fi]) ||
+		    !pass_fuse_additive_func(m, m->funcs[fi]))
 			return false;
 	return pass_module_drop_unused_consts(m);
 }
@@ -316,17 +318,21 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		if (!is_softmax(n->op))
 			continue;
 		fz_match mt;
+		fa_match am;
 		bool ok = fz_match_at(m, f, &u, i, &mt);
+		bool is_add = !ok && fa_match_at(m, f, &u, i, &am);
 		fprintf(out, "@%s %%%u %s at ", f->name, i, ir_op_table[n->op].name);
 		print_loc(m, n->loc, out);
 		fputs(": ", out);
 		if (ok)
 			print_fused(f, &mt, out);
+		else if (is_add)
+			pass_fuse_additive_print(f, &am, out);
 		else
-			fprintf(out, "not fused: %s", mt.why);
+			fprintf(out, "not fused: %s", am.is_additive ? am.why : mt.why);
 		fputc('\n', out);
 		(*n_sm)++;
-		*n_fused += ok;
+		*n_fused += ok || is_add;
 	}
 	fz_uses_fini(m->ctx, &u);
 }

@@ -632,6 +632,133 @@ static void grad_CROSS_ENTROPY(pass_ad *ad, ir_id y, ir_id g)
 	pass_ad_accum(ad, logits, mul(ad, sub(ad, p, oh), gk));
 }
 
+/* ---- fused additive attention ----------------------------------------------------------------- */
+
+#define grad_FUSED_ADDITIVE_ATTENTION_GRAD grad_nothing /* no second derivatives */
+
+static ir_type type4(const ir_type *t3, int at)
+{
+	ir_type r = *t3;
+	r.rank = 4;
+	for (int i = 3; i > at; i--)
+		r.dims[i] = r.dims[i - 1];
+	r.dims[at] = ir_dim_static(1);
+	return r;
+}
+
+/* The weights' gradient dS (N, Q, K) of an additive attention y into
+ * qp, kp and wv through t = tanh(qp[:, :, None] + kp[:, None]) (N, Q, K,
+ * H): u = dS wv (1 - t t), dqp = sum_k u, dkp = sum_q u, dwv = sum dS t. */
+static void additive_features_grad(pass_ad *ad, ir_id y, ir_id t, ir_id ds)
+{
+	ir_id qp = arg(ad, y, 0), kp = arg(ad, y, 1), wv = arg(ad, y, 2);
+	ir_type qt = pass_ad_type(ad, qp), kt = pass_ad_type(ad, kp),
+		wt = pass_ad_type(ad, wv), st = pass_ad_type(ad, ds);
+	ir_type ds4 = type4(&st, 3), w4 = {.dtype = IR_F32, .rank = 4,
+				   .dims = {ir_dim_static(1), ir_dim_static(1),
+					    ir_dim_static(1), wt.dims[0]}};
+	ir_id d4 = pass_ad_to(ad, IR_OP_RESHAPE, ds, &ds4);
+	ir_id w = pass_ad_to(ad, IR_OP_RESHAPE, wv, &w4);
+	ir_id one = pass_ad_scalar(ad, 1);
+	ir_id u = mul(ad, mul(ad, d4, w), sub(ad, one, mul(ad, t, t)));
+	if (wants(ad, y, 0))
+		pass_ad_accum(ad, qp, pass_ad_to(ad, IR_OP_RESHAPE,
+						 pass_ad_sum(ad, u, 1u << 2, false), &qt));
+	if (wants(ad, y, 1))
+		pass_ad_accum(ad, kp, pass_ad_to(ad, IR_OP_RESHAPE,
+						 pass_ad_sum(ad, u, 1u << 1, false), &kt));
+	if (wants(ad, y, 2))
+		pass_ad_accum(ad, wv, pass_ad_sum(ad, mul(ad, t, d4), 7u, false));
+}
+
+/* The gradient when the packed result has no type (sizes that do not add
+ * up to one dim): the features and weights rebuilt from primitives and
+ * differentiated by the rules above, as if never fused. */
+static void grad_additive_unfused(pass_ad *ad, ir_id y, ir_id g)
+{
+	ir_node n = fwd(ad, y);
+	ir_id qp = arg(ad, y, 0), kp = arg(ad, y, 1), wv = arg(ad, y, 2),
+	      v = arg(ad, y, 3);
+	bool is_masked = n.n_args == 5;
+	ir_type qt = pass_ad_type(ad, qp), kt = pass_ad_type(ad, kp),
+		wt = pass_ad_type(ad, wv);
+	ir_type q4 = type4(&qt, 2), k4 = type4(&kt, 1);
+	ir_type wcol = {.dtype = IR_F32, .rank = 2,
+			.dims = {wt.dims[0], ir_dim_static(1)}};
+	ir_id t = pass_ad_op1(ad, IR_OP_TANH,
+			      add(ad, pass_ad_to(ad, IR_OP_RESHAPE, qp, &q4),
+				  pass_ad_to(ad, IR_OP_RESHAPE, kp, &k4)), NULL);
+	ir_id s4 = pass_ad_matmul(ad, t, pass_ad_to(ad, IR_OP_RESHAPE, wv, &wcol),
+				  false, false);
+	ir_type st = pass_ad_type(ad, s4);
+	st.rank = 3;
+	ir_id s = mul(ad, pass_ad_to(ad, IR_OP_RESHAPE, s4, &st),
+		      pass_ad_scalar(ad, n.attr.attention.scale));
+	ir_attr drop = {.dropout = {n.attr.attention.p, n.attr.attention.stream}};
+	ir_attr fill = {.fill = n.attr.attention.fill};
+	ir_id p = is_masked ? pass_ad_op2(ad, IR_OP_MASKED_SOFTMAX, s,
+					  arg(ad, y, 4), &fill)
+			    : pass_ad_op1(ad, IR_OP_SOFTMAX, s, NULL);
+	bool is_dropout = n.attr.attention.p > 0;
+	ir_id pd = is_dropout ? pass_ad_op1(ad, IR_OP_DROPOUT, p, &drop) : p;
+	if (wants(ad, y, 3))
+		pass_ad_accum(ad, v, pass_ad_matmul(ad, pd, g, true, false));
+	if (!wants(ad, y, 0) && !wants(ad, y, 1) && !wants(ad, y, 2))
+		return;
+	ir_id gp = pass_ad_matmul(ad, g, v, false, true);
+	if (is_dropout)
+		gp = pass_ad_op1(ad, IR_OP_DROPOUT, gp, &drop);
+	ir_id ds = softmax_grad(ad, p, gp);
+	if (is_masked)
+		ds = mul(ad, ds, pass_ad_below(ad, &st, arg(ad, y, 4)));
+	ds = mul(ad, ds, pass_ad_scalar(ad, n.attr.attention.scale));
+	additive_features_grad(ad, y, t, ds);
+}
+
+/* fused attention's unpacking of a packed gradient (below). */
+static ir_id unpack(pass_ad *ad, ir_id pk, int64_t off, int64_t len,
+		    const ir_type *t);
+
+/* One fused_additive_attention_grad node computes dqp, dkp, the per-batch
+ * parts of dwv and dv together; each is read back from its packed result
+ * by a slice and a reshape, dwv's parts then summed over the batch. */
+static void grad_FUSED_ADDITIVE_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
+{
+	ir_node n = fwd(ad, y);
+	ir_type t[4];
+	ir_dim size, part;
+	for (uint32_t i = 0; i < 4; i++)
+		t[i] = pass_ad_type(ad, arg(ad, y, i));
+	if (!wants(ad, y, 0) && !wants(ad, y, 1) && !wants(ad, y, 2) &&
+	    !wants(ad, y, 3))
+		return;
+	if (!ir_additive_grad_size(&t[0], &t[1], &t[3], &size)) {
+		grad_additive_unfused(ad, y, g);
+		return;
+	}
+	ir_id args[6];
+	for (uint32_t i = 0; i < n.n_args; i++)
+		args[i] = arg(ad, y, i);
+	args[n.n_args] = g;
+	ir_id pk = pass_ad_opn(ad, IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD, args,
+			       n.n_args + 1, &n.attr);
+	/* dwv's parts as (N, H), summed over N. */
+	ir_type wn = {.dtype = IR_F32, .rank = 2,
+		      .dims = {t[0].dims[0], t[2].dims[0]}};
+	int64_t off = 0;
+	for (uint32_t i = 0; i < 4; i++) {
+		const ir_type *pt = i == 2 ? &wn : &t[i];
+		ir_type_numel_dim(pt, &part); /* in the sum's units */
+		ir_id x = wants(ad, y, i) ? unpack(ad, pk, off, part.coef, pt)
+					  : IR_NONE;
+		if (x != IR_NONE && i == 2)
+			x = pass_ad_sum(ad, x, 1u, false);
+		if (x != IR_NONE)
+			pass_ad_accum(ad, arg(ad, y, i), x);
+		off += part.coef;
+	}
+}
+
 /* ---- fused attention ---------------------------------------------------------------------------- */
 
 #define grad_FUSED_ATTENTION_GRAD grad_nothing /* no second derivatives */

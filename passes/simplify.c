@@ -225,6 +225,8 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_CROSS_ENTROPY:
 	case IR_OP_FUSED_ATTENTION:
 	case IR_OP_FUSED_ATTENTION_GRAD:
+	case IR_OP_FUSED_ADDITIVE_ATTENTION:
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
 	case IR_OP_COUNT:
 		return IR_NONE;
 	}

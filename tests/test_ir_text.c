@@ -297,6 +297,10 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_id fa = node(b, IR_OP_FUSED_ATTENTION, fa_args, 4, &at, NULL);
 	ir_id fg_args[] = {e, e, e, valid, fa};
 	node(b, IR_OP_FUSED_ATTENTION_GRAD, fg_args, 5, &at, NULL);
+	ir_id aa_args[] = {e, e, gm, e, valid};
+	ir_id aa = node(b, IR_OP_FUSED_ADDITIVE_ATTENTION, aa_args, 5, &at, NULL);
+	ir_id ag_args[] = {e, e, gm, e, valid, aa};
+	node(b, IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD, ag_args, 6, &at, NULL);
 	n1(b, IR_OP_SOFTMAX, w, NULL);
 	n1(b, IR_OP_LOG_SOFTMAX, w, NULL);
 	ir_attr r = {.reduce = {0x5, true}}, am = {.reduce = {0x2, false}};

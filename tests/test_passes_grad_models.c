@@ -292,6 +292,32 @@ START_TEST(test_fused_transformer_loss_gradient_matches_finite_differences)
 }
 END_TEST
 
+/* Bahdanau's training graph after the pipeline, where fuse_attention
+ * replaced the ten decoder-step attentions of loss and loss_grad
+ * (forward and backward) by fused_additive_attention and
+ * fused_additive_attention_grad. */
+START_TEST(test_fused_bahdanau_loss_gradient_matches_finite_differences)
+{
+	gm x;
+	gm_init(&x);
+	add_nmt_batch(&x);
+	gm_load(&x, "models/bahdanau.g");
+	pass_options po = {.verify_each = true};
+	ck_assert(pass_pipeline_run(x.m, &po));
+	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad",
+				   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD), 10);
+	interp_opts eval = {.is_f64 = true};
+	directional_error(&x, &eval, 1);
+	directional_error(&x, &eval, 2);
+	interp_opts train = {.is_f64 = true, .is_training = true, .seed = 11,
+			     .step = 3};
+	directional_error(&x, &train, 3);
+	gm_fini(&x);
+}
+END_TEST
+
 static Suite *grad_models_suite(void)
 {
 	Suite *s = suite_create("passes_grad_models");
@@ -300,6 +326,7 @@ static Suite *grad_models_suite(void)
 	tcase_add_test(tc, test_nw_param_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_transformer_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_bahdanau_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc, test_fused_bahdanau_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_fused_transformer_loss_gradient_matches_finite_differences);
 	suite_add_tcase(s, tc);
 	return s;

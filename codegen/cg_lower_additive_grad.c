@@ -1,0 +1,255 @@
+/*
+ * cg_lower_additive_grad.c - the fused_additive_attention_grad kernel:
+ * the gradients dqp, dkp, dwv and dv of fused additive attention without
+ * the N x Q x K x H features or the N x Q x K weights, written into one
+ * packed result [dqp | dkp | dwv per batch (N x H) | dv].
+ *
+ * The outer loop runs over n, split over threads, so each thread owns
+ * dkp, dv and the dwv part of its n and adds into them without races
+ * (the gradient rule sums dwv's N parts). For each query row (n, q):
+ *
+ *   pass 1, over the key blocks (stopping at the valid length as the
+ *     forward kernel does): the scores and dP = g v^T (dropped and
+ *     scaled as the forward dropout does), and the online maximum m, sum
+ *     l of exp(s - m) and sum of exp(s - m) dP, giving
+ *     D = sum_k P dP = x / l;
+ *   pass 2, over the same keys: the score again, keeping the features t
+ *     of the key (H floats), P = exp(s - m) / l, dS = scale P (dP - D)
+ *     (0 past the valid length), dv[k] += dropout(P) g, and with
+ *     u = dS wv (1 - t t): dqp row += u, dkp[k] += u, dwv[n] += dS t.
+ *
+ * Each feature's tanh is computed twice (once per pass), where the
+ * unfused graph computes it once but stores N x Q x K x H of them.
+ */
+#include "cg_additive.h"
+
+#include <math.h>
+
+/* The row being differentiated. */
+typedef struct bwd_row {
+	LLVMValueRef n, row;
+	LLVMValueRef grow;  /* its row of g */
+	bool is_masked;     /* the keys of this range are past the valid length */
+} bwd_row;
+
+/* The output's parts: dqp, dkp, dwv (N x H), dv. */
+typedef struct bwd_parts {
+	int64_t dk, dw, dv;
+} bwd_parts;
+
+static bwd_parts parts(const cg_addattn *a)
+{
+	bwd_parts p;
+	p.dk = a->N * a->Q * a->H;
+	p.dw = p.dk + a->N * a->K * a->H;
+	p.dv = p.dw + a->N * a->H;
+	return p;
+}
+
+static LLVMValueRef value_row(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
+{
+	cg_fn *f = a->f;
+	return cg_at(f, a->v, cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j), a->dv));
+}
+
+/* dP of key j after dropout: g v_j, dropped 0 and kept scaled. */
+static LLVMValueRef dropped_dp(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef dp = cg_addattn_dot(a, r->grow, value_row(a, r, j), a->dv);
+	if (!a->has_dropout)
+		return dp;
+	LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale),
+					  cg_f32(f, 1), "");
+	dp = LLVMBuildFMul(f->b, dp, ks, "");
+	return LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), dp, cg_f32(f, 0), "");
+}
+
+/* Pass 1, a block of keys: the online max m, sum l and sum x of
+ * exp(s - m) dP. */
+static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
+{
+	const bwd_row *r = ud;
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef bm = cg_attn_var(b, ft, cg_f32(f, -INFINITY));
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
+	LLVMValueRef j = cg_add(f, j0, t);
+	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
+				      : cg_addattn_score(a, r->n, r->row, j, false);
+	cg_store(f, s, cg_at(f, a->sb, t));
+	cg_store(f, dropped_dp(a, r, j), cg_at(f, a->db, t));
+	cg_attn_set(b, bm, cg_lower_fcall(f, "llvm.maxnum", cg_attn_get(b, ft, bm), s));
+	cg_loop_end(f, &l);
+	LLVMValueRef m_old = cg_attn_get(b, ft, a->m);
+	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_get(b, ft, bm));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	cg_attn_set(b, a->l, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->l), alpha, ""));
+	cg_attn_set(b, a->x, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), alpha, ""));
+	cg_attn_set(b, a->m, m_new);
+	/* e into sb and e dP into db, zero past the block's keys, summed a
+	 * vector at a time. */
+	t = cg_loop_begin(f, &l, jn, cg_i64(f, CG_ADDATTN_BLOCK), 1);
+	cg_store(f, cg_f32(f, 0), cg_at(f, a->sb, t));
+	cg_store(f, cg_f32(f, 0), cg_at(f, a->db, t));
+	cg_loop_end(f, &l);
+	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)),
+							      m_new, ""));
+	LLVMValueRef ex = LLVMBuildFMul(f->b, e, cg_load(f, cg_at(f, a->db, t)), "");
+	cg_store(f, e, cg_at(f, a->sb, t));
+	cg_store(f, ex, cg_at(f, a->db, t));
+	cg_loop_end(f, &l);
+	cg_attn_set(b, a->l, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->l),
+					   cg_addattn_block_sum(a, a->sb), ""));
+	cg_attn_set(b, a->x, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x),
+					   cg_addattn_block_sum(a, a->db), ""));
+}
+
+/* u = dS wv (1 - t t) into the dqp row, dkp[k]; dS t into dwv[n]. */
+typedef struct feat_cx {
+	LLVMValueRef ds;  /* a splat of dS */
+	LLVMValueRef dkp; /* dkp row of the key */
+	LLVMValueRef dwv; /* dwv part of the batch */
+} feat_cx;
+
+static void feature_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	const feat_cx *c = ud;
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef t = cg_vload(f, a->vw, cg_at(f, a->tb, h), 4);
+	LLVMValueRef one = cg_const_real(vt, 1);
+	LLVMValueRef dt = LLVMBuildFMul(f->b, c->ds, cg_addattn_vload(a, cg_at(f, a->wv, h), lanes),
+					"");
+	LLVMValueRef u = LLVMBuildFMul(f->b, dt,
+				       LLVMBuildFSub(f->b, one, LLVMBuildFMul(f->b, t, t, ""), ""),
+				       "");
+	LLVMValueRef dq = cg_at(f, a->dq, h);
+	cg_vstore(f, LLVMBuildFAdd(f->b, cg_vload(f, a->vw, dq, 4), u, ""), dq, 4);
+	LLVMValueRef dk = cg_at(f, c->dkp, h);
+	cg_addattn_vstore(a, LLVMBuildFAdd(f->b, cg_addattn_vload(a, dk, lanes), u, ""), dk, lanes);
+	LLVMValueRef dw = cg_at(f, c->dwv, h);
+	LLVMValueRef args[3] = {c->ds, t, cg_addattn_vload(a, dw, lanes)};
+	cg_addattn_vstore(a, cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3), dw, lanes);
+}
+
+/* Pass 2, key j: dS, dv[j] and, for a valid key, the features' part. */
+static void grads_key(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
+{
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	LLVMTypeRef ft = cg_t_f32(f);
+	bwd_parts pt = parts(a);
+	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
+				      : cg_addattn_score(a, r->n, r->row, j, true);
+	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s, cg_attn_get(b, ft, a->m),
+							      ""));
+	p = LLVMBuildFMul(f->b, p, cg_attn_get(b, ft, a->l), ""); /* l holds 1 / l */
+	LLVMValueRef pd = p;
+	if (a->has_dropout) {
+		LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale),
+						  cg_f32(f, 1), "");
+		pd = LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j),
+				     LLVMBuildFMul(f->b, p, ks, ""), cg_f32(f, 0), "");
+	}
+	LLVMValueRef key = cg_add(f, cg_muli(f, r->n, a->K), j);
+	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key, a->dv), pt.dv)),
+		    r->grow, a->dv, pd, true);
+	if (r->is_masked)
+		return; /* dS is 0 where the forward wrote the fill */
+	LLVMValueRef D = cg_attn_get(b, ft, a->x);
+	LLVMValueRef ds = LLVMBuildFMul(f->b, p, LLVMBuildFSub(f->b, dropped_dp(a, r, j), D, ""),
+					"");
+	ds = LLVMBuildFMul(f->b, ds, cg_f32(f, a->scale), "");
+	feat_cx c = {cg_splat(f, a->vw, ds),
+		     cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key, a->H), pt.dk)),
+		     cg_at(f, a->k->out, cg_addi(f, cg_muli(f, r->n, a->H), pt.dw))};
+	cg_addattn_vec_loop(a, a->H, feature_vec, &c);
+}
+
+static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
+	grads_key(a, ud, cg_add(f, j0, t));
+	cg_loop_end(f, &l);
+}
+
+/* Both passes over the keys [0, kv) and, when the fill still counts
+ * (decided in pass 1), [kv, K). */
+static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	LLVMTypeRef ft = cg_t_f32(f), bt = LLVMInt1TypeInContext(f->ctx);
+	cg_attn_set(b, a->m, cg_f32(f, -INFINITY));
+	cg_attn_set(b, a->l, cg_f32(f, 0));
+	cg_attn_set(b, a->x, cg_f32(f, 0));
+	r->is_masked = false;
+	cg_addattn_blocks(a, cg_i64(f, 0), kv, stats_block, r);
+	LLVMValueRef more = cg_attn_var(b, bt, LLVMConstInt(bt, 0, 0));
+	if (a->has_valid) {
+		cg_attn_set(b, more, cg_addattn_needs_masked(a));
+		LLVMBasicBlockRef join = cg_if_begin(f, cg_attn_get(b, bt, more));
+		r->is_masked = true;
+		cg_addattn_blocks(a, kv, cg_i64(f, a->K), stats_block, r);
+		cg_if_end(f, join);
+	}
+	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1), cg_attn_get(b, ft, a->l), "");
+	cg_attn_set(b, a->l, inv);
+	cg_attn_set(b, a->x, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), inv, ""));
+	cg_attn_fill(b, a->dq, cg_i64(f, a->hpad), 0);
+	r->is_masked = false;
+	cg_addattn_blocks(a, cg_i64(f, 0), kv, grads_block, r);
+	if (a->has_valid) {
+		LLVMBasicBlockRef join = cg_if_begin(f, cg_attn_get(b, bt, more));
+		r->is_masked = true;
+		cg_addattn_blocks(a, kv, cg_i64(f, a->K), grads_block, r);
+		cg_if_end(f, join);
+	}
+	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->H)), a->dq, a->H,
+		    cg_f32(f, 1), false);
+}
+
+/* dkp, dwv and dv of batch n start at 0: the rows add into them. */
+static void zero_batch(cg_addattn *a, LLVMValueRef n)
+{
+	cg_fn *f = a->f;
+	bwd_parts pt = parts(a);
+	LLVMValueRef zero = LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0);
+	const int64_t base[3] = {pt.dk, pt.dw, pt.dv};
+	const int64_t len[3] = {a->K * a->H, a->H, a->K * a->dv};
+	for (int i = 0; i < 3; i++) {
+		LLVMValueRef p = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, n, len[i]), base[i]));
+		LLVMBuildMemSet(f->b, p, zero, cg_i64(f, len[i] * 4), 4);
+	}
+}
+
+/* The loop over n in [lo, hi), each n's query rows in turn. */
+static void bwd_body(cg_addattn *a)
+{
+	cg_fn *f = a->f;
+	cg_loop ln, lq;
+	LLVMValueRef n = cg_loop_begin(f, &ln, a->k->lo, a->k->hi, 1);
+	zero_batch(a, n);
+	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), cg_i64(f, a->Q), 1);
+	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), q);
+	bwd_row r = {n, row, cg_at(f, a->g, cg_muli(f, row, a->dv)), false};
+	grad_row(a, &r, cg_addattn_row_valid(a, n, row));
+	cg_loop_end(f, &lq);
+	cg_loop_end(f, &ln);
+}
+
+bool cg_lower_fused_additive_attention_grad(cg_kernel *k)
+{
+	cg_addattn a;
+	cg_addattn_shape(&a, k, true);
+	k->extent = a.N;
+	k->work = a.N * a.Q * a.K * (8 * a.H + 3 * a.dv);
+	cg_addattn_call_body(k, &a, "bwd", bwd_body);
+	return true;
+}
