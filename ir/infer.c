@@ -811,7 +811,8 @@ bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
 }
 
 /* q (N, Q, d), k (N, K, d), v (N, K, dv), then valid (rank 1 or 2, size-1
- * dims stretching) when the node has n_fixed + 1 operands. */
+ * dims stretching) when the node has n_fixed + 1 operands. With h heads
+ * N is the batch B and d, dv are h times a head's width (docs/ops.md). */
 static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
 			       bool *has_valid)
 {
@@ -849,8 +850,29 @@ static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
 	return true;
 }
 
+/* With h heads side by side the last dims of q (and k) and v hold h
+ * heads each: static multiples of h. */
+static bool attention_heads(const infer_cx *c)
+{
+	uint32_t h = c->n->attr.attention.heads;
+	if (h < 1)
+		return fail(c, "heads must be at least 1, not %u", h);
+	if (h == 1)
+		return true;
+	ir_dim qd = arg_type(c, 0)->dims[2], vd = arg_type(c, 2)->dims[2];
+	if (!ir_dim_is_static(qd) || !ir_dim_is_static(vd) || qd.coef % h != 0 ||
+	    vd.coef % h != 0)
+		return fail(c, "queries %s and values %s must have a last dim that "
+			       "is a multiple of the %u heads",
+			    shape_str(c->m, arg_type(c, 0)).s,
+			    shape_str(c->m, arg_type(c, 2)).s, h);
+	return true;
+}
+
 static bool attention_attrs(const infer_cx *c)
 {
+	if (!attention_heads(c))
+		return false;
 	double p = c->n->attr.attention.p;
 	if (!(p >= 0 && p < 1))
 		return fail(c, "dropout probability must be in [0, 1), not %g", p);

@@ -76,6 +76,7 @@ static ir_attr attention(double scale, double p)
 	a.attention.scale = scale;
 	a.attention.fill = -1e6;
 	a.attention.p = p;
+	a.attention.heads = 1;
 	return a;
 }
 
