@@ -233,7 +233,40 @@ static void print_loc(const ir_module *m, ir_loc loc, FILE *out)
 		fputs("no location", out);
 }
 
-static void print_fused(const ir_func *f, const fz_match *mt, FILE *out)
+/* What fuse_heads will make of a fused match whose queries are a head
+ * split: the forward's heads, then the gradient's. */
+static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
+			FILE *out)
+{
+	ir_id src;
+	uint32_t h = fz_heads_split(f, mt->q, &src);
+	if (h == 0)
+		return;
+	fz_heads hd;
+	bool is_plain = !mt->q_t && !mt->k_t && !mt->v_t;
+	if (!is_plain)
+		snprintf(hd.why, sizeof hd.why, "an operand is read transposed");
+	if (is_plain && fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
+	    fz_heads_merged(f, u, mt->out, &hd, "result"))
+		fprintf(out, "; its %u heads are read in place", h);
+	else
+		fprintf(out, "; its %u heads stay split: %s", h, hd.why);
+	if (!mt->has_grad)
+		return;
+	const ir_id parts[3] = {mt->dq, mt->dk, mt->dv};
+	bool ok = is_plain &&
+		  fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, mt->g, &hd);
+	for (int i = 0; ok && i < 3; i++)
+		ok = parts[i] == IR_NONE ||
+		     fz_heads_merged(f, u, parts[i], &hd, "gradient part");
+	if (ok)
+		fputs(", in its gradient too", out);
+	else
+		fprintf(out, "; in its gradient they stay split: %s", hd.why);
+}
+
+static void print_fused(const ir_func *f, const fz_uses *u, const fz_match *mt,
+			FILE *out)
 {
 	const ir_graph *g = &f->g;
 	fprintf(out, "fuses: matmul %%%u", mt->scores);
@@ -246,6 +279,7 @@ static void print_fused(const ir_func *f, const fz_match *mt, FILE *out)
 	fprintf(out, ", matmul %%%u into fused_attention", mt->out);
 	if (mt->has_grad)
 		fputs(", and its gradient into fused_attention_grad", out);
+	print_heads(f, u, mt, out);
 }
 
 static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
@@ -267,7 +301,7 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		print_loc(m, n->loc, out);
 		fputs(": ", out);
 		if (ok)
-			print_fused(f, &mt, out);
+			print_fused(f, &u, &mt, out);
 		else
 			fprintf(out, "not fused: %s", mt.why);
 		fputc('\n', out);
