@@ -192,7 +192,7 @@ START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ac_case c = {2, 3, 5, 4, 6, AC_QUERY, 0.25, false, 1};
+	ac_case c = {2, 3, 5, 4, 6, AC_QUERY, 0.25, false, 1, 0};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	char *text = print_module(m);
 	ck_assert_ptr_nonnull(strstr(text, "fused_attention_grad %"));
@@ -215,7 +215,7 @@ START_TEST(test_verifier_rejects_a_fused_dropout_stream_out_of_range)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ac_case c = {1, 2, 2, 2, 2, AC_NONE, 0.5, false, 1};
+	ac_case c = {1, 2, 2, 2, 2, AC_NONE, 0.5, false, 1, 0};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	ir_func *f = ir_module_find_func(m, "loss");
 	for (uint32_t i = 0; i < f->g.n_nodes; i++)
@@ -255,6 +255,25 @@ static void free_out(ir_ctx *ctx, interp_tensor *out, uint32_t n)
 	free(out);
 }
 
+/* Multi-head cases: the fused nodes with their heads read in place give
+ * bit for bit what the same nodes give on split copies (heads = 1). */
+static void check_same_as_split(ir_ctx *ctx, const ac_case *c, const runs *r,
+				const interp_tensor *f32)
+{
+	ir_module *ms = ac_compile(ctx, c, AC_FUSED_SPLIT);
+	interp_tensor *s32 = run_grad(ctx, ms, c, r, false);
+	const ir_func *f = ir_module_find_func(ms, "loss_grad");
+	for (uint32_t o = 0; o < f->n_outputs; o++) {
+		int64_t n = interp_tensor_numel(&s32[o]);
+		ck_assert_int_eq(interp_tensor_numel(&f32[o]), n);
+		ck_assert_msg(memcmp(s32[o].data, f32[o].data, (size_t)n * 4) == 0,
+			      "%s: heads in place differ from split heads",
+			      f->output_names[o]);
+	}
+	free_out(ctx, s32, f->n_outputs);
+	ir_module_destroy(ms);
+}
+
 /* Runs loss_grad unfused (float32 and float64), fused after autodiff and
  * fused before it (float32), and judges the fused results. */
 static void check_case(const ac_case *c)
@@ -282,6 +301,8 @@ static void check_case(const ac_case *c)
 		ck_assert_msg(e <= 1e-12 * (mag + 1), "%s: fused float64 differs "
 			      "by %g", f->output_names[o], e);
 	}
+	if (c->H > 0)
+		check_same_as_split(&x.ctx, c, &r, f32);
 	free_out(&x.ctx, ref, f->n_outputs);
 	free_out(&x.ctx, u32, f->n_outputs);
 	free_out(&x.ctx, f32, f->n_outputs);
@@ -298,19 +319,39 @@ static void check_case(const ac_case *c)
 }
 
 static const ac_case interp_cases[] = {
-	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 11},
-	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 12},
-	{2, 1, 9, 16, 1, AC_NONE, 0, false, 13},
-	{1, 4, 4, 128, 64, AC_BATCH, 0, false, 14},
-	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 15},
-	{2, 6, 11, 8, 8, AC_BATCH, 0.1, true, 16},
-	{1, 9, 2, 3, 2, AC_QUERY, 0.3, false, 17},
-	{4, 2, 13, 7, 9, AC_NONE, 0.2, true, 18},
+	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 11, 0},
+	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 12, 0},
+	{2, 1, 9, 16, 1, AC_NONE, 0, false, 13, 0},
+	{1, 4, 4, 128, 64, AC_BATCH, 0, false, 14, 0},
+	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 15, 0},
+	{2, 6, 11, 8, 8, AC_BATCH, 0.1, true, 16, 0},
+	{1, 9, 2, 3, 2, AC_QUERY, 0.3, false, 17, 0},
+	{4, 2, 13, 7, 9, AC_NONE, 0.2, true, 18, 0},
 };
 
 START_TEST(test_fused_interpreter_matches_the_unfused_graph_and_its_gradients)
 {
 	check_case(&interp_cases[_i]);
+}
+END_TEST
+
+/* Multi-head attention: B, Q, K, d, dv (per head), valid, p, training,
+ * seed, H. */
+static const ac_case heads_cases[] = {
+	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 51, 2},
+	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 52, 3},
+	{2, 1, 9, 16, 1, AC_NONE, 0, false, 53, 4},
+	{1, 4, 4, 64, 32, AC_BATCH, 0, false, 54, 2},
+	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 55, 2},
+	{2, 6, 11, 8, 8, AC_BATCH, 0.1, true, 56, 4},
+	{1, 9, 2, 3, 2, AC_QUERY, 0.3, false, 57, 5},
+	{3, 10, 10, 8, 8, AC_QUERY, 0.1, true, 58, 4},
+	{4, 2, 13, 7, 9, AC_NONE, 0.2, true, 59, 1},
+};
+
+START_TEST(test_fused_heads_read_in_place_match_the_unfused_graph_and_the_split_form)
+{
+	check_case(&heads_cases[_i]);
 }
 END_TEST
 
@@ -684,6 +725,8 @@ static Suite *fuse_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_fused_interpreter_matches_the_unfused_graph_and_its_gradients,
 			    0, (int)(sizeof interp_cases / sizeof interp_cases[0]));
+	tcase_add_loop_test(tc, test_fused_heads_read_in_place_match_the_unfused_graph_and_the_split_form,
+			    0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
 	tcase_add_test(tc, test_fused_rows_of_valid_length_zero_average_all_values);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("pass");
