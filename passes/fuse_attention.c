@@ -246,11 +246,13 @@ static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
 	bool is_plain = !mt->q_t && !mt->k_t && !mt->v_t;
 	if (!is_plain)
 		snprintf(hd.why, sizeof hd.why, "an operand is read transposed");
+	const char *s = h == 1 ? "" : "s", *are = h == 1 ? "is" : "are";
 	if (is_plain && fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
 	    fz_heads_merged(f, u, mt->out, &hd, "result"))
-		fprintf(out, "; its %u heads are read in place", h);
+		fprintf(out, "; its %u head%s %s read in place", h, s, are);
 	else
-		fprintf(out, "; its %u heads stay split: %s", h, hd.why);
+		fprintf(out, "; its %u head%s stay%s split: %s", h, s,
+			h == 1 ? "s" : "", hd.why);
 	if (!mt->has_grad)
 		return;
 	const ir_id parts[3] = {mt->dq, mt->dk, mt->dv};
