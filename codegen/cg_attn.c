@@ -206,8 +206,7 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 	snprintf(name, sizeof name,
 		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a",
 		 kind, a->vw, (long long)a->N, (long long)a->H, (long long)a->Q,
-		 (long long)a->K,
-		 (long long)a->d, (long long)a->dv, a->has_valid,
+		 (long long)a->K, (long long)a->d, (long long)a->dv, a->has_valid,
 		 (long long)a->valid_sn, (long long)a->valid_sq, (double)a->scale,
 		 (double)a->fill, k->node->attr.attention.p);
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
