@@ -112,11 +112,12 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), qd);
 	cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), kd);
 	cg_lower_dims(k->L, cg_kernel_arg_type(k, 2), vd);
-	a->N = qd[0];
+	a->H = n->attr.attention.heads;
+	a->N = qd[0] * a->H;
 	a->Q = qd[1];
-	a->d = qd[2];
+	a->d = qd[2] / a->H;
 	a->K = kd[1];
-	a->dv = vd[2];
+	a->dv = vd[2] / a->H;
 	a->vw = (unsigned)cg_gemm_host_vector_width();
 	choose_blocks(a);
 	a->scale = (float)n->attr.attention.scale;
@@ -203,9 +204,9 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 	const cg_attn *a = shape;
 	char name[320];
 	snprintf(name, sizeof name,
-		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a", kind,
-		 a->vw, (long long)a->N, (long long)a->Q, (long long)a->K,
-		 (long long)a->d, (long long)a->dv, a->has_valid,
+		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a",
+		 kind, a->vw, (long long)a->N, (long long)a->H, (long long)a->Q,
+		 (long long)a->K, (long long)a->d, (long long)a->dv, a->has_valid,
 		 (long long)a->valid_sn, (long long)a->valid_sq, (double)a->scale,
 		 (double)a->fill, k->node->attr.attention.p);
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
@@ -350,19 +351,40 @@ void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v)
 	cg_loop_end(f, &l);
 }
 
-/* ---- valid lengths and packing ------------------------------------------------- */
+/* ---- rows, valid lengths and packing -------------------------------------------- */
+
+/* The batch element of attention n. */
+static LLVMValueRef batch_of(cg_attn *a, LLVMValueRef n)
+{
+	if (a->H == 1)
+		return n;
+	return LLVMBuildUDiv(a->f->b, n, cg_i64(a->f, a->H), "");
+}
+
+LLVMValueRef cg_attn_row(cg_attn *a, LLVMValueRef n, int64_t rows,
+			 LLVMValueRef i, int64_t w)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef r = cg_add(f, cg_muli(f, batch_of(a, n), rows), i);
+	if (a->H > 1) {
+		LLVMValueRef head = LLVMBuildURem(f->b, n, cg_i64(f, a->H), "");
+		r = cg_add(f, cg_muli(f, r, a->H), head);
+	}
+	return cg_muli(f, r, w);
+}
 
 LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 				 LLVMValueRef rows)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef it = cg_t_i64(f);
+	LLVMValueRef b = batch_of(a, n);
 	LLVMValueRef kmax = cg_attn_var(a, it, cg_i64(f, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), rows, 1);
 	LLVMValueRef vl = cg_i64(f, a->K);
 	if (a->has_valid) {
-		LLVMValueRef at = cg_add(f, cg_muli(f, n, a->valid_sn),
+		LLVMValueRef at = cg_add(f, cg_muli(f, b, a->valid_sn),
 					 cg_muli(f, cg_add(f, q0, i), a->valid_sq));
 		vl = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, a->valid, at), it, "");
 	}
@@ -403,7 +425,8 @@ static void transpose(cg_attn *a, LLVMValueRef *r)
 /* Columns c0 .. c0 + vw of rows t0 .. t0 + vw of src (rows past jn read
  * as 0) stored transposed at dst. */
 static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
-		      int64_t width, LLVMValueRef jn, LLVMValueRef t0, int64_t c0)
+		      int64_t width, int64_t stride, LLVMValueRef jn,
+		      LLVMValueRef t0, int64_t c0)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef r[64];
@@ -415,7 +438,7 @@ static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 		LLVMValueRef t = cg_addi(f, t0, i);
 		LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, t, jn, "");
 		LLVMValueRef args[4] = {
-			cg_at(f, src, cg_addi(f, cg_muli(f, t, width), c0)), cg_i32(f, 4),
+			cg_at(f, src, cg_addi(f, cg_muli(f, t, stride), c0)), cg_i32(f, 4),
 			LLVMBuildSelect(f->b, in, cols, none, ""), LLVMConstNull(tys[0])};
 		r[i] = cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
 	}
@@ -425,13 +448,13 @@ static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 }
 
 void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
-		  int64_t width, LLVMValueRef jn)
+		  int64_t width, int64_t stride, LLVMValueRef jn)
 {
 	cg_fn *f = a->f;
 	cg_loop lt;
 	LLVMValueRef t0 = cg_loop_begin(f, &lt, cg_i64(f, 0), cg_i64(f, a->bc), a->vw);
 	for (int64_t c0 = 0; c0 < width; c0 += a->vw)
-		pack_tile(a, dst, src, width, jn, t0, c0);
+		pack_tile(a, dst, src, width, stride, jn, t0, c0);
 	cg_loop_end(f, &lt);
 }
 

@@ -5,7 +5,11 @@
  * the pieces both kernels are made of (docs/fusion.md draws them).
  *
  * Shape letters: N batch x heads, Q queries, K keys, d the query/key
- * width, dv the value width; a block is BR query rows against BC keys.
+ * width, dv the value width (of one head); a block is BR query rows
+ * against BC keys. A node with H heads reads them side by side in its
+ * operands' rows (docs/ops.md): attention n = b*H + j is head j of batch
+ * element b, its rows H*d (or H*dv) floats apart; cg_attn_row finds
+ * them, and every product, pack and store takes those strides.
  * Every product of the kernels has the form C (+)= A B with A read one
  * scalar at a time and broadcast, and B and C read as rows of vectors:
  * the scores S = Q K^T (K packed transposed per block), O += P V,
@@ -25,7 +29,8 @@
 typedef struct cg_attn {
 	cg_kernel *k;
 	cg_fn *f;
-	int64_t N, Q, K, d, dv;
+	int64_t N, Q, K, d, dv; /* N = B*H attentions, d and dv per head */
+	int64_t H;              /* heads side by side in a row */
 	int64_t br, bc;    /* query rows and keys of a block */
 	int64_t brp;       /* br rounded up to vectors */
 	unsigned vw;       /* floats per vector */
@@ -69,16 +74,24 @@ LLVMValueRef cg_attn_var(cg_attn *a, LLVMTypeRef t, LLVMValueRef init);
 LLVMValueRef cg_attn_get(cg_attn *a, LLVMTypeRef t, LLVMValueRef var);
 void cg_attn_set(cg_attn *a, LLVMValueRef var, LLVMValueRef v);
 
+/* The offset (in floats) of row i of attention n in an operand whose
+ * rows hold H heads of w floats, `rows` rows per batch element: head
+ * n % H of row i of batch element n / H. */
+LLVMValueRef cg_attn_row(cg_attn *a, LLVMValueRef n, int64_t rows,
+			 LLVMValueRef i, int64_t w);
+
 /* Fills a->rv[0 .. rows) with the valid length of query rows q0 ..
- * q0 + rows of batch n (K without a mask) and returns the largest of
- * them clamped to [0, K]: the keys the block needs. */
+ * q0 + rows of attention n (its batch element's; K without a mask) and
+ * returns the largest of them clamped to [0, K]: the keys the block
+ * needs. */
 LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 				 LLVMValueRef rows);
 
-/* dst[c * bc + t] = src[t * width + c] for t < jn, 0 for jn <= t < bc:
- * jn rows of K or V (src at the block's first) transposed for a product. */
+/* dst[c * bc + t] = src[t * stride + c] for c < width and t < jn, 0 for
+ * jn <= t < bc: jn rows of K or V (src at the block's first) transposed
+ * for a product. */
 void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
-		  int64_t width, LLVMValueRef jn);
+		  int64_t width, int64_t stride, LLVMValueRef jn);
 
 /* C (+)= A B: row r of C (rows of them) at c + r * c_rs; A(r, t) at
  * a + r * a_rs + t * a_ts; row t of B (len of them) at b + t * b_ts; width

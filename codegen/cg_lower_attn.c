@@ -16,6 +16,10 @@
  * length are never visited unless a row still needs them (cg_attn.h):
  * rows of valid length 0 then average all the values, as the -1e6 fill
  * makes the unfused graph do.
+ *
+ * With H heads, n runs over batch elements times heads and every row is
+ * read and written in place, H*d (H*dv) floats after the one before
+ * (cg_attn_row): the heads are never split or merged by a copy.
  */
 #include "cg_attn.h"
 
@@ -70,11 +74,11 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	cg_fn *f = a->f;
 	LLVMValueRef jn = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
 				      a->bc);
-	LLVMValueRef key0 = cg_add(f, cg_muli(f, b->n, a->K), j0);
-	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_muli(f, key0, a->d)), a->d, jn);
-	LLVMValueRef qrow = cg_add(f, cg_muli(f, b->n, a->Q), b->q0);
+	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
+		     a->d, a->H * a->d, jn);
 	cg_attn_prod s = {
-		.a = cg_at(f, a->q, cg_muli(f, qrow, a->d)), .a_rs = a->d, .a_ts = 1,
+		.a = cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
+		.a_rs = a->H * a->d, .a_ts = 1,
 		.b = a->kt, .b_ts = a->bc, .c = a->sb, .c_rs = a->bc,
 		.width = a->bc, .is_b_padded = true, .is_c_padded = true,
 		.rows = b->rows, .len = cg_i64(f, a->d)};
@@ -85,7 +89,8 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	cg_loop_end(f, &l);
 	cg_attn_prod pv = {
 		.a = a->sb, .a_rs = a->bc, .a_ts = 1,
-		.b = cg_at(f, a->v, cg_muli(f, key0, a->dv)), .b_ts = a->dv,
+		.b = cg_at(f, a->v, cg_attn_row(a, b->n, a->K, j0, a->dv)),
+		.b_ts = a->H * a->dv,
 		.c = a->acc, .c_rs = a->wpad, .width = a->dv,
 		.is_c_padded = true, .is_acc = true, .rows = b->rows, .len = jn};
 	cg_attn_prod_emit(a, &pv);
@@ -105,8 +110,8 @@ static void fwd_store(cg_attn *a, const fwd_block *b)
 	LLVMValueRef inv = LLVMBuildFDiv(f->b, one, sum, "");
 	inv = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOGT, sum, cg_f32(f, 0), ""),
 			      inv, cg_f32(f, 0), "");
-	LLVMValueRef row = cg_add(f, cg_add(f, cg_muli(f, b->n, a->Q), b->q0), i);
-	cg_attn_scale_row(a, cg_at(f, a->k->out, cg_muli(f, row, a->dv)),
+	LLVMValueRef row = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, i), a->dv);
+	cg_attn_scale_row(a, cg_at(f, a->k->out, row),
 			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->dv, inv);
 	cg_loop_end(f, &l);
 }

@@ -22,6 +22,11 @@
  *
  * That is seven products of the block's size instead of FlashAttention's
  * five: the price of not keeping the forward's log-sum-exp.
+ *
+ * With H heads, n runs over batch elements times heads, and q, k, v, g
+ * and the three packed gradients are read and written in place, rows
+ * H*d (H*dv) floats apart (cg_attn_row). Threads then own one head's
+ * columns of dk and dv rather than whole rows: still no races.
  */
 #include "cg_attn.h"
 
@@ -41,16 +46,17 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 	cg_fn *f = a->f;
 	LLVMValueRef jn = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
 				      a->bc);
-	LLVMValueRef key0 = cg_add(f, cg_muli(f, b->n, a->K), j0);
-	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_muli(f, key0, a->d)), a->d, jn);
-	cg_attn_pack(a, a->vt, cg_at(f, a->v, cg_muli(f, key0, a->dv)), a->dv, jn);
+	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
+		     a->d, a->H * a->d, jn);
+	cg_attn_pack(a, a->vt, cg_at(f, a->v, cg_attn_row(a, b->n, a->K, j0, a->dv)),
+		     a->dv, a->H * a->dv, jn);
 	cg_attn_prod s = {
-		.a = b->qblk, .a_rs = a->d, .a_ts = 1, .b = a->kt, .b_ts = a->bc,
+		.a = b->qblk, .a_rs = a->H * a->d, .a_ts = 1, .b = a->kt, .b_ts = a->bc,
 		.c = a->sb, .c_rs = a->bc, .width = a->bc, .is_b_padded = true,
 		.is_c_padded = true, .rows = b->rows, .len = cg_i64(f, a->d)};
 	cg_attn_prod_emit(a, &s);
 	cg_attn_prod dp = {
-		.a = b->gblk, .a_rs = a->dv, .a_ts = 1, .b = a->vt, .b_ts = a->bc,
+		.a = b->gblk, .a_rs = a->H * a->dv, .a_ts = 1, .b = a->vt, .b_ts = a->bc,
 		.c = a->db, .c_rs = a->bc, .width = a->bc, .is_b_padded = true,
 		.is_c_padded = true, .rows = b->rows, .len = cg_i64(f, a->dv)};
 	cg_attn_prod_emit(a, &dp);
@@ -171,24 +177,26 @@ static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	grads_row(a, b, i, j0);
 	cg_loop_end(f, &l);
-	LLVMValueRef key0 = cg_add(f, cg_muli(f, b->n, a->K), j0);
+	LLVMValueRef krow = cg_attn_row(a, b->n, a->K, j0, a->d),
+		     vrow = cg_attn_row(a, b->n, a->K, j0, a->dv);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
+	int64_t ks = a->H * a->d, vs = a->H * a->dv;
 	cg_attn_prod dq = {
 		.a = a->db, .a_rs = a->bc, .a_ts = 1,
-		.b = cg_at(f, a->kk, cg_muli(f, key0, a->d)), .b_ts = a->d,
+		.b = cg_at(f, a->kk, krow), .b_ts = ks,
 		.c = a->acc, .c_rs = a->wpad, .width = a->d, .is_c_padded = true,
 		.is_acc = true, .rows = b->rows, .len = jn};
 	cg_attn_prod_emit(a, &dq);
 	cg_attn_prod dk = {
-		.a = a->db, .a_rs = 1, .a_ts = a->bc, .b = b->qblk, .b_ts = a->d,
-		.c = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key0, a->d), dk0)),
-		.c_rs = a->d, .width = a->d, .is_acc = true, .rows = jn,
+		.a = a->db, .a_rs = 1, .a_ts = a->bc, .b = b->qblk, .b_ts = ks,
+		.c = cg_at(f, a->k->out, cg_addi(f, krow, dk0)),
+		.c_rs = ks, .width = a->d, .is_acc = true, .rows = jn,
 		.len = b->rows};
 	cg_attn_prod_emit(a, &dk);
 	cg_attn_prod dv = {
-		.a = a->sb, .a_rs = 1, .a_ts = a->bc, .b = b->gblk, .b_ts = a->dv,
-		.c = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key0, a->dv), dv0)),
-		.c_rs = a->dv, .width = a->dv, .is_acc = true, .rows = jn,
+		.a = a->sb, .a_rs = 1, .a_ts = a->bc, .b = b->gblk, .b_ts = vs,
+		.c = cg_at(f, a->k->out, cg_addi(f, vrow, dv0)),
+		.c_rs = vs, .width = a->dv, .is_acc = true, .rows = jn,
 		.len = b->rows};
 	cg_attn_prod_emit(a, &dv);
 }
@@ -197,10 +205,10 @@ static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 static void grad_block(cg_attn *a, bwd_block *b)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef qrow = cg_add(f, cg_muli(f, b->n, a->Q), b->q0);
+	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, b->q0, a->d);
 	b->rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b->q0, ""), a->br);
-	b->qblk = cg_at(f, a->q, cg_muli(f, qrow, a->d));
-	b->gblk = cg_at(f, a->g, cg_muli(f, qrow, a->dv));
+	b->qblk = cg_at(f, a->q, qrow);
+	b->gblk = cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, b->q0, a->dv));
 	LLVMValueRef kmax = cg_attn_block_valid(a, b->n, b->q0, b->rows);
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
@@ -213,21 +221,31 @@ static void grad_block(cg_attn *a, bwd_block *b)
 	grads_keys(a, j0, b);
 	cg_loop_end(f, &l);
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
-	cg_attn_scale_row(a, cg_at(f, a->k->out, cg_muli(f, cg_add(f, qrow, i), a->d)),
+	cg_attn_scale_row(a, cg_at(f, a->k->out, cg_add(f, qrow, cg_muli(f, i, a->H * a->d))),
 			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->d, cg_f32(f, 1));
 	cg_loop_end(f, &l);
 }
 
-/* dk and dv of batch n start at 0: the blocks add into them. */
-static void zero_dk_dv(cg_attn *a, LLVMValueRef n)
+/* The K rows of w floats of attention n's part at offset base of the
+ * result set to 0: one run for one head, else a row at a time. */
+static void zero_rows(cg_attn *a, LLVMValueRef n, int64_t base, int64_t w)
 {
 	cg_fn *f = a->f;
-	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	LLVMValueRef zero = LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0);
-	LLVMValueRef dk = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, n, a->K * a->d), dk0));
-	LLVMValueRef dv = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, n, a->K * a->dv), dv0));
-	LLVMBuildMemSet(f->b, dk, zero, cg_i64(f, a->K * a->d * 4), 4);
-	LLVMBuildMemSet(f->b, dv, zero, cg_i64(f, a->K * a->dv * 4), 4);
+	int64_t rows = a->H == 1 ? 1 : a->K, len = a->H == 1 ? a->K * w : w;
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, rows), 1);
+	LLVMValueRef at = cg_addi(f, cg_attn_row(a, n, a->K, t, w), base);
+	LLVMBuildMemSet(f->b, cg_at(f, a->k->out, at), zero, cg_i64(f, len * 4), 4);
+	cg_loop_end(f, &l);
+}
+
+/* dk and dv of attention n start at 0: the blocks add into them. */
+static void zero_dk_dv(cg_attn *a, LLVMValueRef n)
+{
+	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
+	zero_rows(a, n, dk0, a->d);
+	zero_rows(a, n, dv0, a->dv);
 }
 
 /* The loop over n in [lo, hi), each n's query blocks in turn. */

@@ -15,6 +15,12 @@
  *   dk += scale dS^T q, dv += dropout(P)^T g.
  *
  * Only a row of K scores lives at a time (scratch), never N x Q x K.
+ *
+ * With h heads (attr heads) the operands are (B, Q, h*d), (B, K, h*d),
+ * (B, K, h*dv): attention n = b*h + j reads head j's columns of batch
+ * element b's rows (rows h*d apart), and the valid lengths of b. The
+ * loops run over n exactly as for h = 1, so the dropout draws (which
+ * count in n) are those of the split graph.
  */
 #include "interp_impl.h"
 
@@ -24,7 +30,7 @@
 typedef struct attn_cx {
 	const interp_kernel *k;
 	const interp_tensor *q, *kt, *v, *valid, *g; /* g: gradient or NULL */
-	int64_t N, Q, K, d, dv;
+	int64_t H, B, N, Q, K, d, dv; /* N = B*H attentions; d, dv per head */
 	double scale, fill, p, keep_scale;
 	bool is_dropout;
 	uint64_t stream;
@@ -40,18 +46,19 @@ static double R(const attn_cx *a, double x)
 static bool fits(const attn_cx *a)
 {
 	const interp_tensor *q = a->q, *k = a->kt, *v = a->v;
-	if (q->rank != 3 || k->rank != 3 || v->rank != 3)
+	if (q->rank != 3 || k->rank != 3 || v->rank != 3 || a->H < 1 ||
+	    q->dims[2] % a->H != 0 || v->dims[2] % a->H != 0)
 		return false;
-	if (k->dims[0] != a->N || v->dims[0] != a->N || v->dims[1] != a->K ||
-	    k->dims[2] != a->d)
+	if (k->dims[0] != a->B || v->dims[0] != a->B || v->dims[1] != a->K ||
+	    k->dims[2] != a->H * a->d)
 		return false;
-	if (a->g && (a->g->rank != 3 || a->g->dims[0] != a->N ||
-		     a->g->dims[1] != a->Q || a->g->dims[2] != a->dv))
+	if (a->g && (a->g->rank != 3 || a->g->dims[0] != a->B ||
+		     a->g->dims[1] != a->Q || a->g->dims[2] != a->H * a->dv))
 		return false;
 	if (!a->valid)
 		return true;
 	int vr = a->valid->rank;
-	const int64_t lead[2] = {a->N, a->Q};
+	const int64_t lead[2] = {a->B, a->Q};
 	if (vr != 1 && vr != 2)
 		return false;
 	for (int i = 0; i < vr; i++)
@@ -72,15 +79,18 @@ static bool attn_init(attn_cx *a, const interp_kernel *k, uint32_t n_fixed)
 		       .v = &k->args[2]};
 	a->valid = has_valid ? &k->args[3] : NULL;
 	a->g = n_fixed == 4 ? &k->args[k->n_args - 1] : NULL;
-	a->N = a->q->dims[0];
+	a->H = at->attention.heads;
+	a->B = a->q->dims[0];
+	a->N = a->B * a->H;
 	a->Q = a->q->rank == 3 ? a->q->dims[1] : 0;
-	a->d = a->q->rank == 3 ? a->q->dims[2] : 0;
+	a->d = a->q->rank == 3 && a->H > 0 ? a->q->dims[2] / a->H : 0;
 	a->K = a->kt->rank == 3 ? a->kt->dims[1] : 0;
-	a->dv = a->v->rank == 3 ? a->v->dims[2] : 0;
+	a->dv = a->v->rank == 3 && a->H > 0 ? a->v->dims[2] / a->H : 0;
 	if (!fits(a))
 		return interp_fail(k, "queries, keys, values and valid lengths "
-				      "do not fit (N, Q, d), (N, K, d), (N, K, "
-				      "dv), (N) or (N, Q)");
+				      "do not fit (B, Q, h*d), (B, K, h*d), (B, "
+				      "K, h*dv), (B) or (B, Q) for %u heads",
+				   at->attention.heads);
 	a->scale = R(a, at->attention.scale);
 	a->fill = R(a, at->attention.fill);
 	a->p = at->attention.p;
@@ -105,13 +115,22 @@ static void attn_fini(const attn_cx *a)
 	ir_free(a->k->ctx, a->dp);
 }
 
-/* The valid length of query row i of batch n (K without a mask). */
+/* Where row i (of `rows`) of attention n starts in an operand whose
+ * heads are w wide: head n % H of row i of batch element n / H. */
+static int64_t at_row(const attn_cx *a, int64_t n, int64_t rows, int64_t i,
+		      int64_t w)
+{
+	return ((n / a->H * rows + i) * a->H + n % a->H) * w;
+}
+
+/* The valid length of query row i of attention n (K without a mask):
+ * its batch element's. */
 static int64_t row_valid(const attn_cx *a, int64_t n, int64_t i)
 {
 	if (!a->valid)
 		return a->K;
-	const int64_t lead[2] = {a->N, a->Q};
-	return interp_valid_at(a->valid, lead, 2, n * a->Q + i);
+	const int64_t lead[2] = {a->B, a->Q};
+	return interp_valid_at(a->valid, lead, 2, n / a->H * a->Q + i);
 }
 
 /* q_i · k_j summed left to right, as matmul does. */
@@ -128,13 +147,13 @@ static double dot(const attn_cx *a, const interp_tensor *x, int64_t xo,
  * interpreter's masked softmax computes it. */
 static void row_weights(const attn_cx *a, int64_t n, int64_t i, int64_t valid)
 {
-	int64_t qo = (n * a->Q + i) * a->d;
+	int64_t qo = at_row(a, n, a->Q, i, a->d);
 	double mx = -INFINITY, sum = 0;
 	for (int64_t j = 0; j < a->K; j++) {
 		double s = a->fill;
 		if (j < valid)
-			s = R(a, dot(a, a->q, qo, a->kt, (n * a->K + j) * a->d, a->d) *
-				     a->scale);
+			s = R(a, dot(a, a->q, qo, a->kt, at_row(a, n, a->K, j, a->d),
+				     a->d) * a->scale);
 		a->prob[j] = s;
 		if (s > mx)
 			mx = s;
@@ -175,11 +194,11 @@ bool interp_k_fused_attention(const interp_kernel *k)
 			row_weights(&a, n, i, row_valid(&a, n, i));
 			for (int64_t j = 0; j < a.K; j++)
 				a.prob[j] = dropped(&a, n, i, j);
-			int64_t oo = (n * a.Q + i) * a.dv;
+			int64_t oo = at_row(&a, n, a.Q, i, a.dv);
 			for (int64_t c = 0; c < a.dv; c++) {
 				double acc = 0;
 				for (int64_t j = 0; j < a.K; j++) {
-					double x = interp_ld(a.v, (n * a.K + j) * a.dv + c);
+					double x = interp_ld(a.v, at_row(&a, n, a.K, j, a.dv) + c);
 					acc = R(&a, acc + R(&a, a.prob[j] * x));
 				}
 				interp_st(k->out, oo + c, acc);
@@ -205,12 +224,12 @@ static void axpy(const attn_cx *a, double x, const interp_tensor *y,
 static void grad_row(const attn_cx *a, int64_t n, int64_t i)
 {
 	int64_t valid = row_valid(a, n, i);
-	int64_t qo = (n * a->Q + i) * a->d, go = (n * a->Q + i) * a->dv;
+	int64_t qo = at_row(a, n, a->Q, i, a->d), go = at_row(a, n, a->Q, i, a->dv);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	double D = 0;
 	row_weights(a, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++) {
-		double dpd = dot(a, a->g, go, a->v, (n * a->K + j) * a->dv, a->dv);
+		double dpd = dot(a, a->g, go, a->v, at_row(a, n, a->K, j, a->dv), a->dv);
 		double dp = dpd;
 		if (a->is_dropout)
 			dp = keeps(a, n, i, j) ? R(a, dpd * a->keep_scale) : 0.0;
@@ -218,13 +237,13 @@ static void grad_row(const attn_cx *a, int64_t n, int64_t i)
 		D = R(a, D + R(a, a->prob[j] * dp));
 	}
 	for (int64_t j = 0; j < a->K; j++) {
-		int64_t ko = (n * a->K + j) * a->d;
+		int64_t ko = at_row(a, n, a->K, j, a->d);
 		double ds = j < valid ? R(a, a->prob[j] * R(a, a->dp[j] - D)) : 0.0;
 		ds = R(a, ds * a->scale);
 		axpy(a, ds, a->kt, ko, qo, a->d);
 		axpy(a, ds, a->q, qo, dk0 + ko, a->d);
 		axpy(a, dropped(a, n, i, j), a->g, go,
-		     dv0 + (n * a->K + j) * a->dv, a->dv);
+		     dv0 + at_row(a, n, a->K, j, a->dv), a->dv);
 	}
 }
 

@@ -856,7 +856,8 @@ bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
 }
 
 /* q (N, Q, d), k (N, K, d), v (N, K, dv), then valid (rank 1 or 2, size-1
- * dims stretching) when the node has n_fixed + 1 operands. */
+ * dims stretching) when the node has n_fixed + 1 operands. With h heads
+ * N is the batch B and d, dv are h times a head's width (docs/ops.md). */
 static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
 			       bool *has_valid)
 {
@@ -894,8 +895,34 @@ static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
 	return true;
 }
 
-static bool attention_attrs(const infer_cx *c)
+/* With h heads side by side the last dims of q (and k) and v hold h
+ * heads each: static multiples of h. */
+static bool attention_heads(const infer_cx *c)
 {
+	uint32_t h = c->n->attr.attention.heads;
+	if (h < 1)
+		return fail(c, "heads must be at least 1, not %u", h);
+	if (h == 1)
+		return true;
+	ir_dim qd = arg_type(c, 0)->dims[2], vd = arg_type(c, 2)->dims[2];
+	if (!ir_dim_is_static(qd) || !ir_dim_is_static(vd) || qd.coef % h != 0 ||
+	    vd.coef % h != 0)
+		return fail(c, "queries %s and values %s must have a last dim that "
+			       "is a multiple of the %u heads",
+			    shape_str(c->m, arg_type(c, 0)).s,
+			    shape_str(c->m, arg_type(c, 2)).s, h);
+	return true;
+}
+
+/* The attributes of an attention; additive attention has no heads
+ * (its heads attribute must say 1). */
+static bool attention_attrs(const infer_cx *c, bool is_additive)
+{
+	if (is_additive && c->n->attr.attention.heads != 1)
+		return fail(c, "additive attention has one head, not %u",
+			    c->n->attr.attention.heads);
+	if (!is_additive && !attention_heads(c))
+		return false;
 	double p = c->n->attr.attention.p;
 	if (!(p >= 0 && p < 1))
 		return fail(c, "dropout probability must be in [0, 1), not %g", p);
@@ -908,7 +935,7 @@ static bool attention_attrs(const infer_cx *c)
 static bool infer_fused_attention(infer_cx *c)
 {
 	bool has_valid;
-	if (!attention_operands(c, 3, &has_valid) || !attention_attrs(c))
+	if (!attention_operands(c, 3, &has_valid) || !attention_attrs(c, false))
 		return false;
 	ir_type r = *arg_type(c, 0);
 	r.dims[2] = arg_type(c, 2)->dims[2];
@@ -921,7 +948,7 @@ static bool infer_fused_attention(infer_cx *c)
 static bool infer_fused_attention_grad(infer_cx *c)
 {
 	bool has_valid;
-	if (!attention_operands(c, 4, &has_valid) || !attention_attrs(c))
+	if (!attention_operands(c, 4, &has_valid) || !attention_attrs(c, false))
 		return false;
 	uint32_t gi = has_valid ? 4 : 3;
 	const ir_type *q = arg_type(c, 0), *v = arg_type(c, 2),
@@ -1014,7 +1041,7 @@ static bool additive_operands(const infer_cx *c, uint32_t n_fixed,
 static bool infer_fused_additive_attention(infer_cx *c)
 {
 	bool has_valid;
-	if (!additive_operands(c, 4, &has_valid) || !attention_attrs(c))
+	if (!additive_operands(c, 4, &has_valid) || !attention_attrs(c, true))
 		return false;
 	ir_type r = *arg_type(c, 0);
 	r.dims[2] = arg_type(c, 3)->dims[2];
@@ -1027,7 +1054,7 @@ static bool infer_fused_additive_attention(infer_cx *c)
 static bool infer_fused_additive_attention_grad(infer_cx *c)
 {
 	bool has_valid;
-	if (!additive_operands(c, 5, &has_valid) || !attention_attrs(c))
+	if (!additive_operands(c, 5, &has_valid) || !attention_attrs(c, true))
 		return false;
 	uint32_t gi = has_valid ? 5 : 4;
 	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1),

@@ -202,8 +202,9 @@ typedef union ir_attr {
 	struct { int64_t reps[IR_MAX_RANK]; } repeat;   /* IR_ATTR_REPS */
 	struct { int32_t axis; int64_t n; } interleave; /* IR_ATTR_INTERLEAVE */
 	/* IR_ATTR_ATTENTION: scores scaled by scale, positions >= valid set
-	 * to fill, dropout p (0 = none) with its random stream. */
-	struct { double scale, fill, p; uint32_t stream; } attention;
+	 * to fill, dropout p (0 = none) with its random stream; heads >= 1
+	 * heads side by side in the operands' last axis (docs/ops.md). */
+	struct { double scale, fill, p; uint32_t stream, heads; } attention;
 } ir_attr;
 
 /* ---- nodes and graphs ------------------------------------------------------- */

@@ -466,7 +466,10 @@ static void print_attrs(printer *p, const ir_node *n)
 		pr_double(p, a->attention.fill);
 		pr(p, ", p=");
 		pr_double(p, a->attention.p);
-		pr(p, ", stream=%u}", a->attention.stream);
+		pr(p, ", stream=%u", a->attention.stream);
+		if (a->attention.heads != 1)
+			pr(p, ", heads=%u", a->attention.heads);
+		pr(p, "}");
 		return;
 	}
 }

@@ -975,6 +975,23 @@ static bool parse_axes_list(reader *r, ir_attr *a, bool is_perm, int *n)
 	return true;
 }
 
+/* scale "=" F "," fill "=" F "," p "=" F "," stream "=" INT
+ * [ "," heads "=" INT ]: heads is 1 when absent, as the printer leaves it. */
+static bool parse_attention(reader *r, ir_attr *a)
+{
+	a->attention.heads = 1;
+	bool ok = attr_key(r, "scale", true) &&
+		  parse_double(r, &a->attention.scale) &&
+		  attr_key(r, "fill", false) &&
+		  parse_double(r, &a->attention.fill) &&
+		  attr_key(r, "p", false) && parse_double(r, &a->attention.p) &&
+		  attr_key(r, "stream", false) &&
+		  parse_u32(r, &a->attention.stream);
+	if (!ok || !is_punct(r, ','))
+		return ok;
+	return attr_key(r, "heads", false) && parse_u32(r, &a->attention.heads);
+}
+
 /* The {...} of a node of attribute kind k; *n_list gets the length of a
  * perm/reps list (-1 for other kinds). */
 static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
@@ -1014,13 +1031,7 @@ static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
 		       parse_i32(r, &a->interleave.axis) &&
 		       attr_key(r, "n", false) && parse_i64(r, &a->interleave.n);
 	case IR_ATTR_ATTENTION:
-		return attr_key(r, "scale", true) &&
-		       parse_double(r, &a->attention.scale) &&
-		       attr_key(r, "fill", false) &&
-		       parse_double(r, &a->attention.fill) &&
-		       attr_key(r, "p", false) && parse_double(r, &a->attention.p) &&
-		       attr_key(r, "stream", false) &&
-		       parse_u32(r, &a->attention.stream);
+		return parse_attention(r, a);
 	}
 	return expected(r, "attributes");
 }

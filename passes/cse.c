@@ -84,6 +84,7 @@ static uint64_t hash_attr(uint64_t h, ir_op op, const ir_attr *a, int rank)
 		h = HASH_FIELD(h, a->attention.scale);
 		h = HASH_FIELD(h, a->attention.fill);
 		h = HASH_FIELD(h, a->attention.p);
+		h = HASH_FIELD(h, a->attention.heads);
 		return HASH_FIELD(h, a->attention.stream);
 	}
 	return h;
@@ -129,7 +130,8 @@ static bool attr_equal(ir_op op, const ir_attr *a, const ir_attr *b, int rank)
 		return SAME(interleave.axis) && SAME(interleave.n);
 	case IR_ATTR_ATTENTION:
 		return SAME(attention.scale) && SAME(attention.fill) &&
-		       SAME(attention.p) && SAME(attention.stream);
+		       SAME(attention.p) && SAME(attention.stream) &&
+		       SAME(attention.heads);
 	}
 	return false;
 }

@@ -97,6 +97,7 @@ static ir_attr fused_attr(const fa_rebuild *r, const fa_match *mt)
 	ir_attr a;
 	memset(&a, 0, sizeof a);
 	a.attention.scale = 1;
+	a.attention.heads = 1;
 	a.attention.fill = sm->op == IR_OP_MASKED_SOFTMAX ? sm->attr.fill : 0;
 	if (mt->drop != IR_NONE) {
 		const ir_node *d = &r->f->g.nodes[mt->drop];

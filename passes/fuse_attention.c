@@ -17,8 +17,8 @@
  * the compaction drops them.
  *
  * New nodes must come before their users, so the graph is rebuilt in one
- * forward sweep that copies each node or, at a replaced one, emits its
- * replacement.
+ * forward sweep (fz_builder) that copies each node or, at a replaced one,
+ * emits its replacement.
  */
 #include "passes.h"
 
@@ -36,52 +36,33 @@ typedef struct fz_act {
 } fz_act;
 
 typedef struct fz_rebuild {
-	ir_module *m;
-	ir_func *f;
-	ir_graph g;         /* the new graph */
-	ir_id *map;         /* old node -> new node */
+	fz_builder b;       /* the new graph */
 	const fz_match *mt; /* the matches */
 	ir_id *packed;      /* per match: its fused_attention_grad, or IR_NONE */
 	ir_id *rows;        /* per match: that seen as [C, S] rows (a packed
 			     * length C times a symbol S), or IR_NONE */
-	bool is_failed;
 } fz_rebuild;
-
-/* Appends a node to the new graph and infers its type (t: the target of
- * a reshape). */
-static ir_id emit(fz_rebuild *r, ir_op op, const ir_id *args, uint32_t n,
-		  const ir_attr *attr, const ir_type *t, ir_loc loc)
-{
-	ir_type none = {0};
-	ir_id id = r->is_failed ? IR_NONE
-				: ir_graph_append(r->m->ctx, &r->g, op, args, n, attr,
-						  t ? t : &none, loc);
-	if (id == IR_NONE || !ir_infer_type(r->m->ctx, r->m, &r->g, &r->g.nodes[id])) {
-		r->is_failed = true;
-		return IR_NONE;
-	}
-	return id;
-}
 
 /* Operand x of a match in the new graph, transposed if stored so. */
 static ir_id operand(fz_rebuild *r, ir_id x, bool is_t, ir_loc loc)
 {
-	ir_id id = r->map[x];
+	ir_id id = r->b.map[x];
 	if (!is_t)
 		return id;
 	ir_attr p = {.permute = {.perm = {0, 2, 1}}};
-	return emit(r, IR_OP_PERMUTE, &id, 1, &p, NULL, loc);
+	return fz_emit(&r->b, IR_OP_PERMUTE, &id, 1, &p, NULL, loc);
 }
 
 static ir_attr fused_attr(const fz_rebuild *r, const fz_match *mt)
 {
-	const ir_node *sm = &r->f->g.nodes[mt->sm];
+	const ir_node *sm = &r->b.f->g.nodes[mt->sm];
 	ir_attr a;
 	memset(&a, 0, sizeof a);
 	a.attention.scale = mt->scale;
+	a.attention.heads = 1;
 	a.attention.fill = sm->op == IR_OP_MASKED_SOFTMAX ? sm->attr.fill : 0;
 	if (mt->drop != IR_NONE) {
-		const ir_node *d = &r->f->g.nodes[mt->drop];
+		const ir_node *d = &r->b.f->g.nodes[mt->drop];
 		a.attention.p = d->attr.dropout.p;
 		a.attention.stream = d->attr.dropout.stream;
 	}
@@ -91,13 +72,13 @@ static ir_attr fused_attr(const fz_rebuild *r, const fz_match *mt)
 /* q, k, v[, valid] of a match in the new graph into args; the count. */
 static uint32_t fused_args(fz_rebuild *r, const fz_match *mt, ir_id *args)
 {
-	ir_loc loc = r->f->g.nodes[mt->sm].loc;
+	ir_loc loc = r->b.f->g.nodes[mt->sm].loc;
 	uint32_t n = 0;
 	args[n++] = operand(r, mt->q, mt->q_t, loc);
 	args[n++] = operand(r, mt->k, mt->k_t, loc);
 	args[n++] = operand(r, mt->v, mt->v_t, loc);
 	if (mt->valid != IR_NONE)
-		args[n++] = r->map[mt->valid];
+		args[n++] = r->b.map[mt->valid];
 	return n;
 }
 
@@ -106,8 +87,8 @@ static ir_id emit_fused(fz_rebuild *r, const fz_match *mt)
 	ir_id args[4];
 	uint32_t n = fused_args(r, mt, args);
 	ir_attr a = fused_attr(r, mt);
-	return emit(r, IR_OP_FUSED_ATTENTION, args, n, &a, NULL,
-		    r->f->g.nodes[mt->sm].loc);
+	return fz_emit(&r->b, IR_OP_FUSED_ATTENTION, args, n, &a, NULL,
+		       r->b.f->g.nodes[mt->sm].loc);
 }
 
 /* The part of match mi's packed gradient that replaces old node x of
@@ -118,14 +99,14 @@ static ir_id emit_part(fz_rebuild *r, uint32_t mi, fz_role role, ir_id x)
 	if (r->packed[mi] == IR_NONE) {
 		ir_id args[5];
 		uint32_t n = fused_args(r, mt, args);
-		args[n++] = r->map[mt->g];
+		args[n++] = r->b.map[mt->g];
 		ir_attr a = fused_attr(r, mt);
-		r->packed[mi] = emit(r, IR_OP_FUSED_ATTENTION_GRAD, args, n, &a, NULL,
-				     r->f->g.nodes[mt->sm].loc);
-		if (r->is_failed)
+		r->packed[mi] = fz_emit(&r->b, IR_OP_FUSED_ATTENTION_GRAD, args, n,
+					&a, NULL, r->b.f->g.nodes[mt->sm].loc);
+		if (r->b.is_failed)
 			return IR_NONE;
 	}
-	const ir_graph *og = &r->f->g;
+	const ir_graph *og = &r->b.f->g;
 	ir_dim part[3];
 	for (int i = 0; i < 3; i++)
 		ir_type_numel_dim(&og->nodes[i == 0 ? mt->q : i == 1 ? mt->k : mt->v].type,
@@ -136,11 +117,11 @@ static ir_id emit_part(fz_rebuild *r, uint32_t mi, fz_role role, ir_id x)
 		off += part[i].coef;
 	ir_loc loc = og->nodes[x].loc;
 	ir_id pk = r->packed[mi];
-	ir_dim total = r->g.nodes[pk].type.dims[0];
+	ir_dim total = r->b.g.nodes[pk].type.dims[0];
 	if (!ir_dim_is_static(total) && r->rows[mi] == IR_NONE) {
 		ir_type rows = {.dtype = IR_F32, .rank = 2,
 				.dims = {ir_dim_static(total.coef), {1, total.sym}}};
-		r->rows[mi] = emit(r, IR_OP_RESHAPE, &pk, 1, NULL, &rows, loc);
+		r->rows[mi] = fz_emit(&r->b, IR_OP_RESHAPE, &pk, 1, NULL, &rows, loc);
 	}
 	if (!ir_dim_is_static(total))
 		pk = r->rows[mi];
@@ -149,65 +130,30 @@ static ir_id emit_part(fz_rebuild *r, uint32_t mi, fz_role role, ir_id x)
 	sl.slice.start = off;
 	sl.slice.end = off + part[which].coef;
 	sl.slice.step = 1;
-	ir_id s = emit(r, IR_OP_SLICE, &pk, 1, &sl, NULL, loc);
-	return emit(r, IR_OP_RESHAPE, &s, 1, NULL, &og->nodes[x].type, loc);
-}
-
-static ir_id copy_node(fz_rebuild *r, ir_id x)
-{
-	const ir_node *n = &r->f->g.nodes[x];
-	ir_id args[64], *big = NULL, *a = args;
-	if (n->n_args > 64) {
-		big = ir_alloc(r->m->ctx, n->n_args * sizeof *big);
-		if (!big) {
-			r->is_failed = true;
-			return IR_NONE;
-		}
-		a = big;
-	}
-	for (uint32_t i = 0; i < n->n_args; i++)
-		a[i] = r->map[ir_arg(&r->f->g, x, i)];
-	ir_id id = r->is_failed ? IR_NONE
-				: ir_graph_append(r->m->ctx, &r->g, n->op, a, n->n_args,
-						  &n->attr, &n->type, n->loc);
-	ir_free(r->m->ctx, big);
-	if (id == IR_NONE)
-		r->is_failed = true;
-	return id;
+	ir_id s = fz_emit(&r->b, IR_OP_SLICE, &pk, 1, &sl, NULL, loc);
+	return fz_emit(&r->b, IR_OP_RESHAPE, &s, 1, NULL, &og->nodes[x].type, loc);
 }
 
 /* The new graph, node by node; then it replaces the old one. */
 static bool rebuild(fz_rebuild *r, const fz_act *act)
 {
-	ir_func *f = r->f;
-	for (ir_id x = 0; x < f->g.n_nodes && !r->is_failed; x++) {
+	ir_func *f = r->b.f;
+	for (ir_id x = 0; x < f->g.n_nodes && !r->b.is_failed; x++) {
 		switch (act[x].role) {
 		case ROLE_KEEP:
-			r->map[x] = copy_node(r, x);
+			r->b.map[x] = fz_copy(&r->b, x);
 			break;
 		case ROLE_OUT:
-			r->map[x] = emit_fused(r, &r->mt[act[x].match]);
+			r->b.map[x] = emit_fused(r, &r->mt[act[x].match]);
 			break;
 		case ROLE_DQ:
 		case ROLE_DK:
 		case ROLE_DV:
-			r->map[x] = emit_part(r, act[x].match, act[x].role, x);
+			r->b.map[x] = emit_part(r, act[x].match, act[x].role, x);
 			break;
 		}
 	}
-	if (r->is_failed) {
-		ir_graph_fini(r->m->ctx, &r->g);
-		ir_error(r->m->ctx, f->loc, "fuse_attention: cannot rewrite @%s",
-			 f->name);
-		return false;
-	}
-	for (uint32_t i = 0; i < f->n_inputs; i++)
-		f->inputs[i] = r->map[f->inputs[i]];
-	for (uint32_t o = 0; o < f->n_outputs; o++)
-		f->outputs[o] = r->map[f->outputs[o]];
-	ir_graph_fini(r->m->ctx, &f->g);
-	f->g = r->g;
-	return pass_graph_compact(r->m, f, NULL);
+	return fz_finish(&r->b, "fuse_attention");
 }
 
 /* The roles of a match's nodes. */
@@ -244,11 +190,11 @@ static bool fuse_func(ir_module *m, ir_func *f)
 	fz_uses u = {0};
 	fz_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
 	fz_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
-	fz_rebuild r = {.m = m, .f = f, .mt = mt};
-	r.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.map);
+	fz_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
+	r.b.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.b.map);
 	r.packed = ir_alloc(m->ctx, (nn + 1) * sizeof *r.packed);
 	r.rows = ir_alloc(m->ctx, (nn + 1) * sizeof *r.rows);
-	bool ok = mt && act && r.map && r.packed && r.rows &&
+	bool ok = mt && act && r.b.map && r.packed && r.rows &&
 		  fz_uses_build(m->ctx, f, &u);
 	uint32_t n = ok ? find_matches(m, f, &u, mt) : 0;
 	for (uint32_t i = 0; i < n; i++) {
@@ -262,7 +208,7 @@ static bool fuse_func(ir_module *m, ir_func *f)
 	fz_uses_fini(m->ctx, &u);
 	ir_free(m->ctx, mt);
 	ir_free(m->ctx, act);
-	ir_free(m->ctx, r.map);
+	ir_free(m->ctx, r.b.map);
 	ir_free(m->ctx, r.packed);
 	ir_free(m->ctx, r.rows);
 	return ok;
@@ -289,7 +235,42 @@ static void print_loc(const ir_module *m, ir_loc loc, FILE *out)
 		fputs("no location", out);
 }
 
-static void print_fused(const ir_func *f, const fz_match *mt, FILE *out)
+/* What fuse_heads will make of a fused match whose queries are a head
+ * split: the forward's heads, then the gradient's. */
+static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
+			FILE *out)
+{
+	ir_id src;
+	uint32_t h = fz_heads_split(f, mt->q, &src);
+	if (h == 0)
+		return;
+	fz_heads hd;
+	bool is_plain = !mt->q_t && !mt->k_t && !mt->v_t;
+	if (!is_plain)
+		snprintf(hd.why, sizeof hd.why, "an operand is read transposed");
+	const char *s = h == 1 ? "" : "s", *are = h == 1 ? "is" : "are";
+	if (is_plain && fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
+	    fz_heads_merged(f, u, mt->out, &hd, "result"))
+		fprintf(out, "; its %u head%s %s read in place", h, s, are);
+	else
+		fprintf(out, "; its %u head%s stay%s split: %s", h, s,
+			h == 1 ? "s" : "", hd.why);
+	if (!mt->has_grad)
+		return;
+	const ir_id parts[3] = {mt->dq, mt->dk, mt->dv};
+	bool ok = is_plain &&
+		  fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, mt->g, &hd);
+	for (int i = 0; ok && i < 3; i++)
+		ok = parts[i] == IR_NONE ||
+		     fz_heads_merged(f, u, parts[i], &hd, "gradient part");
+	if (ok)
+		fputs(", in its gradient too", out);
+	else
+		fprintf(out, "; in its gradient they stay split: %s", hd.why);
+}
+
+static void print_fused(const ir_func *f, const fz_uses *u, const fz_match *mt,
+			FILE *out)
 {
 	const ir_graph *g = &f->g;
 	fprintf(out, "fuses: matmul %%%u", mt->scores);
@@ -302,6 +283,7 @@ static void print_fused(const ir_func *f, const fz_match *mt, FILE *out)
 	fprintf(out, ", matmul %%%u into fused_attention", mt->out);
 	if (mt->has_grad)
 		fputs(", and its gradient into fused_attention_grad", out);
+	print_heads(f, u, mt, out);
 }
 
 static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
@@ -325,7 +307,7 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		print_loc(m, n->loc, out);
 		fputs(": ", out);
 		if (ok)
-			print_fused(f, &mt, out);
+			print_fused(f, &u, &mt, out);
 		else if (is_add)
 			pass_fuse_additive_print(f, &am, out);
 		else

@@ -56,4 +56,68 @@ typedef struct fz_match {
 bool fz_match_at(const ir_module *m, const ir_func *f, const fz_uses *u,
 		 ir_id sm, fz_match *mt);
 
+/* ---- heads (fuse_heads.c) -------------------------------------------------- */
+
+/* Multi-head attention splits its heads off (B, T, h*w) tensors,
+ *   split = reshape(permute(reshape(X, [B, T, h, w]), [0, 2, 1, 3]),
+ *                   [B*h, T, w])
+ * (the prelude's split_heads), runs one attention per head, and merges
+ * the (B*h, Q, dv) result back,
+ *   merge = reshape(permute(reshape(O, [B, h, Q, dv]), [0, 2, 1, 3]), ...)
+ * fuse_heads lets a fused node read X and write the merged layout
+ * itself (attr heads = h) when these checks pass; pass_explain_fusion
+ * makes the same checks on the unfused chain. */
+typedef struct fz_heads {
+	uint32_t h;    /* heads */
+	ir_dim b;      /* the batch B of the unsplit tensors (N = B*h) */
+	ir_id q, k, v; /* unsplit: (B, Q, h*d), (B, K, h*d), (B, K, h*dv) */
+	ir_id valid;   /* one length per batch element (B) or (B, Q), or
+			* IR_NONE */
+	ir_id g;       /* the unsplit gradient (B, Q, h*dv), or IR_NONE */
+	char why[240]; /* why not, when a check fails */
+} fz_heads;
+
+/* The number of heads if x is a head split (above), with X in *src;
+ * else 0. */
+uint32_t fz_heads_split(const ir_func *f, ir_id x, ir_id *src);
+
+/* Whether an attention of operands q, k, v, valid (or IR_NONE) and, for
+ * its gradient, g (or IR_NONE) reads head splits of one h and batch, and
+ * its lengths repeated for each head (or none): fills hd, or says why
+ * not in hd->why. */
+bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
+		 ir_id g, fz_heads *hd);
+
+/* Whether x (N, T, w), an attention's result or one part of its
+ * gradient (`what`, for the message), is read only through merges of
+ * hd's heads, none of whose nodes but the last reshapes is an output. */
+bool fz_heads_merged(const ir_func *f, const fz_uses *u, ir_id x,
+		     fz_heads *hd, const char *what);
+
+/* ---- rebuilding a graph (fuse_build.c) ------------------------------------ */
+
+/* A function's graph rebuilt in one forward sweep, so that new nodes come
+ * before their users: each old node is copied (fz_copy) or stands for
+ * what the pass emits in its place (fz_emit), map[] saying which new
+ * node an old one became. The first failure sets is_failed; every later
+ * call then does nothing and returns IR_NONE. */
+typedef struct fz_builder {
+	ir_module *m;
+	ir_func *f;    /* the function, its old graph until fz_finish */
+	ir_graph g;    /* the new graph */
+	ir_id *map;    /* old node -> new node (n_nodes of the old graph) */
+	bool is_failed;
+} fz_builder;
+
+/* Appends a node to the new graph and infers its type (t: the target of
+ * a reshape, else NULL). */
+ir_id fz_emit(fz_builder *b, ir_op op, const ir_id *args, uint32_t n,
+	      const ir_attr *attr, const ir_type *t, ir_loc loc);
+/* Appends a copy of old node x, its operands mapped. */
+ir_id fz_copy(fz_builder *b, ir_id x);
+/* The new graph replaces the old one (inputs and outputs mapped), then
+ * is compacted. On a failure reports "<pass>: cannot rewrite @f", frees
+ * the new graph and leaves the old one. */
+bool fz_finish(fz_builder *b, const char *pass);
+
 #endif

@@ -780,26 +780,68 @@ static ir_id unpack(pass_ad *ad, ir_id pk, int64_t off, int64_t len,
 			  pass_ad_slice(ad, pk, 0, off, off + len), t);
 }
 
+/* x (B, T, h*w) as (B*h, T, w), heads moved next to the batch
+ * (split_heads of the prelude); when is_merge, the inverse: (B*h, T, w)
+ * as (B, T, h*w). x itself for one head. */
+static ir_id heads_move(pass_ad *ad, ir_id x, uint32_t h, bool is_merge)
+{
+	if (h == 1)
+		return x;
+	ir_type t = pass_ad_type(ad, x), four = t, out = t;
+	ir_dim T = t.dims[1];
+	four.rank = 4;
+	if (is_merge) {
+		ir_dim b = {t.dims[0].coef / h, t.dims[0].sym};
+		int64_t w = t.dims[2].coef;
+		ir_dim fd[4] = {b, ir_dim_static(h), T, ir_dim_static(w)};
+		memcpy(four.dims, fd, sizeof fd);
+		out.dims[0] = b;
+		out.dims[2] = ir_dim_static(h * w);
+	} else {
+		ir_dim b = t.dims[0];
+		int64_t w = t.dims[2].coef / h;
+		ir_dim fd[4] = {b, T, ir_dim_static(h), ir_dim_static(w)};
+		memcpy(four.dims, fd, sizeof fd);
+		out.dims[0] = (ir_dim){b.coef * h, b.sym};
+		out.dims[2] = ir_dim_static(w);
+	}
+	ir_attr p = {.permute = {.perm = {0, 2, 1, 3}}};
+	ir_id r = pass_ad_to(ad, IR_OP_RESHAPE, x, &four);
+	return pass_ad_to(ad, IR_OP_RESHAPE, pass_ad_op1(ad, IR_OP_PERMUTE, r, &p),
+			  &out);
+}
+
 /* The same gradient when the packed result has no type (q, k and v sizes
  * that do not add up to one dim): the weights rebuilt from primitives and
- * differentiated by the rules above, as if never fused. */
+ * differentiated by the rules above, as if never fused; h heads are split
+ * off first, and the gradients merged back. */
 static void grad_attention_unfused(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_node n = fwd(ad, y);
-	ir_id q = arg(ad, y, 0), k = arg(ad, y, 1), v = arg(ad, y, 2);
+	uint32_t h = n.attr.attention.heads;
+	ir_id q = heads_move(ad, arg(ad, y, 0), h, false),
+	      k = heads_move(ad, arg(ad, y, 1), h, false),
+	      v = heads_move(ad, arg(ad, y, 2), h, false);
+	ir_id valid = n.n_args == 4 ? arg(ad, y, 3) : IR_NONE;
+	if (valid != IR_NONE && h > 1) {
+		ir_attr ri = {.interleave = {0, h}};
+		valid = pass_ad_op1(ad, IR_OP_REPEAT_INTERLEAVE, valid, &ri);
+	}
+	g = heads_move(ad, g, h, false);
 	bool is_masked = n.n_args == 4;
 	double scale = n.attr.attention.scale;
 	ir_attr drop = {.dropout = {n.attr.attention.p, n.attr.attention.stream}};
 	ir_attr fill = {.fill = n.attr.attention.fill};
 	ir_id s = mul(ad, pass_ad_matmul(ad, q, k, false, true),
 		      pass_ad_scalar(ad, scale));
-	ir_id p = is_masked ? pass_ad_op2(ad, IR_OP_MASKED_SOFTMAX, s,
-					  arg(ad, y, 3), &fill)
+	ir_id p = is_masked ? pass_ad_op2(ad, IR_OP_MASKED_SOFTMAX, s, valid, &fill)
 			    : pass_ad_op1(ad, IR_OP_SOFTMAX, s, NULL);
 	bool is_dropout = n.attr.attention.p > 0;
 	ir_id pd = is_dropout ? pass_ad_op1(ad, IR_OP_DROPOUT, p, &drop) : p;
 	if (wants(ad, y, 2))
-		pass_ad_accum(ad, v, pass_ad_matmul(ad, pd, g, true, false));
+		pass_ad_accum(ad, arg(ad, y, 2),
+			      heads_move(ad, pass_ad_matmul(ad, pd, g, true, false),
+					 h, true));
 	if (!wants(ad, y, 0) && !wants(ad, y, 1))
 		return;
 	ir_id gp = pass_ad_matmul(ad, g, v, false, true);
@@ -808,13 +850,17 @@ static void grad_attention_unfused(pass_ad *ad, ir_id y, ir_id g)
 	ir_id ds = softmax_grad(ad, p, gp);
 	if (is_masked) {
 		ir_type st = pass_ad_type(ad, s);
-		ds = mul(ad, ds, pass_ad_below(ad, &st, arg(ad, y, 3)));
+		ds = mul(ad, ds, pass_ad_below(ad, &st, valid));
 	}
 	ds = mul(ad, ds, pass_ad_scalar(ad, scale));
 	if (wants(ad, y, 0))
-		pass_ad_accum(ad, q, pass_ad_matmul(ad, ds, k, false, false));
+		pass_ad_accum(ad, arg(ad, y, 0),
+			      heads_move(ad, pass_ad_matmul(ad, ds, k, false, false),
+					 h, true));
 	if (wants(ad, y, 1))
-		pass_ad_accum(ad, k, pass_ad_matmul(ad, ds, q, true, false));
+		pass_ad_accum(ad, arg(ad, y, 1),
+			      heads_move(ad, pass_ad_matmul(ad, ds, q, true, false),
+					 h, true));
 }
 
 /* One fused_attention_grad node computes dq, dk and dv together; each is

@@ -63,6 +63,16 @@ bool pass_fuse_attention(ir_module *m);
  *     output 1 (out1) of @forward: fusing would lose them */
 void pass_explain_fusion(const ir_module *m, FILE *out);
 
+/* Multi-head attention (fuse_heads.c; docs/fusion.md). A fused_attention
+ * whose queries, keys and values are head splits of (B, T, h*w) tensors,
+ * whose valid lengths are per batch element repeated for each head (or
+ * absent) and whose result is read only through merges of its heads
+ * becomes one node with attr heads = h that reads the unsplit tensors
+ * and whose result the merges' readers read directly; likewise a
+ * fused_attention_grad whose output gradient is a split and whose parts
+ * are merged. Runs after pass_fuse_attention. */
+bool pass_fuse_heads(ir_module *m);
+
 /* Reverse-mode autodiff (autodiff.c, rules in grad.c; docs/autodiff.md).
  * For the function named entry, whose first output is a scalar f32 loss,
  * adds an exported function "<entry>_grad" with the same inputs (and

@@ -15,7 +15,8 @@
  * into constants that simplify's identities can see; simplify then removes
  * layout changes and unit arithmetic; CSE merges what is left identical;
  * attention fusion then sees each chain in one canonical form (transposes
- * as matmul flags, one node per value); DCE sweeps up whatever no output
+ * as matmul flags, one node per value), and fuse_heads the splits and
+ * merges around the fused nodes; DCE sweeps up whatever no output
  * needs. */
 const pass_info pass_table[] = {
 	{"infer", "re-derive every node's type and report any that differ",
@@ -30,6 +31,9 @@ const pass_info pass_table[] = {
 	{"fuse_attention", "one fused_attention (and fused_attention_grad) "
 			   "per matmul-softmax-matmul chain",
 	 pass_fuse_attention, true},
+	{"fuse_heads", "head split and merge around fused attention read in "
+		       "place by the kernels (attr heads)",
+	 pass_fuse_heads, true},
 	{"dce", "drop nodes no output needs", pass_dce, false},
 };
 const uint32_t pass_count = sizeof pass_table / sizeof pass_table[0];

@@ -28,7 +28,7 @@ typedef struct add_case {
 static inline ac_case add_as_ac(const add_case *c)
 {
 	ac_case a = {c->N, c->Q, c->K, c->H, c->dv, c->valid, c->p,
-		     c->is_training, c->seed};
+		     c->is_training, c->seed, 0};
 	return a;
 }
 

@@ -3,7 +3,11 @@
  * interpreter) and test_codegen_fuse.c (the JIT) both run: a model with
  * one attention over parameters q, k, v, its loss weighted by an input w,
  * compiled fused and unfused; and the error-ratio rule that judges the
- * fused float32 results against a float64 reference.
+ * fused float32 results against a float64 reference. A case with H > 0
+ * is multi-head attention: q, k, v hold H heads side by side and are
+ * split (split_heads), the valid lengths repeated for each head, the
+ * result merged (merge_heads): fuse_heads then makes the fused nodes read
+ * them in place.
  *
  * Header-only (static inline) so that each test program takes what it
  * uses.
@@ -26,40 +30,61 @@
 typedef enum ac_valid { AC_NONE, AC_BATCH, AC_QUERY } ac_valid;
 
 typedef struct ac_case {
-	int N, Q, K, d, dv;
+	int N, Q, K, d, dv; /* N: the batch (times H for the attentions) */
 	ac_valid valid;
 	double p;         /* dropout of the weights (0: none) */
 	bool is_training; /* dropout active */
 	uint64_t seed;
+	int H;            /* heads split and merged (0: no split at all) */
 } ac_case;
 
 /* How a module is compiled: without fusion; fused after autodiff (the
  * pipeline recognizes the backward nodes); fused before autodiff (the
- * gradient rule of fused_attention). */
-typedef enum ac_way { AC_UNFUSED, AC_FUSED, AC_FUSED_FIRST } ac_way;
+ * gradient rule of fused_attention); fused after autodiff without
+ * fuse_heads (the split and merge stay copies, heads = 1). */
+typedef enum ac_way { AC_UNFUSED, AC_FUSED, AC_FUSED_FIRST, AC_FUSED_SPLIT } ac_way;
 
-/* loss = sum((dropout(masked_softmax(q k^T / sqrt(d), valid)) v) * w). */
+/* The width of w and of the loss's attention result. */
+static inline int ac_width(const ac_case *c)
+{
+	return c->H > 0 ? c->H * c->dv : c->dv;
+}
+
+/* loss = sum((dropout(masked_softmax(q k^T / sqrt(d), valid)) v) * w),
+ * with heads split and merged around the attention when H > 0. */
 static inline void ac_source(const ac_case *c, char *buf, size_t size)
 {
-	char valid[64] = "", sm[160];
+	char valid[64] = "", sm[320], qkv[3][48], vl[64] = "valid";
+	int h = c->H > 0 ? c->H : 1;
+	const char *names = "qkv";
+	for (int i = 0; i < 3; i++)
+		snprintf(qkv[i], sizeof qkv[i], c->H > 0 ? "split_heads(%c, %d)" : "%c",
+			 names[i], c->H);
+	if (c->H > 0)
+		snprintf(vl, sizeof vl, "repeat_interleave(valid, %d, 0)", c->H);
 	if (c->valid == AC_BATCH)
 		snprintf(valid, sizeof valid, "valid: i32[%d], ", c->N);
 	else if (c->valid == AC_QUERY)
 		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N, c->Q);
 	if (c->valid == AC_NONE)
-		snprintf(sm, sizeof sm, "softmax(q @ k.T / sqrt(%d))", c->d);
+		snprintf(sm, sizeof sm, "softmax(%s @ %s.T / sqrt(%d))", qkv[0],
+			 qkv[1], c->d);
 	else
-		snprintf(sm, sizeof sm, "masked_softmax(q @ k.T / sqrt(%d), valid)",
-			 c->d);
+		snprintf(sm, sizeof sm, "masked_softmax(%s @ %s.T / sqrt(%d), %s)",
+			 qkv[0], qkv[1], c->d, vl);
+	char att[512];
+	snprintf(att, sizeof att, c->H > 0 ? "merge_heads(dropout(%s, %g) @ %s, %d)"
+					   : "dropout(%s, %g) @ %s",
+		 sm, c->p, qkv[2], c->H);
 	snprintf(buf, size,
 		 "model fz\n"
 		 "export def loss(%sw: f32[%d, %d, %d])\n"
 		 "  param q : [%d, %d, %d] = normal(0, 1)\n"
 		 "  param k : [%d, %d, %d] = normal(0, 1)\n"
 		 "  param v : [%d, %d, %d] = normal(0, 1)\n"
-		 "  return sum(dropout(%s, %g) @ v * w)\n",
-		 valid, c->N, c->Q, c->dv, c->N, c->Q, c->d, c->N, c->K, c->d,
-		 c->N, c->K, c->dv, sm, c->p);
+		 "  return sum(%s * w)\n",
+		 valid, c->N, c->Q, ac_width(c), c->N, c->Q, h * c->d, c->N, c->K,
+		 h * c->d, c->N, c->K, h * c->dv, att);
 }
 
 static inline uint32_t ac_count(const ir_module *m, const char *fn, ir_op op)
@@ -71,7 +96,21 @@ static inline uint32_t ac_count(const ir_module *m, const char *fn, ir_op op)
 	return n;
 }
 
-/* The case's module with loss_grad, compiled the given way. */
+/* Every fused node of function fn has `heads` heads. */
+static inline void ac_expect_heads(const ir_module *m, const char *fn,
+				   uint32_t heads)
+{
+	const ir_func *f = ir_module_find_func(m, fn);
+	for (uint32_t i = 0; i < f->g.n_nodes; i++) {
+		const ir_node *n = &f->g.nodes[i];
+		if (n->op == IR_OP_FUSED_ATTENTION || n->op == IR_OP_FUSED_ATTENTION_GRAD)
+			ck_assert_uint_eq(n->attr.attention.heads, heads);
+	}
+}
+
+/* The case's module with loss_grad, compiled the given way. A fused
+ * multi-head case has its heads read in place (no permute left) unless
+ * fuse_heads is off. */
 static inline ir_module *ac_compile(ir_ctx *ctx, const ac_case *c, ac_way way)
 {
 	char src[1024];
@@ -79,16 +118,27 @@ static inline ir_module *ac_compile(ir_ctx *ctx, const ac_case *c, ac_way way)
 	uint32_t file = ir_ctx_add_source(ctx, "case.g", src, strlen(src));
 	ir_module *m = fe_compile(ctx, file);
 	ck_assert_msg(m != NULL, "the case does not compile:\n%s", src);
+	static const char *no_heads[] = {"fuse_heads"};
 	pass_options fuse = {.verify_each = true};
 	pass_options plain = {.verify_each = true, .no_fuse = true};
+	pass_options split = {.verify_each = true, .disabled = no_heads,
+			      .n_disabled = 1};
 	if (way == AC_FUSED_FIRST)
 		ck_assert(pass_pipeline_run(m, &fuse));
 	ck_assert(pass_autodiff(m, "loss"));
-	ck_assert(pass_pipeline_run(m, way == AC_UNFUSED ? &plain : &fuse));
+	ck_assert(pass_pipeline_run(m, way == AC_UNFUSED ? &plain
+					: way == AC_FUSED_SPLIT ? &split : &fuse));
 	uint32_t want = way == AC_UNFUSED ? 0 : 1;
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), want);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), want);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION), want);
+	bool is_in_place = c->H > 1 && (way == AC_FUSED || way == AC_FUSED_FIRST);
+	ac_expect_heads(m, "loss", is_in_place ? (uint32_t)c->H : 1);
+	ac_expect_heads(m, "loss_grad", is_in_place ? (uint32_t)c->H : 1);
+	if (is_in_place) {
+		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_PERMUTE), 0);
+		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_PERMUTE), 0);
+	}
 	return m;
 }
 
@@ -123,7 +173,7 @@ static inline uint32_t ac_inputs(ir_ctx *ctx, const ac_case *c,
 			v[i] = ac_length(&s, c->K);
 		n++;
 	}
-	int64_t wd[3] = {c->N, c->Q, c->dv};
+	int64_t wd[3] = {c->N, c->Q, ac_width(c)};
 	ck_assert(interp_tensor_alloc(ctx, &in[n], IR_F32, 3, wd));
 	float *w = in[n].data;
 	for (int64_t i = 0; i < interp_tensor_numel(&in[n]); i++)

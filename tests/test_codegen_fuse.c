@@ -8,7 +8,9 @@
  * interpreter as the error-ratio rule asks, and agree with the
  * interpreter's fused kernels (same dropout masks, bit for bit). Also:
  * one thread or two give the same results, and the fused program needs
- * less scratch than the unfused one.
+ * less scratch than the unfused one. Multi-head cases also run with the
+ * heads read in place and split by copies: the results are the same bit
+ * for bit.
  */
 #include "attn_cases.h"
 #include "cg_program.h"
@@ -101,6 +103,25 @@ static void check_close(const interp_tensor *got, const interp_tensor *want,
 		      "by %g (largest %g)", what, e, mag);
 }
 
+/* The kernels reading heads in place give what they give on split
+ * copies (fuse_heads off), bit for bit. */
+static void check_same_as_split(tu_graph *x, const ac_case *c,
+				const interp_tensor *in,
+				const interp_tensor *params, const jit_out *f1)
+{
+	ir_module *ms = ac_compile(&x->ctx, c, AC_FUSED_SPLIT);
+	jit_out s = {0};
+	jit_run(x, ms, "loss_grad", c, 1, in, params, &s);
+	ck_assert_uint_eq(s.n, f1->n);
+	for (uint32_t o = 0; o < s.n; o++) {
+		int64_t n = interp_tensor_numel(&s.t[o]);
+		ck_assert_msg(memcmp(s.t[o].data, f1->t[o].data, (size_t)n * 4) == 0,
+			      "output %u: heads in place differ from split heads", o);
+	}
+	jit_out_fini(x, &s);
+	ir_module_destroy(ms);
+}
+
 static void check_case(const ac_case *c)
 {
 	tu_graph x;
@@ -128,6 +149,8 @@ static void check_case(const ac_case *c)
 		interp_tensor_fini(&x.ctx, &ref[o]);
 		interp_tensor_fini(&x.ctx, &fi[o]);
 	}
+	if (c->H > 0)
+		check_same_as_split(&x, c, in, params, &f1);
 	free(ref);
 	free(fi);
 	jit_out_fini(&x, &u);
@@ -144,23 +167,44 @@ static void check_case(const ac_case *c)
 
 static const ac_case jit_cases[] = {
 	/* N, Q, K, d, dv, valid, p, training, seed */
-	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 21},
-	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 22},
-	{2, 1, 9, 16, 1, AC_NONE, 0, false, 23},
-	{1, 4, 4, 128, 64, AC_BATCH, 0, false, 24},
-	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 25},
-	{2, 70, 150, 64, 64, AC_QUERY, 0, false, 26},
-	{3, 65, 67, 8, 8, AC_BATCH, 0.1, true, 27},
-	{1, 130, 9, 31, 47, AC_QUERY, 0.2, true, 28},
-	{2, 9, 200, 128, 3, AC_BATCH, 0, false, 29},
-	{5, 10, 10, 8, 8, AC_QUERY, 0.1, false, 30},
-	{2, 33, 129, 2, 128, AC_NONE, 0.3, true, 31},
-	{4, 17, 1, 12, 5, AC_QUERY, 0, false, 32},
+	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 21, 0},
+	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 22, 0},
+	{2, 1, 9, 16, 1, AC_NONE, 0, false, 23, 0},
+	{1, 4, 4, 128, 64, AC_BATCH, 0, false, 24, 0},
+	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 25, 0},
+	{2, 70, 150, 64, 64, AC_QUERY, 0, false, 26, 0},
+	{3, 65, 67, 8, 8, AC_BATCH, 0.1, true, 27, 0},
+	{1, 130, 9, 31, 47, AC_QUERY, 0.2, true, 28, 0},
+	{2, 9, 200, 128, 3, AC_BATCH, 0, false, 29, 0},
+	{5, 10, 10, 8, 8, AC_QUERY, 0.1, false, 30, 0},
+	{2, 33, 129, 2, 128, AC_NONE, 0.3, true, 31, 0},
+	{4, 17, 1, 12, 5, AC_QUERY, 0, false, 32, 0},
 };
 
 START_TEST(test_fused_kernels_match_the_unfused_graph_by_the_error_ratio)
 {
 	check_case(&jit_cases[_i]);
+}
+END_TEST
+
+/* Multi-head attention, heads read in place: B, Q, K, d, dv (per
+ * head), valid, p, training, seed, H. More rows and keys than a block,
+ * head widths 2 to 64, the Transformer's shape (10 steps, 4 heads of 8). */
+static const ac_case heads_cases[] = {
+	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 61, 2},
+	{3, 7, 4, 5, 7, AC_QUERY, 0.5, true, 62, 3},
+	{2, 70, 150, 64, 64, AC_QUERY, 0, false, 63, 2},
+	{3, 65, 67, 8, 8, AC_BATCH, 0.1, true, 64, 4},
+	{1, 130, 9, 31, 47, AC_QUERY, 0.2, true, 65, 3},
+	{2, 9, 200, 16, 3, AC_NONE, 0.3, true, 66, 5},
+	{4, 17, 1, 12, 5, AC_QUERY, 0, false, 67, 2},
+	{5, 10, 10, 8, 8, AC_QUERY, 0.1, true, 68, 4},
+	{3, 10, 10, 8, 8, AC_BATCH, 0.1, false, 69, 4},
+};
+
+START_TEST(test_fused_kernels_reading_heads_in_place_match_the_unfused_graph_and_the_split_form)
+{
+	check_case(&heads_cases[_i]);
 }
 END_TEST
 
@@ -170,7 +214,7 @@ START_TEST(test_fused_forward_needs_no_weights_buffer)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ac_case c = {2, 256, 1024, 16, 16, AC_BATCH, 0, false, 40};
+	ac_case c = {2, 256, 1024, 16, 16, AC_BATCH, 0, false, 40, 0};
 	ir_module *mu = ac_compile(&x.ctx, &c, AC_UNFUSED);
 	ir_module *mf = ac_compile(&x.ctx, &c, AC_FUSED);
 	cg_program *pu = cg_program_create(&x.ctx, mu, NULL, NULL);
@@ -196,7 +240,7 @@ START_TEST(test_fused_dropout_is_off_outside_training)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ac_case on = {2, 6, 7, 4, 4, AC_BATCH, 0.5, false, 41};
+	ac_case on = {2, 6, 7, 4, 4, AC_BATCH, 0.5, false, 41, 0};
 	ac_case off = on;
 	off.p = 0;
 	ir_module *mon = ac_compile(&x.ctx, &on, AC_FUSED);
@@ -228,6 +272,8 @@ static Suite *fuse_suite(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_loop_test(tc, test_fused_kernels_match_the_unfused_graph_by_the_error_ratio,
 			    0, (int)(sizeof jit_cases / sizeof jit_cases[0]));
+	tcase_add_loop_test(tc, test_fused_kernels_reading_heads_in_place_match_the_unfused_graph_and_the_split_form,
+			    0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
 	tcase_add_test(tc, test_fused_forward_needs_no_weights_buffer);
 	tcase_add_test(tc, test_fused_dropout_is_off_outside_training);
 	suite_add_tcase(s, tc);

@@ -292,7 +292,7 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_id ln = node(b, IR_OP_LAYER_NORM, ln_args, 3, &eps, NULL);
 	ir_attr dr = {.dropout = {0.1, 1}};
 	n1(b, IR_OP_DROPOUT, ln, &dr);
-	ir_attr at = {.attention = {0.5, -1e6, 0.1, 1}};
+	ir_attr at = {.attention = {0.5, -1e6, 0.1, 1, 1}};
 	ir_id fa_args[] = {e, e, e, valid};
 	ir_id fa = node(b, IR_OP_FUSED_ATTENTION, fa_args, 4, &at, NULL);
 	ir_id fg_args[] = {e, e, e, valid, fa};

@@ -76,6 +76,7 @@ static ir_attr attention(double scale, double p)
 	a.attention.scale = scale;
 	a.attention.fill = -1e6;
 	a.attention.p = p;
+	a.attention.heads = 1;
 	return a;
 }
 
@@ -149,6 +150,48 @@ START_TEST(test_fused_attention_rejects_operands_that_do_not_fit)
 }
 END_TEST
 
+/* With h heads side by side the operands are (B, Q, h*d), (B, K, h*d),
+ * (B, K, h*dv) and the lengths (B) or (B, Q); the last dims must hold
+ * whole heads, and there is at least one. */
+START_TEST(test_fused_attention_with_heads_takes_them_side_by_side)
+{
+	gb g;
+	gb_init(&g);
+	ir_id q = gb_input(&g, IR_F32, 3, (int64_t[]){2, 3, 4});
+	ir_id k = gb_input(&g, IR_F32, 3, (int64_t[]){2, 5, 4});
+	ir_id v = gb_input(&g, IR_F32, 3, (int64_t[]){2, 5, 6});
+	ir_id vl = gb_input(&g, IR_I32, 2, (int64_t[]){2, 3});
+	ir_id v5 = gb_input(&g, IR_F32, 3, (int64_t[]){2, 5, 5});
+	ir_attr a = attention(0.5, 0);
+	a.attention.heads = 2;
+	ir_id o = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION, (ir_id[]){q, k, v, vl}, 4,
+			   &a, NULL, (ir_loc){0});
+	ck_assert_msg(o != IR_NONE, "%s", tu_graph_diag(&g.x));
+	const ir_type *t = &g.f->g.nodes[o].type;
+	ck_assert_int_eq(t->dims[0].coef, 2);
+	ck_assert_int_eq(t->dims[1].coef, 3);
+	ck_assert_int_eq(t->dims[2].coef, 6);
+	ir_id gr = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION_GRAD,
+			    (ir_id[]){q, k, v, vl, o}, 5, &a, NULL, (ir_loc){0});
+	ck_assert_msg(gr != IR_NONE, "%s", tu_graph_diag(&g.x));
+	ck_assert_int_eq(g.f->g.nodes[gr].type.dims[0].coef, 124);
+	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
+				   (ir_id[]){q, k, v5}, 3, &a, NULL, (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&g.x), "multiple of the 2 heads"));
+	a.attention.heads = 3;
+	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
+				   (ir_id[]){q, k, v}, 3, &a, NULL, (ir_loc){0}),
+			  IR_NONE);
+	a.attention.heads = 0;
+	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
+				   (ir_id[]){q, k, v}, 3, &a, NULL, (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&g.x), "heads must be at least 1, not 0"));
+	gb_fini(&g);
+}
+END_TEST
+
 /* Queries (B, Q, 2) and keys (B, K, 2): dq has B*Q*2 elements, dk B*K*2,
  * and no dim holds their sum. */
 START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
@@ -191,7 +234,7 @@ START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ac_case c = {2, 3, 5, 4, 6, AC_QUERY, 0.25, false, 1};
+	ac_case c = {2, 3, 5, 4, 6, AC_QUERY, 0.25, false, 1, 0};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	char *text = print_module(m);
 	ck_assert_ptr_nonnull(strstr(text, "fused_attention_grad %"));
@@ -210,11 +253,36 @@ START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 }
 END_TEST
 
+/* heads is printed when it is not 1 and read back; text without it
+ * reads as one head. */
+START_TEST(test_fused_ops_print_their_heads_and_read_them_back)
+{
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	ac_case c = {2, 3, 5, 4, 6, AC_BATCH, 0.25, false, 1, 3};
+	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
+	char *text = print_module(m);
+	ck_assert_ptr_nonnull(strstr(text, "p=0.25, stream=0, heads=3} : f32[2, 3, 18]"));
+	uint32_t file = ir_ctx_add_source(&x.ctx, "m.ir", text, strlen(text));
+	ir_module *back = ir_module_read(&x.ctx, file);
+	ck_assert_msg(back != NULL, "%s", tu_graph_diag(&x));
+	ck_assert(ir_module_verify(back));
+	ac_expect_heads(back, "loss_grad", 3);
+	char *again = print_module(back);
+	ck_assert_str_eq(again, text);
+	free(text);
+	free(again);
+	ir_module_destroy(back);
+	ir_module_destroy(m);
+	tu_graph_fini(&x);
+}
+END_TEST
+
 START_TEST(test_verifier_rejects_a_fused_dropout_stream_out_of_range)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ac_case c = {1, 2, 2, 2, 2, AC_NONE, 0.5, false, 1};
+	ac_case c = {1, 2, 2, 2, 2, AC_NONE, 0.5, false, 1, 0};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	ir_func *f = ir_module_find_func(m, "loss");
 	for (uint32_t i = 0; i < f->g.n_nodes; i++)
@@ -254,6 +322,25 @@ static void free_out(ir_ctx *ctx, interp_tensor *out, uint32_t n)
 	free(out);
 }
 
+/* Multi-head cases: the fused nodes with their heads read in place give
+ * bit for bit what the same nodes give on split copies (heads = 1). */
+static void check_same_as_split(ir_ctx *ctx, const ac_case *c, const runs *r,
+				const interp_tensor *f32)
+{
+	ir_module *ms = ac_compile(ctx, c, AC_FUSED_SPLIT);
+	interp_tensor *s32 = run_grad(ctx, ms, c, r, false);
+	const ir_func *f = ir_module_find_func(ms, "loss_grad");
+	for (uint32_t o = 0; o < f->n_outputs; o++) {
+		int64_t n = interp_tensor_numel(&s32[o]);
+		ck_assert_int_eq(interp_tensor_numel(&f32[o]), n);
+		ck_assert_msg(memcmp(s32[o].data, f32[o].data, (size_t)n * 4) == 0,
+			      "%s: heads in place differ from split heads",
+			      f->output_names[o]);
+	}
+	free_out(ctx, s32, f->n_outputs);
+	ir_module_destroy(ms);
+}
+
 /* Runs loss_grad unfused (float32 and float64), fused after autodiff and
  * fused before it (float32), and judges the fused results. */
 static void check_case(const ac_case *c)
@@ -281,6 +368,8 @@ static void check_case(const ac_case *c)
 		ck_assert_msg(e <= 1e-12 * (mag + 1), "%s: fused float64 differs "
 			      "by %g", f->output_names[o], e);
 	}
+	if (c->H > 0)
+		check_same_as_split(&x.ctx, c, &r, f32);
 	free_out(&x.ctx, ref, f->n_outputs);
 	free_out(&x.ctx, u32, f->n_outputs);
 	free_out(&x.ctx, f32, f->n_outputs);
@@ -297,19 +386,39 @@ static void check_case(const ac_case *c)
 }
 
 static const ac_case interp_cases[] = {
-	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 11},
-	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 12},
-	{2, 1, 9, 16, 1, AC_NONE, 0, false, 13},
-	{1, 4, 4, 128, 64, AC_BATCH, 0, false, 14},
-	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 15},
-	{2, 6, 11, 8, 8, AC_BATCH, 0.1, true, 16},
-	{1, 9, 2, 3, 2, AC_QUERY, 0.3, false, 17},
-	{4, 2, 13, 7, 9, AC_NONE, 0.2, true, 18},
+	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 11, 0},
+	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 12, 0},
+	{2, 1, 9, 16, 1, AC_NONE, 0, false, 13, 0},
+	{1, 4, 4, 128, 64, AC_BATCH, 0, false, 14, 0},
+	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 15, 0},
+	{2, 6, 11, 8, 8, AC_BATCH, 0.1, true, 16, 0},
+	{1, 9, 2, 3, 2, AC_QUERY, 0.3, false, 17, 0},
+	{4, 2, 13, 7, 9, AC_NONE, 0.2, true, 18, 0},
 };
 
 START_TEST(test_fused_interpreter_matches_the_unfused_graph_and_its_gradients)
 {
 	check_case(&interp_cases[_i]);
+}
+END_TEST
+
+/* Multi-head attention: B, Q, K, d, dv (per head), valid, p, training,
+ * seed, H. */
+static const ac_case heads_cases[] = {
+	{2, 3, 5, 2, 3, AC_BATCH, 0, false, 51, 2},
+	{3, 7, 4, 5, 7, AC_QUERY, 0, false, 52, 3},
+	{2, 1, 9, 16, 1, AC_NONE, 0, false, 53, 4},
+	{1, 4, 4, 64, 32, AC_BATCH, 0, false, 54, 2},
+	{2, 5, 3, 33, 17, AC_QUERY, 0.5, true, 55, 2},
+	{2, 6, 11, 8, 8, AC_BATCH, 0.1, true, 56, 4},
+	{1, 9, 2, 3, 2, AC_QUERY, 0.3, false, 57, 5},
+	{3, 10, 10, 8, 8, AC_QUERY, 0.1, true, 58, 4},
+	{4, 2, 13, 7, 9, AC_NONE, 0.2, true, 59, 1},
+};
+
+START_TEST(test_fused_heads_read_in_place_match_the_unfused_graph_and_the_split_form)
+{
+	check_case(&heads_cases[_i]);
 }
 END_TEST
 
@@ -489,6 +598,231 @@ START_TEST(test_fused_attention_takes_scale_dropout_and_the_softmax_location)
 		ck_assert_int_eq(f->g.nodes[ir_arg(&f->g, i, 3)].type.rank, 1);
 	}
 	ir_module_destroy(m);
+	tu_graph_fini(&x);
+}
+END_TEST
+
+/* ---- heads ------------------------------------------------------------------------- */
+
+/* fuse_heads takes every head split and merge around the Transformer's
+ * twelve fused nodes of loss_grad (and six of loss): no permute is left
+ * in either; without it each attention keeps four (three splits and a
+ * merge) and each gradient four more. */
+START_TEST(test_the_transformer_reads_every_attentions_heads_in_place)
+{
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	static const char *off[] = {"fuse_heads"};
+	pass_options opts[2] = {{0}, {.disabled = off, .n_disabled = 1}};
+	for (int i = 0; i < 2; i++) {
+		ir_module *m = load_model(&x, "models/transformer.g");
+		ck_assert(pass_autodiff(m, "loss"));
+		run_pipeline(m, &opts[i]);
+		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
+		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
+		ac_expect_heads(m, "loss", i == 0 ? 4 : 1);
+		ac_expect_heads(m, "loss_grad", i == 0 ? 4 : 1);
+		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_PERMUTE), i == 0 ? 0 : 24);
+		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_PERMUTE),
+				  i == 0 ? 0 : 48);
+		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_REPEAT_INTERLEAVE),
+				  i == 0 ? 0 : 2);
+		/* encode and decode_step return their weights: unfused, split */
+		ck_assert_uint_eq(ac_count(m, "encode", IR_OP_PERMUTE), 8);
+		ir_module_destroy(m);
+	}
+	tu_graph_fini(&x);
+}
+END_TEST
+
+static const char *const heads_head =
+	"model t\n"
+	"export def f(x: f32[2, 3, 8], y: f32[2, 5, 8], kk: f32[4, 5, 4], "
+	"valid: i32[2], vh: i32[4])\n"
+	"  q = split_heads(x, 2)\n"
+	"  k = split_heads(y, 2)\n"
+	"  vl = repeat_interleave(valid, 2, 0)\n";
+
+/* Compiles heads_head + body, runs the pipeline; the heads of its one
+ * fused node (0: none), the explanation in *explain. */
+static uint32_t heads_in(tu_graph *x, const char *body, char **explain)
+{
+	char src[1024];
+	snprintf(src, sizeof src, "%s%s", heads_head, body);
+	ir_module *m = load_text(x, src);
+	size_t len = 0;
+	FILE *out = open_memstream(explain, &len);
+	pass_options pre = {.no_fuse = true};
+	run_pipeline(m, &pre);
+	pass_explain_fusion(m, out);
+	fclose(out);
+	ir_module_destroy(m);
+	m = load_text(x, src);
+	run_pipeline(m, NULL);
+	const ir_func *f = m->funcs[0];
+	uint32_t h = 0;
+	for (uint32_t i = 0; i < f->g.n_nodes; i++)
+		if (f->g.nodes[i].op == IR_OP_FUSED_ATTENTION)
+			h = f->g.nodes[i].attr.attention.heads;
+	if (h > 1)
+		ck_assert_uint_eq(ac_count(m, "f", IR_OP_PERMUTE), 0);
+	ir_module_destroy(m);
+	return h;
+}
+
+static void expect_heads(const char *body, uint32_t want, const char *why)
+{
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	char *text = NULL;
+	ck_assert_uint_eq(heads_in(&x, body, &text), want);
+	ck_assert_msg(strstr(text, why), "want '%s' in:\n%s", why, text);
+	free(text);
+	tu_graph_fini(&x);
+}
+
+/* The heads are read in place only when the queries, keys and values are
+ * splits of one h, the lengths are per batch element, and the result is
+ * only merged; otherwise the fused node keeps its split copies. */
+START_TEST(test_heads_stay_split_unless_every_part_matches)
+{
+	expect_heads("  return merge_heads(masked_softmax(q @ k.T, vl) @ k, 2)\n", 2,
+		     "; its 2 heads are read in place\n");
+	expect_heads("  return merge_heads(softmax(q @ k.T) @ k, 2)\n", 2,
+		     "; its 2 heads are read in place\n");
+	expect_heads("  return merge_heads(masked_softmax(q @ k.T, vh) @ k, 2)\n", 1,
+		     "; its 2 heads stay split: its valid lengths %4 (input) are "
+		     "not one per batch element repeated for each of the 2 heads");
+	expect_heads("  o = masked_softmax(q @ k.T, vl) @ k\n"
+		     "  return merge_heads(o, 2) + sum(o)\n", 1,
+		     "its 2 heads stay split: its result %");
+	expect_heads("  o = masked_softmax(q @ k.T, vl) @ k\n"
+		     "  return merge_heads(o, 2), o\n", 1,
+		     "(matmul) is output 1 of @f");
+	expect_heads("  return merge_heads(masked_softmax(q @ kk.T, vl) @ kk, 2)\n", 1,
+		     "stay split: its keys %2 (input) are not a head split");
+	expect_heads("  return masked_softmax(kk @ kk.T, vh) @ kk\n", 1,
+		     "into fused_attention\n");
+}
+END_TEST
+
+/* The queries' split is used elsewhere too, so their gradient is a sum
+ * that reads the fused gradient's part as it is: the forward reads its
+ * heads in place, the gradient keeps them split, and both agree with
+ * the unfused graph. */
+START_TEST(test_a_gradient_part_read_outside_a_merge_keeps_the_gradient_split)
+{
+	static const char src[] =
+		"model t\n"
+		"export def loss(x: f32[2, 3, 8], y: f32[2, 5, 8], valid: i32[2])\n"
+		"  param W : [8, 8] = normal(0, 1)\n"
+		"  q = split_heads(x @ W, 2)\n"
+		"  k = split_heads(y @ W, 2)\n"
+		"  o = masked_softmax(q @ k.T / 2, repeat_interleave(valid, 2, 0)) @ k\n"
+		"  return sum(merge_heads(o, 2) * x) + sum(q * q)\n";
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	ir_module *m = load_text(&x, src);
+	ck_assert(pass_autodiff(m, "loss"));
+	pass_options pre = {.no_fuse = true};
+	run_pipeline(m, &pre);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	pass_explain_fusion(m, out);
+	fclose(out);
+	ck_assert_msg(strstr(text, "@loss_grad %") &&
+		      strstr(text, "; its 2 heads are read in place; in its gradient "
+				   "they stay split: its gradient part %"), "%s", text);
+	free(text);
+	ir_module_destroy(m);
+	m = load_text(&x, src);
+	ck_assert(pass_autodiff(m, "loss"));
+	run_pipeline(m, NULL);
+	const ir_func *f = ir_module_find_func(m, "loss_grad");
+	for (uint32_t i = 0; i < f->g.n_nodes; i++) {
+		const ir_node *n = &f->g.nodes[i];
+		if (n->op == IR_OP_FUSED_ATTENTION)
+			ck_assert_uint_eq(n->attr.attention.heads, 2);
+		if (n->op == IR_OP_FUSED_ATTENTION_GRAD)
+			ck_assert_uint_eq(n->attr.attention.heads, 1);
+	}
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 1);
+	ir_module_destroy(m);
+	tu_graph_fini(&x);
+}
+END_TEST
+
+/* Runs the module's loss_grad in float64 on x (2, Q, 8), y (2, K, 8) and
+ * valid (2) of fixed values; the outputs. */
+static interp_tensor *heads_grad_run(tu_graph *x, const ir_module *m, int Q,
+				     int K)
+{
+	interp_tensor in[3], params[1];
+	const int64_t xd[3] = {2, Q, 8}, yd[3] = {2, K, 8}, vd[1] = {2};
+	ck_assert(interp_tensor_alloc(&x->ctx, &in[0], IR_F32, 3, xd));
+	ck_assert(interp_tensor_alloc(&x->ctx, &in[1], IR_F32, 3, yd));
+	ck_assert(interp_tensor_alloc(&x->ctx, &in[2], IR_I32, 1, vd));
+	for (int i = 0; i < 2 * Q * 8; i++)
+		((float *)in[0].data)[i] = (float)((i * 7) % 11) / 4 - 1;
+	for (int i = 0; i < 2 * K * 8; i++)
+		((float *)in[1].data)[i] = (float)((i * 5) % 13) / 6 - 1;
+	((int32_t *)in[2].data)[0] = 0;
+	((int32_t *)in[2].data)[1] = K - 1;
+	const ir_func *f = ir_module_find_func(m, "loss_grad");
+	int64_t syms[3] = {2, Q, K};
+	ck_assert(interp_params_init(&x->ctx, m, syms, 5, true, params));
+	interp_tensor *out = calloc(f->n_outputs, sizeof *out);
+	interp_opts o = {.is_f64 = true};
+	ck_assert_msg(interp_run(&x->ctx, m, f, &o, params, in, out), "%s",
+		      tu_graph_diag(x));
+	for (int i = 0; i < 3; i++)
+		interp_tensor_fini(&x->ctx, &in[i]);
+	interp_tensor_fini(&x->ctx, &params[0]);
+	return out;
+}
+
+/* With run-time Q and K the packed gradient has no type: the gradient
+ * rule of a fused node with heads then splits them off, differentiates
+ * the unfused chain and merges the gradients, equal to the unfused
+ * graph's. */
+START_TEST(test_the_unfused_gradient_of_a_node_with_heads_splits_and_merges_them)
+{
+	static const char src[] =
+		"model t\ndim B, Q, K\n"
+		"export def loss(x: f32[B, Q, 8], y: f32[B, K, 8], valid: i32[B])\n"
+		"  param W : [8] = normal(0, 1)\n"
+		"  q = split_heads(x * W, 2)\n"
+		"  k = split_heads(y * W, 2)\n"
+		"  v = split_heads(y * W * W, 2)\n"
+		"  o = masked_softmax(q @ k.T / 2, repeat_interleave(valid, 2, 0)) @ v\n"
+		"  return sum(merge_heads(o, 2) * x)\n";
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	interp_tensor *out[2];
+	for (int fused = 0; fused < 2; fused++) {
+		ir_module *m = load_text(&x, src);
+		pass_options po = {.no_fuse = !fused};
+		run_pipeline(m, &po);
+		ac_expect_heads(m, "loss", 2);
+		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION),
+				  (uint32_t)fused);
+		ck_assert_msg(pass_autodiff(m, "loss"), "%s", tu_graph_diag(&x));
+		run_pipeline(m, &po);
+		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 0);
+		out[fused] = heads_grad_run(&x, m, 3, 4);
+		ir_module_destroy(m);
+	}
+	for (int o = 0; o < 2; o++) {
+		double e, mag;
+		ac_errors(&out[1][o], &out[0][o], &e, &mag);
+		ck_assert_msg(mag > 0 && e <= 1e-12 * (mag + 1), "output %d differs by %g",
+			      o, e);
+		interp_tensor_fini(&x.ctx, &out[0][o]);
+		interp_tensor_fini(&x.ctx, &out[1][o]);
+	}
+	free(out[0]);
+	free(out[1]);
 	tu_graph_fini(&x);
 }
 END_TEST
@@ -677,13 +1011,17 @@ static Suite *fuse_suite(void)
 	tcase_add_test(tc, test_fused_attention_has_the_queries_rows_and_the_values_width);
 	tcase_add_test(tc, test_fused_attention_rejects_operands_that_do_not_fit);
 	tcase_add_test(tc, test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim);
+	tcase_add_test(tc, test_fused_attention_with_heads_takes_them_side_by_side);
 	tcase_add_test(tc, test_fused_ops_print_their_attributes_and_read_back);
+	tcase_add_test(tc, test_fused_ops_print_their_heads_and_read_them_back);
 	tcase_add_test(tc, test_verifier_rejects_a_fused_dropout_stream_out_of_range);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("interp");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_fused_interpreter_matches_the_unfused_graph_and_its_gradients,
 			    0, (int)(sizeof interp_cases / sizeof interp_cases[0]));
+	tcase_add_loop_test(tc, test_fused_heads_read_in_place_match_the_unfused_graph_and_the_split_form,
+			    0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
 	tcase_add_test(tc, test_fused_rows_of_valid_length_zero_average_all_values);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("pass");
@@ -697,6 +1035,10 @@ static Suite *fuse_suite(void)
 	tcase_add_test(tc, test_transposed_keys_and_constant_scales_fuse);
 	tcase_add_test(tc, test_a_gradient_for_the_values_alone_fuses);
 	tcase_add_test(tc, test_explain_fusion_says_which_softmax_fuses_and_why_not);
+	tcase_add_test(tc, test_the_transformer_reads_every_attentions_heads_in_place);
+	tcase_add_test(tc, test_heads_stay_split_unless_every_part_matches);
+	tcase_add_test(tc, test_a_gradient_part_read_outside_a_merge_keeps_the_gradient_split);
+	tcase_add_test(tc, test_the_unfused_gradient_of_a_node_with_heads_splits_and_merges_them);
 	suite_add_tcase(s, tc);
 	return s;
 }

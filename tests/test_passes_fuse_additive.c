@@ -55,8 +55,28 @@ static ir_attr attention(double p)
 	a.attention.scale = 1;
 	a.attention.fill = -1e6;
 	a.attention.p = p;
+	a.attention.heads = 1;
 	return a;
 }
+
+START_TEST(test_fused_additive_attention_rejects_heads_other_than_one)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id qp = tu_input(&g, tu_type(IR_F32, 3, 2, 3, 4));
+	ir_id kp = tu_input(&g, tu_type(IR_F32, 3, 2, 5, 4));
+	ir_id wv = tu_input(&g, tu_type(IR_F32, 1, 4));
+	ir_id v = tu_input(&g, tu_type(IR_F32, 3, 2, 5, 6));
+	ir_attr a = attention(0);
+	a.attention.heads = 2;
+	ir_id args[4] = {qp, kp, wv, v};
+	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ADDITIVE_ATTENTION, args, 4,
+				   &a, NULL, (ir_loc){0}), IR_NONE);
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&g), "additive attention has "
+				     "one head, not 2"));
+	tu_graph_fini(&g);
+}
+END_TEST
 
 START_TEST(test_fused_additive_attention_has_the_queries_rows_and_the_values_width)
 {
@@ -396,6 +416,7 @@ static Suite *fuse_additive_suite(void)
 	Suite *s = suite_create("passes_fuse_additive");
 	TCase *ops = tcase_create("ops");
 	tcase_add_test(ops, test_fused_additive_attention_has_the_queries_rows_and_the_values_width);
+	tcase_add_test(ops, test_fused_additive_attention_rejects_heads_other_than_one);
 	tcase_add_test(ops, test_fused_additive_attention_rejects_operands_that_do_not_fit);
 	tcase_add_test(ops, test_the_fused_additive_ops_print_and_read_back);
 	suite_add_tcase(s, ops);

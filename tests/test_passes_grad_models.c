@@ -268,9 +268,24 @@ static uint32_t count_op(const ir_module *m, const char *fn, ir_op op)
 	return n;
 }
 
+/* The fused nodes of function fn that read their 4 heads in place. */
+static uint32_t count_heads_4(const ir_module *m, const char *fn)
+{
+	const ir_func *f = ir_module_find_func(m, fn);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < f->g.n_nodes; i++) {
+		const ir_node *nd = &f->g.nodes[i];
+		n += (nd->op == IR_OP_FUSED_ATTENTION ||
+		      nd->op == IR_OP_FUSED_ATTENTION_GRAD) &&
+		     nd->attr.attention.heads == 4;
+	}
+	return n;
+}
+
 /* The training graph after the pipeline, where fuse_attention replaced
  * the six attentions of loss and loss_grad (forward and backward) by
- * fused_attention and fused_attention_grad. */
+ * fused_attention and fused_attention_grad, and fuse_heads made them
+ * read their four heads in place (no permute left). */
 START_TEST(test_fused_transformer_loss_gradient_matches_finite_differences)
 {
 	gm x;
@@ -282,6 +297,8 @@ START_TEST(test_fused_transformer_loss_gradient_matches_finite_differences)
 	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ATTENTION), 6);
 	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
 	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
+	ck_assert_uint_eq(count_heads_4(x.m, "loss_grad"), 12);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_PERMUTE), 0);
 	interp_opts eval = {.is_f64 = true};
 	directional_error(&x, &eval, 1);
 	directional_error(&x, &eval, 2);
