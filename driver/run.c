@@ -202,15 +202,25 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 						 : attnrt_strerror(rc & 0xff));
 }
 
+cg_program_options drv_program_options(const drv_options *o)
+{
+	pass_options po = {.disabled = o->disabled, .n_disabled = o->n_disabled,
+			   .no_fuse = o->no_fuse};
+	return (cg_program_options){
+		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise")};
+}
+
 void drv_print_jit_stats(const ir_module *m, cg_program *p)
 {
 	cg_module_stats s = cg_program_stats(p);
 	char extra[256];
 	snprintf(extra, sizeof extra,
 		 "\"compile_ms\": %.1f, \"jit_kernels\": %u, "
-		 "\"parallel_kernels\": %u",
+		 "\"parallel_kernels\": %u, \"fused_nodes\": %u, "
+		 "\"kernel_calls\": %u",
 		 cg_program_build_ms(p) + s.opt_ms + s.jit_ms,
-		 cg_program_n_kernels(p), cg_program_n_parallel(p));
+		 cg_program_n_kernels(p), cg_program_n_parallel(p),
+		 cg_program_n_fused(p), cg_program_n_calls(p));
 	pass_stats_print(m, extra, stdout);
 }
 
@@ -230,7 +240,9 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 	if (!j->syms ||
 	    !drv_bind_syms(ctx, m, f, o, false, is_training, j->syms))
 		return false;
-	cg_program_options po = {.only = only, .n_only = n_only};
+	cg_program_options po = drv_program_options(o);
+	po.only = only;
+	po.n_only = n_only;
 	j->p = cg_program_create(ctx, m, j->syms, &po);
 	if (!j->p || !cg_program_jit(j->p))
 		return false;
