@@ -29,6 +29,7 @@ typedef struct cg_entry {
 	const ir_func *fn;
 	char symbol[256];
 	size_t scratch_bytes;
+	uint32_t n_calls; /* kernel calls of one call */
 	attnrt_tensor_info *inputs, *outputs;
 	attnrt_entry_fn entry;
 } cg_entry;
@@ -43,7 +44,7 @@ struct cg_program {
 	cg_entry *entries;
 	uint32_t n_entries;
 	uint32_t n_kernels, n_parallel;
-	uint32_t n_fused, n_calls; /* fused nodes, kernel calls: all entries */
+	uint32_t n_fused; /* fused nodes over all entries */
 	int64_t grain;
 	bool is_serial, no_fuse;
 	double build_ms;
@@ -878,7 +879,7 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 			p->n_fused++;
 		} else if (!is_leaf(op) && op != IR_OP_RESHAPE) {
 			ok = build_kernel(p, L, fn, e.plan.into, i, &ks[i]);
-			p->n_calls++;
+			ce->n_calls++;
 		}
 	}
 	if (ok) {
@@ -1116,9 +1117,10 @@ uint32_t cg_program_n_fused(const cg_program *p)
 	return p->n_fused;
 }
 
-uint32_t cg_program_n_calls(const cg_program *p)
+uint32_t cg_program_n_calls(const cg_program *p, const char *func)
 {
-	return p->n_calls;
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->n_calls : 0;
 }
 
 cg_module_stats cg_program_stats(const cg_program *p)

@@ -127,11 +127,12 @@ const attnrt_tensor_info *cg_program_outputs(const cg_program *p,
 uint32_t cg_program_n_kernels(const cg_program *p);
 uint32_t cg_program_n_parallel(const cg_program *p);
 
-/* Over all entry points: the nodes computed inside their consumer's
- * kernel (elementwise fusion), and the kernel calls one call of every
- * entry point makes. */
+/* The nodes computed inside their consumer's kernel (elementwise
+ * fusion), over all entry points. */
 uint32_t cg_program_n_fused(const cg_program *p);
-uint32_t cg_program_n_calls(const cg_program *p);
+/* The kernels one call of the entry point for func calls (0 if func is
+ * not exported). */
+uint32_t cg_program_n_calls(const cg_program *p, const char *func);
 
 /* Compilation statistics of the underlying module; build_ms is the time
  * spent building the LLVM IR in cg_program_create. */

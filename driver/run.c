@@ -210,17 +210,39 @@ cg_program_options drv_program_options(const drv_options *o)
 		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise")};
 }
 
+/* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for
+ * every entry point of p. */
+static void print_entries(const cg_program *p, char *buf, size_t size)
+{
+	size_t at = 0;
+	for (int pass = 0; pass < 2 && at < size; pass++) {
+		at += (size_t)snprintf(buf + at, size - at, "%s\"%s\": {",
+				       pass ? ", " : "",
+				       pass ? "scratch_bytes" : "kernel_calls");
+		for (uint32_t i = 0; i < cg_program_n_entries(p) && at < size; i++) {
+			const char *fn = cg_program_entry_name(p, i);
+			unsigned long long v =
+				pass ? (unsigned long long)cg_program_scratch_bytes(p, fn)
+				     : cg_program_n_calls(p, fn);
+			at += (size_t)snprintf(buf + at, size - at, "%s\"%s\": %llu",
+					       i ? ", " : "", fn, v);
+		}
+		if (at < size)
+			at += (size_t)snprintf(buf + at, size - at, "}");
+	}
+}
+
 void drv_print_jit_stats(const ir_module *m, cg_program *p)
 {
 	cg_module_stats s = cg_program_stats(p);
-	char extra[256];
+	char extra[4096], calls[3584];
+	print_entries(p, calls, sizeof calls);
 	snprintf(extra, sizeof extra,
 		 "\"compile_ms\": %.1f, \"jit_kernels\": %u, "
-		 "\"parallel_kernels\": %u, \"fused_nodes\": %u, "
-		 "\"kernel_calls\": %u",
+		 "\"parallel_kernels\": %u, \"fused_nodes\": %u, %s",
 		 cg_program_build_ms(p) + s.opt_ms + s.jit_ms,
 		 cg_program_n_kernels(p), cg_program_n_parallel(p),
-		 cg_program_n_fused(p), cg_program_n_calls(p));
+		 cg_program_n_fused(p), calls);
 	pass_stats_print(m, extra, stdout);
 }
 

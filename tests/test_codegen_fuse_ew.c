@@ -134,7 +134,7 @@ static void jit_run(fx *x, bool no_fuse, bool is_training, int n_threads,
 	attnrt_run run = {11, 3, is_training, n_threads};
 	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
 	r->n_fused = cg_program_n_fused(p);
-	r->n_calls = cg_program_n_calls(p);
+	r->n_calls = cg_program_n_calls(p, "f");
 	r->n_kernels = cg_program_n_kernels(p);
 	free(sb);
 	cg_program_destroy(p);
