@@ -83,7 +83,7 @@ static uint32_t build(tree_build *b, ir_id x, ir_id user, const int *ax,
 		return 0;
 	cg_tree_node *tn = &b->t->n[me];
 	map_strides(b, x, ax, tn->t);
-	if (!b->into || b->into[x] != user) {
+	if (!b->into || !pass_fuse_ew_is_in(b->into, x, user)) {
 		tn->is_leaf = true;
 		tn->param = param != UINT32_MAX ? param : b->t->n_par++;
 		return me;

@@ -213,9 +213,9 @@ static attnrt_tensor_info *tensor_table(cg_program *p, const cg_lower *L,
 
 /* ---- memory planning -------------------------------------------------------- */
 
-/* A function's plan: into[i] the consumer node i is fused into, or
- * IR_NONE (pass_fuse_ew_plan); root[i] is the node whose buffer holds
- * node i's data (a leaf, itself, or what a reshape reads); offset[i] its
+/* A function's plan: into[i] the consumer node i is fused into,
+ * PASS_FUSE_EW_EVERY or IR_NONE (pass_fuse_ew_plan); root[i] is the node
+ * whose buffer holds node i's data (a leaf, itself, or what a reshape reads); offset[i] its
  * place in the slab for computing roots that are not fused. */
 typedef struct func_plan {
 	ir_id *into;
@@ -236,14 +236,27 @@ static void find_roots(const ir_graph *g, ir_id *root)
 							   : i;
 }
 
+/* at[i]: the last step whose kernel computes node i (itself, or the
+ * kernels of the readers it is fused into). */
+static void find_steps(const ir_graph *g, const ir_id *into, uint32_t *at)
+{
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		at[i] = into[i] == IR_NONE ? i : 0;
+	for (ir_id c = g->n_nodes; c-- > 0;)
+		for (uint32_t a = 0; a < g->nodes[c].n_args; a++) {
+			ir_id x = ir_arg(g, c, a);
+			if (pass_fuse_ew_is_in(into, x, c) && at[c] > at[x])
+				at[x] = at[c];
+		}
+}
+
 /* last[r]: the last step that reads root r's buffer; a fused node reads
- * its operands when the kernel computing it runs. at is scratch. */
+ * its operands when the kernels computing it run. at is scratch. */
 static void find_last_use(const ir_func *f, const ir_id *into,
 			  const ir_id *root, uint32_t *at, uint32_t *last)
 {
 	const ir_graph *g = &f->g;
-	for (ir_id i = g->n_nodes; i-- > 0;)
-		at[i] = into[i] == IR_NONE ? i : at[into[i]];
+	find_steps(g, into, at);
 	for (ir_id i = 0; i < g->n_nodes; i++)
 		last[i] = i;
 	for (ir_id i = 0; i < g->n_nodes; i++)
@@ -800,8 +813,9 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 	args[na++] = node_ptr(e, id);
 	for (uint32_t a = 0; a < n->n_args; a++) {
 		ir_id x = ir_arg(&e->fn->g, id, a);
-		args[na++] = e->plan.into[x] == id ? LLVMConstPointerNull(cg_t_ptr(f))
-						   : node_ptr(e, x);
+		args[na++] = pass_fuse_ew_is_in(e->plan.into, x, id)
+				     ? LLVMConstPointerNull(cg_t_ptr(f))
+				     : node_ptr(e, x);
 	}
 	for (uint32_t i = 0; i < c->n_extra; i++)
 		args[na++] = node_ptr(e, c->extra[i]);

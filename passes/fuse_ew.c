@@ -11,7 +11,9 @@
  *     dropout (its random bits are a function of its flat index, so any
  *     kernel that knows the index can draw them), a permute or a
  *     broadcast (index arithmetic instead of a copy);
- *   - it has exactly one use, and is no output of the function;
+ *   - it is no output of the function, and has one use, or several when
+ *     its op is cheap to compute again (no transcendental function): it
+ *     is then computed in each of its readers' kernels;
  *   - the consumer reads each of its elements once, at an index it can
  *     address: an elementwise consumer (or dropout, broadcast) of the same
  *     shape (a consumer that broadcasts the node would recompute it), a
@@ -21,7 +23,9 @@
  *     PASS_FUSE_EW_MAX_NODES tree nodes and PASS_FUSE_EW_MAX_ARRAYS arrays
  *     read through strides (leaves, and one per fused dropout's index).
  * Consumers are decided before their producers (the graph is walked
- * backwards), so a whole chain collapses into the kernel at its end.
+ * backwards), so a whole chain collapses into the kernel at its end. A
+ * node computed in several readers hosts nothing: its operands are
+ * leaves.
  */
 #include "passes.h"
 
@@ -130,31 +134,39 @@ static bool hosts(const ir_graph *g, ir_id c, uint32_t a, ir_id p)
 	return false;
 }
 
-/* The use counts of every node (outputs count as uses twice, so that an
- * output never fuses), and for each node its last user and the operand
- * slot it fills there. */
+/* Every node's uses: n[x] operand slots read it (its users are
+ * user[first[x] .. first[x] + n[x]), in slot slot[...]), is_out[x] if it
+ * is an output. */
 typedef struct uses {
-	uint32_t *n;
+	uint32_t *n, *first;
 	ir_id *user;
 	uint32_t *slot;
+	bool *is_out;
 } uses;
 
-static void count_uses(const ir_func *f, uses *u)
+static void find_uses(const ir_func *f, uses *u)
 {
 	const ir_graph *g = &f->g;
+	uint32_t at = 0;
+	memset(u->n, 0, g->n_nodes * sizeof *u->n);
+	memset(u->is_out, 0, g->n_nodes * sizeof *u->is_out);
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
+			u->n[ir_arg(g, i, a)]++;
 	for (ir_id i = 0; i < g->n_nodes; i++) {
+		u->first[i] = at;
+		at += u->n[i];
 		u->n[i] = 0;
-		u->user[i] = IR_NONE;
 	}
 	for (ir_id i = 0; i < g->n_nodes; i++)
 		for (uint32_t a = 0; a < g->nodes[i].n_args; a++) {
 			ir_id x = ir_arg(g, i, a);
-			u->n[x]++;
-			u->user[x] = i;
-			u->slot[x] = a;
+			uint32_t k = u->first[x] + u->n[x]++;
+			u->user[k] = i;
+			u->slot[k] = a;
 		}
 	for (uint32_t o = 0; o < f->n_outputs; o++)
-		u->n[f->outputs[o]] += 2;
+		u->is_out[f->outputs[o]] = true;
 }
 
 /* Size of the kernel rooted at each node: tree nodes and strided arrays. */
@@ -162,8 +174,61 @@ typedef struct budget {
 	uint32_t *nodes, *arrays;
 } budget;
 
-/* Decides node p, whose consumers are all decided; into[r] of a kernel's
- * root r is IR_NONE and its budget counts every tree fused into it. */
+/* Whether the ops are cheap enough to compute again in every reader:
+ * no transcendental function. */
+static bool is_cheap(ir_op op)
+{
+	return op != IR_OP_EXP && op != IR_OP_LOG && op != IR_OP_TANH &&
+	       op != IR_OP_SIGMOID && op != IR_OP_SIN && op != IR_OP_COS &&
+	       op != IR_OP_SQRT && op != IR_OP_POW;
+}
+
+/* Adds node p to the kernel of its use k (sign 1) or takes it out
+ * (sign -1); false if adding takes the kernel past its bounds. */
+static bool charge(const ir_graph *g, const uses *u, ir_id p, uint32_t k,
+		   const ir_id *root, budget *b, int sign)
+{
+	const ir_node *n = &g->nodes[p];
+	ir_id r = root[u->user[u->first[p] + k]];
+	int64_t arrays = (int64_t)n->n_args - 1 + (n->op == IR_OP_DROPOUT);
+	b->nodes[r] += (uint32_t)((int64_t)sign * n->n_args);
+	b->arrays[r] += (uint32_t)(sign * arrays);
+	return b->nodes[r] <= PASS_FUSE_EW_MAX_NODES &&
+	       b->arrays[r] <= PASS_FUSE_EW_MAX_ARRAYS;
+}
+
+/* Whether every use of p can read it in place: the reader hosts it and
+ * is no node computed in each of its own readers (whose operands stay
+ * leaves, so that their kernels' bounds hold). */
+static bool all_hosted(const ir_graph *g, const uses *u, ir_id p,
+		       const ir_id *into)
+{
+	for (uint32_t k = 0; k < u->n[p]; k++) {
+		ir_id c = u->user[u->first[p] + k];
+		if (into[c] == PASS_FUSE_EW_EVERY ||
+		    !hosts(g, c, u->slot[u->first[p] + k], p))
+			return false;
+	}
+	return u->n[p] > 0;
+}
+
+/* Charges p to the kernels of all its uses, or to none. */
+static bool charge_all(const ir_graph *g, const uses *u, ir_id p,
+		       const ir_id *root, budget *b)
+{
+	for (uint32_t k = 0; k < u->n[p]; k++)
+		if (!charge(g, u, p, k, root, b, 1)) {
+			for (uint32_t j = 0; j <= k; j++)
+				charge(g, u, p, j, root, b, -1);
+			return false;
+		}
+	return true;
+}
+
+/* Decides node p, whose readers are all decided; into[r] of a kernel's
+ * root r is IR_NONE and its budget counts every tree fused into it. A
+ * node with one reader fuses into it (root: that reader's kernel); a
+ * cheap one with several is computed in each (no single root). */
 static void decide(const ir_graph *g, const uses *u, ir_id p, ir_id *into,
 		   ir_id *root, budget *b)
 {
@@ -172,43 +237,41 @@ static void decide(const ir_graph *g, const uses *u, ir_id p, ir_id *into,
 	root[p] = p;
 	b->nodes[p] = 1 + n->n_args;
 	b->arrays[p] = n->n_args;
-	ir_id c = u->user[p];
-	if (u->n[p] != 1 || !pass_fuse_ew_is_fusible(n->op) ||
-	    !hosts(g, c, u->slot[p], p))
+	if (u->is_out[p] || !pass_fuse_ew_is_fusible(n->op) ||
+	    !all_hosted(g, u, p, into) ||
+	    (u->n[p] > 1 && !is_cheap(n->op)) || !charge_all(g, u, p, root, b))
 		return;
-	ir_id r = root[c];
-	uint32_t extra = n->op == IR_OP_DROPOUT;
-	uint32_t nodes = b->nodes[r] + n->n_args;
-	uint32_t arrays = b->arrays[r] - 1 + n->n_args + extra;
-	if (nodes > PASS_FUSE_EW_MAX_NODES || arrays > PASS_FUSE_EW_MAX_ARRAYS)
-		return;
-	into[p] = c;
-	root[p] = r;
-	b->nodes[r] = nodes;
-	b->arrays[r] = arrays;
+	ir_id c = u->user[u->first[p]];
+	into[p] = u->n[p] == 1 ? c : PASS_FUSE_EW_EVERY;
+	root[p] = u->n[p] == 1 ? root[c] : IR_NONE;
 }
 
 bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into)
 {
 	const ir_graph *g = &f->g;
-	uint32_t n = g->n_nodes + 1;
+	uint32_t n = g->n_nodes + 1, n_args = g->n_args + 1;
 	ir_ctx *ctx = m->ctx;
-	uses u = {ir_alloc(ctx, n * sizeof *u.n), ir_alloc(ctx, n * sizeof *u.user),
-		  ir_alloc(ctx, n * sizeof *u.slot)};
+	uses u = {ir_alloc(ctx, n * sizeof *u.n), ir_alloc(ctx, n * sizeof *u.first),
+		  ir_alloc(ctx, n_args * sizeof *u.user),
+		  ir_alloc(ctx, n_args * sizeof *u.slot),
+		  ir_alloc(ctx, n * sizeof *u.is_out)};
 	budget b = {ir_alloc(ctx, n * sizeof *b.nodes),
 		    ir_alloc(ctx, n * sizeof *b.arrays)};
 	ir_id *root = ir_alloc(ctx, n * sizeof *root);
-	bool ok = u.n && u.user && u.slot && b.nodes && b.arrays && root;
+	bool ok = u.n && u.first && u.user && u.slot && u.is_out && b.nodes &&
+		  b.arrays && root;
 	if (ok) {
-		count_uses(f, &u);
+		find_uses(f, &u);
 		for (ir_id i = g->n_nodes; i-- > 0;)
 			decide(g, &u, i, into, root, &b);
 	} else {
 		ir_error(ctx, f->loc, "out of memory");
 	}
 	ir_free(ctx, u.n);
+	ir_free(ctx, u.first);
 	ir_free(ctx, u.user);
 	ir_free(ctx, u.slot);
+	ir_free(ctx, u.is_out);
 	ir_free(ctx, b.nodes);
 	ir_free(ctx, b.arrays);
 	ir_free(ctx, root);

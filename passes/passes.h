@@ -71,10 +71,12 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
 /* Elementwise fusion (fuse_ew.c; docs/fusion.md), the pass
  * "fuse_elementwise", done at lowering: the IR keeps every node. Fills
  * into (f->g.n_nodes entries): into[i] is the consumer whose kernel
- * computes node i in place, or IR_NONE when node i keeps a kernel and a
- * buffer of its own (or is a leaf or view). Fused nodes are elementwise
- * ops, dropouts, permutes and broadcasts with one use, no output, read
- * by their consumer once per element at an index it can address (same
+ * computes node i in place, PASS_FUSE_EW_EVERY when each of its readers'
+ * kernels does, or IR_NONE when node i keeps a kernel and a buffer of
+ * its own (or is a leaf or view). Fused nodes are elementwise ops,
+ * dropouts, permutes and broadcasts with one use (several if cheap), no
+ * output, read by their consumer once per element at an index it can
+ * address (same
  * shape for elementwise consumers; the data operand of reductions,
  * softmaxes, layer_norm, cross_entropy; any permute). A kernel's trees
  * stay within PASS_FUSE_EW_MAX_NODES nodes (its operands and fused nodes)
@@ -82,7 +84,16 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
  * indices). Returns false after reporting "out of memory". */
 #define PASS_FUSE_EW_MAX_NODES 32
 #define PASS_FUSE_EW_MAX_ARRAYS 12
+/* into[i] of a cheap node (no transcendental function) with several
+ * readers that each compute it in their kernels; its operands are then
+ * not fused into it. */
+#define PASS_FUSE_EW_EVERY (IR_NONE - 1)
 bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into);
+/* Whether the plan into computes node x inside its reader c's kernel. */
+static inline bool pass_fuse_ew_is_in(const ir_id *into, ir_id x, ir_id c)
+{
+	return into[x] == c || into[x] == PASS_FUSE_EW_EVERY;
+}
 /* Whether op may be computed inside its consumer's kernel. */
 bool pass_fuse_ew_is_fusible(ir_op op);
 /* The number of fused nodes in a plan of f. */

@@ -226,13 +226,14 @@ static seen check(fx *x, bool is_training, bool is_exact)
 /* ---- random chains ---------------------------------------------------------------- */
 
 /* The operands a chain draws from: values of the full shape (3, 5, 7),
- * each used once (so that it may fuse), and broadcast leaves used any
+ * each used once (or, with allow_reuse, some twice), and broadcast leaves used any
  * number of times. */
 typedef struct chain {
 	ir_id full[16];
 	int n_full;
 	ir_id bcast[4]; /* bias (7), row scalars (3, 5, 1), scalar (), (5, 7) */
 	bool has_dropout;
+	bool allow_reuse; /* let some values have two readers */
 } chain;
 
 static ir_id take(fx *x, chain *c)
@@ -333,7 +334,10 @@ static ir_id random_chain(fx *x, chain *c, int n_ops, bool with_dropout)
 			give(c, dropout(x, take(x, c), 0.25));
 			c->has_dropout = true;
 		} else if (k == 0 || c->n_full < 2) {
-			give(c, unary(x, take(x, c)));
+			ir_id v = unary(x, take(x, c));
+			give(c, v);
+			if (c->allow_reuse && rnd(x, 3) == 0)
+				give(c, v); /* read twice */
 		} else {
 			give(c, binary(x, c));
 		}
@@ -403,6 +407,7 @@ START_TEST(test_random_elementwise_chains_fused_equal_the_unfused_bit_for_bit)
 		fx_init(&x, seed);
 		chain c;
 		chain_init(&x, &c, 4, seed % 2 == 0);
+		c.allow_reuse = true;
 		ret(&x, random_chain(&x, &c, 6 + (int)(seed % 5), seed % 3 == 0));
 		seen s = check(&x, seed % 3 == 0, true);
 		ck_assert_uint_gt(s.n_fused, 0);
@@ -524,6 +529,29 @@ START_TEST(test_same_root_op_with_different_trees_gets_different_kernels)
 }
 END_TEST
 
+START_TEST(test_a_cheap_value_read_twice_is_computed_in_both_readers)
+{
+	fx x;
+	fx_init(&x, 10);
+	/* layer norm's backward: d = x - mean, read by d * d and d * g */
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, 8));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, 8));
+	ir_attr ra = {.reduce = {1u << 2, true}};
+	ir_id mean = op1(&x, IR_OP_MEAN, a, &ra);
+	ir_id d = op2(&x, IR_OP_SUB, a, mean);
+	ir_attr sa = {.reduce = {1u << 2, true}};
+	ir_id var = op1(&x, IR_OP_MEAN, op2(&x, IR_OP_MUL, d, d), &sa);
+	ir_id dg = op2(&x, IR_OP_MUL, d, g);
+	ret(&x, op2(&x, IR_OP_DIV, dg, op1(&x, IR_OP_SQRT, var, NULL)));
+	seen s = check(&x, false, false);
+	/* d in both readers; d * d into the second mean; d * g into the div */
+	ck_assert_uint_eq(s.n_fused, 3);
+	ck_assert_uint_eq(s.n_calls, 4);
+	ck_assert_uint_eq(s.n_calls_unfused, 7);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_a_value_read_twice_or_returned_keeps_its_buffer)
 {
 	fx x;
@@ -552,6 +580,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_head_merge_permute_is_index_arithmetic_in_its_reader);
 	tcase_add_test(tc, test_i32_compares_selects_and_casts_fuse_exactly);
 	tcase_add_test(tc, test_same_root_op_with_different_trees_gets_different_kernels);
+	tcase_add_test(tc, test_a_cheap_value_read_twice_is_computed_in_both_readers);
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
 	suite_add_tcase(s, tc);
 	return s;
