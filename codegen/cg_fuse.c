@@ -104,6 +104,12 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 {
 	const ir_node *n = &g->nodes[id];
 	tree_build b = {L, g, into, t, false};
+	if (n->n_args > CG_KERNEL_MAX_IN) {
+		ir_error(L->ctx, n->loc, "codegen: %s: %u operands, at most %d "
+			 "are supported", ir_op_table[n->op].name, n->n_args,
+			 CG_KERNEL_MAX_IN);
+		return false;
+	}
 	t->n_nodes = 0;
 	t->n_par = n->n_args;
 	for (uint32_t i = 0; i < n->n_args && !b.is_full; i++) {

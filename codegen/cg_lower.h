@@ -23,7 +23,9 @@
 #define CG_NEST_MAX 16  /* loop depth of a nest (layout ops split axes) */
 #define CG_NEST_ARRS 16 /* arrays one nest addresses (fused leaves too) */
 #define CG_KERNEL_MAX_IN 64 /* pointer operands of one kernel */
-#define CG_TREE_MAX PASS_FUSE_EW_MAX_NODES /* nodes of a kernel's trees */
+/* Nodes of a kernel's trees: a leaf per operand of a node that hosts
+ * nothing (concat), or the planner's bound for one that does. */
+#define CG_TREE_MAX (CG_KERNEL_MAX_IN + PASS_FUSE_EW_MAX_NODES)
 
 /* The state of one lowering run. */
 typedef struct cg_lower {

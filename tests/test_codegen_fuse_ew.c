@@ -568,6 +568,26 @@ START_TEST(test_a_value_read_twice_or_returned_keeps_its_buffer)
 }
 END_TEST
 
+START_TEST(test_a_concat_of_64_operands_compiles_and_65_are_refused)
+{
+	fx x;
+	fx_init(&x, 11);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 1, 2));
+	ir_id args[65];
+	for (int i = 0; i < 65; i++)
+		args[i] = op1(&x, IR_OP_NEG, a, NULL);
+	ir_attr at = {.axis = 0};
+	ret(&x, tu_build(&x.g, IR_OP_CONCAT, args, 64, &at, NULL));
+	seen s = check(&x, false, true);
+	ck_assert_uint_eq(s.n_fused, 0);
+	ck_assert_uint_eq(s.n_calls, 66); /* 65 negs (one unread), the concat */
+	x.g.f->outputs[0] = tu_build(&x.g, IR_OP_CONCAT, args, 65, &at, NULL);
+	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "65 operands, at most 64"));
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_fuse_ew");
@@ -582,6 +602,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_same_root_op_with_different_trees_gets_different_kernels);
 	tcase_add_test(tc, test_a_cheap_value_read_twice_is_computed_in_both_readers);
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
+	tcase_add_test(tc, test_a_concat_of_64_operands_compiles_and_65_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
