@@ -4,6 +4,11 @@
  * computing node and the entry point that calls them in order, then
  * compiles everything as one cg_module (cg_program.h).
  *
+ * Elementwise fusion (pass_fuse_ew_plan, cg_fuse.c): a node the plan
+ * fuses into its consumer gets no kernel and no buffer; the consumer's
+ * kernel computes it where it reads it, from the buffers it reads, which
+ * therefore stay alive until that kernel runs.
+ *
  * Memory: each computing node writes its own dense buffer in the scratch
  * slab, placed by pass_memplan_blocks (greedy first fit over lifetimes);
  * a reshape owns nothing and reads its operand's buffer, which stays
@@ -24,6 +29,7 @@ typedef struct cg_entry {
 	const ir_func *fn;
 	char symbol[256];
 	size_t scratch_bytes;
+	uint32_t n_calls; /* kernel calls of one call */
 	attnrt_tensor_info *inputs, *outputs;
 	attnrt_entry_fn entry;
 } cg_entry;
@@ -38,8 +44,9 @@ struct cg_program {
 	cg_entry *entries;
 	uint32_t n_entries;
 	uint32_t n_kernels, n_parallel;
+	uint32_t n_fused; /* fused nodes over all entries */
 	int64_t grain;
-	bool is_serial;
+	bool is_serial, no_fuse;
 	double build_ms;
 	LLVMValueRef *consts; /* m->n_consts globals, made on first use */
 	struct built_kernel *built; /* every kernel made, for sharing */
@@ -52,13 +59,23 @@ typedef struct kernel_ref {
 	int64_t extent;
 } kernel_ref;
 
-/* A kernel made for node id of graph g; a node of the same op, attributes
- * and concrete operand and result types reuses it. */
+/* A kernel made for node id of graph g with its trees; a node of the
+ * same op, attributes, concrete operand and result types and trees
+ * reuses it. */
 typedef struct built_kernel {
 	const ir_graph *g;
 	ir_id id;
+	cg_trees *tr;
 	kernel_ref ref;
 } built_kernel;
+
+/* How the entry point calls node i's kernel: ref, and the leaves of its
+ * fused trees, whose pointers follow the operands'. */
+typedef struct node_call {
+	kernel_ref ref;
+	uint32_t n_extra;
+	ir_id extra[CG_KERNEL_MAX_IN];
+} node_call;
 
 static double now_ms(void)
 {
@@ -196,10 +213,12 @@ static attnrt_tensor_info *tensor_table(cg_program *p, const cg_lower *L,
 
 /* ---- memory planning -------------------------------------------------------- */
 
-/* A function's plan: root[i] is the node whose buffer holds node i's
- * data (a leaf, itself, or what a reshape reads); offset[i] its place in
- * the slab for computing roots. */
+/* A function's plan: into[i] the consumer node i is fused into,
+ * PASS_FUSE_EW_EVERY or IR_NONE (pass_fuse_ew_plan); root[i] is the node
+ * whose buffer holds node i's data (a leaf, itself, or what a reshape reads); offset[i] its
+ * place in the slab for computing roots that are not fused. */
 typedef struct func_plan {
+	ir_id *into;
 	ir_id *root;
 	uint64_t *offset;
 	uint64_t total;
@@ -217,34 +236,71 @@ static void find_roots(const ir_graph *g, ir_id *root)
 							   : i;
 }
 
-static void find_last_use(const ir_func *f, const ir_id *root, uint32_t *last)
+/* at[i]: the last step whose kernel computes node i (itself, or the
+ * kernels of the readers it is fused into). */
+static void find_steps(const ir_graph *g, const ir_id *into, uint32_t *at)
+{
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		at[i] = into[i] == IR_NONE ? i : 0;
+	for (ir_id c = g->n_nodes; c-- > 0;)
+		for (uint32_t a = 0; a < g->nodes[c].n_args; a++) {
+			ir_id x = ir_arg(g, c, a);
+			if (pass_fuse_ew_is_in(into, x, c) && at[c] > at[x])
+				at[x] = at[c];
+		}
+}
+
+/* last[r]: the last step that reads root r's buffer; a fused node reads
+ * its operands when the kernels computing it run. at is scratch. */
+static void find_last_use(const ir_func *f, const ir_id *into,
+			  const ir_id *root, uint32_t *at, uint32_t *last)
 {
 	const ir_graph *g = &f->g;
+	find_steps(g, into, at);
 	for (ir_id i = 0; i < g->n_nodes; i++)
 		last[i] = i;
 	for (ir_id i = 0; i < g->n_nodes; i++)
-		for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
-			last[root[ir_arg(g, i, a)]] = i;
+		for (uint32_t a = 0; a < g->nodes[i].n_args; a++) {
+			ir_id r = root[ir_arg(g, i, a)];
+			if (at[i] > last[r])
+				last[r] = at[i];
+		}
 	for (uint32_t o = 0; o < f->n_outputs; o++)
 		last[root[f->outputs[o]]] = g->n_nodes;
 }
 
-static bool plan_func(const cg_lower *L, const ir_func *f, func_plan *pl)
+/* The fusion plan of f, or none (every into[i] IR_NONE). */
+static bool plan_fusion(const cg_lower *L, const ir_func *f, bool no_fuse,
+			ir_id *into)
+{
+	if (!no_fuse)
+		return pass_fuse_ew_plan(L->m, f, into);
+	for (ir_id i = 0; i < f->g.n_nodes; i++)
+		into[i] = IR_NONE;
+	return true;
+}
+
+static bool plan_func(const cg_lower *L, const ir_func *f, bool no_fuse,
+		      func_plan *pl)
 {
 	const ir_graph *g = &f->g;
 	uint32_t n = g->n_nodes;
+	pl->into = ir_alloc(L->ctx, (n + 1) * sizeof *pl->into);
 	pl->root = ir_alloc(L->ctx, (n + 1) * sizeof *pl->root);
 	pl->offset = ir_alloc(L->ctx, (n + 1) * sizeof *pl->offset);
 	uint32_t *last = ir_alloc(L->ctx, (n + 1) * sizeof *last);
+	uint32_t *at = ir_alloc(L->ctx, (n + 1) * sizeof *at);
 	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
 	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
-	bool ok = pl->root && pl->offset && last && blocks && map;
+	bool ok = pl->into && pl->root && pl->offset && last && at && blocks &&
+		  map && plan_fusion(L, f, no_fuse, pl->into);
 	if (ok) {
 		find_roots(g, pl->root);
-		find_last_use(f, pl->root, last);
+		find_last_use(f, pl->into, pl->root, at, last);
 		uint32_t nb = 0;
 		for (ir_id i = 0; i < n; i++) {
-			if (pl->root[i] != i || is_leaf(g->nodes[i].op))
+			if (pl->root[i] != i || is_leaf(g->nodes[i].op) ||
+			    pl->into[i] != IR_NONE)
 				continue;
 			blocks[nb] = (pass_mem_block){
 				type_bytes(L, &g->nodes[i].type), i, last[i], 0};
@@ -256,6 +312,7 @@ static bool plan_func(const cg_lower *L, const ir_func *f, func_plan *pl)
 			pl->offset[map[b]] = blocks[b].offset;
 	}
 	ir_free(L->ctx, last);
+	ir_free(L->ctx, at);
 	ir_free(L->ctx, blocks);
 	ir_free(L->ctx, map);
 	return ok;
@@ -263,6 +320,7 @@ static bool plan_func(const cg_lower *L, const ir_func *f, func_plan *pl)
 
 static void plan_fini(ir_ctx *ctx, func_plan *pl)
 {
+	ir_free(ctx, pl->into);
 	ir_free(ctx, pl->root);
 	ir_free(ctx, pl->offset);
 }
@@ -443,8 +501,9 @@ static LLVMTypeRef kernel_type(LLVMContextRef c, uint32_t n_in)
 	return LLVMFunctionType(LLVMInt32TypeInContext(c), ps, n, 0);
 }
 
+/* Starts node id's kernel, whose trees are tr. */
 static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
-			 cg_kernel *k)
+			 const cg_trees *tr, cg_kernel *k)
 {
 	const ir_node *node = &fn->g.nodes[id];
 	memset(k, 0, sizeof *k);
@@ -452,13 +511,8 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 	k->g = &fn->g;
 	k->id = id;
 	k->node = node;
-	k->n_in = node->n_args;
-	if (k->n_in > CG_KERNEL_MAX_IN) {
-		ir_error(L->ctx, node->loc, "codegen: %s: %u operands, at most "
-			 "%d are supported", ir_op_table[node->op].name, k->n_in,
-			 CG_KERNEL_MAX_IN);
-		return false;
-	}
+	k->tr = *tr;
+	k->n_in = tr->n_par;
 	if (has_f64(k->g, id)) {
 		ir_error(L->ctx, node->loc, "codegen: %s: f64 tensors cannot "
 			 "be compiled (only f32 and i32)",
@@ -483,6 +537,7 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 	k->lo = LLVMGetParam(k->f.fn, 2 + k->n_in);
 	k->hi = LLVMGetParam(k->f.fn, 3 + k->n_in);
 	k->extent = 1;
+	cg_kernel_trees_begin(k);
 	return true;
 }
 
@@ -574,50 +629,89 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 }
 
 static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
-				    const ir_graph *g, ir_id id)
+				    const ir_graph *g, ir_id id,
+				    const cg_trees *tr)
 {
-	for (uint32_t i = 0; i < p->n_built; i++)
-		if (same_kernel(L, p->built[i].g, p->built[i].id, g, id))
-			return &p->built[i].ref;
+	for (uint32_t i = 0; i < p->n_built; i++) {
+		const built_kernel *b = &p->built[i];
+		if (same_kernel(L, b->g, b->id, g, id) &&
+		    cg_trees_eq(L, b->g, b->tr, g, tr))
+			return &b->ref;
+	}
 	return NULL;
 }
 
 static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
-			   const kernel_ref *ref)
+			   const cg_trees *tr, const kernel_ref *ref)
 {
-	if (!ir_grow(p->ctx, (void **)&p->built, &p->built_cap, p->n_built + 1,
-		     sizeof *p->built))
+	cg_trees *copy = ir_alloc(p->ctx, sizeof *copy);
+	if (!copy || !ir_grow(p->ctx, (void **)&p->built, &p->built_cap,
+			      p->n_built + 1, sizeof *p->built)) {
+		ir_free(p->ctx, copy);
 		return false;
-	p->built[p->n_built++] = (built_kernel){g, id, *ref};
+	}
+	*copy = *tr;
+	p->built[p->n_built++] = (built_kernel){g, id, copy, *ref};
 	return true;
 }
 
-static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
-			 ir_id id, kernel_ref *ref)
+/* The leaves of node id's fused trees, in parameter order. */
+static void extra_params(const ir_graph *g, ir_id id, const cg_trees *tr,
+			 node_call *c)
 {
-	const kernel_ref *old = find_built(p, L, &fn->g, id);
+	uint32_t n_args = g->nodes[id].n_args;
+	c->n_extra = tr->n_par - n_args;
+	for (uint32_t i = 0; i < tr->n_nodes; i++)
+		if (tr->n[i].is_leaf && tr->n[i].param >= n_args)
+			c->extra[tr->n[i].param - n_args] = tr->n[i].id;
+}
+
+/* Generates node id's kernel with trees tr and remembers it. */
+static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
+		      const cg_trees *tr, kernel_ref *ref)
+{
+	cg_kernel *k = ir_alloc(p->ctx, sizeof *k);
+	if (!k || !kernel_begin(L, fn, id, tr, k)) {
+		ir_free(p->ctx, k);
+		return false;
+	}
+	bool ok = lower_op(k);
+	if (ok)
+		LLVMBuildRet(k->f.b, cg_i32(&k->f, 0));
+	cg_fn_end(&k->f);
+	if (ok) {
+		ref->fn = k->f.fn;
+		ref->extent = k->extent;
+		ref->par = NULL;
+		p->n_kernels++;
+		if (!p->is_serial && k->extent >= 2 && k->work >= p->grain) {
+			ref->par = make_par(L, k->f.fn, k->n_in);
+			p->n_parallel++;
+		}
+	}
+	ir_free(p->ctx, k);
+	return ok && remember_built(p, &fn->g, id, tr, ref);
+}
+
+static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
+			 const ir_id *into, ir_id id, node_call *c)
+{
+	kernel_ref *ref = &c->ref;
+	cg_trees *tr = ir_alloc(p->ctx, sizeof *tr);
+	if (!tr || !cg_trees_build(L, &fn->g, id, into, tr)) {
+		ir_free(p->ctx, tr);
+		return false;
+	}
+	extra_params(&fn->g, id, tr, c);
+	const kernel_ref *old = find_built(p, L, &fn->g, id, tr);
 	if (old) {
 		*ref = *old;
+		ir_free(p->ctx, tr);
 		return true;
 	}
-	cg_kernel k;
-	if (!kernel_begin(L, fn, id, &k))
-		return false;
-	bool ok = lower_op(&k);
-	if (ok)
-		LLVMBuildRet(k.f.b, cg_i32(&k.f, 0));
-	cg_fn_end(&k.f);
-	if (!ok)
-		return false;
-	ref->fn = k.f.fn;
-	ref->extent = k.extent;
-	ref->par = NULL;
-	p->n_kernels++;
-	if (!p->is_serial && k.extent >= 2 && k.work >= p->grain) {
-		ref->par = make_par(L, k.f.fn, k.n_in);
-		p->n_parallel++;
-	}
-	return remember_built(p, &fn->g, id, ref);
+	bool ok = build_new(p, L, fn, id, tr, ref);
+	ir_free(p->ctx, tr);
+	return ok;
 }
 
 /* ---- the entry point ---------------------------------------------------------- */
@@ -715,18 +809,27 @@ static void call_parallel(entry_gen *e, const kernel_ref *k,
 	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""));
 }
 
-static void call_kernel(entry_gen *e, ir_id id, const kernel_ref *k)
+/* Calls node id's kernel: its operands' pointers (null for a fused one,
+ * which the kernel computes), then its fused trees' leaves'. */
+static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 {
 	cg_fn *f = &e->f;
+	const kernel_ref *k = &c->ref;
 	const ir_node *n = &e->fn->g.nodes[id];
 	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
 	uint32_t na = 0;
 	args[na++] = e->run;
 	args[na++] = node_ptr(e, id);
-	for (uint32_t a = 0; a < n->n_args; a++)
-		args[na++] = node_ptr(e, ir_arg(&e->fn->g, id, a));
+	for (uint32_t a = 0; a < n->n_args; a++) {
+		ir_id x = ir_arg(&e->fn->g, id, a);
+		args[na++] = pass_fuse_ew_is_in(e->plan.into, x, id)
+				     ? LLVMConstPointerNull(cg_t_ptr(f))
+				     : node_ptr(e, x);
+	}
+	for (uint32_t i = 0; i < c->n_extra; i++)
+		args[na++] = node_ptr(e, c->extra[i]);
 	if (k->par) {
-		call_parallel(e, k, args, n->n_args);
+		call_parallel(e, k, args, n->n_args + c->n_extra);
 		return;
 	}
 	args[na++] = cg_i64(f, 0);
@@ -760,7 +863,7 @@ static void load_inputs(entry_gen *e, LLVMValueRef inputs)
 	}
 }
 
-static void build_entry(entry_gen *e, const cg_entry *ce, const kernel_ref *ks)
+static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks)
 {
 	cg_fn *f = &e->f;
 	LLVMContextRef c = LLVMGetModuleContext(e->L->mod);
@@ -776,7 +879,7 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const kernel_ref *ks)
 	e->scratch = LLVMGetParam(f->fn, 2);
 	load_inputs(e, LLVMGetParam(f->fn, 3));
 	for (ir_id i = 0; i < e->fn->g.n_nodes; i++)
-		if (ks[i].fn)
+		if (ks[i].ref.fn)
 			call_kernel(e, i, &ks[i]);
 	copy_outputs(e, LLVMGetParam(f->fn, 4));
 	LLVMBuildRet(f->b, cg_i32(f, 0));
@@ -789,14 +892,18 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 	const ir_func *fn = ce->fn;
 	entry_gen e = {.p = p, .L = L, .fn = fn};
 	uint32_t n = fn->g.n_nodes;
-	kernel_ref *ks = ir_alloc(p->ctx, (n + 1) * sizeof *ks);
+	node_call *ks = ir_alloc(p->ctx, (n + 1) * sizeof *ks);
 	e.inputs = ir_alloc(p->ctx, (fn->n_inputs + 1) * sizeof *e.inputs);
-	bool ok = ks && e.inputs && plan_func(L, fn, &e.plan);
+	bool ok = ks && e.inputs && plan_func(L, fn, p->no_fuse, &e.plan);
 	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
 	for (ir_id i = 0; ok && i < n; i++) {
 		ir_op op = fn->g.nodes[i].op;
-		if (!is_leaf(op) && op != IR_OP_RESHAPE)
-			ok = build_kernel(p, L, fn, i, &ks[i]);
+		if (e.plan.into[i] != IR_NONE) {
+			p->n_fused++;
+		} else if (!is_leaf(op) && op != IR_OP_RESHAPE) {
+			ok = build_kernel(p, L, fn, e.plan.into, i, &ks[i]);
+			ce->n_calls++;
+		}
 	}
 	if (ok) {
 		ce->scratch_bytes = e.plan.total;
@@ -880,6 +987,7 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	p->m = m;
 	p->grain = opts && opts->grain > 0 ? opts->grain : CG_PROGRAM_GRAIN_DEFAULT;
 	p->is_serial = opts && opts->is_serial;
+	p->no_fuse = opts && opts->no_fuse;
 	int before = ctx->n_errors;
 	bool ok = bind_syms(p, sym_values);
 	if (ok) {
@@ -908,6 +1016,8 @@ void cg_program_destroy(cg_program *p)
 	cg_module_destroy(p->cm);
 	ir_free(p->ctx, p->entries);
 	ir_free(p->ctx, p->consts);
+	for (uint32_t i = 0; p->built && i < p->n_built; i++)
+		ir_free(p->ctx, p->built[i].tr);
 	ir_free(p->ctx, p->built);
 	ir_free(p->ctx, p->params);
 	ir_free(p->ctx, p->syms);
@@ -1023,6 +1133,17 @@ uint32_t cg_program_n_kernels(const cg_program *p)
 uint32_t cg_program_n_parallel(const cg_program *p)
 {
 	return p->n_parallel;
+}
+
+uint32_t cg_program_n_fused(const cg_program *p)
+{
+	return p->n_fused;
+}
+
+uint32_t cg_program_n_calls(const cg_program *p, const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->n_calls : 0;
 }
 
 cg_module_stats cg_program_stats(const cg_program *p)

@@ -18,10 +18,14 @@
 
 #include "cg_internal.h"
 #include "cg_program.h"
+#include "passes.h"
 
 #define CG_NEST_MAX 16  /* loop depth of a nest (layout ops split axes) */
-#define CG_NEST_ARRS 4  /* arrays one nest addresses */
-#define CG_KERNEL_MAX_IN 64 /* operands of one node (concat is variadic) */
+#define CG_NEST_ARRS 16 /* arrays one nest addresses (fused leaves too) */
+#define CG_KERNEL_MAX_IN 64 /* pointer operands of one kernel */
+/* Nodes of a kernel's trees: a leaf per operand of a node that hosts
+ * nothing (concat), or the planner's bound for one that does. */
+#define CG_TREE_MAX (CG_KERNEL_MAX_IN + PASS_FUSE_EW_MAX_NODES)
 
 /* The state of one lowering run. */
 typedef struct cg_lower {
@@ -34,6 +38,35 @@ typedef struct cg_lower {
 	uint32_t n_gemms; /* sgemm functions generated (for unique names) */
 } cg_lower;
 
+/* One node of the trees through which a kernel reads its operands
+ * (elementwise fusion, docs/fusion.md): a leaf reads a buffer, a fused
+ * node computes its IR node from its children's values. An operand that
+ * is not fused is a tree of one leaf. t holds element strides, one per
+ * axis of the kernel operand whose tree holds the node: at operand index
+ * x a leaf reads element sum_j x[j] t[j] of its buffer, and a fused
+ * dropout draws the random bits of that flat index of its own. */
+typedef struct cg_tree_node {
+	ir_id id;
+	bool is_leaf;
+	uint32_t kid[3]; /* fused: the tree nodes of its operands */
+	uint32_t param;  /* leaf: its pointer is k->in[param] */
+	int64_t t[IR_MAX_RANK];
+	/* Leaf and fused dropout, set by cg_nest_add_operand: the nest
+	 * array that walks t, and t along a row kernel's inner axis. */
+	int arr;
+	int64_t inner;
+} cg_tree_node;
+
+/* The trees of one kernel. Its pointer parameters are one per operand of
+ * the node (a fused operand's is null and never read), then one per leaf
+ * of the fused trees, in tree order. */
+typedef struct cg_trees {
+	cg_tree_node n[CG_TREE_MAX];
+	uint32_t n_nodes;
+	uint32_t opnd[CG_KERNEL_MAX_IN]; /* the root of operand i's tree */
+	uint32_t n_par;
+} cg_trees;
+
 /* One kernel under construction. */
 typedef struct cg_kernel {
 	cg_lower *L;
@@ -42,8 +75,11 @@ typedef struct cg_kernel {
 	const ir_node *node;
 	cg_fn f;
 	LLVMValueRef run, out, lo, hi;
-	LLVMValueRef in[CG_KERNEL_MAX_IN]; /* operand pointers */
+	LLVMValueRef in[CG_KERNEL_MAX_IN]; /* pointer parameters (cg_trees) */
 	uint32_t n_in;
+	cg_trees tr;
+	LLVMValueRef is_train; /* i1: a training run (when a dropout is fused) */
+	LLVMValueRef key[CG_TREE_MAX]; /* fused dropouts' keys */
 	int64_t extent; /* length of the outer, splittable loop */
 	int64_t work;   /* elements touched, to judge parallelism */
 	LLVMBasicBlockRef err; /* shared error exit, made on first use */
@@ -114,6 +150,44 @@ void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
 /* Sets array a's strides to read a tensor of dims (rank) broadcast to
  * the nest's (right-aligned) dims: 0 on stretched axes. */
 void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank);
+
+/* ---- fused operands (cg_fuse.c) ------------------------------------------ */
+
+/* The trees of node id of g for the fusion plan into (from
+ * pass_fuse_ew_plan; NULL: every operand a leaf). Fails (false, after
+ * reporting at the node) if they need more pointers than a kernel has. */
+bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
+		    const ir_id *into, cg_trees *t);
+/* Whether two kernels' trees compile to the same code: same shape of
+ * trees, ops, attributes, concrete types and strides. */
+bool cg_trees_eq(const cg_lower *L, const ir_graph *ga, const cg_trees *a,
+		 const ir_graph *gb, const cg_trees *b);
+/* Emits, at the kernel's start, what fused dropouts need (the run's
+ * training flag, their keys). */
+void cg_kernel_trees_begin(cg_kernel *k);
+/* Adds to n the arrays that read operand i of the kernel: one per leaf
+ * and fused dropout of its tree, walking t so that nest dim d steps
+ * operand axis ax[d] (-1: none); inner_ax (-1: none) is the axis a row
+ * kernel's inner index j walks. */
+void cg_nest_add_operand(cg_kernel *k, cg_nest *n, uint32_t i, const int *ax,
+			 int inner_ax);
+/* The value of operand i at the nest point offs (after
+ * cg_nest_add_operand), at inner index j of a row kernel (NULL: none). */
+LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
+			       LLVMValueRef j);
+/* The ax map of an elementwise kernel: operand i broadcast to the node's
+ * output, axis d of a nest over the output dims (-1 where stretched). */
+void cg_kernel_ew_axes(const cg_kernel *k, uint32_t i, int *ax);
+
+/* cg_lower_ew.c: the value of elementwise op (IR_OPF_EW) of node n from
+ * its operands' values v, of dtype in (operand 0's; select's operand 1). */
+LLVMValueRef cg_lower_ew_value(cg_fn *f, const ir_node *n, ir_dtype in,
+			       LLVMValueRef *v);
+/* Inverted dropout of x with probability p at random index idx (i64) of
+ * a stream's key: x / (1 - p) or 0 when is_train (i1), x otherwise. */
+LLVMValueRef cg_lower_dropout_value(cg_fn *f, double p, LLVMValueRef key,
+				    LLVMValueRef is_train, LLVMValueRef idx,
+				    LLVMValueRef x);
 
 /* ---- op generators (each returns false after reporting an error) -------- */
 

@@ -111,19 +111,20 @@ void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
 	nest_level(&w, 0, offs);
 }
 
-/* A nest over the node's output dims, array 0 the dense output and
- * arrays 1.. the given operands read with broadcasting. */
-static void nest_over_output(const cg_kernel *k, cg_nest *n,
-			     const uint32_t *args, int n_args)
+/* A nest over the node's output dims, array 0 the dense output, then
+ * the arrays of the given operands read with broadcasting (through their
+ * trees when fused). */
+static void nest_over_output(cg_kernel *k, cg_nest *n, const uint32_t *args,
+			     int n_args)
 {
-	int64_t dims[IR_MAX_RANK];
 	memset(n, 0, sizeof *n);
 	n->rank = cg_lower_dims(k->L, &k->node->type, n->dims);
-	n->n_arr = 1 + n_args;
+	n->n_arr = 1;
 	cg_lower_strides(n->dims, n->rank, n->strides[0]);
 	for (int i = 0; i < n_args; i++) {
-		int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, args[i]), dims);
-		cg_nest_bcast(n, 1 + i, dims, r);
+		int ax[IR_MAX_RANK];
+		cg_kernel_ew_axes(k, args[i], ax);
+		cg_nest_add_operand(k, n, args[i], ax, -1);
 	}
 }
 
@@ -220,30 +221,6 @@ static LLVMValueRef cast(cg_fn *f, ir_dtype from, ir_dtype to, LLVMValueRef x)
 	return f2i(f, x);
 }
 
-static void unary_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
-{
-	(void)ud;
-	cg_fn *f = &k->f;
-	LLVMValueRef x = load_arg(k, 0, offs[1]), y;
-	ir_dtype to = k->node->type.dtype;
-	if (k->node->op == IR_OP_CAST)
-		y = cast(f, cg_kernel_arg_type(k, 0)->dtype, to, x);
-	else if (to == IR_I32)
-		y = unary_i32(f, k->node->op, x);
-	else
-		y = unary_f32(f, k->node->op, x);
-	store_out(k, y, offs[0]);
-}
-
-bool cg_lower_unary(cg_kernel *k)
-{
-	cg_nest n;
-	uint32_t args[1] = {0};
-	nest_over_output(k, &n, args, 1);
-	run_nest(k, &n, unary_body, NULL);
-	return true;
-}
-
 static LLVMValueRef binary_f32(cg_fn *f, ir_op op, LLVMValueRef a,
 			       LLVMValueRef b)
 {
@@ -307,46 +284,59 @@ static bool is_compare(ir_op op)
 	       op == IR_OP_GE || op == IR_OP_EQ || op == IR_OP_NE;
 }
 
-static void binary_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+LLVMValueRef cg_lower_ew_value(cg_fn *f, const ir_node *n, ir_dtype in,
+			       LLVMValueRef *v)
+{
+	ir_op op = n->op;
+	if (op == IR_OP_SELECT) {
+		LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntNE, v[0], cg_i32(f, 0), "");
+		return LLVMBuildSelect(f->b, is, v[1], v[2], "");
+	}
+	if (op == IR_OP_CAST)
+		return cast(f, in, n->type.dtype, v[0]);
+	if (n->n_args == 1)
+		return n->type.dtype == IR_I32 ? unary_i32(f, op, v[0])
+					       : unary_f32(f, op, v[0]);
+	if (is_compare(op))
+		return compare(f, op, in, v[0], v[1]);
+	return in == IR_I32 ? binary_i32(f, op, v[0], v[1])
+			    : binary_f32(f, op, v[0], v[1]);
+}
+
+/* out = the node's op of its operands (their trees when fused). */
+static void ew_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	(void)ud;
-	ir_op op = k->node->op;
-	ir_dtype t = cg_kernel_arg_type(k, 0)->dtype;
-	LLVMValueRef a = load_arg(k, 0, offs[1]), b = load_arg(k, 1, offs[2]), y;
-	if (is_compare(op))
-		y = compare(&k->f, op, t, a, b);
-	else if (t == IR_I32)
-		y = binary_i32(&k->f, op, a, b);
-	else
-		y = binary_f32(&k->f, op, a, b);
-	store_out(k, y, offs[0]);
+	LLVMValueRef v[3];
+	for (uint32_t i = 0; i < k->node->n_args; i++)
+		v[i] = cg_kernel_operand(k, i, offs, NULL);
+	ir_dtype in = cg_kernel_arg_type(k, k->node->op == IR_OP_SELECT)->dtype;
+	store_out(k, cg_lower_ew_value(&k->f, k->node, in, v), offs[0]);
+}
+
+static void lower_ew(cg_kernel *k)
+{
+	cg_nest n;
+	uint32_t args[3] = {0, 1, 2};
+	nest_over_output(k, &n, args, (int)k->node->n_args);
+	run_nest(k, &n, ew_body, NULL);
+}
+
+bool cg_lower_unary(cg_kernel *k)
+{
+	lower_ew(k);
+	return true;
 }
 
 bool cg_lower_binary(cg_kernel *k)
 {
-	cg_nest n;
-	uint32_t args[2] = {0, 1};
-	nest_over_output(k, &n, args, 2);
-	run_nest(k, &n, binary_body, NULL);
+	lower_ew(k);
 	return true;
-}
-
-static void select_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
-{
-	(void)ud;
-	cg_fn *f = &k->f;
-	LLVMValueRef c = load_arg(k, 0, offs[1]);
-	LLVMValueRef a = load_arg(k, 1, offs[2]), b = load_arg(k, 2, offs[3]);
-	LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntNE, c, cg_i32(f, 0), "");
-	store_out(k, LLVMBuildSelect(f->b, is, a, b, ""), offs[0]);
 }
 
 bool cg_lower_select(cg_kernel *k)
 {
-	cg_nest n;
-	uint32_t args[3] = {0, 1, 2};
-	nest_over_output(k, &n, args, 3);
-	run_nest(k, &n, select_body, NULL);
+	lower_ew(k);
 	return true;
 }
 
@@ -359,12 +349,19 @@ static void copy_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	store_out(k, load_arg(k, i, offs[1]), offs[0]);
 }
 
+/* out = operand 0 (its tree when fused). */
+static void operand_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	(void)ud;
+	store_out(k, cg_kernel_operand(k, 0, offs, NULL), offs[0]);
+}
+
 bool cg_lower_broadcast(cg_kernel *k)
 {
 	cg_nest n;
 	uint32_t args[1] = {0};
 	nest_over_output(k, &n, args, 1);
-	run_nest(k, &n, copy_body, NULL);
+	run_nest(k, &n, operand_body, NULL);
 	return true;
 }
 
@@ -381,14 +378,19 @@ static void nest_dense_in(const cg_kernel *k, cg_nest *n, int64_t *xdims,
 	cg_lower_strides(xdims, r, xs);
 }
 
+/* Output axis i reads operand axis perm[i]. */
 bool cg_lower_permute(cg_kernel *k)
 {
 	cg_nest n;
-	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
-	nest_dense_in(k, &n, xd, xs);
+	int ax[IR_MAX_RANK];
+	memset(&n, 0, sizeof n);
+	n.rank = cg_lower_dims(k->L, &k->node->type, n.dims);
+	n.n_arr = 1;
+	cg_lower_strides(n.dims, n.rank, n.strides[0]);
 	for (int i = 0; i < n.rank; i++)
-		n.strides[1][i] = xs[k->node->attr.permute.perm[i]];
-	run_nest(k, &n, copy_body, NULL);
+		ax[i] = k->node->attr.permute.perm[i];
+	cg_nest_add_operand(k, &n, 0, ax, -1);
+	run_nest(k, &n, operand_body, NULL);
 	return true;
 }
 
@@ -507,26 +509,35 @@ LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream)
 	return cg_lower_mix64(f, LLVMBuildXor(f->b, seed, cg_lower_mix64(f, s), ""));
 }
 
+LLVMValueRef cg_lower_dropout_value(cg_fn *f, double p, LLVMValueRef key,
+				    LLVMValueRef is_train, LLVMValueRef idx,
+				    LLVMValueRef x)
+{
+	int64_t threshold = (int64_t)ceil(p * 16777216.0);
+	float scale = (float)(1.0 / (double)(float)(1.0 - p));
+	LLVMValueRef bits = cg_lower_mix64(f, LLVMBuildAdd(f->b, key, idx, ""));
+	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_i64(f, 40), "");
+	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
+					  cg_i64(f, threshold), "");
+	LLVMValueRef y = LLVMBuildFMul(f->b, x, cg_f32(f, scale), "");
+	y = LLVMBuildSelect(f->b, keep, y, cg_f32(f, 0), "");
+	return is_train ? LLVMBuildSelect(f->b, is_train, y, x, "") : y;
+}
+
 typedef struct dropout_cx {
-	LLVMValueRef key;  /* mix(seed ^ mix(stream)) */
-	int64_t threshold; /* keep iff (bits >> 40) >= threshold */
-	float scale;
+	LLVMValueRef key; /* mix(seed ^ mix(stream)) */
+	double p;
 } dropout_cx;
 
 /* Element i is kept iff rt_rng_uniform(seed, stream, i) >= p, that is
  * iff its top 24 random bits are >= ceil(p * 2^24); kept ones are scaled
- * by 1 / (1 - p). */
+ * by 1 / (1 - p). i is the output's flat index. */
 static void dropout_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const dropout_cx *d = ud;
-	cg_fn *f = &k->f;
-	LLVMValueRef bits = cg_lower_mix64(f, LLVMBuildAdd(f->b, d->key, offs[0], ""));
-	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_i64(f, 40), "");
-	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
-					  cg_i64(f, d->threshold), "");
-	LLVMValueRef x = load_arg(k, 0, offs[1]);
-	LLVMValueRef y = LLVMBuildFMul(f->b, x, cg_f32(f, d->scale), "");
-	store_out(k, LLVMBuildSelect(f->b, keep, y, cg_f32(f, 0), ""), offs[0]);
+	LLVMValueRef x = cg_kernel_operand(k, 0, offs, NULL);
+	store_out(k, cg_lower_dropout_value(&k->f, d->p, d->key, NULL, offs[0], x),
+		  offs[0]);
 }
 
 bool cg_lower_dropout(cg_kernel *k)
@@ -537,18 +548,17 @@ bool cg_lower_dropout(cg_kernel *k)
 	uint32_t args[1] = {0};
 	nest_over_output(k, &n, args, 1);
 	if (p <= 0) {
-		run_nest(k, &n, copy_body, NULL);
+		run_nest(k, &n, operand_body, NULL);
 		return true;
 	}
-	dropout_cx d = {NULL, (int64_t)ceil(p * 16777216.0),
-			(float)(1.0 / (double)(float)(1.0 - p))};
+	dropout_cx d = {NULL, p};
 	LLVMValueRef tr = cg_kernel_run_field(k, cg_t_i32(f), 16);
 	LLVMBasicBlockRef train = cg_block(f, "train"), eval = cg_block(f, "eval");
 	LLVMBasicBlockRef done = cg_block(f, "done");
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), ""),
 			train, eval);
 	LLVMPositionBuilderAtEnd(f->b, eval);
-	run_nest(k, &n, copy_body, NULL);
+	run_nest(k, &n, operand_body, NULL);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, train);
 	d.key = cg_lower_dropout_key(k, k->node->attr.dropout.stream);

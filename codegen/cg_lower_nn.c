@@ -281,7 +281,7 @@ static void reduce_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const reduce_cx *r = ud;
 	LLVMValueRef o = cg_lower_load(&k->f, r->t, k->out, offs[0]);
-	LLVMValueRef v = cg_lower_load(&k->f, r->t, k->in[0], offs[1]);
+	LLVMValueRef v = cg_kernel_operand(k, 0, offs, NULL);
 	cg_lower_store(&k->f, r->t, reduce_step(&k->f, r, o, v), k->out, offs[0]);
 }
 
@@ -306,18 +306,20 @@ bool cg_lower_reduce(cg_kernel *k)
 	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
 	uint32_t axes = k->node->attr.reduce.axes;
 	cg_nest n;
+	int ax[IR_MAX_RANK];
 	memset(&n, 0, sizeof n);
 	n.rank = r;
-	n.n_arr = 2;
+	n.n_arr = 1;
 	memcpy(n.dims, xd, sizeof xd);
-	cg_lower_strides(xd, r, n.strides[1]);
 	int64_t s = 1;
 	for (int i = r - 1; i >= 0; i--) {
 		bool red = axes & (1u << i);
 		n.strides[0][i] = red ? 0 : s;
 		s *= red ? 1 : xd[i];
 		count *= red ? xd[i] : 1;
+		ax[i] = i;
 	}
+	cg_nest_add_operand(k, &n, 0, ax, -1);
 	ir_op op = k->node->op;
 	if (op == IR_OP_MAX && count == 0 && cg_lower_numel(k->L, &k->node->type)) {
 		ir_error(k->L->ctx, k->node->loc, "codegen: max: reduction over "
@@ -442,28 +444,33 @@ typedef struct row_cx {
 	float eps;
 } row_cx;
 
-/* x's leading dims (all but the last) as a nest; arrays 0 (out) and 1
- * (x) step by rows of K, array 2 reads operand 1 (valid lengths) aligned
- * with the leading dims, size-1 dims stretched. */
-static void row_nest(const cg_kernel *k, cg_nest *n, int64_t *K, bool masked)
+/* x's leading dims (all but the last) as a nest: array 0 (out) steps by
+ * rows of K, array 1 (when masked) reads operand 1 (valid lengths)
+ * aligned with the leading dims, size-1 dims stretched; then the arrays
+ * of operand 0, x (its tree when fused), whose last axis the row's inner
+ * index walks. */
+static void row_nest(cg_kernel *k, cg_nest *n, int64_t *K, bool masked)
 {
 	int64_t xd[IR_MAX_RANK], vd[IR_MAX_RANK], vs[IR_MAX_RANK];
 	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
 	memset(n, 0, sizeof *n);
 	*K = xd[r - 1];
 	n->rank = r - 1;
-	n->n_arr = masked ? 3 : 2;
+	n->n_arr = masked ? 2 : 1;
 	memcpy(n->dims, xd, sizeof xd);
 	int64_t s[IR_MAX_RANK];
 	cg_lower_strides(xd, r, s);
 	memcpy(n->strides[0], s, sizeof s);
-	memcpy(n->strides[1], s, sizeof s);
-	if (!masked)
-		return;
-	int vr = cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), vd);
-	cg_lower_strides(vd, vr, vs);
-	for (int d = 0; d < r - 1; d++)
-		n->strides[2][d] = d < vr && vd[d] != 1 ? vs[d] : 0;
+	if (masked) {
+		int vr = cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), vd);
+		cg_lower_strides(vd, vr, vs);
+		for (int d = 0; d < r - 1; d++)
+			n->strides[1][d] = d < vr && vd[d] != 1 ? vs[d] : 0;
+	}
+	int ax[IR_MAX_RANK];
+	for (int d = 0; d < IR_MAX_RANK; d++)
+		ax[d] = d;
+	cg_nest_add_operand(k, n, 0, ax, r - 1);
 }
 
 /* Softmax of one row, as the interpreter: positions >= valid read as
@@ -475,12 +482,12 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMTypeRef ft = cg_t_f32(f);
 	LLVMValueRef valid = cg_i64(f, c->K);
 	if (c->is_masked)
-		valid = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[2]),
+		valid = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[1]),
 				      cg_t_i64(f), "");
 	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef v = ldf(k, k->in[0], cg_add(f, offs[1], j));
+	LLVMValueRef v = cg_kernel_operand(k, 0, offs, j);
 	if (c->is_masked) {
 		LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, j, valid, "");
 		v = LLVMBuildSelect(f->b, in, v, cg_f32(f, c->fill), "");
@@ -521,7 +528,8 @@ bool cg_lower_softmax(cg_kernel *k)
 }
 
 /* (x - mean) / sqrt(var + eps) * gamma + beta over one row, the biased
- * variance from a second pass, as the interpreter. */
+ * variance from a second pass, as the interpreter. x is read once (its
+ * tree computed once when fused) and kept in the output row. */
 static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
@@ -531,11 +539,13 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	set(k, sum, fadd_r(f, get(k, ft, sum), ldf(k, k->in[0], cg_add(f, offs[1], j))));
+	LLVMValueRef x = cg_kernel_operand(k, 0, offs, j);
+	stf(k, x, k->out, cg_add(f, offs[0], j));
+	set(k, sum, fadd_r(f, get(k, ft, sum), x));
 	cg_loop_end(f, &l);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->in[0], cg_add(f, offs[1], j)),
+	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->out, cg_add(f, offs[0], j)),
 				       mean, "");
 	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
 	set(k, sq, fadd_r(f, get(k, ft, sq), d2));
@@ -544,12 +554,13 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 		f->b, LLVMBuildFDiv(f->b, get(k, ft, sq), Kf, ""), cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	d = LLVMBuildFSub(f->b, ldf(k, k->in[0], cg_add(f, offs[1], j)), mean, "");
+	LLVMValueRef at = cg_add(f, offs[0], j);
+	d = LLVMBuildFSub(f->b, ldf(k, k->out, at), mean, "");
 	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
 				       ldf(k, k->in[1], j), "");
 	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j), ""),
 		    false);
-	stf(k, y, k->out, cg_add(f, offs[0], j));
+	stf(k, y, k->out, at);
 	cg_loop_end(f, &l);
 }
 
@@ -692,29 +703,32 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
 	LLVMTypeRef ft = cg_t_f32(f);
-	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[2]),
+	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[1]),
 				       cg_t_i64(f), "");
 	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
 			  ATTNRT_ERR_INDEX);
 	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef v = ldf(k, k->in[0], cg_add(f, offs[1], j));
+	LLVMValueRef v = cg_kernel_operand(k, 0, offs, j);
 	set(k, mx, fmax_r(f, get(k, ft, mx), v));
 	cg_loop_end(f, &l);
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	v = ldf(k, k->in[0], cg_add(f, offs[1], j));
+	v = cg_kernel_operand(k, 0, offs, j);
 	LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, v, m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
-	LLVMValueRef xy = ldf(k, k->in[0], cg_add(f, offs[1], y));
+	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
 	LLVMValueRef ls = LLVMBuildFSub(
 		f->b, LLVMBuildFSub(f->b, xy, m, ""),
 		cg_lower_fcall(f, "llvm.log", get(k, ft, sum), NULL), "");
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, offs[0]);
 }
 
+/* A nest over the logits' leading dims: array 0 the output, array 1 the
+ * labels (both of those dims, dense), then the logits' arrays (their
+ * tree when fused), whose last axis the row's inner index walks. */
 bool cg_lower_cross_entropy(cg_kernel *k)
 {
 	int64_t ld[IR_MAX_RANK];
@@ -722,13 +736,16 @@ bool cg_lower_cross_entropy(cg_kernel *k)
 	row_cx c = {0};
 	c.K = ld[r - 1];
 	cg_nest n;
+	int ax[IR_MAX_RANK];
 	memset(&n, 0, sizeof n);
-	n.rank = 1;
-	n.n_arr = 3;
-	n.dims[0] = cg_lower_numel(k->L, cg_kernel_arg_type(k, 1));
-	n.strides[0][0] = 1;
-	n.strides[1][0] = c.K;
-	n.strides[2][0] = 1;
+	n.rank = r - 1;
+	n.n_arr = 2;
+	memcpy(n.dims, ld, sizeof ld);
+	cg_lower_strides(ld, r - 1, n.strides[0]);
+	cg_lower_strides(ld, r - 1, n.strides[1]);
+	for (int d = 0; d < IR_MAX_RANK; d++)
+		ax[d] = d;
+	cg_nest_add_operand(k, &n, 0, ax, r - 1);
 	run_rows(k, &n, 2 * c.K, cross_entropy_row, &c);
 	return true;
 }

@@ -51,6 +51,9 @@ typedef struct cg_program_options {
 	 * out for the whole module either way. */
 	const char *const *only;
 	uint32_t n_only;
+	/* Give every computing node a kernel and a buffer of its own (no
+	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
+	bool no_fuse;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
@@ -123,6 +126,13 @@ const attnrt_tensor_info *cg_program_outputs(const cg_program *p,
  * share one), and how many of them may run in parallel. */
 uint32_t cg_program_n_kernels(const cg_program *p);
 uint32_t cg_program_n_parallel(const cg_program *p);
+
+/* The nodes computed inside their consumer's kernel (elementwise
+ * fusion), over all entry points. */
+uint32_t cg_program_n_fused(const cg_program *p);
+/* The kernels one call of the entry point for func calls (0 if func is
+ * not exported). */
+uint32_t cg_program_n_calls(const cg_program *p, const char *func);
 
 /* Compilation statistics of the underlying module; build_ms is the time
  * spent building the LLVM IR in cg_program_create. */

@@ -88,6 +88,10 @@ void drv_print_outputs(const ir_func *f, const interp_tensor *outs);
 
 /* ---- native code (run.c) ----------------------------------------------------- */
 
+/* The lowering options the command line asks for: elementwise fusion
+ * unless --no-fuse or --disable-pass=fuse_elementwise. */
+cg_program_options drv_program_options(const drv_options *o);
+
 /* A module compiled by the JIT, with its params block. */
 typedef struct drv_jit {
 	cg_program *p;

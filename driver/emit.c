@@ -133,7 +133,7 @@ bool drv_emit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	if (!syms || !drv_bind_syms(ctx, m, ir_module_default_func(m), o, true, false,
 				   syms))
 		goto done;
-	cg_program_options po = {0};
+	cg_program_options po = drv_program_options(o);
 	p = cg_program_create(ctx, m, syms, &po);
 	if (!p || !(out ? cg_program_emit(p, kind, out) : emit_stdout(p, kind)))
 		goto done;

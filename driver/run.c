@@ -211,15 +211,47 @@ double drv_peak_rss_mib(void)
 	return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB */
 }
 
+cg_program_options drv_program_options(const drv_options *o)
+{
+	pass_options po = {.disabled = o->disabled, .n_disabled = o->n_disabled,
+			   .no_fuse = o->no_fuse};
+	return (cg_program_options){
+		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise")};
+}
+
+/* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for
+ * every entry point of p. */
+static void print_entries(const cg_program *p, char *buf, size_t size)
+{
+	size_t at = 0;
+	for (int pass = 0; pass < 2 && at < size; pass++) {
+		at += (size_t)snprintf(buf + at, size - at, "%s\"%s\": {",
+				       pass ? ", " : "",
+				       pass ? "scratch_bytes" : "kernel_calls");
+		for (uint32_t i = 0; i < cg_program_n_entries(p) && at < size; i++) {
+			const char *fn = cg_program_entry_name(p, i);
+			unsigned long long v =
+				pass ? (unsigned long long)cg_program_scratch_bytes(p, fn)
+				     : cg_program_n_calls(p, fn);
+			at += (size_t)snprintf(buf + at, size - at, "%s\"%s\": %llu",
+					       i ? ", " : "", fn, v);
+		}
+		if (at < size)
+			at += (size_t)snprintf(buf + at, size - at, "}");
+	}
+}
+
 void drv_print_jit_stats(const ir_module *m, cg_program *p)
 {
 	cg_module_stats s = cg_program_stats(p);
-	char extra[256];
+	char extra[4096], calls[3584];
+	print_entries(p, calls, sizeof calls);
 	snprintf(extra, sizeof extra,
 		 "\"compile_ms\": %.1f, \"jit_kernels\": %u, "
-		 "\"parallel_kernels\": %u",
+		 "\"parallel_kernels\": %u, \"fused_nodes\": %u, %s",
 		 cg_program_build_ms(p) + s.opt_ms + s.jit_ms,
-		 cg_program_n_kernels(p), cg_program_n_parallel(p));
+		 cg_program_n_kernels(p), cg_program_n_parallel(p),
+		 cg_program_n_fused(p), calls);
 	pass_stats_print(m, extra, stdout);
 }
 
@@ -239,7 +271,9 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 	if (!j->syms ||
 	    !drv_bind_syms(ctx, m, f, o, false, is_training, j->syms))
 		return false;
-	cg_program_options po = {.only = only, .n_only = n_only};
+	cg_program_options po = drv_program_options(o);
+	po.only = only;
+	po.n_only = n_only;
 	j->p = cg_program_create(ctx, m, j->syms, &po);
 	if (!j->p || !cg_program_jit(j->p))
 		return false;

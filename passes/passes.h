@@ -11,7 +11,7 @@
 #include "ir.h"
 
 typedef struct pass_options {
-	const char **disabled; /* names of passes not to run */
+	const char *const *disabled; /* names of passes not to run */
 	uint32_t n_disabled;
 	bool no_fuse;          /* turn off every fusion pass */
 	const char *dump;      /* NULL, "parse", a pass name, or "all" */
@@ -24,7 +24,7 @@ typedef bool (*pass_fn)(ir_module *m);
 typedef struct pass_info {
 	const char *name;
 	const char *summary;
-	pass_fn run;
+	pass_fn run; /* NULL: the pass runs at lowering (fuse_elementwise) */
 	bool is_fusion;
 } pass_info;
 
@@ -36,6 +36,11 @@ const pass_info *pass_find(const char *name);
 /* Runs the pipeline as options say; dumps as asked; verifies between
  * passes when asked and always at the end. */
 bool pass_pipeline_run(ir_module *m, const pass_options *opts);
+
+/* Whether opts lets the pass named name run (it is not disabled by name,
+ * nor, being a fusion pass, by no_fuse). The lowering's passes
+ * (fuse_elementwise) are asked this way by the driver. */
+bool pass_is_enabled(const pass_options *opts, const char *name);
 
 bool pass_infer(ir_module *m);    /* re-derive every type; report mismatches */
 bool pass_fold(ir_module *m);     /* evaluate nodes whose operands are constant */
@@ -72,6 +77,37 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
  * fused_attention_grad whose output gradient is a split and whose parts
  * are merged. Runs after pass_fuse_attention. */
 bool pass_fuse_heads(ir_module *m);
+
+/* Elementwise fusion (fuse_ew.c; docs/fusion.md), the pass
+ * "fuse_elementwise", done at lowering: the IR keeps every node. Fills
+ * into (f->g.n_nodes entries): into[i] is the consumer whose kernel
+ * computes node i in place, PASS_FUSE_EW_EVERY when each of its readers'
+ * kernels does, or IR_NONE when node i keeps a kernel and a buffer of
+ * its own (or is a leaf or view). Fused nodes are elementwise ops,
+ * dropouts, permutes and broadcasts with one use (several if cheap), no
+ * output, read by their consumer once per element at an index it can
+ * address (same
+ * shape for elementwise consumers; the data operand of reductions,
+ * softmaxes, layer_norm, cross_entropy; any permute). A kernel's trees
+ * stay within PASS_FUSE_EW_MAX_NODES nodes (its operands and fused nodes)
+ * and PASS_FUSE_EW_MAX_ARRAYS strided arrays (leaves and fused dropouts'
+ * indices). Returns false after reporting "out of memory". */
+#define PASS_FUSE_EW_MAX_NODES 32
+#define PASS_FUSE_EW_MAX_ARRAYS 12
+/* into[i] of a cheap node (no transcendental function) with several
+ * readers that each compute it in their kernels; its operands are then
+ * not fused into it. */
+#define PASS_FUSE_EW_EVERY (IR_NONE - 1)
+bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into);
+/* Whether the plan into computes node x inside its reader c's kernel. */
+static inline bool pass_fuse_ew_is_in(const ir_id *into, ir_id x, ir_id c)
+{
+	return into[x] == c || into[x] == PASS_FUSE_EW_EVERY;
+}
+/* Whether op may be computed inside its consumer's kernel. */
+bool pass_fuse_ew_is_fusible(ir_op op);
+/* The number of fused nodes in a plan of f. */
+uint32_t pass_fuse_ew_count(const ir_func *f, const ir_id *into);
 
 /* Reverse-mode autodiff (autodiff.c, rules in grad.c; docs/autodiff.md).
  * For the function named entry, whose first output is a scalar f32 loss,

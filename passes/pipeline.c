@@ -35,6 +35,11 @@ const pass_info pass_table[] = {
 		       "place by the kernels (attr heads)",
 	 pass_fuse_heads, true},
 	{"dce", "drop nodes no output needs", pass_dce, false},
+	/* At lowering: the plan (fuse_ew.c) tells codegen which nodes to
+	 * compute inside their consumer's kernel; the IR stays as it is. */
+	{"fuse_elementwise", "at lowering: elementwise chains, dropouts and "
+			     "permutes computed inside their consumer's kernel",
+	 NULL, true},
 };
 const uint32_t pass_count = sizeof pass_table / sizeof pass_table[0];
 
@@ -56,6 +61,12 @@ static bool is_disabled(const pass_info *p, const pass_options *opts)
 	return false;
 }
 
+bool pass_is_enabled(const pass_options *opts, const char *name)
+{
+	const pass_info *p = pass_find(name);
+	return p && !is_disabled(p, opts);
+}
+
 static void dump_after(const ir_module *m, const pass_info *p,
 		       const pass_options *opts)
 {
@@ -73,7 +84,7 @@ bool pass_pipeline_run(ir_module *m, const pass_options *opts)
 		const pass_info *p = &pass_table[i];
 		if (is_disabled(p, opts))
 			continue;
-		if (!p->run(m))
+		if (p->run && !p->run(m))
 			return false;
 		dump_after(m, p, opts);
 		if (opts->verify_each && !ir_module_verify(m)) {

@@ -1,0 +1,264 @@
+/*
+ * cg_fuse.c - elementwise fusion at lowering (docs/fusion.md): the trees
+ * of fused nodes a kernel evaluates where it would read an operand.
+ *
+ * pass_fuse_ew_plan says which nodes fuse into which consumer. For each
+ * kernel, every operand becomes a tree: a leaf reading a buffer, or the
+ * fused node computed from its own operands' trees, down to the buffers
+ * the fused nodes read. Each leaf is addressed by its own strides,
+ * expressed per axis of the kernel's operand: the consumer's index into
+ * the operand maps to an index into every node of the tree through
+ * broadcasting (a stretched axis reads index 0) and permutes (an axis
+ * renamed), so a leaf's stride along an operand axis is the sum of its
+ * dense strides along the axes that take their index from it. The
+ * consumer then walks each leaf as one more array of its loop nest
+ * (cg_nest_add_operand), and its loop body computes the tree where it
+ * loaded the operand (cg_kernel_operand).
+ */
+#include "cg_lower.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* The state of building one kernel's trees. */
+typedef struct tree_build {
+	const cg_lower *L;
+	const ir_graph *g;
+	const ir_id *into;
+	cg_trees *t;
+	bool is_full;
+} tree_build;
+
+/* Axis map of node x's operand c: for each axis of c, the operand axis of
+ * the kernel it takes its index from (-1: index 0). from is x's map. */
+static void child_axes(const tree_build *b, ir_id x, ir_id c, const int *from,
+		       int *to)
+{
+	const ir_node *n = &b->g->nodes[x];
+	int64_t cd[IR_MAX_RANK];
+	int rc = cg_lower_dims(b->L, &b->g->nodes[c].type, cd);
+	if (n->op == IR_OP_PERMUTE) {
+		for (int i = 0; i < rc; i++)
+			to[n->attr.permute.perm[i]] = from[i];
+		return;
+	}
+	int rn = n->type.rank;
+	for (int j = 0; j < rc; j++)
+		to[j] = cd[j] == 1 ? -1 : from[j + rn - rc];
+}
+
+/* Strides, per kernel operand axis, of node x's dense elements read
+ * through the axis map ax. */
+static void map_strides(const tree_build *b, ir_id x, const int *ax,
+			int64_t *t)
+{
+	int64_t d[IR_MAX_RANK], s[IR_MAX_RANK];
+	int r = cg_lower_dims(b->L, &b->g->nodes[x].type, d);
+	cg_lower_strides(d, r, s);
+	memset(t, 0, IR_MAX_RANK * sizeof *t);
+	for (int j = 0; j < r; j++)
+		if (ax[j] >= 0 && d[j] != 1)
+			t[ax[j]] += s[j];
+}
+
+static uint32_t new_node(tree_build *b, ir_id x)
+{
+	if (b->t->n_nodes == CG_TREE_MAX) {
+		b->is_full = true;
+		return 0;
+	}
+	cg_tree_node *n = &b->t->n[b->t->n_nodes];
+	memset(n, 0, sizeof *n);
+	n->id = x;
+	return b->t->n_nodes++;
+}
+
+/* The tree of node x, read by its consumer user through axis map ax; a
+ * leaf gets pointer param (a new one when param is UINT32_MAX). */
+static uint32_t build(tree_build *b, ir_id x, ir_id user, const int *ax,
+		      uint32_t param)
+{
+	uint32_t me = new_node(b, x);
+	if (b->is_full)
+		return 0;
+	cg_tree_node *tn = &b->t->n[me];
+	map_strides(b, x, ax, tn->t);
+	if (!b->into || !pass_fuse_ew_is_in(b->into, x, user)) {
+		tn->is_leaf = true;
+		tn->param = param != UINT32_MAX ? param : b->t->n_par++;
+		return me;
+	}
+	const ir_node *n = &b->g->nodes[x];
+	for (uint32_t a = 0; a < n->n_args; a++) {
+		int cax[IR_MAX_RANK];
+		ir_id c = ir_arg(b->g, x, a);
+		child_axes(b, x, c, ax, cax);
+		uint32_t k = build(b, c, x, cax, UINT32_MAX);
+		b->t->n[me].kid[a] = k;
+	}
+	return me;
+}
+
+bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
+		    const ir_id *into, cg_trees *t)
+{
+	const ir_node *n = &g->nodes[id];
+	tree_build b = {L, g, into, t, false};
+	if (n->n_args > CG_KERNEL_MAX_IN) {
+		ir_error(L->ctx, n->loc, "codegen: %s: %u operands, at most %d "
+			 "are supported", ir_op_table[n->op].name, n->n_args,
+			 CG_KERNEL_MAX_IN);
+		return false;
+	}
+	t->n_nodes = 0;
+	t->n_par = n->n_args;
+	for (uint32_t i = 0; i < n->n_args && !b.is_full; i++) {
+		int ax[IR_MAX_RANK];
+		for (int j = 0; j < IR_MAX_RANK; j++)
+			ax[j] = j;
+		t->opnd[i] = build(&b, ir_arg(g, id, i), id, ax, i);
+	}
+	if (b.is_full || t->n_par > CG_KERNEL_MAX_IN) {
+		ir_error(L->ctx, n->loc, "codegen: %s: its fused operands need "
+			 "more than %d tree nodes or %d pointers",
+			 ir_op_table[n->op].name, CG_TREE_MAX, CG_KERNEL_MAX_IN);
+		return false;
+	}
+	return true;
+}
+
+static bool same_type(const cg_lower *L, const ir_type *a, const ir_type *b)
+{
+	int64_t da[IR_MAX_RANK], db[IR_MAX_RANK];
+	if (a->dtype != b->dtype || a->rank != b->rank)
+		return false;
+	cg_lower_dims(L, a, da);
+	cg_lower_dims(L, b, db);
+	return memcmp(da, db, (size_t)a->rank * sizeof da[0]) == 0;
+}
+
+static bool same_tree_node(const cg_lower *L, const ir_graph *ga,
+			   const cg_tree_node *a, const ir_graph *gb,
+			   const cg_tree_node *b)
+{
+	const ir_node *na = &ga->nodes[a->id], *nb = &gb->nodes[b->id];
+	if (a->is_leaf != b->is_leaf || memcmp(a->t, b->t, sizeof a->t) != 0 ||
+	    !same_type(L, &na->type, &nb->type))
+		return false;
+	if (a->is_leaf)
+		return a->param == b->param;
+	return na->op == nb->op && na->n_args == nb->n_args &&
+	       memcmp(&na->attr, &nb->attr, sizeof na->attr) == 0 &&
+	       memcmp(a->kid, b->kid, sizeof a->kid) == 0;
+}
+
+bool cg_trees_eq(const cg_lower *L, const ir_graph *ga, const cg_trees *a,
+		 const ir_graph *gb, const cg_trees *b)
+{
+	if (a->n_nodes != b->n_nodes || a->n_par != b->n_par)
+		return false;
+	for (uint32_t i = 0; i < a->n_nodes; i++)
+		if (!same_tree_node(L, ga, &a->n[i], gb, &b->n[i]))
+			return false;
+	return true;
+}
+
+static bool is_fused_dropout(const cg_kernel *k, const cg_tree_node *tn)
+{
+	return !tn->is_leaf && k->g->nodes[tn->id].op == IR_OP_DROPOUT;
+}
+
+void cg_kernel_trees_begin(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	for (uint32_t i = 0; i < k->tr.n_nodes; i++) {
+		const cg_tree_node *tn = &k->tr.n[i];
+		if (!is_fused_dropout(k, tn) ||
+		    k->g->nodes[tn->id].attr.dropout.p <= 0)
+			continue;
+		if (!k->is_train) {
+			LLVMValueRef tr = cg_kernel_run_field(k, cg_t_i32(f), 16);
+			k->is_train = LLVMBuildICmp(f->b, LLVMIntNE, tr,
+						    cg_i32(f, 0), "");
+		}
+		k->key[i] = cg_lower_dropout_key(
+			k, k->g->nodes[tn->id].attr.dropout.stream);
+	}
+}
+
+static void add_arrays(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
+		       int inner_ax)
+{
+	cg_tree_node *tn = &k->tr.n[x];
+	if (tn->is_leaf || is_fused_dropout(k, tn)) {
+		int a = n->n_arr++;
+		for (int d = 0; d < n->rank; d++)
+			n->strides[a][d] = ax[d] >= 0 ? tn->t[ax[d]] : 0;
+		n->base[a] = 0;
+		tn->arr = a;
+		tn->inner = inner_ax >= 0 ? tn->t[inner_ax] : 0;
+	}
+	if (tn->is_leaf)
+		return;
+	for (uint32_t c = 0; c < k->g->nodes[tn->id].n_args; c++)
+		add_arrays(k, n, tn->kid[c], ax, inner_ax);
+}
+
+void cg_nest_add_operand(cg_kernel *k, cg_nest *n, uint32_t i, const int *ax,
+			 int inner_ax)
+{
+	add_arrays(k, n, k->tr.opnd[i], ax, inner_ax);
+	assert(n->n_arr <= CG_NEST_ARRS);
+}
+
+void cg_kernel_ew_axes(const cg_kernel *k, uint32_t i, int *ax)
+{
+	int64_t od[IR_MAX_RANK], xd[IR_MAX_RANK];
+	int R = cg_lower_dims(k->L, &k->node->type, od);
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, i), xd);
+	for (int d = 0; d < R; d++) {
+		int j = d - (R - r);
+		ax[d] = j >= 0 && xd[j] != 1 ? j : -1;
+	}
+}
+
+/* Offset of a leaf or fused dropout at the nest point, inner index j. */
+static LLVMValueRef offset_of(cg_kernel *k, const cg_tree_node *tn,
+			      LLVMValueRef *offs, LLVMValueRef j)
+{
+	LLVMValueRef at = offs[tn->arr];
+	if (j && tn->inner)
+		at = cg_add(&k->f, at, tn->inner == 1 ? j : cg_muli(&k->f, j, tn->inner));
+	return at;
+}
+
+static LLVMValueRef eval(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
+			 LLVMValueRef j)
+{
+	const cg_tree_node *tn = &k->tr.n[x];
+	const ir_node *n = &k->g->nodes[tn->id];
+	if (tn->is_leaf)
+		return cg_lower_load(&k->f, n->type.dtype, k->in[tn->param],
+				     offset_of(k, tn, offs, j));
+	LLVMValueRef v[3];
+	for (uint32_t a = 0; a < n->n_args; a++)
+		v[a] = eval(k, tn->kid[a], offs, j);
+	if (n->op == IR_OP_PERMUTE || n->op == IR_OP_BROADCAST)
+		return v[0];
+	if (n->op == IR_OP_DROPOUT)
+		return n->attr.dropout.p <= 0
+			       ? v[0]
+			       : cg_lower_dropout_value(&k->f, n->attr.dropout.p,
+							k->key[x], k->is_train,
+							offset_of(k, tn, offs, j),
+							v[0]);
+	ir_dtype in = k->g->nodes[k->tr.n[tn->kid[n->op == IR_OP_SELECT]].id]
+			      .type.dtype;
+	return cg_lower_ew_value(&k->f, n, in, v);
+}
+
+LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
+			       LLVMValueRef j)
+{
+	return eval(k, k->tr.opnd[i], offs, j);
+}

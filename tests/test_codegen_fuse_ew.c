@@ -1,0 +1,617 @@
+/*
+ * test_codegen_fuse_ew.c - elementwise fusion in the generated code
+ * (passes/fuse_ew.c, codegen/cg_fuse.c): random chains of elementwise ops
+ * with broadcasting (bias rows, per-row scalars, scalars), permutes,
+ * compares, selects, casts and dropout, alone and fused into every
+ * consumer that can host them (layer_norm, softmax, log_softmax,
+ * masked_softmax, sum, mean, max, cross_entropy, dropout, permute). Each
+ * graph runs through the JIT fused and unfused and through the
+ * interpreter in float64: the fused float32 error is at most twice the
+ * unfused one (plus a floor of 1e-6 of the largest value); pure
+ * elementwise results are bit-identical to the unfused ones; dropout
+ * masks equal the interpreter's; 1 and 2 threads give the same bits.
+ */
+#include "cg_program.h"
+#include "interp.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXO 8
+
+typedef struct fx {
+	tu_graph g;
+	uint64_t rng;
+} fx;
+
+static void fx_init(fx *x, uint64_t seed)
+{
+	tu_graph_init(&x->g, MAXO + 8);
+	x->rng = seed * 0x9e3779b97f4a7c15ull + 1;
+}
+
+static uint32_t rnd(fx *x, uint32_t n)
+{
+	x->rng = x->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)((x->rng >> 33) % n);
+}
+
+static ir_id op1(fx *x, ir_op op, ir_id a, const ir_attr *attr)
+{
+	return tu_build(&x->g, op, &a, 1, attr, NULL);
+}
+
+static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b)
+{
+	ir_id args[2] = {a, b};
+	return tu_build(&x->g, op, args, 2, NULL, NULL);
+}
+
+static ir_id op3(fx *x, ir_op op, ir_id a, ir_id b, ir_id c,
+		 const ir_attr *attr)
+{
+	ir_id args[3] = {a, b, c};
+	return tu_build(&x->g, op, args, 3, attr, NULL);
+}
+
+static ir_id dropout(fx *x, ir_id a, double p)
+{
+	ir_attr at = {.dropout = {p, x->g.m->n_dropout_streams++}};
+	return op1(x, IR_OP_DROPOUT, a, &at);
+}
+
+static ir_id permute(fx *x, ir_id a, uint8_t p0, uint8_t p1, uint8_t p2)
+{
+	ir_attr at = {.permute = {{p0, p1, p2}}};
+	return op1(x, IR_OP_PERMUTE, a, &at);
+}
+
+static void ret(fx *x, ir_id id)
+{
+	x->g.f->output_names[x->g.f->n_outputs] = "out";
+	x->g.f->outputs[x->g.f->n_outputs++] = id;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+/* Inputs: floats in [-2, 2), i32 in [0, 4]. */
+static void make_inputs(fx *x, interp_tensor *in)
+{
+	for (uint32_t i = 0; i < x->g.f->n_inputs; i++) {
+		const ir_type *t = &x->g.f->g.nodes[x->g.f->inputs[i]].type;
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < t->rank; d++)
+			dims[d] = t->dims[d].coef;
+		ck_assert(interp_tensor_alloc(&x->g.ctx, &in[i], t->dtype, t->rank,
+					      dims));
+		for (int64_t e = 0; e < interp_tensor_numel(&in[i]); e++) {
+			if (t->dtype == IR_I32)
+				((int32_t *)in[i].data)[e] = (int32_t)rnd(x, 5);
+			else
+				((float *)in[i].data)[e] =
+					-2.0f + 4.0f * (float)rnd(x, 1000000) / 1e6f;
+		}
+	}
+}
+
+typedef struct jit_out {
+	interp_tensor t[MAXO];
+	uint32_t n_fused, n_calls, n_kernels;
+	size_t scratch;
+} jit_out;
+
+static size_t round64(size_t n)
+{
+	return (n + 63) / 64 * 64 + 64;
+}
+
+static void jit_run(fx *x, bool no_fuse, bool is_training, int n_threads,
+		    const interp_tensor *in, jit_out *r)
+{
+	cg_program_options po = {.no_fuse = no_fuse};
+	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
+	r->scratch = cg_program_scratch_bytes(p, "f");
+	char *sb = aligned_alloc(64, round64(r->scratch));
+	memset(sb, 0xff, round64(r->scratch));
+	const void *ins[16];
+	void *outs[MAXO];
+	for (uint32_t i = 0; i < x->g.f->n_inputs; i++)
+		ins[i] = in[i].data;
+	uint32_t no;
+	const attnrt_tensor_info *oi = cg_program_outputs(p, "f", &no);
+	for (uint32_t o = 0; o < no; o++) {
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < oi[o].rank; d++)
+			dims[d] = oi[o].dims[d];
+		ir_dtype t = oi[o].dtype == ATTNRT_I32 ? IR_I32 : IR_F32;
+		ck_assert(interp_tensor_alloc(&x->g.ctx, &r->t[o], t, oi[o].rank, dims));
+		outs[o] = r->t[o].data;
+	}
+	attnrt_run run = {11, 3, is_training, n_threads};
+	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
+	r->n_fused = cg_program_n_fused(p);
+	r->n_calls = cg_program_n_calls(p, "f");
+	r->n_kernels = cg_program_n_kernels(p);
+	free(sb);
+	cg_program_destroy(p);
+}
+
+static void interp(fx *x, bool is_f64, bool is_training, const interp_tensor *in,
+		   interp_tensor *out)
+{
+	interp_opts o = {.is_f64 = is_f64, .is_training = is_training,
+			 .seed = 11, .step = 3};
+	ck_assert_msg(interp_run(&x->g.ctx, x->g.m, x->g.f, &o, NULL, in, out),
+		      "%s", tu_graph_diag(&x->g));
+}
+
+static double max_err(const interp_tensor *a, const interp_tensor *ref,
+		      double *mag)
+{
+	double e = 0;
+	*mag = 0;
+	for (int64_t i = 0; i < interp_tensor_numel(ref); i++) {
+		double r = interp_tensor_get(ref, i), d = fabs(interp_tensor_get(a, i) - r);
+		e = d > e ? d : e;
+		*mag = fabs(r) > *mag ? fabs(r) : *mag;
+	}
+	return e;
+}
+
+static bool same_bits(const interp_tensor *a, const interp_tensor *b)
+{
+	return memcmp(a->data, b->data, (size_t)interp_tensor_numel(a) * 4) == 0;
+}
+
+/* What check() saw, for the tests' own assertions. */
+typedef struct seen {
+	uint32_t n_fused, n_calls, n_calls_unfused;
+	size_t scratch, scratch_unfused;
+} seen;
+
+/* Runs f fused (1 and 2 threads), unfused, and in the interpreter in
+ * float32 and float64, and checks every output: floats by the error-ratio
+ * rule against float64 and close to the float32 interpreter (same
+ * dropout masks), bit-identical to the unfused run when is_exact; i32
+ * equal to the float32 interpreter's; 1 and 2 threads bit-identical. */
+static seen check(fx *x, bool is_training, bool is_exact)
+{
+	ck_assert_msg(ir_module_verify(x->g.m), "%s", tu_graph_diag(&x->g));
+	interp_tensor in[16], r64[MAXO], r32[MAXO];
+	jit_out fu = {0}, f2 = {0}, un = {0};
+	make_inputs(x, in);
+	interp(x, true, is_training, in, r64);
+	interp(x, false, is_training, in, r32);
+	jit_run(x, false, is_training, 1, in, &fu);
+	jit_run(x, false, is_training, 2, in, &f2);
+	jit_run(x, true, is_training, 1, in, &un);
+	for (uint32_t o = 0; o < x->g.f->n_outputs; o++) {
+		ck_assert_msg(same_bits(&fu.t[o], &f2.t[o]), "output %u: 1 and 2 "
+			      "threads differ", o);
+		if (fu.t[o].dtype == IR_I32) {
+			ck_assert_msg(same_bits(&fu.t[o], &r32[o]), "output %u: i32 "
+				      "differs from the interpreter", o);
+			continue;
+		}
+		double mag, mag32;
+		double ef = max_err(&fu.t[o], &r64[o], &mag);
+		double eu = max_err(&un.t[o], &r64[o], &mag);
+		double e32 = max_err(&fu.t[o], &r32[o], &mag32);
+		ck_assert_msg(ef <= 2 * eu + 1e-6 * mag + 1e-30, "output %u: fused "
+			      "error %g, unfused %g (largest %g)", o, ef, eu, mag);
+		ck_assert_msg(e32 <= 1e-5 * (mag32 + 1), "output %u: fused JIT and "
+			      "float32 interpreter differ by %g", o, e32);
+		if (is_exact)
+			ck_assert_msg(same_bits(&fu.t[o], &un.t[o]), "output %u: "
+				      "fused and unfused bits differ", o);
+	}
+	seen s = {fu.n_fused, fu.n_calls, un.n_calls, fu.scratch, un.scratch};
+	ck_assert_uint_eq(un.n_fused, 0);
+	for (uint32_t o = 0; o < x->g.f->n_outputs; o++) {
+		interp_tensor_fini(&x->g.ctx, &r64[o]);
+		interp_tensor_fini(&x->g.ctx, &r32[o]);
+		interp_tensor_fini(&x->g.ctx, &fu.t[o]);
+		interp_tensor_fini(&x->g.ctx, &f2.t[o]);
+		interp_tensor_fini(&x->g.ctx, &un.t[o]);
+	}
+	for (uint32_t i = 0; i < x->g.f->n_inputs; i++)
+		interp_tensor_fini(&x->g.ctx, &in[i]);
+	return s;
+}
+
+/* ---- random chains ---------------------------------------------------------------- */
+
+/* The operands a chain draws from: values of the full shape (3, 5, 7),
+ * each used once (or, with allow_reuse, some twice), and broadcast leaves used any
+ * number of times. */
+typedef struct chain {
+	ir_id full[16];
+	int n_full;
+	ir_id bcast[4]; /* bias (7), row scalars (3, 5, 1), scalar (), (5, 7) */
+	bool has_dropout;
+	bool allow_reuse; /* let some values have two readers */
+} chain;
+
+static ir_id take(fx *x, chain *c)
+{
+	ck_assert_int_gt(c->n_full, 0);
+	int i = (int)rnd(x, (uint32_t)c->n_full);
+	ir_id v = c->full[i];
+	c->full[i] = c->full[--c->n_full];
+	return v;
+}
+
+static void give(chain *c, ir_id v)
+{
+	c->full[c->n_full++] = v;
+}
+
+/* Any operand: a full value or, when another full one remains, a
+ * broadcast leaf. */
+static ir_id operand(fx *x, chain *c)
+{
+	if (rnd(x, 3) == 0)
+		return c->bcast[rnd(x, 4)];
+	return take(x, c);
+}
+
+static ir_id unary(fx *x, ir_id v)
+{
+	static const ir_op ops[] = {IR_OP_NEG, IR_OP_TANH, IR_OP_SIGMOID,
+				    IR_OP_RELU, IR_OP_ABS, IR_OP_SIN};
+	switch (rnd(x, 9)) {
+	case 0:
+		return op1(x, IR_OP_EXP, op1(x, IR_OP_TANH, v, NULL), NULL);
+	case 1:
+		return op1(x, IR_OP_LOG, op1(x, IR_OP_SIGMOID, v, NULL), NULL);
+	case 2:
+		return op1(x, IR_OP_SQRT, op1(x, IR_OP_ABS, v, NULL), NULL);
+	default:
+		return op1(x, ops[rnd(x, 6)], v, NULL);
+	}
+}
+
+/* A binary step: every node it makes has one use and the full shape
+ * (a broadcast leaf only ever as an operand of a full-shape op). */
+static ir_id binary(fx *x, chain *c)
+{
+	static const ir_op ops[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL,
+				    IR_OP_MAXIMUM, IR_OP_MINIMUM};
+	ir_id a = take(x, c);
+	ir_id b = c->n_full ? operand(x, c) : c->bcast[rnd(x, 4)];
+	bool b_full = x->g.f->g.nodes[b].type.rank == 3 &&
+		      x->g.f->g.nodes[b].type.dims[0].coef == 3 &&
+		      x->g.f->g.nodes[b].type.dims[2].coef == 7;
+	if (rnd(x, 2)) {
+		ir_id t = a;
+		a = b;
+		b = t;
+	}
+	uint32_t k = rnd(x, 8);
+	if (k == 5 && b_full)
+		return op2(x, IR_OP_DIV, a, op1(x, IR_OP_SIGMOID, b, NULL));
+	if (k == 6) { /* select(a > b, row scalars, scalar) */
+		ir_id gt = op2(x, IR_OP_GT, a, b);
+		return op3(x, IR_OP_SELECT, gt, c->bcast[1], c->bcast[2], NULL);
+	}
+	if (k == 7) { /* a + float(b < bias) */
+		ir_id lt = op2(x, IR_OP_LT, b, c->bcast[0]);
+		ir_type ft = x->g.f->g.nodes[lt].type;
+		ft.dtype = IR_F32;
+		return op2(x, IR_OP_ADD, a, tu_build(&x->g, IR_OP_CAST, &lt, 1, NULL, &ft));
+	}
+	return op2(x, ops[k % 5], a, b);
+}
+
+static void chain_init(fx *x, chain *c, int n_inputs, bool with_permute)
+{
+	memset(c, 0, sizeof *c);
+	for (int i = 0; i < n_inputs; i++)
+		give(c, tu_input(&x->g, tu_type(IR_F32, 3, 3, 5, 7)));
+	if (with_permute) {
+		ir_id p = tu_input(&x->g, tu_type(IR_F32, 3, 5, 3, 7));
+		give(c, permute(x, p, 1, 0, 2));
+		ir_id q = tu_input(&x->g, tu_type(IR_F32, 3, 7, 5, 3));
+		give(c, permute(x, op1(x, IR_OP_TANH, q, NULL), 2, 1, 0));
+	}
+	c->bcast[0] = tu_input(&x->g, tu_type(IR_F32, 1, 7));
+	c->bcast[1] = tu_input(&x->g, tu_type(IR_F32, 3, 3, 5, 1));
+	c->bcast[2] = tu_input(&x->g, tu_type(IR_F32, 0));
+	c->bcast[3] = tu_input(&x->g, tu_type(IR_F32, 2, 5, 7));
+}
+
+/* A random chain of n_ops steps over the chain's values, folded into one
+ * full value; dropouts among the steps when with_dropout. */
+static ir_id random_chain(fx *x, chain *c, int n_ops, bool with_dropout)
+{
+	for (int i = 0; i < n_ops; i++) {
+		uint32_t k = rnd(x, with_dropout ? 4 : 3);
+		if (k == 3) {
+			give(c, dropout(x, take(x, c), 0.25));
+			c->has_dropout = true;
+		} else if (k == 0 || c->n_full < 2) {
+			ir_id v = unary(x, take(x, c));
+			give(c, v);
+			if (c->allow_reuse && rnd(x, 3) == 0)
+				give(c, v); /* read twice */
+		} else {
+			give(c, binary(x, c));
+		}
+	}
+	while (c->n_full > 1)
+		give(c, op2(x, IR_OP_ADD, take(x, c), take(x, c)));
+	return take(x, c);
+}
+
+typedef enum consumer {
+	C_NONE, C_LAYER_NORM, C_SOFTMAX, C_LOG_SOFTMAX, C_MASKED_SOFTMAX,
+	C_SUM, C_MEAN, C_MAX, C_CROSS_ENTROPY, C_DROPOUT, C_PERMUTE, C_COUNT
+} consumer;
+
+static ir_id consume(fx *x, consumer k, ir_id v)
+{
+	ir_attr at = {0};
+	switch (k) {
+	case C_LAYER_NORM: {
+		ir_id g = tu_input(&x->g, tu_type(IR_F32, 1, 7));
+		ir_id b = tu_input(&x->g, tu_type(IR_F32, 1, 7));
+		at.eps = 1e-5;
+		return op3(x, IR_OP_LAYER_NORM, v, g, b, &at);
+	}
+	case C_SOFTMAX:
+		return op1(x, IR_OP_SOFTMAX, v, NULL);
+	case C_LOG_SOFTMAX:
+		return op1(x, IR_OP_LOG_SOFTMAX, v, NULL);
+	case C_MASKED_SOFTMAX: {
+		ir_id valid = tu_input(&x->g, tu_type(IR_I32, 2, 3, 5));
+		ir_id args[2] = {v, valid};
+		at.fill = -1e6;
+		return tu_build(&x->g, IR_OP_MASKED_SOFTMAX, args, 2, &at, NULL);
+	}
+	case C_SUM:
+		at.reduce.axes = 1u << 1;
+		return op1(x, IR_OP_SUM, v, &at);
+	case C_MEAN:
+		at.reduce.axes = 1u << 0 | 1u << 2;
+		at.reduce.keepdim = true;
+		return op1(x, IR_OP_MEAN, v, &at);
+	case C_MAX:
+		at.reduce.axes = 1u << 2;
+		return op1(x, IR_OP_MAX, v, &at);
+	case C_CROSS_ENTROPY: {
+		ir_id labels = tu_input(&x->g, tu_type(IR_I32, 2, 3, 5));
+		ir_id args[2] = {v, labels};
+		return tu_build(&x->g, IR_OP_CROSS_ENTROPY, args, 2, NULL, NULL);
+	}
+	case C_DROPOUT:
+		return dropout(x, v, 0.5);
+	case C_PERMUTE:
+		return op1(x, IR_OP_EXP, permute(x, v, 2, 0, 1), NULL);
+	case C_NONE:
+	case C_COUNT:
+		break;
+	}
+	return v;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+START_TEST(test_random_elementwise_chains_fused_equal_the_unfused_bit_for_bit)
+{
+	for (uint64_t seed = 1; seed <= 24; seed++) {
+		fx x;
+		fx_init(&x, seed);
+		chain c;
+		chain_init(&x, &c, 4, seed % 2 == 0);
+		c.allow_reuse = true;
+		ret(&x, random_chain(&x, &c, 6 + (int)(seed % 5), seed % 3 == 0));
+		seen s = check(&x, seed % 3 == 0, true);
+		ck_assert_uint_gt(s.n_fused, 0);
+		ck_assert_uint_lt(s.n_calls, s.n_calls_unfused);
+		ck_assert_uint_lt(s.scratch, s.scratch_unfused);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
+START_TEST(test_random_chains_fused_into_every_consumer_kind_pass_the_error_ratio_rule)
+{
+	consumer k = (consumer)_i;
+	for (uint64_t seed = 1; seed <= 6; seed++) {
+		bool is_training = seed % 2 == 0;
+		fx x;
+		fx_init(&x, seed * 100 + (uint64_t)k);
+		chain c;
+		chain_init(&x, &c, 3, seed % 3 == 0);
+		ir_id v = random_chain(&x, &c, 5, is_training);
+		ret(&x, consume(&x, k, v));
+		seen s = check(&x, is_training, k == C_DROPOUT || k == C_PERMUTE);
+		/* the whole chain and the consumer: one kernel, or two when
+		 * the permuted inputs take the arrays past the kernel's
+		 * bound (PASS_FUSE_EW_MAX_ARRAYS) */
+		ck_assert_msg(s.n_calls <= 1u + (seed % 3 == 0), "seed %d: %u "
+			      "calls, %u fused", (int)seed, s.n_calls, s.n_fused);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
+START_TEST(test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each)
+{
+	fx x;
+	fx_init(&x, 5);
+	ir_id h = tu_input(&x.g, tu_type(IR_F32, 3, 4, 6, 8));
+	ir_id bias = tu_input(&x.g, tu_type(IR_F32, 1, 8));
+	ir_id res = tu_input(&x.g, tu_type(IR_F32, 3, 4, 6, 8));
+	ir_id y = op1(&x, IR_OP_RELU, op2(&x, IR_OP_ADD, h, bias), NULL);
+	ir_id sum = op2(&x, IR_OP_ADD, res, dropout(&x, y, 0.1));
+	ir_attr at = {.eps = 1e-5};
+	ir_id gam = tu_input(&x.g, tu_type(IR_F32, 1, 8));
+	ir_id bet = tu_input(&x.g, tu_type(IR_F32, 1, 8));
+	ret(&x, op3(&x, IR_OP_LAYER_NORM, sum, gam, bet, &at));
+	seen s = check(&x, true, false);
+	ck_assert_uint_eq(s.n_fused, 4);
+	ck_assert_uint_eq(s.n_calls, 1);
+	ck_assert_uint_eq(s.n_calls_unfused, 5);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_head_merge_permute_is_index_arithmetic_in_its_reader)
+{
+	fx x;
+	fx_init(&x, 6);
+	/* (B, H, T, d) -> (B, T, H, d), scaled, then summed over d */
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 4, 2, 3, 5, 4));
+	ir_attr pa = {.permute = {{0, 2, 1, 3}}};
+	ir_id p = op1(&x, IR_OP_PERMUTE, op1(&x, IR_OP_TANH, a, NULL), &pa);
+	ir_id s = op2(&x, IR_OP_MUL, p, tu_input(&x.g, tu_type(IR_F32, 1, 4)));
+	ir_attr ra = {.reduce = {1u << 3, false}};
+	ret(&x, op1(&x, IR_OP_SUM, s, &ra));
+	seen r = check(&x, false, false);
+	ck_assert_uint_eq(r.n_fused, 3);
+	ck_assert_uint_eq(r.n_calls, 1);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_i32_compares_selects_and_casts_fuse_exactly)
+{
+	fx x;
+	fx_init(&x, 7);
+	ir_id a = tu_input(&x.g, tu_type(IR_I32, 2, 6, 9));
+	ir_id b = tu_input(&x.g, tu_type(IR_I32, 1, 9));
+	ir_id f = tu_input(&x.g, tu_type(IR_F32, 2, 6, 9));
+	ir_id s = op2(&x, IR_OP_MUL, op2(&x, IR_OP_SUB, a, b), a);
+	ir_id ge = op2(&x, IR_OP_GE, s, b);
+	ir_id sel = op3(&x, IR_OP_SELECT, ge, s, op1(&x, IR_OP_NEG, b, NULL), NULL);
+	ir_type it = tu_type(IR_I32, 2, 6, 9);
+	ir_id fi = tu_build(&x.g, IR_OP_CAST, &f, 1, NULL, &it);
+	ret(&x, op2(&x, IR_OP_MAXIMUM, sel, op1(&x, IR_OP_ABS, fi, NULL)));
+	seen r = check(&x, false, true);
+	/* s has two readers, neg of b (9) is broadcast by select: both
+	 * keep their kernels; the rest fuses into the maximum */
+	ck_assert_uint_eq(r.n_calls, 3);
+	ck_assert_uint_eq(r.n_fused, 5);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_same_root_op_with_different_trees_gets_different_kernels)
+{
+	fx x;
+	fx_init(&x, 8);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id a2 = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id b2 = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id a3 = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id b3 = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ret(&x, op2(&x, IR_OP_ADD, op1(&x, IR_OP_EXP, a, NULL), b));
+	ret(&x, op2(&x, IR_OP_ADD, op1(&x, IR_OP_TANH, a2, NULL), b2));
+	ret(&x, op2(&x, IR_OP_ADD, op1(&x, IR_OP_EXP, a3, NULL), b3));
+	check(&x, false, true);
+	jit_out r = {0};
+	interp_tensor in[6];
+	make_inputs(&x, in);
+	jit_run(&x, false, false, 1, in, &r);
+	ck_assert_uint_eq(r.n_calls, 3);
+	ck_assert_uint_eq(r.n_kernels, 2); /* exp+add twice shares one */
+	for (uint32_t i = 0; i < 6; i++)
+		interp_tensor_fini(&x.g.ctx, &in[i]);
+	for (uint32_t o = 0; o < 3; o++)
+		interp_tensor_fini(&x.g.ctx, &r.t[o]);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_a_cheap_value_read_twice_is_computed_in_both_readers)
+{
+	fx x;
+	fx_init(&x, 10);
+	/* layer norm's backward: d = x - mean, read by d * d and d * g */
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, 8));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, 8));
+	ir_attr ra = {.reduce = {1u << 2, true}};
+	ir_id mean = op1(&x, IR_OP_MEAN, a, &ra);
+	ir_id d = op2(&x, IR_OP_SUB, a, mean);
+	ir_attr sa = {.reduce = {1u << 2, true}};
+	ir_id var = op1(&x, IR_OP_MEAN, op2(&x, IR_OP_MUL, d, d), &sa);
+	ir_id dg = op2(&x, IR_OP_MUL, d, g);
+	ret(&x, op2(&x, IR_OP_DIV, dg, op1(&x, IR_OP_SQRT, var, NULL)));
+	seen s = check(&x, false, false);
+	/* d in both readers; d * d into the second mean; d * g into the div */
+	ck_assert_uint_eq(s.n_fused, 3);
+	ck_assert_uint_eq(s.n_calls, 4);
+	ck_assert_uint_eq(s.n_calls_unfused, 7);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_a_value_read_twice_or_returned_keeps_its_buffer)
+{
+	fx x;
+	fx_init(&x, 9);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id e = op1(&x, IR_OP_EXP, a, NULL);   /* two readers */
+	ir_id t = op1(&x, IR_OP_TANH, a, NULL);  /* an output and a reader */
+	ret(&x, op2(&x, IR_OP_MUL, e, op2(&x, IR_OP_ADD, e, t)));
+	ret(&x, t);
+	seen s = check(&x, false, true);
+	ck_assert_uint_eq(s.n_fused, 1); /* only the add, into the mul */
+	ck_assert_uint_eq(s.n_calls, 3);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_a_concat_of_64_operands_compiles_and_65_are_refused)
+{
+	fx x;
+	fx_init(&x, 11);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 1, 2));
+	ir_id args[65];
+	for (int i = 0; i < 65; i++)
+		args[i] = op1(&x, IR_OP_NEG, a, NULL);
+	ir_attr at = {.axis = 0};
+	ret(&x, tu_build(&x.g, IR_OP_CONCAT, args, 64, &at, NULL));
+	seen s = check(&x, false, true);
+	ck_assert_uint_eq(s.n_fused, 0);
+	ck_assert_uint_eq(s.n_calls, 66); /* 65 negs (one unread), the concat */
+	x.g.f->outputs[0] = tu_build(&x.g, IR_OP_CONCAT, args, 65, &at, NULL);
+	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "65 operands, at most 64"));
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("codegen_fuse_ew");
+	TCase *tc = tcase_create("fuse_ew");
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_random_elementwise_chains_fused_equal_the_unfused_bit_for_bit);
+	tcase_add_loop_test(tc, test_random_chains_fused_into_every_consumer_kind_pass_the_error_ratio_rule,
+			    C_LAYER_NORM, C_COUNT);
+	tcase_add_test(tc, test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each);
+	tcase_add_test(tc, test_head_merge_permute_is_index_arithmetic_in_its_reader);
+	tcase_add_test(tc, test_i32_compares_selects_and_casts_fuse_exactly);
+	tcase_add_test(tc, test_same_root_op_with_different_trees_gets_different_kernels);
+	tcase_add_test(tc, test_a_cheap_value_read_twice_is_computed_in_both_readers);
+	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
+	tcase_add_test(tc, test_a_concat_of_64_operands_compiles_and_65_are_refused);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,262 @@
+/*
+ * test_passes_fuse_ew.c - the plan of elementwise fusion
+ * (pass_fuse_ew_plan): what fuses into which consumer, and what must not
+ * (two uses of a costly op, an output, a consumer that broadcasts the value, a consumer
+ * that cannot host it, a kernel past its bound), on hand-built graphs and
+ * on the book's Transformer; the pass's name and switches.
+ */
+#include "frontend.h"
+#include "passes.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ir_id op1(tu_graph *g, ir_op op, ir_id a, const ir_attr *attr)
+{
+	return tu_build(g, op, &a, 1, attr, NULL);
+}
+
+static ir_id op2(tu_graph *g, ir_op op, ir_id a, ir_id b)
+{
+	ir_id args[2] = {a, b};
+	return tu_build(g, op, args, 2, NULL, NULL);
+}
+
+static void ret(tu_graph *g, ir_id id)
+{
+	g->f->output_names[g->f->n_outputs] = "out";
+	g->f->outputs[g->f->n_outputs++] = id;
+}
+
+/* The plan of g's function (freed by the caller). */
+static ir_id *plan(tu_graph *g)
+{
+	ir_id *into = calloc(g->f->g.n_nodes + 1, sizeof *into);
+	ck_assert(pass_fuse_ew_plan(g->m, g->f, into));
+	return into;
+}
+
+START_TEST(test_a_chain_fuses_node_by_node_into_the_kernel_at_its_end)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
+	ir_id b = tu_input(&g, tu_type(IR_F32, 1, 8));
+	ir_id add = op2(&g, IR_OP_ADD, x, b);
+	ir_id relu = op1(&g, IR_OP_RELU, add, NULL);
+	ir_attr da = {.dropout = {0.1, g.m->n_dropout_streams++}};
+	ir_id drop = op1(&g, IR_OP_DROPOUT, relu, &da);
+	ir_attr ra = {.reduce = {1u << 1, false}};
+	ir_id sum = op1(&g, IR_OP_SUM, drop, &ra);
+	ret(&g, sum);
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[add], relu);
+	ck_assert_uint_eq(into[relu], drop);
+	ck_assert_uint_eq(into[drop], sum);
+	ck_assert_uint_eq(into[sum], IR_NONE);
+	ck_assert_uint_eq(into[x], IR_NONE);
+	ck_assert_uint_eq(pass_fuse_ew_count(g.f, into), 3);
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_two_uses_an_output_or_a_broadcast_reader_keep_a_node_unfused)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
+	ir_id v = tu_input(&g, tu_type(IR_F32, 1, 8));
+	ir_id twice = op1(&g, IR_OP_EXP, x, NULL);
+	ir_id out = op1(&g, IR_OP_TANH, x, NULL);
+	ir_id small = op1(&g, IR_OP_SIGMOID, v, NULL); /* (8) read as (4, 8) */
+	ir_id a = op2(&g, IR_OP_MUL, twice, twice);
+	ir_id c = op2(&g, IR_OP_ADD, a, out);
+	ret(&g, op2(&g, IR_OP_ADD, c, small));
+	ret(&g, out);
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[twice], IR_NONE);
+	ck_assert_uint_eq(into[out], IR_NONE);
+	ck_assert_uint_eq(into[small], IR_NONE);
+	ck_assert_uint_eq(into[a], c);
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_only_hosts_read_in_place_and_only_their_data_operand)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
+	ir_id w = tu_input(&g, tu_type(IR_F32, 2, 8, 8));
+	ir_id len = tu_input(&g, tu_type(IR_I32, 1, 4));
+	ir_id e = op1(&g, IR_OP_EXP, x, NULL);
+	ir_attr mm = {.matmul = {false, false}};
+	ir_id args[2] = {e, w};
+	ir_id prod = tu_build(&g, IR_OP_MATMUL, args, 2, &mm, NULL);
+	ir_id t = op1(&g, IR_OP_TANH, prod, NULL); /* a matmul never fuses */
+	ir_id one = tu_const(&g, tu_type(IR_I32, 0), &(int32_t){1});
+	ir_id valid = op2(&g, IR_OP_ADD, len, one);
+	ir_id sargs[2] = {t, valid};
+	ir_attr fa = {.fill = -1e6};
+	ir_id sm = tu_build(&g, IR_OP_MASKED_SOFTMAX, sargs, 2, &fa, NULL);
+	ret(&g, sm);
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[e], IR_NONE);     /* matmul cannot host */
+	ck_assert_uint_eq(into[prod], IR_NONE);  /* not elementwise */
+	ck_assert_uint_eq(into[t], sm);          /* the softmax's data */
+	ck_assert_uint_eq(into[valid], IR_NONE); /* its lengths: per row */
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_a_cheap_node_with_two_readers_is_computed_in_both)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
+	ir_id m = tu_input(&g, tu_type(IR_F32, 2, 4, 1));
+	ir_id w = tu_input(&g, tu_type(IR_F32, 2, 8, 8));
+	ir_id neg = op1(&g, IR_OP_NEG, m, NULL);    /* one reader: d */
+	ir_id d = op2(&g, IR_OP_SUB, x, neg);        /* read by sq and y */
+	ir_id sq = op2(&g, IR_OP_MUL, d, d);
+	ir_id y = op1(&g, IR_OP_RELU, d, NULL);
+	ir_id s = op2(&g, IR_OP_ADD, sq, y);
+	ir_id z = op1(&g, IR_OP_ABS, s, NULL);       /* read by w and a matmul */
+	ir_attr mm = {.matmul = {false, false}};
+	ir_id args[2] = {z, w};
+	ir_id prod = tu_build(&g, IR_OP_MATMUL, args, 2, &mm, NULL);
+	ret(&g, op2(&g, IR_OP_ADD, prod, z));
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[d], PASS_FUSE_EW_EVERY);
+	ck_assert(pass_fuse_ew_is_in(into, d, sq) && pass_fuse_ew_is_in(into, d, y));
+	ck_assert_uint_eq(into[neg], IR_NONE); /* its reader is in two kernels */
+	ck_assert_uint_eq(into[sq], s);
+	ck_assert_uint_eq(into[z], IR_NONE);   /* a matmul cannot host it */
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_a_permute_fuses_into_an_elementwise_reader_and_hosts_its_producer)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 3, 2, 4, 8));
+	ir_id y = tu_input(&g, tu_type(IR_F32, 3, 4, 2, 8));
+	ir_id t = op1(&g, IR_OP_TANH, x, NULL);
+	ir_attr pa = {.permute = {{1, 0, 2}}};
+	ir_id p = op1(&g, IR_OP_PERMUTE, t, &pa);
+	ir_id s = op2(&g, IR_OP_SUB, p, y);
+	ret(&g, s);
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[t], p);
+	ck_assert_uint_eq(into[p], s);
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_a_kernel_reads_at_most_the_bounded_number_of_arrays)
+{
+	tu_graph g;
+	tu_graph_init(&g, 40);
+	ir_id acc = tu_input(&g, tu_type(IR_F32, 1, 16));
+	for (int i = 0; i < 30; i++)
+		acc = op2(&g, IR_OP_ADD, acc, tu_input(&g, tu_type(IR_F32, 1, 16)));
+	ret(&g, acc);
+	ir_id *into = plan(&g);
+	/* Each kernel's tree: r adds reading r + 1 inputs; r + 1 <= bound */
+	uint32_t fused = pass_fuse_ew_count(g.f, into);
+	uint32_t kernels = 30 - fused;
+	ck_assert_uint_eq(kernels, (30 + PASS_FUSE_EW_MAX_ARRAYS - 2) /
+					   (PASS_FUSE_EW_MAX_ARRAYS - 1));
+	ck_assert_uint_eq(into[acc], IR_NONE);
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_fuse_elementwise_is_a_fusion_pass_that_runs_at_lowering)
+{
+	const pass_info *p = pass_find("fuse_elementwise");
+	ck_assert_ptr_nonnull(p);
+	ck_assert(p->is_fusion);
+	ck_assert(p->run == NULL);
+	const char *off[] = {"fuse_elementwise"};
+	pass_options on = {0}, no_fuse = {.no_fuse = true};
+	pass_options disabled = {.disabled = off, .n_disabled = 1};
+	ck_assert(pass_is_enabled(&on, "fuse_elementwise"));
+	ck_assert(!pass_is_enabled(&no_fuse, "fuse_elementwise"));
+	ck_assert(!pass_is_enabled(&disabled, "fuse_elementwise"));
+	ck_assert(pass_is_enabled(&disabled, "fuse_attention"));
+	ck_assert(!pass_is_enabled(&on, "no_such_pass"));
+}
+END_TEST
+
+START_TEST(test_the_transformer_training_step_fuses_its_chains)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	uint32_t file = ir_ctx_load_source(&ctx, tu_path("models/transformer.g"));
+	ir_module *m = fe_compile(&ctx, file);
+	ck_assert_ptr_nonnull(m);
+	ck_assert(pass_autodiff(m, "loss"));
+	pass_options po = {0};
+	ck_assert(pass_pipeline_run(m, &po));
+	const ir_func *f = ir_module_find_func(m, "loss_grad");
+	ir_id *into = calloc(f->g.n_nodes + 1, sizeof *into);
+	ck_assert(pass_fuse_ew_plan(m, f, into));
+	uint32_t n_ew = 0, n_fused_ew = 0;
+	for (ir_id i = 0; i < f->g.n_nodes; i++) {
+		ir_op op = f->g.nodes[i].op;
+		if (into[i] != IR_NONE) {
+			ck_assert(pass_fuse_ew_is_fusible(op));
+			ir_id c = into[i];
+			ck_assert(c == PASS_FUSE_EW_EVERY || c > i);
+			for (uint32_t o = 0; o < f->n_outputs; o++)
+				ck_assert_uint_ne(f->outputs[o], i);
+		}
+		if (ir_op_table[op].flags & IR_OPF_EW) {
+			n_ew++;
+			n_fused_ew += into[i] != IR_NONE;
+		}
+	}
+	/* most elementwise nodes of the training step run inside another
+	 * kernel (the rest have two readers, or are broadcast by theirs) */
+	ck_assert_uint_gt(n_fused_ew * 2, n_ew);
+	free(into);
+	ir_module_destroy(m);
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("passes_fuse_ew");
+	TCase *tc = tcase_create("plan");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_a_chain_fuses_node_by_node_into_the_kernel_at_its_end);
+	tcase_add_test(tc, test_two_uses_an_output_or_a_broadcast_reader_keep_a_node_unfused);
+	tcase_add_test(tc, test_only_hosts_read_in_place_and_only_their_data_operand);
+	tcase_add_test(tc, test_a_cheap_node_with_two_readers_is_computed_in_both);
+	tcase_add_test(tc, test_a_permute_fuses_into_an_elementwise_reader_and_hosts_its_producer);
+	tcase_add_test(tc, test_a_kernel_reads_at_most_the_bounded_number_of_arrays);
+	tcase_add_test(tc, test_fuse_elementwise_is_a_fusion_pass_that_runs_at_lowering);
+	tcase_add_test(tc, test_the_transformer_training_step_fuses_its_chains);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
