@@ -37,6 +37,10 @@ typedef struct cg_addattn {
 	LLVMValueRef sb, db;   /* CG_ADDATTN_BLOCK floats: scores, dP */
 	LLVMValueRef acc;      /* dpad floats: the output row */
 	LLVMValueRef tb, dq;   /* hpad floats: features, dqp row (grad) */
+	/* Grad with K <= CG_ADDATTN_BLOCK, else NULL: the features (K x hpad
+	 * floats) and scores (K) of the row's valid keys, kept by pass 1 for
+	 * pass 2, which then computes no tanh. */
+	LLVMValueRef fcache, scache;
 	LLVMValueRef m, l, x;  /* f32 variables: max, sum, sum of P dP */
 } cg_addattn;
 

@@ -327,12 +327,68 @@ static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
 	return x;
 }
 
-/* Packs the panel of `cols` columns at src into dst (kc×NR floats). */
+/* One step of a vw×vw transpose in registers: rows i and i+d exchange
+ * the lanes whose bit d differs from their row's, so after the steps
+ * d = vw/2 .. 1 lane k of row i holds what lane i of row k held. */
+static void transpose_step(cg_fn *f, LLVMValueRef *r, int vw, int d)
+{
+	LLVMValueRef lo[16], hi[16];
+	for (int k = 0; k < vw; k++) {
+		lo[k] = cg_i32(f, (k & d) ? vw + k - d : k);
+		hi[k] = cg_i32(f, (k & d) ? vw + k : k + d);
+	}
+	LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)vw);
+	LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)vw);
+	for (int i = 0; i < vw; i++) {
+		if (i & d)
+			continue;
+		LLVMValueRef a = r[i], b = r[i + d];
+		r[i] = LLVMBuildShuffleVector(f->b, a, b, mlo, "");
+		r[i + d] = LLVMBuildShuffleVector(f->b, a, b, mhi, "");
+	}
+}
+
+/* Rows p0 .. p0+vw of a B^T panel: each of the `cols` columns is vw
+ * consecutive floats of a row of the stored N×K matrix, read as one
+ * vector; two vw×vw transposes turn them into the panel's rows. */
+static void pack_bt_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
+			 LLVMValueRef out, LLVMValueRef p0, int cols)
+{
+	int vw = g->plan.vw;
+	LLVMTypeRef vt = cg_t_vec(f, (unsigned)vw);
+	for (int v = 0; v < 2; v++) {
+		LLVMValueRef r[16];
+		for (int i = 0; i < vw; i++) {
+			int c = v * vw + i;
+			r[i] = c < cols ? cg_vload(f, (unsigned)vw,
+						   cg_at(f, src, cg_addi(f, p0, c * g->b_cs)), 4)
+					: LLVMConstNull(vt);
+		}
+		for (int d = vw / 2; d >= 1; d /= 2)
+			transpose_step(f, r, vw, d);
+		for (int k = 0; k < vw; k++) {
+			LLVMValueRef row = cg_muli(f, cg_addi(f, p0, k), g->plan.nr);
+			cg_vstore(f, r[k], cg_at(f, out, cg_addi(f, row, v * vw)),
+				  (unsigned)vw * 4);
+		}
+	}
+}
+
+/* Packs the panel of `cols` columns at src into dst (kc×NR floats). B^T
+ * (columns vw or more floats apart) goes vw rows at a time through
+ * transposes in registers, the rows past the last whole vw one by one. */
 static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 			 LLVMValueRef dst, LLVMValueRef kc, int cols)
 {
 	cg_loop lp;
-	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
+	LLVMValueRef start = cg_i64(f, 0);
+	if (g->b_rs == 1 && g->b_cs >= g->plan.vw) {
+		start = LLVMBuildAnd(f->b, kc, cg_i64(f, -(int64_t)g->plan.vw), "");
+		LLVMValueRef p0 = cg_loop_begin(f, &lp, cg_i64(f, 0), start, g->plan.vw);
+		pack_bt_rows(f, g, src, dst, p0, cols);
+		cg_loop_end(f, &lp);
+	}
+	LLVMValueRef p = cg_loop_begin(f, &lp, start, kc, 1);
 	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->b_rs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, g->plan.nr));
 	for (int v = 0; v < 2; v++)

@@ -109,6 +109,11 @@ static void body_begin(cg_addattn *a, cg_kernel *kb, bool is_grad, LLVMValueRef 
 	a->acc = buffer(a, ft, a->dpad);
 	a->tb = buffer(a, ft, a->hpad);
 	a->dq = buffer(a, ft, a->hpad);
+	a->fcache = a->scache = NULL;
+	if (is_grad && a->K > 0 && a->K <= CG_ADDATTN_BLOCK) {
+		a->fcache = buffer(a, ft, a->K * a->hpad);
+		a->scache = buffer(a, ft, a->K);
+	}
 	a->m = cg_attn_var(&a->base, ft, cg_f32(f, 0));
 	a->l = cg_attn_var(&a->base, ft, cg_f32(f, 0));
 	a->x = cg_attn_var(&a->base, ft, cg_f32(f, 0));

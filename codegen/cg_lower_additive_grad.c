@@ -18,8 +18,12 @@
  *     (0 past the valid length), dv[k] += dropout(P) g, and with
  *     u = dS wv (1 - t t): dqp row += u, dkp[k] += u, dwv[n] += dS t.
  *
- * Each feature's tanh is computed twice (once per pass), where the
- * unfused graph computes it once but stores N x Q x K x H of them.
+ * When all K keys fit one block (K <= CG_ADDATTN_BLOCK: Bahdanau's 10),
+ * pass 1 keeps the row's features (K x H floats) and scores on the stack
+ * and pass 2 reads them back, so each tanh is computed once, as in the
+ * unfused graph, which stores all N x Q x K x H of them; that took the
+ * kernel from 41.8 to 28.6 kcycles a call in Bahdanau's training (median
+ * of 200, docs/codegen.md). With more keys, pass 2 computes them again.
  */
 #include "cg_additive.h"
 
@@ -65,6 +69,37 @@ static LLVMValueRef dropped_dp(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 	return LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), dp, cg_f32(f, 0), "");
 }
 
+/* Where the features of key j are kept between the passes. */
+static LLVMValueRef cached_features(cg_addattn *a, LLVMValueRef j)
+{
+	return cg_at(a->f, a->fcache, cg_muli(a->f, j, a->hpad));
+}
+
+/* Pass 1's score of valid key j; with the cache, its features and score
+ * are also kept there for pass 2. */
+static LLVMValueRef first_score(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
+{
+	if (!a->fcache)
+		return cg_addattn_score(a, r->n, r->row, j, false);
+	LLVMValueRef tb = a->tb;
+	a->tb = cached_features(a, j);
+	LLVMValueRef s = cg_addattn_score(a, r->n, r->row, j, true);
+	a->tb = tb;
+	cg_store(a->f, s, cg_at(a->f, a->scache, j));
+	return s;
+}
+
+/* Pass 2's score of valid key j, its features left at a->tb: read from
+ * the cache (a->tb pointed there; the caller restores it) or computed
+ * again. */
+static LLVMValueRef second_score(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
+{
+	if (!a->fcache)
+		return cg_addattn_score(a, r->n, r->row, j, true);
+	a->tb = cached_features(a, j);
+	return cg_load(a->f, cg_at(a->f, a->scache, j));
+}
+
 /* Pass 1, a block of keys: the online max m, sum l and sum x of
  * exp(s - m) dP. */
 static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
@@ -77,8 +112,7 @@ static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *u
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
 	LLVMValueRef j = cg_add(f, j0, t);
-	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
-				      : cg_addattn_score(a, r->n, r->row, j, false);
+	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill) : first_score(a, r, j);
 	cg_store(f, s, cg_at(f, a->sb, t));
 	cg_store(f, dropped_dp(a, r, j), cg_at(f, a->db, t));
 	cg_attn_set(b, bm, cg_lower_fcall(f, "llvm.maxnum", cg_attn_get(b, ft, bm), s));
@@ -143,8 +177,8 @@ static void grads_key(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 	cg_attn *b = &a->base;
 	LLVMTypeRef ft = cg_t_f32(f);
 	bwd_parts pt = parts(a);
-	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
-				      : cg_addattn_score(a, r->n, r->row, j, true);
+	LLVMValueRef tb = a->tb;
+	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill) : second_score(a, r, j);
 	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s, cg_attn_get(b, ft, a->m),
 							      ""));
 	p = LLVMBuildFMul(f->b, p, cg_attn_get(b, ft, a->l), ""); /* l holds 1 / l */
@@ -168,6 +202,7 @@ static void grads_key(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 		     cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key, a->H), pt.dk)),
 		     cg_at(f, a->k->out, cg_addi(f, cg_muli(f, r->n, a->H), pt.dw))};
 	cg_addattn_vec_loop(a, a->H, feature_vec, &c);
+	a->tb = tb;
 }
 
 static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)

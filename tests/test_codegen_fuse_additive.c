@@ -158,6 +158,11 @@ static const add_case jit_cases[] = {
 	{5, 10, 10, 8, 8, AC_QUERY, 0.1, false, 30},
 	{2, 4, 1, 12, 5, AC_QUERY, 0, false, 31},
 	{3, 6, 70, 1, 2, AC_NONE, 0.3, true, 32},
+	/* K at the edge of the gradient's feature cache (CG_ADDATTN_BLOCK
+	 * = 64 keys): kept between the passes at 64, computed again at 65 */
+	{2, 3, 64, 20, 8, AC_QUERY, 0.1, true, 33},
+	{2, 3, 65, 20, 8, AC_QUERY, 0.1, true, 34},
+	{64, 1, 10, 32, 32, AC_BATCH, 0.1, true, 35},
 };
 
 START_TEST(test_fused_additive_kernels_match_the_unfused_graph_by_the_error_ratio)
