@@ -12,11 +12,20 @@ cmake --build "$dir" --target fuzz_frontend fuzz_ir -j"$(nproc)" >/dev/null
 corpus=$dir/corpus
 mkdir -p "$corpus/g" "$corpus/ir"
 cp "$root"/models/*.g "$root"/tests/errors/*.g "$corpus/g/"
-# The printed IR of every model, from the Release build if there is one.
+# The printed IR of every model, from the Release build if there is one,
+# and of the two translation models' training graphs (their gradient
+# functions hold the ops only autodiff and fusion make: one_hot,
+# embedding_grad, the fused attention gradients); the lines training
+# prints after the IR are cut off.
 if [ -x "$root/build/attnc" ]; then
 	for g in "$root"/models/*.g; do
 		"$root/build/attnc" "$g" --dump-ir=parse \
 			>"$corpus/ir/$(basename "$g" .g).ir"
+	done
+	for m in transformer bahdanau; do
+		"$root/build/attnc" "$root/models/$m.g" --train --epochs 1 \
+			--dump-ir 2>/dev/null | sed '/^data: /,$d' \
+			>"$corpus/ir/$m-train.ir"
 	done
 fi
 cp "$root"/tests/golden/*.ir "$corpus/ir/" 2>/dev/null || true
