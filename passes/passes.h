@@ -78,6 +78,15 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
  * are merged. Runs after pass_fuse_attention. */
 bool pass_fuse_heads(ir_module *m);
 
+/* Factoring (factor.c; docs/passes.md). Rewrites every sum (a tree of
+ * adds without broadcasting) of matmuls that share one operand node and
+ * their ta/tb flags, whose other operands have equal types and which
+ * nothing else uses, into one matmul of the sum of the other operands:
+ * A X1 + A X2 -> A (X1 + X2), likewise X1 B + X2 B. Changes results by
+ * rounding only. Runs after the fusion passes; rebuilds and compacts the
+ * functions it changes. */
+bool pass_factor(ir_module *m);
+
 /* Elementwise fusion (fuse_ew.c; docs/fusion.md), the pass
  * "fuse_elementwise", done at lowering: the IR keeps every node. Fills
  * into (f->g.n_nodes entries): into[i] is the consumer whose kernel

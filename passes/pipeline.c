@@ -16,8 +16,10 @@
  * layout changes and unit arithmetic; CSE merges what is left identical;
  * attention fusion then sees each chain in one canonical form (transposes
  * as matmul flags, one node per value), and fuse_heads the splits and
- * merges around the fused nodes; DCE sweeps up whatever no output
- * needs. */
+ * merges around the fused nodes; factor then turns the gradients' sums of
+ * products with a shared operand (merged by CSE) into one product each,
+ * after fusion so that the matchers see the backward chains as autodiff
+ * made them; DCE sweeps up whatever no output needs. */
 const pass_info pass_table[] = {
 	{"infer", "re-derive every node's type and report any that differ",
 	 pass_infer, false},
@@ -34,6 +36,9 @@ const pass_info pass_table[] = {
 	{"fuse_heads", "head split and merge around fused attention read in "
 		       "place by the kernels (attr heads)",
 	 pass_fuse_heads, true},
+	{"factor", "sums of matmuls that share an operand (and flags) into "
+		   "one matmul of a sum",
+	 pass_factor, false},
 	{"dce", "drop nodes no output needs", pass_dce, false},
 	/* At lowering: the plan (fuse_ew.c) tells codegen which nodes to
 	 * compute inside their consumer's kernel; the IR stays as it is. */

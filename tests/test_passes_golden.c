@@ -177,8 +177,8 @@ END_TEST
 START_TEST(test_pipeline_lists_the_passes_in_order)
 {
 	static const char *const want[] = {"infer", "fold", "simplify", "cse",
-					   "fuse_attention", "fuse_heads", "dce",
-					   "fuse_elementwise"};
+					   "fuse_attention", "fuse_heads", "factor",
+					   "dce", "fuse_elementwise"};
 	ck_assert_uint_eq(pass_count, sizeof want / sizeof want[0]);
 	for (uint32_t i = 0; i < pass_count; i++) {
 		ck_assert_str_eq(pass_table[i].name, want[i]);
@@ -222,7 +222,7 @@ START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 	bool ok;
 	char *dump = run_pipeline(&x, "pipeline.ir", &opts, &m, &ok);
 	ck_assert_msg(ok, "%s", tu_graph_diag(&x));
-	ck_assert_int_eq(count_substr(dump, "// ---- after "), 8);
+	ck_assert_int_eq(count_substr(dump, "// ---- after "), 9);
 	const char *at = dump;
 	for (uint32_t i = 0; i < pass_count; i++) {
 		char header[64];
