@@ -338,35 +338,15 @@ static void projection_types(const cx *c, ir_type *qt, ir_type *kt)
 static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 {
 	fa_match *mt = c->mt;
-	ir_id muls[2], w = IR_NONE;
-	uint32_t n_muls = 0;
-	for (uint32_t k = 0; k < n_bwd; k++)
-		if (fz_op(&c->v, bwd[k]) == IR_OP_MUL && n_muls++ < 2)
-			muls[n_muls - 1] = bwd[k];
-	const char *why = "the weights are also used by backward nodes that "
-			  "are not the chain's gradient";
-	if (n_muls == 0 && n_bwd == 1) {
-		/* Only the values need a gradient. */
-		mt->g = fz_arg(&c->v, bwd[0], 1);
-		if (!fz_same_type(&c->v, mt->g, mt->out) ||
-		    !match_dv(c, bwd, n_bwd))
-			return fz_nope(&c->v, "%s (%s)", why,
-				       fz_name_of(&c->v, bwd[0]).s);
-	} else if (n_muls == 2) {
-		ir_id gw = fz_match_softmax_grad(&c->v, mt->sm, muls, &w);
-		mt->g = gw == IR_NONE
-			    ? IR_NONE
-			    : fz_match_g(&c->v, mt->drop, mt->out, gw);
-		if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
-			return fz_nope(&c->v, "%s (%s)", why,
-				       fz_name_of(&c->v, bwd[0]).s);
+	ir_id w;
+	mt->g = fz_match_grad_g(&c->v, mt->sm, mt->drop, mt->out, bwd, n_bwd,
+				&w);
+	if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
+		return fz_not_grad(&c->v, bwd[0]);
+	if (w != IR_NONE) {
 		ir_id ds = match_ds(c, w);
 		if (ds == IR_NONE || !match_features(c, ds))
-			return fz_nope(&c->v, "%s (%s)", why,
-				       fz_name_of(&c->v, w).s);
-	} else {
-		return fz_nope(&c->v, "%s (%s)", why,
-			       fz_name_of(&c->v, bwd[0]).s);
+			return fz_not_grad(&c->v, w);
 	}
 	ir_dim size;
 	ir_type qt, kt;

@@ -357,6 +357,33 @@ ir_id fz_match_g(const fz_view *v, ir_id drop, ir_id out, ir_id gw)
 	return fz_arg(v, gpd, 0);
 }
 
+ir_id fz_match_grad_g(const fz_view *v, ir_id sm, ir_id drop, ir_id out,
+		      const ir_id *bwd, uint32_t n_bwd, ir_id *w)
+{
+	ir_id muls[2];
+	uint32_t n_muls = 0;
+	for (uint32_t k = 0; k < n_bwd; k++)
+		if (fz_op(v, bwd[k]) == IR_OP_MUL && n_muls++ < 2)
+			muls[n_muls - 1] = bwd[k];
+	*w = IR_NONE;
+	if (n_muls == 0 && n_bwd == 1) {
+		/* Only the values need a gradient: dV = P'^T G alone. */
+		ir_id g = fz_arg(v, bwd[0], 1);
+		return fz_same_type(v, g, out) ? g : IR_NONE;
+	}
+	if (n_muls != 2)
+		return IR_NONE;
+	ir_id gw = fz_match_softmax_grad(v, sm, muls, w);
+	return gw == IR_NONE ? IR_NONE : fz_match_g(v, drop, out, gw);
+}
+
+bool fz_not_grad(const fz_view *v, ir_id x)
+{
+	return fz_nope(v, "the weights are also used by backward nodes that "
+			  "are not the chain's gradient (%s)",
+		       fz_name_of(v, x).s);
+}
+
 /* ---- the dot-product chain ------------------------------------------- */
 
 typedef struct cx {
@@ -581,39 +608,19 @@ static bool match_dv(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 {
 	fz_match *mt = c->mt;
-	ir_id muls[2], w = IR_NONE;
-	uint32_t n_muls = 0;
-	for (uint32_t k = 0; k < n_bwd; k++)
-		if (fz_op(&c->v, bwd[k]) == IR_OP_MUL && n_muls++ < 2)
-			muls[n_muls - 1] = bwd[k];
-	const char *why = "the weights are also used by backward nodes that "
-			  "are not the chain's gradient";
+	ir_id w;
 	if (mt->q_t || mt->k_t || mt->v_t)
 		return fz_nope(&c->v,
 			       "its gradient is for transposed operands, which "
 			       "the fused gradient does not take");
-	if (n_muls == 0 && n_bwd == 1) {
-		/* Only the values need a gradient: dV = P'^T G alone. */
-		mt->g = fz_arg(&c->v, bwd[0], 1);
-		if (!fz_same_type(&c->v, mt->g, mt->out) ||
-		    !match_dv(c, bwd, n_bwd))
-			return fz_nope(&c->v, "%s (%s)", why,
-				       fz_name_of(&c->v, bwd[0]).s);
-	} else if (n_muls == 2) {
-		ir_id gw = fz_match_softmax_grad(&c->v, mt->sm, muls, &w);
-		mt->g = gw == IR_NONE
-			    ? IR_NONE
-			    : fz_match_g(&c->v, mt->drop, mt->out, gw);
-		if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
-			return fz_nope(&c->v, "%s (%s)", why,
-				       fz_name_of(&c->v, bwd[0]).s);
+	mt->g = fz_match_grad_g(&c->v, mt->sm, mt->drop, mt->out, bwd, n_bwd,
+				&w);
+	if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
+		return fz_not_grad(&c->v, bwd[0]);
+	if (w != IR_NONE) {
 		ir_id gs = match_to_scores(c, w);
 		if (gs == IR_NONE || !match_contribs(c, gs))
-			return fz_nope(&c->v, "%s (%s)", why,
-				       fz_name_of(&c->v, w).s);
-	} else {
-		return fz_nope(&c->v, "%s (%s)", why,
-			       fz_name_of(&c->v, bwd[0]).s);
+			return fz_not_grad(&c->v, w);
 	}
 	ir_dim size;
 	if (!ir_attention_grad_size(&fz_node(&c->v, mt->q)->type,

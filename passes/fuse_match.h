@@ -110,4 +110,15 @@ ir_id fz_match_softmax_grad(const fz_view *v, ir_id y, const ir_id *muls,
  * G or IR_NONE. */
 ir_id fz_match_g(const fz_view *v, ir_id drop, ir_id out, ir_id gw);
 
+/* The weights' backward nodes bwd[] (fz_match_weights) as grad.c makes
+ * them: the matmul dV = P'^T G alone (*w gets IR_NONE), or with the
+ * softmax rule's two muls (*w gets the rule's result, which the caller
+ * follows on to the scores). Returns G, the gradient of the matmul out
+ * with the values, or IR_NONE. Checks neither dV nor what follows *w. */
+ir_id fz_match_grad_g(const fz_view *v, ir_id sm, ir_id drop, ir_id out,
+		      const ir_id *bwd, uint32_t n_bwd, ir_id *w);
+
+/* Says that backward node x is not the chain's gradient; returns false. */
+bool fz_not_grad(const fz_view *v, ir_id x);
+
 #endif
