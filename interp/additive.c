@@ -20,41 +20,21 @@
  * Only a row of K weights lives at a time (scratch), never the N x Q x K
  * x H features.
  */
-#include "interp_impl.h"
-
-#include "rt_rng.h"
+#include "attn_row.h"
 
 #include <math.h>
 
 /* One evaluation of a fused additive attention node. */
 typedef struct add_cx {
 	const interp_kernel *k;
-	const interp_tensor *qp, *kp, *wv, *v, *valid, *g; /* g: or NULL */
+	const interp_tensor *qp, *kp, *wv, *v, *g; /* g: or NULL */
 	int64_t N, Q, K, H, dv;
-	double scale, fill, p, keep_scale;
-	bool is_dropout;
-	uint64_t stream;
-	double *prob; /* K: the row's softmax weights */
-	double *dp;   /* K: the row's dP (gradient only) */
+	interp_attn_row r; /* the lengths (N) or (N, Q), the row */
 } add_cx;
 
 static double R(const add_cx *a, double x)
 {
 	return interp_round(a->k->out->dtype, x);
-}
-
-static bool valid_fits(const add_cx *a)
-{
-	if (!a->valid)
-		return true;
-	int vr = a->valid->rank;
-	const int64_t lead[2] = {a->N, a->Q};
-	if (vr != 1 && vr != 2)
-		return false;
-	for (int i = 0; i < vr; i++)
-		if (a->valid->dims[i] != 1 && a->valid->dims[i] != lead[i])
-			return false;
-	return true;
 }
 
 static bool fits(const add_cx *a)
@@ -68,20 +48,19 @@ static bool fits(const add_cx *a)
 	if (a->g && (a->g->rank != 3 || a->g->dims[0] != a->N ||
 		     a->g->dims[1] != a->Q || a->g->dims[2] != a->dv))
 		return false;
-	return valid_fits(a);
+	return interp_attn_valid_fits(a->r.valid, a->N, a->Q);
 }
 
 /* Reads the operands and attributes; n_fixed operands besides valid. */
 static bool add_init(add_cx *a, const interp_kernel *k, uint32_t n_fixed)
 {
-	const ir_attr *at = &k->node->attr;
 	bool has_valid = k->n_args == n_fixed + 1;
 	if (k->n_args != n_fixed && !has_valid)
 		return interp_fail(k, "expects %u or %u operands, got %u",
 				   n_fixed, n_fixed + 1, k->n_args);
 	*a = (add_cx){.k = k, .qp = &k->args[0], .kp = &k->args[1],
 		      .wv = &k->args[2], .v = &k->args[3]};
-	a->valid = has_valid ? &k->args[4] : NULL;
+	a->r.valid = has_valid ? &k->args[4] : NULL;
 	a->g = n_fixed == 5 ? &k->args[k->n_args - 1] : NULL;
 	a->N = a->qp->dims[0];
 	a->Q = a->qp->rank == 3 ? a->qp->dims[1] : 0;
@@ -93,37 +72,11 @@ static bool add_init(add_cx *a, const interp_kernel *k, uint32_t n_fixed)
 				      "vector, values and valid lengths do not "
 				      "fit (N, Q, H), (N, K, H), (H), (N, K, "
 				      "dv), (N) or (N, Q)");
-	a->scale = R(a, at->attention.scale);
-	a->fill = R(a, at->attention.fill);
-	a->p = at->attention.p;
-	if (!(a->p >= 0 && a->p < 1))
-		return interp_fail(k, "probability must be in [0, 1), not %g",
-				   a->p);
-	a->is_dropout = k->opts->is_training && a->p > 0;
-	a->keep_scale = R(a, 1.0 / R(a, 1.0 - a->p));
-	a->stream = (k->opts->step << 20) ^ (uint64_t)at->attention.stream;
-	size_t row = (size_t)(a->K ? a->K : 1) * sizeof(double);
-	a->prob = interp_scratch(k, row);
-	a->dp = a->prob && a->g ? interp_scratch(k, row) : NULL;
-	if (a->prob && (!a->g || a->dp))
-		return true;
-	ir_free(k->ctx, a->prob);
-	return false;
-}
-
-static void add_fini(const add_cx *a)
-{
-	ir_free(a->k->ctx, a->prob);
-	ir_free(a->k->ctx, a->dp);
-}
-
-/* The valid length of query row i of batch n (K without a mask). */
-static int64_t row_valid(const add_cx *a, int64_t n, int64_t i)
-{
-	if (!a->valid)
-		return a->K;
-	const int64_t lead[2] = {a->N, a->Q};
-	return interp_valid_at(a->valid, lead, 2, n * a->Q + i);
+	a->r.k = k;
+	a->r.B = a->N;
+	a->r.Q = a->Q;
+	a->r.K = a->K;
+	return interp_attn_row_init(&a->r, a->g != NULL);
 }
 
 /* The feature tanh(qp[n, i, h] + kp[n, j, h]), rounded as the add and
@@ -143,44 +96,16 @@ static double score(const add_cx *a, int64_t n, int64_t i, int64_t j)
 	double acc = 0;
 	for (int64_t h = 0; h < a->H; h++)
 		acc = R(a, acc + R(a, feature(a, n, i, j, h) * interp_ld(a->wv, h)));
-	return R(a, acc * a->scale);
+	return R(a, acc * a->r.scale);
 }
 
-/* a->prob = masked_softmax(scores, valid) of row (n, i), as the
+/* a->r.prob = masked_softmax(scores, valid) of row (n, i), as the
  * interpreter's masked softmax computes it. */
 static void row_weights(const add_cx *a, int64_t n, int64_t i, int64_t valid)
 {
-	double mx = -INFINITY, sum = 0;
-	for (int64_t j = 0; j < a->K; j++) {
-		double s = j < valid ? score(a, n, i, j) : a->fill;
-		a->prob[j] = s;
-		if (s > mx)
-			mx = s;
-	}
-	for (int64_t j = 0; j < a->K; j++) {
-		a->prob[j] = R(a, exp(R(a, a->prob[j] - mx)));
-		sum = R(a, sum + a->prob[j]);
-	}
 	for (int64_t j = 0; j < a->K; j++)
-		a->prob[j] = R(a, a->prob[j] / sum);
-}
-
-/* Whether dropout keeps weight (n, i, j): the DROPOUT op's draw for the
- * element n*Q*K + i*K + j of the (N, Q, K) weights. */
-static bool keeps(const add_cx *a, int64_t n, int64_t i, int64_t j)
-{
-	if (!a->is_dropout)
-		return true;
-	uint64_t at = (uint64_t)((n * a->Q + i) * a->K + j);
-	return rt_rng_uniform(a->k->opts->seed, a->stream, at) >= a->p;
-}
-
-/* The weight after dropout, as the DROPOUT op scales it. */
-static double dropped(const add_cx *a, int64_t n, int64_t i, int64_t j)
-{
-	if (!a->is_dropout)
-		return a->prob[j];
-	return keeps(a, n, i, j) ? R(a, a->prob[j] * a->keep_scale) : 0.0;
+		a->r.prob[j] = j < valid ? score(a, n, i, j) : a->r.fill;
+	interp_attn_row_softmax(&a->r);
 }
 
 bool interp_k_fused_additive_attention(const interp_kernel *k)
@@ -190,20 +115,22 @@ bool interp_k_fused_additive_attention(const interp_kernel *k)
 		return false;
 	for (int64_t n = 0; n < a.N; n++)
 		for (int64_t i = 0; i < a.Q; i++) {
-			row_weights(&a, n, i, row_valid(&a, n, i));
+			int64_t valid = interp_attn_row_valid(&a.r, n, i);
+			row_weights(&a, n, i, valid);
 			for (int64_t j = 0; j < a.K; j++)
-				a.prob[j] = dropped(&a, n, i, j);
+				a.r.prob[j] =
+					interp_attn_dropped(&a.r, n, i, j);
 			int64_t oo = (n * a.Q + i) * a.dv;
 			for (int64_t c = 0; c < a.dv; c++) {
 				double acc = 0;
 				for (int64_t j = 0; j < a.K; j++) {
 					double x = interp_ld(a.v, (n * a.K + j) * a.dv + c);
-					acc = R(&a, acc + R(&a, a.prob[j] * x));
+					acc = R(&a, acc + R(&a, a.r.prob[j] * x));
 				}
 				interp_st(k->out, oo + c, acc);
 			}
 		}
-	add_fini(&a);
+	interp_attn_row_fini(&a.r);
 	return true;
 }
 
@@ -245,28 +172,23 @@ static void feature_grads(const add_cx *a, int64_t n, int64_t i, int64_t j,
 /* The gradient contributions of query row (n, i). */
 static void grad_row(const add_cx *a, int64_t n, int64_t i)
 {
-	int64_t valid = row_valid(a, n, i);
+	int64_t valid = interp_attn_row_valid(&a->r, n, i);
 	int64_t go = (n * a->Q + i) * a->dv;
 	add_parts p = parts(a);
-	double D = 0;
 	row_weights(a, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++) {
 		double dpd = 0;
 		for (int64_t c = 0; c < a->dv; c++)
 			dpd = R(a, dpd + R(a, interp_ld(a->g, go + c) *
 						      interp_ld(a->v, (n * a->K + j) * a->dv + c)));
-		double dp = dpd;
-		if (a->is_dropout)
-			dp = keeps(a, n, i, j) ? R(a, dpd * a->keep_scale) : 0.0;
-		a->dp[j] = dp;
-		D = R(a, D + R(a, a->prob[j] * dp));
+		a->r.dp[j] = dpd;
 	}
+	interp_attn_row_ds(&a->r, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++) {
-		double ds = j < valid ? R(a, a->prob[j] * R(a, a->dp[j] - D)) : 0.0;
-		ds = R(a, ds * a->scale);
+		double ds = a->r.dp[j];
 		if (ds != 0)
 			feature_grads(a, n, i, j, ds);
-		double pd = dropped(a, n, i, j);
+		double pd = interp_attn_dropped(&a->r, n, i, j);
 		for (int64_t c = 0; c < a->dv; c++)
 			add_at(a, p.dv + (n * a->K + j) * a->dv + c,
 			       R(a, pd * interp_ld(a->g, go + c)));
@@ -281,7 +203,7 @@ bool interp_k_fused_additive_attention_grad(const interp_kernel *k)
 	add_parts p = parts(&a);
 	int64_t n_out = p.dv + a.N * a.K * a.dv;
 	if (interp_tensor_numel(k->out) != n_out) {
-		add_fini(&a);
+		interp_attn_row_fini(&a.r);
 		return interp_fail(k, "the result has %lld elements, not %lld",
 				   (long long)interp_tensor_numel(k->out),
 				   (long long)n_out);
@@ -291,6 +213,6 @@ bool interp_k_fused_additive_attention_grad(const interp_kernel *k)
 	for (int64_t n = 0; n < a.N; n++)
 		for (int64_t i = 0; i < a.Q; i++)
 			grad_row(&a, n, i);
-	add_fini(&a);
+	interp_attn_row_fini(&a.r);
 	return true;
 }

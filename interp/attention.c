@@ -22,20 +22,14 @@
  * loops run over n exactly as for h = 1, so the dropout draws (which
  * count in n) are those of the split graph.
  */
-#include "interp_impl.h"
-
-#include "rt_rng.h"
+#include "attn_row.h"
 
 /* One evaluation of a fused attention node. */
 typedef struct attn_cx {
 	const interp_kernel *k;
-	const interp_tensor *q, *kt, *v, *valid, *g; /* g: gradient or NULL */
+	const interp_tensor *q, *kt, *v, *g; /* g: gradient or NULL */
 	int64_t H, B, N, Q, K, d, dv; /* N = B*H attentions; d, dv per head */
-	double scale, fill, p, keep_scale;
-	bool is_dropout;
-	uint64_t stream;
-	double *prob; /* K: the row's softmax weights */
-	double *dp;   /* K: the row's dP (gradient only) */
+	interp_attn_row r; /* the lengths (B) or (B, Q), the row */
 } attn_cx;
 
 static double R(const attn_cx *a, double x)
@@ -55,16 +49,7 @@ static bool fits(const attn_cx *a)
 	if (a->g && (a->g->rank != 3 || a->g->dims[0] != a->B ||
 		     a->g->dims[1] != a->Q || a->g->dims[2] != a->H * a->dv))
 		return false;
-	if (!a->valid)
-		return true;
-	int vr = a->valid->rank;
-	const int64_t lead[2] = {a->B, a->Q};
-	if (vr != 1 && vr != 2)
-		return false;
-	for (int i = 0; i < vr; i++)
-		if (a->valid->dims[i] != 1 && a->valid->dims[i] != lead[i])
-			return false;
-	return true;
+	return interp_attn_valid_fits(a->r.valid, a->B, a->Q);
 }
 
 /* Reads the operands and attributes; n_fixed operands besides valid. */
@@ -77,7 +62,7 @@ static bool attn_init(attn_cx *a, const interp_kernel *k, uint32_t n_fixed)
 				   n_fixed, n_fixed + 1, k->n_args);
 	*a = (attn_cx){.k = k, .q = &k->args[0], .kt = &k->args[1],
 		       .v = &k->args[2]};
-	a->valid = has_valid ? &k->args[3] : NULL;
+	a->r.valid = has_valid ? &k->args[3] : NULL;
 	a->g = n_fixed == 4 ? &k->args[k->n_args - 1] : NULL;
 	a->H = at->attention.heads;
 	a->B = a->q->dims[0];
@@ -91,28 +76,11 @@ static bool attn_init(attn_cx *a, const interp_kernel *k, uint32_t n_fixed)
 				      "do not fit (B, Q, h*d), (B, K, h*d), (B, "
 				      "K, h*dv), (B) or (B, Q) for %u heads",
 				   at->attention.heads);
-	a->scale = R(a, at->attention.scale);
-	a->fill = R(a, at->attention.fill);
-	a->p = at->attention.p;
-	if (!(a->p >= 0 && a->p < 1))
-		return interp_fail(k, "probability must be in [0, 1), not %g",
-				   a->p);
-	a->is_dropout = k->opts->is_training && a->p > 0;
-	a->keep_scale = R(a, 1.0 / R(a, 1.0 - a->p));
-	a->stream = (k->opts->step << 20) ^ (uint64_t)at->attention.stream;
-	size_t row = (size_t)(a->K ? a->K : 1) * sizeof(double);
-	a->prob = interp_scratch(k, row);
-	a->dp = a->prob && a->g ? interp_scratch(k, row) : NULL;
-	if (a->prob && (!a->g || a->dp))
-		return true;
-	ir_free(k->ctx, a->prob);
-	return false;
-}
-
-static void attn_fini(const attn_cx *a)
-{
-	ir_free(a->k->ctx, a->prob);
-	ir_free(a->k->ctx, a->dp);
+	a->r.k = k;
+	a->r.B = a->B;
+	a->r.Q = a->Q;
+	a->r.K = a->K;
+	return interp_attn_row_init(&a->r, a->g != NULL);
 }
 
 /* Where row i (of `rows`) of attention n starts in an operand whose
@@ -127,10 +95,7 @@ static int64_t at_row(const attn_cx *a, int64_t n, int64_t rows, int64_t i,
  * its batch element's. */
 static int64_t row_valid(const attn_cx *a, int64_t n, int64_t i)
 {
-	if (!a->valid)
-		return a->K;
-	const int64_t lead[2] = {a->B, a->Q};
-	return interp_valid_at(a->valid, lead, 2, n / a->H * a->Q + i);
+	return interp_attn_row_valid(&a->r, n / a->H, i);
 }
 
 /* q_i · k_j summed left to right, as matmul does. */
@@ -143,45 +108,19 @@ static double dot(const attn_cx *a, const interp_tensor *x, int64_t xo,
 	return acc;
 }
 
-/* a->prob = masked_softmax(scale q_i k^T, valid) of row (n, i), as the
+/* a->r.prob = masked_softmax(scale q_i k^T, valid) of row (n, i), as the
  * interpreter's masked softmax computes it. */
 static void row_weights(const attn_cx *a, int64_t n, int64_t i, int64_t valid)
 {
 	int64_t qo = at_row(a, n, a->Q, i, a->d);
-	double mx = -INFINITY, sum = 0;
 	for (int64_t j = 0; j < a->K; j++) {
-		double s = a->fill;
+		double s = a->r.fill;
 		if (j < valid)
 			s = R(a, dot(a, a->q, qo, a->kt, at_row(a, n, a->K, j, a->d),
-				     a->d) * a->scale);
-		a->prob[j] = s;
-		if (s > mx)
-			mx = s;
+				     a->d) * a->r.scale);
+		a->r.prob[j] = s;
 	}
-	for (int64_t j = 0; j < a->K; j++) {
-		a->prob[j] = R(a, exp(R(a, a->prob[j] - mx)));
-		sum = R(a, sum + a->prob[j]);
-	}
-	for (int64_t j = 0; j < a->K; j++)
-		a->prob[j] = R(a, a->prob[j] / sum);
-}
-
-/* Whether dropout keeps weight (n, i, j): the DROPOUT op's draw for the
- * element n*Q*K + i*K + j of the (N, Q, K) weights. */
-static bool keeps(const attn_cx *a, int64_t n, int64_t i, int64_t j)
-{
-	if (!a->is_dropout)
-		return true;
-	uint64_t at = (uint64_t)((n * a->Q + i) * a->K + j);
-	return rt_rng_uniform(a->k->opts->seed, a->stream, at) >= a->p;
-}
-
-/* The weight after dropout, as the DROPOUT op scales it. */
-static double dropped(const attn_cx *a, int64_t n, int64_t i, int64_t j)
-{
-	if (!a->is_dropout)
-		return a->prob[j];
-	return keeps(a, n, i, j) ? R(a, a->prob[j] * a->keep_scale) : 0.0;
+	interp_attn_row_softmax(&a->r);
 }
 
 bool interp_k_fused_attention(const interp_kernel *k)
@@ -193,18 +132,19 @@ bool interp_k_fused_attention(const interp_kernel *k)
 		for (int64_t i = 0; i < a.Q; i++) {
 			row_weights(&a, n, i, row_valid(&a, n, i));
 			for (int64_t j = 0; j < a.K; j++)
-				a.prob[j] = dropped(&a, n, i, j);
+				a.r.prob[j] =
+					interp_attn_dropped(&a.r, n, i, j);
 			int64_t oo = at_row(&a, n, a.Q, i, a.dv);
 			for (int64_t c = 0; c < a.dv; c++) {
 				double acc = 0;
 				for (int64_t j = 0; j < a.K; j++) {
 					double x = interp_ld(a.v, at_row(&a, n, a.K, j, a.dv) + c);
-					acc = R(&a, acc + R(&a, a.prob[j] * x));
+					acc = R(&a, acc + R(&a, a.r.prob[j] * x));
 				}
 				interp_st(k->out, oo + c, acc);
 			}
 		}
-	attn_fini(&a);
+	interp_attn_row_fini(&a.r);
 	return true;
 }
 
@@ -226,23 +166,17 @@ static void grad_row(const attn_cx *a, int64_t n, int64_t i)
 	int64_t valid = row_valid(a, n, i);
 	int64_t qo = at_row(a, n, a->Q, i, a->d), go = at_row(a, n, a->Q, i, a->dv);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
-	double D = 0;
 	row_weights(a, n, i, valid);
-	for (int64_t j = 0; j < a->K; j++) {
-		double dpd = dot(a, a->g, go, a->v, at_row(a, n, a->K, j, a->dv), a->dv);
-		double dp = dpd;
-		if (a->is_dropout)
-			dp = keeps(a, n, i, j) ? R(a, dpd * a->keep_scale) : 0.0;
-		a->dp[j] = dp;
-		D = R(a, D + R(a, a->prob[j] * dp));
-	}
+	for (int64_t j = 0; j < a->K; j++)
+		a->r.dp[j] = dot(a, a->g, go, a->v, at_row(a, n, a->K, j, a->dv),
+				 a->dv);
+	interp_attn_row_ds(&a->r, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++) {
 		int64_t ko = at_row(a, n, a->K, j, a->d);
-		double ds = j < valid ? R(a, a->prob[j] * R(a, a->dp[j] - D)) : 0.0;
-		ds = R(a, ds * a->scale);
+		double ds = a->r.dp[j];
 		axpy(a, ds, a->kt, ko, qo, a->d);
 		axpy(a, ds, a->q, qo, dk0 + ko, a->d);
-		axpy(a, dropped(a, n, i, j), a->g, go,
+		axpy(a, interp_attn_dropped(&a->r, n, i, j), a->g, go,
 		     dv0 + at_row(a, n, a->K, j, a->dv), a->dv);
 	}
 }
@@ -254,7 +188,7 @@ bool interp_k_fused_attention_grad(const interp_kernel *k)
 		return false;
 	int64_t n_out = a.N * (a.Q * a.d + a.K * a.d + a.K * a.dv);
 	if (interp_tensor_numel(k->out) != n_out) {
-		attn_fini(&a);
+		interp_attn_row_fini(&a.r);
 		return interp_fail(k, "the result has %lld elements, not %lld",
 				   (long long)interp_tensor_numel(k->out),
 				   (long long)n_out);
@@ -262,6 +196,6 @@ bool interp_k_fused_attention_grad(const interp_kernel *k)
 	for (int64_t n = 0; n < a.N; n++)
 		for (int64_t i = 0; i < a.Q; i++)
 			grad_row(&a, n, i);
-	attn_fini(&a);
+	interp_attn_row_fini(&a.r);
 	return true;
 }

@@ -932,13 +932,35 @@ static bool attention_attrs(const infer_cx *c, bool is_additive)
 	return true;
 }
 
+/* The result of a fused attention: the queries' (N, Q) by the values'
+ * (operand vi) width. */
+static ir_type attention_result(infer_cx *c, uint32_t vi)
+{
+	ir_type r = *arg_type(c, 0);
+	r.dims[2] = arg_type(c, vi)->dims[2];
+	return r;
+}
+
+/* The gradient (operand gi) of a fused attention whose values are
+ * operand vi: f32 of the forward result's shape. */
+static bool attention_grad_operand(infer_cx *c, uint32_t gi, uint32_t vi)
+{
+	const ir_type *g = arg_type(c, gi);
+	ir_type want = attention_result(c, vi);
+	if (!need_dtype(c, gi, IR_F32, "gradient"))
+		return false;
+	if (!shape_eq(g, &want))
+		return fail(c, "gradient %s must have the result's shape %s",
+			    shape_str(c->m, g).s, shape_str(c->m, &want).s);
+	return true;
+}
+
 static bool infer_fused_attention(infer_cx *c)
 {
 	bool has_valid;
 	if (!attention_operands(c, 3, &has_valid) || !attention_attrs(c, false))
 		return false;
-	ir_type r = *arg_type(c, 0);
-	r.dims[2] = arg_type(c, 2)->dims[2];
+	ir_type r = attention_result(c, 2);
 	set_type(c, IR_F32, &r);
 	return true;
 }
@@ -950,16 +972,9 @@ static bool infer_fused_attention_grad(infer_cx *c)
 	bool has_valid;
 	if (!attention_operands(c, 4, &has_valid) || !attention_attrs(c, false))
 		return false;
-	uint32_t gi = has_valid ? 4 : 3;
-	const ir_type *q = arg_type(c, 0), *v = arg_type(c, 2),
-		      *g = arg_type(c, gi);
-	ir_type want = *q;
-	want.dims[2] = v->dims[2];
-	if (!need_dtype(c, gi, IR_F32, "gradient"))
+	const ir_type *q = arg_type(c, 0), *v = arg_type(c, 2);
+	if (!attention_grad_operand(c, has_valid ? 4 : 3, 2))
 		return false;
-	if (!shape_eq(g, &want))
-		return fail(c, "gradient %s must have the result's shape %s",
-			    shape_str(c->m, g).s, shape_str(c->m, &want).s);
 	ir_dim total;
 	if (!ir_attention_grad_size(q, arg_type(c, 1), v, &total))
 		return fail(c, "the sizes of queries %s, keys %s and values %s "
@@ -1043,8 +1058,7 @@ static bool infer_fused_additive_attention(infer_cx *c)
 	bool has_valid;
 	if (!additive_operands(c, 4, &has_valid) || !attention_attrs(c, true))
 		return false;
-	ir_type r = *arg_type(c, 0);
-	r.dims[2] = arg_type(c, 3)->dims[2];
+	ir_type r = attention_result(c, 3);
 	set_type(c, IR_F32, &r);
 	return true;
 }
@@ -1056,16 +1070,10 @@ static bool infer_fused_additive_attention_grad(infer_cx *c)
 	bool has_valid;
 	if (!additive_operands(c, 5, &has_valid) || !attention_attrs(c, true))
 		return false;
-	uint32_t gi = has_valid ? 5 : 4;
 	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1),
-		      *v = arg_type(c, 3), *g = arg_type(c, gi);
-	ir_type want = *q;
-	want.dims[2] = v->dims[2];
-	if (!need_dtype(c, gi, IR_F32, "gradient"))
+		      *v = arg_type(c, 3);
+	if (!attention_grad_operand(c, has_valid ? 5 : 4, 3))
 		return false;
-	if (!shape_eq(g, &want))
-		return fail(c, "gradient %s must have the result's shape %s",
-			    shape_str(c->m, g).s, shape_str(c->m, &want).s);
 	ir_dim total;
 	if (!ir_additive_grad_size(q, k, v, &total))
 		return fail(c, "the sizes of query projections %s, key "

@@ -53,7 +53,7 @@ typedef struct fa_match {
 	ir_id parts[FA_MAX_PARTS * 2 + 2]; /* nodes to replace ... */
 	fa_part roles[FA_MAX_PARTS * 2 + 2]; /* ... and what each becomes */
 	uint32_t n_parts;
-	char why[240];   /* why not, when it does not match */
+	char why[FZ_WHY_CAP]; /* why not, when it does not match */
 } fa_match;
 
 /* Matches the additive attention around softmax node sm of f. Returns

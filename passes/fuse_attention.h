@@ -21,6 +21,8 @@
 
 #include "ir.h"
 
+#define FZ_WHY_CAP 240 /* bytes of a match's why[] */
+
 /* The users of every node of a function, and which nodes are outputs. */
 typedef struct fz_uses {
 	uint32_t *start; /* n_nodes + 1: users of i at list[start[i] ..
@@ -48,7 +50,7 @@ typedef struct fz_match {
 	bool has_grad;
 	ir_id g;          /* the gradient of out */
 	ir_id dq, dk, dv; /* the contributions to replace, or IR_NONE */
-	char why[240];    /* why not, when it does not match */
+	char why[FZ_WHY_CAP]; /* why not, when it does not match */
 } fz_match;
 
 /* Matches the attention around softmax node sm of f. Returns false, with

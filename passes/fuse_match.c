@@ -14,8 +14,12 @@
  * them, after simplify and cse, and only then: each node is checked for
  * its op, operands and single use, so whatever else uses the weights
  * still blocks the fusion.
+ *
+ * The pieces the additive matcher (fuse_additive_match.c) meets as well,
+ * the weights' users, the softmax rule, the valid-length mask and G V^T,
+ * are shared with it through fuse_match.h.
  */
-#include "fuse_attention.h"
+#include "fuse_match.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,100 +57,343 @@ void fz_uses_fini(ir_ctx *ctx, fz_uses *u)
 	ir_free(ctx, u->output);
 }
 
-static uint32_t n_uses(const fz_uses *u, ir_id id)
+/* ---- shared with fuse_additive_match.c (fuse_match.h) -------------------- */
+
+ir_id fz_only_user(const fz_view *v, ir_id id)
 {
-	return u->start[id + 1] - u->start[id];
+	return fz_n_uses(v, id) == 1 && !fz_is_output(v, id)
+		   ? fz_use_at(v, id, 0)
+		   : IR_NONE;
 }
 
-static ir_id use_at(const fz_uses *u, ir_id id, uint32_t k)
+fz_name fz_name_of(const fz_view *v, ir_id id)
 {
-	return u->list[u->start[id] + k];
-}
-
-/* The one user of id, or IR_NONE if it has another number of uses or is
- * an output. */
-static ir_id only_user(const fz_uses *u, ir_id id)
-{
-	return n_uses(u, id) == 1 && u->output[id] < 0 ? use_at(u, id, 0)
-							: IR_NONE;
-}
-
-/* ---- nodes ----------------------------------------------------------------- */
-
-typedef struct cx {
-	const ir_module *m;
-	const ir_func *f;
-	const fz_uses *u;
-	fz_match *mt;
-} cx;
-
-static const ir_node *node(const cx *c, ir_id id)
-{
-	return &c->f->g.nodes[id];
-}
-
-static ir_op op(const cx *c, ir_id id)
-{
-	return c->f->g.nodes[id].op;
-}
-
-static ir_id arg(const cx *c, ir_id id, uint32_t i)
-{
-	return ir_arg(&c->f->g, id, i);
-}
-
-/* "%12 (add)", for messages. */
-typedef struct nm {
-	char s[48];
-} nm;
-
-static nm name_of(const cx *c, ir_id id)
-{
-	nm r;
-	snprintf(r.s, sizeof r.s, "%%%u (%s)", id, ir_op_table[op(c, id)].name);
+	fz_name r;
+	snprintf(r.s, sizeof r.s, "%%%u (%s)", id,
+		 ir_op_table[fz_op(v, id)].name);
 	return r;
 }
 
-static bool nope(const cx *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static bool nope(const cx *c, const char *fmt, ...)
+bool fz_nope(const fz_view *v, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(c->mt->why, sizeof c->mt->why, fmt, ap);
+	vsnprintf(v->why, FZ_WHY_CAP, fmt, ap);
 	va_end(ap);
 	return false;
 }
 
-/* True if id is a CONST whose elements (at least one) all equal; *v gets
- * the value. */
-static bool const_value(const cx *c, ir_id id, double *v)
+bool fz_same_type(const fz_view *v, ir_id a, ir_id b)
 {
-	const ir_node *n = node(c, id);
-	if (n->op != IR_OP_CONST || n->attr.const_index >= c->m->n_consts)
+	return ir_type_eq(&fz_node(v, a)->type, &fz_node(v, b)->type);
+}
+
+bool fz_const_value(const fz_view *v, ir_id id, double *x)
+{
+	const ir_node *n = fz_node(v, id);
+	if (n->op != IR_OP_CONST || n->attr.const_index >= v->m->n_consts)
 		return false;
-	const ir_const *k = &c->m->consts[n->attr.const_index];
+	const ir_const *k = &v->m->consts[n->attr.const_index];
 	int64_t count = ir_type_numel_static(&k->type);
 	for (int64_t i = 0; i < count; i++) {
-		double x = k->type.dtype == IR_F32 ? ((const float *)k->data)[i]
-			   : k->type.dtype == IR_I32 ? ((const int32_t *)k->data)[i]
-						     : ((const double *)k->data)[i];
+		double e = k->type.dtype == IR_F32 ? ((const float *)k->data)[i]
+			   : k->type.dtype == IR_I32
+			       ? ((const int32_t *)k->data)[i]
+			       : ((const double *)k->data)[i];
 		if (i == 0)
-			*v = x;
-		else if (x != *v)
+			*x = e;
+		else if (e != *x)
 			return false;
 	}
 	return count > 0;
 }
 
-static bool same_type(const cx *c, ir_id a, ir_id b)
+bool fz_is_const_of(const fz_view *v, ir_id id, double x)
 {
-	return ir_type_eq(&node(c, a)->type, &node(c, b)->type);
+	double e;
+	return fz_const_value(v, id, &e) && e == x;
 }
+
+ir_id fz_other_operand(const fz_view *v, ir_id x, ir_id one)
+{
+	if (fz_arg(v, x, 0) == one)
+		return fz_arg(v, x, 1);
+	if (fz_arg(v, x, 1) == one)
+		return fz_arg(v, x, 0);
+	return IR_NONE;
+}
+
+const char *fz_output_name(const fz_view *v, int32_t o)
+{
+	return v->f->output_names && v->f->output_names[o]
+		       ? v->f->output_names[o] : "unnamed";
+}
+
+/* The output x becomes through layout ops alone (a reshape, a stack of
+ * heatmaps), or -1. */
+static int32_t output_through_layout(const fz_view *v, ir_id x, int depth)
+{
+	if (fz_is_output(v, x))
+		return v->u->output[x];
+	for (uint32_t k = 0; depth > 0 && k < fz_n_uses(v, x); k++) {
+		ir_id y = fz_use_at(v, x, k);
+		ir_op o = fz_op(v, y);
+		bool is_layout = o == IR_OP_RESHAPE || o == IR_OP_PERMUTE ||
+				 o == IR_OP_CONCAT || o == IR_OP_SLICE ||
+				 o == IR_OP_BROADCAST;
+		int32_t out = is_layout ? output_through_layout(v, y, depth - 1)
+					: -1;
+		if (out >= 0)
+			return out;
+	}
+	return -1;
+}
+
+/* Weights w are also used by x, which blocks the fusion. */
+static bool other_use(const fz_view *v, ir_id w, ir_id x)
+{
+	int32_t o = output_through_layout(v, x, 8);
+	if (o < 0)
+		return fz_nope(v, "the weights %s are also used by %s",
+			       fz_name_of(v, w).s, fz_name_of(v, x).s);
+	return fz_nope(v, "the weights %s are also used by %s, which becomes "
+			  "output %d (%s) of @%s: fusing would lose them",
+		       fz_name_of(v, w).s, fz_name_of(v, x).s, o,
+		       fz_output_name(v, o), v->f->name);
+}
+
+/* The weights' users being sorted (fz_match_weights). */
+typedef struct users {
+	ir_id sm;
+	ir_id *drop, *out;
+	ir_id *bwd;
+	uint32_t *n_bwd;
+} users;
+
+/* The users of w (the softmax or its dropout): a dropout, the matmul
+ * with the values (weights on the left, untransposed), and in a gradient
+ * function the backward nodes. */
+static bool sort_users(const fz_view *v, const users *us, ir_id w)
+{
+	for (uint32_t k = 0; k < fz_n_uses(v, w); k++) {
+		ir_id x = fz_use_at(v, w, k);
+		const ir_node *n = fz_node(v, x);
+		bool is_left = n->op == IR_OP_MATMUL && fz_arg(v, x, 0) == w &&
+			       fz_arg(v, x, 1) != w;
+		if (n->op == IR_OP_DROPOUT && w == us->sm &&
+		    *us->drop == IR_NONE) {
+			*us->drop = x;
+		} else if (is_left && !n->attr.matmul.ta &&
+			   *us->out == IR_NONE &&
+			   (w != us->sm || *us->drop == IR_NONE)) {
+			*us->out = x;
+		} else if ((is_left && n->attr.matmul.ta) ||
+			   (n->op == IR_OP_MUL && w == us->sm)) {
+			if (*us->n_bwd == 8)
+				return other_use(v, w, x);
+			us->bwd[(*us->n_bwd)++] = x;
+		} else {
+			return other_use(v, w, x);
+		}
+	}
+	return true;
+}
+
+bool fz_match_weights(const fz_view *v, ir_id sm, ir_id *drop, ir_id *out,
+		      ir_id *bwd, uint32_t *n_bwd)
+{
+	users us = {sm, drop, out, bwd, n_bwd};
+	int32_t o = v->u->output[sm];
+	if (o >= 0)
+		return fz_nope(v,
+			       "the weights are output %d (%s) of @%s: fusing "
+			       "would lose them",
+			       o, fz_output_name(v, o), v->f->name);
+	if (!sort_users(v, &us, sm))
+		return false;
+	if (*drop != IR_NONE) {
+		if (*out != IR_NONE)
+			return fz_nope(v, "the weights are also used by %s "
+					  "besides their dropout",
+				       fz_name_of(v, *out).s);
+		if (fz_is_output(v, *drop))
+			return fz_nope(v,
+				       "the dropped weights %s are output %d "
+				       "of @%s",
+				       fz_name_of(v, *drop).s,
+				       v->u->output[*drop], v->f->name);
+		if (!sort_users(v, &us, *drop))
+			return false;
+	}
+	if (*out == IR_NONE)
+		return fz_nope(v, "the weights are not multiplied with values "
+				  "(no matmul takes them as its left operand)");
+	return true;
+}
+
+/* id is a RESHAPE of valid to rank 3 with size-1 dims appended. */
+static bool is_valid_reshape(const fz_view *v, ir_id valid, ir_id id)
+{
+	const ir_node *n = fz_node(v, id);
+	if (n->op != IR_OP_RESHAPE || fz_arg(v, id, 0) != valid ||
+	    n->type.rank != 3)
+		return false;
+	const ir_type *vt = &fz_node(v, valid)->type;
+	for (int i = 0; i < 3; i++) {
+		ir_dim want = i < vt->rank ? vt->dims[i] : ir_dim_static(1);
+		if (!ir_dim_eq(n->type.dims[i], want))
+			return false;
+	}
+	return true;
+}
+
+/* cast(lt([0, 1, .., K-1], reshape(valid))): grad_build.c's mask over a
+ * static K. */
+static bool is_static_mask(const fz_view *v, ir_id valid, ir_id lt, int64_t K)
+{
+	if (fz_op(v, lt) != IR_OP_LT ||
+	    !is_valid_reshape(v, valid, fz_arg(v, lt, 1)))
+		return false;
+	const ir_node *pos = fz_node(v, fz_arg(v, lt, 0));
+	if (pos->op != IR_OP_CONST || pos->type.rank != 1 ||
+	    pos->type.dtype != IR_I32 || pos->type.dims[0].coef != K)
+		return false;
+	const int32_t *e = v->m->consts[pos->attr.const_index].data;
+	for (int64_t i = 0; i < K; i++)
+		if (e[i] != i)
+			return false;
+	return true;
+}
+
+/* cast(gt(masked_softmax(zeros, valid), 0) * gt(reshape(valid), 0)): the
+ * mask over a symbolic K. */
+static bool is_symbolic_mask(const fz_view *v, ir_id valid, ir_id mul)
+{
+	if (fz_op(v, mul) != IR_OP_MUL)
+		return false;
+	for (uint32_t side = 0; side < 2; side++) {
+		ir_id a = fz_arg(v, mul, side), b = fz_arg(v, mul, 1 - side);
+		if (fz_op(v, a) != IR_OP_GT || fz_op(v, b) != IR_OP_GT ||
+		    !fz_is_const_of(v, fz_arg(v, a, 1), 0) ||
+		    !fz_is_const_of(v, fz_arg(v, b, 1), 0) ||
+		    !is_valid_reshape(v, valid, fz_arg(v, b, 0)))
+			continue;
+		ir_id ms = fz_arg(v, a, 0);
+		if (fz_op(v, ms) != IR_OP_MASKED_SOFTMAX ||
+		    fz_arg(v, ms, 1) != valid)
+			continue;
+		ir_id z = fz_arg(v, ms, 0);
+		if (fz_op(v, z) == IR_OP_BROADCAST)
+			z = fz_arg(v, z, 0);
+		if (fz_is_const_of(v, z, 0))
+			return true;
+	}
+	return false;
+}
+
+bool fz_is_valid_mask(const fz_view *v, ir_id sm, ir_id valid, ir_id mask)
+{
+	if (fz_op(v, mask) != IR_OP_CAST ||
+	    fz_node(v, mask)->type.dtype != IR_F32)
+		return false;
+	ir_id x = fz_arg(v, mask, 0);
+	ir_dim K = fz_node(v, sm)->type.dims[2];
+	if (ir_dim_is_static(K))
+		return is_static_mask(v, valid, x, K.coef);
+	return is_symbolic_mask(v, valid, x);
+}
+
+/* g is used by t and u alone and is no output. */
+static bool g_used_by_rule(const fz_view *v, ir_id g, ir_id t, ir_id u)
+{
+	bool uses_ok = fz_n_uses(v, g) == 2 && !fz_is_output(v, g);
+	for (uint32_t i = 0; uses_ok && i < 2; i++) {
+		ir_id x = fz_use_at(v, g, i);
+		uses_ok = x == t || x == u;
+	}
+	return uses_ok;
+}
+
+ir_id fz_match_softmax_grad(const fz_view *v, ir_id y, const ir_id *muls,
+			    ir_id *w_out)
+{
+	for (int k = 0; k < 2; k++) {
+		ir_id t = muls[k], w = muls[1 - k];
+		ir_id g = fz_other_operand(v, t, y), s = fz_only_user(v, t);
+		if (g == IR_NONE || s == IR_NONE || fz_op(v, s) != IR_OP_SUM ||
+		    fz_node(v, s)->attr.reduce.axes != 4u ||
+		    !fz_node(v, s)->attr.reduce.keepdim)
+			continue;
+		ir_id u = fz_only_user(v, s);
+		if (u == IR_NONE || fz_op(v, u) != IR_OP_SUB ||
+		    fz_arg(v, u, 0) != g || fz_arg(v, u, 1) != s ||
+		    fz_only_user(v, u) != w || fz_other_operand(v, w, y) != u ||
+		    fz_is_output(v, w) || !g_used_by_rule(v, g, t, u))
+			continue;
+		*w_out = w;
+		return g;
+	}
+	return IR_NONE;
+}
+
+ir_id fz_match_g(const fz_view *v, ir_id drop, ir_id out, ir_id gw)
+{
+	ir_id gpd = gw;
+	if (drop != IR_NONE) {
+		const ir_node *d = fz_node(v, gw), *fd = fz_node(v, drop);
+		if (d->op != IR_OP_DROPOUT ||
+		    d->attr.dropout.p != fd->attr.dropout.p ||
+		    d->attr.dropout.stream != fd->attr.dropout.stream)
+			return IR_NONE;
+		gpd = fz_arg(v, gw, 0);
+		if (fz_only_user(v, gpd) != gw)
+			return IR_NONE;
+	}
+	const ir_node *n = fz_node(v, gpd);
+	if (n->op != IR_OP_MATMUL || n->attr.matmul.ta || !n->attr.matmul.tb ||
+	    fz_arg(v, gpd, 1) != fz_arg(v, out, 1) ||
+	    !fz_same_type(v, fz_arg(v, gpd, 0), out))
+		return IR_NONE;
+	return fz_arg(v, gpd, 0);
+}
+
+ir_id fz_match_grad_g(const fz_view *v, ir_id sm, ir_id drop, ir_id out,
+		      const ir_id *bwd, uint32_t n_bwd, ir_id *w)
+{
+	ir_id muls[2];
+	uint32_t n_muls = 0;
+	for (uint32_t k = 0; k < n_bwd; k++)
+		if (fz_op(v, bwd[k]) == IR_OP_MUL && n_muls++ < 2)
+			muls[n_muls - 1] = bwd[k];
+	*w = IR_NONE;
+	if (n_muls == 0 && n_bwd == 1) {
+		/* Only the values need a gradient: dV = P'^T G alone. */
+		ir_id g = fz_arg(v, bwd[0], 1);
+		return fz_same_type(v, g, out) ? g : IR_NONE;
+	}
+	if (n_muls != 2)
+		return IR_NONE;
+	ir_id gw = fz_match_softmax_grad(v, sm, muls, w);
+	return gw == IR_NONE ? IR_NONE : fz_match_g(v, drop, out, gw);
+}
+
+bool fz_not_grad(const fz_view *v, ir_id x)
+{
+	return fz_nope(v, "the weights are also used by backward nodes that "
+			  "are not the chain's gradient (%s)",
+		       fz_name_of(v, x).s);
+}
+
+/* ---- the dot-product chain ------------------------------------------- */
+
+typedef struct cx {
+	fz_view v;
+	fz_match *mt;
+} cx;
 
 static bool is_last_two_swap(const cx *c, ir_id id)
 {
-	const ir_node *n = node(c, id);
+	const ir_node *n = fz_node(&c->v, id);
 	if (n->op != IR_OP_PERMUTE || n->type.rank != 3)
 		return false;
 	const uint8_t *p = n->attr.permute.perm;
@@ -160,7 +407,7 @@ static ir_id through_transpose(const cx *c, ir_id x, bool *is_t)
 	if (!is_last_two_swap(c, x))
 		return x;
 	*is_t = !*is_t;
-	return arg(c, x, 0);
+	return fz_arg(&c->v, x, 0);
 }
 
 /* A node's one user, looking past reshapes and broadcasts that change
@@ -168,13 +415,14 @@ static ir_id through_transpose(const cx *c, ir_id x, bool *is_t)
  * gets the operand the user reads (id or the last of those). */
 static ir_id next_user(const cx *c, ir_id id, ir_id *from)
 {
-	ir_id n = only_user(c->u, id);
+	ir_id n = fz_only_user(&c->v, id);
 	*from = id;
 	while (n != IR_NONE &&
-	       (op(c, n) == IR_OP_BROADCAST || op(c, n) == IR_OP_RESHAPE) &&
-	       same_type(c, n, id)) {
+	       (fz_op(&c->v, n) == IR_OP_BROADCAST ||
+		fz_op(&c->v, n) == IR_OP_RESHAPE) &&
+	       fz_same_type(&c->v, n, id)) {
 		*from = n;
-		n = only_user(c->u, n);
+		n = fz_only_user(&c->v, n);
 	}
 	return n;
 }
@@ -187,12 +435,13 @@ static ir_id match_scale(const cx *c, ir_id x)
 {
 	fz_match *mt = c->mt;
 	double v;
-	ir_op o = op(c, x);
+	ir_op o = fz_op(&c->v, x);
 	if (o != IR_OP_MUL && o != IR_OP_DIV)
 		return x;
 	for (uint32_t side = 0; side < (o == IR_OP_MUL ? 2u : 1u); side++) {
-		ir_id k = arg(c, x, 1 - side), s = arg(c, x, side);
-		if (!const_value(c, k, &v) || !same_type(c, x, s))
+		ir_id k = fz_arg(&c->v, x, 1 - side),
+		      s = fz_arg(&c->v, x, side);
+		if (!fz_const_value(&c->v, k, &v) || !fz_same_type(&c->v, x, s))
 			continue;
 		if (o == IR_OP_DIV && (v == 0 || !(v == v)))
 			continue;
@@ -207,14 +456,16 @@ static ir_id match_scale(const cx *c, ir_id x)
 /* Node id (of the chain) is used only by user and is no output. */
 static bool used_only_by(const cx *c, ir_id id, ir_id user, const char *what)
 {
-	if (c->u->output[id] >= 0)
-		return nope(c, "the %s %s are output %d of @%s", what,
-			    name_of(c, id).s, c->u->output[id], c->f->name);
-	for (uint32_t k = 0; k < n_uses(c->u, id); k++)
-		if (use_at(c->u, id, k) != user)
-			return nope(c, "the %s %s are also used by %s", what,
-				    name_of(c, id).s,
-				    name_of(c, use_at(c->u, id, k)).s);
+	if (c->v.u->output[id] >= 0)
+		return fz_nope(&c->v, "the %s %s are output %d of @%s", what,
+			       fz_name_of(&c->v, id).s, c->v.u->output[id],
+			       c->v.f->name);
+	for (uint32_t k = 0; k < fz_n_uses(&c->v, id); k++)
+		if (fz_use_at(&c->v, id, k) != user)
+			return fz_nope(
+			    &c->v, "the %s %s are also used by %s", what,
+			    fz_name_of(&c->v, id).s,
+			    fz_name_of(&c->v, fz_use_at(&c->v, id, k)).s);
 	return true;
 }
 
@@ -224,293 +475,74 @@ static bool match_scores(const cx *c, ir_id x)
 	fz_match *mt = c->mt;
 	x = match_scale(c, x);
 	mt->scores = x;
-	if (op(c, x) != IR_OP_MATMUL)
-		return nope(c, "its scores come from %s, not from a matmul of "
-			       "queries and keys", name_of(c, x).s);
+	if (fz_op(&c->v, x) != IR_OP_MATMUL)
+		return fz_nope(&c->v,
+			       "its scores come from %s, not from a matmul of "
+			       "queries and keys",
+			       fz_name_of(&c->v, x).s);
 	if (mt->scaled != IR_NONE &&
 	    (!used_only_by(c, mt->scaled, mt->sm, "scaled scores") ||
 	     !used_only_by(c, x, mt->scaled, "scores")))
 		return false;
 	if (mt->scaled == IR_NONE && !used_only_by(c, x, mt->sm, "scores"))
 		return false;
-	const ir_node *s = node(c, x);
+	const ir_node *s = fz_node(&c->v, x);
 	mt->q_t = s->attr.matmul.ta;
 	mt->k_t = !s->attr.matmul.tb;
-	mt->q = through_transpose(c, arg(c, x, 0), &mt->q_t);
-	mt->k = through_transpose(c, arg(c, x, 1), &mt->k_t);
-	const ir_type *qt = &node(c, mt->q)->type, *kt = &node(c, mt->k)->type;
+	mt->q = through_transpose(c, fz_arg(&c->v, x, 0), &mt->q_t);
+	mt->k = through_transpose(c, fz_arg(&c->v, x, 1), &mt->k_t);
+	const ir_type *qt = &fz_node(&c->v, mt->q)->type,
+		      *kt = &fz_node(&c->v, mt->k)->type;
 	if (qt->rank != 3 || kt->rank != 3 ||
 	    !ir_dim_eq(qt->dims[0], kt->dims[0]))
-		return nope(c, "the scores %s multiply operands that are not "
+		return fz_nope(&c->v,
+			       "the scores %s multiply operands that are not "
 			       "(N, Q, d) and (N, K, d) of one N",
-			    name_of(c, x).s);
-	return true;
-}
-
-/* The output x becomes through layout ops alone (a reshape, a stack of
- * heatmaps), or -1. */
-static int32_t output_through_layout(const cx *c, ir_id x, int depth)
-{
-	if (c->u->output[x] >= 0)
-		return c->u->output[x];
-	for (uint32_t k = 0; depth > 0 && k < n_uses(c->u, x); k++) {
-		ir_id y = use_at(c->u, x, k);
-		ir_op o = op(c, y);
-		bool is_layout = o == IR_OP_RESHAPE || o == IR_OP_PERMUTE ||
-				 o == IR_OP_CONCAT || o == IR_OP_SLICE ||
-				 o == IR_OP_BROADCAST;
-		int32_t out = is_layout ? output_through_layout(c, y, depth - 1) : -1;
-		if (out >= 0)
-			return out;
-	}
-	return -1;
-}
-
-/* Weights w are also used by x, which blocks the fusion. */
-static bool other_use(const cx *c, ir_id w, ir_id x)
-{
-	int32_t o = output_through_layout(c, x, 8);
-	if (o < 0)
-		return nope(c, "the weights %s are also used by %s",
-			    name_of(c, w).s, name_of(c, x).s);
-	return nope(c, "the weights %s are also used by %s, which becomes output "
-		       "%d (%s) of @%s: fusing would lose them",
-		    name_of(c, w).s, name_of(c, x).s, o,
-		    c->f->output_names && c->f->output_names[o]
-			    ? c->f->output_names[o] : "unnamed",
-		    c->f->name);
-}
-
-/* The users of the weights: a dropout, the matmul with the values
- * (weights on the left, untransposed), and in a gradient function the
- * backward nodes: those are collected in bwd[] for match_grad. */
-static bool sort_users(const cx *c, ir_id w, ir_id *bwd, uint32_t *n_bwd)
-{
-	fz_match *mt = c->mt;
-	for (uint32_t k = 0; k < n_uses(c->u, w); k++) {
-		ir_id x = use_at(c->u, w, k);
-		const ir_node *n = node(c, x);
-		bool is_left = n->op == IR_OP_MATMUL && arg(c, x, 0) == w &&
-			       arg(c, x, 1) != w;
-		if (n->op == IR_OP_DROPOUT && w == mt->sm && mt->drop == IR_NONE) {
-			mt->drop = x;
-		} else if (is_left && !n->attr.matmul.ta && mt->out == IR_NONE &&
-			   (w != mt->sm || mt->drop == IR_NONE)) {
-			mt->out = x;
-		} else if ((is_left && n->attr.matmul.ta) ||
-			   (n->op == IR_OP_MUL && w == mt->sm)) {
-			if (*n_bwd == 8)
-				return other_use(c, w, x);
-			bwd[(*n_bwd)++] = x;
-		} else {
-			return other_use(c, w, x);
-		}
-	}
+			       fz_name_of(&c->v, x).s);
 	return true;
 }
 
 static bool match_weights(const cx *c, ir_id *bwd, uint32_t *n_bwd)
 {
 	fz_match *mt = c->mt;
-	int32_t o = c->u->output[mt->sm];
-	if (o >= 0)
-		return nope(c, "the weights are output %d (%s) of @%s: fusing "
-			       "would lose them", o,
-			    c->f->output_names && c->f->output_names[o]
-				    ? c->f->output_names[o] : "unnamed",
-			    c->f->name);
-	if (!sort_users(c, mt->sm, bwd, n_bwd))
-		return false;
-	if (mt->drop != IR_NONE) {
-		if (mt->out != IR_NONE)
-			return nope(c, "the weights are also used by %s besides "
-				       "their dropout", name_of(c, mt->out).s);
-		if (c->u->output[mt->drop] >= 0)
-			return nope(c, "the dropped weights %s are output %d of "
-				       "@%s", name_of(c, mt->drop).s,
-				    c->u->output[mt->drop], c->f->name);
-		if (!sort_users(c, mt->drop, bwd, n_bwd))
-			return false;
-	}
-	if (mt->out == IR_NONE)
-		return nope(c, "the weights are not multiplied with values (no "
-			       "matmul takes them as its left operand)");
-	return true;
+	return fz_match_weights(&c->v, mt->sm, &mt->drop, &mt->out, bwd, n_bwd);
 }
 
 /* The product with the values: V (N, K, dv) of the scores' N and K. */
 static bool match_values(const cx *c)
 {
 	fz_match *mt = c->mt;
-	const ir_node *o = node(c, mt->out);
+	const ir_node *o = fz_node(&c->v, mt->out);
 	mt->v_t = o->attr.matmul.tb;
-	mt->v = through_transpose(c, arg(c, mt->out, 1), &mt->v_t);
-	const ir_type *vt = &node(c, mt->v)->type, *kt = &node(c, mt->k)->type;
+	mt->v = through_transpose(c, fz_arg(&c->v, mt->out, 1), &mt->v_t);
+	const ir_type *vt = &fz_node(&c->v, mt->v)->type,
+		      *kt = &fz_node(&c->v, mt->k)->type;
 	ir_dim vk = vt->dims[mt->v_t ? 2 : 1], kk = kt->dims[mt->k_t ? 2 : 1];
 	if (vt->rank != 3 || !ir_dim_eq(vt->dims[0], kt->dims[0]) ||
 	    !ir_dim_eq(vk, kk))
-		return nope(c, "the values of %s are not (N, K, dv) for the "
-			       "keys' N and K", name_of(c, mt->out).s);
+		return fz_nope(&c->v,
+			       "the values of %s are not (N, K, dv) for the "
+			       "keys' N and K",
+			       fz_name_of(&c->v, mt->out).s);
 	return true;
 }
 
 /* ---- the backward chain --------------------------------------------------------- */
 
-/* id is a RESHAPE of valid to rank 3 with size-1 dims appended. */
-static bool is_valid_reshape(const cx *c, ir_id id)
-{
-	const ir_node *n = node(c, id);
-	if (n->op != IR_OP_RESHAPE || arg(c, id, 0) != c->mt->valid)
-		return false;
-	const ir_type *vt = &node(c, c->mt->valid)->type;
-	if (n->type.rank != 3)
-		return false;
-	for (int i = 0; i < 3; i++) {
-		ir_dim want = i < vt->rank ? vt->dims[i] : ir_dim_static(1);
-		if (!ir_dim_eq(n->type.dims[i], want))
-			return false;
-	}
-	return true;
-}
-
-static bool is_const_of(const cx *c, ir_id id, double v)
-{
-	double x;
-	return const_value(c, id, &x) && x == v;
-}
-
-/* cast(lt([0, 1, .., K-1], reshape(valid))): grad_build.c's mask over a
- * static K. */
-static bool is_static_mask(const cx *c, ir_id lt, int64_t K)
-{
-	if (op(c, lt) != IR_OP_LT || !is_valid_reshape(c, arg(c, lt, 1)))
-		return false;
-	const ir_node *pos = node(c, arg(c, lt, 0));
-	if (pos->op != IR_OP_CONST || pos->type.rank != 1 ||
-	    pos->type.dtype != IR_I32 || pos->type.dims[0].coef != K)
-		return false;
-	const int32_t *v = c->m->consts[pos->attr.const_index].data;
-	for (int64_t i = 0; i < K; i++)
-		if (v[i] != i)
-			return false;
-	return true;
-}
-
-/* cast(gt(masked_softmax(zeros, valid), 0) * gt(reshape(valid), 0)): the
- * mask over a symbolic K. */
-static bool is_symbolic_mask(const cx *c, ir_id mul)
-{
-	if (op(c, mul) != IR_OP_MUL)
-		return false;
-	for (uint32_t side = 0; side < 2; side++) {
-		ir_id a = arg(c, mul, side), b = arg(c, mul, 1 - side);
-		if (op(c, a) != IR_OP_GT || op(c, b) != IR_OP_GT ||
-		    !is_const_of(c, arg(c, a, 1), 0) ||
-		    !is_const_of(c, arg(c, b, 1), 0) ||
-		    !is_valid_reshape(c, arg(c, b, 0)))
-			continue;
-		ir_id ms = arg(c, a, 0), z = IR_NONE;
-		if (op(c, ms) != IR_OP_MASKED_SOFTMAX || arg(c, ms, 1) != c->mt->valid)
-			continue;
-		z = arg(c, ms, 0);
-		if (op(c, z) == IR_OP_BROADCAST)
-			z = arg(c, z, 0);
-		if (is_const_of(c, z, 0))
-			return true;
-	}
-	return false;
-}
-
-/* The mask (k < valid) the masked softmax rule multiplies by. */
-static bool is_valid_mask(const cx *c, ir_id mask)
-{
-	if (op(c, mask) != IR_OP_CAST || node(c, mask)->type.dtype != IR_F32)
-		return false;
-	ir_id x = arg(c, mask, 0);
-	ir_dim K = node(c, c->mt->sm)->type.dims[2];
-	if (ir_dim_is_static(K))
-		return is_static_mask(c, x, K.coef);
-	return is_symbolic_mask(c, x);
-}
-
-/* The other operand of binary node x when one is `one`; IR_NONE if
- * neither is. */
-static ir_id other_operand(const cx *c, ir_id x, ir_id one)
-{
-	if (arg(c, x, 0) == one)
-		return arg(c, x, 1);
-	if (arg(c, x, 1) == one)
-		return arg(c, x, 0);
-	return IR_NONE;
-}
-
-/* The softmax rule y (g - sum(g y)): t = g*y, s = sum(t), u = g - s,
- * w = y*u, given the two muls that use y = the weights. Returns g (the
- * weights' gradient) and the rule's result in *w_out. */
-static ir_id match_softmax_grad(const cx *c, const ir_id *muls, ir_id *w_out)
-{
-	ir_id y = c->mt->sm;
-	for (int k = 0; k < 2; k++) {
-		ir_id t = muls[k], w = muls[1 - k];
-		ir_id g = other_operand(c, t, y), s = only_user(c->u, t);
-		if (g == IR_NONE || s == IR_NONE || op(c, s) != IR_OP_SUM ||
-		    node(c, s)->attr.reduce.axes != 4u ||
-		    !node(c, s)->attr.reduce.keepdim)
-			continue;
-		ir_id u = only_user(c->u, s);
-		if (u == IR_NONE || op(c, u) != IR_OP_SUB || arg(c, u, 0) != g ||
-		    arg(c, u, 1) != s || only_user(c->u, u) != w ||
-		    other_operand(c, w, y) != u || c->u->output[w] >= 0)
-			continue;
-		bool uses_ok = n_uses(c->u, g) == 2 && c->u->output[g] < 0;
-		for (uint32_t i = 0; uses_ok && i < 2; i++) {
-			ir_id x = use_at(c->u, g, i);
-			uses_ok = x == t || x == u;
-		}
-		if (!uses_ok)
-			continue;
-		*w_out = w;
-		return g;
-	}
-	return IR_NONE;
-}
-
-/* g_w (the weights' gradient) back to the output's gradient G: through
- * the dropout rule (the same dropout of dP) and the matmul rule's
- * G V^T. */
-static ir_id match_g(const cx *c, ir_id gw)
-{
-	fz_match *mt = c->mt;
-	ir_id gpd = gw;
-	if (mt->drop != IR_NONE) {
-		const ir_node *d = node(c, gw), *fd = node(c, mt->drop);
-		if (d->op != IR_OP_DROPOUT || d->attr.dropout.p != fd->attr.dropout.p ||
-		    d->attr.dropout.stream != fd->attr.dropout.stream)
-			return IR_NONE;
-		gpd = arg(c, gw, 0);
-		if (only_user(c->u, gpd) != gw)
-			return IR_NONE;
-	}
-	const ir_node *n = node(c, gpd);
-	if (n->op != IR_OP_MATMUL || n->attr.matmul.ta || !n->attr.matmul.tb ||
-	    arg(c, gpd, 1) != arg(c, mt->out, 1) ||
-	    !same_type(c, arg(c, gpd, 0), mt->out))
-		return IR_NONE;
-	return arg(c, gpd, 0);
-}
-
 /* x is op(from, c) (or, for MUL, op(c, from)) with c a constant of the
  * forward scale's value. */
 static bool is_scale_rule(const cx *c, ir_id x, ir_id from)
 {
-	const ir_node *sc = node(c, c->mt->scaled), *n = node(c, x);
+	const ir_node *sc = fz_node(&c->v, c->mt->scaled),
+		      *n = fz_node(&c->v, x);
 	double v;
 	if (n->op != sc->op)
 		return false;
 	for (uint32_t side = 0; side < (n->op == IR_OP_MUL ? 2u : 1u); side++)
-		if (arg(c, x, side) == from &&
-		    const_value(c, arg(c, x, 1 - side), &v) && v == c->mt->scale_c)
-			return same_type(c, x, c->mt->scores);
+		if (fz_arg(&c->v, x, side) == from &&
+		    fz_const_value(&c->v, fz_arg(&c->v, x, 1 - side), &v) &&
+		    v == c->mt->scale_c)
+			return fz_same_type(&c->v, x, c->mt->scores);
 	return false;
 }
 
@@ -521,8 +553,9 @@ static ir_id match_to_scores(const cx *c, ir_id w)
 	fz_match *mt = c->mt;
 	ir_id from, x = next_user(c, w, &from);
 	if (x != IR_NONE && mt->valid != IR_NONE) {
-		ir_id mask = other_operand(c, x, from);
-		if (mask == IR_NONE || op(c, x) != IR_OP_MUL || !is_valid_mask(c, mask))
+		ir_id mask = fz_other_operand(&c->v, x, from);
+		if (mask == IR_NONE || fz_op(&c->v, x) != IR_OP_MUL ||
+		    !fz_is_valid_mask(&c->v, c->mt->sm, c->mt->valid, mask))
 			return IR_NONE;
 		x = next_user(c, x, &from);
 	}
@@ -536,16 +569,18 @@ static ir_id match_to_scores(const cx *c, ir_id w)
 static bool match_contribs(const cx *c, ir_id gs)
 {
 	fz_match *mt = c->mt;
-	if (c->u->output[gs] >= 0 || n_uses(c->u, gs) == 0)
+	if (c->v.u->output[gs] >= 0 || fz_n_uses(&c->v, gs) == 0)
 		return false;
-	for (uint32_t k = 0; k < n_uses(c->u, gs); k++) {
-		ir_id x = use_at(c->u, gs, k);
-		const ir_node *n = node(c, x);
-		if (n->op != IR_OP_MATMUL || arg(c, x, 0) != gs || n->attr.matmul.tb)
+	for (uint32_t k = 0; k < fz_n_uses(&c->v, gs); k++) {
+		ir_id x = fz_use_at(&c->v, gs, k);
+		const ir_node *n = fz_node(&c->v, x);
+		if (n->op != IR_OP_MATMUL || fz_arg(&c->v, x, 0) != gs ||
+		    n->attr.matmul.tb)
 			return false;
 		bool is_dk = n->attr.matmul.ta;
-		ir_id want = is_dk ? mt->q : mt->k, *slot = is_dk ? &mt->dk : &mt->dq;
-		if (arg(c, x, 1) != want || *slot != IR_NONE)
+		ir_id want = is_dk ? mt->q : mt->k,
+		      *slot = is_dk ? &mt->dk : &mt->dq;
+		if (fz_arg(&c->v, x, 1) != want || *slot != IR_NONE)
 			return false;
 		*slot = x;
 	}
@@ -557,12 +592,13 @@ static bool match_dv(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 {
 	fz_match *mt = c->mt;
 	for (uint32_t k = 0; k < n_bwd; k++) {
-		const ir_node *n = node(c, bwd[k]);
+		const ir_node *n = fz_node(&c->v, bwd[k]);
 		if (n->op != IR_OP_MATMUL)
 			continue;
 		ir_id pd = mt->drop != IR_NONE ? mt->drop : mt->sm;
 		if (mt->dv != IR_NONE || n->attr.matmul.tb ||
-		    arg(c, bwd[k], 0) != pd || arg(c, bwd[k], 1) != mt->g)
+		    fz_arg(&c->v, bwd[k], 0) != pd ||
+		    fz_arg(&c->v, bwd[k], 1) != mt->g)
 			return false;
 		mt->dv = bwd[k];
 	}
@@ -572,36 +608,26 @@ static bool match_dv(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 {
 	fz_match *mt = c->mt;
-	ir_id muls[2], w = IR_NONE;
-	uint32_t n_muls = 0;
-	for (uint32_t k = 0; k < n_bwd; k++)
-		if (op(c, bwd[k]) == IR_OP_MUL && n_muls++ < 2)
-			muls[n_muls - 1] = bwd[k];
-	const char *why = "the weights are also used by backward nodes that "
-			  "are not the chain's gradient";
+	ir_id w;
 	if (mt->q_t || mt->k_t || mt->v_t)
-		return nope(c, "its gradient is for transposed operands, which "
+		return fz_nope(&c->v,
+			       "its gradient is for transposed operands, which "
 			       "the fused gradient does not take");
-	if (n_muls == 0 && n_bwd == 1) {
-		/* Only the values need a gradient: dV = P'^T G alone. */
-		mt->g = arg(c, bwd[0], 1);
-		if (!same_type(c, mt->g, mt->out) || !match_dv(c, bwd, n_bwd))
-			return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
-	} else if (n_muls == 2) {
-		ir_id gw = match_softmax_grad(c, muls, &w);
-		mt->g = gw == IR_NONE ? IR_NONE : match_g(c, gw);
-		if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
-			return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
+	mt->g = fz_match_grad_g(&c->v, mt->sm, mt->drop, mt->out, bwd, n_bwd,
+				&w);
+	if (mt->g == IR_NONE || !match_dv(c, bwd, n_bwd))
+		return fz_not_grad(&c->v, bwd[0]);
+	if (w != IR_NONE) {
 		ir_id gs = match_to_scores(c, w);
 		if (gs == IR_NONE || !match_contribs(c, gs))
-			return nope(c, "%s (%s)", why, name_of(c, w).s);
-	} else {
-		return nope(c, "%s (%s)", why, name_of(c, bwd[0]).s);
+			return fz_not_grad(&c->v, w);
 	}
 	ir_dim size;
-	if (!ir_attention_grad_size(&node(c, mt->q)->type, &node(c, mt->k)->type,
-				    &node(c, mt->v)->type, &size))
-		return nope(c, "its gradient would not fit one packed tensor: "
+	if (!ir_attention_grad_size(&fz_node(&c->v, mt->q)->type,
+				    &fz_node(&c->v, mt->k)->type,
+				    &fz_node(&c->v, mt->v)->type, &size))
+		return fz_nope(&c->v,
+			       "its gradient would not fit one packed tensor: "
 			       "queries, keys and values have more than one "
 			       "run-time size");
 	mt->has_grad = true;
@@ -613,22 +639,24 @@ static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 bool fz_match_at(const ir_module *m, const ir_func *f, const fz_uses *u,
 		 ir_id sm, fz_match *mt)
 {
-	cx c = {m, f, u, mt};
+	cx c = {{m, f, u, mt->why}, mt};
 	memset(mt, 0, sizeof *mt);
 	mt->sm = sm;
 	mt->valid = mt->scaled = mt->scores = mt->drop = mt->out = IR_NONE;
 	mt->g = mt->dq = mt->dk = mt->dv = IR_NONE;
 	mt->scale = 1;
-	const ir_node *s = node(&c, sm);
+	const ir_node *s = fz_node(&c.v, sm);
 	if (s->type.rank != 3 || s->type.dtype != IR_F32)
-		return nope(&c, "the weights have rank %d; the fused kernel "
-				"takes (N, Q, K)", s->type.rank);
+		return fz_nope(&c.v,
+			       "the weights have rank %d; the fused kernel "
+			       "takes (N, Q, K)",
+			       s->type.rank);
 	if (s->op == IR_OP_MASKED_SOFTMAX)
-		mt->valid = arg(&c, sm, 1);
+		mt->valid = fz_arg(&c.v, sm, 1);
 	ir_id bwd[8];
 	uint32_t n_bwd = 0;
-	if (!match_scores(&c, arg(&c, sm, 0)) || !match_weights(&c, bwd, &n_bwd) ||
-	    !match_values(&c))
+	if (!match_scores(&c, fz_arg(&c.v, sm, 0)) ||
+	    !match_weights(&c, bwd, &n_bwd) || !match_values(&c))
 		return false;
 	return n_bwd == 0 || match_grad(&c, bwd, n_bwd);
 }
