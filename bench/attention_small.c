@@ -11,17 +11,19 @@
  *
  * fused, so that fwd is one fused_attention node reading its heads in
  * place and loss_grad (autodiff) adds one fused_attention_grad; each is
- * timed as a training call (dropout on) in microseconds per call, the
- * median of several rounds of many calls.
+ * timed as a training call (dropout on) in microseconds per call: the
+ * median and the fastest of several rounds of many calls.
  *
  *     bench_attention_small [-b B] [-H HEADS] [-d D] [-q Q] [-k K]
  *                           [-v none|batch|causal] [-p P] [-t THREADS]
- *                           [-r ROUNDS] [-n CALLS] [-S FILE.s]
+ *                           [-r ROUNDS] [-n CALLS] [-c wall|cpu] [-S FILE.s]
  *
  * Defaults: the Transformer's encoder self-attention (valid per batch
- * element, dropout 0.1), 1 thread, 7 rounds of 2000 calls. -v causal
+ * element, dropout 0.1), 1 thread, 15 rounds of 500 calls. -v causal
  * gives query t the keys 0..t (the decoder's self-attention, lengths per
- * query); -S writes the program's assembly instead of timing it.
+ * query); -c cpu times the process's CPU time instead of the wall clock
+ * (with 1 thread, what the kernels take even while other processes hold
+ * the core); -S writes the program's assembly instead of timing it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -40,12 +42,16 @@ typedef struct opts {
 	double p;
 	valid_kind valid;
 	const char *asm_path;
+	clockid_t clock;
 } opts;
 
-static double now_s(void)
+/* Seconds of the given clock: CLOCK_MONOTONIC (wall) or the process's
+ * CPU time, which on a shared machine leaves out the time the process
+ * waits while others run. */
+static double now_s(clockid_t clock)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	clock_gettime(clock, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -130,8 +136,14 @@ static int32_t *valid_lengths(const opts *o)
 	return v;
 }
 
-/* Median microseconds per call of entry point fn over o's rounds. */
-static double time_fn(const cg_program *p, const char *fn, const opts *o,
+/* Microseconds per call of entry point fn: the median and the fastest
+ * of o's rounds (the fastest is the least disturbed by other processes
+ * on a shared machine). */
+typedef struct timing {
+	double median, best;
+} timing;
+
+static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 		      const void *const *ins, void *const *outs, void *params)
 {
 	size_t bytes = cg_program_scratch_bytes(p, fn);
@@ -139,7 +151,7 @@ static double time_fn(const cg_program *p, const char *fn, const opts *o,
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
 	double t[64];
 	for (int r = 0; r < o->rounds; r++) {
-		double t0 = now_s();
+		double t0 = now_s(o->clock);
 		for (int c = 0; c < o->calls; c++) {
 			attnrt_run run = {1, (uint64_t)c, 1, o->threads};
 			if (!scratch || entry(&run, params, scratch, ins, outs) != 0) {
@@ -147,7 +159,7 @@ static double time_fn(const cg_program *p, const char *fn, const opts *o,
 				exit(1);
 			}
 		}
-		t[r] = (now_s() - t0) / o->calls * 1e6;
+		t[r] = (now_s(o->clock) - t0) / o->calls * 1e6;
 	}
 	free(scratch);
 	for (int i = 1; i < o->rounds; i++)
@@ -156,7 +168,7 @@ static double time_fn(const cg_program *p, const char *fn, const opts *o,
 			t[j] = t[j - 1];
 			t[j - 1] = x;
 		}
-	return t[o->rounds / 2];
+	return (timing){t[o->rounds / 2], t[0]};
 }
 
 static int run(ir_ctx *ctx, const opts *o)
@@ -186,14 +198,17 @@ static int run(ir_ctx *ctx, const opts *o)
 	const void *fwd_in[4] = {valid, q, k, v}, *loss_in[2] = {valid, w};
 	float loss;
 	void *fo[1] = {out}, *go[4] = {&loss, grads, grads + nq, grads + nq + nk};
-	double tf = time_fn(p, "fwd", o, fwd_in + 1 - nv, fo, params);
-	double tl = time_fn(p, "loss", o, loss_in + 1 - nv, fo, params);
-	double tg = time_fn(p, "loss_grad", o, loss_in + 1 - nv, go, params);
+	timing tf = time_fn(p, "fwd", o, fwd_in + 1 - nv, fo, params);
+	timing tl = time_fn(p, "loss", o, loss_in + 1 - nv, fo, params);
+	timing tg = time_fn(p, "loss_grad", o, loss_in + 1 - nv, go, params);
 	static const char *kinds[] = {"none", "batch", "causal"};
-	printf("B %d, heads %d, d %d, Q %d, K %d, valid %s, dropout %g, %d thread%s: "
-	       "fwd %.2f us, loss %.2f us, loss_grad %.2f us per call\n",
+	printf("B %d, heads %d, d %d, Q %d, K %d, valid %s, dropout %g, %d thread%s; "
+	       "%s us per call, median (fastest) of %d rounds of %d calls:\n"
+	       "  fwd %.2f (%.2f), loss %.2f (%.2f), loss_grad %.2f (%.2f)\n",
 	       o->B, o->H, o->d, o->Q, o->K, kinds[o->valid], o->p, o->threads,
-	       o->threads == 1 ? "" : "s", tf, tl, tg);
+	       o->threads == 1 ? "" : "s", o->clock == CLOCK_MONOTONIC ? "wall" : "CPU",
+	       o->rounds, o->calls, tf.median, tf.best,
+	       tl.median, tl.best, tg.median, tg.best);
 	void *bufs[] = {q, k, v, w, out, grads, valid, params};
 	for (int i = 0; i < 8; i++)
 		free(bufs[i]);
@@ -216,7 +231,8 @@ static bool parse_valid(const char *s, valid_kind *v)
 static bool parse(int argc, char **argv, opts *o)
 {
 	*o = (opts){.B = 64, .H = 4, .d = 8, .Q = 10, .K = 10, .threads = 1,
-		    .rounds = 7, .calls = 2000, .p = 0.1, .valid = VALID_BATCH};
+		    .rounds = 15, .calls = 500, .p = 0.1, .valid = VALID_BATCH,
+		    .clock = CLOCK_MONOTONIC};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int *ints[] = {&o->B, &o->H, &o->d, &o->Q, &o->K, &o->threads,
@@ -234,6 +250,9 @@ static bool parse(int argc, char **argv, opts *o)
 				return false;
 		} else if (strcmp(a, "-S") == 0) {
 			o->asm_path = v;
+		} else if (strcmp(a, "-c") == 0) {
+			o->clock = strcmp(v, "cpu") == 0 ? CLOCK_PROCESS_CPUTIME_ID
+							 : CLOCK_MONOTONIC;
 		} else {
 			return false;
 		}
@@ -249,7 +268,7 @@ int main(int argc, char **argv)
 	if (!parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: bench_attention_small [-b B] [-H HEADS] [-d D] "
 				"[-q Q] [-k K] [-v none|batch|causal] [-p P] [-t THREADS] "
-				"[-r ROUNDS] [-n CALLS] [-S FILE.s]\n");
+				"[-r ROUNDS] [-n CALLS] [-c wall|cpu] [-S FILE.s]\n");
 		return 2;
 	}
 	ir_ctx ctx;
