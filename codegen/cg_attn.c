@@ -725,6 +725,14 @@ void cg_attn_store_t(cg_attn *a, LLVMValueRef dst, const LLVMValueRef *cols,
 	}
 }
 
+LLVMValueRef cg_attn_lanes(cg_attn *a, LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i32(f);
+	LLVMValueRef n = LLVMBuildTrunc(f->b, rows, it, "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, iota(a, it), splat(a, n), "");
+}
+
 LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 			     LLVMValueRef rows)
 {
@@ -733,8 +741,7 @@ LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMValueRef at = cg_muli(f, batch_of(a, n), a->valid_sn);
 	if (a->valid_sq == 0)
 		return splat(a, cg_lower_load(f, IR_I32, a->valid, at));
-	LLVMValueRef lanes = LLVMBuildTrunc(f->b, rows, it, "");
-	LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, iota(a, it), splat(a, lanes), "");
+	LLVMValueRef in = cg_attn_lanes(a, rows);
 	LLVMTypeRef tys[2] = {vt, cg_t_ptr(f)};
 	LLVMValueRef p = LLVMBuildInBoundsGEP2(f->b, it, a->valid, &at, 1, "");
 	p = LLVMBuildInBoundsGEP2(f->b, it, p, &q0, 1, "");

@@ -182,6 +182,8 @@ void cg_attn_load_t(cg_attn *a, LLVMValueRef *cols, LLVMValueRef src,
 /* The inverse: dst[t * stride + c] = lane t of cols[c], t < rows. */
 void cg_attn_store_t(cg_attn *a, LLVMValueRef dst, const LLVMValueRef *cols,
 		     int64_t width, int64_t stride, LLVMValueRef rows);
+/* The lanes t < rows (a <vw x i1>). */
+LLVMValueRef cg_attn_lanes(cg_attn *a, LLVMValueRef rows);
 /* Lane t: the valid length (i32) of query q0 + t of attention n (0 past
  * rows). Only for a node with valid lengths. */
 LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,

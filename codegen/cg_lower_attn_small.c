@@ -28,13 +28,15 @@
 #include "cg_attn.h"
 
 /* A block: query rows q0 .. q0 + rows (rows <= vw) of attention n, one
- * per lane. */
+ * per lane. Per key k, variables (cg_attn_var) carry what key k's code
+ * computes past the test that skips it (key_begin). */
 typedef struct sblock {
 	LLVMValueRef n, q0, rows;
-	LLVMValueRef vl;                  /* <vw x i32> valid lengths; NULL: none */
-	LLVMValueRef e[CG_ATTN_SMALL_K];  /* per key: scores, then weights */
-	LLVMValueRef keep[CG_ATTN_SMALL_K]; /* per key: dropout's keep mask */
-	LLVMValueRef l;                   /* sum over keys of the exponentials */
+	LLVMValueRef vl; /* <vw x i32>: each row's valid length; NULL: none */
+	LLVMValueRef kv; /* i64: the block visits keys 0 .. kv; NULL: all K */
+	LLVMValueRef m;  /* every row's largest score */
+	LLVMValueRef sv[CG_ATTN_SMALL_K]; /* its scores, then exp(s - m) */
+	LLVMValueRef kp[CG_ATTN_SMALL_K]; /* dropout's keep mask (<vw x i1>) */
 } sblock;
 
 bool cg_attn_is_small(const cg_attn *a)
@@ -54,6 +56,11 @@ static LLVMValueRef fma_v(cg_attn *a, LLVMValueRef x, LLVMValueRef y,
 static LLVMValueRef vconst(cg_attn *a, float x)
 {
 	return cg_const_real(cg_t_vec(a->f, a->vw), x);
+}
+
+static LLVMValueRef vget(cg_attn *a, LLVMValueRef var)
+{
+	return cg_attn_get(a, cg_t_vec(a->f, a->vw), var);
 }
 
 /* Row k of operand p (rows of H heads of w floats) of attention n. */
@@ -123,37 +130,193 @@ static LLVMValueRef key_sum(cg_attn *a, const LLVMValueRef *x)
 	return t[0];
 }
 
-/* The block's transposed queries, valid lengths, scores, and the softmax
- * over keys: b->e[k] = exp(s_k - max_k s_k), b->l their sum. */
-static void softmax_t(cg_attn *a, sblock *b)
+/* The sum over keys of the variables vars[k]. */
+static LLVMValueRef key_sum_vars(cg_attn *a, const LLVMValueRef *vars)
 {
-	cg_fn *f = a->f;
-	LLVMValueRef qt[CG_ATTN_SMALL_W];
-	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
-		       b->rows);
-	b->vl = a->has_valid ? cg_attn_valid_t(a, b->n, b->q0, b->rows) : NULL;
-	LLVMValueRef m = NULL;
-	for (int64_t k = 0; k < a->K; k++) {
-		b->e[k] = score_t(a, b, qt, k);
-		m = k ? cg_attn_vmax(a, m, b->e[k]) : b->e[k];
-	}
-	for (int64_t k = 0; k < a->K; k++) {
-		b->e[k] = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, b->e[k], m, ""));
-		b->keep[k] = a->has_dropout ? cg_attn_keep_t(a, b->n, b->q0, k) : NULL;
-	}
-	b->l = key_sum(a, b->e);
+	LLVMValueRef x[CG_ATTN_SMALL_K];
+	for (int64_t k = 0; k < a->K; k++)
+		x[k] = vget(a, vars[k]);
+	return key_sum(a, x);
 }
 
-/* x where dropout keeps the weight of key k, times s (NULL: 1); 0 where
- * it drops it. */
-static LLVMValueRef dropped(cg_attn *a, const sblock *b, int64_t k,
-			    LLVMValueRef x, LLVMValueRef s)
+/* ---- keys the block skips --------------------------------------------------------- */
+
+/* The keys a block must visit (i64): its rows' largest valid length, at
+ * most K, or all K when some row's length is 0 or less (such a row
+ * averages every value). NULL (all K) without valid lengths. Keys past
+ * every row's length only add exp(fill - m) = 0. */
+static LLVMValueRef block_keys(cg_attn *a, const sblock *b)
 {
-	if (!b->keep[k])
+	cg_fn *f = a->f;
+	if (!b->vl || a->K == 1)
+		return NULL;
+	LLVMTypeRef it = cg_t_i32(f), vt = LLVMVectorType(it, a->vw);
+	LLVMValueRef in = cg_attn_lanes(a, b->rows);
+	LLVMValueRef hi = LLVMBuildSelect(f->b, in, b->vl,
+					  cg_const_int(vt, (uint64_t)INT32_MIN), "");
+	LLVMValueRef lo = LLVMBuildSelect(f->b, in, b->vl,
+					  cg_const_int(vt, (uint64_t)INT32_MAX), "");
+	hi = cg_intrinsic(f, "llvm.vector.reduce.smax", &vt, 1, &hi, 1);
+	lo = cg_intrinsic(f, "llvm.vector.reduce.smin", &vt, 1, &lo, 1);
+	LLVMValueRef k = LLVMConstInt(it, (uint64_t)a->K, 0);
+	hi = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, hi, k, ""), hi, k, "");
+	LLVMValueRef all = LLVMBuildICmp(f->b, LLVMIntSLE, lo, LLVMConstInt(it, 0, 0), "");
+	return LLVMBuildSExt(f->b, LLVMBuildSelect(f->b, all, k, hi, ""), cg_t_i64(f), "");
+}
+
+/* Opens `if (k < kv)` around key k's code when the block may skip it;
+ * returns the block to close it with (key_end), NULL when there is no
+ * test. Key 0 is always visited. */
+static LLVMBasicBlockRef key_begin(cg_attn *a, const sblock *b, int64_t k)
+{
+	if (!b->kv || k == 0)
+		return NULL;
+	return cg_if_begin(a->f, LLVMBuildICmp(a->f->b, LLVMIntSLT, cg_i64(a->f, k),
+					       b->kv, ""));
+}
+
+static void key_end(cg_attn *a, LLVMBasicBlockRef join)
+{
+	if (join)
+		cg_if_end(a->f, join);
+}
+
+/* Whether some row's largest score is within CG_ATTN_FILL_MARGIN of the
+ * fill: then exp(fill - m) of the skipped keys could matter. */
+static LLVMValueRef near_fill(cg_attn *a, const sblock *b)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef gap = LLVMBuildFSub(f->b, b->m, vconst(a, a->fill), "");
+	LLVMValueRef near = LLVMBuildFCmp(f->b, LLVMRealULT, gap,
+					  vconst(a, CG_ATTN_FILL_MARGIN), "");
+	near = LLVMBuildAnd(f->b, near, cg_attn_lanes(a, b->rows), "");
+	LLVMTypeRef bt = LLVMTypeOf(near);
+	return cg_intrinsic(f, "llvm.vector.reduce.or", &bt, 1, &near, 1);
+}
+
+/* The scores of the visited keys into b->sv (the fill for the others)
+ * and their maximum b->m. */
+static void scores_visited(cg_attn *a, sblock *b, const LLVMValueRef *qt)
+{
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		cg_attn_set(a, b->sv[k], score_t(a, b, qt, k));
+		key_end(a, join);
+	}
+	b->m = NULL;
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMValueRef s = vget(a, b->sv[k]);
+		b->m = k ? cg_attn_vmax(a, b->m, s) : s;
+	}
+}
+
+/* The scores of the keys the block visits (every key when kv0 is NULL,
+ * else 0 .. kv0, then every key if a row's maximum is still near the
+ * fill) into b->sv, and b->m. */
+static void scores_t(cg_attn *a, sblock *b, const LLVMValueRef *qt,
+		     LLVMValueRef kv0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw), it = cg_t_i64(f);
+	for (int64_t k = 0; k < a->K; k++)
+		b->sv[k] = cg_attn_var(a, vt, vconst(a, a->fill));
+	b->kv = NULL;
+	if (!kv0) {
+		scores_visited(a, b, qt);
+		return;
+	}
+	LLVMValueRef kvar = cg_attn_var(a, it, kv0);
+	LLVMBasicBlockRef head = cg_block(f, "ks"), again = cg_block(f, "ksa"),
+			  done = cg_block(f, "kse");
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, head);
+	b->kv = cg_attn_get(a, it, kvar);
+	scores_visited(a, b, qt);
+	LLVMValueRef some = LLVMBuildICmp(f->b, LLVMIntSLT, b->kv, cg_i64(f, a->K), "");
+	LLVMBuildCondBr(f->b, LLVMBuildAnd(f->b, some, near_fill(a, b), ""), again,
+			done);
+	LLVMPositionBuilderAtEnd(f->b, again);
+	cg_attn_set(a, kvar, cg_i64(f, a->K));
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
+/* A block's code for its keys, given its transposed operands (xt) and
+ * the keys to visit (kv0; NULL: all). */
+typedef void (*keys_fn)(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+			LLVMValueRef kv0, void *ud);
+
+/* The block's valid lengths, then its keys' code: twice, one copy for
+ * blocks that visit every key (no test around each key's code, one
+ * stretch of straight code) and one that skips keys past every row's
+ * valid length, chosen at run time. */
+static void block_keys_code(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+			    keys_fn fn, void *ud)
+{
+	cg_fn *f = a->f;
+	b->vl = a->has_valid ? cg_attn_valid_t(a, b->n, b->q0, b->rows) : NULL;
+	LLVMValueRef kv0 = block_keys(a, b);
+	if (!kv0) {
+		fn(a, b, xt, NULL, ud);
+		return;
+	}
+	LLVMBasicBlockRef some = cg_block(f, "kvs"), all = cg_block(f, "kva"),
+			  join = cg_block(f, "kvj");
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, kv0, cg_i64(f, a->K), ""),
+			some, all);
+	LLVMPositionBuilderAtEnd(f->b, some);
+	fn(a, b, xt, kv0, ud);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, all);
+	fn(a, b, xt, NULL, ud);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, join);
+}
+
+/* Inside key k's test: b->sv[k] becomes e = exp(s - m), and b->kp[k] the
+ * keep mask; returns e and the mask (*keep, NULL without dropout). */
+static LLVMValueRef exp_key(cg_attn *a, const sblock *b, int64_t k,
+			    LLVMValueRef *keep)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, vget(a, b->sv[k]),
+							     b->m, ""));
+	cg_attn_set(a, b->sv[k], e);
+	*keep = NULL;
+	if (a->has_dropout) {
+		*keep = cg_attn_keep_t(a, b->n, b->q0, k);
+		cg_attn_set(a, b->kp[k], *keep);
+	}
+	return e;
+}
+
+/* Before the keys' exponentials: b->sv[k] of a skipped key becomes 0,
+ * its keep mask all clear. */
+static void clear_skipped(cg_attn *a, sblock *b)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	for (int64_t k = 0; k < a->K; k++) {
+		if (a->has_dropout)
+			b->kp[k] = cg_attn_var(a, bt, LLVMConstNull(bt));
+		if (b->kv && k > 0) {
+			LLVMValueRef skip = LLVMBuildICmp(f->b, LLVMIntSGE, cg_i64(f, k), b->kv, "");
+			cg_attn_set(a, b->sv[k], LLVMBuildSelect(f->b, skip, vconst(a, 0),
+								 vget(a, b->sv[k]), ""));
+		}
+	}
+}
+
+/* x where keep is set (times s; s NULL: 1), 0 elsewhere; x without
+ * dropout (keep NULL). */
+static LLVMValueRef dropped(cg_attn *a, LLVMValueRef keep, LLVMValueRef x,
+			    LLVMValueRef s)
+{
+	if (!keep)
 		return x;
 	if (s)
 		x = LLVMBuildFMul(a->f->b, x, s, "");
-	return LLVMBuildSelect(a->f->b, b->keep[k], x, vconst(a, 0), "");
+	return LLVMBuildSelect(a->f->b, keep, x, vconst(a, 0), "");
 }
 
 /* 1 / (1 - p) in every lane in a training run with dropout, else 1. */
@@ -168,26 +331,44 @@ static LLVMValueRef keep_scale(cg_attn *a)
 
 /* ---- forward ---------------------------------------------------------------------- */
 
-/* The block's output rows: sum_k dropout(e_k) V[k] / l. */
-static void sfwd_block(cg_attn *a, sblock *b)
+/* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys
+ * it visits. */
+static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		      LLVMValueRef kv0, void *ud)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef ot[CG_ATTN_SMALL_W];
-	softmax_t(a, b);
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef ot[CG_ATTN_SMALL_W], o[CG_ATTN_SMALL_W], keep;
+	(void)ud;
+	scores_t(a, b, xt[0], kv0);
+	clear_skipped(a, b);
 	for (int64_t c = 0; c < a->dv; c++)
-		ot[c] = vconst(a, 0);
+		ot[c] = cg_attn_var(a, vt, vconst(a, 0));
 	for (int64_t k = 0; k < a->K; k++) {
-		LLVMValueRef e = dropped(a, b, k, b->e[k], NULL);
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		LLVMValueRef e = exp_key(a, b, k, &keep);
+		e = dropped(a, keep, e, NULL);
 		LLVMValueRef vrow = key_row(a, a->v, b->n, k, a->dv);
-		for (int64_t c = 0; c < a->dv; c++)
-			ot[c] = fma_v(a, e, cg_splat(f, a->vw, cg_load(f, cg_ati(f, vrow, c))),
-				      ot[c]);
+		for (int64_t c = 0; c < a->dv; c++) {
+			LLVMValueRef x = cg_splat(f, a->vw, cg_load(f, cg_ati(f, vrow, c)));
+			cg_attn_set(a, ot[c], fma_v(a, e, x, vget(a, ot[c])));
+		}
+		key_end(a, join);
 	}
-	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), b->l, "");
+	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), key_sum_vars(a, b->sv), "");
 	for (int64_t c = 0; c < a->dv; c++)
-		ot[c] = LLVMBuildFMul(f->b, ot[c], r, "");
-	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->dv), ot, a->dv,
+		o[c] = LLVMBuildFMul(f->b, vget(a, ot[c]), r, "");
+	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->dv), o, a->dv,
 			a->H * a->dv, b->rows);
+}
+
+static void sfwd_block(cg_attn *a, sblock *b)
+{
+	LLVMValueRef qt[CG_ATTN_SMALL_W];
+	const LLVMValueRef *xt[1] = {qt};
+	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
+		       b->rows);
+	block_keys_code(a, b, xt, sfwd_keys, NULL);
 }
 
 /* The loop over (n, block of vw query rows) in [lo, hi). */
@@ -224,75 +405,125 @@ typedef struct sgrads {
 	int64_t nd, ndv; /* vectors per row of dk, dv */
 } sgrads;
 
-/* dS_k and dropout(P_k) of every key into g->ds, g->pd; returns nothing
- * else: dq's rows are written here, dQ^T[c] = sum_k dS_k K[k, c]. */
-static void sbwd_ds(cg_attn *a, sblock *b, sgrads *g)
-{
-	cg_fn *f = a->f;
-	LLVMValueRef gt[CG_ATTN_SMALL_W], dp[CG_ATTN_SMALL_K], dqt[CG_ATTN_SMALL_W];
-	cg_attn_load_t(a, gt, query_rows(a, a->g, b, a->dv), a->dv, a->H * a->dv,
-		       b->rows);
-	softmax_t(a, b);
-	LLVMValueRef rl = LLVMBuildFDiv(f->b, vconst(a, 1), b->l, "");
-	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL, ex[CG_ATTN_SMALL_K];
-	for (int64_t k = 0; k < a->K; k++) {
-		dp[k] = dot_t(a, gt, key_row(a, a->v, b->n, k, a->dv), a->dv);
-		dp[k] = dropped(a, b, k, dp[k], ks);
-		ex[k] = LLVMBuildFMul(f->b, b->e[k], dp[k], "");
-		b->e[k] = LLVMBuildFMul(f->b, b->e[k], rl, "");
-	}
-	LLVMValueRef D = LLVMBuildFMul(f->b, key_sum(a, ex), rl, "");
-	for (int64_t c = 0; c < a->d; c++)
-		dqt[c] = vconst(a, 0);
-	for (int64_t k = 0; k < a->K; k++) {
-		LLVMValueRef ds = LLVMBuildFMul(f->b, b->e[k],
-						LLVMBuildFSub(f->b, dp[k], D, ""), "");
-		if (b->vl)
-			ds = LLVMBuildSelect(f->b, in_valid_t(a, b, k), ds, vconst(a, 0), "");
-		ds = LLVMBuildFMul(f->b, ds, vconst(a, a->scale), "");
-		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->vw), 4);
-		cg_vstore(f, dropped(a, b, k, b->e[k], ks), cg_ati(f, g->pd, k * a->vw), 4);
-		LLVMValueRef krow = key_row(a, a->kk, b->n, k, a->d);
-		for (int64_t c = 0; c < a->d; c++)
-			dqt[c] = fma_v(a, ds, cg_splat(f, a->vw, cg_load(f, cg_ati(f, krow, c))),
-				       dqt[c]);
-	}
-	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->d), dqt, a->d, a->H * a->d,
-			b->rows);
-}
-
-/* acc[k][v] += x_k row[v] for every key, x_k = buf[k * vw + t]. */
-static void add_rows(cg_attn *a, LLVMValueRef (*acc)[CG_ATTN_SMALL_W / 4],
-		     LLVMValueRef buf, LLVMValueRef t, LLVMValueRef row,
-		     int64_t w, int64_t nv)
+/* The block's weights P_k (in b->sv), dP_k = dropout(dO V[k]^T) (in
+ * dp[k]) and D = sum_k P_k dP_k: the row sums the softmax's gradient
+ * needs. */
+static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
+				 const LLVMValueRef *const *xt, LLVMValueRef kv0,
+				 LLVMValueRef *dp)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef rv[CG_ATTN_SMALL_W / 4];
-	for (int64_t v = 0; v < nv; v++)
-		rv[v] = cg_attn_load_part(a, cg_ati(f, row, v * a->vw), w, v * a->vw);
+	LLVMValueRef ex[CG_ATTN_SMALL_K], keep;
+	const LLVMValueRef *gt = xt[1];
+	scores_t(a, b, xt[0], kv0);
+	clear_skipped(a, b);
+	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
 	for (int64_t k = 0; k < a->K; k++) {
-		LLVMValueRef x = cg_splat(f, a->vw,
-					  cg_load(f, cg_at(f, buf, cg_addi(f, t, k * a->vw))));
-		for (int64_t v = 0; v < nv; v++)
-			cg_attn_set(a, acc[k][v],
-				    fma_v(a, x, rv[v], cg_attn_get(a, vt, acc[k][v])));
+		dp[k] = cg_attn_var(a, vt, vconst(a, 0));
+		ex[k] = cg_attn_var(a, vt, vconst(a, 0));
 	}
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		LLVMValueRef e = exp_key(a, b, k, &keep);
+		LLVMValueRef x = dot_t(a, gt, key_row(a, a->v, b->n, k, a->dv), a->dv);
+		x = dropped(a, keep, x, ks);
+		cg_attn_set(a, dp[k], x);
+		cg_attn_set(a, ex[k], LLVMBuildFMul(f->b, e, x, ""));
+		key_end(a, join);
+	}
+	LLVMValueRef rl = LLVMBuildFDiv(f->b, vconst(a, 1), key_sum_vars(a, b->sv), "");
+	for (int64_t k = 0; k < a->K; k++)
+		cg_attn_set(a, b->sv[k], LLVMBuildFMul(f->b, vget(a, b->sv[k]), rl, ""));
+	return LLVMBuildFMul(f->b, key_sum_vars(a, ex), rl, "");
+}
+
+/* dS_k = P_k (dP_k - D) (0 past the valid length) times scale, and
+ * dropout(P_k), of every visited key into g->ds, g->pd; the block's dq
+ * rows, dQ^T[c] = sum_k dS_k K[k, c]. */
+static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		    LLVMValueRef kv0, sgrads *g)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef dp[CG_ATTN_SMALL_K], dqt[CG_ATTN_SMALL_W], dq[CG_ATTN_SMALL_W];
+	LLVMValueRef D = sbwd_weights(a, b, xt, kv0, dp);
+	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
+	for (int64_t c = 0; c < a->d; c++)
+		dqt[c] = cg_attn_var(a, vt, vconst(a, 0));
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		LLVMValueRef p = vget(a, b->sv[k]);
+		LLVMValueRef ds = LLVMBuildFMul(f->b, p,
+						LLVMBuildFSub(f->b, vget(a, dp[k]), D, ""), "");
+		if (b->vl)
+			ds = LLVMBuildSelect(f->b, in_valid_t(a, b, k), ds, vconst(a, 0), "");
+		ds = LLVMBuildFMul(f->b, ds, vconst(a, a->scale), "");
+		LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+		LLVMValueRef keep = ks ? cg_attn_get(a, bt, b->kp[k]) : NULL;
+		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->vw), 4);
+		cg_vstore(f, dropped(a, keep, p, ks), cg_ati(f, g->pd, k * a->vw), 4);
+		LLVMValueRef krow = key_row(a, a->kk, b->n, k, a->d);
+		for (int64_t c = 0; c < a->d; c++) {
+			LLVMValueRef x = cg_splat(f, a->vw, cg_load(f, cg_ati(f, krow, c)));
+			cg_attn_set(a, dqt[c], fma_v(a, ds, x, vget(a, dqt[c])));
+		}
+		key_end(a, join);
+	}
+	for (int64_t c = 0; c < a->d; c++)
+		dq[c] = vget(a, dqt[c]);
+	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->d), dq, a->d, a->H * a->d,
+			b->rows);
+}
+
+/* acc[v] += x row[v], x = buf[k * vw + t]: row t's part of key k. */
+static void add_key(cg_attn *a, LLVMValueRef *acc, LLVMValueRef buf, int64_t k,
+		    LLVMValueRef t, const LLVMValueRef *row, int64_t nv)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef x = cg_splat(f, a->vw,
+				  cg_load(f, cg_at(f, buf, cg_addi(f, t, k * a->vw))));
+	for (int64_t v = 0; v < nv; v++)
+		cg_attn_set(a, acc[v], fma_v(a, x, row[v], vget(a, acc[v])));
+}
+
+/* The vectors of a row of width w at p. */
+static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w,
+		     int64_t nv)
+{
+	for (int64_t v = 0; v < nv; v++)
+		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w, v * a->vw);
 }
 
 /* dk[k] += sum_t dS_k[t] q_t and dv[k] += sum_t dropout(P_k)[t] dO_t
- * over the block's rows t. */
+ * over the block's rows t, for every visited key k. */
 static void sbwd_accumulate(cg_attn *a, const sblock *b, sgrads *g)
 {
 	cg_fn *f = a->f;
+	LLVMValueRef qv[CG_ATTN_SMALL_W / 4], gv[CG_ATTN_SMALL_W / 4];
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	LLVMValueRef q = cg_add(f, b->q0, t);
-	add_rows(a, g->dk, g->ds, t,
-		 cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, q, a->d)), a->d, g->nd);
-	add_rows(a, g->dv, g->pd, t,
-		 cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, q, a->dv)), a->dv, g->ndv);
+	load_row(a, qv, cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, q, a->d)), a->d, g->nd);
+	load_row(a, gv, cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, q, a->dv)), a->dv,
+		 g->ndv);
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		add_key(a, g->dk[k], g->ds, k, t, qv, g->nd);
+		add_key(a, g->dv[k], g->pd, k, t, gv, g->ndv);
+		key_end(a, join);
+	}
 	cg_loop_end(f, &l);
+}
+
+/* A block's gradients over the keys it visits: xt holds its transposed
+ * queries and output gradients. */
+static void sbwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		      LLVMValueRef kv0, void *ud)
+{
+	sgrads *g = ud;
+	sbwd_ds(a, b, xt, kv0, g);
+	sbwd_accumulate(a, b, g);
 }
 
 /* The accumulated rows of one part (dk at base with rows of w floats, or
@@ -329,8 +560,12 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	LLVMValueRef qb = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, nqb), 1);
 	sblock b = {.n = n, .q0 = cg_muli(f, qb, a->vw)};
 	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->vw);
-	sbwd_ds(a, &b, g);
-	sbwd_accumulate(a, &b, g);
+	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
+	const LLVMValueRef *xt[2] = {qt, gt};
+	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d, b.rows);
+	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv, a->H * a->dv,
+		       b.rows);
+	block_keys_code(a, &b, xt, sbwd_keys, g);
 	cg_loop_end(f, &l);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	store_rows(a, n, g->dk, dk0, a->d, g->nd);
