@@ -267,8 +267,11 @@ END_TEST
  * sqrt(d), valid) v, fused with the heads in place, on B = 2 batch
  * elements whose valid lengths are 0 and 3; checks each output row
  * against a float64 reference: the mean of the values for length 0,
- * the weighted mean of the first 3 for the other. */
-static void check_valid_zero(int Q, int K, int d, int h)
+ * the weighted mean of the first 3 for the other. With is_near (d = 1)
+ * key j scores -1e6 + j, exactly: the keys past the valid length, at
+ * the fill -1e6, then still weigh e^-2 against the largest valid one,
+ * and a kernel that skipped them would be far off. */
+static void check_valid(int Q, int K, int d, int h, bool is_near)
 {
 	enum { B = 2 };
 	char src[1024];
@@ -295,10 +298,12 @@ static void check_valid_zero(int Q, int K, int d, int h)
 	float *v = malloc(sizeof(float) * B * K * w), *o = malloc(sizeof(float) * B * Q * w);
 	uint64_t s = 7;
 	for (int i = 0; i < B * Q * w; i++)
-		q[i] = (float)(ac_next(&s) % 2001) / 500.0f - 2;
+		q[i] = is_near ? 64 : (float)(ac_next(&s) % 2001) / 500.0f - 2;
 	for (int i = 0; i < B * K * w; i++) {
 		k[i] = (float)(ac_next(&s) % 2001) / 500.0f - 2;
 		v[i] = (float)(ac_next(&s) % 2001) / 1000.0f - 1;
+		if (is_near)
+			k[i] = -15625.0f + (float)(i / w % K) / 64;
 	}
 	int32_t valid[B] = {0, 3};
 	char *scratch = aligned_alloc(64, (cg_program_scratch_bytes(p, "fwd") + 127) / 64 * 64);
@@ -341,8 +346,15 @@ static void check_valid_zero(int Q, int K, int d, int h)
 
 START_TEST(test_rows_of_valid_length_0_average_the_values_in_both_kernels)
 {
-	check_valid_zero(10, 10, 8, 4); /* small: the Transformer's shape */
-	check_valid_zero(20, 40, 8, 2); /* blocked */
+	check_valid(10, 10, 8, 4, false); /* small: the Transformer's shape */
+	check_valid(20, 40, 8, 2, false); /* blocked */
+}
+END_TEST
+
+START_TEST(test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels)
+{
+	check_valid(10, 6, 1, 2, true);
+	check_valid(20, 40, 1, 2, true);
 }
 END_TEST
 
@@ -416,6 +428,7 @@ static Suite *fuse_suite(void)
 			    0, (int)(sizeof small_cases / sizeof small_cases[0]));
 	tcase_add_test(tc, test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide);
 	tcase_add_test(tc, test_rows_of_valid_length_0_average_the_values_in_both_kernels);
+	tcase_add_test(tc, test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels);
 	tcase_add_test(tc, test_fused_forward_needs_no_weights_buffer);
 	tcase_add_test(tc, test_fused_dropout_is_off_outside_training);
 	suite_add_tcase(s, tc);
