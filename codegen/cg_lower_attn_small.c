@@ -331,8 +331,35 @@ static LLVMValueRef keep_scale(cg_attn *a)
 
 /* ---- forward ---------------------------------------------------------------------- */
 
+/* The vectors of a row of width w at p. */
+static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w)
+{
+	for (int64_t v = 0; v * a->vw < w; v++)
+		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w, v * a->vw);
+}
+
+/* acc[v] += x row[v] for the vectors of a row of width w, with x =
+ * buf[k * vw + t]: row t's value of key k. */
+static void add_key(cg_attn *a, LLVMValueRef *acc, LLVMValueRef buf, int64_t k,
+		    LLVMValueRef t, const LLVMValueRef *row, int64_t w)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef x = cg_splat(f, a->vw,
+				  cg_load(f, cg_at(f, buf, cg_addi(f, t, k * a->vw))));
+	for (int64_t v = 0; v * a->vw < w; v++)
+		cg_attn_set(a, acc[v], fma_v(a, x, row[v], vget(a, acc[v])));
+}
+
+/* Variables for a row of width w, 0. */
+static void zero_row(cg_attn *a, LLVMValueRef *acc, int64_t w)
+{
+	for (int64_t v = 0; v * a->vw < w; v++)
+		acc[v] = cg_attn_var(a, cg_t_vec(a->f, a->vw), vconst(a, 0));
+}
+
 /* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys
- * it visits. */
+ * it visits, as dv vectors over the rows (V's elements broadcast),
+ * transposed back into the rows at the end. */
 static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 		      LLVMValueRef kv0, void *ud)
 {
@@ -439,18 +466,15 @@ static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
 }
 
 /* dS_k = P_k (dP_k - D) (0 past the valid length) times scale, and
- * dropout(P_k), of every visited key into g->ds, g->pd; the block's dq
- * rows, dQ^T[c] = sum_k dS_k K[k, c]. */
+ * dropout(P_k), of every visited key into g->ds, g->pd. */
 static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 		    LLVMValueRef kv0, sgrads *g)
 {
 	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef dp[CG_ATTN_SMALL_K], dqt[CG_ATTN_SMALL_W], dq[CG_ATTN_SMALL_W];
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMValueRef dp[CG_ATTN_SMALL_K];
 	LLVMValueRef D = sbwd_weights(a, b, xt, kv0, dp);
 	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
-	for (int64_t c = 0; c < a->d; c++)
-		dqt[c] = cg_attn_var(a, vt, vconst(a, 0));
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
 		LLVMValueRef p = vget(a, b->sv[k]);
@@ -459,60 +483,40 @@ static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 		if (b->vl)
 			ds = LLVMBuildSelect(f->b, in_valid_t(a, b, k), ds, vconst(a, 0), "");
 		ds = LLVMBuildFMul(f->b, ds, vconst(a, a->scale), "");
-		LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
 		LLVMValueRef keep = ks ? cg_attn_get(a, bt, b->kp[k]) : NULL;
 		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->vw), 4);
 		cg_vstore(f, dropped(a, keep, p, ks), cg_ati(f, g->pd, k * a->vw), 4);
-		LLVMValueRef krow = key_row(a, a->kk, b->n, k, a->d);
-		for (int64_t c = 0; c < a->d; c++) {
-			LLVMValueRef x = cg_splat(f, a->vw, cg_load(f, cg_ati(f, krow, c)));
-			cg_attn_set(a, dqt[c], fma_v(a, ds, x, vget(a, dqt[c])));
-		}
 		key_end(a, join);
 	}
-	for (int64_t c = 0; c < a->d; c++)
-		dq[c] = vget(a, dqt[c]);
-	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->d), dq, a->d, a->H * a->d,
-			b->rows);
 }
 
-/* acc[v] += x row[v], x = buf[k * vw + t]: row t's part of key k. */
-static void add_key(cg_attn *a, LLVMValueRef *acc, LLVMValueRef buf, int64_t k,
-		    LLVMValueRef t, const LLVMValueRef *row, int64_t nv)
-{
-	cg_fn *f = a->f;
-	LLVMValueRef x = cg_splat(f, a->vw,
-				  cg_load(f, cg_at(f, buf, cg_addi(f, t, k * a->vw))));
-	for (int64_t v = 0; v < nv; v++)
-		cg_attn_set(a, acc[v], fma_v(a, x, row[v], vget(a, acc[v])));
-}
-
-/* The vectors of a row of width w at p. */
-static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w,
-		     int64_t nv)
-{
-	for (int64_t v = 0; v < nv; v++)
-		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w, v * a->vw);
-}
-
-/* dk[k] += sum_t dS_k[t] q_t and dv[k] += sum_t dropout(P_k)[t] dO_t
- * over the block's rows t, for every visited key k. */
+/* Row t of the block: dq_t = sum_k dS_k[t] K[k] (stored), and
+ * dk[k] += dS_k[t] q_t, dv[k] += dropout(P_k)[t] dO_t for every visited
+ * key k: rows read and written as vectors, nothing transposed. */
 static void sbwd_accumulate(cg_attn *a, const sblock *b, sgrads *g)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef qv[CG_ATTN_SMALL_W / 4], gv[CG_ATTN_SMALL_W / 4];
+	LLVMValueRef kr[CG_ATTN_SMALL_W / 4], dq[CG_ATTN_SMALL_W / 4];
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
-	LLVMValueRef q = cg_add(f, b->q0, t);
-	load_row(a, qv, cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, q, a->d)), a->d, g->nd);
-	load_row(a, gv, cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, q, a->dv)), a->dv,
-		 g->ndv);
+	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t), a->d);
+	load_row(a, qv, cg_at(f, a->q, qrow), a->d);
+	load_row(a, gv, cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
+						  a->dv)), a->dv);
+	zero_row(a, dq, a->d);
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
-		add_key(a, g->dk[k], g->ds, k, t, qv, g->nd);
-		add_key(a, g->dv[k], g->pd, k, t, gv, g->ndv);
+		load_row(a, kr, key_row(a, a->kk, b->n, k, a->d), a->d);
+		add_key(a, dq, g->ds, k, t, kr, a->d);
+		add_key(a, g->dk[k], g->ds, k, t, qv, a->d);
+		add_key(a, g->dv[k], g->pd, k, t, gv, a->dv);
 		key_end(a, join);
 	}
+	LLVMValueRef dst = cg_at(f, a->k->out, qrow);
+	for (int64_t v = 0; v * a->vw < a->d; v++)
+		cg_attn_store_part(a, vget(a, dq[v]), cg_ati(f, dst, v * a->vw), a->d,
+				   v * a->vw);
 	cg_loop_end(f, &l);
 }
 
