@@ -4,6 +4,8 @@
  * Transformer, with 10 keys and heads of 8, where the blocked kernels'
  * vectors over keys and over d are mostly empty and their time goes to
  * horizontal reductions, key-block bookkeeping and stack round trips.
+ * cg_lower_attn.c and cg_lower_attn_grad.c choose them by the node's
+ * (constant) sizes; docs/fusion.md measures both.
  *
  * Here a block is up to vw query rows of one attention n, a row per lane.
  * The block's rows of Q (and of dO) are transposed into one vector per
@@ -13,17 +15,24 @@
  * e_k = exp(s_k - m), l = sum_k e_k, all keys at once and exact, no
  * running rescaling and no horizontal reduction. Keys at or past a row's
  * valid length read the fill, as the unfused graph's do, so a row of
- * valid length 0 averages all the values.
+ * valid length 0 averages all the values. Keys past every row's valid
+ * length are skipped, as the blocked kernels skip them (CG_ATTN_FILL_
+ * MARGIN): the block's code exists twice, straight for blocks that see
+ * every key, with a test around each key's code for the others.
  *
  * Forward: O^T[c] = sum_k dropout(e_k) V[k, c] / l, transposed back into
  * the rows of the output. Backward, per attention n (its dk and dv are
  * the thread's own): per block, P_k = e_k / l, dP_k = dropout(dO V[k]^T),
  * D = sum_k P_k dP_k, dS_k = P_k (dP_k - D) (0 past the valid length)
- * times scale; dQ^T[c] = sum_k dS_k K[k, c] is transposed into dq's rows,
- * and dk[k] += sum_t dS_k[t] q_t, dv[k] += sum_t dropout(P_k)[t] dO_t
- * accumulate in registers over all the blocks of n, stored once at the
+ * times scale, stored; then a row t at a time, dq_t = sum_k dS_k[t] K[k]
+ * and dk[k] += dS_k[t] q_t, dv[k] += dropout(P_k)[t] dO_t, dk and dv
+ * accumulating in registers over all the blocks of n, stored once at the
  * end. Dropout draws the weight (n, q, k) as every kernel does
  * (cg_attn_keep_t), so masks are bit-identical to the unfused graph's.
+ *
+ * Sums over keys are added in the blocked kernels' order (key_sum), and
+ * every product in theirs: for the same shape the two kernels give the
+ * same results bit for bit (the Transformer trains to the same loss).
  */
 #include "cg_attn.h"
 
