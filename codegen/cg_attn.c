@@ -56,8 +56,7 @@ void cg_attn_set(cg_attn *a, LLVMValueRef var, LLVMValueRef v)
 	LLVMBuildStore(a->f->b, v, var);
 }
 
-/* An array of n elements of t on the stack, 64-byte aligned. */
-static LLVMValueRef buffer(cg_attn *a, LLVMTypeRef t, int64_t n)
+LLVMValueRef cg_attn_buffer(cg_attn *a, LLVMTypeRef t, int64_t n)
 {
 	LLVMBuilderRef b = entry_builder(a->f);
 	LLVMTypeRef at = LLVMArrayType2(t, (uint64_t)(n > 0 ? n : 1));
@@ -150,15 +149,15 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad,
 		a->drop_on = LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), "");
 		a->drop_key = key;
 	}
-	a->kt = buffer(a, ft, a->d * a->bc);
-	a->vt = is_grad ? buffer(a, ft, a->dv * a->bc) : NULL;
-	a->sb = buffer(a, ft, a->br * a->bc);
-	a->db = is_grad ? buffer(a, ft, a->br * a->bc) : NULL;
-	a->acc = buffer(a, ft, a->br * a->wpad);
-	a->m = buffer(a, ft, a->brp);
-	a->l = buffer(a, ft, a->brp);
-	a->x = buffer(a, ft, a->brp);
-	a->rv = buffer(a, cg_t_i64(f), a->br);
+	a->kt = cg_attn_buffer(a, ft, a->d * a->bc);
+	a->vt = is_grad ? cg_attn_buffer(a, ft, a->dv * a->bc) : NULL;
+	a->sb = cg_attn_buffer(a, ft, a->br * a->bc);
+	a->db = is_grad ? cg_attn_buffer(a, ft, a->br * a->bc) : NULL;
+	a->acc = cg_attn_buffer(a, ft, a->br * a->wpad);
+	a->m = cg_attn_buffer(a, ft, a->brp);
+	a->l = cg_attn_buffer(a, ft, a->brp);
+	a->x = cg_attn_buffer(a, ft, a->brp);
+	a->rv = cg_attn_buffer(a, cg_t_i64(f), a->br);
 }
 
 /* The shared function: void (ptr run, ptr out, ptr in..., i64 lo,
@@ -275,6 +274,25 @@ static void masked_store(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
 	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
 	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, a->vw, lanes)};
 	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+}
+
+LLVMValueRef cg_attn_load_part(cg_attn *a, LLVMValueRef p, int64_t width,
+			       int64_t c)
+{
+	int64_t left = width - c;
+	if (left >= a->vw)
+		return cg_vload(a->f, a->vw, p, 4);
+	return masked_load(a, p, (unsigned)left);
+}
+
+void cg_attn_store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
+			int64_t width, int64_t c)
+{
+	int64_t left = width - c;
+	if (left >= a->vw)
+		cg_vstore(a->f, v, p, 4);
+	else
+		masked_store(a, v, p, (unsigned)left);
 }
 
 /* The vector at p of which the first `lanes` are in bounds: all of it
@@ -422,6 +440,36 @@ static void transpose(cg_attn *a, LLVMValueRef *r)
 	}
 }
 
+/* The lanes of columns c0 .. c0 + vw (fewer at the end of width) of
+ * row t, when t < rows; none otherwise. */
+static LLVMValueRef tile_mask(cg_attn *a, int64_t width, int64_t c0,
+			      LLVMValueRef t, LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	unsigned lanes = width - c0 >= a->vw ? a->vw : (unsigned)(width - c0);
+	LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, t, rows, "");
+	return LLVMBuildSelect(f->b, in, cg_mask(f, a->vw, lanes),
+			       cg_mask(f, a->vw, 0), "");
+}
+
+/* r[c] for c < vw: column c0 + c of rows t0 .. t0 + vw of src (rows
+ * past jn and columns past width read as 0), a vector over the rows. */
+static void load_tile(cg_attn *a, LLVMValueRef *r, LLVMValueRef src,
+		      int64_t width, int64_t stride, LLVMValueRef jn,
+		      LLVMValueRef t0, int64_t c0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
+	for (unsigned i = 0; i < a->vw; i++) {
+		LLVMValueRef t = cg_addi(f, t0, i);
+		LLVMValueRef args[4] = {
+			cg_at(f, src, cg_addi(f, cg_muli(f, t, stride), c0)), cg_i32(f, 4),
+			tile_mask(a, width, c0, t, jn), LLVMConstNull(tys[0])};
+		r[i] = cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+	}
+	transpose(a, r);
+}
+
 /* Columns c0 .. c0 + vw of rows t0 .. t0 + vw of src (rows past jn read
  * as 0) stored transposed at dst. */
 static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
@@ -430,20 +478,8 @@ static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 {
 	cg_fn *f = a->f;
 	LLVMValueRef r[64];
-	unsigned lanes = width - c0 >= a->vw ? a->vw : (unsigned)(width - c0);
-	LLVMValueRef cols = cg_mask(f, a->vw, lanes);
-	LLVMValueRef none = cg_mask(f, a->vw, 0);
-	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
-	for (unsigned i = 0; i < a->vw; i++) {
-		LLVMValueRef t = cg_addi(f, t0, i);
-		LLVMValueRef in = LLVMBuildICmp(f->b, LLVMIntSLT, t, jn, "");
-		LLVMValueRef args[4] = {
-			cg_at(f, src, cg_addi(f, cg_muli(f, t, stride), c0)), cg_i32(f, 4),
-			LLVMBuildSelect(f->b, in, cols, none, ""), LLVMConstNull(tys[0])};
-		r[i] = cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
-	}
-	transpose(a, r);
-	for (unsigned c = 0; c < lanes; c++)
+	load_tile(a, r, src, width, stride, jn, t0, c0);
+	for (int64_t c = 0; c < a->vw && c0 + c < width; c++)
 		cg_vstore(f, r[c], cg_at(f, dst, cg_addi(f, t0, (c0 + c) * a->bc)), 4);
 }
 
@@ -626,15 +662,12 @@ LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 	return LLVMBuildSelect(f->b, real, s, cg_const_real(vt, -INFINITY), "");
 }
 
-LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
-			  LLVMValueRef i, LLVMValueRef j0, int64_t j)
+/* Dropout's keep decision for the counters ctr (a <vw x i64>): the top
+ * 24 bits of mix(ctr) against the threshold; every lane kept when
+ * dropout is off for this run. */
+static LLVMValueRef keep_bits(cg_attn *a, LLVMValueRef ctr)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), cg_add(f, q0, i));
-	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K), cg_addi(f, j0, j * a->vw));
-	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat(a, LLVMBuildAdd(f->b, a->drop_key,
-								    at, "")),
-					iota(a, cg_t_i64(f)), "");
 	LLVMValueRef bits = cg_lower_mix64(f, ctr);
 	LLVMTypeRef it = LLVMTypeOf(bits);
 	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_const_int(it, 40), "");
@@ -645,6 +678,90 @@ LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMValueRef offv = LLVMBuildSelect(f->b, off, cg_const_int(bt, 1),
 					    cg_const_int(bt, 0), "");
 	return LLVMBuildOr(f->b, keep, offv, "");
+}
+
+LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			  LLVMValueRef i, LLVMValueRef j0, int64_t j)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), cg_add(f, q0, i));
+	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K), cg_addi(f, j0, j * a->vw));
+	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat(a, LLVMBuildAdd(f->b, a->drop_key,
+								    at, "")),
+					iota(a, cg_t_i64(f)), "");
+	return keep_bits(a, ctr);
+}
+
+/* ---- rows in lanes (the small kernels) ------------------------------------------- */
+
+void cg_attn_load_t(cg_attn *a, LLVMValueRef *cols, LLVMValueRef src,
+		    int64_t width, int64_t stride, LLVMValueRef rows)
+{
+	LLVMValueRef r[64];
+	for (int64_t c0 = 0; c0 < width; c0 += a->vw) {
+		load_tile(a, r, src, width, stride, rows, cg_i64(a->f, 0), c0);
+		for (int64_t c = 0; c < a->vw && c0 + c < width; c++)
+			cols[c0 + c] = r[c];
+	}
+}
+
+void cg_attn_store_t(cg_attn *a, LLVMValueRef dst, const LLVMValueRef *cols,
+		     int64_t width, int64_t stride, LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
+	LLVMValueRef r[64];
+	for (int64_t c0 = 0; c0 < width; c0 += a->vw) {
+		for (int64_t c = 0; c < a->vw; c++)
+			r[c] = c0 + c < width ? cols[c0 + c] : LLVMConstNull(tys[0]);
+		transpose(a, r);
+		for (unsigned t = 0; t < a->vw; t++) {
+			LLVMValueRef ti = cg_i64(f, t);
+			LLVMValueRef at = cg_at(f, dst, cg_i64(f, t * stride + c0));
+			LLVMValueRef args[4] = {r[t], at, cg_i32(f, 4),
+						tile_mask(a, width, c0, ti, rows)};
+			cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+		}
+	}
+}
+
+LLVMValueRef cg_attn_lanes(cg_attn *a, LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i32(f);
+	LLVMValueRef n = LLVMBuildTrunc(f->b, rows, it, "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, iota(a, it), splat(a, n), "");
+}
+
+LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			     LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i32(f), vt = LLVMVectorType(it, a->vw);
+	LLVMValueRef at = cg_muli(f, batch_of(a, n), a->valid_sn);
+	if (a->valid_sq == 0)
+		return splat(a, cg_lower_load(f, IR_I32, a->valid, at));
+	LLVMValueRef in = cg_attn_lanes(a, rows);
+	LLVMTypeRef tys[2] = {vt, cg_t_ptr(f)};
+	LLVMValueRef p = LLVMBuildInBoundsGEP2(f->b, it, a->valid, &at, 1, "");
+	p = LLVMBuildInBoundsGEP2(f->b, it, p, &q0, 1, "");
+	LLVMValueRef args[4] = {p, cg_i32(f, 4), in, LLVMConstNull(vt)};
+	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+}
+
+LLVMValueRef cg_attn_keep_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			    int64_t k)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), q0);
+	LLVMValueRef at = cg_addi(f, cg_muli(f, row, a->K), k);
+	LLVMTypeRef vt = LLVMVectorType(cg_t_i64(f), a->vw);
+	LLVMValueRef step = LLVMBuildMul(f->b, iota(a, cg_t_i64(f)),
+					 cg_const_int(vt, (uint64_t)a->K), "");
+	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat(a, LLVMBuildAdd(f->b, a->drop_key,
+								    at, "")),
+					step, "");
+	return keep_bits(a, ctr);
 }
 
 /* ---- the loop over key blocks -------------------------------------------------------- */

@@ -69,6 +69,16 @@ typedef void (*cg_attn_gen)(cg_attn *a);
 void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 		       cg_attn_gen gen);
 
+/* An array of n elements of t on the kernel's stack, 64-byte aligned. */
+LLVMValueRef cg_attn_buffer(cg_attn *a, LLVMTypeRef t, int64_t n);
+
+/* The vector of columns c .. c + vw of a row of width floats at p (p
+ * points at column c): a masked load or store of the last, partial one. */
+LLVMValueRef cg_attn_load_part(cg_attn *a, LLVMValueRef p, int64_t width,
+			       int64_t c);
+void cg_attn_store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
+			int64_t width, int64_t c);
+
 /* A local variable (promoted to a register) holding init. */
 LLVMValueRef cg_attn_var(cg_attn *a, LLVMTypeRef t, LLVMValueRef init);
 LLVMValueRef cg_attn_get(cg_attn *a, LLVMTypeRef t, LLVMValueRef var);
@@ -146,6 +156,42 @@ void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v);
 typedef void (*cg_attn_block_fn)(cg_attn *a, LLVMValueRef j0, void *ud);
 LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
 			      cg_attn_block_fn body, void *ud);
+
+/* ---- the small kernels (cg_lower_attn_small.c) ----
+ * With few keys (the book's Transformer: 10 keys, heads of 8) a block is
+ * up to vw query rows held in the lanes of every vector: a row of scores
+ * per key, the softmax over keys vertical (no horizontal reductions, no
+ * online rescaling: all keys at once), Q, dO and the results transposed
+ * in and out of the lanes with cg_attn_load_t and cg_attn_store_t. */
+#define CG_ATTN_SMALL_K 16 /* most keys */
+#define CG_ATTN_SMALL_W 64 /* widest d and dv */
+
+/* Whether a's node takes the small kernels: 1 <= K <= CG_ATTN_SMALL_K,
+ * 1 <= d, dv <= CG_ATTN_SMALL_W. */
+bool cg_attn_is_small(const cg_attn *a);
+
+/* Lowers kernel k (of shape a, cg_attn_is_small) with the small forward
+ * or backward body; sets its extent and work. */
+void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a);
+void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a);
+
+/* cols[c] for c < width: column c of rows 0 .. rows (<= vw) of src (rows
+ * stride floats apart), a vector over the rows; lanes past rows are 0. */
+void cg_attn_load_t(cg_attn *a, LLVMValueRef *cols, LLVMValueRef src,
+		    int64_t width, int64_t stride, LLVMValueRef rows);
+/* The inverse: dst[t * stride + c] = lane t of cols[c], t < rows. */
+void cg_attn_store_t(cg_attn *a, LLVMValueRef dst, const LLVMValueRef *cols,
+		     int64_t width, int64_t stride, LLVMValueRef rows);
+/* The lanes t < rows (a <vw x i1>). */
+LLVMValueRef cg_attn_lanes(cg_attn *a, LLVMValueRef rows);
+/* Lane t: the valid length (i32) of query q0 + t of attention n (0 past
+ * rows). Only for a node with valid lengths. */
+LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			     LLVMValueRef rows);
+/* Lane t: dropout's keep decision for the weight of query q0 + t and
+ * key k of attention n (the same draw as cg_attn_keep's). */
+LLVMValueRef cg_attn_keep_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
+			    int64_t k);
 
 /* min(x, y) of i64 values. */
 LLVMValueRef cg_attn_min(cg_attn *a, LLVMValueRef x, int64_t y);

@@ -140,6 +140,10 @@ bool cg_lower_fused_attention(cg_kernel *k)
 {
 	cg_attn a;
 	cg_attn_shape(&a, k, false);
+	if (cg_attn_is_small(&a)) {
+		cg_attn_small_fwd(k, &a);
+		return true;
+	}
 	k->extent = a.N * ((a.Q + a.br - 1) / a.br);
 	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 8;
 	cg_attn_call_body(k, &a, "fwd", fwd_body);

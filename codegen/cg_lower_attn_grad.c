@@ -267,6 +267,10 @@ bool cg_lower_fused_attention_grad(cg_kernel *k)
 {
 	cg_attn a;
 	cg_attn_shape(&a, k, true);
+	if (cg_attn_is_small(&a)) {
+		cg_attn_small_bwd(k, &a);
+		return true;
+	}
 	k->extent = a.N;
 	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 4;
 	cg_attn_call_body(k, &a, "bwd", bwd_body);

@@ -208,6 +208,156 @@ START_TEST(test_fused_kernels_reading_heads_in_place_match_the_unfused_graph_and
 }
 END_TEST
 
+/* Both sides of the boundary between the small kernels (at most 16
+ * keys, head widths up to 64, cg_lower_attn_small.c) and the blocked
+ * ones: K = 16 against 17 with 4 heads, per-query lengths and dropout in
+ * training; d = 64 against 65; more query rows than a vector holds (40,
+ * 33: a partial last block); one query row; no mask with 3 heads. */
+static const ac_case small_cases[] = {
+	{2, 16, 16, 8, 8, AC_QUERY, 0.2, true, 81, 4},
+	{2, 16, 17, 8, 8, AC_QUERY, 0.2, true, 82, 4},
+	{3, 40, 16, 64, 64, AC_BATCH, 0.1, true, 83, 2},
+	{2, 12, 10, 65, 3, AC_BATCH, 0, false, 84, 0},
+	{3, 1, 7, 3, 9, AC_QUERY, 0.3, true, 85, 0},
+	{2, 33, 5, 8, 64, AC_NONE, 0.1, true, 86, 3},
+};
+
+START_TEST(test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_the_unfused_graph)
+{
+	check_case(&small_cases[_i]);
+}
+END_TEST
+
+/* The names of the kernel bodies a case's program defines, read from
+ * its LLVM IR: "attn.sfwd." for the small forward, and so on. */
+static bool has_body(const ac_case *c, const char *kind)
+{
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	ir_module *m = ac_compile(&x.ctx, c, AC_FUSED);
+	cg_program *p = cg_program_create(&x.ctx, m, NULL, NULL);
+	ck_assert(p != NULL);
+	char *ir = NULL, name[32];
+	size_t len = 0;
+	ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
+	snprintf(name, sizeof name, "@\"attn.%s.", kind);
+	bool is_there = strstr(ir, name) != NULL;
+	free(ir);
+	cg_program_destroy(p);
+	ir_module_destroy(m);
+	tu_graph_fini(&x);
+	return is_there;
+}
+
+START_TEST(test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide)
+{
+	/* small_cases: K = 16 and d = 64 small, K = 17 and d = 65 blocked */
+	static const bool is_small[] = {true, false, true, false, true, true};
+	for (size_t i = 0; i < sizeof is_small / sizeof is_small[0]; i++) {
+		const ac_case *c = &small_cases[i];
+		ck_assert_msg(has_body(c, "sfwd") == is_small[i], "case %zu", i);
+		ck_assert_msg(has_body(c, "sbwd") == is_small[i], "case %zu", i);
+		ck_assert_msg(has_body(c, "fwd") == !is_small[i], "case %zu", i);
+		ck_assert_msg(has_body(c, "bwd") == !is_small[i], "case %zu", i);
+	}
+}
+END_TEST
+
+/* Runs fwd(valid, q, k, v) = merged heads of masked_softmax(q k^T /
+ * sqrt(d), valid) v, fused with the heads in place, on B = 2 batch
+ * elements whose valid lengths are 0 and 3; checks each output row
+ * against a float64 reference: the mean of the values for length 0,
+ * the weighted mean of the first 3 for the other. With is_near (d = 1)
+ * key j scores -1e6 + j, exactly: the keys past the valid length, at
+ * the fill -1e6, then still weigh e^-2 against the largest valid one,
+ * and a kernel that skipped them would be far off. */
+static void check_valid(int Q, int K, int d, int h, bool is_near)
+{
+	enum { B = 2 };
+	char src[1024];
+	snprintf(src, sizeof src,
+		 "model z\n"
+		 "export def fwd(valid: i32[%d], q: f32[%d, %d, %d], k: f32[%d, %d, %d], "
+		 "v: f32[%d, %d, %d])\n"
+		 "  return merge_heads(masked_softmax(split_heads(q, %d) @ "
+		 "split_heads(k, %d).T / sqrt(%d), repeat_interleave(valid, %d, 0)) @ "
+		 "split_heads(v, %d), %d)\n",
+		 B, B, Q, h * d, B, K, h * d, B, K, h * d, h, h, d, h, h, h);
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	uint32_t file = ir_ctx_add_source(&x.ctx, "z.g", src, strlen(src));
+	ir_module *m = fe_compile(&x.ctx, file);
+	pass_options po = {.verify_each = true};
+	ck_assert(m && pass_pipeline_run(m, &po));
+	ck_assert_uint_eq(ac_count(m, "fwd", IR_OP_FUSED_ATTENTION), 1);
+	ac_expect_heads(m, "fwd", (uint32_t)h);
+	cg_program *p = cg_program_create(&x.ctx, m, NULL, NULL);
+	ck_assert(p && cg_program_jit(p));
+	int w = h * d;
+	float *q = malloc(sizeof(float) * B * Q * w), *k = malloc(sizeof(float) * B * K * w);
+	float *v = malloc(sizeof(float) * B * K * w), *o = malloc(sizeof(float) * B * Q * w);
+	uint64_t s = 7;
+	for (int i = 0; i < B * Q * w; i++)
+		q[i] = is_near ? 64 : (float)(ac_next(&s) % 2001) / 500.0f - 2;
+	for (int i = 0; i < B * K * w; i++) {
+		k[i] = (float)(ac_next(&s) % 2001) / 500.0f - 2;
+		v[i] = (float)(ac_next(&s) % 2001) / 1000.0f - 1;
+		if (is_near)
+			k[i] = -15625.0f + (float)(i / w % K) / 64;
+	}
+	int32_t valid[B] = {0, 3};
+	char *scratch = aligned_alloc(64, (cg_program_scratch_bytes(p, "fwd") + 127) / 64 * 64);
+	const void *ins[4] = {valid, q, k, v};
+	void *outs[1] = {o};
+	attnrt_run run = {1, 0, 0, 1};
+	ck_assert_int_eq(cg_program_entry(p, "fwd")(&run, NULL, scratch, ins, outs), 0);
+	for (int b = 0; b < B; b++)
+		for (int t = 0; t < Q; t++)
+			for (int j = 0; j < h; j++) {
+				double e[64], l = 0, mx = -1e300;
+				for (int kk = 0; kk < K; kk++) {
+					double dot = 0;
+					for (int c = 0; c < d; c++)
+						dot += (double)q[(b * Q + t) * w + j * d + c] *
+						       k[(b * K + kk) * w + j * d + c];
+					e[kk] = kk < valid[b] ? dot / sqrt((double)d) : -1e6;
+					mx = fmax(mx, e[kk]);
+				}
+				for (int kk = 0; kk < K; kk++)
+					l += e[kk] = exp(e[kk] - mx);
+				for (int c = 0; c < d; c++) {
+					double want = 0;
+					for (int kk = 0; kk < K; kk++)
+						want += e[kk] / l * v[(b * K + kk) * w + j * d + c];
+					double got = o[(b * Q + t) * w + j * d + c];
+					ck_assert_msg(fabs(got - want) < 1e-5, "b %d t %d head %d c %d: "
+						      "%g, want %g", b, t, j, c, got, want);
+				}
+			}
+	free(scratch);
+	free(q);
+	free(k);
+	free(v);
+	free(o);
+	cg_program_destroy(p);
+	ir_module_destroy(m);
+	tu_graph_fini(&x);
+}
+
+START_TEST(test_rows_of_valid_length_0_average_the_values_in_both_kernels)
+{
+	check_valid(10, 10, 8, 4, false); /* small: the Transformer's shape */
+	check_valid(20, 40, 8, 2, false); /* blocked */
+}
+END_TEST
+
+START_TEST(test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels)
+{
+	check_valid(10, 6, 1, 2, true);
+	check_valid(20, 40, 1, 2, true);
+}
+END_TEST
+
 /* The fused forward and backward of a long sequence need no Q x K
  * buffer: far less scratch than the unfused graph. */
 START_TEST(test_fused_forward_needs_no_weights_buffer)
@@ -274,6 +424,11 @@ static Suite *fuse_suite(void)
 			    0, (int)(sizeof jit_cases / sizeof jit_cases[0]));
 	tcase_add_loop_test(tc, test_fused_kernels_reading_heads_in_place_match_the_unfused_graph_and_the_split_form,
 			    0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
+	tcase_add_loop_test(tc, test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_the_unfused_graph,
+			    0, (int)(sizeof small_cases / sizeof small_cases[0]));
+	tcase_add_test(tc, test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide);
+	tcase_add_test(tc, test_rows_of_valid_length_0_average_the_values_in_both_kernels);
+	tcase_add_test(tc, test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels);
 	tcase_add_test(tc, test_fused_forward_needs_no_weights_buffer);
 	tcase_add_test(tc, test_fused_dropout_is_off_outside_training);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,606 @@
+/*
+ * cg_lower_attn_small.c - the fused attention kernels for few keys (at
+ * most CG_ATTN_SMALL_K, heads at most CG_ATTN_SMALL_W wide): the book's
+ * Transformer, with 10 keys and heads of 8, where the blocked kernels'
+ * vectors over keys and over d are mostly empty and their time goes to
+ * horizontal reductions, key-block bookkeeping and stack round trips.
+ * cg_lower_attn.c and cg_lower_attn_grad.c choose them by the node's
+ * (constant) sizes; docs/fusion.md measures both.
+ *
+ * Here a block is up to vw query rows of one attention n, a row per lane.
+ * The block's rows of Q (and of dO) are transposed into one vector per
+ * column; for each key k (unrolled: K is a constant) the scores of all
+ * the rows are one vector s_k = sum_c Qt[c] K[k, c], K's element
+ * broadcast. The softmax over keys is then vertical: m = max_k s_k,
+ * e_k = exp(s_k - m), l = sum_k e_k, all keys at once and exact, no
+ * running rescaling and no horizontal reduction. Keys at or past a row's
+ * valid length read the fill, as the unfused graph's do, so a row of
+ * valid length 0 averages all the values. Keys past every row's valid
+ * length are skipped, as the blocked kernels skip them (CG_ATTN_FILL_
+ * MARGIN): the block's code exists twice, straight for blocks that see
+ * every key, with a test around each key's code for the others.
+ *
+ * Forward: O^T[c] = sum_k dropout(e_k) V[k, c] / l, transposed back into
+ * the rows of the output. Backward, per attention n (its dk and dv are
+ * the thread's own): per block, P_k = e_k / l, dP_k = dropout(dO V[k]^T),
+ * D = sum_k P_k dP_k, dS_k = P_k (dP_k - D) (0 past the valid length)
+ * times scale, stored; then a row t at a time, dq_t = sum_k dS_k[t] K[k]
+ * and dk[k] += dS_k[t] q_t, dv[k] += dropout(P_k)[t] dO_t, dk and dv
+ * accumulating in registers over all the blocks of n, stored once at the
+ * end. Dropout draws the weight (n, q, k) as every kernel does
+ * (cg_attn_keep_t), so masks are bit-identical to the unfused graph's.
+ *
+ * Sums over keys are added in the blocked kernels' order (key_sum), and
+ * every product in theirs: for the same shape the two kernels give the
+ * same results bit for bit (the Transformer trains to the same loss).
+ */
+#include "cg_attn.h"
+
+/* A block: query rows q0 .. q0 + rows (rows <= vw) of attention n, one
+ * per lane. Per key k, variables (cg_attn_var) carry what key k's code
+ * computes past the test that skips it (key_begin). */
+typedef struct sblock {
+	LLVMValueRef n, q0, rows;
+	LLVMValueRef vl; /* <vw x i32>: each row's valid length; NULL: none */
+	LLVMValueRef kv; /* i64: the block visits keys 0 .. kv; NULL: all K */
+	LLVMValueRef m;  /* every row's largest score */
+	LLVMValueRef sv[CG_ATTN_SMALL_K]; /* its scores, then exp(s - m) */
+	LLVMValueRef kp[CG_ATTN_SMALL_K]; /* dropout's keep mask (<vw x i1>) */
+} sblock;
+
+bool cg_attn_is_small(const cg_attn *a)
+{
+	return a->K >= 1 && a->K <= CG_ATTN_SMALL_K && a->d >= 1 &&
+	       a->d <= CG_ATTN_SMALL_W && a->dv >= 1 && a->dv <= CG_ATTN_SMALL_W;
+}
+
+static LLVMValueRef fma_v(cg_attn *a, LLVMValueRef x, LLVMValueRef y,
+			  LLVMValueRef z)
+{
+	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
+	LLVMValueRef args[3] = {x, y, z};
+	return cg_intrinsic(a->f, "llvm.fma", &vt, 1, args, 3);
+}
+
+static LLVMValueRef vconst(cg_attn *a, float x)
+{
+	return cg_const_real(cg_t_vec(a->f, a->vw), x);
+}
+
+static LLVMValueRef vget(cg_attn *a, LLVMValueRef var)
+{
+	return cg_attn_get(a, cg_t_vec(a->f, a->vw), var);
+}
+
+/* Row k of operand p (rows of H heads of w floats) of attention n. */
+static LLVMValueRef key_row(cg_attn *a, LLVMValueRef p, LLVMValueRef n,
+			    int64_t k, int64_t w)
+{
+	return cg_at(a->f, p, cg_attn_row(a, n, a->K, cg_i64(a->f, k), w));
+}
+
+/* The block's first row of operand p (rows of H heads of w floats). */
+static LLVMValueRef query_rows(cg_attn *a, LLVMValueRef p, const sblock *b,
+			       int64_t w)
+{
+	return cg_at(a->f, p, cg_attn_row(a, b->n, a->Q, b->q0, w));
+}
+
+/* sum_c xt[c] row[c]: a vector over the block's rows. */
+static LLVMValueRef dot_t(cg_attn *a, const LLVMValueRef *xt, LLVMValueRef row,
+			  int64_t w)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef acc = vconst(a, 0);
+	for (int64_t c = 0; c < w; c++)
+		acc = fma_v(a, xt[c], cg_splat(f, a->vw, cg_load(f, cg_ati(f, row, c))),
+			    acc);
+	return acc;
+}
+
+/* The lanes whose row sees key k (k below its valid length). */
+static LLVMValueRef in_valid_t(cg_attn *a, const sblock *b, int64_t k)
+{
+	LLVMTypeRef vt = LLVMVectorType(cg_t_i32(a->f), a->vw);
+	return LLVMBuildICmp(a->f->b, LLVMIntSGT, b->vl,
+			     cg_const_int(vt, (uint64_t)k), "");
+}
+
+/* The scores of key k, scaled, the fill past each row's valid length. */
+static LLVMValueRef score_t(cg_attn *a, const sblock *b, const LLVMValueRef *qt,
+			    int64_t k)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef s = dot_t(a, qt, key_row(a, a->kk, b->n, k, a->d), a->d);
+	s = LLVMBuildFMul(f->b, s, vconst(a, a->scale), "");
+	if (!b->vl)
+		return s;
+	return LLVMBuildSelect(f->b, in_valid_t(a, b, k), s, vconst(a, a->fill), "");
+}
+
+/* sum_k x[k] (k < K) added in the order in which the blocked kernels sum
+ * a block's keys (their vectors, then cg_attn_hsum's halvings), so that
+ * both kernels give the same sums, bit for bit. */
+static LLVMValueRef key_sum(cg_attn *a, const LLVMValueRef *x)
+{
+	LLVMBuilderRef b = a->f->b;
+	LLVMValueRef t[64] = {0};
+	for (int64_t k = 0; k < a->K; k++) {
+		int64_t i = k % a->vw;
+		t[i] = t[i] ? cg_fast(LLVMBuildFAdd(b, t[i], x[k], ""), true) : x[k];
+	}
+	for (unsigned w = a->vw / 2; w >= 1; w /= 2)
+		for (unsigned i = 0; i < w; i++) {
+			if (t[i] && t[i + w])
+				t[i] = LLVMBuildFAdd(b, t[i], t[i + w], "");
+			else if (!t[i])
+				t[i] = t[i + w];
+		}
+	return t[0];
+}
+
+/* The sum over keys of the variables vars[k]. */
+static LLVMValueRef key_sum_vars(cg_attn *a, const LLVMValueRef *vars)
+{
+	LLVMValueRef x[CG_ATTN_SMALL_K];
+	for (int64_t k = 0; k < a->K; k++)
+		x[k] = vget(a, vars[k]);
+	return key_sum(a, x);
+}
+
+/* ---- keys the block skips --------------------------------------------------------- */
+
+/* The keys a block must visit (i64): its rows' largest valid length, at
+ * most K, or all K when some row's length is 0 or less (such a row
+ * averages every value). NULL (all K) without valid lengths. Keys past
+ * every row's length only add exp(fill - m) = 0. */
+static LLVMValueRef block_keys(cg_attn *a, const sblock *b)
+{
+	cg_fn *f = a->f;
+	if (!b->vl || a->K == 1)
+		return NULL;
+	LLVMTypeRef it = cg_t_i32(f), vt = LLVMVectorType(it, a->vw);
+	LLVMValueRef in = cg_attn_lanes(a, b->rows);
+	LLVMValueRef hi = LLVMBuildSelect(f->b, in, b->vl,
+					  cg_const_int(vt, (uint64_t)INT32_MIN), "");
+	LLVMValueRef lo = LLVMBuildSelect(f->b, in, b->vl,
+					  cg_const_int(vt, (uint64_t)INT32_MAX), "");
+	hi = cg_intrinsic(f, "llvm.vector.reduce.smax", &vt, 1, &hi, 1);
+	lo = cg_intrinsic(f, "llvm.vector.reduce.smin", &vt, 1, &lo, 1);
+	LLVMValueRef k = LLVMConstInt(it, (uint64_t)a->K, 0);
+	hi = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, hi, k, ""), hi, k, "");
+	LLVMValueRef all = LLVMBuildICmp(f->b, LLVMIntSLE, lo, LLVMConstInt(it, 0, 0), "");
+	return LLVMBuildSExt(f->b, LLVMBuildSelect(f->b, all, k, hi, ""), cg_t_i64(f), "");
+}
+
+/* Opens `if (k < kv)` around key k's code when the block may skip it;
+ * returns the block to close it with (key_end), NULL when there is no
+ * test. Key 0 is always visited. */
+static LLVMBasicBlockRef key_begin(cg_attn *a, const sblock *b, int64_t k)
+{
+	if (!b->kv || k == 0)
+		return NULL;
+	return cg_if_begin(a->f, LLVMBuildICmp(a->f->b, LLVMIntSLT, cg_i64(a->f, k),
+					       b->kv, ""));
+}
+
+static void key_end(cg_attn *a, LLVMBasicBlockRef join)
+{
+	if (join)
+		cg_if_end(a->f, join);
+}
+
+/* Whether some row's largest score is within CG_ATTN_FILL_MARGIN of the
+ * fill: then exp(fill - m) of the skipped keys could matter. */
+static LLVMValueRef near_fill(cg_attn *a, const sblock *b)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef gap = LLVMBuildFSub(f->b, b->m, vconst(a, a->fill), "");
+	LLVMValueRef near = LLVMBuildFCmp(f->b, LLVMRealULT, gap,
+					  vconst(a, CG_ATTN_FILL_MARGIN), "");
+	near = LLVMBuildAnd(f->b, near, cg_attn_lanes(a, b->rows), "");
+	LLVMTypeRef bt = LLVMTypeOf(near);
+	return cg_intrinsic(f, "llvm.vector.reduce.or", &bt, 1, &near, 1);
+}
+
+/* The scores of the visited keys into b->sv (the fill for the others)
+ * and their maximum b->m. */
+static void scores_visited(cg_attn *a, sblock *b, const LLVMValueRef *qt)
+{
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		cg_attn_set(a, b->sv[k], score_t(a, b, qt, k));
+		key_end(a, join);
+	}
+	b->m = NULL;
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMValueRef s = vget(a, b->sv[k]);
+		b->m = k ? cg_attn_vmax(a, b->m, s) : s;
+	}
+}
+
+/* The scores of the keys the block visits (every key when kv0 is NULL,
+ * else 0 .. kv0, then every key if a row's maximum is still near the
+ * fill) into b->sv, and b->m. */
+static void scores_t(cg_attn *a, sblock *b, const LLVMValueRef *qt,
+		     LLVMValueRef kv0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw), it = cg_t_i64(f);
+	for (int64_t k = 0; k < a->K; k++)
+		b->sv[k] = cg_attn_var(a, vt, vconst(a, a->fill));
+	b->kv = NULL;
+	if (!kv0) {
+		scores_visited(a, b, qt);
+		return;
+	}
+	LLVMValueRef kvar = cg_attn_var(a, it, kv0);
+	LLVMBasicBlockRef head = cg_block(f, "ks"), again = cg_block(f, "ksa"),
+			  done = cg_block(f, "kse");
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, head);
+	b->kv = cg_attn_get(a, it, kvar);
+	scores_visited(a, b, qt);
+	LLVMValueRef some = LLVMBuildICmp(f->b, LLVMIntSLT, b->kv, cg_i64(f, a->K), "");
+	LLVMBuildCondBr(f->b, LLVMBuildAnd(f->b, some, near_fill(a, b), ""), again,
+			done);
+	LLVMPositionBuilderAtEnd(f->b, again);
+	cg_attn_set(a, kvar, cg_i64(f, a->K));
+	LLVMBuildBr(f->b, head);
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
+/* A block's code for its keys, given its transposed operands (xt) and
+ * the keys to visit (kv0; NULL: all). */
+typedef void (*keys_fn)(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+			LLVMValueRef kv0, void *ud);
+
+/* The block's valid lengths, then its keys' code: twice, one copy for
+ * blocks that visit every key (no test around each key's code, one
+ * stretch of straight code) and one that skips keys past every row's
+ * valid length, chosen at run time. */
+static void block_keys_code(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+			    keys_fn fn, void *ud)
+{
+	cg_fn *f = a->f;
+	b->vl = a->has_valid ? cg_attn_valid_t(a, b->n, b->q0, b->rows) : NULL;
+	LLVMValueRef kv0 = block_keys(a, b);
+	if (!kv0) {
+		fn(a, b, xt, NULL, ud);
+		return;
+	}
+	LLVMBasicBlockRef some = cg_block(f, "kvs"), all = cg_block(f, "kva"),
+			  join = cg_block(f, "kvj");
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, kv0, cg_i64(f, a->K), ""),
+			some, all);
+	LLVMPositionBuilderAtEnd(f->b, some);
+	fn(a, b, xt, kv0, ud);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, all);
+	fn(a, b, xt, NULL, ud);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, join);
+}
+
+/* Inside key k's test: b->sv[k] becomes e = exp(s - m), and b->kp[k] the
+ * keep mask; returns e and the mask (*keep, NULL without dropout). */
+static LLVMValueRef exp_key(cg_attn *a, const sblock *b, int64_t k,
+			    LLVMValueRef *keep)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, vget(a, b->sv[k]),
+							     b->m, ""));
+	cg_attn_set(a, b->sv[k], e);
+	*keep = NULL;
+	if (a->has_dropout) {
+		*keep = cg_attn_keep_t(a, b->n, b->q0, k);
+		cg_attn_set(a, b->kp[k], *keep);
+	}
+	return e;
+}
+
+/* Before the keys' exponentials: b->sv[k] of a skipped key becomes 0,
+ * its keep mask all clear. */
+static void clear_skipped(cg_attn *a, sblock *b)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	for (int64_t k = 0; k < a->K; k++) {
+		if (a->has_dropout)
+			b->kp[k] = cg_attn_var(a, bt, LLVMConstNull(bt));
+		if (b->kv && k > 0) {
+			LLVMValueRef skip = LLVMBuildICmp(f->b, LLVMIntSGE, cg_i64(f, k), b->kv, "");
+			cg_attn_set(a, b->sv[k], LLVMBuildSelect(f->b, skip, vconst(a, 0),
+								 vget(a, b->sv[k]), ""));
+		}
+	}
+}
+
+/* x where keep is set (times s; s NULL: 1), 0 elsewhere; x without
+ * dropout (keep NULL). */
+static LLVMValueRef dropped(cg_attn *a, LLVMValueRef keep, LLVMValueRef x,
+			    LLVMValueRef s)
+{
+	if (!keep)
+		return x;
+	if (s)
+		x = LLVMBuildFMul(a->f->b, x, s, "");
+	return LLVMBuildSelect(a->f->b, keep, x, vconst(a, 0), "");
+}
+
+/* 1 / (1 - p) in every lane in a training run with dropout, else 1. */
+static LLVMValueRef keep_scale(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef one = cg_f32(f, 1);
+	if (a->has_dropout)
+		one = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale), one, "");
+	return cg_splat(f, a->vw, one);
+}
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+/* The vectors of a row of width w at p. */
+static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w)
+{
+	for (int64_t v = 0; v * a->vw < w; v++)
+		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w, v * a->vw);
+}
+
+/* acc[v] += x row[v] for the vectors of a row of width w, with x =
+ * buf[k * vw + t]: row t's value of key k. */
+static void add_key(cg_attn *a, LLVMValueRef *acc, LLVMValueRef buf, int64_t k,
+		    LLVMValueRef t, const LLVMValueRef *row, int64_t w)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef x = cg_splat(f, a->vw,
+				  cg_load(f, cg_at(f, buf, cg_addi(f, t, k * a->vw))));
+	for (int64_t v = 0; v * a->vw < w; v++)
+		cg_attn_set(a, acc[v], fma_v(a, x, row[v], vget(a, acc[v])));
+}
+
+/* Variables for a row of width w, 0. */
+static void zero_row(cg_attn *a, LLVMValueRef *acc, int64_t w)
+{
+	for (int64_t v = 0; v * a->vw < w; v++)
+		acc[v] = cg_attn_var(a, cg_t_vec(a->f, a->vw), vconst(a, 0));
+}
+
+/* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys
+ * it visits, as dv vectors over the rows (V's elements broadcast),
+ * transposed back into the rows at the end. */
+static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		      LLVMValueRef kv0, void *ud)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef ot[CG_ATTN_SMALL_W], o[CG_ATTN_SMALL_W], keep;
+	(void)ud;
+	scores_t(a, b, xt[0], kv0);
+	clear_skipped(a, b);
+	for (int64_t c = 0; c < a->dv; c++)
+		ot[c] = cg_attn_var(a, vt, vconst(a, 0));
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		LLVMValueRef e = exp_key(a, b, k, &keep);
+		e = dropped(a, keep, e, NULL);
+		LLVMValueRef vrow = key_row(a, a->v, b->n, k, a->dv);
+		for (int64_t c = 0; c < a->dv; c++) {
+			LLVMValueRef x = cg_splat(f, a->vw, cg_load(f, cg_ati(f, vrow, c)));
+			cg_attn_set(a, ot[c], fma_v(a, e, x, vget(a, ot[c])));
+		}
+		key_end(a, join);
+	}
+	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), key_sum_vars(a, b->sv), "");
+	for (int64_t c = 0; c < a->dv; c++)
+		o[c] = LLVMBuildFMul(f->b, vget(a, ot[c]), r, "");
+	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->dv), o, a->dv,
+			a->H * a->dv, b->rows);
+}
+
+static void sfwd_block(cg_attn *a, sblock *b)
+{
+	LLVMValueRef qt[CG_ATTN_SMALL_W];
+	const LLVMValueRef *xt[1] = {qt};
+	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
+		       b->rows);
+	block_keys_code(a, b, xt, sfwd_keys, NULL);
+}
+
+/* The loop over (n, block of vw query rows) in [lo, hi). */
+static void sfwd_body(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
+	cg_loop l;
+	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
+	sblock b = {0};
+	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
+	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
+	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->vw);
+	sfwd_block(a, &b);
+	cg_loop_end(f, &l);
+}
+
+void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
+{
+	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
+	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
+	cg_attn_call_body(k, a, "sfwd", sfwd_body);
+}
+
+/* ---- backward --------------------------------------------------------------------- */
+
+/* dk and dv of one attention, one variable per key and vector of a row,
+ * summed over its query blocks; dS and dropout(P) of the block in
+ * between (K rows of vw floats on the stack). */
+typedef struct sgrads {
+	LLVMValueRef dk[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 4];
+	LLVMValueRef dv[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 4];
+	LLVMValueRef ds, pd;
+	int64_t nd, ndv; /* vectors per row of dk, dv */
+} sgrads;
+
+/* The block's weights P_k (in b->sv), dP_k = dropout(dO V[k]^T) (in
+ * dp[k]) and D = sum_k P_k dP_k: the row sums the softmax's gradient
+ * needs. */
+static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
+				 const LLVMValueRef *const *xt, LLVMValueRef kv0,
+				 LLVMValueRef *dp)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef ex[CG_ATTN_SMALL_K], keep;
+	const LLVMValueRef *gt = xt[1];
+	scores_t(a, b, xt[0], kv0);
+	clear_skipped(a, b);
+	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
+	for (int64_t k = 0; k < a->K; k++) {
+		dp[k] = cg_attn_var(a, vt, vconst(a, 0));
+		ex[k] = cg_attn_var(a, vt, vconst(a, 0));
+	}
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		LLVMValueRef e = exp_key(a, b, k, &keep);
+		LLVMValueRef x = dot_t(a, gt, key_row(a, a->v, b->n, k, a->dv), a->dv);
+		x = dropped(a, keep, x, ks);
+		cg_attn_set(a, dp[k], x);
+		cg_attn_set(a, ex[k], LLVMBuildFMul(f->b, e, x, ""));
+		key_end(a, join);
+	}
+	LLVMValueRef rl = LLVMBuildFDiv(f->b, vconst(a, 1), key_sum_vars(a, b->sv), "");
+	for (int64_t k = 0; k < a->K; k++)
+		cg_attn_set(a, b->sv[k], LLVMBuildFMul(f->b, vget(a, b->sv[k]), rl, ""));
+	return LLVMBuildFMul(f->b, key_sum_vars(a, ex), rl, "");
+}
+
+/* dS_k = P_k (dP_k - D) (0 past the valid length) times scale, and
+ * dropout(P_k), of every visited key into g->ds, g->pd. */
+static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		    LLVMValueRef kv0, sgrads *g)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMValueRef dp[CG_ATTN_SMALL_K];
+	LLVMValueRef D = sbwd_weights(a, b, xt, kv0, dp);
+	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		LLVMValueRef p = vget(a, b->sv[k]);
+		LLVMValueRef ds = LLVMBuildFMul(f->b, p,
+						LLVMBuildFSub(f->b, vget(a, dp[k]), D, ""), "");
+		if (b->vl)
+			ds = LLVMBuildSelect(f->b, in_valid_t(a, b, k), ds, vconst(a, 0), "");
+		ds = LLVMBuildFMul(f->b, ds, vconst(a, a->scale), "");
+		LLVMValueRef keep = ks ? cg_attn_get(a, bt, b->kp[k]) : NULL;
+		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->vw), 4);
+		cg_vstore(f, dropped(a, keep, p, ks), cg_ati(f, g->pd, k * a->vw), 4);
+		key_end(a, join);
+	}
+}
+
+/* Row t of the block: dq_t = sum_k dS_k[t] K[k] (stored), and
+ * dk[k] += dS_k[t] q_t, dv[k] += dropout(P_k)[t] dO_t for every visited
+ * key k: rows read and written as vectors, nothing transposed. */
+static void sbwd_accumulate(cg_attn *a, const sblock *b, sgrads *g)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef qv[CG_ATTN_SMALL_W / 4], gv[CG_ATTN_SMALL_W / 4];
+	LLVMValueRef kr[CG_ATTN_SMALL_W / 4], dq[CG_ATTN_SMALL_W / 4];
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t), a->d);
+	load_row(a, qv, cg_at(f, a->q, qrow), a->d);
+	load_row(a, gv, cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
+						  a->dv)), a->dv);
+	zero_row(a, dq, a->d);
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		load_row(a, kr, key_row(a, a->kk, b->n, k, a->d), a->d);
+		add_key(a, dq, g->ds, k, t, kr, a->d);
+		add_key(a, g->dk[k], g->ds, k, t, qv, a->d);
+		add_key(a, g->dv[k], g->pd, k, t, gv, a->dv);
+		key_end(a, join);
+	}
+	LLVMValueRef dst = cg_at(f, a->k->out, qrow);
+	for (int64_t v = 0; v * a->vw < a->d; v++)
+		cg_attn_store_part(a, vget(a, dq[v]), cg_ati(f, dst, v * a->vw), a->d,
+				   v * a->vw);
+	cg_loop_end(f, &l);
+}
+
+/* A block's gradients over the keys it visits: xt holds its transposed
+ * queries and output gradients. */
+static void sbwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		      LLVMValueRef kv0, void *ud)
+{
+	sgrads *g = ud;
+	sbwd_ds(a, b, xt, kv0, g);
+	sbwd_accumulate(a, b, g);
+}
+
+/* The accumulated rows of one part (dk at base with rows of w floats, or
+ * dv) stored into attention n's rows of the result. */
+static void store_rows(cg_attn *a, LLVMValueRef n,
+		       LLVMValueRef (*acc)[CG_ATTN_SMALL_W / 4], int64_t base,
+		       int64_t w, int64_t nv)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMValueRef row = cg_at(f, a->k->out, cg_addi(f, cg_attn_row(a, n, a->K,
+									   cg_i64(f, k), w),
+							       base));
+		for (int64_t v = 0; v < nv; v++)
+			cg_attn_store_part(a, cg_attn_get(a, vt, acc[k][v]),
+					   cg_ati(f, row, v * a->vw), w, v * a->vw);
+	}
+}
+
+/* Every query block of attention n, then its dk and dv. */
+static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	for (int64_t k = 0; k < a->K; k++) {
+		for (int64_t v = 0; v < g->nd; v++)
+			g->dk[k][v] = cg_attn_var(a, vt, vconst(a, 0));
+		for (int64_t v = 0; v < g->ndv; v++)
+			g->dv[k][v] = cg_attn_var(a, vt, vconst(a, 0));
+	}
+	cg_loop l;
+	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
+	LLVMValueRef qb = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, nqb), 1);
+	sblock b = {.n = n, .q0 = cg_muli(f, qb, a->vw)};
+	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->vw);
+	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
+	const LLVMValueRef *xt[2] = {qt, gt};
+	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d, b.rows);
+	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv, a->H * a->dv,
+		       b.rows);
+	block_keys_code(a, &b, xt, sbwd_keys, g);
+	cg_loop_end(f, &l);
+	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
+	store_rows(a, n, g->dk, dk0, a->d, g->nd);
+	store_rows(a, n, g->dv, dv0, a->dv, g->ndv);
+}
+
+/* The loop over attentions n in [lo, hi). */
+static void sbwd_body(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	sgrads g = {.nd = (a->d + a->vw - 1) / a->vw, .ndv = (a->dv + a->vw - 1) / a->vw};
+	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
+	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
+	cg_loop l;
+	LLVMValueRef n = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
+	sbwd_attention(a, n, &g);
+	cg_loop_end(f, &l);
+}
+
+void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a)
+{
+	k->extent = a->N;
+	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 4;
+	cg_attn_call_body(k, a, "sbwd", sbwd_body);
+}
