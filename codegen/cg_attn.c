@@ -117,7 +117,7 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	a->d = qd[2] / a->H;
 	a->K = kd[1];
 	a->dv = vd[2] / a->H;
-	a->vw = (unsigned)cg_gemm_host_vector_width();
+	a->vw = k->L->vw;
 	choose_blocks(a);
 	a->scale = (float)n->attr.attention.scale;
 	a->fill = (float)n->attr.attention.fill;

@@ -17,6 +17,7 @@
  * A kernel whose outer loop has enough work runs through libgomp's
  * GOMP_parallel, split statically into equal ranges of that loop.
  */
+#include "cg_gemm.h"
 #include "cg_lower.h"
 #include "passes.h"
 
@@ -949,7 +950,10 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
-	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0};
+	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0, 0};
+	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
+		       ? (unsigned)opts->vector_width
+		       : (unsigned)cg_gemm_host_vector_width();
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0	 ? INT64_MAX
 						 : opts->gemm_min;

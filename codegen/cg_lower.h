@@ -36,6 +36,8 @@ typedef struct cg_lower {
 	LLVMModuleRef mod;
 	int64_t gemm_min; /* multiply-adds from which a matmul uses cg_gemm */
 	uint32_t n_gemms; /* sgemm functions generated (for unique names) */
+	unsigned vw;      /* floats per vector of the sgemm and attention
+			   * kernels: 8 (AVX2) or 16 (AVX-512) */
 } cg_lower;
 
 /* One node of the trees through which a kernel reads its operands

@@ -52,7 +52,7 @@ void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad)
 	a->H = qd[2];
 	a->K = kd[1];
 	a->dv = vd[2];
-	a->vw = (unsigned)cg_gemm_host_vector_width();
+	a->vw = k->L->vw;
 	a->hpad = round_up(a->H > 0 ? a->H : 1, a->vw);
 	a->dpad = round_up(a->dv > 0 ? a->dv : 1, a->vw);
 	a->scale = (float)n->attr.attention.scale;

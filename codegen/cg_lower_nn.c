@@ -175,6 +175,7 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 	s.ta = ta;
 	s.tb = c->tb;
 	s.is_threads_arg = true;
+	s.vector_width = (int)L->vw;
 	cg_nest_simplify(bn);
 	int in = bn->rank - 1;
 	if (bn->rank == 1 && bn->strides[2][0] == 0 && !ta &&

@@ -51,6 +51,11 @@ typedef struct cg_program_options {
 	 * out for the whole module either way. */
 	const char *const *only;
 	uint32_t n_only;
+	/* Floats per vector of the sgemm and fused attention kernels: 8
+	 * (AVX2's ymm) or 16 (AVX-512's zmm); 0 = the widest the host has.
+	 * Either runs on any AVX2 host (LLVM splits what the CPU lacks);
+	 * tests use it to cover both forms on one machine. */
+	int vector_width;
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;

@@ -13,6 +13,7 @@
  * for bit.
  */
 #include "attn_cases.h"
+#include "cg_gemm.h"
 #include "cg_program.h"
 #include "testutil.h"
 
@@ -30,13 +31,16 @@ static size_t round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
-/* Runs function fn of m through the JIT on in and params (f32). */
-static void jit_run(tu_graph *x, const ir_module *m, const char *fn,
-		    const ac_case *c, int n_threads, const interp_tensor *in,
-		    const interp_tensor *params, jit_out *r)
+/* Runs function fn of m through the JIT on in and params (f32), its
+ * kernels built for vectors of vw floats (0: the host's widest). */
+static void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,
+		       const ac_case *c, int n_threads, int vw,
+		       const interp_tensor *in, const interp_tensor *params,
+		       jit_out *r)
 {
 	const ir_func *f = ir_module_find_func(m, fn);
-	cg_program *p = cg_program_create(&x->ctx, m, NULL, NULL);
+	cg_program_options po = {.vector_width = vw};
+	cg_program *p = cg_program_create(&x->ctx, m, NULL, &po);
 	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(x));
 	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(x));
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
@@ -70,6 +74,13 @@ static void jit_run(tu_graph *x, const ir_module *m, const char *fn,
 	free(pb);
 	free(sb);
 	cg_program_destroy(p);
+}
+
+static void jit_run(tu_graph *x, const ir_module *m, const char *fn,
+		    const ac_case *c, int n_threads, const interp_tensor *in,
+		    const interp_tensor *params, jit_out *r)
+{
+	jit_run_vw(x, m, fn, c, n_threads, 0, in, params, r);
 }
 
 static void jit_out_fini(tu_graph *x, jit_out *r)
@@ -134,15 +145,20 @@ static void check_case(const ac_case *c)
 	ck_assert(interp_params_init(&x.ctx, mu, syms, c->seed, false, params));
 	interp_tensor *ref = interp_grad(&x, mu, c, in, params, true);
 	interp_tensor *fi = interp_grad(&x, mf, c, in, params, false);
-	jit_out u = {0}, f1 = {0}, f2 = {0};
+	jit_out u = {0}, f1 = {0}, f2 = {0}, fw = {0};
 	jit_run(&x, mu, "loss_grad", c, 1, in, params, &u);
 	jit_run(&x, mf, "loss_grad", c, 1, in, params, &f1);
 	jit_run(&x, mf, "loss_grad", c, 2, in, params, &f2);
+	/* the other vector width's kernels (AVX2's on an AVX-512 host) */
+	int other = cg_gemm_host_vector_width() == 16 ? 8 : 16;
+	jit_run_vw(&x, mf, "loss_grad", c, 1, other, in, params, &fw);
 	const ir_func *f = ir_module_find_func(mu, "loss_grad");
 	for (uint32_t o = 0; o < f->n_outputs; o++) {
 		const char *name = f->output_names[o];
 		ac_check_ratio(&f1.t[o], &u.t[o], &ref[o], name);
+		ac_check_ratio(&fw.t[o], &u.t[o], &ref[o], name);
 		check_close(&f1.t[o], &fi[o], name);
+		check_close(&fw.t[o], &fi[o], name);
 		int64_t n = interp_tensor_numel(&f1.t[o]);
 		ck_assert_msg(memcmp(f1.t[o].data, f2.t[o].data, (size_t)n * 4) == 0,
 			      "%s: 1 and 2 threads differ", name);
@@ -156,6 +172,7 @@ static void check_case(const ac_case *c)
 	jit_out_fini(&x, &u);
 	jit_out_fini(&x, &f1);
 	jit_out_fini(&x, &f2);
+	jit_out_fini(&x, &fw);
 	for (uint32_t i = 0; i < n_in; i++)
 		interp_tensor_fini(&x.ctx, &in[i]);
 	for (uint32_t i = 0; i < 3; i++)
