@@ -19,7 +19,7 @@
  *     shape (a consumer that broadcasts the node would recompute it), a
  *     permute, or the data operand of a reduction (sum, mean, max), a
  *     softmax, log_softmax, masked_softmax, layer_norm, cross_entropy or
- *     cross_entropy_grad (these read the logits' elements once a pass);
+ *     cross_entropy_grad (the row kinds read x once a pass over the row);
  *   - the kernel that ends up computing it stays small: at most
  *     PASS_FUSE_EW_MAX_NODES tree nodes and PASS_FUSE_EW_MAX_ARRAYS arrays
  *     read through strides (leaves, and one per fused dropout's index).
