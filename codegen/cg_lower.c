@@ -471,6 +471,8 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_mse_loss(k);
 	case IR_OP_CROSS_ENTROPY:
 		return cg_lower_cross_entropy(k);
+	case IR_OP_CROSS_ENTROPY_GRAD:
+		return cg_lower_cross_entropy_grad(k);
 	case IR_OP_FUSED_ATTENTION:
 		return cg_lower_fused_attention(k);
 	case IR_OP_FUSED_ATTENTION_GRAD:
@@ -619,6 +621,7 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 	    !same_type(L, &a->type, &b->type))
 		return false;
 	if ((a->op == IR_OP_EMBEDDING || a->op == IR_OP_CROSS_ENTROPY ||
+	     a->op == IR_OP_CROSS_ENTROPY_GRAD ||
 	     a->op == IR_OP_EMBEDDING_GRAD) &&
 	    (ga != gb || ia != ib))
 		return false;

@@ -215,6 +215,7 @@ bool cg_lower_embedding(cg_kernel *k);
 bool cg_lower_sort(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
+bool cg_lower_cross_entropy_grad(cg_kernel *k);
 
 /* cg_lower_index.c: one_hot and the scatter-add of embedding_grad. */
 bool cg_lower_one_hot(cg_kernel *k);

@@ -1,7 +1,8 @@
 /*
  * cg_lower_nn.c - kernels with arithmetic across elements: batched
  * matmul, sum/mean/max/argmax, softmax and its log and masked forms,
- * layer norm, embedding lookup, sort and the two losses.
+ * layer norm, embedding lookup, sort, the two losses and the gradient of
+ * cross_entropy.
  *
  * Each kernel's outer loop runs over independent output rows, so a split
  * over threads never changes the order of a sum: results are the same
@@ -748,5 +749,67 @@ bool cg_lower_cross_entropy(cg_kernel *k)
 		ax[d] = d;
 	cg_nest_add_operand(k, &n, 0, ax, r - 1);
 	run_rows(k, &n, 2 * c.K, cross_entropy_row, &c);
+	return true;
+}
+
+/* (softmax(row) - one_hot(label)) * g of one row, softmax_row's passes:
+ * the max, then the exps (stored in the output) and their sum, then each
+ * e / sum, less 1 at the label, times g. offs: 0 = out row, 1 = label,
+ * 2 = g, then the logits row. */
+static void cross_entropy_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const row_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[1]),
+				       cg_t_i64(f), "");
+	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
+			  ATTNRT_ERR_INDEX);
+	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
+	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	set(k, mx, fmax_r(f, get(k, ft, mx), cg_kernel_operand(k, 0, offs, j)));
+	cg_loop_end(f, &l);
+	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef e = cg_lower_exp(
+		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
+	stf(k, e, k->out, cg_add(f, offs[0], j));
+	set(k, sum, fadd_r(f, get(k, ft, sum), e));
+	cg_loop_end(f, &l);
+	LLVMValueRef s = get(k, ft, sum);
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef at = cg_add(f, offs[0], j);
+	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, at), s, "");
+	LLVMValueRef oh = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, j, y, ""),
+					  cg_f32(f, 1), cg_f32(f, 0), "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
+	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, at);
+	cg_loop_end(f, &l);
+}
+
+/* A nest over the logits' leading dims: array 0 the output (rows of V),
+ * arrays 1 and 2 the labels and g (those dims, dense), then the logits'
+ * arrays (their tree when fused), whose last axis the row walks. */
+bool cg_lower_cross_entropy_grad(cg_kernel *k)
+{
+	int64_t ld[IR_MAX_RANK];
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), ld);
+	row_cx c = {0};
+	c.K = ld[r - 1];
+	cg_nest n;
+	int ax[IR_MAX_RANK];
+	memset(&n, 0, sizeof n);
+	n.rank = r - 1;
+	n.n_arr = 3;
+	memcpy(n.dims, ld, sizeof ld);
+	cg_lower_strides(ld, r, n.strides[0]);
+	cg_lower_strides(ld, r - 1, n.strides[1]);
+	cg_lower_strides(ld, r - 1, n.strides[2]);
+	for (int d = 0; d < IR_MAX_RANK; d++)
+		ax[d] = d;
+	cg_nest_add_operand(k, &n, 0, ax, r - 1);
+	run_rows(k, &n, 3 * c.K, cross_entropy_grad_row, &c);
 	return true;
 }

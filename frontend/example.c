@@ -172,6 +172,7 @@ static bool is_example_op(ir_op op)
 	case IR_OP_SORT:
 	case IR_OP_MSE_LOSS:
 	case IR_OP_CROSS_ENTROPY:
+	case IR_OP_CROSS_ENTROPY_GRAD:
 	case IR_OP_FUSED_ATTENTION:
 	case IR_OP_FUSED_ATTENTION_GRAD:
 	case IR_OP_FUSED_ADDITIVE_ATTENTION:

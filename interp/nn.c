@@ -484,3 +484,34 @@ bool interp_k_cross_entropy(const interp_kernel *k)
 	}
 	return true;
 }
+
+/* cross_entropy_grad(logits, labels, g): each row is softmax(logits row)
+ * (softmax_row's very arithmetic), minus 1 at the label, times the row's
+ * g; a label outside [0, V) is a run-time error, as in cross_entropy. */
+bool interp_k_cross_entropy_grad(const interp_kernel *k)
+{
+	const interp_tensor *lg = &k->args[0], *lb = &k->args[1],
+			    *g = &k->args[2];
+	if (lg->rank < 1)
+		return interp_fail(k, "logits must have rank >= 1");
+	int64_t V = lg->dims[lg->rank - 1], n = interp_tensor_numel(lb);
+	if (n * V != interp_tensor_numel(lg) ||
+	    n * V != interp_tensor_numel(k->out))
+		return mismatch(k, "logits", lg);
+	if (interp_tensor_numel(g) != n)
+		return mismatch(k, "gradient", g);
+	for (int64_t i = 0; i < n; i++) {
+		int64_t y = interp_ldi(lb, i);
+		if (y < 0 || y >= V)
+			return interp_fail(k, "label %lld out of range [0, %lld)",
+					   (long long)y, (long long)V);
+		softmax_row(k, lg, i * V, V, V, 0, false);
+		double gi = R(k, interp_ld(g, i));
+		for (int64_t j = 0; j < V; j++) {
+			double d = R(k, interp_ld(k->out, i * V + j) -
+					    (j == y ? 1.0 : 0.0));
+			interp_st(k->out, i * V + j, R(k, d * gi));
+		}
+	}
+	return true;
+}

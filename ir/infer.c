@@ -825,6 +825,21 @@ static bool infer_cross_entropy(infer_cx *c)
 	return true;
 }
 
+/* cross_entropy_grad(logits, labels, g): cross_entropy's operands, and g
+ * of exactly the labels' shape; the result has the logits' type. */
+static bool infer_cross_entropy_grad(infer_cx *c)
+{
+	if (!infer_cross_entropy(c) || !need_dtype(c, 2, IR_F32, "gradient"))
+		return false;
+	const ir_type *lg = arg_type(c, 0), *lb = arg_type(c, 1),
+		      *g = arg_type(c, 2);
+	if (!shape_eq(lb, g))
+		return fail(c, "gradient %s must have the labels' shape %s",
+			    shape_str(c->m, g).s, shape_str(c->m, lb).s);
+	set_type(c, IR_F32, lg);
+	return true;
+}
+
 /* ---- fused attention ------------------------------------------------------------------- */
 
 bool ir_type_numel_dim(const ir_type *t, ir_dim *out)
@@ -1173,6 +1188,8 @@ static bool infer_op(infer_cx *c)
 		return infer_mse_loss(c);
 	case IR_OP_CROSS_ENTROPY:
 		return infer_cross_entropy(c);
+	case IR_OP_CROSS_ENTROPY_GRAD:
+		return infer_cross_entropy_grad(c);
 	case IR_OP_FUSED_ATTENTION:
 		return infer_fused_attention(c);
 	case IR_OP_FUSED_ATTENTION_GRAD:

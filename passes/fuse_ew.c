@@ -18,7 +18,8 @@
  *     address: an elementwise consumer (or dropout, broadcast) of the same
  *     shape (a consumer that broadcasts the node would recompute it), a
  *     permute, or the data operand of a reduction (sum, mean, max), a
- *     softmax, log_softmax, masked_softmax, layer_norm or cross_entropy;
+ *     softmax, log_softmax, masked_softmax, layer_norm, cross_entropy or
+ *     cross_entropy_grad (the row kinds read x once a pass over the row);
  *   - the kernel that ends up computing it stays small: at most
  *     PASS_FUSE_EW_MAX_NODES tree nodes and PASS_FUSE_EW_MAX_ARRAYS arrays
  *     read through strides (leaves, and one per fused dropout's index).
@@ -80,6 +81,7 @@ static host_kind host_of(ir_op op)
 	case IR_OP_MASKED_SOFTMAX:
 	case IR_OP_LAYER_NORM:
 	case IR_OP_CROSS_ENTROPY:
+	case IR_OP_CROSS_ENTROPY_GRAD:
 		return HOST_FIRST;
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:

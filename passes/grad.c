@@ -620,17 +620,19 @@ static void grad_MSE_LOSS(pass_ad *ad, ir_id y, ir_id g)
 		pass_ad_accum(ad, t, neg(ad, dp));
 }
 
-/* (softmax(logits) - onehot(labels)) g, per position. */
+/* (softmax(logits) - onehot(labels)) g, per position: one
+ * cross_entropy_grad node, a single kernel instead of a softmax, a
+ * one_hot and their elementwise difference and product. */
 static void grad_CROSS_ENTROPY(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_id logits = arg(ad, y, 0), labels = arg(ad, y, 1);
-	ir_type lt = pass_ad_type(ad, logits), gt = pass_ad_type(ad, g);
-	gt.dims[gt.rank++] = ir_dim_static(1);
-	ir_id p = pass_ad_op1(ad, IR_OP_SOFTMAX, logits, NULL);
-	ir_id oh = pass_ad_onehot(ad, labels, lt.dims[lt.rank - 1]);
-	ir_id gk = pass_ad_to(ad, IR_OP_RESHAPE, g, &gt);
-	pass_ad_accum(ad, logits, mul(ad, sub(ad, p, oh), gk));
+	ir_type lt = pass_ad_type(ad, logits);
+	ir_id args[3] = {logits, labels, g};
+	pass_ad_accum(ad, logits,
+		      pass_ad_typed(ad, IR_OP_CROSS_ENTROPY_GRAD, args, 3, &lt));
 }
+
+#define grad_CROSS_ENTROPY_GRAD grad_nothing /* no second derivatives */
 
 /* ---- fused additive attention ----------------------------------------------------------------- */
 

@@ -100,11 +100,8 @@ ir_id pass_ad_count(pass_ad *ad, const ir_type *t, uint32_t axes);
  * giving one length per row and of rank(t) - 1 or rank(t) - 2, aligned
  * with t's leading dims as masked_softmax's valid lengths are. */
 ir_id pass_ad_below(pass_ad *ad, const ir_type *t, ir_id len);
-/* f32 of shape ids' dims + [n]: 1 at position ids[...], else 0 (n, the
- * size of the new last axis, may be symbolic). */
-ir_id pass_ad_onehot(pass_ad *ad, ir_id ids, ir_dim n);
-/* An attribute-free op of args whose result type is t (one_hot,
- * embedding_grad: ops whose own type is their target). */
+/* An attribute-free op of args whose result type is t (embedding_grad,
+ * whose type gives V; cross_entropy_grad, of the logits' type). */
 ir_id pass_ad_typed(pass_ad *ad, ir_op op, const ir_id *args, uint32_t n,
 		    const ir_type *t);
 

@@ -273,16 +273,6 @@ ir_id pass_ad_below(pass_ad *ad, const ir_type *t, ir_id len)
 	return pass_ad_to(ad, IR_OP_RESHAPE, m, t);
 }
 
-ir_id pass_ad_onehot(pass_ad *ad, ir_id ids, ir_dim n)
-{
-	if (ids == IR_NONE)
-		return none(ad);
-	ir_type t = pass_ad_type(ad, ids);
-	t.dtype = IR_F32;
-	t.dims[t.rank++] = n;
-	return build(ad, IR_OP_ONE_HOT, &ids, 1, NULL, &t);
-}
-
 ir_id pass_ad_typed(pass_ad *ad, ir_op op, const ir_id *args, uint32_t n,
 		    const ir_type *t)
 {

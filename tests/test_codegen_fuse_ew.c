@@ -4,7 +4,8 @@
  * with broadcasting (bias rows, per-row scalars, scalars), permutes,
  * compares, selects, casts and dropout, alone and fused into every
  * consumer that can host them (layer_norm, softmax, log_softmax,
- * masked_softmax, sum, mean, max, cross_entropy, dropout, permute). Each
+ * masked_softmax, sum, mean, max, cross_entropy, cross_entropy_grad,
+ * dropout, permute). Each
  * graph runs through the JIT fused and unfused and through the
  * interpreter in float64: the fused float32 error is at most twice the
  * unfused one (plus a floor of 1e-6 of the largest value); pure
@@ -349,7 +350,8 @@ static ir_id random_chain(fx *x, chain *c, int n_ops, bool with_dropout)
 
 typedef enum consumer {
 	C_NONE, C_LAYER_NORM, C_SOFTMAX, C_LOG_SOFTMAX, C_MASKED_SOFTMAX,
-	C_SUM, C_MEAN, C_MAX, C_CROSS_ENTROPY, C_DROPOUT, C_PERMUTE, C_COUNT
+	C_SUM, C_MEAN, C_MAX, C_CROSS_ENTROPY, C_CROSS_ENTROPY_GRAD, C_DROPOUT,
+	C_PERMUTE, C_COUNT
 } consumer;
 
 static ir_id consume(fx *x, consumer k, ir_id v)
@@ -386,6 +388,12 @@ static ir_id consume(fx *x, consumer k, ir_id v)
 		ir_id labels = tu_input(&x->g, tu_type(IR_I32, 2, 3, 5));
 		ir_id args[2] = {v, labels};
 		return tu_build(&x->g, IR_OP_CROSS_ENTROPY, args, 2, NULL, NULL);
+	}
+	case C_CROSS_ENTROPY_GRAD: {
+		ir_id labels = tu_input(&x->g, tu_type(IR_I32, 2, 3, 5));
+		ir_id g = tu_input(&x->g, tu_type(IR_F32, 2, 3, 5));
+		ir_id args[3] = {v, labels, g};
+		return tu_build(&x->g, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL, NULL);
 	}
 	case C_DROPOUT:
 		return dropout(x, v, 0.5);

@@ -744,6 +744,137 @@ START_TEST(test_label_out_of_range_fails_cross_entropy)
 }
 END_TEST
 
+static ir_id ce_grad(fx *x, ir_id lg, ir_id lb, ir_id g)
+{
+	ir_id args[3] = {lg, lb, g};
+	return tu_build(&x->g, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL, NULL);
+}
+
+/* Vocabularies of 1 (every result 0), a few, one vector's width and
+ * more, and the NMT models' 201, with rank 1, 2 and 3 logits; one and two
+ * threads, rows split one by one. */
+START_TEST(test_cross_entropy_grad_matches_the_interpreter)
+{
+	static const int64_t vs[] = {1, 2, 7, 16, 201};
+	for (int i = 0; i < 5; i++) {
+		int64_t V = vs[i];
+		fx x;
+		fx_init(&x);
+		ir_id l1 = tu_input(&x.g, tu_type(IR_F32, 1, V));
+		ir_id l2 = tu_input(&x.g, tu_type(IR_F32, 2, 5, V));
+		ir_id l3 = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, V));
+		ir_id b1 = tu_input(&x.g, tu_type(IR_I32, 0));
+		ir_id b2 = tu_input(&x.g, tu_type(IR_I32, 1, 5));
+		ir_id b3 = tu_input(&x.g, tu_type(IR_I32, 2, 3, 4));
+		ret(&x, ce_grad(&x, l1, b1, tu_input(&x.g, tu_type(IR_F32, 0))));
+		ret(&x, ce_grad(&x, l2, b2, tu_input(&x.g, tu_type(IR_F32, 1, 5))));
+		ret(&x, ce_grad(&x, l3, b3, tu_input(&x.g, tu_type(IR_F32, 2, 3, 4))));
+		run_cfg c = cfg_default();
+		c.int_hi = (int32_t)V - 1;
+		check_cfg(&x, &c);
+		c.n_threads = 2;
+		c.grain = 1;
+		check_cfg(&x, &c);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
+/* Logits computed in the kernel (a fused elementwise tree, also read by
+ * cross_entropy) give the interpreter's values. */
+START_TEST(test_cross_entropy_grad_of_fused_logits_matches_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 6, 201));
+	ir_id bias = tu_input(&x.g, tu_type(IR_F32, 2, 6, 201));
+	ir_id lg = op2(&x, IR_OP_ADD, op1(&x, IR_OP_TANH, a, NULL), bias, NULL);
+	ir_id lb = tu_input(&x.g, tu_type(IR_I32, 1, 6));
+	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
+	ret(&x, ce_grad(&x, lg, lb, tu_input(&x.g, tu_type(IR_F32, 1, 6))));
+	run_cfg c = cfg_default();
+	c.int_hi = 200;
+	check_cfg(&x, &c);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+/* Rows with a NaN, an infinity or nothing but -inf are NaN rows, as the
+ * unfused (softmax - one_hot) * g gives them, in the JIT as in the
+ * interpreter; the finite row matches both. */
+START_TEST(test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path)
+{
+	fx x;
+	fx_init(&x);
+	float v[4 * 19];
+	for (int i = 0; i < 4 * 19; i++)
+		v[i] = (float)((i * 7) % 19) * 0.25f - 2;
+	v[19 + 3] = NAN;
+	v[2 * 19 + 5] = INFINITY;
+	for (int i = 0; i < 19; i++)
+		v[3 * 19 + i] = -INFINITY;
+	int32_t lab[4] = {4, 3, 5, 0};
+	float gv[4] = {0.5f, 1, -2, 1};
+	ir_id lg = tu_const(&x.g, tu_type(IR_F32, 2, 4, 19), v);
+	ir_id lb = tu_const(&x.g, tu_type(IR_I32, 1, 4), lab);
+	ir_id g = tu_const(&x.g, tu_type(IR_F32, 1, 4), gv);
+	ir_id oh = to_type(&x, IR_OP_ONE_HOT, lb, tu_type(IR_F32, 2, 4, 19));
+	ir_id gk = to_type(&x, IR_OP_RESHAPE, g, tu_type(IR_F32, 2, 4, 1));
+	ir_id ref = op2(&x, IR_OP_MUL,
+			op2(&x, IR_OP_SUB, op1(&x, IR_OP_SOFTMAX, lg, NULL), oh, NULL),
+			gk, NULL);
+	ret(&x, ref);
+	ret(&x, ce_grad(&x, lg, lb, g));
+	both b;
+	run_cfg c = cfg_default();
+	run_both(&x, &c, &b);
+	ck_assert_int_eq(b.got.status, 0);
+	for (uint32_t o = 0; o < 2; o++)
+		compare(&b.want[o], &b.got, o, 1e-5);
+	const float *u = b.got.out[0], *f = b.got.out[1];
+	for (int i = 0; i < 4 * 19; i++) {
+		ck_assert(isnan(f[i]) == (i >= 19));
+		ck_assert(isnan(u[i]) == (i >= 19));
+		if (i < 19)
+			ck_assert_float_eq_tol(f[i], u[i], 1e-6);
+	}
+	both_fini(&x, &b);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_label_out_of_range_fails_cross_entropy_grad)
+{
+	fx x;
+	fx_init(&x);
+	ir_id lg = tu_input(&x.g, tu_type(IR_F32, 2, 2, 3));
+	ir_id lb = tu_input(&x.g, tu_type(IR_I32, 1, 2));
+	ir_id ceg = ce_grad(&x, lg, lb, tu_input(&x.g, tu_type(IR_F32, 1, 2)));
+	ret(&x, ceg);
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
+	float lgv[6] = {0}, gv[2] = {1, 1}, out[6];
+	int32_t lbv[2] = {2, 0};
+	const void *ins[3] = {lgv, lbv, gv};
+	void *outs[1] = {out};
+	attnrt_run run = {0, 0, 0, 1};
+	attnrt_entry_fn fn = cg_program_entry(p, "f");
+	ck_assert_int_eq(fn(&run, NULL, sb, ins, outs), 0);
+	ck_assert_float_eq_tol(out[2], -2.0f / 3, 1e-6);
+	ck_assert_float_eq_tol(out[3], -2.0f / 3, 1e-6);
+	lbv[1] = 3;
+	ck_assert_int_eq(fn(&run, NULL, sb, ins, outs),
+			 ATTNRT_ERR_INDEX | (int)(ceg << 8));
+	lbv[1] = -1;
+	ck_assert_int_eq(fn(&run, NULL, sb, ins, outs),
+			 ATTNRT_ERR_INDEX | (int)(ceg << 8));
+	free(sb);
+	cg_program_destroy(p);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_losses_match_the_interpreter)
 {
 	fx x;
@@ -1063,6 +1194,10 @@ static Suite *suite(void)
 	tcase_add_test(t, test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter);
 	tcase_add_test(t, test_index_out_of_range_returns_the_error_code_of_its_node);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
+	tcase_add_test(t, test_cross_entropy_grad_matches_the_interpreter);
+	tcase_add_test(t, test_cross_entropy_grad_of_fused_logits_matches_the_interpreter);
+	tcase_add_test(t, test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path);
+	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_grad);
 	tcase_add_test(t, test_losses_match_the_interpreter);
 	tcase_add_test(t, test_layout_ops_move_elements_like_the_interpreter);
 	tcase_add_test(t, test_sort_orders_lines_with_nan_last);

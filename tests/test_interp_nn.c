@@ -388,6 +388,86 @@ START_TEST(test_cross_entropy_label_out_of_range_is_an_error)
 }
 END_TEST
 
+static ir_id ce_grad(ti_fx *x, ir_id lg, ir_id lb, ir_id g)
+{
+	ir_id args[3] = {lg, lb, g};
+	return ti_node(x, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL, NULL);
+}
+
+START_TEST(test_cross_entropy_grad_matches_a_hand_computation)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id lg = ti_cf(&x, SHAPE(2, 3), F32S(1, 2, 3, 1, 1, 1));
+	ir_id lb = ti_ci(&x, SHAPE(2), I32S(2, 0));
+	ir_id g = ti_cf(&x, SHAPE(2), F32S(2, -1));
+	/* 2 (softmax(1, 2, 3) - (0, 0, 1)); -(1/3 - (1, 0, 0)) */
+	ti_expect(&x, ce_grad(&x, lg, lb, g), SHAPE(2, 3),
+		  DBL(0.18006114, 0.48945694, -0.66951808, 2.0 / 3, -1.0 / 3,
+		      -1.0 / 3),
+		  1e-6);
+	ti_fini(&x);
+}
+END_TEST
+
+/* The fused op and softmax - one_hot, times g, do the same arithmetic
+ * in the same order: equal to the bit in f32 and in f64, non-finite
+ * rows (a NaN, an infinity, all -inf) included. */
+START_TEST(test_cross_entropy_grad_equals_the_unfused_graph_exactly)
+{
+	static const float v[] = {0.5f, -1, 2, 0.25f, NAN, 1, 3, INFINITY,
+				  -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+				  7, INFINITY, 7, -3};
+	for (int f64 = 0; f64 < 2; f64++) {
+		ti_fx x;
+		ti_init(&x);
+		ir_id lg = ti_cf(&x, SHAPE(4, 4), v);
+		ir_id lb = ti_ci(&x, SHAPE(4), I32S(1, 0, 3, 3));
+		ir_id g = ti_cf(&x, SHAPE(4), F32S(0.3f, -2, 1, 1.5f));
+		ir_type gt = {.dtype = IR_F32, .rank = 2,
+			      .dims = {ir_dim_static(4), ir_dim_static(1)}};
+		ir_type ot = {.dtype = IR_F32, .rank = 2,
+			      .dims = {ir_dim_static(4), ir_dim_static(4)}};
+		ir_id oh = ti_node(&x, IR_OP_ONE_HOT, &lb, 1, NULL, &ot);
+		ir_id gk = ti_node(&x, IR_OP_RESHAPE, &g, 1, NULL, &gt);
+		ir_id ref = ti_op2(&x, IR_OP_MUL,
+				   ti_op2(&x, IR_OP_SUB,
+					  ti_op1(&x, IR_OP_SOFTMAX, lg, NULL), oh,
+					  NULL),
+				   gk, NULL);
+		ir_id got = ce_grad(&x, lg, lb, g);
+		interp_opts o = {.is_f64 = f64};
+		interp_tensor a, b;
+		ck_assert(ti_run_opts(&x, ref, &o, NULL, &a));
+		ck_assert(ti_run_opts(&x, got, &o, NULL, &b));
+		int nan = 0;
+		for (int64_t i = 0; i < 16; i++) {
+			double p = interp_tensor_get(&a, i), q = interp_tensor_get(&b, i);
+			nan += isnan(q);
+			ck_assert_msg(isnan(p) ? isnan(q) : p == q,
+				      "f64 %d [%lld]: %g vs %g", f64, (long long)i, q, p);
+		}
+		ck_assert_int_eq(nan, 12); /* rows 1-3: NaN, -inf - -inf, inf - inf */
+		interp_tensor_fini(&x.ctx, &a);
+		interp_tensor_fini(&x.ctx, &b);
+		ti_fini(&x);
+	}
+}
+END_TEST
+
+START_TEST(test_cross_entropy_grad_label_out_of_range_is_an_error)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id lg = ti_cf(&x, SHAPE(2, 3), F32S(1, 2, 3, 1, 1, 1));
+	ir_id lb = ti_ci(&x, SHAPE(2), I32S(0, -1));
+	ir_id g = ti_cf(&x, SHAPE(2), F32S(1, 1));
+	ti_expect_error(&x, ce_grad(&x, lg, lb, g),
+			"cross_entropy_grad: label -1 out of range [0, 3)");
+	ti_fini(&x);
+}
+END_TEST
+
 START_TEST(test_integer_division_by_zero_is_an_error)
 {
 	ti_fx x;
@@ -480,6 +560,9 @@ static Suite *interp_nn_suite(void)
 	tcase_add_test(ls, test_mse_loss_is_the_mean_squared_error);
 	tcase_add_test(ls, test_cross_entropy_matches_a_hand_computation);
 	tcase_add_test(ls, test_cross_entropy_label_out_of_range_is_an_error);
+	tcase_add_test(ls, test_cross_entropy_grad_matches_a_hand_computation);
+	tcase_add_test(ls, test_cross_entropy_grad_equals_the_unfused_graph_exactly);
+	tcase_add_test(ls, test_cross_entropy_grad_label_out_of_range_is_an_error);
 	tcase_add_test(ls, test_integer_division_by_zero_is_an_error);
 	suite_add_tcase(s, ls);
 	TCase *f64 = tcase_create("f64");

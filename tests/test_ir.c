@@ -459,6 +459,26 @@ START_TEST(test_losses_give_scalar_or_label_shape)
 }
 END_TEST
 
+static ir_id op3(ir_op op, ir_id a, ir_id b, ir_id c)
+{
+	ir_id args[] = {a, b, c};
+	return ir_build(m, f, op, args, 3, NULL, NULL, (ir_loc){0});
+}
+
+START_TEST(test_cross_entropy_grad_has_the_logits_type)
+{
+	ir_id lg = input("f32[B, T, 184]"), lb = input("i32[B, T]");
+	ir_id g = input("f32[B, T]"), g2 = input("f32[B, 1]");
+	ir_id gi = input("i32[B, T]");
+	ck_assert_str_eq(tyname(op3(IR_OP_CROSS_ENTROPY_GRAD, lg, lb, g)),
+			 "f32[B, T, 184]");
+	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_GRAD, lg, lb, g2), IR_NONE);
+	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_GRAD, lg, lb, gi), IR_NONE);
+	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_GRAD, lg, g, g), IR_NONE);
+	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_GRAD, lb, lb, g), IR_NONE);
+}
+END_TEST
+
 START_TEST(test_param_and_const_nodes_must_match_the_module_tables)
 {
 	ir_type w = ty("f32[20, 8]"), other = ty("f32[8, 20]"), c = ty("i32[2]");
@@ -630,6 +650,7 @@ Suite *ir_suite(void)
 	tcase_add_test(tc, test_repeat_and_repeat_interleave_multiply_dims);
 	tcase_add_test(tc, test_sort_keeps_shape);
 	tcase_add_test(tc, test_losses_give_scalar_or_label_shape);
+	tcase_add_test(tc, test_cross_entropy_grad_has_the_logits_type);
 	tcase_add_test(tc, test_param_and_const_nodes_must_match_the_module_tables);
 	tcase_add_test(tc, test_wrong_operand_count_is_reported);
 	tcase_add_test(tc, test_errors_point_at_the_node_location);

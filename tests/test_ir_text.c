@@ -310,6 +310,8 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	n1(b, IR_OP_ARGMAX, w, &am);
 	out[0] = n2(b, IR_OP_MSE_LOSS, x, x, NULL);
 	out[1] = n2(b, IR_OP_CROSS_ENTROPY, e, ids, NULL);
+	ir_id cg_args[] = {e, ids, out[1]};
+	node(b, IR_OP_CROSS_ENTROPY_GRAD, cg_args, 3, NULL, NULL);
 }
 
 /* reshape, broadcast, permute, slice, concat, repeat(+interleave), sort. */

@@ -973,6 +973,14 @@ START_TEST(test_cross_entropy_gradient_is_softmax_minus_onehot)
 	ir_id lg = param_in(&x, tu_type(IR_F32, 3, 2, 3, 5), -2, 2);
 	ir_id lb = input(&x, tu_type(IR_I32, 2, 2, 3), labels);
 	check_grads(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
+	const ir_func *fg = ir_module_find_func(x.m, "f_grad");
+	int n[IR_OP_COUNT] = {0};
+	for (ir_id i = 0; i < fg->g.n_nodes; i++)
+		n[fg->g.nodes[i].op]++;
+	/* One fused node, none of the softmax - one_hot it replaces. */
+	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_GRAD], 1);
+	ck_assert_int_eq(n[IR_OP_SOFTMAX], 0);
+	ck_assert_int_eq(n[IR_OP_ONE_HOT], 0);
 	gx_fini(&x);
 }
 END_TEST
