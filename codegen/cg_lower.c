@@ -68,6 +68,9 @@ typedef struct built_kernel {
 	ir_id id;
 	cg_trees *tr;
 	kernel_ref ref;
+	/* Whether other nodes may call it: not when it can fail, since its
+	 * error code names its own node. */
+	bool is_shared;
 } built_kernel;
 
 /* How the entry point calls node i's kernel: ref, and the leaves of its
@@ -610,8 +613,7 @@ static bool same_type(const cg_lower *L, const ir_type *a, const ir_type *b)
 }
 
 /* True if node ia of ga and node ib of gb compile to the same kernel:
- * same op, attributes and concrete types; ops that can fail name their
- * node in the error code, so those must be the same node too. */
+ * same op, attributes and concrete types. */
 static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 			const ir_graph *gb, ir_id ib)
 {
@@ -619,11 +621,6 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 	if (a->op != b->op || a->n_args != b->n_args ||
 	    memcmp(&a->attr, &b->attr, sizeof a->attr) != 0 ||
 	    !same_type(L, &a->type, &b->type))
-		return false;
-	if ((a->op == IR_OP_EMBEDDING || a->op == IR_OP_CROSS_ENTROPY ||
-	     a->op == IR_OP_CROSS_ENTROPY_GRAD ||
-	     a->op == IR_OP_EMBEDDING_GRAD) &&
-	    (ga != gb || ia != ib))
 		return false;
 	for (uint32_t i = 0; i < a->n_args; i++)
 		if (!same_type(L, &ga->nodes[ir_arg(ga, ia, i)].type,
@@ -638,7 +635,7 @@ static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
 {
 	for (uint32_t i = 0; i < p->n_built; i++) {
 		const built_kernel *b = &p->built[i];
-		if (same_kernel(L, b->g, b->id, g, id) &&
+		if (b->is_shared && same_kernel(L, b->g, b->id, g, id) &&
 		    cg_trees_eq(L, b->g, b->tr, g, tr))
 			return &b->ref;
 	}
@@ -646,7 +643,8 @@ static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
 }
 
 static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
-			   const cg_trees *tr, const kernel_ref *ref)
+			   const cg_trees *tr, const kernel_ref *ref,
+			   bool is_shared)
 {
 	cg_trees *copy = ir_alloc(p->ctx, sizeof *copy);
 	if (!copy || !ir_grow(p->ctx, (void **)&p->built, &p->built_cap,
@@ -655,7 +653,7 @@ static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
 		return false;
 	}
 	*copy = *tr;
-	p->built[p->n_built++] = (built_kernel){g, id, copy, *ref};
+	p->built[p->n_built++] = (built_kernel){g, id, copy, *ref, is_shared};
 	return true;
 }
 
@@ -680,6 +678,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		return false;
 	}
 	bool ok = lower_op(k);
+	bool can_fail = k->err != NULL;
 	if (ok)
 		LLVMBuildRet(k->f.b, cg_i32(&k->f, 0));
 	cg_fn_end(&k->f);
@@ -694,7 +693,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		}
 	}
 	ir_free(p->ctx, k);
-	return ok && remember_built(p, &fn->g, id, tr, ref);
+	return ok && remember_built(p, &fn->g, id, tr, ref, !can_fail);
 }
 
 static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
