@@ -258,41 +258,19 @@ static LLVMValueRef splat(cg_attn *a, LLVMValueRef x)
 	return LLVMBuildShuffleVector(f->b, v, LLVMGetPoison(vt), zeros, "");
 }
 
-static LLVMValueRef masked_load(cg_attn *a, LLVMValueRef p, unsigned lanes)
-{
-	cg_fn *f = a->f;
-	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, a->vw, lanes),
-				LLVMConstNull(tys[0])};
-	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
-}
-
-static void masked_store(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
-			 unsigned lanes)
-{
-	cg_fn *f = a->f;
-	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, a->vw, lanes)};
-	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
-}
-
 LLVMValueRef cg_attn_load_part(cg_attn *a, LLVMValueRef p, int64_t width,
 			       int64_t c)
 {
 	int64_t left = width - c;
-	if (left >= a->vw)
-		return cg_vload(a->f, a->vw, p, 4);
-	return masked_load(a, p, (unsigned)left);
+	return cg_vload_part(a->f, a->vw, p,
+			     left >= a->vw ? a->vw : (unsigned)left);
 }
 
 void cg_attn_store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
 			int64_t width, int64_t c)
 {
 	int64_t left = width - c;
-	if (left >= a->vw)
-		cg_vstore(a->f, v, p, 4);
-	else
-		masked_store(a, v, p, (unsigned)left);
+	cg_vstore_part(a->f, v, p, left >= a->vw ? a->vw : (unsigned)left);
 }
 
 /* The vector at p of which the first `lanes` are in bounds: all of it
@@ -300,18 +278,13 @@ void cg_attn_store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
 static LLVMValueRef load_part(cg_attn *a, LLVMValueRef p, unsigned lanes,
 			      bool is_padded)
 {
-	if (is_padded || lanes == a->vw)
-		return cg_vload(a->f, a->vw, p, 4);
-	return masked_load(a, p, lanes);
+	return cg_vload_part(a->f, a->vw, p, is_padded ? a->vw : lanes);
 }
 
 static void store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
 		       unsigned lanes, bool is_padded)
 {
-	if (is_padded || lanes == a->vw)
-		cg_vstore(a->f, v, p, 4);
-	else
-		masked_store(a, v, p, lanes);
+	cg_vstore_part(a->f, v, p, is_padded ? a->vw : lanes);
 }
 
 LLVMValueRef cg_attn_vmax(cg_attn *a, LLVMValueRef x, LLVMValueRef y)

@@ -29,24 +29,6 @@ typedef struct ukr_shape {
 	int64_t ldc;
 } ukr_shape;
 
-/* The first `lanes` floats at p into a vector of vw, the rest zero. */
-static LLVMValueRef masked_load(cg_fn *f, unsigned vw, LLVMValueRef p,
-				unsigned lanes)
-{
-	LLVMTypeRef tys[2] = {cg_t_vec(f, vw), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, vw, lanes),
-				LLVMConstNull(tys[0])};
-	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
-}
-
-static void masked_store(cg_fn *f, unsigned vw, LLVMValueRef v,
-			 LLVMValueRef p, unsigned lanes)
-{
-	LLVMTypeRef tys[2] = {cg_t_vec(f, vw), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, vw, lanes)};
-	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
-}
-
 /* Vector v of row p of the B operand. A packed panel is 64-byte aligned
  * (its rows NR floats apart) and zero-padded, so it is read whole; B in place is read only as far as
  * the tile reaches. */
@@ -57,7 +39,7 @@ static LLVMValueRef load_b(cg_fn *f, const ukr_shape *u, LLVMValueRef brow,
 	if (u->is_b_packed)
 		return cg_vload(f, u->vw, p, u->vw * 4);
 	if (v == u->nv - 1 && u->tail < u->vw)
-		return masked_load(f, u->vw, p, u->tail);
+		return cg_vload_part(f, u->vw, p, u->tail);
 	return cg_vload(f, u->vw, p, 4);
 }
 
@@ -160,12 +142,12 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 			LLVMValueRef x = acc[r * u->nv + v];
 			if (is_acc) {
 				LLVMValueRef old = is_masked
-					? masked_load(f, u->vw, p, u->tail)
+					? cg_vload_part(f, u->vw, p, u->tail)
 					: cg_vload(f, u->vw, p, 4);
 				x = cg_fast(LLVMBuildFAdd(f->b, old, x, ""), false);
 			}
 			if (is_masked)
-				masked_store(f, u->vw, x, p, u->tail);
+				cg_vstore_part(f, x, p, u->tail);
 			else
 				cg_vstore(f, x, p, 4);
 		}
@@ -317,7 +299,7 @@ static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
 	if (g->b_cs == 1) {
 		LLVMValueRef p = cg_ati(f, row, lo);
 		return valid == vw ? cg_vload(f, (unsigned)vw, p, 4)
-				   : masked_load(f, (unsigned)vw, p, (unsigned)valid);
+				   : cg_vload_part(f, (unsigned)vw, p, (unsigned)valid);
 	}
 	LLVMValueRef x = LLVMConstNull(vt);
 	for (int c = 0; c < valid; c++) {

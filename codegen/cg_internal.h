@@ -98,6 +98,14 @@ void cg_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p);
 LLVMValueRef cg_vload(cg_fn *f, unsigned width, LLVMValueRef p,
 		      unsigned align);
 void cg_vstore(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned align);
+/* The first `lanes` floats at p (4-byte aligned) as a <width x float>: a
+ * plain load when lanes >= width, else a masked one whose other lanes
+ * are 0 (nothing past them is touched). */
+LLVMValueRef cg_vload_part(cg_fn *f, unsigned width, LLVMValueRef p,
+			   unsigned lanes);
+/* Stores the first `lanes` lanes of the float vector v at p (all of
+ * them when lanes >= its width). */
+void cg_vstore_part(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned lanes);
 /* A <width x float> with every lane equal to the float s. */
 LLVMValueRef cg_splat(cg_fn *f, unsigned width, LLVMValueRef s);
 /* The <width x i1> mask whose first n lanes are set. */

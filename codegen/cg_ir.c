@@ -202,6 +202,29 @@ void cg_vstore(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned align)
 	LLVMSetAlignment(LLVMBuildStore(f->b, v, p), align);
 }
 
+LLVMValueRef cg_vload_part(cg_fn *f, unsigned width, LLVMValueRef p,
+			   unsigned lanes)
+{
+	if (lanes >= width)
+		return cg_vload(f, width, p, 4);
+	LLVMTypeRef tys[2] = {cg_t_vec(f, width), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, width, lanes),
+				LLVMConstNull(tys[0])};
+	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+}
+
+void cg_vstore_part(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned lanes)
+{
+	unsigned width = LLVMGetVectorSize(LLVMTypeOf(v));
+	if (lanes >= width) {
+		cg_vstore(f, v, p, 4);
+		return;
+	}
+	LLVMTypeRef tys[2] = {cg_t_vec(f, width), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, width, lanes)};
+	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+}
+
 LLVMValueRef cg_splat(cg_fn *f, unsigned width, LLVMValueRef s)
 {
 	LLVMTypeRef vt = cg_t_vec(f, width);

@@ -189,25 +189,12 @@ void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape, const char *kin
 
 LLVMValueRef cg_addattn_vload(cg_addattn *a, LLVMValueRef p, unsigned lanes)
 {
-	cg_fn *f = a->f;
-	if (lanes == a->vw)
-		return cg_vload(f, a->vw, p, 4);
-	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {p, cg_i32(f, 4), cg_mask(f, a->vw, lanes),
-				LLVMConstNull(tys[0])};
-	return cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
+	return cg_vload_part(a->f, a->vw, p, lanes);
 }
 
 void cg_addattn_vstore(cg_addattn *a, LLVMValueRef v, LLVMValueRef p, unsigned lanes)
 {
-	cg_fn *f = a->f;
-	if (lanes == a->vw) {
-		cg_vstore(f, v, p, 4);
-		return;
-	}
-	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
-	LLVMValueRef args[4] = {v, p, cg_i32(f, 4), cg_mask(f, a->vw, lanes)};
-	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+	cg_vstore_part(a->f, v, p, lanes);
 }
 
 void cg_addattn_vec_loop(cg_addattn *a, int64_t width, cg_addattn_vec_fn body, void *ud)
