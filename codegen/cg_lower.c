@@ -377,6 +377,56 @@ void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code)
 	LLVMPositionBuilderAtEnd(f->b, ok);
 }
 
+LLVMValueRef cg_kernel_outline_begin(const cg_kernel *k, const char *name,
+				     cg_kernel *kb)
+{
+	LLVMContextRef c = LLVMGetModuleContext(k->L->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(c);
+	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 3];
+	uint32_t np = 0;
+	for (uint32_t i = 0; i < 2 + k->n_in; i++)
+		ps[np++] = ptr;
+	ps[np++] = i64;
+	ps[np++] = i64;
+	ps[np++] = i64;
+	*kb = *k;
+	cg_fn_begin(&kb->f, k->L->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(c), ps, np, 0), true);
+	cg_fn_attr(&kb->f, "noinline");
+	kb->run = LLVMGetParam(kb->f.fn, 0);
+	kb->out = LLVMGetParam(kb->f.fn, 1);
+	for (uint32_t i = 0; i < k->n_in; i++) {
+		cg_fn_param_readonly(&kb->f, 2 + i);
+		kb->in[i] = LLVMGetParam(kb->f.fn, 2 + i);
+	}
+	kb->lo = LLVMGetParam(kb->f.fn, 2 + k->n_in);
+	kb->hi = LLVMGetParam(kb->f.fn, 3 + k->n_in);
+	kb->err = NULL;
+	return LLVMGetParam(kb->f.fn, 4 + k->n_in);
+}
+
+LLVMValueRef cg_kernel_outline_end(cg_kernel *kb)
+{
+	LLVMBuildRetVoid(kb->f.b);
+	cg_fn_end(&kb->f);
+	return kb->f.fn;
+}
+
+void cg_kernel_outline_call(cg_kernel *k, LLVMValueRef body, LLVMValueRef key)
+{
+	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 3];
+	uint32_t na = 0;
+	args[na++] = k->run;
+	args[na++] = k->out;
+	for (uint32_t i = 0; i < k->n_in; i++)
+		args[na++] = k->in[i];
+	args[na++] = k->lo;
+	args[na++] = k->hi;
+	args[na++] = key;
+	cg_call(&k->f, body, args, na);
+}
+
 LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset)
 {
 	cg_fn *f = &k->f;

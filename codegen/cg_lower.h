@@ -124,6 +124,18 @@ LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream);
 /* Returns from the kernel with its error code (code | node << 8) when
  * cond holds, else continues after. */
 void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code);
+/* A kernel's work outlined into a function that every kernel with the
+ * same `name` calls (the attention kernels' bodies):
+ *   void name(ptr run, ptr out, ptr in..., i64 lo, i64 hi, i64 key)
+ * cg_kernel_outline_begin starts it and fills *kb as k with the
+ * function's parameters (and no error exit: a body cannot fail); it
+ * returns key. cg_kernel_outline_end returns from it and closes it;
+ * cg_kernel_outline_call calls it from k with k's pointers, range and
+ * key. */
+LLVMValueRef cg_kernel_outline_begin(const cg_kernel *k, const char *name,
+				     cg_kernel *kb);
+LLVMValueRef cg_kernel_outline_end(cg_kernel *kb);
+void cg_kernel_outline_call(cg_kernel *k, LLVMValueRef body, LLVMValueRef key);
 /* Loads field `offset` bytes into the attnrt_run of the kernel. */
 LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset);
 

@@ -119,41 +119,17 @@ static void body_begin(cg_addattn *a, cg_kernel *kb, bool is_grad, LLVMValueRef 
 	a->x = cg_attn_var(&a->base, ft, cg_f32(f, 0));
 }
 
-/* The shared function: void (ptr run, ptr out, ptr in..., i64 lo,
- * i64 hi, i64 key). */
+/* The shared function (cg_kernel_outline_begin's signature). */
 static LLVMValueRef make_body(const cg_kernel *k, const cg_addattn *shape,
 			      const char *name, cg_addattn_gen gen)
 {
-	LLVMContextRef c = LLVMGetModuleContext(k->L->mod);
-	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
-	LLVMTypeRef i64 = LLVMInt64TypeInContext(c);
-	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 3];
-	uint32_t np = 0;
-	for (uint32_t i = 0; i < 2 + k->n_in; i++)
-		ps[np++] = ptr;
-	ps[np++] = i64;
-	ps[np++] = i64;
-	ps[np++] = i64;
-	cg_kernel kb = *k;
-	cg_fn_begin(&kb.f, k->L->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(c), ps, np, 0), true);
-	cg_fn_attr(&kb.f, "noinline");
-	kb.run = LLVMGetParam(kb.f.fn, 0);
-	kb.out = LLVMGetParam(kb.f.fn, 1);
-	for (uint32_t i = 0; i < k->n_in; i++) {
-		cg_fn_param_readonly(&kb.f, 2 + i);
-		kb.in[i] = LLVMGetParam(kb.f.fn, 2 + i);
-	}
-	kb.lo = LLVMGetParam(kb.f.fn, 2 + k->n_in);
-	kb.hi = LLVMGetParam(kb.f.fn, 3 + k->n_in);
-	kb.err = NULL;
+	cg_kernel kb;
+	LLVMValueRef key = cg_kernel_outline_begin(k, name, &kb);
 	cg_addattn a = *shape;
 	body_begin(&a, &kb, k->node->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD,
-		   LLVMGetParam(kb.f.fn, 4 + k->n_in));
+		   key);
 	gen(&a);
-	LLVMBuildRetVoid(kb.f.b);
-	cg_fn_end(&kb.f);
-	return kb.f.fn;
+	return cg_kernel_outline_end(&kb);
 }
 
 void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape, const char *kind,
@@ -170,19 +146,11 @@ void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape, const char *kin
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);
-	cg_fn *f = &k->f;
-	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 3];
-	uint32_t na = 0;
-	args[na++] = k->run;
-	args[na++] = k->out;
-	for (uint32_t i = 0; i < k->n_in; i++)
-		args[na++] = k->in[i];
-	args[na++] = k->lo;
-	args[na++] = k->hi;
-	args[na++] = a->has_dropout
-			     ? cg_lower_dropout_key(k, k->node->attr.attention.stream)
-			     : cg_i64(f, 0);
-	cg_call(f, body, args, na);
+	cg_kernel_outline_call(
+		k, body,
+		a->has_dropout
+			? cg_lower_dropout_key(k, k->node->attr.attention.stream)
+			: cg_i64(&k->f, 0));
 }
 
 /* ---- vectors ---------------------------------------------------------------------- */
