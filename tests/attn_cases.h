@@ -19,6 +19,7 @@
 #include "interp.h"
 #include "ir.h"
 #include "passes.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -210,6 +211,47 @@ static inline void ac_check_ratio(const interp_tensor *fused,
 	double bound = 2 * eu + 1e-6 * mag + 1e-7;
 	ck_assert_msg(ef <= bound, "%s: fused error %.3g > 2 x unfused error "
 		      "%.3g + floor (largest %.3g)", what, ef, eu, mag);
+}
+
+/* ---- compiling and explaining ----------------------------------------------- */
+
+/* The module of the .g file at rel (from the source tree). */
+static inline ir_module *ac_load_model(tu_graph *x, const char *rel)
+{
+	uint32_t file = ir_ctx_load_source(&x->ctx, tu_path(rel));
+	ck_assert_uint_ne(file, 0);
+	ir_module *m = fe_compile(&x->ctx, file);
+	ck_assert_msg(m != NULL, "%s: %s", rel, tu_graph_diag(x));
+	return m;
+}
+
+/* The module of .g source text src. */
+static inline ir_module *ac_load_text(tu_graph *x, const char *src)
+{
+	uint32_t file = ir_ctx_add_source(&x->ctx, "t.g", src, strlen(src));
+	ir_module *m = fe_compile(&x->ctx, file);
+	ck_assert_msg(m != NULL, "%s", tu_graph_diag(x));
+	return m;
+}
+
+/* The pipeline with options o (NULL: the defaults), verifying after
+ * every pass. */
+static inline void ac_run_pipeline(ir_module *m, const pass_options *o)
+{
+	pass_options po = o ? *o : (pass_options){0};
+	po.verify_each = true;
+	ck_assert(pass_pipeline_run(m, &po));
+}
+
+/* pass_explain_fusion's text for m (the caller frees it). */
+static inline char *ac_explain(const ir_module *m)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+	pass_explain_fusion(m, out);
+	fclose(out);
+	return text;
 }
 
 #endif

@@ -10,32 +10,6 @@
 
 #include <check.h>
 
-/* ---- compiling models and sources ----------------------------------------- */
-
-static ir_module *load_model(tu_graph *x, const char *rel)
-{
-	uint32_t file = ir_ctx_load_source(&x->ctx, tu_path(rel));
-	ck_assert_uint_ne(file, 0);
-	ir_module *m = fe_compile(&x->ctx, file);
-	ck_assert_msg(m != NULL, "%s: %s", rel, tu_graph_diag(x));
-	return m;
-}
-
-static ir_module *load_text(tu_graph *x, const char *src)
-{
-	uint32_t file = ir_ctx_add_source(&x->ctx, "t.g", src, strlen(src));
-	ir_module *m = fe_compile(&x->ctx, file);
-	ck_assert_msg(m != NULL, "%s", tu_graph_diag(x));
-	return m;
-}
-
-static void run_pipeline(ir_module *m, const pass_options *o)
-{
-	pass_options po = o ? *o : (pass_options){0};
-	po.verify_each = true;
-	ck_assert(pass_pipeline_run(m, &po));
-}
-
 /* ---- the ops -------------------------------------------------------------- */
 
 typedef struct gb {
@@ -198,7 +172,7 @@ START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_text(&x,
+	ir_module *m = ac_load_text(&x,
 		"model t\ndim B, Q, K\n"
 		"export def f(q: f32[B, Q, 2], k: f32[B, K, 2], v: f32[B, K, 3], "
 		"g: f32[B, Q, 3])\n  return q\n");
@@ -428,12 +402,12 @@ START_TEST(test_fused_rows_of_valid_length_zero_average_all_values)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_text(&x,
+	ir_module *m = ac_load_text(&x,
 		"model t\n"
 		"export def f(q: f32[1, 2, 2], k: f32[1, 3, 2], v: f32[1, 3, 1], "
 		"valid: i32[1, 2])\n"
 		"  return masked_softmax(q @ k.T, valid) @ v\n");
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "f", IR_OP_FUSED_ATTENTION), 1);
 	interp_tensor in[4];
 	const int64_t qd[3] = {1, 2, 2}, kd[3] = {1, 3, 2}, vd[3] = {1, 3, 1},
@@ -482,8 +456,8 @@ START_TEST(test_every_attention_of_the_transformer_loss_and_forward_fuses)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/transformer.g");
-	run_pipeline(m, NULL);
+	ir_module *m = ac_load_model(&x, "models/transformer.g");
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION), 6);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ATTENTION), 6);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_MASKED_SOFTMAX), 0);
@@ -506,19 +480,19 @@ START_TEST(test_the_transformer_training_graph_fuses_forward_and_backward)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/transformer.g");
+	ir_module *m = ac_load_model(&x, "models/transformer.g");
 	ck_assert(pass_autodiff(m, "loss"));
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
 	uint32_t left = ac_count(m, "loss_grad", IR_OP_MASKED_SOFTMAX);
 	ir_module_destroy(m);
 	/* The masked softmaxes left draw the loss's masks over the symbolic
 	 * vocabulary (grad_build.c); the six of the attentions are gone. */
-	m = load_model(&x, "models/transformer.g");
+	m = ac_load_model(&x, "models/transformer.g");
 	ck_assert(pass_autodiff(m, "loss"));
 	pass_options off = {.no_fuse = true};
-	run_pipeline(m, &off);
+	ac_run_pipeline(m, &off);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_MASKED_SOFTMAX), left + 6);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
@@ -533,9 +507,9 @@ START_TEST(test_no_fuse_and_disabling_the_pass_leave_the_graph_unfused)
 	pass_options opts[2] = {{.no_fuse = true},
 				{.disabled = off, .n_disabled = 1}};
 	for (int i = 0; i < 2; i++) {
-		ir_module *m = load_model(&x, "models/transformer.g");
+		ir_module *m = ac_load_model(&x, "models/transformer.g");
 		ck_assert(pass_autodiff(m, "loss"));
-		run_pipeline(m, &opts[i]);
+		ac_run_pipeline(m, &opts[i]);
 		ck_assert_uint_eq(count_all(m, IR_OP_FUSED_ATTENTION), 0);
 		ck_assert_uint_eq(count_all(m, IR_OP_FUSED_ATTENTION_GRAD), 0);
 		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_MASKED_SOFTMAX), 6);
@@ -562,14 +536,14 @@ START_TEST(test_model_attentions_fuse_unless_their_weights_are_returned)
 					    "models/self_attention.g"};
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, files[_i]);
-	run_pipeline(m, NULL);
+	ir_module *m = ac_load_model(&x, files[_i]);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ATTENTION), 0);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_MASKED_SOFTMAX), 1);
 	ir_module_destroy(m);
-	m = load_model(&x, files[_i]);
+	m = ac_load_model(&x, files[_i]);
 	keep_first_output(m, "forward");
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ATTENTION), 1);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_MASKED_SOFTMAX), 0);
 	ir_module_destroy(m);
@@ -583,9 +557,9 @@ START_TEST(test_fused_attention_takes_scale_dropout_and_the_softmax_location)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/multihead_attention.g");
+	ir_module *m = ac_load_model(&x, "models/multihead_attention.g");
 	keep_first_output(m, "forward");
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	const ir_func *f = ir_module_find_func(m, "forward");
 	for (uint32_t i = 0; i < f->g.n_nodes; i++) {
 		const ir_node *n = &f->g.nodes[i];
@@ -615,9 +589,9 @@ START_TEST(test_the_transformer_reads_every_attentions_heads_in_place)
 	static const char *off[] = {"fuse_heads"};
 	pass_options opts[2] = {{0}, {.disabled = off, .n_disabled = 1}};
 	for (int i = 0; i < 2; i++) {
-		ir_module *m = load_model(&x, "models/transformer.g");
+		ir_module *m = ac_load_model(&x, "models/transformer.g");
 		ck_assert(pass_autodiff(m, "loss"));
-		run_pipeline(m, &opts[i]);
+		ac_run_pipeline(m, &opts[i]);
 		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
 		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
 		ac_expect_heads(m, "loss", i == 0 ? 4 : 1);
@@ -649,16 +623,16 @@ static uint32_t heads_in(tu_graph *x, const char *body, char **explain)
 {
 	char src[1024];
 	snprintf(src, sizeof src, "%s%s", heads_head, body);
-	ir_module *m = load_text(x, src);
+	ir_module *m = ac_load_text(x, src);
 	size_t len = 0;
 	FILE *out = open_memstream(explain, &len);
 	pass_options pre = {.no_fuse = true};
-	run_pipeline(m, &pre);
+	ac_run_pipeline(m, &pre);
 	pass_explain_fusion(m, out);
 	fclose(out);
 	ir_module_destroy(m);
-	m = load_text(x, src);
-	run_pipeline(m, NULL);
+	m = ac_load_text(x, src);
+	ac_run_pipeline(m, NULL);
 	const ir_func *f = m->funcs[0];
 	uint32_t h = 0;
 	for (uint32_t i = 0; i < f->g.n_nodes; i++)
@@ -722,23 +696,19 @@ START_TEST(test_a_gradient_part_read_outside_a_merge_keeps_the_gradient_split)
 		"  return sum(merge_heads(o, 2) * x) + sum(q * q)\n";
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_text(&x, src);
+	ir_module *m = ac_load_text(&x, src);
 	ck_assert(pass_autodiff(m, "loss"));
 	pass_options pre = {.no_fuse = true};
-	run_pipeline(m, &pre);
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	pass_explain_fusion(m, out);
-	fclose(out);
+	ac_run_pipeline(m, &pre);
+	char *text = ac_explain(m);
 	ck_assert_msg(strstr(text, "@loss_grad %") &&
 		      strstr(text, "; its 2 heads are read in place; in its gradient "
 				   "they stay split: its gradient part %"), "%s", text);
 	free(text);
 	ir_module_destroy(m);
-	m = load_text(&x, src);
+	m = ac_load_text(&x, src);
 	ck_assert(pass_autodiff(m, "loss"));
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	const ir_func *f = ir_module_find_func(m, "loss_grad");
 	for (uint32_t i = 0; i < f->g.n_nodes; i++) {
 		const ir_node *n = &f->g.nodes[i];
@@ -801,14 +771,14 @@ START_TEST(test_the_unfused_gradient_of_a_node_with_heads_splits_and_merges_them
 	tu_graph_init_ctx(&x);
 	interp_tensor *out[2];
 	for (int fused = 0; fused < 2; fused++) {
-		ir_module *m = load_text(&x, src);
+		ir_module *m = ac_load_text(&x, src);
 		pass_options po = {.no_fuse = !fused};
-		run_pipeline(m, &po);
+		ac_run_pipeline(m, &po);
 		ac_expect_heads(m, "loss", 2);
 		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION),
 				  (uint32_t)fused);
 		ck_assert_msg(pass_autodiff(m, "loss"), "%s", tu_graph_diag(&x));
-		run_pipeline(m, &po);
+		ac_run_pipeline(m, &po);
 		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 0);
 		out[fused] = heads_grad_run(&x, m, 3, 4);
 		ir_module_destroy(m);
@@ -839,12 +809,12 @@ static uint32_t fused_in(tu_graph *x, const char *body, char **explain)
 {
 	char src[1024];
 	snprintf(src, sizeof src, "%s%s", attn_head, body);
-	ir_module *m = load_text(x, src);
+	ir_module *m = ac_load_text(x, src);
 	size_t len = 0;
 	FILE *out = open_memstream(explain, &len);
 	pass_explain_fusion(m, out);
 	fclose(out);
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	uint32_t n = count_all(m, IR_OP_FUSED_ATTENTION);
 	ir_module_destroy(m);
 	return n;
@@ -889,8 +859,8 @@ START_TEST(test_transposed_keys_and_constant_scales_fuse)
 	tu_graph_init_ctx(&x);
 	char src[512];
 	snprintf(src, sizeof src, "%s  return softmax(q @ kt / 2) @ v\n", attn_head);
-	ir_module *m = load_text(&x, src);
-	run_pipeline(m, NULL);
+	ir_module *m = ac_load_text(&x, src);
+	ac_run_pipeline(m, NULL);
 	const ir_func *f = m->funcs[0];
 	bool found = false;
 	for (uint32_t i = 0; i < f->g.n_nodes; i++)
@@ -919,10 +889,10 @@ START_TEST(test_a_gradient_for_the_values_alone_fuses)
 	tu_graph_init_ctx(&x);
 	interp_tensor *out[2];
 	for (int fused = 0; fused < 2; fused++) {
-		ir_module *m = load_text(&x, src);
+		ir_module *m = ac_load_text(&x, src);
 		ck_assert(pass_autodiff(m, "loss"));
 		pass_options po = {.no_fuse = !fused};
-		run_pipeline(m, &po);
+		ac_run_pipeline(m, &po);
 		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD),
 				  (uint32_t)fused);
 		interp_tensor in[3], params[1];
@@ -966,12 +936,8 @@ START_TEST(test_explain_fusion_says_which_softmax_fuses_and_why_not)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/dot_product_attention.g");
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	pass_explain_fusion(m, out);
-	fclose(out);
+	ir_module *m = ac_load_model(&x, "models/dot_product_attention.g");
+	char *text = ac_explain(m);
 	ck_assert_msg(strstr(text, "@forward %"), "%s", text);
 	ck_assert_ptr_nonnull(strstr(text, "masked_softmax at "));
 	ck_assert_ptr_nonnull(strstr(text, "dot_product_attention.g:11:13: not "
@@ -981,14 +947,11 @@ START_TEST(test_explain_fusion_says_which_softmax_fuses_and_why_not)
 	free(text);
 	ir_module_destroy(m);
 
-	m = load_model(&x, "models/transformer.g");
+	m = ac_load_model(&x, "models/transformer.g");
 	ck_assert(pass_autodiff(m, "loss"));
 	pass_options pre = {.no_fuse = true};
-	run_pipeline(m, &pre);
-	text = NULL;
-	out = open_memstream(&text, &len);
-	pass_explain_fusion(m, out);
-	fclose(out);
+	ac_run_pipeline(m, &pre);
+	text = ac_explain(m);
 	ck_assert_msg(strstr(text, "@loss_grad %"), "%s", text);
 	ck_assert_ptr_nonnull(strstr(text, "into fused_attention, and its "
 					   "gradient into fused_attention_grad"));

@@ -12,40 +12,6 @@
 
 #include <check.h>
 
-static ir_module *load_model(tu_graph *x, const char *rel)
-{
-	uint32_t file = ir_ctx_load_source(&x->ctx, tu_path(rel));
-	ck_assert_uint_ne(file, 0);
-	ir_module *m = fe_compile(&x->ctx, file);
-	ck_assert_msg(m != NULL, "%s: %s", rel, tu_graph_diag(x));
-	return m;
-}
-
-static ir_module *load_text(tu_graph *x, const char *src)
-{
-	uint32_t file = ir_ctx_add_source(&x->ctx, "t.g", src, strlen(src));
-	ir_module *m = fe_compile(&x->ctx, file);
-	ck_assert_msg(m != NULL, "%s", tu_graph_diag(x));
-	return m;
-}
-
-static void run_pipeline(ir_module *m, const pass_options *o)
-{
-	pass_options po = o ? *o : (pass_options){0};
-	po.verify_each = true;
-	ck_assert(pass_pipeline_run(m, &po));
-}
-
-static char *explain(const ir_module *m)
-{
-	char *text = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&text, &len);
-	pass_explain_fusion(m, out);
-	fclose(out);
-	return text;
-}
-
 /* ---- the ops ----------------------------------------------------------------- */
 
 static ir_attr attention(double p)
@@ -261,9 +227,9 @@ START_TEST(test_fused_additive_rows_average_their_valid_values_and_length_zero_a
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/additive_attention.g");
+	ir_module *m = ac_load_model(&x, "models/additive_attention.g");
 	ir_module_find_func(m, "forward")->n_outputs = 1; /* not the weights */
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION), 1);
 	const ir_func *f = ir_module_find_func(m, "forward");
 	interp_tensor in[4], params[4], out[1];
@@ -308,9 +274,9 @@ START_TEST(test_every_decoder_step_of_bahdanau_fuses_forward_and_backward)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/bahdanau.g");
+	ir_module *m = ac_load_model(&x, "models/bahdanau.g");
 	ck_assert(pass_autodiff(m, "loss"));
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
@@ -339,9 +305,9 @@ START_TEST(test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused)
 	pass_options opts[2] = {{.no_fuse = true},
 				{.disabled = off, .n_disabled = 1}};
 	for (int i = 0; i < 2; i++) {
-		ir_module *m = load_model(&x, "models/bahdanau.g");
+		ir_module *m = ac_load_model(&x, "models/bahdanau.g");
 		ck_assert(pass_autodiff(m, "loss"));
-		run_pipeline(m, &opts[i]);
+		ac_run_pipeline(m, &opts[i]);
 		for (uint32_t fi = 0; fi < m->n_funcs; fi++) {
 			const char *fn = m->funcs[fi]->name;
 			ck_assert_uint_eq(ac_count(m, fn, IR_OP_FUSED_ADDITIVE_ATTENTION), 0);
@@ -361,9 +327,9 @@ START_TEST(test_explain_fusion_reports_the_additive_attentions)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_model(&x, "models/bahdanau.g");
-	run_pipeline(m, &(pass_options){.no_fuse = true});
-	char *text = explain(m);
+	ir_module *m = ac_load_model(&x, "models/bahdanau.g");
+	ac_run_pipeline(m, &(pass_options){.no_fuse = true});
+	char *text = ac_explain(m);
 	ck_assert_ptr_nonnull(strstr(text, "@loss %"));
 	ck_assert_ptr_nonnull(strstr(text, ", masked_softmax, dropout %"));
 	ck_assert_ptr_nonnull(strstr(text, "into fused_additive_attention\n"));
@@ -374,9 +340,9 @@ START_TEST(test_explain_fusion_reports_the_additive_attentions)
 	ck_assert_ptr_nonnull(strstr(text, "20 of 21 softmaxes fuse\n"));
 	free(text);
 	ir_module_destroy(m);
-	m = load_model(&x, "models/additive_attention.g");
-	run_pipeline(m, &(pass_options){.no_fuse = true});
-	text = explain(m);
+	m = ac_load_model(&x, "models/additive_attention.g");
+	ac_run_pipeline(m, &(pass_options){.no_fuse = true});
+	text = ac_explain(m);
 	ck_assert_ptr_nonnull(strstr(text, "not fused: the weights are output 1 "
 					   "(weights) of @forward"));
 	ck_assert_ptr_nonnull(strstr(text, "0 of 1 softmax fuse\n"));
@@ -392,19 +358,19 @@ START_TEST(test_features_used_elsewhere_block_the_fusion)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = load_text(&x,
+	ir_module *m = ac_load_text(&x,
 		"model t\n"
 		"export def f(qp: f32[2, 3, 4], kp: f32[2, 5, 4], v: f32[2, 5, 6])\n"
 		"  param wv : [4, 1] = normal(0, 1)\n"
 		"  t = tanh(unsqueeze(qp, 2) + unsqueeze(kp, 1))\n"
 		"  s = squeeze(t @ wv, -1)\n"
 		"  return softmax(s) @ v, sum(t)\n");
-	run_pipeline(m, &(pass_options){.no_fuse = true});
-	char *text = explain(m);
+	ac_run_pipeline(m, &(pass_options){.no_fuse = true});
+	char *text = ac_explain(m);
 	ck_assert_msg(strstr(text, "not fused: the features %") &&
 		      strstr(text, "are also used by %"), "%s", text);
 	free(text);
-	run_pipeline(m, NULL);
+	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "f", IR_OP_FUSED_ADDITIVE_ATTENTION), 0);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
