@@ -14,104 +14,24 @@
  */
 #include "attn_cases.h"
 #include "cg_gemm.h"
-#include "cg_program.h"
+#include "attn_jit.h"
 #include "testutil.h"
 
 #include <check.h>
-
-/* Outputs of one JIT run, as f32 tensors, and the scratch it needed. */
-typedef struct jit_out {
-	interp_tensor t[8];
-	uint32_t n;
-	size_t scratch;
-} jit_out;
-
-static size_t round64(size_t n)
-{
-	return (n + 63) / 64 * 64 + 64;
-}
-
-/* Runs function fn of m through the JIT on in and params (f32), its
- * kernels built for vectors of vw floats (0: the host's widest). */
-static void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,
-		       const ac_case *c, int n_threads, int vw,
-		       const interp_tensor *in, const interp_tensor *params,
-		       jit_out *r)
-{
-	const ir_func *f = ir_module_find_func(m, fn);
-	cg_program_options po = {.vector_width = vw};
-	cg_program *p = cg_program_create(&x->ctx, m, NULL, &po);
-	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(x));
-	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(x));
-	attnrt_entry_fn entry = cg_program_entry(p, fn);
-	ck_assert(entry != NULL);
-	uint32_t np;
-	const attnrt_param_info *pi = cg_program_params(p, &np);
-	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
-	for (uint32_t i = 0; i < np; i++)
-		memcpy(pb + pi[i].offset, params[i].data,
-		       (size_t)interp_tensor_numel(&params[i]) * 4);
-	r->scratch = cg_program_scratch_bytes(p, fn);
-	char *sb = aligned_alloc(64, round64(r->scratch));
-	memset(sb, 0xff, round64(r->scratch));
-	const void *ins[8];
-	void *outs[8];
-	for (uint32_t i = 0; i < f->n_inputs; i++)
-		ins[i] = in[i].data;
-	uint32_t no;
-	const attnrt_tensor_info *oi = cg_program_outputs(p, fn, &no);
-	r->n = no;
-	for (uint32_t o = 0; o < no; o++) {
-		int64_t dims[IR_MAX_RANK];
-		for (int d = 0; d < oi[o].rank; d++)
-			dims[d] = oi[o].dims[d];
-		ck_assert(interp_tensor_alloc(&x->ctx, &r->t[o], IR_F32, oi[o].rank,
-					      dims));
-		outs[o] = r->t[o].data;
-	}
-	attnrt_run run = {c->seed, 2, c->is_training, n_threads};
-	ck_assert_int_eq(entry(&run, pb, sb, ins, outs), 0);
-	free(pb);
-	free(sb);
-	cg_program_destroy(p);
-}
 
 static void jit_run(tu_graph *x, const ir_module *m, const char *fn,
 		    const ac_case *c, int n_threads, const interp_tensor *in,
 		    const interp_tensor *params, jit_out *r)
 {
-	jit_run_vw(x, m, fn, c, n_threads, 0, in, params, r);
+	jit_run_vw(x, m, fn, c->seed, c->is_training, n_threads, 0, in, params,
+		   r);
 }
 
-static void jit_out_fini(tu_graph *x, jit_out *r)
-{
-	for (uint32_t o = 0; o < r->n; o++)
-		interp_tensor_fini(&x->ctx, &r->t[o]);
-}
-
-static interp_tensor *interp_grad(tu_graph *x, const ir_module *m, const ac_case *c,
-				  const interp_tensor *in,
+static interp_tensor *interp_grad(tu_graph *x, const ir_module *m,
+				  const ac_case *c, const interp_tensor *in,
 				  const interp_tensor *params, bool is_f64)
 {
-	const ir_func *f = ir_module_find_func(m, "loss_grad");
-	interp_tensor *out = calloc(f->n_outputs, sizeof *out);
-	interp_opts o = {.is_f64 = is_f64, .is_training = c->is_training,
-			 .seed = c->seed, .step = 2};
-	ck_assert_msg(interp_run(&x->ctx, m, f, &o, params, in, out), "%s",
-		      tu_graph_diag(x));
-	return out;
-}
-
-/* The JIT's fused result agrees with the interpreter's fused kernels:
- * relative to the output's largest value, within float32 summation
- * order differences. */
-static void check_close(const interp_tensor *got, const interp_tensor *want,
-			const char *what)
-{
-	double e, mag;
-	ac_errors(got, want, &e, &mag);
-	ck_assert_msg(e <= 2e-5 * (mag + 1e-3), "%s: JIT and interpreter differ "
-		      "by %g (largest %g)", what, e, mag);
+	return interp_grad_at(x, m, c->seed, c->is_training, in, params, is_f64);
 }
 
 /* The kernels reading heads in place give what they give on split
@@ -151,7 +71,8 @@ static void check_case(const ac_case *c)
 	jit_run(&x, mf, "loss_grad", c, 2, in, params, &f2);
 	/* the other vector width's kernels (AVX2's on an AVX-512 host) */
 	int other = cg_gemm_host_vector_width() == 16 ? 8 : 16;
-	jit_run_vw(&x, mf, "loss_grad", c, 1, other, in, params, &fw);
+	jit_run_vw(&x, mf, "loss_grad", c->seed, c->is_training, 1, other, in,
+		   params, &fw);
 	const ir_func *f = ir_module_find_func(mu, "loss_grad");
 	for (uint32_t o = 0; o < f->n_outputs; o++) {
 		const char *name = f->output_names[o];

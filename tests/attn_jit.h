@@ -1,0 +1,108 @@
+/*
+ * attn_jit.h - running the attention test modules through the JIT and
+ * the interpreter, shared by test_codegen_fuse.c and
+ * test_codegen_fuse_additive.c: the outputs of a JIT run, the
+ * interpreter's gradient, and the closeness rule between them.
+ *
+ * Header-only (static inline), like attn_cases.h.
+ */
+#ifndef ATTNC_TESTS_ATTN_JIT_H
+#define ATTNC_TESTS_ATTN_JIT_H
+
+#include "attn_cases.h"
+#include "cg_program.h"
+
+/* Outputs of one JIT run, as f32 tensors, and the scratch it needed. */
+typedef struct jit_out {
+	interp_tensor t[8];
+	uint32_t n;
+	size_t scratch;
+} jit_out;
+
+static inline size_t aj_round64(size_t n)
+{
+	return (n + 63) / 64 * 64 + 64;
+}
+
+/* Runs function fn of m through the JIT on in and params (f32), step 2
+ * of seed (dropout active when is_training), its kernels built for
+ * vectors of vw floats (0: the host's widest). */
+static inline void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,
+			      uint64_t seed, bool is_training, int n_threads,
+			      int vw, const interp_tensor *in,
+			      const interp_tensor *params, jit_out *r)
+{
+	const ir_func *f = ir_module_find_func(m, fn);
+	cg_program_options po = {.vector_width = vw};
+	cg_program *p = cg_program_create(&x->ctx, m, NULL, &po);
+	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(x));
+	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(x));
+	attnrt_entry_fn entry = cg_program_entry(p, fn);
+	ck_assert(entry != NULL);
+	uint32_t np;
+	const attnrt_param_info *pi = cg_program_params(p, &np);
+	char *pb = aligned_alloc(64, aj_round64(cg_program_params_bytes(p)));
+	for (uint32_t i = 0; i < np; i++)
+		memcpy(pb + pi[i].offset, params[i].data,
+		       (size_t)interp_tensor_numel(&params[i]) * 4);
+	r->scratch = cg_program_scratch_bytes(p, fn);
+	char *sb = aligned_alloc(64, aj_round64(r->scratch));
+	memset(sb, 0xff, aj_round64(r->scratch));
+	const void *ins[8];
+	void *outs[8];
+	for (uint32_t i = 0; i < f->n_inputs; i++)
+		ins[i] = in[i].data;
+	uint32_t no;
+	const attnrt_tensor_info *oi = cg_program_outputs(p, fn, &no);
+	r->n = no;
+	for (uint32_t o = 0; o < no; o++) {
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < oi[o].rank; d++)
+			dims[d] = oi[o].dims[d];
+		ck_assert(interp_tensor_alloc(&x->ctx, &r->t[o], IR_F32, oi[o].rank,
+					      dims));
+		outs[o] = r->t[o].data;
+	}
+	attnrt_run run = {seed, 2, is_training, n_threads};
+	ck_assert_int_eq(entry(&run, pb, sb, ins, outs), 0);
+	free(pb);
+	free(sb);
+	cg_program_destroy(p);
+}
+
+static inline void jit_out_fini(tu_graph *x, jit_out *r)
+{
+	for (uint32_t o = 0; o < r->n; o++)
+		interp_tensor_fini(&x->ctx, &r->t[o]);
+}
+
+/* The outputs of m's loss_grad in the interpreter (caller frees them),
+ * at step 2 of seed, in float64 if is_f64. */
+static inline interp_tensor *interp_grad_at(tu_graph *x, const ir_module *m,
+					    uint64_t seed, bool is_training,
+					    const interp_tensor *in,
+					    const interp_tensor *params,
+					    bool is_f64)
+{
+	const ir_func *f = ir_module_find_func(m, "loss_grad");
+	interp_tensor *out = calloc(f->n_outputs, sizeof *out);
+	interp_opts o = {.is_f64 = is_f64, .is_training = is_training,
+			 .seed = seed, .step = 2};
+	ck_assert_msg(interp_run(&x->ctx, m, f, &o, params, in, out), "%s",
+		      tu_graph_diag(x));
+	return out;
+}
+
+/* The JIT's fused result agrees with the interpreter's fused kernels:
+ * relative to the output's largest value, within float32 summation
+ * order differences. */
+static inline void check_close(const interp_tensor *got,
+			       const interp_tensor *want, const char *what)
+{
+	double e, mag;
+	ac_errors(got, want, &e, &mag);
+	ck_assert_msg(e <= 2e-5 * (mag + 1e-3), "%s: JIT and interpreter differ "
+		      "by %g (largest %g)", what, e, mag);
+}
+
+#endif
