@@ -95,12 +95,13 @@ static void choose_blocks(cg_attn *a)
 	a->brp = round_up(a->br, vw);
 }
 
-static void read_valid(cg_attn *a, const cg_kernel *k, const ir_type *vt)
+void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt,
+			   int64_t *sn, int64_t *sq)
 {
 	int64_t vd[IR_MAX_RANK];
 	int r = cg_lower_dims(k->L, vt, vd);
-	a->valid_sn = vd[0] == 1 ? 0 : (r == 2 ? vd[1] : 1);
-	a->valid_sq = r == 2 && vd[1] != 1 ? 1 : 0;
+	*sn = vd[0] == 1 ? 0 : (r == 2 ? vd[1] : 1);
+	*sq = r == 2 && vd[1] != 1 ? 1 : 0;
 }
 
 void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
@@ -123,7 +124,8 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	a->fill = (float)n->attr.attention.fill;
 	a->has_valid = n->n_args == (is_grad ? 5u : 4u);
 	if (a->has_valid)
-		read_valid(a, k, cg_kernel_arg_type(k, 3));
+		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 3),
+				      &a->valid_sn, &a->valid_sq);
 	double p = n->attr.attention.p;
 	a->has_dropout = p > 0;
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */

@@ -54,6 +54,11 @@ typedef struct cg_attn {
 	LLVMValueRef rv;      /* br i64: each row's valid length */
 } cg_attn;
 
+/* The strides, in elements, of valid lengths of type vt (i32 [N] or
+ * [N, Q], either axis possibly broadcast from 1) between batch elements
+ * (*sn) and between queries (*sq); 0 along a broadcast axis. */
+void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt,
+			   int64_t *sn, int64_t *sq);
 /* Reads the node's sizes and attributes (emits nothing). */
 void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad);
 

@@ -31,14 +31,6 @@ static int64_t round_up(int64_t x, int64_t m)
 	return (x + m - 1) / m * m;
 }
 
-static void read_valid(cg_addattn *a, const cg_kernel *k, const ir_type *vt)
-{
-	int64_t vd[IR_MAX_RANK];
-	int r = cg_lower_dims(k->L, vt, vd);
-	a->valid_sn = vd[0] == 1 ? 0 : (r == 2 ? vd[1] : 1);
-	a->valid_sq = r == 2 && vd[1] != 1 ? 1 : 0;
-}
-
 void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad)
 {
 	const ir_node *n = k->node;
@@ -59,7 +51,8 @@ void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad)
 	a->fill = (float)n->attr.attention.fill;
 	a->has_valid = n->n_args == (is_grad ? 6u : 5u);
 	if (a->has_valid)
-		read_valid(a, k, cg_kernel_arg_type(k, 4));
+		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 4),
+				      &a->valid_sn, &a->valid_sq);
 	double p = n->attr.attention.p;
 	a->has_dropout = p > 0;
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */

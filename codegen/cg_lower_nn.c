@@ -698,6 +698,51 @@ bool cg_lower_mse_loss(cg_kernel *k)
 	return true;
 }
 
+/* The row's label (operand 1 at off) as an i64; outside [0, K) a
+ * run-time index error. */
+static LLVMValueRef row_label(cg_kernel *k, const row_cx *c, LLVMValueRef off)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], off),
+				       cg_t_i64(f), "");
+	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
+			  ATTNRT_ERR_INDEX);
+	return y;
+}
+
+/* The largest of the row's K logits (operand 0, through its tree). */
+static LLVMValueRef row_max(cg_kernel *k, const row_cx *c, LLVMValueRef *offs)
+{
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	set(k, mx, fmax_r(f, get(k, ft, mx), cg_kernel_operand(k, 0, offs, j)));
+	cg_loop_end(f, &l);
+	return get(k, ft, mx);
+}
+
+/* A nest over the logits' leading dims (ld, rank r): array 0 the output,
+ * one element per row or (out_rows) a row of K, then n_dense arrays
+ * over those dims, dense (labels, g), then the logits' arrays (their
+ * tree when fused), whose last axis the row's inner index walks. */
+static void label_nest(cg_kernel *k, cg_nest *n, const int64_t *ld, int r,
+		       int n_dense, bool out_rows)
+{
+	int ax[IR_MAX_RANK];
+	memset(n, 0, sizeof *n);
+	n->rank = r - 1;
+	n->n_arr = 1 + n_dense;
+	memcpy(n->dims, ld, IR_MAX_RANK * sizeof *ld);
+	cg_lower_strides(ld, out_rows ? r : r - 1, n->strides[0]);
+	for (int a = 1; a <= n_dense; a++)
+		cg_lower_strides(ld, r - 1, n->strides[a]);
+	for (int d = 0; d < IR_MAX_RANK; d++)
+		ax[d] = d;
+	cg_nest_add_operand(k, n, 0, ax, r - 1);
+}
+
 /* -log_softmax(logits)[label] of one row; offs: 0 = out, 1 = logits row,
  * 2 = label. */
 static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
@@ -705,19 +750,11 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
 	LLVMTypeRef ft = cg_t_f32(f);
-	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[1]),
-				       cg_t_i64(f), "");
-	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
-			  ATTNRT_ERR_INDEX);
-	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
+	LLVMValueRef y = row_label(k, c, offs[1]);
+	LLVMValueRef m = row_max(k, c, offs), sum = var(k, ft, cg_f32(f, 0));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef v = cg_kernel_operand(k, 0, offs, j);
-	set(k, mx, fmax_r(f, get(k, ft, mx), v));
-	cg_loop_end(f, &l);
-	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	v = cg_kernel_operand(k, 0, offs, j);
 	LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, v, m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
@@ -728,9 +765,6 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, offs[0]);
 }
 
-/* A nest over the logits' leading dims: array 0 the output, array 1 the
- * labels (both of those dims, dense), then the logits' arrays (their
- * tree when fused), whose last axis the row's inner index walks. */
 bool cg_lower_cross_entropy(cg_kernel *k)
 {
 	int64_t ld[IR_MAX_RANK];
@@ -738,16 +772,7 @@ bool cg_lower_cross_entropy(cg_kernel *k)
 	row_cx c = {0};
 	c.K = ld[r - 1];
 	cg_nest n;
-	int ax[IR_MAX_RANK];
-	memset(&n, 0, sizeof n);
-	n.rank = r - 1;
-	n.n_arr = 2;
-	memcpy(n.dims, ld, sizeof ld);
-	cg_lower_strides(ld, r - 1, n.strides[0]);
-	cg_lower_strides(ld, r - 1, n.strides[1]);
-	for (int d = 0; d < IR_MAX_RANK; d++)
-		ax[d] = d;
-	cg_nest_add_operand(k, &n, 0, ax, r - 1);
+	label_nest(k, &n, ld, r, 1, false);
 	run_rows(k, &n, 2 * c.K, cross_entropy_row, &c);
 	return true;
 }
@@ -761,18 +786,11 @@ static void cross_entropy_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
 	LLVMTypeRef ft = cg_t_f32(f);
-	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[1]),
-				       cg_t_i64(f), "");
-	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
-			  ATTNRT_ERR_INDEX);
+	LLVMValueRef y = row_label(k, c, offs[1]);
 	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
-	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
+	LLVMValueRef m = row_max(k, c, offs), sum = var(k, ft, cg_f32(f, 0));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	set(k, mx, fmax_r(f, get(k, ft, mx), cg_kernel_operand(k, 0, offs, j)));
-	cg_loop_end(f, &l);
-	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef e = cg_lower_exp(
 		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
 	stf(k, e, k->out, cg_add(f, offs[0], j));
@@ -789,9 +807,6 @@ static void cross_entropy_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop_end(f, &l);
 }
 
-/* A nest over the logits' leading dims: array 0 the output (rows of V),
- * arrays 1 and 2 the labels and g (those dims, dense), then the logits'
- * arrays (their tree when fused), whose last axis the row walks. */
 bool cg_lower_cross_entropy_grad(cg_kernel *k)
 {
 	int64_t ld[IR_MAX_RANK];
@@ -799,17 +814,7 @@ bool cg_lower_cross_entropy_grad(cg_kernel *k)
 	row_cx c = {0};
 	c.K = ld[r - 1];
 	cg_nest n;
-	int ax[IR_MAX_RANK];
-	memset(&n, 0, sizeof n);
-	n.rank = r - 1;
-	n.n_arr = 3;
-	memcpy(n.dims, ld, sizeof ld);
-	cg_lower_strides(ld, r, n.strides[0]);
-	cg_lower_strides(ld, r - 1, n.strides[1]);
-	cg_lower_strides(ld, r - 1, n.strides[2]);
-	for (int d = 0; d < IR_MAX_RANK; d++)
-		ax[d] = d;
-	cg_nest_add_operand(k, &n, 0, ax, r - 1);
+	label_nest(k, &n, ld, r, 2, true);
 	run_rows(k, &n, 3 * c.K, cross_entropy_grad_row, &c);
 	return true;
 }
