@@ -56,6 +56,10 @@ enum {
 	IR_OPF_NODIFF = 1u << 3,         /* has no gradient */
 	IR_OPF_NODIFF_IF_INT = 1u << 4,  /* no gradient when input is integer */
 	IR_OPF_VIEW = 1u << 5,           /* a pure change of layout, no data moves */
+	/* Its kernel reads operand 0 by element through the operand's fused
+	 * tree, so elementwise fusion (passes/fuse_ew.c) may compute that
+	 * operand's producers inside it. */
+	IR_OPF_FUSES_ARG0 = 1u << 6,
 };
 
 typedef enum ir_op {

@@ -42,69 +42,13 @@ typedef enum host_kind {
 
 static host_kind host_of(ir_op op)
 {
-	switch (op) {
-	case IR_OP_NEG:
-	case IR_OP_EXP:
-	case IR_OP_LOG:
-	case IR_OP_TANH:
-	case IR_OP_SIGMOID:
-	case IR_OP_RELU:
-	case IR_OP_SIN:
-	case IR_OP_COS:
-	case IR_OP_SQRT:
-	case IR_OP_ABS:
-	case IR_OP_CAST:
-	case IR_OP_ADD:
-	case IR_OP_SUB:
-	case IR_OP_MUL:
-	case IR_OP_DIV:
-	case IR_OP_POW:
-	case IR_OP_MAXIMUM:
-	case IR_OP_MINIMUM:
-	case IR_OP_LT:
-	case IR_OP_LE:
-	case IR_OP_GT:
-	case IR_OP_GE:
-	case IR_OP_EQ:
-	case IR_OP_NE:
-	case IR_OP_SELECT:
-	case IR_OP_DROPOUT:
-	case IR_OP_BROADCAST:
-		return HOST_SAME;
-	case IR_OP_PERMUTE:
-		return HOST_ANY;
-	case IR_OP_SUM:
-	case IR_OP_MEAN:
-	case IR_OP_MAX:
-	case IR_OP_SOFTMAX:
-	case IR_OP_LOG_SOFTMAX:
-	case IR_OP_MASKED_SOFTMAX:
-	case IR_OP_LAYER_NORM:
-	case IR_OP_CROSS_ENTROPY:
-	case IR_OP_CROSS_ENTROPY_GRAD:
+	unsigned fl = ir_op_table[op].flags;
+	if (fl & IR_OPF_FUSES_ARG0)
 		return HOST_FIRST;
-	case IR_OP_INPUT:
-	case IR_OP_PARAM:
-	case IR_OP_CONST:
-	case IR_OP_MATMUL:
-	case IR_OP_ARGMAX:
-	case IR_OP_EMBEDDING:
-	case IR_OP_ONE_HOT:
-	case IR_OP_EMBEDDING_GRAD:
-	case IR_OP_RESHAPE:
-	case IR_OP_SLICE:
-	case IR_OP_CONCAT:
-	case IR_OP_REPEAT:
-	case IR_OP_REPEAT_INTERLEAVE:
-	case IR_OP_SORT:
-	case IR_OP_MSE_LOSS:
-	case IR_OP_FUSED_ATTENTION:
-	case IR_OP_FUSED_ATTENTION_GRAD:
-	case IR_OP_FUSED_ADDITIVE_ATTENTION:
-	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
-	case IR_OP_COUNT:
-		break;
-	}
+	if (op == IR_OP_PERMUTE)
+		return HOST_ANY;
+	if ((fl & IR_OPF_EW) || op == IR_OP_DROPOUT || op == IR_OP_BROADCAST)
+		return HOST_SAME;
 	return HOST_NONE;
 }
 
