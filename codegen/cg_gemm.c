@@ -151,6 +151,7 @@ static void choose_threads(const cg_gemm_spec *s, cg_gemm_plan *p)
 	p->split_rows = mp >= np || mp >= 16;
 	most = min64(most, (p->split_rows ? mp : np) * p->batch);
 	p->max_threads = (int)(most < 1 ? 1 : min64(most, 1024));
+	p->parts = (p->split_rows ? mp : np) * p->batch;
 }
 
 bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
@@ -190,7 +191,7 @@ typedef struct work_env {
 	cg_gemm_gen *g;
 	LLVMValueRef a0, b0, c0;   /* the operands of the first product */
 	LLVMValueRef a, b, c;      /* those of the current product */
-	LLVMValueRef abuf, bbuf, tid, nt;
+	LLVMValueRef abuf, bbuf, lo, hi, nt;
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
 } work_env;
 
@@ -321,7 +322,7 @@ static void select_item(work_env *w, LLVMValueRef item)
 	w->c = is_batch ? cg_at(f, w->c0, cg_muli(f, item, s->stride_c)) : w->c0;
 }
 
-/* The thread's panels [lo, hi), numbered across the batch (`per` panels
+/* The call's panels [lo, hi), numbered across the batch (`per` panels
  * of `step` rows or columns a product, `total` rows or columns): for each
  * product they touch, the range [r0, r1) of rows (or columns) in it. */
 static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
@@ -329,8 +330,8 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 	cg_fn *f = w->f;
 	cg_loop lb;
 	int64_t panels = per * w->g->plan.batch;
-	LLVMValueRef lo = cg_muldiv(f, w->tid, cg_i64(f, panels), w->nt);
-	LLVMValueRef hi = cg_muldiv(f, cg_addi(f, w->tid, 1), cg_i64(f, panels), w->nt);
+	LLVMValueRef lo = cg_muldiv(f, w->lo, cg_i64(f, panels), w->nt);
+	LLVMValueRef hi = cg_muldiv(f, w->hi, cg_i64(f, panels), w->nt);
 	LLVMValueRef per_v = cg_i64(f, per);
 	LLVMValueRef b0 = LLVMBuildUDiv(f->b, lo, per_v, "");
 	LLVMValueRef b1 = LLVMBuildUDiv(f->b, cg_addi(f, hi, per - 1), per_v, "");
@@ -354,7 +355,9 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 }
 
 /* void NAME.work(const float *A, const float *B, float *C, float *buf,
- *                i64 tid, i64 nt): thread tid's share of C. */
+ *                i64 lo, i64 hi, i64 n): parts [lo, hi) of C cut into n
+ * equal parts (thread tid of nt: tid, tid + 1, nt), packing into buf,
+ * the call's own buffer. */
 static LLVMValueRef gen_work(cg_gemm_gen *g)
 {
 	cg_fn f;
@@ -362,23 +365,24 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[6] = {ptr, ptr, ptr, ptr, i64, i64};
+	LLVMTypeRef params[7] = {ptr, ptr, ptr, ptr, i64, i64, i64};
 	buf_layout l = layout_of(&g->plan);
 	work_env w = {.f = &f, .g = g};
 	const cg_gemm_spec *s = &g->spec;
 
 	snprintf(name, sizeof name, "%s.work", g->name);
 	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 6, 0),
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 7, 0),
 		    true);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
 	w.a0 = LLVMGetParam(f.fn, 0);
 	w.b0 = LLVMGetParam(f.fn, 1);
 	w.c0 = LLVMGetParam(f.fn, 2);
-	w.tid = LLVMGetParam(f.fn, 4);
-	w.nt = LLVMGetParam(f.fn, 5);
-	w.abuf = cg_at(&f, LLVMGetParam(f.fn, 3), cg_muli(&f, w.tid, l.per_thread));
+	w.lo = LLVMGetParam(f.fn, 4);
+	w.hi = LLVMGetParam(f.fn, 5);
+	w.nt = LLVMGetParam(f.fn, 6);
+	w.abuf = LLVMGetParam(f.fn, 3);
 	w.bbuf = cg_ati(&f, w.abuf, l.b_off);
 	if (g->plan.split_rows)
 		item_loop(&w, ceil_div(s->m, CG_GEMM_MR), CG_GEMM_MR, s->m);
@@ -413,7 +417,8 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 	char name[256];
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
-	LLVMValueRef args[6];
+	LLVMValueRef args[7];
+	buf_layout l = layout_of(&g->plan);
 
 	snprintf(name, sizeof name, "%s.par", g->name);
 	cg_fn_begin(&f, g->mod, name,
@@ -421,9 +426,12 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 	cg_fn_param_readonly(&f, 0);
 	for (int i = 0; i < CAP_COUNT; i++)
 		args[i] = LLVMBuildLoad2(f.b, ptr, cap_slot(&f, LLVMGetParam(f.fn, 0), i), "");
-	args[4] = omp_int(&f, "omp_get_thread_num");
-	args[5] = omp_int(&f, "omp_get_num_threads");
-	cg_call(&f, work, args, 6);
+	LLVMValueRef tid = omp_int(&f, "omp_get_thread_num");
+	args[3] = cg_at(&f, args[3], cg_muli(&f, tid, l.per_thread));
+	args[4] = tid;
+	args[5] = cg_addi(&f, tid, 1);
+	args[6] = omp_int(&f, "omp_get_num_threads");
+	cg_call(&f, work, args, 7);
 	LLVMBuildRetVoid(f.b);
 	cg_fn_end(&f);
 	return f.fn;
@@ -439,9 +447,9 @@ static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
 	LLVMBuildCondBr(f->b, is_one, one, team);
 
 	LLVMPositionBuilderAtEnd(f->b, one);
-	LLVMValueRef wargs[6] = {args[0], args[1], args[2], args[3],
-				 cg_i64(f, 0), cg_i64(f, 1)};
-	cg_call(f, work, wargs, 6);
+	LLVMValueRef wargs[7] = {args[0], args[1], args[2], args[3],
+				 cg_i64(f, 0), cg_i64(f, 1), cg_i64(f, 1)};
+	cg_call(f, work, wargs, 7);
 	LLVMBuildBr(f->b, join);
 
 	LLVMPositionBuilderAtEnd(f->b, team);
@@ -462,10 +470,10 @@ static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
  * the most threads, else aligned_alloc'd (*is_heap set). Generated code
  * has no error channel, so a failed allocation traps. */
 static LLVMValueRef alloc_buf(cg_fn *f, const cg_gemm_plan *p,
-			      LLVMValueRef nt, bool *is_heap)
+			      LLVMValueRef nt, int64_t most_nt, bool *is_heap)
 {
 	buf_layout l = layout_of(p);
-	int64_t most = l.per_thread * p->max_threads * 4;
+	int64_t most = l.per_thread * most_nt * 4;
 	*is_heap = false;
 	if (most == 0)
 		return LLVMConstNull(cg_t_ptr(f));
@@ -524,18 +532,52 @@ static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 	LLVMValueRef nt = team_size(&f, g);
 	LLVMValueRef args[4] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
 				LLVMGetParam(f.fn, 2),
-				alloc_buf(&f, &g->plan, nt, &is_heap)};
+				alloc_buf(&f, &g->plan, nt, g->plan.max_threads,
+					  &is_heap)};
 	if (par)
 		run_team(&f, work, par, cap, args, nt);
 	else
-		cg_call(&f, work, (LLVMValueRef[6]){args[0], args[1], args[2],
-			args[3], cg_i64(&f, 0), cg_i64(&f, 1)}, 6);
+		cg_call(&f, work, (LLVMValueRef[7]){args[0], args[1], args[2],
+			args[3], cg_i64(&f, 0), cg_i64(&f, 1), cg_i64(&f, 1)}, 7);
 	if (is_heap) {
 		LLVMTypeRef fp = cg_t_ptr(&f);
 		cg_call_extern(&f, "free",
 			       LLVMFunctionType(LLVMVoidTypeInContext(ctx), &fp, 1, 0),
 			       &args[3], 1);
 	}
+	LLVMBuildRetVoid(f.b);
+	cg_fn_end(&f);
+}
+
+/* void NAME.range(const float *A, const float *B, float *C, i64 lo,
+ * i64 hi, i64 n): parts [lo, hi) of n on the calling thread. */
+static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
+{
+	cg_fn f;
+	char name[256];
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+	LLVMTypeRef params[6] = {ptr, ptr, ptr, i64, i64, i64};
+	bool is_heap;
+
+	snprintf(name, sizeof name, "%s.range", g->name);
+	/* Internal when it is all there is: kernels of one module call it,
+	 * and two modules linked together must not clash. */
+	cg_fn_begin(&f, g->mod, name,
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 6, 0),
+		    g->spec.is_range_only);
+	cg_fn_param_readonly(&f, 0);
+	cg_fn_param_readonly(&f, 1);
+	LLVMValueRef buf = alloc_buf(&f, &g->plan, cg_i64(&f, 1), 1, &is_heap);
+	LLVMValueRef args[7] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
+				LLVMGetParam(f.fn, 2), buf, LLVMGetParam(f.fn, 3),
+				LLVMGetParam(f.fn, 4), LLVMGetParam(f.fn, 5)};
+	cg_call(&f, work, args, 7);
+	if (is_heap)
+		cg_call_extern(&f, "free",
+			       LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0),
+			       &buf, 1);
 	LLVMBuildRetVoid(f.b);
 	cg_fn_end(&f);
 }
@@ -576,7 +618,11 @@ bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec)
 	g.b_cs = spec->tb ? g.plan.ldb : 1;
 	gen_kernels(&g);
 	LLVMValueRef work = gen_work(&g);
-	LLVMValueRef par = g.plan.max_threads > 1 ? gen_par(&g, work) : NULL;
-	gen_entry(&g, work, par);
+	if (!spec->is_range_only) {
+		LLVMValueRef par = g.plan.max_threads > 1 ? gen_par(&g, work)
+							  : NULL;
+		gen_entry(&g, work, par);
+	}
+	gen_range(&g, work);
 	return true;
 }

@@ -58,6 +58,8 @@ typedef struct cg_gemm_spec {
 	/* NAME takes a 4th argument, int n_threads: the team size, capped by
 	 * the grain (<= 0: OpenMP's default, as without the argument). */
 	bool is_threads_arg;
+	/* Generate only NAME.range (below), not NAME. */
+	bool is_range_only;
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
@@ -71,6 +73,8 @@ typedef struct cg_gemm_plan {
 	int64_t kc, mc, nc;  /* block sizes of the K, M and N loops */
 	bool split_rows;     /* threads take row panels; else column panels */
 	int max_threads;     /* most threads worth starting (by grain) */
+	int64_t parts;       /* the finest split: row (or column) panels
+			      * of C over the batch */
 	int64_t lda, ldb, ldc; /* the strides with defaults filled in */
 	int64_t batch;         /* >= 1 */
 } cg_gemm_plan;
@@ -95,5 +99,16 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
  * its stack, larger ones are aligned_alloc'd for each call (a failed
  * allocation traps). */
 bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec);
+
+/* cg_gemm_add also generates, for callers that split the work themselves
+ * (the matmul kernels of cg_lower.c; internal to the module with
+ * spec.is_range_only):
+ *
+ *     void NAME.range(const float *A, const float *B, float *C,
+ *                     int64_t lo, int64_t hi, int64_t n);
+ *
+ * parts [lo, hi) of C cut into n equal parts (0 <= lo <= hi <= n), on the
+ * calling thread. Every element of C is computed the same way whatever
+ * the cut, so results do not depend on it. */
 
 #endif

@@ -154,16 +154,17 @@ static void batch_strides(const int64_t *dims, int rank, int nb, int64_t *s)
  * the rows. */
 typedef struct gemm_cx {
 	LLVMValueRef fn;
+	int64_t parts;
 } gemm_cx;
 
 static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const gemm_cx *g = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef args[4] = {cg_at(f, k->in[0], offs[1]), cg_at(f, k->in[1], offs[2]),
-				cg_at(f, k->out, offs[0]),
-				cg_kernel_run_field(k, cg_t_i32(f), 20)};
-	cg_call(f, g->fn, args, 4);
+	LLVMValueRef args[6] = {cg_at(f, k->in[0], offs[1]), cg_at(f, k->in[1], offs[2]),
+				cg_at(f, k->out, offs[0]), k->lo, k->hi,
+				cg_i64(f, g->parts)};
+	cg_call(f, g->fn, args, 6);
 }
 
 static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
@@ -175,7 +176,7 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 	s.k = c->K;
 	s.ta = ta;
 	s.tb = c->tb;
-	s.is_threads_arg = true;
+	s.is_range_only = true;
 	s.vector_width = (int)L->vw;
 	cg_nest_simplify(bn);
 	int in = bn->rank - 1;
@@ -190,16 +191,27 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 		s.stride_b = bn->strides[2][in];
 		bn->dims[in] = 1;
 	}
-	char name[64];
+	char name[64], err[256];
+	cg_gemm_plan plan;
 	snprintf(name, sizeof name, "sgemm.%u", L->n_gemms++);
-	if (!cg_gemm_add(L->cm, name, &s)) {
+	if (!cg_gemm_plan_make(&s, &plan, err, sizeof err) ||
+	    !cg_gemm_add(L->cm, name, &s)) {
 		ir_error(L->ctx, k->node->loc, "codegen: matmul: %s",
-			 cg_module_error(L->cm));
+			 cg_gemm_plan_make(&s, &plan, err, sizeof err)
+				 ? cg_module_error(L->cm) : err);
 		return false;
 	}
-	gemm_cx g = {LLVMGetNamedFunction(L->mod, name)};
-	k->extent = 1; /* the sgemm splits its own work over threads */
-	k->work = c->M * c->N * c->K;
+	strcat(name, ".range");
+	/* The kernel's range is parts of every product of the nest: at most
+	 * 64, as fine as the sgemm's panels allow. */
+	gemm_cx g = {LLVMGetNamedFunction(L->mod, name),
+		     plan.parts < 64 ? plan.parts : 64};
+	k->extent = g.parts;
+	/* In multiply-adds over 16: a product starts a team from 2^19 of
+	 * them (the sgemm's own grain) at the default grain. */
+	k->work = (s.batch ? s.batch : 1) * s.m * s.n * s.k / 16;
+	for (int d = 0; d < bn->rank; d++)
+		k->work *= bn->dims[d];
 	cg_nest_emit(k, bn, cg_i64(&k->f, 0), cg_i64(&k->f, bn->dims[0]),
 		     gemm_call, &g);
 	return true;

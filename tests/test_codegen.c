@@ -349,6 +349,65 @@ START_TEST(test_gemm_results_do_not_depend_on_thread_count)
 }
 END_TEST
 
+typedef void (*gemm_range_fn)(const float *A, const float *B, float *C,
+			      int64_t lo, int64_t hi, int64_t n);
+
+/* NAME.range over uneven cuts of [0, n), parts in reverse order, gives C
+ * bit for bit as NAME does in one call. */
+START_TEST(test_gemm_range_parts_make_the_whole_product)
+{
+	static const struct {
+		int64_t m, n, k, batch;
+		cg_gemm_pack pack;
+	} cases[] = {
+		{640, 201, 32, 1, CG_GEMM_PACK_AUTO}, /* rows split */
+		{12, 700, 100, 1, CG_GEMM_PACK_AB},   /* columns split */
+		{13, 40, 50, 7, CG_GEMM_PACK_NONE},   /* panels across a batch */
+		{5, 3, 9, 1, CG_GEMM_PACK_AUTO},      /* fewer panels than parts */
+	};
+	for (size_t c = 0; c < 4; c++) {
+		gemm_case t;
+		cg_gemm_spec spec = shape(cases[c].m, cases[c].n, cases[c].k);
+		spec.batch = cases[c].batch;
+		spec.stride_a = spec.m * spec.k;
+		spec.stride_b = spec.k * spec.n;
+		spec.stride_c = spec.m * spec.n;
+		spec.pack = cases[c].pack;
+		spec.vector_width = widths[c % 2];
+		case_init(&t, spec, 900 + c);
+		float *whole = case_run(&t, 1);
+		cg_module *m = cg_module_create("range");
+		(void)jit_gemm(m, &t.spec);
+		void *addr = cg_module_lookup(m, "gemm.range");
+		ck_assert_msg(addr != NULL, "%s", cg_module_error(m));
+		gemm_range_fn fn;
+		memcpy(&fn, &addr, sizeof fn);
+		for (int64_t n = 1; n <= 7; n += 3) {
+			float *c2 = malloc(t.n_c * sizeof *c2);
+			ck_assert_ptr_nonnull(c2);
+			for (size_t i = 0; i < t.n_c; i++)
+				c2[i] = -7777.0f;
+			int64_t cut = n / 3; /* [cut, n), then [0, cut) */
+			fn(t.a, t.b, c2, cut, n, n);
+			size_t left = 0;
+			for (size_t i = 0; i < t.n_c; i++)
+				left += c2[i] == -7777.0f;
+			/* The first part wrote its share only: the rest is left
+			 * when the cut takes panels (4 of them: 5x3 has 1). */
+			if (cut > 0 && c != 3)
+				ck_assert(left > 0 && left < t.n_c);
+			fn(t.a, t.b, c2, 0, cut, n);
+			ck_assert_msg(memcmp(whole, c2, t.n_c * sizeof *c2) == 0,
+				      "case %zu, %lld parts", c, (long long)n);
+			free(c2);
+		}
+		cg_module_destroy(m);
+		free(whole);
+		case_fini(&t);
+	}
+}
+END_TEST
+
 START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 {
 	for (int w = 0; w < 2; w++) {
@@ -723,9 +782,9 @@ START_TEST(test_module_counts_functions_and_times_compilation)
 	ck_assert(cg_gemm_add(m, "g", &spec));
 	ck_assert(cg_module_jit(m));
 	cg_module_stats st = cg_module_stats_get(m);
-	/* 4 micro-kernels (65x33 has both edges), work, entry; too small
-	 * for threads (no par) or packing. */
-	ck_assert_int_eq(st.n_functions, 6);
+	/* 4 micro-kernels (65x33 has both edges), work, entry, range; too
+	 * small for threads (no par) or packing. */
+	ck_assert_int_eq(st.n_functions, 7);
 	ck_assert_double_gt(st.opt_ms, 0);
 	ck_assert_double_gt(st.jit_ms, 0);
 	cg_module_destroy(m);
@@ -754,6 +813,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
 	tcase_add_test(num, test_gemm_results_do_not_depend_on_thread_count);
+	tcase_add_test(num, test_gemm_range_parts_make_the_whole_product);
 	tcase_add_test(num, test_gemm_batch_results_do_not_depend_on_thread_count);
 	tcase_add_test(num, test_gemm_takes_the_thread_count_as_an_argument);
 	tcase_add_test(num, test_gemm_runs_on_more_threads_than_row_panels);
