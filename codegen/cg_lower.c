@@ -17,6 +17,7 @@
  * A kernel whose outer loop has enough work runs through libgomp's
  * GOMP_parallel, split statically into equal ranges of that loop.
  */
+#include "cg_entry.h"
 #include "cg_gemm.h"
 #include "cg_lower.h"
 #include "passes.h"
@@ -31,6 +32,7 @@ typedef struct cg_entry {
 	char symbol[256];
 	size_t scratch_bytes;
 	uint32_t n_calls; /* kernel calls of one call */
+	cg_program_sched sched; /* its static schedule, if it has one */
 	attnrt_tensor_info *inputs, *outputs;
 	attnrt_entry_fn entry;
 } cg_entry;
@@ -48,17 +50,13 @@ struct cg_program {
 	uint32_t n_fused; /* fused nodes over all entries */
 	int64_t grain;
 	bool is_serial, no_fuse;
+	uint32_t sched_threads; /* > 1: entry points get a static schedule */
 	double build_ms;
 	LLVMValueRef *consts; /* m->n_consts globals, made on first use */
 	struct built_kernel *built; /* every kernel made, for sharing */
 	uint32_t n_built, built_cap;
 };
 
-/* A generated kernel as the entry point calls it. */
-typedef struct kernel_ref {
-	LLVMValueRef fn, par; /* par: the GOMP_parallel body, or NULL */
-	int64_t extent;
-} kernel_ref;
 
 /* A kernel made for node id of graph g with its trees; a node of the
  * same op, attributes, concrete operand and result types and trees
@@ -73,13 +71,6 @@ typedef struct built_kernel {
 	bool is_shared;
 } built_kernel;
 
-/* How the entry point calls node i's kernel: ref, and the leaves of its
- * fused trees, whose pointers follow the operands'. */
-typedef struct node_call {
-	kernel_ref ref;
-	uint32_t n_extra;
-	ir_id extra[CG_KERNEL_MAX_IN];
-} node_call;
 
 static double now_ms(void)
 {
@@ -221,12 +212,6 @@ static attnrt_tensor_info *tensor_table(cg_program *p, const cg_lower *L,
  * PASS_FUSE_EW_EVERY or IR_NONE (pass_fuse_ew_plan); root[i] is the node
  * whose buffer holds node i's data (a leaf, itself, or what a reshape reads); offset[i] its
  * place in the slab for computing roots that are not fused. */
-typedef struct func_plan {
-	ir_id *into;
-	ir_id *root;
-	uint64_t *offset;
-	uint64_t total;
-} func_plan;
 
 static bool is_leaf(ir_op op)
 {
@@ -735,6 +720,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 	if (ok) {
 		ref->fn = k->f.fn;
 		ref->extent = k->extent;
+		ref->cost = cg_sched_kernel_cost(&fn->g, id, tr, k->work);
 		ref->par = NULL;
 		p->n_kernels++;
 		if (!p->is_serial && k->extent >= 2 && k->work >= p->grain) {
@@ -769,16 +755,6 @@ static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
 
 /* ---- the entry point ---------------------------------------------------------- */
 
-/* The state of one entry point being generated. */
-typedef struct entry_gen {
-	cg_program *p;
-	cg_lower *L;
-	const ir_func *fn;
-	func_plan plan;
-	cg_fn f;
-	LLVMValueRef run, params, scratch;
-	LLVMValueRef *inputs; /* per argument: its pointer */
-} entry_gen;
 
 static LLVMValueRef byte_gep(cg_fn *f, LLVMValueRef p, uint64_t off)
 {
@@ -810,7 +786,7 @@ static LLVMValueRef const_global(entry_gen *e, uint32_t ci)
 }
 
 /* Where node i's data is at run time. */
-static LLVMValueRef node_ptr(entry_gen *e, ir_id i)
+LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i)
 {
 	ir_id r = e->plan.root[i];
 	const ir_node *n = &e->fn->g.nodes[r];
@@ -821,7 +797,7 @@ static LLVMValueRef node_ptr(entry_gen *e, ir_id i)
 				e->p->params[n->attr.param_index].offset);
 	if (n->op == IR_OP_CONST)
 		return const_global(e, n->attr.const_index);
-	return byte_gep(&e->f, e->scratch, e->plan.offset[r]);
+	return byte_gep(&e->f, e->scratch, e->offset[r]);
 }
 
 /* Returns the kernel's status from the entry point if it is not 0. */
@@ -862,27 +838,34 @@ static void call_parallel(entry_gen *e, const kernel_ref *k,
 	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""));
 }
 
-/* Calls node id's kernel: its operands' pointers (null for a fused one,
- * which the kernel computes), then its fused trees' leaves'. */
+uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
+			      LLVMValueRef *args)
+{
+	const ir_node *n = &e->fn->g.nodes[id];
+	uint32_t na = 0;
+	args[na++] = e->run;
+	args[na++] = cg_entry_node_ptr(e, id);
+	for (uint32_t a = 0; a < n->n_args; a++) {
+		ir_id x = ir_arg(&e->fn->g, id, a);
+		args[na++] = pass_fuse_ew_is_in(e->plan.into, x, id)
+				     ? LLVMConstPointerNull(cg_t_ptr(&e->f))
+				     : cg_entry_node_ptr(e, x);
+	}
+	for (uint32_t i = 0; i < c->n_extra; i++)
+		args[na++] = cg_entry_node_ptr(e, c->extra[i]);
+	return na;
+}
+
+/* Calls node id's kernel over its whole range, through GOMP_parallel if
+ * it has a parallel body. */
 static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 {
 	cg_fn *f = &e->f;
 	const kernel_ref *k = &c->ref;
-	const ir_node *n = &e->fn->g.nodes[id];
 	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
-	uint32_t na = 0;
-	args[na++] = e->run;
-	args[na++] = node_ptr(e, id);
-	for (uint32_t a = 0; a < n->n_args; a++) {
-		ir_id x = ir_arg(&e->fn->g, id, a);
-		args[na++] = pass_fuse_ew_is_in(e->plan.into, x, id)
-				     ? LLVMConstPointerNull(cg_t_ptr(f))
-				     : node_ptr(e, x);
-	}
-	for (uint32_t i = 0; i < c->n_extra; i++)
-		args[na++] = node_ptr(e, c->extra[i]);
+	uint32_t na = cg_entry_kernel_args(e, id, c, args);
 	if (k->par) {
-		call_parallel(e, k, args, n->n_args + c->n_extra);
+		call_parallel(e, k, args, na - 2);
 		return;
 	}
 	args[na++] = cg_i64(f, 0);
@@ -890,7 +873,7 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 	check_status(e, cg_call(f, k->fn, args, na));
 }
 
-static void copy_outputs(entry_gen *e, LLVMValueRef outputs)
+void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs)
 {
 	cg_fn *f = &e->f;
 	for (uint32_t o = 0; o < e->fn->n_outputs; o++) {
@@ -900,12 +883,12 @@ static void copy_outputs(entry_gen *e, LLVMValueRef outputs)
 							1, "");
 		LLVMValueRef dst = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
 		uint64_t bytes = type_bytes(e->L, &e->fn->g.nodes[id].type);
-		LLVMBuildMemCpy(f->b, dst, 4, node_ptr(e, id), 4,
+		LLVMBuildMemCpy(f->b, dst, 4, cg_entry_node_ptr(e, id), 4,
 				cg_i64(f, (int64_t)bytes));
 	}
 }
 
-static void load_inputs(entry_gen *e, LLVMValueRef inputs)
+void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs)
 {
 	cg_fn *f = &e->f;
 	for (uint32_t i = 0; i < e->fn->n_inputs; i++) {
@@ -916,7 +899,8 @@ static void load_inputs(entry_gen *e, LLVMValueRef inputs)
 	}
 }
 
-static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks)
+static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
+			const sched_plan *sp)
 {
 	cg_fn *f = &e->f;
 	LLVMContextRef c = LLVMGetModuleContext(e->L->mod);
@@ -930,11 +914,16 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks)
 	e->run = LLVMGetParam(f->fn, 0);
 	e->params = LLVMGetParam(f->fn, 1);
 	e->scratch = LLVMGetParam(f->fn, 2);
-	load_inputs(e, LLVMGetParam(f->fn, 3));
+	cg_entry_load_inputs(e, LLVMGetParam(f->fn, 3));
+	if (sp->usable) {
+		LLVMBasicBlockRef in_order = cg_block(f, "in_order");
+		cg_sched_emit(e, ks, sp, LLVMGetParam(f->fn, 4), in_order);
+		LLVMPositionBuilderAtEnd(f->b, in_order);
+	}
 	for (ir_id i = 0; i < e->fn->g.n_nodes; i++)
 		if (ks[i].ref.fn)
 			call_kernel(e, i, &ks[i]);
-	copy_outputs(e, LLVMGetParam(f->fn, 4));
+	cg_entry_copy_outputs(e, LLVMGetParam(f->fn, 4));
 	LLVMBuildRet(f->b, cg_i32(f, 0));
 	cg_fn_end(f);
 }
@@ -947,7 +936,9 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 	uint32_t n = fn->g.n_nodes;
 	node_call *ks = ir_alloc(p->ctx, (n + 1) * sizeof *ks);
 	e.inputs = ir_alloc(p->ctx, (fn->n_inputs + 1) * sizeof *e.inputs);
+	sched_plan sp = {0};
 	bool ok = ks && e.inputs && plan_func(L, fn, p->no_fuse, &e.plan);
+	e.offset = e.plan.offset;
 	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
 	for (ir_id i = 0; ok && i < n; i++) {
 		ir_op op = fn->g.nodes[i].op;
@@ -958,8 +949,17 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 			ce->n_calls++;
 		}
 	}
+	if (ok && p->sched_threads > 1)
+		ok = cg_sched_plan_make(&e, ks, p->sched_threads, &sp);
 	if (ok) {
 		ce->scratch_bytes = e.plan.total;
+		if (sp.usable) {
+			ce->sched = (cg_program_sched){
+				sp.s.n_threads, sp.s.n_tasks, sp.s.n_waits,
+				sp.s.total, sp.s.makespan, sp.total};
+			if (sp.total > ce->scratch_bytes)
+				ce->scratch_bytes = sp.total;
+		}
 		ce->inputs = tensor_table(p, L, fn, fn->inputs, fn->input_names,
 					  fn->n_inputs);
 		ce->outputs = tensor_table(p, L, fn, fn->outputs,
@@ -967,7 +967,8 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 		ok = ce->inputs && ce->outputs;
 	}
 	if (ok)
-		build_entry(&e, ce, ks);
+		build_entry(&e, ce, ks, &sp);
+	cg_sched_plan_fini(p->ctx, &sp);
 	plan_fini(p->ctx, &e.plan);
 	ir_free(p->ctx, ks);
 	ir_free(p->ctx, e.inputs);
@@ -1044,6 +1045,12 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	p->grain = opts && opts->grain > 0 ? opts->grain : CG_PROGRAM_GRAIN_DEFAULT;
 	p->is_serial = opts && opts->is_serial;
 	p->no_fuse = opts && opts->no_fuse;
+	int st = opts ? opts->sched_threads : 0;
+	if (st == 0)
+		st = cg_threads_get();
+	p->sched_threads = p->is_serial || st < 2 ? 1
+			 : (uint32_t)(st < CG_PROGRAM_SCHED_MAX ? st
+							: CG_PROGRAM_SCHED_MAX);
 	int before = ctx->n_errors;
 	bool ok = bind_syms(p, sym_values);
 	if (ok) {
@@ -1200,6 +1207,12 @@ uint32_t cg_program_n_calls(const cg_program *p, const char *func)
 {
 	const cg_entry *e = find_entry(p, func);
 	return e ? e->n_calls : 0;
+}
+
+cg_program_sched cg_program_sched_of(const cg_program *p, const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->sched : (cg_program_sched){0};
 }
 
 cg_module_stats cg_program_stats(const cg_program *p)

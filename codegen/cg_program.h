@@ -59,10 +59,18 @@ typedef struct cg_program_options {
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;
+	/* Threads of the entry points' static schedules (docs/codegen.md):
+	 * a call asking for exactly this many threads runs its kernels side
+	 * by side on them; any other count runs them one after another,
+	 * each over the threads it asks for. 0 = OpenMP's default thread
+	 * count when the program is made (at most CG_PROGRAM_SCHED_MAX);
+	 * 1 = no schedule. */
+	int sched_threads;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
 #define CG_PROGRAM_GEMM_MIN_DEFAULT 65536
+#define CG_PROGRAM_SCHED_MAX 64
 
 
 /* Lowers every exported function of m (already through the pass
@@ -138,6 +146,17 @@ uint32_t cg_program_n_fused(const cg_program *p);
 /* The kernels one call of the entry point for func calls (0 if func is
  * not exported). */
 uint32_t cg_program_n_calls(const cg_program *p, const char *func);
+
+/* An entry point's static schedule, as estimated at compile time; all 0
+ * when it has none (one thread, or too small to gain from one). */
+typedef struct cg_program_sched {
+	uint32_t threads, tasks, waits;
+	double cycles;   /* the kernels' estimated cycles, summed */
+	double makespan; /* the schedule's estimated cycles */
+	uint64_t scratch_bytes; /* the schedule's own memory layout */
+} cg_program_sched;
+
+cg_program_sched cg_program_sched_of(const cg_program *p, const char *func);
 
 /* Compilation statistics of the underlying module; build_ms is the time
  * spent building the LLVM IR in cg_program_create. */
