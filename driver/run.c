@@ -216,7 +216,8 @@ cg_program_options drv_program_options(const drv_options *o)
 	pass_options po = {.disabled = o->disabled, .n_disabled = o->n_disabled,
 			   .no_fuse = o->no_fuse};
 	return (cg_program_options){
-		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise")};
+		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise"),
+		.sched_threads = o->threads};
 }
 
 /* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for
@@ -239,6 +240,23 @@ static void print_entries(const cg_program *p, char *buf, size_t size)
 		if (at < size)
 			at += (size_t)snprintf(buf + at, size - at, "}");
 	}
+	/* The static schedules: threads, tasks, waits, and the estimated
+	 * time of the schedule over that of its kernels one by one. */
+	bool first = true;
+	for (uint32_t i = 0; i < cg_program_n_entries(p) && at < size; i++) {
+		const char *fn = cg_program_entry_name(p, i);
+		cg_program_sched sc = cg_program_sched_of(p, fn);
+		if (!sc.threads)
+			continue;
+		at += (size_t)snprintf(buf + at, size - at,
+			"%s\"%s\": {\"threads\": %u, \"tasks\": %u, "
+			"\"waits\": %u, \"estimated_speedup\": %.2f}",
+			first ? ", \"schedules\": {" : ", ", fn, sc.threads,
+			sc.tasks, sc.waits, sc.cycles / sc.makespan);
+		first = false;
+	}
+	if (!first && at < size)
+		at += (size_t)snprintf(buf + at, size - at, "}");
 }
 
 void drv_print_jit_stats(const ir_module *m, cg_program *p)

@@ -1,0 +1,521 @@
+/*
+ * test_codegen_sched.c - the static schedule of kernels over threads
+ * (codegen/cg_sched.h) on random dependency graphs, run in a simulation
+ * with real durations unlike the estimates, and the scheduled entry
+ * points of the book's seq2seq training steps against the same entry
+ * points run in order: bit for bit, call after call, with a failing
+ * kernel, and called where no team can start.
+ */
+#include "cg_program.h"
+#include "cg_sched.h"
+#include "frontend.h"
+#include "interp.h"
+#include "passes.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the scheduler ------------------------------------------------------------ */
+
+typedef struct dag {
+	uint32_t n;
+	cg_sched_node nodes[256];
+	uint32_t deps[1024];
+	uint64_t rng;
+} dag;
+
+static uint32_t rnd(dag *d, uint32_t n)
+{
+	d->rng = d->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(d->rng >> 33) % n;
+}
+
+/* n nodes with up to 3 dependencies each on earlier ones, costs from 100
+ * to 20000 cycles, extents 1 to 8. */
+static void dag_random(dag *d, uint32_t n, uint64_t seed)
+{
+	memset(d, 0, sizeof *d);
+	d->rng = seed;
+	d->n = n;
+	uint32_t at = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		cg_sched_node *nd = &d->nodes[i];
+		nd->cost = 100 + rnd(d, 20000);
+		nd->extent = 1 + rnd(d, 8);
+		nd->first_dep = at;
+		uint32_t k = i ? rnd(d, 4) : 0;
+		for (uint32_t j = 0; j < k; j++) {
+			uint32_t x = rnd(d, i);
+			bool dup = false;
+			for (uint32_t q = nd->first_dep; q < at; q++)
+				dup = dup || d->deps[q] == x;
+			if (!dup)
+				d->deps[at++] = x;
+		}
+		nd->n_deps = at - nd->first_dep;
+	}
+}
+
+/* Runs the schedule with task durations drawn anew (1 to 30000 cycles,
+ * nothing like the estimates): each thread in its order, each task once
+ * its waits are met. Fails on a deadlock; then checks that every task
+ * started after every task of each of its dependencies (first/count/deps
+ * as given to cg_sched_sync) had finished. */
+static void simulate(const cg_sched *s, const uint32_t *first,
+		     const uint32_t *count, const uint32_t *deps, uint64_t seed)
+{
+	dag r = {.rng = seed};
+	double *t0 = calloc(s->n_tasks + 1, sizeof *t0);
+	double *t1 = calloc(s->n_tasks + 1, sizeof *t1);
+	double now[16] = {0};
+	uint32_t next[16] = {0}, done = 0;
+	ck_assert_uint_le(s->n_threads, 16);
+	while (done < s->n_tasks) {
+		bool moved = false;
+		for (uint32_t t = 0; t < s->n_threads; t++) {
+			uint32_t j = s->thread_first[t] + next[t];
+			if (j >= s->thread_first[t + 1])
+				continue;
+			const cg_sched_task *tk = &s->tasks[j];
+			double start = now[t];
+			bool met = true;
+			for (uint32_t w = 0; w < tk->n_waits; w++) {
+				const cg_sched_wait *wt = &s->waits[tk->first_wait + w];
+				ck_assert_uint_ne(wt->thread, t);
+				if (next[wt->thread] < wt->count) {
+					met = false;
+					break;
+				}
+				uint32_t q = s->thread_first[wt->thread] + wt->count - 1;
+				if (t1[q] > start)
+					start = t1[q];
+			}
+			if (!met)
+				continue;
+			t0[j] = start;
+			t1[j] = start + 1 + rnd(&r, 30000);
+			now[t] = t1[j];
+			next[t]++;
+			done++;
+			moved = true;
+		}
+		ck_assert_msg(moved, "the schedule deadlocks");
+	}
+	for (uint32_t j = 0; j < s->n_tasks; j++) {
+		uint32_t i = s->tasks[j].node;
+		for (uint32_t d = 0; d < count[i]; d++) {
+			uint32_t x = deps[first[i] + d];
+			for (uint32_t q = s->node_first[x]; q < s->node_first[x + 1]; q++)
+				ck_assert_msg(t1[s->node_task[q]] <= t0[j],
+					      "node %u started before node %u ended",
+					      i, x);
+		}
+	}
+	free(t0);
+	free(t1);
+}
+
+/* Every node's pieces cover [0, extent) once; each thread's tasks run in
+ * order without overlap; every dependency ends before its reader starts. */
+static void check_layout(const dag *d, const cg_sched *s, uint32_t threads)
+{
+	for (uint32_t i = 0; i < d->n; i++) {
+		int64_t covered = 0;
+		uint32_t pieces = s->node_first[i + 1] - s->node_first[i];
+		ck_assert_uint_ge(pieces, 1);
+		ck_assert_uint_le(pieces, threads);
+		for (uint32_t q = s->node_first[i]; q < s->node_first[i + 1]; q++) {
+			const cg_sched_task *t = &s->tasks[s->node_task[q]];
+			ck_assert_uint_eq(t->node, i);
+			ck_assert_int_lt(t->lo, t->hi);
+			covered += t->hi - t->lo;
+			for (uint32_t x = 0; x < d->nodes[i].n_deps; x++) {
+				uint32_t dep = d->deps[d->nodes[i].first_dep + x];
+				for (uint32_t r = s->node_first[dep];
+				     r < s->node_first[dep + 1]; r++)
+					ck_assert(s->tasks[s->node_task[r]].end <= t->start);
+			}
+		}
+		ck_assert_int_eq(covered, d->nodes[i].extent);
+	}
+	for (uint32_t t = 0; t < s->n_threads; t++)
+		for (uint32_t j = s->thread_first[t]; j < s->thread_first[t + 1]; j++) {
+			ck_assert_uint_eq(s->tasks[j].thread, t);
+			ck_assert_uint_eq(s->tasks[j].index, j - s->thread_first[t]);
+			if (j > s->thread_first[t])
+				ck_assert(s->tasks[j - 1].end <= s->tasks[j].start);
+		}
+}
+
+static void node_lists(const dag *d, uint32_t *first, uint32_t *count)
+{
+	for (uint32_t i = 0; i < d->n; i++) {
+		first[i] = d->nodes[i].first_dep;
+		count[i] = d->nodes[i].n_deps;
+	}
+}
+
+START_TEST(test_random_schedules_keep_every_dependency_under_any_timing)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	for (uint64_t seed = 1; seed <= 40; seed++) {
+		dag d;
+		uint32_t threads = 2 + (uint32_t)(seed % 3);
+		dag_random(&d, 20 + (uint32_t)(seed * 5), seed);
+		cg_sched s;
+		ck_assert(cg_sched_build(&ctx, d.nodes, d.deps, d.n, threads,
+					 5000, 300, &s));
+		ck_assert_uint_eq(s.n_threads, threads);
+		check_layout(&d, &s, threads);
+		ck_assert(s.makespan <= s.total + 1e-9);
+		uint32_t first[256], count[256];
+		node_lists(&d, first, count);
+		ck_assert(cg_sched_sync(&ctx, &s, first, count, d.deps));
+		for (uint64_t run = 0; run < 5; run++)
+			simulate(&s, first, count, d.deps, seed * 100 + run);
+		cg_sched_fini(&ctx, &s);
+	}
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+/* Dependencies beyond the reads (as reused memory adds): every node also
+ * needs some node estimated to end before it starts. */
+START_TEST(test_extra_dependencies_that_end_before_are_kept_too)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	for (uint64_t seed = 1; seed <= 20; seed++) {
+		dag d;
+		dag_random(&d, 120, seed);
+		cg_sched s;
+		ck_assert(cg_sched_build(&ctx, d.nodes, d.deps, d.n, 2, 5000,
+					 300, &s));
+		uint32_t first[256], count[256], deps[2048], n = 0;
+		for (uint32_t i = 0; i < d.n; i++) {
+			first[i] = n;
+			for (uint32_t x = 0; x < d.nodes[i].n_deps; x++)
+				deps[n++] = d.deps[d.nodes[i].first_dep + x];
+			double start = 1e300;
+			for (uint32_t q = s.node_first[i]; q < s.node_first[i + 1]; q++)
+				if (s.tasks[s.node_task[q]].start < start)
+					start = s.tasks[s.node_task[q]].start;
+			for (uint32_t x = 0; x < d.n && n - first[i] < 12; x++) {
+				double end = 0;
+				for (uint32_t q = s.node_first[x]; q < s.node_first[x + 1]; q++)
+					if (s.tasks[s.node_task[q]].end > end)
+						end = s.tasks[s.node_task[q]].end;
+				if (x != i && end <= start && rnd(&d, 3) == 0)
+					deps[n++] = x;
+			}
+			count[i] = n - first[i];
+		}
+		ck_assert(cg_sched_sync(&ctx, &s, first, count, deps));
+		simulate(&s, first, count, deps, seed);
+		cg_sched_fini(&ctx, &s);
+	}
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+START_TEST(test_a_dependency_on_a_later_task_is_refused)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	cg_sched_node nodes[3] = {{1000, 1, 0, 0}, {1000, 1, 0, 1},
+				  {1000, 1, 1, 1}};
+	uint32_t deps[2] = {0, 1}; /* a chain 0 -> 1 -> 2 */
+	cg_sched s;
+	ck_assert(cg_sched_build(&ctx, nodes, deps, 3, 2, 1e9, 0, &s));
+	ck_assert_double_eq(s.makespan, 3000);
+	uint32_t first[3] = {0, 0, 1}, count[3] = {1, 1, 1};
+	uint32_t back[2] = {2, 0}; /* 0 after 2: could deadlock */
+	ck_assert(!cg_sched_sync(&ctx, &s, first, count, back));
+	cg_sched_fini(&ctx, &s);
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+START_TEST(test_independent_chains_run_side_by_side)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	/* Two chains of four nodes of 1000 cycles, interleaved. */
+	cg_sched_node nodes[8];
+	uint32_t deps[8], nd = 0;
+	for (uint32_t i = 0; i < 8; i++) {
+		nodes[i] = (cg_sched_node){1000, 1, nd, i >= 2};
+		if (i >= 2)
+			deps[nd++] = i - 2;
+	}
+	cg_sched s;
+	ck_assert(cg_sched_build(&ctx, nodes, deps, 8, 2, 1e9, 0, &s));
+	ck_assert_double_eq(s.total, 8000);
+	ck_assert_double_eq(s.makespan, 4000);
+	ck_assert_uint_eq(s.thread_first[1], 4);
+	uint32_t first[8], count[8];
+	for (uint32_t i = 0; i < 8; i++) {
+		first[i] = nodes[i].first_dep;
+		count[i] = nodes[i].n_deps;
+	}
+	ck_assert(cg_sched_sync(&ctx, &s, first, count, deps));
+	/* Each chain stays on its thread: nothing to wait for. */
+	ck_assert_uint_eq(s.n_waits, 0);
+	cg_sched_fini(&ctx, &s);
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+START_TEST(test_a_large_kernel_is_cut_into_one_piece_per_thread)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	cg_sched_node nodes[3] = {{100, 1, 0, 0}, {90000, 640, 0, 1},
+				  {100, 1, 1, 1}};
+	uint32_t deps[2] = {0, 1};
+	cg_sched s;
+	ck_assert(cg_sched_build(&ctx, nodes, deps, 3, 3, 5000, 300, &s));
+	ck_assert_uint_eq(s.node_first[2] - s.node_first[1], 3);
+	bool seen[3] = {false, false, false};
+	for (uint32_t p = 0; p < 3; p++) {
+		const cg_sched_task *t = &s.tasks[s.node_task[s.node_first[1] + p]];
+		/* pieces 640·p/3 .. 640·(p+1)/3 */
+		int q = t->lo == 0 ? 0 : t->lo == 213 ? 1 : 2;
+		ck_assert_int_eq(t->lo, 640 * q / 3);
+		ck_assert_int_eq(t->hi, 640 * (q + 1) / 3);
+		ck_assert(!seen[q]);
+		seen[q] = true;
+		ck_assert_double_eq(t->end - t->start, 30300);
+	}
+	ck_assert_double_eq(s.makespan, 100 + 30300 + 100);
+	cg_sched_fini(&ctx, &s);
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+/* ---- scheduled entry points ----------------------------------------------------- */
+
+#define MAXT 256
+
+typedef struct step {
+	ir_ctx ctx;
+	ir_module *m;
+	const ir_func *f;
+	int64_t syms[16];
+	interp_tensor in[16], params[256];
+	cg_program *p;
+	char *pb;
+	size_t n_out[MAXT];
+} step;
+
+static size_t round64(size_t n)
+{
+	return (n + 63) / 64 * 64 + 64;
+}
+
+/* model's loss_grad at batch 64 (its training step), compiled for a
+ * schedule over 2 threads; inputs: ids and lengths from 0 to 4. */
+static void step_init(step *s, const char *rel)
+{
+	memset(s, 0, sizeof *s);
+	ir_ctx_init(&s->ctx);
+	uint32_t file = ir_ctx_load_source(&s->ctx, tu_path(rel));
+	ck_assert_uint_ne(file, 0);
+	s->m = fe_compile(&s->ctx, file);
+	ck_assert(s->m != NULL);
+	ck_assert(pass_autodiff(s->m, "loss"));
+	pass_options po = {0};
+	ck_assert(pass_pipeline_run(s->m, &po));
+	s->f = ir_module_find_func(s->m, "loss_grad");
+	ck_assert(s->f != NULL);
+	for (uint32_t i = 0; i < s->m->n_syms; i++)
+		s->syms[i] = s->m->syms[i].fallback ? s->m->syms[i].fallback : 64;
+	uint64_t rng = 7;
+	for (uint32_t i = 0; i < s->f->n_inputs; i++) {
+		const ir_type *t = &s->f->g.nodes[s->f->inputs[i]].type;
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < t->rank; d++)
+			dims[d] = t->dims[d].coef *
+				  (t->dims[d].sym < 0 ? 1 : s->syms[t->dims[d].sym]);
+		ck_assert(interp_tensor_alloc(&s->ctx, &s->in[i], t->dtype,
+					      t->rank, dims));
+		for (int64_t e = 0; e < interp_tensor_numel(&s->in[i]); e++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			if (t->dtype == IR_I32)
+				((int32_t *)s->in[i].data)[e] = (int32_t)((rng >> 33) % 5);
+			else
+				((float *)s->in[i].data)[e] = 1.0f;
+		}
+	}
+	ck_assert(interp_params_init(&s->ctx, s->m, s->syms, 5, false, s->params));
+	const char *only[1] = {"loss_grad"};
+	cg_program_options o = {.only = only, .n_only = 1, .sched_threads = 2};
+	s->p = cg_program_create(&s->ctx, s->m, s->syms, &o);
+	ck_assert(s->p != NULL);
+	ck_assert(cg_program_jit(s->p));
+	s->pb = aligned_alloc(64, round64(cg_program_params_bytes(s->p)));
+	uint32_t n;
+	const attnrt_param_info *pi = cg_program_params(s->p, &n);
+	for (uint32_t i = 0; i < n; i++)
+		memcpy(s->pb + pi[i].offset, s->params[i].data,
+		       (size_t)interp_tensor_numel(&s->params[i]) * 4);
+	const attnrt_tensor_info *oi = cg_program_outputs(s->p, "loss_grad", &n);
+	for (uint32_t k = 0; k < n; k++) {
+		s->n_out[k] = 1;
+		for (int d = 0; d < oi[k].rank; d++)
+			s->n_out[k] *= (size_t)oi[k].dims[d];
+	}
+}
+
+static void step_fini(step *s)
+{
+	free(s->pb);
+	cg_program_destroy(s->p);
+	for (uint32_t i = 0; i < s->f->n_inputs; i++)
+		interp_tensor_fini(&s->ctx, &s->in[i]);
+	for (uint32_t i = 0; i < s->m->n_params; i++)
+		interp_tensor_fini(&s->ctx, &s->params[i]);
+	ir_module_destroy(s->m);
+	ir_ctx_fini(&s->ctx);
+}
+
+/* One training step on n_threads; returns its status, outs malloc'd. */
+static int step_run(step *s, int n_threads, float **outs)
+{
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(s->p, "loss_grad")));
+	const void *ins[MAXT];
+	void *o[MAXT];
+	for (uint32_t i = 0; i < s->f->n_inputs; i++)
+		ins[i] = s->in[i].data;
+	for (uint32_t k = 0; k < s->f->n_outputs; k++)
+		o[k] = outs[k] = calloc(s->n_out[k] + 1, 4);
+	attnrt_run run = {.seed = 3, .step = 9, .is_training = 1,
+			  .n_threads = n_threads};
+	int st = cg_program_entry(s->p, "loss_grad")(&run, s->pb, sb, ins, o);
+	free(sb);
+	return st;
+}
+
+static void outs_free(const step *s, float **outs)
+{
+	for (uint32_t k = 0; k < s->f->n_outputs; k++)
+		free(outs[k]);
+}
+
+static void assert_same(const step *s, float **a, float **b, const char *what)
+{
+	for (uint32_t k = 0; k < s->f->n_outputs; k++)
+		ck_assert_msg(memcmp(a[k], b[k], s->n_out[k] * 4) == 0,
+			      "%s: output %u differs", what, k);
+}
+
+static const char *const seq2seq[] = {"models/transformer.g",
+				      "models/bahdanau.g"};
+
+START_TEST(test_scheduled_training_steps_equal_the_in_order_run_bit_for_bit)
+{
+	step s;
+	step_init(&s, seq2seq[_i]);
+	cg_program_sched sc = cg_program_sched_of(s.p, "loss_grad");
+	ck_assert_uint_eq(sc.threads, 2);
+	ck_assert_uint_gt(sc.tasks, cg_program_n_calls(s.p, "loss_grad") / 2);
+	ck_assert(sc.makespan < sc.cycles);
+	float *one[MAXT], *two[MAXT];
+	ck_assert_int_eq(step_run(&s, 1, one), 0);
+	for (int call = 0; call < 12; call++) { /* races show as differences */
+		ck_assert_int_eq(step_run(&s, 2, two), 0);
+		assert_same(&s, one, two, seq2seq[_i]);
+		outs_free(&s, two);
+	}
+	outs_free(&s, one);
+	step_fini(&s);
+}
+END_TEST
+
+START_TEST(test_a_failing_kernel_ends_the_scheduled_step_with_its_code)
+{
+	step s;
+	step_init(&s, "models/transformer.g");
+	/* Input 0 is src: a token past the source vocabulary. */
+	((int32_t *)s.in[0].data)[17] = 100000;
+	float *one[MAXT], *two[MAXT];
+	int want = step_run(&s, 1, one);
+	ck_assert_int_ne(want, 0);
+	ck_assert_int_eq(step_run(&s, 2, two), want);
+	outs_free(&s, one);
+	outs_free(&s, two);
+	step_fini(&s);
+}
+END_TEST
+
+/* libgomp's entry point (gcc's ABI), to call from inside a region. */
+void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads,
+		   unsigned flags);
+
+int omp_get_thread_num(void);
+
+typedef struct nested {
+	step *s;
+	float *outs[2][MAXT];
+	int st[2];
+} nested;
+
+static void nested_body(void *data)
+{
+	nested *n = data;
+	int t = omp_get_thread_num();
+	n->st[t] = step_run(n->s, 2, n->outs[t]);
+}
+
+/* Inside a parallel region a call's region gets a team of one: the
+ * schedule for 2 cannot run, and the step runs in order instead. */
+START_TEST(test_a_step_called_where_no_team_starts_runs_in_order)
+{
+	step s;
+	step_init(&s, "models/bahdanau.g");
+	float *one[MAXT];
+	ck_assert_int_eq(step_run(&s, 1, one), 0);
+	nested n = {.s = &s};
+	GOMP_parallel(nested_body, &n, 2, 0);
+	for (int t = 0; t < 2; t++) {
+		ck_assert_int_eq(n.st[t], 0);
+		assert_same(&s, one, n.outs[t], "nested");
+		outs_free(&s, n.outs[t]);
+	}
+	outs_free(&s, one);
+	step_fini(&s);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("codegen_sched");
+	TCase *t = tcase_create("scheduler");
+	tcase_add_test(t, test_random_schedules_keep_every_dependency_under_any_timing);
+	tcase_add_test(t, test_extra_dependencies_that_end_before_are_kept_too);
+	tcase_add_test(t, test_a_dependency_on_a_later_task_is_refused);
+	tcase_add_test(t, test_independent_chains_run_side_by_side);
+	tcase_add_test(t, test_a_large_kernel_is_cut_into_one_piece_per_thread);
+	suite_add_tcase(s, t);
+	TCase *e = tcase_create("entry points");
+	tcase_set_timeout(e, 600);
+	tcase_add_loop_test(e, test_scheduled_training_steps_equal_the_in_order_run_bit_for_bit,
+			    0, 2);
+	tcase_add_test(e, test_a_failing_kernel_ends_the_scheduled_step_with_its_code);
+	tcase_add_test(e, test_a_step_called_where_no_team_starts_runs_in_order);
+	suite_add_tcase(s, e);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
