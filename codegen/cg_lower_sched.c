@@ -35,6 +35,8 @@
 /* An entry point is scheduled when its kernels are worth this many
  * cycles and the schedule is estimated this much shorter than them. */
 #define MIN_TOTAL 30000.0
+/* Cycles per byte of a kernel's result read on another core. */
+#define COMM_COST 0.05
 #define MIN_GAIN 0.9
 /* The estimated cost of a kernel call, in cycles; of a unit of a kernel's
  * work (cg_kernel.work) by op, 0.3 for ops not listed; and of each fused
@@ -140,8 +142,13 @@ static bool read_deps(plan_state *st, const entry_gen *e, const node_call *ks)
 		for (uint32_t x = 0; x < ks[i].n_extra; x++)
 			add_dep(st, st->deps, &st->n_deps, k,
 				st->kid[e->plan.root[ks[i].extra[x]]]);
-		st->sn[k] = (cg_sched_node){ks[i].ref.cost, ks[i].ref.extent,
-					    first, st->n_deps - first};
+		st->sn[k] = (cg_sched_node){
+			.cost = ks[i].ref.cost,
+			.comm = COMM_COST * (double)(cg_lower_numel(e->L, &nd->type) *
+						     ir_dtype_size(nd->type.dtype)),
+			.extent = ks[i].ref.extent,
+			.first_dep = first,
+			.n_deps = st->n_deps - first};
 	}
 	return true;
 }

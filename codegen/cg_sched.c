@@ -36,8 +36,9 @@ typedef struct builder {
 	uint32_t *succ_first, *succ; /* the readers of each node */
 	uint32_t *waiting;    /* per node: deps not yet fully placed */
 	uint32_t *left;       /* per node: pieces not yet placed */
-	double *ready_at;     /* per node: when its inputs are estimated done */
 	double *done_at;      /* per node: when its last piece ends */
+	double *done_on;      /* per node and thread: when its last piece
+			       * there ends (0: none there) */
 	uint32_t *ready, n_ready; /* ready tasks as node * n_threads + piece */
 	double *thread_end;
 	cg_sched_task *placed; /* in placement order */
@@ -84,16 +85,27 @@ static void bottom_levels(builder *b)
 
 static void make_ready(builder *b, uint32_t i)
 {
+	for (uint32_t p = 0; p < b->pieces[i]; p++)
+		b->ready[b->n_ready++] = i * b->n_threads + p;
+}
+
+/* When node i's inputs are estimated to be readable on thread t: a
+ * result made on another thread costs its comm cycles more. */
+static double ready_on(const builder *b, uint32_t i, uint32_t t)
+{
 	double at = 0;
 	const cg_sched_node *nd = &b->nodes[i];
 	for (uint32_t d = 0; d < nd->n_deps; d++) {
-		double e = b->done_at[b->deps[nd->first_dep + d]];
-		if (e > at)
-			at = e;
+		uint32_t x = b->deps[nd->first_dep + d];
+		const double *on = &b->done_on[(size_t)x * b->n_threads];
+		for (uint32_t u = 0; u < b->n_threads; u++) {
+			double e = on[u] + (u != t && on[u] > 0 ? b->nodes[x].comm
+							       : 0);
+			if (e > at)
+				at = e;
+		}
 	}
-	b->ready_at[i] = at;
-	for (uint32_t p = 0; p < b->pieces[i]; p++)
-		b->ready[b->n_ready++] = i * b->n_threads + p;
+	return at;
 }
 
 /* The ready task to place next and its thread: the earliest start, then
@@ -105,8 +117,8 @@ static void pick(const builder *b, uint32_t *which, uint32_t *thread,
 	for (uint32_t r = 0; r < b->n_ready; r++) {
 		uint32_t task = b->ready[r], i = task / b->n_threads;
 		for (uint32_t t = 0; t < b->n_threads; t++) {
-			double st = b->thread_end[t] > b->ready_at[i]
-					    ? b->thread_end[t] : b->ready_at[i];
+			double in = ready_on(b, i, t);
+			double st = b->thread_end[t] > in ? b->thread_end[t] : in;
 			uint32_t bi = have ? b->ready[*which] / b->n_threads : 0;
 			bool better = !have || st < *start ||
 				      (st == *start &&
@@ -141,6 +153,7 @@ static void place(builder *b, uint32_t r, uint32_t t, double start)
 	b->thread_end[t] = end;
 	if (end > b->done_at[i])
 		b->done_at[i] = end;
+	b->done_on[(size_t)i * b->n_threads + t] = end;
 	if (--b->left[i] != 0)
 		return;
 	for (uint32_t s = b->succ_first[i]; s < b->succ_first[i + 1]; s++)
@@ -195,8 +208,8 @@ static void builder_fini(ir_ctx *ctx, builder *b)
 	ir_free(ctx, b->succ);
 	ir_free(ctx, b->waiting);
 	ir_free(ctx, b->left);
-	ir_free(ctx, b->ready_at);
 	ir_free(ctx, b->done_at);
+	ir_free(ctx, b->done_on);
 	ir_free(ctx, b->ready);
 	ir_free(ctx, b->thread_end);
 	ir_free(ctx, b->placed);
@@ -217,13 +230,13 @@ bool cg_sched_build(ir_ctx *ctx, const cg_sched_node *nodes,
 	b.level = ir_alloc(ctx, nn * sizeof *b.level);
 	b.waiting = ir_alloc(ctx, nn * sizeof *b.waiting);
 	b.left = ir_alloc(ctx, nn * sizeof *b.left);
-	b.ready_at = ir_alloc(ctx, nn * sizeof *b.ready_at);
 	b.done_at = ir_alloc(ctx, nn * sizeof *b.done_at);
+	b.done_on = ir_alloc(ctx, nn * b.n_threads * sizeof *b.done_on);
 	b.ready = ir_alloc(ctx, nn * b.n_threads * sizeof *b.ready);
 	b.thread_end = ir_alloc(ctx, b.n_threads * sizeof *b.thread_end);
 	b.placed = ir_alloc(ctx, nn * b.n_threads * sizeof *b.placed);
 	bool ok = b.pieces && b.piece_cost && b.level && b.waiting && b.left &&
-		  b.ready_at && b.done_at && b.ready && b.thread_end &&
+		  b.done_on && b.done_at && b.ready && b.thread_end &&
 		  b.placed && succ_lists(ctx, &b);
 	for (uint32_t i = 0; ok && i < n; i++) {
 		b.pieces[i] = pieces_of(&nodes[i], b.n_threads, split_cost);

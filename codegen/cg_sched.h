@@ -10,7 +10,9 @@
  * ranges of their outer loop) on the threads ahead of time, from costs
  * estimated at compile time: earliest-task-first list scheduling (of the
  * ready tasks, the one that can start soonest, ties to the longest path
- * to the end), the static schedulers of the HEFT family.
+ * to the end; a result read on another thread than its producer's costs
+ * the time to move it between the cores' caches), the static schedulers
+ * of the HEFT family.
  *
  * At run time every thread runs its list in order and publishes how many
  * of its tasks are done; a task whose inputs come from another thread
@@ -31,6 +33,8 @@
  * after those it depends on. */
 typedef struct cg_sched_node {
 	double cost;      /* estimated cycles of the whole kernel, > 0 */
+	double comm;      /* cycles more for another thread to read its
+			   * result (moving it between cores' caches) */
 	int64_t extent;   /* its range is [0, extent); >= 2 may be split */
 	uint32_t first_dep, n_deps; /* deps[first_dep ..]: earlier nodes */
 } cg_sched_node;

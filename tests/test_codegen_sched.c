@@ -20,6 +20,12 @@
 
 /* ---- the scheduler ------------------------------------------------------------ */
 
+/* A node of cost c, range [0, e), deps[first ..] (n of them), free to
+ * read from any thread. */
+#define N(c, e, first, n) \
+	((cg_sched_node){.cost = (c), .extent = (e), .first_dep = (first), \
+			 .n_deps = (n)})
+
 typedef struct dag {
 	uint32_t n;
 	cg_sched_node nodes[256];
@@ -44,6 +50,7 @@ static void dag_random(dag *d, uint32_t n, uint64_t seed)
 	for (uint32_t i = 0; i < n; i++) {
 		cg_sched_node *nd = &d->nodes[i];
 		nd->cost = 100 + rnd(d, 20000);
+		nd->comm = rnd(d, 3000);
 		nd->extent = 1 + rnd(d, 8);
 		nd->first_dep = at;
 		uint32_t k = i ? rnd(d, 4) : 0;
@@ -226,8 +233,8 @@ START_TEST(test_a_dependency_on_a_later_task_is_refused)
 {
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
-	cg_sched_node nodes[3] = {{1000, 1, 0, 0}, {1000, 1, 0, 1},
-				  {1000, 1, 1, 1}};
+	cg_sched_node nodes[3] = {N(1000, 1, 0, 0), N(1000, 1, 0, 1),
+				  N(1000, 1, 1, 1)};
 	uint32_t deps[2] = {0, 1}; /* a chain 0 -> 1 -> 2 */
 	cg_sched s;
 	ck_assert(cg_sched_build(&ctx, nodes, deps, 3, 2, 1e9, 0, &s));
@@ -248,7 +255,7 @@ START_TEST(test_independent_chains_run_side_by_side)
 	cg_sched_node nodes[8];
 	uint32_t deps[8], nd = 0;
 	for (uint32_t i = 0; i < 8; i++) {
-		nodes[i] = (cg_sched_node){1000, 1, nd, i >= 2};
+		nodes[i] = N(1000, 1, nd, i >= 2);
 		if (i >= 2)
 			deps[nd++] = i - 2;
 	}
@@ -274,8 +281,8 @@ START_TEST(test_a_large_kernel_is_cut_into_one_piece_per_thread)
 {
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
-	cg_sched_node nodes[3] = {{100, 1, 0, 0}, {90000, 640, 0, 1},
-				  {100, 1, 1, 1}};
+	cg_sched_node nodes[3] = {N(100, 1, 0, 0), N(90000, 640, 0, 1),
+				  N(100, 1, 1, 1)};
 	uint32_t deps[2] = {0, 1};
 	cg_sched s;
 	ck_assert(cg_sched_build(&ctx, nodes, deps, 3, 3, 5000, 300, &s));
