@@ -238,6 +238,15 @@ bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
 bool cg_lower_cross_entropy_grad(cg_kernel *k);
 
+/* cg_lower_rowred.c: sum, mean and max over the last axis, rows in
+ * vector lanes. Fits when the reduction's simplified nest n (array 0 the
+ * output, then operand 0's arrays) is (rows, K) with the output dense
+ * over rows and K reduced, and the dtype is f32 (or i32 for sum and
+ * max); then cg_lower_reduce_rows generates the kernel over the rows
+ * [lo, hi), in the interpreter's order for every row. */
+bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n);
+void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n);
+
 /* cg_lower_index.c: one_hot and the scatter-add of embedding_grad. */
 bool cg_lower_one_hot(cg_kernel *k);
 bool cg_lower_embedding_grad(cg_kernel *k);

@@ -1153,10 +1153,10 @@ START_TEST(test_hot_loops_come_out_vectorized)
 	ck_assert_ptr_nonnull(mul);
 	ck_assert_ptr_nonnull(sum);
 	/* Each kernel's body (up to the next "define") has vector ops of
-	 * 8 floats (AVX2) or more (16 where the host has AVX-512). */
+	 * 8 floats (AVX2) or more (16 where the host has AVX-512); the sum's
+	 * rows are in the lanes, each added in order (no reassoc). */
 	ck_assert_msg(has_vector_op(mul, "fmul "), "mul not vectorized");
-	ck_assert_msg(has_vector_op(sum, "fadd reassoc nsz contract "),
-		      "sum not vectorized");
+	ck_assert_msg(has_vector_op(sum, "fadd "), "sum not vectorized");
 	free(ir);
 	cg_program_destroy(p);
 	tu_graph_fini(&x.g);
