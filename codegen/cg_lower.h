@@ -146,6 +146,10 @@ LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset);
 typedef struct cg_nest {
 	int rank;
 	int n_arr;
+	/* The innermost loop stays a loop (cg_lower_loop_keep) for LLVM to
+	 * vectorize along it; else, when short, it may be unrolled and the
+	 * loop around it vectorized, each array gathered across rows. */
+	bool is_inner_kept;
 	int64_t dims[CG_NEST_MAX];
 	int64_t base[CG_NEST_ARRS];
 	int64_t strides[CG_NEST_ARRS][CG_NEST_MAX];
@@ -161,6 +165,11 @@ typedef void (*cg_nest_body)(cg_kernel *k, LLVMValueRef *offs, void *ud);
 void cg_nest_simplify(cg_nest *n);
 void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
 		  LLVMValueRef hi, cg_nest_body body, void *ud);
+/* Marks the counted loop l, once closed, to stay a loop: LLVM must not
+ * unroll it fully. A short innermost loop (a row of 32) is otherwise
+ * unrolled before vectorization, and the loop around it vectorized
+ * instead, every contiguous row read by a gather across rows. */
+void cg_lower_loop_keep(cg_fn *f, const cg_loop *l);
 /* Sets array a's strides to read a tensor of dims (rank) broadcast to
  * the nest's (right-aligned) dims: 0 on stretched axes. */
 void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank);
@@ -228,6 +237,15 @@ bool cg_lower_sort(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
 bool cg_lower_cross_entropy_grad(cg_kernel *k);
+
+/* cg_lower_rowred.c: sum, mean and max over the last axis, rows in
+ * vector lanes. Fits when the reduction's simplified nest n (array 0 the
+ * output, then operand 0's arrays) is (rows, K) with the output dense
+ * over rows and K reduced, and the dtype is f32 (or i32 for sum and
+ * max); then cg_lower_reduce_rows generates the kernel over the rows
+ * [lo, hi), in the interpreter's order for every row. */
+bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n);
+void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n);
 
 /* cg_lower_index.c: one_hot and the scatter-add of embedding_grad. */
 bool cg_lower_one_hot(cg_kernel *k);

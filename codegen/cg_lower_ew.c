@@ -16,8 +16,13 @@
  */
 #include "cg_lower.h"
 
+#include <llvm-c/DebugInfo.h>
+
 #include <math.h>
 #include <string.h>
+
+/* The shortest innermost loop of an elementwise nest kept a loop. */
+#define CG_LOWER_KEEP_MIN 8
 
 /* ---- nests ------------------------------------------------------------------ */
 
@@ -74,6 +79,21 @@ void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank)
 	}
 }
 
+void cg_lower_loop_keep(cg_fn *f, const cg_loop *l)
+{
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(f->ctx, NULL, 0);
+	const char *key = "llvm.loop.unroll.disable";
+	LLVMMetadataRef ops[2] = {
+		tmp, LLVMMDNodeInContext2(f->ctx, (LLVMMetadataRef[]){
+			LLVMMDStringInContext2(f->ctx, key, strlen(key))}, 1)};
+	LLVMMetadataRef id = LLVMMDNodeInContext2(f->ctx, ops, 2);
+	LLVMMetadataReplaceAllUsesWith(tmp, id); /* the loop id names itself */
+	LLVMBasicBlockRef latch = LLVMGetIncomingBlock(l->iv, 1);
+	unsigned kind = LLVMGetMDKindIDInContext(f->ctx, "llvm.loop", 9);
+	LLVMSetMetadata(LLVMGetBasicBlockTerminator(latch), kind,
+			LLVMMetadataAsValue(f->ctx, id));
+}
+
 typedef struct nest_walk {
 	cg_kernel *k;
 	const cg_nest *n;
@@ -99,6 +119,8 @@ static void nest_level(const nest_walk *w, int d, LLVMValueRef *offs)
 	}
 	nest_level(w, d + 1, inner);
 	cg_loop_end(f, &l);
+	if (d == w->n->rank - 1 && w->n->is_inner_kept)
+		cg_lower_loop_keep(f, &l);
 }
 
 void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
@@ -128,12 +150,29 @@ static void nest_over_output(cg_kernel *k, cg_nest *n, const uint32_t *args,
 	}
 }
 
+/* Whether n's innermost loop is worth vectorizing along: at least
+ * CG_LOWER_KEEP_MIN long and every array walks it densely or not at all
+ * (x - mean(x) over rows of 32, say, after the nest could not merge its
+ * axes because of the broadcast). An element's value does not depend on
+ * the loop vectorized, only the speed does. */
+static bool inner_is_contiguous(const cg_nest *n)
+{
+	int in = n->rank - 1;
+	if (n->rank < 2 || n->dims[in] < CG_LOWER_KEEP_MIN)
+		return false;
+	for (int a = 0; a < n->n_arr; a++)
+		if (n->strides[a][in] != 0 && n->strides[a][in] != 1)
+			return false;
+	return true;
+}
+
 /* Simplifies n and runs it over the kernel's [lo, hi), recording the
  * outer extent and the work. */
 static void run_nest(cg_kernel *k, cg_nest *n, cg_nest_body body, void *ud)
 {
 	int64_t work = 1;
 	cg_nest_simplify(n);
+	n->is_inner_kept = inner_is_contiguous(n);
 	for (int d = 0; d < n->rank; d++)
 		work *= n->dims[d];
 	k->extent = n->dims[0];

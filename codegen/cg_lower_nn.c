@@ -8,7 +8,8 @@
  * over threads never changes the order of a sum: results are the same
  * for any thread count. Sums carry `reassoc` so LLVM may vectorize them;
  * they then differ from the interpreter's left-to-right float sums by
- * rounding only.
+ * rounding only. Reductions over the last axis are the exception: they
+ * go to cg_lower_rowred.c, which keeps the interpreter's order.
  */
 #include "cg_gemm.h"
 #include "cg_lower.h"
@@ -310,9 +311,11 @@ static void out_nest(const cg_kernel *k, cg_nest *n)
 }
 
 /* The reduced input walked in row-major order, each element added into
- * its output element (stride 0 along reduced axes): the interpreter's
- * order. The outer loop is split over threads only when it is a kept
- * axis, so threads write disjoint outputs. */
+ * its output element (stride 0 along reduced axes), the interpreter's
+ * order as written, although `reassoc` lets LLVM regroup it. The outer
+ * loop is split over threads only when it is a kept axis, so threads
+ * write disjoint outputs. Rows reduced over the last axis (more than
+ * one) take the row kernel instead, exactly in the interpreter's order. */
 bool cg_lower_reduce(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
@@ -341,6 +344,10 @@ bool cg_lower_reduce(cg_kernel *k)
 		return false;
 	}
 	cg_nest_simplify(&n);
+	if (count != 0 && cg_lower_rowred_fits(k, &n)) {
+		cg_lower_reduce_rows(k, &n);
+		return true;
+	}
 	cg_nest init = n;
 	for (int d = 0; d < n.rank; d++)
 		if (n.strides[0][d] == 0)

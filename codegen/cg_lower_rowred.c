@@ -1,0 +1,258 @@
+/*
+ * cg_lower_rowred.c - sum, mean and max over the last axis with rows in
+ * the lanes of vectors (the layer norm's backward takes four means a
+ * row).
+ *
+ * A row's result is a chain: out = ((init + x0) + x1) + ... in the
+ * interpreter's order, one dependent add per element (4 cycles each on
+ * the scalar unit), which LLVM cannot vectorize along the row without
+ * reassociating it. Here each lane of a vector carries the chain of one
+ * row, in that same order, so a group of vw rows (8 or 16) costs one
+ * vector add per column and every result is bit for bit the
+ * interpreter's (and the scalar loop's).
+ *
+ * Per group of rows and block of columns (at most ROWRED_BLOCK, so a
+ * long row needs no big stack): the operand's values (its fused tree
+ * computed per element, as every kernel computes it) are written row by
+ * row into a tile on the stack, in a loop LLVM vectorizes along the row;
+ * then vw columns at a time are loaded as vw row vectors, transposed in
+ * registers into column vectors (a row per lane), and added into the
+ * accumulator column by column. The last group of a range may have fewer
+ * rows: its other lanes compute garbage that is never stored. Groups are
+ * taken from the kernel's range [lo, hi) of rows, and a row's result does
+ * not depend on its group, so any split over threads gives the same
+ * results.
+ */
+#include "cg_lower.h"
+
+#include <math.h>
+#include <string.h>
+
+/* Columns of the tile: a block of a longer row (16 x 256 floats: 16 KB). */
+#define ROWRED_BLOCK 256
+
+/* One row reduction being generated. */
+typedef struct rowred {
+	cg_kernel *k;
+	const cg_nest *n; /* (rows, K): array 0 the output, then the leaves */
+	ir_op op;
+	ir_dtype t;
+	unsigned vw;      /* lanes: rows per group */
+	int64_t K, wp;    /* row length; tile row stride (a block, padded) */
+	LLVMTypeRef et, vt;   /* element and <vw x element> */
+	LLVMValueRef tile;    /* vw x wp elements on the stack */
+	LLVMValueRef acc;     /* variable of vt: a lane per row of the group */
+	LLVMValueRef r0, nr;  /* the group's first row and its row count */
+} rowred;
+
+bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n)
+{
+	ir_dtype t = k->node->type.dtype;
+	return n->rank == 2 && n->dims[0] > 0 && n->dims[1] > 0 &&
+	       n->strides[0][0] == 1 && n->strides[0][1] == 0 &&
+	       (t == IR_F32 || (t == IR_I32 && k->node->op != IR_OP_MEAN));
+}
+
+/* An alloca of type t in the entry block (where SROA finds it), 64-byte
+ * aligned. */
+static LLVMValueRef entry_alloca(cg_fn *f, LLVMTypeRef t, const char *name)
+{
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	LLVMValueRef a = LLVMBuildAlloca(b, t, name);
+	LLVMSetAlignment(a, 64);
+	LLVMDisposeBuilder(b);
+	return a;
+}
+
+/* The identity of the reduction in every lane: 0, or the lowest value. */
+static LLVMValueRef init_value(const rowred *g)
+{
+	if (g->op != IR_OP_MAX)
+		return LLVMConstNull(g->vt);
+	if (g->t == IR_I32)
+		return cg_const_int(g->vt, (uint64_t)(uint32_t)INT32_MIN);
+	return cg_const_real(g->vt, -INFINITY);
+}
+
+/* One step of every lane's chain, as the scalar kernel's reduce_step but
+ * without `reassoc`: LLVM must not regroup the chain. NaN wins a max. */
+static LLVMValueRef step(cg_fn *f, const rowred *g, LLVMValueRef o,
+			 LLVMValueRef v)
+{
+	if (g->t == IR_I32) {
+		if (g->op != IR_OP_MAX)
+			return LLVMBuildAdd(f->b, o, v, "");
+		LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, v, o, "");
+		return LLVMBuildSelect(f->b, gt, v, o, "");
+	}
+	if (g->op != IR_OP_MAX)
+		return LLVMBuildFAdd(f->b, o, v, "");
+	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
+	LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, "");
+	return LLVMBuildSelect(f->b, LLVMBuildOr(f->b, gt, nan, ""), v, o, "");
+}
+
+/* The operand at rows r0 .. r0 + nr, columns c0 .. c0 + w, into the
+ * tile's rows. The inner loop stays a loop, so that LLVM vectorizes it
+ * along the row (contiguous leaves, or broadcast ones) instead of
+ * unrolling it and gathering across rows. */
+static void fill_tile(rowred *g, LLVMValueRef c0, int64_t w)
+{
+	cg_fn *f = &g->k->f;
+	const cg_nest *n = g->n;
+	cg_loop lr, lj;
+	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), g->nr, 1);
+	LLVMValueRef row = cg_add(f, g->r0, r), dst = cg_muli(f, r, g->wp);
+	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0), cg_i64(f, w), 1);
+	LLVMValueRef col = cg_add(f, c0, j), offs[CG_NEST_ARRS];
+	for (int a = 0; a < n->n_arr; a++)
+		offs[a] = cg_add(f, cg_muli(f, row, n->strides[a][0]),
+				 cg_muli(f, col, n->strides[a][1]));
+	cg_lower_store(f, g->t, cg_kernel_operand(g->k, 0, offs, NULL), g->tile,
+		       cg_add(f, dst, j));
+	cg_loop_end(f, &lj);
+	cg_lower_loop_keep(f, &lj);
+	cg_loop_end(f, &lr);
+}
+
+/* Transposes the vw x vw block whose rows are r[0 .. vw) in place:
+ * log2(vw) rounds, each swapping the off-diagonal h x h blocks of every
+ * 2h x 2h diagonal block with one two-source shuffle per row. */
+static void transpose(cg_fn *f, LLVMValueRef *r, unsigned n)
+{
+	LLVMValueRef lo[16], hi[16];
+	for (unsigned h = n / 2; h >= 1; h /= 2) {
+		for (unsigned l = 0; l < n; l++) {
+			bool is_a = (l & h) == 0;
+			lo[l] = cg_i32(f, (int32_t)(is_a ? l : n + l - h));
+			hi[l] = cg_i32(f, (int32_t)(is_a ? l + h : n + l));
+		}
+		LLVMValueRef mlo = LLVMConstVector(lo, n), mhi = LLVMConstVector(hi, n);
+		for (unsigned i = 0; i < n; i++) {
+			if (i & h)
+				continue;
+			LLVMValueRef x = r[i], y = r[i + h];
+			r[i] = LLVMBuildShuffleVector(f->b, x, y, mlo, "");
+			r[i + h] = LLVMBuildShuffleVector(f->b, x, y, mhi, "");
+		}
+	}
+}
+
+/* Tile columns c0 .. c0 + cols (cols <= vw) added into the accumulator,
+ * column by column: vw rows read as vectors (the tile is padded to whole
+ * vectors), transposed into columns. */
+static void add_columns(rowred *g, LLVMValueRef c0, unsigned cols)
+{
+	cg_fn *f = &g->k->f;
+	LLVMValueRef v[16];
+	for (unsigned i = 0; i < g->vw; i++) {
+		LLVMValueRef at = cg_at(f, g->tile, cg_addi(f, c0, (int64_t)i * g->wp));
+		v[i] = LLVMBuildLoad2(f->b, g->vt, at, "");
+		LLVMSetAlignment(v[i], 4);
+	}
+	transpose(f, v, g->vw);
+	LLVMValueRef acc = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
+	for (unsigned c = 0; c < cols; c++)
+		acc = step(f, g, acc, v[c]);
+	LLVMBuildStore(f->b, acc, g->acc);
+}
+
+/* The tile's first w columns added into the accumulator in order. */
+static void add_tile(rowred *g, int64_t w)
+{
+	cg_fn *f = &g->k->f;
+	int64_t whole = w / g->vw * g->vw;
+	if (whole > (int64_t)g->vw) {
+		cg_loop l;
+		LLVMValueRef c0 = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, whole),
+						g->vw);
+		add_columns(g, c0, g->vw);
+		cg_loop_end(f, &l);
+	} else if (whole) {
+		add_columns(g, cg_i64(f, 0), g->vw);
+	}
+	if (w > whole)
+		add_columns(g, cg_i64(f, whole), (unsigned)(w - whole));
+}
+
+/* Lanes 0 .. nr of the group, as a <vw x i1> mask. */
+static LLVMValueRef rows_mask(rowred *g)
+{
+	cg_fn *f = &g->k->f;
+	LLVMTypeRef it = LLVMVectorType(cg_t_i64(f), g->vw);
+	LLVMValueRef iota[16];
+	for (unsigned i = 0; i < g->vw; i++)
+		iota[i] = cg_i64(f, i);
+	LLVMValueRef nr = LLVMBuildInsertElement(f->b, LLVMGetPoison(it), g->nr,
+						 cg_i32(f, 0), "");
+	nr = LLVMBuildShuffleVector(f->b, nr, LLVMGetPoison(it),
+				    LLVMConstNull(LLVMVectorType(cg_t_i32(f), g->vw)), "");
+	return LLVMBuildICmp(f->b, LLVMIntULT, LLVMConstVector(iota, g->vw), nr, "");
+}
+
+/* The group's rows: every block of columns through the tile, then the
+ * results (means divided by the row length) stored to rows r0 .. r0 + nr. */
+static void reduce_group(rowred *g, int64_t w)
+{
+	cg_fn *f = &g->k->f;
+	int64_t blocks = g->K / w, rest = g->K % w;
+	LLVMBuildStore(f->b, init_value(g), g->acc);
+	if (blocks > 1) {
+		cg_loop l;
+		LLVMValueRef c0 = cg_loop_begin(f, &l, cg_i64(f, 0),
+						cg_i64(f, blocks * w), w);
+		fill_tile(g, c0, w);
+		add_tile(g, w);
+		cg_loop_end(f, &l);
+	} else {
+		fill_tile(g, cg_i64(f, 0), w);
+		add_tile(g, w);
+	}
+	if (rest) {
+		fill_tile(g, cg_i64(f, blocks * w), rest);
+		add_tile(g, rest);
+	}
+	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
+	if (g->op == IR_OP_MEAN)
+		res = LLVMBuildFDiv(f->b, res, cg_const_real(g->vt, (double)(float)g->K), "");
+	LLVMTypeRef tys[2] = {g->vt, cg_t_ptr(f)};
+	LLVMValueRef args[4] = {res, cg_at(f, g->k->out, g->r0), cg_i32(f, 4),
+				rows_mask(g)};
+	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+}
+
+void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
+{
+	cg_fn *f = &k->f;
+	rowred g = {0};
+	g.k = k;
+	g.n = n;
+	g.op = k->node->op;
+	g.t = k->node->type.dtype;
+	g.vw = k->L->vw;
+	g.K = n->dims[1];
+	int64_t w = g.K < ROWRED_BLOCK ? g.K : ROWRED_BLOCK;
+	g.wp = (w + g.vw - 1) / g.vw * g.vw;
+	g.et = cg_lower_elem_type(f, g.t);
+	g.vt = LLVMVectorType(g.et, g.vw);
+	g.tile = entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw * (uint64_t)g.wp),
+			      "tile");
+	g.acc = entry_alloca(f, g.vt, "acc");
+	/* Padding and the rows past a short group hold stale values, never
+	 * stored; zeroed once, they are never uninitialized either. */
+	LLVMBuildMemSet(f->b, g.tile, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
+			cg_i64(f, (int64_t)g.vw * g.wp * 4), 64);
+	k->extent = n->dims[0];
+	k->work = n->dims[0] * g.K;
+	cg_loop l;
+	g.r0 = cg_loop_begin(f, &l, k->lo, k->hi, g.vw);
+	g.nr = cg_min(f, cg_i64(f, g.vw), LLVMBuildSub(f->b, k->hi, g.r0, ""));
+	reduce_group(&g, w);
+	cg_loop_end(f, &l);
+}

@@ -1,0 +1,316 @@
+/*
+ * test_codegen_rowred.c - sum, mean and max over the last axis in the
+ * generated code (codegen/cg_lower_rowred.c: rows in vector lanes),
+ * against a C loop that reduces each row left to right in float32 (the
+ * interpreter's order): bit for bit, for f32 and i32, row lengths from 1
+ * to past one tile block, row counts that are no multiple of the lanes,
+ * fused operands, and ranges split over 1, 2 and 3 threads at odd rows.
+ */
+#include "cg_program.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The graph and its random inputs. */
+typedef struct fx {
+	tu_graph g;
+	uint64_t rng;
+	void *in[4];
+	int64_t numel[4];
+} fx;
+
+static void fx_init(fx *x)
+{
+	memset(x, 0, sizeof *x);
+	tu_graph_init(&x->g, 4);
+	x->rng = 0x2545f4914f6cdd1dull;
+}
+
+static void fx_fini(fx *x)
+{
+	for (int i = 0; i < 4; i++)
+		free(x->in[i]);
+	tu_graph_fini(&x->g);
+}
+
+static uint32_t rnd(fx *x, uint32_t n)
+{
+	x->rng = x->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)((x->rng >> 33) % n);
+}
+
+/* An input of dims (rank 1 to 3), random: floats in [-2, 2) of all
+ * magnitudes of rounding, i32 in [-1000, 1000]. */
+static ir_id input(fx *x, ir_dtype t, int rank, int64_t d0, int64_t d1,
+		   int64_t d2)
+{
+	ir_type ty = rank == 1 ? tu_type(t, 1, d0)
+		     : rank == 2 ? tu_type(t, 2, d0, d1)
+				 : tu_type(t, 3, d0, d1, d2);
+	uint32_t i = x->g.f->n_inputs;
+	int64_t n = d0 * (rank > 1 ? d1 : 1) * (rank > 2 ? d2 : 1);
+	x->numel[i] = n;
+	x->in[i] = malloc((size_t)(n ? n : 1) * 4);
+	for (int64_t e = 0; e < n; e++) {
+		if (t == IR_I32)
+			((int32_t *)x->in[i])[e] = (int32_t)rnd(x, 2001) - 1000;
+		else
+			((float *)x->in[i])[e] =
+				-2.0f + 4.0f * (float)rnd(x, 1 << 24) / (float)(1 << 24);
+	}
+	return tu_input(&x->g, ty);
+}
+
+static ir_id reduce(fx *x, ir_op op, ir_id a, uint32_t axes, bool keepdim)
+{
+	ir_attr r = {.reduce = {axes, keepdim}};
+	return tu_build(&x->g, op, &a, 1, &r, NULL);
+}
+
+static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b)
+{
+	ir_id args[2] = {a, b};
+	return tu_build(&x->g, op, args, 2, NULL, NULL);
+}
+
+static void ret(fx *x, ir_id id)
+{
+	x->g.f->output_names[x->g.f->n_outputs] = "out";
+	x->g.f->outputs[x->g.f->n_outputs++] = id;
+}
+
+/* Runs f through the JIT on x's inputs with n_threads (every kernel
+ * parallel from the smallest work); returns its one output (malloc'd,
+ * n elements) and the number of fused nodes. */
+static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
+{
+	cg_program_options po = {.grain = 1};
+	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
+	size_t sb_n = cg_program_scratch_bytes(p, "f") + 64;
+	char *sb = aligned_alloc(64, (sb_n + 63) / 64 * 64);
+	memset(sb, 0xff, (sb_n + 63) / 64 * 64);
+	void *out = calloc((size_t)n + 1, 4);
+	const void *ins[4] = {x->in[0], x->in[1], x->in[2], x->in[3]};
+	void *outs[1] = {out};
+	attnrt_run run = {1, 1, false, n_threads};
+	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
+	if (n_fused)
+		*n_fused = cg_program_n_fused(p);
+	free(sb);
+	cg_program_destroy(p);
+	return out;
+}
+
+/* Each row of k values, left to right, in float32 as the interpreter:
+ * from 0 (sum, mean, then divided by k) or -inf (max, NaN winning). */
+static float ref_row(ir_op op, const float *v, int64_t k)
+{
+	float acc = op == IR_OP_MAX ? -INFINITY : 0.0f;
+	for (int64_t j = 0; j < k; j++) {
+		if (op != IR_OP_MAX)
+			acc = acc + v[j];
+		else if (v[j] > acc || isnan(v[j]))
+			acc = v[j];
+	}
+	return op == IR_OP_MEAN ? acc / (float)k : acc;
+}
+
+static int32_t ref_row_i(ir_op op, const int32_t *v, int64_t k)
+{
+	int32_t acc = op == IR_OP_MAX ? INT32_MIN : 0;
+	for (int64_t j = 0; j < k; j++)
+		acc = op == IR_OP_MAX ? (v[j] > acc ? v[j] : acc)
+				      : (int32_t)((uint32_t)acc + (uint32_t)v[j]);
+	return acc;
+}
+
+/* Bit for bit (a NaN matches any NaN). */
+static void check_bits(const void *got, const void *want, int64_t n,
+		       const char *what)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t a, b;
+		memcpy(&a, (const char *)got + 4 * i, 4);
+		memcpy(&b, (const char *)want + 4 * i, 4);
+		float fa, fb;
+		memcpy(&fa, &a, 4);
+		memcpy(&fb, &b, 4);
+		ck_assert_msg(a == b || (isnan(fa) && isnan(fb)),
+			      "%s: row %lld: got %08x (%.9g), want %08x (%.9g)",
+			      what, (long long)i, a, fa, b, fb);
+	}
+}
+
+/* op over the last axis of an (R, K) input of dtype t, on 1, 2 and 3
+ * threads, against ref_row. */
+static void check_rows(ir_op op, ir_dtype t, int64_t R, int64_t K)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, t, 2, R, K, 0);
+	ret(&x, reduce(&x, op, a, 2, false));
+	void *want = malloc((size_t)R * 4);
+	for (int64_t r = 0; r < R; r++) {
+		if (t == IR_I32)
+			((int32_t *)want)[r] =
+				ref_row_i(op, (const int32_t *)x.in[0] + r * K, K);
+		else
+			((float *)want)[r] = ref_row(op, (const float *)x.in[0] + r * K, K);
+	}
+	char what[96];
+	for (int th = 1; th <= 3; th++) {
+		void *got = jit(&x, th, R, NULL);
+		snprintf(what, sizeof what, "%s %s (%lld, %lld), %d threads",
+			 ir_op_table[op].name, t == IR_I32 ? "i32" : "f32",
+			 (long long)R, (long long)K, th);
+		check_bits(got, want, R, what);
+		free(got);
+	}
+	free(want);
+	fx_fini(&x);
+}
+
+static const int64_t rows[] = {2, 5, 17, 100};
+static const int64_t lens[] = {1, 7, 32, 33, 100, 300};
+
+START_TEST(test_sum_mean_and_max_of_f32_rows_are_the_left_to_right_loops_bits)
+{
+	ir_op ops[3] = {IR_OP_SUM, IR_OP_MEAN, IR_OP_MAX};
+	for (int o = 0; o < 3; o++)
+		for (size_t r = 0; r < sizeof rows / sizeof *rows; r++)
+			check_rows(ops[o], IR_F32, rows[r], lens[_i]);
+}
+END_TEST
+
+START_TEST(test_sum_and_max_of_i32_rows_are_the_left_to_right_loops_values)
+{
+	for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+		check_rows(IR_OP_SUM, IR_I32, rows[r], lens[_i]);
+		check_rows(IR_OP_MAX, IR_I32, rows[r], lens[_i]);
+	}
+}
+END_TEST
+
+/* mean(a * s - b) over the last axis of (B, T, K) with keepdim, s a
+ * per-row (B, T, 1) scalar and b a (K) bias, all three fused into the
+ * mean's kernel: each element computed as the unfused graph would, then
+ * the row left to right. */
+START_TEST(test_a_fused_operand_is_reduced_in_row_order_on_any_split)
+{
+	const int64_t B = 7, T = 3, K = lens[_i];
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, IR_F32, 3, B, T, K);
+	ir_id s = input(&x, IR_F32, 3, B, T, 1);
+	ir_id b = input(&x, IR_F32, 1, K, 0, 0);
+	ir_id e = op2(&x, IR_OP_SUB, op2(&x, IR_OP_MUL, a, s), b);
+	ret(&x, reduce(&x, IR_OP_MEAN, e, 4, true));
+	const float *pa = x.in[0], *ps = x.in[1], *pb = x.in[2];
+	float *want = malloc((size_t)(B * T) * 4), *row = malloc((size_t)K * 4);
+	for (int64_t r = 0; r < B * T; r++) {
+		for (int64_t j = 0; j < K; j++)
+			row[j] = pa[r * K + j] * ps[r] - pb[j];
+		want[r] = ref_row(IR_OP_MEAN, row, K);
+	}
+	for (int th = 1; th <= 3; th++) {
+		uint32_t n_fused = 0;
+		void *got = jit(&x, th, B * T, &n_fused);
+		ck_assert_uint_eq(n_fused, 2);
+		check_bits(got, want, B * T, "fused mean");
+		free(got);
+	}
+	free(want);
+	free(row);
+	fx_fini(&x);
+}
+END_TEST
+
+/* Rows of -0.0 sum to +0.0 (the sum starts from +0, as the
+ * interpreter's); a NaN anywhere in a row wins its max and makes its sum
+ * NaN; infinities of both signs sum to NaN. */
+START_TEST(test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter)
+{
+	const int64_t R = 19, K = 21;
+	ir_op ops[3] = {IR_OP_SUM, IR_OP_MEAN, IR_OP_MAX};
+	for (int o = 0; o < 3; o++) {
+		fx x;
+		fx_init(&x);
+		ir_id a = input(&x, IR_F32, 2, R, K, 0);
+		ret(&x, reduce(&x, ops[o], a, 2, false));
+		float *v = x.in[0];
+		for (int64_t j = 0; j < K; j++)
+			v[0 * K + j] = -0.0f;
+		v[3 * K + 20] = NAN;
+		v[5 * K + 0] = NAN;
+		v[8 * K + 4] = INFINITY;
+		v[8 * K + 9] = -INFINITY;
+		v[16 * K + 2] = INFINITY;
+		float want[19];
+		for (int64_t r = 0; r < R; r++)
+			want[r] = ref_row(ops[o], v + r * K, K);
+		ck_assert(ops[o] == IR_OP_MAX ? signbit(want[0]) : !signbit(want[0]));
+		ck_assert(isnan(want[3]) && isnan(want[5]));
+		float *got = jit(&x, 2, R, NULL);
+		check_bits(got, want, R, ir_op_table[ops[o]].name);
+		ck_assert(ops[o] == IR_OP_MAX || isnan(got[8]));
+		free(got);
+		fx_fini(&x);
+	}
+}
+END_TEST
+
+/* Not a row reduction: a sum over the leading axis keeps its kernel, and
+ * its results still match a sum in double within rounding (that kernel
+ * may reassociate). */
+START_TEST(test_a_sum_over_the_leading_axis_still_matches_within_rounding)
+{
+	const int64_t R = 37, K = 29;
+	fx x;
+	fx_init(&x);
+	ir_id a = input(&x, IR_F32, 2, R, K, 0);
+	ret(&x, reduce(&x, IR_OP_SUM, a, 1, false));
+	const float *v = x.in[0];
+	float want[29];
+	for (int64_t j = 0; j < K; j++) {
+		double s = 0;
+		for (int64_t r = 0; r < R; r++)
+			s += v[r * K + j];
+		want[j] = (float)s;
+	}
+	float *got = jit(&x, 2, K, NULL);
+	ck_assert_double_le(tu_max_rel_err(got, want, (size_t)K, 1e-5, 1e-5), 1);
+	free(got);
+	fx_fini(&x);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("codegen_rowred");
+	TCase *t = tcase_create("rows");
+	tcase_set_timeout(t, 120);
+	int n_lens = (int)(sizeof lens / sizeof *lens);
+	tcase_add_loop_test(t, test_sum_mean_and_max_of_f32_rows_are_the_left_to_right_loops_bits,
+			    0, n_lens);
+	tcase_add_loop_test(t, test_sum_and_max_of_i32_rows_are_the_left_to_right_loops_values,
+			    0, n_lens);
+	tcase_add_loop_test(t, test_a_fused_operand_is_reduced_in_row_order_on_any_split,
+			    0, n_lens);
+	tcase_add_test(t, test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter);
+	tcase_add_test(t, test_a_sum_over_the_leading_axis_still_matches_within_rounding);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *r = srunner_create(suite());
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
