@@ -8,9 +8,11 @@
  * the fused nodes read. Each leaf is addressed by its own strides,
  * expressed per axis of the kernel's operand: the consumer's index into
  * the operand maps to an index into every node of the tree through
- * broadcasting (a stretched axis reads index 0) and permutes (an axis
- * renamed), so a leaf's stride along an operand axis is the sum of its
- * dense strides along the axes that take their index from it. The
+ * broadcasting (a stretched axis reads index 0), permutes (an axis
+ * renamed) and slices (an axis read from its start, by its step), so a
+ * leaf's stride along an operand axis is the sum of its dense strides
+ * along the axes that take their index from it, times their steps, and
+ * its base the sum of its dense strides times the slices' starts. The
  * consumer then walks each leaf as one more array of its loop nest
  * (cg_nest_add_operand), and its loop body computes the tree where it
  * loaded the operand (cg_kernel_operand).
@@ -29,36 +31,61 @@ typedef struct tree_build {
 	bool is_full;
 } tree_build;
 
-/* Axis map of node x's operand c: for each axis of c, the operand axis of
- * the kernel it takes its index from (-1: index 0). from is x's map. */
-static void child_axes(const tree_build *b, ir_id x, ir_id c, const int *from,
-		       int *to)
+/* How a node of a tree is indexed from the kernel's operand index i:
+ * along its axis j, at off[j] + mul[j] * i[ax[j]] (ax[j] -1: at 0). */
+typedef struct axis_map {
+	int ax[IR_MAX_RANK];
+	int64_t mul[IR_MAX_RANK], off[IR_MAX_RANK];
+} axis_map;
+
+/* The axis map of node x's operand c, from x's map. */
+static void child_axes(const tree_build *b, ir_id x, ir_id c,
+		       const axis_map *from, axis_map *to)
 {
 	const ir_node *n = &b->g->nodes[x];
 	int64_t cd[IR_MAX_RANK];
 	int rc = cg_lower_dims(b->L, &b->g->nodes[c].type, cd);
 	if (n->op == IR_OP_PERMUTE) {
-		for (int i = 0; i < rc; i++)
-			to[n->attr.permute.perm[i]] = from[i];
+		for (int i = 0; i < rc; i++) {
+			int p = n->attr.permute.perm[i];
+			to->ax[p] = from->ax[i];
+			to->mul[p] = from->mul[i];
+			to->off[p] = from->off[i];
+		}
 		return;
 	}
 	int rn = n->type.rank;
-	for (int j = 0; j < rc; j++)
-		to[j] = cd[j] == 1 ? -1 : from[j + rn - rc];
+	for (int j = 0; j < rc; j++) {
+		int i = j + rn - rc;
+		bool one = cd[j] == 1;
+		to->ax[j] = one ? -1 : from->ax[i];
+		to->mul[j] = one ? 0 : from->mul[i];
+		to->off[j] = one ? 0 : from->off[i];
+	}
+	if (n->op == IR_OP_SLICE && cd[n->attr.slice.axis] != 1) {
+		int a = n->attr.slice.axis;
+		to->off[a] = n->attr.slice.start + n->attr.slice.step * to->off[a];
+		to->mul[a] *= n->attr.slice.step;
+	}
 }
 
-/* Strides, per kernel operand axis, of node x's dense elements read
- * through the axis map ax. */
-static void map_strides(const tree_build *b, ir_id x, const int *ax,
-			int64_t *t)
+/* Strides, per kernel operand axis, and base of node x's dense elements
+ * read through the axis map m. */
+static void map_strides(const tree_build *b, ir_id x, const axis_map *m,
+			cg_tree_node *tn)
 {
 	int64_t d[IR_MAX_RANK], s[IR_MAX_RANK];
 	int r = cg_lower_dims(b->L, &b->g->nodes[x].type, d);
 	cg_lower_strides(d, r, s);
-	memset(t, 0, IR_MAX_RANK * sizeof *t);
-	for (int j = 0; j < r; j++)
-		if (ax[j] >= 0 && d[j] != 1)
-			t[ax[j]] += s[j];
+	memset(tn->t, 0, sizeof tn->t);
+	tn->base = 0;
+	for (int j = 0; j < r; j++) {
+		if (d[j] == 1)
+			continue;
+		if (m->ax[j] >= 0)
+			tn->t[m->ax[j]] += m->mul[j] * s[j];
+		tn->base += m->off[j] * s[j];
+	}
 }
 
 static uint32_t new_node(tree_build *b, ir_id x)
@@ -73,16 +100,16 @@ static uint32_t new_node(tree_build *b, ir_id x)
 	return b->t->n_nodes++;
 }
 
-/* The tree of node x, read by its consumer user through axis map ax; a
+/* The tree of node x, read by its consumer user through axis map m; a
  * leaf gets pointer param (a new one when param is UINT32_MAX). */
-static uint32_t build(tree_build *b, ir_id x, ir_id user, const int *ax,
+static uint32_t build(tree_build *b, ir_id x, ir_id user, const axis_map *m,
 		      uint32_t param)
 {
 	uint32_t me = new_node(b, x);
 	if (b->is_full)
 		return 0;
 	cg_tree_node *tn = &b->t->n[me];
-	map_strides(b, x, ax, tn->t);
+	map_strides(b, x, m, tn);
 	if (!b->into || !pass_fuse_ew_is_in(b->into, x, user)) {
 		tn->is_leaf = true;
 		tn->param = param != UINT32_MAX ? param : b->t->n_par++;
@@ -90,10 +117,10 @@ static uint32_t build(tree_build *b, ir_id x, ir_id user, const int *ax,
 	}
 	const ir_node *n = &b->g->nodes[x];
 	for (uint32_t a = 0; a < n->n_args; a++) {
-		int cax[IR_MAX_RANK];
+		axis_map cm;
 		ir_id c = ir_arg(b->g, x, a);
-		child_axes(b, x, c, ax, cax);
-		uint32_t k = build(b, c, x, cax, UINT32_MAX);
+		child_axes(b, x, c, m, &cm);
+		uint32_t k = build(b, c, x, &cm, UINT32_MAX);
 		b->t->n[me].kid[a] = k;
 	}
 	return me;
@@ -113,10 +140,13 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 	t->n_nodes = 0;
 	t->n_par = n->n_args;
 	for (uint32_t i = 0; i < n->n_args && !b.is_full; i++) {
-		int ax[IR_MAX_RANK];
-		for (int j = 0; j < IR_MAX_RANK; j++)
-			ax[j] = j;
-		t->opnd[i] = build(&b, ir_arg(g, id, i), id, ax, i);
+		axis_map m;
+		for (int j = 0; j < IR_MAX_RANK; j++) {
+			m.ax[j] = j;
+			m.mul[j] = 1;
+			m.off[j] = 0;
+		}
+		t->opnd[i] = build(&b, ir_arg(g, id, i), id, &m, i);
 	}
 	if (b.is_full || t->n_par > CG_KERNEL_MAX_IN) {
 		ir_error(L->ctx, n->loc, "codegen: %s: its fused operands need "
@@ -143,6 +173,7 @@ static bool same_tree_node(const cg_lower *L, const ir_graph *ga,
 {
 	const ir_node *na = &ga->nodes[a->id], *nb = &gb->nodes[b->id];
 	if (a->is_leaf != b->is_leaf || memcmp(a->t, b->t, sizeof a->t) != 0 ||
+	    a->base != b->base ||
 	    !same_type(L, &na->type, &nb->type))
 		return false;
 	if (a->is_leaf)
@@ -194,7 +225,7 @@ static void add_arrays(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
 		int a = n->n_arr++;
 		for (int d = 0; d < n->rank; d++)
 			n->strides[a][d] = ax[d] >= 0 ? tn->t[ax[d]] : 0;
-		n->base[a] = 0;
+		n->base[a] = tn->base;
 		tn->arr = a;
 		tn->inner = inner_ax >= 0 ? tn->t[inner_ax] : 0;
 	}
@@ -243,7 +274,8 @@ static LLVMValueRef eval(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
 	LLVMValueRef v[3];
 	for (uint32_t a = 0; a < n->n_args; a++)
 		v[a] = eval(k, tn->kid[a], offs, j);
-	if (n->op == IR_OP_PERMUTE || n->op == IR_OP_BROADCAST)
+	if (n->op == IR_OP_PERMUTE || n->op == IR_OP_BROADCAST ||
+	    n->op == IR_OP_SLICE)
 		return v[0];
 	if (n->op == IR_OP_DROPOUT)
 		return n->attr.dropout.p <= 0

@@ -53,6 +53,7 @@ typedef struct cg_tree_node {
 	uint32_t kid[3]; /* fused: the tree nodes of its operands */
 	uint32_t param;  /* leaf: its pointer is k->in[param] */
 	int64_t t[IR_MAX_RANK];
+	int64_t base; /* the element at operand index 0 (a fused slice's start) */
 	/* Leaf and fused dropout, set by cg_nest_add_operand: the nest
 	 * array that walks t, and t along a row kernel's inner axis. */
 	int arr;

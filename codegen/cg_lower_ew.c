@@ -433,17 +433,26 @@ bool cg_lower_permute(cg_kernel *k)
 	return true;
 }
 
+/* Output axis i reads operand axis i; the slice's axis from its start by
+ * its step. The operand's tree, when fused, is read the same way: every
+ * array of it moves along that axis by the step, from the start. */
 bool cg_lower_slice(cg_kernel *k)
 {
 	cg_nest n;
-	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
-	int ax = k->node->attr.slice.axis;
-	nest_dense_in(k, &n, xd, xs);
+	int ax[IR_MAX_RANK];
+	int s = k->node->attr.slice.axis;
+	memset(&n, 0, sizeof n);
+	n.rank = cg_lower_dims(k->L, &k->node->type, n.dims);
+	n.n_arr = 1;
+	cg_lower_strides(n.dims, n.rank, n.strides[0]);
 	for (int i = 0; i < n.rank; i++)
-		n.strides[1][i] = xs[i];
-	n.strides[1][ax] = xs[ax] * k->node->attr.slice.step;
-	n.base[1] = k->node->attr.slice.start * xs[ax];
-	run_nest(k, &n, copy_body, NULL);
+		ax[i] = i;
+	cg_nest_add_operand(k, &n, 0, ax, -1);
+	for (int a = 1; a < n.n_arr; a++) {
+		n.base[a] += k->node->attr.slice.start * n.strides[a][s];
+		n.strides[a][s] *= k->node->attr.slice.step;
+	}
+	run_nest(k, &n, operand_body, NULL);
 	return true;
 }
 

@@ -112,8 +112,9 @@ static void fill_tile(rowred *g, LLVMValueRef c0, int64_t w)
 	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0), cg_i64(f, w), 1);
 	LLVMValueRef col = cg_add(f, c0, j), offs[CG_NEST_ARRS];
 	for (int a = 0; a < n->n_arr; a++)
-		offs[a] = cg_add(f, cg_muli(f, row, n->strides[a][0]),
-				 cg_muli(f, col, n->strides[a][1]));
+		offs[a] = cg_add(f, cg_i64(f, n->base[a]),
+				 cg_add(f, cg_muli(f, row, n->strides[a][0]),
+					cg_muli(f, col, n->strides[a][1])));
 	cg_lower_store(f, g->t, cg_kernel_operand(g->k, 0, offs, NULL), g->tile,
 		       cg_add(f, dst, j));
 	cg_loop_end(f, &lj);

@@ -9,15 +9,16 @@
  * consumer when
  *   - it is elementwise (IR_OPF_EW: math, compares, select, cast), a
  *     dropout (its random bits are a function of its flat index, so any
- *     kernel that knows the index can draw them), a permute or a
- *     broadcast (index arithmetic instead of a copy);
+ *     kernel that knows the index can draw them), a permute, a broadcast
+ *     or a slice (index arithmetic instead of a copy; slices step forward,
+ *     so a fused slice's offsets stay sums of non-negative strides);
  *   - it is no output of the function, and has one use, or several when
  *     its op is cheap to compute again (no transcendental function): it
  *     is then computed in each of its readers' kernels;
  *   - the consumer reads each of its elements once, at an index it can
  *     address: an elementwise consumer (or dropout, broadcast) of the same
  *     shape (a consumer that broadcasts the node would recompute it), a
- *     permute, or the data operand of a reduction (sum, mean, max), a
+ *     permute or a slice, or the data operand of a reduction (sum, mean, max), a
  *     softmax, log_softmax, masked_softmax, layer_norm, cross_entropy or
  *     cross_entropy_grad (the row kinds read x once a pass over the row);
  *   - the kernel that ends up computing it stays small: at most
@@ -45,7 +46,7 @@ static host_kind host_of(ir_op op)
 	unsigned fl = ir_op_table[op].flags;
 	if (fl & IR_OPF_FUSES_ARG0)
 		return HOST_FIRST;
-	if (op == IR_OP_PERMUTE)
+	if (op == IR_OP_PERMUTE || op == IR_OP_SLICE)
 		return HOST_ANY;
 	if ((fl & IR_OPF_EW) || op == IR_OP_DROPOUT || op == IR_OP_BROADCAST)
 		return HOST_SAME;
@@ -55,7 +56,8 @@ static host_kind host_of(ir_op op)
 bool pass_fuse_ew_is_fusible(ir_op op)
 {
 	return (ir_op_table[op].flags & IR_OPF_EW) || op == IR_OP_DROPOUT ||
-	       op == IR_OP_PERMUTE || op == IR_OP_BROADCAST;
+	       op == IR_OP_PERMUTE || op == IR_OP_BROADCAST ||
+	       op == IR_OP_SLICE;
 }
 
 static bool same_dims(const ir_type *a, const ir_type *b)

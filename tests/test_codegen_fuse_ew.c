@@ -487,6 +487,50 @@ START_TEST(test_head_merge_permute_is_index_arithmetic_in_its_reader)
 }
 END_TEST
 
+static ir_id slice(fx *x, ir_id a, int axis, int64_t start, int64_t end,
+		   int64_t step)
+{
+	ir_attr at = {.slice = {axis, start, end, step}};
+	return op1(x, IR_OP_SLICE, a, &at);
+}
+
+/* A GRU's gates: slices of one (B, 3H) product read where the gate
+ * kernels read them; slices stepped and offset, of a slice, under a
+ * permute, of a broadcast, and fused into a reduction; exact. */
+START_TEST(test_slices_are_read_in_place_by_their_readers)
+{
+	fx x;
+	fx_init(&x, 8);
+	ir_id gx = tu_input(&x.g, tu_type(IR_F32, 2, 5, 12));
+	ir_id gh = tu_input(&x.g, tu_type(IR_F32, 2, 5, 12));
+	ir_id r = op1(&x, IR_OP_SIGMOID,
+		      op2(&x, IR_OP_ADD, slice(&x, gx, 1, 0, 4, 1),
+			  slice(&x, gh, 1, 0, 4, 1)), NULL);
+	ir_id n = op2(&x, IR_OP_MUL, r, slice(&x, gh, 1, 8, 12, 1));
+	ret(&x, op2(&x, IR_OP_ADD, n, slice(&x, gx, 1, 8, 12, 1)));
+	/* every other row of the odd columns, transposed */
+	ir_id t = tu_input(&x.g, tu_type(IR_F32, 3, 6, 7, 9));
+	ir_id st = slice(&x, slice(&x, t, 0, 1, 6, 2), 2, 1, 9, 3);
+	ret(&x, op1(&x, IR_OP_NEG, permute(&x, st, 2, 1, 0), NULL));
+	/* a slice of a broadcast bias, and a row sum of a slice */
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 1, 12));
+	ir_type bt = tu_type(IR_F32, 2, 5, 12);
+	ir_id bb = tu_build(&x.g, IR_OP_BROADCAST, &b, 1, NULL, &bt);
+	ret(&x, op2(&x, IR_OP_MUL, slice(&x, bb, 1, 4, 8, 1),
+		    slice(&x, gx, 1, 4, 8, 1)));
+	ir_attr ra = {.reduce = {1u << 1, false}};
+	ret(&x, op1(&x, IR_OP_SUM, slice(&x, gh, 1, 2, 11, 3), &ra));
+	/* a returned slice computes its operand where it reads it */
+	ret(&x, slice(&x, op1(&x, IR_OP_TANH, t, NULL), 1, 2, 7, 2));
+	seen s = check(&x, false, true);
+	/* Five kernels, the roots; fused: 8 slices, the permute, the
+	 * broadcast, sigmoid, two adds, a mul and the tanh. */
+	ck_assert_uint_eq(s.n_calls, 5);
+	ck_assert_uint_eq(s.n_fused, 15);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_i32_compares_selects_and_casts_fuse_exactly)
 {
 	fx x;
@@ -606,6 +650,7 @@ static Suite *suite(void)
 			    C_LAYER_NORM, C_COUNT);
 	tcase_add_test(tc, test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each);
 	tcase_add_test(tc, test_head_merge_permute_is_index_arithmetic_in_its_reader);
+	tcase_add_test(tc, test_slices_are_read_in_place_by_their_readers);
 	tcase_add_test(tc, test_i32_compares_selects_and_casts_fuse_exactly);
 	tcase_add_test(tc, test_same_root_op_with_different_trees_gets_different_kernels);
 	tcase_add_test(tc, test_a_cheap_value_read_twice_is_computed_in_both_readers);
