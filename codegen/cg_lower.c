@@ -511,6 +511,8 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_cross_entropy(k);
 	case IR_OP_CROSS_ENTROPY_GRAD:
 		return cg_lower_cross_entropy_grad(k);
+	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
+		return cg_lower_cross_entropy_with_grad(k);
 	case IR_OP_FUSED_ATTENTION:
 		return cg_lower_fused_attention(k);
 	case IR_OP_FUSED_ATTENTION_GRAD:

@@ -237,6 +237,8 @@ bool cg_lower_sort(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
 bool cg_lower_cross_entropy_grad(cg_kernel *k);
+/* Both at once: [2, ..., K], ops.def; rows split by [lo, hi). */
+bool cg_lower_cross_entropy_with_grad(cg_kernel *k);
 
 /* cg_lower_rowred.c: sum, mean and max over the last axis, rows in
  * vector lanes. Fits when the reduction's simplified nest n (array 0 the

@@ -439,6 +439,13 @@ bool cg_lower_slice(cg_kernel *k)
 	int64_t xd[IR_MAX_RANK], xs[IR_MAX_RANK];
 	int ax = k->node->attr.slice.axis;
 	nest_dense_in(k, &n, xd, xs);
+	if (k->node->attr.slice.end > xd[ax]) {
+		ir_error(k->L->ctx, k->node->loc, "codegen: slice: range %lld:%lld "
+			 "does not fit axis %d of size %lld",
+			 (long long)k->node->attr.slice.start,
+			 (long long)k->node->attr.slice.end, ax, (long long)xd[ax]);
+		return false;
+	}
 	for (int i = 0; i < n.rank; i++)
 		n.strides[1][i] = xs[i];
 	n.strides[1][ax] = xs[ax] * k->node->attr.slice.step;
