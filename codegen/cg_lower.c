@@ -511,6 +511,8 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_cross_entropy(k);
 	case IR_OP_CROSS_ENTROPY_GRAD:
 		return cg_lower_cross_entropy_grad(k);
+	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
+		return cg_lower_cross_entropy_with_grad(k);
 	case IR_OP_FUSED_ATTENTION:
 		return cg_lower_fused_attention(k);
 	case IR_OP_FUSED_ATTENTION_GRAD:
@@ -942,7 +944,9 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
 	for (ir_id i = 0; ok && i < n; i++) {
 		ir_op op = fn->g.nodes[i].op;
-		if (e.plan.into[i] != IR_NONE) {
+		if (op == IR_OP_SLICE && !cg_lower_slice_fits(L, &fn->g, i)) {
+			ok = false;
+		} else if (e.plan.into[i] != IR_NONE) {
 			p->n_fused++;
 		} else if (!is_leaf(op) && op != IR_OP_RESHAPE) {
 			ok = build_kernel(p, L, fn, e.plan.into, i, &ks[i]);

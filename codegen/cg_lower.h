@@ -222,6 +222,10 @@ bool cg_lower_select(cg_kernel *k);
 bool cg_lower_broadcast(cg_kernel *k);
 bool cg_lower_permute(cg_kernel *k);
 bool cg_lower_slice(cg_kernel *k);
+/* Whether slice node id's range fits its operand's axis once symbols are
+ * bound (a static range on a symbolic axis); reports it at the node's
+ * location if not. Checked for every slice, fused or not. */
+bool cg_lower_slice_fits(const cg_lower *L, const ir_graph *g, ir_id id);
 bool cg_lower_concat(cg_kernel *k);
 bool cg_lower_repeat(cg_kernel *k);
 bool cg_lower_repeat_interleave(cg_kernel *k);
@@ -238,6 +242,8 @@ bool cg_lower_sort(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
 bool cg_lower_cross_entropy_grad(cg_kernel *k);
+/* Both at once: [2, ..., K], ops.def; rows split by [lo, hi). */
+bool cg_lower_cross_entropy_with_grad(cg_kernel *k);
 
 /* cg_lower_rowred.c: sum, mean and max over the last axis, rows in
  * vector lanes. Fits when the reduction's simplified nest n (array 0 the

@@ -433,6 +433,20 @@ bool cg_lower_permute(cg_kernel *k)
 	return true;
 }
 
+bool cg_lower_slice_fits(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	int64_t xd[IR_MAX_RANK];
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, xd);
+	int ax = n->attr.slice.axis;
+	if (n->attr.slice.end <= xd[ax])
+		return true;
+	ir_error(L->ctx, n->loc, "codegen: slice: range %lld:%lld does not fit "
+		 "axis %d of size %lld", (long long)n->attr.slice.start,
+		 (long long)n->attr.slice.end, ax, (long long)xd[ax]);
+	return false;
+}
+
 /* Output axis i reads operand axis i; the slice's axis from its start by
  * its step. The operand's tree, when fused, is read the same way: every
  * array of it moves along that axis by the step, from the start. */

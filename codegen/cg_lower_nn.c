@@ -1,8 +1,8 @@
 /*
  * cg_lower_nn.c - kernels with arithmetic across elements: batched
  * matmul, sum/mean/max/argmax, softmax and its log and masked forms,
- * layer norm, embedding lookup, sort, the two losses and the gradient of
- * cross_entropy.
+ * layer norm, embedding lookup, sort, the two losses, the gradient of
+ * cross_entropy and both of these at once (cross_entropy_with_grad).
  *
  * Each kernel's outer loop runs over independent output rows, so a split
  * over threads never changes the order of a sum: results are the same
@@ -835,5 +835,59 @@ bool cg_lower_cross_entropy_grad(cg_kernel *k)
 	cg_nest n;
 	label_nest(k, &n, ld, r, 2, true);
 	run_rows(k, &n, 3 * c.K, cross_entropy_grad_row, &c);
+	return true;
+}
+
+/* cross_entropy_with_grad: cross_entropy_grad_row's passes, the exps
+ * kept in the row's part-1 row (ex, `part` floats after the gradient's
+ * row), then the row's loss as cross_entropy_row computes it from the
+ * same max and sum, over the exp of column 0. offs as for
+ * cross_entropy_grad. */
+typedef struct ce_cx {
+	row_cx r;
+	int64_t part; /* elements in [0] of the result: rows * K */
+} ce_cx;
+
+static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const ce_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef y = row_label(k, &c->r, offs[1]);
+	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
+	LLVMValueRef ex = cg_add(f, offs[0], cg_i64(f, c->part));
+	LLVMValueRef m = row_max(k, &c->r, offs), sum = var(k, ft, cg_f32(f, 0));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K), 1);
+	LLVMValueRef e = cg_lower_exp(
+		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
+	stf(k, e, k->out, cg_add(f, ex, j));
+	set(k, sum, fadd_r(f, get(k, ft, sum), e));
+	cg_loop_end(f, &l);
+	LLVMValueRef s = get(k, ft, sum);
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K), 1);
+	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, ex, j)), s, "");
+	LLVMValueRef oh = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, j, y, ""),
+					  cg_f32(f, 1), cg_f32(f, 0), "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
+	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
+	LLVMValueRef ls = LLVMBuildFSub(
+		f->b, LLVMBuildFSub(f->b, xy, m, ""),
+		cg_lower_fcall(f, "llvm.log", s, NULL), "");
+	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, ex);
+}
+
+bool cg_lower_cross_entropy_with_grad(cg_kernel *k)
+{
+	int64_t ld[IR_MAX_RANK];
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), ld);
+	ce_cx c = {0};
+	c.r.K = ld[r - 1];
+	c.part = cg_lower_numel(k->L, cg_kernel_arg_type(k, 0));
+	cg_nest n;
+	label_nest(k, &n, ld, r, 2, true);
+	run_rows(k, &n, 3 * c.r.K, ce_with_grad_row, &c);
 	return true;
 }

@@ -384,6 +384,8 @@ static bool eval_op(const interp_kernel *k)
 		return interp_k_cross_entropy(k);
 	case IR_OP_CROSS_ENTROPY_GRAD:
 		return interp_k_cross_entropy_grad(k);
+	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
+		return interp_k_cross_entropy_with_grad(k);
 	case IR_OP_FUSED_ATTENTION:
 		return interp_k_fused_attention(k);
 	case IR_OP_FUSED_ATTENTION_GRAD:

@@ -207,6 +207,7 @@ bool interp_k_embedding_grad(const interp_kernel *k);
 bool interp_k_mse_loss(const interp_kernel *k);
 bool interp_k_cross_entropy(const interp_kernel *k);
 bool interp_k_cross_entropy_grad(const interp_kernel *k);
+bool interp_k_cross_entropy_with_grad(const interp_kernel *k);
 
 /* attention.c */
 bool interp_k_fused_attention(const interp_kernel *k);

@@ -454,33 +454,83 @@ bool interp_k_mse_loss(const interp_kernel *k)
 	return true;
 }
 
+/* The label of row i, or a run-time error outside [0, V). */
+static bool row_label(const interp_kernel *k, const interp_tensor *lb, int64_t i,
+		      int64_t V, int64_t *y)
+{
+	*y = interp_ldi(lb, i);
+	if (*y >= 0 && *y < V)
+		return true;
+	return interp_fail(k, "label %lld out of range [0, %lld)", (long long)*y,
+			   (long long)V);
+}
+
+/* The largest of row i's V logits. */
+static double row_max(const interp_kernel *k, const interp_tensor *lg, int64_t i,
+		      int64_t V)
+{
+	double mx = -INFINITY;
+	for (int64_t j = 0; j < V; j++) {
+		double v = R(k, interp_ld(lg, i * V + j));
+		if (v > mx)
+			mx = v;
+	}
+	return mx;
+}
+
+/* -log_softmax(row i of the logits)[y]: the max, the exps summed left to
+ * right, then (x_y - max) - log(sum). */
+static double ce_loss_row(const interp_kernel *k, const interp_tensor *lg,
+			  int64_t i, int64_t V, int64_t y)
+{
+	double mx = row_max(k, lg, i, V), sum = 0;
+	for (int64_t j = 0; j < V; j++)
+		sum = R(k, sum + R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) - mx))));
+	double ls = R(k, R(k, R(k, interp_ld(lg, i * V + y)) - mx) - R(k, log(sum)));
+	return -ls;
+}
+
+/* Row i of cross_entropy_grad into the output at i * V: softmax_row's
+ * very arithmetic, minus 1 at the label, times gi. */
+static void ce_grad_row(const interp_kernel *k, const interp_tensor *lg,
+			int64_t i, int64_t V, int64_t y, double gi)
+{
+	softmax_row(k, lg, i * V, V, V, 0, false);
+	for (int64_t j = 0; j < V; j++) {
+		double d = R(k, interp_ld(k->out, i * V + j) - (j == y ? 1.0 : 0.0));
+		interp_st(k->out, i * V + j, R(k, d * gi));
+	}
+}
+
+/* Checks the shapes of cross_entropy's family: n rows of V logits, n
+ * labels, n gradients (when has_g), an output of one element per row
+ * (out_rows 0) or out_rows rows of V. */
+static bool ce_shapes(const interp_kernel *k, bool has_g, int64_t out_rows,
+		      int64_t *n, int64_t *V)
+{
+	const interp_tensor *lg = &k->args[0];
+	if (lg->rank < 1)
+		return interp_fail(k, "logits must have rank >= 1");
+	*V = lg->dims[lg->rank - 1];
+	*n = interp_tensor_numel(&k->args[1]);
+	if (*n * *V != interp_tensor_numel(lg) ||
+	    *n * (out_rows ? out_rows * *V : 1) != interp_tensor_numel(k->out))
+		return mismatch(k, "logits", lg);
+	if (has_g && interp_tensor_numel(&k->args[2]) != *n)
+		return mismatch(k, "gradient", &k->args[2]);
+	return true;
+}
+
 /* -log_softmax(logits)[label] at each position. */
 bool interp_k_cross_entropy(const interp_kernel *k)
 {
-	const interp_tensor *lg = &k->args[0], *lb = &k->args[1];
-	if (lg->rank < 1)
-		return interp_fail(k, "logits must have rank >= 1");
-	int64_t V = lg->dims[lg->rank - 1], n = interp_tensor_numel(lb);
-	if (n * V != interp_tensor_numel(lg) ||
-	    n != interp_tensor_numel(k->out))
-		return mismatch(k, "logits", lg);
+	int64_t n, V, y;
+	if (!ce_shapes(k, false, 0, &n, &V))
+		return false;
 	for (int64_t i = 0; i < n; i++) {
-		int64_t y = interp_ldi(lb, i);
-		if (y < 0 || y >= V)
-			return interp_fail(k, "label %lld out of range [0, %lld)",
-					   (long long)y, (long long)V);
-		double mx = -INFINITY, sum = 0;
-		for (int64_t j = 0; j < V; j++) {
-			double v = R(k, interp_ld(lg, i * V + j));
-			if (v > mx)
-				mx = v;
-		}
-		for (int64_t j = 0; j < V; j++)
-			sum = R(k, sum + R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) -
-							 mx))));
-		double ls = R(k, R(k, R(k, interp_ld(lg, i * V + y)) - mx) -
-				    R(k, log(sum)));
-		interp_st(k->out, i, -ls);
+		if (!row_label(k, &k->args[1], i, V, &y))
+			return false;
+		interp_st(k->out, i, ce_loss_row(k, &k->args[0], i, V, y));
 	}
 	return true;
 }
@@ -490,28 +540,36 @@ bool interp_k_cross_entropy(const interp_kernel *k)
  * g; a label outside [0, V) is a run-time error, as in cross_entropy. */
 bool interp_k_cross_entropy_grad(const interp_kernel *k)
 {
-	const interp_tensor *lg = &k->args[0], *lb = &k->args[1],
-			    *g = &k->args[2];
-	if (lg->rank < 1)
-		return interp_fail(k, "logits must have rank >= 1");
-	int64_t V = lg->dims[lg->rank - 1], n = interp_tensor_numel(lb);
-	if (n * V != interp_tensor_numel(lg) ||
-	    n * V != interp_tensor_numel(k->out))
-		return mismatch(k, "logits", lg);
-	if (interp_tensor_numel(g) != n)
-		return mismatch(k, "gradient", g);
+	int64_t n, V, y;
+	if (!ce_shapes(k, true, 1, &n, &V))
+		return false;
 	for (int64_t i = 0; i < n; i++) {
-		int64_t y = interp_ldi(lb, i);
-		if (y < 0 || y >= V)
-			return interp_fail(k, "label %lld out of range [0, %lld)",
-					   (long long)y, (long long)V);
-		softmax_row(k, lg, i * V, V, V, 0, false);
-		double gi = R(k, interp_ld(g, i));
-		for (int64_t j = 0; j < V; j++) {
-			double d = R(k, interp_ld(k->out, i * V + j) -
-					    (j == y ? 1.0 : 0.0));
-			interp_st(k->out, i * V + j, R(k, d * gi));
-		}
+		if (!row_label(k, &k->args[1], i, V, &y))
+			return false;
+		ce_grad_row(k, &k->args[0], i, V, y, R(k, interp_ld(&k->args[2], i)));
+	}
+	return true;
+}
+
+/* cross_entropy_with_grad(logits, labels, g) -> [2, ..., V]: [0] exactly
+ * cross_entropy_grad's rows, [1] per row cross_entropy's value at column
+ * 0 and exp(x - max) at columns 1..V-1, each as those kernels compute it. */
+bool interp_k_cross_entropy_with_grad(const interp_kernel *k)
+{
+	int64_t n, V, y;
+	if (!ce_shapes(k, true, 2, &n, &V))
+		return false;
+	const interp_tensor *lg = &k->args[0];
+	for (int64_t i = 0; i < n; i++) {
+		if (!row_label(k, &k->args[1], i, V, &y))
+			return false;
+		ce_grad_row(k, lg, i, V, y, R(k, interp_ld(&k->args[2], i)));
+		double mx = row_max(k, lg, i, V);
+		int64_t at = (n + i) * V;
+		for (int64_t j = 1; j < V; j++)
+			interp_st(k->out, at + j,
+				  R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) - mx))));
+		interp_st(k->out, at, ce_loss_row(k, lg, i, V, y));
 	}
 	return true;
 }

@@ -694,11 +694,11 @@ static bool infer_slice(infer_cx *c)
 	if (ax < 0 || ax >= x->rank)
 		return fail(c, "axis %d out of range for %s", ax,
 			    shape_str(c->m, x).s);
+	/* A symbolic axis takes static bounds; that it is long enough is
+	 * checked once its size is known (interpreter, lowering). */
 	ir_dim d = x->dims[ax];
-	if (!ir_dim_is_static(d))
-		return fail(c, "axis %d of %s is symbolic; slicing needs a "
-			       "static size", ax, shape_str(c->m, x).s);
-	if (!(0 <= s && s <= e && e <= d.coef) || st < 1)
+	int64_t len = ir_dim_is_static(d) ? d.coef : INT64_MAX;
+	if (!(0 <= s && s <= e && e <= len) || st < 1)
 		return fail(c, "range %lld:%lld:%lld out of bounds for axis %d "
 			       "of %s", (long long)s, (long long)e,
 			    (long long)st, ax, shape_str(c->m, x).s);
@@ -837,6 +837,24 @@ static bool infer_cross_entropy_grad(infer_cx *c)
 		return fail(c, "gradient %s must have the labels' shape %s",
 			    shape_str(c->m, g).s, shape_str(c->m, lb).s);
 	set_type(c, IR_F32, lg);
+	return true;
+}
+
+/* cross_entropy_with_grad(logits, labels, g): cross_entropy_grad's
+ * operands; the result stacks two of the logits' shape: f32[2, ...]. */
+static bool infer_cross_entropy_with_grad(infer_cx *c)
+{
+	if (!infer_cross_entropy_grad(c))
+		return false;
+	const ir_type *lg = arg_type(c, 0);
+	if (lg->rank >= IR_MAX_RANK)
+		return fail(c, "logits %s have too many dims to stack two",
+			    shape_str(c->m, lg).s);
+	ir_type r = {.dtype = IR_F32, .rank = (uint8_t)(lg->rank + 1),
+		     .dims = {ir_dim_static(2)}};
+	for (int i = 0; i < lg->rank; i++)
+		r.dims[i + 1] = lg->dims[i];
+	set_type(c, IR_F32, &r);
 	return true;
 }
 
@@ -1190,6 +1208,8 @@ static bool infer_op(infer_cx *c)
 		return infer_cross_entropy(c);
 	case IR_OP_CROSS_ENTROPY_GRAD:
 		return infer_cross_entropy_grad(c);
+	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
+		return infer_cross_entropy_with_grad(c);
 	case IR_OP_FUSED_ATTENTION:
 		return infer_fused_attention(c);
 	case IR_OP_FUSED_ATTENTION_GRAD:

@@ -633,6 +633,7 @@ static void grad_CROSS_ENTROPY(pass_ad *ad, ir_id y, ir_id g)
 }
 
 #define grad_CROSS_ENTROPY_GRAD grad_nothing /* no second derivatives */
+#define grad_CROSS_ENTROPY_WITH_GRAD grad_nothing /* made after autodiff */
 
 /* ---- fused additive attention ----------------------------------------------------------------- */
 

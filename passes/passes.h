@@ -78,6 +78,15 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
  * are merged. Runs after pass_fuse_attention. */
 bool pass_fuse_heads(ir_module *m);
 
+/* Loss fusion (fuse_loss.c; docs/fusion.md). Replaces each
+ * cross_entropy and a cross_entropy_grad of the same logits and labels
+ * node (a gradient function holds both) by parts of one
+ * cross_entropy_with_grad, when the gradient's g does not depend on any
+ * cross_entropy: the losses a slice of its column 0 of [1], the gradient
+ * its [0], each reshaped. Rebuilds and compacts the functions it
+ * changes. */
+bool pass_fuse_loss(ir_module *m);
+
 /* Factoring (factor.c; docs/passes.md). Rewrites every sum (a tree of
  * adds without broadcasting) of matmuls that share one operand node and
  * their ta/tb flags, whose other operands have equal types and which

@@ -16,7 +16,8 @@
  * layout changes and unit arithmetic; CSE merges what is left identical;
  * attention fusion then sees each chain in one canonical form (transposes
  * as matmul flags, one node per value), and fuse_heads the splits and
- * merges around the fused nodes; factor then turns the gradients' sums of
+ * merges around the fused nodes, and fuse_loss a loss's cross_entropy
+ * with its gradient's; factor then turns the gradients' sums of
  * products with a shared operand (merged by CSE) into one product each,
  * after fusion so that the matchers see the backward chains as autodiff
  * made them; DCE sweeps up whatever no output needs. */
@@ -36,6 +37,9 @@ const pass_info pass_table[] = {
 	{"fuse_heads", "head split and merge around fused attention read in "
 		       "place by the kernels (attr heads)",
 	 pass_fuse_heads, true},
+	{"fuse_loss", "cross_entropy and cross_entropy_grad of the same "
+		      "logits and labels into one cross_entropy_with_grad",
+	 pass_fuse_loss, true},
 	{"factor", "sums of matmuls that share an operand (and flags) into "
 		   "one matmul of a sum",
 	 pass_factor, false},

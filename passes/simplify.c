@@ -224,6 +224,7 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_MSE_LOSS:
 	case IR_OP_CROSS_ENTROPY:
 	case IR_OP_CROSS_ENTROPY_GRAD:
+	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
 	case IR_OP_FUSED_ATTENTION:
 	case IR_OP_FUSED_ATTENTION_GRAD:
 	case IR_OP_FUSED_ADDITIVE_ATTENTION:

@@ -780,6 +780,90 @@ START_TEST(test_cross_entropy_grad_matches_the_interpreter)
 }
 END_TEST
 
+/* One graph with cross_entropy, cross_entropy_grad and
+ * cross_entropy_with_grad of R rows of V logits (a fused tanh + bias,
+ * as the models' linear layer feeds them): the fused op matches the
+ * interpreter, its parts are the unfused kernels' results bit for bit,
+ * and 2 threads give 1 thread's bits. */
+static void check_with_grad(int64_t R, int64_t V)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, R, V));
+	ir_id bias = tu_input(&x.g, tu_type(IR_F32, 1, V));
+	ir_id lg = op2(&x, IR_OP_ADD, op1(&x, IR_OP_TANH, a, NULL), bias, NULL);
+	ir_id lb = tu_input(&x.g, tu_type(IR_I32, 1, R));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 1, R));
+	ir_id args[3] = {lg, lb, g};
+	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
+	ret(&x, ce_grad(&x, lg, lb, g));
+	ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
+	run_cfg c = cfg_default();
+	c.int_hi = (int32_t)V - 1;
+	c.f_lo = -8.0f;
+	c.f_hi = 8.0f;
+	both b1, b2;
+	x.rng = 0x1234567;
+	run_both(&x, &c, &b1);
+	ck_assert_int_eq(b1.got.status, 0);
+	for (uint32_t o = 0; o < 3; o++)
+		compare(&b1.want[o], &b1.got, o, c.tol);
+	const float *loss = b1.got.out[0], *grad = b1.got.out[1], *w = b1.got.out[2];
+	ck_assert_msg(memcmp(w, grad, (size_t)(R * V) * 4) == 0,
+		      "the gradient part is not cross_entropy_grad's");
+	for (int64_t i = 0; i < R; i++)
+		ck_assert_msg(memcmp(&w[(R + i) * V], &loss[i], 4) == 0,
+			      "row %lld: loss %.9g, fused %.9g", (long long)i, loss[i],
+			      w[(R + i) * V]);
+	c.n_threads = 2;
+	c.grain = 1;
+	x.rng = 0x1234567; /* the same inputs */
+	run_both(&x, &c, &b2);
+	ck_assert_int_eq(b2.got.status, 0);
+	ck_assert(memcmp(b1.got.out[2], b2.got.out[2], (size_t)(2 * R * V) * 4) == 0);
+	both_fini(&x, &b1);
+	both_fini(&x, &b2);
+	tu_graph_fini(&x.g);
+}
+
+START_TEST(test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit)
+{
+	static const int64_t rv[][2] = {{1, 1},	 {1, 300}, {2, 2},   {5, 7},
+					 {9, 8},	 {64, 16}, {33, 201}, {640, 201},
+					 {700, 300}, {3, 17}};
+	for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++)
+		check_with_grad(rv[i][0], rv[i][1]);
+}
+END_TEST
+
+/* A label outside [0, V) fails the fused kernel as it fails
+ * cross_entropy's. */
+START_TEST(test_label_out_of_range_fails_cross_entropy_with_grad)
+{
+	for (int hi = 0; hi < 2; hi++) {
+		fx x;
+		fx_init(&x);
+		ir_id lg = tu_input(&x.g, tu_type(IR_F32, 2, 4, 3));
+		ir_id lb = tu_input(&x.g, tu_type(IR_I32, 1, 4));
+		ir_id g = tu_input(&x.g, tu_type(IR_F32, 1, 4));
+		ir_id args[3] = {lg, lb, g};
+		ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
+		run_cfg c = cfg_default();
+		c.int_lo = hi ? 3 : -1;
+		c.int_hi = hi ? 3 : -1;
+		interp_tensor in[3], params[1];
+		int64_t syms[8] = {0};
+		make_inputs(&x, &c, in);
+		jit_result r = jit_run(&x, syms, in, params, &c);
+		ck_assert_int_eq(r.status & 0xff, ATTNRT_ERR_INDEX);
+		jit_result_fini(&r, 1);
+		for (int i = 0; i < 3; i++)
+			interp_tensor_fini(&x.g.ctx, &in[i]);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 /* Logits computed in the kernel (a fused elementwise tree, also read by
  * cross_entropy) give the interpreter's values. */
 START_TEST(test_cross_entropy_grad_of_fused_logits_matches_the_interpreter)
@@ -974,6 +1058,32 @@ START_TEST(test_unbound_symbol_is_an_error_naming_it)
 	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
 	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "symbol 'Batch' has no value"));
 	tu_graph_fini(&x.g);
+}
+END_TEST
+
+/* A static slice of a symbolic axis is checked once the symbol has its
+ * value, fused into its reader or not: never a read past the buffer. */
+START_TEST(test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not)
+{
+	for (int fused = 0; fused < 2; fused++) {
+		fx x;
+		fx_init(&x);
+		int32_t V = ir_module_add_sym(x.g.m, "V", (ir_loc){0});
+		ir_type t = tu_type(IR_F32, 2, 4, 1);
+		t.dims[1] = (ir_dim){1, V};
+		ir_attr at = {.slice = {1, 2, 6, 1}};
+		ir_id s = op1(&x, IR_OP_SLICE, tu_input(&x.g, t), &at);
+		ret(&x, fused ? op1(&x, IR_OP_EXP, s, NULL) : s);
+		int64_t ok[1] = {6}, short_v[1] = {5};
+		cg_program *p = cg_program_create(&x.g.ctx, x.g.m, ok, NULL);
+		ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+		ck_assert_uint_eq(cg_program_n_fused(p), (uint32_t)fused);
+		cg_program_destroy(p);
+		ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, short_v, NULL));
+		ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "range 2:6 does "
+					     "not fit axis 1 of size 5"));
+		tu_graph_fini(&x.g);
+	}
 }
 END_TEST
 
@@ -1241,11 +1351,14 @@ static Suite *suite(void)
 	tcase_add_test(t, test_cross_entropy_grad_of_fused_logits_matches_the_interpreter);
 	tcase_add_test(t, test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_grad);
+	tcase_add_test(t, test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit);
+	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_with_grad);
 	tcase_add_test(t, test_losses_match_the_interpreter);
 	tcase_add_test(t, test_layout_ops_move_elements_like_the_interpreter);
 	tcase_add_test(t, test_sort_orders_lines_with_nan_last);
 	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
 	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
+	tcase_add_test(t, test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not);
 	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
 	tcase_add_test(t, test_leaves_and_views_are_copied_out_as_outputs);
 	tcase_add_test(t, test_max_over_an_empty_axis_is_an_error_naming_the_op);

@@ -410,6 +410,30 @@ START_TEST(test_cross_entropy_grad_matches_a_hand_computation)
 }
 END_TEST
 
+/* [0] the gradient above; [1] per row the loss at column 0, then
+ * exp(x - max) at the other columns. */
+START_TEST(test_cross_entropy_with_grad_matches_a_hand_computation)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id lg = ti_cf(&x, SHAPE(2, 3), F32S(1, 2, 3, 1, 1, 1));
+	ir_id lb = ti_ci(&x, SHAPE(2), I32S(2, 0));
+	ir_id g = ti_cf(&x, SHAPE(2), F32S(2, -1));
+	ir_id args[3] = {lg, lb, g};
+	ti_expect(&x, ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL),
+		  SHAPE(2, 2, 3),
+		  DBL(0.18006114, 0.48945694, -0.66951808, 2.0 / 3, -1.0 / 3,
+		      -1.0 / 3, 0.40760596, 0.36787944, 1, 1.09861229, 1, 1),
+		  1e-6);
+	ir_id bad = ti_ci(&x, SHAPE(2), I32S(0, -1));
+	ir_id bad_args[3] = {lg, bad, g};
+	ti_expect_error(&x, ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, bad_args, 3, NULL,
+				    NULL),
+			"cross_entropy_with_grad: label -1 out of range [0, 3)");
+	ti_fini(&x);
+}
+END_TEST
+
 /* The fused op and softmax - one_hot, times g, do the same arithmetic
  * in the same order: equal to the bit in f32 and in f64, non-finite
  * rows (a NaN, an infinity, all -inf) included. */
@@ -561,6 +585,7 @@ static Suite *interp_nn_suite(void)
 	tcase_add_test(ls, test_cross_entropy_matches_a_hand_computation);
 	tcase_add_test(ls, test_cross_entropy_label_out_of_range_is_an_error);
 	tcase_add_test(ls, test_cross_entropy_grad_matches_a_hand_computation);
+	tcase_add_test(ls, test_cross_entropy_with_grad_matches_a_hand_computation);
 	tcase_add_test(ls, test_cross_entropy_grad_equals_the_unfused_graph_exactly);
 	tcase_add_test(ls, test_cross_entropy_grad_label_out_of_range_is_an_error);
 	tcase_add_test(ls, test_integer_division_by_zero_is_an_error);

@@ -312,6 +312,7 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	out[1] = n2(b, IR_OP_CROSS_ENTROPY, e, ids, NULL);
 	ir_id cg_args[] = {e, ids, out[1]};
 	node(b, IR_OP_CROSS_ENTROPY_GRAD, cg_args, 3, NULL, NULL);
+	node(b, IR_OP_CROSS_ENTROPY_WITH_GRAD, cg_args, 3, NULL, NULL);
 }
 
 /* reshape, broadcast, permute, slice, concat, repeat(+interleave), sort. */

@@ -977,8 +977,10 @@ START_TEST(test_cross_entropy_gradient_is_softmax_minus_onehot)
 	int n[IR_OP_COUNT] = {0};
 	for (ir_id i = 0; i < fg->g.n_nodes; i++)
 		n[fg->g.nodes[i].op]++;
-	/* One fused node, none of the softmax - one_hot it replaces. */
-	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_GRAD], 1);
+	/* One fused node, none of the softmax - one_hot it replaces; the
+	 * pipeline's fuse_loss joins it with the loss's cross_entropy. */
+	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_WITH_GRAD], 1);
+	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_GRAD] + n[IR_OP_CROSS_ENTROPY], 0);
 	ck_assert_int_eq(n[IR_OP_SOFTMAX], 0);
 	ck_assert_int_eq(n[IR_OP_ONE_HOT], 0);
 	gx_fini(&x);
