@@ -8,8 +8,9 @@
  * over threads never changes the order of a sum: results are the same
  * for any thread count. Sums carry `reassoc` so LLVM may vectorize them;
  * they then differ from the interpreter's left-to-right float sums by
- * rounding only. Reductions over the last axis are the exception: they
- * go to cg_lower_rowred.c, which keeps the interpreter's order.
+ * rounding only. Reductions over the last axis and over leading axes
+ * are the exception: they go to cg_lower_rowred.c and cg_lower_colred.c,
+ * which keep the interpreter's order.
  */
 #include "cg_gemm.h"
 #include "cg_lower.h"
@@ -315,7 +316,8 @@ static void out_nest(const cg_kernel *k, cg_nest *n)
  * order as written, although `reassoc` lets LLVM regroup it. The outer
  * loop is split over threads only when it is a kept axis, so threads
  * write disjoint outputs. Rows reduced over the last axis (more than
- * one) take the row kernel instead, exactly in the interpreter's order. */
+ * one) take the row kernel instead, and leading axes reduced into a kept
+ * last axis the column kernel, exactly in the interpreter's order. */
 bool cg_lower_reduce(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
@@ -346,6 +348,10 @@ bool cg_lower_reduce(cg_kernel *k)
 	cg_nest_simplify(&n);
 	if (count != 0 && cg_lower_rowred_fits(k, &n)) {
 		cg_lower_reduce_rows(k, &n);
+		return true;
+	}
+	if (count != 0 && cg_lower_colred_fits(k, &n)) {
+		cg_lower_reduce_cols(k, &n);
 		return true;
 	}
 	cg_nest init = n;
