@@ -258,12 +258,15 @@ LLVMValueRef cg_lower_red_step(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef o,
 			       LLVMValueRef v);
 
 /* cg_lower_colred.c: sum, mean and max over leading axes, the kept inner
- * axis in vector lanes. Fits when the simplified nest n (array 0 the
- * output, then operand 0's arrays) ends in a kept axis the output walks
- * contiguously, with reduced axes (and perhaps kept ones) before it, and
- * the dtype is f32 (or i32 for sum and max); the reduced input must not
- * be empty. cg_lower_reduce_cols then generates the kernel over the
- * flat output elements [lo, hi), each in the interpreter's order. */
+ * axis in vector lanes. A column reduction (cg_lower_is_colred) is one
+ * whose simplified nest n (array 0 the output, then operand 0's arrays)
+ * ends in a kept axis the output walks contiguously, with reduced axes
+ * (and perhaps kept ones) before it. It fits this kernel when that axis
+ * has at most 64 elements and the dtype is f32 (or i32 for sum and max);
+ * the reduced input must not be empty. cg_lower_reduce_cols then
+ * generates the kernel over the flat output elements [lo, hi), each in
+ * the interpreter's order. */
+bool cg_lower_is_colred(const cg_nest *n);
 bool cg_lower_colred_fits(const cg_kernel *k, const cg_nest *n);
 void cg_lower_reduce_cols(cg_kernel *k, const cg_nest *n);
 

@@ -9,8 +9,9 @@
  * for any thread count. Sums carry `reassoc` so LLVM may vectorize them;
  * they then differ from the interpreter's left-to-right float sums by
  * rounding only. Reductions over the last axis and over leading axes
- * are the exception: they go to cg_lower_rowred.c and cg_lower_colred.c,
- * which keep the interpreter's order.
+ * are the exception: they keep the interpreter's order, in
+ * cg_lower_rowred.c, cg_lower_colred.c, or (leading axes into more than
+ * 64 columns) the general reduction kernel without `reassoc`.
  */
 #include "cg_gemm.h"
 #include "cg_lower.h"
@@ -261,6 +262,7 @@ typedef struct reduce_cx {
 	ir_op op;
 	ir_dtype t;
 	LLVMValueRef value; /* init: the value to store; mean: the count */
+	bool is_ordered;    /* sums without `reassoc`: in the written order */
 } reduce_cx;
 
 static void reduce_init(cg_kernel *k, LLVMValueRef *offs, void *ud)
@@ -286,7 +288,7 @@ static LLVMValueRef reduce_step(cg_fn *f, const reduce_cx *r, LLVMValueRef o,
 		return LLVMBuildSelect(f->b, gt, v, o, "");
 	}
 	if (r->op != IR_OP_MAX)
-		return fadd_r(f, o, v);
+		return r->is_ordered ? LLVMBuildFAdd(f->b, o, v, "") : fadd_r(f, o, v);
 	/* NaN wins, as in PyTorch. */
 	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
 	LLVMValueRef take = LLVMBuildOr(f->b, gt, is_nan(f, v), "");
@@ -313,11 +315,13 @@ static void out_nest(const cg_kernel *k, cg_nest *n)
 
 /* The reduced input walked in row-major order, each element added into
  * its output element (stride 0 along reduced axes), the interpreter's
- * order as written, although `reassoc` lets LLVM regroup it. The outer
- * loop is split over threads only when it is a kept axis, so threads
- * write disjoint outputs. Rows reduced over the last axis (more than
- * one) take the row kernel instead, and leading axes reduced into a kept
- * last axis the column kernel, exactly in the interpreter's order. */
+ * order as written, although `reassoc` lets LLVM regroup it (not when
+ * the last axis is kept: that order is then kept exactly, and LLVM still
+ * vectorizes along the kept axis). The outer loop is split over threads
+ * only when it is a kept axis, so threads write disjoint outputs. Rows
+ * reduced over the last axis (more than one) take the row kernel
+ * instead, and leading axes reduced into at most 64 columns the column
+ * kernel, both exactly in the interpreter's order. */
 bool cg_lower_reduce(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
@@ -369,7 +373,7 @@ bool cg_lower_reduce(cg_kernel *k)
 	for (int d = 0; d < n.rank; d++)
 		k->work *= n.dims[d];
 	ir_dtype t = k->node->type.dtype;
-	reduce_cx rc = {op, t, NULL};
+	reduce_cx rc = {op, t, NULL, cg_lower_is_colred(&n)};
 	if (op == IR_OP_MAX)
 		rc.value = t == IR_I32 ? cg_i32(f, INT32_MIN) : cg_f32(f, -INFINITY);
 	else

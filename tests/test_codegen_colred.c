@@ -203,7 +203,7 @@ static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,
 
 static const int64_t rows[] = {1, 2, 17, 640};
 /* Columns: 1 is a whole-tensor sum (not this kernel: see below). */
-static const int64_t cols[] = {7, 16, 32, 33, 100, 201};
+static const int64_t cols[] = {7, 16, 32, 33, 64, 65, 100, 201};
 
 START_TEST(test_sum_mean_and_max_of_f32_columns_are_the_row_order_loops_bits)
 {
