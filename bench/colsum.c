@@ -1,9 +1,8 @@
 /*
  * colsum.c - benchmark of sums over the leading axis (a bias's gradient:
- * sum(dy, 0) of (640, 32)), the column reduction kernel of
- * codegen/cg_lower_colred.c up to 64 columns and the general reduction
- * kernel past them (docs/codegen.md, "Speed of the column sums"). For
- * each column count C one .g text gives
+ * sum(dy, 0) of (640, 32)), codegen/cg_lower_nn.c's reduction kernel
+ * (docs/codegen.md, "Speed of the column sums"). For each column count C
+ * one .g text gives
  *
  *   plain(x)    = sum(x, 0)        x: (R, C)
  *   fused(x, y) = sum(x * y, 0)    the product fused into the sum

@@ -246,29 +246,6 @@ bool cg_lower_cross_entropy_grad(cg_kernel *k);
  * [lo, hi), in the interpreter's order for every row. */
 bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n);
 void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n);
-/* An alloca of type t in the entry block (where SROA finds it), 64-byte
- * aligned. */
-LLVMValueRef cg_lower_entry_alloca(cg_fn *f, LLVMTypeRef t, const char *name);
-/* The identity of reduction op (sum, mean, max) of dtype t in every lane
- * of vector type vt: 0, or the lowest value. */
-LLVMValueRef cg_lower_red_init(ir_op op, ir_dtype t, LLVMTypeRef vt);
-/* One step o (+) v of every lane's chain, in order (no `reassoc`); NaN
- * wins a max. */
-LLVMValueRef cg_lower_red_step(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef o,
-			       LLVMValueRef v);
-
-/* cg_lower_colred.c: sum, mean and max over leading axes, the kept inner
- * axis in vector lanes. A column reduction (cg_lower_is_colred) is one
- * whose simplified nest n (array 0 the output, then operand 0's arrays)
- * ends in a kept axis the output walks contiguously, with reduced axes
- * (and perhaps kept ones) before it. It fits this kernel when that axis
- * has at most 64 elements and the dtype is f32 (or i32 for sum and max);
- * the reduced input must not be empty. cg_lower_reduce_cols then
- * generates the kernel over the flat output elements [lo, hi), each in
- * the interpreter's order. */
-bool cg_lower_is_colred(const cg_nest *n);
-bool cg_lower_colred_fits(const cg_kernel *k, const cg_nest *n);
-void cg_lower_reduce_cols(cg_kernel *k, const cg_nest *n);
 
 /* cg_lower_index.c: one_hot and the scatter-add of embedding_grad. */
 bool cg_lower_one_hot(cg_kernel *k);

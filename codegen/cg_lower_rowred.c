@@ -53,7 +53,9 @@ bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n)
 	       (t == IR_F32 || (t == IR_I32 && k->node->op != IR_OP_MEAN));
 }
 
-LLVMValueRef cg_lower_entry_alloca(cg_fn *f, LLVMTypeRef t, const char *name)
+/* An alloca of type t in the entry block (where SROA finds it), 64-byte
+ * aligned. */
+static LLVMValueRef entry_alloca(cg_fn *f, LLVMTypeRef t, const char *name)
 {
 	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
 	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
@@ -68,27 +70,28 @@ LLVMValueRef cg_lower_entry_alloca(cg_fn *f, LLVMTypeRef t, const char *name)
 	return a;
 }
 
-LLVMValueRef cg_lower_red_init(ir_op op, ir_dtype t, LLVMTypeRef vt)
+/* The identity of the reduction in every lane: 0, or the lowest value. */
+static LLVMValueRef init_value(const rowred *g)
 {
-	if (op != IR_OP_MAX)
-		return LLVMConstNull(vt);
-	if (t == IR_I32)
-		return cg_const_int(vt, (uint64_t)(uint32_t)INT32_MIN);
-	return cg_const_real(vt, -INFINITY);
+	if (g->op != IR_OP_MAX)
+		return LLVMConstNull(g->vt);
+	if (g->t == IR_I32)
+		return cg_const_int(g->vt, (uint64_t)(uint32_t)INT32_MIN);
+	return cg_const_real(g->vt, -INFINITY);
 }
 
-/* As the scalar kernel's reduce_step but without `reassoc`: LLVM must not
- * regroup the chain. */
-LLVMValueRef cg_lower_red_step(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef o,
-			       LLVMValueRef v)
+/* One step of every lane's chain, as the scalar kernel's reduce_step but
+ * without `reassoc`: LLVM must not regroup the chain. NaN wins a max. */
+static LLVMValueRef step(cg_fn *f, const rowred *g, LLVMValueRef o,
+			 LLVMValueRef v)
 {
-	if (t == IR_I32) {
-		if (op != IR_OP_MAX)
+	if (g->t == IR_I32) {
+		if (g->op != IR_OP_MAX)
 			return LLVMBuildAdd(f->b, o, v, "");
 		LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, v, o, "");
 		return LLVMBuildSelect(f->b, gt, v, o, "");
 	}
-	if (op != IR_OP_MAX)
+	if (g->op != IR_OP_MAX)
 		return LLVMBuildFAdd(f->b, o, v, "");
 	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
 	LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, "");
@@ -156,7 +159,7 @@ static void add_columns(rowred *g, LLVMValueRef c0, unsigned cols)
 	transpose(f, v, g->vw);
 	LLVMValueRef acc = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
 	for (unsigned c = 0; c < cols; c++)
-		acc = cg_lower_red_step(f, g->op, g->t, acc, v[c]);
+		acc = step(f, g, acc, v[c]);
 	LLVMBuildStore(f->b, acc, g->acc);
 }
 
@@ -199,7 +202,7 @@ static void reduce_group(rowred *g, int64_t w)
 {
 	cg_fn *f = &g->k->f;
 	int64_t blocks = g->K / w, rest = g->K % w;
-	LLVMBuildStore(f->b, cg_lower_red_init(g->op, g->t, g->vt), g->acc);
+	LLVMBuildStore(f->b, init_value(g), g->acc);
 	if (blocks > 1) {
 		cg_loop l;
 		LLVMValueRef c0 = cg_loop_begin(f, &l, cg_i64(f, 0),
@@ -238,9 +241,9 @@ void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
 	g.wp = (w + g.vw - 1) / g.vw * g.vw;
 	g.et = cg_lower_elem_type(f, g.t);
 	g.vt = LLVMVectorType(g.et, g.vw);
-	g.tile = cg_lower_entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw * (uint64_t)g.wp),
+	g.tile = entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw * (uint64_t)g.wp),
 			      "tile");
-	g.acc = cg_lower_entry_alloca(f, g.vt, "acc");
+	g.acc = entry_alloca(f, g.vt, "acc");
 	/* Padding and the rows past a short group hold stale values, never
 	 * stored; zeroed once, they are never uninitialized either. */
 	LLVMBuildMemSet(f->b, g.tile, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),

@@ -1,13 +1,15 @@
 /*
- * test_codegen_colred.c - sum, mean and max over leading axes in the
- * generated code (codegen/cg_lower_colred.c: the kept inner axis in
- * vector lanes), against a C loop that walks the input in row-major
- * order and adds each element into its output element in float32 (the
- * interpreter's order): bit for bit, for f32 and i32, column counts that
- * are no multiple of the lanes and past one chunk, row counts from 1 to
- * 640, 3-D inputs reducing axes {0}, {0, 1} and {1}, fused operands,
- * NaN, infinities and -0.0, and ranges split over 1, 2 and 3 threads at
- * odd columns.
+ * test_codegen_colred.c - sum, mean and max over leading axes into a
+ * kept last axis in the generated code (codegen/cg_lower_nn.c's
+ * reduction kernel without `reassoc`), against a C loop that walks the
+ * input in row-major order and adds each element into its output
+ * element in float32 (the interpreter's order): bit for bit, for f32 and
+ * i32, column counts that are no multiple of the vector width, row
+ * counts from 1 to 640, 3-D inputs reducing axes {0}, {0, 1} and {1}
+ * (a kept outer axis, split over threads), fused operands, NaN,
+ * infinities and -0.0, on 1, 2 and 3 threads, with vectors of 8 and of
+ * 16 floats. On main deb3dd2, which summed columns with `reassoc`, 13 of
+ * these 34 checks fail (rows of 7 to 33 columns).
  */
 #include "cg_program.h"
 #include "testutil.h"
@@ -85,7 +87,7 @@ static void ret(fx *x, ir_id id)
 }
 
 /* Runs f through the JIT on x's inputs with n_threads (every kernel
- * parallel from the smallest work, so a range of columns splits at odd
+ * parallel from the smallest work, so a kept outer axis splits at odd
  * places) and vectors of vw floats (8 or 16); returns its one output
  * (malloc'd, n elements) and the number of fused nodes. */
 static void *jit_vw(fx *x, int n_threads, int vw, int64_t n, uint32_t *n_fused)
@@ -210,7 +212,7 @@ static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,
 }
 
 static const int64_t rows[] = {1, 2, 17, 640};
-/* Columns: 1 is a whole-tensor sum (not this kernel: see below). */
+/* Columns: 1 is a whole-tensor sum (not a column reduction: below). */
 static const int64_t cols[] = {7, 16, 32, 33, 64, 65, 100, 201};
 
 START_TEST(test_sum_mean_and_max_of_f32_columns_are_the_row_order_loops_bits)
@@ -234,9 +236,8 @@ START_TEST(test_sum_and_max_of_i32_columns_are_the_row_order_loops_values)
 }
 END_TEST
 
-/* (B, T, D) reduced over {0}, {0, 1} and {1}: the last two leave a kept
- * outer axis (T, then B) before the columns, whose ranges split inside
- * and across its rows. */
+/* (B, T, D) reduced over {0}, {0, 1} and {1}: the last leaves a kept
+ * outer axis (B) before the columns, split over the threads. */
 START_TEST(test_leading_axes_of_3d_inputs_reduce_in_row_order)
 {
 	const int64_t D = cols[_i];
@@ -321,9 +322,9 @@ START_TEST(test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter)
 END_TEST
 
 /* Not a column reduction: a single column, (R, 1) summed over axis 0,
- * is a whole-tensor sum, which keeps the general kernel (a single chain
- * cannot take lanes; that kernel may reassociate it), so it matches the
- * row-order sum within rounding only. */
+ * is a whole-tensor sum, which keeps `reassoc` (one chain in order would
+ * take 4 cycles an element), so it matches the row-order sum within
+ * rounding only. */
 START_TEST(test_a_single_column_still_matches_within_rounding)
 {
 	const int64_t R = 640;
