@@ -7,8 +7,7 @@
  * i32, column counts that are no multiple of the vector width, row
  * counts from 1 to 640, 3-D inputs reducing axes {0}, {0, 1} and {1}
  * (a kept outer axis, split over threads), fused operands, NaN,
- * infinities and -0.0, on 1, 2 and 3 threads, with vectors of 8 and of
- * 16 floats. On main deb3dd2, which summed columns with `reassoc`, 13 of
+ * infinities and -0.0, on 1, 2 and 3 threads. On main deb3dd2, which summed columns with `reassoc`, 13 of
  * these 34 checks fail (rows of 7 to 33 columns).
  */
 #include "cg_program.h"
@@ -88,11 +87,11 @@ static void ret(fx *x, ir_id id)
 
 /* Runs f through the JIT on x's inputs with n_threads (every kernel
  * parallel from the smallest work, so a kept outer axis splits at odd
- * places) and vectors of vw floats (8 or 16); returns its one output
- * (malloc'd, n elements) and the number of fused nodes. */
-static void *jit_vw(fx *x, int n_threads, int vw, int64_t n, uint32_t *n_fused)
+ * places); returns its one output (malloc'd, n elements) and the number
+ * of fused nodes. */
+static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
 {
-	cg_program_options po = {.grain = 1, .vector_width = vw};
+	cg_program_options po = {.grain = 1};
 	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
 	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
 	size_t sb_n = cg_program_scratch_bytes(p, "f") + 64;
@@ -108,11 +107,6 @@ static void *jit_vw(fx *x, int n_threads, int vw, int64_t n, uint32_t *n_fused)
 	free(sb);
 	cg_program_destroy(p);
 	return out;
-}
-
-static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
-{
-	return jit_vw(x, n_threads, 0, n, n_fused);
 }
 
 /* The interpreter's reduction of v (dims d, rank r) over `axes`: every
@@ -181,8 +175,7 @@ static void check_bits(const void *got, const void *want, int64_t n,
 }
 
 /* op over `axes` of an input of dims d (rank r) and dtype t, on 1, 2 and
- * 3 threads, with vectors of 8 and of 16 floats, against ref_reduce bit
- * for bit. */
+ * 3 threads, against ref_reduce bit for bit. */
 static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,
 			 uint32_t axes, bool keepdim)
 {
@@ -196,17 +189,15 @@ static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,
 	void *want = malloc((size_t)n * 4);
 	int64_t n_out = ref_reduce(op, t, x.in[0], d, r, axes, want);
 	char what[128];
-	for (int th = 1; th <= 3; th++)
-		for (int vw = 8; vw <= 16; vw += 8) {
-			void *got = jit_vw(&x, th, vw, n_out, NULL);
-			snprintf(what, sizeof what,
-				 "%s %s (%lld, %lld, %lld) axes %u, %d threads, vw %d",
-				 ir_op_table[op].name, t == IR_I32 ? "i32" : "f32",
-				 (long long)d[0], (long long)d[1],
-				 (long long)(r > 2 ? d[2] : 0), axes, th, vw);
-			check_bits(got, want, n_out, what);
-			free(got);
-		}
+	for (int th = 1; th <= 3; th++) {
+		void *got = jit(&x, th, n_out, NULL);
+		snprintf(what, sizeof what, "%s %s (%lld, %lld, %lld) axes %u, %d threads",
+			 ir_op_table[op].name, t == IR_I32 ? "i32" : "f32",
+			 (long long)d[0], (long long)d[1], (long long)(r > 2 ? d[2] : 0),
+			 axes, th);
+		check_bits(got, want, n_out, what);
+		free(got);
+	}
 	free(want);
 	fx_fini(&x);
 }
