@@ -8,8 +8,9 @@
  * over threads never changes the order of a sum: results are the same
  * for any thread count. Sums carry `reassoc` so LLVM may vectorize them;
  * they then differ from the interpreter's left-to-right float sums by
- * rounding only. Reductions over the last axis are the exception: they
- * go to cg_lower_rowred.c, which keeps the interpreter's order.
+ * rounding only. Reductions over the last axis and over leading axes
+ * are the exception: they keep the interpreter's order, the first in
+ * cg_lower_rowred.c, the second here, without `reassoc`.
  */
 #include "cg_gemm.h"
 #include "cg_lower.h"
@@ -260,6 +261,7 @@ typedef struct reduce_cx {
 	ir_op op;
 	ir_dtype t;
 	LLVMValueRef value; /* init: the value to store; mean: the count */
+	bool is_ordered;    /* sums without `reassoc`: in the written order */
 } reduce_cx;
 
 static void reduce_init(cg_kernel *k, LLVMValueRef *offs, void *ud)
@@ -285,7 +287,7 @@ static LLVMValueRef reduce_step(cg_fn *f, const reduce_cx *r, LLVMValueRef o,
 		return LLVMBuildSelect(f->b, gt, v, o, "");
 	}
 	if (r->op != IR_OP_MAX)
-		return fadd_r(f, o, v);
+		return r->is_ordered ? LLVMBuildFAdd(f->b, o, v, "") : fadd_r(f, o, v);
 	/* NaN wins, as in PyTorch. */
 	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
 	LLVMValueRef take = LLVMBuildOr(f->b, gt, is_nan(f, v), "");
@@ -310,9 +312,27 @@ static void out_nest(const cg_kernel *k, cg_nest *n)
 	cg_nest_simplify(n);
 }
 
+/* Whether the simplified nest n of a reduction (array 0 the output) keeps
+ * its last axis, walked contiguously by the output, and reduces an axis
+ * before it: sum(dy, 0) of (640, 32), a sum over (B, T) of (B, T, D). */
+static bool is_column_reduction(const cg_nest *n)
+{
+	int last = n->rank - 1;
+	bool has_reduced = false;
+	for (int d = 0; d < last; d++)
+		has_reduced |= n->strides[0][d] == 0 && n->dims[d] > 1;
+	return n->rank >= 2 && has_reduced && n->strides[0][last] == 1;
+}
+
 /* The reduced input walked in row-major order, each element added into
  * its output element (stride 0 along reduced axes), the interpreter's
- * order as written, although `reassoc` lets LLVM regroup it. The outer
+ * order as written, although `reassoc` lets LLVM regroup it. Not in a
+ * column reduction: with `reassoc` LLVM unrolled rows of up to 48
+ * columns and vectorized the loop over rows instead, a column gathered
+ * into partial sums (not the interpreter's sums, and 0.2 ns an element);
+ * without it, it vectorizes along the row and keeps each column's sum in
+ * a register across the rows (0.02 ns an element, in the interpreter's
+ * order exactly: tests/test_codegen_colred.c, bench/colsum.c). The outer
  * loop is split over threads only when it is a kept axis, so threads
  * write disjoint outputs. Rows reduced over the last axis (more than
  * one) take the row kernel instead, exactly in the interpreter's order. */
@@ -363,7 +383,7 @@ bool cg_lower_reduce(cg_kernel *k)
 	for (int d = 0; d < n.rank; d++)
 		k->work *= n.dims[d];
 	ir_dtype t = k->node->type.dtype;
-	reduce_cx rc = {op, t, NULL};
+	reduce_cx rc = {op, t, NULL, is_column_reduction(&n)};
 	if (op == IR_OP_MAX)
 		rc.value = t == IR_I32 ? cg_i32(f, INT32_MIN) : cg_f32(f, -INFINITY);
 	else

@@ -263,9 +263,9 @@ START_TEST(test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter)
 }
 END_TEST
 
-/* Not a row reduction: a sum over the leading axis keeps its kernel, and
- * its results still match a sum in double within rounding (that kernel
- * may reassociate). */
+/* Not a row reduction: a sum over the leading axis keeps its kernel
+ * (tests/test_codegen_colred.c checks its bits), and its results still
+ * match a sum in double within rounding. */
 START_TEST(test_a_sum_over_the_leading_axis_still_matches_within_rounding)
 {
 	const int64_t R = 37, K = 29;
