@@ -6,103 +6,19 @@
  * to past one tile block, row counts that are no multiple of the lanes,
  * fused operands, and ranges split over 1, 2 and 3 threads at odd rows.
  */
-#include "cg_program.h"
-#include "testutil.h"
+#include "red_fixture.h"
 
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The graph and its random inputs. */
-typedef struct fx {
-	tu_graph g;
-	uint64_t rng;
-	void *in[4];
-	int64_t numel[4];
-} fx;
-
-static void fx_init(fx *x)
+/* An input of dims (d0[, d1[, d2]]) as red_fixture.h's input(). */
+static ir_id input3(fx *x, ir_dtype t, int rank, int64_t d0, int64_t d1,
+		    int64_t d2)
 {
-	memset(x, 0, sizeof *x);
-	tu_graph_init(&x->g, 4);
-	x->rng = 0x2545f4914f6cdd1dull;
-}
-
-static void fx_fini(fx *x)
-{
-	for (int i = 0; i < 4; i++)
-		free(x->in[i]);
-	tu_graph_fini(&x->g);
-}
-
-static uint32_t rnd(fx *x, uint32_t n)
-{
-	x->rng = x->rng * 6364136223846793005ull + 1442695040888963407ull;
-	return (uint32_t)((x->rng >> 33) % n);
-}
-
-/* An input of dims (rank 1 to 3), random: floats in [-2, 2) of all
- * magnitudes of rounding, i32 in [-1000, 1000]. */
-static ir_id input(fx *x, ir_dtype t, int rank, int64_t d0, int64_t d1,
-		   int64_t d2)
-{
-	ir_type ty = rank == 1 ? tu_type(t, 1, d0)
-		     : rank == 2 ? tu_type(t, 2, d0, d1)
-				 : tu_type(t, 3, d0, d1, d2);
-	uint32_t i = x->g.f->n_inputs;
-	int64_t n = d0 * (rank > 1 ? d1 : 1) * (rank > 2 ? d2 : 1);
-	x->numel[i] = n;
-	x->in[i] = malloc((size_t)(n ? n : 1) * 4);
-	for (int64_t e = 0; e < n; e++) {
-		if (t == IR_I32)
-			((int32_t *)x->in[i])[e] = (int32_t)rnd(x, 2001) - 1000;
-		else
-			((float *)x->in[i])[e] =
-				-2.0f + 4.0f * (float)rnd(x, 1 << 24) / (float)(1 << 24);
-	}
-	return tu_input(&x->g, ty);
-}
-
-static ir_id reduce(fx *x, ir_op op, ir_id a, uint32_t axes, bool keepdim)
-{
-	ir_attr r = {.reduce = {axes, keepdim}};
-	return tu_build(&x->g, op, &a, 1, &r, NULL);
-}
-
-static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b)
-{
-	ir_id args[2] = {a, b};
-	return tu_build(&x->g, op, args, 2, NULL, NULL);
-}
-
-static void ret(fx *x, ir_id id)
-{
-	x->g.f->output_names[x->g.f->n_outputs] = "out";
-	x->g.f->outputs[x->g.f->n_outputs++] = id;
-}
-
-/* Runs f through the JIT on x's inputs with n_threads (every kernel
- * parallel from the smallest work); returns its one output (malloc'd,
- * n elements) and the number of fused nodes. */
-static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
-{
-	cg_program_options po = {.grain = 1};
-	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
-	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
-	size_t sb_n = cg_program_scratch_bytes(p, "f") + 64;
-	char *sb = aligned_alloc(64, (sb_n + 63) / 64 * 64);
-	memset(sb, 0xff, (sb_n + 63) / 64 * 64);
-	void *out = calloc((size_t)n + 1, 4);
-	const void *ins[4] = {x->in[0], x->in[1], x->in[2], x->in[3]};
-	void *outs[1] = {out};
-	attnrt_run run = {1, 1, false, n_threads};
-	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
-	if (n_fused)
-		*n_fused = cg_program_n_fused(p);
-	free(sb);
-	cg_program_destroy(p);
-	return out;
+	int64_t d[3] = {d0, d1, d2};
+	return input(x, t, rank, d);
 }
 
 /* Each row of k values, left to right, in float32 as the interpreter:
@@ -150,8 +66,8 @@ static void check_bits(const void *got, const void *want, int64_t n,
 static void check_rows(ir_op op, ir_dtype t, int64_t R, int64_t K)
 {
 	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, t, 2, R, K, 0);
+	fx_init(&x, 0x2545f4914f6cdd1dull);
+	ir_id a = input3(&x, t, 2, R, K, 0);
 	ret(&x, reduce(&x, op, a, 2, false));
 	void *want = malloc((size_t)R * 4);
 	for (int64_t r = 0; r < R; r++) {
@@ -203,10 +119,10 @@ START_TEST(test_a_fused_operand_is_reduced_in_row_order_on_any_split)
 {
 	const int64_t B = 7, T = 3, K = lens[_i];
 	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, IR_F32, 3, B, T, K);
-	ir_id s = input(&x, IR_F32, 3, B, T, 1);
-	ir_id b = input(&x, IR_F32, 1, K, 0, 0);
+	fx_init(&x, 0x2545f4914f6cdd1dull);
+	ir_id a = input3(&x, IR_F32, 3, B, T, K);
+	ir_id s = input3(&x, IR_F32, 3, B, T, 1);
+	ir_id b = input3(&x, IR_F32, 1, K, 0, 0);
 	ir_id e = op2(&x, IR_OP_SUB, op2(&x, IR_OP_MUL, a, s), b);
 	ret(&x, reduce(&x, IR_OP_MEAN, e, 4, true));
 	const float *pa = x.in[0], *ps = x.in[1], *pb = x.in[2];
@@ -238,8 +154,8 @@ START_TEST(test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter)
 	ir_op ops[3] = {IR_OP_SUM, IR_OP_MEAN, IR_OP_MAX};
 	for (int o = 0; o < 3; o++) {
 		fx x;
-		fx_init(&x);
-		ir_id a = input(&x, IR_F32, 2, R, K, 0);
+		fx_init(&x, 0x2545f4914f6cdd1dull);
+		ir_id a = input3(&x, IR_F32, 2, R, K, 0);
 		ret(&x, reduce(&x, ops[o], a, 2, false));
 		float *v = x.in[0];
 		for (int64_t j = 0; j < K; j++)
@@ -270,8 +186,8 @@ START_TEST(test_a_sum_over_the_leading_axis_still_matches_within_rounding)
 {
 	const int64_t R = 37, K = 29;
 	fx x;
-	fx_init(&x);
-	ir_id a = input(&x, IR_F32, 2, R, K, 0);
+	fx_init(&x, 0x2545f4914f6cdd1dull);
+	ir_id a = input3(&x, IR_F32, 2, R, K, 0);
 	ret(&x, reduce(&x, IR_OP_SUM, a, 1, false));
 	const float *v = x.in[0];
 	float want[29];

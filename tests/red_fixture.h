@@ -1,0 +1,109 @@
+/*
+ * red_fixture.h - the graph, random inputs and JIT run that the tests of
+ * the reduction kernels share (test_codegen_rowred.c, rows in lanes;
+ * test_codegen_colred.c, columns in lanes): one function "f" of up to 4
+ * inputs and one output, run with every kernel parallel from the
+ * smallest work.
+ */
+#ifndef ATTNC_TESTS_RED_FIXTURE_H
+#define ATTNC_TESTS_RED_FIXTURE_H
+
+#include "cg_program.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The graph and its random inputs. */
+typedef struct fx {
+	tu_graph g;
+	uint64_t rng;
+	void *in[4];
+} fx;
+
+static void fx_init(fx *x, uint64_t seed)
+{
+	memset(x, 0, sizeof *x);
+	tu_graph_init(&x->g, 4);
+	x->rng = seed;
+}
+
+static void fx_fini(fx *x)
+{
+	for (int i = 0; i < 4; i++)
+		free(x->in[i]);
+	tu_graph_fini(&x->g);
+}
+
+static uint32_t rnd(fx *x, uint32_t n)
+{
+	x->rng = x->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)((x->rng >> 33) % n);
+}
+
+/* An input of dims d[0 .. rank), random: floats in [-2, 2) of all
+ * magnitudes of rounding, i32 in [-1000, 1000]. */
+static ir_id input(fx *x, ir_dtype t, int rank, const int64_t *d)
+{
+	ir_type ty = rank == 1 ? tu_type(t, 1, d[0])
+		     : rank == 2 ? tu_type(t, 2, d[0], d[1])
+				 : tu_type(t, 3, d[0], d[1], d[2]);
+	uint32_t i = x->g.f->n_inputs;
+	int64_t n = 1;
+	for (int a = 0; a < rank; a++)
+		n *= d[a];
+	x->in[i] = malloc((size_t)(n ? n : 1) * 4);
+	for (int64_t e = 0; e < n; e++) {
+		if (t == IR_I32)
+			((int32_t *)x->in[i])[e] = (int32_t)rnd(x, 2001) - 1000;
+		else
+			((float *)x->in[i])[e] =
+				-2.0f + 4.0f * (float)rnd(x, 1 << 24) / (float)(1 << 24);
+	}
+	return tu_input(&x->g, ty);
+}
+
+static ir_id reduce(fx *x, ir_op op, ir_id a, uint32_t axes, bool keepdim)
+{
+	ir_attr r = {.reduce = {axes, keepdim}};
+	return tu_build(&x->g, op, &a, 1, &r, NULL);
+}
+
+static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b)
+{
+	ir_id args[2] = {a, b};
+	return tu_build(&x->g, op, args, 2, NULL, NULL);
+}
+
+static void ret(fx *x, ir_id id)
+{
+	x->g.f->output_names[x->g.f->n_outputs] = "out";
+	x->g.f->outputs[x->g.f->n_outputs++] = id;
+}
+
+/* Runs f through the JIT on x's inputs with n_threads (every kernel
+ * parallel from the smallest work, so ranges split at odd places);
+ * returns its one output (malloc'd, n elements) and the number of fused
+ * nodes. */
+static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
+{
+	cg_program_options po = {.grain = 1};
+	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
+	size_t sb_n = cg_program_scratch_bytes(p, "f") + 64;
+	char *sb = aligned_alloc(64, (sb_n + 63) / 64 * 64);
+	memset(sb, 0xff, (sb_n + 63) / 64 * 64);
+	void *out = calloc((size_t)n + 1, 4);
+	const void *ins[4] = {x->in[0], x->in[1], x->in[2], x->in[3]};
+	void *outs[1] = {out};
+	attnrt_run run = {1, 1, false, n_threads};
+	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
+	if (n_fused)
+		*n_fused = cg_program_n_fused(p);
+	free(sb);
+	cg_program_destroy(p);
+	return out;
+}
+
+#endif
