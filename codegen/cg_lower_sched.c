@@ -509,10 +509,8 @@ static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), ""),
 			bad, ok);
 	LLVMPositionBuilderAtEnd(f->b, bad);
-	LLVMValueRef m = LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin,
-					    ctx_at(f, ctx, 4 * WORD), st,
-					    LLVMAtomicOrderingMonotonic, 0);
-	(void)m;
+	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin, ctx_at(f, ctx, 4 * WORD),
+			   st, LLVMAtomicOrderingMonotonic, 0);
 	LLVMBuildBr(f->b, quit);
 	LLVMPositionBuilderAtEnd(f->b, ok);
 	atomic_store(f, cg_i32(f, (int32_t)t->index + 1),
