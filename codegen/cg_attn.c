@@ -357,30 +357,6 @@ LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	return cg_attn_get(a, it, kmax);
 }
 
-/* Transposes the vw x vw matrix whose rows are r[0 .. vw) in place:
- * log2(vw) rounds, each swapping the off-diagonal blocks of size h of
- * every 2h x 2h diagonal block with one two-source shuffle per row. */
-static void transpose(cg_attn *a, LLVMValueRef *r)
-{
-	cg_fn *f = a->f;
-	unsigned n = a->vw;
-	LLVMValueRef lo[64], hi[64];
-	for (unsigned h = n / 2; h >= 1; h /= 2) {
-		for (unsigned l = 0; l < n; l++) {
-			bool is_a = (l & h) == 0;
-			lo[l] = cg_i32(f, (int32_t)(is_a ? l : n + l - h));
-			hi[l] = cg_i32(f, (int32_t)(is_a ? l + h : n + l));
-		}
-		LLVMValueRef mlo = LLVMConstVector(lo, n), mhi = LLVMConstVector(hi, n);
-		for (unsigned i = 0; i < n; i++) {
-			if (i & h)
-				continue;
-			LLVMValueRef x = r[i], y = r[i + h];
-			r[i] = LLVMBuildShuffleVector(f->b, x, y, mlo, "");
-			r[i + h] = LLVMBuildShuffleVector(f->b, x, y, mhi, "");
-		}
-	}
-}
 
 /* The lanes of columns c0 .. c0 + vw (fewer at the end of width) of
  * row t, when t < rows; none otherwise. */
@@ -409,7 +385,7 @@ static void load_tile(cg_attn *a, LLVMValueRef *r, LLVMValueRef src,
 			tile_mask(a, width, c0, t, jn), LLVMConstNull(tys[0])};
 		r[i] = cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
 	}
-	transpose(a, r);
+	cg_transpose(a->f, r, a->vw);
 }
 
 /* Columns c0 .. c0 + vw of rows t0 .. t0 + vw of src (rows past jn read
@@ -656,7 +632,7 @@ void cg_attn_store_t(cg_attn *a, LLVMValueRef dst, const LLVMValueRef *cols,
 	for (int64_t c0 = 0; c0 < width; c0 += a->vw) {
 		for (int64_t c = 0; c < a->vw; c++)
 			r[c] = c0 + c < width ? cols[c0 + c] : LLVMConstNull(tys[0]);
-		transpose(a, r);
+		cg_transpose(a->f, r, a->vw);
 		for (unsigned t = 0; t < a->vw; t++) {
 			LLVMValueRef ti = cg_i64(f, t);
 			LLVMValueRef at = cg_at(f, dst, cg_i64(f, t * stride + c0));

@@ -110,6 +110,11 @@ void cg_vstore_part(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned lanes);
 LLVMValueRef cg_splat(cg_fn *f, unsigned width, LLVMValueRef s);
 /* The <width x i1> mask whose first n lanes are set. */
 LLVMValueRef cg_mask(cg_fn *f, unsigned width, unsigned n);
+/* Transposes the n x n matrix (n a power of two, at most 64) whose rows
+ * are the <n x float> vectors r[0 .. n) in place: log2(n) rounds, each
+ * swapping the off-diagonal h x h blocks of every 2h x 2h diagonal block
+ * with one two-source shuffle per row. */
+void cg_transpose(cg_fn *f, LLVMValueRef *r, unsigned n);
 
 /* Calls the overloaded intrinsic `name` (e.g. "llvm.fma") whose overload
  * types are tys[0..n_tys). */

@@ -331,3 +331,23 @@ void cg_if_end(cg_fn *f, LLVMBasicBlockRef join)
 	LLVMBuildBr(f->b, join);
 	LLVMPositionBuilderAtEnd(f->b, join);
 }
+
+void cg_transpose(cg_fn *f, LLVMValueRef *r, unsigned n)
+{
+	LLVMValueRef lo[64], hi[64];
+	for (unsigned h = n / 2; h >= 1; h /= 2) {
+		for (unsigned l = 0; l < n; l++) {
+			bool is_a = (l & h) == 0;
+			lo[l] = cg_i32(f, (int32_t)(is_a ? l : n + l - h));
+			hi[l] = cg_i32(f, (int32_t)(is_a ? l + h : n + l));
+		}
+		LLVMValueRef mlo = LLVMConstVector(lo, n), mhi = LLVMConstVector(hi, n);
+		for (unsigned i = 0; i < n; i++) {
+			if (i & h)
+				continue;
+			LLVMValueRef x = r[i], y = r[i + h];
+			r[i] = LLVMBuildShuffleVector(f->b, x, y, mlo, "");
+			r[i + h] = LLVMBuildShuffleVector(f->b, x, y, mhi, "");
+		}
+	}
+}

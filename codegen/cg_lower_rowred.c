@@ -122,28 +122,6 @@ static void fill_tile(rowred *g, LLVMValueRef c0, int64_t w)
 	cg_loop_end(f, &lr);
 }
 
-/* Transposes the vw x vw block whose rows are r[0 .. vw) in place:
- * log2(vw) rounds, each swapping the off-diagonal h x h blocks of every
- * 2h x 2h diagonal block with one two-source shuffle per row. */
-static void transpose(cg_fn *f, LLVMValueRef *r, unsigned n)
-{
-	LLVMValueRef lo[16], hi[16];
-	for (unsigned h = n / 2; h >= 1; h /= 2) {
-		for (unsigned l = 0; l < n; l++) {
-			bool is_a = (l & h) == 0;
-			lo[l] = cg_i32(f, (int32_t)(is_a ? l : n + l - h));
-			hi[l] = cg_i32(f, (int32_t)(is_a ? l + h : n + l));
-		}
-		LLVMValueRef mlo = LLVMConstVector(lo, n), mhi = LLVMConstVector(hi, n);
-		for (unsigned i = 0; i < n; i++) {
-			if (i & h)
-				continue;
-			LLVMValueRef x = r[i], y = r[i + h];
-			r[i] = LLVMBuildShuffleVector(f->b, x, y, mlo, "");
-			r[i + h] = LLVMBuildShuffleVector(f->b, x, y, mhi, "");
-		}
-	}
-}
 
 /* Tile columns c0 .. c0 + cols (cols <= vw) added into the accumulator,
  * column by column: vw rows read as vectors (the tile is padded to whole
@@ -157,7 +135,7 @@ static void add_columns(rowred *g, LLVMValueRef c0, unsigned cols)
 		v[i] = LLVMBuildLoad2(f->b, g->vt, at, "");
 		LLVMSetAlignment(v[i], 4);
 	}
-	transpose(f, v, g->vw);
+	cg_transpose(f, v, g->vw);
 	LLVMValueRef acc = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
 	for (unsigned c = 0; c < cols; c++)
 		acc = step(f, g, acc, v[c]);
