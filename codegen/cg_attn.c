@@ -23,27 +23,9 @@
 
 /* ---- locals and buffers ----------------------------------------------------- */
 
-/* A builder at the top of the kernel's entry block, where allocas stay
- * out of every loop. */
-static LLVMBuilderRef entry_builder(cg_fn *f)
-{
-	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
-	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
-	LLVMValueRef first = LLVMGetFirstInstruction(entry);
-	if (first)
-		LLVMPositionBuilderBefore(b, first);
-	else
-		LLVMPositionBuilderAtEnd(b, entry);
-	return b;
-}
-
 LLVMValueRef cg_attn_var(cg_attn *a, LLVMTypeRef t, LLVMValueRef init)
 {
-	LLVMBuilderRef b = entry_builder(a->f);
-	LLVMValueRef v = LLVMBuildAlloca(b, t, "");
-	LLVMDisposeBuilder(b);
-	LLVMBuildStore(a->f->b, init, v);
-	return v;
+	return cg_var(a->f, t, init);
 }
 
 LLVMValueRef cg_attn_get(cg_attn *a, LLVMTypeRef t, LLVMValueRef var)
@@ -58,12 +40,8 @@ void cg_attn_set(cg_attn *a, LLVMValueRef var, LLVMValueRef v)
 
 LLVMValueRef cg_attn_buffer(cg_attn *a, LLVMTypeRef t, int64_t n)
 {
-	LLVMBuilderRef b = entry_builder(a->f);
-	LLVMTypeRef at = LLVMArrayType2(t, (uint64_t)(n > 0 ? n : 1));
-	LLVMValueRef v = LLVMBuildAlloca(b, at, "");
-	LLVMSetAlignment(v, 64);
-	LLVMDisposeBuilder(b);
-	return v;
+	return cg_entry_alloca(a->f, LLVMArrayType2(t, (uint64_t)(n > 0 ? n : 1)),
+			       64);
 }
 
 static int64_t round_up(int64_t x, int64_t m)

@@ -132,6 +132,13 @@ LLVMValueRef cg_call(cg_fn *f, LLVMValueRef callee, LLVMValueRef *args,
  * and, when is_reduction, reassoc and nsz too. Returns v. */
 LLVMValueRef cg_fast(LLVMValueRef v, bool is_reduction);
 
+/* An alloca of t at the top of the function's entry block, where SROA
+ * finds it and no loop repeats it; align 0 keeps t's own alignment. */
+LLVMValueRef cg_entry_alloca(cg_fn *f, LLVMTypeRef t, unsigned align);
+/* A local variable (an entry-block alloca that SROA turns into
+ * registers) holding init from the builder's position on. */
+LLVMValueRef cg_var(cg_fn *f, LLVMTypeRef t, LLVMValueRef init);
+
 /* Appends a block named `name` to the current function. */
 LLVMBasicBlockRef cg_block(cg_fn *f, const char *name);
 /* Starts a loop at the builder's position; returns the induction value

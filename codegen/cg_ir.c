@@ -351,3 +351,26 @@ void cg_transpose(cg_fn *f, LLVMValueRef *r, unsigned n)
 		}
 	}
 }
+
+LLVMValueRef cg_entry_alloca(cg_fn *f, LLVMTypeRef t, unsigned align)
+{
+	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
+	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
+	LLVMValueRef first = LLVMGetFirstInstruction(entry);
+	if (first)
+		LLVMPositionBuilderBefore(b, first);
+	else
+		LLVMPositionBuilderAtEnd(b, entry);
+	LLVMValueRef a = LLVMBuildAlloca(b, t, "");
+	if (align)
+		LLVMSetAlignment(a, align);
+	LLVMDisposeBuilder(b);
+	return a;
+}
+
+LLVMValueRef cg_var(cg_fn *f, LLVMTypeRef t, LLVMValueRef init)
+{
+	LLVMValueRef a = cg_entry_alloca(f, t, 0);
+	LLVMBuildStore(f->b, init, a);
+	return a;
+}

@@ -234,6 +234,12 @@ bool cg_lower_dropout(cg_kernel *k);
 /* cg_lower_nn.c: matmul, reductions, normalizations, indexing, losses. */
 bool cg_lower_matmul(cg_kernel *k);
 bool cg_lower_reduce(cg_kernel *k);
+/* One step of a reduction's chain, o (+) v, on scalars or vectors of
+ * dtype t: an add (is_ordered: without `reassoc`, so LLVM keeps the
+ * written order), or for max the larger, NaN winning as in PyTorch. */
+LLVMValueRef cg_lower_reduce_step(cg_fn *f, ir_op op, ir_dtype t,
+				  bool is_ordered, LLVMValueRef o,
+				  LLVMValueRef v);
 bool cg_lower_argmax(cg_kernel *k);
 bool cg_lower_softmax(cg_kernel *k);
 bool cg_lower_layer_norm(cg_kernel *k);

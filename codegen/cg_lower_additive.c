@@ -64,17 +64,7 @@ void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad)
  * in the entry block. */
 static LLVMValueRef buffer(cg_addattn *a, LLVMTypeRef t, int64_t n)
 {
-	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(a->f->fn);
-	LLVMBuilderRef b = LLVMCreateBuilderInContext(a->f->ctx);
-	LLVMValueRef first = LLVMGetFirstInstruction(entry);
-	if (first)
-		LLVMPositionBuilderBefore(b, first);
-	else
-		LLVMPositionBuilderAtEnd(b, entry);
-	LLVMValueRef v = LLVMBuildAlloca(b, LLVMArrayType2(t, (uint64_t)n), "");
-	LLVMSetAlignment(v, 64);
-	LLVMDisposeBuilder(b);
-	return v;
+	return cg_entry_alloca(a->f, LLVMArrayType2(t, (uint64_t)n), 64);
 }
 
 /* The body's operands, buffers and dropout state. */

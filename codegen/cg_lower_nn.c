@@ -20,22 +20,9 @@
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-/* A local variable (an alloca in the entry block, which SROA turns into
- * registers) holding init. */
 static LLVMValueRef var(cg_kernel *k, LLVMTypeRef t, LLVMValueRef init)
 {
-	cg_fn *f = &k->f;
-	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
-	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
-	LLVMValueRef first = LLVMGetFirstInstruction(entry);
-	if (first)
-		LLVMPositionBuilderBefore(b, first);
-	else
-		LLVMPositionBuilderAtEnd(b, entry);
-	LLVMValueRef a = LLVMBuildAlloca(b, t, "");
-	LLVMDisposeBuilder(b);
-	LLVMBuildStore(f->b, init, a);
-	return a;
+	return cg_var(&k->f, t, init);
 }
 
 static LLVMValueRef get(cg_kernel *k, LLVMTypeRef t, LLVMValueRef v)
@@ -277,17 +264,18 @@ static void reduce_mean(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	stf(k, LLVMBuildFDiv(k->f.b, v, r->value, ""), k->out, offs[0]);
 }
 
-static LLVMValueRef reduce_step(cg_fn *f, const reduce_cx *r, LLVMValueRef o,
-				LLVMValueRef v)
+LLVMValueRef cg_lower_reduce_step(cg_fn *f, ir_op op, ir_dtype t,
+				  bool is_ordered, LLVMValueRef o,
+				  LLVMValueRef v)
 {
-	if (r->t == IR_I32) {
-		if (r->op != IR_OP_MAX)
+	if (t == IR_I32) {
+		if (op != IR_OP_MAX)
 			return LLVMBuildAdd(f->b, o, v, "");
 		LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, v, o, "");
 		return LLVMBuildSelect(f->b, gt, v, o, "");
 	}
-	if (r->op != IR_OP_MAX)
-		return r->is_ordered ? LLVMBuildFAdd(f->b, o, v, "") : fadd_r(f, o, v);
+	if (op != IR_OP_MAX)
+		return is_ordered ? LLVMBuildFAdd(f->b, o, v, "") : fadd_r(f, o, v);
 	/* NaN wins, as in PyTorch. */
 	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
 	LLVMValueRef take = LLVMBuildOr(f->b, gt, is_nan(f, v), "");
@@ -299,7 +287,9 @@ static void reduce_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	const reduce_cx *r = ud;
 	LLVMValueRef o = cg_lower_load(&k->f, r->t, k->out, offs[0]);
 	LLVMValueRef v = cg_kernel_operand(k, 0, offs, NULL);
-	cg_lower_store(&k->f, r->t, reduce_step(&k->f, r, o, v), k->out, offs[0]);
+	cg_lower_store(&k->f, r->t,
+		       cg_lower_reduce_step(&k->f, r->op, r->t, r->is_ordered, o, v),
+		       k->out, offs[0]);
 }
 
 /* A nest over the node's output alone, dense. */

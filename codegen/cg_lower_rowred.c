@@ -53,22 +53,6 @@ bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n)
 	       (t == IR_F32 || (t == IR_I32 && k->node->op != IR_OP_MEAN));
 }
 
-/* An alloca of type t in the entry block (where SROA finds it), 64-byte
- * aligned. */
-static LLVMValueRef entry_alloca(cg_fn *f, LLVMTypeRef t, const char *name)
-{
-	LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(f->fn);
-	LLVMBuilderRef b = LLVMCreateBuilderInContext(f->ctx);
-	LLVMValueRef first = LLVMGetFirstInstruction(entry);
-	if (first)
-		LLVMPositionBuilderBefore(b, first);
-	else
-		LLVMPositionBuilderAtEnd(b, entry);
-	LLVMValueRef a = LLVMBuildAlloca(b, t, name);
-	LLVMSetAlignment(a, 64);
-	LLVMDisposeBuilder(b);
-	return a;
-}
 
 /* The identity of the reduction in every lane: 0, or the lowest value. */
 static LLVMValueRef init_value(const rowred *g)
@@ -78,24 +62,6 @@ static LLVMValueRef init_value(const rowred *g)
 	if (g->t == IR_I32)
 		return cg_const_int(g->vt, (uint64_t)(uint32_t)INT32_MIN);
 	return cg_const_real(g->vt, -INFINITY);
-}
-
-/* One step of every lane's chain, as the scalar kernel's reduce_step but
- * without `reassoc`: LLVM must not regroup the chain. NaN wins a max. */
-static LLVMValueRef step(cg_fn *f, const rowred *g, LLVMValueRef o,
-			 LLVMValueRef v)
-{
-	if (g->t == IR_I32) {
-		if (g->op != IR_OP_MAX)
-			return LLVMBuildAdd(f->b, o, v, "");
-		LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, v, o, "");
-		return LLVMBuildSelect(f->b, gt, v, o, "");
-	}
-	if (g->op != IR_OP_MAX)
-		return LLVMBuildFAdd(f->b, o, v, "");
-	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
-	LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, v, v, "");
-	return LLVMBuildSelect(f->b, LLVMBuildOr(f->b, gt, nan, ""), v, o, "");
 }
 
 /* The operand at rows r0 .. r0 + nr, columns c0 .. c0 + w, into the
@@ -138,7 +104,7 @@ static void add_columns(rowred *g, LLVMValueRef c0, unsigned cols)
 	cg_transpose(f, v, g->vw);
 	LLVMValueRef acc = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
 	for (unsigned c = 0; c < cols; c++)
-		acc = step(f, g, acc, v[c]);
+		acc = cg_lower_reduce_step(f, g->op, g->t, true, acc, v[c]);
 	LLVMBuildStore(f->b, acc, g->acc);
 }
 
@@ -220,9 +186,9 @@ void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
 	g.wp = (w + g.vw - 1) / g.vw * g.vw;
 	g.et = cg_lower_elem_type(f, g.t);
 	g.vt = LLVMVectorType(g.et, g.vw);
-	g.tile = entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw * (uint64_t)g.wp),
-			      "tile");
-	g.acc = entry_alloca(f, g.vt, "acc");
+	g.tile = cg_entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw *
+						       (uint64_t)g.wp), 64);
+	g.acc = cg_entry_alloca(f, g.vt, 64);
 	/* Padding and the rows past a short group hold stale values, never
 	 * stored; zeroed once, they are never uninitialized either. */
 	LLVMBuildMemSet(f->b, g.tile, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
