@@ -157,16 +157,6 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 	return true;
 }
 
-static bool same_type(const cg_lower *L, const ir_type *a, const ir_type *b)
-{
-	int64_t da[IR_MAX_RANK], db[IR_MAX_RANK];
-	if (a->dtype != b->dtype || a->rank != b->rank)
-		return false;
-	cg_lower_dims(L, a, da);
-	cg_lower_dims(L, b, db);
-	return memcmp(da, db, (size_t)a->rank * sizeof da[0]) == 0;
-}
-
 static bool same_tree_node(const cg_lower *L, const ir_graph *ga,
 			   const cg_tree_node *a, const ir_graph *gb,
 			   const cg_tree_node *b)
@@ -174,7 +164,7 @@ static bool same_tree_node(const cg_lower *L, const ir_graph *ga,
 	const ir_node *na = &ga->nodes[a->id], *nb = &gb->nodes[b->id];
 	if (a->is_leaf != b->is_leaf || memcmp(a->t, b->t, sizeof a->t) != 0 ||
 	    a->base != b->base ||
-	    !same_type(L, &na->type, &nb->type))
+	    !cg_lower_same_type(L, &na->type, &nb->type))
 		return false;
 	if (a->is_leaf)
 		return a->param == b->param;

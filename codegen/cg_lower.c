@@ -90,6 +90,16 @@ int cg_lower_dims(const cg_lower *L, const ir_type *t, int64_t *dims)
 	return t->rank;
 }
 
+bool cg_lower_same_type(const cg_lower *L, const ir_type *a, const ir_type *b)
+{
+	int64_t da[IR_MAX_RANK], db[IR_MAX_RANK];
+	if (a->dtype != b->dtype || a->rank != b->rank)
+		return false;
+	cg_lower_dims(L, a, da);
+	cg_lower_dims(L, b, db);
+	return memcmp(da, db, (size_t)a->rank * sizeof da[0]) == 0;
+}
+
 int64_t cg_lower_numel(const cg_lower *L, const ir_type *t)
 {
 	int64_t dims[IR_MAX_RANK], n = 1;
@@ -639,16 +649,6 @@ static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 	return f.fn;
 }
 
-static bool same_type(const cg_lower *L, const ir_type *a, const ir_type *b)
-{
-	int64_t da[IR_MAX_RANK], db[IR_MAX_RANK];
-	if (a->dtype != b->dtype || a->rank != b->rank)
-		return false;
-	cg_lower_dims(L, a, da);
-	cg_lower_dims(L, b, db);
-	return memcmp(da, db, (size_t)a->rank * sizeof da[0]) == 0;
-}
-
 /* True if node ia of ga and node ib of gb compile to the same kernel:
  * same op, attributes and concrete types. */
 static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
@@ -657,10 +657,10 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 	const ir_node *a = &ga->nodes[ia], *b = &gb->nodes[ib];
 	if (a->op != b->op || a->n_args != b->n_args ||
 	    memcmp(&a->attr, &b->attr, sizeof a->attr) != 0 ||
-	    !same_type(L, &a->type, &b->type))
+	    !cg_lower_same_type(L, &a->type, &b->type))
 		return false;
 	for (uint32_t i = 0; i < a->n_args; i++)
-		if (!same_type(L, &ga->nodes[ir_arg(ga, ia, i)].type,
+		if (!cg_lower_same_type(L, &ga->nodes[ir_arg(ga, ia, i)].type,
 			       &gb->nodes[ir_arg(gb, ib, i)].type))
 			return false;
 	return true;
