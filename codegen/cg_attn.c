@@ -125,8 +125,7 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad,
 	a->valid = a->has_valid ? kb->in[3] : NULL;
 	a->g = is_grad ? kb->in[kb->n_in - 1] : NULL;
 	if (a->has_dropout) {
-		LLVMValueRef tr = cg_kernel_run_field(kb, cg_t_i32(f), 16);
-		a->drop_on = LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), "");
+		a->drop_on = cg_kernel_is_training(kb);
 		a->drop_key = key;
 	}
 	a->kt = cg_attn_buffer(a, ft, a->d * a->bc);

@@ -191,17 +191,13 @@ static bool is_fused_dropout(const cg_kernel *k, const cg_tree_node *tn)
 
 void cg_kernel_trees_begin(cg_kernel *k)
 {
-	cg_fn *f = &k->f;
 	for (uint32_t i = 0; i < k->tr.n_nodes; i++) {
 		const cg_tree_node *tn = &k->tr.n[i];
 		if (!is_fused_dropout(k, tn) ||
 		    k->g->nodes[tn->id].attr.dropout.p <= 0)
 			continue;
-		if (!k->is_train) {
-			LLVMValueRef tr = cg_kernel_run_field(k, cg_t_i32(f), 16);
-			k->is_train = LLVMBuildICmp(f->b, LLVMIntNE, tr,
-						    cg_i32(f, 0), "");
-		}
+		if (!k->is_train)
+			k->is_train = cg_kernel_is_training(k);
 		k->key[i] = cg_lower_dropout_key(
 			k, k->g->nodes[tn->id].attr.dropout.stream);
 	}

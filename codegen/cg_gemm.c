@@ -399,9 +399,7 @@ enum { CAP_A, CAP_B, CAP_C, CAP_BUF, CAP_COUNT };
 
 static LLVMValueRef omp_int(cg_fn *f, const char *fn_name)
 {
-	LLVMTypeRef ty = LLVMFunctionType(cg_t_i32(f), NULL, 0, 0);
-	LLVMValueRef v = cg_call_extern(f, fn_name, ty, NULL, 0);
-	return LLVMBuildSExt(f->b, v, cg_t_i64(f), "");
+	return LLVMBuildSExt(f->b, cg_omp_i32(f, fn_name), cg_t_i64(f), "");
 }
 
 static LLVMValueRef cap_slot(cg_fn *f, LLVMValueRef cap, int i)
@@ -455,13 +453,7 @@ static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
 	LLVMPositionBuilderAtEnd(f->b, team);
 	for (int i = 0; i < CAP_COUNT; i++)
 		LLVMBuildStore(f->b, args[i], cap_slot(f, cap, i));
-	LLVMTypeRef ptr = cg_t_ptr(f), i32 = cg_t_i32(f);
-	LLVMTypeRef gp[4] = {ptr, ptr, i32, i32};
-	LLVMValueRef gargs[4] = {par, cap, LLVMBuildTrunc(f->b, nt, i32, ""),
-				 cg_i32(f, 0)};
-	cg_call_extern(f, "GOMP_parallel",
-		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), gp, 4, 0),
-		       gargs, 4);
+	cg_gomp_parallel(f, par, cap, LLVMBuildTrunc(f->b, nt, cg_t_i32(f), ""));
 	LLVMBuildBr(f->b, join);
 	LLVMPositionBuilderAtEnd(f->b, join);
 }

@@ -124,6 +124,15 @@ LLVMValueRef cg_intrinsic(cg_fn *f, const char *name, LLVMTypeRef *tys,
  * the module on first use. */
 LLVMValueRef cg_call_extern(cg_fn *f, const char *name, LLVMTypeRef fn_type,
 			    LLVMValueRef *args, unsigned n_args);
+/* libgomp, as gcc's code calls it: an `int name(void)` of OpenMP
+ * (omp_get_thread_num, omp_get_num_threads, omp_get_max_threads), and
+ * GOMP_parallel(body, data, n_threads, 0), which runs void body(data) on
+ * a team of n_threads (an i32; 0: OpenMP's default) and returns when
+ * all have. */
+LLVMValueRef cg_omp_i32(cg_fn *f, const char *name);
+void cg_gomp_parallel(cg_fn *f, LLVMValueRef body, LLVMValueRef data,
+		      LLVMValueRef n_threads);
+
 /* Calls a function of this module. */
 LLVMValueRef cg_call(cg_fn *f, LLVMValueRef callee, LLVMValueRef *args,
 		     unsigned n_args);

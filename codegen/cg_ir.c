@@ -374,3 +374,20 @@ LLVMValueRef cg_var(cg_fn *f, LLVMTypeRef t, LLVMValueRef init)
 	LLVMBuildStore(f->b, init, a);
 	return a;
 }
+
+LLVMValueRef cg_omp_i32(cg_fn *f, const char *name)
+{
+	LLVMTypeRef t = LLVMFunctionType(cg_t_i32(f), NULL, 0, 0);
+	return cg_call_extern(f, name, t, NULL, 0);
+}
+
+void cg_gomp_parallel(cg_fn *f, LLVMValueRef body, LLVMValueRef data,
+		      LLVMValueRef n_threads)
+{
+	LLVMTypeRef ptr = cg_t_ptr(f), i32 = cg_t_i32(f);
+	LLVMTypeRef ps[4] = {ptr, ptr, i32, i32};
+	LLVMValueRef args[4] = {body, data, n_threads, cg_i32(f, 0)};
+	cg_call_extern(f, "GOMP_parallel",
+		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), ps, 4, 0),
+		       args, 4);
+}

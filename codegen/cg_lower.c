@@ -22,6 +22,7 @@
 #include "cg_lower.h"
 #include "passes.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,13 +423,26 @@ void cg_kernel_outline_call(cg_kernel *k, LLVMValueRef body, LLVMValueRef key)
 	cg_call(&k->f, body, args, na);
 }
 
-LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset)
+LLVMValueRef cg_run_field(cg_fn *f, LLVMValueRef run, LLVMTypeRef t,
+			  size_t offset)
+{
+	LLVMValueRef off = cg_i64(f, (int64_t)offset);
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx),
+						run, &off, 1, "");
+	return LLVMBuildLoad2(f->b, t, at, "");
+}
+
+LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, size_t offset)
+{
+	return cg_run_field(&k->f, k->run, t, offset);
+}
+
+LLVMValueRef cg_kernel_is_training(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
-	LLVMValueRef off = cg_i64(f, offset);
-	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx),
-						k->run, &off, 1, "");
-	return LLVMBuildLoad2(f->b, t, at, "");
+	LLVMValueRef tr = cg_kernel_run_field(k, cg_t_i32(f),
+					      offsetof(attnrt_run, is_training));
+	return LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), "");
 }
 
 static bool has_f64(const ir_graph *g, ir_id id)
@@ -608,12 +622,6 @@ static LLVMTypeRef captures_type(LLVMContextRef c, uint32_t n_in)
 	return LLVMStructTypeInContext(c, fs, n, 0);
 }
 
-static LLVMValueRef omp_call(cg_fn *f, const char *name)
-{
-	LLVMTypeRef t = LLVMFunctionType(cg_t_i32(f), NULL, 0, 0);
-	return cg_call_extern(f, name, t, NULL, 0);
-}
-
 static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 {
 	cg_fn f;
@@ -630,9 +638,9 @@ static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 		args[i] = LLVMBuildLoad2(f.b, LLVMStructGetTypeAtIndex(st, i), at, "");
 	}
 	LLVMValueRef n = args[2 + n_in];
-	LLVMValueRef tid = LLVMBuildSExt(f.b, omp_call(&f, "omp_get_thread_num"),
+	LLVMValueRef tid = LLVMBuildSExt(f.b, cg_omp_i32(&f, "omp_get_thread_num"),
 					 cg_t_i64(&f), "");
-	LLVMValueRef nth = LLVMBuildSExt(f.b, omp_call(&f, "omp_get_num_threads"),
+	LLVMValueRef nth = LLVMBuildSExt(f.b, cg_omp_i32(&f, "omp_get_num_threads"),
 					 cg_t_i64(&f), "");
 	args[2 + n_in] = cg_muldiv(&f, n, tid, nth);
 	args[3 + n_in] = cg_muldiv(&f, n, cg_addi(&f, tid, 1), nth);
@@ -826,17 +834,11 @@ static void call_parallel(entry_gen *e, const kernel_ref *k,
 		       LLVMBuildStructGEP2(f->b, st, cap, 2 + n_in, ""));
 	LLVMValueRef status_at = LLVMBuildStructGEP2(f->b, st, cap, 3 + n_in, "");
 	LLVMBuildStore(f->b, cg_i32(f, 0), status_at);
-	LLVMValueRef off = cg_i64(f, 20); /* attnrt_run.n_threads */
-	LLVMValueRef nt_at = LLVMBuildInBoundsGEP2(
-		f->b, LLVMInt8TypeInContext(f->ctx), e->run, &off, 1, "");
-	LLVMValueRef nt = LLVMBuildLoad2(f->b, cg_t_i32(f), nt_at, "");
+	LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
+				       offsetof(attnrt_run, n_threads));
 	LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntSLT, nt, cg_i32(f, 0), "");
 	nt = LLVMBuildSelect(f->b, neg, cg_i32(f, 0), nt, "");
-	LLVMTypeRef ptr = cg_t_ptr(f);
-	LLVMTypeRef ps[4] = {ptr, ptr, cg_t_i32(f), cg_t_i32(f)};
-	LLVMTypeRef gt = LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), ps, 4, 0);
-	LLVMValueRef ga[4] = {k->par, cap, nt, cg_i32(f, 0)};
-	cg_call_extern(f, "GOMP_parallel", gt, ga, 4);
+	cg_gomp_parallel(f, k->par, cap, nt);
 	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""));
 }
 

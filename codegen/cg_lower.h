@@ -139,8 +139,13 @@ LLVMValueRef cg_kernel_outline_begin(const cg_kernel *k, const char *name,
 				     cg_kernel *kb);
 LLVMValueRef cg_kernel_outline_end(cg_kernel *kb);
 void cg_kernel_outline_call(cg_kernel *k, LLVMValueRef body, LLVMValueRef key);
-/* Loads field `offset` bytes into the attnrt_run of the kernel. */
-LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, unsigned offset);
+/* Loads the field of attnrt_run `run` at offset (offsetof(attnrt_run,
+ * field)) as a t; the kernel's own run for cg_kernel_run_field. */
+LLVMValueRef cg_run_field(cg_fn *f, LLVMValueRef run, LLVMTypeRef t,
+			  size_t offset);
+LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, size_t offset);
+/* The run's is_training flag, as an i1. */
+LLVMValueRef cg_kernel_is_training(cg_kernel *k);
 
 /* ---- strided loop nests --------------------------------------------------- */
 

@@ -19,6 +19,7 @@
 #include <llvm-c/DebugInfo.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 /* The shortest innermost loop of an elementwise nest kept a loop. */
@@ -564,8 +565,10 @@ LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z)
 LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream)
 {
 	cg_fn *f = &k->f;
-	LLVMValueRef seed = cg_kernel_run_field(k, cg_t_i64(f), 0);
-	LLVMValueRef step = cg_kernel_run_field(k, cg_t_i64(f), 8);
+	LLVMValueRef seed = cg_kernel_run_field(k, cg_t_i64(f),
+						offsetof(attnrt_run, seed));
+	LLVMValueRef step = cg_kernel_run_field(k, cg_t_i64(f),
+						offsetof(attnrt_run, step));
 	LLVMValueRef s = LLVMBuildXor(f->b, LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
 				      cg_i64(f, stream), "");
 	return cg_lower_mix64(f, LLVMBuildXor(f->b, seed, cg_lower_mix64(f, s), ""));
@@ -614,11 +617,9 @@ bool cg_lower_dropout(cg_kernel *k)
 		return true;
 	}
 	dropout_cx d = {NULL, p};
-	LLVMValueRef tr = cg_kernel_run_field(k, cg_t_i32(f), 16);
 	LLVMBasicBlockRef train = cg_block(f, "train"), eval = cg_block(f, "eval");
 	LLVMBasicBlockRef done = cg_block(f, "done");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, tr, cg_i32(f, 0), ""),
-			train, eval);
+	LLVMBuildCondBr(f->b, cg_kernel_is_training(k), train, eval);
 	LLVMPositionBuilderAtEnd(f->b, eval);
 	run_nest(k, &n, operand_body, NULL);
 	LLVMBuildBr(f->b, done);

@@ -24,6 +24,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -407,12 +408,6 @@ static void atomic_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p,
 	LLVMSetAlignment(s, 4);
 }
 
-static LLVMValueRef omp_int(cg_fn *f, const char *name)
-{
-	LLVMTypeRef t = LLVMFunctionType(cg_t_i32(f), NULL, 0, 0);
-	return cg_call_extern(f, name, t, NULL, 0);
-}
-
 /* i32 attnc.sched.wait(ptr count, i32 n, ptr status): spins until
  * *count >= n (0) or a kernel failed (1). One per module. */
 static LLVMValueRef wait_fn(cg_lower *L)
@@ -566,8 +561,8 @@ static LLVMValueRef team_fn(const entry_gen *e, const LLVMValueRef *threads,
 	cg_fn_begin(&f, e->L->mod, name,
 		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0), true);
 	LLVMValueRef ctx = LLVMGetParam(f.fn, 0);
-	LLVMValueRef tid = omp_int(&f, "omp_get_thread_num");
-	LLVMValueRef nth = omp_int(&f, "omp_get_num_threads");
+	LLVMValueRef tid = cg_omp_i32(&f, "omp_get_thread_num");
+	LLVMValueRef nth = cg_omp_i32(&f, "omp_get_num_threads");
 	LLVMBasicBlockRef odd = cg_block(&f, "other_team"), run = cg_block(&f, "run");
 	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntEQ, nth,
 					   cg_i32(&f, (int32_t)n), ""), run, odd);
@@ -610,11 +605,9 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	ir_free(e->L->ctx, threads);
 
 	/* The team this call asks for: attnrt_run.n_threads, or OpenMP's. */
-	LLVMValueRef off = cg_i64(f, 20);
-	LLVMValueRef nt = LLVMBuildLoad2(f->b, cg_t_i32(f),
-		LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx), e->run,
-				      &off, 1, ""), "");
-	LLVMValueRef dflt = omp_int(f, "omp_get_max_threads");
+	LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
+				       offsetof(attnrt_run, n_threads));
+	LLVMValueRef dflt = cg_omp_i32(f, "omp_get_max_threads");
 	nt = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, nt,
 						 cg_i32(f, 0), ""), nt, dflt, "");
 	LLVMValueRef ctx = LLVMBuildAlloca(f->b, LLVMArrayType2(
@@ -631,12 +624,7 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	for (int i = 0; i < 4; i++)
 		LLVMBuildStore(f->b, word[i], ctx_at(f, ctx, i * WORD));
 	LLVMBuildStore(f->b, cg_i32(f, INT32_MAX), ctx_at(f, ctx, 4 * WORD));
-	LLVMTypeRef ptr = cg_t_ptr(f);
-	LLVMTypeRef ps[4] = {ptr, ptr, cg_t_i32(f), cg_t_i32(f)};
-	LLVMValueRef ga[4] = {team, ctx, cg_i32(f, (int32_t)n), cg_i32(f, 0)};
-	cg_call_extern(f, "GOMP_parallel",
-		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), ps, 4, 0),
-		       ga, 4);
+	cg_gomp_parallel(f, team, ctx, cg_i32(f, (int32_t)n));
 	LLVMValueRef odd = LLVMBuildLoad2(f->b, cg_t_i32(f),
 					  ctx_at(f, ctx, 4 * WORD + 4), "");
 	LLVMBasicBlockRef ran = cg_block(f, "ran");
