@@ -71,12 +71,10 @@ static const double per_work[IR_OP_COUNT] = {
 	[IR_OP_CONCAT] = 2.0,
 };
 
-/* Elementwise ops that cost a polynomial or a division per element. */
-static const bool is_heavy[IR_OP_COUNT] = {
-	[IR_OP_EXP] = true, [IR_OP_LOG] = true, [IR_OP_TANH] = true,
-	[IR_OP_SIGMOID] = true, [IR_OP_SIN] = true, [IR_OP_COS] = true,
-	[IR_OP_POW] = true,
-};
+static bool is_heavy(ir_op op)
+{
+	return (ir_op_table[op].flags & IR_OPF_COSTLY) != 0;
+}
 
 double cg_sched_kernel_cost(const ir_graph *g, ir_id id, const cg_trees *tr,
 			    int64_t work)
@@ -84,12 +82,12 @@ double cg_sched_kernel_cost(const ir_graph *g, ir_id id, const cg_trees *tr,
 	ir_op op = g->nodes[id].op;
 	double f = per_work[op] > 0 ? per_work[op] : 0.3;
 	if (ir_op_table[op].flags & IR_OPF_EW)
-		f = EW_COST + (is_heavy[op] ? HEAVY_COST : 0);
+		f = EW_COST + (is_heavy(op) ? HEAVY_COST : 0);
 	for (uint32_t i = 0; i < tr->n_nodes; i++) {
 		if (tr->n[i].is_leaf)
 			continue;
 		f += FUSED_COST;
-		if (is_heavy[g->nodes[tr->n[i].id].op])
+		if (is_heavy(g->nodes[tr->n[i].id].op))
 			f += HEAVY_COST;
 	}
 	return CALL_COST + f * (double)(work > 0 ? work : 1);

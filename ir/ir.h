@@ -60,6 +60,11 @@ enum {
 	 * tree, so elementwise fusion (passes/fuse_ew.c) may compute that
 	 * operand's producers inside it. */
 	IR_OPF_FUSES_ARG0 = 1u << 6,
+	/* Elementwise at the cost of a polynomial or a square root per
+	 * element (exp, log, tanh, sigmoid, sin, cos, sqrt, pow): fusion
+	 * does not compute it again in each reader, and the schedule's cost
+	 * model charges it. */
+	IR_OPF_COSTLY = 1u << 7,
 };
 
 typedef enum ir_op {

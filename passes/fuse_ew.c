@@ -126,15 +126,6 @@ typedef struct budget {
 	uint32_t *nodes, *arrays;
 } budget;
 
-/* Whether the ops are cheap enough to compute again in every reader:
- * no transcendental function. */
-static bool is_cheap(ir_op op)
-{
-	return op != IR_OP_EXP && op != IR_OP_LOG && op != IR_OP_TANH &&
-	       op != IR_OP_SIGMOID && op != IR_OP_SIN && op != IR_OP_COS &&
-	       op != IR_OP_SQRT && op != IR_OP_POW;
-}
-
 /* Adds node p to the kernel of its use k (sign 1) or takes it out
  * (sign -1); false if adding takes the kernel past its bounds. */
 static bool charge(const ir_graph *g, const uses *u, ir_id p, uint32_t k,
@@ -191,7 +182,7 @@ static void decide(const ir_graph *g, const uses *u, ir_id p, ir_id *into,
 	b->arrays[p] = n->n_args;
 	if (u->is_out[p] || !pass_fuse_ew_is_fusible(n->op) ||
 	    !all_hosted(g, u, p, into) ||
-	    (u->n[p] > 1 && !is_cheap(n->op)) || !charge_all(g, u, p, root, b))
+	    (u->n[p] > 1 && (ir_op_table[n->op].flags & IR_OPF_COSTLY)) || !charge_all(g, u, p, root, b))
 		return;
 	ir_id c = u->user[u->first[p]];
 	into[p] = u->n[p] == 1 ? c : PASS_FUSE_EW_EVERY;
