@@ -124,6 +124,13 @@ LLVMValueRef cg_intrinsic(cg_fn *f, const char *name, LLVMTypeRef *tys,
  * the module on first use. */
 LLVMValueRef cg_call_extern(cg_fn *f, const char *name, LLVMTypeRef fn_type,
 			    LLVMValueRef *args, unsigned n_args);
+/* An atomic load of the i32 at p, and an atomic store of the i32 v at
+ * p, with the given ordering (4-byte aligned). */
+LLVMValueRef cg_atomic_load_i32(cg_fn *f, LLVMValueRef p,
+				LLVMAtomicOrdering order);
+void cg_atomic_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p,
+		     LLVMAtomicOrdering order);
+
 /* libgomp, as gcc's code calls it: an `int name(void)` of OpenMP
  * (omp_get_thread_num, omp_get_num_threads, omp_get_max_threads), and
  * GOMP_parallel(body, data, n_threads, 0), which runs void body(data) on

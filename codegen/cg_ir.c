@@ -391,3 +391,20 @@ void cg_gomp_parallel(cg_fn *f, LLVMValueRef body, LLVMValueRef data,
 		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), ps, 4, 0),
 		       args, 4);
 }
+
+LLVMValueRef cg_atomic_load_i32(cg_fn *f, LLVMValueRef p,
+				LLVMAtomicOrdering order)
+{
+	LLVMValueRef v = LLVMBuildLoad2(f->b, cg_t_i32(f), p, "");
+	LLVMSetOrdering(v, order);
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+void cg_atomic_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p,
+		     LLVMAtomicOrdering order)
+{
+	LLVMValueRef s = LLVMBuildStore(f->b, v, p);
+	LLVMSetOrdering(s, order);
+	LLVMSetAlignment(s, 4);
+}

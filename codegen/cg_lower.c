@@ -648,9 +648,7 @@ static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 	LLVMValueRef bad = LLVMBuildICmp(f.b, LLVMIntNE, status, cg_i32(&f, 0), "");
 	LLVMBasicBlockRef join = cg_if_begin(&f, bad);
 	LLVMValueRef at = LLVMBuildStructGEP2(f.b, st, cap, 3 + n_in, "");
-	LLVMValueRef s = LLVMBuildStore(f.b, status, at);
-	LLVMSetOrdering(s, LLVMAtomicOrderingMonotonic);
-	LLVMSetAlignment(s, 4);
+	cg_atomic_store(&f, status, at, LLVMAtomicOrderingMonotonic);
 	cg_if_end(&f, join);
 	LLVMBuildRetVoid(f.b);
 	cg_fn_end(&f);

@@ -49,8 +49,14 @@
 #define EW_COST 0.16
 #define FUSED_COST 0.06
 #define HEAVY_COST 0.55
-#define WORD 8 /* bytes of a pointer in the context */
+/* The team's context: line 0 the call's pointers (run, params, scratch,
+ * inputs), the status and the other-team flag; line 1 + t thread t's
+ * count of finished tasks. */
 #define LINE 64
+enum {
+	CTX_RUN = 0, CTX_PARAMS = 8, CTX_SCRATCH = 16, CTX_INPUTS = 24,
+	CTX_STATUS = 32, CTX_OTHER_TEAM = 36,
+};
 
 static const double per_work[IR_OP_COUNT] = {
 	[IR_OP_MATMUL] = 0.35, /* work: multiply-adds / 16 */
@@ -249,10 +255,13 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 	return ok;
 }
 
-static bool bytes_overlap(const pass_mem_block *a, const pass_mem_block *b)
+/* Whether kernel y's buffer reuses bytes of kernel x's, which lives
+ * before it. */
+static bool reuses(const plan_state *st, uint32_t x, uint32_t y)
 {
-	return a->size && b->size && a->offset < b->offset + b->size &&
-	       b->offset < a->offset + a->size;
+	const pass_mem_block *a = &st->blocks[x], *b = &st->blocks[y];
+	return a->end < b->start && a->size && b->size &&
+	       a->offset < b->offset + b->size && b->offset < a->offset + a->size;
 }
 
 /* Every kernel's dependencies: what it reads, and for each earlier buffer
@@ -271,8 +280,7 @@ static bool all_deps(plan_state *st)
 		/* At most: its reads, then per earlier buffer 1 + readers. */
 		uint32_t most = n + st->sn[y].n_deps;
 		for (uint32_t x = 0; x < st->nk; x++)
-			if (st->blocks[x].end < st->blocks[y].start &&
-			    bytes_overlap(&st->blocks[x], &st->blocks[y]))
+			if (reuses(st, x, y))
 				most += 1 + st->rfirst[x + 1] - st->rfirst[x];
 		if (most > cap) {
 			cap = most * 2;
@@ -286,8 +294,7 @@ static bool all_deps(plan_state *st)
 			add_dep(st, st->deps2, &n, y,
 				st->deps[st->sn[y].first_dep + d]);
 		for (uint32_t x = 0; x < st->nk; x++) {
-			if (!(st->blocks[x].end < st->blocks[y].start &&
-			      bytes_overlap(&st->blocks[x], &st->blocks[y])))
+			if (!reuses(st, x, y))
 				continue;
 			add_dep(st, st->deps2, &n, y, x);
 			for (uint32_t r = st->rfirst[x]; r < st->rfirst[x + 1]; r++)
@@ -389,21 +396,10 @@ static LLVMValueRef ctx_at(cg_fn *f, LLVMValueRef ctx, int64_t off)
 				     &o, 1, "");
 }
 
-static LLVMValueRef atomic_load(cg_fn *f, LLVMValueRef p,
-				LLVMAtomicOrdering order)
+/* Thread t's count of finished tasks in the context. */
+static LLVMValueRef count_at(cg_fn *f, LLVMValueRef ctx, uint32_t t)
 {
-	LLVMValueRef v = LLVMBuildLoad2(f->b, cg_t_i32(f), p, "");
-	LLVMSetOrdering(v, order);
-	LLVMSetAlignment(v, 4);
-	return v;
-}
-
-static void atomic_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p,
-			 LLVMAtomicOrdering order)
-{
-	LLVMValueRef s = LLVMBuildStore(f->b, v, p);
-	LLVMSetOrdering(s, order);
-	LLVMSetAlignment(s, 4);
+	return ctx_at(f, ctx, LINE * (1 + (int64_t)t));
 }
 
 /* i32 attnc.sched.wait(ptr count, i32 n, ptr status): spins until
@@ -429,10 +425,10 @@ static LLVMValueRef wait_fn(cg_lower *L)
 	LLVMBuildBr(f.b, loop);
 	LLVMPositionBuilderAtEnd(f.b, loop);
 	LLVMValueRef spins = LLVMBuildPhi(f.b, i32, "spins");
-	LLVMValueRef v = atomic_load(&f, count, LLVMAtomicOrderingAcquire);
+	LLVMValueRef v = cg_atomic_load_i32(&f, count, LLVMAtomicOrderingAcquire);
 	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntUGE, v, n, ""), done, check);
 	LLVMPositionBuilderAtEnd(f.b, check);
-	LLVMValueRef s = atomic_load(&f, status, LLVMAtomicOrderingMonotonic);
+	LLVMValueRef s = cg_atomic_load_i32(&f, status, LLVMAtomicOrderingMonotonic);
 	LLVMBasicBlockRef go = cg_block(&f, "pause");
 	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntNE, s,
 					   cg_i32(&f, INT32_MAX), ""), fail, go);
@@ -468,13 +464,13 @@ static LLVMValueRef wait_fn(cg_lower *L)
 static void emit_wait(cg_fn *f, LLVMValueRef ctx, const cg_sched_wait *w,
 		      LLVMValueRef wait, LLVMBasicBlockRef quit)
 {
-	LLVMValueRef count = ctx_at(f, ctx, LINE * (1 + (int64_t)w->thread));
-	LLVMValueRef v = atomic_load(f, count, LLVMAtomicOrderingAcquire);
+	LLVMValueRef count = count_at(f, ctx, w->thread);
+	LLVMValueRef v = cg_atomic_load_i32(f, count, LLVMAtomicOrderingAcquire);
 	LLVMValueRef n = cg_i32(f, (int32_t)w->count);
 	LLVMBasicBlockRef slow = cg_block(f, "wait"), next = cg_block(f, "ready");
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntUGE, v, n, ""), next, slow);
 	LLVMPositionBuilderAtEnd(f->b, slow);
-	LLVMValueRef args[3] = {count, n, ctx_at(f, ctx, 4 * WORD)};
+	LLVMValueRef args[3] = {count, n, ctx_at(f, ctx, CTX_STATUS)};
 	LLVMValueRef r = cg_call(f, wait, args, 3);
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, r, cg_i32(f, 0), ""),
 			quit, next);
@@ -502,12 +498,12 @@ static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), ""),
 			bad, ok);
 	LLVMPositionBuilderAtEnd(f->b, bad);
-	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin, ctx_at(f, ctx, 4 * WORD),
+	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin, ctx_at(f, ctx, CTX_STATUS),
 			   st, LLVMAtomicOrderingMonotonic, 0);
 	LLVMBuildBr(f->b, quit);
 	LLVMPositionBuilderAtEnd(f->b, ok);
-	atomic_store(f, cg_i32(f, (int32_t)t->index + 1),
-		     ctx_at(f, ctx, LINE * (1 + (int64_t)t->thread)),
+	cg_atomic_store(f, cg_i32(f, (int32_t)t->index + 1),
+		     count_at(f, ctx, t->thread),
 		     LLVMAtomicOrderingRelease);
 }
 
@@ -526,10 +522,10 @@ static LLVMValueRef thread_fn(const entry_gen *e, const node_call *ks,
 	cg_fn_attr(&te.f, "noinline");
 	cg_fn *f = &te.f;
 	LLVMValueRef ctx = LLVMGetParam(f->fn, 0);
-	te.run = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, 0), "run");
-	te.params = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, WORD), "params");
-	te.scratch = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, 2 * WORD), "scratch");
-	LLVMValueRef inputs = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, 3 * WORD), "");
+	te.run = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_RUN), "run");
+	te.params = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_PARAMS), "params");
+	te.scratch = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_SCRATCH), "scratch");
+	LLVMValueRef inputs = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_INPUTS), "");
 	te.inputs = ir_alloc(e->L->ctx, (e->fn->n_inputs + 1) * sizeof *te.inputs);
 	te.offset = sp->offset;
 	if (te.inputs) /* else reported, and the module fails */
@@ -565,7 +561,7 @@ static LLVMValueRef team_fn(const entry_gen *e, const LLVMValueRef *threads,
 	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntEQ, nth,
 					   cg_i32(&f, (int32_t)n), ""), run, odd);
 	LLVMPositionBuilderAtEnd(f.b, odd);
-	atomic_store(&f, cg_i32(&f, 1), ctx_at(&f, ctx, 4 * WORD + 4),
+	cg_atomic_store(&f, cg_i32(&f, 1), ctx_at(&f, ctx, CTX_OTHER_TEAM),
 		     LLVMAtomicOrderingMonotonic);
 	LLVMBuildRetVoid(f.b);
 	LLVMPositionBuilderAtEnd(f.b, run);
@@ -618,19 +614,20 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	LLVMBuildMemSet(f->b, ctx, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
 			cg_i64(f, LINE * (1 + (int64_t)n)), LINE);
 	LLVMValueRef inputs = LLVMGetParam(f->fn, 3);
-	LLVMValueRef word[4] = {e->run, e->params, e->scratch, inputs};
-	for (int i = 0; i < 4; i++)
-		LLVMBuildStore(f->b, word[i], ctx_at(f, ctx, i * WORD));
-	LLVMBuildStore(f->b, cg_i32(f, INT32_MAX), ctx_at(f, ctx, 4 * WORD));
+	LLVMBuildStore(f->b, e->run, ctx_at(f, ctx, CTX_RUN));
+	LLVMBuildStore(f->b, e->params, ctx_at(f, ctx, CTX_PARAMS));
+	LLVMBuildStore(f->b, e->scratch, ctx_at(f, ctx, CTX_SCRATCH));
+	LLVMBuildStore(f->b, inputs, ctx_at(f, ctx, CTX_INPUTS));
+	LLVMBuildStore(f->b, cg_i32(f, INT32_MAX), ctx_at(f, ctx, CTX_STATUS));
 	cg_gomp_parallel(f, team, ctx, cg_i32(f, (int32_t)n));
 	LLVMValueRef odd = LLVMBuildLoad2(f->b, cg_t_i32(f),
-					  ctx_at(f, ctx, 4 * WORD + 4), "");
+					  ctx_at(f, ctx, CTX_OTHER_TEAM), "");
 	LLVMBasicBlockRef ran = cg_block(f, "ran");
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, odd, cg_i32(f, 0), ""),
 			in_order, ran);
 	LLVMPositionBuilderAtEnd(f->b, ran);
 	LLVMValueRef st = LLVMBuildLoad2(f->b, cg_t_i32(f),
-					 ctx_at(f, ctx, 4 * WORD), "");
+					 ctx_at(f, ctx, CTX_STATUS), "");
 	LLVMBasicBlockRef failed = cg_block(f, "team_failed");
 	LLVMBasicBlockRef done = cg_block(f, "team_done");
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, st,

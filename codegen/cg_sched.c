@@ -36,7 +36,6 @@ typedef struct builder {
 	uint32_t *succ_first, *succ; /* the readers of each node */
 	uint32_t *waiting;    /* per node: deps not yet fully placed */
 	uint32_t *left;       /* per node: pieces not yet placed */
-	double *done_at;      /* per node: when its last piece ends */
 	double *done_on;      /* per node and thread: when its last piece
 			       * there ends (0: none there) */
 	uint32_t *ready, n_ready; /* ready tasks as node * n_threads + piece */
@@ -151,8 +150,6 @@ static void place(builder *b, uint32_t r, uint32_t t, double start)
 		.end = end,
 	};
 	b->thread_end[t] = end;
-	if (end > b->done_at[i])
-		b->done_at[i] = end;
 	b->done_on[(size_t)i * b->n_threads + t] = end;
 	if (--b->left[i] != 0)
 		return;
@@ -208,7 +205,6 @@ static void builder_fini(ir_ctx *ctx, builder *b)
 	ir_free(ctx, b->succ);
 	ir_free(ctx, b->waiting);
 	ir_free(ctx, b->left);
-	ir_free(ctx, b->done_at);
 	ir_free(ctx, b->done_on);
 	ir_free(ctx, b->ready);
 	ir_free(ctx, b->thread_end);
@@ -230,13 +226,12 @@ bool cg_sched_build(ir_ctx *ctx, const cg_sched_node *nodes,
 	b.level = ir_alloc(ctx, nn * sizeof *b.level);
 	b.waiting = ir_alloc(ctx, nn * sizeof *b.waiting);
 	b.left = ir_alloc(ctx, nn * sizeof *b.left);
-	b.done_at = ir_alloc(ctx, nn * sizeof *b.done_at);
 	b.done_on = ir_alloc(ctx, nn * b.n_threads * sizeof *b.done_on);
 	b.ready = ir_alloc(ctx, nn * b.n_threads * sizeof *b.ready);
 	b.thread_end = ir_alloc(ctx, b.n_threads * sizeof *b.thread_end);
 	b.placed = ir_alloc(ctx, nn * b.n_threads * sizeof *b.placed);
 	bool ok = b.pieces && b.piece_cost && b.level && b.waiting && b.left &&
-		  b.done_on && b.done_at && b.ready && b.thread_end &&
+		  b.done_on && b.ready && b.thread_end &&
 		  b.placed && succ_lists(ctx, &b);
 	for (uint32_t i = 0; ok && i < n; i++) {
 		b.pieces[i] = pieces_of(&nodes[i], b.n_threads, split_cost);
