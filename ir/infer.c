@@ -179,16 +179,6 @@ static bool shape_bcasts_to(const ir_type *from, const ir_type *to)
 	return true;
 }
 
-static bool shape_eq(const ir_type *a, const ir_type *b)
-{
-	if (a->rank != b->rank)
-		return false;
-	for (int i = 0; i < a->rank; i++)
-		if (!ir_dim_eq(a->dims[i], b->dims[i]))
-			return false;
-	return true;
-}
-
 /* Sets the node's type to dtype and the shape of t. */
 static void set_type(infer_cx *c, ir_dtype dtype, const ir_type *t)
 {
@@ -801,7 +791,7 @@ static bool infer_mse_loss(infer_cx *c)
 	if (!need_dtype(c, 0, IR_F32, "prediction") ||
 	    !need_dtype(c, 1, IR_F32, "target"))
 		return false;
-	if (!shape_eq(p, t))
+	if (!ir_shape_eq(p, t))
 		return fail(c, "prediction %s and target %s differ in shape",
 			    shape_str(c->m, p).s, shape_str(c->m, t).s);
 	ir_type r = {0};
@@ -833,7 +823,7 @@ static bool infer_cross_entropy_grad(infer_cx *c)
 		return false;
 	const ir_type *lg = arg_type(c, 0), *lb = arg_type(c, 1),
 		      *g = arg_type(c, 2);
-	if (!shape_eq(lb, g))
+	if (!ir_shape_eq(lb, g))
 		return fail(c, "gradient %s must have the labels' shape %s",
 			    shape_str(c->m, g).s, shape_str(c->m, lb).s);
 	set_type(c, IR_F32, lg);
@@ -982,7 +972,7 @@ static bool attention_grad_operand(infer_cx *c, uint32_t gi, uint32_t vi)
 	ir_type want = attention_result(c, vi);
 	if (!need_dtype(c, gi, IR_F32, "gradient"))
 		return false;
-	if (!shape_eq(g, &want))
+	if (!ir_shape_eq(g, &want))
 		return fail(c, "gradient %s must have the result's shape %s",
 			    shape_str(c->m, g).s, shape_str(c->m, &want).s);
 	return true;

@@ -55,14 +55,19 @@ size_t ir_dtype_size(ir_dtype t)
 	return 0;
 }
 
-bool ir_type_eq(const ir_type *a, const ir_type *b)
+bool ir_shape_eq(const ir_type *a, const ir_type *b)
 {
-	if (a->dtype != b->dtype || a->rank != b->rank)
+	if (a->rank != b->rank)
 		return false;
 	for (int i = 0; i < a->rank; i++)
 		if (!ir_dim_eq(a->dims[i], b->dims[i]))
 			return false;
 	return true;
+}
+
+bool ir_type_eq(const ir_type *a, const ir_type *b)
+{
+	return a->dtype == b->dtype && ir_shape_eq(a, b);
 }
 
 int64_t ir_type_numel_static(const ir_type *t)

@@ -60,16 +60,6 @@ bool pass_fuse_ew_is_fusible(ir_op op)
 	       op == IR_OP_SLICE;
 }
 
-static bool same_dims(const ir_type *a, const ir_type *b)
-{
-	if (a->rank != b->rank)
-		return false;
-	for (int i = 0; i < a->rank; i++)
-		if (!ir_dim_eq(a->dims[i], b->dims[i]))
-			return false;
-	return true;
-}
-
 /* Whether node c can evaluate its operand a (node p) in place. */
 static bool hosts(const ir_graph *g, ir_id c, uint32_t a, ir_id p)
 {
@@ -77,7 +67,7 @@ static bool hosts(const ir_graph *g, ir_id c, uint32_t a, ir_id p)
 	case HOST_NONE:
 		return false;
 	case HOST_SAME:
-		return same_dims(&g->nodes[p].type, &g->nodes[c].type);
+		return ir_shape_eq(&g->nodes[p].type, &g->nodes[c].type);
 	case HOST_ANY:
 		return true;
 	case HOST_FIRST:
