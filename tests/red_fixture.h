@@ -12,6 +12,7 @@
 #include "testutil.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,24 @@ static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
 	free(sb);
 	cg_program_destroy(p);
 	return out;
+}
+
+/* got and want, n floats or int32s, bit for bit (a NaN matches any
+ * NaN). */
+static void check_bits(const void *got, const void *want, int64_t n,
+		       const char *what)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t a, b;
+		memcpy(&a, (const char *)got + 4 * i, 4);
+		memcpy(&b, (const char *)want + 4 * i, 4);
+		float fa, fb;
+		memcpy(&fa, &a, 4);
+		memcpy(&fb, &b, 4);
+		ck_assert_msg(a == b || (isnan(fa) && isnan(fb)),
+			      "%s: element %lld: got %08x (%.9g), want %08x (%.9g)",
+			      what, (long long)i, a, fa, b, fb);
+	}
 }
 
 #endif

@@ -65,23 +65,6 @@ static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 	return n_out;
 }
 
-/* Bit for bit (a NaN matches any NaN). */
-static void check_bits(const void *got, const void *want, int64_t n,
-		       const char *what)
-{
-	for (int64_t i = 0; i < n; i++) {
-		uint32_t a, b;
-		memcpy(&a, (const char *)got + 4 * i, 4);
-		memcpy(&b, (const char *)want + 4 * i, 4);
-		float fa, fb;
-		memcpy(&fa, &a, 4);
-		memcpy(&fb, &b, 4);
-		ck_assert_msg(a == b || (isnan(fa) && isnan(fb)),
-			      "%s: element %lld: got %08x (%.9g), want %08x (%.9g)",
-			      what, (long long)i, a, fa, b, fb);
-	}
-}
-
 /* op over `axes` of an input of dims d (rank r) and dtype t, on 1, 2 and
  * 3 threads, against ref_reduce bit for bit. */
 static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,

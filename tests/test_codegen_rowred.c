@@ -44,23 +44,6 @@ static int32_t ref_row_i(ir_op op, const int32_t *v, int64_t k)
 	return acc;
 }
 
-/* Bit for bit (a NaN matches any NaN). */
-static void check_bits(const void *got, const void *want, int64_t n,
-		       const char *what)
-{
-	for (int64_t i = 0; i < n; i++) {
-		uint32_t a, b;
-		memcpy(&a, (const char *)got + 4 * i, 4);
-		memcpy(&b, (const char *)want + 4 * i, 4);
-		float fa, fb;
-		memcpy(&fa, &a, 4);
-		memcpy(&fb, &b, 4);
-		ck_assert_msg(a == b || (isnan(fa) && isnan(fb)),
-			      "%s: row %lld: got %08x (%.9g), want %08x (%.9g)",
-			      what, (long long)i, a, fa, b, fb);
-	}
-}
-
 /* op over the last axis of an (R, K) input of dtype t, on 1, 2 and 3
  * threads, against ref_row. */
 static void check_rows(ir_op op, ir_dtype t, int64_t R, int64_t K)
