@@ -157,11 +157,13 @@ static void check_layout(const dag *d, const cg_sched *s, uint32_t threads)
 		}
 }
 
-static void node_lists(const dag *d, uint32_t *first, uint32_t *count)
+/* The nodes' own dependency lists, as cg_sched_sync takes them. */
+static void node_lists(const cg_sched_node *nodes, uint32_t n,
+		       uint32_t *first, uint32_t *count)
 {
-	for (uint32_t i = 0; i < d->n; i++) {
-		first[i] = d->nodes[i].first_dep;
-		count[i] = d->nodes[i].n_deps;
+	for (uint32_t i = 0; i < n; i++) {
+		first[i] = nodes[i].first_dep;
+		count[i] = nodes[i].n_deps;
 	}
 }
 
@@ -180,7 +182,7 @@ START_TEST(test_random_schedules_keep_every_dependency_under_any_timing)
 		check_layout(&d, &s, threads);
 		ck_assert(s.makespan <= s.total + 1e-9);
 		uint32_t first[256], count[256];
-		node_lists(&d, first, count);
+		node_lists(d.nodes, d.n, first, count);
 		ck_assert(cg_sched_sync(&ctx, &s, first, count, d.deps));
 		for (uint64_t run = 0; run < 5; run++)
 			simulate(&s, first, count, d.deps, seed * 100 + run);
@@ -265,10 +267,7 @@ START_TEST(test_independent_chains_run_side_by_side)
 	ck_assert_double_eq(s.makespan, 4000);
 	ck_assert_uint_eq(s.thread_first[1], 4);
 	uint32_t first[8], count[8];
-	for (uint32_t i = 0; i < 8; i++) {
-		first[i] = nodes[i].first_dep;
-		count[i] = nodes[i].n_deps;
-	}
+	node_lists(nodes, 8, first, count);
 	ck_assert(cg_sched_sync(&ctx, &s, first, count, deps));
 	/* Each chain stays on its thread: nothing to wait for. */
 	ck_assert_uint_eq(s.n_waits, 0);
