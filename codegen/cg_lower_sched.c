@@ -359,12 +359,10 @@ bool cg_sched_plan_make(entry_gen *e, const node_call *ks,
 {
 	memset(sp, 0, sizeof *sp);
 	plan_state st = {.ctx = e->L->ctx};
-	bool ok = state_init(&st, e, ks) && read_deps(&st, e, ks);
-	bool built = ok && st.nk >= 2 &&
-		     cg_sched_build(st.ctx, st.sn, st.deps, st.nk, n_threads,
-				    SPLIT_COST, PIECE_COST, &sp->s);
-	ok = ok && (st.nk < 2 || built);
-	if (built && sp->s.total >= MIN_TOTAL &&
+	bool ok = state_init(&st, e, ks) && read_deps(&st, e, ks) &&
+		  cg_sched_build(st.ctx, st.sn, st.deps, st.nk, n_threads,
+				 SPLIT_COST, PIECE_COST, &sp->s);
+	if (ok && sp->s.total >= MIN_TOTAL &&
 	    sp->s.makespan <= MIN_GAIN * sp->s.total) {
 		sp->offset = ir_alloc(st.ctx, (st.n + 1) * sizeof *sp->offset);
 		ok = sp->offset && reader_lists(&st) &&
