@@ -456,6 +456,22 @@ static bool has_f64(const ir_graph *g, ir_id id)
 	return false;
 }
 
+/* Whether computing node id can be compiled once the symbols are bound:
+ * no f64 tensor in or out (constants may be f64), a slice's range within
+ * its axis. Checked for every computing node, fused into a reader's
+ * kernel or not, since a fused node has no kernel of its own. */
+static bool node_compiles(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	if (has_f64(g, id)) {
+		ir_error(L->ctx, n->loc, "codegen: %s: f64 tensors cannot "
+			 "be compiled (only f32 and i32)",
+			 ir_op_table[n->op].name);
+		return false;
+	}
+	return n->op != IR_OP_SLICE || cg_lower_slice_fits(L, g, id);
+}
+
 /* The generator of the node's op; leaves and reshapes have none. */
 static bool lower_op(cg_kernel *k)
 {
@@ -580,12 +596,6 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 	k->node = node;
 	k->tr = *tr;
 	k->n_in = tr->n_par;
-	if (has_f64(k->g, id)) {
-		ir_error(L->ctx, node->loc, "codegen: %s: f64 tensors cannot "
-			 "be compiled (only f32 and i32)",
-			 ir_op_table[node->op].name);
-		return false;
-	}
 	char name[160];
 	snprintf(name, sizeof name, "%s.k%u.%s", fn->name, id,
 		 ir_op_table[node->op].name);
@@ -944,11 +954,13 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
 	for (ir_id i = 0; ok && i < n; i++) {
 		ir_op op = fn->g.nodes[i].op;
-		if (op == IR_OP_SLICE && !cg_lower_slice_fits(L, &fn->g, i)) {
+		if (is_leaf(op) || op == IR_OP_RESHAPE)
+			continue;
+		if (!node_compiles(L, &fn->g, i)) {
 			ok = false;
 		} else if (e.plan.into[i] != IR_NONE) {
 			p->n_fused++;
-		} else if (!is_leaf(op) && op != IR_OP_RESHAPE) {
+		} else {
 			ok = build_kernel(p, L, fn, e.plan.into, i, &ks[i]);
 			ce->n_calls++;
 		}

@@ -1061,6 +1061,29 @@ START_TEST(test_unbound_symbol_is_an_error_naming_it)
 }
 END_TEST
 
+/* f64 tensors (of f64 constants, which an IR file may hold) cannot be
+ * compiled, and are refused at their own node: also one that elementwise
+ * fusion would compute deep inside an f32 kernel, where it would
+ * otherwise be read as f32. */
+START_TEST(test_f64_nodes_are_refused_fused_or_not)
+{
+	for (int fused = 0; fused < 2; fused++) {
+		fx x;
+		fx_init(&x);
+		static const double v[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+		ir_type t = tu_type(IR_F32, 1, 8);
+		ir_id a = tu_const(&x.g, tu_type(IR_F64, 1, 8), v);
+		ir_id c = tu_build(&x.g, IR_OP_CAST, &a, 1, NULL, &t);
+		/* cast alone, or fused into add(cast(a), b) */
+		ret(&x, fused ? op2(&x, IR_OP_ADD, c, tu_input(&x.g, t), NULL) : c);
+		ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
+		ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "cast: f64 tensors "
+					     "cannot be compiled"));
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 /* A static slice of a symbolic axis is checked once the symbol has its
  * value, fused into its reader or not: never a read past the buffer. */
 START_TEST(test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not)
@@ -1359,6 +1382,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
 	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
 	tcase_add_test(t, test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not);
+	tcase_add_test(t, test_f64_nodes_are_refused_fused_or_not);
 	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
 	tcase_add_test(t, test_leaves_and_views_are_copied_out_as_outputs);
 	tcase_add_test(t, test_max_over_an_empty_axis_is_an_error_naming_the_op);
