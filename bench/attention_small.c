@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cg_program.h"
 #include "frontend.h"
 #include "passes.h"
@@ -45,24 +46,6 @@ typedef struct opts {
 	clockid_t clock;
 } opts;
 
-/* Seconds of the given clock: CLOCK_MONOTONIC (wall) or the process's
- * CPU time, which on a shared machine leaves out the time the process
- * waits while others run. */
-static double now_s(clockid_t clock)
-{
-	struct timespec t;
-	clock_gettime(clock, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
 static void *random_floats(size_t n, uint64_t seed)
 {
 	float *x = aligned_alloc(64, (n * 4 + 63) / 64 * 64);
@@ -71,7 +54,7 @@ static void *random_floats(size_t n, uint64_t seed)
 		exit(1);
 	}
 	for (size_t i = 0; i < n; i++)
-		x[i] = (float)((double)(rng_next(&seed) >> 11) / 9007199254740992.0 * 2 - 1);
+		x[i] = bench_rng_float(&seed);
 	return x;
 }
 
@@ -129,7 +112,7 @@ static int32_t *valid_lengths(const opts *o)
 		for (int t = 0; t < o->Q; t++)
 			v[b * o->Q + t] = o->valid == VALID_CAUSAL
 						  ? t + 1
-						  : (int32_t)(rng_next(&s) % (uint64_t)o->K) + 1;
+						  : (int32_t)(bench_rng_next(&s) % (uint64_t)o->K) + 1;
 	if (v && o->valid == VALID_BATCH)
 		for (int b = 0; b < o->B; b++)
 			v[b] = v[b * o->Q];
@@ -151,7 +134,7 @@ static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
 	double t[64];
 	for (int r = 0; r < o->rounds; r++) {
-		double t0 = now_s(o->clock);
+		double t0 = bench_now_s(o->clock);
 		for (int c = 0; c < o->calls; c++) {
 			attnrt_run run = {1, (uint64_t)c, 1, o->threads};
 			if (!scratch || entry(&run, params, scratch, ins, outs) != 0) {
@@ -159,15 +142,10 @@ static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 				exit(1);
 			}
 		}
-		t[r] = (now_s(o->clock) - t0) / o->calls * 1e6;
+		t[r] = (bench_now_s(o->clock) - t0) / o->calls * 1e6;
 	}
 	free(scratch);
-	for (int i = 1; i < o->rounds; i++)
-		for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-			double x = t[j];
-			t[j] = t[j - 1];
-			t[j - 1] = x;
-		}
+	bench_sort(t, o->rounds);
 	return (timing){t[o->rounds / 2], t[0]};
 }
 

@@ -7,6 +7,7 @@
  * difference between the fused and unfused forward outputs.
  */
 #include "bench_attn.h"
+#include "bench_util.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -42,26 +43,6 @@ typedef struct cell {
 	bool is_skipped;
 } cell;
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static float rng_float(uint64_t *s)
-{
-	return (float)((double)(rng_next(s) >> 11) / 9007199254740992.0 * 2 - 1);
-}
-
 static float *random_floats(const opts *o, size_t n, uint64_t seed)
 {
 	float *x = aligned_alloc(64, (n * 4 + 63) / 64 * 64);
@@ -70,7 +51,7 @@ static float *random_floats(const opts *o, size_t n, uint64_t seed)
 		exit(1);
 	}
 	for (size_t i = 0; i < n; i++)
-		x[i] = rng_float(&seed);
+		x[i] = bench_rng_float(&seed);
 	return x;
 }
 
@@ -94,16 +75,6 @@ static void variant_fini(variant *v)
 	ir_module_destroy(v->m);
 }
 
-static void sort(double *t, int n)
-{
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-			double x = t[j];
-			t[j] = t[j - 1];
-			t[j - 1] = x;
-		}
-}
-
 /* Median seconds of reps calls of fn with the given inputs; outputs
  * into outs. */
 static cell time_fn(const variant *v, const char *fn, const opts *o,
@@ -121,17 +92,17 @@ static cell time_fn(const variant *v, const char *fn, const opts *o,
 	double t[64];
 	int n = 0;
 	while (n < o->reps) {
-		double t0 = now_s();
+		double t0 = bench_now_s(CLOCK_MONOTONIC);
 		if (!scratch || entry(&run, params, scratch, ins, outs) != 0) {
 			fprintf(stderr, "%s: %s failed\n", o->b->name, fn);
 			exit(1);
 		}
-		t[n++] = now_s() - t0;
+		t[n++] = bench_now_s(CLOCK_MONOTONIC) - t0;
 		if (t[n - 1] > 1.0 && n >= 3)
 			break;
 	}
 	free(scratch);
-	sort(t, n);
+	bench_sort(t, n);
 	c.s = t[n / 2];
 	return c;
 }
@@ -143,7 +114,7 @@ static void *make_params(const cg_program *p)
 	char *block = aligned_alloc(64, bytes ? bytes : 64);
 	uint64_t s = 3;
 	for (size_t i = 0; block && i + 4 <= bytes; i += 4) {
-		float x = rng_float(&s);
+		float x = bench_rng_float(&s);
 		memcpy(block + i, &x, 4);
 	}
 	return block;

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cg_program.h"
 #include "frontend.h"
 #include "passes.h"
@@ -28,13 +29,6 @@
 typedef struct opts {
 	int R, threads, rounds, calls;
 } opts;
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 {
@@ -69,7 +63,7 @@ static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
 	double t[64];
 	for (int r = 0; r < o->rounds; r++) {
-		double t0 = now_s();
+		double t0 = bench_now_s(CLOCK_MONOTONIC);
 		for (int c = 0; c < o->calls; c++) {
 			attnrt_run run = {1, (uint64_t)c, 0, o->threads};
 			if (!scratch || entry(&run, NULL, scratch, ins, outs) != 0) {
@@ -77,15 +71,10 @@ static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 				exit(1);
 			}
 		}
-		t[r] = (now_s() - t0) / o->calls * 1e9;
+		t[r] = (bench_now_s(CLOCK_MONOTONIC) - t0) / o->calls * 1e9;
 	}
 	free(scratch);
-	for (int i = 1; i < o->rounds; i++)
-		for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-			double x = t[j];
-			t[j] = t[j - 1];
-			t[j - 1] = x;
-		}
+	bench_sort(t, o->rounds);
 	return (timing){t[o->rounds / 2], t[0]};
 }
 

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "cg.h"
 #include "cg_gemm.h"
 
@@ -51,13 +52,6 @@ typedef struct bench_case {
 	double compile_ms;
 } bench_case;
 
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 static void pause_s(double s)
 {
 	struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
@@ -79,13 +73,6 @@ static void cpu_jiffies(double *total, double *idle)
 		*idle = (double)(v[3] + v[4]);
 	}
 	fclose(fp);
-}
-
-static double process_cpu_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static void load_avg(char *out, size_t len)
@@ -124,7 +111,7 @@ static bool case_init(bench_case *bc, shape s, int width)
 	bc->b = matrix((size_t)s.k * (size_t)s.n, &seed);
 	bc->c = matrix((size_t)s.m * (size_t)s.n, &seed);
 	bc->c_ref = matrix((size_t)s.m * (size_t)s.n, &seed);
-	double t0 = now_s();
+	double t0 = bench_now_s(CLOCK_MONOTONIC);
 	bc->mod = cg_module_create("bench");
 	if (!bc->mod || !cg_gemm_add(bc->mod, "sgemm", &spec) ||
 	    !cg_module_jit(bc->mod)) {
@@ -134,7 +121,7 @@ static bool case_init(bench_case *bc, shape s, int width)
 	}
 	void *addr = cg_module_lookup(bc->mod, "sgemm");
 	memcpy(&bc->fn, &addr, sizeof bc->fn);
-	bc->compile_ms = (now_s() - t0) * 1e3;
+	bc->compile_ms = (bench_now_s(CLOCK_MONOTONIC) - t0) * 1e3;
 	return bc->fn != NULL;
 }
 
@@ -170,16 +157,16 @@ static stat3 measure(bench_case *bc, void (*run)(bench_case *, float *),
 		     float *c, int reps)
 {
 	double flops = 2.0 * bc->s.m * bc->s.n * bc->s.k, gf[MAX_REPS];
-	double t0 = now_s();
+	double t0 = bench_now_s(CLOCK_MONOTONIC);
 	run(bc, c); /* warm up: caches, page faults, thread team */
 	run(bc, c);
-	double once = (now_s() - t0) / 2;
+	double once = (bench_now_s(CLOCK_MONOTONIC) - t0) / 2;
 	int iters = once >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (once + 1e-9)) + 1;
 	for (int r = 0; r < reps; r++) {
-		t0 = now_s();
+		t0 = bench_now_s(CLOCK_MONOTONIC);
 		for (int i = 0; i < iters; i++)
 			run(bc, c);
-		gf[r] = flops * iters / (now_s() - t0) * 1e-9;
+		gf[r] = flops * iters / (bench_now_s(CLOCK_MONOTONIC) - t0) * 1e-9;
 	}
 	qsort(gf, (size_t)reps, sizeof gf[0], cmp_double);
 	return (stat3){gf[reps / 2], gf[0], gf[reps - 1]};
@@ -251,7 +238,7 @@ int main(int argc, char **argv)
 		reps = 7;
 
 	char load[128];
-	double tot0, idle0, tot1, idle1, cpu0 = process_cpu_s(), t0 = now_s();
+	double tot0, idle0, tot1, idle1, cpu0 = bench_now_s(CLOCK_PROCESS_CPUTIME_ID), t0 = bench_now_s(CLOCK_MONOTONIC);
 	load_avg(load, sizeof load);
 	cpu_jiffies(&tot0, &idle0);
 	cg_gemm_plan plan;
@@ -278,9 +265,9 @@ int main(int argc, char **argv)
 	cpu_jiffies(&tot1, &idle1);
 	load_avg(load, sizeof load);
 	long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	double wall = now_s() - t0, busy = tot1 - tot0;
+	double wall = bench_now_s(CLOCK_MONOTONIC) - t0, busy = tot1 - tot0;
 	busy = busy > 0 ? 1.0 - (idle1 - idle0) / busy : 0;
-	double ours = (process_cpu_s() - cpu0) / wall;
+	double ours = (bench_now_s(CLOCK_PROCESS_CPUTIME_ID) - cpu0) / wall;
 	printf("\nload average at end: %s\n"
 	       "during the %.0f s run the %ld CPUs were %.0f%% busy: this process "
 	       "%.2f CPUs, others %.2f CPUs\n(spinning idle threads of libgomp "
