@@ -55,14 +55,19 @@ size_t ir_dtype_size(ir_dtype t)
 	return 0;
 }
 
-bool ir_shape_eq(const ir_type *a, const ir_type *b)
+bool ir_shape_is(const ir_type *t, int rank, const ir_dim *dims)
 {
-	if (a->rank != b->rank)
+	if (t->rank != rank)
 		return false;
-	for (int i = 0; i < a->rank; i++)
-		if (!ir_dim_eq(a->dims[i], b->dims[i]))
+	for (int i = 0; i < rank; i++)
+		if (!ir_dim_eq(t->dims[i], dims[i]))
 			return false;
 	return true;
+}
+
+bool ir_shape_eq(const ir_type *a, const ir_type *b)
+{
+	return ir_shape_is(a, b->rank, b->dims);
 }
 
 bool ir_type_eq(const ir_type *a, const ir_type *b)

@@ -115,8 +115,9 @@ static inline bool ir_dim_eq(ir_dim a, ir_dim b)
 	return a.coef == b.coef && (a.coef == 0 || a.sym == b.sym);
 }
 bool ir_type_eq(const ir_type *a, const ir_type *b);
-/* The same dims, whatever the dtypes. */
+/* The same dims, whatever the dtypes; t's dims are dims[0 .. rank). */
 bool ir_shape_eq(const ir_type *a, const ir_type *b);
+bool ir_shape_is(const ir_type *t, int rank, const ir_dim *dims);
 /* Number of elements if every dim is static, else -1. */
 int64_t ir_type_numel_static(const ir_type *t);
 

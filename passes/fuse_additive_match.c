@@ -37,16 +37,6 @@ static const ir_type *type_of(const cx *c, ir_id id)
 	return &fz_node(&c->v, id)->type;
 }
 
-static bool dims_are(const ir_type *t, int rank, const ir_dim *want)
-{
-	if (t->rank != rank)
-		return false;
-	for (int i = 0; i < rank; i++)
-		if (!ir_dim_eq(t->dims[i], want[i]))
-			return false;
-	return true;
-}
-
 /* Every use of id is by node user (or users of `also`, up to n_also),
  * and id is no output. */
 static bool used_only_by(const cx *c, ir_id id, const ir_id *users,
@@ -83,8 +73,8 @@ static bool match_add(const cx *c)
 	for (uint32_t side = 0; side < 2; side++) {
 		ir_id q = fz_arg(&c->v, mt->a, side),
 		      k = fz_arg(&c->v, mt->a, 1 - side);
-		if (dims_are(type_of(c, q), 4, wq) &&
-		    dims_are(type_of(c, k), 4, wk)) {
+		if (ir_shape_is(type_of(c, q), 4, wq) &&
+		    ir_shape_is(type_of(c, k), 4, wk)) {
 			mt->qs = q;
 			mt->ks = k;
 			return true;
@@ -124,8 +114,8 @@ static bool match_scores(const cx *c, ir_id s)
 	ir_dim want[4] = {st->dims[0], st->dims[1], st->dims[2],
 			  tt->rank == 4 ? tt->dims[3] : ir_dim_static(0)};
 	ir_dim wcol[2] = {want[3], ir_dim_static(1)};
-	if (p->attr.matmul.ta || p->attr.matmul.tb || !dims_are(tt, 4, want) ||
-	    !dims_are(wt, 2, wcol))
+	if (p->attr.matmul.ta || p->attr.matmul.tb || !ir_shape_is(tt, 4, want) ||
+	    !ir_shape_is(wt, 2, wcol))
 		return fz_nope(
 		    &c->v,
 		    "the projection %s is not of (N, Q, K, H) features "

@@ -64,16 +64,6 @@ static bool is_swap_12(const ir_node *n)
 	       p[1] == 2 && p[2] == 1 && p[3] == 3;
 }
 
-static bool dims_are(const ir_type *t, const ir_dim *want, int rank)
-{
-	if (t->rank != rank)
-		return false;
-	for (int i = 0; i < rank; i++)
-		if (!ir_dim_eq(t->dims[i], want[i]))
-			return false;
-	return true;
-}
-
 uint32_t fz_heads_split(const ir_func *f, ir_id x, ir_id *src)
 {
 	const ir_node *r2 = node(f, x);
@@ -94,7 +84,7 @@ uint32_t fz_heads_split(const ir_func *f, ir_id x, ir_id *src)
 	ir_dim want_x[3] = {b, t, ir_dim_static(h * w)};
 	ir_dim want_2[3] = {{b.coef * h, b.sym}, t, ir_dim_static(w)};
 	if (h < 1 || h > UINT32_MAX || tx->dtype != IR_F32 ||
-	    !dims_are(tx, want_x, 3) || !dims_are(&r2->type, want_2, 3))
+	    !ir_shape_is(tx, 3, want_x) || !ir_shape_is(&r2->type, 3, want_2))
 		return 0;
 	*src = xs;
 	return (uint32_t)h;
@@ -181,7 +171,7 @@ bool fz_heads_merged(const ir_func *f, const fz_uses *u, ir_id x,
 	for (uint32_t k = 0; k < n_uses(u, x); k++) {
 		ir_id r = use_at(u, x, k);
 		const ir_node *rn = node(f, r);
-		if (rn->op != IR_OP_RESHAPE || !dims_are(&rn->type, want, 4))
+		if (rn->op != IR_OP_RESHAPE || !ir_shape_is(&rn->type, 4, want))
 			return why(hd, "its %s %%%u is read by %%%u (%s), not by "
 				       "a merge of its heads", what, x, r,
 				   ir_op_table[rn->op].name);
