@@ -657,6 +657,26 @@ START_TEST(test_one_hot_and_embedding_grad_match_the_interpreter)
 }
 END_TEST
 
+/* Four rows of 19 logits: finite; with a NaN at 3; with +inf at 5;
+ * nothing but -inf. */
+static void non_finite_rows(float *v)
+{
+	for (int i = 0; i < 4 * 19; i++)
+		v[i] = (float)((i * 7) % 19) * 0.25f - 2;
+	v[19 + 3] = NAN;
+	v[2 * 19 + 5] = INFINITY;
+	for (int i = 0; i < 19; i++)
+		v[3 * 19 + i] = -INFINITY;
+}
+
+/* v as (4, 19) logits, and labels 4, 3, 5, 0 in *lb. */
+static ir_id non_finite_consts(fx *x, const float *v, ir_id *lb)
+{
+	static const int32_t lab[4] = {4, 3, 5, 0};
+	*lb = tu_const(&x->g, tu_type(IR_I32, 1, 4), lab);
+	return tu_const(&x->g, tu_type(IR_F32, 2, 4, 19), v);
+}
+
 /* Rows with a NaN, an infinity or nothing but -inf give what the
  * interpreter gives (NaN rows), also where the row's max is vectorized. */
 START_TEST(test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter)
@@ -664,16 +684,9 @@ START_TEST(test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpret
 	fx x;
 	fx_init(&x);
 	float v[4 * 19];
-	for (int i = 0; i < 4 * 19; i++)
-		v[i] = (float)((i * 7) % 19) * 0.25f - 2;
-	v[19 + 3] = NAN;
+	non_finite_rows(v);
 	v[19 + 17] = NAN;
-	v[2 * 19 + 5] = INFINITY;
-	for (int i = 0; i < 19; i++)
-		v[3 * 19 + i] = -INFINITY;
-	int32_t lab[4] = {4, 3, 5, 0};
-	ir_id lg = tu_const(&x.g, tu_type(IR_F32, 2, 4, 19), v);
-	ir_id lb = tu_const(&x.g, tu_type(IR_I32, 1, 4), lab);
+	ir_id lb, lg = non_finite_consts(&x, v, &lb);
 	ret(&x, op1(&x, IR_OP_SOFTMAX, lg, NULL));
 	ret(&x, op1(&x, IR_OP_LOG_SOFTMAX, lg, NULL));
 	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
@@ -891,16 +904,9 @@ START_TEST(test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path)
 	fx x;
 	fx_init(&x);
 	float v[4 * 19];
-	for (int i = 0; i < 4 * 19; i++)
-		v[i] = (float)((i * 7) % 19) * 0.25f - 2;
-	v[19 + 3] = NAN;
-	v[2 * 19 + 5] = INFINITY;
-	for (int i = 0; i < 19; i++)
-		v[3 * 19 + i] = -INFINITY;
-	int32_t lab[4] = {4, 3, 5, 0};
+	non_finite_rows(v);
 	float gv[4] = {0.5f, 1, -2, 1};
-	ir_id lg = tu_const(&x.g, tu_type(IR_F32, 2, 4, 19), v);
-	ir_id lb = tu_const(&x.g, tu_type(IR_I32, 1, 4), lab);
+	ir_id lb, lg = non_finite_consts(&x, v, &lb);
 	ir_id g = tu_const(&x.g, tu_type(IR_F32, 1, 4), gv);
 	ir_id oh = to_type(&x, IR_OP_ONE_HOT, lb, tu_type(IR_F32, 2, 4, 19));
 	ir_id gk = to_type(&x, IR_OP_RESHAPE, g, tu_type(IR_F32, 2, 4, 1));
