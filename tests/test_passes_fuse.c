@@ -644,15 +644,22 @@ static uint32_t heads_in(tu_graph *x, const char *body, char **explain)
 	return h;
 }
 
-static void expect_heads(const char *body, uint32_t want, const char *why)
+/* count(body) is want, and the fusion explanation says why. */
+static void expect_count(uint32_t (*count)(tu_graph *, const char *, char **),
+			 const char *body, uint32_t want, const char *why)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
 	char *text = NULL;
-	ck_assert_uint_eq(heads_in(&x, body, &text), want);
+	ck_assert_uint_eq(count(&x, body, &text), want);
 	ck_assert_msg(strstr(text, why), "want '%s' in:\n%s", why, text);
 	free(text);
 	tu_graph_fini(&x);
+}
+
+static void expect_heads(const char *body, uint32_t want, const char *why)
+{
+	expect_count(heads_in, body, want, why);
 }
 
 /* The heads are read in place only when the queries, keys and values are
@@ -822,13 +829,7 @@ static uint32_t fused_in(tu_graph *x, const char *body, char **explain)
 
 static void expect_fused(const char *body, uint32_t want, const char *why)
 {
-	tu_graph x;
-	tu_graph_init_ctx(&x);
-	char *text = NULL;
-	ck_assert_uint_eq(fused_in(&x, body, &text), want);
-	ck_assert_msg(strstr(text, why), "want '%s' in:\n%s", why, text);
-	free(text);
-	tu_graph_fini(&x);
+	expect_count(fused_in, body, want, why);
 }
 
 START_TEST(test_other_uses_of_the_weights_or_scores_block_fusion)
