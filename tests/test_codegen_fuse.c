@@ -13,8 +13,8 @@
  * for bit.
  */
 #include "attn_cases.h"
-#include "cg_gemm.h"
 #include "attn_jit.h"
+#include "cg_gemm.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -375,9 +375,5 @@ static Suite *fuse_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(fuse_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(fuse_suite());
 }

@@ -6,6 +6,7 @@
  */
 #include "frontend.h"
 #include "syntax.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <limits.h>
@@ -1282,9 +1283,5 @@ static Suite *frontend_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(frontend_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(frontend_suite());
 }

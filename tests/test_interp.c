@@ -4,6 +4,7 @@
  * corners included.
  */
 #include "test_interp.h"
+#include "testutil.h"
 
 /* ---- elementwise ---------------------------------------------------------- */
 
@@ -516,9 +517,5 @@ static Suite *interp_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(interp_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(interp_suite());
 }

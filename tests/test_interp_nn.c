@@ -4,6 +4,7 @@
  * d2l book's examples; float64 mode against float32 mode.
  */
 #include "test_interp.h"
+#include "testutil.h"
 
 /* ---- softmax ----------------------------------------------------------------- */
 
@@ -598,9 +599,5 @@ static Suite *interp_nn_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(interp_nn_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(interp_nn_suite());
 }

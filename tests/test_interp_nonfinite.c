@@ -5,6 +5,7 @@
  * location and the run fails; without the option the same run succeeds.
  */
 #include "test_interp.h"
+#include "testutil.h"
 
 /* f(x) = exp(-log(x) * 1000): log(0) is -inf first, then everything after
  * it is inf or nan. */
@@ -104,9 +105,5 @@ static Suite *nonfinite_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(nonfinite_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(nonfinite_suite());
 }

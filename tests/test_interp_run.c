@@ -5,6 +5,7 @@
  * behaviour when allocations fail.
  */
 #include "test_interp.h"
+#include "testutil.h"
 
 /* ---- symbols and inputs ---------------------------------------------------- */
 
@@ -423,9 +424,5 @@ static Suite *interp_run_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(interp_run_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(interp_run_suite());
 }

@@ -5,6 +5,7 @@
  * test can check the exact message a user would read.
  */
 #include "ir.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <ctype.h>
@@ -684,9 +685,5 @@ Suite *ir_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(ir_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(ir_suite());
 }

@@ -6,6 +6,7 @@
  * fuzz of random bytes and truncated dumps that must never crash it.
  */
 #include "ir.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -659,9 +660,5 @@ static Suite *ir_text_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(ir_text_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(ir_text_suite());
 }

@@ -312,9 +312,5 @@ static Suite *nmt_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(nmt_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(nmt_suite());
 }

@@ -302,9 +302,5 @@ static Suite *fold_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(fold_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(fold_suite());
 }

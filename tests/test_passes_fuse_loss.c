@@ -7,6 +7,7 @@
  * depends on the loss; and it fires on both seq2seq models' loss_grad.
  */
 #include "attn_cases.h"
+#include "testutil.h"
 
 /* f(logits f32[R, V], labels i32[R], g f32[R], other f32[R, V],
  * other_labels i32[R]) -> cross_entropy, cross_entropy_grad, where
@@ -162,9 +163,5 @@ Suite *passes_fuse_loss_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(passes_fuse_loss_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int nf = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(passes_fuse_loss_suite());
 }

@@ -1338,9 +1338,5 @@ static Suite *grad_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(grad_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(grad_suite());
 }

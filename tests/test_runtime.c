@@ -7,6 +7,7 @@
  */
 #include "attnrt.h"
 #include "interp.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -330,9 +331,5 @@ static Suite *runtime_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(runtime_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(runtime_suite());
 }

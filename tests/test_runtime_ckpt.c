@@ -7,6 +7,7 @@
  * write that fails for lack of memory or of disk leaves the old file.
  */
 #include "attnrt.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -797,9 +798,5 @@ static Suite *ckpt_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(ckpt_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(ckpt_suite());
 }

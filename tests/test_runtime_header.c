@@ -8,6 +8,7 @@
  * runs a model. Invalid descriptions are refused with a message.
  */
 #include "cg_header.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -324,9 +325,5 @@ static Suite *header_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(header_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(header_suite());
 }

@@ -6,6 +6,7 @@
  * d2l's function run in Python).
  */
 #include "rt_nmt.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -109,9 +110,5 @@ static Suite *bleu_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(bleu_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(bleu_suite());
 }

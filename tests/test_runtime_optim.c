@@ -6,6 +6,7 @@
  * left alone, and invalid settings and failing allocations reported.
  */
 #include "attnrt.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -438,9 +439,5 @@ static Suite *optim_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(optim_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(optim_suite());
 }

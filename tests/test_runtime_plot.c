@@ -8,6 +8,7 @@
  */
 #include "attnrt.h"
 #include "rt_plot.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -502,9 +503,5 @@ static Suite *plot_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(plot_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return tu_run_suite(plot_suite());
 }

@@ -5,6 +5,7 @@
  * for.
  */
 #include "attnrt.h"
+#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -160,9 +161,5 @@ static Suite *tuner_suite(void)
 
 int main(void)
 {
-	SRunner *r = srunner_create(tuner_suite());
-	srunner_run_all(r, CK_NORMAL);
-	int failed = srunner_ntests_failed(r);
-	srunner_free(r);
-	return failed ? 1 : 0;
+	return tu_run_suite(tuner_suite());
 }

@@ -103,3 +103,12 @@ ir_id tu_const(tu_graph *g, ir_type t, const void *data)
 	ir_attr a = {.const_index = (uint32_t)c};
 	return tu_build(g, IR_OP_CONST, NULL, 0, &a, &t);
 }
+
+int tu_run_suite(Suite *s)
+{
+	SRunner *r = srunner_create(s);
+	srunner_run_all(r, CK_NORMAL);
+	int failed = srunner_ntests_failed(r);
+	srunner_free(r);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

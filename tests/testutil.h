@@ -6,7 +6,12 @@
 
 #include "ir.h"
 
+#include <check.h>
 #include <stddef.h>
+
+/* Runs every test of s (forking, as Check does by default) and returns
+ * main's exit status: EXIT_FAILURE if any failed. */
+int tu_run_suite(Suite *s);
 
 /* Path of a file of the source tree, e.g. tu_path("models/nw.g"); the
  * result is a static buffer overwritten by the next call. */
