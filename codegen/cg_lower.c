@@ -869,20 +869,36 @@ uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
 }
 
 /* Calls node id's kernel over its whole range, through GOMP_parallel if
- * it has a parallel body. */
+ * it has a parallel body and the run asks for more than one thread: a
+ * region of one thread costs a team's set-up (an allocation when nested,
+ * as in a shard of a training step) for nothing. */
 static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 {
 	cg_fn *f = &e->f;
 	const kernel_ref *k = &c->ref;
 	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
 	uint32_t na = cg_entry_kernel_args(e, id, c, args);
+	LLVMBasicBlockRef direct = NULL, done = NULL;
 	if (k->par) {
+		LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
+					       offsetof(attnrt_run, n_threads));
+		LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntEQ, nt, cg_i32(f, 1), "");
+		LLVMBasicBlockRef team = cg_block(f, "team");
+		direct = cg_block(f, "direct");
+		done = cg_block(f, "called");
+		LLVMBuildCondBr(f->b, is_one, direct, team);
+		LLVMPositionBuilderAtEnd(f->b, team);
 		call_parallel(e, k, args, na - 2);
-		return;
+		LLVMBuildBr(f->b, done);
+		LLVMPositionBuilderAtEnd(f->b, direct);
 	}
 	args[na++] = cg_i64(f, 0);
 	args[na++] = cg_i64(f, k->extent);
 	check_status(e, cg_call(f, k->fn, args, na));
+	if (done) {
+		LLVMBuildBr(f->b, done);
+		LLVMPositionBuilderAtEnd(f->b, done);
+	}
 }
 
 void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs)
