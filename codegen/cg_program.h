@@ -69,7 +69,7 @@ typedef struct cg_program_options {
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
-#define CG_PROGRAM_GEMM_MIN_DEFAULT 65536
+#define CG_PROGRAM_GEMM_MIN_DEFAULT 4096
 #define CG_PROGRAM_SCHED_MAX 64
 
 
