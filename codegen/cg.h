@@ -100,4 +100,11 @@ void cg_threads_set(int n);
  * thread (a cheap test before running real work on a team). */
 double cg_threads_region_seconds(int n);
 
+/* Runs fn(data, tid, n) on each of a team of n threads (tid from 0; the
+ * calling thread is 0) and returns when all have: one parallel region,
+ * for work the caller divides itself. Inside another region the team is
+ * the calling thread alone (n = 1). */
+void cg_threads_each(int n, void (*fn)(void *data, int tid, int n),
+		     void *data);
+
 #endif

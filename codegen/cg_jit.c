@@ -369,6 +369,28 @@ static double seconds_now(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+typedef struct each_cx {
+	void (*fn)(void *data, int tid, int n);
+	void *data;
+} each_cx;
+
+static void each_region(void *data)
+{
+	const each_cx *cx = data;
+	cx->fn(cx->data, omp_get_thread_num(), omp_get_num_threads());
+}
+
+void cg_threads_each(int n, void (*fn)(void *data, int tid, int n),
+		     void *data)
+{
+	each_cx cx = {fn, data};
+	if (n <= 1) {
+		fn(data, 0, 1);
+		return;
+	}
+	GOMP_parallel(each_region, &cx, (unsigned)n, 0);
+}
+
 double cg_threads_region_seconds(int n)
 {
 	double t[5];
