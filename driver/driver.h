@@ -16,6 +16,7 @@
 
 #define DRV_MAX_LIST 64
 #define DRV_MAX_GRAD_OUTPUTS 1024 /* the loss and a gradient per parameter */
+#define DRV_MAX_SHARDS 64
 
 typedef struct drv_sym_value {
 	const char *opt; /* the option that gave it: "--sym" or "--batch" */
@@ -40,6 +41,7 @@ typedef struct drv_options {
 	const char *save, *load; /* checkpoints */
 	uint64_t seed;
 	int threads; /* 0 = OpenMP default */
+	int64_t shards; /* --shards; 0 = the train block's */
 	bool train;     /* --train (implies --jit) */
 	bool gradcheck; /* --gradcheck (implies --jit) */
 	int64_t epochs; /* --epochs; 0 = the train block's */
@@ -184,6 +186,9 @@ typedef struct drv_train_config {
 	attnrt_optim_config optim;
 	int64_t epochs;
 	double clip;               /* the global norm to clip to; 0 = none */
+	int64_t batch;             /* --batch, else the block's; 0 = none */
+	int64_t shards;            /* the batch's shards: --shards, `shards` */
+	const ir_setting *shards_at; /* the `shards` setting, or NULL */
 	const ir_setting *data;    /* the `data` setting, or NULL */
 	bool is_full;              /* every setting training needs is there */
 } drv_train_config;
@@ -205,6 +210,11 @@ typedef struct drv_batch {
 	const void *inputs[64]; /* the loss entry's inputs, in order */
 	double n_items;         /* samples (or tokens) it holds */
 	double loss_divisor;    /* the epoch loss is sum(loss) / sum(this) */
+	/* Sharded batches: inputs hold n_shards shards of the entry's
+	 * rows, shard s of input i at inputs[i] + s * shard_bytes[i]; the
+	 * shards from n_live on are padding only (0: all are live). */
+	uint32_t n_live;
+	size_t shard_bytes[64];
 } drv_batch;
 
 /* Where batches come from: the interface a data pipeline implements
@@ -238,24 +248,41 @@ bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		   const drv_train_config *tc, drv_data *data);
 void drv_data_close(drv_data *data);
 
-/* The compiled gradient function of a training run and its memory: the
- * gradient block (the params block's layout), which its outputs
- * "grad.<param>" are written into directly, and the loss. */
+/* One shard's memory: its gradient block (the params block's layout),
+ * which its outputs "grad.<param>" are written into directly, its
+ * scratch and its loss. */
+typedef struct drv_shard {
+	void *grads, *scratch;
+	float *loss;    /* the loss output */
+	void **outputs; /* the function's outputs: loss, then gradients */
+} drv_shard;
+
+/* The compiled gradient function of a training run and its memory. A
+ * batch of n_shards shards (the entry's B rows each) runs as n_shards
+ * calls, on threads of their own where the run has them; the gradients
+ * and losses are then added in shard order, so the result does not
+ * depend on the threads. grads and loss are shard 0's: after a run,
+ * the whole batch's. */
 typedef struct drv_grad {
 	const ir_func *f; /* <entry>_grad, after the passes */
 	attnrt_entry_fn fn;
 	const attnrt_tensor_info *inputs;
-	uint32_t n_inputs;
-	void *grads, *scratch;
+	uint32_t n_inputs, n_outputs;
+	void *grads;   /* the gradient block */
 	float *loss;   /* the loss output */
 	size_t n_loss; /* its elements (1 for a scalar loss) */
-	void *outputs[DRV_MAX_GRAD_OUTPUTS];
+	const attnrt_param_info *table;
+	uint32_t n_params;
+	uint32_t n_shards;
+	drv_shard shards[DRV_MAX_SHARDS];
 } drv_grad;
 
-/* Finds the gradient function of tc in j and allocates its memory;
- * false after reporting. drv_grad_close frees g either way. */
+/* Finds the gradient function of tc in j and allocates the memory of
+ * n_shards shards; false after reporting. drv_grad_close frees g either
+ * way. */
 bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
-		   const drv_train_config *tc, const drv_jit *j, drv_grad *g);
+		   const drv_train_config *tc, const drv_jit *j,
+		   uint32_t n_shards, drv_grad *g);
 void drv_grad_close(drv_grad *g);
 
 /* Opens the source the train block's `data` names (read into data) for
@@ -267,9 +294,17 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 			   drv_batch_source *src);
 
 /* Runs the gradient function on batch b with run: fills the gradient
- * block and sets *loss to the sum of the loss output. */
+ * block and sets *loss to the sum of the loss output. Shard s runs with
+ * step run->step * n_shards + s (its own dropout masks), on its own
+ * thread when run->n_threads allows, else with the run's threads. */
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss);
+
+/* Shard s of batch b as a batch of its own (the entry's B rows), with
+ * the run it had in drv_grad_run. */
+void drv_grad_shard(const drv_grad *g, const drv_batch *b,
+		    const attnrt_run *run, uint32_t s, drv_batch *out,
+		    attnrt_run *run_out);
 
 /* Copies of j's parameters as interpreter tensors (float32, or float64
  * with is_f64): m->n_params of them, each freed by the caller with
@@ -321,15 +356,16 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const rt_nmt_data *d, int64_t batch, drv_options *out);
 
 /* The batch source over d for the compiled gradient function g: each
- * epoch the rows in an order drawn from (seed, epoch), batches of g's B
- * rows, the last one filled up with rows of valid length 0; a batch
- * counts its valid target tokens (n_items and loss_divisor). g's inputs
- * are found by name (src, src_valid, tgt_in, tgt, tgt_valid) and must be
- * i32 (B, T), or (B) for the valid lengths, with T the data's steps;
- * anything else is reported at data's line. */
+ * epoch the rows in an order drawn from (seed, epoch), batches of
+ * `batch` rows (0: g's B), the last one filled up with rows of valid
+ * length 0, as are the rows past `batch` of g's shards (g->n_shards of
+ * B rows); a batch counts its valid target tokens (n_items and
+ * loss_divisor). g's inputs are found by name (src, src_valid, tgt_in,
+ * tgt, tgt_valid) and must be i32 (B, T), or (B) for the valid lengths,
+ * with T the data's steps; anything else is reported at data's line. */
 bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
-			 const rt_nmt_data *d, uint64_t seed, const drv_grad *g,
-			 drv_batch_source *src);
+			 const rt_nmt_data *d, uint64_t seed, size_t batch,
+			 const drv_grad *g, drv_batch_source *src);
 
 /* ---- translation (translate.c, attention.c) ---------------------------------------------- */
 

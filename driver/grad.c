@@ -89,6 +89,7 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 		return false;
 	if (data->nmt)
 		return drv_nmt_source_open(ctx, tc->data, data->nmt, data->o.seed,
+					   g->n_shards > 1 ? (size_t)tc->batch : 0,
 					   g, src);
 	double *samples = malloc(sizeof *samples);
 	if (!samples) {
@@ -112,28 +113,44 @@ static bool same_dims(const attnrt_tensor_info *t, const attnrt_param_info *p)
 	return true;
 }
 
-/* Points output k ("grad.<param>") at its parameter's place in the
- * gradient block. */
-static bool map_grad_output(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
-			    drv_grad *g, const attnrt_tensor_info *outs,
-			    uint32_t k)
+/* Points output k ("grad.<param>") of every shard at its parameter's
+ * place in the shard's gradient block. */
+static bool map_grad_output(ir_ctx *ctx, const ir_module *m, drv_grad *g,
+			    const attnrt_tensor_info *outs, uint32_t k)
 {
 	const attnrt_tensor_info *out = &outs[k];
-	uint32_t n;
-	const attnrt_param_info *table = cg_program_params(j->p, &n);
 	int32_t p = strncmp(out->name, "grad.", 5) == 0
 			    ? ir_module_find_param(m, out->name + 5)
 			    : -1;
-	if (p < 0 || (uint32_t)p >= n || !same_dims(out, &table[p])) {
+	if (p < 0 || (uint32_t)p >= g->n_params ||
+	    !same_dims(out, &g->table[p])) {
 		ir_error(ctx, g->f->loc, "'%s': output '%s' is not the gradient of "
 			 "a parameter", g->f->name, out->name);
 		return false;
 	}
-	g->outputs[k] = (char *)g->grads + table[p].offset;
+	for (uint32_t s = 0; s < g->n_shards; s++)
+		g->shards[s].outputs[k] =
+			(char *)g->shards[s].grads + g->table[p].offset;
 	return true;
 }
 
-static bool alloc_loss(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
+/* A shard's memory; its gradient block zeroed, so that adding blocks
+ * adds zeros where no output writes. */
+static bool shard_alloc(drv_grad *g, drv_shard *sh, size_t grad_bytes,
+			size_t scratch_bytes)
+{
+	sh->grads = attnrt_alloc(NULL, grad_bytes);
+	sh->scratch = attnrt_alloc(NULL, scratch_bytes);
+	sh->loss = attnrt_alloc(NULL, g->n_loss * sizeof *sh->loss);
+	sh->outputs = calloc(g->n_outputs, sizeof *sh->outputs);
+	if (!sh->grads || !sh->scratch || !sh->loss || !sh->outputs)
+		return false;
+	memset(sh->grads, 0, grad_bytes);
+	sh->outputs[0] = sh->loss;
+	return true;
+}
+
+static bool loss_is_f32(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
 {
 	if (t->dtype != ATTNRT_F32) {
 		ir_error(ctx, g->f->loc, "'%s': the loss is not f32", g->f->name);
@@ -142,64 +159,140 @@ static bool alloc_loss(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
 	g->n_loss = 1;
 	for (int d = 0; d < t->rank; d++)
 		g->n_loss *= (size_t)t->dims[d];
-	g->loss = attnrt_alloc(NULL, g->n_loss * sizeof *g->loss);
-	g->outputs[0] = g->loss;
-	return g->loss != NULL;
+	return true;
 }
 
 bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
-		   const drv_train_config *tc, const drv_jit *j, drv_grad *g)
+		   const drv_train_config *tc, const drv_jit *j,
+		   uint32_t n_shards, drv_grad *g)
 {
 	char name[256];
-	uint32_t n_out;
 	memset(g, 0, sizeof *g);
 	g->f = ir_module_find_func(m, drv_grad_name(tc, name, sizeof name));
 	g->fn = cg_program_entry(j->p, name);
-	const attnrt_tensor_info *outs = cg_program_outputs(j->p, name, &n_out);
+	const attnrt_tensor_info *outs = cg_program_outputs(j->p, name, &g->n_outputs);
 	g->inputs = cg_program_inputs(j->p, name, &g->n_inputs);
-	if (n_out > DRV_MAX_GRAD_OUTPUTS || g->n_inputs > 64) {
-		ir_error(ctx, (ir_loc){0}, "'%s' has %u inputs and %u outputs; "
-			 "training takes at most 64 and %d", name, g->n_inputs,
-			 n_out, DRV_MAX_GRAD_OUTPUTS);
+	g->table = cg_program_params(j->p, &g->n_params);
+	g->n_shards = n_shards < 1 ? 1 : n_shards;
+	if (g->n_outputs > DRV_MAX_GRAD_OUTPUTS || g->n_inputs > 64 ||
+	    g->n_shards > DRV_MAX_SHARDS) {
+		ir_error(ctx, (ir_loc){0}, "'%s' has %u inputs and %u outputs "
+			 "(%u shards); training takes at most 64, %d (and %d)",
+			 name, g->n_inputs, g->n_outputs, g->n_shards,
+			 DRV_MAX_GRAD_OUTPUTS, DRV_MAX_SHARDS);
 		return false;
 	}
-	if (!g->f || !g->fn || n_out < 1) {
+	if (!g->f || !g->fn || g->n_outputs < 1) {
 		ir_error(ctx, (ir_loc){0}, "model %s has no compiled gradient "
 			 "function '%s'", m->name, name);
 		return false;
 	}
-	g->grads = attnrt_alloc(NULL, cg_program_params_bytes(j->p));
-	g->scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(j->p, name));
-	if (!g->grads || !g->scratch || !alloc_loss(ctx, g, &outs[0])) {
-		if (!ctx->n_errors)
-			ir_error(ctx, (ir_loc){0}, "out of memory");
+	if (!loss_is_f32(ctx, g, &outs[0]))
 		return false;
-	}
-	for (uint32_t k = 1; k < n_out; k++)
-		if (!map_grad_output(ctx, m, j, g, outs, k))
+	size_t grad_bytes = cg_program_params_bytes(j->p);
+	size_t scratch_bytes = cg_program_scratch_bytes(j->p, name);
+	for (uint32_t s = 0; s < g->n_shards; s++)
+		if (!shard_alloc(g, &g->shards[s], grad_bytes, scratch_bytes)) {
+			ir_error(ctx, (ir_loc){0}, "out of memory");
+			return false;
+		}
+	g->grads = g->shards[0].grads;
+	g->loss = g->shards[0].loss;
+	for (uint32_t k = 1; k < g->n_outputs; k++)
+		if (!map_grad_output(ctx, m, g, outs, k))
 			return false;
 	return true;
 }
 
 void drv_grad_close(drv_grad *g)
 {
-	attnrt_free(NULL, g->grads);
-	attnrt_free(NULL, g->scratch);
-	attnrt_free(NULL, g->loss);
+	for (uint32_t s = 0; s < g->n_shards; s++) {
+		drv_shard *sh = &g->shards[s];
+		attnrt_free(NULL, sh->grads);
+		attnrt_free(NULL, sh->scratch);
+		attnrt_free(NULL, sh->loss);
+		free(sh->outputs);
+	}
 	memset(g, 0, sizeof *g);
+}
+
+void drv_grad_shard(const drv_grad *g, const drv_batch *b,
+		    const attnrt_run *run, uint32_t s, drv_batch *out,
+		    attnrt_run *run_out)
+{
+	*out = *b;
+	for (uint32_t i = 0; i < g->n_inputs; i++)
+		out->inputs[i] = (const char *)b->inputs[i] + s * b->shard_bytes[i];
+	out->n_live = 1;
+	*run_out = *run;
+	run_out->step = run->step * g->n_shards + s;
+}
+
+/* The shards of one run, dealt round-robin to a team. */
+typedef struct shard_run {
+	const drv_jit *j;
+	drv_grad *g;
+	const drv_batch *b;
+	const attnrt_run *run;
+	uint32_t n_live;
+	int32_t n_threads; /* of each shard's call */
+	int rc[DRV_MAX_SHARDS];
+} shard_run;
+
+static void run_shards(void *data, int tid, int n)
+{
+	shard_run *r = data;
+	for (uint32_t s = (uint32_t)tid; s < r->n_live; s += (uint32_t)n) {
+		drv_batch sb;
+		attnrt_run run;
+		drv_grad_shard(r->g, r->b, r->run, s, &sb, &run);
+		run.n_threads = r->n_threads;
+		drv_shard *sh = &r->g->shards[s];
+		r->rc[s] = r->g->fn(&run, r->j->params, sh->scratch, sb.inputs,
+				    sh->outputs);
+	}
+}
+
+/* Shard 0's gradients += those of shards 1 .. n_live - 1, in order. */
+static void add_shards(drv_grad *g, uint32_t n_live)
+{
+	for (uint32_t p = 0; p < g->n_params; p++) {
+		const attnrt_param_info *pi = &g->table[p];
+		size_t n = 1;
+		for (int d = 0; d < pi->rank; d++)
+			n *= (size_t)pi->dims[d];
+		float *to = (float *)((char *)g->grads + pi->offset);
+		for (uint32_t s = 1; s < n_live; s++) {
+			const float *from = (const float *)
+				((const char *)g->shards[s].grads + pi->offset);
+			for (size_t i = 0; i < n; i++)
+				to[i] += from[i];
+		}
+	}
 }
 
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss)
 {
-	int rc = g->fn(run, j->params, g->scratch, b->inputs, g->outputs);
-	if (rc != ATTNRT_OK) {
-		drv_report_run_error(ctx, g->f, rc);
-		return false;
-	}
+	uint32_t n_live = b->n_live && b->n_live < g->n_shards ? b->n_live
+							       : g->n_shards;
+	int32_t threads = run->n_threads > 0 ? run->n_threads : cg_threads_get();
+	int team = n_live > 1 && threads > 1
+			   ? (int)(threads < (int32_t)n_live ? threads : (int32_t)n_live)
+			   : 1;
+	shard_run r = {.j = j, .g = g, .b = b, .run = run, .n_live = n_live,
+		       .n_threads = team > 1 ? 1 : run->n_threads};
+	cg_threads_each(team, run_shards, &r);
 	*loss = 0;
-	for (size_t i = 0; i < g->n_loss; i++)
-		*loss += g->loss[i];
+	for (uint32_t s = 0; s < n_live; s++) {
+		if (r.rc[s] != ATTNRT_OK) {
+			drv_report_run_error(ctx, g->f, r.rc[s]);
+			return false;
+		}
+		for (size_t i = 0; i < g->n_loss; i++)
+			*loss += g->shards[s].loss[i];
+	}
+	add_shards(g, n_live);
 	return true;
 }
 

@@ -182,7 +182,7 @@ static bool checker_open(checker *c, const drv_train_config *tc)
 	if (!drv_data_open(c->ctx, c->m, c->o, tc, &c->data) ||
 	    !drv_jit_open(c->ctx, c->m, &c->data.o, ir_module_default_func(c->m),
 			  true, &c->jit) ||
-	    !drv_grad_open(c->ctx, c->m, tc, &c->jit, &c->grad) ||
+	    !drv_grad_open(c->ctx, c->m, tc, &c->jit, 1, &c->grad) ||
 	    !drv_batch_source_open(c->ctx, c->m, tc, &c->data, &c->jit, &c->grad,
 				   &c->src) ||
 	    !c->src.fill(c->src.state, 0, 0, &c->batch) ||

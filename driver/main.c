@@ -58,6 +58,9 @@ static const char usage[] =
 	"  --epochs N           train N epochs instead of the file's number\n"
 	"  --lr X               learning rate X instead of the file's\n"
 	"  --batch N            batch size (the value of the dimension B)\n"
+	"  --shards N           split each batch into N shards of rows, each\n"
+	"                       run on a thread of its own, their gradients\n"
+	"                       added (instead of the file's `shards`, or 1)\n"
 	"  --metrics FILE       write one JSON line per epoch (and per\n"
 	"                       translation) to FILE\n"
 	"  --gradcheck          check the compiled gradient against finite\n"
@@ -225,6 +228,8 @@ static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 		return parse_sym(ctx, o, v);
 	else if (strcmp(a, "--batch") == 0)
 		return add_sym(ctx, o, a, "B", v);
+	else if (strcmp(a, "--shards") == 0)
+		return parse_count(ctx, a, v, &o->shards);
 	else if (strcmp(a, "--threads") == 0) {
 		if (!parse_count(ctx, a, v, &n))
 			return false;
@@ -241,7 +246,7 @@ static bool is_valued(const char *a)
 {
 	static const char *const names[] = {
 		"--entry", "-o",      "--load",   "--save",    "--sym",
-		"--batch", "--threads", "--seed", "--epochs", "--lr",
+		"--batch", "--shards", "--threads", "--seed", "--epochs", "--lr",
 		"--metrics", "--plot", "--heatmap", "--data", "--examples",
 		"--translate"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
@@ -317,9 +322,10 @@ static const char *check_training(const drv_options *o)
 		return "-c and --emit write code; they do not train";
 	if (o->gradcheck && o->stats)
 		return "--stats does not go with --gradcheck";
-	if ((o->epochs || o->lr > 0 || (o->metrics && !o->n_translate)) &&
+	if ((o->epochs || o->lr > 0 || o->shards ||
+	     (o->metrics && !o->n_translate)) &&
 	    !o->train)
-		return "--epochs, --lr and --metrics need --train";
+		return "--epochs, --lr, --shards and --metrics need --train";
 	if (o->gradcheck && (o->plot || o->heatmap || o->save))
 		return "--gradcheck checks; it does not draw or save";
 	if ((o->plot || o->heatmap) && !o->interp && !o->jit && !o->train)

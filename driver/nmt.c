@@ -164,14 +164,31 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 typedef struct nmt_source {
 	const rt_nmt_data *data;
 	uint64_t seed;
-	size_t B;
+	size_t B;           /* rows of a batch */
+	size_t shard_rows;  /* rows of a shard (the entry's B) */
+	size_t rows;        /* of the arrays: shards * shard_rows >= B */
+	uint32_t n_shards;
 	size_t *order;      /* (N) the rows of the epoch in order */
 	uint64_t epoch;     /* whose order it is; UINT64_MAX: none yet */
 	int32_t *ids;       /* the batch's five arrays, one block */
 	rt_nmt_batch batch;
 	int32_t *inputs[5]; /* the loss entry's inputs, in its order */
+	bool inputs_are_rows[5]; /* (B, T) rather than (B) */
 	uint32_t n_inputs;
 } nmt_source;
+
+/* The rows past the batch, up to the shards' end: padding. */
+static void pad_rows(nmt_source *s)
+{
+	size_t T = (size_t)rt_nmt_steps(s->data);
+	rt_nmt_batch *b = &s->batch;
+	for (size_t r = s->B; r < s->rows; r++) {
+		for (size_t t = 0; t < T; t++)
+			b->src[r * T + t] = b->tgt_in[r * T + t] = b->tgt[r * T + t] =
+				RT_NMT_PAD;
+		b->src_valid[r] = b->tgt_valid[r] = 0;
+	}
+}
 
 static bool nmt_fill(void *state, uint64_t epoch, uint64_t i, drv_batch *b)
 {
@@ -183,8 +200,13 @@ static bool nmt_fill(void *state, uint64_t epoch, uint64_t i, drv_batch *b)
 	int rc = rt_nmt_fill_batch(s->data, s->order, (size_t)i, s->B, &s->batch);
 	if (rc != ATTNRT_OK)
 		return false;
-	for (uint32_t k = 0; k < s->n_inputs; k++)
+	pad_rows(s);
+	for (uint32_t k = 0; k < s->n_inputs; k++) {
 		b->inputs[k] = s->inputs[k];
+		b->shard_bytes[k] = s->shard_rows * sizeof(int32_t) *
+				    (s->inputs_are_rows[k] ? (size_t)rt_nmt_steps(s->data) : 1);
+	}
+	b->n_live = (uint32_t)((s->batch.n_rows + s->shard_rows - 1) / s->shard_rows);
 	b->n_items = (double)s->batch.n_tokens;
 	b->loss_divisor = (double)s->batch.n_tokens;
 	return true;
@@ -229,7 +251,7 @@ static bool map_input(ir_ctx *ctx, const ir_setting *data, nmt_source *s,
 	}
 	bool is_valid = k == 1 || k == 4;
 	bool ok = t->dtype == ATTNRT_I32 && t->rank == (is_valid ? 1 : 2) &&
-		  (size_t)t->dims[0] == s->B &&
+		  (size_t)t->dims[0] == s->shard_rows &&
 		  (is_valid || t->dims[1] == steps);
 	if (!ok) {
 		char dims[160];
@@ -237,16 +259,17 @@ static bool map_input(ir_ctx *ctx, const ir_setting *data, nmt_source *s,
 		ir_error(ctx, data->loc, "data = nmt(...): the loss's input '%s' "
 			 "is %s%s, but the data gives i32[%zu%s] (steps = %d)",
 			 t->name, t->dtype == ATTNRT_I32 ? "i32" : "f32", dims,
-			 s->B, is_valid ? "" : ", T", steps);
+			 s->shard_rows, is_valid ? "" : ", T", steps);
 		return false;
 	}
+	s->inputs_are_rows[s->n_inputs] = !is_valid;
 	s->inputs[s->n_inputs++] = input_array(s, k);
 	return true;
 }
 
 static bool source_alloc(nmt_source *s, size_t T)
 {
-	size_t N = rt_nmt_rows(s->data), B = s->B;
+	size_t N = rt_nmt_rows(s->data), B = s->rows;
 	s->order = malloc((N + 1) * sizeof *s->order);
 	s->ids = malloc((3 * B * T + 2 * B) * sizeof *s->ids);
 	if (!s->order || !s->ids)
@@ -259,8 +282,8 @@ static bool source_alloc(nmt_source *s, size_t T)
 }
 
 bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
-			 const rt_nmt_data *d, uint64_t seed, const drv_grad *g,
-			 drv_batch_source *src)
+			 const rt_nmt_data *d, uint64_t seed, size_t batch,
+			 const drv_grad *g, drv_batch_source *src)
 {
 	memset(src, 0, sizeof *src);
 	nmt_source *s = calloc(1, sizeof *s);
@@ -268,8 +291,11 @@ bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
+	size_t shard_rows = g->n_inputs ? (size_t)g->inputs[0].dims[0] : 0;
 	*s = (nmt_source){.data = d, .seed = seed, .epoch = UINT64_MAX,
-			  .B = g->n_inputs ? (size_t)g->inputs[0].dims[0] : 0};
+			  .shard_rows = shard_rows, .n_shards = g->n_shards,
+			  .rows = shard_rows * g->n_shards,
+			  .B = batch ? batch : shard_rows};
 	*src = (drv_batch_source){"tokens", 0, s, nmt_fill, nmt_fini};
 	int steps = rt_nmt_steps(d);
 	if (g->n_inputs == 0 || g->n_inputs > 5 || g->inputs[0].rank < 1 ||
@@ -277,6 +303,11 @@ bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 		ir_error(ctx, data->loc, "data = nmt(...) feeds a loss that takes "
 			 "src, src_valid, tgt_in, tgt and tgt_valid; '%s' takes %u "
 			 "inputs", g->f->name, g->n_inputs);
+		return false;
+	}
+	if (s->B > s->rows) {
+		ir_error(ctx, data->loc, "a batch of %zu rows does not fit %u "
+			 "shards of %zu", s->B, s->n_shards, s->shard_rows);
 		return false;
 	}
 	if (!source_alloc(s, (size_t)steps)) {

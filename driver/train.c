@@ -116,6 +116,23 @@ out:
 	ir_free(ctx, outs);
 }
 
+/* The shard the re-run should look at: the first whose loss, else the
+ * first past 0 whose gradients (shard 0's hold the sum) are not finite. */
+static uint32_t nonfinite_shard(const trainer *t, const drv_batch *b)
+{
+	const drv_grad *g = &t->grad;
+	uint32_t n = b->n_live && b->n_live < g->n_shards ? b->n_live : g->n_shards;
+	for (uint32_t s = 0; s < n; s++)
+		for (size_t i = 0; i < g->n_loss; i++)
+			if (!isfinite(g->shards[s].loss[i]))
+				return s;
+	for (uint32_t s = 1; s < n; s++)
+		if (!isfinite(attnrt_grad_norm(t->table, t->n_params,
+					       g->shards[s].grads)))
+			return s;
+	return 0;
+}
+
 static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
 			     const attnrt_run *run, double loss, double norm)
 {
@@ -126,7 +143,14 @@ static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
 		 (unsigned long long)t->step + 1,
 		 is_loss ? "the loss" : "the gradients' norm",
 		 nonfinite_name(is_loss ? loss : norm));
-	find_nonfinite_op(t, b, run, is_loss);
+	drv_batch shard;
+	attnrt_run shard_run;
+	uint32_t s = nonfinite_shard(t, b);
+	drv_grad_shard(&t->grad, b, run, s, &shard, &shard_run);
+	if (t->grad.n_shards > 1)
+		ir_note(t->ctx, (ir_loc){0}, "in shard %u of the batch's %u", s + 1,
+			t->grad.n_shards);
+	find_nonfinite_op(t, &shard, &shard_run, is_loss);
 }
 
 /* The first value of parameter p in the params block that is not finite. */
@@ -308,14 +332,36 @@ static bool open_jit(trainer *t, const ir_func *f)
 				 is_nmt ? only : NULL, is_nmt, &t->jit);
 }
 
+/* With shards, the compiled B is a shard's rows: the batch's, divided
+ * (rounded up; the rows past the batch are padding). */
+static bool shard_batch(trainer *t)
+{
+	int64_t n = t->tc->shards;
+	if (n <= 1)
+		return true;
+	drv_options *o = &t->data.o;
+	uint32_t i = 0;
+	while (i < o->n_syms && strcmp(o->syms[i].name, "B") != 0)
+		i++;
+	if (i == DRV_MAX_LIST) {
+		ir_error(t->ctx, (ir_loc){0}, "--sym: at most %d", DRV_MAX_LIST);
+		return false;
+	}
+	o->syms[i] = (drv_sym_value){"--shards", "B", (t->tc->batch + n - 1) / n};
+	if (i == o->n_syms)
+		o->n_syms++;
+	return true;
+}
+
 static bool trainer_open(trainer *t)
 {
 	char err[256];
 	const ir_func *f = ir_module_default_func(t->m);
 	if (!open_metrics(t) ||
 	    !drv_data_open(t->ctx, t->m, t->o, t->tc, &t->data) ||
-	    !open_jit(t, f) ||
-	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit, &t->grad) ||
+	    !shard_batch(t) || !open_jit(t, f) ||
+	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit, (uint32_t)t->tc->shards,
+			   &t->grad) ||
 	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->data, &t->jit,
 				   &t->grad, &t->src))
 		return false;
@@ -363,9 +409,13 @@ static void print_header(const trainer *t)
 	       c->kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd", c->lr);
 	if (t->tc->clip > 0)
 		printf(", clip %g", t->tc->clip);
-	printf(", %lld epochs of %llu batch%s\n", (long long)t->tc->epochs,
+	printf(", %lld epochs of %llu batch%s", (long long)t->tc->epochs,
 	       (unsigned long long)t->src.n_batches,
 	       t->src.n_batches == 1 ? "" : "es");
+	if (t->grad.n_shards > 1)
+		printf(" in %u shards of %lld rows", t->grad.n_shards,
+		       (long long)t->grad.inputs[0].dims[0]);
+	printf("\n");
 }
 
 static void print_summary(const trainer *t)

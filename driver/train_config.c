@@ -14,7 +14,8 @@
 #include <string.h>
 
 static const char *const train_keys[] = {"entry", "data",   "batch",
-					 "optimizer", "clip", "epochs"};
+					 "optimizer", "clip", "epochs",
+					 "shards"};
 #define N_TRAIN_KEYS (sizeof train_keys / sizeof *train_keys)
 
 /* Every setting must be one the driver reads: a typo is an error. */
@@ -27,7 +28,8 @@ static bool check_keys(ir_ctx *ctx, const ir_module *m)
 			is_known |= strcmp(m->train[i].key, train_keys[k]) == 0;
 		if (!is_known) {
 			ir_error(ctx, m->train[i].loc, "unknown train setting '%s' "
-				 "(entry, data, batch, optimizer, clip, epochs)",
+				 "(entry, data, batch, optimizer, clip, epochs, "
+				 "shards)",
 				 m->train[i].key);
 			ok = false;
 		}
@@ -125,6 +127,50 @@ static bool read_entry(ir_ctx *ctx, const ir_module *m, drv_train_config *tc)
 	return false;
 }
 
+/* The batch (--batch or --sym B=N, else the block's) and its shards
+ * (--shards, else the block's `shards`, else 1): more than one needs a
+ * batch of translation pairs, at least a row a shard. */
+static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			double block_batch, drv_train_config *tc)
+{
+	const ir_setting *sh = ir_module_find_setting(m, "shards");
+	double n = 1;
+	tc->batch = (int64_t)block_batch;
+	for (uint32_t i = 0; i < o->n_syms; i++)
+		if (strcmp(o->syms[i].name, "B") == 0)
+			tc->batch = o->syms[i].value;
+	if (sh && !read_number(ctx, sh, 0, true, true, DRV_MAX_SHARDS + 1.0, &n))
+		return false;
+	tc->shards = o->shards ? o->shards : (int64_t)n;
+	tc->shards_at = o->shards ? NULL : sh;
+	if (tc->shards == 1)
+		return true;
+	ir_loc at = tc->shards_at ? tc->shards_at->loc : (ir_loc){0};
+	char what[64];
+	snprintf(what, sizeof what, tc->shards_at ? "shards = %lld" : "--shards %lld",
+		 (long long)tc->shards);
+	if (tc->shards > DRV_MAX_SHARDS) {
+		ir_error(ctx, at, "%s: at most %d shards", what, DRV_MAX_SHARDS);
+		return false;
+	}
+	if (!drv_nmt_is_source(tc->data)) {
+		ir_error(ctx, at, "%s: model %s trains on no batch of rows to "
+			 "split (shards need data = nmt(...))", what, m->name);
+		return false;
+	}
+	if (tc->batch == 0) {
+		ir_error(ctx, at, "%s: the batch has no size to split (batch = "
+			 "N in the train block, or --batch N)", what);
+		return false;
+	}
+	if (tc->batch < tc->shards) {
+		ir_error(ctx, at, "%s: more shards than the %lld rows of a batch",
+			 what, (long long)tc->batch);
+		return false;
+	}
+	return true;
+}
+
 /* The settings training needs beyond the entry and the data. */
 static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 			  const drv_options *o, drv_train_config *tc)
@@ -133,7 +179,7 @@ static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 	const ir_setting *ep = ir_module_find_setting(m, "epochs");
 	const ir_setting *clip = ir_module_find_setting(m, "clip");
 	const ir_setting *batch = ir_module_find_setting(m, "batch");
-	double epochs = 0, b;
+	double epochs = 0, b = 0;
 	bool ok = true;
 	if (!opt)
 		ir_error(ctx, (ir_loc){0}, "the train block of %s names no optimizer "
@@ -145,6 +191,7 @@ static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 		ok &= read_number(ctx, clip, 0, true, false, INFINITY, &tc->clip);
 	if (batch)
 		ok &= read_number(ctx, batch, 0, true, true, 2147483648.0, &b);
+	ok = ok && read_shards(ctx, m, o, b, tc);
 	tc->epochs = o->epochs ? o->epochs : (int64_t)epochs;
 	if (ok && !tc->epochs) {
 		ir_error(ctx, (ir_loc){0}, "the train block of %s gives no epochs "

@@ -89,6 +89,7 @@ train
   entry = loss
   data = nmt(examples = 600, steps = T)
   batch = 64
+  shards = 2                           # two halves of 32 rows, a thread each
   optimizer = adam(lr = 0.005)
   clip = 1
   epochs = 250

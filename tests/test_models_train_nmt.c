@@ -259,6 +259,94 @@ START_TEST(test_bahdanau_gradient_of_a_translation_batch_is_right)
 }
 END_TEST
 
+/* models/bahdanau.g without dropout, in a temporary file (path, of 64
+ * bytes). */
+static void write_bahdanau_without_dropout(char *path)
+{
+	static char text[1 << 15];
+	char src[512];
+	snprintf(src, sizeof src, "%s/models/bahdanau.g", ATTNC_SOURCE_DIR);
+	read_file(src, text, sizeof text);
+	char *p = strstr(text, "P = 0.1");
+	ck_assert_ptr_nonnull(p);
+	memcpy(p, "P = 0  ", 7);
+	char base[] = "/tmp/attnc_nodrop_XXXXXX";
+	int fd = mkstemp(base);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	snprintf(path, 64, "%s.g", base); /* the driver reads .g by its name */
+	remove(base);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	size_t n = strlen(text);
+	ck_assert_int_eq(write(fd, text, n), (ssize_t)n);
+	close(fd);
+}
+
+/* Shards of a batch add up to the whole batch: without dropout (whose
+ * masks are a shard's own) the losses of 1, 2 and 3 shards agree to
+ * rounding, over a first batch of 64 rows and a last one of 36 (3 shards
+ * of 22 rows: 22 + 14 real rows, and a shard of padding alone). */
+START_TEST(test_shards_add_up_to_the_whole_batch)
+{
+	char model[64];
+	write_bahdanau_without_dropout(model);
+	static run r[3];
+	const char *counts[3] = {"1", "2", "3"};
+	for (int i = 0; i < 3; i++) {
+		const char *args[] = {model, "--train", "--examples", "100",
+				      "--epochs", "2", "--threads", "1",
+				      "--shards", counts[i], NULL};
+		run_attnc(&r[i], args, true);
+		ck_assert_int_eq(r[i].n_epochs, 2);
+	}
+	remove(model);
+	ck_assert_ptr_nonnull(strstr(r[2].out, "2 epochs of 2 batches in 3 "
+					       "shards of 22 rows"));
+	ck_assert_ptr_null(strstr(r[0].out, "shards"));
+	for (int i = 1; i < 3; i++)
+		for (int e = 0; e < 2; e++)
+			ck_assert_double_eq_tol(r[i].loss[e], r[0].loss[e],
+						1e-6 * r[0].loss[e]);
+	/* The second epoch's loss follows a step: they did train. */
+	ck_assert_double_lt(r[0].loss[1], r[0].loss[0]);
+}
+END_TEST
+
+/* Sharded training gives the same parameters, bit for bit, whether the
+ * shards run one after the other (--threads 1) or side by side (the
+ * tuner tries 2 threads on the first steps). */
+START_TEST(test_sharded_training_does_not_depend_on_threads)
+{
+	char ckpt[2][32] = {"/tmp/attnc_shards_XXXXXX", "/tmp/attnc_shards_XXXXXX"};
+	const char *threads[2] = {"1", "2"};
+	static run r[2];
+	static char bytes[2][1 << 20];
+	size_t n[2];
+	for (int i = 0; i < 2; i++) {
+		int fd = mkstemp(ckpt[i]);
+		ck_assert_int_ge(fd, 0);
+		close(fd);
+		const char *args[] = {"models/bahdanau.g", "--train", "--examples",
+				      "300", "--epochs", "2", "--shards", "2",
+				      "--threads", threads[i], "--save", ckpt[i],
+				      "--translate", "go .", NULL};
+		run_attnc(&r[i], args, true);
+		FILE *f = fopen(ckpt[i], "rb");
+		ck_assert_ptr_nonnull(f);
+		n[i] = fread(bytes[i], 1, sizeof bytes[i], f);
+		fclose(f);
+		remove(ckpt[i]);
+	}
+	ck_assert_uint_gt(n[0], 1000);
+	ck_assert_uint_lt(n[0], sizeof bytes[0]);
+	ck_assert_uint_eq(n[0], n[1]);
+	ck_assert(memcmp(bytes[0], bytes[1], n[0]) == 0);
+	for (int e = 0; e < 2; e++)
+		ck_assert(r[0].loss[e] == r[1].loss[e]);
+}
+END_TEST
+
 #define REAL_CORPUS "../shared/data/fra-eng/fra.txt"
 
 /* 30 epochs of the book's Transformer on the real corpus. The loss it
@@ -302,6 +390,8 @@ static Suite *nmt_suite(void)
 	tcase_add_test(tc, test_training_translates_the_books_sentences);
 	tcase_add_test(tc, test_transformer_gradient_of_a_translation_batch_is_right);
 	tcase_add_test(tc, test_bahdanau_gradient_of_a_translation_batch_is_right);
+	tcase_add_test(tc, test_shards_add_up_to_the_whole_batch);
+	tcase_add_test(tc, test_sharded_training_does_not_depend_on_threads);
 	suite_add_tcase(s, tc);
 	TCase *real = tcase_create("real");
 	tcase_set_timeout(real, 600);
