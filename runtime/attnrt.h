@@ -221,6 +221,18 @@ void attnrt_optim_step(attnrt_optim *opt, void *params, const void *grads);
 void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
 			      const void *grads, double grad_scale);
 
+/* attnrt_optim_step_scaled in parts that threads may run at once:
+ * attnrt_optim_begin_step advances the step count, then each
+ * attnrt_optim_update_part updates part `part` of n_parts: the
+ * parameters' elements, in table order, cut into n_parts ranges of equal
+ * size (but for rounding). Once every part of a step has run, params
+ * holds the bits attnrt_optim_step_scaled gives (the update is
+ * elementwise). Parts read only opt, so they may run concurrently. */
+void attnrt_optim_begin_step(attnrt_optim *opt);
+void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
+			      const void *grads, double grad_scale,
+			      size_t part, size_t n_parts);
+
 /* Steps taken so far. */
 uint64_t attnrt_optim_steps(const attnrt_optim *opt);
 

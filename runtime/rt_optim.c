@@ -106,18 +106,47 @@ static float *elems(const attnrt_param_info *p, const void *block)
 	return (float *)((char *)(uintptr_t)block + p->offset);
 }
 
-static void sgd_step(const attnrt_optim *o, void *params, const void *grads,
-		     float scale)
+/* The elements [lo, hi) of the parameters, counted in table order: for
+ * each parameter that has some, its first (off) and how many (n). */
+typedef struct span {
+	const attnrt_param_info *p;
+	int64_t off, n;
+} span;
+
+/* Calls fn on every span of [lo, hi). */
+static void each_span(const attnrt_optim *o, int64_t lo, int64_t hi,
+		      void (*fn)(const attnrt_optim *o, const span *s, void *cx),
+		      void *cx)
 {
-	float lr = (float)o->cfg.lr;
-	for (size_t i = 0; i < o->n_params; i++) {
-		const attnrt_param_info *pi = &o->table[i];
-		float *restrict p = elems(pi, params);
-		const float *restrict g = elems(pi, grads);
-		int64_t n = rt_param_numel(pi);
-		for (int64_t k = 0; k < n; k++)
-			p[k] -= lr * (g[k] * scale);
+	int64_t base = 0;
+	for (size_t i = 0; i < o->n_params && base < hi; i++) {
+		int64_t n = rt_param_numel(&o->table[i]);
+		int64_t a = lo > base ? lo - base : 0;
+		int64_t b = hi < base + n ? hi - base : n;
+		if (a < b) {
+			span s = {&o->table[i], a, b - a};
+			fn(o, &s, cx);
+		}
+		base += n;
 	}
+}
+
+/* What one update reads: the blocks and Adam's constants (below). */
+typedef struct update_cx {
+	void *params;
+	const void *grads;
+	float scale;
+	float c[8];
+} update_cx;
+
+static void sgd_span(const attnrt_optim *o, const span *s, void *cx)
+{
+	const update_cx *u = cx;
+	float lr = (float)o->cfg.lr, scale = u->scale;
+	float *restrict p = elems(s->p, u->params) + s->off;
+	const float *restrict g = elems(s->p, u->grads) + s->off;
+	for (int64_t k = 0; k < s->n; k++)
+		p[k] -= lr * (g[k] * scale);
 }
 
 /* One parameter's Adam update; a plain float loop the compiler
@@ -147,34 +176,57 @@ static void adam_update(float *restrict p, float *restrict m,
 	}
 }
 
-static void adam_step(const attnrt_optim *o, void *params, const void *grads,
-		      float scale)
+static void adam_span(const attnrt_optim *o, const span *s, void *cx)
 {
-	double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
-	/* 1 - beta in double: in float, 1 - 0.999f loses 4 digits */
-	float c[8] = {(float)b1, (float)b2,
-		      (float)(o->cfg.lr / (1 - pow(b1, (double)o->t))),
-		      (float)sqrt(1 - pow(b2, (double)o->t)),
-		      (float)o->cfg.eps, scale, (float)(1 - b1), (float)(1 - b2)};
-	for (size_t i = 0; i < o->n_params; i++) {
-		const attnrt_param_info *pi = &o->table[i];
-		adam_update(elems(pi, params), elems(pi, o->m), elems(pi, o->v),
-			    elems(pi, grads), rt_param_numel(pi), c);
+	const update_cx *u = cx;
+	adam_update(elems(s->p, u->params) + s->off, elems(s->p, o->m) + s->off,
+		    elems(s->p, o->v) + s->off, elems(s->p, u->grads) + s->off,
+		    s->n, u->c);
+}
+
+static int64_t total_elems(const attnrt_optim *o)
+{
+	int64_t n = 0;
+	for (size_t i = 0; i < o->n_params; i++)
+		n += rt_param_numel(&o->table[i]);
+	return n;
+}
+
+void attnrt_optim_begin_step(attnrt_optim *opt)
+{
+	opt->t++;
+}
+
+void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
+			      const void *grads, double grad_scale,
+			      size_t part, size_t n_parts)
+{
+	const attnrt_optim *o = opt;
+	update_cx u = {params, grads, (float)grad_scale, {0}};
+	if (o->cfg.kind == ATTNRT_OPTIM_ADAM) {
+		double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
+		/* 1 - beta in double: in float, 1 - 0.999f loses 4 digits */
+		float c[8] = {(float)b1, (float)b2,
+			      (float)(o->cfg.lr / (1 - pow(b1, (double)o->t))),
+			      (float)sqrt(1 - pow(b2, (double)o->t)),
+			      (float)o->cfg.eps, u.scale, (float)(1 - b1),
+			      (float)(1 - b2)};
+		memcpy(u.c, c, sizeof c);
 	}
+	if (n_parts == 0 || part >= n_parts)
+		return;
+	int64_t n = total_elems(o), np = (int64_t)n_parts, pt = (int64_t)part;
+	int64_t lo = n / np * pt + (pt < n % np ? pt : n % np);
+	int64_t hi = lo + n / np + (pt < n % np ? 1 : 0);
+	each_span(o, lo, hi, o->cfg.kind == ATTNRT_OPTIM_ADAM ? adam_span : sgd_span,
+		  &u);
 }
 
 void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
 			      const void *grads, double grad_scale)
 {
-	opt->t++;
-	switch (opt->cfg.kind) {
-	case ATTNRT_OPTIM_SGD:
-		sgd_step(opt, params, grads, (float)grad_scale);
-		break;
-	case ATTNRT_OPTIM_ADAM:
-		adam_step(opt, params, grads, (float)grad_scale);
-		break;
-	}
+	attnrt_optim_begin_step(opt);
+	attnrt_optim_update_part(opt, params, grads, grad_scale, 0, 1);
 }
 
 void attnrt_optim_step(attnrt_optim *opt, void *params, const void *grads)

@@ -88,6 +88,57 @@ START_TEST(test_sgd_step_subtracts_lr_times_the_gradient)
 }
 END_TEST
 
+/* Four parameters of 7, 1, 13 and 5 elements (26), 64 bytes apart. */
+static const attnrt_param_info odd_params[4] = {
+	{"w", 0, 1, {7}, ATTNRT_INIT_ZEROS, 0, 0},
+	{"b", 64, 0, {0}, ATTNRT_INIT_ZEROS, 0, 0},
+	{"m", 128, 2, {13, 1}, ATTNRT_INIT_ZEROS, 0, 0},
+	{"v", 192, 1, {5}, ATTNRT_INIT_ZEROS, 0, 0},
+};
+
+/* A step in parts (run last to first, as threads may finish) gives the
+ * bits of the whole step, for any number of parts: one, a few, one per
+ * element, more parts than elements; the padding is left alone. */
+START_TEST(test_a_step_in_parts_equals_the_whole_step)
+{
+	static const size_t counts[] = {1, 2, 3, 16, 26, 40};
+	for (int kind = 0; kind < 2; kind++)
+		for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+			attnrt_optim_kind k = kind ? ATTNRT_OPTIM_ADAM : ATTNRT_OPTIM_SGD;
+			attnrt_optim_config cfg = attnrt_optim_defaults(k, 0.05);
+			attnrt_optim *whole = NULL, *parts = NULL;
+			char err[128];
+			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, odd_params, 4,
+							     &whole, err, sizeof err),
+					 ATTNRT_OK);
+			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, odd_params, 4,
+							     &parts, err, sizeof err),
+					 ATTNRT_OK);
+			float p[64], q[64], g[64];
+			for (int i = 0; i < 64; i++)
+				p[i] = q[i] = PAD_SENTINEL;
+			for (int i = 0; i < 64; i++)
+				if (i % 16 < (int[]){7, 1, 13, 5}[i / 16])
+					p[i] = q[i] = 0.1f * (float)(i % 7) - 0.3f;
+			for (int t = 1; t <= 3; t++) {
+				for (int i = 0; i < 64; i++)
+					g[i] = (float)((i * 37 + t * 11) % 17) / 8 - 1;
+				attnrt_optim_step_scaled(whole, p, g, 0.5);
+				attnrt_optim_begin_step(parts);
+				for (size_t n = counts[c]; n-- > 0;)
+					attnrt_optim_update_part(parts, q, g, 0.5, n,
+								 counts[c]);
+				ck_assert(memcmp(p, q, sizeof p) == 0);
+			}
+			ck_assert_uint_eq(attnrt_optim_steps(parts), 3);
+			ck_assert_float_eq(q[7], PAD_SENTINEL);
+			ck_assert_float_ne(q[0], -0.3f);
+			attnrt_optim_destroy(whole);
+			attnrt_optim_destroy(parts);
+		}
+}
+END_TEST
+
 START_TEST(test_a_scaled_step_equals_a_step_on_scaled_gradients)
 {
 	float *p = block3(1, -2, 0.5f), *q = block3(1, -2, 0.5f),
@@ -422,6 +473,7 @@ static Suite *optim_suite(void)
 	TCase *tc = tcase_create("optim");
 	tcase_add_test(tc, test_defaults_are_pytorchs);
 	tcase_add_test(tc, test_sgd_step_subtracts_lr_times_the_gradient);
+	tcase_add_test(tc, test_a_step_in_parts_equals_the_whole_step);
 	tcase_add_test(tc, test_adam_first_three_steps_match_the_hand_computed_values);
 	tcase_add_test(tc, test_a_scaled_step_equals_a_step_on_scaled_gradients);
 	tcase_add_test(tc, test_adam_follows_an_independent_double_implementation);
