@@ -300,6 +300,16 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss);
 
+/* drv_grad_run but for the adding: each live shard's gradient block
+ * holds its own gradients (the caller adds them, as train.c does on the
+ * step's threads). */
+bool drv_grad_run_shards(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
+			 const drv_batch *b, const attnrt_run *run,
+			 double *loss);
+
+/* The shards of b that hold rows of data (the others are skipped). */
+uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b);
+
 /* Shard s of batch b as a batch of its own (the entry's B rows), with
  * the run it had in drv_grad_run. */
 void drv_grad_shard(const drv_grad *g, const drv_batch *b,

@@ -271,11 +271,25 @@ static void add_shards(drv_grad *g, uint32_t n_live)
 	}
 }
 
+uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b)
+{
+	return b->n_live && b->n_live < g->n_shards ? b->n_live : g->n_shards;
+}
+
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss)
 {
-	uint32_t n_live = b->n_live && b->n_live < g->n_shards ? b->n_live
-							       : g->n_shards;
+	if (!drv_grad_run_shards(ctx, j, g, b, run, loss))
+		return false;
+	add_shards(g, drv_grad_live(g, b));
+	return true;
+}
+
+bool drv_grad_run_shards(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
+			 const drv_batch *b, const attnrt_run *run,
+			 double *loss)
+{
+	uint32_t n_live = drv_grad_live(g, b);
 	int32_t threads = run->n_threads > 0 ? run->n_threads : cg_threads_get();
 	int team = n_live > 1 && threads > 1
 			   ? (int)(threads < (int32_t)n_live ? threads : (int32_t)n_live)
@@ -292,7 +306,6 @@ bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		for (size_t i = 0; i < g->n_loss; i++)
 			*loss += g->shards[s].loss[i];
 	}
-	add_shards(g, n_live);
 	return true;
 }
 

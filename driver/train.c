@@ -186,6 +186,124 @@ static bool check_params(trainer *t, uint64_t epoch)
 	return true;
 }
 
+/* ---- the update, on the step's threads --------------------------------------------------- */
+
+/* The parameters' elements (table order) cut into this many parts; the
+ * norms add the parts' sums in order, so they do not depend on which
+ * thread summed which part. */
+#define UPDATE_PARTS 16
+
+typedef struct update_run {
+	trainer *t;
+	uint32_t n_live;  /* shards whose gradients are added into shard 0's */
+	double scale;     /* of the gradients in the optimizer step */
+	double grad_sq[UPDATE_PARTS], param_sq[UPDATE_PARTS];
+} update_run;
+
+/* The sum of squares of v[0..n) in double, over 8 partial sums. */
+static double sum_squares(const float *v, int64_t n)
+{
+	double part[8] = {0}, sum = 0;
+	int64_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int j = 0; j < 8; j++)
+			part[j] += (double)v[k + j] * v[k + j];
+	for (; k < n; k++)
+		part[0] += (double)v[k] * v[k];
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
+}
+
+static int64_t numel(const attnrt_param_info *p)
+{
+	int64_t n = 1;
+	for (int d = 0; d < p->rank; d++)
+		n *= p->dims[d];
+	return n;
+}
+
+typedef void part_fn(update_run *u, int part, const attnrt_param_info *pi,
+		     int64_t first, int64_t count);
+
+/* Calls fn for each parameter with elements in part p (the elements
+ * counted in table order, cut as attnrt_optim_update_part cuts them, so
+ * that a thread reads back only what its own parts of a step wrote),
+ * with the first of them and how many. */
+static void each_in_part(update_run *u, int p, part_fn *fn)
+{
+	const trainer *t = u->t;
+	int64_t total = 0, base = 0;
+	for (uint32_t i = 0; i < t->n_params; i++)
+		total += numel(&t->table[i]);
+	int64_t q = total / UPDATE_PARTS, r = total % UPDATE_PARTS;
+	int64_t lo = q * p + (p < r ? p : r), hi = lo + q + (p < r ? 1 : 0);
+	for (uint32_t i = 0; i < t->n_params && base < hi; i++) {
+		int64_t n = numel(&t->table[i]);
+		int64_t a = lo > base ? lo - base : 0, b = hi < base + n ? hi - base : n;
+		if (a < b)
+			fn(u, p, &t->table[i], a, b - a);
+		base += n;
+	}
+}
+
+/* The live shards' gradients added into shard 0's, their squares into
+ * grad_sq[part]. */
+static void add_span(update_run *u, int part, const attnrt_param_info *pi,
+		     int64_t first, int64_t count)
+{
+	const drv_grad *g = &u->t->grad;
+	float *to = (float *)((char *)g->grads + pi->offset) + first;
+	for (uint32_t s = 1; s < u->n_live; s++) {
+		const float *from = (const float *)
+			((const char *)g->shards[s].grads + pi->offset) + first;
+		for (int64_t k = 0; k < count; k++)
+			to[k] += from[k];
+	}
+	u->grad_sq[part] += sum_squares(to, count);
+}
+
+/* The squares of the parameters into param_sq[part]: a step that made
+ * one infinite or NaN makes the sum so. */
+static void param_span(update_run *u, int part, const attnrt_param_info *pi,
+		       int64_t first, int64_t count)
+{
+	const float *v = (const float *)((const char *)u->t->jit.params + pi->offset);
+	u->param_sq[part] += sum_squares(v + first, count);
+}
+
+static void add_parts(void *data, int tid, int n)
+{
+	update_run *u = data;
+	for (int p = tid; p < UPDATE_PARTS; p += n) {
+		u->grad_sq[p] = 0;
+		each_in_part(u, p, add_span);
+	}
+}
+
+/* The optimizer's step in parts (any split gives its bits), then the
+ * squares of the parameters those parts wrote. */
+static void step_parts(void *data, int tid, int n)
+{
+	update_run *u = data;
+	trainer *t = u->t;
+	for (int p = tid; p < UPDATE_PARTS; p += n)
+		attnrt_optim_update_part(t->optim, t->jit.params, t->grad.grads,
+					 u->scale, (size_t)p, UPDATE_PARTS);
+	for (int p = tid; p < UPDATE_PARTS; p += n) {
+		u->param_sq[p] = 0;
+		each_in_part(u, p, param_span);
+	}
+}
+
+static double sum_parts(const double *v)
+{
+	double sum = 0;
+	for (int p = 0; p < UPDATE_PARTS; p++)
+		sum += v[p];
+	return sum;
+}
+
 /* ---- steps and epochs --------------------------------------------------------------------- */
 
 static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
@@ -198,23 +316,30 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
 			  .n_threads = step_threads(t)};
 	double loss, t0 = now_seconds();
-	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
+	if (!drv_grad_run_shards(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
 		return false;
-	attnrt_tuner_record(&t->tuner, now_seconds() - t0);
-	double norm = attnrt_grad_norm(t->table, t->n_params, t->grad.grads);
+	/* The shards' gradients added, their norm, the optimizer's step and
+	 * the parameters' norm (to catch a step that overflows), each on
+	 * the step's threads, in parts. */
+	int team = run.n_threads > 0 ? run.n_threads : cg_threads_get();
+	update_run u = {.t = t, .n_live = drv_grad_live(&t->grad, &b)};
+	cg_threads_each(team, add_parts, &u);
+	double norm = sqrt(sum_parts(u.grad_sq));
 	if (!isfinite(loss) || !isfinite(norm)) {
 		report_nonfinite(t, epoch, &b, &run, loss, norm);
 		return false;
 	}
 	/* d2l's grad_clipping, folded into the update's pass */
 	double clip = t->tc->clip;
-	attnrt_optim_step_scaled(t->optim, t->jit.params, t->grad.grads,
-				 clip > 0 && norm > clip ? clip / norm : 1.0);
+	u.scale = clip > 0 && norm > clip ? clip / norm : 1.0;
+	attnrt_optim_begin_step(t->optim);
+	cg_threads_each(team, step_parts, &u);
+	attnrt_tuner_record(&t->tuner, now_seconds() - t0);
 	t->step++;
 	sums->loss += loss;
 	sums->divisor += b.loss_divisor;
 	sums->items += b.n_items;
-	return check_params(t, epoch);
+	return isfinite(sum_parts(u.param_sq)) || check_params(t, epoch);
 }
 
 /* "1h02m", "3m05s", "12s", "0.4s". */
