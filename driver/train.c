@@ -200,21 +200,6 @@ typedef struct update_run {
 	double grad_sq[UPDATE_PARTS], param_sq[UPDATE_PARTS];
 } update_run;
 
-/* The sum of squares of v[0..n) in double, over 8 partial sums. */
-static double sum_squares(const float *v, int64_t n)
-{
-	double part[8] = {0}, sum = 0;
-	int64_t k = 0;
-	for (; k + 8 <= n; k += 8)
-		for (int j = 0; j < 8; j++)
-			part[j] += (double)v[k + j] * v[k + j];
-	for (; k < n; k++)
-		part[0] += (double)v[k] * v[k];
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	return sum;
-}
-
 static int64_t numel(const attnrt_param_info *p)
 {
 	int64_t n = 1;
@@ -260,7 +245,7 @@ static void add_span(update_run *u, int part, const attnrt_param_info *pi,
 		for (int64_t k = 0; k < count; k++)
 			to[k] += from[k];
 	}
-	u->grad_sq[part] += sum_squares(to, count);
+	u->grad_sq[part] += attnrt_sum_squares(to, count);
 }
 
 /* The squares of the parameters into param_sq[part]: a step that made
@@ -269,7 +254,7 @@ static void param_span(update_run *u, int part, const attnrt_param_info *pi,
 		       int64_t first, int64_t count)
 {
 	const float *v = (const float *)((const char *)u->t->jit.params + pi->offset);
-	u->param_sq[part] += sum_squares(v + first, count);
+	u->param_sq[part] += attnrt_sum_squares(v + first, count);
 }
 
 static void add_parts(void *data, int tid, int n)

@@ -246,6 +246,11 @@ void attnrt_optim_set_lr(attnrt_optim *opt, double lr);
 double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
 			const void *grads);
 
+/* The sum of squares of v[0..n) in double, as attnrt_grad_norm adds a
+ * parameter's: for norms computed in parts (by threads) and then added
+ * in a fixed order. */
+double attnrt_sum_squares(const float *v, int64_t n);
+
 /* d2l's grad_clipping: if the global norm exceeds theta (> 0), scales
  * every gradient by theta / norm. Returns the norm before clipping (NaN
  * or infinite gradients are left as they are). */

@@ -244,9 +244,8 @@ void attnrt_optim_set_lr(attnrt_optim *opt, double lr)
 	opt->cfg.lr = lr;
 }
 
-/* The sum of squares of g[0..n) in double, over 8 partial sums (which
- * the compiler keeps in vector registers). */
-static double sum_squares(const float *g, int64_t n)
+/* Over 8 partial sums, which the compiler keeps in vector registers. */
+double attnrt_sum_squares(const float *g, int64_t n)
 {
 	double part[8] = {0};
 	int64_t k = 0;
@@ -266,7 +265,7 @@ double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
 {
 	double sum = 0;
 	for (size_t i = 0; i < n_params; i++)
-		sum += sum_squares(elems(&table[i], grads),
+		sum += attnrt_sum_squares(elems(&table[i], grads),
 				   rt_param_numel(&table[i]));
 	return sqrt(sum);
 }

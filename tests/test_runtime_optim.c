@@ -330,6 +330,23 @@ START_TEST(test_grad_norm_is_the_root_of_all_squares)
 }
 END_TEST
 
+/* 1 + 4 + ... + 121 = 506 over 11 elements (a block of 8 and a tail of
+ * 3); a NaN or an infinity anywhere gives a non-finite sum. */
+START_TEST(test_sum_squares_adds_every_square)
+{
+	float v[11];
+	for (int i = 0; i < 11; i++)
+		v[i] = (float)(i + 1);
+	ck_assert_double_eq(attnrt_sum_squares(v, 11), 506.0);
+	ck_assert_double_eq(attnrt_sum_squares(v, 0), 0.0);
+	ck_assert_double_eq(attnrt_sum_squares(v + 8, 3), 81.0 + 100 + 121);
+	v[9] = NAN;
+	ck_assert(isnan(attnrt_sum_squares(v, 11)));
+	v[9] = INFINITY;
+	ck_assert(isinf(attnrt_sum_squares(v, 11)));
+}
+END_TEST
+
 START_TEST(test_clip_scales_every_gradient_by_theta_over_the_norm)
 {
 	float *g = block3(3, 4, 12);
@@ -474,6 +491,7 @@ static Suite *optim_suite(void)
 	tcase_add_test(tc, test_defaults_are_pytorchs);
 	tcase_add_test(tc, test_sgd_step_subtracts_lr_times_the_gradient);
 	tcase_add_test(tc, test_a_step_in_parts_equals_the_whole_step);
+	tcase_add_test(tc, test_sum_squares_adds_every_square);
 	tcase_add_test(tc, test_adam_first_three_steps_match_the_hand_computed_values);
 	tcase_add_test(tc, test_a_scaled_step_equals_a_step_on_scaled_gradients);
 	tcase_add_test(tc, test_adam_follows_an_independent_double_implementation);
