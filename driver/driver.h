@@ -259,10 +259,10 @@ typedef struct drv_shard {
 
 /* The compiled gradient function of a training run and its memory. A
  * batch of n_shards shards (the entry's B rows each) runs as n_shards
- * calls, on threads of their own where the run has them; the gradients
- * and losses are then added in shard order, so the result does not
- * depend on the threads. grads and loss are shard 0's: after a run,
- * the whole batch's. */
+ * calls, on threads of their own where the run has them; their losses
+ * and (train.c) gradients are added in shard order, so the result does
+ * not depend on the threads. grads and loss are shard 0's; the
+ * gradients of the batch end up in grads. */
 typedef struct drv_grad {
 	const ir_func *f; /* <entry>_grad, after the passes */
 	attnrt_entry_fn fn;
@@ -293,19 +293,15 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 			   const drv_jit *j, const drv_grad *g,
 			   drv_batch_source *src);
 
-/* Runs the gradient function on batch b with run: fills the gradient
- * block and sets *loss to the sum of the loss output. Shard s runs with
- * step run->step * n_shards + s (its own dropout masks), on its own
- * thread when run->n_threads allows, else with the run's threads. */
+/* Runs the gradient function on batch b with run: each live shard's
+ * gradient block gets its shard's gradients (with one shard, g->grads
+ * is the batch's gradient; with more the caller adds them, as train.c
+ * does on the step's threads) and *loss the sum of the shards' loss
+ * outputs, in shard order. Shard s runs with step run->step * n_shards
+ * + s (its own dropout masks), on a thread of its own when
+ * run->n_threads allows, else with the run's threads. */
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss);
-
-/* drv_grad_run but for the adding: each live shard's gradient block
- * holds its own gradients (the caller adds them, as train.c does on the
- * step's threads). */
-bool drv_grad_run_shards(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
-			 const drv_batch *b, const attnrt_run *run,
-			 double *loss);
 
 /* The shards of b that hold rows of data (the others are skipped). */
 uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b);

@@ -173,15 +173,15 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 	const attnrt_tensor_info *outs = cg_program_outputs(j->p, name, &g->n_outputs);
 	g->inputs = cg_program_inputs(j->p, name, &g->n_inputs);
 	g->table = cg_program_params(j->p, &g->n_params);
-	g->n_shards = n_shards < 1 ? 1 : n_shards;
 	if (g->n_outputs > DRV_MAX_GRAD_OUTPUTS || g->n_inputs > 64 ||
-	    g->n_shards > DRV_MAX_SHARDS) {
+	    n_shards > DRV_MAX_SHARDS) {
 		ir_error(ctx, (ir_loc){0}, "'%s' has %u inputs and %u outputs "
 			 "(%u shards); training takes at most 64, %d (and %d)",
-			 name, g->n_inputs, g->n_outputs, g->n_shards,
+			 name, g->n_inputs, g->n_outputs, n_shards,
 			 DRV_MAX_GRAD_OUTPUTS, DRV_MAX_SHARDS);
 		return false;
 	}
+	g->n_shards = n_shards < 1 ? 1 : n_shards; /* what close frees */
 	if (!g->f || !g->fn || g->n_outputs < 1) {
 		ir_error(ctx, (ir_loc){0}, "model %s has no compiled gradient "
 			 "function '%s'", m->name, name);
@@ -253,24 +253,6 @@ static void run_shards(void *data, int tid, int n)
 	}
 }
 
-/* Shard 0's gradients += those of shards 1 .. n_live - 1, in order. */
-static void add_shards(drv_grad *g, uint32_t n_live)
-{
-	for (uint32_t p = 0; p < g->n_params; p++) {
-		const attnrt_param_info *pi = &g->table[p];
-		size_t n = 1;
-		for (int d = 0; d < pi->rank; d++)
-			n *= (size_t)pi->dims[d];
-		float *to = (float *)((char *)g->grads + pi->offset);
-		for (uint32_t s = 1; s < n_live; s++) {
-			const float *from = (const float *)
-				((const char *)g->shards[s].grads + pi->offset);
-			for (size_t i = 0; i < n; i++)
-				to[i] += from[i];
-		}
-	}
-}
-
 uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b)
 {
 	return b->n_live && b->n_live < g->n_shards ? b->n_live : g->n_shards;
@@ -278,16 +260,6 @@ uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b)
 
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss)
-{
-	if (!drv_grad_run_shards(ctx, j, g, b, run, loss))
-		return false;
-	add_shards(g, drv_grad_live(g, b));
-	return true;
-}
-
-bool drv_grad_run_shards(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
-			 const drv_batch *b, const attnrt_run *run,
-			 double *loss)
 {
 	uint32_t n_live = drv_grad_live(g, b);
 	int32_t threads = run->n_threads > 0 ? run->n_threads : cg_threads_get();

@@ -301,7 +301,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
 			  .n_threads = step_threads(t)};
 	double loss, t0 = now_seconds();
-	if (!drv_grad_run_shards(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
+	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
 		return false;
 	/* The shards' gradients added, their norm, the optimizer's step and
 	 * the parameters' norm (to catch a step that overflows), each on
