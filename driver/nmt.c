@@ -6,10 +6,13 @@
  * to the model's dimensions V_src and V_tgt, and the batch source that
  * feeds the loss entry while training.
  *
- * A batch has the compiled batch size B: the last batch of an epoch is
+ * A batch has the train block's batch size (the compiled B, or with
+ * shards that many shards of B rows): the last batch of an epoch is
  * filled up with rows of valid length 0, which add nothing to the masked
- * loss or to its gradient. Each batch counts its valid target tokens,
- * which d2l's reported loss is divided by and its tokens per second count.
+ * loss or to its gradient, and so are the rows past the batch that make
+ * the shards whole. Each batch counts its valid target tokens, which
+ * d2l's reported loss is divided by and its tokens per second count, and
+ * the shards that hold a real row.
  */
 #include "driver.h"
 
