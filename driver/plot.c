@@ -11,6 +11,7 @@
 
 #include "rt_plot.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -242,9 +243,37 @@ static bool plot_heatmap(const drv_exec *e, const char *path)
 	return ok;
 }
 
+/* Whether path names an SVG file (ends in .svg, in any case). */
+static bool is_svg_name(const char *path)
+{
+	size_t n = strlen(path);
+	if (n <= 4)
+		return false;
+	for (size_t i = 0; i < 4; i++)
+		if (tolower((unsigned char)path[n - 4 + i]) != ".svg"[i])
+			return false;
+	return true;
+}
+
+/* The pictures are SVG documents: a name that says otherwise (a.png)
+ * would get SVG under a wrong name, so it is refused before anything
+ * runs. */
+static bool check_picture_name(ir_ctx *ctx, const char *opt, const char *path)
+{
+	if (!path || is_svg_name(path))
+		return true;
+	ir_error(ctx, (ir_loc){0}, "%s: '%s': attnc draws SVG, and only into "
+		 "a file named *.svg (convert it to PNG with, e.g., "
+		 "rsvg-convert)", opt, path);
+	return false;
+}
+
 bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			bool is_training)
 {
+	if (!check_picture_name(ctx, "--plot", o->plot) ||
+	    !check_picture_name(ctx, "--heatmap", o->heatmap))
+		return false;
 	if (o->plot && !is_training && !drv_is_regression(m)) {
 		ir_error(ctx, (ir_loc){0}, "--plot: model %s is not a regression "
 			 "model (it exports no `truth` and `data`), and the loss "
