@@ -243,28 +243,27 @@ static bool plot_heatmap(const drv_exec *e, const char *path)
 	return ok;
 }
 
-/* Whether path names an SVG file (ends in .svg, in any case). */
-static bool is_svg_name(const char *path)
+/* Whether path ends in ext (".svg"), in any case. */
+static bool has_ext(const char *path, const char *ext)
 {
-	size_t n = strlen(path);
-	if (n <= 4)
+	size_t n = strlen(path), e = strlen(ext);
+	if (n <= e)
 		return false;
-	for (size_t i = 0; i < 4; i++)
-		if (tolower((unsigned char)path[n - 4 + i]) != ".svg"[i])
+	for (size_t i = 0; i < e; i++)
+		if (tolower((unsigned char)path[n - e + i]) != ext[i])
 			return false;
 	return true;
 }
 
-/* The pictures are SVG documents: a name that says otherwise (a.png)
- * would get SVG under a wrong name, so it is refused before anything
- * runs. */
+/* The pictures are SVG documents or PNG images, as the name says: any
+ * other name (a.jpg) would get one of them under a wrong name, so it is
+ * refused before anything runs. */
 static bool check_picture_name(ir_ctx *ctx, const char *opt, const char *path)
 {
-	if (!path || is_svg_name(path))
+	if (!path || has_ext(path, ".svg") || has_ext(path, ".png"))
 		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: '%s': attnc draws SVG, and only into "
-		 "a file named *.svg (convert it to PNG with, e.g., "
-		 "rsvg-convert)", opt, path);
+	ir_error(ctx, (ir_loc){0}, "%s: '%s': attnc draws SVG or PNG, into a "
+		 "file named *.svg or *.png", opt, path);
 	return false;
 }
 

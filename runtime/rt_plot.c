@@ -13,8 +13,10 @@
 
 #include "rt_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define FONT "DejaVu Sans, Helvetica, Arial, sans-serif"
@@ -683,14 +685,58 @@ static int draw_grid(FILE *out, const void *what, char *err, size_t n)
 	return rt_plot_grid_svg(out, what, err, n);
 }
 
+static bool is_png_name(const char *path)
+{
+	size_t n = strlen(path);
+	if (n <= 4)
+		return false;
+	for (size_t i = 0; i < 4; i++)
+		if (tolower((unsigned char)path[n - 4 + i]) != ".png"[i])
+			return false;
+	return true;
+}
+
+/* The picture drawn as SVG into a temporary file, read back, drawn as a
+ * PNG into out. */
+static int draw_png(FILE *out, draw_fn draw, const void *what, char *err,
+		    size_t err_size)
+{
+	FILE *svg = tmpfile();
+	if (!svg)
+		return rt_fail_errno(err, err_size, errno,
+				     "PNG: cannot make a temporary file");
+	char *doc = NULL;
+	int rc = draw(svg, what, err, err_size);
+	long len = rc == ATTNRT_OK ? ftell(svg) : -1;
+	if (rc == ATTNRT_OK && len < 0)
+		rc = rt_fail_errno(err, err_size, errno, "PNG: temporary file");
+	if (rc == ATTNRT_OK) {
+		doc = malloc((size_t)len + 1);
+		rewind(svg);
+		if (!doc)
+			rc = rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
+				     "PNG: out of memory");
+		else if (fread(doc, 1, (size_t)len, svg) != (size_t)len)
+			rc = rt_fail(err, err_size, ATTNRT_ERR_IO,
+				     "PNG: reading the temporary file failed");
+	}
+	if (rc == ATTNRT_OK)
+		rc = rt_plot_svg_to_png(doc, (size_t)len, out, err, err_size);
+	free(doc);
+	fclose(svg);
+	return rc;
+}
+
 static int save(const char *path, draw_fn draw, const void *what, char *err,
 		size_t err_size)
 {
-	FILE *out = fopen(path, "w");
+	bool is_png = is_png_name(path);
+	FILE *out = fopen(path, is_png ? "wb" : "w");
 	if (!out)
 		return rt_fail_errno(err, err_size, errno, "cannot write '%s'",
 				     path);
-	int rc = draw(out, what, err, err_size);
+	int rc = is_png ? draw_png(out, draw, what, err, err_size)
+			: draw(out, what, err, err_size);
 	int errnum = errno;
 	if (fclose(out) != 0 && rc == ATTNRT_OK)
 		return rt_fail_errno(err, err_size, errno, "cannot write '%s'",

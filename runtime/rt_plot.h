@@ -6,7 +6,9 @@
  * grid of them, like d2l's show_heatmaps.
  *
  * Part of libattnrt's sources but not of the generated code's ABI
- * (attnrt.h): the attnc driver draws with it. Plain C, no allocation.
+ * (attnrt.h): the attnc driver draws with it. Plain C; SVG is written
+ * without allocating, and a PNG (rt_png.c) is that SVG drawn into a
+ * canvas the size of the picture.
  */
 #ifndef ATTNC_RT_PLOT_H
 #define ATTNC_RT_PLOT_H
@@ -87,14 +89,25 @@ int rt_plot_heatmap_svg(FILE *out, const rt_plot_heatmap *h, char *err,
 int rt_plot_grid_svg(FILE *out, const rt_plot_grid *g, char *err,
 		     size_t err_size);
 
-/* As the three above, into the file at path (created or truncated). A
- * failure to open, write or close it is ATTNRT_ERR_IO naming path. */
+/* As the three above, into the file at path (created or truncated): a
+ * PNG image when path ends in .png (any case; rt_plot_svg_to_png), SVG
+ * otherwise. A failure to open, write or close it is ATTNRT_ERR_IO
+ * naming path. */
 int rt_plot_lines_save(const char *path, const rt_plot_lines *p, char *err,
 		       size_t err_size);
 int rt_plot_heatmap_save(const char *path, const rt_plot_heatmap *h,
 			 char *err, size_t err_size);
 int rt_plot_grid_save(const char *path, const rt_plot_grid *g, char *err,
 		      size_t err_size);
+
+/* The SVG that rt_plot wrote (svg, len bytes) drawn as a PNG image into
+ * out (rt_png.c: 8-bit RGB, uncompressed deflate blocks, text in a
+ * built-in 5x7 font). Returns ATTNRT_OK, ATTNRT_ERR_ARG for a document
+ * it cannot draw, ATTNRT_ERR_NOMEM or ATTNRT_ERR_IO, with a message in
+ * err. The *_save functions above write PNG this way when path ends in
+ * .png (in any case), and SVG otherwise. */
+int rt_plot_svg_to_png(const char *svg, size_t len, FILE *out, char *err,
+		       size_t err_size);
 
 /* The 'Reds' colour map at t in [0, 1] (clamped; NaN gives grey) as
  * 8-bit RGB: ColorBrewer's nine stops from #fff5f0 to #67000d, linearly

@@ -13,6 +13,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,6 +481,186 @@ START_TEST(test_grid_save_writes_the_file_or_names_the_path)
 }
 END_TEST
 
+/* ---- PNG ---- */
+
+/* A PNG as this test reads it back, independently of rt_png.c: the
+ * chunks' CRCs checked, IHDR's size, the pixels of an 8-bit RGB image
+ * stored in zlib's stored blocks with filter 0 on every row (what the
+ * writer promises), and the Adler-32 of the data. */
+typedef struct png_image {
+	uint32_t w, h;
+	unsigned char *rgb; /* w * h * 3 */
+} png_image;
+
+static uint32_t be32(const unsigned char *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+}
+
+static uint32_t crc32_of(const unsigned char *b, size_t n)
+{
+	uint32_t c = 0xffffffffu;
+	for (size_t i = 0; i < n; i++) {
+		c ^= b[i];
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+	}
+	return c ^ 0xffffffffu;
+}
+
+static void png_read(const char *path, png_image *im)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	static unsigned char d[1 << 22];
+	size_t n = fread(d, 1, sizeof d, f);
+	fclose(f);
+	ck_assert_uint_lt(n, sizeof d);
+	ck_assert(memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0);
+	size_t at = 8;
+	const unsigned char *z = NULL;
+	size_t zn = 0;
+	bool has_end = false;
+	while (at + 12 <= n && !has_end) {
+		uint32_t len = be32(d + at);
+		ck_assert_uint_le(at + 12 + len, n);
+		ck_assert_uint_eq(crc32_of(d + at + 4, len + 4), be32(d + at + 8 + len));
+		const unsigned char *c = d + at + 8;
+		if (memcmp(d + at + 4, "IHDR", 4) == 0) {
+			im->w = be32(c);
+			im->h = be32(c + 4);
+			ck_assert_int_eq(c[8], 8); /* bits */
+			ck_assert_int_eq(c[9], 2); /* RGB */
+		} else if (memcmp(d + at + 4, "IDAT", 4) == 0) {
+			z = c;
+			zn = len;
+		}
+		has_end = memcmp(d + at + 4, "IEND", 4) == 0;
+		at += 12 + len;
+	}
+	ck_assert(has_end && z && im->w > 0 && im->h > 0);
+	ck_assert_int_eq((z[0] << 8 | z[1]) % 31, 0);
+	size_t row = im->w * 3 + 1, raw = row * im->h, got = 0, k = 2;
+	unsigned char *data = malloc(raw);
+	ck_assert_ptr_nonnull(data);
+	bool is_final = false;
+	while (!is_final) {
+		ck_assert_uint_le(k + 5, zn);
+		is_final = z[k] & 1;
+		ck_assert_int_eq(z[k] >> 1 & 3, 0); /* stored */
+		size_t len = (size_t)(z[k + 1] | z[k + 2] << 8);
+		ck_assert_uint_eq(len ^ 0xffff, (size_t)(z[k + 3] | z[k + 4] << 8));
+		ck_assert_uint_le(got + len, raw);
+		memcpy(data + got, z + k + 5, len);
+		got += len;
+		k += 5 + len;
+	}
+	ck_assert_uint_eq(got, raw);
+	uint32_t a = 1, b = 0;
+	for (size_t i = 0; i < raw; i++) {
+		a = (a + data[i]) % 65521;
+		b = (b + a) % 65521;
+	}
+	ck_assert_uint_eq(be32(z + k), b << 16 | a);
+	im->rgb = malloc(im->w * im->h * 3);
+	ck_assert_ptr_nonnull(im->rgb);
+	for (uint32_t y = 0; y < im->h; y++) {
+		ck_assert_int_eq(data[y * row], 0); /* filter: none */
+		memcpy(im->rgb + y * im->w * 3, data + y * row + 1, im->w * 3);
+	}
+	free(data);
+}
+
+static unsigned long pixel(const png_image *im, double x, double y)
+{
+	const unsigned char *p = im->rgb + ((size_t)y * im->w + (size_t)x) * 3;
+	return (unsigned long)p[0] << 16 | (unsigned long)p[1] << 8 | p[2];
+}
+
+/* A heatmap saved as .png is its SVG drawn: the same size, each cell's
+ * centre in the colour its <rect> says, white around, text drawn dark
+ * in the title's row; saved as .PNG the same. */
+START_TEST(test_a_png_heatmap_draws_what_its_svg_says)
+{
+	static const float v[6] = {0, 0.2f, 0.4f, 0.6f, 0.8f, 1};
+	rt_plot_heatmap h = {"attention", "keys", "queries", v, 2, 3};
+	char path[] = "/tmp/attnc_png_XXXXXX", png[64], err[256];
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(rt_plot_heatmap_save(path, &h, err, sizeof err), ATTNRT_OK);
+	char *svg = read_all(path);
+	snprintf(png, sizeof png, "%s.PNG", path);
+	ck_assert_int_eq(rt_plot_heatmap_save(png, &h, err, sizeof err), ATTNRT_OK);
+	png_image im = {0};
+	png_read(png, &im);
+	double w = 0, hh = 0;
+	ck_assert_int_eq(sscanf(strstr(svg, "<svg "), "<svg xmlns=\"http://www.w3.org/2000/svg\" "
+				"width=\"%lf\" height=\"%lf\"", &w, &hh), 2);
+	ck_assert_uint_eq(im.w, (uint32_t)w);
+	ck_assert_uint_eq(im.h, (uint32_t)hh);
+	int cells = 0;
+	for (const char *c = strstr(svg, "class=\"cell\""); c;
+	     c = strstr(c + 1, "class=\"cell\"")) {
+		double x, y, cw, ch;
+		unsigned long fill;
+		ck_assert_int_eq(sscanf(c, "class=\"cell\" x=\"%lf\" y=\"%lf\" width=\"%lf\" "
+					"height=\"%lf\" fill=\"#%lx\"", &x, &y, &cw, &ch, &fill), 5);
+		ck_assert_uint_eq(pixel(&im, x + cw / 2, y + ch / 2), fill);
+		cells++;
+	}
+	ck_assert_int_eq(cells, 6);
+	ck_assert_uint_eq(pixel(&im, 1, 1), 0xffffff);
+	int dark = 0;
+	for (uint32_t x = 0; x < im.w; x++)
+		for (uint32_t y = 8; y < 30; y++)
+			dark += pixel(&im, x, y) == 0;
+	ck_assert_int_gt(dark, 20); /* the title's letters */
+	free(im.rgb);
+	remove(path);
+	remove(png);
+}
+END_TEST
+
+/* A line plot as PNG: its series' blue is drawn, and the part of the
+ * picture outside the frame stays white but for text and ticks. */
+START_TEST(test_a_png_line_plot_draws_its_series)
+{
+	double x[3] = {0, 1, 2}, y[3] = {1, 3, 2};
+	rt_plot_series s = {"loss", x, y, 3, RT_PLOT_LINE};
+	rt_plot_lines p = {"loss", "epoch", "loss", &s, 1, {0, 0}, {0, 0}};
+	char path[64], err[256];
+	snprintf(path, sizeof path, "/tmp/attnc_png_lines_%d.png", (int)getpid());
+	ck_assert_int_eq(rt_plot_lines_save(path, &p, err, sizeof err), ATTNRT_OK);
+	png_image im = {0};
+	png_read(path, &im);
+	int blue = 0;
+	for (uint32_t i = 0; i < im.w * im.h; i++)
+		blue += pixel(&im, i % im.w, i / im.w) == 0x1f77b4;
+	ck_assert_int_gt(blue, 200);
+	free(im.rgb);
+	remove(path);
+}
+END_TEST
+
+START_TEST(test_png_refuses_what_is_not_rt_plots_svg)
+{
+	char err[256];
+	FILE *out = tmpfile();
+	ck_assert_ptr_nonnull(out);
+	const char *bad[] = {"<rect x=\"1\"/>", "no svg at all", "<svg width=\"0\" height=\"5\">",
+			     "<svg width=\"10\" height=\"10\"><rect x=\"1\""};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		err[0] = '\0';
+		ck_assert_int_eq(rt_plot_svg_to_png(bad[i], strlen(bad[i]), out, err,
+						    sizeof err),
+				 ATTNRT_ERR_ARG);
+		ck_assert_ptr_nonnull(strstr(err, "PNG: "));
+	}
+	fclose(out);
+}
+END_TEST
+
 static Suite *plot_suite(void)
 {
 	Suite *s = suite_create("runtime_plot");
@@ -497,6 +678,9 @@ static Suite *plot_suite(void)
 	tcase_add_test(tc, test_grid_draws_each_panel_and_heading_with_one_colour_scale);
 	tcase_add_test(tc, test_grid_rejects_no_panels_no_values_and_too_many_cells);
 	tcase_add_test(tc, test_grid_save_writes_the_file_or_names_the_path);
+	tcase_add_test(tc, test_a_png_heatmap_draws_what_its_svg_says);
+	tcase_add_test(tc, test_a_png_line_plot_draws_its_series);
+	tcase_add_test(tc, test_png_refuses_what_is_not_rt_plots_svg);
 	suite_add_tcase(s, tc);
 	return s;
 }
