@@ -11,7 +11,6 @@
 
 #include "rt_plot.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,24 +242,12 @@ static bool plot_heatmap(const drv_exec *e, const char *path)
 	return ok;
 }
 
-/* Whether path ends in ext (".svg"), in any case. */
-static bool has_ext(const char *path, const char *ext)
-{
-	size_t n = strlen(path), e = strlen(ext);
-	if (n <= e)
-		return false;
-	for (size_t i = 0; i < e; i++)
-		if (tolower((unsigned char)path[n - e + i]) != ext[i])
-			return false;
-	return true;
-}
-
 /* The pictures are SVG documents or PNG images, as the name says: any
  * other name (a.jpg) would get one of them under a wrong name, so it is
  * refused before anything runs. */
 static bool check_picture_name(ir_ctx *ctx, const char *opt, const char *path)
 {
-	if (!path || has_ext(path, ".svg") || has_ext(path, ".png"))
+	if (!path || rt_plot_format_of(path) != RT_PLOT_OTHER)
 		return true;
 	ir_error(ctx, (ir_loc){0}, "%s: '%s': attnc draws SVG or PNG, into a "
 		 "file named *.svg or *.png", opt, path);

@@ -685,15 +685,22 @@ static int draw_grid(FILE *out, const void *what, char *err, size_t n)
 	return rt_plot_grid_svg(out, what, err, n);
 }
 
-static bool is_png_name(const char *path)
+static bool has_ext(const char *path, const char *ext)
 {
-	size_t n = strlen(path);
-	if (n <= 4)
+	size_t n = strlen(path), e = strlen(ext);
+	if (n <= e)
 		return false;
-	for (size_t i = 0; i < 4; i++)
-		if (tolower((unsigned char)path[n - 4 + i]) != ".png"[i])
+	for (size_t i = 0; i < e; i++)
+		if (tolower((unsigned char)path[n - e + i]) != ext[i])
 			return false;
 	return true;
+}
+
+rt_plot_format rt_plot_format_of(const char *path)
+{
+	return has_ext(path, ".svg")   ? RT_PLOT_SVG
+	       : has_ext(path, ".png") ? RT_PLOT_PNG
+				       : RT_PLOT_OTHER;
 }
 
 /* The picture drawn as SVG into a temporary file, read back, drawn as a
@@ -730,7 +737,7 @@ static int draw_png(FILE *out, draw_fn draw, const void *what, char *err,
 static int save(const char *path, draw_fn draw, const void *what, char *err,
 		size_t err_size)
 {
-	bool is_png = is_png_name(path);
+	bool is_png = rt_plot_format_of(path) == RT_PLOT_PNG;
 	FILE *out = fopen(path, is_png ? "wb" : "w");
 	if (!out)
 		return rt_fail_errno(err, err_size, errno, "cannot write '%s'",

@@ -89,10 +89,18 @@ int rt_plot_heatmap_svg(FILE *out, const rt_plot_heatmap *h, char *err,
 int rt_plot_grid_svg(FILE *out, const rt_plot_grid *g, char *err,
 		     size_t err_size);
 
+/* The format a file name asks for: by its ending, in any case. */
+typedef enum rt_plot_format {
+	RT_PLOT_OTHER, /* neither */
+	RT_PLOT_SVG,   /* .svg */
+	RT_PLOT_PNG,   /* .png */
+} rt_plot_format;
+
+rt_plot_format rt_plot_format_of(const char *path);
+
 /* As the three above, into the file at path (created or truncated): a
- * PNG image when path ends in .png (any case; rt_plot_svg_to_png), SVG
- * otherwise. A failure to open, write or close it is ATTNRT_ERR_IO
- * naming path. */
+ * PNG image when path ends in .png (rt_plot_svg_to_png), SVG otherwise.
+ * A failure to open, write or close it is ATTNRT_ERR_IO naming path. */
 int rt_plot_lines_save(const char *path, const rt_plot_lines *p, char *err,
 		       size_t err_size);
 int rt_plot_heatmap_save(const char *path, const rt_plot_heatmap *h,

@@ -643,6 +643,19 @@ START_TEST(test_a_png_line_plot_draws_its_series)
 }
 END_TEST
 
+START_TEST(test_the_file_name_chooses_the_format)
+{
+	ck_assert_int_eq(rt_plot_format_of("a.svg"), RT_PLOT_SVG);
+	ck_assert_int_eq(rt_plot_format_of("dir.png/A.SVG"), RT_PLOT_SVG);
+	ck_assert_int_eq(rt_plot_format_of("loss.png"), RT_PLOT_PNG);
+	ck_assert_int_eq(rt_plot_format_of("/tmp/x.Png"), RT_PLOT_PNG);
+	ck_assert_int_eq(rt_plot_format_of(".png"), RT_PLOT_OTHER);
+	ck_assert_int_eq(rt_plot_format_of("png"), RT_PLOT_OTHER);
+	ck_assert_int_eq(rt_plot_format_of("a.jpg"), RT_PLOT_OTHER);
+	ck_assert_int_eq(rt_plot_format_of("a.svg.txt"), RT_PLOT_OTHER);
+}
+END_TEST
+
 START_TEST(test_png_refuses_what_is_not_rt_plots_svg)
 {
 	char err[256];
@@ -681,6 +694,7 @@ static Suite *plot_suite(void)
 	tcase_add_test(tc, test_a_png_heatmap_draws_what_its_svg_says);
 	tcase_add_test(tc, test_a_png_line_plot_draws_its_series);
 	tcase_add_test(tc, test_png_refuses_what_is_not_rt_plots_svg);
+	tcase_add_test(tc, test_the_file_name_chooses_the_format);
 	suite_add_tcase(s, tc);
 	return s;
 }
