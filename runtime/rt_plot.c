@@ -726,6 +726,8 @@ static int draw_png(FILE *out, draw_fn draw, const void *what, char *err,
 		else if (fread(doc, 1, (size_t)len, svg) != (size_t)len)
 			rc = rt_fail(err, err_size, ATTNRT_ERR_IO,
 				     "PNG: reading the temporary file failed");
+		else
+			doc[len] = '\0';
 	}
 	if (rc == ATTNRT_OK)
 		rc = rt_plot_svg_to_png(doc, (size_t)len, out, err, err_size);

@@ -470,6 +470,16 @@ static void draw_element(canvas *cv, const char *name, const char *tag,
 	}
 }
 
+/* The first s in [p, end), or end. */
+static const char *find(const char *p, const char *end, const char *s)
+{
+	size_t n = strlen(s);
+	for (; p + n <= end; p++)
+		if (memcmp(p, s, n) == 0)
+			return p;
+	return end;
+}
+
 /* Draws the document into cv (allocated here from the <svg> size). */
 static int draw_document(canvas *cv, const char *doc, size_t len, char *err,
 			 size_t err_size)
@@ -530,8 +540,7 @@ static int draw_document(canvas *cv, const char *doc, size_t len, char *err,
 				clip_depth = depth;
 			}
 		} else if (strcmp(name, "title") == 0) {
-			const char *q = strstr(p, "</title>");
-			p = q ? q : end; /* a cell's tooltip: not drawn */
+			p = find(p, end, "</title>"); /* a cell's tooltip: not drawn */
 		} else {
 			draw_element(cv, name, tag, close, p, end, in_defs, in_clip);
 		}

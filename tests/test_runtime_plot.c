@@ -643,6 +643,34 @@ START_TEST(test_a_png_line_plot_draws_its_series)
 }
 END_TEST
 
+/* The document is len bytes, not a C string: nothing past it is read
+ * (ASan builds check), even in an unclosed tooltip or text. */
+START_TEST(test_png_reads_no_further_than_the_length)
+{
+	static const char doc[] = "<svg width=\"4\" height=\"3\"><rect width=\"100%\" "
+				  "height=\"100%\" fill=\"#123456\"/><title>x</titl";
+	char err[256];
+	size_t n = strlen(doc);
+	char *exact = malloc(n);
+	ck_assert_ptr_nonnull(exact);
+	memcpy(exact, doc, n); /* no terminating NUL */
+	char path[64];
+	snprintf(path, sizeof path, "/tmp/attnc_png_exact_%d.png", (int)getpid());
+	FILE *out = fopen(path, "wb");
+	ck_assert_ptr_nonnull(out);
+	ck_assert_int_eq(rt_plot_svg_to_png(exact, n, out, err, sizeof err), ATTNRT_OK);
+	fclose(out);
+	free(exact);
+	png_image im = {0};
+	png_read(path, &im);
+	ck_assert_uint_eq(im.w, 4);
+	ck_assert_uint_eq(im.h, 3);
+	ck_assert_uint_eq(pixel(&im, 3, 2), 0x123456);
+	free(im.rgb);
+	remove(path);
+}
+END_TEST
+
 START_TEST(test_the_file_name_chooses_the_format)
 {
 	ck_assert_int_eq(rt_plot_format_of("a.svg"), RT_PLOT_SVG);
@@ -695,6 +723,7 @@ static Suite *plot_suite(void)
 	tcase_add_test(tc, test_a_png_line_plot_draws_its_series);
 	tcase_add_test(tc, test_png_refuses_what_is_not_rt_plots_svg);
 	tcase_add_test(tc, test_the_file_name_chooses_the_format);
+	tcase_add_test(tc, test_png_reads_no_further_than_the_length);
 	suite_add_tcase(s, tc);
 	return s;
 }
