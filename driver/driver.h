@@ -248,6 +248,12 @@ bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		   const drv_train_config *tc, drv_data *data);
 void drv_data_close(drv_data *data);
 
+/* The dims the data binds (the vocabularies' V_src and V_tgt) become
+ * m's fallbacks, so that the reference interpreter, which binds the
+ * rest from its inputs, runs m at the data's sizes (--gradcheck, and
+ * the re-run of a step whose loss is not finite). */
+void drv_data_bind_fallbacks(ir_module *m, const drv_data *data);
+
 /* One shard's memory: its gradient block (the params block's layout),
  * which its outputs "grad.<param>" are written into directly, its
  * scratch and its loss. */
@@ -326,7 +332,7 @@ void drv_batch_tensors(const drv_grad *g, const drv_batch *b,
  * (printing a line per epoch, writing --metrics), then saves (--save),
  * reports the test MSE of regression models, draws the pictures asked
  * for, and translates with a seq2seq model (drv_translate). */
-bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+bool drv_train(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	       const drv_train_config *tc);
 
 /* --gradcheck: compares the compiled gradient with central differences

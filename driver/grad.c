@@ -55,6 +55,16 @@ bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	       drv_nmt_bind(ctx, m, o, data->nmt, 0, &data->o);
 }
 
+void drv_data_bind_fallbacks(ir_module *m, const drv_data *data)
+{
+	for (uint32_t i = 0; i < data->o.n_syms; i++) {
+		const drv_sym_value *v = &data->o.syms[i];
+		int32_t s = ir_module_find_sym(m, v->name);
+		if (strcmp(v->opt, "data") == 0 && s >= 0)
+			m->syms[s].fallback = v->value;
+	}
+}
+
 void drv_data_close(drv_data *data)
 {
 	rt_nmt_free(data->nmt);

@@ -231,16 +231,6 @@ static bool run_checks(checker *c, double *worst)
 
 /* The dims the data binds (V_src, V_tgt) become their fallbacks, which
  * is where the interpreter, which binds from inputs, takes them from. */
-static void bind_data_dims(ir_module *m, const drv_data *data)
-{
-	for (uint32_t i = 0; i < data->o.n_syms; i++) {
-		const drv_sym_value *v = &data->o.syms[i];
-		int32_t s = ir_module_find_sym(m, v->name);
-		if (strcmp(v->opt, "data") == 0 && s >= 0)
-			m->syms[s].fallback = v->value;
-	}
-}
-
 bool drv_gradcheck(ir_ctx *ctx, ir_module *m, const drv_options *o,
 		   const drv_train_config *tc)
 {
@@ -253,7 +243,7 @@ bool drv_gradcheck(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	char name[256], e[32];
 	bool ok = checker_open(&c, tc);
 	if (ok)
-		bind_data_dims(m, &c.data);
+		drv_data_bind_fallbacks(m, &c.data);
 	if (ok && !c.n_params) {
 		printf("gradcheck %s: the model has no parameters\n", m->name);
 	} else if (ok) {

@@ -570,7 +570,7 @@ static bool train_all(trainer *t)
 			      t->metrics));
 }
 
-bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+bool drv_train(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	       const drv_train_config *tc)
 {
 	trainer t;
@@ -579,6 +579,9 @@ bool drv_train(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	t.m = m;
 	t.o = o;
 	t.tc = tc;
-	bool ok = trainer_open(&t) && train_all(&t);
+	bool ok = trainer_open(&t);
+	if (ok) /* for the interpreter's re-run of a non-finite step */
+		drv_data_bind_fallbacks(m, &t.data);
+	ok = ok && train_all(&t);
 	return trainer_close(&t) && ok;
 }
