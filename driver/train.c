@@ -153,13 +153,20 @@ static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
 	find_nonfinite_op(t, &shard, &shard_run, is_loss);
 }
 
+/* The elements of parameter p. */
+static int64_t numel(const attnrt_param_info *p)
+{
+	int64_t n = 1;
+	for (int d = 0; d < p->rank; d++)
+		n *= p->dims[d];
+	return n;
+}
+
 /* The first value of parameter p in the params block that is not finite. */
 static double first_nonfinite(const attnrt_param_info *p, const void *params)
 {
 	const float *v = (const float *)((const char *)params + p->offset);
-	int64_t n = 1;
-	for (int d = 0; d < p->rank; d++)
-		n *= p->dims[d];
+	int64_t n = numel(p);
 	for (int64_t k = 0; k < n; k++)
 		if (!isfinite(v[k]))
 			return v[k];
@@ -199,14 +206,6 @@ typedef struct update_run {
 	double scale;     /* of the gradients in the optimizer step */
 	double grad_sq[UPDATE_PARTS], param_sq[UPDATE_PARTS];
 } update_run;
-
-static int64_t numel(const attnrt_param_info *p)
-{
-	int64_t n = 1;
-	for (int d = 0; d < p->rank; d++)
-		n *= p->dims[d];
-	return n;
-}
 
 typedef void part_fn(update_run *u, int part, const attnrt_param_info *pi,
 		     int64_t first, int64_t count);
