@@ -109,8 +109,8 @@ int rt_plot_grid_save(const char *path, const rt_plot_grid *g, char *err,
 		      size_t err_size);
 
 /* The SVG that rt_plot wrote (svg, len bytes) drawn as a PNG image into
- * out (rt_png.c: 8-bit RGB, uncompressed deflate blocks, text in a
- * built-in 5x7 font). Returns ATTNRT_OK, ATTNRT_ERR_ARG for a document
+ * out (rt_png.c: 8-bit RGB, deflate's fixed code, text in a built-in
+ * 5x7 font). Returns ATTNRT_OK, ATTNRT_ERR_ARG for a document
  * it cannot draw, ATTNRT_ERR_NOMEM or ATTNRT_ERR_IO, with a message in
  * err. The *_save functions above write PNG this way when path ends in
  * .png (in any case), and SVG otherwise. */

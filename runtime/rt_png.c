@@ -13,9 +13,10 @@
  * is no anti-aliasing. Anything else in the document is an error: the
  * reader is for rt_plot.c's output, not for SVG at large.
  *
- * The PNG is 8-bit RGB, each row filtered with "none", in zlib's stored
- * (uncompressed) deflate blocks: a valid file any viewer reads, a few
- * hundred kilobytes for a figure.
+ * The PNG is 8-bit RGB, each row filtered with "none", compressed as one
+ * deflate block of the fixed Huffman code whose matches repeat the pixel
+ * to the left or the row above (a figure is mostly flat areas): 12 KB
+ * for a 640x420 loss curve, 85 KB for the Transformer's 24 heatmaps.
  */
 #include "rt_internal.h"
 #include "rt_font.h"
@@ -596,37 +597,138 @@ static void put_chunk(FILE *out, const char *type, const unsigned char *data,
 	fwrite(b, 1, 4, out);
 }
 
-/* The canvas as a zlib stream of stored blocks: each row a filter byte
- * (0) and its pixels. */
-static unsigned char *zlib_stored(const canvas *cv, size_t *size)
+/* The image data: each row a filter byte (0, none) and its pixels. */
+static unsigned char *raw_rows(const canvas *cv, size_t *size)
 {
-	size_t row = (size_t)cv->w * 3 + 1, raw = row * (size_t)cv->h;
-	size_t blocks = (raw + 65534) / 65535;
-	unsigned char *z = malloc(2 + raw + 5 * blocks + 4), *q = z;
-	if (!z)
-		return NULL;
-	*q++ = 0x78; /* deflate, 32K window */
-	*q++ = 0x01; /* no preset dictionary; (0x78 << 8 | 0x01) % 31 == 0 */
-	uint32_t a = 1, b = 0; /* Adler-32 */
-	size_t done = 0;
-	while (done < raw) {
-		size_t n = raw - done < 65535 ? raw - done : 65535;
-		*q++ = done + n == raw ? 1 : 0;
-		*q++ = (unsigned char)n;
-		*q++ = (unsigned char)(n >> 8);
-		*q++ = (unsigned char)~n;
-		*q++ = (unsigned char)(~n >> 8);
-		for (size_t i = done; i < done + n; i++) {
-			size_t r = i / row, c = i % row;
-			unsigned char v = c == 0 ? 0 : cv->px[r * (row - 1) + c - 1];
-			*q++ = v;
-			a = (a + v) % 65521;
-			b = (b + a) % 65521;
-		}
-		done += n;
+	size_t row = (size_t)cv->w * 3 + 1;
+	unsigned char *raw = malloc(row * (size_t)cv->h);
+	for (size_t r = 0; raw && r < (size_t)cv->h; r++) {
+		raw[r * row] = 0;
+		memcpy(raw + r * row + 1, cv->px + r * (row - 1), row - 1);
 	}
-	put32(q, b << 16 | a);
-	*size = (size_t)(q + 4 - z);
+	*size = row * (size_t)cv->h;
+	return raw;
+}
+
+/* Deflate's bits, least significant first. */
+typedef struct bits {
+	unsigned char *p;
+	uint32_t acc;
+	int n;
+} bits;
+
+static void put_bits(bits *b, uint32_t v, int n)
+{
+	b->acc |= v << b->n;
+	b->n += n;
+	while (b->n >= 8) {
+		*b->p++ = (unsigned char)b->acc;
+		b->acc >>= 8;
+		b->n -= 8;
+	}
+}
+
+/* A Huffman code of n bits, which deflate writes most significant first. */
+static void put_code(bits *b, uint32_t code, int n)
+{
+	uint32_t r = 0;
+	for (int i = 0; i < n; i++)
+		r |= (code >> i & 1) << (n - 1 - i);
+	put_bits(b, r, n);
+}
+
+/* Symbol v of the fixed literal/length code. */
+static void put_litlen(bits *b, int v)
+{
+	if (v < 144)
+		put_code(b, 0x30 + (uint32_t)v, 8);
+	else if (v < 256)
+		put_code(b, 0x190 + (uint32_t)(v - 144), 9);
+	else if (v < 280)
+		put_code(b, (uint32_t)(v - 256), 7);
+	else
+		put_code(b, 0xc0 + (uint32_t)(v - 280), 8);
+}
+
+/* The code of a length (3..258) or a distance (1..32768): the largest
+ * base not above it, and its extra bits. */
+static int code_of(const int *base, int n, int v)
+{
+	int c = n - 1;
+	while (base[c] > v)
+		c--;
+	return c;
+}
+
+static const int len_base[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19,
+				 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115,
+				 131, 163, 195, 227, 258};
+static const int len_extra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
+				  2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
+static const int dist_base[30] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65,
+				  97, 129, 193, 257, 385, 513, 769, 1025, 1537,
+				  2049, 3073, 4097, 6145, 8193, 12289, 16385,
+				  24577};
+
+static void put_match(bits *b, int len, int dist)
+{
+	int lc = code_of(len_base, 29, len), dc = code_of(dist_base, 30, dist);
+	put_litlen(b, 257 + lc);
+	put_bits(b, (uint32_t)(len - len_base[lc]), len_extra[lc]);
+	put_code(b, (uint32_t)dc, 5);
+	put_bits(b, (uint32_t)(dist - dist_base[dc]), dc < 4 ? 0 : dc / 2 - 1);
+}
+
+/* How many bytes from at repeat those dist before it (at most 258). */
+static int match_len(const unsigned char *raw, size_t n, size_t at, size_t dist)
+{
+	if (dist == 0 || dist > at || dist > 32768)
+		return 0;
+	int len = 0;
+	while (len < 258 && at + (size_t)len < n &&
+	       raw[at + (size_t)len] == raw[at + (size_t)len - dist])
+		len++;
+	return len;
+}
+
+/* The image data as a zlib stream: one deflate block of the fixed
+ * Huffman code, whose matches repeat the pixel to the left (3 bytes
+ * back) or the row above (a row back) — a picture's flat areas. */
+static unsigned char *zlib_deflate(const canvas *cv, size_t *size)
+{
+	size_t n, row = (size_t)cv->w * 3 + 1;
+	unsigned char *raw = raw_rows(cv, &n);
+	/* at most 9 bits a byte, and the header, the end and Adler-32 */
+	unsigned char *z = raw ? malloc(n + n / 8 + 64) : NULL;
+	if (!z) {
+		free(raw);
+		return NULL;
+	}
+	z[0] = 0x78; /* deflate, 32K window */
+	z[1] = 0x01; /* no preset dictionary; (0x78 << 8 | 0x01) % 31 == 0 */
+	bits b = {z + 2, 0, 0};
+	put_bits(&b, 1, 1); /* the final block */
+	put_bits(&b, 1, 2); /* of the fixed code */
+	for (size_t i = 0; i < n;) {
+		int left = match_len(raw, n, i, 3), up = match_len(raw, n, i, row);
+		int len = left >= up ? left : up;
+		if (len >= 3) {
+			put_match(&b, len, left >= up ? 3 : (int)row);
+			i += (size_t)len;
+		} else {
+			put_litlen(&b, raw[i++]);
+		}
+	}
+	put_litlen(&b, 256); /* end of block */
+	put_bits(&b, 0, 7);  /* to a whole byte */
+	uint32_t a = 1, c = 0; /* Adler-32 of the data */
+	for (size_t i = 0; i < n; i++) {
+		a = (a + raw[i]) % 65521;
+		c = (c + a) % 65521;
+	}
+	put32(b.p, c << 16 | a);
+	*size = (size_t)(b.p + 4 - z);
+	free(raw);
 	return z;
 }
 
@@ -642,7 +744,7 @@ static int write_png(FILE *out, const canvas *cv, char *err, size_t err_size)
 	ihdr[11] = 0; /* adaptive filtering (each row says its filter) */
 	ihdr[12] = 0; /* not interlaced */
 	size_t n;
-	unsigned char *z = zlib_stored(cv, &n);
+	unsigned char *z = zlib_deflate(cv, &n);
 	if (!z)
 		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "PNG: out of memory");
 	crc_init();

@@ -484,9 +484,9 @@ END_TEST
 /* ---- PNG ---- */
 
 /* A PNG as this test reads it back, independently of rt_png.c: the
- * chunks' CRCs checked, IHDR's size, the pixels of an 8-bit RGB image
- * stored in zlib's stored blocks with filter 0 on every row (what the
- * writer promises), and the Adler-32 of the data. */
+ * chunks' CRCs checked, IHDR's size, one IDAT of zlib data in deflate's
+ * stored or fixed-Huffman blocks (what the writer may use; inflated
+ * here), filter 0 on every row, and the Adler-32 of the data. */
 typedef struct png_image {
 	uint32_t w, h;
 	unsigned char *rgb; /* w * h * 3 */
@@ -506,6 +506,107 @@ static uint32_t crc32_of(const unsigned char *b, size_t n)
 			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
 	}
 	return c ^ 0xffffffffu;
+}
+
+/* Deflate's bit reader (least significant bit first). */
+typedef struct in_bits {
+	const unsigned char *p, *end;
+	uint32_t acc;
+	int n;
+} in_bits;
+
+static uint32_t get_bits(in_bits *b, int n)
+{
+	while (b->n < n) {
+		ck_assert(b->p < b->end);
+		b->acc |= (uint32_t)*b->p++ << b->n;
+		b->n += 8;
+	}
+	uint32_t v = b->acc & ((1u << n) - 1);
+	b->acc >>= n;
+	b->n -= n;
+	return v;
+}
+
+/* n more bits of a Huffman code, most significant first, onto code. */
+static uint32_t get_code(in_bits *b, uint32_t code, int n)
+{
+	for (int i = 0; i < n; i++)
+		code = code << 1 | get_bits(b, 1);
+	return code;
+}
+
+/* A symbol of the fixed literal/length code (RFC 1951, 3.2.6). */
+static int get_litlen(in_bits *b)
+{
+	uint32_t c = get_code(b, 0, 7);
+	if (c <= 0x17)
+		return 256 + (int)c;
+	c = get_code(b, c, 1);
+	if (c >= 0x30 && c <= 0xbf)
+		return (int)c - 0x30;
+	if (c >= 0xc0 && c <= 0xc7)
+		return 280 + (int)c - 0xc0;
+	c = get_code(b, c, 1);
+	ck_assert(c >= 0x190 && c <= 0x1ff);
+	return 144 + (int)c - 0x190;
+}
+
+/* Inflates the zlib stream z (n bytes) into out (cap bytes); returns the
+ * bytes written, with the stream's Adler-32 checked. */
+static size_t inflate_fixed(const unsigned char *z, size_t n, unsigned char *out,
+			    size_t cap)
+{
+	static const int lbase[29] = {3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23,
+				      27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131,
+				      163, 195, 227, 258};
+	static const int dbase[30] = {1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97,
+				      129, 193, 257, 385, 513, 769, 1025, 1537, 2049,
+				      3073, 4097, 6145, 8193, 12289, 16385, 24577};
+	ck_assert_uint_ge(n, 6);
+	ck_assert_int_eq((z[0] << 8 | z[1]) % 31, 0);
+	ck_assert_int_eq(z[0] & 0x0f, 8); /* deflate */
+	in_bits b = {z + 2, z + n - 4, 0, 0};
+	size_t got = 0;
+	for (bool is_final = false; !is_final;) {
+		is_final = get_bits(&b, 1);
+		uint32_t type = get_bits(&b, 2);
+		ck_assert_uint_le(type, 1); /* stored or fixed */
+		if (type == 0) {
+			b.acc = 0;
+			b.n = 0; /* to the byte */
+			size_t len = get_bits(&b, 16), nlen = get_bits(&b, 16);
+			ck_assert_uint_eq(len ^ 0xffff, nlen);
+			ck_assert_uint_le(got + len, cap);
+			for (size_t i = 0; i < len; i++)
+				out[got++] = (unsigned char)get_bits(&b, 8);
+			continue;
+		}
+		for (int v; (v = get_litlen(&b)) != 256;) {
+			if (v < 256) {
+				ck_assert_uint_lt(got, cap);
+				out[got++] = (unsigned char)v;
+				continue;
+			}
+			int lc = v - 257, le = lc < 8 || lc == 28 ? 0 : lc / 4 - 1;
+			ck_assert_int_lt(lc, 29);
+			size_t len = (size_t)lbase[lc] + get_bits(&b, le);
+			int dc = (int)get_code(&b, 0, 5);
+			ck_assert_int_lt(dc, 30);
+			size_t dist = (size_t)dbase[dc] + get_bits(&b, dc < 4 ? 0 : dc / 2 - 1);
+			ck_assert_uint_le(dist, got);
+			ck_assert_uint_le(got + len, cap);
+			for (size_t i = 0; i < len; i++, got++)
+				out[got] = out[got - dist];
+		}
+	}
+	uint32_t a = 1, c = 0;
+	for (size_t i = 0; i < got; i++) {
+		a = (a + out[i]) % 65521;
+		c = (c + a) % 65521;
+	}
+	ck_assert_uint_eq(be32(z + n - 4), c << 16 | a);
+	return got;
 }
 
 static void png_read(const char *path, png_image *im)
@@ -539,29 +640,10 @@ static void png_read(const char *path, png_image *im)
 		at += 12 + len;
 	}
 	ck_assert(has_end && z && im->w > 0 && im->h > 0);
-	ck_assert_int_eq((z[0] << 8 | z[1]) % 31, 0);
-	size_t row = im->w * 3 + 1, raw = row * im->h, got = 0, k = 2;
+	size_t row = im->w * 3 + 1, raw = row * im->h;
 	unsigned char *data = malloc(raw);
 	ck_assert_ptr_nonnull(data);
-	bool is_final = false;
-	while (!is_final) {
-		ck_assert_uint_le(k + 5, zn);
-		is_final = z[k] & 1;
-		ck_assert_int_eq(z[k] >> 1 & 3, 0); /* stored */
-		size_t len = (size_t)(z[k + 1] | z[k + 2] << 8);
-		ck_assert_uint_eq(len ^ 0xffff, (size_t)(z[k + 3] | z[k + 4] << 8));
-		ck_assert_uint_le(got + len, raw);
-		memcpy(data + got, z + k + 5, len);
-		got += len;
-		k += 5 + len;
-	}
-	ck_assert_uint_eq(got, raw);
-	uint32_t a = 1, b = 0;
-	for (size_t i = 0; i < raw; i++) {
-		a = (a + data[i]) % 65521;
-		b = (b + a) % 65521;
-	}
-	ck_assert_uint_eq(be32(z + k), b << 16 | a);
+	ck_assert_uint_eq(inflate_fixed(z, zn, data, raw), raw);
 	im->rgb = malloc(im->w * im->h * 3);
 	ck_assert_ptr_nonnull(im->rgb);
 	for (uint32_t y = 0; y < im->h; y++) {
