@@ -309,27 +309,6 @@ static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
 	return x;
 }
 
-/* One step of a vw×vw transpose in registers: rows i and i+d exchange
- * the lanes whose bit d differs from their row's, so after the steps
- * d = vw/2 .. 1 lane k of row i holds what lane i of row k held. */
-static void transpose_step(cg_fn *f, LLVMValueRef *r, int vw, int d)
-{
-	LLVMValueRef lo[16], hi[16];
-	for (int k = 0; k < vw; k++) {
-		lo[k] = cg_i32(f, (k & d) ? vw + k - d : k);
-		hi[k] = cg_i32(f, (k & d) ? vw + k : k + d);
-	}
-	LLVMValueRef mlo = LLVMConstVector(lo, (unsigned)vw);
-	LLVMValueRef mhi = LLVMConstVector(hi, (unsigned)vw);
-	for (int i = 0; i < vw; i++) {
-		if (i & d)
-			continue;
-		LLVMValueRef a = r[i], b = r[i + d];
-		r[i] = LLVMBuildShuffleVector(f->b, a, b, mlo, "");
-		r[i + d] = LLVMBuildShuffleVector(f->b, a, b, mhi, "");
-	}
-}
-
 /* Rows p0 .. p0+vw of a B^T panel: each of the `cols` columns is vw
  * consecutive floats of a row of the stored N×K matrix, read as one
  * vector; two vw×vw transposes turn them into the panel's rows. */
@@ -346,8 +325,7 @@ static void pack_bt_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 						   cg_at(f, src, cg_addi(f, p0, c * g->b_cs)), 4)
 					: LLVMConstNull(vt);
 		}
-		for (int d = vw / 2; d >= 1; d /= 2)
-			transpose_step(f, r, vw, d);
+		cg_transpose(f, r, (unsigned)vw);
 		for (int k = 0; k < vw; k++) {
 			LLVMValueRef row = cg_muli(f, cg_addi(f, p0, k), g->plan.nr);
 			cg_vstore(f, r[k], cg_at(f, out, cg_addi(f, row, v * vw)),
