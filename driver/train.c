@@ -202,81 +202,38 @@ static bool check_params(trainer *t, uint64_t epoch)
 
 typedef struct update_run {
 	trainer *t;
-	uint32_t n_live;  /* shards whose gradients are added into shard 0's */
+	const void *more[DRV_MAX_SHARDS]; /* the live shards' gradients past 0 */
+	size_t n_more;
 	double scale;     /* of the gradients in the optimizer step */
 	double grad_sq[UPDATE_PARTS], param_sq[UPDATE_PARTS];
 } update_run;
 
-typedef void part_fn(update_run *u, int part, const attnrt_param_info *pi,
-		     int64_t first, int64_t count);
-
-/* Calls fn for each parameter with elements in part p (the elements
- * counted in table order, cut as attnrt_optim_update_part cuts them, so
- * that a thread reads back only what its own parts of a step wrote),
- * with the first of them and how many. */
-static void each_in_part(update_run *u, int p, part_fn *fn)
-{
-	const trainer *t = u->t;
-	int64_t total = 0, base = 0;
-	for (uint32_t i = 0; i < t->n_params; i++)
-		total += numel(&t->table[i]);
-	int64_t q = total / UPDATE_PARTS, r = total % UPDATE_PARTS;
-	int64_t lo = q * p + (p < r ? p : r), hi = lo + q + (p < r ? 1 : 0);
-	for (uint32_t i = 0; i < t->n_params && base < hi; i++) {
-		int64_t n = numel(&t->table[i]);
-		int64_t a = lo > base ? lo - base : 0, b = hi < base + n ? hi - base : n;
-		if (a < b)
-			fn(u, p, &t->table[i], a, b - a);
-		base += n;
-	}
-}
-
-/* The live shards' gradients added into shard 0's, their squares into
- * grad_sq[part]. */
-static void add_span(update_run *u, int part, const attnrt_param_info *pi,
-		     int64_t first, int64_t count)
-{
-	const drv_grad *g = &u->t->grad;
-	float *to = (float *)((char *)g->grads + pi->offset) + first;
-	for (uint32_t s = 1; s < u->n_live; s++) {
-		const float *from = (const float *)
-			((const char *)g->shards[s].grads + pi->offset) + first;
-		for (int64_t k = 0; k < count; k++)
-			to[k] += from[k];
-	}
-	u->grad_sq[part] += attnrt_sum_squares(to, count);
-}
-
-/* The squares of the parameters into param_sq[part]: a step that made
- * one infinite or NaN makes the sum so. */
-static void param_span(update_run *u, int part, const attnrt_param_info *pi,
-		       int64_t first, int64_t count)
-{
-	const float *v = (const float *)((const char *)u->t->jit.params + pi->offset);
-	u->param_sq[part] += attnrt_sum_squares(v + first, count);
-}
-
+/* The live shards' gradients added into shard 0's, part by part, with
+ * the sums of their squares. */
 static void add_parts(void *data, int tid, int n)
-{
-	update_run *u = data;
-	for (int p = tid; p < UPDATE_PARTS; p += n) {
-		u->grad_sq[p] = 0;
-		each_in_part(u, p, add_span);
-	}
-}
-
-/* The optimizer's step in parts (any split gives its bits), then the
- * squares of the parameters those parts wrote. */
-static void step_parts(void *data, int tid, int n)
 {
 	update_run *u = data;
 	trainer *t = u->t;
 	for (int p = tid; p < UPDATE_PARTS; p += n)
+		u->grad_sq[p] = attnrt_grad_sum_part(t->table, t->n_params,
+						     t->grad.grads, u->more,
+						     u->n_more, (size_t)p,
+						     UPDATE_PARTS);
+}
+
+/* The optimizer's step in parts (any split gives its bits), then the
+ * squares of the parameters those same parts wrote: a step that made one
+ * infinite or NaN makes its part's sum so. */
+static void step_parts(void *data, int tid, int n)
+{
+	update_run *u = data;
+	trainer *t = u->t;
+	for (int p = tid; p < UPDATE_PARTS; p += n) {
 		attnrt_optim_update_part(t->optim, t->jit.params, t->grad.grads,
 					 u->scale, (size_t)p, UPDATE_PARTS);
-	for (int p = tid; p < UPDATE_PARTS; p += n) {
-		u->param_sq[p] = 0;
-		each_in_part(u, p, param_span);
+		u->param_sq[p] = attnrt_grad_sum_part(t->table, t->n_params,
+						      t->jit.params, NULL, 0,
+						      (size_t)p, UPDATE_PARTS);
 	}
 }
 
@@ -306,7 +263,9 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	 * the parameters' norm (to catch a step that overflows), each on
 	 * the step's threads, in parts. */
 	int team = run.n_threads > 0 ? run.n_threads : cg_threads_get();
-	update_run u = {.t = t, .n_live = drv_grad_live(&t->grad, &b)};
+	update_run u = {.t = t};
+	for (uint32_t sh = 1; sh < drv_grad_live(&t->grad, &b); sh++)
+		u.more[u.n_more++] = t->grad.shards[sh].grads;
 	cg_threads_each(team, add_parts, &u);
 	double norm = sqrt(sum_parts(u.grad_sq));
 	if (!isfinite(loss) || !isfinite(norm)) {

@@ -246,10 +246,16 @@ void attnrt_optim_set_lr(attnrt_optim *opt, double lr);
 double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
 			const void *grads);
 
-/* The sum of squares of v[0..n) in double, as attnrt_grad_norm adds a
- * parameter's: for norms computed in parts (by threads) and then added
- * in a fixed order. */
-double attnrt_sum_squares(const float *v, int64_t n);
+/* Part `part` of n_parts of a block laid out by table (gradients or
+ * parameters), cut as attnrt_optim_update_part cuts its parts: adds the
+ * blocks more[0 .. n_more) into block there, in that order, and returns
+ * the sum of squares of block's part in double, as attnrt_grad_norm adds
+ * a parameter's (NaN or infinite when an element is). The parts of one
+ * block may run on different threads at once; adding their sums in part
+ * order gives a norm that does not depend on the threads. */
+double attnrt_grad_sum_part(const attnrt_param_info *table, size_t n_params,
+			    void *block, const void *const *more, size_t n_more,
+			    size_t part, size_t n_parts);
 
 /* d2l's grad_clipping: if the global norm exceeds theta (> 0), scales
  * every gradient by theta / norm. Returns the norm before clipping (NaN

@@ -106,26 +106,37 @@ static float *elems(const attnrt_param_info *p, const void *block)
 	return (float *)((char *)(uintptr_t)block + p->offset);
 }
 
-/* The elements [lo, hi) of the parameters, counted in table order: for
- * each parameter that has some, its first (off) and how many (n). */
+/* Part `part` of n_parts of the parameters' elements, counted in table
+ * order, for one parameter that has some: its first (off) and how many
+ * (n). The parts are equal but for one element, the first ones larger:
+ * every function that works in parts cuts them here, so that a thread
+ * reads back only what its own parts wrote. */
 typedef struct span {
 	const attnrt_param_info *p;
 	int64_t off, n;
 } span;
 
-/* Calls fn on every span of [lo, hi). */
-static void each_span(const attnrt_optim *o, int64_t lo, int64_t hi,
-		      void (*fn)(const attnrt_optim *o, const span *s, void *cx),
-		      void *cx)
+typedef void span_fn(const span *s, void *cx);
+
+/* Calls fn on every span of the part (none when part >= n_parts). */
+static void each_span(const attnrt_param_info *table, size_t n_params,
+		      size_t part, size_t n_parts, span_fn *fn, void *cx)
 {
-	int64_t base = 0;
-	for (size_t i = 0; i < o->n_params && base < hi; i++) {
-		int64_t n = rt_param_numel(&o->table[i]);
+	int64_t total = 0, base = 0;
+	for (size_t i = 0; i < n_params; i++)
+		total += rt_param_numel(&table[i]);
+	if (n_parts == 0 || part >= n_parts)
+		return;
+	int64_t np = (int64_t)n_parts, pt = (int64_t)part, r = total % np;
+	int64_t lo = total / np * pt + (pt < r ? pt : r);
+	int64_t hi = lo + total / np + (pt < r ? 1 : 0);
+	for (size_t i = 0; i < n_params && base < hi; i++) {
+		int64_t n = rt_param_numel(&table[i]);
 		int64_t a = lo > base ? lo - base : 0;
 		int64_t b = hi < base + n ? hi - base : n;
 		if (a < b) {
-			span s = {&o->table[i], a, b - a};
-			fn(o, &s, cx);
+			span s = {&table[i], a, b - a};
+			fn(&s, cx);
 		}
 		base += n;
 	}
@@ -133,16 +144,17 @@ static void each_span(const attnrt_optim *o, int64_t lo, int64_t hi,
 
 /* What one update reads: the blocks and Adam's constants (below). */
 typedef struct update_cx {
+	const attnrt_optim *o;
 	void *params;
 	const void *grads;
 	float scale;
 	float c[8];
 } update_cx;
 
-static void sgd_span(const attnrt_optim *o, const span *s, void *cx)
+static void sgd_span(const span *s, void *cx)
 {
 	const update_cx *u = cx;
-	float lr = (float)o->cfg.lr, scale = u->scale;
+	float lr = (float)u->o->cfg.lr, scale = u->scale;
 	float *restrict p = elems(s->p, u->params) + s->off;
 	const float *restrict g = elems(s->p, u->grads) + s->off;
 	for (int64_t k = 0; k < s->n; k++)
@@ -176,20 +188,13 @@ static void adam_update(float *restrict p, float *restrict m,
 	}
 }
 
-static void adam_span(const attnrt_optim *o, const span *s, void *cx)
+static void adam_span(const span *s, void *cx)
 {
 	const update_cx *u = cx;
+	const attnrt_optim *o = u->o;
 	adam_update(elems(s->p, u->params) + s->off, elems(s->p, o->m) + s->off,
 		    elems(s->p, o->v) + s->off, elems(s->p, u->grads) + s->off,
 		    s->n, u->c);
-}
-
-static int64_t total_elems(const attnrt_optim *o)
-{
-	int64_t n = 0;
-	for (size_t i = 0; i < o->n_params; i++)
-		n += rt_param_numel(&o->table[i]);
-	return n;
 }
 
 void attnrt_optim_begin_step(attnrt_optim *opt)
@@ -202,7 +207,7 @@ void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
 			      size_t part, size_t n_parts)
 {
 	const attnrt_optim *o = opt;
-	update_cx u = {params, grads, (float)grad_scale, {0}};
+	update_cx u = {o, params, grads, (float)grad_scale, {0}};
 	if (o->cfg.kind == ATTNRT_OPTIM_ADAM) {
 		double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
 		/* 1 - beta in double: in float, 1 - 0.999f loses 4 digits */
@@ -213,13 +218,8 @@ void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
 			      (float)(1 - b2)};
 		memcpy(u.c, c, sizeof c);
 	}
-	if (n_parts == 0 || part >= n_parts)
-		return;
-	int64_t n = total_elems(o), np = (int64_t)n_parts, pt = (int64_t)part;
-	int64_t lo = n / np * pt + (pt < n % np ? pt : n % np);
-	int64_t hi = lo + n / np + (pt < n % np ? 1 : 0);
-	each_span(o, lo, hi, o->cfg.kind == ATTNRT_OPTIM_ADAM ? adam_span : sgd_span,
-		  &u);
+	each_span(o->table, o->n_params, part, n_parts,
+		  o->cfg.kind == ATTNRT_OPTIM_ADAM ? adam_span : sgd_span, &u);
 }
 
 void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
@@ -244,8 +244,9 @@ void attnrt_optim_set_lr(attnrt_optim *opt, double lr)
 	opt->cfg.lr = lr;
 }
 
-/* Over 8 partial sums, which the compiler keeps in vector registers. */
-double attnrt_sum_squares(const float *g, int64_t n)
+/* The sum of squares of g[0..n) in double, over 8 partial sums (which
+ * the compiler keeps in vector registers). */
+static double sum_squares(const float *g, int64_t n)
 {
 	double part[8] = {0};
 	int64_t k = 0;
@@ -265,7 +266,7 @@ double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
 {
 	double sum = 0;
 	for (size_t i = 0; i < n_params; i++)
-		sum += attnrt_sum_squares(elems(&table[i], grads),
+		sum += sum_squares(elems(&table[i], grads),
 				   rt_param_numel(&table[i]));
 	return sqrt(sum);
 }
@@ -284,4 +285,33 @@ double attnrt_grad_clip(const attnrt_param_info *table, size_t n_params,
 			g[k] = (float)(g[k] * scale);
 	}
 	return norm;
+}
+
+/* What one part of attnrt_grad_sum_part reads and adds up. */
+typedef struct sum_cx {
+	void *block;
+	const void *const *more;
+	size_t n_more;
+	double squares;
+} sum_cx;
+
+static void sum_span(const span *s, void *cx)
+{
+	sum_cx *c = cx;
+	float *to = elems(s->p, c->block) + s->off;
+	for (size_t b = 0; b < c->n_more; b++) {
+		const float *from = elems(s->p, c->more[b]) + s->off;
+		for (int64_t k = 0; k < s->n; k++)
+			to[k] += from[k];
+	}
+	c->squares += sum_squares(to, s->n);
+}
+
+double attnrt_grad_sum_part(const attnrt_param_info *table, size_t n_params,
+			    void *block, const void *const *more, size_t n_more,
+			    size_t part, size_t n_parts)
+{
+	sum_cx c = {block, more, n_more, 0};
+	each_span(table, n_params, part, n_parts, sum_span, &c);
+	return c.squares;
 }

@@ -330,20 +330,31 @@ START_TEST(test_grad_norm_is_the_root_of_all_squares)
 }
 END_TEST
 
-/* 1 + 4 + ... + 121 = 506 over 11 elements (a block of 8 and a tail of
- * 3); a NaN or an infinity anywhere gives a non-finite sum. */
+/* 1 + 4 + ... + 121 = 506 over one parameter of 11 elements (a block of
+ * 8 and a tail of 3); parts 0 and 1 of 2 (6 elements and 5) add up to it,
+ * the tail alone as a parameter of its own gives 81 + 100 + 121; a block
+ * added in first counts; a NaN or an infinity anywhere gives a
+ * non-finite sum. */
 START_TEST(test_sum_squares_adds_every_square)
 {
-	float v[11];
+	const attnrt_param_info all = {"v", 0, 1, {11}, ATTNRT_INIT_ZEROS, 0, 0};
+	const attnrt_param_info tail = {"t", 32, 1, {3}, ATTNRT_INIT_ZEROS, 0, 0};
+	float v[11], w[11] = {0};
 	for (int i = 0; i < 11; i++)
 		v[i] = (float)(i + 1);
-	ck_assert_double_eq(attnrt_sum_squares(v, 11), 506.0);
-	ck_assert_double_eq(attnrt_sum_squares(v, 0), 0.0);
-	ck_assert_double_eq(attnrt_sum_squares(v + 8, 3), 81.0 + 100 + 121);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 1), 506.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 0, v, NULL, 0, 0, 1), 0.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 2), 91.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 1, 2), 415.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&tail, 1, v, NULL, 0, 0, 1),
+			    81.0 + 100 + 121);
+	const void *more[1] = {v};
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, w, more, 1, 0, 1), 506.0);
+	ck_assert_float_eq(w[10], 11);
 	v[9] = NAN;
-	ck_assert(isnan(attnrt_sum_squares(v, 11)));
+	ck_assert(isnan(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 1)));
 	v[9] = INFINITY;
-	ck_assert(isinf(attnrt_sum_squares(v, 11)));
+	ck_assert(isinf(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 1)));
 }
 END_TEST
 
