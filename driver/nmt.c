@@ -176,11 +176,12 @@ typedef struct nmt_source {
 	int32_t *ids;       /* the batch's five arrays, one block */
 	rt_nmt_batch batch;
 	int32_t *inputs[5]; /* the loss entry's inputs, in its order */
-	bool inputs_are_rows[5]; /* (B, T) rather than (B) */
+	size_t shard_bytes[5]; /* from one shard of an input to the next */
 	uint32_t n_inputs;
 } nmt_source;
 
-/* The rows past the batch, up to the shards' end: padding. */
+/* The rows past the batch, up to the shards' end: padding, written once
+ * (a batch's fill writes its B rows only). */
 static void pad_rows(nmt_source *s)
 {
 	size_t T = (size_t)rt_nmt_steps(s->data);
@@ -203,11 +204,9 @@ static bool nmt_fill(void *state, uint64_t epoch, uint64_t i, drv_batch *b)
 	int rc = rt_nmt_fill_batch(s->data, s->order, (size_t)i, s->B, &s->batch);
 	if (rc != ATTNRT_OK)
 		return false;
-	pad_rows(s);
 	for (uint32_t k = 0; k < s->n_inputs; k++) {
 		b->inputs[k] = s->inputs[k];
-		b->shard_bytes[k] = s->shard_rows * sizeof(int32_t) *
-				    (s->inputs_are_rows[k] ? (size_t)rt_nmt_steps(s->data) : 1);
+		b->shard_bytes[k] = s->shard_bytes[k];
 	}
 	b->n_live = (uint32_t)((s->batch.n_rows + s->shard_rows - 1) / s->shard_rows);
 	b->n_items = (double)s->batch.n_tokens;
@@ -265,7 +264,8 @@ static bool map_input(ir_ctx *ctx, const ir_setting *data, nmt_source *s,
 			 s->shard_rows, is_valid ? "" : ", T", steps);
 		return false;
 	}
-	s->inputs_are_rows[s->n_inputs] = !is_valid;
+	s->shard_bytes[s->n_inputs] = s->shard_rows * sizeof(int32_t) *
+				      (is_valid ? 1 : (size_t)steps);
 	s->inputs[s->n_inputs++] = input_array(s, k);
 	return true;
 }
@@ -281,6 +281,7 @@ static bool source_alloc(nmt_source *s, size_t T)
 				  .tgt = s->ids + 2 * B * T,
 				  .src_valid = s->ids + 3 * B * T,
 				  .tgt_valid = s->ids + 3 * B * T + B};
+	pad_rows(s);
 	return true;
 }
 
