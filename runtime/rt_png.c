@@ -355,20 +355,18 @@ static void text_content(const char *p, const char *end, char *buf, size_t cap)
 	buf[n] = '\0';
 }
 
-static double dashes_of(const char *v, double *dash, int *n)
+/* A stroke-dasharray ("6,4") into dash, *n lengths (none: solid). */
+static void dashes_of(const char *v, double *dash, int *n)
 {
 	*n = 0;
-	double sum = 0;
 	for (char *p = (char *)(uintptr_t)v; v && *p && *n < MAX_DASHES;) {
 		char *e;
 		double d = strtod(p, &e);
 		if (e == p)
 			break;
 		dash[(*n)++] = d;
-		sum += d;
 		p = *e == ',' ? e + 1 : e;
 	}
-	return sum;
 }
 
 static void draw_path(canvas *cv, const char *d, double w, rgb c,
@@ -415,10 +413,9 @@ static void draw_element(canvas *cv, const char *name, const char *tag,
 		}
 		if (in_defs)
 			return;
-		paint fill = paint_of(attr(tag, end, "fill", buf, sizeof buf));
+		const char *fv = attr(tag, end, "fill", buf, sizeof buf);
+		paint fill = fv ? paint_of(fv) : (paint){0}; /* SVG's default: black */
 		paint stroke = paint_of(attr(tag, end, "stroke", sbuf, sizeof sbuf));
-		if (!attr(tag, end, "fill", buf, sizeof buf))
-			fill = (paint){0}; /* SVG's default fill: black */
 		if (!fill.is_none)
 			fill_rect(cv, x, y, w, h, fill, num_attr(tag, end, "fill-opacity", 1));
 		if (!stroke.is_none)
