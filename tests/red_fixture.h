@@ -125,4 +125,18 @@ static void check_bits(const void *got, const void *want, int64_t n,
 	}
 }
 
+/* f through the JIT at 1, 2 and 3 threads: each time n_fused fused
+ * nodes and, bit for bit, want (n elements). */
+static void check_fused_at_threads(fx *x, int64_t n, const void *want,
+				   uint32_t n_fused, const char *what)
+{
+	for (int th = 1; th <= 3; th++) {
+		uint32_t got_fused = 0;
+		void *got = jit(x, th, n, &got_fused);
+		ck_assert_uint_eq(got_fused, n_fused);
+		check_bits(got, want, n, what);
+		free(got);
+	}
+}
+
 #endif

@@ -153,13 +153,7 @@ START_TEST(test_a_fused_operand_is_reduced_in_row_order_on_any_split)
 		for (int64_t j = 0; j < C; j++)
 			v[r * C + j] = pa[r * C + j] * ps[r] - pb[j];
 	ref_reduce(IR_OP_SUM, IR_F32, v, (int64_t[]){R, C}, 2, 1, want);
-	for (int th = 1; th <= 3; th++) {
-		uint32_t n_fused = 0;
-		void *got = jit(&x, th, C, &n_fused);
-		ck_assert_uint_eq(n_fused, 2);
-		check_bits(got, want, C, "fused sum");
-		free(got);
-	}
+	check_fused_at_threads(&x, C, want, 2, "fused sum");
 	free(v);
 	free(want);
 	fx_fini(&x);

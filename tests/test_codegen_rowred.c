@@ -115,13 +115,7 @@ START_TEST(test_a_fused_operand_is_reduced_in_row_order_on_any_split)
 			row[j] = pa[r * K + j] * ps[r] - pb[j];
 		want[r] = ref_row(IR_OP_MEAN, row, K);
 	}
-	for (int th = 1; th <= 3; th++) {
-		uint32_t n_fused = 0;
-		void *got = jit(&x, th, B * T, &n_fused);
-		ck_assert_uint_eq(n_fused, 2);
-		check_bits(got, want, B * T, "fused mean");
-		free(got);
-	}
+	check_fused_at_threads(&x, B * T, want, 2, "fused mean");
 	free(want);
 	free(row);
 	fx_fini(&x);
