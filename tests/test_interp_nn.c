@@ -395,15 +395,23 @@ static ir_id ce_grad(ti_fx *x, ir_id lg, ir_id lb, ir_id g)
 	return ti_node(x, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL, NULL);
 }
 
+/* The hand-computed case of both tests below: logits (2, 3), labels
+ * and the upstream gradient, into args. */
+static void ce_case(ti_fx *x, ir_id args[3])
+{
+	args[0] = ti_cf(x, SHAPE(2, 3), F32S(1, 2, 3, 1, 1, 1));
+	args[1] = ti_ci(x, SHAPE(2), I32S(2, 0));
+	args[2] = ti_cf(x, SHAPE(2), F32S(2, -1));
+}
+
 START_TEST(test_cross_entropy_grad_matches_a_hand_computation)
 {
 	ti_fx x;
 	ti_init(&x);
-	ir_id lg = ti_cf(&x, SHAPE(2, 3), F32S(1, 2, 3, 1, 1, 1));
-	ir_id lb = ti_ci(&x, SHAPE(2), I32S(2, 0));
-	ir_id g = ti_cf(&x, SHAPE(2), F32S(2, -1));
+	ir_id args[3];
+	ce_case(&x, args);
 	/* 2 (softmax(1, 2, 3) - (0, 0, 1)); -(1/3 - (1, 0, 0)) */
-	ti_expect(&x, ce_grad(&x, lg, lb, g), SHAPE(2, 3),
+	ti_expect(&x, ce_grad(&x, args[0], args[1], args[2]), SHAPE(2, 3),
 		  DBL(0.18006114, 0.48945694, -0.66951808, 2.0 / 3, -1.0 / 3,
 		      -1.0 / 3),
 		  1e-6);
@@ -417,17 +425,15 @@ START_TEST(test_cross_entropy_with_grad_matches_a_hand_computation)
 {
 	ti_fx x;
 	ti_init(&x);
-	ir_id lg = ti_cf(&x, SHAPE(2, 3), F32S(1, 2, 3, 1, 1, 1));
-	ir_id lb = ti_ci(&x, SHAPE(2), I32S(2, 0));
-	ir_id g = ti_cf(&x, SHAPE(2), F32S(2, -1));
-	ir_id args[3] = {lg, lb, g};
+	ir_id args[3];
+	ce_case(&x, args);
 	ti_expect(&x, ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL),
 		  SHAPE(2, 2, 3),
 		  DBL(0.18006114, 0.48945694, -0.66951808, 2.0 / 3, -1.0 / 3,
 		      -1.0 / 3, 0.40760596, 0.36787944, 1, 1.09861229, 1, 1),
 		  1e-6);
 	ir_id bad = ti_ci(&x, SHAPE(2), I32S(0, -1));
-	ir_id bad_args[3] = {lg, bad, g};
+	ir_id bad_args[3] = {args[0], bad, args[2]};
 	ti_expect_error(&x, ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, bad_args, 3, NULL,
 				    NULL),
 			"cross_entropy_with_grad: label -1 out of range [0, 3)");
