@@ -188,7 +188,6 @@ typedef struct drv_train_config {
 	double clip;               /* the global norm to clip to; 0 = none */
 	int64_t batch;             /* --batch, else the block's; 0 = none */
 	int64_t shards;            /* the batch's shards: --shards, `shards` */
-	const ir_setting *shards_at; /* the `shards` setting, or NULL */
 	const ir_setting *data;    /* the `data` setting, or NULL */
 	bool is_full;              /* every setting training needs is there */
 } drv_train_config;

@@ -121,7 +121,7 @@ out:
 static uint32_t nonfinite_shard(const trainer *t, const drv_batch *b)
 {
 	const drv_grad *g = &t->grad;
-	uint32_t n = b->n_live && b->n_live < g->n_shards ? b->n_live : g->n_shards;
+	uint32_t n = drv_grad_live(g, b);
 	for (uint32_t s = 0; s < n; s++)
 		for (size_t i = 0; i < g->n_loss; i++)
 			if (!isfinite(g->shards[s].loss[i]))

@@ -142,12 +142,12 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	if (sh && !read_number(ctx, sh, 0, true, true, DRV_MAX_SHARDS + 1.0, &n))
 		return false;
 	tc->shards = o->shards ? o->shards : (int64_t)n;
-	tc->shards_at = o->shards ? NULL : sh;
 	if (tc->shards == 1)
 		return true;
-	ir_loc at = tc->shards_at ? tc->shards_at->loc : (ir_loc){0};
+	const ir_setting *from = o->shards ? NULL : sh; /* else the flag */
+	ir_loc at = from ? from->loc : (ir_loc){0};
 	char what[64];
-	snprintf(what, sizeof what, tc->shards_at ? "shards = %lld" : "--shards %lld",
+	snprintf(what, sizeof what, from ? "shards = %lld" : "--shards %lld",
 		 (long long)tc->shards);
 	if (tc->shards > DRV_MAX_SHARDS) {
 		ir_error(ctx, at, "%s: at most %d shards", what, DRV_MAX_SHARDS);
