@@ -26,11 +26,13 @@ typedef struct node_call {
 } node_call;
 
 /* A function's fusion and memory plan: into (pass_fuse_ew_plan), the
- * buffer each node's data lives in (root: itself or what a reshape
- * views) and its offset in the scratch slab of total bytes. */
+ * buffer each node's data lives in (root: itself, or what a reshape or a
+ * contiguous slice views, at byte view[i] of it) and its offset in the
+ * scratch slab of total bytes. */
 typedef struct func_plan {
 	ir_id *into;
 	ir_id *root;
+	uint64_t *view;
 	uint64_t *offset;
 	uint64_t total;
 } func_plan;

@@ -221,7 +221,8 @@ static attnrt_tensor_info *tensor_table(cg_program *p, const cg_lower *L,
 
 /* A function's plan: into[i] the consumer node i is fused into,
  * PASS_FUSE_EW_EVERY or IR_NONE (pass_fuse_ew_plan); root[i] is the node
- * whose buffer holds node i's data (a leaf, itself, or what a reshape reads); offset[i] its
+ * whose buffer holds node i's data (a leaf, itself, or what a view reads)
+ * and view[i] the byte where node i starts in it; offset[i] the root's
  * place in the slab for computing roots that are not fused. */
 
 static bool is_leaf(ir_op op)
@@ -229,11 +230,51 @@ static bool is_leaf(ir_op op)
 	return (ir_op_table[op].flags & IR_OPF_LEAF) != 0;
 }
 
-static void find_roots(const ir_graph *g, ir_id *root)
+/* Whether slice i, a kernel of its own, is a run of consecutive elements
+ * of a buffer its operand has (one not computed inside its readers'
+ * kernels): step 1, in range, and every axis before the sliced one of
+ * extent 1. Such a slice reads the operand's buffer from byte *at on,
+ * with no kernel and no copy (the gradients of fused ops are sliced so
+ * out of one packed result). */
+static bool slice_is_view(const cg_lower *L, const ir_graph *g,
+			  const ir_id *into, ir_id i, uint64_t *at)
 {
-	for (ir_id i = 0; i < g->n_nodes; i++)
-		root[i] = g->nodes[i].op == IR_OP_RESHAPE ? root[ir_arg(g, i, 0)]
-							   : i;
+	const ir_node *n = &g->nodes[i];
+	if (n->op != IR_OP_SLICE || into[i] != IR_NONE)
+		return false;
+	ir_id x = ir_arg(g, i, 0);
+	if (into[x] != IR_NONE || n->attr.slice.step != 1)
+		return false;
+	int64_t d[IR_MAX_RANK];
+	int r = cg_lower_dims(L, &g->nodes[x].type, d);
+	int ax = n->attr.slice.axis;
+	if (n->attr.slice.end > d[ax])
+		return false;
+	for (int a = 0; a < ax; a++)
+		if (d[a] != 1)
+			return false;
+	int64_t inner = 1;
+	for (int a = ax + 1; a < r; a++)
+		inner *= d[a];
+	*at = (uint64_t)(n->attr.slice.start * inner) * ir_dtype_size(n->type.dtype);
+	return true;
+}
+
+static void find_roots(const cg_lower *L, const ir_graph *g, const ir_id *into,
+		       ir_id *root, uint64_t *view)
+{
+	for (ir_id i = 0; i < g->n_nodes; i++) {
+		uint64_t at = 0;
+		if (g->nodes[i].op == IR_OP_RESHAPE ||
+		    slice_is_view(L, g, into, i, &at)) {
+			ir_id x = ir_arg(g, i, 0);
+			root[i] = root[x];
+			view[i] = view[x] + at;
+		} else {
+			root[i] = i;
+			view[i] = 0;
+		}
+	}
 }
 
 /* at[i]: the last step whose kernel computes node i (itself, or the
@@ -287,15 +328,16 @@ static bool plan_func(const cg_lower *L, const ir_func *f, bool no_fuse,
 	uint32_t n = g->n_nodes;
 	pl->into = ir_alloc(L->ctx, (n + 1) * sizeof *pl->into);
 	pl->root = ir_alloc(L->ctx, (n + 1) * sizeof *pl->root);
+	pl->view = ir_alloc(L->ctx, (n + 1) * sizeof *pl->view);
 	pl->offset = ir_alloc(L->ctx, (n + 1) * sizeof *pl->offset);
 	uint32_t *last = ir_alloc(L->ctx, (n + 1) * sizeof *last);
 	uint32_t *at = ir_alloc(L->ctx, (n + 1) * sizeof *at);
 	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
 	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
-	bool ok = pl->into && pl->root && pl->offset && last && at && blocks &&
+	bool ok = pl->into && pl->root && pl->view && pl->offset && last && at && blocks &&
 		  map && plan_fusion(L, f, no_fuse, pl->into);
 	if (ok) {
-		find_roots(g, pl->root);
+		find_roots(L, g, pl->into, pl->root, pl->view);
 		find_last_use(f, pl->into, pl->root, at, last);
 		uint32_t nb = 0;
 		for (ir_id i = 0; i < n; i++) {
@@ -322,6 +364,7 @@ static void plan_fini(ir_ctx *ctx, func_plan *pl)
 {
 	ir_free(ctx, pl->into);
 	ir_free(ctx, pl->root);
+	ir_free(ctx, pl->view);
 	ir_free(ctx, pl->offset);
 }
 
@@ -808,14 +851,16 @@ LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i)
 {
 	ir_id r = e->plan.root[i];
 	const ir_node *n = &e->fn->g.nodes[r];
+	LLVMValueRef p;
 	if (n->op == IR_OP_INPUT)
-		return e->inputs[n->attr.input_index];
-	if (n->op == IR_OP_PARAM)
-		return byte_gep(&e->f, e->params,
-				e->p->params[n->attr.param_index].offset);
-	if (n->op == IR_OP_CONST)
-		return const_global(e, n->attr.const_index);
-	return byte_gep(&e->f, e->scratch, e->offset[r]);
+		p = e->inputs[n->attr.input_index];
+	else if (n->op == IR_OP_PARAM)
+		p = byte_gep(&e->f, e->params, e->p->params[n->attr.param_index].offset);
+	else if (n->op == IR_OP_CONST)
+		p = const_global(e, n->attr.const_index);
+	else
+		p = byte_gep(&e->f, e->scratch, e->offset[r]);
+	return e->plan.view[i] ? byte_gep(&e->f, p, e->plan.view[i]) : p;
 }
 
 /* Returns the kernel's status from the entry point if it is not 0. */
@@ -974,6 +1019,8 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 			continue;
 		if (!node_compiles(L, &fn->g, i)) {
 			ok = false;
+		} else if (e.plan.root[i] != i) {
+			continue; /* a view: its readers take its root's pointer */
 		} else if (e.plan.into[i] != IR_NONE) {
 			p->n_fused++;
 		} else {

@@ -620,6 +620,36 @@ START_TEST(test_a_value_read_twice_or_returned_keeps_its_buffer)
 }
 END_TEST
 
+static ir_id reshape(fx *x, ir_id a, ir_type t)
+{
+	return tu_build(&x->g, IR_OP_RESHAPE, &a, 1, NULL, &t);
+}
+
+/* A slice of consecutive elements of a buffer (the axes before the sliced
+ * one all 1) is a view at an offset, with no kernel: of a kernel's result,
+ * of an input, through a reshape, of another such view, as an output or
+ * read by a matmul. A strided slice keeps its kernel. */
+START_TEST(test_a_contiguous_slice_is_a_view_without_a_kernel)
+{
+	fx x;
+	fx_init(&x, 12);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 2, 6, 4));
+	ir_id w = tu_input(&x.g, tu_type(IR_F32, 2, 4, 3));
+	ir_id y = op1(&x, IR_OP_EXP, a, NULL);
+	ret(&x, slice(&x, y, 0, 1, 2, 1));  /* of y at byte 96 */
+	ir_id s = slice(&x, y, 0, 0, 1, 1); /* of y at byte 0 */
+	ret(&x, op2(&x, IR_OP_MATMUL, reshape(&x, s, tu_type(IR_F32, 2, 6, 4)), w));
+	ret(&x, slice(&x, s, 1, 1, 4, 1));  /* of the view s: byte 16 */
+	ret(&x, slice(&x, a, 0, 1, 2, 1));  /* of the input */
+	ret(&x, slice(&x, reshape(&x, y, tu_type(IR_F32, 2, 12, 4)), 0, 3, 9, 1));
+	ret(&x, slice(&x, y, 1, 2, 5, 1));  /* strided: a kernel */
+	seen s1 = check(&x, false, true);
+	ck_assert_uint_eq(s1.n_calls, 3); /* exp, the matmul, the strided slice */
+	ck_assert_uint_eq(s1.n_calls_unfused, 3);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_a_concat_of_64_operands_compiles_and_65_are_refused)
 {
 	fx x;
@@ -655,6 +685,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_same_root_op_with_different_trees_gets_different_kernels);
 	tcase_add_test(tc, test_a_cheap_value_read_twice_is_computed_in_both_readers);
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
+	tcase_add_test(tc, test_a_contiguous_slice_is_a_view_without_a_kernel);
 	tcase_add_test(tc, test_a_concat_of_64_operands_compiles_and_65_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
