@@ -30,6 +30,7 @@
 
 #include <llvm-c/TargetMachine.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -94,6 +95,11 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	}
 	if (!check_batch(s, p, err, err_len))
 		return false;
+	if (s->skip_zero_k && (s->tb || p->batch > 1)) {
+		snprintf(err, err_len, "gemm skip_zero_k needs B stored k×n and "
+			 "a batch of 1");
+		return false;
+	}
 	if (s->vector_width != 0 && s->vector_width != 8 && s->vector_width != 16) {
 		snprintf(err, err_len, "gemm vector width must be 0, 8 or 16, not %d",
 			 s->vector_width);
@@ -170,17 +176,22 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
 
 /* ---- buffers -------------------------------------------------------------- */
 
-/* Floats of one thread's packing buffers: an A block, then a B block;
- * both are multiples of 16 floats, so every part is 64-byte aligned. */
+/* Floats of one thread's buffers: an A block, then a B block, then
+ * (skip_zero_k) the kept columns of A and rows of B, each as large as
+ * its whole operand; all are multiples of 16 floats, so every part is
+ * 64-byte aligned. */
 typedef struct buf_layout {
-	int64_t per_thread, b_off;
+	int64_t per_thread, b_off, ka_off, kb_off;
 } buf_layout;
 
-static buf_layout layout_of(const cg_gemm_plan *p)
+static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 {
 	int64_t a = p->pack_a ? round_up(p->mc * p->kc, 16) : 0;
 	int64_t b = p->pack_b ? p->nc * p->kc : 0;
-	return (buf_layout){.per_thread = a + b, .b_off = a};
+	int64_t ka = s->skip_zero_k ? round_up((s->ta ? s->k : s->m) * p->lda, 16) : 0;
+	int64_t kb = s->skip_zero_k ? round_up(s->k * p->ldb, 16) : 0;
+	return (buf_layout){.per_thread = a + b + ka + kb, .b_off = a,
+			    .ka_off = a + b, .kb_off = a + b + ka};
 }
 
 /* ---- the work of one thread ---------------------------------------------- */
@@ -192,6 +203,7 @@ typedef struct work_env {
 	LLVMValueRef a0, b0, c0;   /* the operands of the first product */
 	LLVMValueRef a, b, c;      /* those of the current product */
 	LLVMValueRef abuf, bbuf, lo, hi, nt;
+	LLVMValueRef k;            /* the inner dimension: spec.k, or the k kept */
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
 } work_env;
 
@@ -298,9 +310,8 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	cg_loop ljc, lpc;
 	w->jc = cg_loop_begin(f, &ljc, c0, c1, p->nc);
 	w->nc = cg_min(f, cg_i64(f, p->nc), LLVMBuildNSWSub(f->b, c1, w->jc, ""));
-	w->pc = cg_loop_begin(f, &lpc, cg_i64(f, 0), cg_i64(f, w->g->spec.k), p->kc);
-	w->kc = cg_min(f, cg_i64(f, p->kc),
-		       LLVMBuildNSWSub(f->b, cg_i64(f, w->g->spec.k), w->pc, ""));
+	w->pc = cg_loop_begin(f, &lpc, cg_i64(f, 0), w->k, p->kc);
+	w->kc = cg_min(f, cg_i64(f, p->kc), LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
 	w->is_acc = w->g->spec.accumulate
 		? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
 		: LLVMBuildICmp(f->b, LLVMIntSGT, w->pc, cg_i64(f, 0), "");
@@ -354,6 +365,73 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 	cg_loop_end(f, &lb);
 }
 
+/* skip_zero_k: whether any of the n floats at p, stride st, is not 0
+ * (NaN counts), or with is_finite_test, is an inf or NaN. */
+static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
+			   bool is_finite_test)
+{
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, st)));
+	LLVMValueRef hit = is_finite_test
+		? LLVMBuildFCmp(f->b, LLVMRealUGE,
+				cg_intrinsic(f, "llvm.fabs", (LLVMTypeRef[1]){cg_t_f32(f)},
+					     1, &x, 1),
+				cg_f32(f, INFINITY), "")
+		: LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
+	LLVMBuildStore(f->b, LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, any, ""), hit, ""),
+		       any);
+	cg_loop_end(f, &l);
+	return LLVMBuildLoad2(f->b, i1, any, "");
+}
+
+/* Copies n floats from src to dst, both of stride st. */
+static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n,
+			 int64_t st)
+{
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef at = cg_muli(f, i, st);
+	cg_store(f, cg_load(f, cg_at(f, src, at)), cg_at(f, dst, at));
+	cg_loop_end(f, &l);
+}
+
+/* skip_zero_k: copies B's rows that are not all zero, and those whose
+ * column of A holds an inf or NaN (0 times it is NaN), with A's matching
+ * columns, to the buffers ka and kb in the layout of A and B, keeping at
+ * least one (a product of none would leave C unwritten), and points the
+ * work at them: w->a0, w->b0, w->k. */
+static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	const cg_gemm_spec *s = &g->spec;
+	LLVMValueRef kept = cg_var(f, cg_t_i64(f), cg_i64(f, 0));
+	cg_loop l;
+	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->k), 1);
+	LLVMValueRef q = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
+	LLVMValueRef brow = cg_at(f, w->b0, cg_muli(f, p, g->b_rs));
+	LLVMValueRef acol = cg_at(f, w->a0, cg_muli(f, p, g->a_cs));
+	/* The last k is kept when none was, else by its values. */
+	LLVMValueRef is_last = LLVMBuildICmp(f->b, LLVMIntEQ, cg_addi(f, p, 1),
+					     cg_i64(f, s->k), "");
+	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, cg_i64(f, 0), "");
+	LLVMValueRef keep = LLVMBuildOr(f->b, any_of(f, brow, s->n, g->b_cs, false),
+					any_of(f, acol, s->m, g->a_rs, true), "");
+	keep = LLVMBuildOr(f->b, keep, LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, keep);
+	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n, g->b_cs);
+	copy_strided(f, acol, cg_at(f, ka, cg_muli(f, q, g->a_cs)), s->m, g->a_rs);
+	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
+	cg_if_end(f, join);
+	cg_loop_end(f, &l);
+	w->a0 = ka;
+	w->b0 = kb;
+	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
+}
+
 /* void NAME.work(const float *A, const float *B, float *C, float *buf,
  *                i64 lo, i64 hi, i64 n): parts [lo, hi) of C cut into n
  * equal parts (thread tid of nt: tid, tid + 1, nt), packing into buf,
@@ -366,7 +444,7 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
 	LLVMTypeRef params[7] = {ptr, ptr, ptr, ptr, i64, i64, i64};
-	buf_layout l = layout_of(&g->plan);
+	buf_layout l = layout_of(&g->spec, &g->plan);
 	work_env w = {.f = &f, .g = g};
 	const cg_gemm_spec *s = &g->spec;
 
@@ -384,6 +462,10 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	w.nt = LLVMGetParam(f.fn, 6);
 	w.abuf = LLVMGetParam(f.fn, 3);
 	w.bbuf = cg_ati(&f, w.abuf, l.b_off);
+	w.k = cg_i64(&f, s->k);
+	if (s->skip_zero_k)
+		keep_nonzero_k(&w, cg_ati(&f, w.abuf, l.ka_off),
+			       cg_ati(&f, w.abuf, l.kb_off));
 	if (g->plan.split_rows)
 		item_loop(&w, ceil_div(s->m, CG_GEMM_MR), CG_GEMM_MR, s->m);
 	else
@@ -416,7 +498,7 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMValueRef args[7];
-	buf_layout l = layout_of(&g->plan);
+	buf_layout l = layout_of(&g->spec, &g->plan);
 
 	snprintf(name, sizeof name, "%s.par", g->name);
 	cg_fn_begin(&f, g->mod, name,
@@ -461,10 +543,11 @@ static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
 /* The packing buffer for nt threads: on the stack when small enough for
  * the most threads, else aligned_alloc'd (*is_heap set). Generated code
  * has no error channel, so a failed allocation traps. */
-static LLVMValueRef alloc_buf(cg_fn *f, const cg_gemm_plan *p,
+static LLVMValueRef alloc_buf(cg_fn *f, const cg_gemm_spec *s,
+			      const cg_gemm_plan *p,
 			      LLVMValueRef nt, int64_t most_nt, bool *is_heap)
 {
-	buf_layout l = layout_of(p);
+	buf_layout l = layout_of(s, p);
 	int64_t most = l.per_thread * most_nt * 4;
 	*is_heap = false;
 	if (most == 0)
@@ -524,7 +607,7 @@ static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 	LLVMValueRef nt = team_size(&f, g);
 	LLVMValueRef args[4] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
 				LLVMGetParam(f.fn, 2),
-				alloc_buf(&f, &g->plan, nt, g->plan.max_threads,
+				alloc_buf(&f, &g->spec, &g->plan, nt, g->plan.max_threads,
 					  &is_heap)};
 	if (par)
 		run_team(&f, work, par, cap, args, nt);
@@ -561,7 +644,7 @@ static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 		    g->spec.is_range_only);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
-	LLVMValueRef buf = alloc_buf(&f, &g->plan, cg_i64(&f, 1), 1, &is_heap);
+	LLVMValueRef buf = alloc_buf(&f, &g->spec, &g->plan, cg_i64(&f, 1), 1, &is_heap);
 	LLVMValueRef args[7] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
 				LLVMGetParam(f.fn, 2), buf, LLVMGetParam(f.fn, 3),
 				LLVMGetParam(f.fn, 4), LLVMGetParam(f.fn, 5)};

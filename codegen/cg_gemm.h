@@ -60,6 +60,14 @@ typedef struct cg_gemm_spec {
 	bool is_threads_arg;
 	/* Generate only NAME.range (below), not NAME. */
 	bool is_range_only;
+	/* Leave out of the product each k whose row of B is all zero (B not
+	 * tb, a batch of 1) while A's column k is finite: its terms are all
+	 * zero, so C is the same (up to the sign of a zero and the rounding
+	 * of a shorter sum) and the work is that of the rows kept. For the
+	 * weight gradient X^T dY of a masked loss, where dY is zero at every
+	 * padding token. Each call first copies the rows kept, and A's
+	 * matching columns, into its buffer. */
+	bool skip_zero_k;
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */

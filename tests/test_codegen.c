@@ -254,6 +254,85 @@ START_TEST(test_gemm_adds_to_c_when_accumulating)
 }
 END_TEST
 
+/* Zeroes B's k rows p with p % 10 >= keep (keep 0: all), as a
+ * masked loss's gradient is zero at padding tokens. */
+static void zero_b_rows(gemm_case *t, int64_t keep)
+{
+	for (int64_t p = 0; p < t->spec.k; p++)
+		if (p % 10 >= keep)
+			for (int64_t j = 0; j < t->spec.n; j++)
+				t->b[p * t->plan.ldb + j] = 0;
+}
+
+/* skip_zero_k leaves out the k rows of B that are all zero: the product
+ * is the naive loop's over every k, kept rows or none, accumulating or
+ * not, in place or packed, with leading dimensions, on 1 thread and 2
+ * alike to the bit. */
+START_TEST(test_gemm_leaves_out_zero_rows_of_b)
+{
+	static const int64_t shapes[][3] = {
+		{32, 202, 320}, {7, 13, 5}, {65, 33, 300}, {1, 1, 1}, {6, 40, 30},
+	};
+	for (size_t s = 0; s < 5; s++)
+		for (int64_t keep = 0; keep <= 10; keep += 5)
+			for (int v = 0; v < 4; v++) {
+				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+							  shapes[s][2]);
+				spec.skip_zero_k = true;
+				spec.ta = v & 1;
+				spec.accumulate = v & 2;
+				spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
+				spec.vector_width = widths[(s + (size_t)keep) % 2];
+				if (s == 2) {
+					spec.lda = (spec.ta ? spec.m : spec.k) + 3;
+					spec.ldb = spec.n + 5;
+					spec.ldc = spec.n + 1;
+				}
+				gemm_case t;
+				case_init(&t, spec, 900 + s);
+				zero_b_rows(&t, keep);
+				float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
+				double e = case_error(&t, c1);
+				ck_assert_msg(e < 1e-5, "%lldx%lldx%lld keep %lld ta=%d "
+					      "acc=%d: error %g", (long long)spec.m,
+					      (long long)spec.n, (long long)spec.k,
+					      (long long)keep, spec.ta, spec.accumulate, e);
+				ck_assert(memcmp(c1, c2, t.n_c * sizeof *c1) == 0);
+				free(c1);
+				free(c2);
+				case_fini(&t);
+			}
+}
+END_TEST
+
+/* A zero row of B meets an inf or NaN of A's column: 0 inf is NaN, so
+ * that k stays in the product and the NaN reaches C's row. */
+START_TEST(test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a)
+{
+	const float bad[2] = {INFINITY, NAN};
+	for (int ta = 0; ta < 2; ta++)
+		for (int b = 0; b < 2; b++) {
+			cg_gemm_spec spec = shape(9, 20, 30);
+			spec.skip_zero_k = true;
+			spec.ta = ta;
+			gemm_case t;
+			case_init(&t, spec, 950);
+			zero_b_rows(&t, 5);
+			int64_t i = 4, p = 17; /* p % 10 >= 5: a zero row */
+			t.a[ta ? p * t.plan.lda + i : i * t.plan.lda + p] = bad[b];
+			float *c = case_run(&t, 1);
+			for (int64_t r = 0; r < spec.m; r++)
+				for (int64_t j = 0; j < spec.n; j++)
+					ck_assert_msg(isnan(c[r * t.plan.ldc + j]) == (r == i),
+						      "ta=%d C(%lld, %lld) = %g", ta,
+						      (long long)r, (long long)j,
+						      (double)c[r * t.plan.ldc + j]);
+			free(c);
+			case_fini(&t);
+		}
+}
+END_TEST
+
 START_TEST(test_gemm_accumulates_one_hand_computed_product)
 {
 	/* A = [1 2; 3 4], B = [5 6; 7 8], C = [1 1; 1 1]: C + AB. */
@@ -614,6 +693,8 @@ START_TEST(test_plan_rejects_bad_specs)
 		{.m = 4, .n = 8, .k = 4, .batch = -1},
 		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 31}, /* overlap */
 		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_a = -1, .stride_c = 32},
+		{.m = 4, .n = 8, .k = 4, .tb = true, .skip_zero_k = true},
+		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 32, .skip_zero_k = true},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cg_gemm_plan p;
@@ -809,6 +890,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_matches_naive_loop_with_every_packing);
 	tcase_add_test(num, test_gemm_reads_transposed_operands);
 	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
+	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_b);
+	tcase_add_test(num, test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
