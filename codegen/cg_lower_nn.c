@@ -819,6 +819,44 @@ bool cg_lower_cross_entropy(cg_kernel *k)
 	return true;
 }
 
+/* The gradient pass of a row: out[j] = (e_j / s - [j == y]) g, the
+ * exps e at e0 of the output, the row at out0. A row whose g is 0 (a
+ * masked token: most of a padded batch) and whose sum is not NaN (every
+ * e finite) is copysign(0, g) but at the label, which is computed as in
+ * the full pass: the same bits without the divisions. */
+static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0, LLVMValueRef out0,
+		      LLVMValueRef s, LLVMValueRef y, LLVMValueRef gr)
+{
+	cg_fn *f = &k->f;
+	LLVMBasicBlockRef zero = cg_block(f, "ce.zero"), full = cg_block(f, "ce.full");
+	LLVMBasicBlockRef done = cg_block(f, "ce.done");
+	LLVMValueRef is_zero = LLVMBuildAnd(
+		f->b, LLVMBuildFCmp(f->b, LLVMRealOEQ, gr, cg_f32(f, 0), ""),
+		LLVMBuildFCmp(f->b, LLVMRealORD, s, s, ""), "");
+	LLVMBuildCondBr(f->b, is_zero, zero, full);
+	cg_loop l;
+	LLVMPositionBuilderAtEnd(f->b, zero);
+	LLVMValueRef py = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, y)), s, "");
+	LLVMValueRef dy = LLVMBuildFMul(f->b, LLVMBuildFSub(f->b, py, cg_f32(f, 1), ""),
+					gr, ""); /* read before e0 may be written */
+	LLVMValueRef z = cg_lower_fcall(f, "llvm.copysign", cg_f32(f, 0), gr);
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, K), 1);
+	stf(k, z, k->out, cg_add(f, out0, j));
+	cg_loop_end(f, &l);
+	stf(k, dy, k->out, cg_add(f, out0, y));
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, full);
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, K), 1);
+	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, j)), s, "");
+	LLVMValueRef oh = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, j, y, ""),
+					  cg_f32(f, 1), cg_f32(f, 0), "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
+	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, cg_add(f, out0, j));
+	cg_loop_end(f, &l);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
 /* (softmax(row) - one_hot(label)) * g of one row, softmax_row's passes:
  * the max, then the exps (stored in the output) and their sum, then each
  * e / sum, less 1 at the label, times g. offs: 0 = out row, 1 = label,
@@ -838,15 +876,7 @@ static void cross_entropy_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	stf(k, e, k->out, cg_add(f, offs[0], j));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
-	LLVMValueRef s = get(k, ft, sum);
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, at), s, "");
-	LLVMValueRef oh = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, j, y, ""),
-					  cg_f32(f, 1), cg_f32(f, 0), "");
-	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
-	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, at);
-	cg_loop_end(f, &l);
+	grad_pass(k, c->K, offs[0], offs[0], get(k, ft, sum), y, gr);
 }
 
 bool cg_lower_cross_entropy_grad(cg_kernel *k)
@@ -888,13 +918,7 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
 	LLVMValueRef s = get(k, ft, sum);
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K), 1);
-	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, ex, j)), s, "");
-	LLVMValueRef oh = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, j, y, ""),
-					  cg_f32(f, 1), cg_f32(f, 0), "");
-	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
-	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, cg_add(f, offs[0], j));
-	cg_loop_end(f, &l);
+	grad_pass(k, c->r.K, ex, offs[0], s, y, gr);
 	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
 	LLVMValueRef ls = LLVMBuildFSub(
 		f->b, LLVMBuildFSub(f->b, xy, m, ""),

@@ -978,6 +978,51 @@ START_TEST(test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path)
 }
 END_TEST
 
+/* A zero g (a masked token) takes the kernels' short way: a finite row
+ * is zeros of g's sign but at the label, where (p - 1) g has the
+ * other sign; a row with a NaN, an infinity or only -inf stays NaN. Both
+ * kernels give the unfused (softmax - one_hot) * g bit for bit. */
+START_TEST(test_cross_entropy_grad_of_zero_g_rows_is_signed_zeros)
+{
+	fx x;
+	fx_init(&x);
+	float v[5 * 19];
+	non_finite_rows(v);
+	memcpy(&v[4 * 19], v, 19 * sizeof *v);
+	static const int32_t lab[5] = {4, 3, 5, 0, 7};
+	ir_id lb = tu_const(&x.g, tu_type(IR_I32, 1, 5), lab);
+	ir_id lg = tu_const(&x.g, tu_type(IR_F32, 2, 5, 19), v);
+	float gv[5] = {0.0f, -0.0f, 0.0f, -0.0f, -0.0f};
+	ir_id g = tu_const(&x.g, tu_type(IR_F32, 1, 5), gv);
+	ir_id oh = to_type(&x, IR_OP_ONE_HOT, lb, tu_type(IR_F32, 2, 5, 19));
+	ir_id gk = to_type(&x, IR_OP_RESHAPE, g, tu_type(IR_F32, 2, 5, 1));
+	ret(&x, op2(&x, IR_OP_MUL,
+		    op2(&x, IR_OP_SUB, op1(&x, IR_OP_SOFTMAX, lg, NULL), oh, NULL),
+		    gk, NULL));
+	ret(&x, ce_grad(&x, lg, lb, g));
+	ir_id args[3] = {lg, lb, g};
+	ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
+	both b;
+	run_cfg c = cfg_default();
+	run_both(&x, &c, &b);
+	ck_assert_int_eq(b.got.status, 0);
+	const float *u = b.got.out[0], *f = b.got.out[1], *w = b.got.out[2];
+	for (int i = 0; i < 5 * 19; i++) {
+		int r = i / 19, j = i % 19;
+		bool is_nan = r >= 1 && r <= 3;
+		ck_assert_msg(isnan(f[i]) == is_nan && isnan(w[i]) == is_nan,
+			      "row %d col %d: %g %g", r, j, (double)f[i], (double)w[i]);
+		if (is_nan)
+			continue;
+		ck_assert_msg(f[i] == 0 && !!signbit(f[i]) == (!!signbit(gv[r]) != (j == lab[r])),
+			      "row %d col %d: %g", r, j, (double)f[i]);
+		ck_assert(memcmp(&f[i], &u[i], 4) == 0 && memcmp(&w[i], &f[i], 4) == 0);
+	}
+	both_fini(&x, &b);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_label_out_of_range_fails_cross_entropy_grad)
 {
 	fx x;
@@ -1423,6 +1468,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_index_out_of_range_returns_the_error_code_of_its_node);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
 	tcase_add_test(t, test_cross_entropy_grad_matches_the_interpreter);
+	tcase_add_test(t, test_cross_entropy_grad_of_zero_g_rows_is_signed_zeros);
 	tcase_add_test(t, test_cross_entropy_grad_of_fused_logits_matches_the_interpreter);
 	tcase_add_test(t, test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_grad);
