@@ -100,6 +100,11 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 			 "a batch of 1");
 		return false;
 	}
+	if (s->skip_zero_m && (s->skip_zero_k || p->batch > 1)) {
+		snprintf(err, err_len, "gemm skip_zero_m needs a batch of 1 and no "
+			 "skip_zero_k");
+		return false;
+	}
 	if (s->vector_width != 0 && s->vector_width != 8 && s->vector_width != 16) {
 		snprintf(err, err_len, "gemm vector width must be 0, 8 or 16, not %d",
 			 s->vector_width);
@@ -176,22 +181,27 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
 
 /* ---- buffers -------------------------------------------------------------- */
 
-/* Floats of one thread's buffers: an A block, then a B block, then
- * (skip_zero_k) the kept columns of A and rows of B, each as large as
- * its whole operand; all are multiples of 16 floats, so every part is
+/* Floats of one thread's buffers: an A block, then a B block, then the
+ * rows kept: (skip_zero_k) A's columns and B's rows, (skip_zero_m) A's
+ * rows, their product and their row numbers (i32), each region as large
+ * as its whole operand; all are multiples of 16 floats, so every part is
  * 64-byte aligned. */
 typedef struct buf_layout {
-	int64_t per_thread, b_off, ka_off, kb_off;
+	int64_t per_thread, b_off, ka_off, kb_off, kc_off, map_off;
 } buf_layout;
 
 static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 {
+	bool skip = s->skip_zero_k || s->skip_zero_m;
 	int64_t a = p->pack_a ? round_up(p->mc * p->kc, 16) : 0;
 	int64_t b = p->pack_b ? p->nc * p->kc : 0;
-	int64_t ka = s->skip_zero_k ? round_up((s->ta ? s->k : s->m) * p->lda, 16) : 0;
+	int64_t ka = skip ? round_up((s->ta ? s->k : s->m) * p->lda, 16) : 0;
 	int64_t kb = s->skip_zero_k ? round_up(s->k * p->ldb, 16) : 0;
-	return (buf_layout){.per_thread = a + b + ka + kb, .b_off = a,
-			    .ka_off = a + b, .kb_off = a + b + ka};
+	int64_t kc = s->skip_zero_m ? round_up(s->m * p->ldc, 16) : 0;
+	int64_t map = s->skip_zero_m ? round_up(s->m, 16) : 0;
+	return (buf_layout){.per_thread = a + b + ka + kb + kc + map, .b_off = a,
+			    .ka_off = a + b, .kb_off = a + b + ka,
+			    .kc_off = a + b + ka + kb, .map_off = a + b + ka + kb + kc};
 }
 
 /* ---- the work of one thread ---------------------------------------------- */
@@ -312,7 +322,8 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	w->nc = cg_min(f, cg_i64(f, p->nc), LLVMBuildNSWSub(f->b, c1, w->jc, ""));
 	w->pc = cg_loop_begin(f, &lpc, cg_i64(f, 0), w->k, p->kc);
 	w->kc = cg_min(f, cg_i64(f, p->kc), LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
-	w->is_acc = w->g->spec.accumulate
+	/* skip_zero_m multiplies into its own buffer, then adds. */
+	w->is_acc = w->g->spec.accumulate && !w->g->spec.skip_zero_m
 		? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
 		: LLVMBuildICmp(f->b, LLVMIntSGT, w->pc, cg_i64(f, 0), "");
 	if (p->pack_b)
@@ -320,6 +331,126 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	row_blocks(w, r0, r1);
 	cg_loop_end(f, &lpc);
 	cg_loop_end(f, &ljc);
+}
+
+static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
+			   bool is_finite_test);
+static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n,
+			 int64_t st);
+
+/* skip_zero_m: whether B holds an inf or NaN. */
+static LLVMValueRef b_is_non_finite(work_env *w)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, g->spec.k), 1);
+	LLVMValueRef row = any_of(f, cg_at(f, w->b, cg_muli(f, p, g->b_rs)), g->spec.n,
+				  g->b_cs, true);
+	LLVMBuildStore(f->b, LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, any, ""), row, ""),
+		       any);
+	cg_loop_end(f, &l);
+	return LLVMBuildLoad2(f->b, i1, any, "");
+}
+
+/* skip_zero_m, rows [r0, r1) and columns [c0, c1) of C: copies the rows
+ * of A that are not all zero (all of them if B is not finite) to ka,
+ * their numbers to map, multiplies them into kc, then writes C's rows:
+ * the product's, or 0 (unless accumulating) for a row left out. */
+static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
+				 LLVMValueRef c0, LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	const cg_gemm_spec *s = &g->spec;
+	buf_layout lay = layout_of(s, &g->plan);
+	LLVMValueRef ka = cg_ati(f, w->abuf, lay.ka_off);
+	LLVMValueRef kc = cg_ati(f, w->abuf, lay.kc_off);
+	LLVMValueRef map = cg_ati(f, w->abuf, lay.map_off);
+	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
+	LLVMValueRef keep_all = b_is_non_finite(w);
+	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
+	LLVMValueRef arow = cg_at(f, w->a, cg_muli(f, i, g->a_rs));
+	LLVMValueRef keep = LLVMBuildOr(f->b, keep_all,
+					any_of(f, arow, s->k, g->a_cs, false), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, keep);
+	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
+	copy_strided(f, arow, cg_at(f, ka, cg_muli(f, q, g->a_rs)), s->k, g->a_cs);
+	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, i, i32, ""),
+		       LLVMBuildInBoundsGEP2(f->b, i32, map, &q, 1, ""));
+	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
+	cg_if_end(f, join);
+	cg_loop_end(f, &l);
+	LLVMValueRef n_kept = LLVMBuildLoad2(f->b, i64, kept, "");
+	/* The sgemm ends a row block in a partial panel only at A's last
+	 * rows (M mod MR of them): the rows kept are padded with zero rows to
+	 * a whole panel, or to M. */
+	LLVMValueRef end = cg_min(f, cg_muli(f, LLVMBuildUDiv(f->b,
+		cg_addi(f, n_kept, CG_GEMM_MR - 1), cg_i64(f, CG_GEMM_MR), ""), CG_GEMM_MR),
+		cg_i64(f, s->m));
+	i = cg_loop_begin(f, &l, n_kept, end, 1);
+	cg_loop lp;
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), cg_i64(f, s->k), 1);
+	cg_store(f, cg_f32(f, 0), cg_at(f, ka, cg_add(f, cg_muli(f, i, g->a_rs),
+						      cg_muli(f, p, g->a_cs))));
+	cg_loop_end(f, &lp);
+	cg_loop_end(f, &l);
+	LLVMValueRef a = w->a, c = w->c;
+	w->a = ka;
+	w->c = kc;
+	join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, n_kept, cg_i64(f, 0), ""));
+	block_loops(w, cg_i64(f, 0), end, c0, c1);
+	cg_if_end(f, join);
+	w->a = a;
+	w->c = c;
+	/* Row i of C: the next row kept (map[q] == i) or a row left out. */
+	LLVMValueRef next = cg_var(f, i64, cg_i64(f, 0));
+	i = cg_loop_begin(f, &l, r0, r1, 1);
+	q = LLVMBuildLoad2(f->b, i64, next, "");
+	LLVMValueRef qc = cg_min(f, q, cg_i64(f, s->m - 1));
+	LLVMValueRef mi = LLVMBuildSExt(f->b, LLVMBuildLoad2(f->b, i32,
+		LLVMBuildInBoundsGEP2(f->b, i32, map, &qc, 1, ""), ""), i64, "");
+	LLVMValueRef is_kept = LLVMBuildAnd(
+		f->b, LLVMBuildICmp(f->b, LLVMIntSLT, q, n_kept, ""),
+		LLVMBuildICmp(f->b, LLVMIntEQ, mi, i, ""), "");
+	LLVMValueRef crow = cg_at(f, c, cg_muli(f, i, g->plan.ldc));
+	LLVMValueRef prow = cg_at(f, kc, cg_muli(f, q, g->plan.ldc));
+	LLVMBasicBlockRef yes = cg_block(f, "row.kept"), no = cg_block(f, "row.left");
+	LLVMBasicBlockRef done = cg_block(f, "row.done");
+	LLVMBuildCondBr(f->b, is_kept, yes, no);
+	LLVMPositionBuilderAtEnd(f->b, yes);
+	cg_loop lj;
+	LLVMValueRef j = cg_loop_begin(f, &lj, c0, c1, 1);
+	LLVMValueRef v = cg_load(f, cg_at(f, prow, j));
+	if (s->accumulate)
+		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
+	cg_store(f, v, cg_at(f, crow, j));
+	cg_loop_end(f, &lj);
+	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, no);
+	if (!s->accumulate) {
+		j = cg_loop_begin(f, &lj, c0, c1, 1);
+		cg_store(f, cg_f32(f, 0), cg_at(f, crow, j));
+		cg_loop_end(f, &lj);
+	}
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+	cg_loop_end(f, &l);
+}
+
+/* Rows [r0, r1), columns [c0, c1) of the current product. */
+static void product(work_env *w, LLVMValueRef r0, LLVMValueRef r1, LLVMValueRef c0,
+		    LLVMValueRef c1)
+{
+	if (w->g->spec.skip_zero_m)
+		product_of_rows_kept(w, r0, r1, c0, c1);
+	else
+		block_loops(w, r0, r1, c0, c1);
 }
 
 /* Points a, b, c at product `item` of the batch. */
@@ -358,9 +489,9 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSLT,
 							      r0, r1, ""));
 	if (w->g->plan.split_rows)
-		block_loops(w, r0, r1, zero, cg_i64(f, w->g->spec.n));
+		product(w, r0, r1, zero, cg_i64(f, w->g->spec.n));
 	else
-		block_loops(w, zero, cg_i64(f, w->g->spec.m), r0, r1);
+		product(w, zero, cg_i64(f, w->g->spec.m), r0, r1);
 	cg_if_end(f, join);
 	cg_loop_end(f, &lb);
 }

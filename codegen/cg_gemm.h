@@ -68,6 +68,13 @@ typedef struct cg_gemm_spec {
 	 * padding token. Each call first copies the rows kept, and A's
 	 * matching columns, into its buffer. */
 	bool skip_zero_k;
+	/* Leave out of the product each row of A that is all zero (a batch of
+	 * 1), unless B holds an inf or NaN: that row of C is 0 (the sgemm's
+	 * sum of zero terms is +0), or stays as it is when accumulating. For
+	 * the input gradient dY W^T of a masked loss. Each call copies the
+	 * rows kept of its part into its buffer, multiplies them there and
+	 * copies the rows of the product back. */
+	bool skip_zero_m;
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */

@@ -193,6 +193,7 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 		bn->dims[in] = 1;
 	}
 	s.skip_zero_k = !s.tb && !s.batch && is_masked_loss_grad(k, 1);
+	s.skip_zero_m = !ta && !s.batch && !s.skip_zero_k && is_masked_loss_grad(k, 0);
 	char name[64], err[256];
 	cg_gemm_plan plan;
 	snprintf(name, sizeof name, "sgemm.%u", L->n_gemms++);

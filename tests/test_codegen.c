@@ -333,6 +333,93 @@ START_TEST(test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a)
 }
 END_TEST
 
+/* Zeroes A's rows i with i % 10 >= keep (keep 0: all). */
+static void zero_a_rows(gemm_case *t, int64_t keep)
+{
+	for (int64_t i = 0; i < t->spec.m; i++)
+		if (i % 10 >= keep)
+			for (int64_t p = 0; p < t->spec.k; p++)
+				t->a[t->spec.ta ? p * t->plan.lda + i : i * t->plan.lda + p] = 0;
+}
+
+/* skip_zero_m leaves out the rows of A that are all zero: the product is
+ * the naive loop's (a row left out is +0, or C's own when accumulating),
+ * in place or packed, on 1 thread and 2 alike to the bit. */
+START_TEST(test_gemm_leaves_out_zero_rows_of_a)
+{
+	static const int64_t shapes[][3] = {
+		{320, 32, 202}, {7, 13, 5}, {65, 33, 300}, {1, 1, 1}, {300, 70, 30},
+	};
+	for (size_t s = 0; s < 5; s++)
+		for (int64_t keep = 0; keep <= 10; keep += 3)
+			for (int v = 0; v < 8; v++) {
+				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+							  shapes[s][2]);
+				spec.skip_zero_m = true;
+				spec.ta = v & 1;
+				spec.tb = v & 4;
+				spec.accumulate = v & 2;
+				spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
+				spec.vector_width = widths[(s + (size_t)keep) % 2];
+				if (s == 2) {
+					spec.lda = (spec.ta ? spec.m : spec.k) + 3;
+					spec.ldb = (spec.tb ? spec.k : spec.n) + 5;
+					spec.ldc = spec.n + 1;
+				}
+				gemm_case t;
+				case_init(&t, spec, 970 + s);
+				zero_a_rows(&t, keep);
+				float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
+				double e = case_error(&t, c1);
+				ck_assert_msg(e < 1e-5, "%lldx%lldx%lld keep %lld ta=%d "
+					      "tb=%d acc=%d: error %g", (long long)spec.m,
+					      (long long)spec.n, (long long)spec.k,
+					      (long long)keep, spec.ta, spec.tb,
+					      spec.accumulate, e);
+				for (int64_t i = keep; !spec.accumulate && i < spec.m; i++)
+					if (i % 10 >= keep)
+						ck_assert(!signbit(c1[i * t.plan.ldc]));
+				ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
+					      "%lldx%lldx%lld keep %lld v %d pack %d: 1 and "
+					      "2 threads differ", (long long)spec.m,
+					      (long long)spec.n, (long long)spec.k,
+					      (long long)keep, v, (int)spec.pack);
+				free(c1);
+				free(c2);
+				case_fini(&t);
+			}
+}
+END_TEST
+
+/* A zero row of A meets an inf or NaN of B: 0 inf is NaN, so every row
+ * stays in the product and the NaN reaches all of C's column. */
+START_TEST(test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b)
+{
+	const float bad[2] = {INFINITY, NAN};
+	for (int b = 0; b < 2; b++) {
+		cg_gemm_spec spec = shape(30, 20, 9);
+		spec.skip_zero_m = true;
+		gemm_case t;
+		case_init(&t, spec, 990);
+		zero_a_rows(&t, 5);
+		int64_t p = 4, j = 11;
+		t.b[p * t.plan.ldb + j] = bad[b];
+		float *c = case_run(&t, 1);
+		for (int64_t r = 0; r < spec.m; r++)
+			for (int64_t q = 0; q < spec.n; q++) {
+				float x = c[r * t.plan.ldc + q];
+				bool is_zero_row = r % 10 >= 5;
+				ck_assert_msg(q == j ? !isfinite(x) && (isnan(x) || !is_zero_row)
+						     : isfinite(x),
+					      "C(%lld, %lld) = %g", (long long)r,
+					      (long long)q, (double)x);
+			}
+		free(c);
+		case_fini(&t);
+	}
+}
+END_TEST
+
 START_TEST(test_gemm_accumulates_one_hand_computed_product)
 {
 	/* A = [1 2; 3 4], B = [5 6; 7 8], C = [1 1; 1 1]: C + AB. */
@@ -695,6 +782,8 @@ START_TEST(test_plan_rejects_bad_specs)
 		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_a = -1, .stride_c = 32},
 		{.m = 4, .n = 8, .k = 4, .tb = true, .skip_zero_k = true},
 		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 32, .skip_zero_k = true},
+		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 32, .skip_zero_m = true},
+		{.m = 4, .n = 8, .k = 4, .skip_zero_k = true, .skip_zero_m = true},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cg_gemm_plan p;
@@ -892,6 +981,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_b);
 	tcase_add_test(num, test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a);
+	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_a);
+	tcase_add_test(num, test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
