@@ -117,6 +117,8 @@ LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x);
 /* exp of x <= 0 (or -inf), the softmax's case: cg_lower_exp's formula
  * without its overflow and NaN handling; x > 0 gives garbage. */
 LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x);
+/* 1 / (1 + e^-x) of an f32 or a vector of them, through e^-|x|. */
+LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x);
 /* SplitMix64's finalizer (runtime/rt_rng.c mix()) of an i64 or a vector
  * of them. */
 LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z);

@@ -212,7 +212,7 @@ static LLVMValueRef f2i(cg_fn *f, LLVMValueRef x)
 
 static LLVMValueRef unary_f32(cg_fn *f, ir_op op, LLVMValueRef x)
 {
-	LLVMValueRef zero = cg_f32(f, 0), one = cg_f32(f, 1);
+	LLVMValueRef zero = cg_f32(f, 0);
 	if (op == IR_OP_NEG)
 		return LLVMBuildFNeg(f->b, x, "");
 	if (op == IR_OP_EXP)
@@ -229,10 +229,8 @@ static LLVMValueRef unary_f32(cg_fn *f, ir_op op, LLVMValueRef x)
 		return cg_lower_fcall(f, "llvm.fabs", x, NULL);
 	if (op == IR_OP_TANH)
 		return cg_lower_tanh(f, x);
-	if (op == IR_OP_SIGMOID) {
-		LLVMValueRef e = cg_lower_exp(f, LLVMBuildFNeg(f->b, x, ""));
-		return LLVMBuildFDiv(f->b, one, LLVMBuildFAdd(f->b, one, e, ""), "");
-	}
+	if (op == IR_OP_SIGMOID)
+		return cg_lower_sigmoid(f, x);
 	/* relu: x > 0 or NaN keeps x (torch.relu), else +0. */
 	LLVMValueRef keep = LLVMBuildFCmp(f->b, LLVMRealUGT, x, zero, "");
 	return LLVMBuildSelect(f->b, keep, x, zero, "");

@@ -152,3 +152,17 @@ LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x)
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
 	return LLVMBuildSelect(b, nan, x, y, "");
 }
+
+LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x)
+{
+	/* e = e^-|x| <= 1 needs exp's cheaper half (no overflow, one
+	 * scaling); 1 / (1 + e) for x >= 0 and e / (1 + e) below, where
+	 * 1 / (1 + e^-x) would round 1 + e^-x away from e^x's digits. */
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFNeg(b, call(f, "llvm.fabs", x, NULL), ""));
+	LLVMValueRef r = LLVMBuildFDiv(b, fc(x, 1), LLVMBuildFAdd(b, fc(x, 1), e, ""), "");
+	LLVMValueRef is_neg = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, 0), "");
+	LLVMValueRef y = LLVMBuildSelect(b, is_neg, LLVMBuildFMul(b, e, r, ""), r, "");
+	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+	return LLVMBuildSelect(b, nan, x, y, "");
+}
