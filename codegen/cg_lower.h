@@ -117,6 +117,10 @@ LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x);
 /* exp of x <= 0 (or -inf), the softmax's case: cg_lower_exp's formula
  * without its overflow and NaN handling; x > 0 gives garbage. */
 LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x);
+/* e^d of d = x - max(row) of a softmax or a cross-entropy: d <= 0, or
+ * NaN when the row holds a NaN or an infinity, which it keeps;
+ * cg_lower_exp's bits for less work. */
+LLVMValueRef cg_lower_exp_shifted(cg_fn *f, LLVMValueRef d);
 /* 1 / (1 + e^-x) of an f32 or a vector of them, through e^-|x|. */
 LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x);
 /* SplitMix64's finalizer (runtime/rt_rng.c mix()) of an i64 or a vector

@@ -166,3 +166,12 @@ LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x)
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
 	return LLVMBuildSelect(b, nan, x, y, "");
 }
+
+LLVMValueRef cg_lower_exp_shifted(cg_fn *f, LLVMValueRef d)
+{
+	/* For d <= 0 cg_lower_exp's scaling by 2^n in two halves is exact in
+	 * the first, so one scaling rounds the same: the same bits. */
+	LLVMValueRef y = cg_lower_exp_nonpos(f, d);
+	LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, d, d, "");
+	return LLVMBuildSelect(f->b, nan, d, y, "");
+}

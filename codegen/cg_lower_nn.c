@@ -543,7 +543,7 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, ldf(k, k->out, at), m, ""));
+	LLVMValueRef e = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, ldf(k, k->out, at), m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	if (!c->is_log)
 		stf(k, e, k->out, at);
@@ -798,7 +798,7 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef v = cg_kernel_operand(k, 0, offs, j);
-	LLVMValueRef e = cg_lower_exp(f, LLVMBuildFSub(f->b, v, m, ""));
+	LLVMValueRef e = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, v, m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
 	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
@@ -872,7 +872,7 @@ static void cross_entropy_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = row_max(k, c, offs), sum = var(k, ft, cg_f32(f, 0));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef e = cg_lower_exp(
+	LLVMValueRef e = cg_lower_exp_shifted(
 		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
 	stf(k, e, k->out, cg_add(f, offs[0], j));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
@@ -913,7 +913,7 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = row_max(k, &c->r, offs), sum = var(k, ft, cg_f32(f, 0));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K), 1);
-	LLVMValueRef e = cg_lower_exp(
+	LLVMValueRef e = cg_lower_exp_shifted(
 		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
 	stf(k, e, k->out, cg_add(f, ex, j));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
