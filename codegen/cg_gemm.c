@@ -333,10 +333,38 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	cg_loop_end(f, &ljc);
 }
 
+/* Whether any of the n floats at p, stride st, is not 0 (NaN counts),
+ * or with is_finite_test, is an inf or NaN (skip_zero_k, skip_zero_m). */
 static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
-			   bool is_finite_test);
+			   bool is_finite_test)
+{
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, st)));
+	LLVMValueRef hit = is_finite_test
+		? LLVMBuildFCmp(f->b, LLVMRealUGE,
+				cg_intrinsic(f, "llvm.fabs", (LLVMTypeRef[1]){cg_t_f32(f)},
+					     1, &x, 1),
+				cg_f32(f, INFINITY), "")
+		: LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
+	LLVMBuildStore(f->b, LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, any, ""), hit, ""),
+		       any);
+	cg_loop_end(f, &l);
+	return LLVMBuildLoad2(f->b, i1, any, "");
+}
+
+/* Copies n floats from src to dst, both of stride st. */
 static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n,
-			 int64_t st);
+			 int64_t st)
+{
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef at = cg_muli(f, i, st);
+	cg_store(f, cg_load(f, cg_at(f, src, at)), cg_at(f, dst, at));
+	cg_loop_end(f, &l);
+}
 
 /* skip_zero_m: whether B holds an inf or NaN. */
 static LLVMValueRef b_is_non_finite(work_env *w)
@@ -494,39 +522,6 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 		product(w, zero, cg_i64(f, w->g->spec.m), r0, r1);
 	cg_if_end(f, join);
 	cg_loop_end(f, &lb);
-}
-
-/* skip_zero_k: whether any of the n floats at p, stride st, is not 0
- * (NaN counts), or with is_finite_test, is an inf or NaN. */
-static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
-			   bool is_finite_test)
-{
-	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
-	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
-	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, st)));
-	LLVMValueRef hit = is_finite_test
-		? LLVMBuildFCmp(f->b, LLVMRealUGE,
-				cg_intrinsic(f, "llvm.fabs", (LLVMTypeRef[1]){cg_t_f32(f)},
-					     1, &x, 1),
-				cg_f32(f, INFINITY), "")
-		: LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
-	LLVMBuildStore(f->b, LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, any, ""), hit, ""),
-		       any);
-	cg_loop_end(f, &l);
-	return LLVMBuildLoad2(f->b, i1, any, "");
-}
-
-/* Copies n floats from src to dst, both of stride st. */
-static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n,
-			 int64_t st)
-{
-	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef at = cg_muli(f, i, st);
-	cg_store(f, cg_load(f, cg_at(f, src, at)), cg_at(f, dst, at));
-	cg_loop_end(f, &l);
 }
 
 /* skip_zero_k: copies B's rows that are not all zero, and those whose

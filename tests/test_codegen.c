@@ -349,8 +349,9 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 {
 	static const int64_t shapes[][3] = {
 		{320, 32, 202}, {7, 13, 5}, {65, 33, 300}, {1, 1, 1}, {300, 70, 30},
+		{13, 600, 100}, /* threads split columns: each keeps all rows */
 	};
-	for (size_t s = 0; s < 5; s++)
+	for (size_t s = 0; s < 6; s++)
 		for (int64_t keep = 0; keep <= 10; keep += 3)
 			for (int v = 0; v < 8; v++) {
 				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
