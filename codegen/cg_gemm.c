@@ -343,14 +343,14 @@ static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
 	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, st)));
+	LLVMTypeRef ft = cg_t_f32(f);
 	LLVMValueRef hit = is_finite_test
 		? LLVMBuildFCmp(f->b, LLVMRealUGE,
-				cg_intrinsic(f, "llvm.fabs", (LLVMTypeRef[1]){cg_t_f32(f)},
-					     1, &x, 1),
+				cg_intrinsic(f, "llvm.fabs", &ft, 1, &x, 1),
 				cg_f32(f, INFINITY), "")
 		: LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
-	LLVMBuildStore(f->b, LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, any, ""), hit, ""),
-		       any);
+	LLVMValueRef was = LLVMBuildLoad2(f->b, i1, any, "");
+	LLVMBuildStore(f->b, LLVMBuildOr(f->b, was, hit, ""), any);
 	cg_loop_end(f, &l);
 	return LLVMBuildLoad2(f->b, i1, any, "");
 }
@@ -377,8 +377,8 @@ static LLVMValueRef b_is_non_finite(work_env *w)
 	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, g->spec.k), 1);
 	LLVMValueRef row = any_of(f, cg_at(f, w->b, cg_muli(f, p, g->b_rs)), g->spec.n,
 				  g->b_cs, true);
-	LLVMBuildStore(f->b, LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, any, ""), row, ""),
-		       any);
+	LLVMValueRef was = LLVMBuildLoad2(f->b, i1, any, "");
+	LLVMBuildStore(f->b, LLVMBuildOr(f->b, was, row, ""), any);
 	cg_loop_end(f, &l);
 	return LLVMBuildLoad2(f->b, i1, any, "");
 }
@@ -417,9 +417,9 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	/* The sgemm ends a row block in a partial panel only at A's last
 	 * rows (M mod MR of them): the rows kept are padded with zero rows to
 	 * a whole panel, or to M. */
-	LLVMValueRef end = cg_min(f, cg_muli(f, LLVMBuildUDiv(f->b,
-		cg_addi(f, n_kept, CG_GEMM_MR - 1), cg_i64(f, CG_GEMM_MR), ""), CG_GEMM_MR),
-		cg_i64(f, s->m));
+	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, n_kept, CG_GEMM_MR - 1),
+					    cg_i64(f, CG_GEMM_MR), "");
+	LLVMValueRef end = cg_min(f, cg_muli(f, panels, CG_GEMM_MR), cg_i64(f, s->m));
 	i = cg_loop_begin(f, &l, n_kept, end, 1);
 	cg_loop lp;
 	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), cg_i64(f, s->k), 1);

@@ -334,8 +334,8 @@ static bool plan_func(const cg_lower *L, const ir_func *f, bool no_fuse,
 	uint32_t *at = ir_alloc(L->ctx, (n + 1) * sizeof *at);
 	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
 	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
-	bool ok = pl->into && pl->root && pl->view && pl->offset && last && at && blocks &&
-		  map && plan_fusion(L, f, no_fuse, pl->into);
+	bool ok = pl->into && pl->root && pl->view && pl->offset && last && at &&
+		  blocks && map && plan_fusion(L, f, no_fuse, pl->into);
 	if (ok) {
 		find_roots(L, g, pl->into, pl->root, pl->view);
 		find_last_use(f, pl->into, pl->root, at, last);

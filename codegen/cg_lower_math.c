@@ -10,7 +10,7 @@
  * float ulps of the correctly rounded result (the interpreter's, which
  * rounds a double result), and results below the normal range flush to 0.
  * tanh is one rational function, x P(x^2) / Q(x^2), a quarter of the
- * work of Cephes' polynomial-or-exp (tanh is a tenth of a Bahdanau
+ * work of Cephes' polynomial-or-exp (tanh was a tenth of a Bahdanau
  * training step): within 3.1e-7 relative (5 ulps near 1, 1-2 elsewhere),
  * measured over every float by scripts/fit_tanh.py's check and over a
  * million of them by tests/test_codegen_lower.c.
@@ -156,11 +156,13 @@ LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x)
 LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x)
 {
 	/* e = e^-|x| <= 1 needs exp's cheaper half (no overflow, one
-	 * scaling); 1 / (1 + e) for x >= 0 and e / (1 + e) below, where
-	 * 1 / (1 + e^-x) would round 1 + e^-x away from e^x's digits. */
+	 * scaling): 1 / (1 + e) for x >= 0, e / (1 + e) below, which keeps
+	 * e's relative precision down to the smallest normal result. */
 	LLVMBuilderRef b = f->b;
-	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFNeg(b, call(f, "llvm.fabs", x, NULL), ""));
-	LLVMValueRef r = LLVMBuildFDiv(b, fc(x, 1), LLVMBuildFAdd(b, fc(x, 1), e, ""), "");
+	LLVMValueRef ax = call(f, "llvm.fabs", x, NULL);
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFNeg(b, ax, ""));
+	LLVMValueRef r = LLVMBuildFDiv(b, fc(x, 1), LLVMBuildFAdd(b, fc(x, 1), e, ""),
+				       "");
 	LLVMValueRef is_neg = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, 0), "");
 	LLVMValueRef y = LLVMBuildSelect(b, is_neg, LLVMBuildFMul(b, e, r, ""), r, "");
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");

@@ -543,7 +543,8 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef e = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, ldf(k, k->out, at), m, ""));
+	LLVMValueRef e = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, ldf(k, k->out, at),
+							       m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	if (!c->is_log)
 		stf(k, e, k->out, at);
