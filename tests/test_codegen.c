@@ -264,10 +264,60 @@ static void zero_b_rows(gemm_case *t, int64_t keep)
 				t->b[p * t->plan.ldb + j] = 0;
 }
 
-/* skip_zero_k leaves out the k rows of B that are all zero: the product
- * is the naive loop's over every k, kept rows or none, accumulating or
- * not, in place or packed, with leading dimensions, on 1 thread and 2
- * alike to the bit. */
+/* Zeroes A's rows i with i % 10 >= keep (keep 0: all). */
+static void zero_a_rows(gemm_case *t, int64_t keep)
+{
+	for (int64_t i = 0; i < t->spec.m; i++)
+		if (i % 10 >= keep)
+			for (int64_t p = 0; p < t->spec.k; p++)
+				t->a[t->spec.ta ? p * t->plan.lda + i : i * t->plan.lda + p] = 0;
+}
+
+/* Runs spec (skip_zero_k or skip_zero_m) with the rows it leaves out
+ * zeroed in B or A as zero_*_rows(keep) does, variant v of (ta, tb,
+ * accumulate) in bits 1, 4, 2, a packing and vector width from s, v and
+ * keep, leading dimensions wider than the rows with is_strided: the
+ * product is the naive loop's over every k (a row of C left out is +0,
+ * or C's own when accumulating), on 1 thread and 2 alike to the bit. */
+static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep, int v,
+			    bool is_strided, uint64_t seed)
+{
+	spec.ta = v & 1;
+	spec.tb = v & 4;
+	spec.accumulate = v & 2;
+	spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
+	spec.vector_width = widths[(s + (size_t)keep) % 2];
+	if (is_strided) {
+		spec.lda = (spec.ta ? spec.m : spec.k) + 3;
+		spec.ldb = (spec.tb ? spec.k : spec.n) + 5;
+		spec.ldc = spec.n + 1;
+	}
+	gemm_case t;
+	case_init(&t, spec, seed);
+	if (spec.skip_zero_m)
+		zero_a_rows(&t, keep);
+	else
+		zero_b_rows(&t, keep);
+	float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
+	double e = case_error(&t, c1);
+	ck_assert_msg(e < 1e-5, "%lldx%lldx%lld keep %lld ta=%d tb=%d acc=%d: "
+		      "error %g", (long long)spec.m, (long long)spec.n,
+		      (long long)spec.k, (long long)keep, spec.ta, spec.tb,
+		      spec.accumulate, e);
+	for (int64_t i = keep; spec.skip_zero_m && !spec.accumulate && i < spec.m; i++)
+		if (i % 10 >= keep)
+			ck_assert(!signbit(c1[i * t.plan.ldc]));
+	ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
+		      "%lldx%lldx%lld keep %lld v %d pack %d: 1 and 2 threads "
+		      "differ", (long long)spec.m, (long long)spec.n,
+		      (long long)spec.k, (long long)keep, v, (int)spec.pack);
+	free(c1);
+	free(c2);
+	case_fini(&t);
+}
+
+/* skip_zero_k leaves out the k rows of B that are all zero (B not
+ * transposed: v without bit 4), kept rows or none. */
 START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 {
 	static const int64_t shapes[][3] = {
@@ -279,28 +329,7 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 							  shapes[s][2]);
 				spec.skip_zero_k = true;
-				spec.ta = v & 1;
-				spec.accumulate = v & 2;
-				spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
-				spec.vector_width = widths[(s + (size_t)keep) % 2];
-				if (s == 2) {
-					spec.lda = (spec.ta ? spec.m : spec.k) + 3;
-					spec.ldb = spec.n + 5;
-					spec.ldc = spec.n + 1;
-				}
-				gemm_case t;
-				case_init(&t, spec, 900 + s);
-				zero_b_rows(&t, keep);
-				float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
-				double e = case_error(&t, c1);
-				ck_assert_msg(e < 1e-5, "%lldx%lldx%lld keep %lld ta=%d "
-					      "acc=%d: error %g", (long long)spec.m,
-					      (long long)spec.n, (long long)spec.k,
-					      (long long)keep, spec.ta, spec.accumulate, e);
-				ck_assert(memcmp(c1, c2, t.n_c * sizeof *c1) == 0);
-				free(c1);
-				free(c2);
-				case_fini(&t);
+				check_zero_rows(spec, s, keep, v, s == 2, 900 + s);
 			}
 }
 END_TEST
@@ -333,18 +362,8 @@ START_TEST(test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a)
 }
 END_TEST
 
-/* Zeroes A's rows i with i % 10 >= keep (keep 0: all). */
-static void zero_a_rows(gemm_case *t, int64_t keep)
-{
-	for (int64_t i = 0; i < t->spec.m; i++)
-		if (i % 10 >= keep)
-			for (int64_t p = 0; p < t->spec.k; p++)
-				t->a[t->spec.ta ? p * t->plan.lda + i : i * t->plan.lda + p] = 0;
-}
-
-/* skip_zero_m leaves out the rows of A that are all zero: the product is
- * the naive loop's (a row left out is +0, or C's own when accumulating),
- * in place or packed, on 1 thread and 2 alike to the bit. */
+/* skip_zero_m leaves out the rows of A that are all zero, in a row or
+ * a column split. */
 START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 {
 	static const int64_t shapes[][3] = {
@@ -357,37 +376,7 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 							  shapes[s][2]);
 				spec.skip_zero_m = true;
-				spec.ta = v & 1;
-				spec.tb = v & 4;
-				spec.accumulate = v & 2;
-				spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
-				spec.vector_width = widths[(s + (size_t)keep) % 2];
-				if (s == 2) {
-					spec.lda = (spec.ta ? spec.m : spec.k) + 3;
-					spec.ldb = (spec.tb ? spec.k : spec.n) + 5;
-					spec.ldc = spec.n + 1;
-				}
-				gemm_case t;
-				case_init(&t, spec, 970 + s);
-				zero_a_rows(&t, keep);
-				float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
-				double e = case_error(&t, c1);
-				ck_assert_msg(e < 1e-5, "%lldx%lldx%lld keep %lld ta=%d "
-					      "tb=%d acc=%d: error %g", (long long)spec.m,
-					      (long long)spec.n, (long long)spec.k,
-					      (long long)keep, spec.ta, spec.tb,
-					      spec.accumulate, e);
-				for (int64_t i = keep; !spec.accumulate && i < spec.m; i++)
-					if (i % 10 >= keep)
-						ck_assert(!signbit(c1[i * t.plan.ldc]));
-				ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
-					      "%lldx%lldx%lld keep %lld v %d pack %d: 1 and "
-					      "2 threads differ", (long long)spec.m,
-					      (long long)spec.n, (long long)spec.k,
-					      (long long)keep, v, (int)spec.pack);
-				free(c1);
-				free(c2);
-				case_fini(&t);
+				check_zero_rows(spec, s, keep, v, s == 2, 970 + s);
 			}
 }
 END_TEST

@@ -365,32 +365,55 @@ START_TEST(test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range)
 }
 END_TEST
 
-/* The JIT's tanh, a rational function, against tanh in double over 2^20
- * floats spread evenly by bit pattern over [0, 10] and their negatives:
- * within 3.2e-7 relative (scripts/fit_tanh.py measures 3.0e-7 over every
- * float), never past 1, odd to the bit, and x itself below 2^-12. */
-START_TEST(test_tanh_holds_its_error_bound_over_a_million_floats)
-{
-	enum { N = 1 << 20 };
+/* A unary op of the JIT over 2^20 floats spread evenly by bit pattern
+ * over [0, top] (top as float bits), each followed by its negative: v
+ * the inputs, y the results. */
+enum { SWEEP_N = 1 << 20 };
+
+typedef struct sweep {
 	fx x;
-	fx_init(&x);
-	ret(&x, op1(&x, IR_OP_TANH, tu_input(&x.g, tu_type(IR_F32, 1, N)), NULL));
-	int64_t dims[1] = {N};
 	interp_tensor in;
-	ck_assert(interp_tensor_alloc(&x.g.ctx, &in, IR_F32, 1, dims));
-	float *v = in.data;
-	const uint32_t top = 0x41200000u; /* 10.0f */
-	for (uint32_t i = 0; i < N / 2; i++) {
-		uint32_t bits = (uint32_t)((uint64_t)i * top / (N / 2));
+	jit_result r;
+	const float *v, *y;
+} sweep;
+
+static void sweep_run(sweep *s, ir_op op, uint32_t top)
+{
+	fx_init(&s->x);
+	ret(&s->x, op1(&s->x, op, tu_input(&s->x.g, tu_type(IR_F32, 1, SWEEP_N)), NULL));
+	int64_t dims[1] = {SWEEP_N};
+	ck_assert(interp_tensor_alloc(&s->x.g.ctx, &s->in, IR_F32, 1, dims));
+	float *v = s->in.data;
+	for (uint32_t i = 0; i < SWEEP_N / 2; i++) {
+		uint32_t bits = (uint32_t)((uint64_t)i * top / (SWEEP_N / 2));
 		memcpy(&v[2 * i], &bits, 4);
 		v[2 * i + 1] = -v[2 * i];
 	}
 	run_cfg c = cfg_default();
-	jit_result r = jit_run(&x, NULL, &in, NULL, &c);
-	ck_assert_int_eq(r.status, 0);
-	const float *y = r.out[0];
+	s->r = jit_run(&s->x, NULL, &s->in, NULL, &c);
+	ck_assert_int_eq(s->r.status, 0);
+	s->v = v;
+	s->y = s->r.out[0];
+}
+
+static void sweep_fini(sweep *s)
+{
+	jit_result_fini(&s->r, 1);
+	interp_tensor_fini(&s->x.g.ctx, &s->in);
+	tu_graph_fini(&s->x.g);
+}
+
+/* The JIT's tanh, a rational function, against tanh in double over
+ * [-10, 10]: within 3.2e-7 relative (scripts/fit_tanh.py measures 3.0e-7
+ * over every float), never past 1, odd to the bit, and x itself below
+ * 2^-12. */
+START_TEST(test_tanh_holds_its_error_bound_over_a_million_floats)
+{
+	sweep s;
+	sweep_run(&s, IR_OP_TANH, 0x41200000u); /* 10.0f */
+	const float *v = s.v, *y = s.y;
 	double worst = 0;
-	for (uint32_t i = 0; i < N; i++) {
+	for (uint32_t i = 0; i < SWEEP_N; i++) {
 		double want = tanh((double)v[i]);
 		ck_assert_msg(fabsf(y[i]) <= 1, "tanh(%.9g) = %.9g", v[i], y[i]);
 		if (fabsf(v[i]) < 0x1p-12f)
@@ -404,39 +427,21 @@ START_TEST(test_tanh_holds_its_error_bound_over_a_million_floats)
 	ck_assert_msg(worst <= 3.2e-7, "worst relative error %.3g", worst);
 	ck_assert_msg(worst > 1e-8, "worst relative error %.3g: not a float tanh?",
 		      worst);
-	jit_result_fini(&r, 1);
-	interp_tensor_fini(&x.g.ctx, &in);
-	tu_graph_fini(&x.g);
+	sweep_fini(&s);
 }
 END_TEST
 
 /* The JIT's sigmoid, through e^-|x|, against 1 / (1 + e^-x) in double
- * over 2^20 floats spread evenly by bit pattern over [0, 104] and their
- * negatives: within 4 float ulps (relative 4.8e-7; 1.9e-7 measured)
- * down to the smallest normal float, flushed to 0 below it, and
- * sigmoid(-x) = 1 - sigmoid(x) to 1e-7. */
+ * over [-104, 104]: within 4 float ulps (relative 4.8e-7; 1.9e-7
+ * measured) down to the smallest normal float, flushed to 0 below it,
+ * and sigmoid(-x) = 1 - sigmoid(x) to 1e-7. */
 START_TEST(test_sigmoid_holds_its_error_bound_over_a_million_floats)
 {
-	enum { N = 1 << 20 };
-	fx x;
-	fx_init(&x);
-	ret(&x, op1(&x, IR_OP_SIGMOID, tu_input(&x.g, tu_type(IR_F32, 1, N)), NULL));
-	int64_t dims[1] = {N};
-	interp_tensor in;
-	ck_assert(interp_tensor_alloc(&x.g.ctx, &in, IR_F32, 1, dims));
-	float *v = in.data;
-	const uint32_t top = 0x42d00000u; /* 104.0f */
-	for (uint32_t i = 0; i < N / 2; i++) {
-		uint32_t bits = (uint32_t)((uint64_t)i * top / (N / 2));
-		memcpy(&v[2 * i], &bits, 4);
-		v[2 * i + 1] = -v[2 * i];
-	}
-	run_cfg c = cfg_default();
-	jit_result r = jit_run(&x, NULL, &in, NULL, &c);
-	ck_assert_int_eq(r.status, 0);
-	const float *y = r.out[0];
+	sweep s;
+	sweep_run(&s, IR_OP_SIGMOID, 0x42d00000u); /* 104.0f */
+	const float *v = s.v, *y = s.y;
 	double worst = 0;
-	for (uint32_t i = 0; i < N; i++) {
+	for (uint32_t i = 0; i < SWEEP_N; i++) {
 		double want = 1 / (1 + exp(-(double)v[i]));
 		if (want < 0x1p-126) {
 			ck_assert_msg(y[i] <= 0x1p-126f, "sigmoid(%.9g) = %.9g", v[i], y[i]);
@@ -449,9 +454,7 @@ START_TEST(test_sigmoid_holds_its_error_bound_over_a_million_floats)
 				      y[i], v[i - 1], y[i - 1]);
 	}
 	ck_assert_msg(worst <= 4.8e-7, "worst relative error %.3g", worst);
-	jit_result_fini(&r, 1);
-	interp_tensor_fini(&x.g.ctx, &in);
-	tu_graph_fini(&x.g);
+	sweep_fini(&s);
 }
 END_TEST
 
