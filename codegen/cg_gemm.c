@@ -333,17 +333,19 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	cg_loop_end(f, &ljc);
 }
 
-/* Whether any of the n floats at p, stride st, is not 0 (NaN counts),
- * or with is_finite_test, is an inf or NaN (skip_zero_k, skip_zero_m). */
-static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
-			   bool is_finite_test)
+/* Whether any float of the rows×n matrix at p (row stride rs, column
+ * stride cs) is not 0 (NaN counts), or with is_finite_test, is an inf or
+ * NaN (skip_zero_k, skip_zero_m). */
+static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
+			   int64_t n, int64_t cs, bool is_finite_test)
 {
-	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx), ft = cg_t_f32(f);
 	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
-	cg_loop l;
+	cg_loop lr, l;
+	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), cg_i64(f, rows), 1);
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, st)));
-	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_add(f, cg_muli(f, r, rs),
+						       cg_muli(f, i, cs))));
 	LLVMValueRef hit = is_finite_test
 		? LLVMBuildFCmp(f->b, LLVMRealUGE,
 				cg_intrinsic(f, "llvm.fabs", &ft, 1, &x, 1),
@@ -352,6 +354,7 @@ static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t n, int64_t st,
 	LLVMValueRef was = LLVMBuildLoad2(f->b, i1, any, "");
 	LLVMBuildStore(f->b, LLVMBuildOr(f->b, was, hit, ""), any);
 	cg_loop_end(f, &l);
+	cg_loop_end(f, &lr);
 	return LLVMBuildLoad2(f->b, i1, any, "");
 }
 
@@ -366,45 +369,23 @@ static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n
 	cg_loop_end(f, &l);
 }
 
-/* skip_zero_m: whether B holds an inf or NaN. */
-static LLVMValueRef b_is_non_finite(work_env *w)
-{
-	cg_fn *f = w->f;
-	const cg_gemm_gen *g = w->g;
-	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
-	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
-	cg_loop l;
-	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, g->spec.k), 1);
-	LLVMValueRef row = any_of(f, cg_at(f, w->b, cg_muli(f, p, g->b_rs)), g->spec.n,
-				  g->b_cs, true);
-	LLVMValueRef was = LLVMBuildLoad2(f->b, i1, any, "");
-	LLVMBuildStore(f->b, LLVMBuildOr(f->b, was, row, ""), any);
-	cg_loop_end(f, &l);
-	return LLVMBuildLoad2(f->b, i1, any, "");
-}
-
-/* skip_zero_m, rows [r0, r1) and columns [c0, c1) of C: copies the rows
- * of A that are not all zero (all of them if B is not finite) to ka,
- * their numbers to map, multiplies them into kc, then writes C's rows:
- * the product's, or 0 (unless accumulating) for a row left out. */
-static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
-				 LLVMValueRef c0, LLVMValueRef c1)
+/* skip_zero_m: copies the rows of A in [r0, r1) that are not all zero
+ * (all of them if B is not finite: 0 times an inf is NaN) to ka and
+ * their numbers to map; returns how many. */
+static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka, LLVMValueRef map,
+				      LLVMValueRef r0, LLVMValueRef r1)
 {
 	cg_fn *f = w->f;
 	const cg_gemm_gen *g = w->g;
 	const cg_gemm_spec *s = &g->spec;
-	buf_layout lay = layout_of(s, &g->plan);
-	LLVMValueRef ka = cg_ati(f, w->abuf, lay.ka_off);
-	LLVMValueRef kc = cg_ati(f, w->abuf, lay.kc_off);
-	LLVMValueRef map = cg_ati(f, w->abuf, lay.map_off);
 	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
-	LLVMValueRef keep_all = b_is_non_finite(w);
+	LLVMValueRef keep_all = any_of(f, w->b, s->k, g->b_rs, s->n, g->b_cs, true);
 	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
 	LLVMValueRef arow = cg_at(f, w->a, cg_muli(f, i, g->a_rs));
 	LLVMValueRef keep = LLVMBuildOr(f->b, keep_all,
-					any_of(f, arow, s->k, g->a_cs, false), "");
+					any_of(f, arow, 1, 0, s->k, g->a_cs, false), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
 	copy_strided(f, arow, cg_at(f, ka, cg_muli(f, q, g->a_rs)), s->k, g->a_cs);
@@ -413,45 +394,37 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
 	cg_if_end(f, join);
 	cg_loop_end(f, &l);
-	LLVMValueRef n_kept = LLVMBuildLoad2(f->b, i64, kept, "");
-	/* The sgemm ends a row block in a partial panel only at A's last
-	 * rows (M mod MR of them): the rows kept are padded with zero rows to
-	 * a whole panel, or to M. */
-	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, n_kept, CG_GEMM_MR - 1),
-					    cg_i64(f, CG_GEMM_MR), "");
-	LLVMValueRef end = cg_min(f, cg_muli(f, panels, CG_GEMM_MR), cg_i64(f, s->m));
-	i = cg_loop_begin(f, &l, n_kept, end, 1);
-	cg_loop lp;
-	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), cg_i64(f, s->k), 1);
-	cg_store(f, cg_f32(f, 0), cg_at(f, ka, cg_add(f, cg_muli(f, i, g->a_rs),
-						      cg_muli(f, p, g->a_cs))));
-	cg_loop_end(f, &lp);
-	cg_loop_end(f, &l);
-	LLVMValueRef a = w->a, c = w->c;
-	w->a = ka;
-	w->c = kc;
-	join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, n_kept, cg_i64(f, 0), ""));
-	block_loops(w, cg_i64(f, 0), end, c0, c1);
-	cg_if_end(f, join);
-	w->a = a;
-	w->c = c;
+	return LLVMBuildLoad2(f->b, i64, kept, "");
+}
+
+/* skip_zero_m: rows [r0, r1), columns [c0, c1) of C from the product of
+ * the n_kept rows kept (kc, rows numbered by map): a kept row's values
+ * (added when accumulating), a row left out 0 (or as it was). */
+static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
+			    LLVMValueRef n_kept, LLVMValueRef r0, LLVMValueRef r1,
+			    LLVMValueRef c0, LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	const cg_gemm_spec *s = &g->spec;
+	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
 	/* Row i of C: the next row kept (map[q] == i) or a row left out. */
 	LLVMValueRef next = cg_var(f, i64, cg_i64(f, 0));
-	i = cg_loop_begin(f, &l, r0, r1, 1);
-	q = LLVMBuildLoad2(f->b, i64, next, "");
+	cg_loop l, lj;
+	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
+	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, next, "");
 	LLVMValueRef qc = cg_min(f, q, cg_i64(f, s->m - 1));
 	LLVMValueRef mi = LLVMBuildSExt(f->b, LLVMBuildLoad2(f->b, i32,
 		LLVMBuildInBoundsGEP2(f->b, i32, map, &qc, 1, ""), ""), i64, "");
 	LLVMValueRef is_kept = LLVMBuildAnd(
 		f->b, LLVMBuildICmp(f->b, LLVMIntSLT, q, n_kept, ""),
 		LLVMBuildICmp(f->b, LLVMIntEQ, mi, i, ""), "");
-	LLVMValueRef crow = cg_at(f, c, cg_muli(f, i, g->plan.ldc));
+	LLVMValueRef crow = cg_at(f, w->c, cg_muli(f, i, g->plan.ldc));
 	LLVMValueRef prow = cg_at(f, kc, cg_muli(f, q, g->plan.ldc));
 	LLVMBasicBlockRef yes = cg_block(f, "row.kept"), no = cg_block(f, "row.left");
 	LLVMBasicBlockRef done = cg_block(f, "row.done");
 	LLVMBuildCondBr(f->b, is_kept, yes, no);
 	LLVMPositionBuilderAtEnd(f->b, yes);
-	cg_loop lj;
 	LLVMValueRef j = cg_loop_begin(f, &lj, c0, c1, 1);
 	LLVMValueRef v = cg_load(f, cg_at(f, prow, j));
 	if (s->accumulate)
@@ -469,6 +442,45 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	cg_loop_end(f, &l);
+}
+
+/* skip_zero_m, rows [r0, r1) and columns [c0, c1) of C: keeps the rows
+ * of A that are not all zero, multiplies them into the buffer kc, then
+ * writes C's rows back. */
+static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
+				 LLVMValueRef c0, LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	const cg_gemm_spec *s = &g->spec;
+	buf_layout lay = layout_of(s, &g->plan);
+	LLVMValueRef ka = cg_ati(f, w->abuf, lay.ka_off);
+	LLVMValueRef kc = cg_ati(f, w->abuf, lay.kc_off);
+	LLVMValueRef map = cg_ati(f, w->abuf, lay.map_off);
+	LLVMValueRef n_kept = keep_nonzero_rows(w, ka, map, r0, r1);
+	/* The sgemm ends a row block in a partial panel only at A's last
+	 * rows (M mod MR of them): the rows kept are padded with zero rows to
+	 * a whole panel, or to M. */
+	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, n_kept, CG_GEMM_MR - 1),
+					    cg_i64(f, CG_GEMM_MR), "");
+	LLVMValueRef end = cg_min(f, cg_muli(f, panels, CG_GEMM_MR), cg_i64(f, s->m));
+	cg_loop l, lp;
+	LLVMValueRef i = cg_loop_begin(f, &l, n_kept, end, 1);
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), cg_i64(f, s->k), 1);
+	cg_store(f, cg_f32(f, 0), cg_at(f, ka, cg_add(f, cg_muli(f, i, g->a_rs),
+						      cg_muli(f, p, g->a_cs))));
+	cg_loop_end(f, &lp);
+	cg_loop_end(f, &l);
+	LLVMValueRef a = w->a, c = w->c;
+	w->a = ka;
+	w->c = kc;
+	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, n_kept,
+							       cg_i64(f, 0), ""));
+	block_loops(w, cg_i64(f, 0), end, c0, c1);
+	cg_if_end(f, join);
+	w->a = a;
+	w->c = c;
+	write_rows_back(w, kc, map, n_kept, r0, r1, c0, c1);
 }
 
 /* Rows [r0, r1), columns [c0, c1) of the current product. */
@@ -544,8 +556,8 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	LLVMValueRef is_last = LLVMBuildICmp(f->b, LLVMIntEQ, cg_addi(f, p, 1),
 					     cg_i64(f, s->k), "");
 	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, cg_i64(f, 0), "");
-	LLVMValueRef keep = LLVMBuildOr(f->b, any_of(f, brow, s->n, g->b_cs, false),
-					any_of(f, acol, s->m, g->a_rs, true), "");
+	LLVMValueRef keep = LLVMBuildOr(f->b, any_of(f, brow, 1, 0, s->n, g->b_cs, false),
+					any_of(f, acol, 1, 0, s->m, g->a_rs, true), "");
 	keep = LLVMBuildOr(f->b, keep, LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
 	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n, g->b_cs);
