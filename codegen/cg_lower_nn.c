@@ -156,16 +156,15 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_call(f, g->fn, args, 6);
 }
 
-/* Whether operand i of the matmul is, through views, the gradient of a
- * cross-entropy: rows of zeros wherever the loss is masked (padding
- * tokens), which the sgemm can leave out when they are its k rows. */
-static bool is_masked_loss_grad(const cg_kernel *k, uint32_t i)
+/* Whether operand i of the matmul is, through reshapes and slices, an
+ * op whose rows are often all zero (IR_OPF_ZERO_ROWS: a masked loss's
+ * gradient), which the sgemm can leave out. */
+static bool has_zero_rows(const cg_kernel *k, uint32_t i)
 {
 	ir_id x = ir_arg(k->g, k->id, i);
 	while (k->g->nodes[x].op == IR_OP_RESHAPE || k->g->nodes[x].op == IR_OP_SLICE)
 		x = ir_arg(k->g, x, 0);
-	ir_op op = k->g->nodes[x].op;
-	return op == IR_OP_CROSS_ENTROPY_WITH_GRAD || op == IR_OP_CROSS_ENTROPY_GRAD;
+	return (ir_op_table[k->g->nodes[x].op].flags & IR_OPF_ZERO_ROWS) != 0;
 }
 
 static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
@@ -192,8 +191,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 		s.stride_b = bn->strides[2][in];
 		bn->dims[in] = 1;
 	}
-	s.skip_zero_k = !s.tb && !s.batch && is_masked_loss_grad(k, 1);
-	s.skip_zero_m = !ta && !s.batch && !s.skip_zero_k && is_masked_loss_grad(k, 0);
+	s.skip_zero_k = !s.tb && !s.batch && has_zero_rows(k, 1);
+	s.skip_zero_m = !ta && !s.batch && !s.skip_zero_k && has_zero_rows(k, 0);
 	char name[64], err[256];
 	cg_gemm_plan plan;
 	snprintf(name, sizeof name, "sgemm.%u", L->n_gemms++);

@@ -65,6 +65,10 @@ enum {
 	 * does not compute it again in each reader, and the schedule's cost
 	 * model charges it. */
 	IR_OPF_COSTLY = 1u << 7,
+	/* A masked loss's gradient: a row whose weight g is 0 (a padding
+	 * token) is all zeros, so the sgemm of a matmul that reads it leaves
+	 * such rows out (codegen/cg_gemm.h, skip_zero_k and skip_zero_m). */
+	IR_OPF_ZERO_ROWS = 1u << 8,
 };
 
 typedef enum ir_op {
