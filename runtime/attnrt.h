@@ -165,6 +165,62 @@ int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
 			    size_t n_params, void *params, char *err,
 			    size_t err_size);
 
+/* ---- safetensors files of any tensors (rt_st_read.c, rt_st_write.c) ----
+ *
+ * The container of checkpoints, and of the data a program trains on or
+ * runs with (docs/data.md): named tensors of any safetensors dtype ("F32",
+ * "I32", "I64", "F64", "BOOL", ...), each its little-endian bytes, plus
+ * string metadata. Reading checks everything a checkpoint load checks of
+ * the container (its size, the header's JSON, every entry's dtype, shape
+ * and offsets, the offsets tiling the data, each name once) and keeps
+ * the tensors sorted by name. */
+
+#define ATTNRT_ST_MAX_RANK 8
+#define ATTNRT_ST_MAX_HEADER 100000000u /* as the safetensors package */
+
+typedef struct attnrt_st_tensor {
+	const char *name;
+	const char *dtype; /* the safetensors name: "F32", "I64", ... */
+	int rank;
+	int64_t dims[ATTNRT_ST_MAX_RANK];
+	const void *data; /* bytes long, little-endian, not aligned */
+	size_t bytes;
+} attnrt_st_tensor;
+
+typedef struct attnrt_st_file attnrt_st_file;
+
+/* Parses a safetensors file held in data (len bytes, borrowed: it must
+ * outlive *out). Returns ATTNRT_OK and *out (free with attnrt_st_free),
+ * or ATTNRT_ERR_FORMAT / _NOMEM with a message in err and *out NULL. */
+int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
+		    attnrt_st_file **out, char *err, size_t err_size);
+/* Reads the regular file at path (at most max_bytes long, else
+ * ATTNRT_ERR_FORMAT) and parses it; *out owns the bytes. Messages start
+ * with path. */
+int attnrt_st_read(const attnrt_allocator *al, const char *path,
+		   uint64_t max_bytes, attnrt_st_file **out, char *err,
+		   size_t err_size);
+/* The tensors, sorted by name (byte order): i < attnrt_st_count. */
+size_t attnrt_st_count(const attnrt_st_file *f);
+const attnrt_st_tensor *attnrt_st_at(const attnrt_st_file *f, size_t i);
+/* The tensor named name, or NULL. */
+const attnrt_st_tensor *attnrt_st_find(const attnrt_st_file *f,
+				       const char *name);
+/* The metadata value of key, or NULL. */
+const char *attnrt_st_meta(const attnrt_st_file *f, const char *key);
+/* NULL is a no-op. */
+void attnrt_st_free(attnrt_st_file *f);
+
+/* Writes n tensors (in that order; names unique UTF-8, not
+ * "__metadata__"; dtype a known name whose element size times the dims'
+ * product is bytes) and meta (n_meta pairs, may be 0) as a safetensors
+ * file at path, atomically as attnrt_checkpoint_save does. Returns
+ * ATTNRT_OK or an ATTNRT_ERR_* code with a message in err. */
+int attnrt_st_write(const attnrt_allocator *al, const char *path,
+		    const attnrt_st_tensor *tensors, size_t n,
+		    const attnrt_meta *meta, size_t n_meta, char *err,
+		    size_t err_size);
+
 /* The name of an ATTNRT_* code ("ok", "out of memory", ...). */
 const char *attnrt_strerror(int code);
 

@@ -1,259 +1,12 @@
 /*
- * rt_ckpt_write.c - writing a params block as a safetensors checkpoint
- * (https://github.com/huggingface/safetensors), atomically.
- *
- * The file is: the header's length N as 8 bytes little-endian; N bytes of
- * JSON, {"__metadata__": {...}, "name": {"dtype": "F32", "shape": [...],
- * "data_offsets": [begin, end]}, ...}, compact as serde_json writes it and
- * padded with spaces to a multiple of 8 bytes; then the tensors' bytes,
- * packed in table order (the params block's alignment gaps are not
- * written). PyTorch's safetensors package reads it.
- *
- * Atomicity: everything goes to a temporary file beside the target
- * (PATH.tmp-XXXXXX), which is fsync'ed and then renamed over the target;
- * any failure removes the temporary file and leaves the target as it was.
+ * rt_ckpt_write.c - writing a params block as a safetensors checkpoint:
+ * one F32 tensor per parameter of the table, in table order (the params
+ * block's alignment gaps are not written), through the atomic writer of
+ * rt_st_write.c.
  */
 #include "rt_internal.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-	       "safetensors data is little-endian; this writer copies bytes");
-
-/* A growing byte buffer; is_oom sticks once an append fails. */
-typedef struct ckpt_buf {
-	const attnrt_allocator *al;
-	char *data;
-	size_t n, cap;
-	bool is_oom;
-} ckpt_buf;
-
-static void buf_put(ckpt_buf *b, const char *s, size_t n)
-{
-	if (b->is_oom || !rt_mem_grow(b->al, (void **)&b->data, &b->cap,
-				      b->n + n, 1)) {
-		b->is_oom = true;
-		return;
-	}
-	memcpy(b->data + b->n, s, n);
-	b->n += n;
-}
-
-static void buf_puts(ckpt_buf *b, const char *s)
-{
-	buf_put(b, s, strlen(s));
-}
-
-static void buf_u64(ckpt_buf *b, uint64_t v)
-{
-	char num[24];
-	snprintf(num, sizeof num, "%llu", (unsigned long long)v);
-	buf_puts(b, num);
-}
-
-/* A JSON string as serde_json writes it: '"' and '\' escaped, control
- * bytes as \b \f \n \r \t or \u00XX, everything else (UTF-8) as is. */
-static void buf_json_string(ckpt_buf *b, const char *s)
-{
-	buf_put(b, "\"", 1);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		char esc[8];
-		const char *named = c == '"' ? "\\\"" : c == '\\' ? "\\\\"
-				    : c == '\b' ? "\\b" : c == '\f' ? "\\f"
-				    : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-				    : c == '\t' ? "\\t" : NULL;
-		if (named) {
-			buf_puts(b, named);
-		} else if (c < 0x20) {
-			snprintf(esc, sizeof esc, "\\u%04x", c);
-			buf_puts(b, esc);
-		} else {
-			buf_put(b, s, 1);
-		}
-	}
-	buf_put(b, "\"", 1);
-}
-
-static void buf_tensor_entry(ckpt_buf *b, const attnrt_param_info *p,
-			     uint64_t begin, uint64_t end)
-{
-	buf_json_string(b, p->name);
-	buf_puts(b, ":{\"dtype\":\"F32\",\"shape\":[");
-	for (int i = 0; i < p->rank; i++) {
-		if (i)
-			buf_put(b, ",", 1);
-		buf_u64(b, (uint64_t)p->dims[i]);
-	}
-	buf_puts(b, "],\"data_offsets\":[");
-	buf_u64(b, begin);
-	buf_put(b, ",", 1);
-	buf_u64(b, end);
-	buf_puts(b, "]}");
-}
-
-/* The 8-byte length and the padded JSON header, into b. */
-static void build_header(ckpt_buf *b, const attnrt_param_info *table,
-			 size_t n_params, const attnrt_meta *meta,
-			 size_t n_meta)
-{
-	buf_put(b, "\0\0\0\0\0\0\0\0{", 9);
-	if (n_meta) {
-		buf_puts(b, "\"__metadata__\":{");
-		for (size_t i = 0; i < n_meta; i++) {
-			if (i)
-				buf_put(b, ",", 1);
-			buf_json_string(b, meta[i].key);
-			buf_put(b, ":", 1);
-			buf_json_string(b, meta[i].value);
-		}
-		buf_put(b, "}", 1);
-	}
-	uint64_t at = 0;
-	for (size_t p = 0; p < n_params; p++) {
-		uint64_t bytes = (uint64_t)rt_param_numel(&table[p]) * 4;
-		if (p || n_meta)
-			buf_put(b, ",", 1);
-		buf_tensor_entry(b, &table[p], at, at + bytes);
-		at += bytes;
-	}
-	buf_put(b, "}", 1);
-	if (b->is_oom)
-		return;
-	while ((b->n - 8) % 8)
-		buf_put(b, " ", 1);
-	if (b->is_oom)
-		return;
-	uint64_t len = b->n - 8;
-	for (int i = 0; i < 8; i++)
-		b->data[i] = (char)(len >> (8 * i));
-}
-
-/* Names must be valid UTF-8 (the reader insists) and unique. */
-static int check_names(const attnrt_allocator *al,
-		       const attnrt_param_info *table, size_t n_params,
-		       const attnrt_meta *meta, size_t n_meta, char *err,
-		       size_t err_size)
-{
-	for (size_t i = 0; i < n_meta; i++)
-		if (!meta[i].key || !meta[i].value ||
-		    !rt_utf8_is_valid(meta[i].key, strlen(meta[i].key)) ||
-		    !rt_utf8_is_valid(meta[i].value, strlen(meta[i].value)))
-			return rt_fail(err, err_size, ATTNRT_ERR_ARG,
-				       "metadata entry %zu is not a pair of "
-				       "UTF-8 strings", i);
-	for (size_t p = 0; p < n_params; p++) {
-		if (!rt_utf8_is_valid(table[p].name, strlen(table[p].name)))
-			return rt_fail(err, err_size, ATTNRT_ERR_ARG,
-				       "parameter %zu: name is not UTF-8", p);
-		if (strcmp(table[p].name, "__metadata__") == 0)
-			return rt_fail(err, err_size, ATTNRT_ERR_ARG,
-				       "a parameter cannot be named "
-				       "__metadata__");
-	}
-	const attnrt_param_info **sorted;
-	int code = rt_params_sort(al, table, n_params, &sorted, err, err_size);
-	rt_mem_free(al, sorted);
-	return code;
-}
-
-/* write(2) until done; false with errno set on failure. */
-static bool write_all(int fd, const void *data, size_t n)
-{
-	const char *p = data;
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			if (k == 0)
-				errno = EIO;
-			return false;
-		}
-		p += k;
-		n -= (size_t)k;
-	}
-	return true;
-}
-
-static bool write_contents(int fd, const ckpt_buf *header,
-			   const attnrt_param_info *table, size_t n_params,
-			   const void *params)
-{
-	if (!write_all(fd, header->data, header->n))
-		return false;
-	for (size_t p = 0; p < n_params; p++) {
-		size_t bytes = (size_t)rt_param_numel(&table[p]) * 4;
-		if (!write_all(fd, (const char *)params + table[p].offset, bytes))
-			return false;
-	}
-	return fsync(fd) == 0;
-}
-
-/* fsync the directory holding path, so the rename survives a crash;
- * best effort (the new file is in place already). */
-static void sync_dir(const attnrt_allocator *al, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
-	char *dir = rt_mem_alloc(al, n + 1);
-	if (!dir)
-		return;
-	memcpy(dir, slash ? path : ".", n);
-	dir[n] = 0;
-	int fd = open(dir, O_RDONLY);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	rt_mem_free(al, dir);
-}
-
-/* Writes header and data to a temporary file beside path and renames it
- * over path. */
-static int write_atomically(const attnrt_allocator *al, const char *path,
-			    const ckpt_buf *header,
-			    const attnrt_param_info *table, size_t n_params,
-			    const void *params, char *err, size_t err_size)
-{
-	size_t n = strlen(path);
-	char *tmp = rt_mem_alloc(al, n + sizeof ".tmp-XXXXXX");
-	if (!tmp)
-		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
-	memcpy(tmp, path, n);
-	memcpy(tmp + n, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-	int code = ATTNRT_OK;
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		code = rt_fail_errno(err, err_size, errno, "%s: cannot create a "
-				     "temporary file", path);
-		goto out;
-	}
-	bool ok = fchmod(fd, 0644) == 0 &&
-		  write_contents(fd, header, table, n_params, params);
-	int saved = errno;
-	ok = close(fd) == 0 && ok;
-	if (ok && rename(tmp, path) != 0) {
-		ok = false;
-		saved = errno;
-	}
-	if (!ok) {
-		code = rt_fail_errno(err, err_size, saved, "%s: cannot write",
-				     path);
-		unlink(tmp);
-		goto out;
-	}
-	sync_dir(al, path);
-out:
-	rt_mem_free(al, tmp);
-	return code;
-}
 
 int attnrt_checkpoint_save(const attnrt_allocator *al, const char *path,
 			   const attnrt_param_info *table, size_t n_params,
@@ -263,19 +16,27 @@ int attnrt_checkpoint_save(const attnrt_allocator *al, const char *path,
 	if (!path || (n_params && !params) || (n_meta && !meta))
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
 			       "no path, params or metadata");
+	const attnrt_param_info **sorted = NULL;
 	int code = rt_params_check(table, n_params, err, err_size);
-	if (code == ATTNRT_OK)
-		code = check_names(al, table, n_params, meta, n_meta, err, err_size);
+	if (code == ATTNRT_OK) /* names each once, said as a table's fault */
+		code = rt_params_sort(al, table, n_params, &sorted, err, err_size);
+	rt_mem_free(al, sorted);
 	if (code != ATTNRT_OK)
 		return code;
-	ckpt_buf header = {.al = al};
-	build_header(&header, table, n_params, meta, n_meta);
-	if (header.is_oom)
-		code = rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
-			       "out of memory building the header of %s", path);
-	else
-		code = write_atomically(al, path, &header, table, n_params,
-					params, err, err_size);
-	rt_mem_free(al, header.data);
+	attnrt_st_tensor *ts = rt_mem_alloc(al, n_params * sizeof *ts);
+	if (!ts)
+		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
+	for (size_t p = 0; p < n_params; p++) {
+		memset(&ts[p], 0, sizeof ts[p]);
+		ts[p].name = table[p].name;
+		ts[p].dtype = "F32";
+		ts[p].rank = table[p].rank;
+		memcpy(ts[p].dims, table[p].dims, sizeof table[p].dims);
+		ts[p].data = (const char *)params + table[p].offset;
+		ts[p].bytes = (size_t)rt_param_numel(&table[p]) * 4;
+	}
+	code = attnrt_st_write(al, path, ts, n_params, meta, n_meta, err,
+			       err_size);
+	rt_mem_free(al, ts);
 	return code;
 }

@@ -44,6 +44,12 @@ int rt_fail(char *err, size_t err_size, int code, const char *fmt, ...)
 int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt,
 		  ...) __attribute__((format(printf, 4, 5)));
 
+/* Bytes per element of the safetensors dtype name[0..n), 0 if unknown. */
+unsigned rt_st_dtype_size(const char *name, size_t n);
+
+/* Puts "path: " before the message in err (when it fits). */
+void rt_prefix_path(const char *path, char *err, size_t err_size);
+
 /* ---- parameters (rt_params.c) ---------------------------------------------- */
 
 /* Elements of a table entry, or -1 if its rank or a dim is invalid or the

@@ -756,6 +756,94 @@ START_TEST(test_save_rejects_tables_a_reader_could_not_take_back)
 }
 END_TEST
 
+
+/* ---- any tensors: attnrt_st_write and attnrt_st_read ---------------------- */
+
+START_TEST(test_any_tensors_round_trip_sorted_by_name_with_their_dtypes)
+{
+	int32_t ids[6] = {1, -2, 3, 4, 5, 2147483647};
+	int64_t big[2] = {-5, 1LL << 40};
+	double d[1] = {0.1};
+	attnrt_st_tensor in[3] = {
+		{"tokens", "I32", 2, {2, 3}, ids, sizeof ids},
+		{"lengths", "I64", 1, {2}, big, sizeof big},
+		{"scale", "F64", 0, {0}, d, sizeof d},
+	};
+	attnrt_meta meta[1] = {{"vocab", "abc"}};
+	char err[256];
+	ck_assert_int_eq(attnrt_st_write(NULL, path, in, 3, meta, 1, err,
+					 sizeof err), ATTNRT_OK);
+	attnrt_st_file *f;
+	ck_assert_int_eq(attnrt_st_read(NULL, path, 1 << 20, &f, err, sizeof err),
+			 ATTNRT_OK);
+	ck_assert_uint_eq(attnrt_st_count(f), 3);
+	ck_assert_str_eq(attnrt_st_at(f, 0)->name, "lengths");
+	ck_assert_str_eq(attnrt_st_at(f, 1)->name, "scale");
+	ck_assert_str_eq(attnrt_st_at(f, 2)->name, "tokens");
+	const attnrt_st_tensor *t = attnrt_st_find(f, "tokens");
+	ck_assert_str_eq(t->dtype, "I32");
+	ck_assert_int_eq(t->rank, 2);
+	ck_assert_int_eq(t->dims[0], 2);
+	ck_assert_int_eq(t->dims[1], 3);
+	ck_assert_uint_eq(t->bytes, sizeof ids);
+	ck_assert_int_eq(memcmp(t->data, ids, sizeof ids), 0);
+	t = attnrt_st_find(f, "lengths");
+	ck_assert_int_eq(memcmp(t->data, big, sizeof big), 0);
+	ck_assert_int_eq(attnrt_st_find(f, "scale")->rank, 0);
+	ck_assert_ptr_null(attnrt_st_find(f, "token"));
+	ck_assert_str_eq(attnrt_st_meta(f, "vocab"), "abc");
+	ck_assert_ptr_null(attnrt_st_meta(f, "other"));
+	attnrt_st_free(f);
+}
+END_TEST
+
+START_TEST(test_any_tensors_writer_refuses_what_does_not_agree)
+{
+	int32_t v[4] = {0};
+	char err[256];
+	attnrt_st_tensor bad_size = {"x", "I32", 1, {3}, v, sizeof v};
+	ck_assert_int_eq(attnrt_st_write(NULL, path, &bad_size, 1, NULL, 0, err,
+					 sizeof err), ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "x: dtype, shape and bytes do not agree");
+	attnrt_st_tensor bad_dtype = {"x", "Q8", 1, {4}, v, sizeof v};
+	ck_assert_int_eq(attnrt_st_write(NULL, path, &bad_dtype, 1, NULL, 0, err,
+					 sizeof err), ATTNRT_ERR_ARG);
+	attnrt_st_tensor twice[2] = {{"x", "I32", 1, {2}, v, 8},
+				     {"x", "I32", 1, {2}, v, 8}};
+	ck_assert_int_eq(attnrt_st_write(NULL, path, twice, 2, NULL, 0, err,
+					 sizeof err), ATTNRT_ERR_ARG);
+	ck_assert_str_eq(err, "x: the name is used twice");
+	ck_assert_int_eq(access(path, F_OK), -1); /* nothing was written */
+}
+END_TEST
+
+START_TEST(test_any_tensors_reader_refuses_ranks_past_eight_and_big_files)
+{
+	static const char json[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":"
+				   "[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}";
+	char file[sizeof json + 12], err[256];
+	uint64_t n = sizeof json - 1;
+	for (int i = 0; i < 8; i++)
+		file[i] = (char)(n >> (8 * i));
+	memcpy(file + 8, json, n);
+	memset(file + 8 + n, 0, 4);
+	attnrt_st_file *f;
+	ck_assert_int_eq(attnrt_st_parse(NULL, file, 8 + n + 4, &f, err,
+					 sizeof err), ATTNRT_ERR_FORMAT);
+	ck_assert_ptr_null(f);
+	ck_assert_str_eq(err, "w: shape has rank 9, more than 8");
+	FILE *out = fopen(path, "wb");
+	fwrite(file, 1, 8 + n + 4, out);
+	fclose(out);
+	ck_assert_int_eq(attnrt_st_read(NULL, path, 16, &f, err, sizeof err),
+			 ATTNRT_ERR_FORMAT);
+	ck_assert_ptr_nonnull(strstr(err, "more than the 16 this reader takes"));
+	ck_assert_int_eq(attnrt_st_read(NULL, "/dev/zero", 16, &f, err, sizeof err),
+			 ATTNRT_ERR_IO);
+	ck_assert_str_eq(err, "/dev/zero: not a file");
+}
+END_TEST
+
 static Suite *ckpt_suite(void)
 {
 	Suite *s = suite_create("runtime_ckpt");
@@ -766,6 +854,9 @@ static Suite *ckpt_suite(void)
 	tcase_add_test(tc, test_writer_escapes_names_and_metadata_as_json);
 	tcase_add_test(tc, test_round_trip_gives_the_same_values_and_the_same_bytes);
 	tcase_add_test(tc, test_reader_takes_tensors_in_any_order_with_padding);
+	tcase_add_test(tc, test_any_tensors_round_trip_sorted_by_name_with_their_dtypes);
+	tcase_add_test(tc, test_any_tensors_writer_refuses_what_does_not_agree);
+	tcase_add_test(tc, test_any_tensors_reader_refuses_ranks_past_eight_and_big_files);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("faults");
 	tcase_add_checked_fixture(tc, setup, teardown);
