@@ -48,7 +48,9 @@ typedef struct drv_options {
 	double lr;      /* --lr; 0 = the train block's */
 	const char *metrics;        /* --metrics FILE: JSON lines per epoch */
 	const char *plot, *heatmap; /* --plot FILE.svg, --heatmap FILE.svg */
-	const char *data;  /* --data FILE: translation pairs (Tatoeba format) */
+	const char *data;  /* --data FILE: the train block's data source's file */
+	const char *valid_data; /* --valid-data FILE: the validation set */
+	const char *inputs, *outputs; /* --inputs / --outputs FILE.safetensors */
 	int64_t examples;  /* --examples N; 0: the train block's, -1: all */
 	const char *translate[DRV_MAX_LIST]; /* --translate SENTENCE */
 	uint32_t n_translate;
@@ -180,6 +182,14 @@ bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs);
 
 /* ---- training (train_config.c, train.c, gradcheck.c) ---------------------------- */
 
+/* How a loss adds over the rows of its batch (train_config.c reads it
+ * off the entry's result). */
+typedef enum drv_loss_kind {
+	DRV_LOSS_OTHER, /* neither: rows cannot be split off exactly */
+	DRV_LOSS_MEAN,  /* a mean over every axis, or mse_loss */
+	DRV_LOSS_SUM,   /* a sum over every axis */
+} drv_loss_kind;
+
 /* The train block, read and checked, with the command line's overrides. */
 typedef struct drv_train_config {
 	const char *entry;         /* the loss function: `entry`, or "loss" */
@@ -189,6 +199,11 @@ typedef struct drv_train_config {
 	int64_t batch;             /* --batch, else the block's; 0 = none */
 	int64_t shards;            /* the batch's shards: --shards, `shards` */
 	const ir_setting *data;    /* the `data` setting, or NULL */
+	/* What the shards' summed losses and gradients are scaled by for
+	 * samples (tensors, text): 1 / shards when the loss is a mean over
+	 * its rows, 1 when a sum (train_config.c finds which). */
+	double shard_scale;
+	drv_loss_kind loss_kind;   /* of the entry */
 	bool is_full;              /* every setting training needs is there */
 } drv_train_config;
 
@@ -209,6 +224,10 @@ typedef struct drv_batch {
 	const void *inputs[64]; /* the loss entry's inputs, in order */
 	double n_items;         /* samples (or tokens) it holds */
 	double loss_divisor;    /* the epoch loss is sum(loss) / sum(this) */
+	/* What the sum of the shards' losses and gradients is multiplied
+	 * by (0 counts as 1): 1 / shards for a loss that is a mean over its
+	 * rows, so that the shards make the batch's mean. */
+	double shard_scale;
 	/* Sharded batches: inputs hold n_shards shards of the entry's
 	 * rows, shard s of input i at inputs[i] + s * shard_bytes[i]; the
 	 * shards from n_live on are padding only (0: all are live). */
@@ -234,9 +253,95 @@ typedef struct drv_batch_source {
 bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 			    const drv_train_config *tc);
 
+/* ---- samples: data = tensors(...) and text(...) (samples.c) ------------------- */
+
+#define DRV_MAX_FIELDS 64
+
+typedef struct drv_grad drv_grad;
+
+/* One input of the loss entry over every sample. */
+typedef struct drv_field {
+	char *name;     /* the input it feeds */
+	ir_dtype dtype; /* IR_F32 or IR_I32 */
+	int rank;       /* of one sample */
+	int64_t dims[IR_MAX_RANK]; /* of one sample */
+	size_t row_bytes;          /* one sample's bytes */
+	char *data;                /* (n, dims...) */
+} drv_field;
+
+typedef struct drv_samples {
+	drv_field fields[DRV_MAX_FIELDS];
+	uint32_t n_fields;
+	size_t n;                /* samples */
+	double items_per_sample; /* what throughput counts: 1, or T tokens */
+} drv_samples;
+
+/* "f32", "i32". */
+const char *drv_dtype_name(ir_dtype t);
+
+/* A table of n samples with n_fields fields, each to be allocated by
+ * drv_samples_alloc_field; NULL when out of memory. */
+drv_samples *drv_samples_create(uint32_t n_fields, size_t n);
+/* Field i: its name (copied), dtype and a sample's shape, with room for
+ * every sample (uninitialized); false when out of memory or too big. */
+bool drv_samples_alloc_field(drv_samples *s, uint32_t i, const char *name,
+			     ir_dtype dtype, int rank, const int64_t *dims);
+void drv_samples_destroy(drv_samples *s);
+/* Moves the last n_tail samples of s into a new table (the validation
+ * set); NULL when out of memory. */
+drv_samples *drv_samples_split(drv_samples *s, size_t n_tail);
+/* The order of the samples in epoch e: a permutation of 0..n drawn from
+ * (seed, epoch). */
+void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch,
+			 size_t *order);
+
+/* Checks s against the inputs of tc's loss entry, each fed by the field
+ * of its name: its dtype, its rank and a sample's shape; binds into o
+ * the dims a sample fixes and the batch axis (the first input's axis 0)
+ * to the batch's rows (a shard's, with shards). Reports at the `data`
+ * setting's line. */
+bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
+		      const drv_train_config *tc, const drv_samples *s,
+		      drv_options *o);
+
+/* The batch source over s for g: batches of g's shards, in an order
+ * drawn from (seed, epoch), the last one filled up with the first
+ * samples of the epoch's order; shard_scale goes into each batch. s
+ * must outlive the source. */
+bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
+			     const drv_grad *g, double shard_scale,
+			     drv_batch_source *src);
+
+/* The loss of the compiled entry (evaluation mode) over every sample
+ * of s, on the scale of a training batch's loss: full batches of its
+ * compiled rows, then for a loss that is a mean or a sum each sample
+ * left over in a batch of its own copies (exact: the batch's value is
+ * that sample's); for another loss the last batch filled up with the
+ * first samples, weighted by its share of new rows. False after
+ * reporting. */
+bool drv_samples_eval(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
+		      const char *entry, drv_loss_kind kind,
+		      const drv_samples *s, double *loss);
+
+/* ---- data = tensors(...) (data_tensors.c) ---------------------------------- */
+
+/* Whether a `data` setting is tensors(...) (or a bare `tensors`). */
+bool drv_tensors_is_source(const ir_setting *data);
+/* Checks its arguments: file = "PATH", valid = F in [0, 1). */
+bool drv_tensors_check(ir_ctx *ctx, const ir_setting *data);
+/* Reads the samples of the loss entry's inputs from the file (--data, or
+ * the setting's file, relative to the model's folder) into *train, and a
+ * validation set into *valid (--valid-data FILE, or the setting's valid
+ * share of the samples, the last ones; else NULL); prints what it read.
+ * False after reporting. */
+bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
+		      const drv_train_config *tc, const drv_options *o,
+		      drv_samples **train, drv_samples **valid);
+
 /* What a training run (or --gradcheck) reads before it compiles. */
 typedef struct drv_data {
 	rt_nmt_data *nmt; /* the pairs of data = nmt(...), or NULL */
+	drv_samples *train, *valid; /* tensors(...) or text(...), or NULL */
 	drv_options o;    /* the run's options, the data's dims bound */
 } drv_data;
 

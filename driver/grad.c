@@ -6,10 +6,12 @@
  * and copies of its parameters and inputs for the reference interpreter.
  *
  * A batch source is the one interface a data pipeline implements (fill
- * the inputs of batch i of an epoch). There are two: the translation
- * pairs of `data = nmt(...)` (nmt.c), and a loss that takes no inputs,
- * its data constants in the graph (models/nw_param.g), where an epoch is
- * one full-batch step. Any other `data` setting is an error at its line.
+ * the inputs of batch i of an epoch). There are three: samples of the
+ * loss entry's inputs (`data = tensors(...)`, samples.c), the
+ * translation pairs of `data = nmt(...)` (nmt.c), and a loss that takes
+ * no inputs, its data constants in the graph (models/nw_param.g), where
+ * an epoch is one full-batch step. Any other `data` setting is an error
+ * at its line.
  */
 #include "driver.h"
 
@@ -24,12 +26,16 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 	const ir_func *f = ir_module_find_func(m, tc->entry);
 	if (drv_nmt_is_source(tc->data))
 		return drv_nmt_check(ctx, tc->data);
+	if (drv_tensors_is_source(tc->data))
+		return drv_tensors_check(ctx, tc->data);
 	if (tc->data) {
 		const ir_value *v = &tc->data->value;
 		ir_error(ctx, tc->data->loc, "data = %s%s: this attnc has no such "
-			 "data source; it trains on translation pairs (data = "
-			 "nmt(examples = N, steps = T)) or a loss that takes no "
-			 "inputs, its data constants in the graph",
+			 "data source; it trains on a safetensors file of "
+			 "samples (data = tensors(file = \"PATH\")), "
+			 "translation pairs (data = nmt(examples = N, steps = "
+			 "T)) or a loss that takes no inputs, its data "
+			 "constants in the graph",
 			 v->kind == IR_VAL_NUM ? "a number" : v->str,
 			 v->kind == IR_VAL_CALL ? "(...)" : "");
 		return false;
@@ -49,6 +55,11 @@ bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 {
 	memset(data, 0, sizeof *data);
 	data->o = *o;
+	if (drv_tensors_is_source(tc->data))
+		return drv_tensors_load(ctx, m, tc, o, &data->train, &data->valid) &&
+		       drv_samples_bind(ctx, m, tc, data->train, &data->o) &&
+		       (!data->valid ||
+			drv_samples_bind(ctx, m, tc, data->valid, &data->o));
 	if (!drv_nmt_is_source(tc->data))
 		return true;
 	return drv_nmt_load(ctx, tc->data, o, &data->nmt) &&
@@ -68,7 +79,10 @@ void drv_data_bind_fallbacks(ir_module *m, const drv_data *data)
 void drv_data_close(drv_data *data)
 {
 	rt_nmt_free(data->nmt);
+	drv_samples_destroy(data->train);
+	drv_samples_destroy(data->valid);
 	data->nmt = NULL;
+	data->train = data->valid = NULL;
 }
 
 /* The graph source: no inputs; each batch counts the samples of the
@@ -101,6 +115,9 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 		return drv_nmt_source_open(ctx, tc->data, data->nmt, data->o.seed,
 					   g->n_shards > 1 ? (size_t)tc->batch : 0,
 					   g, src);
+	if (data->train)
+		return drv_samples_source_open(ctx, data->train, data->o.seed, g,
+					       tc->shard_scale, src);
 	double *samples = malloc(sizeof *samples);
 	if (!samples) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");

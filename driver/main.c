@@ -49,6 +49,9 @@ static const char usage[] =
 	"  --threads N          threads of parallel loops (OMP_NUM_THREADS) and of\n"
 	"                       the kernels' static schedule; with --train, at\n"
 	"                       most N, as timing finds fastest\n"
+	"  --inputs FILE        run on the tensors of a safetensors file, named\n"
+	"                       as the entry's inputs, instead of its example\n"
+	"  --outputs FILE       write the outputs, named, as a safetensors file\n"
 	"  --load FILE          --jit: read the parameters from a safetensors file\n"
 	"  --save FILE          --jit: write the parameters after the run\n"
 	"\n"
@@ -61,6 +64,9 @@ static const char usage[] =
 	"  --shards N           split each batch into N shards of rows, each\n"
 	"                       run on a thread of its own, their gradients\n"
 	"                       added (instead of the file's `shards`, or 1)\n"
+	"  --data FILE          the file of the train block's data source:\n"
+	"                       tensors(...) or nmt(...)\n"
+	"  --valid-data FILE    tensors(...): the validation set's file\n"
 	"  --metrics FILE       write one JSON line per epoch (and per\n"
 	"                       translation) to FILE\n"
 	"  --gradcheck          check the compiled gradient against finite\n"
@@ -183,6 +189,9 @@ static const char **file_option(drv_options *o, const char *a)
 	       : strcmp(a, "--plot") == 0    ? &o->plot
 	       : strcmp(a, "--heatmap") == 0 ? &o->heatmap
 	       : strcmp(a, "--data") == 0    ? &o->data
+	       : strcmp(a, "--valid-data") == 0 ? &o->valid_data
+	       : strcmp(a, "--inputs") == 0  ? &o->inputs
+	       : strcmp(a, "--outputs") == 0 ? &o->outputs
 					     : NULL;
 }
 
@@ -249,7 +258,7 @@ static bool is_valued(const char *a)
 		"--entry", "-o",      "--load",   "--save",    "--sym",
 		"--batch", "--shards", "--threads", "--seed", "--epochs", "--lr",
 		"--metrics", "--plot", "--heatmap", "--data", "--examples",
-		"--translate"};
+		"--translate", "--valid-data", "--inputs", "--outputs"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(a, names[i]) == 0)
 			return true;

@@ -267,14 +267,16 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	for (uint32_t sh = 1; sh < drv_grad_live(&t->grad, &b); sh++)
 		u.more[u.n_more++] = t->grad.shards[sh].grads;
 	cg_threads_each(team, add_parts, &u);
-	double norm = sqrt(sum_parts(u.grad_sq));
+	double shard_scale = b.shard_scale > 0 ? b.shard_scale : 1;
+	double norm = sqrt(sum_parts(u.grad_sq)) * shard_scale;
+	loss *= shard_scale;
 	if (!isfinite(loss) || !isfinite(norm)) {
 		report_nonfinite(t, epoch, &b, &run, loss, norm);
 		return false;
 	}
 	/* d2l's grad_clipping, folded into the update's pass */
 	double clip = t->tc->clip;
-	u.scale = clip > 0 && norm > clip ? clip / norm : 1.0;
+	u.scale = (clip > 0 && norm > clip ? clip / norm : 1.0) * shard_scale;
 	attnrt_optim_begin_step(t->optim);
 	cg_threads_each(team, step_parts, &u);
 	attnrt_tuner_record(&t->tuner, now_seconds() - t0);
@@ -320,11 +322,15 @@ static void show_progress(const trainer *t, uint64_t epoch, uint64_t i,
 }
 
 static void print_epoch(const trainer *t, uint64_t epoch, double loss,
-			double secs, double rate)
+			double valid, double secs, double rate)
 {
 	unsigned long long e = epoch + 1, n = (unsigned long long)t->tc->epochs;
+	char vl[32] = "";
+	if (t->data.valid)
+		snprintf(vl, sizeof vl, t->is_tty ? "  valid %.4f" : " valid %.4f",
+			 valid);
 	if (!t->is_tty) {
-		printf("epoch %llu/%llu loss %.4f\n", e, n, loss);
+		printf("epoch %llu/%llu loss %.4f%s\n", e, n, loss, vl);
 		fflush(stdout);
 		return;
 	}
@@ -332,20 +338,23 @@ static void print_epoch(const trainer *t, uint64_t epoch, double loss,
 	double elapsed = now_seconds() - t->start;
 	format_duration(elapsed / (double)e * (double)(n - e), left, sizeof left);
 	format_rate(rate, per_sec, sizeof per_sec);
-	printf("\r\033[Kepoch %llu/%llu  loss %.4f  %s %s/s  %.3f s  %s left\n",
-	       e, n, loss, per_sec, t->src.unit, secs, left);
+	printf("\r\033[Kepoch %llu/%llu  loss %.4f%s  %s %s/s  %.3f s  %s left\n",
+	       e, n, loss, vl, per_sec, t->src.unit, secs, left);
 	fflush(stdout);
 }
 
 static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
-			  double rate, double secs)
+			  double valid, double rate, double secs)
 {
 	if (!t->metrics)
 		return true;
-	fprintf(t->metrics, "{\"epoch\": %llu, \"loss\": %.9g, "
+	char vl[48] = "";
+	if (t->data.valid)
+		snprintf(vl, sizeof vl, "\"valid_loss\": %.9g, ", valid);
+	fprintf(t->metrics, "{\"epoch\": %llu, \"loss\": %.9g, %s"
 		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g, "
 		"\"peak_rss_mib\": %.1f, \"threads\": %d}\n",
-		(unsigned long long)epoch + 1, loss, rate, secs,
+		(unsigned long long)epoch + 1, loss, vl, rate, secs,
 		drv_peak_rss_mib(), (int)attnrt_tuner_next(&t->tuner));
 	if (fflush(t->metrics) == 0 && !ferror(t->metrics))
 		return true;
@@ -368,10 +377,14 @@ static bool train_epoch(trainer *t, uint64_t epoch)
 	}
 	double secs = now_seconds() - t0;
 	double loss = sums.divisor > 0 ? sums.loss / sums.divisor : sums.loss;
-	double rate = secs > 0 ? sums.items / secs : 0;
+	double rate = secs > 0 ? sums.items / secs : 0, valid = 0;
 	t->losses[epoch] = loss;
-	print_epoch(t, epoch, loss, secs, rate);
-	return write_metrics(t, epoch, loss, rate, secs);
+	if (t->data.valid && !drv_samples_eval(t->ctx, t->m, &t->jit, t->tc->entry,
+					       t->tc->loss_kind, t->data.valid,
+					       &valid))
+		return false;
+	print_epoch(t, epoch, loss, valid, secs, rate);
+	return write_metrics(t, epoch, loss, valid, rate, secs);
 }
 
 /* ---- the run ------------------------------------------------------------------------------ */
@@ -405,7 +418,7 @@ static bool open_jit(trainer *t, const ir_func *f)
 static bool shard_batch(trainer *t)
 {
 	int64_t n = t->tc->shards;
-	if (n <= 1)
+	if (n <= 1 || t->data.train) /* samples bind a shard's rows */
 		return true;
 	drv_options *o = &t->data.o;
 	uint32_t i = 0;

@@ -127,6 +127,48 @@ static bool read_entry(ir_ctx *ctx, const ir_module *m, drv_train_config *tc)
 	return false;
 }
 
+/* Whether node id of f is a mean over every axis of its operand, or a
+ * sum: how the losses of a batch's shards make the batch's. */
+static bool is_reduce_all(const ir_func *f, ir_id id, ir_op op)
+{
+	const ir_node *n = &f->g.nodes[id];
+	if (n->op != op || n->n_args != 1)
+		return false;
+	const ir_node *x = &f->g.nodes[ir_arg(&f->g, id, 0)];
+	uint32_t all = x->type.rank ? (1u << x->type.rank) - 1 : 0;
+	return (n->attr.reduce.axes & all) == all;
+}
+
+/* How the loss entry's value adds over its rows: a mean over every axis
+ * (or mse_loss), a sum over every axis, or neither. */
+static drv_loss_kind loss_kind(const ir_module *m, const char *entry)
+{
+	const ir_func *f = ir_module_find_func(m, entry);
+	ir_id out = f && f->n_outputs ? f->outputs[0] : IR_NONE;
+	if (out == IR_NONE)
+		return DRV_LOSS_OTHER;
+	if (is_reduce_all(f, out, IR_OP_MEAN) ||
+	    f->g.nodes[out].op == IR_OP_MSE_LOSS)
+		return DRV_LOSS_MEAN;
+	return is_reduce_all(f, out, IR_OP_SUM) ? DRV_LOSS_SUM : DRV_LOSS_OTHER;
+}
+
+/* The shards of samples each compute their rows' loss: a mean over
+ * every axis averages, a sum adds; another loss cannot be split. */
+static bool read_shard_scale(ir_ctx *ctx, ir_loc at, const char *what,
+			     drv_train_config *tc)
+{
+	if (tc->loss_kind != DRV_LOSS_OTHER) {
+		tc->shard_scale = tc->loss_kind == DRV_LOSS_MEAN
+					  ? 1.0 / (double)tc->shards : 1;
+		return true;
+	}
+	ir_error(ctx, at, "%s: the loss of '%s' is neither a mean nor a sum "
+		 "over every axis, so the shards' losses do not make the "
+		 "batch's", what, tc->entry);
+	return false;
+}
+
 /* The batch (--batch or --sym B=N, else the block's) and its shards
  * (--shards, else the block's `shards`, else 1): more than one needs a
  * batch of translation pairs, at least a row a shard. */
@@ -135,6 +177,7 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 {
 	const ir_setting *sh = ir_module_find_setting(m, "shards");
 	double n = 1;
+	tc->shard_scale = 1;
 	tc->batch = (int64_t)block_batch;
 	for (uint32_t i = 0; i < o->n_syms; i++)
 		if (strcmp(o->syms[i].name, "B") == 0)
@@ -153,11 +196,14 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		ir_error(ctx, at, "%s: at most %d shards", what, DRV_MAX_SHARDS);
 		return false;
 	}
-	if (!drv_nmt_is_source(tc->data)) {
+	if (!drv_nmt_is_source(tc->data) && !drv_tensors_is_source(tc->data)) {
 		ir_error(ctx, at, "%s: model %s trains on no batch of rows to "
-			 "split (shards need data = nmt(...))", what, m->name);
+			 "split (shards need data = tensors(...) or nmt(...))",
+			 what, m->name);
 		return false;
 	}
+	if (!drv_nmt_is_source(tc->data) && !read_shard_scale(ctx, at, what, tc))
+		return false;
 	if (tc->batch == 0) {
 		ir_error(ctx, at, "%s: the batch has no size to split (batch = "
 			 "N in the train block, or --batch N)", what);
@@ -218,13 +264,24 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	}
 	tc->data = ir_module_find_setting(m, "data");
 	bool ok = check_keys(ctx, m) && read_entry(ctx, m, tc);
+	if (ok)
+		tc->loss_kind = loss_kind(m, tc->entry);
 	if (ok && o->train)
 		ok = read_schedule(ctx, m, o, tc);
 	tc->is_full = ok && o->train;
-	if (ok && (o->data || o->examples) && !drv_nmt_is_source(tc->data)) {
-		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "--data and "
-			 "--examples: model %s does not train on translation "
-			 "pairs (data = nmt(...))", m->name);
+	if (ok && (o->data || o->examples) && !drv_nmt_is_source(tc->data) &&
+	    (o->examples || !drv_tensors_is_source(tc->data))) {
+		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "%s: model "
+			 "%s does not train on %s", o->examples ? "--examples"
+			 : "--data", m->name, o->examples ? "translation pairs "
+			 "(data = nmt(...))" : "a file (data = tensors(...) or "
+			 "nmt(...))");
+		ok = false;
+	}
+	if (ok && o->valid_data && !drv_tensors_is_source(tc->data)) {
+		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "--valid-data:"
+			 " model %s does not train on samples (data = "
+			 "tensors(...))", m->name);
 		ok = false;
 	}
 	if (!ok || !drv_batch_source_check(ctx, m, tc))
