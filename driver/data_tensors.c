@@ -113,18 +113,33 @@ static bool dtype_fits(const char *d, ir_dtype want)
 	return false;
 }
 
+bool drv_st_convert(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
+		    ir_dtype want, void *out)
+{
+	if (!dtype_fits(t->dtype, want)) {
+		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' is %s, but the input "
+			 "'%s' is %s (%s)", path, t->name, t->dtype, t->name,
+			 drv_dtype_name(want),
+			 want == IR_F32 ? "F32 or F64"
+					: "I32, I64, I16, I8, U8 or BOOL");
+		return false;
+	}
+	size_t n = 1;
+	for (int d = 0; d < t->rank; d++)
+		n *= (size_t)t->dims[d];
+	for (size_t k = 0; k < n; k++)
+		if (!convert(t, want, k, (char *)out + 4 * k)) {
+			ir_error(ctx, (ir_loc){0}, "%s: tensor '%s': element %zu "
+				 "holds a value outside i32", path, t->name, k);
+			return false;
+		}
+	return true;
+}
+
 /* Field i of s from tensor t, fed to the input of type ty. */
 static bool read_field(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 		       const ir_type *ty, drv_samples *s, uint32_t i)
 {
-	if (!dtype_fits(t->dtype, ty->dtype)) {
-		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' is %s, but the loss's "
-			 "input '%s' is %s (%s)", path, t->name, t->dtype, t->name,
-			 drv_dtype_name(ty->dtype),
-			 ty->dtype == IR_F32 ? "F32 or F64"
-					     : "I32, I64, I16, I8, U8 or BOOL");
-		return false;
-	}
 	if (t->rank > IR_MAX_RANK) {
 		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' has rank %d, more than "
 			 "%d", path, t->name, t->rank, IR_MAX_RANK);
@@ -136,15 +151,7 @@ static bool read_field(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 			 t->name);
 		return false;
 	}
-	size_t n = s->n * (s->fields[i].row_bytes / 4);
-	for (size_t k = 0; k < n; k++)
-		if (!convert(t, ty->dtype, k, s->fields[i].data + 4 * k)) {
-			ir_error(ctx, (ir_loc){0}, "%s: tensor '%s': sample %zu "
-				 "holds a value outside i32", path, t->name,
-				 k / (s->fields[i].row_bytes / 4));
-			return false;
-		}
-	return true;
+	return drv_st_convert(ctx, path, t, ty->dtype, s->fields[i].data);
 }
 
 /* The tensor each input of f takes, all with the same samples. */

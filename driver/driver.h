@@ -338,6 +338,32 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 		      const drv_train_config *tc, const drv_options *o,
 		      drv_samples **train, drv_samples **valid);
 
+/* Converts every element of t into out (its numel 4-byte elements of
+ * want: f32 from F32 or F64, i32 from I32, I64, I16, I8, U8 or BOOL);
+ * reports a dtype that does not convert or an I64 outside i32, naming
+ * path and the tensor. */
+bool drv_st_convert(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
+		    ir_dtype want, void *out);
+
+/* ---- --inputs and --outputs (io_files.c) ------------------------------------- */
+
+/* Reads f's inputs from the safetensors file at path, by name (one
+ * missing, one the entry does not take, a dtype that does not convert
+ * or a rank not the input's is an error naming it) into in
+ * (f->n_inputs, freed by the caller with interp_tensor_fini). */
+bool drv_inputs_read(ir_ctx *ctx, const ir_func *f, const char *path,
+		     interp_tensor *in);
+/* Copies o into *out with the dims the inputs in fix bound as --sym
+ * values (so that the JIT compiles for them); false after reporting a
+ * shape that does not fit f. */
+bool drv_inputs_bind(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		     const interp_tensor *in, const drv_options *o,
+		     drv_options *out);
+/* Writes f's outputs outs as a safetensors file at path (atomically),
+ * each under its name (F32, F64 or I32); says what it wrote. */
+bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		       const interp_tensor *outs, const char *path);
+
 /* What a training run (or --gradcheck) reads before it compiles. */
 typedef struct drv_data {
 	rt_nmt_data *nmt; /* the pairs of data = nmt(...), or NULL */

@@ -125,31 +125,63 @@ static bool wants_pictures(const drv_options *o)
 	return o->plot || o->heatmap;
 }
 
+/* The entry's inputs: from --inputs (owned: *is_owned), else its
+ * example (borrowed). */
+static bool entry_inputs(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+			 const drv_options *o, interp_tensor *in, bool *is_owned)
+{
+	*is_owned = o->inputs != NULL;
+	if (o->inputs)
+		return drv_inputs_read(ctx, f, o->inputs, in);
+	drv_example_inputs(m, f, in);
+	return true;
+}
+
+static void inputs_fini(ir_ctx *ctx, const ir_func *f, interp_tensor *in,
+			bool is_owned)
+{
+	for (uint32_t i = 0; is_owned && i < f->n_inputs; i++)
+		interp_tensor_fini(ctx, &in[i]);
+}
+
+/* Prints the outputs, or writes them to --outputs. */
+static bool put_outputs(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+			const drv_options *o, const interp_tensor *outs)
+{
+	if (o->outputs)
+		return drv_outputs_write(ctx, m, f, outs, o->outputs);
+	drv_print_outputs(f, outs);
+	return true;
+}
+
 bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 {
-	const ir_func *f = drv_entry(ctx, m, o, true);
+	const ir_func *f = drv_entry(ctx, m, o, !o->inputs);
 	if (!f)
 		return false;
-	bool ok = false;
+	bool ok = false, is_owned = false;
 	uint32_t n_in = f->n_inputs, n_out = f->n_outputs, n_par = m->n_params;
 	interp_tensor *in = ir_alloc(ctx, (n_in + n_out + n_par + 1) * sizeof *in);
 	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
 	if (!in || !syms)
 		goto out;
 	interp_tensor *outs = in + n_in, *params = outs + n_out;
-	drv_example_inputs(m, f, in);
+	if (!entry_inputs(ctx, m, f, o, in, &is_owned))
+		goto out;
 	interp_opts opts = {.is_f64 = o->f64, .seed = o->seed};
 	if (!interp_bind_syms(ctx, m, f, in, syms) ||
 	    !interp_params_init(ctx, m, syms, o->seed, o->f64, params) ||
-	    !interp_run(ctx, m, f, &opts, params, in, outs))
+	    !interp_run(ctx, m, f, &opts, params, in, outs) ||
+	    !put_outputs(ctx, m, f, o, outs))
 		goto out;
-	drv_print_outputs(f, outs);
 	drv_exec e = {ctx, m, o, params, NULL};
 	ok = !wants_pictures(o) || drv_pictures(&e, NULL, 0);
 out:
-	if (in)
+	if (in) {
+		inputs_fini(ctx, f, in, is_owned);
 		for (uint32_t i = 0; i < n_out + n_par; i++)
 			interp_tensor_fini(ctx, &in[n_in + i]);
+	}
 	ir_free(ctx, in);
 	ir_free(ctx, syms);
 	return ok;
@@ -313,7 +345,7 @@ void drv_jit_close(ir_ctx *ctx, drv_jit *j)
 
 bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 {
-	const ir_func *f = drv_entry(ctx, m, o, true);
+	const ir_func *f = drv_entry(ctx, m, o, !o->inputs);
 	if (!f)
 		return false;
 	if (f->n_inputs > 64 || f->n_outputs > 64) {
@@ -323,20 +355,24 @@ bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	interp_tensor in[64], outs[64];
 	memset(outs, 0, sizeof outs);
 	drv_jit j;
-	bool ok = false;
-	if (!drv_jit_open(ctx, m, o, f, false, &j))
+	memset(&j, 0, sizeof j);
+	drv_options bound = *o;
+	bool ok = false, is_owned = false;
+	if (!entry_inputs(ctx, m, f, o, in, &is_owned) ||
+	    (o->inputs && !drv_inputs_bind(ctx, m, f, in, o, &bound)) ||
+	    !drv_jit_open(ctx, m, &bound, o->inputs ? NULL : f, false, &j))
 		goto out;
-	drv_example_inputs(m, f, in);
 	drv_exec e = {ctx, m, o, NULL, &j};
 	if (!drv_exec_call(&e, f, in, outs))
 		goto out;
 	if (o->stats)
 		drv_print_jit_stats(m, j.p);
-	else
-		drv_print_outputs(f, outs);
+	else if (!put_outputs(ctx, m, f, o, outs))
+		goto out;
 	ok = (!o->save || drv_jit_save(ctx, m, o, &j)) &&
 	     (!wants_pictures(o) || drv_pictures(&e, NULL, 0));
 out:
+	inputs_fini(ctx, f, in, is_owned);
 	for (uint32_t i = 0; i < f->n_outputs; i++)
 		interp_tensor_fini(ctx, &outs[i]);
 	drv_jit_close(ctx, &j);

@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+# make_fixtures.py - writes the small safetensors files the CLI tests of
+# data = tensors(...) and --inputs/--outputs read (tests/cli/data/*.safetensors).
+# It writes the format by hand (8-byte length, JSON header, little-endian
+# data), so it needs neither PyTorch nor the safetensors package; run it
+# from this folder after changing a fixture, and commit the files.
+import json, random, struct
+
+FMT = {'F32': 'f', 'F64': 'd', 'I32': 'i', 'I64': 'q'}
+
+def save(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, (dtype, shape, data) in tensors.items():
+        b = struct.pack('<%d%s' % (len(data), FMT[dtype]), *data)
+        header[name] = {'dtype': dtype, 'shape': shape,
+                        'data_offsets': [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(header, separators=(',', ':')).encode()
+    h += b' ' * ((8 - len(h) % 8) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + b''.join(blobs))
+
+# Three Gaussian blobs in 4-D, class c shifted by 2 along axis c; the
+# labels int64 as PyTorch saves them.
+random.seed(0)
+N = 150
+xs, ys = [], []
+for i in range(N):
+    c = random.randrange(3)
+    xs += [round(random.gauss(0, 1) + (2 if j == c else 0), 4) for j in range(4)]
+    ys.append(c)
+save('cls.safetensors', {'x': ('F32', [N, 4], xs), 'y': ('I64', [N], ys)})
+save('cls_missing.safetensors', {'x': ('F32', [N, 4], xs)})
+save('cls_ragged.safetensors', {'x': ('F32', [N, 4], xs), 'y': ('I64', [N - 1], ys[1:])})
+save('cls_dtype.safetensors', {'x': ('I32', [N, 4], [int(v) for v in xs]),
+                               'y': ('I64', [N], ys)})
+save('cls_empty.safetensors', {'x': ('F32', [0, 4], []), 'y': ('I64', [0], [])})
+save('cls_big_label.safetensors', {'x': ('F32', [2, 4], xs[:8]),
+                                   'y': ('I64', [2], [0, 1 << 40])})
+# --inputs of tests/cli/data/double.g: a (N, 3) and b (N,)
+save('double_in.safetensors', {'a': ('F32', [2, 3], [0.5, 1, 1.5, 2, 2.5, 3]),
+                               'b': ('I32', [2], [7, -1])})
+save('double_extra.safetensors', {'a': ('F32', [2, 3], [0] * 6), 'b': ('I32', [2], [0, 0]),
+                                  'c': ('F32', [1], [0])})
+save('double_shape.safetensors', {'a': ('F32', [2, 4], [0] * 8), 'b': ('I32', [2], [0, 0])})
