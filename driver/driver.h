@@ -11,6 +11,7 @@
 #include "interp.h"
 #include "ir.h"
 #include "rt_nmt.h"
+#include "rt_text.h"
 
 #include <stdio.h>
 
@@ -101,6 +102,7 @@ typedef struct drv_jit {
 	cg_program *p;
 	void *params; /* the params block (cg_program_params gives the table) */
 	int64_t *syms; /* the symbols' values it was compiled for */
+	const char *vocab; /* a text's characters, saved with --save, or NULL */
 } drv_jit;
 
 /* Binds the symbols (from the example of f, if f is not NULL and has
@@ -298,11 +300,11 @@ void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch,
 /* Checks s against the inputs of tc's loss entry, each fed by the field
  * of its name: its dtype, its rank and a sample's shape; binds into o
  * the dims a sample fixes and the batch axis (the first input's axis 0)
- * to the batch's rows (a shard's, with shards). Reports at the `data`
- * setting's line. */
+ * to the batch's rows (a shard's, with shards); the training set
+ * (!is_valid) must hold a batch. Reports at the `data` setting's line. */
 bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		      const drv_train_config *tc, const drv_samples *s,
-		      drv_options *o);
+		      bool is_valid, drv_options *o);
 
 /* The batch source over s for g: batches of g's shards, in an order
  * drawn from (seed, epoch), the last one filled up with the first
@@ -368,8 +370,23 @@ bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 typedef struct drv_data {
 	rt_nmt_data *nmt; /* the pairs of data = nmt(...), or NULL */
 	drv_samples *train, *valid; /* tensors(...) or text(...), or NULL */
+	rt_text_vocab *vocab;       /* text(...)'s characters, or NULL */
 	drv_options o;    /* the run's options, the data's dims bound */
 } drv_data;
+
+/* ---- data = text(...) (data_text.c) ------------------------------------------- */
+
+/* Whether a `data` setting is text(...). */
+bool drv_text_is_source(const ir_setting *data);
+/* Checks its arguments: steps = T (required), file = "PATH", valid = F
+ * in [0, 1), stride = S. */
+bool drv_text_check(ir_ctx *ctx, const ir_setting *data);
+/* Reads the text (--data, the setting's file relative to the model's
+ * folder, else the built-in one), builds its vocabulary into d->vocab,
+ * cuts its windows into d->train and d->valid, binds V in d->o to the
+ * vocabulary's size and prints what it read. False after reporting. */
+bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const ir_setting *data, drv_data *d);
 
 /* Loads the data tc names (for nmt(...): prints what was read, binds
  * V_src and V_tgt in data->o); false after reporting. drv_data_close

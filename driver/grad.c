@@ -28,11 +28,14 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 		return drv_nmt_check(ctx, tc->data);
 	if (drv_tensors_is_source(tc->data))
 		return drv_tensors_check(ctx, tc->data);
+	if (drv_text_is_source(tc->data))
+		return drv_text_check(ctx, tc->data);
 	if (tc->data) {
 		const ir_value *v = &tc->data->value;
 		ir_error(ctx, tc->data->loc, "data = %s%s: this attnc has no such "
 			 "data source; it trains on a safetensors file of "
-			 "samples (data = tensors(file = \"PATH\")), "
+			 "samples (data = tensors(file = \"PATH\")), a text "
+			 "(data = text(steps = T)), "
 			 "translation pairs (data = nmt(examples = N, steps = "
 			 "T)) or a loss that takes no inputs, its data "
 			 "constants in the graph",
@@ -57,9 +60,14 @@ bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	data->o = *o;
 	if (drv_tensors_is_source(tc->data))
 		return drv_tensors_load(ctx, m, tc, o, &data->train, &data->valid) &&
-		       drv_samples_bind(ctx, m, tc, data->train, &data->o) &&
+		       drv_samples_bind(ctx, m, tc, data->train, false, &data->o) &&
 		       (!data->valid ||
-			drv_samples_bind(ctx, m, tc, data->valid, &data->o));
+			drv_samples_bind(ctx, m, tc, data->valid, true, &data->o));
+	if (drv_text_is_source(tc->data))
+		return drv_text_load(ctx, m, o, tc->data, data) &&
+		       drv_samples_bind(ctx, m, tc, data->train, false, &data->o) &&
+		       (!data->valid ||
+			drv_samples_bind(ctx, m, tc, data->valid, true, &data->o));
 	if (!drv_nmt_is_source(tc->data))
 		return true;
 	return drv_nmt_load(ctx, tc->data, o, &data->nmt) &&
@@ -81,6 +89,8 @@ void drv_data_close(drv_data *data)
 	rt_nmt_free(data->nmt);
 	drv_samples_destroy(data->train);
 	drv_samples_destroy(data->valid);
+	rt_text_vocab_free(data->vocab);
+	data->vocab = NULL;
 	data->nmt = NULL;
 	data->train = data->valid = NULL;
 }

@@ -215,9 +215,10 @@ bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	uint32_t n;
 	const attnrt_param_info *table = cg_program_params(j->p, &n);
 	char err[512];
-	attnrt_meta meta[] = {{"model", m->name}, {"format", "attnc"}};
-	if (attnrt_checkpoint_save(NULL, o->save, table, n, j->params, meta, 2,
-				   err, sizeof err) == ATTNRT_OK)
+	attnrt_meta meta[] = {{"model", m->name}, {"format", "attnc"},
+			      {"vocab", j->vocab}};
+	if (attnrt_checkpoint_save(NULL, o->save, table, n, j->params, meta,
+				   j->vocab ? 3 : 2, err, sizeof err) == ATTNRT_OK)
 		return true;
 	ir_error(ctx, (ir_loc){0}, "--save: %s", err);
 	return false;

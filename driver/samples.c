@@ -173,7 +173,7 @@ static bool bind_sym(ir_ctx *ctx, drv_options *o, const char *name,
 /* The rows of the compiled batch: the batch, or a shard's rows of it. */
 static bool batch_rows(ir_ctx *ctx, const ir_setting *at,
 		       const drv_train_config *tc, const drv_samples *s,
-		       int64_t fixed, int64_t *rows)
+		       bool is_valid, int64_t fixed, int64_t *rows)
 {
 	int64_t batch = tc->batch ? tc->batch : fixed;
 	if (batch <= 0) {
@@ -181,7 +181,7 @@ static bool batch_rows(ir_ctx *ctx, const ir_setting *at,
 			 "in the train block, or --batch N)");
 		return false;
 	}
-	if ((size_t)batch > s->n) {
+	if (!is_valid && (size_t)batch > s->n) {
 		ir_error(ctx, at->loc, "data: a batch of %lld samples is more "
 			 "than the %zu of the training set", (long long)batch,
 			 s->n);
@@ -205,7 +205,7 @@ static bool batch_rows(ir_ctx *ctx, const ir_setting *at,
 
 bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		      const drv_train_config *tc, const drv_samples *s,
-		      drv_options *o)
+		      bool is_valid, drv_options *o)
 {
 	const ir_setting *at = tc->data;
 	const ir_func *f = ir_module_find_func(m, tc->entry);
@@ -217,7 +217,7 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		return false;
 	}
 	if (!f->n_inputs || !batch_axis(ctx, at, f, &sym, &rows) ||
-	    !batch_rows(ctx, at, tc, s, rows, &rows))
+	    !batch_rows(ctx, at, tc, s, is_valid, rows, &rows))
 		return false;
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
 		const drv_field *fd = find_field(s, f->input_names[i]);

@@ -446,6 +446,8 @@ static bool trainer_open(trainer *t)
 	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->data, &t->jit,
 				   &t->grad, &t->src))
 		return false;
+	if (t->data.vocab)
+		t->jit.vocab = rt_text_vocab_string(t->data.vocab);
 	if (t->o->stats)
 		drv_print_jit_stats(t->m, t->jit.p);
 	t->table = cg_program_params(t->jit.p, &t->n_params);

@@ -13,6 +13,12 @@
 #include <math.h>
 #include <string.h>
 
+/* Sources whose data are samples (samples.c). */
+static bool is_samples(const ir_setting *data)
+{
+	return drv_tensors_is_source(data) || drv_text_is_source(data);
+}
+
 static const char *const train_keys[] = {"entry", "data",   "batch",
 					 "optimizer", "clip", "epochs",
 					 "shards"};
@@ -196,10 +202,10 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		ir_error(ctx, at, "%s: at most %d shards", what, DRV_MAX_SHARDS);
 		return false;
 	}
-	if (!drv_nmt_is_source(tc->data) && !drv_tensors_is_source(tc->data)) {
+	if (!drv_nmt_is_source(tc->data) && !is_samples(tc->data)) {
 		ir_error(ctx, at, "%s: model %s trains on no batch of rows to "
-			 "split (shards need data = tensors(...) or nmt(...))",
-			 what, m->name);
+			 "split (shards need data = tensors(...), text(...) or "
+			 "nmt(...))", what, m->name);
 		return false;
 	}
 	if (!drv_nmt_is_source(tc->data) && !read_shard_scale(ctx, at, what, tc))
@@ -270,15 +276,15 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 		ok = read_schedule(ctx, m, o, tc);
 	tc->is_full = ok && o->train;
 	if (ok && (o->data || o->examples) && !drv_nmt_is_source(tc->data) &&
-	    (o->examples || !drv_tensors_is_source(tc->data))) {
+	    (o->examples || !is_samples(tc->data))) {
 		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "%s: model "
 			 "%s does not train on %s", o->examples ? "--examples"
 			 : "--data", m->name, o->examples ? "translation pairs "
-			 "(data = nmt(...))" : "a file (data = tensors(...) or "
-			 "nmt(...))");
+			 "(data = nmt(...))" : "a file (data = tensors(...), "
+			 "text(...) or nmt(...))");
 		ok = false;
 	}
-	if (ok && o->valid_data && !drv_tensors_is_source(tc->data)) {
+	if (ok && o->valid_data && !drv_tensors_is_source(tc->data)) { /* text: valid = F */
 		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "--valid-data:"
 			 " model %s does not train on samples (data = "
 			 "tensors(...))", m->name);

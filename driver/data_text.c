@@ -1,0 +1,225 @@
+/*
+ * data_text.c - `data = text(steps = T, file = "PATH", valid = F,
+ * stride = S)`: character-level language modelling on a text (--data
+ * FILE, the setting's file, or the built-in stories of
+ * data/text-default.txt).
+ *
+ * The text's distinct characters are the vocabulary (rt_text.h), whose
+ * size binds the model's dim V. Its ids are cut into windows of T + 1
+ * characters starting every S (T by default: each character once an
+ * epoch); a window gives the loss entry's `tokens` (its first T ids) and
+ * `targets` (its last T), both i32 (B, T). With valid = F the last F of
+ * the text is held out, its windows the validation set. The vocabulary
+ * goes into the checkpoint's metadata ("vocab"), so --load alone can
+ * encode a prompt and decode what the model generates.
+ */
+#include "driver.h"
+
+#include "rt_text.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DRV_TEXT_MAX_BYTES (1ULL << 30) /* a text file's size cap */
+
+bool drv_text_is_source(const ir_setting *data)
+{
+	return data && data->value.kind != IR_VAL_NUM &&
+	       strcmp(data->value.str, "text") == 0;
+}
+
+static const ir_value *arg(const ir_setting *data, const char *key)
+{
+	const ir_value *v = &data->value;
+	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++)
+		if (strcmp(v->args[i].key, key) == 0)
+			return &v->args[i].value;
+	return NULL;
+}
+
+static bool is_count(const ir_value *v)
+{
+	return v->kind == IR_VAL_NUM && v->num >= 1 && v->num < 1e9 &&
+	       v->num == (double)(int64_t)v->num;
+}
+
+bool drv_text_check(ir_ctx *ctx, const ir_setting *data)
+{
+	const ir_value *v = &data->value;
+	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++) {
+		const ir_setting *a = &v->args[i];
+		const char *k = a->key;
+		bool ok = strcmp(k, "file") == 0	 ? a->value.kind == IR_VAL_STR
+			  : strcmp(k, "valid") == 0 ? a->value.kind == IR_VAL_NUM &&
+							      a->value.num >= 0 &&
+							      a->value.num < 1
+			  : strcmp(k, "steps") == 0 || strcmp(k, "stride") == 0
+				  ? is_count(&a->value)
+				  : false;
+		if (ok)
+			continue;
+		if (strcmp(k, "file") && strcmp(k, "valid") && strcmp(k, "steps") &&
+		    strcmp(k, "stride"))
+			ir_error(ctx, a->loc, "text has no setting '%s' (steps, file, "
+				 "valid, stride)", k);
+		else
+			ir_error(ctx, a->loc, "text: %s must be %s", k,
+				 strcmp(k, "file") == 0    ? "a string"
+				 : strcmp(k, "valid") == 0 ? "a number in [0, 1)"
+							   : "a positive integer");
+		return false;
+	}
+	if (arg(data, "steps"))
+		return true;
+	ir_error(ctx, data->loc, "text(...) needs the window's length: "
+		 "text(steps = T)");
+	return false;
+}
+
+/* ---- reading ---------------------------------------------------------------------- */
+
+/* The whole file at path, NUL-terminated, into *out (malloc'd). */
+static bool read_text(ir_ctx *ctx, const char *path, char **out, size_t *len)
+{
+	struct stat st;
+	FILE *f = fopen(path, "rb");
+	*out = NULL;
+	if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size > DRV_TEXT_MAX_BYTES) {
+		int e = errno;
+		ir_error(ctx, (ir_loc){0}, "--data: %s: %s", path,
+			 !f ? strerror(e)
+			 : !S_ISREG(st.st_mode) ? "not a file"
+						: "larger than the 1 GiB a text may be");
+		if (f)
+			fclose(f);
+		return false;
+	}
+	*out = malloc((size_t)st.st_size + 1);
+	*len = *out ? fread(*out, 1, (size_t)st.st_size, f) : 0;
+	fclose(f);
+	if (!*out) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	(*out)[*len] = 0;
+	return true;
+}
+
+/* Windows of ids[0..n): every stride, T + 1 ids a window. */
+static drv_samples *windows(const int32_t *ids, size_t n, size_t T,
+			    size_t stride)
+{
+	size_t count = n > T ? (n - T - 1) / stride + 1 : 0;
+	int64_t dims[1] = {(int64_t)T};
+	drv_samples *s = drv_samples_create(2, count);
+	if (!s || !drv_samples_alloc_field(s, 0, "tokens", IR_I32, 1, dims) ||
+	    !drv_samples_alloc_field(s, 1, "targets", IR_I32, 1, dims)) {
+		drv_samples_destroy(s);
+		return NULL;
+	}
+	s->items_per_sample = (double)T;
+	int32_t *tok = (int32_t *)s->fields[0].data;
+	int32_t *tgt = (int32_t *)s->fields[1].data;
+	for (size_t w = 0; w < count; w++) {
+		memcpy(tok + w * T, ids + w * stride, T * sizeof *ids);
+		memcpy(tgt + w * T, ids + w * stride + 1, T * sizeof *ids);
+	}
+	return s;
+}
+
+/* The ids of the text, cut into the training and validation windows. */
+static bool cut(ir_ctx *ctx, const ir_setting *data, const int32_t *ids,
+		size_t n, drv_data *d)
+{
+	size_t T = (size_t)arg(data, "steps")->num;
+	const ir_value *st = arg(data, "stride"), *va = arg(data, "valid");
+	size_t stride = st ? (size_t)st->num : T;
+	size_t n_valid = va ? (size_t)(va->num * (double)n) : 0;
+	d->train = windows(ids, n - n_valid, T, stride);
+	d->valid = n_valid ? windows(ids + n - n_valid, n_valid, T, stride) : NULL;
+	if (!d->train || (n_valid && !d->valid)) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	if (!d->train->n || (n_valid && !d->valid->n)) {
+		ir_error(ctx, data->loc, "text: %zu characters%s hold no window of "
+			 "steps + 1 = %zu", !d->train->n ? n - n_valid : n_valid,
+			 !d->train->n ? "" : " held out for validation", T + 1);
+		return false;
+	}
+	return true;
+}
+
+static bool encode(ir_ctx *ctx, const char *name, const char *text, size_t len,
+		   const ir_setting *data, drv_data *d)
+{
+	char err[256];
+	int32_t *ids = malloc((len + 1) * sizeof *ids);
+	size_t n = 0;
+	if (!ids) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	bool ok = rt_text_vocab_build(NULL, text, len, &d->vocab, err,
+				      sizeof err) == ATTNRT_OK &&
+		  rt_text_encode(d->vocab, text, len, ids, &n, err,
+				 sizeof err) == ATTNRT_OK;
+	if (!ok)
+		ir_error(ctx, (ir_loc){0}, "%s: %s", name, err);
+	ok = ok && cut(ctx, data, ids, n, d);
+	free(ids);
+	if (ok)
+		printf("data: %zu characters of %s, %d distinct; %zu windows of "
+		       "%zu to train on%s", n, name, rt_text_vocab_size(d->vocab),
+		       d->train->n, (size_t)arg(data, "steps")->num + 1,
+		       d->valid ? "" : "\n");
+	if (ok && d->valid)
+		printf(", %zu held out (the last %zu characters)\n", d->valid->n,
+		       (size_t)(arg(data, "valid")->num * (double)n));
+	return ok;
+}
+
+bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const ir_setting *data, drv_data *d)
+{
+	const ir_value *file = arg(data, "file");
+	char buf[4096], *owned = NULL;
+	const char *path = o->data, *name = o->data, *text;
+	size_t len;
+	if (!path && file) {
+		const char *slash = o->model ? strrchr(o->model, '/') : NULL;
+		if (file->str[0] != '/' && slash)
+			snprintf(buf, sizeof buf, "%.*s/%s", (int)(slash - o->model),
+				 o->model, file->str);
+		path = name = file->str[0] != '/' && slash ? buf : file->str;
+	}
+	if (path && !read_text(ctx, path, &owned, &len))
+		return false;
+	text = path ? owned : rt_text_default(&len);
+	if (!path)
+		name = "the built-in text";
+	bool ok = encode(ctx, name, text, len, data, d);
+	free(owned);
+	if (!ok)
+		return false;
+	if (ir_module_find_sym(m, "V") < 0) {
+		ir_error(ctx, data->loc, "text(...) binds the vocabulary's size to "
+			 "the dim V, which model %s does not have (dim V)",
+			 m->name);
+		return false;
+	}
+	uint32_t i = 0;
+	while (i < d->o.n_syms && strcmp(d->o.syms[i].name, "V") != 0)
+		i++;
+	if (i == DRV_MAX_LIST) {
+		ir_error(ctx, (ir_loc){0}, "--sym: at most %d", DRV_MAX_LIST);
+		return false;
+	}
+	d->o.syms[i] = (drv_sym_value){"data", "V", rt_text_vocab_size(d->vocab)};
+	d->o.n_syms += i == d->o.n_syms;
+	return true;
+}
