@@ -52,6 +52,10 @@ typedef struct drv_options {
 	const char *data;  /* --data FILE: the train block's data source's file */
 	const char *valid_data; /* --valid-data FILE: the validation set */
 	const char *inputs, *outputs; /* --inputs / --outputs FILE.safetensors */
+	const char *generate; /* --generate PROMPT */
+	int64_t max_tokens;   /* --max-tokens N (200) */
+	double temperature;   /* --temperature X (1; 0 greedy) */
+	int64_t top_k;        /* --top-k K (0: every token) */
 	int64_t examples;  /* --examples N; 0: the train block's, -1: all */
 	const char *translate[DRV_MAX_LIST]; /* --translate SENTENCE */
 	uint32_t n_translate;
@@ -525,6 +529,26 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 			 const rt_nmt_data *d, uint64_t seed, size_t batch,
 			 const drv_grad *g, drv_batch_source *src);
+
+/* ---- generating text (generate.c) ------------------------------------------------ */
+
+/* Before anything runs: --generate needs a model exporting decode_step,
+ * trained on data = text(...), and --train or --load. */
+bool drv_generate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o);
+
+/* --generate: continues the prompt with decode_step compiled at B = 1,
+ * sampling as --temperature and --top-k say from --seed, printing the
+ * text as it comes. The weights are trained's (or --load's when NULL),
+ * the vocabulary vocab (or the --load checkpoint's metadata when NULL).
+ * Writes a JSON line of its speed to metrics (may be NULL). False after
+ * reporting. */
+bool drv_generate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		  const rt_text_vocab *vocab, const drv_jit *trained,
+		  FILE *metrics);
+
+/* --generate with --load and no --train: opens --metrics, then
+ * drv_generate with the checkpoint's weights and vocabulary. */
+bool drv_generate_loaded(ir_ctx *ctx, const ir_module *m, const drv_options *o);
 
 /* ---- translation (translate.c, attention.c) ---------------------------------------------- */
 

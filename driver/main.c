@@ -55,6 +55,9 @@ static const char usage[] =
 	"  --load FILE          --jit: read the parameters from a safetensors file\n"
 	"  --save FILE          --jit: write the parameters after the run\n"
 	"\n"
+	"";
+/* The rest of --help (one string would pass the 4095 bytes C11 allows). */
+static const char usage_more[] =
 	"Training (as the model's train block says; docs/training.md):\n"
 	"  --train              train as native code (implies --jit), then save,\n"
 	"                       report and draw as asked\n"
@@ -78,6 +81,13 @@ static const char usage[] =
 	"  --examples N         use the pairs of the first N + 1 lines (0: all)\n"
 	"  --translate TEXT     translate TEXT after --train or --load, with\n"
 	"                       BLEU against the data's reference (repeatable)\n"
+	"\n"
+	"Generation (text models, data = text(...); docs/datasets.md):\n"
+	"  --generate TEXT      after --train or --load: continue TEXT with\n"
+	"                       the model's decode_step, sampling\n"
+	"  --max-tokens N       characters to generate (200)\n"
+	"  --temperature X      divide the logits by X (1; 0: the most likely)\n"
+	"  --top-k K            sample from the K most likely only (all)\n"
 	"\n"
 	"Pictures (SVG, or PNG when FILE ends in .png; with --interp, --jit\n"
 	"or --train):\n"
@@ -178,6 +188,21 @@ static bool parse_positive(ir_ctx *ctx, const char *opt, const char *s,
 	return true;
 }
 
+/* --temperature X: a finite number >= 0 (0: the most likely token). */
+static bool parse_temperature(ir_ctx *ctx, const char *s, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (!*s || *end || errno || !isfinite(v) || v < 0) {
+		ir_error(ctx, (ir_loc){0}, "--temperature: '%s' is not a number "
+			 ">= 0", s);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
 /* Options whose value is a file name. */
 static const char **file_option(drv_options *o, const char *a)
 {
@@ -192,6 +217,7 @@ static const char **file_option(drv_options *o, const char *a)
 	       : strcmp(a, "--valid-data") == 0 ? &o->valid_data
 	       : strcmp(a, "--inputs") == 0  ? &o->inputs
 	       : strcmp(a, "--outputs") == 0 ? &o->outputs
+	       : strcmp(a, "--generate") == 0 ? &o->generate
 					     : NULL;
 }
 
@@ -240,6 +266,12 @@ static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 		return add_sym(ctx, o, a, "B", v);
 	else if (strcmp(a, "--shards") == 0)
 		return parse_count(ctx, a, v, &o->shards);
+	else if (strcmp(a, "--max-tokens") == 0)
+		return parse_count(ctx, a, v, &o->max_tokens);
+	else if (strcmp(a, "--top-k") == 0)
+		return parse_count(ctx, a, v, &o->top_k);
+	else if (strcmp(a, "--temperature") == 0)
+		return parse_temperature(ctx, v, &o->temperature);
 	else if (strcmp(a, "--threads") == 0) {
 		if (!parse_count(ctx, a, v, &n))
 			return false;
@@ -258,7 +290,8 @@ static bool is_valued(const char *a)
 		"--entry", "-o",      "--load",   "--save",    "--sym",
 		"--batch", "--shards", "--threads", "--seed", "--epochs", "--lr",
 		"--metrics", "--plot", "--heatmap", "--data", "--examples",
-		"--translate", "--valid-data", "--inputs", "--outputs"};
+		"--translate", "--valid-data", "--inputs", "--outputs",
+		"--generate", "--max-tokens", "--temperature", "--top-k"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(a, names[i]) == 0)
 			return true;
@@ -289,6 +322,7 @@ static bool print_info(const char *a)
 {
 	if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 		fputs(usage, stdout);
+		fputs(usage_more, stdout);
 	} else if (strcmp(a, "--version") == 0) {
 		printf("attnc %s\n", ATTNC_VERSION);
 	} else if (strcmp(a, "--list-passes") == 0) {
@@ -314,6 +348,15 @@ static const char *check_translation(const drv_options *o)
 	if (o->n_translate && !o->train && !o->load)
 		return "--translate needs weights to translate with: --train or "
 		       "--load FILE";
+	if (o->generate && (o->interp || o->compile_only || o->emit ||
+			    o->gradcheck || o->n_translate))
+		return "--generate runs native code after --train or --load, not "
+		       "with --interp, -c, --emit, --gradcheck or --translate";
+	if (o->generate && !o->train && !o->load)
+		return "--generate needs weights to generate with: --train or "
+		       "--load FILE";
+	if ((o->max_tokens || o->top_k || o->temperature != 1.0) && !o->generate)
+		return "--max-tokens, --temperature and --top-k need --generate";
 	if (o->n_translate && !o->train && o->save)
 		return "--save with --translate writes trained weights: it needs "
 		       "--train";
@@ -333,7 +376,7 @@ static const char *check_training(const drv_options *o)
 	if (o->gradcheck && o->stats)
 		return "--stats does not go with --gradcheck";
 	if ((o->epochs || o->lr > 0 || o->shards ||
-	     (o->metrics && !o->n_translate)) &&
+	     (o->metrics && !o->n_translate && !o->generate)) &&
 	    !o->train)
 		return "--epochs, --lr, --shards and --metrics need --train";
 	if (o->gradcheck && (o->plot || o->heatmap || o->save))
@@ -360,7 +403,7 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 	else if (o->output && !o->compile_only && !o->emit)
 		bad = "-o needs -c or --emit";
 	else if ((o->load || o->save) && !o->jit && !o->train && !o->gradcheck &&
-		 !o->n_translate)
+		 !o->n_translate && !o->generate)
 		bad = "--load and --save need --jit or --train";
 	if (bad)
 		ir_error(ctx, (ir_loc){0}, "%s", bad);
@@ -414,7 +457,9 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 	}
 	if (!check_combination(ctx, o))
 		return 1;
-	o->jit |= o->train || o->gradcheck || o->n_translate;
+	o->jit |= o->train || o->gradcheck || o->n_translate || o->generate;
+	if (!o->max_tokens)
+		o->max_tokens = 200;
 	return 0;
 }
 
@@ -465,7 +510,7 @@ int main(int argc, char **argv)
 {
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
-	drv_options o = {0};
+	drv_options o = {.temperature = 1.0};
 	drv_train_config tc;
 	/* errors (stderr) and results (stdout) interleave in order */
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -510,6 +555,8 @@ int main(int argc, char **argv)
 		goto out;
 	if (o.n_translate && !drv_translate_check(&ctx, m, &o))
 		goto out;
+	if (o.generate && !drv_generate_check(&ctx, m, &o))
+		goto out;
 	if (o.compile_only || o.emit) {
 		if (!drv_emit(&ctx, m, &o))
 			goto out;
@@ -521,6 +568,9 @@ int main(int argc, char **argv)
 			goto out;
 	} else if (o.n_translate) {
 		if (!drv_translate_loaded(&ctx, m, &o))
+			goto out;
+	} else if (o.generate) {
+		if (!drv_generate_loaded(&ctx, m, &o))
 			goto out;
 	} else if (o.jit) {
 		if (!drv_run_jit(&ctx, m, &o))

@@ -540,7 +540,9 @@ static bool train_all(trainer *t)
 		drv_pictures(&e, t->losses, (uint32_t)t->tc->epochs)) &&
 	       (!t->data.nmt || !drv_is_seq2seq(t->m) ||
 		drv_translate(t->ctx, t->m, t->o, t->data.nmt, &t->jit,
-			      t->metrics));
+			      t->metrics)) &&
+	       (!t->o->generate || drv_generate(t->ctx, t->m, t->o, t->data.vocab,
+						 &t->jit, t->metrics));
 }
 
 bool drv_train(ir_ctx *ctx, ir_module *m, const drv_options *o,
