@@ -159,6 +159,17 @@ int attnrt_checkpoint_load(const attnrt_allocator *al, const char *path,
 			   const attnrt_param_info *table, size_t n_params,
 			   void *params, char *err, size_t err_size);
 
+typedef struct attnrt_st_file attnrt_st_file; /* below */
+
+/* As attnrt_checkpoint_load, from a file already read (attnrt_st_read):
+ * the tensors whose names begin with skip (may be NULL) are not the
+ * model's and are left alone (a training run's optimizer state,
+ * "optim:..."), every other one must be a parameter of the table. */
+int attnrt_checkpoint_take(const attnrt_allocator *al,
+			   const attnrt_st_file *f, const char *skip,
+			   const attnrt_param_info *table, size_t n_params,
+			   void *params, char *err, size_t err_size);
+
 /* As attnrt_checkpoint_load, from the len bytes of a file at data. */
 int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
 			    size_t len, const attnrt_param_info *table,
@@ -291,6 +302,13 @@ void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
 
 /* Steps taken so far. */
 uint64_t attnrt_optim_steps(const attnrt_optim *opt);
+
+/* What saving and resuming a training run needs: the step count, and
+ * Adam's moment blocks (which 0: m, 1: v; laid out as the params block;
+ * NULL for SGD, or for another which), which a caller may read and
+ * overwrite between steps. */
+void attnrt_optim_set_steps(attnrt_optim *opt, uint64_t t);
+void *attnrt_optim_moments(attnrt_optim *opt, int which);
 
 /* Changes the learning rate of the following steps (lr finite, >= 0). */
 void attnrt_optim_set_lr(attnrt_optim *opt, double lr);

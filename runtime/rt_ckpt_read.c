@@ -31,7 +31,8 @@ static void dims_format(char *buf, size_t size, const int64_t *dims,
 /* Walks the file's tensors (sorted by name) and the table sorted by
  * name, pairing them into match (by table index); fails on a name
  * unknown to the model or missing from the file. */
-static int match_names(const attnrt_st_file *f, const attnrt_param_info *table,
+static int match_names(const attnrt_st_file *f, const char *skip,
+		       const attnrt_param_info *table,
 		       const attnrt_param_info **sorted, size_t n_params,
 		       const attnrt_st_tensor **match, char *err,
 		       size_t err_size)
@@ -39,6 +40,10 @@ static int match_names(const attnrt_st_file *f, const attnrt_param_info *table,
 	size_t n = attnrt_st_count(f), i = 0, p = 0;
 	while (i < n || p < n_params) {
 		const attnrt_st_tensor *t = attnrt_st_at(f, i);
+		if (i < n && skip && strncmp(t->name, skip, strlen(skip)) == 0) {
+			i++; /* not the model's */
+			continue;
+		}
 		int c = i == n ? 1 : p == n_params ? -1
 						   : strcmp(t->name, sorted[p]->name);
 		if (c == 0) {
@@ -83,8 +88,8 @@ static int check_against_param(const attnrt_st_tensor *t,
 
 /* Stages 5-6 on a parsed file, then the copy into params. */
 static int load_into(const attnrt_allocator *al, const attnrt_st_file *f,
-		     const attnrt_param_info *table, size_t n_params,
-		     void *params, char *err, size_t err_size)
+		     const char *skip, const attnrt_param_info *table,
+		     size_t n_params, void *params, char *err, size_t err_size)
 {
 	const attnrt_param_info **sorted;
 	const attnrt_st_tensor **match =
@@ -93,7 +98,7 @@ static int load_into(const attnrt_allocator *al, const attnrt_st_file *f,
 		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
 	int code = rt_params_sort(al, table, n_params, &sorted, err, err_size);
 	if (code == ATTNRT_OK)
-		code = match_names(f, table, sorted, n_params, match, err,
+		code = match_names(f, skip, table, sorted, n_params, match, err,
 				   err_size);
 	rt_mem_free(al, sorted);
 	for (size_t p = 0; code == ATTNRT_OK && p < n_params; p++)
@@ -136,7 +141,7 @@ int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
 	attnrt_st_file *f;
 	code = attnrt_st_parse(al, data, len, &f, err, err_size);
 	if (code == ATTNRT_OK)
-		code = load_into(al, f, table, n_params, params, err, err_size);
+		code = load_into(al, f, NULL, table, n_params, params, err, err_size);
 	attnrt_st_free(f);
 	return code;
 }
@@ -170,10 +175,24 @@ int attnrt_checkpoint_load(const attnrt_allocator *al, const char *path,
 	code = attnrt_st_read(al, path, max_file_bytes(table, n_params), &f, err,
 			      err_size);
 	if (code == ATTNRT_OK) {
-		code = load_into(al, f, table, n_params, params, err, err_size);
+		code = load_into(al, f, NULL, table, n_params, params, err, err_size);
 		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
 			rt_prefix_path(path, err, err_size);
 	}
 	attnrt_st_free(f);
 	return code;
+}
+
+int attnrt_checkpoint_take(const attnrt_allocator *al,
+			   const attnrt_st_file *f, const char *skip,
+			   const attnrt_param_info *table, size_t n_params,
+			   void *params, char *err, size_t err_size)
+{
+	if (!f || (n_params && !params))
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "no file or no params block");
+	int code = check_table(al, table, n_params, err, err_size);
+	if (code != ATTNRT_OK)
+		return code;
+	return load_into(al, f, skip, table, n_params, params, err, err_size);
 }

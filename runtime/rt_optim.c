@@ -239,6 +239,16 @@ uint64_t attnrt_optim_steps(const attnrt_optim *opt)
 	return opt->t;
 }
 
+void attnrt_optim_set_steps(attnrt_optim *opt, uint64_t t)
+{
+	opt->t = t;
+}
+
+void *attnrt_optim_moments(attnrt_optim *opt, int which)
+{
+	return which == 0 ? (void *)opt->m : which == 1 ? (void *)opt->v : NULL;
+}
+
 void attnrt_optim_set_lr(attnrt_optim *opt, double lr)
 {
 	opt->cfg.lr = lr;

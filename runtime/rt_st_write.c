@@ -12,9 +12,12 @@
  * Atomicity: everything goes to a temporary file beside the target
  * (PATH.tmp-XXXXXX), which is fsync'ed and then renamed over the target;
  * any failure removes the temporary file and leaves the target as it was.
+ * A save killed before its rename leaves its temporary file: the next
+ * save of the same path removes every such file first.
  */
 #include "rt_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -248,6 +251,36 @@ static void sync_dir(const attnrt_allocator *al, const char *path)
 	rt_mem_free(al, dir);
 }
 
+/* Removes what a save killed half-way left beside path: files named
+ * as its temporary files are (PATH.tmp- and 6 characters). Best effort. */
+static void remove_stale(const attnrt_allocator *al, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	size_t n_dir = slash ? (size_t)(slash - path) + 1 : 0, n_base = strlen(base);
+	char *dir = rt_mem_alloc(al, n_dir + 2);
+	char *file = rt_mem_alloc(al, n_dir + n_base + sizeof ".tmp-XXXXXX");
+	DIR *d = NULL;
+	if (dir && file) {
+		memcpy(dir, slash ? path : ".", slash ? n_dir : 1);
+		dir[slash ? n_dir : 1] = 0;
+		d = opendir(dir);
+	}
+	for (struct dirent *e; d && (e = readdir(d));) {
+		const char *name = e->d_name;
+		if (strlen(name) != n_base + 11 || strncmp(name, base, n_base) != 0 ||
+		    strncmp(name + n_base, ".tmp-", 5) != 0)
+			continue;
+		memcpy(file, path, n_dir);
+		memcpy(file + n_dir, name, n_base + 12);
+		unlink(file);
+	}
+	if (d)
+		closedir(d);
+	rt_mem_free(al, dir);
+	rt_mem_free(al, file);
+}
+
 /* Writes header and data to a temporary file beside path and renames it
  * over path. */
 static int write_atomically(const attnrt_allocator *al, const char *path,
@@ -261,6 +294,7 @@ static int write_atomically(const attnrt_allocator *al, const char *path,
 		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
 	memcpy(tmp, path, len);
 	memcpy(tmp + len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
+	remove_stale(al, path);
 	int code = ATTNRT_OK;
 	int fd = mkstemp(tmp);
 	if (fd < 0) {

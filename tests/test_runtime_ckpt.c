@@ -844,6 +844,24 @@ START_TEST(test_any_tensors_reader_refuses_ranks_past_eight_and_big_files)
 }
 END_TEST
 
+
+START_TEST(test_a_save_removes_what_a_killed_save_left)
+{
+	char stale[192], other[192], err[256];
+	snprintf(stale, sizeof stale, "%s.tmp-Ab12Cd", path);
+	snprintf(other, sizeof other, "%s.tmp-short", path);
+	fclose(fopen(stale, "w"));
+	fclose(fopen(other, "w"));
+	int32_t v[2] = {1, 2};
+	attnrt_st_tensor t = {"x", "I32", 1, {2}, v, sizeof v};
+	ck_assert_int_eq(attnrt_st_write(NULL, path, &t, 1, NULL, 0, err,
+					 sizeof err), ATTNRT_OK);
+	ck_assert_int_eq(access(stale, F_OK), -1);
+	ck_assert_int_eq(access(other, F_OK), 0); /* not a name a save makes */
+	ck_assert_int_eq(count_files(), 2);
+}
+END_TEST
+
 static Suite *ckpt_suite(void)
 {
 	Suite *s = suite_create("runtime_ckpt");
@@ -883,6 +901,7 @@ static Suite *ckpt_suite(void)
 	tcase_add_test(tc, test_a_save_failing_mid_write_keeps_the_old_file);
 	tcase_add_test(tc, test_a_save_into_a_missing_directory_says_so);
 	tcase_add_test(tc, test_save_rejects_tables_a_reader_could_not_take_back);
+	tcase_add_test(tc, test_a_save_removes_what_a_killed_save_left);
 	suite_add_tcase(s, tc);
 	return s;
 }
