@@ -40,6 +40,9 @@ typedef struct drv_options {
 	const char *output; /* -o */
 	const char *entry;
 	const char *save, *load; /* checkpoints */
+	const char *resume;      /* --resume FILE: continue its training run */
+	int64_t save_every;      /* --save-every N: --save every N epochs */
+	bool is_seed_set;        /* --seed was given */
 	uint64_t seed;
 	int threads; /* 0 = OpenMP default */
 	int64_t shards; /* --shards; 0 = the train block's */
@@ -529,6 +532,52 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 			 const rt_nmt_data *d, uint64_t seed, size_t batch,
 			 const drv_grad *g, drv_batch_source *src);
+
+/* ---- a training run's state: --save, --save-every, --resume (resume.c) ------ */
+
+/* What a run's next steps depend on, beside its options and data. */
+typedef struct drv_train_state {
+	uint64_t epoch;       /* epochs done */
+	uint64_t step;        /* steps done (dropout's counter) */
+	uint64_t optim_steps; /* the optimizer's step count */
+	uint64_t seed;
+	uint64_t n_batches;   /* an epoch's, which a resumed run must have */
+	const double *losses, *valid; /* per epoch done; valid may be NULL */
+	const attnrt_param_info *table;
+	size_t n_params;
+	const char *params, *m, *v; /* blocks; m and v NULL for SGD */
+	const char *vocab;          /* a text's characters, or NULL */
+} drv_train_state;
+
+/* Writes st as a checkpoint at path (atomically): the parameters under
+ * their names (loadable as any checkpoint), Adam's moments as
+ * "optim:m:NAME" and "optim:v:NAME", the rest as metadata. */
+bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
+		    const drv_train_state *st);
+
+/* A checkpoint read for --resume, its state's numbers in state. */
+typedef struct drv_resume {
+	attnrt_st_file *file;
+	drv_train_state state;
+	bool is_adam;
+} drv_resume;
+
+/* Reads the checkpoint at path and its state's numbers; false after
+ * reporting a file that holds no state. drv_resume_close frees r. */
+bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r);
+/* Puts r's parameters into j's params block, its moments and step count
+ * into opt, its losses per epoch done into losses (and valid, if not
+ * NULL); checks that opt is of the saved kind and that an epoch has
+ * n_batches batches as in the saved run. */
+bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
+		       const drv_jit *j, attnrt_optim *opt, uint64_t n_batches,
+		       double *losses, double *valid);
+void drv_resume_close(drv_resume *r);
+
+/* Opens --metrics for appending after a resume from epochs_done: the
+ * file keeps its lines of epochs 1..epochs_done only (rewritten through
+ * a temporary file), so that it reads as the uninterrupted run's. */
+FILE *drv_metrics_resume(ir_ctx *ctx, const char *path, uint64_t epochs_done);
 
 /* ---- generating text (generate.c) ------------------------------------------------ */
 

@@ -70,6 +70,8 @@ static const char usage_more[] =
 	"  --data FILE          the file of the train block's data source:\n"
 	"                       tensors(...) or nmt(...)\n"
 	"  --valid-data FILE    tensors(...): the validation set's file\n"
+	"  --save-every N       write --save FILE every N epochs too\n"
+	"  --resume FILE        continue the training run saved in FILE\n"
 	"  --metrics FILE       write one JSON line per epoch (and per\n"
 	"                       translation) to FILE\n"
 	"  --gradcheck          check the compiled gradient against finite\n"
@@ -218,6 +220,7 @@ static const char **file_option(drv_options *o, const char *a)
 	       : strcmp(a, "--inputs") == 0  ? &o->inputs
 	       : strcmp(a, "--outputs") == 0 ? &o->outputs
 	       : strcmp(a, "--generate") == 0 ? &o->generate
+	       : strcmp(a, "--resume") == 0  ? &o->resume
 					     : NULL;
 }
 
@@ -266,6 +269,8 @@ static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 		return add_sym(ctx, o, a, "B", v);
 	else if (strcmp(a, "--shards") == 0)
 		return parse_count(ctx, a, v, &o->shards);
+	else if (strcmp(a, "--save-every") == 0)
+		return parse_count(ctx, a, v, &o->save_every);
 	else if (strcmp(a, "--max-tokens") == 0)
 		return parse_count(ctx, a, v, &o->max_tokens);
 	else if (strcmp(a, "--top-k") == 0)
@@ -276,7 +281,7 @@ static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
 		if (!parse_count(ctx, a, v, &n))
 			return false;
 		o->threads = (int)n;
-	} else if (!parse_u64(v, &o->seed)) {
+	} else if ((o->is_seed_set = true) && !parse_u64(v, &o->seed)) {
 		ir_error(ctx, (ir_loc){0},
 			 "--seed: '%s' is not a non-negative integer", v);
 		return false;
@@ -291,7 +296,8 @@ static bool is_valued(const char *a)
 		"--batch", "--shards", "--threads", "--seed", "--epochs", "--lr",
 		"--metrics", "--plot", "--heatmap", "--data", "--examples",
 		"--translate", "--valid-data", "--inputs", "--outputs",
-		"--generate", "--max-tokens", "--temperature", "--top-k"};
+		"--generate", "--max-tokens", "--temperature", "--top-k",
+		"--resume", "--save-every"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(a, names[i]) == 0)
 			return true;
@@ -348,6 +354,11 @@ static const char *check_translation(const drv_options *o)
 	if (o->n_translate && !o->train && !o->load)
 		return "--translate needs weights to translate with: --train or "
 		       "--load FILE";
+	if (o->resume && o->load)
+		return "--resume reads its run's parameters: not with --load";
+	if (o->save_every && !o->save)
+		return "--save-every N writes the --save FILE every N epochs: it "
+		       "needs --save";
 	if (o->generate && (o->interp || o->compile_only || o->emit ||
 			    o->gradcheck || o->n_translate))
 		return "--generate runs native code after --train or --load, not "
@@ -455,6 +466,7 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 			o->model = a;
 		}
 	}
+	o->train |= o->resume != NULL;
 	if (!check_combination(ctx, o))
 		return 1;
 	o->jit |= o->train || o->gradcheck || o->n_translate || o->generate;

@@ -5,6 +5,10 @@
  * numbering the dropout masks), the gradients are clipped if the train
  * block asks, and the optimizer of libattnrt steps the params block.
  *
+ * With --save the checkpoint holds the run's state (resume.c), written
+ * at the end and every --save-every N epochs; --resume FILE continues
+ * such a run where it stopped, to the same bits.
+ *
  * Output: a line per epoch, with throughput and time left when stdout is
  * a terminal and without them otherwise (so runs diff); --metrics FILE
  * gets one JSON line per epoch with the timings. A NaN or an infinity in
@@ -35,6 +39,9 @@ typedef struct trainer {
 	uint32_t n_params;
 	FILE *metrics;
 	double *losses; /* per epoch */
+	double *valid_losses; /* per epoch, with a validation set */
+	drv_resume resume;    /* --resume's checkpoint, or none */
+	uint64_t first_epoch; /* the epochs a resumed run had done */
 	uint64_t step;  /* steps taken over all epochs */
 	bool is_tty;
 	double start;   /* when the first epoch began (seconds) */
@@ -383,6 +390,7 @@ static bool train_epoch(trainer *t, uint64_t epoch)
 					       t->tc->loss_kind, t->data.valid,
 					       &valid))
 		return false;
+	t->valid_losses[epoch] = valid;
 	print_epoch(t, epoch, loss, valid, secs, rate);
 	return write_metrics(t, epoch, loss, valid, rate, secs);
 }
@@ -393,6 +401,11 @@ static bool open_metrics(trainer *t)
 {
 	if (!t->o->metrics)
 		return true;
+	if (t->resume.file) {
+		t->metrics = drv_metrics_resume(t->ctx, t->o->metrics,
+						t->resume.state.epoch);
+		return t->metrics != NULL;
+	}
 	t->metrics = fopen(t->o->metrics, "w");
 	if (t->metrics)
 		return true;
@@ -434,6 +447,44 @@ static bool shard_batch(trainer *t)
 	return true;
 }
 
+/* --resume: the saved run's parameters, optimizer state, steps and
+ * losses, after the epochs it had done. */
+static bool resume_state(trainer *t)
+{
+	const drv_train_state *st = &t->resume.state;
+	if (st->epoch >= (uint64_t)t->tc->epochs) {
+		ir_error(t->ctx, (ir_loc){0}, "--resume: %s has done %llu epochs "
+			 "of the %lld asked (--epochs N to train more)", t->o->resume,
+			 (unsigned long long)st->epoch, (long long)t->tc->epochs);
+		return false;
+	}
+	if (!drv_state_restore(t->ctx, &t->resume, t->o->resume, &t->jit,
+			       t->optim, t->src.n_batches, t->losses,
+			       t->data.valid ? t->valid_losses : NULL))
+		return false;
+	t->step = st->step;
+	t->first_epoch = st->epoch;
+	printf("resuming %s: %llu of %lld epochs done, %llu steps\n",
+	       t->o->resume, (unsigned long long)st->epoch,
+	       (long long)t->tc->epochs, (unsigned long long)st->step);
+	return true;
+}
+
+/* --save: the parameters and what resuming needs, after epochs_done. */
+static bool save_state(const trainer *t, uint64_t epochs_done)
+{
+	drv_train_state st = {
+		.epoch = epochs_done, .step = t->step,
+		.optim_steps = attnrt_optim_steps(t->optim), .seed = t->o->seed,
+		.n_batches = t->src.n_batches, .losses = t->losses,
+		.valid = t->data.valid ? t->valid_losses : NULL,
+		.table = t->table, .n_params = t->n_params,
+		.params = t->jit.params,
+		.m = attnrt_optim_moments(t->optim, 0),
+		.v = attnrt_optim_moments(t->optim, 1), .vocab = t->jit.vocab};
+	return drv_state_save(t->ctx, t->m, t->o->save, &st);
+}
+
 static bool trainer_open(trainer *t)
 {
 	char err[256];
@@ -457,10 +508,14 @@ static bool trainer_open(trainer *t)
 		return false;
 	}
 	t->losses = ir_alloc(t->ctx, ((size_t)t->tc->epochs + 1) * sizeof *t->losses);
-	if (!t->losses) {
+	t->valid_losses = ir_alloc(t->ctx, ((size_t)t->tc->epochs + 1) *
+						   sizeof *t->valid_losses);
+	if (!t->losses || !t->valid_losses) {
 		ir_error(t->ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
+	if (t->resume.file && !resume_state(t))
+		return false;
 	t->is_tty = isatty(STDOUT_FILENO);
 	attnrt_tuner_init(&t->tuner, t->o->threads ? t->o->threads
 						   : cg_threads_get(), 0);
@@ -482,6 +537,8 @@ static bool trainer_close(trainer *t)
 	drv_jit_close(t->ctx, &t->jit);
 	drv_data_close(&t->data);
 	ir_free(t->ctx, t->losses);
+	ir_free(t->ctx, t->valid_losses);
+	drv_resume_close(&t->resume);
 	return ok;
 }
 
@@ -525,9 +582,13 @@ static bool train_all(trainer *t)
 		return false;
 	print_header(t);
 	t->start = now_seconds();
-	for (uint64_t e = 0; e < (uint64_t)t->tc->epochs; e++)
+	uint64_t n = (uint64_t)t->tc->epochs, every = (uint64_t)t->o->save_every;
+	for (uint64_t e = t->first_epoch; e < n; e++) {
 		if (!train_epoch(t, e))
 			return false;
+		if (every && (e + 1) % every == 0 && e + 1 < n && !save_state(t, e + 1))
+			return false;
+	}
 	print_summary(t);
 	if (!regression_mse(t, &mse_after))
 		return false;
@@ -535,7 +596,7 @@ static bool train_all(trainer *t)
 		printf("test MSE vs truth: %.4f (before training %.4f)\n", mse_after,
 		       mse_before);
 	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
-	return (!t->o->save || drv_jit_save(t->ctx, t->m, t->o, &t->jit)) &&
+	return (!t->o->save || save_state(t, n)) &&
 	       (!(t->o->plot || t->o->heatmap) ||
 		drv_pictures(&e, t->losses, (uint32_t)t->tc->epochs)) &&
 	       (!t->data.nmt || !drv_is_seq2seq(t->m) ||
@@ -545,16 +606,36 @@ static bool train_all(trainer *t)
 						 &t->jit, t->metrics));
 }
 
+/* --resume: reads the checkpoint's state, and its seed into *run_o. */
+static bool read_resume(trainer *t, const drv_options *o, drv_options *run_o)
+{
+	*run_o = *o;
+	if (!o->resume)
+		return true;
+	if (!drv_state_read(t->ctx, o->resume, &t->resume))
+		return false;
+	if (o->is_seed_set && o->seed != t->resume.state.seed) {
+		ir_error(t->ctx, (ir_loc){0}, "--resume: %s was trained with --seed "
+			 "%llu, not %llu", o->resume,
+			 (unsigned long long)t->resume.state.seed,
+			 (unsigned long long)o->seed);
+		return false;
+	}
+	run_o->seed = t->resume.state.seed;
+	return true;
+}
+
 bool drv_train(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	       const drv_train_config *tc)
 {
 	trainer t;
+	drv_options run_o;
 	memset(&t, 0, sizeof t);
 	t.ctx = ctx;
 	t.m = m;
-	t.o = o;
+	t.o = &run_o;
 	t.tc = tc;
-	bool ok = trainer_open(&t);
+	bool ok = read_resume(&t, o, &run_o) && trainer_open(&t);
 	if (ok) /* for the interpreter's re-run of a non-finite step */
 		drv_data_bind_fallbacks(m, &t.data);
 	ok = ok && train_all(&t);

@@ -1,0 +1,255 @@
+/*
+ * resume.c - a training run's state in its checkpoint: --save (at the
+ * end, and every N epochs with --save-every N) and --resume FILE.
+ *
+ * What a run's next steps depend on is small, because every random
+ * number is a function of the seed and a counter: the parameters, the
+ * optimizer's state (Adam's moments, named "optim:m:NAME" and
+ * "optim:v:NAME" beside the parameters, and its step count), the epochs
+ * and steps done (the data's order is drawn from (seed, epoch), dropout
+ * from (seed, step)) and the seed. They are all in the checkpoint, with
+ * the losses so far for the pictures and the summary, so a resumed run
+ * continues with the very bits the uninterrupted one would have had.
+ * The metadata also records an epoch's batches, which the resumed run's
+ * data must give again.
+ */
+#include "driver.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STATE_KEY "train_state"
+#define LOSSES_KEY "losses"
+#define VALID_KEY "valid_losses"
+
+static int64_t param_numel(const attnrt_param_info *p)
+{
+	int64_t n = 1;
+	for (int d = 0; d < p->rank; d++)
+		n *= p->dims[d];
+	return n;
+}
+
+/* "a,b,c" of n doubles (%.17g: read back to the same bits), malloc'd. */
+static char *format_list(const double *v, uint64_t n)
+{
+	char *s = malloc(n * 26 + 1);
+	size_t at = 0;
+	for (uint64_t i = 0; s && i < n; i++)
+		at += (size_t)snprintf(s + at, 26, "%s%.17g", i ? "," : "", v[i]);
+	if (s)
+		s[at] = 0;
+	return s;
+}
+
+/* The tensors of a checkpoint of state: the parameters, then Adam's
+ * moments, each under its name. */
+static attnrt_st_tensor *state_tensors(const drv_train_state *st, size_t *n,
+				       char ***names)
+{
+	size_t np = st->n_params, per = st->m ? 3 : 1;
+	attnrt_st_tensor *ts = calloc(np * per + 1, sizeof *ts);
+	*names = calloc(np * 2 + 1, sizeof **names);
+	*n = 0;
+	for (size_t k = 0; ts && *names && k < per; k++)
+		for (size_t p = 0; p < np; p++) {
+			const attnrt_param_info *pi = &st->table[p];
+			attnrt_st_tensor *t = &ts[(*n)++];
+			const char *block = k == 0 ? st->params : k == 1 ? st->m : st->v;
+			t->name = pi->name;
+			if (k) {
+				size_t len = strlen(pi->name) + 16;
+				char *name = (*names)[(k - 1) * np + p] = malloc(len);
+				if (!name)
+					return ts;
+				snprintf(name, len, "%s%c:%s", ATTNRT_STATE_PREFIX,
+					 k == 1 ? 'm' : 'v', pi->name);
+				t->name = name;
+			}
+			t->dtype = "F32";
+			t->rank = pi->rank;
+			memcpy(t->dims, pi->dims, sizeof pi->dims);
+			t->data = block + pi->offset;
+			t->bytes = (size_t)param_numel(pi) * 4;
+		}
+	return ts;
+}
+
+bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
+		    const drv_train_state *st)
+{
+	char state[256], err[512], **names = NULL;
+	snprintf(state, sizeof state, "epoch=%" PRIu64 " step=%" PRIu64
+		 " optim_steps=%" PRIu64 " seed=%" PRIu64 " batches=%" PRIu64
+		 " optimizer=%s", st->epoch, st->step, st->optim_steps, st->seed,
+		 st->n_batches, st->m ? "adam" : "sgd");
+	char *losses = format_list(st->losses, st->epoch);
+	char *valid = st->valid ? format_list(st->valid, st->epoch) : NULL;
+	size_t n = 0;
+	attnrt_st_tensor *ts = state_tensors(st, &n, &names);
+	attnrt_meta meta[6] = {{"model", m->name}, {"format", "attnc"},
+			       {STATE_KEY, state}, {LOSSES_KEY, losses}};
+	size_t n_meta = 4;
+	if (valid)
+		meta[n_meta++] = (attnrt_meta){VALID_KEY, valid};
+	if (st->vocab)
+		meta[n_meta++] = (attnrt_meta){"vocab", st->vocab};
+	bool ok = ts && losses && (!st->valid || valid) &&
+		  n == st->n_params * (st->m ? 3 : 1);
+	if (!ok)
+		ir_error(ctx, (ir_loc){0}, "--save: out of memory");
+	else if (attnrt_st_write(NULL, path, ts, n, meta, n_meta, err,
+				 sizeof err) != ATTNRT_OK) {
+		ir_error(ctx, (ir_loc){0}, "--save: %s", err);
+		ok = false;
+	}
+	for (size_t i = 0; names && i < st->n_params * 2; i++)
+		free(names[i]);
+	free(names);
+	free(ts);
+	free(losses);
+	free(valid);
+	return ok;
+}
+
+/* ---- reading it back ----------------------------------------------------------- */
+
+bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r)
+{
+	char err[512], kind[16] = "";
+	memset(r, 0, sizeof *r);
+	if (attnrt_st_read(NULL, path, UINT64_MAX, &r->file, err, sizeof err) !=
+	    ATTNRT_OK) {
+		ir_error(ctx, (ir_loc){0}, "--resume: %s", err);
+		return false;
+	}
+	const char *s = attnrt_st_meta(r->file, STATE_KEY);
+	drv_train_state *st = &r->state;
+	if (!s || sscanf(s, "epoch=%" SCNu64 " step=%" SCNu64 " optim_steps=%"
+			 SCNu64 " seed=%" SCNu64 " batches=%" SCNu64
+			 " optimizer=%15s", &st->epoch, &st->step,
+			 &st->optim_steps, &st->seed, &st->n_batches, kind) != 6 ||
+	    (strcmp(kind, "adam") && strcmp(kind, "sgd"))) {
+		ir_error(ctx, (ir_loc){0}, "--resume: %s holds no training run's "
+			 "state (a checkpoint that --train --save wrote)", path);
+		return false;
+	}
+	r->is_adam = strcmp(kind, "adam") == 0;
+	return true;
+}
+
+/* The n doubles of a metadata list into v (st->epoch of them). */
+static bool read_list(const char *s, double *v, uint64_t n)
+{
+	char *end;
+	for (uint64_t i = 0; s && i < n; i++) {
+		v[i] = strtod(s, &end);
+		if (end == s || (*end != ',' && i + 1 < n))
+			return false;
+		s = *end ? end + 1 : end;
+	}
+	return s && (n == 0 || *s == 0);
+}
+
+/* Adam's moment `which` ('m' or 'v') of every parameter into block. */
+static bool read_moments(ir_ctx *ctx, const drv_resume *r,
+			 const attnrt_param_info *table, size_t n_params,
+			 char which, char *block)
+{
+	for (size_t p = 0; p < n_params; p++) {
+		char name[512];
+		snprintf(name, sizeof name, "%s%c:%s", ATTNRT_STATE_PREFIX, which,
+			 table[p].name);
+		const attnrt_st_tensor *t = attnrt_st_find(r->file, name);
+		size_t bytes = (size_t)param_numel(&table[p]) * 4;
+		if (!t || strcmp(t->dtype, "F32") || t->bytes != bytes) {
+			ir_error(ctx, (ir_loc){0}, "--resume: the optimizer's state "
+				 "'%s' is %s", name, t ? "not the parameter's shape"
+						       : "missing");
+			return false;
+		}
+		memcpy(block + table[p].offset, t->data, bytes);
+	}
+	return true;
+}
+
+bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
+		       const drv_jit *j, attnrt_optim *opt, uint64_t n_batches,
+		       double *losses, double *valid)
+{
+	uint32_t n;
+	char err[512];
+	const attnrt_param_info *table = cg_program_params(j->p, &n);
+	const drv_train_state *st = &r->state;
+	char *m = attnrt_optim_moments(opt, 0), *v = attnrt_optim_moments(opt, 1);
+	if ((m != NULL) != r->is_adam) {
+		ir_error(ctx, (ir_loc){0}, "--resume: %s was trained with %s, this "
+			 "run uses %s", path, r->is_adam ? "adam" : "sgd",
+			 m ? "adam" : "sgd");
+		return false;
+	}
+	if (st->n_batches != n_batches) {
+		ir_error(ctx, (ir_loc){0}, "--resume: the run of %s took %" PRIu64
+			 " batches an epoch, this one %" PRIu64 ": not the same "
+			 "data or batch", path, st->n_batches, n_batches);
+		return false;
+	}
+	if (attnrt_checkpoint_take(NULL, r->file, ATTNRT_STATE_PREFIX, table, n,
+				   j->params, err, sizeof err) != ATTNRT_OK) {
+		ir_error(ctx, (ir_loc){0}, "--resume: %s: %s", path, err);
+		return false;
+	}
+	if (m && (!read_moments(ctx, r, table, n, 'm', m) ||
+		  !read_moments(ctx, r, table, n, 'v', v)))
+		return false;
+	attnrt_optim_set_steps(opt, st->optim_steps);
+	const char *vl = attnrt_st_meta(r->file, VALID_KEY);
+	if (!read_list(attnrt_st_meta(r->file, LOSSES_KEY), losses, st->epoch) ||
+	    (valid && vl && !read_list(vl, valid, st->epoch))) {
+		ir_error(ctx, (ir_loc){0}, "--resume: %s: the losses so far are "
+			 "not a list of %" PRIu64 " numbers", path, st->epoch);
+		return false;
+	}
+	return true;
+}
+
+void drv_resume_close(drv_resume *r)
+{
+	attnrt_st_free(r->file);
+	memset(r, 0, sizeof *r);
+}
+
+/* ---- --metrics after a resume --------------------------------------------------- */
+
+/* The epoch of a metrics line, or 0 for a line of another kind. */
+static uint64_t line_epoch(const char *line)
+{
+	uint64_t e = 0;
+	return sscanf(line, "{\"epoch\": %" SCNu64, &e) == 1 ? e : 0;
+}
+
+FILE *drv_metrics_resume(ir_ctx *ctx, const char *path, uint64_t epochs_done)
+{
+	char tmp[4096], line[4096];
+	snprintf(tmp, sizeof tmp, "%s.resume-tmp", path);
+	FILE *in = fopen(path, "r"), *out = fopen(tmp, "w");
+	bool ok = out != NULL;
+	while (ok && in && fgets(line, sizeof line, in)) {
+		uint64_t e = line_epoch(line);
+		if (e >= 1 && e <= epochs_done)
+			ok = fputs(line, out) >= 0;
+	}
+	if (in)
+		fclose(in);
+	ok = out && fclose(out) == 0 && ok && rename(tmp, path) == 0;
+	FILE *f = ok ? fopen(path, "a") : NULL;
+	if (!f) {
+		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s", path,
+			 strerror(errno));
+		remove(tmp);
+	}
+	return f;
+}

@@ -1,0 +1,48 @@
+#!/bin/sh
+# kill_resume.sh ATTNC SOURCE_DIR - a training run killed with SIGKILL
+# and resumed from its last --save-every checkpoint ends with the loss
+# curve of the run that was never interrupted, to the bit (the losses of
+# --metrics, written with 9 digits, compared as text), and so does one
+# stopped after its third epoch and resumed for more with --epochs.
+set -eu
+attnc=$1
+cd "$2"
+dir=$(mktemp -d)
+pid=
+trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
+train="models/gpt.g --train --epochs 5 --data tests/cli/data/stories-2k.txt"
+losses() { sed 's/.*"loss": \([^,]*\), \(.*"valid_loss": [^,]*\)\{0,1\}.*/\1 \2/' "$1"; }
+
+"$attnc" $train --metrics "$dir/full.json" >/dev/null
+[ "$(wc -l <"$dir/full.json")" -eq 5 ]
+
+# Killed after its second epoch (while the third runs), then resumed.
+"$attnc" $train --save "$dir/ck.safetensors" --save-every 1 \
+	--metrics "$dir/run.json" >/dev/null &
+pid=$!
+while [ "$(cat "$dir/run.json" 2>/dev/null | wc -l)" -lt 2 ]; do
+	kill -0 "$pid" 2>/dev/null || { echo "run ended before it was killed"; exit 1; }
+	sleep 0.05
+done
+kill -9 "$pid"
+wait "$pid" 2>/dev/null || true
+pid=
+[ -f "$dir/ck.safetensors" ]
+"$attnc" models/gpt.g --resume "$dir/ck.safetensors" --epochs 5 \
+	--data tests/cli/data/stories-2k.txt --save "$dir/ck.safetensors" \
+	--save-every 1 --metrics "$dir/run.json" >"$dir/resumed.out"
+grep -q '^resuming ' "$dir/resumed.out"
+losses "$dir/full.json" >"$dir/want"
+losses "$dir/run.json" >"$dir/got"
+diff -u "$dir/want" "$dir/got"
+# No temporary file of a save is left beside the checkpoint.
+[ "$(ls "$dir" | grep -c 'ck.safetensors.tmp-')" -eq 0 ]
+
+# Stopped after 3 epochs, then resumed for 2 more.
+"$attnc" $train --epochs 3 --save "$dir/three.safetensors" \
+	--metrics "$dir/three.json" >/dev/null
+"$attnc" models/gpt.g --resume "$dir/three.safetensors" --epochs 5 \
+	--data tests/cli/data/stories-2k.txt --metrics "$dir/three.json" >/dev/null
+losses "$dir/three.json" >"$dir/got"
+diff -u "$dir/want" "$dir/got"
+echo "kill resume ok"
