@@ -43,6 +43,7 @@ typedef struct drv_options {
 	const char *resume;      /* --resume FILE: continue its training run */
 	int64_t save_every;      /* --save-every N: --save every N epochs */
 	bool is_seed_set;        /* --seed was given */
+	int n_ranks, rank;       /* MPI ranks (dist.c); 1 and 0 without */
 	uint64_t seed;
 	int threads; /* 0 = OpenMP default */
 	int64_t shards; /* --shards; 0 = the train block's */
@@ -213,6 +214,7 @@ typedef struct drv_train_config {
 	 * its rows, 1 when a sum (train_config.c finds which). */
 	double shard_scale;
 	drv_loss_kind loss_kind;   /* of the entry */
+	int n_ranks, rank;         /* MPI: shards are cut among the ranks */
 	bool is_full;              /* every setting training needs is there */
 } drv_train_config;
 
@@ -433,16 +435,31 @@ typedef struct drv_grad {
 	size_t n_loss; /* its elements (1 for a scalar loss) */
 	const attnrt_param_info *table;
 	uint32_t n_params;
-	uint32_t n_shards;
-	drv_shard shards[DRV_MAX_SHARDS];
+	uint32_t n_shards;      /* of a batch, over every rank */
+	uint32_t first_shard;   /* this rank's: first_shard .. + n_local */
+	uint32_t n_local;
+	drv_shard shards[DRV_MAX_SHARDS]; /* this rank's, from first_shard */
+	/* Under MPI: every shard's gradient block and loss, in shard order,
+	 * this rank's written by its shards and the others' gathered. */
+	char *all_grads;
+	float *all_losses;
+	size_t grad_bytes;
+	int n_ranks;
 } drv_grad;
 
+/* The gradient block and the loss output of shard s (of the batch's,
+ * over every rank: after drv_grad_run every rank sees every shard's). */
+void *drv_grad_block(const drv_grad *g, uint32_t s);
+float *drv_grad_loss(const drv_grad *g, uint32_t s);
+
 /* Finds the gradient function of tc in j and allocates the memory of
- * n_shards shards; false after reporting. drv_grad_close frees g either
- * way. */
+ * n_shards shards (under MPI this rank's, tc->rank of tc->n_ranks: its
+ * n_shards / n_ranks, and room for every shard's gradients); false after
+ * reporting. drv_grad_close frees g either way. */
 bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 		   const drv_train_config *tc, const drv_jit *j,
 		   uint32_t n_shards, drv_grad *g);
+
 void drv_grad_close(drv_grad *g);
 
 /* Opens the source the train block's `data` names (read into data) for
@@ -532,6 +549,28 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 			 const rt_nmt_data *d, uint64_t seed, size_t batch,
 			 const drv_grad *g, drv_batch_source *src);
+
+/* ---- data parallelism over MPI (dist.c) ------------------------------------------ */
+
+typedef struct drv_dist {
+	bool is_mpi;     /* MPI started: a launcher made this a rank */
+	int rank, n_ranks;
+	FILE *diag;      /* stderr prefixed "rank R: ", or NULL */
+} drv_dist;
+
+/* Starts MPI when a launcher (mpirun, srun) started this process, else
+ * leaves d as one rank of one. Rank 0 keeps stdout; the others' goes to
+ * /dev/null. False (after saying why) if MPI would not start. */
+bool drv_dist_init(drv_dist *d, int *argc, char ***argv);
+/* Ends MPI: with status != 0 the whole job (MPI_Abort), so that no rank
+ * waits for this one. */
+void drv_dist_fini(drv_dist *d, int status);
+/* Puts the rank into o; on ranks past 0 drops the outputs rank 0 alone
+ * writes (--metrics, --save, --plot, --heatmap, --outputs). */
+void drv_dist_rank_options(const drv_dist *d, drv_options *o);
+/* buf holds o->n_ranks slices of bytes_per_rank, each rank's own filled:
+ * gathers every slice to every rank (in place). */
+bool drv_dist_allgather(int n_ranks, void *buf, size_t bytes_per_rank);
 
 /* ---- a training run's state: --save, --save-every, --resume (resume.c) ------ */
 

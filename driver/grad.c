@@ -165,9 +165,38 @@ static bool map_grad_output(ir_ctx *ctx, const ir_module *m, drv_grad *g,
 			 "a parameter", g->f->name, out->name);
 		return false;
 	}
-	for (uint32_t s = 0; s < g->n_shards; s++)
+	for (uint32_t s = 0; s < g->n_local; s++)
 		g->shards[s].outputs[k] =
 			(char *)g->shards[s].grads + g->table[p].offset;
+	return true;
+}
+
+void *drv_grad_block(const drv_grad *g, uint32_t s)
+{
+	if (g->all_grads)
+		return g->all_grads + (size_t)s * g->grad_bytes;
+	return g->shards[s].grads;
+}
+
+float *drv_grad_loss(const drv_grad *g, uint32_t s)
+{
+	if (g->all_losses)
+		return g->all_losses + (size_t)s * g->n_loss;
+	return g->shards[s].loss;
+}
+
+/* Under MPI, the blocks of every shard's gradients and losses, in shard
+ * order; this rank's shards write their slices. */
+static bool all_alloc(drv_grad *g, size_t grad_bytes)
+{
+	g->grad_bytes = grad_bytes;
+	if (g->n_ranks <= 1)
+		return true;
+	g->all_grads = attnrt_alloc(NULL, grad_bytes * g->n_shards);
+	g->all_losses = attnrt_alloc(NULL, g->n_loss * g->n_shards * sizeof(float));
+	if (!g->all_grads || !g->all_losses)
+		return false;
+	memset(g->all_grads, 0, grad_bytes * g->n_shards);
 	return true;
 }
 
@@ -176,15 +205,28 @@ static bool map_grad_output(ir_ctx *ctx, const ir_module *m, drv_grad *g,
 static bool shard_alloc(drv_grad *g, drv_shard *sh, size_t grad_bytes,
 			size_t scratch_bytes)
 {
-	sh->grads = attnrt_alloc(NULL, grad_bytes);
+	sh->grads = g->all_grads ? NULL : attnrt_alloc(NULL, grad_bytes);
 	sh->scratch = attnrt_alloc(NULL, scratch_bytes);
-	sh->loss = attnrt_alloc(NULL, g->n_loss * sizeof *sh->loss);
+	sh->loss = g->all_grads ? NULL
+				: attnrt_alloc(NULL, g->n_loss * sizeof *sh->loss);
 	sh->outputs = calloc(g->n_outputs, sizeof *sh->outputs);
-	if (!sh->grads || !sh->scratch || !sh->loss || !sh->outputs)
+	if ((!g->all_grads && (!sh->grads || !sh->loss)) || !sh->scratch ||
+	    !sh->outputs)
 		return false;
-	memset(sh->grads, 0, grad_bytes);
-	sh->outputs[0] = sh->loss;
+	if (sh->grads)
+		memset(sh->grads, 0, grad_bytes);
 	return true;
+}
+
+/* Shard k of this rank: shard first_shard + k of the batch. */
+static void shard_place(drv_grad *g, uint32_t k)
+{
+	drv_shard *sh = &g->shards[k];
+	if (g->all_grads) {
+		sh->grads = drv_grad_block(g, g->first_shard + k);
+		sh->loss = drv_grad_loss(g, g->first_shard + k);
+	}
+	sh->outputs[0] = sh->loss;
 }
 
 static bool loss_is_f32(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
@@ -218,7 +260,10 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 			 DRV_MAX_GRAD_OUTPUTS, DRV_MAX_SHARDS);
 		return false;
 	}
-	g->n_shards = n_shards < 1 ? 1 : n_shards; /* what close frees */
+	g->n_shards = n_shards < 1 ? 1 : n_shards;
+	g->n_ranks = tc->n_ranks > 1 ? tc->n_ranks : 1;
+	g->n_local = g->n_shards / (uint32_t)g->n_ranks; /* what close frees */
+	g->first_shard = (uint32_t)tc->rank * g->n_local;
 	if (!g->f || !g->fn || g->n_outputs < 1) {
 		ir_error(ctx, (ir_loc){0}, "model %s has no compiled gradient "
 			 "function '%s'", m->name, name);
@@ -228,13 +273,18 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 		return false;
 	size_t grad_bytes = cg_program_params_bytes(j->p);
 	size_t scratch_bytes = cg_program_scratch_bytes(j->p, name);
-	for (uint32_t s = 0; s < g->n_shards; s++)
-		if (!shard_alloc(g, &g->shards[s], grad_bytes, scratch_bytes)) {
-			ir_error(ctx, (ir_loc){0}, "out of memory");
-			return false;
-		}
-	g->grads = g->shards[0].grads;
-	g->loss = g->shards[0].loss;
+	bool ok = all_alloc(g, grad_bytes);
+	for (uint32_t s = 0; ok && s < g->n_local; s++) {
+		ok = shard_alloc(g, &g->shards[s], grad_bytes, scratch_bytes);
+		if (ok)
+			shard_place(g, s);
+	}
+	if (!ok) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	g->grads = drv_grad_block(g, 0);
+	g->loss = drv_grad_loss(g, 0);
 	for (uint32_t k = 1; k < g->n_outputs; k++)
 		if (!map_grad_output(ctx, m, g, outs, k))
 			return false;
@@ -243,13 +293,17 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 
 void drv_grad_close(drv_grad *g)
 {
-	for (uint32_t s = 0; s < g->n_shards; s++) {
+	for (uint32_t s = 0; s < g->n_local; s++) {
 		drv_shard *sh = &g->shards[s];
-		attnrt_free(NULL, sh->grads);
+		if (!g->all_grads) {
+			attnrt_free(NULL, sh->grads);
+			attnrt_free(NULL, sh->loss);
+		}
 		attnrt_free(NULL, sh->scratch);
-		attnrt_free(NULL, sh->loss);
 		free(sh->outputs);
 	}
+	attnrt_free(NULL, g->all_grads);
+	attnrt_free(NULL, g->all_losses);
 	memset(g, 0, sizeof *g);
 }
 
@@ -271,22 +325,25 @@ typedef struct shard_run {
 	drv_grad *g;
 	const drv_batch *b;
 	const attnrt_run *run;
-	uint32_t n_live;
+	uint32_t n_run;    /* this rank's live shards */
 	int32_t n_threads; /* of each shard's call */
 	int rc[DRV_MAX_SHARDS];
 } shard_run;
 
+/* This rank's live shards, dealt round-robin to the team. */
 static void run_shards(void *data, int tid, int n)
 {
 	shard_run *r = data;
-	for (uint32_t s = (uint32_t)tid; s < r->n_live; s += (uint32_t)n) {
+	const drv_grad *g = r->g;
+	for (uint32_t k = (uint32_t)tid; k < r->n_run; k += (uint32_t)n) {
+		uint32_t s = g->first_shard + k;
 		drv_batch sb;
 		attnrt_run run;
-		drv_grad_shard(r->g, r->b, r->run, s, &sb, &run);
+		drv_grad_shard(g, r->b, r->run, s, &sb, &run);
 		run.n_threads = r->n_threads;
-		drv_shard *sh = &r->g->shards[s];
-		r->rc[s] = r->g->fn(&run, r->j->params, sh->scratch, sb.inputs,
-				    sh->outputs);
+		const drv_shard *sh = &g->shards[k];
+		r->rc[k] = g->fn(&run, r->j->params, sh->scratch, sb.inputs,
+				 sh->outputs);
 	}
 }
 
@@ -295,26 +352,46 @@ uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b)
 	return b->n_live && b->n_live < g->n_shards ? b->n_live : g->n_shards;
 }
 
+/* Under MPI: every rank's shards' gradients and losses to every rank. */
+static bool gather(ir_ctx *ctx, const drv_grad *g)
+{
+	if (g->n_ranks <= 1)
+		return true;
+	if (drv_dist_allgather(g->n_ranks, g->all_grads,
+			       g->grad_bytes * g->n_local) &&
+	    drv_dist_allgather(g->n_ranks, g->all_losses,
+			       g->n_loss * g->n_local * sizeof(float)))
+		return true;
+	ir_error(ctx, (ir_loc){0}, "MPI: gathering the shards' gradients failed");
+	return false;
+}
+
 bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		  const drv_batch *b, const attnrt_run *run, double *loss)
 {
 	uint32_t n_live = drv_grad_live(g, b);
+	uint32_t n_run = n_live > g->first_shard ? n_live - g->first_shard : 0;
+	if (n_run > g->n_local)
+		n_run = g->n_local;
 	int32_t threads = run->n_threads > 0 ? run->n_threads : cg_threads_get();
-	int team = n_live > 1 && threads > 1
-			   ? (int)(threads < (int32_t)n_live ? threads : (int32_t)n_live)
+	int team = n_run > 1 && threads > 1
+			   ? (int)(threads < (int32_t)n_run ? threads : (int32_t)n_run)
 			   : 1;
-	shard_run r = {.j = j, .g = g, .b = b, .run = run, .n_live = n_live,
+	shard_run r = {.j = j, .g = g, .b = b, .run = run, .n_run = n_run,
 		       .n_threads = team > 1 ? 1 : run->n_threads};
 	cg_threads_each(team, run_shards, &r);
-	*loss = 0;
-	for (uint32_t s = 0; s < n_live; s++) {
-		if (r.rc[s] != ATTNRT_OK) {
-			drv_report_run_error(ctx, g->f, r.rc[s]);
-			return false;
+	bool ok = true;
+	for (uint32_t k = 0; k < n_run && ok; k++)
+		if (r.rc[k] != ATTNRT_OK) {
+			drv_report_run_error(ctx, g->f, r.rc[k]);
+			ok = false;
 		}
+	if (!ok || !gather(ctx, g))
+		return false;
+	*loss = 0;
+	for (uint32_t s = 0; s < n_live; s++)
 		for (size_t i = 0; i < g->n_loss; i++)
-			*loss += g->shards[s].loss[i];
-	}
+			*loss += drv_grad_loss(g, s)[i];
 	return true;
 }
 

@@ -528,12 +528,20 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int status = 1;
 	ir_module *m = NULL;
+	drv_dist dist;
+	if (!drv_dist_init(&dist, &argc, &argv)) {
+		ir_ctx_fini(&ctx);
+		return 1;
+	}
+	if (dist.diag)
+		ctx.diag_out = dist.diag;
 
 	int r = parse_options(&ctx, argc, argv, &o);
 	if (r) {
 		status = r == 2 ? 0 : 1;
 		goto out;
 	}
+	drv_dist_rank_options(&dist, &o);
 	m = load_model(&ctx, o.model);
 	if (!m || ctx.n_errors)
 		goto out;
@@ -599,5 +607,6 @@ int main(int argc, char **argv)
 out:
 	ir_module_destroy(m);
 	ir_ctx_fini(&ctx);
+	drv_dist_fini(&dist, status);
 	return status;
 }

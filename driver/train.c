@@ -131,11 +131,11 @@ static uint32_t nonfinite_shard(const trainer *t, const drv_batch *b)
 	uint32_t n = drv_grad_live(g, b);
 	for (uint32_t s = 0; s < n; s++)
 		for (size_t i = 0; i < g->n_loss; i++)
-			if (!isfinite(g->shards[s].loss[i]))
+			if (!isfinite(drv_grad_loss(g, s)[i]))
 				return s;
 	for (uint32_t s = 1; s < n; s++)
 		if (!isfinite(attnrt_grad_norm(t->table, t->n_params,
-					       g->shards[s].grads)))
+					       drv_grad_block(g, s))))
 			return s;
 	return 0;
 }
@@ -272,7 +272,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	int team = run.n_threads > 0 ? run.n_threads : cg_threads_get();
 	update_run u = {.t = t};
 	for (uint32_t sh = 1; sh < drv_grad_live(&t->grad, &b); sh++)
-		u.more[u.n_more++] = t->grad.shards[sh].grads;
+		u.more[u.n_more++] = drv_grad_block(&t->grad, sh);
 	cg_threads_each(team, add_parts, &u);
 	double shard_scale = b.shard_scale > 0 ? b.shard_scale : 1;
 	double norm = sqrt(sum_parts(u.grad_sq)) * shard_scale;

@@ -190,14 +190,21 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			tc->batch = o->syms[i].value;
 	if (sh && !read_number(ctx, sh, 0, true, true, DRV_MAX_SHARDS + 1.0, &n))
 		return false;
-	tc->shards = o->shards ? o->shards : (int64_t)n;
+	/* under MPI each rank takes its shards of the global batch */
+	tc->n_ranks = o->n_ranks > 1 ? o->n_ranks : 1;
+	tc->rank = o->rank;
+	tc->shards = (o->shards ? o->shards : (int64_t)n) * tc->n_ranks;
 	if (tc->shards == 1)
 		return true;
 	const ir_setting *from = o->shards ? NULL : sh; /* else the flag */
 	ir_loc at = from ? from->loc : (ir_loc){0};
 	char what[64];
-	snprintf(what, sizeof what, from ? "shards = %lld" : "--shards %lld",
-		 (long long)tc->shards);
+	if (o->n_ranks > 1)
+		snprintf(what, sizeof what, "%d ranks of %lld shards", o->n_ranks,
+			 (long long)(tc->shards / o->n_ranks));
+	else
+		snprintf(what, sizeof what, from ? "shards = %lld" : "--shards %lld",
+			 (long long)tc->shards);
 	if (tc->shards > DRV_MAX_SHARDS) {
 		ir_error(ctx, at, "%s: at most %d shards", what, DRV_MAX_SHARDS);
 		return false;

@@ -1,0 +1,43 @@
+#!/bin/sh
+# mpi_train.sh ATTNC SOURCE_DIR - data-parallel training under mpirun:
+# 2 ranks on this machine give the losses of one process with --shards 2
+# to the bit (the shards' gradients are gathered and added in shard
+# order on every rank), a run saved under MPI resumes under MPI to the
+# same losses, and a rank that fails ends the job with its rank named.
+set -eu
+attnc=$1
+cd "$2"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+# Open MPI refuses root unless told; its own allocations are not ours
+# to check for leaks.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS=detect_leaks=0
+mpi="mpirun -np 2 --oversubscribe --mca btl tcp,self -x ASAN_OPTIONS"
+model=tests/cli/data/cls.g
+losses() { sed 's/.*"loss": \([^,]*\), \(.*"valid_loss": [^,]*\)\{0,1\}.*/\1 \2/' "$1"; }
+
+"$attnc" $model --train --shards 2 --metrics "$dir/one.json" >/dev/null
+$mpi "$attnc" $model --train --metrics "$dir/two.json" >"$dir/two.out"
+losses "$dir/one.json" >"$dir/want"
+losses "$dir/two.json" >"$dir/got"
+diff -u "$dir/want" "$dir/got"
+grep -q "in 2 shards of 8 rows" "$dir/two.out"
+
+# Saved after 2 epochs under MPI (rank 0 writes), resumed under MPI
+# (every rank reads) for the other 2.
+$mpi "$attnc" $model --train --epochs 2 --save "$dir/ck.safetensors" \
+	--metrics "$dir/resumed.json" >/dev/null
+$mpi "$attnc" $model --resume "$dir/ck.safetensors" --epochs 4 \
+	--metrics "$dir/resumed.json" >/dev/null
+losses "$dir/resumed.json" >"$dir/got"
+diff -u "$dir/want" "$dir/got"
+
+# A bad file: every rank says so with its rank, and the job fails.
+if $mpi "$attnc" $model --train --data "$dir/missing.safetensors" \
+	>"$dir/bad.out" 2>&1; then
+	echo "a failing run exited 0"
+	exit 1
+fi
+grep -q "^rank 1: attnc: error: $dir/missing.safetensors: No such file" "$dir/bad.out"
+echo "mpi train ok"
