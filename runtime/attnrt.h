@@ -143,10 +143,16 @@ int attnrt_checkpoint_save(const attnrt_allocator *al, const char *path,
 			   const void *params, const attnrt_meta *meta,
 			   size_t n_meta, char *err, size_t err_size);
 
+/* Tensors whose names begin so are not parameters but the state of a
+ * training run (attnc --train --save: "optim:m:NAME", Adam's moments), which
+ * no parameter's name can be: loading skips them. */
+#define ATTNRT_STATE_PREFIX "optim:"
+
 /* Reads a safetensors file written by attnrt_checkpoint_save, by PyTorch's
  * safetensors package or by any other writer, into the params block: the
- * file must hold exactly the table's parameters, each F32 with the
- * table's shape. Everything is checked before a byte of params changes
+ * file must hold exactly the table's parameters (and, skipped, any
+ * tensors named ATTNRT_STATE_PREFIX...), each F32 with the table's
+ * shape. Everything is checked before a byte of params changes
  * (params is untouched on failure): the file's size, the header length,
  * the header's JSON, every tensor's dtype, shape and data_offsets (in
  * range, not overlapping, covering the data exactly), names unknown to

@@ -141,7 +141,8 @@ int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
 	attnrt_st_file *f;
 	code = attnrt_st_parse(al, data, len, &f, err, err_size);
 	if (code == ATTNRT_OK)
-		code = load_into(al, f, NULL, table, n_params, params, err, err_size);
+		code = load_into(al, f, ATTNRT_STATE_PREFIX, table, n_params, params,
+				 err, err_size);
 	attnrt_st_free(f);
 	return code;
 }
@@ -175,7 +176,8 @@ int attnrt_checkpoint_load(const attnrt_allocator *al, const char *path,
 	code = attnrt_st_read(al, path, max_file_bytes(table, n_params), &f, err,
 			      err_size);
 	if (code == ATTNRT_OK) {
-		code = load_into(al, f, NULL, table, n_params, params, err, err_size);
+		code = load_into(al, f, ATTNRT_STATE_PREFIX, table, n_params, params,
+				 err, err_size);
 		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
 			rt_prefix_path(path, err, err_size);
 	}

@@ -862,6 +862,29 @@ START_TEST(test_a_save_removes_what_a_killed_save_left)
 }
 END_TEST
 
+
+START_TEST(test_load_skips_a_training_runs_optimizer_state)
+{
+	float w[2] = {1.5f, -2}, m[2] = {9, 9}, out[16] = {0};
+	attnrt_st_tensor ts[2] = {{"w", "F32", 1, {2}, w, sizeof w},
+				  {"optim:m:w", "F32", 1, {2}, m, sizeof m}};
+	char err[256];
+	ck_assert_int_eq(attnrt_st_write(NULL, path, ts, 2, NULL, 0, err,
+					 sizeof err), ATTNRT_OK);
+	attnrt_param_info table[1] = {{.name = "w", .offset = 0, .rank = 1,
+				       .dims = {2}}};
+	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, table, 1, out, err,
+						sizeof err), ATTNRT_OK);
+	ck_assert(out[0] == 1.5f && out[1] == -2);
+	/* another unknown tensor is still an error */
+	ts[1].name = "other";
+	ck_assert_int_eq(attnrt_st_write(NULL, path, ts, 2, NULL, 0, err,
+					 sizeof err), ATTNRT_OK);
+	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, table, 1, out, err,
+						sizeof err), ATTNRT_ERR_MISMATCH);
+}
+END_TEST
+
 static Suite *ckpt_suite(void)
 {
 	Suite *s = suite_create("runtime_ckpt");
@@ -886,6 +909,7 @@ static Suite *ckpt_suite(void)
 	tcase_add_test(tc, test_offsets_must_fit_the_shape_and_tile_the_data);
 	tcase_add_test(tc, test_names_must_be_the_models_exactly);
 	tcase_add_test(tc, test_dtype_and_shape_must_be_the_models);
+	tcase_add_test(tc, test_load_skips_a_training_runs_optimizer_state);
 	tcase_add_test(tc, test_load_says_which_file_and_why_it_cannot_be_read);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fuzz");
