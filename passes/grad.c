@@ -130,6 +130,7 @@ static void grad_nothing(pass_ad *ad, ir_id y, ir_id g)
 #define grad_INPUT grad_nothing
 #define grad_PARAM grad_nothing /* collected by the pass */
 #define grad_CONST grad_nothing
+#define grad_ARANGE grad_nothing
 #define grad_LT grad_nothing
 #define grad_LE grad_nothing
 #define grad_GT grad_nothing
