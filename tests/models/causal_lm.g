@@ -45,3 +45,8 @@ export def masked_loss(tokens: i32[B, T], targets: i32[B, T], valid: i32[B])
 
 example loss([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]],
              [[2, 3, 4, 5, 6], [7, 8, 9, 10, 0]])
+
+# Trains on its example (one batch an epoch): the loss falls.
+train
+  optimizer = adam(lr = 0.01)
+  epochs = 40
