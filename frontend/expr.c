@@ -440,9 +440,29 @@ fe_value fe_const_tensor(fe_elab *e, const ir_type *t, const void *data,
 	return fe_const_node(e, (uint32_t)idx, loc);
 }
 
+/* A run-time size as a rank-0 tensor of dtype: the sum of coef*sym ones,
+ * plus the offset; what `x / size(x, 1)` or `broadcast(T, [B])` use. */
+static fe_value dim_tensor(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc)
+{
+	fe_value one = fe_scalar(e, dtype, fe_int(1), loc);
+	ir_type t = {.dtype = dtype, .rank = 1, .dims = {v.dim}};
+	if (one.kind != FE_V_TENSOR)
+		return one;
+	fe_value ones = fe_build(e, IR_OP_BROADCAST, &one.tensor, 1, NULL, &t, loc);
+	if (ones.kind != FE_V_TENSOR)
+		return ones;
+	ir_attr all = {.reduce = {1, false}};
+	fe_value n = fe_build(e, IR_OP_SUM, &ones.tensor, 1, &all, NULL, loc);
+	if (n.kind != FE_V_TENSOR || !v.dim_off)
+		return n;
+	return fe_tensor_binop(e, IR_OP_ADD, n, fe_int(v.dim_off), loc);
+}
+
 fe_value fe_scalar(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc)
 {
 	ir_type t = {.dtype = dtype};
+	if (v.kind == FE_V_DIM)
+		return dim_tensor(e, dtype, v, loc);
 	if (v.kind == FE_V_BOOL)
 		v = fe_int(v.b);
 	if (v.kind != FE_V_NUM) {
@@ -545,6 +565,10 @@ ir_id fe_to_tensor(fe_elab *e, fe_value v, ir_loc loc)
 		return v.tensor;
 	if (v.kind == FE_V_LIST)
 		return list_to_const(e, v, loc);
+	if (v.kind == FE_V_DIM) {
+		fe_value t = dim_tensor(e, IR_I32, v, loc);
+		return t.kind == FE_V_TENSOR ? t.tensor : IR_NONE;
+	}
 	fe_expected(e, loc, "a tensor", v);
 	return IR_NONE;
 }

@@ -303,6 +303,29 @@ START_TEST(test_positional_encoding_takes_a_run_time_t)
 }
 END_TEST
 
+START_TEST(test_a_run_time_size_is_a_number_in_tensor_arithmetic)
+{
+	dx x;
+	dx_init(&x);
+	dx_compile(&x, "model m\ndim B, T\n"
+		       "export def f(x: f32[B, T])\n"
+		       "  return sum(x, axis = 1) / size(x, 1), broadcast(T - 1, [B]), "
+		       "x * (2 * T + 1)\n");
+	const int64_t d[2] = {2, 5};
+	dx_input(&x, IR_F32, 2, d, idx);
+	dx_run(&x);
+	ck_assert_int_eq(x.out[1].dtype, IR_I32);
+	for (int b = 0; b < 2; b++) {
+		ck_assert_double_eq_tol(interp_tensor_get(&x.out[0], b), 5 * b + 2,
+					1e-6);
+		ck_assert_double_eq(interp_tensor_get(&x.out[1], b), 4);
+	}
+	for (int64_t i = 0; i < 10; i++)
+		ck_assert_double_eq(interp_tensor_get(&x.out[2], i), 11.0 * i);
+	dx_fini(&x);
+}
+END_TEST
+
 /* ---- the IR text ----------------------------------------------------------------------- */
 
 static char *print_module(const ir_module *m)
@@ -372,6 +395,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_binding_t_past_a_slice_limit_is_reported_at_the_slice);
 	tcase_add_test(t, test_sequence_mask_and_masked_ce_take_a_run_time_t);
 	tcase_add_test(t, test_positional_encoding_takes_a_run_time_t);
+	tcase_add_test(t, test_a_run_time_size_is_a_number_in_tensor_arithmetic);
 	tcase_add_test(t, test_derived_symbols_and_limits_round_trip_through_the_ir_text);
 	tcase_add_test(t, test_reading_a_product_no_sym_line_declares_is_an_error);
 	suite_add_tcase(s, t);
