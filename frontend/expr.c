@@ -1143,6 +1143,22 @@ ir_id fe_slice_run_time(fe_elab *e, ir_id x, int ax, fe_value lo, fe_value hi,
 	return move_axis(e, y, ax, true, loc);
 }
 
+/* Evaluates an optional slice bound x into *v (None if absent); false
+ * if it failed. */
+static bool eval_bound_value(fe_elab *e, const fe_expr *x, fe_value *v)
+{
+	*v = x ? fe_eval(e, x) : fe_none();
+	return v->kind != FE_V_ERR;
+}
+
+/* An optional slice bound x, already evaluated to v, as an integer. */
+static bool bound_int(fe_elab *e, fe_value v, const fe_expr *x, bool *has,
+		      int64_t *out)
+{
+	*has = x != NULL;
+	return !x || fe_to_int(e, v, x->loc, out);
+}
+
 /* Evaluates an optional slice bound. */
 static bool eval_bound(fe_elab *e, const fe_expr *x, bool *has, int64_t *out)
 {
@@ -1179,18 +1195,6 @@ static fe_value index_list(fe_elab *e, fe_value base, const fe_expr *x)
 	return base.list.items[i < 0 ? i + base.list.n : i];
 }
 
-/* Whether a slice item's upper bound is a run-time size (x[0:T],
- * x[1:T + 1]); its bounds are then evaluated twice, which is harmless
- * as expressions have no side effects but parameters, and a bound
- * declares none. */
-static bool has_run_time_bound(fe_elab *e, const fe_expr *it)
-{
-	if (!it->slice.hi)
-		return false;
-	fe_value h = fe_eval(e, it->slice.hi);
-	return h.kind == FE_V_DIM;
-}
-
 /* One index item on axis `axis` of *cur: a slice node, or nothing for a
  * full slice. *drop is set for an integer index. */
 static bool index_axis(fe_elab *e, ir_id *cur, int axis, const fe_expr *it,
@@ -1200,17 +1204,19 @@ static bool index_axis(fe_elab *e, ir_id *cur, int axis, const fe_expr *it,
 	ir_type t = *fe_type_of(e, *cur);
 	int64_t lo = 0, hi = 0, n = t.dims[axis].coef;
 	bool has_lo = true, has_hi = true, is_slice = it->kind == FE_E_SLICE;
-	if (is_slice && has_run_time_bound(e, it)) {
-		*drop = false;
-		fe_value l = it->slice.lo ? fe_eval(e, it->slice.lo) : fe_int(0);
-		fe_value h = fe_eval(e, it->slice.hi);
-		if (l.kind == FE_V_ERR || h.kind == FE_V_ERR)
-			return false;
-		*cur = fe_slice_run_time(e, *cur, axis, l, h, it->loc);
+	fe_value lv = fe_none(), hv = fe_none();
+	if (is_slice && !(eval_bound_value(e, it->slice.lo, &lv) &&
+			  eval_bound_value(e, it->slice.hi, &hv)))
+		return false;
+	if (is_slice && (lv.kind == FE_V_DIM || hv.kind == FE_V_DIM)) {
+		*drop = false; /* a run-time bound: x[0:T], x[1:T + 1] */
+		*cur = fe_slice_run_time(e, *cur, axis,
+					 lv.kind == FE_V_NONE ? fe_int(0) : lv, hv,
+					 it->loc);
 		return *cur != IR_NONE;
 	}
-	if (is_slice ? !eval_bound(e, it->slice.lo, &has_lo, &lo) ||
-			       !eval_bound(e, it->slice.hi, &has_hi, &hi)
+	if (is_slice ? !bound_int(e, lv, it->slice.lo, &has_lo, &lo) ||
+			       !bound_int(e, hv, it->slice.hi, &has_hi, &hi)
 		     : !fe_to_int(e, fe_eval(e, it), it->loc, &lo))
 		return false;
 	*drop = !is_slice;
