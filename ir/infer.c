@@ -878,29 +878,35 @@ static bool infer_cross_entropy_with_grad(infer_cx *c)
 
 /* ---- fused attention ------------------------------------------------------------------- */
 
-bool ir_type_numel_dim(const ir_type *t, ir_dim *out)
+bool ir_type_numel_dim(const ir_module *m, const ir_type *t, ir_dim *out)
 {
+	int32_t syms[IR_MAX_RANK];
+	uint32_t n = 0;
 	ir_dim r = ir_dim_static(1);
 	for (int i = 0; i < t->rank; i++) {
 		ir_dim d = t->dims[i];
-		if (!ir_dim_is_static(d) && !ir_dim_is_static(r) && r.coef != 0)
-			return false;
 		if (!dim_mul(r, d.coef, &r))
 			return false;
-		if (!ir_dim_is_static(d) && r.coef != 0)
-			r.sym = d.sym;
+		if (!ir_dim_is_static(d) && d.coef != 0)
+			syms[n++] = d.sym;
 	}
+	if (r.coef != 0 && n == 1)
+		r.sym = syms[0];
+	else if (r.coef != 0 && n > 1) /* [B, T, 4]: 4*B*T, if m has B*T */
+		r.sym = m ? ir_module_find_product_sym(m, syms, n) : -1;
+	if (r.coef != 0 && n > 0 && r.sym < 0)
+		return false;
 	*out = r;
 	return true;
 }
 
-bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
-			    const ir_type *v, ir_dim *out)
+bool ir_attention_grad_size(const ir_module *m, const ir_type *q,
+			    const ir_type *k, const ir_type *v, ir_dim *out)
 {
 	const ir_type *ts[3] = {q, k, v};
 	ir_dim total = ir_dim_static(0), part;
 	for (int i = 0; i < 3; i++)
-		if (!ir_type_numel_dim(ts[i], &part) || !concat_add(&total, part))
+		if (!ir_type_numel_dim(m, ts[i], &part) || !concat_add(&total, part))
 			return false;
 	*out = total;
 	return true;
@@ -1027,7 +1033,7 @@ static bool infer_fused_attention_grad(infer_cx *c)
 	if (!attention_grad_operand(c, has_valid ? 4 : 3, 2))
 		return false;
 	ir_dim total;
-	if (!ir_attention_grad_size(q, arg_type(c, 1), v, &total))
+	if (!ir_attention_grad_size(c->m, q, arg_type(c, 1), v, &total))
 		return fail(c, "the sizes of queries %s, keys %s and values %s "
 			       "do not add up to one dimension (at most one "
 			       "run-time size, the same in all)",
@@ -1040,15 +1046,15 @@ static bool infer_fused_attention_grad(infer_cx *c)
 
 /* ---- fused additive attention ------------------------------------------------------------ */
 
-bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
-			   const ir_type *v, ir_dim *out)
+bool ir_additive_grad_size(const ir_module *m, const ir_type *qp,
+			   const ir_type *kp, const ir_type *v, ir_dim *out)
 {
 	ir_type wv = {.dtype = IR_F32, .rank = 2,
 		      .dims = {qp->dims[0], qp->dims[2]}};
 	const ir_type *ts[4] = {qp, kp, &wv, v};
 	ir_dim total = ir_dim_static(0), part;
 	for (int i = 0; i < 4; i++)
-		if (!ir_type_numel_dim(ts[i], &part) || !concat_add(&total, part))
+		if (!ir_type_numel_dim(m, ts[i], &part) || !concat_add(&total, part))
 			return false;
 	*out = total;
 	return true;
@@ -1126,7 +1132,7 @@ static bool infer_fused_additive_attention_grad(infer_cx *c)
 	if (!attention_grad_operand(c, has_valid ? 5 : 4, 3))
 		return false;
 	ir_dim total;
-	if (!ir_additive_grad_size(q, k, v, &total))
+	if (!ir_additive_grad_size(c->m, q, k, v, &total))
 		return fail(c, "the sizes of query projections %s, key "
 			       "projections %s and values %s do not add up to "
 			       "one dimension (at most one run-time size, the "

@@ -423,21 +423,22 @@ bool ir_infer_type(ir_ctx *ctx, const ir_module *m, const ir_graph *g,
 		   ir_node *node);
 
 /* The number of elements of t as one dim, if it is one: false when two
- * or more of its dims are run-time sizes. */
-bool ir_type_numel_dim(const ir_type *t, ir_dim *out);
+ * or more of its dims are run-time sizes whose product is not a symbol of
+ * m (m NULL: no products), as [B, T, 4] without a B*T. */
+bool ir_type_numel_dim(const ir_module *m, const ir_type *t, ir_dim *out);
 /* The length of fused_attention_grad's packed result for operands of
  * types q, k, v: numel(q) + numel(k) + numel(v) as one dim. False if the
- * sum is not one (it would involve two run-time sizes, or a run-time size
- * and a static remainder). */
-bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
-			    const ir_type *v, ir_dim *out);
+ * sum is not one (it would involve two run-time sizes that are not one
+ * product symbol of m, or a run-time size and a static remainder). */
+bool ir_attention_grad_size(const ir_module *m, const ir_type *q,
+			    const ir_type *k, const ir_type *v, ir_dim *out);
 /* The length of fused_additive_attention_grad's packed result for
  * operands of types qp (N, Q, H), kp (N, K, H) and v (N, K, dv):
  * numel(qp) + numel(kp) + N*H + numel(v) as one dim (dwv's N per-batch
  * parts sit between dkp and dv). False if the sum is not one, as for
  * ir_attention_grad_size. */
-bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
-			   const ir_type *v, ir_dim *out);
+bool ir_additive_grad_size(const ir_module *m, const ir_type *qp,
+			   const ir_type *kp, const ir_type *v, ir_dim *out);
 
 /* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,

@@ -4,7 +4,8 @@
  * positions sliced to T, a causal mask from arange(1, T + 1), multi-head
  * split and merge, logits reshaped to [B*T, V]), from one .g file at
  * T = 3 and T = 7: the JIT against the interpreter for the loss, the
- * masked loss and the gradient function autodiff derives; that gradient
+ * masked loss and the gradient function autodiff derives (its attention
+ * gradient fused, packed along a multiple of B*T); that gradient
  * against float64 directional finite differences; and a T past the
  * positions' table reported at the slice's .g line when T is bound.
  */
@@ -147,6 +148,13 @@ static void check_jit_at(int64_t T)
 	lm_bind(&x, "masked_loss", false);
 	ck_assert_int_eq(x.syms[ir_module_find_sym(x.m, "T")], T);
 	ck_assert_int_eq(x.syms[ir_module_find_sym(x.m, "B*T")], 2 * T);
+	/* The attention's gradient is fused: its packed size is one dim,
+	 * a multiple of B*T. */
+	const ir_func *fg = ir_module_find_func(x.m, "loss_grad");
+	int n_fused = 0;
+	for (ir_id i = 0; i < fg->g.n_nodes; i++)
+		n_fused += fg->g.nodes[i].op == IR_OP_FUSED_ATTENTION_GRAD;
+	ck_assert_int_eq(n_fused, 2);
 	cg_program *p = cg_program_create(&x.ctx, x.m, x.syms, NULL);
 	ck_assert_msg(p != NULL, "lowering at T = %lld failed", (long long)T);
 	ck_assert(cg_program_jit(p));
