@@ -131,7 +131,6 @@ fe_value fe_bi_full(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	return filled(e, &t, v, a->loc);
 }
 
-/* arange(end), arange(start, end, step = 1): i32 if all are integers. */
 /* arange with a run-time length, end - start a dim (T, or T + 1 - 1): an
  * arange node, computed when the function runs. start is a number, the
  * step 1. */
@@ -164,6 +163,7 @@ static fe_value run_time_arange(fe_elab *e, const fe_args *a, fe_value start,
 	return fe_build(e, IR_OP_ARANGE, NULL, 0, &at, &t, a->loc);
 }
 
+/* arange(end), arange(start, end, step = 1): i32 if all are integers. */
 fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	fe_value start = a->v[0], end = a->v[1], step = a->v[2];
