@@ -143,9 +143,12 @@ static bool bind_syms(cg_program *p, const int64_t *sym_values)
 	if (!p->syms)
 		return false;
 	bool ok = true;
+	for (uint32_t i = 0; i < m->n_syms; i++)
+		p->syms[i] = sym_values && sym_values[i] > 0 ? sym_values[i]
+							    : m->syms[i].fallback;
+	ir_module_derive_syms(m, p->syms); /* B*T from B and T */
 	for (uint32_t i = 0; i < m->n_syms; i++) {
-		int64_t v = sym_values && sym_values[i] > 0 ? sym_values[i]
-							   : m->syms[i].fallback;
+		int64_t v = p->syms[i];
 		if (v <= 0) {
 			ir_error(p->ctx, m->syms[i].loc,
 				 "codegen: symbol '%s' has no value (give one, "
@@ -153,9 +156,8 @@ static bool bind_syms(cg_program *p, const int64_t *sym_values)
 				 m->syms[i].name, m->syms[i].name);
 			ok = false;
 		}
-		p->syms[i] = v;
 	}
-	return ok;
+	return ok && ir_module_check_limits(p->ctx, m, p->syms);
 }
 
 static attnrt_dtype abi_dtype(ir_dtype t)
@@ -524,6 +526,8 @@ static bool lower_op(cg_kernel *k)
 	case IR_OP_CONST:
 	case IR_OP_RESHAPE:
 		return true; /* no kernel: the entry point passes pointers */
+	case IR_OP_ARANGE:
+		return cg_lower_arange(k);
 	case IR_OP_NEG:
 	case IR_OP_EXP:
 	case IR_OP_LOG:

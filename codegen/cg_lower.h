@@ -274,6 +274,7 @@ bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n);
 void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n);
 
 /* cg_lower_index.c: one_hot and the scatter-add of embedding_grad. */
+bool cg_lower_arange(cg_kernel *k);
 bool cg_lower_one_hot(cg_kernel *k);
 bool cg_lower_embedding_grad(cg_kernel *k);
 

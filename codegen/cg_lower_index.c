@@ -1,7 +1,8 @@
 /*
  * cg_lower_index.c - the kernels of the gradient side of indexing:
  * one_hot (a row of zeros with a 1 at the id) and embedding_grad (the
- * scatter-add of gradient rows into the rows of a table).
+ * scatter-add of gradient rows into the rows of a table); and arange, the
+ * indices of a run-time length.
  *
  * embedding_grad splits the table's rows over threads: each thread zeroes
  * its rows, then walks every id in order and adds the rows that fall in
@@ -10,6 +11,31 @@
  * to it and across thread counts.
  */
 #include "cg_lower.h"
+
+/* ---- arange --------------------------------------------------------------------- */
+
+/* start + i * step at i, in double as the interpreter computes it, then
+ * rounded to f32 or (integers from the frontend) converted to i32. */
+bool cg_lower_arange(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	LLVMTypeRef f64 = LLVMDoubleTypeInContext(f->ctx);
+	ir_dtype dt = k->node->type.dtype;
+	k->extent = cg_lower_numel(k->L, &k->node->type);
+	k->work = k->extent;
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, k->lo, k->hi, 1);
+	LLVMValueRef x = LLVMBuildFAdd(
+		f->b, cg_const_real(f64, k->node->attr.arange.start),
+		LLVMBuildFMul(f->b, LLVMBuildSIToFP(f->b, i, f64, ""),
+			      cg_const_real(f64, k->node->attr.arange.step), ""),
+		"");
+	LLVMValueRef v = dt == IR_I32 ? LLVMBuildFPToSI(f->b, x, cg_t_i32(f), "")
+				      : LLVMBuildFPTrunc(f->b, x, cg_t_f32(f), "");
+	cg_lower_store(f, dt, v, k->out, i);
+	cg_loop_end(f, &l);
+	return true;
+}
 
 /* ---- one_hot -------------------------------------------------------------------- */
 

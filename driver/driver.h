@@ -86,7 +86,9 @@ const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
  * then the example inputs of f (if f), then the train block's batch for B,
  * then the symbols' fallbacks; with is_batch_first (training) the train
  * block's batch binds B before the example does. With is_strict, an
- * unbound symbol is an error; otherwise it is bound to 1. */
+ * unbound symbol is an error; otherwise it is bound to 1. Derived
+ * symbols (B*T) get their factors' product; then the module's limits are
+ * checked (a break is reported at its .g line and gives false). */
 bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		   const drv_options *o, bool is_strict, bool is_batch_first,
 		   int64_t *values);

@@ -6,12 +6,14 @@
  * and copies of its parameters and inputs for the reference interpreter.
  *
  * A batch source is the one interface a data pipeline implements (fill
- * the inputs of batch i of an epoch). There are three: samples of the
- * loss entry's inputs (`data = tensors(...)`, samples.c), the
- * translation pairs of `data = nmt(...)` (nmt.c), and a loss that takes
- * no inputs, its data constants in the graph (models/nw_param.g), where
- * an epoch is one full-batch step. Any other `data` setting is an error
- * at its line.
+ * the inputs of batch i of an epoch). There are four: samples of the
+ * loss entry's inputs (`data = tensors(...)` and `text(...)`,
+ * samples.c); the translation pairs of `data = nmt(...)` (nmt.c); a loss
+ * that takes no inputs, its data constants in the graph
+ * (models/nw_param.g), where an epoch is one full-batch step; and a loss
+ * with inputs and an `example` but no `data`, which trains on (and
+ * --gradcheck checks at) its example, one batch an epoch. Any other
+ * `data` setting is an error at its line.
  */
 #include "driver.h"
 
@@ -43,7 +45,7 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 			 v->kind == IR_VAL_CALL ? "(...)" : "");
 		return false;
 	}
-	if (f && f->n_inputs) {
+	if (f && f->n_inputs && !f->example) {
 		ir_error(ctx, f->loc, "'%s' takes %u input%s, but the train block "
 			 "names no data to feed %s (data = ...)", f->name,
 			 f->n_inputs, f->n_inputs == 1 ? "" : "s",
@@ -113,6 +115,69 @@ static double graph_samples(const drv_jit *j)
 	return d && n && d[0].rank >= 1 ? (double)d[0].dims[0] : 1;
 }
 
+/* The example source: every batch is the loss entry's example. */
+typedef struct example_source {
+	const void *inputs[64];
+	double n_items; /* the first input's rows */
+} example_source;
+
+static bool example_fill(void *state, uint64_t epoch, uint64_t i,
+			 drv_batch *b)
+{
+	const example_source *es = state;
+	(void)epoch;
+	(void)i;
+	memcpy(b->inputs, es->inputs, sizeof b->inputs);
+	b->n_items = es->n_items;
+	b->loss_divisor = 1;
+	return true;
+}
+
+/* Whether example input k has the shape the compiled gradient function
+ * takes (a train block's batch may have bound B to another size). */
+static bool example_fits(ir_ctx *ctx, const ir_func *f, const ir_const *c,
+			 const attnrt_tensor_info *t, uint32_t k)
+{
+	bool ok = c->type.rank == t->rank;
+	for (int d = 0; ok && d < t->rank; d++)
+		ok = c->type.dims[d].coef == t->dims[d];
+	if (!ok)
+		ir_error(ctx, f->loc, "'%s' trains on its example, but input '%s' "
+			 "of the example has another shape than the compiled "
+			 "function takes (does the train block's batch differ "
+			 "from the example's?)", f->name, f->input_names[k]);
+	return ok;
+}
+
+static bool example_source_open(ir_ctx *ctx, const ir_module *m,
+				const ir_func *f, const drv_grad *g,
+				drv_batch_source *src)
+{
+	if (f->n_inputs != g->n_inputs || f->n_inputs > 64) {
+		ir_error(ctx, f->loc, "'%s': the gradient function takes %u "
+			 "inputs, the example gives %u", f->name, g->n_inputs,
+			 f->n_inputs);
+		return false;
+	}
+	example_source *es = calloc(1, sizeof *es);
+	if (!es) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	for (uint32_t k = 0; k < f->n_inputs; k++) {
+		const ir_const *c = &m->consts[f->example[k]];
+		if (!example_fits(ctx, f, c, &g->inputs[k], k)) {
+			free(es);
+			return false;
+		}
+		es->inputs[k] = c->data;
+	}
+	const ir_type *t0 = &m->consts[f->example[0]].type;
+	es->n_items = t0->rank ? (double)t0->dims[0].coef : 1;
+	*src = (drv_batch_source){"samples", 1, es, example_fill, free};
+	return true;
+}
+
 bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 			   const drv_train_config *tc, const drv_data *data,
 			   const drv_jit *j, const drv_grad *g,
@@ -128,6 +193,9 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 	if (data->train)
 		return drv_samples_source_open(ctx, data->train, data->o.seed, g,
 					       tc->shard_scale, src);
+	const ir_func *f = ir_module_find_func(m, tc->entry);
+	if (f && f->n_inputs && f->example)
+		return example_source_open(ctx, m, f, g, src);
 	double *samples = malloc(sizeof *samples);
 	if (!samples) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");

@@ -83,6 +83,11 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	memset(values, 0, m->n_syms * sizeof *values);
 	for (uint32_t i = 0; i < o->n_syms; i++) {
 		int32_t s = ir_module_find_sym(m, o->syms[i].name);
+		if (s >= 0 && m->syms[s].n_factors) {
+			ir_error(ctx, (ir_loc){0}, "%s: dimension '%s' is a product; "
+				 "give its factors", o->syms[i].opt, o->syms[i].name);
+			return false;
+		}
 		if (s < 0) {
 			ir_error(ctx, (ir_loc){0}, "%s: model %s has no dimension '%s'",
 				 o->syms[i].opt, m->name, o->syms[i].name);
@@ -96,6 +101,8 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		return false;
 	bind_batch(m, values);
 	for (uint32_t s = 0; s < m->n_syms; s++) {
+		if (m->syms[s].n_factors)
+			continue; /* a product of others: derived below */
 		if (!values[s])
 			values[s] = m->syms[s].fallback;
 		if (values[s])
@@ -108,7 +115,8 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		}
 		values[s] = 1;
 	}
-	return true;
+	ir_module_derive_syms(m, values);
+	return ir_module_check_limits(ctx, m, values);
 }
 
 void drv_print_outputs(const ir_func *f, const interp_tensor *outs)

@@ -405,6 +405,12 @@ static fe_value bi_slice(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	int ax;
 	int64_t lo, hi;
 	char buf[128];
+	if (x != IR_NONE && (a->v[2].kind == FE_V_DIM || a->v[3].kind == FE_V_DIM)) {
+		if (!fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
+			return fe_err();
+		x = fe_slice_run_time(e, x, ax, a->v[2], a->v[3], a->loc);
+		return x == IR_NONE ? fe_err() : fe_tensor(x);
+	}
 	if (x == IR_NONE || !fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax) ||
 	    !fe_to_int(e, a->v[2], a->locs[2], &lo) ||
 	    !fe_to_int(e, a->v[3], a->locs[3], &hi))

@@ -131,6 +131,38 @@ fe_value fe_bi_full(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	return filled(e, &t, v, a->loc);
 }
 
+/* arange with a run-time length, end - start a dim (T, or T + 1 - 1): an
+ * arange node, computed when the function runs. start is a number, the
+ * step 1. */
+static fe_value run_time_arange(fe_elab *e, const fe_args *a, fe_value start,
+				fe_value end)
+{
+	double s;
+	if (a->v[2].kind != FE_V_NONE) {
+		double st;
+		if (!fe_to_number(e, a->v[2], a->locs[2], &st))
+			return fe_err();
+		if (st != 1) {
+			ir_error(e->ctx, a->locs[2], "an arange of run-time length "
+				 "takes step 1, got %g", st);
+			return fe_err();
+		}
+	}
+	if (start.kind == FE_V_DIM) {
+		ir_error(e->ctx, a->locs[0], "an arange's start is a number, not "
+			 "a run-time size");
+		return fe_err();
+	}
+	if (!fe_to_number(e, start, a->locs[0], &s))
+		return fe_err();
+	fe_value n = fe_binop(e, FE_T_MINUS, end, start, false, false, a->loc);
+	ir_type t = {.dtype = start.num.is_int ? IR_I32 : IR_F32, .rank = 1};
+	if (n.kind == FE_V_ERR || !fe_to_dim(e, n, a->loc, false, &t.dims[0]))
+		return fe_err();
+	ir_attr at = {.arange = {s, 1}};
+	return fe_build(e, IR_OP_ARANGE, NULL, 0, &at, &t, a->loc);
+}
+
 /* arange(end), arange(start, end, step = 1): i32 if all are integers. */
 fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
@@ -141,6 +173,8 @@ fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		end = start;
 		start = fe_int(0);
 	}
+	if (start.kind == FE_V_DIM || end.kind == FE_V_DIM)
+		return run_time_arange(e, a, start, end);
 	if (!fe_to_number(e, start, a->locs[0], &s) ||
 	    !fe_to_number(e, end, a->locs[1], &en) ||
 	    (step.kind != FE_V_NONE && !fe_to_number(e, step, a->locs[2], &st)))

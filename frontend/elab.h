@@ -37,7 +37,7 @@ typedef enum fe_vkind {
 	FE_V_NONE,    /* None, and an optional argument not given */
 	FE_V_VOID,    /* what a def without `return` gives (def says which) */
 	FE_V_NUM,
-	FE_V_DIM,     /* coef * symbol, never static */
+	FE_V_DIM,     /* coef * symbol + dim_off, never static */
 	FE_V_TENSOR,  /* a node of the function being built */
 	FE_V_LIST,
 	FE_V_STR,
@@ -70,6 +70,9 @@ struct fe_value {
 		const fe_def *def; /* DEF, VOID */
 		const fe_builtin *builtin;
 	};
+	/* FE_V_DIM: a static offset, as in `T + 1` (a bound of arange or
+	 * a slice); a dim of a shape has none. */
+	int64_t dim_off;
 };
 
 typedef struct fe_binding {
@@ -154,6 +157,8 @@ fe_value fe_bool(bool b);
 fe_value fe_tensor(ir_id id);
 /* A dim value: a number when static, else FE_V_DIM. */
 fe_value fe_dim(ir_dim d);
+/* d + off: a number when d is static, else FE_V_DIM with dim_off. */
+fe_value fe_dim_plus(ir_dim d, int64_t off);
 /* Scratch memory for lists and strings, counted against
  * FE_MAX_SCRATCH; NULL after reporting. */
 void *fe_scratch_alloc(fe_elab *e, size_t size, ir_loc loc);
@@ -210,6 +215,13 @@ bool fe_to_axis(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out);
  * shape rule (which reports) rejects it. */
 fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 		  const ir_attr *attr, const ir_type *type, ir_loc loc);
+/* x[lo:hi] along axis ax where hi - lo is a run-time size (T): a
+ * gather of arange(lo, hi)'s rows from the static axis, hi <= its size
+ * recorded as a module limit checked at binding. lo is a number; an axis
+ * of size T sliced [0:T] is x itself. Reports and returns IR_NONE on an
+ * error. */
+ir_id fe_slice_run_time(fe_elab *e, ir_id x, int ax, fe_value lo, fe_value hi,
+			ir_loc loc);
 /* A RESHAPE of x to dims (x's dtype). */
 fe_value fe_reshape(fe_elab *e, ir_id x, const ir_type *dims, ir_loc loc);
 /* A CONST node for a module constant (one node per function). */

@@ -136,6 +136,7 @@ static bool is_example_op(ir_op op)
 		return true;
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:
+	case IR_OP_ARANGE:
 	case IR_OP_EXP:
 	case IR_OP_LOG:
 	case IR_OP_TANH:

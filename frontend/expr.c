@@ -58,9 +58,14 @@ fe_value fe_tensor(ir_id id)
 
 fe_value fe_dim(ir_dim d)
 {
+	return fe_dim_plus(d, 0);
+}
+
+fe_value fe_dim_plus(ir_dim d, int64_t off)
+{
 	if (ir_dim_is_static(d) || d.coef == 0)
-		return fe_int(d.coef);
-	fe_value v = {.kind = FE_V_DIM};
+		return fe_int((ir_dim_is_static(d) ? d.coef : 0) + off);
+	fe_value v = {.kind = FE_V_DIM, .dim_off = off};
 	v.dim = d;
 	return v;
 }
@@ -145,6 +150,17 @@ static const char *dim_str(const fe_elab *e, ir_dim d, char *buf, size_t n)
 	return buf;
 }
 
+/* "4*B", "T + 1", "T - 1" */
+static const char *dimv_str(const fe_elab *e, fe_value v, char *buf, size_t n)
+{
+	dim_str(e, v.dim, buf, n);
+	size_t used = strlen(buf);
+	if (v.dim_off && used < n)
+		snprintf(buf + used, n - used, " %c %lld", v.dim_off < 0 ? '-' : '+',
+			 (long long)(v.dim_off < 0 ? -v.dim_off : v.dim_off));
+	return buf;
+}
+
 /* ---- conversions ---------------------------------------------------------------- */
 
 const ir_type *fe_type_of(const fe_elab *e, ir_id id)
@@ -169,7 +185,7 @@ bool fe_to_int(fe_elab *e, fe_value v, ir_loc loc, int64_t *out)
 	else if (v.kind == FE_V_DIM)
 		ir_error(e->ctx, loc, "expected an integer, got the dim %s (its "
 				      "size is only known at run time)",
-			 dim_str(e, v.dim, buf, sizeof buf));
+			 dimv_str(e, v, buf, sizeof buf));
 	else
 		fe_expected(e, loc, "an integer", v);
 	return false;
@@ -202,9 +218,16 @@ bool fe_to_bool(fe_elab *e, fe_value v, ir_loc loc, bool *out)
 bool fe_to_dim(fe_elab *e, fe_value v, ir_loc loc, bool allow_infer,
 	       ir_dim *out)
 {
-	if (v.kind == FE_V_DIM) {
+	if (v.kind == FE_V_DIM && !v.dim_off) {
 		*out = v.dim;
 		return true;
+	}
+	if (v.kind == FE_V_DIM) {
+		char buf[64];
+		ir_error(e->ctx, loc, "%s is not a dimension of a shape (a shape "
+				      "holds a multiple of one symbol, no offset)",
+			 dimv_str(e, v, buf, sizeof buf));
+		return false;
 	}
 	if (v.kind == FE_V_NUM && !v.num.is_int && v.num.r != floor(v.num.r)) {
 		ir_error(e->ctx, loc, "expected an integer dimension, got %g",
@@ -325,10 +348,48 @@ fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 	return fe_tensor(id);
 }
 
+/* The base symbols of t's dims (-1 dims skipped) into out; false past
+ * cap. */
+static bool shape_factors(const fe_elab *e, const ir_type *t, int32_t *out,
+			  uint32_t *n, uint32_t cap)
+{
+	*n = 0;
+	for (int i = 0; i < t->rank; i++)
+		if (t->dims[i].sym >= 0 && t->dims[i].coef > 0 &&
+		    !ir_sym_factors(e->m, t->dims[i].sym, out, n, cap))
+			return false;
+	return true;
+}
+
+/* For a target with a -1 dim: adds the product symbol the -1 stands for
+ * when it is two or more symbols (reshape [B, T, D] to [-1, D]: B*T),
+ * which the shape rule then finds. */
+static void add_infer_sym(fe_elab *e, const ir_type *in, const ir_type *t,
+			  ir_loc loc)
+{
+	int32_t fi[IR_MAX_RANK * IR_SYM_MAX_FACTORS];
+	int32_t ft[IR_MAX_RANK * IR_SYM_MAX_FACTORS];
+	uint32_t ni, nt, cap = IR_MAX_RANK * IR_SYM_MAX_FACTORS;
+	if (!shape_factors(e, in, fi, &ni, cap) ||
+	    !shape_factors(e, t, ft, &nt, cap))
+		return;
+	for (uint32_t k = 0; k < nt; k++)
+		for (uint32_t j = 0; j < ni; j++)
+			if (fi[j] == ft[k]) {
+				fi[j] = fi[--ni];
+				break;
+			}
+	if (ni >= 2)
+		ir_module_product_sym(e->m, fi, ni, loc);
+}
+
 fe_value fe_reshape(fe_elab *e, ir_id x, const ir_type *dims, ir_loc loc)
 {
 	ir_type t = *dims;
 	t.dtype = fe_type_of(e, x)->dtype;
+	for (int i = 0; i < t.rank; i++)
+		if (t.dims[i].coef == -1 && t.dims[i].sym == -1)
+			add_infer_sym(e, fe_type_of(e, x), &t, loc);
 	return fe_build(e, IR_OP_RESHAPE, &x, 1, NULL, &t, loc);
 }
 
@@ -379,9 +440,29 @@ fe_value fe_const_tensor(fe_elab *e, const ir_type *t, const void *data,
 	return fe_const_node(e, (uint32_t)idx, loc);
 }
 
+/* A run-time size as a rank-0 tensor of dtype: the sum of coef*sym ones,
+ * plus the offset; what `x / size(x, 1)` or `broadcast(T, [B])` use. */
+static fe_value dim_tensor(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc)
+{
+	fe_value one = fe_scalar(e, dtype, fe_int(1), loc);
+	ir_type t = {.dtype = dtype, .rank = 1, .dims = {v.dim}};
+	if (one.kind != FE_V_TENSOR)
+		return one;
+	fe_value ones = fe_build(e, IR_OP_BROADCAST, &one.tensor, 1, NULL, &t, loc);
+	if (ones.kind != FE_V_TENSOR)
+		return ones;
+	ir_attr all = {.reduce = {1, false}};
+	fe_value n = fe_build(e, IR_OP_SUM, &ones.tensor, 1, &all, NULL, loc);
+	if (n.kind != FE_V_TENSOR || !v.dim_off)
+		return n;
+	return fe_tensor_binop(e, IR_OP_ADD, n, fe_int(v.dim_off), loc);
+}
+
 fe_value fe_scalar(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc)
 {
 	ir_type t = {.dtype = dtype};
+	if (v.kind == FE_V_DIM)
+		return dim_tensor(e, dtype, v, loc);
 	if (v.kind == FE_V_BOOL)
 		v = fe_int(v.b);
 	if (v.kind != FE_V_NUM) {
@@ -484,6 +565,10 @@ ir_id fe_to_tensor(fe_elab *e, fe_value v, ir_loc loc)
 		return v.tensor;
 	if (v.kind == FE_V_LIST)
 		return list_to_const(e, v, loc);
+	if (v.kind == FE_V_DIM) {
+		fe_value t = dim_tensor(e, IR_I32, v, loc);
+		return t.kind == FE_V_TENSOR ? t.tensor : IR_NONE;
+	}
 	fe_expected(e, loc, "a tensor", v);
 	return IR_NONE;
 }
@@ -652,46 +737,108 @@ static fe_value num_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
 	}
 }
 
-static fe_value dim_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
+/* A dim times a dim: the product symbol (B*T), coefficients multiplied;
+ * neither may have an offset. */
+static fe_value dim_product(fe_elab *e, fe_value l, fe_value r, ir_loc loc)
+{
+	char a[64], b[64];
+	int64_t c;
+	int32_t syms[2] = {l.dim.sym, r.dim.sym};
+	if (l.dim_off || r.dim_off) {
+		ir_error(e->ctx, loc, "cannot multiply %s by %s (a product of "
+				      "dims has no offset)",
+			 dimv_str(e, l, a, sizeof a), dimv_str(e, r, b, sizeof b));
+		return fe_err();
+	}
+	int32_t s = ir_module_product_sym(e->m, syms, 2, loc);
+	if (s < 0 || __builtin_mul_overflow(l.dim.coef, r.dim.coef, &c)) {
+		ir_error(e->ctx, loc, "%s * %s is a product of more than %d "
+				      "symbols", dim_str(e, l.dim, a, sizeof a),
+			 dim_str(e, r.dim, b, sizeof b), IR_SYM_MAX_FACTORS);
+		return fe_err();
+	}
+	return fe_dim((ir_dim){c, s});
+}
+
+/* l + sign * r for dims and integers: offsets add, and dims of one symbol
+ * add their coefficients (T + T = 2*T, (T + 1) - T = 1). */
+static fe_value dim_sum(fe_elab *e, fe_value l, fe_value r, int sign,
+			ir_loc loc)
+{
+	char a[64], b[64];
+	int64_t n;
+	if (l.kind != FE_V_DIM) {
+		if (!fe_to_int(e, l, loc, &n))
+			return fe_err();
+		l = (fe_value){.kind = FE_V_DIM, .dim_off = n};
+		l.dim = (ir_dim){0, r.dim.sym};
+	}
+	if (r.kind != FE_V_DIM) {
+		if (!fe_to_int(e, r, loc, &n))
+			return fe_err();
+		return fe_dim_plus(l.dim, l.dim_off + sign * n);
+	}
+	int64_t coef = l.dim.coef + sign * r.dim.coef;
+	if ((l.dim.coef && l.dim.sym != r.dim.sym) || coef < 0) {
+		ir_error(e->ctx, loc, "%s %c %s is not a size (a dim holds a "
+				      "multiple of one symbol)",
+			 dimv_str(e, l, a, sizeof a), sign > 0 ? '+' : '-',
+			 dimv_str(e, r, b, sizeof b));
+		return fe_err();
+	}
+	return fe_dim_plus((ir_dim){coef, r.dim.sym},
+			   l.dim_off + sign * r.dim_off);
+}
+
+/* A dim times or divided by an integer: coefficient and offset scale. */
+static fe_value dim_scale(fe_elab *e, fe_tok_kind op, fe_value d, int64_t n,
 			  ir_loc loc)
 {
 	char buf[64];
-	if (op == FE_T_EQ || op == FE_T_NE) {
-		bool eq = l.kind == FE_V_DIM && r.kind == FE_V_DIM &&
-			  ir_dim_eq(l.dim, r.dim);
-		return fe_bool(op == FE_T_EQ ? eq : !eq);
+	int64_t c, o;
+	if (op == FE_T_STAR) {
+		if (n < 0 || __builtin_mul_overflow(d.dim.coef, n, &c) ||
+		    __builtin_mul_overflow(d.dim_off, n, &o)) {
+			ir_error(e->ctx, loc, "a dim times %lld is not a size",
+				 (long long)n);
+			return fe_err();
+		}
+		return fe_dim_plus((ir_dim){c, d.dim.sym}, o);
 	}
-	if (l.kind == FE_V_DIM && r.kind == FE_V_DIM) {
-		ir_error(e->ctx, loc, "cannot combine two dims with '%s' (a "
-				      "shape holds a multiple of one symbol)",
-			 op_spelling(op));
+	if (n <= 0 || d.dim.coef % n != 0 || d.dim_off % n != 0) {
+		ir_error(e->ctx, loc, "%s is not divisible by %lld",
+			 dimv_str(e, d, buf, sizeof buf), (long long)n);
 		return fe_err();
 	}
+	return fe_dim_plus((ir_dim){d.dim.coef / n, d.dim.sym}, d.dim_off / n);
+}
+
+static fe_value dim_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
+			  ir_loc loc)
+{
+	if (op == FE_T_EQ || op == FE_T_NE) {
+		bool eq = l.kind == FE_V_DIM && r.kind == FE_V_DIM &&
+			  ir_dim_eq(l.dim, r.dim) && l.dim_off == r.dim_off;
+		return fe_bool(op == FE_T_EQ ? eq : !eq);
+	}
+	if (op == FE_T_PLUS || op == FE_T_MINUS)
+		return dim_sum(e, l, r, op == FE_T_PLUS ? 1 : -1, loc);
+	if (op == FE_T_STAR && l.kind == FE_V_DIM && r.kind == FE_V_DIM)
+		return dim_product(e, l, r, loc);
 	bool dim_left = l.kind == FE_V_DIM;
 	fe_value d = dim_left ? l : r, k = dim_left ? r : l;
-	int64_t n, c;
-	if (op != FE_T_STAR && !(op == FE_T_SLASH && dim_left)) {
-		ir_error(e->ctx, loc, "a dim can only be multiplied or divided "
-				      "by an integer, not combined with '%s'",
+	int64_t n;
+	if (k.kind == FE_V_DIM ||
+	    (op != FE_T_STAR && !(op == FE_T_SLASH && dim_left))) {
+		ir_error(e->ctx, loc, "a dim can only be added to, multiplied or "
+				      "divided by an integer, or multiplied by "
+				      "a dim, not combined with '%s'",
 			 op_spelling(op));
 		return fe_err();
 	}
 	if (!fe_to_int(e, k, loc, &n))
 		return fe_err();
-	if (op == FE_T_STAR) {
-		if (n < 0 || __builtin_mul_overflow(d.dim.coef, n, &c)) {
-			ir_error(e->ctx, loc, "a dim times %lld is not a size",
-				 (long long)n);
-			return fe_err();
-		}
-		return fe_dim((ir_dim){c, d.dim.sym});
-	}
-	if (n <= 0 || d.dim.coef % n != 0) {
-		ir_error(e->ctx, loc, "%s is not divisible by %lld",
-			 dim_str(e, d.dim, buf, sizeof buf), (long long)n);
-		return fe_err();
-	}
-	return fe_dim((ir_dim){d.dim.coef / n, d.dim.sym});
+	return dim_scale(e, op, d, n, loc);
 }
 
 /* ---- tensor operators ------------------------------------------------------------------ */
@@ -916,6 +1063,102 @@ static void slice_bounds(int64_t n, bool has_lo, int64_t lo, bool has_hi,
 	*out_hi = hi;
 }
 
+/* ---- slices with a run-time bound ------------------------------------------- */
+
+/* x with axis ax moved first (inverse: back from first to ax). */
+static ir_id move_axis(fe_elab *e, ir_id x, int ax, bool is_back, ir_loc loc)
+{
+	int rank = fe_type_of(e, x)->rank;
+	if (ax == 0 || x == IR_NONE)
+		return x;
+	ir_attr a = {0};
+	for (int i = 0; i < rank && i < IR_MAX_RANK; i++)
+		if (is_back)
+			a.permute.perm[i] = (uint8_t)(i == ax ? 0 : i < ax ? i + 1 : i);
+		else
+			a.permute.perm[i] = (uint8_t)(i == 0 ? ax : i - 1 < ax ? i - 1 : i);
+	fe_value v = fe_build(e, IR_OP_PERMUTE, &x, 1, &a, NULL, loc);
+	return v.kind == FE_V_TENSOR ? v.tensor : IR_NONE;
+}
+
+/* Rows lo .. lo + len of x's first axis, static size n, as a gather
+ * (embedding) of arange(lo, lo + len) from x seen as [n, rest]: its
+ * gradient is embedding_grad's scatter, which a slice of a run-time
+ * length into a static axis could not pad. */
+static ir_id gather_rows(fe_elab *e, ir_id x, int64_t lo, ir_dim len,
+			 ir_loc loc)
+{
+	ir_type t = *fe_type_of(e, x), flat = {.rank = 2};
+	flat.dims[0] = t.dims[0];
+	flat.dims[1] = (ir_dim){-1, -1};
+	ir_type it = {.dtype = IR_I32, .rank = 1, .dims = {len}};
+	ir_attr ar = {.arange = {(double)lo, 1}};
+	fe_value idx = fe_build(e, IR_OP_ARANGE, NULL, 0, &ar, &it, loc);
+	fe_value tab = fe_reshape(e, x, &flat, loc);
+	if (idx.kind != FE_V_TENSOR || tab.kind != FE_V_TENSOR)
+		return IR_NONE;
+	ir_id args[2] = {idx.tensor, tab.tensor};
+	fe_value g = fe_build(e, IR_OP_EMBEDDING, args, 2, NULL, NULL, loc);
+	t.dims[0] = len;
+	fe_value r = g.kind == FE_V_TENSOR ? fe_reshape(e, g.tensor, &t, loc) : g;
+	return r.kind == FE_V_TENSOR ? r.tensor : IR_NONE;
+}
+
+ir_id fe_slice_run_time(fe_elab *e, ir_id x, int ax, fe_value lo, fe_value hi,
+			ir_loc loc)
+{
+	char buf[128], dbuf[64];
+	ir_type t = *fe_type_of(e, x);
+	int64_t start;
+	ir_dim len;
+	ir_type_format(e->m, &t, buf, sizeof buf);
+	if (lo.kind == FE_V_DIM) {
+		ir_error(e->ctx, loc, "a slice's start is a number, not a "
+				      "run-time size");
+		return IR_NONE;
+	}
+	fe_value n = fe_binop(e, FE_T_MINUS, hi, lo, false, false, loc);
+	if (!fe_to_int(e, lo, loc, &start) || n.kind == FE_V_ERR ||
+	    !fe_to_dim(e, n, loc, false, &len))
+		return IR_NONE;
+	ir_dim a = t.dims[ax];
+	if (start == 0 && ir_dim_eq(a, len))
+		return x; /* x[0:T] of an axis of size T */
+	if (!ir_dim_is_static(a) || start < 0 || start > a.coef ||
+	    len.coef > a.coef - start) {
+		ir_error(e->ctx, loc, "cannot slice %s rows from %lld of axis %d "
+				      "of [%s]", dim_str(e, len, dbuf, sizeof dbuf),
+			 (long long)start, ax, buf);
+		return IR_NONE;
+	}
+	if (t.dtype != IR_F32) {
+		ir_error(e->ctx, loc, "a slice of run-time length takes an f32 "
+				      "tensor, got [%s] of %s", buf,
+			 ir_dtype_name(t.dtype));
+		return IR_NONE;
+	}
+	if (!ir_module_add_limit(e->m, len, a.coef - start, loc))
+		return IR_NONE;
+	ir_id y = gather_rows(e, move_axis(e, x, ax, false, loc), start, len, loc);
+	return move_axis(e, y, ax, true, loc);
+}
+
+/* Evaluates an optional slice bound x into *v (None if absent); false
+ * if it failed. */
+static bool eval_bound_value(fe_elab *e, const fe_expr *x, fe_value *v)
+{
+	*v = x ? fe_eval(e, x) : fe_none();
+	return v->kind != FE_V_ERR;
+}
+
+/* An optional slice bound x, already evaluated to v, as an integer. */
+static bool bound_int(fe_elab *e, fe_value v, const fe_expr *x, bool *has,
+		      int64_t *out)
+{
+	*has = x != NULL;
+	return !x || fe_to_int(e, v, x->loc, out);
+}
+
 /* Evaluates an optional slice bound. */
 static bool eval_bound(fe_elab *e, const fe_expr *x, bool *has, int64_t *out)
 {
@@ -961,8 +1204,19 @@ static bool index_axis(fe_elab *e, ir_id *cur, int axis, const fe_expr *it,
 	ir_type t = *fe_type_of(e, *cur);
 	int64_t lo = 0, hi = 0, n = t.dims[axis].coef;
 	bool has_lo = true, has_hi = true, is_slice = it->kind == FE_E_SLICE;
-	if (is_slice ? !eval_bound(e, it->slice.lo, &has_lo, &lo) ||
-			       !eval_bound(e, it->slice.hi, &has_hi, &hi)
+	fe_value lv = fe_none(), hv = fe_none();
+	if (is_slice && !(eval_bound_value(e, it->slice.lo, &lv) &&
+			  eval_bound_value(e, it->slice.hi, &hv)))
+		return false;
+	if (is_slice && (lv.kind == FE_V_DIM || hv.kind == FE_V_DIM)) {
+		*drop = false; /* a run-time bound: x[0:T], x[1:T + 1] */
+		*cur = fe_slice_run_time(e, *cur, axis,
+					 lv.kind == FE_V_NONE ? fe_int(0) : lv, hv,
+					 it->loc);
+		return *cur != IR_NONE;
+	}
+	if (is_slice ? !bound_int(e, lv, it->slice.lo, &has_lo, &lo) ||
+			       !bound_int(e, hv, it->slice.hi, &has_hi, &hi)
 		     : !fe_to_int(e, fe_eval(e, it), it->loc, &lo))
 		return false;
 	*drop = !is_slice;

@@ -59,10 +59,12 @@ static bool resolve_dims(ir_ctx *ctx, const ir_module *m, const ir_type *t,
 
 /* ---- binding symbols ------------------------------------------------------ */
 
-/* Binds the symbols in one input's type from its actual dims. */
+/* Binds the symbols in one input's type from its actual dims; a derived
+ * symbol (B*T) is only checked, and only once is_derived says the values
+ * of derived symbols are known. */
 static bool bind_input(ir_ctx *ctx, const ir_module *m, const ir_node *n,
 		       const char *name, const interp_tensor *x,
-		       int64_t *sym_values)
+		       int64_t *sym_values, bool is_derived)
 {
 	const ir_type *t = &n->type;
 	char want[160], got[160];
@@ -83,14 +85,16 @@ static bool bind_input(ir_ctx *ctx, const ir_module *m, const ir_node *n,
 				 want, i);
 			return false;
 		}
-		if (ir_dim_is_static(d))
+		if (ir_dim_is_static(d) ||
+		    (m->syms[d.sym].n_factors > 0) != is_derived)
 			continue;
 		int64_t *s = &sym_values[d.sym];
 		if (*s && *s != v / d.coef) {
 			ir_error(ctx, n->loc, "input '%s' has shape %s, which "
-					      "makes %s = %lld; an earlier input "
-					      "made it %lld", name, got,
-				 m->syms[d.sym].name, (long long)(v / d.coef),
+					      "makes %s = %lld; %s %lld", name,
+				 got, m->syms[d.sym].name, (long long)(v / d.coef),
+				 is_derived ? "its factors make it"
+					    : "an earlier input made it",
 				 (long long)*s);
 			return false;
 		}
@@ -99,12 +103,12 @@ static bool bind_input(ir_ctx *ctx, const ir_module *m, const ir_node *n,
 	return true;
 }
 
-bool interp_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
-		      const interp_tensor *inputs, int64_t *sym_values)
+/* Binds (or, with is_derived, checks) every input's symbols. */
+static bool bind_inputs(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+			const interp_tensor *inputs, int64_t *sym_values,
+			bool is_derived)
 {
 	bool ok = true;
-	for (uint32_t s = 0; s < m->n_syms; s++)
-		sym_values[s] = 0;
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
 		char num[24];
 		snprintf(num, sizeof num, "#%u", i);
@@ -112,17 +116,30 @@ bool interp_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 					   ? f->input_names[i]
 					   : num;
 		if (f->inputs[i] >= f->g.n_nodes) {
-			ir_error(ctx, f->loc, "input '%s' names no node", name);
+			if (!is_derived)
+				ir_error(ctx, f->loc, "input '%s' names no node", name);
 			ok = false;
 			continue;
 		}
 		ok &= bind_input(ctx, m, &f->g.nodes[f->inputs[i]], name,
-				 &inputs[i], sym_values);
+				 &inputs[i], sym_values, is_derived);
 	}
+	return ok;
+}
+
+bool interp_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+		      const interp_tensor *inputs, int64_t *sym_values)
+{
+	for (uint32_t s = 0; s < m->n_syms; s++)
+		sym_values[s] = 0;
+	if (!bind_inputs(ctx, m, f, inputs, sym_values, false))
+		return false;
 	for (uint32_t s = 0; s < m->n_syms; s++)
 		if (!sym_values[s])
 			sym_values[s] = m->syms[s].fallback;
-	return ok;
+	ir_module_derive_syms(m, sym_values);
+	return bind_inputs(ctx, m, f, inputs, sym_values, true) &&
+	       ir_module_check_limits(ctx, m, sym_values);
 }
 
 /* ---- parameter initialization ----------------------------------------------- */
@@ -286,6 +303,8 @@ static bool eval_op(const interp_kernel *k)
 		return leaf_param(k);
 	case IR_OP_CONST:
 		return leaf_const(k);
+	case IR_OP_ARANGE:
+		return interp_k_arange(k);
 	case IR_OP_NEG:
 		return interp_k_unary(k, interp_f_neg, interp_i_neg);
 	case IR_OP_EXP:

@@ -51,7 +51,10 @@ void interp_tensor_print(const interp_tensor *t, FILE *out);
 
 /* Binds the module's symbols: from the inputs' dims against f's input
  * types (reporting a mismatch at the input's location), then from the
- * symbols' fallbacks. sym_values has m->n_syms entries; 0 = unbound. */
+ * symbols' fallbacks; derived symbols (B*T) from their factors, checked
+ * against the inputs that have them; then checks the module's limits
+ * (ir_module_check_limits). sym_values has m->n_syms entries; 0 =
+ * unbound. */
 bool interp_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		      const interp_tensor *inputs, int64_t *sym_values);
 

@@ -202,6 +202,7 @@ bool interp_k_masked_softmax(const interp_kernel *k);
 bool interp_k_layer_norm(const interp_kernel *k);
 bool interp_k_dropout(const interp_kernel *k);
 bool interp_k_embedding(const interp_kernel *k);
+bool interp_k_arange(const interp_kernel *k);
 bool interp_k_one_hot(const interp_kernel *k);
 bool interp_k_embedding_grad(const interp_kernel *k);
 bool interp_k_mse_loss(const interp_kernel *k);

@@ -395,6 +395,17 @@ bool interp_k_embedding(const interp_kernel *k)
 	return true;
 }
 
+/* arange -> [n]: start + i * step at i (i32 results truncated). */
+bool interp_k_arange(const interp_kernel *k)
+{
+	double start = k->node->attr.arange.start;
+	double step = k->node->attr.arange.step;
+	int64_t n = interp_tensor_numel(k->out);
+	for (int64_t i = 0; i < n; i++)
+		interp_st(k->out, i, start + (double)i * step);
+	return true;
+}
+
 /* one_hot(ids) -> [..., n]: 1 at each id, 0 elsewhere and for ids outside
  * [0, n). */
 bool interp_k_one_hot(const interp_kernel *k)

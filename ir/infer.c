@@ -294,6 +294,22 @@ static bool infer_const(const infer_cx *c)
 	return true;
 }
 
+/* arange: its own type, i32 or f32 of rank 1, with a finite start and a
+ * nonzero step. */
+static bool infer_arange(const infer_cx *c)
+{
+	const ir_type *t = &c->n->type;
+	double start = c->n->attr.arange.start, step = c->n->attr.arange.step;
+	if (t->rank != 1 || t->dtype == IR_F64 || !ir_type_is_valid(c->m, t))
+		return fail(c, "type %s is not i32 or f32 of rank 1",
+			    type_str(c->m, t).s);
+	if (!(start == start && step == step && start - start == 0 &&
+	      step - step == 0 && step != 0))
+		return fail(c, "start %g and step %g are not finite and nonzero",
+			    start, step);
+	return true;
+}
+
 /* ---- elementwise ------------------------------------------------------------------ */
 
 /* f32 in and out; NEG and ABS also take i32. */
@@ -557,15 +573,18 @@ static bool infer_embedding_grad(infer_cx *c)
 
 /* ---- reshape ------------------------------------------------------------------------ */
 
-/* A product of dims: coef times the product of n symbols. */
+#define DIM_PROD_MAX (IR_MAX_RANK * IR_SYM_MAX_FACTORS)
+
+/* A product of dims: coef times the product of n base symbols (a derived
+ * symbol counts as its factors, so [B*T, D] and [B, T, D] agree). */
 typedef struct dim_prod {
 	int64_t coef;
 	int n;
-	int32_t syms[IR_MAX_RANK];
+	int32_t syms[DIM_PROD_MAX];
 } dim_prod;
 
 /* The product of t's dims, skipping "infer" dims ({-1, -1}). */
-static bool prod_of(const ir_type *t, dim_prod *p)
+static bool prod_of(const ir_module *m, const ir_type *t, dim_prod *p)
 {
 	p->coef = 1;
 	p->n = 0;
@@ -575,8 +594,11 @@ static bool prod_of(const ir_type *t, dim_prod *p)
 			continue;
 		if (__builtin_mul_overflow(p->coef, d.coef, &p->coef))
 			return false;
-		if (d.sym >= 0)
-			p->syms[p->n++] = d.sym;
+		uint32_t n = (uint32_t)p->n;
+		if (d.sym >= 0 &&
+		    !ir_sym_factors(m, d.sym, p->syms, &n, DIM_PROD_MAX))
+			return false;
+		p->n = (int)n;
 	}
 	return true;
 }
@@ -597,7 +619,7 @@ static bool prod_remove(dim_prod *p, const dim_prod *sub)
 
 /* Solves the target's "infer" dim (if any) so that the element counts of
  * in and *t agree; false if they cannot. */
-static bool reshape_solve(const ir_type *in, ir_type *t)
+static bool reshape_solve(const ir_module *m, const ir_type *in, ir_type *t)
 {
 	int infer_at = -1;
 	for (int i = 0; i < t->rank; i++) {
@@ -608,19 +630,25 @@ static bool reshape_solve(const ir_type *in, ir_type *t)
 			return false;
 	}
 	dim_prod pi, pt;
-	if (!prod_of(in, &pi) || !prod_of(t, &pt))
+	if (!prod_of(m, in, &pi) || !prod_of(m, t, &pt))
 		return false;
 	if (infer_at < 0) {
 		if (pi.coef == 0 || pt.coef == 0)
 			return pi.coef == pt.coef;
 		return pi.coef == pt.coef && pi.n == pt.n && prod_remove(&pi, &pt);
 	}
-	if (pt.coef == 0 || pi.coef % pt.coef != 0 || !prod_remove(&pi, &pt) ||
-	    pi.n > 1)
+	if (pt.coef == 0 || pi.coef % pt.coef != 0 || !prod_remove(&pi, &pt))
 		return false;
 	int64_t q = pi.coef / pt.coef;
-	t->dims[infer_at] = pi.n == 0 || q == 0 ? ir_dim_static(q)
-						: (ir_dim){q, pi.syms[0]};
+	/* Two or more symbols left over: their product symbol, which the
+	 * frontend adds before it builds such a reshape. */
+	int32_t sym = pi.n == 0 ? -1
+				: ir_module_find_product_sym(m, pi.syms,
+							     (uint32_t)pi.n);
+	if (pi.n > 0 && sym < 0)
+		return false;
+	t->dims[infer_at] = sym < 0 || q == 0 ? ir_dim_static(q)
+					      : (ir_dim){q, sym};
 	return true;
 }
 
@@ -635,7 +663,7 @@ static bool infer_reshape(infer_cx *c)
 		if (t.dims[i].sym >= 0 && (uint32_t)t.dims[i].sym >= c->m->n_syms)
 			return fail(c, "target dim %d names unknown symbol %d",
 				    i, t.dims[i].sym);
-	if (!reshape_solve(in, &t) || !ir_type_is_valid(c->m, &t))
+	if (!reshape_solve(c->m, in, &t) || !ir_type_is_valid(c->m, &t))
 		return fail(c, "cannot reshape %s to %s", shape_str(c->m, in).s,
 			    shape_str(c->m, &c->n->type).s);
 	set_type(c, in->dtype, &t);
@@ -850,29 +878,35 @@ static bool infer_cross_entropy_with_grad(infer_cx *c)
 
 /* ---- fused attention ------------------------------------------------------------------- */
 
-bool ir_type_numel_dim(const ir_type *t, ir_dim *out)
+bool ir_type_numel_dim(const ir_module *m, const ir_type *t, ir_dim *out)
 {
+	int32_t syms[IR_MAX_RANK];
+	uint32_t n = 0;
 	ir_dim r = ir_dim_static(1);
 	for (int i = 0; i < t->rank; i++) {
 		ir_dim d = t->dims[i];
-		if (!ir_dim_is_static(d) && !ir_dim_is_static(r) && r.coef != 0)
-			return false;
 		if (!dim_mul(r, d.coef, &r))
 			return false;
-		if (!ir_dim_is_static(d) && r.coef != 0)
-			r.sym = d.sym;
+		if (!ir_dim_is_static(d) && d.coef != 0)
+			syms[n++] = d.sym;
 	}
+	if (r.coef != 0 && n == 1)
+		r.sym = syms[0];
+	else if (r.coef != 0 && n > 1) /* [B, T, 4]: 4*B*T, if m has B*T */
+		r.sym = m ? ir_module_find_product_sym(m, syms, n) : -1;
+	if (r.coef != 0 && n > 0 && r.sym < 0)
+		return false;
 	*out = r;
 	return true;
 }
 
-bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
-			    const ir_type *v, ir_dim *out)
+bool ir_attention_grad_size(const ir_module *m, const ir_type *q,
+			    const ir_type *k, const ir_type *v, ir_dim *out)
 {
 	const ir_type *ts[3] = {q, k, v};
 	ir_dim total = ir_dim_static(0), part;
 	for (int i = 0; i < 3; i++)
-		if (!ir_type_numel_dim(ts[i], &part) || !concat_add(&total, part))
+		if (!ir_type_numel_dim(m, ts[i], &part) || !concat_add(&total, part))
 			return false;
 	*out = total;
 	return true;
@@ -999,7 +1033,7 @@ static bool infer_fused_attention_grad(infer_cx *c)
 	if (!attention_grad_operand(c, has_valid ? 4 : 3, 2))
 		return false;
 	ir_dim total;
-	if (!ir_attention_grad_size(q, arg_type(c, 1), v, &total))
+	if (!ir_attention_grad_size(c->m, q, arg_type(c, 1), v, &total))
 		return fail(c, "the sizes of queries %s, keys %s and values %s "
 			       "do not add up to one dimension (at most one "
 			       "run-time size, the same in all)",
@@ -1012,15 +1046,15 @@ static bool infer_fused_attention_grad(infer_cx *c)
 
 /* ---- fused additive attention ------------------------------------------------------------ */
 
-bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
-			   const ir_type *v, ir_dim *out)
+bool ir_additive_grad_size(const ir_module *m, const ir_type *qp,
+			   const ir_type *kp, const ir_type *v, ir_dim *out)
 {
 	ir_type wv = {.dtype = IR_F32, .rank = 2,
 		      .dims = {qp->dims[0], qp->dims[2]}};
 	const ir_type *ts[4] = {qp, kp, &wv, v};
 	ir_dim total = ir_dim_static(0), part;
 	for (int i = 0; i < 4; i++)
-		if (!ir_type_numel_dim(ts[i], &part) || !concat_add(&total, part))
+		if (!ir_type_numel_dim(m, ts[i], &part) || !concat_add(&total, part))
 			return false;
 	*out = total;
 	return true;
@@ -1098,7 +1132,7 @@ static bool infer_fused_additive_attention_grad(infer_cx *c)
 	if (!attention_grad_operand(c, has_valid ? 5 : 4, 3))
 		return false;
 	ir_dim total;
-	if (!ir_additive_grad_size(q, k, v, &total))
+	if (!ir_additive_grad_size(c->m, q, k, v, &total))
 		return fail(c, "the sizes of query projections %s, key "
 			       "projections %s and values %s do not add up to "
 			       "one dimension (at most one run-time size, the "
@@ -1121,6 +1155,8 @@ static bool infer_op(infer_cx *c)
 		return infer_param(c);
 	case IR_OP_CONST:
 		return infer_const(c);
+	case IR_OP_ARANGE:
+		return infer_arange(c);
 	case IR_OP_NEG:
 	case IR_OP_ABS:
 		return infer_unary(c, true);

@@ -387,6 +387,7 @@ void ir_module_destroy(ir_module *m)
 		ir_graph_fini(ctx, &m->funcs[i]->g);
 	ir_free(ctx, m->funcs);
 	ir_free(ctx, m->syms);
+	ir_free(ctx, m->limits);
 	ir_free(ctx, m->params);
 	ir_free(ctx, m->consts);
 	ir_free(ctx, m->train);
@@ -413,8 +414,147 @@ int32_t ir_module_add_sym(ir_module *m, const char *name, ir_loc loc)
 	const char *s = ir_arena_strdup(&m->arena, name);
 	if (!s)
 		return -1;
-	m->syms[m->n_syms] = (ir_sym){s, 0, loc};
+	m->syms[m->n_syms] = (ir_sym){.name = s, .loc = loc};
 	return (int32_t)m->n_syms++;
+}
+
+bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out,
+		    uint32_t *n, uint32_t cap)
+{
+	const ir_sym *s = &m->syms[sym];
+	uint32_t k = s->n_factors ? s->n_factors : 1;
+	if (*n + k > cap)
+		return false;
+	for (uint32_t i = 0; i < k; i++)
+		out[(*n)++] = s->n_factors ? s->factors[i] : sym;
+	return true;
+}
+
+/* The base factors of syms[0 .. n), sorted; false past the limit. */
+static bool sorted_factors(const ir_module *m, const int32_t *syms,
+			   uint32_t n, int32_t *out, uint32_t *n_out)
+{
+	*n_out = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (!ir_sym_factors(m, syms[i], out, n_out, IR_SYM_MAX_FACTORS))
+			return false;
+	for (uint32_t i = 1; i < *n_out; i++)
+		for (uint32_t j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			int32_t t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return true;
+}
+
+static int32_t find_factors(const ir_module *m, const int32_t *f, uint32_t n)
+{
+	if (n == 1)
+		return f[0];
+	for (uint32_t i = 0; i < m->n_syms; i++)
+		if (m->syms[i].n_factors == n &&
+		    memcmp(m->syms[i].factors, f, n * sizeof *f) == 0)
+			return (int32_t)i;
+	return -1;
+}
+
+int32_t ir_module_find_product_sym(const ir_module *m, const int32_t *syms,
+				   uint32_t n)
+{
+	int32_t f[IR_SYM_MAX_FACTORS];
+	uint32_t nf;
+	if (n == 0 || !sorted_factors(m, syms, n, f, &nf))
+		return -1;
+	return find_factors(m, f, nf);
+}
+
+/* "B*T" for the factors f[0 .. n), in the module's arena. */
+static const char *product_name(ir_module *m, const int32_t *f, uint32_t n)
+{
+	size_t len = 0;
+	for (uint32_t i = 0; i < n; i++)
+		len += strlen(m->syms[f[i]].name) + 1;
+	char *s = ir_arena_alloc(&m->arena, len);
+	if (!s)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		if (i)
+			strcat(s, "*");
+		strcat(s, m->syms[f[i]].name);
+	}
+	return s;
+}
+
+int32_t ir_module_product_sym(ir_module *m, const int32_t *syms, uint32_t n,
+			      ir_loc loc)
+{
+	int32_t f[IR_SYM_MAX_FACTORS];
+	uint32_t nf;
+	if (n == 0 || !sorted_factors(m, syms, n, f, &nf))
+		return -1;
+	int32_t i = find_factors(m, f, nf);
+	if (i >= 0)
+		return i;
+	const char *name = product_name(m, f, nf);
+	if (!name || !ir_grow(m->ctx, (void **)&m->syms, &m->syms_cap,
+			      m->n_syms + 1, sizeof *m->syms))
+		return -1;
+	ir_sym *s = &m->syms[m->n_syms];
+	*s = (ir_sym){.name = name, .loc = loc, .n_factors = nf};
+	memcpy(s->factors, f, nf * sizeof *f);
+	return (int32_t)m->n_syms++;
+}
+
+void ir_module_derive_syms(const ir_module *m, int64_t *values)
+{
+	for (uint32_t i = 0; i < m->n_syms; i++) {
+		const ir_sym *s = &m->syms[i];
+		if (!s->n_factors)
+			continue;
+		int64_t v = 1;
+		for (uint32_t k = 0; k < s->n_factors && v; k++)
+			if (__builtin_mul_overflow(v, values[s->factors[k]], &v))
+				v = 0;
+		values[i] = v;
+	}
+}
+
+bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc)
+{
+	for (uint32_t i = 0; i < m->n_limits; i++) {
+		ir_limit *l = &m->limits[i];
+		if (ir_dim_eq(l->size, size) && l->max == max)
+			return true;
+	}
+	if (!ir_grow(m->ctx, (void **)&m->limits, &m->limits_cap,
+		     m->n_limits + 1, sizeof *m->limits))
+		return false;
+	m->limits[m->n_limits++] = (ir_limit){size, max, loc};
+	return true;
+}
+
+bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
+			    const int64_t *values)
+{
+	bool ok = true;
+	for (uint32_t i = 0; i < m->n_limits; i++) {
+		const ir_limit *l = &m->limits[i];
+		int64_t n;
+		if (values[l->size.sym] <= 0)
+			continue; /* unbound: checked when it is bound */
+		if (__builtin_mul_overflow(values[l->size.sym], l->size.coef, &n))
+			n = INT64_MAX;
+		if (n > l->max) {
+			char s[64];
+			ir_type t = {.rank = 1, .dims = {l->size}};
+			ir_type_format(m, &t, s, sizeof s);
+			ir_error(ctx, l->loc, "%s = %lld is more than %lld, the "
+				 "most this slice allows", s, (long long)n,
+				 (long long)l->max);
+			ok = false;
+		}
+	}
+	return ok;
 }
 
 int32_t ir_module_find_param(const ir_module *m, const char *name)

@@ -4,7 +4,8 @@
  *
  * Nodes live in an array in their graph and refer to each other by 32-bit
  * index (ir_id). Every node has a dtype, a shape whose dimensions are
- * static or a multiple of one run-time symbol (B, 4*B, V), and the `.g`
+ * static or a multiple of one run-time symbol (B, 4*B, V, where a symbol
+ * may be a product of others: 2*B*T), and the `.g`
  * source location it came from. Analyses keep their results in side
  * arrays indexed by ir_id.
  *
@@ -47,6 +48,7 @@ typedef enum ir_attr_kind {
 	IR_ATTR_REPS,       /* repeat: repetitions per axis */
 	IR_ATTR_INTERLEAVE, /* repeat_interleave: axis and count */
 	IR_ATTR_ATTENTION,  /* fused_attention(_grad): scale, fill, dropout */
+	IR_ATTR_ARANGE,     /* arange: first value and step */
 } ir_attr_kind;
 
 enum {
@@ -221,6 +223,7 @@ typedef union ir_attr {
 	 * to fill, dropout p (0 = none) with its random stream; heads >= 1
 	 * heads side by side in the operands' last axis (docs/ops.md). */
 	struct { double scale, fill, p; uint32_t stream, heads; } attention;
+	struct { double start, step; } arange;    /* IR_ATTR_ARANGE */
 } ir_attr;
 
 /* ---- nodes and graphs ------------------------------------------------------- */
@@ -252,11 +255,30 @@ static inline ir_id ir_arg(const ir_graph *g, ir_id node, uint32_t i)
 
 /* ---- module ------------------------------------------------------------------ */
 
+#define IR_SYM_MAX_FACTORS 4
+
+/* A run-time size. A base symbol (n_factors 0) is bound from the inputs,
+ * the command line or its fallback; a derived one is the product of
+ * n_factors >= 2 base symbols (factors sorted by index, repeats allowed),
+ * its value computed from theirs (ir_module_derive_syms) and its name
+ * their names joined by '*' ("B*T"), so that B*T and T*B are one symbol
+ * and a dim holds B*T as one symbol times a coefficient. */
 typedef struct ir_sym {
-	const char *name; /* B, V_src, ... */
+	const char *name; /* B, V_src, B*T, ... */
 	int64_t fallback; /* value when nothing binds it (`dim V = 184`); 0 = none */
 	ir_loc loc;
+	uint32_t n_factors;
+	int32_t factors[IR_SYM_MAX_FACTORS];
 } ir_sym;
+
+/* A bound a run-time size must keep: size (coef * symbol) <= max, as a
+ * slice of a static axis with a run-time length needs; checked whenever
+ * symbols are bound (ir_module_check_limits), reported at loc. */
+typedef struct ir_limit {
+	ir_dim size;
+	int64_t max;
+	ir_loc loc;
+} ir_limit;
 
 typedef enum ir_init_kind {
 	IR_INIT_ZEROS,
@@ -318,6 +340,8 @@ typedef struct ir_module {
 
 	ir_sym *syms;
 	uint32_t n_syms, syms_cap;
+	ir_limit *limits;
+	uint32_t n_limits, limits_cap;
 	ir_param *params;
 	uint32_t n_params, params_cap;
 	ir_const *consts;
@@ -335,6 +359,29 @@ void ir_module_destroy(ir_module *m);
 /* Returns the symbol's index, adding it if new. */
 int32_t ir_module_add_sym(ir_module *m, const char *name, ir_loc loc);
 int32_t ir_module_find_sym(const ir_module *m, const char *name);
+/* The symbol that is the product of syms[0 .. n) (each base or derived):
+ * one of them when n == 1, else the derived symbol of their base factors,
+ * added (at loc) if new. Returns -1 on OOM or if it would have more than
+ * IR_SYM_MAX_FACTORS factors. ir_module_find_product_sym only looks it up
+ * (-1 if absent). */
+int32_t ir_module_product_sym(ir_module *m, const int32_t *syms, uint32_t n,
+			      ir_loc loc);
+int32_t ir_module_find_product_sym(const ir_module *m, const int32_t *syms,
+				   uint32_t n);
+/* Appends sym's base factors (itself if base) to out[*n ..); false if
+ * that would pass cap. */
+bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out,
+		    uint32_t *n, uint32_t cap);
+/* Sets each derived symbol's value in values (m->n_syms entries) to the
+ * product of its factors' values: 0 (unbound) when a factor is 0 or the
+ * product overflows. Call after binding the base symbols. */
+void ir_module_derive_syms(const ir_module *m, int64_t *values);
+/* Adds a limit (size <= max, reported at loc); false on OOM. */
+bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc);
+/* Reports every limit that values break, at the limit's location (an
+ * unbound symbol, value 0, breaks none); true if none is broken. */
+bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
+			    const int64_t *values);
 /* Adds a parameter (name copied); returns its index or -1 on OOM. */
 int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
 			    ir_init_kind init, double a, double b, ir_loc loc);
@@ -376,21 +423,22 @@ bool ir_infer_type(ir_ctx *ctx, const ir_module *m, const ir_graph *g,
 		   ir_node *node);
 
 /* The number of elements of t as one dim, if it is one: false when two
- * or more of its dims are run-time sizes. */
-bool ir_type_numel_dim(const ir_type *t, ir_dim *out);
+ * or more of its dims are run-time sizes whose product is not a symbol of
+ * m (m NULL: no products), as [B, T, 4] without a B*T. */
+bool ir_type_numel_dim(const ir_module *m, const ir_type *t, ir_dim *out);
 /* The length of fused_attention_grad's packed result for operands of
  * types q, k, v: numel(q) + numel(k) + numel(v) as one dim. False if the
- * sum is not one (it would involve two run-time sizes, or a run-time size
- * and a static remainder). */
-bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
-			    const ir_type *v, ir_dim *out);
+ * sum is not one (it would involve two run-time sizes that are not one
+ * product symbol of m, or a run-time size and a static remainder). */
+bool ir_attention_grad_size(const ir_module *m, const ir_type *q,
+			    const ir_type *k, const ir_type *v, ir_dim *out);
 /* The length of fused_additive_attention_grad's packed result for
  * operands of types qp (N, Q, H), kp (N, K, H) and v (N, K, dv):
  * numel(qp) + numel(kp) + N*H + numel(v) as one dim (dwv's N per-batch
  * parts sit between dkp and dv). False if the sum is not one, as for
  * ir_attention_grad_size. */
-bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
-			   const ir_type *v, ir_dim *out);
+bool ir_additive_grad_size(const ir_module *m, const ir_type *qp,
+			   const ir_type *kp, const ir_type *v, ir_dim *out);
 
 /* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,

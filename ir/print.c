@@ -149,6 +149,24 @@ static void pr_name(printer *p, const char *s)
 		pr_string(p, s);
 }
 
+/* A symbol's name; a derived one as its factors' names: B*T. */
+static void pr_sym(printer *p, int32_t sym)
+{
+	const ir_sym *s = &p->m->syms[sym];
+	if (!s->n_factors) {
+		pr_name(p, s->name);
+		return;
+	}
+	for (uint32_t i = 0; i < s->n_factors && i < IR_SYM_MAX_FACTORS; i++) {
+		if (i)
+			pr(p, "*");
+		if ((uint32_t)s->factors[i] < p->m->n_syms)
+			pr_name(p, p->m->syms[s->factors[i]].name);
+		else
+			pr(p, "<bad symbol %d>", s->factors[i]);
+	}
+}
+
 static void pr_dim(printer *p, ir_dim d)
 {
 	if (ir_dim_is_static(d)) {
@@ -157,10 +175,11 @@ static void pr_dim(printer *p, ir_dim d)
 	}
 	if (d.coef != 1)
 		pr(p, "%lld*", (long long)d.coef);
-	if ((uint32_t)d.sym < p->m->n_syms)
-		pr_name(p, p->m->syms[d.sym].name);
-	else
+	if ((uint32_t)d.sym >= p->m->n_syms) {
 		pr(p, "<bad symbol %d>", d.sym);
+		return;
+	}
+	pr_sym(p, d.sym);
 }
 
 static void pr_type(printer *p, const ir_type *t)
@@ -249,10 +268,18 @@ static void print_syms(printer *p)
 	for (uint32_t i = 0; i < p->m->n_syms; i++) {
 		const ir_sym *s = &p->m->syms[i];
 		pr(p, "sym ");
-		pr_name(p, s->name);
+		pr_sym(p, (int32_t)i);
 		if (s->fallback)
 			pr(p, " = %lld", (long long)s->fallback);
 		pr_loc(p, s->loc);
+		pr_nl(p);
+	}
+	for (uint32_t i = 0; i < p->m->n_limits; i++) {
+		const ir_limit *l = &p->m->limits[i];
+		pr(p, "limit ");
+		pr_dim(p, l->size);
+		pr(p, " max %lld", (long long)l->max);
+		pr_loc(p, l->loc);
 		pr_nl(p);
 	}
 }
@@ -469,6 +496,13 @@ static void print_attrs(printer *p, const ir_node *n)
 		pr(p, ", stream=%u", a->attention.stream);
 		if (a->attention.heads != 1)
 			pr(p, ", heads=%u", a->attention.heads);
+		pr(p, "}");
+		return;
+	case IR_ATTR_ARANGE:
+		pr(p, " {start=");
+		pr_double(p, a->arange.start);
+		pr(p, ", step=");
+		pr_double(p, a->arange.step);
 		pr(p, "}");
 		return;
 	}

@@ -518,7 +518,33 @@ static bool parse_loc(reader *r, ir_loc *loc)
 	       parse_u32(r, &loc->col) && expect(r, ')');
 }
 
-/* dim = INT [ "*" name ] | name */
+/* syms = name { "*" name }: the product of the named symbols, which must
+ * be declared. */
+static bool parse_sym_product(reader *r, int32_t *sym)
+{
+	int32_t f[IR_SYM_MAX_FACTORS];
+	token first = r->tok;
+	uint32_t n = 0;
+	do {
+		token t = r->tok;
+		char *name = parse_name(r, "a dimension");
+		if (!name)
+			return false;
+		if (n == IR_SYM_MAX_FACTORS)
+			return rerr_at(r, &t, "a product of more than %d symbols",
+				       IR_SYM_MAX_FACTORS);
+		f[n] = ir_module_find_sym(r->m, name);
+		if (f[n] < 0)
+			return rerr_at(r, &t, "unknown symbol '%s'", name);
+		n++;
+	} while (accept(r, '*'));
+	*sym = ir_module_find_product_sym(r->m, f, n);
+	if (*sym < 0)
+		return rerr_at(r, &first, "no 'sym' line declares this product");
+	return true;
+}
+
+/* dim = INT [ "*" syms ] | syms */
 static bool parse_dim(reader *r, ir_dim *d)
 {
 	*d = ir_dim_static(1);
@@ -528,14 +554,7 @@ static bool parse_dim(reader *r, ir_dim *d)
 		if (!accept(r, '*'))
 			return true;
 	}
-	token t = r->tok;
-	char *name = parse_name(r, "a dimension");
-	if (!name)
-		return false;
-	d->sym = ir_module_find_sym(r->m, name);
-	if (d->sym < 0)
-		return rerr_at(r, &t, "unknown symbol '%s'", name);
-	return true;
+	return parse_sym_product(r, &d->sym);
 }
 
 /* type = ("f32" | "i32" | "f64") "[" [ dim { "," dim } ] "]" */
@@ -590,7 +609,39 @@ static bool parse_streams(reader *r)
 	return parse_u32(r, &r->m->n_dropout_streams) && expect_nl(r);
 }
 
-/* "sym" name [ "=" INT ] [ loc ] NL */
+/* The rest of "sym" name "*" name ...: a derived symbol, the product of
+ * declared base symbols, first the one whose name was just read. */
+static bool parse_derived_sym(reader *r, const char *first, token at)
+{
+	int32_t f[IR_SYM_MAX_FACTORS];
+	uint32_t n = 0;
+	const char *name = first;
+	for (;;) {
+		if (n == IR_SYM_MAX_FACTORS)
+			return rerr_at(r, &at, "a product of more than %d symbols",
+				       IR_SYM_MAX_FACTORS);
+		f[n] = ir_module_find_sym(r->m, name);
+		if (f[n] < 0 || r->m->syms[f[n]].n_factors)
+			return rerr_at(r, &at, "'%s' is not a declared symbol", name);
+		n++;
+		if (!accept(r, '*'))
+			break;
+		at = r->tok;
+		if (!(name = parse_name(r, "a symbol name")))
+			return false;
+	}
+	if (ir_module_find_product_sym(r->m, f, n) >= 0)
+		return rerr_at(r, &at, "symbol product declared twice");
+	ir_loc loc;
+	if (!parse_loc(r, &loc))
+		return false;
+	if (ir_module_product_sym(r->m, f, n, loc) < 0)
+		return oom(r);
+	return expect_nl(r);
+}
+
+/* "sym" name [ "=" INT ] [ loc ] NL
+ * | "sym" name "*" name { "*" name } [ loc ] NL */
 static bool parse_sym(reader *r)
 {
 	next(r);
@@ -598,6 +649,8 @@ static bool parse_sym(reader *r)
 	char *name = parse_name(r, "a symbol name");
 	if (!name)
 		return false;
+	if (is_punct(r, '*'))
+		return parse_derived_sym(r, name, t);
 	if (ir_module_find_sym(r->m, name) >= 0)
 		return rerr_at(r, &t, "symbol '%s' declared twice", name);
 	int64_t fallback = 0;
@@ -610,6 +663,28 @@ static bool parse_sym(reader *r)
 	if (i < 0)
 		return oom(r);
 	r->m->syms[i].fallback = fallback;
+	return expect_nl(r);
+}
+
+/* "limit" dim "max" INT [ loc ] NL */
+static bool parse_limit(reader *r)
+{
+	next(r);
+	token t = r->tok;
+	ir_dim d;
+	int64_t max;
+	ir_loc loc;
+	if (!parse_dim(r, &d))
+		return false;
+	if (ir_dim_is_static(d))
+		return rerr_at(r, &t, "a limit is on a run-time size");
+	if (!is_word(r, "max"))
+		return expected(r, "'max'");
+	next(r);
+	if (!parse_int_in(r, 0, INT64_MAX, &max) || !parse_loc(r, &loc))
+		return false;
+	if (!ir_module_add_limit(r->m, d, max, loc))
+		return oom(r);
 	return expect_nl(r);
 }
 
@@ -1032,6 +1107,10 @@ static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
 		       attr_key(r, "n", false) && parse_i64(r, &a->interleave.n);
 	case IR_ATTR_ATTENTION:
 		return parse_attention(r, a);
+	case IR_ATTR_ARANGE:
+		return attr_key(r, "start", true) &&
+		       parse_double(r, &a->arange.start) &&
+		       attr_key(r, "step", false) && parse_double(r, &a->arange.step);
 	}
 	return expected(r, "attributes");
 }
@@ -1196,7 +1275,8 @@ static bool parse_return(reader *r, func_parts *p)
 
 static bool is_toplevel_word(const reader *r)
 {
-	return is_word(r, "sym") || is_word(r, "param") || is_word(r, "train") ||
+	return is_word(r, "sym") || is_word(r, "limit") || is_word(r, "param") ||
+	       is_word(r, "train") ||
 	       is_word(r, "func") || is_word(r, "export") || is_word(r, "const");
 }
 
@@ -1474,6 +1554,8 @@ static bool parse_item(reader *r)
 {
 	if (is_word(r, "sym"))
 		return parse_sym(r);
+	if (is_word(r, "limit"))
+		return parse_limit(r);
 	if (is_word(r, "param"))
 		return parse_param(r);
 	if (is_word(r, "train"))

@@ -51,6 +51,26 @@ static bool name_ok(const char *s)
 
 /* ---- module tables -------------------------------------------------------- */
 
+/* A derived symbol: 2..IR_SYM_MAX_FACTORS base symbols declared before
+ * it, sorted, with no fallback. */
+static void verify_factors(verifier *v, uint32_t i)
+{
+	const ir_sym *s = &v->m->syms[i];
+	if (!s->n_factors)
+		return;
+	bool ok = s->n_factors >= 2 && s->n_factors <= IR_SYM_MAX_FACTORS &&
+		  !s->fallback;
+	for (uint32_t k = 0; ok && k < s->n_factors; k++) {
+		int32_t f = s->factors[k];
+		ok = f >= 0 && (uint32_t)f < i && !v->m->syms[f].n_factors &&
+		     (k == 0 || s->factors[k - 1] <= f);
+	}
+	if (!ok)
+		vfail(v, s->loc, "symbol %s is not a product of 2 to %d sorted "
+				 "base symbols declared before it", s->name,
+		      IR_SYM_MAX_FACTORS);
+}
+
 static void verify_syms(verifier *v)
 {
 	const ir_module *m = v->m;
@@ -68,6 +88,14 @@ static void verify_syms(verifier *v)
 			    strcmp(m->syms[j].name, s->name) == 0)
 				vfail(v, s->loc, "symbol %s is declared twice",
 				      s->name);
+		verify_factors(v, i);
+	}
+	for (uint32_t i = 0; i < m->n_limits; i++) {
+		const ir_limit *l = &m->limits[i];
+		if (ir_dim_is_static(l->size) || l->size.coef < 1 ||
+		    (uint32_t)l->size.sym >= m->n_syms || l->max < 0)
+			vfail(v, l->loc, "limit %u is not a run-time size and a "
+					 "maximum >= 0", i);
 	}
 }
 

@@ -86,6 +86,9 @@ static uint64_t hash_attr(uint64_t h, ir_op op, const ir_attr *a, int rank)
 		h = HASH_FIELD(h, a->attention.p);
 		h = HASH_FIELD(h, a->attention.heads);
 		return HASH_FIELD(h, a->attention.stream);
+	case IR_ATTR_ARANGE:
+		h = HASH_FIELD(h, a->arange.start);
+		return HASH_FIELD(h, a->arange.step);
 	}
 	return h;
 }
@@ -132,6 +135,8 @@ static bool attr_equal(ir_op op, const ir_attr *a, const ir_attr *b, int rank)
 		return SAME(attention.scale) && SAME(attention.fill) &&
 		       SAME(attention.p) && SAME(attention.stream) &&
 		       SAME(attention.heads);
+	case IR_ATTR_ARANGE:
+		return SAME(arange.start) && SAME(arange.step);
 	}
 	return false;
 }

@@ -181,10 +181,10 @@ static ir_id emit_part(fa_rebuild *r, uint32_t mi, fa_part which, ir_id x)
 	int64_t off = 0;
 	ir_dim part;
 	for (int i = 0; i < (int)which; i++) {
-		ir_type_numel_dim(ts[i], &part);
+		ir_type_numel_dim(r->m, ts[i], &part);
 		off += part.coef;
 	}
-	ir_type_numel_dim(ts[which], &part);
+	ir_type_numel_dim(r->m, ts[which], &part);
 	ir_attr sl;
 	memset(&sl, 0, sizeof sl);
 	sl.slice.start = off;

@@ -343,7 +343,7 @@ static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 	projection_types(c, &qt, &kt);
 	if (!features_used_by_chain(c))
 		return false;
-	if (!ir_additive_grad_size(&qt, &kt, type_of(c, mt->v), &size))
+	if (!ir_additive_grad_size(c->v.m, &qt, &kt, type_of(c, mt->v), &size))
 		return fz_nope(&c->v,
 			       "its gradient would not fit one packed tensor: "
 			       "the operands have more than one run-time size");

@@ -109,7 +109,8 @@ static ir_id emit_part(fz_rebuild *r, uint32_t mi, fz_role role, ir_id x)
 	const ir_graph *og = &r->b.f->g;
 	ir_dim part[3];
 	for (int i = 0; i < 3; i++)
-		ir_type_numel_dim(&og->nodes[i == 0 ? mt->q : i == 1 ? mt->k : mt->v].type,
+		ir_type_numel_dim(r->b.m,
+				  &og->nodes[i == 0 ? mt->q : i == 1 ? mt->k : mt->v].type,
 				  &part[i]);
 	int which = role == ROLE_DQ ? 0 : role == ROLE_DK ? 1 : 2;
 	int64_t off = 0;

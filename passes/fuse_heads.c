@@ -209,6 +209,7 @@ typedef struct fh_act {
 } fh_act;
 
 typedef struct fh_pass {
+	const ir_module *m;
 	const ir_func *f;
 	fz_uses u;
 	fh_act *act;
@@ -259,7 +260,8 @@ static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd,
 	int part = -1;
 	for (int i = 0; i < 3 && part < 0 && sn->op == IR_OP_SLICE; i++) {
 		ir_dim len;
-		ir_type_numel_dim(&node(f, ir_arg(&f->g, x, (uint32_t)i))->type, &len);
+		ir_type_numel_dim(p->m, &node(f, ir_arg(&f->g, x, (uint32_t)i))->type,
+				  &len);
 		if (sn->attr.slice.axis == 0 && sn->attr.slice.step == 1 &&
 		    sn->attr.slice.start == off && sn->attr.slice.end == off + len.coef)
 			part = i;
@@ -404,7 +406,7 @@ static bool rebuild(ir_module *m, ir_func *f, const fh_pass *p, ir_id *map)
 static bool heads_func(ir_module *m, ir_func *f)
 {
 	uint32_t nn = f->g.n_nodes;
-	fh_pass p = {.f = f};
+	fh_pass p = {.m = m, .f = f};
 	p.act = ir_alloc(m->ctx, (nn + 1) * sizeof *p.act);
 	p.recs = ir_alloc(m->ctx, (nn + 1) * sizeof *p.recs);
 	ir_id *map = ir_alloc(m->ctx, (nn + 1) * sizeof *map);

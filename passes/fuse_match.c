@@ -623,7 +623,7 @@ static bool match_grad(const cx *c, const ir_id *bwd, uint32_t n_bwd)
 			return fz_not_grad(&c->v, w);
 	}
 	ir_dim size;
-	if (!ir_attention_grad_size(&fz_node(&c->v, mt->q)->type,
+	if (!ir_attention_grad_size(c->v.m, &fz_node(&c->v, mt->q)->type,
 				    &fz_node(&c->v, mt->k)->type,
 				    &fz_node(&c->v, mt->v)->type, &size))
 		return fz_nope(&c->v,

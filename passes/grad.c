@@ -130,6 +130,7 @@ static void grad_nothing(pass_ad *ad, ir_id y, ir_id g)
 #define grad_INPUT grad_nothing
 #define grad_PARAM grad_nothing /* collected by the pass */
 #define grad_CONST grad_nothing
+#define grad_ARANGE grad_nothing
 #define grad_LT grad_nothing
 #define grad_LE grad_nothing
 #define grad_GT grad_nothing
@@ -735,7 +736,7 @@ static void grad_FUSED_ADDITIVE_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 	if (!wants(ad, y, 0) && !wants(ad, y, 1) && !wants(ad, y, 2) &&
 	    !wants(ad, y, 3))
 		return;
-	if (!ir_additive_grad_size(&t[0], &t[1], &t[3], &size)) {
+	if (!ir_additive_grad_size(ad->m, &t[0], &t[1], &t[3], &size)) {
 		grad_additive_unfused(ad, y, g);
 		return;
 	}
@@ -751,7 +752,7 @@ static void grad_FUSED_ADDITIVE_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 	int64_t off = 0;
 	for (uint32_t i = 0; i < 4; i++) {
 		const ir_type *pt = i == 2 ? &wn : &t[i];
-		ir_type_numel_dim(pt, &part); /* in the sum's units */
+		ir_type_numel_dim(ad->m, pt, &part); /* in the sum's units */
 		ir_id x = wants(ad, y, i) ? unpack(ad, pk, off, part.coef, pt)
 					  : IR_NONE;
 		if (x != IR_NONE && i == 2)
@@ -877,7 +878,7 @@ static void grad_FUSED_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 		t[i] = pass_ad_type(ad, arg(ad, y, i));
 	if (!wants(ad, y, 0) && !wants(ad, y, 1) && !wants(ad, y, 2))
 		return;
-	if (!ir_attention_grad_size(&t[0], &t[1], &t[2], &size)) {
+	if (!ir_attention_grad_size(ad->m, &t[0], &t[1], &t[2], &size)) {
 		grad_attention_unfused(ad, y, g);
 		return;
 	}
@@ -889,7 +890,7 @@ static void grad_FUSED_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 			       n.n_args + 1, &n.attr);
 	int64_t off = 0;
 	for (uint32_t i = 0; i < 3; i++) {
-		ir_type_numel_dim(&t[i], &part); /* in the sum's units */
+		ir_type_numel_dim(ad->m, &t[i], &part); /* in the sum's units */
 		if (wants(ad, y, i))
 			pass_ad_accum(ad, arg(ad, y, i),
 				      unpack(ad, pk, off, part.coef, &t[i]));

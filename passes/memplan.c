@@ -112,6 +112,22 @@ uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 
 /* ---- planning a function -------------------------------------------------- */
 
+/* A symbol's value: bound, else its fallback, else 1; a derived one
+ * (B*T) is its factors' product. */
+static int64_t sym_value(const ir_module *m, int32_t sym,
+			 const int64_t *sym_values)
+{
+	const ir_sym *s = &m->syms[sym];
+	if (sym_values)
+		return sym_values[sym];
+	if (!s->n_factors)
+		return s->fallback ? s->fallback : 1;
+	int64_t v = 1;
+	for (uint32_t k = 0; k < s->n_factors; k++)
+		v *= sym_value(m, s->factors[k], NULL);
+	return v;
+}
+
 uint64_t pass_type_bytes(const ir_module *m, const ir_type *t,
 			 const int64_t *sym_values)
 {
@@ -120,9 +136,7 @@ uint64_t pass_type_bytes(const ir_module *m, const ir_type *t,
 		ir_dim d = t->dims[i];
 		int64_t v = 1;
 		if (!ir_dim_is_static(d))
-			v = sym_values		     ? sym_values[d.sym]
-			    : m->syms[d.sym].fallback ? m->syms[d.sym].fallback
-						      : 1;
+			v = sym_value(m, d.sym, sym_values);
 		n *= (uint64_t)(d.coef * v);
 	}
 	return n;

@@ -185,6 +185,7 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:
 	case IR_OP_CONST:
+	case IR_OP_ARANGE:
 	case IR_OP_EXP:
 	case IR_OP_LOG:
 	case IR_OP_TANH:

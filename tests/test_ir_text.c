@@ -378,6 +378,17 @@ static ir_module *full_module(builder *b)
 	ir_id so = add_layout(b, sel);
 	ir_attr c1 = {.const_index = c[1]};
 	node(b, IR_OP_CONST, NULL, 0, &c1, &b->m->consts[c[1]].type);
+	/* A derived symbol B*V (T*B order on purpose), a limit on it and an
+	 * arange of its length. */
+	int32_t bv[] = {V, B};
+	int32_t BV = ir_module_product_sym(b->m, bv, 2, (ir_loc){b->src, 3, 2});
+	ck_assert_int_ge(BV, 0);
+	ck_assert(ir_module_add_limit(b->m, (ir_dim){2, BV}, 64,
+				      (ir_loc){b->src, 3, 7}));
+	ir_dim ad[] = {{2, BV}};
+	ir_attr ar = {.arange = {1, 0.5}};
+	ir_type art = T(IR_F32, 1, ad);
+	node(b, IR_OP_ARANGE, NULL, 0, &ar, &art);
 	ir_id nolo = ir_build(b->m, b->f, IR_OP_EXP, &sel, 1, NULL, NULL,
 			      (ir_loc){0});
 	ir_build(b->m, b->f, IR_OP_NEG, &nolo, 1, NULL, NULL,

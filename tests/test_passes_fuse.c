@@ -184,9 +184,15 @@ START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "do not add up to one dimension"));
 	ir_dim sz;
 	ir_type qt = f->g.nodes[f->inputs[0]].type;
-	ck_assert(!ir_attention_grad_size(&qt, &qt, &qt, &sz));
+	ck_assert(!ir_attention_grad_size(m, &qt, &qt, &qt, &sz));
+	/* ... unless the module has the product symbol B*Q. */
+	int32_t bq[2] = {qt.dims[0].sym, qt.dims[1].sym};
+	int32_t BQ = ir_module_product_sym(m, bq, 2, (ir_loc){0});
+	ck_assert(ir_attention_grad_size(m, &qt, &qt, &qt, &sz));
+	ck_assert_int_eq(sz.coef, 6);
+	ck_assert_int_eq(sz.sym, BQ);
 	qt.dims[1] = ir_dim_static(10);
-	ck_assert(ir_attention_grad_size(&qt, &qt, &qt, &sz));
+	ck_assert(ir_attention_grad_size(m, &qt, &qt, &qt, &sz));
 	ck_assert_int_eq(sz.coef, 60);
 	ck_assert_int_eq(sz.sym, qt.dims[0].sym);
 	ir_module_destroy(m);
