@@ -237,6 +237,7 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		const ir_type *ty = &f->g.nodes[f->inputs[i]].type;
 		for (int d = 0; d < ty->rank; d++)
 			if (!ir_dim_is_static(ty->dims[d]) &&
+			    !m->syms[ty->dims[d].sym].n_factors &&
 			    !bind_sym(ctx, o, m->syms[ty->dims[d].sym].name,
 				      values[ty->dims[d].sym]))
 				return false;

@@ -44,3 +44,11 @@ save('double_in.safetensors', {'a': ('F32', [2, 3], [0.5, 1, 1.5, 2, 2.5, 3]),
 save('double_extra.safetensors', {'a': ('F32', [2, 3], [0] * 6), 'b': ('I32', [2], [0, 0]),
                                   'c': ('F32', [1], [0])})
 save('double_shape.safetensors', {'a': ('F32', [2, 4], [0] * 8), 'b': ('I32', [2], [0, 0])})
+# --inputs of models/gpt.g's loss at run-time T = 10 and T = 65 (past
+# its context of 64): ids of its built-in text's 60 characters.
+toks = [(7 * i + 3) % 60 for i in range(20)]
+save('gpt_T10.safetensors', {'tokens': ('I32', [2, 10], toks),
+                             'targets': ('I32', [2, 10], toks[1:] + toks[:1])})
+long = [(5 * i + 1) % 60 for i in range(65)]
+save('gpt_T65.safetensors', {'tokens': ('I32', [1, 65], long),
+                             'targets': ('I32', [1, 65], long)})
