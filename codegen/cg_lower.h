@@ -229,9 +229,9 @@ LLVMValueRef cg_lower_dropout_value(cg_fn *f, double p, LLVMValueRef key,
 /* ---- op generators (each returns false after reporting an error) -------- */
 
 /* cg_lower_ew.c: elementwise ops and layout copies. */
-bool cg_lower_unary(cg_kernel *k);
-bool cg_lower_binary(cg_kernel *k);
-bool cg_lower_select(cg_kernel *k);
+/* Every op of IR_OPF_EW: the unary, binary and compare families, cast
+ * and select. */
+bool cg_lower_elementwise(cg_kernel *k);
 bool cg_lower_broadcast(cg_kernel *k);
 bool cg_lower_permute(cg_kernel *k);
 bool cg_lower_slice(cg_kernel *k);

@@ -900,7 +900,7 @@ static void grad_FUSED_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 /* ---- the table ------------------------------------------------------------------------------------ */
 
 const pass_ad_rule pass_ad_rules[IR_OP_COUNT] = {
-#define X(e, name, n_in, attr, flags) [IR_OP_##e] = grad_##e,
+#define X(e, name, n_in, attr, fam, flags) [IR_OP_##e] = grad_##e,
 #include "ops.def"
 #undef X
 };
