@@ -276,6 +276,11 @@ static LLVMValueRef f32_ABS(cg_fn *f, LLVMValueRef x)
 	return cg_lower_fcall(f, "llvm.fabs", x, NULL);
 }
 
+static LLVMValueRef f32_ERF(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_erf(f, x);
+}
+
 static const lower_f1 unary_f32[IR_OP_COUNT] = {
 #define X(e, name, n_in, attr, fam, flags)
 #define X_UNARY(e, name, flags) [IR_OP_##e] = f32_##e,

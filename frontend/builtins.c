@@ -604,6 +604,7 @@ static const fe_builtin builtins[] = {
 	UNARY("cos", COS),
 	UNARY("sqrt", SQRT),
 	UNARY("abs", ABS),
+	UNARY("erf", ERF),
 	{"pow", bi_binary, IR_OP_POW, 2, 2, {"x", "y"}},
 	{"maximum", bi_binary, IR_OP_MAXIMUM, 2, 2, {"a", "b"}},
 	{"minimum", bi_binary, IR_OP_MINIMUM, 2, 2, {"a", "b"}},

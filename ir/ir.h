@@ -61,7 +61,7 @@ enum {
 	 * operand's producers inside it. */
 	IR_OPF_FUSES_ARG0 = 1u << 6,
 	/* Elementwise at the cost of a polynomial or a square root per
-	 * element (exp, log, tanh, sigmoid, sin, cos, sqrt, pow): fusion
+	 * element (exp, log, tanh, sigmoid, sin, cos, sqrt, erf, pow): fusion
 	 * does not compute it again in each reader, and the schedule's cost
 	 * model charges it. */
 	IR_OPF_COSTLY = 1u << 7,

@@ -65,6 +65,11 @@ static double scalar_ABS(double x)
 	return fabs(x);
 }
 
+static double scalar_ERF(double x)
+{
+	return erf(x);
+}
+
 static const ir_scalar_f1 unary_fns[IR_OP_COUNT] = {
 #define X(e, name, n_in, attr, fam, flags)
 #define X_UNARY(e, name, flags) [IR_OP_##e] = scalar_##e,

@@ -207,6 +207,15 @@ static void grad_ABS(pass_ad *ad, ir_id y, ir_id g)
 	pass_ad_accum(ad, x, mul(ad, g, sub(ad, pos, negv)));
 }
 
+/* 2/sqrt(pi) e^(-x^2) */
+static void grad_ERF(pass_ad *ad, ir_id y, ir_id g)
+{
+	ir_id x = arg(ad, y, 0);
+	ir_id e = pass_ad_op1(ad, IR_OP_EXP, neg(ad, mul(ad, x, x)), NULL);
+	ir_id d = mul(ad, e, pass_ad_scalar(ad, 1.1283791670955126));
+	pass_ad_accum(ad, x, mul(ad, g, d));
+}
+
 /* f32 to f32 only: a gradient never flows into or out of integers. */
 static void grad_CAST(pass_ad *ad, ir_id y, ir_id g)
 {

@@ -538,7 +538,7 @@ START_TEST(test_calls_on_numbers_fold_as_the_interpreter_computes)
 		  "const BIG = cast(1e300, i32), A = abs(-5), M = maximum(2, 7)\n"
 		  "export def f(x: i32[3], y: f32[3])\n"
 		  "  return x + BIG, x + A, x + M, x + relu(-3), "
-		  "y + cast(-2.7, i32), y + sigmoid(0.5)\n");
+		  "y + cast(-2.7, i32), y + erf(0.5)\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	static const int32_t ints[4] = {INT32_MIN, 5, 7, 0};
 	for (uint32_t i = 0; i < 4; i++) {
@@ -548,7 +548,8 @@ START_TEST(test_calls_on_numbers_fold_as_the_interpreter_computes)
 				 ints[i]);
 	}
 	ck_assert_float_eq(const_f32(x.m, output_const(f, 4), 0), -2);
-	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 5), 0), 0.622459331201855,
+	/* erf(0.5), by mpmath. */
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 5), 0), 0.520499877813047,
 			       1e-7);
 	fx_fini(&x);
 }

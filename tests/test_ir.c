@@ -708,6 +708,11 @@ START_TEST(test_scalar_functions_follow_pytorch_at_nan_and_signed_zero)
 	ck_assert(ir_scalar_compare(IR_OP_NE, NAN, NAN));
 	ck_assert(!ir_scalar_compare(IR_OP_LT, NAN, 1));
 	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_SIGMOID, 0), 0.5, 1e-15);
+	/* erf: odd, erf(1) from Abramowitz and Stegun's table 7.1. */
+	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_ERF, 1), 0.8427007929497149,
+				1e-15);
+	ck_assert(ir_scalar_unary(IR_OP_ERF, -2) == -ir_scalar_unary(IR_OP_ERF, 2));
+	ck_assert(ir_scalar_unary(IR_OP_ERF, INFINITY) == 1);
 }
 END_TEST
 
