@@ -58,6 +58,85 @@ static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	return build1(e, b->op, x, NULL, a->loc);
 }
 
+/* ---- gelu ---------------------------------------------------------------------- */
+
+/* sqrt(1/2), sqrt(2/pi) and the cubic's weight of PyTorch's GELU. */
+#define GELU_SQRT1_2 0.70710678118654752440
+#define GELU_BETA 0.79788456080286535588
+#define GELU_KAPPA 0.044715
+
+static double gelu_number(double x, bool is_tanh)
+{
+	if (is_tanh)
+		return 0.5 * x * (1 + ir_scalar_unary(IR_OP_TANH,
+						      GELU_BETA * (x + GELU_KAPPA * x * x * x)));
+	return 0.5 * x * (1 + ir_scalar_unary(IR_OP_ERF, x * GELU_SQRT1_2));
+}
+
+static fe_value ew1(fe_elab *e, ir_op op, fe_value x, ir_loc loc)
+{
+	return x.kind == FE_V_TENSOR ? build1(e, op, x.tensor, NULL, loc) : fe_err();
+}
+
+static fe_value ew2(fe_elab *e, ir_op op, fe_value l, fe_value r, ir_loc loc)
+{
+	return fe_tensor_binop(e, op, l, r, loc);
+}
+
+/* Whether `approximate` asks for the tanh form; false after reporting a
+ * value that is neither "none" nor "tanh". */
+static bool gelu_mode(fe_elab *e, const fe_args *a, bool *is_tanh)
+{
+	fe_value m = a->v[1];
+	*is_tanh = false;
+	if (!is_given(a, 1))
+		return true;
+	if (m.kind != FE_V_STR) {
+		fe_expected(e, a->locs[1], "\"none\" or \"tanh\"", m);
+		return false;
+	}
+	*is_tanh = strcmp(m.str, "tanh") == 0;
+	if (*is_tanh || strcmp(m.str, "none") == 0)
+		return true;
+	ir_error(e->ctx, a->locs[1], "gelu: approximate is \"%s\"; expected "
+				     "\"none\" or \"tanh\"", m.str);
+	return false;
+}
+
+/* gelu(x, approximate = "none" | "tanh"), nn.GELU, built from primitives
+ * that elementwise fusion makes one kernel and autodiff differentiates
+ * exactly:
+ *   "none": 0.5 x (1 + erf(x sqrt(1/2)))
+ *   "tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static fe_value bi_gelu(fe_elab *e, const fe_builtin *b, const fe_args *a)
+{
+	bool is_tanh;
+	ir_loc loc = a->loc;
+	(void)b;
+	if (!gelu_mode(e, a, &is_tanh))
+		return fe_err();
+	if (a->v[0].kind == FE_V_NUM)
+		return fe_real(gelu_number(a->v[0].num.r, is_tanh));
+	ir_id id = arg_tensor(e, a, 0);
+	if (id == IR_NONE)
+		return fe_err();
+	fe_value x = fe_tensor(id), inner;
+	if (is_tanh) {
+		fe_value x3 = ew2(e, IR_OP_MUL, ew2(e, IR_OP_MUL, x, x, loc), x, loc);
+		fe_value cubic = ew2(e, IR_OP_ADD, x,
+				     ew2(e, IR_OP_MUL, fe_real(GELU_KAPPA), x3, loc),
+				     loc);
+		inner = ew1(e, IR_OP_TANH,
+			    ew2(e, IR_OP_MUL, fe_real(GELU_BETA), cubic, loc), loc);
+	} else {
+		inner = ew1(e, IR_OP_ERF,
+			    ew2(e, IR_OP_MUL, x, fe_real(GELU_SQRT1_2), loc), loc);
+	}
+	fe_value half_x = ew2(e, IR_OP_MUL, x, fe_real(0.5), loc);
+	return ew2(e, IR_OP_MUL, half_x, ew2(e, IR_OP_ADD, fe_real(1), inner, loc),
+		   loc);
+}
+
 /* pow, maximum, minimum */
 static fe_value bi_binary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
@@ -605,6 +684,7 @@ static const fe_builtin builtins[] = {
 	UNARY("sqrt", SQRT),
 	UNARY("abs", ABS),
 	UNARY("erf", ERF),
+	{"gelu", bi_gelu, NONE, 1, 2, {"x", "approximate"}},
 	{"pow", bi_binary, IR_OP_POW, 2, 2, {"x", "y"}},
 	{"maximum", bi_binary, IR_OP_MAXIMUM, 2, 2, {"a", "b"}},
 	{"minimum", bi_binary, IR_OP_MINIMUM, 2, 2, {"a", "b"}},
