@@ -9,8 +9,8 @@
  * first (dropping size-1 axes, merging axes every array walks
  * contiguously) makes most kernels one flat loop, which LLVM vectorizes;
  * the outer loop is the range the entry point may split over threads.
- * Float results follow the interpreter op for op; exp, tanh and
- * sigmoid use the vectorizable versions of cg_lower_math.c, the other
+ * Float results follow the interpreter op for op; exp, tanh, sigmoid
+ * and erf use the vectorizable versions of cg_lower_math.c, the other
  * transcendental functions LLVM's intrinsics (libm's float versions),
  * all within a few ulps of the interpreter's rounded double results.
  */
