@@ -528,34 +528,10 @@ static bool lower_op(cg_kernel *k)
 		return true; /* no kernel: the entry point passes pointers */
 	case IR_OP_ARANGE:
 		return cg_lower_arange(k);
-	case IR_OP_NEG:
-	case IR_OP_EXP:
-	case IR_OP_LOG:
-	case IR_OP_TANH:
-	case IR_OP_SIGMOID:
-	case IR_OP_RELU:
-	case IR_OP_SIN:
-	case IR_OP_COS:
-	case IR_OP_SQRT:
-	case IR_OP_ABS:
+#include "ops_ew.def"
 	case IR_OP_CAST:
-		return cg_lower_unary(k);
-	case IR_OP_ADD:
-	case IR_OP_SUB:
-	case IR_OP_MUL:
-	case IR_OP_DIV:
-	case IR_OP_POW:
-	case IR_OP_MAXIMUM:
-	case IR_OP_MINIMUM:
-	case IR_OP_LT:
-	case IR_OP_LE:
-	case IR_OP_GT:
-	case IR_OP_GE:
-	case IR_OP_EQ:
-	case IR_OP_NE:
-		return cg_lower_binary(k);
 	case IR_OP_SELECT:
-		return cg_lower_select(k);
+		return cg_lower_elementwise(k);
 	case IR_OP_MATMUL:
 		return cg_lower_matmul(k);
 	case IR_OP_SUM:

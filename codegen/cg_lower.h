@@ -123,6 +123,8 @@ LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x);
 LLVMValueRef cg_lower_exp_shifted(cg_fn *f, LLVMValueRef d);
 /* 1 / (1 + e^-x) of an f32 or a vector of them, through e^-|x|. */
 LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x);
+/* erf x for a float or a vector of floats, within 2 ulps (scripts/fit_erf.py). */
+LLVMValueRef cg_lower_erf(cg_fn *f, LLVMValueRef x);
 /* SplitMix64's finalizer (runtime/rt_rng.c mix()) of an i64 or a vector
  * of them. */
 LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z);
@@ -229,9 +231,9 @@ LLVMValueRef cg_lower_dropout_value(cg_fn *f, double p, LLVMValueRef key,
 /* ---- op generators (each returns false after reporting an error) -------- */
 
 /* cg_lower_ew.c: elementwise ops and layout copies. */
-bool cg_lower_unary(cg_kernel *k);
-bool cg_lower_binary(cg_kernel *k);
-bool cg_lower_select(cg_kernel *k);
+/* Every op of IR_OPF_EW: the unary, binary and compare families, cast
+ * and select. */
+bool cg_lower_elementwise(cg_kernel *k);
 bool cg_lower_broadcast(cg_kernel *k);
 bool cg_lower_permute(cg_kernel *k);
 bool cg_lower_slice(cg_kernel *k);

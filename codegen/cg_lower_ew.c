@@ -9,8 +9,8 @@
  * first (dropping size-1 axes, merging axes every array walks
  * contiguously) makes most kernels one flat loop, which LLVM vectorizes;
  * the outer loop is the range the entry point may split over threads.
- * Float results follow the interpreter op for op; exp, tanh and
- * sigmoid use the vectorizable versions of cg_lower_math.c, the other
+ * Float results follow the interpreter op for op; exp, tanh, sigmoid
+ * and erf use the vectorizable versions of cg_lower_math.c, the other
  * transcendental functions LLVM's intrinsics (libm's float versions),
  * all within a few ulps of the interpreter's rounded double results.
  */
@@ -18,6 +18,7 @@
 
 #include <llvm-c/DebugInfo.h>
 
+#include <assert.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
@@ -210,44 +211,216 @@ static LLVMValueRef f2i(cg_fn *f, LLVMValueRef x)
 	return LLVMBuildSelect(f->b, ok, i, cg_i32(f, INT32_MIN), "");
 }
 
-static LLVMValueRef unary_f32(cg_fn *f, ir_op op, LLVMValueRef x)
+/* ---- the vector form of each elementwise op ---------------------------------- *
+ *
+ * Tables built from ops.def's X_UNARY, X_BINARY and X_COMPARE rows, each
+ * naming a function after its op, so an elementwise op added there does
+ * not build until its lowering is written here. Each takes scalars or
+ * vectors alike. The i32 forms exist for the ops flagged IR_OPF_INT (and
+ * relu, which the interpreter also gives on integers).
+ */
+
+typedef LLVMValueRef (*lower_f1)(cg_fn *f, LLVMValueRef x);
+typedef LLVMValueRef (*lower_f2)(cg_fn *f, LLVMValueRef a, LLVMValueRef b);
+
+static LLVMValueRef f32_NEG(cg_fn *f, LLVMValueRef x)
 {
-	LLVMValueRef zero = cg_f32(f, 0);
-	if (op == IR_OP_NEG)
-		return LLVMBuildFNeg(f->b, x, "");
-	if (op == IR_OP_EXP)
-		return cg_lower_exp(f, x);
-	if (op == IR_OP_LOG)
-		return cg_lower_fcall(f, "llvm.log", x, NULL);
-	if (op == IR_OP_SIN)
-		return cg_lower_fcall(f, "llvm.sin", x, NULL);
-	if (op == IR_OP_COS)
-		return cg_lower_fcall(f, "llvm.cos", x, NULL);
-	if (op == IR_OP_SQRT)
-		return cg_lower_fcall(f, "llvm.sqrt", x, NULL);
-	if (op == IR_OP_ABS)
-		return cg_lower_fcall(f, "llvm.fabs", x, NULL);
-	if (op == IR_OP_TANH)
-		return cg_lower_tanh(f, x);
-	if (op == IR_OP_SIGMOID)
-		return cg_lower_sigmoid(f, x);
-	/* relu: x > 0 or NaN keeps x (torch.relu), else +0. */
+	return LLVMBuildFNeg(f->b, x, "");
+}
+
+static LLVMValueRef f32_EXP(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_exp(f, x);
+}
+
+static LLVMValueRef f32_LOG(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_fcall(f, "llvm.log", x, NULL);
+}
+
+static LLVMValueRef f32_TANH(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_tanh(f, x);
+}
+
+static LLVMValueRef f32_SIGMOID(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_sigmoid(f, x);
+}
+
+/* x > 0 or NaN keeps x (torch.relu), else +0. */
+static LLVMValueRef f32_RELU(cg_fn *f, LLVMValueRef x)
+{
+	LLVMValueRef zero = cg_const_real(LLVMTypeOf(x), 0);
 	LLVMValueRef keep = LLVMBuildFCmp(f->b, LLVMRealUGT, x, zero, "");
 	return LLVMBuildSelect(f->b, keep, x, zero, "");
 }
 
-static LLVMValueRef unary_i32(cg_fn *f, ir_op op, LLVMValueRef x)
+static LLVMValueRef f32_SIN(cg_fn *f, LLVMValueRef x)
 {
-	if (op == IR_OP_NEG)
-		return LLVMBuildNeg(f->b, x, "");
-	if (op == IR_OP_ABS) {
-		LLVMTypeRef t = cg_t_i32(f);
-		LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(f->ctx),
-							0, 0)};
-		return cg_intrinsic(f, "llvm.abs", &t, 1, args, 2);
-	}
-	LLVMValueRef pos = LLVMBuildICmp(f->b, LLVMIntSGT, x, cg_i32(f, 0), "");
-	return LLVMBuildSelect(f->b, pos, x, cg_i32(f, 0), "");
+	return cg_lower_fcall(f, "llvm.sin", x, NULL);
+}
+
+static LLVMValueRef f32_COS(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_fcall(f, "llvm.cos", x, NULL);
+}
+
+static LLVMValueRef f32_SQRT(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_fcall(f, "llvm.sqrt", x, NULL);
+}
+
+static LLVMValueRef f32_ABS(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_fcall(f, "llvm.fabs", x, NULL);
+}
+
+static LLVMValueRef f32_ERF(cg_fn *f, LLVMValueRef x)
+{
+	return cg_lower_erf(f, x);
+}
+
+static const lower_f1 unary_f32[IR_OP_COUNT] = {
+#define X(e, name, n_in, attr, fam, flags)
+#define X_UNARY(e, name, flags) [IR_OP_##e] = f32_##e,
+#include "ops.def"
+#undef X
+};
+
+static LLVMValueRef i32_neg(cg_fn *f, LLVMValueRef x)
+{
+	return LLVMBuildNeg(f->b, x, "");
+}
+
+static LLVMValueRef i32_abs(cg_fn *f, LLVMValueRef x)
+{
+	LLVMTypeRef t = LLVMTypeOf(x);
+	LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 0,
+						0)};
+	return cg_intrinsic(f, "llvm.abs", &t, 1, args, 2);
+}
+
+static LLVMValueRef i32_relu(cg_fn *f, LLVMValueRef x)
+{
+	LLVMValueRef zero = cg_const_int(LLVMTypeOf(x), 0);
+	LLVMValueRef pos = LLVMBuildICmp(f->b, LLVMIntSGT, x, zero, "");
+	return LLVMBuildSelect(f->b, pos, x, zero, "");
+}
+
+static const lower_f1 unary_i32[IR_OP_COUNT] = {
+	[IR_OP_NEG] = i32_neg,
+	[IR_OP_ABS] = i32_abs,
+	[IR_OP_RELU] = i32_relu,
+};
+
+static LLVMValueRef f32_ADD(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFAdd(f->b, a, b, "");
+}
+
+static LLVMValueRef f32_SUB(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFSub(f->b, a, b, "");
+}
+
+static LLVMValueRef f32_MUL(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFMul(f->b, a, b, "");
+}
+
+static LLVMValueRef f32_DIV(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildFDiv(f->b, a, b, "");
+}
+
+static LLVMValueRef f32_POW(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_lower_fcall(f, "llvm.pow", a, b);
+}
+
+/* llvm.maximum/minimum propagate NaN, as torch.maximum/minimum. */
+static LLVMValueRef f32_MAXIMUM(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_lower_fcall(f, "llvm.maximum", a, b);
+}
+
+static LLVMValueRef f32_MINIMUM(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return cg_lower_fcall(f, "llvm.minimum", a, b);
+}
+
+static const lower_f2 binary_f32[IR_OP_COUNT] = {
+#define X(e, name, n_in, attr, fam, flags)
+#define X_BINARY(e, name, flags) [IR_OP_##e] = f32_##e,
+#include "ops.def"
+#undef X
+};
+
+static LLVMValueRef i32_add(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildAdd(f->b, a, b, "");
+}
+
+static LLVMValueRef i32_sub(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSub(f->b, a, b, "");
+}
+
+static LLVMValueRef i32_mul(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildMul(f->b, a, b, "");
+}
+
+static LLVMValueRef i32_max(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, a, b, "");
+	return LLVMBuildSelect(f->b, gt, a, b, "");
+}
+
+static LLVMValueRef i32_min(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, a, b, "");
+	return LLVMBuildSelect(f->b, gt, b, a, "");
+}
+
+/* div and pow are f32 only (ir/infer.c, IR_OPF_INT). */
+static const lower_f2 binary_i32[IR_OP_COUNT] = {
+	[IR_OP_ADD] = i32_add,
+	[IR_OP_SUB] = i32_sub,
+	[IR_OP_MUL] = i32_mul,
+	[IR_OP_MAXIMUM] = i32_max,
+	[IR_OP_MINIMUM] = i32_min,
+};
+
+/* A comparison's predicates: ordered for floats (NaN compares false)
+ * but for ne, which is unordered (NaN != anything), as the interpreter. */
+typedef struct cmp_preds {
+	LLVMRealPredicate real;
+	LLVMIntPredicate i;
+} cmp_preds;
+
+static const cmp_preds cmp_LT = {LLVMRealOLT, LLVMIntSLT};
+static const cmp_preds cmp_LE = {LLVMRealOLE, LLVMIntSLE};
+static const cmp_preds cmp_GT = {LLVMRealOGT, LLVMIntSGT};
+static const cmp_preds cmp_GE = {LLVMRealOGE, LLVMIntSGE};
+static const cmp_preds cmp_EQ = {LLVMRealOEQ, LLVMIntEQ};
+static const cmp_preds cmp_NE = {LLVMRealUNE, LLVMIntNE};
+
+static const cmp_preds *const compare_preds[IR_OP_COUNT] = {
+#define X(e, name, n_in, attr, fam, flags)
+#define X_COMPARE(e, name, flags) [IR_OP_##e] = &cmp_##e,
+#include "ops.def"
+#undef X
+};
+
+static LLVMValueRef compare(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef a,
+			    LLVMValueRef b)
+{
+	const cmp_preds *p = compare_preds[op];
+	LLVMValueRef c = t == IR_F32 ? LLVMBuildFCmp(f->b, p->real, a, b, "")
+				     : LLVMBuildICmp(f->b, p->i, a, b, "");
+	return LLVMBuildZExt(f->b, c, cg_t_i32(f), "");
 }
 
 static LLVMValueRef cast(cg_fn *f, ir_dtype from, ir_dtype to, LLVMValueRef x)
@@ -259,86 +432,49 @@ static LLVMValueRef cast(cg_fn *f, ir_dtype from, ir_dtype to, LLVMValueRef x)
 	return f2i(f, x);
 }
 
-static LLVMValueRef binary_f32(cg_fn *f, ir_op op, LLVMValueRef a,
-			       LLVMValueRef b)
+static LLVMValueRef unary(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef x)
 {
-	if (op == IR_OP_ADD)
-		return LLVMBuildFAdd(f->b, a, b, "");
-	if (op == IR_OP_SUB)
-		return LLVMBuildFSub(f->b, a, b, "");
-	if (op == IR_OP_MUL)
-		return LLVMBuildFMul(f->b, a, b, "");
-	if (op == IR_OP_DIV)
-		return LLVMBuildFDiv(f->b, a, b, "");
-	if (op == IR_OP_POW)
-		return cg_lower_fcall(f, "llvm.pow", a, b);
-	if (op == IR_OP_MAXIMUM)
-		return cg_lower_fcall(f, "llvm.maximum", a, b);
-	return cg_lower_fcall(f, "llvm.minimum", a, b);
+	lower_f1 fn = t == IR_I32 ? unary_i32[op] : unary_f32[op];
+	assert(fn);
+	return fn(f, x);
 }
 
-static LLVMValueRef binary_i32(cg_fn *f, ir_op op, LLVMValueRef a,
-			       LLVMValueRef b)
+static LLVMValueRef binary(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef a,
+			   LLVMValueRef b)
 {
-	if (op == IR_OP_ADD)
-		return LLVMBuildAdd(f->b, a, b, "");
-	if (op == IR_OP_SUB)
-		return LLVMBuildSub(f->b, a, b, "");
-	if (op == IR_OP_MUL)
-		return LLVMBuildMul(f->b, a, b, "");
-	/* maximum and minimum; div and pow are f32 only (ir/infer.c). */
-	LLVMValueRef gt = LLVMBuildICmp(f->b, LLVMIntSGT, a, b, "");
-	return op == IR_OP_MAXIMUM ? LLVMBuildSelect(f->b, gt, a, b, "")
-				   : LLVMBuildSelect(f->b, gt, b, a, "");
-}
-
-static LLVMValueRef compare(cg_fn *f, ir_op op, ir_dtype t, LLVMValueRef a,
-			    LLVMValueRef b)
-{
-	LLVMValueRef c;
-	if (t == IR_F32) {
-		LLVMRealPredicate p = op == IR_OP_LT   ? LLVMRealOLT
-				      : op == IR_OP_LE ? LLVMRealOLE
-				      : op == IR_OP_GT ? LLVMRealOGT
-				      : op == IR_OP_GE ? LLVMRealOGE
-				      : op == IR_OP_EQ ? LLVMRealOEQ
-						       : LLVMRealUNE;
-		c = LLVMBuildFCmp(f->b, p, a, b, "");
-	} else {
-		LLVMIntPredicate p = op == IR_OP_LT   ? LLVMIntSLT
-				     : op == IR_OP_LE ? LLVMIntSLE
-				     : op == IR_OP_GT ? LLVMIntSGT
-				     : op == IR_OP_GE ? LLVMIntSGE
-				     : op == IR_OP_EQ ? LLVMIntEQ
-						      : LLVMIntNE;
-		c = LLVMBuildICmp(f->b, p, a, b, "");
-	}
-	return LLVMBuildZExt(f->b, c, cg_t_i32(f), "");
-}
-
-static bool is_compare(ir_op op)
-{
-	return op == IR_OP_LT || op == IR_OP_LE || op == IR_OP_GT ||
-	       op == IR_OP_GE || op == IR_OP_EQ || op == IR_OP_NE;
+	lower_f2 fn = t == IR_I32 ? binary_i32[op] : binary_f32[op];
+	assert(fn);
+	return fn(f, a, b);
 }
 
 LLVMValueRef cg_lower_ew_value(cg_fn *f, const ir_node *n, ir_dtype in,
 			       LLVMValueRef *v)
 {
-	ir_op op = n->op;
-	if (op == IR_OP_SELECT) {
+	switch (ir_op_table[n->op].family) {
+	case IR_FAM_UNARY:
+		return unary(f, n->op, n->type.dtype, v[0]);
+	case IR_FAM_BINARY:
+		return binary(f, n->op, in, v[0], v[1]);
+	case IR_FAM_COMPARE:
+		return compare(f, n->op, in, v[0], v[1]);
+	case IR_FAM_CAST:
+		return cast(f, in, n->type.dtype, v[0]);
+	case IR_FAM_SELECT: {
 		LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntNE, v[0], cg_i32(f, 0), "");
 		return LLVMBuildSelect(f->b, is, v[1], v[2], "");
 	}
-	if (op == IR_OP_CAST)
-		return cast(f, in, n->type.dtype, v[0]);
-	if (n->n_args == 1)
-		return n->type.dtype == IR_I32 ? unary_i32(f, op, v[0])
-					       : unary_f32(f, op, v[0]);
-	if (is_compare(op))
-		return compare(f, op, in, v[0], v[1]);
-	return in == IR_I32 ? binary_i32(f, op, v[0], v[1])
-			    : binary_f32(f, op, v[0], v[1]);
+	case IR_FAM_LEAF:
+	case IR_FAM_MATMUL:
+	case IR_FAM_REDUCE:
+	case IR_FAM_NORM:
+	case IR_FAM_INDEX:
+	case IR_FAM_LAYOUT:
+	case IR_FAM_LOSS:
+	case IR_FAM_FUSED:
+		break;
+	}
+	assert(!"not an elementwise op");
+	return v[0];
 }
 
 /* out = the node's op of its operands (their trees when fused). */
@@ -360,19 +496,7 @@ static void lower_ew(cg_kernel *k)
 	run_nest(k, &n, ew_body, NULL);
 }
 
-bool cg_lower_unary(cg_kernel *k)
-{
-	lower_ew(k);
-	return true;
-}
-
-bool cg_lower_binary(cg_kernel *k)
-{
-	lower_ew(k);
-	return true;
-}
-
-bool cg_lower_select(cg_kernel *k)
+bool cg_lower_elementwise(cg_kernel *k)
 {
 	lower_ew(k);
 	return true;

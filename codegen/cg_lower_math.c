@@ -1,5 +1,5 @@
 /*
- * cg_lower_math.c - exp and tanh for float32 written out in LLVM IR, so
+ * cg_lower_math.c - exp, tanh and erf for float32 written out in LLVM IR, so
  * that loops over them vectorize (a call to libm's expf or tanhf keeps a
  * loop scalar, and softmax, cross-entropy, sigmoid and tanh spend most of
  * their time there).
@@ -14,7 +14,10 @@
  * training step): within 3.1e-7 relative (5 ulps near 1, 1-2 elsewhere),
  * measured over every float by scripts/fit_tanh.py's check and over a
  * million of them by tests/test_codegen_lower.c.
- * Both take a float or a vector of floats (the fused attention kernels
+ * erf is a polynomial below 1 and 1 - e^L(t) above, fitted by
+ * scripts/fit_erf.py: within 1.5 ulps over a million floats
+ * (tests/test_codegen_lower.c).
+ * All take a float or a vector of floats (the fused attention kernels
  * exponentiate a vector of scores at a time).
  */
 #include "cg_lower.h"
@@ -176,4 +179,33 @@ LLVMValueRef cg_lower_exp_shifted(cg_fn *f, LLVMValueRef d)
 	LLVMValueRef y = cg_lower_exp_nonpos(f, d);
 	LLVMValueRef nan = LLVMBuildFCmp(f->b, LLVMRealUNO, d, d, "");
 	return LLVMBuildSelect(f->b, nan, d, y, "");
+}
+
+LLVMValueRef cg_lower_erf(cg_fn *f, LLVMValueRef x)
+{
+	/* erf is odd: computed at t = |x| and given x's sign. Below 1, t +
+	 * t S(t^2) (S has no constant 1, which keeps the rounding small);
+	 * from 1 on, 1 - e^L(t) with L fitted to log erfc t on [1, 4]
+	 * (scripts/fit_erf.py, relative error 4e-8 and 1.2e-8 in exact
+	 * arithmetic); float32 erf is 1 from 3.92 on, so t is clamped to 4.
+	 * L(t) <= -1.8, where exp's cheaper half holds. */
+	static const float S[6] = {1.2837912277124730e-1f, -3.7612326732051433e-1f,
+				   1.1280183118734797e-1f, -2.6711379161173766e-2f,
+				   4.9176185704363659e-3f, -5.6316642854888746e-4f};
+	static const float L[9] = {2.9102933324745222e-4f, -1.1301197304572000e0f,
+				   -6.3201341926009053e-1f, -1.0990974869490348e-1f,
+				   2.6327533791995477e-2f, -4.7276919441012589e-3f,
+				   5.9020398092641646e-4f, -4.5298182585250019e-5f,
+				   1.5998235217160017e-6f};
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef ax = call(f, "llvm.fabs", x, NULL);
+	LLVMValueRef t = call(f, "llvm.minnum", ax, fc(x, 4));
+	LLVMValueRef small = fadd(f, fmul(f, t, horner(f, fmul(f, t, t), S, 6)), t);
+	LLVMValueRef e = cg_lower_exp_nonpos(f, horner(f, t, L, 9));
+	LLVMValueRef large = LLVMBuildFSub(b, fc(x, 1), e, "");
+	LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, t, fc(x, 1), "");
+	LLVMValueRef y = LLVMBuildSelect(b, is_small, small, large, "");
+	y = call(f, "llvm.copysign", y, x);
+	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+	return LLVMBuildSelect(b, nan, x, y, "");
 }

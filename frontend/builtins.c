@@ -9,6 +9,7 @@
  * the IR's primitives: reshape, permute, concat, repeat.
  */
 #include "elab.h"
+#include "ir_scalar.h"
 
 #include <math.h>
 #include <string.h>
@@ -36,36 +37,104 @@ static int rank_of(const fe_elab *e, ir_id x)
 
 /* ---- elementwise ---------------------------------------------------------------- */
 
-static double fold_neg(double x)
-{
-	return -x;
-}
-
-static double fold_sigmoid(double x)
-{
-	return 1 / (1 + exp(-x));
-}
-
-static double fold_relu(double x)
-{
-	return x > 0 ? x : 0;
-}
-
+/* On a number the op's scalar function (ir/ir_scalar.h), as the
+ * interpreter computes it: integers stay integers, exactly, where the op
+ * has an integer form. */
 static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	fe_value v = a->v[0];
 	if (v.kind == FE_V_NUM) {
-		double r = b->fold(v.num.r);
+		if (v.num.is_int && ir_scalar_has_int(b->op))
+			return fe_int(ir_scalar_unary_int(b->op, v.num.i));
+		double r = ir_scalar_unary(b->op, v.num.r);
 		if (!isfinite(r)) {
 			ir_error(e->ctx, a->loc, "%s(%g) is not a finite number",
 				 b->name, v.num.r);
 			return fe_err();
 		}
-		return v.num.is_int && b->is_int_kept ? fe_int((int64_t)r)
-						      : fe_real(r);
+		return fe_real(r);
 	}
 	ir_id x = arg_tensor(e, a, 0);
 	return build1(e, b->op, x, NULL, a->loc);
+}
+
+/* ---- gelu ---------------------------------------------------------------------- */
+
+/* sqrt(1/2), sqrt(2/pi) and the cubic's weight of PyTorch's GELU. */
+#define GELU_SQRT1_2 0.70710678118654752440
+#define GELU_BETA 0.79788456080286535588
+#define GELU_KAPPA 0.044715
+
+static double gelu_number(double x, bool is_tanh)
+{
+	if (is_tanh)
+		return 0.5 * x * (1 + ir_scalar_unary(IR_OP_TANH,
+						      GELU_BETA * (x + GELU_KAPPA * x * x * x)));
+	return 0.5 * x * (1 + ir_scalar_unary(IR_OP_ERF, x * GELU_SQRT1_2));
+}
+
+static fe_value ew1(fe_elab *e, ir_op op, fe_value x, ir_loc loc)
+{
+	return x.kind == FE_V_TENSOR ? build1(e, op, x.tensor, NULL, loc) : fe_err();
+}
+
+static fe_value ew2(fe_elab *e, ir_op op, fe_value l, fe_value r, ir_loc loc)
+{
+	return fe_tensor_binop(e, op, l, r, loc);
+}
+
+/* Whether `approximate` asks for the tanh form; false after reporting a
+ * value that is neither "none" nor "tanh". */
+static bool gelu_mode(fe_elab *e, const fe_args *a, bool *is_tanh)
+{
+	fe_value m = a->v[1];
+	*is_tanh = false;
+	if (!is_given(a, 1))
+		return true;
+	if (m.kind != FE_V_STR) {
+		fe_expected(e, a->locs[1], "\"none\" or \"tanh\"", m);
+		return false;
+	}
+	*is_tanh = strcmp(m.str, "tanh") == 0;
+	if (*is_tanh || strcmp(m.str, "none") == 0)
+		return true;
+	ir_error(e->ctx, a->locs[1], "gelu: approximate is \"%s\"; expected "
+				     "\"none\" or \"tanh\"", m.str);
+	return false;
+}
+
+/* gelu(x, approximate = "none" | "tanh"), nn.GELU, built from primitives
+ * that elementwise fusion makes one kernel and autodiff differentiates
+ * exactly:
+ *   "none": 0.5 x (1 + erf(x sqrt(1/2)))
+ *   "tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+static fe_value bi_gelu(fe_elab *e, const fe_builtin *b, const fe_args *a)
+{
+	bool is_tanh;
+	ir_loc loc = a->loc;
+	(void)b;
+	if (!gelu_mode(e, a, &is_tanh))
+		return fe_err();
+	if (a->v[0].kind == FE_V_NUM)
+		return fe_real(gelu_number(a->v[0].num.r, is_tanh));
+	ir_id id = arg_tensor(e, a, 0);
+	if (id == IR_NONE)
+		return fe_err();
+	fe_value x = fe_tensor(id), inner;
+	if (is_tanh) {
+		fe_value x3 = ew2(e, IR_OP_MUL, ew2(e, IR_OP_MUL, x, x, loc), x, loc);
+		fe_value cubic = ew2(e, IR_OP_ADD, x,
+				     ew2(e, IR_OP_MUL, fe_real(GELU_KAPPA), x3, loc),
+				     loc);
+		inner = ew1(e, IR_OP_TANH,
+			    ew2(e, IR_OP_MUL, fe_real(GELU_BETA), cubic, loc), loc);
+	} else {
+		inner = ew1(e, IR_OP_ERF,
+			    ew2(e, IR_OP_MUL, x, fe_real(GELU_SQRT1_2), loc), loc);
+	}
+	fe_value half_x = ew2(e, IR_OP_MUL, x, fe_real(0.5), loc);
+	return ew2(e, IR_OP_MUL, half_x, ew2(e, IR_OP_ADD, fe_real(1), inner, loc),
+		   loc);
 }
 
 /* pow, maximum, minimum */
@@ -76,9 +145,13 @@ static fe_value bi_binary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		return fe_tensor_binop(e, b->op, l, r, a->loc);
 	if (b->op == IR_OP_POW)
 		return fe_binop(e, FE_T_POW, l, r, false, false, a->loc);
-	bool take_l = b->op == IR_OP_MAXIMUM ? l.num.r >= r.num.r
-					     : l.num.r <= r.num.r;
-	return take_l ? l : r;
+	if (l.num.is_int && r.num.is_int) {
+		int64_t v;
+		ir_scalar_binary_int(b->op, l.num.i, r.num.i, &v);
+		return fe_int(v);
+	}
+	/* The operand that is the result keeps its kind (int or real). */
+	return ir_scalar_binary(b->op, l.num.r, r.num.r) == l.num.r ? l : r;
 }
 
 static bool is_tensorish(fe_value v)
@@ -119,8 +192,11 @@ static fe_value bi_cast(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		fe_expected(e, a->locs[1], "a dtype (f32 or i32)", d);
 		return fe_err();
 	}
-	if (v.kind == FE_V_NUM)
-		return d.dtype == IR_I32 ? fe_int((int64_t)v.num.r) : fe_real(v.num.r);
+	if (v.kind == FE_V_NUM && v.num.is_int)
+		return d.dtype == IR_I32 ? v : fe_real(v.num.r);
+	if (v.kind == FE_V_NUM) /* as the interpreter: INT32_MIN out of range */
+		return d.dtype == IR_I32 ? fe_int(ir_scalar_f2i(v.num.r))
+					 : fe_real(v.num.r);
 	ir_id x = arg_tensor(e, a, 0);
 	if (x == IR_NONE || fe_type_of(e, x)->dtype == d.dtype)
 		return x == IR_NONE ? fe_err() : fe_tensor(x);
@@ -600,71 +676,64 @@ static fe_value bi_len(fe_elab *e, const fe_builtin *b, const fe_args *a)
 /* ---- the table ---------------------------------------------------------------------------------- */
 
 #define NONE IR_OP_COUNT
-#define UNARY(n, op, f, k) {n, bi_unary, IR_OP_##op, 1, 1, {"x"}, f, k}
+#define UNARY(n, op) {n, bi_unary, IR_OP_##op, 1, 1, {"x"}}
 
 static const fe_builtin builtins[] = {
-	UNARY("neg", NEG, fold_neg, true),
-	UNARY("exp", EXP, exp, false),
-	UNARY("log", LOG, log, false),
-	UNARY("tanh", TANH, tanh, false),
-	UNARY("sigmoid", SIGMOID, fold_sigmoid, false),
-	UNARY("relu", RELU, fold_relu, true),
-	UNARY("sin", SIN, sin, false),
-	UNARY("cos", COS, cos, false),
-	UNARY("sqrt", SQRT, sqrt, false),
-	UNARY("abs", ABS, fabs, true),
-	{"pow", bi_binary, IR_OP_POW, 2, 2, {"x", "y"}, NULL, false},
-	{"maximum", bi_binary, IR_OP_MAXIMUM, 2, 2, {"a", "b"}, NULL, false},
-	{"minimum", bi_binary, IR_OP_MINIMUM, 2, 2, {"a", "b"}, NULL, false},
-	{"where", bi_where, IR_OP_SELECT, 3, 3, {"cond", "a", "b"}, NULL, false},
-	{"cast", bi_cast, IR_OP_CAST, 2, 2, {"x", "dtype"}, NULL, false},
-	{"sum", bi_reduce, IR_OP_SUM, 1, 3, {"x", "axis", "keepdim"}, NULL, false},
-	{"mean", bi_reduce, IR_OP_MEAN, 1, 3, {"x", "axis", "keepdim"}, NULL, false},
-	{"max", bi_reduce, IR_OP_MAX, 1, 3, {"x", "axis", "keepdim"}, NULL, false},
-	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 2, {"x", "axis"}, NULL, false},
-	{"softmax", bi_tensors, IR_OP_SOFTMAX, 1, 1, {"x"}, NULL, false},
-	{"log_softmax", bi_tensors, IR_OP_LOG_SOFTMAX, 1, 1, {"x"}, NULL, false},
+	UNARY("neg", NEG),
+	UNARY("exp", EXP),
+	UNARY("log", LOG),
+	UNARY("tanh", TANH),
+	UNARY("sigmoid", SIGMOID),
+	UNARY("relu", RELU),
+	UNARY("sin", SIN),
+	UNARY("cos", COS),
+	UNARY("sqrt", SQRT),
+	UNARY("abs", ABS),
+	UNARY("erf", ERF),
+	{"gelu", bi_gelu, NONE, 1, 2, {"x", "approximate"}},
+	{"pow", bi_binary, IR_OP_POW, 2, 2, {"x", "y"}},
+	{"maximum", bi_binary, IR_OP_MAXIMUM, 2, 2, {"a", "b"}},
+	{"minimum", bi_binary, IR_OP_MINIMUM, 2, 2, {"a", "b"}},
+	{"where", bi_where, IR_OP_SELECT, 3, 3, {"cond", "a", "b"}},
+	{"cast", bi_cast, IR_OP_CAST, 2, 2, {"x", "dtype"}},
+	{"sum", bi_reduce, IR_OP_SUM, 1, 3, {"x", "axis", "keepdim"}},
+	{"mean", bi_reduce, IR_OP_MEAN, 1, 3, {"x", "axis", "keepdim"}},
+	{"max", bi_reduce, IR_OP_MAX, 1, 3, {"x", "axis", "keepdim"}},
+	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 2, {"x", "axis"}},
+	{"softmax", bi_tensors, IR_OP_SOFTMAX, 1, 1, {"x"}},
+	{"log_softmax", bi_tensors, IR_OP_LOG_SOFTMAX, 1, 1, {"x"}},
 	{"masked_softmax", bi_masked_softmax, IR_OP_MASKED_SOFTMAX, 2, 2,
-	 {"x", "valid"}, NULL, false},
+	 {"x", "valid"}},
 	{"layer_norm", bi_layer_norm, IR_OP_LAYER_NORM, 3, 4,
-	 {"x", "gamma", "beta", "eps"}, NULL, false},
-	{"dropout", bi_dropout, IR_OP_DROPOUT, 2, 2, {"x", "p"}, NULL, false},
-	{"embedding", bi_tensors, IR_OP_EMBEDDING, 2, 2, {"ids", "table"}, NULL,
-	 false},
-	{"matmul", bi_matmul, IR_OP_MATMUL, 2, 2, {"a", "b"}, NULL, false},
-	{"reshape", bi_reshape, IR_OP_RESHAPE, 2, 2, {"x", "shape"}, NULL, false},
-	{"permute", bi_permute, IR_OP_PERMUTE, 2, 2, {"x", "perm"}, NULL, false},
-	{"transpose", bi_transpose, IR_OP_PERMUTE, 3, 3, {"x", "a", "b"}, NULL,
-	 false},
-	{"unsqueeze", bi_unsqueeze, IR_OP_RESHAPE, 2, 2, {"x", "axis"}, NULL,
-	 false},
-	{"squeeze", bi_squeeze, IR_OP_RESHAPE, 2, 2, {"x", "axis"}, NULL, false},
-	{"concat", bi_concat, IR_OP_CONCAT, 1, 2, {"xs", "axis"}, NULL, false},
-	{"stack", bi_stack, IR_OP_CONCAT, 1, 2, {"xs", "axis"}, NULL, false},
-	{"slice", bi_slice, IR_OP_SLICE, 4, 4, {"x", "axis", "start", "end"},
-	 NULL, false},
-	{"repeat", bi_repeat, IR_OP_REPEAT, 2, 2, {"x", "reps"}, NULL, false},
+	 {"x", "gamma", "beta", "eps"}},
+	{"dropout", bi_dropout, IR_OP_DROPOUT, 2, 2, {"x", "p"}},
+	{"embedding", bi_tensors, IR_OP_EMBEDDING, 2, 2, {"ids", "table"}},
+	{"matmul", bi_matmul, IR_OP_MATMUL, 2, 2, {"a", "b"}},
+	{"reshape", bi_reshape, IR_OP_RESHAPE, 2, 2, {"x", "shape"}},
+	{"permute", bi_permute, IR_OP_PERMUTE, 2, 2, {"x", "perm"}},
+	{"transpose", bi_transpose, IR_OP_PERMUTE, 3, 3, {"x", "a", "b"}},
+	{"unsqueeze", bi_unsqueeze, IR_OP_RESHAPE, 2, 2, {"x", "axis"}},
+	{"squeeze", bi_squeeze, IR_OP_RESHAPE, 2, 2, {"x", "axis"}},
+	{"concat", bi_concat, IR_OP_CONCAT, 1, 2, {"xs", "axis"}},
+	{"stack", bi_stack, IR_OP_CONCAT, 1, 2, {"xs", "axis"}},
+	{"slice", bi_slice, IR_OP_SLICE, 4, 4, {"x", "axis", "start", "end"}},
+	{"repeat", bi_repeat, IR_OP_REPEAT, 2, 2, {"x", "reps"}},
 	{"repeat_interleave", bi_repeat_interleave, IR_OP_REPEAT_INTERLEAVE, 2,
-	 3, {"x", "n", "axis"}, NULL, false},
-	{"broadcast", bi_broadcast, IR_OP_BROADCAST, 2, 2, {"x", "shape"}, NULL,
-	 false},
-	{"sort", bi_sort, IR_OP_SORT, 1, 1, {"x"}, NULL, false},
-	{"mse_loss", bi_tensors, IR_OP_MSE_LOSS, 2, 2, {"pred", "target"}, NULL,
-	 false},
+	 3, {"x", "n", "axis"}},
+	{"broadcast", bi_broadcast, IR_OP_BROADCAST, 2, 2, {"x", "shape"}},
+	{"sort", bi_sort, IR_OP_SORT, 1, 1, {"x"}},
+	{"mse_loss", bi_tensors, IR_OP_MSE_LOSS, 2, 2, {"pred", "target"}},
 	{"cross_entropy", bi_tensors, IR_OP_CROSS_ENTROPY, 2, 2,
-	 {"logits", "labels"}, NULL, false},
-	{"size", bi_size, NONE, 1, 2, {"x", "axis"}, NULL, false},
-	{"rank", bi_rank, NONE, 1, 1, {"x"}, NULL, false},
-	{"len", bi_len, NONE, 1, 1, {"xs"}, NULL, false},
-	{"zeros", fe_bi_zeros, NONE, 1, 2, {"shape", "dtype"}, NULL, false},
-	{"ones", fe_bi_zeros, NONE, 1, 2, {"shape", "dtype"}, NULL, false},
-	{"full", fe_bi_full, NONE, 2, 3, {"shape", "value", "dtype"}, NULL, false},
-	{"arange", fe_bi_arange, NONE, 1, 3, {"start", "end", "step"}, NULL,
-	 false},
-	{"normal", fe_bi_random, NONE, 1, 4, {"shape", "mean", "std", "seed"},
-	 NULL, false},
-	{"uniform", fe_bi_random, NONE, 1, 4, {"shape", "low", "high", "seed"},
-	 NULL, false},
+	 {"logits", "labels"}},
+	{"size", bi_size, NONE, 1, 2, {"x", "axis"}},
+	{"rank", bi_rank, NONE, 1, 1, {"x"}},
+	{"len", bi_len, NONE, 1, 1, {"xs"}},
+	{"zeros", fe_bi_zeros, NONE, 1, 2, {"shape", "dtype"}},
+	{"ones", fe_bi_zeros, NONE, 1, 2, {"shape", "dtype"}},
+	{"full", fe_bi_full, NONE, 2, 3, {"shape", "value", "dtype"}},
+	{"arange", fe_bi_arange, NONE, 1, 3, {"start", "end", "step"}},
+	{"normal", fe_bi_random, NONE, 1, 4, {"shape", "mean", "std", "seed"}},
+	{"uniform", fe_bi_random, NONE, 1, 4, {"shape", "low", "high", "seed"}},
 };
 
 const fe_builtin *fe_builtin_find(const char *name)

@@ -143,8 +143,6 @@ struct fe_builtin {
 	ir_op op; /* the op it builds, IR_OP_COUNT if none */
 	uint8_t n_required, n_params;
 	const char *params[FE_MAX_BUILTIN_ARGS];
-	double (*fold)(double); /* elementwise unary: its value on numbers */
-	bool is_int_kept;       /* ... which stays an integer for integers */
 };
 
 /* ---- values (expr.c) ------------------------------------------------------------ */

@@ -4,12 +4,14 @@
  *
  * The arguments are elaborated like any expression, into a scratch
  * function that is thrown away; its nodes are then evaluated here in C.
- * Only what example inputs need is allowed: constants (constructors, list
- * literals), layout (reshape, broadcast, permute, repeat, slice, concat),
- * casts and elementwise arithmetic. The results are checked against the
+ * Only what example inputs need is allowed (the ops ops.def flags
+ * IR_OPF_EXAMPLE): constants (constructors, list literals), layout
+ * (reshape, broadcast, permute, repeat, slice, concat), casts and
+ * elementwise arithmetic, which is the interpreter's (ir/ir_scalar.h). The results are checked against the
  * function's declared input types, binding its dims.
  */
 #include "elab.h"
+#include "ir_scalar.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -87,102 +89,73 @@ static bool is_layout(ir_op op)
 	       op == IR_OP_CONCAT;
 }
 
-/* Element i of node n's result, from its operands' values. */
-static double element(const ir_node *n, const cval *const *in, int64_t i,
-		      uint32_t n_in)
+/* n's op on one element, a (and b for a binary op), by its scalar
+ * function (ir/ir_scalar.h) as the interpreter computes it: integers
+ * exactly and wrapped to int32, floats in double. False on an integer
+ * division by zero. */
+static bool arith(const ir_node *n, ir_dtype in, double a, double b,
+		  double *r)
+{
+	const ir_op_info *info = &ir_op_table[n->op];
+	int64_t v = 0;
+	if (info->family == IR_FAM_CAST) {
+		*r = n->type.dtype == IR_I32 ? ir_scalar_f2i(a) : a;
+		return true;
+	}
+	if (info->family == IR_FAM_UNARY) {
+		if (in != IR_I32) {
+			*r = ir_scalar_unary(n->op, a);
+			return true;
+		}
+		v = ir_scalar_unary_int(n->op, (int64_t)a);
+	} else if (in != IR_I32) {
+		*r = ir_scalar_binary(n->op, a, b);
+		return true;
+	} else if (ir_scalar_binary_int(n->op, (int64_t)a, (int64_t)b, &v) !=
+		   IR_SCALAR_OK) {
+		return false;
+	}
+	*r = (int32_t)(uint32_t)(uint64_t)v;
+	return true;
+}
+
+/* Element i of node n's result into *r, from its operands' values; false
+ * after reporting an integer division by zero. */
+static bool element(fe_elab *e, const ir_node *n, const cval *const *in,
+		    int64_t i, double *r)
 {
 	int64_t oc[IR_MAX_RANK], ic[IR_MAX_RANK];
 	uint32_t j;
 	const ir_type *t = &n->type;
 	unravel(t, i, oc);
+	if (n->op == IR_OP_RESHAPE) {
+		*r = in[0]->d[i];
+		return true;
+	}
 	if (is_layout(n->op)) {
 		layout_source(n, in, oc, ic, &j);
-		return in[j]->d[ravel(&in[j]->t, ic)];
+		*r = in[j]->d[ravel(&in[j]->t, ic)];
+		return true;
 	}
 	double a = in[0]->d[ravel_bcast(&in[0]->t, oc, t->rank)];
-	double b = n_in > 1 ? in[1]->d[ravel_bcast(&in[1]->t, oc, t->rank)] : 0;
-	if (n->op == IR_OP_NEG)
-		return -a;
-	if (n->op == IR_OP_ADD)
-		return a + b;
-	if (n->op == IR_OP_SUB)
-		return a - b;
-	if (n->op == IR_OP_MUL)
-		return a * b;
-	if (n->op == IR_OP_DIV)
-		return a / b;
-	if (n->op == IR_OP_CAST && n->type.dtype == IR_I32)
-		return trunc(a);
-	return a; /* BROADCAST, CAST to f32 */
+	if (n->op == IR_OP_BROADCAST) {
+		*r = a;
+		return true;
+	}
+	double b = n->n_args > 1 ? in[1]->d[ravel_bcast(&in[1]->t, oc, t->rank)]
+				 : 0;
+	if (arith(n, in[0]->t.dtype, a, b, r))
+		return true;
+	ir_error(e->ctx, n->loc, "an example input divides an integer by zero");
+	return false;
 }
 
-/* Whether examples may use op, which only this file evaluates. */
+/* Whether examples may use op, which only this file evaluates: constants,
+ * layout, casts and the elementwise arithmetic ops.def flags so. */
 static bool is_example_op(ir_op op)
 {
-	switch (op) {
-	case IR_OP_CONST:
-	case IR_OP_RESHAPE:
-	case IR_OP_BROADCAST:
-	case IR_OP_PERMUTE:
-	case IR_OP_REPEAT:
-	case IR_OP_SLICE:
-	case IR_OP_CONCAT:
-	case IR_OP_CAST:
-	case IR_OP_NEG:
-	case IR_OP_ADD:
-	case IR_OP_SUB:
-	case IR_OP_MUL:
-	case IR_OP_DIV:
-		return true;
-	case IR_OP_INPUT:
-	case IR_OP_PARAM:
-	case IR_OP_ARANGE:
-	case IR_OP_EXP:
-	case IR_OP_LOG:
-	case IR_OP_TANH:
-	case IR_OP_SIGMOID:
-	case IR_OP_RELU:
-	case IR_OP_SIN:
-	case IR_OP_COS:
-	case IR_OP_SQRT:
-	case IR_OP_ABS:
-	case IR_OP_POW:
-	case IR_OP_MAXIMUM:
-	case IR_OP_MINIMUM:
-	case IR_OP_LT:
-	case IR_OP_LE:
-	case IR_OP_GT:
-	case IR_OP_GE:
-	case IR_OP_EQ:
-	case IR_OP_NE:
-	case IR_OP_SELECT:
-	case IR_OP_MATMUL:
-	case IR_OP_SUM:
-	case IR_OP_MEAN:
-	case IR_OP_MAX:
-	case IR_OP_ARGMAX:
-	case IR_OP_SOFTMAX:
-	case IR_OP_LOG_SOFTMAX:
-	case IR_OP_MASKED_SOFTMAX:
-	case IR_OP_LAYER_NORM:
-	case IR_OP_DROPOUT:
-	case IR_OP_EMBEDDING:
-	case IR_OP_ONE_HOT:
-	case IR_OP_EMBEDDING_GRAD:
-	case IR_OP_REPEAT_INTERLEAVE:
-	case IR_OP_SORT:
-	case IR_OP_MSE_LOSS:
-	case IR_OP_CROSS_ENTROPY:
-	case IR_OP_CROSS_ENTROPY_GRAD:
-	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
-	case IR_OP_FUSED_ATTENTION:
-	case IR_OP_FUSED_ATTENTION_GRAD:
-	case IR_OP_FUSED_ADDITIVE_ATTENTION:
-	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
-	case IR_OP_COUNT:
-		return false;
-	}
-	return false;
+	return (unsigned)op < IR_OP_COUNT &&
+	       (ir_op_table[op].flags & IR_OPF_EXAMPLE);
 }
 
 /* Computes node id of g into vals[id]. */
@@ -213,8 +186,9 @@ static bool eval_node(fe_elab *e, const ir_graph *g, ir_id id, cval *vals)
 	for (uint32_t j = 0; j < n->n_args; j++)
 		in[j] = &vals[ir_arg(g, id, j)];
 	for (int64_t i = 0; i < count; i++) {
-		double v = n->op == IR_OP_RESHAPE ? in[0]->d[i]
-						  : element(n, in, i, n->n_args);
+		double v;
+		if (!element(e, n, in, i, &v))
+			return false;
 		out->d[i] = n->type.dtype == IR_F32 ? (double)(float)v : v;
 	}
 	return true;
@@ -265,7 +239,7 @@ static int32_t store(fe_elab *e, const cval *v)
 		return -1;
 	for (int64_t i = 0; i < n; i++) {
 		if (v->t.dtype == IR_I32)
-			((int32_t *)data)[i] = (int32_t)v->d[i];
+			((int32_t *)data)[i] = ir_scalar_f2i(v->d[i]);
 		else
 			((float *)data)[i] = (float)v->d[i];
 	}

@@ -294,6 +294,33 @@ static bool leaf_const(const interp_kernel *k)
 
 /* ---- dispatch ---------------------------------------------------------------------- */
 
+/* The ops of the elementwise families, by family; each op's arithmetic
+ * is its scalar function (ir/ir_scalar.h). */
+static bool eval_elementwise(const interp_kernel *k)
+{
+	ir_op op = k->node->op;
+	switch (ir_op_table[op].family) {
+	case IR_FAM_UNARY:
+		return interp_k_unary(k, op);
+	case IR_FAM_BINARY:
+		return interp_k_binary(k, op);
+	case IR_FAM_COMPARE:
+		return interp_k_compare(k, op);
+	case IR_FAM_LEAF:
+	case IR_FAM_CAST:
+	case IR_FAM_SELECT:
+	case IR_FAM_MATMUL:
+	case IR_FAM_REDUCE:
+	case IR_FAM_NORM:
+	case IR_FAM_INDEX:
+	case IR_FAM_LAYOUT:
+	case IR_FAM_LOSS:
+	case IR_FAM_FUSED:
+		break;
+	}
+	return interp_fail(k, "not an elementwise op");
+}
+
 static bool eval_op(const interp_kernel *k)
 {
 	switch (k->node->op) {
@@ -305,54 +332,10 @@ static bool eval_op(const interp_kernel *k)
 		return leaf_const(k);
 	case IR_OP_ARANGE:
 		return interp_k_arange(k);
-	case IR_OP_NEG:
-		return interp_k_unary(k, interp_f_neg, interp_i_neg);
-	case IR_OP_EXP:
-		return interp_k_unary(k, exp, NULL);
-	case IR_OP_LOG:
-		return interp_k_unary(k, log, NULL);
-	case IR_OP_TANH:
-		return interp_k_unary(k, tanh, NULL);
-	case IR_OP_SIGMOID:
-		return interp_k_unary(k, interp_f_sigmoid, NULL);
-	case IR_OP_RELU:
-		return interp_k_unary(k, interp_f_relu, interp_i_relu);
-	case IR_OP_SIN:
-		return interp_k_unary(k, sin, NULL);
-	case IR_OP_COS:
-		return interp_k_unary(k, cos, NULL);
-	case IR_OP_SQRT:
-		return interp_k_unary(k, sqrt, NULL);
-	case IR_OP_ABS:
-		return interp_k_unary(k, fabs, interp_i_abs);
+#include "ops_ew.def"
+		return eval_elementwise(k);
 	case IR_OP_CAST:
 		return interp_k_cast(k);
-	case IR_OP_ADD:
-		return interp_k_binary(k, interp_f_add, interp_i_add);
-	case IR_OP_SUB:
-		return interp_k_binary(k, interp_f_sub, interp_i_sub);
-	case IR_OP_MUL:
-		return interp_k_binary(k, interp_f_mul, interp_i_mul);
-	case IR_OP_DIV:
-		return interp_k_binary(k, interp_f_div, interp_i_div);
-	case IR_OP_POW:
-		return interp_k_binary(k, pow, interp_i_pow);
-	case IR_OP_MAXIMUM:
-		return interp_k_binary(k, interp_f_max, interp_i_max);
-	case IR_OP_MINIMUM:
-		return interp_k_binary(k, interp_f_min, interp_i_min);
-	case IR_OP_LT:
-		return interp_k_compare(k, interp_c_lt);
-	case IR_OP_LE:
-		return interp_k_compare(k, interp_c_le);
-	case IR_OP_GT:
-		return interp_k_compare(k, interp_c_gt);
-	case IR_OP_GE:
-		return interp_k_compare(k, interp_c_ge);
-	case IR_OP_EQ:
-		return interp_k_compare(k, interp_c_eq);
-	case IR_OP_NE:
-		return interp_k_compare(k, interp_c_ne);
 	case IR_OP_SELECT:
 		return interp_k_select(k);
 	case IR_OP_MATMUL:

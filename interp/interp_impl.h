@@ -14,6 +14,7 @@
 #define ATTNC_INTERP_IMPL_H
 
 #include "interp.h"
+#include "ir_scalar.h"
 
 #include <math.h>
 
@@ -43,9 +44,7 @@ typedef struct interp_kernel {
  * and values outside the int32 range give INT32_MIN (never UB). */
 static inline int32_t interp_f2i(double x)
 {
-	if (!(x > -2147483649.0 && x < 2147483648.0))
-		return INT32_MIN;
-	return (int32_t)x;
+	return ir_scalar_f2i(x);
 }
 
 static inline double interp_ld(const interp_tensor *t, int64_t i)
@@ -153,44 +152,12 @@ void *interp_scratch(const interp_kernel *k, size_t bytes);
 
 /* ---- kernels (each returns false after reporting an error) ------------- */
 
-typedef double (*interp_f1)(double x);
-typedef int64_t (*interp_i1)(int64_t x);
-typedef double (*interp_f2)(double a, double b);
-/* Integer binary op; false on a domain error (division by zero). */
-typedef bool (*interp_i2)(int64_t a, int64_t b, int64_t *r);
-typedef bool (*interp_cmp)(double a, double b);
-
-/* elementwise.c */
-bool interp_k_unary(const interp_kernel *k, interp_f1 f, interp_i1 fi);
-bool interp_k_binary(const interp_kernel *k, interp_f2 f, interp_i2 fi);
-bool interp_k_compare(const interp_kernel *k, interp_cmp cmp);
+/* elementwise.c: op is of the family the kernel's name says. */
+bool interp_k_unary(const interp_kernel *k, ir_op op);
+bool interp_k_binary(const interp_kernel *k, ir_op op);
+bool interp_k_compare(const interp_kernel *k, ir_op op);
 bool interp_k_select(const interp_kernel *k);
 bool interp_k_cast(const interp_kernel *k);
-double interp_f_neg(double x);
-double interp_f_sigmoid(double x);
-double interp_f_relu(double x);
-int64_t interp_i_neg(int64_t x);
-int64_t interp_i_abs(int64_t x);
-int64_t interp_i_relu(int64_t x);
-double interp_f_add(double a, double b);
-double interp_f_sub(double a, double b);
-double interp_f_mul(double a, double b);
-double interp_f_div(double a, double b);
-double interp_f_max(double a, double b);
-double interp_f_min(double a, double b);
-bool interp_i_add(int64_t a, int64_t b, int64_t *r);
-bool interp_i_sub(int64_t a, int64_t b, int64_t *r);
-bool interp_i_mul(int64_t a, int64_t b, int64_t *r);
-bool interp_i_div(int64_t a, int64_t b, int64_t *r);
-bool interp_i_pow(int64_t a, int64_t b, int64_t *r);
-bool interp_i_max(int64_t a, int64_t b, int64_t *r);
-bool interp_i_min(int64_t a, int64_t b, int64_t *r);
-bool interp_c_lt(double a, double b);
-bool interp_c_le(double a, double b);
-bool interp_c_gt(double a, double b);
-bool interp_c_ge(double a, double b);
-bool interp_c_eq(double a, double b);
-bool interp_c_ne(double a, double b);
 
 /* nn.c */
 bool interp_k_matmul(const interp_kernel *k);

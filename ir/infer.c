@@ -1146,6 +1146,34 @@ static bool infer_fused_additive_attention_grad(infer_cx *c)
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
+/* The ops of the elementwise families: one rule per family; IR_OPF_INT
+ * says which admit i32 operands. */
+static bool infer_elementwise(infer_cx *c)
+{
+	const ir_op_info *info = &ir_op_table[c->n->op];
+	bool is_int_ok = info->flags & IR_OPF_INT;
+	switch (info->family) {
+	case IR_FAM_UNARY:
+		return infer_unary(c, is_int_ok);
+	case IR_FAM_BINARY:
+		return infer_binary(c, !is_int_ok, -1);
+	case IR_FAM_COMPARE:
+		return infer_binary(c, false, IR_I32);
+	case IR_FAM_LEAF:
+	case IR_FAM_CAST:
+	case IR_FAM_SELECT:
+	case IR_FAM_MATMUL:
+	case IR_FAM_REDUCE:
+	case IR_FAM_NORM:
+	case IR_FAM_INDEX:
+	case IR_FAM_LAYOUT:
+	case IR_FAM_LOSS:
+	case IR_FAM_FUSED:
+		break;
+	}
+	return fail(c, "op %s is not elementwise", info->name);
+}
+
 static bool infer_op(infer_cx *c)
 {
 	switch (c->n->op) {
@@ -1157,36 +1185,10 @@ static bool infer_op(infer_cx *c)
 		return infer_const(c);
 	case IR_OP_ARANGE:
 		return infer_arange(c);
-	case IR_OP_NEG:
-	case IR_OP_ABS:
-		return infer_unary(c, true);
-	case IR_OP_EXP:
-	case IR_OP_LOG:
-	case IR_OP_TANH:
-	case IR_OP_SIGMOID:
-	case IR_OP_RELU:
-	case IR_OP_SIN:
-	case IR_OP_COS:
-	case IR_OP_SQRT:
-		return infer_unary(c, false);
+#include "ops_ew.def"
+		return infer_elementwise(c);
 	case IR_OP_CAST:
 		return infer_cast(c);
-	case IR_OP_ADD:
-	case IR_OP_SUB:
-	case IR_OP_MUL:
-	case IR_OP_MAXIMUM:
-	case IR_OP_MINIMUM:
-		return infer_binary(c, false, -1);
-	case IR_OP_DIV:
-	case IR_OP_POW:
-		return infer_binary(c, true, -1);
-	case IR_OP_LT:
-	case IR_OP_LE:
-	case IR_OP_GT:
-	case IR_OP_GE:
-	case IR_OP_EQ:
-	case IR_OP_NE:
-		return infer_binary(c, false, IR_I32);
 	case IR_OP_SELECT:
 		return infer_select(c);
 	case IR_OP_MATMUL:

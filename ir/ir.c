@@ -10,12 +10,13 @@
 #include <string.h>
 
 const ir_op_info ir_op_table[IR_OP_COUNT] = {
-#define X(e, name, n_in, attr, flags) [IR_OP_##e] = {name, n_in, attr, flags},
+#define X(e, name, n_in, attr, fam, flags) \
+	[IR_OP_##e] = {name, n_in, attr, fam, flags},
 #include "ops.def"
 #undef X
 };
 
-#define X(e, name, n_in, attr, flags) +1
+#define X(e, name, n_in, attr, fam, flags) +1
 _Static_assert(0
 #include "ops.def"
 		       == IR_OP_COUNT,

@@ -63,7 +63,7 @@ enum {
 	 * operand's producers inside it. */
 	IR_OPF_FUSES_ARG0 = 1u << 6,
 	/* Elementwise at the cost of a polynomial or a square root per
-	 * element (exp, log, tanh, sigmoid, sin, cos, sqrt, pow): fusion
+	 * element (exp, log, tanh, sigmoid, sin, cos, sqrt, erf, pow): fusion
 	 * does not compute it again in each reader, and the schedule's cost
 	 * model charges it. */
 	IR_OPF_COSTLY = 1u << 7,
@@ -71,10 +71,41 @@ enum {
 	 * token) is all zeros, so the sgemm of a matmul that reads it leaves
 	 * such rows out (codegen/cg_gemm.h, skip_zero_k and skip_zero_m). */
 	IR_OPF_ZERO_ROWS = 1u << 8,
+	/* Elementwise and defined on i32 operands too (neg, abs, relu, add,
+	 * sub, mul, maximum, minimum; comparisons and select take either
+	 * dtype anyway); the others are f32 only. */
+	IR_OPF_INT = 1u << 9,
+	/* An `example` may compute it at compile time (frontend/example.c). */
+	IR_OPF_EXAMPLE = 1u << 10,
+	/* Identities passes/simplify.c applies: x op 0 = x, x op 1 = x (also
+	 * 0 op x, 1 op x when the op commutes), op(op(x)) = x. */
+	IR_OPF_UNIT_0 = 1u << 11,
+	IR_OPF_UNIT_1 = 1u << 12,
+	IR_OPF_COMMUTES = 1u << 13,
+	IR_OPF_SELF_INVERSE = 1u << 14,
 };
 
+/* The kind of rule an op follows. The elementwise families share one
+ * shape rule, interpreter kernel and lowering each, and within a family
+ * the op picks its scalar function (ir_scalar.h) and vector form. */
+typedef enum ir_op_family {
+	IR_FAM_LEAF,    /* input, param, const */
+	IR_FAM_UNARY,   /* elementwise of one operand, dtype kept */
+	IR_FAM_CAST,    /* elementwise, to the node's dtype */
+	IR_FAM_BINARY,  /* elementwise arithmetic of two broadcast operands */
+	IR_FAM_COMPARE, /* elementwise comparison of two, i32 0/1 */
+	IR_FAM_SELECT,  /* select(cond, a, b) */
+	IR_FAM_MATMUL,
+	IR_FAM_REDUCE,  /* sum, mean, max, argmax over axes */
+	IR_FAM_NORM,    /* softmaxes, layer_norm, dropout: along the last axis */
+	IR_FAM_INDEX,   /* embedding, one_hot, embedding_grad, sort */
+	IR_FAM_LAYOUT,  /* reshape, broadcast, permute, slice, concat, repeats */
+	IR_FAM_LOSS,    /* mse_loss and the cross-entropies */
+	IR_FAM_FUSED,   /* the fused attention kernels */
+} ir_op_family;
+
 typedef enum ir_op {
-#define X(e, name, n_in, attr, flags) IR_OP_##e,
+#define X(e, name, n_in, attr, fam, flags) IR_OP_##e,
 #include "ops.def"
 #undef X
 	IR_OP_COUNT
@@ -84,6 +115,7 @@ typedef struct ir_op_info {
 	const char *name;
 	int n_in; /* -1: variadic */
 	ir_attr_kind attr;
+	ir_op_family family;
 	unsigned flags;
 } ir_op_info;
 

@@ -208,6 +208,15 @@ static void grad_ABS(pass_ad *ad, ir_id y, ir_id g)
 	pass_ad_accum(ad, x, mul(ad, g, sub(ad, pos, negv)));
 }
 
+/* 2/sqrt(pi) e^(-x^2) */
+static void grad_ERF(pass_ad *ad, ir_id y, ir_id g)
+{
+	ir_id x = arg(ad, y, 0);
+	ir_id e = pass_ad_op1(ad, IR_OP_EXP, neg(ad, mul(ad, x, x)), NULL);
+	ir_id d = mul(ad, e, pass_ad_scalar(ad, 1.1283791670955126));
+	pass_ad_accum(ad, x, mul(ad, g, d));
+}
+
 /* f32 to f32 only: a gradient never flows into or out of integers. */
 static void grad_CAST(pass_ad *ad, ir_id y, ir_id g)
 {
@@ -901,7 +910,7 @@ static void grad_FUSED_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 /* ---- the table ------------------------------------------------------------------------------------ */
 
 const pass_ad_rule pass_ad_rules[IR_OP_COUNT] = {
-#define X(e, name, n_in, attr, flags) [IR_OP_##e] = grad_##e,
+#define X(e, name, n_in, attr, fam, flags) [IR_OP_##e] = grad_##e,
 #include "ops.def"
 #undef X
 };

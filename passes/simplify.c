@@ -148,11 +148,22 @@ static ir_id simplify_matmul(const simp *s, ir_id id)
 	return changed ? id : IR_NONE;
 }
 
-static ir_id simplify_neg(const simp *s, ir_id id)
+/* The identities ops.def gives an elementwise op: op(op(x)) -> x for a
+ * self-inverse unary op (neg); x op u -> x for a unit u (0 for add and
+ * sub, 1 for mul and div), also u op x for a commutative op. */
+static ir_id simplify_elementwise(const simp *s, ir_id id)
 {
-	ir_id x = operands(s, id)[0];
-	if (node(s, x)->op == IR_OP_NEG)
-		return operands(s, x)[0];
+	ir_op op = node(s, id)->op;
+	unsigned flags = ir_op_table[op].flags;
+	bool is_commutative = flags & IR_OPF_COMMUTES;
+	if (flags & IR_OPF_SELF_INVERSE) {
+		ir_id x = operands(s, id)[0];
+		return node(s, x)->op == op ? operands(s, x)[0] : IR_NONE;
+	}
+	if (flags & IR_OPF_UNIT_0)
+		return unit_operand(s, id, 0.0, is_commutative);
+	if (flags & IR_OPF_UNIT_1)
+		return unit_operand(s, id, 1.0, is_commutative);
 	return IR_NONE;
 }
 
@@ -167,16 +178,8 @@ static ir_id simplify_node(const simp *s, ir_id id)
 		return simplify_reshape(s, id);
 	case IR_OP_MATMUL:
 		return simplify_matmul(s, id);
-	case IR_OP_NEG:
-		return simplify_neg(s, id);
-	case IR_OP_MUL:
-		return unit_operand(s, id, 1.0, true);
-	case IR_OP_DIV:
-		return unit_operand(s, id, 1.0, false);
-	case IR_OP_ADD:
-		return unit_operand(s, id, 0.0, true);
-	case IR_OP_SUB:
-		return unit_operand(s, id, 0.0, false);
+#include "ops_ew.def"
+		return simplify_elementwise(s, id);
 	case IR_OP_CAST:
 	case IR_OP_BROADCAST:
 		if (same_type(s, id, operands(s, id)[0]))
@@ -186,24 +189,6 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_PARAM:
 	case IR_OP_CONST:
 	case IR_OP_ARANGE:
-	case IR_OP_EXP:
-	case IR_OP_LOG:
-	case IR_OP_TANH:
-	case IR_OP_SIGMOID:
-	case IR_OP_RELU:
-	case IR_OP_SIN:
-	case IR_OP_COS:
-	case IR_OP_SQRT:
-	case IR_OP_ABS:
-	case IR_OP_POW:
-	case IR_OP_MAXIMUM:
-	case IR_OP_MINIMUM:
-	case IR_OP_LT:
-	case IR_OP_LE:
-	case IR_OP_GT:
-	case IR_OP_GE:
-	case IR_OP_EQ:
-	case IR_OP_NE:
 	case IR_OP_SELECT:
 	case IR_OP_SUM:
 	case IR_OP_MEAN:

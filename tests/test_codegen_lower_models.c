@@ -1,6 +1,7 @@
 /*
  * test_codegen_lower_models.c - every exported function of the book's
- * models (each models/NAME.g through the front end and the pass pipeline), run
+ * models (each models/NAME.g through the front end and the pass pipeline)
+ * and of tests/models/gelu_mlp.g, run
  * by the JIT and by the reference interpreter on the same inputs (the
  * function's example, else random ones) and parameters, in evaluation
  * and in training mode (dropout masks included), with 1 and 2 threads.
@@ -22,6 +23,7 @@ static const char *const model_files[] = {
 	"models/additive_attention.g", "models/dot_product_attention.g",
 	"models/bahdanau.g",         "models/multihead_attention.g",
 	"models/self_attention.g",   "models/transformer.g",
+	"tests/models/gelu_mlp.g",
 };
 #define N_MODELS (sizeof model_files / sizeof *model_files)
 #define MAXT 32

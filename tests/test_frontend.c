@@ -522,6 +522,71 @@ START_TEST(test_number_arithmetic_is_folded_at_compile_time)
 }
 END_TEST
 
+/* The constant operand 1 of output i of f. */
+static const ir_node *output_const(const ir_func *f, uint32_t i)
+{
+	return &f->g.nodes[ir_arg(&f->g, f->outputs[i], 1)];
+}
+
+/* Calls on numbers use the op's scalar function (ir/ir_scalar.h), as the
+ * interpreter does: a cast out of the int32 range gives INT32_MIN (it
+ * was undefined), integers stay integers through abs, relu, maximum. */
+START_TEST(test_calls_on_numbers_fold_as_the_interpreter_computes)
+{
+	fx x;
+	fx_ok(&x, "model m\n"
+		  "const BIG = cast(1e300, i32), A = abs(-5), M = maximum(2, 7)\n"
+		  "export def f(x: i32[3], y: f32[3])\n"
+		  "  return x + BIG, x + A, x + M, x + relu(-3), "
+		  "y + cast(-2.7, i32), y + erf(0.5), y + gelu(1.0), "
+		  "y + gelu(1.0, approximate = \"tanh\")\n");
+	ir_func *f = ir_module_find_func(x.m, "f");
+	static const int32_t ints[4] = {INT32_MIN, 5, 7, 0};
+	for (uint32_t i = 0; i < 4; i++) {
+		const ir_node *c = output_const(f, i);
+		ck_assert_int_eq(c->type.dtype, IR_I32);
+		ck_assert_int_eq(((const int32_t *)x.m->consts[c->attr.const_index].data)[0],
+				 ints[i]);
+	}
+	ck_assert_float_eq(const_f32(x.m, output_const(f, 4), 0), -2);
+	/* erf(0.5); 0.5 (1 + erf(1/sqrt 2)) and the tanh form, by mpmath. */
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 5), 0), 0.520499877813047,
+			       1e-7);
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 6), 0), 0.841344746068543,
+			       1e-7);
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 7), 0), 0.841191990608277,
+			       1e-7);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_gelu_is_built_from_erf_or_tanh)
+{
+	fx x;
+	fx_ok(&x, "model m\n"
+		  "export def f(x: f32[3])\n"
+		  "  return gelu(x), gelu(x, approximate = \"none\"), "
+		  "gelu(x, approximate = \"tanh\")\n");
+	ir_func *f = ir_module_find_func(x.m, "f");
+	ck_assert_int_eq(count_ops(f, IR_OP_ERF), 2);
+	ck_assert_int_eq(count_ops(f, IR_OP_TANH), 1);
+	ck_assert_int_eq(output_node(f, 0)->op, IR_OP_MUL);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_gelu_rejects_an_unknown_approximation)
+{
+	fx x;
+	fx_fails_with(&x, "model m\n"
+			  "export def f(x: f32[3])\n"
+			  "  return gelu(x, approximate = \"fast\")\n",
+		      "t.g:3:32: error: gelu: approximate is \"fast\"; expected "
+		      "\"none\" or \"tanh\"");
+	fx_fini(&x);
+}
+END_TEST
+
 START_TEST(test_a_transposed_matmul_operand_becomes_a_flag)
 {
 	fx x;
@@ -719,6 +784,25 @@ START_TEST(test_example_shape_mismatch_is_reported_at_the_argument)
 			  "example f(ones([3, 2]), ones([4]))\n",
 		      "t.g:5:25: error: example argument 'b' of 'f' is f32[4], "
 		      "expected f32[B]");
+	fx_fini(&x);
+}
+END_TEST
+
+/* An example's arithmetic is the interpreter's: a float out of the int32
+ * range casts to INT32_MIN (it was undefined), -2.5 truncates to -2. */
+START_TEST(test_example_casts_floats_to_int_as_the_interpreter)
+{
+	fx x;
+	fx_ok(&x, "model m\n"
+		  "export def f(a: i32[3])\n"
+		  "  return a\n"
+		  "example f(cast([1e10, -2.5, 7.0] * ones([3]), i32))\n");
+	ir_func *f = ir_module_find_func(x.m, "f");
+	ck_assert_ptr_nonnull(f->example);
+	const int32_t *v = x.m->consts[f->example[0]].data;
+	ck_assert_int_eq(v[0], INT32_MIN);
+	ck_assert_int_eq(v[1], -2);
+	ck_assert_int_eq(v[2], 7);
 	fx_fini(&x);
 }
 END_TEST
@@ -1238,6 +1322,10 @@ static Suite *frontend_suite(void)
 	tcase_add_test(elab_tc, test_a_for_loop_shares_the_parameters_of_its_call_site);
 	tcase_add_test(elab_tc, test_exported_functions_share_parameters_by_name);
 	tcase_add_test(elab_tc, test_number_arithmetic_is_folded_at_compile_time);
+	tcase_add_test(elab_tc, test_calls_on_numbers_fold_as_the_interpreter_computes);
+	tcase_add_test(elab_tc, test_gelu_is_built_from_erf_or_tanh);
+	tcase_add_test(elab_tc, test_gelu_rejects_an_unknown_approximation);
+	tcase_add_test(elab_tc, test_example_casts_floats_to_int_as_the_interpreter);
 	tcase_add_test(elab_tc, test_a_transposed_matmul_operand_becomes_a_flag);
 	tcase_add_test(elab_tc, test_indexing_slices_and_drops_integer_indexed_axes);
 	tcase_add_test(elab_tc, test_layout_sugar_lowers_to_primitives);

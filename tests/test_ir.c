@@ -5,10 +5,13 @@
  * test can check the exact message a user would read.
  */
 #include "ir.h"
+#include "ir_scalar.h"
 #include "testutil.h"
 
 #include <check.h>
 #include <ctype.h>
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -630,6 +633,89 @@ START_TEST(test_verifier_catches_bad_symbols_counts_and_duplicate_params)
 }
 END_TEST
 
+/* ---- scalar functions (ir_scalar.c) ------------------------------------------------ */
+
+START_TEST(test_every_elementwise_op_has_its_scalar_function)
+{
+	for (ir_op op = 0; op < IR_OP_COUNT; op++) {
+		const ir_op_info *info = &ir_op_table[op];
+		if (info->family == IR_FAM_UNARY) {
+			ck_assert(ir_scalar_unary_fn(op) != NULL);
+			ck_assert_msg(info->n_in == 1 && (info->flags & IR_OPF_EW), "%s",
+				      info->name);
+			/* A unary op that takes integers computes them exactly. */
+			if (info->flags & IR_OPF_INT)
+				ck_assert_msg(ir_scalar_has_int(op), "%s", info->name);
+		}
+		if (info->family == IR_FAM_BINARY)
+			ck_assert(ir_scalar_binary_fn(op) != NULL);
+		if (info->family == IR_FAM_COMPARE)
+			ck_assert_msg(info->flags & IR_OPF_NODIFF, "%s", info->name);
+	}
+}
+END_TEST
+
+START_TEST(test_float_to_int_out_of_range_is_int32_min_as_in_the_jit)
+{
+	ck_assert_int_eq(ir_scalar_f2i(1e300), INT32_MIN);
+	ck_assert_int_eq(ir_scalar_f2i(-1e300), INT32_MIN);
+	ck_assert_int_eq(ir_scalar_f2i(NAN), INT32_MIN);
+	ck_assert_int_eq(ir_scalar_f2i(2147483648.0), INT32_MIN);
+	ck_assert_int_eq(ir_scalar_f2i(2147483647.9), INT32_MAX);
+	ck_assert_int_eq(ir_scalar_f2i(-2147483648.9), INT32_MIN);
+	ck_assert_int_eq(ir_scalar_f2i(-3.7), -3);
+	ck_assert_int_eq(ir_scalar_f2i(3.7), 3);
+}
+END_TEST
+
+/* Defined for every int64 (the Debug build's UBSan would flag overflow). */
+START_TEST(test_integer_ops_wrap_without_overflow)
+{
+	int64_t r;
+	ck_assert(ir_scalar_unary_int(IR_OP_ABS, INT64_MIN) == INT64_MIN);
+	ck_assert(ir_scalar_unary_int(IR_OP_NEG, INT64_MIN) == INT64_MIN);
+	ck_assert(ir_scalar_unary_int(IR_OP_ABS, -7) == 7);
+	ck_assert(ir_scalar_unary_int(IR_OP_RELU, -7) == 0);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_ADD, INT64_MAX, 1, &r),
+			 IR_SCALAR_OK);
+	ck_assert(r == INT64_MIN);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_MUL, INT64_MAX, 2, &r),
+			 IR_SCALAR_OK);
+	ck_assert(r == -2);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, INT64_MIN, -1, &r),
+			 IR_SCALAR_OK);
+	ck_assert(r == INT64_MIN);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, -7, 2, &r), IR_SCALAR_OK);
+	ck_assert(r == -3);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, 1, 0, &r),
+			 IR_SCALAR_DIV_BY_ZERO);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_POW, 2, -1, &r),
+			 IR_SCALAR_NEG_POWER);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_POW, 3, 4, &r), IR_SCALAR_OK);
+	ck_assert(r == 81);
+	/* A unary op without an integer form converts as a cast does. */
+	ck_assert(ir_scalar_unary_int(IR_OP_SQRT, 10) == 3);
+}
+END_TEST
+
+START_TEST(test_scalar_functions_follow_pytorch_at_nan_and_signed_zero)
+{
+	ck_assert(isnan(ir_scalar_unary(IR_OP_RELU, NAN)));
+	ck_assert(!signbit(ir_scalar_unary(IR_OP_RELU, -0.0)));
+	ck_assert(isnan(ir_scalar_binary(IR_OP_MAXIMUM, NAN, 1)));
+	ck_assert(isnan(ir_scalar_binary(IR_OP_MINIMUM, 1, NAN)));
+	ck_assert(!ir_scalar_compare(IR_OP_EQ, NAN, NAN));
+	ck_assert(ir_scalar_compare(IR_OP_NE, NAN, NAN));
+	ck_assert(!ir_scalar_compare(IR_OP_LT, NAN, 1));
+	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_SIGMOID, 0), 0.5, 1e-15);
+	/* erf: odd, erf(1) from Abramowitz and Stegun's table 7.1. */
+	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_ERF, 1), 0.8427007929497149,
+				1e-15);
+	ck_assert(ir_scalar_unary(IR_OP_ERF, -2) == -ir_scalar_unary(IR_OP_ERF, 2));
+	ck_assert(ir_scalar_unary(IR_OP_ERF, INFINITY) == 1);
+}
+END_TEST
+
 Suite *ir_suite(void);
 Suite *ir_suite(void)
 {
@@ -680,6 +766,12 @@ Suite *ir_suite(void)
 	tcase_add_test(tv, test_verifier_catches_bad_indices);
 	tcase_add_test(tv, test_verifier_catches_bad_symbols_counts_and_duplicate_params);
 	suite_add_tcase(s, tv);
+	TCase *ts = tcase_create("scalar");
+	tcase_add_test(ts, test_every_elementwise_op_has_its_scalar_function);
+	tcase_add_test(ts, test_float_to_int_out_of_range_is_int32_min_as_in_the_jit);
+	tcase_add_test(ts, test_integer_ops_wrap_without_overflow);
+	tcase_add_test(ts, test_scalar_functions_follow_pytorch_at_nan_and_signed_zero);
+	suite_add_tcase(s, ts);
 	return s;
 }
 

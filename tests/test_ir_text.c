@@ -242,23 +242,20 @@ static void add_train(builder *b)
 	m->n_train = 4;
 }
 
-/* Unary, binary, comparison, select, cast nodes on x: f32[B, 4]. */
+/* Unary, binary, comparison, select, cast nodes on x: f32[B, 4]; every
+ * op of those families in ops.def, in its order. */
 static ir_id add_elementwise(builder *b, ir_id x, ir_id xi)
 {
-	static const ir_op un[] = {IR_OP_NEG, IR_OP_EXP, IR_OP_LOG, IR_OP_TANH,
-				   IR_OP_SIGMOID, IR_OP_RELU, IR_OP_SIN,
-				   IR_OP_COS, IR_OP_SQRT, IR_OP_ABS};
-	static const ir_op bin[] = {IR_OP_ADD, IR_OP_SUB, IR_OP_MUL, IR_OP_DIV,
-				    IR_OP_POW, IR_OP_MAXIMUM, IR_OP_MINIMUM};
-	static const ir_op cmp[] = {IR_OP_LT, IR_OP_LE, IR_OP_GT, IR_OP_GE,
-				    IR_OP_EQ, IR_OP_NE};
 	ir_id y = x, k = IR_NONE;
-	for (size_t i = 0; i < sizeof un / sizeof *un; i++)
-		y = n1(b, un[i], y, NULL);
-	for (size_t i = 0; i < sizeof bin / sizeof *bin; i++)
-		y = n2(b, bin[i], y, x, NULL);
-	for (size_t i = 0; i < sizeof cmp / sizeof *cmp; i++)
-		k = n2(b, cmp[i], y, x, NULL);
+	for (ir_op op = 0; op < IR_OP_COUNT; op++)
+		if (ir_op_table[op].family == IR_FAM_UNARY)
+			y = n1(b, op, y, NULL);
+	for (ir_op op = 0; op < IR_OP_COUNT; op++)
+		if (ir_op_table[op].family == IR_FAM_BINARY)
+			y = n2(b, op, y, x, NULL);
+	for (ir_op op = 0; op < IR_OP_COUNT; op++)
+		if (ir_op_table[op].family == IR_FAM_COMPARE)
+			k = n2(b, op, y, x, NULL);
 	ir_type to = {.dtype = IR_F32};
 	ir_id kf = node(b, IR_OP_CAST, &k, 1, NULL, &to);
 	ir_id sel[] = {xi, y, kf};

@@ -253,6 +253,14 @@ START_TEST(test_transformer_loss_gradient_matches_finite_differences)
 }
 END_TEST
 
+/* GELU, both forms, is built from primitives: autodiff's gradient of it
+ * is exact. */
+START_TEST(test_gelu_mlp_loss_gradient_matches_finite_differences)
+{
+	check_model("tests/models/gelu_mlp.g", false);
+}
+END_TEST
+
 START_TEST(test_bahdanau_loss_gradient_matches_finite_differences)
 {
 	check_model("models/bahdanau.g", true);
@@ -341,6 +349,7 @@ static Suite *grad_models_suite(void)
 	TCase *tc = tcase_create("models");
 	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_nw_param_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc, test_gelu_mlp_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_transformer_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_bahdanau_loss_gradient_matches_finite_differences);
 	tcase_add_test(tc, test_fused_bahdanau_loss_gradient_matches_finite_differences);
