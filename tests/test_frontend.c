@@ -1028,6 +1028,57 @@ START_TEST(test_an_export_needs_typed_arguments_and_a_return)
 }
 END_TEST
 
+/* head, then unit n times, then tail: a malloc'd string. */
+static char *repeated(const char *head, const char *unit, size_t n,
+		      const char *tail)
+{
+	size_t h = strlen(head), u = strlen(unit), t = strlen(tail);
+	char *s = malloc(h + u * n + t + 1);
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, head, h);
+	for (size_t i = 0; i < n; i++)
+		memcpy(s + h + i * u, unit, u);
+	memcpy(s + h + u * n, tail, t + 1);
+	return s;
+}
+
+START_TEST(test_a_long_flat_chain_of_operators_compiles)
+{
+	fx x;
+	char *src = repeated("model m\nexport def f(x: f32[2]) = x", " + x",
+			     100000, "\n");
+	fx_ok(&x, src);
+	const ir_func *f = ir_module_find_func(x.m, "f");
+	ck_assert_int_eq(count_ops(f, IR_OP_ADD), 100000);
+	fx_fini(&x);
+	free(src);
+	/* Call sites along a chain are numbered in evaluation order. */
+	fx_ok(&x, "model m\nexport def f(x: f32[2, 4]) = "
+		  "linear(x, 4) - linear(x, 4) * 2 + linear(x, 4)\n");
+	ck_assert_str_eq(x.m->params[0].name, "linear_0.W");
+	ck_assert_int_eq(x.m->n_params, 6);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_deep_nesting_is_reported_not_a_crash)
+{
+	static const char *const units[] = {"[0]", ".T", " and x", " or x"};
+	for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+		fx x;
+		char *src = repeated("model m\nexport def f(x: f32[2, 2]) = x",
+				     units[i], 100000, "\n");
+		fx_fails_with(&x, src, "t.g:2:");
+		ck_assert_msg(strstr(x.diag, "error: expression nested too deeply "
+					     "(more than 1000 levels)"),
+			      "%s", x.diag);
+		ck_assert_int_eq(x.ctx.n_errors, 1);
+		fx_fini(&x);
+		free(src);
+	}
+}
+END_TEST
+
 START_TEST(test_max_errors_limits_the_reports)
 {
 	fx x;
@@ -1269,6 +1320,8 @@ static Suite *frontend_suite(void)
 	tcase_add_test(err_tc, test_runaway_elaboration_is_stopped_with_a_message);
 	tcase_add_test(err_tc, test_an_export_needs_typed_arguments_and_a_return);
 	tcase_add_test(err_tc, test_max_errors_limits_the_reports);
+	tcase_add_test(err_tc, test_a_long_flat_chain_of_operators_compiles);
+	tcase_add_test(err_tc, test_deep_nesting_is_reported_not_a_crash);
 	suite_add_tcase(s, err_tc);
 
 	TCase *fuzz_tc = tcase_create("robustness");
