@@ -226,9 +226,57 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
 
 /* ---- diagnostics ------------------------------------------------------------ */
 
-/* Prints the source line of loc and a caret under its column. Tabs in the
- * line are kept so that the caret lines up in a terminal. */
-static void print_caret(ir_ctx *ctx, ir_loc loc)
+/* A diagnostic is put together in one buffer and written with one call:
+ * stderr is unbuffered, and a byte at a time made a long line cost one
+ * system call per byte. What does not fit is cut (the message ends in
+ * "..."); the source line is clipped around the caret first. */
+#define DIAG_BUF 4096
+#define DIAG_LINE_MAX 160 /* bytes of a source line shown in full */
+#define DIAG_CONTEXT 80   /* bytes shown before the caret when clipped */
+
+typedef struct diag_buf {
+	char s[DIAG_BUF];
+	size_t n;
+} diag_buf;
+
+static void buf_putc(diag_buf *b, char c)
+{
+	if (b->n < DIAG_BUF)
+		b->s[b->n++] = c;
+}
+
+static void buf_puts(diag_buf *b, const char *s)
+{
+	while (*s)
+		buf_putc(b, *s++);
+}
+
+static void buf_vprintf(diag_buf *b, const char *fmt, va_list ap)
+{
+	size_t room = DIAG_BUF - b->n;
+	int w = vsnprintf(b->s + b->n, room, fmt, ap);
+	if (w < 0)
+		return;
+	if ((size_t)w < room) {
+		b->n += (size_t)w;
+		return;
+	}
+	b->n = DIAG_BUF - 4;
+	buf_puts(b, "...");
+}
+
+static void buf_printf(diag_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+/* Adds the source line of loc and a caret under its column. Tabs in the
+ * line are kept so that the caret lines up in a terminal; a line longer
+ * than DIAG_LINE_MAX shows the part around the caret between "...". */
+static void buf_caret(diag_buf *b, const ir_ctx *ctx, ir_loc loc)
 {
 	const ir_source *s = &ctx->files[loc.file];
 	const char *p = s->text, *end = s->text + s->len;
@@ -238,28 +286,42 @@ static void print_caret(ir_ctx *ctx, ir_loc loc)
 	const char *eol = p;
 	while (eol < end && *eol != '\n' && *eol != '\r')
 		eol++;
-	fprintf(ctx->diag_out, "%5u | ", loc.line);
-	for (const char *q = p; q < eol; q++)
-		fputc((unsigned char)*q < 0x20 && *q != '\t' ? ' ' : *q,
-		      ctx->diag_out);
-	fputs("\n      | ", ctx->diag_out);
-	for (uint32_t c = 1; c < loc.col && p + c - 1 < eol; c++)
-		fputc(p[c - 1] == '\t' ? '\t' : ' ', ctx->diag_out);
-	fputs("^\n", ctx->diag_out);
+	size_t len = (size_t)(eol - p), off = loc.col ? loc.col - 1 : 0;
+	size_t from = 0, to = len;
+	if (len > DIAG_LINE_MAX) {
+		from = off > DIAG_CONTEXT ? off - DIAG_CONTEXT : 0;
+		from = from + DIAG_LINE_MAX > len ? len - DIAG_LINE_MAX : from;
+		to = from + DIAG_LINE_MAX;
+	}
+	buf_printf(b, "%5u | %s", loc.line, from ? "..." : "");
+	for (size_t i = from; i < to; i++)
+		buf_putc(b, (unsigned char)p[i] < 0x20 && p[i] != '\t' ? ' ' : p[i]);
+	buf_puts(b, to < len ? "...\n      | " : "\n      | ");
+	if (from)
+		buf_puts(b, "   ");
+	for (size_t i = from; i < off && i < to; i++)
+		buf_putc(b, p[i] == '\t' ? '\t' : ' ');
+	buf_puts(b, "^\n");
 }
 
 static void report(ir_ctx *ctx, ir_loc loc, const char *kind, const char *fmt,
 		   va_list ap)
 {
-	if (loc.file && loc.file < ctx->n_files && loc.line)
-		fprintf(ctx->diag_out, "%s:%u:%u: %s: ", ctx->files[loc.file].name,
-			loc.line, loc.col, kind);
+	diag_buf b;
+	bool has_line = loc.file && loc.file < ctx->n_files && loc.line;
+	b.n = 0;
+	if (has_line)
+		buf_printf(&b, "%s:%u:%u: %s: ", ctx->files[loc.file].name,
+			   loc.line, loc.col, kind);
 	else
-		fprintf(ctx->diag_out, "attnc: %s: ", kind);
-	vfprintf(ctx->diag_out, fmt, ap);
-	fputc('\n', ctx->diag_out);
-	if (loc.file && loc.file < ctx->n_files && loc.line)
-		print_caret(ctx, loc);
+		buf_printf(&b, "attnc: %s: ", kind);
+	buf_vprintf(&b, fmt, ap);
+	if (b.n == DIAG_BUF)
+		b.n--;
+	buf_putc(&b, '\n');
+	if (has_line)
+		buf_caret(&b, ctx, loc);
+	fwrite(b.s, 1, b.n, ctx->diag_out);
 }
 
 void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap)

@@ -630,6 +630,36 @@ START_TEST(test_verifier_catches_bad_symbols_counts_and_duplicate_params)
 }
 END_TEST
 
+START_TEST(test_a_long_source_line_is_clipped_around_the_caret)
+{
+	size_t len = 1u << 20;
+	char *text = malloc(len);
+	ck_assert_ptr_nonnull(text);
+	memset(text, 'a', len);
+	memcpy(text, "x\n", 2);
+	text[500000] = 'Y';
+	uint32_t file = ir_ctx_add_source(&ctx, "long.g", text, len);
+	ir_error(&ctx, (ir_loc){file, 2, 499999}, "here");
+	const char *d = diags();
+	char want[512];
+	snprintf(want, sizeof want, "long.g:2:499999: error: here\n"
+		 "    2 | ...%.80sY%.79s...\n      |    %80s^\n", text + 3,
+		 text + 3, "");
+	ck_assert_str_eq(d, want);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_a_short_source_line_is_shown_whole_with_tabs_kept)
+{
+	const char *text = "ab\n\tc\1d e\n";
+	uint32_t file = ir_ctx_add_source(&ctx, "s.g", text, strlen(text));
+	ir_error(&ctx, (ir_loc){file, 2, 4}, "at %s", "d");
+	ck_assert_str_eq(diags(), "s.g:2:4: error: at d\n"
+				  "    2 | \tc d e\n      | \t  ^\n");
+}
+END_TEST
+
 Suite *ir_suite(void);
 Suite *ir_suite(void)
 {
@@ -637,6 +667,8 @@ Suite *ir_suite(void)
 	TCase *tc = tcase_create("infer");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_add_broadcasts_right_aligned_with_size_one_dims);
+	tcase_add_test(tc, test_a_long_source_line_is_clipped_around_the_caret);
+	tcase_add_test(tc, test_a_short_source_line_is_shown_whole_with_tabs_kept);
 	tcase_add_test(tc, test_add_of_rank_zero_and_matrix_gives_matrix);
 	tcase_add_test(tc, test_add_rejects_unequal_dims_with_shapes_in_message);
 	tcase_add_test(tc, test_symbolic_dims_broadcast_only_with_one_or_themselves);
