@@ -196,6 +196,14 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 	for (;;) {
+		if (len > IR_MAX_SOURCE_BYTES) {
+			ir_free(ctx, buf);
+			fclose(f);
+			ir_error(ctx, (ir_loc){0}, "'%s' is larger than %u MiB, "
+				 "the most a source file may have", path,
+				 IR_MAX_SOURCE_BYTES >> 20);
+			return 0;
+		}
 		if (len + 4096 > cap) {
 			cap = cap ? cap * 2 : 65536;
 			char *nb = ir_realloc(ctx, buf, cap);

@@ -171,8 +171,15 @@ bool ir_grow(ir_ctx *ctx, void **arr, uint32_t *cap, uint32_t need,
 /* Registers a source file (the text is copied); returns its index. */
 uint32_t ir_ctx_add_source(ir_ctx *ctx, const char *name, const char *text,
 			   size_t len);
+/* The largest source file (.g or .ir) attnc reads: 70 times the largest
+ * model's IR, and small enough that compiling any input of that size
+ * stays within a few hundred MB (memory is linear in the input). */
+#define IR_MAX_SOURCE_BYTES (16u << 20)
+
 /* Reads a file from disk and registers it; returns 0 and reports an error
- * (without location) if it cannot be read. */
+ * (without location) if it cannot be read or is longer than
+ * IR_MAX_SOURCE_BYTES (it stops reading there, so a device file that
+ * never ends is refused too). */
 uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path);
 
 /* Reports "file:line:col: error: msg", then the source line and a caret.

@@ -115,6 +115,9 @@ static void assert_kinds(const fe_tokens *t, const fe_tok_kind *want, uint32_t n
 			      i, t->toks[i].kind, want[i]);
 }
 
+static char *repeated(const char *head, const char *unit, size_t n,
+		      const char *tail);
+
 /* ---- lexer ---------------------------------------------------------------------- */
 
 START_TEST(test_lex_brackets_a_block_with_indent_and_dedent)
@@ -249,6 +252,44 @@ START_TEST(test_lex_reports_invalid_characters_and_goes_on)
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:13: error: invalid character '$'"));
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:3:11: error: invalid character '`'"));
 	fx_fini(&x);
+}
+END_TEST
+
+/* An allocation hook that adds up every byte asked for: an upper bound
+ * of the peak, independent of the C library. */
+static void *counting_alloc(void *ud, void *ptr, size_t size)
+{
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	*(size_t *)ud += size;
+	return realloc(ptr, size);
+}
+
+START_TEST(test_lex_memory_is_linear_in_the_number_of_strings)
+{
+	enum { N = 30000 };
+	size_t asked = 0;
+	char *src = repeated("model m\nconst s = \"a\\\"b\" ", "\"\" ", N, "\n");
+	ir_ctx ctx;
+	ir_arena a;
+	fe_tokens toks;
+	ir_ctx_init(&ctx);
+	ctx.alloc = counting_alloc;
+	ctx.alloc_ud = &asked;
+	ir_arena_init(&a, &ctx);
+	ck_assert_int_eq(lex(&ctx, &a, src, &toks), 0);
+	ck_assert_uint_eq(toks.n, 3 + 4 + N + 2);
+	ck_assert_str_eq(toks.toks[6].text, "a\"b");
+	ck_assert_str_eq(toks.toks[7].text, "");
+	/* About 100 bytes per string here; reserving the rest of the file
+	 * for each one asked for 1.8 GB. */
+	ck_assert_msg(asked < 8u * N * 100, "asked for %zu bytes", asked);
+	fe_tokens_fini(&ctx, &toks);
+	ir_arena_fini(&a);
+	ir_ctx_fini(&ctx);
+	free(src);
 }
 END_TEST
 
@@ -1270,6 +1311,7 @@ static Suite *frontend_suite(void)
 	tcase_add_test(lex_tc, test_lex_gives_each_token_its_line_and_column);
 	tcase_add_test(lex_tc, test_lex_reports_invalid_characters_and_goes_on);
 	tcase_add_test(lex_tc, test_lex_reports_an_unterminated_string_at_its_start);
+	tcase_add_test(lex_tc, test_lex_memory_is_linear_in_the_number_of_strings);
 	tcase_add_test(lex_tc, test_lex_reports_a_dedent_to_a_level_never_opened);
 	tcase_add_test(lex_tc, test_lex_reports_tabs_mixed_with_spaces);
 	suite_add_tcase(s, lex_tc);
