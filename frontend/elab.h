@@ -82,6 +82,7 @@ typedef struct fe_binding {
 typedef struct fe_scope {
 	fe_binding *b;
 	uint32_t n, cap;
+	ir_names index; /* name -> position in b */
 } fe_scope;
 
 /* One inlined call of a def (or the body of an exported function). */

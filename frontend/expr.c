@@ -492,12 +492,10 @@ ir_id fe_to_tensor(fe_elab *e, fe_value v, ir_loc loc)
 
 static bool scope_find(const fe_scope *s, const char *name, fe_value *out)
 {
-	for (uint32_t i = s->n; i-- > 0;)
-		if (strcmp(s->b[i].name, name) == 0) {
-			*out = s->b[i].v;
-			return true;
-		}
-	return false;
+	int32_t i = ir_names_get(&s->index, name);
+	if (i >= 0)
+		*out = s->b[i].v;
+	return i >= 0;
 }
 
 fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc)

@@ -424,6 +424,72 @@ char *ir_arena_strdup(ir_arena *a, const char *s)
 	return ir_arena_strndup(a, s, strlen(s));
 }
 
+/* ---- name index ------------------------------------------------------------- */
+
+/* FNV-1a: where the probe for a name starts. */
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* The slot holding name, or the empty one where it would go; the index
+ * is never more than half full, so the probe ends. */
+static ir_name_slot *names_slot(const ir_names *ix, const char *name)
+{
+	uint32_t mask = ix->cap - 1;
+	for (uint32_t h = name_hash(name) & mask;; h = (h + 1) & mask) {
+		ir_name_slot *sl = &ix->slots[h];
+		if (!sl->name || strcmp(sl->name, name) == 0)
+			return sl;
+	}
+}
+
+static bool names_grow(ir_ctx *ctx, ir_names *ix)
+{
+	uint32_t cap = ix->cap ? 2 * ix->cap : 64;
+	ir_name_slot *old = ix->slots;
+	uint32_t old_cap = ix->cap;
+	ix->slots = ir_alloc(ctx, (size_t)cap * sizeof *ix->slots);
+	if (!ix->slots) {
+		ix->slots = old;
+		return false;
+	}
+	ix->cap = cap;
+	for (uint32_t i = 0; i < old_cap; i++)
+		if (old[i].name)
+			*names_slot(ix, old[i].name) = old[i];
+	ir_free(ctx, old);
+	return true;
+}
+
+bool ir_names_put(ir_ctx *ctx, ir_names *ix, const char *name, uint32_t pos)
+{
+	if (2 * (ix->n + 1) > ix->cap && !names_grow(ctx, ix))
+		return false;
+	ir_name_slot *sl = names_slot(ix, name);
+	if (!sl->name)
+		ix->n++;
+	*sl = (ir_name_slot){name, pos};
+	return true;
+}
+
+int32_t ir_names_get(const ir_names *ix, const char *name)
+{
+	if (!ix->cap)
+		return -1;
+	const ir_name_slot *sl = names_slot(ix, name);
+	return sl->name ? (int32_t)sl->pos : -1;
+}
+
+void ir_names_fini(ir_ctx *ctx, ir_names *ix)
+{
+	ir_free(ctx, ix->slots);
+	memset(ix, 0, sizeof *ix);
+}
+
 /* ---- module --------------------------------------------------------------------- */
 
 ir_module *ir_module_create(ir_ctx *ctx, const char *name)
@@ -458,6 +524,7 @@ void ir_module_destroy(ir_module *m)
 	ir_free(ctx, m->funcs);
 	ir_free(ctx, m->syms);
 	ir_free(ctx, m->params);
+	ir_names_fini(ctx, &m->param_names);
 	ir_free(ctx, m->consts);
 	ir_free(ctx, m->train);
 	ir_arena_fini(&m->arena);
@@ -489,10 +556,7 @@ int32_t ir_module_add_sym(ir_module *m, const char *name, ir_loc loc)
 
 int32_t ir_module_find_param(const ir_module *m, const char *name)
 {
-	for (uint32_t i = 0; i < m->n_params; i++)
-		if (strcmp(m->params[i].name, name) == 0)
-			return (int32_t)i;
-	return -1;
+	return ir_names_get(&m->param_names, name);
 }
 
 int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
@@ -503,6 +567,10 @@ int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
 		return -1;
 	const char *s = ir_arena_strdup(&m->arena, name);
 	if (!s)
+		return -1;
+	/* A duplicate (which the verifier reports) keeps finding the first. */
+	if (ir_names_get(&m->param_names, s) < 0 &&
+	    !ir_names_put(m->ctx, &m->param_names, s, m->n_params))
 		return -1;
 	m->params[m->n_params] = (ir_param){s, *t, init, a, b, loc};
 	return (int32_t)m->n_params++;

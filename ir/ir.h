@@ -318,6 +318,26 @@ struct ir_setting {
 	ir_loc loc;
 };
 
+/* A hash index from names to positions in an array its user keeps, so
+ * that lookups stay O(1) with 10^5 names. The names are not copied:
+ * they must outlive the index. Zero-initialized is empty. */
+typedef struct ir_name_slot {
+	const char *name; /* NULL: empty */
+	uint32_t pos;
+} ir_name_slot;
+
+typedef struct ir_names {
+	ir_name_slot *slots;
+	uint32_t n, cap; /* cap: a power of two, or 0 */
+} ir_names;
+
+/* Enters name at pos, replacing the position of an equal name; false
+ * (and ctx->is_oom) when out of memory. */
+bool ir_names_put(ir_ctx *ctx, ir_names *ix, const char *name, uint32_t pos);
+/* The position of name, or -1. */
+int32_t ir_names_get(const ir_names *ix, const char *name);
+void ir_names_fini(ir_ctx *ctx, ir_names *ix);
+
 typedef struct ir_module {
 	ir_ctx *ctx;
 	ir_arena arena;
@@ -327,6 +347,7 @@ typedef struct ir_module {
 	uint32_t n_syms, syms_cap;
 	ir_param *params;
 	uint32_t n_params, params_cap;
+	ir_names param_names; /* kept by ir_module_add_param */
 	ir_const *consts;
 	uint32_t n_consts, consts_cap;
 	ir_func **funcs;

@@ -1054,6 +1054,18 @@ START_TEST(test_runaway_elaboration_is_stopped_with_a_message)
 			  "  return x\n",
 		      "is too large: more than 1000000 nodes");
 	fx_fini(&x);
+	/* A new parameter per iteration: stopped by the node limit, at half
+	 * a million parameters, not after 10^9 iterations. */
+	fx_fails_with(&x, "model m\n"
+			  "def g(x)\n"
+			  "  param w : [2] = zeros\n"
+			  "  return x * w\n"
+			  "export def f(x: f32[2])\n"
+			  "  repeat 1000000000\n"
+			  "    x = g(x)\n"
+			  "  return x\n",
+		      "is too large: more than 1000000 nodes");
+	fx_fini(&x);
 }
 END_TEST
 

@@ -660,6 +660,46 @@ START_TEST(test_a_short_source_line_is_shown_whole_with_tabs_kept)
 }
 END_TEST
 
+START_TEST(test_params_are_found_by_name_among_a_hundred_thousand)
+{
+	enum { N = 100000 };
+	ir_type w = ty("f32[4]");
+	char name[32];
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof name, "layer_%d.W", i);
+		ck_assert_int_eq(ir_module_add_param(m, name, &w, IR_INIT_ZEROS, 0,
+						     0, (ir_loc){0}), i);
+	}
+	for (int i = 0; i < N; i += 997) {
+		snprintf(name, sizeof name, "layer_%d.W", i);
+		ck_assert_int_eq(ir_module_find_param(m, name), i);
+	}
+	ck_assert_int_eq(ir_module_find_param(m, "layer_100000.W"), -1);
+	ck_assert_int_eq(ir_module_find_param(m, ""), -1);
+	/* A duplicate is kept, and found as the first, for the verifier. */
+	ck_assert_int_eq(ir_module_add_param(m, "layer_7.W", &w, IR_INIT_ZEROS,
+					     0, 0, (ir_loc){0}), N);
+	ck_assert_int_eq(ir_module_find_param(m, "layer_7.W"), 7);
+	ck_assert(!ir_module_verify(m));
+	ck_assert_ptr_nonnull(strstr(diags(), "parameter @layer_7.W is declared twice"));
+}
+END_TEST
+
+START_TEST(test_a_name_index_replaces_the_position_of_an_equal_name)
+{
+	ir_names ix = {0};
+	ck_assert_int_eq(ir_names_get(&ix, "a"), -1);
+	ck_assert(ir_names_put(&ctx, &ix, "a", 3));
+	ck_assert(ir_names_put(&ctx, &ix, "b", 4));
+	ck_assert(ir_names_put(&ctx, &ix, "a", 5));
+	ck_assert_int_eq(ir_names_get(&ix, "a"), 5);
+	ck_assert_int_eq(ir_names_get(&ix, "b"), 4);
+	ck_assert_uint_eq(ix.n, 2);
+	ir_names_fini(&ctx, &ix);
+	ck_assert_int_eq(ir_names_get(&ix, "a"), -1);
+}
+END_TEST
+
 Suite *ir_suite(void);
 Suite *ir_suite(void)
 {
@@ -668,6 +708,8 @@ Suite *ir_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_add_broadcasts_right_aligned_with_size_one_dims);
 	tcase_add_test(tc, test_a_long_source_line_is_clipped_around_the_caret);
+	tcase_add_test(tc, test_params_are_found_by_name_among_a_hundred_thousand);
+	tcase_add_test(tc, test_a_name_index_replaces_the_position_of_an_equal_name);
 	tcase_add_test(tc, test_a_short_source_line_is_shown_whole_with_tabs_kept);
 	tcase_add_test(tc, test_add_of_rank_zero_and_matrix_gives_matrix);
 	tcase_add_test(tc, test_add_rejects_unequal_dims_with_shapes_in_message);
