@@ -87,6 +87,11 @@ void drv_example_inputs(const ir_module *m, const ir_func *f,
 
 /* Prints each output as "name: " and the tensor. */
 void drv_print_outputs(const ir_func *f, const interp_tensor *outs);
+/* The name of input or result i (names: f->input_names or output_names,
+ * either may be NULL, as may each entry, in IR text without names):
+ * the name, or prefix and i ("out1") written to buf. */
+const char *drv_io_name(const char *const *names, uint32_t i,
+			const char *prefix, char *buf, size_t size);
 
 /* ---- native code (run.c) ----------------------------------------------------- */
 
