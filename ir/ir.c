@@ -682,6 +682,22 @@ ir_id ir_build(ir_module *m, ir_func *f, ir_op op, const ir_id *args,
 	return id;
 }
 
+bool ir_type_numel_fits(const ir_module *m, const ir_type *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++) {
+		ir_dim d = t->dims[i];
+		int64_t v = d.coef < 0 ? -d.coef : d.coef;
+		if (!ir_dim_is_static(d) && d.sym < (int32_t)m->n_syms &&
+		    m->syms[d.sym].fallback > 0 &&
+		    __builtin_mul_overflow(v, m->syms[d.sym].fallback, &v))
+			return false;
+		if (__builtin_mul_overflow(n, v, &n) || n > IR_MAX_NUMEL)
+			return false;
+	}
+	return true;
+}
+
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,
 		    size_t size)
 {

@@ -420,6 +420,14 @@ bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
 bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
 			   const ir_type *v, ir_dim *out);
 
+/* The most elements a tensor may have; more cannot be sized in bytes
+ * without overflow on the way (the frontend's own bound is the same). */
+#define IR_MAX_NUMEL (INT64_C(1) << 40)
+
+/* True if t has at most IR_MAX_NUMEL elements, its symbols at their
+ * fallbacks (1 for a symbol without one). */
+bool ir_type_numel_fits(const ir_module *m, const ir_type *t);
+
 /* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,
 		    size_t size);
