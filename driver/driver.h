@@ -15,6 +15,8 @@
 #include <stdio.h>
 
 #define DRV_MAX_LIST 64
+#define DRV_MAX_THREADS 256    /* --threads */
+#define DRV_MAX_EPOCHS 1000000 /* --epochs and the train block's epochs */
 #define DRV_MAX_GRAD_OUTPUTS 1024 /* the loss and a gradient per parameter */
 #define DRV_MAX_SHARDS 64
 

@@ -498,6 +498,24 @@ static bool scope_find(const fe_scope *s, const char *name, fe_value *out)
 	return i >= 0;
 }
 
+/* Reports name as unknown, with the closest known name if one is near. */
+static void unknown_name(fe_elab *e, const char *name, ir_loc loc)
+{
+	ir_suggest sg;
+	ir_suggest_init(&sg, name);
+	for (uint32_t i = 0; e->frame && i < e->frame->scope.n; i++)
+		ir_suggest_offer(&sg, e->frame->scope.b[i].name);
+	for (uint32_t i = 0; i < e->globals.n; i++)
+		ir_suggest_offer(&sg, e->globals.b[i].name);
+	for (size_t i = 0; fe_builtin_name(i); i++)
+		ir_suggest_offer(&sg, fe_builtin_name(i));
+	if (sg.best)
+		ir_error(e->ctx, loc, "unknown name '%s'; did you mean '%s'?", name,
+			 sg.best);
+	else
+		ir_error(e->ctx, loc, "unknown name '%s'", name);
+}
+
 fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc)
 {
 	fe_value v;
@@ -518,7 +536,7 @@ fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc)
 		v.builtin = b;
 		return v;
 	}
-	ir_error(e->ctx, loc, "unknown name '%s'", name);
+	unknown_name(e, name, loc);
 	return fe_err();
 }
 

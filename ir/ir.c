@@ -682,6 +682,57 @@ ir_id ir_build(ir_module *m, ir_func *f, ir_op op, const ir_id *args,
 	return id;
 }
 
+/* ---- suggestions ------------------------------------------------------------ */
+
+#define SUGGEST_MAX_LEN 64
+
+/* Levenshtein distance of a and b (each at most SUGGEST_MAX_LEN). */
+static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
+{
+	size_t row[SUGGEST_MAX_LEN + 1];
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= na; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= nb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[nb];
+}
+
+void ir_suggest_init(ir_suggest *s, const char *word)
+{
+	size_t n = strlen(word);
+	s->word = word;
+	s->best = NULL;
+	s->dist = n < 3 ? 0 : n < 5 ? 2 : n < 9 ? 3 : 4; /* one over the allowed */
+}
+
+void ir_suggest_offer(ir_suggest *s, const char *candidate)
+{
+	size_t na = strlen(s->word), nb = strlen(candidate);
+	if (na > SUGGEST_MAX_LEN || nb > SUGGEST_MAX_LEN ||
+	    strcmp(s->word, candidate) == 0)
+		return;
+	size_t gap = na > nb ? na - nb : nb - na;
+	if (gap >= s->dist)
+		return;
+	size_t d = edit_distance(s->word, na, candidate, nb);
+	if (d < s->dist) {
+		s->dist = d;
+		s->best = candidate;
+	}
+}
+
 bool ir_type_numel_fits(const ir_module *m, const ir_type *t)
 {
 	int64_t n = 1;

@@ -420,6 +420,19 @@ bool ir_attention_grad_size(const ir_type *q, const ir_type *k,
 bool ir_additive_grad_size(const ir_type *qp, const ir_type *kp,
 			   const ir_type *v, ir_dim *out);
 
+/* "Did you mean": the candidate closest to word in edit distance, kept
+ * while candidates are offered one by one, among those near enough to
+ * be a typo (none for a word of 1 or 2 letters, at most 1 edit for 3 or
+ * 4 letters, 2 for 5 to 8, 3 for more). */
+typedef struct ir_suggest {
+	const char *word;
+	const char *best; /* NULL: none near enough yet */
+	size_t dist;
+} ir_suggest;
+
+void ir_suggest_init(ir_suggest *s, const char *word);
+void ir_suggest_offer(ir_suggest *s, const char *candidate);
+
 /* The most elements a tensor may have; more cannot be sized in bytes
  * without overflow on the way (the frontend's own bound is the same). */
 #define IR_MAX_NUMEL (INT64_C(1) << 40)

@@ -700,6 +700,31 @@ START_TEST(test_a_name_index_replaces_the_position_of_an_equal_name)
 }
 END_TEST
 
+static const char *suggest(const char *word, const char *const *names,
+			   size_t n)
+{
+	ir_suggest sg;
+	ir_suggest_init(&sg, word);
+	for (size_t i = 0; i < n; i++)
+		ir_suggest_offer(&sg, names[i]);
+	return sg.best;
+}
+
+START_TEST(test_suggestions_pick_the_nearest_name_within_a_typo)
+{
+	static const char *const names[] = {"masked_softmax", "softmax", "x",
+					    "--threads", "--train", "epochs"};
+	const size_t n = sizeof names / sizeof *names;
+	ck_assert_str_eq(suggest("masked_sofmax", names, n), "masked_softmax");
+	ck_assert_str_eq(suggest("--thread", names, n), "--threads");
+	ck_assert_str_eq(suggest("--trian", names, n), "--train");
+	ck_assert_str_eq(suggest("epoch", names, n), "epochs");
+	ck_assert_ptr_null(suggest("y", names, n));       /* too short */
+	ck_assert_ptr_null(suggest("weights", names, n)); /* too far */
+	ck_assert_ptr_null(suggest("softmax", names, n)); /* itself */
+}
+END_TEST
+
 Suite *ir_suite(void);
 Suite *ir_suite(void)
 {
@@ -708,6 +733,7 @@ Suite *ir_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_add_broadcasts_right_aligned_with_size_one_dims);
 	tcase_add_test(tc, test_a_long_source_line_is_clipped_around_the_caret);
+	tcase_add_test(tc, test_suggestions_pick_the_nearest_name_within_a_typo);
 	tcase_add_test(tc, test_params_are_found_by_name_among_a_hundred_thousand);
 	tcase_add_test(tc, test_a_name_index_replaces_the_position_of_an_equal_name);
 	tcase_add_test(tc, test_a_short_source_line_is_shown_whole_with_tabs_kept);
