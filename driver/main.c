@@ -587,7 +587,7 @@ int main(int argc, char **argv)
 	if (!m || ctx.n_errors)
 		goto out;
 	if (o.dump && strcmp(o.dump, "all") == 0)
-		printf("// ---- after parse ----\n");
+		printf("# ---- after parse ----\n");
 	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
 	if ((o.train || o.gradcheck) && !drv_train_prepare(&ctx, m, &o, &tc))
