@@ -198,7 +198,17 @@ static bool layout_params(cg_program *p, const cg_lower *L)
 		pi->init = abi_init(pa->init);
 		pi->a = pa->a;
 		pi->b = pa->b;
-		at = round_up(at + type_bytes(L, &pa->type), ATTNRT_ALIGN);
+		/* The frontend and the IR reader bound each tensor; this also
+		 * bounds the sum, which must never wrap to a small size. */
+		int64_t n = cg_lower_numel(L, &pa->type);
+		if (n < 0 || n > IR_MAX_NUMEL ||
+		    __builtin_add_overflow(at, type_bytes(L, &pa->type), &at) ||
+		    at > ((size_t)1 << 62)) {
+			ir_error(p->ctx, pa->loc, "parameter @%s is too large, or "
+				 "the parameters together are", pa->name);
+			return false;
+		}
+		at = round_up(at, ATTNRT_ALIGN);
 	}
 	p->params_bytes = at;
 	return true;

@@ -228,15 +228,15 @@ static drv_samples *read_samples(ir_ctx *ctx, const char *path,
 static void print_fields(const char *what, const char *path,
 			 const drv_samples *s)
 {
-	printf("%s: %zu samples from %s, each", what, s->n, path);
+	fprintf(stderr, "%s: %zu samples from %s, each", what, s->n, path);
 	for (uint32_t i = 0; i < s->n_fields; i++) {
 		char dims[160];
 		const drv_field *fd = &s->fields[i];
 		drv_dims_format(fd->dims, fd->rank, dims, sizeof dims);
-		printf("%s %s %s%s", i ? "," : "", fd->name,
+		fprintf(stderr, "%s %s %s%s", i ? "," : "", fd->name,
 		       drv_dtype_name(fd->dtype), dims);
 	}
-	printf("\n");
+	fprintf(stderr, "\n");
 }
 
 /* The validation set: --valid-data, or the last share of the samples. */
@@ -266,7 +266,7 @@ static bool read_valid(ir_ctx *ctx, const ir_setting *data, const ir_func *f,
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
-	printf("valid: the last %zu samples (valid = %g), %zu left to train on\n",
+	fprintf(stderr, "valid: the last %zu samples (valid = %g), %zu left to train on\n",
 	       n, share->num, train->n);
 	return true;
 }

@@ -173,12 +173,12 @@ static bool encode(ir_ctx *ctx, const char *name, const char *text, size_t len,
 	ok = ok && cut(ctx, data, ids, n, d);
 	free(ids);
 	if (ok)
-		printf("data: %zu characters of %s, %d distinct; %zu windows of "
+		fprintf(stderr, "data: %zu characters of %s, %d distinct; %zu windows of "
 		       "%zu to train on%s", n, name, rt_text_vocab_size(d->vocab),
 		       d->train->n, (size_t)arg(data, "steps")->num + 1,
 		       d->valid ? "" : "\n");
 	if (ok && d->valid)
-		printf(", %zu held out (the last %zu characters)\n", d->valid->n,
+		fprintf(stderr, ", %zu held out (the last %zu characters)\n", d->valid->n,
 		       (size_t)(arg(data, "valid")->num * (double)n));
 	return ok;
 }

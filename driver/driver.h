@@ -16,6 +16,9 @@
 #include <stdio.h>
 
 #define DRV_MAX_LIST 64
+#define DRV_MAX_THREADS 256    /* --threads */
+#define DRV_MAX_EPOCHS 1000000 /* --epochs and the train block's epochs */
+#define DRV_MAX_GENERATE 1000000 /* --max-tokens */
 #define DRV_MAX_GRAD_OUTPUTS 1024 /* the loss and a gradient per parameter */
 #define DRV_MAX_SHARDS 64
 
@@ -100,6 +103,11 @@ void drv_example_inputs(const ir_module *m, const ir_func *f,
 
 /* Prints each output as "name: " and the tensor. */
 void drv_print_outputs(const ir_func *f, const interp_tensor *outs);
+/* The name of input or result i (names: f->input_names or output_names,
+ * either may be NULL, as may each entry, in IR text without names):
+ * the name, or prefix and i ("out1") written to buf. */
+const char *drv_io_name(const char *const *names, uint32_t i,
+			const char *prefix, char *buf, size_t size);
 
 /* ---- native code (run.c) ----------------------------------------------------- */
 

@@ -381,9 +381,9 @@ static bool run(generator *g, FILE *metrics)
 	if (!ok)
 		return false;
 	printf("\n");
-	if (isatty(STDOUT_FILENO))
-		printf("%lld tokens in %.2f s, %.0f tokens/s\n", (long long)made,
-		       secs, rate);
+	if (isatty(STDERR_FILENO))
+		fprintf(stderr, "%lld tokens in %.2f s, %.0f tokens/s\n",
+			(long long)made, secs, rate);
 	if (metrics)
 		fprintf(metrics, "{\"generated_tokens\": %lld, \"seconds\": %.6g, "
 			"\"tokens_per_sec\": %.6g, \"context_slides\": %lld}\n",

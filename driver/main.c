@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,7 @@ static const char usage_more[] =
 	"                       run on a thread of its own, their gradients\n"
 	"                       added (instead of the file's `shards`, or 1)\n"
 	"  --data FILE          the file of the train block's data source:\n"
-	"                       tensors(...) or nmt(...)\n"
+	"                       tensors(...), text(...) or nmt(...)\n"
 	"  --valid-data FILE    tensors(...): the validation set's file\n"
 	"  --save-every N       write --save FILE every N epochs too\n"
 	"  --resume FILE        continue the training run saved in FILE\n"
@@ -105,16 +106,11 @@ static const char usage_more[] =
 	"  --batch N            the value of the dimension B\n"
 	"  --sym NAME=N         the value of dimension NAME (repeatable)\n"
 	"\n"
-	"  --help, --version\n";
-
-static bool has_prefix(const char *s, const char *p, const char **rest)
-{
-	size_t n = strlen(p);
-	if (strncmp(s, p, n) != 0)
-		return false;
-	*rest = s + n;
-	return true;
-}
+	"  --help, --version\n"
+	"\n"
+	"A value may follow its option as the next argument or after '='\n"
+	"(--threads 2, --threads=2); --dump-ir takes one only after '='.\n"
+	"Limits: --threads at most 256, --epochs at most 1000000.\n";
 
 static bool parse_u64(const char *s, uint64_t *out)
 {
@@ -142,10 +138,18 @@ static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
 
 static bool check_pass_name(ir_ctx *ctx, const char *opt, const char *name)
 {
+	ir_suggest sg;
 	if (pass_find(name))
 		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: unknown pass '%s' (see --list-passes)",
-		 opt, name);
+	ir_suggest_init(&sg, name);
+	for (uint32_t p = 0; p < pass_count; p++)
+		ir_suggest_offer(&sg, pass_table[p].name);
+	if (sg.best)
+		ir_error(ctx, (ir_loc){0}, "%s: unknown pass '%s'; did you mean "
+			 "'%s'?", opt, name, sg.best);
+	else
+		ir_error(ctx, (ir_loc){0}, "%s: unknown pass '%s' (see "
+			 "--list-passes)", opt, name);
 	return false;
 }
 
@@ -190,57 +194,24 @@ static bool parse_positive(ir_ctx *ctx, const char *opt, const char *s,
 	return true;
 }
 
-/* --temperature X: a finite number >= 0 (0: the most likely token). */
-static bool parse_temperature(ir_ctx *ctx, const char *s, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (!*s || *end || errno || !isfinite(v) || v < 0) {
-		ir_error(ctx, (ir_loc){0}, "--temperature: '%s' is not a number "
-			 ">= 0", s);
-		return false;
-	}
-	*out = v;
-	return true;
-}
-
-/* Options whose value is a file name. */
-static const char **file_option(drv_options *o, const char *a)
-{
-	return strcmp(a, "-o") == 0	       ? &o->output
-	       : strcmp(a, "--load") == 0    ? &o->load
-	       : strcmp(a, "--save") == 0    ? &o->save
-	       : strcmp(a, "--entry") == 0   ? &o->entry
-	       : strcmp(a, "--metrics") == 0 ? &o->metrics
-	       : strcmp(a, "--plot") == 0    ? &o->plot
-	       : strcmp(a, "--heatmap") == 0 ? &o->heatmap
-	       : strcmp(a, "--data") == 0    ? &o->data
-	       : strcmp(a, "--valid-data") == 0 ? &o->valid_data
-	       : strcmp(a, "--inputs") == 0  ? &o->inputs
-	       : strcmp(a, "--outputs") == 0 ? &o->outputs
-	       : strcmp(a, "--generate") == 0 ? &o->generate
-	       : strcmp(a, "--resume") == 0  ? &o->resume
-					     : NULL;
-}
-
 /* --examples N: a count, or 0 for every line. */
-static bool parse_examples(ir_ctx *ctx, const char *v, int64_t *out)
+static bool opt_examples(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
 	uint64_t n;
 	if (!parse_u64(v, &n) || n > INT32_MAX) {
-		ir_error(ctx, (ir_loc){0}, "--examples: '%s' is not an integer "
-			 ">= 0", v);
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not an integer >= 0", opt,
+			 v);
 		return false;
 	}
-	*out = n ? (int64_t)n : -1;
+	o->examples = n ? (int64_t)n : -1;
 	return true;
 }
 
-static bool add_sentence(ir_ctx *ctx, drv_options *o, const char *v)
+static bool opt_translate(ir_ctx *ctx, drv_options *o, const char *opt,
+			  char *v)
 {
 	if (o->n_translate == DRV_MAX_LIST) {
-		ir_error(ctx, (ir_loc){0}, "too many --translate (at most %d)",
+		ir_error(ctx, (ir_loc){0}, "too many %s (at most %d)", opt,
 			 DRV_MAX_LIST);
 		return false;
 	}
@@ -248,79 +219,261 @@ static bool add_sentence(ir_ctx *ctx, drv_options *o, const char *v)
 	return true;
 }
 
-/* Options that take the next argument as their value. */
-static bool parse_valued(ir_ctx *ctx, drv_options *o, const char *a, char *v)
+static bool opt_sym(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
-	int64_t n;
-	const char **file = file_option(o, a);
-	if (file)
-		*file = v;
-	else if (strcmp(a, "--examples") == 0)
-		return parse_examples(ctx, v, &o->examples);
-	else if (strcmp(a, "--translate") == 0)
-		return add_sentence(ctx, o, v);
-	else if (strcmp(a, "--epochs") == 0)
-		return parse_count(ctx, a, v, &o->epochs);
-	else if (strcmp(a, "--lr") == 0)
-		return parse_positive(ctx, a, v, &o->lr);
-	else if (strcmp(a, "--sym") == 0)
-		return parse_sym(ctx, o, v);
-	else if (strcmp(a, "--batch") == 0)
-		return add_sym(ctx, o, a, "B", v);
-	else if (strcmp(a, "--shards") == 0)
-		return parse_count(ctx, a, v, &o->shards);
-	else if (strcmp(a, "--save-every") == 0)
-		return parse_count(ctx, a, v, &o->save_every);
-	else if (strcmp(a, "--max-tokens") == 0)
-		return parse_count(ctx, a, v, &o->max_tokens);
-	else if (strcmp(a, "--top-k") == 0)
-		return parse_count(ctx, a, v, &o->top_k);
-	else if (strcmp(a, "--temperature") == 0)
-		return parse_temperature(ctx, v, &o->temperature);
-	else if (strcmp(a, "--threads") == 0) {
-		if (!parse_count(ctx, a, v, &n))
-			return false;
-		o->threads = (int)n;
-	} else if ((o->is_seed_set = true) && !parse_u64(v, &o->seed)) {
-		ir_error(ctx, (ir_loc){0},
-			 "--seed: '%s' is not a non-negative integer", v);
-		return false;
-	}
-	return true;
+	(void)opt;
+	return parse_sym(ctx, o, v);
 }
 
-static bool is_valued(const char *a)
+static bool opt_batch(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
-	static const char *const names[] = {
-		"--entry", "-o",      "--load",   "--save",    "--sym",
-		"--batch", "--shards", "--threads", "--seed", "--epochs", "--lr",
-		"--metrics", "--plot", "--heatmap", "--data", "--examples",
-		"--translate", "--valid-data", "--inputs", "--outputs",
-		"--generate", "--max-tokens", "--temperature", "--top-k",
-		"--resume", "--save-every"};
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (strcmp(a, names[i]) == 0)
-			return true;
+	return add_sym(ctx, o, opt, "B", v);
+}
+
+/* A count of at most max. */
+static bool parse_count_max(ir_ctx *ctx, const char *opt, const char *v,
+			    int64_t max, int64_t *out)
+{
+	if (!parse_count(ctx, opt, v, out))
+		return false;
+	if (*out <= max)
+		return true;
+	ir_error(ctx, (ir_loc){0}, "%s: %s is more than the %lld allowed", opt, v,
+		 (long long)max);
 	return false;
 }
 
-/* Flags without a value; false if a is not one. */
-static bool parse_flag(drv_options *o, const char *a)
+static bool opt_threads(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
-	bool *flag = strcmp(a, "--no-fuse") == 0       ? &o->no_fuse
-		     : strcmp(a, "--explain-fusion") == 0 ? &o->explain_fusion
-		     : strcmp(a, "--stats") == 0       ? &o->stats
-		     : strcmp(a, "--verify-each") == 0 ? &o->verify_each
-		     : strcmp(a, "--interp") == 0      ? &o->interp
-		     : strcmp(a, "--jit") == 0         ? &o->jit
-		     : strcmp(a, "--f64") == 0         ? &o->f64
-		     : strcmp(a, "--train") == 0       ? &o->train
-		     : strcmp(a, "--gradcheck") == 0   ? &o->gradcheck
-		     : strcmp(a, "-c") == 0            ? &o->compile_only
-						       : NULL;
-	if (flag)
-		*flag = true;
-	return flag != NULL;
+	int64_t n;
+	if (!parse_count_max(ctx, opt, v, DRV_MAX_THREADS, &n))
+		return false;
+	o->threads = (int)n;
+	return true;
+}
+
+static bool opt_epochs(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	return parse_count_max(ctx, opt, v, DRV_MAX_EPOCHS, &o->epochs);
+}
+
+static bool opt_shards(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	return parse_count(ctx, opt, v, &o->shards);
+}
+
+static bool opt_lr(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	return parse_positive(ctx, opt, v, &o->lr);
+}
+
+static bool opt_seed(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	o->is_seed_set = true;
+	if (parse_u64(v, &o->seed))
+		return true;
+	ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a non-negative integer", opt,
+		 v);
+	return false;
+}
+
+static bool opt_save_every(ir_ctx *ctx, drv_options *o, const char *opt,
+			   char *v)
+{
+	return parse_count_max(ctx, opt, v, DRV_MAX_EPOCHS, &o->save_every);
+}
+
+static bool opt_max_tokens(ir_ctx *ctx, drv_options *o, const char *opt,
+			   char *v)
+{
+	return parse_count_max(ctx, opt, v, DRV_MAX_GENERATE, &o->max_tokens);
+}
+
+static bool opt_top_k(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	return parse_count(ctx, opt, v, &o->top_k);
+}
+
+/* --temperature X: a finite number >= 0 (0: the most likely token). */
+static bool opt_temperature(ir_ctx *ctx, drv_options *o, const char *opt,
+			    char *v)
+{
+	char *end;
+	errno = 0;
+	double t = strtod(v, &end);
+	if (!*v || *end || errno || !isfinite(t) || t < 0) {
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a number >= 0", opt, v);
+		return false;
+	}
+	o->temperature = t;
+	return true;
+}
+
+static bool opt_dump_ir(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	if (!v) {
+		o->dump = "";
+		return true;
+	}
+	if (strcmp(v, "parse") && strcmp(v, "all") &&
+	    !check_pass_name(ctx, opt, v))
+		return false;
+	o->dump = v;
+	return true;
+}
+
+static bool opt_disable_pass(ir_ctx *ctx, drv_options *o, const char *opt,
+			     char *v)
+{
+	if (!check_pass_name(ctx, opt, v))
+		return false;
+	if (o->n_disabled == DRV_MAX_LIST) {
+		ir_error(ctx, (ir_loc){0}, "too many %s", opt);
+		return false;
+	}
+	o->disabled[o->n_disabled++] = v;
+	return true;
+}
+
+/* ---- the option table --------------------------------------------------------- */
+
+typedef enum opt_kind {
+	OPT_FLAG,     /* no value: sets the bool at `field` */
+	OPT_FILE,     /* a value kept as is in the const char * at `field` */
+	OPT_VALUE,    /* a value that `fn` checks and stores */
+	OPT_OPTIONAL, /* `fn` gets a value only from --opt=value, else NULL */
+} opt_kind;
+
+typedef bool opt_fn(ir_ctx *ctx, drv_options *o, const char *opt, char *v);
+
+typedef struct opt_def {
+	const char *name;
+	opt_kind kind;
+	size_t field; /* OPT_FLAG, OPT_FILE: offsetof in drv_options */
+	opt_fn *fn;   /* OPT_VALUE, OPT_OPTIONAL */
+} opt_def;
+
+#define FLAG(name, field) {name, OPT_FLAG, offsetof(drv_options, field), NULL}
+#define FILE_OPT(name, field)                                                 \
+	{name, OPT_FILE, offsetof(drv_options, field), NULL}
+#define VALUE(name, fn) {name, OPT_VALUE, 0, fn}
+
+/* Every option but --help, --version and --list-passes: one line each.
+ * A value may follow as the next argument or after '=' (--threads 2,
+ * --threads=2), except for OPT_OPTIONAL (--dump-ir, --dump-ir=PASS). */
+static const opt_def opt_table[] = {
+	FLAG("--no-fuse", no_fuse),
+	FLAG("--explain-fusion", explain_fusion),
+	FLAG("--stats", stats),
+	FLAG("--verify-each", verify_each),
+	FLAG("--interp", interp),
+	FLAG("--jit", jit),
+	FLAG("--f64", f64),
+	FLAG("--train", train),
+	FLAG("--gradcheck", gradcheck),
+	FLAG("-c", compile_only),
+	FILE_OPT("-o", output),
+	FILE_OPT("--load", load),
+	FILE_OPT("--save", save),
+	FILE_OPT("--entry", entry),
+	FILE_OPT("--metrics", metrics),
+	FILE_OPT("--plot", plot),
+	FILE_OPT("--heatmap", heatmap),
+	FILE_OPT("--data", data),
+	FILE_OPT("--emit", emit),
+	FILE_OPT("--valid-data", valid_data),
+	FILE_OPT("--inputs", inputs),
+	FILE_OPT("--outputs", outputs),
+	FILE_OPT("--generate", generate),
+	FILE_OPT("--resume", resume),
+	VALUE("--save-every", opt_save_every),
+	VALUE("--max-tokens", opt_max_tokens),
+	VALUE("--top-k", opt_top_k),
+	VALUE("--temperature", opt_temperature),
+	VALUE("--examples", opt_examples),
+	VALUE("--translate", opt_translate),
+	VALUE("--epochs", opt_epochs),
+	VALUE("--lr", opt_lr),
+	VALUE("--sym", opt_sym),
+	VALUE("--batch", opt_batch),
+	VALUE("--shards", opt_shards),
+	VALUE("--threads", opt_threads),
+	VALUE("--seed", opt_seed),
+	VALUE("--disable-pass", opt_disable_pass),
+	{"--dump-ir", OPT_OPTIONAL, 0, opt_dump_ir},
+};
+
+static const char *const info_names[] = {"--help", "-h", "--version",
+					 "--list-passes"};
+
+static const opt_def *find_option(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sizeof opt_table / sizeof *opt_table; i++)
+		if (strlen(opt_table[i].name) == len &&
+		    strncmp(opt_table[i].name, name, len) == 0)
+			return &opt_table[i];
+	return NULL;
+}
+
+static void unknown_option(ir_ctx *ctx, const char *a, size_t len)
+{
+	char name[64];
+	ir_suggest sg;
+	snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), a);
+	ir_suggest_init(&sg, name);
+	for (size_t i = 0; i < sizeof opt_table / sizeof *opt_table; i++)
+		ir_suggest_offer(&sg, opt_table[i].name);
+	for (size_t i = 0; i < sizeof info_names / sizeof *info_names; i++)
+		ir_suggest_offer(&sg, info_names[i]);
+	if (sg.best)
+		ir_error(ctx, (ir_loc){0}, "unknown option '%s'; did you mean "
+			 "'%s'?", name, sg.best);
+	else
+		ir_error(ctx, (ir_loc){0}, "unknown option '%s' (see --help)", name);
+}
+
+/* Applies option d to o with value v (NULL if none was given). */
+static bool apply_option(ir_ctx *ctx, drv_options *o, const opt_def *d,
+			 char *v)
+{
+	switch (d->kind) {
+	case OPT_FLAG:
+		if (v) {
+			ir_error(ctx, (ir_loc){0}, "%s takes no value", d->name);
+			return false;
+		}
+		*(bool *)((char *)o + d->field) = true;
+		return true;
+	case OPT_FILE:
+		*(const char **)((char *)o + d->field) = v;
+		return true;
+	case OPT_VALUE:
+	case OPT_OPTIONAL:
+		return d->fn(ctx, o, d->name, v);
+	}
+	return false;
+}
+
+/* Takes the option at argv[*i] (and its value, moving *i past it). */
+static bool take_option(ir_ctx *ctx, drv_options *o, int argc, char **argv,
+			int *i)
+{
+	char *a = argv[*i], *eq = strchr(a, '=');
+	size_t len = eq ? (size_t)(eq - a) : strlen(a);
+	const opt_def *d = find_option(a, len);
+	if (!d) {
+		unknown_option(ctx, a, len);
+		return false;
+	}
+	char *v = eq ? eq + 1 : NULL;
+	if (!v && (d->kind == OPT_FILE || d->kind == OPT_VALUE)) {
+		if (*i + 1 == argc) {
+			ir_error(ctx, (ir_loc){0}, "%s needs a value", d->name);
+			return false;
+		}
+		v = argv[++*i];
+	}
+	return apply_option(ctx, o, d, v);
 }
 
 /* Prints --help, --version or --list-passes; false if a is none of them. */
@@ -426,38 +579,12 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 {
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v;
+		const char *a = argv[i];
 		if (print_info(a))
 			return 2;
-		if (parse_flag(o, a))
-			continue;
-		if (is_valued(a)) {
-			if (i + 1 == argc) {
-				ir_error(ctx, (ir_loc){0}, "%s needs a value", a);
+		if (a[0] == '-' && a[1]) {
+			if (!take_option(ctx, o, argc, argv, &i))
 				return 1;
-			}
-			if (!parse_valued(ctx, o, a, argv[++i]))
-				return 1;
-		} else if (strcmp(a, "--dump-ir") == 0) {
-			o->dump = "";
-		} else if (has_prefix(a, "--dump-ir=", &v)) {
-			if (strcmp(v, "parse") && strcmp(v, "all") &&
-			    !check_pass_name(ctx, "--dump-ir", v))
-				return 1;
-			o->dump = v;
-		} else if (has_prefix(a, "--emit=", &v)) {
-			o->emit = v;
-		} else if (has_prefix(a, "--disable-pass=", &v)) {
-			if (!check_pass_name(ctx, "--disable-pass", v))
-				return 1;
-			if (o->n_disabled == DRV_MAX_LIST) {
-				ir_error(ctx, (ir_loc){0}, "too many --disable-pass");
-				return 1;
-			}
-			o->disabled[o->n_disabled++] = v;
-		} else if (a[0] == '-' && a[1]) {
-			ir_error(ctx, (ir_loc){0}, "unknown option '%s' (see --help)", a);
-			return 1;
 		} else if (o->model) {
 			ir_error(ctx, (ir_loc){0},
 				 "more than one model given: '%s' and '%s'", o->model, a);
@@ -546,7 +673,7 @@ int main(int argc, char **argv)
 	if (!m || ctx.n_errors)
 		goto out;
 	if (o.dump && strcmp(o.dump, "all") == 0)
-		printf("// ---- after parse ----\n");
+		printf("# ---- after parse ----\n");
 	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
 	if ((o.train || o.gradcheck) && !drv_train_prepare(&ctx, m, &o, &tc))

@@ -88,8 +88,8 @@ static void print_line_kinds(const rt_nmt_stats *st)
 	size_t skipped = st->n_blank + st->n_no_tab + st->n_empty_side +
 			 st->n_bad_utf8;
 	if (skipped)
-		printf("data: skipped %zu line%s: %s\n", skipped,
-		       skipped == 1 ? "" : "s", buf);
+		fprintf(stderr, "data: skipped %zu line%s: %s\n", skipped,
+			skipped == 1 ? "" : "s", buf);
 	n = 0;
 	buf[0] = '\0';
 	n = put_count(buf, n, size, st->n_extra_fields, "with extra fields");
@@ -97,21 +97,22 @@ static void print_line_kinds(const rt_nmt_stats *st)
 	n = put_count(buf, n, size, st->is_unterminated, "unterminated last line");
 	n = put_count(buf, n, size, st->has_bom, "byte order mark dropped");
 	if (n)
-		printf("data: handled: %s\n", buf);
+		fprintf(stderr, "data: handled: %s\n", buf);
 }
 
 static void print_data(const char *name, const rt_nmt_data *d,
 		       size_t examples)
 {
 	const rt_nmt_stats *st = rt_nmt_data_stats(d);
-	printf("data: %s: %zu pair%s in %zu line%s; %zu used (examples = %zu%s), "
-	       "%d steps\n", name, st->n_pairs, st->n_pairs == 1 ? "" : "s",
-	       st->n_lines, st->n_lines == 1 ? "" : "s", rt_nmt_rows(d), examples,
-	       examples ? "" : ": every line", rt_nmt_steps(d));
+	fprintf(stderr, "data: %s: %zu pair%s in %zu line%s; %zu used "
+		"(examples = %zu%s), %d steps\n", name, st->n_pairs,
+		st->n_pairs == 1 ? "" : "s", st->n_lines,
+		st->n_lines == 1 ? "" : "s", rt_nmt_rows(d), examples,
+		examples ? "" : ": every line", rt_nmt_steps(d));
 	print_line_kinds(st);
-	printf("data: vocabulary: %d source, %d target tokens\n",
-	       (int)rt_nmt_vocab_size(d, RT_NMT_SRC),
-	       (int)rt_nmt_vocab_size(d, RT_NMT_TGT));
+	fprintf(stderr, "data: vocabulary: %d source, %d target tokens\n",
+		(int)rt_nmt_vocab_size(d, RT_NMT_SRC),
+		(int)rt_nmt_vocab_size(d, RT_NMT_TGT));
 	fflush(stdout);
 }
 

@@ -177,7 +177,8 @@ static bool plot_losses(const drv_exec *e, const char *path,
 static int32_t find_output(const ir_func *f, const char *name)
 {
 	for (uint32_t i = 0; i < f->n_outputs; i++)
-		if (f->output_names[i] && strcmp(f->output_names[i], name) == 0)
+		if (f->output_names && f->output_names[i] &&
+		    strcmp(f->output_names[i], name) == 0)
 			return (int32_t)i;
 	return -1;
 }

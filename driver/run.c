@@ -119,10 +119,21 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	return ir_module_check_limits(ctx, m, values);
 }
 
+const char *drv_io_name(const char *const *names, uint32_t i,
+			const char *prefix, char *buf, size_t size)
+{
+	if (names && names[i])
+		return names[i];
+	snprintf(buf, size, "%s%u", prefix, i);
+	return buf;
+}
+
 void drv_print_outputs(const ir_func *f, const interp_tensor *outs)
 {
+	char buf[32];
 	for (uint32_t i = 0; i < f->n_outputs; i++) {
-		printf("%s: ", f->output_names[i]);
+		printf("%s: ", drv_io_name(f->output_names, i, "out", buf,
+					   sizeof buf));
 		interp_tensor_print(&outs[i], stdout);
 		putchar('\n');
 	}

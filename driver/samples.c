@@ -365,7 +365,7 @@ bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
 	src->n_batches = (s->n + ss->rows - 1) / ss->rows;
 	size_t extra = src->n_batches * ss->rows - s->n;
 	if (extra)
-		printf("batches: %llu of %zu samples an epoch; the last is filled "
+		fprintf(stderr, "batches: %llu of %zu samples an epoch; the last is filled "
 		       "up with %zu samples seen earlier in the epoch\n",
 		       (unsigned long long)src->n_batches, ss->rows, extra);
 	return true;

@@ -9,9 +9,10 @@
  * at the end and every --save-every N epochs; --resume FILE continues
  * such a run where it stopped, to the same bits.
  *
- * Output: a line per epoch, with throughput and time left when stdout is
- * a terminal and without them otherwise (so runs diff); --metrics FILE
- * gets one JSON line per epoch with the timings. A NaN or an infinity in
+ * Output, on stderr so that stdout keeps only what --stats and
+ * --dump-ir print: a line per epoch, with throughput and time left when
+ * stderr is a terminal and without them otherwise (so runs diff);
+ * --metrics FILE gets one JSON line per epoch with the timings. A NaN or an infinity in
  * the loss or the gradients stops training: the same step is re-run under
  * the reference interpreter, which names the op and the .g line where the
  * first non-finite value appeared. After training, a seq2seq model
@@ -321,7 +322,7 @@ static void format_rate(double r, char *buf, size_t size)
 static void show_progress(const trainer *t, uint64_t epoch, uint64_t i,
 			  const epoch_sums *sums)
 {
-	printf("\r\033[Kepoch %llu/%lld  batch %llu/%llu  loss %.4f",
+	fprintf(stderr, "\r\033[Kepoch %llu/%lld  batch %llu/%llu  loss %.4f",
 	       (unsigned long long)epoch + 1, (long long)t->tc->epochs,
 	       (unsigned long long)i + 1, (unsigned long long)t->src.n_batches,
 	       sums->divisor > 0 ? sums->loss / sums->divisor : sums->loss);
@@ -337,7 +338,7 @@ static void print_epoch(const trainer *t, uint64_t epoch, double loss,
 		snprintf(vl, sizeof vl, t->is_tty ? "  valid %.4f" : " valid %.4f",
 			 valid);
 	if (!t->is_tty) {
-		printf("epoch %llu/%llu loss %.4f%s\n", e, n, loss, vl);
+		fprintf(stderr, "epoch %llu/%llu loss %.4f%s\n", e, n, loss, vl);
 		fflush(stdout);
 		return;
 	}
@@ -345,8 +346,8 @@ static void print_epoch(const trainer *t, uint64_t epoch, double loss,
 	double elapsed = now_seconds() - t->start;
 	format_duration(elapsed / (double)e * (double)(n - e), left, sizeof left);
 	format_rate(rate, per_sec, sizeof per_sec);
-	printf("\r\033[Kepoch %llu/%llu  loss %.4f%s  %s %s/s  %.3f s  %s left\n",
-	       e, n, loss, vl, per_sec, t->src.unit, secs, left);
+	fprintf(stderr, "\r\033[Kepoch %llu/%llu  loss %.4f%s  %s %s/s  %.3f s  "
+		"%s left\n", e, n, loss, vl, per_sec, t->src.unit, secs, left);
 	fflush(stdout);
 }
 
@@ -464,7 +465,7 @@ static bool resume_state(trainer *t)
 		return false;
 	t->step = st->step;
 	t->first_epoch = st->epoch;
-	printf("resuming %s: %llu of %lld epochs done, %llu steps\n",
+	fprintf(stderr, "resuming %s: %llu of %lld epochs done, %llu steps\n",
 	       t->o->resume, (unsigned long long)st->epoch,
 	       (long long)t->tc->epochs, (unsigned long long)st->step);
 	return true;
@@ -516,7 +517,7 @@ static bool trainer_open(trainer *t)
 	}
 	if (t->resume.file && !resume_state(t))
 		return false;
-	t->is_tty = isatty(STDOUT_FILENO);
+	t->is_tty = isatty(STDERR_FILENO);
 	attnrt_tuner_init(&t->tuner, t->o->threads ? t->o->threads
 						   : cg_threads_get(), 0);
 	return true;
@@ -545,27 +546,27 @@ static bool trainer_close(trainer *t)
 static void print_header(const trainer *t)
 {
 	const attnrt_optim_config *c = &t->tc->optim;
-	printf("training %s: minimizing %s by %s(lr = %g)", t->m->name, t->tc->entry,
-	       c->kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd", c->lr);
+	fprintf(stderr, "training %s: minimizing %s by %s(lr = %g)", t->m->name,
+		t->tc->entry, c->kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd", c->lr);
 	if (t->tc->clip > 0)
-		printf(", clip %g", t->tc->clip);
-	printf(", %lld epochs of %llu batch%s", (long long)t->tc->epochs,
-	       (unsigned long long)t->src.n_batches,
-	       t->src.n_batches == 1 ? "" : "es");
+		fprintf(stderr, ", clip %g", t->tc->clip);
+	fprintf(stderr, ", %lld epochs of %llu batch%s",
+		(long long)t->tc->epochs, (unsigned long long)t->src.n_batches,
+		t->src.n_batches == 1 ? "" : "es");
 	if (t->grad.n_shards > 1)
-		printf(" in %u shards of %lld rows", t->grad.n_shards,
-		       (long long)t->grad.inputs[0].dims[0]);
-	printf("\n");
+		fprintf(stderr, " in %u shards of %lld rows", t->grad.n_shards,
+			(long long)t->grad.inputs[0].dims[0]);
+	fprintf(stderr, "\n");
 }
 
 static void print_summary(const trainer *t)
 {
 	double first = t->losses[0], last = t->losses[t->tc->epochs - 1];
-	printf("trained %s: loss %.4f -> %.4f in %llu steps", t->m->name, first,
-	       last, (unsigned long long)t->step);
+	fprintf(stderr, "trained %s: loss %.4f -> %.4f in %llu steps",
+		t->m->name, first, last, (unsigned long long)t->step);
 	if (t->is_tty)
-		printf(" (%.2f s)", now_seconds() - t->start);
-	putchar('\n');
+		fprintf(stderr, " (%.2f s)", now_seconds() - t->start);
+	fputc('\n', stderr);
 }
 
 /* The test MSE against the noise-free curve of regression models. */
@@ -593,8 +594,8 @@ static bool train_all(trainer *t)
 	if (!regression_mse(t, &mse_after))
 		return false;
 	if (drv_is_regression(t->m))
-		printf("test MSE vs truth: %.4f (before training %.4f)\n", mse_after,
-		       mse_before);
+		fprintf(stderr, "test MSE vs truth: %.4f (before training "
+			"%.4f)\n", mse_after, mse_before);
 	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
 	return (!t->o->save || save_state(t, n)) &&
 	       (!(t->o->plot || t->o->heatmap) ||

@@ -25,6 +25,20 @@ static const char *const train_keys[] = {"entry", "data",   "batch",
 #define N_TRAIN_KEYS (sizeof train_keys / sizeof *train_keys)
 
 /* Every setting must be one the driver reads: a typo is an error. */
+static void unknown_key(ir_ctx *ctx, const ir_setting *s)
+{
+	ir_suggest sg;
+	ir_suggest_init(&sg, s->key);
+	for (size_t k = 0; k < N_TRAIN_KEYS; k++)
+		ir_suggest_offer(&sg, train_keys[k]);
+	if (sg.best)
+		ir_error(ctx, s->loc, "unknown train setting '%s'; did you mean "
+			 "'%s'?", s->key, sg.best);
+	else
+		ir_error(ctx, s->loc, "unknown train setting '%s' (entry, data, "
+			 "batch, optimizer, clip, epochs, shards)", s->key);
+}
+
 static bool check_keys(ir_ctx *ctx, const ir_module *m)
 {
 	bool ok = true;
@@ -33,10 +47,7 @@ static bool check_keys(ir_ctx *ctx, const ir_module *m)
 		for (size_t k = 0; k < N_TRAIN_KEYS; k++)
 			is_known |= strcmp(m->train[i].key, train_keys[k]) == 0;
 		if (!is_known) {
-			ir_error(ctx, m->train[i].loc, "unknown train setting '%s' "
-				 "(entry, data, batch, optimizer, clip, epochs, "
-				 "shards)",
-				 m->train[i].key);
+			unknown_key(ctx, &m->train[i]);
 			ok = false;
 		}
 	}
@@ -55,6 +66,12 @@ static bool read_number(ir_ctx *ctx, const ir_setting *s, double lo,
 	if (ok) {
 		*out = v->num;
 		return true;
+	}
+	if (is_int && v->kind == IR_VAL_NUM && v->num >= hi &&
+	    v->num == floor(v->num)) {
+		ir_error(ctx, s->loc, "%s = %g: at most %g", s->key, v->num,
+			 hi - 1);
+		return false;
 	}
 	const char *what = is_int ? "a positive integer"
 			   : hi <= 1   ? "a number in [0, 1)"
@@ -245,7 +262,8 @@ static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 			 "(optimizer = sgd(lr = 0.1) or adam(lr = 0.001))", m->name);
 	ok &= opt && read_optimizer(ctx, opt, o, &tc->optim);
 	if (ep)
-		ok &= read_number(ctx, ep, 0, true, true, 2147483648.0, &epochs);
+		ok &= read_number(ctx, ep, 0, true, true, DRV_MAX_EPOCHS + 1.0,
+				  &epochs);
 	if (clip)
 		ok &= read_number(ctx, clip, 0, true, false, INFINITY, &tc->clip);
 	if (batch)

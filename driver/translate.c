@@ -219,7 +219,9 @@ static bool run_encode(translator *t)
 		return false;
 	}
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
-		const char *name = f->input_names[i];
+		char buf[32];
+		const char *name = drv_io_name(f->input_names, i, "in", buf,
+					       sizeof buf);
 		if (strcmp(name, "src") == 0)
 			tensor_i32(&in[i], t->src, 2, (int64_t)t->n, t->T);
 		else if (strcmp(name, "src_valid") == 0)
@@ -312,9 +314,11 @@ static bool map_step_outputs(translator *t, const interp_tensor *outs)
 					sizeof(int64_t) * (size_t)outs[k].rank)))
 			k++;
 		if (k == n) {
+			char buf[32];
 			ir_error(t->ctx, t->step_f->loc, "'decode_step' returns no "
 				 "new value of its input '%s'",
-				 t->step_f->input_names[i]);
+				 drv_io_name(t->step_f->input_names, i, "in", buf,
+					     sizeof buf));
 			return false;
 		}
 		is_state[k] = true;

@@ -743,3 +743,8 @@ const fe_builtin *fe_builtin_find(const char *name)
 			return &builtins[i];
 	return NULL;
 }
+
+const char *fe_builtin_name(size_t i)
+{
+	return i < sizeof builtins / sizeof *builtins ? builtins[i].name : NULL;
+}

@@ -24,12 +24,13 @@
 static bool scope_set(fe_elab *e, fe_scope *s, const char *name, fe_value v,
 		      ir_loc loc)
 {
-	for (uint32_t i = s->n; i-- > 0;)
-		if (strcmp(s->b[i].name, name) == 0) {
-			s->b[i].v = v;
-			return true;
-		}
-	if (!ir_grow(e->ctx, (void **)&s->b, &s->cap, s->n + 1, sizeof *s->b))
+	int32_t i = ir_names_get(&s->index, name);
+	if (i >= 0) {
+		s->b[i].v = v;
+		return true;
+	}
+	if (!ir_grow(e->ctx, (void **)&s->b, &s->cap, s->n + 1, sizeof *s->b) ||
+	    !ir_names_put(e->ctx, &s->index, name, s->n))
 		return false;
 	s->b[s->n++] = (fe_binding){name, v, loc, false};
 	return true;
@@ -37,15 +38,14 @@ static bool scope_set(fe_elab *e, fe_scope *s, const char *name, fe_value v,
 
 static const fe_binding *scope_get(const fe_scope *s, const char *name)
 {
-	for (uint32_t i = 0; i < s->n; i++)
-		if (strcmp(s->b[i].name, name) == 0)
-			return &s->b[i];
-	return NULL;
+	int32_t i = ir_names_get(&s->index, name);
+	return i >= 0 ? &s->b[i] : NULL;
 }
 
 static void scope_fini(fe_elab *e, fe_scope *s)
 {
 	ir_free(e->ctx, s->b);
+	ir_names_fini(e->ctx, &s->index);
 	memset(s, 0, sizeof *s);
 }
 

@@ -85,6 +85,7 @@ typedef struct fe_binding {
 typedef struct fe_scope {
 	fe_binding *b;
 	uint32_t n, cap;
+	ir_names index; /* name -> position in b */
 } fe_scope;
 
 /* One inlined call of a def (or the body of an exported function). */
@@ -234,6 +235,8 @@ fe_value fe_scalar(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc);
 /* ---- built-ins (builtins.c, consts.c) ------------------------------------------------- */
 
 const fe_builtin *fe_builtin_find(const char *name);
+/* The name of built-in i, or NULL past the last (for "did you mean"). */
+const char *fe_builtin_name(size_t i);
 fe_value fe_bi_zeros(fe_elab *e, const fe_builtin *b, const fe_args *a);
 fe_value fe_bi_full(fe_elab *e, const fe_builtin *b, const fe_args *a);
 fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a);

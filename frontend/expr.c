@@ -577,12 +577,28 @@ ir_id fe_to_tensor(fe_elab *e, fe_value v, ir_loc loc)
 
 static bool scope_find(const fe_scope *s, const char *name, fe_value *out)
 {
-	for (uint32_t i = s->n; i-- > 0;)
-		if (strcmp(s->b[i].name, name) == 0) {
-			*out = s->b[i].v;
-			return true;
-		}
-	return false;
+	int32_t i = ir_names_get(&s->index, name);
+	if (i >= 0)
+		*out = s->b[i].v;
+	return i >= 0;
+}
+
+/* Reports name as unknown, with the closest known name if one is near. */
+static void unknown_name(fe_elab *e, const char *name, ir_loc loc)
+{
+	ir_suggest sg;
+	ir_suggest_init(&sg, name);
+	for (uint32_t i = 0; e->frame && i < e->frame->scope.n; i++)
+		ir_suggest_offer(&sg, e->frame->scope.b[i].name);
+	for (uint32_t i = 0; i < e->globals.n; i++)
+		ir_suggest_offer(&sg, e->globals.b[i].name);
+	for (size_t i = 0; fe_builtin_name(i); i++)
+		ir_suggest_offer(&sg, fe_builtin_name(i));
+	if (sg.best)
+		ir_error(e->ctx, loc, "unknown name '%s'; did you mean '%s'?", name,
+			 sg.best);
+	else
+		ir_error(e->ctx, loc, "unknown name '%s'", name);
 }
 
 fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc)
@@ -605,7 +621,7 @@ fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc)
 		v.builtin = b;
 		return v;
 	}
-	ir_error(e->ctx, loc, "unknown name '%s'", name);
+	unknown_name(e, name, loc);
 	return fe_err();
 }
 
@@ -1314,17 +1330,47 @@ static fe_value eval_logic(fe_elab *e, const fe_expr *x)
 	return fe_bool(b);
 }
 
-static fe_value eval_binary(fe_elab *e, const fe_expr *x)
+static bool is_chain_op(const fe_expr *x)
 {
-	if (x->bin.op == FE_T_AND || x->bin.op == FE_T_OR)
-		return eval_logic(e, x);
-	bool ta = x->bin.op == FE_T_AT && x->bin.lhs->kind == FE_E_TRANSPOSE;
+	return x->kind == FE_E_BINARY && x->bin.op != FE_T_AND &&
+	       x->bin.op != FE_T_OR;
+}
+
+/* One link of a chain: l (the value of x's left operand) OP x's right. */
+static fe_value eval_link(fe_elab *e, const fe_expr *x, fe_value l, bool ta)
+{
 	bool tb = x->bin.op == FE_T_AT && x->bin.rhs->kind == FE_E_TRANSPOSE;
-	fe_value l = fe_eval(e, ta ? x->bin.lhs->operand : x->bin.lhs);
 	if (l.kind == FE_V_ERR)
 		return l;
 	fe_value r = fe_eval(e, tb ? x->bin.rhs->operand : x->bin.rhs);
 	return fe_binop(e, x->bin.op, l, r, ta, tb, x->loc);
+}
+
+/* A left-leaning chain (a + b - c ...) is walked in a loop, so that a
+ * long one does not nest the recursion (the parser counts it as one
+ * level, see fe_expr.depth). */
+static fe_value eval_binary(fe_elab *e, const fe_expr *x)
+{
+	if (!is_chain_op(x))
+		return eval_logic(e, x);
+	uint32_t n = 1;
+	const fe_expr *b = x;
+	for (; is_chain_op(b->bin.lhs); b = b->bin.lhs)
+		n++;
+	const fe_expr **spine = ir_alloc(e->ctx, n * sizeof *spine);
+	if (!spine)
+		return fe_err();
+	b = x;
+	for (uint32_t i = n; i-- > 0; b = b->bin.lhs)
+		spine[i] = b;
+	const fe_expr *lx = spine[0]->bin.lhs;
+	bool ta = spine[0]->bin.op == FE_T_AT && lx->kind == FE_E_TRANSPOSE;
+	fe_value v = eval_link(e, spine[0], fe_eval(e, ta ? lx->operand : lx),
+			       ta);
+	for (uint32_t i = 1; i < n; i++)
+		v = eval_link(e, spine[i], v, false);
+	ir_free(e->ctx, spine);
+	return v;
 }
 
 static fe_value eval(fe_elab *e, const fe_expr *x)

@@ -268,12 +268,27 @@ static int decode_escape(int c)
 	}
 }
 
+/* Bytes from after the opening quote at start to the closing quote or
+ * the end of the line: the decoded text is no longer. Reserving that,
+ * not the rest of the file, keeps memory linear however many strings
+ * the input has. */
+static size_t string_extent(const lexer *lx, size_t start)
+{
+	const char *t = lx->text;
+	size_t q = start + 1;
+	while (q < lx->len && t[q] != '"' && t[q] != '\n') {
+		bool is_escape = t[q] == '\\' && q + 1 < lx->len && t[q + 1] != '\n';
+		q += is_escape ? 2 : 1;
+	}
+	return q - (start + 1);
+}
+
 // string = '"' { char | "\" ( '"' | "\" | "n" | "t" ) } '"'
 static void lex_string(lexer *lx)
 {
 	size_t start = lx->pos++;
 	ir_loc loc = loc_at(lx, start);
-	char *buf = ir_arena_alloc(lx->arena, lx->len - start + 1);
+	char *buf = ir_arena_alloc(lx->arena, string_extent(lx, start) + 1);
 	size_t n = 0;
 	if (!buf) {
 		lx->is_oom = true;

@@ -131,8 +131,76 @@ static fe_expr *new_expr(parser *p, fe_expr_kind kind, ir_loc loc)
 	if (e) {
 		e->kind = kind;
 		e->loc = loc;
+		e->depth = 1;
 	}
 	return e;
+}
+
+/* True for the binary operators that fe_eval walks in a loop along a
+ * left-leaning chain (all but "and" and "or", which short-circuit). */
+static bool is_chain_op(const fe_expr *e)
+{
+	return e && e->kind == FE_E_BINARY && e->bin.op != FE_T_AND &&
+	       e->bin.op != FE_T_OR;
+}
+
+static void deepen(fe_expr *e, const fe_expr *operand)
+{
+	if (operand && operand->depth + 1 > e->depth)
+		e->depth = operand->depth + 1;
+}
+
+/* Sets e->depth from its operands' (see fe_expr.depth) and reports an
+ * expression deeper than FE_MAX_EXPR_DEPTH, which the walks after the
+ * parser could not take without overflowing the stack; NULL then. */
+static fe_expr *finish(parser *p, fe_expr *e)
+{
+	if (!e)
+		return NULL;
+	switch (e->kind) {
+	case FE_E_NUM:
+	case FE_E_STR:
+	case FE_E_NAME:
+	case FE_E_BOOL:
+		break;
+	case FE_E_LIST:
+		for (uint32_t i = 0; i < e->list.n; i++)
+			deepen(e, e->list.items[i]);
+		break;
+	case FE_E_CALL:
+		deepen(e, e->call.callee);
+		for (uint32_t i = 0; i < e->call.n_args; i++)
+			deepen(e, e->call.args[i].value);
+		break;
+	case FE_E_INDEX:
+		deepen(e, e->index.base);
+		for (uint32_t i = 0; i < e->index.n; i++)
+			deepen(e, e->index.items[i]);
+		break;
+	case FE_E_SLICE:
+		deepen(e, e->slice.lo);
+		deepen(e, e->slice.hi);
+		break;
+	case FE_E_BINARY:
+		if (is_chain_op(e) && is_chain_op(e->bin.lhs))
+			e->depth = e->bin.lhs->depth;
+		else
+			deepen(e, e->bin.lhs);
+		deepen(e, e->bin.rhs);
+		break;
+	case FE_E_NEG:
+	case FE_E_NOT:
+	case FE_E_TRANSPOSE:
+		deepen(e, e->operand);
+		break;
+	}
+	if (e->depth <= FE_MAX_EXPR_DEPTH)
+		return e;
+	if (!p->is_panic)
+		ir_error(p->ctx, e->loc, "expression nested too deeply (more "
+					 "than %d levels)", FE_MAX_EXPR_DEPTH);
+	p->is_panic = true;
+	return NULL;
 }
 
 /* Skips the rest of a broken line and, if an indented block follows, the
@@ -184,7 +252,7 @@ static fe_expr *binary(parser *p, const fe_token *op, fe_expr *lhs,
 		e->bin.lhs = lhs;
 		e->bin.rhs = rhs;
 	}
-	return e;
+	return finish(p, e);
 }
 
 // args = arg { "," arg } [ "," ]        arg = [ IDENT "=" ] expr
@@ -232,7 +300,7 @@ static fe_expr *parse_index_item(parser *p)
 		if (!e->slice.hi)
 			return NULL;
 	}
-	return e;
+	return finish(p, e);
 }
 
 // exprs = expr { "," expr } [ "," ]   up to `close`, which is consumed
@@ -305,7 +373,7 @@ static fe_expr *parse_primary(parser *p)
 		if (!e || !parse_exprs(p, FE_T_RBRACK, false, &e->list.items,
 				       &e->list.n))
 			return NULL;
-		return e;
+		return finish(p, e);
 	default:
 		break;
 	}
@@ -322,7 +390,7 @@ static fe_expr *parse_call(parser *p, fe_expr *callee)
 	advance(p);
 	if (!parse_args(p, FE_T_RPAREN, &e->call.args, &e->call.n_args))
 		return NULL;
-	return e;
+	return finish(p, e);
 }
 
 // postfix = primary { "(" [ args ] ")" | "[" index { "," index } "]" | ".T" }
@@ -346,7 +414,7 @@ static fe_expr *parse_postfix(parser *p)
 			if (!parse_exprs(p, FE_T_RBRACK, true, &ix->index.items,
 					 &ix->index.n))
 				return NULL;
-			e = ix;
+			e = finish(p, ix);
 		} else if (t->kind == FE_T_DOT) {
 			advance(p);
 			if (!at(p, FE_T_IDENT) || strcmp(cur(p)->text, "T") != 0) {
@@ -358,7 +426,7 @@ static fe_expr *parse_postfix(parser *p)
 			if (!tr)
 				return NULL;
 			tr->operand = e;
-			e = tr;
+			e = finish(p, tr);
 		} else {
 			break;
 		}
@@ -391,6 +459,7 @@ static fe_expr *parse_prefix(parser *p, fe_tok_kind op_kind,
 		e = x ? new_expr(p, kind, op->loc) : NULL;
 		if (e)
 			e->operand = x;
+		e = finish(p, e);
 	} else {
 		e = next(p);
 	}
@@ -773,6 +842,28 @@ static void sites_call(site_walk *w, fe_expr *e)
 	}
 }
 
+/* A left-leaning chain in a loop, as fe_eval walks it: its deepest
+ * left operand first, then the right operands from the bottom up. */
+static void sites_binary(site_walk *w, fe_expr *e)
+{
+	if (!is_chain_op(e)) {
+		sites_expr(w, e->bin.lhs);
+		sites_expr(w, e->bin.rhs);
+		return;
+	}
+	vec spine = {.elem = sizeof(fe_expr *)};
+	for (fe_expr *b = e; is_chain_op(b); b = b->bin.lhs)
+		if (!vec_push(w->p, &spine, &b))
+			break;
+	fe_expr **nodes = spine.data;
+	if (spine.n == 0)
+		return;
+	sites_expr(w, nodes[spine.n - 1]->bin.lhs);
+	for (uint32_t i = spine.n; i-- > 0;)
+		sites_expr(w, nodes[i]->bin.rhs);
+	ir_free(w->p->ctx, spine.data);
+}
+
 static void sites_expr(site_walk *w, fe_expr *e)
 {
 	if (!e)
@@ -798,8 +889,7 @@ static void sites_expr(site_walk *w, fe_expr *e)
 		sites_expr(w, e->slice.hi);
 		return;
 	case FE_E_BINARY:
-		sites_expr(w, e->bin.lhs);
-		sites_expr(w, e->bin.rhs);
+		sites_binary(w, e);
 		return;
 	case FE_E_NEG:
 	case FE_E_NOT:

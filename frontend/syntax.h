@@ -13,6 +13,10 @@
 
 #include "ir.h"
 
+/* The deepest expression the parser accepts (see fe_expr.depth); the
+ * elaborator has the same bound on its recursion. */
+#define FE_MAX_EXPR_DEPTH 1000
+
 /* ---- tokens --------------------------------------------------------------- */
 
 typedef enum fe_tok_kind {
@@ -123,6 +127,11 @@ typedef struct fe_arg {
 struct fe_expr {
 	fe_expr_kind kind;
 	ir_loc loc; /* the operator token, the call's name, the literal */
+	/* How deep evaluating this expression recurses: 1 for a leaf, one
+	 * more than the deepest operand, but a left-leaning chain of
+	 * arithmetic (a + b - c * d ...) counts as one level, as it is
+	 * walked in a loop. The parser keeps it under FE_MAX_EXPR_DEPTH. */
+	uint32_t depth;
 	union {
 		struct {
 			bool is_int;

@@ -197,6 +197,14 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
 	for (;;) {
+		if (len > IR_MAX_SOURCE_BYTES) {
+			ir_free(ctx, buf);
+			fclose(f);
+			ir_error(ctx, (ir_loc){0}, "'%s' is larger than %u MiB, "
+				 "the most a source file may have", path,
+				 IR_MAX_SOURCE_BYTES >> 20);
+			return 0;
+		}
 		if (len + 4096 > cap) {
 			cap = cap ? cap * 2 : 65536;
 			char *nb = ir_realloc(ctx, buf, cap);
@@ -227,9 +235,57 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
 
 /* ---- diagnostics ------------------------------------------------------------ */
 
-/* Prints the source line of loc and a caret under its column. Tabs in the
- * line are kept so that the caret lines up in a terminal. */
-static void print_caret(ir_ctx *ctx, ir_loc loc)
+/* A diagnostic is put together in one buffer and written with one call:
+ * stderr is unbuffered, and a byte at a time made a long line cost one
+ * system call per byte. What does not fit is cut (the message ends in
+ * "..."); the source line is clipped around the caret first. */
+#define DIAG_BUF 4096
+#define DIAG_LINE_MAX 160 /* bytes of a source line shown in full */
+#define DIAG_CONTEXT 80   /* bytes shown before the caret when clipped */
+
+typedef struct diag_buf {
+	char s[DIAG_BUF];
+	size_t n;
+} diag_buf;
+
+static void buf_putc(diag_buf *b, char c)
+{
+	if (b->n < DIAG_BUF)
+		b->s[b->n++] = c;
+}
+
+static void buf_puts(diag_buf *b, const char *s)
+{
+	while (*s)
+		buf_putc(b, *s++);
+}
+
+static void buf_vprintf(diag_buf *b, const char *fmt, va_list ap)
+{
+	size_t room = DIAG_BUF - b->n;
+	int w = vsnprintf(b->s + b->n, room, fmt, ap);
+	if (w < 0)
+		return;
+	if ((size_t)w < room) {
+		b->n += (size_t)w;
+		return;
+	}
+	b->n = DIAG_BUF - 4;
+	buf_puts(b, "...");
+}
+
+static void buf_printf(diag_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	buf_vprintf(b, fmt, ap);
+	va_end(ap);
+}
+
+/* Adds the source line of loc and a caret under its column. Tabs in the
+ * line are kept so that the caret lines up in a terminal; a line longer
+ * than DIAG_LINE_MAX shows the part around the caret between "...". */
+static void buf_caret(diag_buf *b, const ir_ctx *ctx, ir_loc loc)
 {
 	const ir_source *s = &ctx->files[loc.file];
 	const char *p = s->text, *end = s->text + s->len;
@@ -239,28 +295,42 @@ static void print_caret(ir_ctx *ctx, ir_loc loc)
 	const char *eol = p;
 	while (eol < end && *eol != '\n' && *eol != '\r')
 		eol++;
-	fprintf(ctx->diag_out, "%5u | ", loc.line);
-	for (const char *q = p; q < eol; q++)
-		fputc((unsigned char)*q < 0x20 && *q != '\t' ? ' ' : *q,
-		      ctx->diag_out);
-	fputs("\n      | ", ctx->diag_out);
-	for (uint32_t c = 1; c < loc.col && p + c - 1 < eol; c++)
-		fputc(p[c - 1] == '\t' ? '\t' : ' ', ctx->diag_out);
-	fputs("^\n", ctx->diag_out);
+	size_t len = (size_t)(eol - p), off = loc.col ? loc.col - 1 : 0;
+	size_t from = 0, to = len;
+	if (len > DIAG_LINE_MAX) {
+		from = off > DIAG_CONTEXT ? off - DIAG_CONTEXT : 0;
+		from = from + DIAG_LINE_MAX > len ? len - DIAG_LINE_MAX : from;
+		to = from + DIAG_LINE_MAX;
+	}
+	buf_printf(b, "%5u | %s", loc.line, from ? "..." : "");
+	for (size_t i = from; i < to; i++)
+		buf_putc(b, (unsigned char)p[i] < 0x20 && p[i] != '\t' ? ' ' : p[i]);
+	buf_puts(b, to < len ? "...\n      | " : "\n      | ");
+	if (from)
+		buf_puts(b, "   ");
+	for (size_t i = from; i < off && i < to; i++)
+		buf_putc(b, p[i] == '\t' ? '\t' : ' ');
+	buf_puts(b, "^\n");
 }
 
 static void report(ir_ctx *ctx, ir_loc loc, const char *kind, const char *fmt,
 		   va_list ap)
 {
-	if (loc.file && loc.file < ctx->n_files && loc.line)
-		fprintf(ctx->diag_out, "%s:%u:%u: %s: ", ctx->files[loc.file].name,
-			loc.line, loc.col, kind);
+	diag_buf b;
+	bool has_line = loc.file && loc.file < ctx->n_files && loc.line;
+	b.n = 0;
+	if (has_line)
+		buf_printf(&b, "%s:%u:%u: %s: ", ctx->files[loc.file].name,
+			   loc.line, loc.col, kind);
 	else
-		fprintf(ctx->diag_out, "attnc: %s: ", kind);
-	vfprintf(ctx->diag_out, fmt, ap);
-	fputc('\n', ctx->diag_out);
-	if (loc.file && loc.file < ctx->n_files && loc.line)
-		print_caret(ctx, loc);
+		buf_printf(&b, "attnc: %s: ", kind);
+	buf_vprintf(&b, fmt, ap);
+	if (b.n == DIAG_BUF)
+		b.n--;
+	buf_putc(&b, '\n');
+	if (has_line)
+		buf_caret(&b, ctx, loc);
+	fwrite(b.s, 1, b.n, ctx->diag_out);
 }
 
 void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap)
@@ -355,6 +425,72 @@ char *ir_arena_strdup(ir_arena *a, const char *s)
 	return ir_arena_strndup(a, s, strlen(s));
 }
 
+/* ---- name index ------------------------------------------------------------- */
+
+/* FNV-1a: where the probe for a name starts. */
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* The slot holding name, or the empty one where it would go; the index
+ * is never more than half full, so the probe ends. */
+static ir_name_slot *names_slot(const ir_names *ix, const char *name)
+{
+	uint32_t mask = ix->cap - 1;
+	for (uint32_t h = name_hash(name) & mask;; h = (h + 1) & mask) {
+		ir_name_slot *sl = &ix->slots[h];
+		if (!sl->name || strcmp(sl->name, name) == 0)
+			return sl;
+	}
+}
+
+static bool names_grow(ir_ctx *ctx, ir_names *ix)
+{
+	uint32_t cap = ix->cap ? 2 * ix->cap : 64;
+	ir_name_slot *old = ix->slots;
+	uint32_t old_cap = ix->cap;
+	ix->slots = ir_alloc(ctx, (size_t)cap * sizeof *ix->slots);
+	if (!ix->slots) {
+		ix->slots = old;
+		return false;
+	}
+	ix->cap = cap;
+	for (uint32_t i = 0; i < old_cap; i++)
+		if (old[i].name)
+			*names_slot(ix, old[i].name) = old[i];
+	ir_free(ctx, old);
+	return true;
+}
+
+bool ir_names_put(ir_ctx *ctx, ir_names *ix, const char *name, uint32_t pos)
+{
+	if (2 * (ix->n + 1) > ix->cap && !names_grow(ctx, ix))
+		return false;
+	ir_name_slot *sl = names_slot(ix, name);
+	if (!sl->name)
+		ix->n++;
+	*sl = (ir_name_slot){name, pos};
+	return true;
+}
+
+int32_t ir_names_get(const ir_names *ix, const char *name)
+{
+	if (!ix->cap)
+		return -1;
+	const ir_name_slot *sl = names_slot(ix, name);
+	return sl->name ? (int32_t)sl->pos : -1;
+}
+
+void ir_names_fini(ir_ctx *ctx, ir_names *ix)
+{
+	ir_free(ctx, ix->slots);
+	memset(ix, 0, sizeof *ix);
+}
+
 /* ---- module --------------------------------------------------------------------- */
 
 ir_module *ir_module_create(ir_ctx *ctx, const char *name)
@@ -390,6 +526,7 @@ void ir_module_destroy(ir_module *m)
 	ir_free(ctx, m->syms);
 	ir_free(ctx, m->limits);
 	ir_free(ctx, m->params);
+	ir_names_fini(ctx, &m->param_names);
 	ir_free(ctx, m->consts);
 	ir_free(ctx, m->train);
 	ir_arena_fini(&m->arena);
@@ -560,10 +697,7 @@ bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
 
 int32_t ir_module_find_param(const ir_module *m, const char *name)
 {
-	for (uint32_t i = 0; i < m->n_params; i++)
-		if (strcmp(m->params[i].name, name) == 0)
-			return (int32_t)i;
-	return -1;
+	return ir_names_get(&m->param_names, name);
 }
 
 int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
@@ -574,6 +708,10 @@ int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
 		return -1;
 	const char *s = ir_arena_strdup(&m->arena, name);
 	if (!s)
+		return -1;
+	/* A duplicate (which the verifier reports) keeps finding the first. */
+	if (ir_names_get(&m->param_names, s) < 0 &&
+	    !ir_names_put(m->ctx, &m->param_names, s, m->n_params))
 		return -1;
 	m->params[m->n_params] = (ir_param){s, *t, init, a, b, loc};
 	return (int32_t)m->n_params++;
@@ -683,6 +821,73 @@ ir_id ir_build(ir_module *m, ir_func *f, ir_op op, const ir_id *args,
 		return IR_NONE;
 	}
 	return id;
+}
+
+/* ---- suggestions ------------------------------------------------------------ */
+
+#define SUGGEST_MAX_LEN 64
+
+/* Levenshtein distance of a and b (each at most SUGGEST_MAX_LEN). */
+static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb)
+{
+	size_t row[SUGGEST_MAX_LEN + 1];
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= na; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= nb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[nb];
+}
+
+void ir_suggest_init(ir_suggest *s, const char *word)
+{
+	size_t n = strlen(word);
+	s->word = word;
+	s->best = NULL;
+	s->dist = n < 3 ? 0 : n < 5 ? 2 : n < 9 ? 3 : 4; /* one over the allowed */
+}
+
+void ir_suggest_offer(ir_suggest *s, const char *candidate)
+{
+	size_t na = strlen(s->word), nb = strlen(candidate);
+	if (na > SUGGEST_MAX_LEN || nb > SUGGEST_MAX_LEN ||
+	    strcmp(s->word, candidate) == 0)
+		return;
+	size_t gap = na > nb ? na - nb : nb - na;
+	if (gap >= s->dist)
+		return;
+	size_t d = edit_distance(s->word, na, candidate, nb);
+	if (d < s->dist) {
+		s->dist = d;
+		s->best = candidate;
+	}
+}
+
+bool ir_type_numel_fits(const ir_module *m, const ir_type *t)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++) {
+		ir_dim d = t->dims[i];
+		int64_t v = d.coef < 0 ? -d.coef : d.coef;
+		if (!ir_dim_is_static(d) && d.sym < (int32_t)m->n_syms &&
+		    m->syms[d.sym].fallback > 0 &&
+		    __builtin_mul_overflow(v, m->syms[d.sym].fallback, &v))
+			return false;
+		if (__builtin_mul_overflow(n, v, &n) || n > IR_MAX_NUMEL)
+			return false;
+	}
+	return true;
 }
 
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,

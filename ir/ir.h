@@ -205,8 +205,15 @@ bool ir_grow(ir_ctx *ctx, void **arr, uint32_t *cap, uint32_t need,
 /* Registers a source file (the text is copied); returns its index. */
 uint32_t ir_ctx_add_source(ir_ctx *ctx, const char *name, const char *text,
 			   size_t len);
+/* The largest source file (.g or .ir) attnc reads: 70 times the largest
+ * model's IR, and small enough that compiling any input of that size
+ * stays within a few hundred MB (memory is linear in the input). */
+#define IR_MAX_SOURCE_BYTES (16u << 20)
+
 /* Reads a file from disk and registers it; returns 0 and reports an error
- * (without location) if it cannot be read. */
+ * (without location) if it cannot be read or is longer than
+ * IR_MAX_SOURCE_BYTES (it stops reading there, so a device file that
+ * never ends is refused too). */
 uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path);
 
 /* Reports "file:line:col: error: msg", then the source line and a caret.
@@ -365,6 +372,26 @@ struct ir_setting {
 	ir_loc loc;
 };
 
+/* A hash index from names to positions in an array its user keeps, so
+ * that lookups stay O(1) with 10^5 names. The names are not copied:
+ * they must outlive the index. Zero-initialized is empty. */
+typedef struct ir_name_slot {
+	const char *name; /* NULL: empty */
+	uint32_t pos;
+} ir_name_slot;
+
+typedef struct ir_names {
+	ir_name_slot *slots;
+	uint32_t n, cap; /* cap: a power of two, or 0 */
+} ir_names;
+
+/* Enters name at pos, replacing the position of an equal name; false
+ * (and ctx->is_oom) when out of memory. */
+bool ir_names_put(ir_ctx *ctx, ir_names *ix, const char *name, uint32_t pos);
+/* The position of name, or -1. */
+int32_t ir_names_get(const ir_names *ix, const char *name);
+void ir_names_fini(ir_ctx *ctx, ir_names *ix);
+
 typedef struct ir_module {
 	ir_ctx *ctx;
 	ir_arena arena;
@@ -376,6 +403,7 @@ typedef struct ir_module {
 	uint32_t n_limits, limits_cap;
 	ir_param *params;
 	uint32_t n_params, params_cap;
+	ir_names param_names; /* kept by ir_module_add_param */
 	ir_const *consts;
 	uint32_t n_consts, consts_cap;
 	ir_func **funcs;
@@ -471,6 +499,27 @@ bool ir_attention_grad_size(const ir_module *m, const ir_type *q,
  * ir_attention_grad_size. */
 bool ir_additive_grad_size(const ir_module *m, const ir_type *qp,
 			   const ir_type *kp, const ir_type *v, ir_dim *out);
+
+/* "Did you mean": the candidate closest to word in edit distance, kept
+ * while candidates are offered one by one, among those near enough to
+ * be a typo (none for a word of 1 or 2 letters, at most 1 edit for 3 or
+ * 4 letters, 2 for 5 to 8, 3 for more). */
+typedef struct ir_suggest {
+	const char *word;
+	const char *best; /* NULL: none near enough yet */
+	size_t dist;
+} ir_suggest;
+
+void ir_suggest_init(ir_suggest *s, const char *word);
+void ir_suggest_offer(ir_suggest *s, const char *candidate);
+
+/* The most elements a tensor may have; more cannot be sized in bytes
+ * without overflow on the way (the frontend's own bound is the same). */
+#define IR_MAX_NUMEL (INT64_C(1) << 40)
+
+/* True if t has at most IR_MAX_NUMEL elements, its symbols at their
+ * fallbacks (1 for a symbol without one). */
+bool ir_type_numel_fits(const ir_module *m, const ir_type *t);
 
 /* Writes a dims list like "B, 10, 32" (4*B for coef*sym) into buf. */
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf,

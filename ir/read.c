@@ -560,6 +560,7 @@ static bool parse_dim(reader *r, ir_dim *d)
 /* type = ("f32" | "i32" | "f64") "[" [ dim { "," dim } ] "]" */
 static bool parse_type(reader *r, ir_type *t)
 {
+	token start = r->tok;
 	memset(t, 0, sizeof *t);
 	if (is_word(r, "f32"))
 		t->dtype = IR_F32;
@@ -580,6 +581,9 @@ static bool parse_type(reader *r, ir_type *t)
 		if (!parse_dim(r, &t->dims[t->rank++]))
 			return false;
 	}
+	if (!ir_type_numel_fits(r->m, t))
+		return rerr_at(r, &start, "tensor too large: more than 2^40 "
+					  "elements");
 	return true;
 }
 
@@ -655,7 +659,7 @@ static bool parse_sym(reader *r)
 		return rerr_at(r, &t, "symbol '%s' declared twice", name);
 	int64_t fallback = 0;
 	ir_loc loc;
-	if (accept(r, '=') && !parse_int_in(r, 1, INT64_MAX, &fallback))
+	if (accept(r, '=') && !parse_int_in(r, 1, IR_MAX_NUMEL, &fallback))
 		return false;
 	if (!parse_loc(r, &loc))
 		return false;

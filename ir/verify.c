@@ -99,20 +99,23 @@ static void verify_syms(verifier *v)
 	}
 }
 
+/* Duplicates are found with an index of its own, not the module's, which
+ * is what is being checked; O(n) with 10^5 parameters. */
 static void verify_params(verifier *v)
 {
 	const ir_module *m = v->m;
+	ir_names seen = {0};
 	for (uint32_t i = 0; i < m->n_params; i++) {
 		const ir_param *p = &m->params[i];
 		if (!name_ok(p->name)) {
 			vfail(v, p->loc, "parameter %u has no name", i);
 			continue;
 		}
-		for (uint32_t j = 0; j < i; j++)
-			if (name_ok(m->params[j].name) &&
-			    strcmp(m->params[j].name, p->name) == 0)
-				vfail(v, p->loc, "parameter @%s is declared twice",
-				      p->name);
+		if (ir_names_get(&seen, p->name) >= 0)
+			vfail(v, p->loc, "parameter @%s is declared twice",
+			      p->name);
+		else if (!ir_names_put(m->ctx, &seen, p->name, i))
+			vfail(v, p->loc, "out of memory");
 		if (!ir_type_is_valid(m, &p->type) || p->type.dtype != IR_F32)
 			vfail(v, p->loc, "parameter @%s has a malformed type "
 					 "(parameters are f32)", p->name);
@@ -120,6 +123,7 @@ static void verify_params(verifier *v)
 			vfail(v, p->loc, "parameter @%s has unknown initializer %d",
 			      p->name, (int)p->init);
 	}
+	ir_names_fini(m->ctx, &seen);
 }
 
 static void verify_consts(verifier *v)

@@ -83,7 +83,7 @@ static void dump_after(const ir_module *m, const pass_info *p,
 	    (strcmp(opts->dump, p->name) != 0 && strcmp(opts->dump, "all") != 0))
 		return;
 	FILE *out = opts->dump_out ? opts->dump_out : stdout;
-	fprintf(out, "// ---- after %s ----\n", p->name);
+	fprintf(out, "# ---- after %s ----\n", p->name);
 	ir_module_print(m, out);
 }
 

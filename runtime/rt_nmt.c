@@ -685,6 +685,12 @@ static int read_file(const attnrt_allocator *al, const char *path, char **buf,
 	size_t cap = 0, n = 0, got;
 	int rc = ATTNRT_OK;
 	do {
+		if (n > RT_NMT_MAX_FILE) {
+			rc = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: larger "
+				     "than %u MiB, the most a corpus may have",
+				     path, RT_NMT_MAX_FILE >> 20);
+			break;
+		}
 		if (!rt_mem_grow(al, (void **)buf, &cap, n + 65536, 1)) {
 			rc = rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
 				     "%s: out of memory", path);

@@ -90,6 +90,11 @@ typedef struct rt_nmt_batch {
  * NULL). */
 const char *rt_nmt_default_corpus(size_t *len);
 
+/* The largest corpus file rt_nmt_load reads (it stops there, so a
+ * device that never ends is refused too); the full Tatoeba fra-eng
+ * file is about 30 MB. */
+#define RT_NMT_MAX_FILE (256u << 20)
+
 /* Reads the Tatoeba-format file at path (NULL: the default corpus) and
  * builds the data for T = steps (>= 1) steps from the pairs of its first
  * examples + 1 lines, as d2l's tokenize_nmt does with num_examples =

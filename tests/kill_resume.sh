@@ -13,12 +13,12 @@ trap '[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null; rm -rf "$dir"' EXIT
 train="models/gpt.g --train --epochs 5 --data tests/cli/data/stories-2k.txt"
 losses() { sed 's/.*"loss": \([^,]*\), \(.*"valid_loss": [^,]*\)\{0,1\}.*/\1 \2/' "$1"; }
 
-"$attnc" $train --metrics "$dir/full.json" >/dev/null
+"$attnc" $train --metrics "$dir/full.json" >/dev/null 2>&1
 [ "$(wc -l <"$dir/full.json")" -eq 5 ]
 
 # Killed after its second epoch (while the third runs), then resumed.
 "$attnc" $train --save "$dir/ck.safetensors" --save-every 1 \
-	--metrics "$dir/run.json" >/dev/null &
+	--metrics "$dir/run.json" >/dev/null 2>&1 &
 pid=$!
 while [ "$(cat "$dir/run.json" 2>/dev/null | wc -l)" -lt 2 ]; do
 	kill -0 "$pid" 2>/dev/null || { echo "run ended before it was killed"; exit 1; }
@@ -30,7 +30,7 @@ pid=
 [ -f "$dir/ck.safetensors" ]
 "$attnc" models/gpt.g --resume "$dir/ck.safetensors" --epochs 5 \
 	--data tests/cli/data/stories-2k.txt --save "$dir/ck.safetensors" \
-	--save-every 1 --metrics "$dir/run.json" >"$dir/resumed.out"
+	--save-every 1 --metrics "$dir/run.json" >"$dir/resumed.out" 2>&1
 grep -q '^resuming ' "$dir/resumed.out"
 losses "$dir/full.json" >"$dir/want"
 losses "$dir/run.json" >"$dir/got"
@@ -40,9 +40,10 @@ diff -u "$dir/want" "$dir/got"
 
 # Stopped after 3 epochs, then resumed for 2 more.
 "$attnc" $train --epochs 3 --save "$dir/three.safetensors" \
-	--metrics "$dir/three.json" >/dev/null
+	--metrics "$dir/three.json" >/dev/null 2>&1
 "$attnc" models/gpt.g --resume "$dir/three.safetensors" --epochs 5 \
-	--data tests/cli/data/stories-2k.txt --metrics "$dir/three.json" >/dev/null
+	--data tests/cli/data/stories-2k.txt --metrics "$dir/three.json" \
+	>/dev/null 2>&1
 losses "$dir/three.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
 echo "kill resume ok"

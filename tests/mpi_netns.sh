@@ -47,12 +47,12 @@ printf '%s slots=1\n%s slots=1\n' $net.1 $net.2 >"$dir/hosts"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export ASAN_OPTIONS=detect_leaks=0
 model=tests/cli/data/cls.g
-"$attnc" $model --train --shards 2 --metrics "$dir/one.json" >/dev/null
+"$attnc" $model --train --shards 2 --metrics "$dir/one.json" >/dev/null 2>&1
 ip netns exec "$ns_a" mpirun -np 2 --hostfile "$dir/hosts" \
 	--mca plm_rsh_agent "$dir/agent" --mca btl tcp,self \
 	--mca btl_tcp_if_include $net.0/24 --mca oob_tcp_if_include $net.0/24 \
 	-x ASAN_OPTIONS "$attnc" $model --train --metrics "$dir/two.json" \
-	>/dev/null
+	>/dev/null 2>&1
 cut -d, -f1-3 "$dir/one.json" >"$dir/want"
 cut -d, -f1-3 "$dir/two.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"

@@ -17,8 +17,8 @@ mpi="mpirun -np 2 --oversubscribe --mca btl tcp,self -x ASAN_OPTIONS"
 model=tests/cli/data/cls.g
 losses() { sed 's/.*"loss": \([^,]*\), \(.*"valid_loss": [^,]*\)\{0,1\}.*/\1 \2/' "$1"; }
 
-"$attnc" $model --train --shards 2 --metrics "$dir/one.json" >/dev/null
-$mpi "$attnc" $model --train --metrics "$dir/two.json" >"$dir/two.out"
+"$attnc" $model --train --shards 2 --metrics "$dir/one.json" >/dev/null 2>&1
+$mpi "$attnc" $model --train --metrics "$dir/two.json" >"$dir/two.out" 2>&1
 losses "$dir/one.json" >"$dir/want"
 losses "$dir/two.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
@@ -27,9 +27,9 @@ grep -q "in 2 shards of 8 rows" "$dir/two.out"
 # Saved after 2 epochs under MPI (rank 0 writes), resumed under MPI
 # (every rank reads) for the other 2.
 $mpi "$attnc" $model --train --epochs 2 --save "$dir/ck.safetensors" \
-	--metrics "$dir/resumed.json" >/dev/null
+	--metrics "$dir/resumed.json" >/dev/null 2>&1
 $mpi "$attnc" $model --resume "$dir/ck.safetensors" --epochs 4 \
-	--metrics "$dir/resumed.json" >/dev/null
+	--metrics "$dir/resumed.json" >/dev/null 2>&1
 losses "$dir/resumed.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
 

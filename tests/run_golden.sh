@@ -4,7 +4,8 @@
 #   tests/errors/NAME.g      must exit 1 and print exactly NAME.err on stderr
 #   tests/cli/NAME.args      arguments (one line, shell words); the combined
 #                            stdout+stderr must equal NAME.out and the exit
-#                            status NAME.status (0 if absent)
+#                            status NAME.status (0 if absent); where
+#                            NAME.stdout exists, stdout alone must equal it
 #
 # Paths inside the files are relative to SOURCE_DIR, where attnc runs.
 # With ATTNC_UPDATE_GOLDEN=1 the expected files are rewritten instead.
@@ -53,6 +54,10 @@ for a in tests/cli/*.args; do
 		continue
 	fi
 	check "$a" "$base.out" "$tmp"
+	if [ -f "$base.stdout" ]; then
+		"$attnc" "$@" >"$tmp" 2>/dev/null
+		check "$a (stdout)" "$base.stdout" "$tmp"
+	fi
 done
 
 echo "golden: $passed passed, $failed failed"

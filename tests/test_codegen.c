@@ -207,7 +207,8 @@ START_TEST(test_gemm_matches_naive_loop_with_every_packing)
 	static const cg_gemm_pack packs[] = {CG_GEMM_PACK_NONE, CG_GEMM_PACK_B,
 					     CG_GEMM_PACK_AB};
 	for (size_t p = 0; p < 3; p++) {
-		for (size_t s = 0; s < N_ODD; s++) {
+		for (size_t s = p % TU_SWEEP_STRIDE; s < N_ODD;
+		     s += TU_SWEEP_STRIDE) {
 			const int64_t *d = odd_shapes[s];
 			cg_gemm_spec spec = shape(d[0], d[1], d[2]);
 			spec.pack = packs[p];
@@ -226,7 +227,8 @@ START_TEST(test_gemm_reads_transposed_operands)
 	};
 	for (size_t s = 0; s < 6; s++) {
 		for (int tr = 1; tr < 4; tr++) {
-			for (int pack = 0; pack < 4; pack++) {
+			for (int pack = (int)(s + (size_t)tr) % TU_SWEEP_STRIDE;
+			     pack < 4; pack += TU_SWEEP_STRIDE) {
 				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 							  shapes[s][2]);
 				spec.ta = tr & 1;

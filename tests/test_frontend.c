@@ -115,6 +115,9 @@ static void assert_kinds(const fe_tokens *t, const fe_tok_kind *want, uint32_t n
 			      i, t->toks[i].kind, want[i]);
 }
 
+static char *repeated(const char *head, const char *unit, size_t n,
+		      const char *tail);
+
 /* ---- lexer ---------------------------------------------------------------------- */
 
 START_TEST(test_lex_brackets_a_block_with_indent_and_dedent)
@@ -249,6 +252,44 @@ START_TEST(test_lex_reports_invalid_characters_and_goes_on)
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:13: error: invalid character '$'"));
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:3:11: error: invalid character '`'"));
 	fx_fini(&x);
+}
+END_TEST
+
+/* An allocation hook that adds up every byte asked for: an upper bound
+ * of the peak, independent of the C library. */
+static void *counting_alloc(void *ud, void *ptr, size_t size)
+{
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	*(size_t *)ud += size;
+	return realloc(ptr, size);
+}
+
+START_TEST(test_lex_memory_is_linear_in_the_number_of_strings)
+{
+	enum { N = 30000 };
+	size_t asked = 0;
+	char *src = repeated("model m\nconst s = \"a\\\"b\" ", "\"\" ", N, "\n");
+	ir_ctx ctx;
+	ir_arena a;
+	fe_tokens toks;
+	ir_ctx_init(&ctx);
+	ctx.alloc = counting_alloc;
+	ctx.alloc_ud = &asked;
+	ir_arena_init(&a, &ctx);
+	ck_assert_int_eq(lex(&ctx, &a, src, &toks), 0);
+	ck_assert_uint_eq(toks.n, 3 + 4 + N + 2);
+	ck_assert_str_eq(toks.toks[6].text, "a\"b");
+	ck_assert_str_eq(toks.toks[7].text, "");
+	/* About 100 bytes per string here; reserving the rest of the file
+	 * for each one asked for 1.8 GB. */
+	ck_assert_msg(asked < 8u * N * 100, "asked for %zu bytes", asked);
+	fe_tokens_fini(&ctx, &toks);
+	ir_arena_fini(&a);
+	ir_ctx_fini(&ctx);
+	free(src);
 }
 END_TEST
 
@@ -1097,6 +1138,18 @@ START_TEST(test_runaway_elaboration_is_stopped_with_a_message)
 			  "  return x\n",
 		      "is too large: more than 1000000 nodes");
 	fx_fini(&x);
+	/* A new parameter per iteration: stopped by the node limit, at half
+	 * a million parameters, not after 10^9 iterations. */
+	fx_fails_with(&x, "model m\n"
+			  "def g(x)\n"
+			  "  param w : [2] = zeros\n"
+			  "  return x * w\n"
+			  "export def f(x: f32[2])\n"
+			  "  repeat 1000000000\n"
+			  "    x = g(x)\n"
+			  "  return x\n",
+		      "is too large: more than 1000000 nodes");
+	fx_fini(&x);
 }
 END_TEST
 
@@ -1109,6 +1162,57 @@ START_TEST(test_an_export_needs_typed_arguments_and_a_return)
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:12: error: exported function 'f' "
 					     "does not return anything"));
 	fx_fini(&x);
+}
+END_TEST
+
+/* head, then unit n times, then tail: a malloc'd string. */
+static char *repeated(const char *head, const char *unit, size_t n,
+		      const char *tail)
+{
+	size_t h = strlen(head), u = strlen(unit), t = strlen(tail);
+	char *s = malloc(h + u * n + t + 1);
+	ck_assert_ptr_nonnull(s);
+	memcpy(s, head, h);
+	for (size_t i = 0; i < n; i++)
+		memcpy(s + h + i * u, unit, u);
+	memcpy(s + h + u * n, tail, t + 1);
+	return s;
+}
+
+START_TEST(test_a_long_flat_chain_of_operators_compiles)
+{
+	fx x;
+	char *src = repeated("model m\nexport def f(x: f32[2]) = x", " + x",
+			     100000, "\n");
+	fx_ok(&x, src);
+	const ir_func *f = ir_module_find_func(x.m, "f");
+	ck_assert_int_eq(count_ops(f, IR_OP_ADD), 100000);
+	fx_fini(&x);
+	free(src);
+	/* Call sites along a chain are numbered in evaluation order. */
+	fx_ok(&x, "model m\nexport def f(x: f32[2, 4]) = "
+		  "linear(x, 4) - linear(x, 4) * 2 + linear(x, 4)\n");
+	ck_assert_str_eq(x.m->params[0].name, "linear_0.W");
+	ck_assert_int_eq(x.m->n_params, 6);
+	fx_fini(&x);
+}
+END_TEST
+
+START_TEST(test_deep_nesting_is_reported_not_a_crash)
+{
+	static const char *const units[] = {"[0]", ".T", " and x", " or x"};
+	for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+		fx x;
+		char *src = repeated("model m\nexport def f(x: f32[2, 2]) = x",
+				     units[i], 100000, "\n");
+		fx_fails_with(&x, src, "t.g:2:");
+		ck_assert_msg(strstr(x.diag, "error: expression nested too deeply "
+					     "(more than 1000 levels)"),
+			      "%s", x.diag);
+		ck_assert_int_eq(x.ctx.n_errors, 1);
+		fx_fini(&x);
+		free(src);
+	}
 }
 END_TEST
 
@@ -1303,6 +1407,7 @@ static Suite *frontend_suite(void)
 	tcase_add_test(lex_tc, test_lex_gives_each_token_its_line_and_column);
 	tcase_add_test(lex_tc, test_lex_reports_invalid_characters_and_goes_on);
 	tcase_add_test(lex_tc, test_lex_reports_an_unterminated_string_at_its_start);
+	tcase_add_test(lex_tc, test_lex_memory_is_linear_in_the_number_of_strings);
 	tcase_add_test(lex_tc, test_lex_reports_a_dedent_to_a_level_never_opened);
 	tcase_add_test(lex_tc, test_lex_reports_tabs_mixed_with_spaces);
 	suite_add_tcase(s, lex_tc);
@@ -1357,6 +1462,8 @@ static Suite *frontend_suite(void)
 	tcase_add_test(err_tc, test_runaway_elaboration_is_stopped_with_a_message);
 	tcase_add_test(err_tc, test_an_export_needs_typed_arguments_and_a_return);
 	tcase_add_test(err_tc, test_max_errors_limits_the_reports);
+	tcase_add_test(err_tc, test_a_long_flat_chain_of_operators_compiles);
+	tcase_add_test(err_tc, test_deep_nesting_is_reported_not_a_crash);
 	suite_add_tcase(s, err_tc);
 
 	TCase *fuzz_tc = tcase_create("robustness");

@@ -716,6 +716,101 @@ START_TEST(test_scalar_functions_follow_pytorch_at_nan_and_signed_zero)
 }
 END_TEST
 
+START_TEST(test_a_long_source_line_is_clipped_around_the_caret)
+{
+	size_t len = 1u << 20;
+	char *text = malloc(len);
+	ck_assert_ptr_nonnull(text);
+	memset(text, 'a', len);
+	memcpy(text, "x\n", 2);
+	text[500000] = 'Y';
+	uint32_t file = ir_ctx_add_source(&ctx, "long.g", text, len);
+	ir_error(&ctx, (ir_loc){file, 2, 499999}, "here");
+	const char *d = diags();
+	char want[512];
+	snprintf(want, sizeof want, "long.g:2:499999: error: here\n"
+		 "    2 | ...%.80sY%.79s...\n      |    %80s^\n", text + 3,
+		 text + 3, "");
+	ck_assert_str_eq(d, want);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_a_short_source_line_is_shown_whole_with_tabs_kept)
+{
+	const char *text = "ab\n\tc\1d e\n";
+	uint32_t file = ir_ctx_add_source(&ctx, "s.g", text, strlen(text));
+	ir_error(&ctx, (ir_loc){file, 2, 4}, "at %s", "d");
+	ck_assert_str_eq(diags(), "s.g:2:4: error: at d\n"
+				  "    2 | \tc d e\n      | \t  ^\n");
+}
+END_TEST
+
+START_TEST(test_params_are_found_by_name_among_a_hundred_thousand)
+{
+	enum { N = 100000 };
+	ir_type w = ty("f32[4]");
+	char name[32];
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof name, "layer_%d.W", i);
+		ck_assert_int_eq(ir_module_add_param(m, name, &w, IR_INIT_ZEROS, 0,
+						     0, (ir_loc){0}), i);
+	}
+	for (int i = 0; i < N; i += 997) {
+		snprintf(name, sizeof name, "layer_%d.W", i);
+		ck_assert_int_eq(ir_module_find_param(m, name), i);
+	}
+	ck_assert_int_eq(ir_module_find_param(m, "layer_100000.W"), -1);
+	ck_assert_int_eq(ir_module_find_param(m, ""), -1);
+	/* A duplicate is kept, and found as the first, for the verifier. */
+	ck_assert_int_eq(ir_module_add_param(m, "layer_7.W", &w, IR_INIT_ZEROS,
+					     0, 0, (ir_loc){0}), N);
+	ck_assert_int_eq(ir_module_find_param(m, "layer_7.W"), 7);
+	ck_assert(!ir_module_verify(m));
+	ck_assert_ptr_nonnull(strstr(diags(), "parameter @layer_7.W is declared twice"));
+}
+END_TEST
+
+START_TEST(test_a_name_index_replaces_the_position_of_an_equal_name)
+{
+	ir_names ix = {0};
+	ck_assert_int_eq(ir_names_get(&ix, "a"), -1);
+	ck_assert(ir_names_put(&ctx, &ix, "a", 3));
+	ck_assert(ir_names_put(&ctx, &ix, "b", 4));
+	ck_assert(ir_names_put(&ctx, &ix, "a", 5));
+	ck_assert_int_eq(ir_names_get(&ix, "a"), 5);
+	ck_assert_int_eq(ir_names_get(&ix, "b"), 4);
+	ck_assert_uint_eq(ix.n, 2);
+	ir_names_fini(&ctx, &ix);
+	ck_assert_int_eq(ir_names_get(&ix, "a"), -1);
+}
+END_TEST
+
+static const char *suggest(const char *word, const char *const *names,
+			   size_t n)
+{
+	ir_suggest sg;
+	ir_suggest_init(&sg, word);
+	for (size_t i = 0; i < n; i++)
+		ir_suggest_offer(&sg, names[i]);
+	return sg.best;
+}
+
+START_TEST(test_suggestions_pick_the_nearest_name_within_a_typo)
+{
+	static const char *const names[] = {"masked_softmax", "softmax", "x",
+					    "--threads", "--train", "epochs"};
+	const size_t n = sizeof names / sizeof *names;
+	ck_assert_str_eq(suggest("masked_sofmax", names, n), "masked_softmax");
+	ck_assert_str_eq(suggest("--thread", names, n), "--threads");
+	ck_assert_str_eq(suggest("--trian", names, n), "--train");
+	ck_assert_str_eq(suggest("epoch", names, n), "epochs");
+	ck_assert_ptr_null(suggest("y", names, n));       /* too short */
+	ck_assert_ptr_null(suggest("weights", names, n)); /* too far */
+	ck_assert_ptr_null(suggest("softmax", names, n)); /* itself */
+}
+END_TEST
+
 Suite *ir_suite(void);
 Suite *ir_suite(void)
 {
@@ -723,6 +818,11 @@ Suite *ir_suite(void)
 	TCase *tc = tcase_create("infer");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_add_broadcasts_right_aligned_with_size_one_dims);
+	tcase_add_test(tc, test_a_long_source_line_is_clipped_around_the_caret);
+	tcase_add_test(tc, test_suggestions_pick_the_nearest_name_within_a_typo);
+	tcase_add_test(tc, test_params_are_found_by_name_among_a_hundred_thousand);
+	tcase_add_test(tc, test_a_name_index_replaces_the_position_of_an_equal_name);
+	tcase_add_test(tc, test_a_short_source_line_is_shown_whole_with_tabs_kept);
 	tcase_add_test(tc, test_add_of_rank_zero_and_matrix_gives_matrix);
 	tcase_add_test(tc, test_add_rejects_unequal_dims_with_shapes_in_message);
 	tcase_add_test(tc, test_symbolic_dims_broadcast_only_with_one_or_themselves);

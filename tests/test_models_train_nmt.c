@@ -346,8 +346,6 @@ START_TEST(test_sharded_training_does_not_depend_on_threads)
 }
 END_TEST
 
-#define REAL_CORPUS "../shared/data/fra-eng/fra.txt"
-
 /* 30 epochs of a model on the real corpus (skipped, saying so, when it
  * is missing): the loss ends below bound and below half the first
  * epoch's, and the book's four sentences decode to words of the
@@ -355,7 +353,7 @@ END_TEST
 static void check_real_corpus(const char *model, double bound)
 {
 	char path[512];
-	snprintf(path, sizeof path, "%s/%s", ATTNC_SOURCE_DIR, REAL_CORPUS);
+	snprintf(path, sizeof path, "%s/%s", ATTNC_SOURCE_DIR, TU_REAL_CORPUS);
 	if (access(path, R_OK) != 0) {
 		printf("%s on the real corpus: skipped, %s is missing\n", model,
 		       path);

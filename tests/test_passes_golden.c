@@ -222,21 +222,21 @@ START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 	bool ok;
 	char *dump = run_pipeline(&x, "pipeline.ir", &opts, &m, &ok);
 	ck_assert_msg(ok, "%s", tu_graph_diag(&x));
-	ck_assert_int_eq(count_substr(dump, "// ---- after "), 10);
+	ck_assert_int_eq(count_substr(dump, "# ---- after "), 10);
 	const char *at = dump;
 	for (uint32_t i = 0; i < pass_count; i++) {
 		char header[64];
-		snprintf(header, sizeof header, "// ---- after %s ----\n",
+		snprintf(header, sizeof header, "# ---- after %s ----\n",
 			 pass_table[i].name);
 		const char *h = strstr(at, header);
 		ck_assert_msg(h != NULL, "no '%s' in order", header);
 		at = h + 1;
 	}
-	ck_assert(strncmp(dump, "// ---- after infer ----\n", 25) == 0);
+	ck_assert(strncmp(dump, "# ---- after infer ----\n", 24) == 0);
 	/* The last dump is the module as the pipeline leaves it: as dce
 	 * left it, since fuse_elementwise runs at lowering. */
 	char *final = print_module(m);
-	ck_assert_str_eq(strstr(dump, "// ---- after fuse_elementwise ----\n") + 36,
+	ck_assert_str_eq(strstr(dump, "# ---- after fuse_elementwise ----\n") + 35,
 			 final);
 	ck_assert_int_ge(count_substr(dump, final), 2);
 	free(final);
@@ -255,8 +255,17 @@ START_TEST(test_pipeline_dumps_only_the_named_pass)
 	bool ok;
 	char *dump = run_pipeline(&x, "pipeline.ir", &opts, &m, &ok);
 	ck_assert(ok);
-	ck_assert_int_eq(count_substr(dump, "// ---- after "), 1);
-	ck_assert(strncmp(dump, "// ---- after simplify ----\n", 28) == 0);
+	ck_assert_int_eq(count_substr(dump, "# ---- after "), 1);
+	ck_assert(strncmp(dump, "# ---- after simplify ----\n", 27) == 0);
+	/* The dump, banner and all, is IR text that reads back (the banner
+	 * is an IR comment) to the module it shows. */
+	uint32_t file = ir_ctx_add_source(&x.ctx, "dump.ir", dump, strlen(dump));
+	ir_module *back = ir_module_read(&x.ctx, file);
+	ck_assert_msg(back != NULL, "%s", tu_graph_diag(&x));
+	char *again = print_module(back);
+	ck_assert_str_eq(again, dump + 27);
+	free(again);
+	ir_module_destroy(back);
 	free(dump);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);

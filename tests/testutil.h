@@ -9,9 +9,29 @@
 #include <check.h>
 #include <stddef.h>
 
+/* Debug builds run under ASan and UBSan, where each JIT compile and
+ * run costs several times more: the heaviest sweeps take every
+ * TU_SWEEP_STRIDE-th case there (each case still in some sweep), all of
+ * them in Release. */
+#ifdef ATTNC_TESTS_THIN
+#define TU_SWEEP_STRIDE 2
+#else
+#define TU_SWEEP_STRIDE 1
+#endif
+
+/* The real corpus, relative to the source tree (never copied into it). */
+#define TU_REAL_CORPUS "../shared/data/fra-eng/fra.txt"
+/* The exit status ctest counts as skipped (SKIP_RETURN_CODE). */
+#define TU_SKIPPED 77
+
 /* Runs every test of s (forking, as Check does by default) and returns
- * main's exit status: EXIT_FAILURE if any failed. */
+ * main's exit status: EXIT_FAILURE if any failed. Tests that need the
+ * real corpus are in a case named "real", which ctest runs on its own
+ * (CK_RUN_CASE=real, tests/CMakeLists.txt): without the corpus that run
+ * returns TU_SKIPPED without running anything. */
 int tu_run_suite(Suite *s);
+/* The real corpus's path, or NULL if it is not there. */
+const char *tu_real_corpus(void);
 
 /* Path of a file of the source tree, e.g. tu_path("models/nw.g"); the
  * result is a static buffer overwritten by the next call. */
