@@ -37,6 +37,7 @@ typedef struct drv_options {
 	bool compile_only;  /* -c: object file and header */
 	const char *emit;   /* --emit=ir|llvm|asm|obj */
 	const char *output; /* -o */
+	const char *prefix; /* --prefix: of the symbols -c writes */
 	const char *entry;
 	const char *save, *load; /* checkpoints */
 	uint64_t seed;

@@ -63,8 +63,9 @@ static const char usage[] =
 	"                       added (instead of the file's `shards`, or 1)\n"
 	"  --metrics FILE       write one JSON line per epoch (and per\n"
 	"                       translation) to FILE\n"
-	"  --gradcheck          check the compiled gradient against finite\n"
-	"                       differences in float64; status 1 if it is off\n"
+	"  --gradcheck          check the compiled gradient against float64\n"
+	"                       autodiff and finite differences; status 1 if\n"
+	"                       it is off\n"
 	"\n"
 	"Translation (seq2seq models; docs/translation.md):\n"
 	"  --data FILE          train on the English<TAB>French pairs of FILE\n"
@@ -82,7 +83,10 @@ static const char usage[] =
 	"                       translation\n"
 	"\n"
 	"Ahead of time:\n"
-	"  -c [-o NAME.o]       write an object file and its header NAME.h\n"
+	"  -c [-o NAME.o]       write an object file and its header NAME.h (with a\n"
+	"                       train block, also the gradient function)\n"
+	"  --prefix P           name the symbols P_* (default: NAME of -o)\n"
+	"  --load FILE          -c: take the dims the weights fix from FILE\n"
 	"  --emit=KIND [-o F]   write ir (attnc IR), llvm, asm or obj\n"
 	"  --batch N            the value of the dimension B\n"
 	"  --sym NAME=N         the value of dimension NAME (repeatable)\n"
@@ -183,6 +187,7 @@ static const char **file_option(drv_options *o, const char *a)
 	       : strcmp(a, "--plot") == 0    ? &o->plot
 	       : strcmp(a, "--heatmap") == 0 ? &o->heatmap
 	       : strcmp(a, "--data") == 0    ? &o->data
+	       : strcmp(a, "--prefix") == 0  ? &o->prefix
 					     : NULL;
 }
 
@@ -249,7 +254,7 @@ static bool is_valued(const char *a)
 		"--entry", "-o",      "--load",   "--save",    "--sym",
 		"--batch", "--shards", "--threads", "--seed", "--epochs", "--lr",
 		"--metrics", "--plot", "--heatmap", "--data", "--examples",
-		"--translate"};
+		"--translate", "--prefix"};
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
 		if (strcmp(a, names[i]) == 0)
 			return true;
@@ -350,8 +355,12 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 		bad = "-c and --emit write code; they do not run it with --interp or --jit";
 	else if (o->output && !o->compile_only && !o->emit)
 		bad = "-o needs -c or --emit";
+	else if (o->prefix && !o->compile_only)
+		bad = "--prefix needs -c";
+	else if (o->save && o->compile_only)
+		bad = "--save needs --jit or --train";
 	else if ((o->load || o->save) && !o->jit && !o->train && !o->gradcheck &&
-		 !o->n_translate)
+		 !o->n_translate && !o->compile_only)
 		bad = "--load and --save need --jit or --train";
 	if (bad)
 		ir_error(ctx, (ir_loc){0}, "%s", bad);
@@ -475,7 +484,8 @@ int main(int argc, char **argv)
 		printf("// ---- after parse ----\n");
 	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
-	if ((o.train || o.gradcheck) && !drv_train_prepare(&ctx, m, &o, &tc))
+	if ((o.train || o.gradcheck || (o.compile_only && m->n_train)) &&
+	    !drv_train_prepare(&ctx, m, &o, &tc))
 		goto out;
 
 	pass_options po = {
