@@ -112,18 +112,20 @@ static int64_t numel(const checker *c, uint32_t i)
 
 /* ---- the kinks: where the loss is piecewise ---------------------------------------- */
 
-/* Appends to the probe the argument whose sign decides the piece node n
- * of the loss is on; IR_NONE for a smooth op. */
+/* The argument whose sign decides which piece node id of the loss is
+ * on (appended to the probe where it is a difference); IR_NONE for a
+ * smooth op. Appending moves the node array: only copies of the node's
+ * fields are used. */
 static ir_id kink_arg(checker *c, ir_id id)
 {
 	ir_func *p = &c->probe;
-	const ir_node *n = &p->g.nodes[id];
-	ir_id a = n->n_args ? ir_arg(&p->g, id, 0) : IR_NONE;
-	ir_id b = n->n_args > 1 ? ir_arg(&p->g, id, 1) : IR_NONE;
+	const ir_node n = p->g.nodes[id];
+	ir_id a = n.n_args ? ir_arg(&p->g, id, 0) : IR_NONE;
+	ir_id b = n.n_args > 1 ? ir_arg(&p->g, id, 1) : IR_NONE;
 	bool is_float = a != IR_NONE && p->g.nodes[a].type.dtype != IR_I32;
-	ir_attr attr = n->attr;
+	ir_attr attr = n.attr;
 	ir_id pair[2] = {a, b};
-	switch (n->op) {
+	switch (n.op) {
 	case IR_OP_RELU: case IR_OP_ABS: case IR_OP_SQRT:
 		return a;
 	case IR_OP_DIV:
@@ -131,16 +133,16 @@ static ir_id kink_arg(checker *c, ir_id id)
 	case IR_OP_MAXIMUM: case IR_OP_MINIMUM: case IR_OP_LT: case IR_OP_LE:
 	case IR_OP_GT: case IR_OP_GE: case IR_OP_EQ: case IR_OP_NE:
 		return is_float ? ir_build(c->m, p, IR_OP_SUB, pair, 2, NULL, NULL,
-					   n->loc)
+					   n.loc)
 				: IR_NONE;
 	case IR_OP_MAX:
 		if (!is_float)
 			return IR_NONE;
 		attr.reduce.keepdim = true;
-		pair[1] = ir_build(c->m, p, IR_OP_MAX, &a, 1, &attr, NULL, n->loc);
+		pair[1] = ir_build(c->m, p, IR_OP_MAX, &a, 1, &attr, NULL, n.loc);
 		return pair[1] == IR_NONE ? IR_NONE
 					  : ir_build(c->m, p, IR_OP_SUB, pair, 2,
-						     NULL, NULL, n->loc);
+						     NULL, NULL, n.loc);
 	case IR_OP_INPUT: case IR_OP_PARAM: case IR_OP_CONST: case IR_OP_NEG:
 	case IR_OP_EXP: case IR_OP_LOG: case IR_OP_TANH: case IR_OP_SIGMOID:
 	case IR_OP_SIN: case IR_OP_COS: case IR_OP_CAST: case IR_OP_ADD:
