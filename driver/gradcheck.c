@@ -8,9 +8,10 @@
  *      float64: every element of every parameter's gradient. This judges
  *      the code generator and float32's rounding.
  *   2. that float64 gradient against float64 central differences of the
- *      loss entry, (L(p + h u) - L(p - h u)) / 2h: along a random unit
- *      direction u over every parameter at once, and at a few coordinates
- *      of each parameter. This judges autodiff and the passes.
+ *      loss entry, (L(p + h u) - L(p - h u)) / 2h with Richardson's
+ *      extrapolation: along a random unit direction u over every
+ *      parameter at once, and at a few coordinates of each parameter.
+ *      This judges autodiff and the passes.
  *
  * Both run in training mode at step 0 (the dropout masks of the first
  * step), on the first batch of epoch 0 of the train block's data source,
@@ -21,15 +22,17 @@
  * between p - h u and p + h u. A point is "away from kinks" when every
  * argument that decides a piece of a piecewise function (relu, abs,
  * sqrt's, maximum's and minimum's difference, the comparisons', max's
- * gap to its maximum, a divisor) has the same sign at p - h u, p and
- * p + h u; the step shrinks (h, h/10, h/100, h/1000) until that holds,
- * and a point where it never does is skipped and counted. docs/training.md
- * gives the errors and the thresholds.
+ * gap to its maximum, a divisor) has the same sign at p and at each
+ * point the difference uses (p +- h u, p +- h/2 u); the step shrinks (h,
+ * h/4, h/16) until that holds, and a point where it never does is
+ * skipped and counted. docs/training.md gives the errors and the
+ * thresholds.
  */
 #include "driver.h"
 
 #include "rt_rng.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -37,6 +40,8 @@
 #define GC_F32_FLOOR 1e-3     /* of the largest gradient element */
 #define GC_FD_THRESHOLD 1e-5  /* step 2: float64 against differences */
 #define GC_FD_FLOOR 1e-4      /* of the gradient's size */
+#define GC_FD_NOISE 1e6       /* eps |L| / h times this: also a floor */
+#define GC_STEP 1e-4          /* h, times max(1, |p_i|) for a coordinate */
 #define GC_COORDS 3           /* coordinates judged per parameter */
 #define GC_TRIES 12           /* coordinates tried per parameter */
 #define GC_DIRECTIONS 3       /* directions tried */
@@ -280,23 +285,46 @@ static bool moved_loss(checker *c, const probe_point *pt, double s,
 	return true;
 }
 
-/* The central difference at pt with the largest step of h0, h0/10, ...
- * (GC_STEPS of them) whose ends lie on p's piece of every kink; *is_smooth
- * false if none does. The parameters are back at p afterwards. */
-static bool central_difference(checker *c, const probe_point *pt, double h0,
-			       double *fd, bool *is_smooth)
+/* The losses at p + h u, p - h u, p + h/2 u and p - h/2 u into l;
+ * *is_same whether each lies on p's piece of every kink (the first that
+ * does not ends the run). */
+static bool four_losses(checker *c, const probe_point *pt, double h,
+			double *l, bool *is_same)
 {
-	double h = h0, lp, lm;
-	bool same_p = false, same_m = false, ok = true;
-	for (int s = 0; ok && s < GC_STEPS && !(same_p && same_m); s++) {
+	static const double at[4] = {1, -1, 0.5, -0.5};
+	*is_same = true;
+	for (int i = 0; i < 4 && *is_same; i++)
+		if (!moved_loss(c, pt, at[i] * h, &l[i], is_same))
+			return false;
+	return true;
+}
+
+/* The derivative at pt by central differences with Richardson's
+ * extrapolation, (4 D(h/2) - D(h)) / 3 with D(h) = (L(p + h u) - L(p -
+ * h u)) / 2h, whose error is O(h^4): h large enough that rounding
+ * matters little, and still exact to far below the threshold. The step
+ * is the largest of h0, h0/4, h0/16 (GC_STEPS) whose four points lie
+ * on p's piece of every kink; *is_smooth false if none does. *noise is
+ * the error floor rounding sets, GC_FD_NOISE eps |L| / h (the rounding
+ * of the losses gives about 3 eps |L| / h, 3e-6 of it). The parameters
+ * are back at p afterwards. */
+static bool central_difference(checker *c, const probe_point *pt, double h0,
+			       double *fd, double *noise, bool *is_smooth)
+{
+	double h = h0, l[4] = {0, 0, 0, 0};
+	bool ok = true, is_same = false;
+	for (int s = 0; ok && s < GC_STEPS && !is_same; s++) {
 		if (s)
 			h /= 4;
-		ok = moved_loss(c, pt, h, &lp, &same_p) &&
-		     moved_loss(c, pt, -h, &lm, &same_m);
+		ok = four_losses(c, pt, h, l, &is_same);
 	}
 	move_to(c, pt, 0);
-	*is_smooth = same_p && same_m;
-	*fd = (lp - lm) / (2 * h);
+	*is_smooth = is_same;
+	double d1 = (l[0] - l[1]) / (2 * h), d2 = (l[2] - l[3]) / h;
+	*fd = (4 * d2 - d1) / 3;
+	double size = fmax(fmax(fabs(l[0]), fabs(l[1])),
+			   fmax(fabs(l[2]), fabs(l[3])));
+	*noise = GC_FD_NOISE * DBL_EPSILON * size / h;
 	return ok;
 }
 
@@ -316,11 +344,11 @@ static bool check_coords(checker *c, uint32_t i, double *err, int *n_judged,
 							    GC_STREAM_COORD + i,
 							    (uint64_t)j) %
 						(uint64_t)n);
-		double *x = &((double *)c->params[i].data)[k], fd;
+		double *x = &((double *)c->params[i].data)[k], fd, noise;
 		probe_point pt = {.x = x, .x0 = *x};
 		bool is_smooth;
-		if (!central_difference(c, &pt, 1e-5 * fmax(1, fabs(*x)), &fd,
-					&is_smooth))
+		if (!central_difference(c, &pt, GC_STEP * fmax(1, fabs(*x)), &fd,
+					&noise, &is_smooth))
 			return false;
 		if (!is_smooth) {
 			++*n_kinks;
@@ -328,7 +356,7 @@ static bool check_coords(checker *c, uint32_t i, double *err, int *n_judged,
 		}
 		++*n_judged;
 		*err = fmax(*err, rel_err(autod_at(c, i, k), fd,
-					  GC_FD_FLOOR * c->a_max));
+					  fmax(GC_FD_FLOOR * c->a_max, noise)));
 	}
 	return true;
 }
@@ -342,7 +370,7 @@ static bool check_direction(checker *c, double *err, bool *is_judged,
 	*n_kinks = 0;
 	for (uint64_t d = 0; d < GC_DIRECTIONS && !*is_judged; d++) {
 		probe_point pt = {.dir = d};
-		double norm = 0, av = 0, fd;
+		double norm = 0, av = 0, fd, noise;
 		for (uint32_t i = 0; i < c->n_params; i++)
 			for (int64_t k = 0; k < numel(c, i); k++) {
 				double v = dir_at(c, d, i, k);
@@ -350,11 +378,11 @@ static bool check_direction(checker *c, double *err, bool *is_judged,
 				av += v * autod_at(c, i, k);
 			}
 		pt.dir_norm = sqrt(norm);
-		if (!central_difference(c, &pt, 1e-5, &fd, is_judged))
+		if (!central_difference(c, &pt, GC_STEP, &fd, &noise, is_judged))
 			return false;
 		if (*is_judged)
 			*err = rel_err(av / pt.dir_norm, fd,
-				       GC_FD_FLOOR * c->a_norm);
+				       fmax(GC_FD_FLOOR * c->a_norm, noise));
 		else
 			++*n_kinks;
 	}
