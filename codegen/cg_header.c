@@ -166,6 +166,10 @@ static bool check_desc(const cg_header_desc *d, char *err, size_t err_size)
 		if (strcmp(e->name, "params") == 0)
 			return hdr_fail(err, err_size, "entry %u: 'params' would "
 					"clash with the parameter table", i);
+		if (e->is_grad && e->n_outputs != 1 + d->n_params)
+			return hdr_fail(err, err_size, "entry %s: a gradient "
+					"function has the loss and one output "
+					"per parameter", e->name);
 		if (!check_tensors(e->inputs, e->n_inputs, e->name, "input",
 				   err, err_size) ||
 		    !check_tensors(e->outputs, e->n_outputs, e->name, "output",
@@ -237,6 +241,11 @@ static void put_top_comment(FILE *out, const cg_header_desc *d)
 	fputs(" -lattnrt -lgomp -lm\n"
 	      " * or with `pkg-config --cflags --libs attnrt`.\n *\n", out);
 	put_usage(out, d);
+	for (uint32_t i = 0; i < d->n_bound; i++) {
+		fputs(i ? " *   " : " * Compiled for ", out);
+		put_comment_text(out, d->bound[i]);
+		fputs(i + 1 < d->n_bound ? ",\n" : ".\n", out);
+	}
 	fputs(" */\n", out);
 }
 
@@ -248,6 +257,13 @@ static void put_param_table(FILE *out, const cg_header_desc *d)
 	fprintf(out, "PARAMS_SIZE %zu\n#define ", d->params_size);
 	put_macro_prefix(out, p, NULL);
 	fprintf(out, "N_PARAMS %u\n\n", d->n_params);
+	fputs("/* The threads the static schedules were built for: a call with\n"
+	      " * run->n_threads equal to it runs independent kernels side by side,\n"
+	      " * any other count runs them one after another (1: no schedule). */\n"
+	      "#define ", out);
+	put_macro_prefix(out, p, NULL);
+	fprintf(out, "SCHED_THREADS %u\n\n", d->sched_threads ? d->sched_threads
+								 : 1);
 	fprintf(out, "/* name, offset, rank, dims, init, a, b */\n"
 		     "static const attnrt_param_info %s_params[%u] = {\n",
 		p, d->n_params ? d->n_params : 1);
@@ -318,10 +334,20 @@ static void put_entry(FILE *out, const cg_header_desc *d,
 		"of the model.\n", e->name, e->symbol, e->name);
 	put_shapes(out, "inputs", e->inputs, e->n_inputs);
 	put_shapes(out, "outputs", e->outputs, e->n_outputs);
-	fprintf(out, " *   scratch  %zu bytes\n */\n", e->scratch_size);
+	fprintf(out, " *   scratch  %zu bytes\n", e->scratch_size);
+	if (e->is_grad)
+		fprintf(out, " * The gradient function: outputs[0] is the loss, "
+			"outputs[1 + i] the\n * gradient of %s_params[i], of its "
+			"shape. Pointed at grads +\n * %s_params[i].offset, they "
+			"fill a gradient block laid out as the\n * params block, "
+			"which attnrt_optim_step reads.\n", d->prefix,
+			d->prefix);
+	fputs(" */\n", out);
 	put_entry_macro(out, d, e, "SCRATCH_SIZE", e->scratch_size);
 	put_entry_macro(out, d, e, "N_INPUTS", e->n_inputs);
 	put_entry_macro(out, d, e, "N_OUTPUTS", e->n_outputs);
+	put_entry_macro(out, d, e, "SCHED_THREADS",
+			e->sched_threads ? e->sched_threads : 1);
 	fputs("\n", out);
 	put_tensor_array(out, d, e, "inputs", e->inputs, e->n_inputs);
 	put_tensor_array(out, d, e, "outputs", e->outputs, e->n_outputs);

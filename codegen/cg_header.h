@@ -9,10 +9,13 @@
  * declares:
  *
  *   PU_PARAMS_SIZE, PU_N_PARAMS       the params block and its table
+ *   PU_SCHED_THREADS                  the threads of the static schedules
  *   static const attnrt_param_info P_params[]
  *   for each entry point F:
- *     a comment with its argument and result shapes,
+ *     a comment with its argument and result shapes (and, for a
+ *     gradient function, how its outputs map onto a gradient block),
  *     PU_FU_SCRATCH_SIZE, PU_FU_N_INPUTS, PU_FU_N_OUTPUTS,
+ *     PU_FU_SCHED_THREADS,
  *     static const attnrt_tensor_info P_F_inputs[], P_F_outputs[],
  *     int P_F(const attnrt_run *, void *params, void *scratch,
  *             const void *const *inputs, void *const *outputs);
@@ -38,6 +41,11 @@ typedef struct cg_header_entry {
 	uint32_t n_inputs;
 	const attnrt_tensor_info *outputs; /* results, in order */
 	uint32_t n_outputs;
+	/* Threads its static schedule was built for; 0 or 1: none. */
+	uint32_t sched_threads;
+	/* A gradient function: outputs[0] the loss, outputs[1 + i] the
+	 * gradient of parameter i of the table (same shape). */
+	bool is_grad;
 } cg_header_entry;
 
 typedef struct cg_header_desc {
@@ -50,6 +58,13 @@ typedef struct cg_header_desc {
 	uint32_t n_params;
 	const cg_header_entry *entries;
 	uint32_t n_entries;
+	/* The threads the program's static schedules were built for (1:
+	 * none): what a call should ask for in attnrt_run.n_threads. */
+	uint32_t sched_threads;
+	/* Lines for the top comment: what the symbols were bound to, e.g.
+	 * "B = 64 (the train block's batch)"; n_bound of them, may be 0. */
+	const char *const *bound;
+	uint32_t n_bound;
 } cg_header_desc;
 
 /* Writes the header for d to out. Every name that becomes a C identifier

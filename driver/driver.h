@@ -41,6 +41,7 @@ typedef struct drv_options {
 	bool compile_only;  /* -c: object file and header */
 	const char *emit;   /* --emit=ir|llvm|asm|obj */
 	const char *output; /* -o */
+	const char *prefix; /* --prefix: of the symbols -c writes */
 	const char *entry;
 	const char *save, *load; /* checkpoints */
 	const char *resume;      /* --resume FILE: continue its training run */
@@ -229,7 +230,9 @@ typedef struct drv_train_config {
 } drv_train_config;
 
 /* Reads and checks the train block (for --gradcheck only the entry and
- * data are needed, and a missing train block means entry `loss`), then
+ * data are needed, a missing train block means entry `loss`, and a loss
+ * that takes inputs without data is checked on its example; for -c only
+ * the entry), then
  * adds the gradient function <entry>_grad by pass_autodiff, unless the
  * module already has it (printed IR of a training run). Runs before the
  * pass pipeline, so that the passes optimize the gradient and --dump-ir
@@ -516,11 +519,14 @@ void drv_batch_tensors(const drv_grad *g, const drv_batch *b,
 bool drv_train(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	       const drv_train_config *tc);
 
-/* --gradcheck: compares the compiled gradient with central differences
- * of the loss under the interpreter in float64, along a random direction
- * and at a few coordinates of every parameter; prints the errors. False
- * (exit status 1) if the worst relative error is 1e-2 or more. The dims
- * that translation data binds become m's fallbacks, for the interpreter. */
+/* --gradcheck: compares the compiled gradient (float32) on the first
+ * batch (or the loss's example) with the same gradient function under
+ * the interpreter in float64, and that with float64 central differences
+ * of the loss at points away from kinks, along a random direction and at
+ * a few coordinates of every parameter; prints a line per parameter and
+ * the verdict. False (exit status 1) if either error reaches its
+ * threshold (docs/training.md). The symbols the JIT bound become m's
+ * fallbacks, for the interpreter. */
 bool drv_gradcheck(ir_ctx *ctx, ir_module *m, const drv_options *o,
 		   const drv_train_config *tc);
 

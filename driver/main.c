@@ -75,8 +75,9 @@ static const char usage_more[] =
 	"  --resume FILE        continue the training run saved in FILE\n"
 	"  --metrics FILE       write one JSON line per epoch (and per\n"
 	"                       translation) to FILE\n"
-	"  --gradcheck          check the compiled gradient against finite\n"
-	"                       differences in float64; status 1 if it is off\n"
+	"  --gradcheck          check the compiled gradient against float64\n"
+	"                       autodiff and finite differences; status 1 if\n"
+	"                       it is off\n"
 	"\n"
 	"Translation (seq2seq models; docs/translation.md):\n"
 	"  --data FILE          train on the English<TAB>French pairs of FILE\n"
@@ -101,7 +102,10 @@ static const char usage_more[] =
 	"                       translation\n"
 	"\n"
 	"Ahead of time:\n"
-	"  -c [-o NAME.o]       write an object file and its header NAME.h\n"
+	"  -c [-o NAME.o]       write an object file and its header NAME.h (with a\n"
+	"                       train block, also the gradient function)\n"
+	"  --prefix P           name the symbols P_* (default: NAME of -o)\n"
+	"  --load FILE          -c: take the dims the weights fix from FILE\n"
 	"  --emit=KIND [-o F]   write ir (attnc IR), llvm, asm or obj\n"
 	"  --batch N            the value of the dimension B\n"
 	"  --sym NAME=N         the value of dimension NAME (repeatable)\n"
@@ -386,6 +390,7 @@ static const opt_def opt_table[] = {
 	FILE_OPT("--outputs", outputs),
 	FILE_OPT("--generate", generate),
 	FILE_OPT("--resume", resume),
+	FILE_OPT("--prefix", prefix),
 	VALUE("--save-every", opt_save_every),
 	VALUE("--max-tokens", opt_max_tokens),
 	VALUE("--top-k", opt_top_k),
@@ -566,8 +571,12 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 		bad = "-c and --emit write code; they do not run it with --interp or --jit";
 	else if (o->output && !o->compile_only && !o->emit)
 		bad = "-o needs -c or --emit";
+	else if (o->prefix && !o->compile_only)
+		bad = "--prefix needs -c";
+	else if (o->save && o->compile_only)
+		bad = "--save needs --jit or --train";
 	else if ((o->load || o->save) && !o->jit && !o->train && !o->gradcheck &&
-		 !o->n_translate && !o->generate)
+		 !o->n_translate && !o->generate && !o->compile_only)
 		bad = "--load and --save need --jit or --train";
 	if (bad)
 		ir_error(ctx, (ir_loc){0}, "%s", bad);
@@ -676,7 +685,8 @@ int main(int argc, char **argv)
 		printf("# ---- after parse ----\n");
 	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
-	if ((o.train || o.gradcheck) && !drv_train_prepare(&ctx, m, &o, &tc))
+	if ((o.train || o.gradcheck || (o.compile_only && m->n_train)) &&
+	    !drv_train_prepare(&ctx, m, &o, &tc))
 		goto out;
 
 	pass_options po = {

@@ -278,6 +278,26 @@ static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 	return ok;
 }
 
+/* What feeds the loss entry: --train needs a data source for an entry
+ * that takes inputs; --gradcheck takes the entry's example when the block
+ * names no data; -c feeds nothing (it writes the gradient function). */
+static bool check_feed(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		       const drv_train_config *tc)
+{
+	const ir_func *f = ir_module_find_func(m, tc->entry);
+	if (o->compile_only)
+		return true;
+	if (!o->gradcheck || tc->data || !f->n_inputs)
+		return drv_batch_source_check(ctx, m, tc);
+	if (f->example)
+		return true;
+	ir_error(ctx, f->loc, "--gradcheck: '%s' takes %u input%s, but the "
+		 "train block names no data (data = ...) and '%s' has no "
+		 "example to check it on (an `example %s(...)` line)", f->name,
+		 f->n_inputs, f->n_inputs == 1 ? "" : "s", f->name, f->name);
+	return false;
+}
+
 const char *drv_grad_name(const drv_train_config *tc, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s_grad", tc->entry);
@@ -315,7 +335,7 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 			 "tensors(...))", m->name);
 		ok = false;
 	}
-	if (!ok || !drv_batch_source_check(ctx, m, tc))
+	if (!ok || !check_feed(ctx, m, o, tc))
 		return false;
 	char grad[256];
 	drv_grad_name(tc, grad, sizeof grad);

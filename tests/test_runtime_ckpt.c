@@ -7,6 +7,7 @@
  * write that fails for lack of memory or of disk leaves the old file.
  */
 #include "attnrt.h"
+#include "rt_ckpt.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -885,6 +886,49 @@ START_TEST(test_load_skips_a_training_runs_optimizer_state)
 }
 END_TEST
 
+/* rt_ckpt_shapes reads the shapes from the header alone: the table's,
+ * -1 for a name the file lacks (and for __metadata__), and an error for
+ * a file that is no checkpoint. */
+START_TEST(test_shapes_come_from_the_header_alone)
+{
+	static const attnrt_param_info table[] = {
+		{"embed.table", 0, 2, {12, 8}, ATTNRT_INIT_ONES, 0, 0},
+		{"bias", 384, 1, {3}, ATTNRT_INIT_ZEROS, 0, 0},
+		{"scalar", 448, 0, {0}, ATTNRT_INIT_ONES, 0, 0},
+	};
+	attnrt_meta meta = {"model", "toy"};
+	void *params = attnrt_alloc(NULL, attnrt_params_size(table, 3));
+	ck_assert_int_eq(attnrt_params_init(table, 3, params, 0), ATTNRT_OK);
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, table, 3, params,
+						&meta, 1, NULL, 0), ATTNRT_OK);
+	attnrt_free(NULL, params);
+	const char *names[] = {"bias", "embed.table", "scalar", "missing",
+			       "__metadata__"};
+	int ranks[5];
+	int64_t dims[5][6];
+	char err[256] = "";
+	ck_assert_int_eq(rt_ckpt_shapes(NULL, path, names, 5, ranks, dims, err,
+					sizeof err), ATTNRT_OK);
+	ck_assert_int_eq(ranks[0], 1);
+	ck_assert_int_eq(dims[0][0], 3);
+	ck_assert_int_eq(ranks[1], 2);
+	ck_assert_int_eq(dims[1][0], 12);
+	ck_assert_int_eq(dims[1][1], 8);
+	ck_assert_int_eq(ranks[2], 0);
+	ck_assert_int_eq(ranks[3], -1);
+	ck_assert_int_eq(ranks[4], -1);
+	FILE *f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite("\x05\0\0\0\0\0\0\0[1,2]", 1, 13, f), 13);
+	fclose(f);
+	ck_assert_int_eq(rt_ckpt_shapes(NULL, path, names, 1, ranks, dims, err,
+					sizeof err), ATTNRT_ERR_FORMAT);
+	ck_assert_ptr_nonnull(strstr(err, "the header is not a JSON object"));
+	ck_assert_int_eq(rt_ckpt_shapes(NULL, dir, names, 1, ranks, dims, err,
+					sizeof err), ATTNRT_ERR_FORMAT);
+}
+END_TEST
+
 static Suite *ckpt_suite(void)
 {
 	Suite *s = suite_create("runtime_ckpt");
@@ -911,6 +955,7 @@ static Suite *ckpt_suite(void)
 	tcase_add_test(tc, test_dtype_and_shape_must_be_the_models);
 	tcase_add_test(tc, test_load_skips_a_training_runs_optimizer_state);
 	tcase_add_test(tc, test_load_says_which_file_and_why_it_cannot_be_read);
+	tcase_add_test(tc, test_shapes_come_from_the_header_alone);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("fuzz");
 	tcase_add_checked_fixture(tc, setup, teardown);

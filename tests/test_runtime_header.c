@@ -54,11 +54,11 @@ static const attnrt_param_info toy_params[] = {
 static const attnrt_tensor_info toy_in[] = {{"x", ATTNRT_F32, 2, {2, 2}}};
 static const attnrt_tensor_info toy_out[] = {{"y", ATTNRT_F32, 2, {2, 3}}};
 static const cg_header_entry toy_entries[] = {
-	{"forward", "toy_forward", 64, toy_in, 1, toy_out, 1},
+	{"forward", "toy_forward", 64, toy_in, 1, toy_out, 1, 2, false},
 };
 static const cg_header_desc toy = {
 	"toy", "models/toy.g", "build/toy.o", "0.1.0", 128, toy_params, 2,
-	toy_entries, 1,
+	toy_entries, 1, 2, NULL, 0,
 };
 
 /* Writes the header of d to dir/NAME.h; returns cg_header_write's answer
@@ -161,10 +161,11 @@ START_TEST(test_a_header_without_params_or_inputs_still_compiles)
 {
 	static const attnrt_tensor_info out[] = {{NULL, ATTNRT_I32, 0, {0}}};
 	static const cg_header_entry entries[] = {
-		{"constant", "bare_constant", 0, NULL, 0, out, 1},
-		{"nothing", "bare_nothing", 0, NULL, 0, NULL, 0},
+		{"constant", "bare_constant", 0, NULL, 0, out, 1, 0, false},
+		{"nothing", "bare_nothing", 0, NULL, 0, NULL, 0, 0, false},
 	};
-	cg_header_desc d = {"bare", NULL, NULL, NULL, 0, NULL, 0, entries, 2};
+	cg_header_desc d = {"bare", NULL, NULL, NULL, 0, NULL, 0, entries, 2,
+			    0, NULL, 0};
 	char *text, err[256];
 	ck_assert(write_header(&d, &text, err, sizeof err));
 	ck_assert_ptr_nonnull(strstr(text, "#define BARE_N_PARAMS 0\n"));
@@ -175,6 +176,53 @@ START_TEST(test_a_header_without_params_or_inputs_still_compiles)
 			    "int main(void) { return BARE_NOTHING_N_OUTPUTS; }\n");
 	ck_assert_int_eq(run("cc -std=c11 " STRICT " -I. -I%s -fsyntax-only "
 			     "use.c", ATTNC_SOURCE_DIR "/runtime"), 0);
+}
+END_TEST
+
+/* A gradient function (the loss, then a gradient per parameter in table
+ * order) is documented as one, the threads of the schedules and the
+ * sizes the symbols were bound to are recorded; a gradient function of
+ * the wrong outputs is refused. */
+START_TEST(test_header_records_the_gradient_threads_and_sizes)
+{
+	static const attnrt_tensor_info grad_out[] = {
+		{"loss", ATTNRT_F32, 0, {0}},
+		{"grad." W_NAME, ATTNRT_F32, 2, {2, 3}},
+		{"grad.toy.b", ATTNRT_F32, 1, {3}},
+	};
+	static const char *const bound[] = {"B = 2 (--batch)",
+					    "V = 7 (the model's default)"};
+	cg_header_entry entries[] = {
+		toy_entries[0],
+		{"loss_grad", "toy_loss_grad", 64, toy_in, 1, grad_out, 3, 2, true},
+	};
+	cg_header_desc d = toy;
+	d.entries = entries;
+	d.n_entries = 2;
+	d.bound = bound;
+	d.n_bound = 2;
+	char *text, err[256];
+	ck_assert(write_header(&d, &text, err, sizeof err));
+	static const char *const want[] = {
+		" * Compiled for B = 2 (--batch),\n"
+		" *   V = 7 (the model's default).\n */\n",
+		"#define TOY_SCHED_THREADS 2\n",
+		"#define TOY_FORWARD_SCHED_THREADS 2\n",
+		"#define TOY_LOSS_GRAD_N_OUTPUTS 3\n"
+		"#define TOY_LOSS_GRAD_SCHED_THREADS 2\n",
+		" * The gradient function: outputs[0] is the loss, outputs[1 + i] "
+		"the\n * gradient of toy_params[i], of its shape.",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		ck_assert_msg(strstr(text, want[i]), "missing:\n%s", want[i]);
+	/* only the gradient function says it is one */
+	const char *said = strstr(text, "The gradient function");
+	ck_assert(said > strstr(text, "---- loss_grad"));
+	free(text);
+	entries[1].n_outputs = 2;
+	ck_assert(!write_header(&d, NULL, err, sizeof err));
+	ck_assert_str_eq(err, "entry loss_grad: a gradient function has the "
+			      "loss and one output per parameter");
 }
 END_TEST
 
@@ -318,6 +366,7 @@ static Suite *header_suite(void)
 	tcase_add_test(tc, test_a_header_without_params_or_inputs_still_compiles);
 	tcase_add_test(tc, test_a_program_built_on_the_header_inits_saves_loads_and_runs);
 	tcase_add_test(tc, test_invalid_descriptions_are_refused_with_a_message);
+	tcase_add_test(tc, test_header_records_the_gradient_threads_and_sizes);
 	tcase_add_test(tc, test_a_write_error_is_reported);
 	suite_add_tcase(s, tc);
 	return s;
