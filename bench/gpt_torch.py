@@ -31,9 +31,6 @@ def read_st(path):
         out[k] = torch.frombuffer(bytearray(d[s:e]), dtype=dt).reshape(v['shape'])
     return out
 
-def gelu_tanh(x):
-    return 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
 def layer_norm(x, p, name):
     return torch.nn.functional.layer_norm(x, x.shape[-1:], p[name + '.gamma'],
                                           p[name + '.beta'], 1e-5)
@@ -52,7 +49,7 @@ def forward(p, tokens):
         y = (s.softmax(-1) @ split(v)).transpose(1, 2).reshape(B, T, D)
         x = x + y @ p[a + 'attention.W_o']
         h = layer_norm(x, p, a + 'norm_1')
-        h = gelu_tanh(h @ p[a + 'mlp.linear_0.W'] + p[a + 'mlp.linear_0.b'])
+        h = torch.nn.functional.gelu(h @ p[a + 'mlp.linear_0.W'] + p[a + 'mlp.linear_0.b'])
         x = x + h @ p[a + 'mlp.linear_1.W'] + p[a + 'mlp.linear_1.b']
     x = layer_norm(x, p, 'gpt.norm_2')
     return x @ p['gpt.linear.W'] + p['gpt.linear.b']

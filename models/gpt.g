@@ -13,9 +13,6 @@ dim V = 60                             # vocabulary: the text's characters
 # width, heads, blocks, MLP width, context (the most steps), dropout
 const D = 64, H = 4, L = 2, F = 256, CTX = 64, P = 0.1
 
-# GELU, tanh form (nn.GELU(approximate="tanh")).
-def gelu_tanh(x) = 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
-
 # Causal self-attention over x (B, S, D). In training S = T and query t
 # sees keys 0..t; in a decoding step S = 1 at position pos and the keys
 # and values are the cache's (B, CTX, D) rows 0..pos, this step's written
@@ -38,7 +35,8 @@ def attention(x, is_step, at, pos, cache)
   y = merge_heads(dropout(w, P) @ split_heads(v, H), H) @ W_o
   return y, stack([k, v], 0)
 
-def mlp(x) = linear(gelu_tanh(linear(x, F)), D)
+# nn.GELU (exact, from erf), as the MLP of GPT-2 blocks.
+def mlp(x) = linear(gelu(linear(x, F)), D)
 
 # Logits (B, S, V) and the new cache (L, 2, B, CTX, D) (unused in
 # training).
