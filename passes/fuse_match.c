@@ -291,8 +291,38 @@ static bool is_symbolic_mask(const fz_view *v, ir_id valid, ir_id mul)
 	return false;
 }
 
+/* The mask of constant valid lengths as fold leaves it: an f32 constant
+ * (N, 1 or Q, K) of [k < valid[n]] (or valid[n, q]), so that a loss
+ * whose valid lengths are constants still fuses its backward. */
+static bool is_folded_mask(const fz_view *v, ir_id valid, ir_id mask,
+			   int64_t K)
+{
+	const ir_node *mn = fz_node(v, mask), *vn = fz_node(v, valid);
+	if (mn->op != IR_OP_CONST || mn->type.dtype != IR_F32 ||
+	    mn->type.rank != 3 || vn->op != IR_OP_CONST ||
+	    vn->type.dtype != IR_I32 || vn->type.rank < 1 || vn->type.rank > 2)
+		return false;
+	int64_t d[3], vd[2] = {1, 1};
+	for (int i = 0; i < 3; i++)
+		d[i] = mn->type.dims[i].coef;
+	for (int i = 0; i < vn->type.rank; i++)
+		vd[i] = vn->type.dims[i].coef;
+	if (d[0] != vd[0] || d[1] != vd[1] || d[2] != K)
+		return false;
+	const float *e = v->m->consts[mn->attr.const_index].data;
+	const int32_t *len = v->m->consts[vn->attr.const_index].data;
+	for (int64_t r = 0; r < d[0] * d[1]; r++)
+		for (int64_t k = 0; k < K; k++)
+			if (e[r * K + k] != (k < len[r] ? 1.0f : 0.0f))
+				return false;
+	return true;
+}
+
 bool fz_is_valid_mask(const fz_view *v, ir_id sm, ir_id valid, ir_id mask)
 {
+	ir_dim K0 = fz_node(v, sm)->type.dims[2];
+	if (ir_dim_is_static(K0) && is_folded_mask(v, valid, mask, K0.coef))
+		return true;
 	if (fz_op(v, mask) != IR_OP_CAST ||
 	    fz_node(v, mask)->type.dtype != IR_F32)
 		return false;
