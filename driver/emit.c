@@ -334,6 +334,10 @@ static void sym_origin(const emit_job *job, int32_t s, char *buf, size_t n)
 	const drv_options *o = job->o;
 	const ir_func *f = ir_module_default_func(job->m);
 	const char *name = job->m->syms[s].name;
+	if (job->m->syms[s].n_factors) {
+		snprintf(buf, n, "the product of its factors");
+		return;
+	}
 	for (uint32_t i = o->n_syms; i-- > 0;)
 		if (strcmp(o->syms[i].name, name) == 0) {
 			if (strcmp(o->syms[i].opt, "--load") == 0)

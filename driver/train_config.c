@@ -247,6 +247,24 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	return true;
 }
 
+/* Without training (--gradcheck, -c): the batch, one shard, for a data
+ * source whose batches it sizes. */
+static bool read_batch_only(ir_ctx *ctx, const ir_module *m,
+			    const drv_options *o, drv_train_config *tc)
+{
+	const ir_setting *batch = ir_module_find_setting(m, "batch");
+	double b = 0;
+	if (batch && !read_number(ctx, batch, 0, true, true, 2147483648.0, &b))
+		return false;
+	tc->batch = (int64_t)b;
+	for (uint32_t i = 0; i < o->n_syms; i++)
+		if (strcmp(o->syms[i].name, "B") == 0)
+			tc->batch = o->syms[i].value;
+	tc->shards = 1;
+	tc->shard_scale = 1;
+	return true;
+}
+
 /* The settings training needs beyond the entry and the data. */
 static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 			  const drv_options *o, drv_train_config *tc)
@@ -319,6 +337,8 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 		tc->loss_kind = loss_kind(m, tc->entry);
 	if (ok && o->train)
 		ok = read_schedule(ctx, m, o, tc);
+	else if (ok)
+		ok = read_batch_only(ctx, m, o, tc);
 	tc->is_full = ok && o->train;
 	if (ok && (o->data || o->examples) && !drv_nmt_is_source(tc->data) &&
 	    (o->examples || !is_samples(tc->data))) {

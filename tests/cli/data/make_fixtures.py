@@ -52,3 +52,13 @@ save('gpt_T10.safetensors', {'tokens': ('I32', [2, 10], toks),
 long = [(5 * i + 1) % 60 for i in range(65)]
 save('gpt_T65.safetensors', {'tokens': ('I32', [1, 65], long),
                              'targets': ('I32', [1, 65], long)})
+# Samples of a next-token model of its own (tokens, targets (N, T) as
+# PyTorch's int64), for lm_tensors.g: 96 windows of 8 over a repeating
+# pattern of 12 ids, so the loss can fall far.
+seq = [(i * 5 + i // 12) % 12 for i in range(96 * 8 + 1)]
+tok, tgt = [], []
+for w in range(96):
+    tok += seq[w * 8:w * 8 + 8]
+    tgt += seq[w * 8 + 1:w * 8 + 9]
+save('lm_tensors.safetensors', {'tokens': ('I64', [96, 8], tok),
+                                'targets': ('I64', [96, 8], tgt)})
