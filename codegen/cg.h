@@ -49,6 +49,20 @@ typedef struct cg_module_stats {
  * cg_module_error). Free with cg_module_destroy. */
 cg_module *cg_module_create(const char *name);
 
+/* As cg_module_create, for the CPU named cpu (an LLVM x86-64 CPU name
+ * that cg_cpu_check accepts, e.g. "x86-64-v3", with that CPU's own
+ * features) instead of the host's; NULL or "native" = the host's CPU and
+ * features. Optimization, emission and the JIT all target that CPU. */
+cg_module *cg_module_create_for(const char *name, const char *cpu);
+
+/* True if cpu names a CPU that cg_module_create_for knows; else false
+ * with "unknown CPU 'NAME'..." (and the nearest known name) in err. */
+bool cg_cpu_check(const char *cpu, char *err, size_t err_len);
+
+/* Floats per vector of the kernels for cpu: 16 where it has AVX-512,
+ * else 8; NULL or "native" = the host's (cg_gemm_host_vector_width). */
+int cg_cpu_vector_width(const char *cpu);
+
 /* Frees the module, its JIT and all code it made: function pointers from
  * cg_module_lookup are dangling afterwards. NULL is a no-op. */
 void cg_module_destroy(cg_module *m);

@@ -1,6 +1,7 @@
 /*
  * cg_jit.c - the cg_module: one LLVM module per compilation, built in an
- * ORC thread-safe context, optimized once for the host TargetMachine, then
+ * ORC thread-safe context, optimized once for the TargetMachine of the
+ * host CPU (or of a named one: cg_module_create_for, --mcpu), then
  * either JIT-compiled with LLJIT or emitted (IR text, assembly, PIC
  * object) from a clone.
  *
@@ -34,10 +35,11 @@
 struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */
 	LLVMModuleRef mod;                 /* NULL once the JIT owns it */
-	LLVMTargetMachineRef tm;           /* host CPU, PIC; passes and emit */
+	LLVMTargetMachineRef tm;           /* the CPU, PIC; passes and emit */
 	LLVMOrcLLJITRef jit;               /* NULL until cg_module_jit */
 	bool is_optimized;
 	bool is_failed;
+	char cpu[64]; /* LLVM CPU name; "" = the host's CPU and features */
 	cg_module_stats stats;
 	char err[1024];
 };
@@ -70,13 +72,14 @@ static bool fail_llvm_error(cg_module *m, const char *what, LLVMErrorRef e)
 	return false;
 }
 
-/* A TargetMachine for the host CPU and its features. */
+/* A TargetMachine for the module's CPU with that CPU's features, or for
+ * the host CPU and its features. */
 static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
 				    LLVMCodeModel model)
 {
 	char *triple = LLVMGetDefaultTargetTriple();
-	char *cpu = LLVMGetHostCPUName();
-	char *features = LLVMGetHostCPUFeatures();
+	char *cpu = m->cpu[0] ? NULL : LLVMGetHostCPUName();
+	char *features = m->cpu[0] ? NULL : LLVMGetHostCPUFeatures();
 	LLVMTargetRef target;
 	char *msg = NULL;
 	LLVMTargetMachineRef tm = NULL;
@@ -85,16 +88,19 @@ static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
 		cg_module_fail(m, "no LLVM target for %s: %s", triple, msg);
 		LLVMDisposeMessage(msg);
 	} else {
-		tm = LLVMCreateTargetMachine(target, triple, cpu, features,
+		tm = LLVMCreateTargetMachine(target, triple, cpu ? cpu : m->cpu,
+					     features ? features : "",
 					     LLVMCodeGenLevelAggressive, reloc,
 					     model);
 		if (!tm)
 			cg_module_fail(m, "cannot create a TargetMachine for %s",
-				       cpu);
+				       cpu ? cpu : m->cpu);
 	}
 	LLVMDisposeMessage(triple);
-	LLVMDisposeMessage(cpu);
-	LLVMDisposeMessage(features);
+	if (cpu)
+		LLVMDisposeMessage(cpu);
+	if (features)
+		LLVMDisposeMessage(features);
 	return tm;
 }
 
@@ -120,9 +126,22 @@ static void setup_module(cg_module *m, const char *name)
 
 cg_module *cg_module_create(const char *name)
 {
+	return cg_module_create_for(name, NULL);
+}
+
+cg_module *cg_module_create_for(const char *name, const char *cpu)
+{
 	cg_module *m = calloc(1, sizeof *m);
 	if (!m)
 		return NULL;
+	char err[256];
+	if (cpu && strcmp(cpu, "native") != 0) {
+		if (!cg_cpu_check(cpu, err, sizeof err)) {
+			cg_module_fail(m, "%s", err);
+			return m;
+		}
+		snprintf(m->cpu, sizeof m->cpu, "%s", cpu);
+	}
 	setup_module(m, name);
 	return m;
 }

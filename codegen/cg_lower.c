@@ -1075,7 +1075,7 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0, 0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
-		       : (unsigned)cg_gemm_host_vector_width();
+		       : (unsigned)cg_cpu_vector_width(opts ? opts->cpu : NULL);
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0	 ? INT64_MAX
 						 : opts->gemm_min;
@@ -1123,7 +1123,7 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	int before = ctx->n_errors;
 	bool ok = bind_syms(p, sym_values);
 	if (ok) {
-		p->cm = cg_module_create(m->name);
+		p->cm = cg_module_create_for(m->name, opts ? opts->cpu : NULL);
 		ok = p->cm && !module_failed(p) && lower_all(p, opts) &&
 		     !module_failed(p);
 	}

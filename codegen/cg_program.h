@@ -52,10 +52,14 @@ typedef struct cg_program_options {
 	const char *const *only;
 	uint32_t n_only;
 	/* Floats per vector of the sgemm and fused attention kernels: 8
-	 * (AVX2's ymm) or 16 (AVX-512's zmm); 0 = the widest the host has.
+	 * (AVX2's ymm) or 16 (AVX-512's zmm); 0 = the widest the CPU has.
 	 * Either runs on any AVX2 host (LLVM splits what the CPU lacks);
 	 * tests use it to cover both forms on one machine. */
 	int vector_width;
+	/* The CPU the code is for (cg_module_create_for: an LLVM x86-64
+	 * CPU name such as "x86-64-v3", with its own features); NULL = the
+	 * host's CPU and features. It also sets vector_width's default. */
+	const char *cpu;
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;

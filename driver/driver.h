@@ -42,6 +42,7 @@ typedef struct drv_options {
 	const char *emit;   /* --emit=ir|llvm|asm|obj */
 	const char *output; /* -o */
 	const char *prefix; /* --prefix: of the symbols -c writes */
+	const char *mcpu;   /* --mcpu: the CPU of the code; NULL = host */
 	const char *entry;
 	const char *save, *load; /* checkpoints */
 	const char *resume;      /* --resume FILE: continue its training run */

@@ -107,6 +107,9 @@ static const char usage_more[] =
 	"  --prefix P           name the symbols P_* (default: NAME of -o)\n"
 	"  --load FILE          -c: take the dims the weights fix from FILE\n"
 	"  --emit=KIND [-o F]   write ir (attnc IR), llvm, asm or obj\n"
+	"  --mcpu CPU           generate code for CPU (x86-64-v3, znver4,\n"
+	"                       ...; native: the host, the default) with -c,\n"
+	"                       --emit, --jit or --train\n"
 	"  --batch N            the value of the dimension B\n"
 	"  --sym NAME=N         the value of dimension NAME (repeatable)\n"
 	"\n"
@@ -281,6 +284,18 @@ static bool opt_seed(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 	return false;
 }
 
+/* --mcpu NAME: an x86-64 CPU that LLVM 19 knows, or native. */
+static bool opt_mcpu(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	char err[256];
+	if (!cg_cpu_check(v, err, sizeof err)) {
+		ir_error(ctx, (ir_loc){0}, "%s: %s", opt, err);
+		return false;
+	}
+	o->mcpu = v;
+	return true;
+}
+
 static bool opt_save_every(ir_ctx *ctx, drv_options *o, const char *opt,
 			   char *v)
 {
@@ -404,6 +419,7 @@ static const opt_def opt_table[] = {
 	VALUE("--shards", opt_shards),
 	VALUE("--threads", opt_threads),
 	VALUE("--seed", opt_seed),
+	VALUE("--mcpu", opt_mcpu),
 	VALUE("--disable-pass", opt_disable_pass),
 	{"--dump-ir", OPT_OPTIONAL, 0, opt_dump_ir},
 };

@@ -269,7 +269,8 @@ cg_program_options drv_program_options(const drv_options *o)
 			   .no_fuse = o->no_fuse};
 	return (cg_program_options){
 		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise"),
-		.sched_threads = o->threads};
+		.sched_threads = o->threads,
+		.cpu = o->mcpu};
 }
 
 /* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for

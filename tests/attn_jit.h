@@ -25,16 +25,15 @@ static inline size_t aj_round64(size_t n)
 }
 
 /* Runs function fn of m through the JIT on in and params (f32), step 2
- * of seed (dropout active when is_training), its kernels built for
- * vectors of vw floats (0: the host's widest). */
-static inline void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,
+ * of seed (dropout active when is_training), lowered with options po. */
+static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
 			      uint64_t seed, bool is_training, int n_threads,
-			      int vw, const interp_tensor *in,
+			      const cg_program_options *po,
+			      const interp_tensor *in,
 			      const interp_tensor *params, jit_out *r)
 {
 	const ir_func *f = ir_module_find_func(m, fn);
-	cg_program_options po = {.vector_width = vw};
-	cg_program *p = cg_program_create(&x->ctx, m, NULL, &po);
+	cg_program *p = cg_program_create(&x->ctx, m, NULL, po);
 	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(x));
 	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(x));
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
@@ -68,6 +67,17 @@ static inline void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,
 	free(pb);
 	free(sb);
 	cg_program_destroy(p);
+}
+
+/* jit_run_po with its kernels built for vectors of vw floats (0: the
+ * host's widest). */
+static inline void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,
+			      uint64_t seed, bool is_training, int n_threads,
+			      int vw, const interp_tensor *in,
+			      const interp_tensor *params, jit_out *r)
+{
+	cg_program_options po = {.vector_width = vw};
+	jit_run_po(x, m, fn, seed, is_training, n_threads, &po, in, params, r);
 }
 
 static inline void jit_out_fini(tu_graph *x, jit_out *r)

@@ -65,7 +65,7 @@ static void check_case(const ac_case *c)
 	ck_assert(interp_params_init(&x.ctx, mu, syms, c->seed, false, params));
 	interp_tensor *ref = interp_grad(&x, mu, c, in, params, true);
 	interp_tensor *fi = interp_grad(&x, mf, c, in, params, false);
-	jit_out u = {0}, f1 = {0}, f2 = {0}, fw = {0};
+	jit_out u = {0}, f1 = {0}, f2 = {0}, fw = {0}, fc = {0};
 	jit_run(&x, mu, "loss_grad", c, 1, in, params, &u);
 	jit_run(&x, mf, "loss_grad", c, 1, in, params, &f1);
 	jit_run(&x, mf, "loss_grad", c, 2, in, params, &f2);
@@ -73,6 +73,10 @@ static void check_case(const ac_case *c)
 	int other = cg_gemm_host_vector_width() == 16 ? 8 : 16;
 	jit_run_vw(&x, mf, "loss_grad", c->seed, c->is_training, 1, other, in,
 		   params, &fw);
+	/* code for an AVX2 CPU without AVX-512 (--mcpu x86-64-v3) */
+	cg_program_options v3 = {.cpu = "x86-64-v3"};
+	jit_run_po(&x, mf, "loss_grad", c->seed, c->is_training, 1, &v3, in,
+		   params, &fc);
 	const ir_func *f = ir_module_find_func(mu, "loss_grad");
 	for (uint32_t o = 0; o < f->n_outputs; o++) {
 		const char *name = f->output_names[o];
@@ -80,6 +84,7 @@ static void check_case(const ac_case *c)
 		ac_check_ratio(&fw.t[o], &u.t[o], &ref[o], name);
 		check_close(&f1.t[o], &fi[o], name);
 		check_close(&fw.t[o], &fi[o], name);
+		check_close(&fc.t[o], &fi[o], name);
 		int64_t n = interp_tensor_numel(&f1.t[o]);
 		ck_assert_msg(memcmp(f1.t[o].data, f2.t[o].data, (size_t)n * 4) == 0,
 			      "%s: 1 and 2 threads differ", name);
@@ -94,6 +99,7 @@ static void check_case(const ac_case *c)
 	jit_out_fini(&x, &f1);
 	jit_out_fini(&x, &f2);
 	jit_out_fini(&x, &fw);
+	jit_out_fini(&x, &fc);
 	for (uint32_t i = 0; i < n_in; i++)
 		interp_tensor_fini(&x.ctx, &in[i]);
 	for (uint32_t i = 0; i < 3; i++)
