@@ -275,6 +275,19 @@ bool cg_lower_cross_entropy_with_grad(cg_kernel *k);
 bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n);
 void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n);
 
+/* Elements per block of a float sum: sums and means add each output
+ * element's inputs left to right in blocks of CG_SUM_BLOCK, then the
+ * block sums left to right, as the interpreter does (docs/ops.md). */
+#define CG_SUM_BLOCK 256
+
+/* cg_lower_colred.c: a float sum or mean whose simplified nest n (array 0
+ * the output) is (R, C), or (O, R, C) with O kept and split by [lo, hi),
+ * reducing only R, longer than one block; then cg_lower_reduce_columns
+ * generates it in blocks of rows, the interpreter's order. The output is
+ * zeroed before; a mean's division comes after. */
+bool cg_lower_colred_fits(const cg_kernel *k, const cg_nest *n);
+void cg_lower_reduce_columns(cg_kernel *k, const cg_nest *n);
+
 /* cg_lower_index.c: one_hot and the scatter-add of embedding_grad. */
 bool cg_lower_arange(cg_kernel *k);
 bool cg_lower_one_hot(cg_kernel *k);

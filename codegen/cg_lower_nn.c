@@ -338,7 +338,9 @@ static bool is_column_reduction(const cg_nest *n)
  * order exactly: tests/test_codegen_colred.c, bench/colsum.c). The outer
  * loop is split over threads only when it is a kept axis, so threads
  * write disjoint outputs. Rows reduced over the last axis (more than
- * one) take the row kernel instead, exactly in the interpreter's order. */
+ * one) take the row kernel instead, exactly in the interpreter's order;
+ * float columns longer than one block (CG_SUM_BLOCK) take the blocked
+ * column kernel (cg_lower_colred.c), also in the interpreter's order. */
 bool cg_lower_reduce(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
@@ -392,7 +394,10 @@ bool cg_lower_reduce(cg_kernel *k)
 	else
 		rc.value = t == IR_I32 ? cg_i32(f, 0) : cg_f32(f, 0);
 	cg_nest_emit(k, &init, lo, hi_init, reduce_init, &rc);
-	cg_nest_emit(k, &n, lo, hi, reduce_body, &rc);
+	if (count != 0 && cg_lower_colred_fits(k, &n))
+		cg_lower_reduce_columns(k, &n);
+	else
+		cg_nest_emit(k, &n, lo, hi, reduce_body, &rc);
 	if (op == IR_OP_MEAN) {
 		rc.value = cg_f32(f, (float)count);
 		cg_nest_emit(k, &init, lo, hi_init, reduce_mean, &rc);

@@ -4,7 +4,8 @@
  * row).
  *
  * A row's result is a chain: out = ((init + x0) + x1) + ... in the
- * interpreter's order, one dependent add per element (4 cycles each on
+ * interpreter's order (a row longer than a block, CG_SUM_BLOCK, sums each
+ * block so, from init, then the block sums left to right), one dependent add per element (4 cycles each on
  * the scalar unit), which LLVM cannot vectorize along the row without
  * reassociating it. Here each lane of a vector carries the chain of one
  * row, in that same order, so a group of vw rows (8 or 16) costs one
@@ -28,8 +29,9 @@
 #include <math.h>
 #include <string.h>
 
-/* Columns of the tile: a block of a longer row (16 x 256 floats: 16 KB). */
-#define ROWRED_BLOCK 256
+/* Columns of the tile: a block of a longer row (16 x 256 floats: 16 KB),
+ * the interpreter's block of a sum. */
+#define ROWRED_BLOCK CG_SUM_BLOCK
 
 /* One row reduction being generated. */
 typedef struct rowred {
@@ -42,6 +44,7 @@ typedef struct rowred {
 	LLVMTypeRef et, vt;   /* element and <vw x element> */
 	LLVMValueRef tile;    /* vw x wp elements on the stack */
 	LLVMValueRef acc;     /* variable of vt: a lane per row of the group */
+	LLVMValueRef tot;     /* variable of vt: the blocks' results combined */
 	LLVMValueRef r0, nr;  /* the group's first row and its row count */
 } rowred;
 
@@ -141,29 +144,43 @@ static LLVMValueRef rows_mask(rowred *g)
 	return LLVMBuildICmp(f->b, LLVMIntULT, LLVMConstVector(iota, g->vw), nr, "");
 }
 
+/* One block of w columns from c0 into the accumulator, from the
+ * identity; when the row has more than one block, the block's result is
+ * then stepped into the total (a sum of block sums, left to right). */
+static void reduce_block(rowred *g, LLVMValueRef c0, int64_t w)
+{
+	cg_fn *f = &g->k->f;
+	LLVMBuildStore(f->b, init_value(g), g->acc);
+	fill_tile(g, c0, w);
+	add_tile(g, w);
+	if (g->K <= ROWRED_BLOCK)
+		return;
+	LLVMValueRef t = LLVMBuildLoad2(f->b, g->vt, g->tot, "");
+	LLVMValueRef b = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
+	LLVMBuildStore(f->b, cg_lower_reduce_step(f, g->op, g->t, true, t, b),
+		       g->tot);
+}
+
 /* The group's rows: every block of columns through the tile, then the
  * results (means divided by the row length) stored to rows r0 .. r0 + nr. */
 static void reduce_group(rowred *g, int64_t w)
 {
 	cg_fn *f = &g->k->f;
 	int64_t blocks = g->K / w, rest = g->K % w;
-	LLVMBuildStore(f->b, init_value(g), g->acc);
+	LLVMBuildStore(f->b, init_value(g), g->tot);
 	if (blocks > 1) {
 		cg_loop l;
 		LLVMValueRef c0 = cg_loop_begin(f, &l, cg_i64(f, 0),
 						cg_i64(f, blocks * w), w);
-		fill_tile(g, c0, w);
-		add_tile(g, w);
+		reduce_block(g, c0, w);
 		cg_loop_end(f, &l);
 	} else {
-		fill_tile(g, cg_i64(f, 0), w);
-		add_tile(g, w);
+		reduce_block(g, cg_i64(f, 0), w);
 	}
-	if (rest) {
-		fill_tile(g, cg_i64(f, blocks * w), rest);
-		add_tile(g, rest);
-	}
-	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
+	if (rest)
+		reduce_block(g, cg_i64(f, blocks * w), rest);
+	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt,
+					  g->K <= ROWRED_BLOCK ? g->acc : g->tot, "");
 	if (g->op == IR_OP_MEAN)
 		res = LLVMBuildFDiv(f->b, res, cg_const_real(g->vt, (double)(float)g->K), "");
 	LLVMTypeRef tys[2] = {g->vt, cg_t_ptr(f)};
@@ -189,6 +206,7 @@ void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
 	g.tile = cg_entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw *
 						       (uint64_t)g.wp), 64);
 	g.acc = cg_entry_alloca(f, g.vt, 64);
+	g.tot = cg_entry_alloca(f, g.vt, 64);
 	/* Padding and the rows past a short group hold stale values, never
 	 * stored; zeroed once, they are never uninitialized either. */
 	LLVMBuildMemSet(f->b, g.tile, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),

@@ -5,7 +5,8 @@
  *
  * Every float step is rounded to the working precision (R below), so in
  * float32 mode a sum accumulates in float, left to right, as a plain C
- * loop over float would; in float64 mode R does nothing. Shapes follow
+ * loop over float would (sum and mean: in blocks of 256, whose sums are
+ * then added left to right); in float64 mode R does nothing. Shapes follow
  * PyTorch; docs/ops.md has the fine points.
  */
 #include "interp_impl.h"
@@ -126,8 +127,47 @@ static bool reduce_map(const interp_kernel *k, int64_t *ostrides,
 	return true;
 }
 
-/* sum and mean: accumulate in the output (which rounds each step in
- * float32), left to right over the input. An empty mean is NaN. */
+/* Elements per block of a float sum (docs/ops.md, "Summation order"); the
+ * generated code's sums take the same blocks (CG_SUM_BLOCK). */
+#define SUM_BLOCK 256
+
+/* The float sums of x into out (zeroed) in blocks: each output element's
+ * inputs, in row-major order, are summed left to right in blocks of
+ * SUM_BLOCK (from 0, rounding each step), and the block sums are added
+ * left to right into the output. A sum of at most one block is the plain
+ * left-to-right sum. */
+static bool sum_blocked(const interp_kernel *k, const int64_t *os)
+{
+	const interp_tensor *x = &k->args[0];
+	interp_tensor *out = k->out;
+	int64_t no = interp_tensor_numel(out), n = interp_tensor_numel(x);
+	size_t sz = (size_t)(no ? no : 1);
+	double *part = interp_scratch(k, sz * sizeof(double));
+	int64_t *cnt = part ? interp_scratch(k, sz * sizeof(int64_t)) : NULL;
+	if (!cnt) {
+		ir_free(k->ctx, part);
+		return false;
+	}
+	int64_t idx[IR_MAX_RANK] = {0};
+	for (int64_t i = 0; i < n; i++) {
+		int64_t j = interp_index_dot(idx, os, x->rank);
+		part[j] = R(k, part[j] + R(k, interp_ld(x, i)));
+		if (++cnt[j] % SUM_BLOCK == 0) {
+			interp_st(out, j, R(k, interp_ld(out, j) + part[j]));
+			part[j] = 0;
+		}
+		interp_index_next(idx, x->dims, x->rank);
+	}
+	for (int64_t j = 0; j < no; j++)
+		if (cnt[j] % SUM_BLOCK)
+			interp_st(out, j, R(k, interp_ld(out, j) + part[j]));
+	ir_free(k->ctx, part);
+	ir_free(k->ctx, cnt);
+	return true;
+}
+
+/* sum and mean: int32 sums wrap, in any order; float sums take blocks
+ * (sum_blocked). An empty mean is NaN. */
 bool interp_k_sum(const interp_kernel *k, bool is_mean)
 {
 	const interp_tensor *x = &k->args[0];
@@ -136,13 +176,11 @@ bool interp_k_sum(const interp_kernel *k, bool is_mean)
 	if (!reduce_map(k, os, &count))
 		return false;
 	int64_t n = interp_tensor_numel(x);
-	for (int64_t i = 0; i < n; i++) {
+	if (out->dtype != IR_I32 && !sum_blocked(k, os))
+		return false;
+	for (int64_t i = 0; out->dtype == IR_I32 && i < n; i++) {
 		int64_t j = interp_index_dot(idx, os, x->rank);
-		if (out->dtype == IR_I32)
-			interp_sti(out, j, interp_ldi(out, j) + interp_ldi(x, i));
-		else
-			interp_st(out, j, interp_ld(out, j) +
-						  R(k, interp_ld(x, i)));
+		interp_sti(out, j, interp_ldi(out, j) + interp_ldi(x, i));
 		interp_index_next(idx, x->dims, x->rank);
 	}
 	int64_t no = interp_tensor_numel(out);

@@ -16,6 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Elements per block of a float sum, the interpreter's (interp/nn.c) and
+ * the generated code's (CG_SUM_BLOCK): each output element's inputs are
+ * summed left to right in blocks of this many, and the block sums added
+ * left to right. */
+#define RED_SUM_BLOCK 256
+
 /* The graph and its random inputs. */
 typedef struct fx {
 	tu_graph g;

@@ -7,8 +7,10 @@
  * i32, column counts that are no multiple of the vector width, row
  * counts from 1 to 640, 3-D inputs reducing axes {0}, {0, 1} and {1}
  * (a kept outer axis, split over threads), fused operands, NaN,
- * infinities and -0.0, on 1, 2 and 3 threads. On main deb3dd2, which summed columns with `reassoc`, 13 of
- * these 34 checks fail (rows of 7 to 33 columns).
+ * infinities and -0.0, on 1, 2 and 3 threads; a float sum of more than
+ * 256 rows in blocks of 256 (RED_SUM_BLOCK, cg_lower_colred.c). On main
+ * deb3dd2, which summed columns with `reassoc`, 13 of these 34 checks
+ * fail (rows of 7 to 33 columns).
  */
 #include "red_fixture.h"
 
@@ -20,7 +22,9 @@
 /* The interpreter's reduction of v (dims d, rank r) over `axes`: every
  * element, in row-major order, stepped into its output element (from 0,
  * or -inf with NaN winning for max; means then divided by the count), in
- * float32 or wrapping int32. Returns the output's element count. */
+ * float32 or wrapping int32; a float sum in blocks of RED_SUM_BLOCK
+ * elements per output element, each block summed from 0 and then added
+ * into the output. Returns the output's element count. */
 static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 			  int r, uint32_t axes, void *out)
 {
@@ -32,6 +36,9 @@ static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 		else
 			n_out *= d[a];
 	}
+	float *part = calloc((size_t)(n_out ? n_out : 1), sizeof *part);
+	int64_t *cnt = calloc((size_t)(n_out ? n_out : 1), sizeof *cnt);
+	ck_assert(part && cnt);
 	for (int64_t o = 0; o < n_out; o++) {
 		if (t == IR_I32)
 			((int32_t *)out)[o] = op == IR_OP_MAX ? INT32_MIN : 0;
@@ -54,12 +61,22 @@ static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 					       : (int32_t)((uint32_t)*acc + (uint32_t)x);
 		} else {
 			float *acc = (float *)out + o, x = ((const float *)v)[e];
-			if (op != IR_OP_MAX)
-				*acc = *acc + x;
-			else if (x > *acc || isnan(x))
+			if (op != IR_OP_MAX) {
+				part[o] = part[o] + x;
+				if (++cnt[o] % RED_SUM_BLOCK == 0) {
+					*acc = *acc + part[o];
+					part[o] = 0.0f;
+				}
+			} else if (x > *acc || isnan(x)) {
 				*acc = x;
+			}
 		}
 	}
+	for (int64_t o = 0; t == IR_F32 && op != IR_OP_MAX && o < n_out; o++)
+		if (cnt[o] % RED_SUM_BLOCK)
+			((float *)out)[o] = ((float *)out)[o] + part[o];
+	free(part);
+	free(cnt);
 	for (int64_t o = 0; op == IR_OP_MEAN && o < n_out; o++)
 		((float *)out)[o] /= (float)count;
 	return n_out;

@@ -1,8 +1,8 @@
 /*
  * test_codegen_rowred.c - sum, mean and max over the last axis in the
  * generated code (codegen/cg_lower_rowred.c: rows in vector lanes),
- * against a C loop that reduces each row left to right in float32 (the
- * interpreter's order): bit for bit, for f32 and i32, row lengths from 1
+ * against a C loop that reduces each row left to right in float32, a sum
+ * in blocks of 256 (the interpreter's order): bit for bit, for f32 and i32, row lengths from 1
  * to past one tile block, row counts that are no multiple of the lanes,
  * fused operands, and ranges split over 1, 2 and 3 threads at odd rows.
  */
@@ -21,16 +21,21 @@ static ir_id input3(fx *x, ir_dtype t, int rank, int64_t d0, int64_t d1,
 	return input(x, t, rank, d);
 }
 
-/* Each row of k values, left to right, in float32 as the interpreter:
- * from 0 (sum, mean, then divided by k) or -inf (max, NaN winning). */
+/* Each row of k values in float32 as the interpreter: from -inf left to
+ * right (max, NaN winning), or from 0 in blocks of RED_SUM_BLOCK, each
+ * summed left to right from 0, then added left to right (sum, mean, then
+ * divided by k). */
 static float ref_row(ir_op op, const float *v, int64_t k)
 {
 	float acc = op == IR_OP_MAX ? -INFINITY : 0.0f;
-	for (int64_t j = 0; j < k; j++) {
-		if (op != IR_OP_MAX)
-			acc = acc + v[j];
-		else if (v[j] > acc || isnan(v[j]))
+	for (int64_t j = 0; op == IR_OP_MAX && j < k; j++)
+		if (v[j] > acc || isnan(v[j]))
 			acc = v[j];
+	for (int64_t b = 0; op != IR_OP_MAX && b < k; b += RED_SUM_BLOCK) {
+		float part = 0.0f;
+		for (int64_t j = b; j < k && j < b + RED_SUM_BLOCK; j++)
+			part = part + v[j];
+		acc = acc + part;
 	}
 	return op == IR_OP_MEAN ? acc / (float)k : acc;
 }

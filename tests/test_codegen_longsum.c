@@ -1,0 +1,201 @@
+/*
+ * test_codegen_longsum.c - float sums and means over long axes: blocks of
+ * RED_SUM_BLOCK elements summed left to right, then the block sums left
+ * to right (docs/ops.md, "Summation order"), in the interpreter and the
+ * generated code alike.
+ *
+ * Accuracy: sums and means of nonnegative float32 values (a bias
+ * gradient of one sign, a mean of activations) over 4096 and 65536
+ * rows and along rows of that length: the worst error over 16 or 64
+ * outputs is within 0.1 eps sqrt(n) sum|x| of the float64 sum, a bound
+ * that the plain left-to-right float sum (the order before) fails on the
+ * same data, as asserted here too. A whole-tensor sum (to a scalar)
+ * keeps `reassoc` in the JIT and is not compared bit for bit.
+ * Agreement: the JIT's results are the interpreter's bit for bit on long
+ * and short axes, columns (kept outer axis or none) and rows, at 1 and 2
+ * threads, and for a fused operand.
+ */
+#include "interp.h"
+#include "red_fixture.h"
+
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The interpreter's float32 result of f on x's one input (dims d, rank
+ * r); n_out elements, malloc'd. */
+static float *interp_f32(fx *x, const int64_t *d, int r, int64_t n_out)
+{
+	interp_tensor in, out;
+	memset(&out, 0, sizeof out);
+	ck_assert(interp_tensor_alloc(&x->g.ctx, &in, IR_F32, r, d));
+	memcpy(in.data, x->in[0], (size_t)interp_tensor_numel(&in) * 4);
+	interp_opts o = {.seed = 1};
+	ck_assert_msg(interp_run(&x->g.ctx, x->g.m, x->g.f, &o, NULL, &in, &out),
+		      "%s", tu_graph_diag(&x->g));
+	ck_assert_int_eq(interp_tensor_numel(&out), n_out);
+	float *res = malloc((size_t)n_out * 4);
+	memcpy(res, out.data, (size_t)n_out * 4);
+	interp_tensor_fini(&x->g.ctx, &in);
+	interp_tensor_fini(&x->g.ctx, &out);
+	return res;
+}
+
+/* Input 0 redrawn uniform in [0, 1): n values. */
+static void nonnegative(fx *x, int64_t n)
+{
+	float *v = x->in[0];
+	for (int64_t i = 0; i < n; i++)
+		v[i] = (float)rnd(x, 1 << 24) / (float)(1 << 24);
+}
+
+/* The error of a float32 sum or mean (is_mean) got of the n values v[0],
+ * v[s], v[2 s], ... against float64, in units of eps sqrt(n) sum|x| (a
+ * mean's error scaled by n, less the rounding of its division); *ltr the
+ * same for their left-to-right float sum. */
+static double rel_err(float got, const float *v, int64_t n, int64_t s,
+		      bool is_mean, double *ltr)
+{
+	double ref = 0, a = 0;
+	float l = 0.0f;
+	for (int64_t i = 0; i < n; i++) {
+		ref += v[i * s];
+		a += fabs(v[i * s]);
+		l = l + v[i * s];
+	}
+	double unit = FLT_EPSILON * sqrt((double)n) * a;
+	*ltr = fabs((double)l - ref) / unit;
+	if (!is_mean)
+		return fabs((double)got - ref) / unit;
+	double m = ref / (double)n, e = fabs((double)got - m);
+	e = e > FLT_EPSILON * fabs(m) ? e - FLT_EPSILON * fabs(m) : 0;
+	return e * (double)n / unit;
+}
+
+/* op (sum or mean) over axis `axis` of an (R, C) input of values in
+ * [0, 1), in the interpreter and the JIT (1 and 2 threads): the JIT's
+ * bits are the interpreter's; the worst error over the outputs is at
+ * most 0.1 eps sqrt(n) sum|x|, and the left-to-right sum's is over it. */
+static void check_long(ir_op op, int64_t R, int64_t C, int axis)
+{
+	fx x;
+	fx_init(&x, 0x853c49e6748fea9bull);
+	int64_t d[2] = {R, C}, n_out = axis ? R : C, n = axis ? C : R;
+	ir_id a = input(&x, IR_F32, 2, d);
+	nonnegative(&x, R * C);
+	ret(&x, reduce(&x, op, a, 1u << axis, false));
+	float *want = interp_f32(&x, d, 2, n_out);
+	char what[96];
+	snprintf(what, sizeof what, "%s of (%lld, %lld) over axis %d",
+		 ir_op_table[op].name, (long long)R, (long long)C, axis);
+	double worst = 0, worst_ltr = 0;
+	for (int64_t o = 0; o < n_out; o++) {
+		double l, e = rel_err(want[o], (const float *)x.in[0] +
+				      (axis ? o * C : o), n, axis ? 1 : C,
+				      op == IR_OP_MEAN, &l);
+		worst = e > worst ? e : worst;
+		worst_ltr = l > worst_ltr ? l : worst_ltr;
+	}
+	ck_assert_msg(worst <= 0.1, "%s: error %g eps sqrt(n) sum|x|", what, worst);
+	ck_assert_msg(worst_ltr > 0.1, "%s: the left-to-right sum's error, "
+		      "%g eps sqrt(n) sum|x|, is within the bound", what, worst_ltr);
+	for (int th = 1; th <= 2; th++) {
+		float *got = jit(&x, th, n_out, NULL);
+		check_bits(got, want, n_out, what);
+		free(got);
+	}
+	free(want);
+	fx_fini(&x);
+}
+
+START_TEST(test_long_sums_and_means_are_within_sqrt_n_of_float64)
+{
+	check_long(IR_OP_SUM, 4096, 64, 0);
+	check_long(IR_OP_MEAN, 4096, 64, 0);
+	check_long(IR_OP_SUM, 65536, 16, 0);
+	check_long(IR_OP_MEAN, 65536, 16, 0);
+	check_long(IR_OP_SUM, 64, 4096, 1);
+	check_long(IR_OP_MEAN, 64, 4096, 1);
+	check_long(IR_OP_SUM, 16, 65536, 1);
+}
+END_TEST
+
+/* Reduction shapes: dims (rank 2 or 3) and the reduced axes. */
+typedef struct shape {
+	int rank;
+	int64_t d[3];
+	uint32_t axes;
+} shape;
+
+static const shape shapes[] = {
+	{2, {4096, 33, 0}, 1},  /* columns, several blocks and a rest */
+	{2, {300, 4100, 0}, 1}, /* a second tile of columns */
+	{3, {3, 700, 17}, 2},   /* a kept outer axis, split over threads */
+	{3, {2, 600, 5}, 3},    /* (B, T) of (B, T, D) */
+	{2, {7, 1000, 0}, 2},   /* rows */
+	{2, {300, 9, 0}, 1},    /* short columns: one block and a rest */
+	{2, {256, 9, 0}, 1},    /* exactly one block */
+	{2, {9, 256, 0}, 2},    /* rows of exactly one block */
+	{2, {100, 7, 0}, 1},    /* short axes: left to right */
+	{2, {7, 100, 0}, 2},
+};
+
+/* Sum and mean of shapes[_i] (values in [-2, 2)): the JIT's bits are the
+ * interpreter's at 1 and 2 threads. */
+START_TEST(test_the_jit_sums_in_the_interpreters_order)
+{
+	const shape *s = &shapes[_i];
+	ir_op ops[2] = {IR_OP_SUM, IR_OP_MEAN};
+	for (int o = 0; o < 2; o++) {
+		fx x;
+		fx_init(&x, 0x2545f4914f6cdd1dull + (uint64_t)_i);
+		ir_id a = input(&x, IR_F32, s->rank, s->d);
+		ret(&x, reduce(&x, ops[o], a, s->axes, false));
+		int64_t n_out = 1;
+		for (int i = 0; i < s->rank; i++)
+			n_out *= s->axes & (1u << i) ? 1 : s->d[i];
+		float *want = interp_f32(&x, s->d, s->rank, n_out);
+		char what[96];
+		snprintf(what, sizeof what, "%s of shape %d (%lld, %lld, %lld)",
+			 ir_op_table[ops[o]].name, _i, (long long)s->d[0],
+			 (long long)s->d[1], (long long)s->d[2]);
+		for (int th = 1; th <= 2; th++) {
+			float *got = jit(&x, th, n_out, NULL);
+			check_bits(got, want, n_out, what);
+			free(got);
+		}
+		free(want);
+		fx_fini(&x);
+	}
+}
+END_TEST
+
+/* A fused operand, x * x summed over 1000 rows of 19 columns: the
+ * interpreter's bits at 1, 2 and 3 threads, with the product fused. */
+START_TEST(test_a_fused_operand_sums_in_blocks)
+{
+	fx x;
+	fx_init(&x, 0x9e3779b97f4a7c15ull);
+	int64_t d[2] = {1000, 19};
+	ir_id a = input(&x, IR_F32, 2, d);
+	ret(&x, reduce(&x, IR_OP_SUM, op2(&x, IR_OP_MUL, a, a), 1, false));
+	float *want = interp_f32(&x, d, 2, 19);
+	check_fused_at_threads(&x, 19, want, 1, "fused sum");
+	free(want);
+	fx_fini(&x);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("codegen_longsum");
+	TCase *tc = tcase_create("longsum");
+	tcase_add_test(tc, test_long_sums_and_means_are_within_sqrt_n_of_float64);
+	tcase_add_loop_test(tc, test_the_jit_sums_in_the_interpreters_order, 0,
+			    (int)(sizeof shapes / sizeof shapes[0]));
+	tcase_add_test(tc, test_a_fused_operand_sums_in_blocks);
+	suite_add_tcase(s, tc);
+	return tu_run_suite(s);
+}
