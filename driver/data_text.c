@@ -212,14 +212,6 @@ bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 m->name);
 		return false;
 	}
-	uint32_t i = 0;
-	while (i < d->o.n_syms && strcmp(d->o.syms[i].name, "V") != 0)
-		i++;
-	if (i == DRV_MAX_LIST) {
-		ir_error(ctx, (ir_loc){0}, "--sym: at most %d", DRV_MAX_LIST);
-		return false;
-	}
-	d->o.syms[i] = (drv_sym_value){"data", "V", rt_text_vocab_size(d->vocab)};
-	d->o.n_syms += i == d->o.n_syms;
-	return true;
+	return drv_options_bind(ctx, &d->o, "data", "V",
+				rt_text_vocab_size(d->vocab));
 }

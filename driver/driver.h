@@ -108,6 +108,11 @@ void drv_print_outputs(const ir_func *f, const interp_tensor *outs);
 /* The name of input or result i (names: f->input_names or output_names,
  * either may be NULL, as may each entry, in IR text without names):
  * the name, or prefix and i ("out1") written to buf. */
+/* Binds dimension name to value in o (over a value it had), as opt says
+ * ("data", "--shards", ...); false after reporting a full list. */
+bool drv_options_bind(ir_ctx *ctx, drv_options *o, const char *opt,
+		      const char *name, int64_t value);
+
 const char *drv_io_name(const char *const *names, uint32_t i,
 			const char *prefix, char *buf, size_t size);
 

@@ -125,22 +125,9 @@ static bool bind(generator *g)
 	drv_options *o = &g->run_o;
 	*o = *g->o;
 	o->threads = o->threads ? o->threads : 1; /* one token: too small to share */
-	int64_t V = rt_text_vocab_size(g->vocab);
-	const char *names[2] = {"B", "V"};
-	int64_t values[2] = {1, V};
-	for (int k = 0; k < 2; k++) {
-		uint32_t i = 0;
-		while (i < o->n_syms && strcmp(o->syms[i].name, names[k]) != 0)
-			i++;
-		if (i == DRV_MAX_LIST) {
-			ir_error(g->ctx, (ir_loc){0}, "--sym: at most %d",
-				 DRV_MAX_LIST);
-			return false;
-		}
-		o->syms[i] = (drv_sym_value){"--generate", names[k], values[k]};
-		o->n_syms += i == o->n_syms;
-	}
-	return true;
+	return drv_options_bind(g->ctx, o, "--generate", "B", 1) &&
+	       drv_options_bind(g->ctx, o, "--generate", "V",
+				rt_text_vocab_size(g->vocab));
 }
 
 static bool compile(generator *g, const drv_jit *trained)

@@ -111,16 +111,11 @@ bool drv_inputs_bind(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 			o->inputs);
 		return false;
 	}
-	for (uint32_t s = 0; s < m->n_syms; s++) {
-		if (!values[s] || m->syms[s].n_factors) /* products follow */
-			continue;
-		if (out->n_syms == DRV_MAX_LIST) {
-			ir_error(ctx, (ir_loc){0}, "--sym: at most %d", DRV_MAX_LIST);
+	for (uint32_t s = 0; s < m->n_syms; s++)
+		if (values[s] && !m->syms[s].n_factors && /* products follow */
+		    !drv_options_bind(ctx, out, "--inputs", m->syms[s].name,
+				      values[s]))
 			return false;
-		}
-		out->syms[out->n_syms++] =
-			(drv_sym_value){"--inputs", m->syms[s].name, values[s]};
-	}
 	return true;
 }
 

@@ -146,12 +146,7 @@ static bool bind(ir_ctx *ctx, const ir_module *m, drv_options *o,
 			 name);
 		return false;
 	}
-	if (o->n_syms == DRV_MAX_LIST) {
-		ir_error(ctx, (ir_loc){0}, "too many --sym");
-		return false;
-	}
-	o->syms[o->n_syms++] = (drv_sym_value){"data", name, value};
-	return true;
+	return drv_options_bind(ctx, o, "data", name, value);
 }
 
 bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,

@@ -119,6 +119,22 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	return ir_module_check_limits(ctx, m, values);
 }
 
+bool drv_options_bind(ir_ctx *ctx, drv_options *o, const char *opt,
+		      const char *name, int64_t value)
+{
+	uint32_t i = 0;
+	while (i < o->n_syms && strcmp(o->syms[i].name, name) != 0)
+		i++;
+	if (i == DRV_MAX_LIST) {
+		ir_error(ctx, (ir_loc){0}, "--sym: at most %d dimensions",
+			 DRV_MAX_LIST);
+		return false;
+	}
+	o->syms[i] = (drv_sym_value){opt, name, value};
+	o->n_syms += i == o->n_syms;
+	return true;
+}
+
 const char *drv_io_name(const char *const *names, uint32_t i,
 			const char *prefix, char *buf, size_t size)
 {

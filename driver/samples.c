@@ -153,23 +153,6 @@ static bool batch_axis(ir_ctx *ctx, const ir_setting *at, const ir_func *f,
 	return false;
 }
 
-/* Adds name = value to o's symbols, as bound by the data. */
-static bool bind_sym(ir_ctx *ctx, drv_options *o, const char *name,
-		     int64_t value)
-{
-	for (uint32_t i = 0; i < o->n_syms; i++)
-		if (strcmp(o->syms[i].name, name) == 0) {
-			o->syms[i].value = value;
-			return true;
-		}
-	if (o->n_syms == DRV_MAX_LIST) {
-		ir_error(ctx, (ir_loc){0}, "--sym: at most %d", DRV_MAX_LIST);
-		return false;
-	}
-	o->syms[o->n_syms++] = (drv_sym_value){"data", name, value};
-	return true;
-}
-
 /* The rows of the compiled batch: the batch, or a shard's rows of it. */
 static bool batch_rows(ir_ctx *ctx, const ir_setting *at,
 		       const drv_train_config *tc, const drv_samples *s,
@@ -238,11 +221,12 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		for (int d = 0; d < ty->rank; d++)
 			if (!ir_dim_is_static(ty->dims[d]) &&
 			    !m->syms[ty->dims[d].sym].n_factors &&
-			    !bind_sym(ctx, o, m->syms[ty->dims[d].sym].name,
+			    !drv_options_bind(ctx, o, "data",
+					      m->syms[ty->dims[d].sym].name,
 				      values[ty->dims[d].sym]))
 				return false;
 	}
-	return sym < 0 || bind_sym(ctx, o, m->syms[sym].name, rows);
+	return sym < 0 || drv_options_bind(ctx, o, "data", m->syms[sym].name, rows);
 }
 
 /* ---- the batch source ------------------------------------------------------------- */

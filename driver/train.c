@@ -434,18 +434,8 @@ static bool shard_batch(trainer *t)
 	int64_t n = t->tc->shards;
 	if (n <= 1 || t->data.train) /* samples bind a shard's rows */
 		return true;
-	drv_options *o = &t->data.o;
-	uint32_t i = 0;
-	while (i < o->n_syms && strcmp(o->syms[i].name, "B") != 0)
-		i++;
-	if (i == DRV_MAX_LIST) {
-		ir_error(t->ctx, (ir_loc){0}, "--sym: at most %d", DRV_MAX_LIST);
-		return false;
-	}
-	o->syms[i] = (drv_sym_value){"--shards", "B", (t->tc->batch + n - 1) / n};
-	if (i == o->n_syms)
-		o->n_syms++;
-	return true;
+	return drv_options_bind(t->ctx, &t->data.o, "--shards", "B",
+				(t->tc->batch + n - 1) / n);
 }
 
 /* --resume: the saved run's parameters, optimizer state, steps and
