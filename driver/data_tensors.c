@@ -48,27 +48,6 @@ bool drv_tensors_check(ir_ctx *ctx, const ir_setting *data)
 	return true;
 }
 
-/* The setting's argument key, or NULL. */
-static const ir_value *arg(const ir_setting *data, const char *key)
-{
-	const ir_value *v = &data->value;
-	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++)
-		if (strcmp(v->args[i].key, key) == 0)
-			return &v->args[i].value;
-	return NULL;
-}
-
-/* A path of the .g file relative to the model's folder, into buf. */
-static const char *model_relative(const char *model, const char *path,
-				  char *buf, size_t size)
-{
-	const char *slash = model ? strrchr(model, '/') : NULL;
-	if (path[0] == '/' || !slash)
-		return path;
-	snprintf(buf, size, "%.*s/%s", (int)(slash - model), model, path);
-	return buf;
-}
-
 /* ---- conversion -------------------------------------------------------------------- */
 
 /* Element k of t (a dtype that converts to want) into out. */
@@ -244,7 +223,7 @@ static bool read_valid(ir_ctx *ctx, const ir_setting *data, const ir_func *f,
 		       const drv_options *o, drv_samples *train,
 		       drv_samples **valid)
 {
-	const ir_value *share = arg(data, "valid");
+	const ir_value *share = ir_setting_arg(data, "valid");
 	*valid = NULL;
 	if (o->valid_data) {
 		*valid = read_samples(ctx, o->valid_data, f);
@@ -276,7 +255,7 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 		      drv_samples **train, drv_samples **valid)
 {
 	const ir_setting *data = tc->data;
-	const ir_value *file = arg(data, "file");
+	const ir_value *file = ir_setting_arg(data, "file");
 	const ir_func *f = ir_module_find_func(m, tc->entry);
 	char buf[4096];
 	*train = *valid = NULL;
@@ -287,7 +266,7 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 		return false;
 	}
 	const char *path = o->data ? o->data
-				   : model_relative(o->model, file->str, buf,
+				   : drv_model_path(o->model, file->str, buf,
 						    sizeof buf);
 	*train = read_samples(ctx, path, f);
 	if (!*train)

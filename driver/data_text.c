@@ -31,15 +31,6 @@ bool drv_text_is_source(const ir_setting *data)
 	       strcmp(data->value.str, "text") == 0;
 }
 
-static const ir_value *arg(const ir_setting *data, const char *key)
-{
-	const ir_value *v = &data->value;
-	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++)
-		if (strcmp(v->args[i].key, key) == 0)
-			return &v->args[i].value;
-	return NULL;
-}
-
 static bool is_count(const ir_value *v)
 {
 	return v->kind == IR_VAL_NUM && v->num >= 1 && v->num < 1e9 &&
@@ -72,7 +63,7 @@ bool drv_text_check(ir_ctx *ctx, const ir_setting *data)
 							   : "a positive integer");
 		return false;
 	}
-	if (arg(data, "steps"))
+	if (ir_setting_arg(data, "steps"))
 		return true;
 	ir_error(ctx, data->loc, "text(...) needs the window's length: "
 		 "text(steps = T)");
@@ -135,8 +126,8 @@ static drv_samples *windows(const int32_t *ids, size_t n, size_t T,
 static bool cut(ir_ctx *ctx, const ir_setting *data, const int32_t *ids,
 		size_t n, drv_data *d)
 {
-	size_t T = (size_t)arg(data, "steps")->num;
-	const ir_value *st = arg(data, "stride"), *va = arg(data, "valid");
+	size_t T = (size_t)ir_setting_arg(data, "steps")->num;
+	const ir_value *st = ir_setting_arg(data, "stride"), *va = ir_setting_arg(data, "valid");
 	size_t stride = st ? (size_t)st->num : T;
 	size_t n_valid = va ? (size_t)(va->num * (double)n) : 0;
 	d->train = windows(ids, n - n_valid, T, stride);
@@ -175,28 +166,23 @@ static bool encode(ir_ctx *ctx, const char *name, const char *text, size_t len,
 	if (ok)
 		fprintf(stderr, "data: %zu characters of %s, %d distinct; %zu windows of "
 		       "%zu to train on%s", n, name, rt_text_vocab_size(d->vocab),
-		       d->train->n, (size_t)arg(data, "steps")->num + 1,
+		       d->train->n, (size_t)ir_setting_arg(data, "steps")->num + 1,
 		       d->valid ? "" : "\n");
 	if (ok && d->valid)
 		fprintf(stderr, ", %zu held out (the last %zu characters)\n", d->valid->n,
-		       (size_t)(arg(data, "valid")->num * (double)n));
+		       (size_t)(ir_setting_arg(data, "valid")->num * (double)n));
 	return ok;
 }
 
 bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		   const ir_setting *data, drv_data *d)
 {
-	const ir_value *file = arg(data, "file");
+	const ir_value *file = ir_setting_arg(data, "file");
 	char buf[4096], *owned = NULL;
 	const char *path = o->data, *name = o->data, *text;
 	size_t len;
-	if (!path && file) {
-		const char *slash = o->model ? strrchr(o->model, '/') : NULL;
-		if (file->str[0] != '/' && slash)
-			snprintf(buf, sizeof buf, "%.*s/%s", (int)(slash - o->model),
-				 o->model, file->str);
-		path = name = file->str[0] != '/' && slash ? buf : file->str;
-	}
+	if (!path && file)
+		path = name = drv_model_path(o->model, file->str, buf, sizeof buf);
 	if (path && !read_text(ctx, path, &owned, &len))
 		return false;
 	text = path ? owned : rt_text_default(&len);

@@ -306,6 +306,11 @@ typedef struct drv_samples {
 	double items_per_sample; /* what throughput counts: 1, or T tokens */
 } drv_samples;
 
+/* A file a `.g` file names (path), relative to the model file's folder
+ * unless absolute: buf (size bytes) or path itself. */
+const char *drv_model_path(const char *model, const char *path, char *buf,
+			   size_t size);
+
 /* "f32", "i32". */
 const char *drv_dtype_name(ir_dtype t);
 

@@ -66,12 +66,8 @@ static double now_seconds(void)
 static int64_t text_steps(const ir_module *m)
 {
 	const ir_setting *data = ir_module_find_setting(m, "data");
-	if (!drv_text_is_source(data) || data->value.kind != IR_VAL_CALL)
-		return 0;
-	for (uint32_t i = 0; i < data->value.n_args; i++)
-		if (strcmp(data->value.args[i].key, "steps") == 0)
-			return (int64_t)data->value.args[i].value.num;
-	return 0;
+	const ir_value *steps = ir_setting_arg(data, "steps");
+	return drv_text_is_source(data) && steps ? (int64_t)steps->num : 0;
 }
 
 bool drv_generate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o)

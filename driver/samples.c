@@ -26,6 +26,16 @@
 
 #define SHUFFLE_STREAM 0x5a4d504cULL /* "SMPL": the order of each epoch */
 
+const char *drv_model_path(const char *model, const char *path, char *buf,
+			   size_t size)
+{
+	const char *slash = model ? strrchr(model, '/') : NULL;
+	if (path[0] == '/' || !slash)
+		return path;
+	snprintf(buf, size, "%.*s/%s", (int)(slash - model), model, path);
+	return buf;
+}
+
 const char *drv_dtype_name(ir_dtype t)
 {
 	return t == IR_I32 ? "i32" : t == IR_F64 ? "f64" : "f32";

@@ -777,6 +777,15 @@ const ir_setting *ir_module_find_setting(const ir_module *m, const char *key)
 	return NULL;
 }
 
+const ir_value *ir_setting_arg(const ir_setting *s, const char *key)
+{
+	const ir_value *v = s ? &s->value : NULL;
+	for (uint32_t i = 0; v && v->kind == IR_VAL_CALL && i < v->n_args; i++)
+		if (strcmp(v->args[i].key, key) == 0)
+			return &v->args[i].value;
+	return NULL;
+}
+
 /* ---- graphs ------------------------------------------------------------------------ */
 
 ir_id ir_graph_append(ir_ctx *ctx, ir_graph *g, ir_op op, const ir_id *args,

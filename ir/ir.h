@@ -454,6 +454,9 @@ ir_func *ir_module_find_func(const ir_module *m, const char *name);
  * else the first export; NULL if none. */
 ir_func *ir_module_default_func(const ir_module *m);
 const ir_setting *ir_module_find_setting(const ir_module *m, const char *key);
+/* The value of keyword argument key of a setting name(key = v, ...), or
+ * NULL (no such argument, not a call, or s NULL). */
+const ir_value *ir_setting_arg(const ir_setting *s, const char *key);
 
 size_t ir_dtype_size(ir_dtype t);
 
