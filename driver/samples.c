@@ -258,14 +258,7 @@ typedef struct samples_source {
 void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch,
 			 size_t *order)
 {
-	for (size_t i = 0; i < n; i++)
-		order[i] = i;
-	for (size_t i = n; i > 1; i--) {
-		uint64_t bits = rt_rng_bits(seed, SHUFFLE_STREAM + epoch, i);
-		size_t j = (size_t)(bits % i), t = order[i - 1];
-		order[i - 1] = order[j];
-		order[j] = t;
-	}
+	rt_rng_permutation(seed, SHUFFLE_STREAM + epoch, n, order);
 }
 
 /* Rows [0, rows) of the batch from samples order[first + r], wrapping

@@ -798,15 +798,7 @@ size_t rt_nmt_batch_count(const rt_nmt_data *d, size_t B)
 void rt_nmt_shuffle(const rt_nmt_data *d, uint64_t seed, uint64_t epoch,
 		    size_t *order)
 {
-	for (size_t i = 0; i < d->n_rows; i++)
-		order[i] = i;
-	for (size_t i = d->n_rows; i > 1; i--) {
-		/* The modulo's bias is below n / 2^64: none to see. */
-		uint64_t bits = rt_rng_bits(seed, SHUFFLE_STREAM + epoch, i);
-		size_t j = (size_t)(bits % i), t = order[i - 1];
-		order[i - 1] = order[j];
-		order[j] = t;
-	}
+	rt_rng_permutation(seed, SHUFFLE_STREAM + epoch, d->n_rows, order);
 }
 
 /* Row r of one side's ids and valid lengths (each may be NULL) from
