@@ -143,6 +143,12 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 		       const drv_options *o, const ir_func *f,
 		       bool is_training, const char *const *only,
 		       uint32_t n_only, drv_jit *j);
+/* drv_jit_open_only for a program that runs trained weights (decoding,
+ * generation): with trained, its params block is copied from trained's
+ * (the same layout, checked) instead of --load's or the seed's. */
+bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m,
+			  const drv_options *o, const char *const *only,
+			  uint32_t n_only, const drv_jit *trained, drv_jit *j);
 void drv_jit_close(ir_ctx *ctx, drv_jit *j);
 /* The process's peak resident memory so far, in MiB (getrusage). */
 double drv_peak_rss_mib(void);

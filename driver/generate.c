@@ -129,23 +129,8 @@ static bool bind(generator *g)
 static bool compile(generator *g, const drv_jit *trained)
 {
 	static const char *const only[] = {"decode_step"};
-	if (!bind(g))
-		return false;
-	if (trained)
-		g->run_o.load = NULL;
-	if (!drv_jit_open_only(g->ctx, g->m, &g->run_o, NULL, false, only, 1,
-			       &g->jit))
-		return false;
-	if (!trained)
-		return true;
-	size_t bytes = cg_program_params_bytes(g->jit.p);
-	if (bytes != cg_program_params_bytes(trained->p)) {
-		ir_error(g->ctx, (ir_loc){0}, "the generating program's parameters "
-			 "are laid out unlike the trained ones");
-		return false;
-	}
-	memcpy(g->jit.params, trained->params, bytes);
-	return true;
+	return bind(g) && drv_jit_open_trained(g->ctx, g->m, &g->run_o, only, 1,
+					       trained, &g->jit);
 }
 
 static size_t tensor_bytes(const attnrt_tensor_info *t)

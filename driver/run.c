@@ -372,6 +372,27 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 	return params_fill(ctx, j->p, o, j->params);
 }
 
+bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m,
+			  const drv_options *o, const char *const *only,
+			  uint32_t n_only, const drv_jit *trained, drv_jit *j)
+{
+	drv_options run_o = *o;
+	if (trained)
+		run_o.load = NULL; /* its weights, not a checkpoint's */
+	if (!drv_jit_open_only(ctx, m, &run_o, NULL, false, only, n_only, j))
+		return false;
+	if (!trained)
+		return true;
+	size_t bytes = cg_program_params_bytes(j->p);
+	if (bytes != cg_program_params_bytes(trained->p)) {
+		ir_error(ctx, (ir_loc){0}, "the program of %s is laid out unlike "
+			 "the trained one's parameters", only[0]);
+		return false;
+	}
+	memcpy(j->params, trained->params, bytes);
+	return true;
+}
+
 void drv_jit_close(ir_ctx *ctx, drv_jit *j)
 {
 	attnrt_free(NULL, j->params);

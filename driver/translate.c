@@ -175,27 +175,14 @@ static bool compile(translator *t, const drv_jit *trained)
 	if (!drv_nmt_bind(t->ctx, t->m, t->o, t->d, (int64_t)t->n, o))
 		return false;
 	o->threads = o->threads ? o->threads : 1;
-	if (trained)
-		o->load = NULL;
 	static const char *const only[] = {"encode", "decode_step"};
-	if (!drv_jit_open_only(t->ctx, t->m, o, NULL, false, only, 2,
-			       &t->jit)) {
-		if (!trained && t->jit.params) /* the checkpoint did not fit */
-			ir_note(t->ctx, (ir_loc){0}, "the vocabularies come from the "
-				"data: give the --data and --examples the weights were "
-				"trained with");
-		return false;
-	}
-	if (!trained)
+	if (drv_jit_open_trained(t->ctx, t->m, o, only, 2, trained, &t->jit))
 		return true;
-	size_t bytes = cg_program_params_bytes(t->jit.p);
-	if (bytes != cg_program_params_bytes(trained->p)) {
-		ir_error(t->ctx, (ir_loc){0}, "the translating program's "
-			 "parameters are laid out unlike the trained ones");
-		return false;
-	}
-	memcpy(t->jit.params, trained->params, bytes);
-	return true;
+	if (!trained && t->jit.params) /* the checkpoint did not fit */
+		ir_note(t->ctx, (ir_loc){0}, "the vocabularies come from the data: "
+			"give the --data and --examples the weights were trained "
+			"with");
+	return false;
 }
 
 static void tensor_i32(interp_tensor *x, int32_t *data, int rank, int64_t d0,
