@@ -133,23 +133,31 @@ static bool read_field(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 	return drv_st_convert(ctx, path, t, ty->dtype, s->fields[i].data);
 }
 
+/* The file has no tensor for input name of f: says which it has. */
+static void report_missing(ir_ctx *ctx, const char *path,
+			   const attnrt_st_file *file, const char *name,
+			   const ir_func *f)
+{
+	char names[512] = "";
+	for (size_t k = 0, at = 0; k < attnrt_st_count(file) && at < sizeof names;
+	     k++)
+		at += (size_t)snprintf(names + at, sizeof names - at, "%s%s",
+				       k ? ", " : "", attnrt_st_at(file, k)->name);
+	ir_error(ctx, (ir_loc){0}, "%s: no tensor '%s' for the input of '%s' "
+		 "(the file has: %s)", path, name, f->name,
+		 names[0] ? names : "no tensors");
+}
+
 /* The tensor each input of f takes, all with the same samples. */
 static bool find_tensors(ir_ctx *ctx, const char *path, const attnrt_st_file *file,
 			 const ir_func *f, const attnrt_st_tensor **ts)
 {
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
-		ts[i] = attnrt_st_find(file, f->input_names[i]);
+		char nb[32];
+		const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
+		ts[i] = attnrt_st_find(file, name);
 		if (!ts[i]) {
-			char names[512] = "";
-			for (size_t k = 0, at = 0; k < attnrt_st_count(file) &&
-			     at < sizeof names; k++)
-				at += (size_t)snprintf(names + at, sizeof names - at,
-						       "%s%s", k ? ", " : "",
-						       attnrt_st_at(file, k)->name);
-			ir_error(ctx, (ir_loc){0}, "%s: no tensor '%s' for the "
-				 "input of '%s' (the file has: %s)", path,
-				 f->input_names[i], f->name,
-				 names[0] ? names : "no tensors");
+			report_missing(ctx, path, file, name, f);
 			return false;
 		}
 		if (ts[i]->rank < 1) {

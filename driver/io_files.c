@@ -23,10 +23,12 @@
 static void input_list(const ir_func *f, char *buf, size_t size)
 {
 	size_t at = 0;
+	char nb[32];
 	buf[0] = 0;
 	for (uint32_t i = 0; i < f->n_inputs && at < size; i++)
 		at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "",
-				       f->input_names[i]);
+				       drv_io_name(f->input_names, i, "in", nb,
+						   sizeof nb));
 }
 
 /* Every tensor of the file is an input of f. */
@@ -35,8 +37,11 @@ static bool check_extra(ir_ctx *ctx, const ir_func *f, const char *path,
 {
 	for (size_t k = 0; k < attnrt_st_count(file); k++) {
 		const char *name = attnrt_st_at(file, k)->name;
+		char nb[32];
 		uint32_t i = 0;
-		while (i < f->n_inputs && strcmp(f->input_names[i], name) != 0)
+		while (i < f->n_inputs &&
+		       strcmp(drv_io_name(f->input_names, i, "in", nb, sizeof nb),
+			      name) != 0)
 			i++;
 		if (i == f->n_inputs) {
 			char names[512];
@@ -56,10 +61,12 @@ static bool read_input(ir_ctx *ctx, const ir_func *f, uint32_t i,
 		       interp_tensor *t)
 {
 	const ir_type *ty = &f->g.nodes[f->inputs[i]].type;
-	const attnrt_st_tensor *st = attnrt_st_find(file, f->input_names[i]);
+	char nb[32];
+	const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
+	const attnrt_st_tensor *st = attnrt_st_find(file, name);
 	if (!st) {
 		ir_error(ctx, (ir_loc){0}, "--inputs: %s has no tensor '%s' for "
-			 "the input of '%s'", path, f->input_names[i], f->name);
+			 "the input of '%s'", path, name, f->name);
 		return false;
 	}
 	if (st->rank != ty->rank) {
@@ -123,7 +130,7 @@ bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		       const interp_tensor *outs, const char *path)
 {
 	attnrt_st_tensor ts[64];
-	char err[512], unnamed[64][24];
+	char err[512], unnamed[64][32];
 	if (f->n_outputs > 64) {
 		ir_error(ctx, f->loc, "--outputs: too many outputs");
 		return false;
@@ -131,9 +138,8 @@ bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	for (uint32_t i = 0; i < f->n_outputs; i++) {
 		const interp_tensor *t = &outs[i];
 		memset(&ts[i], 0, sizeof ts[i]);
-		snprintf(unnamed[i], sizeof unnamed[i], "output_%u", i);
-		ts[i].name = f->output_names && f->output_names[i]
-				     ? f->output_names[i] : unnamed[i];
+		ts[i].name = drv_io_name(f->output_names, i, "out", unnamed[i],
+					 sizeof unnamed[i]);
 		ts[i].dtype = t->dtype == IR_I32 ? "I32"
 			      : t->dtype == IR_F64 ? "F64" : "F32";
 		ts[i].rank = t->rank;

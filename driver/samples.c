@@ -126,7 +126,8 @@ static bool input_tensor(ir_ctx *ctx, const ir_setting *at, const ir_func *f,
 			 interp_tensor *t)
 {
 	const ir_type *ty = &f->g.nodes[f->inputs[i]].type;
-	const char *name = f->input_names[i];
+	char nb[32];
+	const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
 	if (ty->dtype != fd->dtype || ty->rank != fd->rank + 1) {
 		char dims[160];
 		drv_dims_format(fd->dims, fd->rank, dims, sizeof dims);
@@ -157,9 +158,10 @@ static bool batch_axis(ir_ctx *ctx, const ir_setting *at, const ir_func *f,
 			*rows = d.coef;
 		return true;
 	}
+	char nb[32];
 	ir_error(ctx, at->loc, "data: the first input of '%s', '%s', has no "
 		 "batch axis (its axis 0 should be a dim such as B)", f->name,
-		 f->input_names[0]);
+		 drv_io_name(f->input_names, 0, "in", nb, sizeof nb));
 	return false;
 }
 
@@ -213,10 +215,12 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 	    !batch_rows(ctx, at, tc, s, is_valid, rows, &rows))
 		return false;
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
-		const drv_field *fd = find_field(s, f->input_names[i]);
+		char nb[32];
+		const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
+		const drv_field *fd = find_field(s, name);
 		if (!fd) {
 			ir_error(ctx, at->loc, "data: no samples for '%s', an "
-				 "input of '%s'", f->input_names[i], f->name);
+				 "input of '%s'", name, f->name);
 			return false;
 		}
 		if (!input_tensor(ctx, at, f, i, fd, rows, &in[i]))
