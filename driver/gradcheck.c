@@ -118,55 +118,32 @@ static int64_t numel(const checker *c, uint32_t i)
 /* ---- the kinks: where the loss is piecewise ---------------------------------------- */
 
 /* The argument whose sign decides which piece node id of the loss is
- * on (appended to the probe where it is a difference); IR_NONE for a
- * smooth op. Appending moves the node array: only copies of the node's
- * fields are used. */
+ * on (appended to the probe where it is a difference), as the op
+ * table's IR_OPF_KINK_* flags say; IR_NONE for a smooth op. Appending
+ * moves the node array: only copies of the node's fields are used. */
 static ir_id kink_arg(checker *c, ir_id id)
 {
 	ir_func *p = &c->probe;
 	const ir_node n = p->g.nodes[id];
+	unsigned flags = ir_op_table[n.op].flags;
 	ir_id a = n.n_args ? ir_arg(&p->g, id, 0) : IR_NONE;
 	ir_id b = n.n_args > 1 ? ir_arg(&p->g, id, 1) : IR_NONE;
 	bool is_float = a != IR_NONE && p->g.nodes[a].type.dtype != IR_I32;
 	ir_attr attr = n.attr;
 	ir_id pair[2] = {a, b};
-	switch (n.op) {
-	case IR_OP_RELU: case IR_OP_ABS: case IR_OP_SQRT:
+	if (flags & IR_OPF_KINK_ARG0)
 		return a;
-	case IR_OP_DIV:
+	if (flags & IR_OPF_KINK_ARG1)
 		return b;
-	case IR_OP_MAXIMUM: case IR_OP_MINIMUM: case IR_OP_LT: case IR_OP_LE:
-	case IR_OP_GT: case IR_OP_GE: case IR_OP_EQ: case IR_OP_NE:
-		return is_float ? ir_build(c->m, p, IR_OP_SUB, pair, 2, NULL, NULL,
-					   n.loc)
-				: IR_NONE;
-	case IR_OP_MAX:
-		if (!is_float)
-			return IR_NONE;
-		attr.reduce.keepdim = true;
-		pair[1] = ir_build(c->m, p, IR_OP_MAX, &a, 1, &attr, NULL, n.loc);
-		return pair[1] == IR_NONE ? IR_NONE
-					  : ir_build(c->m, p, IR_OP_SUB, pair, 2,
-						     NULL, NULL, n.loc);
-	case IR_OP_INPUT: case IR_OP_PARAM: case IR_OP_CONST: case IR_OP_ARANGE:
-	case IR_OP_ERF: case IR_OP_NEG:
-	case IR_OP_EXP: case IR_OP_LOG: case IR_OP_TANH: case IR_OP_SIGMOID:
-	case IR_OP_SIN: case IR_OP_COS: case IR_OP_CAST: case IR_OP_ADD:
-	case IR_OP_SUB: case IR_OP_MUL: case IR_OP_POW: case IR_OP_SELECT:
-	case IR_OP_MATMUL: case IR_OP_SUM: case IR_OP_MEAN: case IR_OP_ARGMAX:
-	case IR_OP_SOFTMAX: case IR_OP_LOG_SOFTMAX: case IR_OP_MASKED_SOFTMAX:
-	case IR_OP_LAYER_NORM: case IR_OP_DROPOUT: case IR_OP_EMBEDDING:
-	case IR_OP_ONE_HOT: case IR_OP_EMBEDDING_GRAD: case IR_OP_RESHAPE:
-	case IR_OP_BROADCAST: case IR_OP_PERMUTE: case IR_OP_SLICE:
-	case IR_OP_CONCAT: case IR_OP_REPEAT: case IR_OP_REPEAT_INTERLEAVE:
-	case IR_OP_SORT: case IR_OP_MSE_LOSS: case IR_OP_CROSS_ENTROPY:
-	case IR_OP_CROSS_ENTROPY_GRAD: case IR_OP_CROSS_ENTROPY_WITH_GRAD:
-	case IR_OP_FUSED_ATTENTION: case IR_OP_FUSED_ATTENTION_GRAD:
-	case IR_OP_FUSED_ADDITIVE_ATTENTION:
-	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD: case IR_OP_COUNT:
+	if (!(flags & IR_OPF_KINK_DIFF) || !is_float)
 		return IR_NONE;
+	if (ir_op_table[n.op].family == IR_FAM_REDUCE) { /* x - max(x) */
+		attr.reduce.keepdim = true;
+		pair[1] = ir_build(c->m, p, n.op, &a, 1, &attr, NULL, n.loc);
+		if (pair[1] == IR_NONE)
+			return IR_NONE;
 	}
-	return IR_NONE;
+	return ir_build(c->m, p, IR_OP_SUB, pair, 2, NULL, NULL, n.loc);
 }
 
 static bool probe_add_output(checker *c, ir_id id, uint32_t *cap)

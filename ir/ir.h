@@ -83,6 +83,15 @@ enum {
 	IR_OPF_UNIT_1 = 1u << 12,
 	IR_OPF_COMMUTES = 1u << 13,
 	IR_OPF_SELF_INVERSE = 1u << 14,
+	/* Piecewise: the op's piece (or its derivative's) changes where a
+	 * value crosses 0: operand 0 (relu, abs; sqrt's derivative is
+	 * singular there), operand 1 (div's divisor), or the difference of
+	 * the two operands (maximum, minimum, the comparisons), for a
+	 * reduction of its operand and its result (max). --gradcheck keeps
+	 * its finite differences away from those points (docs/training.md). */
+	IR_OPF_KINK_ARG0 = 1u << 15,
+	IR_OPF_KINK_ARG1 = 1u << 16,
+	IR_OPF_KINK_DIFF = 1u << 17,
 };
 
 /* The kind of rule an op follows. The elementwise families share one
