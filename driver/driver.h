@@ -150,6 +150,8 @@ bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m,
 			  const drv_options *o, const char *const *only,
 			  uint32_t n_only, const drv_jit *trained, drv_jit *j);
 void drv_jit_close(ir_ctx *ctx, drv_jit *j);
+/* Seconds of the monotonic clock, for throughputs and timings. */
+double drv_now_seconds(void);
 /* The process's peak resident memory so far, in MiB (getrusage). */
 double drv_peak_rss_mib(void);
 /* Prints --stats of the module with the compilation's numbers (compile

@@ -29,7 +29,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define SAMPLE_STREAM 0x47454e31ULL /* "GEN1" */
@@ -54,13 +53,6 @@ typedef struct generator {
 	int64_t context;
 	float *probs;
 } generator;
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The window's length of the train block's text(steps = T), or 0. */
 static int64_t text_steps(const ir_module *m)
@@ -328,7 +320,7 @@ static bool run(generator *g, FILE *metrics)
 	bool ok = refeed(g, hist, n, n);
 	fputs(g->o->generate, stdout);
 	fflush(stdout);
-	double t0 = now_seconds();
+	double t0 = drv_now_seconds();
 	int64_t made = 0, pos = (int64_t)n, refeeds = 0;
 	for (; ok && made < g->o->max_tokens; made++) {
 		int32_t id = sample(g, (uint64_t)made);
@@ -344,7 +336,7 @@ static bool run(generator *g, FILE *metrics)
 		ok = ok && step(g, id, (int32_t)pos++);
 	}
 	made += ok && made < g->o->max_tokens;
-	double secs = now_seconds() - t0, rate = secs > 0 ? (double)made / secs : 0;
+	double secs = drv_now_seconds() - t0, rate = secs > 0 ? (double)made / secs : 0;
 	free(hist);
 	if (!ok)
 		return false;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 
 const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 bool needs_example)
@@ -269,6 +270,13 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	ir_error(ctx, loc, "%s: %s at run time", op,
 		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
 						 : attnrt_strerror(rc & 0xff));
+}
+
+double drv_now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double drv_peak_rss_mib(void)

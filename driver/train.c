@@ -23,7 +23,6 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 typedef struct trainer {
@@ -53,13 +52,6 @@ typedef struct trainer {
 typedef struct epoch_sums {
 	double loss, divisor, items;
 } epoch_sums;
-
-static double now_seconds(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static const char *nonfinite_name(double v)
 {
@@ -264,7 +256,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 		return false;
 	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
 			  .n_threads = step_threads(t)};
-	double loss, t0 = now_seconds();
+	double loss, t0 = drv_now_seconds();
 	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
 		return false;
 	/* The shards' gradients added, their norm, the optimizer's step and
@@ -287,7 +279,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	u.scale = (clip > 0 && norm > clip ? clip / norm : 1.0) * shard_scale;
 	attnrt_optim_begin_step(t->optim);
 	cg_threads_each(team, step_parts, &u);
-	attnrt_tuner_record(&t->tuner, now_seconds() - t0);
+	attnrt_tuner_record(&t->tuner, drv_now_seconds() - t0);
 	t->step++;
 	sums->loss += loss;
 	sums->divisor += b.loss_divisor;
@@ -343,7 +335,7 @@ static void print_epoch(const trainer *t, uint64_t epoch, double loss,
 		return;
 	}
 	char left[32], per_sec[32];
-	double elapsed = now_seconds() - t->start;
+	double elapsed = drv_now_seconds() - t->start;
 	format_duration(elapsed / (double)e * (double)(n - e), left, sizeof left);
 	format_rate(rate, per_sec, sizeof per_sec);
 	fprintf(stderr, "\r\033[Kepoch %llu/%llu  loss %.4f%s  %s %s/s  %.3f s  "
@@ -374,16 +366,16 @@ static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
 static bool train_epoch(trainer *t, uint64_t epoch)
 {
 	epoch_sums sums = {0, 0, 0};
-	double t0 = now_seconds(), shown = t0;
+	double t0 = drv_now_seconds(), shown = t0;
 	for (uint64_t i = 0; i < t->src.n_batches; i++) {
 		if (!train_step(t, epoch, i, &sums))
 			return false;
-		if (t->is_tty && now_seconds() - shown > 0.2) {
+		if (t->is_tty && drv_now_seconds() - shown > 0.2) {
 			show_progress(t, epoch, i, &sums);
-			shown = now_seconds();
+			shown = drv_now_seconds();
 		}
 	}
-	double secs = now_seconds() - t0;
+	double secs = drv_now_seconds() - t0;
 	double loss = sums.divisor > 0 ? sums.loss / sums.divisor : sums.loss;
 	double rate = secs > 0 ? sums.items / secs : 0, valid = 0;
 	t->losses[epoch] = loss;
@@ -555,7 +547,7 @@ static void print_summary(const trainer *t)
 	fprintf(stderr, "trained %s: loss %.4f -> %.4f in %llu steps",
 		t->m->name, first, last, (unsigned long long)t->step);
 	if (t->is_tty)
-		fprintf(stderr, " (%.2f s)", now_seconds() - t->start);
+		fprintf(stderr, " (%.2f s)", drv_now_seconds() - t->start);
 	fputc('\n', stderr);
 }
 
@@ -572,7 +564,7 @@ static bool train_all(trainer *t)
 	if (!regression_mse(t, &mse_before))
 		return false;
 	print_header(t);
-	t->start = now_seconds();
+	t->start = drv_now_seconds();
 	uint64_t n = (uint64_t)t->tc->epochs, every = (uint64_t)t->o->save_every;
 	for (uint64_t e = t->first_epoch; e < n; e++) {
 		if (!train_epoch(t, e))
