@@ -26,10 +26,9 @@ the largest ulp error against erf in double. The project's build never
 runs this script; a test (tests/test_codegen_lower.c) holds the generated
 erf to 2 ulps over a million floats.
 """
-import os
-import subprocess
 import sys
-import tempfile
+
+from fit_check import run_c_check
 
 S = ["1.2837912277124730e-1", "-3.7612326732051433e-1", "1.1280183118734797e-1",
      "-2.6711379161173766e-2", "4.9176185704363659e-3", "-5.6316642854888746e-4"]
@@ -119,12 +118,7 @@ def fit(ns, nl, c):
 def check():
     src = CHECK_C % {"s": ", ".join(v + "f" for v in S), "l": ", ".join(v + "f" for v in L),
                      "c": SPLIT, "ns": len(S), "nl": len(L)}
-    with tempfile.TemporaryDirectory() as d:
-        c_file, exe = os.path.join(d, "check.c"), os.path.join(d, "check")
-        with open(c_file, "w") as f:
-            f.write(src)
-        subprocess.run(["gcc", "-O2", "-mfma", "-o", exe, c_file, "-lm"], check=True)
-        subprocess.run([exe], check=True)
+    run_c_check(src)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,9 @@ and ulp error against tanh in double. The project's build never runs this
 script; a test (tests/test_codegen_lower.c) holds the generated tanh to
 3.2e-7 over a million floats.
 """
-import os
-import subprocess
 import sys
-import tempfile
+
+from fit_check import run_c_check
 
 P = ["1.0", "1.3378350761265113e-1", "3.4923536382657872e-3",
      "2.0554517171001407e-5", "1.3278107637241103e-8"]
@@ -105,12 +104,7 @@ def fit(np_, nq, c):
 def check():
     src = CHECK_C % {"p": ", ".join(v + "f" for v in P), "q": ", ".join(v + "f" for v in Q),
                      "c": CLAMP, "np": len(P), "nq": len(Q)}
-    with tempfile.TemporaryDirectory() as d:
-        c_file, exe = os.path.join(d, "check.c"), os.path.join(d, "check")
-        with open(c_file, "w") as f:
-            f.write(src)
-        subprocess.run(["gcc", "-O2", "-mfma", "-o", exe, c_file, "-lm"], check=True)
-        subprocess.run([exe], check=True)
+    run_c_check(src)
 
 
 if __name__ == "__main__":
