@@ -262,10 +262,6 @@ typedef struct drv_batch {
 	const void *inputs[64]; /* the loss entry's inputs, in order */
 	double n_items;         /* samples (or tokens) it holds */
 	double loss_divisor;    /* the epoch loss is sum(loss) / sum(this) */
-	/* What the sum of the shards' losses and gradients is multiplied
-	 * by (0 counts as 1): 1 / shards for a loss that is a mean over its
-	 * rows, so that the shards make the batch's mean. */
-	double shard_scale;
 	/* Sharded batches: inputs hold n_shards shards of the entry's
 	 * rows, shard s of input i at inputs[i] + s * shard_bytes[i]; the
 	 * shards from n_live on are padding only (0: all are live). */
@@ -349,11 +345,9 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 
 /* The batch source over s for g: batches of g's shards, in an order
  * drawn from (seed, epoch), the last one filled up with the first
- * samples of the epoch's order; shard_scale goes into each batch. s
- * must outlive the source. */
+ * samples of the epoch's order. s must outlive the source. */
 bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
-			     const drv_grad *g, double shard_scale,
-			     drv_batch_source *src);
+			     const drv_grad *g, drv_batch_source *src);
 
 /* The loss of the compiled entry (evaluation mode) over every sample
  * of s, on the scale of a training batch's loss: full batches of its

@@ -192,7 +192,7 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 					   g, src);
 	if (data->train)
 		return drv_samples_source_open(ctx, data->train, data->o.seed, g,
-					       tc->shard_scale, src);
+					       src);
 	const ir_func *f = ir_module_find_func(m, tc->entry);
 	if (f && f->n_inputs && f->example)
 		return example_source_open(ctx, m, f, g, src);

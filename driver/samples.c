@@ -256,7 +256,6 @@ typedef struct samples_source {
 	char *inputs[DRV_MAX_FIELDS];
 	size_t shard_bytes[DRV_MAX_FIELDS];
 	uint32_t n_inputs;
-	double shard_scale; /* of the shards' losses and gradients */
 } samples_source;
 
 void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch,
@@ -296,7 +295,6 @@ static bool samples_fill(void *state, uint64_t epoch, uint64_t i,
 	size_t real = left < ss->rows ? left : ss->rows;
 	b->n_items = (double)real * ss->s->items_per_sample;
 	b->loss_divisor = 1;
-	b->shard_scale = ss->shard_scale;
 	return true;
 }
 
@@ -337,16 +335,14 @@ static bool map_inputs(samples_source *ss, const attnrt_tensor_info *inputs,
 }
 
 bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
-			     const drv_grad *g, double shard_scale,
-			     drv_batch_source *src)
+			     const drv_grad *g, drv_batch_source *src)
 {
 	memset(src, 0, sizeof *src);
 	samples_source *ss = calloc(1, sizeof *ss);
 	size_t shard_rows = g->n_inputs ? (size_t)g->inputs[0].dims[0] : 0;
 	if (ss)
 		*ss = (samples_source){.s = s, .seed = seed, .epoch = UINT64_MAX,
-				       .rows = shard_rows * g->n_shards,
-				       .shard_scale = shard_scale};
+				       .rows = shard_rows * g->n_shards};
 	*src = (drv_batch_source){s->items_per_sample == 1 ? "samples" : "tokens",
 				  0, ss, samples_fill, samples_fini};
 	if (!ss || !map_inputs(ss, g->inputs, g->n_inputs, shard_rows)) {

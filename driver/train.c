@@ -267,7 +267,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	for (uint32_t sh = 1; sh < drv_grad_live(&t->grad, &b); sh++)
 		u.more[u.n_more++] = drv_grad_block(&t->grad, sh);
 	cg_threads_each(team, add_parts, &u);
-	double shard_scale = b.shard_scale > 0 ? b.shard_scale : 1;
+	double shard_scale = t->tc->shard_scale; /* 1 / shards for a mean */
 	double norm = sqrt(sum_parts(u.grad_sq)) * shard_scale;
 	loss *= shard_scale;
 	if (!isfinite(loss) || !isfinite(norm)) {

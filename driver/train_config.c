@@ -200,7 +200,6 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 {
 	const ir_setting *sh = ir_module_find_setting(m, "shards");
 	double n = 1;
-	tc->shard_scale = 1;
 	tc->batch = (int64_t)block_batch;
 	for (uint32_t i = 0; i < o->n_syms; i++)
 		if (strcmp(o->syms[i].name, "B") == 0)
@@ -261,7 +260,6 @@ static bool read_batch_only(ir_ctx *ctx, const ir_module *m,
 		if (strcmp(o->syms[i].name, "B") == 0)
 			tc->batch = o->syms[i].value;
 	tc->shards = 1;
-	tc->shard_scale = 1;
 	return true;
 }
 
@@ -326,6 +324,7 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 		       drv_train_config *tc)
 {
 	memset(tc, 0, sizeof *tc);
+	tc->shard_scale = 1;
 	if (o->train && !m->n_train) {
 		ir_error(ctx, (ir_loc){0}, "--train: model %s has no train block "
 			 "(docs/training.md tells what to put in one)", m->name);
