@@ -434,21 +434,20 @@ bool drv_samples_eval(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 	double sum = 0, batches = 0; /* in units of a batch's loss */
 	for (size_t first = 0; ok && first < full; first += B, batches += 1)
 		ok = !isnan(sum += eval_batch(&e, e.ss.order, s->n, first));
-	for (size_t i = full; ok && i < s->n; i++) {
-		double l;
-		if (kind == DRV_LOSS_OTHER) { /* the rest, filled up, weighted */
-			double w = (double)(s->n - full) / (double)B;
-			ok = !isnan(l = eval_batch(&e, e.ss.order, s->n, full));
-			sum += w * l;
-			batches += w;
-			break;
-		}
-		size_t one = i; /* a batch of B copies of sample i */
-		e.ss.order[0] = i;
-		ok = !isnan(l = eval_batch(&e, &one, 1, 0));
-		e.ss.order[0] = 0;
-		/* a mean's copies give v, a sum's B v: a 1/B share of a
-		 * batch whose loss is then v / B (mean) or v (sum) */
+	if (ok && kind == DRV_LOSS_OTHER && full < s->n) {
+		/* the rest, filled up with the first samples, weighted */
+		double w = (double)(s->n - full) / (double)B;
+		double l = eval_batch(&e, e.ss.order, s->n, full);
+		ok = !isnan(l);
+		sum += w * l;
+		batches += w;
+	}
+	for (size_t i = full; ok && kind != DRV_LOSS_OTHER && i < s->n; i++) {
+		/* A batch of B copies of sample i: a mean's copies give its
+		 * value v, a sum's B v; it is a 1/B share of a batch whose
+		 * loss is then v / B (mean) or v (sum). */
+		double l = eval_batch(&e, &i, 1, 0);
+		ok = !isnan(l);
 		sum += l / (double)B;
 		batches += 1.0 / (double)B;
 	}
