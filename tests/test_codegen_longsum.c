@@ -74,6 +74,18 @@ static double rel_err(float got, const float *v, int64_t n, int64_t s,
 	return e * (double)n / unit;
 }
 
+/* The JIT's result of x at 1 and 2 threads is want (n floats), bit for
+ * bit. */
+static void check_jit_bits(fx *x, int64_t n, const float *want,
+			   const char *what)
+{
+	for (int th = 1; th <= 2; th++) {
+		float *got = jit(x, th, n, NULL);
+		check_bits(got, want, n, what);
+		free(got);
+	}
+}
+
 /* op (sum or mean) over axis `axis` of an (R, C) input of values in
  * [0, 1), in the interpreter and the JIT (1 and 2 threads): the JIT's
  * bits are the interpreter's; the worst error over the outputs is at
@@ -101,11 +113,7 @@ static void check_long(ir_op op, int64_t R, int64_t C, int axis)
 	ck_assert_msg(worst <= 0.1, "%s: error %g eps sqrt(n) sum|x|", what, worst);
 	ck_assert_msg(worst_ltr > 0.1, "%s: the left-to-right sum's error, "
 		      "%g eps sqrt(n) sum|x|, is within the bound", what, worst_ltr);
-	for (int th = 1; th <= 2; th++) {
-		float *got = jit(&x, th, n_out, NULL);
-		check_bits(got, want, n_out, what);
-		free(got);
-	}
+	check_jit_bits(&x, n_out, want, what);
 	free(want);
 	fx_fini(&x);
 }
@@ -161,11 +169,7 @@ START_TEST(test_the_jit_sums_in_the_interpreters_order)
 		snprintf(what, sizeof what, "%s of shape %d (%lld, %lld, %lld)",
 			 ir_op_table[ops[o]].name, _i, (long long)s->d[0],
 			 (long long)s->d[1], (long long)s->d[2]);
-		for (int th = 1; th <= 2; th++) {
-			float *got = jit(&x, th, n_out, NULL);
-			check_bits(got, want, n_out, what);
-			free(got);
-		}
+		check_jit_bits(&x, n_out, want, what);
 		free(want);
 		fx_fini(&x);
 	}
