@@ -5,6 +5,22 @@ import os
 import subprocess
 import tempfile
 
+# What every check program starts with: the headers, and Horner's rule
+# in float32 with fmaf, as the JIT evaluates the polynomials.
+C_PROLOGUE = r"""
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+static float horner(float s, const float *c, int n)
+{
+	float p = c[n - 1];
+	for (int i = n - 2; i >= 0; i--)
+		p = fmaf(p, s, c[i]);
+	return p;
+}
+"""
+
 
 def run_c_check(src):
     """Compiles the C source src with gcc -O2 -mfma and runs it; raises if

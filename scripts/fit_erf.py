@@ -28,7 +28,7 @@ erf to 2 ulps over a million floats.
 """
 import sys
 
-from fit_check import run_c_check
+from fit_check import C_PROLOGUE, run_c_check
 
 S = ["1.2837912277124730e-1", "-3.7612326732051433e-1", "1.1280183118734797e-1",
      "-2.6711379161173766e-2", "4.9176185704363659e-3", "-5.6316642854888746e-4"]
@@ -38,18 +38,7 @@ L = ["2.9102933324745222e-4", "-1.1301197304572000e0", "-6.3201341926009053e-1",
 SPLIT = "1.0"
 
 CHECK_C = r"""
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 static const float S[] = {%(s)s}, L[] = {%(l)s};
-static float horner(float s, const float *c, int n)
-{
-	float p = c[n - 1];
-	for (int i = n - 2; i >= 0; i--)
-		p = fmaf(p, s, c[i]);
-	return p;
-}
 int main(void)
 {
 	double worst = 0, at = 0;
@@ -118,7 +107,7 @@ def fit(ns, nl, c):
 def check():
     src = CHECK_C % {"s": ", ".join(v + "f" for v in S), "l": ", ".join(v + "f" for v in L),
                      "c": SPLIT, "ns": len(S), "nl": len(L)}
-    run_c_check(src)
+    run_c_check(C_PROLOGUE + src)
 
 
 if __name__ == "__main__":

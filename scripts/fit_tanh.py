@@ -21,7 +21,7 @@ script; a test (tests/test_codegen_lower.c) holds the generated tanh to
 """
 import sys
 
-from fit_check import run_c_check
+from fit_check import C_PROLOGUE, run_c_check
 
 P = ["1.0", "1.3378350761265113e-1", "3.4923536382657872e-3",
      "2.0554517171001407e-5", "1.3278107637241103e-8"]
@@ -30,18 +30,7 @@ Q = ["1.0", "4.6711671413478065e-1", "2.5864813912058413e-2",
 CLAMP = "9.1"
 
 CHECK_C = r"""
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 static const float P[] = {%(p)s}, Q[] = {%(q)s};
-static float horner(float s, const float *c, int n)
-{
-	float p = c[n - 1];
-	for (int i = n - 2; i >= 0; i--)
-		p = fmaf(p, s, c[i]);
-	return p;
-}
 int main(void)
 {
 	double worst_rel = 0, worst_ulp = 0, at = 0;
@@ -104,7 +93,7 @@ def fit(np_, nq, c):
 def check():
     src = CHECK_C % {"p": ", ".join(v + "f" for v in P), "q": ", ".join(v + "f" for v in Q),
                      "c": CLAMP, "np": len(P), "nq": len(Q)}
-    run_c_check(src)
+    run_c_check(C_PROLOGUE + src)
 
 
 if __name__ == "__main__":
