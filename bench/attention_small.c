@@ -211,7 +211,7 @@ static bool parse(int argc, char **argv, opts *o)
 	*o = (opts){.B = 64, .H = 4, .d = 8, .Q = 10, .K = 10, .threads = 1,
 		    .rounds = 15, .calls = 500, .p = 0.1, .valid = VALID_BATCH,
 		    .clock = CLOCK_MONOTONIC};
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < argc; i += 2) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int *ints[] = {&o->B, &o->H, &o->d, &o->Q, &o->K, &o->threads,
 			       &o->rounds, &o->calls};
@@ -234,7 +234,6 @@ static bool parse(int argc, char **argv, opts *o)
 		} else {
 			return false;
 		}
-		i++;
 	}
 	return o->B > 0 && o->H > 0 && o->d > 0 && o->Q > 0 && o->K > 0 &&
 	       o->threads > 0 && o->rounds >= 1 && o->rounds <= 64 && o->calls > 0;

@@ -39,8 +39,11 @@ static void run_attnc(run *r, const char *const *args)
 	if (pid == 0) {
 		dup2(fd, 1);
 		dup2(fd, 2);
+		/* execv takes char *const[] but writes no string. */
+		char *cargv[sizeof argv / sizeof argv[0]];
+		memcpy(cargv, argv, sizeof cargv);
 		if (chdir(ATTNC_SOURCE_DIR) == 0)
-			execv(argv[0], (char *const *)argv);
+			execv(cargv[0], cargv);
 		_exit(127);
 	}
 	int st;

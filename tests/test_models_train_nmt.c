@@ -121,8 +121,11 @@ static void run_attnc(run *r, const char *const *args, bool is_metrics)
 	if (pid == 0) {
 		dup2(ofd, 1);
 		dup2(ofd, 2);
+		/* execv takes char *const[] but writes no string. */
+		char *cargv[sizeof argv / sizeof argv[0]];
+		memcpy(cargv, argv, sizeof cargv);
 		if (chdir(ATTNC_SOURCE_DIR) == 0)
-			execv(argv[0], (char *const *)argv);
+			execv(cargv[0], cargv);
 		_exit(127);
 	}
 	int st;
