@@ -2,9 +2,12 @@
 # translate_c.sh ATTNC SOURCE_DIR - a Transformer trained briefly and
 # saved translates with --load alone (the vocabularies read from the
 # checkpoint's metadata) exactly as right after training, whatever
-# --examples says; a checkpoint without the metadata (keys renamed, as
+# --examples says; examples/translate.c, built against libattnrt.a
+# ($ATTNRT_LIB, with $ATTNC_CC and $ATTNC_CFLAGS) and the object of `-c
+# --load`, prints the same translations (6 sentences, batches of 4: the
+# second padded); a checkpoint without the metadata (keys renamed, as
 # one saved before attnc kept them) translates the old way, from the
-# data; a missing or corrupt vocabulary is a clear error.
+# data; a missing or corrupt vocabulary is a clear error in both.
 set -eu
 attnc=$1
 src=$2
@@ -35,6 +38,23 @@ grep -q "vocabularies of $ck" "$dir/loaded.err"
 run --load "$ck" --examples 100 >"$dir/examples100" 2>/dev/null
 diff -u "$dir/loaded" "$dir/examples100"
 
+# The C program: what attnc printed, less the BLEU and the unknown words.
+"$attnc" $model -c --load "$ck" --sym B=4 --threads 1 \
+	-o "$dir/transformer.o" >/dev/null
+# shellcheck disable=SC2086 # ATTNC_CFLAGS is a list of words
+"${ATTNC_CC:-cc}" -std=c11 -Wall -Wextra -Werror ${ATTNC_CFLAGS:-} \
+	-I"$dir" -Iruntime examples/translate.c "$dir/transformer.o" \
+	"$ATTNRT_LIB" -lgomp -lm -o "$dir/translate"
+IFS=$nl
+# shellcheck disable=SC2086 # the sentences, a line each
+set -- $sentences
+unset IFS
+"$dir/translate" "$ck" "$@" >"$dir/c"
+sed 's/ \[[0-9]* words\{0,1\} not in the vocabulary\]$//
+s/, bleu [0-9.]*$//
+s/ (no reference in the data)$//' "$dir/loaded" >"$dir/want"
+diff -u "$dir/want" "$dir/c"
+
 # Without the metadata: the vocabularies come from the data, as before.
 # (Renaming a key keeps the header's length, so the file stays valid.)
 LC_ALL=C sed 's/"src_vocab"/"src_vocaX"/; s/"tgt_vocab"/"tgt_vocaX"/' \
@@ -46,9 +66,13 @@ diff -u "$dir/loaded" "$dir/old"
 grep -q "keeps no vocabularies" "$dir/old.err"
 
 # One vocabulary missing, or corrupt: status 1 and what is wrong.
-fails() { # FILE TEXT: attnc fails on FILE, saying TEXT
+fails() { # FILE TEXT: attnc and the C program fail on FILE, saying TEXT
 	if run --load "$1" >/dev/null 2>"$dir/err"; then
 		echo "attnc --load $1 did not fail"; exit 1
+	fi
+	grep -F "$2" "$dir/err" >/dev/null || { cat "$dir/err"; exit 1; }
+	if "$dir/translate" "$1" "go ." >/dev/null 2>"$dir/err"; then
+		echo "translate $1 did not fail"; exit 1
 	fi
 	grep -F "$2" "$dir/err" >/dev/null || { cat "$dir/err"; exit 1; }
 }
