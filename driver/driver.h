@@ -566,6 +566,12 @@ bool drv_nmt_load(ir_ctx *ctx, const ir_setting *data, const drv_options *o,
  * Reports a model without V_src or V_tgt. */
 bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const rt_nmt_data *d, int64_t batch, drv_options *out);
+/* drv_nmt_bind with the sizes of the vocabularies vocab (source,
+ * target), d's or a checkpoint's. */
+bool drv_nmt_bind_vocabs(ir_ctx *ctx, const ir_module *m,
+			 const drv_options *o,
+			 const attnrt_vocab *const vocab[2], int64_t batch,
+			 drv_options *out);
 
 /* The batch source over d for the compiled gradient function g: each
  * epoch the rows in an order drawn from (seed, epoch), batches of
@@ -615,11 +621,14 @@ typedef struct drv_train_state {
 	size_t n_params;
 	const char *params, *m, *v; /* blocks; m and v NULL for SGD */
 	const char *vocab;          /* a text's characters, or NULL */
+	const char *src_vocab, *tgt_vocab; /* nmt(...)'s tokens, or NULL */
 } drv_train_state;
 
 /* Writes st as a checkpoint at path (atomically): the parameters under
  * their names (loadable as any checkpoint), Adam's moments as
- * "optim:m:NAME" and "optim:v:NAME", the rest as metadata. */
+ * "optim:m:NAME" and "optim:v:NAME", the rest as metadata (the
+ * vocabularies under "vocab", or ATTNRT_META_SRC_VOCAB and
+ * ATTNRT_META_TGT_VOCAB). */
 bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 		    const drv_train_state *st);
 

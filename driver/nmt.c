@@ -149,13 +149,23 @@ static bool bind(ir_ctx *ctx, const ir_module *m, drv_options *o,
 	return drv_options_bind(ctx, o, "data", name, value);
 }
 
+bool drv_nmt_bind_vocabs(ir_ctx *ctx, const ir_module *m,
+			 const drv_options *o,
+			 const attnrt_vocab *const vocab[2], int64_t batch,
+			 drv_options *out)
+{
+	*out = *o;
+	return bind(ctx, m, out, "V_src", attnrt_vocab_size(vocab[RT_NMT_SRC])) &&
+	       bind(ctx, m, out, "V_tgt", attnrt_vocab_size(vocab[RT_NMT_TGT])) &&
+	       (batch <= 0 || bind(ctx, m, out, "B", batch));
+}
+
 bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const rt_nmt_data *d, int64_t batch, drv_options *out)
 {
-	*out = *o;
-	return bind(ctx, m, out, "V_src", rt_nmt_vocab_size(d, RT_NMT_SRC)) &&
-	       bind(ctx, m, out, "V_tgt", rt_nmt_vocab_size(d, RT_NMT_TGT)) &&
-	       (batch <= 0 || bind(ctx, m, out, "B", batch));
+	const attnrt_vocab *vocab[2] = {rt_nmt_vocab(d, RT_NMT_SRC),
+					rt_nmt_vocab(d, RT_NMT_TGT)};
+	return drv_nmt_bind_vocabs(ctx, m, o, vocab, batch, out);
 }
 
 /* ---- the batch source -------------------------------------------------------------- */

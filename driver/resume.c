@@ -90,13 +90,17 @@ bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 	char *valid = st->valid ? format_list(st->valid, st->epoch) : NULL;
 	size_t n = 0;
 	attnrt_st_tensor *ts = state_tensors(st, &n, &names);
-	attnrt_meta meta[6] = {{"model", m->name}, {"format", "attnc"},
+	attnrt_meta meta[8] = {{"model", m->name}, {"format", "attnc"},
 			       {STATE_KEY, state}, {LOSSES_KEY, losses}};
 	size_t n_meta = 4;
 	if (valid)
 		meta[n_meta++] = (attnrt_meta){VALID_KEY, valid};
 	if (st->vocab)
 		meta[n_meta++] = (attnrt_meta){"vocab", st->vocab};
+	if (st->src_vocab && st->tgt_vocab) {
+		meta[n_meta++] = (attnrt_meta){ATTNRT_META_SRC_VOCAB, st->src_vocab};
+		meta[n_meta++] = (attnrt_meta){ATTNRT_META_TGT_VOCAB, st->tgt_vocab};
+	}
 	bool ok = ts && losses && (!st->valid || valid) &&
 		  n == st->n_params * (st->m ? 3 : 1);
 	if (!ok)

@@ -465,6 +465,12 @@ static bool save_state(const trainer *t, uint64_t epochs_done)
 		.params = t->jit.params,
 		.m = attnrt_optim_moments(t->optim, 0),
 		.v = attnrt_optim_moments(t->optim, 1), .vocab = t->jit.vocab};
+	if (t->data.nmt) {
+		st.src_vocab = attnrt_vocab_string(rt_nmt_vocab(t->data.nmt,
+								RT_NMT_SRC));
+		st.tgt_vocab = attnrt_vocab_string(rt_nmt_vocab(t->data.nmt,
+								RT_NMT_TGT));
+	}
 	return drv_state_save(t->ctx, t->m, t->o->save, &st);
 }
 

@@ -25,6 +25,12 @@
  * A line per sentence on stdout, "go . => va !, bleu 1.000" (BLEU with
  * k = 2 against the reference the data has for it), and a JSON line per
  * sentence in --metrics.
+ *
+ * The vocabularies are the data's after training; after --load they are
+ * the checkpoint's metadata's (src_vocab, tgt_vocab, which --save of a
+ * training run writes), so a --data or --examples other than the
+ * training's cannot change the ids, or, for a checkpoint saved without
+ * them, the data's as before. The data still gives T and the references.
  */
 #include "driver.h"
 
@@ -54,8 +60,10 @@ typedef struct translator {
 	ir_ctx *ctx;
 	const ir_module *m;
 	const drv_options *o;
-	drv_options run_o; /* o with the data's dims, B and the threads */
-	const rt_nmt_data *d;
+	drv_options run_o; /* o with the vocabularies' dims, B and the threads */
+	const rt_nmt_data *d; /* T and the references */
+	const attnrt_vocab *vocab[2]; /* source, target: d's or --load's */
+	bool is_vocab_loaded; /* from the checkpoint's metadata */
 	const ir_func *enc_f, *step_f;
 	drv_jit jit;
 	const char *const *texts; /* the n sentences */
@@ -135,9 +143,10 @@ static bool encode_sentences(translator *t)
 	char err[512];
 	for (size_t i = 0; i < t->n; i++) {
 		const char *text = t->texts[i];
-		int rc = rt_nmt_encode_sentence(t->d, text, t->src + i * (size_t)t->T,
-						&t->src_valid[i], &t->n_unknown[i],
-						err, sizeof err);
+		int rc = attnrt_vocab_encode(t->vocab[RT_NMT_SRC], text, t->T,
+					     t->src + i * (size_t)t->T,
+					     &t->src_valid[i], &t->n_unknown[i],
+					     err, sizeof err);
 		if (rc != ATTNRT_OK) {
 			ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s", text, err);
 			return false;
@@ -172,13 +181,13 @@ static bool alloc_rows(translator *t)
 static bool compile(translator *t, const drv_jit *trained)
 {
 	drv_options *o = &t->run_o;
-	if (!drv_nmt_bind(t->ctx, t->m, t->o, t->d, (int64_t)t->n, o))
+	if (!drv_nmt_bind_vocabs(t->ctx, t->m, t->o, t->vocab, (int64_t)t->n, o))
 		return false;
 	o->threads = o->threads ? o->threads : 1;
 	static const char *const only[] = {"encode", "decode_step"};
 	if (drv_jit_open_trained(t->ctx, t->m, o, only, 2, trained, &t->jit))
 		return true;
-	if (!trained && t->jit.params) /* the checkpoint did not fit */
+	if (!trained && t->jit.params && !t->is_vocab_loaded) /* did not fit */
 		ir_note(t->ctx, (ir_loc){0}, "the vocabularies come from the data: "
 			"give the --data and --examples the weights were trained "
 			"with");
@@ -554,8 +563,8 @@ static bool report_one(translator *t, size_t i, char *pred, size_t cap,
 {
 	char err[512];
 	const char *ref = NULL;
-	rt_nmt_decode_ids(t->d, RT_NMT_TGT, t->out + i * (size_t)t->T,
-			  (size_t)t->n_out[i], pred, cap);
+	attnrt_vocab_decode(t->vocab[RT_NMT_TGT], t->out + i * (size_t)t->T,
+			    (size_t)t->n_out[i], pred, cap);
 	if (rt_nmt_reference(t->d, t->texts[i], &ref, err, sizeof err) !=
 	    ATTNRT_OK) {
 		ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s", t->texts[i],
@@ -580,9 +589,13 @@ static bool report_one(translator *t, size_t i, char *pred, size_t cap,
 static bool report(translator *t, FILE *metrics)
 {
 	/* T tokens of the vocabulary, each at most its longest */
-	size_t cap = 1;
-	for (int32_t id = 0; id < rt_nmt_vocab_size(t->d, RT_NMT_TGT); id++)
-		cap += strlen(rt_nmt_vocab_token(t->d, RT_NMT_TGT, id)) + 1;
+	const attnrt_vocab *v = t->vocab[RT_NMT_TGT];
+	size_t longest = 0;
+	for (int32_t id = 0; id < attnrt_vocab_size(v); id++) {
+		size_t len = strlen(attnrt_vocab_token(v, id));
+		longest = len > longest ? len : longest;
+	}
+	size_t cap = (size_t)t->T * (longest + 1) + 1;
 	char *pred = ir_alloc(t->ctx, cap);
 	bool ok = pred != NULL;
 	for (size_t i = 0; ok && i < t->n; i++)
@@ -664,8 +677,9 @@ static bool draw(translator *t)
 		ir_error(t->ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
-	rt_nmt_decode_ids(t->d, RT_NMT_TGT, t->out + (t->n - 1) * (size_t)t->T,
-			  (size_t)t->n_out[t->n - 1], pred, cap);
+	attnrt_vocab_decode(t->vocab[RT_NMT_TGT],
+			    t->out + (t->n - 1) * (size_t)t->T,
+			    (size_t)t->n_out[t->n - 1], pred, cap);
 	t->att.pred = pred;
 	bool ok = drv_attention_draw(t->ctx, t->m, &t->att, t->o->heatmap);
 	t->att.pred = NULL;
@@ -673,8 +687,12 @@ static bool draw(translator *t)
 	return ok;
 }
 
-bool drv_translate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
-		   const rt_nmt_data *d, const drv_jit *trained, FILE *metrics)
+/* drv_translate with the vocabularies vocab (d's, or with is_loaded the
+ * checkpoint's). */
+static bool translate_with(ir_ctx *ctx, const ir_module *m,
+			   const drv_options *o, const rt_nmt_data *d,
+			   const attnrt_vocab *const vocab[2], bool is_loaded,
+			   const drv_jit *trained, FILE *metrics)
 {
 	translator t;
 	memset(&t, 0, sizeof t);
@@ -682,6 +700,9 @@ bool drv_translate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	t.m = m;
 	t.o = o;
 	t.d = d;
+	t.vocab[0] = vocab[0];
+	t.vocab[1] = vocab[1];
+	t.is_vocab_loaded = is_loaded;
 	t.T = rt_nmt_steps(d);
 	t.enc_f = ir_module_find_func(m, "encode");
 	t.step_f = ir_module_find_func(m, "decode_step");
@@ -694,25 +715,88 @@ bool drv_translate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	return ok;
 }
 
+bool drv_translate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		   const rt_nmt_data *d, const drv_jit *trained, FILE *metrics)
+{
+	const attnrt_vocab *vocab[2] = {rt_nmt_vocab(d, RT_NMT_SRC),
+					rt_nmt_vocab(d, RT_NMT_TGT)};
+	return translate_with(ctx, m, o, d, vocab, false, trained, metrics);
+}
+
+/* The vocabularies of the --load checkpoint's metadata into vocab, or
+ * NULLs for a checkpoint saved before attnc kept them (neither key
+ * there). False after reporting one missing or corrupt. */
+static bool checkpoint_vocabs(ir_ctx *ctx, const char *path,
+			      attnrt_vocab *vocab[2])
+{
+	static const char *const keys[2] = {ATTNRT_META_SRC_VOCAB,
+					    ATTNRT_META_TGT_VOCAB};
+	char err[512];
+	attnrt_st_file *f;
+	vocab[0] = vocab[1] = NULL;
+	if (attnrt_st_read(NULL, path, UINT64_MAX, &f, err, sizeof err) !=
+	    ATTNRT_OK) {
+		ir_error(ctx, (ir_loc){0}, "--load: %s", err);
+		return false;
+	}
+	bool has_any = attnrt_st_meta(f, keys[0]) || attnrt_st_meta(f, keys[1]);
+	bool ok = true;
+	for (int k = 0; has_any && ok && k < 2; k++) {
+		ok = attnrt_vocab_take(NULL, f, keys[k], &vocab[k], err,
+				       sizeof err) == ATTNRT_OK;
+		if (!ok)
+			ir_error(ctx, (ir_loc){0}, "--load: %s: %s", path, err);
+	}
+	attnrt_st_free(f);
+	if (!ok) {
+		attnrt_vocab_free(vocab[0]);
+		vocab[0] = NULL;
+	}
+	return ok;
+}
+
+/* Says where the vocabularies come from. */
+static void print_vocabs(const char *path, attnrt_vocab *const vocab[2])
+{
+	if (vocab[0])
+		fprintf(stderr, "data: vocabularies of %s: %d source, %d target "
+			"tokens\n", path, (int)attnrt_vocab_size(vocab[0]),
+			(int)attnrt_vocab_size(vocab[1]));
+	else
+		fprintf(stderr, "data: %s keeps no vocabularies (saved before "
+			"attnc put them in its metadata): they come from the "
+			"data\n", path);
+}
+
 bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m,
 			  const drv_options *o)
 {
 	rt_nmt_data *d = NULL;
+	attnrt_vocab *vocab[2];
 	FILE *metrics = NULL;
-	if (!drv_nmt_load(ctx, ir_module_find_setting(m, "data"), o, &d))
-		return false;
-	if (o->metrics && !(metrics = fopen(o->metrics, "w"))) {
+	bool ok = checkpoint_vocabs(ctx, o->load, vocab) &&
+		  drv_nmt_load(ctx, ir_module_find_setting(m, "data"), o, &d);
+	if (ok)
+		print_vocabs(o->load, vocab);
+	if (ok && o->metrics && !(metrics = fopen(o->metrics, "w"))) {
 		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
 			 o->metrics, strerror(errno));
-		rt_nmt_free(d);
-		return false;
+		ok = false;
 	}
-	bool ok = drv_translate(ctx, m, o, d, NULL, metrics);
+	const attnrt_vocab *use[2] = {vocab[0], vocab[1]};
+	if (ok && !vocab[0]) {
+		use[0] = rt_nmt_vocab(d, RT_NMT_SRC);
+		use[1] = rt_nmt_vocab(d, RT_NMT_TGT);
+	}
+	ok = ok && translate_with(ctx, m, o, d, use, vocab[0] != NULL, NULL,
+				  metrics);
 	if (metrics && fclose(metrics) != 0 && ok) {
 		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
 			 o->metrics, strerror(errno));
 		ok = false;
 	}
+	attnrt_vocab_free(vocab[0]);
+	attnrt_vocab_free(vocab[1]);
 	rt_nmt_free(d);
 	return ok;
 }

@@ -238,6 +238,90 @@ int attnrt_st_write(const attnrt_allocator *al, const char *path,
 		    const attnrt_meta *meta, size_t n_meta, char *err,
 		    size_t err_size);
 
+/* ---- translation vocabularies (rt_vocab.c) --------------------------------
+ *
+ * What a program needs to translate with a model trained on `data =
+ * nmt(...)` (docs/runtime.md): the source and target vocabularies, which
+ * attnc's --save puts into the checkpoint's metadata, the book's
+ * preprocessing of a sentence into the encoder's ids, and the decoder's
+ * ids back into text. A vocabulary is d2l's Vocab: ids 0-3 are the
+ * reserved tokens below, then the corpus's tokens seen at least twice.
+ * In the metadata it is one string, its tokens in id order joined by
+ * single spaces ("<unk> <pad> <bos> <eos> . i ..."; no token holds a
+ * space, tab or line end; "" is a token where the corpus has a double
+ * space, so the string then has two spaces in a row). */
+
+#define ATTNRT_VOCAB_UNK 0
+#define ATTNRT_VOCAB_PAD 1
+#define ATTNRT_VOCAB_BOS 2
+#define ATTNRT_VOCAB_EOS 3
+/* The metadata keys of a checkpoint's source and target vocabularies. */
+#define ATTNRT_META_SRC_VOCAB "src_vocab"
+#define ATTNRT_META_TGT_VOCAB "tgt_vocab"
+
+typedef struct attnrt_vocab attnrt_vocab;
+
+/* The vocabulary whose tokens, in id order, are the words of s joined by
+ * single spaces (as attnrt_vocab_string gives it). s must be UTF-8
+ * without tabs or line ends, start with <unk> <pad> <bos> <eos>, and
+ * hold each token once; else ATTNRT_ERR_FORMAT with a message naming
+ * what is wrong and where. Allocates through al (NULL: the C library),
+ * which must outlive the vocabulary. Returns ATTNRT_OK and *out (free
+ * with attnrt_vocab_free), or an error with *out NULL. */
+int attnrt_vocab_parse(const attnrt_allocator *al, const char *s,
+		       attnrt_vocab **out, char *err, size_t err_size);
+/* attnrt_vocab_parse of the metadata value of key (ATTNRT_META_SRC_VOCAB
+ * or ATTNRT_META_TGT_VOCAB) of a file already read (attnrt_st_read): a
+ * file without it is ATTNRT_ERR_FORMAT ("src_vocab: not in the
+ * metadata"). Messages start with key. */
+int attnrt_vocab_take(const attnrt_allocator *al, const attnrt_st_file *f,
+		      const char *key, attnrt_vocab **out, char *err,
+		      size_t err_size);
+/* attnrt_vocab_take from the checkpoint at path (read whole, then
+ * freed; ATTNRT_ERR_IO if it cannot be read). Messages start with path.
+ * A program that also loads the weights reads the file once with
+ * attnrt_st_read and calls attnrt_checkpoint_take and attnrt_vocab_take
+ * on it. */
+int attnrt_vocab_load(const attnrt_allocator *al, const char *path,
+		      const char *key, attnrt_vocab **out, char *err,
+		      size_t err_size);
+/* NULL is a no-op. */
+void attnrt_vocab_free(attnrt_vocab *v);
+
+/* The number of tokens (the model's V_src or V_tgt). */
+int32_t attnrt_vocab_size(const attnrt_vocab *v);
+/* The token of id (NUL-terminated, owned by v), or NULL when id is out
+ * of range. */
+const char *attnrt_vocab_token(const attnrt_vocab *v, int32_t id);
+/* The id of the len bytes at token, or ATTNRT_VOCAB_UNK when it is not
+ * in the vocabulary. */
+int32_t attnrt_vocab_lookup(const attnrt_vocab *v, const char *token,
+			    size_t len);
+/* The tokens in id order joined by single spaces (owned by v): what
+ * attnrt_vocab_parse reads. */
+const char *attnrt_vocab_string(const attnrt_vocab *v);
+
+/* The encoder's input for a raw sentence, as d2l's predict_seq2seq makes
+ * it: preprocessed (U+202F and U+00A0 become spaces, lowercase, a space
+ * before , . ! ? that follow a character other than a space), split on
+ * single spaces, each token's id (<unk> if unknown), then <eos>,
+ * truncated or padded with <pad> to steps (the model's T). Writes steps
+ * ids to ids and the number that are not <pad> to *valid (the
+ * encoder's src_valid); *n_unknown (may be NULL) gets the number of
+ * tokens that became <unk>. Returns ATTNRT_OK, ATTNRT_ERR_ARG (steps <
+ * 1, or a sentence that is not UTF-8; ids untouched) or
+ * ATTNRT_ERR_NOMEM, with a message in err. */
+int attnrt_vocab_encode(const attnrt_vocab *v, const char *sentence,
+			int32_t steps, int32_t *ids, int32_t *valid,
+			size_t *n_unknown, char *err, size_t err_size);
+/* The text of n ids (the decoder's argmaxes): their tokens up to the
+ * first <eos> (excluded) joined by single spaces, as d2l's
+ * ' '.join(tgt_vocab.to_tokens(output_seq)); an id out of range reads as
+ * <unk>. Writes at most cap bytes to out (NUL-terminated when cap > 0)
+ * and returns the full length, as snprintf. Allocates nothing. */
+size_t attnrt_vocab_decode(const attnrt_vocab *v, const int32_t *ids,
+			   size_t n, char *out, size_t cap);
+
 /* The name of an ATTNRT_* code ("ok", "out of memory", ...). */
 const char *attnrt_strerror(int code);
 

@@ -1,8 +1,9 @@
 /*
  * rt_internal.h - what the files of libattnrt share and programs do not
  * see: allocation through the caller's hook, error messages written into
- * the caller's buffer, and the strict JSON reader the checkpoint loader
- * parses safetensors headers with.
+ * the caller's buffer, the tokens and spans of translation data, and the
+ * strict JSON reader the checkpoint loader parses safetensors headers
+ * with.
  */
 #ifndef ATTNC_RT_INTERNAL_H
 #define ATTNC_RT_INTERNAL_H
@@ -68,6 +69,52 @@ int rt_params_check(const attnrt_param_info *table, size_t n_params,
 int rt_params_sort(const attnrt_allocator *al, const attnrt_param_info *table,
 		   size_t n_params, const attnrt_param_info ***sorted,
 		   char *err, size_t err_size);
+
+/* ---- the tokens of translation data (rt_vocab.c) ------------------------------ */
+
+/* A piece of a text: bytes [off, off + len). */
+typedef struct rt_span {
+	size_t off, len;
+} rt_span;
+
+/* An open-addressing hash index of spans of one text (base): each slot
+ * holds the index of a span or -1; cap is a power of two, at least twice
+ * the spans. Zeroed, it is empty. */
+typedef struct rt_span_index {
+	int32_t *slots;
+	size_t cap;
+} rt_span_index;
+
+/* The slot of key[0..len) in ix: the one whose span (of base) equals it,
+ * or the empty slot where it would go. ix must have a slot (cap > 0). */
+size_t rt_span_index_slot(const rt_span_index *ix, const char *base,
+			  const rt_span *spans, const char *key, size_t len);
+/* Makes room for one span more than the n indexed, re-indexing spans
+ * 0..n-1 when the table grows. False when out of memory. */
+bool rt_span_index_reserve(rt_span_index *ix, const attnrt_allocator *al,
+			   const char *base, const rt_span *spans, size_t n);
+
+/* Python's s.split(' ') over a NUL-terminated string, optionally after
+ * an empty token (is_lead: d2l's tokens of a side that its whole-file
+ * preprocessing gave a space before). Spans are offsets in s. */
+typedef struct rt_split {
+	const char *s;
+	size_t len, at; /* at: where the next token starts; len + 1: done */
+	bool is_lead;
+} rt_split;
+
+rt_split rt_split_start(const char *s, bool is_lead);
+/* The next token into *tok; false after the last. */
+bool rt_split_next(rt_split *sp, rt_span *tok);
+
+/* d2l's build_array_nmt for one row: the ids of the tokens of s (split
+ * as rt_split, after an empty one when is_lead) in v, <unk> for unknown
+ * ones (counted into *n_unknown, which may be NULL), then <eos>,
+ * truncated or padded with <pad> to steps ids in row. Returns the number
+ * of ids that are not <pad>. */
+int32_t rt_vocab_encode_tokens(const attnrt_vocab *v, const char *s,
+			       bool is_lead, int32_t steps, int32_t *row,
+			       size_t *n_unknown);
 
 /* ---- JSON (rt_json.c) ------------------------------------------------------- */
 

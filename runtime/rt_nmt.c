@@ -11,9 +11,11 @@
  * , . ! or ? after the newline or tab), the side's tokens start with the
  * empty token that space gives, as d2l's tokens do.
  *
- * All text lives in one pool (d->text), referred to by offset; the
- * vocabularies are open-addressing hash indexes over spans of their own
- * token pools.
+ * All text lives in one pool (d->text), referred to by offset. The
+ * vocabularies are attnrt_vocab (rt_vocab.c), built from the string of
+ * their tokens that a checkpoint's metadata keeps, which also encodes a
+ * sentence and decodes ids; the span index and the split on spaces are
+ * shared with it.
  */
 #include "rt_nmt.h"
 
@@ -21,6 +23,7 @@
 #include "rt_rng.h"
 #include "rt_nmt_default.h" /* generated: rt_nmt_default_text[] */
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,26 +35,6 @@
 
 static const char *const reserved[] = {"<unk>", "<pad>", "<bos>", "<eos>"};
 #define N_RESERVED 4
-
-/* A piece of a text: bytes [off, off + len). */
-typedef struct nmt_span {
-	size_t off, len;
-} nmt_span;
-
-/* An open-addressing hash index of spans of one text: each slot holds the
- * index of a span or -1; cap is a power of two, at least twice the
- * spans. */
-typedef struct nmt_index {
-	int32_t *slots;
-	size_t cap;
-} nmt_index;
-
-typedef struct nmt_vocab {
-	char *text;       /* the tokens, each NUL-terminated */
-	nmt_span *tokens; /* idx_to_token */
-	int32_t n_tokens;
-	nmt_index index; /* token_to_idx */
-} nmt_vocab;
 
 typedef struct nmt_pair {
 	size_t side[2];  /* offsets in d->text of the preprocessed sides */
@@ -67,17 +50,17 @@ struct rt_nmt_data {
 	nmt_pair *pairs; /* every usable pair of the file */
 	size_t n_pairs, pairs_cap;
 	size_t n_rows; /* N: the pairs used, a prefix of pairs */
-	nmt_vocab vocab[2];
+	attnrt_vocab *vocab[2];
 	int32_t *ids[2];   /* (N, T) per side */
 	int32_t *valid[2]; /* (N) per side */
 };
 
 /* Tokens counted in order of first appearance, as Python's Counter. */
 typedef struct nmt_counter {
-	nmt_span *spans; /* in d->text */
+	rt_span *spans; /* in d->text */
 	size_t *counts;
 	size_t n, cap;
-	nmt_index index;
+	rt_span_index index;
 } nmt_counter;
 
 /* ---- UTF-8 and d2l's preprocess_nmt --------------------------------------------- */
@@ -106,12 +89,6 @@ static void out_byte(nmt_out *o, unsigned char b)
 	if (o->n < o->cap)
 		o->buf[o->n] = (char)b;
 	o->n++;
-}
-
-static void out_bytes(nmt_out *o, const char *s, size_t len)
-{
-	for (size_t i = 0; i < len; i++)
-		out_byte(o, (unsigned char)s[i]);
 }
 
 static void out_utf8(nmt_out *o, uint32_t c)
@@ -193,92 +170,6 @@ size_t rt_nmt_preprocess(const char *text, size_t len, char *out, size_t cap)
 		}
 	}
 	return out_end(&o);
-}
-
-/* ---- splitting on single spaces ------------------------------------------------- */
-
-/* Python's s.split(' ') over a NUL-terminated string, optionally after an
- * empty token (is_lead). Spans are offsets in s. */
-typedef struct nmt_split {
-	const char *s;
-	size_t len, at; /* at: where the next token starts; len + 1: done */
-	bool is_lead;
-} nmt_split;
-
-static nmt_split split_start(const char *s, bool is_lead)
-{
-	return (nmt_split){s, strlen(s), 0, is_lead};
-}
-
-static bool split_next(nmt_split *sp, nmt_span *tok)
-{
-	if (sp->is_lead) {
-		sp->is_lead = false;
-		*tok = (nmt_span){0, 0};
-		return true;
-	}
-	if (sp->at > sp->len)
-		return false;
-	const char *space = memchr(sp->s + sp->at, ' ', sp->len - sp->at);
-	size_t end = space ? (size_t)(space - sp->s) : sp->len;
-	*tok = (nmt_span){sp->at, end - sp->at};
-	sp->at = end + 1;
-	return true;
-}
-
-/* ---- hash indexes of spans ------------------------------------------------------ */
-
-static uint64_t hash_bytes(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h;
-}
-
-/* The slot of key in ix: the one whose span (of base) equals it, or the
- * empty slot where it would go. */
-static size_t index_slot(const nmt_index *ix, const char *base,
-			 const nmt_span *spans, const char *key, size_t len)
-{
-	size_t mask = ix->cap - 1;
-	for (size_t s = hash_bytes(key, len) & mask;; s = (s + 1) & mask) {
-		int32_t v = ix->slots[s];
-		if (v < 0 || (spans[v].len == len &&
-			      (len == 0 || !memcmp(base + spans[v].off, key, len))))
-			return s;
-	}
-}
-
-/* The index of key's span, or -1. */
-static int32_t index_find(const nmt_index *ix, const char *base,
-			  const nmt_span *spans, const char *key, size_t len)
-{
-	return ix->slots[index_slot(ix, base, spans, key, len)];
-}
-
-/* Makes room for one span more than the n indexed, re-indexing spans
- * 0..n-1 when the table grows. False when out of memory. */
-static bool index_reserve(nmt_index *ix, const attnrt_allocator *al,
-			  const char *base, const nmt_span *spans, size_t n)
-{
-	if (2 * (n + 1) <= ix->cap)
-		return true;
-	size_t cap = ix->cap ? 2 * ix->cap : 64;
-	while (cap < 2 * (n + 1))
-		cap *= 2;
-	int32_t *slots = rt_mem_alloc(al, cap * sizeof *slots);
-	if (!slots)
-		return false;
-	rt_mem_free(al, ix->slots);
-	ix->slots = slots;
-	ix->cap = cap;
-	for (size_t s = 0; s < cap; s++)
-		slots[s] = -1;
-	for (size_t i = 0; i < n; i++)
-		slots[index_slot(ix, base, spans, base + spans[i].off,
-				 spans[i].len)] = (int32_t)i;
-	return true;
 }
 
 /* ---- reading the lines ---------------------------------------------------------- */
@@ -403,11 +294,11 @@ static int read_lines(rt_nmt_data *d, const char *text, size_t len,
 /* ---- d2l's Vocab ---------------------------------------------------------------- */
 
 /* Counts one token (a span of d->text) in c. */
-static int counter_add(rt_nmt_data *d, nmt_counter *c, nmt_span tok)
+static int counter_add(rt_nmt_data *d, nmt_counter *c, rt_span tok)
 {
-	if (!index_reserve(&c->index, &d->al, d->text, c->spans, c->n))
+	if (!rt_span_index_reserve(&c->index, &d->al, d->text, c->spans, c->n))
 		return ATTNRT_ERR_NOMEM;
-	size_t s = index_slot(&c->index, d->text, c->spans, d->text + tok.off,
+	size_t s = rt_span_index_slot(&c->index, d->text, c->spans, d->text + tok.off,
 			      tok.len);
 	if (c->index.slots[s] >= 0) {
 		c->counts[c->index.slots[s]]++;
@@ -433,10 +324,10 @@ static int counter_fill(rt_nmt_data *d, nmt_counter *c, rt_nmt_side side)
 {
 	for (size_t r = 0; r < d->n_rows; r++) {
 		const nmt_pair *p = &d->pairs[r];
-		nmt_split sp = split_start(d->text + p->side[side],
+		rt_split sp = rt_split_start(d->text + p->side[side],
 					   p->is_lead[side]);
-		nmt_span tok;
-		while (split_next(&sp, &tok)) {
+		rt_span tok;
+		while (rt_split_next(&sp, &tok)) {
 			tok.off += p->side[side];
 			int rc = counter_add(d, c, tok);
 			if (rc)
@@ -476,44 +367,34 @@ static bool is_reserved(const char *s, size_t len)
 	return false;
 }
 
-/* Appends a token to v (its text and tokens arrays sized by the caller)
- * at text offset *at. */
-static void vocab_push(nmt_vocab *v, size_t *at, const char *s, size_t len)
+/* Makes *out from the ranked tokens of c: the reserved ones, then those
+ * (not reserved) in rank order, joined by spaces into the string that a
+ * checkpoint's metadata keeps, parsed as any such string is. */
+static int vocab_fill(rt_nmt_data *d, attnrt_vocab **out,
+		      const nmt_counter *c, const nmt_rank *ranks,
+		      size_t n_ranks)
 {
-	if (len)
-		memcpy(v->text + *at, s, len);
-	v->text[*at + len] = '\0';
-	v->tokens[v->n_tokens++] = (nmt_span){*at, len};
-	*at += len + 1;
-}
-
-/* Fills v from the ranked tokens of c: the reserved ones, then those
- * (not reserved) in rank order; then indexes them. */
-static int vocab_fill(rt_nmt_data *d, nmt_vocab *v, const nmt_counter *c,
-		      const nmt_rank *ranks, size_t n_ranks)
-{
-	size_t bytes = 6 * N_RESERVED, at = 0;
+	size_t bytes = 6 * N_RESERVED + 1, at = 0;
 	for (size_t i = 0; i < n_ranks; i++)
 		bytes += c->spans[ranks[i].first].len + 1;
-	v->text = rt_mem_alloc(&d->al, bytes);
-	v->tokens = rt_mem_alloc(&d->al, (N_RESERVED + n_ranks) * sizeof *v->tokens);
-	if (!v->text || !v->tokens)
+	char *s = rt_mem_alloc(&d->al, bytes);
+	if (!s)
 		return ATTNRT_ERR_NOMEM;
 	for (int i = 0; i < N_RESERVED; i++)
-		vocab_push(v, &at, reserved[i], strlen(reserved[i]));
+		at += (size_t)sprintf(s + at, "%s%s", i ? " " : "", reserved[i]);
 	for (size_t i = 0; i < n_ranks; i++) {
-		nmt_span t = c->spans[ranks[i].first];
-		if (!is_reserved(d->text + t.off, t.len))
-			vocab_push(v, &at, d->text + t.off, t.len);
+		rt_span t = c->spans[ranks[i].first];
+		if (is_reserved(d->text + t.off, t.len))
+			continue;
+		s[at++] = ' ';
+		memcpy(s + at, d->text + t.off, t.len);
+		at += t.len;
 	}
-	if (!index_reserve(&v->index, &d->al, v->text, v->tokens,
-			   (size_t)v->n_tokens))
-		return ATTNRT_ERR_NOMEM;
-	for (int32_t i = 0; i < v->n_tokens; i++)
-		v->index.slots[index_slot(&v->index, v->text, v->tokens,
-					  v->text + v->tokens[i].off,
-					  v->tokens[i].len)] = i;
-	return ATTNRT_OK;
+	s[at] = '\0';
+	int rc = attnrt_vocab_parse(&d->al, s, out, NULL, 0);
+	assert(rc != ATTNRT_ERR_FORMAT); /* corpus tokens are unique, spaceless */
+	rt_mem_free(&d->al, s);
+	return rc;
 }
 
 /* d2l's Vocab(tokens, min_freq=2, reserved_tokens=['<pad>', '<bos>',
@@ -541,40 +422,7 @@ out:
 	return rc;
 }
 
-static void vocab_fini(rt_nmt_data *d, nmt_vocab *v)
-{
-	rt_mem_free(&d->al, v->text);
-	rt_mem_free(&d->al, v->tokens);
-	rt_mem_free(&d->al, v->index.slots);
-}
-
 /* ---- d2l's build_array_nmt ------------------------------------------------------ */
-
-/* One row: the ids of s's tokens (after an empty one when is_lead), then
- * <eos>, truncated or padded with <pad> to T; returns the number of ids
- * that are not <pad>. *n_unknown (may be NULL) counts the <unk>s. */
-static int32_t encode_row(const rt_nmt_data *d, rt_nmt_side side,
-			  const char *s, bool is_lead, int32_t *row,
-			  size_t *n_unknown)
-{
-	nmt_split sp = split_start(s, is_lead);
-	nmt_span tok;
-	int t = 0;
-	while (t < d->steps && split_next(&sp, &tok)) {
-		row[t] = rt_nmt_vocab_lookup(d, side, s + tok.off, tok.len);
-		if (n_unknown && row[t] == RT_NMT_UNK)
-			++*n_unknown;
-		t++;
-	}
-	if (t < d->steps)
-		row[t++] = RT_NMT_EOS;
-	while (t < d->steps)
-		row[t++] = RT_NMT_PAD;
-	int32_t valid = 0;
-	for (t = 0; t < d->steps; t++)
-		valid += row[t] != RT_NMT_PAD;
-	return valid;
-}
 
 static int arrays_build(rt_nmt_data *d)
 {
@@ -588,10 +436,9 @@ static int arrays_build(rt_nmt_data *d)
 			return ATTNRT_ERR_NOMEM;
 		for (size_t r = 0; r < d->n_rows; r++) {
 			const nmt_pair *p = &d->pairs[r];
-			d->valid[k][r] = encode_row(d, (rt_nmt_side)k,
-						    d->text + p->side[k],
-						    p->is_lead[k],
-						    d->ids[k] + r * T, NULL);
+			d->valid[k][r] = rt_vocab_encode_tokens(
+				d->vocab[k], d->text + p->side[k], p->is_lead[k],
+				d->steps, d->ids[k] + r * T, NULL);
 		}
 	}
 	return ATTNRT_OK;
@@ -732,7 +579,7 @@ void rt_nmt_free(rt_nmt_data *d)
 		return;
 	attnrt_allocator al = d->al;
 	for (int k = 0; k < 2; k++) {
-		vocab_fini(d, &d->vocab[k]);
+		attnrt_vocab_free(d->vocab[k]);
 		rt_mem_free(&al, d->ids[k]);
 		rt_mem_free(&al, d->valid[k]);
 	}
@@ -758,26 +605,26 @@ int rt_nmt_steps(const rt_nmt_data *d)
 	return d->steps;
 }
 
+const attnrt_vocab *rt_nmt_vocab(const rt_nmt_data *d, rt_nmt_side side)
+{
+	return d->vocab[side];
+}
+
 int32_t rt_nmt_vocab_size(const rt_nmt_data *d, rt_nmt_side side)
 {
-	return d->vocab[side].n_tokens;
+	return attnrt_vocab_size(d->vocab[side]);
 }
 
 const char *rt_nmt_vocab_token(const rt_nmt_data *d, rt_nmt_side side,
 			       int32_t id)
 {
-	const nmt_vocab *v = &d->vocab[side];
-	if (id < 0 || id >= v->n_tokens)
-		return NULL;
-	return v->text + v->tokens[id].off;
+	return attnrt_vocab_token(d->vocab[side], id);
 }
 
 int32_t rt_nmt_vocab_lookup(const rt_nmt_data *d, rt_nmt_side side,
 			    const char *token, size_t len)
 {
-	const nmt_vocab *v = &d->vocab[side];
-	int32_t id = index_find(&v->index, v->text, v->tokens, token, len);
-	return id < 0 ? RT_NMT_UNK : id;
+	return attnrt_vocab_lookup(d->vocab[side], token, len);
 }
 
 const int32_t *rt_nmt_array(const rt_nmt_data *d, rt_nmt_side side,
@@ -882,30 +729,14 @@ int rt_nmt_encode_sentence(const rt_nmt_data *d, const char *sentence,
 			   int32_t *ids, int32_t *valid, size_t *n_unknown,
 			   char *err, size_t err_size)
 {
-	char *s;
-	int rc = preprocess_alloc(d, sentence, &s, err, err_size);
-	if (rc)
-		return rc;
-	if (n_unknown)
-		*n_unknown = 0;
-	*valid = encode_row(d, RT_NMT_SRC, s, false, ids, n_unknown);
-	rt_mem_free(&d->al, s);
-	return ATTNRT_OK;
+	return attnrt_vocab_encode(d->vocab[RT_NMT_SRC], sentence, d->steps,
+				   ids, valid, n_unknown, err, err_size);
 }
 
 size_t rt_nmt_decode_ids(const rt_nmt_data *d, rt_nmt_side side,
 			 const int32_t *ids, size_t n, char *out, size_t cap)
 {
-	nmt_out o = {out, cap, 0};
-	for (size_t i = 0; i < n && ids[i] != RT_NMT_EOS; i++) {
-		const char *tok = rt_nmt_vocab_token(d, side, ids[i]);
-		if (!tok)
-			tok = reserved[RT_NMT_UNK];
-		if (i)
-			out_byte(&o, ' ');
-		out_bytes(&o, tok, strlen(tok));
-	}
-	return out_end(&o);
+	return attnrt_vocab_decode(d->vocab[side], ids, n, out, cap);
 }
 
 int rt_nmt_reference(const rt_nmt_data *d, const char *sentence,

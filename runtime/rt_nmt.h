@@ -36,10 +36,10 @@
 #include <stdint.h>
 
 /* The reserved tokens' ids, the same in both vocabularies. */
-#define RT_NMT_UNK 0
-#define RT_NMT_PAD 1
-#define RT_NMT_BOS 2
-#define RT_NMT_EOS 3
+#define RT_NMT_UNK ATTNRT_VOCAB_UNK
+#define RT_NMT_PAD ATTNRT_VOCAB_PAD
+#define RT_NMT_BOS ATTNRT_VOCAB_BOS
+#define RT_NMT_EOS ATTNRT_VOCAB_EOS
 /* d2l's load_data_nmt settings. */
 #define RT_NMT_MIN_FREQ 2
 #define RT_NMT_DEFAULT_EXAMPLES 600
@@ -127,6 +127,12 @@ size_t rt_nmt_rows(const rt_nmt_data *d);
 /* T: the steps each row is truncated or padded to. */
 int rt_nmt_steps(const rt_nmt_data *d);
 
+/* A side's vocabulary (owned by the data): what attnc --save writes to
+ * a checkpoint's metadata (attnrt_vocab_string) and what a program that
+ * translates uses (attnrt.h). The three functions below are its
+ * attnrt_vocab_size, attnrt_vocab_token and attnrt_vocab_lookup. */
+const attnrt_vocab *rt_nmt_vocab(const rt_nmt_data *d, rt_nmt_side side);
+
 /* The vocabulary's size (len(vocab) in d2l). */
 int32_t rt_nmt_vocab_size(const rt_nmt_data *d, rt_nmt_side side);
 /* The token of id (NUL-terminated, owned by the data; "" is a token when
@@ -179,7 +185,8 @@ int rt_nmt_fill_batch(const rt_nmt_data *d, const size_t *order,
  * in Python); other characters are kept as they are. */
 size_t rt_nmt_preprocess(const char *text, size_t len, char *out, size_t cap);
 
-/* The encoder's input for a raw sentence: preprocessed, split on spaces,
+/* attnrt_vocab_encode with the source vocabulary and T: the encoder's
+ * input for a raw sentence: preprocessed, split on spaces,
  * each token looked up in the source vocabulary (<unk> if unknown),
  * <eos> appended, truncated or padded to T: writes T ids to ids and the
  * count of non-<pad> ids to *valid (d2l's predict_seq2seq uses the
@@ -191,7 +198,8 @@ int rt_nmt_encode_sentence(const rt_nmt_data *d, const char *sentence,
 			   int32_t *ids, int32_t *valid, size_t *n_unknown,
 			   char *err, size_t err_size);
 
-/* A sentence of side's vocabulary from ids: the tokens of the n ids up to
+/* attnrt_vocab_decode with side's vocabulary: a sentence of side's
+ * vocabulary from ids: the tokens of the n ids up to
  * the first <eos> (excluded) joined by single spaces, as d2l's
  * ' '.join(tgt_vocab.to_tokens(output_seq)); an id out of range reads as
  * <unk>. Writes at most cap bytes to out (NUL-terminated when cap > 0)
