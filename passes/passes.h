@@ -26,6 +26,7 @@ typedef struct pass_info {
 	const char *summary;
 	pass_fn run; /* NULL: the pass runs at lowering (fuse_elementwise) */
 	bool is_fusion;
+	bool is_forward; /* also runs before autodiff (pass_pipeline_forward) */
 } pass_info;
 
 /* The passes in pipeline order. */
@@ -36,6 +37,14 @@ const pass_info *pass_find(const char *name);
 /* Runs the pipeline as options say; dumps as asked; verifies between
  * passes when asked and always at the end. */
 bool pass_pipeline_run(ir_module *m, const pass_options *opts);
+
+/* Runs the passes of the pipeline marked is_forward (infer, fold,
+ * simplify, cse, fuse_attention, fuse_heads) that opts lets run, without
+ * dumps, then the verifier: what a module gets before pass_autodiff
+ * differentiates it, so that its loss's attentions are fused and their
+ * gradient rules make the fused backward nodes. pass_pipeline_run then
+ * runs over the whole module as usual. */
+bool pass_pipeline_forward(ir_module *m, const pass_options *opts);
 
 /* Whether opts lets the pass named name run (it is not disabled by name,
  * nor, being a fusion pass, by no_fuse). The lowering's passes
