@@ -60,9 +60,11 @@ bool pass_dce(ir_module *m);      /* drop nodes no output needs */
 /* Attention fusion (fuse_attention.c; docs/fusion.md). Replaces every
  * matmul(Q, K^T) -> [scale by a constant] -> softmax or masked_softmax ->
  * [dropout] -> matmul(., V) whose intermediates nothing else needs by one
- * fused_attention node located at the softmax; in a gradient function
- * (pass_autodiff) the chain's backward nodes likewise by one
- * fused_attention_grad. Weights a function returns stay unfused. */
+ * fused_attention node located at the softmax; additive attention
+ * likewise by one fused_additive_attention. Run before pass_autodiff
+ * (pass_pipeline_forward), whose rules for the fused ops make their
+ * fused gradients. Weights a function returns, or that backward nodes
+ * use, stay unfused. */
 bool pass_fuse_attention(ir_module *m);
 
 /* Writes, for every softmax and masked_softmax of every function of m,
@@ -83,8 +85,9 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
  * absent) and whose result is read only through merges of its heads
  * becomes one node with attr heads = h that reads the unsplit tensors
  * and whose result the merges' readers read directly; likewise a
- * fused_attention_grad whose output gradient is a split and whose parts
- * are merged. Runs after pass_fuse_attention. */
+ * fused_attention_grad (from IR text: autodiff gives the gradient of a
+ * node the node's heads) whose output gradient is a split and whose
+ * parts are merged. Runs after pass_fuse_attention. */
 bool pass_fuse_heads(ir_module *m);
 
 /* Loss fusion (fuse_loss.c; docs/fusion.md). Replaces each
@@ -144,7 +147,9 @@ uint32_t pass_fuse_ew_count(const ir_func *f, const ir_id *into);
  * order ("grad.<param name>", the parameter's type; zeros for one the
  * loss does not use). Its graph is entry's, copied, followed by the
  * backward nodes, each located at the forward node it differentiates.
- * Call it before pass_pipeline_run, which then optimizes both. Returns
+ * Call it after pass_pipeline_forward (so that it differentiates fused
+ * attention) and before pass_pipeline_run, which then optimizes both.
+ * Returns
  * false after reporting an error (no such function, a loss that is not a
  * scalar f32 at the function's location, "<entry>_grad" already taken,
  * out of memory), leaving the module as it was. */
