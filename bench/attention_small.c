@@ -97,7 +97,8 @@ static cg_program *compile(ir_ctx *ctx, const opts *o, ir_module **m)
 	uint32_t file = ir_ctx_add_source(ctx, "attention_small.g", src, strlen(src));
 	*m = fe_compile(ctx, file);
 	pass_options po = {0};
-	if (!*m || !pass_autodiff(*m, "loss") || !pass_pipeline_run(*m, &po))
+	if (!*m || !pass_pipeline_forward(*m, &po) || !pass_autodiff(*m, "loss") ||
+	    !pass_pipeline_run(*m, &po))
 		return NULL;
 	return cg_program_create(ctx, *m, NULL, NULL);
 }

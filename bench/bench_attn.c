@@ -63,7 +63,8 @@ static bool compile(ir_ctx *ctx, const bench_attn *b, int seq,
 	uint32_t file = ir_ctx_add_source(ctx, b->file, src, strlen(src));
 	v->m = fe_compile(ctx, file);
 	pass_options po = {.no_fuse = !is_fused};
-	if (!v->m || !pass_autodiff(v->m, "loss") || !pass_pipeline_run(v->m, &po))
+	if (!v->m || !pass_pipeline_forward(v->m, &po) ||
+	    !pass_autodiff(v->m, "loss") || !pass_pipeline_run(v->m, &po))
 		return false;
 	v->p = cg_program_create(ctx, v->m, NULL, NULL);
 	return v->p && cg_program_jit(v->p);

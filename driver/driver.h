@@ -10,6 +10,7 @@
 #include "cg_program.h"
 #include "interp.h"
 #include "ir.h"
+#include "passes.h"
 #include "rt_nmt.h"
 #include "rt_text.h"
 
@@ -247,12 +248,15 @@ typedef struct drv_train_config {
  * data are needed, a missing train block means entry `loss`, and a loss
  * that takes inputs without data is checked on its example; for -c only
  * the entry), then
- * adds the gradient function <entry>_grad by pass_autodiff, unless the
- * module already has it (printed IR of a training run). Runs before the
- * pass pipeline, so that the passes optimize the gradient and --dump-ir
- * shows it. Returns false after reporting each problem at its setting. */
+ * runs the forward passes (pass_pipeline_forward with po: the attentions
+ * fuse) and adds the gradient function <entry>_grad by pass_autodiff,
+ * unless the module already has it (printed IR of a training run) or
+ * --explain-fusion asks about the functions fusion sees (the forward
+ * ones). Runs before the pass pipeline, so that the passes optimize the
+ * gradient and --dump-ir shows it. Returns false after reporting each
+ * problem at its setting. */
 bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
-		       drv_train_config *tc);
+		       const pass_options *po, drv_train_config *tc);
 
 /* The name of the gradient function of tc ("<entry>_grad") in buf. */
 const char *drv_grad_name(const drv_train_config *tc, char *buf, size_t size);

@@ -701,10 +701,6 @@ int main(int argc, char **argv)
 		printf("# ---- after parse ----\n");
 	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
-	if ((o.train || o.gradcheck || (o.compile_only && m->n_train)) &&
-	    !drv_train_prepare(&ctx, m, &o, &tc))
-		goto out;
-
 	pass_options po = {
 		.disabled = o.disabled,
 		.n_disabled = o.n_disabled,
@@ -714,6 +710,10 @@ int main(int argc, char **argv)
 		.dump_out = stdout,
 		.verify_each = o.verify_each,
 	};
+	if ((o.train || o.gradcheck || (o.compile_only && m->n_train)) &&
+	    !drv_train_prepare(&ctx, m, &o, &po, &tc))
+		goto out;
+
 	if (!pass_pipeline_run(m, &po) || ctx.n_errors)
 		goto out;
 

@@ -321,7 +321,7 @@ const char *drv_grad_name(const drv_train_config *tc, char *buf, size_t size)
 }
 
 bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
-		       drv_train_config *tc)
+		       const pass_options *po, drv_train_config *tc)
 {
 	memset(tc, 0, sizeof *tc);
 	tc->shard_scale = 1;
@@ -360,5 +360,8 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	drv_grad_name(tc, grad, sizeof grad);
 	if (ir_module_find_func(m, grad))
 		return true; /* printed IR of a training run: already there */
-	return pass_autodiff(m, tc->entry) && !ctx->n_errors;
+	if (o->explain_fusion)
+		return true; /* fusion runs on the forward functions alone */
+	return pass_pipeline_forward(m, po) && !ctx->n_errors &&
+	       pass_autodiff(m, tc->entry) && !ctx->n_errors;
 }

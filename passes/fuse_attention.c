@@ -1,20 +1,16 @@
 /*
  * fuse_attention.c - the "fuse_attention" pass: every attention the
- * matcher (fuse_match.c) finds becomes one fused_attention node, and in
- * a gradient function its backward nodes one fused_attention_grad node;
- * and pass_explain_fusion, which reports the matcher's verdict on every
- * softmax.
+ * matcher (fuse_match.c) finds becomes one fused_attention node; and
+ * pass_explain_fusion, which reports the matcher's verdict on every
+ * softmax. The pass runs on the forward functions before autodiff
+ * (pass_pipeline_forward), whose rule for fused_attention then makes the
+ * fused_attention_grad of the gradient function.
  *
  * The final matmul of an attention is replaced by
  * fused_attention(q, k, v[, valid]) {scale, fill, p, stream}, located at
  * the softmax (a user reading the fused IR finds the line of the
- * weights). Operands stored transposed get a permute first. In a
- * gradient function, the contributions dQ, dK, dV the chain's gradient
- * rules made are replaced by parts of one fused_attention_grad(q, k, v
- * [, valid], G), G the gradient of the attention's output: a slice of the
- * packed result, reshaped (grad.c's rule for fused_attention does the
- * same). The weights, scores and their gradients are then unused, and
- * the compaction drops them.
+ * weights). Operands stored transposed get a permute first. The
+ * weights and scores are then unused, and the compaction drops them.
  *
  * New nodes must come before their users, so the graph is rebuilt in one
  * forward sweep (fz_builder) that copies each node or, at a replaced one,
@@ -28,7 +24,7 @@
 #include <string.h>
 
 /* What the rebuild does at a node. */
-typedef enum fz_role { ROLE_KEEP, ROLE_OUT, ROLE_DQ, ROLE_DK, ROLE_DV } fz_role;
+typedef enum fz_role { ROLE_KEEP, ROLE_OUT } fz_role;
 
 typedef struct fz_act {
 	fz_role role;
@@ -38,9 +34,6 @@ typedef struct fz_act {
 typedef struct fz_rebuild {
 	fz_builder b;       /* the new graph */
 	const fz_match *mt; /* the matches */
-	ir_id *packed;      /* per match: its fused_attention_grad, or IR_NONE */
-	ir_id *rows;        /* per match: that seen as [C, S] rows (a packed
-			     * length C times a symbol S), or IR_NONE */
 } fz_rebuild;
 
 /* Operand x of a match in the new graph, transposed if stored so. */
@@ -91,50 +84,6 @@ static ir_id emit_fused(fz_rebuild *r, const fz_match *mt)
 		       r->b.f->g.nodes[mt->sm].loc);
 }
 
-/* The part of match mi's packed gradient that replaces old node x of
- * role `role`, emitting the fused_attention_grad node first if needed. */
-static ir_id emit_part(fz_rebuild *r, uint32_t mi, fz_role role, ir_id x)
-{
-	const fz_match *mt = &r->mt[mi];
-	if (r->packed[mi] == IR_NONE) {
-		ir_id args[5];
-		uint32_t n = fused_args(r, mt, args);
-		args[n++] = r->b.map[mt->g];
-		ir_attr a = fused_attr(r, mt);
-		r->packed[mi] = fz_emit(&r->b, IR_OP_FUSED_ATTENTION_GRAD, args, n,
-					&a, NULL, r->b.f->g.nodes[mt->sm].loc);
-		if (r->b.is_failed)
-			return IR_NONE;
-	}
-	const ir_graph *og = &r->b.f->g;
-	ir_dim part[3];
-	for (int i = 0; i < 3; i++)
-		ir_type_numel_dim(r->b.m,
-				  &og->nodes[i == 0 ? mt->q : i == 1 ? mt->k : mt->v].type,
-				  &part[i]);
-	int which = role == ROLE_DQ ? 0 : role == ROLE_DK ? 1 : 2;
-	int64_t off = 0;
-	for (int i = 0; i < which; i++)
-		off += part[i].coef;
-	ir_loc loc = og->nodes[x].loc;
-	ir_id pk = r->packed[mi];
-	ir_dim total = r->b.g.nodes[pk].type.dims[0];
-	if (!ir_dim_is_static(total) && r->rows[mi] == IR_NONE) {
-		ir_type rows = {.dtype = IR_F32, .rank = 2,
-				.dims = {ir_dim_static(total.coef), {1, total.sym}}};
-		r->rows[mi] = fz_emit(&r->b, IR_OP_RESHAPE, &pk, 1, NULL, &rows, loc);
-	}
-	if (!ir_dim_is_static(total))
-		pk = r->rows[mi];
-	ir_attr sl;
-	memset(&sl, 0, sizeof sl);
-	sl.slice.start = off;
-	sl.slice.end = off + part[which].coef;
-	sl.slice.step = 1;
-	ir_id s = fz_emit(&r->b, IR_OP_SLICE, &pk, 1, &sl, NULL, loc);
-	return fz_emit(&r->b, IR_OP_RESHAPE, &s, 1, NULL, &og->nodes[x].type, loc);
-}
-
 /* The new graph, node by node; then it replaces the old one. */
 static bool rebuild(fz_rebuild *r, const fz_act *act)
 {
@@ -147,11 +96,6 @@ static bool rebuild(fz_rebuild *r, const fz_act *act)
 		case ROLE_OUT:
 			r->b.map[x] = emit_fused(r, &r->mt[act[x].match]);
 			break;
-		case ROLE_DQ:
-		case ROLE_DK:
-		case ROLE_DV:
-			r->b.map[x] = emit_part(r, act[x].match, act[x].role, x);
-			break;
 		}
 	}
 	return fz_finish(&r->b, "fuse_attention");
@@ -161,12 +105,6 @@ static bool rebuild(fz_rebuild *r, const fz_act *act)
 static void mark(fz_act *act, const fz_match *mt, uint32_t mi)
 {
 	act[mt->out] = (fz_act){ROLE_OUT, mi};
-	if (mt->dq != IR_NONE)
-		act[mt->dq] = (fz_act){ROLE_DQ, mi};
-	if (mt->dk != IR_NONE)
-		act[mt->dk] = (fz_act){ROLE_DK, mi};
-	if (mt->dv != IR_NONE)
-		act[mt->dv] = (fz_act){ROLE_DV, mi};
 }
 
 static bool is_softmax(ir_op op)
@@ -193,15 +131,10 @@ static bool fuse_func(ir_module *m, ir_func *f)
 	fz_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
 	fz_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
 	r.b.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.b.map);
-	r.packed = ir_alloc(m->ctx, (nn + 1) * sizeof *r.packed);
-	r.rows = ir_alloc(m->ctx, (nn + 1) * sizeof *r.rows);
-	bool ok = mt && act && r.b.map && r.packed && r.rows &&
-		  fz_uses_build(m->ctx, f, &u);
+	bool ok = mt && act && r.b.map && fz_uses_build(m->ctx, f, &u);
 	uint32_t n = ok ? find_matches(m, f, &u, mt) : 0;
-	for (uint32_t i = 0; i < n; i++) {
+	for (uint32_t i = 0; i < n; i++)
 		mark(act, &mt[i], i);
-		r.packed[i] = r.rows[i] = IR_NONE;
-	}
 	if (!ok)
 		ir_error(m->ctx, f->loc, "fuse_attention: out of memory");
 	else if (n > 0)
@@ -210,8 +143,6 @@ static bool fuse_func(ir_module *m, ir_func *f)
 	ir_free(m->ctx, mt);
 	ir_free(m->ctx, act);
 	ir_free(m->ctx, r.b.map);
-	ir_free(m->ctx, r.packed);
-	ir_free(m->ctx, r.rows);
 	return ok;
 }
 
@@ -237,7 +168,7 @@ static void print_loc(const ir_module *m, ir_loc loc, FILE *out)
 }
 
 /* What fuse_heads will make of a fused match whose queries are a head
- * split: the forward's heads, then the gradient's. */
+ * split. */
 static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
 			FILE *out)
 {
@@ -256,18 +187,6 @@ static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
 	else
 		fprintf(out, "; its %u head%s stay%s split: %s", h, s,
 			h == 1 ? "s" : "", hd.why);
-	if (!mt->has_grad)
-		return;
-	const ir_id parts[3] = {mt->dq, mt->dk, mt->dv};
-	bool ok = is_plain &&
-		  fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, mt->g, &hd);
-	for (int i = 0; ok && i < 3; i++)
-		ok = parts[i] == IR_NONE ||
-		     fz_heads_merged(f, u, parts[i], &hd, "gradient part");
-	if (ok)
-		fputs(", in its gradient too", out);
-	else
-		fprintf(out, "; in its gradient they stay split: %s", hd.why);
 }
 
 static void print_fused(const ir_func *f, const fz_uses *u, const fz_match *mt,
@@ -282,8 +201,6 @@ static void print_fused(const ir_func *f, const fz_uses *u, const fz_match *mt,
 	if (mt->drop != IR_NONE)
 		fprintf(out, ", dropout %%%u", mt->drop);
 	fprintf(out, ", matmul %%%u into fused_attention", mt->out);
-	if (mt->has_grad)
-		fputs(", and its gradient into fused_attention_grad", out);
 	print_heads(f, u, mt, out);
 }
 

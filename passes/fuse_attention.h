@@ -8,11 +8,9 @@
  *   S = matmul(Q, K^T) [* c or / c] ; P = [masked_]softmax(S[, valid]) ;
  *   [P' = dropout(P)] ; O = matmul(P or P', V)
  *
- * whose intermediate results nothing else needs. In a gradient function
- * (pass_autodiff) the weights also feed the backward nodes the gradient
- * rules made for the chain; the matcher then recognizes those too: the
- * contributions dQ, dK, dV the chain makes to the gradients of Q, K, V,
- * all computed from the output's gradient G. When it does not match, it
+ * whose intermediate results nothing else needs. It runs before autodiff
+ * (pass_pipeline_forward), whose rule for fused_attention makes the
+ * fused_attention_grad of a gradient function. When it does not match, it
  * says why, naming the op or use that blocks it: the same words the pass
  * leaves behind and pass_explain_fusion prints.
  */
@@ -46,10 +44,6 @@ typedef struct fz_match {
 	bool q_t, k_t, v_t; /* stored transposed: q^T (N, d, Q) and so on */
 	double scale;   /* the factor: c, or 1 / c for a division */
 	double scale_c; /* the constant c as the graph holds it */
-	/* The backward part, in a gradient function. */
-	bool has_grad;
-	ir_id g;          /* the gradient of out */
-	ir_id dq, dk, dv; /* the contributions to replace, or IR_NONE */
 	char why[FZ_WHY_CAP]; /* why not, when it does not match */
 } fz_match;
 

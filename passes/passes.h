@@ -26,6 +26,7 @@ typedef struct pass_info {
 	const char *summary;
 	pass_fn run; /* NULL: the pass runs at lowering (fuse_elementwise) */
 	bool is_fusion;
+	bool is_forward; /* also runs before autodiff (pass_pipeline_forward) */
 } pass_info;
 
 /* The passes in pipeline order. */
@@ -36,6 +37,14 @@ const pass_info *pass_find(const char *name);
 /* Runs the pipeline as options say; dumps as asked; verifies between
  * passes when asked and always at the end. */
 bool pass_pipeline_run(ir_module *m, const pass_options *opts);
+
+/* Runs the passes of the pipeline marked is_forward (infer, fold,
+ * simplify, cse, fuse_attention, fuse_heads) that opts lets run, without
+ * dumps, then the verifier: what a module gets before pass_autodiff
+ * differentiates it, so that its loss's attentions are fused and their
+ * gradient rules make the fused backward nodes. pass_pipeline_run then
+ * runs over the whole module as usual. */
+bool pass_pipeline_forward(ir_module *m, const pass_options *opts);
 
 /* Whether opts lets the pass named name run (it is not disabled by name,
  * nor, being a fusion pass, by no_fuse). The lowering's passes
@@ -51,9 +60,11 @@ bool pass_dce(ir_module *m);      /* drop nodes no output needs */
 /* Attention fusion (fuse_attention.c; docs/fusion.md). Replaces every
  * matmul(Q, K^T) -> [scale by a constant] -> softmax or masked_softmax ->
  * [dropout] -> matmul(., V) whose intermediates nothing else needs by one
- * fused_attention node located at the softmax; in a gradient function
- * (pass_autodiff) the chain's backward nodes likewise by one
- * fused_attention_grad. Weights a function returns stay unfused. */
+ * fused_attention node located at the softmax; additive attention
+ * likewise by one fused_additive_attention. Run before pass_autodiff
+ * (pass_pipeline_forward), whose rules for the fused ops make their
+ * fused gradients. Weights a function returns, or that backward nodes
+ * use, stay unfused. */
 bool pass_fuse_attention(ir_module *m);
 
 /* Writes, for every softmax and masked_softmax of every function of m,
@@ -74,8 +85,9 @@ void pass_explain_fusion(const ir_module *m, FILE *out);
  * absent) and whose result is read only through merges of its heads
  * becomes one node with attr heads = h that reads the unsplit tensors
  * and whose result the merges' readers read directly; likewise a
- * fused_attention_grad whose output gradient is a split and whose parts
- * are merged. Runs after pass_fuse_attention. */
+ * fused_attention_grad (from IR text: autodiff gives the gradient of a
+ * node the node's heads) whose output gradient is a split and whose
+ * parts are merged. Runs after pass_fuse_attention. */
 bool pass_fuse_heads(ir_module *m);
 
 /* Loss fusion (fuse_loss.c; docs/fusion.md). Replaces each
@@ -135,7 +147,9 @@ uint32_t pass_fuse_ew_count(const ir_func *f, const ir_id *into);
  * order ("grad.<param name>", the parameter's type; zeros for one the
  * loss does not use). Its graph is entry's, copied, followed by the
  * backward nodes, each located at the forward node it differentiates.
- * Call it before pass_pipeline_run, which then optimizes both. Returns
+ * Call it after pass_pipeline_forward (so that it differentiates fused
+ * attention) and before pass_pipeline_run, which then optimizes both.
+ * Returns
  * false after reporting an error (no such function, a loss that is not a
  * scalar f32 at the function's location, "<entry>_grad" already taken,
  * out of memory), leaving the module as it was. */

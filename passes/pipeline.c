@@ -18,37 +18,39 @@
  * as matmul flags, one node per value), and fuse_heads the splits and
  * merges around the fused nodes, and fuse_loss a loss's cross_entropy
  * with its gradient's; factor then turns the gradients' sums of
- * products with a shared operand (merged by CSE) into one product each,
- * after fusion so that the matchers see the backward chains as autodiff
- * made them; DCE sweeps up whatever no output needs. */
+ * products with a shared operand into one product each; DCE sweeps up
+ * whatever no output needs. The passes marked is_forward also run on
+ * the forward functions before autodiff (pass_pipeline_forward), so that
+ * a gradient function is derived from fused attention, whose gradient
+ * rules make the fused backward nodes. */
 const pass_info pass_table[] = {
 	{"infer", "re-derive every node's type and report any that differ",
-	 pass_infer, false},
+	 pass_infer, false, true},
 	{"fold", "evaluate nodes whose operands are all constants", pass_fold,
-	 false},
+	 false, true},
 	{"simplify", "algebraic identities: unit arithmetic, nested views, "
 		     "transposes into matmul flags",
-	 pass_simplify, false},
+	 pass_simplify, false, true},
 	{"cse", "merge identical nodes and identical constants", pass_cse,
-	 false},
-	{"fuse_attention", "one fused_attention (and fused_attention_grad) "
-			   "per matmul-softmax-matmul chain",
-	 pass_fuse_attention, true},
+	 false, true},
+	{"fuse_attention", "one fused_attention per matmul-softmax-matmul "
+			   "chain",
+	 pass_fuse_attention, true, true},
 	{"fuse_heads", "head split and merge around fused attention read in "
 		       "place by the kernels (attr heads)",
-	 pass_fuse_heads, true},
+	 pass_fuse_heads, true, true},
 	{"fuse_loss", "cross_entropy and cross_entropy_grad of the same "
 		      "logits and labels into one cross_entropy_with_grad",
-	 pass_fuse_loss, true},
+	 pass_fuse_loss, true, false},
 	{"factor", "sums of matmuls that share an operand (and flags) into "
 		   "one matmul of a sum",
-	 pass_factor, false},
-	{"dce", "drop nodes no output needs", pass_dce, false},
+	 pass_factor, false, false},
+	{"dce", "drop nodes no output needs", pass_dce, false, false},
 	/* At lowering: the plan (fuse_ew.c) tells codegen which nodes to
 	 * compute inside their consumer's kernel; the IR stays as it is. */
 	{"fuse_elementwise", "at lowering: elementwise chains, dropouts and "
 			     "permutes computed inside their consumer's kernel",
-	 NULL, true},
+	 NULL, true, false},
 };
 const uint32_t pass_count = sizeof pass_table / sizeof pass_table[0];
 
@@ -85,6 +87,23 @@ static void dump_after(const ir_module *m, const pass_info *p,
 	FILE *out = opts->dump_out ? opts->dump_out : stdout;
 	fprintf(out, "# ---- after %s ----\n", p->name);
 	ir_module_print(m, out);
+}
+
+bool pass_pipeline_forward(ir_module *m, const pass_options *opts)
+{
+	for (uint32_t i = 0; i < pass_count; i++) {
+		const pass_info *p = &pass_table[i];
+		if (!p->is_forward || is_disabled(p, opts))
+			continue;
+		if (p->run && !p->run(m))
+			return false;
+		if (opts->verify_each && !ir_module_verify(m)) {
+			ir_error(m->ctx, (ir_loc){0}, "the IR is malformed after "
+				 "pass '%s' (before autodiff)", p->name);
+			return false;
+		}
+	}
+	return ir_module_verify(m);
 }
 
 bool pass_pipeline_run(ir_module *m, const pass_options *opts)

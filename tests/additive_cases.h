@@ -80,10 +80,13 @@ static inline ir_module *add_compile(ir_ctx *ctx, const add_case *c,
 	ck_assert_msg(m != NULL, "the case does not compile:\n%s", src);
 	pass_options fuse = {.verify_each = true};
 	pass_options plain = {.verify_each = true, .no_fuse = true};
+	const pass_options *po = way == AC_UNFUSED ? &plain : &fuse;
 	if (way == AC_FUSED_FIRST)
 		ck_assert(pass_pipeline_run(m, &fuse));
+	else
+		ck_assert(pass_pipeline_forward(m, po));
 	ck_assert(pass_autodiff(m, "loss"));
-	ck_assert(pass_pipeline_run(m, way == AC_UNFUSED ? &plain : &fuse));
+	ck_assert(pass_pipeline_run(m, po));
 	add_expect(m, way);
 	return m;
 }

@@ -124,11 +124,15 @@ static inline ir_module *ac_compile(ir_ctx *ctx, const ac_case *c, ac_way way)
 	pass_options plain = {.verify_each = true, .no_fuse = true};
 	pass_options split = {.verify_each = true, .disabled = no_heads,
 			      .n_disabled = 1};
+	const pass_options *po = way == AC_UNFUSED	 ? &plain
+				 : way == AC_FUSED_SPLIT ? &split
+							 : &fuse;
 	if (way == AC_FUSED_FIRST)
 		ck_assert(pass_pipeline_run(m, &fuse));
+	else
+		ck_assert(pass_pipeline_forward(m, po));
 	ck_assert(pass_autodiff(m, "loss"));
-	ck_assert(pass_pipeline_run(m, way == AC_UNFUSED ? &plain
-					: way == AC_FUSED_SPLIT ? &split : &fuse));
+	ck_assert(pass_pipeline_run(m, po));
 	uint32_t want = way == AC_UNFUSED ? 0 : 1;
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), want);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), want);
@@ -241,6 +245,17 @@ static inline void ac_run_pipeline(ir_module *m, const pass_options *o)
 	pass_options po = o ? *o : (pass_options){0};
 	po.verify_each = true;
 	ck_assert(pass_pipeline_run(m, &po));
+}
+
+/* What the driver does before the pipeline when it trains: the forward
+ * passes with options o (NULL: the defaults), then loss_grad by
+ * autodiff. */
+static inline void ac_differentiate(ir_module *m, const pass_options *o)
+{
+	pass_options po = o ? *o : (pass_options){0};
+	po.verify_each = true;
+	ck_assert(pass_pipeline_forward(m, &po));
+	ck_assert(pass_autodiff(m, "loss"));
 }
 
 /* pass_explain_fusion's text for m (the caller frees it). */

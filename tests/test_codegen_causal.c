@@ -46,8 +46,9 @@ static void lm_init(lm *x, int64_t T, bool is_grad, bool is_opt)
 	ck_assert_uint_ne(file, 0);
 	x->m = fe_compile(&x->ctx, file);
 	ck_assert_msg(x->m != NULL, "%s does not compile", MODEL);
-	ck_assert(!is_grad || pass_autodiff(x->m, "loss"));
 	pass_options po = {.verify_each = true};
+	ck_assert(!is_grad || !is_opt || pass_pipeline_forward(x->m, &po));
+	ck_assert(!is_grad || pass_autodiff(x->m, "loss"));
 	ck_assert(!is_opt || pass_pipeline_run(x->m, &po));
 	ck_assert(ir_module_verify(x->m));
 	const int64_t d2[2] = {2, T}, d1[1] = {2};

@@ -333,8 +333,9 @@ static void step_init(step *s, const char *rel)
 	ck_assert_uint_ne(file, 0);
 	s->m = fe_compile(&s->ctx, file);
 	ck_assert(s->m != NULL);
-	ck_assert(pass_autodiff(s->m, "loss"));
 	pass_options po = {0};
+	ck_assert(pass_pipeline_forward(s->m, &po));
+	ck_assert(pass_autodiff(s->m, "loss"));
 	ck_assert(pass_pipeline_run(s->m, &po));
 	s->f = ir_module_find_func(s->m, "loss_grad");
 	ck_assert(s->f != NULL);

@@ -34,9 +34,10 @@ static void model_load(model *md, const char *rel, const char *grad_entry)
 	ck_assert_uint_ne(file, 0);
 	md->m = fe_compile(&md->ctx, file);
 	ck_assert_ptr_nonnull(md->m);
-	if (grad_entry)
-		ck_assert(pass_autodiff(md->m, grad_entry));
 	pass_options po = {0};
+	if (grad_entry)
+		ck_assert(pass_pipeline_forward(md->m, &po) &&
+			  pass_autodiff(md->m, grad_entry));
 	ck_assert(pass_pipeline_run(md->m, &po));
 	ck_assert_uint_le(md->m->n_params, 8);
 	ck_assert_uint_le(md->m->n_syms, 16);

@@ -275,7 +275,7 @@ START_TEST(test_every_decoder_step_of_bahdanau_fuses_forward_and_backward)
 	tu_graph x;
 	tu_graph_init_ctx(&x);
 	ir_module *m = ac_load_model(&x, "models/bahdanau.g");
-	ck_assert(pass_autodiff(m, "loss"));
+	ac_differentiate(m, NULL);
 	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
 	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
@@ -311,7 +311,7 @@ START_TEST(test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused)
 				{.disabled = off, .n_disabled = 1}};
 	for (int i = 0; i < 2; i++) {
 		ir_module *m = ac_load_model(&x, "models/bahdanau.g");
-		ck_assert(pass_autodiff(m, "loss"));
+		ac_differentiate(m, &opts[i]);
 		ac_run_pipeline(m, &opts[i]);
 		for (uint32_t fi = 0; fi < m->n_funcs; fi++) {
 			const char *fn = m->funcs[fi]->name;
@@ -322,6 +322,62 @@ START_TEST(test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused)
 		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_MASKED_SOFTMAX), 10);
 		ir_module_destroy(m);
 	}
+	tu_graph_fini(&x);
+}
+END_TEST
+
+/* Valid lengths that are constants: fold would make the unfused
+ * gradient's mask a constant, but the gradient is derived from the fused
+ * node, so it is one fused_additive_attention_grad whatever the lengths
+ * are, and equal to the unfused gradient. */
+START_TEST(test_constant_valid_lengths_fuse_the_additive_backward)
+{
+	static const char src[] =
+		"model t\n"
+		"export def loss(w: f32[2, 3, 6])\n"
+		"  param qp : [2, 3, 4] = normal(0, 1)\n"
+		"  param kp : [2, 5, 4] = normal(0, 1)\n"
+		"  param wv : [4, 1] = normal(0, 1)\n"
+		"  param v : [2, 5, 6] = normal(0, 1)\n"
+		"  f = tanh(unsqueeze(qp, 2) + unsqueeze(kp, 1))\n"
+		"  s = squeeze(f @ wv, -1)\n"
+		"  return sum(masked_softmax(s, [0, 4]) @ v * w)\n";
+	float data[36];
+	for (int i = 0; i < 36; i++)
+		data[i] = (float)((i * 5) % 7) - 3;
+	interp_tensor w = {.dtype = IR_F32, .rank = 3, .dims = {2, 3, 6},
+			   .data = data};
+	tu_graph x;
+	tu_graph_init_ctx(&x);
+	interp_tensor *out[2];
+	for (int fused = 0; fused < 2; fused++) {
+		ir_module *m = ac_load_text(&x, src);
+		pass_options po = {.no_fuse = !fused};
+		ac_differentiate(m, &po);
+		ac_run_pipeline(m, &po);
+		ck_assert_uint_eq(ac_count(m, "loss_grad",
+					   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD),
+				  (uint32_t)fused);
+		interp_tensor params[4];
+		int64_t syms[1] = {0};
+		ck_assert(interp_params_init(&x.ctx, m, syms, 5, false, params));
+		out[fused] = calloc(5, sizeof *out[fused]);
+		interp_opts o = {0};
+		ck_assert(interp_run(&x.ctx, m, ir_module_find_func(m, "loss_grad"), &o,
+				     params, &w, out[fused]));
+		for (int i = 0; i < 4; i++)
+			interp_tensor_fini(&x.ctx, &params[i]);
+		ir_module_destroy(m);
+	}
+	for (int o = 0; o < 5; o++) {
+		double e, mag;
+		ac_errors(&out[1][o], &out[0][o], &e, &mag);
+		ck_assert_msg(e <= 1e-5 * (mag + 1), "output %d differs by %g", o, e);
+		interp_tensor_fini(&x.ctx, &out[0][o]);
+		interp_tensor_fini(&x.ctx, &out[1][o]);
+	}
+	free(out[0]);
+	free(out[1]);
 	tu_graph_fini(&x);
 }
 END_TEST
@@ -402,6 +458,7 @@ static Suite *fuse_additive_suite(void)
 	tcase_set_timeout(models, 120);
 	tcase_add_test(models, test_every_decoder_step_of_bahdanau_fuses_forward_and_backward);
 	tcase_add_test(models, test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused);
+	tcase_add_test(models, test_constant_valid_lengths_fuse_the_additive_backward);
 	tcase_add_test(models, test_explain_fusion_reports_the_additive_attentions);
 	tcase_add_test(models, test_features_used_elsewhere_block_the_fusion);
 	suite_add_tcase(s, models);

@@ -47,14 +47,17 @@ static void add_i32(gm *x, int rank, const int64_t *dims, const int32_t *v)
 	memcpy(t->data, v, (size_t)interp_tensor_numel(t) * sizeof *v);
 }
 
-/* Compiles the model, derives loss_grad, binds symbols from the inputs
+/* Compiles the model, derives loss_grad (after the forward passes, as
+ * the driver does, when is_fused), binds symbols from the inputs
  * already added and initializes the parameters in float64. */
-static void gm_load(gm *x, const char *rel)
+static void gm_load_as(gm *x, const char *rel, bool is_fused)
 {
 	uint32_t file = ir_ctx_load_source(&x->ctx, tu_path(rel));
 	ck_assert_uint_ne(file, 0);
 	x->m = fe_compile(&x->ctx, file);
 	ck_assert_msg(x->m != NULL, "%s does not compile", rel);
+	pass_options po = {.verify_each = true};
+	ck_assert(!is_fused || pass_pipeline_forward(x->m, &po));
 	ck_assert_msg(pass_autodiff(x->m, "loss"), "autodiff failed on %s", rel);
 	ck_assert(ir_module_verify(x->m));
 	const ir_func *f = ir_module_find_func(x->m, "loss_grad");
@@ -229,7 +232,7 @@ static void check_model(const char *rel, bool has_nmt_inputs)
 	gm_init(&x);
 	if (has_nmt_inputs)
 		add_nmt_batch(&x);
-	gm_load(&x, rel);
+	gm_load_as(&x, rel, false);
 	interp_opts eval = {.is_f64 = true};
 	directional_error(&x, &eval, 1);
 	directional_error(&x, &eval, 2);
@@ -299,7 +302,7 @@ START_TEST(test_fused_transformer_loss_gradient_matches_finite_differences)
 	gm x;
 	gm_init(&x);
 	add_nmt_batch(&x);
-	gm_load(&x, "models/transformer.g");
+	gm_load_as(&x, "models/transformer.g", true);
 	pass_options po = {.verify_each = true};
 	ck_assert(pass_pipeline_run(x.m, &po));
 	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ATTENTION), 6);
@@ -326,7 +329,7 @@ START_TEST(test_fused_bahdanau_loss_gradient_matches_finite_differences)
 	gm x;
 	gm_init(&x);
 	add_nmt_batch(&x);
-	gm_load(&x, "models/bahdanau.g");
+	gm_load_as(&x, "models/bahdanau.g", true);
 	pass_options po = {.verify_each = true};
 	ck_assert(pass_pipeline_run(x.m, &po));
 	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
