@@ -13,6 +13,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -769,6 +770,8 @@ int main(int argc, char **argv)
 	}
 	status = 0;
 out:
+	if (o.plot || o.heatmap)
+		plot_fini(); /* cairo's and fontconfig's caches */
 	ir_module_destroy(m);
 	ir_ctx_fini(&ctx);
 	drv_dist_fini(&dist, status);

@@ -235,10 +235,12 @@ static bool check_heatmap_rank(ir_ctx *ctx, const ir_module *m,
  * rank 2; for rank 3 one (N, K) matrix when Q is 1, the book's reshape
  * of the weights of every query of the batch into one picture (d2l
  * 11.3), else N panels of Q x K, 8 to a row. */
+#define PANEL_TITLE 24 /* "[%zu]" of any size_t */
+
 typedef struct heat_panels {
 	float *v;
 	plot_heatmap *panels;
-	char *titles; /* n of 16 bytes */
+	char *titles; /* n of PANEL_TITLE bytes */
 	size_t n, rows, cols, q, k;
 } heat_panels;
 
@@ -263,17 +265,19 @@ static bool panels_make(ir_ctx *ctx, const interp_tensor *t, heat_panels *hp)
 	hp->rows = (hp->n + hp->cols - 1) / hp->cols;
 	hp->v = ir_alloc(ctx, (numel + 1) * sizeof *hp->v);
 	hp->panels = ir_alloc(ctx, (hp->rows * hp->cols + 1) * sizeof *hp->panels);
-	hp->titles = ir_alloc(ctx, hp->n * 16 + 1);
-	if (!hp->v || !hp->panels || !hp->titles)
+	hp->titles = ir_alloc(ctx, hp->n * PANEL_TITLE + 1);
+	if (!hp->v || !hp->panels || !hp->titles) {
+		ir_error(ctx, (ir_loc){0}, "--heatmap: out of memory");
 		return false;
+	}
 	for (size_t i = 0; i < numel; i++)
 		hp->v[i] = (float)interp_tensor_get(t, (int64_t)i);
 	memset(hp->panels, 0, hp->rows * hp->cols * sizeof *hp->panels);
 	for (size_t i = 0; i < hp->n; i++) {
-		snprintf(hp->titles + 16 * i, 16, "[%zu]", i);
-		hp->panels[i] = (plot_heatmap){hp->n > 1 ? hp->titles + 16 * i : NULL,
-					       NULL, NULL, hp->v + i * hp->q * hp->k,
-					       hp->q, hp->k};
+		char *title = hp->titles + PANEL_TITLE * i;
+		snprintf(title, PANEL_TITLE, "[%zu]", i);
+		hp->panels[i] = (plot_heatmap){hp->n > 1 ? title : NULL, NULL, NULL,
+					       hp->v + i * hp->q * hp->k, hp->q, hp->k};
 	}
 	return true;
 }
@@ -377,6 +381,14 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 "curve needs --train, or --load of a checkpoint that "
 			 "--train --save wrote", m->name);
 		return false;
+	}
+	if (o->plot && !is_training && o->load && !drv_is_regression(m)) {
+		double *losses = NULL;
+		uint32_t n = 0;
+		bool has_losses = drv_state_losses(ctx, o->load, &losses, &n);
+		free(losses);
+		if (!has_losses)
+			return false;
 	}
 	if (!o->heatmap)
 		return true;

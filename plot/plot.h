@@ -101,6 +101,13 @@ bool plot_heatmap_save(const char *path, const plot_heatmap *h, char *err,
 bool plot_grid_save(const char *path, const plot_grid *g, char *err,
 		    size_t err_size);
 
+/* Releases what cairo and fontconfig keep between pictures (the font
+ * faces, fontconfig's configuration), so that a leak checker finds
+ * nothing left at exit. Call it once at the end of a program that drew,
+ * when no cairo object is alive and no other thread uses cairo or
+ * fontconfig; drawing after it starts afresh. */
+void plot_fini(void);
+
 /* The 'Reds' colour map at t in [0, 1] (clamped; NaN gives grey) as
  * 8-bit RGB: ColorBrewer's nine stops from #fff5f0 to #67000d, linearly
  * interpolated as matplotlib does. */

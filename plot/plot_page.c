@@ -10,6 +10,7 @@
 #include "plot_internal.h"
 
 #include <cairo-svg.h>
+#include <fontconfig/fontconfig.h>
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -270,4 +271,10 @@ bool plot_page_save(const char *path, double w, double h, plot_draw_fn *draw,
 		return plot_fail(err, err_size, "drawing '%s' failed: %s", path,
 				 cairo_status_to_string(st));
 	return true;
+}
+
+void plot_fini(void)
+{
+	cairo_debug_reset_static_data();
+	FcFini();
 }

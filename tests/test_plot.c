@@ -580,6 +580,8 @@ static Suite *plot_suite(void)
 {
 	Suite *s = suite_create("plot");
 	TCase *tc = tcase_create("plot");
+	/* nothing of cairo's or fontconfig's left for LeakSanitizer */
+	tcase_add_checked_fixture(tc, NULL, plot_fini);
 	tcase_add_test(tc, test_the_xml_check_rejects_broken_documents);
 	tcase_add_test(tc, test_reds_runs_from_near_white_to_dark_red);
 	tcase_add_test(tc, test_ticks_are_round_numbers_inside_the_range);
