@@ -199,18 +199,28 @@ static int32_t find_output(const ir_func *f, const char *name)
 	return -1;
 }
 
-/* The entry has no output `name`: says so, with the nearest name. */
+/* The entry has no output `name`: says so, with the nearest name, or
+ * else the names it has. */
 static void no_such_output(ir_ctx *ctx, const ir_func *f, const char *opt,
 			   const char *name)
 {
 	ir_suggest sg;
+	char names[256] = "";
+	size_t at = 0;
 	ir_suggest_init(&sg, name);
-	for (uint32_t i = 0; f->output_names && i < f->n_outputs; i++)
-		if (f->output_names[i])
-			ir_suggest_offer(&sg, f->output_names[i]);
+	for (uint32_t i = 0; f->output_names && i < f->n_outputs; i++) {
+		if (!f->output_names[i] || at >= sizeof names)
+			continue;
+		ir_suggest_offer(&sg, f->output_names[i]);
+		at += (size_t)snprintf(names + at, sizeof names - at, "%s%s",
+				       at ? ", " : "", f->output_names[i]);
+	}
 	if (sg.best)
 		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s'; did you "
 			 "mean '%s'?", opt, f->name, name, sg.best);
+	else if (*names)
+		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s' to draw "
+			 "(its outputs: %s)", opt, f->name, name, names);
 	else
 		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s' to draw",
 			 opt, f->name, name);
