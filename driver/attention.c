@@ -6,17 +6,17 @@
  * positions), the decoder's self-attention (the decoded steps), and the
  * encoder-decoder attention (decoded steps over the source), with key
  * positions across and query positions down, one colour scale, in one
- * SVG file.
+ * SVG or PNG file (plot.h).
  */
 #include "driver.h"
 
-#include "rt_plot.h"
+#include "plot.h"
 
 #include <string.h>
 
 /* A grid's panels and row headings, through ctx. */
 typedef struct grid_parts {
-	rt_plot_heatmap *panels;
+	plot_heatmap *panels;
 	char **row_titles;
 	char *panel_titles; /* n_cols of 32 bytes */
 	size_t n_rows, n_cols;
@@ -60,7 +60,7 @@ static size_t fill_rows(grid_parts *g, const struct drv_attention_fig *f,
 		else
 			snprintf(g->row_titles[r], 96, "%s", f->name);
 		for (int h = 0; h < f->heads; h++) {
-			rt_plot_heatmap *p = &g->panels[r * g->n_cols + (size_t)h];
+			plot_heatmap *p = &g->panels[r * g->n_cols + (size_t)h];
 			p->title = f->heads > 1 ? g->panel_titles + 32 * (size_t)h : NULL;
 			p->values = f->w + ((size_t)l * (size_t)f->heads + (size_t)h) *
 						   matrix;
@@ -88,7 +88,7 @@ bool drv_attention_draw(ir_ctx *ctx, const ir_module *m,
 {
 	grid_parts g;
 	char title[512], err[512] = "out of memory";
-	int rc = ATTNRT_ERR_NOMEM;
+	bool ok = false;
 	if (parts_alloc(ctx, a, &g)) {
 		for (size_t h = 0; h < g.n_cols; h++)
 			snprintf(g.panel_titles + 32 * h, 32, "Head %zu", h + 1);
@@ -96,13 +96,13 @@ bool drv_attention_draw(ir_ctx *ctx, const ir_module *m,
 			r = (uint32_t)fill_rows(&g, &a->figs[i], r);
 		snprintf(title, sizeof title, "%s: \"%s\" => \"%s\"", m->name,
 			 a->src, a->pred);
-		rt_plot_grid grid = {title, "Key positions", "Query positions",
+		plot_grid grid = {title, "Key positions", "Query positions",
 				     g.panels, (const char *const *)g.row_titles,
 				     g.n_rows, g.n_cols};
-		rc = rt_plot_grid_save(path, &grid, err, sizeof err);
+		ok = plot_grid_save(path, &grid, err, sizeof err);
 	}
 	parts_fini(ctx, &g);
-	if (rc != ATTNRT_OK) {
+	if (!ok) {
 		ir_error(ctx, (ir_loc){0}, "--heatmap: %s", err);
 		return false;
 	}

@@ -120,6 +120,7 @@ void drv_dist_rank_options(const drv_dist *d, drv_options *o)
 	o->save_every = 0;
 	o->plot = NULL;
 	o->heatmap = NULL;
+	o->heatmap_output = NULL;
 	o->outputs = NULL;
 }
 

@@ -59,6 +59,7 @@ typedef struct drv_options {
 	double lr;      /* --lr; 0 = the train block's */
 	const char *metrics;        /* --metrics FILE: JSON lines per epoch */
 	const char *plot, *heatmap; /* --plot FILE.svg, --heatmap FILE.svg */
+	const char *heatmap_output; /* --heatmap-output NAME (`weights`) */
 	const char *data;  /* --data FILE: the train block's data source's file */
 	const char *valid_data; /* --valid-data FILE: the validation set */
 	const char *inputs, *outputs; /* --inputs / --outputs FILE.safetensors */
@@ -201,8 +202,9 @@ bool drv_is_regression(const ir_module *m);
 bool drv_regression_mse(const drv_exec *e, double *mse);
 
 /* Whether the pictures asked for can be drawn, before anything runs:
- * --plot needs a regression model or training, --heatmap an entry with
- * an output `weights`, or for a seq2seq model a translation (training,
+ * --plot needs a regression model, training or a checkpoint's losses
+ * (--load), --heatmap an entry with a 2-D or 3-D output `weights` (or
+ * --heatmap-output's), or for a seq2seq model a translation (training,
  * or --translate). Reports and returns false if not. */
 bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			bool is_training);
@@ -211,10 +213,17 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
  * prediction, training points) for regression models, else the loss per
  * epoch (losses[0 .. n_epochs), NULL when there was no training: then
  * it is an error). --heatmap draws the default entry's output `weights`
- * on its example (the first matrix when its rank is above 2), except for
- * a seq2seq model, whose heatmap drv_translate draws. Says what it wrote
+ * (or --heatmap-output's) on its example: a matrix, or a 3-D stack of
+ * them (B, Q, K) as one (B, K) matrix when Q is 1, as the book draws the
+ * weights of every query of a batch, else as B panels; except for a
+ * seq2seq model, whose heatmap drv_translate draws. Says what it wrote
  * on stdout; returns false after reporting. */
 bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs);
+
+/* --plot without training: the loss per epoch that the --load
+ * checkpoint records (drv_state_losses), drawn into o->plot. False after
+ * reporting. */
+bool drv_plot_loaded(ir_ctx *ctx, const ir_module *m, const drv_options *o);
 
 /* ---- training (train_config.c, train.c, gradcheck.c) ---------------------------- */
 
@@ -646,6 +655,13 @@ typedef struct drv_resume {
 /* Reads the checkpoint at path and its state's numbers; false after
  * reporting a file that holds no state. drv_resume_close frees r. */
 bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r);
+
+/* The losses per epoch of the run that wrote the checkpoint at path
+ * (--train --save), malloc'd into *losses (the caller frees), their
+ * number in *n_epochs. False, reporting as --plot, for a file that
+ * cannot be read or records no run. */
+bool drv_state_losses(ir_ctx *ctx, const char *path, double **losses,
+		      uint32_t *n_epochs);
 /* Puts r's parameters into j's params block, its moments and step count
  * into opt, its losses per epoch done into losses (and valid, if not
  * NULL); checks that opt is of the saved kind and that an epoch has

@@ -13,6 +13,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "passes.h"
+#include "plot.h"
 
 #include <errno.h>
 #include <math.h>
@@ -93,13 +94,17 @@ static const char usage_more[] =
 	"  --temperature X      divide the logits by X (1; 0: the most likely)\n"
 	"  --top-k K            sample from the K most likely only (all)\n"
 	"\n"
-	"Pictures (SVG, or PNG when FILE ends in .png; with --interp, --jit\n"
-	"or --train):\n"
-	"  --plot FILE.svg      the loss per epoch; for regression models the\n"
-	"                       prediction against the truth and the data\n"
+	"Pictures (SVG, or PNG when FILE ends in .png; with --interp, --jit,\n"
+	"--train, or --load and --translate):\n"
+	"  --plot FILE.svg      the loss per epoch (of --train, or the one the\n"
+	"                       --load checkpoint records); for regression\n"
+	"                       models the prediction against the truth and\n"
+	"                       the data\n"
 	"  --heatmap FILE.svg   the entry's output `weights` as a heatmap; for\n"
 	"                       seq2seq models the attention of the last\n"
 	"                       translation\n"
+	"  --heatmap-output NAME  draw the entry's output NAME (2-D or 3-D)\n"
+	"                       instead of `weights`\n"
 	"\n"
 	"Ahead of time:\n"
 	"  -c [-o NAME.o]       write an object file and its header NAME.h (with a\n"
@@ -398,6 +403,7 @@ static const opt_def opt_table[] = {
 	FILE_OPT("--metrics", metrics),
 	FILE_OPT("--plot", plot),
 	FILE_OPT("--heatmap", heatmap),
+	FILE_OPT("--heatmap-output", heatmap_output),
 	FILE_OPT("--data", data),
 	FILE_OPT("--emit", emit),
 	FILE_OPT("--valid-data", valid_data),
@@ -566,8 +572,13 @@ static const char *check_training(const drv_options *o)
 		return "--epochs, --lr, --shards and --metrics need --train";
 	if (o->gradcheck && (o->plot || o->heatmap || o->save))
 		return "--gradcheck checks; it does not draw or save";
-	if ((o->plot || o->heatmap) && !o->interp && !o->jit && !o->train)
-		return "--plot and --heatmap need a run: --interp, --jit or --train";
+	if ((o->plot || o->heatmap) && !o->interp && !o->jit && !o->train &&
+	    !o->n_translate)
+		return "--plot and --heatmap need a run: --interp, --jit, --train, "
+		       "or --load and --translate";
+	if (o->heatmap_output && !o->heatmap)
+		return "--heatmap-output names what --heatmap draws: it needs "
+		       "--heatmap FILE";
 	return NULL;
 }
 
@@ -740,7 +751,8 @@ int main(int argc, char **argv)
 		if (!drv_gradcheck(&ctx, m, &o, &tc))
 			goto out;
 	} else if (o.n_translate) {
-		if (!drv_translate_loaded(&ctx, m, &o))
+		if (!drv_translate_loaded(&ctx, m, &o) ||
+		    (o.plot && !drv_plot_loaded(&ctx, m, &o)))
 			goto out;
 	} else if (o.generate) {
 		if (!drv_generate_loaded(&ctx, m, &o))
@@ -758,6 +770,8 @@ int main(int argc, char **argv)
 	}
 	status = 0;
 out:
+	if (o.plot || o.heatmap)
+		plot_fini(); /* cairo's and fontconfig's caches */
 	ir_module_destroy(m);
 	ir_ctx_fini(&ctx);
 	drv_dist_fini(&dist, status);

@@ -9,7 +9,7 @@
  */
 #include "driver.h"
 
-#include "rt_plot.h"
+#include "plot.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +97,8 @@ bool drv_regression_mse(const drv_exec *e, double *mse)
 }
 
 /* The three series of d2l's plot_kernel_reg. */
-static int draw_regression(ir_ctx *ctx, const regression *r, const char *path,
-			   const char *model, double mse, char *err, size_t n)
+static bool draw_regression(ir_ctx *ctx, const regression *r, const char *path,
+			    const char *model, double mse, char *err, size_t n)
 {
 	size_t nx, np, nt, ndx, ndy;
 	double *x = to_doubles(ctx, &r->x, &nx);
@@ -106,25 +106,25 @@ static int draw_regression(ir_ctx *ctx, const regression *r, const char *path,
 	double *truth = to_doubles(ctx, &r->truth[0], &nt);
 	double *dx = to_doubles(ctx, &r->data[0], &ndx);
 	double *dy = to_doubles(ctx, &r->data[1], &ndy);
-	int rc = ATTNRT_ERR_NOMEM;
+	bool ok = false;
 	if (x && pred && truth && dx && dy) {
-		rt_plot_series s[3] = {
-			{"Truth", x, truth, nx < nt ? nx : nt, RT_PLOT_LINE},
-			{"Pred", x, pred, nx < np ? nx : np, RT_PLOT_LINE},
-			{"Training data", dx, dy, ndx < ndy ? ndx : ndy, RT_PLOT_POINTS},
+		plot_series s[3] = {
+			{"Truth", x, truth, nx < nt ? nx : nt, PLOT_LINE},
+			{"Pred", x, pred, nx < np ? nx : np, PLOT_LINE},
+			{"Training data", dx, dy, ndx < ndy ? ndx : ndy, PLOT_POINTS},
 		};
 		char title[256];
 		snprintf(title, sizeof title, "%s: prediction and truth (test MSE %.4f)",
 			 model, mse);
-		rt_plot_lines p = {title, "x", "y", s, 3, {0, 0}, {0, 0}};
-		rc = rt_plot_lines_save(path, &p, err, n);
+		plot_lines p = {title, "x", "y", s, 3, {0, 0}, {0, 0}};
+		ok = plot_lines_save(path, &p, err, n);
 	}
 	ir_free(ctx, x);
 	ir_free(ctx, pred);
 	ir_free(ctx, truth);
 	ir_free(ctx, dx);
 	ir_free(ctx, dy);
-	return rc;
+	return ok;
 }
 
 static bool plot_regression(const drv_exec *e, const char *path)
@@ -133,8 +133,8 @@ static bool plot_regression(const drv_exec *e, const char *path)
 	double mse = 0;
 	char err[512] = "out of memory";
 	bool ok = regression_run(e, &r) && regression_mse(e->ctx, &r, &mse);
-	if (ok && draw_regression(e->ctx, &r, path, e->m->name, mse, err,
-				  sizeof err) != ATTNRT_OK) {
+	if (ok && !draw_regression(e->ctx, &r, path, e->m->name, mse, err,
+				   sizeof err)) {
 		ir_error(e->ctx, (ir_loc){0}, "--plot: %s", err);
 		ok = false;
 	}
@@ -148,31 +148,47 @@ static bool plot_regression(const drv_exec *e, const char *path)
 
 /* ---- the loss curve ---------------------------------------------------------------------- */
 
-static bool plot_losses(const drv_exec *e, const char *path,
+static bool plot_losses(ir_ctx *ctx, const char *model, const char *path,
 			const double *losses, uint32_t n_epochs)
 {
-	double *epochs = ir_alloc(e->ctx, (n_epochs + 1) * sizeof *epochs);
+	double *epochs = ir_alloc(ctx, (n_epochs + 1) * sizeof *epochs);
 	if (!epochs)
 		return false;
 	for (uint32_t i = 0; i < n_epochs; i++)
 		epochs[i] = i + 1;
 	/* one epoch is a point, not a line */
-	rt_plot_series s = {"train loss", epochs, losses, n_epochs,
-			    n_epochs > 1 ? RT_PLOT_LINE : RT_PLOT_POINTS};
+	plot_series s = {"train loss", epochs, losses, n_epochs,
+			 n_epochs > 1 ? PLOT_LINE : PLOT_POINTS};
 	char title[256], err[512];
-	snprintf(title, sizeof title, "%s: training loss", e->m->name);
-	rt_plot_lines p = {title, "epoch", "loss", &s, 1, {0, 0}, {0, 0}};
-	int rc = rt_plot_lines_save(path, &p, err, sizeof err);
-	ir_free(e->ctx, epochs);
-	if (rc != ATTNRT_OK) {
-		ir_error(e->ctx, (ir_loc){0}, "--plot: %s", err);
+	snprintf(title, sizeof title, "%s: training loss", model);
+	plot_lines p = {title, "epoch", "loss", &s, 1, {0, 0}, {0, 0}};
+	bool ok = plot_lines_save(path, &p, err, sizeof err);
+	ir_free(ctx, epochs);
+	if (!ok) {
+		ir_error(ctx, (ir_loc){0}, "--plot: %s", err);
 		return false;
 	}
 	printf("wrote %s: the loss of %u epochs\n", path, n_epochs);
 	return true;
 }
 
+bool drv_plot_loaded(ir_ctx *ctx, const ir_module *m, const drv_options *o)
+{
+	double *losses = NULL;
+	uint32_t n = 0;
+	bool ok = drv_state_losses(ctx, o->load, &losses, &n) &&
+		  plot_losses(ctx, m->name, o->plot, losses, n);
+	free(losses);
+	return ok;
+}
+
 /* ---- the heatmap --------------------------------------------------------------------------- */
+
+/* The output --heatmap draws: --heatmap-output's, else `weights`. */
+static const char *heatmap_name(const drv_options *o)
+{
+	return o->heatmap_output ? o->heatmap_output : "weights";
+}
 
 static int32_t find_output(const ir_func *f, const char *name)
 {
@@ -183,52 +199,144 @@ static int32_t find_output(const ir_func *f, const char *name)
 	return -1;
 }
 
-/* The first matrix of t: its last two dims (a vector is one row), with
- * "[0, 0]" in index for the leading dims it drops. */
-static float *first_matrix(ir_ctx *ctx, const interp_tensor *t, size_t *rows,
-			   size_t *cols, char *index, size_t size)
+/* The entry has no output `name`: says so, with the nearest name, or
+ * else the names it has. */
+static void no_such_output(ir_ctx *ctx, const ir_func *f, const char *opt,
+			   const char *name)
 {
-	*cols = t->rank >= 1 ? (size_t)t->dims[t->rank - 1] : 1;
-	*rows = t->rank >= 2 ? (size_t)t->dims[t->rank - 2] : 1;
-	size_t n = (size_t)snprintf(index, size, "%s", t->rank > 2 ? "[" : "");
-	for (int d = 0; d + 2 < t->rank && n < size; d++)
-		n += (size_t)snprintf(index + n, size - n, "%s0", d ? ", " : "");
-	if (t->rank > 2 && n < size)
-		snprintf(index + n, size - n, "]");
-	float *v = ir_alloc(ctx, (*rows * *cols + 1) * sizeof *v);
-	for (size_t i = 0; v && i < *rows * *cols; i++)
-		v[i] = (float)interp_tensor_get(t, (int64_t)i);
-	return v;
+	ir_suggest sg;
+	char names[256] = "";
+	size_t at = 0;
+	ir_suggest_init(&sg, name);
+	for (uint32_t i = 0; f->output_names && i < f->n_outputs; i++) {
+		if (!f->output_names[i] || at >= sizeof names)
+			continue;
+		ir_suggest_offer(&sg, f->output_names[i]);
+		at += (size_t)snprintf(names + at, sizeof names - at, "%s%s",
+				       at ? ", " : "", f->output_names[i]);
+	}
+	if (sg.best)
+		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s'; did you "
+			 "mean '%s'?", opt, f->name, name, sg.best);
+	else if (*names)
+		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s' to draw "
+			 "(its outputs: %s)", opt, f->name, name, names);
+	else
+		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s' to draw",
+			 opt, f->name, name);
 }
 
-static bool draw_heatmap(const drv_exec *e, const ir_func *f,
-			 const interp_tensor *w, const char *path)
+/* Output i is a matrix (2-D) or a stack of them (3-D); else an error. */
+static bool check_heatmap_rank(ir_ctx *ctx, const ir_module *m,
+			       const ir_func *f, int32_t i, const char *opt)
 {
-	size_t rows, cols;
-	char index[64], dims[160], title[512], err[512] = "out of memory";
-	float *v = first_matrix(e->ctx, w, &rows, &cols, index, sizeof index);
-	drv_dims_format(w->dims, w->rank, dims, sizeof dims);
-	snprintf(title, sizeof title, "%s: attention weights%s of %s", f->name,
-		 index, dims);
-	rt_plot_heatmap h = {title, "Keys", "Queries", v, rows, cols};
-	int rc = v ? rt_plot_heatmap_save(path, &h, err, sizeof err)
-		   : ATTNRT_ERR_NOMEM;
-	ir_free(e->ctx, v);
-	if (rc != ATTNRT_OK) {
-		ir_error(e->ctx, (ir_loc){0}, "--heatmap: %s", err);
+	const ir_type *t = &f->g.nodes[f->outputs[i]].type;
+	if (t->rank == 2 || t->rank == 3)
+		return true;
+	char dims[160];
+	ir_type_format(m, t, dims, sizeof dims);
+	ir_error(ctx, f->loc, "%s: output '%s' of '%s' is [%s], of rank %d: "
+		 "a heatmap draws a 2-D matrix or a 3-D stack of them", opt,
+		 f->output_names[i], f->name, dims, t->rank);
+	return false;
+}
+
+/* The panels of a 2-D or 3-D tensor (N, Q, K): one Q x K matrix for
+ * rank 2; for rank 3 one (N, K) matrix when Q is 1, the book's reshape
+ * of the weights of every query of the batch into one picture (d2l
+ * 11.3), else N panels of Q x K, 8 to a row. */
+#define PANEL_TITLE 24 /* "[%zu]" of any size_t */
+
+typedef struct heat_panels {
+	float *v;
+	plot_heatmap *panels;
+	char *titles; /* n of PANEL_TITLE bytes */
+	size_t n, rows, cols, q, k;
+} heat_panels;
+
+static bool panels_make(ir_ctx *ctx, const interp_tensor *t, heat_panels *hp)
+{
+	memset(hp, 0, sizeof *hp);
+	size_t numel = (size_t)interp_tensor_numel(t);
+	hp->k = (size_t)t->dims[t->rank - 1];
+	hp->q = (size_t)t->dims[t->rank - 2];
+	hp->n = t->rank == 3 ? (size_t)t->dims[0] : 1;
+	if (hp->q == 1 && hp->n > 1) {
+		hp->q = hp->n;
+		hp->n = 1;
+	}
+	if (hp->n > 256 || numel > PLOT_MAX_CELLS) {
+		ir_error(ctx, (ir_loc){0}, "--heatmap: %zu matrices of %zu x %zu "
+			 "are too many to draw (at most 256 and %d cells)", hp->n,
+			 hp->q, hp->k, PLOT_MAX_CELLS);
 		return false;
 	}
-	printf("wrote %s: %s's weights%s (%zu x %zu)\n", path, f->name, index,
-	       rows, cols);
+	hp->cols = hp->n < 8 ? hp->n : 8;
+	hp->rows = (hp->n + hp->cols - 1) / hp->cols;
+	hp->v = ir_alloc(ctx, (numel + 1) * sizeof *hp->v);
+	hp->panels = ir_alloc(ctx, (hp->rows * hp->cols + 1) * sizeof *hp->panels);
+	hp->titles = ir_alloc(ctx, hp->n * PANEL_TITLE + 1);
+	if (!hp->v || !hp->panels || !hp->titles) {
+		ir_error(ctx, (ir_loc){0}, "--heatmap: out of memory");
+		return false;
+	}
+	for (size_t i = 0; i < numel; i++)
+		hp->v[i] = (float)interp_tensor_get(t, (int64_t)i);
+	memset(hp->panels, 0, hp->rows * hp->cols * sizeof *hp->panels);
+	for (size_t i = 0; i < hp->n; i++) {
+		char *title = hp->titles + PANEL_TITLE * i;
+		snprintf(title, PANEL_TITLE, "[%zu]", i);
+		hp->panels[i] = (plot_heatmap){hp->n > 1 ? title : NULL, NULL, NULL,
+					       hp->v + i * hp->q * hp->k, hp->q, hp->k};
+	}
 	return true;
 }
 
-static bool plot_heatmap(const drv_exec *e, const char *path)
+static void panels_fini(ir_ctx *ctx, heat_panels *hp)
+{
+	ir_free(ctx, hp->v);
+	ir_free(ctx, hp->panels);
+	ir_free(ctx, hp->titles);
+}
+
+static bool draw_heatmap(const drv_exec *e, const ir_func *f, const char *name,
+			 const interp_tensor *w, const char *path)
+{
+	heat_panels hp;
+	char dims[160], title[512], err[512] = "out of memory";
+	bool is_weights = strcmp(name, "weights") == 0, ok = false;
+	drv_dims_format(w->dims, w->rank, dims, sizeof dims);
+	snprintf(title, sizeof title, "%s: %s%s %s", f->name,
+		 is_weights ? "attention " : "", name, dims);
+	if (panels_make(e->ctx, w, &hp)) {
+		plot_grid g = {title, is_weights ? "Keys" : "Column",
+			       is_weights ? "Queries" : "Row", hp.panels, NULL,
+			       hp.rows, hp.cols};
+		ok = hp.n == 1 ? plot_heatmap_save(path, &(plot_heatmap){title,
+							   g.xlabel, g.ylabel, hp.v,
+							   hp.q, hp.k},
+						   err, sizeof err)
+			       : plot_grid_save(path, &g, err, sizeof err);
+		if (!ok)
+			ir_error(e->ctx, (ir_loc){0}, "--heatmap: %s", err);
+	}
+	if (ok && hp.n == 1)
+		printf("wrote %s: %s's %s %s as a %zu x %zu heatmap\n", path,
+		       f->name, name, dims, hp.q, hp.k);
+	else if (ok)
+		printf("wrote %s: %s's %s %s as %zu heatmaps of %zu x %zu\n", path,
+		       f->name, name, dims, hp.n, hp.q, hp.k);
+	panels_fini(e->ctx, &hp);
+	return ok;
+}
+
+static bool heatmap_of_entry(const drv_exec *e, const char *path)
 {
 	const ir_func *f = drv_entry(e->ctx, e->m, e->o, true);
 	if (!f)
 		return false;
-	int32_t w = find_output(f, "weights");
+	const char *name = heatmap_name(e->o);
+	int32_t w = find_output(f, name);
 	interp_tensor in[64], outs[64];
 	if (f->n_inputs > 64 || f->n_outputs > 64) {
 		ir_error(e->ctx, f->loc, "too many inputs or outputs");
@@ -237,10 +345,26 @@ static bool plot_heatmap(const drv_exec *e, const char *path)
 	drv_example_inputs(e->m, f, in);
 	if (!drv_exec_call(e, f, in, outs))
 		return false;
-	bool ok = draw_heatmap(e, f, &outs[w], path);
+	bool ok = draw_heatmap(e, f, name, &outs[w], path);
 	for (uint32_t i = 0; i < f->n_outputs; i++)
 		interp_tensor_fini(e->ctx, &outs[i]);
 	return ok;
+}
+
+/* The entry has the output --heatmap draws, of rank 2 or 3. */
+static bool check_heatmap_output(ir_ctx *ctx, const ir_module *m,
+				 const drv_options *o)
+{
+	const char *opt = o->heatmap_output ? "--heatmap-output" : "--heatmap";
+	const ir_func *f = drv_entry(ctx, m, o, true);
+	if (!f)
+		return false;
+	int32_t i = find_output(f, heatmap_name(o));
+	if (i < 0) {
+		no_such_output(ctx, f, opt, heatmap_name(o));
+		return false;
+	}
+	return check_heatmap_rank(ctx, m, f, i, opt);
 }
 
 /* The pictures are SVG documents or PNG images, as the name says: any
@@ -248,7 +372,7 @@ static bool plot_heatmap(const drv_exec *e, const char *path)
  * refused before anything runs. */
 static bool check_picture_name(ir_ctx *ctx, const char *opt, const char *path)
 {
-	if (!path || rt_plot_format_of(path) != RT_PLOT_OTHER)
+	if (!path || plot_format_of(path) != PLOT_OTHER)
 		return true;
 	ir_error(ctx, (ir_loc){0}, "%s: '%s': attnc draws SVG or PNG, into a "
 		 "file named *.svg or *.png", opt, path);
@@ -261,14 +385,28 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	if (!check_picture_name(ctx, "--plot", o->plot) ||
 	    !check_picture_name(ctx, "--heatmap", o->heatmap))
 		return false;
-	if (o->plot && !is_training && !drv_is_regression(m)) {
+	if (o->plot && !is_training && !o->load && !drv_is_regression(m)) {
 		ir_error(ctx, (ir_loc){0}, "--plot: model %s is not a regression "
 			 "model (it exports no `truth` and `data`), and the loss "
-			 "curve needs --train", m->name);
+			 "curve needs --train, or --load of a checkpoint that "
+			 "--train --save wrote", m->name);
 		return false;
+	}
+	if (o->plot && !is_training && o->load && !drv_is_regression(m)) {
+		double *losses = NULL;
+		uint32_t n = 0;
+		bool has_losses = drv_state_losses(ctx, o->load, &losses, &n);
+		free(losses);
+		if (!has_losses)
+			return false;
 	}
 	if (!o->heatmap)
 		return true;
+	if (drv_is_seq2seq(m) && o->heatmap_output) {
+		ir_error(ctx, (ir_loc){0}, "--heatmap-output: model %s draws the "
+			 "attention of a translation, not an output", m->name);
+		return false;
+	}
 	if (drv_is_seq2seq(m) && (is_training || o->n_translate))
 		return true; /* the attention of the last translation */
 	if (drv_is_seq2seq(m)) {
@@ -277,11 +415,7 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 "and --translate", m->name);
 		return false;
 	}
-	const ir_func *f = drv_entry(ctx, m, o, true);
-	if (f && find_output(f, "weights") < 0)
-		ir_error(ctx, f->loc, "--heatmap: '%s' has no output named "
-			 "'weights' to draw", f->name);
-	return f && find_output(f, "weights") >= 0;
+	return check_heatmap_output(ctx, m, o);
 }
 
 bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs)
@@ -291,10 +425,13 @@ bool drv_pictures(const drv_exec *e, const double *losses, uint32_t n_epochs)
 		return false;
 	if (plot && drv_is_regression(e->m) && !plot_regression(e, plot))
 		return false;
-	if (plot && !drv_is_regression(e->m) &&
-	    !plot_losses(e, plot, losses, n_epochs))
+	if (plot && !drv_is_regression(e->m) && losses &&
+	    !plot_losses(e->ctx, e->m->name, plot, losses, n_epochs))
+		return false;
+	if (plot && !drv_is_regression(e->m) && !losses &&
+	    !drv_plot_loaded(e->ctx, e->m, e->o))
 		return false;
 	/* a seq2seq model's heatmap comes with its translations */
 	return !e->o->heatmap || drv_is_seq2seq(e->m) ||
-	       plot_heatmap(e, e->o->heatmap);
+	       heatmap_of_entry(e, e->o->heatmap);
 }

@@ -220,6 +220,37 @@ bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
 	return true;
 }
 
+bool drv_state_losses(ir_ctx *ctx, const char *path, double **losses,
+		      uint32_t *n_epochs)
+{
+	attnrt_st_file *file = NULL;
+	char err[512];
+	uint64_t epoch = 0;
+	*losses = NULL;
+	*n_epochs = 0;
+	if (attnrt_st_read(NULL, path, UINT64_MAX, &file, err, sizeof err) !=
+	    ATTNRT_OK) {
+		ir_error(ctx, (ir_loc){0}, "--plot: %s", err);
+		return false;
+	}
+	const char *s = attnrt_st_meta(file, STATE_KEY);
+	bool ok = s && sscanf(s, "epoch=%" SCNu64, &epoch) == 1 && epoch > 0 &&
+		  epoch <= DRV_MAX_EPOCHS;
+	if (ok && !(*losses = malloc(epoch * sizeof **losses)))
+		ok = false;
+	if (ok && !read_list(attnrt_st_meta(file, LOSSES_KEY), *losses, epoch))
+		ok = false;
+	if (!ok) {
+		ir_error(ctx, (ir_loc){0}, "--plot: %s records no training run's "
+			 "losses (a checkpoint that --train --save wrote)", path);
+		free(*losses);
+		*losses = NULL;
+	}
+	*n_epochs = ok ? (uint32_t)epoch : 0;
+	attnrt_st_free(file);
+	return ok;
+}
+
 void drv_resume_close(drv_resume *r)
 {
 	attnrt_st_free(r->file);

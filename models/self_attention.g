@@ -25,8 +25,12 @@ export def forward(X: f32[B, S, D], valid: i32[B])
   out, weights = multihead_attention(X, X, X, valid, D, H, P)
   return out, weights
 
-# The table of the book's figure: 60 positions, 32 dimensions.
-export def encoding() = positional(60, 32)
+# The table P of the book's figure: 60 positions, 32 dimensions
+# (attnc models/self_attention.g --interp --entry encoding
+#  --heatmap P.svg --heatmap-output P draws it).
+export def encoding()
+  P = positional(60, 32)
+  return P
 
 example forward(ones([2, S, D]), [3, 2])
 example encoding()
