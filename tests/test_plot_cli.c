@@ -33,7 +33,10 @@ static int run_attnc(const char *const *args)
 		if (!freopen("/dev/null", "w", stdout) ||
 		    !freopen("/dev/null", "w", stderr) || chdir(ATTNC_SOURCE_DIR))
 			_exit(127);
-		execv(argv[0], (char *const *)argv);
+		/* execv takes char *const[] but writes no string. */
+		char *cargv[sizeof argv / sizeof argv[0]];
+		memcpy(cargv, argv, sizeof cargv);
+		execv(cargv[0], cargv);
 		_exit(127);
 	}
 	int st;
