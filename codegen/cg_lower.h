@@ -275,16 +275,33 @@ bool cg_lower_cross_entropy_with_grad(cg_kernel *k);
 bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n);
 void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n);
 
-/* Elements per block of a float sum: sums and means add each output
- * element's inputs left to right in blocks of CG_SUM_BLOCK, then the
- * block sums left to right, as the interpreter does (docs/ops.md). */
-#define CG_SUM_BLOCK 256
+/* The order of a float sum or mean, the interpreter's (docs/ops.md,
+ * "Summation order"): an output element of at most CG_SUM_PLAIN inputs
+ * adds them left to right; a longer one adds them left to right in
+ * blocks of CG_SUM_BLOCK, then combines the block sums pairwise. */
+#define CG_SUM_PLAIN 256
+#define CG_SUM_BLOCK 32
+
+/* cg_lower_sumtree.c: the pairwise tree over a sum's block sums, on a
+ * stack of levels the caller allocates (cg_lower_tree_levels of them for
+ * n_blocks blocks) and combines: combine(f, q, ud) emits level q - 1 =
+ * level q - 1 + level q, q an i64 value. Block b's sum (an i64 value b)
+ * is written to level cg_lower_tree_slot(b); cg_lower_tree_merge then
+ * combines the pairs it completes. After the last block,
+ * cg_lower_tree_fold leaves the total in level 0. */
+typedef void (*cg_tree_combine)(cg_fn *f, LLVMValueRef q, void *ud);
+int cg_lower_tree_levels(int64_t n_blocks);
+LLVMValueRef cg_lower_tree_slot(cg_fn *f, LLVMValueRef b);
+void cg_lower_tree_merge(cg_fn *f, LLVMValueRef b, cg_tree_combine combine,
+			 void *ud);
+void cg_lower_tree_fold(cg_fn *f, int64_t n_blocks, cg_tree_combine combine,
+			void *ud);
 
 /* cg_lower_colred.c: a float sum or mean whose simplified nest n (array 0
  * the output) is (R, C), or (O, R, C) with O kept and split by [lo, hi),
- * reducing only R, longer than one block; then cg_lower_reduce_columns
- * generates it in blocks of rows, the interpreter's order. The output is
- * zeroed before; a mean's division comes after. */
+ * reducing only R, longer than CG_SUM_PLAIN; then cg_lower_reduce_columns
+ * generates it in blocks of rows, the interpreter's order, storing each
+ * output element's total; a mean's division comes after. */
 bool cg_lower_colred_fits(const cg_kernel *k, const cg_nest *n);
 void cg_lower_reduce_columns(cg_kernel *k, const cg_nest *n);
 

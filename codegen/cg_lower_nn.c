@@ -339,7 +339,7 @@ static bool is_column_reduction(const cg_nest *n)
  * loop is split over threads only when it is a kept axis, so threads
  * write disjoint outputs. Rows reduced over the last axis (more than
  * one) take the row kernel instead, exactly in the interpreter's order;
- * float columns longer than one block (CG_SUM_BLOCK) take the blocked
+ * float columns longer than CG_SUM_PLAIN take the blocked
  * column kernel (cg_lower_colred.c), also in the interpreter's order. */
 bool cg_lower_reduce(cg_kernel *k)
 {

@@ -4,8 +4,9 @@
  * row).
  *
  * A row's result is a chain: out = ((init + x0) + x1) + ... in the
- * interpreter's order (a row longer than a block, CG_SUM_BLOCK, sums each
- * block so, from init, then the block sums left to right), one dependent add per element (4 cycles each on
+ * interpreter's order (a row longer than CG_SUM_PLAIN sums each block of
+ * CG_SUM_BLOCK so, from init, then combines the block sums pairwise,
+ * cg_lower_sumtree.c), one dependent add per element (4 cycles each on
  * the scalar unit), which LLVM cannot vectorize along the row without
  * reassociating it. Here each lane of a vector carries the chain of one
  * row, in that same order, so a group of vw rows (8 or 16) costs one
@@ -29,9 +30,12 @@
 #include <math.h>
 #include <string.h>
 
-/* Columns of the tile: a block of a longer row (16 x 256 floats: 16 KB),
- * the interpreter's block of a sum. */
-#define ROWRED_BLOCK CG_SUM_BLOCK
+/* Columns of the tile: a row no longer than a plain sum (CG_SUM_PLAIN),
+ * or a piece of a longer one, whole blocks of CG_SUM_BLOCK (16 x 256
+ * floats: 16 KB). */
+#define ROWRED_BLOCK 256
+_Static_assert(ROWRED_BLOCK >= CG_SUM_PLAIN && ROWRED_BLOCK % CG_SUM_BLOCK == 0,
+	       "a tile holds a plain sum's row, or whole blocks");
 
 /* One row reduction being generated. */
 typedef struct rowred {
@@ -44,7 +48,7 @@ typedef struct rowred {
 	LLVMTypeRef et, vt;   /* element and <vw x element> */
 	LLVMValueRef tile;    /* vw x wp elements on the stack */
 	LLVMValueRef acc;     /* variable of vt: a lane per row of the group */
-	LLVMValueRef tot;     /* variable of vt: the blocks' results combined */
+	LLVMValueRef lv;      /* the tree's levels, a vt each (long rows) */
 	LLVMValueRef r0, nr;  /* the group's first row and its row count */
 } rowred;
 
@@ -111,22 +115,24 @@ static void add_columns(rowred *g, LLVMValueRef c0, unsigned cols)
 	LLVMBuildStore(f->b, acc, g->acc);
 }
 
-/* The tile's first w columns added into the accumulator in order. */
-static void add_tile(rowred *g, int64_t w)
+/* Tile columns j0 .. j0 + w (j0 an i64 value) added into the
+ * accumulator in order, vw at a time; a loop when there are many. */
+static void add_range(rowred *g, LLVMValueRef j0, int64_t w)
 {
 	cg_fn *f = &g->k->f;
 	int64_t whole = w / g->vw * g->vw;
-	if (whole > (int64_t)g->vw) {
+	if (whole > (int64_t)g->vw * 4) {
 		cg_loop l;
-		LLVMValueRef c0 = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, whole),
-						g->vw);
-		add_columns(g, c0, g->vw);
+		LLVMValueRef c = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, whole),
+					       g->vw);
+		add_columns(g, cg_add(f, j0, c), g->vw);
 		cg_loop_end(f, &l);
-	} else if (whole) {
-		add_columns(g, cg_i64(f, 0), g->vw);
+	} else {
+		for (int64_t c = 0; c < whole; c += g->vw)
+			add_columns(g, cg_addi(f, j0, c), g->vw);
 	}
 	if (w > whole)
-		add_columns(g, cg_i64(f, whole), (unsigned)(w - whole));
+		add_columns(g, cg_addi(f, j0, whole), (unsigned)(w - whole));
 }
 
 /* Lanes 0 .. nr of the group, as a <vw x i1> mask. */
@@ -144,43 +150,87 @@ static LLVMValueRef rows_mask(rowred *g)
 	return LLVMBuildICmp(f->b, LLVMIntULT, LLVMConstVector(iota, g->vw), nr, "");
 }
 
-/* One block of w columns from c0 into the accumulator, from the
- * identity; when the row has more than one block, the block's result is
- * then stepped into the total (a sum of block sums, left to right). */
-static void reduce_block(rowred *g, LLVMValueRef c0, int64_t w)
+/* The address of the tree's level q (an i64 value). */
+static LLVMValueRef level(const rowred *g, LLVMValueRef q)
+{
+	cg_fn *f = &g->k->f;
+	return LLVMBuildGEP2(f->b, g->vt, g->lv, &q, 1, "");
+}
+
+/* The tree's step (cg_tree_combine): level q - 1 (+)= level q. */
+static void combine(cg_fn *f, LLVMValueRef q, void *ud)
+{
+	const rowred *g = ud;
+	LLVMValueRef dst = level(g, cg_addi(f, q, -1));
+	LLVMValueRef a = LLVMBuildLoad2(f->b, g->vt, dst, "");
+	LLVMValueRef b = LLVMBuildLoad2(f->b, g->vt, level(g, q), "");
+	LLVMBuildStore(f->b, cg_lower_reduce_step(f, g->op, g->t, true, a, b), dst);
+}
+
+/* Block b (an i64 value) of a long row, w columns of the tile from j0
+ * (an i64 value), summed from the identity and pushed onto the tree. */
+static void reduce_block(rowred *g, LLVMValueRef j0, int64_t w, LLVMValueRef b)
 {
 	cg_fn *f = &g->k->f;
 	LLVMBuildStore(f->b, init_value(g), g->acc);
-	fill_tile(g, c0, w);
-	add_tile(g, w);
-	if (g->K <= ROWRED_BLOCK)
-		return;
-	LLVMValueRef t = LLVMBuildLoad2(f->b, g->vt, g->tot, "");
-	LLVMValueRef b = LLVMBuildLoad2(f->b, g->vt, g->acc, "");
-	LLVMBuildStore(f->b, cg_lower_reduce_step(f, g->op, g->t, true, t, b),
-		       g->tot);
+	add_range(g, j0, w);
+	LLVMBuildStore(f->b, LLVMBuildLoad2(f->b, g->vt, g->acc, ""),
+		       level(g, cg_lower_tree_slot(f, b)));
+	cg_lower_tree_merge(f, b, combine, g);
 }
 
-/* The group's rows: every block of columns through the tile, then the
- * results (means divided by the row length) stored to rows r0 .. r0 + nr. */
-static void reduce_group(rowred *g, int64_t w)
+/* The w columns of a long row from tile t (an i64 value) through the
+ * tile, block by block. */
+static void reduce_tile(rowred *g, LLVMValueRef t, int64_t w)
 {
 	cg_fn *f = &g->k->f;
-	int64_t blocks = g->K / w, rest = g->K % w;
-	LLVMBuildStore(f->b, init_value(g), g->tot);
-	if (blocks > 1) {
+	const int64_t per = ROWRED_BLOCK / CG_SUM_BLOCK;
+	fill_tile(g, cg_muli(f, t, ROWRED_BLOCK), w);
+	int64_t whole = w / CG_SUM_BLOCK, rest = w % CG_SUM_BLOCK;
+	LLVMValueRef b0 = cg_muli(f, t, per);
+	if (whole) {
 		cg_loop l;
-		LLVMValueRef c0 = cg_loop_begin(f, &l, cg_i64(f, 0),
-						cg_i64(f, blocks * w), w);
-		reduce_block(g, c0, w);
+		LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0),
+					       cg_i64(f, whole), 1);
+		reduce_block(g, cg_muli(f, i, CG_SUM_BLOCK), CG_SUM_BLOCK,
+			     cg_add(f, b0, i));
 		cg_loop_end(f, &l);
-	} else {
-		reduce_block(g, cg_i64(f, 0), w);
 	}
 	if (rest)
-		reduce_block(g, cg_i64(f, blocks * w), rest);
-	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt,
-					  g->K <= ROWRED_BLOCK ? g->acc : g->tot, "");
+		reduce_block(g, cg_i64(f, whole * CG_SUM_BLOCK), rest,
+			     cg_addi(f, b0, whole));
+}
+
+/* A row longer than CG_SUM_PLAIN: its tiles, its blocks' results
+ * combined pairwise into the tree's level 0. */
+static void reduce_long(rowred *g)
+{
+	cg_fn *f = &g->k->f;
+	int64_t tiles = g->K / ROWRED_BLOCK, rest = g->K % ROWRED_BLOCK;
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, tiles), 1);
+	reduce_tile(g, t, ROWRED_BLOCK);
+	cg_loop_end(f, &l);
+	if (rest)
+		reduce_tile(g, cg_i64(f, tiles), rest);
+	cg_lower_tree_fold(f, (g->K + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK, combine, g);
+}
+
+/* The group's rows: a short row (at most CG_SUM_PLAIN) through the tile
+ * at once, left to right; a long one in blocks (reduce_long); then the
+ * results (means divided by the row length) stored to rows r0 .. r0 + nr. */
+static void reduce_group(rowred *g)
+{
+	cg_fn *f = &g->k->f;
+	bool is_long = g->K > CG_SUM_PLAIN;
+	if (is_long) {
+		reduce_long(g);
+	} else {
+		LLVMBuildStore(f->b, init_value(g), g->acc);
+		fill_tile(g, cg_i64(f, 0), g->K);
+		add_range(g, cg_i64(f, 0), g->K);
+	}
+	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt, is_long ? g->lv : g->acc, "");
 	if (g->op == IR_OP_MEAN)
 		res = LLVMBuildFDiv(f->b, res, cg_const_real(g->vt, (double)(float)g->K), "");
 	LLVMTypeRef tys[2] = {g->vt, cg_t_ptr(f)};
@@ -206,7 +256,9 @@ void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
 	g.tile = cg_entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw *
 						       (uint64_t)g.wp), 64);
 	g.acc = cg_entry_alloca(f, g.vt, 64);
-	g.tot = cg_entry_alloca(f, g.vt, 64);
+	int64_t nb = (g.K + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK;
+	int levels = cg_lower_tree_levels(nb);
+	g.lv = cg_entry_alloca(f, LLVMArrayType2(g.vt, (uint64_t)levels), 64);
 	/* Padding and the rows past a short group hold stale values, never
 	 * stored; zeroed once, they are never uninitialized either. */
 	LLVMBuildMemSet(f->b, g.tile, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
@@ -216,6 +268,6 @@ void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
 	cg_loop l;
 	g.r0 = cg_loop_begin(f, &l, k->lo, k->hi, g.vw);
 	g.nr = cg_min(f, cg_i64(f, g.vw), LLVMBuildSub(f->b, k->hi, g.r0, ""));
-	reduce_group(&g, w);
+	reduce_group(&g);
 	cg_loop_end(f, &l);
 }

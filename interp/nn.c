@@ -5,9 +5,10 @@
  *
  * Every float step is rounded to the working precision (R below), so in
  * float32 mode a sum accumulates in float, left to right, as a plain C
- * loop over float would (sum and mean: in blocks of 256, whose sums are
- * then added left to right); in float64 mode R does nothing. Shapes follow
- * PyTorch; docs/ops.md has the fine points.
+ * loop over float would (sum and mean of more than 256 elements: in
+ * blocks of 32, whose sums are then combined pairwise); in float64 mode
+ * R does nothing. Shapes follow PyTorch; docs/ops.md has the fine
+ * points.
  */
 #include "interp_impl.h"
 
@@ -127,40 +128,93 @@ static bool reduce_map(const interp_kernel *k, int64_t *ostrides,
 	return true;
 }
 
-/* Elements per block of a float sum (docs/ops.md, "Summation order"); the
- * generated code's sums take the same blocks (CG_SUM_BLOCK). */
-#define SUM_BLOCK 256
+/* The order of a float sum (docs/ops.md, "Summation order"), the
+ * generated code's too (CG_SUM_PLAIN, CG_SUM_BLOCK): at most SUM_PLAIN
+ * elements per output element are summed left to right; more, in blocks
+ * of SUM_BLOCK combined pairwise. */
+#define SUM_PLAIN 256
+#define SUM_BLOCK 32
 
-/* The float sums of x into out (zeroed) in blocks: each output element's
+/* The number of 1 bits of i >= 0: the depth of the tree's stack after
+ * i blocks. */
+static int ones(int64_t i)
+{
+	int c = 0;
+	for (; i; i &= i - 1)
+		c++;
+	return c;
+}
+
+/* Block i's sum b pushed onto the stack st of pairwise partial sums (the
+ * blocks before it: one sum per 1 bit of i, the oldest and largest
+ * first), and each pair of equal-sized sums it completes combined,
+ * left + right. */
+static void tree_push(const interp_kernel *k, double *st, int64_t i, double b)
+{
+	int p = ones(i);
+	st[p] = b;
+	for (int64_t m = i + 1; !(m & 1); m >>= 1, p--)
+		st[p - 1] = R(k, st[p - 1] + st[p]);
+}
+
+/* The total of nb blocks on the stack st: its sums combined from the
+ * newest (smallest), s0 + (s1 + (... + s_last)); 0 for no block. */
+static double tree_total(const interp_kernel *k, const double *st, int64_t nb)
+{
+	int d = ones(nb);
+	double t = d ? st[d - 1] : 0;
+	for (int j = d - 2; j >= 0; j--)
+		t = R(k, st[j] + t);
+	return t;
+}
+
+/* Stack levels for nb blocks: one more than the most 1 bits of a block
+ * index below nb. */
+static int tree_levels(int64_t nb)
+{
+	int l = 1;
+	for (; nb > 1; nb >>= 1)
+		l++;
+	return l;
+}
+
+/* The float sums of x into out in blocks: each output element's count
  * inputs, in row-major order, are summed left to right in blocks of
- * SUM_BLOCK (from 0, rounding each step), and the block sums are added
- * left to right into the output. A sum of at most one block is the plain
- * left-to-right sum. */
-static bool sum_blocked(const interp_kernel *k, const int64_t *os)
+ * `block` (SUM_BLOCK for a sum longer than SUM_PLAIN, else all of them
+ * in one), from 0, rounding each step, and the block sums are combined
+ * pairwise (tree_push, tree_total). */
+static bool sum_blocked(const interp_kernel *k, const int64_t *os,
+			int64_t count)
 {
 	const interp_tensor *x = &k->args[0];
 	interp_tensor *out = k->out;
 	int64_t no = interp_tensor_numel(out), n = interp_tensor_numel(x);
+	int64_t block = count > SUM_PLAIN ? SUM_BLOCK : SUM_PLAIN;
+	int64_t nb = (count + block - 1) / block;
+	int lv = tree_levels(nb);
 	size_t sz = (size_t)(no ? no : 1);
-	double *part = interp_scratch(k, sz * sizeof(double));
+	double *part = interp_scratch(k, sz * sizeof(double) * (size_t)(lv + 1));
 	int64_t *cnt = part ? interp_scratch(k, sz * sizeof(int64_t)) : NULL;
 	if (!cnt) {
 		ir_free(k->ctx, part);
 		return false;
 	}
+	double *st = part + sz;
 	int64_t idx[IR_MAX_RANK] = {0};
 	for (int64_t i = 0; i < n; i++) {
 		int64_t j = interp_index_dot(idx, os, x->rank);
 		part[j] = R(k, part[j] + R(k, interp_ld(x, i)));
-		if (++cnt[j] % SUM_BLOCK == 0) {
-			interp_st(out, j, R(k, interp_ld(out, j) + part[j]));
+		if (++cnt[j] % block == 0) {
+			tree_push(k, st + j * lv, cnt[j] / block - 1, part[j]);
 			part[j] = 0;
 		}
 		interp_index_next(idx, x->dims, x->rank);
 	}
-	for (int64_t j = 0; j < no; j++)
-		if (cnt[j] % SUM_BLOCK)
-			interp_st(out, j, R(k, interp_ld(out, j) + part[j]));
+	for (int64_t j = 0; j < no; j++) {
+		if (count % block)
+			tree_push(k, st + j * lv, nb - 1, part[j]);
+		interp_st(out, j, tree_total(k, st + j * lv, nb));
+	}
 	ir_free(k->ctx, part);
 	ir_free(k->ctx, cnt);
 	return true;
@@ -176,7 +230,7 @@ bool interp_k_sum(const interp_kernel *k, bool is_mean)
 	if (!reduce_map(k, os, &count))
 		return false;
 	int64_t n = interp_tensor_numel(x);
-	if (out->dtype != IR_I32 && !sum_blocked(k, os))
+	if (out->dtype != IR_I32 && !sum_blocked(k, os, count))
 		return false;
 	for (int64_t i = 0; out->dtype == IR_I32 && i < n; i++) {
 		int64_t j = interp_index_dot(idx, os, x->rank);

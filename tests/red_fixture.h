@@ -16,11 +16,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Elements per block of a float sum, the interpreter's (interp/nn.c) and
- * the generated code's (CG_SUM_BLOCK): each output element's inputs are
- * summed left to right in blocks of this many, and the block sums added
- * left to right. */
-#define RED_SUM_BLOCK 256
+/* The order of a float sum, the interpreter's (interp/nn.c) and the
+ * generated code's (CG_SUM_PLAIN, CG_SUM_BLOCK): an output element of at
+ * most RED_SUM_PLAIN inputs sums them left to right; a longer one in
+ * blocks of RED_SUM_BLOCK (red_block), the block sums combined pairwise
+ * (red_tree). */
+#define RED_SUM_PLAIN 256
+#define RED_SUM_BLOCK 32
+
+/* The block of a float sum of n elements. */
+static inline int64_t red_block(int64_t n)
+{
+	return n > RED_SUM_PLAIN ? RED_SUM_BLOCK : RED_SUM_PLAIN;
+}
+
+/* The pairwise total of the nb block sums b[0 .. nb) in float32, by its
+ * definition in docs/ops.md: 0 for none, b[0] for one, else the total of
+ * the first p (the largest power of two below nb) plus that of the rest. */
+static inline float red_tree(const float *b, int64_t nb)
+{
+	if (nb <= 1)
+		return nb ? b[0] : 0.0f;
+	int64_t p = 1;
+	while (p * 2 < nb)
+		p *= 2;
+	return red_tree(b, p) + red_tree(b + p, nb - p);
+}
 
 /* The graph and its random inputs. */
 typedef struct fx {

@@ -5,10 +5,11 @@
  * input in row-major order and adds each element into its output
  * element in float32 (the interpreter's order): bit for bit, for f32 and
  * i32, column counts that are no multiple of the vector width, row
- * counts from 1 to 640, 3-D inputs reducing axes {0}, {0, 1} and {1}
+ * counts from 1 to 1300, 3-D inputs reducing axes {0}, {0, 1} and {1}
  * (a kept outer axis, split over threads), fused operands, NaN,
  * infinities and -0.0, on 1, 2 and 3 threads; a float sum of more than
- * 256 rows in blocks of 256 (RED_SUM_BLOCK, cg_lower_colred.c). On main
+ * 256 rows in blocks of 32 (RED_SUM_BLOCK, cg_lower_colred.c), their
+ * sums combined pairwise. On main
  * deb3dd2, which summed columns with `reassoc`, 13 of these 34 checks
  * fail (rows of 7 to 33 columns).
  */
@@ -22,9 +23,10 @@
 /* The interpreter's reduction of v (dims d, rank r) over `axes`: every
  * element, in row-major order, stepped into its output element (from 0,
  * or -inf with NaN winning for max; means then divided by the count), in
- * float32 or wrapping int32; a float sum in blocks of RED_SUM_BLOCK
- * elements per output element, each block summed from 0 and then added
- * into the output. Returns the output's element count. */
+ * float32 or wrapping int32; a float sum in blocks (red_block) of
+ * elements per output element, each block summed from 0, the blocks
+ * then combined pairwise (red_tree). Returns the output's element
+ * count. */
 static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 			  int r, uint32_t axes, void *out)
 {
@@ -36,9 +38,11 @@ static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 		else
 			n_out *= d[a];
 	}
-	float *part = calloc((size_t)(n_out ? n_out : 1), sizeof *part);
+	int64_t bs = red_block(count), nb = (count + bs - 1) / bs;
+	size_t n_bl = (size_t)(n_out * nb);
+	float *bl = calloc(n_bl ? n_bl : 1, sizeof *bl);
 	int64_t *cnt = calloc((size_t)(n_out ? n_out : 1), sizeof *cnt);
-	ck_assert(part && cnt);
+	ck_assert(bl && cnt);
 	for (int64_t o = 0; o < n_out; o++) {
 		if (t == IR_I32)
 			((int32_t *)out)[o] = op == IR_OP_MAX ? INT32_MIN : 0;
@@ -62,20 +66,16 @@ static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 		} else {
 			float *acc = (float *)out + o, x = ((const float *)v)[e];
 			if (op != IR_OP_MAX) {
-				part[o] = part[o] + x;
-				if (++cnt[o] % RED_SUM_BLOCK == 0) {
-					*acc = *acc + part[o];
-					part[o] = 0.0f;
-				}
+				float *b = bl + o * nb + cnt[o]++ / bs;
+				*b = *b + x;
 			} else if (x > *acc || isnan(x)) {
 				*acc = x;
 			}
 		}
 	}
 	for (int64_t o = 0; t == IR_F32 && op != IR_OP_MAX && o < n_out; o++)
-		if (cnt[o] % RED_SUM_BLOCK)
-			((float *)out)[o] = ((float *)out)[o] + part[o];
-	free(part);
+		((float *)out)[o] = red_tree(bl + o * nb, nb);
+	free(bl);
 	free(cnt);
 	for (int64_t o = 0; op == IR_OP_MEAN && o < n_out; o++)
 		((float *)out)[o] /= (float)count;
@@ -110,7 +110,7 @@ static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,
 	fx_fini(&x);
 }
 
-static const int64_t rows[] = {1, 2, 17, 640};
+static const int64_t rows[] = {1, 2, 17, 640, 1300};
 /* Columns: 1 is a whole-tensor sum (not a column reduction: below). */
 static const int64_t cols[] = {7, 16, 32, 33, 64, 65, 100, 201};
 

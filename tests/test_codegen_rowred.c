@@ -2,8 +2,9 @@
  * test_codegen_rowred.c - sum, mean and max over the last axis in the
  * generated code (codegen/cg_lower_rowred.c: rows in vector lanes),
  * against a C loop that reduces each row left to right in float32, a sum
- * in blocks of 256 (the interpreter's order): bit for bit, for f32 and i32, row lengths from 1
- * to past one tile block, row counts that are no multiple of the lanes,
+ * of more than 256 in blocks of 32 combined pairwise (the interpreter's
+ * order): bit for bit, for f32 and i32, row lengths from 1 to past one
+ * tile, row counts that are no multiple of the lanes,
  * fused operands, and ranges split over 1, 2 and 3 threads at odd rows.
  */
 #include "red_fixture.h"
@@ -22,21 +23,24 @@ static ir_id input3(fx *x, ir_dtype t, int rank, int64_t d0, int64_t d1,
 }
 
 /* Each row of k values in float32 as the interpreter: from -inf left to
- * right (max, NaN winning), or from 0 in blocks of RED_SUM_BLOCK, each
- * summed left to right from 0, then added left to right (sum, mean, then
- * divided by k). */
+ * right (max, NaN winning), or from 0 in blocks (red_block), each
+ * summed left to right from 0, then combined pairwise (red_tree; sum,
+ * mean, then divided by k). */
 static float ref_row(ir_op op, const float *v, int64_t k)
 {
-	float acc = op == IR_OP_MAX ? -INFINITY : 0.0f;
+	float acc = -INFINITY;
 	for (int64_t j = 0; op == IR_OP_MAX && j < k; j++)
 		if (v[j] > acc || isnan(v[j]))
 			acc = v[j];
-	for (int64_t b = 0; op != IR_OP_MAX && b < k; b += RED_SUM_BLOCK) {
-		float part = 0.0f;
-		for (int64_t j = b; j < k && j < b + RED_SUM_BLOCK; j++)
-			part = part + v[j];
-		acc = acc + part;
-	}
+	if (op == IR_OP_MAX)
+		return acc;
+	int64_t bs = red_block(k), nb = (k + bs - 1) / bs;
+	float *bl = calloc((size_t)(nb ? nb : 1), sizeof *bl);
+	ck_assert(bl);
+	for (int64_t j = 0; j < k; j++)
+		bl[j / bs] = bl[j / bs] + v[j];
+	acc = red_tree(bl, nb);
+	free(bl);
 	return op == IR_OP_MEAN ? acc / (float)k : acc;
 }
 
@@ -79,7 +83,7 @@ static void check_rows(ir_op op, ir_dtype t, int64_t R, int64_t K)
 }
 
 static const int64_t rows[] = {2, 5, 17, 100};
-static const int64_t lens[] = {1, 7, 32, 33, 100, 300};
+static const int64_t lens[] = {1, 7, 32, 33, 100, 300, 1300};
 
 START_TEST(test_sum_mean_and_max_of_f32_rows_are_the_left_to_right_loops_bits)
 {
