@@ -65,33 +65,58 @@ static double node_flops(const cg_lower *L, const ir_graph *g, ir_id id)
 	return (is_grad ? 2.0 : 1.0) * attention_flops(L, g, id, is_additive);
 }
 
-/* Bytes a call reads and writes: its result, the operands it reads from
- * memory and its fused trees' leaves. */
+/* Whether x is among the first n of xs. */
+static bool seen(const ir_id *xs, uint32_t n, ir_id x)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (xs[i] == x)
+			return true;
+	return false;
+}
+
+/* Bytes a call reads and writes: its result and each buffer it reads
+ * (the operands it does not compute and its fused trees' leaves), once
+ * however many times the trees read it. */
 static double node_bytes(const entry_gen *e, ir_id id, const node_call *c)
 {
 	const ir_graph *g = &e->fn->g;
-	double b = numel(e->L, id, g);
+	ir_id read[2 * CG_KERNEL_MAX_IN];
+	uint32_t n = 0;
 	for (uint32_t a = 0; a < g->nodes[id].n_args; a++) {
 		ir_id x = ir_arg(g, id, a);
-		if (!pass_fuse_ew_is_in(e->plan.into, x, id))
-			b += numel(e->L, x, g);
+		if (!pass_fuse_ew_is_in(e->plan.into, x, id) && !seen(read, n, x) &&
+		    n < 2 * CG_KERNEL_MAX_IN)
+			read[n++] = x;
 	}
 	for (uint32_t i = 0; i < c->n_extra; i++)
-		b += numel(e->L, c->extra[i], g);
+		if (!seen(read, n, c->extra[i]) && n < 2 * CG_KERNEL_MAX_IN)
+			read[n++] = c->extra[i];
+	double b = numel(e->L, id, g);
+	for (uint32_t i = 0; i < n; i++)
+		b += numel(e->L, read[i], g);
 	return 4.0 * b; /* every dtype of the backend is 4 bytes */
 }
 
-/* The nodes computed inside node id's kernel: those whose chain of
- * consumers (the plan's into) ends at it. */
-static uint32_t fused_into(const entry_gen *e, ir_id id)
+/* The nodes computed inside node id's kernel: its fused trees, found
+ * from id down (operands come before their readers), each operand the
+ * plan computes inside its reader (pass_fuse_ew_is_in: fused into it or
+ * into every reader). in is scratch of a flag per node. */
+static uint32_t fused_into(const entry_gen *e, ir_id id, bool *in)
 {
-	const ir_id *into = e->plan.into;
+	const ir_graph *g = &e->fn->g;
 	uint32_t n = 0;
-	for (ir_id j = 0; j < e->fn->g.n_nodes; j++) {
-		ir_id c = into[j];
-		while (c != IR_NONE && c != PASS_FUSE_EW_EVERY && c != id)
-			c = into[c];
-		n += c == id;
+	memset(in, 0, (id + 1) * sizeof *in);
+	in[id] = true;
+	for (ir_id u = id + 1; u-- > 0;) {
+		if (!in[u])
+			continue;
+		for (uint32_t a = 0; a < g->nodes[u].n_args; a++) {
+			ir_id x = ir_arg(g, u, a);
+			if (x < u && !in[x] && pass_fuse_ew_is_in(e->plan.into, x, u)) {
+				in[x] = true;
+				n++;
+			}
+		}
 	}
 	return n;
 }
@@ -106,8 +131,11 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 		n += ks[i].ref.fn != NULL;
 	*sites = ir_alloc(e->L->ctx, n * sizeof **sites);
 	*site_of = ir_alloc(e->L->ctx, (g->n_nodes + 1) * sizeof **site_of);
-	if (!*sites || !*site_of)
+	bool *in = ir_alloc(e->L->ctx, (g->n_nodes + 1) * sizeof *in);
+	if (!*sites || !*site_of || !in) {
+		ir_free(e->L->ctx, in);
 		return false;
+	}
 	(*sites)[0] = (cg_profile_site){.node = IR_NONE, .kind = e->fn->name,
 					.loc = e->fn->loc};
 	uint32_t s = 1;
@@ -118,11 +146,12 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 		const ir_node *nd = &g->nodes[i];
 		(*sites)[s] = (cg_profile_site){
 			.node = i, .kind = ir_op_table[nd->op].name,
-			.n_fused = fused_into(e, i), .loc = nd->loc,
+			.n_fused = fused_into(e, i, in), .loc = nd->loc,
 			.flops = node_flops(e->L, g, i),
 			.bytes = node_bytes(e, i, &ks[i])};
 		(*site_of)[i] = s++;
 	}
+	ir_free(e->L->ctx, in);
 	*n_sites = n;
 	char name[300];
 	snprintf(name, sizeof name, "%s.profile", symbol);

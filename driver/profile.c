@@ -275,7 +275,7 @@ static void put_json_rows(FILE *out, const ir_ctx *ctx, const prof_row *rows,
 			fprintf(out, ", \"line\": %u, \"fused\": %u", r->loc.line,
 				r->n_fused);
 		}
-		fprintf(out, ", \"calls\": %llu, \"ms\": %.6g, \"share\": %.6g, "
+		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g, \"share\": %.9g, "
 			"\"flops\": %.17g, \"bytes\": %.17g}",
 			(unsigned long long)r->calls,
 			(double)r->cycles / s->cycles_per_s * 1e3,
@@ -290,7 +290,7 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 {
 	fprintf(out, "{\"profile\": ");
 	put_json_string(out, what);
-	fprintf(out, ", \"run_ms\": %.6g, \"kernel_ms\": %.6g, "
+	fprintf(out, ", \"run_ms\": %.9g, \"kernel_ms\": %.9g, "
 		"\"cycles_per_sec\": %.6g, \"entries\": [", run_s * 1e3,
 		(double)s->kernel_cycles / s->cycles_per_s * 1e3, s->cycles_per_s);
 	for (uint32_t e = 0; e < cg_program_n_entries(j->p); e++) {
@@ -298,14 +298,14 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 		const uint64_t *c = cg_program_profile_counters(j->p, fn);
 		fprintf(out, "%s{\"name\": ", e ? ", " : "");
 		put_json_string(out, fn);
-		fprintf(out, ", \"calls\": %llu, \"ms\": %.6g}",
+		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g}",
 			(unsigned long long)c[0], (double)c[1] / s->cycles_per_s * 1e3);
 	}
 	fprintf(out, "], \"host\": [");
 	for (uint32_t h = 0; h < n_host; h++) {
 		fprintf(out, "%s{\"name\": ", h ? ", " : "");
 		put_json_string(out, host[h].name);
-		fprintf(out, ", \"calls\": %llu, \"ms\": %.6g}",
+		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g}",
 			(unsigned long long)host[h].calls, host[h].seconds * 1e3);
 	}
 	fprintf(out, "], \"by_kind\": [");
