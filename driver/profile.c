@@ -30,7 +30,9 @@ typedef struct prof_row {
 	double flops, bytes; /* over all its calls */
 } prof_row;
 
+/* One entry point's kernels (the shares are of its kernel_cycles). */
 typedef struct prof_sums {
+	const char *entry;
 	prof_row *kinds, *lines;
 	uint32_t n_kinds, n_lines;
 	uint64_t kernel_cycles;
@@ -85,41 +87,28 @@ static int cmp_rows(const void *pa, const void *pb)
 	return a->loc.line < b->loc.line ? -1 : a->loc.line > b->loc.line;
 }
 
-static uint32_t count_sites(const cg_program *p)
-{
-	uint32_t n = 0, k;
-	for (uint32_t e = 0; e < cg_program_n_entries(p); e++) {
-		cg_program_profile_sites(p, cg_program_entry_name(p, e), &k);
-		n += k;
-	}
-	return n;
-}
-
-/* Every kernel site of every entry point, merged by kind and by line. */
+/* The kernel sites of entry point s->entry, merged by kind and by line. */
 static bool sum_sites(ir_ctx *ctx, const cg_program *p, prof_sums *s)
 {
-	uint32_t n = count_sites(p);
+	uint32_t n;
+	const cg_profile_site *site = cg_program_profile_sites(p, s->entry, &n);
+	const uint64_t *c = cg_program_profile_counters(p, s->entry);
 	s->kinds = ir_alloc(ctx, (n + 1) * sizeof *s->kinds);
 	s->lines = ir_alloc(ctx, (n + 1) * sizeof *s->lines);
 	if (!s->kinds || !s->lines) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
-	for (uint32_t e = 0; e < cg_program_n_entries(p); e++) {
-		const char *fn = cg_program_entry_name(p, e);
-		const cg_profile_site *site = cg_program_profile_sites(p, fn, &n);
-		const uint64_t *c = cg_program_profile_counters(p, fn);
-		for (uint32_t i = 1; i < n; i++) {
-			prof_row x = {site[i].kind, site[i].loc, site[i].n_fused,
-				      c[2 * i], c[2 * i + 1],
-				      site[i].flops * (double)c[2 * i],
-				      site[i].bytes * (double)c[2 * i]};
-			if (!x.calls)
-				continue;
-			s->kernel_cycles += x.cycles;
-			merge(s->kinds, &s->n_kinds, &x, false);
-			merge(s->lines, &s->n_lines, &x, true);
-		}
+	for (uint32_t i = 1; i < n; i++) {
+		prof_row x = {site[i].kind, site[i].loc, site[i].n_fused,
+			      c[2 * i], c[2 * i + 1],
+			      site[i].flops * (double)c[2 * i],
+			      site[i].bytes * (double)c[2 * i]};
+		if (!x.calls)
+			continue;
+		s->kernel_cycles += x.cycles;
+		merge(s->kinds, &s->n_kinds, &x, false);
+		merge(s->lines, &s->n_lines, &x, true);
 	}
 	qsort(s->kinds, s->n_kinds, sizeof *s->kinds, cmp_rows);
 	qsort(s->lines, s->n_lines, sizeof *s->lines, cmp_rows);
@@ -191,7 +180,7 @@ static int label_width(const ir_ctx *ctx, const prof_sums *s)
 	return (int)w;
 }
 
-static void print_entries(const drv_jit *j, const prof_sums *s,
+static void print_entries(const drv_jit *j, double cycles_per_s,
 			  const drv_profile_host *host, uint32_t n_host,
 			  double run_s, int width)
 {
@@ -203,7 +192,7 @@ static void print_entries(const drv_jit *j, const prof_sums *s,
 		const uint64_t *c = cg_program_profile_counters(j->p, fn);
 		if (!c[0])
 			continue;
-		double sec = (double)c[1] / s->cycles_per_s;
+		double sec = (double)c[1] / cycles_per_s;
 		time_cell(t, sizeof t, sec);
 		fprintf(stderr, "  %-*s %9llu %12s %6.1f%%\n", width, fn,
 			(unsigned long long)c[0], t, 100.0 * sec / run_s);
@@ -221,7 +210,10 @@ static void print_entries(const drv_jit *j, const prof_sums *s,
 static void print_tables(const ir_ctx *ctx, const prof_sums *s, int width)
 {
 	const char *head = "%9s %12s %7s %9s %9s\n";
-	fprintf(stderr, "\n  %-*s ", width, "op kind");
+	char total[32];
+	time_cell(total, sizeof total, (double)s->kernel_cycles / s->cycles_per_s);
+	fprintf(stderr, "\n%s: %s in kernels (shares of it)\n", s->entry, total);
+	fprintf(stderr, "  %-*s ", width, "op kind");
 	fprintf(stderr, head, "calls", "total", "share", "GFLOP/s", "GB/s");
 	for (uint32_t i = 0; i < s->n_kinds; i++)
 		print_row(&s->kinds[i], s->kinds[i].kind, width, s);
@@ -267,7 +259,9 @@ static void put_json_rows(FILE *out, const ir_ctx *ctx, const prof_row *rows,
 {
 	for (uint32_t i = 0; i < n; i++) {
 		const prof_row *r = &rows[i];
-		fprintf(out, "%s{\"kind\": ", i ? ", " : "");
+		fprintf(out, "%s{\"entry\": ", i ? ", " : "");
+		put_json_string(out, s->entry);
+		fprintf(out, ", \"kind\": ");
 		put_json_string(out, r->kind);
 		if (by_line) {
 			fprintf(out, ", \"file\": ");
@@ -284,22 +278,60 @@ static void put_json_rows(FILE *out, const ir_ctx *ctx, const prof_row *rows,
 	}
 }
 
-static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
-		     const prof_sums *s, const drv_profile_host *host,
-		     uint32_t n_host, double run_s)
+/* The entry points that ran: sums[0 .. *n), sharing one clock rate. */
+static bool sum_entries(ir_ctx *ctx, const cg_program *p, double cycles_per_s,
+			prof_sums *sums, uint32_t *n)
 {
+	*n = 0;
+	for (uint32_t e = 0; e < cg_program_n_entries(p); e++) {
+		const char *fn = cg_program_entry_name(p, e);
+		if (!cg_program_profile_counters(p, fn)[0])
+			continue;
+		prof_sums *s = &sums[(*n)++];
+		*s = (prof_sums){.entry = fn, .cycles_per_s = cycles_per_s};
+		if (!sum_sites(ctx, p, s))
+			return false;
+	}
+	return true;
+}
+
+static void put_json_tables(FILE *out, const ir_ctx *ctx, const prof_sums *sums,
+			    uint32_t n, bool by_line)
+{
+	bool first = true;
+	for (uint32_t e = 0; e < n; e++) {
+		const prof_sums *s = &sums[e];
+		uint32_t k = by_line ? s->n_lines : s->n_kinds;
+		if (!k)
+			continue;
+		if (!first)
+			fprintf(out, ", ");
+		put_json_rows(out, ctx, by_line ? s->lines : s->kinds, k, s, by_line);
+		first = false;
+	}
+}
+
+static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
+		     const prof_sums *sums, uint32_t n, uint64_t kernel_cycles,
+		     const drv_profile_host *host, uint32_t n_host, double run_s)
+{
+	double rate = n ? sums[0].cycles_per_s : 1;
 	fprintf(out, "{\"profile\": ");
 	put_json_string(out, what);
 	fprintf(out, ", \"run_ms\": %.9g, \"kernel_ms\": %.9g, "
 		"\"cycles_per_sec\": %.6g, \"entries\": [", run_s * 1e3,
-		(double)s->kernel_cycles / s->cycles_per_s * 1e3, s->cycles_per_s);
+		(double)kernel_cycles / rate * 1e3, rate);
 	for (uint32_t e = 0; e < cg_program_n_entries(j->p); e++) {
 		const char *fn = cg_program_entry_name(j->p, e);
 		const uint64_t *c = cg_program_profile_counters(j->p, fn);
+		uint64_t k = 0;
+		for (uint32_t i = 0; i < n; i++)
+			k += strcmp(sums[i].entry, fn) == 0 ? sums[i].kernel_cycles : 0;
 		fprintf(out, "%s{\"name\": ", e ? ", " : "");
 		put_json_string(out, fn);
-		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g}",
-			(unsigned long long)c[0], (double)c[1] / s->cycles_per_s * 1e3);
+		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g, \"kernel_ms\": %.9g}",
+			(unsigned long long)c[0], (double)c[1] / rate * 1e3,
+			(double)k / rate * 1e3);
 	}
 	fprintf(out, "], \"host\": [");
 	for (uint32_t h = 0; h < n_host; h++) {
@@ -309,9 +341,9 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 			(unsigned long long)host[h].calls, host[h].seconds * 1e3);
 	}
 	fprintf(out, "], \"by_kind\": [");
-	put_json_rows(out, ctx, s->kinds, s->n_kinds, s, false);
+	put_json_tables(out, ctx, sums, n, false);
 	fprintf(out, "], \"by_line\": [");
-	put_json_rows(out, ctx, s->lines, s->n_lines, s, true);
+	put_json_tables(out, ctx, sums, n, true);
 	fprintf(out, "]}\n");
 	if (fflush(out) == 0 && !ferror(out))
 		return true;
@@ -320,29 +352,51 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 	return false;
 }
 
+static void print_report(const ir_ctx *ctx, const drv_jit *j, const char *what,
+			 const prof_sums *sums, uint32_t n, uint64_t kernel_cycles,
+			 const drv_profile_host *host, uint32_t n_host,
+			 double run_s, double rate)
+{
+	char run_t[32], kern_t[32];
+	time_cell(run_t, sizeof run_t, run_s);
+	time_cell(kern_t, sizeof kern_t, (double)kernel_cycles / rate);
+	fflush(stdout);
+	fprintf(stderr, "profile (%s): %s since compiling, %s in kernels\n",
+		what, run_t, kern_t);
+	int width = 30;
+	for (uint32_t e = 0; e < n; e++) {
+		int w = label_width(ctx, &sums[e]);
+		width = w > width ? w : width;
+	}
+	print_entries(j, rate, host, n_host, run_s, width);
+	for (uint32_t e = 0; e < n; e++)
+		print_tables(ctx, &sums[e], width);
+}
+
 bool drv_profile_report(ir_ctx *ctx, const drv_jit *j, const char *what,
 			const drv_profile_host *host, uint32_t n_host,
 			FILE *metrics)
 {
-	prof_sums s = {0};
 	double run_s = drv_now_seconds() - j->prof_seconds;
-	s.cycles_per_s = clock_rate(j);
-	bool ok = sum_sites(ctx, j->p, &s);
+	double rate = clock_rate(j);
+	uint32_t n_entries = cg_program_n_entries(j->p), n = 0;
+	prof_sums *sums = ir_alloc(ctx, (n_entries + 1) * sizeof *sums);
+	bool ok = sums && sum_entries(ctx, j->p, rate, sums, &n);
+	if (!sums)
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+	uint64_t kernel_cycles = 0;
+	for (uint32_t e = 0; e < n; e++)
+		kernel_cycles += sums[e].kernel_cycles;
 	if (ok) {
-		fflush(stdout);
-		char run_t[32], kern_t[32];
-		time_cell(run_t, sizeof run_t, run_s);
-		time_cell(kern_t, sizeof kern_t,
-			  (double)s.kernel_cycles / s.cycles_per_s);
-		fprintf(stderr, "profile (%s): %s since compiling, %s in kernels\n",
-			what, run_t, kern_t);
-		int width = label_width(ctx, &s);
-		print_entries(j, &s, host, n_host, run_s, width);
-		print_tables(ctx, &s, width);
-		ok = !metrics || put_json(ctx, metrics, j, what, &s, host, n_host,
-					  run_s);
+		print_report(ctx, j, what, sums, n, kernel_cycles, host, n_host,
+			     run_s, rate);
+		ok = !metrics || put_json(ctx, metrics, j, what, sums, n,
+					  kernel_cycles, host, n_host, run_s);
 	}
-	ir_free(ctx, s.kinds);
-	ir_free(ctx, s.lines);
+	for (uint32_t e = 0; sums && e < n; e++) {
+		ir_free(ctx, sums[e].kinds);
+		ir_free(ctx, sums[e].lines);
+	}
+	ir_free(ctx, sums);
 	return ok;
 }

@@ -10,7 +10,8 @@
 #     without --profile, loss_grad, the batches and the update count 18
 #     calls, the validation's loss 6 (3 batches an epoch), and the
 #     JSON's totals agree (the rows by kind and by line sum to the
-#     kernels' time and to the same calls; the shares sum to 1).
+#     kernels' time, each entry point's to its own, within its time,
+#     with shares summing to 1, and to the same calls).
 # Needs python3 for the JSON (exit 77, skipped, without it).
 set -eu
 attnc=$1
@@ -58,9 +59,14 @@ assert calls == {"loss": 6, "loss_grad": 18, "batches": 18, "update": 18}, calls
 close = lambda a, b: math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
 for rows in (p["by_kind"], p["by_line"]):
     assert close(sum(r["ms"] for r in rows), p["kernel_ms"]), rows
-    assert close(sum(r["share"] for r in rows), 1.0), rows
+    for e in p["entries"]:
+        mine = [r for r in rows if r["entry"] == e["name"]]
+        assert close(sum(r["ms"] for r in mine), e["kernel_ms"]), (e, mine)
+        assert e["kernel_ms"] <= e["ms"], e
+        assert not mine or close(sum(r["share"] for r in mine), 1.0), mine
+        # every kernel runs once a call of its entry point
+        assert all(r["calls"] % e["calls"] == 0 for r in mine), (e, mine)
 assert sum(r["calls"] for r in p["by_kind"]) == sum(r["calls"] for r in p["by_line"])
-assert all(r["calls"] % 6 == 0 for r in p["by_kind"]), p["by_kind"]
 PY
 done
 echo "profile cli ok"
