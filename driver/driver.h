@@ -146,6 +146,12 @@ typedef struct drv_profile_host {
 	double seconds;
 } drv_profile_host;
 
+/* Reads p's cycle counter and the monotonic clock (drv_now_seconds) at
+ * the same moment, retrying a reading the scheduler split in two: a
+ * rate from two such readings is exact however busy the machine is. */
+void drv_profile_clock_read(const cg_program *p, uint64_t *cycles,
+			    double *seconds);
+
 /* Prints the profile of j's program (compiled with --profile) to stderr:
  * its entry points and the host's rows, then its kernels' time by op
  * kind and by .g source line, with calls, share, GFLOP/s and GB/s; and,

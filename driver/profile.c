@@ -20,6 +20,9 @@
 #define LINES_SHOWN 25
 /* The clock's rate is measured over at least this long. */
 #define MIN_CLOCK_SECONDS 0.02
+/* A reading of both clocks counts when the monotonic clock moved less
+ * than this across the cycle counter's read (none descheduled us). */
+#define MAX_READ_SECONDS 20e-6
 
 /* The kernels of one op kind, or of one kind at one .g line. */
 typedef struct prof_row {
@@ -39,15 +42,27 @@ typedef struct prof_sums {
 	double cycles_per_s;
 } prof_sums;
 
+void drv_profile_clock_read(const cg_program *p, uint64_t *cycles,
+			    double *seconds)
+{
+	for (int tries = 0;; tries++) {
+		double s0 = drv_now_seconds();
+		*cycles = cg_program_profile_clock(p);
+		double s1 = drv_now_seconds();
+		*seconds = 0.5 * (s0 + s1);
+		if (s1 - s0 < MAX_READ_SECONDS || tries == 100)
+			return;
+	}
+}
+
 /* Cycles per second of the program's counter since it was compiled. */
 static double clock_rate(const drv_jit *j)
 {
 	double s;
 	uint64_t c;
-	do {
-		c = cg_program_profile_clock(j->p);
-		s = drv_now_seconds();
-	} while (s - j->prof_seconds < MIN_CLOCK_SECONDS);
+	do
+		drv_profile_clock_read(j->p, &c, &s);
+	while (s - j->prof_seconds < MIN_CLOCK_SECONDS);
 	return (double)(c - j->prof_cycles) / (s - j->prof_seconds);
 }
 

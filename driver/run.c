@@ -374,8 +374,8 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 	j->p = cg_program_create(ctx, m, j->syms, &po);
 	if (!j->p || !cg_program_jit(j->p))
 		return false;
-	j->prof_cycles = cg_program_profile_clock(j->p);
-	j->prof_seconds = drv_now_seconds();
+	if (o->profile)
+		drv_profile_clock_read(j->p, &j->prof_cycles, &j->prof_seconds);
 	j->params = attnrt_alloc(NULL, cg_program_params_bytes(j->p));
 	if (!j->params) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
