@@ -103,7 +103,8 @@ PY
 	row "attnc, 1 thread" "$s1" "$f" "$p1"
 	set -- $(step_of "$dir/m2.json" "$nb")
 	s2=$1
-	row "attnc, --threads 2 (tuner: $2)" "$s2" "$f" "$p2"
+	row "attnc, --threads 2 (tuner: $2)" "$s2" "$f" \
+		"$([ "$2" = 1 ] && echo "$p1" || echo "$p2")"
 	best=1e9 bl=
 	for tt in 1 2; do
 		for ob in 1 2; do
