@@ -119,7 +119,7 @@ PY
 	"$py" -c "print('  PyTorch best (%s) / attnc: %.2fx at 1 thread, %.2fx at 2' % ('$bl', $best / $s1, $best / $s2))"
 	if [ "${GPT_STEP_PROFILE:-0}" = 1 ]; then
 		"$attnc" "$g" --train --data $data --batch $B --epochs 1 \
-			--threads 1 --profile 2>&1 >/dev/null | sed -n '/^profile/,$p' | head -45
+			--threads 1 --profile 2>&1 >/dev/null | sed -n "/^profile/,\$p"
 	fi
 done
 echo
