@@ -10,12 +10,22 @@
 #   gpt_torch.py time WEIGHTS B T STEPS THREADS: median seconds of a
 #       training step (forward, backward, Adam) at batch B, steps T.
 #
+# The sizes (width D, blocks L, MLP width F, context CTX, vocabulary) are
+# read from the weights; the heads H, which the weights do not show, from
+# the environment's GPT_HEADS (models/gpt.g's 4 by default).
+#
 # Needs PyTorch (Debian's python3-torch) for /usr/bin/python3; the
 # project's tests do not.
-import json, math, struct, sys, time
+import json, math, os, struct, sys, time
 import torch
 
-D, H, L, F, CTX = 64, 4, 2, 256, 64
+D, H, L, F, CTX = 64, int(os.environ.get('GPT_HEADS', '4')), 2, 256, 64
+
+def set_sizes(p):
+    global D, L, F, CTX
+    CTX, D = p['gpt.wpe'].shape
+    L = len({k.split('.')[1] for k in p if k.split('.')[1].isdigit()})
+    F = p['gpt.0.mlp.linear_0.W'].shape[1]
 
 def read_st(path):
     b = open(path, 'rb').read()
@@ -62,6 +72,7 @@ def loss_of(p, tokens, targets):
 
 def check(weights, inputs, loss_file):
     p32 = read_st(weights)
+    set_sizes(p32)
     p64 = {k: v.double() for k, v in p32.items()}
     x = read_st(inputs)
     l32 = loss_of(p32, x['tokens'], x['targets']).item()
@@ -75,9 +86,10 @@ def check(weights, inputs, loss_file):
 def time_steps(weights, B, T, steps, threads):
     torch.set_num_threads(threads)
     p = {k: v.clone().requires_grad_() for k, v in read_st(weights).items()}
+    set_sizes(p)
     opt = torch.optim.Adam(p.values(), lr=1e-3)
     g = torch.Generator().manual_seed(0)
-    tok = torch.randint(0, 60, (B, T), generator=g)
+    tok = torch.randint(0, p['gpt.embed.table'].shape[0], (B, T), generator=g)
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()

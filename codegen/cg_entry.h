@@ -47,6 +47,12 @@ typedef struct entry_gen {
 	cg_fn f;
 	LLVMValueRef run, params, scratch;
 	LLVMValueRef *inputs; /* per argument: its pointer */
+	/* Profiling (cg_lower_profile.c): the entry point's counters (two
+	 * i64 per site), NULL when not profiled; per node, its kernel's
+	 * site; the cycle count at the entry point's start. */
+	LLVMValueRef prof;
+	const uint32_t *prof_site;
+	LLVMValueRef prof_t0;
 } entry_gen;
 
 /* Where node i's data is at run time, in the function being built. */
@@ -63,6 +69,24 @@ void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs);
 
 /* Copies the outputs into the caller's outputs array of pointers. */
 void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs);
+
+/* Profiling (cg_program_options.is_profiled, cg_lower_profile.c). */
+
+/* The sites of an entry point whose kernels ks (per node, ref.fn set for
+ * each call) are about to be called: *sites (1 + calls of them, site 0
+ * the entry point), *site_of (per node, its site) and e->prof, the
+ * module's global `symbol.profile` of their counters. Returns false on
+ * out of memory (reported). */
+bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
+			   const char *symbol, cg_profile_site **sites,
+			   uint32_t *n_sites, uint32_t **site_of);
+/* The cycle counter now, or NULL when e is not profiled. */
+LLVMValueRef cg_profile_start(entry_gen *e);
+/* Adds the cycles since t0 (from cg_profile_start; NULL: nothing) to
+ * site's counter, and one call when is_call. */
+void cg_profile_add(entry_gen *e, uint32_t site, LLVMValueRef t0, bool is_call);
+/* The function `name` (i64 (void)) that reads the cycle counter. */
+void cg_profile_clock_fn(cg_lower *L, const char *name);
 
 /* A static schedule of an entry point over n_threads (cg_sched) and the
  * scratch layout that goes with it; usable false when the schedule is

@@ -36,6 +36,9 @@ typedef struct cg_entry {
 	cg_program_sched sched; /* its static schedule, if it has one */
 	attnrt_tensor_info *inputs, *outputs;
 	attnrt_entry_fn entry;
+	cg_profile_site *sites; /* when profiled: n_sites, site 0 the entry */
+	uint32_t n_sites;
+	uint64_t *counters; /* after the JIT: 2 per site (calls, cycles) */
 } cg_entry;
 
 struct cg_program {
@@ -50,7 +53,9 @@ struct cg_program {
 	uint32_t n_kernels, n_parallel;
 	uint32_t n_fused; /* fused nodes over all entries */
 	int64_t grain;
-	bool is_serial, no_fuse;
+	bool is_serial, no_fuse, is_profiled;
+	char clock_name[300]; /* when profiled: the cycle counter's reader */
+	uint64_t (*clock)(void); /* it, after the JIT */
 	uint32_t sched_threads; /* > 1: entry points get a static schedule */
 	double build_ms;
 	LLVMValueRef *consts; /* m->n_consts globals, made on first use */
@@ -913,6 +918,7 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 	const kernel_ref *k = &c->ref;
 	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
 	uint32_t na = cg_entry_kernel_args(e, id, c, args);
+	LLVMValueRef t0 = cg_profile_start(e);
 	LLVMBasicBlockRef direct = NULL, done = NULL;
 	if (k->par) {
 		LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
@@ -934,6 +940,7 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 		LLVMBuildBr(f->b, done);
 		LLVMPositionBuilderAtEnd(f->b, done);
 	}
+	cg_profile_add(e, e->prof_site ? e->prof_site[id] : 0, t0, true);
 }
 
 void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs)
@@ -978,6 +985,7 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	e->params = LLVMGetParam(f->fn, 1);
 	e->scratch = LLVMGetParam(f->fn, 2);
 	cg_entry_load_inputs(e, LLVMGetParam(f->fn, 3));
+	e->prof_t0 = cg_profile_start(e);
 	if (sp->usable) {
 		LLVMBasicBlockRef in_order = cg_block(f, "in_order");
 		cg_sched_emit(e, ks, sp, LLVMGetParam(f->fn, 4), in_order);
@@ -987,6 +995,7 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 		if (ks[i].ref.fn)
 			call_kernel(e, i, &ks[i]);
 	cg_entry_copy_outputs(e, LLVMGetParam(f->fn, 4));
+	cg_profile_add(e, 0, e->prof_t0, true);
 	LLVMBuildRet(f->b, cg_i32(f, 0));
 	cg_fn_end(f);
 }
@@ -1035,8 +1044,13 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 					   fn->output_names, fn->n_outputs);
 		ok = ce->inputs && ce->outputs;
 	}
+	uint32_t *site_of = NULL;
+	if (ok && p->is_profiled)
+		ok = cg_profile_entry_make(&e, ks, ce->symbol, &ce->sites,
+					   &ce->n_sites, &site_of);
 	if (ok)
 		build_entry(&e, ce, ks, &sp);
+	ir_free(p->ctx, site_of);
 	cg_sched_plan_fini(p->ctx, &sp);
 	plan_fini(p->ctx, &e.plan);
 	ir_free(p->ctx, ks);
@@ -1083,6 +1097,11 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 		return false;
 	if (!layout_params(p, &L))
 		return false;
+	if (p->is_profiled) {
+		snprintf(p->clock_name, sizeof p->clock_name, "%s.profile_clock",
+			 prefix);
+		cg_profile_clock_fn(&L, p->clock_name);
+	}
 	for (uint32_t i = 0; i < m->n_funcs; i++)
 		p->n_entries += wanted(opts, m->funcs[i]);
 	p->entries = ir_alloc(p->ctx, (p->n_entries + 1) * sizeof *p->entries);
@@ -1114,6 +1133,7 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	p->grain = opts && opts->grain > 0 ? opts->grain : CG_PROGRAM_GRAIN_DEFAULT;
 	p->is_serial = opts && opts->is_serial;
 	p->no_fuse = opts && opts->no_fuse;
+	p->is_profiled = opts && opts->is_profiled;
 	int st = opts ? opts->sched_threads : 0;
 	if (st == 0)
 		st = cg_threads_get();
@@ -1144,6 +1164,7 @@ void cg_program_destroy(cg_program *p)
 	for (uint32_t i = 0; p->entries && i < p->n_entries; i++) {
 		ir_free(p->ctx, p->entries[i].inputs);
 		ir_free(p->ctx, p->entries[i].outputs);
+		ir_free(p->ctx, p->entries[i].sites);
 	}
 	cg_module_destroy(p->cm);
 	ir_free(p->ctx, p->entries);
@@ -1154,6 +1175,23 @@ void cg_program_destroy(cg_program *p)
 	ir_free(p->ctx, p->params);
 	ir_free(p->ctx, p->syms);
 	ir_free(p->ctx, p);
+}
+
+/* The profiled program's counters and clock, after the JIT. */
+static bool profile_lookup(cg_program *p)
+{
+	char name[300];
+	for (uint32_t i = 0; i < p->n_entries; i++) {
+		snprintf(name, sizeof name, "%s.profile", p->entries[i].symbol);
+		p->entries[i].counters = cg_module_lookup(p->cm, name);
+		if (!p->entries[i].counters)
+			return !module_failed(p);
+	}
+	void *fp = cg_module_lookup(p->cm, p->clock_name);
+	if (!fp)
+		return !module_failed(p);
+	memcpy(&p->clock, &fp, sizeof fp);
+	return true;
 }
 
 bool cg_program_jit(cg_program *p)
@@ -1172,7 +1210,7 @@ bool cg_program_jit(cg_program *p)
 		 * the round trip (as for dlsym). */
 		memcpy(&p->entries[i].entry, &fp, sizeof fp);
 	}
-	return true;
+	return !p->is_profiled || profile_lookup(p);
 }
 
 bool cg_program_emit(cg_program *p, cg_emit_kind kind, const char *path)
@@ -1292,4 +1330,23 @@ cg_module_stats cg_program_stats(const cg_program *p)
 double cg_program_build_ms(const cg_program *p)
 {
 	return p->build_ms;
+}
+
+const cg_profile_site *cg_program_profile_sites(const cg_program *p,
+						const char *func, uint32_t *n)
+{
+	const cg_entry *e = find_entry(p, func);
+	*n = e && e->sites ? e->n_sites : 0;
+	return e ? e->sites : NULL;
+}
+
+uint64_t *cg_program_profile_counters(const cg_program *p, const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? e->counters : NULL;
+}
+
+uint64_t cg_program_profile_clock(const cg_program *p)
+{
+	return p->clock ? p->clock() : 0;
 }

@@ -491,6 +491,7 @@ static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 	uint32_t na = cg_entry_kernel_args(te, id, &ks[id], args);
 	args[na++] = cg_i64(f, t->lo);
 	args[na++] = cg_i64(f, t->hi);
+	LLVMValueRef t0 = cg_profile_start(te);
 	LLVMValueRef st = cg_call(f, ks[id].ref.fn, args, na);
 	LLVMBasicBlockRef bad = cg_block(f, "failed"), ok = cg_block(f, "done");
 	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), ""),
@@ -500,6 +501,7 @@ static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 			   st, LLVMAtomicOrderingMonotonic, 0);
 	LLVMBuildBr(f->b, quit);
 	LLVMPositionBuilderAtEnd(f->b, ok);
+	cg_profile_add(te, te->prof_site ? te->prof_site[id] : 0, t0, t->lo == 0);
 	cg_atomic_store(f, cg_i32(f, (int32_t)t->index + 1),
 		     count_at(f, ctx, t->thread),
 		     LLVMAtomicOrderingRelease);
@@ -637,5 +639,6 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	e->offset = sp->offset;
 	cg_entry_copy_outputs(e, outputs);
 	e->offset = saved;
+	cg_profile_add(e, 0, e->prof_t0, true);
 	LLVMBuildRet(f->b, cg_i32(f, 0));
 }

@@ -70,6 +70,12 @@ typedef struct cg_program_options {
 	 * count when the program is made (at most CG_PROGRAM_SCHED_MAX);
 	 * 1 = no schedule. */
 	int sched_threads;
+	/* Time every kernel call (docs/cli.md, --profile): each entry point
+	 * reads the CPU's cycle counter around each kernel it calls and adds
+	 * the call and its cycles to counters of its own (atomically, so
+	 * that concurrent calls may share them). Without it the code has no
+	 * trace of this; with it the results are the same bits. */
+	bool is_profiled;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
@@ -161,6 +167,37 @@ typedef struct cg_program_sched {
 } cg_program_sched;
 
 cg_program_sched cg_program_sched_of(const cg_program *p, const char *func);
+
+/* ---- profiling (cg_program_options.is_profiled) ---------------------------- */
+
+/* One place an entry point counts time at: site 0 is the entry point as
+ * a whole (node IR_NONE), site 1 + i its i-th kernel call in program
+ * order. Work is per call, from the concrete shapes. */
+typedef struct cg_profile_site {
+	ir_id node;       /* the kernel's node in the function's graph */
+	const char *kind; /* its op's name (ir_op_table), static */
+	uint32_t n_fused; /* nodes computed inside it (elementwise fusion) */
+	ir_loc loc;       /* its node's .g location */
+	double flops;     /* matmul and attention arithmetic; 0 for others */
+	double bytes;     /* its operands' and result's bytes */
+} cg_profile_site;
+
+/* The sites of the entry point for func (*n of them), or NULL (*n = 0)
+ * when p is not profiled or func is not exported. Owned by p. */
+const cg_profile_site *cg_program_profile_sites(const cg_program *p,
+						const char *func, uint32_t *n);
+
+/* After cg_program_jit: the counters of the entry point for func, two
+ * per site (calls, cycles), which its calls add to; zero before the
+ * first call. The caller may reset them. NULL when not profiled. Under a
+ * static schedule, a kernel split into pieces counts one call and the
+ * cycles of all its pieces (on every thread). */
+uint64_t *cg_program_profile_counters(const cg_program *p, const char *func);
+
+/* After cg_program_jit: the cycle counter the profile counts in, read
+ * now (the difference of two reads over the time between them gives its
+ * rate); 0 when not profiled. */
+uint64_t cg_program_profile_clock(const cg_program *p);
 
 /* Compilation statistics of the underlying module; build_ms is the time
  * spent building the LLVM IR in cg_program_create. */

@@ -39,6 +39,7 @@ typedef struct drv_options {
 	bool no_fuse, stats, verify_each;
 	bool explain_fusion; /* say which softmaxes fuse, and why not */
 	bool interp, jit, f64;
+	bool profile;       /* --profile: time every kernel call */
 	bool compile_only;  /* -c: object file and header */
 	const char *emit;   /* --emit=ir|llvm|asm|obj */
 	const char *output; /* -o */
@@ -130,7 +131,38 @@ typedef struct drv_jit {
 	void *params; /* the params block (cg_program_params gives the table) */
 	int64_t *syms; /* the symbols' values it was compiled for */
 	const char *vocab; /* a text's characters, saved with --save, or NULL */
+	/* --profile: the program's cycle counter and the monotonic clock
+	 * (seconds) read together once it was compiled, for the counter's
+	 * rate (profile.c). */
+	uint64_t prof_cycles;
+	double prof_seconds;
 } drv_jit;
+
+/* ---- --profile (profile.c) ---- */
+
+/* Time the driver spent around a profiled program's entry points (the
+ * batches' filling, the optimizer's update), shown beside them. */
+typedef struct drv_profile_host {
+	const char *name;
+	uint64_t calls;
+	double seconds;
+} drv_profile_host;
+
+/* Reads p's cycle counter and the monotonic clock (drv_now_seconds) at
+ * the same moment, retrying a reading the scheduler split in two: a
+ * rate from two such readings is exact however busy the machine is. */
+void drv_profile_clock_read(const cg_program *p, uint64_t *cycles,
+			    double *seconds);
+
+/* Prints the profile of j's program (compiled with --profile) to stderr:
+ * its entry points and the host's rows, then its kernels' time by op
+ * kind and by .g source line, with calls, share, GFLOP/s and GB/s; and,
+ * when metrics is not NULL, the same as one JSON line {"profile": what,
+ * ...} there (docs/cli.md). what names the program ("training"). Returns
+ * false after reporting when it cannot write metrics. */
+bool drv_profile_report(ir_ctx *ctx, const drv_jit *j, const char *what,
+			const drv_profile_host *host, uint32_t n_host,
+			FILE *metrics);
 
 /* Binds the symbols (from the example of f, if f is not NULL and has
  * one; the train block's batch first when is_training), compiles every

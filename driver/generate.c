@@ -366,7 +366,9 @@ bool drv_generate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		vocab = loaded = vocab_of_checkpoint(ctx, o->load);
 	g.vocab = vocab;
 	bool ok = vocab && compile(&g, trained) && open_buffers(&g) &&
-		  run(&g, metrics);
+		  run(&g, metrics) &&
+		  (!o->profile || drv_profile_report(ctx, &g.jit, "generation",
+						     NULL, 0, metrics));
 	close_generator(&g);
 	rt_text_vocab_free(loaded);
 	return ok;

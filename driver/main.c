@@ -40,6 +40,9 @@ static const char usage[] =
 	"                       (with --jit, of the compilation too; with\n"
 	"                       --train, of the training program, first)\n"
 	"  --verify-each        run the IR verifier after every pass\n"
+	"  --profile            with --jit, --train or --generate: time every\n"
+	"                       kernel call; print the time by entry point, op\n"
+	"                       kind and .g line to stderr (and to --metrics)\n"
 	"\n"
 	"Running (the default entry point: the first exported function with an\n"
 	"example, on its example inputs):\n"
@@ -392,6 +395,7 @@ static const opt_def opt_table[] = {
 	FLAG("--verify-each", verify_each),
 	FLAG("--interp", interp),
 	FLAG("--jit", jit),
+	FLAG("--profile", profile),
 	FLAG("--f64", f64),
 	FLAG("--train", train),
 	FLAG("--gradcheck", gradcheck),
@@ -567,7 +571,7 @@ static const char *check_training(const drv_options *o)
 	if (o->gradcheck && o->stats)
 		return "--stats does not go with --gradcheck";
 	if ((o->epochs || o->lr > 0 || o->shards ||
-	     (o->metrics && !o->n_translate && !o->generate)) &&
+	     (o->metrics && !o->n_translate && !o->generate && !o->profile)) &&
 	    !o->train)
 		return "--epochs, --lr, --shards and --metrics need --train";
 	if (o->gradcheck && (o->plot || o->heatmap || o->save))
@@ -582,6 +586,24 @@ static const char *check_training(const drv_options *o)
 	return NULL;
 }
 
+/* --profile times native code as it runs. */
+static const char *check_profile(const drv_options *o)
+{
+	if (!o->profile)
+		return NULL;
+	if (o->compile_only || o->emit)
+		return "--profile times code as it runs: not with -c or --emit "
+		       "(use --jit, --train or --generate)";
+	if (o->interp)
+		return "--profile times native code: with --jit, --train or "
+		       "--generate, not --interp";
+	if (o->gradcheck)
+		return "--profile does not go with --gradcheck";
+	if (!o->jit && !o->train && !o->generate)
+		return "--profile needs a run: --jit, --train or --generate";
+	return NULL;
+}
+
 /* Options that must go together. */
 static bool check_combination(ir_ctx *ctx, const drv_options *o)
 {
@@ -591,6 +613,8 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 	else if ((bad = check_training(o)) != NULL)
 		;
 	else if ((bad = check_translation(o)) != NULL)
+		;
+	else if ((bad = check_profile(o)) != NULL)
 		;
 	else if (o->interp && o->jit)
 		bad = "--interp and --jit: choose one";

@@ -9,6 +9,7 @@
 
 #include "passes.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -294,7 +295,8 @@ cg_program_options drv_program_options(const drv_options *o)
 	return (cg_program_options){
 		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise"),
 		.sched_threads = o->threads,
-		.cpu = o->mcpu};
+		.cpu = o->mcpu,
+		.is_profiled = o->profile};
 }
 
 /* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for
@@ -372,6 +374,8 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 	j->p = cg_program_create(ctx, m, j->syms, &po);
 	if (!j->p || !cg_program_jit(j->p))
 		return false;
+	if (o->profile)
+		drv_profile_clock_read(j->p, &j->prof_cycles, &j->prof_seconds);
 	j->params = attnrt_alloc(NULL, cg_program_params_bytes(j->p));
 	if (!j->params) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
@@ -409,6 +413,24 @@ void drv_jit_close(ir_ctx *ctx, drv_jit *j)
 	memset(j, 0, sizeof *j);
 }
 
+/* --profile of the one call, to stderr and to --metrics FILE. */
+static bool report_profile(ir_ctx *ctx, const drv_options *o, const drv_jit *j)
+{
+	FILE *metrics = o->metrics ? fopen(o->metrics, "w") : NULL;
+	if (o->metrics && !metrics) {
+		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
+			 o->metrics, strerror(errno));
+		return false;
+	}
+	bool ok = drv_profile_report(ctx, j, "run", NULL, 0, metrics);
+	if (metrics && fclose(metrics) != 0 && ok) {
+		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
+			 o->metrics, strerror(errno));
+		ok = false;
+	}
+	return ok;
+}
+
 bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 {
 	const ir_func *f = drv_entry(ctx, m, o, !o->inputs);
@@ -435,7 +457,8 @@ bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 		drv_print_jit_stats(m, j.p);
 	else if (!put_outputs(ctx, m, f, o, outs))
 		goto out;
-	ok = (!o->save || drv_jit_save(ctx, m, o, &j)) &&
+	ok = (!o->profile || report_profile(ctx, o, &j)) &&
+	     (!o->save || drv_jit_save(ctx, m, o, &j)) &&
 	     (!wants_pictures(o) || drv_pictures(&e, NULL, 0));
 out:
 	inputs_fini(ctx, f, in, is_owned);

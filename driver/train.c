@@ -46,6 +46,9 @@ typedef struct trainer {
 	bool is_tty;
 	double start;   /* when the first epoch began (seconds) */
 	attnrt_tuner tuner; /* the threads of each step */
+	/* --profile: the batches' filling and the update (the gradients
+	 * added, the optimizer's step, the norms) around the entry points */
+	drv_profile_host host[2];
 } trainer;
 
 /* What the steps of one epoch add up. */
@@ -252,8 +255,11 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 {
 	drv_batch b;
 	memset(&b, 0, sizeof b);
+	double fill0 = drv_now_seconds();
 	if (!t->src.fill(t->src.state, epoch, i, &b))
 		return false;
+	t->host[0].calls++;
+	t->host[0].seconds += drv_now_seconds() - fill0;
 	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
 			  .n_threads = step_threads(t)};
 	double loss, t0 = drv_now_seconds();
@@ -262,6 +268,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	/* The shards' gradients added, their norm, the optimizer's step and
 	 * the parameters' norm (to catch a step that overflows), each on
 	 * the step's threads, in parts. */
+	double update0 = drv_now_seconds();
 	int team = run.n_threads > 0 ? run.n_threads : cg_threads_get();
 	update_run u = {.t = t};
 	for (uint32_t sh = 1; sh < drv_grad_live(&t->grad, &b); sh++)
@@ -279,7 +286,10 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	u.scale = (clip > 0 && norm > clip ? clip / norm : 1.0) * shard_scale;
 	attnrt_optim_begin_step(t->optim);
 	cg_threads_each(team, step_parts, &u);
-	attnrt_tuner_record(&t->tuner, drv_now_seconds() - t0);
+	double t1 = drv_now_seconds();
+	t->host[1].calls++;
+	t->host[1].seconds += t1 - update0;
+	attnrt_tuner_record(&t->tuner, t1 - t0);
 	t->step++;
 	sums->loss += loss;
 	sums->divisor += b.loss_divisor;
@@ -579,6 +589,11 @@ static bool train_all(trainer *t)
 			return false;
 	}
 	print_summary(t);
+	t->host[0].name = "batches";
+	t->host[1].name = "update";
+	if (t->o->profile && !drv_profile_report(t->ctx, &t->jit, "training",
+						 t->host, 2, t->metrics))
+		return false;
 	if (!regression_mse(t, &mse_after))
 		return false;
 	if (drv_is_regression(t->m))
