@@ -400,10 +400,11 @@ bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
  * left over in a batch of its own copies (exact: the batch's value is
  * that sample's); for another loss the last batch filled up with the
  * first samples, weighted by its share of new rows. False after
- * reporting. */
+ * reporting. The entry runs on n_threads threads (attnrt_run's: 0 for
+ * OpenMP's default). */
 bool drv_samples_eval(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 		      const char *entry, drv_loss_kind kind,
-		      const drv_samples *s, double *loss);
+		      const drv_samples *s, int32_t n_threads, double *loss);
 
 /* ---- data = tensors(...) (data_tensors.c) ---------------------------------- */
 

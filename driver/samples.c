@@ -371,6 +371,7 @@ typedef struct evaluator {
 	void *scratch;
 	float *out;
 	size_t n_loss, rows;
+	int32_t n_threads;
 } evaluator;
 
 /* The sum of the loss output over the batch of samples order[first ..]
@@ -380,7 +381,8 @@ static double eval_batch(evaluator *e, const size_t *order, size_t n,
 {
 	gather(&e->ss, order, n, first);
 	void *outputs[1] = {e->out};
-	attnrt_run run = {.seed = 0, .step = 0, .is_training = 0};
+	attnrt_run run = {.seed = 0, .step = 0, .is_training = 0,
+			  .n_threads = e->n_threads};
 	int rc = e->fn(&run, e->j->params, e->scratch,
 		       (const void *const *)e->ss.inputs, outputs);
 	if (rc != ATTNRT_OK) {
@@ -426,9 +428,10 @@ static void eval_close(evaluator *e)
 
 bool drv_samples_eval(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 		      const char *entry, drv_loss_kind kind,
-		      const drv_samples *s, double *loss)
+		      const drv_samples *s, int32_t n_threads, double *loss)
 {
-	evaluator e = {.ctx = ctx, .m = m, .j = j, .entry = entry};
+	evaluator e = {.ctx = ctx, .m = m, .j = j, .entry = entry,
+		       .n_threads = n_threads};
 	bool ok = eval_open(&e, s);
 	size_t B = e.rows, full = ok ? s->n / B * B : 0;
 	double sum = 0, batches = 0; /* in units of a batch's loss */

@@ -46,6 +46,7 @@ typedef struct trainer {
 	bool is_tty;
 	double start;   /* when the first epoch began (seconds) */
 	attnrt_tuner tuner; /* the threads of each step */
+	int32_t step_threads; /* the last step's, for the validation loss */
 	/* --profile: the batches' filling and the update (the gradients
 	 * added, the optimizer's step, the norms) around the entry points */
 	drv_profile_host host[2];
@@ -262,6 +263,7 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 	t->host[0].seconds += drv_now_seconds() - fill0;
 	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
 			  .n_threads = step_threads(t)};
+	t->step_threads = run.n_threads;
 	double loss, t0 = drv_now_seconds();
 	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
 		return false;
@@ -391,7 +393,7 @@ static bool train_epoch(trainer *t, uint64_t epoch)
 	t->losses[epoch] = loss;
 	if (t->data.valid && !drv_samples_eval(t->ctx, t->m, &t->jit, t->tc->entry,
 					       t->tc->loss_kind, t->data.valid,
-					       &valid))
+					       t->step_threads, &valid))
 		return false;
 	t->valid_losses[epoch] = valid;
 	print_epoch(t, epoch, loss, valid, secs, rate);
