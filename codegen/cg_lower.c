@@ -971,6 +971,8 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	LLVMTypeRef ps[5] = {ptr, ptr, ptr, ptr, ptr};
 	LLVMTypeRef ft = LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 5, 0);
 	cg_fn_begin(f, e->L->mod, ce->symbol, ft, false);
+	cg_fn_attr(f, "noinline");
+	cg_fn_attr(f, "optnone");
 	for (unsigned i = 0; i < 5; i++)
 		if (i != 2)
 			cg_fn_param_readonly(f, i);

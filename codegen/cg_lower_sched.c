@@ -518,6 +518,7 @@ static LLVMValueRef thread_fn(const entry_gen *e, const node_call *ks,
 	cg_fn_begin(&te.f, e->L->mod, name,
 		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0), true);
 	cg_fn_attr(&te.f, "noinline");
+	cg_fn_attr(&te.f, "optnone");
 	cg_fn *f = &te.f;
 	LLVMValueRef ctx = LLVMGetParam(f->fn, 0);
 	te.run = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_RUN), "run");
