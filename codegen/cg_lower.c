@@ -1077,7 +1077,10 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0, 0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
-		       : (unsigned)cg_cpu_vector_width(opts ? opts->cpu : NULL);
+		       : (unsigned)cg_cpu_vector_width(
+				 opts && opts->triple && !opts->cpu
+					 ? cg_target_default_cpu(opts->triple)
+					 : opts ? opts->cpu : NULL);
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0	 ? INT64_MAX
 						 : opts->gemm_min;
@@ -1125,7 +1128,10 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	int before = ctx->n_errors;
 	bool ok = bind_syms(p, sym_values);
 	if (ok) {
-		p->cm = cg_module_create_for(m->name, opts ? opts->cpu : NULL);
+		p->cm = cg_module_create_target(m->name, opts ? opts->triple : NULL,
+						opts ? opts->cpu : NULL);
+		if (p->cm && opts)
+			cg_module_set_cache(p->cm, opts->cache_dir);
 		ok = p->cm && !module_failed(p) && lower_all(p, opts) &&
 		     !module_failed(p);
 	}

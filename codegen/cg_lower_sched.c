@@ -431,10 +431,8 @@ static LLVMValueRef wait_fn(cg_lower *L)
 	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntNE, s,
 					   cg_i32(&f, INT32_MAX), ""), fail, go);
 	LLVMPositionBuilderAtEnd(f.b, go);
-	char *triple = LLVMGetDefaultTargetTriple();
-	if (strncmp(triple, "x86_64", 6) == 0)
+	if (strncmp(LLVMGetTarget(L->mod), "x86_64", 6) == 0)
 		cg_intrinsic(&f, "llvm.x86.sse2.pause", NULL, 0, NULL, 0);
-	LLVMDisposeMessage(triple);
 	LLVMValueRef next = LLVMBuildAdd(f.b, spins, cg_i32(&f, 1), "");
 	/* Every 1024 spins, give the core to whoever else wants it: the
 	 * thread waited on may be waiting for this core. */
