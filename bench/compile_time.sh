@@ -33,6 +33,10 @@ measure() {
 		rm -rf "$tmp/cache"
 		/usr/bin/env time -f %U -o "$tmp/u" "$attnc" "$@" --stats \
 			>"$tmp/s" 2>/dev/null
+		if ! grep -q '"compile_ms"' "$tmp/s"; then
+			printf '%-22s (no native run: %s)\n' "$name" "$*"
+			return
+		fi
 		field compile_ms <"$tmp/s" >>"$tmp/cold"
 		echo "$(field opt_ms <"$tmp/s") $(field codegen_ms <"$tmp/s")" >>"$tmp/parts"
 		cat "$tmp/u" >>"$tmp/cpu"
