@@ -36,11 +36,23 @@ typedef enum cg_emit_kind {
 	CG_EMIT_OBJ,  /* relocatable ELF object, position independent (.o) */
 } cg_emit_kind;
 
+/* What the object cache did for a module's JIT compilation. */
+typedef enum cg_cache_result {
+	CG_CACHE_OFF,     /* no cache (cg_module_set_cache not called) */
+	CG_CACHE_MISS,    /* no entry: compiled, and stored */
+	CG_CACHE_HIT,     /* the object came from the cache, checked whole */
+	CG_CACHE_CORRUPT, /* an entry failed a check: compiled, and replaced */
+} cg_cache_result;
+
 /* Timings of the module's compilation, in milliseconds, and its size. */
 typedef struct cg_module_stats {
-	int n_functions; /* defined functions, helpers included */
-	double opt_ms;   /* LLVMVerifyModule + the default<O3> pipeline */
-	double jit_ms;   /* machine code generation and linking by LLJIT */
+	int n_functions;  /* defined functions, helpers included */
+	double opt_ms;    /* LLVMVerifyModule + the default<O3> pipeline */
+	double codegen_ms; /* machine code generation (0 on a cache hit) */
+	/* cg_module_jit's time but optimizing: the cache key and lookup,
+	 * machine code generation, linking by LLJIT */
+	double jit_ms;
+	cg_cache_result cache;
 } cg_module_stats;
 
 /* Creates an empty module for the host CPU (its name is the LLVM module
@@ -55,6 +67,30 @@ cg_module *cg_module_create(const char *name);
  * features. Optimization, emission and the JIT all target that CPU. */
 cg_module *cg_module_create_for(const char *name, const char *cpu);
 
+/* As cg_module_create_for, for the target triple (cg_target_check's
+ * kind; NULL = the host's) and cpu: an x86-64 CPU name for an x86-64
+ * triple, else NULL or "generic". The JIT refuses a module whose target
+ * is not the host's (cg_target_is_host). */
+cg_module *cg_module_create_target(const char *name, const char *triple,
+				   const char *cpu);
+
+/* True if triple names a target cg_module_create_target can make code
+ * for: one this LLVM has, for Linux on a 64-bit little-endian machine
+ * ("x86_64-linux-gnu", "aarch64-linux-gnu", ...); else false with the
+ * reason in err. */
+bool cg_target_check(const char *triple, char *err, size_t err_len);
+
+/* True if code for triple runs here: its arch and OS are the host's
+ * (the vendor may differ). NULL = the host: true. */
+bool cg_target_is_host(const char *triple);
+
+/* True if triple's arch is x86-64 (NULL = the host's). */
+bool cg_target_is_x86_64(const char *triple);
+
+/* The CPU code for triple is made for when no --mcpu says: "x86-64"
+ * (the baseline, SSE2) for x86-64 triples, else "generic". */
+const char *cg_target_default_cpu(const char *triple);
+
 /* True if cpu names a CPU that cg_module_create_for knows; else false
  * with "unknown CPU 'NAME'..." (and the nearest known name) in err. */
 bool cg_cpu_check(const char *cpu, char *err, size_t err_len);
@@ -62,6 +98,14 @@ bool cg_cpu_check(const char *cpu, char *err, size_t err_len);
 /* Floats per vector of the kernels for cpu: 16 where it has AVX-512,
  * else 8; NULL or "native" = the host's (cg_gemm_host_vector_width). */
 int cg_cpu_vector_width(const char *cpu);
+
+/* Makes cg_module_jit keep compiled objects in directory dir (made
+ * when first needed): the object of a module whose bitcode, LLVM
+ * version, triple, CPU, features and pipeline all match an entry is
+ * read from there instead of being optimized and compiled; an entry
+ * that fails its checks is compiled again and replaced. NULL or ""
+ * = no cache (the default). Only the JIT uses the cache. */
+void cg_module_set_cache(cg_module *m, const char *dir);
 
 /* Frees the module, its JIT and all code it made: function pointers from
  * cg_module_lookup are dangling afterwards. NULL is a no-op. */

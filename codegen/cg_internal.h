@@ -27,6 +27,36 @@ LLVMModuleRef cg_module_llvm(cg_module *m);
 bool cg_module_fail(cg_module *m, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Registers every target this LLVM has (--target; the host's alone is
+ * what cg_module_create needs). Idempotent. */
+void cg_target_init_all(void);
+
+/* ---- the object cache (cg_cache.c) ---------------------------------------- */
+
+#include <llvm-c/TargetMachine.h>
+
+#include <stddef.h>
+
+#define CG_CACHE_KEY_BYTES 16
+
+/* The cache key of mod compiled by tm through pipeline: a 128-bit hash
+ * of LLVM's version, tm's triple, CPU and features, the pipeline and
+ * mod's bitcode. False if the bitcode cannot be written. */
+bool cg_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm,
+		  const char *pipeline, unsigned char key[CG_CACHE_KEY_BYTES]);
+/* Looks key up in directory dir: CG_CACHE_MISS, CG_CACHE_CORRUPT (an
+ * entry that fails a check, not to be used) or CG_CACHE_HIT, when
+ * *data is a malloc'd copy of the object (*len bytes) that the caller
+ * frees. */
+cg_cache_result cg_cache_load(const char *dir,
+			      const unsigned char key[CG_CACHE_KEY_BYTES],
+			      char **data, size_t *len);
+/* Stores the object data (len bytes) under key in dir, making dir if
+ * needed, atomically (a temporary file renamed over the entry). False
+ * if it could not: the caller carries on without the cache. */
+bool cg_cache_store(const char *dir, const unsigned char key[CG_CACHE_KEY_BYTES],
+		    const char *data, size_t len);
+
 /* ---- building IR (cg_ir.c) ------------------------------------------------ */
 
 /* One function under construction: its module, context and builder. */

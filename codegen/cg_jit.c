@@ -1,7 +1,8 @@
 /*
  * cg_jit.c - the cg_module: one LLVM module per compilation, built in an
  * ORC thread-safe context, optimized once for the TargetMachine of the
- * host CPU (or of a named one: cg_module_create_for, --mcpu), then
+ * host CPU (or of a named one: cg_module_create_for, --mcpu; or of
+ * another machine: cg_module_create_target, --target), then
  * either JIT-compiled with LLJIT or emitted (IR text, assembly, PIC
  * object) from a clone.
  *
@@ -32,6 +33,9 @@
 #include <string.h>
 #include <time.h>
 
+/* The optimization pipeline (part of the cache key). */
+#define CG_PIPELINE "default<O3>"
+
 struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */
 	LLVMModuleRef mod;                 /* NULL once the JIT owns it */
@@ -40,6 +44,8 @@ struct cg_module {
 	bool is_optimized;
 	bool is_failed;
 	char cpu[64]; /* LLVM CPU name; "" = the host's CPU and features */
+	char triple[128]; /* normalized target triple; "" = the host's */
+	char cache_dir[1024]; /* the object cache; "" = none */
 	cg_module_stats stats;
 	char err[1024];
 };
@@ -77,7 +83,8 @@ static bool fail_llvm_error(cg_module *m, const char *what, LLVMErrorRef e)
 static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
 				    LLVMCodeModel model)
 {
-	char *triple = LLVMGetDefaultTargetTriple();
+	char *triple = m->triple[0] ? LLVMCreateMessage(m->triple)
+				    : LLVMGetDefaultTargetTriple();
 	char *cpu = m->cpu[0] ? NULL : LLVMGetHostCPUName();
 	char *features = m->cpu[0] ? NULL : LLVMGetHostCPUFeatures();
 	LLVMTargetRef target;
@@ -110,6 +117,8 @@ static void setup_module(cg_module *m, const char *name)
 		cg_module_fail(m, "LLVM has no native target for this host");
 		return;
 	}
+	if (m->triple[0])
+		cg_target_init_all();
 	m->tm = host_tm(m, LLVMRelocPIC, LLVMCodeModelDefault);
 	if (!m->tm)
 		return;
@@ -131,9 +140,42 @@ cg_module *cg_module_create(const char *name)
 
 cg_module *cg_module_create_for(const char *name, const char *cpu)
 {
+	return cg_module_create_target(name, NULL, cpu);
+}
+
+/* Sets m's triple and CPU (for a triple that is not x86-64's, only the
+ * generic CPU); false once m has failed. */
+static bool set_target(cg_module *m, const char *triple, const char *cpu)
+{
+	char err[512];
+	if (!cg_target_check(triple, err, sizeof err))
+		return cg_module_fail(m, "%s", err);
+	char *norm = LLVMNormalizeTargetTriple(triple);
+	snprintf(m->triple, sizeof m->triple, "%s", norm);
+	LLVMDisposeMessage(norm);
+	if (cg_target_is_x86_64(triple))
+		return true;
+	if (cpu && strcmp(cpu, "generic") != 0)
+		return cg_module_fail(m, "CPU '%s' is not one of target %s: its "
+				      "only CPU here is 'generic'", cpu, triple);
+	snprintf(m->cpu, sizeof m->cpu, "generic");
+	return true;
+}
+
+cg_module *cg_module_create_target(const char *name, const char *triple,
+				   const char *cpu)
+{
 	cg_module *m = calloc(1, sizeof *m);
 	if (!m)
 		return NULL;
+	if (triple && !set_target(m, triple, cpu))
+		return m;
+	if (m->cpu[0]) { /* generic, of another arch */
+		setup_module(m, name);
+		return m;
+	}
+	if (triple && !cpu)
+		cpu = cg_target_default_cpu(triple);
 	char err[256];
 	if (cpu && strcmp(cpu, "native") != 0) {
 		if (!cg_cpu_check(cpu, err, sizeof err)) {
@@ -203,7 +245,7 @@ bool cg_module_optimize(cg_module *m)
 	LLVMDisposeMessage(msg);
 	m->stats.n_functions = count_functions(m->mod);
 	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-	LLVMErrorRef e = LLVMRunPasses(m->mod, "default<O3>", m->tm, opts);
+	LLVMErrorRef e = LLVMRunPasses(m->mod, CG_PIPELINE, m->tm, opts);
 	LLVMDisposePassBuilderOptions(opts);
 	if (e)
 		return fail_llvm_error(m, "optimization failed", e);
@@ -246,32 +288,97 @@ static const char *first_exported(LLVMModuleRef mod)
 	return NULL;
 }
 
+/* The optimized module's PIC object, for the JIT: emitted from the
+ * module itself (it is dropped afterwards), in a malloc'd buffer. */
+static char *emit_for_jit(cg_module *m, size_t *len)
+{
+	LLVMMemoryBufferRef buf = NULL;
+	char *msg = NULL;
+	if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile,
+						&msg, &buf)) {
+		cg_module_fail(m, "code generation failed: %s", msg);
+		LLVMDisposeMessage(msg);
+		return NULL;
+	}
+	*len = LLVMGetBufferSize(buf);
+	char *out = malloc(*len + 1);
+	if (out)
+		memcpy(out, LLVMGetBufferStart(buf), *len);
+	else
+		cg_module_fail(m, "out of memory");
+	LLVMDisposeMemoryBuffer(buf);
+	return out;
+}
+
+/* The module's object: from the cache when it holds a sound one, else
+ * optimized and compiled now (and stored there). */
+static char *module_object(cg_module *m, size_t *len)
+{
+	unsigned char key[CG_CACHE_KEY_BYTES];
+	const char *pipeline = m->is_optimized ? "optimized" : CG_PIPELINE;
+	bool keyed = m->cache_dir[0] && cg_cache_key(m->mod, m->tm, pipeline, key);
+	char *obj = NULL;
+	if (keyed) {
+		m->stats.cache = cg_cache_load(m->cache_dir, key, &obj, len);
+		if (m->stats.cache == CG_CACHE_HIT) {
+			m->stats.n_functions = count_functions(m->mod);
+			return obj;
+		}
+	}
+	if (!cg_module_optimize(m))
+		return NULL;
+	double t0 = now_ms();
+	obj = emit_for_jit(m, len);
+	m->stats.codegen_ms = now_ms() - t0;
+	if (obj && keyed)
+		cg_cache_store(m->cache_dir, key, obj, *len);
+	return obj;
+}
+
 bool cg_module_jit(cg_module *m)
 {
-	if (!cg_module_optimize(m))
-		return false;
 	if (m->jit)
 		return true;
-	double t0 = now_ms();
-	if (!create_jit(m))
+	if (m->is_failed)
 		return false;
+	if (!m->mod)
+		return cg_module_fail(m, "module was handed to the JIT");
+	if (m->triple[0] && !cg_target_is_host(m->triple))
+		return cg_module_fail(m, "code for %s cannot run on this host",
+				      m->triple);
+	double t0 = now_ms(), opt0 = m->stats.opt_ms;
 	char first[256] = "";
 	const char *name = first_exported(m->mod);
 	if (name)
 		snprintf(first, sizeof first, "%s", name);
-	LLVMOrcThreadSafeModuleRef tsm =
-		LLVMOrcCreateNewThreadSafeModule(m->mod, m->tsctx);
+	size_t len = 0;
+	char *obj = module_object(m, &len);
+	if (!obj)
+		return false;
+	LLVMDisposeModule(m->mod);
 	m->mod = NULL;
-	LLVMErrorRef e = LLVMOrcLLJITAddLLVMIRModule(
-		m->jit, LLVMOrcLLJITGetMainJITDylib(m->jit), tsm);
-	if (e) {
-		LLVMOrcDisposeThreadSafeModule(tsm);
-		return fail_llvm_error(m, "the JIT rejected the module", e);
+	m->is_optimized = true;
+	if (!create_jit(m)) {
+		free(obj);
+		return false;
 	}
+	LLVMMemoryBufferRef buf =
+		LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "attnc");
+	free(obj);
+	LLVMErrorRef e = LLVMOrcLLJITAddObjectFile(
+		m->jit, LLVMOrcLLJITGetMainJITDylib(m->jit), buf);
+	if (e)
+		return fail_llvm_error(m, "the JIT rejected the object", e);
 	if (first[0] && !cg_module_lookup(m, first))
 		return false;
-	m->stats.jit_ms = now_ms() - t0;
+	m->stats.jit_ms = now_ms() - t0 - (m->stats.opt_ms - opt0);
 	return true;
+}
+
+void cg_module_set_cache(cg_module *m, const char *dir)
+{
+	snprintf(m->cache_dir, sizeof m->cache_dir, "%s", dir ? dir : "");
+	m->stats.cache = CG_CACHE_OFF;
 }
 
 void *cg_module_lookup(cg_module *m, const char *name)

@@ -978,6 +978,8 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	LLVMTypeRef ps[5] = {ptr, ptr, ptr, ptr, ptr};
 	LLVMTypeRef ft = LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 5, 0);
 	cg_fn_begin(f, e->L->mod, ce->symbol, ft, false);
+	cg_fn_attr(f, "noinline");
+	cg_fn_attr(f, "optnone");
 	for (unsigned i = 0; i < 5; i++)
 		if (i != 2)
 			cg_fn_param_readonly(f, i);
@@ -1089,7 +1091,10 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0, 0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
-		       : (unsigned)cg_cpu_vector_width(opts ? opts->cpu : NULL);
+		       : (unsigned)cg_cpu_vector_width(
+				 opts && opts->triple && !opts->cpu
+					 ? cg_target_default_cpu(opts->triple)
+					 : opts ? opts->cpu : NULL);
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0	 ? INT64_MAX
 						 : opts->gemm_min;
@@ -1143,7 +1148,10 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	int before = ctx->n_errors;
 	bool ok = bind_syms(p, sym_values);
 	if (ok) {
-		p->cm = cg_module_create_for(m->name, opts ? opts->cpu : NULL);
+		p->cm = cg_module_create_target(m->name, opts ? opts->triple : NULL,
+						opts ? opts->cpu : NULL);
+		if (p->cm && opts)
+			cg_module_set_cache(p->cm, opts->cache_dir);
 		ok = p->cm && !module_failed(p) && lower_all(p, opts) &&
 		     !module_failed(p);
 	}

@@ -431,10 +431,8 @@ static LLVMValueRef wait_fn(cg_lower *L)
 	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntNE, s,
 					   cg_i32(&f, INT32_MAX), ""), fail, go);
 	LLVMPositionBuilderAtEnd(f.b, go);
-	char *triple = LLVMGetDefaultTargetTriple();
-	if (strncmp(triple, "x86_64", 6) == 0)
+	if (strncmp(LLVMGetTarget(L->mod), "x86_64", 6) == 0)
 		cg_intrinsic(&f, "llvm.x86.sse2.pause", NULL, 0, NULL, 0);
-	LLVMDisposeMessage(triple);
 	LLVMValueRef next = LLVMBuildAdd(f.b, spins, cg_i32(&f, 1), "");
 	/* Every 1024 spins, give the core to whoever else wants it: the
 	 * thread waited on may be waiting for this core. */
@@ -520,6 +518,7 @@ static LLVMValueRef thread_fn(const entry_gen *e, const node_call *ks,
 	cg_fn_begin(&te.f, e->L->mod, name,
 		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0), true);
 	cg_fn_attr(&te.f, "noinline");
+	cg_fn_attr(&te.f, "optnone");
 	cg_fn *f = &te.f;
 	LLVMValueRef ctx = LLVMGetParam(f->fn, 0);
 	te.run = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_RUN), "run");

@@ -60,6 +60,12 @@ typedef struct cg_program_options {
 	 * CPU name such as "x86-64-v3", with its own features); NULL = the
 	 * host's CPU and features. It also sets vector_width's default. */
 	const char *cpu;
+	/* The target triple (cg_module_create_target); NULL = the host's.
+	 * With no cpu, the code is for cg_target_default_cpu(triple). */
+	const char *triple;
+	/* The directory of the object cache the JIT reads and fills
+	 * (cg_module_set_cache); NULL or "" = none. */
+	const char *cache_dir;
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;

@@ -45,6 +45,10 @@ typedef struct drv_options {
 	const char *output; /* -o */
 	const char *prefix; /* --prefix: of the symbols -c writes */
 	const char *mcpu;   /* --mcpu: the CPU of the code; NULL = host */
+	const char *target; /* --target: its triple; NULL = host */
+	bool no_cache;      /* --no-cache */
+	/* The object cache's directory (drv_cache_resolve); "" = none. */
+	char cache_dir[1024];
 	const char *entry;
 	const char *save, *load; /* checkpoints */
 	const char *resume;      /* --resume FILE: continue its training run */
@@ -72,6 +76,11 @@ typedef struct drv_options {
 	const char *translate[DRV_MAX_LIST]; /* --translate SENTENCE */
 	uint32_t n_translate;
 } drv_options;
+
+/* Sets o->cache_dir: $XDG_CACHE_HOME/attnc, else $HOME/.cache/attnc
+ * (absolute paths only), or "" with --no-cache or ATTNC_NO_CACHE set to
+ * anything but "" or "0" (docs/codegen.md, "The object cache"). */
+void drv_cache_resolve(drv_options *o);
 
 /* Runs the entry point on its example inputs under the reference
  * interpreter and prints its outputs. */

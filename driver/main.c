@@ -118,6 +118,10 @@ static const char usage_more[] =
 	"  --mcpu CPU           generate code for CPU (x86-64-v3, znver4,\n"
 	"                       ...; native: the host, the default) with -c,\n"
 	"                       --emit, --jit or --train\n"
+	"  --target TRIPLE      -c or --emit code for another machine\n"
+	"                       (x86_64-linux-gnu, aarch64-linux-gnu, ...)\n"
+	"  --no-cache           compile again rather than reading compiled code\n"
+	"                       from $XDG_CACHE_HOME/attnc (or ATTNC_NO_CACHE=1)\n"
 	"  --batch N            the value of the dimension B\n"
 	"  --sym NAME=N         the value of dimension NAME (repeatable)\n"
 	"\n"
@@ -304,6 +308,18 @@ static bool opt_mcpu(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 	return true;
 }
 
+/* --target TRIPLE: a 64-bit little-endian Linux target of this LLVM. */
+static bool opt_target(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
+{
+	char err[512];
+	if (!cg_target_check(v, err, sizeof err)) {
+		ir_error(ctx, (ir_loc){0}, "%s: %s", opt, err);
+		return false;
+	}
+	o->target = v;
+	return true;
+}
+
 static bool opt_save_every(ir_ctx *ctx, drv_options *o, const char *opt,
 			   char *v)
 {
@@ -392,6 +408,7 @@ static const opt_def opt_table[] = {
 	FLAG("--no-fuse", no_fuse),
 	FLAG("--explain-fusion", explain_fusion),
 	FLAG("--stats", stats),
+	FLAG("--no-cache", no_cache),
 	FLAG("--verify-each", verify_each),
 	FLAG("--interp", interp),
 	FLAG("--jit", jit),
@@ -430,6 +447,7 @@ static const opt_def opt_table[] = {
 	VALUE("--threads", opt_threads),
 	VALUE("--seed", opt_seed),
 	VALUE("--mcpu", opt_mcpu),
+	VALUE("--target", opt_target),
 	VALUE("--disable-pass", opt_disable_pass),
 	{"--dump-ir", OPT_OPTIONAL, 0, opt_dump_ir},
 };
@@ -604,9 +622,35 @@ static const char *check_profile(const drv_options *o)
 	return NULL;
 }
 
+/* --target with what runs here, and --mcpu with a target of another
+ * arch than x86-64. */
+static bool check_target(ir_ctx *ctx, const drv_options *o)
+{
+	if (!o->target)
+		return true;
+	bool runs = o->jit || o->train || o->gradcheck || o->generate ||
+		    o->n_translate;
+	if (runs && !cg_target_is_host(o->target)) {
+		ir_error(ctx, (ir_loc){0},
+			 "--target %s: code for another machine cannot run here; "
+			 "write it with -c or --emit", o->target);
+		return false;
+	}
+	if (o->mcpu && !cg_target_is_x86_64(o->target) &&
+	    strcmp(o->mcpu, "generic") != 0) {
+		ir_error(ctx, (ir_loc){0},
+			 "--mcpu %s: the CPUs --mcpu knows are x86-64 ones; for "
+			 "--target %s the CPU is 'generic'", o->mcpu, o->target);
+		return false;
+	}
+	return true;
+}
+
 /* Options that must go together. */
 static bool check_combination(ir_ctx *ctx, const drv_options *o)
 {
+	if (!check_target(ctx, o))
+		return false;
 	const char *bad = NULL;
 	if (!o->model)
 		bad = "no model file given (see --help)";
@@ -729,6 +773,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	drv_dist_rank_options(&dist, &o);
+	drv_cache_resolve(&o);
 	m = load_model(&ctx, o.model);
 	if (!m || ctx.n_errors)
 		goto out;

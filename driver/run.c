@@ -288,6 +288,23 @@ double drv_peak_rss_mib(void)
 	return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB */
 }
 
+void drv_cache_resolve(drv_options *o)
+{
+	o->cache_dir[0] = '\0';
+	const char *off = getenv("ATTNC_NO_CACHE");
+	if (o->no_cache || (off && *off && strcmp(off, "0") != 0))
+		return;
+	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	int n = 0;
+	if (xdg && xdg[0] == '/')
+		n = snprintf(o->cache_dir, sizeof o->cache_dir, "%s/attnc", xdg);
+	else if (home && home[0] == '/')
+		n = snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/attnc",
+			     home);
+	if (n < 0 || (size_t)n >= sizeof o->cache_dir)
+		o->cache_dir[0] = '\0'; /* too long: no cache */
+}
+
 cg_program_options drv_program_options(const drv_options *o)
 {
 	pass_options po = {.disabled = o->disabled, .n_disabled = o->n_disabled,
@@ -296,7 +313,9 @@ cg_program_options drv_program_options(const drv_options *o)
 		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise"),
 		.sched_threads = o->threads,
 		.cpu = o->mcpu,
-		.is_profiled = o->profile};
+		.is_profiled = o->profile,
+		.triple = o->target,
+		.cache_dir = o->cache_dir};
 }
 
 /* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for
@@ -341,12 +360,17 @@ static void print_entries(const cg_program *p, char *buf, size_t size)
 void drv_print_jit_stats(const ir_module *m, cg_program *p)
 {
 	cg_module_stats s = cg_program_stats(p);
+	static const char *const cache[] = {"off", "miss", "hit", "corrupt"};
 	char extra[4096], calls[3584];
 	print_entries(p, calls, sizeof calls);
 	snprintf(extra, sizeof extra,
-		 "\"compile_ms\": %.1f, \"jit_kernels\": %u, "
+		 "\"compile_ms\": %.1f, \"build_ms\": %.1f, \"opt_ms\": %.1f, "
+		 "\"codegen_ms\": %.1f, \"link_ms\": %.1f, \"cache\": \"%s\", "
+		 "\"jit_kernels\": %u, "
 		 "\"parallel_kernels\": %u, \"fused_nodes\": %u, %s",
 		 cg_program_build_ms(p) + s.opt_ms + s.jit_ms,
+		 cg_program_build_ms(p), s.opt_ms, s.codegen_ms,
+		 s.jit_ms - s.codegen_ms, cache[s.cache],
 		 cg_program_n_kernels(p), cg_program_n_parallel(p),
 		 cg_program_n_fused(p), calls);
 	pass_stats_print(m, extra, stdout);
