@@ -95,6 +95,49 @@ static int read_end(npz_reader *z)
 	return ATTNRT_OK;
 }
 
+/* What is wrong with the directory entry c of a member named name
+ * (nlen bytes), or NULL. */
+static const char *entry_fault(const unsigned char *c, const char *name,
+			       uint32_t nlen)
+{
+	uint32_t method = le16(c + 10);
+	if (le16(c + 8) & 0x41)
+		return "is encrypted";
+	if (le32(c + 20) == NPZ_FULL32 || le32(c + 24) == NPZ_FULL32 ||
+	    le32(c + 42) == NPZ_FULL32)
+		return "has zip64 sizes (over 4 GiB)";
+	if (le16(c + 34))
+		return "starts on another disk";
+	if (method == 8)
+		return "is deflated (np.savez_compressed); attnc reads stored "
+		       "members: save with np.savez";
+	if (method)
+		return "is compressed (not by np.savez); attnc reads stored "
+		       "members";
+	if (le32(c + 20) != le32(c + 24))
+		return "is stored with two different sizes";
+	if (nlen < 5 || memcmp(name + nlen - 4, ".npy", 4) != 0)
+		return "is not NAME.npy";
+	return NULL;
+}
+
+/* What is wrong with the local header and data of the member of entry
+ * c, or NULL with *data where its bytes start. */
+static const char *local_fault(const npz_reader *z, const unsigned char *c,
+			       size_t *data)
+{
+	uint32_t lho = le32(c + 42), size = le32(c + 20);
+	if ((uint64_t)lho + 30 > z->cd || le32(z->p + lho) != NPZ_LOCAL)
+		return "has no local header where the directory says";
+	*data = (size_t)lho + 30 + le16(z->p + lho + 26) + le16(z->p + lho + 28);
+	if (*data > z->cd || z->cd - *data < size)
+		return "runs past the start of the central directory "
+		       "(truncated)";
+	if (crc32_of(z->p + *data, size) != le32(c + 16))
+		return "fails its CRC-32 check (damaged)";
+	return NULL;
+}
+
 /* The member whose directory entry is at *at: its name into the pool at
  * *pool_at, its tensor into t; *at moves to the next entry. */
 static int read_member(npz_reader *z, size_t *at, char *pool, size_t *pool_at,
@@ -110,49 +153,22 @@ static int read_member(npz_reader *z, size_t *at, char *pool, size_t *pool_at,
 	const char *name = (const char *)c + NPZ_CDIR_SIZE;
 	*at += NPZ_CDIR_SIZE + skip;
 	char what[160];
-	int code = ATTNRT_OK;
-	uint32_t method = le16(c + 10), size = le32(c + 20), lho = le32(c + 42);
-#define NPZ_BAD(...) (snprintf(what, sizeof what, __VA_ARGS__), code = 1)
-	if (le16(c + 8) & 0x41)
-		NPZ_BAD("is encrypted");
-	else if (size == NPZ_FULL32 || le32(c + 24) == NPZ_FULL32 ||
-		 lho == NPZ_FULL32)
-		NPZ_BAD("has zip64 sizes (over 4 GiB)");
-	else if (le16(c + 34))
-		NPZ_BAD("starts on another disk");
-	else if (method == 8)
-		NPZ_BAD("is deflated (np.savez_compressed); attnc reads stored "
-			"members: save with np.savez");
-	else if (method)
-		NPZ_BAD("has compression method %u; attnc reads stored members",
-			method);
-	else if (size != le32(c + 24))
-		NPZ_BAD("is stored with two different sizes");
-	else if (nlen < 5 || memcmp(name + nlen - 4, ".npy", 4) != 0)
-		NPZ_BAD("is not NAME.npy");
-	const unsigned char *l = z->p + lho;
-	size_t data = lho + 30;
-	if (!code && ((uint64_t)lho + 30 > z->cd || le32(l) != NPZ_LOCAL))
-		NPZ_BAD("has no local header where the directory says");
-	else if (!code && ((data += le16(l + 26) + le16(l + 28)) > z->cd ||
-			   z->cd - data < size))
-		NPZ_BAD("runs past the start of the central directory "
-			"(truncated)");
-	else if (!code && crc32_of(z->p + data, size) != le32(c + 16))
-		NPZ_BAD("fails its CRC-32 check (damaged)");
-#undef NPZ_BAD
-	if (!code) {
-		code = rt_npy_parse(z->p + data, size, t, what, sizeof what);
-		if (code == ATTNRT_OK) {
-			memcpy(pool + *pool_at, name, nlen - 4);
-			pool[*pool_at + nlen - 4] = 0;
-			t->name = pool + *pool_at;
-			*pool_at += nlen - 3;
-			return ATTNRT_OK;
-		}
-	}
-	return rt_fail(z->err, z->err_size, ATTNRT_ERR_FORMAT, ".npz: member "
-		       "'%.*s' %s", (int)(nlen < 64 ? nlen : 64), name, what);
+	size_t data = 0;
+	const char *fault = entry_fault(c, name, nlen);
+	if (!fault)
+		fault = local_fault(z, c, &data);
+	if (!fault && rt_npy_parse(z->p + data, le32(c + 20), t, what,
+				   sizeof what) != ATTNRT_OK)
+		fault = what;
+	if (fault)
+		return rt_fail(z->err, z->err_size, ATTNRT_ERR_FORMAT, ".npz: "
+			       "member '%.*s' %s", (int)(nlen < 64 ? nlen : 64),
+			       name, fault);
+	memcpy(pool + *pool_at, name, nlen - 4);
+	pool[*pool_at + nlen - 4] = 0;
+	t->name = pool + *pool_at;
+	*pool_at += nlen - 3;
+	return ATTNRT_OK;
 }
 
 static int npz_parse(const attnrt_allocator *al, const void *data, size_t len,

@@ -26,7 +26,8 @@ typedef struct buf {
 static void put(buf *o, const void *p, size_t n)
 {
 	ck_assert_uint_le(o->n + n, sizeof o->b);
-	memcpy(o->b + o->n, p, n);
+	if (n) /* p may be NULL then */
+		memcpy(o->b + o->n, p, n);
 	o->n += n;
 }
 
