@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# make_fixtures.py - writes the small safetensors files the CLI tests of
-# data = tensors(...) and --inputs/--outputs read (tests/cli/data/*.safetensors).
-# It writes the format by hand (8-byte length, JSON header, little-endian
+# make_fixtures.py - writes the small safetensors, .npz and .npy files the
+# CLI tests of data = tensors(...) and --inputs/--outputs read
+# (tests/cli/data/*.safetensors, *.npz, *.npy; run it with /usr/bin/python3,
+# whose numpy writes the NumPy ones).
+# It writes safetensors by hand (8-byte length, JSON header, little-endian
 # data), so it needs neither PyTorch nor the safetensors package; run it
 # from this folder after changing a fixture, and commit the files.
 import json, random, struct
