@@ -2,7 +2,9 @@
  * data_tensors.c - `data = tensors(file = "PATH", valid = F)`: a model's
  * own training data as a safetensors file, every input of the loss entry
  * the tensor of the same name, axis 0 the sample axis (the layout
- * PyTorch's `safetensors.torch.save_file({"tokens": x, ...})` writes).
+ * PyTorch's `safetensors.torch.save_file({"tokens": x, ...})` writes),
+ * or NumPy's .npz of the same names (np.savez), or an .npy when the loss
+ * takes one input (attnrt_tensors_read tells them by their first bytes).
  *
  * The file is read whole (at most DRV_TENSORS_MAX_BYTES) and checked
  * before anything compiles: every input has its tensor, every tensor the
@@ -115,6 +117,33 @@ bool drv_st_convert(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 	return true;
 }
 
+bool drv_st_is_npy(const attnrt_st_file *file)
+{
+	return attnrt_st_count(file) == 1 && !attnrt_st_at(file, 0)->name[0];
+}
+
+bool drv_npy_fits(ir_ctx *ctx, const char *what, const char *path,
+		  const attnrt_st_file *file, const ir_func *f)
+{
+	if (!drv_st_is_npy(file) || f->n_inputs == 1)
+		return true;
+	ir_error(ctx, (ir_loc){0}, "%s: %s: an .npy holds one array, but '%s' "
+		 "takes %u inputs: save them by name in an .npz "
+		 "(np.savez(path, name=array, ...))", what, path, f->name,
+		 f->n_inputs);
+	return false;
+}
+
+const attnrt_st_tensor *drv_st_input(const attnrt_st_file *file,
+				     const char *name, attnrt_st_tensor *one)
+{
+	if (!drv_st_is_npy(file))
+		return attnrt_st_find(file, name);
+	*one = *attnrt_st_at(file, 0);
+	one->name = name;
+	return one;
+}
+
 /* Field i of s from tensor t, fed to the input of type ty. */
 static bool read_field(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 		       const ir_type *ty, drv_samples *s, uint32_t i)
@@ -150,12 +179,14 @@ static void report_missing(ir_ctx *ctx, const char *path,
 
 /* The tensor each input of f takes, all with the same samples. */
 static bool find_tensors(ir_ctx *ctx, const char *path, const attnrt_st_file *file,
-			 const ir_func *f, const attnrt_st_tensor **ts)
+			 const ir_func *f, const attnrt_st_tensor **ts,
+			 attnrt_st_tensor *one, char *nb, size_t nb_size)
 {
+	if (!drv_npy_fits(ctx, "data", path, file, f))
+		return false;
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
-		char nb[32];
-		const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
-		ts[i] = attnrt_st_find(file, name);
+		const char *name = drv_io_name(f->input_names, i, "in", nb, nb_size);
+		ts[i] = drv_st_input(file, name, one);
 		if (!ts[i]) {
 			report_missing(ctx, path, file, name, f);
 			return false;
@@ -187,15 +218,17 @@ static drv_samples *read_samples(ir_ctx *ctx, const char *path,
 {
 	char err[512];
 	attnrt_st_file *file;
-	if (attnrt_st_read(NULL, path, DRV_TENSORS_MAX_BYTES, &file, err,
-			   sizeof err) != ATTNRT_OK) {
+	if (attnrt_tensors_read(NULL, path, DRV_TENSORS_MAX_BYTES, &file, err,
+				sizeof err) != ATTNRT_OK) {
 		ir_error(ctx, (ir_loc){0}, "%s", err);
 		return NULL;
 	}
 	const attnrt_st_tensor *ts[DRV_MAX_FIELDS];
+	attnrt_st_tensor one;
+	char nb[32];
 	drv_samples *s = NULL;
 	bool ok = f->n_inputs <= DRV_MAX_FIELDS &&
-		  find_tensors(ctx, path, file, f, ts);
+		  find_tensors(ctx, path, file, f, ts, &one, nb, sizeof nb);
 	if (ok && !(s = drv_samples_create(f->n_inputs, (size_t)ts[0]->dims[0]))) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		ok = false;
@@ -269,8 +302,8 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 	*train = *valid = NULL;
 	if (!o->data && !file) {
 		ir_error(ctx, data->loc, "data = tensors() reads a safetensors "
-			 "file: tensors(file = \"train.safetensors\"), or --data "
-			 "FILE");
+			 "or NumPy .npz/.npy file: tensors(file = "
+			 "\"train.safetensors\"), or --data FILE");
 		return false;
 	}
 	const char *path = o->data ? o->data

@@ -430,6 +430,18 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 		      const drv_train_config *tc, const drv_options *o,
 		      drv_samples **train, drv_samples **valid);
 
+/* Whether file was an .npy: one tensor, unnamed (attnrt_np_parse). */
+bool drv_st_is_npy(const attnrt_st_file *file);
+/* An .npy at path given (as what: "--inputs", "data") to f, which takes
+ * one input: true; more inputs: reports that they go by name in an .npz.
+ * True for any other file. */
+bool drv_npy_fits(ir_ctx *ctx, const char *what, const char *path,
+		  const attnrt_st_file *file, const ir_func *f);
+/* The tensor of file for the input name: by name, or an .npy's one array
+ * (copied into *one, named name). NULL when there is none. */
+const attnrt_st_tensor *drv_st_input(const attnrt_st_file *file,
+				     const char *name, attnrt_st_tensor *one);
+
 /* Converts every element of t into out (its numel 4-byte elements of
  * want: f32 from F32 or F64, i32 from I32, I64, I16, I8, U8 or BOOL);
  * reports a dtype that does not convert or an I64 outside i32, naming

@@ -3,7 +3,9 @@
  * (under --interp or --jit) on named tensors of a safetensors file
  * instead of its example, and writing its named outputs back, so that a
  * model can be run on a user's data and its results read by PyTorch
- * (`safetensors.torch.load_file`) or any other tool.
+ * (`safetensors.torch.load_file`) or any other tool. --inputs may as
+ * well be NumPy's .npz (the same names) or, for an entry of one input,
+ * an .npy (attnrt_tensors_read).
  *
  * The inputs must be exactly the entry's: each by name, its rank the
  * input's, its dtype one that converts without loss (drv_st_convert),
@@ -35,7 +37,8 @@ static void input_list(const ir_func *f, char *buf, size_t size)
 static bool check_extra(ir_ctx *ctx, const ir_func *f, const char *path,
 			const attnrt_st_file *file)
 {
-	for (size_t k = 0; k < attnrt_st_count(file); k++) {
+	for (size_t k = 0; !drv_st_is_npy(file) && k < attnrt_st_count(file);
+	     k++) {
 		const char *name = attnrt_st_at(file, k)->name;
 		char nb[32];
 		uint32_t i = 0;
@@ -63,7 +66,8 @@ static bool read_input(ir_ctx *ctx, const ir_func *f, uint32_t i,
 	const ir_type *ty = &f->g.nodes[f->inputs[i]].type;
 	char nb[32];
 	const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
-	const attnrt_st_tensor *st = attnrt_st_find(file, name);
+	attnrt_st_tensor one;
+	const attnrt_st_tensor *st = drv_st_input(file, name, &one);
 	if (!st) {
 		ir_error(ctx, (ir_loc){0}, "--inputs: %s has no tensor '%s' for "
 			 "the input of '%s'", path, name, f->name);
@@ -89,12 +93,13 @@ bool drv_inputs_read(ir_ctx *ctx, const ir_func *f, const char *path,
 	char err[512];
 	attnrt_st_file *file;
 	memset(in, 0, f->n_inputs * sizeof *in);
-	if (attnrt_st_read(NULL, path, DRV_INPUTS_MAX_BYTES, &file, err,
-			   sizeof err) != ATTNRT_OK) {
+	if (attnrt_tensors_read(NULL, path, DRV_INPUTS_MAX_BYTES, &file, err,
+				sizeof err) != ATTNRT_OK) {
 		ir_error(ctx, (ir_loc){0}, "--inputs: %s", err);
 		return false;
 	}
-	bool ok = check_extra(ctx, f, path, file);
+	bool ok = drv_npy_fits(ctx, "--inputs", path, file, f) &&
+		  check_extra(ctx, f, path, file);
 	for (uint32_t i = 0; ok && i < f->n_inputs; i++)
 		ok = read_input(ctx, f, i, path, file, &in[i]);
 	attnrt_st_free(file);

@@ -217,6 +217,19 @@ int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 int attnrt_st_read(const attnrt_allocator *al, const char *path,
 		   uint64_t max_bytes, attnrt_st_file **out, char *err,
 		   size_t err_size);
+/* As attnrt_st_parse, for NumPy's formats: an .npy (one array; a file
+ * of one tensor named "") or an .npz of stored NAME.npy members (np.savez;
+ * the tensors NAME). The .npy dtypes <f4 <f8 <i4 <i8 <i2 |i1 |u1 |b1 are
+ * F32 F64 I32 I64 I16 I8 U8 BOOL; Fortran order, deflated members
+ * (np.savez_compressed), zip64, encrypted or multi-disk zips and a CRC-32
+ * mismatch are ATTNRT_ERR_FORMAT. No metadata. */
+int attnrt_np_parse(const attnrt_allocator *al, const void *data, size_t len,
+		    attnrt_st_file **out, char *err, size_t err_size);
+/* As attnrt_st_read, for a file in any of the three formats, chosen by its
+ * first bytes: .npy magic, a zip's "PK", else safetensors. */
+int attnrt_tensors_read(const attnrt_allocator *al, const char *path,
+			uint64_t max_bytes, attnrt_st_file **out, char *err,
+			size_t err_size);
 /* The tensors, sorted by name (byte order): i < attnrt_st_count. */
 size_t attnrt_st_count(const attnrt_st_file *f);
 const attnrt_st_tensor *attnrt_st_at(const attnrt_st_file *f, size_t i);

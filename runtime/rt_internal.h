@@ -48,6 +48,30 @@ int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt,
 /* Bytes per element of the safetensors dtype name[0..n), 0 if unknown. */
 unsigned rt_st_dtype_size(const char *name, size_t n);
 
+/* Reads the whole regular file at path (at most max_bytes, else
+ * ATTNRT_ERR_FORMAT) into *data from al (*len bytes; free it with al). */
+int rt_read_file(const attnrt_allocator *al, const char *path,
+		 uint64_t max_bytes, char **data, size_t *len, char *err,
+		 size_t err_size);
+/* A file of the n tensors (from al; taken, as is pool, freed with the
+ * file even on failure), sorted by name; an error when a name repeats.
+ * The tensors' data is borrowed (rt_st_own gives the file its bytes). */
+int rt_st_adopt(const attnrt_allocator *al, attnrt_st_tensor *tensors,
+		size_t n, char *pool, attnrt_st_file **out, char *err,
+		size_t err_size);
+/* f frees data (from f's allocator) with itself. */
+void rt_st_own(attnrt_st_file *f, char *data);
+
+/* ---- NumPy's .npy (rt_npy.c) ------------------------------------------------ */
+
+/* Whether data starts with the .npy magic. */
+bool rt_npy_is(const void *data, size_t len);
+/* The one array of the .npy in data (len bytes, borrowed) into *t: its
+ * dtype a safetensors name, dims, data; name unset. ATTNRT_ERR_FORMAT
+ * with a message for anything else. */
+int rt_npy_parse(const void *data, size_t len, attnrt_st_tensor *t, char *err,
+		 size_t err_size);
+
 /* Puts "path: " before the message in err (when it fits). */
 void rt_prefix_path(const char *path, char *err, size_t err_size);
 

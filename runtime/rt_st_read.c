@@ -463,10 +463,8 @@ int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 	return code;
 }
 
-/* Reads the whole file at path (a regular file of at most max_bytes)
- * into a buffer from al. */
-static int read_file(const attnrt_allocator *al, const char *path,
-		     uint64_t max_bytes, char **data, size_t *len, char *err,
+int rt_read_file(const attnrt_allocator *al, const char *path,
+		 uint64_t max_bytes, char **data, size_t *len, char *err,
 		     size_t err_size)
 {
 	struct stat st;
@@ -526,7 +524,7 @@ int attnrt_st_read(const attnrt_allocator *al, const char *path,
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "no path");
 	char *data;
 	size_t len;
-	int code = read_file(al, path, max_bytes, &data, &len, err, err_size);
+	int code = rt_read_file(al, path, max_bytes, &data, &len, err, err_size);
 	if (code == ATTNRT_OK) {
 		code = attnrt_st_parse(al, data, len, out, err, err_size);
 		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
@@ -538,6 +536,46 @@ int attnrt_st_read(const attnrt_allocator *al, const char *path,
 	}
 	(*out)->owned = data;
 	return ATTNRT_OK;
+}
+
+static int by_tensor_name(const void *a, const void *b)
+{
+	return strcmp(((const attnrt_st_tensor *)a)->name,
+		      ((const attnrt_st_tensor *)b)->name);
+}
+
+int rt_st_adopt(const attnrt_allocator *al, attnrt_st_tensor *tensors,
+		size_t n, char *pool, attnrt_st_file **out, char *err,
+		size_t err_size)
+{
+	*out = NULL;
+	qsort(tensors, n, sizeof *tensors, by_tensor_name);
+	for (size_t i = 0; i + 1 < n; i++)
+		if (strcmp(tensors[i].name, tensors[i + 1].name) == 0) {
+			rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: the name "
+				"appears twice", tensors[i].name);
+			rt_mem_free(al, tensors);
+			rt_mem_free(al, pool);
+			return ATTNRT_ERR_FORMAT;
+		}
+	attnrt_st_file *f = rt_mem_alloc(al, sizeof *f);
+	if (!f) {
+		rt_mem_free(al, tensors);
+		rt_mem_free(al, pool);
+		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
+	}
+	memset(f, 0, sizeof *f);
+	f->al = al;
+	f->tensors = tensors;
+	f->n_tensors = n;
+	f->pool = pool;
+	*out = f;
+	return ATTNRT_OK;
+}
+
+void rt_st_own(attnrt_st_file *f, char *data)
+{
+	f->owned = data;
 }
 
 size_t attnrt_st_count(const attnrt_st_file *f)

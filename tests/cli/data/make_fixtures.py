@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-# make_fixtures.py - writes the small safetensors files the CLI tests of
-# data = tensors(...) and --inputs/--outputs read (tests/cli/data/*.safetensors).
-# It writes the format by hand (8-byte length, JSON header, little-endian
+# make_fixtures.py - writes the small safetensors, .npz and .npy files the
+# CLI tests of data = tensors(...) and --inputs/--outputs read
+# (tests/cli/data/*.safetensors, *.npz, *.npy; run it with /usr/bin/python3,
+# whose numpy writes the NumPy ones).
+# It writes safetensors by hand (8-byte length, JSON header, little-endian
 # data), so it needs neither PyTorch nor the safetensors package; run it
 # from this folder after changing a fixture, and commit the files.
 import json, random, struct
@@ -62,3 +64,21 @@ for w in range(96):
     tgt += seq[w * 8 + 1:w * 8 + 9]
 save('lm_tensors.safetensors', {'tokens': ('I64', [96, 8], tok),
                                 'targets': ('I64', [96, 8], tgt)})
+
+# The same samples and inputs in NumPy's formats (np.savez: a zip of
+# stored NAME.npy members; np.save: one array), for data = tensors(...)
+# and --inputs from .npz/.npy. These need numpy (/usr/bin/python3 has it).
+import numpy as np
+X = np.array(xs, dtype=np.float32).reshape(N, 4)
+Y = np.array(ys, dtype=np.int64)
+np.savez('cls.npz', x=X, y=Y)
+np.savez('cls_missing.npz', x=X)
+np.savez('cls_ragged.npz', x=X, y=Y[1:])
+np.savez('cls_dtype.npz', x=X.astype(np.int32), y=Y)
+np.savez('empty.npz')
+np.savez_compressed('cls_compressed.npz', x=X, y=Y)
+A = np.array([[0.5, 1, 1.5], [2, 2.5, 3]], dtype=np.float32)
+np.savez('double_in.npz', a=A, b=np.array([7, -1], dtype=np.int32))
+np.save('double_a.npy', A)
+save('single_in.safetensors', {'a': ('F32', [2, 3], [0.5, 1, 1.5, 2, 2.5, 3])})
+np.save('single_in.npy', A.astype(np.float64))
