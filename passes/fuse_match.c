@@ -9,7 +9,7 @@
  * output.
  *
  * It runs on forward functions, before autodiff: in a gradient function
- * the backward nodes grad.c made for a chain are more users of its
+ * the backward nodes grad_rules.c made for a chain are more users of its
  * weights and block it, and the gradient of a fused node is made by its
  * own rule (fused_attention_grad).
  *
