@@ -3,10 +3,14 @@
  * that is compiled once, then either run in this process (ORC LLJIT) or
  * written out as LLVM IR, assembly or a relocatable PIC object file.
  *
- * This is the only face of codegen/ that the rest of the project sees; it
- * exposes plain C types. Generators (cg_gemm.h, later the kernel lowering)
- * add functions to a cg_module; the host then calls cg_module_jit() and
- * cg_module_lookup(), or cg_module_emit().
+ * It is one of the headers the rest of the project sees, all plain C (no
+ * LLVM type leaves codegen/): this one (the module), cg_program.h (an IR
+ * module lowered to entry points, what the driver runs and emits),
+ * cg_header.h (the C header of an emitted object) and cg_gemm.h (the
+ * generated sgemm); the tests also read cg_sched.h. Generators (cg_gemm.h,
+ * the kernel lowering behind cg_program.h) add functions to a cg_module;
+ * the host then calls cg_module_jit() and cg_module_lookup(), or
+ * cg_module_emit().
  *
  * Life of a module:
  *   cg_module_create -> add functions -> [cg_module_optimize]

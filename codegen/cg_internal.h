@@ -17,7 +17,7 @@
 
 #include "cg.h"
 
-/* ---- the module (cg_jit.c) ------------------------------------------------ */
+/* ---- the module (cg_module.c) --------------------------------------------- */
 
 /* The LLVM module functions are added to, or NULL if the module failed or
  * has been optimized (no more functions may be added then). */
@@ -57,7 +57,7 @@ cg_cache_result cg_cache_load(const char *dir,
 bool cg_cache_store(const char *dir, const unsigned char key[CG_CACHE_KEY_BYTES],
 		    const char *data, size_t len);
 
-/* ---- building IR (cg_ir.c) ------------------------------------------------ */
+/* ---- building IR (cg_llvm.c) ---------------------------------------------- */
 
 /* One function under construction: its module, context and builder. */
 typedef struct cg_fn {

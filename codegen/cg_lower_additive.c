@@ -1,6 +1,6 @@
 /*
  * cg_lower_additive.c - the fused_additive_attention kernel, and the
- * pieces it shares with its gradient (cg_additive.h).
+ * pieces it shares with its gradient (cg_lower_additive.h).
  *
  * The kernel's outer loop runs over the N x Q query rows, split over
  * threads like any kernel. For a row it keeps the running maximum m and
@@ -11,12 +11,12 @@
  * accumulator rescaled by exp(m_old - m_new), and per key exp(s - m_new)
  * added to l and, unless dropout drops it, times the key's value row to
  * the accumulator. Keys at or past the row's valid length are visited
- * only when their fill could still matter (cg_additive.h): a row of valid
+ * only when their fill could still matter (cg_lower_additive.h): a row of valid
  * length 0 then averages all the values, as the -1e6 fill makes the
  * unfused graph do. At the end the row is divided by l (and scaled by
  * 1 / (1 - p) under dropout).
  */
-#include "cg_additive.h"
+#include "cg_lower_additive.h"
 
 #include "cg_gemm.h"
 

@@ -25,7 +25,7 @@
  * kernel from 41.8 to 28.6 kcycles a call in Bahdanau's training (median
  * of 200, docs/codegen.md). With more keys, pass 2 computes them again.
  */
-#include "cg_additive.h"
+#include "cg_lower_additive.h"
 
 #include <math.h>
 

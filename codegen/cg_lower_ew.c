@@ -384,7 +384,7 @@ static LLVMValueRef i32_min(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(f->b, gt, b, a, "");
 }
 
-/* div and pow are f32 only (ir/infer.c, IR_OPF_INT). */
+/* div and pow are f32 only (ir/shape_rules.c, IR_OPF_INT). */
 static const lower_f2 binary_i32[IR_OP_COUNT] = {
 	[IR_OP_ADD] = i32_add,
 	[IR_OP_SUB] = i32_sub,

@@ -5,7 +5,7 @@
  *
  * Every rank compiles the same program, reads the same data and draws
  * the same order, and runs its slice of each global batch: the batch is
- * cut into ranks x shards shards (train.c, grad.c), rank r running the
+ * cut into ranks x shards shards (train.c, grad_fn.c), rank r running the
  * shards r*S .. r*S + S - 1. After a step each rank's shard gradients
  * (and losses) are gathered to every rank (MPI_Allgather, into one block
  * of all shards laid out in shard order), and every rank adds them in

@@ -750,7 +750,7 @@ bool drv_generate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
  * drv_generate with the checkpoint's weights and vocabulary. */
 bool drv_generate_loaded(ir_ctx *ctx, const ir_module *m, const drv_options *o);
 
-/* ---- translation (translate.c, attention.c) ---------------------------------------------- */
+/* ---- translation (translate.c, heatmap.c) ------------------------------------------------ */
 
 /* Whether m is a seq2seq model: it exports `encode` and `decode_step`. */
 bool drv_is_seq2seq(const ir_module *m);

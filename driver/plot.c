@@ -5,7 +5,7 @@
  * Animator, and a heatmap of the attention weights like its
  * show_heatmaps. The model's functions run through drv_exec, so every
  * picture works under --interp, --jit and after --train alike. (The
- * seq2seq models' heatmaps, of a translation, are drawn by attention.c.)
+ * seq2seq models' heatmaps, of a translation, are drawn by heatmap.c.)
  */
 #include "driver.h"
 

@@ -1,11 +1,11 @@
 /*
  * attn_row.h - what the reference kernels of the fused attention ops
- * (attention.c, additive.c) share, private to interp/: one query row of
- * K weights at a time, the masked softmax of its scores, the dropout of
- * the weights (the DROPOUT op's draws) and the softmax gradient rule of
- * docs/autodiff.md, each rounded as the unfused graph rounds it. The
- * kernels differ only in how a row's scores are made and where its
- * gradients go.
+ * (fused_attention.c, fused_additive.c) share, private to interp/: one
+ * query row of K weights at a time, the masked softmax of its scores,
+ * the dropout of the weights (the DROPOUT op's draws) and the softmax
+ * gradient rule of docs/autodiff.md, each rounded as the unfused graph
+ * rounds it. The kernels differ only in how a row's scores are made and
+ * where its gradients go.
  */
 #ifndef ATTNC_INTERP_ATTN_ROW_H
 #define ATTNC_INTERP_ATTN_ROW_H

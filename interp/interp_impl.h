@@ -177,11 +177,11 @@ bool interp_k_cross_entropy(const interp_kernel *k);
 bool interp_k_cross_entropy_grad(const interp_kernel *k);
 bool interp_k_cross_entropy_with_grad(const interp_kernel *k);
 
-/* attention.c */
+/* fused_attention.c */
 bool interp_k_fused_attention(const interp_kernel *k);
 bool interp_k_fused_attention_grad(const interp_kernel *k);
 
-/* additive.c */
+/* fused_additive.c */
 bool interp_k_fused_additive_attention(const interp_kernel *k);
 bool interp_k_fused_additive_attention_grad(const interp_kernel *k);
 

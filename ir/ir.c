@@ -1,7 +1,7 @@
 /*
  * ir.c - the IR's context, allocation hook, arena, diagnostics and module
- * tables. Shape rules are in infer.c, text in print.c/read.c, checks in
- * verify.c.
+ * tables. Shape rules are in shape_rules.c, text in module_print.c and
+ * read.c, checks in verify.c.
  */
 #include "ir.h"
 

@@ -1,6 +1,6 @@
 /*
  * read.c - parses the textual form of a module (ir_module_read), the
- * inverse of print.c; docs/ir.md has the grammar.
+ * inverse of module_print.c; docs/ir.md has the grammar.
  *
  * The text may come from a user's editor as well as from a dump, so the
  * reader trusts nothing: every name must be defined, every number must fit,

@@ -8,14 +8,14 @@
  * graph, copied node for node, followed by the backward nodes: starting
  * from d loss / d loss = 1, the nodes are visited from the loss back to
  * the first, and each node's gradient, complete by then because all its
- * users come after it, goes through its op's rule (grad.c) into its
+ * users come after it, goes through its op's rule (grad_rules.c) into its
  * operands. Only nodes that depend on a parameter get gradients; fan-in
  * is summed. The result is ordinary IR: the pipeline optimizes it, the
  * printer shows it, the interpreter and the LLVM backend run it.
  */
 #include "passes.h"
 
-#include "grad.h"
+#include "autodiff.h"
 
 #include <assert.h>
 #include <stdio.h>

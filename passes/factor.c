@@ -30,20 +30,20 @@
  *
  * It runs after the fusion passes, which read the backward nodes exactly
  * as autodiff made them; the sums it factors lie outside any fused chain.
- * The graph is rebuilt (fz_builder) since a group's summed operand may
+ * The graph is rebuilt (pass_graph_builder) since a group's summed operand may
  * sit after the group's first leaf in the old order, and the rewrite
  * repeats until no tree has a group: each round removes at least one
  * matmul.
  */
 #include "passes.h"
 
-#include "fuse_attention.h"
+#include "graph.h"
 
 #include <string.h>
 
 typedef struct fct {
 	const ir_func *f;
-	fz_uses u;
+	pass_graph_uses u;
 	ir_id *leaves;   /* the tree being read, leaves left to right */
 	ir_id *stack;    /* the walk's pending nodes */
 	int32_t *group;  /* per leaf slot: its group's first slot, or -1 */
@@ -213,18 +213,19 @@ static bool plan_func(fct *c)
 }
 
 /* acc[x] = acc[x] + t, or t if acc[x] is empty. */
-static void accumulate(fct *c, fz_builder *b, ir_id x, ir_id t, ir_loc loc)
+static void accumulate(fct *c, pass_graph_builder *b, ir_id x, ir_id t,
+		       ir_loc loc)
 {
 	ir_id ops[2] = {c->acc[x], t};
-	c->acc[x] = c->acc[x] == IR_NONE
-			    ? t
-			    : fz_emit(b, IR_OP_ADD, ops, 2, NULL, NULL, loc);
+	c->acc[x] = c->acc[x] == IR_NONE ? t
+					 : pass_graph_emit(b, IR_OP_ADD, ops, 2,
+							   NULL, NULL, loc);
 }
 
 /* A grouped leaf: its other operand joins the group's sum (in node
  * order); the last one emits the product and adds it to the tree's
  * total. */
-static void visit_member(fct *c, fz_builder *b, ir_id x)
+static void visit_member(fct *c, pass_graph_builder *b, ir_id x)
 {
 	ir_id first = c->head[x];
 	uint8_t s = c->side[first];
@@ -236,13 +237,14 @@ static void visit_member(fct *c, fz_builder *b, ir_id x)
 	ops[s] = b->map[arg(c, x, s)];
 	ops[1 - s] = c->acc[first];
 	const ir_node *f = node(c, first);
-	ir_id p = fz_emit(b, IR_OP_MATMUL, ops, 2, &f->attr, NULL, f->loc);
+	ir_id p = pass_graph_emit(b, IR_OP_MATMUL, ops, 2, &f->attr, NULL,
+				  f->loc);
 	accumulate(c, b, c->owner[x], p, node(c, c->owner[x])->loc);
 }
 
 /* An add of a planned tree: its operands that are neither inner adds
  * nor grouped leaves join the tree's total. */
-static void visit_add(fct *c, fz_builder *b, ir_id x)
+static void visit_add(fct *c, pass_graph_builder *b, ir_id x)
 {
 	ir_id root = c->owner[x];
 	for (uint32_t a = 0; a < 2; a++) {
@@ -258,14 +260,14 @@ static void visit_add(fct *c, fz_builder *b, ir_id x)
 static bool rebuild_func(ir_module *m, ir_func *f, fct *c)
 {
 	uint32_t n = f->g.n_nodes;
-	fz_builder b = {m, f, {0}, ir_alloc(m->ctx, (n + 1) * sizeof *b.map),
-			false};
+	pass_graph_builder b = {.m = m, .f = f,
+				.map = ir_alloc(m->ctx, (n + 1) * sizeof *b.map)};
 	if (!b.map) {
 		ir_error(m->ctx, f->loc, "out of memory");
 		return false;
 	}
 	for (ir_id i = 0; i < n && !b.is_failed; i++) {
-		b.map[i] = fz_copy(&b, i);
+		b.map[i] = pass_graph_copy(&b, i);
 		if (c->owner[i] == IR_NONE)
 			continue;
 		if (c->head[i] != IR_NONE)
@@ -275,14 +277,14 @@ static bool rebuild_func(ir_module *m, ir_func *f, fct *c)
 		if (c->owner[i] == i)
 			b.map[i] = c->acc[i];
 	}
-	bool ok = fz_finish(&b, "factor");
+	bool ok = pass_graph_finish(&b, "factor: cannot rewrite");
 	ir_free(m->ctx, b.map);
 	return ok;
 }
 
 static void fct_fini(ir_ctx *ctx, fct *c)
 {
-	fz_uses_fini(ctx, &c->u);
+	pass_graph_uses_fini(ctx, &c->u);
 	ir_id *ids[] = {c->leaves, c->stack, c->inners, c->owner, c->head,
 			c->last, c->acc};
 	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
@@ -307,7 +309,7 @@ static ir_id *alloc_ids(ir_ctx *ctx, size_t n, bool *ok)
 static bool fct_init(ir_ctx *ctx, const ir_func *f, fct *c)
 {
 	size_t n = f->g.n_nodes + 2;
-	bool ok = fz_uses_build(ctx, f, &c->u);
+	bool ok = pass_graph_uses_build(ctx, f, &c->u);
 	c->f = f;
 	c->leaves = alloc_ids(ctx, n, &ok);
 	c->stack = alloc_ids(ctx, n, &ok);

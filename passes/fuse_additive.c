@@ -15,8 +15,8 @@
  * compaction drops them.
  *
  * New nodes must come before their users, so the graph is rebuilt in one
- * forward sweep that copies each node or, at a replaced one, emits its
- * replacement (as fuse_attention.c does).
+ * forward sweep (pass_graph_builder, graph.h) that copies each node or,
+ * at a replaced one, emits its replacement (as fuse_attention.c does).
  */
 #include "passes.h"
 
@@ -33,40 +33,20 @@ typedef struct fa_act {
 } fa_act;
 
 typedef struct fa_rebuild {
-	ir_module *m;
-	ir_func *f;
-	ir_graph g;        /* the new graph */
-	ir_id *map;        /* old node -> new node */
-	const fa_match *mt;
-	bool is_failed;
+	pass_graph_builder b; /* the new graph */
+	const fa_match *mt;   /* the matches */
 } fa_rebuild;
-
-/* Appends a node to the new graph and infers its type (t: the target of
- * a reshape). */
-static ir_id emit(fa_rebuild *r, ir_op op, const ir_id *args, uint32_t n,
-		  const ir_attr *attr, const ir_type *t, ir_loc loc)
-{
-	ir_type none = {0};
-	ir_id id = r->is_failed ? IR_NONE
-				: ir_graph_append(r->m->ctx, &r->g, op, args, n, attr,
-						  t ? t : &none, loc);
-	if (id == IR_NONE || !ir_infer_type(r->m->ctx, r->m, &r->g, &r->g.nodes[id])) {
-		r->is_failed = true;
-		return IR_NONE;
-	}
-	return id;
-}
 
 static ir_id emit_reshape(fa_rebuild *r, ir_id x, const ir_type *t, ir_loc loc)
 {
-	return emit(r, IR_OP_RESHAPE, &x, 1, NULL, t, loc);
+	return pass_graph_emit(&r->b, IR_OP_RESHAPE, &x, 1, NULL, t, loc);
 }
 
 /* The 4-d operand x of the add seen as rank 3 without its size-1 axis
  * `drop`, reading through a reshape when x is one. */
 static ir_id projection(fa_rebuild *r, ir_id x, int drop, ir_loc loc)
 {
-	const ir_graph *og = &r->f->g;
+	const ir_graph *og = &r->b.f->g;
 	ir_type t = og->nodes[x].type;
 	for (int i = drop; i < 3; i++)
 		t.dims[i] = t.dims[i + 1];
@@ -74,20 +54,20 @@ static ir_id projection(fa_rebuild *r, ir_id x, int drop, ir_loc loc)
 	if (og->nodes[x].op == IR_OP_RESHAPE)
 		x = ir_arg(og, x, 0);
 	if (ir_type_eq(&og->nodes[x].type, &t))
-		return r->map[x];
-	return emit_reshape(r, r->map[x], &t, loc);
+		return r->b.map[x];
+	return emit_reshape(r, r->b.map[x], &t, loc);
 }
 
 static ir_attr fused_attr(const fa_rebuild *r, const fa_match *mt)
 {
-	const ir_node *sm = &r->f->g.nodes[mt->sm];
+	const ir_node *sm = &r->b.f->g.nodes[mt->sm];
 	ir_attr a;
 	memset(&a, 0, sizeof a);
 	a.attention.scale = 1;
 	a.attention.heads = 1;
 	a.attention.fill = sm->op == IR_OP_MASKED_SOFTMAX ? sm->attr.fill : 0;
 	if (mt->drop != IR_NONE) {
-		const ir_node *d = &r->f->g.nodes[mt->drop];
+		const ir_node *d = &r->b.f->g.nodes[mt->drop];
 		a.attention.p = d->attr.dropout.p;
 		a.attention.stream = d->attr.dropout.stream;
 	}
@@ -99,71 +79,38 @@ static ir_attr fused_attr(const fa_rebuild *r, const fa_match *mt)
 static ir_id emit_fused(fa_rebuild *r, uint32_t mi)
 {
 	const fa_match *mt = &r->mt[mi];
-	ir_loc loc = r->f->g.nodes[mt->sm].loc;
-	ir_type wt = r->f->g.nodes[mt->wv].type;
+	ir_loc loc = r->b.f->g.nodes[mt->sm].loc;
+	ir_type wt = r->b.f->g.nodes[mt->wv].type;
 	wt.rank = 1;
 	ir_id ids[5];
 	uint32_t n = 0;
 	ids[n++] = projection(r, mt->qs, 2, loc);
 	ids[n++] = projection(r, mt->ks, 1, loc);
-	ids[n++] = emit_reshape(r, r->map[mt->wv], &wt, loc);
-	ids[n++] = r->map[mt->v];
+	ids[n++] = emit_reshape(r, r->b.map[mt->wv], &wt, loc);
+	ids[n++] = r->b.map[mt->v];
 	if (mt->valid != IR_NONE)
-		ids[n++] = r->map[mt->valid];
+		ids[n++] = r->b.map[mt->valid];
 	ir_attr at = fused_attr(r, mt);
-	return emit(r, IR_OP_FUSED_ADDITIVE_ATTENTION, ids, n, &at, NULL, loc);
-}
-
-static ir_id copy_node(fa_rebuild *r, ir_id x)
-{
-	const ir_node *n = &r->f->g.nodes[x];
-	ir_id args[64], *big = NULL, *a = args;
-	if (n->n_args > 64) {
-		big = ir_alloc(r->m->ctx, n->n_args * sizeof *big);
-		if (!big) {
-			r->is_failed = true;
-			return IR_NONE;
-		}
-		a = big;
-	}
-	for (uint32_t i = 0; i < n->n_args; i++)
-		a[i] = r->map[ir_arg(&r->f->g, x, i)];
-	ir_id id = r->is_failed ? IR_NONE
-				: ir_graph_append(r->m->ctx, &r->g, n->op, a, n->n_args,
-						  &n->attr, &n->type, n->loc);
-	ir_free(r->m->ctx, big);
-	if (id == IR_NONE)
-		r->is_failed = true;
-	return id;
+	return pass_graph_emit(&r->b, IR_OP_FUSED_ADDITIVE_ATTENTION, ids, n,
+			       &at, NULL, loc);
 }
 
 /* The new graph, node by node; then it replaces the old one. */
 static bool rebuild(fa_rebuild *r, const fa_act *act)
 {
-	ir_func *f = r->f;
-	for (ir_id x = 0; x < f->g.n_nodes && !r->is_failed; x++) {
+	ir_func *f = r->b.f;
+	for (ir_id x = 0; x < f->g.n_nodes && !r->b.is_failed; x++) {
 		switch (act[x].role) {
 		case ROLE_KEEP:
-			r->map[x] = copy_node(r, x);
+			r->b.map[x] = pass_graph_copy(&r->b, x);
 			break;
 		case ROLE_OUT:
-			r->map[x] = emit_fused(r, act[x].match);
+			r->b.map[x] = emit_fused(r, act[x].match);
 			break;
 		}
 	}
-	if (r->is_failed) {
-		ir_graph_fini(r->m->ctx, &r->g);
-		ir_error(r->m->ctx, f->loc, "fuse_attention: cannot rewrite the "
-			 "additive attentions of @%s", f->name);
-		return false;
-	}
-	for (uint32_t i = 0; i < f->n_inputs; i++)
-		f->inputs[i] = r->map[f->inputs[i]];
-	for (uint32_t o = 0; o < f->n_outputs; o++)
-		f->outputs[o] = r->map[f->outputs[o]];
-	ir_graph_fini(r->m->ctx, &f->g);
-	f->g = r->g;
-	return pass_graph_compact(r->m, f, NULL);
+	return pass_graph_finish(&r->b, "fuse_attention: cannot rewrite the "
+				 "additive attentions of");
 }
 
 static bool is_softmax(ir_op op)
@@ -176,7 +123,8 @@ static bool is_softmax(ir_op op)
  * chain), but one claimed twice would be a matcher bug: the second match
  * is then dropped. */
 static uint32_t find_matches(const ir_module *m, const ir_func *f,
-			     const fz_uses *u, fa_match *mt, fa_act *act)
+			     const pass_graph_uses *u, fa_match *mt,
+			     fa_act *act)
 {
 	uint32_t n = 0;
 	for (ir_id i = 0; i < f->g.n_nodes; i++) {
@@ -193,21 +141,21 @@ static uint32_t find_matches(const ir_module *m, const ir_func *f,
 bool pass_fuse_additive_func(ir_module *m, ir_func *f)
 {
 	uint32_t nn = f->g.n_nodes;
-	fz_uses u = {0};
+	pass_graph_uses u = {0};
 	fa_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
 	fa_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
-	fa_rebuild r = {.m = m, .f = f, .mt = mt};
-	r.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.map);
-	bool ok = mt && act && r.map && fz_uses_build(m->ctx, f, &u);
+	fa_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
+	r.b.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.b.map);
+	bool ok = mt && act && r.b.map && pass_graph_uses_build(m->ctx, f, &u);
 	uint32_t n = ok ? find_matches(m, f, &u, mt, act) : 0;
 	if (!ok)
 		ir_error(m->ctx, f->loc, "fuse_attention: out of memory");
 	else if (n > 0)
 		ok = rebuild(&r, act);
-	fz_uses_fini(m->ctx, &u);
+	pass_graph_uses_fini(m->ctx, &u);
 	ir_free(m->ctx, mt);
 	ir_free(m->ctx, act);
-	ir_free(m->ctx, r.map);
+	ir_free(m->ctx, r.b.map);
 	return ok;
 }
 

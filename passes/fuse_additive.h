@@ -41,7 +41,7 @@ typedef struct fa_match {
 
 /* Matches the additive attention around softmax node sm of f. Returns
  * false, with the reason in mt->why, if there is none to fuse. */
-bool fa_match_at(const ir_module *m, const ir_func *f, const fz_uses *u,
+bool fa_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
 		 ir_id sm, fa_match *mt);
 
 /* Replaces every additive attention of f by one fused_additive_attention

@@ -157,7 +157,7 @@ static bool match_features(const cx *c)
 
 /* ---- the match ----------------------------------------------------------------------------- */
 
-bool fa_match_at(const ir_module *m, const ir_func *f, const fz_uses *u,
+bool fa_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
 		 ir_id sm, fa_match *mt)
 {
 	cx c = {{m, f, u, mt->why}, mt};

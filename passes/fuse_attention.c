@@ -13,8 +13,8 @@
  * weights and scores are then unused, and the compaction drops them.
  *
  * New nodes must come before their users, so the graph is rebuilt in one
- * forward sweep (fz_builder) that copies each node or, at a replaced one,
- * emits its replacement.
+ * forward sweep (pass_graph_builder, graph.h) that copies each node or,
+ * at a replaced one, emits its replacement.
  */
 #include "passes.h"
 
@@ -32,8 +32,8 @@ typedef struct fz_act {
 } fz_act;
 
 typedef struct fz_rebuild {
-	fz_builder b;       /* the new graph */
-	const fz_match *mt; /* the matches */
+	pass_graph_builder b; /* the new graph */
+	const fz_match *mt;   /* the matches */
 } fz_rebuild;
 
 /* Operand x of a match in the new graph, transposed if stored so. */
@@ -43,7 +43,7 @@ static ir_id operand(fz_rebuild *r, ir_id x, bool is_t, ir_loc loc)
 	if (!is_t)
 		return id;
 	ir_attr p = {.permute = {.perm = {0, 2, 1}}};
-	return fz_emit(&r->b, IR_OP_PERMUTE, &id, 1, &p, NULL, loc);
+	return pass_graph_emit(&r->b, IR_OP_PERMUTE, &id, 1, &p, NULL, loc);
 }
 
 static ir_attr fused_attr(const fz_rebuild *r, const fz_match *mt)
@@ -80,8 +80,8 @@ static ir_id emit_fused(fz_rebuild *r, const fz_match *mt)
 	ir_id args[4];
 	uint32_t n = fused_args(r, mt, args);
 	ir_attr a = fused_attr(r, mt);
-	return fz_emit(&r->b, IR_OP_FUSED_ATTENTION, args, n, &a, NULL,
-		       r->b.f->g.nodes[mt->sm].loc);
+	return pass_graph_emit(&r->b, IR_OP_FUSED_ATTENTION, args, n, &a, NULL,
+			       r->b.f->g.nodes[mt->sm].loc);
 }
 
 /* The new graph, node by node; then it replaces the old one. */
@@ -91,14 +91,14 @@ static bool rebuild(fz_rebuild *r, const fz_act *act)
 	for (ir_id x = 0; x < f->g.n_nodes && !r->b.is_failed; x++) {
 		switch (act[x].role) {
 		case ROLE_KEEP:
-			r->b.map[x] = fz_copy(&r->b, x);
+			r->b.map[x] = pass_graph_copy(&r->b, x);
 			break;
 		case ROLE_OUT:
 			r->b.map[x] = emit_fused(r, &r->mt[act[x].match]);
 			break;
 		}
 	}
-	return fz_finish(&r->b, "fuse_attention");
+	return pass_graph_finish(&r->b, "fuse_attention: cannot rewrite");
 }
 
 /* The roles of a match's nodes. */
@@ -114,7 +114,7 @@ static bool is_softmax(ir_op op)
 
 /* Finds the matches of f into mt (room for every node); the count. */
 static uint32_t find_matches(const ir_module *m, const ir_func *f,
-			     const fz_uses *u, fz_match *mt)
+			     const pass_graph_uses *u, fz_match *mt)
 {
 	uint32_t n = 0;
 	for (ir_id i = 0; i < f->g.n_nodes; i++)
@@ -126,12 +126,12 @@ static uint32_t find_matches(const ir_module *m, const ir_func *f,
 static bool fuse_func(ir_module *m, ir_func *f)
 {
 	uint32_t nn = f->g.n_nodes;
-	fz_uses u = {0};
+	pass_graph_uses u = {0};
 	fz_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
 	fz_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
 	fz_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
 	r.b.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.b.map);
-	bool ok = mt && act && r.b.map && fz_uses_build(m->ctx, f, &u);
+	bool ok = mt && act && r.b.map && pass_graph_uses_build(m->ctx, f, &u);
 	uint32_t n = ok ? find_matches(m, f, &u, mt) : 0;
 	for (uint32_t i = 0; i < n; i++)
 		mark(act, &mt[i], i);
@@ -139,7 +139,7 @@ static bool fuse_func(ir_module *m, ir_func *f)
 		ir_error(m->ctx, f->loc, "fuse_attention: out of memory");
 	else if (n > 0)
 		ok = rebuild(&r, act);
-	fz_uses_fini(m->ctx, &u);
+	pass_graph_uses_fini(m->ctx, &u);
 	ir_free(m->ctx, mt);
 	ir_free(m->ctx, act);
 	ir_free(m->ctx, r.b.map);
@@ -169,8 +169,8 @@ static void print_loc(const ir_module *m, ir_loc loc, FILE *out)
 
 /* What fuse_heads will make of a fused match whose queries are a head
  * split. */
-static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
-			FILE *out)
+static void print_heads(const ir_func *f, const pass_graph_uses *u,
+			const fz_match *mt, FILE *out)
 {
 	ir_id src;
 	uint32_t h = fz_heads_split(f, mt->q, &src);
@@ -189,8 +189,8 @@ static void print_heads(const ir_func *f, const fz_uses *u, const fz_match *mt,
 			h == 1 ? "s" : "", hd.why);
 }
 
-static void print_fused(const ir_func *f, const fz_uses *u, const fz_match *mt,
-			FILE *out)
+static void print_fused(const ir_func *f, const pass_graph_uses *u,
+			const fz_match *mt, FILE *out)
 {
 	const ir_graph *g = &f->g;
 	fprintf(out, "fuses: matmul %%%u", mt->scores);
@@ -207,10 +207,10 @@ static void print_fused(const ir_func *f, const fz_uses *u, const fz_match *mt,
 static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 			 uint32_t *n_sm, uint32_t *n_fused)
 {
-	fz_uses u = {0};
-	if (!fz_uses_build(m->ctx, f, &u)) {
+	pass_graph_uses u = {0};
+	if (!pass_graph_uses_build(m->ctx, f, &u)) {
 		fprintf(out, "@%s: out of memory\n", f->name);
-		fz_uses_fini(m->ctx, &u);
+		pass_graph_uses_fini(m->ctx, &u);
 		return;
 	}
 	for (ir_id i = 0; i < f->g.n_nodes; i++) {
@@ -234,7 +234,7 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		(*n_sm)++;
 		*n_fused += ok || is_add;
 	}
-	fz_uses_fini(m->ctx, &u);
+	pass_graph_uses_fini(m->ctx, &u);
 }
 
 void pass_explain_fusion(const ir_module *m, FILE *out)

@@ -17,20 +17,10 @@
 #ifndef ATTNC_PASSES_FUSE_ATTENTION_H
 #define ATTNC_PASSES_FUSE_ATTENTION_H
 
+#include "graph.h"
 #include "ir.h"
 
 #define FZ_WHY_CAP 240 /* bytes of a match's why[] */
-
-/* The users of every node of a function, and which nodes are outputs. */
-typedef struct fz_uses {
-	uint32_t *start; /* n_nodes + 1: users of i at list[start[i] ..
-			  * start[i + 1]), one entry per operand slot */
-	ir_id *list;
-	int32_t *output; /* per node: the first output it is, or -1 */
-} fz_uses;
-
-bool fz_uses_build(ir_ctx *ctx, const ir_func *f, fz_uses *u);
-void fz_uses_fini(ir_ctx *ctx, fz_uses *u);
 
 /* One attention found around a softmax. */
 typedef struct fz_match {
@@ -49,7 +39,7 @@ typedef struct fz_match {
 
 /* Matches the attention around softmax node sm of f. Returns false, with
  * the reason in mt->why, if there is none to fuse. */
-bool fz_match_at(const ir_module *m, const ir_func *f, const fz_uses *u,
+bool fz_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
 		 ir_id sm, fz_match *mt);
 
 /* ---- heads (fuse_heads.c) -------------------------------------------------- */
@@ -87,33 +77,7 @@ bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
 /* Whether x (N, T, w), an attention's result or one part of its
  * gradient (`what`, for the message), is read only through merges of
  * hd's heads, none of whose nodes but the last reshapes is an output. */
-bool fz_heads_merged(const ir_func *f, const fz_uses *u, ir_id x,
+bool fz_heads_merged(const ir_func *f, const pass_graph_uses *u, ir_id x,
 		     fz_heads *hd, const char *what);
-
-/* ---- rebuilding a graph (fuse_build.c) ------------------------------------ */
-
-/* A function's graph rebuilt in one forward sweep, so that new nodes come
- * before their users: each old node is copied (fz_copy) or stands for
- * what the pass emits in its place (fz_emit), map[] saying which new
- * node an old one became. The first failure sets is_failed; every later
- * call then does nothing and returns IR_NONE. */
-typedef struct fz_builder {
-	ir_module *m;
-	ir_func *f;    /* the function, its old graph until fz_finish */
-	ir_graph g;    /* the new graph */
-	ir_id *map;    /* old node -> new node (n_nodes of the old graph) */
-	bool is_failed;
-} fz_builder;
-
-/* Appends a node to the new graph and infers its type (t: the target of
- * a reshape, else NULL). */
-ir_id fz_emit(fz_builder *b, ir_op op, const ir_id *args, uint32_t n,
-	      const ir_attr *attr, const ir_type *t, ir_loc loc);
-/* Appends a copy of old node x, its operands mapped. */
-ir_id fz_copy(fz_builder *b, ir_id x);
-/* The new graph replaces the old one (inputs and outputs mapped), then
- * is compacted. On a failure reports "<pass>: cannot rewrite @f", frees
- * the new graph and leaves the old one. */
-bool fz_finish(fz_builder *b, const char *pass);
 
 #endif

@@ -31,7 +31,7 @@
  */
 #include "passes.h"
 
-#include <string.h>
+#include "graph.h"
 
 /* How a consumer can read an operand in place. */
 typedef enum host_kind {
@@ -76,39 +76,11 @@ static bool hosts(const ir_graph *g, ir_id c, uint32_t a, ir_id p)
 	return false;
 }
 
-/* Every node's uses: n[x] operand slots read it (its users are
- * user[first[x] .. first[x] + n[x]), in slot slot[...]), is_out[x] if it
- * is an output. */
-typedef struct uses {
-	uint32_t *n, *first;
-	ir_id *user;
-	uint32_t *slot;
-	bool *is_out;
-} uses;
-
-static void find_uses(const ir_func *f, uses *u)
+/* How many operand slots read node p (its users are
+ * u->list[u->start[p] ..), in slots u->slot[...]). */
+static uint32_t n_uses(const pass_graph_uses *u, ir_id p)
 {
-	const ir_graph *g = &f->g;
-	uint32_t at = 0;
-	memset(u->n, 0, g->n_nodes * sizeof *u->n);
-	memset(u->is_out, 0, g->n_nodes * sizeof *u->is_out);
-	for (ir_id i = 0; i < g->n_nodes; i++)
-		for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
-			u->n[ir_arg(g, i, a)]++;
-	for (ir_id i = 0; i < g->n_nodes; i++) {
-		u->first[i] = at;
-		at += u->n[i];
-		u->n[i] = 0;
-	}
-	for (ir_id i = 0; i < g->n_nodes; i++)
-		for (uint32_t a = 0; a < g->nodes[i].n_args; a++) {
-			ir_id x = ir_arg(g, i, a);
-			uint32_t k = u->first[x] + u->n[x]++;
-			u->user[k] = i;
-			u->slot[k] = a;
-		}
-	for (uint32_t o = 0; o < f->n_outputs; o++)
-		u->is_out[f->outputs[o]] = true;
+	return u->start[p + 1] - u->start[p];
 }
 
 /* Size of the kernel rooted at each node: tree nodes and strided arrays. */
@@ -118,11 +90,11 @@ typedef struct budget {
 
 /* Adds node p to the kernel of its use k (sign 1) or takes it out
  * (sign -1); false if adding takes the kernel past its bounds. */
-static bool charge(const ir_graph *g, const uses *u, ir_id p, uint32_t k,
-		   const ir_id *root, budget *b, int sign)
+static bool charge(const ir_graph *g, const pass_graph_uses *u, ir_id p,
+		   uint32_t k, const ir_id *root, budget *b, int sign)
 {
 	const ir_node *n = &g->nodes[p];
-	ir_id r = root[u->user[u->first[p] + k]];
+	ir_id r = root[u->list[u->start[p] + k]];
 	int64_t arrays = (int64_t)n->n_args - 1 + (n->op == IR_OP_DROPOUT);
 	b->nodes[r] += (uint32_t)((int64_t)sign * n->n_args);
 	b->arrays[r] += (uint32_t)(sign * arrays);
@@ -133,23 +105,23 @@ static bool charge(const ir_graph *g, const uses *u, ir_id p, uint32_t k,
 /* Whether every use of p can read it in place: the reader hosts it and
  * is no node computed in each of its own readers (whose operands stay
  * leaves, so that their kernels' bounds hold). */
-static bool all_hosted(const ir_graph *g, const uses *u, ir_id p,
+static bool all_hosted(const ir_graph *g, const pass_graph_uses *u, ir_id p,
 		       const ir_id *into)
 {
-	for (uint32_t k = 0; k < u->n[p]; k++) {
-		ir_id c = u->user[u->first[p] + k];
+	for (uint32_t k = 0; k < n_uses(u, p); k++) {
+		ir_id c = u->list[u->start[p] + k];
 		if (into[c] == PASS_FUSE_EW_EVERY ||
-		    !hosts(g, c, u->slot[u->first[p] + k], p))
+		    !hosts(g, c, u->slot[u->start[p] + k], p))
 			return false;
 	}
-	return u->n[p] > 0;
+	return n_uses(u, p) > 0;
 }
 
 /* Charges p to the kernels of all its uses, or to none. */
-static bool charge_all(const ir_graph *g, const uses *u, ir_id p,
+static bool charge_all(const ir_graph *g, const pass_graph_uses *u, ir_id p,
 		       const ir_id *root, budget *b)
 {
-	for (uint32_t k = 0; k < u->n[p]; k++)
+	for (uint32_t k = 0; k < n_uses(u, p); k++)
 		if (!charge(g, u, p, k, root, b, 1)) {
 			for (uint32_t j = 0; j <= k; j++)
 				charge(g, u, p, j, root, b, -1);
@@ -162,49 +134,41 @@ static bool charge_all(const ir_graph *g, const uses *u, ir_id p,
  * root r is IR_NONE and its budget counts every tree fused into it. A
  * node with one reader fuses into it (root: that reader's kernel); a
  * cheap one with several is computed in each (no single root). */
-static void decide(const ir_graph *g, const uses *u, ir_id p, ir_id *into,
-		   ir_id *root, budget *b)
+static void decide(const ir_graph *g, const pass_graph_uses *u, ir_id p,
+		   ir_id *into, ir_id *root, budget *b)
 {
 	const ir_node *n = &g->nodes[p];
 	into[p] = IR_NONE;
 	root[p] = p;
 	b->nodes[p] = 1 + n->n_args;
 	b->arrays[p] = n->n_args;
-	if (u->is_out[p] || !pass_fuse_ew_is_fusible(n->op) ||
+	if (u->output[p] >= 0 || !pass_fuse_ew_is_fusible(n->op) ||
 	    !all_hosted(g, u, p, into) ||
-	    (u->n[p] > 1 && (ir_op_table[n->op].flags & IR_OPF_COSTLY)) || !charge_all(g, u, p, root, b))
+	    (n_uses(u, p) > 1 && (ir_op_table[n->op].flags & IR_OPF_COSTLY)) || !charge_all(g, u, p, root, b))
 		return;
-	ir_id c = u->user[u->first[p]];
-	into[p] = u->n[p] == 1 ? c : PASS_FUSE_EW_EVERY;
-	root[p] = u->n[p] == 1 ? root[c] : IR_NONE;
+	ir_id c = u->list[u->start[p]];
+	into[p] = n_uses(u, p) == 1 ? c : PASS_FUSE_EW_EVERY;
+	root[p] = n_uses(u, p) == 1 ? root[c] : IR_NONE;
 }
 
 bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into)
 {
 	const ir_graph *g = &f->g;
-	uint32_t n = g->n_nodes + 1, n_args = g->n_args + 1;
+	uint32_t n = g->n_nodes + 1;
 	ir_ctx *ctx = m->ctx;
-	uses u = {ir_alloc(ctx, n * sizeof *u.n), ir_alloc(ctx, n * sizeof *u.first),
-		  ir_alloc(ctx, n_args * sizeof *u.user),
-		  ir_alloc(ctx, n_args * sizeof *u.slot),
-		  ir_alloc(ctx, n * sizeof *u.is_out)};
+	pass_graph_uses u = {0};
 	budget b = {ir_alloc(ctx, n * sizeof *b.nodes),
 		    ir_alloc(ctx, n * sizeof *b.arrays)};
 	ir_id *root = ir_alloc(ctx, n * sizeof *root);
-	bool ok = u.n && u.first && u.user && u.slot && u.is_out && b.nodes &&
-		  b.arrays && root;
+	bool ok = pass_graph_uses_build(ctx, f, &u) && b.nodes && b.arrays &&
+		  root;
 	if (ok) {
-		find_uses(f, &u);
 		for (ir_id i = g->n_nodes; i-- > 0;)
 			decide(g, &u, i, into, root, &b);
 	} else {
 		ir_error(ctx, f->loc, "out of memory");
 	}
-	ir_free(ctx, u.n);
-	ir_free(ctx, u.first);
-	ir_free(ctx, u.user);
-	ir_free(ctx, u.slot);
-	ir_free(ctx, u.is_out);
+	pass_graph_uses_fini(ctx, &u);
 	ir_free(ctx, b.nodes);
 	ir_free(ctx, b.arrays);
 	ir_free(ctx, root);

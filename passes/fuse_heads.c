@@ -17,7 +17,7 @@
  * same numbers either way (docs/ops.md), only the copies differ.
  *
  * Like fuse_attention, the graph is rebuilt in one forward sweep
- * (fz_builder), each node copied or replaced by its role.
+ * (pass_graph_builder), each node copied or replaced by its role.
  */
 #include "passes.h"
 
@@ -29,12 +29,12 @@
 
 /* ---- uses ------------------------------------------------------------------- */
 
-static uint32_t n_uses(const fz_uses *u, ir_id id)
+static uint32_t n_uses(const pass_graph_uses *u, ir_id id)
 {
 	return u->start[id + 1] - u->start[id];
 }
 
-static ir_id use_at(const fz_uses *u, ir_id id, uint32_t k)
+static ir_id use_at(const pass_graph_uses *u, ir_id id, uint32_t k)
 {
 	return u->list[u->start[id] + k];
 }
@@ -136,7 +136,7 @@ bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
 }
 
 /* Node x is no output of f. */
-static bool not_output(const ir_func *f, const fz_uses *u, ir_id x,
+static bool not_output(const ir_func *f, const pass_graph_uses *u, ir_id x,
 		       fz_heads *hd)
 {
 	if (u->output[x] < 0)
@@ -146,7 +146,7 @@ static bool not_output(const ir_func *f, const fz_uses *u, ir_id x,
 }
 
 /* p, the permute of a merge: read by reshapes alone. */
-static bool merge_ends(const ir_func *f, const fz_uses *u, ir_id p,
+static bool merge_ends(const ir_func *f, const pass_graph_uses *u, ir_id p,
 		       fz_heads *hd)
 {
 	if (!not_output(f, u, p, hd))
@@ -161,7 +161,7 @@ static bool merge_ends(const ir_func *f, const fz_uses *u, ir_id p,
 	return true;
 }
 
-bool fz_heads_merged(const ir_func *f, const fz_uses *u, ir_id x,
+bool fz_heads_merged(const ir_func *f, const pass_graph_uses *u, ir_id x,
 		     fz_heads *hd, const char *what)
 {
 	const ir_type *t = &node(f, x)->type;
@@ -211,7 +211,7 @@ typedef struct fh_act {
 typedef struct fh_pass {
 	const ir_module *m;
 	const ir_func *f;
-	fz_uses u;
+	pass_graph_uses u;
 	fh_act *act;
 	fz_heads *recs; /* per absorbed node */
 	uint32_t n_recs;
@@ -221,7 +221,7 @@ typedef struct fh_pass {
  * reshapes read what replaces x. */
 static void mark_merges(fh_pass *p, ir_id x)
 {
-	const fz_uses *u = &p->u;
+	const pass_graph_uses *u = &p->u;
 	for (uint32_t k = 0; k < n_uses(u, x); k++) {
 		ir_id r = use_at(u, x, k);
 		p->act[r].role = FH_SKIP;
@@ -293,7 +293,7 @@ static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd,
 static bool grad_parts(fh_pass *p, ir_id x, fz_heads *hd, uint32_t rec,
 		       bool mark)
 {
-	const fz_uses *u = &p->u;
+	const pass_graph_uses *u = &p->u;
 	if (!not_output(p->f, u, x, hd))
 		return false;
 	for (uint32_t k = 0; k < n_uses(u, x); k++) {
@@ -335,7 +335,7 @@ static void consider(fh_pass *p, ir_id x)
 }
 
 /* The node at old node x with its heads: operands the unsplit tensors. */
-static ir_id emit_heads(fz_builder *b, ir_id x, const fz_heads *hd)
+static ir_id emit_heads(pass_graph_builder *b, ir_id x, const fz_heads *hd)
 {
 	const ir_node *n = &b->f->g.nodes[x];
 	ir_id args[5];
@@ -349,41 +349,41 @@ static ir_id emit_heads(fz_builder *b, ir_id x, const fz_heads *hd)
 		args[na++] = b->map[hd->g];
 	ir_attr a = n->attr;
 	a.attention.heads = hd->h;
-	return fz_emit(b, n->op, args, na, &a, NULL, n->loc);
+	return pass_graph_emit(b, n->op, args, na, &a, NULL, n->loc);
 }
 
 /* A part of a gradient with its heads: the slice as (B, T, h*w), the
  * layout of the operand it is the gradient of. */
-static ir_id emit_part(fz_builder *b, ir_id x, const fh_act *a,
+static ir_id emit_part(pass_graph_builder *b, ir_id x, const fh_act *a,
 		       const fz_heads *hd)
 {
 	const ir_id srcs[3] = {hd->q, hd->k, hd->v};
 	ir_id s = b->map[ir_arg(&b->f->g, x, 0)];
-	return fz_emit(b, IR_OP_RESHAPE, &s, 1, NULL,
+	return pass_graph_emit(b, IR_OP_RESHAPE, &s, 1, NULL,
 		       &b->f->g.nodes[srcs[a->part]].type, b->f->g.nodes[x].loc);
 }
 
 /* Reshape x that read a merge: now reads what replaced the merged node,
  * itself when it has x's type. */
-static ir_id emit_end(fz_builder *b, ir_id x)
+static ir_id emit_end(pass_graph_builder *b, ir_id x)
 {
 	const ir_graph *og = &b->f->g;
 	ir_id merged = ir_arg(og, ir_arg(og, ir_arg(og, x, 0), 0), 0);
 	ir_id y = b->map[merged];
 	if (!b->is_failed && ir_type_eq(&b->g.nodes[y].type, &og->nodes[x].type))
 		return y;
-	return fz_emit(b, IR_OP_RESHAPE, &y, 1, NULL, &og->nodes[x].type,
-		       og->nodes[x].loc);
+	return pass_graph_emit(b, IR_OP_RESHAPE, &y, 1, NULL,
+			       &og->nodes[x].type, og->nodes[x].loc);
 }
 
 static bool rebuild(ir_module *m, ir_func *f, const fh_pass *p, ir_id *map)
 {
-	fz_builder b = {.m = m, .f = f, .map = map};
+	pass_graph_builder b = {.m = m, .f = f, .map = map};
 	for (ir_id x = 0; x < f->g.n_nodes && !b.is_failed; x++) {
 		const fh_act *a = &p->act[x];
 		switch (a->role) {
 		case FH_KEEP:
-			map[x] = fz_copy(&b, x);
+			map[x] = pass_graph_copy(&b, x);
 			break;
 		case FH_FWD:
 		case FH_GRAD:
@@ -400,7 +400,7 @@ static bool rebuild(ir_module *m, ir_func *f, const fh_pass *p, ir_id *map)
 			break;
 		}
 	}
-	return fz_finish(&b, "fuse_heads");
+	return pass_graph_finish(&b, "fuse_heads: cannot rewrite");
 }
 
 static bool heads_func(ir_module *m, ir_func *f)
@@ -410,14 +410,15 @@ static bool heads_func(ir_module *m, ir_func *f)
 	p.act = ir_alloc(m->ctx, (nn + 1) * sizeof *p.act);
 	p.recs = ir_alloc(m->ctx, (nn + 1) * sizeof *p.recs);
 	ir_id *map = ir_alloc(m->ctx, (nn + 1) * sizeof *map);
-	bool ok = p.act && p.recs && map && fz_uses_build(m->ctx, f, &p.u);
+	bool ok = p.act && p.recs && map &&
+		  pass_graph_uses_build(m->ctx, f, &p.u);
 	for (ir_id x = 0; ok && x < nn; x++)
 		consider(&p, x);
 	if (!ok)
 		ir_error(m->ctx, f->loc, "fuse_heads: out of memory");
 	else if (p.n_recs > 0)
 		ok = rebuild(m, f, &p, map);
-	fz_uses_fini(m->ctx, &p.u);
+	pass_graph_uses_fini(m->ctx, &p.u);
 	ir_free(m->ctx, p.act);
 	ir_free(m->ctx, p.recs);
 	ir_free(m->ctx, map);

@@ -18,7 +18,7 @@
  */
 #include "passes.h"
 
-#include "fuse_attention.h"
+#include "graph.h"
 
 #include <string.h>
 
@@ -30,7 +30,7 @@ typedef struct fl_pair {
 } fl_pair;
 
 typedef struct fl_rebuild {
-	fz_builder b;
+	pass_graph_builder b;
 	fl_pair *pairs;
 	uint32_t *pair_of; /* per old node: its pair, or UINT32_MAX */
 } fl_rebuild;
@@ -111,7 +111,7 @@ static ir_id copy_cone(fl_rebuild *r, ir_id x)
 		return r->b.map[x];
 	for (uint32_t a = 0; a < g->nodes[x].n_args; a++)
 		copy_cone(r, ir_arg(g, x, a));
-	r->b.map[x] = fz_copy(&r->b, x);
+	r->b.map[x] = pass_graph_copy(&r->b, x);
 	return r->b.map[x];
 }
 
@@ -123,7 +123,7 @@ static ir_id slice(fl_rebuild *r, ir_id x, int axis, int64_t start, ir_loc loc)
 	a.slice.start = start;
 	a.slice.end = start + 1;
 	a.slice.step = 1;
-	return fz_emit(&r->b, IR_OP_SLICE, &x, 1, &a, NULL, loc);
+	return pass_graph_emit(&r->b, IR_OP_SLICE, &x, 1, &a, NULL, loc);
 }
 
 /* The part of pair p's packed result that stands for old node x (its ce
@@ -136,8 +136,9 @@ static ir_id emit_part(fl_rebuild *r, fl_pair *p, ir_id x)
 		ir_id args[3];
 		for (uint32_t a = 0; a < 3; a++)
 			args[a] = copy_cone(r, ir_arg(g, p->cg, a));
-		p->packed = fz_emit(&r->b, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL,
-				    NULL, g->nodes[p->cg].loc);
+		p->packed = pass_graph_emit(&r->b,
+					    IR_OP_CROSS_ENTROPY_WITH_GRAD, args,
+					    3, NULL, NULL, g->nodes[p->cg].loc);
 		if (r->b.is_failed)
 			return IR_NONE;
 	}
@@ -148,7 +149,8 @@ static ir_id emit_part(fl_rebuild *r, fl_pair *p, ir_id x)
 		int last = r->b.g.nodes[p->packed].type.rank - 1;
 		part = slice(r, slice(r, p->packed, last, 0, loc), 0, 1, loc);
 	}
-	return fz_emit(&r->b, IR_OP_RESHAPE, &part, 1, NULL, &g->nodes[x].type, loc);
+	return pass_graph_emit(&r->b, IR_OP_RESHAPE, &part, 1, NULL,
+			       &g->nodes[x].type, loc);
 }
 
 /* The new graph, node by node; then it replaces the old one. */
@@ -161,11 +163,11 @@ static bool rebuild(fl_rebuild *r)
 		if (r->b.map[x] != IR_NONE)
 			continue; /* emitted early, in a g's cone */
 		if (r->pair_of[x] == UINT32_MAX)
-			r->b.map[x] = fz_copy(&r->b, x);
+			r->b.map[x] = pass_graph_copy(&r->b, x);
 		else
 			r->b.map[x] = emit_part(r, &r->pairs[r->pair_of[x]], x);
 	}
-	return fz_finish(&r->b, "fuse_loss");
+	return pass_graph_finish(&r->b, "fuse_loss: cannot rewrite");
 }
 
 static bool fuse_func(ir_module *m, ir_func *f)

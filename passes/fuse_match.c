@@ -9,7 +9,7 @@
  * output.
  *
  * It runs on forward functions, before autodiff: in a gradient function
- * the backward nodes grad.c made for a chain are more users of its
+ * the backward nodes grad_rules.c made for a chain are more users of its
  * weights and block it, and the gradient of a fused node is made by its
  * own rule (fused_attention_grad).
  *
@@ -22,38 +22,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* ---- uses --------------------------------------------------------------- */
-
-bool fz_uses_build(ir_ctx *ctx, const ir_func *f, fz_uses *u)
-{
-	const ir_graph *g = &f->g;
-	uint32_t n = g->n_nodes;
-	u->start = ir_alloc(ctx, (n + 2) * sizeof *u->start);
-	u->list = ir_alloc(ctx, (g->n_args + 1) * sizeof *u->list);
-	u->output = ir_alloc(ctx, (n + 1) * sizeof *u->output);
-	if (!u->start || !u->list || !u->output)
-		return false;
-	for (uint32_t i = 0; i < g->n_args; i++)
-		u->start[g->args[i] + 2]++;
-	for (uint32_t i = 0; i < n; i++)
-		u->start[i + 2] += u->start[i + 1];
-	for (ir_id i = 0; i < n; i++)
-		for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
-			u->list[u->start[ir_arg(g, i, a) + 1]++] = i;
-	for (uint32_t i = 0; i < n; i++)
-		u->output[i] = -1;
-	for (uint32_t o = f->n_outputs; o-- > 0;)
-		u->output[f->outputs[o]] = (int32_t)o;
-	return true;
-}
-
-void fz_uses_fini(ir_ctx *ctx, fz_uses *u)
-{
-	ir_free(ctx, u->start);
-	ir_free(ctx, u->list);
-	ir_free(ctx, u->output);
-}
 
 /* ---- shared with fuse_additive_match.c (fuse_match.h) -------------------- */
 
@@ -326,7 +294,7 @@ static bool match_values(const cx *c)
 
 /* ---- the match --------------------------------------------------------------------- */
 
-bool fz_match_at(const ir_module *m, const ir_func *f, const fz_uses *u,
+bool fz_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
 		 ir_id sm, fz_match *mt)
 {
 	cx c = {{m, f, u, mt->why}, mt};

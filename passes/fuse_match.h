@@ -18,7 +18,7 @@
 typedef struct fz_view {
 	const ir_module *m;
 	const ir_func *f;
-	const fz_uses *u;
+	const pass_graph_uses *u;
 	char *why; /* FZ_WHY_CAP bytes: the match's why[] */
 } fz_view;
 

@@ -17,7 +17,7 @@
  * is 1/len at the positions k < len and exactly 0 past them (the fill
  * -1e6 underflows exp), so "> 0" is the mask wherever len > 0.
  */
-#include "grad.h"
+#include "autodiff.h"
 
 #include <string.h>
 

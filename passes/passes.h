@@ -139,7 +139,7 @@ bool pass_fuse_ew_is_fusible(ir_op op);
 /* The number of fused nodes in a plan of f. */
 uint32_t pass_fuse_ew_count(const ir_func *f, const ir_id *into);
 
-/* Reverse-mode autodiff (autodiff.c, rules in grad.c; docs/autodiff.md).
+/* Reverse-mode autodiff (autodiff.c, rules in grad_rules.c; docs/autodiff.md).
  * For the function named entry, whose first output is a scalar f32 loss,
  * adds an exported function "<entry>_grad" with the same inputs (and
  * example) whose outputs are the loss ("loss") and then the gradient of

@@ -4,8 +4,8 @@
 # "## NAME" section in docs/passes.md; every op of ir/ops.def has a row in
 # docs/ops.md and in the shape rules of docs/ir.md (a table row whose
 # first cell names it in backticks); every attribute the IR printer
-# (ir/print.c) writes appears as `NAME=` in docs/ir.md. Each thing missing
-# is one line on stderr, and the script exits 1.
+# (ir/module_print.c) writes appears as `NAME=` in docs/ir.md. Each thing
+# missing is one line on stderr, and the script exits 1.
 set -eu
 attnc=$1
 cd "$2"
@@ -36,10 +36,10 @@ for op in $ops; do
 		{ echo "docs/ir.md: no shape rule row for op '$op'" >&2; fail=1; }
 done
 
-attrs=$({ grep -o 'pr(p, "[^"]*"' ir/print.c |
+attrs=$({ grep -o 'pr(p, "[^"]*"' ir/module_print.c |
 	grep -o '[{ ,][a-z_][a-z_]*=' | cut -c2-
-	sed -n 's/.*pr_list_u32(p, "\([a-z_]*\)".*/\1=/p' ir/print.c; } | sort -u)
-[ -n "$attrs" ] || { echo "docs_match: no attributes in ir/print.c" >&2; exit 1; }
+	sed -n 's/.*pr_list_u32(p, "\([a-z_]*\)".*/\1=/p' ir/module_print.c; } | sort -u)
+[ -n "$attrs" ] || { echo "docs_match: no attributes in ir/module_print.c" >&2; exit 1; }
 for a in $attrs; do
 	grep -qF "$a" docs/ir.md ||
 		{ echo "docs/ir.md: attribute '$a' is not shown" >&2; fail=1; }

@@ -1,6 +1,6 @@
 /*
- * grad.h - what the autodiff pass (autodiff.c) shares with its gradient
- * rules (grad.c) and their node builders (grad_build.c).
+ * autodiff.h - what the autodiff pass (autodiff.c) shares with its gradient
+ * rules (grad_rules.c) and their node builders (grad_build.c).
  *
  * The pass copies the forward graph of the loss function into a new
  * function, then walks the copied nodes backwards from the loss. Each
@@ -11,8 +11,8 @@
  * memory) and records the failure in ad->is_failed, so rules chain
  * builders without checking each step.
  */
-#ifndef ATTNC_PASSES_GRAD_H
-#define ATTNC_PASSES_GRAD_H
+#ifndef ATTNC_PASSES_AUTODIFF_H
+#define ATTNC_PASSES_AUTODIFF_H
 
 #include "ir.h"
 
@@ -49,7 +49,7 @@ typedef struct pass_ad {
  * contributions of y's gradient g (pass_ad_accum). */
 typedef void (*pass_ad_rule)(pass_ad *ad, ir_id y, ir_id g);
 
-/* The rules, indexed by op (grad.c). */
+/* The rules, indexed by op (grad_rules.c). */
 extern const pass_ad_rule pass_ad_rules[IR_OP_COUNT];
 
 /* Adds contribution g (of the operand's exact type) to the gradient of

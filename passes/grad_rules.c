@@ -1,5 +1,5 @@
 /*
- * grad.c - the gradient rule of every op, in one table built from
+ * grad_rules.c - the gradient rule of every op, in one table built from
  * ir/ops.def, so that an op added there without a rule here is a build
  * error.
  *
@@ -12,7 +12,7 @@
  * parameter's gradient is read off its PARAM nodes by the pass itself.
  * docs/autodiff.md lists the formulas.
  */
-#include "grad.h"
+#include "autodiff.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /*
- * cg_ir.c - small helpers over the LLVM C API so that generators read as
+ * cg_llvm.c - small helpers over the LLVM C API so that generators read as
  * the loops they emit: typed constants, float-element addressing, counted
  * loops and if-blocks, intrinsic and external calls, fast-math flags.
  *

@@ -1,5 +1,5 @@
 /*
- * grad.c - what training and --gradcheck share: the data a run reads
+ * grad_fn.c - what training and --gradcheck share: the data a run reads
  * before it compiles, the compiled gradient function (<entry>_grad, added
  * by autodiff) with its outputs written straight into a gradient block
  * laid out like the params block, the sources of batches that feed it,

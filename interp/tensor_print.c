@@ -1,6 +1,7 @@
 /*
- * print.c - prints a tensor the way PyTorch's torch.Tensor.__repr__ does,
- * so that a user can hold attnc's output next to the book's:
+ * tensor_print.c - prints a tensor the way PyTorch's
+ * torch.Tensor.__repr__ does, so that a user can hold attnc's output next
+ * to the book's:
  *
  *   f32[2, 1, 4]
  *   [[[ 2.0000,  3.0000,  4.0000,  5.0000]],

@@ -1,5 +1,5 @@
 /*
- * additive.c - the reference kernels of the fused additive (Bahdanau)
+ * fused_additive.c - the reference kernels of the fused additive (Bahdanau)
  * attention ops, the oracle the generated kernels are tested against.
  *
  * fused_additive_attention computes, one query row at a time, exactly

@@ -1,5 +1,5 @@
 /*
- * cg_jit.c - the cg_module: one LLVM module per compilation, built in an
+ * cg_module.c - the cg_module: one LLVM module per compilation, built in an
  * ORC thread-safe context, optimized once for the TargetMachine of the
  * host CPU (or of a named one: cg_module_create_for, --mcpu; or of
  * another machine: cg_module_create_target, --target), then

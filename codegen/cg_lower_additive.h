@@ -1,5 +1,5 @@
 /*
- * cg_additive.h - what the fused additive attention kernels
+ * cg_lower_additive.h - what the fused additive attention kernels
  * (cg_lower_additive.c forward, cg_lower_additive_grad.c backward) share,
  * private to codegen/: the sizes and constants of one fused node, the
  * loop over the H features of one (query, key) pair, vectorized, and the
@@ -12,8 +12,8 @@
  * sum_h wv[h] tanh(qp[n, q, h] + kp[n, k, h]), computed a vector of h at
  * a time, so the N x Q x K x H features never exist.
  */
-#ifndef ATTNC_CG_ADDITIVE_H
-#define ATTNC_CG_ADDITIVE_H
+#ifndef ATTNC_CG_LOWER_ADDITIVE_H
+#define ATTNC_CG_LOWER_ADDITIVE_H
 
 #include "cg_attn.h"
 

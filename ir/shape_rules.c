@@ -1,5 +1,5 @@
 /*
- * infer.c - the shape and type rule of every op (ir_infer_type).
+ * shape_rules.c - the shape and type rule of every op (ir_infer_type).
  *
  * Semantics are PyTorch's: elementwise ops broadcast as NumPy does (shapes
  * right-aligned; a static 1 stretches to anything; other dims must be

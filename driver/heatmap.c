@@ -1,5 +1,5 @@
 /*
- * attention.c - the book's attention figures of a translation (--heatmap
+ * heatmap.c - the book's attention figures of a translation (--heatmap
  * with a seq2seq model): for the last sentence translated, a row of
  * heads per figure and layer, as d2l's show_heatmaps draws them in 10.4
  * and 10.7: the encoder's self-attention (queries and keys the source

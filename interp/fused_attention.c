@@ -1,5 +1,5 @@
 /*
- * attention.c - the reference kernels of the fused attention ops, the
+ * fused_attention.c - the reference kernels of the fused attention ops, the
  * oracle the generated FlashAttention-style kernels are tested against.
  *
  * fused_attention computes, one query row at a time, exactly what the

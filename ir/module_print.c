@@ -1,5 +1,5 @@
 /*
- * print.c - the textual form of a module (ir_module_print).
+ * module_print.c - the textual form of a module (ir_module_print).
  *
  * The text is meant for a compiler engineer reading a dump after a pass,
  * and it is also a file format: ir_module_read (read.c) parses it back to
