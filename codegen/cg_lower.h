@@ -297,6 +297,17 @@ void cg_lower_tree_merge(cg_fn *f, LLVMValueRef b, cg_tree_combine combine,
 void cg_lower_tree_fold(cg_fn *f, int64_t n_blocks, cg_tree_combine combine,
 			void *ud);
 
+/* cg_lower_sumlane.c: a float sum or mean of more than CG_SUM_PLAIN
+ * inputs per output element (count) that neither the row kernel nor the
+ * column kernel takes (a whole tensor to a scalar, axes that do not
+ * merge); then cg_lower_reduce_lanes generates it over the simplified
+ * nest n (array 0 the output), output elements split by [lo, hi), blocks
+ * in vector lanes, in the interpreter's order, storing each output
+ * element's result (a mean's divided). */
+bool cg_lower_sumlane_fits(const cg_kernel *k, const cg_nest *n,
+			   int64_t count);
+void cg_lower_reduce_lanes(cg_kernel *k, const cg_nest *n, int64_t count);
+
 /* cg_lower_colred.c: a float sum or mean whose simplified nest n (array 0
  * the output) is (R, C), or (O, R, C) with O kept and split by [lo, hi),
  * reducing only R, longer than CG_SUM_PLAIN; then cg_lower_reduce_columns

@@ -6,11 +6,13 @@
  *
  * Each kernel's outer loop runs over independent output rows, so a split
  * over threads never changes the order of a sum: results are the same
- * for any thread count. Sums carry `reassoc` so LLVM may vectorize them;
- * they then differ from the interpreter's left-to-right float sums by
- * rounding only. Reductions over the last axis and over leading axes
- * are the exception: they keep the interpreter's order, the first in
- * cg_lower_rowred.c, the second here, without `reassoc`.
+ * for any thread count. Sums inside kernels carry `reassoc` so LLVM may
+ * vectorize them; they then differ from the interpreter's left-to-right
+ * float sums by rounding only. The sum and mean ops are the exception:
+ * they keep the interpreter's order (docs/ops.md, "Summation order"),
+ * over the last axis in cg_lower_rowred.c, long columns in
+ * cg_lower_colred.c, other long sums in cg_lower_sumlane.c, the rest
+ * here, without `reassoc`.
  */
 #include "cg_gemm.h"
 #include "cg_lower.h"
@@ -315,32 +317,21 @@ static void out_nest(const cg_kernel *k, cg_nest *n)
 	cg_nest_simplify(n);
 }
 
-/* Whether the simplified nest n of a reduction (array 0 the output) keeps
- * its last axis, walked contiguously by the output, and reduces an axis
- * before it: sum(dy, 0) of (640, 32), a sum over (B, T) of (B, T, D). */
-static bool is_column_reduction(const cg_nest *n)
-{
-	int last = n->rank - 1;
-	bool has_reduced = false;
-	for (int d = 0; d < last; d++)
-		has_reduced |= n->strides[0][d] == 0 && n->dims[d] > 1;
-	return n->rank >= 2 && has_reduced && n->strides[0][last] == 1;
-}
-
 /* The reduced input walked in row-major order, each element added into
  * its output element (stride 0 along reduced axes), the interpreter's
- * order as written, although `reassoc` lets LLVM regroup it. Not in a
- * column reduction: with `reassoc` LLVM unrolled rows of up to 48
- * columns and vectorized the loop over rows instead, a column gathered
- * into partial sums (not the interpreter's sums, and 0.2 ns an element);
- * without it, it vectorizes along the row and keeps each column's sum in
- * a register across the rows (0.02 ns an element, in the interpreter's
- * order exactly: tests/test_codegen_colred.c, bench/colsum.c). The outer
- * loop is split over threads only when it is a kept axis, so threads
- * write disjoint outputs. Rows reduced over the last axis (more than
- * one) take the row kernel instead, exactly in the interpreter's order;
- * float columns longer than CG_SUM_PLAIN take the blocked
- * column kernel (cg_lower_colred.c), also in the interpreter's order. */
+ * order as written, without `reassoc` (with it, LLVM unrolled rows of up
+ * to 48 columns of a column reduction and vectorized the loop over rows
+ * instead, a column gathered into partial sums: not the interpreter's
+ * sums, and 0.2 ns an element; without it, it vectorizes along the row
+ * and keeps each column's sum in a register across the rows, 0.02 ns an
+ * element: tests/test_codegen_colred.c, bench/colsum.c). The outer loop
+ * is split over threads only when it is a kept axis, so threads write
+ * disjoint outputs. Rows reduced over the last axis (more than one) take
+ * the row kernel instead; float columns longer than CG_SUM_PLAIN take
+ * the blocked column kernel (cg_lower_colred.c); other float sums and
+ * means of more than CG_SUM_PLAIN inputs per output element (a whole
+ * tensor, axes that do not merge) take the lane-blocked kernel
+ * (cg_lower_sumlane.c): all in the interpreter's order. */
 bool cg_lower_reduce(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
@@ -373,6 +364,10 @@ bool cg_lower_reduce(cg_kernel *k)
 		cg_lower_reduce_rows(k, &n);
 		return true;
 	}
+	if (!cg_lower_colred_fits(k, &n) && cg_lower_sumlane_fits(k, &n, count)) {
+		cg_lower_reduce_lanes(k, &n, count);
+		return true;
+	}
 	cg_nest init = n;
 	for (int d = 0; d < n.rank; d++)
 		if (n.strides[0][d] == 0)
@@ -388,7 +383,7 @@ bool cg_lower_reduce(cg_kernel *k)
 	for (int d = 0; d < n.rank; d++)
 		k->work *= n.dims[d];
 	ir_dtype t = k->node->type.dtype;
-	reduce_cx rc = {op, t, NULL, is_column_reduction(&n)};
+	reduce_cx rc = {op, t, NULL, true};
 	if (op == IR_OP_MAX)
 		rc.value = t == IR_I32 ? cg_i32(f, INT32_MIN) : cg_f32(f, -INFINITY);
 	else

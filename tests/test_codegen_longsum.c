@@ -10,11 +10,12 @@
  * outputs is within 1.5 eps sum|x| of the float64 sum, a bound that both
  * the plain left-to-right float sum and blocks of 256 added left to
  * right (the two orders before) fail on the same data, as asserted here
- * too. A whole-tensor sum (to a scalar) keeps `reassoc` in the JIT and
- * is not compared bit for bit.
+ * too; and so are whole-tensor sums and means to a scalar and those
+ * over axes that do not merge.
  * Agreement: the JIT's results are the interpreter's bit for bit on long
- * and short axes, columns (kept outer axis or none) and rows, at 1, 2
- * and 3 threads, and for a fused operand.
+ * and short axes, columns (kept outer axis or none), rows, whole tensors
+ * and axes that do not merge (0 and 2 of a rank-3 tensor), at 1, 2 and
+ * 3 threads, and for fused operands.
  */
 #include "interp.h"
 #include "red_fixture.h"
@@ -148,7 +149,80 @@ START_TEST(test_long_sums_and_means_are_within_1_5_eps_of_float64)
 }
 END_TEST
 
-/* Reduction shapes: dims (rank 2 or 3) and the reduced axes. */
+/* op (sum or mean) of a whole (R, C) tensor of values in [0, 1), to a
+ * scalar (a loss's mean over B*T): within bound eps sum|x| of float64,
+ * the two orders before over it, the JIT's bits the interpreter's. */
+static void check_whole(ir_op op, int64_t R, int64_t C, double bound)
+{
+	fx x;
+	fx_init(&x, 0xda942042e4dd58b5ull);
+	int64_t d[2] = {R, C};
+	ir_id a = input(&x, IR_F32, 2, d);
+	nonnegative(&x, R * C);
+	ret(&x, reduce(&x, op, a, 3, false));
+	float *want = interp_f32(&x, d, 2, 1);
+	char what[96];
+	snprintf(what, sizeof what, "whole %s of (%lld, %lld)",
+		 ir_op_table[op].name, (long long)R, (long long)C);
+	errs e = sum_errors(want[0], x.in[0], R * C, 1, op == IR_OP_MEAN);
+	ck_assert_msg(e.got <= bound, "%s: error %g eps sum|x|", what, e.got);
+	ck_assert_msg(e.ltr > bound && e.b256 > bound, "%s: the left-to-right "
+		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
+		      "added left to right, %g, is within the bound", what,
+		      e.ltr, e.b256);
+	check_jit_bits(&x, 1, want, what);
+	free(want);
+	fx_fini(&x);
+}
+
+/* op over axes 0 and 2 of an (A, B, C) tensor of values in [0, 1),
+ * axes that do not merge: as check_whole, for each of the B outputs. */
+static void check_apart(ir_op op, int64_t A, int64_t B, int64_t C,
+			double bound)
+{
+	fx x;
+	fx_init(&x, 0x94d049bb133111ebull);
+	int64_t d[3] = {A, B, C};
+	ir_id a = input(&x, IR_F32, 3, d);
+	nonnegative(&x, A * B * C);
+	ret(&x, reduce(&x, op, a, 5, false));
+	float *want = interp_f32(&x, d, 3, B);
+	char what[96];
+	snprintf(what, sizeof what, "%s over axes 0 and 2 of (%lld, %lld, %lld)",
+		 ir_op_table[op].name, (long long)A, (long long)B, (long long)C);
+	float *v = malloc((size_t)(A * C) * 4);
+	const float *in = x.in[0];
+	errs w = {0, 0, 0};
+	for (int64_t b = 0; b < B; b++) {
+		for (int64_t i = 0; i < A; i++)
+			memcpy(v + i * C, in + (i * B + b) * C, (size_t)C * 4);
+		errs e = sum_errors(want[b], v, A * C, 1, op == IR_OP_MEAN);
+		w.got = e.got > w.got ? e.got : w.got;
+		w.ltr = e.ltr > w.ltr ? e.ltr : w.ltr;
+		w.b256 = e.b256 > w.b256 ? e.b256 : w.b256;
+	}
+	ck_assert_msg(w.got <= bound, "%s: error %g eps sum|x|", what, w.got);
+	ck_assert_msg(w.ltr > bound && w.b256 > bound, "%s: the left-to-right "
+		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
+		      "added left to right, %g, is within the bound", what,
+		      w.ltr, w.b256);
+	check_jit_bits(&x, B, want, what);
+	free(v);
+	free(want);
+	fx_fini(&x);
+}
+
+START_TEST(test_whole_and_apart_sums_are_within_1_5_eps_of_float64)
+{
+	check_whole(IR_OP_SUM, 256, 256, 1.5);
+	check_whole(IR_OP_MEAN, 256, 256, 1.5);
+	check_whole(IR_OP_MEAN, 1000, 333, 1.5);
+	check_apart(IR_OP_SUM, 256, 16, 256, 1.5);
+	check_apart(IR_OP_MEAN, 256, 16, 256, 1.5);
+}
+END_TEST
+
+/* Reduction shapes: dims (rank 1 to 3) and the reduced axes. */
 typedef struct shape {
 	int rank;
 	int64_t d[3];
@@ -167,6 +241,13 @@ static const shape shapes[] = {
 	{2, {9, 256, 0}, 2},    /* rows of the longest plain sum */
 	{2, {100, 7, 0}, 1},    /* short axes: left to right */
 	{2, {7, 100, 0}, 2},
+	{2, {300, 9, 0}, 3},    /* a whole tensor to a scalar, long */
+	{1, {5000, 0, 0}, 1},   /* a whole rank-1 tensor, a short last group */
+	{1, {200, 0, 0}, 1},    /* a short whole tensor: left to right */
+	{3, {40, 5, 30}, 5},    /* axes 0 and 2: they do not merge */
+	{3, {3, 7, 100}, 5},    /* the same, 300 inputs per output */
+	{3, {3, 70, 17}, 5},    /* the same, short */
+	{3, {9, 40, 40}, 7},    /* a whole rank-3 tensor */
 };
 
 /* Sum and mean of shapes[_i] (values in [-2, 2)): the JIT's bits are the
@@ -211,6 +292,22 @@ START_TEST(test_a_fused_operand_sums_in_blocks)
 }
 END_TEST
 
+/* A loss's mean over B*T, mean(x * x) over all of (64, 64): the
+ * interpreter's bits at 1, 2 and 3 threads, with the operand fused. */
+START_TEST(test_a_fused_whole_mean_sums_in_blocks)
+{
+	fx x;
+	fx_init(&x, 0x5851f42d4c957f2dull);
+	int64_t d[2] = {64, 64};
+	ir_id a = input(&x, IR_F32, 2, d);
+	ret(&x, reduce(&x, IR_OP_MEAN, op2(&x, IR_OP_MUL, a, a), 3, false));
+	float *want = interp_f32(&x, d, 2, 1);
+	check_fused_at_threads(&x, 1, want, 1, "fused whole mean");
+	free(want);
+	fx_fini(&x);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("codegen_longsum");
@@ -219,6 +316,8 @@ int main(void)
 	tcase_add_loop_test(tc, test_the_jit_sums_in_the_interpreters_order, 0,
 			    (int)(sizeof shapes / sizeof shapes[0]));
 	tcase_add_test(tc, test_a_fused_operand_sums_in_blocks);
+	tcase_add_test(tc, test_whole_and_apart_sums_are_within_1_5_eps_of_float64);
+	tcase_add_test(tc, test_a_fused_whole_mean_sums_in_blocks);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
