@@ -102,6 +102,9 @@ for doc in docs/*.md; do
 		# ARGS are shell words: quotes group a sentence.
 		eval "set -- $args"
 		"$attnc" "$@" >"$b.out" 2>&1 || true
+		# The blocks show the files $DIR holds by their names alone, as
+		# the command lines above them do.
+		sed "s|$tmp/run/||g" "$b.out" >"$b.out.named" && mv "$b.out.named" "$b.out"
 		n_checked=$((n_checked + 1))
 		if [ $is_update -eq 1 ]; then
 			: >"$b.want.new"
