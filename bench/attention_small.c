@@ -66,17 +66,20 @@ static void source(const opts *o, char *buf, size_t size)
 	if (o->valid == VALID_BATCH)
 		snprintf(vdecl, sizeof vdecl, "valid: i32[%d], ", o->B);
 	else if (o->valid == VALID_CAUSAL)
-		snprintf(vdecl, sizeof vdecl, "valid: i32[%d, %d], ", o->B, o->Q);
+		snprintf(vdecl, sizeof vdecl, "valid: i32[%d, %d], ", o->B,
+			 o->Q);
 	if (o->valid == VALID_NONE)
-		snprintf(sm, sizeof sm, "softmax(split_heads(q, %d) @ split_heads(k, %d).T / sqrt(%d))",
+		snprintf(sm, sizeof sm,
+			 "softmax(split_heads(q, %d) @ split_heads(k, %d).T / sqrt(%d))",
 			 o->H, o->H, o->d);
 	else
 		snprintf(sm, sizeof sm,
 			 "masked_softmax(split_heads(q, %d) @ split_heads(k, %d).T / sqrt(%d), "
 			 "repeat_interleave(valid, %d, 0))",
 			 o->H, o->H, o->d, o->H);
-	snprintf(att, sizeof att, "merge_heads(dropout(%s, %g) @ split_heads(v, %d), %d)",
-		 sm, o->p, o->H, o->H);
+	snprintf(att, sizeof att,
+		 "merge_heads(dropout(%s, %g) @ split_heads(v, %d), %d)", sm,
+		 o->p, o->H, o->H);
 	snprintf(buf, size,
 		 "model small\n"
 		 "export def fwd(%sq: f32[%d, %d, %d], k: f32[%d, %d, %d], v: f32[%d, %d, %d])\n"
@@ -86,19 +89,21 @@ static void source(const opts *o, char *buf, size_t size)
 		 "  param k : [%d, %d, %d] = normal(0, 1)\n"
 		 "  param v : [%d, %d, %d] = normal(0, 1)\n"
 		 "  return sum(%s * w)\n",
-		 vdecl, o->B, o->Q, w, o->B, o->K, w, o->B, o->K, w, att, vdecl, o->B,
-		 o->Q, w, o->B, o->Q, w, o->B, o->K, w, o->B, o->K, w, att);
+		 vdecl, o->B, o->Q, w, o->B, o->K, w, o->B, o->K, w, att, vdecl,
+		 o->B, o->Q, w, o->B, o->Q, w, o->B, o->K, w, o->B, o->K, w,
+		 att);
 }
 
 static cg_program *compile(ir_ctx *ctx, const opts *o, ir_module **m)
 {
 	static char src[4096];
 	source(o, src, sizeof src);
-	uint32_t file = ir_ctx_add_source(ctx, "attention_small.g", src, strlen(src));
+	uint32_t file = ir_ctx_add_source(ctx, "attention_small.g", src,
+					  strlen(src));
 	*m = fe_compile(ctx, file);
 	pass_options po = {0};
-	if (!*m || !pass_pipeline_forward(*m, &po) || !pass_autodiff(*m, "loss") ||
-	    !pass_pipeline_run(*m, &po))
+	if (!*m || !pass_pipeline_forward(*m, &po) ||
+	    !pass_autodiff(*m, "loss") || !pass_pipeline_run(*m, &po))
 		return NULL;
 	return cg_program_create(ctx, *m, NULL, NULL);
 }
@@ -113,7 +118,9 @@ static int32_t *valid_lengths(const opts *o)
 		for (int t = 0; t < o->Q; t++)
 			v[b * o->Q + t] = o->valid == VALID_CAUSAL
 						  ? t + 1
-						  : (int32_t)(bench_rng_next(&s) % (uint64_t)o->K) + 1;
+						  : (int32_t)(bench_rng_next(&s) %
+							      (uint64_t)o->K) +
+							    1;
 	if (v && o->valid == VALID_BATCH)
 		for (int b = 0; b < o->B; b++)
 			v[b] = v[b * o->Q];
@@ -138,8 +145,11 @@ static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 		double t0 = bench_now_s(o->clock);
 		for (int c = 0; c < o->calls; c++) {
 			attnrt_run run = {1, (uint64_t)c, 1, o->threads};
-			if (!scratch || entry(&run, params, scratch, ins, outs) != 0) {
-				fprintf(stderr, "bench_attention_small: %s failed\n", fn);
+			if (!scratch ||
+			    entry(&run, params, scratch, ins, outs) != 0) {
+				fprintf(stderr,
+					"bench_attention_small: %s failed\n",
+					fn);
 				exit(1);
 			}
 		}
@@ -155,7 +165,8 @@ static int run(ir_ctx *ctx, const opts *o)
 	ir_module *m = NULL;
 	cg_program *p = compile(ctx, o, &m);
 	if (!p) {
-		fprintf(stderr, "bench_attention_small: the program does not compile\n");
+		fprintf(stderr,
+			"bench_attention_small: the program does not compile\n");
 		return 1;
 	}
 	if (o->asm_path) {
@@ -166,8 +177,10 @@ static int run(ir_ctx *ctx, const opts *o)
 	}
 	if (!cg_program_jit(p))
 		return 1;
-	size_t nq = (size_t)o->B * o->Q * o->H * o->d, nk = (size_t)o->B * o->K * o->H * o->d;
-	float *q = random_floats(nq, 1), *k = random_floats(nk, 2), *v = random_floats(nk, 3);
+	size_t nq = (size_t)o->B * o->Q * o->H * o->d,
+	       nk = (size_t)o->B * o->K * o->H * o->d;
+	float *q = random_floats(nq, 1), *k = random_floats(nk, 2),
+	      *v = random_floats(nk, 3);
 	float *w = random_floats(nq, 4), *out = random_floats(nq, 5);
 	float *grads = random_floats(nq + 2 * nk + 1, 6);
 	int32_t *valid = valid_lengths(o);
@@ -176,7 +189,8 @@ static int run(ir_ctx *ctx, const opts *o)
 	int nv = o->valid != VALID_NONE;
 	const void *fwd_in[4] = {valid, q, k, v}, *loss_in[2] = {valid, w};
 	float loss;
-	void *fo[1] = {out}, *go[4] = {&loss, grads, grads + nq, grads + nq + nk};
+	void *fo[1] = {out},
+	     *go[4] = {&loss, grads, grads + nq, grads + nq + nk};
 	timing tf = time_fn(p, "fwd", o, fwd_in + 1 - nv, fo, params);
 	timing tl = time_fn(p, "loss", o, loss_in + 1 - nv, fo, params);
 	timing tg = time_fn(p, "loss_grad", o, loss_in + 1 - nv, go, params);
@@ -185,9 +199,9 @@ static int run(ir_ctx *ctx, const opts *o)
 	       "%s us per call, median (fastest) of %d rounds of %d calls:\n"
 	       "  fwd %.2f (%.2f), loss %.2f (%.2f), loss_grad %.2f (%.2f)\n",
 	       o->B, o->H, o->d, o->Q, o->K, kinds[o->valid], o->p, o->threads,
-	       o->threads == 1 ? "" : "s", o->clock == CLOCK_MONOTONIC ? "wall" : "CPU",
-	       o->rounds, o->calls, tf.median, tf.best,
-	       tl.median, tl.best, tg.median, tg.best);
+	       o->threads == 1 ? "" : "s",
+	       o->clock == CLOCK_MONOTONIC ? "wall" : "CPU", o->rounds, o->calls,
+	       tf.median, tf.best, tl.median, tl.best, tg.median, tg.best);
 	void *bufs[] = {q, k, v, w, out, grads, valid, params};
 	for (int i = 0; i < 8; i++)
 		free(bufs[i]);
@@ -209,15 +223,25 @@ static bool parse_valid(const char *s, valid_kind *v)
 
 static bool parse(int argc, char **argv, opts *o)
 {
-	*o = (opts){.B = 64, .H = 4, .d = 8, .Q = 10, .K = 10, .threads = 1,
-		    .rounds = 15, .calls = 500, .p = 0.1, .valid = VALID_BATCH,
+	*o = (opts){.B = 64,
+		    .H = 4,
+		    .d = 8,
+		    .Q = 10,
+		    .K = 10,
+		    .threads = 1,
+		    .rounds = 15,
+		    .calls = 500,
+		    .p = 0.1,
+		    .valid = VALID_BATCH,
 		    .clock = CLOCK_MONOTONIC};
 	for (int i = 1; i < argc; i += 2) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int *ints[] = {&o->B, &o->H, &o->d, &o->Q, &o->K, &o->threads,
-			       &o->rounds, &o->calls};
+		int *ints[] = {&o->B, &o->H,       &o->d,      &o->Q,
+			       &o->K, &o->threads, &o->rounds, &o->calls};
 		const char *flags = "bHdqktrn";
-		const char *at = a[0] == '-' && a[1] && !a[2] ? strchr(flags, a[1]) : NULL;
+		const char *at = a[0] == '-' && a[1] && !a[2]
+					 ? strchr(flags, a[1])
+					 : NULL;
 		if (!v)
 			return false;
 		if (at)
@@ -230,23 +254,26 @@ static bool parse(int argc, char **argv, opts *o)
 		} else if (strcmp(a, "-S") == 0) {
 			o->asm_path = v;
 		} else if (strcmp(a, "-c") == 0) {
-			o->clock = strcmp(v, "cpu") == 0 ? CLOCK_PROCESS_CPUTIME_ID
-							 : CLOCK_MONOTONIC;
+			o->clock = strcmp(v, "cpu") == 0
+					   ? CLOCK_PROCESS_CPUTIME_ID
+					   : CLOCK_MONOTONIC;
 		} else {
 			return false;
 		}
 	}
 	return o->B > 0 && o->H > 0 && o->d > 0 && o->Q > 0 && o->K > 0 &&
-	       o->threads > 0 && o->rounds >= 1 && o->rounds <= 64 && o->calls > 0;
+	       o->threads > 0 && o->rounds >= 1 && o->rounds <= 64 &&
+	       o->calls > 0;
 }
 
 int main(int argc, char **argv)
 {
 	opts o;
 	if (!parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: bench_attention_small [-b B] [-H HEADS] [-d D] "
-				"[-q Q] [-k K] [-v none|batch|causal] [-p P] [-t THREADS] "
-				"[-r ROUNDS] [-n CALLS] [-c wall|cpu] [-S FILE.s]\n");
+		fprintf(stderr,
+			"usage: bench_attention_small [-b B] [-H HEADS] [-d D] "
+			"[-q Q] [-k K] [-v none|batch|causal] [-p P] [-t THREADS] "
+			"[-r ROUNDS] [-n CALLS] [-c wall|cpu] [-S FILE.s]\n");
 		return 2;
 	}
 	ir_ctx ctx;

@@ -55,8 +55,8 @@ static float *random_floats(const opts *o, size_t n, uint64_t seed)
 	return x;
 }
 
-static bool compile(ir_ctx *ctx, const bench_attn *b, int seq,
-		    bool is_fused, variant *v)
+static bool compile(ir_ctx *ctx, const bench_attn *b, int seq, bool is_fused,
+		    variant *v)
 {
 	char src[2048];
 	b->source(src, sizeof src, seq);
@@ -173,7 +173,8 @@ static void run_seq(ir_ctx *ctx, int seq, const opts *o)
 	variant fused = {0}, plain = {0};
 	if (!compile(ctx, o->b, seq, true, &fused) ||
 	    !compile(ctx, o->b, seq, false, &plain)) {
-		fprintf(stderr, "%s: seq %d does not compile\n", o->b->name, seq);
+		fprintf(stderr, "%s: seq %d does not compile\n", o->b->name,
+			seq);
 		exit(1);
 	}
 	size_t n = (size_t)BENCH_N * seq * BENCH_WIDTH;
@@ -232,7 +233,8 @@ static bool parse(int argc, char **argv, opts *o)
 			o->threads = atoi(argv[++i]);
 		else if (strcmp(argv[i], "-m") == 0 && has_arg)
 			o->max_gib = atof(argv[++i]);
-		else if (strcmp(argv[i], "-s") == 0 && has_arg && o->n_seqs < MAX_SEQS)
+		else if (strcmp(argv[i], "-s") == 0 && has_arg &&
+			 o->n_seqs < MAX_SEQS)
 			o->seqs[o->n_seqs++] = atoi(argv[++i]);
 		else
 			return false;
@@ -248,10 +250,11 @@ static void print_header(const opts *o)
 {
 	const bench_attn *b = o->b;
 	printf("%s: N = %d%s, %s %d, queries = keys = seq, %d thread%s, "
-	       "median of %d\n", b->what, BENCH_N, b->n_note, b->w_name,
-	       BENCH_WIDTH, o->threads, o->threads == 1 ? "" : "s", o->reps);
-	printf("%6s %19s %19s %19s %19s %9s\n", "", "forward ms",
-	       "fwd+bwd ms", "forward scratch MiB", "fwd+bwd scratch MiB", "");
+	       "median of %d\n",
+	       b->what, BENCH_N, b->n_note, b->w_name, BENCH_WIDTH, o->threads,
+	       o->threads == 1 ? "" : "s", o->reps);
+	printf("%6s %19s %19s %19s %19s %9s\n", "", "forward ms", "fwd+bwd ms",
+	       "forward scratch MiB", "fwd+bwd scratch MiB", "");
 	printf("%6s %9s %9s %9s %9s %9s %9s %9s %9s  %s\n", "seq", "fused",
 	       "unfused", "fused", "unfused", "fused", "unfused", "fused",
 	       "unfused", "max|diff|");
@@ -261,8 +264,10 @@ int bench_attn_main(const bench_attn *b, int argc, char **argv)
 {
 	opts o = {.b = b};
 	if (!parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: %s [-r REPS] [-t THREADS] "
-				"[-s SEQ]... [-m MAX_GIB]\n", b->name);
+		fprintf(stderr,
+			"usage: %s [-r REPS] [-t THREADS] "
+			"[-s SEQ]... [-m MAX_GIB]\n",
+			b->name);
 		return 2;
 	}
 	ir_ctx ctx;

@@ -22,16 +22,16 @@
 
 #include <stddef.h>
 
-#define BENCH_N 8     /* N, the batch (times the heads) */
+#define BENCH_N 8      /* N, the batch (times the heads) */
 #define BENCH_WIDTH 64 /* W, the width of every input's last axis */
 
 typedef struct bench_attn {
-	const char *name;  /* the program's name, for messages */
-	const char *what;  /* the first line: "WHAT: N = 8N_NOTE, W_NAME 64" */
+	const char *name; /* the program's name, for messages */
+	const char *what; /* the first line: "WHAT: N = 8N_NOTE, W_NAME 64" */
 	const char *n_note;
 	const char *w_name;
-	const char *file;  /* the .g text's file name, for diagnostics */
-	const int *seqs;   /* the default sequence lengths */
+	const char *file; /* the .g text's file name, for diagnostics */
+	const int *seqs;  /* the default sequence lengths */
 	int n_seqs;
 	/* Writes the .g text for sequence length seq into src (cap bytes). */
 	void (*source)(char *src, size_t cap, int seq);

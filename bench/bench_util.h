@@ -30,7 +30,9 @@ static inline uint64_t bench_rng_next(uint64_t *s)
 /* A uniform float in [-1, 1) from the stream. */
 static inline float bench_rng_float(uint64_t *s)
 {
-	return (float)((double)(bench_rng_next(s) >> 11) / 9007199254740992.0 * 2 - 1);
+	return (float)((double)(bench_rng_next(s) >> 11) / 9007199254740992.0 *
+			       2 -
+		       1);
 }
 
 /* Sorts n timings ascending (insertion sort: n is a handful of rounds). */

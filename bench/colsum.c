@@ -66,7 +66,8 @@ static timing time_fn(const cg_program *p, const char *fn, const opts *o,
 		double t0 = bench_now_s(CLOCK_MONOTONIC);
 		for (int c = 0; c < o->calls; c++) {
 			attnrt_run run = {1, (uint64_t)c, 0, o->threads};
-			if (!scratch || entry(&run, NULL, scratch, ins, outs) != 0) {
+			if (!scratch ||
+			    entry(&run, NULL, scratch, ins, outs) != 0) {
 				fprintf(stderr, "bench_colsum: %s failed\n", fn);
 				exit(1);
 			}
@@ -106,8 +107,8 @@ static int run(ir_ctx *ctx, const opts *o, int C)
 	timing tf = time_fn(p, "fused", o, ins, outs);
 	printf("(%d, %4d): sum(x, 0) %8.0f (%8.0f) ns, %.3f ns/element; "
 	       "sum(x * y, 0) %8.0f (%8.0f) ns, %.3f ns/element\n",
-	       o->R, C, tp.median, tp.best, tp.median / (double)n, tf.median, tf.best,
-	       tf.median / (double)n);
+	       o->R, C, tp.median, tp.best, tp.median / (double)n, tf.median,
+	       tf.best, tf.median / (double)n);
 	free(x);
 	free(y);
 	free(out);
@@ -124,7 +125,9 @@ static bool parse(int argc, char **argv, opts *o, int *cols, int *n_cols)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		int *ints[] = {&o->R, &o->threads, &o->rounds, &o->calls};
 		const char *flags = "Rtrn";
-		const char *at = a[0] == '-' && a[1] && !a[2] ? strchr(flags, a[1]) : NULL;
+		const char *at = a[0] == '-' && a[1] && !a[2]
+					 ? strchr(flags, a[1])
+					 : NULL;
 		if (a[0] != '-' && *n_cols < 32) {
 			cols[(*n_cols)++] = atoi(a);
 			continue;
@@ -141,8 +144,8 @@ static bool parse(int argc, char **argv, opts *o, int *cols, int *n_cols)
 	for (int i = 0; i < *n_cols; i++)
 		if (cols[i] <= 0)
 			return false;
-	return o->R > 0 && o->threads > 0 && o->rounds >= 1 && o->rounds <= 64 &&
-	       o->calls > 0;
+	return o->R > 0 && o->threads > 0 && o->rounds >= 1 &&
+	       o->rounds <= 64 && o->calls > 0;
 }
 
 int main(int argc, char **argv)
@@ -150,8 +153,9 @@ int main(int argc, char **argv)
 	opts o;
 	int cols[32], n_cols;
 	if (!parse(argc, argv, &o, cols, &n_cols)) {
-		fprintf(stderr, "usage: bench_colsum [-R ROWS] [-t THREADS] [-r ROUNDS] "
-				"[-n CALLS] [C ...]\n");
+		fprintf(stderr,
+			"usage: bench_colsum [-R ROWS] [-t THREADS] [-r ROUNDS] "
+			"[-n CALLS] [C ...]\n");
 		return 2;
 	}
 	printf("%d thread%s; ns per call, median (fastest) of %d rounds of %d calls\n",

@@ -69,7 +69,8 @@ static double peak(int n, int is_zmm, float *sink)
 			    : chains_ymm((float)omp_get_thread_num());
 		double sec = bench_now_s(CLOCK_MONOTONIC) - t0;
 		*sink += s;
-		double flops = 2.0 * (is_zmm ? 16 : 8) * CHAINS * (double)ITERS * n;
+		double flops = 2.0 * (is_zmm ? 16 : 8) * CHAINS *
+			       (double)ITERS * n;
 		if (flops / sec > best)
 			best = flops / sec;
 	}

@@ -66,8 +66,8 @@ static void cpu_jiffies(double *total, double *idle)
 	*total = *idle = 0;
 	if (!fp)
 		return;
-	if (fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1],
-		   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+	if (fscanf(fp, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
 		for (int i = 0; i < 8; i++)
 			*total += (double)v[i];
 		*idle = (double)(v[3] + v[4]);
@@ -95,7 +95,8 @@ static float *matrix(size_t n, uint64_t *state)
 		exit(1);
 	}
 	for (size_t i = 0; i < n; i++) {
-		*state = *state * 6364136223846793005ull + 1442695040888963407ull;
+		*state = *state * 6364136223846793005ull +
+			 1442695040888963407ull;
 		x[i] = (float)((*state >> 40) / (double)(1ull << 24)) - 0.5f;
 	}
 	return x;
@@ -142,8 +143,8 @@ static void run_ours(bench_case *bc, float *c)
 static void run_blas(bench_case *bc, float *c)
 {
 	shape s = bc->s;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f,
-		    bc->a, s.k, bc->b, s.n, 0.0f, c, s.n);
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k,
+		    1.0f, bc->a, s.k, bc->b, s.n, 0.0f, c, s.n);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -166,7 +167,8 @@ static stat3 measure(bench_case *bc, void (*run)(bench_case *, float *),
 		t0 = bench_now_s(CLOCK_MONOTONIC);
 		for (int i = 0; i < iters; i++)
 			run(bc, c);
-		gf[r] = flops * iters / (bench_now_s(CLOCK_MONOTONIC) - t0) * 1e-9;
+		gf[r] = flops * iters / (bench_now_s(CLOCK_MONOTONIC) - t0) *
+			1e-9;
 	}
 	qsort(gf, (size_t)reps, sizeof gf[0], cmp_double);
 	return (stat3){gf[reps / 2], gf[0], gf[reps - 1]};
@@ -201,7 +203,8 @@ static void bench_shape(shape s, int threads, int reps, int width)
 	snprintf(label, sizeof label, "%dx%dx%d", s.m, s.n, s.k);
 	printf("%-15s %-8s %3d  %7.1f (%6.1f-%6.1f)  %7.1f (%6.1f-%6.1f)  %5.2f  %6.1f  %.1e\n",
 	       label, s.what, threads, ours.med, ours.lo, ours.hi, blas.med,
-	       blas.lo, blas.hi, ours.med / blas.med, bc.compile_ms, rel_diff(&bc));
+	       blas.lo, blas.hi, ours.med / blas.med, bc.compile_ms,
+	       rel_diff(&bc));
 	fflush(stdout);
 	case_fini(&bc);
 }
@@ -214,9 +217,9 @@ static void header(void)
 }
 
 static const shape small_shapes[] = {
-	{640, 32, 32, "qkv"},   /* 64 batch x 10 steps, hidden 32 */
-	{640, 64, 32, "ffn1"},  /* hidden 32 -> FFN 64 */
-	{640, 32, 64, "ffn2"},  /* FFN 64 -> hidden 32 */
+	{640, 32, 32, "qkv"},    /* 64 batch x 10 steps, hidden 32 */
+	{640, 64, 32, "ffn1"},   /* hidden 32 -> FFN 64 */
+	{640, 32, 64, "ffn2"},   /* FFN 64 -> hidden 32 */
 	{640, 200, 32, "vocab"}, /* hidden 32 -> ~200 words */
 };
 
@@ -238,12 +241,16 @@ int main(int argc, char **argv)
 		reps = 7;
 
 	char load[128];
-	double tot0, idle0, tot1, idle1, cpu0 = bench_now_s(CLOCK_PROCESS_CPUTIME_ID), t0 = bench_now_s(CLOCK_MONOTONIC);
+	double tot0, idle0, tot1, idle1,
+		cpu0 = bench_now_s(CLOCK_PROCESS_CPUTIME_ID),
+		t0 = bench_now_s(CLOCK_MONOTONIC);
 	load_avg(load, sizeof load);
 	cpu_jiffies(&tot0, &idle0);
 	cg_gemm_plan plan;
 	char err[256];
-	if (!cg_gemm_plan_make(&(cg_gemm_spec){.m = 1, .n = 1, .k = 1,
+	if (!cg_gemm_plan_make(&(cg_gemm_spec){.m = 1,
+					       .n = 1,
+					       .k = 1,
 					       .vector_width = width},
 			       &plan, err, sizeof err)) {
 		fprintf(stderr, "bench_gemm: %s\n", err);
@@ -252,14 +259,17 @@ int main(int argc, char **argv)
 	printf("bench_gemm: generated sgemm (%dx%d micro-kernel on <%d x float>) "
 	       "vs OpenBLAS (core %s); median of %d samples\n"
 	       "load average at start: %s\n\n",
-	       CG_GEMM_MR, plan.nr, plan.vw, openblas_get_corename(), reps, load);
+	       CG_GEMM_MR, plan.nr, plan.vw, openblas_get_corename(), reps,
+	       load);
 	header();
 	for (int threads = 1; threads <= 2; threads++)
 		for (int i = 0; i < n_sizes; i++)
-			bench_shape((shape){sizes[i], sizes[i], sizes[i], "square"},
+			bench_shape((shape){sizes[i], sizes[i], sizes[i],
+					    "square"},
 				    threads, reps, width);
 	for (int threads = 1; threads <= 2; threads++)
-		for (size_t i = 0; i < sizeof small_shapes / sizeof small_shapes[0]; i++)
+		for (size_t i = 0;
+		     i < sizeof small_shapes / sizeof small_shapes[0]; i++)
 			bench_shape(small_shapes[i], threads, reps, width);
 
 	cpu_jiffies(&tot1, &idle1);

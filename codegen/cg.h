@@ -50,8 +50,8 @@ typedef enum cg_cache_result {
 
 /* Timings of the module's compilation, in milliseconds, and its size. */
 typedef struct cg_module_stats {
-	int n_functions;  /* defined functions, helpers included */
-	double opt_ms;    /* LLVMVerifyModule + the default<O3> pipeline */
+	int n_functions;   /* defined functions, helpers included */
+	double opt_ms;     /* LLVMVerifyModule + the default<O3> pipeline */
 	double codegen_ms; /* machine code generation (0 on a cache hit) */
 	/* cg_module_jit's time but optimizing: the cache key and lookup,
 	 * machine code generation, linking by LLJIT */
@@ -166,7 +166,6 @@ double cg_threads_region_seconds(int n);
  * calling thread is 0) and returns when all have: one parallel region,
  * for work the caller divides itself. Inside another region the team is
  * the calling thread alone (n = 1). */
-void cg_threads_each(int n, void (*fn)(void *data, int tid, int n),
-		     void *data);
+void cg_threads_each(int n, void (*fn)(void *data, int tid, int n), void *data);
 
 #endif

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TILE_ROWS 4    /* rows of C per register tile */
+#define TILE_ROWS 4      /* rows of C per register tile */
 #define BUF_FLOATS 16384 /* most floats of one block buffer (64 KiB) */
 
 /* ---- locals and buffers ----------------------------------------------------- */
@@ -40,8 +40,8 @@ void cg_attn_set(cg_attn *a, LLVMValueRef var, LLVMValueRef v)
 
 LLVMValueRef cg_attn_buffer(cg_attn *a, LLVMTypeRef t, int64_t n)
 {
-	return cg_entry_alloca(a->f, LLVMArrayType2(t, (uint64_t)(n > 0 ? n : 1)),
-			       64);
+	return cg_entry_alloca(a->f,
+			       LLVMArrayType2(t, (uint64_t)(n > 0 ? n : 1)), 64);
 }
 
 static int64_t round_up(int64_t x, int64_t m)
@@ -73,8 +73,8 @@ static void choose_blocks(cg_attn *a)
 	a->brp = round_up(a->br, vw);
 }
 
-void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt,
-			   int64_t *sn, int64_t *sq)
+void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt, int64_t *sn,
+			   int64_t *sq)
 {
 	int64_t vd[IR_MAX_RANK];
 	int r = cg_lower_dims(k->L, vt, vd);
@@ -102,8 +102,8 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	a->fill = (float)n->attr.attention.fill;
 	a->has_valid = n->n_args == (is_grad ? 5u : 4u);
 	if (a->has_valid)
-		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 3),
-				      &a->valid_sn, &a->valid_sq);
+		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 3), &a->valid_sn,
+				      &a->valid_sq);
 	double p = n->attr.attention.p;
 	a->has_dropout = p > 0;
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */
@@ -112,8 +112,7 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 }
 
 /* The body's buffers and operands; key is the dropout key argument. */
-static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad,
-		       LLVMValueRef key)
+static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key)
 {
 	cg_fn *f = &kb->f;
 	LLVMTypeRef ft = cg_t_f32(f);
@@ -159,9 +158,9 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 	snprintf(name, sizeof name,
 		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a",
 		 kind, a->vw, (long long)a->N, (long long)a->H, (long long)a->Q,
-		 (long long)a->K, (long long)a->d, (long long)a->dv, a->has_valid,
-		 (long long)a->valid_sn, (long long)a->valid_sq, (double)a->scale,
-		 (double)a->fill, k->node->attr.attention.p);
+		 (long long)a->K, (long long)a->d, (long long)a->dv,
+		 a->has_valid, (long long)a->valid_sn, (long long)a->valid_sq,
+		 (double)a->scale, (double)a->fill, k->node->attr.attention.p);
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);
@@ -236,7 +235,8 @@ static void store_part(cg_attn *a, LLVMValueRef v, LLVMValueRef p,
 LLVMValueRef cg_attn_vmax(cg_attn *a, LLVMValueRef x, LLVMValueRef y)
 {
 	LLVMBuilderRef b = a->f->b;
-	return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, y, ""), x, y, "");
+	return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, y, ""), x, y,
+			       "");
 }
 
 /* Lanes w .. 2w of v moved to 0 .. w (the rest undefined). */
@@ -322,8 +322,10 @@ LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMValueRef vl = cg_i64(f, a->K);
 	if (a->has_valid) {
 		LLVMValueRef at = cg_add(f, cg_muli(f, b, a->valid_sn),
-					 cg_muli(f, cg_add(f, q0, i), a->valid_sq));
-		vl = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, a->valid, at), it, "");
+					 cg_muli(f, cg_add(f, q0, i),
+						 a->valid_sq));
+		vl = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, a->valid, at),
+				   it, "");
 	}
 	LLVMBuildStore(f->b, vl, at_i64(a, a->rv, i));
 	LLVMValueRef eff = cg_attn_min(a, vl, a->K);
@@ -333,7 +335,6 @@ LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	cg_loop_end(f, &l);
 	return cg_attn_get(a, it, kmax);
 }
-
 
 /* The lanes of columns c0 .. c0 + vw (fewer at the end of width) of
  * row t, when t < rows; none otherwise. */
@@ -357,9 +358,10 @@ static void load_tile(cg_attn *a, LLVMValueRef *r, LLVMValueRef src,
 	LLVMTypeRef tys[2] = {cg_t_vec(f, a->vw), cg_t_ptr(f)};
 	for (unsigned i = 0; i < a->vw; i++) {
 		LLVMValueRef t = cg_addi(f, t0, i);
-		LLVMValueRef args[4] = {
-			cg_at(f, src, cg_addi(f, cg_muli(f, t, stride), c0)), cg_i32(f, 4),
-			tile_mask(a, width, c0, t, jn), LLVMConstNull(tys[0])};
+		LLVMValueRef args[4] =
+			{cg_at(f, src, cg_addi(f, cg_muli(f, t, stride), c0)),
+			 cg_i32(f, 4), tile_mask(a, width, c0, t, jn),
+			 LLVMConstNull(tys[0])};
 		r[i] = cg_intrinsic(f, "llvm.masked.load", tys, 2, args, 4);
 	}
 	cg_transpose(a->f, r, a->vw);
@@ -375,15 +377,17 @@ static void pack_tile(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 	LLVMValueRef r[64];
 	load_tile(a, r, src, width, stride, jn, t0, c0);
 	for (int64_t c = 0; c < a->vw && c0 + c < width; c++)
-		cg_vstore(f, r[c], cg_at(f, dst, cg_addi(f, t0, (c0 + c) * a->bc)), 4);
+		cg_vstore(f, r[c],
+			  cg_at(f, dst, cg_addi(f, t0, (c0 + c) * a->bc)), 4);
 }
 
-void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
-		  int64_t width, int64_t stride, LLVMValueRef jn)
+void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src, int64_t width,
+		  int64_t stride, LLVMValueRef jn)
 {
 	cg_fn *f = a->f;
 	cg_loop lt;
-	LLVMValueRef t0 = cg_loop_begin(f, &lt, cg_i64(f, 0), cg_i64(f, a->bc), a->vw);
+	LLVMValueRef t0 = cg_loop_begin(f, &lt, cg_i64(f, 0), cg_i64(f, a->bc),
+					a->vw);
 	for (int64_t c0 = 0; c0 < width; c0 += a->vw)
 		pack_tile(a, dst, src, width, stride, jn, t0, c0);
 	cg_loop_end(f, &lt);
@@ -413,7 +417,9 @@ static void tile_init(cg_attn *a, const cg_attn_prod *p, const tile *t,
 		LLVMValueRef row = cg_muli(f, cg_addi(f, t->r0, r), p->c_rs);
 		for (int v = 0; v < t->nv; v++) {
 			int vv = t->v0 + v;
-			LLVMValueRef at = cg_at(f, p->c, cg_addi(f, row, (int64_t)vv * a->vw));
+			LLVMValueRef at = cg_at(f, p->c,
+						cg_addi(f, row,
+							(int64_t)vv * a->vw));
 			acc[r * t->nv + v] =
 				p->is_acc ? load_part(a, at, lanes_of(a, p, vv),
 						      p->is_c_padded)
@@ -431,16 +437,22 @@ static void tile_step(cg_attn *a, const cg_attn_prod *p, const tile *t,
 	LLVMValueRef brow = cg_muli(f, ti, p->b_ts);
 	for (int v = 0; v < t->nv; v++) {
 		int vv = t->v0 + v;
-		LLVMValueRef at = cg_at(f, p->b, cg_addi(f, brow, (int64_t)vv * a->vw));
+		LLVMValueRef at = cg_at(f, p->b,
+					cg_addi(f, brow, (int64_t)vv * a->vw));
 		bv[v] = load_part(a, at, lanes_of(a, p, vv), p->is_b_padded);
 	}
 	LLVMValueRef acol = cg_muli(f, ti, p->a_ts);
 	for (int r = 0; r < t->nr; r++) {
-		LLVMValueRef ai = cg_add(f, cg_muli(f, cg_addi(f, t->r0, r), p->a_rs), acol);
-		LLVMValueRef s = cg_splat(f, a->vw, cg_load(f, cg_at(f, p->a, ai)));
+		LLVMValueRef ai = cg_add(f,
+					 cg_muli(f, cg_addi(f, t->r0, r),
+						 p->a_rs),
+					 acol);
+		LLVMValueRef s = cg_splat(f, a->vw,
+					  cg_load(f, cg_at(f, p->a, ai)));
 		for (int v = 0; v < t->nv; v++) {
 			LLVMValueRef args[3] = {s, bv[v], acc[r * t->nv + v]};
-			acc[r * t->nv + v] = cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
+			acc[r * t->nv + v] = cg_intrinsic(f, "llvm.fma", &vt, 1,
+							  args, 3);
 		}
 	}
 }
@@ -453,9 +465,11 @@ static void tile_store(cg_attn *a, const cg_attn_prod *p, const tile *t,
 		LLVMValueRef row = cg_muli(f, cg_addi(f, t->r0, r), p->c_rs);
 		for (int v = 0; v < t->nv; v++) {
 			int vv = t->v0 + v;
-			LLVMValueRef at = cg_at(f, p->c, cg_addi(f, row, (int64_t)vv * a->vw));
-			store_part(a, acc[r * t->nv + v], at, lanes_of(a, p, vv),
-				   p->is_c_padded);
+			LLVMValueRef at = cg_at(f, p->c,
+						cg_addi(f, row,
+							(int64_t)vv * a->vw));
+			store_part(a, acc[r * t->nv + v], at,
+				   lanes_of(a, p, vv), p->is_c_padded);
 		}
 	}
 }
@@ -496,8 +510,7 @@ static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 }
 
 /* Every column group of nr rows at r0. */
-static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0,
-		      int nr)
+static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0, int nr)
 {
 	int nvec = (int)((p->width + a->vw - 1) / a->vw);
 	int group = a->vw >= 16 ? 4 : 2;
@@ -511,7 +524,8 @@ void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
 {
 	cg_fn *f = a->f;
 	cg_loop l;
-	LLVMValueRef full = LLVMBuildUDiv(f->b, p->rows, cg_i64(f, TILE_ROWS), "");
+	LLVMValueRef full = LLVMBuildUDiv(f->b, p->rows, cg_i64(f, TILE_ROWS),
+					  "");
 	LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0), full, 1);
 	row_tiles(a, p, cg_muli(f, r, TILE_ROWS), TILE_ROWS);
 	cg_loop_end(f, &l);
@@ -527,7 +541,8 @@ void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
 static LLVMValueRef keys(cg_attn *a, LLVMValueRef j0, int64_t j)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef k = LLVMBuildTrunc(f->b, cg_addi(f, j0, j * a->vw), cg_t_i32(f), "");
+	LLVMValueRef k = LLVMBuildTrunc(f->b, cg_addi(f, j0, j * a->vw),
+					cg_t_i32(f), "");
 	return LLVMBuildAdd(f->b, splat(a, k), iota(a, cg_t_i32(f)), "");
 }
 
@@ -535,7 +550,8 @@ LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			      int64_t j)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i), "");
+	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i),
+					 "");
 	vl = LLVMBuildTrunc(f->b, vl, cg_t_i32(f), "");
 	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j), splat(a, vl), "");
 }
@@ -553,7 +569,9 @@ LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 		s = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), s,
 				    cg_const_real(vt, a->fill), "");
 	LLVMValueRef real = LLVMBuildICmp(f->b, LLVMIntSLT, key,
-					  cg_const_int(LLVMTypeOf(key), (uint64_t)a->K), "");
+					  cg_const_int(LLVMTypeOf(key),
+						       (uint64_t)a->K),
+					  "");
 	return LLVMBuildSelect(f->b, real, s, cg_const_real(vt, -INFINITY), "");
 }
 
@@ -567,7 +585,9 @@ static LLVMValueRef keep_bits(cg_attn *a, LLVMValueRef ctr)
 	LLVMTypeRef it = LLVMTypeOf(bits);
 	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_const_int(it, 40), "");
 	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
-					  cg_const_int(it, (uint64_t)a->threshold), "");
+					  cg_const_int(it,
+						       (uint64_t)a->threshold),
+					  "");
 	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
 	LLVMValueRef off = LLVMBuildNot(f->b, a->drop_on, "");
 	LLVMValueRef offv = LLVMBuildSelect(f->b, off, cg_const_int(bt, 1),
@@ -580,9 +600,11 @@ LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 {
 	cg_fn *f = a->f;
 	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), cg_add(f, q0, i));
-	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K), cg_addi(f, j0, j * a->vw));
-	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat(a, LLVMBuildAdd(f->b, a->drop_key,
-								    at, "")),
+	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K),
+				 cg_addi(f, j0, j * a->vw));
+	LLVMValueRef ctr = LLVMBuildAdd(f->b,
+					splat(a, LLVMBuildAdd(f->b, a->drop_key,
+							      at, "")),
 					iota(a, cg_t_i64(f)), "");
 	return keep_bits(a, ctr);
 }
@@ -608,13 +630,16 @@ void cg_attn_store_t(cg_attn *a, LLVMValueRef dst, const LLVMValueRef *cols,
 	LLVMValueRef r[64];
 	for (int64_t c0 = 0; c0 < width; c0 += a->vw) {
 		for (int64_t c = 0; c < a->vw; c++)
-			r[c] = c0 + c < width ? cols[c0 + c] : LLVMConstNull(tys[0]);
+			r[c] = c0 + c < width ? cols[c0 + c]
+					      : LLVMConstNull(tys[0]);
 		cg_transpose(a->f, r, a->vw);
 		for (unsigned t = 0; t < a->vw; t++) {
 			LLVMValueRef ti = cg_i64(f, t);
-			LLVMValueRef at = cg_at(f, dst, cg_i64(f, t * stride + c0));
+			LLVMValueRef at = cg_at(f, dst,
+						cg_i64(f, t * stride + c0));
 			LLVMValueRef args[4] = {r[t], at, cg_i32(f, 4),
-						tile_mask(a, width, c0, ti, rows)};
+						tile_mask(a, width, c0, ti,
+							  rows)};
 			cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
 		}
 	}
@@ -653,8 +678,9 @@ LLVMValueRef cg_attn_keep_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMTypeRef vt = LLVMVectorType(cg_t_i64(f), a->vw);
 	LLVMValueRef step = LLVMBuildMul(f->b, iota(a, cg_t_i64(f)),
 					 cg_const_int(vt, (uint64_t)a->K), "");
-	LLVMValueRef ctr = LLVMBuildAdd(f->b, splat(a, LLVMBuildAdd(f->b, a->drop_key,
-								    at, "")),
+	LLVMValueRef ctr = LLVMBuildAdd(f->b,
+					splat(a, LLVMBuildAdd(f->b, a->drop_key,
+							      at, "")),
 					step, "");
 	return keep_bits(a, ctr);
 }
@@ -669,8 +695,9 @@ static LLVMValueRef min_row_max(cg_attn *a, LLVMValueRef rows)
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), rows, 1);
 	LLVMValueRef m = cg_load(f, cg_at(f, a->m, i));
-	cg_attn_set(a, mn, cg_lower_fcall(f, "llvm.minnum",
-					  cg_attn_get(a, cg_t_f32(f), mn), m));
+	cg_attn_set(a, mn,
+		    cg_lower_fcall(f, "llvm.minnum",
+				   cg_attn_get(a, cg_t_f32(f), mn), m));
 	cg_loop_end(f, &l);
 	return cg_attn_get(a, cg_t_f32(f), mn);
 }
@@ -681,7 +708,8 @@ LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
 	cg_fn *f = a->f;
 	LLVMTypeRef it = cg_t_i64(f), bt = LLVMInt1TypeInContext(f->ctx);
 	LLVMValueRef jend = cg_attn_var(a, it, kmax);
-	LLVMValueRef is_done = cg_attn_var(a, bt, LLVMConstInt(bt, !a->has_valid, 0));
+	LLVMValueRef is_done = cg_attn_var(a, bt,
+					   LLVMConstInt(bt, !a->has_valid, 0));
 	LLVMValueRef j0 = cg_attn_var(a, it, cg_i64(f, 0));
 	LLVMBasicBlockRef head = cg_block(f, "kb"), blk = cg_block(f, "kbb"),
 			  check = cg_block(f, "kbx"), more = cg_block(f, "kbm"),
@@ -689,8 +717,9 @@ LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, head);
 	LLVMValueRef j = cg_attn_get(a, it, j0);
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, j,
-					    cg_attn_get(a, it, jend), ""),
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntSLT, j,
+				      cg_attn_get(a, it, jend), ""),
 			blk, check);
 	LLVMPositionBuilderAtEnd(f->b, blk);
 	body(a, j, ud);
@@ -705,8 +734,9 @@ LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
 	LLVMValueRef near = LLVMBuildFCmp(f->b, LLVMRealULT, gap,
 					  cg_f32(f, CG_ATTN_FILL_MARGIN), "");
 	cg_attn_set(a, is_done, LLVMConstInt(bt, 1, 0));
-	cg_attn_set(a, jend, LLVMBuildSelect(f->b, near, cg_i64(f, a->K),
-					     cg_attn_get(a, it, jend), ""));
+	cg_attn_set(a, jend,
+		    LLVMBuildSelect(f->b, near, cg_i64(f, a->K),
+				    cg_attn_get(a, it, jend), ""));
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	return cg_attn_get(a, it, jend);

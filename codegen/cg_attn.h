@@ -31,18 +31,18 @@ typedef struct cg_attn {
 	cg_fn *f;
 	int64_t N, Q, K, d, dv; /* N = B*H attentions, d and dv per head */
 	int64_t H;              /* heads side by side in a row */
-	int64_t br, bc;    /* query rows and keys of a block */
-	int64_t brp;       /* br rounded up to vectors */
-	unsigned vw;       /* floats per vector */
-	int64_t nj;        /* vectors across a block's keys: bc / vw */
-	int64_t wpad;      /* max(d, dv) rounded up to vectors */
+	int64_t br, bc;         /* query rows and keys of a block */
+	int64_t brp;            /* br rounded up to vectors */
+	unsigned vw;            /* floats per vector */
+	int64_t nj;             /* vectors across a block's keys: bc / vw */
+	int64_t wpad;           /* max(d, dv) rounded up to vectors */
 	float scale, fill;
 	bool has_valid;
 	int64_t valid_sn, valid_sq; /* valid's strides along N and Q (0:
 				     * stretched) */
-	bool has_dropout;  /* p > 0 */
-	int64_t threshold; /* keep iff the top 24 random bits are >= it */
-	float keep_scale;  /* 1 / (1 - p) */
+	bool has_dropout;           /* p > 0 */
+	int64_t threshold;     /* keep iff the top 24 random bits are >= it */
+	float keep_scale;      /* 1 / (1 - p) */
 	LLVMValueRef drop_on;  /* i1: a training run and p > 0 */
 	LLVMValueRef drop_key; /* i64: cg_lower_dropout_key */
 	LLVMValueRef q, kk, v, valid, g; /* operands (valid, g may be NULL) */
@@ -57,8 +57,8 @@ typedef struct cg_attn {
 /* The strides, in elements, of valid lengths of type vt (i32 [N] or
  * [N, Q], either axis possibly broadcast from 1) between batch elements
  * (*sn) and between queries (*sq); 0 along a broadcast axis. */
-void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt,
-			   int64_t *sn, int64_t *sq);
+void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt, int64_t *sn,
+			   int64_t *sq);
 /* Reads the node's sizes and attributes (emits nothing). */
 void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad);
 
@@ -105,8 +105,8 @@ LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 /* dst[c * bc + t] = src[t * stride + c] for c < width and t < jn, 0 for
  * jn <= t < bc: jn rows of K or V (src at the block's first) transposed
  * for a product. */
-void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
-		  int64_t width, int64_t stride, LLVMValueRef jn);
+void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src, int64_t width,
+		  int64_t stride, LLVMValueRef jn);
 
 /* C (+)= A B: row r of C (rows of them) at c + r * c_rs; A(r, t) at
  * a + r * a_rs + t * a_ts; row t of B (len of them) at b + t * b_ts; width

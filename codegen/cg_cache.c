@@ -84,7 +84,8 @@ bool cg_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm,
 	snprintf(version, sizeof version, "attnc-cache-1 llvm %u.%u.%u", major,
 		 minor, patch);
 	hash_str(&h, version);
-	char *s[3] = {LLVMGetTargetMachineTriple(tm), LLVMGetTargetMachineCPU(tm),
+	char *s[3] = {LLVMGetTargetMachineTriple(tm),
+		      LLVMGetTargetMachineCPU(tm),
 		      LLVMGetTargetMachineFeatureString(tm)};
 	for (int i = 0; i < 3; i++) {
 		hash_str(&h, s[i]);
@@ -163,7 +164,8 @@ cg_cache_result cg_cache_load(const char *dir,
 	if (access(path, F_OK) != 0)
 		return CG_CACHE_MISS;
 	size_t n = 0;
-	unsigned char *buf = read_file(path, HEADER_BYTES + MAX_OBJECT_BYTES, &n);
+	unsigned char *buf = read_file(path, HEADER_BYTES + MAX_OBJECT_BYTES,
+				       &n);
 	if (!buf)
 		return CG_CACHE_CORRUPT;
 	unsigned char sum[CG_CACHE_KEY_BYTES];

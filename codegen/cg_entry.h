@@ -106,8 +106,8 @@ double cg_sched_kernel_cost(const ir_graph *g, ir_id id, const cg_trees *tr,
 
 /* Plans e's kernels (ks, per node) over n_threads. Returns false only
  * when memory ran out (reported in the context). */
-bool cg_sched_plan_make(entry_gen *e, const node_call *ks,
-			uint32_t n_threads, sched_plan *sp);
+bool cg_sched_plan_make(entry_gen *e, const node_call *ks, uint32_t n_threads,
+			sched_plan *sp);
 
 void cg_sched_plan_fini(ir_ctx *ctx, sched_plan *sp);
 

@@ -64,7 +64,8 @@ static void child_axes(const tree_build *b, ir_id x, ir_id c,
 	}
 	if (n->op == IR_OP_SLICE && cd[n->attr.slice.axis] != 1) {
 		int a = n->attr.slice.axis;
-		to->off[a] = n->attr.slice.start + n->attr.slice.step * to->off[a];
+		to->off[a] = n->attr.slice.start +
+			     n->attr.slice.step * to->off[a];
 		to->mul[a] *= n->attr.slice.step;
 	}
 }
@@ -132,9 +133,10 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 	const ir_node *n = &g->nodes[id];
 	tree_build b = {L, g, into, t, false};
 	if (n->n_args > CG_KERNEL_MAX_IN) {
-		ir_error(L->ctx, n->loc, "codegen: %s: %u operands, at most %d "
-			 "are supported", ir_op_table[n->op].name, n->n_args,
-			 CG_KERNEL_MAX_IN);
+		ir_error(L->ctx, n->loc,
+			 "codegen: %s: %u operands, at most %d "
+			 "are supported",
+			 ir_op_table[n->op].name, n->n_args, CG_KERNEL_MAX_IN);
 		return false;
 	}
 	t->n_nodes = 0;
@@ -149,7 +151,8 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 		t->opnd[i] = build(&b, ir_arg(g, id, i), id, &m, i);
 	}
 	if (b.is_full || t->n_par > CG_KERNEL_MAX_IN) {
-		ir_error(L->ctx, n->loc, "codegen: %s: its fused operands need "
+		ir_error(L->ctx, n->loc,
+			 "codegen: %s: its fused operands need "
 			 "more than %d tree nodes or %d pointers",
 			 ir_op_table[n->op].name, CG_TREE_MAX, CG_KERNEL_MAX_IN);
 		return false;
@@ -163,8 +166,7 @@ static bool same_tree_node(const cg_lower *L, const ir_graph *ga,
 {
 	const ir_node *na = &ga->nodes[a->id], *nb = &gb->nodes[b->id];
 	if (a->is_leaf != b->is_leaf || memcmp(a->t, b->t, sizeof a->t) != 0 ||
-	    a->base != b->base ||
-	    !cg_lower_same_type(L, &na->type, &nb->type))
+	    a->base != b->base || !cg_lower_same_type(L, &na->type, &nb->type))
 		return false;
 	if (a->is_leaf)
 		return a->param == b->param;
@@ -245,7 +247,8 @@ static LLVMValueRef offset_of(cg_kernel *k, const cg_tree_node *tn,
 {
 	LLVMValueRef at = offs[tn->arr];
 	if (j && tn->inner)
-		at = cg_add(&k->f, at, tn->inner == 1 ? j : cg_muli(&k->f, j, tn->inner));
+		at = cg_add(&k->f, at,
+			    tn->inner == 1 ? j : cg_muli(&k->f, j, tn->inner));
 	return at;
 }
 

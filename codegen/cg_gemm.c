@@ -44,9 +44,18 @@
 #define STACK_BUF_MAX (32 * 1024)
 #define ALIGN_BYTES 64
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b)
+{
+	return (a + b - 1) / b;
+}
+static int64_t round_up(int64_t a, int64_t b)
+{
+	return ceil_div(a, b) * b;
+}
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
 
 /* ---- plan ------------------------------------------------------------------- */
 
@@ -56,8 +65,9 @@ static bool check_batch(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	int64_t c_span = (s->m - 1) * p->ldc + s->n;
 
 	p->batch = s->batch ? s->batch : 1;
-	if (s->batch < 0 || (p->batch > 1 && (s->stride_a < 0 || s->stride_b < 0 ||
-					      s->stride_c < c_span))) {
+	if (s->batch < 0 ||
+	    (p->batch > 1 &&
+	     (s->stride_a < 0 || s->stride_b < 0 || s->stride_c < c_span))) {
 		snprintf(err, err_len,
 			 "gemm batch %lld needs strides >= 0 and matrices of C "
 			 "apart (stride_c %lld < %lld)",
@@ -74,7 +84,8 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	int64_t a_row = s->ta ? s->m : s->k, b_row = s->tb ? s->k : s->n;
 
 	if (s->m < 1 || s->n < 1 || s->k < 1) {
-		snprintf(err, err_len, "gemm sizes must be >= 1 (m=%lld n=%lld k=%lld)",
+		snprintf(err, err_len,
+			 "gemm sizes must be >= 1 (m=%lld n=%lld k=%lld)",
 			 (long long)s->m, (long long)s->n, (long long)s->k);
 		return false;
 	}
@@ -96,17 +107,21 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	if (!check_batch(s, p, err, err_len))
 		return false;
 	if (s->skip_zero_k && (s->tb || p->batch > 1)) {
-		snprintf(err, err_len, "gemm skip_zero_k needs B stored k×n and "
+		snprintf(err, err_len,
+			 "gemm skip_zero_k needs B stored k×n and "
 			 "a batch of 1");
 		return false;
 	}
 	if (s->skip_zero_m && (s->skip_zero_k || p->batch > 1)) {
-		snprintf(err, err_len, "gemm skip_zero_m needs a batch of 1 and no "
+		snprintf(err, err_len,
+			 "gemm skip_zero_m needs a batch of 1 and no "
 			 "skip_zero_k");
 		return false;
 	}
-	if (s->vector_width != 0 && s->vector_width != 8 && s->vector_width != 16) {
-		snprintf(err, err_len, "gemm vector width must be 0, 8 or 16, not %d",
+	if (s->vector_width != 0 && s->vector_width != 8 &&
+	    s->vector_width != 16) {
+		snprintf(err, err_len,
+			 "gemm vector width must be 0, 8 or 16, not %d",
 			 s->vector_width);
 		return false;
 	}
@@ -165,13 +180,13 @@ static void choose_threads(const cg_gemm_spec *s, cg_gemm_plan *p)
 	p->parts = (p->split_rows ? mp : np) * p->batch;
 }
 
-bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
-		       char *err, size_t err_len)
+bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan, char *err,
+		       size_t err_len)
 {
 	if (!check_spec(spec, plan, err, err_len))
 		return false;
 	plan->vw = spec->vector_width ? spec->vector_width
-					   : cg_gemm_host_vector_width();
+				      : cg_gemm_host_vector_width();
 	plan->nr = 2 * plan->vw;
 	choose_packing(spec, plan);
 	choose_blocks(spec, plan);
@@ -199,9 +214,12 @@ static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 	int64_t kb = s->skip_zero_k ? round_up(s->k * p->ldb, 16) : 0;
 	int64_t kc = s->skip_zero_m ? round_up(s->m * p->ldc, 16) : 0;
 	int64_t map = s->skip_zero_m ? round_up(s->m, 16) : 0;
-	return (buf_layout){.per_thread = a + b + ka + kb + kc + map, .b_off = a,
-			    .ka_off = a + b, .kb_off = a + b + ka,
-			    .kc_off = a + b + ka + kb, .map_off = a + b + ka + kb + kc};
+	return (buf_layout){.per_thread = a + b + ka + kb + kc + map,
+			    .b_off = a,
+			    .ka_off = a + b,
+			    .kb_off = a + b + ka,
+			    .kc_off = a + b + ka + kb,
+			    .map_off = a + b + ka + kb + kc};
 }
 
 /* ---- the work of one thread ---------------------------------------------- */
@@ -210,10 +228,10 @@ static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 typedef struct work_env {
 	cg_fn *f;
 	cg_gemm_gen *g;
-	LLVMValueRef a0, b0, c0;   /* the operands of the first product */
-	LLVMValueRef a, b, c;      /* those of the current product */
+	LLVMValueRef a0, b0, c0; /* the operands of the first product */
+	LLVMValueRef a, b, c;    /* those of the current product */
 	LLVMValueRef abuf, bbuf, lo, hi, nt;
-	LLVMValueRef k;            /* the inner dimension: spec.k, or the k kept */
+	LLVMValueRef k; /* the inner dimension: spec.k, or the k kept */
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
 } work_env;
 
@@ -221,15 +239,17 @@ typedef struct work_env {
 static LLVMValueRef a_at(work_env *w, LLVMValueRef i, LLVMValueRef p)
 {
 	cg_fn *f = w->f;
-	return cg_at(f, w->a, cg_add(f, cg_muli(f, i, w->g->a_rs),
-				      cg_muli(f, p, w->g->a_cs)));
+	return cg_at(f, w->a,
+		     cg_add(f, cg_muli(f, i, w->g->a_rs),
+			    cg_muli(f, p, w->g->a_cs)));
 }
 
 static LLVMValueRef b_at(work_env *w, LLVMValueRef p, LLVMValueRef j)
 {
 	cg_fn *f = w->f;
-	return cg_at(f, w->b, cg_add(f, cg_muli(f, p, w->g->b_rs),
-				      cg_muli(f, j, w->g->b_cs)));
+	return cg_at(f, w->b,
+		     cg_add(f, cg_muli(f, p, w->g->b_rs),
+			    cg_muli(f, j, w->g->b_cs)));
 }
 
 /* Calls the micro-kernel for the tile at C(i, j): the edge variants run
@@ -241,11 +261,14 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 	cg_fn *f = w->f;
 	cg_gemm_gen *g = w->g;
 	LLVMValueRef is_re = LLVMBuildICmp(f->b, LLVMIntSGT, i,
-					   cg_i64(f, g->spec.m - CG_GEMM_MR), "");
+					   cg_i64(f, g->spec.m - CG_GEMM_MR),
+					   "");
 	LLVMValueRef is_ce = LLVMBuildICmp(f->b, LLVMIntSGT, j,
-					   cg_i64(f, g->spec.n - g->plan.nr), "");
-	LLVMValueRef sel = cg_add(f, cg_muli(f, LLVMBuildZExt(f->b, is_re,
-		cg_t_i64(f), ""), 2), LLVMBuildZExt(f->b, is_ce, cg_t_i64(f), ""));
+					   cg_i64(f, g->spec.n - g->plan.nr),
+					   "");
+	LLVMValueRef sel = cg_add(
+		f, cg_muli(f, LLVMBuildZExt(f->b, is_re, cg_t_i64(f), ""), 2),
+		LLVMBuildZExt(f->b, is_ce, cg_t_i64(f), ""));
 	LLVMBasicBlockRef join = cg_block(f, "tile.done"), first = NULL;
 	LLVMBasicBlockRef blocks[4] = {NULL};
 
@@ -275,15 +298,18 @@ static void tile_loops(work_env *w)
 	cg_fn *f = w->f;
 	cg_gemm_gen *g = w->g;
 	cg_loop ljr, lir;
-	LLVMValueRef jr = cg_loop_begin(f, &ljr, cg_i64(f, 0), w->nc, g->plan.nr);
+	LLVMValueRef jr = cg_loop_begin(f, &ljr, cg_i64(f, 0), w->nc,
+					g->plan.nr);
 	LLVMValueRef j = cg_add(f, w->jc, jr);
 	LLVMValueRef b = g->plan.pack_b ? cg_at(f, w->bbuf, cg_mul(f, jr, w->kc))
 					: b_at(w, w->pc, j);
-	LLVMValueRef ir = cg_loop_begin(f, &lir, cg_i64(f, 0), w->mc, CG_GEMM_MR);
+	LLVMValueRef ir = cg_loop_begin(f, &lir, cg_i64(f, 0), w->mc,
+					CG_GEMM_MR);
 	LLVMValueRef i = cg_add(f, w->ic, ir);
 	LLVMValueRef a = g->plan.pack_a ? cg_at(f, w->abuf, cg_mul(f, ir, w->kc))
 					: a_at(w, i, w->pc);
-	LLVMValueRef c = cg_at(f, w->c, cg_add(f, cg_muli(f, i, g->plan.ldc), j));
+	LLVMValueRef c = cg_at(f, w->c,
+			       cg_add(f, cg_muli(f, i, g->plan.ldc), j));
 	LLVMValueRef args[5] = {a, b, c, w->kc, w->is_acc};
 	call_tile(w, i, j, args);
 	cg_loop_end(f, &lir);
@@ -306,7 +332,8 @@ static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 	w->mc = cg_min(f, cg_i64(f, w->g->plan.mc),
 		       LLVMBuildNSWSub(f->b, r1, w->ic, ""));
 	if (w->g->plan.pack_a)
-		call_pack(w, w->g->pack_a, a_at(w, w->ic, w->pc), w->abuf, w->mc);
+		call_pack(w, w->g->pack_a, a_at(w, w->ic, w->pc), w->abuf,
+			  w->mc);
 	tile_loops(w);
 	cg_loop_end(f, &lic);
 }
@@ -319,15 +346,19 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	const cg_gemm_plan *p = &w->g->plan;
 	cg_loop ljc, lpc;
 	w->jc = cg_loop_begin(f, &ljc, c0, c1, p->nc);
-	w->nc = cg_min(f, cg_i64(f, p->nc), LLVMBuildNSWSub(f->b, c1, w->jc, ""));
+	w->nc = cg_min(f, cg_i64(f, p->nc),
+		       LLVMBuildNSWSub(f->b, c1, w->jc, ""));
 	w->pc = cg_loop_begin(f, &lpc, cg_i64(f, 0), w->k, p->kc);
-	w->kc = cg_min(f, cg_i64(f, p->kc), LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
+	w->kc = cg_min(f, cg_i64(f, p->kc),
+		       LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
 	/* skip_zero_m multiplies into its own buffer, then adds. */
 	w->is_acc = w->g->spec.accumulate && !w->g->spec.skip_zero_m
-		? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
-		: LLVMBuildICmp(f->b, LLVMIntSGT, w->pc, cg_i64(f, 0), "");
+			    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
+			    : LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
+					    cg_i64(f, 0), "");
 	if (p->pack_b)
-		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf, w->nc);
+		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf,
+			  w->nc);
 	row_blocks(w, r0, r1);
 	cg_loop_end(f, &lpc);
 	cg_loop_end(f, &ljc);
@@ -344,13 +375,16 @@ static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
 	cg_loop lr, l;
 	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), cg_i64(f, rows), 1);
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_add(f, cg_muli(f, r, rs),
-						       cg_muli(f, i, cs))));
+	LLVMValueRef x = cg_load(f, cg_at(f, p,
+					  cg_add(f, cg_muli(f, r, rs),
+						 cg_muli(f, i, cs))));
 	LLVMValueRef hit = is_finite_test
-		? LLVMBuildFCmp(f->b, LLVMRealUGE,
-				cg_intrinsic(f, "llvm.fabs", &ft, 1, &x, 1),
-				cg_f32(f, INFINITY), "")
-		: LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
+				   ? LLVMBuildFCmp(f->b, LLVMRealUGE,
+						   cg_intrinsic(f, "llvm.fabs",
+								&ft, 1, &x, 1),
+						   cg_f32(f, INFINITY), "")
+				   : LLVMBuildFCmp(f->b, LLVMRealUNE, x,
+						   cg_f32(f, 0), "");
 	LLVMValueRef was = LLVMBuildLoad2(f->b, i1, any, "");
 	LLVMBuildStore(f->b, LLVMBuildOr(f->b, was, hit, ""), any);
 	cg_loop_end(f, &l);
@@ -359,8 +393,8 @@ static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
 }
 
 /* Copies n floats from src to dst, both of stride st. */
-static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n,
-			 int64_t st)
+static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst,
+			 int64_t n, int64_t st)
 {
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
@@ -372,23 +406,28 @@ static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst, int64_t n
 /* skip_zero_m: copies the rows of A in [r0, r1) that are not all zero
  * (all of them if B is not finite: 0 times an inf is NaN) to ka and
  * their numbers to map; returns how many. */
-static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka, LLVMValueRef map,
-				      LLVMValueRef r0, LLVMValueRef r1)
+static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka,
+				      LLVMValueRef map, LLVMValueRef r0,
+				      LLVMValueRef r1)
 {
 	cg_fn *f = w->f;
 	const cg_gemm_gen *g = w->g;
 	const cg_gemm_spec *s = &g->spec;
 	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
-	LLVMValueRef keep_all = any_of(f, w->b, s->k, g->b_rs, s->n, g->b_cs, true);
+	LLVMValueRef keep_all = any_of(f, w->b, s->k, g->b_rs, s->n, g->b_cs,
+				       true);
 	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
 	LLVMValueRef arow = cg_at(f, w->a, cg_muli(f, i, g->a_rs));
 	LLVMValueRef keep = LLVMBuildOr(f->b, keep_all,
-					any_of(f, arow, 1, 0, s->k, g->a_cs, false), "");
+					any_of(f, arow, 1, 0, s->k, g->a_cs,
+					       false),
+					"");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
-	copy_strided(f, arow, cg_at(f, ka, cg_muli(f, q, g->a_rs)), s->k, g->a_cs);
+	copy_strided(f, arow, cg_at(f, ka, cg_muli(f, q, g->a_rs)), s->k,
+		     g->a_cs);
 	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, i, i32, ""),
 		       LLVMBuildInBoundsGEP2(f->b, i32, map, &q, 1, ""));
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
@@ -401,8 +440,8 @@ static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka, LLVMValueRef
  * the n_kept rows kept (kc, rows numbered by map): a kept row's values
  * (added when accumulating), a row left out 0 (or as it was). */
 static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
-			    LLVMValueRef n_kept, LLVMValueRef r0, LLVMValueRef r1,
-			    LLVMValueRef c0, LLVMValueRef c1)
+			    LLVMValueRef n_kept, LLVMValueRef r0,
+			    LLVMValueRef r1, LLVMValueRef c0, LLVMValueRef c1)
 {
 	cg_fn *f = w->f;
 	const cg_gemm_gen *g = w->g;
@@ -414,14 +453,22 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, next, "");
 	LLVMValueRef qc = cg_min(f, q, cg_i64(f, s->m - 1));
-	LLVMValueRef mi = LLVMBuildSExt(f->b, LLVMBuildLoad2(f->b, i32,
-		LLVMBuildInBoundsGEP2(f->b, i32, map, &qc, 1, ""), ""), i64, "");
-	LLVMValueRef is_kept = LLVMBuildAnd(
-		f->b, LLVMBuildICmp(f->b, LLVMIntSLT, q, n_kept, ""),
-		LLVMBuildICmp(f->b, LLVMIntEQ, mi, i, ""), "");
+	LLVMValueRef mi = LLVMBuildSExt(
+		f->b,
+		LLVMBuildLoad2(f->b, i32,
+			       LLVMBuildInBoundsGEP2(f->b, i32, map, &qc, 1, ""),
+			       ""),
+		i64, "");
+	LLVMValueRef is_kept = LLVMBuildAnd(f->b,
+					    LLVMBuildICmp(f->b, LLVMIntSLT, q,
+							  n_kept, ""),
+					    LLVMBuildICmp(f->b, LLVMIntEQ, mi,
+							  i, ""),
+					    "");
 	LLVMValueRef crow = cg_at(f, w->c, cg_muli(f, i, g->plan.ldc));
 	LLVMValueRef prow = cg_at(f, kc, cg_muli(f, q, g->plan.ldc));
-	LLVMBasicBlockRef yes = cg_block(f, "row.kept"), no = cg_block(f, "row.left");
+	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
+			  no = cg_block(f, "row.left");
 	LLVMBasicBlockRef done = cg_block(f, "row.done");
 	LLVMBuildCondBr(f->b, is_kept, yes, no);
 	LLVMPositionBuilderAtEnd(f->b, yes);
@@ -461,21 +508,26 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	/* The sgemm ends a row block in a partial panel only at A's last
 	 * rows (M mod MR of them): the rows kept are padded with zero rows to
 	 * a whole panel, or to M. */
-	LLVMValueRef panels = LLVMBuildUDiv(f->b, cg_addi(f, n_kept, CG_GEMM_MR - 1),
+	LLVMValueRef panels = LLVMBuildUDiv(f->b,
+					    cg_addi(f, n_kept, CG_GEMM_MR - 1),
 					    cg_i64(f, CG_GEMM_MR), "");
-	LLVMValueRef end = cg_min(f, cg_muli(f, panels, CG_GEMM_MR), cg_i64(f, s->m));
+	LLVMValueRef end = cg_min(f, cg_muli(f, panels, CG_GEMM_MR),
+				  cg_i64(f, s->m));
 	cg_loop l, lp;
 	LLVMValueRef i = cg_loop_begin(f, &l, n_kept, end, 1);
 	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), cg_i64(f, s->k), 1);
-	cg_store(f, cg_f32(f, 0), cg_at(f, ka, cg_add(f, cg_muli(f, i, g->a_rs),
-						      cg_muli(f, p, g->a_cs))));
+	cg_store(f, cg_f32(f, 0),
+		 cg_at(f, ka,
+		       cg_add(f, cg_muli(f, i, g->a_rs),
+			      cg_muli(f, p, g->a_cs))));
 	cg_loop_end(f, &lp);
 	cg_loop_end(f, &l);
 	LLVMValueRef a = w->a, c = w->c;
 	w->a = ka;
 	w->c = kc;
-	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, n_kept,
-							       cg_i64(f, 0), ""));
+	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT,
+							      n_kept,
+							      cg_i64(f, 0), ""));
 	block_loops(w, cg_i64(f, 0), end, c0, c1);
 	cg_if_end(f, join);
 	w->a = a;
@@ -484,8 +536,8 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 }
 
 /* Rows [r0, r1), columns [c0, c1) of the current product. */
-static void product(work_env *w, LLVMValueRef r0, LLVMValueRef r1, LLVMValueRef c0,
-		    LLVMValueRef c1)
+static void product(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
+		    LLVMValueRef c0, LLVMValueRef c1)
 {
 	if (w->g->spec.skip_zero_m)
 		product_of_rows_kept(w, r0, r1, c0, c1);
@@ -516,7 +568,8 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 	LLVMValueRef hi = cg_muldiv(f, w->hi, cg_i64(f, panels), w->nt);
 	LLVMValueRef per_v = cg_i64(f, per);
 	LLVMValueRef b0 = LLVMBuildUDiv(f->b, lo, per_v, "");
-	LLVMValueRef b1 = LLVMBuildUDiv(f->b, cg_addi(f, hi, per - 1), per_v, "");
+	LLVMValueRef b1 = LLVMBuildUDiv(f->b, cg_addi(f, hi, per - 1), per_v,
+					"");
 	LLVMValueRef item = cg_loop_begin(f, &lb, b0, b1, 1);
 	LLVMValueRef first = cg_mul(f, item, per_v), zero = cg_i64(f, 0);
 	LLVMValueRef p0 = LLVMBuildNSWSub(f->b, lo, first, "");
@@ -555,13 +608,21 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	/* The last k is kept when none was, else by its values. */
 	LLVMValueRef is_last = LLVMBuildICmp(f->b, LLVMIntEQ, cg_addi(f, p, 1),
 					     cg_i64(f, s->k), "");
-	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, cg_i64(f, 0), "");
-	LLVMValueRef keep = LLVMBuildOr(f->b, any_of(f, brow, 1, 0, s->n, g->b_cs, false),
-					any_of(f, acol, 1, 0, s->m, g->a_rs, true), "");
-	keep = LLVMBuildOr(f->b, keep, LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
+	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, cg_i64(f, 0),
+					      "");
+	LLVMValueRef keep = LLVMBuildOr(f->b,
+					any_of(f, brow, 1, 0, s->n, g->b_cs,
+					       false),
+					any_of(f, acol, 1, 0, s->m, g->a_rs,
+					       true),
+					"");
+	keep = LLVMBuildOr(f->b, keep,
+			   LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
-	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n, g->b_cs);
-	copy_strided(f, acol, cg_at(f, ka, cg_muli(f, q, g->a_cs)), s->m, g->a_rs);
+	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n,
+		     g->b_cs);
+	copy_strided(f, acol, cg_at(f, ka, cg_muli(f, q, g->a_cs)), s->m,
+		     g->a_rs);
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
 	cg_if_end(f, join);
 	cg_loop_end(f, &l);
@@ -640,10 +701,13 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 
 	snprintf(name, sizeof name, "%s.par", g->name);
 	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0), true);
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0),
+		    true);
 	cg_fn_param_readonly(&f, 0);
 	for (int i = 0; i < CAP_COUNT; i++)
-		args[i] = LLVMBuildLoad2(f.b, ptr, cap_slot(&f, LLVMGetParam(f.fn, 0), i), "");
+		args[i] = LLVMBuildLoad2(f.b, ptr,
+					 cap_slot(&f, LLVMGetParam(f.fn, 0), i),
+					 "");
 	LLVMValueRef tid = omp_int(&f, "omp_get_thread_num");
 	args[3] = cg_at(&f, args[3], cg_muli(&f, tid, l.per_thread));
 	args[4] = tid;
@@ -659,14 +723,17 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
 		     LLVMValueRef cap, LLVMValueRef *args, LLVMValueRef nt)
 {
-	LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntSLE, nt, cg_i64(f, 1), "");
-	LLVMBasicBlockRef one = cg_block(f, "serial"), team = cg_block(f, "team");
+	LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntSLE, nt, cg_i64(f, 1),
+					    "");
+	LLVMBasicBlockRef one = cg_block(f, "serial"),
+			  team = cg_block(f, "team");
 	LLVMBasicBlockRef join = cg_block(f, "joined");
 	LLVMBuildCondBr(f->b, is_one, one, team);
 
 	LLVMPositionBuilderAtEnd(f->b, one);
-	LLVMValueRef wargs[7] = {args[0], args[1], args[2], args[3],
-				 cg_i64(f, 0), cg_i64(f, 1), cg_i64(f, 1)};
+	LLVMValueRef wargs[7] = {args[0],     args[1],      args[2],
+				 args[3],     cg_i64(f, 0), cg_i64(f, 1),
+				 cg_i64(f, 1)};
 	cg_call(f, work, wargs, 7);
 	LLVMBuildBr(f->b, join);
 
@@ -682,8 +749,8 @@ static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
  * the most threads, else aligned_alloc'd (*is_heap set). Generated code
  * has no error channel, so a failed allocation traps. */
 static LLVMValueRef alloc_buf(cg_fn *f, const cg_gemm_spec *s,
-			      const cg_gemm_plan *p,
-			      LLVMValueRef nt, int64_t most_nt, bool *is_heap)
+			      const cg_gemm_plan *p, LLVMValueRef nt,
+			      int64_t most_nt, bool *is_heap)
 {
 	buf_layout l = layout_of(s, p);
 	int64_t most = l.per_thread * most_nt * 4;
@@ -692,16 +759,22 @@ static LLVMValueRef alloc_buf(cg_fn *f, const cg_gemm_spec *s,
 		return LLVMConstNull(cg_t_ptr(f));
 	if (most <= STACK_BUF_MAX) {
 		LLVMValueRef a = LLVMBuildAlloca(f->b,
-			LLVMArrayType2(cg_t_f32(f), (uint64_t)most / 4), "buf");
+						 LLVMArrayType2(cg_t_f32(f),
+								(uint64_t)most /
+									4),
+						 "buf");
 		LLVMSetAlignment(a, ALIGN_BYTES);
 		return a;
 	}
 	*is_heap = true;
-	LLVMValueRef bytes = cg_muli(f, nt, l.per_thread * 4); /* 64-byte multiple */
+	LLVMValueRef bytes = cg_muli(f, nt,
+				     l.per_thread * 4); /* 64-byte multiple */
 	LLVMTypeRef i64 = cg_t_i64(f), params[2] = {i64, i64};
 	LLVMValueRef args[2] = {cg_i64(f, ALIGN_BYTES), bytes};
 	LLVMValueRef buf = cg_call_extern(f, "aligned_alloc",
-		LLVMFunctionType(cg_t_ptr(f), params, 2, 0), args, 2);
+					  LLVMFunctionType(cg_t_ptr(f), params,
+							   2, 0),
+					  args, 2);
 	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildIsNull(f->b, buf, ""));
 	cg_intrinsic(f, "llvm.trap", NULL, 0, NULL, 0);
 	cg_if_end(f, join);
@@ -741,21 +814,27 @@ static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
 	LLVMValueRef cap = par ? LLVMBuildAlloca(f.b,
-		LLVMArrayType2(ptr, CAP_COUNT), "cap") : NULL;
+						 LLVMArrayType2(ptr, CAP_COUNT),
+						 "cap")
+			       : NULL;
 	LLVMValueRef nt = team_size(&f, g);
 	LLVMValueRef args[4] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
 				LLVMGetParam(f.fn, 2),
-				alloc_buf(&f, &g->spec, &g->plan, nt, g->plan.max_threads,
-					  &is_heap)};
+				alloc_buf(&f, &g->spec, &g->plan, nt,
+					  g->plan.max_threads, &is_heap)};
 	if (par)
 		run_team(&f, work, par, cap, args, nt);
 	else
-		cg_call(&f, work, (LLVMValueRef[7]){args[0], args[1], args[2],
-			args[3], cg_i64(&f, 0), cg_i64(&f, 1), cg_i64(&f, 1)}, 7);
+		cg_call(&f, work,
+			(LLVMValueRef[7]){args[0], args[1], args[2], args[3],
+					  cg_i64(&f, 0), cg_i64(&f, 1),
+					  cg_i64(&f, 1)},
+			7);
 	if (is_heap) {
 		LLVMTypeRef fp = cg_t_ptr(&f);
 		cg_call_extern(&f, "free",
-			       LLVMFunctionType(LLVMVoidTypeInContext(ctx), &fp, 1, 0),
+			       LLVMFunctionType(LLVMVoidTypeInContext(ctx), &fp,
+						1, 0),
 			       &args[3], 1);
 	}
 	LLVMBuildRetVoid(f.b);
@@ -782,14 +861,17 @@ static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 		    g->spec.is_range_only);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
-	LLVMValueRef buf = alloc_buf(&f, &g->spec, &g->plan, cg_i64(&f, 1), 1, &is_heap);
+	LLVMValueRef buf = alloc_buf(&f, &g->spec, &g->plan, cg_i64(&f, 1), 1,
+				     &is_heap);
 	LLVMValueRef args[7] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
-				LLVMGetParam(f.fn, 2), buf, LLVMGetParam(f.fn, 3),
-				LLVMGetParam(f.fn, 4), LLVMGetParam(f.fn, 5)};
+				LLVMGetParam(f.fn, 2), buf,
+				LLVMGetParam(f.fn, 3), LLVMGetParam(f.fn, 4),
+				LLVMGetParam(f.fn, 5)};
 	cg_call(&f, work, args, 7);
 	if (is_heap)
 		cg_call_extern(&f, "free",
-			       LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0),
+			       LLVMFunctionType(LLVMVoidTypeInContext(ctx),
+						&ptr, 1, 0),
 			       &buf, 1);
 	LLVMBuildRetVoid(f.b);
 	cg_fn_end(&f);
@@ -807,7 +889,8 @@ static void gen_kernels(cg_gemm_gen *g)
 	for (int re = 0; re < 2; re++)
 		for (int ce = 0; ce < 2; ce++)
 			if (rows[re] && cols[ce])
-				g->ukr[re][ce] = cg_gemm_gen_ukr(g, rows[re], cols[ce]);
+				g->ukr[re][ce] = cg_gemm_gen_ukr(g, rows[re],
+								 cols[ce]);
 	if (g->plan.pack_a)
 		g->pack_a = cg_gemm_gen_pack_a(g);
 	if (g->plan.pack_b)

@@ -34,9 +34,9 @@ typedef enum cg_gemm_pack {
 } cg_gemm_pack;
 
 typedef struct cg_gemm_spec {
-	int64_t m, n, k; /* C is m×n, the inner dimension k; all >= 1 */
-	bool ta;         /* A is stored k×m (A^T row-major); else m×k */
-	bool tb;         /* B is stored n×k; else k×n */
+	int64_t m, n, k;       /* C is m×n, the inner dimension k; all >= 1 */
+	bool ta;               /* A is stored k×m (A^T row-major); else m×k */
+	bool tb;               /* B is stored n×k; else k×n */
 	int64_t lda, ldb, ldc; /* row strides in floats; 0 = dense */
 	bool accumulate;       /* beta = 1: C += A·B; else C = A·B */
 	/* Batch: `batch` products (0 means 1); matrix i of each operand
@@ -46,7 +46,7 @@ typedef struct cg_gemm_spec {
 	 * is better folded into M: batch·m rows, one product.) */
 	int64_t batch;
 	int64_t stride_a, stride_b, stride_c;
-	cg_gemm_pack pack;     /* normally CG_GEMM_PACK_AUTO */
+	cg_gemm_pack pack; /* normally CG_GEMM_PACK_AUTO */
 	/* Flops (2·m·n·k·batch) each thread must have at least; fewer
 	 * threads run below that, one means no parallel region. 0 = the
 	 * default. */
@@ -82,13 +82,13 @@ typedef struct cg_gemm_spec {
 
 /* The choices the generator makes for a spec (all known at compile time). */
 typedef struct cg_gemm_plan {
-	int vw;              /* floats per vector (8 or 16) */
-	int nr;              /* columns of the tile: two vectors, 2·vw */
+	int vw; /* floats per vector (8 or 16) */
+	int nr; /* columns of the tile: two vectors, 2·vw */
 	bool pack_a, pack_b;
-	int64_t kc, mc, nc;  /* block sizes of the K, M and N loops */
-	bool split_rows;     /* threads take row panels; else column panels */
-	int max_threads;     /* most threads worth starting (by grain) */
-	int64_t parts;       /* the finest split: row (or column) panels
+	int64_t kc, mc, nc;    /* block sizes of the K, M and N loops */
+	bool split_rows;       /* threads take row panels; else column panels */
+	int max_threads;       /* most threads worth starting (by grain) */
+	int64_t parts;         /* the finest split: row (or column) panels
 			      * of C over the batch */
 	int64_t lda, ldb, ldc; /* the strides with defaults filled in */
 	int64_t batch;         /* >= 1 */
@@ -102,8 +102,8 @@ int cg_gemm_host_vector_width(void);
  * dimension smaller than its row, a negative batch or stride, matrices
  * of C that overlap, a negative grain, a vector width other than 0, 8
  * or 16. */
-bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan,
-		       char *err, size_t err_len);
+bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan, char *err,
+		       size_t err_len);
 
 /* Generates NAME and its internal helpers (NAME.ukr.*, NAME.pack_*,
  * NAME.work, NAME.par) into m. NAME must be unique in m. Returns false,

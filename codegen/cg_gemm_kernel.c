@@ -20,10 +20,10 @@
 
 /* The constants that shape one micro-kernel. */
 typedef struct ukr_shape {
-	unsigned vw;    /* floats per vector */
-	int mr;         /* rows of the tile */
-	int nv;         /* vectors per row */
-	unsigned tail;  /* valid lanes of the last vector (1..VW) */
+	unsigned vw;   /* floats per vector */
+	int mr;        /* rows of the tile */
+	int nv;        /* vectors per row */
+	unsigned tail; /* valid lanes of the last vector (1..VW) */
 	int64_t a_rs, a_cs, b_rs;
 	bool is_b_packed;
 	int64_t ldc;
@@ -59,8 +59,8 @@ static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 		s = cg_splat(f, u->vw, s);
 		for (int v = 0; v < u->nv; v++) {
 			LLVMValueRef args[3] = {s, bv[v], acc[r * u->nv + v]};
-			acc[r * u->nv + v] =
-				cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
+			acc[r * u->nv + v] = cg_intrinsic(f, "llvm.fma", &vt, 1,
+							  args, 3);
 		}
 	}
 }
@@ -125,7 +125,8 @@ static LLVMValueRef k_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef start,
 static void ukr_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
 {
 	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	LLVMValueRef kc4 = LLVMBuildAnd(f->b, kc, cg_i64(f, -CG_GEMM_UNROLL), "");
+	LLVMValueRef kc4 = LLVMBuildAnd(f->b, kc, cg_i64(f, -CG_GEMM_UNROLL),
+					"");
 	LLVMValueRef p = k_loop(f, u, cg_i64(f, 0), kc4, CG_GEMM_UNROLL, acc);
 	k_loop(f, u, p, kc, 1, acc);
 }
@@ -137,14 +138,17 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
 		for (int v = 0; v < u->nv; v++) {
-			LLVMValueRef p = cg_ati(f, c, r * u->ldc + v * (int64_t)u->vw);
+			LLVMValueRef p = cg_ati(f, c,
+						r * u->ldc + v * (int64_t)u->vw);
 			bool is_masked = v == u->nv - 1 && u->tail < u->vw;
 			LLVMValueRef x = acc[r * u->nv + v];
 			if (is_acc) {
-				LLVMValueRef old = is_masked
-					? cg_vload_part(f, u->vw, p, u->tail)
-					: cg_vload(f, u->vw, p, 4);
-				x = cg_fast(LLVMBuildFAdd(f->b, old, x, ""), false);
+				LLVMValueRef old =
+					is_masked ? cg_vload_part(f, u->vw, p,
+								  u->tail)
+						  : cg_vload(f, u->vw, p, 4);
+				x = cg_fast(LLVMBuildFAdd(f->b, old, x, ""),
+					    false);
 			}
 			if (is_masked)
 				cg_vstore_part(f, x, p, u->tail);
@@ -239,7 +243,8 @@ static void pack_a_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	LLVMValueRef col = cg_at(f, src, cg_muli(f, p, g->a_cs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
 	for (int r = 0; r < CG_GEMM_MR; r++) {
-		LLVMValueRef x = r < rows ? cg_load(f, cg_ati(f, col, r * g->a_rs))
+		LLVMValueRef x = r < rows ? cg_load(f,
+						    cg_ati(f, col, r * g->a_rs))
 					  : cg_f32(f, 0.0f);
 		cg_store(f, x, cg_ati(f, out, r));
 	}
@@ -266,17 +271,21 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 	pack_begin(&f, g, "pack_a");
 	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
 	LLVMValueRef mc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
-	LLVMValueRef full = cg_muli(&f, LLVMBuildUDiv(f.b, mc,
-		cg_i64(&f, CG_GEMM_MR), ""), CG_GEMM_MR);
+	LLVMValueRef full = cg_muli(&f,
+				    LLVMBuildUDiv(f.b, mc,
+						  cg_i64(&f, CG_GEMM_MR), ""),
+				    CG_GEMM_MR);
 	LLVMValueRef i = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_MR);
 	pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, i, g->a_rs)),
 		     cg_at(&f, dst, cg_mul(&f, i, kc)), kc, CG_GEMM_MR);
 	cg_loop_end(&f, &lp);
 	if (rows_tail) {
-		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, mc, "");
+		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, mc,
+						      "");
 		LLVMBasicBlockRef join = cg_if_begin(&f, has_tail);
 		pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, full, g->a_rs)),
-			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc, rows_tail);
+			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc,
+			     rows_tail);
 		cg_if_end(&f, join);
 	}
 	LLVMBuildRetVoid(f.b);
@@ -285,8 +294,8 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 }
 
 /* Lanes [vw·v, vw·(v+1)) of row p of a B panel, columns >= cols zero. */
-static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
-			       LLVMValueRef row, int v, int cols)
+static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef row,
+			       int v, int cols)
 {
 	int vw = g->plan.vw, lo = v * vw;
 	int valid = cols - lo < 0 ? 0 : cols - lo;
@@ -299,7 +308,8 @@ static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g,
 	if (g->b_cs == 1) {
 		LLVMValueRef p = cg_ati(f, row, lo);
 		return valid == vw ? cg_vload(f, (unsigned)vw, p, 4)
-				   : cg_vload_part(f, (unsigned)vw, p, (unsigned)valid);
+				   : cg_vload_part(f, (unsigned)vw, p,
+						   (unsigned)valid);
 	}
 	LLVMValueRef x = LLVMConstNull(vt);
 	for (int c = 0; c < valid; c++) {
@@ -322,13 +332,18 @@ static void pack_bt_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 		for (int i = 0; i < vw; i++) {
 			int c = v * vw + i;
 			r[i] = c < cols ? cg_vload(f, (unsigned)vw,
-						   cg_at(f, src, cg_addi(f, p0, c * g->b_cs)), 4)
+						   cg_at(f, src,
+							 cg_addi(f, p0,
+								 c * g->b_cs)),
+						   4)
 					: LLVMConstNull(vt);
 		}
 		cg_transpose(f, r, (unsigned)vw);
 		for (int k = 0; k < vw; k++) {
-			LLVMValueRef row = cg_muli(f, cg_addi(f, p0, k), g->plan.nr);
-			cg_vstore(f, r[k], cg_at(f, out, cg_addi(f, row, v * vw)),
+			LLVMValueRef row = cg_muli(f, cg_addi(f, p0, k),
+						   g->plan.nr);
+			cg_vstore(f, r[k],
+				  cg_at(f, out, cg_addi(f, row, v * vw)),
 				  (unsigned)vw * 4);
 		}
 	}
@@ -343,8 +358,10 @@ static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop lp;
 	LLVMValueRef start = cg_i64(f, 0);
 	if (g->b_rs == 1 && g->b_cs >= g->plan.vw) {
-		start = LLVMBuildAnd(f->b, kc, cg_i64(f, -(int64_t)g->plan.vw), "");
-		LLVMValueRef p0 = cg_loop_begin(f, &lp, cg_i64(f, 0), start, g->plan.vw);
+		start = LLVMBuildAnd(f->b, kc, cg_i64(f, -(int64_t)g->plan.vw),
+				     "");
+		LLVMValueRef p0 = cg_loop_begin(f, &lp, cg_i64(f, 0), start,
+						g->plan.vw);
 		pack_bt_rows(f, g, src, dst, p0, cols);
 		cg_loop_end(f, &lp);
 	}
@@ -353,7 +370,8 @@ static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, g->plan.nr));
 	for (int v = 0; v < 2; v++)
 		cg_vstore(f, pack_b_vec(f, g, row, v, cols),
-			  cg_ati(f, out, v * g->plan.vw), (unsigned)g->plan.vw * 4);
+			  cg_ati(f, out, v * g->plan.vw),
+			  (unsigned)g->plan.vw * 4);
 	cg_loop_end(f, &lp);
 }
 
@@ -374,10 +392,12 @@ LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 		     cg_at(&f, dst, cg_mul(&f, j, kc)), kc, nr);
 	cg_loop_end(&f, &lp);
 	if (cols_tail) {
-		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, nc, "");
+		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, nc,
+						      "");
 		LLVMBasicBlockRef join = cg_if_begin(&f, has_tail);
 		pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, full, g->b_cs)),
-			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc, cols_tail);
+			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc,
+			     cols_tail);
 		cg_if_end(&f, join);
 	}
 	LLVMBuildRetVoid(f.b);

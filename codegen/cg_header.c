@@ -17,8 +17,9 @@
 #include <string.h>
 
 /* Records a message in err; returns false. */
-__attribute__((format(printf, 3, 4)))
-static bool hdr_fail(char *err, size_t err_size, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static bool hdr_fail(char *err,
+							   size_t err_size,
+							   const char *fmt, ...)
 {
 	if (err && err_size) {
 		va_list ap;
@@ -92,11 +93,16 @@ static void put_dims(FILE *out, const int64_t *dims, int rank, bool is_init)
 static const char *init_name(attnrt_init init)
 {
 	switch (init) {
-	case ATTNRT_INIT_ZEROS: return "ATTNRT_INIT_ZEROS";
-	case ATTNRT_INIT_ONES: return "ATTNRT_INIT_ONES";
-	case ATTNRT_INIT_NORMAL: return "ATTNRT_INIT_NORMAL";
-	case ATTNRT_INIT_UNIFORM: return "ATTNRT_INIT_UNIFORM";
-	case ATTNRT_INIT_XAVIER_UNIFORM: return "ATTNRT_INIT_XAVIER_UNIFORM";
+	case ATTNRT_INIT_ZEROS:
+		return "ATTNRT_INIT_ZEROS";
+	case ATTNRT_INIT_ONES:
+		return "ATTNRT_INIT_ONES";
+	case ATTNRT_INIT_NORMAL:
+		return "ATTNRT_INIT_NORMAL";
+	case ATTNRT_INIT_UNIFORM:
+		return "ATTNRT_INIT_UNIFORM";
+	case ATTNRT_INIT_XAVIER_UNIFORM:
+		return "ATTNRT_INIT_XAVIER_UNIFORM";
 	}
 	return NULL;
 }
@@ -104,8 +110,10 @@ static const char *init_name(attnrt_init init)
 static const char *dtype_name(attnrt_dtype t, bool is_enum)
 {
 	switch (t) {
-	case ATTNRT_F32: return is_enum ? "ATTNRT_F32" : "f32";
-	case ATTNRT_I32: return is_enum ? "ATTNRT_I32" : "i32";
+	case ATTNRT_F32:
+		return is_enum ? "ATTNRT_F32" : "f32";
+	case ATTNRT_I32:
+		return is_enum ? "ATTNRT_I32" : "i32";
 	}
 	return NULL;
 }
@@ -124,9 +132,10 @@ static bool check_tensors(const attnrt_tensor_info *t, uint32_t n,
 		for (int k = 0; ok && k < t[i].rank; k++)
 			ok = t[i].dims[k] >= 0;
 		if (!ok)
-			return hdr_fail(err, err_size, "entry %s: %s %u has an "
-					"invalid dtype, rank or dims", entry, what,
-					i);
+			return hdr_fail(err, err_size,
+					"entry %s: %s %u has an "
+					"invalid dtype, rank or dims",
+					entry, what, i);
 	}
 	return true;
 }
@@ -142,9 +151,11 @@ static bool check_params(const cg_header_desc *d, char *err, size_t err_size)
 		for (int k = 0; ok && k < p->rank; k++)
 			ok = p->dims[k] >= 0;
 		if (!ok)
-			return hdr_fail(err, err_size, "parameter %u: invalid "
+			return hdr_fail(err, err_size,
+					"parameter %u: invalid "
 					"name, rank, dims, initializer or "
-					"argument", i);
+					"argument",
+					i);
 	}
 	return true;
 }
@@ -152,8 +163,10 @@ static bool check_params(const cg_header_desc *d, char *err, size_t err_size)
 static bool check_desc(const cg_header_desc *d, char *err, size_t err_size)
 {
 	if (!is_c_identifier(d->prefix))
-		return hdr_fail(err, err_size, "prefix '%s' is not a C "
-				"identifier", d->prefix ? d->prefix : "(null)");
+		return hdr_fail(err, err_size,
+				"prefix '%s' is not a C "
+				"identifier",
+				d->prefix ? d->prefix : "(null)");
 	if (!check_params(d, err, err_size))
 		return false;
 	if (d->n_entries && !d->entries)
@@ -161,15 +174,21 @@ static bool check_desc(const cg_header_desc *d, char *err, size_t err_size)
 	for (uint32_t i = 0; i < d->n_entries; i++) {
 		const cg_header_entry *e = &d->entries[i];
 		if (!is_c_identifier(e->name) || !is_c_identifier(e->symbol))
-			return hdr_fail(err, err_size, "entry %u: name or symbol "
-					"is not a C identifier", i);
+			return hdr_fail(err, err_size,
+					"entry %u: name or symbol "
+					"is not a C identifier",
+					i);
 		if (strcmp(e->name, "params") == 0)
-			return hdr_fail(err, err_size, "entry %u: 'params' would "
-					"clash with the parameter table", i);
+			return hdr_fail(err, err_size,
+					"entry %u: 'params' would "
+					"clash with the parameter table",
+					i);
 		if (e->is_grad && e->n_outputs != 1 + d->n_params)
-			return hdr_fail(err, err_size, "entry %s: a gradient "
+			return hdr_fail(err, err_size,
+					"entry %s: a gradient "
 					"function has the loss and one output "
-					"per parameter", e->name);
+					"per parameter",
+					e->name);
 		if (!check_tensors(e->inputs, e->n_inputs, e->name, "input",
 				   err, err_size) ||
 		    !check_tensors(e->outputs, e->n_outputs, e->name, "output",
@@ -204,24 +223,28 @@ static void put_usage(FILE *out, const cg_header_desc *d)
 {
 	const char *p = d->prefix;
 	fputs(" * The caller owns all memory (docs/runtime.md):\n"
-	      " *   void *params = attnrt_alloc(NULL, ", out);
+	      " *   void *params = attnrt_alloc(NULL, ",
+	      out);
 	put_macro_prefix(out, p, NULL);
 	fprintf(out, "PARAMS_SIZE);\n *   attnrt_params_init(%s_params, ", p);
 	put_macro_prefix(out, p, NULL);
 	fputs("N_PARAMS, params, seed);\n"
 	      " *     (or attnrt_checkpoint_load(NULL, path, ...) with the same "
-	      "table)\n", out);
+	      "table)\n",
+	      out);
 	if (!d->n_entries)
 		return;
 	const cg_header_entry *e = &d->entries[0];
 	fputs(" *   void *scratch = attnrt_alloc(NULL, ", out);
 	put_macro_prefix(out, p, e->name);
 	fputs("SCRATCH_SIZE);\n", out);
-	fprintf(out, " *   int rc = %s(&run, params, scratch, inputs, outputs);\n",
+	fprintf(out,
+		" *   int rc = %s(&run, params, scratch, inputs, outputs);\n",
 		e->symbol);
 	fputs(" * inputs and outputs are arrays of pointers to dense row-major "
 	      "tensors\n * of the shapes below. rc is 0, or an ATTNRT_ERR_* code "
-	      "in its low 8 bits\n * with the failing node above them.\n", out);
+	      "in its low 8 bits\n * with the failing node above them.\n",
+	      out);
 }
 
 static void put_top_comment(FILE *out, const cg_header_desc *d)
@@ -236,10 +259,12 @@ static void put_top_comment(FILE *out, const cg_header_desc *d)
 		put_comment_text(out, d->source);
 	}
 	fputs(". Do not edit.\n *\n * Link a program that includes it with "
-	      "the object and the runtime:\n *   cc prog.c ", out);
+	      "the object and the runtime:\n *   cc prog.c ",
+	      out);
 	put_comment_text(out, base_name(d->object ? d->object : "MODEL.o"));
 	fputs(" -lattnrt -lgomp -lm\n"
-	      " * or with `pkg-config --cflags --libs attnrt`.\n *\n", out);
+	      " * or with `pkg-config --cflags --libs attnrt`.\n *\n",
+	      out);
 	put_usage(out, d);
 	for (uint32_t i = 0; i < d->n_bound; i++) {
 		fputs(i ? " *   " : " * Compiled for ", out);
@@ -260,12 +285,14 @@ static void put_param_table(FILE *out, const cg_header_desc *d)
 	fputs("/* The threads the static schedules were built for: a call with\n"
 	      " * run->n_threads equal to it runs independent kernels side by side,\n"
 	      " * any other count runs them one after another (1: no schedule). */\n"
-	      "#define ", out);
+	      "#define ",
+	      out);
 	put_macro_prefix(out, p, NULL);
-	fprintf(out, "SCHED_THREADS %u\n\n", d->sched_threads ? d->sched_threads
-								 : 1);
-	fprintf(out, "/* name, offset, rank, dims, init, a, b */\n"
-		     "static const attnrt_param_info %s_params[%u] = {\n",
+	fprintf(out, "SCHED_THREADS %u\n\n",
+		d->sched_threads ? d->sched_threads : 1);
+	fprintf(out,
+		"/* name, offset, rank, dims, init, a, b */\n"
+		"static const attnrt_param_info %s_params[%u] = {\n",
 		p, d->n_params ? d->n_params : 1);
 	for (uint32_t i = 0; i < d->n_params; i++) {
 		const attnrt_param_info *q = &d->params[i];
@@ -330,18 +357,21 @@ static void put_entry_macro(FILE *out, const cg_header_desc *d,
 static void put_entry(FILE *out, const cg_header_desc *d,
 		      const cg_header_entry *e)
 {
-	fprintf(out, "/* ---- %s ----\n *\n * %s: the exported function %s "
-		"of the model.\n", e->name, e->symbol, e->name);
+	fprintf(out,
+		"/* ---- %s ----\n *\n * %s: the exported function %s "
+		"of the model.\n",
+		e->name, e->symbol, e->name);
 	put_shapes(out, "inputs", e->inputs, e->n_inputs);
 	put_shapes(out, "outputs", e->outputs, e->n_outputs);
 	fprintf(out, " *   scratch  %zu bytes\n", e->scratch_size);
 	if (e->is_grad)
-		fprintf(out, " * The gradient function: outputs[0] is the loss, "
+		fprintf(out,
+			" * The gradient function: outputs[0] is the loss, "
 			"outputs[1 + i] the\n * gradient of %s_params[i], of its "
 			"shape. Pointed at grads +\n * %s_params[i].offset, they "
 			"fill a gradient block laid out as the\n * params block, "
-			"which attnrt_optim_step reads.\n", d->prefix,
-			d->prefix);
+			"which attnrt_optim_step reads.\n",
+			d->prefix, d->prefix);
 	fputs(" */\n", out);
 	put_entry_macro(out, d, e, "SCRATCH_SIZE", e->scratch_size);
 	put_entry_macro(out, d, e, "N_INPUTS", e->n_inputs);
@@ -351,9 +381,11 @@ static void put_entry(FILE *out, const cg_header_desc *d,
 	fputs("\n", out);
 	put_tensor_array(out, d, e, "inputs", e->inputs, e->n_inputs);
 	put_tensor_array(out, d, e, "outputs", e->outputs, e->n_outputs);
-	fprintf(out, "\nint %s(const attnrt_run *run, void *params,\n\tvoid "
+	fprintf(out,
+		"\nint %s(const attnrt_run *run, void *params,\n\tvoid "
 		"*scratch, const void *const *inputs, void *const *outputs);"
-		"\n\n", e->symbol);
+		"\n\n",
+		e->symbol);
 }
 
 bool cg_header_write(FILE *out, const cg_header_desc *d, char *err,
@@ -367,9 +399,10 @@ bool cg_header_write(FILE *out, const cg_header_desc *d, char *err,
 	fputs("_H\n#define ", out);
 	put_upper(out, d->prefix);
 	fputs("_H\n\n#include <attnrt.h>\n\n", out);
-	fprintf(out, "#if ATTNRT_ABI_VERSION != %d\n#error \"%s.h was generated "
-		"for version %d of attnrt.h\"\n#endif\n\n", ATTNRT_ABI_VERSION,
-		d->prefix, ATTNRT_ABI_VERSION);
+	fprintf(out,
+		"#if ATTNRT_ABI_VERSION != %d\n#error \"%s.h was generated "
+		"for version %d of attnrt.h\"\n#endif\n\n",
+		ATTNRT_ABI_VERSION, d->prefix, ATTNRT_ABI_VERSION);
 	fputs("#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n", out);
 	put_param_table(out, d);
 	for (uint32_t i = 0; i < d->n_entries; i++)

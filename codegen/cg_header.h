@@ -34,8 +34,8 @@
 
 /* One entry point of the object. */
 typedef struct cg_header_entry {
-	const char *name;   /* the exported function: forward */
-	const char *symbol; /* its linker symbol: additive_attention_forward */
+	const char *name;    /* the exported function: forward */
+	const char *symbol;  /* its linker symbol: additive_attention_forward */
 	size_t scratch_size; /* bytes of scratch memory it needs */
 	const attnrt_tensor_info *inputs; /* arguments, in order */
 	uint32_t n_inputs;
@@ -49,11 +49,11 @@ typedef struct cg_header_entry {
 } cg_header_entry;
 
 typedef struct cg_header_desc {
-	const char *prefix;  /* C identifier prefixing every name: the model */
-	const char *source;  /* the .g file, for the top comment; may be NULL */
-	const char *object;  /* the object file, for the top comment; may be NULL */
+	const char *prefix; /* C identifier prefixing every name: the model */
+	const char *source; /* the .g file, for the top comment; may be NULL */
+	const char *object; /* the object file, for the top comment; may be NULL */
 	const char *version; /* attnc's version, for the top comment; may be NULL */
-	size_t params_size;  /* bytes of the params block */
+	size_t params_size;              /* bytes of the params block */
 	const attnrt_param_info *params; /* the table, in module order */
 	uint32_t n_params;
 	const cg_header_entry *entries;

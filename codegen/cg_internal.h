@@ -115,8 +115,7 @@ LLVMValueRef cg_addi(cg_fn *f, LLVMValueRef a, int64_t b);
 LLVMValueRef cg_muli(cg_fn *f, LLVMValueRef a, int64_t b);
 LLVMValueRef cg_min(cg_fn *f, LLVMValueRef a, LLVMValueRef b); /* signed */
 /* (a * b) / c on non-negative values. */
-LLVMValueRef cg_muldiv(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
-		       LLVMValueRef c);
+LLVMValueRef cg_muldiv(cg_fn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
 
 /* Address of float element idx (an i64 value) of p. */
 LLVMValueRef cg_at(cg_fn *f, LLVMValueRef p, LLVMValueRef idx);
@@ -125,8 +124,7 @@ LLVMValueRef cg_ati(cg_fn *f, LLVMValueRef p, int64_t c);
 /* Loads/stores of a float or a <width x float> with the given alignment. */
 LLVMValueRef cg_load(cg_fn *f, LLVMValueRef p);
 void cg_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p);
-LLVMValueRef cg_vload(cg_fn *f, unsigned width, LLVMValueRef p,
-		      unsigned align);
+LLVMValueRef cg_vload(cg_fn *f, unsigned width, LLVMValueRef p, unsigned align);
 void cg_vstore(cg_fn *f, LLVMValueRef v, LLVMValueRef p, unsigned align);
 /* The first `lanes` floats at p (4-byte aligned) as a <width x float>: a
  * plain load when lanes >= width, else a masked one whose other lanes

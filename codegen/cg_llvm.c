@@ -18,7 +18,8 @@ static void add_attr(cg_fn *f, unsigned idx, const char *kind)
 {
 	unsigned k = LLVMGetEnumAttributeKindForName(kind, strlen(kind));
 	assert(k != 0);
-	LLVMAddAttributeAtIndex(f->fn, idx, LLVMCreateEnumAttribute(f->ctx, k, 0));
+	LLVMAddAttributeAtIndex(f->fn, idx,
+				LLVMCreateEnumAttribute(f->ctx, k, 0));
 }
 
 void cg_fn_begin(cg_fn *f, LLVMModuleRef mod, const char *name,
@@ -41,7 +42,8 @@ void cg_fn_begin(cg_fn *f, LLVMModuleRef mod, const char *name,
 	}
 	f->b = LLVMCreateBuilderInContext(f->ctx);
 	LLVMPositionBuilderAtEnd(f->b,
-				 LLVMAppendBasicBlockInContext(f->ctx, f->fn, "entry"));
+				 LLVMAppendBasicBlockInContext(f->ctx, f->fn,
+							       "entry"));
 }
 
 void cg_fn_end(cg_fn *f)
@@ -63,16 +65,31 @@ void cg_fn_attr(cg_fn *f, const char *kind)
 void cg_fn_attr_str(cg_fn *f, const char *key, const char *value)
 {
 	LLVMAddAttributeAtIndex(f->fn, LLVMAttributeFunctionIndex,
-				LLVMCreateStringAttribute(f->ctx, key, (unsigned)strlen(key),
-							  value, (unsigned)strlen(value)));
+				LLVMCreateStringAttribute(f->ctx, key,
+							  (unsigned)strlen(key),
+							  value,
+							  (unsigned)strlen(
+								  value)));
 }
 
 /* ---- types and constants ---------------------------------------------------- */
 
-LLVMTypeRef cg_t_f32(cg_fn *f) { return LLVMFloatTypeInContext(f->ctx); }
-LLVMTypeRef cg_t_i64(cg_fn *f) { return LLVMInt64TypeInContext(f->ctx); }
-LLVMTypeRef cg_t_i32(cg_fn *f) { return LLVMInt32TypeInContext(f->ctx); }
-LLVMTypeRef cg_t_ptr(cg_fn *f) { return LLVMPointerTypeInContext(f->ctx, 0); }
+LLVMTypeRef cg_t_f32(cg_fn *f)
+{
+	return LLVMFloatTypeInContext(f->ctx);
+}
+LLVMTypeRef cg_t_i64(cg_fn *f)
+{
+	return LLVMInt64TypeInContext(f->ctx);
+}
+LLVMTypeRef cg_t_i32(cg_fn *f)
+{
+	return LLVMInt32TypeInContext(f->ctx);
+}
+LLVMTypeRef cg_t_ptr(cg_fn *f)
+{
+	return LLVMPointerTypeInContext(f->ctx, 0);
+}
 
 LLVMTypeRef cg_t_vec(cg_fn *f, unsigned width)
 {
@@ -157,8 +174,7 @@ LLVMValueRef cg_min(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 	return LLVMBuildSelect(f->b, lt, a, b, "");
 }
 
-LLVMValueRef cg_muldiv(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
-		       LLVMValueRef c)
+LLVMValueRef cg_muldiv(cg_fn *f, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c)
 {
 	return LLVMBuildUDiv(f->b, cg_mul(f, a, b), c, "");
 }
@@ -189,8 +205,7 @@ void cg_store(cg_fn *f, LLVMValueRef v, LLVMValueRef p)
 	LLVMSetAlignment(LLVMBuildStore(f->b, v, p), 4);
 }
 
-LLVMValueRef cg_vload(cg_fn *f, unsigned width, LLVMValueRef p,
-		      unsigned align)
+LLVMValueRef cg_vload(cg_fn *f, unsigned width, LLVMValueRef p, unsigned align)
 {
 	LLVMValueRef v = LLVMBuildLoad2(f->b, cg_t_vec(f, width), p, "");
 	LLVMSetAlignment(v, align);
@@ -268,8 +283,8 @@ LLVMValueRef cg_call_extern(cg_fn *f, const char *name, LLVMTypeRef fn_type,
 LLVMValueRef cg_call(cg_fn *f, LLVMValueRef callee, LLVMValueRef *args,
 		     unsigned n_args)
 {
-	return LLVMBuildCall2(f->b, LLVMGlobalGetValueType(callee), callee, args,
-			      n_args, "");
+	return LLVMBuildCall2(f->b, LLVMGlobalGetValueType(callee), callee,
+			      args, n_args, "");
 }
 
 LLVMValueRef cg_fast(LLVMValueRef v, bool is_reduction)
@@ -341,7 +356,8 @@ void cg_transpose(cg_fn *f, LLVMValueRef *r, unsigned n)
 			lo[l] = cg_i32(f, (int32_t)(is_a ? l : n + l - h));
 			hi[l] = cg_i32(f, (int32_t)(is_a ? l + h : n + l));
 		}
-		LLVMValueRef mlo = LLVMConstVector(lo, n), mhi = LLVMConstVector(hi, n);
+		LLVMValueRef mlo = LLVMConstVector(lo, n),
+			     mhi = LLVMConstVector(hi, n);
 		for (unsigned i = 0; i < n; i++) {
 			if (i & h)
 				continue;

@@ -32,7 +32,7 @@ typedef struct cg_entry {
 	const ir_func *fn;
 	char symbol[256];
 	size_t scratch_bytes;
-	uint32_t n_calls; /* kernel calls of one call */
+	uint32_t n_calls;       /* kernel calls of one call */
 	cg_program_sched sched; /* its static schedule, if it has one */
 	attnrt_tensor_info *inputs, *outputs;
 	attnrt_entry_fn entry;
@@ -54,15 +54,14 @@ struct cg_program {
 	uint32_t n_fused; /* fused nodes over all entries */
 	int64_t grain;
 	bool is_serial, no_fuse, is_profiled;
-	char clock_name[300]; /* when profiled: the cycle counter's reader */
+	char clock_name[300];    /* when profiled: the cycle counter's reader */
 	uint64_t (*clock)(void); /* it, after the JIT */
-	uint32_t sched_threads; /* > 1: entry points get a static schedule */
+	uint32_t sched_threads;  /* > 1: entry points get a static schedule */
 	double build_ms;
-	LLVMValueRef *consts; /* m->n_consts globals, made on first use */
+	LLVMValueRef *consts;       /* m->n_consts globals, made on first use */
 	struct built_kernel *built; /* every kernel made, for sharing */
 	uint32_t n_built, built_cap;
 };
-
 
 /* A kernel made for node id of graph g with its trees; a node of the
  * same op, attributes, concrete operand and result types and trees
@@ -76,7 +75,6 @@ typedef struct built_kernel {
 	 * error code names its own node. */
 	bool is_shared;
 } built_kernel;
-
 
 static double now_ms(void)
 {
@@ -149,8 +147,9 @@ static bool bind_syms(cg_program *p, const int64_t *sym_values)
 		return false;
 	bool ok = true;
 	for (uint32_t i = 0; i < m->n_syms; i++)
-		p->syms[i] = sym_values && sym_values[i] > 0 ? sym_values[i]
-							    : m->syms[i].fallback;
+		p->syms[i] = sym_values && sym_values[i] > 0
+				     ? sym_values[i]
+				     : m->syms[i].fallback;
 	ir_module_derive_syms(m, p->syms); /* B*T from B and T */
 	for (uint32_t i = 0; i < m->n_syms; i++) {
 		int64_t v = p->syms[i];
@@ -209,8 +208,10 @@ static bool layout_params(cg_program *p, const cg_lower *L)
 		if (n < 0 || n > IR_MAX_NUMEL ||
 		    __builtin_add_overflow(at, type_bytes(L, &pa->type), &at) ||
 		    at > ((size_t)1 << 62)) {
-			ir_error(p->ctx, pa->loc, "parameter @%s is too large, or "
-				 "the parameters together are", pa->name);
+			ir_error(p->ctx, pa->loc,
+				 "parameter @%s is too large, or "
+				 "the parameters together are",
+				 pa->name);
 			return false;
 		}
 		at = round_up(at, ATTNRT_ALIGN);
@@ -273,7 +274,8 @@ static bool slice_is_view(const cg_lower *L, const ir_graph *g,
 	int64_t inner = 1;
 	for (int a = ax + 1; a < r; a++)
 		inner *= d[a];
-	*at = (uint64_t)(n->attr.slice.start * inner) * ir_dtype_size(n->type.dtype);
+	*at = (uint64_t)(n->attr.slice.start * inner) *
+	      ir_dtype_size(n->type.dtype);
 	return true;
 }
 
@@ -351,8 +353,8 @@ static bool plan_func(const cg_lower *L, const ir_func *f, bool no_fuse,
 	uint32_t *at = ir_alloc(L->ctx, (n + 1) * sizeof *at);
 	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
 	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
-	bool ok = pl->into && pl->root && pl->view && pl->offset && last && at &&
-		  blocks && map && plan_fusion(L, f, no_fuse, pl->into);
+	bool ok = pl->into && pl->root && pl->view && pl->offset && last &&
+		  at && blocks && map && plan_fusion(L, f, no_fuse, pl->into);
 	if (ok) {
 		find_roots(L, g, pl->into, pl->root, pl->view);
 		find_last_use(f, pl->into, pl->root, at, last);
@@ -487,7 +489,8 @@ LLVMValueRef cg_run_field(cg_fn *f, LLVMValueRef run, LLVMTypeRef t,
 			  size_t offset)
 {
 	LLVMValueRef off = cg_i64(f, (int64_t)offset);
-	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx),
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b,
+						LLVMInt8TypeInContext(f->ctx),
 						run, &off, 1, "");
 	return LLVMBuildLoad2(f->b, t, at, "");
 }
@@ -524,7 +527,8 @@ static bool node_compiles(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	const ir_node *n = &g->nodes[id];
 	if (has_f64(g, id)) {
-		ir_error(L->ctx, n->loc, "codegen: %s: f64 tensors cannot "
+		ir_error(L->ctx, n->loc,
+			 "codegen: %s: f64 tensors cannot "
 			 "be compiled (only f32 and i32)",
 			 ir_op_table[n->op].name);
 		return false;
@@ -677,23 +681,28 @@ static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
 	LLVMTypeRef ft = LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0);
 	char name[200];
-	snprintf(name, sizeof name, "%s.par", LLVMGetValueName2(kfn, &(size_t){0}));
+	snprintf(name, sizeof name, "%s.par",
+		 LLVMGetValueName2(kfn, &(size_t){0}));
 	cg_fn_begin(&f, L->mod, name, ft, true);
 	LLVMTypeRef st = captures_type(c, n_in);
 	LLVMValueRef cap = LLVMGetParam(f.fn, 0), args[2 + CG_KERNEL_MAX_IN + 2];
 	for (uint32_t i = 0; i < 2 + n_in + 1; i++) {
 		LLVMValueRef at = LLVMBuildStructGEP2(f.b, st, cap, i, "");
-		args[i] = LLVMBuildLoad2(f.b, LLVMStructGetTypeAtIndex(st, i), at, "");
+		args[i] = LLVMBuildLoad2(f.b, LLVMStructGetTypeAtIndex(st, i),
+					 at, "");
 	}
 	LLVMValueRef n = args[2 + n_in];
-	LLVMValueRef tid = LLVMBuildSExt(f.b, cg_omp_i32(&f, "omp_get_thread_num"),
+	LLVMValueRef tid = LLVMBuildSExt(f.b,
+					 cg_omp_i32(&f, "omp_get_thread_num"),
 					 cg_t_i64(&f), "");
-	LLVMValueRef nth = LLVMBuildSExt(f.b, cg_omp_i32(&f, "omp_get_num_threads"),
+	LLVMValueRef nth = LLVMBuildSExt(f.b,
+					 cg_omp_i32(&f, "omp_get_num_threads"),
 					 cg_t_i64(&f), "");
 	args[2 + n_in] = cg_muldiv(&f, n, tid, nth);
 	args[3 + n_in] = cg_muldiv(&f, n, cg_addi(&f, tid, 1), nth);
 	LLVMValueRef status = cg_call(&f, kfn, args, 4 + n_in);
-	LLVMValueRef bad = LLVMBuildICmp(f.b, LLVMIntNE, status, cg_i32(&f, 0), "");
+	LLVMValueRef bad = LLVMBuildICmp(f.b, LLVMIntNE, status, cg_i32(&f, 0),
+					 "");
 	LLVMBasicBlockRef join = cg_if_begin(&f, bad);
 	LLVMValueRef at = LLVMBuildStructGEP2(f.b, st, cap, 3 + n_in, "");
 	cg_atomic_store(&f, status, at, LLVMAtomicOrderingMonotonic);
@@ -715,7 +724,7 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 		return false;
 	for (uint32_t i = 0; i < a->n_args; i++)
 		if (!cg_lower_same_type(L, &ga->nodes[ir_arg(ga, ia, i)].type,
-			       &gb->nodes[ir_arg(gb, ib, i)].type))
+					&gb->nodes[ir_arg(gb, ib, i)].type))
 			return false;
 	return true;
 }
@@ -811,7 +820,6 @@ static bool build_kernel(cg_program *p, cg_lower *L, const ir_func *fn,
 
 /* ---- the entry point ---------------------------------------------------------- */
 
-
 static LLVMValueRef byte_gep(cg_fn *f, LLVMValueRef p, uint64_t off)
 {
 	LLVMValueRef o = cg_i64(f, (int64_t)off);
@@ -826,8 +834,8 @@ static LLVMValueRef const_global(entry_gen *e, uint32_t ci)
 		return p->consts[ci];
 	const ir_const *c = &p->m->consts[ci];
 	size_t bytes = (size_t)type_bytes(e->L, &c->type);
-	LLVMValueRef init = LLVMConstStringInContext2(e->f.ctx, c->data ? c->data
-									: "",
+	LLVMValueRef init = LLVMConstStringInContext2(e->f.ctx,
+						      c->data ? c->data : "",
 						      c->data ? bytes : 0, 1);
 	char name[32];
 	snprintf(name, sizeof name, "const.%u", ci);
@@ -850,7 +858,8 @@ LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i)
 	if (n->op == IR_OP_INPUT)
 		p = e->inputs[n->attr.input_index];
 	else if (n->op == IR_OP_PARAM)
-		p = byte_gep(&e->f, e->params, e->p->params[n->attr.param_index].offset);
+		p = byte_gep(&e->f, e->params,
+			     e->p->params[n->attr.param_index].offset);
 	else if (n->op == IR_OP_CONST)
 		p = const_global(e, n->attr.const_index);
 	else
@@ -870,17 +879,19 @@ static void check_status(entry_gen *e, LLVMValueRef st)
 	LLVMPositionBuilderAtEnd(f->b, ok);
 }
 
-static void call_parallel(entry_gen *e, const kernel_ref *k,
-			  LLVMValueRef *args, uint32_t n_in)
+static void call_parallel(entry_gen *e, const kernel_ref *k, LLVMValueRef *args,
+			  uint32_t n_in)
 {
 	cg_fn *f = &e->f;
 	LLVMTypeRef st = captures_type(f->ctx, n_in);
 	LLVMValueRef cap = LLVMBuildAlloca(f->b, st, "cap");
 	for (uint32_t i = 0; i < 2 + n_in; i++)
-		LLVMBuildStore(f->b, args[i], LLVMBuildStructGEP2(f->b, st, cap, i, ""));
+		LLVMBuildStore(f->b, args[i],
+			       LLVMBuildStructGEP2(f->b, st, cap, i, ""));
 	LLVMBuildStore(f->b, cg_i64(f, k->extent),
 		       LLVMBuildStructGEP2(f->b, st, cap, 2 + n_in, ""));
-	LLVMValueRef status_at = LLVMBuildStructGEP2(f->b, st, cap, 3 + n_in, "");
+	LLVMValueRef status_at = LLVMBuildStructGEP2(f->b, st, cap, 3 + n_in,
+						     "");
 	LLVMBuildStore(f->b, cg_i32(f, 0), status_at);
 	LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
 				       offsetof(attnrt_run, n_threads));
@@ -923,7 +934,8 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 	if (k->par) {
 		LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
 					       offsetof(attnrt_run, n_threads));
-		LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntEQ, nt, cg_i32(f, 1), "");
+		LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntEQ, nt,
+						    cg_i32(f, 1), "");
 		LLVMBasicBlockRef team = cg_block(f, "team");
 		direct = cg_block(f, "direct");
 		done = cg_block(f, "called");
@@ -948,8 +960,10 @@ void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs)
 	cg_fn *f = &e->f;
 	for (uint32_t o = 0; o < e->fn->n_outputs; o++) {
 		ir_id id = e->fn->outputs[o];
-		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f), outputs,
-							&(LLVMValueRef){cg_i64(f, o)},
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f),
+							outputs,
+							&(LLVMValueRef){
+								cg_i64(f, o)},
 							1, "");
 		LLVMValueRef dst = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
 		uint64_t bytes = type_bytes(e->L, &e->fn->g.nodes[id].type);
@@ -962,8 +976,10 @@ void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs)
 {
 	cg_fn *f = &e->f;
 	for (uint32_t i = 0; i < e->fn->n_inputs; i++) {
-		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f), inputs,
-							&(LLVMValueRef){cg_i64(f, i)},
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f),
+							inputs,
+							&(LLVMValueRef){
+								cg_i64(f, i)},
 							1, "");
 		e->inputs[i] = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
 	}
@@ -1034,9 +1050,12 @@ static bool lower_func(cg_program *p, cg_lower *L, cg_entry *ce,
 	if (ok) {
 		ce->scratch_bytes = e.plan.total;
 		if (sp.usable) {
-			ce->sched = (cg_program_sched){
-				sp.s.n_threads, sp.s.n_tasks, sp.s.n_waits,
-				sp.s.total, sp.s.makespan, sp.total};
+			ce->sched = (cg_program_sched){sp.s.n_threads,
+						       sp.s.n_tasks,
+						       sp.s.n_waits,
+						       sp.s.total,
+						       sp.s.makespan,
+						       sp.total};
 			if (sp.total > ce->scratch_bytes)
 				ce->scratch_bytes = sp.total;
 		}
@@ -1088,23 +1107,25 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
-	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm), 0, 0, 0};
+	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm),
+		      0,      0, 0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
 				 opts && opts->triple && !opts->cpu
 					 ? cg_target_default_cpu(opts->triple)
-					 : opts ? opts->cpu : NULL);
+				 : opts ? opts->cpu
+					: NULL);
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
-		     : opts->gemm_min < 0	 ? INT64_MAX
-						 : opts->gemm_min;
+		     : opts->gemm_min < 0         ? INT64_MAX
+						  : opts->gemm_min;
 	if (!L.mod)
 		return false;
 	if (!layout_params(p, &L))
 		return false;
 	if (p->is_profiled) {
-		snprintf(p->clock_name, sizeof p->clock_name, "%s.profile_clock",
-			 prefix);
+		snprintf(p->clock_name, sizeof p->clock_name,
+			 "%s.profile_clock", prefix);
 		cg_profile_clock_fn(&L, p->clock_name);
 	}
 	for (uint32_t i = 0; i < m->n_funcs; i++)
@@ -1135,20 +1156,24 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 	}
 	p->ctx = ctx;
 	p->m = m;
-	p->grain = opts && opts->grain > 0 ? opts->grain : CG_PROGRAM_GRAIN_DEFAULT;
+	p->grain = opts && opts->grain > 0 ? opts->grain
+					   : CG_PROGRAM_GRAIN_DEFAULT;
 	p->is_serial = opts && opts->is_serial;
 	p->no_fuse = opts && opts->no_fuse;
 	p->is_profiled = opts && opts->is_profiled;
 	int st = opts ? opts->sched_threads : 0;
 	if (st == 0)
 		st = cg_threads_get();
-	p->sched_threads = p->is_serial || st < 2 ? 1
-			 : (uint32_t)(st < CG_PROGRAM_SCHED_MAX ? st
+	p->sched_threads = p->is_serial || st < 2
+				   ? 1
+				   : (uint32_t)(st < CG_PROGRAM_SCHED_MAX
+							? st
 							: CG_PROGRAM_SCHED_MAX);
 	int before = ctx->n_errors;
 	bool ok = bind_syms(p, sym_values);
 	if (ok) {
-		p->cm = cg_module_create_target(m->name, opts ? opts->triple : NULL,
+		p->cm = cg_module_create_target(m->name,
+						opts ? opts->triple : NULL,
 						opts ? opts->cpu : NULL);
 		if (p->cm && opts)
 			cg_module_set_cache(p->cm, opts->cache_dir);

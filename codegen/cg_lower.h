@@ -20,8 +20,8 @@
 #include "cg_program.h"
 #include "passes.h"
 
-#define CG_NEST_MAX 16  /* loop depth of a nest (layout ops split axes) */
-#define CG_NEST_ARRS 16 /* arrays one nest addresses (fused leaves too) */
+#define CG_NEST_MAX 16      /* loop depth of a nest (layout ops split axes) */
+#define CG_NEST_ARRS 16     /* arrays one nest addresses (fused leaves too) */
 #define CG_KERNEL_MAX_IN 64 /* pointer operands of one kernel */
 /* Nodes of a kernel's trees: a leaf per operand of a node that hosts
  * nothing (concat), or the planner's bound for one that does. */
@@ -83,8 +83,8 @@ typedef struct cg_kernel {
 	cg_trees tr;
 	LLVMValueRef is_train; /* i1: a training run (when a dropout is fused) */
 	LLVMValueRef key[CG_TREE_MAX]; /* fused dropouts' keys */
-	int64_t extent; /* length of the outer, splittable loop */
-	int64_t work;   /* elements touched, to judge parallelism */
+	int64_t extent;        /* length of the outer, splittable loop */
+	int64_t work;          /* elements touched, to judge parallelism */
 	LLVMBasicBlockRef err; /* shared error exit, made on first use */
 } cg_kernel;
 
@@ -304,8 +304,7 @@ void cg_lower_tree_fold(cg_fn *f, int64_t n_blocks, cg_tree_combine combine,
  * nest n (array 0 the output), output elements split by [lo, hi), blocks
  * in vector lanes, in the interpreter's order, storing each output
  * element's result (a mean's divided). */
-bool cg_lower_sumlane_fits(const cg_kernel *k, const cg_nest *n,
-			   int64_t count);
+bool cg_lower_sumlane_fits(const cg_kernel *k, const cg_nest *n, int64_t count);
 void cg_lower_reduce_lanes(cg_kernel *k, const cg_nest *n, int64_t count);
 
 /* cg_lower_colred.c: a float sum or mean whose simplified nest n (array 0

@@ -51,8 +51,8 @@ void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad)
 	a->fill = (float)n->attr.attention.fill;
 	a->has_valid = n->n_args == (is_grad ? 6u : 5u);
 	if (a->has_valid)
-		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 4),
-				      &a->valid_sn, &a->valid_sq);
+		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 4), &a->valid_sn,
+				      &a->valid_sq);
 	double p = n->attr.attention.p;
 	a->has_dropout = p > 0;
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */
@@ -68,7 +68,8 @@ static LLVMValueRef buffer(cg_addattn *a, LLVMTypeRef t, int64_t n)
 }
 
 /* The body's operands, buffers and dropout state. */
-static void body_begin(cg_addattn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key)
+static void body_begin(cg_addattn *a, cg_kernel *kb, bool is_grad,
+		       LLVMValueRef key)
 {
 	cg_fn *f = &kb->f;
 	LLVMTypeRef ft = cg_t_f32(f);
@@ -114,8 +115,8 @@ static LLVMValueRef make_body(const cg_kernel *k, const cg_addattn *shape,
 	return cg_kernel_outline_end(&kb);
 }
 
-void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape, const char *kind,
-		      cg_addattn_gen gen)
+void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape,
+			  const char *kind, cg_addattn_gen gen)
 {
 	const cg_addattn *a = shape;
 	char name[320];
@@ -123,8 +124,8 @@ void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape, const char *kin
 		 "additive.%s.%u.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a",
 		 kind, a->vw, (long long)a->N, (long long)a->Q, (long long)a->K,
 		 (long long)a->H, (long long)a->dv, a->has_valid,
-		 (long long)a->valid_sn, (long long)a->valid_sq, (double)a->scale,
-		 (double)a->fill, k->node->attr.attention.p);
+		 (long long)a->valid_sn, (long long)a->valid_sq,
+		 (double)a->scale, (double)a->fill, k->node->attr.attention.p);
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);
@@ -142,19 +143,21 @@ LLVMValueRef cg_addattn_vload(cg_addattn *a, LLVMValueRef p, unsigned lanes)
 	return cg_vload_part(a->f, a->vw, p, lanes);
 }
 
-void cg_addattn_vstore(cg_addattn *a, LLVMValueRef v, LLVMValueRef p, unsigned lanes)
+void cg_addattn_vstore(cg_addattn *a, LLVMValueRef v, LLVMValueRef p,
+		       unsigned lanes)
 {
 	cg_vstore_part(a->f, v, p, lanes);
 }
 
-void cg_addattn_vec_loop(cg_addattn *a, int64_t width, cg_addattn_vec_fn body, void *ud)
+void cg_addattn_vec_loop(cg_addattn *a, int64_t width, cg_addattn_vec_fn body,
+			 void *ud)
 {
 	cg_fn *f = a->f;
 	int64_t whole = width / a->vw * a->vw;
 	if (whole > 0) {
 		cg_loop l;
-		LLVMValueRef h = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, whole),
-					       a->vw);
+		LLVMValueRef h = cg_loop_begin(f, &l, cg_i64(f, 0),
+					       cg_i64(f, whole), a->vw);
 		body(a, h, a->vw, ud);
 		cg_loop_end(f, &l);
 	}
@@ -183,8 +186,8 @@ static void axpy_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
 	cg_addattn_vstore(a, r, d, lanes);
 }
 
-void cg_addattn_axpy(cg_addattn *a, LLVMValueRef dst, LLVMValueRef src, int64_t width,
-		 LLVMValueRef s, bool is_acc)
+void cg_addattn_axpy(cg_addattn *a, LLVMValueRef dst, LLVMValueRef src,
+		     int64_t width, LLVMValueRef s, bool is_acc)
 {
 	axpy_cx c = {dst, src, s, is_acc};
 	cg_addattn_vec_loop(a, width, axpy_vec, &c);
@@ -202,11 +205,12 @@ static void dot_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
 	LLVMValueRef args[3] = {cg_addattn_vload(a, cg_at(f, c->x, h), lanes),
 				cg_addattn_vload(a, cg_at(f, c->y, h), lanes),
 				cg_attn_get(&a->base, vt, c->acc)};
-	cg_attn_set(&a->base, c->acc, cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3));
+	cg_attn_set(&a->base, c->acc,
+		    cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3));
 }
 
 LLVMValueRef cg_addattn_dot(cg_addattn *a, LLVMValueRef x, LLVMValueRef y,
-			int64_t width)
+			    int64_t width)
 {
 	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
 	dot_cx c = {x, y, cg_attn_var(&a->base, vt, LLVMConstNull(vt))};
@@ -216,15 +220,18 @@ LLVMValueRef cg_addattn_dot(cg_addattn *a, LLVMValueRef x, LLVMValueRef y,
 
 /* ---- rows, scores, dropout ---------------------------------------------------------- */
 
-LLVMValueRef cg_addattn_row_valid(cg_addattn *a, LLVMValueRef n, LLVMValueRef row)
+LLVMValueRef cg_addattn_row_valid(cg_addattn *a, LLVMValueRef n,
+				  LLVMValueRef row)
 {
 	cg_fn *f = a->f;
 	if (!a->has_valid)
 		return cg_i64(f, a->K);
-	LLVMValueRef q = LLVMBuildURem(f->b, row, cg_i64(f, a->Q > 0 ? a->Q : 1), "");
+	LLVMValueRef q = LLVMBuildURem(f->b, row,
+				       cg_i64(f, a->Q > 0 ? a->Q : 1), "");
 	LLVMValueRef at = cg_add(f, cg_muli(f, n, a->valid_sn),
 				 cg_muli(f, q, a->valid_sq));
-	LLVMValueRef vl = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, a->valid, at),
+	LLVMValueRef vl = LLVMBuildSExt(f->b,
+					cg_lower_load(f, IR_I32, a->valid, at),
 					cg_t_i64(f), "");
 	LLVMValueRef lo = LLVMBuildICmp(f->b, LLVMIntSLT, vl, cg_i64(f, 0), "");
 	vl = LLVMBuildSelect(f->b, lo, cg_i64(f, 0), vl, "");
@@ -242,18 +249,24 @@ static void score_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
 	const score_cx *c = ud;
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef x = LLVMBuildFAdd(f->b, cg_addattn_vload(a, cg_at(f, c->q, h), lanes),
-				       cg_addattn_vload(a, cg_at(f, c->k, h), lanes), "");
+	LLVMValueRef x = LLVMBuildFAdd(f->b,
+				       cg_addattn_vload(a, cg_at(f, c->q, h),
+							lanes),
+				       cg_addattn_vload(a, cg_at(f, c->k, h),
+							lanes),
+				       "");
 	LLVMValueRef t = cg_lower_tanh(f, x);
 	if (c->is_store_t)
 		cg_vstore(f, t, cg_at(f, a->tb, h), 4);
-	LLVMValueRef args[3] = {t, cg_addattn_vload(a, cg_at(f, a->wv, h), lanes),
+	LLVMValueRef args[3] = {t,
+				cg_addattn_vload(a, cg_at(f, a->wv, h), lanes),
 				cg_attn_get(&a->base, vt, c->acc)};
-	cg_attn_set(&a->base, c->acc, cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3));
+	cg_attn_set(&a->base, c->acc,
+		    cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3));
 }
 
 LLVMValueRef cg_addattn_score(cg_addattn *a, LLVMValueRef n, LLVMValueRef row,
-			  LLVMValueRef j, bool is_store_t)
+			      LLVMValueRef j, bool is_store_t)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
@@ -262,7 +275,8 @@ LLVMValueRef cg_addattn_score(cg_addattn *a, LLVMValueRef n, LLVMValueRef row,
 		      cg_at(f, a->kp, cg_muli(f, key, a->H)),
 		      cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_store_t};
 	cg_addattn_vec_loop(a, a->H, score_vec, &c);
-	LLVMValueRef s = cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
+	LLVMValueRef s = cg_attn_hsum(&a->base,
+				      cg_attn_get(&a->base, vt, c.acc));
 	return LLVMBuildFMul(f->b, s, cg_f32(f, a->scale), "");
 }
 
@@ -270,7 +284,8 @@ LLVMValueRef cg_addattn_keep(cg_addattn *a, LLVMValueRef row, LLVMValueRef j)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K), j);
-	LLVMValueRef bits = cg_lower_mix64(f, LLVMBuildAdd(f->b, a->drop_key, at, ""));
+	LLVMValueRef bits = cg_lower_mix64(f, LLVMBuildAdd(f->b, a->drop_key,
+							   at, ""));
 	LLVMValueRef top = LLVMBuildLShr(f->b, bits, cg_i64(f, 40), "");
 	LLVMValueRef keep = LLVMBuildICmp(f->b, LLVMIntUGE, top,
 					  cg_i64(f, a->threshold), "");
@@ -280,7 +295,7 @@ LLVMValueRef cg_addattn_keep(cg_addattn *a, LLVMValueRef row, LLVMValueRef j)
 /* ---- key blocks -------------------------------------------------------------------------- */
 
 void cg_addattn_blocks(cg_addattn *a, LLVMValueRef lo, LLVMValueRef hi,
-		   cg_addattn_block_fn body, void *ud)
+		       cg_addattn_block_fn body, void *ud)
 {
 	cg_fn *f = a->f;
 	cg_loop l;
@@ -307,8 +322,8 @@ LLVMValueRef cg_addattn_needs_masked(cg_addattn *a)
 	cg_fn *f = a->f;
 	LLVMValueRef m = cg_attn_get(&a->base, cg_t_f32(f), a->m);
 	LLVMValueRef gap = LLVMBuildFSub(f->b, m, cg_f32(f, a->fill), "");
-	return LLVMBuildFCmp(f->b, LLVMRealULT, gap, cg_f32(f, CG_ATTN_FILL_MARGIN),
-			     "");
+	return LLVMBuildFCmp(f->b, LLVMRealULT, gap,
+			     cg_f32(f, CG_ATTN_FILL_MARGIN), "");
 }
 
 /* ---- the forward kernel ---------------------------------------------------------------- */
@@ -328,34 +343,43 @@ static void fwd_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
 	LLVMValueRef bm = cg_attn_var(&a->base, ft, cg_f32(f, -INFINITY));
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
-	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
-				      : cg_addattn_score(a, r->n, r->row, cg_add(f, j0, t), false);
+	LLVMValueRef s = r->is_masked
+				 ? cg_f32(f, a->fill)
+				 : cg_addattn_score(a, r->n, r->row,
+						    cg_add(f, j0, t), false);
 	cg_store(f, s, cg_at(f, a->sb, t));
-	cg_attn_set(&a->base, bm, cg_lower_fcall(f, "llvm.maxnum",
-						 cg_attn_get(&a->base, ft, bm), s));
+	cg_attn_set(&a->base, bm,
+		    cg_lower_fcall(f, "llvm.maxnum",
+				   cg_attn_get(&a->base, ft, bm), s));
 	cg_loop_end(f, &l);
 	LLVMValueRef m_old = cg_attn_get(&a->base, ft, a->m);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_get(&a->base, ft, bm));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
-	cg_attn_set(&a->base, a->l, LLVMBuildFMul(f->b, cg_attn_get(&a->base, ft, a->l),
-						  alpha, ""));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
+								  m_new, ""));
+	cg_attn_set(&a->base, a->l,
+		    LLVMBuildFMul(f->b, cg_attn_get(&a->base, ft, a->l), alpha,
+				  ""));
 	cg_addattn_axpy(a, a->acc, a->acc, a->dv, alpha, false);
 	cg_attn_set(&a->base, a->m, m_new);
 	cg_attn_fill(&a->base, a->db, cg_i64(f, CG_ADDATTN_BLOCK), 0);
 	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
 	LLVMValueRef j = cg_add(f, j0, t);
-	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)),
-							      m_new, ""));
+	LLVMValueRef p = cg_lower_exp_nonpos(
+		f,
+		LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)), m_new, ""));
 	cg_store(f, p, cg_at(f, a->db, t));
 	if (a->has_dropout)
-		p = LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), p, cg_f32(f, 0), "");
-	LLVMValueRef vrow = cg_at(f, a->v, cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j),
-						   a->dv));
+		p = LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), p,
+				    cg_f32(f, 0), "");
+	LLVMValueRef vrow = cg_at(f, a->v,
+				  cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j),
+					  a->dv));
 	cg_addattn_axpy(a, a->acc, vrow, a->dv, p, true);
 	cg_loop_end(f, &l);
-	cg_attn_set(&a->base, a->l, LLVMBuildFAdd(f->b, cg_attn_get(&a->base, ft, a->l),
-						  cg_addattn_block_sum(a, a->db), ""));
+	cg_attn_set(&a->base, a->l,
+		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, ft, a->l),
+				  cg_addattn_block_sum(a, a->db), ""));
 }
 
 /* out row = accumulator / l, times 1 / (1 - p) when dropout is on; 0
@@ -365,13 +389,16 @@ static void fwd_store(cg_addattn *a, const fwd_row *r)
 	cg_fn *f = a->f;
 	LLVMValueRef one = cg_f32(f, 1);
 	if (a->has_dropout)
-		one = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale), one, "");
+		one = LLVMBuildSelect(f->b, a->drop_on,
+				      cg_f32(f, a->keep_scale), one, "");
 	LLVMValueRef sum = cg_attn_get(&a->base, cg_t_f32(f), a->l);
 	LLVMValueRef inv = LLVMBuildFDiv(f->b, one, sum, "");
-	inv = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOGT, sum, cg_f32(f, 0), ""),
+	inv = LLVMBuildSelect(f->b,
+			      LLVMBuildFCmp(f->b, LLVMRealOGT, sum,
+					    cg_f32(f, 0), ""),
 			      inv, cg_f32(f, 0), "");
-	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->dv)), a->acc, a->dv,
-		    inv, false);
+	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->dv)),
+			a->acc, a->dv, inv, false);
 }
 
 /* The loop over the rows (n, q) in [lo, hi). */
@@ -387,7 +414,8 @@ static void fwd_body(cg_addattn *a)
 	cg_attn_fill(&a->base, a->acc, cg_i64(f, a->dpad), 0);
 	cg_addattn_blocks(a, cg_i64(f, 0), kv, fwd_block, &r);
 	if (a->has_valid) {
-		LLVMBasicBlockRef join = cg_if_begin(f, cg_addattn_needs_masked(a));
+		LLVMBasicBlockRef join = cg_if_begin(f,
+						     cg_addattn_needs_masked(a));
 		r.is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), fwd_block, &r);
 		cg_if_end(f, join);

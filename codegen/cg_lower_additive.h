@@ -20,7 +20,7 @@
 #define CG_ADDATTN_BLOCK 64 /* keys whose scores one block keeps */
 
 typedef struct cg_addattn {
-	cg_attn base;      /* f, vw, and the helpers of cg_attn.h */
+	cg_attn base; /* f, vw, and the helpers of cg_attn.h */
 	cg_kernel *k;
 	cg_fn *f;
 	int64_t N, Q, K, H, dv;
@@ -34,14 +34,14 @@ typedef struct cg_addattn {
 	unsigned vw;
 	LLVMValueRef drop_on, drop_key;
 	LLVMValueRef qp, kp, wv, v, valid, g; /* operands (valid, g: or NULL) */
-	LLVMValueRef sb, db;   /* CG_ADDATTN_BLOCK floats: scores, dP */
-	LLVMValueRef acc;      /* dpad floats: the output row */
-	LLVMValueRef tb, dq;   /* hpad floats: features, dqp row (grad) */
+	LLVMValueRef sb, db; /* CG_ADDATTN_BLOCK floats: scores, dP */
+	LLVMValueRef acc;    /* dpad floats: the output row */
+	LLVMValueRef tb, dq; /* hpad floats: features, dqp row (grad) */
 	/* Grad with K <= CG_ADDATTN_BLOCK, else NULL: the features (K x hpad
 	 * floats) and scores (K) of the row's valid keys, kept by pass 1 for
 	 * pass 2, which then computes no tanh. */
 	LLVMValueRef fcache, scache;
-	LLVMValueRef m, l, x;  /* f32 variables: max, sum, sum of P dP */
+	LLVMValueRef m, l, x; /* f32 variables: max, sum, sum of P dP */
 } cg_addattn;
 
 /* Reads the node's sizes and attributes (emits nothing). */
@@ -52,18 +52,19 @@ void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad);
  * stream share one body, which takes the stream's key as an argument.
  * gen finds a's operands, buffers and dropout state set. */
 typedef void (*cg_addattn_gen)(cg_addattn *a);
-void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape, const char *kind,
-		      cg_addattn_gen gen);
+void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape,
+			  const char *kind, cg_addattn_gen gen);
 
 /* The valid length of row `row` (n * Q + q) of batch n clamped to [0,
  * K]: the keys whose scores are real (K without a mask). */
-LLVMValueRef cg_addattn_row_valid(cg_addattn *a, LLVMValueRef n, LLVMValueRef row);
+LLVMValueRef cg_addattn_row_valid(cg_addattn *a, LLVMValueRef n,
+				  LLVMValueRef row);
 
 /* The score of key j for query row `row` of batch n: the features
  * t = tanh(qp + kp) a vector at a time, sum_h t wv, times scale; with
  * a->tb set, t is also stored there (hpad floats). */
 LLVMValueRef cg_addattn_score(cg_addattn *a, LLVMValueRef n, LLVMValueRef row,
-			  LLVMValueRef j, bool is_store_t);
+			      LLVMValueRef j, bool is_store_t);
 
 /* The keep decision (an i1) of dropout for weight j of row `row`, the
  * DROPOUT op's draw for element row * K + j; true when dropout is off for
@@ -73,29 +74,31 @@ LLVMValueRef cg_addattn_keep(cg_addattn *a, LLVMValueRef row, LLVMValueRef j);
 /* A vector of the first `lanes` floats at p (the rest 0): a masked load
  * unless lanes is the vector width. */
 LLVMValueRef cg_addattn_vload(cg_addattn *a, LLVMValueRef p, unsigned lanes);
-void cg_addattn_vstore(cg_addattn *a, LLVMValueRef v, LLVMValueRef p, unsigned lanes);
+void cg_addattn_vstore(cg_addattn *a, LLVMValueRef v, LLVMValueRef p,
+		       unsigned lanes);
 
 /* Emits body(a, h, lanes, ud) for each vector of [0, width): a loop over
  * the whole vectors (h an i64 value), then the last partial one. */
 typedef void (*cg_addattn_vec_fn)(cg_addattn *a, LLVMValueRef h, unsigned lanes,
-			      void *ud);
-void cg_addattn_vec_loop(cg_addattn *a, int64_t width, cg_addattn_vec_fn body, void *ud);
+				  void *ud);
+void cg_addattn_vec_loop(cg_addattn *a, int64_t width, cg_addattn_vec_fn body,
+			 void *ud);
 
 /* dst[0 .. width) (+)= s * src[0 .. width), a vector at a time (s an f32
  * value); is_acc adds to dst, else overwrites it. */
-void cg_addattn_axpy(cg_addattn *a, LLVMValueRef dst, LLVMValueRef src, int64_t width,
-		 LLVMValueRef s, bool is_acc);
+void cg_addattn_axpy(cg_addattn *a, LLVMValueRef dst, LLVMValueRef src,
+		     int64_t width, LLVMValueRef s, bool is_acc);
 
 /* The dot product of x[0 .. width) and y[0 .. width). */
 LLVMValueRef cg_addattn_dot(cg_addattn *a, LLVMValueRef x, LLVMValueRef y,
-			int64_t width);
+			    int64_t width);
 
 /* The loop over keys [lo, hi) in blocks of at most CG_ADDATTN_BLOCK: body is
  * called with the block's first key j0 and count jn (i64 values). */
-typedef void (*cg_addattn_block_fn)(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
-				void *ud);
+typedef void (*cg_addattn_block_fn)(cg_addattn *a, LLVMValueRef j0,
+				    LLVMValueRef jn, void *ud);
 void cg_addattn_blocks(cg_addattn *a, LLVMValueRef lo, LLVMValueRef hi,
-		   cg_addattn_block_fn body, void *ud);
+		       cg_addattn_block_fn body, void *ud);
 
 /* The sum of the CG_ADDATTN_BLOCK floats at buf (a block's buffer,
  * zero past its keys), a vector at a time: more accurate than a serial

@@ -32,8 +32,8 @@
 /* The row being differentiated. */
 typedef struct bwd_row {
 	LLVMValueRef n, row;
-	LLVMValueRef grow;  /* its row of g */
-	bool is_masked;     /* the keys of this range are past the valid length */
+	LLVMValueRef grow; /* its row of g */
+	bool is_masked; /* the keys of this range are past the valid length */
 } bwd_row;
 
 /* The output's parts: dqp, dkp, dwv (N x H), dv. */
@@ -53,7 +53,8 @@ static bwd_parts parts(const cg_addattn *a)
 static LLVMValueRef value_row(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 {
 	cg_fn *f = a->f;
-	return cg_at(f, a->v, cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j), a->dv));
+	return cg_at(f, a->v,
+		     cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j), a->dv));
 }
 
 /* dP of key j after dropout: g v_j, dropped 0 and kept scaled. */
@@ -63,10 +64,12 @@ static LLVMValueRef dropped_dp(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 	LLVMValueRef dp = cg_addattn_dot(a, r->grow, value_row(a, r, j), a->dv);
 	if (!a->has_dropout)
 		return dp;
-	LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale),
+	LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on,
+					  cg_f32(f, a->keep_scale),
 					  cg_f32(f, 1), "");
 	dp = LLVMBuildFMul(f->b, dp, ks, "");
-	return LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), dp, cg_f32(f, 0), "");
+	return LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), dp,
+			       cg_f32(f, 0), "");
 }
 
 /* Where the features of key j are kept between the passes. */
@@ -102,7 +105,8 @@ static LLVMValueRef second_score(cg_addattn *a, const bwd_row *r, LLVMValueRef j
 
 /* Pass 1, a block of keys: the online max m, sum l and sum x of
  * exp(s - m) dP. */
-static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
+static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
+			void *ud)
 {
 	const bwd_row *r = ud;
 	cg_fn *f = a->f;
@@ -112,16 +116,22 @@ static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *u
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
 	LLVMValueRef j = cg_add(f, j0, t);
-	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill) : first_score(a, r, j);
+	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
+				      : first_score(a, r, j);
 	cg_store(f, s, cg_at(f, a->sb, t));
 	cg_store(f, dropped_dp(a, r, j), cg_at(f, a->db, t));
-	cg_attn_set(b, bm, cg_lower_fcall(f, "llvm.maxnum", cg_attn_get(b, ft, bm), s));
+	cg_attn_set(b, bm,
+		    cg_lower_fcall(f, "llvm.maxnum", cg_attn_get(b, ft, bm), s));
 	cg_loop_end(f, &l);
 	LLVMValueRef m_old = cg_attn_get(b, ft, a->m);
-	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_get(b, ft, bm));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
-	cg_attn_set(b, a->l, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->l), alpha, ""));
-	cg_attn_set(b, a->x, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), alpha, ""));
+	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
+					    cg_attn_get(b, ft, bm));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
+								  m_new, ""));
+	cg_attn_set(b, a->l,
+		    LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->l), alpha, ""));
+	cg_attn_set(b, a->x,
+		    LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), alpha, ""));
 	cg_attn_set(b, a->m, m_new);
 	/* e into sb and e dP into db, zero past the block's keys, summed a
 	 * vector at a time. */
@@ -130,16 +140,20 @@ static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *u
 	cg_store(f, cg_f32(f, 0), cg_at(f, a->db, t));
 	cg_loop_end(f, &l);
 	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
-	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)),
-							      m_new, ""));
-	LLVMValueRef ex = LLVMBuildFMul(f->b, e, cg_load(f, cg_at(f, a->db, t)), "");
+	LLVMValueRef e = cg_lower_exp_nonpos(
+		f,
+		LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)), m_new, ""));
+	LLVMValueRef ex = LLVMBuildFMul(f->b, e, cg_load(f, cg_at(f, a->db, t)),
+					"");
 	cg_store(f, e, cg_at(f, a->sb, t));
 	cg_store(f, ex, cg_at(f, a->db, t));
 	cg_loop_end(f, &l);
-	cg_attn_set(b, a->l, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->l),
-					   cg_addattn_block_sum(a, a->sb), ""));
-	cg_attn_set(b, a->x, LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x),
-					   cg_addattn_block_sum(a, a->db), ""));
+	cg_attn_set(b, a->l,
+		    LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->l),
+				  cg_addattn_block_sum(a, a->sb), ""));
+	cg_attn_set(b, a->x,
+		    LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x),
+				  cg_addattn_block_sum(a, a->db), ""));
 }
 
 /* u = dS wv (1 - t t) into the dqp row, dkp[k]; dS t into dwv[n]. */
@@ -156,18 +170,28 @@ static void feature_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
 	LLVMValueRef t = cg_vload(f, a->vw, cg_at(f, a->tb, h), 4);
 	LLVMValueRef one = cg_const_real(vt, 1);
-	LLVMValueRef dt = LLVMBuildFMul(f->b, c->ds, cg_addattn_vload(a, cg_at(f, a->wv, h), lanes),
+	LLVMValueRef dt = LLVMBuildFMul(f->b, c->ds,
+					cg_addattn_vload(a, cg_at(f, a->wv, h),
+							 lanes),
 					"");
 	LLVMValueRef u = LLVMBuildFMul(f->b, dt,
-				       LLVMBuildFSub(f->b, one, LLVMBuildFMul(f->b, t, t, ""), ""),
+				       LLVMBuildFSub(f->b, one,
+						     LLVMBuildFMul(f->b, t, t,
+								   ""),
+						     ""),
 				       "");
 	LLVMValueRef dq = cg_at(f, a->dq, h);
-	cg_vstore(f, LLVMBuildFAdd(f->b, cg_vload(f, a->vw, dq, 4), u, ""), dq, 4);
+	cg_vstore(f, LLVMBuildFAdd(f->b, cg_vload(f, a->vw, dq, 4), u, ""), dq,
+		  4);
 	LLVMValueRef dk = cg_at(f, c->dkp, h);
-	cg_addattn_vstore(a, LLVMBuildFAdd(f->b, cg_addattn_vload(a, dk, lanes), u, ""), dk, lanes);
+	cg_addattn_vstore(a,
+			  LLVMBuildFAdd(f->b, cg_addattn_vload(a, dk, lanes), u,
+					""),
+			  dk, lanes);
 	LLVMValueRef dw = cg_at(f, c->dwv, h);
 	LLVMValueRef args[3] = {c->ds, t, cg_addattn_vload(a, dw, lanes)};
-	cg_addattn_vstore(a, cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3), dw, lanes);
+	cg_addattn_vstore(a, cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3), dw,
+			  lanes);
 }
 
 /* Pass 2, key j: dS, dv[j] and, for a valid key, the features' part. */
@@ -178,34 +202,47 @@ static void grads_key(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 	LLVMTypeRef ft = cg_t_f32(f);
 	bwd_parts pt = parts(a);
 	LLVMValueRef tb = a->tb;
-	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill) : second_score(a, r, j);
-	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s, cg_attn_get(b, ft, a->m),
+	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
+				      : second_score(a, r, j);
+	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s,
+							      cg_attn_get(b, ft,
+									  a->m),
 							      ""));
-	p = LLVMBuildFMul(f->b, p, cg_attn_get(b, ft, a->l), ""); /* l holds 1 / l */
+	p = LLVMBuildFMul(f->b, p, cg_attn_get(b, ft, a->l),
+			  ""); /* l holds 1 / l */
 	LLVMValueRef pd = p;
 	if (a->has_dropout) {
-		LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale),
+		LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on,
+						  cg_f32(f, a->keep_scale),
 						  cg_f32(f, 1), "");
 		pd = LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j),
-				     LLVMBuildFMul(f->b, p, ks, ""), cg_f32(f, 0), "");
+				     LLVMBuildFMul(f->b, p, ks, ""),
+				     cg_f32(f, 0), "");
 	}
 	LLVMValueRef key = cg_add(f, cg_muli(f, r->n, a->K), j);
-	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key, a->dv), pt.dv)),
-		    r->grow, a->dv, pd, true);
+	cg_addattn_axpy(a,
+			cg_at(f, a->k->out,
+			      cg_addi(f, cg_muli(f, key, a->dv), pt.dv)),
+			r->grow, a->dv, pd, true);
 	if (r->is_masked)
 		return; /* dS is 0 where the forward wrote the fill */
 	LLVMValueRef D = cg_attn_get(b, ft, a->x);
-	LLVMValueRef ds = LLVMBuildFMul(f->b, p, LLVMBuildFSub(f->b, dropped_dp(a, r, j), D, ""),
+	LLVMValueRef ds = LLVMBuildFMul(f->b, p,
+					LLVMBuildFSub(f->b, dropped_dp(a, r, j),
+						      D, ""),
 					"");
 	ds = LLVMBuildFMul(f->b, ds, cg_f32(f, a->scale), "");
 	feat_cx c = {cg_splat(f, a->vw, ds),
-		     cg_at(f, a->k->out, cg_addi(f, cg_muli(f, key, a->H), pt.dk)),
-		     cg_at(f, a->k->out, cg_addi(f, cg_muli(f, r->n, a->H), pt.dw))};
+		     cg_at(f, a->k->out,
+			   cg_addi(f, cg_muli(f, key, a->H), pt.dk)),
+		     cg_at(f, a->k->out,
+			   cg_addi(f, cg_muli(f, r->n, a->H), pt.dw))};
 	cg_addattn_vec_loop(a, a->H, feature_vec, &c);
 	a->tb = tb;
 }
 
-static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
+static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
+			void *ud)
 {
 	cg_fn *f = a->f;
 	cg_loop l;
@@ -229,25 +266,29 @@ static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 	LLVMValueRef more = cg_attn_var(b, bt, LLVMConstInt(bt, 0, 0));
 	if (a->has_valid) {
 		cg_attn_set(b, more, cg_addattn_needs_masked(a));
-		LLVMBasicBlockRef join = cg_if_begin(f, cg_attn_get(b, bt, more));
+		LLVMBasicBlockRef join = cg_if_begin(f,
+						     cg_attn_get(b, bt, more));
 		r->is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), stats_block, r);
 		cg_if_end(f, join);
 	}
-	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1), cg_attn_get(b, ft, a->l), "");
+	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1),
+					 cg_attn_get(b, ft, a->l), "");
 	cg_attn_set(b, a->l, inv);
-	cg_attn_set(b, a->x, LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), inv, ""));
+	cg_attn_set(b, a->x,
+		    LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->x), inv, ""));
 	cg_attn_fill(b, a->dq, cg_i64(f, a->hpad), 0);
 	r->is_masked = false;
 	cg_addattn_blocks(a, cg_i64(f, 0), kv, grads_block, r);
 	if (a->has_valid) {
-		LLVMBasicBlockRef join = cg_if_begin(f, cg_attn_get(b, bt, more));
+		LLVMBasicBlockRef join = cg_if_begin(f,
+						     cg_attn_get(b, bt, more));
 		r->is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), grads_block, r);
 		cg_if_end(f, join);
 	}
-	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->H)), a->dq, a->H,
-		    cg_f32(f, 1), false);
+	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->H)), a->dq,
+			a->H, cg_f32(f, 1), false);
 }
 
 /* dkp, dwv and dv of batch n start at 0: the rows add into them. */
@@ -259,7 +300,9 @@ static void zero_batch(cg_addattn *a, LLVMValueRef n)
 	const int64_t base[3] = {pt.dk, pt.dw, pt.dv};
 	const int64_t len[3] = {a->K * a->H, a->H, a->K * a->dv};
 	for (int i = 0; i < 3; i++) {
-		LLVMValueRef p = cg_at(f, a->k->out, cg_addi(f, cg_muli(f, n, len[i]), base[i]));
+		LLVMValueRef p = cg_at(f, a->k->out,
+				       cg_addi(f, cg_muli(f, n, len[i]),
+					       base[i]));
 		LLVMBuildMemSet(f->b, p, zero, cg_i64(f, len[i] * 4), 4);
 	}
 }

@@ -43,14 +43,19 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 	}
 	LLVMValueRef m_at = cg_at(f, a->m, i), l_at = cg_at(f, a->l, i);
 	LLVMValueRef m_old = cg_load(f, m_at);
-	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_hmax(a, mx));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
+					    cg_attn_hmax(a, mx));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
+								  m_new, ""));
 	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j], ms, ""));
+		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
+								      ms, ""));
 		sum = j ? cg_fast(LLVMBuildFAdd(f->b, sum, p, ""), true) : p;
 		if (a->has_dropout)
-			p = LLVMBuildSelect(f->b, cg_attn_keep(a, b->n, b->q0, i, j0, j),
+			p = LLVMBuildSelect(f->b,
+					    cg_attn_keep(a, b->n, b->q0, i, j0,
+							 j),
 					    p, LLVMConstNull(vt), "");
 		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
 		cg_vstore(f, p, cg_at(f, a->sb, at), 4);
@@ -63,7 +68,9 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 	LLVMValueRef row = cg_muli(f, i, a->wpad);
 	for (int64_t c = 0; c < a->dv; c += a->vw) {
 		LLVMValueRef at = cg_at(f, a->acc, cg_addi(f, row, c));
-		cg_vstore(f, LLVMBuildFMul(f->b, cg_vload(f, a->vw, at, 4), as, ""), at, 4);
+		cg_vstore(f,
+			  LLVMBuildFMul(f->b, cg_vload(f, a->vw, at, 4), as, ""),
+			  at, 4);
 	}
 }
 
@@ -72,27 +79,43 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 {
 	const fwd_block *b = ud;
 	cg_fn *f = a->f;
-	LLVMValueRef jn = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
+	LLVMValueRef jn = cg_attn_min(a,
+				      LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
 				      a->bc);
-	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
+	cg_attn_pack(a, a->kt,
+		     cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
 		     a->d, a->H * a->d, jn);
-	cg_attn_prod s = {
-		.a = cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
-		.a_rs = a->H * a->d, .a_ts = 1,
-		.b = a->kt, .b_ts = a->bc, .c = a->sb, .c_rs = a->bc,
-		.width = a->bc, .is_b_padded = true, .is_c_padded = true,
-		.rows = b->rows, .len = cg_i64(f, a->d)};
+	cg_attn_prod s = {.a = cg_at(f, a->q,
+				     cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
+			  .a_rs = a->H * a->d,
+			  .a_ts = 1,
+			  .b = a->kt,
+			  .b_ts = a->bc,
+			  .c = a->sb,
+			  .c_rs = a->bc,
+			  .width = a->bc,
+			  .is_b_padded = true,
+			  .is_c_padded = true,
+			  .rows = b->rows,
+			  .len = cg_i64(f, a->d)};
 	cg_attn_prod_emit(a, &s);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	fwd_row(a, b, i, j0);
 	cg_loop_end(f, &l);
-	cg_attn_prod pv = {
-		.a = a->sb, .a_rs = a->bc, .a_ts = 1,
-		.b = cg_at(f, a->v, cg_attn_row(a, b->n, a->K, j0, a->dv)),
-		.b_ts = a->H * a->dv,
-		.c = a->acc, .c_rs = a->wpad, .width = a->dv,
-		.is_c_padded = true, .is_acc = true, .rows = b->rows, .len = jn};
+	cg_attn_prod pv = {.a = a->sb,
+			   .a_rs = a->bc,
+			   .a_ts = 1,
+			   .b = cg_at(f, a->v,
+				      cg_attn_row(a, b->n, a->K, j0, a->dv)),
+			   .b_ts = a->H * a->dv,
+			   .c = a->acc,
+			   .c_rs = a->wpad,
+			   .width = a->dv,
+			   .is_c_padded = true,
+			   .is_acc = true,
+			   .rows = b->rows,
+			   .len = jn};
 	cg_attn_prod_emit(a, &pv);
 }
 
@@ -102,15 +125,19 @@ static void fwd_store(cg_attn *a, const fwd_block *b)
 	cg_fn *f = a->f;
 	LLVMValueRef one = cg_f32(f, 1);
 	if (a->has_dropout)
-		one = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale), one, "");
+		one = LLVMBuildSelect(f->b, a->drop_on,
+				      cg_f32(f, a->keep_scale), one, "");
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	/* With no keys at all (K = 0) the unfused product is 0. */
 	LLVMValueRef sum = cg_load(f, cg_at(f, a->l, i));
 	LLVMValueRef inv = LLVMBuildFDiv(f->b, one, sum, "");
-	inv = LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOGT, sum, cg_f32(f, 0), ""),
+	inv = LLVMBuildSelect(f->b,
+			      LLVMBuildFCmp(f->b, LLVMRealOGT, sum,
+					    cg_f32(f, 0), ""),
 			      inv, cg_f32(f, 0), "");
-	LLVMValueRef row = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, i), a->dv);
+	LLVMValueRef row = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, i),
+				       a->dv);
 	cg_attn_scale_row(a, cg_at(f, a->k->out, row),
 			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->dv, inv);
 	cg_loop_end(f, &l);
@@ -126,7 +153,8 @@ static void fwd_body(cg_attn *a)
 	fwd_block b;
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->br);
-	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->br);
+	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""),
+			     a->br);
 	LLVMValueRef kmax = cg_attn_block_valid(a, b.n, b.q0, b.rows);
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);

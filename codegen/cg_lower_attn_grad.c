@@ -44,21 +44,40 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 				  LLVMValueRef j0)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef jn = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
+	LLVMValueRef jn = cg_attn_min(a,
+				      LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
 				      a->bc);
-	cg_attn_pack(a, a->kt, cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
+	cg_attn_pack(a, a->kt,
+		     cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
 		     a->d, a->H * a->d, jn);
-	cg_attn_pack(a, a->vt, cg_at(f, a->v, cg_attn_row(a, b->n, a->K, j0, a->dv)),
+	cg_attn_pack(a, a->vt,
+		     cg_at(f, a->v, cg_attn_row(a, b->n, a->K, j0, a->dv)),
 		     a->dv, a->H * a->dv, jn);
-	cg_attn_prod s = {
-		.a = b->qblk, .a_rs = a->H * a->d, .a_ts = 1, .b = a->kt, .b_ts = a->bc,
-		.c = a->sb, .c_rs = a->bc, .width = a->bc, .is_b_padded = true,
-		.is_c_padded = true, .rows = b->rows, .len = cg_i64(f, a->d)};
+	cg_attn_prod s = {.a = b->qblk,
+			  .a_rs = a->H * a->d,
+			  .a_ts = 1,
+			  .b = a->kt,
+			  .b_ts = a->bc,
+			  .c = a->sb,
+			  .c_rs = a->bc,
+			  .width = a->bc,
+			  .is_b_padded = true,
+			  .is_c_padded = true,
+			  .rows = b->rows,
+			  .len = cg_i64(f, a->d)};
 	cg_attn_prod_emit(a, &s);
-	cg_attn_prod dp = {
-		.a = b->gblk, .a_rs = a->H * a->dv, .a_ts = 1, .b = a->vt, .b_ts = a->bc,
-		.c = a->db, .c_rs = a->bc, .width = a->bc, .is_b_padded = true,
-		.is_c_padded = true, .rows = b->rows, .len = cg_i64(f, a->dv)};
+	cg_attn_prod dp = {.a = b->gblk,
+			   .a_rs = a->H * a->dv,
+			   .a_ts = 1,
+			   .b = a->vt,
+			   .b_ts = a->bc,
+			   .c = a->db,
+			   .c_rs = a->bc,
+			   .width = a->bc,
+			   .is_b_padded = true,
+			   .is_c_padded = true,
+			   .rows = b->rows,
+			   .len = cg_i64(f, a->dv)};
 	cg_attn_prod_emit(a, &dp);
 	return jn;
 }
@@ -75,7 +94,8 @@ static LLVMValueRef dropped_dp(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	if (!a->has_dropout)
 		return dp;
 	*keep = cg_attn_keep(a, b->n, b->q0, i, j0, j);
-	LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale),
+	LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on,
+					  cg_f32(f, a->keep_scale),
 					  cg_f32(f, 1), "");
 	dp = LLVMBuildFMul(f->b, dp, cg_splat(f, a->vw, ks), "");
 	return LLVMBuildSelect(f->b, *keep, dp, LLVMConstNull(vt), "");
@@ -94,12 +114,17 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef m_at = cg_at(f, a->m, i), l_at = cg_at(f, a->l, i),
 		     x_at = cg_at(f, a->x, i);
 	LLVMValueRef m_old = cg_load(f, m_at);
-	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old, cg_attn_hmax(a, mx));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
+					    cg_attn_hmax(a, mx));
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
+								  m_new, ""));
 	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j], ms, ""));
-		LLVMValueRef ex = LLVMBuildFMul(f->b, e, dropped_dp(a, b, i, j0, j, &keep), "");
+		LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
+								      ms, ""));
+		LLVMValueRef ex = LLVMBuildFMul(f->b, e,
+						dropped_dp(a, b, i, j0, j, &keep),
+						"");
 		se = j ? cg_fast(LLVMBuildFAdd(f->b, se, e, ""), true) : e;
 		sx = j ? cg_fast(LLVMBuildFAdd(f->b, sx, ex, ""), true) : ex;
 	}
@@ -130,7 +155,8 @@ static void finish_stats(cg_attn *a, const bwd_block *b)
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	LLVMValueRef l_at = cg_at(f, a->l, i), x_at = cg_at(f, a->x, i);
-	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1), cg_load(f, l_at), "");
+	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1), cg_load(f, l_at),
+					 "");
 	cg_store(f, inv, l_at);
 	cg_store(f, LLVMBuildFMul(f->b, cg_load(f, x_at), inv, ""), x_at);
 	cg_loop_end(f, &l);
@@ -149,18 +175,22 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
 		LLVMValueRef s = cg_attn_scores(a, i, j0, j);
-		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s, m, ""));
+		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s,
+								      m, ""));
 		p = LLVMBuildFMul(f->b, p, linv, "");
 		LLVMValueRef dp = dropped_dp(a, b, i, j0, j, &keep);
-		LLVMValueRef ds = LLVMBuildFMul(f->b, p, LLVMBuildFSub(f->b, dp, D, ""), "");
+		LLVMValueRef ds = LLVMBuildFMul(f->b, p,
+						LLVMBuildFSub(f->b, dp, D, ""),
+						"");
 		if (a->has_valid)
-			ds = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), ds,
-					     zero, "");
+			ds = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j),
+					     ds, zero, "");
 		ds = LLVMBuildFMul(f->b, ds, cg_const_real(vt, a->scale), "");
 		cg_vstore(f, ds, cg_at(f, a->db, at), 4);
 		if (keep) {
 			LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on,
-							  cg_f32(f, a->keep_scale),
+							  cg_f32(f,
+								 a->keep_scale),
 							  cg_f32(f, 1), "");
 			p = LLVMBuildFMul(f->b, p, cg_splat(f, a->vw, ks), "");
 			p = LLVMBuildSelect(f->b, keep, p, zero, "");
@@ -181,23 +211,42 @@ static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 		     vrow = cg_attn_row(a, b->n, a->K, j0, a->dv);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	int64_t ks = a->H * a->d, vs = a->H * a->dv;
-	cg_attn_prod dq = {
-		.a = a->db, .a_rs = a->bc, .a_ts = 1,
-		.b = cg_at(f, a->kk, krow), .b_ts = ks,
-		.c = a->acc, .c_rs = a->wpad, .width = a->d, .is_c_padded = true,
-		.is_acc = true, .rows = b->rows, .len = jn};
+	cg_attn_prod dq = {.a = a->db,
+			   .a_rs = a->bc,
+			   .a_ts = 1,
+			   .b = cg_at(f, a->kk, krow),
+			   .b_ts = ks,
+			   .c = a->acc,
+			   .c_rs = a->wpad,
+			   .width = a->d,
+			   .is_c_padded = true,
+			   .is_acc = true,
+			   .rows = b->rows,
+			   .len = jn};
 	cg_attn_prod_emit(a, &dq);
-	cg_attn_prod dk = {
-		.a = a->db, .a_rs = 1, .a_ts = a->bc, .b = b->qblk, .b_ts = ks,
-		.c = cg_at(f, a->k->out, cg_addi(f, krow, dk0)),
-		.c_rs = ks, .width = a->d, .is_acc = true, .rows = jn,
-		.len = b->rows};
+	cg_attn_prod dk = {.a = a->db,
+			   .a_rs = 1,
+			   .a_ts = a->bc,
+			   .b = b->qblk,
+			   .b_ts = ks,
+			   .c = cg_at(f, a->k->out, cg_addi(f, krow, dk0)),
+			   .c_rs = ks,
+			   .width = a->d,
+			   .is_acc = true,
+			   .rows = jn,
+			   .len = b->rows};
 	cg_attn_prod_emit(a, &dk);
-	cg_attn_prod dv = {
-		.a = a->sb, .a_rs = 1, .a_ts = a->bc, .b = b->gblk, .b_ts = vs,
-		.c = cg_at(f, a->k->out, cg_addi(f, vrow, dv0)),
-		.c_rs = vs, .width = a->dv, .is_acc = true, .rows = jn,
-		.len = b->rows};
+	cg_attn_prod dv = {.a = a->sb,
+			   .a_rs = 1,
+			   .a_ts = a->bc,
+			   .b = b->gblk,
+			   .b_ts = vs,
+			   .c = cg_at(f, a->k->out, cg_addi(f, vrow, dv0)),
+			   .c_rs = vs,
+			   .width = a->dv,
+			   .is_acc = true,
+			   .rows = jn,
+			   .len = b->rows};
 	cg_attn_prod_emit(a, &dv);
 }
 
@@ -206,7 +255,8 @@ static void grad_block(cg_attn *a, bwd_block *b)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, b->q0, a->d);
-	b->rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b->q0, ""), a->br);
+	b->rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b->q0, ""),
+			      a->br);
 	b->qblk = cg_at(f, a->q, qrow);
 	b->gblk = cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, b->q0, a->dv));
 	LLVMValueRef kmax = cg_attn_block_valid(a, b->n, b->q0, b->rows);
@@ -221,8 +271,11 @@ static void grad_block(cg_attn *a, bwd_block *b)
 	grads_keys(a, j0, b);
 	cg_loop_end(f, &l);
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
-	cg_attn_scale_row(a, cg_at(f, a->k->out, cg_add(f, qrow, cg_muli(f, i, a->H * a->d))),
-			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->d, cg_f32(f, 1));
+	cg_attn_scale_row(a,
+			  cg_at(f, a->k->out,
+				cg_add(f, qrow, cg_muli(f, i, a->H * a->d))),
+			  cg_at(f, a->acc, cg_muli(f, i, a->wpad)), a->d,
+			  cg_f32(f, 1));
 	cg_loop_end(f, &l);
 }
 
@@ -236,7 +289,8 @@ static void zero_rows(cg_attn *a, LLVMValueRef n, int64_t base, int64_t w)
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, rows), 1);
 	LLVMValueRef at = cg_addi(f, cg_attn_row(a, n, a->K, t, w), base);
-	LLVMBuildMemSet(f->b, cg_at(f, a->k->out, at), zero, cg_i64(f, len * 4), 4);
+	LLVMBuildMemSet(f->b, cg_at(f, a->k->out, at), zero, cg_i64(f, len * 4),
+			4);
 	cg_loop_end(f, &l);
 }
 

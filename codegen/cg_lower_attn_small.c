@@ -93,7 +93,8 @@ static LLVMValueRef dot_t(cg_attn *a, const LLVMValueRef *xt, LLVMValueRef row,
 	cg_fn *f = a->f;
 	LLVMValueRef acc = vconst(a, 0);
 	for (int64_t c = 0; c < w; c++)
-		acc = fma_v(a, xt[c], cg_splat(f, a->vw, cg_load(f, cg_ati(f, row, c))),
+		acc = fma_v(a, xt[c],
+			    cg_splat(f, a->vw, cg_load(f, cg_ati(f, row, c))),
 			    acc);
 	return acc;
 }
@@ -115,7 +116,8 @@ static LLVMValueRef score_t(cg_attn *a, const sblock *b, const LLVMValueRef *qt,
 	s = LLVMBuildFMul(f->b, s, vconst(a, a->scale), "");
 	if (!b->vl)
 		return s;
-	return LLVMBuildSelect(f->b, in_valid_t(a, b, k), s, vconst(a, a->fill), "");
+	return LLVMBuildSelect(f->b, in_valid_t(a, b, k), s, vconst(a, a->fill),
+			       "");
 }
 
 /* sum_k x[k] (k < K) added in the order in which the blocked kernels sum
@@ -127,7 +129,8 @@ static LLVMValueRef key_sum(cg_attn *a, const LLVMValueRef *x)
 	LLVMValueRef t[64] = {0};
 	for (int64_t k = 0; k < a->K; k++) {
 		int64_t i = k % a->vw;
-		t[i] = t[i] ? cg_fast(LLVMBuildFAdd(b, t[i], x[k], ""), true) : x[k];
+		t[i] = t[i] ? cg_fast(LLVMBuildFAdd(b, t[i], x[k], ""), true)
+			    : x[k];
 	}
 	for (unsigned w = a->vw / 2; w >= 1; w /= 2)
 		for (unsigned i = 0; i < w; i++) {
@@ -162,15 +165,20 @@ static LLVMValueRef block_keys(cg_attn *a, const sblock *b)
 	LLVMTypeRef it = cg_t_i32(f), vt = LLVMVectorType(it, a->vw);
 	LLVMValueRef in = cg_attn_lanes(a, b->rows);
 	LLVMValueRef hi = LLVMBuildSelect(f->b, in, b->vl,
-					  cg_const_int(vt, (uint64_t)INT32_MIN), "");
+					  cg_const_int(vt, (uint64_t)INT32_MIN),
+					  "");
 	LLVMValueRef lo = LLVMBuildSelect(f->b, in, b->vl,
-					  cg_const_int(vt, (uint64_t)INT32_MAX), "");
+					  cg_const_int(vt, (uint64_t)INT32_MAX),
+					  "");
 	hi = cg_intrinsic(f, "llvm.vector.reduce.smax", &vt, 1, &hi, 1);
 	lo = cg_intrinsic(f, "llvm.vector.reduce.smin", &vt, 1, &lo, 1);
 	LLVMValueRef k = LLVMConstInt(it, (uint64_t)a->K, 0);
-	hi = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, hi, k, ""), hi, k, "");
-	LLVMValueRef all = LLVMBuildICmp(f->b, LLVMIntSLE, lo, LLVMConstInt(it, 0, 0), "");
-	return LLVMBuildSExt(f->b, LLVMBuildSelect(f->b, all, k, hi, ""), cg_t_i64(f), "");
+	hi = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, hi, k, ""),
+			     hi, k, "");
+	LLVMValueRef all = LLVMBuildICmp(f->b, LLVMIntSLE, lo,
+					 LLVMConstInt(it, 0, 0), "");
+	return LLVMBuildSExt(f->b, LLVMBuildSelect(f->b, all, k, hi, ""),
+			     cg_t_i64(f), "");
 }
 
 /* Opens `if (k < kv)` around key k's code when the block may skip it;
@@ -180,8 +188,8 @@ static LLVMBasicBlockRef key_begin(cg_attn *a, const sblock *b, int64_t k)
 {
 	if (!b->kv || k == 0)
 		return NULL;
-	return cg_if_begin(a->f, LLVMBuildICmp(a->f->b, LLVMIntSLT, cg_i64(a->f, k),
-					       b->kv, ""));
+	return cg_if_begin(a->f, LLVMBuildICmp(a->f->b, LLVMIntSLT,
+					       cg_i64(a->f, k), b->kv, ""));
 }
 
 static void key_end(cg_attn *a, LLVMBasicBlockRef join)
@@ -241,9 +249,10 @@ static void scores_t(cg_attn *a, sblock *b, const LLVMValueRef *qt,
 	LLVMPositionBuilderAtEnd(f->b, head);
 	b->kv = cg_attn_get(a, it, kvar);
 	scores_visited(a, b, qt);
-	LLVMValueRef some = LLVMBuildICmp(f->b, LLVMIntSLT, b->kv, cg_i64(f, a->K), "");
-	LLVMBuildCondBr(f->b, LLVMBuildAnd(f->b, some, near_fill(a, b), ""), again,
-			done);
+	LLVMValueRef some = LLVMBuildICmp(f->b, LLVMIntSLT, b->kv,
+					  cg_i64(f, a->K), "");
+	LLVMBuildCondBr(f->b, LLVMBuildAnd(f->b, some, near_fill(a, b), ""),
+			again, done);
 	LLVMPositionBuilderAtEnd(f->b, again);
 	cg_attn_set(a, kvar, cg_i64(f, a->K));
 	LLVMBuildBr(f->b, head);
@@ -259,8 +268,8 @@ typedef void (*keys_fn)(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
  * blocks that visit every key (no test around each key's code, one
  * stretch of straight code) and one that skips keys past every row's
  * valid length, chosen at run time. */
-static void block_keys_code(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
-			    keys_fn fn, void *ud)
+static void block_keys_code(cg_attn *a, sblock *b,
+			    const LLVMValueRef *const *xt, keys_fn fn, void *ud)
 {
 	cg_fn *f = a->f;
 	b->vl = a->has_valid ? cg_attn_valid_t(a, b->n, b->q0, b->rows) : NULL;
@@ -271,7 +280,8 @@ static void block_keys_code(cg_attn *a, sblock *b, const LLVMValueRef *const *xt
 	}
 	LLVMBasicBlockRef some = cg_block(f, "kvs"), all = cg_block(f, "kva"),
 			  join = cg_block(f, "kvj");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, kv0, cg_i64(f, a->K), ""),
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntSLT, kv0, cg_i64(f, a->K), ""),
 			some, all);
 	LLVMPositionBuilderAtEnd(f->b, some);
 	fn(a, b, xt, kv0, ud);
@@ -288,8 +298,9 @@ static LLVMValueRef exp_key(cg_attn *a, const sblock *b, int64_t k,
 			    LLVMValueRef *keep)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, vget(a, b->sv[k]),
-							     b->m, ""));
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b,
+							      vget(a, b->sv[k]),
+							      b->m, ""));
 	cg_attn_set(a, b->sv[k], e);
 	*keep = NULL;
 	if (a->has_dropout) {
@@ -309,9 +320,12 @@ static void clear_skipped(cg_attn *a, sblock *b)
 		if (a->has_dropout)
 			b->kp[k] = cg_attn_var(a, bt, LLVMConstNull(bt));
 		if (b->kv && k > 0) {
-			LLVMValueRef skip = LLVMBuildICmp(f->b, LLVMIntSGE, cg_i64(f, k), b->kv, "");
-			cg_attn_set(a, b->sv[k], LLVMBuildSelect(f->b, skip, vconst(a, 0),
-								 vget(a, b->sv[k]), ""));
+			LLVMValueRef skip = LLVMBuildICmp(f->b, LLVMIntSGE,
+							  cg_i64(f, k), b->kv,
+							  "");
+			cg_attn_set(a, b->sv[k],
+				    LLVMBuildSelect(f->b, skip, vconst(a, 0),
+						    vget(a, b->sv[k]), ""));
 		}
 	}
 }
@@ -334,7 +348,8 @@ static LLVMValueRef keep_scale(cg_attn *a)
 	cg_fn *f = a->f;
 	LLVMValueRef one = cg_f32(f, 1);
 	if (a->has_dropout)
-		one = LLVMBuildSelect(f->b, a->drop_on, cg_f32(f, a->keep_scale), one, "");
+		one = LLVMBuildSelect(f->b, a->drop_on,
+				      cg_f32(f, a->keep_scale), one, "");
 	return cg_splat(f, a->vw, one);
 }
 
@@ -344,7 +359,8 @@ static LLVMValueRef keep_scale(cg_attn *a)
 static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w)
 {
 	for (int64_t v = 0; v * a->vw < w; v++)
-		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w, v * a->vw);
+		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w,
+					 v * a->vw);
 }
 
 /* acc[v] += x row[v] for the vectors of a row of width w, with x =
@@ -354,7 +370,8 @@ static void add_key(cg_attn *a, LLVMValueRef *acc, LLVMValueRef buf, int64_t k,
 {
 	cg_fn *f = a->f;
 	LLVMValueRef x = cg_splat(f, a->vw,
-				  cg_load(f, cg_at(f, buf, cg_addi(f, t, k * a->vw))));
+				  cg_load(f, cg_at(f, buf,
+						   cg_addi(f, t, k * a->vw))));
 	for (int64_t v = 0; v * a->vw < w; v++)
 		cg_attn_set(a, acc[v], fma_v(a, x, row[v], vget(a, acc[v])));
 }
@@ -386,12 +403,14 @@ static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 		e = dropped(a, keep, e, NULL);
 		LLVMValueRef vrow = key_row(a, a->v, b->n, k, a->dv);
 		for (int64_t c = 0; c < a->dv; c++) {
-			LLVMValueRef x = cg_splat(f, a->vw, cg_load(f, cg_ati(f, vrow, c)));
+			LLVMValueRef x = cg_splat(f, a->vw,
+						  cg_load(f, cg_ati(f, vrow, c)));
 			cg_attn_set(a, ot[c], fma_v(a, e, x, vget(a, ot[c])));
 		}
 		key_end(a, join);
 	}
-	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), key_sum_vars(a, b->sv), "");
+	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a),
+				       key_sum_vars(a, b->sv), "");
 	for (int64_t c = 0; c < a->dv; c++)
 		o[c] = LLVMBuildFMul(f->b, vget(a, ot[c]), r, "");
 	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->dv), o, a->dv,
@@ -417,7 +436,8 @@ static void sfwd_body(cg_attn *a)
 	sblock b = {0};
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
-	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->vw);
+	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""),
+			     a->vw);
 	sfwd_block(a, &b);
 	cg_loop_end(f, &l);
 }
@@ -445,8 +465,8 @@ typedef struct sgrads {
  * dp[k]) and D = sum_k P_k dP_k: the row sums the softmax's gradient
  * needs. */
 static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
-				 const LLVMValueRef *const *xt, LLVMValueRef kv0,
-				 LLVMValueRef *dp)
+				 const LLVMValueRef *const *xt,
+				 LLVMValueRef kv0, LLVMValueRef *dp)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
@@ -462,15 +482,18 @@ static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
 		LLVMValueRef e = exp_key(a, b, k, &keep);
-		LLVMValueRef x = dot_t(a, gt, key_row(a, a->v, b->n, k, a->dv), a->dv);
+		LLVMValueRef x = dot_t(a, gt, key_row(a, a->v, b->n, k, a->dv),
+				       a->dv);
 		x = dropped(a, keep, x, ks);
 		cg_attn_set(a, dp[k], x);
 		cg_attn_set(a, ex[k], LLVMBuildFMul(f->b, e, x, ""));
 		key_end(a, join);
 	}
-	LLVMValueRef rl = LLVMBuildFDiv(f->b, vconst(a, 1), key_sum_vars(a, b->sv), "");
+	LLVMValueRef rl = LLVMBuildFDiv(f->b, vconst(a, 1),
+					key_sum_vars(a, b->sv), "");
 	for (int64_t k = 0; k < a->K; k++)
-		cg_attn_set(a, b->sv[k], LLVMBuildFMul(f->b, vget(a, b->sv[k]), rl, ""));
+		cg_attn_set(a, b->sv[k],
+			    LLVMBuildFMul(f->b, vget(a, b->sv[k]), rl, ""));
 	return LLVMBuildFMul(f->b, key_sum_vars(a, ex), rl, "");
 }
 
@@ -488,13 +511,18 @@ static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 		LLVMBasicBlockRef join = key_begin(a, b, k);
 		LLVMValueRef p = vget(a, b->sv[k]);
 		LLVMValueRef ds = LLVMBuildFMul(f->b, p,
-						LLVMBuildFSub(f->b, vget(a, dp[k]), D, ""), "");
+						LLVMBuildFSub(f->b,
+							      vget(a, dp[k]), D,
+							      ""),
+						"");
 		if (b->vl)
-			ds = LLVMBuildSelect(f->b, in_valid_t(a, b, k), ds, vconst(a, 0), "");
+			ds = LLVMBuildSelect(f->b, in_valid_t(a, b, k), ds,
+					     vconst(a, 0), "");
 		ds = LLVMBuildFMul(f->b, ds, vconst(a, a->scale), "");
 		LLVMValueRef keep = ks ? cg_attn_get(a, bt, b->kp[k]) : NULL;
 		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->vw), 4);
-		cg_vstore(f, dropped(a, keep, p, ks), cg_ati(f, g->pd, k * a->vw), 4);
+		cg_vstore(f, dropped(a, keep, p, ks),
+			  cg_ati(f, g->pd, k * a->vw), 4);
 		key_end(a, join);
 	}
 }
@@ -509,10 +537,13 @@ static void sbwd_accumulate(cg_attn *a, const sblock *b, sgrads *g)
 	LLVMValueRef kr[CG_ATTN_SMALL_W / 4], dq[CG_ATTN_SMALL_W / 4];
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
-	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t), a->d);
+	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
+					a->d);
 	load_row(a, qv, cg_at(f, a->q, qrow), a->d);
-	load_row(a, gv, cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
-						  a->dv)), a->dv);
+	load_row(a, gv,
+		 cg_at(f, a->g,
+		       cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t), a->dv)),
+		 a->dv);
 	zero_row(a, dq, a->d);
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
@@ -524,8 +555,8 @@ static void sbwd_accumulate(cg_attn *a, const sblock *b, sgrads *g)
 	}
 	LLVMValueRef dst = cg_at(f, a->k->out, qrow);
 	for (int64_t v = 0; v * a->vw < a->d; v++)
-		cg_attn_store_part(a, vget(a, dq[v]), cg_ati(f, dst, v * a->vw), a->d,
-				   v * a->vw);
+		cg_attn_store_part(a, vget(a, dq[v]), cg_ati(f, dst, v * a->vw),
+				   a->d, v * a->vw);
 	cg_loop_end(f, &l);
 }
 
@@ -548,12 +579,15 @@ static void store_rows(cg_attn *a, LLVMValueRef n,
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
 	for (int64_t k = 0; k < a->K; k++) {
-		LLVMValueRef row = cg_at(f, a->k->out, cg_addi(f, cg_attn_row(a, n, a->K,
-									   cg_i64(f, k), w),
-							       base));
+		LLVMValueRef row = cg_at(f, a->k->out,
+					 cg_addi(f,
+						 cg_attn_row(a, n, a->K,
+							     cg_i64(f, k), w),
+						 base));
 		for (int64_t v = 0; v < nv; v++)
 			cg_attn_store_part(a, cg_attn_get(a, vt, acc[k][v]),
-					   cg_ati(f, row, v * a->vw), w, v * a->vw);
+					   cg_ati(f, row, v * a->vw), w,
+					   v * a->vw);
 	}
 }
 
@@ -572,12 +606,14 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
 	LLVMValueRef qb = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, nqb), 1);
 	sblock b = {.n = n, .q0 = cg_muli(f, qb, a->vw)};
-	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""), a->vw);
+	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""),
+			     a->vw);
 	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
 	const LLVMValueRef *xt[2] = {qt, gt};
-	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d, b.rows);
-	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv, a->H * a->dv,
+	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d,
 		       b.rows);
+	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv,
+		       a->H * a->dv, b.rows);
 	block_keys_code(a, &b, xt, sbwd_keys, g);
 	cg_loop_end(f, &l);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
@@ -589,7 +625,8 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 static void sbwd_body(cg_attn *a)
 {
 	cg_fn *f = a->f;
-	sgrads g = {.nd = (a->d + a->vw - 1) / a->vw, .ndv = (a->dv + a->vw - 1) / a->vw};
+	sgrads g = {.nd = (a->d + a->vw - 1) / a->vw,
+		    .ndv = (a->dv + a->vw - 1) / a->vw};
 	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	cg_loop l;

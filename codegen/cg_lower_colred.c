@@ -41,9 +41,9 @@ bool cg_lower_colred_fits(const cg_kernel *k, const cg_nest *n)
 	if (n->rank == 2)
 		return n->strides[0][0] == 0 && n->strides[0][1] == 1 &&
 		       n->dims[0] > CG_SUM_PLAIN && n->dims[1] > 0;
-	return n->rank == 3 && n->strides[0][0] != 0 &&
-	       n->strides[0][1] == 0 && n->strides[0][2] == 1 &&
-	       n->dims[1] > CG_SUM_PLAIN && n->dims[0] > 0 && n->dims[2] > 0;
+	return n->rank == 3 && n->strides[0][0] != 0 && n->strides[0][1] == 0 &&
+	       n->strides[0][2] == 1 && n->dims[1] > CG_SUM_PLAIN &&
+	       n->dims[0] > 0 && n->dims[2] > 0;
 }
 
 /* Array a's offset at row r, tile column j. */
@@ -73,7 +73,8 @@ static LLVMValueRef level(const colred *g, LLVMValueRef q)
 static void add_block(colred *g, LLVMValueRef r0, LLVMValueRef r1)
 {
 	cg_fn *f = &g->k->f;
-	LLVMBuildMemSet(f->b, g->tmp, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
+	LLVMBuildMemSet(f->b, g->tmp,
+			LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
 			cg_muli(f, g->w, 4), 64);
 	cg_loop lr, lj;
 	LLVMValueRef r = cg_loop_begin(f, &lr, r0, r1, 1);
@@ -143,9 +144,11 @@ void cg_lower_reduce_columns(cg_kernel *k, const cg_nest *n)
 	int lv = cg_lower_tree_levels((R + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK);
 	int64_t most = COLRED_FLOATS / (lv + 1) / 16 * 16;
 	g.tw = C < most ? C : most;
-	g.tmp = cg_entry_alloca(f, LLVMArrayType2(cg_t_f32(f), (uint64_t)g.tw), 64);
-	g.lv = cg_entry_alloca(f, LLVMArrayType2(cg_t_f32(f),
-						 (uint64_t)(g.tw * lv)), 64);
+	g.tmp = cg_entry_alloca(f, LLVMArrayType2(cg_t_f32(f), (uint64_t)g.tw),
+				64);
+	g.lv = cg_entry_alloca(f,
+			       LLVMArrayType2(cg_t_f32(f), (uint64_t)(g.tw * lv)),
+			       64);
 	k->extent = g.ro ? n->dims[0] : 1;
 	k->work = n->dims[0] * n->dims[1] * (g.ro ? n->dims[2] : 1);
 	cg_loop lo, lc;

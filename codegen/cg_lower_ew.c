@@ -85,9 +85,12 @@ void cg_lower_loop_keep(cg_fn *f, const cg_loop *l)
 {
 	LLVMMetadataRef tmp = LLVMTemporaryMDNode(f->ctx, NULL, 0);
 	const char *key = "llvm.loop.unroll.disable";
-	LLVMMetadataRef ops[2] = {
-		tmp, LLVMMDNodeInContext2(f->ctx, (LLVMMetadataRef[]){
-			LLVMMDStringInContext2(f->ctx, key, strlen(key))}, 1)};
+	LLVMMetadataRef ops[2] =
+		{tmp,
+		 LLVMMDNodeInContext2(f->ctx,
+				      (LLVMMetadataRef[]){LLVMMDStringInContext2(
+					      f->ctx, key, strlen(key))},
+				      1)};
 	LLVMMetadataRef id = LLVMMDNodeInContext2(f->ctx, ops, 2);
 	LLVMMetadataReplaceAllUsesWith(tmp, id); /* the loop id names itself */
 	LLVMBasicBlockRef latch = LLVMGetIncomingBlock(l->iv, 1);
@@ -199,14 +202,16 @@ static void store_out(cg_kernel *k, LLVMValueRef v, LLVMValueRef off)
  * values out of range (never poison). */
 static LLVMValueRef f2i(cg_fn *f, LLVMValueRef x)
 {
-	LLVMValueRef d = LLVMBuildFPExt(f->b, x, LLVMDoubleTypeInContext(f->ctx), "");
+	LLVMValueRef d = LLVMBuildFPExt(f->b, x,
+					LLVMDoubleTypeInContext(f->ctx), "");
 	LLVMTypeRef dt = LLVMDoubleTypeInContext(f->ctx);
 	LLVMValueRef lo = LLVMBuildFCmp(f->b, LLVMRealOGT, d,
 					LLVMConstReal(dt, -2147483649.0), "");
 	LLVMValueRef hi = LLVMBuildFCmp(f->b, LLVMRealOLT, d,
 					LLVMConstReal(dt, 2147483648.0), "");
 	LLVMValueRef ok = LLVMBuildAnd(f->b, lo, hi, "");
-	LLVMValueRef safe = LLVMBuildSelect(f->b, ok, d, LLVMConstReal(dt, 0), "");
+	LLVMValueRef safe = LLVMBuildSelect(f->b, ok, d, LLVMConstReal(dt, 0),
+					    "");
 	LLVMValueRef i = LLVMBuildFPToSI(f->b, safe, cg_t_i32(f), "");
 	return LLVMBuildSelect(f->b, ok, i, cg_i32(f, INT32_MIN), "");
 }
@@ -296,8 +301,8 @@ static LLVMValueRef i32_neg(cg_fn *f, LLVMValueRef x)
 static LLVMValueRef i32_abs(cg_fn *f, LLVMValueRef x)
 {
 	LLVMTypeRef t = LLVMTypeOf(x);
-	LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 0,
-						0)};
+	LLVMValueRef args[2] = {x, LLVMConstInt(LLVMInt1TypeInContext(f->ctx),
+						0, 0)};
 	return cg_intrinsic(f, "llvm.abs", &t, 1, args, 2);
 }
 
@@ -386,10 +391,8 @@ static LLVMValueRef i32_min(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 
 /* div and pow are f32 only (ir/shape_rules.c, IR_OPF_INT). */
 static const lower_f2 binary_i32[IR_OP_COUNT] = {
-	[IR_OP_ADD] = i32_add,
-	[IR_OP_SUB] = i32_sub,
-	[IR_OP_MUL] = i32_mul,
-	[IR_OP_MAXIMUM] = i32_max,
+	[IR_OP_ADD] = i32_add,     [IR_OP_SUB] = i32_sub,
+	[IR_OP_MUL] = i32_mul,     [IR_OP_MAXIMUM] = i32_max,
 	[IR_OP_MINIMUM] = i32_min,
 };
 
@@ -460,7 +463,8 @@ LLVMValueRef cg_lower_ew_value(cg_fn *f, const ir_node *n, ir_dtype in,
 	case IR_FAM_CAST:
 		return cast(f, in, n->type.dtype, v[0]);
 	case IR_FAM_SELECT: {
-		LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntNE, v[0], cg_i32(f, 0), "");
+		LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntNE, v[0],
+						cg_i32(f, 0), "");
 		return LLVMBuildSelect(f->b, is, v[1], v[2], "");
 	}
 	case IR_FAM_LEAF:
@@ -564,9 +568,11 @@ bool cg_lower_slice_fits(const cg_lower *L, const ir_graph *g, ir_id id)
 	int ax = n->attr.slice.axis;
 	if (n->attr.slice.end <= xd[ax])
 		return true;
-	ir_error(L->ctx, n->loc, "codegen: slice: range %lld:%lld does not fit "
-		 "axis %d of size %lld", (long long)n->attr.slice.start,
-		 (long long)n->attr.slice.end, ax, (long long)xd[ax]);
+	ir_error(L->ctx, n->loc,
+		 "codegen: slice: range %lld:%lld does not fit "
+		 "axis %d of size %lld",
+		 (long long)n->attr.slice.start, (long long)n->attr.slice.end,
+		 ax, (long long)xd[ax]);
 	return false;
 }
 
@@ -681,7 +687,8 @@ LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z)
 	z = LLVMBuildMul(b, z, cg_const_int(t, 0xbf58476d1ce4e5b9ull), "");
 	z = LLVMBuildXor(b, z, LLVMBuildLShr(b, z, cg_const_int(t, 27), ""), "");
 	z = LLVMBuildMul(b, z, cg_const_int(t, 0x94d049bb133111ebull), "");
-	return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, cg_const_int(t, 31), ""), "");
+	return LLVMBuildXor(b, z, LLVMBuildLShr(b, z, cg_const_int(t, 31), ""),
+			    "");
 }
 
 LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream)
@@ -691,9 +698,11 @@ LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream)
 						offsetof(attnrt_run, seed));
 	LLVMValueRef step = cg_kernel_run_field(k, cg_t_i64(f),
 						offsetof(attnrt_run, step));
-	LLVMValueRef s = LLVMBuildXor(f->b, LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
+	LLVMValueRef s = LLVMBuildXor(f->b,
+				      LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
 				      cg_i64(f, stream), "");
-	return cg_lower_mix64(f, LLVMBuildXor(f->b, seed, cg_lower_mix64(f, s), ""));
+	return cg_lower_mix64(f, LLVMBuildXor(f->b, seed, cg_lower_mix64(f, s),
+					      ""));
 }
 
 LLVMValueRef cg_lower_dropout_value(cg_fn *f, double p, LLVMValueRef key,
@@ -723,7 +732,8 @@ static void dropout_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const dropout_cx *d = ud;
 	LLVMValueRef x = cg_kernel_operand(k, 0, offs, NULL);
-	store_out(k, cg_lower_dropout_value(&k->f, d->p, d->key, NULL, offs[0], x),
+	store_out(k,
+		  cg_lower_dropout_value(&k->f, d->p, d->key, NULL, offs[0], x),
 		  offs[0]);
 }
 
@@ -739,7 +749,8 @@ bool cg_lower_dropout(cg_kernel *k)
 		return true;
 	}
 	dropout_cx d = {NULL, p};
-	LLVMBasicBlockRef train = cg_block(f, "train"), eval = cg_block(f, "eval");
+	LLVMBasicBlockRef train = cg_block(f, "train"),
+			  eval = cg_block(f, "eval");
 	LLVMBasicBlockRef done = cg_block(f, "done");
 	LLVMBuildCondBr(f->b, cg_kernel_is_training(k), train, eval);
 	LLVMPositionBuilderAtEnd(f->b, eval);

@@ -30,8 +30,9 @@ bool cg_lower_arange(cg_kernel *k)
 		LLVMBuildFMul(f->b, LLVMBuildSIToFP(f->b, i, f64, ""),
 			      cg_const_real(f64, k->node->attr.arange.step), ""),
 		"");
-	LLVMValueRef v = dt == IR_I32 ? LLVMBuildFPToSI(f->b, x, cg_t_i32(f), "")
-				      : LLVMBuildFPTrunc(f->b, x, cg_t_f32(f), "");
+	LLVMValueRef v = dt == IR_I32
+				 ? LLVMBuildFPToSI(f->b, x, cg_t_i32(f), "")
+				 : LLVMBuildFPTrunc(f->b, x, cg_t_f32(f), "");
 	cg_lower_store(f, dt, v, k->out, i);
 	cg_loop_end(f, &l);
 	return true;
@@ -50,12 +51,14 @@ bool cg_lower_one_hot(cg_kernel *k)
 	k->work = rows * n;
 	cg_loop rl, jl;
 	LLVMValueRef i = cg_loop_begin(f, &rl, k->lo, k->hi, 1);
-	LLVMValueRef id = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[0], i),
+	LLVMValueRef id = LLVMBuildSExt(f->b,
+					cg_lower_load(f, IR_I32, k->in[0], i),
 					cg_t_i64(f), "");
 	LLVMValueRef row = cg_muli(f, i, n);
 	LLVMValueRef j = cg_loop_begin(f, &jl, cg_i64(f, 0), cg_i64(f, n), 1);
 	LLVMValueRef hit = LLVMBuildICmp(f->b, LLVMIntEQ, j, id, "");
-	LLVMValueRef v = LLVMBuildSelect(f->b, hit, cg_f32(f, 1), cg_f32(f, 0), "");
+	LLVMValueRef v = LLVMBuildSelect(f->b, hit, cg_f32(f, 1), cg_f32(f, 0),
+					 "");
 	cg_lower_store(f, IR_F32, v, k->out, cg_add(f, row, j));
 	cg_loop_end(f, &jl);
 	cg_loop_end(f, &rl);
@@ -87,20 +90,27 @@ bool cg_lower_embedding_grad(cg_kernel *k)
 	zero_rows(k, D);
 	cg_loop il, jl;
 	LLVMValueRef i = cg_loop_begin(f, &il, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef id = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[0], i),
+	LLVMValueRef id = LLVMBuildSExt(f->b,
+					cg_lower_load(f, IR_I32, k->in[0], i),
 					cg_t_i64(f), "");
-	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, V), ""),
+	cg_kernel_fail_if(k,
+			  LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, V), ""),
 			  ATTNRT_ERR_INDEX);
-	LLVMValueRef mine = LLVMBuildAnd(
-		f->b, LLVMBuildICmp(f->b, LLVMIntSGE, id, k->lo, ""),
-		LLVMBuildICmp(f->b, LLVMIntSLT, id, k->hi, ""), "");
+	LLVMValueRef mine = LLVMBuildAnd(f->b,
+					 LLVMBuildICmp(f->b, LLVMIntSGE, id,
+						       k->lo, ""),
+					 LLVMBuildICmp(f->b, LLVMIntSLT, id,
+						       k->hi, ""),
+					 "");
 	LLVMBasicBlockRef join = cg_if_begin(f, mine);
 	LLVMValueRef dst = cg_muli(f, id, D), src = cg_muli(f, i, D);
 	LLVMValueRef j = cg_loop_begin(f, &jl, cg_i64(f, 0), cg_i64(f, D), 1);
 	LLVMValueRef at = cg_add(f, dst, j);
-	LLVMValueRef s = LLVMBuildFAdd(
-		f->b, cg_lower_load(f, IR_F32, k->out, at),
-		cg_lower_load(f, IR_F32, k->in[1], cg_add(f, src, j)), "");
+	LLVMValueRef s = LLVMBuildFAdd(f->b,
+				       cg_lower_load(f, IR_F32, k->out, at),
+				       cg_lower_load(f, IR_F32, k->in[1],
+						     cg_add(f, src, j)),
+				       "");
 	cg_lower_store(f, IR_F32, s, k->out, at);
 	cg_loop_end(f, &jl);
 	cg_if_end(f, join);

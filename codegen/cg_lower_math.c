@@ -71,7 +71,8 @@ static LLVMValueRef pow2(cg_fn *f, LLVMValueRef n, LLVMValueRef like)
 {
 	LLVMTypeRef it = LLVMTypeOf(n);
 	LLVMValueRef e = LLVMBuildAdd(f->b, n, cg_const_int(it, 127), "");
-	return LLVMBuildBitCast(f->b, LLVMBuildShl(f->b, e, cg_const_int(it, 23), ""),
+	return LLVMBuildBitCast(f->b,
+				LLVMBuildShl(f->b, e, cg_const_int(it, 23), ""),
 				LLVMTypeOf(like), "");
 }
 
@@ -88,21 +89,27 @@ LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x)
 			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
 				   fc(x, 0.5f)),
 			      NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, n, fc(x, 0.693359375f), ""),
+	LLVMValueRef r = LLVMBuildFSub(b, xc,
+				       LLVMBuildFMul(b, n, fc(x, 0.693359375f),
+						     ""),
 				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""), "");
+	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""),
+			  "");
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
 			      fc(x, 1));
 	/* y * 2^n as two exact scalings by 2^(n/2), each a normal float. */
 	LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_like(f, x), "");
-	LLVMValueRef n1 = LLVMBuildAShr(b, ni, cg_const_int(int_like(f, x), 1), "");
+	LLVMValueRef n1 = LLVMBuildAShr(b, ni, cg_const_int(int_like(f, x), 1),
+					"");
 	LLVMValueRef n2 = LLVMBuildSub(b, ni, n1, "");
 	y = LLVMBuildFMul(b, y, pow2(f, n1, x), "");
 	y = LLVMBuildFMul(b, y, pow2(f, n2, x), "");
 	/* Out of range: +inf above, 0 below; NaN stays NaN. */
-	LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, x, fc(x, 88.72283935546875f), "");
-	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, -87.33654022216797f), "");
+	LLVMValueRef big = LLVMBuildFCmp(b, LLVMRealOGT, x,
+					 fc(x, 88.72283935546875f), "");
+	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x,
+					   fc(x, -87.33654022216797f), "");
 	y = LLVMBuildSelect(b, big, fc(x, __builtin_inff()), y, "");
 	y = LLVMBuildSelect(b, small, fc(x, 0), y, "");
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
@@ -121,14 +128,20 @@ LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x)
 			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
 				   fc(x, 0.5f)),
 			      NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc, LLVMBuildFMul(b, n, fc(x, 0.693359375f), ""),
+	LLVMValueRef r = LLVMBuildFSub(b, xc,
+				       LLVMBuildFMul(b, n, fc(x, 0.693359375f),
+						     ""),
 				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""), "");
+	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""),
+			  "");
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
 			      fc(x, 1));
-	y = LLVMBuildFMul(b, y, pow2(f, LLVMBuildFPToSI(b, n, int_like(f, x), ""), x), "");
-	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, -87.33654022216797f), "");
+	y = LLVMBuildFMul(b, y,
+			  pow2(f, LLVMBuildFPToSI(b, n, int_like(f, x), ""), x),
+			  "");
+	LLVMValueRef small = LLVMBuildFCmp(b, LLVMRealOLT, x,
+					   fc(x, -87.33654022216797f), "");
 	return LLVMBuildSelect(b, small, fc(x, 0), y, "");
 }
 
@@ -139,10 +152,12 @@ LLVMValueRef cg_lower_tanh(cg_fn *f, LLVMValueRef x)
 	 * float32 tanh is 1 from 9.02 on, so x is clamped there and the
 	 * quotient, which rounds a few ulps either side of 1, to [-1, 1]. */
 	static const float P[5] = {1.0f, 1.3378350761265113e-1f,
-				   3.4923536382657872e-3f, 2.0554517171001407e-5f,
+				   3.4923536382657872e-3f,
+				   2.0554517171001407e-5f,
 				   1.3278107637241103e-8f};
 	static const float Q[5] = {1.0f, 4.6711671413478065e-1f,
-				   2.5864813912058413e-2f, 3.2802756421989562e-4f,
+				   2.5864813912058413e-2f,
+				   3.2802756421989562e-4f,
 				   7.7453538894601005e-7f};
 	LLVMBuilderRef b = f->b;
 	LLVMValueRef xc = call(f, "llvm.maxnum", x, fc(x, -9.1f));
@@ -164,10 +179,11 @@ LLVMValueRef cg_lower_sigmoid(cg_fn *f, LLVMValueRef x)
 	LLVMBuilderRef b = f->b;
 	LLVMValueRef ax = call(f, "llvm.fabs", x, NULL);
 	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFNeg(b, ax, ""));
-	LLVMValueRef r = LLVMBuildFDiv(b, fc(x, 1), LLVMBuildFAdd(b, fc(x, 1), e, ""),
-				       "");
+	LLVMValueRef r = LLVMBuildFDiv(b, fc(x, 1),
+				       LLVMBuildFAdd(b, fc(x, 1), e, ""), "");
 	LLVMValueRef is_neg = LLVMBuildFCmp(b, LLVMRealOLT, x, fc(x, 0), "");
-	LLVMValueRef y = LLVMBuildSelect(b, is_neg, LLVMBuildFMul(b, e, r, ""), r, "");
+	LLVMValueRef y = LLVMBuildSelect(b, is_neg, LLVMBuildFMul(b, e, r, ""),
+					 r, "");
 	LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
 	return LLVMBuildSelect(b, nan, x, y, "");
 }
@@ -189,18 +205,26 @@ LLVMValueRef cg_lower_erf(cg_fn *f, LLVMValueRef x)
 	 * (scripts/fit_erf.py, relative error 4e-8 and 1.2e-8 in exact
 	 * arithmetic); float32 erf is 1 from 3.92 on, so t is clamped to 4.
 	 * L(t) <= -1.8, where exp's cheaper half holds. */
-	static const float S[6] = {1.2837912277124730e-1f, -3.7612326732051433e-1f,
-				   1.1280183118734797e-1f, -2.6711379161173766e-2f,
-				   4.9176185704363659e-3f, -5.6316642854888746e-4f};
-	static const float L[9] = {2.9102933324745222e-4f, -1.1301197304572000e0f,
-				   -6.3201341926009053e-1f, -1.0990974869490348e-1f,
-				   2.6327533791995477e-2f, -4.7276919441012589e-3f,
-				   5.9020398092641646e-4f, -4.5298182585250019e-5f,
+	static const float S[6] = {1.2837912277124730e-1f,
+				   -3.7612326732051433e-1f,
+				   1.1280183118734797e-1f,
+				   -2.6711379161173766e-2f,
+				   4.9176185704363659e-3f,
+				   -5.6316642854888746e-4f};
+	static const float L[9] = {2.9102933324745222e-4f,
+				   -1.1301197304572000e0f,
+				   -6.3201341926009053e-1f,
+				   -1.0990974869490348e-1f,
+				   2.6327533791995477e-2f,
+				   -4.7276919441012589e-3f,
+				   5.9020398092641646e-4f,
+				   -4.5298182585250019e-5f,
 				   1.5998235217160017e-6f};
 	LLVMBuilderRef b = f->b;
 	LLVMValueRef ax = call(f, "llvm.fabs", x, NULL);
 	LLVMValueRef t = call(f, "llvm.minnum", ax, fc(x, 4));
-	LLVMValueRef small = fadd(f, fmul(f, t, horner(f, fmul(f, t, t), S, 6)), t);
+	LLVMValueRef small = fadd(f, fmul(f, t, horner(f, fmul(f, t, t), S, 6)),
+				  t);
 	LLVMValueRef e = cg_lower_exp_nonpos(f, horner(f, t, L, 9));
 	LLVMValueRef large = LLVMBuildFSub(b, fc(x, 1), e, "");
 	LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, t, fc(x, 1), "");

@@ -98,11 +98,14 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop ln, lk;
 	if (c->tb) {
 		/* C(m, n) = dot(A(m, :), B(n, :)), B stored n x k. */
-		LLVMValueRef n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
+		LLVMValueRef n = cg_loop_begin(f, &ln, cg_i64(f, 0),
+					       cg_i64(f, c->N), 1);
 		LLVMValueRef acc = var(k, cg_t_f32(f), cg_f32(f, 0));
 		LLVMValueRef brow = cg_add(f, offs[2], cg_muli(f, n, c->K));
-		LLVMValueRef kk = cg_loop_begin(f, &lk, cg_i64(f, 0), cg_i64(f, c->K), 1);
-		LLVMValueRef a = ldf(k, A, cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
+		LLVMValueRef kk = cg_loop_begin(f, &lk, cg_i64(f, 0),
+						cg_i64(f, c->K), 1);
+		LLVMValueRef a = ldf(k, A,
+				     cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
 		LLVMValueRef b = ldf(k, B, cg_add(f, brow, kk));
 		LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a, b, ""), true);
 		set(k, acc, fadd_r(f, get(k, cg_t_f32(f), acc), p));
@@ -115,13 +118,15 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
 	stf(k, cg_f32(f, 0), C, cg_add(f, offs[0], n));
 	cg_loop_end(f, &ln);
-	LLVMValueRef kk = cg_loop_begin(f, &lk, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef kk = cg_loop_begin(f, &lk, cg_i64(f, 0), cg_i64(f, c->K),
+					1);
 	LLVMValueRef a = ldf(k, A, cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
 	LLVMValueRef brow = cg_add(f, offs[2], cg_muli(f, kk, c->N));
 	n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
 	LLVMValueRef at = cg_add(f, offs[0], n);
-	LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a, ldf(k, B, cg_add(f, brow, n)),
-					       ""), false);
+	LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a,
+					       ldf(k, B, cg_add(f, brow, n)), ""),
+				 false);
 	stf(k, cg_fast(LLVMBuildFAdd(f->b, ldf(k, C, at), p, ""), false), C, at);
 	cg_loop_end(f, &ln);
 	cg_loop_end(f, &lk);
@@ -152,8 +157,11 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const gemm_cx *g = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef args[6] = {cg_at(f, k->in[0], offs[1]), cg_at(f, k->in[1], offs[2]),
-				cg_at(f, k->out, offs[0]), k->lo, k->hi,
+	LLVMValueRef args[6] = {cg_at(f, k->in[0], offs[1]),
+				cg_at(f, k->in[1], offs[2]),
+				cg_at(f, k->out, offs[0]),
+				k->lo,
+				k->hi,
 				cg_i64(f, g->parts)};
 	cg_call(f, g->fn, args, 6);
 }
@@ -164,7 +172,8 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 static bool has_zero_rows(const cg_kernel *k, uint32_t i)
 {
 	ir_id x = ir_arg(k->g, k->id, i);
-	while (k->g->nodes[x].op == IR_OP_RESHAPE || k->g->nodes[x].op == IR_OP_SLICE)
+	while (k->g->nodes[x].op == IR_OP_RESHAPE ||
+	       k->g->nodes[x].op == IR_OP_SLICE)
 		x = ir_arg(k->g, x, 0);
 	return (ir_op_table[k->g->nodes[x].op].flags & IR_OPF_ZERO_ROWS) != 0;
 }
@@ -183,7 +192,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 	cg_nest_simplify(bn);
 	int in = bn->rank - 1;
 	if (bn->rank == 1 && bn->strides[2][0] == 0 && !ta &&
-	    bn->strides[1][0] == c->M * c->K && bn->strides[0][0] == c->M * c->N) {
+	    bn->strides[1][0] == c->M * c->K &&
+	    bn->strides[0][0] == c->M * c->N) {
 		s.m *= bn->dims[0]; /* B shared: one tall product */
 		bn->dims[0] = 1;
 	} else if (bn->dims[in] > 1) {
@@ -202,7 +212,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 	    !cg_gemm_add(L->cm, name, &s)) {
 		ir_error(L->ctx, k->node->loc, "codegen: matmul: %s",
 			 cg_gemm_plan_make(&s, &plan, err, sizeof err)
-				 ? cg_module_error(L->cm) : err);
+				 ? cg_module_error(L->cm)
+				 : err);
 		return false;
 	}
 	strcat(name, ".range");
@@ -290,7 +301,8 @@ LLVMValueRef cg_lower_reduce_step(cg_fn *f, ir_op op, ir_dtype t,
 		return LLVMBuildSelect(f->b, gt, v, o, "");
 	}
 	if (op != IR_OP_MAX)
-		return is_ordered ? LLVMBuildFAdd(f->b, o, v, "") : fadd_r(f, o, v);
+		return is_ordered ? LLVMBuildFAdd(f->b, o, v, "")
+				  : fadd_r(f, o, v);
 	/* NaN wins, as in PyTorch. */
 	LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, o, "");
 	LLVMValueRef take = LLVMBuildOr(f->b, gt, is_nan(f, v), "");
@@ -303,7 +315,8 @@ static void reduce_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef o = cg_lower_load(&k->f, r->t, k->out, offs[0]);
 	LLVMValueRef v = cg_kernel_operand(k, 0, offs, NULL);
 	cg_lower_store(&k->f, r->t,
-		       cg_lower_reduce_step(&k->f, r->op, r->t, r->is_ordered, o, v),
+		       cg_lower_reduce_step(&k->f, r->op, r->t, r->is_ordered,
+					    o, v),
 		       k->out, offs[0]);
 }
 
@@ -354,8 +367,10 @@ bool cg_lower_reduce(cg_kernel *k)
 	}
 	cg_nest_add_operand(k, &n, 0, ax, -1);
 	ir_op op = k->node->op;
-	if (op == IR_OP_MAX && count == 0 && cg_lower_numel(k->L, &k->node->type)) {
-		ir_error(k->L->ctx, k->node->loc, "codegen: max: reduction over "
+	if (op == IR_OP_MAX && count == 0 &&
+	    cg_lower_numel(k->L, &k->node->type)) {
+		ir_error(k->L->ctx, k->node->loc,
+			 "codegen: max: reduction over "
 			 "an empty axis");
 		return false;
 	}
@@ -385,7 +400,8 @@ bool cg_lower_reduce(cg_kernel *k)
 	ir_dtype t = k->node->type.dtype;
 	reduce_cx rc = {op, t, NULL, true};
 	if (op == IR_OP_MAX)
-		rc.value = t == IR_I32 ? cg_i32(f, INT32_MIN) : cg_f32(f, -INFINITY);
+		rc.value = t == IR_I32 ? cg_i32(f, INT32_MIN)
+				       : cg_f32(f, -INFINITY);
 	else
 		rc.value = t == IR_I32 ? cg_i32(f, 0) : cg_f32(f, 0);
 	cg_nest_emit(k, &init, lo, hi_init, reduce_init, &rc);
@@ -415,9 +431,11 @@ static void argmax_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef bv = var(k, et, cg_lower_load(f, a->t, k->in[0], offs[1]));
 	LLVMValueRef best = var(k, cg_t_i64(f), cg_i64(f, 0));
 	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 1), cg_i64(f, a->len), 1);
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 1), cg_i64(f, a->len),
+				       1);
 	LLVMValueRef v = cg_lower_load(f, a->t, k->in[0],
-				       cg_add(f, offs[1], cg_muli(f, j, a->stride)));
+				       cg_add(f, offs[1],
+					      cg_muli(f, j, a->stride)));
 	LLVMValueRef b = get(k, et, bv), take;
 	if (a->t == IR_I32) {
 		take = LLVMBuildICmp(f->b, LLVMIntSGT, v, b, "");
@@ -427,9 +445,11 @@ static void argmax_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 				    LLVMBuildOr(f->b, gt, is_nan(f, v), ""), "");
 	}
 	set(k, bv, LLVMBuildSelect(f->b, take, v, b, ""));
-	set(k, best, LLVMBuildSelect(f->b, take, j, get(k, cg_t_i64(f), best), ""));
+	set(k, best,
+	    LLVMBuildSelect(f->b, take, j, get(k, cg_t_i64(f), best), ""));
 	cg_loop_end(f, &l);
-	LLVMValueRef r = LLVMBuildTrunc(f->b, get(k, cg_t_i64(f), best), cg_t_i32(f), "");
+	LLVMValueRef r = LLVMBuildTrunc(f->b, get(k, cg_t_i64(f), best),
+					cg_t_i32(f), "");
 	cg_lower_store(f, IR_I32, r, k->out, offs[0]);
 }
 
@@ -447,8 +467,8 @@ static void split_axis(const int64_t *dims, int rank, int ax, int64_t *outer,
 
 /* A nest over (outer, inner) with arrays 0 (out) and 1 (x) at the line
  * starts: out has out_len per line, x has x_len. */
-static void line_nest(cg_nest *n, int64_t outer, int64_t inner,
-		      int64_t out_len, int64_t x_len)
+static void line_nest(cg_nest *n, int64_t outer, int64_t inner, int64_t out_len,
+		      int64_t x_len)
 {
 	memset(n, 0, sizeof *n);
 	n->rank = 2;
@@ -468,7 +488,8 @@ bool cg_lower_argmax(cg_kernel *k)
 	int ax = __builtin_ctz(k->node->attr.reduce.axes);
 	split_axis(xd, r, ax, &outer, &len, &inner);
 	if (len == 0 && outer * inner > 0) {
-		ir_error(k->L->ctx, k->node->loc, "codegen: argmax: reduction "
+		ir_error(k->L->ctx, k->node->loc,
+			 "codegen: argmax: reduction "
 			 "over an empty axis");
 		return false;
 	}
@@ -526,7 +547,8 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMTypeRef ft = cg_t_f32(f);
 	LLVMValueRef valid = cg_i64(f, c->K);
 	if (c->is_masked)
-		valid = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], offs[1]),
+		valid = LLVMBuildSExt(f->b,
+				      cg_lower_load(f, IR_I32, k->in[1], offs[1]),
 				      cg_t_i64(f), "");
 	LLVMValueRef mx = var(k, ft, cg_f32(f, -INFINITY));
 	cg_loop l;
@@ -542,19 +564,23 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef e = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, ldf(k, k->out, at),
-							       m, ""));
+	LLVMValueRef e = cg_lower_exp_shifted(f,
+					      LLVMBuildFSub(f->b,
+							    ldf(k, k->out, at),
+							    m, ""));
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	if (!c->is_log)
 		stf(k, e, k->out, at);
 	cg_loop_end(f, &l);
 	LLVMValueRef s = get(k, ft, sum);
-	LLVMValueRef lse = c->is_log ? cg_lower_fcall(f, "llvm.log", s, NULL) : NULL;
+	LLVMValueRef lse = c->is_log ? cg_lower_fcall(f, "llvm.log", s, NULL)
+				     : NULL;
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	at = cg_add(f, offs[0], j);
 	v = ldf(k, k->out, at);
-	v = c->is_log ? LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, v, m, ""), lse, "")
-		      : LLVMBuildFDiv(f->b, v, s, "");
+	v = c->is_log
+		    ? LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, v, m, ""), lse, "")
+		    : LLVMBuildFDiv(f->b, v, s, "");
 	stf(k, v, k->out, at);
 	cg_loop_end(f, &l);
 }
@@ -580,7 +606,8 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
 	LLVMTypeRef ft = cg_t_f32(f);
-	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)), sq = var(k, ft, cg_f32(f, 0));
+	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)),
+		     sq = var(k, ft, cg_f32(f, 0));
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
@@ -590,20 +617,24 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop_end(f, &l);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->out, cg_add(f, offs[0], j)),
+	LLVMValueRef d = LLVMBuildFSub(f->b,
+				       ldf(k, k->out, cg_add(f, offs[0], j)),
 				       mean, "");
 	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
 	set(k, sq, fadd_r(f, get(k, ft, sq), d2));
 	cg_loop_end(f, &l);
-	LLVMValueRef v = LLVMBuildFAdd(
-		f->b, LLVMBuildFDiv(f->b, get(k, ft, sq), Kf, ""), cg_f32(f, c->eps), "");
+	LLVMValueRef v = LLVMBuildFAdd(f->b,
+				       LLVMBuildFDiv(f->b, get(k, ft, sq), Kf,
+						     ""),
+				       cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
 	d = LLVMBuildFSub(f->b, ldf(k, k->out, at), mean, "");
 	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
 				       ldf(k, k->in[1], j), "");
-	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j), ""),
+	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
+				  ""),
 		    false);
 	stf(k, y, k->out, at);
 	cg_loop_end(f, &l);
@@ -630,14 +661,19 @@ static void embedding_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const embed_cx *e = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef id = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[0], offs[1]),
+	LLVMValueRef id = LLVMBuildSExt(f->b,
+					cg_lower_load(f, IR_I32, k->in[0],
+						      offs[1]),
 					cg_t_i64(f), "");
-	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, e->V), ""),
+	cg_kernel_fail_if(k,
+			  LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, e->V),
+					""),
 			  ATTNRT_ERR_INDEX);
 	LLVMValueRef row = cg_muli(f, id, e->D);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, e->D), 1);
-	stf(k, ldf(k, k->in[1], cg_add(f, row, j)), k->out, cg_add(f, offs[0], j));
+	stf(k, ldf(k, k->in[1], cg_add(f, row, j)), k->out,
+	    cg_add(f, offs[0], j));
 	cg_loop_end(f, &l);
 }
 
@@ -660,13 +696,15 @@ typedef struct sort_cx {
 } sort_cx;
 
 /* a < b in the order of torch.sort: ascending, NaN last. */
-static LLVMValueRef sort_less(cg_fn *f, ir_dtype t, LLVMValueRef a, LLVMValueRef b)
+static LLVMValueRef sort_less(cg_fn *f, ir_dtype t, LLVMValueRef a,
+			      LLVMValueRef b)
 {
 	if (t == IR_I32)
 		return LLVMBuildICmp(f->b, LLVMIntSLT, a, b, "");
 	LLVMValueRef lt = LLVMBuildFCmp(f->b, LLVMRealOLT, a, b, "");
 	LLVMValueRef a_num = LLVMBuildFCmp(f->b, LLVMRealORD, a, a, "");
-	return LLVMBuildAnd(f->b, a_num, LLVMBuildOr(f->b, lt, is_nan(f, b), ""), "");
+	return LLVMBuildAnd(f->b, a_num,
+			    LLVMBuildOr(f->b, lt, is_nan(f, b), ""), "");
 }
 
 /* Insertion sort of the line at offs[0] after copying it from offs[1]. */
@@ -675,14 +713,17 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	const sort_cx *s = ud;
 	cg_fn *f = &k->f;
 	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len), 1);
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len),
+				       1);
 	LLVMValueRef step = cg_muli(f, j, s->stride);
-	cg_lower_store(f, s->t, cg_lower_load(f, s->t, k->in[0], cg_add(f, offs[1], step)),
+	cg_lower_store(f, s->t,
+		       cg_lower_load(f, s->t, k->in[0], cg_add(f, offs[1], step)),
 		       k->out, cg_add(f, offs[0], step));
 	cg_loop_end(f, &l);
 	j = cg_loop_begin(f, &l, cg_i64(f, 1), cg_i64(f, s->len), 1);
 	LLVMValueRef v = cg_lower_load(f, s->t, k->out,
-				       cg_add(f, offs[0], cg_muli(f, j, s->stride)));
+				       cg_add(f, offs[0],
+					      cg_muli(f, j, s->stride)));
 	LLVMValueRef pos = var(k, cg_t_i64(f), j);
 	LLVMBasicBlockRef head = cg_block(f, "ins"), body = cg_block(f, "shift"),
 			  done = cg_block(f, "place");
@@ -690,11 +731,14 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMPositionBuilderAtEnd(f->b, head);
 	LLVMValueRef p = get(k, cg_t_i64(f), pos);
 	LLVMValueRef prev_i = LLVMBuildSub(f->b, p, cg_i64(f, 1), "");
-	LLVMValueRef pos_ok = LLVMBuildICmp(f->b, LLVMIntSGT, p, cg_i64(f, 0), "");
-	LLVMValueRef safe = LLVMBuildSelect(f->b, pos_ok, prev_i, cg_i64(f, 0), "");
+	LLVMValueRef pos_ok = LLVMBuildICmp(f->b, LLVMIntSGT, p, cg_i64(f, 0),
+					    "");
+	LLVMValueRef safe = LLVMBuildSelect(f->b, pos_ok, prev_i, cg_i64(f, 0),
+					    "");
 	LLVMValueRef prev_at = cg_add(f, offs[0], cg_muli(f, safe, s->stride));
 	LLVMValueRef prev = cg_lower_load(f, s->t, k->out, prev_at);
-	LLVMValueRef go = LLVMBuildAnd(f->b, pos_ok, sort_less(f, s->t, v, prev), "");
+	LLVMValueRef go = LLVMBuildAnd(f->b, pos_ok,
+				       sort_less(f, s->t, v, prev), "");
 	LLVMBuildCondBr(f->b, go, body, done);
 	LLVMPositionBuilderAtEnd(f->b, body);
 	cg_lower_store(f, s->t, prev, k->out,
@@ -702,7 +746,8 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	set(k, pos, prev_i);
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
-	cg_lower_store(f, s->t, v, k->out, cg_add(f, offs[0], cg_muli(f, p, s->stride)));
+	cg_lower_store(f, s->t, v, k->out,
+		       cg_add(f, offs[0], cg_muli(f, p, s->stride)));
 	cg_loop_end(f, &l);
 }
 
@@ -729,11 +774,13 @@ bool cg_lower_mse_loss(cg_kernel *k)
 	LLVMValueRef sum = var(k, ft, cg_f32(f, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->in[0], i), ldf(k, k->in[1], i), "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, ldf(k, k->in[0], i),
+				       ldf(k, k->in[1], i), "");
 	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
 	set(k, sum, fadd_r(f, get(k, ft, sum), d2));
 	cg_loop_end(f, &l);
-	LLVMValueRef r = n ? LLVMBuildFDiv(f->b, get(k, ft, sum), cg_f32(f, (float)n), "")
+	LLVMValueRef r = n ? LLVMBuildFDiv(f->b, get(k, ft, sum),
+					   cg_f32(f, (float)n), "")
 			   : cg_f32(f, NAN);
 	stf(k, r, k->out, cg_i64(f, 0));
 	k->extent = 1;
@@ -746,9 +793,11 @@ bool cg_lower_mse_loss(cg_kernel *k)
 static LLVMValueRef row_label(cg_kernel *k, const row_cx *c, LLVMValueRef off)
 {
 	cg_fn *f = &k->f;
-	LLVMValueRef y = LLVMBuildSExt(f->b, cg_lower_load(f, IR_I32, k->in[1], off),
+	LLVMValueRef y = LLVMBuildSExt(f->b,
+				       cg_lower_load(f, IR_I32, k->in[1], off),
 				       cg_t_i64(f), "");
-	cg_kernel_fail_if(k, LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
+	cg_kernel_fail_if(k,
+			  LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
 			  ATTNRT_ERR_INDEX);
 	return y;
 }
@@ -802,9 +851,10 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	set(k, sum, fadd_r(f, get(k, ft, sum), e));
 	cg_loop_end(f, &l);
 	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
-	LLVMValueRef ls = LLVMBuildFSub(
-		f->b, LLVMBuildFSub(f->b, xy, m, ""),
-		cg_lower_fcall(f, "llvm.log", get(k, ft, sum), NULL), "");
+	LLVMValueRef ls = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, xy, m, ""),
+					cg_lower_fcall(f, "llvm.log",
+						       get(k, ft, sum), NULL),
+					"");
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, offs[0]);
 }
 
@@ -825,21 +875,29 @@ bool cg_lower_cross_entropy(cg_kernel *k)
  * masked token: most of a padded batch) and whose sum is not NaN (every
  * e finite) is copysign(0, g) but at the label, which is computed as in
  * the full pass: the same bits without the divisions. */
-static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0, LLVMValueRef out0,
-		      LLVMValueRef s, LLVMValueRef y, LLVMValueRef gr)
+static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0,
+		      LLVMValueRef out0, LLVMValueRef s, LLVMValueRef y,
+		      LLVMValueRef gr)
 {
 	cg_fn *f = &k->f;
-	LLVMBasicBlockRef zero = cg_block(f, "ce.zero"), full = cg_block(f, "ce.full");
+	LLVMBasicBlockRef zero = cg_block(f, "ce.zero"),
+			  full = cg_block(f, "ce.full");
 	LLVMBasicBlockRef done = cg_block(f, "ce.done");
-	LLVMValueRef is_zero = LLVMBuildAnd(
-		f->b, LLVMBuildFCmp(f->b, LLVMRealOEQ, gr, cg_f32(f, 0), ""),
-		LLVMBuildFCmp(f->b, LLVMRealORD, s, s, ""), "");
+	LLVMValueRef is_zero = LLVMBuildAnd(f->b,
+					    LLVMBuildFCmp(f->b, LLVMRealOEQ, gr,
+							  cg_f32(f, 0), ""),
+					    LLVMBuildFCmp(f->b, LLVMRealORD, s,
+							  s, ""),
+					    "");
 	LLVMBuildCondBr(f->b, is_zero, zero, full);
 	cg_loop l;
 	LLVMPositionBuilderAtEnd(f->b, zero);
-	LLVMValueRef py = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, y)), s, "");
-	LLVMValueRef dy = LLVMBuildFMul(f->b, LLVMBuildFSub(f->b, py, cg_f32(f, 1), ""),
-					gr, ""); /* read before e0 may be written */
+	LLVMValueRef py = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, y)),
+					s, "");
+	LLVMValueRef dy = LLVMBuildFMul(f->b,
+					LLVMBuildFSub(f->b, py, cg_f32(f, 1), ""),
+					gr,
+					""); /* read before e0 may be written */
 	LLVMValueRef z = cg_lower_fcall(f, "llvm.copysign", cg_f32(f, 0), gr);
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, K), 1);
 	stf(k, z, k->out, cg_add(f, out0, j));
@@ -848,8 +906,11 @@ static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0, LLVMValueRef out
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, full);
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, K), 1);
-	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, j)), s, "");
-	LLVMValueRef oh = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, j, y, ""),
+	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, j)),
+				       s, "");
+	LLVMValueRef oh = LLVMBuildSelect(f->b,
+					  LLVMBuildICmp(f->b, LLVMIntEQ, j, y,
+							""),
 					  cg_f32(f, 1), cg_f32(f, 0), "");
 	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
 	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, cg_add(f, out0, j));
@@ -912,7 +973,8 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef ex = cg_add(f, offs[0], cg_i64(f, c->part));
 	LLVMValueRef m = row_max(k, &c->r, offs), sum = var(k, ft, cg_f32(f, 0));
 	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K), 1);
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K),
+				       1);
 	LLVMValueRef e = cg_lower_exp_shifted(
 		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
 	stf(k, e, k->out, cg_add(f, ex, j));
@@ -921,9 +983,9 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef s = get(k, ft, sum);
 	grad_pass(k, c->r.K, ex, offs[0], s, y, gr);
 	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
-	LLVMValueRef ls = LLVMBuildFSub(
-		f->b, LLVMBuildFSub(f->b, xy, m, ""),
-		cg_lower_fcall(f, "llvm.log", s, NULL), "");
+	LLVMValueRef ls = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, xy, m, ""),
+					cg_lower_fcall(f, "llvm.log", s, NULL),
+					"");
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, ex);
 }
 

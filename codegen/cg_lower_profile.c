@@ -84,8 +84,8 @@ static double node_bytes(const entry_gen *e, ir_id id, const node_call *c)
 	uint32_t n = 0;
 	for (uint32_t a = 0; a < g->nodes[id].n_args; a++) {
 		ir_id x = ir_arg(g, id, a);
-		if (!pass_fuse_ew_is_in(e->plan.into, x, id) && !seen(read, n, x) &&
-		    n < 2 * CG_KERNEL_MAX_IN)
+		if (!pass_fuse_ew_is_in(e->plan.into, x, id) &&
+		    !seen(read, n, x) && n < 2 * CG_KERNEL_MAX_IN)
 			read[n++] = x;
 	}
 	for (uint32_t i = 0; i < c->n_extra; i++)
@@ -112,7 +112,8 @@ static uint32_t fused_into(const entry_gen *e, ir_id id, bool *in)
 			continue;
 		for (uint32_t a = 0; a < g->nodes[u].n_args; a++) {
 			ir_id x = ir_arg(g, u, a);
-			if (x < u && !in[x] && pass_fuse_ew_is_in(e->plan.into, x, u)) {
+			if (x < u && !in[x] &&
+			    pass_fuse_ew_is_in(e->plan.into, x, u)) {
 				in[x] = true;
 				n++;
 			}
@@ -136,7 +137,8 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 		ir_free(e->L->ctx, in);
 		return false;
 	}
-	(*sites)[0] = (cg_profile_site){.node = IR_NONE, .kind = e->fn->name,
+	(*sites)[0] = (cg_profile_site){.node = IR_NONE,
+					.kind = e->fn->name,
 					.loc = e->fn->loc};
 	uint32_t s = 1;
 	for (ir_id i = 0; i < g->n_nodes; i++) {
@@ -144,11 +146,13 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 		if (!ks[i].ref.fn)
 			continue;
 		const ir_node *nd = &g->nodes[i];
-		(*sites)[s] = (cg_profile_site){
-			.node = i, .kind = ir_op_table[nd->op].name,
-			.n_fused = fused_into(e, i, in), .loc = nd->loc,
-			.flops = node_flops(e->L, g, i),
-			.bytes = node_bytes(e, i, &ks[i])};
+		(*sites)[s] = (cg_profile_site){.node = i,
+						.kind = ir_op_table[nd->op].name,
+						.n_fused = fused_into(e, i, in),
+						.loc = nd->loc,
+						.flops = node_flops(e->L, g, i),
+						.bytes = node_bytes(e, i,
+								    &ks[i])};
 		(*site_of)[i] = s++;
 	}
 	ir_free(e->L->ctx, in);
@@ -156,7 +160,8 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 	char name[300];
 	snprintf(name, sizeof name, "%s.profile", symbol);
 	LLVMContextRef c = LLVMGetModuleContext(e->L->mod);
-	LLVMTypeRef t = LLVMArrayType2(LLVMInt64TypeInContext(c), 2 * (uint64_t)n);
+	LLVMTypeRef t = LLVMArrayType2(LLVMInt64TypeInContext(c),
+				       2 * (uint64_t)n);
 	e->prof = LLVMAddGlobal(e->L->mod, t, name);
 	LLVMSetInitializer(e->prof, LLVMConstNull(t));
 	LLVMSetAlignment(e->prof, 64);
@@ -174,7 +179,8 @@ LLVMValueRef cg_profile_start(entry_gen *e)
 static void add_at(cg_fn *f, LLVMValueRef counters, uint64_t i, LLVMValueRef v)
 {
 	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_i64(f), counters,
-						&(LLVMValueRef){cg_i64(f, (int64_t)i)},
+						&(LLVMValueRef){
+							cg_i64(f, (int64_t)i)},
 						1, "");
 	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpAdd, at, v,
 			   LLVMAtomicOrderingMonotonic, 0);
@@ -185,10 +191,12 @@ void cg_profile_add(entry_gen *e, uint32_t site, LLVMValueRef t0, bool is_call)
 	if (!t0)
 		return;
 	cg_fn *f = &e->f;
-	LLVMValueRef t1 = cg_intrinsic(f, "llvm.readcyclecounter", NULL, 0, NULL, 0);
+	LLVMValueRef t1 = cg_intrinsic(f, "llvm.readcyclecounter", NULL, 0,
+				       NULL, 0);
 	if (is_call)
 		add_at(f, e->prof, 2 * (uint64_t)site, cg_i64(f, 1));
-	add_at(f, e->prof, 2 * (uint64_t)site + 1, LLVMBuildSub(f->b, t1, t0, ""));
+	add_at(f, e->prof, 2 * (uint64_t)site + 1,
+	       LLVMBuildSub(f->b, t1, t0, ""));
 }
 
 void cg_profile_clock_fn(cg_lower *L, const char *name)
@@ -196,7 +204,8 @@ void cg_profile_clock_fn(cg_lower *L, const char *name)
 	cg_fn f;
 	LLVMContextRef c = LLVMGetModuleContext(L->mod);
 	cg_fn_begin(&f, L->mod, name,
-		    LLVMFunctionType(LLVMInt64TypeInContext(c), NULL, 0, 0), false);
+		    LLVMFunctionType(LLVMInt64TypeInContext(c), NULL, 0, 0),
+		    false);
 	LLVMBuildRet(f.b, cg_intrinsic(&f, "llvm.readcyclecounter", NULL, 0,
 				       NULL, 0));
 	cg_fn_end(&f);

@@ -43,13 +43,13 @@ typedef struct rowred {
 	const cg_nest *n; /* (rows, K): array 0 the output, then the leaves */
 	ir_op op;
 	ir_dtype t;
-	unsigned vw;      /* lanes: rows per group */
-	int64_t K, wp;    /* row length; tile row stride (a block, padded) */
-	LLVMTypeRef et, vt;   /* element and <vw x element> */
-	LLVMValueRef tile;    /* vw x wp elements on the stack */
-	LLVMValueRef acc;     /* variable of vt: a lane per row of the group */
-	LLVMValueRef lv;      /* the tree's levels, a vt each (long rows) */
-	LLVMValueRef r0, nr;  /* the group's first row and its row count */
+	unsigned vw;         /* lanes: rows per group */
+	int64_t K, wp;       /* row length; tile row stride (a block, padded) */
+	LLVMTypeRef et, vt;  /* element and <vw x element> */
+	LLVMValueRef tile;   /* vw x wp elements on the stack */
+	LLVMValueRef acc;    /* variable of vt: a lane per row of the group */
+	LLVMValueRef lv;     /* the tree's levels, a vt each (long rows) */
+	LLVMValueRef r0, nr; /* the group's first row and its row count */
 } rowred;
 
 bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n)
@@ -59,7 +59,6 @@ bool cg_lower_rowred_fits(const cg_kernel *k, const cg_nest *n)
 	       n->strides[0][0] == 1 && n->strides[0][1] == 0 &&
 	       (t == IR_F32 || (t == IR_I32 && k->node->op != IR_OP_MEAN));
 }
-
 
 /* The identity of the reduction in every lane: 0, or the lowest value. */
 static LLVMValueRef init_value(const rowred *g)
@@ -95,7 +94,6 @@ static void fill_tile(rowred *g, LLVMValueRef c0, int64_t w)
 	cg_loop_end(f, &lr);
 }
 
-
 /* Tile columns c0 .. c0 + cols (cols <= vw) added into the accumulator,
  * column by column: vw rows read as vectors (the tile is padded to whole
  * vectors), transposed into columns. */
@@ -104,7 +102,8 @@ static void add_columns(rowred *g, LLVMValueRef c0, unsigned cols)
 	cg_fn *f = &g->k->f;
 	LLVMValueRef v[16];
 	for (unsigned i = 0; i < g->vw; i++) {
-		LLVMValueRef at = cg_at(f, g->tile, cg_addi(f, c0, (int64_t)i * g->wp));
+		LLVMValueRef at = cg_at(f, g->tile,
+					cg_addi(f, c0, (int64_t)i * g->wp));
 		v[i] = LLVMBuildLoad2(f->b, g->vt, at, "");
 		LLVMSetAlignment(v[i], 4);
 	}
@@ -123,8 +122,8 @@ static void add_range(rowred *g, LLVMValueRef j0, int64_t w)
 	int64_t whole = w / g->vw * g->vw;
 	if (whole > (int64_t)g->vw * 4) {
 		cg_loop l;
-		LLVMValueRef c = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, whole),
-					       g->vw);
+		LLVMValueRef c = cg_loop_begin(f, &l, cg_i64(f, 0),
+					       cg_i64(f, whole), g->vw);
 		add_columns(g, cg_add(f, j0, c), g->vw);
 		cg_loop_end(f, &l);
 	} else {
@@ -146,8 +145,11 @@ static LLVMValueRef rows_mask(rowred *g)
 	LLVMValueRef nr = LLVMBuildInsertElement(f->b, LLVMGetPoison(it), g->nr,
 						 cg_i32(f, 0), "");
 	nr = LLVMBuildShuffleVector(f->b, nr, LLVMGetPoison(it),
-				    LLVMConstNull(LLVMVectorType(cg_t_i32(f), g->vw)), "");
-	return LLVMBuildICmp(f->b, LLVMIntULT, LLVMConstVector(iota, g->vw), nr, "");
+				    LLVMConstNull(
+					    LLVMVectorType(cg_t_i32(f), g->vw)),
+				    "");
+	return LLVMBuildICmp(f->b, LLVMIntULT, LLVMConstVector(iota, g->vw), nr,
+			     "");
 }
 
 /* The address of the tree's level q (an i64 value). */
@@ -164,7 +166,8 @@ static void combine(cg_fn *f, LLVMValueRef q, void *ud)
 	LLVMValueRef dst = level(g, cg_addi(f, q, -1));
 	LLVMValueRef a = LLVMBuildLoad2(f->b, g->vt, dst, "");
 	LLVMValueRef b = LLVMBuildLoad2(f->b, g->vt, level(g, q), "");
-	LLVMBuildStore(f->b, cg_lower_reduce_step(f, g->op, g->t, true, a, b), dst);
+	LLVMBuildStore(f->b, cg_lower_reduce_step(f, g->op, g->t, true, a, b),
+		       dst);
 }
 
 /* Block b (an i64 value) of a long row, w columns of the tile from j0
@@ -213,7 +216,8 @@ static void reduce_long(rowred *g)
 	cg_loop_end(f, &l);
 	if (rest)
 		reduce_tile(g, cg_i64(f, tiles), rest);
-	cg_lower_tree_fold(f, (g->K + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK, combine, g);
+	cg_lower_tree_fold(f, (g->K + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK, combine,
+			   g);
 }
 
 /* The group's rows: a short row (at most CG_SUM_PLAIN) through the tile
@@ -230,9 +234,12 @@ static void reduce_group(rowred *g)
 		fill_tile(g, cg_i64(f, 0), g->K);
 		add_range(g, cg_i64(f, 0), g->K);
 	}
-	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt, is_long ? g->lv : g->acc, "");
+	LLVMValueRef res = LLVMBuildLoad2(f->b, g->vt, is_long ? g->lv : g->acc,
+					  "");
 	if (g->op == IR_OP_MEAN)
-		res = LLVMBuildFDiv(f->b, res, cg_const_real(g->vt, (double)(float)g->K), "");
+		res = LLVMBuildFDiv(f->b, res,
+				    cg_const_real(g->vt, (double)(float)g->K),
+				    "");
 	LLVMTypeRef tys[2] = {g->vt, cg_t_ptr(f)};
 	LLVMValueRef args[4] = {res, cg_at(f, g->k->out, g->r0), cg_i32(f, 4),
 				rows_mask(g)};
@@ -253,15 +260,18 @@ void cg_lower_reduce_rows(cg_kernel *k, const cg_nest *n)
 	g.wp = (w + g.vw - 1) / g.vw * g.vw;
 	g.et = cg_lower_elem_type(f, g.t);
 	g.vt = LLVMVectorType(g.et, g.vw);
-	g.tile = cg_entry_alloca(f, LLVMArrayType2(g.et, (uint64_t)g.vw *
-						       (uint64_t)g.wp), 64);
+	g.tile = cg_entry_alloca(f,
+				 LLVMArrayType2(g.et, (uint64_t)g.vw *
+							      (uint64_t)g.wp),
+				 64);
 	g.acc = cg_entry_alloca(f, g.vt, 64);
 	int64_t nb = (g.K + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK;
 	int levels = cg_lower_tree_levels(nb);
 	g.lv = cg_entry_alloca(f, LLVMArrayType2(g.vt, (uint64_t)levels), 64);
 	/* Padding and the rows past a short group hold stale values, never
 	 * stored; zeroed once, they are never uninitialized either. */
-	LLVMBuildMemSet(f->b, g.tile, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
+	LLVMBuildMemSet(f->b, g.tile,
+			LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
 			cg_i64(f, (int64_t)g.vw * g.wp * 4), 64);
 	k->extent = n->dims[0];
 	k->work = n->dims[0] * g.K;

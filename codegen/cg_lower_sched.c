@@ -54,8 +54,12 @@
  * count of finished tasks. */
 #define LINE 64
 enum {
-	CTX_RUN = 0, CTX_PARAMS = 8, CTX_SCRATCH = 16, CTX_INPUTS = 24,
-	CTX_STATUS = 32, CTX_OTHER_TEAM = 36,
+	CTX_RUN = 0,
+	CTX_PARAMS = 8,
+	CTX_SCRATCH = 16,
+	CTX_INPUTS = 24,
+	CTX_STATUS = 32,
+	CTX_OTHER_TEAM = 36,
 };
 
 static const double per_work[IR_OP_COUNT] = {
@@ -106,20 +110,20 @@ double cg_sched_kernel_cost(const ir_graph *g, ir_id id, const cg_trees *tr,
 typedef struct plan_state {
 	ir_ctx *ctx;
 	uint32_t n, nk;
-	uint32_t *kid;     /* node -> kernel, UINT32_MAX if none */
-	ir_id *node;       /* kernel -> node */
-	cg_sched_node *sn; /* kernel -> its scheduling node */
-	uint32_t *deps, n_deps; /* what each kernel reads */
+	uint32_t *kid;              /* node -> kernel, UINT32_MAX if none */
+	ir_id *node;                /* kernel -> node */
+	cg_sched_node *sn;          /* kernel -> its scheduling node */
+	uint32_t *deps, n_deps;     /* what each kernel reads */
 	uint32_t *rfirst, *readers; /* kernel -> kernels reading it */
-	uint32_t *stamp;   /* per kernel, for deduplication */
-	double *t0, *t1;   /* kernel -> estimated start, end of its buffer */
+	uint32_t *stamp;            /* per kernel, for deduplication */
+	double *t0, *t1; /* kernel -> estimated start, end of its buffer */
 	pass_mem_block *blocks;
 	uint32_t *first2, *count2, *deps2; /* reads and reuses */
 } plan_state;
 
 /* Adds kernel d to kernel k's list (deps[from..]) unless there. */
-static void add_dep(plan_state *st, uint32_t *list, uint32_t *n,
-		    uint32_t k, uint32_t d)
+static void add_dep(plan_state *st, uint32_t *list, uint32_t *n, uint32_t k,
+		    uint32_t d)
 {
 	if (d == UINT32_MAX || d == k || st->stamp[d] == k + 1)
 		return;
@@ -151,8 +155,9 @@ static bool read_deps(plan_state *st, const entry_gen *e, const node_call *ks)
 				st->kid[e->plan.root[ks[i].extra[x]]]);
 		st->sn[k] = (cg_sched_node){
 			.cost = ks[i].ref.cost,
-			.comm = COMM_COST * (double)(cg_lower_numel(e->L, &nd->type) *
-						     ir_dtype_size(nd->type.dtype)),
+			.comm = COMM_COST *
+				(double)(cg_lower_numel(e->L, &nd->type) *
+					 ir_dtype_size(nd->type.dtype)),
 			.extent = ks[i].ref.extent,
 			.first_dep = first,
 			.n_deps = st->n_deps - first};
@@ -261,7 +266,8 @@ static bool reuses(const plan_state *st, uint32_t x, uint32_t y)
 {
 	const pass_mem_block *a = &st->blocks[x], *b = &st->blocks[y];
 	return a->end < b->start && a->size && b->size &&
-	       a->offset < b->offset + b->size && b->offset < a->offset + a->size;
+	       a->offset < b->offset + b->size &&
+	       b->offset < a->offset + a->size;
 }
 
 /* Every kernel's dependencies: what it reads, and for each earlier buffer
@@ -297,7 +303,8 @@ static bool all_deps(plan_state *st)
 			if (!reuses(st, x, y))
 				continue;
 			add_dep(st, st->deps2, &n, y, x);
-			for (uint32_t r = st->rfirst[x]; r < st->rfirst[x + 1]; r++)
+			for (uint32_t r = st->rfirst[x]; r < st->rfirst[x + 1];
+			     r++)
 				add_dep(st, st->deps2, &n, y, st->readers[r]);
 		}
 		st->count2[y] = n - st->first2[y];
@@ -354,8 +361,8 @@ void cg_sched_plan_fini(ir_ctx *ctx, sched_plan *sp)
 	memset(sp, 0, sizeof *sp);
 }
 
-bool cg_sched_plan_make(entry_gen *e, const node_call *ks,
-			uint32_t n_threads, sched_plan *sp)
+bool cg_sched_plan_make(entry_gen *e, const node_call *ks, uint32_t n_threads,
+			sched_plan *sp)
 {
 	memset(sp, 0, sizeof *sp);
 	plan_state st = {.ctx = e->L->ctx};
@@ -418,18 +425,25 @@ static LLVMValueRef wait_fn(cg_lower *L)
 	LLVMValueRef count = LLVMGetParam(f.fn, 0), n = LLVMGetParam(f.fn, 1);
 	LLVMValueRef status = LLVMGetParam(f.fn, 2);
 	LLVMBasicBlockRef entry = LLVMGetInsertBlock(f.b);
-	LLVMBasicBlockRef loop = cg_block(&f, "spin"), done = cg_block(&f, "done");
-	LLVMBasicBlockRef check = cg_block(&f, "check"), fail = cg_block(&f, "fail");
+	LLVMBasicBlockRef loop = cg_block(&f, "spin"),
+			  done = cg_block(&f, "done");
+	LLVMBasicBlockRef check = cg_block(&f, "check"),
+			  fail = cg_block(&f, "fail");
 	LLVMBuildBr(f.b, loop);
 	LLVMPositionBuilderAtEnd(f.b, loop);
 	LLVMValueRef spins = LLVMBuildPhi(f.b, i32, "spins");
-	LLVMValueRef v = cg_atomic_load_i32(&f, count, LLVMAtomicOrderingAcquire);
-	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntUGE, v, n, ""), done, check);
+	LLVMValueRef v = cg_atomic_load_i32(&f, count,
+					    LLVMAtomicOrderingAcquire);
+	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntUGE, v, n, ""), done,
+			check);
 	LLVMPositionBuilderAtEnd(f.b, check);
-	LLVMValueRef s = cg_atomic_load_i32(&f, status, LLVMAtomicOrderingMonotonic);
+	LLVMValueRef s = cg_atomic_load_i32(&f, status,
+					    LLVMAtomicOrderingMonotonic);
 	LLVMBasicBlockRef go = cg_block(&f, "pause");
-	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntNE, s,
-					   cg_i32(&f, INT32_MAX), ""), fail, go);
+	LLVMBuildCondBr(f.b,
+			LLVMBuildICmp(f.b, LLVMIntNE, s, cg_i32(&f, INT32_MAX),
+				      ""),
+			fail, go);
 	LLVMPositionBuilderAtEnd(f.b, go);
 	if (strncmp(LLVMGetTarget(L->mod), "x86_64", 6) == 0)
 		cg_intrinsic(&f, "llvm.x86.sse2.pause", NULL, 0, NULL, 0);
@@ -437,7 +451,9 @@ static LLVMValueRef wait_fn(cg_lower *L)
 	/* Every 1024 spins, give the core to whoever else wants it: the
 	 * thread waited on may be waiting for this core. */
 	LLVMValueRef every = LLVMBuildICmp(f.b, LLVMIntEQ,
-		LLVMBuildAnd(f.b, next, cg_i32(&f, 1023), ""), cg_i32(&f, 0), "");
+					   LLVMBuildAnd(f.b, next,
+							cg_i32(&f, 1023), ""),
+					   cg_i32(&f, 0), "");
 	LLVMBasicBlockRef join = cg_if_begin(&f, every);
 	cg_call_extern(&f, "sched_yield", LLVMFunctionType(i32, NULL, 0, 0),
 		       NULL, 0);
@@ -463,12 +479,15 @@ static void emit_wait(cg_fn *f, LLVMValueRef ctx, const cg_sched_wait *w,
 	LLVMValueRef count = count_at(f, ctx, w->thread);
 	LLVMValueRef v = cg_atomic_load_i32(f, count, LLVMAtomicOrderingAcquire);
 	LLVMValueRef n = cg_i32(f, (int32_t)w->count);
-	LLVMBasicBlockRef slow = cg_block(f, "wait"), next = cg_block(f, "ready");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntUGE, v, n, ""), next, slow);
+	LLVMBasicBlockRef slow = cg_block(f, "wait"),
+			  next = cg_block(f, "ready");
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntUGE, v, n, ""), next,
+			slow);
 	LLVMPositionBuilderAtEnd(f->b, slow);
 	LLVMValueRef args[3] = {count, n, ctx_at(f, ctx, CTX_STATUS)};
 	LLVMValueRef r = cg_call(f, wait, args, 3);
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, r, cg_i32(f, 0), ""),
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntNE, r, cg_i32(f, 0), ""),
 			quit, next);
 	LLVMPositionBuilderAtEnd(f->b, next);
 }
@@ -492,17 +511,19 @@ static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 	LLVMValueRef t0 = cg_profile_start(te);
 	LLVMValueRef st = cg_call(f, ks[id].ref.fn, args, na);
 	LLVMBasicBlockRef bad = cg_block(f, "failed"), ok = cg_block(f, "done");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), ""),
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), ""),
 			bad, ok);
 	LLVMPositionBuilderAtEnd(f->b, bad);
-	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin, ctx_at(f, ctx, CTX_STATUS),
-			   st, LLVMAtomicOrderingMonotonic, 0);
+	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin,
+			   ctx_at(f, ctx, CTX_STATUS), st,
+			   LLVMAtomicOrderingMonotonic, 0);
 	LLVMBuildBr(f->b, quit);
 	LLVMPositionBuilderAtEnd(f->b, ok);
-	cg_profile_add(te, te->prof_site ? te->prof_site[id] : 0, t0, t->lo == 0);
+	cg_profile_add(te, te->prof_site ? te->prof_site[id] : 0, t0,
+		       t->lo == 0);
 	cg_atomic_store(f, cg_i32(f, (int32_t)t->index + 1),
-		     count_at(f, ctx, t->thread),
-		     LLVMAtomicOrderingRelease);
+			count_at(f, ctx, t->thread), LLVMAtomicOrderingRelease);
 }
 
 /* void SYM.t<thread>(ptr ctx): the thread's list of tasks. */
@@ -516,16 +537,21 @@ static LLVMValueRef thread_fn(const entry_gen *e, const node_call *ks,
 	char name[300];
 	snprintf(name, sizeof name, "%s.t%u", symbol, thread);
 	cg_fn_begin(&te.f, e->L->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0), true);
+		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0),
+		    true);
 	cg_fn_attr(&te.f, "noinline");
 	cg_fn_attr(&te.f, "optnone");
 	cg_fn *f = &te.f;
 	LLVMValueRef ctx = LLVMGetParam(f->fn, 0);
 	te.run = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_RUN), "run");
-	te.params = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_PARAMS), "params");
-	te.scratch = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_SCRATCH), "scratch");
-	LLVMValueRef inputs = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_INPUTS), "");
-	te.inputs = ir_alloc(e->L->ctx, (e->fn->n_inputs + 1) * sizeof *te.inputs);
+	te.params = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_PARAMS),
+				   "params");
+	te.scratch = LLVMBuildLoad2(f->b, ptr, ctx_at(f, ctx, CTX_SCRATCH),
+				    "scratch");
+	LLVMValueRef inputs = LLVMBuildLoad2(f->b, ptr,
+					     ctx_at(f, ctx, CTX_INPUTS), "");
+	te.inputs = ir_alloc(e->L->ctx,
+			     (e->fn->n_inputs + 1) * sizeof *te.inputs);
 	te.offset = sp->offset;
 	if (te.inputs) /* else reported, and the module fails */
 		cg_entry_load_inputs(&te, inputs);
@@ -552,16 +578,20 @@ static LLVMValueRef team_fn(const entry_gen *e, const LLVMValueRef *threads,
 	char name[300];
 	snprintf(name, sizeof name, "%s.team", symbol);
 	cg_fn_begin(&f, e->L->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0), true);
+		    LLVMFunctionType(LLVMVoidTypeInContext(c), &ptr, 1, 0),
+		    true);
 	LLVMValueRef ctx = LLVMGetParam(f.fn, 0);
 	LLVMValueRef tid = cg_omp_i32(&f, "omp_get_thread_num");
 	LLVMValueRef nth = cg_omp_i32(&f, "omp_get_num_threads");
-	LLVMBasicBlockRef odd = cg_block(&f, "other_team"), run = cg_block(&f, "run");
-	LLVMBuildCondBr(f.b, LLVMBuildICmp(f.b, LLVMIntEQ, nth,
-					   cg_i32(&f, (int32_t)n), ""), run, odd);
+	LLVMBasicBlockRef odd = cg_block(&f, "other_team"),
+			  run = cg_block(&f, "run");
+	LLVMBuildCondBr(f.b,
+			LLVMBuildICmp(f.b, LLVMIntEQ, nth,
+				      cg_i32(&f, (int32_t)n), ""),
+			run, odd);
 	LLVMPositionBuilderAtEnd(f.b, odd);
 	cg_atomic_store(&f, cg_i32(&f, 1), ctx_at(&f, ctx, CTX_OTHER_TEAM),
-		     LLVMAtomicOrderingMonotonic);
+			LLVMAtomicOrderingMonotonic);
 	LLVMBuildRetVoid(f.b);
 	LLVMPositionBuilderAtEnd(f.b, run);
 	LLVMBasicBlockRef end = cg_block(&f, "end");
@@ -601,16 +631,25 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
 				       offsetof(attnrt_run, n_threads));
 	LLVMValueRef dflt = cg_omp_i32(f, "omp_get_max_threads");
-	nt = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, nt,
-						 cg_i32(f, 0), ""), nt, dflt, "");
-	LLVMValueRef ctx = LLVMBuildAlloca(f->b, LLVMArrayType2(
-		LLVMInt8TypeInContext(f->ctx), LINE * (1 + (uint64_t)n)), "team");
+	nt = LLVMBuildSelect(f->b,
+			     LLVMBuildICmp(f->b, LLVMIntSGT, nt, cg_i32(f, 0),
+					   ""),
+			     nt, dflt, "");
+	LLVMValueRef ctx = LLVMBuildAlloca(f->b,
+					   LLVMArrayType2(LLVMInt8TypeInContext(
+								  f->ctx),
+							  LINE * (1 +
+								  (uint64_t)n)),
+					   "team");
 	LLVMSetAlignment(ctx, LINE);
 	LLVMBasicBlockRef go = cg_block(f, "scheduled");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntEQ, nt,
-					    cg_i32(f, (int32_t)n), ""), go, in_order);
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntEQ, nt,
+				      cg_i32(f, (int32_t)n), ""),
+			go, in_order);
 	LLVMPositionBuilderAtEnd(f->b, go);
-	LLVMBuildMemSet(f->b, ctx, LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
+	LLVMBuildMemSet(f->b, ctx,
+			LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
 			cg_i64(f, LINE * (1 + (int64_t)n)), LINE);
 	LLVMValueRef inputs = LLVMGetParam(f->fn, 3);
 	LLVMBuildStore(f->b, e->run, ctx_at(f, ctx, CTX_RUN));
@@ -622,15 +661,18 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	LLVMValueRef odd = LLVMBuildLoad2(f->b, cg_t_i32(f),
 					  ctx_at(f, ctx, CTX_OTHER_TEAM), "");
 	LLVMBasicBlockRef ran = cg_block(f, "ran");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, odd, cg_i32(f, 0), ""),
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntNE, odd, cg_i32(f, 0), ""),
 			in_order, ran);
 	LLVMPositionBuilderAtEnd(f->b, ran);
 	LLVMValueRef st = LLVMBuildLoad2(f->b, cg_t_i32(f),
 					 ctx_at(f, ctx, CTX_STATUS), "");
 	LLVMBasicBlockRef failed = cg_block(f, "team_failed");
 	LLVMBasicBlockRef done = cg_block(f, "team_done");
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntNE, st,
-					    cg_i32(f, INT32_MAX), ""), failed, done);
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, INT32_MAX),
+				      ""),
+			failed, done);
 	LLVMPositionBuilderAtEnd(f->b, failed);
 	LLVMBuildRet(f->b, st);
 	LLVMPositionBuilderAtEnd(f->b, done);

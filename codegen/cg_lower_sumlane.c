@@ -38,19 +38,18 @@ typedef struct sumlane {
 	cg_kernel *k;
 	const cg_nest *n;
 	unsigned vw;
-	int nk, nr;           /* kept and reduced axes */
+	int nk, nr; /* kept and reduced axes */
 	int kept[CG_NEST_MAX], red[CG_NEST_MAX];
-	int64_t count;        /* inputs per output element */
-	LLVMTypeRef vt;       /* <vw x float> */
-	LLVMValueRef tile;    /* vw x CG_SUM_BLOCK floats */
-	LLVMValueRef lv;      /* the trees' levels, a float each */
-	int64_t levels;       /* levels per output element */
-	LLVMValueRef lvo;     /* the levels of the output element at hand */
+	int64_t count;     /* inputs per output element */
+	LLVMTypeRef vt;    /* <vw x float> */
+	LLVMValueRef tile; /* vw x CG_SUM_BLOCK floats */
+	LLVMValueRef lv;   /* the trees' levels, a float each */
+	int64_t levels;    /* levels per output element */
+	LLVMValueRef lvo;  /* the levels of the output element at hand */
 	LLVMValueRef ooff[CG_NEST_ARRS]; /* the arrays at the output element */
 } sumlane;
 
-bool cg_lower_sumlane_fits(const cg_kernel *k, const cg_nest *n,
-			   int64_t count)
+bool cg_lower_sumlane_fits(const cg_kernel *k, const cg_nest *n, int64_t count)
 {
 	return k->node->type.dtype == IR_F32 && k->node->op != IR_OP_MAX &&
 	       count > CG_SUM_PLAIN && n->dims[0] > 0;
@@ -67,11 +66,13 @@ static void offsets(const sumlane *g, const int *ax, int na, LLVMValueRef i,
 		offs[a] = base ? base[a] : cg_i64(f, g->n->base[a]);
 	for (int d = na - 1; d >= 0; d--) {
 		int64_t len = g->n->dims[ax[d]];
-		LLVMValueRef digit = d ? LLVMBuildURem(f->b, i, cg_i64(f, len), "")
+		LLVMValueRef digit = d ? LLVMBuildURem(f->b, i, cg_i64(f, len),
+						       "")
 				       : i;
 		for (int a = 0; a < g->n->n_arr; a++)
 			offs[a] = cg_add(f, offs[a],
-					 cg_muli(f, digit, g->n->strides[a][ax[d]]));
+					 cg_muli(f, digit,
+						 g->n->strides[a][ax[d]]));
 		if (d)
 			i = LLVMBuildUDiv(f->b, i, cg_i64(f, len), "");
 	}
@@ -97,7 +98,8 @@ static void fill_row_runs(sumlane *g, LLVMValueRef b0, LLVMValueRef r,
 	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0),
 				       cg_i64(f, CG_SUM_BLOCK), 1);
 	for (int a = 0; a < g->n->n_arr; a++)
-		offs[a] = cg_add(f, start[a], cg_muli(f, j, g->n->strides[a][inner]));
+		offs[a] = cg_add(f, start[a],
+				 cg_muli(f, j, g->n->strides[a][inner]));
 	LLVMValueRef v = cg_kernel_operand(g->k, 0, offs, NULL);
 	v = LLVMBuildSelect(f->b, in, v, cg_f32(f, 0.0f), "");
 	cg_lower_store(f, IR_F32, v, g->tile, cg_add(f, dst, j));
@@ -137,7 +139,8 @@ static void fill_tile(sumlane *g, LLVMValueRef b0)
 	int64_t inner = g->n->dims[g->red[g->nr - 1]];
 	bool is_runs = g->nr > 1 && inner % CG_SUM_BLOCK == 0;
 	cg_loop lr;
-	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), cg_i64(f, g->vw), 1);
+	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), cg_i64(f, g->vw),
+				       1);
 	LLVMValueRef dst = cg_muli(f, r, CG_SUM_BLOCK);
 	if (is_runs)
 		fill_row_runs(g, b0, r, dst);
@@ -177,9 +180,13 @@ static LLVMValueRef lane_tree(cg_fn *f, LLVMValueRef v, unsigned w)
 			od[i] = LLVMConstInt(i32, 2 * i + 1, 0);
 		}
 		LLVMValueRef a = LLVMBuildShuffleVector(f->b, v, v,
-							LLVMConstVector(ev, w / 2), "");
+							LLVMConstVector(ev,
+									w / 2),
+							"");
 		LLVMValueRef b = LLVMBuildShuffleVector(f->b, v, v,
-							LLVMConstVector(od, w / 2), "");
+							LLVMConstVector(od,
+									w / 2),
+							"");
 		v = LLVMBuildFAdd(f->b, a, b, "");
 	}
 	return LLVMBuildExtractElement(f->b, v, cg_i32(f, 0), "");
@@ -249,12 +256,17 @@ void cg_lower_reduce_lanes(cg_kernel *k, const cg_nest *n, int64_t count)
 			g.kept[g.nk++] = d;
 	}
 	g.vt = LLVMVectorType(cg_t_f32(f), g.vw);
-	g.tile = cg_entry_alloca(f, LLVMArrayType2(cg_t_f32(f), (uint64_t)g.vw *
-						       CG_SUM_BLOCK), 64);
+	g.tile = cg_entry_alloca(f,
+				 LLVMArrayType2(cg_t_f32(f),
+						(uint64_t)g.vw * CG_SUM_BLOCK),
+				 64);
 	int64_t nb = (count + CG_SUM_BLOCK - 1) / CG_SUM_BLOCK;
 	g.levels = cg_lower_tree_levels((nb + g.vw - 1) / g.vw);
-	g.lv = cg_entry_alloca(f, LLVMArrayType2(cg_t_f32(f), (uint64_t)
-						 (g.levels * SUMLANE_OUTS)), 16);
+	g.lv = cg_entry_alloca(f,
+			       LLVMArrayType2(cg_t_f32(f),
+					      (uint64_t)(g.levels *
+							 SUMLANE_OUTS)),
+			       16);
 	int64_t n_out = 1;
 	for (int d = 0; d < g.nk; d++)
 		n_out *= n->dims[g.kept[d]];
@@ -262,7 +274,8 @@ void cg_lower_reduce_lanes(cg_kernel *k, const cg_nest *n, int64_t count)
 	k->work = n_out * count;
 	cg_loop l;
 	LLVMValueRef o = cg_loop_begin(f, &l, k->lo, k->hi, SUMLANE_OUTS);
-	reduce_outputs(&g, o, cg_min(f, cg_i64(f, SUMLANE_OUTS),
-				     LLVMBuildSub(f->b, k->hi, o, "")));
+	reduce_outputs(&g, o,
+		       cg_min(f, cg_i64(f, SUMLANE_OUTS),
+			      LLVMBuildSub(f->b, k->hi, o, "")));
 	cg_loop_end(f, &l);
 }

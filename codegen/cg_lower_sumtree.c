@@ -33,7 +33,8 @@ void cg_lower_tree_merge(cg_fn *f, LLVMValueRef b, cg_tree_combine combine,
 {
 	LLVMTypeRef t = cg_t_i64(f);
 	LLVMValueRef args[2] = {cg_addi(f, b, 1),
-				LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)};
+				LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1,
+					     0)};
 	LLVMValueRef merges = cg_intrinsic(f, "llvm.cttz", &t, 1, args, 2);
 	LLVMValueRef top = cg_lower_tree_slot(f, b);
 	cg_loop l;

@@ -43,7 +43,7 @@ struct cg_module {
 	LLVMOrcLLJITRef jit;               /* NULL until cg_module_jit */
 	bool is_optimized;
 	bool is_failed;
-	char cpu[64]; /* LLVM CPU name; "" = the host's CPU and features */
+	char cpu[64];     /* LLVM CPU name; "" = the host's CPU and features */
 	char triple[128]; /* normalized target triple; "" = the host's */
 	char cache_dir[1024]; /* the object cache; "" = none */
 	cg_module_stats stats;
@@ -156,8 +156,10 @@ static bool set_target(cg_module *m, const char *triple, const char *cpu)
 	if (cg_target_is_x86_64(triple))
 		return true;
 	if (cpu && strcmp(cpu, "generic") != 0)
-		return cg_module_fail(m, "CPU '%s' is not one of target %s: its "
-				      "only CPU here is 'generic'", cpu, triple);
+		return cg_module_fail(m,
+				      "CPU '%s' is not one of target %s: its "
+				      "only CPU here is 'generic'",
+				      cpu, triple);
 	snprintf(m->cpu, sizeof m->cpu, "generic");
 	return true;
 }
@@ -258,7 +260,8 @@ bool cg_module_optimize(cg_module *m)
  * process (libgomp, libc). */
 static bool create_jit(cg_module *m)
 {
-	LLVMTargetMachineRef tm = host_tm(m, LLVMRelocPIC, LLVMCodeModelJITDefault);
+	LLVMTargetMachineRef tm = host_tm(m, LLVMRelocPIC,
+					  LLVMCodeModelJITDefault);
 	if (!tm)
 		return false;
 	LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
@@ -271,7 +274,8 @@ static bool create_jit(cg_module *m)
 	e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
 		&gen, LLVMOrcLLJITGetGlobalPrefix(m->jit), NULL, NULL);
 	if (e)
-		return fail_llvm_error(m, "cannot search this process's symbols", e);
+		return fail_llvm_error(m, "cannot search this process's symbols",
+				       e);
 	LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(m->jit), gen);
 	return true;
 }
@@ -316,7 +320,8 @@ static char *module_object(cg_module *m, size_t *len)
 {
 	unsigned char key[CG_CACHE_KEY_BYTES];
 	const char *pipeline = m->is_optimized ? "optimized" : CG_PIPELINE;
-	bool keyed = m->cache_dir[0] && cg_cache_key(m->mod, m->tm, pipeline, key);
+	bool keyed = m->cache_dir[0] &&
+		     cg_cache_key(m->mod, m->tm, pipeline, key);
 	char *obj = NULL;
 	if (keyed) {
 		m->stats.cache = cg_cache_load(m->cache_dir, key, &obj, len);
@@ -365,8 +370,10 @@ bool cg_module_jit(cg_module *m)
 	LLVMMemoryBufferRef buf =
 		LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "attnc");
 	free(obj);
-	LLVMErrorRef e = LLVMOrcLLJITAddObjectFile(
-		m->jit, LLVMOrcLLJITGetMainJITDylib(m->jit), buf);
+	LLVMErrorRef e = LLVMOrcLLJITAddObjectFile(m->jit,
+						   LLVMOrcLLJITGetMainJITDylib(
+							   m->jit),
+						   buf);
 	if (e)
 		return fail_llvm_error(m, "the JIT rejected the object", e);
 	if (first[0] && !cg_module_lookup(m, first))
@@ -404,13 +411,16 @@ static LLVMMemoryBufferRef emit_memory(cg_module *m, cg_emit_kind kind)
 	if (!cg_module_optimize(m))
 		return NULL;
 	if (!m->mod) {
-		cg_module_fail(m, "cannot emit: the module was handed to the JIT");
+		cg_module_fail(m,
+			       "cannot emit: the module was handed to the JIT");
 		return NULL;
 	}
 	if (kind == CG_EMIT_LLVM) {
 		char *text = LLVMPrintModuleToString(m->mod);
-		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-			text, strlen(text), "ir");
+		LLVMMemoryBufferRef buf =
+			LLVMCreateMemoryBufferWithMemoryRangeCopy(text,
+								  strlen(text),
+								  "ir");
 		LLVMDisposeMessage(text);
 		return buf;
 	}
@@ -506,8 +516,7 @@ static void each_region(void *data)
 	cx->fn(cx->data, omp_get_thread_num(), omp_get_num_threads());
 }
 
-void cg_threads_each(int n, void (*fn)(void *data, int tid, int n),
-		     void *data)
+void cg_threads_each(int n, void (*fn)(void *data, int tid, int n), void *data)
 {
 	each_cx cx = {fn, data};
 	if (n <= 1) {

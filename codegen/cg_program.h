@@ -88,7 +88,6 @@ typedef struct cg_program_options {
 #define CG_PROGRAM_GEMM_MIN_DEFAULT 4096
 #define CG_PROGRAM_SCHED_MAX 64
 
-
 /* Lowers every exported function of m (already through the pass
  * pipeline and verified) into one new cg_module. sym_values has
  * m->n_syms entries: the value of each symbol, or 0 to take the symbol's
@@ -167,8 +166,8 @@ uint32_t cg_program_n_calls(const cg_program *p, const char *func);
  * when it has none (one thread, or too small to gain from one). */
 typedef struct cg_program_sched {
 	uint32_t threads, tasks, waits;
-	double cycles;   /* the kernels' estimated cycles, summed */
-	double makespan; /* the schedule's estimated cycles */
+	double cycles;          /* the kernels' estimated cycles, summed */
+	double makespan;        /* the schedule's estimated cycles */
 	uint64_t scratch_bytes; /* the schedule's own memory layout */
 } cg_program_sched;
 

@@ -30,13 +30,13 @@ typedef struct builder {
 	const cg_sched_node *nodes;
 	const uint32_t *deps;
 	uint32_t n, n_threads;
-	uint32_t *pieces;     /* per node */
-	double *piece_cost;   /* per node: the cost of one of its pieces */
-	double *level;        /* per node: bottom level */
+	uint32_t *pieces;   /* per node */
+	double *piece_cost; /* per node: the cost of one of its pieces */
+	double *level;      /* per node: bottom level */
 	uint32_t *succ_first, *succ; /* the readers of each node */
-	uint32_t *waiting;    /* per node: deps not yet fully placed */
-	uint32_t *left;       /* per node: pieces not yet placed */
-	double *done_on;      /* per node and thread: when its last piece
+	uint32_t *waiting;           /* per node: deps not yet fully placed */
+	uint32_t *left;              /* per node: pieces not yet placed */
+	double *done_on;             /* per node and thread: when its last piece
 			       * there ends (0: none there) */
 	uint32_t *ready, n_ready; /* ready tasks as node * n_threads + piece */
 	double *thread_end;
@@ -75,7 +75,8 @@ static void bottom_levels(builder *b)
 {
 	for (uint32_t i = b->n; i-- > 0;) {
 		double most = 0;
-		for (uint32_t s = b->succ_first[i]; s < b->succ_first[i + 1]; s++)
+		for (uint32_t s = b->succ_first[i]; s < b->succ_first[i + 1];
+		     s++)
 			if (b->level[b->succ[s]] > most)
 				most = b->level[b->succ[s]];
 		b->level[i] = b->piece_cost[i] + most;
@@ -98,8 +99,8 @@ static double ready_on(const builder *b, uint32_t i, uint32_t t)
 		uint32_t x = b->deps[nd->first_dep + d];
 		const double *on = &b->done_on[(size_t)x * b->n_threads];
 		for (uint32_t u = 0; u < b->n_threads; u++) {
-			double e = on[u] + (u != t && on[u] > 0 ? b->nodes[x].comm
-							       : 0);
+			double e = on[u] +
+				   (u != t && on[u] > 0 ? b->nodes[x].comm : 0);
 			if (e > at)
 				at = e;
 		}
@@ -117,7 +118,8 @@ static void pick(const builder *b, uint32_t *which, uint32_t *thread,
 		uint32_t task = b->ready[r], i = task / b->n_threads;
 		for (uint32_t t = 0; t < b->n_threads; t++) {
 			double in = ready_on(b, i, t);
-			double st = b->thread_end[t] > in ? b->thread_end[t] : in;
+			double st = b->thread_end[t] > in ? b->thread_end[t]
+							  : in;
 			uint32_t bi = have ? b->ready[*which] / b->n_threads : 0;
 			bool better = !have || st < *start ||
 				      (st == *start &&
@@ -164,7 +166,7 @@ static bool lay_out(ir_ctx *ctx, const builder *b, cg_sched *s)
 {
 	s->tasks = ir_alloc(ctx, (b->n_placed + 1) * sizeof *s->tasks);
 	s->thread_first = ir_alloc(ctx, (b->n_threads + 1) *
-					sizeof *s->thread_first);
+						sizeof *s->thread_first);
 	s->node_first = ir_alloc(ctx, (b->n + 1) * sizeof *s->node_first);
 	s->node_task = ir_alloc(ctx, (b->n_placed + 1) * sizeof *s->node_task);
 	if (!s->tasks || !s->thread_first || !s->node_first || !s->node_task)
@@ -218,7 +220,9 @@ bool cg_sched_build(ir_ctx *ctx, const cg_sched_node *nodes,
 	memset(s, 0, sizeof *s);
 	s->n_threads = n_threads < 1 ? 1 : n_threads;
 	s->n_nodes = n;
-	builder b = {.nodes = nodes, .deps = deps, .n = n,
+	builder b = {.nodes = nodes,
+		     .deps = deps,
+		     .n = n,
 		     .n_threads = s->n_threads};
 	size_t nn = n + 1;
 	b.pieces = ir_alloc(ctx, nn * sizeof *b.pieces);
@@ -231,8 +235,8 @@ bool cg_sched_build(ir_ctx *ctx, const cg_sched_node *nodes,
 	b.thread_end = ir_alloc(ctx, b.n_threads * sizeof *b.thread_end);
 	b.placed = ir_alloc(ctx, nn * b.n_threads * sizeof *b.placed);
 	bool ok = b.pieces && b.piece_cost && b.level && b.waiting && b.left &&
-		  b.done_on && b.ready && b.thread_end &&
-		  b.placed && succ_lists(ctx, &b);
+		  b.done_on && b.ready && b.thread_end && b.placed &&
+		  succ_lists(ctx, &b);
 	for (uint32_t i = 0; ok && i < n; i++) {
 		b.pieces[i] = pieces_of(&nodes[i], b.n_threads, split_cost);
 		b.piece_cost[i] = nodes[i].cost / b.pieces[i] +
@@ -274,7 +278,8 @@ static bool task_waits(cg_sched *s, uint32_t j, const uint32_t *first,
 	memset(need, 0, s->n_threads * sizeof *need);
 	for (uint32_t d = 0; d < count[tk->node]; d++) {
 		uint32_t i = deps[first[tk->node] + d];
-		for (uint32_t q = s->node_first[i]; q < s->node_first[i + 1]; q++) {
+		for (uint32_t q = s->node_first[i]; q < s->node_first[i + 1];
+		     q++) {
 			const cg_sched_task *dt = &s->tasks[s->node_task[q]];
 			if (dt->end > tk->start)
 				return false;

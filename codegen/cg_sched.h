@@ -32,19 +32,19 @@
 /* A kernel to place: nodes are in an order in which every node comes
  * after those it depends on. */
 typedef struct cg_sched_node {
-	double cost;      /* estimated cycles of the whole kernel, > 0 */
-	double comm;      /* cycles more for another thread to read its
+	double cost;    /* estimated cycles of the whole kernel, > 0 */
+	double comm;    /* cycles more for another thread to read its
 			   * result (moving it between cores' caches) */
-	int64_t extent;   /* its range is [0, extent); >= 2 may be split */
+	int64_t extent; /* its range is [0, extent); >= 2 may be split */
 	uint32_t first_dep, n_deps; /* deps[first_dep ..]: earlier nodes */
 } cg_sched_node;
 
 /* One piece of a node's range placed on a thread. */
 typedef struct cg_sched_task {
 	uint32_t node;
-	int64_t lo, hi;          /* the piece of [0, extent) it computes */
-	uint32_t thread, index;  /* index: its place in the thread's list */
-	double start, end;       /* estimated, in cycles */
+	int64_t lo, hi;         /* the piece of [0, extent) it computes */
+	uint32_t thread, index; /* index: its place in the thread's list */
+	double start, end;      /* estimated, in cycles */
 	uint32_t first_wait, n_waits; /* waits[first_wait ..] (cg_sched_sync) */
 } cg_sched_task;
 
@@ -55,9 +55,9 @@ typedef struct cg_sched_wait {
 
 typedef struct cg_sched {
 	uint32_t n_threads, n_nodes, n_tasks, n_waits;
-	cg_sched_task *tasks;    /* by thread, then index */
-	uint32_t *thread_first;  /* thread t's tasks: [first[t], first[t+1]) */
-	uint32_t *node_first;    /* node i's tasks: node_task[first[i] ..
+	cg_sched_task *tasks;   /* by thread, then index */
+	uint32_t *thread_first; /* thread t's tasks: [first[t], first[t+1]) */
+	uint32_t *node_first;   /* node i's tasks: node_task[first[i] ..
 				  * first[i + 1]) */
 	uint32_t *node_task;
 	cg_sched_wait *waits;

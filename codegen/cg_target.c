@@ -62,25 +62,30 @@ static bool check_machine(const char *normalized, const char *given, char *err,
 			 "unknown target '%s': this LLVM cannot generate code for "
 			 "it (known: x86_64-linux-gnu, aarch64-linux-gnu, "
 			 "riscv64-linux-gnu, ...; `llc-19 --version` lists the "
-			 "architectures)", given);
+			 "architectures)",
+			 given);
 		return false;
 	}
-	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(
-		target, normalized, "generic", "", LLVMCodeGenLevelDefault,
-		LLVMRelocPIC, LLVMCodeModelDefault);
+	LLVMTargetMachineRef tm = LLVMCreateTargetMachine(target, normalized,
+							  "generic", "",
+							  LLVMCodeGenLevelDefault,
+							  LLVMRelocPIC,
+							  LLVMCodeModelDefault);
 	if (!tm) {
 		snprintf(err, err_len, "cannot make a target machine for '%s'",
 			 given);
 		return false;
 	}
 	LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(tm);
-	bool ok = LLVMPointerSize(dl) == 8 && LLVMByteOrder(dl) == LLVMLittleEndian;
+	bool ok = LLVMPointerSize(dl) == 8 &&
+		  LLVMByteOrder(dl) == LLVMLittleEndian;
 	LLVMDisposeTargetData(dl);
 	LLVMDisposeTargetMachine(tm);
 	if (!ok)
 		snprintf(err, err_len,
 			 "target '%s' is not a 64-bit little-endian machine, "
-			 "whose data layout the runtime assumes", given);
+			 "whose data layout the runtime assumes",
+			 given);
 	return ok;
 }
 
@@ -94,8 +99,8 @@ bool cg_target_check(const char *triple, char *err, size_t err_len)
 	if (ok && strncmp(os, "linux", 5) != 0) {
 		snprintf(err, err_len,
 			 "target '%s' is not a Linux one (normalized: %s): the "
-			 "code calls libgomp and the C library as on Linux", triple,
-			 norm);
+			 "code calls libgomp and the C library as on Linux",
+			 triple, norm);
 		ok = false;
 	}
 	LLVMDisposeMessage(norm);

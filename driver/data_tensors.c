@@ -39,8 +39,10 @@ bool drv_tensors_check(ir_ctx *ctx, const ir_setting *data)
 		    a->value.num >= 0 && a->value.num < 1)
 			continue;
 		if (strcmp(a->key, "file") && strcmp(a->key, "valid"))
-			ir_error(ctx, a->loc, "tensors has no setting '%s' (file, "
-				 "valid)", a->key);
+			ir_error(ctx, a->loc,
+				 "tensors has no setting '%s' (file, "
+				 "valid)",
+				 a->key);
 		else
 			ir_error(ctx, a->loc, "tensors: %s must be %s", a->key,
 				 strcmp(a->key, "file") ? "a number in [0, 1)"
@@ -84,8 +86,8 @@ static bool convert(const attnrt_st_tensor *t, ir_dtype want, size_t k,
 
 static bool dtype_fits(const char *d, ir_dtype want)
 {
-	static const char *const ints[] = {"I32", "I64", "I16", "I8", "U8",
-					   "BOOL"};
+	static const char *const ints[] = {"I32", "I64", "I16",
+					   "I8",  "U8",  "BOOL"};
 	if (want == IR_F32)
 		return strcmp(d, "F32") == 0 || strcmp(d, "F64") == 0;
 	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
@@ -98,9 +100,10 @@ bool drv_st_convert(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 		    ir_dtype want, void *out)
 {
 	if (!dtype_fits(t->dtype, want)) {
-		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' is %s, but the input "
-			 "'%s' is %s (%s)", path, t->name, t->dtype, t->name,
-			 drv_dtype_name(want),
+		ir_error(ctx, (ir_loc){0},
+			 "%s: tensor '%s' is %s, but the input "
+			 "'%s' is %s (%s)",
+			 path, t->name, t->dtype, t->name, drv_dtype_name(want),
 			 want == IR_F32 ? "F32 or F64"
 					: "I32, I64, I16, I8, U8 or BOOL");
 		return false;
@@ -110,8 +113,10 @@ bool drv_st_convert(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 		n *= (size_t)t->dims[d];
 	for (size_t k = 0; k < n; k++)
 		if (!convert(t, want, k, (char *)out + 4 * k)) {
-			ir_error(ctx, (ir_loc){0}, "%s: tensor '%s': element %zu "
-				 "holds a value outside i32", path, t->name, k);
+			ir_error(ctx, (ir_loc){0},
+				 "%s: tensor '%s': element %zu "
+				 "holds a value outside i32",
+				 path, t->name, k);
 			return false;
 		}
 	return true;
@@ -127,10 +132,11 @@ bool drv_npy_fits(ir_ctx *ctx, const char *what, const char *path,
 {
 	if (!drv_st_is_npy(file) || f->n_inputs == 1)
 		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: %s: an .npy holds one array, but '%s' "
+	ir_error(ctx, (ir_loc){0},
+		 "%s: %s: an .npy holds one array, but '%s' "
 		 "takes %u inputs: save them by name in an .npz "
-		 "(np.savez(path, name=array, ...))", what, path, f->name,
-		 f->n_inputs);
+		 "(np.savez(path, name=array, ...))",
+		 what, path, f->name, f->n_inputs);
 	return false;
 }
 
@@ -149,14 +155,16 @@ static bool read_field(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 		       const ir_type *ty, drv_samples *s, uint32_t i)
 {
 	if (t->rank > IR_MAX_RANK) {
-		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' has rank %d, more than "
-			 "%d", path, t->name, t->rank, IR_MAX_RANK);
+		ir_error(ctx, (ir_loc){0},
+			 "%s: tensor '%s' has rank %d, more than "
+			 "%d",
+			 path, t->name, t->rank, IR_MAX_RANK);
 		return false;
 	}
 	if (!drv_samples_alloc_field(s, i, t->name, ty->dtype, t->rank - 1,
 				     t->dims + 1)) {
-		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s': out of memory", path,
-			 t->name);
+		ir_error(ctx, (ir_loc){0}, "%s: tensor '%s': out of memory",
+			 path, t->name);
 		return false;
 	}
 	return drv_st_convert(ctx, path, t, ty->dtype, s->fields[i].data);
@@ -168,40 +176,47 @@ static void report_missing(ir_ctx *ctx, const char *path,
 			   const ir_func *f)
 {
 	char names[512] = "";
-	for (size_t k = 0, at = 0; k < attnrt_st_count(file) && at < sizeof names;
-	     k++)
+	for (size_t k = 0, at = 0;
+	     k < attnrt_st_count(file) && at < sizeof names; k++)
 		at += (size_t)snprintf(names + at, sizeof names - at, "%s%s",
-				       k ? ", " : "", attnrt_st_at(file, k)->name);
-	ir_error(ctx, (ir_loc){0}, "%s: no tensor '%s' for the input of '%s' "
-		 "(the file has: %s)", path, name, f->name,
-		 names[0] ? names : "no tensors");
+				       k ? ", " : "",
+				       attnrt_st_at(file, k)->name);
+	ir_error(ctx, (ir_loc){0},
+		 "%s: no tensor '%s' for the input of '%s' "
+		 "(the file has: %s)",
+		 path, name, f->name, names[0] ? names : "no tensors");
 }
 
 /* The tensor each input of f takes, all with the same samples. */
-static bool find_tensors(ir_ctx *ctx, const char *path, const attnrt_st_file *file,
-			 const ir_func *f, const attnrt_st_tensor **ts,
-			 attnrt_st_tensor *one, char *nb, size_t nb_size)
+static bool find_tensors(ir_ctx *ctx, const char *path,
+			 const attnrt_st_file *file, const ir_func *f,
+			 const attnrt_st_tensor **ts, attnrt_st_tensor *one,
+			 char *nb, size_t nb_size)
 {
 	if (!drv_npy_fits(ctx, "data", path, file, f))
 		return false;
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
-		const char *name = drv_io_name(f->input_names, i, "in", nb, nb_size);
+		const char *name = drv_io_name(f->input_names, i, "in", nb,
+					       nb_size);
 		ts[i] = drv_st_input(file, name, one);
 		if (!ts[i]) {
 			report_missing(ctx, path, file, name, f);
 			return false;
 		}
 		if (ts[i]->rank < 1) {
-			ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' is a scalar; its "
-				 "axis 0 should count the samples", path, ts[i]->name);
+			ir_error(ctx, (ir_loc){0},
+				 "%s: tensor '%s' is a scalar; its "
+				 "axis 0 should count the samples",
+				 path, ts[i]->name);
 			return false;
 		}
 		if (ts[i]->dims[0] != ts[0]->dims[0]) {
-			ir_error(ctx, (ir_loc){0}, "%s: tensor '%s' has %lld samples "
+			ir_error(ctx, (ir_loc){0},
+				 "%s: tensor '%s' has %lld samples "
 				 "(axis 0), '%s' has %lld: every input needs one "
-				 "per sample", path, ts[i]->name,
-				 (long long)ts[i]->dims[0], ts[0]->name,
-				 (long long)ts[0]->dims[0]);
+				 "per sample",
+				 path, ts[i]->name, (long long)ts[i]->dims[0],
+				 ts[0]->name, (long long)ts[0]->dims[0]);
 			return false;
 		}
 	}
@@ -213,8 +228,7 @@ static bool find_tensors(ir_ctx *ctx, const char *path, const attnrt_st_file *fi
 }
 
 /* Reads the samples of f's inputs from the file at path. */
-static drv_samples *read_samples(ir_ctx *ctx, const char *path,
-				 const ir_func *f)
+static drv_samples *read_samples(ir_ctx *ctx, const char *path, const ir_func *f)
 {
 	char err[512];
 	attnrt_st_file *file;
@@ -229,13 +243,14 @@ static drv_samples *read_samples(ir_ctx *ctx, const char *path,
 	drv_samples *s = NULL;
 	bool ok = f->n_inputs <= DRV_MAX_FIELDS &&
 		  find_tensors(ctx, path, file, f, ts, &one, nb, sizeof nb);
-	if (ok && !(s = drv_samples_create(f->n_inputs, (size_t)ts[0]->dims[0]))) {
+	if (ok &&
+	    !(s = drv_samples_create(f->n_inputs, (size_t)ts[0]->dims[0]))) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		ok = false;
 	}
 	for (uint32_t i = 0; ok && i < f->n_inputs; i++)
-		ok = read_field(ctx, path, ts[i], &f->g.nodes[f->inputs[i]].type,
-				s, i);
+		ok = read_field(ctx, path, ts[i],
+				&f->g.nodes[f->inputs[i]].type, s, i);
 	attnrt_st_free(file);
 	if (ok)
 		return s;
@@ -254,7 +269,7 @@ static void print_fields(const char *what, const char *path,
 		const drv_field *fd = &s->fields[i];
 		drv_dims_format(fd->dims, fd->rank, dims, sizeof dims);
 		fprintf(stderr, "%s %s %s%s", i ? "," : "", fd->name,
-		       drv_dtype_name(fd->dtype), dims);
+			drv_dtype_name(fd->dtype), dims);
 	}
 	fprintf(stderr, "\n");
 }
@@ -276,9 +291,10 @@ static bool read_valid(ir_ctx *ctx, const ir_setting *data, const ir_func *f,
 		return true;
 	size_t n = (size_t)floor(share->num * (double)train->n + 0.5);
 	if (n == 0 || n >= train->n) {
-		ir_error(ctx, data->loc, "tensors: valid = %g of %zu samples holds "
-			 "%zu; both sets need one at least", share->num, train->n,
-			 n);
+		ir_error(ctx, data->loc,
+			 "tensors: valid = %g of %zu samples holds "
+			 "%zu; both sets need one at least",
+			 share->num, train->n, n);
 		return false;
 	}
 	*valid = drv_samples_split(train, n);
@@ -286,8 +302,9 @@ static bool read_valid(ir_ctx *ctx, const ir_setting *data, const ir_func *f,
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
-	fprintf(stderr, "valid: the last %zu samples (valid = %g), %zu left to train on\n",
-	       n, share->num, train->n);
+	fprintf(stderr,
+		"valid: the last %zu samples (valid = %g), %zu left to train on\n",
+		n, share->num, train->n);
 	return true;
 }
 
@@ -301,7 +318,8 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 	char buf[4096];
 	*train = *valid = NULL;
 	if (!o->data && !file) {
-		ir_error(ctx, data->loc, "data = tensors() reads a safetensors "
+		ir_error(ctx, data->loc,
+			 "data = tensors() reads a safetensors "
 			 "or NumPy .npz/.npy file: tensors(file = "
 			 "\"train.safetensors\"), or --data FILE");
 		return false;

@@ -43,29 +43,33 @@ bool drv_text_check(ir_ctx *ctx, const ir_setting *data)
 	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++) {
 		const ir_setting *a = &v->args[i];
 		const char *k = a->key;
-		bool ok = strcmp(k, "file") == 0	 ? a->value.kind == IR_VAL_STR
-			  : strcmp(k, "valid") == 0 ? a->value.kind == IR_VAL_NUM &&
-							      a->value.num >= 0 &&
-							      a->value.num < 1
+		bool ok = strcmp(k, "file") == 0 ? a->value.kind == IR_VAL_STR
+			  : strcmp(k, "valid") == 0
+				  ? a->value.kind == IR_VAL_NUM &&
+					    a->value.num >= 0 && a->value.num < 1
 			  : strcmp(k, "steps") == 0 || strcmp(k, "stride") == 0
 				  ? is_count(&a->value)
 				  : false;
 		if (ok)
 			continue;
-		if (strcmp(k, "file") && strcmp(k, "valid") && strcmp(k, "steps") &&
-		    strcmp(k, "stride"))
-			ir_error(ctx, a->loc, "text has no setting '%s' (steps, file, "
-				 "valid, stride)", k);
+		if (strcmp(k, "file") && strcmp(k, "valid") &&
+		    strcmp(k, "steps") && strcmp(k, "stride"))
+			ir_error(ctx, a->loc,
+				 "text has no setting '%s' (steps, file, "
+				 "valid, stride)",
+				 k);
 		else
 			ir_error(ctx, a->loc, "text: %s must be %s", k,
-				 strcmp(k, "file") == 0    ? "a string"
-				 : strcmp(k, "valid") == 0 ? "a number in [0, 1)"
-							   : "a positive integer");
+				 strcmp(k, "file") == 0 ? "a string"
+				 : strcmp(k, "valid") == 0
+					 ? "a number in [0, 1)"
+					 : "a positive integer");
 		return false;
 	}
 	if (ir_setting_arg(data, "steps"))
 		return true;
-	ir_error(ctx, data->loc, "text(...) needs the window's length: "
+	ir_error(ctx, data->loc,
+		 "text(...) needs the window's length: "
 		 "text(steps = T)");
 	return false;
 }
@@ -83,8 +87,9 @@ static bool read_text(ir_ctx *ctx, const char *path, char **out, size_t *len)
 		int e = errno;
 		ir_error(ctx, (ir_loc){0}, "--data: %s: %s", path,
 			 !f ? strerror(e)
-			 : !S_ISREG(st.st_mode) ? "not a file"
-						: "larger than the 1 GiB a text may be");
+			 : !S_ISREG(st.st_mode)
+				 ? "not a file"
+				 : "larger than the 1 GiB a text may be");
 		if (f)
 			fclose(f);
 		return false;
@@ -127,18 +132,22 @@ static bool cut(ir_ctx *ctx, const ir_setting *data, const int32_t *ids,
 		size_t n, drv_data *d)
 {
 	size_t T = (size_t)ir_setting_arg(data, "steps")->num;
-	const ir_value *st = ir_setting_arg(data, "stride"), *va = ir_setting_arg(data, "valid");
+	const ir_value *st = ir_setting_arg(data, "stride"),
+		       *va = ir_setting_arg(data, "valid");
 	size_t stride = st ? (size_t)st->num : T;
 	size_t n_valid = va ? (size_t)(va->num * (double)n) : 0;
 	d->train = windows(ids, n - n_valid, T, stride);
-	d->valid = n_valid ? windows(ids + n - n_valid, n_valid, T, stride) : NULL;
+	d->valid = n_valid ? windows(ids + n - n_valid, n_valid, T, stride)
+			   : NULL;
 	if (!d->train || (n_valid && !d->valid)) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return false;
 	}
 	if (!d->train->n || (n_valid && !d->valid->n)) {
-		ir_error(ctx, data->loc, "text: %zu characters%s hold no window of "
-			 "steps + 1 = %zu", !d->train->n ? n - n_valid : n_valid,
+		ir_error(ctx, data->loc,
+			 "text: %zu characters%s hold no window of "
+			 "steps + 1 = %zu",
+			 !d->train->n ? n - n_valid : n_valid,
 			 !d->train->n ? "" : " held out for validation", T + 1);
 		return false;
 	}
@@ -164,13 +173,16 @@ static bool encode(ir_ctx *ctx, const char *name, const char *text, size_t len,
 	ok = ok && cut(ctx, data, ids, n, d);
 	free(ids);
 	if (ok)
-		fprintf(stderr, "data: %zu characters of %s, %d distinct; %zu windows of "
-		       "%zu to train on%s", n, name, rt_text_vocab_size(d->vocab),
-		       d->train->n, (size_t)ir_setting_arg(data, "steps")->num + 1,
-		       d->valid ? "" : "\n");
+		fprintf(stderr,
+			"data: %zu characters of %s, %d distinct; %zu windows of "
+			"%zu to train on%s",
+			n, name, rt_text_vocab_size(d->vocab), d->train->n,
+			(size_t)ir_setting_arg(data, "steps")->num + 1,
+			d->valid ? "" : "\n");
 	if (ok && d->valid)
-		fprintf(stderr, ", %zu held out (the last %zu characters)\n", d->valid->n,
-		       (size_t)(ir_setting_arg(data, "valid")->num * (double)n));
+		fprintf(stderr, ", %zu held out (the last %zu characters)\n",
+			d->valid->n,
+			(size_t)(ir_setting_arg(data, "valid")->num * (double)n));
 	return ok;
 }
 
@@ -182,7 +194,8 @@ bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	const char *path = o->data, *name = o->data, *text;
 	size_t len;
 	if (!path && file)
-		path = name = drv_model_path(o->model, file->str, buf, sizeof buf);
+		path = name = drv_model_path(o->model, file->str, buf,
+					     sizeof buf);
 	if (path && !read_text(ctx, path, &owned, &len))
 		return false;
 	text = path ? owned : rt_text_default(&len);
@@ -193,7 +206,8 @@ bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	if (!ok)
 		return false;
 	if (ir_module_find_sym(m, "V") < 0) {
-		ir_error(ctx, data->loc, "text(...) binds the vocabulary's size to "
+		ir_error(ctx, data->loc,
+			 "text(...) binds the vocabulary's size to "
 			 "the dim V, which model %s does not have (dim V)",
 			 m->name);
 		return false;

@@ -56,8 +56,8 @@ static ssize_t prefixed_write(void *cookie, const char *buf, size_t size)
 	size_t n = 0;
 	for (size_t i = 0; i < size; i++) {
 		if (p->is_line_start)
-			n += (size_t)snprintf(out + n, sizeof out - n, "rank %d: ",
-					      p->rank);
+			n += (size_t)snprintf(out + n, sizeof out - n,
+					      "rank %d: ", p->rank);
 		out[n++] = buf[i];
 		p->is_line_start = buf[i] == '\n';
 		if (n > sizeof out - 32 || p->is_line_start || i + 1 == size) {
@@ -132,17 +132,19 @@ bool drv_dist_allgather(int n_ranks, void *buf, size_t bytes_per_rank)
 	size_t part = (size_t)1 << 30;
 	char *b = buf;
 	for (size_t at = 0; at < bytes_per_rank; at += part) {
-		size_t n = bytes_per_rank - at < part ? bytes_per_rank - at : part;
+		size_t n = bytes_per_rank - at < part ? bytes_per_rank - at
+						      : part;
 		/* part [at, at + n) of every rank's slice, the slices
 		 * bytes_per_rank apart: a type of n bytes whose extent is a
 		 * slice */
 		MPI_Datatype slice;
 		MPI_Type_contiguous((int)n, MPI_BYTE, &slice);
 		MPI_Datatype resized;
-		MPI_Type_create_resized(slice, 0, (MPI_Aint)bytes_per_rank, &resized);
+		MPI_Type_create_resized(slice, 0, (MPI_Aint)bytes_per_rank,
+					&resized);
 		MPI_Type_commit(&resized);
-		int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, b + at, 1,
-				       resized, MPI_COMM_WORLD);
+		int rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL,
+				       b + at, 1, resized, MPI_COMM_WORLD);
 		MPI_Type_free(&resized);
 		MPI_Type_free(&slice);
 		if (rc != MPI_SUCCESS)

@@ -17,9 +17,9 @@
 #include <stdio.h>
 
 #define DRV_MAX_LIST 64
-#define DRV_MAX_THREADS 256    /* --threads */
-#define DRV_MAX_EPOCHS 1000000 /* --epochs and the train block's epochs */
-#define DRV_MAX_GENERATE 1000000 /* --max-tokens */
+#define DRV_MAX_THREADS 256       /* --threads */
+#define DRV_MAX_EPOCHS 1000000    /* --epochs and the train block's epochs */
+#define DRV_MAX_GENERATE 1000000  /* --max-tokens */
 #define DRV_MAX_GRAD_OUTPUTS 1024 /* the loss and a gradient per parameter */
 #define DRV_MAX_SHARDS 64
 
@@ -56,23 +56,23 @@ typedef struct drv_options {
 	bool is_seed_set;        /* --seed was given */
 	int n_ranks, rank;       /* MPI ranks (dist.c); 1 and 0 without */
 	uint64_t seed;
-	int threads; /* 0 = OpenMP default */
-	int64_t shards; /* --shards; 0 = the train block's */
-	bool train;     /* --train (implies --jit) */
-	bool gradcheck; /* --gradcheck (implies --jit) */
-	int64_t epochs; /* --epochs; 0 = the train block's */
-	double lr;      /* --lr; 0 = the train block's */
+	int threads;                /* 0 = OpenMP default */
+	int64_t shards;             /* --shards; 0 = the train block's */
+	bool train;                 /* --train (implies --jit) */
+	bool gradcheck;             /* --gradcheck (implies --jit) */
+	int64_t epochs;             /* --epochs; 0 = the train block's */
+	double lr;                  /* --lr; 0 = the train block's */
 	const char *metrics;        /* --metrics FILE: JSON lines per epoch */
 	const char *plot, *heatmap; /* --plot FILE.svg, --heatmap FILE.svg */
 	const char *heatmap_output; /* --heatmap-output NAME (`weights`) */
-	const char *data;  /* --data FILE: the train block's data source's file */
+	const char *data; /* --data FILE: the train block's data source's file */
 	const char *valid_data; /* --valid-data FILE: the validation set */
 	const char *inputs, *outputs; /* --inputs / --outputs FILE.safetensors */
-	const char *generate; /* --generate PROMPT */
-	int64_t max_tokens;   /* --max-tokens N (200) */
-	double temperature;   /* --temperature X (1; 0 greedy) */
-	int64_t top_k;        /* --top-k K (0: every token) */
-	int64_t examples;  /* --examples N; 0: the train block's, -1: all */
+	const char *generate;         /* --generate PROMPT */
+	int64_t max_tokens;           /* --max-tokens N (200) */
+	double temperature;           /* --temperature X (1; 0 greedy) */
+	int64_t top_k;                /* --top-k K (0: every token) */
+	int64_t examples; /* --examples N; 0: the train block's, -1: all */
 	const char *translate[DRV_MAX_LIST]; /* --translate SENTENCE */
 	uint32_t n_translate;
 } drv_options;
@@ -112,8 +112,7 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 
 /* The example inputs of f (which has one) as tensors borrowing the
  * constants' data; in has f->n_inputs entries. */
-void drv_example_inputs(const ir_module *m, const ir_func *f,
-			interp_tensor *in);
+void drv_example_inputs(const ir_module *m, const ir_func *f, interp_tensor *in);
 
 /* Prints each output as "name: " and the tensor. */
 void drv_print_outputs(const ir_func *f, const interp_tensor *outs);
@@ -138,7 +137,7 @@ cg_program_options drv_program_options(const drv_options *o);
 typedef struct drv_jit {
 	cg_program *p;
 	void *params; /* the params block (cg_program_params gives the table) */
-	int64_t *syms; /* the symbols' values it was compiled for */
+	int64_t *syms;     /* the symbols' values it was compiled for */
 	const char *vocab; /* a text's characters, saved with --save, or NULL */
 	/* --profile: the program's cycle counter and the monotonic clock
 	 * (seconds) read together once it was compiled, for the counter's
@@ -182,16 +181,15 @@ bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const ir_func *f, bool is_training, drv_jit *j);
 /* drv_jit_open compiling only the exported functions named in only
  * (n_only of them); the params block is the whole module's still. */
-bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
-		       const drv_options *o, const ir_func *f,
-		       bool is_training, const char *const *only,
-		       uint32_t n_only, drv_jit *j);
+bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		       const ir_func *f, bool is_training,
+		       const char *const *only, uint32_t n_only, drv_jit *j);
 /* drv_jit_open_only for a program that runs trained weights (decoding,
  * generation): with trained, its params block is copied from trained's
  * (the same layout, checked) instead of --load's or the seed's. */
-bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m,
-			  const drv_options *o, const char *const *only,
-			  uint32_t n_only, const drv_jit *trained, drv_jit *j);
+bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			  const char *const *only, uint32_t n_only,
+			  const drv_jit *trained, drv_jit *j);
 void drv_jit_close(ir_ctx *ctx, drv_jit *j);
 /* Seconds of the monotonic clock, for throughputs and timings. */
 double drv_now_seconds(void);
@@ -278,20 +276,20 @@ typedef enum drv_loss_kind {
 
 /* The train block, read and checked, with the command line's overrides. */
 typedef struct drv_train_config {
-	const char *entry;         /* the loss function: `entry`, or "loss" */
+	const char *entry; /* the loss function: `entry`, or "loss" */
 	attnrt_optim_config optim;
 	int64_t epochs;
-	double clip;               /* the global norm to clip to; 0 = none */
-	int64_t batch;             /* --batch, else the block's; 0 = none */
-	int64_t shards;            /* the batch's shards: --shards, `shards` */
-	const ir_setting *data;    /* the `data` setting, or NULL */
+	double clip;            /* the global norm to clip to; 0 = none */
+	int64_t batch;          /* --batch, else the block's; 0 = none */
+	int64_t shards;         /* the batch's shards: --shards, `shards` */
+	const ir_setting *data; /* the `data` setting, or NULL */
 	/* What the shards' summed losses and gradients are scaled by for
 	 * samples (tensors, text): 1 / shards when the loss is a mean over
 	 * its rows, 1 when a sum (train_config.c finds which). */
 	double shard_scale;
-	drv_loss_kind loss_kind;   /* of the entry */
-	int n_ranks, rank;         /* MPI: shards are cut among the ranks */
-	bool is_full;              /* every setting training needs is there */
+	drv_loss_kind loss_kind; /* of the entry */
+	int n_ranks, rank;       /* MPI: shards are cut among the ranks */
+	bool is_full;            /* every setting training needs is there */
 } drv_train_config;
 
 /* Reads and checks the train block (for --gradcheck only the entry and
@@ -349,9 +347,9 @@ typedef struct drv_grad drv_grad;
 
 /* One input of the loss entry over every sample. */
 typedef struct drv_field {
-	char *name;     /* the input it feeds */
-	ir_dtype dtype; /* IR_F32 or IR_I32 */
-	int rank;       /* of one sample */
+	char *name;                /* the input it feeds */
+	ir_dtype dtype;            /* IR_F32 or IR_I32 */
+	int rank;                  /* of one sample */
 	int64_t dims[IR_MAX_RANK]; /* of one sample */
 	size_t row_bytes;          /* one sample's bytes */
 	char *data;                /* (n, dims...) */
@@ -385,8 +383,7 @@ void drv_samples_destroy(drv_samples *s);
 drv_samples *drv_samples_split(drv_samples *s, size_t n_tail);
 /* The order of the samples in epoch e: a permutation of 0..n drawn from
  * (seed, epoch). */
-void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch,
-			 size_t *order);
+void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch, size_t *order);
 
 /* Checks s against the inputs of tc's loss entry, each fed by the field
  * of its name: its dtype, its rank and a sample's shape; binds into o
@@ -470,10 +467,10 @@ bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 
 /* What a training run (or --gradcheck) reads before it compiles. */
 typedef struct drv_data {
-	rt_nmt_data *nmt; /* the pairs of data = nmt(...), or NULL */
+	rt_nmt_data *nmt;           /* the pairs of data = nmt(...), or NULL */
 	drv_samples *train, *valid; /* tensors(...) or text(...), or NULL */
 	rt_text_vocab *vocab;       /* text(...)'s characters, or NULL */
-	drv_options o;    /* the run's options, the data's dims bound */
+	drv_options o; /* the run's options, the data's dims bound */
 } drv_data;
 
 /* ---- data = text(...) (data_text.c) ------------------------------------------- */
@@ -528,8 +525,8 @@ typedef struct drv_grad {
 	size_t n_loss; /* its elements (1 for a scalar loss) */
 	const attnrt_param_info *table;
 	uint32_t n_params;
-	uint32_t n_shards;      /* of a batch, over every rank */
-	uint32_t first_shard;   /* this rank's: first_shard .. + n_local */
+	uint32_t n_shards;    /* of a batch, over every rank */
+	uint32_t first_shard; /* this rank's: first_shard .. + n_local */
 	uint32_t n_local;
 	drv_shard shards[DRV_MAX_SHARDS]; /* this rank's, from first_shard */
 	/* Under MPI: every shard's gradient block and loss, in shard order,
@@ -549,9 +546,8 @@ float *drv_grad_loss(const drv_grad *g, uint32_t s);
  * n_shards shards (under MPI this rank's, tc->rank of tc->n_ranks: its
  * n_shards / n_ranks, and room for every shard's gradients); false after
  * reporting. drv_grad_close frees g either way. */
-bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
-		   const drv_train_config *tc, const drv_jit *j,
-		   uint32_t n_shards, drv_grad *g);
+bool drv_grad_open(ir_ctx *ctx, const ir_module *m, const drv_train_config *tc,
+		   const drv_jit *j, uint32_t n_shards, drv_grad *g);
 
 void drv_grad_close(drv_grad *g);
 
@@ -578,9 +574,8 @@ uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b);
 
 /* Shard s of batch b as a batch of its own (the entry's B rows), with
  * the run it had in drv_grad_run. */
-void drv_grad_shard(const drv_grad *g, const drv_batch *b,
-		    const attnrt_run *run, uint32_t s, drv_batch *out,
-		    attnrt_run *run_out);
+void drv_grad_shard(const drv_grad *g, const drv_batch *b, const attnrt_run *run,
+		    uint32_t s, drv_batch *out, attnrt_run *run_out);
 
 /* Copies of j's parameters as interpreter tensors (float32, or float64
  * with is_f64): m->n_params of them, each freed by the caller with
@@ -589,8 +584,7 @@ bool drv_params_tensors(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 			bool is_f64, interp_tensor *params);
 
 /* The inputs of batch b as tensors borrowing its data (g->n_inputs). */
-void drv_batch_tensors(const drv_grad *g, const drv_batch *b,
-		       interp_tensor *in);
+void drv_batch_tensors(const drv_grad *g, const drv_batch *b, interp_tensor *in);
 
 /* --train: loads the data, compiles the module, trains it as tc says
  * (printing a line per epoch, writing --metrics), then saves (--save),
@@ -635,8 +629,7 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const rt_nmt_data *d, int64_t batch, drv_options *out);
 /* drv_nmt_bind with the sizes of the vocabularies vocab (source,
  * target), d's or a checkpoint's. */
-bool drv_nmt_bind_vocabs(ir_ctx *ctx, const ir_module *m,
-			 const drv_options *o,
+bool drv_nmt_bind_vocabs(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 const attnrt_vocab *const vocab[2], int64_t batch,
 			 drv_options *out);
 
@@ -655,9 +648,9 @@ bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 /* ---- data parallelism over MPI (dist.c) ------------------------------------------ */
 
 typedef struct drv_dist {
-	bool is_mpi;     /* MPI started: a launcher made this a rank */
+	bool is_mpi; /* MPI started: a launcher made this a rank */
 	int rank, n_ranks;
-	FILE *diag;      /* stderr prefixed "rank R: ", or NULL */
+	FILE *diag; /* stderr prefixed "rank R: ", or NULL */
 } drv_dist;
 
 /* Starts MPI when a launcher (mpirun, srun) started this process, else
@@ -682,12 +675,12 @@ typedef struct drv_train_state {
 	uint64_t step;        /* steps done (dropout's counter) */
 	uint64_t optim_steps; /* the optimizer's step count */
 	uint64_t seed;
-	uint64_t n_batches;   /* an epoch's, which a resumed run must have */
+	uint64_t n_batches; /* an epoch's, which a resumed run must have */
 	const double *losses, *valid; /* per epoch done; valid may be NULL */
 	const attnrt_param_info *table;
 	size_t n_params;
-	const char *params, *m, *v; /* blocks; m and v NULL for SGD */
-	const char *vocab;          /* a text's characters, or NULL */
+	const char *params, *m, *v;        /* blocks; m and v NULL for SGD */
+	const char *vocab;                 /* a text's characters, or NULL */
 	const char *src_vocab, *tgt_vocab; /* nmt(...)'s tokens, or NULL */
 } drv_train_state;
 
@@ -758,8 +751,7 @@ bool drv_is_seq2seq(const ir_module *m);
 /* Before anything runs: --translate needs a seq2seq model whose train
  * block says data = nmt(...) (for the vocabularies), and the weights of
  * --train or --load. Reports and returns false if not. */
-bool drv_translate_check(ir_ctx *ctx, const ir_module *m,
-			 const drv_options *o);
+bool drv_translate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o);
 
 /* Translates the sentences of --translate (with trained and none given:
  * the book's four test sentences) by greedy decoding, d2l's
@@ -777,8 +769,7 @@ bool drv_translate(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 
 /* --translate with --load and no --train: loads the data of the train
  * block, opens --metrics, then drv_translate. */
-bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m,
-			  const drv_options *o);
+bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m, const drv_options *o);
 
 /* The attention weights of one translated sentence, as the book draws
  * them: up to 4 figures (the encoder's self-attention, then the per-step
@@ -796,8 +787,8 @@ typedef struct drv_attention {
 
 /* Draws every figure of a as one SVG at path: a row of heads per figure
  * and layer. Says what it wrote on stdout; false after reporting. */
-bool drv_attention_draw(ir_ctx *ctx, const ir_module *m,
-			const drv_attention *a, const char *path);
+bool drv_attention_draw(ir_ctx *ctx, const ir_module *m, const drv_attention *a,
+			const char *path);
 void drv_attention_fini(ir_ctx *ctx, drv_attention *a);
 
 #endif

@@ -98,7 +98,8 @@ static bool write_header(emit_job *job, cg_program *p)
 	cg_header_entry entries[MAX_ENTRIES];
 	uint32_t n = cg_program_n_entries(p);
 	if (n > MAX_ENTRIES)
-		return ir_error(ctx, (ir_loc){0}, "too many entry points"), false;
+		return ir_error(ctx, (ir_loc){0}, "too many entry points"),
+		       false;
 	cg_header_desc d = {
 		.prefix = job->prefix,
 		.source = job->o->model,
@@ -137,7 +138,8 @@ static bool emit_kind(ir_ctx *ctx, const char *s, cg_emit_kind *kind)
 		*kind = CG_EMIT_OBJ;
 	else
 		return ir_error(ctx, (ir_loc){0},
-				"--emit: unknown kind '%s' (ir, llvm, asm or obj)", s),
+				"--emit: unknown kind '%s' (ir, llvm, asm or obj)",
+				s),
 		       false;
 	return true;
 }
@@ -147,10 +149,12 @@ static bool emit_ir(ir_ctx *ctx, const ir_module *m, const char *path)
 {
 	FILE *f = path && strcmp(path, "-") ? fopen(path, "w") : stdout;
 	if (!f)
-		return ir_error(ctx, (ir_loc){0}, "cannot write '%s'", path), false;
+		return ir_error(ctx, (ir_loc){0}, "cannot write '%s'", path),
+		       false;
 	ir_module_print(m, f);
 	if (f != stdout && fclose(f) != 0)
-		return ir_error(ctx, (ir_loc){0}, "cannot write '%s'", path), false;
+		return ir_error(ctx, (ir_loc){0}, "cannot write '%s'", path),
+		       false;
 	return true;
 }
 
@@ -188,8 +192,8 @@ static char *symbol_prefix(ir_ctx *ctx, const drv_options *o, const char *obj)
 		p[at++] = isalnum((unsigned char)from[i]) ? from[i] : '_';
 	p[at] = '\0';
 	if (o->prefix && strcmp(p, o->prefix) != 0) {
-		ir_error(ctx, (ir_loc){0}, "--prefix: '%s' is not a C identifier",
-			 o->prefix);
+		ir_error(ctx, (ir_loc){0},
+			 "--prefix: '%s' is not a C identifier", o->prefix);
 		ir_free(ctx, p);
 		return NULL;
 	}
@@ -205,8 +209,10 @@ static bool fix_sym(ir_ctx *ctx, const ir_module *m, const char *file,
 		values[s] = v;
 		return true;
 	}
-	ir_error(ctx, (ir_loc){0}, "--load: %s: '%s' makes %s %lld, another "
-		 "tensor %lld", file, name, m->syms[s].name, (long long)v,
+	ir_error(ctx, (ir_loc){0},
+		 "--load: %s: '%s' makes %s %lld, another "
+		 "tensor %lld",
+		 file, name, m->syms[s].name, (long long)v,
 		 (long long)values[s]);
 	return false;
 }
@@ -218,24 +224,29 @@ static bool dims_of_param(ir_ctx *ctx, const ir_module *m, const char *file,
 			  int64_t *values)
 {
 	if (rank != p->type.rank) {
-		ir_error(ctx, p->loc, "--load: %s holds no tensor '%s' of rank %u",
-			 file, p->name, p->type.rank);
+		ir_error(ctx, p->loc,
+			 "--load: %s holds no tensor '%s' of rank %u", file,
+			 p->name, p->type.rank);
 		return false;
 	}
 	for (int d = 0; d < rank; d++) {
 		ir_dim dim = p->type.dims[d];
 		if (ir_dim_is_static(dim) && dims[d] != dim.coef) {
-			ir_error(ctx, p->loc, "--load: %s: dim %d of '%s' is %lld; "
-				 "the model's is %lld", file, d, p->name,
-				 (long long)dims[d], (long long)dim.coef);
+			ir_error(ctx, p->loc,
+				 "--load: %s: dim %d of '%s' is %lld; "
+				 "the model's is %lld",
+				 file, d, p->name, (long long)dims[d],
+				 (long long)dim.coef);
 			return false;
 		}
 		if (ir_dim_is_static(dim))
 			continue;
 		if (dims[d] <= 0 || dims[d] % dim.coef != 0) {
-			ir_error(ctx, p->loc, "--load: %s: dim %d of '%s' is %lld, "
-				 "not a multiple of %lld", file, d, p->name,
-				 (long long)dims[d], (long long)dim.coef);
+			ir_error(ctx, p->loc,
+				 "--load: %s: dim %d of '%s' is %lld, "
+				 "not a multiple of %lld",
+				 file, d, p->name, (long long)dims[d],
+				 (long long)dim.coef);
 			return false;
 		}
 		if (!fix_sym(ctx, m, file, p->name, dim.sym, dims[d] / dim.coef,
@@ -254,7 +265,7 @@ static bool dims_from_checkpoint(ir_ctx *ctx, const ir_module *m,
 	uint32_t n = m->n_params;
 	const char **names = ir_alloc(ctx, (n + 1) * sizeof *names);
 	int *ranks = ir_alloc(ctx, (n + 1) * sizeof *ranks);
-	int64_t (*dims)[6] = ir_alloc(ctx, (n + 1) * sizeof *dims);
+	int64_t(*dims)[6] = ir_alloc(ctx, (n + 1) * sizeof *dims);
 	char err[512] = "";
 	bool ok = names && ranks && dims;
 	for (uint32_t i = 0; ok && i < n; i++)
@@ -265,8 +276,8 @@ static bool dims_from_checkpoint(ir_ctx *ctx, const ir_module *m,
 		ok = false;
 	}
 	for (uint32_t i = 0; ok && i < n; i++)
-		ok = dims_of_param(ctx, m, file, &m->params[i], ranks[i], dims[i],
-				   values);
+		ok = dims_of_param(ctx, m, file, &m->params[i], ranks[i],
+				   dims[i], values);
 	ir_free(ctx, names);
 	ir_free(ctx, ranks);
 	ir_free(ctx, dims);
@@ -281,10 +292,12 @@ static bool check_against_load(ir_ctx *ctx, const ir_module *m,
 	for (uint32_t i = 0; i < o->n_syms; i++) {
 		int32_t s = ir_module_find_sym(m, o->syms[i].name);
 		if (s >= 0 && values[s] && values[s] != o->syms[i].value) {
-			ir_error(ctx, (ir_loc){0}, "%s %s=%lld: the weights of "
-				 "--load %s make it %lld", o->syms[i].opt,
-				 o->syms[i].name, (long long)o->syms[i].value,
-				 o->load, (long long)values[s]);
+			ir_error(ctx, (ir_loc){0},
+				 "%s %s=%lld: the weights of "
+				 "--load %s make it %lld",
+				 o->syms[i].opt, o->syms[i].name,
+				 (long long)o->syms[i].value, o->load,
+				 (long long)values[s]);
 			return false;
 		}
 	}
@@ -307,8 +320,9 @@ static bool options_with_load(ir_ctx *ctx, const ir_module *m,
 			continue;
 		ok = out->n_syms < DRV_MAX_LIST;
 		if (ok)
-			out->syms[out->n_syms++] =
-				(drv_sym_value){"--load", m->syms[s].name, values[s]};
+			out->syms[out->n_syms++] = (drv_sym_value){"--load",
+								   m->syms[s].name,
+								   values[s]};
 		else
 			ir_error(ctx, (ir_loc){0}, "too many dimensions");
 	}
@@ -341,18 +355,22 @@ static void sym_origin(const emit_job *job, int32_t s, char *buf, size_t n)
 	for (uint32_t i = o->n_syms; i-- > 0;)
 		if (strcmp(o->syms[i].name, name) == 0) {
 			if (strcmp(o->syms[i].opt, "--load") == 0)
-				snprintf(buf, n, "the weights of --load %s", o->load);
+				snprintf(buf, n, "the weights of --load %s",
+					 o->load);
 			else
 				snprintf(buf, n, "%s", o->syms[i].opt);
 			return;
 		}
 	if (example_binds(f, s))
 		snprintf(buf, n, "the example of %s", f->name);
-	else if (strcmp(name, "B") == 0 && ir_module_find_setting(job->m, "batch"))
+	else if (strcmp(name, "B") == 0 &&
+		 ir_module_find_setting(job->m, "batch"))
 		snprintf(buf, n, "the train block's batch");
 	else
-		snprintf(buf, n, "the model's default: --sym %s=N or --load to "
-			 "change it", name);
+		snprintf(buf, n,
+			 "the model's default: --sym %s=N or --load to "
+			 "change it",
+			 name);
 }
 
 /* The lines "B = 64 (the train block's batch)" of every symbol. */
@@ -386,14 +404,15 @@ static void report(const emit_job *job, cg_program *p)
 		printf("  %s\n", job->bound_lines[i]);
 	if (threads > 1)
 		printf("  static schedules for %u threads (run.n_threads; "
-		       "--threads N to build for N)\n", threads);
+		       "--threads N to build for N)\n",
+		       threads);
 	else
 		printf("  no static schedule (one thread)\n");
 }
 
 /* -c: the object, the header and the report. */
-static bool compile_only(ir_ctx *ctx, const ir_module *m,
-			 const drv_options *o, const char *out)
+static bool compile_only(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			 const char *out)
 {
 	drv_options lo;
 	emit_job job = {.ctx = ctx, .m = m, .o = &lo, .obj = out};
@@ -447,8 +466,8 @@ bool drv_emit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
 	cg_program *p = NULL;
 	bool ok = false;
-	if (!syms || !drv_bind_syms(ctx, m, ir_module_default_func(m), o, true, false,
-				   syms))
+	if (!syms || !drv_bind_syms(ctx, m, ir_module_default_func(m), o, true,
+				    false, syms))
 		goto done;
 	cg_program_options po = drv_program_options(o);
 	p = cg_program_create(ctx, m, syms, &po);

@@ -12,16 +12,15 @@ void drv_dims_format(const int64_t *dims, int rank, char *buf, size_t size)
 {
 	size_t n = (size_t)snprintf(buf, size, "[");
 	for (int d = 0; d < rank && n < size; d++)
-		n += (size_t)snprintf(buf + n, size - n, "%s%lld", d ? ", " : "",
-				      (long long)dims[d]);
+		n += (size_t)snprintf(buf + n, size - n, "%s%lld",
+				      d ? ", " : "", (long long)dims[d]);
 	if (n < size)
 		snprintf(buf + n, size - n, "]");
 }
 
 /* The inputs must be what the entry point was compiled for. */
 static bool check_inputs(ir_ctx *ctx, const ir_func *f,
-			 const attnrt_tensor_info *want,
-			 const interp_tensor *in)
+			 const attnrt_tensor_info *want, const interp_tensor *in)
 {
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
 		bool is_same = in[i].rank == want[i].rank &&
@@ -35,9 +34,10 @@ static bool check_inputs(ir_ctx *ctx, const ir_func *f,
 		char got[160], was[160];
 		drv_dims_format(in[i].dims, in[i].rank, got, sizeof got);
 		drv_dims_format(want[i].dims, want[i].rank, was, sizeof was);
-		ir_error(ctx, f->loc, "'%s': input '%s' is %s%s, but the function "
-			 "was compiled for %s%s", f->name, want[i].name,
-			 ir_dtype_name(in[i].dtype), got,
+		ir_error(ctx, f->loc,
+			 "'%s': input '%s' is %s%s, but the function "
+			 "was compiled for %s%s",
+			 f->name, want[i].name, ir_dtype_name(in[i].dtype), got,
 			 want[i].dtype == ATTNRT_I32 ? "i32" : "f32", was);
 		return false;
 	}
@@ -100,7 +100,8 @@ bool drv_exec_call(const drv_exec *e, const ir_func *f,
 		memset(&outs[i], 0, sizeof outs[i]);
 	if (!e->jit) {
 		interp_opts opts = {.is_f64 = e->o->f64, .seed = e->o->seed};
-		return interp_run(e->ctx, e->m, f, &opts, e->params, inputs, outs);
+		return interp_run(e->ctx, e->m, f, &opts, e->params, inputs,
+				  outs);
 	}
 	if (jit_call(e, f, inputs, outs))
 		return true;

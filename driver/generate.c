@@ -40,13 +40,13 @@ typedef struct generator {
 	const rt_text_vocab *vocab;
 	drv_jit jit;
 	drv_options run_o;
-	const ir_func *f;   /* decode_step */
+	const ir_func *f; /* decode_step */
 	attnrt_entry_fn fn;
 	const attnrt_tensor_info *in, *out;
 	uint32_t n_in, n_out;
 	int32_t tok, pos;
-	void *bufs[64];     /* the inputs' memory; states carried in place */
-	void *outs[64];     /* outputs: logits, then states (ping-pong) */
+	void *bufs[64];        /* the inputs' memory; states carried in place */
+	void *outs[64];        /* outputs: logits, then states (ping-pong) */
 	int32_t state_out[64]; /* for input i, the output it is carried from */
 	void *scratch;
 	size_t n_vocab;
@@ -66,18 +66,23 @@ bool drv_generate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 {
 	const ir_func *f = ir_module_find_func(m, "decode_step");
 	if (!f || !f->is_export || f->n_inputs < 2 || f->n_outputs < 1) {
-		ir_error(ctx, (ir_loc){0}, "--generate: model %s exports no "
-			 "decode_step(tok, pos, ...) to generate with", m->name);
+		ir_error(ctx, (ir_loc){0},
+			 "--generate: model %s exports no "
+			 "decode_step(tok, pos, ...) to generate with",
+			 m->name);
 		return false;
 	}
 	if (!text_steps(m)) {
-		ir_error(ctx, (ir_loc){0}, "--generate: model %s does not train on "
+		ir_error(ctx, (ir_loc){0},
+			 "--generate: model %s does not train on "
 			 "a text (data = text(steps = T)), which gives its "
-			 "characters and context", m->name);
+			 "characters and context",
+			 m->name);
 		return false;
 	}
 	if (!o->train && !o->load) {
-		ir_error(ctx, (ir_loc){0}, "--generate needs weights: --train or "
+		ir_error(ctx, (ir_loc){0},
+			 "--generate needs weights: --train or "
 			 "--load FILE");
 		return false;
 	}
@@ -99,11 +104,14 @@ static rt_text_vocab *vocab_of_checkpoint(ir_ctx *ctx, const char *path)
 	}
 	const char *s = attnrt_st_meta(file, "vocab");
 	if (!s)
-		ir_error(ctx, (ir_loc){0}, "--generate: %s has no vocabulary in "
+		ir_error(ctx, (ir_loc){0},
+			 "--generate: %s has no vocabulary in "
 			 "its metadata (\"vocab\"; --save of a text model writes "
-			 "it)", path);
+			 "it)",
+			 path);
 	else if (rt_text_vocab_parse(NULL, s, &v, err, sizeof err) != ATTNRT_OK)
-		ir_error(ctx, (ir_loc){0}, "--generate: %s: vocab: %s", path, err);
+		ir_error(ctx, (ir_loc){0}, "--generate: %s: vocab: %s", path,
+			 err);
 	attnrt_st_free(file);
 	return v;
 }
@@ -112,7 +120,8 @@ static bool bind(generator *g)
 {
 	drv_options *o = &g->run_o;
 	*o = *g->o;
-	o->threads = o->threads ? o->threads : 1; /* one token: too small to share */
+	o->threads = o->threads ? o->threads
+				: 1; /* one token: too small to share */
 	return drv_options_bind(g->ctx, o, "--generate", "B", 1) &&
 	       drv_options_bind(g->ctx, o, "--generate", "V",
 				rt_text_vocab_size(g->vocab));
@@ -141,9 +150,11 @@ static bool map_input(generator *g, uint32_t i)
 	if (i < 2) {
 		bool ok = t->dtype == ATTNRT_I32 && tensor_bytes(t) == 4;
 		if (!ok)
-			ir_error(g->ctx, g->f->loc, "--generate: decode_step's input "
+			ir_error(g->ctx, g->f->loc,
+				 "--generate: decode_step's input "
 				 "'%s' should be i32[1, 1] (tok) or i32[1] (pos) at "
-				 "B = 1", t->name);
+				 "B = 1",
+				 t->name);
 		g->bufs[i] = i ? (void *)&g->pos : (void *)&g->tok;
 		return ok;
 	}
@@ -152,8 +163,10 @@ static bool map_input(generator *g, uint32_t i)
 		    tensor_bytes(&g->out[k]) == tensor_bytes(t))
 			g->state_out[i] = (int32_t)k;
 	if (g->state_out[i] < 0) {
-		ir_error(g->ctx, g->f->loc, "--generate: decode_step's input '%s' "
-			 "is not carried: no output of its name and size", t->name);
+		ir_error(g->ctx, g->f->loc,
+			 "--generate: decode_step's input '%s' "
+			 "is not carried: no output of its name and size",
+			 t->name);
 		return false;
 	}
 	g->bufs[i] = calloc(1, tensor_bytes(t));
@@ -170,14 +183,18 @@ static bool open_buffers(generator *g)
 	g->out = cg_program_outputs(g->jit.p, name, &g->n_out);
 	g->n_vocab = (size_t)rt_text_vocab_size(g->vocab);
 	if (!g->fn || g->n_in > 64 || g->n_out > 64 || !g->n_out ||
-	    g->out[0].dtype != ATTNRT_F32 || tensor_bytes(&g->out[0]) != 4 * g->n_vocab) {
-		ir_error(g->ctx, g->f->loc, "--generate: decode_step's first output "
-			 "should be the logits of the %zu characters", g->n_vocab);
+	    g->out[0].dtype != ATTNRT_F32 ||
+	    tensor_bytes(&g->out[0]) != 4 * g->n_vocab) {
+		ir_error(g->ctx, g->f->loc,
+			 "--generate: decode_step's first output "
+			 "should be the logits of the %zu characters",
+			 g->n_vocab);
 		return false;
 	}
 	g->outs[0] = calloc(g->n_vocab, sizeof(float));
 	g->probs = calloc(g->n_vocab, sizeof *g->probs);
-	g->scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(g->jit.p, name));
+	g->scratch = attnrt_alloc(NULL,
+				  cg_program_scratch_bytes(g->jit.p, name));
 	for (uint32_t i = 0; i < g->n_in; i++)
 		if (!map_input(g, i))
 			return false;
@@ -247,7 +264,9 @@ static int32_t sample(generator *g, uint64_t k)
 	}
 	double sum = 0;
 	for (size_t i = 0; i < V; i++) {
-		double p = logits[i] >= cut ? exp((logits[i] - logits[best]) / temp) : 0;
+		double p = logits[i] >= cut
+				   ? exp((logits[i] - logits[best]) / temp)
+				   : 0;
 		g->probs[i] = (float)p;
 		sum += p;
 	}
@@ -283,9 +302,10 @@ static bool encode_prompt(generator *g, int32_t **ids, size_t *n)
 		return false;
 	}
 	if (*n == 0 || (int64_t)*n > g->context) {
-		ir_error(g->ctx, (ir_loc){0}, "--generate: the prompt has %zu "
-			 "characters; it needs 1 to %lld (the context)", *n,
-			 (long long)g->context);
+		ir_error(g->ctx, (ir_loc){0},
+			 "--generate: the prompt has %zu "
+			 "characters; it needs 1 to %lld (the context)",
+			 *n, (long long)g->context);
 		return false;
 	}
 	return true;
@@ -311,7 +331,8 @@ static bool run(generator *g, FILE *metrics)
 		free(ids);
 		return false;
 	}
-	int32_t *hist = realloc(ids, (n + (size_t)g->o->max_tokens) * sizeof *ids);
+	int32_t *hist = realloc(ids,
+				(n + (size_t)g->o->max_tokens) * sizeof *ids);
 	if (!hist) {
 		free(ids);
 		ir_error(g->ctx, (ir_loc){0}, "out of memory");
@@ -336,7 +357,8 @@ static bool run(generator *g, FILE *metrics)
 		ok = ok && step(g, id, (int32_t)pos++);
 	}
 	made += ok && made < g->o->max_tokens;
-	double secs = drv_now_seconds() - t0, rate = secs > 0 ? (double)made / secs : 0;
+	double secs = drv_now_seconds() - t0,
+	       rate = secs > 0 ? (double)made / secs : 0;
 	free(hist);
 	if (!ok)
 		return false;
@@ -345,7 +367,8 @@ static bool run(generator *g, FILE *metrics)
 		fprintf(stderr, "%lld tokens in %.2f s, %.0f tokens/s\n",
 			(long long)made, secs, rate);
 	if (metrics)
-		fprintf(metrics, "{\"generated_tokens\": %lld, \"seconds\": %.6g, "
+		fprintf(metrics,
+			"{\"generated_tokens\": %lld, \"seconds\": %.6g, "
 			"\"tokens_per_sec\": %.6g, \"context_slides\": %lld}\n",
 			(long long)made, secs, rate, (long long)refeeds);
 	return true;

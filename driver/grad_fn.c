@@ -34,7 +34,8 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 		return drv_text_check(ctx, tc->data);
 	if (tc->data) {
 		const ir_value *v = &tc->data->value;
-		ir_error(ctx, tc->data->loc, "data = %s%s: this attnc has no such "
+		ir_error(ctx, tc->data->loc,
+			 "data = %s%s: this attnc has no such "
 			 "data source; it trains on a safetensors file of "
 			 "samples (data = tensors(file = \"PATH\")), a text "
 			 "(data = text(steps = T)), "
@@ -46,9 +47,10 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 		return false;
 	}
 	if (f && f->n_inputs && !f->example) {
-		ir_error(ctx, f->loc, "'%s' takes %u input%s, but the train block "
-			 "names no data to feed %s (data = ...)", f->name,
-			 f->n_inputs, f->n_inputs == 1 ? "" : "s",
+		ir_error(ctx, f->loc,
+			 "'%s' takes %u input%s, but the train block "
+			 "names no data to feed %s (data = ...)",
+			 f->name, f->n_inputs, f->n_inputs == 1 ? "" : "s",
 			 f->n_inputs == 1 ? "it" : "them");
 		return false;
 	}
@@ -61,15 +63,18 @@ bool drv_data_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	memset(data, 0, sizeof *data);
 	data->o = *o;
 	if (drv_tensors_is_source(tc->data))
-		return drv_tensors_load(ctx, m, tc, o, &data->train, &data->valid) &&
-		       drv_samples_bind(ctx, m, tc, data->train, false, &data->o) &&
-		       (!data->valid ||
-			drv_samples_bind(ctx, m, tc, data->valid, true, &data->o));
+		return drv_tensors_load(ctx, m, tc, o, &data->train,
+					&data->valid) &&
+		       drv_samples_bind(ctx, m, tc, data->train, false,
+					&data->o) &&
+		       (!data->valid || drv_samples_bind(ctx, m, tc, data->valid,
+							 true, &data->o));
 	if (drv_text_is_source(tc->data))
 		return drv_text_load(ctx, m, o, tc->data, data) &&
-		       drv_samples_bind(ctx, m, tc, data->train, false, &data->o) &&
-		       (!data->valid ||
-			drv_samples_bind(ctx, m, tc, data->valid, true, &data->o));
+		       drv_samples_bind(ctx, m, tc, data->train, false,
+					&data->o) &&
+		       (!data->valid || drv_samples_bind(ctx, m, tc, data->valid,
+							 true, &data->o));
 	if (!drv_nmt_is_source(tc->data))
 		return true;
 	return drv_nmt_load(ctx, tc->data, o, &data->nmt) &&
@@ -121,8 +126,7 @@ typedef struct example_source {
 	double n_items; /* the first input's rows */
 } example_source;
 
-static bool example_fill(void *state, uint64_t epoch, uint64_t i,
-			 drv_batch *b)
+static bool example_fill(void *state, uint64_t epoch, uint64_t i, drv_batch *b)
 {
 	const example_source *es = state;
 	(void)epoch;
@@ -142,10 +146,12 @@ static bool example_fits(ir_ctx *ctx, const ir_func *f, const ir_const *c,
 	for (int d = 0; ok && d < t->rank; d++)
 		ok = c->type.dims[d].coef == t->dims[d];
 	if (!ok)
-		ir_error(ctx, f->loc, "'%s' trains on its example, but input '%s' "
+		ir_error(ctx, f->loc,
+			 "'%s' trains on its example, but input '%s' "
 			 "of the example has another shape than the compiled "
 			 "function takes (does the train block's batch differ "
-			 "from the example's?)", f->name, f->input_names[k]);
+			 "from the example's?)",
+			 f->name, f->input_names[k]);
 	return ok;
 }
 
@@ -154,9 +160,10 @@ static bool example_source_open(ir_ctx *ctx, const ir_module *m,
 				drv_batch_source *src)
 {
 	if (f->n_inputs != g->n_inputs || f->n_inputs > 64) {
-		ir_error(ctx, f->loc, "'%s': the gradient function takes %u "
-			 "inputs, the example gives %u", f->name, g->n_inputs,
-			 f->n_inputs);
+		ir_error(ctx, f->loc,
+			 "'%s': the gradient function takes %u "
+			 "inputs, the example gives %u",
+			 f->name, g->n_inputs, f->n_inputs);
 		return false;
 	}
 	example_source *es = calloc(1, sizeof *es);
@@ -187,12 +194,14 @@ bool drv_batch_source_open(ir_ctx *ctx, const ir_module *m,
 	if (!drv_batch_source_check(ctx, m, tc))
 		return false;
 	if (data->nmt)
-		return drv_nmt_source_open(ctx, tc->data, data->nmt, data->o.seed,
-					   g->n_shards > 1 ? (size_t)tc->batch : 0,
+		return drv_nmt_source_open(ctx, tc->data, data->nmt,
+					   data->o.seed,
+					   g->n_shards > 1 ? (size_t)tc->batch
+							   : 0,
 					   g, src);
 	if (data->train)
-		return drv_samples_source_open(ctx, data->train, data->o.seed, g,
-					       src);
+		return drv_samples_source_open(ctx, data->train, data->o.seed,
+					       g, src);
 	const ir_func *f = ir_module_find_func(m, tc->entry);
 	if (f && f->n_inputs && f->example)
 		return example_source_open(ctx, m, f, g, src);
@@ -229,13 +238,15 @@ static bool map_grad_output(ir_ctx *ctx, const ir_module *m, drv_grad *g,
 			    : -1;
 	if (p < 0 || (uint32_t)p >= g->n_params ||
 	    !same_dims(out, &g->table[p])) {
-		ir_error(ctx, g->f->loc, "'%s': output '%s' is not the gradient of "
-			 "a parameter", g->f->name, out->name);
+		ir_error(ctx, g->f->loc,
+			 "'%s': output '%s' is not the gradient of "
+			 "a parameter",
+			 g->f->name, out->name);
 		return false;
 	}
 	for (uint32_t s = 0; s < g->n_local; s++)
-		g->shards[s].outputs[k] =
-			(char *)g->shards[s].grads + g->table[p].offset;
+		g->shards[s].outputs[k] = (char *)g->shards[s].grads +
+					  g->table[p].offset;
 	return true;
 }
 
@@ -261,7 +272,8 @@ static bool all_alloc(drv_grad *g, size_t grad_bytes)
 	if (g->n_ranks <= 1)
 		return true;
 	g->all_grads = attnrt_alloc(NULL, grad_bytes * g->n_shards);
-	g->all_losses = attnrt_alloc(NULL, g->n_loss * g->n_shards * sizeof(float));
+	g->all_losses = attnrt_alloc(NULL,
+				     g->n_loss * g->n_shards * sizeof(float));
 	if (!g->all_grads || !g->all_losses)
 		return false;
 	memset(g->all_grads, 0, grad_bytes * g->n_shards);
@@ -275,8 +287,9 @@ static bool shard_alloc(drv_grad *g, drv_shard *sh, size_t grad_bytes,
 {
 	sh->grads = g->all_grads ? NULL : attnrt_alloc(NULL, grad_bytes);
 	sh->scratch = attnrt_alloc(NULL, scratch_bytes);
-	sh->loss = g->all_grads ? NULL
-				: attnrt_alloc(NULL, g->n_loss * sizeof *sh->loss);
+	sh->loss = g->all_grads
+			   ? NULL
+			   : attnrt_alloc(NULL, g->n_loss * sizeof *sh->loss);
 	sh->outputs = calloc(g->n_outputs, sizeof *sh->outputs);
 	if ((!g->all_grads && (!sh->grads || !sh->loss)) || !sh->scratch ||
 	    !sh->outputs)
@@ -300,7 +313,8 @@ static void shard_place(drv_grad *g, uint32_t k)
 static bool loss_is_f32(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
 {
 	if (t->dtype != ATTNRT_F32) {
-		ir_error(ctx, g->f->loc, "'%s': the loss is not f32", g->f->name);
+		ir_error(ctx, g->f->loc, "'%s': the loss is not f32",
+			 g->f->name);
 		return false;
 	}
 	g->n_loss = 1;
@@ -309,20 +323,21 @@ static bool loss_is_f32(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
 	return true;
 }
 
-bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
-		   const drv_train_config *tc, const drv_jit *j,
-		   uint32_t n_shards, drv_grad *g)
+bool drv_grad_open(ir_ctx *ctx, const ir_module *m, const drv_train_config *tc,
+		   const drv_jit *j, uint32_t n_shards, drv_grad *g)
 {
 	char name[256];
 	memset(g, 0, sizeof *g);
 	g->f = ir_module_find_func(m, drv_grad_name(tc, name, sizeof name));
 	g->fn = cg_program_entry(j->p, name);
-	const attnrt_tensor_info *outs = cg_program_outputs(j->p, name, &g->n_outputs);
+	const attnrt_tensor_info *outs = cg_program_outputs(j->p, name,
+							    &g->n_outputs);
 	g->inputs = cg_program_inputs(j->p, name, &g->n_inputs);
 	g->table = cg_program_params(j->p, &g->n_params);
 	if (g->n_outputs > DRV_MAX_GRAD_OUTPUTS || g->n_inputs > 64 ||
 	    n_shards > DRV_MAX_SHARDS) {
-		ir_error(ctx, (ir_loc){0}, "'%s' has %u inputs and %u outputs "
+		ir_error(ctx, (ir_loc){0},
+			 "'%s' has %u inputs and %u outputs "
 			 "(%u shards); training takes at most 64, %d (and %d)",
 			 name, g->n_inputs, g->n_outputs, n_shards,
 			 DRV_MAX_GRAD_OUTPUTS, DRV_MAX_SHARDS);
@@ -333,8 +348,10 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m,
 	g->n_local = g->n_shards / (uint32_t)g->n_ranks; /* what close frees */
 	g->first_shard = (uint32_t)tc->rank * g->n_local;
 	if (!g->f || !g->fn || g->n_outputs < 1) {
-		ir_error(ctx, (ir_loc){0}, "model %s has no compiled gradient "
-			 "function '%s'", m->name, name);
+		ir_error(ctx, (ir_loc){0},
+			 "model %s has no compiled gradient "
+			 "function '%s'",
+			 m->name, name);
 		return false;
 	}
 	if (!loss_is_f32(ctx, g, &outs[0]))
@@ -375,13 +392,13 @@ void drv_grad_close(drv_grad *g)
 	memset(g, 0, sizeof *g);
 }
 
-void drv_grad_shard(const drv_grad *g, const drv_batch *b,
-		    const attnrt_run *run, uint32_t s, drv_batch *out,
-		    attnrt_run *run_out)
+void drv_grad_shard(const drv_grad *g, const drv_batch *b, const attnrt_run *run,
+		    uint32_t s, drv_batch *out, attnrt_run *run_out)
 {
 	*out = *b;
 	for (uint32_t i = 0; i < g->n_inputs; i++)
-		out->inputs[i] = (const char *)b->inputs[i] + s * b->shard_bytes[i];
+		out->inputs[i] = (const char *)b->inputs[i] +
+				 s * b->shard_bytes[i];
 	out->n_live = 1;
 	*run_out = *run;
 	run_out->step = run->step * g->n_shards + s;
@@ -430,7 +447,8 @@ static bool gather(ir_ctx *ctx, const drv_grad *g)
 	    drv_dist_allgather(g->n_ranks, g->all_losses,
 			       g->n_loss * g->n_local * sizeof(float)))
 		return true;
-	ir_error(ctx, (ir_loc){0}, "MPI: gathering the shards' gradients failed");
+	ir_error(ctx, (ir_loc){0},
+		 "MPI: gathering the shards' gradients failed");
 	return false;
 }
 
@@ -443,9 +461,14 @@ bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		n_run = g->n_local;
 	int32_t threads = run->n_threads > 0 ? run->n_threads : cg_threads_get();
 	int team = n_run > 1 && threads > 1
-			   ? (int)(threads < (int32_t)n_run ? threads : (int32_t)n_run)
+			   ? (int)(threads < (int32_t)n_run ? threads
+							    : (int32_t)n_run)
 			   : 1;
-	shard_run r = {.j = j, .g = g, .b = b, .run = run, .n_run = n_run,
+	shard_run r = {.j = j,
+		       .g = g,
+		       .b = b,
+		       .run = run,
+		       .n_run = n_run,
 		       .n_threads = team > 1 ? 1 : run->n_threads};
 	cg_threads_each(team, run_shards, &r);
 	bool ok = true;
@@ -473,14 +496,16 @@ bool drv_params_tensors(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 	memset(params, 0, m->n_params * sizeof *params);
 	for (uint32_t i = 0; i < n && i < m->n_params; i++) {
 		const attnrt_param_info *p = &table[i];
-		if (!interp_tensor_alloc(ctx, &params[i], is_f64 ? IR_F64 : IR_F32,
-					 p->rank, p->dims)) {
+		if (!interp_tensor_alloc(ctx, &params[i],
+					 is_f64 ? IR_F64 : IR_F32, p->rank,
+					 p->dims)) {
 			for (uint32_t k = 0; k <= i; k++)
 				interp_tensor_fini(ctx, &params[k]);
 			ir_error(ctx, (ir_loc){0}, "out of memory");
 			return false;
 		}
-		const float *v = (const float *)((const char *)j->params + p->offset);
+		const float *v = (const float *)((const char *)j->params +
+						 p->offset);
 		int64_t count = interp_tensor_numel(&params[i]);
 		for (int64_t k = 0; k < count; k++) {
 			if (is_f64)
@@ -492,8 +517,7 @@ bool drv_params_tensors(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 	return true;
 }
 
-void drv_batch_tensors(const drv_grad *g, const drv_batch *b,
-		       interp_tensor *in)
+void drv_batch_tensors(const drv_grad *g, const drv_batch *b, interp_tensor *in)
 {
 	for (uint32_t i = 0; i < g->n_inputs; i++) {
 		memset(&in[i], 0, sizeof in[i]);

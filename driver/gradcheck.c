@@ -36,17 +36,17 @@
 #include <math.h>
 #include <string.h>
 
-#define GC_F32_THRESHOLD 1e-3 /* step 1: float32 against float64 */
-#define GC_F32_FLOOR 1e-3     /* of the largest gradient element */
-#define GC_FD_THRESHOLD 1e-5  /* step 2: float64 against differences */
-#define GC_FD_FLOOR 1e-4      /* of the gradient's size */
-#define GC_FD_NOISE 1e6       /* eps |L| / h times this: also a floor */
-#define GC_STEP 1e-4          /* h, times max(1, |p_i|) for a coordinate */
-#define GC_COORDS 3           /* coordinates judged per parameter */
-#define GC_TRIES 12           /* coordinates tried per parameter */
-#define GC_DIRECTIONS 3       /* directions tried */
-#define GC_STEPS 3            /* steps tried: h, h/4, h/16 */
-#define GC_STREAM_DIR 0x67636431u   /* random streams of the direction */
+#define GC_F32_THRESHOLD 1e-3     /* step 1: float32 against float64 */
+#define GC_F32_FLOOR 1e-3         /* of the largest gradient element */
+#define GC_FD_THRESHOLD 1e-5      /* step 2: float64 against differences */
+#define GC_FD_FLOOR 1e-4          /* of the gradient's size */
+#define GC_FD_NOISE 1e6           /* eps |L| / h times this: also a floor */
+#define GC_STEP 1e-4              /* h, times max(1, |p_i|) for a coordinate */
+#define GC_COORDS 3               /* coordinates judged per parameter */
+#define GC_TRIES 12               /* coordinates tried per parameter */
+#define GC_DIRECTIONS 3           /* directions tried */
+#define GC_STEPS 3                /* steps tried: h, h/4, h/16 */
+#define GC_STREAM_DIR 0x67636431u /* random streams of the direction */
 #define GC_STREAM_COORD 0x67636332u /* and of the coordinates */
 
 typedef struct checker {
@@ -70,14 +70,14 @@ typedef struct checker {
 	size_t n_sig;
 	const attnrt_param_info *table;
 	uint32_t n_params;
-	double a_max, a_norm; /* of the float64 gradient */
+	double a_max, a_norm;       /* of the float64 gradient */
 	uint32_t n_points, n_kinks; /* step 2's judged and skipped points */
 } checker;
 
 /* One point of step 2: a coordinate (x not NULL) or a direction. */
 typedef struct probe_point {
-	double *x, x0;    /* the coordinate and its value at p */
-	uint64_t dir;     /* else: which direction */
+	double *x, x0; /* the coordinate and its value at p */
+	uint64_t dir;  /* else: which direction */
 	double dir_norm;
 } probe_point;
 
@@ -170,9 +170,9 @@ static bool probe_create(checker *c)
 	p->n_inputs = f->n_inputs;
 	for (ir_id i = 0; i < n_nodes; i++) {
 		const ir_node *n = &f->g.nodes[i];
-		if (ir_graph_append(c->ctx, &p->g, n->op, ir_node_args(&f->g, n),
-				    n->n_args, &n->attr, &n->type,
-				    n->loc) == IR_NONE)
+		if (ir_graph_append(c->ctx, &p->g, n->op,
+				    ir_node_args(&f->g, n), n->n_args, &n->attr,
+				    &n->type, n->loc) == IR_NONE)
 			return false;
 	}
 	if (!probe_add_output(c, f->outputs[0], &cap))
@@ -200,10 +200,13 @@ static bool loss_at(checker *c, int8_t *sig, double *loss)
 {
 	interp_tensor outs[64 + 1];
 	const ir_func *p = &c->probe;
-	interp_tensor *o = p->n_outputs <= 64 ? outs
-			   : ir_alloc(c->ctx, p->n_outputs * sizeof *o);
-	interp_opts opts = {.is_f64 = true, .is_training = true,
-			    .seed = c->o->seed, .step = 0};
+	interp_tensor *o = p->n_outputs <= 64
+				   ? outs
+				   : ir_alloc(c->ctx, p->n_outputs * sizeof *o);
+	interp_opts opts = {.is_f64 = true,
+			    .is_training = true,
+			    .seed = c->o->seed,
+			    .step = 0};
 	if (!o || !interp_run(c->ctx, c->m, p, &opts, c->params, c->in, o)) {
 		if (o != outs)
 			ir_free(c->ctx, o);
@@ -248,7 +251,8 @@ static void move_to(checker *c, const probe_point *pt, double s)
 		double *p = c->params[i].data;
 		const double *b = c->base[i].data;
 		for (int64_t k = 0; k < numel(c, i); k++)
-			p[k] = b[k] + s * dir_at(c, pt->dir, i, k) / pt->dir_norm;
+			p[k] = b[k] +
+			       s * dir_at(c, pt->dir, i, k) / pt->dir_norm;
 	}
 }
 
@@ -266,8 +270,8 @@ static bool moved_loss(checker *c, const probe_point *pt, double s,
 /* The losses at p + h u, p - h u, p + h/2 u and p - h/2 u into l;
  * *is_same whether each lies on p's piece of every kink (the first that
  * does not ends the run). */
-static bool four_losses(checker *c, const probe_point *pt, double h,
-			double *l, bool *is_same)
+static bool four_losses(checker *c, const probe_point *pt, double h, double *l,
+			bool *is_same)
 {
 	static const double at[4] = {1, -1, 0.5, -0.5};
 	*is_same = true;
@@ -325,8 +329,8 @@ static bool check_coords(checker *c, uint32_t i, double *err, int *n_judged,
 		double *x = &((double *)c->params[i].data)[k], fd, noise;
 		probe_point pt = {.x = x, .x0 = *x};
 		bool is_smooth;
-		if (!central_difference(c, &pt, GC_STEP * fmax(1, fabs(*x)), &fd,
-					&noise, &is_smooth))
+		if (!central_difference(c, &pt, GC_STEP * fmax(1, fabs(*x)),
+					&fd, &noise, &is_smooth))
 			return false;
 		if (!is_smooth) {
 			++*n_kinks;
@@ -390,8 +394,10 @@ static double f32_error(const checker *c, uint32_t i)
 static bool autod_run(checker *c)
 {
 	uint32_t n_out = c->grad_f->n_outputs;
-	interp_opts opts = {.is_f64 = true, .is_training = true,
-			    .seed = c->o->seed, .step = 0};
+	interp_opts opts = {.is_f64 = true,
+			    .is_training = true,
+			    .seed = c->o->seed,
+			    .step = 0};
 	c->autod = ir_alloc(c->ctx, (n_out + 1) * sizeof *c->autod);
 	c->autod_of = ir_alloc(c->ctx, (c->n_params + 1) * sizeof *c->autod_of);
 	if (!c->autod || !c->autod_of ||
@@ -428,17 +434,20 @@ static bool example_batch(checker *c)
 		const ir_const *x = &c->m->consts[c->loss_f->example[k]];
 		const attnrt_tensor_info *t = &c->grad.inputs[k];
 		bool ok = x->type.rank == t->rank &&
-			  x->type.dtype == (t->dtype == ATTNRT_I32 ? IR_I32 : IR_F32);
+			  x->type.dtype ==
+				  (t->dtype == ATTNRT_I32 ? IR_I32 : IR_F32);
 		for (int d = 0; ok && d < t->rank; d++)
 			ok = x->type.dims[d].coef == t->dims[d];
 		if (!ok) {
 			char want[160];
 			drv_dims_format(t->dims, t->rank, want, sizeof want);
-			ir_error(c->ctx, c->loss_f->loc, "--gradcheck: input '%s' of "
+			ir_error(c->ctx, c->loss_f->loc,
+				 "--gradcheck: input '%s' of "
 				 "the example of '%s' is not %s %s, the shape "
 				 "'%s' was compiled for (--batch or --sym?)",
-				 t->name, c->loss_f->name, t->dtype == ATTNRT_I32
-				 ? "i32" : "f32", want, c->grad_f->name);
+				 t->name, c->loss_f->name,
+				 t->dtype == ATTNRT_I32 ? "i32" : "f32", want,
+				 c->grad_f->name);
 			return false;
 		}
 		c->batch.inputs[k] = x->data;
@@ -480,10 +489,12 @@ static bool checker_open(checker *c, const drv_train_config *tc)
 {
 	char name[256];
 	double loss;
-	attnrt_run run = {.seed = c->o->seed, .is_training = 1,
+	attnrt_run run = {.seed = c->o->seed,
+			  .is_training = 1,
 			  .n_threads = c->o->threads};
 	bool is_example = !tc->data && c->loss_f->n_inputs;
-	c->grad_f = ir_module_find_func(c->m, drv_grad_name(tc, name, sizeof name));
+	c->grad_f = ir_module_find_func(c->m,
+					drv_grad_name(tc, name, sizeof name));
 	if (c->loss_f->n_inputs > 64) {
 		ir_error(c->ctx, c->loss_f->loc, "too many inputs");
 		return false;
@@ -563,8 +574,8 @@ static bool check_param(checker *c, uint32_t i, int width, verdict *v)
 	c->n_kinks += (uint32_t)n_kinks;
 	char dims[160], a[32], b[32];
 	drv_dims_format(c->params[i].dims, c->params[i].rank, dims, sizeof dims);
-	printf("  %-*s %-14s %-9s %-6d %-5d %s\n", width, c->table[i].name, dims,
-	       format_err(e32, a, sizeof a), n_judged, n_kinks,
+	printf("  %-*s %-14s %-9s %-6d %-5d %s\n", width, c->table[i].name,
+	       dims, format_err(e32, a, sizeof a), n_judged, n_kinks,
 	       n_judged ? format_err(efd, b, sizeof b) : "-");
 	if (e32 >= v->f32) {
 		v->f32 = e32;
@@ -621,16 +632,20 @@ static bool judge(const checker *c, const verdict *v)
 	else
 		printf("float64 against differences: every one of the %u points "
 		       "tried is at a kink; only float32 against float64 is "
-		       "judged\n", c->n_kinks);
+		       "judged\n",
+		       c->n_kinks);
 	fflush(stdout);
 	if (!ok32)
-		ir_error(c->ctx, (ir_loc){0}, "gradcheck: the compiled gradient of "
+		ir_error(c->ctx, (ir_loc){0},
+			 "gradcheck: the compiled gradient of "
 			 "'%s' is off from float64 autodiff by %.1e (not below %g)",
 			 v->f32_at, v->f32, GC_F32_THRESHOLD);
 	if (!okfd)
-		ir_error(c->ctx, (ir_loc){0}, "gradcheck: the float64 gradient is "
+		ir_error(c->ctx, (ir_loc){0},
+			 "gradcheck: the float64 gradient is "
 			 "off from central differences by %.1e at %s (not below "
-			 "%g)", v->fd, v->fd_at, GC_FD_THRESHOLD);
+			 "%g)",
+			 v->fd, v->fd_at, GC_FD_THRESHOLD);
 	return ok32 && okfd;
 }
 

@@ -39,7 +39,8 @@ static bool parts_alloc(ir_ctx *ctx, const drv_attention *a, grid_parts *g)
 		if ((size_t)a->figs[i].heads > g->n_cols)
 			g->n_cols = (size_t)a->figs[i].heads;
 	}
-	g->panels = ir_alloc(ctx, (g->n_rows * g->n_cols + 1) * sizeof *g->panels);
+	g->panels = ir_alloc(ctx,
+			     (g->n_rows * g->n_cols + 1) * sizeof *g->panels);
 	g->row_titles = ir_alloc(ctx, (g->n_rows + 1) * sizeof *g->row_titles);
 	g->panel_titles = ir_alloc(ctx, g->n_cols * 32 + 1);
 	for (size_t r = 0; g->row_titles && r < g->n_rows; r++)
@@ -56,14 +57,18 @@ static size_t fill_rows(grid_parts *g, const struct drv_attention_fig *f,
 	size_t matrix = (size_t)f->queries * (size_t)f->keys;
 	for (int l = 0; l < f->layers; l++, r++) {
 		if (f->layers > 1)
-			snprintf(g->row_titles[r], 96, "%s, layer %d", f->name, l + 1);
+			snprintf(g->row_titles[r], 96, "%s, layer %d", f->name,
+				 l + 1);
 		else
 			snprintf(g->row_titles[r], 96, "%s", f->name);
 		for (int h = 0; h < f->heads; h++) {
 			plot_heatmap *p = &g->panels[r * g->n_cols + (size_t)h];
-			p->title = f->heads > 1 ? g->panel_titles + 32 * (size_t)h : NULL;
-			p->values = f->w + ((size_t)l * (size_t)f->heads + (size_t)h) *
-						   matrix;
+			p->title = f->heads > 1
+					   ? g->panel_titles + 32 * (size_t)h
+					   : NULL;
+			p->values = f->w +
+				    ((size_t)l * (size_t)f->heads + (size_t)h) *
+					    matrix;
 			p->rows = (size_t)f->queries;
 			p->cols = (size_t)f->keys;
 		}
@@ -83,8 +88,8 @@ static void print_written(const drv_attention *a, const char *path)
 	putchar('\n');
 }
 
-bool drv_attention_draw(ir_ctx *ctx, const ir_module *m,
-			const drv_attention *a, const char *path)
+bool drv_attention_draw(ir_ctx *ctx, const ir_module *m, const drv_attention *a,
+			const char *path)
 {
 	grid_parts g;
 	char title[512], err[512] = "out of memory";
@@ -96,9 +101,13 @@ bool drv_attention_draw(ir_ctx *ctx, const ir_module *m,
 			r = (uint32_t)fill_rows(&g, &a->figs[i], r);
 		snprintf(title, sizeof title, "%s: \"%s\" => \"%s\"", m->name,
 			 a->src, a->pred);
-		plot_grid grid = {title, "Key positions", "Query positions",
-				     g.panels, (const char *const *)g.row_titles,
-				     g.n_rows, g.n_cols};
+		plot_grid grid = {title,
+				  "Key positions",
+				  "Query positions",
+				  g.panels,
+				  (const char *const *)g.row_titles,
+				  g.n_rows,
+				  g.n_cols};
 		ok = plot_grid_save(path, &grid, err, sizeof err);
 	}
 	parts_fini(ctx, &g);

@@ -28,7 +28,8 @@ static void input_list(const ir_func *f, char *buf, size_t size)
 	char nb[32];
 	buf[0] = 0;
 	for (uint32_t i = 0; i < f->n_inputs && at < size; i++)
-		at += (size_t)snprintf(buf + at, size - at, "%s%s", i ? ", " : "",
+		at += (size_t)snprintf(buf + at, size - at, "%s%s",
+				       i ? ", " : "",
 				       drv_io_name(f->input_names, i, "in", nb,
 						   sizeof nb));
 }
@@ -49,9 +50,11 @@ static bool check_extra(ir_ctx *ctx, const ir_func *f, const char *path,
 		if (i == f->n_inputs) {
 			char names[512];
 			input_list(f, names, sizeof names);
-			ir_error(ctx, (ir_loc){0}, "--inputs: %s: tensor '%s' is "
-				 "not an input of '%s' (it takes: %s)", path, name,
-				 f->name, f->n_inputs ? names : "nothing");
+			ir_error(ctx, (ir_loc){0},
+				 "--inputs: %s: tensor '%s' is "
+				 "not an input of '%s' (it takes: %s)",
+				 path, name, f->name,
+				 f->n_inputs ? names : "nothing");
 			return false;
 		}
 	}
@@ -69,19 +72,24 @@ static bool read_input(ir_ctx *ctx, const ir_func *f, uint32_t i,
 	attnrt_st_tensor one;
 	const attnrt_st_tensor *st = drv_st_input(file, name, &one);
 	if (!st) {
-		ir_error(ctx, (ir_loc){0}, "--inputs: %s has no tensor '%s' for "
-			 "the input of '%s'", path, name, f->name);
+		ir_error(ctx, (ir_loc){0},
+			 "--inputs: %s has no tensor '%s' for "
+			 "the input of '%s'",
+			 path, name, f->name);
 		return false;
 	}
 	if (st->rank != ty->rank) {
-		ir_error(ctx, (ir_loc){0}, "--inputs: %s: tensor '%s' has rank %d, "
-			 "the input of '%s' rank %d", path, st->name, st->rank,
-			 f->name, ty->rank);
+		ir_error(ctx, (ir_loc){0},
+			 "--inputs: %s: tensor '%s' has rank %d, "
+			 "the input of '%s' rank %d",
+			 path, st->name, st->rank, f->name, ty->rank);
 		return false;
 	}
 	if (!interp_tensor_alloc(ctx, t, ty->dtype, st->rank, st->dims)) {
-		ir_error(ctx, (ir_loc){0}, "--inputs: %s: tensor '%s': out of "
-			 "memory", path, st->name);
+		ir_error(ctx, (ir_loc){0},
+			 "--inputs: %s: tensor '%s': out of "
+			 "memory",
+			 path, st->name);
 		return false;
 	}
 	return drv_st_convert(ctx, path, st, ty->dtype, t->data);
@@ -145,8 +153,9 @@ bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		memset(&ts[i], 0, sizeof ts[i]);
 		ts[i].name = drv_io_name(f->output_names, i, "out", unnamed[i],
 					 sizeof unnamed[i]);
-		ts[i].dtype = t->dtype == IR_I32 ? "I32"
-			      : t->dtype == IR_F64 ? "F64" : "F32";
+		ts[i].dtype = t->dtype == IR_I32   ? "I32"
+			      : t->dtype == IR_F64 ? "F64"
+						   : "F32";
 		ts[i].rank = t->rank;
 		memcpy(ts[i].dims, t->dims, (size_t)t->rank * sizeof *t->dims);
 		ts[i].data = t->data;

@@ -148,7 +148,8 @@ static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
 {
 	uint64_t v;
 	if (!parse_u64(s, &v) || v == 0 || v > INT32_MAX) {
-		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive integer", opt, s);
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive integer",
+			 opt, s);
 		return false;
 	}
 	*out = (int64_t)v;
@@ -164,11 +165,15 @@ static bool check_pass_name(ir_ctx *ctx, const char *opt, const char *name)
 	for (uint32_t p = 0; p < pass_count; p++)
 		ir_suggest_offer(&sg, pass_table[p].name);
 	if (sg.best)
-		ir_error(ctx, (ir_loc){0}, "%s: unknown pass '%s'; did you mean "
-			 "'%s'?", opt, name, sg.best);
+		ir_error(ctx, (ir_loc){0},
+			 "%s: unknown pass '%s'; did you mean "
+			 "'%s'?",
+			 opt, name, sg.best);
 	else
-		ir_error(ctx, (ir_loc){0}, "%s: unknown pass '%s' (see "
-			 "--list-passes)", opt, name);
+		ir_error(ctx, (ir_loc){0},
+			 "%s: unknown pass '%s' (see "
+			 "--list-passes)",
+			 opt, name);
 	return false;
 }
 
@@ -191,7 +196,8 @@ static bool parse_sym(ir_ctx *ctx, drv_options *o, char *arg)
 {
 	char *eq = strchr(arg, '=');
 	if (!eq || eq == arg) {
-		ir_error(ctx, (ir_loc){0}, "--sym: expected NAME=N, got '%s'", arg);
+		ir_error(ctx, (ir_loc){0}, "--sym: expected NAME=N, got '%s'",
+			 arg);
 		return false;
 	}
 	*eq = '\0';
@@ -206,7 +212,8 @@ static bool parse_positive(ir_ctx *ctx, const char *opt, const char *s,
 	errno = 0;
 	double v = strtod(s, &end);
 	if (!*s || *end || errno || !isfinite(v) || !(v > 0)) {
-		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive number", opt, s);
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive number",
+			 opt, s);
 		return false;
 	}
 	*out = v;
@@ -218,16 +225,15 @@ static bool opt_examples(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
 	uint64_t n;
 	if (!parse_u64(v, &n) || n > INT32_MAX) {
-		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not an integer >= 0", opt,
-			 v);
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not an integer >= 0",
+			 opt, v);
 		return false;
 	}
 	o->examples = n ? (int64_t)n : -1;
 	return true;
 }
 
-static bool opt_translate(ir_ctx *ctx, drv_options *o, const char *opt,
-			  char *v)
+static bool opt_translate(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
 	if (o->n_translate == DRV_MAX_LIST) {
 		ir_error(ctx, (ir_loc){0}, "too many %s (at most %d)", opt,
@@ -257,8 +263,8 @@ static bool parse_count_max(ir_ctx *ctx, const char *opt, const char *v,
 		return false;
 	if (*out <= max)
 		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: %s is more than the %lld allowed", opt, v,
-		 (long long)max);
+	ir_error(ctx, (ir_loc){0}, "%s: %s is more than the %lld allowed", opt,
+		 v, (long long)max);
 	return false;
 }
 
@@ -291,8 +297,8 @@ static bool opt_seed(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 	o->is_seed_set = true;
 	if (parse_u64(v, &o->seed))
 		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a non-negative integer", opt,
-		 v);
+	ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a non-negative integer",
+		 opt, v);
 	return false;
 }
 
@@ -320,14 +326,12 @@ static bool opt_target(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 	return true;
 }
 
-static bool opt_save_every(ir_ctx *ctx, drv_options *o, const char *opt,
-			   char *v)
+static bool opt_save_every(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
 	return parse_count_max(ctx, opt, v, DRV_MAX_EPOCHS, &o->save_every);
 }
 
-static bool opt_max_tokens(ir_ctx *ctx, drv_options *o, const char *opt,
-			   char *v)
+static bool opt_max_tokens(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
 	return parse_count_max(ctx, opt, v, DRV_MAX_GENERATE, &o->max_tokens);
 }
@@ -345,7 +349,8 @@ static bool opt_temperature(ir_ctx *ctx, drv_options *o, const char *opt,
 	errno = 0;
 	double t = strtod(v, &end);
 	if (!*v || *end || errno || !isfinite(t) || t < 0) {
-		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a number >= 0", opt, v);
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a number >= 0", opt,
+			 v);
 		return false;
 	}
 	o->temperature = t;
@@ -396,10 +401,18 @@ typedef struct opt_def {
 	opt_fn *fn;   /* OPT_VALUE, OPT_OPTIONAL */
 } opt_def;
 
-#define FLAG(name, field) {name, OPT_FLAG, offsetof(drv_options, field), NULL}
-#define FILE_OPT(name, field)                                                 \
-	{name, OPT_FILE, offsetof(drv_options, field), NULL}
-#define VALUE(name, fn) {name, OPT_VALUE, 0, fn}
+#define FLAG(name, field)                                          \
+	{                                                          \
+		name, OPT_FLAG, offsetof(drv_options, field), NULL \
+	}
+#define FILE_OPT(name, field)                                      \
+	{                                                          \
+		name, OPT_FILE, offsetof(drv_options, field), NULL \
+	}
+#define VALUE(name, fn)                \
+	{                              \
+		name, OPT_VALUE, 0, fn \
+	}
 
 /* Every option but --help, --version and --list-passes: one line each.
  * A value may follow as the next argument or after '=' (--threads 2,
@@ -475,15 +488,17 @@ static void unknown_option(ir_ctx *ctx, const char *a, size_t len)
 	for (size_t i = 0; i < sizeof info_names / sizeof *info_names; i++)
 		ir_suggest_offer(&sg, info_names[i]);
 	if (sg.best)
-		ir_error(ctx, (ir_loc){0}, "unknown option '%s'; did you mean "
-			 "'%s'?", name, sg.best);
+		ir_error(ctx, (ir_loc){0},
+			 "unknown option '%s'; did you mean "
+			 "'%s'?",
+			 name, sg.best);
 	else
-		ir_error(ctx, (ir_loc){0}, "unknown option '%s' (see --help)", name);
+		ir_error(ctx, (ir_loc){0}, "unknown option '%s' (see --help)",
+			 name);
 }
 
 /* Applies option d to o with value v (NULL if none was given). */
-static bool apply_option(ir_ctx *ctx, drv_options *o, const opt_def *d,
-			 char *v)
+static bool apply_option(ir_ctx *ctx, drv_options *o, const opt_def *d, char *v)
 {
 	switch (d->kind) {
 	case OPT_FLAG:
@@ -535,7 +550,8 @@ static bool print_info(const char *a)
 		printf("attnc %s\n", ATTNC_VERSION);
 	} else if (strcmp(a, "--list-passes") == 0) {
 		for (uint32_t p = 0; p < pass_count; p++)
-			printf("%-10s %s\n", pass_table[p].name, pass_table[p].summary);
+			printf("%-10s %s\n", pass_table[p].name,
+			       pass_table[p].summary);
 	} else {
 		return false;
 	}
@@ -549,8 +565,8 @@ static const char *check_translation(const drv_options *o)
 	    !o->n_translate)
 		return "--data and --examples need --train, --gradcheck or "
 		       "--translate";
-	if (o->n_translate && (o->interp || o->compile_only || o->emit ||
-			       o->gradcheck))
+	if (o->n_translate &&
+	    (o->interp || o->compile_only || o->emit || o->gradcheck))
 		return "--translate runs native code after --train or --load, "
 		       "not with --interp, -c, --emit or --gradcheck";
 	if (o->n_translate && !o->train && !o->load)
@@ -633,14 +649,16 @@ static bool check_target(ir_ctx *ctx, const drv_options *o)
 	if (runs && !cg_target_is_host(o->target)) {
 		ir_error(ctx, (ir_loc){0},
 			 "--target %s: code for another machine cannot run here; "
-			 "write it with -c or --emit", o->target);
+			 "write it with -c or --emit",
+			 o->target);
 		return false;
 	}
 	if (o->mcpu && !cg_target_is_x86_64(o->target) &&
 	    strcmp(o->mcpu, "generic") != 0) {
 		ir_error(ctx, (ir_loc){0},
 			 "--mcpu %s: the CPUs --mcpu knows are x86-64 ones; for "
-			 "--target %s the CPU is 'generic'", o->mcpu, o->target);
+			 "--target %s the CPU is 'generic'",
+			 o->mcpu, o->target);
 		return false;
 	}
 	return true;
@@ -691,7 +709,8 @@ static int parse_options(ir_ctx *ctx, int argc, char **argv, drv_options *o)
 				return 1;
 		} else if (o->model) {
 			ir_error(ctx, (ir_loc){0},
-				 "more than one model given: '%s' and '%s'", o->model, a);
+				 "more than one model given: '%s' and '%s'",
+				 o->model, a);
 			return 1;
 		} else {
 			o->model = a;
@@ -779,7 +798,8 @@ int main(int argc, char **argv)
 		goto out;
 	if (o.dump && strcmp(o.dump, "all") == 0)
 		printf("# ---- after parse ----\n");
-	if (o.dump && (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
+	if (o.dump &&
+	    (strcmp(o.dump, "parse") == 0 || strcmp(o.dump, "all") == 0))
 		ir_module_print(m, stdout);
 	pass_options po = {
 		.disabled = o.disabled,

@@ -31,8 +31,8 @@ static bool read_arg(ir_ctx *ctx, const ir_setting *a, double *examples,
 {
 	bool is_examples = strcmp(a->key, "examples") == 0;
 	if (!is_examples && strcmp(a->key, "steps") != 0) {
-		ir_error(ctx, a->loc, "nmt has no setting '%s' (examples, steps)",
-			 a->key);
+		ir_error(ctx, a->loc,
+			 "nmt has no setting '%s' (examples, steps)", a->key);
 		return false;
 	}
 	double v = a->value.num, lo = is_examples ? 0 : 1;
@@ -94,19 +94,20 @@ static void print_line_kinds(const rt_nmt_stats *st)
 	buf[0] = '\0';
 	n = put_count(buf, n, size, st->n_extra_fields, "with extra fields");
 	n = put_count(buf, n, size, st->n_crlf, "ended by CR");
-	n = put_count(buf, n, size, st->is_unterminated, "unterminated last line");
+	n = put_count(buf, n, size, st->is_unterminated,
+		      "unterminated last line");
 	n = put_count(buf, n, size, st->has_bom, "byte order mark dropped");
 	if (n)
 		fprintf(stderr, "data: handled: %s\n", buf);
 }
 
-static void print_data(const char *name, const rt_nmt_data *d,
-		       size_t examples)
+static void print_data(const char *name, const rt_nmt_data *d, size_t examples)
 {
 	const rt_nmt_stats *st = rt_nmt_data_stats(d);
-	fprintf(stderr, "data: %s: %zu pair%s in %zu line%s; %zu used "
-		"(examples = %zu%s), %d steps\n", name, st->n_pairs,
-		st->n_pairs == 1 ? "" : "s", st->n_lines,
+	fprintf(stderr,
+		"data: %s: %zu pair%s in %zu line%s; %zu used "
+		"(examples = %zu%s), %d steps\n",
+		name, st->n_pairs, st->n_pairs == 1 ? "" : "s", st->n_lines,
 		st->n_lines == 1 ? "" : "s", rt_nmt_rows(d), examples,
 		examples ? "" : ": every line", rt_nmt_steps(d));
 	print_line_kinds(st);
@@ -129,10 +130,12 @@ bool drv_nmt_load(ir_ctx *ctx, const ir_setting *data, const drv_options *o,
 	int rc = rt_nmt_load(NULL, o->data, (size_t)examples, (int)steps, out,
 			     err, sizeof err);
 	if (rc != ATTNRT_OK) {
-		ir_error(ctx, (ir_loc){0}, "%s%s", o->data ? "--data: " : "", err);
+		ir_error(ctx, (ir_loc){0}, "%s%s", o->data ? "--data: " : "",
+			 err);
 		return false;
 	}
-	print_data(o->data ? o->data : "built-in corpus", *out, (size_t)examples);
+	print_data(o->data ? o->data : "built-in corpus", *out,
+		   (size_t)examples);
 	return true;
 }
 
@@ -141,16 +144,16 @@ static bool bind(ir_ctx *ctx, const ir_module *m, drv_options *o,
 		 const char *name, int64_t value)
 {
 	if (ir_module_find_sym(m, name) < 0) {
-		ir_error(ctx, (ir_loc){0}, "model %s has no dimension '%s' for "
-			 "the translation data to bind (dim %s)", m->name, name,
-			 name);
+		ir_error(ctx, (ir_loc){0},
+			 "model %s has no dimension '%s' for "
+			 "the translation data to bind (dim %s)",
+			 m->name, name, name);
 		return false;
 	}
 	return drv_options_bind(ctx, o, "data", name, value);
 }
 
-bool drv_nmt_bind_vocabs(ir_ctx *ctx, const ir_module *m,
-			 const drv_options *o,
+bool drv_nmt_bind_vocabs(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 			 const attnrt_vocab *const vocab[2], int64_t batch,
 			 drv_options *out)
 {
@@ -173,15 +176,15 @@ bool drv_nmt_bind(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 typedef struct nmt_source {
 	const rt_nmt_data *data;
 	uint64_t seed;
-	size_t B;           /* rows of a batch */
-	size_t shard_rows;  /* rows of a shard (the entry's B) */
-	size_t rows;        /* of the arrays: shards * shard_rows >= B */
+	size_t B;          /* rows of a batch */
+	size_t shard_rows; /* rows of a shard (the entry's B) */
+	size_t rows;       /* of the arrays: shards * shard_rows >= B */
 	uint32_t n_shards;
-	size_t *order;      /* (N) the rows of the epoch in order */
-	uint64_t epoch;     /* whose order it is; UINT64_MAX: none yet */
-	int32_t *ids;       /* the batch's five arrays, one block */
+	size_t *order;  /* (N) the rows of the epoch in order */
+	uint64_t epoch; /* whose order it is; UINT64_MAX: none yet */
+	int32_t *ids;   /* the batch's five arrays, one block */
 	rt_nmt_batch batch;
-	int32_t *inputs[5]; /* the loss entry's inputs, in its order */
+	int32_t *inputs[5];    /* the loss entry's inputs, in its order */
 	size_t shard_bytes[5]; /* from one shard of an input to the next */
 	uint32_t n_inputs;
 } nmt_source;
@@ -194,8 +197,8 @@ static void pad_rows(nmt_source *s)
 	rt_nmt_batch *b = &s->batch;
 	for (size_t r = s->B; r < s->rows; r++) {
 		for (size_t t = 0; t < T; t++)
-			b->src[r * T + t] = b->tgt_in[r * T + t] = b->tgt[r * T + t] =
-				RT_NMT_PAD;
+			b->src[r * T + t] = b->tgt_in[r * T + t] =
+				b->tgt[r * T + t] = RT_NMT_PAD;
 		b->src_valid[r] = b->tgt_valid[r] = 0;
 	}
 }
@@ -207,14 +210,16 @@ static bool nmt_fill(void *state, uint64_t epoch, uint64_t i, drv_batch *b)
 		rt_nmt_shuffle(s->data, s->seed, epoch, s->order);
 		s->epoch = epoch;
 	}
-	int rc = rt_nmt_fill_batch(s->data, s->order, (size_t)i, s->B, &s->batch);
+	int rc = rt_nmt_fill_batch(s->data, s->order, (size_t)i, s->B,
+				   &s->batch);
 	if (rc != ATTNRT_OK)
 		return false;
 	for (uint32_t k = 0; k < s->n_inputs; k++) {
 		b->inputs[k] = s->inputs[k];
 		b->shard_bytes[k] = s->shard_bytes[k];
 	}
-	b->n_live = (uint32_t)((s->batch.n_rows + s->shard_rows - 1) / s->shard_rows);
+	b->n_live = (uint32_t)((s->batch.n_rows + s->shard_rows - 1) /
+			       s->shard_rows);
 	b->n_items = (double)s->batch.n_tokens;
 	b->loss_divisor = (double)s->batch.n_tokens;
 	return true;
@@ -252,7 +257,8 @@ static bool map_input(ir_ctx *ctx, const ir_setting *data, nmt_source *s,
 	while (k < 5 && strcmp(t->name, input_names[k]) != 0)
 		k++;
 	if (k == 5) {
-		ir_error(ctx, data->loc, "data = nmt(...) gives src, src_valid, "
+		ir_error(ctx, data->loc,
+			 "data = nmt(...) gives src, src_valid, "
 			 "tgt_in, tgt and tgt_valid, but the loss takes '%s'",
 			 t->name);
 		return false;
@@ -264,7 +270,8 @@ static bool map_input(ir_ctx *ctx, const ir_setting *data, nmt_source *s,
 	if (!ok) {
 		char dims[160];
 		drv_dims_format(t->dims, t->rank, dims, sizeof dims);
-		ir_error(ctx, data->loc, "data = nmt(...): the loss's input '%s' "
+		ir_error(ctx, data->loc,
+			 "data = nmt(...): the loss's input '%s' "
 			 "is %s%s, but the data gives i32[%zu%s] (steps = %d)",
 			 t->name, t->dtype == ATTNRT_I32 ? "i32" : "f32", dims,
 			 s->shard_rows, is_valid ? "" : ", T", steps);
@@ -283,7 +290,8 @@ static bool source_alloc(nmt_source *s, size_t T)
 	s->ids = malloc((3 * B * T + 2 * B) * sizeof *s->ids);
 	if (!s->order || !s->ids)
 		return false;
-	s->batch = (rt_nmt_batch){.src = s->ids, .tgt_in = s->ids + B * T,
+	s->batch = (rt_nmt_batch){.src = s->ids,
+				  .tgt_in = s->ids + B * T,
 				  .tgt = s->ids + 2 * B * T,
 				  .src_valid = s->ids + 3 * B * T,
 				  .tgt_valid = s->ids + 3 * B * T + B};
@@ -302,22 +310,29 @@ bool drv_nmt_source_open(ir_ctx *ctx, const ir_setting *data,
 		return false;
 	}
 	size_t shard_rows = g->n_inputs ? (size_t)g->inputs[0].dims[0] : 0;
-	*s = (nmt_source){.data = d, .seed = seed, .epoch = UINT64_MAX,
-			  .shard_rows = shard_rows, .n_shards = g->n_shards,
+	*s = (nmt_source){.data = d,
+			  .seed = seed,
+			  .epoch = UINT64_MAX,
+			  .shard_rows = shard_rows,
+			  .n_shards = g->n_shards,
 			  .rows = shard_rows * g->n_shards,
 			  .B = batch ? batch : shard_rows};
 	*src = (drv_batch_source){"tokens", 0, s, nmt_fill, nmt_fini};
 	int steps = rt_nmt_steps(d);
 	if (g->n_inputs == 0 || g->n_inputs > 5 || g->inputs[0].rank < 1 ||
 	    s->B == 0) {
-		ir_error(ctx, data->loc, "data = nmt(...) feeds a loss that takes "
+		ir_error(ctx, data->loc,
+			 "data = nmt(...) feeds a loss that takes "
 			 "src, src_valid, tgt_in, tgt and tgt_valid; '%s' takes %u "
-			 "inputs", g->f->name, g->n_inputs);
+			 "inputs",
+			 g->f->name, g->n_inputs);
 		return false;
 	}
 	if (s->B > s->rows) {
-		ir_error(ctx, data->loc, "a batch of %zu rows does not fit %u "
-			 "shards of %zu", s->B, s->n_shards, s->shard_rows);
+		ir_error(ctx, data->loc,
+			 "a batch of %zu rows does not fit %u "
+			 "shards of %zu",
+			 s->B, s->n_shards, s->shard_rows);
 		return false;
 	}
 	if (!source_alloc(s, (size_t)steps)) {

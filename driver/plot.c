@@ -39,7 +39,7 @@ static double *to_doubles(ir_ctx *ctx, const interp_tensor *t, size_t *n)
 /* The regression figure's data: the test points, the default entry's
  * prediction, the truth there, and the training set. */
 typedef struct regression {
-	interp_tensor x;            /* borrowed from the example */
+	interp_tensor x; /* borrowed from the example */
 	interp_tensor pred[64], truth[64], data[64];
 	const ir_func *f, *t, *d;
 } regression;
@@ -50,7 +50,8 @@ static bool regression_run(const drv_exec *e, regression *r)
 	r->f = ir_module_default_func(e->m);
 	r->t = ir_module_find_func(e->m, "truth");
 	r->d = ir_module_find_func(e->m, "data");
-	if (r->f->n_outputs > 64 || r->t->n_outputs > 64 || r->d->n_outputs > 64) {
+	if (r->f->n_outputs > 64 || r->t->n_outputs > 64 ||
+	    r->d->n_outputs > 64) {
 		ir_error(e->ctx, r->f->loc, "too many outputs");
 		return false;
 	}
@@ -73,8 +74,10 @@ static bool regression_mse(ir_ctx *ctx, const regression *r, double *mse)
 {
 	int64_t n = interp_tensor_numel(&r->pred[0]);
 	if (n == 0 || n != interp_tensor_numel(&r->truth[0])) {
-		ir_error(ctx, r->t->loc, "'%s' and 'truth' give %lld and %lld "
-			 "values: no test MSE", r->f->name, (long long)n,
+		ir_error(ctx, r->t->loc,
+			 "'%s' and 'truth' give %lld and %lld "
+			 "values: no test MSE",
+			 r->f->name, (long long)n,
 			 (long long)interp_tensor_numel(&r->truth[0]));
 		return false;
 	}
@@ -111,11 +114,12 @@ static bool draw_regression(ir_ctx *ctx, const regression *r, const char *path,
 		plot_series s[3] = {
 			{"Truth", x, truth, nx < nt ? nx : nt, PLOT_LINE},
 			{"Pred", x, pred, nx < np ? nx : np, PLOT_LINE},
-			{"Training data", dx, dy, ndx < ndy ? ndx : ndy, PLOT_POINTS},
+			{"Training data", dx, dy, ndx < ndy ? ndx : ndy,
+			 PLOT_POINTS},
 		};
 		char title[256];
-		snprintf(title, sizeof title, "%s: prediction and truth (test MSE %.4f)",
-			 model, mse);
+		snprintf(title, sizeof title,
+			 "%s: prediction and truth (test MSE %.4f)", model, mse);
 		plot_lines p = {title, "x", "y", s, 3, {0, 0}, {0, 0}};
 		ok = plot_lines_save(path, &p, err, n);
 	}
@@ -140,8 +144,8 @@ static bool plot_regression(const drv_exec *e, const char *path)
 	}
 	if (ok)
 		printf("wrote %s: truth, prediction and %lld training points "
-		       "(test MSE vs truth %.4f)\n", path,
-		       (long long)interp_tensor_numel(&r.data[0]), mse);
+		       "(test MSE vs truth %.4f)\n",
+		       path, (long long)interp_tensor_numel(&r.data[0]), mse);
 	regression_fini(e->ctx, &r);
 	return ok;
 }
@@ -216,14 +220,19 @@ static void no_such_output(ir_ctx *ctx, const ir_func *f, const char *opt,
 				       at ? ", " : "", f->output_names[i]);
 	}
 	if (sg.best)
-		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s'; did you "
-			 "mean '%s'?", opt, f->name, name, sg.best);
+		ir_error(ctx, f->loc,
+			 "%s: '%s' has no output named '%s'; did you "
+			 "mean '%s'?",
+			 opt, f->name, name, sg.best);
 	else if (*names)
-		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s' to draw "
-			 "(its outputs: %s)", opt, f->name, name, names);
+		ir_error(ctx, f->loc,
+			 "%s: '%s' has no output named '%s' to draw "
+			 "(its outputs: %s)",
+			 opt, f->name, name, names);
 	else
-		ir_error(ctx, f->loc, "%s: '%s' has no output named '%s' to draw",
-			 opt, f->name, name);
+		ir_error(ctx, f->loc,
+			 "%s: '%s' has no output named '%s' to draw", opt,
+			 f->name, name);
 }
 
 /* Output i is a matrix (2-D) or a stack of them (3-D); else an error. */
@@ -235,9 +244,10 @@ static bool check_heatmap_rank(ir_ctx *ctx, const ir_module *m,
 		return true;
 	char dims[160];
 	ir_type_format(m, t, dims, sizeof dims);
-	ir_error(ctx, f->loc, "%s: output '%s' of '%s' is [%s], of rank %d: "
-		 "a heatmap draws a 2-D matrix or a 3-D stack of them", opt,
-		 f->output_names[i], f->name, dims, t->rank);
+	ir_error(ctx, f->loc,
+		 "%s: output '%s' of '%s' is [%s], of rank %d: "
+		 "a heatmap draws a 2-D matrix or a 3-D stack of them",
+		 opt, f->output_names[i], f->name, dims, t->rank);
 	return false;
 }
 
@@ -266,15 +276,17 @@ static bool panels_make(ir_ctx *ctx, const interp_tensor *t, heat_panels *hp)
 		hp->n = 1;
 	}
 	if (hp->n > 256 || numel > PLOT_MAX_CELLS) {
-		ir_error(ctx, (ir_loc){0}, "--heatmap: %zu matrices of %zu x %zu "
-			 "are too many to draw (at most 256 and %d cells)", hp->n,
-			 hp->q, hp->k, PLOT_MAX_CELLS);
+		ir_error(ctx, (ir_loc){0},
+			 "--heatmap: %zu matrices of %zu x %zu "
+			 "are too many to draw (at most 256 and %d cells)",
+			 hp->n, hp->q, hp->k, PLOT_MAX_CELLS);
 		return false;
 	}
 	hp->cols = hp->n < 8 ? hp->n : 8;
 	hp->rows = (hp->n + hp->cols - 1) / hp->cols;
 	hp->v = ir_alloc(ctx, (numel + 1) * sizeof *hp->v);
-	hp->panels = ir_alloc(ctx, (hp->rows * hp->cols + 1) * sizeof *hp->panels);
+	hp->panels = ir_alloc(ctx,
+			      (hp->rows * hp->cols + 1) * sizeof *hp->panels);
 	hp->titles = ir_alloc(ctx, hp->n * PANEL_TITLE + 1);
 	if (!hp->v || !hp->panels || !hp->titles) {
 		ir_error(ctx, (ir_loc){0}, "--heatmap: out of memory");
@@ -286,8 +298,12 @@ static bool panels_make(ir_ctx *ctx, const interp_tensor *t, heat_panels *hp)
 	for (size_t i = 0; i < hp->n; i++) {
 		char *title = hp->titles + PANEL_TITLE * i;
 		snprintf(title, PANEL_TITLE, "[%zu]", i);
-		hp->panels[i] = (plot_heatmap){hp->n > 1 ? title : NULL, NULL, NULL,
-					       hp->v + i * hp->q * hp->k, hp->q, hp->k};
+		hp->panels[i] = (plot_heatmap){hp->n > 1 ? title : NULL,
+					       NULL,
+					       NULL,
+					       hp->v + i * hp->q * hp->k,
+					       hp->q,
+					       hp->k};
 	}
 	return true;
 }
@@ -309,14 +325,20 @@ static bool draw_heatmap(const drv_exec *e, const ir_func *f, const char *name,
 	snprintf(title, sizeof title, "%s: %s%s %s", f->name,
 		 is_weights ? "attention " : "", name, dims);
 	if (panels_make(e->ctx, w, &hp)) {
-		plot_grid g = {title, is_weights ? "Keys" : "Column",
-			       is_weights ? "Queries" : "Row", hp.panels, NULL,
-			       hp.rows, hp.cols};
-		ok = hp.n == 1 ? plot_heatmap_save(path, &(plot_heatmap){title,
-							   g.xlabel, g.ylabel, hp.v,
-							   hp.q, hp.k},
-						   err, sizeof err)
-			       : plot_grid_save(path, &g, err, sizeof err);
+		plot_grid g = {title,
+			       is_weights ? "Keys" : "Column",
+			       is_weights ? "Queries" : "Row",
+			       hp.panels,
+			       NULL,
+			       hp.rows,
+			       hp.cols};
+		ok = hp.n == 1
+			     ? plot_heatmap_save(path,
+						 &(plot_heatmap){title, g.xlabel,
+								 g.ylabel, hp.v,
+								 hp.q, hp.k},
+						 err, sizeof err)
+			     : plot_grid_save(path, &g, err, sizeof err);
 		if (!ok)
 			ir_error(e->ctx, (ir_loc){0}, "--heatmap: %s", err);
 	}
@@ -324,8 +346,8 @@ static bool draw_heatmap(const drv_exec *e, const ir_func *f, const char *name,
 		printf("wrote %s: %s's %s %s as a %zu x %zu heatmap\n", path,
 		       f->name, name, dims, hp.q, hp.k);
 	else if (ok)
-		printf("wrote %s: %s's %s %s as %zu heatmaps of %zu x %zu\n", path,
-		       f->name, name, dims, hp.n, hp.q, hp.k);
+		printf("wrote %s: %s's %s %s as %zu heatmaps of %zu x %zu\n",
+		       path, f->name, name, dims, hp.n, hp.q, hp.k);
 	panels_fini(e->ctx, &hp);
 	return ok;
 }
@@ -374,8 +396,10 @@ static bool check_picture_name(ir_ctx *ctx, const char *opt, const char *path)
 {
 	if (!path || plot_format_of(path) != PLOT_OTHER)
 		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: '%s': attnc draws SVG or PNG, into a "
-		 "file named *.svg or *.png", opt, path);
+	ir_error(ctx, (ir_loc){0},
+		 "%s: '%s': attnc draws SVG or PNG, into a "
+		 "file named *.svg or *.png",
+		 opt, path);
 	return false;
 }
 
@@ -386,10 +410,12 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	    !check_picture_name(ctx, "--heatmap", o->heatmap))
 		return false;
 	if (o->plot && !is_training && !o->load && !drv_is_regression(m)) {
-		ir_error(ctx, (ir_loc){0}, "--plot: model %s is not a regression "
+		ir_error(ctx, (ir_loc){0},
+			 "--plot: model %s is not a regression "
 			 "model (it exports no `truth` and `data`), and the loss "
 			 "curve needs --train, or --load of a checkpoint that "
-			 "--train --save wrote", m->name);
+			 "--train --save wrote",
+			 m->name);
 		return false;
 	}
 	if (o->plot && !is_training && o->load && !drv_is_regression(m)) {
@@ -403,16 +429,20 @@ bool drv_pictures_check(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	if (!o->heatmap)
 		return true;
 	if (drv_is_seq2seq(m) && o->heatmap_output) {
-		ir_error(ctx, (ir_loc){0}, "--heatmap-output: model %s draws the "
-			 "attention of a translation, not an output", m->name);
+		ir_error(ctx, (ir_loc){0},
+			 "--heatmap-output: model %s draws the "
+			 "attention of a translation, not an output",
+			 m->name);
 		return false;
 	}
 	if (drv_is_seq2seq(m) && (is_training || o->n_translate))
 		return true; /* the attention of the last translation */
 	if (drv_is_seq2seq(m)) {
-		ir_error(ctx, (ir_loc){0}, "--heatmap: model %s draws the "
+		ir_error(ctx, (ir_loc){0},
+			 "--heatmap: model %s draws the "
 			 "attention of a translation: give --train, or --load "
-			 "and --translate", m->name);
+			 "and --translate",
+			 m->name);
 		return false;
 	}
 	return check_heatmap_output(ctx, m, o);

@@ -70,7 +70,8 @@ static bool same_row(const prof_row *r, const prof_row *x, bool by_line)
 {
 	if (strcmp(r->kind, x->kind) != 0)
 		return false;
-	return !by_line || (r->loc.file == x->loc.file && r->loc.line == x->loc.line);
+	return !by_line ||
+	       (r->loc.file == x->loc.file && r->loc.line == x->loc.line);
 }
 
 /* Adds x into rows (*n of them) to the row of its kind (and line). */
@@ -115,8 +116,11 @@ static bool sum_sites(ir_ctx *ctx, const cg_program *p, prof_sums *s)
 		return false;
 	}
 	for (uint32_t i = 1; i < n; i++) {
-		prof_row x = {site[i].kind, site[i].loc, site[i].n_fused,
-			      c[2 * i], c[2 * i + 1],
+		prof_row x = {site[i].kind,
+			      site[i].loc,
+			      site[i].n_fused,
+			      c[2 * i],
+			      c[2 * i + 1],
 			      site[i].flops * (double)c[2 * i],
 			      site[i].bytes * (double)c[2 * i]};
 		if (!x.calls)
@@ -161,7 +165,8 @@ static void print_row(const prof_row *r, const char *label, int width,
 {
 	double sec = (double)r->cycles / s->cycles_per_s;
 	double share = s->kernel_cycles ? 100.0 * (double)r->cycles /
-						  (double)s->kernel_cycles : 0;
+						  (double)s->kernel_cycles
+					: 0;
 	char gf[32], gb[32], t[32];
 	rate_cell(gf, sizeof gf, r->flops, sec * 1e3);
 	rate_cell(gb, sizeof gb, r->flops > 0 ? 0 : r->bytes, sec * 1e3);
@@ -226,7 +231,8 @@ static void print_tables(const ir_ctx *ctx, const prof_sums *s, int width)
 {
 	const char *head = "%9s %12s %7s %9s %9s\n";
 	char total[32];
-	time_cell(total, sizeof total, (double)s->kernel_cycles / s->cycles_per_s);
+	time_cell(total, sizeof total,
+		  (double)s->kernel_cycles / s->cycles_per_s);
 	fprintf(stderr, "\n%s: %s in kernels (shares of it)\n", s->entry, total);
 	fprintf(stderr, "  %-*s ", width, "op kind");
 	fprintf(stderr, head, "calls", "total", "share", "GFLOP/s", "GB/s");
@@ -281,15 +287,18 @@ static void put_json_rows(FILE *out, const ir_ctx *ctx, const prof_row *rows,
 		if (by_line) {
 			fprintf(out, ", \"file\": ");
 			put_json_string(out, file_name(ctx, r->loc));
-			fprintf(out, ", \"line\": %u, \"fused\": %u", r->loc.line,
-				r->n_fused);
+			fprintf(out, ", \"line\": %u, \"fused\": %u",
+				r->loc.line, r->n_fused);
 		}
-		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g, \"share\": %.9g, "
+		fprintf(out,
+			", \"calls\": %llu, \"ms\": %.9g, \"share\": %.9g, "
 			"\"flops\": %.17g, \"bytes\": %.17g}",
 			(unsigned long long)r->calls,
 			(double)r->cycles / s->cycles_per_s * 1e3,
-			s->kernel_cycles ? (double)r->cycles / (double)s->kernel_cycles
-					 : 0.0, r->flops, r->bytes);
+			s->kernel_cycles
+				? (double)r->cycles / (double)s->kernel_cycles
+				: 0.0,
+			r->flops, r->bytes);
 	}
 }
 
@@ -321,7 +330,8 @@ static void put_json_tables(FILE *out, const ir_ctx *ctx, const prof_sums *sums,
 			continue;
 		if (!first)
 			fprintf(out, ", ");
-		put_json_rows(out, ctx, by_line ? s->lines : s->kinds, k, s, by_line);
+		put_json_rows(out, ctx, by_line ? s->lines : s->kinds, k, s,
+			      by_line);
 		first = false;
 	}
 }
@@ -333,18 +343,22 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 	double rate = n ? sums[0].cycles_per_s : 1;
 	fprintf(out, "{\"profile\": ");
 	put_json_string(out, what);
-	fprintf(out, ", \"run_ms\": %.9g, \"kernel_ms\": %.9g, "
-		"\"cycles_per_sec\": %.6g, \"entries\": [", run_s * 1e3,
-		(double)kernel_cycles / rate * 1e3, rate);
+	fprintf(out,
+		", \"run_ms\": %.9g, \"kernel_ms\": %.9g, "
+		"\"cycles_per_sec\": %.6g, \"entries\": [",
+		run_s * 1e3, (double)kernel_cycles / rate * 1e3, rate);
 	for (uint32_t e = 0; e < cg_program_n_entries(j->p); e++) {
 		const char *fn = cg_program_entry_name(j->p, e);
 		const uint64_t *c = cg_program_profile_counters(j->p, fn);
 		uint64_t k = 0;
 		for (uint32_t i = 0; i < n; i++)
-			k += strcmp(sums[i].entry, fn) == 0 ? sums[i].kernel_cycles : 0;
+			k += strcmp(sums[i].entry, fn) == 0
+				     ? sums[i].kernel_cycles
+				     : 0;
 		fprintf(out, "%s{\"name\": ", e ? ", " : "");
 		put_json_string(out, fn);
-		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g, \"kernel_ms\": %.9g}",
+		fprintf(out,
+			", \"calls\": %llu, \"ms\": %.9g, \"kernel_ms\": %.9g}",
 			(unsigned long long)c[0], (double)c[1] / rate * 1e3,
 			(double)k / rate * 1e3);
 	}
@@ -353,7 +367,8 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 		fprintf(out, "%s{\"name\": ", h ? ", " : "");
 		put_json_string(out, host[h].name);
 		fprintf(out, ", \"calls\": %llu, \"ms\": %.9g}",
-			(unsigned long long)host[h].calls, host[h].seconds * 1e3);
+			(unsigned long long)host[h].calls,
+			host[h].seconds * 1e3);
 	}
 	fprintf(out, "], \"by_kind\": [");
 	put_json_tables(out, ctx, sums, n, false);
@@ -368,9 +383,9 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 }
 
 static void print_report(const ir_ctx *ctx, const drv_jit *j, const char *what,
-			 const prof_sums *sums, uint32_t n, uint64_t kernel_cycles,
-			 const drv_profile_host *host, uint32_t n_host,
-			 double run_s, double rate)
+			 const prof_sums *sums, uint32_t n,
+			 uint64_t kernel_cycles, const drv_profile_host *host,
+			 uint32_t n_host, double run_s, double rate)
 {
 	char run_t[32], kern_t[32];
 	time_cell(run_t, sizeof run_t, run_s);

@@ -39,7 +39,8 @@ static char *format_list(const double *v, uint64_t n)
 	char *s = malloc(n * 26 + 1);
 	size_t at = 0;
 	for (uint64_t i = 0; s && i < n; i++)
-		at += (size_t)snprintf(s + at, 26, "%s%.17g", i ? "," : "", v[i]);
+		at += (size_t)snprintf(s + at, 26, "%s%.17g", i ? "," : "",
+				       v[i]);
 	if (s)
 		s[at] = 0;
 	return s;
@@ -58,14 +59,18 @@ static attnrt_st_tensor *state_tensors(const drv_train_state *st, size_t *n,
 		for (size_t p = 0; p < np; p++) {
 			const attnrt_param_info *pi = &st->table[p];
 			attnrt_st_tensor *t = &ts[(*n)++];
-			const char *block = k == 0 ? st->params : k == 1 ? st->m : st->v;
+			const char *block = k == 0   ? st->params
+					    : k == 1 ? st->m
+						     : st->v;
 			t->name = pi->name;
 			if (k) {
 				size_t len = strlen(pi->name) + 16;
-				char *name = (*names)[(k - 1) * np + p] = malloc(len);
+				char *name = (*names)[(k - 1) * np + p] = malloc(
+					len);
 				if (!name)
 					return ts;
-				snprintf(name, len, "%s%c:%s", ATTNRT_STATE_PREFIX,
+				snprintf(name, len, "%s%c:%s",
+					 ATTNRT_STATE_PREFIX,
 					 k == 1 ? 'm' : 'v', pi->name);
 				t->name = name;
 			}
@@ -82,24 +87,29 @@ bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 		    const drv_train_state *st)
 {
 	char state[256], err[512], **names = NULL;
-	snprintf(state, sizeof state, "epoch=%" PRIu64 " step=%" PRIu64
-		 " optim_steps=%" PRIu64 " seed=%" PRIu64 " batches=%" PRIu64
-		 " optimizer=%s", st->epoch, st->step, st->optim_steps, st->seed,
-		 st->n_batches, st->m ? "adam" : "sgd");
+	snprintf(state, sizeof state,
+		 "epoch=%" PRIu64 " step=%" PRIu64 " optim_steps=%" PRIu64
+		 " seed=%" PRIu64 " batches=%" PRIu64 " optimizer=%s",
+		 st->epoch, st->step, st->optim_steps, st->seed, st->n_batches,
+		 st->m ? "adam" : "sgd");
 	char *losses = format_list(st->losses, st->epoch);
 	char *valid = st->valid ? format_list(st->valid, st->epoch) : NULL;
 	size_t n = 0;
 	attnrt_st_tensor *ts = state_tensors(st, &n, &names);
-	attnrt_meta meta[8] = {{"model", m->name}, {"format", "attnc"},
-			       {STATE_KEY, state}, {LOSSES_KEY, losses}};
+	attnrt_meta meta[8] = {{"model", m->name},
+			       {"format", "attnc"},
+			       {STATE_KEY, state},
+			       {LOSSES_KEY, losses}};
 	size_t n_meta = 4;
 	if (valid)
 		meta[n_meta++] = (attnrt_meta){VALID_KEY, valid};
 	if (st->vocab)
 		meta[n_meta++] = (attnrt_meta){"vocab", st->vocab};
 	if (st->src_vocab && st->tgt_vocab) {
-		meta[n_meta++] = (attnrt_meta){ATTNRT_META_SRC_VOCAB, st->src_vocab};
-		meta[n_meta++] = (attnrt_meta){ATTNRT_META_TGT_VOCAB, st->tgt_vocab};
+		meta[n_meta++] = (attnrt_meta){ATTNRT_META_SRC_VOCAB,
+					       st->src_vocab};
+		meta[n_meta++] = (attnrt_meta){ATTNRT_META_TGT_VOCAB,
+					       st->tgt_vocab};
 	}
 	bool ok = ts && losses && (!st->valid || valid) &&
 		  n == st->n_params * (st->m ? 3 : 1);
@@ -132,13 +142,17 @@ bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r)
 	}
 	const char *s = attnrt_st_meta(r->file, STATE_KEY);
 	drv_train_state *st = &r->state;
-	if (!s || sscanf(s, "epoch=%" SCNu64 " step=%" SCNu64 " optim_steps=%"
-			 SCNu64 " seed=%" SCNu64 " batches=%" SCNu64
-			 " optimizer=%15s", &st->epoch, &st->step,
-			 &st->optim_steps, &st->seed, &st->n_batches, kind) != 6 ||
+	if (!s ||
+	    sscanf(s,
+		   "epoch=%" SCNu64 " step=%" SCNu64 " optim_steps=%" SCNu64
+		   " seed=%" SCNu64 " batches=%" SCNu64 " optimizer=%15s",
+		   &st->epoch, &st->step, &st->optim_steps, &st->seed,
+		   &st->n_batches, kind) != 6 ||
 	    (strcmp(kind, "adam") && strcmp(kind, "sgd"))) {
-		ir_error(ctx, (ir_loc){0}, "--resume: %s holds no training run's "
-			 "state (a checkpoint that --train --save wrote)", path);
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: %s holds no training run's "
+			 "state (a checkpoint that --train --save wrote)",
+			 path);
 		return false;
 	}
 	r->is_adam = strcmp(kind, "adam") == 0;
@@ -165,14 +179,16 @@ static bool read_moments(ir_ctx *ctx, const drv_resume *r,
 {
 	for (size_t p = 0; p < n_params; p++) {
 		char name[512];
-		snprintf(name, sizeof name, "%s%c:%s", ATTNRT_STATE_PREFIX, which,
-			 table[p].name);
+		snprintf(name, sizeof name, "%s%c:%s", ATTNRT_STATE_PREFIX,
+			 which, table[p].name);
 		const attnrt_st_tensor *t = attnrt_st_find(r->file, name);
 		size_t bytes = (size_t)param_numel(&table[p]) * 4;
 		if (!t || strcmp(t->dtype, "F32") || t->bytes != bytes) {
-			ir_error(ctx, (ir_loc){0}, "--resume: the optimizer's state "
-				 "'%s' is %s", name, t ? "not the parameter's shape"
-						       : "missing");
+			ir_error(ctx, (ir_loc){0},
+				 "--resume: the optimizer's state "
+				 "'%s' is %s",
+				 name,
+				 t ? "not the parameter's shape" : "missing");
 			return false;
 		}
 		memcpy(block + table[p].offset, t->data, bytes);
@@ -188,17 +204,21 @@ bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
 	char err[512];
 	const attnrt_param_info *table = cg_program_params(j->p, &n);
 	const drv_train_state *st = &r->state;
-	char *m = attnrt_optim_moments(opt, 0), *v = attnrt_optim_moments(opt, 1);
+	char *m = attnrt_optim_moments(opt, 0),
+	     *v = attnrt_optim_moments(opt, 1);
 	if ((m != NULL) != r->is_adam) {
-		ir_error(ctx, (ir_loc){0}, "--resume: %s was trained with %s, this "
-			 "run uses %s", path, r->is_adam ? "adam" : "sgd",
-			 m ? "adam" : "sgd");
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: %s was trained with %s, this "
+			 "run uses %s",
+			 path, r->is_adam ? "adam" : "sgd", m ? "adam" : "sgd");
 		return false;
 	}
 	if (st->n_batches != n_batches) {
-		ir_error(ctx, (ir_loc){0}, "--resume: the run of %s took %" PRIu64
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: the run of %s took %" PRIu64
 			 " batches an epoch, this one %" PRIu64 ": not the same "
-			 "data or batch", path, st->n_batches, n_batches);
+			 "data or batch",
+			 path, st->n_batches, n_batches);
 		return false;
 	}
 	if (attnrt_checkpoint_take(NULL, r->file, ATTNRT_STATE_PREFIX, table, n,
@@ -213,8 +233,10 @@ bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
 	const char *vl = attnrt_st_meta(r->file, VALID_KEY);
 	if (!read_list(attnrt_st_meta(r->file, LOSSES_KEY), losses, st->epoch) ||
 	    (valid && vl && !read_list(vl, valid, st->epoch))) {
-		ir_error(ctx, (ir_loc){0}, "--resume: %s: the losses so far are "
-			 "not a list of %" PRIu64 " numbers", path, st->epoch);
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: %s: the losses so far are "
+			 "not a list of %" PRIu64 " numbers",
+			 path, st->epoch);
 		return false;
 	}
 	return true;
@@ -241,8 +263,10 @@ bool drv_state_losses(ir_ctx *ctx, const char *path, double **losses,
 	if (ok && !read_list(attnrt_st_meta(file, LOSSES_KEY), *losses, epoch))
 		ok = false;
 	if (!ok) {
-		ir_error(ctx, (ir_loc){0}, "--plot: %s records no training run's "
-			 "losses (a checkpoint that --train --save wrote)", path);
+		ir_error(ctx, (ir_loc){0},
+			 "--plot: %s records no training run's "
+			 "losses (a checkpoint that --train --save wrote)",
+			 path);
 		free(*losses);
 		*losses = NULL;
 	}
@@ -282,8 +306,8 @@ FILE *drv_metrics_resume(ir_ctx *ctx, const char *path, uint64_t epochs_done)
 	ok = out && fclose(out) == 0 && ok && rename(tmp, path) == 0;
 	FILE *f = ok ? fopen(path, "a") : NULL;
 	if (!f) {
-		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s", path,
-			 strerror(errno));
+		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
+			 path, strerror(errno));
 		remove(tmp);
 	}
 	return f;

@@ -22,22 +22,25 @@ const ir_func *drv_entry(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 				    : ir_module_default_func(m);
 	if (!f) {
 		if (o->entry)
-			ir_error(ctx, (ir_loc){0}, "--entry: model %s has no function '%s'",
+			ir_error(ctx, (ir_loc){0},
+				 "--entry: model %s has no function '%s'",
 				 m->name, o->entry);
 		else
-			ir_error(ctx, (ir_loc){0}, "model %s exports no function", m->name);
+			ir_error(ctx, (ir_loc){0},
+				 "model %s exports no function", m->name);
 		return NULL;
 	}
 	if (needs_example && !f->example && f->n_inputs) {
-		ir_error(ctx, f->loc, "'%s' has no example inputs to run on "
-			 "(add an `example %s(...)` line)", f->name, f->name);
+		ir_error(ctx, f->loc,
+			 "'%s' has no example inputs to run on "
+			 "(add an `example %s(...)` line)",
+			 f->name, f->name);
 		return NULL;
 	}
 	return f;
 }
 
-void drv_example_inputs(const ir_module *m, const ir_func *f,
-			interp_tensor *in)
+void drv_example_inputs(const ir_module *m, const ir_func *f, interp_tensor *in)
 {
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
 		const ir_const *c = &m->consts[f->example[i]];
@@ -51,8 +54,8 @@ void drv_example_inputs(const ir_module *m, const ir_func *f,
 }
 
 /* Binds the symbols the example inputs of f fix, where values has none. */
-static bool bind_from_example(ir_ctx *ctx, const ir_module *m,
-			      const ir_func *f, int64_t *values)
+static bool bind_from_example(ir_ctx *ctx, const ir_module *m, const ir_func *f,
+			      int64_t *values)
 {
 	interp_tensor in[64];
 	int64_t from_example[64] = {0};
@@ -86,12 +89,15 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	for (uint32_t i = 0; i < o->n_syms; i++) {
 		int32_t s = ir_module_find_sym(m, o->syms[i].name);
 		if (s >= 0 && m->syms[s].n_factors) {
-			ir_error(ctx, (ir_loc){0}, "%s: dimension '%s' is a product; "
-				 "give its factors", o->syms[i].opt, o->syms[i].name);
+			ir_error(ctx, (ir_loc){0},
+				 "%s: dimension '%s' is a product; "
+				 "give its factors",
+				 o->syms[i].opt, o->syms[i].name);
 			return false;
 		}
 		if (s < 0) {
-			ir_error(ctx, (ir_loc){0}, "%s: model %s has no dimension '%s'",
+			ir_error(ctx, (ir_loc){0},
+				 "%s: model %s has no dimension '%s'",
 				 o->syms[i].opt, m->name, o->syms[i].name);
 			return false;
 		}
@@ -99,7 +105,8 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	}
 	if (is_batch_first)
 		bind_batch(m, values);
-	if (f && f->example && f->n_inputs && !bind_from_example(ctx, m, f, values))
+	if (f && f->example && f->n_inputs &&
+	    !bind_from_example(ctx, m, f, values))
 		return false;
 	bind_batch(m, values);
 	for (uint32_t s = 0; s < m->n_syms; s++) {
@@ -110,9 +117,12 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		if (values[s])
 			continue;
 		if (is_strict) {
-			ir_error(ctx, m->syms[s].loc, "dimension '%s' has no value: give "
-				 "--sym %s=N%s", m->syms[s].name, m->syms[s].name,
-				 strcmp(m->syms[s].name, "B") ? "" : " or --batch N");
+			ir_error(ctx, m->syms[s].loc,
+				 "dimension '%s' has no value: give "
+				 "--sym %s=N%s",
+				 m->syms[s].name, m->syms[s].name,
+				 strcmp(m->syms[s].name, "B") ? ""
+							      : " or --batch N");
 			return false;
 		}
 		values[s] = 1;
@@ -150,8 +160,8 @@ void drv_print_outputs(const ir_func *f, const interp_tensor *outs)
 {
 	char buf[32];
 	for (uint32_t i = 0; i < f->n_outputs; i++) {
-		printf("%s: ", drv_io_name(f->output_names, i, "out", buf,
-					   sizeof buf));
+		printf("%s: ",
+		       drv_io_name(f->output_names, i, "out", buf, sizeof buf));
 		interp_tensor_print(&outs[i], stdout);
 		putchar('\n');
 	}
@@ -198,7 +208,8 @@ bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 		return false;
 	bool ok = false, is_owned = false;
 	uint32_t n_in = f->n_inputs, n_out = f->n_outputs, n_par = m->n_params;
-	interp_tensor *in = ir_alloc(ctx, (n_in + n_out + n_par + 1) * sizeof *in);
+	interp_tensor *in = ir_alloc(ctx,
+				     (n_in + n_out + n_par + 1) * sizeof *in);
 	int64_t *syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *syms);
 	if (!in || !syms)
 		goto out;
@@ -233,8 +244,8 @@ static bool params_fill(ir_ctx *ctx, cg_program *p, const drv_options *o,
 	uint32_t n;
 	const attnrt_param_info *table = cg_program_params(p, &n);
 	char err[512];
-	int rc = o->load ? attnrt_checkpoint_load(NULL, o->load, table, n, params,
-						  err, sizeof err)
+	int rc = o->load ? attnrt_checkpoint_load(NULL, o->load, table, n,
+						  params, err, sizeof err)
 			 : attnrt_params_init(table, n, params, o->seed);
 	if (rc == ATTNRT_OK)
 		return true;
@@ -252,10 +263,12 @@ bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	uint32_t n;
 	const attnrt_param_info *table = cg_program_params(j->p, &n);
 	char err[512];
-	attnrt_meta meta[] = {{"model", m->name}, {"format", "attnc"},
+	attnrt_meta meta[] = {{"model", m->name},
+			      {"format", "attnc"},
 			      {"vocab", j->vocab}};
 	if (attnrt_checkpoint_save(NULL, o->save, table, n, j->params, meta,
-				   j->vocab ? 3 : 2, err, sizeof err) == ATTNRT_OK)
+				   j->vocab ? 3 : 2, err,
+				   sizeof err) == ATTNRT_OK)
 		return true;
 	ir_error(ctx, (ir_loc){0}, "--save: %s", err);
 	return false;
@@ -299,15 +312,16 @@ void drv_cache_resolve(drv_options *o)
 	if (xdg && xdg[0] == '/')
 		n = snprintf(o->cache_dir, sizeof o->cache_dir, "%s/attnc", xdg);
 	else if (home && home[0] == '/')
-		n = snprintf(o->cache_dir, sizeof o->cache_dir, "%s/.cache/attnc",
-			     home);
+		n = snprintf(o->cache_dir, sizeof o->cache_dir,
+			     "%s/.cache/attnc", home);
 	if (n < 0 || (size_t)n >= sizeof o->cache_dir)
 		o->cache_dir[0] = '\0'; /* too long: no cache */
 }
 
 cg_program_options drv_program_options(const drv_options *o)
 {
-	pass_options po = {.disabled = o->disabled, .n_disabled = o->n_disabled,
+	pass_options po = {.disabled = o->disabled,
+			   .n_disabled = o->n_disabled,
 			   .no_fuse = o->no_fuse};
 	return (cg_program_options){
 		.no_fuse = !pass_is_enabled(&po, "fuse_elementwise"),
@@ -327,13 +341,16 @@ static void print_entries(const cg_program *p, char *buf, size_t size)
 		at += (size_t)snprintf(buf + at, size - at, "%s\"%s\": {",
 				       pass ? ", " : "",
 				       pass ? "scratch_bytes" : "kernel_calls");
-		for (uint32_t i = 0; i < cg_program_n_entries(p) && at < size; i++) {
+		for (uint32_t i = 0; i < cg_program_n_entries(p) && at < size;
+		     i++) {
 			const char *fn = cg_program_entry_name(p, i);
 			unsigned long long v =
-				pass ? (unsigned long long)cg_program_scratch_bytes(p, fn)
+				pass ? (unsigned long long)
+						cg_program_scratch_bytes(p, fn)
 				     : cg_program_n_calls(p, fn);
-			at += (size_t)snprintf(buf + at, size - at, "%s\"%s\": %llu",
-					       i ? ", " : "", fn, v);
+			at += (size_t)snprintf(buf + at, size - at,
+					       "%s\"%s\": %llu", i ? ", " : "",
+					       fn, v);
 		}
 		if (at < size)
 			at += (size_t)snprintf(buf + at, size - at, "}");
@@ -346,11 +363,13 @@ static void print_entries(const cg_program *p, char *buf, size_t size)
 		cg_program_sched sc = cg_program_sched_of(p, fn);
 		if (!sc.threads)
 			continue;
-		at += (size_t)snprintf(buf + at, size - at,
-			"%s\"%s\": {\"threads\": %u, \"tasks\": %u, "
-			"\"waits\": %u, \"estimated_speedup\": %.2f}",
-			first ? ", \"schedules\": {" : ", ", fn, sc.threads,
-			sc.tasks, sc.waits, sc.cycles / sc.makespan);
+		at += (size_t)
+			snprintf(buf + at, size - at,
+				 "%s\"%s\": {\"threads\": %u, \"tasks\": %u, "
+				 "\"waits\": %u, \"estimated_speedup\": %.2f}",
+				 first ? ", \"schedules\": {" : ", ", fn,
+				 sc.threads, sc.tasks, sc.waits,
+				 sc.cycles / sc.makespan);
 		first = false;
 	}
 	if (!first && at < size)
@@ -382,10 +401,9 @@ bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	return drv_jit_open_only(ctx, m, o, f, is_training, NULL, 0, j);
 }
 
-bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
-		       const drv_options *o, const ir_func *f,
-		       bool is_training, const char *const *only,
-		       uint32_t n_only, drv_jit *j)
+bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		       const ir_func *f, bool is_training,
+		       const char *const *only, uint32_t n_only, drv_jit *j)
 {
 	memset(j, 0, sizeof *j);
 	j->syms = ir_alloc(ctx, (m->n_syms + 1) * sizeof *j->syms);
@@ -408,9 +426,9 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m,
 	return params_fill(ctx, j->p, o, j->params);
 }
 
-bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m,
-			  const drv_options *o, const char *const *only,
-			  uint32_t n_only, const drv_jit *trained, drv_jit *j)
+bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			  const char *const *only, uint32_t n_only,
+			  const drv_jit *trained, drv_jit *j)
 {
 	drv_options run_o = *o;
 	if (trained)
@@ -421,8 +439,10 @@ bool drv_jit_open_trained(ir_ctx *ctx, const ir_module *m,
 		return true;
 	size_t bytes = cg_program_params_bytes(j->p);
 	if (bytes != cg_program_params_bytes(trained->p)) {
-		ir_error(ctx, (ir_loc){0}, "the program of %s is laid out unlike "
-			 "the trained one's parameters", only[0]);
+		ir_error(ctx, (ir_loc){0},
+			 "the program of %s is laid out unlike "
+			 "the trained one's parameters",
+			 only[0]);
 		return false;
 	}
 	memcpy(j->params, trained->params, bytes);

@@ -131,10 +131,12 @@ static bool input_tensor(ir_ctx *ctx, const ir_setting *at, const ir_func *f,
 	if (ty->dtype != fd->dtype || ty->rank != fd->rank + 1) {
 		char dims[160];
 		drv_dims_format(fd->dims, fd->rank, dims, sizeof dims);
-		ir_error(ctx, at->loc, "data: the samples of '%s' are %s%s, but "
+		ir_error(ctx, at->loc,
+			 "data: the samples of '%s' are %s%s, but "
 			 "'%s' takes %s of rank %d (the batch axis, then a "
-			 "sample's)", name, drv_dtype_name(fd->dtype), dims,
-			 f->name, drv_dtype_name(ty->dtype), ty->rank);
+			 "sample's)",
+			 name, drv_dtype_name(fd->dtype), dims, f->name,
+			 drv_dtype_name(ty->dtype), ty->rank);
 		return false;
 	}
 	memset(t, 0, sizeof *t);
@@ -159,9 +161,10 @@ static bool batch_axis(ir_ctx *ctx, const ir_setting *at, const ir_func *f,
 		return true;
 	}
 	char nb[32];
-	ir_error(ctx, at->loc, "data: the first input of '%s', '%s', has no "
-		 "batch axis (its axis 0 should be a dim such as B)", f->name,
-		 drv_io_name(f->input_names, 0, "in", nb, sizeof nb));
+	ir_error(ctx, at->loc,
+		 "data: the first input of '%s', '%s', has no "
+		 "batch axis (its axis 0 should be a dim such as B)",
+		 f->name, drv_io_name(f->input_names, 0, "in", nb, sizeof nb));
 	return false;
 }
 
@@ -172,27 +175,32 @@ static bool batch_rows(ir_ctx *ctx, const ir_setting *at,
 {
 	int64_t batch = tc->batch ? tc->batch : fixed;
 	if (batch <= 0) {
-		ir_error(ctx, at->loc, "data: the batch has no size (batch = N "
+		ir_error(ctx, at->loc,
+			 "data: the batch has no size (batch = N "
 			 "in the train block, or --batch N)");
 		return false;
 	}
 	if (!is_valid && (size_t)batch > s->n) {
-		ir_error(ctx, at->loc, "data: a batch of %lld samples is more "
-			 "than the %zu of the training set", (long long)batch,
-			 s->n);
+		ir_error(ctx, at->loc,
+			 "data: a batch of %lld samples is more "
+			 "than the %zu of the training set",
+			 (long long)batch, s->n);
 		return false;
 	}
 	if (batch % tc->shards) {
-		ir_error(ctx, at->loc, "data: a batch of %lld samples does not "
-			 "split into %lld shards of equal rows", (long long)batch,
-			 (long long)tc->shards);
+		ir_error(ctx, at->loc,
+			 "data: a batch of %lld samples does not "
+			 "split into %lld shards of equal rows",
+			 (long long)batch, (long long)tc->shards);
 		return false;
 	}
 	*rows = batch / tc->shards;
 	if (fixed && *rows != fixed) {
-		ir_error(ctx, at->loc, "data: '%s' takes batches of %lld rows, "
-			 "but the batch is %lld in %lld shard(s)", tc->entry,
-			 (long long)fixed, (long long)batch, (long long)tc->shards);
+		ir_error(ctx, at->loc,
+			 "data: '%s' takes batches of %lld rows, "
+			 "but the batch is %lld in %lld shard(s)",
+			 tc->entry, (long long)fixed, (long long)batch,
+			 (long long)tc->shards);
 		return false;
 	}
 	return true;
@@ -216,18 +224,22 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		return false;
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
 		char nb[32];
-		const char *name = drv_io_name(f->input_names, i, "in", nb, sizeof nb);
+		const char *name = drv_io_name(f->input_names, i, "in", nb,
+					       sizeof nb);
 		const drv_field *fd = find_field(s, name);
 		if (!fd) {
-			ir_error(ctx, at->loc, "data: no samples for '%s', an "
-				 "input of '%s'", name, f->name);
+			ir_error(ctx, at->loc,
+				 "data: no samples for '%s', an "
+				 "input of '%s'",
+				 name, f->name);
 			return false;
 		}
 		if (!input_tensor(ctx, at, f, i, fd, rows, &in[i]))
 			return false;
 	}
 	if (!interp_bind_syms(ctx, m, f, in, values)) {
-		ir_note(ctx, at->loc, "the shapes are those of the data's samples");
+		ir_note(ctx, at->loc,
+			"the shapes are those of the data's samples");
 		return false;
 	}
 	for (uint32_t i = 0; i < f->n_inputs; i++) {
@@ -237,10 +249,11 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 			    !m->syms[ty->dims[d].sym].n_factors &&
 			    !drv_options_bind(ctx, o, "data",
 					      m->syms[ty->dims[d].sym].name,
-				      values[ty->dims[d].sym]))
+					      values[ty->dims[d].sym]))
 				return false;
 	}
-	return sym < 0 || drv_options_bind(ctx, o, "data", m->syms[sym].name, rows);
+	return sym < 0 ||
+	       drv_options_bind(ctx, o, "data", m->syms[sym].name, rows);
 }
 
 /* ---- the batch source ------------------------------------------------------------- */
@@ -248,18 +261,17 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 typedef struct samples_source {
 	const drv_samples *s;
 	uint64_t seed;
-	size_t rows;       /* of a batch: shards * shard_rows */
-	size_t *order;     /* (n) the samples of the epoch in order */
-	uint64_t epoch;    /* whose order it is; UINT64_MAX: none yet */
-	char *block;       /* the batch's arrays, one after another */
+	size_t rows;    /* of a batch: shards * shard_rows */
+	size_t *order;  /* (n) the samples of the epoch in order */
+	uint64_t epoch; /* whose order it is; UINT64_MAX: none yet */
+	char *block;    /* the batch's arrays, one after another */
 	const drv_field *fields[DRV_MAX_FIELDS]; /* the entry's inputs' */
 	char *inputs[DRV_MAX_FIELDS];
 	size_t shard_bytes[DRV_MAX_FIELDS];
 	uint32_t n_inputs;
 } samples_source;
 
-void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch,
-			 size_t *order)
+void drv_samples_shuffle(size_t n, uint64_t seed, uint64_t epoch, size_t *order)
 {
 	rt_rng_permutation(seed, SHUFFLE_STREAM + epoch, n, order);
 }
@@ -278,8 +290,7 @@ static void gather(samples_source *ss, const size_t *order, size_t n,
 	}
 }
 
-static bool samples_fill(void *state, uint64_t epoch, uint64_t i,
-			 drv_batch *b)
+static bool samples_fill(void *state, uint64_t epoch, uint64_t i, drv_batch *b)
 {
 	samples_source *ss = state;
 	if (ss->epoch != epoch) {
@@ -341,9 +352,12 @@ bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
 	samples_source *ss = calloc(1, sizeof *ss);
 	size_t shard_rows = g->n_inputs ? (size_t)g->inputs[0].dims[0] : 0;
 	if (ss)
-		*ss = (samples_source){.s = s, .seed = seed, .epoch = UINT64_MAX,
+		*ss = (samples_source){.s = s,
+				       .seed = seed,
+				       .epoch = UINT64_MAX,
 				       .rows = shard_rows * g->n_shards};
-	*src = (drv_batch_source){s->items_per_sample == 1 ? "samples" : "tokens",
+	*src = (drv_batch_source){s->items_per_sample == 1 ? "samples"
+							   : "tokens",
 				  0, ss, samples_fill, samples_fini};
 	if (!ss || !map_inputs(ss, g->inputs, g->n_inputs, shard_rows)) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
@@ -352,9 +366,10 @@ bool drv_samples_source_open(ir_ctx *ctx, const drv_samples *s, uint64_t seed,
 	src->n_batches = (s->n + ss->rows - 1) / ss->rows;
 	size_t extra = src->n_batches * ss->rows - s->n;
 	if (extra)
-		fprintf(stderr, "batches: %llu of %zu samples an epoch; the last is filled "
-		       "up with %zu samples seen earlier in the epoch\n",
-		       (unsigned long long)src->n_batches, ss->rows, extra);
+		fprintf(stderr,
+			"batches: %llu of %zu samples an epoch; the last is filled "
+			"up with %zu samples seen earlier in the epoch\n",
+			(unsigned long long)src->n_batches, ss->rows, extra);
 	return true;
 }
 
@@ -381,12 +396,15 @@ static double eval_batch(evaluator *e, const size_t *order, size_t n,
 {
 	gather(&e->ss, order, n, first);
 	void *outputs[1] = {e->out};
-	attnrt_run run = {.seed = 0, .step = 0, .is_training = 0,
+	attnrt_run run = {.seed = 0,
+			  .step = 0,
+			  .is_training = 0,
 			  .n_threads = e->n_threads};
 	int rc = e->fn(&run, e->j->params, e->scratch,
 		       (const void *const *)e->ss.inputs, outputs);
 	if (rc != ATTNRT_OK) {
-		drv_report_run_error(e->ctx, ir_module_find_func(e->m, e->entry), rc);
+		drv_report_run_error(e->ctx,
+				     ir_module_find_func(e->m, e->entry), rc);
 		return NAN;
 	}
 	double l = 0;
@@ -398,12 +416,15 @@ static double eval_batch(evaluator *e, const size_t *order, size_t n,
 static bool eval_open(evaluator *e, const drv_samples *s)
 {
 	uint32_t n_in, n_out;
-	const attnrt_tensor_info *in = cg_program_inputs(e->j->p, e->entry, &n_in);
-	const attnrt_tensor_info *outs = cg_program_outputs(e->j->p, e->entry, &n_out);
+	const attnrt_tensor_info *in = cg_program_inputs(e->j->p, e->entry,
+							 &n_in);
+	const attnrt_tensor_info *outs = cg_program_outputs(e->j->p, e->entry,
+							    &n_out);
 	e->fn = cg_program_entry(e->j->p, e->entry);
 	e->rows = n_in && in[0].rank ? (size_t)in[0].dims[0] : 0;
 	e->ss = (samples_source){.s = s, .rows = e->rows};
-	e->scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(e->j->p, e->entry));
+	e->scratch = attnrt_alloc(NULL,
+				  cg_program_scratch_bytes(e->j->p, e->entry));
 	e->n_loss = 1;
 	for (int d = 0; n_out && d < outs[0].rank; d++)
 		e->n_loss *= (size_t)outs[0].dims[d];
@@ -430,7 +451,10 @@ bool drv_samples_eval(ir_ctx *ctx, const ir_module *m, const drv_jit *j,
 		      const char *entry, drv_loss_kind kind,
 		      const drv_samples *s, int32_t n_threads, double *loss)
 {
-	evaluator e = {.ctx = ctx, .m = m, .j = j, .entry = entry,
+	evaluator e = {.ctx = ctx,
+		       .m = m,
+		       .j = j,
+		       .entry = entry,
 		       .n_threads = n_threads};
 	bool ok = eval_open(&e, s);
 	size_t B = e.rows, full = ok ? s->n / B * B : 0;

@@ -38,14 +38,14 @@ typedef struct trainer {
 	const attnrt_param_info *table;
 	uint32_t n_params;
 	FILE *metrics;
-	double *losses; /* per epoch */
+	double *losses;       /* per epoch */
 	double *valid_losses; /* per epoch, with a validation set */
 	drv_resume resume;    /* --resume's checkpoint, or none */
 	uint64_t first_epoch; /* the epochs a resumed run had done */
-	uint64_t step;  /* steps taken over all epochs */
+	uint64_t step;        /* steps taken over all epochs */
 	bool is_tty;
-	double start;   /* when the first epoch began (seconds) */
-	attnrt_tuner tuner; /* the threads of each step */
+	double start;         /* when the first epoch began (seconds) */
+	attnrt_tuner tuner;   /* the threads of each step */
 	int32_t step_threads; /* the last step's, for the validation loss */
 	/* --profile: the batches' filling and the update (the gradients
 	 * added, the optimizer's step, the norms) around the entry points */
@@ -92,24 +92,29 @@ static void find_nonfinite_op(trainer *t, const drv_batch *b,
 	ir_ctx *ctx = t->ctx;
 	const ir_func *f = t->grad.f;
 	interp_tensor in[64], *outs = NULL;
-	interp_tensor *params = ir_alloc(ctx, (t->m->n_params + 1) * sizeof *params);
+	interp_tensor *params = ir_alloc(ctx,
+					 (t->m->n_params + 1) * sizeof *params);
 	if (!params || !drv_params_tensors(ctx, t->m, &t->jit, false, params))
 		goto out;
 	outs = ir_alloc(ctx, (f->n_outputs + 1) * sizeof *outs);
 	if (!outs)
 		goto out;
 	drv_batch_tensors(&t->grad, b, in);
-	interp_opts opts = {.is_training = true, .seed = run->seed,
-			    .step = run->step, .stop_at_nonfinite = true};
+	interp_opts opts = {.is_training = true,
+			    .seed = run->seed,
+			    .step = run->step,
+			    .stop_at_nonfinite = true};
 	if (!interp_run(ctx, t->m, f, &opts, params, in, outs)) {
 		if (!is_loss)
-			ir_note(ctx, (ir_loc){0}, "the loss is finite, so that op is "
-				 "most likely in the backward pass: part of the "
-				 "gradient of the op shown");
+			ir_note(ctx, (ir_loc){0},
+				"the loss is finite, so that op is "
+				"most likely in the backward pass: part of the "
+				"gradient of the op shown");
 	} else {
-		ir_note(ctx, (ir_loc){0}, "the reference interpreter finds every "
-			 "value of this step finite: the native code disagrees "
-			 "with it");
+		ir_note(ctx, (ir_loc){0},
+			"the reference interpreter finds every "
+			"value of this step finite: the native code disagrees "
+			"with it");
 		for (uint32_t i = 0; i < f->n_outputs; i++)
 			interp_tensor_fini(ctx, &outs[i]);
 	}
@@ -142,9 +147,10 @@ static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
 {
 	fflush(stdout);
 	bool is_loss = !isfinite(loss);
-	ir_error(t->ctx, (ir_loc){0}, "training stopped at epoch %llu, step "
-		 "%llu: %s is %s", (unsigned long long)epoch + 1,
-		 (unsigned long long)t->step + 1,
+	ir_error(t->ctx, (ir_loc){0},
+		 "training stopped at epoch %llu, step "
+		 "%llu: %s is %s",
+		 (unsigned long long)epoch + 1, (unsigned long long)t->step + 1,
 		 is_loss ? "the loss" : "the gradients' norm",
 		 nonfinite_name(is_loss ? loss : norm));
 	drv_batch shard;
@@ -152,8 +158,8 @@ static void report_nonfinite(trainer *t, uint64_t epoch, const drv_batch *b,
 	uint32_t s = nonfinite_shard(t, b);
 	drv_grad_shard(&t->grad, b, run, s, &shard, &shard_run);
 	if (t->grad.n_shards > 1)
-		ir_note(t->ctx, (ir_loc){0}, "in shard %u of the batch's %u", s + 1,
-			t->grad.n_shards);
+		ir_note(t->ctx, (ir_loc){0}, "in shard %u of the batch's %u",
+			s + 1, t->grad.n_shards);
 	find_nonfinite_op(t, &shard, &shard_run, is_loss);
 }
 
@@ -186,12 +192,15 @@ static bool check_params(trainer *t, uint64_t epoch)
 			continue;
 		norm = first_nonfinite(&t->table[i], t->jit.params);
 		fflush(stdout);
-		ir_error(t->ctx, (ir_loc){0}, "training stopped at epoch %llu, step "
+		ir_error(t->ctx, (ir_loc){0},
+			 "training stopped at epoch %llu, step "
 			 "%llu: the %s step made parameter '%s' %s (is the "
-			 "learning rate %g too large?)", (unsigned long long)epoch + 1,
+			 "learning rate %g too large?)",
+			 (unsigned long long)epoch + 1,
 			 (unsigned long long)t->step,
 			 t->tc->optim.kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd",
-			 t->table[i].name, nonfinite_name(norm), t->tc->optim.lr);
+			 t->table[i].name, nonfinite_name(norm),
+			 t->tc->optim.lr);
 		return false;
 	}
 	return true;
@@ -208,7 +217,7 @@ typedef struct update_run {
 	trainer *t;
 	const void *more[DRV_MAX_SHARDS]; /* the live shards' gradients past 0 */
 	size_t n_more;
-	double scale;     /* of the gradients in the optimizer step */
+	double scale; /* of the gradients in the optimizer step */
 	double grad_sq[UPDATE_PARTS], param_sq[UPDATE_PARTS];
 } update_run;
 
@@ -251,8 +260,7 @@ static double sum_parts(const double *v)
 
 /* ---- steps and epochs --------------------------------------------------------------------- */
 
-static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
-		       epoch_sums *sums)
+static bool train_step(trainer *t, uint64_t epoch, uint64_t i, epoch_sums *sums)
 {
 	drv_batch b;
 	memset(&b, 0, sizeof b);
@@ -261,7 +269,9 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i,
 		return false;
 	t->host[0].calls++;
 	t->host[0].seconds += drv_now_seconds() - fill0;
-	attnrt_run run = {.seed = t->o->seed, .step = t->step, .is_training = 1,
+	attnrt_run run = {.seed = t->o->seed,
+			  .step = t->step,
+			  .is_training = 1,
 			  .n_threads = step_threads(t)};
 	t->step_threads = run.n_threads;
 	double loss, t0 = drv_now_seconds();
@@ -308,7 +318,8 @@ static void format_duration(double s, char *buf, size_t size)
 	else if (whole < 3600)
 		snprintf(buf, size, "%lldm%02llds", whole / 60, whole % 60);
 	else
-		snprintf(buf, size, "%lldh%02lldm", whole / 3600, whole / 60 % 60);
+		snprintf(buf, size, "%lldh%02lldm", whole / 3600,
+			 whole / 60 % 60);
 }
 
 /* "812", "12.3k", "3.42M" items per second. */
@@ -327,9 +338,9 @@ static void show_progress(const trainer *t, uint64_t epoch, uint64_t i,
 			  const epoch_sums *sums)
 {
 	fprintf(stderr, "\r\033[Kepoch %llu/%lld  batch %llu/%llu  loss %.4f",
-	       (unsigned long long)epoch + 1, (long long)t->tc->epochs,
-	       (unsigned long long)i + 1, (unsigned long long)t->src.n_batches,
-	       sums->divisor > 0 ? sums->loss / sums->divisor : sums->loss);
+		(unsigned long long)epoch + 1, (long long)t->tc->epochs,
+		(unsigned long long)i + 1, (unsigned long long)t->src.n_batches,
+		sums->divisor > 0 ? sums->loss / sums->divisor : sums->loss);
 	fflush(stdout);
 }
 
@@ -339,8 +350,8 @@ static void print_epoch(const trainer *t, uint64_t epoch, double loss,
 	unsigned long long e = epoch + 1, n = (unsigned long long)t->tc->epochs;
 	char vl[32] = "";
 	if (t->data.valid)
-		snprintf(vl, sizeof vl, t->is_tty ? "  valid %.4f" : " valid %.4f",
-			 valid);
+		snprintf(vl, sizeof vl,
+			 t->is_tty ? "  valid %.4f" : " valid %.4f", valid);
 	if (!t->is_tty) {
 		fprintf(stderr, "epoch %llu/%llu loss %.4f%s\n", e, n, loss, vl);
 		fflush(stdout);
@@ -348,10 +359,13 @@ static void print_epoch(const trainer *t, uint64_t epoch, double loss,
 	}
 	char left[32], per_sec[32];
 	double elapsed = drv_now_seconds() - t->start;
-	format_duration(elapsed / (double)e * (double)(n - e), left, sizeof left);
+	format_duration(elapsed / (double)e * (double)(n - e), left,
+			sizeof left);
 	format_rate(rate, per_sec, sizeof per_sec);
-	fprintf(stderr, "\r\033[Kepoch %llu/%llu  loss %.4f%s  %s %s/s  %.3f s  "
-		"%s left\n", e, n, loss, vl, per_sec, t->src.unit, secs, left);
+	fprintf(stderr,
+		"\r\033[Kepoch %llu/%llu  loss %.4f%s  %s %s/s  %.3f s  "
+		"%s left\n",
+		e, n, loss, vl, per_sec, t->src.unit, secs, left);
 	fflush(stdout);
 }
 
@@ -363,7 +377,8 @@ static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
 	char vl[48] = "";
 	if (t->data.valid)
 		snprintf(vl, sizeof vl, "\"valid_loss\": %.9g, ", valid);
-	fprintf(t->metrics, "{\"epoch\": %llu, \"loss\": %.9g, %s"
+	fprintf(t->metrics,
+		"{\"epoch\": %llu, \"loss\": %.9g, %s"
 		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g, "
 		"\"peak_rss_mib\": %.1f, \"threads\": %d}\n",
 		(unsigned long long)epoch + 1, loss, vl, rate, secs,
@@ -391,9 +406,10 @@ static bool train_epoch(trainer *t, uint64_t epoch)
 	double loss = sums.divisor > 0 ? sums.loss / sums.divisor : sums.loss;
 	double rate = secs > 0 ? sums.items / secs : 0, valid = 0;
 	t->losses[epoch] = loss;
-	if (t->data.valid && !drv_samples_eval(t->ctx, t->m, &t->jit, t->tc->entry,
-					       t->tc->loss_kind, t->data.valid,
-					       t->step_threads, &valid))
+	if (t->data.valid &&
+	    !drv_samples_eval(t->ctx, t->m, &t->jit, t->tc->entry,
+			      t->tc->loss_kind, t->data.valid, t->step_threads,
+			      &valid))
 		return false;
 	t->valid_losses[epoch] = valid;
 	print_epoch(t, epoch, loss, valid, secs, rate);
@@ -448,9 +464,11 @@ static bool resume_state(trainer *t)
 {
 	const drv_train_state *st = &t->resume.state;
 	if (st->epoch >= (uint64_t)t->tc->epochs) {
-		ir_error(t->ctx, (ir_loc){0}, "--resume: %s has done %llu epochs "
-			 "of the %lld asked (--epochs N to train more)", t->o->resume,
-			 (unsigned long long)st->epoch, (long long)t->tc->epochs);
+		ir_error(t->ctx, (ir_loc){0},
+			 "--resume: %s has done %llu epochs "
+			 "of the %lld asked (--epochs N to train more)",
+			 t->o->resume, (unsigned long long)st->epoch,
+			 (long long)t->tc->epochs);
 		return false;
 	}
 	if (!drv_state_restore(t->ctx, &t->resume, t->o->resume, &t->jit,
@@ -460,28 +478,32 @@ static bool resume_state(trainer *t)
 	t->step = st->step;
 	t->first_epoch = st->epoch;
 	fprintf(stderr, "resuming %s: %llu of %lld epochs done, %llu steps\n",
-	       t->o->resume, (unsigned long long)st->epoch,
-	       (long long)t->tc->epochs, (unsigned long long)st->step);
+		t->o->resume, (unsigned long long)st->epoch,
+		(long long)t->tc->epochs, (unsigned long long)st->step);
 	return true;
 }
 
 /* --save: the parameters and what resuming needs, after epochs_done. */
 static bool save_state(const trainer *t, uint64_t epochs_done)
 {
-	drv_train_state st = {
-		.epoch = epochs_done, .step = t->step,
-		.optim_steps = attnrt_optim_steps(t->optim), .seed = t->o->seed,
-		.n_batches = t->src.n_batches, .losses = t->losses,
-		.valid = t->data.valid ? t->valid_losses : NULL,
-		.table = t->table, .n_params = t->n_params,
-		.params = t->jit.params,
-		.m = attnrt_optim_moments(t->optim, 0),
-		.v = attnrt_optim_moments(t->optim, 1), .vocab = t->jit.vocab};
+	drv_train_state st = {.epoch = epochs_done,
+			      .step = t->step,
+			      .optim_steps = attnrt_optim_steps(t->optim),
+			      .seed = t->o->seed,
+			      .n_batches = t->src.n_batches,
+			      .losses = t->losses,
+			      .valid = t->data.valid ? t->valid_losses : NULL,
+			      .table = t->table,
+			      .n_params = t->n_params,
+			      .params = t->jit.params,
+			      .m = attnrt_optim_moments(t->optim, 0),
+			      .v = attnrt_optim_moments(t->optim, 1),
+			      .vocab = t->jit.vocab};
 	if (t->data.nmt) {
-		st.src_vocab = attnrt_vocab_string(rt_nmt_vocab(t->data.nmt,
-								RT_NMT_SRC));
-		st.tgt_vocab = attnrt_vocab_string(rt_nmt_vocab(t->data.nmt,
-								RT_NMT_TGT));
+		st.src_vocab = attnrt_vocab_string(
+			rt_nmt_vocab(t->data.nmt, RT_NMT_SRC));
+		st.tgt_vocab = attnrt_vocab_string(
+			rt_nmt_vocab(t->data.nmt, RT_NMT_TGT));
 	}
 	return drv_state_save(t->ctx, t->m, t->o->save, &st);
 }
@@ -493,8 +515,8 @@ static bool trainer_open(trainer *t)
 	if (!open_metrics(t) ||
 	    !drv_data_open(t->ctx, t->m, t->o, t->tc, &t->data) ||
 	    !shard_batch(t) || !open_jit(t, f) ||
-	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit, (uint32_t)t->tc->shards,
-			   &t->grad) ||
+	    !drv_grad_open(t->ctx, t->m, t->tc, &t->jit,
+			   (uint32_t)t->tc->shards, &t->grad) ||
 	    !drv_batch_source_open(t->ctx, t->m, t->tc, &t->data, &t->jit,
 				   &t->grad, &t->src))
 		return false;
@@ -508,7 +530,8 @@ static bool trainer_open(trainer *t)
 		ir_error(t->ctx, (ir_loc){0}, "optimizer: %s", err);
 		return false;
 	}
-	t->losses = ir_alloc(t->ctx, ((size_t)t->tc->epochs + 1) * sizeof *t->losses);
+	t->losses = ir_alloc(t->ctx,
+			     ((size_t)t->tc->epochs + 1) * sizeof *t->losses);
 	t->valid_losses = ir_alloc(t->ctx, ((size_t)t->tc->epochs + 1) *
 						   sizeof *t->valid_losses);
 	if (!t->losses || !t->valid_losses) {
@@ -518,8 +541,8 @@ static bool trainer_open(trainer *t)
 	if (t->resume.file && !resume_state(t))
 		return false;
 	t->is_tty = isatty(STDERR_FILENO);
-	attnrt_tuner_init(&t->tuner, t->o->threads ? t->o->threads
-						   : cg_threads_get(), 0);
+	attnrt_tuner_init(&t->tuner,
+			  t->o->threads ? t->o->threads : cg_threads_get(), 0);
 	return true;
 }
 
@@ -547,7 +570,8 @@ static void print_header(const trainer *t)
 {
 	const attnrt_optim_config *c = &t->tc->optim;
 	fprintf(stderr, "training %s: minimizing %s by %s(lr = %g)", t->m->name,
-		t->tc->entry, c->kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd", c->lr);
+		t->tc->entry, c->kind == ATTNRT_OPTIM_ADAM ? "adam" : "sgd",
+		c->lr);
 	if (t->tc->clip > 0)
 		fprintf(stderr, ", clip %g", t->tc->clip);
 	fprintf(stderr, ", %lld epochs of %llu batch%s",
@@ -587,7 +611,8 @@ static bool train_all(trainer *t)
 	for (uint64_t e = t->first_epoch; e < n; e++) {
 		if (!train_epoch(t, e))
 			return false;
-		if (every && (e + 1) % every == 0 && e + 1 < n && !save_state(t, e + 1))
+		if (every && (e + 1) % every == 0 && e + 1 < n &&
+		    !save_state(t, e + 1))
 			return false;
 	}
 	print_summary(t);
@@ -599,8 +624,10 @@ static bool train_all(trainer *t)
 	if (!regression_mse(t, &mse_after))
 		return false;
 	if (drv_is_regression(t->m))
-		fprintf(stderr, "test MSE vs truth: %.4f (before training "
-			"%.4f)\n", mse_after, mse_before);
+		fprintf(stderr,
+			"test MSE vs truth: %.4f (before training "
+			"%.4f)\n",
+			mse_after, mse_before);
 	drv_exec e = {t->ctx, t->m, t->o, NULL, &t->jit};
 	return (!t->o->save || save_state(t, n)) &&
 	       (!(t->o->plot || t->o->heatmap) ||
@@ -608,8 +635,9 @@ static bool train_all(trainer *t)
 	       (!t->data.nmt || !drv_is_seq2seq(t->m) ||
 		drv_translate(t->ctx, t->m, t->o, t->data.nmt, &t->jit,
 			      t->metrics)) &&
-	       (!t->o->generate || drv_generate(t->ctx, t->m, t->o, t->data.vocab,
-						 &t->jit, t->metrics));
+	       (!t->o->generate ||
+		drv_generate(t->ctx, t->m, t->o, t->data.vocab, &t->jit,
+			     t->metrics));
 }
 
 /* --resume: reads the checkpoint's state, and its seed into *run_o. */
@@ -621,9 +649,10 @@ static bool read_resume(trainer *t, const drv_options *o, drv_options *run_o)
 	if (!drv_state_read(t->ctx, o->resume, &t->resume))
 		return false;
 	if (o->is_seed_set && o->seed != t->resume.state.seed) {
-		ir_error(t->ctx, (ir_loc){0}, "--resume: %s was trained with --seed "
-			 "%llu, not %llu", o->resume,
-			 (unsigned long long)t->resume.state.seed,
+		ir_error(t->ctx, (ir_loc){0},
+			 "--resume: %s was trained with --seed "
+			 "%llu, not %llu",
+			 o->resume, (unsigned long long)t->resume.state.seed,
 			 (unsigned long long)o->seed);
 		return false;
 	}

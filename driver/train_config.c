@@ -19,7 +19,7 @@ static bool is_samples(const ir_setting *data)
 	return drv_tensors_is_source(data) || drv_text_is_source(data);
 }
 
-static const char *const train_keys[] = {"entry", "data",   "batch",
+static const char *const train_keys[] = {"entry",     "data", "batch",
 					 "optimizer", "clip", "epochs",
 					 "shards"};
 #define N_TRAIN_KEYS (sizeof train_keys / sizeof *train_keys)
@@ -32,11 +32,15 @@ static void unknown_key(ir_ctx *ctx, const ir_setting *s)
 	for (size_t k = 0; k < N_TRAIN_KEYS; k++)
 		ir_suggest_offer(&sg, train_keys[k]);
 	if (sg.best)
-		ir_error(ctx, s->loc, "unknown train setting '%s'; did you mean "
-			 "'%s'?", s->key, sg.best);
+		ir_error(ctx, s->loc,
+			 "unknown train setting '%s'; did you mean "
+			 "'%s'?",
+			 s->key, sg.best);
 	else
-		ir_error(ctx, s->loc, "unknown train setting '%s' (entry, data, "
-			 "batch, optimizer, clip, epochs, shards)", s->key);
+		ir_error(ctx, s->loc,
+			 "unknown train setting '%s' (entry, data, "
+			 "batch, optimizer, clip, epochs, shards)",
+			 s->key);
 }
 
 static bool check_keys(ir_ctx *ctx, const ir_module *m)
@@ -73,14 +77,16 @@ static bool read_number(ir_ctx *ctx, const ir_setting *s, double lo,
 			 hi - 1);
 		return false;
 	}
-	const char *what = is_int ? "a positive integer"
-			   : hi <= 1   ? "a number in [0, 1)"
-			   : is_open   ? "a positive number"
-				       : "a number >= 0";
+	const char *what = is_int    ? "a positive integer"
+			   : hi <= 1 ? "a number in [0, 1)"
+			   : is_open ? "a positive number"
+				     : "a number >= 0";
 	if (v->kind == IR_VAL_NUM)
-		ir_error(ctx, s->loc, "%s = %g: expected %s", s->key, v->num, what);
+		ir_error(ctx, s->loc, "%s = %g: expected %s", s->key, v->num,
+			 what);
 	else
-		ir_error(ctx, s->loc, "%s = %s: expected %s", s->key, v->str, what);
+		ir_error(ctx, s->loc, "%s = %s: expected %s", s->key, v->str,
+			 what);
 	return false;
 }
 
@@ -114,8 +120,10 @@ static bool read_optimizer(ir_ctx *ctx, const ir_setting *s,
 	} else if (v->kind != IR_VAL_NUM && strcmp(name, "adam") == 0) {
 		*c = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM, 0.001);
 	} else {
-		ir_error(ctx, s->loc, "optimizer = %s: unknown optimizer (sgd or "
-			 "adam)", name);
+		ir_error(ctx, s->loc,
+			 "optimizer = %s: unknown optimizer (sgd or "
+			 "adam)",
+			 name);
 		return false;
 	}
 	for (uint32_t i = 0; v->kind == IR_VAL_CALL && i < v->n_args; i++)
@@ -125,7 +133,8 @@ static bool read_optimizer(ir_ctx *ctx, const ir_setting *s,
 		c->lr = o->lr;
 	if (c->lr > 0)
 		return true;
-	ir_error(ctx, s->loc, "optimizer = sgd needs a learning rate: "
+	ir_error(ctx, s->loc,
+		 "optimizer = sgd needs a learning rate: "
 		 "sgd(lr = 0.1), or --lr");
 	return false;
 }
@@ -139,14 +148,20 @@ static bool read_entry(ir_ctx *ctx, const ir_module *m, drv_train_config *tc)
 	if (f && f->is_export)
 		return true;
 	if (s && s->value.kind == IR_VAL_NUM)
-		ir_error(ctx, s->loc, "entry = %g: expected the name of an exported "
-			 "function", s->value.num);
+		ir_error(ctx, s->loc,
+			 "entry = %g: expected the name of an exported "
+			 "function",
+			 s->value.num);
 	else if (s)
-		ir_error(ctx, s->loc, "entry = %s: model %s exports no function "
-			 "'%s'", tc->entry, m->name, tc->entry);
+		ir_error(ctx, s->loc,
+			 "entry = %s: model %s exports no function "
+			 "'%s'",
+			 tc->entry, m->name, tc->entry);
 	else
-		ir_error(ctx, (ir_loc){0}, "model %s exports no function 'loss' "
-			 "and its train block names no entry", m->name);
+		ir_error(ctx, (ir_loc){0},
+			 "model %s exports no function 'loss' "
+			 "and its train block names no entry",
+			 m->name);
 	return false;
 }
 
@@ -183,12 +198,15 @@ static bool read_shard_scale(ir_ctx *ctx, ir_loc at, const char *what,
 {
 	if (tc->loss_kind != DRV_LOSS_OTHER) {
 		tc->shard_scale = tc->loss_kind == DRV_LOSS_MEAN
-					  ? 1.0 / (double)tc->shards : 1;
+					  ? 1.0 / (double)tc->shards
+					  : 1;
 		return true;
 	}
-	ir_error(ctx, at, "%s: the loss of '%s' is neither a mean nor a sum "
+	ir_error(ctx, at,
+		 "%s: the loss of '%s' is neither a mean nor a sum "
 		 "over every axis, so the shards' losses do not make the "
-		 "batch's", what, tc->entry);
+		 "batch's",
+		 what, tc->entry);
 	return false;
 }
 
@@ -216,31 +234,37 @@ static bool read_shards(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	ir_loc at = from ? from->loc : (ir_loc){0};
 	char what[64];
 	if (o->n_ranks > 1)
-		snprintf(what, sizeof what, "%d ranks of %lld shards", o->n_ranks,
-			 (long long)(tc->shards / o->n_ranks));
+		snprintf(what, sizeof what, "%d ranks of %lld shards",
+			 o->n_ranks, (long long)(tc->shards / o->n_ranks));
 	else
-		snprintf(what, sizeof what, from ? "shards = %lld" : "--shards %lld",
+		snprintf(what, sizeof what,
+			 from ? "shards = %lld" : "--shards %lld",
 			 (long long)tc->shards);
 	if (tc->shards > DRV_MAX_SHARDS) {
 		ir_error(ctx, at, "%s: at most %d shards", what, DRV_MAX_SHARDS);
 		return false;
 	}
 	if (!drv_nmt_is_source(tc->data) && !is_samples(tc->data)) {
-		ir_error(ctx, at, "%s: model %s trains on no batch of rows to "
+		ir_error(ctx, at,
+			 "%s: model %s trains on no batch of rows to "
 			 "split (shards need data = tensors(...), text(...) or "
-			 "nmt(...))", what, m->name);
+			 "nmt(...))",
+			 what, m->name);
 		return false;
 	}
 	if (!drv_nmt_is_source(tc->data) && !read_shard_scale(ctx, at, what, tc))
 		return false;
 	if (tc->batch == 0) {
-		ir_error(ctx, at, "%s: the batch has no size to split (batch = "
-			 "N in the train block, or --batch N)", what);
+		ir_error(ctx, at,
+			 "%s: the batch has no size to split (batch = "
+			 "N in the train block, or --batch N)",
+			 what);
 		return false;
 	}
 	if (tc->batch < tc->shards) {
-		ir_error(ctx, at, "%s: more shards than the %lld rows of a batch",
-			 what, (long long)tc->batch);
+		ir_error(ctx, at,
+			 "%s: more shards than the %lld rows of a batch", what,
+			 (long long)tc->batch);
 		return false;
 	}
 	return true;
@@ -264,8 +288,8 @@ static bool read_batch_only(ir_ctx *ctx, const ir_module *m,
 }
 
 /* The settings training needs beyond the entry and the data. */
-static bool read_schedule(ir_ctx *ctx, const ir_module *m,
-			  const drv_options *o, drv_train_config *tc)
+static bool read_schedule(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			  drv_train_config *tc)
 {
 	const ir_setting *opt = ir_module_find_setting(m, "optimizer");
 	const ir_setting *ep = ir_module_find_setting(m, "epochs");
@@ -274,21 +298,26 @@ static bool read_schedule(ir_ctx *ctx, const ir_module *m,
 	double epochs = 0, b = 0;
 	bool ok = true;
 	if (!opt)
-		ir_error(ctx, (ir_loc){0}, "the train block of %s names no optimizer "
-			 "(optimizer = sgd(lr = 0.1) or adam(lr = 0.001))", m->name);
+		ir_error(ctx, (ir_loc){0},
+			 "the train block of %s names no optimizer "
+			 "(optimizer = sgd(lr = 0.1) or adam(lr = 0.001))",
+			 m->name);
 	ok &= opt && read_optimizer(ctx, opt, o, &tc->optim);
 	if (ep)
 		ok &= read_number(ctx, ep, 0, true, true, DRV_MAX_EPOCHS + 1.0,
 				  &epochs);
 	if (clip)
-		ok &= read_number(ctx, clip, 0, true, false, INFINITY, &tc->clip);
+		ok &= read_number(ctx, clip, 0, true, false, INFINITY,
+				  &tc->clip);
 	if (batch)
 		ok &= read_number(ctx, batch, 0, true, true, 2147483648.0, &b);
 	ok = ok && read_shards(ctx, m, o, b, tc);
 	tc->epochs = o->epochs ? o->epochs : (int64_t)epochs;
 	if (ok && !tc->epochs) {
-		ir_error(ctx, (ir_loc){0}, "the train block of %s gives no epochs "
-			 "(epochs = N), and no --epochs was given", m->name);
+		ir_error(ctx, (ir_loc){0},
+			 "the train block of %s gives no epochs "
+			 "(epochs = N), and no --epochs was given",
+			 m->name);
 		ok = false;
 	}
 	return ok;
@@ -307,10 +336,12 @@ static bool check_feed(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		return drv_batch_source_check(ctx, m, tc);
 	if (f->example)
 		return true;
-	ir_error(ctx, f->loc, "--gradcheck: '%s' takes %u input%s, but the "
+	ir_error(ctx, f->loc,
+		 "--gradcheck: '%s' takes %u input%s, but the "
 		 "train block names no data (data = ...) and '%s' has no "
-		 "example to check it on (an `example %s(...)` line)", f->name,
-		 f->n_inputs, f->n_inputs == 1 ? "" : "s", f->name, f->name);
+		 "example to check it on (an `example %s(...)` line)",
+		 f->name, f->n_inputs, f->n_inputs == 1 ? "" : "s", f->name,
+		 f->name);
 	return false;
 }
 
@@ -326,8 +357,10 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	memset(tc, 0, sizeof *tc);
 	tc->shard_scale = 1;
 	if (o->train && !m->n_train) {
-		ir_error(ctx, (ir_loc){0}, "--train: model %s has no train block "
-			 "(docs/training.md tells what to put in one)", m->name);
+		ir_error(ctx, (ir_loc){0},
+			 "--train: model %s has no train block "
+			 "(docs/training.md tells what to put in one)",
+			 m->name);
 		return false;
 	}
 	tc->data = ir_module_find_setting(m, "data");
@@ -341,17 +374,23 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	tc->is_full = ok && o->train;
 	if (ok && (o->data || o->examples) && !drv_nmt_is_source(tc->data) &&
 	    (o->examples || !is_samples(tc->data))) {
-		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "%s: model "
-			 "%s does not train on %s", o->examples ? "--examples"
-			 : "--data", m->name, o->examples ? "translation pairs "
-			 "(data = nmt(...))" : "a file (data = tensors(...), "
-			 "text(...) or nmt(...))");
+		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0},
+			 "%s: model "
+			 "%s does not train on %s",
+			 o->examples ? "--examples" : "--data", m->name,
+			 o->examples ? "translation pairs "
+				       "(data = nmt(...))"
+				     : "a file (data = tensors(...), "
+				       "text(...) or nmt(...))");
 		ok = false;
 	}
-	if (ok && o->valid_data && !drv_tensors_is_source(tc->data)) { /* text: valid = F */
-		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0}, "--valid-data:"
+	if (ok && o->valid_data &&
+	    !drv_tensors_is_source(tc->data)) { /* text: valid = F */
+		ir_error(ctx, tc->data ? tc->data->loc : (ir_loc){0},
+			 "--valid-data:"
 			 " model %s does not train on samples (data = "
-			 "tensors(...))", m->name);
+			 "tensors(...))",
+			 m->name);
 		ok = false;
 	}
 	if (!ok || !check_feed(ctx, m, o, tc))

@@ -44,8 +44,8 @@
 #define TR_MAX_IO 16
 
 /* The book's test sentences (d2l 10.4 and 10.7). */
-static const char *const book_sentences[] = {"go .", "i lost .",
-					     "he's calm .", "i'm home ."};
+static const char *const book_sentences[] = {"go .", "i lost .", "he's calm .",
+					     "i'm home ."};
 
 /* What feeds an input of decode_step. */
 typedef enum step_input {
@@ -61,9 +61,9 @@ typedef struct translator {
 	const ir_module *m;
 	const drv_options *o;
 	drv_options run_o; /* o with the vocabularies' dims, B and the threads */
-	const rt_nmt_data *d; /* T and the references */
+	const rt_nmt_data *d;         /* T and the references */
 	const attnrt_vocab *vocab[2]; /* source, target: d's or --load's */
-	bool is_vocab_loaded; /* from the checkpoint's metadata */
+	bool is_vocab_loaded;         /* from the checkpoint's metadata */
 	const ir_func *enc_f, *step_f;
 	drv_jit jit;
 	const char *const *texts; /* the n sentences */
@@ -77,8 +77,8 @@ typedef struct translator {
 	interp_tensor enc_outs[TR_MAX_IO];
 	interp_tensor in[TR_MAX_IO]; /* decode_step's inputs */
 	step_input kind[TR_MAX_IO];
-	int32_t state_out[TR_MAX_IO]; /* output giving state input i */
-	bool is_enc_used[TR_MAX_IO];  /* encode output 0 or a state's start */
+	int32_t state_out[TR_MAX_IO];   /* output giving state input i */
+	bool is_enc_used[TR_MAX_IO];    /* encode output 0 or a state's start */
 	uint32_t weights[DRV_MAX_FIGS]; /* decode_step's weights outputs */
 	uint32_t n_weights;
 	drv_attention att;
@@ -108,29 +108,32 @@ static const char *sentence_problem(const char *text)
 	return why;
 }
 
-bool drv_translate_check(ir_ctx *ctx, const ir_module *m,
-			 const drv_options *o)
+bool drv_translate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 {
 	if (!o->n_translate)
 		return true;
 	if (!drv_is_seq2seq(m)) {
-		ir_error(ctx, (ir_loc){0}, "--translate: model %s is not a "
+		ir_error(ctx, (ir_loc){0},
+			 "--translate: model %s is not a "
 			 "seq2seq model: it exports no `encode` and `decode_step` "
-			 "to translate with", m->name);
+			 "to translate with",
+			 m->name);
 		return false;
 	}
 	if (!drv_nmt_is_source(ir_module_find_setting(m, "data"))) {
-		ir_error(ctx, (ir_loc){0}, "--translate: the train block of %s "
+		ir_error(ctx, (ir_loc){0},
+			 "--translate: the train block of %s "
 			 "names no translation data (data = nmt(...)) to take the "
-			 "vocabularies from", m->name);
+			 "vocabularies from",
+			 m->name);
 		return false;
 	}
 	for (uint32_t i = 0; i < o->n_translate; i++) {
 		const char *why = sentence_problem(o->translate[i]);
 		if (!why)
 			continue;
-		ir_error(ctx, (ir_loc){0}, "--translate '%s': %s", o->translate[i],
-			 why);
+		ir_error(ctx, (ir_loc){0}, "--translate '%s': %s",
+			 o->translate[i], why);
 		return false;
 	}
 	return true;
@@ -148,7 +151,8 @@ static bool encode_sentences(translator *t)
 					     &t->src_valid[i], &t->n_unknown[i],
 					     err, sizeof err);
 		if (rc != ATTNRT_OK) {
-			ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s", text, err);
+			ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s",
+				 text, err);
 			return false;
 		}
 	}
@@ -188,7 +192,8 @@ static bool compile(translator *t, const drv_jit *trained)
 	if (drv_jit_open_trained(t->ctx, t->m, o, only, 2, trained, &t->jit))
 		return true;
 	if (!trained && t->jit.params && !t->is_vocab_loaded) /* did not fit */
-		ir_note(t->ctx, (ir_loc){0}, "the vocabularies come from the data: "
+		ir_note(t->ctx, (ir_loc){0},
+			"the vocabularies come from the data: "
 			"give the --data and --examples the weights were trained "
 			"with");
 	return false;
@@ -210,7 +215,8 @@ static bool run_encode(translator *t)
 	interp_tensor in[2];
 	const ir_func *f = t->enc_f;
 	if (f->n_inputs > 2 || f->n_outputs > TR_MAX_IO || f->n_outputs < 1) {
-		ir_error(t->ctx, f->loc, "'encode' must take src (and src_valid) "
+		ir_error(t->ctx, f->loc,
+			 "'encode' must take src (and src_valid) "
 			 "and return the encoding first");
 		return false;
 	}
@@ -223,8 +229,10 @@ static bool run_encode(translator *t)
 		else if (strcmp(name, "src_valid") == 0)
 			tensor_i32(&in[i], t->src_valid, 1, (int64_t)t->n, 0);
 		else {
-			ir_error(t->ctx, f->loc, "'encode' takes '%s'; the translator "
-				 "gives src and src_valid", name);
+			ir_error(t->ctx, f->loc,
+				 "'encode' takes '%s'; the translator "
+				 "gives src and src_valid",
+				 name);
 			return false;
 		}
 	}
@@ -237,7 +245,8 @@ static bool run_encode(translator *t)
 
 static bool same_shape(const attnrt_tensor_info *a, const interp_tensor *b)
 {
-	if (a->rank != b->rank || (a->dtype == ATTNRT_I32) != (b->dtype == IR_I32))
+	if (a->rank != b->rank ||
+	    (a->dtype == ATTNRT_I32) != (b->dtype == IR_I32))
 		return false;
 	for (int d = 0; d < a->rank; d++)
 		if (a->dims[d] != b->dims[d])
@@ -246,7 +255,8 @@ static bool same_shape(const attnrt_tensor_info *a, const interp_tensor *b)
 }
 
 /* A state input's start: encode's output of its shape, else zeros. */
-static bool state_start(translator *t, uint32_t i, const attnrt_tensor_info *info)
+static bool state_start(translator *t, uint32_t i,
+			const attnrt_tensor_info *info)
 {
 	ir_dtype dt = info->dtype == ATTNRT_I32 ? IR_I32 : IR_F32;
 	if (!interp_tensor_alloc(t->ctx, &t->in[i], dt, info->rank, info->dims)) {
@@ -268,10 +278,11 @@ static bool state_start(translator *t, uint32_t i, const attnrt_tensor_info *inf
 static bool map_step_inputs(translator *t)
 {
 	uint32_t n;
-	const attnrt_tensor_info *info =
-		cg_program_inputs(t->jit.p, "decode_step", &n);
+	const attnrt_tensor_info *info = cg_program_inputs(t->jit.p,
+							   "decode_step", &n);
 	if (n > TR_MAX_IO || n != t->step_f->n_inputs) {
-		ir_error(t->ctx, t->step_f->loc, "'decode_step' takes too many inputs");
+		ir_error(t->ctx, t->step_f->loc,
+			 "'decode_step' takes too many inputs");
 		return false;
 	}
 	static const char *const names[] = {"tok", "pos", "enc", "src_valid"};
@@ -311,10 +322,11 @@ static bool map_step_outputs(translator *t, const interp_tensor *outs)
 			k++;
 		if (k == n) {
 			char buf[32];
-			ir_error(t->ctx, t->step_f->loc, "'decode_step' returns no "
+			ir_error(t->ctx, t->step_f->loc,
+				 "'decode_step' returns no "
 				 "new value of its input '%s'",
-				 drv_io_name(t->step_f->input_names, i, "in", buf,
-					     sizeof buf));
+				 drv_io_name(t->step_f->input_names, i, "in",
+					     buf, sizeof buf));
 			return false;
 		}
 		is_state[k] = true;
@@ -342,7 +354,8 @@ static bool fig_start(translator *t, const char *name, const interp_tensor *w,
 	f->queries = q_cap;
 	f->keys = (int)w->dims[r - 1];
 	f->w = ir_alloc(t->ctx, ((size_t)f->layers * (size_t)f->heads *
-				 (size_t)q_cap * (size_t)f->keys + 1) * sizeof *f->w);
+					 (size_t)q_cap * (size_t)f->keys +
+				 1) * sizeof *f->w);
 	if (!f->w) {
 		ir_error(t->ctx, (ir_loc){0}, "out of memory");
 		return false;
@@ -363,7 +376,8 @@ static void fig_take(const translator *t, struct drv_attention_fig *f,
 	for (size_t l = 0; l < (size_t)f->layers; l++)
 		for (size_t h = 0; h < H; h++)
 			memcpy(f->w + ((l * H + h) * (size_t)f->queries +
-				       (size_t)q0) * K,
+				       (size_t)q0) *
+					       K,
 			       v + ((l * BH) + (t->n - 1) * H + h) * Q * K,
 			       Q * K * sizeof *v);
 }
@@ -376,7 +390,8 @@ static void fig_crop(struct drv_attention_fig *f, int queries, int keys)
 		for (int q = 0; q < queries; q++)
 			for (int k = 0; k < keys; k++)
 				f->w[n++] = f->w[((size_t)m * (size_t)f->queries +
-						  (size_t)q) * (size_t)f->keys +
+						  (size_t)q) *
+							 (size_t)f->keys +
 						 (size_t)k];
 	f->queries = queries;
 	f->keys = keys;
@@ -402,14 +417,16 @@ static const char *step_fig_name(const translator *t, uint32_t i)
 {
 	if (i + 1 == t->n_weights)
 		return "Encoder-decoder attention";
-	return t->n_weights == 2 ? "Decoder self-attention" : "Decoder attention";
+	return t->n_weights == 2 ? "Decoder self-attention"
+				 : "Decoder attention";
 }
 
 /* The figures of decode_step's weights, from the first step's outputs. */
 static bool start_step_figs(translator *t, const interp_tensor *outs)
 {
 	for (uint32_t i = 0; i < t->n_weights; i++)
-		if (!fig_start(t, step_fig_name(t, i), &outs[t->weights[i]], t->T))
+		if (!fig_start(t, step_fig_name(t, i), &outs[t->weights[i]],
+			       t->T))
 			return false;
 	return true;
 }
@@ -425,7 +442,9 @@ static void crop_step_figs(translator *t)
 	for (uint32_t i = 0; i < t->n_weights; i++) {
 		struct drv_attention_fig *f = &t->att.figs[first + i];
 		bool is_cross = i + 1 == t->n_weights;
-		int keys = is_cross ? valid : t->n_weights == 2 ? steps : f->keys;
+		int keys = is_cross            ? valid
+			   : t->n_weights == 2 ? steps
+					       : f->keys;
 		fig_crop(f, steps, keys < f->keys ? keys : f->keys);
 	}
 }
@@ -449,14 +468,17 @@ static size_t take_tokens(translator *t, const interp_tensor *outs, int s,
 	int64_t V = logits->dims[2];
 	size_t ended = 0;
 	for (size_t i = 0; i < t->n; i++) {
-		int32_t id = argmax((const float *)logits->data + (int64_t)i * V, V);
+		int32_t id = argmax((const float *)logits->data + (int64_t)i * V,
+				    V);
 		t->tok[i] = id;
 		if (done[i])
 			continue;
 		t->n_steps[i] = s + 1;
 		if (i + 1 == t->n)
 			for (uint32_t k = 0; k < t->n_weights; k++)
-				fig_take(t, &t->att.figs[t->att.n_figs - t->n_weights + k],
+				fig_take(t,
+					 &t->att.figs[t->att.n_figs -
+						      t->n_weights + k],
 					 &outs[t->weights[k]], s);
 		if (id == RT_NMT_EOS) {
 			done[i] = true;
@@ -482,7 +504,8 @@ static bool check_logits(translator *t, const interp_tensor *l)
 	if (l->dtype == IR_F32 && l->rank == 3 && l->dims[0] == (int64_t)t->n &&
 	    l->dims[1] == 1 && l->dims[2] >= 1)
 		return true;
-	ir_error(t->ctx, t->step_f->loc, "'decode_step' must return the logits "
+	ir_error(t->ctx, t->step_f->loc,
+		 "'decode_step' must return the logits "
 		 "(B, 1, V_tgt) first");
 	return false;
 }
@@ -499,7 +522,8 @@ static bool decode(translator *t, bool *done)
 	interp_tensor outs[TR_MAX_IO];
 	size_t left = t->n;
 	if (t->step_f->n_outputs > TR_MAX_IO || t->step_f->n_outputs < 1) {
-		ir_error(t->ctx, t->step_f->loc, "'decode_step' returns too many "
+		ir_error(t->ctx, t->step_f->loc,
+			 "'decode_step' returns too many "
 			 "outputs");
 		return false;
 	}
@@ -567,8 +591,8 @@ static bool report_one(translator *t, size_t i, char *pred, size_t cap,
 			    (size_t)t->n_out[i], pred, cap);
 	if (rt_nmt_reference(t->d, t->texts[i], &ref, err, sizeof err) !=
 	    ATTNRT_OK) {
-		ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s", t->texts[i],
-			 err);
+		ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s",
+			 t->texts[i], err);
 		return false;
 	}
 	double bleu = ref ? rt_bleu(pred, ref, 2) : 0;
@@ -635,17 +659,18 @@ static bool translate_all(translator *t, const drv_jit *trained, FILE *metrics)
 	double t2 = now_seconds();
 	ir_free(t->ctx, done);
 	if (ok && metrics)
-		fprintf(metrics, "{\"translated\": %zu, \"compile_seconds\": "
+		fprintf(metrics,
+			"{\"translated\": %zu, \"compile_seconds\": "
 			"%.6g, \"decode_ms\": %.6g, \"ms_per_sentence\": %.6g, "
-			"\"peak_rss_mib\": %.1f}\n", t->n, t1 - t0,
-			(t2 - t1) * 1e3, (t2 - t1) * 1e3 / (double)t->n,
-			drv_peak_rss_mib());
+			"\"peak_rss_mib\": %.1f}\n",
+			t->n, t1 - t0, (t2 - t1) * 1e3,
+			(t2 - t1) * 1e3 / (double)t->n, drv_peak_rss_mib());
 	if (!ok || !report(t, metrics))
 		return false;
 	if (isatty(STDOUT_FILENO))
 		printf("translated %zu sentence%s: compiled in %.2f s, decoded in "
-		       "%.2f ms\n", t->n, t->n == 1 ? "" : "s", t1 - t0,
-		       (t2 - t1) * 1e3);
+		       "%.2f ms\n",
+		       t->n, t->n == 1 ? "" : "s", t1 - t0, (t2 - t1) * 1e3);
 	t->att.src = t->texts[t->n - 1];
 	return true;
 }
@@ -759,17 +784,20 @@ static bool checkpoint_vocabs(ir_ctx *ctx, const char *path,
 static void print_vocabs(const char *path, attnrt_vocab *const vocab[2])
 {
 	if (vocab[0])
-		fprintf(stderr, "data: vocabularies of %s: %d source, %d target "
-			"tokens\n", path, (int)attnrt_vocab_size(vocab[0]),
+		fprintf(stderr,
+			"data: vocabularies of %s: %d source, %d target "
+			"tokens\n",
+			path, (int)attnrt_vocab_size(vocab[0]),
 			(int)attnrt_vocab_size(vocab[1]));
 	else
-		fprintf(stderr, "data: %s keeps no vocabularies (saved before "
+		fprintf(stderr,
+			"data: %s keeps no vocabularies (saved before "
 			"attnc put them in its metadata): they come from the "
-			"data\n", path);
+			"data\n",
+			path);
 }
 
-bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m,
-			  const drv_options *o)
+bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 {
 	rt_nmt_data *d = NULL;
 	attnrt_vocab *vocab[2];
@@ -788,8 +816,8 @@ bool drv_translate_loaded(ir_ctx *ctx, const ir_module *m,
 		use[0] = rt_nmt_vocab(d, RT_NMT_SRC);
 		use[1] = rt_nmt_vocab(d, RT_NMT_TGT);
 	}
-	ok = ok && translate_with(ctx, m, o, d, use, vocab[0] != NULL, NULL,
-				  metrics);
+	ok = ok &&
+	     translate_with(ctx, m, o, d, use, vocab[0] != NULL, NULL, metrics);
 	if (metrics && fclose(metrics) != 0 && ok) {
 		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
 			 o->metrics, strerror(errno));

@@ -28,8 +28,7 @@
 #define N_OUT ADDITIVE_ATTENTION_FORWARD_N_OUTPUTS
 
 static const attnrt_tensor_info *const ins = additive_attention_forward_inputs;
-static const attnrt_tensor_info *const outs =
-	additive_attention_forward_outputs;
+static const attnrt_tensor_info *const outs = additive_attention_forward_outputs;
 
 static size_t numel(const attnrt_tensor_info *t)
 {
@@ -45,13 +44,15 @@ static size_t numel(const attnrt_tensor_info *t)
  * other shapes. */
 static bool fill_inputs(void *in[N_IN])
 {
-	static const int64_t want[4][3] = {{2, 1, 20}, {2, 10, 2}, {2, 10, 4},
+	static const int64_t want[4][3] = {{2, 1, 20},
+					   {2, 10, 2},
+					   {2, 10, 4},
 					   {2}};
 	if (N_IN != 4)
 		return false;
 	for (int i = 0; i < N_IN; i++)
-		if (memcmp(ins[i].dims, want[i], sizeof(int64_t) *
-						     (size_t)ins[i].rank) != 0)
+		if (memcmp(ins[i].dims, want[i],
+			   sizeof(int64_t) * (size_t)ins[i].rank) != 0)
 			return false;
 	float *queries = in[0], *keys = in[1], *values = in[2];
 	int32_t *valid = in[3];
@@ -113,8 +114,7 @@ static bool prepare_params(int argc, char **argv, void *params)
 static bool run_forward(const char *prog, void *params, void *scratch,
 			void *in[N_IN], void *out[N_OUT])
 {
-	attnrt_run run = {.seed = 0, .step = 0, .is_training = 0,
-			  .n_threads = 0};
+	attnrt_run run = {.seed = 0, .step = 0, .is_training = 0, .n_threads = 0};
 	int rc = additive_attention_forward(&run, params, scratch,
 					    (const void *const *)in, out);
 	if (rc != ATTNRT_OK) {

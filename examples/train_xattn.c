@@ -97,10 +97,12 @@ static bool fill_batch(void *in[N_IN])
 static bool grad_step(uint64_t step, void *params, void *scratch,
 		      void *in[N_IN], void *out[N_OUT], float *loss)
 {
-	attnrt_run run = {.seed = 0, .step = step, .is_training = 1,
+	attnrt_run run = {.seed = 0,
+			  .step = step,
+			  .is_training = 1,
 			  .n_threads = XATTN_LOSS_GRAD_SCHED_THREADS};
-	int rc = xattn_loss_grad(&run, params, scratch,
-				 (const void *const *)in, out);
+	int rc = xattn_loss_grad(&run, params, scratch, (const void *const *)in,
+				 out);
 	if (rc != ATTNRT_OK) {
 		fprintf(stderr, "xattn_loss_grad failed: %s (node %d)\n",
 			attnrt_strerror(rc), rc >> 8);
@@ -134,8 +136,8 @@ static bool train(void *params, void *grads, void *scratch, void *in[N_IN],
 		if (step == 0)
 			*first = loss;
 		if (ok && step % 10 == 0)
-			printf("step %2llu  loss %.4f\n", (unsigned long long)step,
-			       loss);
+			printf("step %2llu  loss %.4f\n",
+			       (unsigned long long)step, loss);
 		attnrt_optim_step(opt, params, grads);
 	}
 	*last = loss;
@@ -181,7 +183,8 @@ static bool save(const char *path, const void *params)
 	char err[512] = "";
 	attnrt_meta meta = {"model", "xattn"};
 	if (attnrt_checkpoint_save(NULL, path, xattn_params, XATTN_N_PARAMS,
-				   params, &meta, 1, err, sizeof err) == ATTNRT_OK)
+				   params, &meta, 1, err,
+				   sizeof err) == ATTNRT_OK)
 		return true;
 	fprintf(stderr, "saving %s: %s\n", path, err);
 	return false;
@@ -206,8 +209,9 @@ int main(int argc, char **argv)
 	else if (!(ok = fill_batch(in)))
 		fprintf(stderr, "%s: the model was compiled for other inputs\n",
 			argv[0]);
-	ok = ok && attnrt_params_init(xattn_params, XATTN_N_PARAMS, params, 0) ==
-			   ATTNRT_OK &&
+	ok = ok &&
+	     attnrt_params_init(xattn_params, XATTN_N_PARAMS, params, 0) ==
+		     ATTNRT_OK &&
 	     train(params, grads, scratch, in, &first, &last) &&
 	     evaluate(params, in) && (argc == 1 || save(argv[2], params));
 	if (ok && last < 0.5f * first)

@@ -37,10 +37,8 @@
 
 static const attnrt_tensor_info *const enc_in = transformer_encode_inputs;
 static const attnrt_tensor_info *const enc_out = transformer_encode_outputs;
-static const attnrt_tensor_info *const step_in =
-	transformer_decode_step_inputs;
-static const attnrt_tensor_info *const step_out =
-	transformer_decode_step_outputs;
+static const attnrt_tensor_info *const step_in = transformer_decode_step_inputs;
+static const attnrt_tensor_info *const step_out = transformer_decode_step_outputs;
 
 /* Everything a batch of B sentences needs, each tensor its own block. */
 typedef struct translator {
@@ -49,11 +47,11 @@ typedef struct translator {
 	int32_t B, T, V; /* batch, steps, target vocabulary */
 	void *enc_outs[ENC_OUT];
 	void *step_outs[STEP_OUT];
-	void *kv;        /* decode_step's cache input; its output is outs[1] */
+	void *kv; /* decode_step's cache input; its output is outs[1] */
 	int32_t *src_ids, *src_valid, *tok, pos;
-	int32_t *out;    /* (B, T) the decoded ids */
-	int32_t *n_out;  /* (B) ids kept */
-	bool *is_done;   /* (B) */
+	int32_t *out;   /* (B, T) the decoded ids */
+	int32_t *n_out; /* (B) ids kept */
+	bool *is_done;  /* (B) */
 } translator;
 
 static size_t bytes_of(const attnrt_tensor_info *t)
@@ -84,15 +82,16 @@ static bool interface_ok(void)
 static bool alloc_all(translator *t)
 {
 	bool ok = (t->params = attnrt_alloc(NULL, TRANSFORMER_PARAMS_SIZE)) &&
-		  (t->enc_scratch = attnrt_alloc(
-			   NULL, TRANSFORMER_ENCODE_SCRATCH_SIZE)) &&
+		  (t->enc_scratch = attnrt_alloc(NULL,
+						 TRANSFORMER_ENCODE_SCRATCH_SIZE)) &&
 		  (t->step_scratch = attnrt_alloc(
 			   NULL, TRANSFORMER_DECODE_STEP_SCRATCH_SIZE)) &&
 		  (t->kv = attnrt_alloc(NULL, bytes_of(&step_in[4])));
 	for (int i = 0; ok && i < ENC_OUT; i++)
 		ok = (t->enc_outs[i] = attnrt_alloc(NULL, bytes_of(&enc_out[i])));
 	for (int i = 0; ok && i < STEP_OUT; i++)
-		ok = (t->step_outs[i] = attnrt_alloc(NULL, bytes_of(&step_out[i])));
+		ok = (t->step_outs[i] = attnrt_alloc(NULL,
+						     bytes_of(&step_out[i])));
 	size_t B = (size_t)t->B, T = (size_t)t->T;
 	return ok && (t->src_ids = attnrt_alloc(NULL, B * T * 4)) &&
 	       (t->src_valid = attnrt_alloc(NULL, B * 4)) &&
@@ -104,9 +103,9 @@ static bool alloc_all(translator *t)
 
 static void free_all(translator *t)
 {
-	void *blocks[] = {t->params, t->enc_scratch, t->step_scratch, t->kv,
-			  t->src_ids, t->src_valid, t->tok, t->out, t->n_out,
-			  t->is_done};
+	void *blocks[] = {t->params,  t->enc_scratch, t->step_scratch, t->kv,
+			  t->src_ids, t->src_valid,   t->tok,          t->out,
+			  t->n_out,   t->is_done};
 	for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++)
 		attnrt_free(NULL, blocks[i]);
 	for (int i = 0; i < ENC_OUT; i++)
@@ -125,22 +124,23 @@ static bool load(const char *path, translator *t, attnrt_vocab **src,
 	if (rc == ATTNRT_OK) {
 		rc = attnrt_checkpoint_take(NULL, f, ATTNRT_STATE_PREFIX,
 					    transformer_params,
-					    TRANSFORMER_N_PARAMS, t->params, err,
-					    sizeof err);
+					    TRANSFORMER_N_PARAMS, t->params,
+					    err, sizeof err);
 		if (rc == ATTNRT_OK)
-			rc = attnrt_vocab_take(NULL, f, ATTNRT_META_SRC_VOCAB, src,
-					       err, sizeof err);
+			rc = attnrt_vocab_take(NULL, f, ATTNRT_META_SRC_VOCAB,
+					       src, err, sizeof err);
 		if (rc == ATTNRT_OK)
-			rc = attnrt_vocab_take(NULL, f, ATTNRT_META_TGT_VOCAB, tgt,
-					       err, sizeof err);
+			rc = attnrt_vocab_take(NULL, f, ATTNRT_META_TGT_VOCAB,
+					       tgt, err, sizeof err);
 		attnrt_st_free(f);
 	}
 	if (rc != ATTNRT_OK)
 		fprintf(stderr, "translate: %s: %s\n", path, err);
 	else if (attnrt_vocab_size(*tgt) != t->V)
-		fprintf(stderr, "translate: %s: %d target tokens, but the object "
-			"was compiled for V_tgt = %d\n", path,
-			(int)attnrt_vocab_size(*tgt), (int)t->V);
+		fprintf(stderr,
+			"translate: %s: %d target tokens, but the object "
+			"was compiled for V_tgt = %d\n",
+			path, (int)attnrt_vocab_size(*tgt), (int)t->V);
 	return rc == ATTNRT_OK && attnrt_vocab_size(*tgt) == t->V;
 }
 
@@ -157,7 +157,8 @@ static bool encode_sentences(translator *t, char **sentences, int32_t n)
 		} else if (attnrt_vocab_encode(t->src, sentences[i], t->T, ids,
 					       &t->src_valid[i], NULL, err,
 					       sizeof err) != ATTNRT_OK) {
-			fprintf(stderr, "translate: '%s': %s\n", sentences[i], err);
+			fprintf(stderr, "translate: '%s': %s\n", sentences[i],
+				err);
 			return false;
 		}
 		t->tok[i] = ATTNRT_VOCAB_BOS;
@@ -190,7 +191,8 @@ static bool take_tokens(translator *t)
 		if (id == ATTNRT_VOCAB_EOS)
 			t->is_done[i] = true;
 		else
-			t->out[(size_t)i * (size_t)t->T + (size_t)t->n_out[i]++] = id;
+			t->out[(size_t)i * (size_t)t->T +
+			       (size_t)t->n_out[i]++] = id;
 		is_going |= !t->is_done[i];
 	}
 	return is_going;
@@ -226,9 +228,11 @@ static bool print_batch(const translator *t, char **sentences, int32_t n)
 {
 	char pred[4096];
 	for (int32_t i = 0; i < n; i++) {
-		size_t len = attnrt_vocab_decode(
-			t->tgt, t->out + (size_t)i * (size_t)t->T,
-			(size_t)t->n_out[i], pred, sizeof pred);
+		size_t len = attnrt_vocab_decode(t->tgt,
+						 t->out + (size_t)i *
+								  (size_t)t->T,
+						 (size_t)t->n_out[i], pred,
+						 sizeof pred);
 		if (len >= sizeof pred) {
 			fprintf(stderr, "translate: a translation too long\n");
 			return false;
@@ -256,7 +260,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!interface_ok()) {
-		fprintf(stderr, "translate: the object is not models/transformer.g's\n");
+		fprintf(stderr,
+			"translate: the object is not models/transformer.g's\n");
 		return 1;
 	}
 	translator t = {.B = (int32_t)enc_in[0].dims[0],

@@ -68,14 +68,17 @@ static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 static double gelu_number(double x, bool is_tanh)
 {
 	if (is_tanh)
-		return 0.5 * x * (1 + ir_scalar_unary(IR_OP_TANH,
-						      GELU_BETA * (x + GELU_KAPPA * x * x * x)));
+		return 0.5 * x *
+		       (1 + ir_scalar_unary(IR_OP_TANH,
+					    GELU_BETA * (x + GELU_KAPPA * x *
+								     x * x)));
 	return 0.5 * x * (1 + ir_scalar_unary(IR_OP_ERF, x * GELU_SQRT1_2));
 }
 
 static fe_value ew1(fe_elab *e, ir_op op, fe_value x, ir_loc loc)
 {
-	return x.kind == FE_V_TENSOR ? build1(e, op, x.tensor, NULL, loc) : fe_err();
+	return x.kind == FE_V_TENSOR ? build1(e, op, x.tensor, NULL, loc)
+				     : fe_err();
 }
 
 static fe_value ew2(fe_elab *e, ir_op op, fe_value l, fe_value r, ir_loc loc)
@@ -98,8 +101,10 @@ static bool gelu_mode(fe_elab *e, const fe_args *a, bool *is_tanh)
 	*is_tanh = strcmp(m.str, "tanh") == 0;
 	if (*is_tanh || strcmp(m.str, "none") == 0)
 		return true;
-	ir_error(e->ctx, a->locs[1], "gelu: approximate is \"%s\"; expected "
-				     "\"none\" or \"tanh\"", m.str);
+	ir_error(e->ctx, a->locs[1],
+		 "gelu: approximate is \"%s\"; expected "
+		 "\"none\" or \"tanh\"",
+		 m.str);
 	return false;
 }
 
@@ -122,19 +127,23 @@ static fe_value bi_gelu(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		return fe_err();
 	fe_value x = fe_tensor(id), inner;
 	if (is_tanh) {
-		fe_value x3 = ew2(e, IR_OP_MUL, ew2(e, IR_OP_MUL, x, x, loc), x, loc);
+		fe_value x3 = ew2(e, IR_OP_MUL, ew2(e, IR_OP_MUL, x, x, loc), x,
+				  loc);
 		fe_value cubic = ew2(e, IR_OP_ADD, x,
-				     ew2(e, IR_OP_MUL, fe_real(GELU_KAPPA), x3, loc),
+				     ew2(e, IR_OP_MUL, fe_real(GELU_KAPPA), x3,
+					 loc),
 				     loc);
 		inner = ew1(e, IR_OP_TANH,
-			    ew2(e, IR_OP_MUL, fe_real(GELU_BETA), cubic, loc), loc);
+			    ew2(e, IR_OP_MUL, fe_real(GELU_BETA), cubic, loc),
+			    loc);
 	} else {
 		inner = ew1(e, IR_OP_ERF,
-			    ew2(e, IR_OP_MUL, x, fe_real(GELU_SQRT1_2), loc), loc);
+			    ew2(e, IR_OP_MUL, x, fe_real(GELU_SQRT1_2), loc),
+			    loc);
 	}
 	fe_value half_x = ew2(e, IR_OP_MUL, x, fe_real(0.5), loc);
-	return ew2(e, IR_OP_MUL, half_x, ew2(e, IR_OP_ADD, fe_real(1), inner, loc),
-		   loc);
+	return ew2(e, IR_OP_MUL, half_x,
+		   ew2(e, IR_OP_ADD, fe_real(1), inner, loc), loc);
 }
 
 /* pow, maximum, minimum */
@@ -172,8 +181,8 @@ static fe_value bi_where(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		args[2] = fe_to_tensor(e, y, a->locs[2]);
 	ir_dtype dt = args[1] != IR_NONE   ? fe_type_of(e, args[1])->dtype
 		      : args[2] != IR_NONE ? fe_type_of(e, args[2])->dtype
-		      : (x.kind == FE_V_NUM && x.num.is_int && y.kind == FE_V_NUM &&
-			 y.num.is_int)
+		      : (x.kind == FE_V_NUM && x.num.is_int &&
+			 y.kind == FE_V_NUM && y.num.is_int)
 			      ? IR_I32
 			      : IR_F32;
 	for (int i = 1; i < 3; i++) {
@@ -248,9 +257,8 @@ static fe_value bi_argmax(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_id x = arg_tensor(e, a, 0);
 	ir_attr at = {0};
 	int ax;
-	if (x == IR_NONE ||
-	    !fe_to_axis(e, is_given(a, 1) ? a->v[1] : fe_int(-1), a->locs[1],
-			rank_of(e, x), &ax))
+	if (x == IR_NONE || !fe_to_axis(e, is_given(a, 1) ? a->v[1] : fe_int(-1),
+					a->locs[1], rank_of(e, x), &ax))
 		return fe_err();
 	at.reduce.axes = 1u << ax;
 	return build1(e, b->op, x, &at, a->loc);
@@ -333,8 +341,10 @@ static fe_value bi_permute(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	int r = rank_of(e, x);
 	if (p.kind != FE_V_LIST || p.list.n != (uint32_t)r) {
 		if (p.kind == FE_V_LIST)
-			ir_error(e->ctx, a->locs[1], "permute: a tensor of rank %d "
-				 "needs %d axes, got %u", r, r, p.list.n);
+			ir_error(e->ctx, a->locs[1],
+				 "permute: a tensor of rank %d "
+				 "needs %d axes, got %u",
+				 r, r, p.list.n);
 		else
 			fe_expected(e, a->locs[1], "a list of axes", p);
 		return fe_err();
@@ -343,8 +353,8 @@ static fe_value bi_permute(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		if (!fe_to_axis(e, p.list.items[i], a->locs[1], r, &perm[i]))
 			return fe_err();
 		if (seen & (1u << perm[i])) {
-			ir_error(e->ctx, a->locs[1], "permute: axis %d appears twice",
-				 perm[i]);
+			ir_error(e->ctx, a->locs[1],
+				 "permute: axis %d appears twice", perm[i]);
 			return fe_err();
 		}
 		seen |= 1u << perm[i];
@@ -375,7 +385,8 @@ static fe_value unsqueeze(fe_elab *e, ir_id x, int axis, ir_loc loc)
 {
 	ir_type t = *fe_type_of(e, x);
 	if (t.rank == IR_MAX_RANK) {
-		ir_error(e->ctx, loc, "a tensor has at most %d dims", IR_MAX_RANK);
+		ir_error(e->ctx, loc, "a tensor has at most %d dims",
+			 IR_MAX_RANK);
 		return fe_err();
 	}
 	memmove(&t.dims[axis + 1], &t.dims[axis],
@@ -402,13 +413,16 @@ static fe_value bi_squeeze(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	int ax;
 	char buf[128];
 	(void)b;
-	if (x == IR_NONE || !fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
+	if (x == IR_NONE ||
+	    !fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
 		return fe_err();
 	ir_type t = *fe_type_of(e, x);
 	if (!ir_dim_is_static(t.dims[ax]) || t.dims[ax].coef != 1) {
 		ir_type_format(e->m, &t, buf, sizeof buf);
-		ir_error(e->ctx, a->locs[1], "squeeze: axis %d of [%s] does not "
-					     "have size 1", ax, buf);
+		ir_error(e->ctx, a->locs[1],
+			 "squeeze: axis %d of [%s] does not "
+			 "have size 1",
+			 ax, buf);
 		return fe_err();
 	}
 	memmove(&t.dims[ax], &t.dims[ax + 1],
@@ -422,7 +436,8 @@ static ir_id *list_tensors(fe_elab *e, fe_value v, ir_loc loc, uint32_t *n)
 {
 	if (v.kind != FE_V_LIST || v.list.n == 0) {
 		if (v.kind == FE_V_LIST)
-			ir_error(e->ctx, loc, "expected a non-empty list of tensors");
+			ir_error(e->ctx, loc,
+				 "expected a non-empty list of tensors");
 		else
 			fe_expected(e, loc, "a list of tensors", v);
 		return NULL;
@@ -481,21 +496,25 @@ static fe_value bi_slice(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	int ax;
 	int64_t lo, hi;
 	char buf[128];
-	if (x != IR_NONE && (a->v[2].kind == FE_V_DIM || a->v[3].kind == FE_V_DIM)) {
+	if (x != IR_NONE &&
+	    (a->v[2].kind == FE_V_DIM || a->v[3].kind == FE_V_DIM)) {
 		if (!fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
 			return fe_err();
 		x = fe_slice_run_time(e, x, ax, a->v[2], a->v[3], a->loc);
 		return x == IR_NONE ? fe_err() : fe_tensor(x);
 	}
-	if (x == IR_NONE || !fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax) ||
+	if (x == IR_NONE ||
+	    !fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax) ||
 	    !fe_to_int(e, a->v[2], a->locs[2], &lo) ||
 	    !fe_to_int(e, a->v[3], a->locs[3], &hi))
 		return fe_err();
 	ir_type t = *fe_type_of(e, x);
 	if (!ir_dim_is_static(t.dims[ax])) {
 		ir_type_format(e->m, &t, buf, sizeof buf);
-		ir_error(e->ctx, a->locs[1], "slice: axis %d of [%s] is only known "
-					     "at run time", ax, buf);
+		ir_error(e->ctx, a->locs[1],
+			 "slice: axis %d of [%s] is only known "
+			 "at run time",
+			 ax, buf);
 		return fe_err();
 	}
 	int64_t n = t.dims[ax].coef;
@@ -513,8 +532,8 @@ static int int_list(fe_elab *e, fe_value v, ir_loc loc, int64_t *out, int max)
 	if (v.kind != FE_V_LIST)
 		return fe_to_int(e, v, loc, &out[0]) ? 1 : -1;
 	if (v.list.n > (uint32_t)max) {
-		ir_error(e->ctx, loc, "expected at most %d numbers, got %u", max,
-			 v.list.n);
+		ir_error(e->ctx, loc, "expected at most %d numbers, got %u",
+			 max, v.list.n);
 		return -1;
 	}
 	for (uint32_t i = 0; i < v.list.n; i++)
@@ -528,13 +547,15 @@ static fe_value bi_repeat(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	int64_t reps[IR_MAX_RANK];
 	ir_id x = arg_tensor(e, a, 0);
 	int n;
-	if (x == IR_NONE || (n = int_list(e, a->v[1], a->locs[1], reps,
-					 IR_MAX_RANK)) < 0)
+	if (x == IR_NONE ||
+	    (n = int_list(e, a->v[1], a->locs[1], reps, IR_MAX_RANK)) < 0)
 		return fe_err();
 	ir_type t = *fe_type_of(e, x);
 	if (n < t.rank) {
-		ir_error(e->ctx, a->locs[1], "repeat: %d repetition counts for a "
-					     "tensor of rank %d", n, t.rank);
+		ir_error(e->ctx, a->locs[1],
+			 "repeat: %d repetition counts for a "
+			 "tensor of rank %d",
+			 n, t.rank);
 		return fe_err();
 	}
 	if (n > t.rank) {
@@ -563,8 +584,10 @@ static fe_value flatten(fe_elab *e, ir_id x, ir_loc loc)
 		ir_dim d = t.dims[i];
 		if (d.sym >= 0 && out.dims[0].sym >= 0 && d.coef != 0) {
 			ir_type_format(e->m, &t, buf, sizeof buf);
-			ir_error(e->ctx, loc, "cannot flatten [%s] (two run-time "
-					      "sizes); give an axis", buf);
+			ir_error(e->ctx, loc,
+				 "cannot flatten [%s] (two run-time "
+				 "sizes); give an axis",
+				 buf);
 			return fe_err();
 		}
 		if (__builtin_mul_overflow(out.dims[0].coef, d.coef,
@@ -612,7 +635,8 @@ static fe_value bi_broadcast(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		if (t.dims[i].coef != -1 || t.dims[i].sym != -1)
 			continue;
 		if (j < 0) {
-			ir_error(e->ctx, a->locs[1], "broadcast: -1 at a new axis");
+			ir_error(e->ctx, a->locs[1],
+				 "broadcast: -1 at a new axis");
 			return fe_err();
 		}
 		t.dims[i] = xt->dims[j];
@@ -676,7 +700,13 @@ static fe_value bi_len(fe_elab *e, const fe_builtin *b, const fe_args *a)
 /* ---- the table ---------------------------------------------------------------------------------- */
 
 #define NONE IR_OP_COUNT
-#define UNARY(n, op) {n, bi_unary, IR_OP_##op, 1, 1, {"x"}}
+#define UNARY(n, op)                           \
+	{                                      \
+		n, bi_unary, IR_OP_##op, 1, 1, \
+		{                              \
+			"x"                    \
+		}                              \
+	}
 
 static const fe_builtin builtins[] = {
 	UNARY("neg", NEG),
@@ -702,9 +732,17 @@ static const fe_builtin builtins[] = {
 	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 2, {"x", "axis"}},
 	{"softmax", bi_tensors, IR_OP_SOFTMAX, 1, 1, {"x"}},
 	{"log_softmax", bi_tensors, IR_OP_LOG_SOFTMAX, 1, 1, {"x"}},
-	{"masked_softmax", bi_masked_softmax, IR_OP_MASKED_SOFTMAX, 2, 2,
+	{"masked_softmax",
+	 bi_masked_softmax,
+	 IR_OP_MASKED_SOFTMAX,
+	 2,
+	 2,
 	 {"x", "valid"}},
-	{"layer_norm", bi_layer_norm, IR_OP_LAYER_NORM, 3, 4,
+	{"layer_norm",
+	 bi_layer_norm,
+	 IR_OP_LAYER_NORM,
+	 3,
+	 4,
 	 {"x", "gamma", "beta", "eps"}},
 	{"dropout", bi_dropout, IR_OP_DROPOUT, 2, 2, {"x", "p"}},
 	{"embedding", bi_tensors, IR_OP_EMBEDDING, 2, 2, {"ids", "table"}},
@@ -718,12 +756,20 @@ static const fe_builtin builtins[] = {
 	{"stack", bi_stack, IR_OP_CONCAT, 1, 2, {"xs", "axis"}},
 	{"slice", bi_slice, IR_OP_SLICE, 4, 4, {"x", "axis", "start", "end"}},
 	{"repeat", bi_repeat, IR_OP_REPEAT, 2, 2, {"x", "reps"}},
-	{"repeat_interleave", bi_repeat_interleave, IR_OP_REPEAT_INTERLEAVE, 2,
-	 3, {"x", "n", "axis"}},
+	{"repeat_interleave",
+	 bi_repeat_interleave,
+	 IR_OP_REPEAT_INTERLEAVE,
+	 2,
+	 3,
+	 {"x", "n", "axis"}},
 	{"broadcast", bi_broadcast, IR_OP_BROADCAST, 2, 2, {"x", "shape"}},
 	{"sort", bi_sort, IR_OP_SORT, 1, 1, {"x"}},
 	{"mse_loss", bi_tensors, IR_OP_MSE_LOSS, 2, 2, {"pred", "target"}},
-	{"cross_entropy", bi_tensors, IR_OP_CROSS_ENTROPY, 2, 2,
+	{"cross_entropy",
+	 bi_tensors,
+	 IR_OP_CROSS_ENTROPY,
+	 2,
+	 2,
 	 {"logits", "labels"}},
 	{"size", bi_size, NONE, 1, 2, {"x", "axis"}},
 	{"rank", bi_rank, NONE, 1, 1, {"x"}},

@@ -51,13 +51,17 @@ static bool static_shape(fe_elab *e, const fe_args *a, uint32_t i, ir_type *t)
 	}
 	if (n < 0) {
 		ir_type_format(e->m, t, buf, sizeof buf);
-		ir_error(e->ctx, a->locs[i], "%s: the shape must be known at "
-					     "compile time, got [%s]", a->name, buf);
+		ir_error(e->ctx, a->locs[i],
+			 "%s: the shape must be known at "
+			 "compile time, got [%s]",
+			 a->name, buf);
 		return false;
 	}
 	if (n > FE_MAX_CONST_NUMEL) {
-		ir_error(e->ctx, a->locs[i], "%s: a constant of %lld elements is "
-					     "too large", a->name, (long long)n);
+		ir_error(e->ctx, a->locs[i],
+			 "%s: a constant of %lld elements is "
+			 "too large",
+			 a->name, (long long)n);
 		return false;
 	}
 	return true;
@@ -123,7 +127,8 @@ fe_value fe_bi_full(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_type t = {0};
 	double v;
 	(void)b;
-	if (!static_shape(e, a, 0, &t) || !fe_to_number(e, a->v[1], a->locs[1], &v))
+	if (!static_shape(e, a, 0, &t) ||
+	    !fe_to_number(e, a->v[1], a->locs[1], &v))
 		return fe_err();
 	t.dtype = a->v[1].num.is_int ? IR_I32 : IR_F32;
 	if (!dtype_arg(e, a, 2, &t.dtype))
@@ -143,13 +148,16 @@ static fe_value run_time_arange(fe_elab *e, const fe_args *a, fe_value start,
 		if (!fe_to_number(e, a->v[2], a->locs[2], &st))
 			return fe_err();
 		if (st != 1) {
-			ir_error(e->ctx, a->locs[2], "an arange of run-time length "
-				 "takes step 1, got %g", st);
+			ir_error(e->ctx, a->locs[2],
+				 "an arange of run-time length "
+				 "takes step 1, got %g",
+				 st);
 			return fe_err();
 		}
 	}
 	if (start.kind == FE_V_DIM) {
-		ir_error(e->ctx, a->locs[0], "an arange's start is a number, not "
+		ir_error(e->ctx, a->locs[0],
+			 "an arange's start is a number, not "
 			 "a run-time size");
 		return fe_err();
 	}
@@ -187,7 +195,8 @@ fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 			 count >= 1 ? "is too large" : "is empty");
 		return fe_err();
 	}
-	ir_type t = {.dtype = all_int ? IR_I32 : IR_F32, .rank = 1,
+	ir_type t = {.dtype = all_int ? IR_I32 : IR_F32,
+		     .rank = 1,
 		     .dims = {ir_dim_static((int64_t)count)}};
 	double *vals = ir_alloc(e->ctx, (size_t)count * sizeof *vals);
 	if (!vals)
@@ -213,8 +222,9 @@ fe_value fe_bi_random(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		if (a->v[i + 1].kind != FE_V_NONE &&
 		    !fe_to_number(e, a->v[i + 1], a->locs[i + 1], &p[i]))
 			return fe_err();
-	if (a->v[3].kind != FE_V_NONE ? !fe_to_int(e, a->v[3], a->locs[3], &seed)
-				      : ((seed = (int64_t)e->rng_counter++), false))
+	if (a->v[3].kind != FE_V_NONE
+		    ? !fe_to_int(e, a->v[3], a->locs[3], &seed)
+		    : ((seed = (int64_t)e->rng_counter++), false))
 		return fe_err();
 	int64_t n = ir_type_numel_static(&t);
 	double *vals = ir_alloc(e->ctx, (size_t)(n ? n : 1) * sizeof *vals);

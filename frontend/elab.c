@@ -72,8 +72,10 @@ static void global_add(fe_elab *e, const char *name, fe_value v, ir_loc loc,
 		return;
 	}
 	if (is_reserved_name(name)) {
-		ir_error(e->ctx, loc, "'%s' is a built-in name and cannot be "
-				      "redefined", name);
+		ir_error(e->ctx, loc,
+			 "'%s' is a built-in name and cannot be "
+			 "redefined",
+			 name);
 		return;
 	}
 	if (scope_set(e, &e->globals, name, v, loc))
@@ -109,8 +111,8 @@ static void arity_error(fe_elab *e, const char *callee, ir_loc loc,
 			uint32_t n_params, uint32_t n_required, uint32_t got)
 {
 	if (n_required == n_params)
-		ir_error(e->ctx, loc, "'%s' takes %u argument%s, got %u", callee,
-			 n_params, n_params == 1 ? "" : "s", got);
+		ir_error(e->ctx, loc, "'%s' takes %u argument%s, got %u",
+			 callee, n_params, n_params == 1 ? "" : "s", got);
 	else
 		ir_error(e->ctx, loc, "'%s' takes %u to %u arguments, got %u",
 			 callee, n_required, n_params, got);
@@ -125,8 +127,10 @@ static bool bind_keyword(fe_elab *e, const char *callee,
 		if (strcmp(params[j], r->name) != 0)
 			continue;
 		if (out->locs[j].file) {
-			ir_error(e->ctx, r->name_loc, "argument '%s' of '%s' is given "
-						 "twice", r->name, callee);
+			ir_error(e->ctx, r->name_loc,
+				 "argument '%s' of '%s' is given "
+				 "twice",
+				 r->name, callee);
 			return false;
 		}
 		out->v[j] = r->v;
@@ -153,12 +157,14 @@ bool fe_bind_args(fe_elab *e, const char *callee, ir_loc loc,
 	}
 	for (uint32_t i = 0; i < n_raw && ok; i++) {
 		if (raw[i].name) {
-			ok = bind_keyword(e, callee, params, n_params, &raw[i], out);
+			ok = bind_keyword(e, callee, params, n_params, &raw[i],
+					  out);
 			continue;
 		}
 		if (i > n_pos) {
-			ir_error(e->ctx, raw[i].loc, "a positional argument cannot "
-						     "follow a named one");
+			ir_error(e->ctx, raw[i].loc,
+				 "a positional argument cannot "
+				 "follow a named one");
 			return false;
 		}
 		if (n_pos == n_params) {
@@ -194,8 +200,9 @@ static bool check_call_depth(fe_elab *e, const fe_def *d, ir_loc loc)
 			continue;
 		ir_error(e->ctx, loc, "recursive call of '%s'", d->id.name);
 		for (uint32_t j = i; j < e->depth && used < sizeof chain; j++)
-			used += (size_t)snprintf(chain + used, sizeof chain - used,
-						 "%s -> ", e->calls[j]->id.name);
+			used += (size_t)snprintf(chain + used,
+						 sizeof chain - used, "%s -> ",
+						 e->calls[j]->id.name);
 		if (used < sizeof chain)
 			snprintf(chain + used, sizeof chain - used, "%s",
 				 d->id.name);
@@ -222,8 +229,8 @@ static bool check_typed_arg(fe_elab *e, const fe_def *d, const fe_def_param *p,
 		return false;
 	ir_type t = {.dtype = p->dtype, .rank = (uint8_t)p->n_dims};
 	for (uint32_t i = 0; i < p->n_dims && i < IR_MAX_RANK; i++)
-		if (!fe_to_dim(e, fe_eval(e, p->dims[i]), p->dims[i]->loc, false,
-			       &t.dims[i]))
+		if (!fe_to_dim(e, fe_eval(e, p->dims[i]), p->dims[i]->loc,
+			       false, &t.dims[i]))
 			return false;
 	const ir_type *have = fe_type_of(e, x);
 	if (p->n_dims <= IR_MAX_RANK && ir_type_eq(have, &t))
@@ -243,9 +250,12 @@ static bool bind_def_args(fe_elab *e, const fe_def *d, ir_loc loc,
 {
 	uint32_t n = d->n_params, n_required = 0;
 	const char **names = ir_alloc(e->ctx, (n + 1) * sizeof *names);
-	fe_args a = {d->id.name, loc, ir_alloc(e->ctx, (n + 1) * sizeof(fe_value)),
+	fe_args a = {d->id.name,
+		     loc,
+		     ir_alloc(e->ctx, (n + 1) * sizeof(fe_value)),
 		     ir_alloc(e->ctx, (n + 1) * sizeof(ir_loc)),
-		     ir_alloc(e->ctx, n + 1), n};
+		     ir_alloc(e->ctx, n + 1),
+		     n};
 	bool ok = names && a.v && a.locs && a.is_t;
 	for (uint32_t i = 0; ok && i < n; i++) {
 		names[i] = d->params[i].id.name;
@@ -262,7 +272,8 @@ static bool bind_def_args(fe_elab *e, const fe_def *d, ir_loc loc,
 			e->frame = saved;
 		}
 		ok = a.v[i].kind != FE_V_ERR &&
-		     (!p->has_type || check_typed_arg(e, d, p, a.v[i], a.locs[i])) &&
+		     (!p->has_type ||
+		      check_typed_arg(e, d, p, a.v[i], a.locs[i])) &&
 		     scope_set(e, &fr->scope, p->id.name, a.v[i], p->id.loc);
 	}
 	ir_free(e->ctx, names);
@@ -318,9 +329,12 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 		path_pop(e, saved_path);
 		/* An error inside the prelude: show the user's call too. */
 		if (d->is_prelude && from_user && e->ctx->n_errors > errors)
-			ir_note(e->ctx, loc, "in this call of '%s' (defined in the "
-					     "prelude)", d->id.name);
-		result = fr.has_returned ? fr.ret : (fe_value){.kind = FE_V_VOID};
+			ir_note(e->ctx, loc,
+				"in this call of '%s' (defined in the "
+				"prelude)",
+				d->id.name);
+		result = fr.has_returned ? fr.ret
+					 : (fe_value){.kind = FE_V_VOID};
 		if (!fr.has_returned && want_value) {
 			ir_error(e->ctx, loc, "'%s' does not return a value",
 				 d->id.name);
@@ -351,8 +365,9 @@ static bool init_args(fe_elab *e, const fe_expr *x, const char *name,
 	fe_args a = {name, x->loc, v, locs, is_t, n_params};
 	uint32_t n = x->kind == FE_E_CALL ? x->call.n_args : 0;
 	if (n > 4) {
-		ir_error(e->ctx, x->loc, "'%s' takes at most %u arguments, got %u",
-			 name, n_params, n);
+		ir_error(e->ctx, x->loc,
+			 "'%s' takes at most %u arguments, got %u", name,
+			 n_params, n);
 		return false;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -365,7 +380,8 @@ static bool init_args(fe_elab *e, const fe_expr *x, const char *name,
 	if (!fe_bind_args(e, name, x->loc, params, n_params, 0, raw, n, &a))
 		return false;
 	for (uint32_t i = 0; i < n_params; i++)
-		if (v[i].kind != FE_V_NONE && !fe_to_number(e, v[i], locs[i], &out[i]))
+		if (v[i].kind != FE_V_NONE &&
+		    !fe_to_number(e, v[i], locs[i], &out[i]))
 			return false;
 	return true;
 }
@@ -397,8 +413,10 @@ static bool check_init(fe_elab *e, const param_init *pi, int rank, ir_loc loc)
 		ir_error(e->ctx, loc, "uniform: low %g is above high %g", pi->a,
 			 pi->b);
 	else if (pi->kind == IR_INIT_XAVIER_UNIFORM && rank < 2)
-		ir_error(e->ctx, loc, "xavier_uniform needs a parameter of rank "
-				      ">= 2, this one has rank %d", rank);
+		ir_error(e->ctx, loc,
+			 "xavier_uniform needs a parameter of rank "
+			 ">= 2, this one has rank %d",
+			 rank);
 	else
 		return true;
 	return false;
@@ -414,9 +432,10 @@ static bool read_init(fe_elab *e, const fe_expr *x, int rank, param_init *pi)
 		return true;
 	}
 	if (callee->kind != FE_E_NAME) {
-		ir_error(e->ctx, x->loc, "a parameter initializer must be zeros, "
-					 "ones, normal(mean, std), uniform(low, "
-					 "high) or xavier_uniform");
+		ir_error(e->ctx, x->loc,
+			 "a parameter initializer must be zeros, "
+			 "ones, normal(mean, std), uniform(low, "
+			 "high) or xavier_uniform");
 		return false;
 	}
 	for (size_t i = 0; i < sizeof init_specs / sizeof *init_specs; i++) {
@@ -431,8 +450,9 @@ static bool read_init(fe_elab *e, const fe_expr *x, int rank, param_init *pi)
 			pi->a = pi->b = 0;
 		return check_init(e, pi, rank, x->loc);
 	}
-	ir_error(e->ctx, callee->loc, "unknown initializer '%s' (expected zeros, "
-				      "ones, normal, uniform or xavier_uniform)",
+	ir_error(e->ctx, callee->loc,
+		 "unknown initializer '%s' (expected zeros, "
+		 "ones, normal, uniform or xavier_uniform)",
 		 callee->str);
 	return false;
 }
@@ -464,9 +484,10 @@ static fe_value use_param(fe_elab *e, const char *name, const ir_type *t,
 	if (idx >= 0 && !ir_type_eq(&e->m->params[idx].type, t)) {
 		ir_type_format(e->m, t, want, sizeof want);
 		ir_type_format(e->m, &e->m->params[idx].type, have, sizeof have);
-		ir_error(e->ctx, loc, "parameter '%s' has shape [%s] here but [%s] "
-				      "where it was first created", full, want,
-			 have);
+		ir_error(e->ctx, loc,
+			 "parameter '%s' has shape [%s] here but [%s] "
+			 "where it was first created",
+			 full, want, have);
 		if (memcmp(&e->m->params[idx].loc, &loc, sizeof loc) != 0)
 			ir_note(e->ctx, e->m->params[idx].loc,
 				"'%s' is first created here", full);
@@ -474,7 +495,8 @@ static fe_value use_param(fe_elab *e, const char *name, const ir_type *t,
 		return fe_err();
 	}
 	if (idx < 0)
-		idx = ir_module_add_param(e->m, full, t, pi->kind, pi->a, pi->b, loc);
+		idx = ir_module_add_param(e->m, full, t, pi->kind, pi->a, pi->b,
+					  loc);
 	path_pop(e, saved);
 	if (idx < 0) {
 		ir_error(e->ctx, loc, "out of memory");
@@ -490,16 +512,17 @@ static void exec_param(fe_elab *e, const fe_stmt *s)
 	param_init pi;
 	bool ok = e->f != NULL;
 	if (!ok)
-		ir_error(e->ctx, s->loc, "parameters can only be created inside a "
-					 "function");
+		ir_error(e->ctx, s->loc,
+			 "parameters can only be created inside a "
+			 "function");
 	if (ok && s->n_exprs > IR_MAX_RANK) {
 		ir_error(e->ctx, s->loc, "a parameter has at most %d dims",
 			 IR_MAX_RANK);
 		ok = false;
 	}
 	for (uint32_t i = 0; ok && i < s->n_exprs; i++)
-		ok = fe_to_dim(e, fe_eval(e, s->exprs[i]), s->exprs[i]->loc, false,
-			       &t.dims[i]);
+		ok = fe_to_dim(e, fe_eval(e, s->exprs[i]), s->exprs[i]->loc,
+			       false, &t.dims[i]);
 	ok = ok && fe_check_size(e, &t, s->loc) &&
 	     read_init(e, s->value, t.rank, &pi);
 	for (uint32_t i = 0; i < s->n_names; i++) {
@@ -527,8 +550,8 @@ static void assign(fe_elab *e, const fe_stmt *s, fe_value v)
 	else if (!ok)
 		fe_expected(e, s->loc, "a list of values to unpack", v);
 	for (uint32_t i = 0; i < s->n_names; i++)
-		scope_set(e, sc, s->names[i].name, ok ? v.list.items[i] : fe_err(),
-			  s->names[i].loc);
+		scope_set(e, sc, s->names[i].name,
+			  ok ? v.list.items[i] : fe_err(), s->names[i].loc);
 }
 
 static void exec_return(fe_elab *e, const fe_stmt *s)
@@ -539,7 +562,8 @@ static void exec_return(fe_elab *e, const fe_stmt *s)
 		v = fe_eval(e, s->exprs[0]);
 	} else {
 		v.list.n = s->n_exprs;
-		v.list.items = fe_scratch_alloc(e, s->n_exprs * sizeof(fe_value), s->loc);
+		v.list.items = fe_scratch_alloc(e, s->n_exprs * sizeof(fe_value),
+						s->loc);
 		for (uint32_t i = 0; v.list.items && i < s->n_exprs; i++)
 			v.list.items[i] = fe_eval(e, s->exprs[i]);
 		if (!v.list.items)
@@ -557,8 +581,8 @@ static void exec_repeat(fe_elab *e, const fe_stmt *s)
 	if (!fe_to_int(e, fe_eval(e, s->value), s->value->loc, &n))
 		return;
 	if (n < 0) {
-		ir_error(e->ctx, s->value->loc, "repeat count must be >= 0, got %lld",
-			 (long long)n);
+		ir_error(e->ctx, s->value->loc,
+			 "repeat count must be >= 0, got %lld", (long long)n);
 		return;
 	}
 	for (int64_t i = 0; i < n && !e->frame->has_returned && !fe_stopped(e);
@@ -566,8 +590,8 @@ static void exec_repeat(fe_elab *e, const fe_stmt *s)
 		snprintf(seg, sizeof seg, "%lld", (long long)i);
 		uint32_t saved = path_push(e, seg);
 		if (s->n_names)
-			scope_set(e, &e->frame->scope, s->names[0].name, fe_int(i),
-				  s->names[0].loc);
+			scope_set(e, &e->frame->scope, s->names[0].name,
+				  fe_int(i), s->names[0].loc);
 		exec_block(e, &s->body);
 		path_pop(e, saved);
 	}
@@ -579,8 +603,8 @@ static void exec_for(fe_elab *e, const fe_stmt *s)
 	if (!fe_to_int(e, fe_eval(e, s->value), s->value->loc, &lo) ||
 	    !fe_to_int(e, fe_eval(e, s->value2), s->value2->loc, &hi))
 		return;
-	for (int64_t t = lo; t < hi && !e->frame->has_returned && !fe_stopped(e);
-	     t++) {
+	for (int64_t t = lo;
+	     t < hi && !e->frame->has_returned && !fe_stopped(e); t++) {
 		scope_set(e, &e->frame->scope, s->names[0].name, fe_int(t),
 			  s->names[0].loc);
 		exec_block(e, &s->body);
@@ -591,8 +615,10 @@ static void exec_stmt(fe_elab *e, const fe_stmt *s)
 {
 	bool cond;
 	if (++e->steps > FE_MAX_STEPS) {
-		ir_error(e->ctx, s->loc, "elaboration takes more than %u steps (is "
-					 "a loop too long?)", FE_MAX_STEPS);
+		ir_error(e->ctx, s->loc,
+			 "elaboration takes more than %u steps (is "
+			 "a loop too long?)",
+			 FE_MAX_STEPS);
 		e->is_stopped = true;
 		return;
 	}
@@ -642,14 +668,16 @@ static fe_value build_input(fe_elab *e, const fe_def *d, uint32_t i)
 	const fe_def_param *p = &d->params[i];
 	ir_type t = {.dtype = p->dtype, .rank = (uint8_t)p->n_dims};
 	if (!p->has_type) {
-		ir_error(e->ctx, p->id.loc, "argument '%s' of exported function "
-					    "'%s' needs a type, like %s: f32[B, 10]",
+		ir_error(e->ctx, p->id.loc,
+			 "argument '%s' of exported function "
+			 "'%s' needs a type, like %s: f32[B, 10]",
 			 p->id.name, d->id.name, p->id.name);
 		return fe_err();
 	}
 	if (p->deflt) {
-		ir_error(e->ctx, p->deflt->loc, "an argument of an exported "
-						"function cannot have a default");
+		ir_error(e->ctx, p->deflt->loc,
+			 "an argument of an exported "
+			 "function cannot have a default");
 		return fe_err();
 	}
 	if (p->n_dims > IR_MAX_RANK) {
@@ -658,21 +686,22 @@ static fe_value build_input(fe_elab *e, const fe_def *d, uint32_t i)
 		return fe_err();
 	}
 	for (uint32_t k = 0; k < p->n_dims; k++)
-		if (!fe_to_dim(e, fe_eval(e, p->dims[k]), p->dims[k]->loc, false,
-			       &t.dims[k]))
+		if (!fe_to_dim(e, fe_eval(e, p->dims[k]), p->dims[k]->loc,
+			       false, &t.dims[k]))
 			return fe_err();
 	ir_attr a = {.input_index = i};
 	return fe_build(e, IR_OP_INPUT, NULL, 0, &a, &t, p->id.loc);
 }
 
 /* The values an exported function returns and their names. */
-static uint32_t collect_outputs(fe_elab *e, const fe_frame *fr,
-				fe_value **vals, const char ***names)
+static uint32_t collect_outputs(fe_elab *e, const fe_frame *fr, fe_value **vals,
+				const char ***names)
 {
 	const fe_stmt *s = fr->ret_stmt;
 	fe_value v = fr->ret;
 	bool is_tuple = v.kind == FE_V_LIST && (s && s->n_exprs > 1);
-	for (uint32_t i = 0; !is_tuple && v.kind == FE_V_LIST && i < v.list.n; i++)
+	for (uint32_t i = 0; !is_tuple && v.kind == FE_V_LIST && i < v.list.n;
+	     i++)
 		is_tuple = v.list.items[i].kind != FE_V_NUM &&
 			   v.list.items[i].kind != FE_V_LIST;
 	uint32_t n = is_tuple ? v.list.n : 1;
@@ -685,9 +714,9 @@ static uint32_t collect_outputs(fe_elab *e, const fe_frame *fr,
 		const fe_expr *x = s && s->n_exprs == n ? s->exprs[i] : NULL;
 		(*vals)[i] = is_tuple ? v.list.items[i] : v;
 		snprintf(buf, sizeof buf, "out%u", i);
-		(*names)[i] = ir_arena_strdup(&e->m->arena, x && x->kind == FE_E_NAME
-								    ? x->str
-								    : buf);
+		(*names)[i] = ir_arena_strdup(&e->m->arena,
+					      x && x->kind == FE_E_NAME ? x->str
+									: buf);
 	}
 	return n;
 }
@@ -699,8 +728,9 @@ static void set_outputs(fe_elab *e, ir_func *f, const fe_def *d,
 	const char **names;
 	if (!fr->has_returned) {
 		if (!fe_stopped(e))
-			ir_error(e->ctx, d->id.loc, "exported function '%s' does "
-						    "not return anything",
+			ir_error(e->ctx, d->id.loc,
+				 "exported function '%s' does "
+				 "not return anything",
 				 d->id.name);
 		return;
 	}
@@ -721,9 +751,11 @@ static void set_outputs(fe_elab *e, ir_func *f, const fe_def *d,
 static void reset_function_caches(fe_elab *e)
 {
 	if (e->param_nodes)
-		memset(e->param_nodes, 0, e->param_nodes_cap * sizeof *e->param_nodes);
+		memset(e->param_nodes, 0,
+		       e->param_nodes_cap * sizeof *e->param_nodes);
 	if (e->const_nodes)
-		memset(e->const_nodes, 0, e->const_nodes_cap * sizeof *e->const_nodes);
+		memset(e->const_nodes, 0,
+		       e->const_nodes_cap * sizeof *e->const_nodes);
 }
 
 static void elab_export(fe_elab *e, const fe_def *d)
@@ -735,7 +767,8 @@ static void elab_export(fe_elab *e, const fe_def *d)
 		return;
 	f->is_export = true;
 	f->inputs = ir_arena_alloc(&e->m->arena, (n ? n : 1) * sizeof(ir_id));
-	f->input_names = ir_arena_alloc(&e->m->arena, (n ? n : 1) * sizeof(char *));
+	f->input_names = ir_arena_alloc(&e->m->arena,
+					(n ? n : 1) * sizeof(char *));
 	if (!f->inputs || !f->input_names)
 		return;
 	f->n_inputs = n;
@@ -745,8 +778,10 @@ static void elab_export(fe_elab *e, const fe_def *d)
 	for (uint32_t i = 0; i < n; i++) {
 		fe_value v = build_input(e, d, i);
 		f->inputs[i] = v.kind == FE_V_TENSOR ? v.tensor : IR_NONE;
-		f->input_names[i] = ir_arena_strdup(&e->m->arena, d->params[i].id.name);
-		scope_set(e, &fr.scope, d->params[i].id.name, v, d->params[i].id.loc);
+		f->input_names[i] = ir_arena_strdup(&e->m->arena,
+						    d->params[i].id.name);
+		scope_set(e, &fr.scope, d->params[i].id.name, v,
+			  d->params[i].id.loc);
 	}
 	e->frame = NULL;
 	run_body(e, d, &fr, d->id.loc);
@@ -766,15 +801,18 @@ static void elab_dims(fe_elab *e, const fe_decl *decl)
 		if (sym < 0)
 			return;
 		if (decl->values[i] &&
-		    fe_to_int(e, fe_eval(e, decl->values[i]), decl->values[i]->loc,
-			      &fallback)) {
+		    fe_to_int(e, fe_eval(e, decl->values[i]),
+			      decl->values[i]->loc, &fallback)) {
 			if (fallback > 0)
 				e->m->syms[sym].fallback = fallback;
 			else
-				ir_error(e->ctx, decl->values[i]->loc, "a dim's value "
-					 "must be > 0, got %lld", (long long)fallback);
+				ir_error(e->ctx, decl->values[i]->loc,
+					 "a dim's value "
+					 "must be > 0, got %lld",
+					 (long long)fallback);
 		}
-		global_add(e, id->name, fe_dim((ir_dim){1, sym}), id->loc, false);
+		global_add(e, id->name, fe_dim((ir_dim){1, sym}), id->loc,
+			   false);
 	}
 }
 
@@ -802,8 +840,10 @@ static bool train_call(fe_elab *e, const fe_expr *x, ir_value *out)
 	for (uint32_t i = 0; i < x->call.n_args; i++) {
 		const fe_arg *a = &x->call.args[i];
 		if (!a->name) {
-			ir_error(e->ctx, a->value->loc, "arguments of '%s' in the "
-				 "train block must be named, like lr = 0.1", name);
+			ir_error(e->ctx, a->value->loc,
+				 "arguments of '%s' in the "
+				 "train block must be named, like lr = 0.1",
+				 name);
 			return false;
 		}
 		out->args[i].key = ir_arena_strdup(&e->m->arena, a->name);
@@ -843,11 +883,13 @@ static bool train_value(fe_elab *e, const fe_expr *x, ir_value *out)
 		out->kind = IR_VAL_STR;
 		out->str = ir_arena_strdup(&e->m->arena,
 					   v.kind == FE_V_STR ? v.str
-					   : v.kind == FE_V_DEF ? v.def->id.name
-					   : ir_dtype_name(v.dtype));
+					   : v.kind == FE_V_DEF
+						   ? v.def->id.name
+						   : ir_dtype_name(v.dtype));
 		return out->str != NULL;
 	default:
-		fe_expected(e, x->loc, "a number, a string, a name or a call", v);
+		fe_expected(e, x->loc, "a number, a string, a name or a call",
+			    v);
 		return false;
 	}
 }
@@ -860,17 +902,18 @@ static void elab_train(fe_elab *e, const fe_decl *decl)
 		const ir_setting *old = ir_module_find_setting(m, key->name);
 		ir_value v;
 		if (old) {
-			ir_error(e->ctx, key->loc, "setting '%s' is given twice",
-				 key->name);
+			ir_error(e->ctx, key->loc,
+				 "setting '%s' is given twice", key->name);
 			ir_note(e->ctx, old->loc, "first given here");
 			continue;
 		}
 		if (!train_value(e, decl->values[i], &v) ||
-		    !ir_grow(e->ctx, (void **)&m->train, &m->train_cap, m->n_train + 1,
-			     sizeof *m->train))
+		    !ir_grow(e->ctx, (void **)&m->train, &m->train_cap,
+			     m->n_train + 1, sizeof *m->train))
 			continue;
-		m->train[m->n_train++] = (ir_setting){
-			ir_arena_strdup(&m->arena, key->name), v, key->loc};
+		m->train[m->n_train++] = (ir_setting){ir_arena_strdup(&m->arena,
+								      key->name),
+						      v, key->loc};
 	}
 }
 
@@ -882,7 +925,8 @@ static void register_def(fe_elab *e, const fe_def *d)
 	v.def = d;
 	for (uint32_t i = 1; i < d->n_params; i++)
 		if (d->params[i - 1].deflt && !d->params[i].deflt)
-			ir_error(e->ctx, d->params[i].id.loc, "parameter '%s' needs "
+			ir_error(e->ctx, d->params[i].id.loc,
+				 "parameter '%s' needs "
 				 "a default value, as it follows one that has one",
 				 d->params[i].id.name);
 	global_add(e, d->id.name, v, d->id.loc, d->is_prelude);
@@ -909,12 +953,13 @@ static void elab_pass(fe_elab *e, const fe_file *file, int pass)
 	}
 }
 
-ir_module *fe_elaborate(ir_ctx *ctx, ir_arena *scratch,
-			const fe_file *prelude, const fe_file *file)
+ir_module *fe_elaborate(ir_ctx *ctx, ir_arena *scratch, const fe_file *prelude,
+			const fe_file *file)
 {
 	int errors = ctx->n_errors;
 	fe_elab e = {.ctx = ctx, .scratch = scratch};
-	e.m = ir_module_create(ctx, file->model.name ? file->model.name : "model");
+	e.m = ir_module_create(ctx,
+			       file->model.name ? file->model.name : "model");
 	if (!e.m) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 		return NULL;

@@ -24,21 +24,21 @@
 #include "syntax.h"
 
 #define FE_MAX_CALL_DEPTH 200
-#define FE_MAX_NODES 1000000u    /* nodes in one function */
-#define FE_MAX_STEPS 5000000u    /* statements executed in one compile */
+#define FE_MAX_NODES 1000000u /* nodes in one function */
+#define FE_MAX_STEPS 5000000u /* statements executed in one compile */
 #define FE_MAX_CONST_NUMEL (1 << 24)
-#define FE_MAX_NUMEL (1ll << 40)  /* static elements of any tensor */
-#define FE_MAX_EVAL_DEPTH 1000   /* expressions being evaluated, nested */
+#define FE_MAX_NUMEL (1ll << 40)    /* static elements of any tensor */
+#define FE_MAX_EVAL_DEPTH 1000      /* expressions being evaluated, nested */
 #define FE_MAX_SCRATCH (256u << 20) /* bytes of lists and strings */
 #define FE_MAX_BUILTIN_ARGS 6
 
 typedef enum fe_vkind {
-	FE_V_ERR,     /* an error was reported; absorbs later errors */
-	FE_V_NONE,    /* None, and an optional argument not given */
-	FE_V_VOID,    /* what a def without `return` gives (def says which) */
+	FE_V_ERR,  /* an error was reported; absorbs later errors */
+	FE_V_NONE, /* None, and an optional argument not given */
+	FE_V_VOID, /* what a def without `return` gives (def says which) */
 	FE_V_NUM,
-	FE_V_DIM,     /* coef * symbol + dim_off, never static */
-	FE_V_TENSOR,  /* a node of the function being built */
+	FE_V_DIM,    /* coef * symbol + dim_off, never static */
+	FE_V_TENSOR, /* a node of the function being built */
 	FE_V_LIST,
 	FE_V_STR,
 	FE_V_DTYPE,
@@ -130,8 +130,8 @@ typedef struct fe_args {
 	const char *name; /* the callee, for messages */
 	ir_loc loc;       /* the call */
 	fe_value *v;
-	ir_loc *locs;     /* where each argument was written (loc if absent) */
-	bool *is_t;       /* argument written `x.T` and passed untransposed */
+	ir_loc *locs; /* where each argument was written (loc if absent) */
+	bool *is_t;   /* argument written `x.T` and passed untransposed */
 	uint32_t n;
 } fe_args;
 
@@ -178,8 +178,8 @@ fe_value fe_eval_call(fe_elab *e, const fe_expr *x, bool want_value);
 fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc);
 /* Applies a binary operator token (FE_T_PLUS, ...) to two values;
  * ta/tb mark matmul operands written `x.T`. */
-fe_value fe_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
-		  bool ta, bool tb, ir_loc loc);
+fe_value fe_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r, bool ta,
+		  bool tb, ir_loc loc);
 /* Elementwise binary op on tensors, numbers becoming rank-0 constants of
  * the other operand's dtype. */
 fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
@@ -270,7 +270,7 @@ void fe_example(fe_elab *e, const fe_decl *d);
 
 /* Elaborates the prelude and the user's file into a new module; returns
  * NULL after reporting errors. */
-ir_module *fe_elaborate(ir_ctx *ctx, ir_arena *scratch,
-			const fe_file *prelude, const fe_file *file);
+ir_module *fe_elaborate(ir_ctx *ctx, ir_arena *scratch, const fe_file *prelude,
+			const fe_file *file);
 
 #endif

@@ -40,8 +40,7 @@ static void unravel(const ir_type *t, int64_t i, int64_t *coord)
 
 /* Element index in t of output coordinates (rank out_rank), with
  * broadcasting (t right-aligned, size-1 axes repeated). */
-static int64_t ravel_bcast(const ir_type *t, const int64_t *coord,
-			   int out_rank)
+static int64_t ravel_bcast(const ir_type *t, const int64_t *coord, int out_rank)
 {
 	int64_t idx = 0;
 	for (int k = 0; k < t->rank; k++) {
@@ -93,8 +92,7 @@ static bool is_layout(ir_op op)
  * function (ir/ir_scalar.h) as the interpreter computes it: integers
  * exactly and wrapped to int32, floats in double. False on an integer
  * division by zero. */
-static bool arith(const ir_node *n, ir_dtype in, double a, double b,
-		  double *r)
+static bool arith(const ir_node *n, ir_dtype in, double a, double b, double *r)
 {
 	const ir_op_info *info = &ir_op_table[n->op];
 	int64_t v = 0;
@@ -165,8 +163,9 @@ static bool eval_node(fe_elab *e, const ir_graph *g, ir_id id, cval *vals)
 	const cval *in[16];
 	int64_t count = numel(&n->type);
 	if (!is_example_op(n->op) || n->n_args > 16 || count < 0) {
-		ir_error(e->ctx, n->loc, "an example input must be computed at "
-					 "compile time: '%s' is not allowed here",
+		ir_error(e->ctx, n->loc,
+			 "an example input must be computed at "
+			 "compile time: '%s' is not allowed here",
 			 ir_op_table[n->op].name);
 		return false;
 	}
@@ -178,9 +177,11 @@ static bool eval_node(fe_elab *e, const ir_graph *g, ir_id id, cval *vals)
 	if (n->op == IR_OP_CONST) {
 		const ir_const *c = &e->m->consts[n->attr.const_index];
 		for (int64_t i = 0; i < count; i++)
-			out->d[i] = c->type.dtype == IR_I32 ? ((int32_t *)c->data)[i]
-				    : c->type.dtype == IR_F32 ? ((float *)c->data)[i]
-							       : ((double *)c->data)[i];
+			out->d[i] = c->type.dtype == IR_I32
+					    ? ((int32_t *)c->data)[i]
+				    : c->type.dtype == IR_F32
+					    ? ((float *)c->data)[i]
+					    : ((double *)c->data)[i];
 		return true;
 	}
 	for (uint32_t j = 0; j < n->n_args; j++)
@@ -216,17 +217,20 @@ static bool check_arg(fe_elab *e, const ir_func *f, uint32_t i,
 		if (ok)
 			sym_vals[w.sym] = h / w.coef;
 		else if (bound)
-			snprintf(why, sizeof why, " (%s is %lld from an earlier "
-				 "argument)", e->m->syms[w.sym].name, (long long)bound);
+			snprintf(why, sizeof why,
+				 " (%s is %lld from an earlier "
+				 "argument)",
+				 e->m->syms[w.sym].name, (long long)bound);
 	}
 	if (ok)
 		return true;
 	ir_type_format(e->m, have, hs, sizeof hs);
 	ir_type_format(e->m, want, ws, sizeof ws);
-	ir_error(e->ctx, loc, "example argument '%s' of '%s' is %s[%s], "
-			      "expected %s[%s]%s", f->input_names[i], f->name,
-		 ir_dtype_name(have->dtype), hs, ir_dtype_name(want->dtype), ws,
-		 why);
+	ir_error(e->ctx, loc,
+		 "example argument '%s' of '%s' is %s[%s], "
+		 "expected %s[%s]%s",
+		 f->input_names[i], f->name, ir_dtype_name(have->dtype), hs,
+		 ir_dtype_name(want->dtype), ws, why);
 	return false;
 }
 
@@ -249,8 +253,7 @@ static int32_t store(fe_elab *e, const cval *v)
 }
 
 /* The exported function an example names, or NULL after reporting. */
-static const fe_def *example_target(fe_elab *e, const fe_decl *d,
-				    ir_func **f)
+static const fe_def *example_target(fe_elab *e, const fe_decl *d, ir_func **f)
 {
 	const fe_ident *id = &d->names[0];
 	fe_value v = fe_lookup(e, id->name, id->loc);
@@ -258,12 +261,15 @@ static const fe_def *example_target(fe_elab *e, const fe_decl *d,
 	if (v.kind == FE_V_ERR)
 		return NULL;
 	if (v.kind != FE_V_DEF || !v.def->is_export || !*f) {
-		ir_error(e->ctx, id->loc, "example: '%s' is not an exported "
-					  "function", id->name);
+		ir_error(e->ctx, id->loc,
+			 "example: '%s' is not an exported "
+			 "function",
+			 id->name);
 		return NULL;
 	}
 	if ((*f)->example) {
-		ir_error(e->ctx, id->loc, "'%s' already has an example", id->name);
+		ir_error(e->ctx, id->loc, "'%s' already has an example",
+			 id->name);
 		return NULL;
 	}
 	return v.def;
@@ -277,8 +283,12 @@ static bool example_args(fe_elab *e, const fe_decl *d, const fe_def *def,
 	uint32_t n = def->n_params;
 	fe_raw_arg *raw = ir_alloc(e->ctx, (d->n_args + 1) * sizeof *raw);
 	const char **names = ir_alloc(e->ctx, (n + 1) * sizeof *names);
-	fe_args a = {def->id.name, d->loc, ir_alloc(e->ctx, (n + 1) * sizeof(fe_value)),
-		     locs, ir_alloc(e->ctx, n + 1), n};
+	fe_args a = {def->id.name,
+		     d->loc,
+		     ir_alloc(e->ctx, (n + 1) * sizeof(fe_value)),
+		     locs,
+		     ir_alloc(e->ctx, n + 1),
+		     n};
 	bool ok = raw && names && a.v && a.is_t;
 	for (uint32_t i = 0; ok && i < n; i++)
 		names[i] = def->params[i].id.name;
@@ -286,8 +296,8 @@ static bool example_args(fe_elab *e, const fe_decl *d, const fe_def *def,
 		raw[i] = (fe_raw_arg){d->args[i].name, d->args[i].name_loc,
 				      d->args[i].value->loc,
 				      fe_eval(e, d->args[i].value), false};
-	ok = ok && fe_bind_args(e, def->id.name, d->names[0].loc, names, n, n, raw,
-				d->n_args, &a);
+	ok = ok && fe_bind_args(e, def->id.name, d->names[0].loc, names, n, n,
+				raw, d->n_args, &a);
 	for (uint32_t i = 0; ok && i < n; i++)
 		ok = (ids[i] = fe_to_tensor(e, a.v[i], locs[i])) != IR_NONE;
 	ir_free(e->ctx, raw);
@@ -313,7 +323,8 @@ static void finish_example(fe_elab *e, ir_func *f, const ir_graph *g,
 	m->n_consts = n_consts_before; /* drop the scratch constants */
 	for (uint32_t i = 0; ok && i < f->n_inputs; i++) {
 		int32_t idx = store(e, &vals[ids[i]]);
-		ok = idx >= 0 && check_arg(e, f, i, &vals[ids[i]].t, sym_vals, locs[i]);
+		ok = idx >= 0 &&
+		     check_arg(e, f, i, &vals[ids[i]].t, sym_vals, locs[i]);
 		example[i] = (uint32_t)idx;
 	}
 	if (ok)

@@ -106,12 +106,16 @@ void fe_expected(fe_elab *e, ir_loc loc, const char *what, fe_value v)
 	case FE_V_ERR:
 		return;
 	case FE_V_DEF:
-		ir_error(e->ctx, loc, "expected %s, got the function '%s' (call "
-				      "it with arguments)", what, v.def->id.name);
+		ir_error(e->ctx, loc,
+			 "expected %s, got the function '%s' (call "
+			 "it with arguments)",
+			 what, v.def->id.name);
 		return;
 	case FE_V_BUILTIN:
-		ir_error(e->ctx, loc, "expected %s, got the function '%s' (call "
-				      "it with arguments)", what, v.builtin->name);
+		ir_error(e->ctx, loc,
+			 "expected %s, got the function '%s' (call "
+			 "it with arguments)",
+			 what, v.builtin->name);
 		return;
 	default:
 		ir_error(e->ctx, loc, "expected %s, got %s", what,
@@ -122,8 +126,7 @@ void fe_expected(fe_elab *e, ir_loc loc, const char *what, fe_value v)
 bool fe_stopped(fe_elab *e)
 {
 	ir_ctx *ctx = e->ctx;
-	if (ctx->is_oom ||
-	    (ctx->max_errors && ctx->n_errors >= ctx->max_errors))
+	if (ctx->is_oom || (ctx->max_errors && ctx->n_errors >= ctx->max_errors))
 		e->is_stopped = true;
 	return e->is_stopped;
 }
@@ -133,8 +136,9 @@ void *fe_scratch_alloc(fe_elab *e, size_t size, ir_loc loc)
 	e->scratch_bytes += size;
 	if (e->scratch_bytes > FE_MAX_SCRATCH) {
 		if (!e->is_stopped)
-			ir_error(e->ctx, loc, "elaboration uses more than %u MiB of "
-					      "lists (is a loop too long?)",
+			ir_error(e->ctx, loc,
+				 "elaboration uses more than %u MiB of "
+				 "lists (is a loop too long?)",
 				 FE_MAX_SCRATCH >> 20);
 		e->is_stopped = true;
 		return NULL;
@@ -156,7 +160,8 @@ static const char *dimv_str(const fe_elab *e, fe_value v, char *buf, size_t n)
 	dim_str(e, v.dim, buf, n);
 	size_t used = strlen(buf);
 	if (v.dim_off && used < n)
-		snprintf(buf + used, n - used, " %c %lld", v.dim_off < 0 ? '-' : '+',
+		snprintf(buf + used, n - used, " %c %lld",
+			 v.dim_off < 0 ? '-' : '+',
 			 (long long)(v.dim_off < 0 ? -v.dim_off : v.dim_off));
 	return buf;
 }
@@ -183,8 +188,9 @@ bool fe_to_int(fe_elab *e, fe_value v, ir_loc loc, int64_t *out)
 	if (v.kind == FE_V_NUM)
 		ir_error(e->ctx, loc, "expected an integer, got %g", v.num.r);
 	else if (v.kind == FE_V_DIM)
-		ir_error(e->ctx, loc, "expected an integer, got the dim %s (its "
-				      "size is only known at run time)",
+		ir_error(e->ctx, loc,
+			 "expected an integer, got the dim %s (its "
+			 "size is only known at run time)",
 			 dimv_str(e, v, buf, sizeof buf));
 	else
 		fe_expected(e, loc, "an integer", v);
@@ -215,8 +221,7 @@ bool fe_to_bool(fe_elab *e, fe_value v, ir_loc loc, bool *out)
 	return false;
 }
 
-bool fe_to_dim(fe_elab *e, fe_value v, ir_loc loc, bool allow_infer,
-	       ir_dim *out)
+bool fe_to_dim(fe_elab *e, fe_value v, ir_loc loc, bool allow_infer, ir_dim *out)
 {
 	if (v.kind == FE_V_DIM && !v.dim_off) {
 		*out = v.dim;
@@ -224,8 +229,9 @@ bool fe_to_dim(fe_elab *e, fe_value v, ir_loc loc, bool allow_infer,
 	}
 	if (v.kind == FE_V_DIM) {
 		char buf[64];
-		ir_error(e->ctx, loc, "%s is not a dimension of a shape (a shape "
-				      "holds a multiple of one symbol, no offset)",
+		ir_error(e->ctx, loc,
+			 "%s is not a dimension of a shape (a shape "
+			 "holds a multiple of one symbol, no offset)",
 			 dimv_str(e, v, buf, sizeof buf));
 		return false;
 	}
@@ -290,8 +296,10 @@ bool fe_to_axis(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out)
 	if (!fe_to_int(e, v, loc, &a))
 		return false;
 	if (a < -rank || a >= rank) {
-		ir_error(e->ctx, loc, "axis %lld out of range for a tensor of "
-				      "rank %d", (long long)a, rank);
+		ir_error(e->ctx, loc,
+			 "axis %lld out of range for a tensor of "
+			 "rank %d",
+			 (long long)a, rank);
 		return false;
 	}
 	*out = (int)(a < 0 ? a + rank : a);
@@ -306,8 +314,8 @@ bool fe_check_size(fe_elab *e, const ir_type *t, ir_loc loc)
 		int64_t c = t->dims[i].coef < 0 ? 1 : t->dims[i].coef;
 		if (__builtin_mul_overflow(n, c, &n) || n > FE_MAX_NUMEL) {
 			ir_type_format(e->m, t, buf, sizeof buf);
-			ir_error(e->ctx, loc, "a tensor of shape [%s] is too large",
-				 buf);
+			ir_error(e->ctx, loc,
+				 "a tensor of shape [%s] is too large", buf);
 			return false;
 		}
 	}
@@ -334,8 +342,9 @@ fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 		return fe_err();
 	if (e->f->g.n_nodes >= FE_MAX_NODES) {
 		if (!e->is_stopped)
-			ir_error(e->ctx, loc, "function '%s' is too large: more "
-					      "than %u nodes (is a loop too long?)",
+			ir_error(e->ctx, loc,
+				 "function '%s' is too large: more "
+				 "than %u nodes (is a loop too long?)",
 				 e->f->name, FE_MAX_NODES);
 		e->is_stopped = true;
 		return fe_err();
@@ -448,7 +457,8 @@ static fe_value dim_tensor(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc)
 	ir_type t = {.dtype = dtype, .rank = 1, .dims = {v.dim}};
 	if (one.kind != FE_V_TENSOR)
 		return one;
-	fe_value ones = fe_build(e, IR_OP_BROADCAST, &one.tensor, 1, NULL, &t, loc);
+	fe_value ones = fe_build(e, IR_OP_BROADCAST, &one.tensor, 1, NULL, &t,
+				 loc);
 	if (ones.kind != FE_V_TENSOR)
 		return ones;
 	ir_attr all = {.reduce = {1, false}};
@@ -471,8 +481,9 @@ fe_value fe_scalar(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc)
 	}
 	if (dtype == IR_I32) {
 		if (v.num.r != floor(v.num.r)) {
-			ir_error(e->ctx, loc, "cannot combine an i32 tensor with "
-					      "the real number %g (cast it first)",
+			ir_error(e->ctx, loc,
+				 "cannot combine an i32 tensor with "
+				 "the real number %g (cast it first)",
 				 v.num.r);
 			return fe_err();
 		}
@@ -519,7 +530,8 @@ static bool list_flatten(const fe_value *v, const ir_type *t, int axis,
 	if (v->kind != FE_V_LIST || v->list.n != t->dims[axis].coef)
 		return false;
 	for (uint32_t i = 0; i < v->list.n; i++)
-		if (!list_flatten(&v->list.items[i], t, axis + 1, out, n, all_int))
+		if (!list_flatten(&v->list.items[i], t, axis + 1, out, n,
+				  all_int))
 			return false;
 	return true;
 }
@@ -529,19 +541,22 @@ static ir_id list_to_const(fe_elab *e, fe_value v, ir_loc loc)
 	ir_type t = {0};
 	bool all_int = true;
 	if (!list_shape(&v, &t, &all_int)) {
-		ir_error(e->ctx, loc, "a list used as a tensor has too many "
-				      "nesting levels");
+		ir_error(e->ctx, loc,
+			 "a list used as a tensor has too many "
+			 "nesting levels");
 		return IR_NONE;
 	}
 	int64_t numel = ir_type_numel_static(&t), n = 0;
-	double *vals = ir_alloc(e->ctx, (size_t)(numel ? numel : 1) * sizeof *vals);
+	double *vals = ir_alloc(e->ctx,
+				(size_t)(numel ? numel : 1) * sizeof *vals);
 	void *data = ir_alloc(e->ctx, (size_t)(numel ? numel : 1) * 4);
 	ir_id id = IR_NONE;
 	if (!vals || !data)
 		goto out;
 	if (!list_flatten(&v, &t, 0, vals, &n, &all_int)) {
-		ir_error(e->ctx, loc, "a list used as a tensor must hold numbers "
-				      "in a regular shape");
+		ir_error(e->ctx, loc,
+			 "a list used as a tensor must hold numbers "
+			 "in a regular shape");
 		goto out;
 	}
 	t.dtype = all_int ? IR_I32 : IR_F32;
@@ -595,8 +610,8 @@ static void unknown_name(fe_elab *e, const char *name, ir_loc loc)
 	for (size_t i = 0; fe_builtin_name(i); i++)
 		ir_suggest_offer(&sg, fe_builtin_name(i));
 	if (sg.best)
-		ir_error(e->ctx, loc, "unknown name '%s'; did you mean '%s'?", name,
-			 sg.best);
+		ir_error(e->ctx, loc, "unknown name '%s'; did you mean '%s'?",
+			 name, sg.best);
 	else
 		ir_error(e->ctx, loc, "unknown name '%s'", name);
 }
@@ -761,15 +776,19 @@ static fe_value dim_product(fe_elab *e, fe_value l, fe_value r, ir_loc loc)
 	int64_t c;
 	int32_t syms[2] = {l.dim.sym, r.dim.sym};
 	if (l.dim_off || r.dim_off) {
-		ir_error(e->ctx, loc, "cannot multiply %s by %s (a product of "
-				      "dims has no offset)",
-			 dimv_str(e, l, a, sizeof a), dimv_str(e, r, b, sizeof b));
+		ir_error(e->ctx, loc,
+			 "cannot multiply %s by %s (a product of "
+			 "dims has no offset)",
+			 dimv_str(e, l, a, sizeof a),
+			 dimv_str(e, r, b, sizeof b));
 		return fe_err();
 	}
 	int32_t s = ir_module_product_sym(e->m, syms, 2, loc);
 	if (s < 0 || __builtin_mul_overflow(l.dim.coef, r.dim.coef, &c)) {
-		ir_error(e->ctx, loc, "%s * %s is a product of more than %d "
-				      "symbols", dim_str(e, l.dim, a, sizeof a),
+		ir_error(e->ctx, loc,
+			 "%s * %s is a product of more than %d "
+			 "symbols",
+			 dim_str(e, l.dim, a, sizeof a),
 			 dim_str(e, r.dim, b, sizeof b), IR_SYM_MAX_FACTORS);
 		return fe_err();
 	}
@@ -778,8 +797,7 @@ static fe_value dim_product(fe_elab *e, fe_value l, fe_value r, ir_loc loc)
 
 /* l + sign * r for dims and integers: offsets add, and dims of one symbol
  * add their coefficients (T + T = 2*T, (T + 1) - T = 1). */
-static fe_value dim_sum(fe_elab *e, fe_value l, fe_value r, int sign,
-			ir_loc loc)
+static fe_value dim_sum(fe_elab *e, fe_value l, fe_value r, int sign, ir_loc loc)
 {
 	char a[64], b[64];
 	int64_t n;
@@ -796,8 +814,9 @@ static fe_value dim_sum(fe_elab *e, fe_value l, fe_value r, int sign,
 	}
 	int64_t coef = l.dim.coef + sign * r.dim.coef;
 	if ((l.dim.coef && l.dim.sym != r.dim.sym) || coef < 0) {
-		ir_error(e->ctx, loc, "%s %c %s is not a size (a dim holds a "
-				      "multiple of one symbol)",
+		ir_error(e->ctx, loc,
+			 "%s %c %s is not a size (a dim holds a "
+			 "multiple of one symbol)",
 			 dimv_str(e, l, a, sizeof a), sign > 0 ? '+' : '-',
 			 dimv_str(e, r, b, sizeof b));
 		return fe_err();
@@ -846,9 +865,10 @@ static fe_value dim_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
 	int64_t n;
 	if (k.kind == FE_V_DIM ||
 	    (op != FE_T_STAR && !(op == FE_T_SLASH && dim_left))) {
-		ir_error(e->ctx, loc, "a dim can only be added to, multiplied or "
-				      "divided by an integer, or multiplied by "
-				      "a dim, not combined with '%s'",
+		ir_error(e->ctx, loc,
+			 "a dim can only be added to, multiplied or "
+			 "divided by an integer, or multiplied by "
+			 "a dim, not combined with '%s'",
 			 op_spelling(op));
 		return fe_err();
 	}
@@ -901,7 +921,8 @@ fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 		return fe_err();
 	ir_id a = is_tensorish(l) ? fe_to_tensor(e, l, loc) : IR_NONE;
 	ir_id b = is_tensorish(r) ? fe_to_tensor(e, r, loc) : IR_NONE;
-	if ((is_tensorish(l) && a == IR_NONE) || (is_tensorish(r) && b == IR_NONE))
+	if ((is_tensorish(l) && a == IR_NONE) ||
+	    (is_tensorish(r) && b == IR_NONE))
 		return fe_err();
 	if (a == IR_NONE && b == IR_NONE) {
 		fe_expected(e, loc, "a tensor", l);
@@ -982,8 +1003,8 @@ static bool plain_equal(fe_value l, fe_value r, bool *known)
 }
 
 /* Operators on lists, strings, bools, dtypes and None. */
-static fe_value plain_binop(fe_elab *e, fe_tok_kind op, fe_value l,
-			    fe_value r, ir_loc loc)
+static fe_value plain_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
+			    ir_loc loc)
 {
 	bool known;
 	if (l.kind == FE_V_LIST && r.kind == FE_V_LIST && op == FE_T_PLUS)
@@ -1005,8 +1026,8 @@ static fe_value plain_binop(fe_elab *e, fe_tok_kind op, fe_value l,
 	return fe_err();
 }
 
-fe_value fe_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
-		  bool ta, bool tb, ir_loc loc)
+fe_value fe_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r, bool ta,
+		  bool tb, ir_loc loc)
 {
 	if (l.kind == FE_V_ERR || r.kind == FE_V_ERR)
 		return fe_err();
@@ -1038,8 +1059,8 @@ static fe_value transpose_last(fe_elab *e, fe_value v, ir_loc loc)
 	const ir_type *t = fe_type_of(e, x);
 	if (t->rank < 2) {
 		ir_type_format(e->m, t, buf, sizeof buf);
-		ir_error(e->ctx, loc, "'.T' needs a tensor of rank >= 2, got [%s]",
-			 buf);
+		ir_error(e->ctx, loc,
+			 "'.T' needs a tensor of rank >= 2, got [%s]", buf);
 		return fe_err();
 	}
 	ir_attr a = {0};
@@ -1090,9 +1111,13 @@ static ir_id move_axis(fe_elab *e, ir_id x, int ax, bool is_back, ir_loc loc)
 	ir_attr a = {0};
 	for (int i = 0; i < rank && i < IR_MAX_RANK; i++)
 		if (is_back)
-			a.permute.perm[i] = (uint8_t)(i == ax ? 0 : i < ax ? i + 1 : i);
+			a.permute.perm[i] = (uint8_t)(i == ax  ? 0
+						      : i < ax ? i + 1
+							       : i);
 		else
-			a.permute.perm[i] = (uint8_t)(i == 0 ? ax : i - 1 < ax ? i - 1 : i);
+			a.permute.perm[i] = (uint8_t)(i == 0       ? ax
+						      : i - 1 < ax ? i - 1
+								   : i);
 	fe_value v = fe_build(e, IR_OP_PERMUTE, &x, 1, &a, NULL, loc);
 	return v.kind == FE_V_TENSOR ? v.tensor : IR_NONE;
 }
@@ -1101,8 +1126,7 @@ static ir_id move_axis(fe_elab *e, ir_id x, int ax, bool is_back, ir_loc loc)
  * (embedding) of arange(lo, lo + len) from x seen as [n, rest]: its
  * gradient is embedding_grad's scatter, which a slice of a run-time
  * length into a static axis could not pad. */
-static ir_id gather_rows(fe_elab *e, ir_id x, int64_t lo, ir_dim len,
-			 ir_loc loc)
+static ir_id gather_rows(fe_elab *e, ir_id x, int64_t lo, ir_dim len, ir_loc loc)
 {
 	ir_type t = *fe_type_of(e, x), flat = {.rank = 2};
 	flat.dims[0] = t.dims[0];
@@ -1116,7 +1140,8 @@ static ir_id gather_rows(fe_elab *e, ir_id x, int64_t lo, ir_dim len,
 	ir_id args[2] = {idx.tensor, tab.tensor};
 	fe_value g = fe_build(e, IR_OP_EMBEDDING, args, 2, NULL, NULL, loc);
 	t.dims[0] = len;
-	fe_value r = g.kind == FE_V_TENSOR ? fe_reshape(e, g.tensor, &t, loc) : g;
+	fe_value r = g.kind == FE_V_TENSOR ? fe_reshape(e, g.tensor, &t, loc)
+					   : g;
 	return r.kind == FE_V_TENSOR ? r.tensor : IR_NONE;
 }
 
@@ -1129,8 +1154,9 @@ ir_id fe_slice_run_time(fe_elab *e, ir_id x, int ax, fe_value lo, fe_value hi,
 	ir_dim len;
 	ir_type_format(e->m, &t, buf, sizeof buf);
 	if (lo.kind == FE_V_DIM) {
-		ir_error(e->ctx, loc, "a slice's start is a number, not a "
-				      "run-time size");
+		ir_error(e->ctx, loc,
+			 "a slice's start is a number, not a "
+			 "run-time size");
 		return IR_NONE;
 	}
 	fe_value n = fe_binop(e, FE_T_MINUS, hi, lo, false, false, loc);
@@ -1142,20 +1168,24 @@ ir_id fe_slice_run_time(fe_elab *e, ir_id x, int ax, fe_value lo, fe_value hi,
 		return x; /* x[0:T] of an axis of size T */
 	if (!ir_dim_is_static(a) || start < 0 || start > a.coef ||
 	    len.coef > a.coef - start) {
-		ir_error(e->ctx, loc, "cannot slice %s rows from %lld of axis %d "
-				      "of [%s]", dim_str(e, len, dbuf, sizeof dbuf),
-			 (long long)start, ax, buf);
+		ir_error(e->ctx, loc,
+			 "cannot slice %s rows from %lld of axis %d "
+			 "of [%s]",
+			 dim_str(e, len, dbuf, sizeof dbuf), (long long)start,
+			 ax, buf);
 		return IR_NONE;
 	}
 	if (t.dtype != IR_F32) {
-		ir_error(e->ctx, loc, "a slice of run-time length takes an f32 "
-				      "tensor, got [%s] of %s", buf,
-			 ir_dtype_name(t.dtype));
+		ir_error(e->ctx, loc,
+			 "a slice of run-time length takes an f32 "
+			 "tensor, got [%s] of %s",
+			 buf, ir_dtype_name(t.dtype));
 		return IR_NONE;
 	}
 	if (!ir_module_add_limit(e->m, len, a.coef - start, loc))
 		return IR_NONE;
-	ir_id y = gather_rows(e, move_axis(e, x, ax, false, loc), start, len, loc);
+	ir_id y = gather_rows(e, move_axis(e, x, ax, false, loc), start, len,
+			      loc);
 	return move_axis(e, y, ax, true, loc);
 }
 
@@ -1204,8 +1234,10 @@ static fe_value index_list(fe_elab *e, fe_value base, const fe_expr *x)
 	if (!fe_to_int(e, fe_eval(e, it), it->loc, &i))
 		return fe_err();
 	if (i < -(int64_t)base.list.n || i >= (int64_t)base.list.n) {
-		ir_error(e->ctx, it->loc, "index %lld out of range for a list "
-					  "of length %u", (long long)i, base.list.n);
+		ir_error(e->ctx, it->loc,
+			 "index %lld out of range for a list "
+			 "of length %u",
+			 (long long)i, base.list.n);
 		return fe_err();
 	}
 	return base.list.items[i < 0 ? i + base.list.n : i];
@@ -1227,8 +1259,8 @@ static bool index_axis(fe_elab *e, ir_id *cur, int axis, const fe_expr *it,
 	if (is_slice && (lv.kind == FE_V_DIM || hv.kind == FE_V_DIM)) {
 		*drop = false; /* a run-time bound: x[0:T], x[1:T + 1] */
 		*cur = fe_slice_run_time(e, *cur, axis,
-					 lv.kind == FE_V_NONE ? fe_int(0) : lv, hv,
-					 it->loc);
+					 lv.kind == FE_V_NONE ? fe_int(0) : lv,
+					 hv, it->loc);
 		return *cur != IR_NONE;
 	}
 	if (is_slice ? !bound_int(e, lv, it->slice.lo, &has_lo, &lo) ||
@@ -1240,13 +1272,17 @@ static bool index_axis(fe_elab *e, ir_id *cur, int axis, const fe_expr *it,
 		return true;
 	ir_type_format(e->m, &t, buf, sizeof buf);
 	if (!ir_dim_is_static(t.dims[axis])) {
-		ir_error(e->ctx, it->loc, "cannot index axis %d of [%s]: its size "
-					  "is only known at run time", axis, buf);
+		ir_error(e->ctx, it->loc,
+			 "cannot index axis %d of [%s]: its size "
+			 "is only known at run time",
+			 axis, buf);
 		return false;
 	}
 	if (!is_slice && (lo < -n || lo >= n)) {
-		ir_error(e->ctx, it->loc, "index %lld out of range for axis %d "
-					  "of [%s]", (long long)lo, axis, buf);
+		ir_error(e->ctx, it->loc,
+			 "index %lld out of range for axis %d "
+			 "of [%s]",
+			 (long long)lo, axis, buf);
 		return false;
 	}
 	if (is_slice)
@@ -1269,8 +1305,10 @@ static fe_value index_tensor(fe_elab *e, fe_value base, const fe_expr *x)
 	int rank = fe_type_of(e, cur)->rank;
 	bool dropped[IR_MAX_RANK] = {0}, any = false;
 	if (x->index.n > (uint32_t)rank) {
-		ir_error(e->ctx, x->loc, "too many indices (%u) for a tensor of "
-					 "rank %d", x->index.n, rank);
+		ir_error(e->ctx, x->loc,
+			 "too many indices (%u) for a tensor of "
+			 "rank %d",
+			 x->index.n, rank);
 		return fe_err();
 	}
 	for (uint32_t i = 0; i < x->index.n; i++) {
@@ -1417,8 +1455,10 @@ fe_value fe_eval(fe_elab *e, const fe_expr *x)
 	if (fe_stopped(e))
 		return fe_err();
 	if (e->eval_depth == FE_MAX_EVAL_DEPTH) {
-		ir_error(e->ctx, x->loc, "expressions and calls nested too deeply "
-					 "(more than %d)", FE_MAX_EVAL_DEPTH);
+		ir_error(e->ctx, x->loc,
+			 "expressions and calls nested too deeply "
+			 "(more than %d)",
+			 FE_MAX_EVAL_DEPTH);
 		e->is_stopped = true;
 		return fe_err();
 	}
@@ -1455,10 +1495,12 @@ fe_value fe_eval_call(fe_elab *e, const fe_expr *x, bool want_value)
 		return callee;
 	if (callee.kind != FE_V_DEF && callee.kind != FE_V_BUILTIN) {
 		if (cx->kind == FE_E_NAME)
-			ir_error(e->ctx, x->loc, "'%s' is not a function (it is %s)",
-				 cx->str, fe_kind_name(callee));
+			ir_error(e->ctx, x->loc,
+				 "'%s' is not a function (it is %s)", cx->str,
+				 fe_kind_name(callee));
 		else
-			ir_error(e->ctx, x->loc, "this is not a function (it is %s)",
+			ir_error(e->ctx, x->loc,
+				 "this is not a function (it is %s)",
 				 fe_kind_name(callee));
 		return fe_err();
 	}

@@ -17,9 +17,9 @@
 #define MAX_LEVELS 100 /* nested indentation levels */
 
 static const char *const fe_keywords[] = {
-	"model", "dim",    "const", "def",  "export", "return", "param",
-	"repeat", "for",   "in",    "as",   "if",     "else",   "train",
-	"example", "and",  "or",    "not",  "true",   "false",
+	"model",   "dim", "const", "def", "export", "return", "param",
+	"repeat",  "for", "in",    "as",  "if",     "else",   "train",
+	"example", "and", "or",    "not", "true",   "false",
 };
 _Static_assert(sizeof fe_keywords / sizeof *fe_keywords ==
 		       FE_T_FALSE - FE_T_MODEL + 1,
@@ -43,7 +43,8 @@ typedef struct lexer {
 
 static ir_loc loc_at(const lexer *lx, size_t pos)
 {
-	return (ir_loc){lx->file, lx->line, (uint32_t)(pos - lx->line_start + 1)};
+	return (ir_loc){lx->file, lx->line,
+			(uint32_t)(pos - lx->line_start + 1)};
 }
 
 static int peek(const lexer *lx, size_t ahead)
@@ -91,11 +92,12 @@ static bool is_digit(int c)
  * past it, which keeps one missing ')' from swallowing the file. */
 static bool starts_toplevel(const lexer *lx, size_t pos)
 {
-	static const char *const words[] = {"def", "export", "example",
-					    "train", "dim", "const", "model"};
+	static const char *const words[] = {"def", "export", "example", "train",
+					    "dim", "const",  "model"};
 	for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
 		size_t n = strlen(words[i]);
-		if (pos + n < lx->len && strncmp(lx->text + pos, words[i], n) == 0 &&
+		if (pos + n < lx->len &&
+		    strncmp(lx->text + pos, words[i], n) == 0 &&
 		    (lx->text[pos + n] == ' ' || lx->text[pos + n] == '\t'))
 			return true;
 	}
@@ -152,8 +154,9 @@ static void set_level(lexer *lx, int width)
 		if (width > lx->levels[lx->n_levels - 2]) {
 			/* Between two open levels: report it and take the line
 			 * as part of the inner block, the likelier intent. */
-			ir_error(lx->ctx, loc, "unindent does not match any outer "
-					       "indentation level");
+			ir_error(lx->ctx, loc,
+				 "unindent does not match any outer "
+				 "indentation level");
 			lx->levels[lx->n_levels - 1] = width;
 			return;
 		}
@@ -242,8 +245,8 @@ static void lex_number(lexer *lx)
 	for (const char *p = t->text; *p; p++) {
 		if (__builtin_mul_overflow(v, 10, &v) ||
 		    __builtin_add_overflow(v, *p - '0', &v)) {
-			ir_error(lx->ctx, loc, "integer literal '%s' is too large",
-				 t->text);
+			ir_error(lx->ctx, loc,
+				 "integer literal '%s' is too large", t->text);
 			v = 0;
 			break;
 		}
@@ -277,7 +280,8 @@ static size_t string_extent(const lexer *lx, size_t start)
 	const char *t = lx->text;
 	size_t q = start + 1;
 	while (q < lx->len && t[q] != '"' && t[q] != '\n') {
-		bool is_escape = t[q] == '\\' && q + 1 < lx->len && t[q + 1] != '\n';
+		bool is_escape = t[q] == '\\' && q + 1 < lx->len &&
+				 t[q + 1] != '\n';
 		q += is_escape ? 2 : 1;
 	}
 	return q - (start + 1);
@@ -327,26 +331,29 @@ static bool lex_punct(lexer *lx, int c)
 		const char *s;
 		fe_tok_kind kind;
 	} puncts[] = {
-		{"**", FE_T_POW}, {"<=", FE_T_LE}, {">=", FE_T_GE},
-		{"==", FE_T_EQ},  {"!=", FE_T_NE}, {"..", FE_T_DOTDOT},
-		{"(", FE_T_LPAREN}, {")", FE_T_RPAREN}, {"[", FE_T_LBRACK},
-		{"]", FE_T_RBRACK}, {",", FE_T_COMMA},  {":", FE_T_COLON},
-		{"=", FE_T_ASSIGN}, {"+", FE_T_PLUS},   {"-", FE_T_MINUS},
-		{"*", FE_T_STAR},   {"/", FE_T_SLASH},  {"@", FE_T_AT},
-		{"%", FE_T_PERCENT}, {"<", FE_T_LT},    {">", FE_T_GT},
+		{"**", FE_T_POW},    {"<=", FE_T_LE},    {">=", FE_T_GE},
+		{"==", FE_T_EQ},     {"!=", FE_T_NE},    {"..", FE_T_DOTDOT},
+		{"(", FE_T_LPAREN},  {")", FE_T_RPAREN}, {"[", FE_T_LBRACK},
+		{"]", FE_T_RBRACK},  {",", FE_T_COMMA},  {":", FE_T_COLON},
+		{"=", FE_T_ASSIGN},  {"+", FE_T_PLUS},   {"-", FE_T_MINUS},
+		{"*", FE_T_STAR},    {"/", FE_T_SLASH},  {"@", FE_T_AT},
+		{"%", FE_T_PERCENT}, {"<", FE_T_LT},     {">", FE_T_GT},
 		{".", FE_T_DOT},
 	};
 	for (size_t i = 0; i < sizeof puncts / sizeof *puncts; i++) {
 		size_t n = strlen(puncts[i].s);
-		if (c != puncts[i].s[0] || (n == 2 && peek(lx, 1) != puncts[i].s[1]))
+		if (c != puncts[i].s[0] ||
+		    (n == 2 && peek(lx, 1) != puncts[i].s[1]))
 			continue;
 		ir_loc loc = loc_at(lx, lx->pos);
 		push(lx, puncts[i].kind, loc, lx->pos, lx->pos + n);
 		lx->pos += n;
-		if (puncts[i].kind == FE_T_LPAREN || puncts[i].kind == FE_T_LBRACK)
+		if (puncts[i].kind == FE_T_LPAREN ||
+		    puncts[i].kind == FE_T_LBRACK)
 			lx->depth++;
 		else if ((puncts[i].kind == FE_T_RPAREN ||
-			  puncts[i].kind == FE_T_RBRACK) && lx->depth > 0)
+			  puncts[i].kind == FE_T_RBRACK) &&
+			 lx->depth > 0)
 			lx->depth--;
 		return true;
 	}
@@ -405,9 +412,14 @@ static void lex_one(lexer *lx)
 
 bool fe_lex(ir_ctx *ctx, uint32_t file, ir_arena *arena, fe_tokens *out)
 {
-	lexer lx = {.ctx = ctx, .arena = arena, .out = out, .file = file,
-		    .text = ctx->files[file].text, .len = ctx->files[file].len,
-		    .line = 1, .n_levels = 1};
+	lexer lx = {.ctx = ctx,
+		    .arena = arena,
+		    .out = out,
+		    .file = file,
+		    .text = ctx->files[file].text,
+		    .len = ctx->files[file].len,
+		    .line = 1,
+		    .n_levels = 1};
 	memset(out, 0, sizeof *out);
 	line_start(&lx);
 	while (lx.pos < lx.len && !lx.is_oom)

@@ -197,8 +197,10 @@ static fe_expr *finish(parser *p, fe_expr *e)
 	if (e->depth <= FE_MAX_EXPR_DEPTH)
 		return e;
 	if (!p->is_panic)
-		ir_error(p->ctx, e->loc, "expression nested too deeply (more "
-					 "than %d levels)", FE_MAX_EXPR_DEPTH);
+		ir_error(p->ctx, e->loc,
+			 "expression nested too deeply (more "
+			 "than %d levels)",
+			 FE_MAX_EXPR_DEPTH);
 	p->is_panic = true;
 	return NULL;
 }
@@ -241,8 +243,7 @@ static bool enter(parser *p)
 	return false;
 }
 
-static fe_expr *binary(parser *p, const fe_token *op, fe_expr *lhs,
-		       fe_expr *rhs)
+static fe_expr *binary(parser *p, const fe_token *op, fe_expr *lhs, fe_expr *rhs)
 {
 	if (!lhs || !rhs)
 		return NULL;
@@ -256,8 +257,7 @@ static fe_expr *binary(parser *p, const fe_token *op, fe_expr *lhs,
 }
 
 // args = arg { "," arg } [ "," ]        arg = [ IDENT "=" ] expr
-static bool parse_args(parser *p, fe_tok_kind close, fe_arg **args,
-		       uint32_t *n)
+static bool parse_args(parser *p, fe_tok_kind close, fe_arg **args, uint32_t *n)
 {
 	vec v = {.elem = sizeof(fe_arg)};
 	while (!at(p, close)) {
@@ -276,8 +276,8 @@ static bool parse_args(parser *p, fe_tok_kind close, fe_arg **args,
 			break;
 	}
 	*args = vec_finish(p, &v, n);
-	return expect(p, close, close == FE_T_RPAREN ? "',' or ')'"
-						    : "',' or ']'");
+	return expect(p, close,
+		      close == FE_T_RPAREN ? "',' or ')'" : "',' or ']'");
 }
 
 // index = expr | [ expr ] ":" [ expr ]
@@ -318,8 +318,8 @@ static bool parse_exprs(parser *p, fe_tok_kind close, bool is_index,
 			break;
 	}
 	*items = vec_finish(p, &v, n);
-	return expect(p, close, close == FE_T_RPAREN ? "',' or ')'"
-						    : "',' or ']'");
+	return expect(p, close,
+		      close == FE_T_RPAREN ? "',' or ')'" : "',' or ']'");
 }
 
 static fe_expr *parse_number(parser *p)
@@ -417,7 +417,8 @@ static fe_expr *parse_postfix(parser *p)
 			e = finish(p, ix);
 		} else if (t->kind == FE_T_DOT) {
 			advance(p);
-			if (!at(p, FE_T_IDENT) || strcmp(cur(p)->text, "T") != 0) {
+			if (!at(p, FE_T_IDENT) ||
+			    strcmp(cur(p)->text, "T") != 0) {
 				error_expected(p, "'T' after '.'");
 				return NULL;
 			}
@@ -446,8 +447,8 @@ static fe_expr *parse_power(parser *p)
 
 /* A prefix operator: OP self | next, for "-" and "not". The nesting
  * guard bounds the recursion of a long run of operators. */
-static fe_expr *parse_prefix(parser *p, fe_tok_kind op_kind,
-			     fe_expr_kind kind, fe_expr *(*self)(parser *),
+static fe_expr *parse_prefix(parser *p, fe_tok_kind op_kind, fe_expr_kind kind,
+			     fe_expr *(*self)(parser *),
 			     fe_expr *(*next)(parser *))
 {
 	fe_expr *e = NULL;
@@ -777,7 +778,8 @@ static bool parse_params(parser *p, fe_def *d)
 		fe_def_param dp = {0};
 		bool ok = parse_ident(p, &dp.id, "a parameter name") &&
 			  (!accept(p, FE_T_COLON) || parse_tensortype(p, &dp)) &&
-			  (!accept(p, FE_T_ASSIGN) || (dp.deflt = parse_expr(p)));
+			  (!accept(p, FE_T_ASSIGN) ||
+			   (dp.deflt = parse_expr(p)));
 		if (!ok || !vec_push(p, &v, &dp)) {
 			ir_free(p->ctx, v.data);
 			return false;
@@ -958,7 +960,8 @@ static fe_decl *parse_bindings(parser *p, fe_decl *decl, bool is_const)
 	do {
 		fe_ident id;
 		fe_expr *value = NULL;
-		ok = parse_ident(p, &id, is_const ? "a constant name" : "a dim name");
+		ok = parse_ident(p, &id,
+				 is_const ? "a constant name" : "a dim name");
 		if (ok && (is_const ? expect(p, FE_T_ASSIGN, "'='")
 				    : accept(p, FE_T_ASSIGN)))
 			ok = (value = parse_expr(p)) != NULL;
@@ -1064,8 +1067,11 @@ static void parse_header(parser *p, fe_file *f)
 fe_file *fe_parse(ir_ctx *ctx, const fe_tokens *toks, ir_arena *arena,
 		  bool is_prelude)
 {
-	parser p = {.ctx = ctx, .arena = arena, .toks = toks->toks,
-		    .n = toks->n, .is_prelude = is_prelude};
+	parser p = {.ctx = ctx,
+		    .arena = arena,
+		    .toks = toks->toks,
+		    .n = toks->n,
+		    .is_prelude = is_prelude};
 	fe_file *f = node(&p, sizeof *f);
 	if (!f)
 		return NULL;

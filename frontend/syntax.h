@@ -138,12 +138,12 @@ struct fe_expr {
 			int64_t i;
 			double r;
 		} num;
-		const char *str;  /* STR (decoded), NAME */
-		bool boolean;     /* BOOL */
+		const char *str; /* STR (decoded), NAME */
+		bool boolean;    /* BOOL */
 		struct {
 			fe_expr **items;
 			uint32_t n;
-		} list;           /* LIST, and INDEX items (with base) */
+		} list; /* LIST, and INDEX items (with base) */
 		struct {
 			fe_expr *callee;
 			fe_arg *args;

@@ -13,8 +13,7 @@ static double R(const interp_attn_row *r, double x)
 	return interp_round(r->k->out->dtype, x);
 }
 
-bool interp_attn_valid_fits(const interp_tensor *valid, int64_t B,
-			    int64_t Q)
+bool interp_attn_valid_fits(const interp_tensor *valid, int64_t B, int64_t Q)
 {
 	if (!valid)
 		return true;
@@ -78,8 +77,7 @@ void interp_attn_row_softmax(const interp_attn_row *r)
 		r->prob[j] = R(r, r->prob[j] / sum);
 }
 
-bool interp_attn_keeps(const interp_attn_row *r, int64_t n, int64_t i,
-		       int64_t j)
+bool interp_attn_keeps(const interp_attn_row *r, int64_t n, int64_t i, int64_t j)
 {
 	if (!r->is_dropout)
 		return true;
@@ -104,7 +102,8 @@ void interp_attn_row_ds(const interp_attn_row *r, int64_t n, int64_t i,
 		double dpd = r->dp[j], dp = dpd;
 		if (r->is_dropout)
 			dp = interp_attn_keeps(r, n, i, j)
-				     ? R(r, dpd * r->keep_scale) : 0.0;
+				     ? R(r, dpd * r->keep_scale)
+				     : 0.0;
 		r->dp[j] = dp;
 		D = R(r, D + R(r, r->prob[j] * dp));
 	}

@@ -16,7 +16,7 @@
 typedef struct interp_attn_row {
 	const interp_kernel *k;
 	const interp_tensor *valid; /* (B) or (B, Q) lengths, or NULL */
-	int64_t B, Q, K; /* the lengths' batch, queries, keys */
+	int64_t B, Q, K;            /* the lengths' batch, queries, keys */
 	double scale, fill, p, keep_scale;
 	bool is_dropout;
 	uint64_t stream;
@@ -25,8 +25,7 @@ typedef struct interp_attn_row {
 } interp_attn_row;
 
 /* Whether valid (or NULL) fits (B) or (B, Q), size-1 axes broadcast. */
-bool interp_attn_valid_fits(const interp_tensor *valid, int64_t B,
-			    int64_t Q);
+bool interp_attn_valid_fits(const interp_tensor *valid, int64_t B, int64_t Q);
 
 /* Reads the node's attention attributes into r (whose k, valid, B, Q, K
  * the caller set) and allocates the row scratch, dp too if has_grad.

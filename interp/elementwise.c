@@ -16,12 +16,11 @@
 
 /* Broadcast strides of operand i against the output, or an error naming
  * both shapes. */
-static bool operand_strides(const interp_kernel *k, uint32_t i,
-			    int64_t *strides)
+static bool operand_strides(const interp_kernel *k, uint32_t i, int64_t *strides)
 {
 	const interp_tensor *a = &k->args[i];
-	if (interp_bcast_strides(a->dims, a->rank, k->out->dims, k->out->rank, 1,
-				 strides))
+	if (interp_bcast_strides(a->dims, a->rank, k->out->dims, k->out->rank,
+				 1, strides))
 		return true;
 	char sa[160], so[160];
 	interp_dims_format(a->dims, a->rank, sa, sizeof sa);
@@ -51,10 +50,11 @@ bool interp_k_unary(const interp_kernel *k, ir_op op)
 	ir_scalar_f1 f = ir_scalar_unary_fn(op);
 	for (int64_t i = 0; i < n; i++) {
 		if (out->dtype == IR_I32)
-			interp_sti(out, i, ir_scalar_unary_int(op, interp_ldi(x, i)));
+			interp_sti(out, i,
+				   ir_scalar_unary_int(op, interp_ldi(x, i)));
 		else
-			interp_st(out, i, f(interp_round(out->dtype,
-							 interp_ld(x, i))));
+			interp_st(out, i,
+				  f(interp_round(out->dtype, interp_ld(x, i))));
 	}
 	return true;
 }
@@ -100,8 +100,10 @@ bool interp_k_compare(const interp_kernel *k, ir_op op)
 		return false;
 	int64_t n = interp_tensor_numel(out);
 	for (int64_t i = 0; i < n; i++) {
-		double x = interp_ld(&k->args[0], interp_index_dot(idx, sa, out->rank));
-		double y = interp_ld(&k->args[1], interp_index_dot(idx, sb, out->rank));
+		double x = interp_ld(&k->args[0],
+				     interp_index_dot(idx, sa, out->rank));
+		double y = interp_ld(&k->args[1],
+				     interp_index_dot(idx, sb, out->rank));
 		interp_sti(out, i, ir_scalar_compare(op, x, y));
 		interp_index_next(idx, out->dims, out->rank);
 	}

@@ -58,8 +58,11 @@ static bool add_init(add_cx *a, const interp_kernel *k, uint32_t n_fixed)
 	if (k->n_args != n_fixed && !has_valid)
 		return interp_fail(k, "expects %u or %u operands, got %u",
 				   n_fixed, n_fixed + 1, k->n_args);
-	*a = (add_cx){.k = k, .qp = &k->args[0], .kp = &k->args[1],
-		      .wv = &k->args[2], .v = &k->args[3]};
+	*a = (add_cx){.k = k,
+		      .qp = &k->args[0],
+		      .kp = &k->args[1],
+		      .wv = &k->args[2],
+		      .v = &k->args[3]};
 	a->r.valid = has_valid ? &k->args[4] : NULL;
 	a->g = n_fixed == 5 ? &k->args[k->n_args - 1] : NULL;
 	a->N = a->qp->dims[0];
@@ -95,7 +98,8 @@ static double score(const add_cx *a, int64_t n, int64_t i, int64_t j)
 {
 	double acc = 0;
 	for (int64_t h = 0; h < a->H; h++)
-		acc = R(a, acc + R(a, feature(a, n, i, j, h) * interp_ld(a->wv, h)));
+		acc = R(a, acc + R(a, feature(a, n, i, j, h) *
+					      interp_ld(a->wv, h)));
 	return R(a, acc * a->r.scale);
 }
 
@@ -118,14 +122,16 @@ bool interp_k_fused_additive_attention(const interp_kernel *k)
 			int64_t valid = interp_attn_row_valid(&a.r, n, i);
 			row_weights(&a, n, i, valid);
 			for (int64_t j = 0; j < a.K; j++)
-				a.r.prob[j] =
-					interp_attn_dropped(&a.r, n, i, j);
+				a.r.prob[j] = interp_attn_dropped(&a.r, n, i, j);
 			int64_t oo = (n * a.Q + i) * a.dv;
 			for (int64_t c = 0; c < a.dv; c++) {
 				double acc = 0;
 				for (int64_t j = 0; j < a.K; j++) {
-					double x = interp_ld(a.v, (n * a.K + j) * a.dv + c);
-					acc = R(&a, acc + R(&a, a.r.prob[j] * x));
+					double x = interp_ld(a.v, (n * a.K +
+								   j) * a.dv +
+									  c);
+					acc = R(&a,
+						acc + R(&a, a.r.prob[j] * x));
 				}
 				interp_st(k->out, oo + c, acc);
 			}
@@ -179,8 +185,11 @@ static void grad_row(const add_cx *a, int64_t n, int64_t i)
 	for (int64_t j = 0; j < a->K; j++) {
 		double dpd = 0;
 		for (int64_t c = 0; c < a->dv; c++)
-			dpd = R(a, dpd + R(a, interp_ld(a->g, go + c) *
-						      interp_ld(a->v, (n * a->K + j) * a->dv + c)));
+			dpd = R(a,
+				dpd + R(a, interp_ld(a->g, go + c) *
+						   interp_ld(a->v, (n * a->K +
+								    j) * a->dv +
+									   c)));
 		a->r.dp[j] = dpd;
 	}
 	interp_attn_row_ds(&a->r, n, i, valid);

@@ -29,7 +29,7 @@ typedef struct attn_cx {
 	const interp_kernel *k;
 	const interp_tensor *q, *kt, *v, *g; /* g: gradient or NULL */
 	int64_t H, B, N, Q, K, d, dv; /* N = B*H attentions; d, dv per head */
-	interp_attn_row r; /* the lengths (B) or (B, Q), the row */
+	interp_attn_row r;            /* the lengths (B) or (B, Q), the row */
 } attn_cx;
 
 static double R(const attn_cx *a, double x)
@@ -60,7 +60,9 @@ static bool attn_init(attn_cx *a, const interp_kernel *k, uint32_t n_fixed)
 	if (k->n_args != n_fixed && !has_valid)
 		return interp_fail(k, "expects %u or %u operands, got %u",
 				   n_fixed, n_fixed + 1, k->n_args);
-	*a = (attn_cx){.k = k, .q = &k->args[0], .kt = &k->args[1],
+	*a = (attn_cx){.k = k,
+		       .q = &k->args[0],
+		       .kt = &k->args[1],
 		       .v = &k->args[2]};
 	a->r.valid = has_valid ? &k->args[3] : NULL;
 	a->g = n_fixed == 4 ? &k->args[k->n_args - 1] : NULL;
@@ -72,9 +74,10 @@ static bool attn_init(attn_cx *a, const interp_kernel *k, uint32_t n_fixed)
 	a->K = a->kt->rank == 3 ? a->kt->dims[1] : 0;
 	a->dv = a->v->rank == 3 && a->H > 0 ? a->v->dims[2] / a->H : 0;
 	if (!fits(a))
-		return interp_fail(k, "queries, keys, values and valid lengths "
-				      "do not fit (B, Q, h*d), (B, K, h*d), (B, "
-				      "K, h*dv), (B) or (B, Q) for %u heads",
+		return interp_fail(k,
+				   "queries, keys, values and valid lengths "
+				   "do not fit (B, Q, h*d), (B, K, h*d), (B, "
+				   "K, h*dv), (B) or (B, Q) for %u heads",
 				   at->attention.heads);
 	a->r.k = k;
 	a->r.B = a->B;
@@ -104,7 +107,8 @@ static double dot(const attn_cx *a, const interp_tensor *x, int64_t xo,
 {
 	double acc = 0;
 	for (int64_t c = 0; c < len; c++)
-		acc = R(a, acc + R(a, interp_ld(x, xo + c) * interp_ld(y, yo + c)));
+		acc = R(a,
+			acc + R(a, interp_ld(x, xo + c) * interp_ld(y, yo + c)));
 	return acc;
 }
 
@@ -116,8 +120,9 @@ static void row_weights(const attn_cx *a, int64_t n, int64_t i, int64_t valid)
 	for (int64_t j = 0; j < a->K; j++) {
 		double s = a->r.fill;
 		if (j < valid)
-			s = R(a, dot(a, a->q, qo, a->kt, at_row(a, n, a->K, j, a->d),
-				     a->d) * a->r.scale);
+			s = R(a, dot(a, a->q, qo, a->kt,
+				     at_row(a, n, a->K, j, a->d), a->d) *
+					 a->r.scale);
 		a->r.prob[j] = s;
 	}
 	interp_attn_row_softmax(&a->r);
@@ -132,14 +137,17 @@ bool interp_k_fused_attention(const interp_kernel *k)
 		for (int64_t i = 0; i < a.Q; i++) {
 			row_weights(&a, n, i, row_valid(&a, n, i));
 			for (int64_t j = 0; j < a.K; j++)
-				a.r.prob[j] =
-					interp_attn_dropped(&a.r, n, i, j);
+				a.r.prob[j] = interp_attn_dropped(&a.r, n, i, j);
 			int64_t oo = at_row(&a, n, a.Q, i, a.dv);
 			for (int64_t c = 0; c < a.dv; c++) {
 				double acc = 0;
 				for (int64_t j = 0; j < a.K; j++) {
-					double x = interp_ld(a.v, at_row(&a, n, a.K, j, a.dv) + c);
-					acc = R(&a, acc + R(&a, a.r.prob[j] * x));
+					double x = interp_ld(a.v,
+							     at_row(&a, n, a.K,
+								    j, a.dv) +
+								     c);
+					acc = R(&a,
+						acc + R(&a, a.r.prob[j] * x));
 				}
 				interp_st(k->out, oo + c, acc);
 			}
@@ -149,8 +157,8 @@ bool interp_k_fused_attention(const interp_kernel *k)
 }
 
 /* Adds x * row y (len elements at yo) into the output at oo. */
-static void axpy(const attn_cx *a, double x, const interp_tensor *y,
-		 int64_t yo, int64_t oo, int64_t len)
+static void axpy(const attn_cx *a, double x, const interp_tensor *y, int64_t yo,
+		 int64_t oo, int64_t len)
 {
 	interp_tensor *out = a->k->out;
 	for (int64_t c = 0; c < len; c++)
@@ -164,12 +172,13 @@ static void axpy(const attn_cx *a, double x, const interp_tensor *y,
 static void grad_row(const attn_cx *a, int64_t n, int64_t i)
 {
 	int64_t valid = row_valid(a, n, i);
-	int64_t qo = at_row(a, n, a->Q, i, a->d), go = at_row(a, n, a->Q, i, a->dv);
+	int64_t qo = at_row(a, n, a->Q, i, a->d),
+		go = at_row(a, n, a->Q, i, a->dv);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	row_weights(a, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++)
-		a->r.dp[j] = dot(a, a->g, go, a->v, at_row(a, n, a->K, j, a->dv),
-				 a->dv);
+		a->r.dp[j] = dot(a, a->g, go, a->v,
+				 at_row(a, n, a->K, j, a->dv), a->dv);
 	interp_attn_row_ds(&a->r, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++) {
 		int64_t ko = at_row(a, n, a->K, j, a->d);

@@ -23,8 +23,8 @@ static ir_dtype run_dtype(const interp_opts *opts, ir_dtype dtype)
 /* Makes t's dims concrete: coef * sym_values[sym]. An unbound symbol (or
  * sym_values NULL for a symbolic dim) is an error reported at loc. */
 static bool resolve_dims(ir_ctx *ctx, const ir_module *m, const ir_type *t,
-			 const int64_t *sym_values, ir_loc loc, const char *what,
-			 int64_t *dims)
+			 const int64_t *sym_values, ir_loc loc,
+			 const char *what, int64_t *dims)
 {
 	if (t->rank > IR_MAX_RANK) {
 		ir_error(ctx, loc, "%s: rank %u exceeds %d", what, t->rank,
@@ -40,11 +40,13 @@ static bool resolve_dims(ir_ctx *ctx, const ir_module *m, const ir_type *t,
 		int64_t v = sym_values && (uint32_t)d.sym < m->n_syms
 				    ? sym_values[d.sym]
 				    : 0;
-		const char *name = (uint32_t)d.sym < m->n_syms ? m->syms[d.sym].name
-							       : "?";
+		const char *name = (uint32_t)d.sym < m->n_syms
+					   ? m->syms[d.sym].name
+					   : "?";
 		if (v <= 0) {
-			ir_error(ctx, loc, "%s: the size %s is unknown: no input "
-					   "binds it and it has no default",
+			ir_error(ctx, loc,
+				 "%s: the size %s is unknown: no input "
+				 "binds it and it has no default",
 				 what, name);
 			return false;
 		}
@@ -80,9 +82,10 @@ static bool bind_input(ir_ctx *ctx, const ir_module *m, const ir_node *n,
 		int64_t v = x->dims[i];
 		if (ir_dim_is_static(d) ? v != d.coef
 					: v <= 0 || v % d.coef != 0) {
-			ir_error(ctx, n->loc, "input '%s' has shape %s; expected "
-					      "[%s] (dimension %d)", name, got,
-				 want, i);
+			ir_error(ctx, n->loc,
+				 "input '%s' has shape %s; expected "
+				 "[%s] (dimension %d)",
+				 name, got, want, i);
 			return false;
 		}
 		if (ir_dim_is_static(d) ||
@@ -90,9 +93,11 @@ static bool bind_input(ir_ctx *ctx, const ir_module *m, const ir_node *n,
 			continue;
 		int64_t *s = &sym_values[d.sym];
 		if (*s && *s != v / d.coef) {
-			ir_error(ctx, n->loc, "input '%s' has shape %s, which "
-					      "makes %s = %lld; %s %lld", name,
-				 got, m->syms[d.sym].name, (long long)(v / d.coef),
+			ir_error(ctx, n->loc,
+				 "input '%s' has shape %s, which "
+				 "makes %s = %lld; %s %lld",
+				 name, got, m->syms[d.sym].name,
+				 (long long)(v / d.coef),
 				 is_derived ? "its factors make it"
 					    : "an earlier input made it",
 				 (long long)*s);
@@ -117,7 +122,8 @@ static bool bind_inputs(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 					   : num;
 		if (f->inputs[i] >= f->g.n_nodes) {
 			if (!is_derived)
-				ir_error(ctx, f->loc, "input '%s' names no node", name);
+				ir_error(ctx, f->loc,
+					 "input '%s' names no node", name);
 			ok = false;
 			continue;
 		}
@@ -236,8 +242,8 @@ static bool leaf_copy(const interp_kernel *k, const interp_tensor *src,
 		char sg[160], sw[160];
 		interp_dims_format(src->dims, src->rank, sg, sizeof sg);
 		interp_dims_format(out->dims, out->rank, sw, sizeof sw);
-		return interp_fail(k, "%s '%s' is %s%s, expected %s%s", kind, name,
-				   ir_dtype_name(src->dtype), sg,
+		return interp_fail(k, "%s '%s' is %s%s, expected %s%s", kind,
+				   name, ir_dtype_name(src->dtype), sg,
 				   ir_dtype_name(k->node->type.dtype), sw);
 	}
 	int64_t n = interp_tensor_numel(out);
@@ -268,8 +274,8 @@ static bool leaf_param(const interp_kernel *k)
 	if (!s->params)
 		return interp_fail(k, "no parameters outside a run");
 	if (i >= s->m->n_params)
-		return interp_fail(k, "index %u out of range (%u parameters)", i,
-				   s->m->n_params);
+		return interp_fail(k, "index %u out of range (%u parameters)",
+				   i, s->m->n_params);
 	return leaf_copy(k, &s->params[i], "parameter", s->m->params[i].name);
 }
 
@@ -281,7 +287,8 @@ static bool leaf_const(const interp_kernel *k)
 		return interp_fail(k, "index %u out of range (%u constants)", i,
 				   m->n_consts);
 	const ir_const *c = &m->consts[i];
-	interp_tensor v = {.dtype = c->type.dtype, .rank = c->type.rank,
+	interp_tensor v = {.dtype = c->type.dtype,
+			   .rank = c->type.rank,
 			   .data = c->data};
 	if (ir_type_numel_static(&c->type) < 0 || c->type.rank > IR_MAX_RANK)
 		return interp_fail(k, "constant %u has a symbolic shape", i);
@@ -497,10 +504,14 @@ static bool check_finite(ir_ctx *ctx, const ir_node *n, const interp_tensor *t)
 		double v = interp_tensor_get(t, i);
 		if (isfinite(v))
 			continue;
-		ir_error(ctx, n->loc, "%s gives %s (element %lld), the run's first "
-				      "value that is not finite",
+		ir_error(ctx, n->loc,
+			 "%s gives %s (element %lld), the run's first "
+			 "value that is not finite",
 			 ir_op_table[n->op].name,
-			 isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", (long long)i);
+			 isnan(v) ? "nan"
+			 : v > 0  ? "inf"
+				  : "-inf",
+			 (long long)i);
 		return false;
 	}
 	return true;
@@ -518,8 +529,10 @@ static bool run_node(ir_ctx *ctx, const ir_func *f, const interp_opts *opts,
 	for (uint32_t a = 0; a < n->n_args; a++) {
 		ir_id id = ir_arg(&f->g, i, a);
 		if (id >= i) {
-			ir_error(ctx, n->loc, "operand %%%u of %%%u is not "
-					      "computed before it", id, i);
+			ir_error(ctx, n->loc,
+				 "operand %%%u of %%%u is not "
+				 "computed before it",
+				 id, i);
 			return false;
 		}
 		st->argbuf[a] = st->vals[id]; /* borrowed view */

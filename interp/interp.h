@@ -18,7 +18,7 @@ typedef struct interp_tensor {
 } interp_tensor;
 
 typedef struct interp_opts {
-	bool is_f64;      /* compute floats in float64 (f32 tensors become f64) */
+	bool is_f64; /* compute floats in float64 (f32 tensors become f64) */
 	bool is_training; /* dropout active */
 	uint64_t seed;    /* dropout randomness: (seed, dropout stream, step) */
 	uint64_t step;

@@ -22,9 +22,9 @@
  * node outside a run (interp_eval_node). */
 typedef struct interp_sources {
 	const ir_module *m;
-	const ir_func *f;              /* NULL outside a run */
-	const interp_tensor *params;   /* m->n_params, or NULL */
-	const interp_tensor *inputs;   /* f->n_inputs, or NULL */
+	const ir_func *f;            /* NULL outside a run */
+	const interp_tensor *params; /* m->n_params, or NULL */
+	const interp_tensor *inputs; /* f->n_inputs, or NULL */
 } interp_sources;
 
 /* One kernel invocation: the node, its operand values and the output. */
@@ -35,7 +35,7 @@ typedef struct interp_kernel {
 	const interp_sources *src;
 	const interp_tensor *args; /* node->n_args operand values */
 	uint32_t n_args;
-	interp_tensor *out;        /* allocated: node dtype, concrete dims */
+	interp_tensor *out; /* allocated: node dtype, concrete dims */
 } interp_kernel;
 
 /* ---- element access --------------------------------------------------- */

@@ -121,14 +121,19 @@ bool interp_k_slice(const interp_kernel *k)
 	split_at(x->dims, x->rank, axis, &outer, &len, &inner);
 	if (step < 1 || st < 0 || st > en || en > len ||
 	    olen != (en - st + step - 1) / step)
-		return interp_fail(k, "range %lld:%lld:%lld does not fit axis %d "
-				      "of size %lld", (long long)st, (long long)en,
+		return interp_fail(k,
+				   "range %lld:%lld:%lld does not fit axis %d "
+				   "of size %lld",
+				   (long long)st, (long long)en,
 				   (long long)step, axis, (long long)len);
 	for (int64_t o = 0; o < outer; o++)
 		for (int64_t j = 0; j < olen; j++)
 			for (int64_t i = 0; i < inner; i++)
-				interp_copy_elem(k->out, (o * olen + j) * inner + i, x,
-						 (o * len + st + j * step) * inner + i);
+				interp_copy_elem(k->out,
+						 (o * olen + j) * inner + i, x,
+						 (o * len + st + j * step) *
+								 inner +
+							 i);
 	return true;
 }
 
@@ -145,8 +150,10 @@ bool interp_k_concat(const interp_kernel *k)
 		total += k->args[a].dims[axis];
 	}
 	if (total != k->out->dims[axis])
-		return interp_fail(k, "operand sizes along axis %d add up to "
-				      "%lld, not %lld", axis, (long long)total,
+		return interp_fail(k,
+				   "operand sizes along axis %d add up to "
+				   "%lld, not %lld",
+				   axis, (long long)total,
 				   (long long)k->out->dims[axis]);
 	split_at(k->out->dims, k->out->rank, axis, &outer, &olen, &inner);
 	int64_t at = 0; /* where operand a starts along the axis */
@@ -155,8 +162,9 @@ bool interp_k_concat(const interp_kernel *k)
 		int64_t len = x->dims[axis];
 		for (int64_t o = 0; o < outer; o++)
 			for (int64_t j = 0; j < len * inner; j++)
-				interp_copy_elem(k->out, (o * olen + at) * inner + j,
-						 x, o * len * inner + j);
+				interp_copy_elem(k->out,
+						 (o * olen + at) * inner + j, x,
+						 o * len * inner + j);
 		at += len;
 	}
 	return true;
@@ -202,8 +210,10 @@ bool interp_k_repeat_interleave(const interp_kernel *k)
 	for (int64_t o = 0; o < outer; o++)
 		for (int64_t j = 0; j < olen; j++)
 			for (int64_t i = 0; i < inner; i++)
-				interp_copy_elem(k->out, (o * olen + j) * inner + i, x,
-						 (o * len + j / reps) * inner + i);
+				interp_copy_elem(k->out,
+						 (o * olen + j) * inner + i, x,
+						 (o * len + j / reps) * inner +
+							 i);
 	return true;
 }
 
@@ -223,7 +233,8 @@ bool interp_k_sort(const interp_kernel *k)
 	int axis = k->node->attr.axis;
 	if (!axis_ok(k, axis))
 		return false;
-	if (!same_but_axis(x, k->out, axis) || x->dims[axis] != k->out->dims[axis])
+	if (!same_but_axis(x, k->out, axis) ||
+	    x->dims[axis] != k->out->dims[axis])
 		return no_fit(k, x);
 	int64_t outer, len, inner;
 	split_at(x->dims, x->rank, axis, &outer, &len, &inner);

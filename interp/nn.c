@@ -42,8 +42,8 @@ static void mat_dims(const interp_tensor *t, bool is_t, int64_t *rows,
 }
 
 /* Element (i, j) of the (possibly transposed) matrix at offset off. */
-static double mat_at(const interp_tensor *t, bool is_t, int64_t off,
-		     int64_t i, int64_t j)
+static double mat_at(const interp_tensor *t, bool is_t, int64_t off, int64_t i,
+		     int64_t j)
 {
 	int64_t ld = t->dims[t->rank - 1];
 	return interp_ld(t, off + (is_t ? j * ld + i : i * ld + j));
@@ -60,7 +60,8 @@ static void matmul_one(const interp_kernel *k, int64_t oa, int64_t ob,
 			double acc = 0;
 			for (int64_t i = 0; i < K; i++)
 				acc = R(k, acc + R(k, mat_at(a, ta, oa, m, i) *
-							     mat_at(b, tb, ob, i, n)));
+							      mat_at(b, tb, ob,
+								     i, n)));
 			interp_st(k->out, oo + m * N + n, acc);
 		}
 }
@@ -79,8 +80,8 @@ bool interp_k_matmul(const interp_kernel *k)
 		char s1[160], s2[160];
 		interp_dims_format(a->dims, a->rank, s1, sizeof s1);
 		interp_dims_format(b->dims, b->rank, s2, sizeof s2);
-		return interp_fail(k, "inner dimensions differ: %s%s @ %s%s", s1,
-				   k->node->attr.matmul.ta ? "^T" : "", s2,
+		return interp_fail(k, "inner dimensions differ: %s%s @ %s%s",
+				   s1, k->node->attr.matmul.ta ? "^T" : "", s2,
 				   k->node->attr.matmul.tb ? "^T" : "");
 	}
 	if (out->dims[nb] != M || out->dims[nb + 1] != N)
@@ -103,8 +104,7 @@ bool interp_k_matmul(const interp_kernel *k)
 
 /* For each input axis, the stride of the output element it maps to: 0 on
  * reduced axes. Checks that the output has the kept dims (keepdim or not). */
-static bool reduce_map(const interp_kernel *k, int64_t *ostrides,
-		       int64_t *count)
+static bool reduce_map(const interp_kernel *k, int64_t *ostrides, int64_t *count)
 {
 	const interp_tensor *x = &k->args[0];
 	uint32_t axes = k->node->attr.reduce.axes;
@@ -183,8 +183,7 @@ static int tree_levels(int64_t nb)
  * `block` (SUM_BLOCK for a sum longer than SUM_PLAIN, else all of them
  * in one), from 0, rounding each step, and the block sums are combined
  * pairwise (tree_push, tree_total). */
-static bool sum_blocked(const interp_kernel *k, const int64_t *os,
-			int64_t count)
+static bool sum_blocked(const interp_kernel *k, const int64_t *os, int64_t count)
 {
 	const interp_tensor *x = &k->args[0];
 	interp_tensor *out = k->out;
@@ -239,7 +238,8 @@ bool interp_k_sum(const interp_kernel *k, bool is_mean)
 	}
 	int64_t no = interp_tensor_numel(out);
 	for (int64_t j = 0; is_mean && j < no; j++)
-		interp_st(out, j, count ? interp_ld(out, j) / (double)count : NAN);
+		interp_st(out, j,
+			  count ? interp_ld(out, j) / (double)count : NAN);
 	return true;
 }
 
@@ -287,7 +287,8 @@ bool interp_k_argmax(const interp_kernel *k)
 	int ax = axes ? __builtin_ctz(axes) : -1;
 	int64_t outer = 0, len = 0, inner = 0;
 	if ((axes & (axes - 1)) != 0)
-		return interp_fail(k, "needs exactly one axis, got mask 0x%x", axes);
+		return interp_fail(k, "needs exactly one axis, got mask 0x%x",
+				   axes);
 	if (!axis_split(k, x, ax, &outer, &len, &inner))
 		return false;
 	if (outer * inner != interp_tensor_numel(k->out))
@@ -336,8 +337,7 @@ static void softmax_row(const interp_kernel *k, const interp_tensor *x,
 	double lse = R(k, log(sum));
 	for (int64_t j = 0; j < K; j++) {
 		double v = interp_ld(out, off + j);
-		interp_st(out, off + j,
-			  is_log ? R(k, v - mx) - lse : v / sum);
+		interp_st(out, off + j, is_log ? R(k, v - mx) - lse : v / sum);
 	}
 }
 
@@ -377,8 +377,10 @@ bool interp_k_masked_softmax(const interp_kernel *k)
 {
 	const interp_tensor *x = &k->args[0], *v = &k->args[1];
 	if (x->rank < 2 || (v->rank != x->rank - 1 && v->rank != x->rank - 2))
-		return interp_fail(k, "valid lengths of rank %d do not fit "
-				      "scores of rank %d", v->rank, x->rank);
+		return interp_fail(k,
+				   "valid lengths of rank %d do not fit "
+				   "scores of rank %d",
+				   v->rank, x->rank);
 	for (int i = 0; i < v->rank; i++)
 		if (v->dims[i] != 1 && v->dims[i] != x->dims[i])
 			return mismatch(k, "valid lengths", v);
@@ -388,8 +390,9 @@ bool interp_k_masked_softmax(const interp_kernel *k)
 	int64_t rows = interp_dims_prod(x->dims, 0, x->rank - 1);
 	double fill = R(k, k->node->attr.fill);
 	for (int64_t r = 0; r < rows && K > 0; r++)
-		softmax_row(k, x, r * K, K, interp_valid_at(v, x->dims, x->rank - 1, r),
-			    fill, false);
+		softmax_row(k, x, r * K, K,
+			    interp_valid_at(v, x->dims, x->rank - 1, r), fill,
+			    false);
 	return true;
 }
 
@@ -448,7 +451,8 @@ bool interp_k_dropout(const interp_kernel *k)
 	if (interp_tensor_numel(x) != interp_tensor_numel(k->out))
 		return mismatch(k, "operand", x);
 	if (!(p >= 0 && p < 1))
-		return interp_fail(k, "probability must be in [0, 1), not %g", p);
+		return interp_fail(k, "probability must be in [0, 1), not %g",
+				   p);
 	bool is_active = k->opts->is_training && p > 0;
 	double scale = R(k, 1.0 / R(k, 1.0 - p));
 	uint64_t stream = dropout_stream(k);
@@ -456,7 +460,8 @@ bool interp_k_dropout(const interp_kernel *k)
 	for (int64_t i = 0; i < n; i++) {
 		double v = R(k, interp_ld(x, i));
 		if (is_active)
-			v = rt_rng_uniform(k->opts->seed, stream, (uint64_t)i) >= p
+			v = rt_rng_uniform(k->opts->seed, stream,
+					   (uint64_t)i) >= p
 				    ? v * scale
 				    : 0.0;
 		interp_st(k->out, i, v);
@@ -472,14 +477,16 @@ bool interp_k_embedding(const interp_kernel *k)
 {
 	const interp_tensor *ids = &k->args[0], *tab = &k->args[1];
 	if (tab->rank != 2)
-		return interp_fail(k, "table must have rank 2, not %d", tab->rank);
+		return interp_fail(k, "table must have rank 2, not %d",
+				   tab->rank);
 	int64_t V = tab->dims[0], D = tab->dims[1], n = interp_tensor_numel(ids);
 	if (n * D != interp_tensor_numel(k->out))
 		return mismatch(k, "indices", ids);
 	for (int64_t i = 0; i < n; i++) {
 		int64_t id = interp_ldi(ids, i);
 		if (id < 0 || id >= V)
-			return interp_fail(k, "index %lld out of range [0, %lld)",
+			return interp_fail(k,
+					   "index %lld out of range [0, %lld)",
 					   (long long)id, (long long)V);
 		for (int64_t j = 0; j < D; j++)
 			interp_copy_elem(k->out, i * D + j, tab, id * D + j);
@@ -528,11 +535,12 @@ bool interp_k_embedding_grad(const interp_kernel *k)
 	for (int64_t i = 0; i < n; i++) {
 		int64_t id = interp_ldi(ids, i);
 		if (id < 0 || id >= V)
-			return interp_fail(k, "index %lld out of range [0, %lld)",
+			return interp_fail(k,
+					   "index %lld out of range [0, %lld)",
 					   (long long)id, (long long)V);
 		for (int64_t j = 0; j < D; j++) {
 			double s = R(k, interp_ld(k->out, id * D + j) +
-					    R(k, interp_ld(g, i * D + j)));
+						R(k, interp_ld(g, i * D + j)));
 			interp_st(k->out, id * D + j, s);
 		}
 	}
@@ -558,19 +566,19 @@ bool interp_k_mse_loss(const interp_kernel *k)
 }
 
 /* The label of row i, or a run-time error outside [0, V). */
-static bool row_label(const interp_kernel *k, const interp_tensor *lb, int64_t i,
-		      int64_t V, int64_t *y)
+static bool row_label(const interp_kernel *k, const interp_tensor *lb,
+		      int64_t i, int64_t V, int64_t *y)
 {
 	*y = interp_ldi(lb, i);
 	if (*y >= 0 && *y < V)
 		return true;
-	return interp_fail(k, "label %lld out of range [0, %lld)", (long long)*y,
-			   (long long)V);
+	return interp_fail(k, "label %lld out of range [0, %lld)",
+			   (long long)*y, (long long)V);
 }
 
 /* The largest of row i's V logits. */
-static double row_max(const interp_kernel *k, const interp_tensor *lg, int64_t i,
-		      int64_t V)
+static double row_max(const interp_kernel *k, const interp_tensor *lg,
+		      int64_t i, int64_t V)
 {
 	double mx = -INFINITY;
 	for (int64_t j = 0; j < V; j++) {
@@ -588,8 +596,10 @@ static double ce_loss_row(const interp_kernel *k, const interp_tensor *lg,
 {
 	double mx = row_max(k, lg, i, V), sum = 0;
 	for (int64_t j = 0; j < V; j++)
-		sum = R(k, sum + R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) - mx))));
-	double ls = R(k, R(k, R(k, interp_ld(lg, i * V + y)) - mx) - R(k, log(sum)));
+		sum = R(k, sum + R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) -
+						       mx))));
+	double ls = R(k, R(k, R(k, interp_ld(lg, i * V + y)) - mx) -
+				 R(k, log(sum)));
 	return -ls;
 }
 
@@ -600,7 +610,8 @@ static void ce_grad_row(const interp_kernel *k, const interp_tensor *lg,
 {
 	softmax_row(k, lg, i * V, V, V, 0, false);
 	for (int64_t j = 0; j < V; j++) {
-		double d = R(k, interp_ld(k->out, i * V + j) - (j == y ? 1.0 : 0.0));
+		double d = R(k, interp_ld(k->out, i * V + j) -
+					(j == y ? 1.0 : 0.0));
 		interp_st(k->out, i * V + j, R(k, d * gi));
 	}
 }
@@ -649,7 +660,8 @@ bool interp_k_cross_entropy_grad(const interp_kernel *k)
 	for (int64_t i = 0; i < n; i++) {
 		if (!row_label(k, &k->args[1], i, V, &y))
 			return false;
-		ce_grad_row(k, &k->args[0], i, V, y, R(k, interp_ld(&k->args[2], i)));
+		ce_grad_row(k, &k->args[0], i, V, y,
+			    R(k, interp_ld(&k->args[2], i)));
 	}
 	return true;
 }
@@ -671,7 +683,8 @@ bool interp_k_cross_entropy_with_grad(const interp_kernel *k)
 		int64_t at = (n + i) * V;
 		for (int64_t j = 1; j < V; j++)
 			interp_st(k->out, at + j,
-				  R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) - mx))));
+				  R(k, exp(R(k, R(k, interp_ld(lg, i * V + j)) -
+							mx))));
 		interp_st(k->out, at, ce_loss_row(k, lg, i, V, y));
 	}
 	return true;

@@ -55,7 +55,8 @@ bool interp_tensor_copy(ir_ctx *ctx, interp_tensor *dst,
 {
 	if (!interp_tensor_alloc(ctx, dst, src->dtype, src->rank, src->dims))
 		return false;
-	size_t bytes = (size_t)interp_tensor_numel(src) * ir_dtype_size(src->dtype);
+	size_t bytes = (size_t)interp_tensor_numel(src) *
+		       ir_dtype_size(src->dtype);
 	if (bytes)
 		memcpy(dst->data, src->data, bytes);
 	return true;

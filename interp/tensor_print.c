@@ -113,7 +113,8 @@ static void put_vector(const print_fmt *f, const interp_tensor *t, int64_t off,
 		if (!is_shown(f, n, c) && c != PRINT_EDGE)
 			continue;
 		if (item > 0)
-			fprintf(out, item % per_line ? ", " : ",\n%*s", indent + 1, "");
+			fprintf(out, item % per_line ? ", " : ",\n%*s",
+				indent + 1, "");
 		if (is_shown(f, n, c))
 			put_value(f, t, off + c, out);
 		else
@@ -146,7 +147,8 @@ static void put_tensor(const print_fmt *f, const interp_tensor *t, int dim,
 		}
 		is_first = false;
 		if (is_shown(f, n, c))
-			put_tensor(f, t, dim + 1, off + c * stride, indent + 1, out);
+			put_tensor(f, t, dim + 1, off + c * stride, indent + 1,
+				   out);
 		else
 			fputs("...", out);
 	}

@@ -200,9 +200,10 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
 		if (len > IR_MAX_SOURCE_BYTES) {
 			ir_free(ctx, buf);
 			fclose(f);
-			ir_error(ctx, (ir_loc){0}, "'%s' is larger than %u MiB, "
-				 "the most a source file may have", path,
-				 IR_MAX_SOURCE_BYTES >> 20);
+			ir_error(ctx, (ir_loc){0},
+				 "'%s' is larger than %u MiB, "
+				 "the most a source file may have",
+				 path, IR_MAX_SOURCE_BYTES >> 20);
 			return 0;
 		}
 		if (len + 4096 > cap) {
@@ -211,7 +212,8 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path)
 			if (!nb) {
 				ir_free(ctx, buf);
 				fclose(f);
-				ir_error(ctx, (ir_loc){0}, "out of memory reading '%s'", path);
+				ir_error(ctx, (ir_loc){0},
+					 "out of memory reading '%s'", path);
 				return 0;
 			}
 			buf = nb;
@@ -304,7 +306,8 @@ static void buf_caret(diag_buf *b, const ir_ctx *ctx, ir_loc loc)
 	}
 	buf_printf(b, "%5u | %s", loc.line, from ? "..." : "");
 	for (size_t i = from; i < to; i++)
-		buf_putc(b, (unsigned char)p[i] < 0x20 && p[i] != '\t' ? ' ' : p[i]);
+		buf_putc(b, (unsigned char)p[i] < 0x20 && p[i] != '\t' ? ' '
+								       : p[i]);
 	buf_puts(b, to < len ? "...\n      | " : "\n      | ");
 	if (from)
 		buf_puts(b, "   ");
@@ -556,8 +559,8 @@ int32_t ir_module_add_sym(ir_module *m, const char *name, ir_loc loc)
 	return (int32_t)m->n_syms++;
 }
 
-bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out,
-		    uint32_t *n, uint32_t cap)
+bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out, uint32_t *n,
+		    uint32_t cap)
 {
 	const ir_sym *s = &m->syms[sym];
 	uint32_t k = s->n_factors ? s->n_factors : 1;
@@ -569,8 +572,8 @@ bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out,
 }
 
 /* The base factors of syms[0 .. n), sorted; false past the limit. */
-static bool sorted_factors(const ir_module *m, const int32_t *syms,
-			   uint32_t n, int32_t *out, uint32_t *n_out)
+static bool sorted_factors(const ir_module *m, const int32_t *syms, uint32_t n,
+			   int32_t *out, uint32_t *n_out)
 {
 	*n_out = 0;
 	for (uint32_t i = 0; i < n; i++)
@@ -686,9 +689,10 @@ bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
 			char s[64];
 			ir_type t = {.rank = 1, .dims = {l->size}};
 			ir_type_format(m, &t, s, sizeof s);
-			ir_error(ctx, l->loc, "%s = %lld is more than %lld, the "
-				 "most this slice allows", s, (long long)n,
-				 (long long)l->max);
+			ir_error(ctx, l->loc,
+				 "%s = %lld is more than %lld, the "
+				 "most this slice allows",
+				 s, (long long)n, (long long)l->max);
 			ok = false;
 		}
 	}
@@ -864,7 +868,10 @@ void ir_suggest_init(ir_suggest *s, const char *word)
 	size_t n = strlen(word);
 	s->word = word;
 	s->best = NULL;
-	s->dist = n < 3 ? 0 : n < 5 ? 2 : n < 9 ? 3 : 4; /* one over the allowed */
+	s->dist = n < 3   ? 0
+		  : n < 5 ? 2
+		  : n < 9 ? 3
+			  : 4; /* one over the allowed */
 }
 
 void ir_suggest_offer(ir_suggest *s, const char *candidate)
@@ -899,8 +906,7 @@ bool ir_type_numel_fits(const ir_module *m, const ir_type *t)
 	return true;
 }
 
-void ir_type_format(const ir_module *m, const ir_type *t, char *buf,
-		    size_t size)
+void ir_type_format(const ir_module *m, const ir_type *t, char *buf, size_t size)
 {
 	size_t used = 0;
 	buf[0] = '\0';

@@ -34,30 +34,30 @@ typedef uint32_t ir_id;
 
 typedef enum ir_attr_kind {
 	IR_ATTR_NONE,
-	IR_ATTR_INPUT,      /* input: index of the function argument */
-	IR_ATTR_PARAM,      /* param: index into module params */
-	IR_ATTR_CONST,      /* const: index into module consts */
-	IR_ATTR_MATMUL,     /* matmul: transpose flags */
-	IR_ATTR_REDUCE,     /* sum/mean/max/argmax: axes bitmask, keepdim */
-	IR_ATTR_FILL,       /* masked_softmax: value written at masked places */
-	IR_ATTR_EPS,        /* layer_norm: epsilon */
-	IR_ATTR_DROPOUT,    /* dropout: probability and random stream */
-	IR_ATTR_PERM,       /* permute: output axis i reads input axis perm[i] */
-	IR_ATTR_SLICE,      /* slice: axis, start, end, step */
-	IR_ATTR_AXIS,       /* concat/sort: one axis */
-	IR_ATTR_REPS,       /* repeat: repetitions per axis */
+	IR_ATTR_INPUT,   /* input: index of the function argument */
+	IR_ATTR_PARAM,   /* param: index into module params */
+	IR_ATTR_CONST,   /* const: index into module consts */
+	IR_ATTR_MATMUL,  /* matmul: transpose flags */
+	IR_ATTR_REDUCE,  /* sum/mean/max/argmax: axes bitmask, keepdim */
+	IR_ATTR_FILL,    /* masked_softmax: value written at masked places */
+	IR_ATTR_EPS,     /* layer_norm: epsilon */
+	IR_ATTR_DROPOUT, /* dropout: probability and random stream */
+	IR_ATTR_PERM,    /* permute: output axis i reads input axis perm[i] */
+	IR_ATTR_SLICE,   /* slice: axis, start, end, step */
+	IR_ATTR_AXIS,    /* concat/sort: one axis */
+	IR_ATTR_REPS,    /* repeat: repetitions per axis */
 	IR_ATTR_INTERLEAVE, /* repeat_interleave: axis and count */
 	IR_ATTR_ATTENTION,  /* fused_attention(_grad): scale, fill, dropout */
 	IR_ATTR_ARANGE,     /* arange: first value and step */
 } ir_attr_kind;
 
 enum {
-	IR_OPF_LEAF = 1u << 0,           /* no operands */
-	IR_OPF_EW = 1u << 1,             /* elementwise */
-	IR_OPF_BCAST = 1u << 2,          /* operands broadcast */
-	IR_OPF_NODIFF = 1u << 3,         /* has no gradient */
-	IR_OPF_NODIFF_IF_INT = 1u << 4,  /* no gradient when input is integer */
-	IR_OPF_VIEW = 1u << 5,           /* a pure change of layout, no data moves */
+	IR_OPF_LEAF = 1u << 0,          /* no operands */
+	IR_OPF_EW = 1u << 1,            /* elementwise */
+	IR_OPF_BCAST = 1u << 2,         /* operands broadcast */
+	IR_OPF_NODIFF = 1u << 3,        /* has no gradient */
+	IR_OPF_NODIFF_IF_INT = 1u << 4, /* no gradient when input is integer */
+	IR_OPF_VIEW = 1u << 5, /* a pure change of layout, no data moves */
 	/* Its kernel reads operand 0 by element through the operand's fused
 	 * tree, so elementwise fusion (passes/fuse_ew.c) may compute that
 	 * operand's producers inside it. */
@@ -105,12 +105,12 @@ typedef enum ir_op_family {
 	IR_FAM_COMPARE, /* elementwise comparison of two, i32 0/1 */
 	IR_FAM_SELECT,  /* select(cond, a, b) */
 	IR_FAM_MATMUL,
-	IR_FAM_REDUCE,  /* sum, mean, max, argmax over axes */
-	IR_FAM_NORM,    /* softmaxes, layer_norm, dropout: along the last axis */
-	IR_FAM_INDEX,   /* embedding, one_hot, embedding_grad, sort */
-	IR_FAM_LAYOUT,  /* reshape, broadcast, permute, slice, concat, repeats */
-	IR_FAM_LOSS,    /* mse_loss and the cross-entropies */
-	IR_FAM_FUSED,   /* the fused attention kernels */
+	IR_FAM_REDUCE, /* sum, mean, max, argmax over axes */
+	IR_FAM_NORM,   /* softmaxes, layer_norm, dropout: along the last axis */
+	IR_FAM_INDEX,  /* embedding, one_hot, embedding_grad, sort */
+	IR_FAM_LAYOUT, /* reshape, broadcast, permute, slice, concat, repeats */
+	IR_FAM_LOSS,   /* mse_loss and the cross-entropies */
+	IR_FAM_FUSED,  /* the fused attention kernels */
 } ir_op_family;
 
 typedef enum ir_op {
@@ -155,8 +155,14 @@ typedef struct ir_type {
 	ir_dim dims[IR_MAX_RANK];
 } ir_type;
 
-static inline ir_dim ir_dim_static(int64_t n) { return (ir_dim){n, -1}; }
-static inline bool ir_dim_is_static(ir_dim d) { return d.sym < 0; }
+static inline ir_dim ir_dim_static(int64_t n)
+{
+	return (ir_dim){n, -1};
+}
+static inline bool ir_dim_is_static(ir_dim d)
+{
+	return d.sym < 0;
+}
 static inline bool ir_dim_eq(ir_dim a, ir_dim b)
 {
 	return a.coef == b.coef && (a.coef == 0 || a.sym == b.sym);
@@ -171,7 +177,7 @@ int64_t ir_type_numel_static(const ir_type *t);
 /* ---- source locations and diagnostics --------------------------------- */
 
 typedef struct ir_loc {
-	uint32_t file; /* index into ctx->files; 0 = no location */
+	uint32_t file;      /* index into ctx->files; 0 = no location */
 	uint32_t line, col; /* 1-based; 0 = unknown */
 } ir_loc;
 
@@ -245,7 +251,7 @@ typedef struct ir_arena {
 } ir_arena;
 
 void ir_arena_init(ir_arena *a, ir_ctx *ctx);
-void ir_arena_fini(ir_arena *a); /* frees everything at once */
+void ir_arena_fini(ir_arena *a);                /* frees everything at once */
 void *ir_arena_alloc(ir_arena *a, size_t size); /* zeroed, 16-aligned */
 char *ir_arena_strdup(ir_arena *a, const char *s);
 char *ir_arena_strndup(ir_arena *a, const char *s, size_t n);
@@ -254,24 +260,47 @@ char *ir_arena_strndup(ir_arena *a, const char *s, size_t n);
 
 /* Which variant is live is given by ir_op_table[op].attr. */
 typedef union ir_attr {
-	uint32_t input_index;                     /* IR_ATTR_INPUT */
-	uint32_t param_index;                     /* IR_ATTR_PARAM */
-	uint32_t const_index;                     /* IR_ATTR_CONST */
-	struct { bool ta, tb; } matmul;           /* IR_ATTR_MATMUL */
-	struct { uint32_t axes; bool keepdim; } reduce; /* IR_ATTR_REDUCE */
-	double fill;                              /* IR_ATTR_FILL */
-	double eps;                               /* IR_ATTR_EPS */
-	struct { double p; uint32_t stream; } dropout; /* IR_ATTR_DROPOUT */
-	struct { uint8_t perm[IR_MAX_RANK]; } permute;  /* IR_ATTR_PERM */
-	struct { int32_t axis; int64_t start, end, step; } slice; /* IR_ATTR_SLICE */
-	int32_t axis;                             /* IR_ATTR_AXIS */
-	struct { int64_t reps[IR_MAX_RANK]; } repeat;   /* IR_ATTR_REPS */
-	struct { int32_t axis; int64_t n; } interleave; /* IR_ATTR_INTERLEAVE */
+	uint32_t input_index; /* IR_ATTR_INPUT */
+	uint32_t param_index; /* IR_ATTR_PARAM */
+	uint32_t const_index; /* IR_ATTR_CONST */
+	struct {
+		bool ta, tb;
+	} matmul; /* IR_ATTR_MATMUL */
+	struct {
+		uint32_t axes;
+		bool keepdim;
+	} reduce;    /* IR_ATTR_REDUCE */
+	double fill; /* IR_ATTR_FILL */
+	double eps;  /* IR_ATTR_EPS */
+	struct {
+		double p;
+		uint32_t stream;
+	} dropout; /* IR_ATTR_DROPOUT */
+	struct {
+		uint8_t perm[IR_MAX_RANK];
+	} permute; /* IR_ATTR_PERM */
+	struct {
+		int32_t axis;
+		int64_t start, end, step;
+	} slice;      /* IR_ATTR_SLICE */
+	int32_t axis; /* IR_ATTR_AXIS */
+	struct {
+		int64_t reps[IR_MAX_RANK];
+	} repeat; /* IR_ATTR_REPS */
+	struct {
+		int32_t axis;
+		int64_t n;
+	} interleave; /* IR_ATTR_INTERLEAVE */
 	/* IR_ATTR_ATTENTION: scores scaled by scale, positions >= valid set
 	 * to fill, dropout p (0 = none) with its random stream; heads >= 1
 	 * heads side by side in the operands' last axis (docs/ops.md). */
-	struct { double scale, fill, p; uint32_t stream, heads; } attention;
-	struct { double start, step; } arange;    /* IR_ATTR_ARANGE */
+	struct {
+		double scale, fill, p;
+		uint32_t stream, heads;
+	} attention;
+	struct {
+		double start, step;
+	} arange; /* IR_ATTR_ARANGE */
 } ir_attr;
 
 /* ---- nodes and graphs ------------------------------------------------------- */
@@ -367,12 +396,16 @@ typedef struct ir_func {
 
 /* One setting of the train block: key = number | string | name(k = v, ...). */
 typedef struct ir_setting ir_setting;
-typedef enum ir_value_kind { IR_VAL_NUM, IR_VAL_STR, IR_VAL_CALL } ir_value_kind;
+typedef enum ir_value_kind {
+	IR_VAL_NUM,
+	IR_VAL_STR,
+	IR_VAL_CALL
+} ir_value_kind;
 typedef struct ir_value {
 	ir_value_kind kind;
-	double num;            /* IR_VAL_NUM */
-	const char *str;       /* IR_VAL_STR: the string; IR_VAL_CALL: the name */
-	ir_setting *args;      /* IR_VAL_CALL: keyword arguments */
+	double num;       /* IR_VAL_NUM */
+	const char *str;  /* IR_VAL_STR: the string; IR_VAL_CALL: the name */
+	ir_setting *args; /* IR_VAL_CALL: keyword arguments */
 	uint32_t n_args;
 } ir_value;
 struct ir_setting {
@@ -439,8 +472,8 @@ int32_t ir_module_find_product_sym(const ir_module *m, const int32_t *syms,
 				   uint32_t n);
 /* Appends sym's base factors (itself if base) to out[*n ..); false if
  * that would pass cap. */
-bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out,
-		    uint32_t *n, uint32_t cap);
+bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out, uint32_t *n,
+		    uint32_t cap);
 /* Sets each derived symbol's value in values (m->n_syms entries) to the
  * product of its factors' values: 0 (unbound) when a factor is 0 or the
  * product overflows. Call after binding the base symbols. */

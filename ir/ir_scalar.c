@@ -251,8 +251,7 @@ double ir_scalar_binary(ir_op op, double a, double b)
 	return ir_scalar_binary_fn(op)(a, b);
 }
 
-ir_scalar_status ir_scalar_binary_int(ir_op op, int64_t a, int64_t b,
-				      int64_t *r)
+ir_scalar_status ir_scalar_binary_int(ir_op op, int64_t a, int64_t b, int64_t *r)
 {
 	assert((unsigned)op < IR_OP_COUNT && binary_int_fns[op]);
 	return binary_int_fns[op](a, b, r);

@@ -22,8 +22,8 @@ typedef double (*ir_scalar_f2)(double a, double b);
 /* Why an integer operation has no result. */
 typedef enum ir_scalar_status {
 	IR_SCALAR_OK,
-	IR_SCALAR_DIV_BY_ZERO,  /* integer division by 0 (PyTorch raises) */
-	IR_SCALAR_NEG_POWER,    /* integer to a negative power (PyTorch raises) */
+	IR_SCALAR_DIV_BY_ZERO, /* integer division by 0 (PyTorch raises) */
+	IR_SCALAR_NEG_POWER, /* integer to a negative power (PyTorch raises) */
 } ir_scalar_status;
 
 /* Float to int32 as PyTorch's .int() on x86 and the JIT: truncation

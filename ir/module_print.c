@@ -60,7 +60,8 @@ static bool fmt_special(char *buf, size_t size, double x, uint64_t bits,
 		if (bits == quiet)
 			snprintf(buf, size, "nan");
 		else
-			snprintf(buf, size, "nan0x%llx", (unsigned long long)bits);
+			snprintf(buf, size, "nan0x%llx",
+				 (unsigned long long)bits);
 		return true;
 	}
 	if (isinf(x)) {
@@ -469,9 +470,9 @@ static void print_attrs(printer *p, const ir_node *n)
 		pr(p, "}");
 		return;
 	case IR_ATTR_SLICE:
-		pr(p, " {axis=%d, start=%lld, end=%lld, step=%lld}", a->slice.axis,
-		   (long long)a->slice.start, (long long)a->slice.end,
-		   (long long)a->slice.step);
+		pr(p, " {axis=%d, start=%lld, end=%lld, step=%lld}",
+		   a->slice.axis, (long long)a->slice.start,
+		   (long long)a->slice.end, (long long)a->slice.step);
 		return;
 	case IR_ATTR_AXIS:
 		pr(p, " {axis=%d}", a->axis);
@@ -479,7 +480,8 @@ static void print_attrs(printer *p, const ir_node *n)
 	case IR_ATTR_REPS:
 		pr(p, " {reps=[");
 		for (int i = 0; i < rank; i++)
-			pr(p, "%s%lld", i ? ", " : "", (long long)a->repeat.reps[i]);
+			pr(p, "%s%lld", i ? ", " : "",
+			   (long long)a->repeat.reps[i]);
 		pr(p, "]}");
 		return;
 	case IR_ATTR_INTERLEAVE:

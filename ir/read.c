@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NAME 4096  /* longest name or string token */
-#define MAX_ITEMS 8    /* attributes in one {...} */
-#define MAX_LIST 32    /* entries of one attribute list */
-#define MAX_DEPTH 16   /* nesting of train values */
+#define MAX_NAME 4096 /* longest name or string token */
+#define MAX_ITEMS 8   /* attributes in one {...} */
+#define MAX_LIST 32   /* entries of one attribute list */
+#define MAX_DEPTH 16  /* nesting of train values */
 
 typedef enum tok_kind {
 	T_EOF,
@@ -65,7 +65,7 @@ typedef struct reader {
 	bool is_failed;
 	int depth;
 	uint32_t n_consts; /* constant lines numbered so far, good or bad */
-	func_pos *funcs; /* per function of m, for the final checks */
+	func_pos *funcs;   /* per function of m, for the final checks */
 	uint32_t n_funcs, funcs_cap;
 } reader;
 
@@ -98,10 +98,12 @@ static const char *tok_show(const token *t, char *buf, size_t size)
 	case T_NL:
 		return "end of line";
 	case T_NODE:
-		snprintf(buf, size, "'%%%.*s'", (int)(t->len > 40 ? 40 : t->len), t->s);
+		snprintf(buf, size, "'%%%.*s'",
+			 (int)(t->len > 40 ? 40 : t->len), t->s);
 		return buf;
 	case T_GLOBAL:
-		snprintf(buf, size, "'@%.*s'", (int)(t->len > 40 ? 40 : t->len), t->s);
+		snprintf(buf, size, "'@%.*s'", (int)(t->len > 40 ? 40 : t->len),
+			 t->s);
 		return buf;
 	case T_IDENT:
 	case T_NUM:
@@ -114,7 +116,8 @@ static const char *tok_show(const token *t, char *buf, size_t size)
 	if (t->kind == T_BAD && !is_print)
 		snprintf(buf, size, "byte 0x%02x", (unsigned char)t->s[0]);
 	else
-		snprintf(buf, size, "'%.*s'", (int)(t->len > 40 ? 40 : t->len), t->s);
+		snprintf(buf, size, "'%.*s'", (int)(t->len > 40 ? 40 : t->len),
+			 t->s);
 	return buf;
 }
 
@@ -188,7 +191,8 @@ static size_t string_len(const reader *r, size_t at)
 {
 	size_t i = at + 1;
 	while (i < r->len && r->text[i] != '"' && r->text[i] != '\n') {
-		if (r->text[i] == '\\' && i + 1 < r->len && r->text[i + 1] != '\n')
+		if (r->text[i] == '\\' && i + 1 < r->len &&
+		    r->text[i + 1] != '\n')
 			i++;
 		i++;
 	}
@@ -231,7 +235,8 @@ static tok_kind scan(const reader *r, size_t *len)
 	if (strchr("=:,()[]{}*", c) && c)
 		return T_PUNCT;
 	if (c == '"')
-		return (*len = string_len(r, r->pos)) ? T_STR : (*len = 1, T_BAD);
+		return (*len = string_len(r, r->pos)) ? T_STR
+						      : (*len = 1, T_BAD);
 	if (c == '%' && is_digit(c1)) {
 		for (*len = 1; is_digit(peekc(r, *len));)
 			++*len;
@@ -509,8 +514,9 @@ static bool parse_loc(reader *r, ir_loc *loc)
 		if (!expect(r, ':'))
 			return false;
 	} else if (!r->has_main) {
-		return rerr_at(r, &r->tok, "location without a file, and no "
-					  "'source' line names the main file");
+		return rerr_at(r, &r->tok,
+			       "location without a file, and no "
+			       "'source' line names the main file");
 	} else {
 		loc->file = r->main_file;
 	}
@@ -531,7 +537,8 @@ static bool parse_sym_product(reader *r, int32_t *sym)
 		if (!name)
 			return false;
 		if (n == IR_SYM_MAX_FACTORS)
-			return rerr_at(r, &t, "a product of more than %d symbols",
+			return rerr_at(r, &t,
+				       "a product of more than %d symbols",
 				       IR_SYM_MAX_FACTORS);
 		f[n] = ir_module_find_sym(r->m, name);
 		if (f[n] < 0)
@@ -582,8 +589,9 @@ static bool parse_type(reader *r, ir_type *t)
 			return false;
 	}
 	if (!ir_type_numel_fits(r->m, t))
-		return rerr_at(r, &start, "tensor too large: more than 2^40 "
-					  "elements");
+		return rerr_at(r, &start,
+			       "tensor too large: more than 2^40 "
+			       "elements");
 	return true;
 }
 
@@ -622,11 +630,13 @@ static bool parse_derived_sym(reader *r, const char *first, token at)
 	const char *name = first;
 	for (;;) {
 		if (n == IR_SYM_MAX_FACTORS)
-			return rerr_at(r, &at, "a product of more than %d symbols",
+			return rerr_at(r, &at,
+				       "a product of more than %d symbols",
 				       IR_SYM_MAX_FACTORS);
 		f[n] = ir_module_find_sym(r->m, name);
 		if (f[n] < 0 || r->m->syms[f[n]].n_factors)
-			return rerr_at(r, &at, "'%s' is not a declared symbol", name);
+			return rerr_at(r, &at, "'%s' is not a declared symbol",
+				       name);
 		n++;
 		if (!accept(r, '*'))
 			break;
@@ -694,8 +704,8 @@ static bool parse_limit(reader *r)
 
 static bool init_from_name(const char *s, ir_init_kind *k)
 {
-	static const char *const names[] = {"zeros", "ones", "normal", "uniform",
-					    "xavier_uniform"};
+	static const char *const names[] = {"zeros", "ones", "normal",
+					    "uniform", "xavier_uniform"};
 	static const ir_init_kind kinds[] = {IR_INIT_ZEROS, IR_INIT_ONES,
 					     IR_INIT_NORMAL, IR_INIT_UNIFORM,
 					     IR_INIT_XAVIER_UNIFORM};
@@ -712,8 +722,9 @@ static bool parse_init(reader *r, ir_init_kind *k, double *a, double *b)
 	*a = *b = 0;
 	char *name = r->tok.kind == T_IDENT ? tok_name(r, &r->tok) : NULL;
 	if (!name || !init_from_name(name, k))
-		return rerr_at(r, &t, "expected an initializer (zeros, ones, "
-				      "normal, uniform, xavier_uniform)");
+		return rerr_at(r, &t,
+			       "expected an initializer (zeros, ones, "
+			       "normal, uniform, xavier_uniform)");
 	next(r);
 	if (!accept(r, '('))
 		return true;
@@ -793,8 +804,8 @@ static bool parse_value(reader *r, ir_value *v)
 		v->kind = IR_VAL_NUM;
 		return parse_double(r, &v->num);
 	}
-	if (r->tok.kind == T_STR && !(peek(r).kind == T_PUNCT &&
-				      peek(r).s[0] == '(')) {
+	if (r->tok.kind == T_STR &&
+	    !(peek(r).kind == T_PUNCT && peek(r).s[0] == '(')) {
 		v->kind = IR_VAL_STR;
 		return (v->str = parse_name(r, "a string")) != NULL;
 	}
@@ -1032,7 +1043,8 @@ static bool parse_reduce(reader *r, ir_attr *a)
 				       (long long)ax[i]);
 		a->reduce.axes |= 1u << ax[i];
 	}
-	return attr_key(r, "keepdim", false) && parse_bool(r, &a->reduce.keepdim);
+	return attr_key(r, "keepdim", false) &&
+	       parse_bool(r, &a->reduce.keepdim);
 }
 
 /* perm=[...] or reps=[...]: as many entries as the node's rank, checked
@@ -1081,7 +1093,8 @@ static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
 	case IR_ATTR_CONST:
 		return expected(r, "no attributes");
 	case IR_ATTR_INPUT:
-		return attr_key(r, "index", true) && parse_u32(r, &a->input_index);
+		return attr_key(r, "index", true) &&
+		       parse_u32(r, &a->input_index);
 	case IR_ATTR_MATMUL:
 		return attr_key(r, "ta", true) && parse_bool(r, &a->matmul.ta) &&
 		       attr_key(r, "tb", false) && parse_bool(r, &a->matmul.tb);
@@ -1092,17 +1105,22 @@ static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
 	case IR_ATTR_EPS:
 		return attr_key(r, "eps", true) && parse_double(r, &a->eps);
 	case IR_ATTR_DROPOUT:
-		return attr_key(r, "p", true) && parse_double(r, &a->dropout.p) &&
+		return attr_key(r, "p", true) &&
+		       parse_double(r, &a->dropout.p) &&
 		       attr_key(r, "stream", false) &&
 		       parse_u32(r, &a->dropout.stream);
 	case IR_ATTR_PERM:
 	case IR_ATTR_REPS:
 		return parse_axes_list(r, a, k == IR_ATTR_PERM, n_list);
 	case IR_ATTR_SLICE:
-		return attr_key(r, "axis", true) && parse_i32(r, &a->slice.axis) &&
-		       attr_key(r, "start", false) && parse_i64(r, &a->slice.start) &&
-		       attr_key(r, "end", false) && parse_i64(r, &a->slice.end) &&
-		       attr_key(r, "step", false) && parse_i64(r, &a->slice.step);
+		return attr_key(r, "axis", true) &&
+		       parse_i32(r, &a->slice.axis) &&
+		       attr_key(r, "start", false) &&
+		       parse_i64(r, &a->slice.start) &&
+		       attr_key(r, "end", false) &&
+		       parse_i64(r, &a->slice.end) &&
+		       attr_key(r, "step", false) &&
+		       parse_i64(r, &a->slice.step);
 	case IR_ATTR_AXIS:
 		return attr_key(r, "axis", true) && parse_i32(r, &a->axis);
 	case IR_ATTR_INTERLEAVE:
@@ -1114,7 +1132,8 @@ static bool parse_attr_body(reader *r, ir_attr_kind k, ir_attr *a, int *n_list)
 	case IR_ATTR_ARANGE:
 		return attr_key(r, "start", true) &&
 		       parse_double(r, &a->arange.start) &&
-		       attr_key(r, "step", false) && parse_double(r, &a->arange.step);
+		       attr_key(r, "step", false) &&
+		       parse_double(r, &a->arange.step);
 	}
 	return expected(r, "attributes");
 }
@@ -1198,8 +1217,10 @@ static bool parse_node_number(reader *r, const func_parts *p)
 	char want[16];
 	snprintf(want, sizeof want, "%u", p->f->g.n_nodes);
 	if (strcmp(buf, want) != 0 || t.len > 10)
-		return rerr_at(r, &t, "expected node %%%s here (nodes are "
-				      "numbered in order)", want);
+		return rerr_at(r, &t,
+			       "expected node %%%s here (nodes are "
+			       "numbered in order)",
+			       want);
 	next(r);
 	return expect(r, '=');
 }
@@ -1230,8 +1251,8 @@ static bool parse_node(reader *r, func_parts *p)
 	memset(&a, 0, sizeof a);
 	token t = r->tok;
 	if (!parse_node_number(r, p) || !parse_op(r, &op) ||
-	    !parse_operands(r, p, op, &a, &n) || !parse_attrs(r, op, &a, &n_list) ||
-	    !expect(r, ':'))
+	    !parse_operands(r, p, op, &a, &n) ||
+	    !parse_attrs(r, op, &a, &n_list) || !expect(r, ':'))
 		return false;
 	token tt = r->tok;
 	if (!parse_type(r, &type) || !parse_loc(r, &loc) || !expect_nl(r))
@@ -1256,8 +1277,8 @@ static bool parse_return(reader *r, func_parts *p)
 	while (r->tok.kind != T_NL && r->tok.kind != T_EOF) {
 		if (p->n_out && !expect(r, ','))
 			return false;
-		if (!ir_grow(r->ctx, (void **)&p->outs, &p->outs_cap, p->n_out + 1,
-			     sizeof *p->outs) ||
+		if (!ir_grow(r->ctx, (void **)&p->outs, &p->outs_cap,
+			     p->n_out + 1, sizeof *p->outs) ||
 		    !ir_grow(r->ctx, (void **)&p->out_names, &p->out_names_cap,
 			     p->n_out + 1, sizeof *p->out_names))
 			return oom(r);
@@ -1267,7 +1288,8 @@ static bool parse_return(reader *r, func_parts *p)
 		if (is_word(r, "as")) {
 			next(r);
 			p->has_out_names = true;
-			if (!(p->out_names[p->n_out] = parse_name(r, "a result name")))
+			if (!(p->out_names[p->n_out] =
+				      parse_name(r, "a result name")))
 				return false;
 		}
 		p->n_out++;
@@ -1279,8 +1301,8 @@ static bool parse_return(reader *r, func_parts *p)
 
 static bool is_toplevel_word(const reader *r)
 {
-	return is_word(r, "sym") || is_word(r, "limit") || is_word(r, "param") ||
-	       is_word(r, "train") ||
+	return is_word(r, "sym") || is_word(r, "limit") ||
+	       is_word(r, "param") || is_word(r, "train") ||
 	       is_word(r, "func") || is_word(r, "export") || is_word(r, "const");
 }
 
@@ -1367,11 +1389,15 @@ static bool bind_inputs(reader *r, func_parts *p, const token *hdr,
 		if (!p->pos[i].is_ok || n->op != IR_OP_INPUT)
 			continue;
 		if (k >= p->n_in || in[k] != IR_NONE)
-			rerr_at(r, &at, "input index %u is out of range or used "
-					"twice", k);
+			rerr_at(r, &at,
+				"input index %u is out of range or used "
+				"twice",
+				k);
 		else if (!ir_type_eq(&n->type, &p->in_types[k]))
-			rerr_at(r, &at, "input %u's type differs from the "
-					"function header", k);
+			rerr_at(r, &at,
+				"input %u's type differs from the "
+				"function header",
+				k);
 		else
 			in[k] = i;
 	}
@@ -1398,8 +1424,8 @@ static bool finish_func(reader *r, func_parts *p, const token *hdr,
 	if (!arena_copy(r, &v, p->outs, p->n_out, sizeof *p->outs, false))
 		return false;
 	f->outputs = v;
-	if (p->has_names && arena_copy(r, &v, p->in_names, p->n_in,
-				       sizeof *p->in_names, true))
+	if (p->has_names &&
+	    arena_copy(r, &v, p->in_names, p->n_in, sizeof *p->in_names, true))
 		f->input_names = v;
 	if (p->has_out_names && arena_copy(r, &v, p->out_names, p->n_out,
 					   sizeof *p->out_names, true))
@@ -1459,7 +1485,8 @@ static int64_t const_numel(reader *r, const ir_type *t, const token *at)
 	for (int i = 0; i < t->rank; i++)
 		if (!ir_dim_is_static(t->dims[i]) || t->dims[i].coef < 0 ||
 		    __builtin_mul_overflow(n, t->dims[i].coef, &n))
-			return rerr_at(r, at, "a constant needs a static shape"), -1;
+			return rerr_at(r, at, "a constant needs a static shape"),
+			       -1;
 	/* Each value takes at least two characters of text. */
 	if (n > (int64_t)(r->len - r->pos) / 2 + 1)
 		return rerr_at(r, at, "more values than the text holds"), -1;
@@ -1524,8 +1551,10 @@ static bool parse_const_body(reader *r)
 	if (!parse_const_ref(r, &idx))
 		return false;
 	if (idx != r->n_consts)
-		return rerr_at(r, &t, "expected @c%u here (constants are "
-				      "numbered in order)", r->n_consts);
+		return rerr_at(r, &t,
+			       "expected @c%u here (constants are "
+			       "numbered in order)",
+			       r->n_consts);
 	r->n_consts++;
 	if (!expect(r, ':') || !parse_type(r, &type) || !expect(r, '='))
 		return false;
@@ -1613,16 +1642,20 @@ static void check_func(reader *r, ir_func *f, func_pos *fp)
 			np->is_ok = false;
 			r->is_failed = true;
 		} else if (!ir_type_eq(&copy.type, &n->type)) {
-			rerr_at(r, &at, "%%%u: the printed type differs from "
-					"the one its shape rule gives", i);
+			rerr_at(r, &at,
+				"%%%u: the printed type differs from "
+				"the one its shape rule gives",
+				i);
 			np->is_ok = false;
 		}
 	}
 	for (uint32_t k = 0; f->example && k < f->n_inputs; k++)
 		if (f->example[k] >= r->m->n_consts) {
 			token at = {T_NL, "", 0, fp->line, fp->col};
-			rerr_at(r, &at, "example names @c%u, which is not "
-					"defined", f->example[k]);
+			rerr_at(r, &at,
+				"example names @c%u, which is not "
+				"defined",
+				f->example[k]);
 		}
 }
 

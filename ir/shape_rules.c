@@ -61,7 +61,8 @@ static tstr shape_str(const ir_module *m, const ir_type *t)
 		for (int i = 0; i < tt.rank && used < sizeof dims; i++) {
 			int w = snprintf(dims + used, sizeof dims - used,
 					 "%s%lld*$%d", i ? ", " : "",
-					 (long long)tt.dims[i].coef, tt.dims[i].sym);
+					 (long long)tt.dims[i].coef,
+					 tt.dims[i].sym);
 			if (w < 0)
 				break;
 			used += (size_t)w;
@@ -223,8 +224,10 @@ static bool check_operands(const infer_cx *c)
 	for (uint32_t i = 0; i < c->n->n_args; i++) {
 		ir_id a = c->g->args[c->n->first_arg + i];
 		if (a >= limit)
-			return fail(c, "operand %u (%%%u) is not defined before "
-				       "its use", i, a);
+			return fail(c,
+				    "operand %u (%%%u) is not defined before "
+				    "its use",
+				    i, a);
 		if (!ir_type_is_valid(c->m, &c->g->nodes[a].type))
 			return fail(c, "operand %u (%%%u) has a malformed type",
 				    i, a);
@@ -380,8 +383,9 @@ static bool infer_matmul(infer_cx *c)
 	    !need_dtype(c, 1, IR_F32, "right operand"))
 		return false;
 	if (a->rank < 2 || b->rank < 2)
-		return fail(c, "operands must have rank >= 2 (unsqueeze a "
-			       "vector first): %s @ %s",
+		return fail(c,
+			    "operands must have rank >= 2 (unsqueeze a "
+			    "vector first): %s @ %s",
 			    shape_str(c->m, a).s, shape_str(c->m, b).s);
 	ir_dim am = a->dims[a->rank - 2 + ta], ak = a->dims[a->rank - 1 - ta];
 	ir_dim bk = b->dims[b->rank - 2 + tb], bn = b->dims[b->rank - 1 - tb];
@@ -460,14 +464,16 @@ static bool infer_masked_softmax(infer_cx *c)
 		return fail(c, "scores must have rank >= 2: %s",
 			    shape_str(c->m, x).s);
 	if (v->rank + 2 != x->rank && v->rank + 1 != x->rank)
-		return fail(c, "valid lengths must have rank %d or %d for "
-			       "scores %s: %s", x->rank - 2, x->rank - 1,
-			    shape_str(c->m, x).s, shape_str(c->m, v).s);
+		return fail(c,
+			    "valid lengths must have rank %d or %d for "
+			    "scores %s: %s",
+			    x->rank - 2, x->rank - 1, shape_str(c->m, x).s,
+			    shape_str(c->m, v).s);
 	for (int i = 0; i < v->rank; i++)
-		if (!ir_dim_eq(v->dims[i], x->dims[i]) &&
-		    !dim_is_one(v->dims[i]))
-			return fail(c, "valid lengths %s do not broadcast "
-				       "against scores %s",
+		if (!ir_dim_eq(v->dims[i], x->dims[i]) && !dim_is_one(v->dims[i]))
+			return fail(c,
+				    "valid lengths %s do not broadcast "
+				    "against scores %s",
 				    shape_str(c->m, v).s, shape_str(c->m, x).s);
 	set_type(c, IR_F32, x);
 	return true;
@@ -486,8 +492,9 @@ static bool infer_layer_norm(infer_cx *c)
 	for (uint32_t i = 1; i < 3; i++) {
 		const ir_type *p = arg_type(c, i);
 		if (p->rank != 1 || !ir_dim_eq(p->dims[0], x->dims[x->rank - 1]))
-			return fail(c, "%s must have rank 1 and the size of "
-				       "the last axis of %s: %s",
+			return fail(c,
+				    "%s must have rank 1 and the size of "
+				    "the last axis of %s: %s",
 				    i == 1 ? "scale" : "shift",
 				    shape_str(c->m, x).s, shape_str(c->m, p).s);
 	}
@@ -539,7 +546,8 @@ static bool infer_one_hot(infer_cx *c)
 			    shape_str(c->m, &t).s, shape_str(c->m, ids).s);
 	for (int i = 0; i < ids->rank; i++)
 		if (!ir_dim_eq(t.dims[i], ids->dims[i]))
-			return fail(c, "target %s does not start with indices %s",
+			return fail(c,
+				    "target %s does not start with indices %s",
 				    shape_str(c->m, &t).s,
 				    shape_str(c->m, ids).s);
 	set_type(c, IR_F32, &t);
@@ -565,8 +573,7 @@ static bool infer_embedding_grad(infer_cx *c)
 	if (!ir_type_is_valid(c->m, &t) || t.rank != 2 ||
 	    !ir_dim_eq(t.dims[1], g->dims[g->rank - 1]))
 		return fail(c, "target %s is not a table [V, %s]",
-			    shape_str(c->m, &t).s,
-			    shape_str(c->m, g).s);
+			    shape_str(c->m, &t).s, shape_str(c->m, g).s);
 	set_type(c, IR_F32, &t);
 	return true;
 }
@@ -635,7 +642,8 @@ static bool reshape_solve(const ir_module *m, const ir_type *in, ir_type *t)
 	if (infer_at < 0) {
 		if (pi.coef == 0 || pt.coef == 0)
 			return pi.coef == pt.coef;
-		return pi.coef == pt.coef && pi.n == pt.n && prod_remove(&pi, &pt);
+		return pi.coef == pt.coef && pi.n == pt.n &&
+		       prod_remove(&pi, &pt);
 	}
 	if (pt.coef == 0 || pi.coef % pt.coef != 0 || !prod_remove(&pi, &pt))
 		return false;
@@ -678,8 +686,8 @@ static bool infer_broadcast(infer_cx *c)
 	if (!ir_type_is_valid(c->m, &t))
 		return fail(c, "malformed target %s", shape_str(c->m, &t).s);
 	if (!shape_bcasts_to(in, &t))
-		return fail(c, "cannot broadcast %s to %s", shape_str(c->m, in).s,
-			    shape_str(c->m, &t).s);
+		return fail(c, "cannot broadcast %s to %s",
+			    shape_str(c->m, in).s, shape_str(c->m, &t).s);
 	set_type(c, in->dtype, &t);
 	return true;
 }
@@ -717,9 +725,11 @@ static bool infer_slice(infer_cx *c)
 	ir_dim d = x->dims[ax];
 	int64_t len = ir_dim_is_static(d) ? d.coef : INT64_MAX;
 	if (!(0 <= s && s <= e && e <= len) || st < 1)
-		return fail(c, "range %lld:%lld:%lld out of bounds for axis %d "
-			       "of %s", (long long)s, (long long)e,
-			    (long long)st, ax, shape_str(c->m, x).s);
+		return fail(c,
+			    "range %lld:%lld:%lld out of bounds for axis %d "
+			    "of %s",
+			    (long long)s, (long long)e, (long long)st, ax,
+			    shape_str(c->m, x).s);
 	ir_type r = *x;
 	r.dims[ax] = ir_dim_static((e - s) / st + ((e - s) % st != 0));
 	set_type(c, x->dtype, &r);
@@ -752,16 +762,19 @@ static bool infer_concat(infer_cx *c)
 	for (uint32_t i = 0; i < c->n->n_args; i++) {
 		const ir_type *b = arg_type(c, i);
 		if (b->dtype != a->dtype || b->rank != a->rank)
-			return fail(c, "operand %u %s does not match operand 0 %s",
+			return fail(c,
+				    "operand %u %s does not match operand 0 %s",
 				    i, type_str(c->m, b).s, type_str(c->m, a).s);
 		for (int k = 0; k < a->rank; k++)
 			if (k != ax && !ir_dim_eq(a->dims[k], b->dims[k]))
-				return fail(c, "operand %u %s differs from operand "
-					       "0 %s outside axis %d", i,
-					    shape_str(c->m, b).s,
+				return fail(c,
+					    "operand %u %s differs from operand "
+					    "0 %s outside axis %d",
+					    i, shape_str(c->m, b).s,
 					    shape_str(c->m, a).s, ax);
 		if (!concat_add(&r.dims[ax], b->dims[ax]))
-			return fail(c, "cannot add sizes along axis %d: %s and %s",
+			return fail(c,
+				    "cannot add sizes along axis %d: %s and %s",
 				    ax, shape_str(c->m, &r).s,
 				    shape_str(c->m, b).s);
 	}
@@ -776,7 +789,8 @@ static bool infer_repeat(infer_cx *c)
 	for (int i = 0; i < x->rank; i++) {
 		int64_t n = c->n->attr.repeat.reps[i];
 		if (n < 0 || !dim_mul(x->dims[i], n, &r.dims[i]))
-			return fail(c, "bad repetition count %lld for axis %d of %s",
+			return fail(c,
+				    "bad repetition count %lld for axis %d of %s",
 				    (long long)n, i, shape_str(c->m, x).s);
 	}
 	set_type(c, x->dtype, &r);
@@ -837,7 +851,8 @@ static bool infer_cross_entropy(infer_cx *c)
 	for (int i = 0; ok && i < lb->rank; i++)
 		ok = ir_dim_eq(lb->dims[i], lg->dims[i]);
 	if (!ok)
-		return fail(c, "labels %s must match the leading dims of logits %s",
+		return fail(c,
+			    "labels %s must match the leading dims of logits %s",
 			    shape_str(c->m, lb).s, shape_str(c->m, lg).s);
 	set_type(c, IR_F32, lb);
 	return true;
@@ -868,7 +883,8 @@ static bool infer_cross_entropy_with_grad(infer_cx *c)
 	if (lg->rank >= IR_MAX_RANK)
 		return fail(c, "logits %s have too many dims to stack two",
 			    shape_str(c->m, lg).s);
-	ir_type r = {.dtype = IR_F32, .rank = (uint8_t)(lg->rank + 1),
+	ir_type r = {.dtype = IR_F32,
+		     .rank = (uint8_t)(lg->rank + 1),
 		     .dims = {ir_dim_static(2)}};
 	for (int i = 0; i < lg->rank; i++)
 		r.dims[i + 1] = lg->dims[i];
@@ -906,7 +922,8 @@ bool ir_attention_grad_size(const ir_module *m, const ir_type *q,
 	const ir_type *ts[3] = {q, k, v};
 	ir_dim total = ir_dim_static(0), part;
 	for (int i = 0; i < 3; i++)
-		if (!ir_type_numel_dim(m, ts[i], &part) || !concat_add(&total, part))
+		if (!ir_type_numel_dim(m, ts[i], &part) ||
+		    !concat_add(&total, part))
 			return false;
 	*out = total;
 	return true;
@@ -930,11 +947,15 @@ static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
 			return fail(c, "%s must have rank 3: %s", names[i],
 				    shape_str(c->m, arg_type(c, i)).s);
 	}
-	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1), *v = arg_type(c, 2);
-	if (!ir_dim_eq(q->dims[0], k->dims[0]) || !ir_dim_eq(q->dims[0], v->dims[0]) ||
-	    !ir_dim_eq(q->dims[2], k->dims[2]) || !ir_dim_eq(k->dims[1], v->dims[1]))
-		return fail(c, "queries %s, keys %s and values %s do not fit "
-			       "(N, Q, d), (N, K, d), (N, K, dv)",
+	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1),
+		      *v = arg_type(c, 2);
+	if (!ir_dim_eq(q->dims[0], k->dims[0]) ||
+	    !ir_dim_eq(q->dims[0], v->dims[0]) ||
+	    !ir_dim_eq(q->dims[2], k->dims[2]) ||
+	    !ir_dim_eq(k->dims[1], v->dims[1]))
+		return fail(c,
+			    "queries %s, keys %s and values %s do not fit "
+			    "(N, Q, d), (N, K, d), (N, K, dv)",
 			    shape_str(c->m, q).s, shape_str(c->m, k).s,
 			    shape_str(c->m, v).s);
 	if (!*has_valid)
@@ -944,11 +965,13 @@ static bool attention_operands(const infer_cx *c, uint32_t n_fixed,
 		return false;
 	bool ok = vl->rank == 1 || vl->rank == 2;
 	for (int i = 0; ok && i < vl->rank; i++)
-		ok = ir_dim_eq(vl->dims[i], q->dims[i]) || dim_is_one(vl->dims[i]);
+		ok = ir_dim_eq(vl->dims[i], q->dims[i]) ||
+		     dim_is_one(vl->dims[i]);
 	if (!ok)
-		return fail(c, "valid lengths %s must be (N) or (N, Q) for "
-			       "queries %s", shape_str(c->m, vl).s,
-			    shape_str(c->m, q).s);
+		return fail(c,
+			    "valid lengths %s must be (N) or (N, Q) for "
+			    "queries %s",
+			    shape_str(c->m, vl).s, shape_str(c->m, q).s);
 	return true;
 }
 
@@ -962,10 +985,11 @@ static bool attention_heads(const infer_cx *c)
 	if (h == 1)
 		return true;
 	ir_dim qd = arg_type(c, 0)->dims[2], vd = arg_type(c, 2)->dims[2];
-	if (!ir_dim_is_static(qd) || !ir_dim_is_static(vd) || qd.coef % h != 0 ||
-	    vd.coef % h != 0)
-		return fail(c, "queries %s and values %s must have a last dim that "
-			       "is a multiple of the %u heads",
+	if (!ir_dim_is_static(qd) || !ir_dim_is_static(vd) ||
+	    qd.coef % h != 0 || vd.coef % h != 0)
+		return fail(c,
+			    "queries %s and values %s must have a last dim that "
+			    "is a multiple of the %u heads",
 			    shape_str(c->m, arg_type(c, 0)).s,
 			    shape_str(c->m, arg_type(c, 2)).s, h);
 	return true;
@@ -982,7 +1006,8 @@ static bool attention_attrs(const infer_cx *c, bool is_additive)
 		return false;
 	double p = c->n->attr.attention.p;
 	if (!(p >= 0 && p < 1))
-		return fail(c, "dropout probability must be in [0, 1), not %g", p);
+		return fail(c, "dropout probability must be in [0, 1), not %g",
+			    p);
 	if (!isfinite(c->n->attr.attention.scale))
 		return fail(c, "scale must be finite, not %g",
 			    c->n->attr.attention.scale);
@@ -1034,10 +1059,12 @@ static bool infer_fused_attention_grad(infer_cx *c)
 		return false;
 	ir_dim total;
 	if (!ir_attention_grad_size(c->m, q, arg_type(c, 1), v, &total))
-		return fail(c, "the sizes of queries %s, keys %s and values %s "
-			       "do not add up to one dimension (at most one "
-			       "run-time size, the same in all)",
-			    shape_str(c->m, q).s, shape_str(c->m, arg_type(c, 1)).s,
+		return fail(c,
+			    "the sizes of queries %s, keys %s and values %s "
+			    "do not add up to one dimension (at most one "
+			    "run-time size, the same in all)",
+			    shape_str(c->m, q).s,
+			    shape_str(c->m, arg_type(c, 1)).s,
 			    shape_str(c->m, v).s);
 	ir_type r = {.dtype = IR_F32, .rank = 1, .dims = {total}};
 	set_type(c, IR_F32, &r);
@@ -1049,12 +1076,14 @@ static bool infer_fused_attention_grad(infer_cx *c)
 bool ir_additive_grad_size(const ir_module *m, const ir_type *qp,
 			   const ir_type *kp, const ir_type *v, ir_dim *out)
 {
-	ir_type wv = {.dtype = IR_F32, .rank = 2,
+	ir_type wv = {.dtype = IR_F32,
+		      .rank = 2,
 		      .dims = {qp->dims[0], qp->dims[2]}};
 	const ir_type *ts[4] = {qp, kp, &wv, v};
 	ir_dim total = ir_dim_static(0), part;
 	for (int i = 0; i < 4; i++)
-		if (!ir_type_numel_dim(m, ts[i], &part) || !concat_add(&total, part))
+		if (!ir_type_numel_dim(m, ts[i], &part) ||
+		    !concat_add(&total, part))
 			return false;
 	*out = total;
 	return true;
@@ -1069,11 +1098,13 @@ static bool valid_operand(const infer_cx *c, uint32_t i, const ir_type *q)
 		return false;
 	bool ok = vl->rank == 1 || vl->rank == 2;
 	for (int d = 0; ok && d < vl->rank; d++)
-		ok = ir_dim_eq(vl->dims[d], q->dims[d]) || dim_is_one(vl->dims[d]);
+		ok = ir_dim_eq(vl->dims[d], q->dims[d]) ||
+		     dim_is_one(vl->dims[d]);
 	if (!ok)
-		return fail(c, "valid lengths %s must be (N) or (N, Q) for "
-			       "queries %s", shape_str(c->m, vl).s,
-			    shape_str(c->m, q).s);
+		return fail(c,
+			    "valid lengths %s must be (N) or (N, Q) for "
+			    "queries %s",
+			    shape_str(c->m, vl).s, shape_str(c->m, q).s);
 	return true;
 }
 
@@ -1083,8 +1114,8 @@ static bool additive_operands(const infer_cx *c, uint32_t n_fixed,
 			      bool *has_valid)
 {
 	static const char *const names[4] = {"query projections",
-					     "key projections", "scoring vector",
-					     "values"};
+					     "key projections",
+					     "scoring vector", "values"};
 	static const int ranks[4] = {3, 3, 1, 3};
 	if (c->n->n_args != n_fixed && c->n->n_args != n_fixed + 1)
 		return fail(c, "expects %u or %u operands, got %u", n_fixed,
@@ -1099,12 +1130,15 @@ static bool additive_operands(const infer_cx *c, uint32_t n_fixed,
 	}
 	const ir_type *q = arg_type(c, 0), *k = arg_type(c, 1),
 		      *w = arg_type(c, 2), *v = arg_type(c, 3);
-	if (!ir_dim_eq(q->dims[0], k->dims[0]) || !ir_dim_eq(q->dims[0], v->dims[0]) ||
-	    !ir_dim_eq(q->dims[2], k->dims[2]) || !ir_dim_eq(q->dims[2], w->dims[0]) ||
+	if (!ir_dim_eq(q->dims[0], k->dims[0]) ||
+	    !ir_dim_eq(q->dims[0], v->dims[0]) ||
+	    !ir_dim_eq(q->dims[2], k->dims[2]) ||
+	    !ir_dim_eq(q->dims[2], w->dims[0]) ||
 	    !ir_dim_eq(k->dims[1], v->dims[1]))
-		return fail(c, "query projections %s, key projections %s, "
-			       "scoring vector %s and values %s do not fit "
-			       "(N, Q, H), (N, K, H), (H), (N, K, dv)",
+		return fail(c,
+			    "query projections %s, key projections %s, "
+			    "scoring vector %s and values %s do not fit "
+			    "(N, Q, H), (N, K, H), (H), (N, K, dv)",
 			    shape_str(c->m, q).s, shape_str(c->m, k).s,
 			    shape_str(c->m, w).s, shape_str(c->m, v).s);
 	return !*has_valid || valid_operand(c, 4, q);
@@ -1133,10 +1167,11 @@ static bool infer_fused_additive_attention_grad(infer_cx *c)
 		return false;
 	ir_dim total;
 	if (!ir_additive_grad_size(c->m, q, k, v, &total))
-		return fail(c, "the sizes of query projections %s, key "
-			       "projections %s and values %s do not add up to "
-			       "one dimension (at most one run-time size, the "
-			       "same in all)",
+		return fail(c,
+			    "the sizes of query projections %s, key "
+			    "projections %s and values %s do not add up to "
+			    "one dimension (at most one run-time size, the "
+			    "same in all)",
 			    shape_str(c->m, q).s, shape_str(c->m, k).s,
 			    shape_str(c->m, v).s);
 	ir_type r = {.dtype = IR_F32, .rank = 1, .dims = {total}};

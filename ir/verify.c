@@ -66,9 +66,10 @@ static void verify_factors(verifier *v, uint32_t i)
 		     (k == 0 || s->factors[k - 1] <= f);
 	}
 	if (!ok)
-		vfail(v, s->loc, "symbol %s is not a product of 2 to %d sorted "
-				 "base symbols declared before it", s->name,
-		      IR_SYM_MAX_FACTORS);
+		vfail(v, s->loc,
+		      "symbol %s is not a product of 2 to %d sorted "
+		      "base symbols declared before it",
+		      s->name, IR_SYM_MAX_FACTORS);
 }
 
 static void verify_syms(verifier *v)
@@ -81,8 +82,9 @@ static void verify_syms(verifier *v)
 			continue;
 		}
 		if (s->fallback < 0)
-			vfail(v, s->loc, "symbol %s has a negative fallback %lld",
-			      s->name, (long long)s->fallback);
+			vfail(v, s->loc,
+			      "symbol %s has a negative fallback %lld", s->name,
+			      (long long)s->fallback);
 		for (uint32_t j = 0; j < i; j++)
 			if (name_ok(m->syms[j].name) &&
 			    strcmp(m->syms[j].name, s->name) == 0)
@@ -94,8 +96,10 @@ static void verify_syms(verifier *v)
 		const ir_limit *l = &m->limits[i];
 		if (ir_dim_is_static(l->size) || l->size.coef < 1 ||
 		    (uint32_t)l->size.sym >= m->n_syms || l->max < 0)
-			vfail(v, l->loc, "limit %u is not a run-time size and a "
-					 "maximum >= 0", i);
+			vfail(v, l->loc,
+			      "limit %u is not a run-time size and a "
+			      "maximum >= 0",
+			      i);
 	}
 }
 
@@ -117,10 +121,13 @@ static void verify_params(verifier *v)
 		else if (!ir_names_put(m->ctx, &seen, p->name, i))
 			vfail(v, p->loc, "out of memory");
 		if (!ir_type_is_valid(m, &p->type) || p->type.dtype != IR_F32)
-			vfail(v, p->loc, "parameter @%s has a malformed type "
-					 "(parameters are f32)", p->name);
+			vfail(v, p->loc,
+			      "parameter @%s has a malformed type "
+			      "(parameters are f32)",
+			      p->name);
 		if ((unsigned)p->init > IR_INIT_XAVIER_UNIFORM)
-			vfail(v, p->loc, "parameter @%s has unknown initializer %d",
+			vfail(v, p->loc,
+			      "parameter @%s has unknown initializer %d",
 			      p->name, (int)p->init);
 	}
 	ir_names_fini(m->ctx, &seen);
@@ -135,8 +142,10 @@ static void verify_consts(verifier *v)
 		for (int k = 0; ok && k < t->rank; k++)
 			ok = ir_dim_is_static(t->dims[k]);
 		if (!ok)
-			vfail(v, (ir_loc){0}, "constant @c%u has a malformed or "
-					      "symbolic type", i);
+			vfail(v, (ir_loc){0},
+			      "constant @c%u has a malformed or "
+			      "symbolic type",
+			      i);
 		else if (!m->consts[i].data)
 			vfail(v, (ir_loc){0}, "constant @c%u has no data", i);
 	}
@@ -151,26 +160,28 @@ static bool verify_operands(verifier *v, const ir_func *f, ir_id i)
 	const ir_graph *g = &f->g;
 	const ir_node *n = &g->nodes[i];
 	if ((uint64_t)n->first_arg + n->n_args > g->n_args) {
-		vfail(v, n->loc, "@%s %%%u: operand list [%u, +%u) out of range "
-				 "(%u operands in the graph)", f->name, i,
-		      n->first_arg, n->n_args, g->n_args);
+		vfail(v, n->loc,
+		      "@%s %%%u: operand list [%u, +%u) out of range "
+		      "(%u operands in the graph)",
+		      f->name, i, n->first_arg, n->n_args, g->n_args);
 		return false;
 	}
 	int want = ir_op_table[n->op].n_in;
 	if (want >= 0 ? n->n_args != (uint32_t)want : n->n_args == 0) {
 		vfail(v, n->loc, "@%s %%%u (%s): expects %s%d operand%s, got %u",
-		      f->name, i, ir_op_table[n->op].name, want < 0 ? "at least " : "",
-		      want < 0 ? 1 : want, want == 1 || want < 0 ? "" : "s",
-		      n->n_args);
+		      f->name, i, ir_op_table[n->op].name,
+		      want < 0 ? "at least " : "", want < 0 ? 1 : want,
+		      want == 1 || want < 0 ? "" : "s", n->n_args);
 		return false;
 	}
 	bool ok = true;
 	for (uint32_t k = 0; k < n->n_args; k++) {
 		ir_id a = ir_arg(g, i, k);
 		if (a >= i) {
-			vfail(v, n->loc, "@%s %%%u (%s): operand %u is %%%u, not "
-					 "defined before it", f->name, i,
-			      ir_op_table[n->op].name, k, a);
+			vfail(v, n->loc,
+			      "@%s %%%u (%s): operand %u is %%%u, not "
+			      "defined before it",
+			      f->name, i, ir_op_table[n->op].name, k, a);
 			ok = false;
 		}
 	}
@@ -182,18 +193,24 @@ static void verify_leaf(verifier *v, const ir_func *f, ir_id i)
 	const ir_node *n = &f->g.nodes[i];
 	uint32_t k = n->attr.input_index;
 	if (n->op == IR_OP_INPUT && (k >= f->n_inputs || f->inputs[k] != i))
-		vfail(v, n->loc, "@%s %%%u: input index %u does not match the "
-				 "function's inputs (%u)", f->name, i, k, f->n_inputs);
+		vfail(v, n->loc,
+		      "@%s %%%u: input index %u does not match the "
+		      "function's inputs (%u)",
+		      f->name, i, k, f->n_inputs);
 	if (n->op == IR_OP_DROPOUT &&
 	    n->attr.dropout.stream >= v->m->n_dropout_streams)
-		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "
-				 "streams)", f->name, i, n->attr.dropout.stream,
+		vfail(v, n->loc,
+		      "@%s %%%u: dropout stream %u out of range (%u "
+		      "streams)",
+		      f->name, i, n->attr.dropout.stream,
 		      v->m->n_dropout_streams);
 	bool is_attention = ir_op_table[n->op].attr == IR_ATTR_ATTENTION;
 	if (is_attention && n->attr.attention.p > 0 &&
 	    n->attr.attention.stream >= v->m->n_dropout_streams)
-		vfail(v, n->loc, "@%s %%%u: dropout stream %u out of range (%u "
-				 "streams)", f->name, i, n->attr.attention.stream,
+		vfail(v, n->loc,
+		      "@%s %%%u: dropout stream %u out of range (%u "
+		      "streams)",
+		      f->name, i, n->attr.attention.stream,
 		      v->m->n_dropout_streams);
 }
 
@@ -215,9 +232,10 @@ static void verify_type(verifier *v, const ir_func *f, ir_id i)
 	if (!ir_type_eq(&copy.type, &n->type)) {
 		type_text(v->m, &n->type, a, sizeof a);
 		type_text(v->m, &copy.type, b, sizeof b);
-		vfail(v, n->loc, "@%s %%%u (%s): stored type %s but the shape "
-				 "rule gives %s", f->name, i,
-		      ir_op_table[n->op].name, a, b);
+		vfail(v, n->loc,
+		      "@%s %%%u (%s): stored type %s but the shape "
+		      "rule gives %s",
+		      f->name, i, ir_op_table[n->op].name, a, b);
 	}
 }
 
@@ -245,8 +263,10 @@ static void verify_inputs(verifier *v, const ir_func *f)
 		ir_id id = f->inputs[k];
 		if (id >= f->g.n_nodes || f->g.nodes[id].op != IR_OP_INPUT ||
 		    f->g.nodes[id].attr.input_index != k)
-			vfail(v, f->loc, "@%s: input %u is %%%u, not an input "
-					 "node with index %u", f->name, k, id, k);
+			vfail(v, f->loc,
+			      "@%s: input %u is %%%u, not an input "
+			      "node with index %u",
+			      f->name, k, id, k);
 	}
 }
 
@@ -258,8 +278,10 @@ static void verify_example(verifier *v, const ir_func *f)
 		uint32_t c = f->example[k];
 		ir_id id = f->inputs[k];
 		if (c >= v->m->n_consts) {
-			vfail(v, f->loc, "@%s: example %u names constant @c%u, out "
-					 "of range", f->name, k, c);
+			vfail(v, f->loc,
+			      "@%s: example %u names constant @c%u, out "
+			      "of range",
+			      f->name, k, c);
 			continue;
 		}
 		if (id >= f->g.n_nodes)
@@ -267,8 +289,9 @@ static void verify_example(verifier *v, const ir_func *f)
 		const ir_type *ct = &v->m->consts[c].type,
 			      *it = &f->g.nodes[id].type;
 		if (ct->dtype != it->dtype || ct->rank != it->rank)
-			vfail(v, f->loc, "@%s: example %u (@c%u) does not have "
-					 "the dtype and rank of input %u",
+			vfail(v, f->loc,
+			      "@%s: example %u (@c%u) does not have "
+			      "the dtype and rank of input %u",
 			      f->name, k, c, k);
 	}
 }
@@ -282,14 +305,16 @@ static void verify_func(verifier *v, const ir_func *f, uint32_t index)
 	for (uint32_t j = 0; j < index; j++)
 		if (name_ok(v->m->funcs[j]->name) &&
 		    strcmp(v->m->funcs[j]->name, f->name) == 0)
-			vfail(v, f->loc, "function @%s is defined twice", f->name);
+			vfail(v, f->loc, "function @%s is defined twice",
+			      f->name);
 	verify_inputs(v, f);
 	verify_example(v, f);
 	for (uint32_t k = 0; k < f->n_outputs; k++)
 		if (f->outputs[k] >= f->g.n_nodes)
-			vfail(v, f->loc, "@%s: output %u is %%%u, out of range "
-					 "(%u nodes)", f->name, k, f->outputs[k],
-			      f->g.n_nodes);
+			vfail(v, f->loc,
+			      "@%s: output %u is %%%u, out of range "
+			      "(%u nodes)",
+			      f->name, k, f->outputs[k], f->g.n_nodes);
 	verify_graph(v, f);
 }
 

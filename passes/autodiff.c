@@ -64,8 +64,7 @@ void pass_ad_accum(pass_ad *ad, ir_id x, ir_id g)
 
 #define NO_PIECE UINT32_MAX
 
-void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis,
-			 int64_t start)
+void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis, int64_t start)
 {
 	if (!pass_ad_wants(ad, x))
 		return;
@@ -75,8 +74,8 @@ void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis,
 		ad->is_failed = true;
 		return;
 	}
-	ad->pieces[ad->n_pieces] =
-		(pass_ad_piece){g, axis, start, ad->first_piece[x]};
+	ad->pieces[ad->n_pieces] = (pass_ad_piece){g, axis, start,
+						   ad->first_piece[x]};
 	ad->first_piece[x] = ad->n_pieces++;
 }
 
@@ -92,8 +91,9 @@ static uint32_t sorted_pieces(const pass_ad *ad, ir_id x, uint32_t *order)
 	for (uint32_t k = ad->first_piece[x]; k != NO_PIECE;
 	     k = ad->pieces[k].next) {
 		uint32_t j = n++;
-		for (; j > 0 && piece_before(&ad->pieces[k],
-					     &ad->pieces[order[j - 1]]); j--)
+		for (; j > 0 &&
+		       piece_before(&ad->pieces[k], &ad->pieces[order[j - 1]]);
+		     j--)
 			order[j] = order[j - 1];
 		order[j] = k;
 	}
@@ -122,7 +122,8 @@ static void assemble_run(pass_ad *ad, ir_id x, const uint32_t *order,
 	uint32_t n_parts = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const pass_ad_piece *p = &ad->pieces[order[i]];
-		if (used[i] || (axis >= 0 && (p->axis != axis || p->start < end)))
+		if (used[i] ||
+		    (axis >= 0 && (p->axis != axis || p->start < end)))
 			continue;
 		axis = p->axis;
 		add_gap(ad, x, axis, p->start - end, parts, &n_parts);
@@ -192,13 +193,14 @@ static bool copy_forward(ir_module *m, const ir_func *src, ir_func *f)
 	f->is_export = true;
 	f->n_inputs = n_in;
 	f->inputs = ir_arena_alloc(&m->arena, (n_in + 1) * sizeof *f->inputs);
-	f->input_names =
-		ir_arena_alloc(&m->arena, (n_in + 1) * sizeof *f->input_names);
+	f->input_names = ir_arena_alloc(&m->arena,
+					(n_in + 1) * sizeof *f->input_names);
 	if (!f->inputs || !f->input_names)
 		return false;
 	for (uint32_t i = 0; i < n_in; i++) {
 		f->inputs[i] = src->inputs[i];
-		f->input_names[i] = src->input_names ? src->input_names[i] : NULL;
+		f->input_names[i] = src->input_names ? src->input_names[i]
+						     : NULL;
 	}
 	if (src->example) {
 		f->example = ir_arena_alloc(&m->arena,
@@ -238,8 +240,8 @@ static ir_id param_grad(pass_ad *ad, uint32_t p)
 			continue;
 		ad->loc = n->loc;
 		sum = sum == IR_NONE ? ad->adj[i]
-				     : pass_ad_op2(ad, IR_OP_ADD, sum, ad->adj[i],
-						   NULL);
+				     : pass_ad_op2(ad, IR_OP_ADD, sum,
+						   ad->adj[i], NULL);
 	}
 	if (sum != IR_NONE)
 		return sum;
@@ -261,7 +263,8 @@ static bool set_outputs(pass_ad *ad, ir_id loss)
 	f->output_names[0] = "loss";
 	for (uint32_t p = 0; p < m->n_params; p++) {
 		f->outputs[1 + p] = param_grad(ad, p);
-		f->output_names[1 + p] = concat_name(m, "grad.", m->params[p].name);
+		f->output_names[1 + p] = concat_name(m, "grad.",
+						     m->params[p].name);
 		if (ad->is_failed || !f->output_names[1 + p])
 			return false;
 	}
@@ -276,27 +279,34 @@ static ir_func *check_entry(ir_module *m, const char *entry,
 {
 	ir_func *src = ir_module_find_func(m, entry);
 	if (!src) {
-		ir_error(m->ctx, (ir_loc){0}, "autodiff: no function '%s' to "
-			 "differentiate", entry);
+		ir_error(m->ctx, (ir_loc){0},
+			 "autodiff: no function '%s' to "
+			 "differentiate",
+			 entry);
 		return NULL;
 	}
 	if (src->n_outputs == 0) {
-		ir_error(m->ctx, src->loc, "autodiff: '%s' returns nothing; "
-			 "a loss must be a scalar f32", entry);
+		ir_error(m->ctx, src->loc,
+			 "autodiff: '%s' returns nothing; "
+			 "a loss must be a scalar f32",
+			 entry);
 		return NULL;
 	}
 	const ir_type *t = &src->g.nodes[src->outputs[0]].type;
 	if (t->dtype != IR_F32 || t->rank != 0) {
 		char dims[160];
 		ir_type_format(m, t, dims, sizeof dims);
-		ir_error(m->ctx, src->loc, "autodiff: the loss '%s' returns "
+		ir_error(m->ctx, src->loc,
+			 "autodiff: the loss '%s' returns "
 			 "%s[%s]; a loss must be a scalar f32 (sum or mean it)",
 			 entry, ir_dtype_name(t->dtype), dims);
 		return NULL;
 	}
 	if (ir_module_find_func(m, grad_name)) {
-		ir_error(m->ctx, src->loc, "autodiff: the module already has a "
-			 "function '%s'", grad_name);
+		ir_error(m->ctx, src->loc,
+			 "autodiff: the module already has a "
+			 "function '%s'",
+			 grad_name);
 		return NULL;
 	}
 	return src;
@@ -312,8 +322,8 @@ static bool build_grad(ir_module *m, const ir_func *src, ir_func *f)
 		ad.scalars[i] = IR_NONE;
 	ad.needs = ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.needs);
 	ad.adj = ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.adj);
-	ad.first_piece =
-		ir_alloc(m->ctx, (ad.n_fwd + 1) * sizeof *ad.first_piece);
+	ad.first_piece = ir_alloc(m->ctx,
+				  (ad.n_fwd + 1) * sizeof *ad.first_piece);
 	bool ok = ad.needs && ad.adj && ad.first_piece &&
 		  copy_forward(m, src, f);
 	if (ok) {

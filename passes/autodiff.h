@@ -30,17 +30,17 @@ typedef struct pass_ad_piece {
 
 typedef struct pass_ad {
 	ir_module *m;
-	ir_func *f;       /* the gradient function being built */
-	uint32_t n_fwd;   /* nodes below this are the copied forward graph */
-	bool *needs;      /* per forward node: depends on a parameter, so it
+	ir_func *f;     /* the gradient function being built */
+	uint32_t n_fwd; /* nodes below this are the copied forward graph */
+	bool *needs;    /* per forward node: depends on a parameter, so it
 			   * gets a gradient */
-	ir_id *adj;       /* per forward node: gradient summed so far, or
+	ir_id *adj;     /* per forward node: gradient summed so far, or
 			   * IR_NONE */
 	uint32_t *first_piece; /* per forward node: its first piece, or
 				* UINT32_MAX */
 	pass_ad_piece *pieces;
 	uint32_t n_pieces, pieces_cap;
-	ir_loc loc;       /* location of the forward node being differentiated */
+	ir_loc loc; /* location of the forward node being differentiated */
 	ir_id scalars[4]; /* cached rank-0 f32 constants 0, 1, -1, 0.5 */
 	bool is_failed;
 } pass_ad;
@@ -58,8 +58,7 @@ void pass_ad_accum(pass_ad *ad, ir_id x, ir_id g);
 /* Adds g as the part [start, start + size) along axis of the gradient of
  * forward node x (which has a static size on that axis); the pass sums
  * the pieces when it reaches x. */
-void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis,
-			 int64_t start);
+void pass_ad_accum_piece(pass_ad *ad, ir_id x, ir_id g, int axis, int64_t start);
 /* True if forward node x gets a gradient. */
 bool pass_ad_wants(const pass_ad *ad, ir_id x);
 
@@ -77,8 +76,7 @@ ir_id pass_ad_to(pass_ad *ad, ir_op op, ir_id x, const ir_type *t);
 ir_id pass_ad_matmul(pass_ad *ad, ir_id a, ir_id b, bool ta, bool tb);
 /* sum over the axes of a bitmask; x itself when the mask is empty. */
 ir_id pass_ad_sum(pass_ad *ad, ir_id x, uint32_t axes, bool keepdim);
-ir_id pass_ad_slice(pass_ad *ad, ir_id x, int axis, int64_t start,
-		    int64_t end);
+ir_id pass_ad_slice(pass_ad *ad, ir_id x, int axis, int64_t start, int64_t end);
 /* The concatenation of n along axis; the one operand itself if n is 1. */
 ir_id pass_ad_concat(pass_ad *ad, const ir_id *xs, uint32_t n, int axis);
 /* A constant of type t (static dims) from data of t's dtype. */

@@ -76,7 +76,8 @@ static uint64_t hash_attr(uint64_t h, ir_op op, const ir_attr *a, int rank)
 	case IR_ATTR_AXIS:
 		return HASH_FIELD(h, a->axis);
 	case IR_ATTR_REPS:
-		return hash_bytes(h, a->repeat.reps, (size_t)rank * sizeof(int64_t));
+		return hash_bytes(h, a->repeat.reps,
+				  (size_t)rank * sizeof(int64_t));
 	case IR_ATTR_INTERLEAVE:
 		h = HASH_FIELD(h, a->interleave.axis);
 		return HASH_FIELD(h, a->interleave.n);
@@ -120,10 +121,11 @@ static bool attr_equal(ir_op op, const ir_attr *a, const ir_attr *b, int rank)
 	case IR_ATTR_DROPOUT:
 		return SAME(dropout.p) && SAME(dropout.stream);
 	case IR_ATTR_PERM:
-		return memcmp(a->permute.perm, b->permute.perm, (size_t)rank) == 0;
+		return memcmp(a->permute.perm, b->permute.perm, (size_t)rank) ==
+		       0;
 	case IR_ATTR_SLICE:
-		return SAME(slice.axis) && SAME(slice.start) && SAME(slice.end) &&
-		       SAME(slice.step);
+		return SAME(slice.axis) && SAME(slice.start) &&
+		       SAME(slice.end) && SAME(slice.step);
 	case IR_ATTR_AXIS:
 		return SAME(axis);
 	case IR_ATTR_REPS:

@@ -44,19 +44,19 @@
 typedef struct fct {
 	const ir_func *f;
 	pass_graph_uses u;
-	ir_id *leaves;   /* the tree being read, leaves left to right */
-	ir_id *stack;    /* the walk's pending nodes */
-	int32_t *group;  /* per leaf slot: its group's first slot, or -1 */
+	ir_id *leaves;      /* the tree being read, leaves left to right */
+	ir_id *stack;       /* the walk's pending nodes */
+	int32_t *group;     /* per leaf slot: its group's first slot, or -1 */
 	uint8_t *slot_side; /* per leaf slot: shared operand, 0 left, 1 right */
 	uint32_t n_leaves;
-	ir_id *inners;   /* the tree's root and inner adds */
+	ir_id *inners; /* the tree's root and inner adds */
 	uint32_t n_inners;
 	/* Per node, for the planned trees: */
 	ir_id *owner; /* the root of the tree it is an add or grouped leaf of */
 	ir_id *head;  /* a grouped leaf: its group's first leaf */
 	ir_id *last;  /* a group's first leaf: the group's last leaf */
 	uint8_t *side; /* a group's first leaf: shared operand, 0 left */
-	ir_id *acc;   /* a root: its running total; a group's first leaf:
+	ir_id *acc;    /* a root: its running total; a group's first leaf:
 		       * the running sum of the other operands */
 } fct;
 
@@ -260,7 +260,8 @@ static void visit_add(fct *c, pass_graph_builder *b, ir_id x)
 static bool rebuild_func(ir_module *m, ir_func *f, fct *c)
 {
 	uint32_t n = f->g.n_nodes;
-	pass_graph_builder b = {.m = m, .f = f,
+	pass_graph_builder b = {.m = m,
+				.f = f,
 				.map = ir_alloc(m->ctx, (n + 1) * sizeof *b.map)};
 	if (!b.map) {
 		ir_error(m->ctx, f->loc, "out of memory");
@@ -285,8 +286,8 @@ static bool rebuild_func(ir_module *m, ir_func *f, fct *c)
 static void fct_fini(ir_ctx *ctx, fct *c)
 {
 	pass_graph_uses_fini(ctx, &c->u);
-	ir_id *ids[] = {c->leaves, c->stack, c->inners, c->owner, c->head,
-			c->last, c->acc};
+	ir_id *ids[] = {c->leaves, c->stack, c->inners, c->owner,
+			c->head,   c->last,  c->acc};
 	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
 		ir_free(ctx, ids[i]);
 	ir_free(ctx, c->group);

@@ -45,8 +45,7 @@ static void const_operands(const ir_module *m, const ir_graph *g,
 {
 	const ir_id *args = ir_node_args(g, n);
 	for (uint32_t a = 0; a < n->n_args; a++) {
-		const ir_const *c =
-			&m->consts[g->nodes[args[a]].attr.const_index];
+		const ir_const *c = &m->consts[g->nodes[args[a]].attr.const_index];
 		interp_tensor *t = &vals[a];
 		memset(t, 0, sizeof *t);
 		t->dtype = c->type.dtype;
@@ -66,7 +65,8 @@ static int32_t add_result_const(ir_module *m, const ir_node *n,
 	const ir_type *t = &n->type;
 	int64_t numel = ir_type_numel_static(t);
 	if (interp_tensor_numel(v) != numel) {
-		ir_error(m->ctx, n->loc, "%s: folding gave %lld elements, not %lld",
+		ir_error(m->ctx, n->loc,
+			 "%s: folding gave %lld elements, not %lld",
 			 ir_op_table[n->op].name,
 			 (long long)interp_tensor_numel(v), (long long)numel);
 		return -1;
@@ -101,8 +101,8 @@ static bool fold_node(ir_module *m, ir_func *f, ir_id id,
 {
 	ir_graph *g = &f->g;
 	interp_tensor out = {0};
-	interp_tensor *args =
-		ir_alloc(m->ctx, g->nodes[id].n_args * sizeof *args);
+	interp_tensor *args = ir_alloc(m->ctx,
+				       g->nodes[id].n_args * sizeof *args);
 	if (!args) {
 		ir_error(m->ctx, g->nodes[id].loc, "out of memory");
 		return false;
@@ -142,8 +142,8 @@ static bool fold_func(ir_module *m, ir_func *f, const int64_t *sym_values)
 bool pass_fold(ir_module *m)
 {
 	/* Folded nodes have static types; symbols are never read. */
-	int64_t *sym_values =
-		ir_alloc(m->ctx, (m->n_syms ? m->n_syms : 1) * sizeof *sym_values);
+	int64_t *sym_values = ir_alloc(m->ctx, (m->n_syms ? m->n_syms : 1) *
+						       sizeof *sym_values);
 	if (!sym_values) {
 		ir_error(m->ctx, (ir_loc){0}, "out of memory");
 		return false;

@@ -110,7 +110,7 @@ static bool rebuild(fa_rebuild *r, const fa_act *act)
 		}
 	}
 	return pass_graph_finish(&r->b, "fuse_attention: cannot rewrite the "
-				 "additive attentions of");
+					"additive attentions of");
 }
 
 static bool is_softmax(ir_op op)
@@ -123,12 +123,12 @@ static bool is_softmax(ir_op op)
  * chain), but one claimed twice would be a matcher bug: the second match
  * is then dropped. */
 static uint32_t find_matches(const ir_module *m, const ir_func *f,
-			     const pass_graph_uses *u, fa_match *mt,
-			     fa_act *act)
+			     const pass_graph_uses *u, fa_match *mt, fa_act *act)
 {
 	uint32_t n = 0;
 	for (ir_id i = 0; i < f->g.n_nodes; i++) {
-		if (!is_softmax(f->g.nodes[i].op) || !fa_match_at(m, f, u, i, &mt[n]))
+		if (!is_softmax(f->g.nodes[i].op) ||
+		    !fa_match_at(m, f, u, i, &mt[n]))
 			continue;
 		if (act[mt[n].out].role != ROLE_KEEP)
 			continue;
@@ -161,8 +161,8 @@ bool pass_fuse_additive_func(ir_module *m, ir_func *f)
 
 void pass_fuse_additive_print(const ir_func *f, const fa_match *mt, FILE *out)
 {
-	fprintf(out, "fuses: add %%%u, tanh %%%u, matmul %%%u, %s", mt->a, mt->t,
-		mt->proj, ir_op_table[f->g.nodes[mt->sm].op].name);
+	fprintf(out, "fuses: add %%%u, tanh %%%u, matmul %%%u, %s", mt->a,
+		mt->t, mt->proj, ir_op_table[f->g.nodes[mt->sm].op].name);
 	if (mt->drop != IR_NONE)
 		fprintf(out, ", dropout %%%u", mt->drop);
 	fprintf(out, ", matmul %%%u into fused_additive_attention", mt->out);

@@ -24,16 +24,16 @@
 
 /* One additive attention found around a softmax. */
 typedef struct fa_match {
-	ir_id sm;        /* the softmax */
-	ir_id valid;     /* its valid lengths, or IR_NONE */
-	ir_id scores;    /* the reshape of the projection to (N, Q, K) */
-	ir_id proj;      /* matmul(T, wv) (N, Q, K, 1) */
-	ir_id t, a;      /* the tanh and the add */
-	ir_id qs, ks;    /* the add's operands (N, Q, 1, H), (N, 1, K, H) */
-	ir_id wv;        /* the scoring vector as stored (H, 1) */
-	ir_id drop;      /* the dropout of the weights, or IR_NONE */
-	ir_id out;       /* the matmul of the weights and the values */
-	ir_id v;         /* the values (N, K, dv) */
+	ir_id sm;         /* the softmax */
+	ir_id valid;      /* its valid lengths, or IR_NONE */
+	ir_id scores;     /* the reshape of the projection to (N, Q, K) */
+	ir_id proj;       /* matmul(T, wv) (N, Q, K, 1) */
+	ir_id t, a;       /* the tanh and the add */
+	ir_id qs, ks;     /* the add's operands (N, Q, 1, H), (N, 1, K, H) */
+	ir_id wv;         /* the scoring vector as stored (H, 1) */
+	ir_id drop;       /* the dropout of the weights, or IR_NONE */
+	ir_id out;        /* the matmul of the weights and the values */
+	ir_id v;          /* the values (N, K, dv) */
 	bool is_additive; /* the scores come from a tanh and a projection:
 			   * `why` then speaks of this matcher's chain */
 	char why[FZ_WHY_CAP]; /* why not, when it does not match */
@@ -51,7 +51,6 @@ bool pass_fuse_additive_func(ir_module *m, ir_func *f);
 
 /* Writes what fuses for a matched mt: "fuses: ... into
  * fused_additive_attention". */
-void pass_fuse_additive_print(const ir_func *f, const fa_match *mt,
-			      FILE *out);
+void pass_fuse_additive_print(const ir_func *f, const fa_match *mt, FILE *out);
 
 #endif

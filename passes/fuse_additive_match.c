@@ -44,10 +44,10 @@ static bool used_only_by(const cx *c, ir_id id, const ir_id *users,
 		for (uint32_t i = 0; i < n_users && !is_known; i++)
 			is_known = fz_use_at(&c->v, id, k) == users[i];
 		if (!is_known)
-			return fz_nope(
-			    &c->v, "the %s %s are also used by %s", what,
-			    fz_name_of(&c->v, id).s,
-			    fz_name_of(&c->v, fz_use_at(&c->v, id, k)).s);
+			return fz_nope(&c->v, "the %s %s are also used by %s",
+				       what, fz_name_of(&c->v, id).s,
+				       fz_name_of(&c->v, fz_use_at(&c->v, id, k))
+					       .s);
 	}
 	return true;
 }
@@ -86,20 +86,18 @@ static bool match_scores(const cx *c, ir_id s)
 	mt->scores = s;
 	if (fz_op(&c->v, s) != IR_OP_RESHAPE ||
 	    fz_op(&c->v, fz_arg(&c->v, s, 0)) != IR_OP_MATMUL)
-		return fz_nope(
-		    &c->v,
-		    "its scores come from %s, not from a projection of "
-		    "tanh features",
-		    fz_name_of(&c->v, s).s);
+		return fz_nope(&c->v,
+			       "its scores come from %s, not from a projection of "
+			       "tanh features",
+			       fz_name_of(&c->v, s).s);
 	mt->proj = fz_arg(&c->v, s, 0);
 	mt->t = fz_arg(&c->v, mt->proj, 0);
 	mt->wv = fz_arg(&c->v, mt->proj, 1);
 	if (fz_op(&c->v, mt->t) != IR_OP_TANH)
-		return fz_nope(
-		    &c->v,
-		    "its scores come from %s, not from a projection of "
-		    "tanh features",
-		    fz_name_of(&c->v, mt->proj).s);
+		return fz_nope(&c->v,
+			       "its scores come from %s, not from a projection of "
+			       "tanh features",
+			       fz_name_of(&c->v, mt->proj).s);
 	mt->is_additive = true;
 	const ir_node *p = fz_node(&c->v, mt->proj);
 	const ir_type *tt = type_of(c, mt->t), *wt = type_of(c, mt->wv),
@@ -107,20 +105,18 @@ static bool match_scores(const cx *c, ir_id s)
 	ir_dim want[4] = {st->dims[0], st->dims[1], st->dims[2],
 			  tt->rank == 4 ? tt->dims[3] : ir_dim_static(0)};
 	ir_dim wcol[2] = {want[3], ir_dim_static(1)};
-	if (p->attr.matmul.ta || p->attr.matmul.tb || !ir_shape_is(tt, 4, want) ||
-	    !ir_shape_is(wt, 2, wcol))
-		return fz_nope(
-		    &c->v,
-		    "the projection %s is not of (N, Q, K, H) features "
-		    "by an (H, 1) vector",
-		    fz_name_of(&c->v, mt->proj).s);
+	if (p->attr.matmul.ta || p->attr.matmul.tb ||
+	    !ir_shape_is(tt, 4, want) || !ir_shape_is(wt, 2, wcol))
+		return fz_nope(&c->v,
+			       "the projection %s is not of (N, Q, K, H) features "
+			       "by an (H, 1) vector",
+			       fz_name_of(&c->v, mt->proj).s);
 	mt->a = fz_arg(&c->v, mt->t, 0);
 	if (fz_op(&c->v, mt->a) != IR_OP_ADD)
-		return fz_nope(
-		    &c->v,
-		    "its features are the tanh of %s, not of a sum of "
-		    "projections",
-		    fz_name_of(&c->v, mt->a).s);
+		return fz_nope(&c->v,
+			       "its features are the tanh of %s, not of a sum of "
+			       "projections",
+			       fz_name_of(&c->v, mt->a).s);
 	return match_add(c) && used_only_by(c, s, &mt->sm, 1, "scores") &&
 	       used_only_by(c, mt->proj, &s, 1, "projected scores") &&
 	       used_only_by(c, mt->a, &mt->t, 1, "summed projections");

@@ -118,7 +118,8 @@ static uint32_t find_matches(const ir_module *m, const ir_func *f,
 {
 	uint32_t n = 0;
 	for (ir_id i = 0; i < f->g.n_nodes; i++)
-		if (is_softmax(f->g.nodes[i].op) && fz_match_at(m, f, u, i, &mt[n]))
+		if (is_softmax(f->g.nodes[i].op) &&
+		    fz_match_at(m, f, u, i, &mt[n]))
 			n++;
 	return n;
 }
@@ -181,7 +182,8 @@ static void print_heads(const ir_func *f, const pass_graph_uses *u,
 	if (!is_plain)
 		snprintf(hd.why, sizeof hd.why, "an operand is read transposed");
 	const char *s = h == 1 ? "" : "s", *are = h == 1 ? "is" : "are";
-	if (is_plain && fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
+	if (is_plain &&
+	    fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
 	    fz_heads_merged(f, u, mt->out, &hd, "result"))
 		fprintf(out, "; its %u head%s %s read in place", h, s, are);
 	else
@@ -195,8 +197,8 @@ static void print_fused(const ir_func *f, const pass_graph_uses *u,
 	const ir_graph *g = &f->g;
 	fprintf(out, "fuses: matmul %%%u", mt->scores);
 	if (mt->scaled != IR_NONE)
-		fprintf(out, ", %s by %g", ir_op_table[g->nodes[mt->scaled].op].name,
-			mt->scale_c);
+		fprintf(out, ", %s by %g",
+			ir_op_table[g->nodes[mt->scaled].op].name, mt->scale_c);
 	fprintf(out, ", %s", ir_op_table[g->nodes[mt->sm].op].name);
 	if (mt->drop != IR_NONE)
 		fprintf(out, ", dropout %%%u", mt->drop);
@@ -221,7 +223,8 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		fa_match am;
 		bool ok = fz_match_at(m, f, &u, i, &mt);
 		bool is_add = !ok && fa_match_at(m, f, &u, i, &am);
-		fprintf(out, "@%s %%%u %s at ", f->name, i, ir_op_table[n->op].name);
+		fprintf(out, "@%s %%%u %s at ", f->name, i,
+			ir_op_table[n->op].name);
 		print_loc(m, n->loc, out);
 		fputs(": ", out);
 		if (ok)
@@ -229,7 +232,8 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		else if (is_add)
 			pass_fuse_additive_print(f, &am, out);
 		else
-			fprintf(out, "not fused: %s", am.is_additive ? am.why : mt.why);
+			fprintf(out, "not fused: %s",
+				am.is_additive ? am.why : mt.why);
 		fputc('\n', out);
 		(*n_sm)++;
 		*n_fused += ok || is_add;

@@ -24,16 +24,16 @@
 
 /* One attention found around a softmax. */
 typedef struct fz_match {
-	ir_id sm;      /* the softmax */
-	ir_id valid;   /* its valid lengths, or IR_NONE */
-	ir_id scaled;  /* the MUL or DIV by the constant, or IR_NONE */
-	ir_id scores;  /* the matmul of queries and keys */
-	ir_id drop;    /* the dropout of the weights, or IR_NONE */
-	ir_id out;     /* the matmul of the weights and the values */
-	ir_id q, k, v; /* operands as stored */
-	bool q_t, k_t, v_t; /* stored transposed: q^T (N, d, Q) and so on */
-	double scale;   /* the factor: c, or 1 / c for a division */
-	double scale_c; /* the constant c as the graph holds it */
+	ir_id sm;             /* the softmax */
+	ir_id valid;          /* its valid lengths, or IR_NONE */
+	ir_id scaled;         /* the MUL or DIV by the constant, or IR_NONE */
+	ir_id scores;         /* the matmul of queries and keys */
+	ir_id drop;           /* the dropout of the weights, or IR_NONE */
+	ir_id out;            /* the matmul of the weights and the values */
+	ir_id q, k, v;        /* operands as stored */
+	bool q_t, k_t, v_t;   /* stored transposed: q^T (N, d, Q) and so on */
+	double scale;         /* the factor: c, or 1 / c for a division */
+	double scale_c;       /* the constant c as the graph holds it */
 	char why[FZ_WHY_CAP]; /* why not, when it does not match */
 } fz_match;
 

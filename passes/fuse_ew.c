@@ -56,8 +56,7 @@ static host_kind host_of(ir_op op)
 bool pass_fuse_ew_is_fusible(ir_op op)
 {
 	return (ir_op_table[op].flags & IR_OPF_EW) || op == IR_OP_DROPOUT ||
-	       op == IR_OP_PERMUTE || op == IR_OP_BROADCAST ||
-	       op == IR_OP_SLICE;
+	       op == IR_OP_PERMUTE || op == IR_OP_BROADCAST || op == IR_OP_SLICE;
 }
 
 /* Whether node c can evaluate its operand a (node p) in place. */
@@ -144,7 +143,8 @@ static void decide(const ir_graph *g, const pass_graph_uses *u, ir_id p,
 	b->arrays[p] = n->n_args;
 	if (u->output[p] >= 0 || !pass_fuse_ew_is_fusible(n->op) ||
 	    !all_hosted(g, u, p, into) ||
-	    (n_uses(u, p) > 1 && (ir_op_table[n->op].flags & IR_OPF_COSTLY)) || !charge_all(g, u, p, root, b))
+	    (n_uses(u, p) > 1 && (ir_op_table[n->op].flags & IR_OPF_COSTLY)) ||
+	    !charge_all(g, u, p, root, b))
 		return;
 	ir_id c = u->list[u->start[p]];
 	into[p] = n_uses(u, p) == 1 ? c : PASS_FUSE_EW_EVERY;

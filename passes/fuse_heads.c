@@ -100,8 +100,9 @@ static bool heads_valid(const ir_func *f, ir_id valid, fz_heads *hd)
 	const ir_node *n = node(f, valid);
 	if (n->op != IR_OP_REPEAT_INTERLEAVE || n->attr.interleave.axis != 0 ||
 	    n->attr.interleave.n != hd->h)
-		return why(hd, "its valid lengths %%%u (%s) are not one per batch "
-			       "element repeated for each of the %u heads",
+		return why(hd,
+			   "its valid lengths %%%u (%s) are not one per batch "
+			   "element repeated for each of the %u heads",
 			   valid, ir_op_table[n->op].name, hd->h);
 	hd->valid = ir_arg(&f->g, valid, 0);
 	return true;
@@ -126,8 +127,9 @@ bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
 				   ir_op_table[node(f, ops[i])->op].name);
 		ir_dim b = node(f, *src[i])->type.dims[0];
 		if (i > 0 && (h != hd->h || !ir_dim_eq(b, hd->b)))
-			return why(hd, "its %s %%%u split off another number of "
-				       "heads or batch than its queries",
+			return why(hd,
+				   "its %s %%%u split off another number of "
+				   "heads or batch than its queries",
 				   names[i], ops[i]);
 		hd->h = h;
 		hd->b = b;
@@ -154,9 +156,10 @@ static bool merge_ends(const ir_func *f, const pass_graph_uses *u, ir_id p,
 	for (uint32_t k = 0; k < n_uses(u, p); k++) {
 		ir_id e = use_at(u, p, k);
 		if (node(f, e)->op != IR_OP_RESHAPE)
-			return why(hd, "its merged heads %%%u are also read by "
-				       "%%%u (%s)", p, e,
-				   ir_op_table[node(f, e)->op].name);
+			return why(hd,
+				   "its merged heads %%%u are also read by "
+				   "%%%u (%s)",
+				   p, e, ir_op_table[node(f, e)->op].name);
 	}
 	return true;
 }
@@ -172,17 +175,20 @@ bool fz_heads_merged(const ir_func *f, const pass_graph_uses *u, ir_id x,
 		ir_id r = use_at(u, x, k);
 		const ir_node *rn = node(f, r);
 		if (rn->op != IR_OP_RESHAPE || !ir_shape_is(&rn->type, 4, want))
-			return why(hd, "its %s %%%u is read by %%%u (%s), not by "
-				       "a merge of its heads", what, x, r,
-				   ir_op_table[rn->op].name);
+			return why(hd,
+				   "its %s %%%u is read by %%%u (%s), not by "
+				   "a merge of its heads",
+				   what, x, r, ir_op_table[rn->op].name);
 		if (!not_output(f, u, r, hd))
 			return false;
 		for (uint32_t j = 0; j < n_uses(u, r); j++) {
 			ir_id p = use_at(u, r, j);
 			if (!is_swap_12(node(f, p)))
-				return why(hd, "its %s %%%u is read by %%%u (%s), "
-					       "not by a merge of its heads", what,
-					   x, p, ir_op_table[node(f, p)->op].name);
+				return why(hd,
+					   "its %s %%%u is read by %%%u (%s), "
+					   "not by a merge of its heads",
+					   what, x, p,
+					   ir_op_table[node(f, p)->op].name);
 			if (!merge_ends(f, u, p, hd))
 				return false;
 		}
@@ -251,8 +257,8 @@ static bool operands_of(const ir_func *f, ir_id x, fz_heads *hd)
 
 /* Slice s of packed gradient x: exactly one of its three parts, read by
  * reshapes to the part's type that are merged; marks them if `mark`. */
-static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd,
-		       uint32_t rec, bool mark)
+static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd, uint32_t rec,
+		       bool mark)
 {
 	const ir_func *f = p->f;
 	const ir_node *sn = node(f, s);
@@ -260,24 +266,31 @@ static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd,
 	int part = -1;
 	for (int i = 0; i < 3 && part < 0 && sn->op == IR_OP_SLICE; i++) {
 		ir_dim len;
-		ir_type_numel_dim(p->m, &node(f, ir_arg(&f->g, x, (uint32_t)i))->type,
+		ir_type_numel_dim(p->m,
+				  &node(f, ir_arg(&f->g, x, (uint32_t)i))->type,
 				  &len);
 		if (sn->attr.slice.axis == 0 && sn->attr.slice.step == 1 &&
-		    sn->attr.slice.start == off && sn->attr.slice.end == off + len.coef)
+		    sn->attr.slice.start == off &&
+		    sn->attr.slice.end == off + len.coef)
 			part = i;
 		off += len.coef;
 	}
 	if (part < 0)
-		return why(hd, "its packed gradient is read by %%%u (%s), not by "
-			       "a slice of one part", s, ir_op_table[sn->op].name);
+		return why(hd,
+			   "its packed gradient is read by %%%u (%s), not by "
+			   "a slice of one part",
+			   s, ir_op_table[sn->op].name);
 	if (!not_output(f, &p->u, s, hd))
 		return false;
 	const ir_type *pt = &node(f, ir_arg(&f->g, x, (uint32_t)part))->type;
 	for (uint32_t k = 0; k < n_uses(&p->u, s); k++) {
 		ir_id r = use_at(&p->u, s, k);
-		if (node(f, r)->op != IR_OP_RESHAPE || !ir_type_eq(&node(f, r)->type, pt))
-			return why(hd, "a part of its packed gradient is read by "
-				       "%%%u (%s)", r, ir_op_table[node(f, r)->op].name);
+		if (node(f, r)->op != IR_OP_RESHAPE ||
+		    !ir_type_eq(&node(f, r)->type, pt))
+			return why(hd,
+				   "a part of its packed gradient is read by "
+				   "%%%u (%s)",
+				   r, ir_op_table[node(f, r)->op].name);
 		if (!fz_heads_merged(f, &p->u, r, hd, "gradient part"))
 			return false;
 		if (mark) {
@@ -360,7 +373,8 @@ static ir_id emit_part(pass_graph_builder *b, ir_id x, const fh_act *a,
 	const ir_id srcs[3] = {hd->q, hd->k, hd->v};
 	ir_id s = b->map[ir_arg(&b->f->g, x, 0)];
 	return pass_graph_emit(b, IR_OP_RESHAPE, &s, 1, NULL,
-		       &b->f->g.nodes[srcs[a->part]].type, b->f->g.nodes[x].loc);
+			       &b->f->g.nodes[srcs[a->part]].type,
+			       b->f->g.nodes[x].loc);
 }
 
 /* Reshape x that read a merge: now reads what replaced the merged node,

@@ -91,7 +91,8 @@ static uint32_t find_pairs(const ir_func *f, fl_pair *pairs, uint32_t *pair_of,
 	for (ir_id x = 0; x < g->n_nodes; x++)
 		pair_of[x] = UINT32_MAX;
 	for (ir_id x = 0; x < g->n_nodes; x++) {
-		if (g->nodes[x].op != IR_OP_CROSS_ENTROPY || pair_of[x] != UINT32_MAX)
+		if (g->nodes[x].op != IR_OP_CROSS_ENTROPY ||
+		    pair_of[x] != UINT32_MAX)
 			continue;
 		ir_id cg = partner(f, x, pair_of);
 		if (cg == IR_NONE || !can_fuse(f, x, cg, seen))

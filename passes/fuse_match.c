@@ -57,8 +57,8 @@ bool fz_const_value(const fz_view *v, ir_id id, double *x)
 	for (int64_t i = 0; i < count; i++) {
 		double e = k->type.dtype == IR_F32 ? ((const float *)k->data)[i]
 			   : k->type.dtype == IR_I32
-			       ? ((const int32_t *)k->data)[i]
-			       : ((const double *)k->data)[i];
+				   ? ((const int32_t *)k->data)[i]
+				   : ((const double *)k->data)[i];
 		if (i == 0)
 			*x = e;
 		else if (e != *x)
@@ -70,7 +70,8 @@ bool fz_const_value(const fz_view *v, ir_id id, double *x)
 const char *fz_output_name(const fz_view *v, int32_t o)
 {
 	return v->f->output_names && v->f->output_names[o]
-		       ? v->f->output_names[o] : "unnamed";
+		       ? v->f->output_names[o]
+		       : "unnamed";
 }
 
 /* The output x becomes through layout ops alone (a reshape, a stack of
@@ -100,8 +101,9 @@ static bool other_use(const fz_view *v, ir_id w, ir_id x)
 	if (o < 0)
 		return fz_nope(v, "the weights %s are also used by %s",
 			       fz_name_of(v, w).s, fz_name_of(v, x).s);
-	return fz_nope(v, "the weights %s are also used by %s, which becomes "
-			  "output %d (%s) of @%s: fusing would lose them",
+	return fz_nope(v,
+		       "the weights %s are also used by %s, which becomes "
+		       "output %d (%s) of @%s: fusing would lose them",
 		       fz_name_of(v, w).s, fz_name_of(v, x).s, o,
 		       fz_output_name(v, o), v->f->name);
 }
@@ -124,8 +126,7 @@ static bool sort_users(const fz_view *v, const users *us, ir_id w)
 		if (n->op == IR_OP_DROPOUT && w == us->sm &&
 		    *us->drop == IR_NONE) {
 			*us->drop = x;
-		} else if (is_left && !n->attr.matmul.ta &&
-			   *us->out == IR_NONE &&
+		} else if (is_left && !n->attr.matmul.ta && *us->out == IR_NONE &&
 			   (w != us->sm || *us->drop == IR_NONE)) {
 			*us->out = x;
 		} else {
@@ -148,8 +149,9 @@ bool fz_match_weights(const fz_view *v, ir_id sm, ir_id *drop, ir_id *out)
 		return false;
 	if (*drop != IR_NONE) {
 		if (*out != IR_NONE)
-			return fz_nope(v, "the weights are also used by %s "
-					  "besides their dropout",
+			return fz_nope(v,
+				       "the weights are also used by %s "
+				       "besides their dropout",
 				       fz_name_of(v, *out).s);
 		if (fz_is_output(v, *drop))
 			return fz_nope(v,
@@ -204,8 +206,7 @@ static ir_id match_scale(const cx *c, ir_id x)
 	if (o != IR_OP_MUL && o != IR_OP_DIV)
 		return x;
 	for (uint32_t side = 0; side < (o == IR_OP_MUL ? 2u : 1u); side++) {
-		ir_id k = fz_arg(&c->v, x, 1 - side),
-		      s = fz_arg(&c->v, x, side);
+		ir_id k = fz_arg(&c->v, x, 1 - side), s = fz_arg(&c->v, x, side);
 		if (!fz_const_value(&c->v, k, &v) || !fz_same_type(&c->v, x, s))
 			continue;
 		if (o == IR_OP_DIV && (v == 0 || !(v == v)))
@@ -227,10 +228,10 @@ static bool used_only_by(const cx *c, ir_id id, ir_id user, const char *what)
 			       c->v.f->name);
 	for (uint32_t k = 0; k < fz_n_uses(&c->v, id); k++)
 		if (fz_use_at(&c->v, id, k) != user)
-			return fz_nope(
-			    &c->v, "the %s %s are also used by %s", what,
-			    fz_name_of(&c->v, id).s,
-			    fz_name_of(&c->v, fz_use_at(&c->v, id, k)).s);
+			return fz_nope(&c->v, "the %s %s are also used by %s",
+				       what, fz_name_of(&c->v, id).s,
+				       fz_name_of(&c->v, fz_use_at(&c->v, id, k))
+					       .s);
 	return true;
 }
 

@@ -107,8 +107,7 @@ ir_id pass_ad_sum(pass_ad *ad, ir_id x, uint32_t axes, bool keepdim)
 	return pass_ad_op1(ad, IR_OP_SUM, x, &attr);
 }
 
-ir_id pass_ad_slice(pass_ad *ad, ir_id x, int axis, int64_t start,
-		    int64_t end)
+ir_id pass_ad_slice(pass_ad *ad, ir_id x, int axis, int64_t start, int64_t end)
 {
 	if (x == IR_NONE)
 		return none(ad);
@@ -176,7 +175,8 @@ ir_id pass_ad_unbroadcast(pass_ad *ad, ir_id g, const ir_type *t)
 		int j = i - off;
 		bool is_one = j >= 0 && ir_dim_is_static(t->dims[j]) &&
 			      t->dims[j].coef == 1;
-		bool g_one = ir_dim_is_static(gt.dims[i]) && gt.dims[i].coef == 1;
+		bool g_one = ir_dim_is_static(gt.dims[i]) &&
+			     gt.dims[i].coef == 1;
 		if (j < 0 || (is_one && !g_one))
 			axes |= 1u << i;
 	}
@@ -201,7 +201,8 @@ ir_id pass_ad_count(pass_ad *ad, const ir_type *t, uint32_t axes)
 	if (is_static)
 		return pass_ad_scalar(ad, (double)n);
 	/* A run-time count: the sum of ones over the reduced dims alone. */
-	ir_id ones = pass_ad_to(ad, IR_OP_BROADCAST, pass_ad_scalar(ad, 1), &sub);
+	ir_id ones = pass_ad_to(ad, IR_OP_BROADCAST, pass_ad_scalar(ad, 1),
+				&sub);
 	return pass_ad_sum(ad, ones, (1u << t->rank) - 1, false);
 }
 
@@ -266,10 +267,12 @@ ir_id pass_ad_below(pass_ad *ad, const ir_type *t, ir_id len)
 	if (t->rank >= 2)
 		return below_symbolic(ad, t, len);
 	/* A single row: masked_softmax wants rank 2. */
-	ir_type t2 = {.dtype = t->dtype, .rank = 2,
+	ir_type t2 = {.dtype = t->dtype,
+		      .rank = 2,
 		      .dims = {ir_dim_static(1), k}};
 	ir_type l1 = {.dtype = IR_I32, .rank = 1, .dims = {ir_dim_static(1)}};
-	ir_id m = below_symbolic(ad, &t2, pass_ad_to(ad, IR_OP_RESHAPE, len, &l1));
+	ir_id m = below_symbolic(ad, &t2,
+				 pass_ad_to(ad, IR_OP_RESHAPE, len, &l1));
 	return pass_ad_to(ad, IR_OP_RESHAPE, m, t);
 }
 

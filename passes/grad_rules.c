@@ -23,7 +23,10 @@ static ir_id arg(const pass_ad *ad, ir_id y, uint32_t i)
 	return ir_arg(&ad->f->g, y, i);
 }
 
-static ir_node fwd(const pass_ad *ad, ir_id y) { return ad->f->g.nodes[y]; }
+static ir_node fwd(const pass_ad *ad, ir_id y)
+{
+	return ad->f->g.nodes[y];
+}
 
 static ir_id add(pass_ad *ad, ir_id a, ir_id b)
 {
@@ -91,7 +94,8 @@ static ir_id flatten2(pass_ad *ad, ir_id x)
 	if (x == IR_NONE)
 		return x;
 	ir_type t = pass_ad_type(ad, x);
-	ir_type r = {.dtype = t.dtype, .rank = 2,
+	ir_type r = {.dtype = t.dtype,
+		     .rank = 2,
 		     .dims = {{-1, -1},
 			      t.rank ? t.dims[t.rank - 1] : ir_dim_static(1)}};
 	return pass_ad_to(ad, IR_OP_RESHAPE, x, &r);
@@ -103,9 +107,11 @@ static bool split_axis(pass_ad *ad, const ir_type *x, int ax, ir_dim outer,
 		       ir_dim inner, ir_type *out)
 {
 	if (x->rank >= IR_MAX_RANK) {
-		ir_error(ad->m->ctx, ad->loc, "autodiff: the gradient of this "
+		ir_error(ad->m->ctx, ad->loc,
+			 "autodiff: the gradient of this "
 			 "rank-%d op needs a rank-%d intermediate (more than "
-			 "%d)", x->rank, x->rank + 1, IR_MAX_RANK);
+			 "%d)",
+			 x->rank, x->rank + 1, IR_MAX_RANK);
 		ad->is_failed = true;
 		return false;
 	}
@@ -358,8 +364,8 @@ static void grad_SUM(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_id x = arg(ad, y, 0);
 	ir_type xt = pass_ad_type(ad, x);
-	pass_ad_accum(ad, x, pass_ad_to(ad, IR_OP_BROADCAST,
-					keep_grad(ad, y, g), &xt));
+	pass_ad_accum(ad, x,
+		      pass_ad_to(ad, IR_OP_BROADCAST, keep_grad(ad, y, g), &xt));
 }
 
 static void grad_MEAN(pass_ad *ad, ir_id y, ir_id g)
@@ -382,8 +388,8 @@ static void grad_MAX(pass_ad *ad, ir_id y, ir_id g)
 	ir_id at = f32_of(ad, pass_ad_op2(ad, IR_OP_EQ, x, yk, NULL));
 	ir_id cnt = pass_ad_sum(ad, at, n.attr.reduce.axes, true);
 	ir_id each = div_(ad, keep_grad(ad, y, g), cnt);
-	pass_ad_accum(ad, x, pass_ad_to(ad, IR_OP_BROADCAST, mul(ad, at, each),
-					&xt));
+	pass_ad_accum(ad, x,
+		      pass_ad_to(ad, IR_OP_BROADCAST, mul(ad, at, each), &xt));
 }
 
 /* ---- normalizations -------------------------------------------------------------------- */
@@ -432,7 +438,8 @@ static void grad_LAYER_NORM(pass_ad *ad, ir_id y, ir_id g)
 	ir_id sd = pass_ad_op1(ad, IR_OP_SQRT, add(ad, var, eps), NULL);
 	ir_id xhat = div_(ad, xc, sd);
 	if (wants(ad, y, 2))
-		pass_ad_accum(ad, arg(ad, y, 2), pass_ad_unbroadcast(ad, g, &pt));
+		pass_ad_accum(ad, arg(ad, y, 2),
+			      pass_ad_unbroadcast(ad, g, &pt));
 	if (wants(ad, y, 1))
 		pass_ad_accum(ad, gamma,
 			      pass_ad_unbroadcast(ad, mul(ad, g, xhat), &pt));
@@ -449,7 +456,8 @@ static void grad_LAYER_NORM(pass_ad *ad, ir_id y, ir_id g)
 static void grad_DROPOUT(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_node n = fwd(ad, y);
-	pass_ad_accum(ad, arg(ad, y, 0), pass_ad_op1(ad, IR_OP_DROPOUT, g, &n.attr));
+	pass_ad_accum(ad, arg(ad, y, 0),
+		      pass_ad_op1(ad, IR_OP_DROPOUT, g, &n.attr));
 }
 
 /* ---- indexing ------------------------------------------------------------------------------- */
@@ -489,7 +497,8 @@ static void grad_PERMUTE(pass_ad *ad, ir_id y, ir_id g)
 	ir_attr inv = {0};
 	for (int i = 0; i < n.type.rank; i++)
 		inv.permute.perm[n.attr.permute.perm[i]] = (uint8_t)i;
-	pass_ad_accum(ad, arg(ad, y, 0), pass_ad_op1(ad, IR_OP_PERMUTE, g, &inv));
+	pass_ad_accum(ad, arg(ad, y, 0),
+		      pass_ad_op1(ad, IR_OP_PERMUTE, g, &inv));
 }
 
 /* g spread to every step-th place: each element repeated step times,
@@ -642,12 +651,13 @@ static void grad_CROSS_ENTROPY(pass_ad *ad, ir_id y, ir_id g)
 		      pass_ad_typed(ad, IR_OP_CROSS_ENTROPY_GRAD, args, 3, &lt));
 }
 
-#define grad_CROSS_ENTROPY_GRAD grad_nothing /* no second derivatives */
+#define grad_CROSS_ENTROPY_GRAD grad_nothing      /* no second derivatives */
 #define grad_CROSS_ENTROPY_WITH_GRAD grad_nothing /* made after autodiff */
 
 /* ---- fused additive attention ----------------------------------------------------------------- */
 
-#define grad_FUSED_ADDITIVE_ATTENTION_GRAD grad_nothing /* no second derivatives */
+#define grad_FUSED_ADDITIVE_ATTENTION_GRAD \
+	grad_nothing /* no second derivatives */
 
 static ir_type type4(const ir_type *t3, int at)
 {
@@ -667,21 +677,28 @@ static void additive_features_grad(pass_ad *ad, ir_id y, ir_id t, ir_id ds)
 	ir_id qp = arg(ad, y, 0), kp = arg(ad, y, 1), wv = arg(ad, y, 2);
 	ir_type qt = pass_ad_type(ad, qp), kt = pass_ad_type(ad, kp),
 		wt = pass_ad_type(ad, wv), st = pass_ad_type(ad, ds);
-	ir_type ds4 = type4(&st, 3), w4 = {.dtype = IR_F32, .rank = 4,
-				   .dims = {ir_dim_static(1), ir_dim_static(1),
-					    ir_dim_static(1), wt.dims[0]}};
+	ir_type ds4 = type4(&st, 3),
+		w4 = {.dtype = IR_F32,
+		      .rank = 4,
+		      .dims = {ir_dim_static(1), ir_dim_static(1),
+			       ir_dim_static(1), wt.dims[0]}};
 	ir_id d4 = pass_ad_to(ad, IR_OP_RESHAPE, ds, &ds4);
 	ir_id w = pass_ad_to(ad, IR_OP_RESHAPE, wv, &w4);
 	ir_id one = pass_ad_scalar(ad, 1);
 	ir_id u = mul(ad, mul(ad, d4, w), sub(ad, one, mul(ad, t, t)));
 	if (wants(ad, y, 0))
-		pass_ad_accum(ad, qp, pass_ad_to(ad, IR_OP_RESHAPE,
-						 pass_ad_sum(ad, u, 1u << 2, false), &qt));
+		pass_ad_accum(ad, qp,
+			      pass_ad_to(ad, IR_OP_RESHAPE,
+					 pass_ad_sum(ad, u, 1u << 2, false),
+					 &qt));
 	if (wants(ad, y, 1))
-		pass_ad_accum(ad, kp, pass_ad_to(ad, IR_OP_RESHAPE,
-						 pass_ad_sum(ad, u, 1u << 1, false), &kt));
+		pass_ad_accum(ad, kp,
+			      pass_ad_to(ad, IR_OP_RESHAPE,
+					 pass_ad_sum(ad, u, 1u << 1, false),
+					 &kt));
 	if (wants(ad, y, 2))
-		pass_ad_accum(ad, wv, pass_ad_sum(ad, mul(ad, t, d4), 7u, false));
+		pass_ad_accum(ad, wv,
+			      pass_ad_sum(ad, mul(ad, t, d4), 7u, false));
 }
 
 /* The gradient when the packed result has no type (sizes that do not add
@@ -696,12 +713,15 @@ static void grad_additive_unfused(pass_ad *ad, ir_id y, ir_id g)
 	ir_type qt = pass_ad_type(ad, qp), kt = pass_ad_type(ad, kp),
 		wt = pass_ad_type(ad, wv);
 	ir_type q4 = type4(&qt, 2), k4 = type4(&kt, 1);
-	ir_type wcol = {.dtype = IR_F32, .rank = 2,
+	ir_type wcol = {.dtype = IR_F32,
+			.rank = 2,
 			.dims = {wt.dims[0], ir_dim_static(1)}};
 	ir_id t = pass_ad_op1(ad, IR_OP_TANH,
 			      add(ad, pass_ad_to(ad, IR_OP_RESHAPE, qp, &q4),
-				  pass_ad_to(ad, IR_OP_RESHAPE, kp, &k4)), NULL);
-	ir_id s4 = pass_ad_matmul(ad, t, pass_ad_to(ad, IR_OP_RESHAPE, wv, &wcol),
+				  pass_ad_to(ad, IR_OP_RESHAPE, kp, &k4)),
+			      NULL);
+	ir_id s4 = pass_ad_matmul(ad, t,
+				  pass_ad_to(ad, IR_OP_RESHAPE, wv, &wcol),
 				  false, false);
 	ir_type st = pass_ad_type(ad, s4);
 	st.rank = 3;
@@ -756,7 +776,8 @@ static void grad_FUSED_ADDITIVE_ATTENTION(pass_ad *ad, ir_id y, ir_id g)
 	ir_id pk = pass_ad_opn(ad, IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD, args,
 			       n.n_args + 1, &n.attr);
 	/* dwv's parts as (N, H), summed over N. */
-	ir_type wn = {.dtype = IR_F32, .rank = 2,
+	ir_type wn = {.dtype = IR_F32,
+		      .rank = 2,
 		      .dims = {t[0].dims[0], t[2].dims[0]}};
 	int64_t off = 0;
 	for (uint32_t i = 0; i < 4; i++) {
@@ -784,7 +805,8 @@ static ir_id unpack(pass_ad *ad, ir_id pk, int64_t off, int64_t len,
 	ir_type pt = pass_ad_type(ad, pk);
 	ir_dim total = pt.dims[0];
 	if (!ir_dim_is_static(total)) {
-		ir_type rows = {.dtype = IR_F32, .rank = 2,
+		ir_type rows = {.dtype = IR_F32,
+				.rank = 2,
 				.dims = {ir_dim_static(total.coef),
 					 {1, total.sym}}};
 		pk = pass_ad_to(ad, IR_OP_RESHAPE, pk, &rows);
@@ -820,8 +842,8 @@ static ir_id heads_move(pass_ad *ad, ir_id x, uint32_t h, bool is_merge)
 	}
 	ir_attr p = {.permute = {.perm = {0, 2, 1, 3}}};
 	ir_id r = pass_ad_to(ad, IR_OP_RESHAPE, x, &four);
-	return pass_ad_to(ad, IR_OP_RESHAPE, pass_ad_op1(ad, IR_OP_PERMUTE, r, &p),
-			  &out);
+	return pass_ad_to(ad, IR_OP_RESHAPE,
+			  pass_ad_op1(ad, IR_OP_PERMUTE, r, &p), &out);
 }
 
 /* The same gradient when the packed result has no type (q, k and v sizes
@@ -847,13 +869,15 @@ static void grad_attention_unfused(pass_ad *ad, ir_id y, ir_id g)
 	ir_attr fill = {.fill = n.attr.attention.fill};
 	ir_id s = mul(ad, pass_ad_matmul(ad, q, k, false, true),
 		      pass_ad_scalar(ad, scale));
-	ir_id p = is_masked ? pass_ad_op2(ad, IR_OP_MASKED_SOFTMAX, s, valid, &fill)
+	ir_id p = is_masked ? pass_ad_op2(ad, IR_OP_MASKED_SOFTMAX, s, valid,
+					  &fill)
 			    : pass_ad_op1(ad, IR_OP_SOFTMAX, s, NULL);
 	bool is_dropout = n.attr.attention.p > 0;
 	ir_id pd = is_dropout ? pass_ad_op1(ad, IR_OP_DROPOUT, p, &drop) : p;
 	if (wants(ad, y, 2))
 		pass_ad_accum(ad, arg(ad, y, 2),
-			      heads_move(ad, pass_ad_matmul(ad, pd, g, true, false),
+			      heads_move(ad,
+					 pass_ad_matmul(ad, pd, g, true, false),
 					 h, true));
 	if (!wants(ad, y, 0) && !wants(ad, y, 1))
 		return;
@@ -868,11 +892,13 @@ static void grad_attention_unfused(pass_ad *ad, ir_id y, ir_id g)
 	ds = mul(ad, ds, pass_ad_scalar(ad, scale));
 	if (wants(ad, y, 0))
 		pass_ad_accum(ad, arg(ad, y, 0),
-			      heads_move(ad, pass_ad_matmul(ad, ds, k, false, false),
+			      heads_move(ad,
+					 pass_ad_matmul(ad, ds, k, false, false),
 					 h, true));
 	if (wants(ad, y, 1))
 		pass_ad_accum(ad, arg(ad, y, 1),
-			      heads_move(ad, pass_ad_matmul(ad, ds, q, true, false),
+			      heads_move(ad,
+					 pass_ad_matmul(ad, ds, q, true, false),
 					 h, true));
 }
 

@@ -17,8 +17,7 @@
 
 /* ---- uses --------------------------------------------------------------- */
 
-bool pass_graph_uses_build(ir_ctx *ctx, const ir_func *f,
-			   pass_graph_uses *u)
+bool pass_graph_uses_build(ir_ctx *ctx, const ir_func *f, pass_graph_uses *u)
 {
 	const ir_graph *g = &f->g;
 	uint32_t n = g->n_nodes;
@@ -61,9 +60,10 @@ ir_id pass_graph_emit(pass_graph_builder *b, ir_op op, const ir_id *args,
 {
 	ir_type none = {0};
 	ir_id id = b->is_failed ? IR_NONE
-				: ir_graph_append(b->m->ctx, &b->g, op, args, n, attr,
-						  t ? t : &none, loc);
-	if (id == IR_NONE || !ir_infer_type(b->m->ctx, b->m, &b->g, &b->g.nodes[id])) {
+				: ir_graph_append(b->m->ctx, &b->g, op, args, n,
+						  attr, t ? t : &none, loc);
+	if (id == IR_NONE ||
+	    !ir_infer_type(b->m->ctx, b->m, &b->g, &b->g.nodes[id])) {
 		b->is_failed = true;
 		return IR_NONE;
 	}
@@ -85,8 +85,9 @@ ir_id pass_graph_copy(pass_graph_builder *b, ir_id x)
 	for (uint32_t i = 0; i < n->n_args; i++)
 		a[i] = b->map[ir_arg(&b->f->g, x, i)];
 	ir_id id = b->is_failed ? IR_NONE
-				: ir_graph_append(b->m->ctx, &b->g, n->op, a, n->n_args,
-						  &n->attr, &n->type, n->loc);
+				: ir_graph_append(b->m->ctx, &b->g, n->op, a,
+						  n->n_args, &n->attr, &n->type,
+						  n->loc);
 	ir_free(b->m->ctx, big);
 	if (id == IR_NONE)
 		b->is_failed = true;

@@ -26,8 +26,7 @@ typedef struct pass_graph_uses {
 
 /* Fills u with the users of f's nodes. Returns false when out of memory;
  * pass_graph_uses_fini frees u either way. */
-bool pass_graph_uses_build(ir_ctx *ctx, const ir_func *f,
-			   pass_graph_uses *u);
+bool pass_graph_uses_build(ir_ctx *ctx, const ir_func *f, pass_graph_uses *u);
 void pass_graph_uses_fini(ir_ctx *ctx, pass_graph_uses *u);
 
 /* A function's graph rebuilt in one forward sweep, so that new nodes come
@@ -37,9 +36,9 @@ void pass_graph_uses_fini(ir_ctx *ctx, pass_graph_uses *u);
  * every later call then does nothing and returns IR_NONE. */
 typedef struct pass_graph_builder {
 	ir_module *m;
-	ir_func *f;    /* the function, its old graph until the finish */
-	ir_graph g;    /* the new graph */
-	ir_id *map;    /* old node -> new node (n_nodes of the old graph) */
+	ir_func *f; /* the function, its old graph until the finish */
+	ir_graph g; /* the new graph */
+	ir_id *map; /* old node -> new node (n_nodes of the old graph) */
 	bool is_failed;
 } pass_graph_builder;
 

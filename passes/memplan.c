@@ -78,8 +78,8 @@ static uint64_t place_one(pass_mem_block *blocks, const sort_item *order,
 	for (uint32_t j = 0; j < k; j++) {
 		const pass_mem_block *o = &blocks[order[j].index];
 		if (lifetimes_overlap(o, blk))
-			live[n_live++] =
-				(sort_item){o->offset, o->start, order[j].index};
+			live[n_live++] = (sort_item){o->offset, o->start,
+						     order[j].index};
 	}
 	qsort(live, n_live, sizeof *live, cmp_by_offset);
 	blk->offset = first_fit(blocks, live, n_live, blk->size, align);
@@ -95,7 +95,8 @@ uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 	uint64_t total = 0;
 	if (*ok) {
 		for (uint32_t i = 0; i < n; i++)
-			order[i] = (sort_item){blocks[i].size, blocks[i].start, i};
+			order[i] = (sort_item){blocks[i].size, blocks[i].start,
+					       i};
 		qsort(order, n, sizeof *order, cmp_by_size);
 	}
 	for (uint32_t k = 0; *ok && k < n; k++) {
@@ -158,8 +159,7 @@ static void find_storage(const ir_graph *g, ir_id *storage)
 }
 
 /* last[r]: the last step that reads root r's buffer, through any view. */
-static void find_last_use(const ir_func *f, const ir_id *storage,
-			  uint32_t *last)
+static void find_last_use(const ir_func *f, const ir_id *storage, uint32_t *last)
 {
 	const ir_graph *g = &f->g;
 	for (ir_id i = 0; i < g->n_nodes; i++)
@@ -194,9 +194,10 @@ static uint32_t make_blocks(const ir_module *m, const ir_func *f,
 	for (ir_id i = 0; i < f->g.n_nodes; i++) {
 		if (storage[i] != i)
 			continue;
-		blocks[k] = (pass_mem_block){
-			pass_type_bytes(m, &f->g.nodes[i].type, sym_values), i,
-			last[i], 0};
+		blocks[k] = (pass_mem_block){pass_type_bytes(m,
+							     &f->g.nodes[i].type,
+							     sym_values),
+					     i, last[i], 0};
 		map[k++] = i;
 	}
 	return k;
@@ -212,8 +213,8 @@ static bool place(const ir_module *m, const ir_func *f,
 	if (ok) {
 		uint32_t nb = make_blocks(m, f, sym_values, plan->storage, last,
 					  blocks, map);
-		plan->total_bytes = pass_memplan_blocks(
-			m->ctx, blocks, nb, PASS_MEMPLAN_ALIGN, &ok);
+		plan->total_bytes = pass_memplan_blocks(m->ctx, blocks, nb,
+							PASS_MEMPLAN_ALIGN, &ok);
 		for (ir_id i = 0; i < n; i++)
 			plan->offset[i] = PASS_MEMPLAN_NONE;
 		for (uint32_t k = 0; ok && k < nb; k++)

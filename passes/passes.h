@@ -13,10 +13,10 @@
 typedef struct pass_options {
 	const char *const *disabled; /* names of passes not to run */
 	uint32_t n_disabled;
-	bool no_fuse;          /* turn off every fusion pass */
-	const char *dump;      /* NULL, "parse", a pass name, or "all" */
-	FILE *dump_out;        /* where dumps go */
-	bool verify_each;      /* run ir_module_verify after every pass */
+	bool no_fuse;     /* turn off every fusion pass */
+	const char *dump; /* NULL, "parse", a pass name, or "all" */
+	FILE *dump_out;   /* where dumps go */
+	bool verify_each; /* run ir_module_verify after every pass */
 } pass_options;
 
 typedef bool (*pass_fn)(ir_module *m);
@@ -51,8 +51,8 @@ bool pass_pipeline_forward(ir_module *m, const pass_options *opts);
  * (fuse_elementwise) are asked this way by the driver. */
 bool pass_is_enabled(const pass_options *opts, const char *name);
 
-bool pass_infer(ir_module *m);    /* re-derive every type; report mismatches */
-bool pass_fold(ir_module *m);     /* evaluate nodes whose operands are constant */
+bool pass_infer(ir_module *m); /* re-derive every type; report mismatches */
+bool pass_fold(ir_module *m);  /* evaluate nodes whose operands are constant */
 bool pass_simplify(ir_module *m); /* algebraic identities */
 bool pass_cse(ir_module *m);      /* merge identical nodes */
 bool pass_dce(ir_module *m);      /* drop nodes no output needs */

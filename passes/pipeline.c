@@ -28,28 +28,34 @@ const pass_info pass_table[] = {
 	 pass_infer, false, true},
 	{"fold", "evaluate nodes whose operands are all constants", pass_fold,
 	 false, true},
-	{"simplify", "algebraic identities: unit arithmetic, nested views, "
-		     "transposes into matmul flags",
+	{"simplify",
+	 "algebraic identities: unit arithmetic, nested views, "
+	 "transposes into matmul flags",
 	 pass_simplify, false, true},
 	{"cse", "merge identical nodes and identical constants", pass_cse,
 	 false, true},
-	{"fuse_attention", "one fused_attention per matmul-softmax-matmul "
-			   "chain",
+	{"fuse_attention",
+	 "one fused_attention per matmul-softmax-matmul "
+	 "chain",
 	 pass_fuse_attention, true, true},
-	{"fuse_heads", "head split and merge around fused attention read in "
-		       "place by the kernels (attr heads)",
+	{"fuse_heads",
+	 "head split and merge around fused attention read in "
+	 "place by the kernels (attr heads)",
 	 pass_fuse_heads, true, true},
-	{"fuse_loss", "cross_entropy and cross_entropy_grad of the same "
-		      "logits and labels into one cross_entropy_with_grad",
+	{"fuse_loss",
+	 "cross_entropy and cross_entropy_grad of the same "
+	 "logits and labels into one cross_entropy_with_grad",
 	 pass_fuse_loss, true, false},
-	{"factor", "sums of matmuls that share an operand (and flags) into "
-		   "one matmul of a sum",
+	{"factor",
+	 "sums of matmuls that share an operand (and flags) into "
+	 "one matmul of a sum",
 	 pass_factor, false, false},
 	{"dce", "drop nodes no output needs", pass_dce, false, false},
 	/* At lowering: the plan (fuse_ew.c) tells codegen which nodes to
 	 * compute inside their consumer's kernel; the IR stays as it is. */
-	{"fuse_elementwise", "at lowering: elementwise chains, dropouts and "
-			     "permutes computed inside their consumer's kernel",
+	{"fuse_elementwise",
+	 "at lowering: elementwise chains, dropouts and "
+	 "permutes computed inside their consumer's kernel",
 	 NULL, true, false},
 };
 const uint32_t pass_count = sizeof pass_table / sizeof pass_table[0];
@@ -98,8 +104,10 @@ bool pass_pipeline_forward(ir_module *m, const pass_options *opts)
 		if (p->run && !p->run(m))
 			return false;
 		if (opts->verify_each && !ir_module_verify(m)) {
-			ir_error(m->ctx, (ir_loc){0}, "the IR is malformed after "
-				 "pass '%s' (before autodiff)", p->name);
+			ir_error(m->ctx, (ir_loc){0},
+				 "the IR is malformed after "
+				 "pass '%s' (before autodiff)",
+				 p->name);
 			return false;
 		}
 	}

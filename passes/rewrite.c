@@ -124,7 +124,8 @@ static void renumber_const_uses(ir_module *m, const uint32_t *new_index)
 		for (uint32_t i = 0; i < f->g.n_nodes; i++) {
 			ir_node *n = &f->g.nodes[i];
 			if (n->op == IR_OP_CONST)
-				n->attr.const_index = new_index[n->attr.const_index];
+				n->attr.const_index =
+					new_index[n->attr.const_index];
 		}
 		for (uint32_t i = 0; f->example && i < f->n_inputs; i++)
 			f->example[i] = new_index[f->example[i]];

@@ -26,7 +26,10 @@ typedef struct simp {
 	ir_id *repl; /* per node: what stands for it (itself if kept) */
 } simp;
 
-static ir_node *node(const simp *s, ir_id id) { return &s->f->g.nodes[id]; }
+static ir_node *node(const simp *s, ir_id id)
+{
+	return &s->f->g.nodes[id];
+}
 
 static ir_id *operands(const simp *s, ir_id id)
 {
@@ -96,7 +99,8 @@ static ir_id simplify_permute(const simp *s, ir_id id)
 	if (inner->op == IR_OP_PERMUTE) {
 		uint8_t comp[IR_MAX_RANK];
 		for (int i = 0; i < n->type.rank; i++)
-			comp[i] = inner->attr.permute.perm[n->attr.permute.perm[i]];
+			comp[i] = inner->attr.permute
+					  .perm[n->attr.permute.perm[i]];
 		memcpy(n->attr.permute.perm, comp, n->type.rank);
 		*arg = operands(s, *arg)[0];
 	}

@@ -53,10 +53,10 @@ typedef struct plot_heatmap {
  * head). Every panel keeps its own size and title; its cells are square,
  * the matrix fitted in a 160-pixel box. */
 typedef struct plot_grid {
-	const char *title;           /* of the whole picture; NULL: none */
-	const char *xlabel, *ylabel; /* under each panel; beside the first
+	const char *title;             /* of the whole picture; NULL: none */
+	const char *xlabel, *ylabel;   /* under each panel; beside the first
 				      * column; NULL: none */
-	const plot_heatmap *panels; /* n_rows * n_cols, row-major; their
+	const plot_heatmap *panels;    /* n_rows * n_cols, row-major; their
 				     * xlabel and ylabel are not used; one
 				     * with no values is left blank */
 	const char *const *row_titles; /* n_rows headings (entries may be
@@ -116,7 +116,6 @@ void plot_reds(double t, unsigned char rgb[3]);
 /* Round tick values for the range [lo, hi]: multiples of 1, 2, 2.5 or 5
  * times a power of ten, about target of them, at most max written to
  * ticks. Returns how many. */
-size_t plot_ticks(double lo, double hi, int target, double *ticks,
-		  size_t max);
+size_t plot_ticks(double lo, double hi, int target, double *ticks, size_t max);
 
 #endif

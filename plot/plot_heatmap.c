@@ -11,11 +11,11 @@
 #include <math.h>
 #include <stdio.h>
 
-#define GRID_BOX 160.0  /* the side of the square a panel fits in */
+#define GRID_BOX 160.0 /* the side of the square a panel fits in */
 #define GRID_MAX_CELL 28.0
-#define ONE_BOX 480.0   /* the same for a single heatmap */
+#define ONE_BOX 480.0 /* the same for a single heatmap */
 #define ONE_MAX_CELL 40.0
-#define GRID_GAP 56.0   /* between columns: the next panel's ticks */
+#define GRID_GAP 56.0 /* between columns: the next panel's ticks */
 #define GRID_LEFT 72.0
 
 /* A grid and the sizes it is drawn at. */
@@ -81,10 +81,11 @@ static double extent(const layout *l, size_t i, bool is_width)
 	double most = 0;
 	size_t n = is_width ? g->n_rows : g->n_cols;
 	for (size_t k = 0; k < n; k++) {
-		const plot_heatmap *h =
-			&g->panels[is_width ? k * g->n_cols + i : i * g->n_cols + k];
+		const plot_heatmap *h = &g->panels[is_width ? k * g->n_cols + i
+							    : i * g->n_cols + k];
 		double e = h->values ? panel_cell(l, h) *
-					       (double)(is_width ? h->cols : h->rows)
+					       (double)(is_width ? h->cols
+								 : h->rows)
 				     : 0;
 		most = e > most ? e : most;
 	}
@@ -106,7 +107,8 @@ static void cells(cairo_t *cr, const layout *l, const plot_heatmap *h,
 		for (size_t c = 0; c < h->cols; c++) {
 			double v = h->values[r * h->cols + c];
 			unsigned char rgb[3];
-			plot_reds(isfinite(v) ? (v - l->lo) / (l->hi - l->lo) : NAN,
+			plot_reds(isfinite(v) ? (v - l->lo) / (l->hi - l->lo)
+					      : NAN,
 				  rgb);
 			cairo_set_source_rgb(cr, rgb[0] / 255.0, rgb[1] / 255.0,
 					     rgb[2] / 255.0);
@@ -119,8 +121,8 @@ static void cells(cairo_t *cr, const layout *l, const plot_heatmap *h,
 }
 
 /* Ticks at round indices below (columns) or left of (rows) the cells. */
-static void index_ticks(cairo_t *cr, const plot_frame *f, double cell,
-			size_t n, bool is_rows)
+static void index_ticks(cairo_t *cr, const plot_frame *f, double cell, size_t n,
+			bool is_rows)
 {
 	size_t step = (size_t)plot_nice_step((double)n, 6);
 	step = step ? step : 1;
@@ -148,8 +150,14 @@ static void panel(cairo_t *cr, const layout *l, size_t p, double x, double y)
 	const plot_grid *g = l->g;
 	const plot_heatmap *h = &g->panels[p];
 	double cell = panel_cell(l, h);
-	plot_frame f = {x, y + 20, cell * (double)h->cols, cell * (double)h->rows,
-			0, 0, 0, 0};
+	plot_frame f = {x,
+			y + 20,
+			cell * (double)h->cols,
+			cell * (double)h->rows,
+			0,
+			0,
+			0,
+			0};
 	if (h->title)
 		plot_text(cr, f.px + f.pw / 2, y + 14, PLOT_MIDDLE, 12, false,
 			  h->title);
@@ -161,8 +169,8 @@ static void panel(cairo_t *cr, const layout *l, size_t p, double x, double y)
 	index_ticks(cr, &f, cell, h->cols, false);
 	index_ticks(cr, &f, cell, h->rows, true);
 	if (g->xlabel)
-		plot_text(cr, f.px + f.pw / 2, f.py + f.ph + 36, PLOT_MIDDLE, 12,
-			  false, g->xlabel);
+		plot_text(cr, f.px + f.pw / 2, f.py + f.ph + 36, PLOT_MIDDLE,
+			  12, false, g->xlabel);
 	if (g->ylabel && p % g->n_cols == 0)
 		plot_text(cr, f.px - 36, f.py + f.ph / 2, PLOT_MIDDLE, 12, true,
 			  g->ylabel);
@@ -174,11 +182,12 @@ static void draw_grid(cairo_t *cr, const void *what)
 	const plot_grid *g = l->g;
 	double y = g->title ? 44 : 16, head = has_row_titles(g) ? 22 : 0;
 	if (g->title)
-		plot_text(cr, l->width / 2, 26, PLOT_MIDDLE, 15, false, g->title);
+		plot_text(cr, l->width / 2, 26, PLOT_MIDDLE, 15, false,
+			  g->title);
 	for (size_t r = 0; r < g->n_rows; r++) {
 		if (g->row_titles && g->row_titles[r])
-			plot_text(cr, GRID_LEFT - 40, y + 16, PLOT_START, 13, false,
-				  g->row_titles[r]);
+			plot_text(cr, GRID_LEFT - 40, y + 16, PLOT_START, 13,
+				  false, g->row_titles[r]);
 		double x = GRID_LEFT;
 		for (size_t c = 0; c < g->n_cols; c++) {
 			if (g->panels[r * g->n_cols + c].values)
@@ -204,8 +213,14 @@ static void lay_out(layout *l)
 		height += row_height(l, r);
 	double bar_h = extent(l, 0, false);
 	bar_h = bar_h > 320 ? 320 : bar_h < 120 ? 120 : bar_h;
-	l->bar = (plot_frame){width - GRID_GAP + 24, top + head + 20, 16, bar_h,
-			      0, 1, l->lo, l->hi};
+	l->bar = (plot_frame){width - GRID_GAP + 24,
+			      top + head + 20,
+			      16,
+			      bar_h,
+			      0,
+			      1,
+			      l->lo,
+			      l->hi};
 	l->width = l->bar.px + l->bar.pw + 70;
 	if (g->title) {
 		cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24,
@@ -253,8 +268,7 @@ static bool check_grid(const plot_grid *g, char *err, size_t err_size)
 	return true;
 }
 
-static bool save_layout(const char *path, layout *l, char *err,
-			size_t err_size)
+static bool save_layout(const char *path, layout *l, char *err, size_t err_size)
 {
 	if (!check_grid(l->g, err, err_size))
 		return false;

@@ -30,8 +30,8 @@ typedef enum plot_anchor {
 /* Sets s in the sans-serif face at size pixels, its baseline at y,
  * anchored at x; rotated by -90 degrees (reading upwards) when
  * is_vertical. */
-void plot_text(cairo_t *cr, double x, double y, plot_anchor anchor,
-	       double size, bool is_vertical, const char *s);
+void plot_text(cairo_t *cr, double x, double y, plot_anchor anchor, double size,
+	       bool is_vertical, const char *s);
 
 /* The width of s at size pixels. */
 double plot_text_width(cairo_t *cr, double size, const char *s);

@@ -77,7 +77,8 @@ static void axis_ticks(cairo_t *cr, const plot_frame *f, bool is_y)
 			double y = plot_fy(f, ticks[i]);
 			segment(cr, f->px, y, f->px + f->pw, y, 0xe6e6e6);
 			segment(cr, f->px - 5, y, f->px, y, 0x333333);
-			plot_text(cr, f->px - 8, y + 4, PLOT_END, 11, false, label);
+			plot_text(cr, f->px - 8, y + 4, PLOT_END, 11, false,
+				  label);
 		} else {
 			double x = plot_fx(f, ticks[i]), yb = f->py + f->ph;
 			segment(cr, x, f->py, x, yb, 0xe6e6e6);
@@ -104,7 +105,8 @@ static void series(cairo_t *cr, const plot_frame *f, const plot_series *r,
 	if (r->style == PLOT_POINTS) {
 		for (size_t i = 0; i < r->n; i++)
 			if (isfinite(r->x[i]) && isfinite(r->y[i]))
-				marker(cr, plot_fx(f, r->x[i]), plot_fy(f, r->y[i]), idx);
+				marker(cr, plot_fx(f, r->x[i]),
+				       plot_fy(f, r->y[i]), idx);
 		return;
 	}
 	bool is_pen_down = false;
@@ -176,12 +178,14 @@ static bool check_lines(const plot_lines *p, char *err, size_t err_size)
 		return plot_fail(err, err_size, "nothing to plot");
 	for (size_t s = 0; s < p->n_series; s++)
 		if (p->series[s].n && (!p->series[s].x || !p->series[s].y))
-			return plot_fail(err, err_size, "series %zu has no data", s);
+			return plot_fail(err, err_size,
+					 "series %zu has no data", s);
 	const double *lims[2] = {p->xlim, p->ylim};
 	for (int a = 0; a < 2; a++) {
 		const double *l = lims[a];
 		bool is_given = l[0] != 0 || l[1] != 0;
-		if (is_given && !(isfinite(l[0]) && isfinite(l[1]) && l[1] > l[0]))
+		if (is_given &&
+		    !(isfinite(l[0]) && isfinite(l[1]) && l[1] > l[0]))
 			return plot_fail(err, err_size,
 					 "the %c range [%g, %g] is empty",
 					 a ? 'y' : 'x', l[0], l[1]);
@@ -192,7 +196,8 @@ static bool check_lines(const plot_lines *p, char *err, size_t err_size)
 static void draw_lines(cairo_t *cr, const void *what)
 {
 	const plot_lines *p = what;
-	plot_frame f = {72, p->title ? 44 : 20, LINES_W - 72 - 24, 0, 0, 0, 0, 0};
+	plot_frame f = {72, p->title ? 44 : 20, LINES_W - 72 - 24, 0, 0, 0, 0,
+			0};
 	f.ph = LINES_H - f.py - 58;
 	axis_range(p, p->xlim, false, &f.x0, &f.x1);
 	axis_range(p, p->ylim, true, &f.y0, &f.y1);
@@ -212,10 +217,11 @@ static void draw_lines(cairo_t *cr, const void *what)
 	if (p->title)
 		plot_text(cr, LINES_W / 2, 26, PLOT_MIDDLE, 15, false, p->title);
 	if (p->xlabel)
-		plot_text(cr, f.px + f.pw / 2, f.py + f.ph + 44, PLOT_MIDDLE, 13,
-			  false, p->xlabel);
+		plot_text(cr, f.px + f.pw / 2, f.py + f.ph + 44, PLOT_MIDDLE,
+			  13, false, p->xlabel);
 	if (p->ylabel)
-		plot_text(cr, 22, f.py + f.ph / 2, PLOT_MIDDLE, 13, true, p->ylabel);
+		plot_text(cr, 22, f.py + f.ph / 2, PLOT_MIDDLE, 13, true,
+			  p->ylabel);
 }
 
 bool plot_lines_save(const char *path, const plot_lines *p, char *err,

@@ -60,7 +60,8 @@ void plot_set_series_colour(cairo_t *cr, size_t idx, double alpha)
 {
 	unsigned c = colours[idx % N_COLOURS];
 	cairo_set_source_rgba(cr, (c >> 16 & 0xff) / 255.0,
-			      (c >> 8 & 0xff) / 255.0, (c & 0xff) / 255.0, alpha);
+			      (c >> 8 & 0xff) / 255.0, (c & 0xff) / 255.0,
+			      alpha);
 }
 
 void plot_set_series_dash(cairo_t *cr, size_t idx)
@@ -68,10 +69,18 @@ void plot_set_series_dash(cairo_t *cr, size_t idx)
 	static const double dashed[] = {6, 4}, dash_dot[] = {8, 3, 2, 3},
 			    dotted[] = {2, 3};
 	switch (idx % 4) {
-	case 0: cairo_set_dash(cr, NULL, 0, 0); break;
-	case 1: cairo_set_dash(cr, dashed, 2, 0); break;
-	case 2: cairo_set_dash(cr, dash_dot, 4, 0); break;
-	case 3: cairo_set_dash(cr, dotted, 2, 0); break;
+	case 0:
+		cairo_set_dash(cr, NULL, 0, 0);
+		break;
+	case 1:
+		cairo_set_dash(cr, dashed, 2, 0);
+		break;
+	case 2:
+		cairo_set_dash(cr, dash_dot, 4, 0);
+		break;
+	case 3:
+		cairo_set_dash(cr, dotted, 2, 0);
+		break;
 	}
 }
 
@@ -90,11 +99,13 @@ double plot_text_width(cairo_t *cr, double size, const char *s)
 	return e.x_advance;
 }
 
-void plot_text(cairo_t *cr, double x, double y, plot_anchor anchor,
-	       double size, bool is_vertical, const char *s)
+void plot_text(cairo_t *cr, double x, double y, plot_anchor anchor, double size,
+	       bool is_vertical, const char *s)
 {
 	double w = plot_text_width(cr, size, s);
-	double shift = anchor == PLOT_START ? 0 : anchor == PLOT_MIDDLE ? w / 2 : w;
+	double shift = anchor == PLOT_START    ? 0
+		       : anchor == PLOT_MIDDLE ? w / 2
+					       : w;
 	cairo_save(cr);
 	cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
 	cairo_translate(cr, x, y);
@@ -116,8 +127,8 @@ void plot_reds(double t, unsigned char rgb[3])
 	int i = s >= 8 ? 7 : (int)s;
 	double frac = s - i;
 	for (int c = 0; c < 3; c++)
-		rgb[c] = (unsigned char)lround(reds[i][c] +
-					       (reds[i + 1][c] - reds[i][c]) * frac);
+		rgb[c] = (unsigned char)lround(
+			reds[i][c] + (reds[i + 1][c] - reds[i][c]) * frac);
 }
 
 double plot_nice_step(double range, int target)
@@ -125,7 +136,11 @@ double plot_nice_step(double range, int target)
 	double raw = range / (target > 0 ? target : 1);
 	double mag = pow(10, floor(log10(raw)));
 	double f = raw / mag;
-	double nice = f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10;
+	double nice = f <= 1     ? 1
+		      : f <= 2   ? 2
+		      : f <= 2.5 ? 2.5
+		      : f <= 5   ? 5
+				 : 10;
 	return nice * mag;
 }
 
@@ -155,8 +170,8 @@ int plot_tick_decimals(const double *ticks, size_t n)
 
 void plot_colour_bar(cairo_t *cr, const plot_frame *bar)
 {
-	cairo_pattern_t *g = cairo_pattern_create_linear(0, bar->py + bar->ph, 0,
-							 bar->py);
+	cairo_pattern_t *g = cairo_pattern_create_linear(0, bar->py + bar->ph,
+							 0, bar->py);
 	for (int i = 0; i < 9; i++)
 		cairo_pattern_add_color_stop_rgb(g, i / 8.0, reds[i][0] / 255.0,
 						 reds[i][1] / 255.0,
@@ -222,10 +237,10 @@ static cairo_status_t sink_write(void *closure, const unsigned char *data,
 static cairo_surface_t *page_surface(bool is_png, double w, double h, sink *s)
 {
 	if (is_png)
-		return cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)ceil(w),
-						  (int)ceil(h));
-	cairo_surface_t *svg = cairo_svg_surface_create_for_stream(sink_write, s,
-								   w, h);
+		return cairo_image_surface_create(CAIRO_FORMAT_RGB24,
+						  (int)ceil(w), (int)ceil(h));
+	cairo_surface_t *svg = cairo_svg_surface_create_for_stream(sink_write,
+								   s, w, h);
 	cairo_svg_surface_set_document_unit(svg, CAIRO_SVG_UNIT_PX);
 	return svg;
 }

@@ -75,8 +75,8 @@ typedef enum attnrt_init {
 } attnrt_init;
 
 typedef struct attnrt_param_info {
-	const char *name;   /* dotted path: encoder.0.attention.W_q */
-	size_t offset;      /* bytes from the start of the params block */
+	const char *name; /* dotted path: encoder.0.attention.W_q */
+	size_t offset;    /* bytes from the start of the params block */
 	int rank;
 	int64_t dims[6];
 	attnrt_init init;
@@ -171,10 +171,10 @@ typedef struct attnrt_st_file attnrt_st_file; /* below */
  * the tensors whose names begin with skip (may be NULL) are not the
  * model's and are left alone (a training run's optimizer state,
  * "optim:..."), every other one must be a parameter of the table. */
-int attnrt_checkpoint_take(const attnrt_allocator *al,
-			   const attnrt_st_file *f, const char *skip,
-			   const attnrt_param_info *table, size_t n_params,
-			   void *params, char *err, size_t err_size);
+int attnrt_checkpoint_take(const attnrt_allocator *al, const attnrt_st_file *f,
+			   const char *skip, const attnrt_param_info *table,
+			   size_t n_params, void *params, char *err,
+			   size_t err_size);
 
 /* As attnrt_checkpoint_load, from the len bytes of a file at data. */
 int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
@@ -332,8 +332,8 @@ int attnrt_vocab_encode(const attnrt_vocab *v, const char *sentence,
  * ' '.join(tgt_vocab.to_tokens(output_seq)); an id out of range reads as
  * <unk>. Writes at most cap bytes to out (NUL-terminated when cap > 0)
  * and returns the full length, as snprintf. Allocates nothing. */
-size_t attnrt_vocab_decode(const attnrt_vocab *v, const int32_t *ids,
-			   size_t n, char *out, size_t cap);
+size_t attnrt_vocab_decode(const attnrt_vocab *v, const int32_t *ids, size_t n,
+			   char *out, size_t cap);
 
 /* The name of an ATTNRT_* code ("ok", "out of memory", ...). */
 const char *attnrt_strerror(int code);
@@ -400,8 +400,8 @@ void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
  * elementwise). Parts read only opt, so they may run concurrently. */
 void attnrt_optim_begin_step(attnrt_optim *opt);
 void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
-			      const void *grads, double grad_scale,
-			      size_t part, size_t n_parts);
+			      const void *grads, double grad_scale, size_t part,
+			      size_t n_parts);
 
 /* Steps taken so far. */
 uint64_t attnrt_optim_steps(const attnrt_optim *opt);
@@ -467,16 +467,15 @@ typedef struct attnrt_tuner {
 	double median;        /* the winner's median probe time */
 	uint64_t calls;       /* since the last probe */
 	uint64_t interval, base_interval;
-	int32_t n_slow;       /* consecutive calls over 4x median */
-	int32_t winner;       /* the last probe's (index 0 or 1), -1 none */
-	uint64_t n_probes;    /* probes finished, for reports */
+	int32_t n_slow;    /* consecutive calls over 4x median */
+	int32_t winner;    /* the last probe's (index 0 or 1), -1 none */
+	uint64_t n_probes; /* probes finished, for reports */
 } attnrt_tuner;
 
 /* Starts a tuner choosing between max_threads (< 2: the tuner always
  * says max(max_threads, 1) and never probes) and 1, probing again every
  * interval calls (0: 200). */
-void attnrt_tuner_init(attnrt_tuner *t, int32_t max_threads,
-		       uint64_t interval);
+void attnrt_tuner_init(attnrt_tuner *t, int32_t max_threads, uint64_t interval);
 /* The thread count for the next call (attnrt_run.n_threads). */
 int32_t attnrt_tuner_next(const attnrt_tuner *t);
 /* Records how long the call run with attnrt_tuner_next's count took. A

@@ -87,8 +87,7 @@ int rt_fail(char *err, size_t err_size, int code, const char *fmt, ...)
 	return code;
 }
 
-int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt,
-		  ...)
+int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt, ...)
 {
 	if (!err || !err_size)
 		return ATTNRT_ERR_IO;
@@ -109,13 +108,20 @@ int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt,
 const char *attnrt_strerror(int code)
 {
 	switch (code & 0xff) {
-	case ATTNRT_OK: return "ok";
-	case ATTNRT_ERR_INDEX: return "index out of range";
-	case ATTNRT_ERR_NOMEM: return "out of memory";
-	case ATTNRT_ERR_IO: return "input/output error";
-	case ATTNRT_ERR_FORMAT: return "malformed or truncated file";
-	case ATTNRT_ERR_MISMATCH: return "checkpoint does not fit the model";
-	case ATTNRT_ERR_ARG: return "invalid argument";
+	case ATTNRT_OK:
+		return "ok";
+	case ATTNRT_ERR_INDEX:
+		return "index out of range";
+	case ATTNRT_ERR_NOMEM:
+		return "out of memory";
+	case ATTNRT_ERR_IO:
+		return "input/output error";
+	case ATTNRT_ERR_FORMAT:
+		return "malformed or truncated file";
+	case ATTNRT_ERR_MISMATCH:
+		return "checkpoint does not fit the model";
+	case ATTNRT_ERR_ARG:
+		return "invalid argument";
 	}
 	return "unknown error";
 }

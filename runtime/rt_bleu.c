@@ -62,8 +62,7 @@ static size_t gram_count(const bleu_seq *q, size_t starts, const char *g,
 }
 
 /* d2l's num_matches for n-grams: the clipped count. */
-static size_t gram_matches(const bleu_seq *pred, const bleu_seq *label,
-			   int n)
+static size_t gram_matches(const bleu_seq *pred, const bleu_seq *label, int n)
 {
 	size_t n_pred = pred->n_tokens - (size_t)n + 1, matches = 0, at = 0;
 	size_t n_label = label->n_tokens >= (size_t)n

@@ -15,8 +15,7 @@
 #include <string.h>
 
 /* "[32, 16]" from a list of dims, into buf. */
-static void dims_format(char *buf, size_t size, const int64_t *dims,
-			size_t rank)
+static void dims_format(char *buf, size_t size, const int64_t *dims, size_t rank)
 {
 	size_t at = (size_t)snprintf(buf, size, "[");
 	for (size_t i = 0; i < rank && at < size; i++)
@@ -44,8 +43,9 @@ static int match_names(const attnrt_st_file *f, const char *skip,
 			i++; /* not the model's */
 			continue;
 		}
-		int c = i == n ? 1 : p == n_params ? -1
-						   : strcmp(t->name, sorted[p]->name);
+		int c = i == n          ? 1
+			: p == n_params ? -1
+					: strcmp(t->name, sorted[p]->name);
 		if (c == 0) {
 			match[sorted[p] - table] = t;
 			i++;
@@ -60,7 +60,8 @@ static int match_names(const attnrt_st_file *f, const char *skip,
 				       sorted[p]->name, n, n_params);
 		return rt_fail(err, err_size, ATTNRT_ERR_MISMATCH,
 			       "%s: the checkpoint has a tensor the model "
-			       "does not", t->name);
+			       "does not",
+			       t->name);
 	}
 	return ATTNRT_OK;
 }
@@ -83,7 +84,8 @@ static int check_against_param(const attnrt_st_tensor *t,
 	dims_format(got, sizeof got, t->dims, (size_t)t->rank);
 	dims_format(exp, sizeof exp, p->dims, (size_t)p->rank);
 	return rt_fail(err, err_size, ATTNRT_ERR_MISMATCH,
-		       "%s: shape %s in file, model wants %s", p->name, got, exp);
+		       "%s: shape %s in file, model wants %s", p->name, got,
+		       exp);
 }
 
 /* Stages 5-6 on a parsed file, then the copy into params. */
@@ -92,8 +94,8 @@ static int load_into(const attnrt_allocator *al, const attnrt_st_file *f,
 		     size_t n_params, void *params, char *err, size_t err_size)
 {
 	const attnrt_param_info **sorted;
-	const attnrt_st_tensor **match =
-		rt_mem_alloc(al, n_params * sizeof *match);
+	const attnrt_st_tensor **match = rt_mem_alloc(al,
+						      n_params * sizeof *match);
 	if (!match)
 		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
 	int code = rt_params_sort(al, table, n_params, &sorted, err, err_size);
@@ -141,8 +143,8 @@ int attnrt_checkpoint_parse(const attnrt_allocator *al, const void *data,
 	attnrt_st_file *f;
 	code = attnrt_st_parse(al, data, len, &f, err, err_size);
 	if (code == ATTNRT_OK)
-		code = load_into(al, f, ATTNRT_STATE_PREFIX, table, n_params, params,
-				 err, err_size);
+		code = load_into(al, f, ATTNRT_STATE_PREFIX, table, n_params,
+				 params, err, err_size);
 	attnrt_st_free(f);
 	return code;
 }
@@ -173,11 +175,11 @@ int attnrt_checkpoint_load(const attnrt_allocator *al, const char *path,
 	if (code != ATTNRT_OK)
 		return code;
 	attnrt_st_file *f;
-	code = attnrt_st_read(al, path, max_file_bytes(table, n_params), &f, err,
-			      err_size);
+	code = attnrt_st_read(al, path, max_file_bytes(table, n_params), &f,
+			      err, err_size);
 	if (code == ATTNRT_OK) {
-		code = load_into(al, f, ATTNRT_STATE_PREFIX, table, n_params, params,
-				 err, err_size);
+		code = load_into(al, f, ATTNRT_STATE_PREFIX, table, n_params,
+				 params, err, err_size);
 		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
 			rt_prefix_path(path, err, err_size);
 	}
@@ -185,10 +187,10 @@ int attnrt_checkpoint_load(const attnrt_allocator *al, const char *path,
 	return code;
 }
 
-int attnrt_checkpoint_take(const attnrt_allocator *al,
-			   const attnrt_st_file *f, const char *skip,
-			   const attnrt_param_info *table, size_t n_params,
-			   void *params, char *err, size_t err_size)
+int attnrt_checkpoint_take(const attnrt_allocator *al, const attnrt_st_file *f,
+			   const char *skip, const attnrt_param_info *table,
+			   size_t n_params, void *params, char *err,
+			   size_t err_size)
 {
 	if (!f || (n_params && !params))
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG,

@@ -26,25 +26,32 @@ static int read_header(const attnrt_allocator *al, const char *path,
 	char *text = NULL;
 	int code = ATTNRT_OK;
 	if (fread(len8, 1, 8, f) != 8)
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: too short "
-			       "for a safetensors header", path);
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: too short "
+			       "for a safetensors header",
+			       path);
 	for (int i = 7; code == ATTNRT_OK && i >= 0; i--)
 		n = n << 8 | len8[i];
 	if (code == ATTNRT_OK && n > CKPT_MAX_HEADER)
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: header "
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: header "
 			       "length %llu is beyond what safetensors allows",
 			       path, (unsigned long long)n);
 	if (code == ATTNRT_OK && !(text = rt_mem_alloc(al, (size_t)n)))
 		code = rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
 	if (code == ATTNRT_OK && fread(text, 1, (size_t)n, f) != n)
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: the header "
-			       "runs past the end of the file", path);
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: the header "
+			       "runs past the end of the file",
+			       path);
 	fclose(f);
 	if (code == ATTNRT_OK)
 		code = rt_json_parse(doc, al, text, (size_t)n, err, err_size);
 	if (code == ATTNRT_OK && doc->nodes[0].kind != RT_JSON_OBJECT)
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: the header "
-			       "is not a JSON object", path);
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: the header "
+			       "is not a JSON object",
+			       path);
 	rt_mem_free(al, text);
 	return code;
 }
@@ -69,15 +76,18 @@ static int read_shape(const rt_json_doc *d, const rt_json_node *t,
 	const rt_json_node *s = t->kind == RT_JSON_OBJECT ? member(d, t, "shape")
 							  : NULL;
 	if (!s || s->kind != RT_JSON_ARRAY)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: no shape "
-			       "list", name);
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: no shape "
+			       "list",
+			       name);
 	*rank = s->n_children <= 6 ? (int)s->n_children : -1;
 	int k = 0;
 	for (uint32_t c = s->first; c != RT_JSON_NONE && *rank >= 0;
 	     c = d->nodes[c].next) {
 		uint64_t v;
 		if (!rt_json_get_u64(d, &d->nodes[c], &v) || v > INT64_MAX)
-			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: the "
+			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+				       "%s: the "
 				       "shape holds something other than sizes",
 				       name);
 		dims[k++] = (int64_t)v;

@@ -19,7 +19,8 @@ int attnrt_checkpoint_save(const attnrt_allocator *al, const char *path,
 	const attnrt_param_info **sorted = NULL;
 	int code = rt_params_check(table, n_params, err, err_size);
 	if (code == ATTNRT_OK) /* names each once, said as a table's fault */
-		code = rt_params_sort(al, table, n_params, &sorted, err, err_size);
+		code = rt_params_sort(al, table, n_params, &sorted, err,
+				      err_size);
 	rt_mem_free(al, sorted);
 	if (code != ATTNRT_OK)
 		return code;

@@ -42,8 +42,8 @@ int rt_fail(char *err, size_t err_size, int code, const char *fmt, ...)
 
 /* As rt_fail with ATTNRT_ERR_IO, appending ": " and the text of errno
  * value errnum. */
-int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt,
-		  ...) __attribute__((format(printf, 4, 5)));
+int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 
 /* Bytes per element of the safetensors dtype name[0..n), 0 if unknown. */
 unsigned rt_st_dtype_size(const char *name, size_t n);
@@ -56,9 +56,8 @@ int rt_read_file(const attnrt_allocator *al, const char *path,
 /* A file of the n tensors (from al; taken, as is pool, freed with the
  * file even on failure), sorted by name; an error when a name repeats.
  * The tensors' data is borrowed (rt_st_own gives the file its bytes). */
-int rt_st_adopt(const attnrt_allocator *al, attnrt_st_tensor *tensors,
-		size_t n, char *pool, attnrt_st_file **out, char *err,
-		size_t err_size);
+int rt_st_adopt(const attnrt_allocator *al, attnrt_st_tensor *tensors, size_t n,
+		char *pool, attnrt_st_file **out, char *err, size_t err_size);
 /* f frees data (from f's allocator) with itself. */
 void rt_st_own(attnrt_st_file *f, char *data);
 
@@ -83,8 +82,8 @@ int64_t rt_param_numel(const attnrt_param_info *p);
 /* Checks every entry of a table (rank, dims, offsets aligned to 4 bytes,
  * names present); on failure writes a message naming the entry and
  * returns ATTNRT_ERR_ARG. */
-int rt_params_check(const attnrt_param_info *table, size_t n_params,
-		    char *err, size_t err_size);
+int rt_params_check(const attnrt_param_info *table, size_t n_params, char *err,
+		    size_t err_size);
 
 /* Makes *sorted an array of pointers to the table's entries sorted by
  * name (byte order), allocated through al (free with rt_mem_free even
@@ -181,8 +180,8 @@ typedef struct rt_json_doc {
  * message giving the byte offset of the fault, or ATTNRT_ERR_NOMEM. The
  * document owns its memory; free with rt_json_fini (also after a
  * failure). */
-int rt_json_parse(rt_json_doc *doc, const attnrt_allocator *al,
-		  const char *src, size_t len, char *err, size_t err_size);
+int rt_json_parse(rt_json_doc *doc, const attnrt_allocator *al, const char *src,
+		  size_t len, char *err, size_t err_size);
 void rt_json_fini(rt_json_doc *doc);
 
 /* Whether s[0..n) is valid UTF-8 (RFC 3629: shortest forms, no

@@ -42,8 +42,9 @@ static void json_verror(json_parser *p, const char *fmt, va_list ap)
 }
 
 /* As json_verror; returns RT_JSON_NONE for functions that make nodes. */
-__attribute__((format(printf, 2, 3)))
-static uint32_t json_fail(json_parser *p, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static uint32_t json_fail(json_parser *p,
+								const char *fmt,
+								...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -53,8 +54,9 @@ static uint32_t json_fail(json_parser *p, const char *fmt, ...)
 }
 
 /* As json_verror; returns false for functions that answer yes or no. */
-__attribute__((format(printf, 2, 3)))
-static bool json_error(json_parser *p, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static bool json_error(json_parser *p,
+							     const char *fmt,
+							     ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -213,20 +215,26 @@ static bool json_unicode_escape(json_parser *p)
 	size_t at = p->pos - 2;
 	uint32_t c, lo;
 	if (!json_hex4(p, &c))
-		return json_error(p, "JSON: bad \\u escape at header byte %zu", at);
+		return json_error(p, "JSON: bad \\u escape at header byte %zu",
+				  at);
 	if (c >= 0xdc00 && c <= 0xdfff)
-		return json_error(p, "JSON: lone low surrogate \\u%04x at header "
-				  "byte %zu", c, at);
+		return json_error(p,
+				  "JSON: lone low surrogate \\u%04x at header "
+				  "byte %zu",
+				  c, at);
 	if (c >= 0xd800 && c <= 0xdbff) {
 		bool is_paired = p->len - p->pos >= 2 && p->s[p->pos] == '\\' &&
 				 p->s[p->pos + 1] == 'u';
 		if (is_paired) {
 			p->pos += 2;
-			is_paired = json_hex4(p, &lo) && lo >= 0xdc00 && lo <= 0xdfff;
+			is_paired = json_hex4(p, &lo) && lo >= 0xdc00 &&
+				    lo <= 0xdfff;
 		}
 		if (!is_paired)
-			return json_error(p, "JSON: high surrogate \\u%04x without "
-					  "its pair at header byte %zu", c, at);
+			return json_error(p,
+					  "JSON: high surrogate \\u%04x without "
+					  "its pair at header byte %zu",
+					  c, at);
 		c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00);
 	}
 	return json_put_utf8(p, c);
@@ -238,13 +246,14 @@ static bool json_escape(json_parser *p)
 	static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
 	if (p->pos >= p->len)
 		return json_error(p, "JSON: unterminated string at the end of "
-				  "the header");
+				     "the header");
 	unsigned char c = p->s[p->pos++];
 	if (c == 'u')
 		return json_unicode_escape(p);
 	const char *at = c ? strchr(from, c) : NULL;
 	if (!at)
-		return json_error(p, "JSON: bad escape '\\%c' at header byte %zu",
+		return json_error(p,
+				  "JSON: bad escape '\\%c' at header byte %zu",
 				  c >= 0x20 && c < 0x7f ? (char)c : '?',
 				  p->pos - 2);
 	return json_put(p, &to[at - from], 1);
@@ -263,14 +272,18 @@ static bool json_string(json_parser *p, uint32_t *off, uint32_t *n)
 	*off = (uint32_t)p->doc->n_text;
 	for (;;) {
 		if (p->pos >= p->len)
-			return json_error(p, "JSON: unterminated string starting "
-					  "at header byte %zu", start);
+			return json_error(p,
+					  "JSON: unterminated string starting "
+					  "at header byte %zu",
+					  start);
 		unsigned char c = p->s[p->pos];
 		if (c == '"')
 			break;
 		if (c < 0x20)
-			return json_error(p, "JSON: control byte 0x%02x in a "
-					  "string at header byte %zu", c, p->pos);
+			return json_error(p,
+					  "JSON: control byte 0x%02x in a "
+					  "string at header byte %zu",
+					  c, p->pos);
 		if (c == '\\') {
 			p->pos++;
 			if (!json_escape(p))
@@ -279,8 +292,10 @@ static bool json_string(json_parser *p, uint32_t *off, uint32_t *n)
 		}
 		size_t k = utf8_seq_len(p->s + p->pos, p->len - p->pos);
 		if (!k)
-			return json_error(p, "JSON: invalid UTF-8 at header byte "
-					  "%zu", p->pos);
+			return json_error(p,
+					  "JSON: invalid UTF-8 at header byte "
+					  "%zu",
+					  p->pos);
 		if (!json_put(p, p->s + p->pos, k))
 			return false;
 		p->pos += k;
@@ -314,7 +329,8 @@ static uint32_t json_number(json_parser *p)
 	}
 	if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
 		p->pos++;
-		if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
+		if (p->pos < p->len &&
+		    (p->s[p->pos] == '+' || p->s[p->pos] == '-'))
 			p->pos++;
 		if (!json_digits(p))
 			return json_unexpected(p, "a digit in the exponent");
@@ -375,7 +391,8 @@ static uint32_t json_container(json_parser *p, rt_json_kind kind, char close)
 				return RT_JSON_NONE;
 			json_skip_ws(p);
 			if (p->pos >= p->len || p->s[p->pos] != ':')
-				return json_unexpected(p, "':' after an object key");
+				return json_unexpected(p,
+						       "':' after an object key");
 			p->pos++;
 		}
 		uint32_t child = json_value(p);
@@ -392,7 +409,8 @@ static uint32_t json_container(json_parser *p, rt_json_kind kind, char close)
 			p->pos++;
 			return id;
 		}
-		return json_unexpected(p, close == '}' ? "',' or '}'" : "',' or ']'");
+		return json_unexpected(p, close == '}' ? "',' or '}'"
+						       : "',' or ']'");
 	}
 }
 
@@ -404,14 +422,26 @@ static uint32_t json_value(json_parser *p)
 	if (p->pos >= p->len)
 		return json_unexpected(p, "a value");
 	if (++p->depth > RT_JSON_MAX_DEPTH)
-		return json_fail(p, "JSON: nested deeper than %d at header byte "
-				 "%zu", RT_JSON_MAX_DEPTH, p->pos);
+		return json_fail(p,
+				 "JSON: nested deeper than %d at header byte "
+				 "%zu",
+				 RT_JSON_MAX_DEPTH, p->pos);
 	switch (p->s[p->pos]) {
-	case '{': id = json_container(p, RT_JSON_OBJECT, '}'); break;
-	case '[': id = json_container(p, RT_JSON_ARRAY, ']'); break;
-	case 't': id = json_word(p, "true", RT_JSON_TRUE); break;
-	case 'f': id = json_word(p, "false", RT_JSON_FALSE); break;
-	case 'n': id = json_word(p, "null", RT_JSON_NULL); break;
+	case '{':
+		id = json_container(p, RT_JSON_OBJECT, '}');
+		break;
+	case '[':
+		id = json_container(p, RT_JSON_ARRAY, ']');
+		break;
+	case 't':
+		id = json_word(p, "true", RT_JSON_TRUE);
+		break;
+	case 'f':
+		id = json_word(p, "false", RT_JSON_FALSE);
+		break;
+	case 'n':
+		id = json_word(p, "null", RT_JSON_NULL);
+		break;
 	case '"':
 		id = json_new_node(p, RT_JSON_STRING);
 		if (id != RT_JSON_NONE) {
@@ -422,26 +452,38 @@ static uint32_t json_value(json_parser *p)
 			p->doc->nodes[id].str_len = n;
 		}
 		break;
-	case '-': case '0': case '1': case '2': case '3': case '4':
-	case '5': case '6': case '7': case '8': case '9':
+	case '-':
+	case '0':
+	case '1':
+	case '2':
+	case '3':
+	case '4':
+	case '5':
+	case '6':
+	case '7':
+	case '8':
+	case '9':
 		id = json_number(p);
 		break;
-	default: return json_unexpected(p, "a value");
+	default:
+		return json_unexpected(p, "a value");
 	}
 	p->depth--;
 	json_skip_ws(p);
 	return id;
 }
 
-int rt_json_parse(rt_json_doc *doc, const attnrt_allocator *al,
-		  const char *src, size_t len, char *err, size_t err_size)
+int rt_json_parse(rt_json_doc *doc, const attnrt_allocator *al, const char *src,
+		  size_t len, char *err, size_t err_size)
 {
 	memset(doc, 0, sizeof *doc);
 	doc->al = al;
 	if (len >= UINT32_MAX / 2)
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 			       "JSON: header of %zu bytes is too large", len);
-	json_parser p = {doc, (const unsigned char *)src, len, 0, 0, ATTNRT_OK,
+	json_parser p = {doc, (const unsigned char *)src,
+			 len, 0,
+			 0,   ATTNRT_OK,
 			 err, err_size};
 	if (json_value(&p) != RT_JSON_NONE && p.pos != len)
 		json_unexpected(&p, "the end of the header");

@@ -44,7 +44,7 @@ typedef struct nmt_pair {
 struct rt_nmt_data {
 	attnrt_allocator al;
 	rt_nmt_stats stats;
-	int steps; /* T */
+	int steps;  /* T */
 	char *text; /* the preprocessed sides, each NUL-terminated */
 	size_t n_text, text_cap;
 	nmt_pair *pairs; /* every usable pair of the file */
@@ -98,7 +98,8 @@ static void out_utf8(nmt_out *o, uint32_t c)
 		return;
 	}
 	int more = c < 0x800 ? 1 : c < 0x10000 ? 2 : 3;
-	out_byte(o, (unsigned char)((0xFF00u >> (more + 1)) | (c >> (6 * more))));
+	out_byte(o,
+		 (unsigned char)((0xFF00u >> (more + 1)) | (c >> (6 * more))));
 	while (more--)
 		out_byte(o, (unsigned char)(0x80 | ((c >> (6 * more)) & 0x3F)));
 }
@@ -161,7 +162,8 @@ size_t rt_nmt_preprocess(const char *text, size_t len, char *out, size_t cap)
 	uint32_t prev = ' '; /* the first character never gets a space */
 	for (size_t i = 0; i < len;) {
 		uint32_t c[2];
-		int n = normalize_char(utf8_next((const unsigned char *)text, &i), c);
+		int n = normalize_char(utf8_next((const unsigned char *)text, &i),
+				       c);
 		for (int k = 0; k < n; k++) {
 			if (is_punct(c[k]) && prev != ' ')
 				out_byte(&o, ' ');
@@ -209,8 +211,7 @@ static bool line_next(const char *text, size_t len, size_t *at, nmt_line *ln,
 
 /* Appends a preprocessed side to d->text; *off gets its offset. False
  * when out of memory. */
-static bool text_add_side(rt_nmt_data *d, const char *s, size_t len,
-			  size_t *off)
+static bool text_add_side(rt_nmt_data *d, const char *s, size_t len, size_t *off)
 {
 	size_t need = d->n_text + 2 * len + 1;
 	if (!rt_mem_grow(&d->al, (void **)&d->text, &d->text_cap, need, 1))
@@ -284,7 +285,8 @@ static int read_lines(rt_nmt_data *d, const char *text, size_t len,
 	}
 	nmt_line ln;
 	while (line_next(text, len, &at, &ln, &d->stats)) {
-		int rc = read_pair(d, &ln, examples == 0 || ln.index <= examples);
+		int rc = read_pair(d, &ln,
+				   examples == 0 || ln.index <= examples);
 		if (rc)
 			return rc;
 	}
@@ -298,8 +300,8 @@ static int counter_add(rt_nmt_data *d, nmt_counter *c, rt_span tok)
 {
 	if (!rt_span_index_reserve(&c->index, &d->al, d->text, c->spans, c->n))
 		return ATTNRT_ERR_NOMEM;
-	size_t s = rt_span_index_slot(&c->index, d->text, c->spans, d->text + tok.off,
-			      tok.len);
+	size_t s = rt_span_index_slot(&c->index, d->text, c->spans,
+				      d->text + tok.off, tok.len);
 	if (c->index.slots[s] >= 0) {
 		c->counts[c->index.slots[s]]++;
 		return ATTNRT_OK;
@@ -325,7 +327,7 @@ static int counter_fill(rt_nmt_data *d, nmt_counter *c, rt_nmt_side side)
 	for (size_t r = 0; r < d->n_rows; r++) {
 		const nmt_pair *p = &d->pairs[r];
 		rt_split sp = rt_split_start(d->text + p->side[side],
-					   p->is_lead[side]);
+					     p->is_lead[side]);
 		rt_span tok;
 		while (rt_split_next(&sp, &tok)) {
 			tok.off += p->side[side];
@@ -370,9 +372,8 @@ static bool is_reserved(const char *s, size_t len)
 /* Makes *out from the ranked tokens of c: the reserved ones, then those
  * (not reserved) in rank order, joined by spaces into the string that a
  * checkpoint's metadata keeps, parsed as any such string is. */
-static int vocab_fill(rt_nmt_data *d, attnrt_vocab **out,
-		      const nmt_counter *c, const nmt_rank *ranks,
-		      size_t n_ranks)
+static int vocab_fill(rt_nmt_data *d, attnrt_vocab **out, const nmt_counter *c,
+		      const nmt_rank *ranks, size_t n_ranks)
 {
 	size_t bytes = 6 * N_RESERVED + 1, at = 0;
 	for (size_t i = 0; i < n_ranks; i++)
@@ -454,8 +455,8 @@ const char *rt_nmt_default_corpus(size_t *len)
 }
 
 /* The error for no row: what the lines were. */
-static int fail_no_pair(const rt_nmt_data *d, const char *name,
-			size_t examples, char *err, size_t err_size)
+static int fail_no_pair(const rt_nmt_data *d, const char *name, size_t examples,
+			char *err, size_t err_size)
 {
 	const rt_nmt_stats *st = &d->stats;
 	char among[64] = "";
@@ -485,8 +486,8 @@ static int data_build(rt_nmt_data *d, const char *text, size_t len,
 	if (rc == ATTNRT_OK)
 		rc = arrays_build(d);
 	if (rc == ATTNRT_ERR_FORMAT)
-		return rt_fail(err, err_size, rc, "%s: too many distinct tokens",
-			       name);
+		return rt_fail(err, err_size, rc,
+			       "%s: too many distinct tokens", name);
 	if (rc)
 		return rt_fail(err, err_size, rc, "%s: out of memory", name);
 	return ATTNRT_OK;
@@ -533,7 +534,8 @@ static int read_file(const attnrt_allocator *al, const char *path, char **buf,
 	int rc = ATTNRT_OK;
 	do {
 		if (n > RT_NMT_MAX_FILE) {
-			rc = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: larger "
+			rc = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+				     "%s: larger "
 				     "than %u MiB, the most a corpus may have",
 				     path, RT_NMT_MAX_FILE >> 20);
 			break;
@@ -650,8 +652,8 @@ void rt_nmt_shuffle(const rt_nmt_data *d, uint64_t seed, uint64_t epoch,
 
 /* Row r of one side's ids and valid lengths (each may be NULL) from
  * data row `row`, or a padding row when row is SIZE_MAX. */
-static void fill_side(const rt_nmt_data *d, int k, int32_t *ids,
-		      int32_t *valid, size_t r, size_t row)
+static void fill_side(const rt_nmt_data *d, int k, int32_t *ids, int32_t *valid,
+		      size_t r, size_t row)
 {
 	size_t T = (size_t)d->steps;
 	if (ids && row == SIZE_MAX)
@@ -665,8 +667,7 @@ static void fill_side(const rt_nmt_data *d, int k, int32_t *ids,
 
 /* Row r of the batch from data row `row`, or a padding row when row is
  * SIZE_MAX. */
-static void fill_row(const rt_nmt_data *d, rt_nmt_batch *b, size_t r,
-		     size_t row)
+static void fill_row(const rt_nmt_data *d, rt_nmt_batch *b, size_t r, size_t row)
 {
 	size_t T = (size_t)d->steps;
 	fill_side(d, RT_NMT_SRC, b->src, b->src_valid, r, row);
@@ -675,8 +676,9 @@ static void fill_row(const rt_nmt_data *d, rt_nmt_batch *b, size_t r,
 		int32_t *in = b->tgt_in + r * T;
 		in[0] = RT_NMT_BOS;
 		for (size_t t = 1; t < T; t++)
-			in[t] = row == SIZE_MAX ? RT_NMT_PAD
-						: d->ids[RT_NMT_TGT][row * T + t - 1];
+			in[t] = row == SIZE_MAX
+					? RT_NMT_PAD
+					: d->ids[RT_NMT_TGT][row * T + t - 1];
 	}
 	if (row != SIZE_MAX)
 		b->n_tokens += d->valid[RT_NMT_TGT][row];
@@ -697,7 +699,9 @@ int rt_nmt_fill_batch(const rt_nmt_data *d, const size_t *order,
 	b->n_tokens = 0;
 	for (size_t r = 0; r < B; r++)
 		fill_row(d, b, r,
-			 r >= n ? SIZE_MAX : order ? order[first + r] : first + r);
+			 r >= n  ? SIZE_MAX
+			 : order ? order[first + r]
+				 : first + r);
 	return ATTNRT_OK;
 }
 
@@ -714,8 +718,7 @@ static int preprocess_alloc(const rt_nmt_data *d, const char *sentence,
 			       "sentence too long");
 	char *buf = rt_mem_alloc(&d->al, 2 * len + 1);
 	if (!buf)
-		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
-			       "out of memory");
+		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
 	if (rt_nmt_preprocess(sentence, len, buf, 2 * len + 1) == SIZE_MAX) {
 		rt_mem_free(&d->al, buf);
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG,

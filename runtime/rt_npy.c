@@ -35,8 +35,10 @@ typedef struct np_scan {
 
 static int bad(np_scan *s, const char *what)
 {
-	return rt_fail(s->err, s->err_size, ATTNRT_ERR_FORMAT, ".npy header: %s "
-		       "(at byte %zu of %zu)", what, s->at, s->n);
+	return rt_fail(s->err, s->err_size, ATTNRT_ERR_FORMAT,
+		       ".npy header: %s "
+		       "(at byte %zu of %zu)",
+		       what, s->at, s->n);
 }
 
 static void skip_space(np_scan *s)
@@ -90,15 +92,17 @@ static int read_descr(np_scan *s, attnrt_st_tensor *t)
 	size_t n;
 	if (!take_string(s, &d, &n))
 		return bad(s, "descr is not a dtype string (structured arrays "
-			   "are not read)");
+			      "are not read)");
 	for (size_t i = 0; i < sizeof np_dtypes / sizeof *np_dtypes; i++)
 		if (n == 3 && memcmp(d, np_dtypes[i].descr, 3) == 0) {
 			t->dtype = np_dtypes[i].dtype;
 			return ATTNRT_OK;
 		}
-	return rt_fail(s->err, s->err_size, ATTNRT_ERR_FORMAT, ".npy header: "
+	return rt_fail(s->err, s->err_size, ATTNRT_ERR_FORMAT,
+		       ".npy header: "
 		       "dtype '%.*s' is not one attnc reads (<f4 <f8 <i4 <i8 <i2 "
-		       "|i1 |u1 |b1, little-endian)", (int)(n < 16 ? n : 16), d);
+		       "|i1 |u1 |b1, little-endian)",
+		       (int)(n < 16 ? n : 16), d);
 }
 
 /* One dimension: digits (and Python 2's L) of a value up to INT64_MAX. */
@@ -130,7 +134,7 @@ static int read_shape(np_scan *s, attnrt_st_tensor *t)
 			return bad(s, "shape has more than 8 dims");
 		if (!take_dim(s, &t->dims[t->rank]))
 			return bad(s, "shape holds something other than "
-				   "non-negative integers");
+				      "non-negative integers");
 		t->rank++;
 		if (!take(s, ',') && !take(s, ')'))
 			return bad(s, "shape is not a tuple of integers");
@@ -147,12 +151,14 @@ static int read_pair(np_scan *s, attnrt_st_tensor *t, unsigned *seen)
 	size_t n;
 	if (!take_string(s, &k, &n) || !take(s, ':'))
 		return bad(s, "not a dict of 'key': value");
-	unsigned bit = n == 5 && !memcmp(k, "descr", 5)           ? 1u
+	unsigned bit = n == 5 && !memcmp(k, "descr", 5)             ? 1u
 		       : n == 13 && !memcmp(k, "fortran_order", 13) ? 2u
-		       : n == 5 && !memcmp(k, "shape", 5)           ? 4u : 0u;
+		       : n == 5 && !memcmp(k, "shape", 5)           ? 4u
+								    : 0u;
 	if (!bit || (*seen & bit))
-		return bad(s, bit ? "a key appears twice"
-				  : "a key other than descr, fortran_order, shape");
+		return bad(s,
+			   bit ? "a key appears twice"
+			       : "a key other than descr, fortran_order, shape");
 	*seen |= bit;
 	if (bit == 1)
 		return read_descr(s, t);
@@ -184,8 +190,9 @@ static int read_dict(np_scan *s, attnrt_st_tensor *t)
 	if (s->at != s->n)
 		return bad(s, "text after the dict");
 	return seen == 7 ? ATTNRT_OK
-			 : bad(s, !(seen & 1) ? "no descr"
-				  : !(seen & 2) ? "no fortran_order" : "no shape");
+			 : bad(s, !(seen & 1)   ? "no descr"
+				  : !(seen & 2) ? "no fortran_order"
+						: "no shape");
 }
 
 /* The data after the header: exactly the shape's bytes. */
@@ -195,12 +202,15 @@ static int check_data(const attnrt_st_tensor *t, size_t have, char *err,
 	uint64_t bytes = rt_st_dtype_size(t->dtype, strlen(t->dtype));
 	for (int d = 0; d < t->rank; d++)
 		if (__builtin_mul_overflow(bytes, (uint64_t)t->dims[d], &bytes))
-			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, ".npy: "
+			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+				       ".npy: "
 				       "shape has more bytes than can be counted");
 	if (bytes != have)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, ".npy: %s: %zu "
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       ".npy: %s: %zu "
 			       "bytes of data, its dtype and shape need %llu",
-			       bytes > have ? "truncated" : "bytes after the array",
+			       bytes > have ? "truncated"
+					    : "bytes after the array",
 			       have, (unsigned long long)bytes);
 	return ATTNRT_OK;
 }
@@ -216,23 +226,30 @@ int rt_npy_parse(const void *data, size_t len, attnrt_st_tensor *t, char *err,
 	const unsigned char *p = data;
 	memset(t, 0, sizeof *t);
 	if (len < 10 || !rt_npy_is(data, len))
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, ".npy: %zu bytes "
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       ".npy: %zu bytes "
 			       "are too short for the magic and header length",
 			       len);
 	if (p[6] < 1 || p[6] > 3 || p[7] != 0)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, ".npy: version "
-			       "%u.%u (attnc reads 1.0, 2.0 and 3.0)", p[6], p[7]);
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       ".npy: version "
+			       "%u.%u (attnc reads 1.0, 2.0 and 3.0)",
+			       p[6], p[7]);
 	size_t at = p[6] == 1 ? 10 : 12;
 	if (len < at)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, ".npy: %zu bytes "
-			       "are too short for the header length", len);
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       ".npy: %zu bytes "
+			       "are too short for the header length",
+			       len);
 	uint64_t hl = p[8] | (uint64_t)p[9] << 8;
 	if (at == 12)
 		hl |= (uint64_t)p[10] << 16 | (uint64_t)p[11] << 24;
 	if (hl > len - at)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, ".npy: header "
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       ".npy: header "
 			       "length %llu runs past the end of the file (%zu "
-			       "bytes after it)", (unsigned long long)hl, len - at);
+			       "bytes after it)",
+			       (unsigned long long)hl, len - at);
 	np_scan s = {(const char *)p + at, 0, (size_t)hl, err, err_size};
 	int code = read_dict(&s, t);
 	if (code != ATTNRT_OK)

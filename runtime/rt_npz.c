@@ -75,23 +75,23 @@ static int read_end(npz_reader *z)
 			break;
 	if (z->len < 22 || at + 1 == stop || le32(z->p + at) != NPZ_EOCD)
 		return zip_fail(z, "no end of central directory record (not a "
-				"zip, or truncated)");
+				   "zip, or truncated)");
 	const unsigned char *e = z->p + at;
 	if (le16(e + 4) || le16(e + 6) || le16(e + 8) != le16(e + 10))
 		return zip_fail(z, "a zip spanning several disks");
 	uint32_t size = le32(e + 12), off = le32(e + 16);
 	if (le16(e + 10) == 0xffff || size == NPZ_FULL32 || off == NPZ_FULL32)
 		return zip_fail(z, "a zip64 archive (over 4 GiB or 65535 "
-				"members): attnc reads plain zips");
+				   "members): attnc reads plain zips");
 	if ((uint64_t)off + size > at)
 		return zip_fail(z, "the central directory runs past its end "
-				"record");
+				   "record");
 	z->cd = off;
 	z->cd_end = (size_t)off + size;
 	z->n = le16(e + 10);
 	if ((uint64_t)z->n * NPZ_CDIR_SIZE > size)
 		return zip_fail(z, "the central directory is too short for its "
-				"entries");
+				   "entries");
 	return ATTNRT_OK;
 }
 
@@ -149,7 +149,7 @@ static int read_member(npz_reader *z, size_t *at, char *pool, size_t *pool_at,
 	uint32_t nlen = le16(c + 28), skip = nlen + le16(c + 30) + le16(c + 32);
 	if (z->cd_end - *at - NPZ_CDIR_SIZE < skip)
 		return zip_fail(z, "a central directory entry runs past the "
-				"directory");
+				   "directory");
 	const char *name = (const char *)c + NPZ_CDIR_SIZE;
 	*at += NPZ_CDIR_SIZE + skip;
 	char what[160];
@@ -161,9 +161,10 @@ static int read_member(npz_reader *z, size_t *at, char *pool, size_t *pool_at,
 				   sizeof what) != ATTNRT_OK)
 		fault = what;
 	if (fault)
-		return rt_fail(z->err, z->err_size, ATTNRT_ERR_FORMAT, ".npz: "
-			       "member '%.*s' %s", (int)(nlen < 64 ? nlen : 64),
-			       name, fault);
+		return rt_fail(z->err, z->err_size, ATTNRT_ERR_FORMAT,
+			       ".npz: "
+			       "member '%.*s' %s",
+			       (int)(nlen < 64 ? nlen : 64), name, fault);
 	memcpy(pool + *pool_at, name, nlen - 4);
 	pool[*pool_at + nlen - 4] = 0;
 	t->name = pool + *pool_at;
@@ -229,8 +230,8 @@ int attnrt_np_parse(const attnrt_allocator *al, const void *data, size_t len,
 /* Zip's first bytes: a local header, or the end record of an empty zip. */
 static bool is_zip(const char *p, size_t len)
 {
-	return len >= 4 && (memcmp(p, "PK\3\4", 4) == 0 ||
-			    memcmp(p, "PK\5\6", 4) == 0);
+	return len >= 4 &&
+	       (memcmp(p, "PK\3\4", 4) == 0 || memcmp(p, "PK\5\6", 4) == 0);
 }
 
 int attnrt_tensors_read(const attnrt_allocator *al, const char *path,
@@ -244,12 +245,16 @@ int attnrt_tensors_read(const attnrt_allocator *al, const char *path,
 	size_t len;
 	int code = rt_read_file(al, path, max_bytes, &data, &len, err, err_size);
 	if (code == ATTNRT_OK && len == 0)
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: an empty "
-			       "file (not safetensors, .npy or .npz)", path);
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: an empty "
+			       "file (not safetensors, .npy or .npz)",
+			       path);
 	else if (code == ATTNRT_OK) {
 		code = rt_npy_is(data, len) || is_zip(data, len)
-			       ? attnrt_np_parse(al, data, len, out, err, err_size)
-			       : attnrt_st_parse(al, data, len, out, err, err_size);
+			       ? attnrt_np_parse(al, data, len, out, err,
+						 err_size)
+			       : attnrt_st_parse(al, data, len, out, err,
+						 err_size);
 		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
 			rt_prefix_path(path, err, err_size);
 	}

@@ -20,14 +20,17 @@ struct attnrt_optim {
 	attnrt_optim_config cfg;
 	const attnrt_param_info *table;
 	size_t n_params;
-	uint64_t t;    /* steps taken */
-	float *m, *v;  /* Adam's moments, blocks shaped like params; else NULL */
+	uint64_t t;   /* steps taken */
+	float *m, *v; /* Adam's moments, blocks shaped like params; else NULL */
 };
 
 attnrt_optim_config attnrt_optim_defaults(attnrt_optim_kind kind, double lr)
 {
-	return (attnrt_optim_config){
-		.kind = kind, .lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+	return (attnrt_optim_config){.kind = kind,
+				     .lr = lr,
+				     .beta1 = 0.9,
+				     .beta2 = 0.999,
+				     .eps = 1e-8};
 }
 
 static int check_config(const attnrt_optim_config *cfg, char *err,
@@ -172,9 +175,9 @@ static void sgd_span(const span *s, void *cx)
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-static void adam_update(float *restrict p, float *restrict m,
-			float *restrict v, const float *restrict g, int64_t n,
-			const float c[8])
+static void
+adam_update(float *restrict p, float *restrict m, float *restrict v,
+	    const float *restrict g, int64_t n, const float c[8])
 {
 	float b1 = c[0], b2 = c[1], step = c[2], bc2 = c[3], eps = c[4],
 	      scale = c[5], one_b1 = c[6], one_b2 = c[7];
@@ -203,18 +206,21 @@ void attnrt_optim_begin_step(attnrt_optim *opt)
 }
 
 void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
-			      const void *grads, double grad_scale,
-			      size_t part, size_t n_parts)
+			      const void *grads, double grad_scale, size_t part,
+			      size_t n_parts)
 {
 	const attnrt_optim *o = opt;
 	update_cx u = {o, params, grads, (float)grad_scale, {0}};
 	if (o->cfg.kind == ATTNRT_OPTIM_ADAM) {
 		double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
 		/* 1 - beta in double: in float, 1 - 0.999f loses 4 digits */
-		float c[8] = {(float)b1, (float)b2,
+		float c[8] = {(float)b1,
+			      (float)b2,
 			      (float)(o->cfg.lr / (1 - pow(b1, (double)o->t))),
 			      (float)sqrt(1 - pow(b2, (double)o->t)),
-			      (float)o->cfg.eps, u.scale, (float)(1 - b1),
+			      (float)o->cfg.eps,
+			      u.scale,
+			      (float)(1 - b1),
 			      (float)(1 - b2)};
 		memcpy(u.c, c, sizeof c);
 	}

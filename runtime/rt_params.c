@@ -44,8 +44,8 @@ static size_t param_end(const attnrt_param_info *p, bool *ok)
 	return end;
 }
 
-int rt_params_check(const attnrt_param_info *table, size_t n_params,
-		    char *err, size_t err_size)
+int rt_params_check(const attnrt_param_info *table, size_t n_params, char *err,
+		    size_t err_size)
 {
 	if (n_params && !table)
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
@@ -60,7 +60,8 @@ int rt_params_check(const attnrt_param_info *table, size_t n_params,
 		if (!ok || pi->offset % sizeof(float))
 			return rt_fail(err, err_size, ATTNRT_ERR_ARG,
 				       "parameter '%s': invalid rank, dims or "
-				       "offset in the table", pi->name);
+				       "offset in the table",
+				       pi->name);
 	}
 	return ATTNRT_OK;
 }
@@ -99,8 +100,8 @@ static double xavier_bound(const attnrt_param_info *p)
 }
 
 /* Element i of the parameter at table index p. */
-static double init_value(const attnrt_param_info *pi, uint64_t seed,
-			 uint64_t p, uint64_t i, double bound)
+static double init_value(const attnrt_param_info *pi, uint64_t seed, uint64_t p,
+			 uint64_t i, double bound)
 {
 	switch (pi->init) {
 	case ATTNRT_INIT_ZEROS:

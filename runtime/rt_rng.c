@@ -24,14 +24,14 @@ double rt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter)
 	       (1.0 / 16777216.0);
 }
 
-void rt_rng_permutation(uint64_t seed, uint64_t stream, size_t n,
-			size_t *order)
+void rt_rng_permutation(uint64_t seed, uint64_t stream, size_t n, size_t *order)
 {
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
 	for (size_t i = n; i > 1; i--) { /* Fisher-Yates, from the end */
 		/* The modulo's bias is below n / 2^64: none to see. */
-		size_t j = (size_t)(rt_rng_bits(seed, stream, i) % i), t = order[i - 1];
+		size_t j = (size_t)(rt_rng_bits(seed, stream, i) % i),
+		       t = order[i - 1];
 		order[i - 1] = order[j];
 		order[j] = t;
 	}

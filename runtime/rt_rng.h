@@ -19,8 +19,7 @@ uint64_t rt_rng_bits(uint64_t seed, uint64_t stream, uint64_t counter);
 double rt_rng_uniform(uint64_t seed, uint64_t stream, uint64_t counter);
 /* order[0..n) becomes a permutation of 0..n drawn from (seed, stream):
  * Fisher-Yates with draw i of the stream at step i. */
-void rt_rng_permutation(uint64_t seed, uint64_t stream, size_t n,
-			size_t *order);
+void rt_rng_permutation(uint64_t seed, uint64_t stream, size_t n, size_t *order);
 /* Standard normal (Box-Muller on two uniforms drawn at 2*counter, 2*counter+1). */
 double rt_rng_normal(uint64_t seed, uint64_t stream, uint64_t counter);
 

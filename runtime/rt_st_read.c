@@ -35,7 +35,7 @@ typedef struct st_entry {
 	size_t name_len;
 	const char *dtype;
 	size_t dtype_len;
-	uint32_t shape;   /* the JSON node of its shape array */
+	uint32_t shape; /* the JSON node of its shape array */
 	uint32_t rank;
 	uint64_t numel;
 	uint64_t begin, end;
@@ -54,21 +54,21 @@ typedef struct st_reader {
 
 struct attnrt_st_file {
 	const attnrt_allocator *al;
-	char *owned;                /* the file's bytes, when read from a path */
-	attnrt_st_tensor *tensors;  /* sorted by name */
+	char *owned;               /* the file's bytes, when read from a path */
+	attnrt_st_tensor *tensors; /* sorted by name */
 	size_t n_tensors;
-	attnrt_meta *meta;          /* in file order */
+	attnrt_meta *meta; /* in file order */
 	size_t n_meta;
-	char *pool;                 /* the names, dtypes and metadata, NUL-ended */
+	char *pool; /* the names, dtypes and metadata, NUL-ended */
 };
 
 static const struct {
 	const char *name;
 	unsigned size;
 } st_dtypes[] = {
-	{"BOOL", 1}, {"U8", 1}, {"I8", 1}, {"F8_E5M2", 1}, {"F8_E4M3", 1},
-	{"I16", 2}, {"U16", 2}, {"F16", 2}, {"BF16", 2}, {"I32", 4},
-	{"U32", 4}, {"F32", 4}, {"F64", 8}, {"I64", 8}, {"U64", 8},
+	{"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+	{"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+	{"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8},
 };
 
 unsigned rt_st_dtype_size(const char *name, size_t n)
@@ -80,8 +80,7 @@ unsigned rt_st_dtype_size(const char *name, size_t n)
 	return 0;
 }
 
-static bool key_is(const rt_json_doc *d, const rt_json_node *n,
-		   const char *key)
+static bool key_is(const rt_json_doc *d, const rt_json_node *n, const char *key)
 {
 	return n->key_len == strlen(key) &&
 	       memcmp(rt_json_key(d, n), key, n->key_len) == 0;
@@ -94,15 +93,16 @@ static int read_header(st_reader *r, const char *file, size_t len)
 	if (len < 8)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "file of %zu bytes is too short for a safetensors "
-			       "header (8 bytes of length, then JSON)", len);
+			       "header (8 bytes of length, then JSON)",
+			       len);
 	uint64_t n = 0;
 	for (int i = 7; i >= 0; i--)
 		n = n << 8 | (unsigned char)file[i];
 	if (n > ATTNRT_ST_MAX_HEADER)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "header length %llu is beyond the %u bytes "
-			       "safetensors allows", (unsigned long long)n,
-			       ATTNRT_ST_MAX_HEADER);
+			       "safetensors allows",
+			       (unsigned long long)n, ATTNRT_ST_MAX_HEADER);
 	if (n > len - 8)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "header length %llu runs past the end of the "
@@ -157,10 +157,12 @@ static int read_shape(st_reader *r, st_entry *t, const rt_json_node *s)
 	for (uint32_t c = s->first; c != RT_JSON_NONE; c = nodes[c].next) {
 		uint64_t d;
 		if (!rt_json_get_u64(&r->doc, &nodes[c], &d) || d > INT64_MAX)
-			return entry_fail(r, t, "shape holds something other "
+			return entry_fail(r, t,
+					  "shape holds something other "
 					  "than non-negative integers");
 		if (__builtin_mul_overflow(t->numel, d, &t->numel))
-			return entry_fail(r, t, "shape has more elements than "
+			return entry_fail(r, t,
+					  "shape has more elements than "
 					  "can be counted");
 	}
 	t->shape = (uint32_t)(s - nodes);
@@ -173,7 +175,8 @@ static int read_offsets(st_reader *r, st_entry *t, const rt_json_node *o)
 	if (o->kind != RT_JSON_ARRAY || o->n_children != 2 ||
 	    !rt_json_get_u64(&r->doc, &nodes[o->first], &t->begin) ||
 	    !rt_json_get_u64(&r->doc, &nodes[nodes[o->first].next], &t->end))
-		return entry_fail(r, t, "data_offsets is not a list of two "
+		return entry_fail(r, t,
+				  "data_offsets is not a list of two "
 				  "non-negative integers");
 	return ATTNRT_OK;
 }
@@ -184,9 +187,10 @@ static int read_field(st_reader *r, st_entry *t, const rt_json_node *f,
 		      unsigned *seen)
 {
 	const rt_json_doc *d = &r->doc;
-	unsigned bit = key_is(d, f, "dtype") ? 1u
-		       : key_is(d, f, "shape") ? 2u
-		       : key_is(d, f, "data_offsets") ? 4u : 0u;
+	unsigned bit = key_is(d, f, "dtype")          ? 1u
+		       : key_is(d, f, "shape")        ? 2u
+		       : key_is(d, f, "data_offsets") ? 4u
+						      : 0u;
 	if (!bit || (*seen & bit))
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "%.*s: %s field \"%.*s\"", (int)t->name_len,
@@ -216,17 +220,20 @@ static int check_entry_size(st_reader *r, const st_entry *t)
 	if (t->end < t->begin)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "%.*s: data_offsets [%llu, %llu] end before they "
-			       "begin", (int)t->name_len, t->name,
+			       "begin",
+			       (int)t->name_len, t->name,
 			       (unsigned long long)t->begin,
 			       (unsigned long long)t->end);
 	if (__builtin_mul_overflow(t->numel, size, &bytes))
-		return entry_fail(r, t, "shape has more bytes than can be "
+		return entry_fail(r, t,
+				  "shape has more bytes than can be "
 				  "counted");
 	if (bytes != t->end - t->begin)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "%.*s: data_offsets [%llu, %llu] hold %llu bytes, "
-			       "its dtype and shape need %llu", (int)t->name_len,
-			       t->name, (unsigned long long)t->begin,
+			       "its dtype and shape need %llu",
+			       (int)t->name_len, t->name,
+			       (unsigned long long)t->begin,
 			       (unsigned long long)t->end,
 			       (unsigned long long)(t->end - t->begin),
 			       (unsigned long long)bytes);
@@ -247,9 +254,10 @@ static int read_entry(st_reader *r, st_entry *t, const rt_json_node *e)
 			return code;
 	}
 	if (seen != 7)
-		return entry_fail(r, t, !(seen & 1) ? "no dtype"
-					: !(seen & 2) ? "no shape"
-					: "no data_offsets");
+		return entry_fail(r, t,
+				  !(seen & 1)   ? "no dtype"
+				  : !(seen & 2) ? "no shape"
+						: "no data_offsets");
 	return check_entry_size(r, t);
 }
 
@@ -265,10 +273,11 @@ static int read_entries(st_reader *r)
 	for (uint32_t c = root->first; c != RT_JSON_NONE; c = nodes[c].next) {
 		int code;
 		if (key_is(&r->doc, &nodes[c], "__metadata__")) {
-			code = has_metadata ? rt_fail(r->err, r->err_size,
-						      ATTNRT_ERR_FORMAT,
-						      "__metadata__ appears twice")
-					    : check_metadata(r, &nodes[c]);
+			code = has_metadata
+				       ? rt_fail(r->err, r->err_size,
+						 ATTNRT_ERR_FORMAT,
+						 "__metadata__ appears twice")
+				       : check_metadata(r, &nodes[c]);
 			has_metadata = true;
 		} else {
 			st_entry *t = &r->tensors[r->n_tensors++];
@@ -323,11 +332,11 @@ static int check_tiling(st_reader *r)
 	if (at != r->data_len)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "bytes %llu to %llu of the data belong to no "
-			       "tensor", (unsigned long long)at,
+			       "tensor",
+			       (unsigned long long)at,
 			       (unsigned long long)gap_end);
 	return ATTNRT_OK;
 }
-
 
 /* ---- names: sorted, each once --------------------------------------------- */
 
@@ -348,7 +357,8 @@ static int check_names(st_reader *r)
 		if (by_name(&r->tensors[i], &r->tensors[i + 1]) == 0)
 			return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 				       "%.*s: the name appears twice in the "
-				       "header", (int)r->tensors[i].name_len,
+				       "header",
+				       (int)r->tensors[i].name_len,
 				       r->tensors[i].name);
 	return ATTNRT_OK;
 }
@@ -422,7 +432,8 @@ static int build_file(st_reader *r, attnrt_st_file *f)
 	f->n_tensors = r->n_tensors;
 	for (uint32_t c = meta ? meta->first : RT_JSON_NONE; c != RT_JSON_NONE;
 	     c = nodes[c].next, k++) {
-		f->meta[k].key = pool_put(f->pool, &at, rt_json_key(&r->doc, &nodes[c]),
+		f->meta[k].key = pool_put(f->pool, &at,
+					  rt_json_key(&r->doc, &nodes[c]),
 					  nodes[c].key_len);
 		f->meta[k].value = pool_put(f->pool, &at,
 					    rt_json_str(&r->doc, &nodes[c]),
@@ -465,7 +476,7 @@ int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 
 int rt_read_file(const attnrt_allocator *al, const char *path,
 		 uint64_t max_bytes, char **data, size_t *len, char *err,
-		     size_t err_size)
+		 size_t err_size)
 {
 	struct stat st;
 	*data = NULL;
@@ -480,13 +491,16 @@ int rt_read_file(const attnrt_allocator *al, const char *path,
 		code = rt_fail(err, err_size, ATTNRT_ERR_IO, "%s: not a file",
 			       path);
 	} else if ((uint64_t)st.st_size > max_bytes) {
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: %lld "
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: %lld "
 			       "bytes, more than the %llu this reader takes",
 			       path, (long long)st.st_size,
 			       (unsigned long long)max_bytes);
 	} else if (!(*data = rt_mem_alloc(al, (size_t)st.st_size))) {
-		code = rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "%s: out of "
-			       "memory", path);
+		code = rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
+			       "%s: out of "
+			       "memory",
+			       path);
 	}
 	size_t n = 0, want = code == ATTNRT_OK ? (size_t)st.st_size : 0;
 	while (n < want) {
@@ -544,16 +558,17 @@ static int by_tensor_name(const void *a, const void *b)
 		      ((const attnrt_st_tensor *)b)->name);
 }
 
-int rt_st_adopt(const attnrt_allocator *al, attnrt_st_tensor *tensors,
-		size_t n, char *pool, attnrt_st_file **out, char *err,
-		size_t err_size)
+int rt_st_adopt(const attnrt_allocator *al, attnrt_st_tensor *tensors, size_t n,
+		char *pool, attnrt_st_file **out, char *err, size_t err_size)
 {
 	*out = NULL;
 	qsort(tensors, n, sizeof *tensors, by_tensor_name);
 	for (size_t i = 0; i + 1 < n; i++)
 		if (strcmp(tensors[i].name, tensors[i + 1].name) == 0) {
-			rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: the name "
-				"appears twice", tensors[i].name);
+			rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+				"%s: the name "
+				"appears twice",
+				tensors[i].name);
 			rt_mem_free(al, tensors);
 			rt_mem_free(al, pool);
 			return ATTNRT_ERR_FORMAT;
@@ -588,8 +603,7 @@ const attnrt_st_tensor *attnrt_st_at(const attnrt_st_file *f, size_t i)
 	return i < f->n_tensors ? &f->tensors[i] : NULL;
 }
 
-const attnrt_st_tensor *attnrt_st_find(const attnrt_st_file *f,
-				       const char *name)
+const attnrt_st_tensor *attnrt_st_find(const attnrt_st_file *f, const char *name)
 {
 	size_t lo = 0, hi = f->n_tensors;
 	st_entry key = {.name = name, .name_len = strlen(name)};

@@ -39,8 +39,8 @@ typedef struct st_buf {
 
 static void buf_put(st_buf *b, const char *s, size_t n)
 {
-	if (b->is_oom || !rt_mem_grow(b->al, (void **)&b->data, &b->cap,
-				      b->n + n, 1)) {
+	if (b->is_oom ||
+	    !rt_mem_grow(b->al, (void **)&b->data, &b->cap, b->n + n, 1)) {
 		b->is_oom = true;
 		return;
 	}
@@ -68,10 +68,14 @@ static void buf_json_string(st_buf *b, const char *s)
 	for (; *s; s++) {
 		unsigned char c = (unsigned char)*s;
 		char esc[8];
-		const char *named = c == '"' ? "\\\"" : c == '\\' ? "\\\\"
-				    : c == '\b' ? "\\b" : c == '\f' ? "\\f"
-				    : c == '\n' ? "\\n" : c == '\r' ? "\\r"
-				    : c == '\t' ? "\\t" : NULL;
+		const char *named = c == '"'    ? "\\\""
+				    : c == '\\' ? "\\\\"
+				    : c == '\b' ? "\\b"
+				    : c == '\f' ? "\\f"
+				    : c == '\n' ? "\\n"
+				    : c == '\r' ? "\\r"
+				    : c == '\t' ? "\\t"
+						: NULL;
 		if (named) {
 			buf_puts(b, named);
 		} else if (c < 0x20) {
@@ -147,7 +151,8 @@ static int check_meta(const attnrt_meta *meta, size_t n_meta, char *err,
 		    !rt_utf8_is_valid(meta[i].value, strlen(meta[i].value)))
 			return rt_fail(err, err_size, ATTNRT_ERR_ARG,
 				       "metadata entry %zu is not a pair of "
-				       "UTF-8 strings", i);
+				       "UTF-8 strings",
+				       i);
 	return ATTNRT_OK;
 }
 
@@ -168,7 +173,8 @@ static int check_tensor(const attnrt_st_tensor *t, size_t i, char *err,
 		  (t->data || !t->bytes);
 	for (int d = 0; ok && d < t->rank; d++)
 		ok = t->dims[d] >= 0 &&
-		     !__builtin_mul_overflow(numel, (uint64_t)t->dims[d], &numel);
+		     !__builtin_mul_overflow(numel, (uint64_t)t->dims[d],
+					     &numel);
 	if (!ok || numel * size != t->bytes) /* size <= 8: no overflow past */
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
 			       "%s: dtype, shape and bytes do not agree",
@@ -257,7 +263,8 @@ static void remove_stale(const attnrt_allocator *al, const char *path)
 {
 	const char *slash = strrchr(path, '/');
 	const char *base = slash ? slash + 1 : path;
-	size_t n_dir = slash ? (size_t)(slash - path) + 1 : 0, n_base = strlen(base);
+	size_t n_dir = slash ? (size_t)(slash - path) + 1 : 0,
+	       n_base = strlen(base);
 	char *dir = rt_mem_alloc(al, n_dir + 2);
 	char *file = rt_mem_alloc(al, n_dir + n_base + sizeof ".tmp-XXXXXX");
 	DIR *d = NULL;
@@ -268,7 +275,8 @@ static void remove_stale(const attnrt_allocator *al, const char *path)
 	}
 	for (struct dirent *e; d && (e = readdir(d));) {
 		const char *name = e->d_name;
-		if (strlen(name) != n_base + 11 || strncmp(name, base, n_base) != 0 ||
+		if (strlen(name) != n_base + 11 ||
+		    strncmp(name, base, n_base) != 0 ||
 		    strncmp(name + n_base, ".tmp-", 5) != 0)
 			continue;
 		memcpy(file, path, n_dir);
@@ -298,8 +306,10 @@ static int write_atomically(const attnrt_allocator *al, const char *path,
 	int code = ATTNRT_OK;
 	int fd = mkstemp(tmp);
 	if (fd < 0) {
-		code = rt_fail_errno(err, err_size, errno, "%s: cannot create a "
-				     "temporary file", path);
+		code = rt_fail_errno(err, err_size, errno,
+				     "%s: cannot create a "
+				     "temporary file",
+				     path);
 		goto out;
 	}
 	bool ok = fchmod(fd, 0644) == 0 &&

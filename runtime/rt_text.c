@@ -19,7 +19,7 @@ struct rt_text_vocab {
 	const attnrt_allocator *al;
 	uint32_t *chars; /* code points, sorted, each once */
 	int32_t n;
-	char *str;       /* their UTF-8, NUL-terminated */
+	char *str; /* their UTF-8, NUL-terminated */
 };
 
 /* Decodes the code point at s[*at] (of len bytes), advancing *at; returns
@@ -30,8 +30,10 @@ static uint32_t next_char(const char *s, size_t len, size_t *at)
 	size_t n = p[0] < 0x80 ? 1 : p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : 4;
 	if (*at + n > len || !rt_utf8_is_valid(s + *at, n) || p[0] == 0)
 		return UINT32_MAX;
-	uint32_t c = n == 1 ? p[0] : n == 2 ? p[0] & 0x1fu
-				  : n == 3 ? p[0] & 0x0fu : p[0] & 0x07u;
+	uint32_t c = n == 1   ? p[0]
+		     : n == 2 ? p[0] & 0x1fu
+		     : n == 3 ? p[0] & 0x0fu
+			      : p[0] & 0x07u;
 	for (size_t k = 1; k < n; k++)
 		c = c << 6 | (p[k] & 0x3fu);
 	*at += n;
@@ -76,8 +78,10 @@ static int fail_at(const char *text, size_t at, char *err, size_t err_size,
 			col++;
 		}
 	}
-	return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s at line %zu, "
-		       "column %zu", what, line, col);
+	return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+		       "%s at line %zu, "
+		       "column %zu",
+		       what, line, col);
 }
 
 static int by_code(const void *a, const void *b)
@@ -121,14 +125,17 @@ static int collect(const attnrt_allocator *al, const char *text, size_t len,
 		size_t start = at;
 		uint32_t c = next_char(text, len, &at);
 		if (c == UINT32_MAX)
-			code = fail_at(text, start, err, err_size, "not UTF-8 text");
+			code = fail_at(text, start, err, err_size,
+				       "not UTF-8 text");
 		else if (is_sorted && n && c <= all[n - 1])
-			code = fail_at(text, start, err, err_size, "a vocabulary "
+			code = fail_at(text, start, err, err_size,
+				       "a vocabulary "
 				       "not sorted or with a character twice");
 		all[n++] = c;
 	}
 	if (code == ATTNRT_OK && n == 0)
-		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "no characters");
+		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "no characters");
 	qsort(all, n, sizeof *all, by_code);
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++)
@@ -146,9 +153,8 @@ static int collect(const attnrt_allocator *al, const char *text, size_t len,
 	return ATTNRT_OK;
 }
 
-int rt_text_vocab_build(const attnrt_allocator *al, const char *text,
-			size_t len, rt_text_vocab **out, char *err,
-			size_t err_size)
+int rt_text_vocab_build(const attnrt_allocator *al, const char *text, size_t len,
+			rt_text_vocab **out, char *err, size_t err_size)
 {
 	return collect(al, text, len, false, out, err, err_size);
 }
@@ -203,13 +209,16 @@ int rt_text_encode(const rt_text_vocab *v, const char *text, size_t len,
 		uint32_t c = next_char(text, len, &at);
 		int32_t id = c == UINT32_MAX ? -1 : find(v, c);
 		if (c == UINT32_MAX)
-			return fail_at(text, start, err, err_size, "not UTF-8 text");
+			return fail_at(text, start, err, err_size,
+				       "not UTF-8 text");
 		if (id < 0) {
 			char ch[8] = {0};
 			put_char(c, ch);
 			char what[64];
-			snprintf(what, sizeof what, "'%s' (U+%04X) is not in the "
-				 "vocabulary", c < 0x20 ? "?" : ch, (unsigned)c);
+			snprintf(what, sizeof what,
+				 "'%s' (U+%04X) is not in the "
+				 "vocabulary",
+				 c < 0x20 ? "?" : ch, (unsigned)c);
 			return fail_at(text, start, err, err_size, what);
 		}
 		ids[(*n)++] = id;

@@ -24,9 +24,8 @@ typedef struct rt_text_vocab rt_text_vocab;
 /* The vocabulary of the len bytes of text (UTF-8; an invalid sequence is
  * ATTNRT_ERR_FORMAT naming its line and column; an empty text too).
  * Free with rt_text_vocab_free. */
-int rt_text_vocab_build(const attnrt_allocator *al, const char *text,
-			size_t len, rt_text_vocab **out, char *err,
-			size_t err_size);
+int rt_text_vocab_build(const attnrt_allocator *al, const char *text, size_t len,
+			rt_text_vocab **out, char *err, size_t err_size);
 /* The vocabulary whose characters, in id order, are the UTF-8 string s
  * (as rt_text_vocab_string gives it): sorted, each once, else
  * ATTNRT_ERR_FORMAT. */

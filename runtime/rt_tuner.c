@@ -6,9 +6,9 @@
  */
 #include "attnrt.h"
 
-#define SAMPLES 3          /* probe calls per candidate */
-#define STALL 4.0          /* a call this many medians long is a stall */
-#define MAX_BACKOFF 64     /* the interval grows to at most 64x */
+#define SAMPLES 3      /* probe calls per candidate */
+#define STALL 4.0      /* a call this many medians long is a stall */
+#define MAX_BACKOFF 64 /* the interval grows to at most 64x */
 #define DEFAULT_INTERVAL 200
 
 static int32_t candidate(const attnrt_tuner *t, int i)
@@ -48,8 +48,7 @@ static void start_probe(attnrt_tuner *t)
 	t->n_slow = 0;
 }
 
-void attnrt_tuner_init(attnrt_tuner *t, int32_t max_threads,
-		       uint64_t interval)
+void attnrt_tuner_init(attnrt_tuner *t, int32_t max_threads, uint64_t interval)
 {
 	*t = (attnrt_tuner){0};
 	t->max_threads = max_threads > 1 ? max_threads : 1;
@@ -126,9 +125,8 @@ void attnrt_tuner_record(attnrt_tuner *t, double seconds)
 	}
 	t->calls++;
 	/* only a team can stall on a descheduled thread */
-	t->n_slow = t->current > 1 && seconds > STALL * t->median
-			    ? t->n_slow + 1
-			    : 0;
+	t->n_slow = t->current > 1 && seconds > STALL * t->median ? t->n_slow + 1
+								  : 0;
 	if (t->n_slow >= 2 || t->calls >= t->interval)
 		start_probe(t);
 }

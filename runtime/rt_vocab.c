@@ -21,8 +21,8 @@
 
 struct attnrt_vocab {
 	attnrt_allocator al;
-	char *str;      /* the tokens joined by single spaces */
-	char *text;     /* str with each space a NUL: the tokens */
+	char *str;       /* the tokens joined by single spaces */
+	char *text;      /* str with each space a NUL: the tokens */
 	rt_span *tokens; /* idx_to_token: spans of text */
 	int32_t n_tokens;
 	rt_span_index index; /* token_to_idx */
@@ -47,8 +47,9 @@ size_t rt_span_index_slot(const rt_span_index *ix, const char *base,
 	size_t mask = ix->cap - 1;
 	for (size_t s = hash_bytes(key, len) & mask;; s = (s + 1) & mask) {
 		int32_t v = ix->slots[s];
-		if (v < 0 || (spans[v].len == len &&
-			      (len == 0 || !memcmp(base + spans[v].off, key, len))))
+		if (v < 0 ||
+		    (spans[v].len == len &&
+		     (len == 0 || !memcmp(base + spans[v].off, key, len))))
 			return s;
 	}
 }
@@ -111,8 +112,7 @@ static const char *string_problem(const char *s, size_t len)
 }
 
 /* Splits v->text (a copy of v->str) into its tokens. */
-static int split_tokens(attnrt_vocab *v, size_t len, char *err,
-			size_t err_size)
+static int split_tokens(attnrt_vocab *v, size_t len, char *err, size_t err_size)
 {
 	size_t n = 1;
 	for (size_t i = 0; i < len; i++)
@@ -142,11 +142,12 @@ static int index_tokens(attnrt_vocab *v, char *err, size_t err_size)
 			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 				       "vocabulary: token %d is not %s (a "
 				       "vocabulary starts with <unk> <pad> <bos> "
-				       "<eos>)", i, reserved[i]);
+				       "<eos>)",
+				       i, reserved[i]);
 	for (int32_t i = 0; i < v->n_tokens; i++) {
 		rt_span t = v->tokens[i];
-		if (!rt_span_index_reserve(&v->index, &v->al, v->text, v->tokens,
-					   (size_t)i))
+		if (!rt_span_index_reserve(&v->index, &v->al, v->text,
+					   v->tokens, (size_t)i))
 			return rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
 				       "out of memory");
 		size_t s = rt_span_index_slot(&v->index, v->text, v->tokens,
@@ -154,8 +155,8 @@ static int index_tokens(attnrt_vocab *v, char *err, size_t err_size)
 		if (v->index.slots[s] >= 0)
 			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 				       "vocabulary: token %d '%.64s' is token %d "
-				       "again", i, v->text + t.off,
-				       v->index.slots[s]);
+				       "again",
+				       i, v->text + t.off, v->index.slots[s]);
 		v->index.slots[s] = i;
 	}
 	return ATTNRT_OK;
@@ -166,8 +167,8 @@ static int build(attnrt_vocab *v, const char *s, char *err, size_t err_size)
 	size_t len = strlen(s);
 	const char *why = string_problem(s, len);
 	if (why)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "vocabulary: %s",
-			       why);
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "vocabulary: %s", why);
 	v->str = rt_mem_alloc(&v->al, len + 1);
 	v->text = rt_mem_alloc(&v->al, len + 1);
 	if (!v->str || !v->text)
@@ -183,7 +184,8 @@ int attnrt_vocab_parse(const attnrt_allocator *al, const char *s,
 {
 	*out = NULL;
 	if (!s)
-		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "vocabulary: NULL");
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "vocabulary: NULL");
 	attnrt_vocab *v = rt_mem_alloc(al, sizeof *v);
 	if (!v)
 		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
@@ -206,9 +208,11 @@ int attnrt_vocab_take(const attnrt_allocator *al, const attnrt_st_file *f,
 	*out = NULL;
 	const char *s = attnrt_st_meta(f, key);
 	if (!s)
-		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT, "%s: not in the "
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: not in the "
 			       "checkpoint's metadata (attnc --save writes it for "
-			       "a model trained on data = nmt(...))", key);
+			       "a model trained on data = nmt(...))",
+			       key);
 	int rc = attnrt_vocab_parse(al, s, out, err, err_size);
 	if (rc)
 		rt_prefix_path(key, err, err_size);
@@ -257,11 +261,10 @@ const char *attnrt_vocab_token(const attnrt_vocab *v, int32_t id)
 	return v->text + v->tokens[id].off;
 }
 
-int32_t attnrt_vocab_lookup(const attnrt_vocab *v, const char *token,
-			    size_t len)
+int32_t attnrt_vocab_lookup(const attnrt_vocab *v, const char *token, size_t len)
 {
 	int32_t id = v->index.slots[rt_span_index_slot(&v->index, v->text,
-							v->tokens, token, len)];
+						       v->tokens, token, len)];
 	return id < 0 ? ATTNRT_VOCAB_UNK : id;
 }
 
@@ -301,8 +304,10 @@ int attnrt_vocab_encode(const attnrt_vocab *v, const char *sentence,
 {
 	size_t len = strlen(sentence);
 	if (steps < 1)
-		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "steps must be at "
-			       "least 1, not %d", (int)steps);
+		return rt_fail(err, err_size, ATTNRT_ERR_ARG,
+			       "steps must be at "
+			       "least 1, not %d",
+			       (int)steps);
 	if (len > (SIZE_MAX - 1) / 2)
 		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
 			       "sentence too long");
@@ -331,8 +336,8 @@ static void put(char *out, size_t cap, size_t *n, const char *s, size_t len)
 			out[*n] = s[i];
 }
 
-size_t attnrt_vocab_decode(const attnrt_vocab *v, const int32_t *ids,
-			   size_t n, char *out, size_t cap)
+size_t attnrt_vocab_decode(const attnrt_vocab *v, const int32_t *ids, size_t n,
+			   char *out, size_t cap)
 {
 	size_t at = 0;
 	for (size_t i = 0; i < n && ids[i] != ATTNRT_VOCAB_EOS; i++) {

@@ -27,8 +27,8 @@ typedef struct add_case {
  * and w) ac_inputs makes. */
 static inline ac_case add_as_ac(const add_case *c)
 {
-	ac_case a = {c->N, c->Q, c->K, c->H, c->dv, c->valid, c->p,
-		     c->is_training, c->seed, 0};
+	ac_case a = {c->N,     c->Q, c->K,           c->H,    c->dv,
+		     c->valid, c->p, c->is_training, c->seed, 0};
 	return a;
 }
 
@@ -40,7 +40,8 @@ static inline void add_source(const add_case *c, char *buf, size_t size)
 	if (c->valid == AC_BATCH)
 		snprintf(valid, sizeof valid, "valid: i32[%d], ", c->N);
 	else if (c->valid == AC_QUERY)
-		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N, c->Q);
+		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N,
+			 c->Q);
 	if (c->valid != AC_NONE)
 		snprintf(sm, sizeof sm, "masked_softmax(s, valid)");
 	snprintf(buf, size,
@@ -61,17 +62,20 @@ static inline void add_source(const add_case *c, char *buf, size_t size)
 static inline void add_expect(const ir_module *m, ac_way way)
 {
 	uint32_t want = way == AC_UNFUSED ? 0 : 1;
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ADDITIVE_ATTENTION),
+	ck_assert_uint_eq(ac_count(m, "loss_grad",
+				   IR_OP_FUSED_ADDITIVE_ATTENTION),
 			  want);
 	ck_assert_uint_eq(ac_count(m, "loss_grad",
-				   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD), want);
-	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), want);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_TANH), way == AC_UNFUSED);
+				   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD),
+			  want);
+	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  want);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_TANH),
+			  way == AC_UNFUSED);
 }
 
 /* The case's module with loss_grad, compiled the given way. */
-static inline ir_module *add_compile(ir_ctx *ctx, const add_case *c,
-				     ac_way way)
+static inline ir_module *add_compile(ir_ctx *ctx, const add_case *c, ac_way way)
 {
 	char src[1024];
 	add_source(c, src, sizeof src);

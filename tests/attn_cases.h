@@ -36,14 +36,19 @@ typedef struct ac_case {
 	double p;         /* dropout of the weights (0: none) */
 	bool is_training; /* dropout active */
 	uint64_t seed;
-	int H;            /* heads split and merged (0: no split at all) */
+	int H; /* heads split and merged (0: no split at all) */
 } ac_case;
 
 /* How a module is compiled: without fusion; fused after autodiff (the
  * pipeline recognizes the backward nodes); fused before autodiff (the
  * gradient rule of fused_attention); fused after autodiff without
  * fuse_heads (the split and merge stay copies, heads = 1). */
-typedef enum ac_way { AC_UNFUSED, AC_FUSED, AC_FUSED_FIRST, AC_FUSED_SPLIT } ac_way;
+typedef enum ac_way {
+	AC_UNFUSED,
+	AC_FUSED,
+	AC_FUSED_FIRST,
+	AC_FUSED_SPLIT
+} ac_way;
 
 /* The width of w and of the loss's attention result. */
 static inline int ac_width(const ac_case *c)
@@ -59,23 +64,27 @@ static inline void ac_source(const ac_case *c, char *buf, size_t size)
 	int h = c->H > 0 ? c->H : 1;
 	const char *names = "qkv";
 	for (int i = 0; i < 3; i++)
-		snprintf(qkv[i], sizeof qkv[i], c->H > 0 ? "split_heads(%c, %d)" : "%c",
-			 names[i], c->H);
+		snprintf(qkv[i], sizeof qkv[i],
+			 c->H > 0 ? "split_heads(%c, %d)" : "%c", names[i],
+			 c->H);
 	if (c->H > 0)
 		snprintf(vl, sizeof vl, "repeat_interleave(valid, %d, 0)", c->H);
 	if (c->valid == AC_BATCH)
 		snprintf(valid, sizeof valid, "valid: i32[%d], ", c->N);
 	else if (c->valid == AC_QUERY)
-		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N, c->Q);
+		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N,
+			 c->Q);
 	if (c->valid == AC_NONE)
 		snprintf(sm, sizeof sm, "softmax(%s @ %s.T / sqrt(%d))", qkv[0],
 			 qkv[1], c->d);
 	else
-		snprintf(sm, sizeof sm, "masked_softmax(%s @ %s.T / sqrt(%d), %s)",
-			 qkv[0], qkv[1], c->d, vl);
+		snprintf(sm, sizeof sm,
+			 "masked_softmax(%s @ %s.T / sqrt(%d), %s)", qkv[0],
+			 qkv[1], c->d, vl);
 	char att[512];
-	snprintf(att, sizeof att, c->H > 0 ? "merge_heads(dropout(%s, %g) @ %s, %d)"
-					   : "dropout(%s, %g) @ %s",
+	snprintf(att, sizeof att,
+		 c->H > 0 ? "merge_heads(dropout(%s, %g) @ %s, %d)"
+			  : "dropout(%s, %g) @ %s",
 		 sm, c->p, qkv[2], c->H);
 	snprintf(buf, size,
 		 "model fz\n"
@@ -84,8 +93,8 @@ static inline void ac_source(const ac_case *c, char *buf, size_t size)
 		 "  param k : [%d, %d, %d] = normal(0, 1)\n"
 		 "  param v : [%d, %d, %d] = normal(0, 1)\n"
 		 "  return sum(%s * w)\n",
-		 valid, c->N, c->Q, ac_width(c), c->N, c->Q, h * c->d, c->N, c->K,
-		 h * c->d, c->N, c->K, h * c->dv, att);
+		 valid, c->N, c->Q, ac_width(c), c->N, c->Q, h * c->d, c->N,
+		 c->K, h * c->d, c->N, c->K, h * c->dv, att);
 }
 
 static inline uint32_t ac_count(const ir_module *m, const char *fn, ir_op op)
@@ -104,7 +113,8 @@ static inline void ac_expect_heads(const ir_module *m, const char *fn,
 	const ir_func *f = ir_module_find_func(m, fn);
 	for (uint32_t i = 0; i < f->g.n_nodes; i++) {
 		const ir_node *n = &f->g.nodes[i];
-		if (n->op == IR_OP_FUSED_ATTENTION || n->op == IR_OP_FUSED_ATTENTION_GRAD)
+		if (n->op == IR_OP_FUSED_ATTENTION ||
+		    n->op == IR_OP_FUSED_ATTENTION_GRAD)
 			ck_assert_uint_eq(n->attr.attention.heads, heads);
 	}
 }
@@ -122,9 +132,10 @@ static inline ir_module *ac_compile(ir_ctx *ctx, const ac_case *c, ac_way way)
 	static const char *no_heads[] = {"fuse_heads"};
 	pass_options fuse = {.verify_each = true};
 	pass_options plain = {.verify_each = true, .no_fuse = true};
-	pass_options split = {.verify_each = true, .disabled = no_heads,
+	pass_options split = {.verify_each = true,
+			      .disabled = no_heads,
 			      .n_disabled = 1};
-	const pass_options *po = way == AC_UNFUSED	 ? &plain
+	const pass_options *po = way == AC_UNFUSED       ? &plain
 				 : way == AC_FUSED_SPLIT ? &split
 							 : &fuse;
 	if (way == AC_FUSED_FIRST)
@@ -135,9 +146,11 @@ static inline ir_module *ac_compile(ir_ctx *ctx, const ac_case *c, ac_way way)
 	ck_assert(pass_pipeline_run(m, po));
 	uint32_t want = way == AC_UNFUSED ? 0 : 1;
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), want);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), want);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD),
+			  want);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ATTENTION), want);
-	bool is_in_place = c->H > 1 && (way == AC_FUSED || way == AC_FUSED_FIRST);
+	bool is_in_place = c->H > 1 &&
+			   (way == AC_FUSED || way == AC_FUSED_FIRST);
 	ac_expect_heads(m, "loss", is_in_place ? (uint32_t)c->H : 1);
 	ac_expect_heads(m, "loss_grad", is_in_place ? (uint32_t)c->H : 1);
 	if (is_in_place) {
@@ -160,7 +173,10 @@ static inline uint64_t ac_next(uint64_t *s)
 static inline int32_t ac_length(uint64_t *s, int K)
 {
 	uint64_t r = ac_next(s) % 8;
-	return r == 0 ? 0 : r == 1 ? K + 2 : r == 2 ? K : (int32_t)(ac_next(s) % (uint64_t)(K + 1));
+	return r == 0   ? 0
+	       : r == 1 ? K + 2
+	       : r == 2 ? K
+			: (int32_t)(ac_next(s) % (uint64_t)(K + 1));
 }
 
 /* The inputs of loss/loss_grad: valid (if any), then w. */
@@ -182,7 +198,9 @@ static inline uint32_t ac_inputs(ir_ctx *ctx, const ac_case *c,
 	ck_assert(interp_tensor_alloc(ctx, &in[n], IR_F32, 3, wd));
 	float *w = in[n].data;
 	for (int64_t i = 0; i < interp_tensor_numel(&in[n]); i++)
-		w[i] = (float)((double)(ac_next(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+		w[i] = (float)((double)(ac_next(&s) >> 11) /
+				       9007199254740992.0 * 2 -
+			       1);
 	return n + 1;
 }
 
@@ -194,7 +212,8 @@ static inline void ac_errors(const interp_tensor *x, const interp_tensor *ref,
 	ck_assert_int_eq(interp_tensor_numel(x), n);
 	*err = *mag = 0;
 	for (int64_t i = 0; i < n; i++) {
-		double r = interp_tensor_get(ref, i), d = fabs(interp_tensor_get(x, i) - r);
+		double r = interp_tensor_get(ref, i),
+		       d = fabs(interp_tensor_get(x, i) - r);
 		if (!(d <= *err))
 			*err = d;
 		if (fabs(r) > *mag)
@@ -213,8 +232,10 @@ static inline void ac_check_ratio(const interp_tensor *fused,
 	ac_errors(unfused, ref, &eu, &mag);
 	ac_errors(fused, ref, &ef, &mag);
 	double bound = 2 * eu + 1e-6 * mag + 1e-7;
-	ck_assert_msg(ef <= bound, "%s: fused error %.3g > 2 x unfused error "
-		      "%.3g + floor (largest %.3g)", what, ef, eu, mag);
+	ck_assert_msg(ef <= bound,
+		      "%s: fused error %.3g > 2 x unfused error "
+		      "%.3g + floor (largest %.3g)",
+		      what, ef, eu, mag);
 }
 
 /* ---- compiling and explaining ----------------------------------------------- */

@@ -58,8 +58,8 @@ static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < oi[o].rank; d++)
 			dims[d] = oi[o].dims[d];
-		ck_assert(interp_tensor_alloc(&x->ctx, &r->t[o], IR_F32, oi[o].rank,
-					      dims));
+		ck_assert(interp_tensor_alloc(&x->ctx, &r->t[o], IR_F32,
+					      oi[o].rank, dims));
 		outs[o] = r->t[o].data;
 	}
 	attnrt_run run = {seed, 2, is_training, n_threads};
@@ -96,8 +96,10 @@ static inline interp_tensor *interp_grad_at(tu_graph *x, const ir_module *m,
 {
 	const ir_func *f = ir_module_find_func(m, "loss_grad");
 	interp_tensor *out = calloc(f->n_outputs, sizeof *out);
-	interp_opts o = {.is_f64 = is_f64, .is_training = is_training,
-			 .seed = seed, .step = 2};
+	interp_opts o = {.is_f64 = is_f64,
+			 .is_training = is_training,
+			 .seed = seed,
+			 .step = 2};
 	ck_assert_msg(interp_run(&x->ctx, m, f, &o, params, in, out), "%s",
 		      tu_graph_diag(x));
 	return out;
@@ -111,8 +113,10 @@ static inline void check_close(const interp_tensor *got,
 {
 	double e, mag;
 	ac_errors(got, want, &e, &mag);
-	ck_assert_msg(e <= 2e-5 * (mag + 1e-3), "%s: JIT and interpreter differ "
-		      "by %g (largest %g)", what, e, mag);
+	ck_assert_msg(e <= 2e-5 * (mag + 1e-3),
+		      "%s: JIT and interpreter differ "
+		      "by %g (largest %g)",
+		      what, e, mag);
 }
 
 #endif

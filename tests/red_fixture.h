@@ -74,7 +74,7 @@ static uint32_t rnd(fx *x, uint32_t n)
  * magnitudes of rounding, i32 in [-1000, 1000]. */
 static ir_id input(fx *x, ir_dtype t, int rank, const int64_t *d)
 {
-	ir_type ty = rank == 1 ? tu_type(t, 1, d[0])
+	ir_type ty = rank == 1   ? tu_type(t, 1, d[0])
 		     : rank == 2 ? tu_type(t, 2, d[0], d[1])
 				 : tu_type(t, 3, d[0], d[1], d[2]);
 	uint32_t i = x->g.f->n_inputs;
@@ -86,8 +86,9 @@ static ir_id input(fx *x, ir_dtype t, int rank, const int64_t *d)
 		if (t == IR_I32)
 			((int32_t *)x->in[i])[e] = (int32_t)rnd(x, 2001) - 1000;
 		else
-			((float *)x->in[i])[e] =
-				-2.0f + 4.0f * (float)rnd(x, 1 << 24) / (float)(1 << 24);
+			((float *)x->in[i])[e] = -2.0f +
+						 4.0f * (float)rnd(x, 1 << 24) /
+							 (float)(1 << 24);
 	}
 	return tu_input(&x->g, ty);
 }

@@ -57,9 +57,12 @@ static void case_init(gemm_case *t, cg_gemm_spec spec, uint64_t seed)
 	char err[256];
 	memset(t, 0, sizeof *t);
 	t->spec = spec;
-	ck_assert_msg(cg_gemm_plan_make(&spec, &t->plan, err, sizeof err), "%s", err);
-	t->n_a = span(t, (spec.ta ? spec.k : spec.m) * t->plan.lda, spec.stride_a);
-	t->n_b = span(t, (spec.tb ? spec.n : spec.k) * t->plan.ldb, spec.stride_b);
+	ck_assert_msg(cg_gemm_plan_make(&spec, &t->plan, err, sizeof err), "%s",
+		      err);
+	t->n_a = span(t, (spec.ta ? spec.k : spec.m) * t->plan.lda,
+		      spec.stride_a);
+	t->n_b = span(t, (spec.tb ? spec.n : spec.k) * t->plan.ldb,
+		      spec.stride_b);
 	t->n_c = span(t, spec.m * t->plan.ldc, spec.stride_c);
 	t->a = rand_matrix(t->n_a, &seed);
 	t->b = rand_matrix(t->n_b, &seed);
@@ -75,13 +78,15 @@ static void case_fini(gemm_case *t)
 
 static double a_at(const gemm_case *t, int64_t item, int64_t i, int64_t p)
 {
-	const float *a = t->a + (t->plan.batch > 1 ? item * t->spec.stride_a : 0);
+	const float *a = t->a +
+			 (t->plan.batch > 1 ? item * t->spec.stride_a : 0);
 	return t->spec.ta ? a[p * t->plan.lda + i] : a[i * t->plan.lda + p];
 }
 
 static double b_at(const gemm_case *t, int64_t item, int64_t p, int64_t j)
 {
-	const float *b = t->b + (t->plan.batch > 1 ? item * t->spec.stride_b : 0);
+	const float *b = t->b +
+			 (t->plan.batch > 1 ? item * t->spec.stride_b : 0);
 	return t->spec.tb ? b[j * t->plan.ldb + p] : b[p * t->plan.ldb + j];
 }
 
@@ -100,7 +105,8 @@ static double item_error(const gemm_case *t, int64_t item, const float *got,
 			double want = s->accumulate ? t->c[at] : 0.0;
 			double scale = fabs(want) + 1e-30;
 			for (int64_t p = 0; p < s->k; p++) {
-				double ab = a_at(t, item, i, p) * b_at(t, item, p, j);
+				double ab = a_at(t, item, i, p) *
+					    b_at(t, item, p, j);
 				want += ab;
 				scale += fabs(ab);
 			}
@@ -165,8 +171,8 @@ static void check_spec(cg_gemm_spec spec, uint64_t seed)
 	ck_assert_msg(e < 1e-5,
 		      "%lldx%lldx%lld x%lld ta=%d tb=%d acc=%d pack=%d vw=%d: error %g",
 		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
-		      (long long)t.plan.batch, spec.ta, spec.tb, spec.accumulate,
-		      (int)spec.pack, t.plan.vw, e);
+		      (long long)t.plan.batch, spec.ta, spec.tb,
+		      spec.accumulate, (int)spec.pack, t.plan.vw, e);
 	free(c);
 	case_fini(&t);
 }
@@ -177,9 +183,9 @@ static cg_gemm_spec shape(int64_t m, int64_t n, int64_t k)
 }
 
 static const int64_t odd_shapes[][3] = {
-	{1, 1, 1},    {7, 13, 5},   {6, 16, 1},   {65, 33, 17}, {640, 32, 200},
-	{640, 32, 32}, {640, 200, 32}, {10, 10, 8}, {5, 40, 3},  {12, 32, 600},
-	{97, 211, 300}, {3, 700, 9},
+	{1, 1, 1},      {7, 13, 5},    {6, 16, 1},     {65, 33, 17},
+	{640, 32, 200}, {640, 32, 32}, {640, 200, 32}, {10, 10, 8},
+	{5, 40, 3},     {12, 32, 600}, {97, 211, 300}, {3, 700, 9},
 };
 #define N_ODD (sizeof odd_shapes / sizeof odd_shapes[0])
 
@@ -222,14 +228,15 @@ END_TEST
 START_TEST(test_gemm_reads_transposed_operands)
 {
 	static const int64_t shapes[][3] = {
-		{1, 1, 1}, {7, 13, 5}, {65, 33, 17}, {10, 10, 8}, {640, 32, 200},
-		{40, 300, 270},
+		{1, 1, 1},   {7, 13, 5},     {65, 33, 17},
+		{10, 10, 8}, {640, 32, 200}, {40, 300, 270},
 	};
 	for (size_t s = 0; s < 6; s++) {
 		for (int tr = 1; tr < 4; tr++) {
 			for (int pack = (int)(s + (size_t)tr) % TU_SWEEP_STRIDE;
 			     pack < 4; pack += TU_SWEEP_STRIDE) {
-				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+				cg_gemm_spec spec = shape(shapes[s][0],
+							  shapes[s][1],
 							  shapes[s][2]);
 				spec.ta = tr & 1;
 				spec.tb = tr & 2;
@@ -272,7 +279,8 @@ static void zero_a_rows(gemm_case *t, int64_t keep)
 	for (int64_t i = 0; i < t->spec.m; i++)
 		if (i % 10 >= keep)
 			for (int64_t p = 0; p < t->spec.k; p++)
-				t->a[t->spec.ta ? p * t->plan.lda + i : i * t->plan.lda + p] = 0;
+				t->a[t->spec.ta ? p * t->plan.lda + i
+						: i * t->plan.lda + p] = 0;
 }
 
 /* Runs spec (skip_zero_k or skip_zero_m) with the rows it leaves out
@@ -302,17 +310,20 @@ static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep, int v,
 		zero_b_rows(&t, keep);
 	float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
 	double e = case_error(&t, c1);
-	ck_assert_msg(e < 1e-5, "%lldx%lldx%lld keep %lld ta=%d tb=%d acc=%d: "
-		      "error %g", (long long)spec.m, (long long)spec.n,
-		      (long long)spec.k, (long long)keep, spec.ta, spec.tb,
-		      spec.accumulate, e);
-	for (int64_t i = keep; spec.skip_zero_m && !spec.accumulate && i < spec.m; i++)
+	ck_assert_msg(e < 1e-5,
+		      "%lldx%lldx%lld keep %lld ta=%d tb=%d acc=%d: "
+		      "error %g",
+		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
+		      (long long)keep, spec.ta, spec.tb, spec.accumulate, e);
+	for (int64_t i = keep;
+	     spec.skip_zero_m && !spec.accumulate && i < spec.m; i++)
 		if (i % 10 >= keep)
 			ck_assert(!signbit(c1[i * t.plan.ldc]));
 	ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
 		      "%lldx%lldx%lld keep %lld v %d pack %d: 1 and 2 threads "
-		      "differ", (long long)spec.m, (long long)spec.n,
-		      (long long)spec.k, (long long)keep, v, (int)spec.pack);
+		      "differ",
+		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
+		      (long long)keep, v, (int)spec.pack);
 	free(c1);
 	free(c2);
 	case_fini(&t);
@@ -323,15 +334,18 @@ static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep, int v,
 START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 {
 	static const int64_t shapes[][3] = {
-		{32, 202, 320}, {7, 13, 5}, {65, 33, 300}, {1, 1, 1}, {6, 40, 30},
+		{32, 202, 320}, {7, 13, 5},  {65, 33, 300},
+		{1, 1, 1},      {6, 40, 30},
 	};
 	for (size_t s = 0; s < 5; s++)
 		for (int64_t keep = 0; keep <= 10; keep += 5)
 			for (int v = 0; v < 4; v++) {
-				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+				cg_gemm_spec spec = shape(shapes[s][0],
+							  shapes[s][1],
 							  shapes[s][2]);
 				spec.skip_zero_k = true;
-				check_zero_rows(spec, s, keep, v, s == 2, 900 + s);
+				check_zero_rows(spec, s, keep, v, s == 2,
+						900 + s);
 			}
 }
 END_TEST
@@ -354,10 +368,12 @@ START_TEST(test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a)
 			float *c = case_run(&t, 1);
 			for (int64_t r = 0; r < spec.m; r++)
 				for (int64_t j = 0; j < spec.n; j++)
-					ck_assert_msg(isnan(c[r * t.plan.ldc + j]) == (r == i),
-						      "ta=%d C(%lld, %lld) = %g", ta,
-						      (long long)r, (long long)j,
-						      (double)c[r * t.plan.ldc + j]);
+					ck_assert_msg(
+						isnan(c[r * t.plan.ldc + j]) ==
+							(r == i),
+						"ta=%d C(%lld, %lld) = %g", ta,
+						(long long)r, (long long)j,
+						(double)c[r * t.plan.ldc + j]);
 			free(c);
 			case_fini(&t);
 		}
@@ -369,16 +385,18 @@ END_TEST
 START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 {
 	static const int64_t shapes[][3] = {
-		{320, 32, 202}, {7, 13, 5}, {65, 33, 300}, {1, 1, 1}, {300, 70, 30},
-		{13, 600, 100}, /* threads split columns: each keeps all rows */
+		{320, 32, 202}, {7, 13, 5},     {65, 33, 300}, {1, 1, 1},
+		{300, 70, 30},  {13, 600, 100}, /* threads split columns: each keeps all rows */
 	};
 	for (size_t s = 0; s < 6; s++)
 		for (int64_t keep = 0; keep <= 10; keep += 3)
 			for (int v = 0; v < 8; v++) {
-				cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+				cg_gemm_spec spec = shape(shapes[s][0],
+							  shapes[s][1],
 							  shapes[s][2]);
 				spec.skip_zero_m = true;
-				check_zero_rows(spec, s, keep, v, s == 2, 970 + s);
+				check_zero_rows(spec, s, keep, v, s == 2,
+						970 + s);
 			}
 }
 END_TEST
@@ -401,7 +419,9 @@ START_TEST(test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b)
 			for (int64_t q = 0; q < spec.n; q++) {
 				float x = c[r * t.plan.ldc + q];
 				bool is_zero_row = r % 10 >= 5;
-				ck_assert_msg(q == j ? !isfinite(x) && (isnan(x) || !is_zero_row)
+				ck_assert_msg(q == j ? !isfinite(x) &&
+							       (isnan(x) ||
+								!is_zero_row)
 						     : isfinite(x),
 					      "C(%lld, %lld) = %g", (long long)r,
 					      (long long)q, (double)x);
@@ -464,7 +484,8 @@ START_TEST(test_gemm_multiplies_each_product_of_a_batch)
 	};
 	for (size_t c = 0; c < 4; c++) {
 		for (int pack = 0; pack < 4; pack++) {
-			cg_gemm_spec spec = shape(cases[c].m, cases[c].n, cases[c].k);
+			cg_gemm_spec spec = shape(cases[c].m, cases[c].n,
+						  cases[c].k);
 			spec.batch = cases[c].batch;
 			spec.stride_a = cases[c].sa;
 			spec.stride_b = cases[c].sb;
@@ -472,7 +493,8 @@ START_TEST(test_gemm_multiplies_each_product_of_a_batch)
 			spec.tb = cases[c].tb;
 			spec.pack = (cg_gemm_pack)pack;
 			spec.vector_width = widths[(c + (size_t)pack) % 2];
-			spec.grain = pack == 3 ? 1 : 0; /* threads inside products */
+			spec.grain = pack == 3 ? 1
+					       : 0; /* threads inside products */
 			check_spec(spec, 800 + c);
 		}
 	}
@@ -520,8 +542,8 @@ START_TEST(test_gemm_range_parts_make_the_whole_product)
 	} cases[] = {
 		{640, 201, 32, 1, CG_GEMM_PACK_AUTO}, /* rows split */
 		{12, 700, 100, 1, CG_GEMM_PACK_AB},   /* columns split */
-		{13, 40, 50, 7, CG_GEMM_PACK_NONE},   /* panels across a batch */
-		{5, 3, 9, 1, CG_GEMM_PACK_AUTO},      /* fewer panels than parts */
+		{13, 40, 50, 7, CG_GEMM_PACK_NONE}, /* panels across a batch */
+		{5, 3, 9, 1, CG_GEMM_PACK_AUTO}, /* fewer panels than parts */
 	};
 	for (size_t c = 0; c < 4; c++) {
 		gemm_case t;
@@ -570,7 +592,8 @@ START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 {
 	for (int w = 0; w < 2; w++) {
 		gemm_case t;
-		cg_gemm_spec spec = shape(13, 40, 50); /* 3 row panels a product */
+		cg_gemm_spec spec = shape(13, 40,
+					  50); /* 3 row panels a product */
 		spec.batch = 7;
 		spec.stride_a = 13 * 50;
 		spec.stride_b = 50 * 40;
@@ -581,7 +604,8 @@ START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 		float *one = case_run(&t, 1);
 		for (int threads = 2; threads <= 4; threads++) {
 			float *more = case_run(&t, threads);
-			ck_assert_int_eq(memcmp(one, more, t.n_c * sizeof *one), 0);
+			ck_assert_int_eq(memcmp(one, more, t.n_c * sizeof *one),
+					 0);
 			free(more);
 		}
 		ck_assert_double_lt(case_error(&t, one), 1e-5);
@@ -665,7 +689,8 @@ START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
 	spec.vector_width = 8;
 	char *ir = emit_text(&spec, CG_EMIT_LLVM);
 	ck_assert_ptr_nonnull(strstr(ir, "@llvm.fma.v8f32(<8 x float>"));
-	ck_assert_ptr_nonnull(strstr(ir, "define void @sgemm(ptr noalias nocapture readonly"));
+	ck_assert_ptr_nonnull(
+		strstr(ir, "define void @sgemm(ptr noalias nocapture readonly"));
 	ck_assert_ptr_nonnull(strstr(ir, "@GOMP_parallel"));
 	free(ir);
 	char *as = emit_text(&spec, CG_EMIT_ASM);
@@ -732,7 +757,7 @@ START_TEST(test_plan_packs_and_blocks_large_shapes)
 	ck_assert_int_eq(p.mc, 144);
 	ck_assert_int_eq(p.nc, 1024);
 	ck_assert_int_eq(p.max_threads, 171); /* one per row panel */
-	p = plan_vw(100, 100, 300, 8); /* two balanced k-blocks */
+	p = plan_vw(100, 100, 300, 8);        /* two balanced k-blocks */
 	ck_assert_int_eq(p.kc, 150);
 	ck_assert_int_eq(p.mc, 102);
 	p = plan_vw(12, 5000, 64, 8);
@@ -747,7 +772,8 @@ END_TEST
 
 START_TEST(test_plan_fills_in_dense_leading_dimensions)
 {
-	cg_gemm_plan p = plan_of((cg_gemm_spec){.m = 3, .n = 4, .k = 5, .ta = true});
+	cg_gemm_plan p = plan_of(
+		(cg_gemm_spec){.m = 3, .n = 4, .k = 5, .ta = true});
 	ck_assert_int_eq(p.lda, 3);
 	ck_assert_int_eq(p.ldb, 4);
 	ck_assert_int_eq(p.ldc, 4);
@@ -773,15 +799,26 @@ START_TEST(test_plan_rejects_bad_specs)
 		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 31}, /* overlap */
 		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_a = -1, .stride_c = 32},
 		{.m = 4, .n = 8, .k = 4, .tb = true, .skip_zero_k = true},
-		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 32, .skip_zero_k = true},
-		{.m = 4, .n = 8, .k = 4, .batch = 2, .stride_c = 32, .skip_zero_m = true},
+		{.m = 4,
+		 .n = 8,
+		 .k = 4,
+		 .batch = 2,
+		 .stride_c = 32,
+		 .skip_zero_k = true},
+		{.m = 4,
+		 .n = 8,
+		 .k = 4,
+		 .batch = 2,
+		 .stride_c = 32,
+		 .skip_zero_m = true},
 		{.m = 4, .n = 8, .k = 4, .skip_zero_k = true, .skip_zero_m = true},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cg_gemm_plan p;
 		char err[256] = "";
 		ck_assert(!cg_gemm_plan_make(&bad[i], &p, err, sizeof err));
-		ck_assert_msg(strstr(err, "gemm") != NULL, "case %zu: '%s'", i, err);
+		ck_assert_msg(strstr(err, "gemm") != NULL, "case %zu: '%s'", i,
+			      err);
 	}
 }
 END_TEST
@@ -795,7 +832,8 @@ START_TEST(test_module_reports_a_bad_gemm_and_stays_failed)
 	spec.ldc = 2;
 	ck_assert_ptr_null(cg_module_error(m));
 	ck_assert(!cg_gemm_add(m, "g", &spec));
-	ck_assert_ptr_nonnull(strstr(cg_module_error(m), "gemm g: gemm leading dimension"));
+	ck_assert_ptr_nonnull(
+		strstr(cg_module_error(m), "gemm g: gemm leading dimension"));
 	ck_assert(!cg_module_jit(m));
 	ck_assert_ptr_null(cg_module_lookup(m, "g"));
 	cg_module_destroy(m);
@@ -861,7 +899,8 @@ START_TEST(test_module_emits_a_relocatable_pic_object)
 	ck_assert_int_ge(fd, 0);
 	close(fd);
 	ck_assert(cg_gemm_add(m, "sgemm_256", &spec));
-	ck_assert_msg(cg_module_emit(m, CG_EMIT_OBJ, path), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_emit(m, CG_EMIT_OBJ, path), "%s",
+		      cg_module_error(m));
 
 	FILE *fp = fopen(path, "rb");
 	unsigned char buf[1 << 16];
@@ -870,9 +909,9 @@ START_TEST(test_module_emits_a_relocatable_pic_object)
 	unlink(path);
 	ck_assert_uint_gt(n, 64);
 	ck_assert_int_eq(memcmp(buf, "\177ELF", 4), 0);
-	ck_assert_int_eq(buf[4], 2);       /* 64-bit */
-	ck_assert_int_eq(buf[16], 1);      /* e_type ET_REL */
-	ck_assert_int_eq(buf[18], 62);     /* EM_X86_64 */
+	ck_assert_int_eq(buf[4], 2);   /* 64-bit */
+	ck_assert_int_eq(buf[16], 1);  /* e_type ET_REL */
+	ck_assert_int_eq(buf[18], 62); /* EM_X86_64 */
 	ck_assert(has_bytes(buf, n, "sgemm_256"));
 	ck_assert(has_bytes(buf, n, "GOMP_parallel"));
 
@@ -909,7 +948,8 @@ START_TEST(test_module_object_links_into_a_program_that_runs_it)
 	cg_gemm_spec spec = shape(256, 64, 64);
 	ck_assert(cg_gemm_add(m, "sgemm_256", &spec));
 	snprintf(path, sizeof path, "%s/sgemm.o", dir);
-	ck_assert_msg(cg_module_emit(m, CG_EMIT_OBJ, path), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_emit(m, CG_EMIT_OBJ, path), "%s",
+		      cg_module_error(m));
 	cg_module_destroy(m);
 	snprintf(path, sizeof path, "%s/main.c", dir);
 	FILE *fp = fopen(path, "w");
@@ -972,15 +1012,18 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_reads_transposed_operands);
 	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_b);
-	tcase_add_test(num, test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a);
+	tcase_add_test(num,
+		       test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a);
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_a);
-	tcase_add_test(num, test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
+	tcase_add_test(num,
+		       test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
 	tcase_add_test(num, test_gemm_results_do_not_depend_on_thread_count);
 	tcase_add_test(num, test_gemm_range_parts_make_the_whole_product);
-	tcase_add_test(num, test_gemm_batch_results_do_not_depend_on_thread_count);
+	tcase_add_test(num,
+		       test_gemm_batch_results_do_not_depend_on_thread_count);
 	tcase_add_test(num, test_gemm_takes_the_thread_count_as_an_argument);
 	tcase_add_test(num, test_gemm_runs_on_more_threads_than_row_panels);
 	suite_add_tcase(s, num);
@@ -988,7 +1031,8 @@ static Suite *codegen_suite(void)
 	TCase *code = tcase_create("generated code and plan");
 	tcase_set_timeout(code, 60);
 	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
-	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
+	tcase_add_test(code,
+		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
 	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
 	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
@@ -1003,7 +1047,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(mod, test_module_closes_after_optimization);
 	tcase_add_test(mod, test_module_lookup_of_unknown_name_fails);
 	tcase_add_test(mod, test_module_emits_a_relocatable_pic_object);
-	tcase_add_test(mod, test_module_object_links_into_a_program_that_runs_it);
+	tcase_add_test(mod,
+		       test_module_object_links_into_a_program_that_runs_it);
 	tcase_add_test(mod, test_module_counts_functions_and_times_compilation);
 	tcase_add_test(mod, test_threads_set_is_read_back);
 	suite_add_tcase(s, mod);

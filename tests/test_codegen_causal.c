@@ -98,7 +98,8 @@ static void jit_run(lm *x, cg_program *p, const char *fname, void **outs)
 {
 	const ir_func *f = ir_module_find_func(x->m, fname);
 	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
-	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, fname)));
+	char *sb = aligned_alloc(64,
+				 round64(cg_program_scratch_bytes(p, fname)));
 	uint32_t n;
 	const attnrt_param_info *pi = cg_program_params(p, &n);
 	for (uint32_t i = 0; i < n; i++)
@@ -135,8 +136,10 @@ static void check_entry(lm *x, cg_program *p, const char *fname)
 		int64_t n = interp_tensor_numel(&want[k]);
 		double e = tu_max_rel_err(got[k], want[k].data, (size_t)n, 2e-4,
 					  2e-4);
-		ck_assert_msg(e <= 1, "%s output %s: JIT differs from the "
-			      "interpreter (%g)", fname, f->output_names[k], e);
+		ck_assert_msg(e <= 1,
+			      "%s output %s: JIT differs from the "
+			      "interpreter (%g)",
+			      fname, f->output_names[k], e);
 		free(got[k]);
 		interp_tensor_fini(&x->ctx, &want[k]);
 	}
@@ -228,8 +231,10 @@ static void check_gradient_at(int64_t T, uint64_t seed)
 	ck_assert_double_eq_tol(l0, loss_at(&x, x.params), 1e-12 * fabs(l0));
 	double fd = (loss_at(&x, plus) - loss_at(&x, minus)) / (2 * h);
 	double err = fabs(gv - fd) / fmax(fmax(fabs(gv), fabs(fd)), 1e-3);
-	ck_assert_msg(err < 1e-6, "T = %lld: g.v %.12g, finite differences "
-		      "%.12g (rel %g)", (long long)T, gv, fd, err);
+	ck_assert_msg(err < 1e-6,
+		      "T = %lld: g.v %.12g, finite differences "
+		      "%.12g (rel %g)",
+		      (long long)T, gv, fd, err);
 	for (uint32_t k = 0; k < f->n_outputs; k++)
 		interp_tensor_fini(&x.ctx, &out[k]);
 	for (uint32_t p = 0; p < np; p++) {
@@ -271,7 +276,8 @@ START_TEST(test_causal_lm_earlier_steps_do_not_see_later_tokens)
 	valid[0] = 5;
 	interp_tensor c = {0};
 	ck_assert(interp_run(&x.ctx, x.m, f, &o, x.params, x.in, &c));
-	ck_assert(fabs(interp_tensor_get(&c, 0) - interp_tensor_get(&a, 0)) > 1e-6);
+	ck_assert(fabs(interp_tensor_get(&c, 0) - interp_tensor_get(&a, 0)) >
+		  1e-6);
 	interp_tensor_fini(&x.ctx, &a);
 	interp_tensor_fini(&x.ctx, &b);
 	interp_tensor_fini(&x.ctx, &c);
@@ -303,10 +309,14 @@ static Suite *suite(void)
 	Suite *s = suite_create("codegen_causal");
 	TCase *t = tcase_create("causal_lm");
 	tcase_set_timeout(t, 300);
-	tcase_add_test(t, test_causal_lm_jit_matches_the_interpreter_at_t_3_and_7);
-	tcase_add_test(t, test_causal_lm_gradient_matches_finite_differences_at_t_3_and_7);
+	tcase_add_test(t,
+		       test_causal_lm_jit_matches_the_interpreter_at_t_3_and_7);
+	tcase_add_test(
+		t,
+		test_causal_lm_gradient_matches_finite_differences_at_t_3_and_7);
 	tcase_add_test(t, test_causal_lm_earlier_steps_do_not_see_later_tokens);
-	tcase_add_test(t, test_causal_lm_reports_t_past_the_positions_at_the_slice);
+	tcase_add_test(t,
+		       test_causal_lm_reports_t_past_the_positions_at_the_slice);
 	suite_add_tcase(s, t);
 	return s;
 }

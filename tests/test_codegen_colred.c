@@ -60,9 +60,11 @@ static int64_t ref_reduce(ir_op op, ir_dtype t, const void *v, const int64_t *d,
 			}
 		}
 		if (t == IR_I32) {
-			int32_t *acc = (int32_t *)out + o, x = ((const int32_t *)v)[e];
-			*acc = op == IR_OP_MAX ? (x > *acc ? x : *acc)
-					       : (int32_t)((uint32_t)*acc + (uint32_t)x);
+			int32_t *acc = (int32_t *)out + o,
+				x = ((const int32_t *)v)[e];
+			*acc = op == IR_OP_MAX
+				       ? (x > *acc ? x : *acc)
+				       : (int32_t)((uint32_t)*acc + (uint32_t)x);
 		} else {
 			float *acc = (float *)out + o, x = ((const float *)v)[e];
 			if (op != IR_OP_MAX) {
@@ -99,10 +101,11 @@ static void check_reduce(ir_op op, ir_dtype t, const int64_t *d, int r,
 	char what[128];
 	for (int th = 1; th <= 3; th++) {
 		void *got = jit(&x, th, n_out, NULL);
-		snprintf(what, sizeof what, "%s %s (%lld, %lld, %lld) axes %u, %d threads",
+		snprintf(what, sizeof what,
+			 "%s %s (%lld, %lld, %lld) axes %u, %d threads",
 			 ir_op_table[op].name, t == IR_I32 ? "i32" : "f32",
-			 (long long)d[0], (long long)d[1], (long long)(r > 2 ? d[2] : 0),
-			 axes, th);
+			 (long long)d[0], (long long)d[1],
+			 (long long)(r > 2 ? d[2] : 0), axes, th);
 		check_bits(got, want, n_out, what);
 		free(got);
 	}
@@ -144,9 +147,12 @@ START_TEST(test_leading_axes_of_3d_inputs_reduce_in_row_order)
 	const uint32_t axes[3] = {1, 3, 2};
 	for (int s = 0; s < 3; s++)
 		for (int a = 0; a < 3; a++) {
-			check_reduce(IR_OP_SUM, IR_F32, shapes[s], 3, axes[a], false);
-			check_reduce(IR_OP_MEAN, IR_F32, shapes[s], 3, axes[a], true);
-			check_reduce(IR_OP_MAX, IR_F32, shapes[s], 3, axes[a], false);
+			check_reduce(IR_OP_SUM, IR_F32, shapes[s], 3, axes[a],
+				     false);
+			check_reduce(IR_OP_MEAN, IR_F32, shapes[s], 3, axes[a],
+				     true);
+			check_reduce(IR_OP_MAX, IR_F32, shapes[s], 3, axes[a],
+				     false);
 		}
 }
 END_TEST
@@ -200,7 +206,8 @@ START_TEST(test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter)
 		v[16 * C + 2] = INFINITY;
 		float want[21];
 		ref_reduce(ops[o], IR_F32, v, (int64_t[]){R, C}, 2, 1, want);
-		ck_assert(ops[o] == IR_OP_MAX ? signbit(want[0]) : !signbit(want[0]));
+		ck_assert(ops[o] == IR_OP_MAX ? signbit(want[0])
+					      : !signbit(want[0]));
 		ck_assert(isnan(want[20]) && isnan(want[5]));
 		ck_assert(isinf(want[2]) && want[2] > 0);
 		for (int th = 1; th <= 3; th++) {
@@ -243,15 +250,23 @@ static Suite *suite(void)
 	TCase *t = tcase_create("columns");
 	tcase_set_timeout(t, 300);
 	int n_cols = (int)(sizeof cols / sizeof *cols);
-	tcase_add_loop_test(t, test_sum_mean_and_max_of_f32_columns_are_the_row_order_loops_bits,
+	tcase_add_loop_test(
+		t,
+		test_sum_mean_and_max_of_f32_columns_are_the_row_order_loops_bits,
+		0, n_cols);
+	tcase_add_loop_test(
+		t,
+		test_sum_and_max_of_i32_columns_are_the_row_order_loops_values,
+		0, n_cols);
+	tcase_add_loop_test(t,
+			    test_leading_axes_of_3d_inputs_reduce_in_row_order,
 			    0, n_cols);
-	tcase_add_loop_test(t, test_sum_and_max_of_i32_columns_are_the_row_order_loops_values,
-			    0, n_cols);
-	tcase_add_loop_test(t, test_leading_axes_of_3d_inputs_reduce_in_row_order,
-			    0, n_cols);
-	tcase_add_loop_test(t, test_a_fused_operand_is_reduced_in_row_order_on_any_split,
-			    0, n_cols);
-	tcase_add_test(t, test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter);
+	tcase_add_loop_test(
+		t, test_a_fused_operand_is_reduced_in_row_order_on_any_split, 0,
+		n_cols);
+	tcase_add_test(
+		t,
+		test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter);
 	tcase_add_test(t, test_a_single_column_still_matches_within_rounding);
 	suite_add_tcase(s, t);
 	return s;

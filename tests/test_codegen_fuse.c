@@ -46,8 +46,10 @@ static void check_same_as_split(tu_graph *x, const ac_case *c,
 	ck_assert_uint_eq(s.n, f1->n);
 	for (uint32_t o = 0; o < s.n; o++) {
 		int64_t n = interp_tensor_numel(&s.t[o]);
-		ck_assert_msg(memcmp(s.t[o].data, f1->t[o].data, (size_t)n * 4) == 0,
-			      "output %u: heads in place differ from split heads", o);
+		ck_assert_msg(memcmp(s.t[o].data, f1->t[o].data,
+				     (size_t)n * 4) == 0,
+			      "output %u: heads in place differ from split heads",
+			      o);
 	}
 	jit_out_fini(x, &s);
 	ir_module_destroy(ms);
@@ -86,7 +88,8 @@ static void check_case(const ac_case *c)
 		check_close(&fw.t[o], &fi[o], name);
 		check_close(&fc.t[o], &fi[o], name);
 		int64_t n = interp_tensor_numel(&f1.t[o]);
-		ck_assert_msg(memcmp(f1.t[o].data, f2.t[o].data, (size_t)n * 4) == 0,
+		ck_assert_msg(memcmp(f1.t[o].data, f2.t[o].data,
+				     (size_t)n * 4) == 0,
 			      "%s: 1 and 2 threads differ", name);
 		interp_tensor_fini(&x.ctx, &ref[o]);
 		interp_tensor_fini(&x.ctx, &fi[o]);
@@ -238,8 +241,10 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 	cg_program *p = cg_program_create(&x.ctx, m, NULL, NULL);
 	ck_assert(p && cg_program_jit(p));
 	int w = h * d;
-	float *q = malloc(sizeof(float) * B * Q * w), *k = malloc(sizeof(float) * B * K * w);
-	float *v = malloc(sizeof(float) * B * K * w), *o = malloc(sizeof(float) * B * Q * w);
+	float *q = malloc(sizeof(float) * B * Q * w),
+	      *k = malloc(sizeof(float) * B * K * w);
+	float *v = malloc(sizeof(float) * B * K * w),
+	      *o = malloc(sizeof(float) * B * Q * w);
 	uint64_t s = 7;
 	for (int i = 0; i < B * Q * w; i++)
 		q[i] = is_near ? 64 : (float)(ac_next(&s) % 2001) / 500.0f - 2;
@@ -250,11 +255,15 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 			k[i] = -15625.0f + (float)(i / w % K) / 64;
 	}
 	int32_t valid[B] = {0, 3};
-	char *scratch = aligned_alloc(64, (cg_program_scratch_bytes(p, "fwd") + 127) / 64 * 64);
+	char *scratch = aligned_alloc(64, (cg_program_scratch_bytes(p, "fwd") +
+					   127) / 64 *
+						  64);
 	const void *ins[4] = {valid, q, k, v};
 	void *outs[1] = {o};
 	attnrt_run run = {1, 0, 0, 1};
-	ck_assert_int_eq(cg_program_entry(p, "fwd")(&run, NULL, scratch, ins, outs), 0);
+	ck_assert_int_eq(cg_program_entry(p, "fwd")(&run, NULL, scratch, ins,
+						    outs),
+			 0);
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < Q; t++)
 			for (int j = 0; j < h; j++) {
@@ -262,9 +271,13 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 				for (int kk = 0; kk < K; kk++) {
 					double dot = 0;
 					for (int c = 0; c < d; c++)
-						dot += (double)q[(b * Q + t) * w + j * d + c] *
-						       k[(b * K + kk) * w + j * d + c];
-					e[kk] = kk < valid[b] ? dot / sqrt((double)d) : -1e6;
+						dot += (double)q[(b * Q + t) * w +
+								 j * d + c] *
+						       k[(b * K + kk) * w +
+							 j * d + c];
+					e[kk] = kk < valid[b]
+							? dot / sqrt((double)d)
+							: -1e6;
 					mx = fmax(mx, e[kk]);
 				}
 				for (int kk = 0; kk < K; kk++)
@@ -272,10 +285,14 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 				for (int c = 0; c < d; c++) {
 					double want = 0;
 					for (int kk = 0; kk < K; kk++)
-						want += e[kk] / l * v[(b * K + kk) * w + j * d + c];
+						want += e[kk] / l *
+							v[(b * K + kk) * w +
+							  j * d + c];
 					double got = o[(b * Q + t) * w + j * d + c];
-					ck_assert_msg(fabs(got - want) < 1e-5, "b %d t %d head %d c %d: "
-						      "%g, want %g", b, t, j, c, got, want);
+					ck_assert_msg(fabs(got - want) < 1e-5,
+						      "b %d t %d head %d c %d: "
+						      "%g, want %g",
+						      b, t, j, c, got, want);
 				}
 			}
 	free(scratch);
@@ -319,7 +336,8 @@ START_TEST(test_fused_forward_needs_no_weights_buffer)
 	ck_assert_uint_lt(cg_program_scratch_bytes(pf, "loss"), weights / 16);
 	ck_assert_uint_ge(cg_program_scratch_bytes(pu, "loss_grad"), weights);
 	/* the packed gradient and its three slices, linear in K */
-	ck_assert_uint_lt(cg_program_scratch_bytes(pf, "loss_grad"), weights / 2);
+	ck_assert_uint_lt(cg_program_scratch_bytes(pf, "loss_grad"),
+			  weights / 2);
 	cg_program_destroy(pu);
 	cg_program_destroy(pf);
 	ir_module_destroy(mu);
@@ -364,15 +382,27 @@ static Suite *fuse_suite(void)
 	Suite *s = suite_create("codegen_fuse");
 	TCase *tc = tcase_create("kernels");
 	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_fused_kernels_match_the_unfused_graph_by_the_error_ratio,
-			    0, (int)(sizeof jit_cases / sizeof jit_cases[0]));
-	tcase_add_loop_test(tc, test_fused_kernels_reading_heads_in_place_match_the_unfused_graph_and_the_split_form,
-			    0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
-	tcase_add_loop_test(tc, test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_the_unfused_graph,
-			    0, (int)(sizeof small_cases / sizeof small_cases[0]));
-	tcase_add_test(tc, test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide);
-	tcase_add_test(tc, test_rows_of_valid_length_0_average_the_values_in_both_kernels);
-	tcase_add_test(tc, test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels);
+	tcase_add_loop_test(
+		tc,
+		test_fused_kernels_match_the_unfused_graph_by_the_error_ratio,
+		0, (int)(sizeof jit_cases / sizeof jit_cases[0]));
+	tcase_add_loop_test(
+		tc,
+		test_fused_kernels_reading_heads_in_place_match_the_unfused_graph_and_the_split_form,
+		0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
+	tcase_add_loop_test(
+		tc,
+		test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_the_unfused_graph,
+		0, (int)(sizeof small_cases / sizeof small_cases[0]));
+	tcase_add_test(
+		tc,
+		test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide);
+	tcase_add_test(
+		tc,
+		test_rows_of_valid_length_0_average_the_values_in_both_kernels);
+	tcase_add_test(
+		tc,
+		test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels);
 	tcase_add_test(tc, test_fused_forward_needs_no_weights_buffer);
 	tcase_add_test(tc, test_fused_dropout_is_off_outside_training);
 	suite_add_tcase(s, tc);

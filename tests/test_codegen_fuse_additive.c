@@ -55,7 +55,8 @@ static void check_case(const add_case *c)
 		ac_check_ratio(&f1.t[o], &u.t[o], &ref[o], name);
 		check_close(&f1.t[o], &fi[o], name);
 		int64_t n = interp_tensor_numel(&f1.t[o]);
-		ck_assert_msg(memcmp(f1.t[o].data, f2.t[o].data, (size_t)n * 4) == 0,
+		ck_assert_msg(memcmp(f1.t[o].data, f2.t[o].data,
+				     (size_t)n * 4) == 0,
 			      "%s: 1 and 2 threads differ", name);
 		interp_tensor_fini(&x.ctx, &ref[o]);
 		interp_tensor_fini(&x.ctx, &fi[o]);
@@ -118,7 +119,8 @@ START_TEST(test_fused_additive_attention_needs_no_features_buffer)
 	ck_assert_uint_lt(cg_program_scratch_bytes(pf, "loss"), features / 64);
 	ck_assert_uint_ge(cg_program_scratch_bytes(pu, "loss_grad"), features);
 	/* the packed gradient and its slices, linear in K */
-	ck_assert_uint_lt(cg_program_scratch_bytes(pf, "loss_grad"), features / 16);
+	ck_assert_uint_lt(cg_program_scratch_bytes(pf, "loss_grad"),
+			  features / 16);
 	cg_program_destroy(pu);
 	cg_program_destroy(pf);
 	ir_module_destroy(mu);
@@ -132,9 +134,12 @@ static Suite *fuse_additive_suite(void)
 	Suite *s = suite_create("codegen_fuse_additive");
 	TCase *tc = tcase_create("kernels");
 	tcase_set_timeout(tc, 300);
-	tcase_add_loop_test(tc, test_fused_additive_kernels_match_the_unfused_graph_by_the_error_ratio,
-			    0, (int)(sizeof jit_cases / sizeof jit_cases[0]));
-	tcase_add_test(tc, test_fused_additive_attention_needs_no_features_buffer);
+	tcase_add_loop_test(
+		tc,
+		test_fused_additive_kernels_match_the_unfused_graph_by_the_error_ratio,
+		0, (int)(sizeof jit_cases / sizeof jit_cases[0]));
+	tcase_add_test(tc,
+		       test_fused_additive_attention_needs_no_features_buffer);
 	suite_add_tcase(s, tc);
 	return s;
 }

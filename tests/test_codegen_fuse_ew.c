@@ -51,8 +51,7 @@ static ir_id op2(fx *x, ir_op op, ir_id a, ir_id b)
 	return tu_build(&x->g, op, args, 2, NULL, NULL);
 }
 
-static ir_id op3(fx *x, ir_op op, ir_id a, ir_id b, ir_id c,
-		 const ir_attr *attr)
+static ir_id op3(fx *x, ir_op op, ir_id a, ir_id b, ir_id c, const ir_attr *attr)
 {
 	ir_id args[3] = {a, b, c};
 	return tu_build(&x->g, op, args, 3, attr, NULL);
@@ -86,14 +85,15 @@ static void make_inputs(fx *x, interp_tensor *in)
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < t->rank; d++)
 			dims[d] = t->dims[d].coef;
-		ck_assert(interp_tensor_alloc(&x->g.ctx, &in[i], t->dtype, t->rank,
-					      dims));
+		ck_assert(interp_tensor_alloc(&x->g.ctx, &in[i], t->dtype,
+					      t->rank, dims));
 		for (int64_t e = 0; e < interp_tensor_numel(&in[i]); e++) {
 			if (t->dtype == IR_I32)
 				((int32_t *)in[i].data)[e] = (int32_t)rnd(x, 5);
 			else
 				((float *)in[i].data)[e] =
-					-2.0f + 4.0f * (float)rnd(x, 1000000) / 1e6f;
+					-2.0f +
+					4.0f * (float)rnd(x, 1000000) / 1e6f;
 		}
 	}
 }
@@ -129,7 +129,8 @@ static void jit_run(fx *x, bool no_fuse, bool is_training, int n_threads,
 		for (int d = 0; d < oi[o].rank; d++)
 			dims[d] = oi[o].dims[d];
 		ir_dtype t = oi[o].dtype == ATTNRT_I32 ? IR_I32 : IR_F32;
-		ck_assert(interp_tensor_alloc(&x->g.ctx, &r->t[o], t, oi[o].rank, dims));
+		ck_assert(interp_tensor_alloc(&x->g.ctx, &r->t[o], t,
+					      oi[o].rank, dims));
 		outs[o] = r->t[o].data;
 	}
 	attnrt_run run = {11, 3, is_training, n_threads};
@@ -141,11 +142,13 @@ static void jit_run(fx *x, bool no_fuse, bool is_training, int n_threads,
 	cg_program_destroy(p);
 }
 
-static void interp(fx *x, bool is_f64, bool is_training, const interp_tensor *in,
-		   interp_tensor *out)
+static void interp(fx *x, bool is_f64, bool is_training,
+		   const interp_tensor *in, interp_tensor *out)
 {
-	interp_opts o = {.is_f64 = is_f64, .is_training = is_training,
-			 .seed = 11, .step = 3};
+	interp_opts o = {.is_f64 = is_f64,
+			 .is_training = is_training,
+			 .seed = 11,
+			 .step = 3};
 	ck_assert_msg(interp_run(&x->g.ctx, x->g.m, x->g.f, &o, NULL, in, out),
 		      "%s", tu_graph_diag(&x->g));
 }
@@ -156,7 +159,8 @@ static double max_err(const interp_tensor *a, const interp_tensor *ref,
 	double e = 0;
 	*mag = 0;
 	for (int64_t i = 0; i < interp_tensor_numel(ref); i++) {
-		double r = interp_tensor_get(ref, i), d = fabs(interp_tensor_get(a, i) - r);
+		double r = interp_tensor_get(ref, i),
+		       d = fabs(interp_tensor_get(a, i) - r);
 		e = d > e ? d : e;
 		*mag = fabs(r) > *mag ? fabs(r) : *mag;
 	}
@@ -191,24 +195,34 @@ static seen check(fx *x, bool is_training, bool is_exact)
 	jit_run(x, false, is_training, 2, in, &f2);
 	jit_run(x, true, is_training, 1, in, &un);
 	for (uint32_t o = 0; o < x->g.f->n_outputs; o++) {
-		ck_assert_msg(same_bits(&fu.t[o], &f2.t[o]), "output %u: 1 and 2 "
-			      "threads differ", o);
+		ck_assert_msg(same_bits(&fu.t[o], &f2.t[o]),
+			      "output %u: 1 and 2 "
+			      "threads differ",
+			      o);
 		if (fu.t[o].dtype == IR_I32) {
-			ck_assert_msg(same_bits(&fu.t[o], &r32[o]), "output %u: i32 "
-				      "differs from the interpreter", o);
+			ck_assert_msg(same_bits(&fu.t[o], &r32[o]),
+				      "output %u: i32 "
+				      "differs from the interpreter",
+				      o);
 			continue;
 		}
 		double mag, mag32;
 		double ef = max_err(&fu.t[o], &r64[o], &mag);
 		double eu = max_err(&un.t[o], &r64[o], &mag);
 		double e32 = max_err(&fu.t[o], &r32[o], &mag32);
-		ck_assert_msg(ef <= 2 * eu + 1e-6 * mag + 1e-30, "output %u: fused "
-			      "error %g, unfused %g (largest %g)", o, ef, eu, mag);
-		ck_assert_msg(e32 <= 1e-5 * (mag32 + 1), "output %u: fused JIT and "
-			      "float32 interpreter differ by %g", o, e32);
+		ck_assert_msg(ef <= 2 * eu + 1e-6 * mag + 1e-30,
+			      "output %u: fused "
+			      "error %g, unfused %g (largest %g)",
+			      o, ef, eu, mag);
+		ck_assert_msg(e32 <= 1e-5 * (mag32 + 1),
+			      "output %u: fused JIT and "
+			      "float32 interpreter differ by %g",
+			      o, e32);
 		if (is_exact)
-			ck_assert_msg(same_bits(&fu.t[o], &un.t[o]), "output %u: "
-				      "fused and unfused bits differ", o);
+			ck_assert_msg(same_bits(&fu.t[o], &un.t[o]),
+				      "output %u: "
+				      "fused and unfused bits differ",
+				      o);
 	}
 	seen s = {fu.n_fused, fu.n_calls, un.n_calls, fu.scratch, un.scratch};
 	ck_assert_uint_eq(un.n_fused, 0);
@@ -262,8 +276,8 @@ static ir_id operand(fx *x, chain *c)
 
 static ir_id unary(fx *x, ir_id v)
 {
-	static const ir_op ops[] = {IR_OP_NEG, IR_OP_TANH, IR_OP_SIGMOID,
-				    IR_OP_RELU, IR_OP_ABS, IR_OP_SIN};
+	static const ir_op ops[] = {IR_OP_NEG,  IR_OP_TANH, IR_OP_SIGMOID,
+				    IR_OP_RELU, IR_OP_ABS,  IR_OP_SIN};
 	switch (rnd(x, 9)) {
 	case 0:
 		return op1(x, IR_OP_EXP, op1(x, IR_OP_TANH, v, NULL), NULL);
@@ -303,7 +317,8 @@ static ir_id binary(fx *x, chain *c)
 		ir_id lt = op2(x, IR_OP_LT, b, c->bcast[0]);
 		ir_type ft = x->g.f->g.nodes[lt].type;
 		ft.dtype = IR_F32;
-		return op2(x, IR_OP_ADD, a, tu_build(&x->g, IR_OP_CAST, &lt, 1, NULL, &ft));
+		return op2(x, IR_OP_ADD, a,
+			   tu_build(&x->g, IR_OP_CAST, &lt, 1, NULL, &ft));
 	}
 	return op2(x, ops[k % 5], a, b);
 }
@@ -349,9 +364,19 @@ static ir_id random_chain(fx *x, chain *c, int n_ops, bool with_dropout)
 }
 
 typedef enum consumer {
-	C_NONE, C_LAYER_NORM, C_SOFTMAX, C_LOG_SOFTMAX, C_MASKED_SOFTMAX,
-	C_SUM, C_MEAN, C_MAX, C_CROSS_ENTROPY, C_CROSS_ENTROPY_GRAD, C_DROPOUT,
-	C_PERMUTE, C_COUNT
+	C_NONE,
+	C_LAYER_NORM,
+	C_SOFTMAX,
+	C_LOG_SOFTMAX,
+	C_MASKED_SOFTMAX,
+	C_SUM,
+	C_MEAN,
+	C_MAX,
+	C_CROSS_ENTROPY,
+	C_CROSS_ENTROPY_GRAD,
+	C_DROPOUT,
+	C_PERMUTE,
+	C_COUNT
 } consumer;
 
 static ir_id consume(fx *x, consumer k, ir_id v)
@@ -393,7 +418,8 @@ static ir_id consume(fx *x, consumer k, ir_id v)
 		ir_id labels = tu_input(&x->g, tu_type(IR_I32, 2, 3, 5));
 		ir_id g = tu_input(&x->g, tu_type(IR_F32, 2, 3, 5));
 		ir_id args[3] = {v, labels, g};
-		return tu_build(&x->g, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL, NULL);
+		return tu_build(&x->g, IR_OP_CROSS_ENTROPY_GRAD, args, 3, NULL,
+				NULL);
 	}
 	case C_DROPOUT:
 		return dropout(x, v, 0.5);
@@ -416,7 +442,8 @@ START_TEST(test_random_elementwise_chains_fused_equal_the_unfused_bit_for_bit)
 		chain c;
 		chain_init(&x, &c, 4, seed % 2 == 0);
 		c.allow_reuse = true;
-		ret(&x, random_chain(&x, &c, 6 + (int)(seed % 5), seed % 3 == 0));
+		ret(&x,
+		    random_chain(&x, &c, 6 + (int)(seed % 5), seed % 3 == 0));
 		seen s = check(&x, seed % 3 == 0, true);
 		ck_assert_uint_gt(s.n_fused, 0);
 		ck_assert_uint_lt(s.n_calls, s.n_calls_unfused);
@@ -437,12 +464,15 @@ START_TEST(test_random_chains_fused_into_every_consumer_kind_pass_the_error_rati
 		chain_init(&x, &c, 3, seed % 3 == 0);
 		ir_id v = random_chain(&x, &c, 5, is_training);
 		ret(&x, consume(&x, k, v));
-		seen s = check(&x, is_training, k == C_DROPOUT || k == C_PERMUTE);
+		seen s = check(&x, is_training,
+			       k == C_DROPOUT || k == C_PERMUTE);
 		/* the whole chain and the consumer: one kernel, or two when
 		 * the permuted inputs take the arrays past the kernel's
 		 * bound (PASS_FUSE_EW_MAX_ARRAYS) */
-		ck_assert_msg(s.n_calls <= 1u + (seed % 3 == 0), "seed %d: %u "
-			      "calls, %u fused", (int)seed, s.n_calls, s.n_fused);
+		ck_assert_msg(s.n_calls <= 1u + (seed % 3 == 0),
+			      "seed %d: %u "
+			      "calls, %u fused",
+			      (int)seed, s.n_calls, s.n_fused);
 		tu_graph_fini(&x.g);
 	}
 }
@@ -505,7 +535,8 @@ START_TEST(test_slices_are_read_in_place_by_their_readers)
 	ir_id gh = tu_input(&x.g, tu_type(IR_F32, 2, 5, 12));
 	ir_id r = op1(&x, IR_OP_SIGMOID,
 		      op2(&x, IR_OP_ADD, slice(&x, gx, 1, 0, 4, 1),
-			  slice(&x, gh, 1, 0, 4, 1)), NULL);
+			  slice(&x, gh, 1, 0, 4, 1)),
+		      NULL);
 	ir_id n = op2(&x, IR_OP_MUL, r, slice(&x, gh, 1, 8, 12, 1));
 	ret(&x, op2(&x, IR_OP_ADD, n, slice(&x, gx, 1, 8, 12, 1)));
 	/* every other row of the odd columns, transposed */
@@ -540,7 +571,8 @@ START_TEST(test_i32_compares_selects_and_casts_fuse_exactly)
 	ir_id f = tu_input(&x.g, tu_type(IR_F32, 2, 6, 9));
 	ir_id s = op2(&x, IR_OP_MUL, op2(&x, IR_OP_SUB, a, b), a);
 	ir_id ge = op2(&x, IR_OP_GE, s, b);
-	ir_id sel = op3(&x, IR_OP_SELECT, ge, s, op1(&x, IR_OP_NEG, b, NULL), NULL);
+	ir_id sel = op3(&x, IR_OP_SELECT, ge, s, op1(&x, IR_OP_NEG, b, NULL),
+			NULL);
 	ir_type it = tu_type(IR_I32, 2, 6, 9);
 	ir_id fi = tu_build(&x.g, IR_OP_CAST, &f, 1, NULL, &it);
 	ret(&x, op2(&x, IR_OP_MAXIMUM, sel, op1(&x, IR_OP_ABS, fi, NULL)));
@@ -609,8 +641,8 @@ START_TEST(test_a_value_read_twice_or_returned_keeps_its_buffer)
 	fx x;
 	fx_init(&x, 9);
 	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
-	ir_id e = op1(&x, IR_OP_EXP, a, NULL);   /* two readers */
-	ir_id t = op1(&x, IR_OP_TANH, a, NULL);  /* an output and a reader */
+	ir_id e = op1(&x, IR_OP_EXP, a, NULL);  /* two readers */
+	ir_id t = op1(&x, IR_OP_TANH, a, NULL); /* an output and a reader */
 	ret(&x, op2(&x, IR_OP_MUL, e, op2(&x, IR_OP_ADD, e, t)));
 	ret(&x, t);
 	seen s = check(&x, false, true);
@@ -638,11 +670,13 @@ START_TEST(test_a_contiguous_slice_is_a_view_without_a_kernel)
 	ir_id y = op1(&x, IR_OP_EXP, a, NULL);
 	ret(&x, slice(&x, y, 0, 1, 2, 1));  /* of y at byte 96 */
 	ir_id s = slice(&x, y, 0, 0, 1, 1); /* of y at byte 0 */
-	ret(&x, op2(&x, IR_OP_MATMUL, reshape(&x, s, tu_type(IR_F32, 2, 6, 4)), w));
-	ret(&x, slice(&x, s, 1, 1, 4, 1));  /* of the view s: byte 16 */
-	ret(&x, slice(&x, a, 0, 1, 2, 1));  /* of the input */
-	ret(&x, slice(&x, reshape(&x, y, tu_type(IR_F32, 2, 12, 4)), 0, 3, 9, 1));
-	ret(&x, slice(&x, y, 1, 2, 5, 1));  /* strided: a kernel */
+	ret(&x,
+	    op2(&x, IR_OP_MATMUL, reshape(&x, s, tu_type(IR_F32, 2, 6, 4)), w));
+	ret(&x, slice(&x, s, 1, 1, 4, 1)); /* of the view s: byte 16 */
+	ret(&x, slice(&x, a, 0, 1, 2, 1)); /* of the input */
+	ret(&x,
+	    slice(&x, reshape(&x, y, tu_type(IR_F32, 2, 12, 4)), 0, 3, 9, 1));
+	ret(&x, slice(&x, y, 1, 2, 5, 1)); /* strided: a kernel */
 	seen s1 = check(&x, false, true);
 	ck_assert_uint_eq(s1.n_calls, 3); /* exp, the matmul, the strided slice */
 	ck_assert_uint_eq(s1.n_calls_unfused, 3);
@@ -665,7 +699,8 @@ START_TEST(test_a_concat_of_64_operands_compiles_and_65_are_refused)
 	ck_assert_uint_eq(s.n_calls, 66); /* 65 negs (one unread), the concat */
 	x.g.f->outputs[0] = tu_build(&x.g, IR_OP_CONCAT, args, 65, &at, NULL);
 	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "65 operands, at most 64"));
+	ck_assert_ptr_nonnull(
+		strstr(tu_graph_diag(&x.g), "65 operands, at most 64"));
 	tu_graph_fini(&x.g);
 }
 END_TEST
@@ -675,18 +710,29 @@ static Suite *suite(void)
 	Suite *s = suite_create("codegen_fuse_ew");
 	TCase *tc = tcase_create("fuse_ew");
 	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_random_elementwise_chains_fused_equal_the_unfused_bit_for_bit);
-	tcase_add_loop_test(tc, test_random_chains_fused_into_every_consumer_kind_pass_the_error_ratio_rule,
-			    C_LAYER_NORM, C_COUNT);
-	tcase_add_test(tc, test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each);
-	tcase_add_test(tc, test_head_merge_permute_is_index_arithmetic_in_its_reader);
+	tcase_add_test(
+		tc,
+		test_random_elementwise_chains_fused_equal_the_unfused_bit_for_bit);
+	tcase_add_loop_test(
+		tc,
+		test_random_chains_fused_into_every_consumer_kind_pass_the_error_ratio_rule,
+		C_LAYER_NORM, C_COUNT);
+	tcase_add_test(
+		tc,
+		test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each);
+	tcase_add_test(tc,
+		       test_head_merge_permute_is_index_arithmetic_in_its_reader);
 	tcase_add_test(tc, test_slices_are_read_in_place_by_their_readers);
 	tcase_add_test(tc, test_i32_compares_selects_and_casts_fuse_exactly);
-	tcase_add_test(tc, test_same_root_op_with_different_trees_gets_different_kernels);
-	tcase_add_test(tc, test_a_cheap_value_read_twice_is_computed_in_both_readers);
+	tcase_add_test(
+		tc,
+		test_same_root_op_with_different_trees_gets_different_kernels);
+	tcase_add_test(tc,
+		       test_a_cheap_value_read_twice_is_computed_in_both_readers);
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
 	tcase_add_test(tc, test_a_contiguous_slice_is_a_view_without_a_kernel);
-	tcase_add_test(tc, test_a_concat_of_64_operands_compiles_and_65_are_refused);
+	tcase_add_test(tc,
+		       test_a_concat_of_64_operands_compiles_and_65_are_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }

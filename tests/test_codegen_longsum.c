@@ -92,8 +92,7 @@ static errs sum_errors(float got, const float *v, int64_t n, int64_t s,
 
 /* The JIT's result of x at 1, 2 and 3 threads is want (n floats), bit
  * for bit. */
-static void check_jit_bits(fx *x, int64_t n, const float *want,
-			   const char *what)
+static void check_jit_bits(fx *x, int64_t n, const float *want, const char *what)
 {
 	for (int th = 1; th <= 3; th++) {
 		float *got = jit(x, th, n, NULL);
@@ -120,18 +119,19 @@ static void check_long(ir_op op, int64_t R, int64_t C, int axis, double bound)
 		 ir_op_table[op].name, (long long)R, (long long)C, axis);
 	errs w = {0, 0, 0};
 	for (int64_t o = 0; o < n_out; o++) {
-		errs e = sum_errors(want[o], (const float *)x.in[0] +
-				    (axis ? o * C : o), n, axis ? 1 : C,
-				    op == IR_OP_MEAN);
+		errs e = sum_errors(want[o],
+				    (const float *)x.in[0] + (axis ? o * C : o),
+				    n, axis ? 1 : C, op == IR_OP_MEAN);
 		w.got = e.got > w.got ? e.got : w.got;
 		w.ltr = e.ltr > w.ltr ? e.ltr : w.ltr;
 		w.b256 = e.b256 > w.b256 ? e.b256 : w.b256;
 	}
 	ck_assert_msg(w.got <= bound, "%s: error %g eps sum|x|", what, w.got);
-	ck_assert_msg(w.ltr > bound && w.b256 > bound, "%s: the left-to-right "
+	ck_assert_msg(w.ltr > bound && w.b256 > bound,
+		      "%s: the left-to-right "
 		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
-		      "added left to right, %g, is within the bound", what,
-		      w.ltr, w.b256);
+		      "added left to right, %g, is within the bound",
+		      what, w.ltr, w.b256);
 	check_jit_bits(&x, n_out, want, what);
 	free(want);
 	fx_fini(&x);
@@ -166,10 +166,11 @@ static void check_whole(ir_op op, int64_t R, int64_t C, double bound)
 		 ir_op_table[op].name, (long long)R, (long long)C);
 	errs e = sum_errors(want[0], x.in[0], R * C, 1, op == IR_OP_MEAN);
 	ck_assert_msg(e.got <= bound, "%s: error %g eps sum|x|", what, e.got);
-	ck_assert_msg(e.ltr > bound && e.b256 > bound, "%s: the left-to-right "
+	ck_assert_msg(e.ltr > bound && e.b256 > bound,
+		      "%s: the left-to-right "
 		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
-		      "added left to right, %g, is within the bound", what,
-		      e.ltr, e.b256);
+		      "added left to right, %g, is within the bound",
+		      what, e.ltr, e.b256);
 	check_jit_bits(&x, 1, want, what);
 	free(want);
 	fx_fini(&x);
@@ -177,8 +178,7 @@ static void check_whole(ir_op op, int64_t R, int64_t C, double bound)
 
 /* op over axes 0 and 2 of an (A, B, C) tensor of values in [0, 1),
  * axes that do not merge: as check_whole, for each of the B outputs. */
-static void check_apart(ir_op op, int64_t A, int64_t B, int64_t C,
-			double bound)
+static void check_apart(ir_op op, int64_t A, int64_t B, int64_t C, double bound)
 {
 	fx x;
 	fx_init(&x, 0x94d049bb133111ebull);
@@ -202,10 +202,11 @@ static void check_apart(ir_op op, int64_t A, int64_t B, int64_t C,
 		w.b256 = e.b256 > w.b256 ? e.b256 : w.b256;
 	}
 	ck_assert_msg(w.got <= bound, "%s: error %g eps sum|x|", what, w.got);
-	ck_assert_msg(w.ltr > bound && w.b256 > bound, "%s: the left-to-right "
+	ck_assert_msg(w.ltr > bound && w.b256 > bound,
+		      "%s: the left-to-right "
 		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
-		      "added left to right, %g, is within the bound", what,
-		      w.ltr, w.b256);
+		      "added left to right, %g, is within the bound",
+		      what, w.ltr, w.b256);
 	check_jit_bits(&x, B, want, what);
 	free(v);
 	free(want);
@@ -241,13 +242,13 @@ static const shape shapes[] = {
 	{2, {9, 256, 0}, 2},    /* rows of the longest plain sum */
 	{2, {100, 7, 0}, 1},    /* short axes: left to right */
 	{2, {7, 100, 0}, 2},
-	{2, {300, 9, 0}, 3},    /* a whole tensor to a scalar, long */
-	{1, {5000, 0, 0}, 1},   /* a whole rank-1 tensor, a short last group */
-	{1, {200, 0, 0}, 1},    /* a short whole tensor: left to right */
-	{3, {40, 5, 30}, 5},    /* axes 0 and 2: they do not merge */
-	{3, {3, 7, 100}, 5},    /* the same, 300 inputs per output */
-	{3, {3, 70, 17}, 5},    /* the same, short */
-	{3, {9, 40, 40}, 7},    /* a whole rank-3 tensor */
+	{2, {300, 9, 0}, 3},  /* a whole tensor to a scalar, long */
+	{1, {5000, 0, 0}, 1}, /* a whole rank-1 tensor, a short last group */
+	{1, {200, 0, 0}, 1},  /* a short whole tensor: left to right */
+	{3, {40, 5, 30}, 5},  /* axes 0 and 2: they do not merge */
+	{3, {3, 7, 100}, 5},  /* the same, 300 inputs per output */
+	{3, {3, 70, 17}, 5},  /* the same, short */
+	{3, {9, 40, 40}, 7},  /* a whole rank-3 tensor */
 };
 
 /* Sum and mean of shapes[_i] (values in [-2, 2)): the JIT's bits are the
@@ -312,11 +313,13 @@ int main(void)
 {
 	Suite *s = suite_create("codegen_longsum");
 	TCase *tc = tcase_create("longsum");
-	tcase_add_test(tc, test_long_sums_and_means_are_within_1_5_eps_of_float64);
+	tcase_add_test(tc,
+		       test_long_sums_and_means_are_within_1_5_eps_of_float64);
 	tcase_add_loop_test(tc, test_the_jit_sums_in_the_interpreters_order, 0,
 			    (int)(sizeof shapes / sizeof shapes[0]));
 	tcase_add_test(tc, test_a_fused_operand_sums_in_blocks);
-	tcase_add_test(tc, test_whole_and_apart_sums_are_within_1_5_eps_of_float64);
+	tcase_add_test(tc,
+		       test_whole_and_apart_sums_are_within_1_5_eps_of_float64);
 	tcase_add_test(tc, test_a_fused_whole_mean_sums_in_blocks);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);

@@ -30,7 +30,8 @@ static void fx_init(fx *x)
 
 static ir_id param(fx *x, const char *name, ir_type t, ir_init_kind init)
 {
-	int32_t p = ir_module_add_param(x->g.m, name, &t, init, 0, 1, (ir_loc){0});
+	int32_t p = ir_module_add_param(x->g.m, name, &t, init, 0, 1,
+					(ir_loc){0});
 	ir_attr a = {.param_index = (uint32_t)p};
 	return tu_build(&x->g, IR_OP_PARAM, NULL, 0, &a, &t);
 }
@@ -63,7 +64,7 @@ typedef struct run_cfg {
 	bool is_training;
 	uint64_t seed, step;
 	int n_threads;
-	double tol;       /* atol and rtol of float outputs */
+	double tol;             /* atol and rtol of float outputs */
 	int32_t int_lo, int_hi; /* range of random i32 inputs */
 	float f_lo, f_hi;       /* range of random f32 inputs */
 	int64_t grain;          /* cg_program_options.grain (0: default) */
@@ -88,18 +89,21 @@ static void make_inputs(fx *x, const run_cfg *c, interp_tensor *in)
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < t->rank; d++)
 			dims[d] = t->dims[d].coef;
-		ck_assert(interp_tensor_alloc(&x->g.ctx, &in[i], t->dtype, t->rank,
-					      dims));
+		ck_assert(interp_tensor_alloc(&x->g.ctx, &in[i], t->dtype,
+					      t->rank, dims));
 		int64_t n = interp_tensor_numel(&in[i]);
 		for (int64_t e = 0; e < n; e++) {
 			double u = (double)(next(x) % 1000000) / 1e6;
 			if (t->dtype == IR_I32)
 				((int32_t *)in[i].data)[e] =
 					c->int_lo +
-					(int32_t)(next(x) % (uint64_t)(c->int_hi - c->int_lo + 1));
+					(int32_t)(next(x) %
+						  (uint64_t)(c->int_hi -
+							     c->int_lo + 1));
 			else
-				((float *)in[i].data)[e] =
-					c->f_lo + (float)u * (c->f_hi - c->f_lo);
+				((float *)in[i].data)[e] = c->f_lo +
+							   (float)u * (c->f_hi -
+								       c->f_lo);
 		}
 	}
 }
@@ -178,8 +182,9 @@ static void compare(const interp_tensor *want, const jit_result *r, uint32_t o,
 		for (int64_t i = 0; i < n; i++)
 			ck_assert_msg(((int32_t *)want->data)[i] ==
 					      ((int32_t *)r->out[o])[i],
-				      "output %u element %lld: interp %d, jit %d", o,
-				      (long long)i, ((int32_t *)want->data)[i],
+				      "output %u element %lld: interp %d, jit %d",
+				      o, (long long)i,
+				      ((int32_t *)want->data)[i],
 				      ((int32_t *)r->out[o])[i]);
 		return;
 	}
@@ -188,13 +193,15 @@ static void compare(const interp_tensor *want, const jit_result *r, uint32_t o,
 		if (isnan(a[i]) && isnan(b[i]))
 			continue;
 		if (tol == 0) {
-			ck_assert_msg(a[i] == b[i], "output %u element %lld: "
-				      "interp %.9g, jit %.9g", o, (long long)i,
-				      b[i], a[i]);
+			ck_assert_msg(a[i] == b[i],
+				      "output %u element %lld: "
+				      "interp %.9g, jit %.9g",
+				      o, (long long)i, b[i], a[i]);
 			continue;
 		}
 		double e = tu_max_rel_err(&a[i], &b[i], 1, tol, tol);
-		ck_assert_msg(e <= 1, "output %u element %lld: interp %.9g, jit %.9g",
+		ck_assert_msg(e <= 1,
+			      "output %u element %lld: interp %.9g, jit %.9g",
 			      o, (long long)i, b[i], a[i]);
 	}
 }
@@ -213,10 +220,13 @@ static void run_both(fx *x, const run_cfg *c, both *b)
 	ck_assert_msg(ir_module_verify(x->g.m), "%s", tu_graph_diag(&x->g));
 	make_inputs(x, c, b->in);
 	ck_assert(interp_bind_syms(&x->g.ctx, x->g.m, x->g.f, b->in, b->syms));
-	ck_assert(interp_params_init(&x->g.ctx, x->g.m, b->syms, 42, false, b->params));
-	interp_opts o = {.is_training = c->is_training, .seed = c->seed,
+	ck_assert(interp_params_init(&x->g.ctx, x->g.m, b->syms, 42, false,
+				     b->params));
+	interp_opts o = {.is_training = c->is_training,
+			 .seed = c->seed,
 			 .step = c->step};
-	ck_assert_msg(interp_run(&x->g.ctx, x->g.m, x->g.f, &o, b->params, b->in, b->want),
+	ck_assert_msg(interp_run(&x->g.ctx, x->g.m, x->g.f, &o, b->params,
+				 b->in, b->want),
 		      "interp: %s", tu_graph_diag(&x->g));
 	b->got = jit_run(x, b->syms, b->in, b->params, c);
 }
@@ -339,8 +349,9 @@ START_TEST(test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range)
 {
 	fx x;
 	fx_init(&x);
-	float sp[16] = {-1e30f, -104, -87.5f, -87.3f, -10, -1e-3f, 0, 1e-8f,
-			0.5f, 0.625f, 10, 88, 88.7f, 89, INFINITY, NAN};
+	float sp[16] = {-1e30f, -104,  -87.5f,   -87.3f, -10, -1e-3f,
+			0,      1e-8f, 0.5f,     0.625f, 10,  88,
+			88.7f,  89,    INFINITY, NAN};
 	ir_id a = op2(&x, IR_OP_ADD, tu_const(&x.g, tu_type(IR_F32, 1, 16), sp),
 		      tu_input(&x.g, tu_type(IR_F32, 2, 40, 16)), NULL);
 	ret(&x, op1(&x, IR_OP_EXP, a, NULL));
@@ -359,9 +370,11 @@ START_TEST(test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range)
 			if ((isnan(g) && isnan(w)) || g == w)
 				continue;
 			double e = tu_max_rel_err(&g, &w, 1, 1e-37, 1e-6);
-			ck_assert_msg(e <= 1, "op %u of %.9g: interp %.9g, jit %.9g",
-				      o, (double)((float *)b.in[0].data)[i] +
-						 sp[i % 16], w, g);
+			ck_assert_msg(e <= 1,
+				      "op %u of %.9g: interp %.9g, jit %.9g", o,
+				      (double)((float *)b.in[0].data)[i] +
+					      sp[i % 16],
+				      w, g);
 		}
 	both_fini(&x, &b);
 	tu_graph_fini(&x.g);
@@ -383,7 +396,8 @@ typedef struct sweep {
 static void sweep_run(sweep *s, ir_op op, uint32_t top)
 {
 	fx_init(&s->x);
-	ret(&s->x, op1(&s->x, op, tu_input(&s->x.g, tu_type(IR_F32, 1, SWEEP_N)), NULL));
+	ret(&s->x, op1(&s->x, op,
+		       tu_input(&s->x.g, tu_type(IR_F32, 1, SWEEP_N)), NULL));
 	int64_t dims[1] = {SWEEP_N};
 	ck_assert(interp_tensor_alloc(&s->x.g.ctx, &s->in, IR_F32, 1, dims));
 	float *v = s->in.data;
@@ -420,16 +434,18 @@ START_TEST(test_tanh_holds_its_error_bound_over_a_million_floats)
 		double want = tanh((double)v[i]);
 		ck_assert_msg(fabsf(y[i]) <= 1, "tanh(%.9g) = %.9g", v[i], y[i]);
 		if (fabsf(v[i]) < 0x1p-12f)
-			ck_assert_msg(y[i] == v[i], "tanh(%.9g) = %.9g", v[i], y[i]);
+			ck_assert_msg(y[i] == v[i], "tanh(%.9g) = %.9g", v[i],
+				      y[i]);
 		if (i % 2)
-			ck_assert_msg(y[i] == -y[i - 1], "tanh(%.9g) = %.9g, tanh(%.9g) = %.9g",
+			ck_assert_msg(y[i] == -y[i - 1],
+				      "tanh(%.9g) = %.9g, tanh(%.9g) = %.9g",
 				      v[i], y[i], v[i - 1], y[i - 1]);
 		else if (v[i] > 0)
 			worst = fmax(worst, fabs(y[i] - want) / want);
 	}
 	ck_assert_msg(worst <= 3.2e-7, "worst relative error %.3g", worst);
-	ck_assert_msg(worst > 1e-8, "worst relative error %.3g: not a float tanh?",
-		      worst);
+	ck_assert_msg(worst > 1e-8,
+		      "worst relative error %.3g: not a float tanh?", worst);
 	sweep_fini(&s);
 }
 END_TEST
@@ -447,14 +463,15 @@ START_TEST(test_sigmoid_holds_its_error_bound_over_a_million_floats)
 	for (uint32_t i = 0; i < SWEEP_N; i++) {
 		double want = 1 / (1 + exp(-(double)v[i]));
 		if (want < 0x1p-126) {
-			ck_assert_msg(y[i] <= 0x1p-126f, "sigmoid(%.9g) = %.9g", v[i], y[i]);
+			ck_assert_msg(y[i] <= 0x1p-126f, "sigmoid(%.9g) = %.9g",
+				      v[i], y[i]);
 			continue;
 		}
 		worst = fmax(worst, fabs(y[i] - want) / want);
 		if (i % 2)
 			ck_assert_msg(fabs((double)y[i] + y[i - 1] - 1) <= 1e-7,
-				      "sigmoid(%.9g) = %.9g, sigmoid(%.9g) = %.9g", v[i],
-				      y[i], v[i - 1], y[i - 1]);
+				      "sigmoid(%.9g) = %.9g, sigmoid(%.9g) = %.9g",
+				      v[i], y[i], v[i - 1], y[i - 1]);
 	}
 	ck_assert_msg(worst <= 4.8e-7, "worst relative error %.3g", worst);
 	sweep_fini(&s);
@@ -477,10 +494,13 @@ START_TEST(test_erf_holds_its_error_bound_over_a_million_floats)
 		float w = fabsf((float)want);
 		ck_assert_msg(fabsf(y[i]) <= 1, "erf(%.9g) = %.9g", v[i], y[i]);
 		if (i % 2)
-			ck_assert_msg(y[i] == -y[i - 1], "erf(%.9g) = %.9g, erf(%.9g) "
-				      "= %.9g", v[i], y[i], v[i - 1], y[i - 1]);
+			ck_assert_msg(y[i] == -y[i - 1],
+				      "erf(%.9g) = %.9g, erf(%.9g) "
+				      "= %.9g",
+				      v[i], y[i], v[i - 1], y[i - 1]);
 		if (fabsf(v[i]) >= 3.92f)
-			ck_assert_msg(fabsf(y[i]) == 1, "erf(%.9g) = %.9g", v[i], y[i]);
+			ck_assert_msg(fabsf(y[i]) == 1, "erf(%.9g) = %.9g",
+				      v[i], y[i]);
 		if (fabsf(v[i]) < 0x1p-126f)
 			continue;
 		double ulp = (double)nextafterf(w, INFINITY) - w;
@@ -490,7 +510,8 @@ START_TEST(test_erf_holds_its_error_bound_over_a_million_floats)
 			at = v[i];
 		}
 	}
-	ck_assert_msg(worst <= 2, "worst error %.3g ulps at %.9g", worst, (double)at);
+	ck_assert_msg(worst <= 2, "worst error %.3g ulps at %.9g", worst,
+		      (double)at);
 	sweep_fini(&s);
 }
 END_TEST
@@ -533,7 +554,8 @@ START_TEST(test_integer_ops_wrap_and_truncate_like_the_interpreter)
 		if (info->family == IR_FAM_COMPARE ||
 		    (info->family == IR_FAM_BINARY && (info->flags & IR_OPF_INT)))
 			ret(&x, op2(&x, op, a, b, NULL));
-		else if (info->family == IR_FAM_UNARY && (info->flags & IR_OPF_INT))
+		else if (info->family == IR_FAM_UNARY &&
+			 (info->flags & IR_OPF_INT))
 			ret(&x, op1(&x, op, a, NULL));
 	}
 	ret(&x, to_type(&x, IR_OP_CAST, a, tu_type(IR_F32, 2, 5, 7)));
@@ -567,10 +589,13 @@ static void matmul_case(int ta, int tb, bool big)
 	fx x;
 	fx_init(&x);
 	int M = big ? 67 : 5, K = big ? 45 : 3, N = big ? 70 : 7;
-	ir_type at = ta ? tu_type(IR_F32, 4, 2, 1, K, M) : tu_type(IR_F32, 4, 2, 1, M, K);
-	ir_type bt = tb ? tu_type(IR_F32, 3, 4, N, K) : tu_type(IR_F32, 3, 4, K, N);
+	ir_type at = ta ? tu_type(IR_F32, 4, 2, 1, K, M)
+			: tu_type(IR_F32, 4, 2, 1, M, K);
+	ir_type bt = tb ? tu_type(IR_F32, 3, 4, N, K)
+			: tu_type(IR_F32, 3, 4, K, N);
 	ir_attr attr = {.matmul = {ta, tb}};
-	ret(&x, op2(&x, IR_OP_MATMUL, tu_input(&x.g, at), tu_input(&x.g, bt), &attr));
+	ret(&x, op2(&x, IR_OP_MATMUL, tu_input(&x.g, at), tu_input(&x.g, bt),
+		    &attr));
 	run_cfg c = cfg_default();
 	c.tol = 1e-4;
 	check_cfg(&x, &c);
@@ -594,9 +619,12 @@ START_TEST(test_matmul_with_a_shared_right_operand_matches_the_interpreter)
 	fx x;
 	fx_init(&x);
 	ir_attr attr = {.matmul = {_i & 1, _i >> 1}};
-	ir_type at = _i & 1 ? tu_type(IR_F32, 3, 3, 40, 50) : tu_type(IR_F32, 3, 3, 50, 40);
-	ir_type bt = _i >> 1 ? tu_type(IR_F32, 2, 60, 40) : tu_type(IR_F32, 2, 40, 60);
-	ret(&x, op2(&x, IR_OP_MATMUL, tu_input(&x.g, at), tu_input(&x.g, bt), &attr));
+	ir_type at = _i & 1 ? tu_type(IR_F32, 3, 3, 40, 50)
+			    : tu_type(IR_F32, 3, 3, 50, 40);
+	ir_type bt = _i >> 1 ? tu_type(IR_F32, 2, 60, 40)
+			     : tu_type(IR_F32, 2, 40, 60);
+	ret(&x, op2(&x, IR_OP_MATMUL, tu_input(&x.g, at), tu_input(&x.g, bt),
+		    &attr));
 	run_cfg c = cfg_default();
 	c.tol = 1e-4;
 	check_cfg(&x, &c);
@@ -651,9 +679,11 @@ START_TEST(test_sum_to_rank_zero_and_nan_max_match_the_interpreter)
 	fx_init(&x);
 	float v[5] = {1, NAN, 3, -2, 0.5f};
 	ir_id c = tu_const(&x.g, tu_type(IR_F32, 1, 5), v);
-	ir_id a = op2(&x, IR_OP_ADD, c, tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), NULL);
+	ir_id a = op2(&x, IR_OP_ADD, c,
+		      tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), NULL);
 	ir_attr all = {.reduce = {3, false}}, row = {.reduce = {2, false}};
-	ret(&x, op1(&x, IR_OP_SUM, tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), &all));
+	ret(&x,
+	    op1(&x, IR_OP_SUM, tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), &all));
 	ret(&x, op1(&x, IR_OP_MAX, a, &row));
 	ir_attr am = {.reduce = {2, false}};
 	ret(&x, op1(&x, IR_OP_ARGMAX, a, &am));
@@ -671,7 +701,8 @@ START_TEST(test_softmax_and_log_softmax_match_the_interpreter)
 	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 2, 5, 11));
 	ret(&x, op1(&x, IR_OP_SOFTMAX, a, NULL));
 	ret(&x, op1(&x, IR_OP_LOG_SOFTMAX, a, NULL));
-	ret(&x, op1(&x, IR_OP_SOFTMAX, tu_input(&x.g, tu_type(IR_F32, 1, 9)), NULL));
+	ret(&x,
+	    op1(&x, IR_OP_SOFTMAX, tu_input(&x.g, tu_type(IR_F32, 1, 9)), NULL));
 	check(&x);
 	tu_graph_fini(&x.g);
 }
@@ -683,12 +714,12 @@ START_TEST(test_masked_softmax_keeps_rows_of_length_zero_uniform)
 	fx_init(&x);
 	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 3, 4, 6));
 	ir_attr fill = {.fill = -1e6};
-	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, tu_input(&x.g, tu_type(IR_I32, 1, 3)),
-		    &fill));
-	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, tu_input(&x.g, tu_type(IR_I32, 2, 3, 4)),
-		    &fill));
-	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a, tu_input(&x.g, tu_type(IR_I32, 2, 1, 4)),
-		    &fill));
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a,
+		    tu_input(&x.g, tu_type(IR_I32, 1, 3)), &fill));
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a,
+		    tu_input(&x.g, tu_type(IR_I32, 2, 3, 4)), &fill));
+	ret(&x, op2(&x, IR_OP_MASKED_SOFTMAX, a,
+		    tu_input(&x.g, tu_type(IR_I32, 2, 1, 4)), &fill));
 	run_cfg c = cfg_default();
 	c.int_lo = -1;
 	c.int_hi = 7;
@@ -703,7 +734,8 @@ START_TEST(test_masked_softmax_keeps_rows_of_length_zero_uniform)
 	for (int r = 0; r < 3; r++)
 		if (valid[r] <= 0)
 			for (int j = 0; j < 24; j++)
-				ck_assert_float_eq_tol(out[r * 24 + j], 1.0f / 6, 1e-7);
+				ck_assert_float_eq_tol(out[r * 24 + j],
+						       1.0f / 6, 1e-7);
 	both_fini(&x, &b);
 	tu_graph_fini(&x.g);
 }
@@ -714,7 +746,8 @@ START_TEST(test_layer_norm_matches_the_interpreter)
 	fx x;
 	fx_init(&x);
 	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 33));
-	ir_id args[3] = {a, param(&x, "g", tu_type(IR_F32, 1, 33), IR_INIT_UNIFORM),
+	ir_id args[3] = {a,
+			 param(&x, "g", tu_type(IR_F32, 1, 33), IR_INIT_UNIFORM),
 			 param(&x, "b", tu_type(IR_F32, 1, 33), IR_INIT_UNIFORM)};
 	ir_attr eps = {.eps = 1e-5};
 	ret(&x, tu_build(&x.g, IR_OP_LAYER_NORM, args, 3, &eps, NULL));
@@ -781,7 +814,8 @@ START_TEST(test_one_hot_and_embedding_grad_match_the_interpreter)
 	ret(&x, to_type(&x, IR_OP_ONE_HOT, ids, tu_type(IR_F32, 3, 7, 5, 6)));
 	ir_id args[2] = {ids, g};
 	ret(&x, tu_build(&x.g, IR_OP_EMBEDDING_GRAD, args, 2, NULL,
-			 &(ir_type){.dtype = IR_F32, .rank = 2,
+			 &(ir_type){.dtype = IR_F32,
+				    .rank = 2,
 				    .dims = {{6, -1}, {9, -1}}}));
 	run_cfg c = cfg_default();
 	c.int_hi = 5; /* ids 0..5 of 6 rows: repeats, and a row never used */
@@ -873,8 +907,8 @@ START_TEST(test_label_out_of_range_fails_cross_entropy)
 	fx x;
 	fx_init(&x);
 	ir_id lg = tu_input(&x.g, tu_type(IR_F32, 2, 2, 3));
-	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg, tu_input(&x.g, tu_type(IR_I32, 1, 2)),
-		       NULL);
+	ir_id ce = op2(&x, IR_OP_CROSS_ENTROPY, lg,
+		       tu_input(&x.g, tu_type(IR_I32, 1, 2)), NULL);
 	ret(&x, ce);
 	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
 	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x.g));
@@ -916,8 +950,10 @@ START_TEST(test_cross_entropy_grad_matches_the_interpreter)
 		ir_id b2 = tu_input(&x.g, tu_type(IR_I32, 1, 5));
 		ir_id b3 = tu_input(&x.g, tu_type(IR_I32, 2, 3, 4));
 		ret(&x, ce_grad(&x, l1, b1, tu_input(&x.g, tu_type(IR_F32, 0))));
-		ret(&x, ce_grad(&x, l2, b2, tu_input(&x.g, tu_type(IR_F32, 1, 5))));
-		ret(&x, ce_grad(&x, l3, b3, tu_input(&x.g, tu_type(IR_F32, 2, 3, 4))));
+		ret(&x,
+		    ce_grad(&x, l2, b2, tu_input(&x.g, tu_type(IR_F32, 1, 5))));
+		ret(&x, ce_grad(&x, l3, b3,
+				tu_input(&x.g, tu_type(IR_F32, 2, 3, 4))));
 		run_cfg c = cfg_default();
 		c.int_hi = (int32_t)V - 1;
 		check_cfg(&x, &c);
@@ -946,7 +982,8 @@ static void check_with_grad(int64_t R, int64_t V)
 	ir_id args[3] = {lg, lb, g};
 	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, lb, NULL));
 	ret(&x, ce_grad(&x, lg, lb, g));
-	ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
+	ret(&x,
+	    tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
 	run_cfg c = cfg_default();
 	c.int_hi = (int32_t)V - 1;
 	c.f_lo = -8.0f;
@@ -957,19 +994,21 @@ static void check_with_grad(int64_t R, int64_t V)
 	ck_assert_int_eq(b1.got.status, 0);
 	for (uint32_t o = 0; o < 3; o++)
 		compare(&b1.want[o], &b1.got, o, c.tol);
-	const float *loss = b1.got.out[0], *grad = b1.got.out[1], *w = b1.got.out[2];
+	const float *loss = b1.got.out[0], *grad = b1.got.out[1],
+		    *w = b1.got.out[2];
 	ck_assert_msg(memcmp(w, grad, (size_t)(R * V) * 4) == 0,
 		      "the gradient part is not cross_entropy_grad's");
 	for (int64_t i = 0; i < R; i++)
 		ck_assert_msg(memcmp(&w[(R + i) * V], &loss[i], 4) == 0,
-			      "row %lld: loss %.9g, fused %.9g", (long long)i, loss[i],
-			      w[(R + i) * V]);
+			      "row %lld: loss %.9g, fused %.9g", (long long)i,
+			      loss[i], w[(R + i) * V]);
 	c.n_threads = 2;
 	c.grain = 1;
 	x.rng = 0x1234567; /* the same inputs */
 	run_both(&x, &c, &b2);
 	ck_assert_int_eq(b2.got.status, 0);
-	ck_assert(memcmp(b1.got.out[2], b2.got.out[2], (size_t)(2 * R * V) * 4) == 0);
+	ck_assert(memcmp(b1.got.out[2], b2.got.out[2],
+			 (size_t)(2 * R * V) * 4) == 0);
 	both_fini(&x, &b1);
 	both_fini(&x, &b2);
 	tu_graph_fini(&x.g);
@@ -977,9 +1016,10 @@ static void check_with_grad(int64_t R, int64_t V)
 
 START_TEST(test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit)
 {
-	static const int64_t rv[][2] = {{1, 1},	 {1, 300}, {2, 2},   {5, 7},
-					 {9, 8},	 {64, 16}, {33, 201}, {640, 201},
-					 {700, 300}, {3, 17}};
+	static const int64_t rv[][2] = {{1, 1},    {1, 300},   {2, 2},
+					{5, 7},    {9, 8},     {64, 16},
+					{33, 201}, {640, 201}, {700, 300},
+					{3, 17}};
 	for (size_t i = 0; i < sizeof rv / sizeof rv[0]; i++)
 		check_with_grad(rv[i][0], rv[i][1]);
 }
@@ -996,7 +1036,8 @@ START_TEST(test_label_out_of_range_fails_cross_entropy_with_grad)
 		ir_id lb = tu_input(&x.g, tu_type(IR_I32, 1, 4));
 		ir_id g = tu_input(&x.g, tu_type(IR_F32, 1, 4));
 		ir_id args[3] = {lg, lb, g};
-		ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
+		ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3,
+				 NULL, NULL));
 		run_cfg c = cfg_default();
 		c.int_lo = hi ? 3 : -1;
 		c.int_hi = hi ? 3 : -1;
@@ -1047,7 +1088,8 @@ START_TEST(test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path)
 	ir_id oh = to_type(&x, IR_OP_ONE_HOT, lb, tu_type(IR_F32, 2, 4, 19));
 	ir_id gk = to_type(&x, IR_OP_RESHAPE, g, tu_type(IR_F32, 2, 4, 1));
 	ir_id ref = op2(&x, IR_OP_MUL,
-			op2(&x, IR_OP_SUB, op1(&x, IR_OP_SOFTMAX, lg, NULL), oh, NULL),
+			op2(&x, IR_OP_SUB, op1(&x, IR_OP_SOFTMAX, lg, NULL), oh,
+			    NULL),
 			gk, NULL);
 	ret(&x, ref);
 	ret(&x, ce_grad(&x, lg, lb, g));
@@ -1087,12 +1129,14 @@ START_TEST(test_cross_entropy_grad_of_zero_g_rows_is_signed_zeros)
 	ir_id g = tu_const(&x.g, tu_type(IR_F32, 1, 5), gv);
 	ir_id oh = to_type(&x, IR_OP_ONE_HOT, lb, tu_type(IR_F32, 2, 5, 19));
 	ir_id gk = to_type(&x, IR_OP_RESHAPE, g, tu_type(IR_F32, 2, 5, 1));
-	ret(&x, op2(&x, IR_OP_MUL,
-		    op2(&x, IR_OP_SUB, op1(&x, IR_OP_SOFTMAX, lg, NULL), oh, NULL),
-		    gk, NULL));
+	ret(&x,
+	    op2(&x, IR_OP_MUL,
+		op2(&x, IR_OP_SUB, op1(&x, IR_OP_SOFTMAX, lg, NULL), oh, NULL),
+		gk, NULL));
 	ret(&x, ce_grad(&x, lg, lb, g));
 	ir_id args[3] = {lg, lb, g};
-	ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
+	ret(&x,
+	    tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL));
 	both b;
 	run_cfg c = cfg_default();
 	run_both(&x, &c, &b);
@@ -1102,12 +1146,15 @@ START_TEST(test_cross_entropy_grad_of_zero_g_rows_is_signed_zeros)
 		int r = i / 19, j = i % 19;
 		bool is_nan = r >= 1 && r <= 3;
 		ck_assert_msg(isnan(f[i]) == is_nan && isnan(w[i]) == is_nan,
-			      "row %d col %d: %g %g", r, j, (double)f[i], (double)w[i]);
+			      "row %d col %d: %g %g", r, j, (double)f[i],
+			      (double)w[i]);
 		if (is_nan)
 			continue;
-		ck_assert_msg(f[i] == 0 && !!signbit(f[i]) == (!!signbit(gv[r]) != (j == lab[r])),
+		ck_assert_msg(f[i] == 0 && !!signbit(f[i]) == (!!signbit(gv[r]) !=
+							       (j == lab[r])),
 			      "row %d col %d: %g", r, j, (double)f[i]);
-		ck_assert(memcmp(&f[i], &u[i], 4) == 0 && memcmp(&w[i], &f[i], 4) == 0);
+		ck_assert(memcmp(&f[i], &u[i], 4) == 0 &&
+			  memcmp(&w[i], &f[i], 4) == 0);
 	}
 	both_fini(&x, &b);
 	tu_graph_fini(&x.g);
@@ -1151,10 +1198,10 @@ START_TEST(test_losses_match_the_interpreter)
 	fx x;
 	fx_init(&x);
 	ir_id lg = tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 7));
-	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg, tu_input(&x.g, tu_type(IR_I32, 2, 2, 3)),
-		    NULL));
-	ret(&x, op2(&x, IR_OP_MSE_LOSS, lg, tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 7)),
-		    NULL));
+	ret(&x, op2(&x, IR_OP_CROSS_ENTROPY, lg,
+		    tu_input(&x.g, tu_type(IR_I32, 2, 2, 3)), NULL));
+	ret(&x, op2(&x, IR_OP_MSE_LOSS, lg,
+		    tu_input(&x.g, tu_type(IR_F32, 3, 2, 3, 7)), NULL));
 	check(&x);
 	tu_graph_fini(&x.g);
 }
@@ -1175,7 +1222,8 @@ START_TEST(test_layout_ops_move_elements_like_the_interpreter)
 	ret(&x, op1(&x, IR_OP_REPEAT, a, &rep));
 	ir_attr ri = {.interleave = {1, 3}};
 	ret(&x, op1(&x, IR_OP_REPEAT_INTERLEAVE, a, &ri));
-	ret(&x, to_type(&x, IR_OP_BROADCAST, tu_input(&x.g, tu_type(IR_F32, 2, 3, 1)),
+	ret(&x, to_type(&x, IR_OP_BROADCAST,
+			tu_input(&x.g, tu_type(IR_F32, 2, 3, 1)),
 			tu_type(IR_F32, 3, 2, 3, 5)));
 	ir_id r = to_type(&x, IR_OP_RESHAPE, a, tu_type(IR_F32, 2, 6, 4));
 	ret(&x, r);
@@ -1197,11 +1245,13 @@ START_TEST(test_sort_orders_lines_with_nan_last)
 	fx_init(&x);
 	float v[6] = {3, NAN, -1, 2, NAN, 0};
 	ir_id c = tu_const(&x.g, tu_type(IR_F32, 1, 6), v);
-	ir_id a = op2(&x, IR_OP_MUL, c, tu_input(&x.g, tu_type(IR_F32, 2, 4, 6)), NULL);
+	ir_id a = op2(&x, IR_OP_MUL, c,
+		      tu_input(&x.g, tu_type(IR_F32, 2, 4, 6)), NULL);
 	ir_attr ax1 = {.axis = 1}, ax0 = {.axis = 0};
 	ret(&x, op1(&x, IR_OP_SORT, a, &ax1));
 	ret(&x, op1(&x, IR_OP_SORT, a, &ax0));
-	ret(&x, op1(&x, IR_OP_SORT, tu_input(&x.g, tu_type(IR_I32, 2, 3, 17)), &ax1));
+	ret(&x, op1(&x, IR_OP_SORT, tu_input(&x.g, tu_type(IR_I32, 2, 3, 17)),
+		    &ax1));
 	check(&x);
 	tu_graph_fini(&x.g);
 }
@@ -1243,7 +1293,8 @@ START_TEST(test_unbound_symbol_is_an_error_naming_it)
 	t.dims[0] = (ir_dim){1, B};
 	ret(&x, op1(&x, IR_OP_EXP, tu_input(&x.g, t), NULL));
 	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "symbol 'Batch' has no value"));
+	ck_assert_ptr_nonnull(
+		strstr(tu_graph_diag(&x.g), "symbol 'Batch' has no value"));
 	tu_graph_fini(&x.g);
 }
 END_TEST
@@ -1262,9 +1313,12 @@ START_TEST(test_f64_nodes_are_refused_fused_or_not)
 		ir_id a = tu_const(&x.g, tu_type(IR_F64, 1, 8), v);
 		ir_id c = tu_build(&x.g, IR_OP_CAST, &a, 1, NULL, &t);
 		/* cast alone, or fused into add(cast(a), b) */
-		ret(&x, fused ? op2(&x, IR_OP_ADD, c, tu_input(&x.g, t), NULL) : c);
-		ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
-		ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "cast: f64 tensors "
+		ret(&x,
+		    fused ? op2(&x, IR_OP_ADD, c, tu_input(&x.g, t), NULL) : c);
+		ck_assert_ptr_null(
+			cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
+		ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g),
+					     "cast: f64 tensors "
 					     "cannot be compiled"));
 		tu_graph_fini(&x.g);
 	}
@@ -1289,8 +1343,10 @@ START_TEST(test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not)
 		ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
 		ck_assert_uint_eq(cg_program_n_fused(p), (uint32_t)fused);
 		cg_program_destroy(p);
-		ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, short_v, NULL));
-		ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "range 2:6 does "
+		ck_assert_ptr_null(
+			cg_program_create(&x.g.ctx, x.g.m, short_v, NULL));
+		ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g),
+					     "range 2:6 does "
 					     "not fit axis 1 of size 5"));
 		tu_graph_fini(&x.g);
 	}
@@ -1301,10 +1357,12 @@ START_TEST(test_params_are_laid_out_at_aligned_offsets)
 {
 	fx x;
 	fx_init(&x);
-	ir_id w = param(&x, "w", tu_type(IR_F32, 2, 3, 5), IR_INIT_XAVIER_UNIFORM);
+	ir_id w = param(&x, "w", tu_type(IR_F32, 2, 3, 5),
+			IR_INIT_XAVIER_UNIFORM);
 	ir_id b = param(&x, "b", tu_type(IR_F32, 1, 5), IR_INIT_ZEROS);
 	ret(&x, op2(&x, IR_OP_ADD,
-		    op2(&x, IR_OP_MATMUL, tu_input(&x.g, tu_type(IR_F32, 2, 4, 3)), w, NULL),
+		    op2(&x, IR_OP_MATMUL,
+			tu_input(&x.g, tu_type(IR_F32, 2, 4, 3)), w, NULL),
 		    b, NULL));
 	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
 	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
@@ -1346,9 +1404,11 @@ START_TEST(test_max_over_an_empty_axis_is_an_error_naming_the_op)
 	fx x;
 	fx_init(&x);
 	ir_attr r = {.reduce = {1, false}};
-	ret(&x, op1(&x, IR_OP_MAX, tu_input(&x.g, tu_type(IR_F32, 2, 0, 3)), &r));
+	ret(&x,
+	    op1(&x, IR_OP_MAX, tu_input(&x.g, tu_type(IR_F32, 2, 0, 3)), &r));
 	ck_assert_ptr_null(cg_program_create(&x.g.ctx, x.g.m, NULL, NULL));
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g), "max: reduction over an empty axis"));
+	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x.g),
+				     "max: reduction over an empty axis"));
 	tu_graph_fini(&x.g);
 }
 END_TEST
@@ -1380,7 +1440,8 @@ START_TEST(test_program_emits_an_object_defining_its_entry_point)
 {
 	fx x;
 	fx_init(&x);
-	ret(&x, op1(&x, IR_OP_TANH, tu_input(&x.g, tu_type(IR_F32, 1, 100)), NULL));
+	ret(&x,
+	    op1(&x, IR_OP_TANH, tu_input(&x.g, tu_type(IR_F32, 1, 100)), NULL));
 	cg_program_options o = {.prefix = "mymodel"};
 	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, &o);
 	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
@@ -1388,7 +1449,10 @@ START_TEST(test_program_emits_an_object_defining_its_entry_point)
 	size_t len;
 	ck_assert(cg_program_emit_buffer(p, CG_EMIT_OBJ, &obj, &len));
 	ck_assert_uint_gt(len, 64);
-	ck_assert_mem_eq(obj, "\x7f" "ELF", 4);
+	ck_assert_mem_eq(obj,
+			 "\x7f"
+			 "ELF",
+			 4);
 	ck_assert(bytes_contain(obj, len, "mymodel_f"));
 	free(obj);
 	ck_assert_str_eq(cg_program_symbol(p, "f"), "mymodel_f");
@@ -1518,7 +1582,8 @@ START_TEST(test_a_row_broadcast_is_vectorized_along_the_row_exactly)
 	ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
 	char *sub = fn_text(ir, "k2.sub");
 	ck_assert_msg(has_vector_op(sub, "fsub "), "sub not vectorized");
-	ck_assert_msg(!fn_has(sub, "masked.gather") && !fn_has(sub, "masked.scatter"),
+	ck_assert_msg(!fn_has(sub, "masked.gather") &&
+			      !fn_has(sub, "masked.scatter"),
 		      "sub gathers or scatters");
 	free(ir);
 	cg_program_destroy(p);
@@ -1535,44 +1600,66 @@ static Suite *suite(void)
 	tcase_add_test(t, test_add_of_known_values_gives_their_sum);
 	tcase_add_test(t, test_only_lowers_the_functions_asked_for);
 	tcase_add_test(t, test_every_float_unary_op_matches_the_interpreter);
-	tcase_add_test(t, test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range);
+	tcase_add_test(t,
+		       test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range);
 	tcase_add_test(t, test_tanh_holds_its_error_bound_over_a_million_floats);
 	tcase_add_test(t, test_erf_holds_its_error_bound_over_a_million_floats);
-	tcase_add_test(t, test_sigmoid_holds_its_error_bound_over_a_million_floats);
-	tcase_add_test(t, test_every_float_binary_op_broadcasts_like_the_interpreter);
-	tcase_add_test(t, test_integer_ops_wrap_and_truncate_like_the_interpreter);
+	tcase_add_test(t,
+		       test_sigmoid_holds_its_error_bound_over_a_million_floats);
+	tcase_add_test(t,
+		       test_every_float_binary_op_broadcasts_like_the_interpreter);
+	tcase_add_test(t,
+		       test_integer_ops_wrap_and_truncate_like_the_interpreter);
 	tcase_add_test(t, test_select_picks_by_a_broadcast_condition);
-	tcase_add_loop_test(t, test_matmul_broadcasts_batch_dims_with_every_transpose,
+	tcase_add_loop_test(t,
+			    test_matmul_broadcasts_batch_dims_with_every_transpose,
 			    0, 4);
-	tcase_add_loop_test(t, test_matmul_of_odd_larger_shapes_matches_the_interpreter,
+	tcase_add_loop_test(t,
+			    test_matmul_of_odd_larger_shapes_matches_the_interpreter,
 			    0, 4);
-	tcase_add_loop_test(t, test_matmul_with_a_shared_right_operand_matches_the_interpreter,
-			    0, 4);
+	tcase_add_loop_test(
+		t,
+		test_matmul_with_a_shared_right_operand_matches_the_interpreter,
+		0, 4);
 	tcase_add_test(t, test_reductions_over_any_axes_match_the_interpreter);
 	tcase_add_test(t, test_argmax_takes_the_first_maximum);
-	tcase_add_test(t, test_sum_to_rank_zero_and_nan_max_match_the_interpreter);
+	tcase_add_test(t,
+		       test_sum_to_rank_zero_and_nan_max_match_the_interpreter);
 	tcase_add_test(t, test_softmax_and_log_softmax_match_the_interpreter);
 	tcase_add_test(t, test_masked_softmax_keeps_rows_of_length_zero_uniform);
 	tcase_add_test(t, test_layer_norm_matches_the_interpreter);
-	tcase_add_test(t, test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);
+	tcase_add_test(
+		t,
+		test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);
 	tcase_add_test(t, test_embedding_gathers_rows_of_the_table);
 	tcase_add_test(t, test_one_hot_and_embedding_grad_match_the_interpreter);
-	tcase_add_test(t, test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter);
-	tcase_add_test(t, test_index_out_of_range_returns_the_error_code_of_its_node);
+	tcase_add_test(
+		t,
+		test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter);
+	tcase_add_test(t,
+		       test_index_out_of_range_returns_the_error_code_of_its_node);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
 	tcase_add_test(t, test_cross_entropy_grad_matches_the_interpreter);
-	tcase_add_test(t, test_cross_entropy_grad_of_zero_g_rows_is_signed_zeros);
-	tcase_add_test(t, test_cross_entropy_grad_of_fused_logits_matches_the_interpreter);
-	tcase_add_test(t, test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path);
+	tcase_add_test(t,
+		       test_cross_entropy_grad_of_zero_g_rows_is_signed_zeros);
+	tcase_add_test(
+		t,
+		test_cross_entropy_grad_of_fused_logits_matches_the_interpreter);
+	tcase_add_test(
+		t,
+		test_cross_entropy_grad_of_non_finite_rows_matches_the_unfused_path);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_grad);
-	tcase_add_test(t, test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit);
+	tcase_add_test(
+		t,
+		test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_with_grad);
 	tcase_add_test(t, test_losses_match_the_interpreter);
 	tcase_add_test(t, test_layout_ops_move_elements_like_the_interpreter);
 	tcase_add_test(t, test_sort_orders_lines_with_nan_last);
 	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
 	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
-	tcase_add_test(t, test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not);
+	tcase_add_test(t,
+		       test_a_slice_past_a_bound_symbol_is_an_error_fused_or_not);
 	tcase_add_test(t, test_f64_nodes_are_refused_fused_or_not);
 	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
 	tcase_add_test(t, test_leaves_and_views_are_copied_out_as_outputs);
@@ -1581,7 +1668,8 @@ static Suite *suite(void)
 	tcase_add_test(t, test_program_emits_an_object_defining_its_entry_point);
 	tcase_add_test(t, test_results_do_not_depend_on_the_thread_count);
 	tcase_add_test(t, test_hot_loops_come_out_vectorized);
-	tcase_add_test(t, test_a_row_broadcast_is_vectorized_along_the_row_exactly);
+	tcase_add_test(t,
+		       test_a_row_broadcast_is_vectorized_along_the_row_exactly);
 	suite_add_tcase(s, t);
 	return s;
 }

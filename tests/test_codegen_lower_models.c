@@ -19,10 +19,10 @@
 #include <string.h>
 
 static const char *const model_files[] = {
-	"models/nadaraya_watson.g",  "models/nw_param.g",
+	"models/nadaraya_watson.g",    "models/nw_param.g",
 	"models/additive_attention.g", "models/dot_product_attention.g",
-	"models/bahdanau.g",         "models/multihead_attention.g",
-	"models/self_attention.g",   "models/transformer.g",
+	"models/bahdanau.g",           "models/multihead_attention.g",
+	"models/self_attention.g",     "models/transformer.g",
 	"tests/models/gelu_mlp.g",
 };
 #define N_MODELS (sizeof model_files / sizeof *model_files)
@@ -69,7 +69,8 @@ static void make_inputs(model *md, const ir_func *f, interp_tensor *in)
 			int64_t dims[IR_MAX_RANK];
 			for (int d = 0; d < c->type.rank; d++)
 				dims[d] = c->type.dims[d].coef;
-			ck_assert(interp_tensor_alloc(&md->ctx, &in[i], c->type.dtype,
+			ck_assert(interp_tensor_alloc(&md->ctx, &in[i],
+						      c->type.dtype,
 						      c->type.rank, dims));
 			memcpy(in[i].data, c->data,
 			       (size_t)interp_tensor_numel(&in[i]) * 4);
@@ -85,14 +86,17 @@ static void make_inputs(model *md, const ir_func *f, interp_tensor *in)
 					    : 3;
 			dims[d] = dm.coef * v;
 		}
-		ck_assert(interp_tensor_alloc(&md->ctx, &in[i], t->dtype, t->rank,
-					      dims));
+		ck_assert(interp_tensor_alloc(&md->ctx, &in[i], t->dtype,
+					      t->rank, dims));
 		for (int64_t e = 0; e < interp_tensor_numel(&in[i]); e++) {
 			if (t->dtype == IR_I32)
-				((int32_t *)in[i].data)[e] = (int32_t)(next(md) % 5);
+				((int32_t *)in[i].data)[e] = (int32_t)(next(md) %
+								       5);
 			else
-				((float *)in[i].data)[e] =
-					(float)(next(md) % 2000000) / 1e6f - 1;
+				((float *)in[i].data)[e] = (float)(next(md) %
+								   2000000) /
+								   1e6f -
+							   1;
 		}
 	}
 }
@@ -109,7 +113,8 @@ static int jit_run(cg_program *p, const ir_func *f, const interp_tensor *in,
 		   int n_threads, void **outs)
 {
 	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
-	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, f->name)));
+	char *sb = aligned_alloc(64,
+				 round64(cg_program_scratch_bytes(p, f->name)));
 	uint32_t n;
 	const attnrt_param_info *pi = cg_program_params(p, &n);
 	for (uint32_t i = 0; i < n; i++)
@@ -142,7 +147,8 @@ static void compare(const char *what, const interp_tensor *want,
 		return;
 	}
 	for (int64_t i = 0; i < n; i++) {
-		float a = ((const float *)got)[i], b = ((const float *)want->data)[i];
+		float a = ((const float *)got)[i],
+		      b = ((const float *)want->data)[i];
 		if (isnan(a) && isnan(b))
 			continue;
 		ck_assert_msg(tu_max_rel_err(&a, &b, 1, tol, tol) <= 1,
@@ -163,10 +169,12 @@ static void check_mode(model *md, cg_program *p, const ir_func *f,
 	for (int threads = 1; threads <= 2; threads++) {
 		void *got[MAXT] = {0};
 		int st = jit_run(p, f, in, params, o, threads, got);
-		ck_assert_msg(st == 0, "%s.%s returned %d", md->m->name, f->name, st);
+		ck_assert_msg(st == 0, "%s.%s returned %d", md->m->name,
+			      f->name, st);
 		for (uint32_t k = 0; k < f->n_outputs; k++) {
 			char what[128];
-			snprintf(what, sizeof what, "%s.%s output %u (%s, %d threads)",
+			snprintf(what, sizeof what,
+				 "%s.%s output %u (%s, %d threads)",
 				 md->m->name, f->name, k,
 				 o->is_training ? "training" : "eval", threads);
 			compare(what, &want[k], got[k], 2e-4);
@@ -230,14 +238,16 @@ START_TEST(test_transformer_module_compiles_at_the_training_batch_with_every_ent
 	ck_assert(cg_program_jit(p));
 	cg_module_stats st = cg_program_stats(p);
 	double total = cg_program_build_ms(p) + st.opt_ms + st.jit_ms;
-	fprintf(stderr, "transformer: %u kernels (%u parallel), build %.0f ms, "
+	fprintf(stderr,
+		"transformer: %u kernels (%u parallel), build %.0f ms, "
 		"optimize %.0f ms, jit %.0f ms, total %.0f ms\n",
 		cg_program_n_kernels(p), cg_program_n_parallel(p),
 		cg_program_build_ms(p), st.opt_ms, st.jit_ms, total);
 	/* Compile time is a benchmark (bench/compile_time.sh), not a test. */
 	ck_assert_uint_eq(cg_program_n_entries(p), 4);
 	for (uint32_t i = 0; i < cg_program_n_entries(p); i++)
-		ck_assert(cg_program_entry(p, cg_program_entry_name(p, i)) != NULL);
+		ck_assert(cg_program_entry(p, cg_program_entry_name(p, i)) !=
+			  NULL);
 	cg_program_destroy(p);
 	model_free(&md);
 }
@@ -248,9 +258,12 @@ static Suite *suite(void)
 	Suite *s = suite_create("codegen_lower_models");
 	TCase *t = tcase_create("models");
 	tcase_set_timeout(t, 300);
-	tcase_add_loop_test(t, test_every_model_entry_point_matches_the_interpreter,
+	tcase_add_loop_test(t,
+			    test_every_model_entry_point_matches_the_interpreter,
 			    0, N_MODELS);
-	tcase_add_test(t, test_transformer_module_compiles_at_the_training_batch_with_every_entry);
+	tcase_add_test(
+		t,
+		test_transformer_module_compiles_at_the_training_batch_with_every_entry);
 	suite_add_tcase(s, t);
 	return s;
 }

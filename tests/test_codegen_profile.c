@@ -84,12 +84,15 @@ static void call_init(call *c, const cg_program *p, const char *func)
 		size_t n = numel(&ins[i]);
 		c->in[i] = calloc(n + 1, 4);
 		for (size_t e = 0; e < n; e++) {
-			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			rng = rng * 6364136223846793005ull +
+			      1442695040888963407ull;
 			uint64_t r = rng >> 33;
 			if (ins[i].dtype == ATTNRT_I32)
 				((int32_t *)c->in[i])[e] = (int32_t)(r % 5);
 			else
-				((float *)c->in[i])[e] = (float)(r % 2000000) / 1e6f - 1;
+				((float *)c->in[i])[e] = (float)(r % 2000000) /
+								 1e6f -
+							 1;
 		}
 	}
 	for (uint32_t k = 0; k < c->n_out; k++)
@@ -99,7 +102,8 @@ static void call_init(call *c, const cg_program *p, const char *func)
 	c->params = attnrt_alloc(NULL, cg_program_params_bytes(p));
 	c->scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(p, func) + 64);
 	ck_assert(c->params && c->scratch);
-	ck_assert_int_eq(attnrt_params_init(pi, n_params, c->params, 5), ATTNRT_OK);
+	ck_assert_int_eq(attnrt_params_init(pi, n_params, c->params, 5),
+			 ATTNRT_OK);
 }
 
 static void call_fini(call *c)
@@ -115,7 +119,9 @@ static void call_fini(call *c)
 static void call_run(call *c, const cg_program *p, const char *func,
 		     bool is_training, int n_threads)
 {
-	attnrt_run run = {.seed = 11, .step = 3, .is_training = is_training,
+	attnrt_run run = {.seed = 11,
+			  .step = 3,
+			  .is_training = is_training,
 			  .n_threads = n_threads};
 	int st = cg_program_entry(p, func)(&run, c->params, c->scratch,
 					   (const void *const *)c->in, c->out);
@@ -204,10 +210,13 @@ START_TEST(test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and
 		run_loss(plain, threads, want, &n_want);
 		run_loss(prof, threads, got, &n_got);
 		ck_assert_uint_eq(n_want, n_got);
-		const attnrt_tensor_info *o = cg_program_outputs(prof, "loss", &n_got);
+		const attnrt_tensor_info *o = cg_program_outputs(prof, "loss",
+								 &n_got);
 		for (uint32_t k = 0; k < n_want; k++) {
-			ck_assert_msg(memcmp(want[k], got[k], numel(&o[k]) * 4) == 0,
-				      "output %u differs at %d threads", k, threads);
+			ck_assert_msg(memcmp(want[k], got[k],
+					     numel(&o[k]) * 4) == 0,
+				      "output %u differs at %d threads", k,
+				      threads);
 			free(want[k]);
 			free(got[k]);
 		}
@@ -230,9 +239,14 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_profile");
 	TCase *t = tcase_create("profile");
-	tcase_add_test(t, test_profile_counts_each_kernel_call_of_a_model_counted_by_hand);
-	tcase_add_test(t, test_a_program_not_profiled_has_no_sites_and_no_counters);
-	tcase_add_test(t, test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and_2_threads);
+	tcase_add_test(
+		t,
+		test_profile_counts_each_kernel_call_of_a_model_counted_by_hand);
+	tcase_add_test(t,
+		       test_a_program_not_profiled_has_no_sites_and_no_counters);
+	tcase_add_test(
+		t,
+		test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and_2_threads);
 	suite_add_tcase(s, t);
 	return s;
 }

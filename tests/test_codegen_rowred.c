@@ -48,8 +48,9 @@ static int32_t ref_row_i(ir_op op, const int32_t *v, int64_t k)
 {
 	int32_t acc = op == IR_OP_MAX ? INT32_MIN : 0;
 	for (int64_t j = 0; j < k; j++)
-		acc = op == IR_OP_MAX ? (v[j] > acc ? v[j] : acc)
-				      : (int32_t)((uint32_t)acc + (uint32_t)v[j]);
+		acc = op == IR_OP_MAX
+			      ? (v[j] > acc ? v[j] : acc)
+			      : (int32_t)((uint32_t)acc + (uint32_t)v[j]);
 	return acc;
 }
 
@@ -64,10 +65,15 @@ static void check_rows(ir_op op, ir_dtype t, int64_t R, int64_t K)
 	void *want = malloc((size_t)R * 4);
 	for (int64_t r = 0; r < R; r++) {
 		if (t == IR_I32)
-			((int32_t *)want)[r] =
-				ref_row_i(op, (const int32_t *)x.in[0] + r * K, K);
+			((int32_t *)want)[r] = ref_row_i(op,
+							 (const int32_t *)x.in[0] +
+								 r * K,
+							 K);
 		else
-			((float *)want)[r] = ref_row(op, (const float *)x.in[0] + r * K, K);
+			((float *)want)[r] = ref_row(op,
+						     (const float *)x.in[0] +
+							     r * K,
+						     K);
 	}
 	char what[96];
 	for (int th = 1; th <= 3; th++) {
@@ -154,7 +160,8 @@ START_TEST(test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter)
 		float want[19];
 		for (int64_t r = 0; r < R; r++)
 			want[r] = ref_row(ops[o], v + r * K, K);
-		ck_assert(ops[o] == IR_OP_MAX ? signbit(want[0]) : !signbit(want[0]));
+		ck_assert(ops[o] == IR_OP_MAX ? signbit(want[0])
+					      : !signbit(want[0]));
 		ck_assert(isnan(want[3]) && isnan(want[5]));
 		float *got = jit(&x, 2, R, NULL);
 		check_bits(got, want, R, ir_op_table[ops[o]].name);
@@ -196,14 +203,23 @@ static Suite *suite(void)
 	TCase *t = tcase_create("rows");
 	tcase_set_timeout(t, 120);
 	int n_lens = (int)(sizeof lens / sizeof *lens);
-	tcase_add_loop_test(t, test_sum_mean_and_max_of_f32_rows_are_the_left_to_right_loops_bits,
-			    0, n_lens);
-	tcase_add_loop_test(t, test_sum_and_max_of_i32_rows_are_the_left_to_right_loops_values,
-			    0, n_lens);
-	tcase_add_loop_test(t, test_a_fused_operand_is_reduced_in_row_order_on_any_split,
-			    0, n_lens);
-	tcase_add_test(t, test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter);
-	tcase_add_test(t, test_a_sum_over_the_leading_axis_still_matches_within_rounding);
+	tcase_add_loop_test(
+		t,
+		test_sum_mean_and_max_of_f32_rows_are_the_left_to_right_loops_bits,
+		0, n_lens);
+	tcase_add_loop_test(
+		t,
+		test_sum_and_max_of_i32_rows_are_the_left_to_right_loops_values,
+		0, n_lens);
+	tcase_add_loop_test(
+		t, test_a_fused_operand_is_reduced_in_row_order_on_any_split, 0,
+		n_lens);
+	tcase_add_test(
+		t,
+		test_signed_zeros_nan_and_infinities_reduce_as_the_interpreter);
+	tcase_add_test(
+		t,
+		test_a_sum_over_the_leading_axis_still_matches_within_rounding);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -22,8 +22,10 @@
 
 /* A node of cost c, range [0, e), deps[first ..] (n of them), free to
  * read from any thread. */
-#define N(c, e, first, n) \
-	((cg_sched_node){.cost = (c), .extent = (e), .first_dep = (first), \
+#define N(c, e, first, n)                      \
+	((cg_sched_node){.cost = (c),          \
+			 .extent = (e),        \
+			 .first_dep = (first), \
 			 .n_deps = (n)})
 
 typedef struct dag {
@@ -90,13 +92,15 @@ static void simulate(const cg_sched *s, const uint32_t *first,
 			double start = now[t];
 			bool met = true;
 			for (uint32_t w = 0; w < tk->n_waits; w++) {
-				const cg_sched_wait *wt = &s->waits[tk->first_wait + w];
+				const cg_sched_wait
+					*wt = &s->waits[tk->first_wait + w];
 				ck_assert_uint_ne(wt->thread, t);
 				if (next[wt->thread] < wt->count) {
 					met = false;
 					break;
 				}
-				uint32_t q = s->thread_first[wt->thread] + wt->count - 1;
+				uint32_t q = s->thread_first[wt->thread] +
+					     wt->count - 1;
 				if (t1[q] > start)
 					start = t1[q];
 			}
@@ -115,7 +119,8 @@ static void simulate(const cg_sched *s, const uint32_t *first,
 		uint32_t i = s->tasks[j].node;
 		for (uint32_t d = 0; d < count[i]; d++) {
 			uint32_t x = deps[first[i] + d];
-			for (uint32_t q = s->node_first[x]; q < s->node_first[x + 1]; q++)
+			for (uint32_t q = s->node_first[x];
+			     q < s->node_first[x + 1]; q++)
 				ck_assert_msg(t1[s->node_task[q]] <= t0[j],
 					      "node %u started before node %u ended",
 					      i, x);
@@ -134,7 +139,8 @@ static void check_layout(const dag *d, const cg_sched *s, uint32_t threads)
 		uint32_t pieces = s->node_first[i + 1] - s->node_first[i];
 		ck_assert_uint_ge(pieces, 1);
 		ck_assert_uint_le(pieces, threads);
-		for (uint32_t q = s->node_first[i]; q < s->node_first[i + 1]; q++) {
+		for (uint32_t q = s->node_first[i]; q < s->node_first[i + 1];
+		     q++) {
 			const cg_sched_task *t = &s->tasks[s->node_task[q]];
 			ck_assert_uint_eq(t->node, i);
 			ck_assert_int_lt(t->lo, t->hi);
@@ -143,23 +149,27 @@ static void check_layout(const dag *d, const cg_sched *s, uint32_t threads)
 				uint32_t dep = d->deps[d->nodes[i].first_dep + x];
 				for (uint32_t r = s->node_first[dep];
 				     r < s->node_first[dep + 1]; r++)
-					ck_assert(s->tasks[s->node_task[r]].end <= t->start);
+					ck_assert(s->tasks[s->node_task[r]].end <=
+						  t->start);
 			}
 		}
 		ck_assert_int_eq(covered, d->nodes[i].extent);
 	}
 	for (uint32_t t = 0; t < s->n_threads; t++)
-		for (uint32_t j = s->thread_first[t]; j < s->thread_first[t + 1]; j++) {
+		for (uint32_t j = s->thread_first[t];
+		     j < s->thread_first[t + 1]; j++) {
 			ck_assert_uint_eq(s->tasks[j].thread, t);
-			ck_assert_uint_eq(s->tasks[j].index, j - s->thread_first[t]);
+			ck_assert_uint_eq(s->tasks[j].index,
+					  j - s->thread_first[t]);
 			if (j > s->thread_first[t])
-				ck_assert(s->tasks[j - 1].end <= s->tasks[j].start);
+				ck_assert(s->tasks[j - 1].end <=
+					  s->tasks[j].start);
 		}
 }
 
 /* The nodes' own dependency lists, as cg_sched_sync takes them. */
-static void node_lists(const cg_sched_node *nodes, uint32_t n,
-		       uint32_t *first, uint32_t *count)
+static void node_lists(const cg_sched_node *nodes, uint32_t n, uint32_t *first,
+		       uint32_t *count)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		first[i] = nodes[i].first_dep;
@@ -210,12 +220,14 @@ START_TEST(test_extra_dependencies_that_end_before_are_kept_too)
 			for (uint32_t x = 0; x < d.nodes[i].n_deps; x++)
 				deps[n++] = d.deps[d.nodes[i].first_dep + x];
 			double start = 1e300;
-			for (uint32_t q = s.node_first[i]; q < s.node_first[i + 1]; q++)
+			for (uint32_t q = s.node_first[i];
+			     q < s.node_first[i + 1]; q++)
 				if (s.tasks[s.node_task[q]].start < start)
 					start = s.tasks[s.node_task[q]].start;
 			for (uint32_t x = 0; x < d.n && n - first[i] < 12; x++) {
 				double end = 0;
-				for (uint32_t q = s.node_first[x]; q < s.node_first[x + 1]; q++)
+				for (uint32_t q = s.node_first[x];
+				     q < s.node_first[x + 1]; q++)
 					if (s.tasks[s.node_task[q]].end > end)
 						end = s.tasks[s.node_task[q]].end;
 				if (x != i && end <= start && rnd(&d, 3) == 0)
@@ -340,25 +352,31 @@ static void step_init(step *s, const char *rel)
 	s->f = ir_module_find_func(s->m, "loss_grad");
 	ck_assert(s->f != NULL);
 	for (uint32_t i = 0; i < s->m->n_syms; i++)
-		s->syms[i] = s->m->syms[i].fallback ? s->m->syms[i].fallback : 64;
+		s->syms[i] = s->m->syms[i].fallback ? s->m->syms[i].fallback
+						    : 64;
 	uint64_t rng = 7;
 	for (uint32_t i = 0; i < s->f->n_inputs; i++) {
 		const ir_type *t = &s->f->g.nodes[s->f->inputs[i]].type;
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < t->rank; d++)
 			dims[d] = t->dims[d].coef *
-				  (t->dims[d].sym < 0 ? 1 : s->syms[t->dims[d].sym]);
+				  (t->dims[d].sym < 0 ? 1
+						      : s->syms[t->dims[d].sym]);
 		ck_assert(interp_tensor_alloc(&s->ctx, &s->in[i], t->dtype,
 					      t->rank, dims));
 		for (int64_t e = 0; e < interp_tensor_numel(&s->in[i]); e++) {
-			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			rng = rng * 6364136223846793005ull +
+			      1442695040888963407ull;
 			if (t->dtype == IR_I32)
-				((int32_t *)s->in[i].data)[e] = (int32_t)((rng >> 33) % 5);
+				((int32_t *)s->in[i].data)[e] = (int32_t)((rng >>
+									   33) %
+									  5);
 			else
 				((float *)s->in[i].data)[e] = 1.0f;
 		}
 	}
-	ck_assert(interp_params_init(&s->ctx, s->m, s->syms, 5, false, s->params));
+	ck_assert(interp_params_init(&s->ctx, s->m, s->syms, 5, false,
+				     s->params));
 	const char *only[1] = {"loss_grad"};
 	cg_program_options o = {.only = only, .n_only = 1, .sched_threads = 2};
 	s->p = cg_program_create(&s->ctx, s->m, s->syms, &o);
@@ -393,14 +411,18 @@ static void step_fini(step *s)
 /* One training step on n_threads; returns its status, outs malloc'd. */
 static int step_run(step *s, int n_threads, float **outs)
 {
-	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(s->p, "loss_grad")));
+	char *sb = aligned_alloc(64,
+				 round64(cg_program_scratch_bytes(s->p,
+								  "loss_grad")));
 	const void *ins[MAXT];
 	void *o[MAXT];
 	for (uint32_t i = 0; i < s->f->n_inputs; i++)
 		ins[i] = s->in[i].data;
 	for (uint32_t k = 0; k < s->f->n_outputs; k++)
 		o[k] = outs[k] = calloc(s->n_out[k] + 1, 4);
-	attnrt_run run = {.seed = 3, .step = 9, .is_training = 1,
+	attnrt_run run = {.seed = 3,
+			  .step = 9,
+			  .is_training = 1,
 			  .n_threads = n_threads};
 	int st = cg_program_entry(s->p, "loss_grad")(&run, s->pb, sb, ins, o);
 	free(sb);
@@ -502,7 +524,8 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_sched");
 	TCase *t = tcase_create("scheduler");
-	tcase_add_test(t, test_random_schedules_keep_every_dependency_under_any_timing);
+	tcase_add_test(
+		t, test_random_schedules_keep_every_dependency_under_any_timing);
 	tcase_add_test(t, test_extra_dependencies_that_end_before_are_kept_too);
 	tcase_add_test(t, test_a_dependency_on_a_later_task_is_refused);
 	tcase_add_test(t, test_independent_chains_run_side_by_side);
@@ -510,9 +533,12 @@ static Suite *suite(void)
 	suite_add_tcase(s, t);
 	TCase *e = tcase_create("entry points");
 	tcase_set_timeout(e, 600);
-	tcase_add_loop_test(e, test_scheduled_training_steps_equal_the_in_order_run_bit_for_bit,
-			    0, 2);
-	tcase_add_test(e, test_a_failing_kernel_ends_the_scheduled_step_with_its_code);
+	tcase_add_loop_test(
+		e,
+		test_scheduled_training_steps_equal_the_in_order_run_bit_for_bit,
+		0, 2);
+	tcase_add_test(e,
+		       test_a_failing_kernel_ends_the_scheduled_step_with_its_code);
 	tcase_add_test(e, test_a_step_called_where_no_team_starts_runs_in_order);
 	suite_add_tcase(s, e);
 	return s;

@@ -66,8 +66,8 @@ static void fx_fails_with(fx *x, const char *src, const char *want)
 {
 	fx_compile(x, src);
 	ck_assert_msg(x->m == NULL, "compile should fail: %s", want);
-	ck_assert_msg(strstr(x->diag, want) != NULL, "want \"%s\" in:\n%s", want,
-		      x->diag);
+	ck_assert_msg(strstr(x->diag, want) != NULL, "want \"%s\" in:\n%s",
+		      want, x->diag);
 }
 
 static int count_ops(const ir_func *f, ir_op op)
@@ -111,8 +111,9 @@ static void assert_kinds(const fe_tokens *t, const fe_tok_kind *want, uint32_t n
 {
 	ck_assert_uint_eq(t->n, n);
 	for (uint32_t i = 0; i < n; i++)
-		ck_assert_msg(t->toks[i].kind == want[i], "token %u: kind %d, want %d",
-			      i, t->toks[i].kind, want[i]);
+		ck_assert_msg(t->toks[i].kind == want[i],
+			      "token %u: kind %d, want %d", i, t->toks[i].kind,
+			      want[i]);
 }
 
 static char *repeated(const char *head, const char *unit, size_t n,
@@ -128,9 +129,10 @@ START_TEST(test_lex_brackets_a_block_with_indent_and_dedent)
 	ir_ctx_init(&ctx);
 	ir_arena_init(&a, &ctx);
 	ck_assert_int_eq(lex(&ctx, &a, "def f(x)\n  return x\ny\n", &t), 0);
-	fe_tok_kind want[] = {FE_T_DEF,    FE_T_IDENT,  FE_T_LPAREN, FE_T_IDENT,
-			      FE_T_RPAREN, FE_T_NEWLINE, FE_T_INDENT, FE_T_RETURN,
-			      FE_T_IDENT,  FE_T_NEWLINE, FE_T_DEDENT, FE_T_IDENT,
+	fe_tok_kind want[] = {FE_T_DEF,     FE_T_IDENT,  FE_T_LPAREN,
+			      FE_T_IDENT,   FE_T_RPAREN, FE_T_NEWLINE,
+			      FE_T_INDENT,  FE_T_RETURN, FE_T_IDENT,
+			      FE_T_NEWLINE, FE_T_DEDENT, FE_T_IDENT,
 			      FE_T_NEWLINE, FE_T_EOF};
 	assert_kinds(&t, want, sizeof want / sizeof *want);
 	fe_tokens_fini(&ctx, &t);
@@ -165,11 +167,13 @@ START_TEST(test_lex_ignores_line_breaks_inside_brackets_and_blank_lines)
 	fe_tokens t;
 	ir_ctx_init(&ctx);
 	ir_arena_init(&a, &ctx);
-	ck_assert_int_eq(lex(&ctx, &a, "f(a,\n      b)  # note\n\n   # only\nc\n",
-			     &t), 0);
-	fe_tok_kind want[] = {FE_T_IDENT, FE_T_LPAREN, FE_T_IDENT,   FE_T_COMMA,
-			      FE_T_IDENT, FE_T_RPAREN, FE_T_NEWLINE, FE_T_IDENT,
-			      FE_T_NEWLINE, FE_T_EOF};
+	ck_assert_int_eq(lex(&ctx, &a,
+			     "f(a,\n      b)  # note\n\n   # only\nc\n", &t),
+			 0);
+	fe_tok_kind want[] = {FE_T_IDENT,   FE_T_LPAREN, FE_T_IDENT,
+			      FE_T_COMMA,   FE_T_IDENT,  FE_T_RPAREN,
+			      FE_T_NEWLINE, FE_T_IDENT,  FE_T_NEWLINE,
+			      FE_T_EOF};
 	assert_kinds(&t, want, sizeof want / sizeof *want);
 	fe_tokens_fini(&ctx, &t);
 	ir_arena_fini(&a);
@@ -185,8 +189,8 @@ START_TEST(test_lex_tells_integers_from_reals_and_ranges)
 	ir_ctx_init(&ctx);
 	ir_arena_init(&a, &ctx);
 	ck_assert_int_eq(lex(&ctx, &a, "12 0.5 1e-5 .5 0..3 2E3\n", &t), 0);
-	fe_tok_kind want[] = {FE_T_INT,  FE_T_REAL,   FE_T_REAL, FE_T_REAL,
-			      FE_T_INT,  FE_T_DOTDOT, FE_T_INT,  FE_T_REAL,
+	fe_tok_kind want[] = {FE_T_INT,     FE_T_REAL,   FE_T_REAL, FE_T_REAL,
+			      FE_T_INT,     FE_T_DOTDOT, FE_T_INT,  FE_T_REAL,
 			      FE_T_NEWLINE, FE_T_EOF};
 	assert_kinds(&t, want, sizeof want / sizeof *want);
 	ck_assert_int_eq(t.toks[0].ival, 12);
@@ -208,10 +212,11 @@ START_TEST(test_lex_reads_operators_keywords_and_string_escapes)
 	fe_tokens t;
 	ir_ctx_init(&ctx);
 	ir_arena_init(&a, &ctx);
-	ck_assert_int_eq(lex(&ctx, &a, "x.T ** <= != == not repeat \"a\\\"b\\n\"\n",
-			     &t), 0);
-	fe_tok_kind want[] = {FE_T_IDENT, FE_T_DOT, FE_T_IDENT, FE_T_POW,
-			      FE_T_LE,    FE_T_NE,  FE_T_EQ,    FE_T_NOT,
+	ck_assert_int_eq(lex(&ctx, &a,
+			     "x.T ** <= != == not repeat \"a\\\"b\\n\"\n", &t),
+			 0);
+	fe_tok_kind want[] = {FE_T_IDENT,  FE_T_DOT,    FE_T_IDENT,   FE_T_POW,
+			      FE_T_LE,     FE_T_NE,     FE_T_EQ,      FE_T_NOT,
 			      FE_T_REPEAT, FE_T_STRING, FE_T_NEWLINE, FE_T_EOF};
 	assert_kinds(&t, want, sizeof want / sizeof *want);
 	ck_assert_str_eq(t.toks[9].text, "a\"b\n");
@@ -249,8 +254,10 @@ START_TEST(test_lex_reports_invalid_characters_and_goes_on)
 	fx x;
 	fx_compile(&x, "model m\nconst A = 1 $ 2\nconst B = ` 3\n");
 	ck_assert_ptr_null(x.m);
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:13: error: invalid character '$'"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:3:11: error: invalid character '`'"));
+	ck_assert_ptr_nonnull(
+		strstr(x.diag, "t.g:2:13: error: invalid character '$'"));
+	ck_assert_ptr_nonnull(
+		strstr(x.diag, "t.g:3:11: error: invalid character '`'"));
 	fx_fini(&x);
 }
 END_TEST
@@ -363,7 +370,8 @@ START_TEST(test_parse_binds_power_tighter_than_minus_and_matmul_like_times)
 	fe_expr *e = parse_const(&ctx, &a, "model m\nconst X = -2 ** 2\n");
 	ck_assert_int_eq(e->kind, FE_E_NEG);
 	ck_assert_int_eq(e->operand->bin.op, FE_T_POW);
-	e = parse_const(&ctx, &a, "model m\nconst X = a @ b.T * c < d and not e\n");
+	e = parse_const(&ctx, &a,
+			"model m\nconst X = a @ b.T * c < d and not e\n");
 	/* ((a @ b.T) * c < d) and (not e) */
 	ck_assert_int_eq(e->bin.op, FE_T_AND);
 	ck_assert_int_eq(e->bin.rhs->kind, FE_E_NOT);
@@ -412,14 +420,18 @@ START_TEST(test_parse_recovers_at_the_next_line_and_reports_every_error)
 		       "const B = 2 3\n");
 	ck_assert_ptr_null(x.m);
 	ck_assert_int_eq(x.ctx.n_errors, 4);
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:15: error: expected an expression, "
-					     "found end of line"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:4:10: error: expected an expression, "
-					     "found end of line"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:5:7: error: expected an expression, "
-					     "found ']'"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:7:13: error: expected end of line, "
-					     "found '3'"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:2:15: error: expected an expression, "
+				     "found end of line"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:4:10: error: expected an expression, "
+				     "found end of line"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:5:7: error: expected an expression, "
+				     "found ']'"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:7:13: error: expected end of line, "
+				     "found '3'"));
 	fx_fini(&x);
 }
 END_TEST
@@ -540,7 +552,8 @@ START_TEST(test_exported_functions_share_parameters_by_name)
 	ck_assert_uint_eq(x.m->n_params, 2);
 	ck_assert_str_eq(param_name(&x, 0), "enc.linear.W");
 	ck_assert_str_eq(param_name(&x, 1), "enc.linear.b");
-	ck_assert_int_eq(count_ops(ir_module_find_func(x.m, "b"), IR_OP_PARAM), 2);
+	ck_assert_int_eq(count_ops(ir_module_find_func(x.m, "b"), IR_OP_PARAM),
+			 2);
 	fx_fini(&x);
 }
 END_TEST
@@ -586,17 +599,19 @@ START_TEST(test_calls_on_numbers_fold_as_the_interpreter_computes)
 	for (uint32_t i = 0; i < 4; i++) {
 		const ir_node *c = output_const(f, i);
 		ck_assert_int_eq(c->type.dtype, IR_I32);
-		ck_assert_int_eq(((const int32_t *)x.m->consts[c->attr.const_index].data)[0],
+		ck_assert_int_eq(((const int32_t *)x.m
+					  ->consts[c->attr.const_index]
+					  .data)[0],
 				 ints[i]);
 	}
 	ck_assert_float_eq(const_f32(x.m, output_const(f, 4), 0), -2);
 	/* erf(0.5); 0.5 (1 + erf(1/sqrt 2)) and the tanh form, by mpmath. */
-	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 5), 0), 0.520499877813047,
-			       1e-7);
-	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 6), 0), 0.841344746068543,
-			       1e-7);
-	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 7), 0), 0.841191990608277,
-			       1e-7);
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 5), 0),
+			       0.520499877813047, 1e-7);
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 6), 0),
+			       0.841344746068543, 1e-7);
+	ck_assert_float_eq_tol(const_f32(x.m, output_const(f, 7), 0),
+			       0.841191990608277, 1e-7);
 	fx_fini(&x);
 }
 END_TEST
@@ -619,9 +634,10 @@ END_TEST
 START_TEST(test_gelu_rejects_an_unknown_approximation)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(x: f32[3])\n"
-			  "  return gelu(x, approximate = \"fast\")\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(x: f32[3])\n"
+		      "  return gelu(x, approximate = \"fast\")\n",
 		      "t.g:3:32: error: gelu: approximate is \"fast\"; expected "
 		      "\"none\" or \"tanh\"");
 	fx_fini(&x);
@@ -680,14 +696,15 @@ END_TEST
 START_TEST(test_layout_sugar_lowers_to_primitives)
 {
 	fx x;
-	fx_ok(&x, "model m\ndim B\n"
-		  "export def f(x: f32[B, 6], v: i32[B])\n"
-		  "  a = sum(x, axis = [0, -1], keepdim = true)\n"
-		  "  b = reshape(x, [-1, 2, 3])\n"
-		  "  c = repeat(v, [2, 3])\n"
-		  "  d = stack([x, x], 1)\n"
-		  "  e = transpose(unsqueeze(x, 0), 0, 2)\n"
-		  "  return a, b, c, d, e, cast(v, f32), where(unsqueeze(v, -1) > 2, x, 0.5)\n");
+	fx_ok(&x,
+	      "model m\ndim B\n"
+	      "export def f(x: f32[B, 6], v: i32[B])\n"
+	      "  a = sum(x, axis = [0, -1], keepdim = true)\n"
+	      "  b = reshape(x, [-1, 2, 3])\n"
+	      "  c = repeat(v, [2, 3])\n"
+	      "  d = stack([x, x], 1)\n"
+	      "  e = transpose(unsqueeze(x, 0), 0, 2)\n"
+	      "  return a, b, c, d, e, cast(v, f32), where(unsqueeze(v, -1) > 2, x, 0.5)\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	const ir_node *a = output_node(f, 0);
 	ck_assert_int_eq(a->op, IR_OP_SUM);
@@ -718,13 +735,14 @@ END_TEST
 START_TEST(test_ops_carry_their_attributes)
 {
 	fx x;
-	fx_ok(&x, "model m\n"
-		  "export def f(x: f32[2, 3, 4], v: i32[2])\n"
-		  "  a = dropout(x, 0.25)\n"
-		  "  b = dropout(a, 0.5)\n"
-		  "  c = masked_softmax(b, v)\n"
-		  "  g = ones([4])\n"
-		  "  return layer_norm(c, g, g * 0, eps = 0.001), repeat_interleave(v, 3)\n");
+	fx_ok(&x,
+	      "model m\n"
+	      "export def f(x: f32[2, 3, 4], v: i32[2])\n"
+	      "  a = dropout(x, 0.25)\n"
+	      "  b = dropout(a, 0.5)\n"
+	      "  c = masked_softmax(b, v)\n"
+	      "  g = ones([4])\n"
+	      "  return layer_norm(c, g, g * 0, eps = 0.001), repeat_interleave(v, 3)\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	const ir_node *d = first_op(f, IR_OP_DROPOUT);
 	ck_assert_double_eq(d->attr.dropout.p, 0.25);
@@ -743,9 +761,10 @@ END_TEST
 START_TEST(test_lists_of_numbers_become_constants_of_their_dtype)
 {
 	fx x;
-	fx_ok(&x, "model m\n"
-		  "export def f(x: f32[2, 2])\n"
-		  "  return x + [[1, 2], [3, 4.5]], masked_softmax(reshape(x, [1, 2, 2]), [2])\n");
+	fx_ok(&x,
+	      "model m\n"
+	      "export def f(x: f32[2, 2])\n"
+	      "  return x + [[1, 2], [3, 4.5]], masked_softmax(reshape(x, [1, 2, 2]), [2])\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	const ir_node *add = output_node(f, 0);
 	const ir_node *c = &f->g.nodes[ir_arg(&f->g, f->outputs[0], 1)];
@@ -793,11 +812,12 @@ END_TEST
 START_TEST(test_example_arguments_become_checked_constants)
 {
 	fx x;
-	fx_ok(&x, "model m\ndim B, K\n"
-		  "export def f(k: f32[B, K, 4], v: i32[B])\n"
-		  "  return masked_softmax(k, v)\n"
-		  "example f(repeat(reshape(arange(8.0), [1, 2, 4]), [3, 1, 1]) * 2 - 1, "
-		  "[2, 6, 1])\n");
+	fx_ok(&x,
+	      "model m\ndim B, K\n"
+	      "export def f(k: f32[B, K, 4], v: i32[B])\n"
+	      "  return masked_softmax(k, v)\n"
+	      "example f(repeat(reshape(arange(8.0), [1, 2, 4]), [3, 1, 1]) * 2 - 1, "
+	      "[2, 6, 1])\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	ck_assert_ptr_nonnull(f->example);
 	const ir_const *k = &x.m->consts[f->example[0]];
@@ -819,10 +839,11 @@ END_TEST
 START_TEST(test_example_shape_mismatch_is_reported_at_the_argument)
 {
 	fx x;
-	fx_fails_with(&x, "model m\ndim B\n"
-			  "export def f(a: f32[B, 2], b: f32[B])\n"
-			  "  return a\n"
-			  "example f(ones([3, 2]), ones([4]))\n",
+	fx_fails_with(&x,
+		      "model m\ndim B\n"
+		      "export def f(a: f32[B, 2], b: f32[B])\n"
+		      "  return a\n"
+		      "example f(ones([3, 2]), ones([4]))\n",
 		      "t.g:5:25: error: example argument 'b' of 'f' is f32[4], "
 		      "expected f32[B]");
 	fx_fini(&x);
@@ -851,10 +872,11 @@ END_TEST
 START_TEST(test_example_rejects_ops_it_cannot_evaluate)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(a: f32[2])\n"
-			  "  return a\n"
-			  "example f(exp(ones([2])))\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(a: f32[2])\n"
+		      "  return a\n"
+		      "example f(exp(ones([2])))\n",
 		      "t.g:4:11: error: an example input must be computed at "
 		      "compile time: 'exp' is not allowed here");
 	fx_fini(&x);
@@ -882,7 +904,8 @@ START_TEST(test_train_block_becomes_settings)
 	ck_assert_str_eq(s->value.args[1].key, "steps");
 	ck_assert_double_eq(s->value.args[1].value.num, 10);
 	ck_assert_double_eq(ir_module_find_setting(x.m, "batch")->value.num, 64);
-	ck_assert_str_eq(ir_module_find_setting(x.m, "path")->value.str, "fra.txt");
+	ck_assert_str_eq(ir_module_find_setting(x.m, "path")->value.str,
+			 "fra.txt");
 	fx_fini(&x);
 }
 END_TEST
@@ -890,17 +913,18 @@ END_TEST
 START_TEST(test_if_else_and_early_return_choose_at_compile_time)
 {
 	fx x;
-	fx_ok(&x, "model m\n"
-		  "def pick(x, k)\n"
-		  "  if k == 0\n"
-		  "    return exp(x)\n"
-		  "  else if k == 1 and not false\n"
-		  "    return tanh(x)\n"
-		  "  else\n"
-		  "    y = x\n"
-		  "  return relu(y)\n"
-		  "export def f(x: f32[2, 3])\n"
-		  "  return pick(x, 0), pick(x, 1), pick(x, 2), linear(x, 4, bias = false)\n");
+	fx_ok(&x,
+	      "model m\n"
+	      "def pick(x, k)\n"
+	      "  if k == 0\n"
+	      "    return exp(x)\n"
+	      "  else if k == 1 and not false\n"
+	      "    return tanh(x)\n"
+	      "  else\n"
+	      "    y = x\n"
+	      "  return relu(y)\n"
+	      "export def f(x: f32[2, 3])\n"
+	      "  return pick(x, 0), pick(x, 1), pick(x, 2), linear(x, 4, bias = false)\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	ck_assert_int_eq(output_node(f, 0)->op, IR_OP_EXP);
 	ck_assert_int_eq(output_node(f, 1)->op, IR_OP_TANH);
@@ -938,15 +962,17 @@ END_TEST
 START_TEST(test_prelude_splits_and_merges_heads_as_layout)
 {
 	fx x;
-	fx_ok(&x, "model m\ndim B, S\n"
-		  "export def f(x: f32[B, S, 8])\n"
-		  "  return split_heads(x, 2), merge_heads(split_heads(x, 2), 2)\n");
+	fx_ok(&x,
+	      "model m\ndim B, S\n"
+	      "export def f(x: f32[B, S, 8])\n"
+	      "  return split_heads(x, 2), merge_heads(split_heads(x, 2), 2)\n");
 	ir_func *f = ir_module_find_func(x.m, "f");
 	const ir_type *t = &output_node(f, 0)->type;
 	ck_assert_int_eq(t->dims[0].coef, 2);
 	ck_assert_int_eq(t->dims[0].sym, 0);
 	ck_assert_int_eq(t->dims[2].coef, 4);
-	ck_assert(ir_type_eq(&output_node(f, 1)->type, &f->g.nodes[f->inputs[0]].type));
+	ck_assert(ir_type_eq(&output_node(f, 1)->type,
+			     &f->g.nodes[f->inputs[0]].type));
 	fx_fini(&x);
 }
 END_TEST
@@ -966,12 +992,13 @@ END_TEST
 START_TEST(test_wrong_argument_counts_and_keywords_are_reported)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "def attention(q, k, v) = q\n"
-			  "export def f(x: f32[2])\n"
-			  "  a = attention(x, x)\n"
-			  "  b = linear(x, 2, bais = false)\n"
-			  "  return sum(x, axes = 0)\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "def attention(q, k, v) = q\n"
+		      "export def f(x: f32[2])\n"
+		      "  a = attention(x, x)\n"
+		      "  b = linear(x, 2, bais = false)\n"
+		      "  return sum(x, axes = 0)\n",
 		      "t.g:4:7: error: 'attention' takes 3 arguments, got 2");
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:5:20: error: 'linear' has no "
 					     "argument named 'bais'"));
@@ -984,7 +1011,8 @@ END_TEST
 START_TEST(test_duplicate_definitions_point_at_the_first)
 {
 	fx x;
-	fx_fails_with(&x, "model m\ndef f(x) = x\nconst f = 2\ndef norm(x) = x\n",
+	fx_fails_with(&x,
+		      "model m\ndef f(x) = x\nconst f = 2\ndef norm(x) = x\n",
 		      "t.g:3:7: error: duplicate definition of 'f'");
 	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:5: note: 'f' is first defined "
 					     "here"));
@@ -997,10 +1025,11 @@ END_TEST
 START_TEST(test_recursion_is_reported_with_the_call_chain)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "def f(x) = g(x)\n"
-			  "def g(x) = f(x)\n"
-			  "export def h(x: f32[2]) = f(x)\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "def f(x) = g(x)\n"
+		      "def g(x) = f(x)\n"
+		      "export def h(x: f32[2]) = f(x)\n",
 		      "t.g:3:12: error: recursive call of 'f'");
 	ck_assert_ptr_nonnull(strstr(x.diag, "call chain: f -> g -> f"));
 	fx_fini(&x);
@@ -1010,16 +1039,19 @@ END_TEST
 START_TEST(test_numbers_and_tensors_are_not_confused)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(x: f32[2])\n"
-			  "  a = softmax(3)\n"
-			  "  b = reshape(x, [2, x])\n"
-			  "  return linear\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(x: f32[2])\n"
+		      "  a = softmax(3)\n"
+		      "  b = reshape(x, [2, x])\n"
+		      "  return linear\n",
 		      "t.g:3:15: error: expected a tensor, got a number");
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:4:18: error: expected a dimension "
-					     "(an integer or a dim), got a tensor"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:5:10: error: expected a tensor, got "
-					     "the function 'linear'"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:4:18: error: expected a dimension "
+				     "(an integer or a dim), got a tensor"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:5:10: error: expected a tensor, got "
+				     "the function 'linear'"));
 	fx_fini(&x);
 }
 END_TEST
@@ -1027,12 +1059,14 @@ END_TEST
 START_TEST(test_shape_errors_come_from_the_op_rules_at_the_operator)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(a: f32[2, 3], b: f32[4, 5], c: i32[2, 3])\n"
-			  "  return a @ b, a + c\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(a: f32[2, 3], b: f32[4, 5], c: i32[2, 3])\n"
+		      "  return a @ b, a + c\n",
 		      "t.g:3:12: error: matmul: inner dimensions differ");
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:3:19: error: add: operand dtypes "
-					     "differ"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:3:19: error: add: operand dtypes "
+				     "differ"));
 	ck_assert_int_eq(x.ctx.n_errors, 2);
 	fx_fini(&x);
 }
@@ -1041,17 +1075,20 @@ END_TEST
 START_TEST(test_index_and_integer_errors_are_reported)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(x: f32[3, 4])\n"
-			  "  a = x[3]\n"
-			  "  b = reshape(x, [2.5, 4])\n"
-			  "  c = [1, 2][5]\n"
-			  "  return x\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(x: f32[3, 4])\n"
+		      "  a = x[3]\n"
+		      "  b = reshape(x, [2.5, 4])\n"
+		      "  c = [1, 2][5]\n"
+		      "  return x\n",
 		      "t.g:3:9: error: index 3 out of range for axis 0 of [3, 4]");
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:4:18: error: expected an integer "
-					     "dimension, got 2.5"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:5:14: error: index 5 out of range "
-					     "for a list of length 2"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:4:18: error: expected an integer "
+				     "dimension, got 2.5"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:5:14: error: index 5 out of range "
+				     "for a list of length 2"));
 	fx_fini(&x);
 }
 END_TEST
@@ -1059,12 +1096,13 @@ END_TEST
 START_TEST(test_using_the_value_of_a_def_without_return_is_an_error)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "def nothing(x)\n"
-			  "  y = x\n"
-			  "export def f(x: f32[2])\n"
-			  "  nothing(x)\n"
-			  "  return nothing(x)\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "def nothing(x)\n"
+		      "  y = x\n"
+		      "export def f(x: f32[2])\n"
+		      "  nothing(x)\n"
+		      "  return nothing(x)\n",
 		      "t.g:6:10: error: 'nothing' does not return a value");
 	ck_assert_int_eq(x.ctx.n_errors, 1);
 	fx_fini(&x);
@@ -1074,14 +1112,15 @@ END_TEST
 START_TEST(test_a_parameter_reused_with_another_shape_is_an_error)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "def cell(x)\n"
-			  "  param W : [size(x, -1), 2]\n"
-			  "  return x @ W\n"
-			  "export def f(x: f32[1, 3])\n"
-			  "  for t in 0..2\n"
-			  "    x = cell(x)\n"
-			  "  return x\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "def cell(x)\n"
+		      "  param W : [size(x, -1), 2]\n"
+		      "  return x @ W\n"
+		      "export def f(x: f32[1, 3])\n"
+		      "  for t in 0..2\n"
+		      "    x = cell(x)\n"
+		      "  return x\n",
 		      "t.g:3:9: error: parameter 'cell.W' has shape [2, 2] here but "
 		      "[3, 2] where it was first created");
 	fx_fini(&x);
@@ -1091,18 +1130,22 @@ END_TEST
 START_TEST(test_bad_parameter_initializers_are_reported)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "def g(x)\n"
-			  "  param a : [2] = xavier_uniform\n"
-			  "  param b : [2] = gaussian\n"
-			  "  param c : [2] = uniform(1, 0)\n"
-			  "  return x\n"
-			  "export def f(x: f32[2]) = g(x)\n",
-		      "t.g:3:19: error: xavier_uniform needs a parameter of rank >= 2");
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:4:19: error: unknown initializer "
-					     "'gaussian'"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:5:19: error: uniform: low 1 is above "
-					     "high 0"));
+	fx_fails_with(
+		&x,
+		"model m\n"
+		"def g(x)\n"
+		"  param a : [2] = xavier_uniform\n"
+		"  param b : [2] = gaussian\n"
+		"  param c : [2] = uniform(1, 0)\n"
+		"  return x\n"
+		"export def f(x: f32[2]) = g(x)\n",
+		"t.g:3:19: error: xavier_uniform needs a parameter of rank >= 2");
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:4:19: error: unknown initializer "
+				     "'gaussian'"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:5:19: error: uniform: low 1 is above "
+				     "high 0"));
 	fx_fini(&x);
 }
 END_TEST
@@ -1110,13 +1153,15 @@ END_TEST
 START_TEST(test_errors_inside_the_prelude_point_back_at_the_call)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(x: f32[2, 3])\n"
-			  "  return norm(x, eps = -1)\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(x: f32[2, 3])\n"
+		      "  return norm(x, eps = -1)\n",
 		      "prelude.g:");
 	ck_assert_ptr_nonnull(strstr(x.diag, "layer_norm: eps must be >= 0"));
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:3:10: note: in this call of 'norm' "
-					     "(defined in the prelude)"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:3:10: note: in this call of 'norm' "
+				     "(defined in the prelude)"));
 	fx_fini(&x);
 }
 END_TEST
@@ -1124,30 +1169,33 @@ END_TEST
 START_TEST(test_runaway_elaboration_is_stopped_with_a_message)
 {
 	fx x;
-	fx_fails_with(&x, "model m\n"
-			  "export def f(x: f32[2])\n"
-			  "  for t in 0..100000000\n"
-			  "    y = t\n"
-			  "  return x\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(x: f32[2])\n"
+		      "  for t in 0..100000000\n"
+		      "    y = t\n"
+		      "  return x\n",
 		      "elaboration takes more than");
 	fx_fini(&x);
-	fx_fails_with(&x, "model m\n"
-			  "export def f(x: f32[2])\n"
-			  "  repeat 2000000\n"
-			  "    x = x + 1\n"
-			  "  return x\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "export def f(x: f32[2])\n"
+		      "  repeat 2000000\n"
+		      "    x = x + 1\n"
+		      "  return x\n",
 		      "is too large: more than 1000000 nodes");
 	fx_fini(&x);
 	/* A new parameter per iteration: stopped by the node limit, at half
 	 * a million parameters, not after 10^9 iterations. */
-	fx_fails_with(&x, "model m\n"
-			  "def g(x)\n"
-			  "  param w : [2] = zeros\n"
-			  "  return x * w\n"
-			  "export def f(x: f32[2])\n"
-			  "  repeat 1000000000\n"
-			  "    x = g(x)\n"
-			  "  return x\n",
+	fx_fails_with(&x,
+		      "model m\n"
+		      "def g(x)\n"
+		      "  param w : [2] = zeros\n"
+		      "  return x * w\n"
+		      "export def f(x: f32[2])\n"
+		      "  repeat 1000000000\n"
+		      "    x = g(x)\n"
+		      "  return x\n",
 		      "is too large: more than 1000000 nodes");
 	fx_fini(&x);
 }
@@ -1159,8 +1207,9 @@ START_TEST(test_an_export_needs_typed_arguments_and_a_return)
 	fx_fails_with(&x, "model m\nexport def f(x)\n  y = 1\n",
 		      "t.g:2:14: error: argument 'x' of exported function 'f' "
 		      "needs a type");
-	ck_assert_ptr_nonnull(strstr(x.diag, "t.g:2:12: error: exported function 'f' "
-					     "does not return anything"));
+	ck_assert_ptr_nonnull(strstr(x.diag,
+				     "t.g:2:12: error: exported function 'f' "
+				     "does not return anything"));
 	fx_fini(&x);
 }
 END_TEST
@@ -1264,7 +1313,8 @@ START_TEST(test_random_bytes_never_crash_or_hang)
 		bool ascii = iter % 2;
 		for (size_t i = 0; i < len; i++) {
 			uint64_t r = next_rand(&s);
-			buf[i] = ascii ? alphabet[r % (sizeof alphabet - 1)] : (char)r;
+			buf[i] = ascii ? alphabet[r % (sizeof alphabet - 1)]
+				       : (char)r;
 		}
 		compile_bytes(buf, len);
 	}
@@ -1308,7 +1358,8 @@ START_TEST(test_mutated_models_never_crash_or_hang)
 				break;
 			default: /* insert */
 				if (len + 1 < sizeof buf) {
-					memmove(buf + at + 1, buf + at, len - at);
+					memmove(buf + at + 1, buf + at,
+						len - at);
 					buf[at] = c;
 					len++;
 				}
@@ -1386,8 +1437,10 @@ START_TEST(test_failing_allocations_give_null_without_leaks)
 		x.ctx.alloc = failing_alloc;
 		x.ctx.alloc_ud = &fa;
 		x.m = fe_compile(&x.ctx, x.file);
-		ck_assert_msg(x.m == NULL, "allocation %ld failed, yet a module", n);
-		ck_assert_msg(x.ctx.n_errors > 0, "allocation %ld failed silently", n);
+		ck_assert_msg(x.m == NULL,
+			      "allocation %ld failed, yet a module", n);
+		ck_assert_msg(x.ctx.n_errors > 0,
+			      "allocation %ld failed silently", n);
 		fx_fini(&x);
 	}
 }
@@ -1401,66 +1454,97 @@ static Suite *frontend_suite(void)
 	TCase *lex_tc = tcase_create("lexer");
 	tcase_add_test(lex_tc, test_lex_brackets_a_block_with_indent_and_dedent);
 	tcase_add_test(lex_tc, test_lex_closes_every_open_block_at_end_of_file);
-	tcase_add_test(lex_tc, test_lex_ignores_line_breaks_inside_brackets_and_blank_lines);
+	tcase_add_test(lex_tc,
+		       test_lex_ignores_line_breaks_inside_brackets_and_blank_lines);
 	tcase_add_test(lex_tc, test_lex_tells_integers_from_reals_and_ranges);
-	tcase_add_test(lex_tc, test_lex_reads_operators_keywords_and_string_escapes);
+	tcase_add_test(lex_tc,
+		       test_lex_reads_operators_keywords_and_string_escapes);
 	tcase_add_test(lex_tc, test_lex_gives_each_token_its_line_and_column);
 	tcase_add_test(lex_tc, test_lex_reports_invalid_characters_and_goes_on);
-	tcase_add_test(lex_tc, test_lex_reports_an_unterminated_string_at_its_start);
-	tcase_add_test(lex_tc, test_lex_memory_is_linear_in_the_number_of_strings);
-	tcase_add_test(lex_tc, test_lex_reports_a_dedent_to_a_level_never_opened);
+	tcase_add_test(lex_tc,
+		       test_lex_reports_an_unterminated_string_at_its_start);
+	tcase_add_test(lex_tc,
+		       test_lex_memory_is_linear_in_the_number_of_strings);
+	tcase_add_test(lex_tc,
+		       test_lex_reports_a_dedent_to_a_level_never_opened);
 	tcase_add_test(lex_tc, test_lex_reports_tabs_mixed_with_spaces);
 	suite_add_tcase(s, lex_tc);
 
 	TCase *parse_tc = tcase_create("parser");
-	tcase_add_test(parse_tc, test_parse_gives_multiplication_precedence_over_addition);
-	tcase_add_test(parse_tc, test_parse_binds_power_tighter_than_minus_and_matmul_like_times);
+	tcase_add_test(parse_tc,
+		       test_parse_gives_multiplication_precedence_over_addition);
+	tcase_add_test(
+		parse_tc,
+		test_parse_binds_power_tighter_than_minus_and_matmul_like_times);
 	tcase_add_test(parse_tc, test_parse_numbers_the_call_sites_of_each_name);
-	tcase_add_test(parse_tc, test_parse_recovers_at_the_next_line_and_reports_every_error);
+	tcase_add_test(parse_tc,
+		       test_parse_recovers_at_the_next_line_and_reports_every_error);
 	tcase_add_test(parse_tc, test_parse_requires_the_model_line);
 	suite_add_tcase(s, parse_tc);
 
 	TCase *elab_tc = tcase_create("elaboration");
-	tcase_add_test(elab_tc, test_export_gets_typed_inputs_named_outputs_and_symbols);
-	tcase_add_test(elab_tc, test_two_call_sites_of_a_layer_get_two_parameters);
-	tcase_add_test(elab_tc, test_repeat_gives_each_iteration_an_index_segment);
-	tcase_add_test(elab_tc, test_a_for_loop_shares_the_parameters_of_its_call_site);
-	tcase_add_test(elab_tc, test_exported_functions_share_parameters_by_name);
-	tcase_add_test(elab_tc, test_number_arithmetic_is_folded_at_compile_time);
-	tcase_add_test(elab_tc, test_calls_on_numbers_fold_as_the_interpreter_computes);
+	tcase_add_test(elab_tc,
+		       test_export_gets_typed_inputs_named_outputs_and_symbols);
+	tcase_add_test(elab_tc,
+		       test_two_call_sites_of_a_layer_get_two_parameters);
+	tcase_add_test(elab_tc,
+		       test_repeat_gives_each_iteration_an_index_segment);
+	tcase_add_test(elab_tc,
+		       test_a_for_loop_shares_the_parameters_of_its_call_site);
+	tcase_add_test(elab_tc,
+		       test_exported_functions_share_parameters_by_name);
+	tcase_add_test(elab_tc,
+		       test_number_arithmetic_is_folded_at_compile_time);
+	tcase_add_test(elab_tc,
+		       test_calls_on_numbers_fold_as_the_interpreter_computes);
 	tcase_add_test(elab_tc, test_gelu_is_built_from_erf_or_tanh);
 	tcase_add_test(elab_tc, test_gelu_rejects_an_unknown_approximation);
-	tcase_add_test(elab_tc, test_example_casts_floats_to_int_as_the_interpreter);
+	tcase_add_test(elab_tc,
+		       test_example_casts_floats_to_int_as_the_interpreter);
 	tcase_add_test(elab_tc, test_a_transposed_matmul_operand_becomes_a_flag);
-	tcase_add_test(elab_tc, test_indexing_slices_and_drops_integer_indexed_axes);
+	tcase_add_test(elab_tc,
+		       test_indexing_slices_and_drops_integer_indexed_axes);
 	tcase_add_test(elab_tc, test_layout_sugar_lowers_to_primitives);
 	tcase_add_test(elab_tc, test_ops_carry_their_attributes);
-	tcase_add_test(elab_tc, test_lists_of_numbers_become_constants_of_their_dtype);
-	tcase_add_test(elab_tc, test_constructors_make_constants_and_random_ones_are_reproducible);
+	tcase_add_test(elab_tc,
+		       test_lists_of_numbers_become_constants_of_their_dtype);
+	tcase_add_test(
+		elab_tc,
+		test_constructors_make_constants_and_random_ones_are_reproducible);
 	tcase_add_test(elab_tc, test_example_arguments_become_checked_constants);
-	tcase_add_test(elab_tc, test_example_shape_mismatch_is_reported_at_the_argument);
+	tcase_add_test(elab_tc,
+		       test_example_shape_mismatch_is_reported_at_the_argument);
 	tcase_add_test(elab_tc, test_example_rejects_ops_it_cannot_evaluate);
 	tcase_add_test(elab_tc, test_train_block_becomes_settings);
-	tcase_add_test(elab_tc, test_if_else_and_early_return_choose_at_compile_time);
-	tcase_add_test(elab_tc, test_prelude_gru_cell_follows_pytorch_shapes_and_inits);
+	tcase_add_test(elab_tc,
+		       test_if_else_and_early_return_choose_at_compile_time);
+	tcase_add_test(elab_tc,
+		       test_prelude_gru_cell_follows_pytorch_shapes_and_inits);
 	tcase_add_test(elab_tc, test_prelude_splits_and_merges_heads_as_layout);
 	suite_add_tcase(s, elab_tc);
 
 	TCase *err_tc = tcase_create("errors");
 	tcase_set_timeout(err_tc, 60);
 	tcase_add_test(err_tc, test_unknown_names_are_reported_where_used);
-	tcase_add_test(err_tc, test_wrong_argument_counts_and_keywords_are_reported);
+	tcase_add_test(err_tc,
+		       test_wrong_argument_counts_and_keywords_are_reported);
 	tcase_add_test(err_tc, test_duplicate_definitions_point_at_the_first);
 	tcase_add_test(err_tc, test_recursion_is_reported_with_the_call_chain);
 	tcase_add_test(err_tc, test_numbers_and_tensors_are_not_confused);
-	tcase_add_test(err_tc, test_shape_errors_come_from_the_op_rules_at_the_operator);
+	tcase_add_test(err_tc,
+		       test_shape_errors_come_from_the_op_rules_at_the_operator);
 	tcase_add_test(err_tc, test_index_and_integer_errors_are_reported);
-	tcase_add_test(err_tc, test_using_the_value_of_a_def_without_return_is_an_error);
-	tcase_add_test(err_tc, test_a_parameter_reused_with_another_shape_is_an_error);
+	tcase_add_test(err_tc,
+		       test_using_the_value_of_a_def_without_return_is_an_error);
+	tcase_add_test(err_tc,
+		       test_a_parameter_reused_with_another_shape_is_an_error);
 	tcase_add_test(err_tc, test_bad_parameter_initializers_are_reported);
-	tcase_add_test(err_tc, test_errors_inside_the_prelude_point_back_at_the_call);
-	tcase_add_test(err_tc, test_runaway_elaboration_is_stopped_with_a_message);
-	tcase_add_test(err_tc, test_an_export_needs_typed_arguments_and_a_return);
+	tcase_add_test(err_tc,
+		       test_errors_inside_the_prelude_point_back_at_the_call);
+	tcase_add_test(err_tc,
+		       test_runaway_elaboration_is_stopped_with_a_message);
+	tcase_add_test(err_tc,
+		       test_an_export_needs_typed_arguments_and_a_return);
 	tcase_add_test(err_tc, test_max_errors_limits_the_reports);
 	tcase_add_test(err_tc, test_a_long_flat_chain_of_operators_compiles);
 	tcase_add_test(err_tc, test_deep_nesting_is_reported_not_a_crash);
@@ -1470,8 +1554,10 @@ static Suite *frontend_suite(void)
 	tcase_set_timeout(fuzz_tc, 300);
 	tcase_add_test(fuzz_tc, test_random_bytes_never_crash_or_hang);
 	tcase_add_test(fuzz_tc, test_mutated_models_never_crash_or_hang);
-	tcase_add_test(fuzz_tc, test_deep_nesting_is_an_error_not_a_stack_overflow);
-	tcase_add_test(fuzz_tc, test_failing_allocations_give_null_without_leaks);
+	tcase_add_test(fuzz_tc,
+		       test_deep_nesting_is_an_error_not_a_stack_overflow);
+	tcase_add_test(fuzz_tc,
+		       test_failing_allocations_give_null_without_leaks);
 	suite_add_tcase(s, fuzz_tc);
 	return s;
 }

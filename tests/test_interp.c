@@ -124,11 +124,16 @@ START_TEST(test_comparisons_give_i32_zero_or_one)
 	ir_id lt = ti_op2(&x, IR_OP_LT, a, b, NULL);
 	ck_assert_int_eq(x.f->g.nodes[lt].type.dtype, IR_I32);
 	ti_expect(&x, lt, SHAPE(3), DBL(1, 0, 0), 0);
-	ti_expect(&x, ti_op2(&x, IR_OP_LE, a, b, NULL), SHAPE(3), DBL(1, 1, 0), 0);
-	ti_expect(&x, ti_op2(&x, IR_OP_GT, a, b, NULL), SHAPE(3), DBL(0, 0, 1), 0);
-	ti_expect(&x, ti_op2(&x, IR_OP_GE, a, b, NULL), SHAPE(3), DBL(0, 1, 1), 0);
-	ti_expect(&x, ti_op2(&x, IR_OP_EQ, a, b, NULL), SHAPE(3), DBL(0, 1, 0), 0);
-	ti_expect(&x, ti_op2(&x, IR_OP_NE, a, b, NULL), SHAPE(3), DBL(1, 0, 1), 0);
+	ti_expect(&x, ti_op2(&x, IR_OP_LE, a, b, NULL), SHAPE(3), DBL(1, 1, 0),
+		  0);
+	ti_expect(&x, ti_op2(&x, IR_OP_GT, a, b, NULL), SHAPE(3), DBL(0, 0, 1),
+		  0);
+	ti_expect(&x, ti_op2(&x, IR_OP_GE, a, b, NULL), SHAPE(3), DBL(0, 1, 1),
+		  0);
+	ti_expect(&x, ti_op2(&x, IR_OP_EQ, a, b, NULL), SHAPE(3), DBL(0, 1, 0),
+		  0);
+	ti_expect(&x, ti_op2(&x, IR_OP_NE, a, b, NULL), SHAPE(3), DBL(1, 0, 1),
+		  0);
 	ti_fini(&x);
 }
 END_TEST
@@ -170,7 +175,8 @@ START_TEST(test_unary_ops_compute_hand_values)
 	ir_id a = ti_cf(&x, SHAPE(3), F32S(-1, 0, 4));
 	ir_id p = ti_cf(&x, SHAPE(2), F32S(1, 4));
 	double tol = 1e-6;
-	ti_expect(&x, ti_op1(&x, IR_OP_NEG, a, NULL), SHAPE(3), DBL(1, 0, -4), 0);
+	ti_expect(&x, ti_op1(&x, IR_OP_NEG, a, NULL), SHAPE(3), DBL(1, 0, -4),
+		  0);
 	ti_expect(&x, ti_op1(&x, IR_OP_EXP, a, NULL), SHAPE(3),
 		  DBL(0.36787944, 1, 54.59815), 1e-5);
 	ti_expect(&x, ti_op1(&x, IR_OP_LOG, p, NULL), SHAPE(2),
@@ -179,7 +185,8 @@ START_TEST(test_unary_ops_compute_hand_values)
 		  DBL(-0.76159416, 0, 0.99932930), tol);
 	ti_expect(&x, ti_op1(&x, IR_OP_SIGMOID, a, NULL), SHAPE(3),
 		  DBL(0.26894142, 0.5, 0.98201379), tol);
-	ti_expect(&x, ti_op1(&x, IR_OP_RELU, a, NULL), SHAPE(3), DBL(0, 0, 4), 0);
+	ti_expect(&x, ti_op1(&x, IR_OP_RELU, a, NULL), SHAPE(3), DBL(0, 0, 4),
+		  0);
 	ti_expect(&x, ti_op1(&x, IR_OP_SIN, a, NULL), SHAPE(3),
 		  DBL(-0.84147098, 0, -0.75680250), tol);
 	ti_expect(&x, ti_op1(&x, IR_OP_COS, a, NULL), SHAPE(3),
@@ -258,8 +265,8 @@ START_TEST(test_bmm_of_ones_gives_fours)
 	double fours[12];
 	for (int i = 0; i < 12; i++)
 		fours[i] = 4;
-	ti_expect(&x, ti_op2(&x, IR_OP_MATMUL, a, b, &mm), SHAPE(2, 1, 6), fours,
-		  0);
+	ti_expect(&x, ti_op2(&x, IR_OP_MATMUL, a, b, &mm), SHAPE(2, 1, 6),
+		  fours, 0);
 	ti_fini(&x);
 }
 END_TEST
@@ -279,8 +286,9 @@ START_TEST(test_matmul_with_mismatched_operands_is_an_error)
 	args[1] = ti_tensor(&x, IR_F32, 2, (int64_t[]){3, 1}, F32S(1, 1, 1));
 	interp_opts o = {0};
 	ck_assert(!interp_eval_node(&x.ctx, x.m, &x.f->g, p, &o, NULL, args, &r));
-	ck_assert_ptr_nonnull(strstr(ti_diag(&x),
-				     "matmul: inner dimensions differ: [2, 2] @ [3, 1]"));
+	ck_assert_ptr_nonnull(
+		strstr(ti_diag(&x),
+		       "matmul: inner dimensions differ: [2, 2] @ [3, 1]"));
 	interp_tensor_fini(&x.ctx, &args[0]);
 	interp_tensor_fini(&x.ctx, &args[1]);
 	ti_fini(&x);
@@ -358,8 +366,8 @@ START_TEST(test_reshape_keeps_row_major_order)
 	ti_init(&x);
 	ir_id a = ti_cf(&x, SHAPE(2, 3), F32S(1, 2, 3, 4, 5, 6));
 	ir_type t = ti_type(IR_F32, SHAPE(3, 1, 2));
-	ti_expect(&x, ti_node(&x, IR_OP_RESHAPE, &a, 1, NULL, &t), SHAPE(3, 1, 2),
-		  DBL(1, 2, 3, 4, 5, 6), 0);
+	ti_expect(&x, ti_node(&x, IR_OP_RESHAPE, &a, 1, NULL, &t),
+		  SHAPE(3, 1, 2), DBL(1, 2, 3, 4, 5, 6), 0);
 	ti_fini(&x);
 }
 END_TEST
@@ -385,7 +393,8 @@ START_TEST(test_permute_reads_input_axis_perm_i)
 	for (int i = 0; i < 2; i++)
 		for (int j = 0; j < 3; j++)
 			for (int k = 0; k < 2; k++)
-				v[i * 6 + j * 2 + k] = (float)(100 * i + 10 * j + k);
+				v[i * 6 + j * 2 + k] = (float)(100 * i +
+							       10 * j + k);
 	ir_id a = ti_cf(&x, SHAPE(2, 3, 2), v);
 	ir_attr p = {.permute = {{2, 0, 1}}};
 	/* out[k][i][j] = a[i][j][k], shape [2, 2, 3] */
@@ -399,7 +408,8 @@ START_TEST(test_slice_takes_start_end_step_along_an_axis)
 {
 	ti_fx x;
 	ti_init(&x);
-	ir_id a = ti_cf(&x, SHAPE(2, 5), F32S(0, 1, 2, 3, 4, 10, 11, 12, 13, 14));
+	ir_id a = ti_cf(&x, SHAPE(2, 5),
+			F32S(0, 1, 2, 3, 4, 10, 11, 12, 13, 14));
 	ir_attr s = {.slice = {1, 1, 5, 2}};
 	ti_expect(&x, ti_op1(&x, IR_OP_SLICE, a, &s), SHAPE(2, 2),
 		  DBL(1, 3, 11, 13), 0);
@@ -418,11 +428,11 @@ START_TEST(test_concat_joins_operands_along_an_axis)
 	ir_id c = ti_cf(&x, SHAPE(2, 1), F32S(7, 8));
 	ir_attr ax1 = {.axis = 1}, ax0 = {.axis = 0};
 	ir_id args[] = {a, b, c};
-	ti_expect(&x, ti_node(&x, IR_OP_CONCAT, args, 3, &ax1, NULL), SHAPE(2, 4),
-		  DBL(1, 3, 4, 7, 2, 5, 6, 8), 0);
+	ti_expect(&x, ti_node(&x, IR_OP_CONCAT, args, 3, &ax1, NULL),
+		  SHAPE(2, 4), DBL(1, 3, 4, 7, 2, 5, 6, 8), 0);
 	ir_id rows[] = {b, b};
-	ti_expect(&x, ti_node(&x, IR_OP_CONCAT, rows, 2, &ax0, NULL), SHAPE(4, 2),
-		  DBL(3, 4, 5, 6, 3, 4, 5, 6), 0);
+	ti_expect(&x, ti_node(&x, IR_OP_CONCAT, rows, 2, &ax0, NULL),
+		  SHAPE(4, 2), DBL(3, 4, 5, 6, 3, 4, 5, 6), 0);
 	ti_fini(&x);
 }
 END_TEST
@@ -463,7 +473,8 @@ START_TEST(test_sort_orders_each_line_ascending_with_nan_last)
 	ir_attr last = {.axis = 1}, first = {.axis = 0};
 	interp_tensor r;
 	ck_assert(ti_run(&x, ti_op1(&x, IR_OP_SORT, a, &last), &r));
-	ck_assert(interp_tensor_get(&r, 0) == -1 && interp_tensor_get(&r, 1) == 3);
+	ck_assert(interp_tensor_get(&r, 0) == -1 &&
+		  interp_tensor_get(&r, 1) == 3);
 	ck_assert(isnan(interp_tensor_get(&r, 2)));
 	ck_assert(interp_tensor_get(&r, 3) == 0 && interp_tensor_get(&r, 5) == 2);
 	interp_tensor_fini(&x.ctx, &r);

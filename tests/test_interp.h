@@ -16,9 +16,11 @@
 #include <string.h>
 
 /* SHAPE(2, 3) expands to "rank, dims". */
-#define SHAPE(...)                                                   \
-	(int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), \
-		(int64_t[]){__VA_ARGS__}
+#define SHAPE(...)                                                             \
+	(int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) \
+	{                                                                      \
+		__VA_ARGS__                                                    \
+	}
 #define SCALAR 0, NULL
 #define F32S(...) ((const float[]){__VA_ARGS__})
 #define I32S(...) ((const int32_t[]){__VA_ARGS__})
@@ -172,9 +174,8 @@ static inline bool ti_run(ti_fx *x, ir_id out, interp_tensor *result)
 }
 
 /* Runs and checks the result's dims and values within tol. */
-static inline void ti_expect(ti_fx *x, ir_id out, int rank,
-			     const int64_t *dims, const double *want,
-			     double tol)
+static inline void ti_expect(ti_fx *x, ir_id out, int rank, const int64_t *dims,
+			     const double *want, double tol)
 {
 	interp_tensor r;
 	ck_assert_msg(ti_run(x, out, &r), "run failed: %s", ti_diag(x));
@@ -184,7 +185,8 @@ static inline void ti_expect(ti_fx *x, ir_id out, int rank,
 	int64_t n = interp_tensor_numel(&r);
 	for (int64_t i = 0; i < n; i++)
 		ck_assert_msg(interp_tensor_get(&r, i) == want[i] ||
-				      fabs(interp_tensor_get(&r, i) - want[i]) <= tol,
+				      fabs(interp_tensor_get(&r, i) - want[i]) <=
+					      tol,
 			      "element %lld: got %.9g, want %.9g", (long long)i,
 			      interp_tensor_get(&r, i), want[i]);
 	interp_tensor_fini(&x->ctx, &r);

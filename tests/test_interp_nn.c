@@ -27,9 +27,9 @@ START_TEST(test_softmax_matches_hand_values_and_rows_sum_to_one)
 END_TEST
 
 /* d2l's rand(2, 2, 4), fixed. */
-static const float scores[16] = {0.5f, 0.1f, 0.9f, 0.3f, 0.2f, 0.8f, 0.4f,
-				 0.6f, 0.7f, 0.3f, 0.1f, 0.5f, 0.9f, 0.2f,
-				 0.6f, 0.4f};
+static const float scores[16] = {0.5f, 0.1f, 0.9f, 0.3f, 0.2f, 0.8f,
+				 0.4f, 0.6f, 0.7f, 0.3f, 0.1f, 0.5f,
+				 0.9f, 0.2f, 0.6f, 0.4f};
 
 static double row_sum(const interp_tensor *r, int row, int K)
 {
@@ -292,9 +292,9 @@ END_TEST
 START_TEST(test_embedding_index_out_of_range_is_an_error_not_a_crash)
 {
 	static const int32_t bad[][3] = {{1, 205, 0}, {-1, 0, 0}};
-	static const char *msg[] = {
-		"error: embedding: index 205 out of range [0, 184)",
-		"error: embedding: index -1 out of range [0, 184)"};
+	static const char *msg[] =
+		{"error: embedding: index 205 out of range [0, 184)",
+		 "error: embedding: index -1 out of range [0, 184)"};
 	static const float tab[184 * 2];
 	for (int i = 0; i < 2; i++) {
 		ti_fx x;
@@ -314,8 +314,8 @@ START_TEST(test_one_hot_marks_each_id_and_zeroes_ids_out_of_range)
 	ti_init(&x);
 	ir_id ids = ti_ci(&x, SHAPE(2, 2), I32S(2, 0, -1, 3));
 	ir_type t = ti_type(IR_F32, 3, (const int64_t[]){2, 2, 3});
-	ti_expect(&x, ti_node(&x, IR_OP_ONE_HOT, &ids, 1, NULL, &t), SHAPE(2, 2, 3),
-		  DBL(0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), 0);
+	ti_expect(&x, ti_node(&x, IR_OP_ONE_HOT, &ids, 1, NULL, &t),
+		  SHAPE(2, 2, 3), DBL(0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0), 0);
 	ti_fini(&x);
 }
 END_TEST
@@ -325,7 +325,8 @@ START_TEST(test_embedding_grad_sums_the_rows_of_each_id)
 	ti_fx x;
 	ti_init(&x);
 	ir_id ids = ti_ci(&x, SHAPE(2, 2), I32S(2, 0, 2, 2));
-	ir_id g = ti_cf(&x, SHAPE(2, 2, 2), F32S(1, 2, 10, 20, 100, 200, 0.5f, 0.25f));
+	ir_id g = ti_cf(&x, SHAPE(2, 2, 2),
+			F32S(1, 2, 10, 20, 100, 200, 0.5f, 0.25f));
 	ir_type t = ti_type(IR_F32, 2, (const int64_t[]){4, 2});
 	ir_id args[] = {ids, g};
 	/* row 2: 1 + 100 + 0.5, 2 + 200 + 0.25; row 0: 10, 20; 1 and 3 none */
@@ -427,15 +428,17 @@ START_TEST(test_cross_entropy_with_grad_matches_a_hand_computation)
 	ti_init(&x);
 	ir_id args[3];
 	ce_case(&x, args);
-	ti_expect(&x, ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL),
+	ti_expect(&x,
+		  ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3, NULL, NULL),
 		  SHAPE(2, 2, 3),
 		  DBL(0.18006114, 0.48945694, -0.66951808, 2.0 / 3, -1.0 / 3,
 		      -1.0 / 3, 0.40760596, 0.36787944, 1, 1.09861229, 1, 1),
 		  1e-6);
 	ir_id bad = ti_ci(&x, SHAPE(2), I32S(0, -1));
 	ir_id bad_args[3] = {args[0], bad, args[2]};
-	ti_expect_error(&x, ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, bad_args, 3, NULL,
-				    NULL),
+	ti_expect_error(&x,
+			ti_node(&x, IR_OP_CROSS_ENTROPY_WITH_GRAD, bad_args, 3,
+				NULL, NULL),
 			"cross_entropy_with_grad: label -1 out of range [0, 3)");
 	ti_fini(&x);
 }
@@ -446,25 +449,28 @@ END_TEST
  * rows (a NaN, an infinity, all -inf) included. */
 START_TEST(test_cross_entropy_grad_equals_the_unfused_graph_exactly)
 {
-	static const float v[] = {0.5f, -1, 2, 0.25f, NAN, 1, 3, INFINITY,
+	static const float v[] = {0.5f,      -1,        2,         0.25f,
+				  NAN,       1,         3,         INFINITY,
 				  -INFINITY, -INFINITY, -INFINITY, -INFINITY,
-				  7, INFINITY, 7, -3};
+				  7,         INFINITY,  7,         -3};
 	for (int f64 = 0; f64 < 2; f64++) {
 		ti_fx x;
 		ti_init(&x);
 		ir_id lg = ti_cf(&x, SHAPE(4, 4), v);
 		ir_id lb = ti_ci(&x, SHAPE(4), I32S(1, 0, 3, 3));
 		ir_id g = ti_cf(&x, SHAPE(4), F32S(0.3f, -2, 1, 1.5f));
-		ir_type gt = {.dtype = IR_F32, .rank = 2,
+		ir_type gt = {.dtype = IR_F32,
+			      .rank = 2,
 			      .dims = {ir_dim_static(4), ir_dim_static(1)}};
-		ir_type ot = {.dtype = IR_F32, .rank = 2,
+		ir_type ot = {.dtype = IR_F32,
+			      .rank = 2,
 			      .dims = {ir_dim_static(4), ir_dim_static(4)}};
 		ir_id oh = ti_node(&x, IR_OP_ONE_HOT, &lb, 1, NULL, &ot);
 		ir_id gk = ti_node(&x, IR_OP_RESHAPE, &g, 1, NULL, &gt);
 		ir_id ref = ti_op2(&x, IR_OP_MUL,
 				   ti_op2(&x, IR_OP_SUB,
-					  ti_op1(&x, IR_OP_SOFTMAX, lg, NULL), oh,
-					  NULL),
+					  ti_op1(&x, IR_OP_SOFTMAX, lg, NULL),
+					  oh, NULL),
 				   gk, NULL);
 		ir_id got = ce_grad(&x, lg, lb, g);
 		interp_opts o = {.is_f64 = f64};
@@ -473,12 +479,15 @@ START_TEST(test_cross_entropy_grad_equals_the_unfused_graph_exactly)
 		ck_assert(ti_run_opts(&x, got, &o, NULL, &b));
 		int nan = 0;
 		for (int64_t i = 0; i < 16; i++) {
-			double p = interp_tensor_get(&a, i), q = interp_tensor_get(&b, i);
+			double p = interp_tensor_get(&a, i),
+			       q = interp_tensor_get(&b, i);
 			nan += isnan(q);
 			ck_assert_msg(isnan(p) ? isnan(q) : p == q,
-				      "f64 %d [%lld]: %g vs %g", f64, (long long)i, q, p);
+				      "f64 %d [%lld]: %g vs %g", f64,
+				      (long long)i, q, p);
 		}
-		ck_assert_int_eq(nan, 12); /* rows 1-3: NaN, -inf - -inf, inf - inf */
+		ck_assert_int_eq(nan,
+				 12); /* rows 1-3: NaN, -inf - -inf, inf - inf */
 		interp_tensor_fini(&x.ctx, &a);
 		interp_tensor_fini(&x.ctx, &b);
 		ti_fini(&x);
@@ -569,7 +578,8 @@ static Suite *interp_nn_suite(void)
 	Suite *s = suite_create("interp_nn");
 	TCase *sm = tcase_create("softmax");
 	tcase_add_test(sm, test_softmax_matches_hand_values_and_rows_sum_to_one);
-	tcase_add_test(sm, test_masked_softmax_zeroes_positions_past_the_valid_length);
+	tcase_add_test(sm,
+		       test_masked_softmax_zeroes_positions_past_the_valid_length);
 	tcase_add_test(sm, test_masked_softmax_takes_per_query_valid_lengths);
 	tcase_add_test(sm, test_masked_softmax_row_of_length_zero_is_uniform);
 	tcase_add_test(sm, test_masked_softmax_stretches_size_one_valid_dims);
@@ -579,11 +589,16 @@ static Suite *interp_nn_suite(void)
 	tcase_add_test(nn, test_layer_norm_normalizes_the_last_axis);
 	tcase_add_test(nn, test_layer_norm_scales_by_gamma_and_shifts_by_beta);
 	tcase_add_test(nn, test_dropout_is_the_identity_in_evaluation);
-	tcase_add_test(nn, test_dropout_in_training_keeps_about_1_minus_p_scaled_up);
-	tcase_add_test(nn, test_dropout_repeats_for_one_seed_and_step_and_changes_with_step);
+	tcase_add_test(nn,
+		       test_dropout_in_training_keeps_about_1_minus_p_scaled_up);
+	tcase_add_test(
+		nn,
+		test_dropout_repeats_for_one_seed_and_step_and_changes_with_step);
 	tcase_add_test(nn, test_embedding_gathers_rows_of_the_table);
-	tcase_add_test(nn, test_embedding_index_out_of_range_is_an_error_not_a_crash);
-	tcase_add_test(nn, test_one_hot_marks_each_id_and_zeroes_ids_out_of_range);
+	tcase_add_test(nn,
+		       test_embedding_index_out_of_range_is_an_error_not_a_crash);
+	tcase_add_test(nn,
+		       test_one_hot_marks_each_id_and_zeroes_ids_out_of_range);
 	tcase_add_test(nn, test_embedding_grad_sums_the_rows_of_each_id);
 	tcase_add_test(nn, test_embedding_grad_index_out_of_range_is_an_error);
 	suite_add_tcase(s, nn);
@@ -592,9 +607,12 @@ static Suite *interp_nn_suite(void)
 	tcase_add_test(ls, test_cross_entropy_matches_a_hand_computation);
 	tcase_add_test(ls, test_cross_entropy_label_out_of_range_is_an_error);
 	tcase_add_test(ls, test_cross_entropy_grad_matches_a_hand_computation);
-	tcase_add_test(ls, test_cross_entropy_with_grad_matches_a_hand_computation);
-	tcase_add_test(ls, test_cross_entropy_grad_equals_the_unfused_graph_exactly);
-	tcase_add_test(ls, test_cross_entropy_grad_label_out_of_range_is_an_error);
+	tcase_add_test(ls,
+		       test_cross_entropy_with_grad_matches_a_hand_computation);
+	tcase_add_test(ls,
+		       test_cross_entropy_grad_equals_the_unfused_graph_exactly);
+	tcase_add_test(ls,
+		       test_cross_entropy_grad_label_out_of_range_is_an_error);
 	tcase_add_test(ls, test_integer_division_by_zero_is_an_error);
 	suite_add_tcase(s, ls);
 	TCase *f64 = tcase_create("f64");

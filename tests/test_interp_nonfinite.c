@@ -27,8 +27,9 @@ START_TEST(test_stop_at_nonfinite_reports_the_first_op_that_gives_one)
 	interp_opts o = {.stop_at_nonfinite = true};
 	ck_assert(!ti_run_opts(&x, out, &o, &in, &r));
 	ck_assert_ptr_null(r.data);
-	ck_assert_str_eq(ti_diag(&x), "attnc: error: log gives -inf (element 1), "
-				      "the run's first value that is not finite\n");
+	ck_assert_str_eq(ti_diag(&x),
+			 "attnc: error: log gives -inf (element 1), "
+			 "the run's first value that is not finite\n");
 	ck_assert_int_eq(x.ctx.n_errors, 1);
 	interp_tensor_fini(&x.ctx, &in);
 	ti_fini(&x);
@@ -95,9 +96,12 @@ static Suite *nonfinite_suite(void)
 {
 	Suite *s = suite_create("interp_nonfinite");
 	TCase *tc = tcase_create("nonfinite");
-	tcase_add_test(tc, test_stop_at_nonfinite_reports_the_first_op_that_gives_one);
-	tcase_add_test(tc, test_without_the_option_nonfinite_values_flow_through);
-	tcase_add_test(tc, test_an_overflow_is_found_in_float32_and_not_in_float64);
+	tcase_add_test(tc,
+		       test_stop_at_nonfinite_reports_the_first_op_that_gives_one);
+	tcase_add_test(tc,
+		       test_without_the_option_nonfinite_values_flow_through);
+	tcase_add_test(tc,
+		       test_an_overflow_is_found_in_float32_and_not_in_float64);
 	tcase_add_test(tc, test_integer_results_and_finite_runs_pass_the_check);
 	suite_add_tcase(s, tc);
 	return s;

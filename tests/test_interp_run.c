@@ -13,7 +13,8 @@
 static ir_id build_row_sums(ti_fx *x)
 {
 	int32_t B = ir_module_add_sym(x->m, "B", (ir_loc){0});
-	ir_type t = {.dtype = IR_F32, .rank = 2,
+	ir_type t = {.dtype = IR_F32,
+		     .rank = 2,
 		     .dims = {{1, B}, ir_dim_static(3)}};
 	ir_id in = ti_input(x, "x", &t);
 	ir_attr r = {.reduce = {2, false}};
@@ -26,7 +27,8 @@ START_TEST(test_run_binds_symbols_from_the_inputs_shapes)
 	ti_init(&x);
 	ir_id out = build_row_sums(&x);
 	interp_tensor in = ti_tensor(&x, IR_F32, SHAPE(2, 3),
-				     F32S(1, 2, 3, 4, 5, 6)), r;
+				     F32S(1, 2, 3, 4, 5, 6)),
+		      r;
 	interp_opts o = {0};
 	ck_assert_msg(ti_run_opts(&x, out, &o, &in, &r), "%s", ti_diag(&x));
 	ck_assert_int_eq(r.rank, 1);
@@ -51,9 +53,9 @@ START_TEST(test_inputs_that_disagree_on_a_symbol_are_an_error)
 	in[1] = ti_tensor(&x, IR_F32, SHAPE(6), F32S(0, 0, 0, 0, 0, 0));
 	interp_opts o = {0};
 	ck_assert(!ti_run_opts(&x, out, &o, in, &r));
-	ck_assert_ptr_nonnull(strstr(ti_diag(&x),
-				     "input 'y' has shape [6], which makes B = 3; "
-				     "an earlier input made it 2"));
+	ck_assert_ptr_nonnull(
+		strstr(ti_diag(&x), "input 'y' has shape [6], which makes B = 3; "
+				    "an earlier input made it 2"));
 	interp_tensor_fini(&x.ctx, &in[0]);
 	interp_tensor_fini(&x.ctx, &in[1]);
 	ti_fini(&x);
@@ -66,16 +68,19 @@ START_TEST(test_input_of_wrong_static_dim_or_dtype_is_an_error)
 	ti_init(&x);
 	ir_id out = build_row_sums(&x);
 	interp_tensor in = ti_tensor(&x, IR_F32, SHAPE(2, 4),
-				     F32S(1, 2, 3, 4, 5, 6, 7, 8)), r;
+				     F32S(1, 2, 3, 4, 5, 6, 7, 8)),
+		      r;
 	interp_opts o = {0};
 	ck_assert(!ti_run_opts(&x, out, &o, &in, &r));
-	ck_assert_ptr_nonnull(strstr(ti_diag(&x), "input 'x' has shape [2, 4]; "
-						  "expected [B, 3] (dimension 1)"));
+	ck_assert_ptr_nonnull(strstr(ti_diag(&x),
+				     "input 'x' has shape [2, 4]; "
+				     "expected [B, 3] (dimension 1)"));
 	interp_tensor_fini(&x.ctx, &in);
 	in = ti_tensor(&x, IR_I32, SHAPE(1, 3), I32S(1, 2, 3));
 	ck_assert(!ti_run_opts(&x, out, &o, &in, &r));
-	ck_assert_ptr_nonnull(strstr(ti_diag(&x), "input: argument 'x' is "
-						  "i32[1, 3], expected f32[1, 3]"));
+	ck_assert_ptr_nonnull(strstr(ti_diag(&x),
+				     "input: argument 'x' is "
+				     "i32[1, 3], expected f32[1, 3]"));
 	interp_tensor_fini(&x.ctx, &in);
 	ti_fini(&x);
 }
@@ -86,7 +91,8 @@ START_TEST(test_f64_mode_takes_f32_inputs_and_gives_f64)
 	ti_fx x;
 	ti_init(&x);
 	ir_id out = build_row_sums(&x);
-	interp_tensor in = ti_tensor(&x, IR_F32, SHAPE(1, 3), F32S(0.1f, 0.2f, 0.3f)),
+	interp_tensor in = ti_tensor(&x, IR_F32, SHAPE(1, 3),
+				     F32S(0.1f, 0.2f, 0.3f)),
 		      r;
 	interp_opts o = {.is_f64 = true};
 	ck_assert(ti_run_opts(&x, out, &o, &in, &r));
@@ -151,7 +157,9 @@ START_TEST(test_params_init_fills_each_kind_and_is_reproducible)
 	ti_init(&x);
 	int32_t V = ir_module_add_sym(x.m, "V", (ir_loc){0});
 	x.m->syms[V].fallback = 3;
-	ir_type t = {.dtype = IR_F32, .rank = 2, .dims = {{1, V}, ir_dim_static(500)}};
+	ir_type t = {.dtype = IR_F32,
+		     .rank = 2,
+		     .dims = {{1, V}, ir_dim_static(500)}};
 	add_param(&x, "z", &t, IR_INIT_ZEROS, 0, 0);
 	add_param(&x, "o", &t, IR_INIT_ONES, 0, 0);
 	add_param(&x, "n", &t, IR_INIT_NORMAL, 2, 0.5);
@@ -168,7 +176,8 @@ START_TEST(test_params_init_fills_each_kind_and_is_reproducible)
 	for (int i = 0; i < 1500; i++) {
 		ck_assert_double_eq(interp_tensor_get(&p[0], i), 0);
 		ck_assert_double_eq(interp_tensor_get(&p[1], i), 1);
-		double n = interp_tensor_get(&p[2], i), u = interp_tensor_get(&p[3], i);
+		double n = interp_tensor_get(&p[2], i),
+		       u = interp_tensor_get(&p[3], i);
 		nsum += n;
 		nsq += (n - 2) * (n - 2);
 		ck_assert(u >= -3 && u <= -1);
@@ -193,7 +202,8 @@ START_TEST(test_param_leaf_reads_the_given_value)
 	int32_t pi = add_param(&x, "w", &t, IR_INIT_ONES, 0, 0);
 	ir_attr a = {.param_index = (uint32_t)pi};
 	ir_id w = ti_node(&x, IR_OP_PARAM, NULL, 0, &a, &t);
-	ir_id y = ti_op2(&x, IR_OP_MUL, w, ti_cf(&x, SHAPE(2), F32S(3, 4)), NULL);
+	ir_id y = ti_op2(&x, IR_OP_MUL, w, ti_cf(&x, SHAPE(2), F32S(3, 4)),
+			 NULL);
 	interp_tensor p = ti_tensor(&x, IR_F32, SHAPE(2), F32S(0.5f, -1)), r;
 	interp_opts o = {0};
 	x.output = y;
@@ -242,8 +252,10 @@ START_TEST(test_eval_node_gives_float32_for_float32_operands)
 	/* An input has no value outside a run. */
 	ir_type t = ti_type(IR_F32, SHAPE(2));
 	ir_id in = ti_input(&x, "x", &t);
-	ck_assert(!interp_eval_node(&x.ctx, x.m, &x.f->g, in, &o, NULL, NULL, &r));
-	ck_assert_ptr_nonnull(strstr(ti_diag(&x), "input: no inputs outside a run"));
+	ck_assert(!interp_eval_node(&x.ctx, x.m, &x.f->g, in, &o, NULL, NULL,
+				    &r));
+	ck_assert_ptr_nonnull(
+		strstr(ti_diag(&x), "input: no inputs outside a run"));
 	interp_tensor_fini(&x.ctx, &arg);
 	ti_fini(&x);
 }
@@ -297,7 +309,8 @@ START_TEST(test_print_switches_to_scientific_for_wide_magnitudes)
 	expect_print(&x, IR_F32, SHAPE(3), F32S(1e-5f, 1, -0.0f),
 		     "f32[3]\n[ 1.0000e-05,  1.0000e+00, -0.0000e+00]");
 	double d[] = {NAN, -INFINITY, 0.25};
-	expect_print(&x, IR_F64, SHAPE(3), d, "f64[3]\n[   nan,   -inf, 0.2500]");
+	expect_print(&x, IR_F64, SHAPE(3), d,
+		     "f64[3]\n[   nan,   -inf, 0.2500]");
 	ti_fini(&x);
 }
 END_TEST
@@ -368,7 +381,8 @@ START_TEST(test_run_reports_out_of_memory_at_every_allocation)
 	ir_id out = build_row_sums(&x);
 	out = ti_op1(&x, IR_OP_SOFTMAX, out, NULL);
 	interp_tensor in = ti_tensor(&x, IR_F32, SHAPE(2, 3),
-				     F32S(1, 2, 3, 4, 5, 6)), r;
+				     F32S(1, 2, 3, 4, 5, 6)),
+		      r;
 	interp_opts o = {0};
 	ir_alloc_fn saved = x.ctx.alloc;
 	bool ok = false;
@@ -381,11 +395,13 @@ START_TEST(test_run_reports_out_of_memory_at_every_allocation)
 		x.ctx.alloc_ud = NULL;
 		if (!ok) {
 			ck_assert_ptr_null(r.data);
-			ck_assert_ptr_nonnull(strstr(ti_diag(&x), "out of memory"));
+			ck_assert_ptr_nonnull(
+				strstr(ti_diag(&x), "out of memory"));
 		}
 	}
 	ck_assert(ok);
-	ck_assert_double_eq_tol(interp_tensor_get(&r, 0) + interp_tensor_get(&r, 1),
+	ck_assert_double_eq_tol(interp_tensor_get(&r, 0) +
+					interp_tensor_get(&r, 1),
 				1, 1e-6);
 	interp_tensor_fini(&x.ctx, &r);
 	interp_tensor_fini(&x.ctx, &in);
@@ -404,7 +420,8 @@ static Suite *interp_run_suite(void)
 	tcase_add_test(in, test_a_symbol_nothing_binds_is_an_error);
 	suite_add_tcase(s, in);
 	TCase *pa = tcase_create("params");
-	tcase_add_test(pa, test_xavier_init_respects_the_bound_and_centers_on_zero);
+	tcase_add_test(pa,
+		       test_xavier_init_respects_the_bound_and_centers_on_zero);
 	tcase_add_test(pa, test_params_init_fills_each_kind_and_is_reproducible);
 	tcase_add_test(pa, test_param_leaf_reads_the_given_value);
 	tcase_add_test(pa, test_param_with_an_unbound_symbol_is_an_error);
@@ -412,7 +429,8 @@ static Suite *interp_run_suite(void)
 	suite_add_tcase(s, pa);
 	TCase *pr = tcase_create("print");
 	tcase_add_test(pr, test_print_lays_out_a_tensor_as_pytorch_does);
-	tcase_add_test(pr, test_print_switches_to_scientific_for_wide_magnitudes);
+	tcase_add_test(pr,
+		       test_print_switches_to_scientific_for_wide_magnitudes);
 	tcase_add_test(pr, test_print_wraps_long_rows_at_80_columns);
 	tcase_add_test(pr, test_print_elides_the_middle_of_large_tensors);
 	suite_add_tcase(s, pr);

@@ -150,8 +150,10 @@ START_TEST(test_symbolic_dims_broadcast_only_with_one_or_themselves)
 	ck_assert_str_eq(tyname(op2(IR_OP_MUL, a, a, NULL)), "f32[B, 4]");
 	ck_assert_uint_eq(op2(IR_OP_MUL, a, c, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_MUL, a, d, NULL), IR_NONE);
-	ck_assert_ptr_nonnull(strstr(diags(), "mul: cannot broadcast [B, 4] with [2*B, 4]"));
-	ck_assert_ptr_nonnull(strstr(diags(), "mul: cannot broadcast [B, 4] with [T, 4]"));
+	ck_assert_ptr_nonnull(
+		strstr(diags(), "mul: cannot broadcast [B, 4] with [2*B, 4]"));
+	ck_assert_ptr_nonnull(
+		strstr(diags(), "mul: cannot broadcast [B, 4] with [T, 4]"));
 }
 END_TEST
 
@@ -170,7 +172,8 @@ START_TEST(test_integer_add_is_allowed_but_integer_div_is_not)
 	ck_assert_str_eq(tyname(op2(IR_OP_ADD, a, b, NULL)), "i32[3]");
 	ck_assert_uint_eq(op2(IR_OP_DIV, a, b, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_POW, a, b, NULL), IR_NONE);
-	ck_assert_ptr_nonnull(strstr(diags(), "div: left operand must be f32: i32[3]"));
+	ck_assert_ptr_nonnull(
+		strstr(diags(), "div: left operand must be f32: i32[3]"));
 }
 END_TEST
 
@@ -212,8 +215,10 @@ START_TEST(test_select_broadcasts_all_three_and_needs_i32_condition)
 	ck_assert_str_eq(tyname(s), "f32[B, 4]");
 	ir_id bad[] = {x, a, b};
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_SELECT, bad, 3, NULL, NULL,
-				   (ir_loc){0}), IR_NONE);
-	ck_assert_ptr_nonnull(strstr(diags(), "select: condition must be i32: f32[B, 1]"));
+				   (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_ptr_nonnull(
+		strstr(diags(), "select: condition must be i32: f32[B, 1]"));
 }
 END_TEST
 
@@ -223,7 +228,8 @@ START_TEST(test_matmul_broadcasts_batch_dims)
 {
 	ir_id a = input("f32[B, 1, 2, 3]"), b = input("f32[5, 3, 4]");
 	ir_attr at = {.matmul = {false, false}};
-	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, a, b, &at)), "f32[B, 5, 2, 4]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MATMUL, a, b, &at)),
+			 "f32[B, 5, 2, 4]");
 }
 END_TEST
 
@@ -285,11 +291,15 @@ END_TEST
 START_TEST(test_masked_softmax_takes_valid_lengths_per_batch_or_per_query)
 {
 	ir_id x = input("f32[B, 1, 10]");
-	ir_id vb = input("i32[B]"), vq = input("i32[B, 1]"), v1 = input("i32[1]");
+	ir_id vb = input("i32[B]"), vq = input("i32[B, 1]"),
+	      v1 = input("i32[1]");
 	ir_attr a = {.fill = -1e6};
-	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vb, &a)), "f32[B, 1, 10]");
-	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vq, &a)), "f32[B, 1, 10]");
-	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, v1, &a)), "f32[B, 1, 10]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vb, &a)),
+			 "f32[B, 1, 10]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, vq, &a)),
+			 "f32[B, 1, 10]");
+	ck_assert_str_eq(tyname(op2(IR_OP_MASKED_SOFTMAX, x, v1, &a)),
+			 "f32[B, 1, 10]");
 }
 END_TEST
 
@@ -302,7 +312,8 @@ START_TEST(test_masked_softmax_rejects_bad_valid_lengths)
 	ck_assert_uint_eq(op2(IR_OP_MASKED_SOFTMAX, x, vf, &a), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_MASKED_SOFTMAX, x, v3, &a), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_MASKED_SOFTMAX, x, v5, &a), IR_NONE);
-	ck_assert_str_eq(diags(),
+	ck_assert_str_eq(
+		diags(),
 		"attnc: error: masked_softmax: valid lengths must be i32: f32[2]\n"
 		"attnc: error: masked_softmax: valid lengths must have rank 1 or 2 "
 		"for scores [2, 1, 10]: [2, 1, 10]\n"
@@ -313,14 +324,18 @@ END_TEST
 
 START_TEST(test_layer_norm_needs_gamma_and_beta_of_the_last_dim)
 {
-	ir_id x = input("f32[B, T, 32]"), g = input("f32[32]"), bad = input("f32[16]");
+	ir_id x = input("f32[B, T, 32]"), g = input("f32[32]"),
+	      bad = input("f32[16]");
 	ir_attr e = {.eps = 1e-5};
 	ir_id args[] = {x, g, g}, bargs[] = {x, g, bad};
-	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_LAYER_NORM, args, 3, &e, NULL,
-					 (ir_loc){0})), "f32[B, T, 32]");
+	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_LAYER_NORM, args, 3, &e,
+					 NULL, (ir_loc){0})),
+			 "f32[B, T, 32]");
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_LAYER_NORM, bargs, 3, &e, NULL,
-				   (ir_loc){0}), IR_NONE);
-	ck_assert_ptr_nonnull(strstr(diags(), "layer_norm: shift must have rank 1"));
+				   (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_ptr_nonnull(
+		strstr(diags(), "layer_norm: shift must have rank 1"));
 }
 END_TEST
 
@@ -338,7 +353,8 @@ END_TEST
 START_TEST(test_embedding_appends_the_table_width)
 {
 	ir_id ids = input("i32[B, T]"), tab = input("f32[184, 32]");
-	ck_assert_str_eq(tyname(op2(IR_OP_EMBEDDING, ids, tab, NULL)), "f32[B, T, 32]");
+	ck_assert_str_eq(tyname(op2(IR_OP_EMBEDDING, ids, tab, NULL)),
+			 "f32[B, T, 32]");
 	ck_assert_uint_eq(op2(IR_OP_EMBEDDING, tab, tab, NULL), IR_NONE);
 }
 END_TEST
@@ -354,8 +370,10 @@ static ir_id reshape(ir_id x, const char *target)
 START_TEST(test_reshape_solves_the_minus_one_dim)
 {
 	ir_id x = input("f32[B, 10, 4, 8]"), s = input("i32[6, 4]");
-	ck_assert_str_eq(tyname(reshape(x, "f32[-1, 10, 8]")), "f32[4*B, 10, 8]");
-	ck_assert_str_eq(tyname(reshape(x, "f32[4*B, 10, 8]")), "f32[4*B, 10, 8]");
+	ck_assert_str_eq(tyname(reshape(x, "f32[-1, 10, 8]")),
+			 "f32[4*B, 10, 8]");
+	ck_assert_str_eq(tyname(reshape(x, "f32[4*B, 10, 8]")),
+			 "f32[4*B, 10, 8]");
 	ck_assert_str_eq(tyname(reshape(x, "f32[B, -1]")), "f32[B, 320]");
 	ck_assert_str_eq(tyname(reshape(s, "f32[3, -1]")), "i32[3, 8]");
 	ck_assert_str_eq(tyname(reshape(s, "f32[-1]")), "i32[24]");
@@ -369,7 +387,8 @@ START_TEST(test_reshape_rejects_counts_that_differ)
 	ck_assert_uint_eq(reshape(x, "f32[T, 10]"), IR_NONE);
 	ck_assert_uint_eq(reshape(x, "f32[-1, -1]"), IR_NONE);
 	ck_assert_uint_eq(reshape(s, "f32[25]"), IR_NONE);
-	ck_assert_str_eq(diags(),
+	ck_assert_str_eq(
+		diags(),
 		"attnc: error: reshape: cannot reshape [6, 4] to [5, -1]\n"
 		"attnc: error: reshape: cannot reshape [B, 10] to [T, 10]\n"
 		"attnc: error: reshape: cannot reshape [B, 10] to [-1, -1]\n"
@@ -382,9 +401,11 @@ START_TEST(test_broadcast_expands_size_one_dims_and_adds_leading_ones)
 	ir_id x = input("f32[1, 4]");
 	ir_type t = ty("f32[B, 3, 4]"), bad = ty("f32[3, 5]");
 	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_BROADCAST, &x, 1, NULL, &t,
-					 (ir_loc){0})), "f32[B, 3, 4]");
+					 (ir_loc){0})),
+			 "f32[B, 3, 4]");
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_BROADCAST, &x, 1, NULL, &bad,
-				   (ir_loc){0}), IR_NONE);
+				   (ir_loc){0}),
+			  IR_NONE);
 	ck_assert_str_eq(diags(), "attnc: error: broadcast: cannot broadcast "
 				  "[1, 4] to [3, 5]\n");
 }
@@ -393,7 +414,8 @@ END_TEST
 START_TEST(test_permute_reorders_axes_and_rejects_non_permutations)
 {
 	ir_id x = input("f32[B, 10, 4, 8]");
-	ir_attr p = {.permute = {{0, 2, 1, 3}}}, bad = {.permute = {{0, 1, 1, 3}}};
+	ir_attr p = {.permute = {{0, 2, 1, 3}}},
+		bad = {.permute = {{0, 1, 1, 3}}};
 	ck_assert_str_eq(tyname(op1(IR_OP_PERMUTE, x, &p)), "f32[B, 4, 10, 8]");
 	ck_assert_uint_eq(op1(IR_OP_PERMUTE, x, &bad), IR_NONE);
 }
@@ -414,19 +436,25 @@ END_TEST
 
 START_TEST(test_concat_sums_the_axis_including_symbolic_coefficients)
 {
-	ir_id a = input("f32[B, 2]"), b = input("f32[2*B, 2]"), c = input("f32[3, 2]");
+	ir_id a = input("f32[B, 2]"), b = input("f32[2*B, 2]"),
+	      c = input("f32[3, 2]");
 	ir_attr ax0 = {.axis = 0}, ax1 = {.axis = 1};
 	ir_id ab[] = {a, b, a}, ac[] = {a, c}, cc[] = {c, c, c};
 	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_CONCAT, ab, 3, &ax0, NULL,
-					 (ir_loc){0})), "f32[4*B, 2]");
+					 (ir_loc){0})),
+			 "f32[4*B, 2]");
 	ck_assert_str_eq(tyname(ir_build(m, f, IR_OP_CONCAT, cc, 3, &ax1, NULL,
-					 (ir_loc){0})), "f32[3, 6]");
+					 (ir_loc){0})),
+			 "f32[3, 6]");
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, ac, 2, &ax0, NULL,
-				   (ir_loc){0}), IR_NONE);
+				   (ir_loc){0}),
+			  IR_NONE);
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, ac, 2, &ax1, NULL,
-				   (ir_loc){0}), IR_NONE);
+				   (ir_loc){0}),
+			  IR_NONE);
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_CONCAT, NULL, 0, &ax1, NULL,
-				   (ir_loc){0}), IR_NONE);
+				   (ir_loc){0}),
+			  IR_NONE);
 }
 END_TEST
 
@@ -435,7 +463,8 @@ START_TEST(test_repeat_and_repeat_interleave_multiply_dims)
 	ir_id x = input("f32[B, 3]");
 	ir_attr r = {.repeat = {{2, 4}}}, ri = {.interleave = {0, 5}};
 	ck_assert_str_eq(tyname(op1(IR_OP_REPEAT, x, &r)), "f32[2*B, 12]");
-	ck_assert_str_eq(tyname(op1(IR_OP_REPEAT_INTERLEAVE, x, &ri)), "f32[5*B, 3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_REPEAT_INTERLEAVE, x, &ri)),
+			 "f32[5*B, 3]");
 	ir_attr bad = {.interleave = {2, 5}};
 	ck_assert_uint_eq(op1(IR_OP_REPEAT_INTERLEAVE, x, &bad), IR_NONE);
 }
@@ -457,7 +486,8 @@ START_TEST(test_losses_give_scalar_or_label_shape)
 	ir_id p = input("f32[50]"), t = input("f32[50]"), t2 = input("f32[49]");
 	ir_id lg = input("f32[B, T, 184]"), lb = input("i32[B, T]");
 	ck_assert_str_eq(tyname(op2(IR_OP_MSE_LOSS, p, t, NULL)), "f32[]");
-	ck_assert_str_eq(tyname(op2(IR_OP_CROSS_ENTROPY, lg, lb, NULL)), "f32[B, T]");
+	ck_assert_str_eq(tyname(op2(IR_OP_CROSS_ENTROPY, lg, lb, NULL)),
+			 "f32[B, T]");
 	ck_assert_uint_eq(op2(IR_OP_MSE_LOSS, p, t2, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_CROSS_ENTROPY, lg, lg, NULL), IR_NONE);
 	ck_assert_uint_eq(op2(IR_OP_CROSS_ENTROPY, lg, p, NULL), IR_NONE);
@@ -478,9 +508,11 @@ START_TEST(test_cross_entropy_with_grad_stacks_two_of_the_logits_type)
 	ir_id g = input("f32[B, T]"), g2 = input("f32[B, 1]");
 	ck_assert_str_eq(tyname(op3(IR_OP_CROSS_ENTROPY_WITH_GRAD, lg, lb, g)),
 			 "f32[2, B, T, 184]");
-	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_WITH_GRAD, lg, lb, g2), IR_NONE);
+	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_WITH_GRAD, lg, lb, g2),
+			  IR_NONE);
 	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_WITH_GRAD, lg, g, g), IR_NONE);
-	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_WITH_GRAD, lb, lb, g), IR_NONE);
+	ck_assert_uint_eq(op3(IR_OP_CROSS_ENTROPY_WITH_GRAD, lb, lb, g),
+			  IR_NONE);
 }
 END_TEST
 
@@ -502,18 +534,25 @@ START_TEST(test_param_and_const_nodes_must_match_the_module_tables)
 {
 	ir_type w = ty("f32[20, 8]"), other = ty("f32[8, 20]"), c = ty("i32[2]");
 	int32_t data[2] = {2, 6};
-	ir_module_add_param(m, "W_q", &w, IR_INIT_XAVIER_UNIFORM, 1, 0, (ir_loc){0});
+	ir_module_add_param(m, "W_q", &w, IR_INIT_XAVIER_UNIFORM, 1, 0,
+			    (ir_loc){0});
 	ir_module_add_const(m, &c, data);
-	ir_attr p0 = {.param_index = 0}, p1 = {.param_index = 1}, c0 = {.const_index = 0};
-	ck_assert_uint_ne(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p0, &w, (ir_loc){0}),
+	ir_attr p0 = {.param_index = 0}, p1 = {.param_index = 1},
+		c0 = {.const_index = 0};
+	ck_assert_uint_ne(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p0, &w,
+				   (ir_loc){0}),
 			  IR_NONE);
-	ck_assert_uint_ne(ir_build(m, f, IR_OP_CONST, NULL, 0, &c0, &c, (ir_loc){0}),
+	ck_assert_uint_ne(ir_build(m, f, IR_OP_CONST, NULL, 0, &c0, &c,
+				   (ir_loc){0}),
 			  IR_NONE);
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p0, &other,
-				   (ir_loc){0}), IR_NONE);
-	ck_assert_uint_eq(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p1, &w, (ir_loc){0}),
+				   (ir_loc){0}),
 			  IR_NONE);
-	ck_assert_str_eq(diags(),
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_PARAM, NULL, 0, &p1, &w,
+				   (ir_loc){0}),
+			  IR_NONE);
+	ck_assert_str_eq(
+		diags(),
 		"attnc: error: param: type f32[8, 20] differs from parameter "
 		"@W_q: f32[20, 8]\n"
 		"attnc: error: param: parameter index 1 out of range (1 parameters)\n");
@@ -524,29 +563,32 @@ START_TEST(test_wrong_operand_count_is_reported)
 {
 	ir_id x = input("f32[3]");
 	ir_id args[] = {x, x};
-	ck_assert_uint_eq(ir_build(m, f, IR_OP_EXP, args, 2, NULL, NULL, (ir_loc){0}),
+	ck_assert_uint_eq(ir_build(m, f, IR_OP_EXP, args, 2, NULL, NULL,
+				   (ir_loc){0}),
 			  IR_NONE);
-	ck_assert_str_eq(diags(), "attnc: error: exp: expects 1 operand, got 2\n");
+	ck_assert_str_eq(diags(),
+			 "attnc: error: exp: expects 1 operand, got 2\n");
 	ck_assert_uint_eq(f->g.n_nodes, 1);
 }
 END_TEST
 
 START_TEST(test_errors_point_at_the_node_location)
 {
-	uint32_t file = ir_ctx_add_source(&ctx, "x.g", "a\n  return s @ k\n", 17);
+	uint32_t file = ir_ctx_add_source(&ctx, "x.g", "a\n  return s @ k\n",
+					  17);
 	ir_id a = input("f32[2, 10, 2]"), b = input("f32[2, 4, 10]");
 	ir_attr at = {0};
 	ir_id args[] = {a, b};
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_MATMUL, args, 2, &at, NULL,
-				   (ir_loc){file, 2, 12}), IR_NONE);
+				   (ir_loc){file, 2, 12}),
+			  IR_NONE);
 	ck_assert_str_eq(diags(),
-		"x.g:2:12: error: matmul: inner dimensions differ: "
-		"[2, 10, 2] @ [2, 4, 10]\n"
-		"    2 |   return s @ k\n"
-		"      |            ^\n");
+			 "x.g:2:12: error: matmul: inner dimensions differ: "
+			 "[2, 10, 2] @ [2, 4, 10]\n"
+			 "    2 |   return s @ k\n"
+			 "      |            ^\n");
 }
 END_TEST
-
 
 /* ---- verifier ---------------------------------------------------------------------- */
 
@@ -582,7 +624,8 @@ START_TEST(test_verifier_catches_a_wrong_stored_type)
 	small_graph();
 	f->g.nodes[1].type = ty("f32[B, 5]");
 	ck_assert(!ir_module_verify(m));
-	ck_assert_str_eq(diags(),
+	ck_assert_str_eq(
+		diags(),
 		"attnc: error: verifier: @f %1 (exp): stored type f32[B, 5] but "
 		"the shape rule gives f32[B, 4]\n"
 		"attnc: error: verifier: @f %3: add: cannot broadcast [B, 5] "
@@ -609,11 +652,20 @@ START_TEST(test_verifier_catches_bad_indices)
 	m->n_dropout_streams = 0;
 	ck_assert(!ir_module_verify(m));
 	const char *d = diags();
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f: input 0 is %0, not an input node with index 0\n"));
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f: output 0 is %9, out of range (5 nodes)\n"));
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %0: input index 1 does not match"));
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %2: param: parameter index 7 out of range"));
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %4: dropout stream 0 out of range (0 streams)\n"));
+	ck_assert_ptr_nonnull(strstr(
+		d,
+		"verifier: @f: input 0 is %0, not an input node with index 0\n"));
+	ck_assert_ptr_nonnull(
+		strstr(d,
+		       "verifier: @f: output 0 is %9, out of range (5 nodes)\n"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "verifier: @f %0: input index 1 does not match"));
+	ck_assert_ptr_nonnull(
+		strstr(d,
+		       "verifier: @f %2: param: parameter index 7 out of range"));
+	ck_assert_ptr_nonnull(strstr(
+		d,
+		"verifier: @f %4: dropout stream 0 out of range (0 streams)\n"));
 	ck_assert_int_eq(ctx.n_errors, 5);
 }
 END_TEST
@@ -627,9 +679,12 @@ START_TEST(test_verifier_catches_bad_symbols_counts_and_duplicate_params)
 	ir_module_add_param(m, "w", &w, IR_INIT_ZEROS, 0, 0, (ir_loc){0});
 	ck_assert(!ir_module_verify(m));
 	const char *d = diags();
-	ck_assert_ptr_nonnull(strstr(d, "verifier: parameter @w is declared twice\n"));
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %0 (input): malformed type"));
-	ck_assert_ptr_nonnull(strstr(d, "verifier: @f %1 (exp): expects 1 operand, got 2\n"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "verifier: parameter @w is declared twice\n"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "verifier: @f %0 (input): malformed type"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "verifier: @f %1 (exp): expects 1 operand, got 2\n"));
 }
 END_TEST
 
@@ -641,16 +696,19 @@ START_TEST(test_every_elementwise_op_has_its_scalar_function)
 		const ir_op_info *info = &ir_op_table[op];
 		if (info->family == IR_FAM_UNARY) {
 			ck_assert(ir_scalar_unary_fn(op) != NULL);
-			ck_assert_msg(info->n_in == 1 && (info->flags & IR_OPF_EW), "%s",
-				      info->name);
+			ck_assert_msg(info->n_in == 1 &&
+					      (info->flags & IR_OPF_EW),
+				      "%s", info->name);
 			/* A unary op that takes integers computes them exactly. */
 			if (info->flags & IR_OPF_INT)
-				ck_assert_msg(ir_scalar_has_int(op), "%s", info->name);
+				ck_assert_msg(ir_scalar_has_int(op), "%s",
+					      info->name);
 		}
 		if (info->family == IR_FAM_BINARY)
 			ck_assert(ir_scalar_binary_fn(op) != NULL);
 		if (info->family == IR_FAM_COMPARE)
-			ck_assert_msg(info->flags & IR_OPF_NODIFF, "%s", info->name);
+			ck_assert_msg(info->flags & IR_OPF_NODIFF, "%s",
+				      info->name);
 	}
 }
 END_TEST
@@ -685,13 +743,15 @@ START_TEST(test_integer_ops_wrap_without_overflow)
 	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, INT64_MIN, -1, &r),
 			 IR_SCALAR_OK);
 	ck_assert(r == INT64_MIN);
-	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, -7, 2, &r), IR_SCALAR_OK);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, -7, 2, &r),
+			 IR_SCALAR_OK);
 	ck_assert(r == -3);
 	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_DIV, 1, 0, &r),
 			 IR_SCALAR_DIV_BY_ZERO);
 	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_POW, 2, -1, &r),
 			 IR_SCALAR_NEG_POWER);
-	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_POW, 3, 4, &r), IR_SCALAR_OK);
+	ck_assert_int_eq(ir_scalar_binary_int(IR_OP_POW, 3, 4, &r),
+			 IR_SCALAR_OK);
 	ck_assert(r == 81);
 	/* A unary op without an integer form converts as a cast does. */
 	ck_assert(ir_scalar_unary_int(IR_OP_SQRT, 10) == 3);
@@ -709,9 +769,10 @@ START_TEST(test_scalar_functions_follow_pytorch_at_nan_and_signed_zero)
 	ck_assert(!ir_scalar_compare(IR_OP_LT, NAN, 1));
 	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_SIGMOID, 0), 0.5, 1e-15);
 	/* erf: odd, erf(1) from Abramowitz and Stegun's table 7.1. */
-	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_ERF, 1), 0.8427007929497149,
-				1e-15);
-	ck_assert(ir_scalar_unary(IR_OP_ERF, -2) == -ir_scalar_unary(IR_OP_ERF, 2));
+	ck_assert_double_eq_tol(ir_scalar_unary(IR_OP_ERF, 1),
+				0.8427007929497149, 1e-15);
+	ck_assert(ir_scalar_unary(IR_OP_ERF, -2) ==
+		  -ir_scalar_unary(IR_OP_ERF, 2));
 	ck_assert(ir_scalar_unary(IR_OP_ERF, INFINITY) == 1);
 }
 END_TEST
@@ -728,9 +789,10 @@ START_TEST(test_a_long_source_line_is_clipped_around_the_caret)
 	ir_error(&ctx, (ir_loc){file, 2, 499999}, "here");
 	const char *d = diags();
 	char want[512];
-	snprintf(want, sizeof want, "long.g:2:499999: error: here\n"
-		 "    2 | ...%.80sY%.79s...\n      |    %80s^\n", text + 3,
-		 text + 3, "");
+	snprintf(want, sizeof want,
+		 "long.g:2:499999: error: here\n"
+		 "    2 | ...%.80sY%.79s...\n      |    %80s^\n",
+		 text + 3, text + 3, "");
 	ck_assert_str_eq(d, want);
 	free(text);
 }
@@ -753,8 +815,9 @@ START_TEST(test_params_are_found_by_name_among_a_hundred_thousand)
 	char name[32];
 	for (int i = 0; i < N; i++) {
 		snprintf(name, sizeof name, "layer_%d.W", i);
-		ck_assert_int_eq(ir_module_add_param(m, name, &w, IR_INIT_ZEROS, 0,
-						     0, (ir_loc){0}), i);
+		ck_assert_int_eq(ir_module_add_param(m, name, &w, IR_INIT_ZEROS,
+						     0, 0, (ir_loc){0}),
+				 i);
 	}
 	for (int i = 0; i < N; i += 997) {
 		snprintf(name, sizeof name, "layer_%d.W", i);
@@ -764,10 +827,12 @@ START_TEST(test_params_are_found_by_name_among_a_hundred_thousand)
 	ck_assert_int_eq(ir_module_find_param(m, ""), -1);
 	/* A duplicate is kept, and found as the first, for the verifier. */
 	ck_assert_int_eq(ir_module_add_param(m, "layer_7.W", &w, IR_INIT_ZEROS,
-					     0, 0, (ir_loc){0}), N);
+					     0, 0, (ir_loc){0}),
+			 N);
 	ck_assert_int_eq(ir_module_find_param(m, "layer_7.W"), 7);
 	ck_assert(!ir_module_verify(m));
-	ck_assert_ptr_nonnull(strstr(diags(), "parameter @layer_7.W is declared twice"));
+	ck_assert_ptr_nonnull(
+		strstr(diags(), "parameter @layer_7.W is declared twice"));
 }
 END_TEST
 
@@ -786,8 +851,7 @@ START_TEST(test_a_name_index_replaces_the_position_of_an_equal_name)
 }
 END_TEST
 
-static const char *suggest(const char *word, const char *const *names,
-			   size_t n)
+static const char *suggest(const char *word, const char *const *names, size_t n)
 {
 	ir_suggest sg;
 	ir_suggest_init(&sg, word);
@@ -798,8 +862,12 @@ static const char *suggest(const char *word, const char *const *names,
 
 START_TEST(test_suggestions_pick_the_nearest_name_within_a_typo)
 {
-	static const char *const names[] = {"masked_softmax", "softmax", "x",
-					    "--threads", "--train", "epochs"};
+	static const char *const names[] = {"masked_softmax",
+					    "softmax",
+					    "x",
+					    "--threads",
+					    "--train",
+					    "epochs"};
 	const size_t n = sizeof names / sizeof *names;
 	ck_assert_str_eq(suggest("masked_sofmax", names, n), "masked_softmax");
 	ck_assert_str_eq(suggest("--thread", names, n), "--threads");
@@ -820,41 +888,55 @@ Suite *ir_suite(void)
 	tcase_add_test(tc, test_add_broadcasts_right_aligned_with_size_one_dims);
 	tcase_add_test(tc, test_a_long_source_line_is_clipped_around_the_caret);
 	tcase_add_test(tc, test_suggestions_pick_the_nearest_name_within_a_typo);
-	tcase_add_test(tc, test_params_are_found_by_name_among_a_hundred_thousand);
-	tcase_add_test(tc, test_a_name_index_replaces_the_position_of_an_equal_name);
-	tcase_add_test(tc, test_a_short_source_line_is_shown_whole_with_tabs_kept);
+	tcase_add_test(tc,
+		       test_params_are_found_by_name_among_a_hundred_thousand);
+	tcase_add_test(tc,
+		       test_a_name_index_replaces_the_position_of_an_equal_name);
+	tcase_add_test(tc,
+		       test_a_short_source_line_is_shown_whole_with_tabs_kept);
 	tcase_add_test(tc, test_add_of_rank_zero_and_matrix_gives_matrix);
 	tcase_add_test(tc, test_add_rejects_unequal_dims_with_shapes_in_message);
-	tcase_add_test(tc, test_symbolic_dims_broadcast_only_with_one_or_themselves);
+	tcase_add_test(tc,
+		       test_symbolic_dims_broadcast_only_with_one_or_themselves);
 	tcase_add_test(tc, test_binary_ops_need_equal_dtypes);
 	tcase_add_test(tc, test_integer_add_is_allowed_but_integer_div_is_not);
 	tcase_add_test(tc, test_comparisons_give_i32);
 	tcase_add_test(tc, test_unary_math_needs_f32_but_neg_and_abs_take_i32);
 	tcase_add_test(tc, test_cast_keeps_shape_and_takes_the_builder_dtype);
-	tcase_add_test(tc, test_select_broadcasts_all_three_and_needs_i32_condition);
+	tcase_add_test(tc,
+		       test_select_broadcasts_all_three_and_needs_i32_condition);
 	tcase_add_test(tc, test_matmul_broadcasts_batch_dims);
-	tcase_add_test(tc, test_matmul_transposes_last_two_dims_of_either_operand);
+	tcase_add_test(tc,
+		       test_matmul_transposes_last_two_dims_of_either_operand);
 	tcase_add_test(tc, test_matmul_reports_inner_dimensions_that_differ);
 	tcase_add_test(tc, test_matmul_rejects_vectors);
-	tcase_add_test(tc, test_sum_removes_axes_of_the_mask_or_keeps_them_as_one);
+	tcase_add_test(tc,
+		       test_sum_removes_axes_of_the_mask_or_keeps_them_as_one);
 	tcase_add_test(tc, test_argmax_needs_one_axis_and_gives_i32);
-	tcase_add_test(tc, test_masked_softmax_takes_valid_lengths_per_batch_or_per_query);
+	tcase_add_test(
+		tc,
+		test_masked_softmax_takes_valid_lengths_per_batch_or_per_query);
 	tcase_add_test(tc, test_masked_softmax_rejects_bad_valid_lengths);
 	tcase_add_test(tc, test_layer_norm_needs_gamma_and_beta_of_the_last_dim);
 	tcase_add_test(tc, test_dropout_probability_must_be_below_one);
 	tcase_add_test(tc, test_embedding_appends_the_table_width);
 	tcase_add_test(tc, test_reshape_solves_the_minus_one_dim);
 	tcase_add_test(tc, test_reshape_rejects_counts_that_differ);
-	tcase_add_test(tc, test_broadcast_expands_size_one_dims_and_adds_leading_ones);
-	tcase_add_test(tc, test_permute_reorders_axes_and_rejects_non_permutations);
+	tcase_add_test(tc,
+		       test_broadcast_expands_size_one_dims_and_adds_leading_ones);
+	tcase_add_test(tc,
+		       test_permute_reorders_axes_and_rejects_non_permutations);
 	tcase_add_test(tc, test_slice_rounds_up_with_a_step);
-	tcase_add_test(tc, test_concat_sums_the_axis_including_symbolic_coefficients);
+	tcase_add_test(tc,
+		       test_concat_sums_the_axis_including_symbolic_coefficients);
 	tcase_add_test(tc, test_repeat_and_repeat_interleave_multiply_dims);
 	tcase_add_test(tc, test_sort_keeps_shape);
 	tcase_add_test(tc, test_losses_give_scalar_or_label_shape);
 	tcase_add_test(tc, test_cross_entropy_grad_has_the_logits_type);
-	tcase_add_test(tc, test_cross_entropy_with_grad_stacks_two_of_the_logits_type);
-	tcase_add_test(tc, test_param_and_const_nodes_must_match_the_module_tables);
+	tcase_add_test(tc,
+		       test_cross_entropy_with_grad_stacks_two_of_the_logits_type);
+	tcase_add_test(tc,
+		       test_param_and_const_nodes_must_match_the_module_tables);
 	tcase_add_test(tc, test_wrong_operand_count_is_reported);
 	tcase_add_test(tc, test_errors_point_at_the_node_location);
 	suite_add_tcase(s, tc);
@@ -864,13 +946,17 @@ Suite *ir_suite(void)
 	tcase_add_test(tv, test_verifier_catches_a_wrong_stored_type);
 	tcase_add_test(tv, test_verifier_catches_a_forward_reference);
 	tcase_add_test(tv, test_verifier_catches_bad_indices);
-	tcase_add_test(tv, test_verifier_catches_bad_symbols_counts_and_duplicate_params);
+	tcase_add_test(
+		tv,
+		test_verifier_catches_bad_symbols_counts_and_duplicate_params);
 	suite_add_tcase(s, tv);
 	TCase *ts = tcase_create("scalar");
 	tcase_add_test(ts, test_every_elementwise_op_has_its_scalar_function);
-	tcase_add_test(ts, test_float_to_int_out_of_range_is_int32_min_as_in_the_jit);
+	tcase_add_test(ts,
+		       test_float_to_int_out_of_range_is_int32_min_as_in_the_jit);
 	tcase_add_test(ts, test_integer_ops_wrap_without_overflow);
-	tcase_add_test(ts, test_scalar_functions_follow_pytorch_at_nan_and_signed_zero);
+	tcase_add_test(ts,
+		       test_scalar_functions_follow_pytorch_at_nan_and_signed_zero);
 	suite_add_tcase(s, ts);
 	return s;
 }

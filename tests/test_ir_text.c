@@ -129,8 +129,9 @@ static void set_outputs(builder *b, uint32_t n, const ir_id *ids,
 	b->f->output_names = ir_arena_alloc(&b->m->arena, n * sizeof(char *));
 	memcpy(b->f->outputs, ids, n * sizeof(ir_id));
 	for (uint32_t i = 0; i < n; i++)
-		b->f->output_names[i] =
-			names[i] ? ir_arena_strdup(&b->m->arena, names[i]) : NULL;
+		b->f->output_names[i] = names[i] ? ir_arena_strdup(&b->m->arena,
+								   names[i])
+						 : NULL;
 	b->f->n_outputs = n;
 }
 
@@ -169,7 +170,8 @@ START_TEST(test_printer_writes_the_documented_format)
 	ir_module *m = small_module(&b);
 	ck_assert(ir_module_verify(m));
 	char *s = print_to_string(m);
-	ck_assert_str_eq(s,
+	ck_assert_str_eq(
+		s,
 		"module small\n"
 		"source \"models/small.g\"\n"
 		"\n"
@@ -212,7 +214,8 @@ static void add_consts(builder *b, uint32_t *c)
 	       dd[] = {D(2)};
 	ir_type ft = T(IR_F32, 2, fd), it = T(IR_I32, 2, id),
 		vt = T(IR_I32, 1, vd), dt = T(IR_F64, 1, dd);
-	int32_t iv[9] = {2, -6, 2147483647, (int32_t)-2147483648, 0, 1, 2, 3, 4};
+	int32_t iv[9] = {2, -6, 2147483647, (int32_t)-2147483648, 0, 1,
+			 2, 3,  4};
 	int32_t vv[3] = {1, 2, 3};
 	double dv[2] = {0.1, -1e300};
 	c[0] = (uint32_t)ir_module_add_const(b->m, &ft, fv);
@@ -226,18 +229,24 @@ static void add_train(builder *b)
 	ir_module *m = b->m;
 	m->train = calloc(4, sizeof *m->train);
 	m->train_cap = 4;
-	m->train[0] = (ir_setting){"epochs", {IR_VAL_NUM, 5, NULL, NULL, 0},
+	m->train[0] = (ir_setting){"epochs",
+				   {IR_VAL_NUM, 5, NULL, NULL, 0},
 				   {b->src, 30, 3}};
 	ir_setting *args = ir_arena_alloc(&m->arena, 2 * sizeof *args);
-	args[0] = (ir_setting){"lr", {IR_VAL_NUM, 0.005, NULL, NULL, 0},
+	args[0] = (ir_setting){"lr",
+			       {IR_VAL_NUM, 0.005, NULL, NULL, 0},
 			       {b->src, 31, 20}};
-	args[1] = (ir_setting){"betas", {IR_VAL_STR, 0, "a \"q\"\n\\", NULL, 0},
+	args[1] = (ir_setting){"betas",
+			       {IR_VAL_STR, 0, "a \"q\"\n\\", NULL, 0},
 			       {0, 0, 0}};
-	m->train[1] = (ir_setting){"optimizer", {IR_VAL_CALL, 0, "adam", args, 2},
+	m->train[1] = (ir_setting){"optimizer",
+				   {IR_VAL_CALL, 0, "adam", args, 2},
 				   {b->src, 31, 3}};
-	m->train[2] = (ir_setting){"data", {IR_VAL_STR, 0, "fra.txt", NULL, 0},
+	m->train[2] = (ir_setting){"data",
+				   {IR_VAL_STR, 0, "fra.txt", NULL, 0},
 				   {0, 0, 0}};
-	m->train[3] = (ir_setting){"entry", {IR_VAL_CALL, 0, "loss", NULL, 0},
+	m->train[3] = (ir_setting){"entry",
+				   {IR_VAL_CALL, 0, "loss", NULL, 0},
 				   {b->other, 1, 1}};
 	m->n_train = 4;
 }
@@ -272,8 +281,8 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_module_add_param(b->m, "\"odd\" name", &g, IR_INIT_ONES, 0, 0,
 			    (ir_loc){0});
 	ir_attr p1 = {.param_index = 1}, p2 = {.param_index = 2};
-	ir_id e = n2(b, IR_OP_EMBEDDING, ids, node(b, IR_OP_PARAM, NULL, 0, &p1,
-						  &tab), NULL);
+	ir_id e = n2(b, IR_OP_EMBEDDING, ids,
+		     node(b, IR_OP_PARAM, NULL, 0, &p1, &tab), NULL);
 	ir_id gm = node(b, IR_OP_PARAM, NULL, 0, &p2, &g);
 	ir_attr mm = {.matmul = {false, true}};
 	ir_id s = n2(b, IR_OP_MATMUL, e, e, &mm); /* [B, 3, 3] */
@@ -296,7 +305,8 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_id fg_args[] = {e, e, e, valid, fa};
 	node(b, IR_OP_FUSED_ATTENTION_GRAD, fg_args, 5, &at, NULL);
 	ir_id aa_args[] = {e, e, gm, e, valid};
-	ir_id aa = node(b, IR_OP_FUSED_ADDITIVE_ATTENTION, aa_args, 5, &at, NULL);
+	ir_id aa = node(b, IR_OP_FUSED_ADDITIVE_ATTENTION, aa_args, 5, &at,
+			NULL);
 	ir_id ag_args[] = {e, e, gm, e, valid, aa};
 	node(b, IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD, ag_args, 6, &at, NULL);
 	n1(b, IR_OP_SOFTMAX, w, NULL);
@@ -466,7 +476,6 @@ START_TEST(test_round_trip_keeps_constant_bits_locations_and_settings)
 }
 END_TEST
 
-
 /* ---- reader errors ------------------------------------------------------------- */
 
 START_TEST(test_reader_reports_unknown_ops_with_line_and_column)
@@ -530,8 +539,9 @@ START_TEST(test_reader_recovers_and_reports_several_errors)
 	const char *d = diags();
 	ck_assert_ptr_nonnull(strstr(d, "x.ir:2:9: error: -3 out of range"));
 	ck_assert_ptr_nonnull(strstr(d, "x.ir:3:16: error: unknown symbol 'Q'"));
-	ck_assert_ptr_nonnull(strstr(d, "x.ir:4:1: error: expected 'sym', 'param', "
-					"'train', 'func' or 'const', found 'bogus'"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "x.ir:4:1: error: expected 'sym', 'param', "
+			  "'train', 'func' or 'const', found 'bogus'"));
 	ck_assert_ptr_nonnull(strstr(d, "x.ir:7:24: error: expected ','"));
 	ck_assert_ptr_nonnull(strstr(d, "x.ir:6:3: error: exp: expects 1 "
 					"operand, got 0"));
@@ -544,7 +554,8 @@ START_TEST(test_reader_needs_a_module_line_and_closing_braces)
 	ck_assert_ptr_null(read_text("a.ir", "func @f() {\n"));
 	ck_assert_ptr_nonnull(strstr(diags(), "a.ir:1:1: error: expected "
 					      "'module', found 'func'"));
-	ck_assert_ptr_null(read_text("b.ir", "module m\nfunc @f() {\n  return\n"));
+	ck_assert_ptr_null(
+		read_text("b.ir", "module m\nfunc @f() {\n  return\n"));
 	ck_assert_ptr_nonnull(strstr(diags(), "b.ir:4:1: error: expected '}' "
 					      "closing the function, found end "
 					      "of file"));
@@ -553,30 +564,33 @@ END_TEST
 
 START_TEST(test_reader_checks_constant_counts_and_order)
 {
-	ck_assert_ptr_null(read_text("x.ir", "module x\n"
-					     "const @c0 : i32[3] = [1, 2]\n"
-					     "const @c2 : f32[] = [1]\n"
-					     "const @c1 : f32[2] = [1, 2, 3]\n"
-					     "const @c2 : i32[1] = [4294967296]\n"));
+	ck_assert_ptr_null(read_text("x.ir",
+				     "module x\n"
+				     "const @c0 : i32[3] = [1, 2]\n"
+				     "const @c2 : f32[] = [1]\n"
+				     "const @c1 : f32[2] = [1, 2, 3]\n"
+				     "const @c2 : i32[1] = [4294967296]\n"));
 	const char *d = diags();
-	ck_assert_ptr_nonnull(strstr(d, "x.ir:2:27: error: 2 values for 3 elements"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "x.ir:2:27: error: 2 values for 3 elements"));
 	ck_assert_ptr_nonnull(strstr(d, "x.ir:3:7: error: expected @c1 here"));
 	ck_assert_ptr_nonnull(strstr(d, "x.ir:4:29: error: more than 2 values"));
-	ck_assert_ptr_nonnull(strstr(d, "x.ir:5:23: error: 4294967296 out of range"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "x.ir:5:23: error: 4294967296 out of range"));
 }
 END_TEST
 
 START_TEST(test_reader_accepts_a_hand_written_module)
 {
 	ir_module *m = read_text("x.ir",
-		"# a comment\n"
-		"module x\n"
-		"sym B\n"
-		"func @f(x: f32[B, 4]) {\n"
-		"  %0 = input {index=0} : f32[B, 4]   # trailing comment\n"
-		"  %1 = reshape %0 : f32[2*B, 2]\n"
-		"  return %1 as y\n"
-		"}\n");
+				 "# a comment\n"
+				 "module x\n"
+				 "sym B\n"
+				 "func @f(x: f32[B, 4]) {\n"
+				 "  %0 = input {index=0} : f32[B, 4]   # trailing comment\n"
+				 "  %1 = reshape %0 : f32[2*B, 2]\n"
+				 "  return %1 as y\n"
+				 "}\n");
 	ck_assert_msg(m != NULL, "%s", diags());
 	ck_assert_uint_eq(m->funcs[0]->g.n_nodes, 2);
 	ck_assert_int_eq(m->funcs[0]->g.nodes[1].type.dims[0].coef, 2);
@@ -616,7 +630,8 @@ START_TEST(test_reader_survives_random_bytes)
 		size_t n = rnd(&seed) % sizeof buf;
 		for (size_t i = 0; i < n; i++)
 			buf[i] = it % 2 ? (char)rnd(&seed)
-					: alphabet[rnd(&seed) % (sizeof alphabet - 1)];
+					: alphabet[rnd(&seed) %
+						   (sizeof alphabet - 1)];
 		read_any(buf, n);
 	}
 }
@@ -652,7 +667,8 @@ static Suite *ir_text_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_printer_writes_the_documented_format);
 	tcase_add_test(tc, test_print_read_print_is_byte_identical_for_every_op);
-	tcase_add_test(tc, test_round_trip_keeps_constant_bits_locations_and_settings);
+	tcase_add_test(tc,
+		       test_round_trip_keeps_constant_bits_locations_and_settings);
 	tcase_add_test(tc, test_reader_reports_unknown_ops_with_line_and_column);
 	tcase_add_test(tc, test_reader_rejects_values_that_are_not_defined);
 	tcase_add_test(tc, test_reader_runs_shape_rules_at_the_node_text);

@@ -16,10 +16,10 @@
 #include <string.h>
 
 static const char *const model_files[] = {
-	"models/nadaraya_watson.g",  "models/nw_param.g",
+	"models/nadaraya_watson.g",    "models/nw_param.g",
 	"models/additive_attention.g", "models/dot_product_attention.g",
-	"models/bahdanau.g",         "models/multihead_attention.g",
-	"models/self_attention.g",   "models/transformer.g",
+	"models/bahdanau.g",           "models/multihead_attention.g",
+	"models/self_attention.g",     "models/transformer.g",
 };
 #define N_MODELS (sizeof model_files / sizeof *model_files)
 
@@ -161,7 +161,8 @@ static void check_attention_example(const char *file)
 	/* weights: 1/2 on 2 keys, 1/6 on 6 keys, zero elsewhere */
 	for (int k = 0; k < 10; k++) {
 		ck_assert_float_eq_tol(at(&out[1], k), k < 2 ? 0.5 : 0, 1e-6);
-		ck_assert_float_eq_tol(at(&out[1], 10 + k), k < 6 ? 1.0 / 6 : 0, 1e-6);
+		ck_assert_float_eq_tol(at(&out[1], 10 + k), k < 6 ? 1.0 / 6 : 0,
+				       1e-6);
 	}
 	fini_all(&md, out, 2);
 	model_free(&md);
@@ -238,7 +239,8 @@ START_TEST(test_multihead_attention_output_is_2_by_4_by_100)
 		for (int k = 0; k < 6; k++) {
 			float w = at(&out[1], (int64_t)bh * 24 + k);
 			int keep = bh < 5 ? 3 : 2;
-			ck_assert_float_eq_tol(w, k < keep ? 1.0f / keep : 0, 1e-6);
+			ck_assert_float_eq_tol(w, k < keep ? 1.0f / keep : 0,
+					       1e-6);
 		}
 	fini_all(&md, out, 2);
 	model_free(&md);
@@ -256,8 +258,10 @@ START_TEST(test_positional_encoding_follows_the_sine_cosine_formula)
 	for (int i = 0; i < 60; i++)
 		for (int j = 0; j < 16; j++) {
 			double x = i / pow(10000.0, 2.0 * j / 32);
-			ck_assert_double_eq_tol(at(&out[0], i * 32 + 2 * j), sin(x), 1e-5);
-			ck_assert_double_eq_tol(at(&out[0], i * 32 + 2 * j + 1), cos(x), 1e-5);
+			ck_assert_double_eq_tol(at(&out[0], i * 32 + 2 * j),
+						sin(x), 1e-5);
+			ck_assert_double_eq_tol(at(&out[0], i * 32 + 2 * j + 1),
+						cos(x), 1e-5);
 		}
 	fini_all(&md, out, 1);
 	model_free(&md);
@@ -293,7 +297,8 @@ START_TEST(test_nadaraya_watson_matches_the_kernel_formula)
 			z += w[j];
 		}
 		for (int j = 0; j < 50; j++) {
-			ck_assert_double_eq_tol(at(&out[1], i * 50 + j), w[j] / z, 1e-5);
+			ck_assert_double_eq_tol(at(&out[1], i * 50 + j),
+						w[j] / z, 1e-5);
 			y += w[j] / z * at(&data[1], j);
 		}
 		ck_assert_double_eq_tol(at(&out[0], i), y, 1e-4);
@@ -333,7 +338,8 @@ START_TEST(test_nw_param_loss_uses_leave_one_out_keys)
 		double e = y / z - interp_tensor_get(&data[1], i);
 		want += e * e;
 	}
-	ck_assert_double_eq_tol(interp_tensor_get(&loss[0], 0), want, 1e-9 * want);
+	ck_assert_double_eq_tol(interp_tensor_get(&loss[0], 0), want,
+				1e-9 * want);
 	for (uint32_t i = 0; i < md.m->n_params; i++)
 		interp_tensor_fini(&md.ctx, &params[i]);
 	free(params);
@@ -363,7 +369,8 @@ static void check_seq2seq_forward(const char *file)
 		ck_assert(isfinite(a));
 		worst = fmax(worst, fabs(a - b) / (1e-3 + fabs(b)));
 	}
-	ck_assert_msg(worst < 1e-3, "%s: f32 vs f64 relative error %g", file, worst);
+	ck_assert_msg(worst < 1e-3, "%s: f32 vs f64 relative error %g", file,
+		      worst);
 	fini_all(&md, o32, 1);
 	fini_all(&md, o64, 1);
 	model_free(&md);
@@ -390,7 +397,8 @@ static void check_step_logits(const interp_tensor *step,
 		for (int v = 0; v < 201; v++)
 			ck_assert_double_eq_tol(
 				interp_tensor_get(step, b * 201 + v),
-				interp_tensor_get(forward, (b * 10 + t) * 201 + v),
+				interp_tensor_get(forward,
+						  (b * 10 + t) * 201 + v),
 				1e-9);
 }
 
@@ -410,10 +418,12 @@ START_TEST(test_bahdanau_decode_steps_reproduce_forward)
 	model_run(&md, "encode", &src_t, true, enc);
 	interp_tensor state = enc[1];
 	for (int t = 0; t < 10; t++) {
-		int32_t tok[2] = {((int32_t *)tgt->data)[t], ((int32_t *)tgt->data)[10 + t]};
-		interp_tensor in[4] = {
-			{IR_I32, 2, {2, 1}, tok}, state, enc[0],
-			{IR_I32, 1, {2}, valid->data}};
+		int32_t tok[2] = {((int32_t *)tgt->data)[t],
+				  ((int32_t *)tgt->data)[10 + t]};
+		interp_tensor in[4] = {{IR_I32, 2, {2, 1}, tok},
+				       state,
+				       enc[0],
+				       {IR_I32, 1, {2}, valid->data}};
 		interp_tensor out[3] = {0};
 		model_run(&md, "decode_step", in, true, out);
 		/* the attention over the source: a distribution over src_valid */
@@ -455,10 +465,14 @@ START_TEST(test_transformer_decode_steps_reproduce_forward)
 	int64_t kv_dims[4] = {2, 2, 10, 32};
 	ck_assert(interp_tensor_alloc(&md.ctx, &kv, IR_F64, 4, kv_dims));
 	for (int t = 0; t < 10; t++) {
-		int32_t tok[2] = {((int32_t *)tgt->data)[t], ((int32_t *)tgt->data)[10 + t]};
+		int32_t tok[2] = {((int32_t *)tgt->data)[t],
+				  ((int32_t *)tgt->data)[10 + t]};
 		int32_t pos[1] = {t};
-		interp_tensor in[5] = {{IR_I32, 2, {2, 1}, tok}, {IR_I32, 1, {1}, pos},
-				       enc[0], {IR_I32, 1, {2}, valid->data}, kv};
+		interp_tensor in[5] = {{IR_I32, 2, {2, 1}, tok},
+				       {IR_I32, 1, {1}, pos},
+				       enc[0],
+				       {IR_I32, 1, {2}, valid->data},
+				       kv};
 		interp_tensor out[4] = {0};
 		model_run(&md, "decode_step", in, true, out);
 		check_step_logits(&out[0], &logits[0], t);
@@ -478,12 +492,15 @@ START_TEST(test_models_share_parameters_between_entry_points)
 {
 	model md;
 	model_load(&md, "models/transformer.g", true);
-	ck_assert_int_ge(ir_module_find_param(md.m, "encoder.0.attention.W_q"), 0);
-	ck_assert_int_ge(ir_module_find_param(md.m, "decoder.1.attention_1.W_o"), 0);
+	ck_assert_int_ge(ir_module_find_param(md.m, "encoder.0.attention.W_q"),
+			 0);
+	ck_assert_int_ge(ir_module_find_param(md.m, "decoder.1.attention_1.W_o"),
+			 0);
 	/* 2 encoder blocks x (4 attention + 2x2 norm + 4 ffn) + embedding ... */
 	for (uint32_t i = 0; i < md.m->n_params; i++)
 		for (uint32_t j = i + 1; j < md.m->n_params; j++)
-			ck_assert_str_ne(md.m->params[i].name, md.m->params[j].name);
+			ck_assert_str_ne(md.m->params[i].name,
+					 md.m->params[j].name);
 	model_free(&md);
 }
 END_TEST
@@ -494,17 +511,22 @@ static Suite *models_suite(void)
 	TCase *tc = tcase_create("book");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_every_model_compiles_optimizes_and_verifies);
-	tcase_add_test(tc, test_every_model_prints_and_reparses_to_the_same_text);
+	tcase_add_test(tc,
+		       test_every_model_prints_and_reparses_to_the_same_text);
 	tcase_add_test(tc, test_additive_attention_gives_the_books_example);
 	tcase_add_test(tc, test_dot_product_attention_gives_the_books_example);
 	tcase_add_test(tc, test_bmm_demo_gives_4_5_and_14_5);
-	tcase_add_test(tc, test_masked_softmax_demo_zeroes_past_the_valid_lengths);
+	tcase_add_test(tc,
+		       test_masked_softmax_demo_zeroes_past_the_valid_lengths);
 	tcase_add_test(tc, test_multihead_attention_output_is_2_by_4_by_100);
-	tcase_add_test(tc, test_positional_encoding_follows_the_sine_cosine_formula);
+	tcase_add_test(tc,
+		       test_positional_encoding_follows_the_sine_cosine_formula);
 	tcase_add_test(tc, test_nadaraya_watson_matches_the_kernel_formula);
 	tcase_add_test(tc, test_nw_param_loss_uses_leave_one_out_keys);
-	tcase_add_test(tc, test_transformer_forward_gives_finite_logits_f32_equal_f64);
-	tcase_add_test(tc, test_bahdanau_forward_gives_finite_logits_f32_equal_f64);
+	tcase_add_test(tc,
+		       test_transformer_forward_gives_finite_logits_f32_equal_f64);
+	tcase_add_test(tc,
+		       test_bahdanau_forward_gives_finite_logits_f32_equal_f64);
 	tcase_add_test(tc, test_bahdanau_decode_steps_reproduce_forward);
 	tcase_add_test(tc, test_transformer_decode_steps_reproduce_forward);
 	tcase_add_test(tc, test_models_share_parameters_between_entry_points);

@@ -64,13 +64,15 @@ START_TEST(test_gradcheck_checks_the_gradient_at_the_example)
 	const char *args[] = {MODEL, "--gradcheck", "--threads", "1", NULL};
 	run_attnc(&r, args);
 	ck_assert_msg(r.status == 0, "%s", r.out);
-	ck_assert_msg(strstr(r.out, "  logits.wpe                        [8, 16]"),
+	ck_assert_msg(strstr(r.out,
+			     "  logits.wpe                        [8, 16]"),
 		      "%s", r.out);
 	/* gradcheck's two verdicts (driver/gradcheck.c) */
 	ck_assert_msg(strstr(r.out, "float32 against float64: worst "), "%s",
 		      r.out);
 	ck_assert_msg(strstr(r.out, ", ok (below 0.001)\nfloat64 against "
-				    "differences: worst "), "%s", r.out);
+				    "differences: worst "),
+		      "%s", r.out);
 	ck_assert_msg(strstr(r.out, ", ok (below 1e-05)\n"), "%s", r.out);
 }
 END_TEST
@@ -78,15 +80,16 @@ END_TEST
 START_TEST(test_training_on_the_example_makes_its_loss_fall)
 {
 	static run r;
-	const char *args[] = {MODEL, "--train", "--epochs", "40", "--threads",
-			      "1", NULL};
+	const char *args[] = {MODEL,       "--train", "--epochs", "40",
+			      "--threads", "1",       NULL};
 	run_attnc(&r, args);
 	ck_assert_msg(r.status == 0, "%s", r.out);
 	const char *s = strstr(r.out, "trained causal_lm: loss ");
 	ck_assert_msg(s != NULL, "%s", r.out);
 	double first, last;
 	ck_assert_int_eq(sscanf(s, "trained causal_lm: loss %lf -> %lf", &first,
-				&last), 2);
+				&last),
+			 2);
 	ck_assert_double_gt(first, 2); /* about log(11) at the start */
 	ck_assert_double_lt(last, first / 10);
 }

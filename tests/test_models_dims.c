@@ -105,8 +105,14 @@ static ir_op output_op(const ir_func *f, uint32_t i)
 	return f->g.nodes[f->outputs[i]].op;
 }
 
-static double idx(int64_t i) { return (double)i; }
-static double tenth(int64_t i) { return (double)i / 10 - 1; }
+static double idx(int64_t i)
+{
+	return (double)i;
+}
+static double tenth(int64_t i)
+{
+	return (double)i / 10 - 1;
+}
 
 /* ---- a product dim --------------------------------------------------------------- */
 
@@ -137,8 +143,10 @@ START_TEST(test_reshape_to_b_times_t_and_back_keeps_every_element)
 	ck_assert_int_eq(x.out[0].dims[0], 10);
 	ck_assert_int_eq(x.out[1].dims[1], 5);
 	for (int64_t i = 0; i < 30; i++) {
-		ck_assert_double_eq_tol(interp_tensor_get(&x.out[0], i), tenth(i), 1e-6);
-		ck_assert_double_eq_tol(interp_tensor_get(&x.out[1], i), tenth(i), 1e-6);
+		ck_assert_double_eq_tol(interp_tensor_get(&x.out[0], i),
+					tenth(i), 1e-6);
+		ck_assert_double_eq_tol(interp_tensor_get(&x.out[1], i),
+					tenth(i), 1e-6);
 	}
 	dx_fini(&x);
 }
@@ -245,17 +253,24 @@ END_TEST
 
 /* ---- the prelude with a run-time T ------------------------------------------------- */
 
-static double logit(int64_t i) { return sin((double)i * 0.7) * 2; }
-static double label(int64_t i) { return (double)((i * 3) % 4); }
+static double logit(int64_t i)
+{
+	return sin((double)i * 0.7) * 2;
+}
+static double label(int64_t i)
+{
+	return (double)((i * 3) % 4);
+}
 
 START_TEST(test_sequence_mask_and_masked_ce_take_a_run_time_t)
 {
 	dx x;
 	dx_init(&x);
-	dx_compile(&x, "model m\ndim B, T\n"
-		       "export def f(logits: f32[B, T, 4], labels: i32[B, T],\n"
-		       "             valid: i32[B])\n"
-		       "  return sequence_mask(valid, T), masked_ce(logits, labels, valid)\n");
+	dx_compile(&x,
+		   "model m\ndim B, T\n"
+		   "export def f(logits: f32[B, T, 4], labels: i32[B, T],\n"
+		   "             valid: i32[B])\n"
+		   "  return sequence_mask(valid, T), masked_ce(logits, labels, valid)\n");
 	enum { B = 2, T = 5, V = 4 };
 	const int64_t dl[3] = {B, T, V}, dy[2] = {B, T}, dv[1] = {B};
 	dx_input(&x, IR_F32, 3, dl, logit);
@@ -267,10 +282,12 @@ START_TEST(test_sequence_mask_and_masked_ce_take_a_run_time_t)
 	for (int b = 0; b < B; b++) {
 		double sum = 0;
 		for (int t = 0; t < T; t++) {
-			ck_assert_double_eq(interp_tensor_get(&x.out[0], b * T + t),
+			ck_assert_double_eq(interp_tensor_get(&x.out[0],
+							      b * T + t),
 					    t < valid[b]);
 			double mx = -INFINITY, z = 0;
-			const float *row = (const float *)x.in[0].data + (b * T + t) * V;
+			const float *row = (const float *)x.in[0].data +
+					   (b * T + t) * V;
 			for (int v = 0; v < V; v++)
 				mx = fmax(mx, row[v]);
 			for (int v = 0; v < V; v++)
@@ -278,8 +295,8 @@ START_TEST(test_sequence_mask_and_masked_ce_take_a_run_time_t)
 			double ce = log(z) + mx - row[(int)label(b * T + t)];
 			sum += t < valid[b] ? ce : 0;
 		}
-		ck_assert_double_eq_tol(interp_tensor_get(&x.out[1], b), sum / T,
-					1e-5);
+		ck_assert_double_eq_tol(interp_tensor_get(&x.out[1], b),
+					sum / T, 1e-5);
 	}
 	dx_fini(&x);
 }
@@ -307,17 +324,18 @@ START_TEST(test_a_run_time_size_is_a_number_in_tensor_arithmetic)
 {
 	dx x;
 	dx_init(&x);
-	dx_compile(&x, "model m\ndim B, T\n"
-		       "export def f(x: f32[B, T])\n"
-		       "  return sum(x, axis = 1) / size(x, 1), broadcast(T - 1, [B]), "
-		       "x * (2 * T + 1)\n");
+	dx_compile(&x,
+		   "model m\ndim B, T\n"
+		   "export def f(x: f32[B, T])\n"
+		   "  return sum(x, axis = 1) / size(x, 1), broadcast(T - 1, [B]), "
+		   "x * (2 * T + 1)\n");
 	const int64_t d[2] = {2, 5};
 	dx_input(&x, IR_F32, 2, d, idx);
 	dx_run(&x);
 	ck_assert_int_eq(x.out[1].dtype, IR_I32);
 	for (int b = 0; b < 2; b++) {
-		ck_assert_double_eq_tol(interp_tensor_get(&x.out[0], b), 5 * b + 2,
-					1e-6);
+		ck_assert_double_eq_tol(interp_tensor_get(&x.out[0], b),
+					5 * b + 2, 1e-6);
 		ck_assert_double_eq(interp_tensor_get(&x.out[1], b), 4);
 	}
 	for (int64_t i = 0; i < 10; i++)
@@ -342,9 +360,10 @@ START_TEST(test_derived_symbols_and_limits_round_trip_through_the_ir_text)
 {
 	dx x;
 	dx_init(&x);
-	dx_compile(&x, "model m\ndim B, T\n"
-		       "export def f(x: f32[B, T, 2], table: f32[8, 2])\n"
-		       "  return reshape(x + table[0:T], [2 * T * B]), arange(1, T + 1)\n");
+	dx_compile(&x,
+		   "model m\ndim B, T\n"
+		   "export def f(x: f32[B, T, 2], table: f32[8, 2])\n"
+		   "  return reshape(x + table[0:T], [2 * T * B]), arange(1, T + 1)\n");
 	char *s1 = print_module(x.m);
 	ck_assert_msg(strstr(s1, "\nsym B*T loc(4:41)\n"), "%s", s1);
 	ck_assert_msg(strstr(s1, "\nlimit T max 8 loc(4:28)\n"), "%s", s1);
@@ -388,16 +407,22 @@ static Suite *suite(void)
 {
 	Suite *s = suite_create("models_dims");
 	TCase *t = tcase_create("dims");
-	tcase_add_test(t, test_reshape_to_b_times_t_and_back_keeps_every_element);
+	tcase_add_test(t,
+		       test_reshape_to_b_times_t_and_back_keeps_every_element);
 	tcase_add_test(t, test_binding_checks_a_product_dim_against_its_factors);
 	tcase_add_test(t, test_arange_takes_a_run_time_length);
-	tcase_add_test(t, test_a_static_axis_slices_to_a_run_time_length_under_a_limit);
-	tcase_add_test(t, test_binding_t_past_a_slice_limit_is_reported_at_the_slice);
+	tcase_add_test(
+		t, test_a_static_axis_slices_to_a_run_time_length_under_a_limit);
+	tcase_add_test(t,
+		       test_binding_t_past_a_slice_limit_is_reported_at_the_slice);
 	tcase_add_test(t, test_sequence_mask_and_masked_ce_take_a_run_time_t);
 	tcase_add_test(t, test_positional_encoding_takes_a_run_time_t);
 	tcase_add_test(t, test_a_run_time_size_is_a_number_in_tensor_arithmetic);
-	tcase_add_test(t, test_derived_symbols_and_limits_round_trip_through_the_ir_text);
-	tcase_add_test(t, test_reading_a_product_no_sym_line_declares_is_an_error);
+	tcase_add_test(
+		t,
+		test_derived_symbols_and_limits_round_trip_through_the_ir_text);
+	tcase_add_test(t,
+		       test_reading_a_product_no_sym_line_declares_is_an_error);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -42,7 +42,8 @@ static void model_load(model *md, const char *rel, const char *grad_entry)
 	ck_assert_uint_le(md->m->n_params, 8);
 	ck_assert_uint_le(md->m->n_syms, 16);
 	for (uint32_t s = 0; s < md->m->n_syms; s++)
-		md->syms[s] = md->m->syms[s].fallback ? md->m->syms[s].fallback : 1;
+		md->syms[s] = md->m->syms[s].fallback ? md->m->syms[s].fallback
+						      : 1;
 	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 0, false,
 				     md->params));
 }
@@ -108,7 +109,8 @@ static void pack(model *md, packed *p)
 	p->params = attnrt_alloc(NULL, offset + 64);
 	p->grads = attnrt_alloc(NULL, offset + 64);
 	for (uint32_t i = 0; i < md->m->n_params; i++)
-		memcpy((char *)p->params + p->table[i].offset, md->params[i].data,
+		memcpy((char *)p->params + p->table[i].offset,
+		       md->params[i].data,
 		       (size_t)interp_tensor_numel(&md->params[i]) * 4);
 }
 
@@ -124,7 +126,8 @@ static double train_epoch(model *md, packed *p, attnrt_optim *opt)
 	outs_free(md, "loss_grad", outs);
 	attnrt_optim_step(opt, p->params, p->grads);
 	for (uint32_t i = 0; i < md->m->n_params; i++)
-		memcpy(md->params[i].data, (char *)p->params + p->table[i].offset,
+		memcpy(md->params[i].data,
+		       (char *)p->params + p->table[i].offset,
 		       (size_t)interp_tensor_numel(&md->params[i]) * 4);
 	return loss;
 }
@@ -157,13 +160,14 @@ static void train_nw_param(double *losses, double *mse)
 	ck_assert_ptr_nonnull(opt);
 	ck_assert_str_eq(opt->value.str, "sgd");
 	ck_assert_double_eq(opt->value.args[0].value.num, 0.5);
-	ck_assert_double_eq(ir_module_find_setting(md.m, "epochs")->value.num, 5);
+	ck_assert_double_eq(ir_module_find_setting(md.m, "epochs")->value.num,
+			    5);
 	packed p;
 	pack(&md, &p);
 	attnrt_optim_config c = attnrt_optim_defaults(ATTNRT_OPTIM_SGD, 0.5);
 	attnrt_optim *o = NULL;
-	ck_assert_int_eq(attnrt_optim_create(NULL, &c, p.table, md.m->n_params, &o,
-					     NULL, 0),
+	ck_assert_int_eq(attnrt_optim_create(NULL, &c, p.table, md.m->n_params,
+					     &o, NULL, 0),
 			 ATTNRT_OK);
 	for (int e = 0; e < 5; e++)
 		losses[e] = train_epoch(&md, &p, o);
@@ -177,15 +181,16 @@ static void train_nw_param(double *losses, double *mse)
 START_TEST(test_nw_param_loss_falls_every_epoch_of_the_books_sgd_training)
 {
 	/* what the JIT prints (tests/cli/train_nw_param.out) */
-	static const double jit[5] = {76.9354, 76.9146, 42.0203, 18.9191, 18.9108};
+	static const double jit[5] = {76.9354, 76.9146, 42.0203, 18.9191,
+				      18.9108};
 	double losses[5], mse;
 	train_nw_param(losses, &mse);
 	for (int e = 0; e < 5; e++) {
 		ck_assert_double_eq_tol(losses[e], jit[e], 2e-4 * jit[e]);
 		if (e)
 			ck_assert_msg(losses[e] < losses[e - 1],
-				      "epoch %d: loss %g does not fall from %g", e + 1,
-				      losses[e], losses[e - 1]);
+				      "epoch %d: loss %g does not fall from %g",
+				      e + 1, losses[e], losses[e - 1]);
 	}
 }
 END_TEST
@@ -210,8 +215,11 @@ static Suite *train_suite(void)
 	Suite *s = suite_create("models_train");
 	TCase *tc = tcase_create("train");
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_nw_param_loss_falls_every_epoch_of_the_books_sgd_training);
-	tcase_add_test(tc, test_nw_param_learned_width_beats_the_nonparametric_model);
+	tcase_add_test(
+		tc,
+		test_nw_param_loss_falls_every_epoch_of_the_books_sgd_training);
+	tcase_add_test(tc,
+		       test_nw_param_learned_width_beats_the_nonparametric_model);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -70,7 +70,8 @@ static void read_metrics(const char *path, run *r)
 	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
 		int epoch;
 		double loss;
-		if (sscanf(line, "{\"epoch\": %d, \"loss\": %lf", &epoch, &loss) == 2) {
+		if (sscanf(line, "{\"epoch\": %d, \"loss\": %lf", &epoch,
+			   &loss) == 2) {
 			ck_assert_int_eq(epoch, r->n_epochs + 1);
 			r->loss[r->n_epochs++] = loss;
 			ck_assert_ptr_nonnull(strstr(line, "\"peak_rss_mib\": "));
@@ -78,13 +79,14 @@ static void read_metrics(const char *path, run *r)
 		}
 		int n_sent;
 		double decode_ms, per_sentence;
-		if (sscanf(line, "{\"translated\": %d, \"compile_seconds\": %*f, "
+		if (sscanf(line,
+			   "{\"translated\": %d, \"compile_seconds\": %*f, "
 			   "\"decode_ms\": %lf, \"ms_per_sentence\": %lf",
 			   &n_sent, &decode_ms, &per_sentence) == 3) {
 			r->n_sentences = n_sent;
 			ck_assert_double_gt(decode_ms, 0);
-			ck_assert_double_eq_tol(per_sentence * n_sent, decode_ms,
-						1e-3 * decode_ms);
+			ck_assert_double_eq_tol(per_sentence * n_sent,
+						decode_ms, 1e-3 * decode_ms);
 			continue;
 		}
 		ck_assert_ptr_nonnull(strstr(line, "{\"src\": \""));
@@ -134,7 +136,8 @@ static void run_attnc(run *r, const char *const *args, bool is_metrics)
 	memset(r, 0, sizeof *r);
 	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	read_file(out, r->out, sizeof r->out);
-	ck_assert_msg(r->status == 0, "attnc failed (%d):\n%s", r->status, r->out);
+	ck_assert_msg(r->status == 0, "attnc failed (%d):\n%s", r->status,
+		      r->out);
 	read_metrics(metrics, r);
 	remove(metrics);
 	remove(out);
@@ -144,19 +147,19 @@ static void run_attnc(run *r, const char *const *args, bool is_metrics)
  * reserved one but <unk>), and with is_ended there are fewer than T of
  * them: <eos> ended it before the step limit (a sentence of unknown
  * words need not end). */
-static void check_sentence(const rt_nmt_data *d, const char *pred,
-			   bool is_ended)
+static void check_sentence(const rt_nmt_data *d, const char *pred, bool is_ended)
 {
 	char buf[LINE_CAP];
 	int n = 0;
 	snprintf(buf, sizeof buf, "%s", pred);
 	ck_assert_msg(buf[0] != '\0', "an empty translation");
 	for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " "), n++) {
-		int32_t id = rt_nmt_vocab_lookup(d, RT_NMT_TGT, tok, strlen(tok));
+		int32_t id = rt_nmt_vocab_lookup(d, RT_NMT_TGT, tok,
+						 strlen(tok));
 		ck_assert_msg(id == RT_NMT_UNK ? strcmp(tok, "<unk>") == 0
 					       : id > RT_NMT_EOS,
-			      "'%s' of '%s' is not a word of the vocabulary", tok,
-			      pred);
+			      "'%s' of '%s' is not a word of the vocabulary",
+			      tok, pred);
 	}
 	ck_assert_int_le(n, rt_nmt_steps(d));
 	if (is_ended)
@@ -177,8 +180,9 @@ static void check_loss_falls(const run *r, int epochs)
 {
 	ck_assert_int_eq(r->n_epochs, epochs);
 	for (int e = 1; e < epochs; e++)
-		ck_assert_msg(r->loss[e] < r->loss[e - 1], "epoch %d: %g after %g",
-			      e + 1, r->loss[e], r->loss[e - 1]);
+		ck_assert_msg(r->loss[e] < r->loss[e - 1],
+			      "epoch %d: %g after %g", e + 1, r->loss[e],
+			      r->loss[e - 1]);
 	ck_assert_double_lt(r->loss[epochs - 1], 0.8 * r->loss[0]);
 }
 
@@ -187,9 +191,10 @@ static void check_loss_falls(const run *r, int epochs)
 static void check_builtin(const char *model)
 {
 	static run r;
-	const char *args[] = {model, "--train", "--epochs", "4", "--translate",
-			      "go .", "--translate", "I lost.", "--translate",
-			      "zorglub .", NULL};
+	const char *args[] = {model,         "--train",     "--epochs",
+			      "4",           "--translate", "go .",
+			      "--translate", "I lost.",     "--translate",
+			      "zorglub .",   NULL};
 	run_attnc(&r, args, true);
 	check_loss_falls(&r, 4);
 	ck_assert_ptr_nonnull(strstr(r.out, "data: built-in corpus: "));
@@ -226,7 +231,7 @@ START_TEST(test_training_translates_the_books_sentences)
 {
 	static run r;
 	const char *args[] = {"models/bahdanau.g", "--train", "--epochs", "1",
-			      "--examples", "100", NULL};
+			      "--examples",        "100",     NULL};
 	run_attnc(&r, args, true);
 	ck_assert_int_eq(r.n_epochs, 1);
 	ck_assert_int_eq(r.n_translations, 4);
@@ -244,8 +249,8 @@ END_TEST
 static void check_gradient(const char *model)
 {
 	static run r;
-	const char *args[] = {model, "--gradcheck", "--batch", "2", "--examples",
-			      "30", NULL};
+	const char *args[] = {model,        "--gradcheck", "--batch", "2",
+			      "--examples", "30",          NULL};
 	run_attnc(&r, args, false);
 	ck_assert_ptr_nonnull(strstr(r.out, "ok (below 0.001)"));
 	ck_assert_ptr_nonnull(strstr(r.out, "ok (below 1e-05)"));
@@ -298,9 +303,10 @@ START_TEST(test_shards_add_up_to_the_whole_batch)
 	static run r[3];
 	const char *counts[3] = {"1", "2", "3"};
 	for (int i = 0; i < 3; i++) {
-		const char *args[] = {model, "--train", "--examples", "100",
-				      "--epochs", "2", "--threads", "1",
-				      "--shards", counts[i], NULL};
+		const char *args[] = {model,       "--train",  "--examples",
+				      "100",       "--epochs", "2",
+				      "--threads", "1",        "--shards",
+				      counts[i],   NULL};
 		run_attnc(&r[i], args, true);
 		ck_assert_int_eq(r[i].n_epochs, 2);
 	}
@@ -322,7 +328,8 @@ END_TEST
  * tuner tries 2 threads on the first steps). */
 START_TEST(test_sharded_training_does_not_depend_on_threads)
 {
-	char ckpt[2][32] = {"/tmp/attnc_shards_XXXXXX", "/tmp/attnc_shards_XXXXXX"};
+	char ckpt[2][32] = {"/tmp/attnc_shards_XXXXXX",
+			    "/tmp/attnc_shards_XXXXXX"};
 	const char *threads[2] = {"1", "2"};
 	static run r[2];
 	static char bytes[2][1 << 20];
@@ -331,10 +338,11 @@ START_TEST(test_sharded_training_does_not_depend_on_threads)
 		int fd = mkstemp(ckpt[i]);
 		ck_assert_int_ge(fd, 0);
 		close(fd);
-		const char *args[] = {"models/bahdanau.g", "--train", "--examples",
-				      "300", "--epochs", "2", "--shards", "2",
-				      "--threads", threads[i], "--save", ckpt[i],
-				      "--translate", "go .", NULL};
+		const char *args[] =
+			{"models/bahdanau.g", "--train",  "--examples", "300",
+			 "--epochs",          "2",        "--shards",   "2",
+			 "--threads",         threads[i], "--save",     ckpt[i],
+			 "--translate",       "go .",     NULL};
 		run_attnc(&r[i], args, true);
 		FILE *f = fopen(ckpt[i], "rb");
 		ck_assert_ptr_nonnull(f);
@@ -365,8 +373,8 @@ static void check_real_corpus(const char *model, double bound)
 		return;
 	}
 	static run r;
-	const char *args[] = {model, "--train", "--data", path, "--epochs", "30",
-			      NULL};
+	const char *args[] = {model,      "--train", "--data", path,
+			      "--epochs", "30",      NULL};
 	run_attnc(&r, args, true);
 	ck_assert_int_eq(r.n_epochs, 30);
 	ck_assert_double_lt(r.loss[29], bound);
@@ -402,11 +410,15 @@ static Suite *nmt_suite(void)
 	Suite *s = suite_create("models_train_nmt");
 	TCase *tc = tcase_create("builtin");
 	tcase_set_timeout(tc, 300);
-	tcase_add_test(tc, test_transformer_learns_the_builtin_corpus_and_translates);
-	tcase_add_test(tc, test_bahdanau_learns_the_builtin_corpus_and_translates);
+	tcase_add_test(tc,
+		       test_transformer_learns_the_builtin_corpus_and_translates);
+	tcase_add_test(tc,
+		       test_bahdanau_learns_the_builtin_corpus_and_translates);
 	tcase_add_test(tc, test_training_translates_the_books_sentences);
-	tcase_add_test(tc, test_transformer_gradient_of_a_translation_batch_is_right);
-	tcase_add_test(tc, test_bahdanau_gradient_of_a_translation_batch_is_right);
+	tcase_add_test(tc,
+		       test_transformer_gradient_of_a_translation_batch_is_right);
+	tcase_add_test(tc,
+		       test_bahdanau_gradient_of_a_translation_batch_is_right);
 	tcase_add_test(tc, test_shards_add_up_to_the_whole_batch);
 	tcase_add_test(tc, test_sharded_training_does_not_depend_on_threads);
 	suite_add_tcase(s, tc);

@@ -65,8 +65,14 @@ static bool run(tu_graph *x, pass_fn pass)
 	return ok;
 }
 
-static const ir_node *nd(tu_graph *x, ir_id id) { return &x->f->g.nodes[id]; }
-static ir_id arg(tu_graph *x, ir_id id, uint32_t i) { return ir_arg(&x->f->g, id, i); }
+static const ir_node *nd(tu_graph *x, ir_id id)
+{
+	return &x->f->g.nodes[id];
+}
+static ir_id arg(tu_graph *x, ir_id id, uint32_t i)
+{
+	return ir_arg(&x->f->g, id, i);
+}
 static const ir_node *out_node(tu_graph *x, uint32_t o)
 {
 	return nd(x, x->f->outputs[o]);
@@ -83,7 +89,7 @@ START_TEST(test_simplify_composes_nested_permutes)
 	tu_graph_init(&x, 8);
 	ir_id in = tu_input(&x, tu_type(IR_F32, 3, 2, 3, 4));
 	ir_id p1 = permute(&x, in, 3, 1, 2, 0); /* [3, 4, 2] */
-	ret(&x, permute(&x, p1, 3, 1, 0, 2));    /* [4, 3, 2] */
+	ret(&x, permute(&x, p1, 3, 1, 0, 2));   /* [4, 3, 2] */
 	ck_assert(run(&x, pass_simplify));
 	ck_assert_uint_eq(x.f->g.n_nodes, 2);
 	const ir_node *p = out_node(&x, 0);
@@ -163,8 +169,9 @@ START_TEST(test_simplify_drops_unit_arithmetic)
 		tu_graph_init(&x, 8);
 		ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
 		ir_id c = tu_const(&x, tu_type(IR_F32, 1, 4), cases[i].c);
-		ret(&x, cases[i].is_const_left ? op2(&x, cases[i].op, c, in, NULL)
-					       : op2(&x, cases[i].op, in, c, NULL));
+		ret(&x, cases[i].is_const_left
+				? op2(&x, cases[i].op, c, in, NULL)
+				: op2(&x, cases[i].op, in, c, NULL));
 		ck_assert(run(&x, pass_simplify));
 		ck_assert_msg(x.f->outputs[0] == in, "case %zu", i);
 		ck_assert_uint_eq(x.f->g.n_nodes, 1);
@@ -353,20 +360,22 @@ START_TEST(test_cse_keeps_nodes_whose_attributes_differ)
 	x.m->n_dropout_streams = 2;
 	ret(&x, permute(&x, in, 2, 1, 0));
 	ret(&x, permute(&x, in, 2, 0, 1));
-	ret(&x, op2(&x, IR_OP_MATMUL, in, in,
-		    &(ir_attr){.matmul = {.ta = true}}));
-	ret(&x, op2(&x, IR_OP_MATMUL, in, in,
-		    &(ir_attr){.matmul = {.tb = true}}));
+	ret(&x,
+	    op2(&x, IR_OP_MATMUL, in, in, &(ir_attr){.matmul = {.ta = true}}));
+	ret(&x,
+	    op2(&x, IR_OP_MATMUL, in, in, &(ir_attr){.matmul = {.tb = true}}));
 	ret(&x, op1(&x, IR_OP_DROPOUT, in,
 		    &(ir_attr){.dropout = {.p = 0.1, .stream = 0}}));
 	ret(&x, op1(&x, IR_OP_DROPOUT, in,
 		    &(ir_attr){.dropout = {.p = 0.1, .stream = 1}}));
-	ret(&x, op1(&x, IR_OP_SLICE, in,
-		    &(ir_attr){.slice = {.axis = 0, .start = 0, .end = 2,
-					 .step = 1}}));
-	ret(&x, op1(&x, IR_OP_SLICE, in,
-		    &(ir_attr){.slice = {.axis = 0, .start = 1, .end = 3,
-					 .step = 1}}));
+	ret(&x,
+	    op1(&x, IR_OP_SLICE, in,
+		&(ir_attr){
+			.slice = {.axis = 0, .start = 0, .end = 2, .step = 1}}));
+	ret(&x,
+	    op1(&x, IR_OP_SLICE, in,
+		&(ir_attr){
+			.slice = {.axis = 0, .start = 1, .end = 3, .step = 1}}));
 	ck_assert(run(&x, pass_cse));
 	ck_assert_uint_eq(x.f->g.n_nodes, 9);
 	for (uint32_t o = 0; o < 8; o++)
@@ -423,7 +432,8 @@ START_TEST(test_cse_merges_identical_constants_and_params)
 			  arg(&x, x.f->outputs[0], 1));
 	const ir_node *c = nd(&x, arg(&x, x.f->outputs[0], 0));
 	ck_assert_int_eq(add->op, IR_OP_ADD);
-	ck_assert_float_eq(((float *)x.m->consts[c->attr.const_index].data)[1], 2);
+	ck_assert_float_eq(((float *)x.m->consts[c->attr.const_index].data)[1],
+			   2);
 	ck_assert_uint_eq(arg(&x, x.f->outputs[2], 0),
 			  arg(&x, x.f->outputs[2], 1));
 	tu_graph_fini(&x);
@@ -552,8 +562,7 @@ START_TEST(test_memplan_reuses_bytes_of_dead_blocks)
 {
 	tu_graph x;
 	tu_graph_init(&x, 8);
-	pass_mem_block b[3] = {
-		{100, 0, 1, 0}, {200, 1, 2, 0}, {100, 2, 3, 0}};
+	pass_mem_block b[3] = {{100, 0, 1, 0}, {200, 1, 2, 0}, {100, 2, 3, 0}};
 	bool ok;
 	uint64_t total = pass_memplan_blocks(&x.ctx, b, 3, 64, &ok);
 	ck_assert(ok);
@@ -573,8 +582,10 @@ START_TEST(test_memplan_fits_a_block_into_a_gap)
 	tu_graph_init(&x, 8);
 	/* A [0,4] 64 B, B [0,1] 64 B, C [0,4] 64 B, D [2,3] 64 B: D fits
 	 * where B was, between two blocks alive with it. */
-	pass_mem_block b[4] = {
-		{64, 0, 4, 0}, {64, 0, 1, 0}, {64, 0, 4, 0}, {64, 2, 3, 0}};
+	pass_mem_block b[4] = {{64, 0, 4, 0},
+			       {64, 0, 1, 0},
+			       {64, 0, 4, 0},
+			       {64, 2, 3, 0}};
 	bool ok;
 	uint64_t total = pass_memplan_blocks(&x.ctx, b, 4, 64, &ok);
 	ck_assert(ok);
@@ -594,7 +605,8 @@ START_TEST(test_memplan_never_overlaps_live_buffers)
 	enum { N = 40 };
 	pass_mem_block b[N];
 	for (uint32_t i = 0; i < N; i++)
-		b[i] = (pass_mem_block){(i * 37) % 300 + 1, i % 7, i % 7 + i % 5, 0};
+		b[i] = (pass_mem_block){(i * 37) % 300 + 1, i % 7,
+					i % 7 + i % 5, 0};
 	bool ok;
 	uint64_t total = pass_memplan_blocks(&x.ctx, b, N, 16, &ok);
 	ck_assert(ok);
@@ -640,12 +652,14 @@ START_TEST(test_memplan_func_keeps_a_viewed_buffer_alive)
 	tu_graph x;
 	tu_graph_init(&x, 8);
 	ir_id in = tu_input(&x, tu_type(IR_F32, 1, 256));
-	ir_id e = op1(&x, IR_OP_EXP, in, NULL);                     /* 1 */
-	ir_id r = to_type(&x, IR_OP_RESHAPE, e, tu_type(IR_F32, 2, 16, 16)); /* 2 */
-	ir_id t = op1(&x, IR_OP_TANH, in, NULL);                    /* 3 */
-	ir_id s = op1(&x, IR_OP_SIGMOID, r, NULL);                  /* 4 */
-	ret(&x, op2(&x, IR_OP_ADD, s, to_type(&x, IR_OP_RESHAPE, t,
-						tu_type(IR_F32, 2, 16, 16)), NULL));
+	ir_id e = op1(&x, IR_OP_EXP, in, NULL); /* 1 */
+	ir_id r = to_type(&x, IR_OP_RESHAPE, e,
+			  tu_type(IR_F32, 2, 16, 16)); /* 2 */
+	ir_id t = op1(&x, IR_OP_TANH, in, NULL);       /* 3 */
+	ir_id s = op1(&x, IR_OP_SIGMOID, r, NULL);     /* 4 */
+	ret(&x, op2(&x, IR_OP_ADD, s,
+		    to_type(&x, IR_OP_RESHAPE, t, tu_type(IR_F32, 2, 16, 16)),
+		    NULL));
 	pass_memplan plan;
 	ck_assert(pass_memplan_func(x.m, x.f, NULL, &plan));
 	ck_assert_uint_eq(plan.storage[2], 1);
@@ -775,7 +789,8 @@ START_TEST(test_memplan_reports_allocation_failures)
 		if (ok)
 			pass_memplan_fini(&x.ctx, &plan);
 		else
-			ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "out of memory"));
+			ck_assert_ptr_nonnull(
+				strstr(tu_graph_diag(&x), "out of memory"));
 		ck_assert(ok == done);
 		tu_graph_fini(&x);
 		if (done)
@@ -789,18 +804,25 @@ static Suite *passes_suite(void)
 	Suite *s = suite_create("passes");
 	TCase *simp = tcase_create("simplify");
 	tcase_add_test(simp, test_simplify_composes_nested_permutes);
-	tcase_add_test(simp, test_simplify_removes_permutes_that_compose_to_identity);
+	tcase_add_test(simp,
+		       test_simplify_removes_permutes_that_compose_to_identity);
 	tcase_add_test(simp, test_simplify_merges_nested_reshapes);
-	tcase_add_test(simp, test_simplify_removes_reshape_back_to_the_same_type);
+	tcase_add_test(simp,
+		       test_simplify_removes_reshape_back_to_the_same_type);
 	tcase_add_test(simp, test_simplify_drops_unit_arithmetic);
 	tcase_add_test(simp, test_simplify_drops_multiply_by_scalar_one);
-	tcase_add_test(simp, test_simplify_keeps_unit_arithmetic_that_broadcasts_x);
-	tcase_add_test(simp, test_simplify_keeps_non_unit_and_non_commuted_arithmetic);
+	tcase_add_test(simp,
+		       test_simplify_keeps_unit_arithmetic_that_broadcasts_x);
+	tcase_add_test(simp,
+		       test_simplify_keeps_non_unit_and_non_commuted_arithmetic);
 	tcase_add_test(simp, test_simplify_cancels_double_negation_only);
 	tcase_add_test(simp, test_simplify_turns_transposes_into_matmul_flags);
 	tcase_add_test(simp, test_simplify_toggles_a_set_matmul_flag);
-	tcase_add_test(simp, test_simplify_keeps_permutes_that_do_not_transpose_for_matmul);
-	tcase_add_test(simp, test_simplify_drops_cast_and_broadcast_to_the_same_type);
+	tcase_add_test(
+		simp,
+		test_simplify_keeps_permutes_that_do_not_transpose_for_matmul);
+	tcase_add_test(simp,
+		       test_simplify_drops_cast_and_broadcast_to_the_same_type);
 	suite_add_tcase(s, simp);
 
 	TCase *cse = tcase_create("cse");
@@ -813,7 +835,8 @@ static Suite *passes_suite(void)
 
 	TCase *dce = tcase_create("dce");
 	tcase_add_test(dce, test_dce_removes_dead_nodes_and_keeps_unused_inputs);
-	tcase_add_test(dce, test_dce_drops_unused_constants_and_renumbers_examples);
+	tcase_add_test(dce,
+		       test_dce_drops_unused_constants_and_renumbers_examples);
 	tcase_add_test(dce, test_compact_replaces_uses_through_chains);
 	suite_add_tcase(s, dce);
 
@@ -828,7 +851,8 @@ static Suite *passes_suite(void)
 	tcase_add_test(mem, test_memplan_never_overlaps_live_buffers);
 	tcase_add_test(mem, test_memplan_func_plans_a_chain_in_two_buffers);
 	tcase_add_test(mem, test_memplan_func_keeps_a_viewed_buffer_alive);
-	tcase_add_test(mem, test_stats_prints_sorted_ops_kernels_and_planned_bytes);
+	tcase_add_test(mem,
+		       test_stats_prints_sorted_ops_kernels_and_planned_bytes);
 	suite_add_tcase(s, mem);
 
 	TCase *oom = tcase_create("oom");

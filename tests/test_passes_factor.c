@@ -51,8 +51,14 @@ static uint32_t count_op(const ir_func *f, ir_op op)
 	return n;
 }
 
-static const ir_node *nd(tu_graph *x, ir_id id) { return &x->f->g.nodes[id]; }
-static ir_id arg(tu_graph *x, ir_id id, uint32_t i) { return ir_arg(&x->f->g, id, i); }
+static const ir_node *nd(tu_graph *x, ir_id id)
+{
+	return &x->f->g.nodes[id];
+}
+static ir_id arg(tu_graph *x, ir_id id, uint32_t i)
+{
+	return ir_arg(&x->f->g, id, i);
+}
 
 /* ---- the rule ------------------------------------------------------------------ */
 
@@ -268,7 +274,8 @@ START_TEST(test_factored_sums_equal_the_original_in_float64)
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < t->rank; d++)
 			dims[d] = t->dims[d].coef;
-		ck_assert(interp_tensor_alloc(&x.ctx, &in[i], IR_F32, t->rank, dims));
+		ck_assert(interp_tensor_alloc(&x.ctx, &in[i], IR_F32, t->rank,
+					      dims));
 		float *v = in[i].data;
 		for (int64_t k = 0; k < interp_tensor_numel(&in[i]); k++)
 			v[k] = (float)rnd(&seed);
@@ -284,11 +291,13 @@ START_TEST(test_factored_sums_equal_the_original_in_float64)
 		double worst = 0, mag = 0;
 		for (int64_t k = 0; k < n; k++) {
 			double u = interp_tensor_get(&before[o], k);
-			worst = fmax(worst, fabs(u - interp_tensor_get(&after[o], k)));
+			worst = fmax(worst,
+				     fabs(u - interp_tensor_get(&after[o], k)));
 			mag = fmax(mag, fabs(u));
 		}
 		ck_assert_double_gt(mag, 0.5);
-		ck_assert_msg(worst <= 1e-13 * mag, "output %u off by %g", o, worst);
+		ck_assert_msg(worst <= 1e-13 * mag, "output %u off by %g", o,
+			      worst);
 		interp_tensor_fini(&x.ctx, &before[o]);
 		interp_tensor_fini(&x.ctx, &after[o]);
 	}
@@ -309,17 +318,20 @@ END_TEST
  * with a shared operand that the pass factors. */
 static ir_module *bahdanau_trained(tu_graph *x, bool is_factored)
 {
-	uint32_t file = ir_ctx_load_source(&x->ctx, tu_path("models/bahdanau.g"));
+	uint32_t file = ir_ctx_load_source(&x->ctx,
+					   tu_path("models/bahdanau.g"));
 	ck_assert_uint_ne(file, 0);
 	ir_module *m = fe_compile(&x->ctx, file);
 	ck_assert_msg(m != NULL, "%s", tu_graph_diag(x));
 	const char *no_cse[] = {"cse"};
-	pass_options fwd = {.verify_each = true, .disabled = no_cse,
+	pass_options fwd = {.verify_each = true,
+			    .disabled = no_cse,
 			    .n_disabled = 1};
 	ck_assert_msg(pass_pipeline_forward(m, &fwd), "%s", tu_graph_diag(x));
 	ck_assert(pass_autodiff(m, "loss"));
 	const char *off[] = {"factor"};
-	pass_options po = {.verify_each = true, .disabled = off,
+	pass_options po = {.verify_each = true,
+			   .disabled = off,
 			   .n_disabled = is_factored ? 0 : 1};
 	ck_assert_msg(pass_pipeline_run(m, &po), "%s", tu_graph_diag(x));
 	return m;
@@ -330,7 +342,8 @@ static uint32_t count_reading(const ir_func *f, ir_id w, uint32_t side)
 {
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < f->g.n_nodes; i++)
-		n += f->g.nodes[i].op == IR_OP_MATMUL && ir_arg(&f->g, i, side) == w;
+		n += f->g.nodes[i].op == IR_OP_MATMUL &&
+		     ir_arg(&f->g, i, side) == w;
 	return n;
 }
 
@@ -358,7 +371,8 @@ START_TEST(test_bahdanau_keys_projection_gradients_are_one_product_each)
 			  count_op(ff, IR_OP_MATMUL) + 18);
 	ck_assert_uint_eq(count_op(ff, IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD), 10);
 	ck_assert_uint_eq(count_op(ff, IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
-	int32_t wk = ir_module_find_param(fact, "decoder.additive_attention.W_k");
+	int32_t wk = ir_module_find_param(fact,
+					  "decoder.additive_attention.W_k");
 	ck_assert_int_ge(wk, 0);
 	/* enc W_k (forward) and one dKP W_k^T, against 1 + 10 before */
 	ck_assert_uint_eq(count_reading(ff, find_param(ff, wk), 1), 2);
@@ -378,9 +392,13 @@ static Suite *factor_suite(void)
 {
 	Suite *s = suite_create("passes_factor");
 	TCase *rule = tcase_create("rule");
-	tcase_add_test(rule, test_factor_turns_a_chain_of_products_of_one_left_operand_into_one);
-	tcase_add_test(rule, test_factor_shares_a_right_operand_with_both_flags_kept);
-	tcase_add_test(rule, test_factor_gathers_products_from_a_tree_with_other_terms);
+	tcase_add_test(
+		rule,
+		test_factor_turns_a_chain_of_products_of_one_left_operand_into_one);
+	tcase_add_test(rule,
+		       test_factor_shares_a_right_operand_with_both_flags_kept);
+	tcase_add_test(rule,
+		       test_factor_gathers_products_from_a_tree_with_other_terms);
 	tcase_add_test(rule, test_factor_keeps_products_whose_flags_differ);
 	tcase_add_test(rule, test_factor_keeps_a_product_with_another_use);
 	tcase_add_test(rule, test_factor_keeps_a_product_that_is_an_output);
@@ -391,7 +409,8 @@ static Suite *factor_suite(void)
 	suite_add_tcase(s, values);
 	TCase *models = tcase_create("models");
 	tcase_set_timeout(models, 120);
-	tcase_add_test(models, test_bahdanau_keys_projection_gradients_are_one_product_each);
+	tcase_add_test(models,
+		       test_bahdanau_keys_projection_gradients_are_one_product_each);
 	suite_add_tcase(s, models);
 	return s;
 }

@@ -260,10 +260,13 @@ START_TEST(test_fold_reports_allocation_failures)
 		tu_graph x;
 		tu_graph_init(&x, 8);
 		ir_id in = tu_input(&x, tu_type(IR_F32, 1, 3));
-		ir_id s = op2(&x, IR_OP_ADD, tu_const(&x, tu_type(IR_F32, 1, 3), a),
+		ir_id s = op2(&x, IR_OP_ADD,
+			      tu_const(&x, tu_type(IR_F32, 1, 3), a),
 			      tu_const(&x, tu_type(IR_F32, 1, 3), b), NULL);
-		ret(&x, op2(&x, IR_OP_MUL, in, op1(&x, IR_OP_EXP, s, NULL), NULL));
-		ret(&x, to_type(&x, IR_OP_CAST, tu_const(&x, tu_type(IR_I32, 1, 2), ia),
+		ret(&x,
+		    op2(&x, IR_OP_MUL, in, op1(&x, IR_OP_EXP, s, NULL), NULL));
+		ret(&x, to_type(&x, IR_OP_CAST,
+				tu_const(&x, tu_type(IR_I32, 1, 2), ia),
 				tu_type(IR_F32, 1, 2)));
 		failing_alloc fa = {k};
 		x.ctx.alloc = fail_after;
@@ -272,7 +275,8 @@ START_TEST(test_fold_reports_allocation_failures)
 		bool done = fa.left >= 0;
 		ck_assert_msg(ok == done, "k = %d: %s", k, tu_graph_diag(&x));
 		if (!ok)
-			ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "out of memory"));
+			ck_assert_ptr_nonnull(
+				strstr(tu_graph_diag(&x), "out of memory"));
 		else
 			ck_assert(ir_module_verify(x.m));
 		tu_graph_fini(&x);

@@ -38,7 +38,8 @@ static ir_id gb_input(gb *g, ir_dtype dt, int rank, const int64_t *dims)
 	for (int i = 0; i < rank; i++)
 		t.dims[i] = ir_dim_static(dims[i]);
 	ir_attr a = {.input_index = g->f->n_inputs};
-	ir_id id = ir_build(g->m, g->f, IR_OP_INPUT, NULL, 0, &a, &t, (ir_loc){0});
+	ir_id id = ir_build(g->m, g->f, IR_OP_INPUT, NULL, 0, &a, &t,
+			    (ir_loc){0});
 	g->f->inputs[g->f->n_inputs++] = id;
 	return id;
 }
@@ -63,8 +64,8 @@ START_TEST(test_fused_attention_has_the_queries_rows_and_the_values_width)
 	ir_id v = gb_input(&g, IR_F32, 3, (int64_t[]){2, 5, 6});
 	ir_id vl = gb_input(&g, IR_I32, 2, (int64_t[]){2, 3});
 	ir_attr a = attention(0.5, 0);
-	ir_id o = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION, (ir_id[]){q, k, v, vl}, 4,
-			   &a, NULL, (ir_loc){0});
+	ir_id o = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
+			   (ir_id[]){q, k, v, vl}, 4, &a, NULL, (ir_loc){0});
 	ck_assert_msg(o != IR_NONE, "%s", tu_graph_diag(&g.x));
 	const ir_type *t = &g.f->g.nodes[o].type;
 	ck_assert_int_eq(t->rank, 3);
@@ -92,10 +93,11 @@ static void expect_shape_error(ir_op op, const int64_t (*dims)[3],
 	for (int i = 0; i < n; i++)
 		args[i] = gb_input(&g, dts[i], ranks[i], dims[i]);
 	ir_attr a = attention(1, p);
-	ir_id o = ir_build(g.m, g.f, op, args, (uint32_t)n, &a, NULL, (ir_loc){0});
+	ir_id o = ir_build(g.m, g.f, op, args, (uint32_t)n, &a, NULL,
+			   (ir_loc){0});
 	ck_assert_uint_eq(o, IR_NONE);
-	ck_assert_msg(strstr(tu_graph_diag(&g.x), want), "want '%s' in: %s", want,
-		      tu_graph_diag(&g.x));
+	ck_assert_msg(strstr(tu_graph_diag(&g.x), want), "want '%s' in: %s",
+		      want, tu_graph_diag(&g.x));
 	gb_fini(&g);
 }
 
@@ -138,8 +140,8 @@ START_TEST(test_fused_attention_with_heads_takes_them_side_by_side)
 	ir_id v5 = gb_input(&g, IR_F32, 3, (int64_t[]){2, 5, 5});
 	ir_attr a = attention(0.5, 0);
 	a.attention.heads = 2;
-	ir_id o = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION, (ir_id[]){q, k, v, vl}, 4,
-			   &a, NULL, (ir_loc){0});
+	ir_id o = ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
+			   (ir_id[]){q, k, v, vl}, 4, &a, NULL, (ir_loc){0});
 	ck_assert_msg(o != IR_NONE, "%s", tu_graph_diag(&g.x));
 	const ir_type *t = &g.f->g.nodes[o].type;
 	ck_assert_int_eq(t->dims[0].coef, 2);
@@ -152,7 +154,8 @@ START_TEST(test_fused_attention_with_heads_takes_them_side_by_side)
 	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
 				   (ir_id[]){q, k, v5}, 3, &a, NULL, (ir_loc){0}),
 			  IR_NONE);
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&g.x), "multiple of the 2 heads"));
+	ck_assert_ptr_nonnull(
+		strstr(tu_graph_diag(&g.x), "multiple of the 2 heads"));
 	a.attention.heads = 3;
 	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
 				   (ir_id[]){q, k, v}, 3, &a, NULL, (ir_loc){0}),
@@ -161,7 +164,8 @@ START_TEST(test_fused_attention_with_heads_takes_them_side_by_side)
 	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ATTENTION,
 				   (ir_id[]){q, k, v}, 3, &a, NULL, (ir_loc){0}),
 			  IR_NONE);
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&g.x), "heads must be at least 1, not 0"));
+	ck_assert_ptr_nonnull(
+		strstr(tu_graph_diag(&g.x), "heads must be at least 1, not 0"));
 	gb_fini(&g);
 }
 END_TEST
@@ -172,7 +176,8 @@ START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = ac_load_text(&x,
+	ir_module *m = ac_load_text(
+		&x,
 		"model t\ndim B, Q, K\n"
 		"export def f(q: f32[B, Q, 2], k: f32[B, K, 2], v: f32[B, K, 3], "
 		"g: f32[B, Q, 3])\n  return q\n");
@@ -181,7 +186,8 @@ START_TEST(test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim)
 	ir_id o = ir_build(m, f, IR_OP_FUSED_ATTENTION_GRAD, f->inputs, 4, &a,
 			   NULL, (ir_loc){0});
 	ck_assert_uint_eq(o, IR_NONE);
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "do not add up to one dimension"));
+	ck_assert_ptr_nonnull(
+		strstr(tu_graph_diag(&x), "do not add up to one dimension"));
 	ir_dim sz;
 	ir_type qt = f->g.nodes[f->inputs[0]].type;
 	ck_assert(!ir_attention_grad_size(m, &qt, &qt, &qt, &sz));
@@ -218,7 +224,8 @@ START_TEST(test_fused_ops_print_their_attributes_and_read_back)
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	char *text = print_module(m);
 	ck_assert_ptr_nonnull(strstr(text, "fused_attention_grad %"));
-	ck_assert_ptr_nonnull(strstr(text, "{scale=0.5, fill=-1e+06, p=0.25, stream=0}"));
+	ck_assert_ptr_nonnull(
+		strstr(text, "{scale=0.5, fill=-1e+06, p=0.25, stream=0}"));
 	uint32_t file = ir_ctx_add_source(&x.ctx, "m.ir", text, strlen(text));
 	ir_module *back = ir_module_read(&x.ctx, file);
 	ck_assert_msg(back != NULL, "%s", tu_graph_diag(&x));
@@ -242,7 +249,8 @@ START_TEST(test_fused_ops_print_their_heads_and_read_them_back)
 	ac_case c = {2, 3, 5, 4, 6, AC_BATCH, 0.25, false, 1, 3};
 	ir_module *m = ac_compile(&x.ctx, &c, AC_FUSED);
 	char *text = print_module(m);
-	ck_assert_ptr_nonnull(strstr(text, "p=0.25, stream=0, heads=3} : f32[2, 3, 18]"));
+	ck_assert_ptr_nonnull(
+		strstr(text, "p=0.25, stream=0, heads=3} : f32[2, 3, 18]"));
 	uint32_t file = ir_ctx_add_source(&x.ctx, "m.ir", text, strlen(text));
 	ir_module *back = ir_module_read(&x.ctx, file);
 	ck_assert_msg(back != NULL, "%s", tu_graph_diag(&x));
@@ -269,7 +277,8 @@ START_TEST(test_verifier_rejects_a_fused_dropout_stream_out_of_range)
 		if (f->g.nodes[i].op == IR_OP_FUSED_ATTENTION)
 			f->g.nodes[i].attr.attention.stream = 5;
 	ck_assert(!ir_module_verify(m));
-	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&x), "dropout stream 5 out of range"));
+	ck_assert_ptr_nonnull(
+		strstr(tu_graph_diag(&x), "dropout stream 5 out of range"));
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
 }
@@ -288,8 +297,10 @@ static interp_tensor *run_grad(ir_ctx *ctx, const ir_module *m,
 {
 	const ir_func *f = ir_module_find_func(m, "loss_grad");
 	interp_tensor *out = calloc(f->n_outputs, sizeof *out);
-	interp_opts o = {.is_f64 = is_f64, .is_training = c->is_training,
-			 .seed = c->seed, .step = 2};
+	interp_opts o = {.is_f64 = is_f64,
+			 .is_training = c->is_training,
+			 .seed = c->seed,
+			 .step = 2};
 	ck_assert_msg(interp_run(ctx, m, f, &o, r->params, r->in, out),
 		      "loss_grad does not run");
 	return out;
@@ -313,7 +324,8 @@ static void check_same_as_split(ir_ctx *ctx, const ac_case *c, const runs *r,
 	for (uint32_t o = 0; o < f->n_outputs; o++) {
 		int64_t n = interp_tensor_numel(&s32[o]);
 		ck_assert_int_eq(interp_tensor_numel(&f32[o]), n);
-		ck_assert_msg(memcmp(s32[o].data, f32[o].data, (size_t)n * 4) == 0,
+		ck_assert_msg(memcmp(s32[o].data, f32[o].data, (size_t)n * 4) ==
+				      0,
 			      "%s: heads in place differ from split heads",
 			      f->output_names[o]);
 	}
@@ -345,8 +357,10 @@ static void check_case(const ac_case *c)
 		ac_check_ratio(&f32[o], &u32[o], &ref[o], f->output_names[o]);
 		ac_check_ratio(&g32[o], &u32[o], &ref[o], f->output_names[o]);
 		ac_errors(&f64[o], &ref[o], &e, &mag);
-		ck_assert_msg(e <= 1e-12 * (mag + 1), "%s: fused float64 differs "
-			      "by %g", f->output_names[o], e);
+		ck_assert_msg(e <= 1e-12 * (mag + 1),
+			      "%s: fused float64 differs "
+			      "by %g",
+			      f->output_names[o], e);
 	}
 	if (c->H > 0)
 		check_same_as_split(&x.ctx, c, &r, f32);
@@ -408,7 +422,8 @@ START_TEST(test_fused_rows_of_valid_length_zero_average_all_values)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = ac_load_text(&x,
+	ir_module *m = ac_load_text(
+		&x,
 		"model t\n"
 		"export def f(q: f32[1, 2, 2], k: f32[1, 3, 2], v: f32[1, 3, 1], "
 		"valid: i32[1, 2])\n"
@@ -475,7 +490,8 @@ START_TEST(test_every_attention_of_the_transformer_loss_and_forward_fuses)
 	uint32_t per_query = 0;
 	for (uint32_t i = 0; i < f->g.n_nodes; i++)
 		if (f->g.nodes[i].op == IR_OP_FUSED_ATTENTION)
-			per_query += f->g.nodes[ir_arg(&f->g, i, 3)].type.rank == 2;
+			per_query += f->g.nodes[ir_arg(&f->g, i, 3)].type.rank ==
+				     2;
 	ck_assert_uint_eq(per_query, 2);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
@@ -490,7 +506,8 @@ START_TEST(test_the_transformer_training_graph_fuses_forward_and_backward)
 	ac_differentiate(m, NULL);
 	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD),
+			  6);
 	uint32_t left = ac_count(m, "loss_grad", IR_OP_MASKED_SOFTMAX);
 	ir_module_destroy(m);
 	/* The masked softmaxes left draw the loss's masks over the symbolic
@@ -499,7 +516,8 @@ START_TEST(test_the_transformer_training_graph_fuses_forward_and_backward)
 	pass_options off = {.no_fuse = true};
 	ac_differentiate(m, &off);
 	ac_run_pipeline(m, &off);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_MASKED_SOFTMAX), left + 6);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_MASKED_SOFTMAX),
+			  left + 6);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
 }
@@ -571,10 +589,12 @@ START_TEST(test_fused_attention_takes_scale_dropout_and_the_softmax_location)
 		const ir_node *n = &f->g.nodes[i];
 		if (n->op != IR_OP_FUSED_ATTENTION)
 			continue;
-		ck_assert_double_eq_tol(n->attr.attention.scale, 1 / sqrt(20.0), 1e-7);
+		ck_assert_double_eq_tol(n->attr.attention.scale, 1 / sqrt(20.0),
+					1e-7);
 		ck_assert_double_eq(n->attr.attention.fill, -1e6);
 		ck_assert_double_eq(n->attr.attention.p, 0.5);
-		ck_assert_uint_eq(n->loc.line, 20); /* weights = masked_softmax(...) */
+		ck_assert_uint_eq(n->loc.line,
+				  20); /* weights = masked_softmax(...) */
 		ck_assert_int_eq(f->g.nodes[ir_arg(&f->g, i, 3)].type.rank, 1);
 	}
 	ir_module_destroy(m);
@@ -598,11 +618,15 @@ START_TEST(test_the_transformer_reads_every_attentions_heads_in_place)
 		ir_module *m = ac_load_model(&x, "models/transformer.g");
 		ac_differentiate(m, &opts[i]);
 		ac_run_pipeline(m, &opts[i]);
-		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
-		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
+		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION),
+				  6);
+		ck_assert_uint_eq(ac_count(m, "loss_grad",
+					   IR_OP_FUSED_ATTENTION_GRAD),
+				  6);
 		ac_expect_heads(m, "loss", i == 0 ? 4 : 1);
 		ac_expect_heads(m, "loss_grad", i == 0 ? 4 : 1);
-		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_PERMUTE), i == 0 ? 0 : 24);
+		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_PERMUTE),
+				  i == 0 ? 0 : 24);
 		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_PERMUTE),
 				  i == 0 ? 0 : 48);
 		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_REPEAT_INTERLEAVE),
@@ -673,21 +697,22 @@ static void expect_heads(const char *body, uint32_t want, const char *why)
  * only merged; otherwise the fused node keeps its split copies. */
 START_TEST(test_heads_stay_split_unless_every_part_matches)
 {
-	expect_heads("  return merge_heads(masked_softmax(q @ k.T, vl) @ k, 2)\n", 2,
-		     "; its 2 heads are read in place\n");
+	expect_heads("  return merge_heads(masked_softmax(q @ k.T, vl) @ k, 2)\n",
+		     2, "; its 2 heads are read in place\n");
 	expect_heads("  return merge_heads(softmax(q @ k.T) @ k, 2)\n", 2,
 		     "; its 2 heads are read in place\n");
-	expect_heads("  return merge_heads(masked_softmax(q @ k.T, vh) @ k, 2)\n", 1,
-		     "; its 2 heads stay split: its valid lengths %4 (input) are "
-		     "not one per batch element repeated for each of the 2 heads");
+	expect_heads(
+		"  return merge_heads(masked_softmax(q @ k.T, vh) @ k, 2)\n", 1,
+		"; its 2 heads stay split: its valid lengths %4 (input) are "
+		"not one per batch element repeated for each of the 2 heads");
 	expect_heads("  o = masked_softmax(q @ k.T, vl) @ k\n"
-		     "  return merge_heads(o, 2) + sum(o)\n", 1,
-		     "its 2 heads stay split: its result %");
+		     "  return merge_heads(o, 2) + sum(o)\n",
+		     1, "its 2 heads stay split: its result %");
 	expect_heads("  o = masked_softmax(q @ k.T, vl) @ k\n"
-		     "  return merge_heads(o, 2), o\n", 1,
-		     "(matmul) is output 1 of @f");
-	expect_heads("  return merge_heads(masked_softmax(q @ kk.T, vl) @ kk, 2)\n", 1,
-		     "stay split: its keys %2 (input) are not a head split");
+		     "  return merge_heads(o, 2), o\n",
+		     1, "(matmul) is output 1 of @f");
+	expect_heads("  return merge_heads(masked_softmax(q @ kk.T, vl) @ kk, 2)\n",
+		     1, "stay split: its keys %2 (input) are not a head split");
 	expect_heads("  return masked_softmax(kk @ kk.T, vh) @ kk\n", 1,
 		     "into fused_attention\n");
 }
@@ -716,14 +741,16 @@ START_TEST(test_a_query_used_elsewhere_keeps_its_gradient_heads_in_place)
 	ac_run_pipeline(m, &pre);
 	char *text = ac_explain(m);
 	ck_assert_msg(strstr(text, "@loss %") &&
-		      strstr(text, "; its 2 heads are read in place\n"), "%s", text);
+			      strstr(text, "; its 2 heads are read in place\n"),
+		      "%s", text);
 	free(text);
 	ir_module_destroy(m);
 	m = ac_load_text(&x, src);
 	ac_differentiate(m, NULL);
 	ac_run_pipeline(m, NULL);
 	ac_expect_heads(m, "loss_grad", 2);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 1);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD),
+			  1);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
 }
@@ -785,15 +812,17 @@ START_TEST(test_the_unfused_gradient_of_a_node_with_heads_splits_and_merges_them
 				  (uint32_t)fused);
 		ck_assert_msg(pass_autodiff(m, "loss"), "%s", tu_graph_diag(&x));
 		ac_run_pipeline(m, &po);
-		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 0);
+		ck_assert_uint_eq(ac_count(m, "loss_grad",
+					   IR_OP_FUSED_ATTENTION_GRAD),
+				  0);
 		out[fused] = heads_grad_run(&x, m, 3, 4);
 		ir_module_destroy(m);
 	}
 	for (int o = 0; o < 2; o++) {
 		double e, mag;
 		ac_errors(&out[1][o], &out[0][o], &e, &mag);
-		ck_assert_msg(mag > 0 && e <= 1e-12 * (mag + 1), "output %d differs by %g",
-			      o, e);
+		ck_assert_msg(mag > 0 && e <= 1e-12 * (mag + 1),
+			      "output %d differs by %g", o, e);
 		interp_tensor_fini(&x.ctx, &out[0][o]);
 		interp_tensor_fini(&x.ctx, &out[1][o]);
 	}
@@ -841,10 +870,11 @@ START_TEST(test_other_uses_of_the_weights_or_scores_block_fusion)
 		     0, "not fused: the scores %");
 	expect_fused("  w = masked_softmax(q @ k.T, valid)\n"
 		     "  return w @ v, w\n",
-		     0, "not fused: the weights are output 1 (w) of @f: fusing "
-			"would lose them");
-	expect_fused("  return masked_softmax(tanh(q @ k.T), valid) @ v\n",
-		     0, "not fused: its scores come from %");
+		     0,
+		     "not fused: the weights are output 1 (w) of @f: fusing "
+		     "would lose them");
+	expect_fused("  return masked_softmax(tanh(q @ k.T), valid) @ v\n", 0,
+		     "not fused: its scores come from %");
 	expect_fused("  return masked_softmax(q @ k.T, valid) @ v\n", 1,
 		     "fuses: matmul %");
 }
@@ -858,7 +888,8 @@ START_TEST(test_transposed_keys_and_constant_scales_fuse)
 	tu_graph x;
 	tu_graph_init_ctx(&x);
 	char src[512];
-	snprintf(src, sizeof src, "%s  return softmax(q @ kt / 2) @ v\n", attn_head);
+	snprintf(src, sizeof src, "%s  return softmax(q @ kt / 2) @ v\n",
+		 attn_head);
 	ir_module *m = ac_load_text(&x, src);
 	ac_run_pipeline(m, NULL);
 	const ir_func *f = m->funcs[0];
@@ -867,7 +898,8 @@ START_TEST(test_transposed_keys_and_constant_scales_fuse)
 		if (f->g.nodes[i].op == IR_OP_FUSED_ATTENTION) {
 			ir_id kk = ir_arg(&f->g, i, 1);
 			ck_assert_int_eq(f->g.nodes[kk].op, IR_OP_PERMUTE);
-			ck_assert_double_eq(f->g.nodes[i].attr.attention.scale, 0.5);
+			ck_assert_double_eq(f->g.nodes[i].attr.attention.scale,
+					    0.5);
 			found = true;
 		}
 	ck_assert(found);
@@ -903,7 +935,8 @@ static void expect_grad_fuses_and_agrees(const char *src,
 		pass_options po = {.no_fuse = !fused};
 		ac_differentiate(m, &po);
 		ac_run_pipeline(m, &po);
-		ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD),
+		ck_assert_uint_eq(ac_count(m, "loss_grad",
+					   IR_OP_FUSED_ATTENTION_GRAD),
 				  (uint32_t)fused);
 		interp_tensor in[3], params[1];
 		qk_inputs(&x, in, third);
@@ -911,7 +944,8 @@ static void expect_grad_fuses_and_agrees(const char *src,
 		ck_assert(interp_params_init(&x.ctx, m, syms, 5, false, params));
 		out[fused] = calloc(2, sizeof *out[fused]);
 		interp_opts o = {0};
-		ck_assert(interp_run(&x.ctx, m, ir_module_find_func(m, "loss_grad"), &o,
+		ck_assert(interp_run(&x.ctx, m,
+				     ir_module_find_func(m, "loss_grad"), &o,
 				     params, in, out[fused]));
 		for (int i = 0; i < 3; i++)
 			interp_tensor_fini(&x.ctx, &in[i]);
@@ -921,7 +955,8 @@ static void expect_grad_fuses_and_agrees(const char *src,
 	for (int o = 0; o < 2; o++) {
 		double e, mag;
 		ac_errors(&out[1][o], &out[0][o], &e, &mag);
-		ck_assert_msg(e <= 1e-6 * (mag + 1), "output %d differs by %g", o, e);
+		ck_assert_msg(e <= 1e-6 * (mag + 1), "output %d differs by %g",
+			      o, e);
 		interp_tensor_fini(&x.ctx, &out[0][o]);
 		interp_tensor_fini(&x.ctx, &out[1][o]);
 	}
@@ -942,7 +977,9 @@ START_TEST(test_constant_valid_lengths_fuse_the_backward_too)
 	float data[30];
 	for (int i = 0; i < 30; i++)
 		data[i] = (float)((i * 5) % 3) - 1;
-	interp_tensor v = {.dtype = IR_F32, .rank = 3, .dims = {2, 5, 3},
+	interp_tensor v = {.dtype = IR_F32,
+			   .rank = 3,
+			   .dims = {2, 5, 3},
 			   .data = data};
 	expect_grad_fuses_and_agrees(src, &v);
 }
@@ -958,7 +995,9 @@ START_TEST(test_a_gradient_for_the_values_alone_fuses)
 		"  param v : [2, 5, 3] = normal(0, 1)\n"
 		"  return sum(masked_softmax(q @ k.T / 2, valid) @ v)\n";
 	int32_t lengths[2] = {0, 4};
-	interp_tensor valid = {.dtype = IR_I32, .rank = 1, .dims = {2},
+	interp_tensor valid = {.dtype = IR_I32,
+			       .rank = 1,
+			       .dims = {2},
 			       .data = lengths};
 	expect_grad_fuses_and_agrees(src, &valid);
 }
@@ -991,9 +1030,10 @@ START_TEST(test_explain_fusion_says_which_softmax_fuses_and_why_not)
 					   "fused_attention; its 4 heads are read "
 					   "in place\n"));
 	ck_assert_ptr_nonnull(strstr(text, "@encode %"));
-	ck_assert_ptr_nonnull(strstr(text, "(reshape), which becomes output 1 "
-					   "(weights) of @encode: fusing would lose "
-					   "them"));
+	ck_assert_ptr_nonnull(strstr(text,
+				     "(reshape), which becomes output 1 "
+				     "(weights) of @encode: fusing would lose "
+				     "them"));
 	/* the rest: 6 weights that are outputs; loss_grad is derived from
 	 * the fused loss, so fusion never sees it */
 	ck_assert_ptr_nonnull(strstr(text, "12 of 18 softmaxes fuse\n"));
@@ -1007,38 +1047,65 @@ static Suite *fuse_suite(void)
 {
 	Suite *s = suite_create("fuse");
 	TCase *tc = tcase_create("ops");
-	tcase_add_test(tc, test_fused_attention_has_the_queries_rows_and_the_values_width);
-	tcase_add_test(tc, test_fused_attention_rejects_operands_that_do_not_fit);
-	tcase_add_test(tc, test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim);
-	tcase_add_test(tc, test_fused_attention_with_heads_takes_them_side_by_side);
+	tcase_add_test(
+		tc,
+		test_fused_attention_has_the_queries_rows_and_the_values_width);
+	tcase_add_test(tc,
+		       test_fused_attention_rejects_operands_that_do_not_fit);
+	tcase_add_test(tc,
+		       test_fused_attention_grad_needs_sizes_that_add_up_to_one_dim);
+	tcase_add_test(tc,
+		       test_fused_attention_with_heads_takes_them_side_by_side);
 	tcase_add_test(tc, test_fused_ops_print_their_attributes_and_read_back);
 	tcase_add_test(tc, test_fused_ops_print_their_heads_and_read_them_back);
-	tcase_add_test(tc, test_verifier_rejects_a_fused_dropout_stream_out_of_range);
+	tcase_add_test(tc,
+		       test_verifier_rejects_a_fused_dropout_stream_out_of_range);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("interp");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_fused_interpreter_matches_the_unfused_graph_and_its_gradients,
-			    0, (int)(sizeof interp_cases / sizeof interp_cases[0]));
-	tcase_add_loop_test(tc, test_fused_heads_read_in_place_match_the_unfused_graph_and_the_split_form,
-			    0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
-	tcase_add_test(tc, test_fused_rows_of_valid_length_zero_average_all_values);
+	tcase_add_loop_test(
+		tc,
+		test_fused_interpreter_matches_the_unfused_graph_and_its_gradients,
+		0, (int)(sizeof interp_cases / sizeof interp_cases[0]));
+	tcase_add_loop_test(
+		tc,
+		test_fused_heads_read_in_place_match_the_unfused_graph_and_the_split_form,
+		0, (int)(sizeof heads_cases / sizeof heads_cases[0]));
+	tcase_add_test(tc,
+		       test_fused_rows_of_valid_length_zero_average_all_values);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("pass");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_every_attention_of_the_transformer_loss_and_forward_fuses);
-	tcase_add_test(tc, test_the_transformer_training_graph_fuses_forward_and_backward);
-	tcase_add_test(tc, test_no_fuse_and_disabling_the_pass_leave_the_graph_unfused);
-	tcase_add_loop_test(tc, test_model_attentions_fuse_unless_their_weights_are_returned, 0, 3);
-	tcase_add_test(tc, test_fused_attention_takes_scale_dropout_and_the_softmax_location);
-	tcase_add_test(tc, test_other_uses_of_the_weights_or_scores_block_fusion);
+	tcase_add_test(
+		tc,
+		test_every_attention_of_the_transformer_loss_and_forward_fuses);
+	tcase_add_test(
+		tc,
+		test_the_transformer_training_graph_fuses_forward_and_backward);
+	tcase_add_test(tc,
+		       test_no_fuse_and_disabling_the_pass_leave_the_graph_unfused);
+	tcase_add_loop_test(
+		tc, test_model_attentions_fuse_unless_their_weights_are_returned,
+		0, 3);
+	tcase_add_test(
+		tc,
+		test_fused_attention_takes_scale_dropout_and_the_softmax_location);
+	tcase_add_test(tc,
+		       test_other_uses_of_the_weights_or_scores_block_fusion);
 	tcase_add_test(tc, test_transposed_keys_and_constant_scales_fuse);
 	tcase_add_test(tc, test_a_gradient_for_the_values_alone_fuses);
 	tcase_add_test(tc, test_constant_valid_lengths_fuse_the_backward_too);
-	tcase_add_test(tc, test_explain_fusion_says_which_softmax_fuses_and_why_not);
-	tcase_add_test(tc, test_the_transformer_reads_every_attentions_heads_in_place);
+	tcase_add_test(tc,
+		       test_explain_fusion_says_which_softmax_fuses_and_why_not);
+	tcase_add_test(tc,
+		       test_the_transformer_reads_every_attentions_heads_in_place);
 	tcase_add_test(tc, test_heads_stay_split_unless_every_part_matches);
-	tcase_add_test(tc, test_a_query_used_elsewhere_keeps_its_gradient_heads_in_place);
-	tcase_add_test(tc, test_the_unfused_gradient_of_a_node_with_heads_splits_and_merges_them);
+	tcase_add_test(
+		tc,
+		test_a_query_used_elsewhere_keeps_its_gradient_heads_in_place);
+	tcase_add_test(
+		tc,
+		test_the_unfused_gradient_of_a_node_with_heads_splits_and_merges_them);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -36,10 +36,11 @@ START_TEST(test_fused_additive_attention_rejects_heads_other_than_one)
 	ir_attr a = attention(0);
 	a.attention.heads = 2;
 	ir_id args[4] = {qp, kp, wv, v};
-	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ADDITIVE_ATTENTION, args, 4,
-				   &a, NULL, (ir_loc){0}), IR_NONE);
+	ck_assert_uint_eq(ir_build(g.m, g.f, IR_OP_FUSED_ADDITIVE_ATTENTION,
+				   args, 4, &a, NULL, (ir_loc){0}),
+			  IR_NONE);
 	ck_assert_ptr_nonnull(strstr(tu_graph_diag(&g), "additive attention has "
-				     "one head, not 2"));
+							"one head, not 2"));
 	tu_graph_fini(&g);
 }
 END_TEST
@@ -86,14 +87,17 @@ START_TEST(test_fused_additive_attention_rejects_operands_that_do_not_fit)
 		ir_id args[6] = {qp, kp, wv, v, i == 1 ? vl : vb, gg};
 		ir_op op = i == 2 ? IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD
 				  : IR_OP_FUSED_ADDITIVE_ATTENTION;
-		ir_id id = ir_build(g.m, g.f, op, args, i == 2 ? 6 : 5, &a, NULL,
-				    (ir_loc){0});
+		ir_id id = ir_build(g.m, g.f, op, args, i == 2 ? 6 : 5, &a,
+				    NULL, (ir_loc){0});
 		ck_assert_uint_eq(id, IR_NONE);
 	}
 	const char *d = tu_graph_diag(&g);
-	ck_assert_ptr_nonnull(strstr(d, "do not fit (N, Q, H), (N, K, H), (H), (N, K, dv)"));
-	ck_assert_ptr_nonnull(strstr(d, "valid lengths [2, 4] must be (N) or (N, Q)"));
-	ck_assert_ptr_nonnull(strstr(d, "gradient [2, 3, 7] must have the result's shape"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "do not fit (N, Q, H), (N, K, H), (H), (N, K, dv)"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "valid lengths [2, 4] must be (N) or (N, Q)"));
+	ck_assert_ptr_nonnull(
+		strstr(d, "gradient [2, 3, 7] must have the result's shape"));
 	tu_graph_fini(&g);
 }
 END_TEST
@@ -144,8 +148,10 @@ static interp_tensor *run_grad(ir_ctx *ctx, const ir_module *m,
 {
 	const ir_func *f = ir_module_find_func(m, "loss_grad");
 	interp_tensor *out = calloc(f->n_outputs, sizeof *out);
-	interp_opts o = {.is_f64 = is_f64, .is_training = c->is_training,
-			 .seed = c->seed, .step = 2};
+	interp_opts o = {.is_f64 = is_f64,
+			 .is_training = c->is_training,
+			 .seed = c->seed,
+			 .step = 2};
 	ck_assert_msg(interp_run(ctx, m, f, &o, r->params, r->in, out),
 		      "loss_grad does not run");
 	return out;
@@ -184,8 +190,10 @@ static void check_case(const add_case *c)
 		ac_check_ratio(&f32[o], &u32[o], &ref[o], f->output_names[o]);
 		ac_check_ratio(&g32[o], &u32[o], &ref[o], f->output_names[o]);
 		ac_errors(&f64[o], &ref[o], &e, &mag);
-		ck_assert_msg(e <= 1e-12 * (mag + 1), "%s: fused float64 differs "
-			      "by %g", f->output_names[o], e);
+		ck_assert_msg(e <= 1e-12 * (mag + 1),
+			      "%s: fused float64 differs "
+			      "by %g",
+			      f->output_names[o], e);
 	}
 	free_out(&x.ctx, ref, f->n_outputs);
 	free_out(&x.ctx, u32, f->n_outputs);
@@ -230,12 +238,13 @@ START_TEST(test_fused_additive_rows_average_their_valid_values_and_length_zero_a
 	ir_module *m = ac_load_model(&x, "models/additive_attention.g");
 	ir_module_find_func(m, "forward")->n_outputs = 1; /* not the weights */
 	ac_run_pipeline(m, NULL);
-	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION), 1);
+	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  1);
 	const ir_func *f = ir_module_find_func(m, "forward");
 	interp_tensor in[4], params[4], out[1];
 	int64_t syms[3] = {2, 1, 10};
-	const int64_t qd[3] = {2, 1, 20}, kd[3] = {2, 10, 2}, vd[3] = {2, 10, 4},
-		      ld[1] = {2};
+	const int64_t qd[3] = {2, 1, 20}, kd[3] = {2, 10, 2},
+		      vd[3] = {2, 10, 4}, ld[1] = {2};
 	ck_assert(interp_tensor_alloc(&x.ctx, &in[0], IR_F32, 3, qd));
 	ck_assert(interp_tensor_alloc(&x.ctx, &in[1], IR_F32, 3, kd));
 	ck_assert(interp_tensor_alloc(&x.ctx, &in[2], IR_F32, 3, vd));
@@ -277,12 +286,19 @@ START_TEST(test_every_decoder_step_of_bahdanau_fuses_forward_and_backward)
 	ir_module *m = ac_load_model(&x, "models/bahdanau.g");
 	ac_differentiate(m, NULL);
 	ac_run_pipeline(m, NULL);
-	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
-	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD),
+	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION),
 			  10);
-	ck_assert_uint_eq(ac_count(m, "decode_step", IR_OP_FUSED_ADDITIVE_ATTENTION), 0);
+	ck_assert_uint_eq(ac_count(m, "forward", IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  10);
+	ck_assert_uint_eq(ac_count(m, "loss_grad",
+				   IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  10);
+	ck_assert_uint_eq(ac_count(m, "loss_grad",
+				   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD),
+			  10);
+	ck_assert_uint_eq(ac_count(m, "decode_step",
+				   IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  0);
 	ck_assert_uint_eq(ac_count(m, "decode_step", IR_OP_MASKED_SOFTMAX), 1);
 	/* No (B, 1, T, H) features are left in the training graph: its only
 	 * rank-4 nodes are views of dqp, (B, 1, 1, H), and the loss's
@@ -293,7 +309,8 @@ START_TEST(test_every_decoder_step_of_bahdanau_fuses_forward_and_backward)
 		ir_op op = f->g.nodes[i].op;
 		bool is_loss = op == IR_OP_CROSS_ENTROPY_WITH_GRAD ||
 			       (op == IR_OP_SLICE &&
-				f->g.nodes[ir_arg(&f->g, i, 0)].type.dims[0].coef == 2);
+				f->g.nodes[ir_arg(&f->g, i, 0)].type.dims[0].coef ==
+					2);
 		ck_assert(t->rank < 4 || is_loss ||
 			  (op == IR_OP_RESHAPE && t->dims[2].coef == 1));
 	}
@@ -315,9 +332,13 @@ START_TEST(test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused)
 		ac_run_pipeline(m, &opts[i]);
 		for (uint32_t fi = 0; fi < m->n_funcs; fi++) {
 			const char *fn = m->funcs[fi]->name;
-			ck_assert_uint_eq(ac_count(m, fn, IR_OP_FUSED_ADDITIVE_ATTENTION), 0);
 			ck_assert_uint_eq(ac_count(m, fn,
-						   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD), 0);
+						   IR_OP_FUSED_ADDITIVE_ATTENTION),
+					  0);
+			ck_assert_uint_eq(
+				ac_count(m, fn,
+					 IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD),
+				0);
 		}
 		ck_assert_uint_eq(ac_count(m, "loss", IR_OP_MASKED_SOFTMAX), 10);
 		ir_module_destroy(m);
@@ -345,7 +366,9 @@ START_TEST(test_constant_valid_lengths_fuse_the_additive_backward)
 	float data[36];
 	for (int i = 0; i < 36; i++)
 		data[i] = (float)((i * 5) % 7) - 3;
-	interp_tensor w = {.dtype = IR_F32, .rank = 3, .dims = {2, 3, 6},
+	interp_tensor w = {.dtype = IR_F32,
+			   .rank = 3,
+			   .dims = {2, 3, 6},
 			   .data = data};
 	tu_graph x;
 	tu_graph_init_ctx(&x);
@@ -363,7 +386,8 @@ START_TEST(test_constant_valid_lengths_fuse_the_additive_backward)
 		ck_assert(interp_params_init(&x.ctx, m, syms, 5, false, params));
 		out[fused] = calloc(5, sizeof *out[fused]);
 		interp_opts o = {0};
-		ck_assert(interp_run(&x.ctx, m, ir_module_find_func(m, "loss_grad"), &o,
+		ck_assert(interp_run(&x.ctx, m,
+				     ir_module_find_func(m, "loss_grad"), &o,
 				     params, &w, out[fused]));
 		for (int i = 0; i < 4; i++)
 			interp_tensor_fini(&x.ctx, &params[i]);
@@ -372,7 +396,8 @@ START_TEST(test_constant_valid_lengths_fuse_the_additive_backward)
 	for (int o = 0; o < 5; o++) {
 		double e, mag;
 		ac_errors(&out[1][o], &out[0][o], &e, &mag);
-		ck_assert_msg(e <= 1e-5 * (mag + 1), "output %d differs by %g", o, e);
+		ck_assert_msg(e <= 1e-5 * (mag + 1), "output %d differs by %g",
+			      o, e);
 		interp_tensor_fini(&x.ctx, &out[0][o]);
 		interp_tensor_fini(&x.ctx, &out[1][o]);
 	}
@@ -394,10 +419,12 @@ START_TEST(test_explain_fusion_reports_the_additive_attentions)
 	ck_assert_ptr_nonnull(strstr(text, "@loss %"));
 	ck_assert_ptr_nonnull(strstr(text, ", masked_softmax, dropout %"));
 	ck_assert_ptr_nonnull(strstr(text, "into fused_additive_attention\n"));
-	ck_assert_ptr_nonnull(strstr(text, "@decode_step %22 masked_softmax at "));
-	ck_assert_ptr_nonnull(strstr(text, "not fused: the weights are output 2 "
-					   "(weights) of @decode_step: fusing would "
-					   "lose them"));
+	ck_assert_ptr_nonnull(
+		strstr(text, "@decode_step %22 masked_softmax at "));
+	ck_assert_ptr_nonnull(strstr(text,
+				     "not fused: the weights are output 2 "
+				     "(weights) of @decode_step: fusing would "
+				     "lose them"));
 	ck_assert_ptr_nonnull(strstr(text, "20 of 21 softmaxes fuse\n"));
 	free(text);
 	ir_module_destroy(m);
@@ -419,7 +446,8 @@ START_TEST(test_features_used_elsewhere_block_the_fusion)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
-	ir_module *m = ac_load_text(&x,
+	ir_module *m = ac_load_text(
+		&x,
 		"model t\n"
 		"export def f(qp: f32[2, 3, 4], kp: f32[2, 5, 4], v: f32[2, 5, 6])\n"
 		"  param wv : [4, 1] = normal(0, 1)\n"
@@ -429,7 +457,8 @@ START_TEST(test_features_used_elsewhere_block_the_fusion)
 	ac_run_pipeline(m, &(pass_options){.no_fuse = true});
 	char *text = ac_explain(m);
 	ck_assert_msg(strstr(text, "not fused: the features %") &&
-		      strstr(text, "are also used by %"), "%s", text);
+			      strstr(text, "are also used by %"),
+		      "%s", text);
 	free(text);
 	ac_run_pipeline(m, NULL);
 	ck_assert_uint_eq(ac_count(m, "f", IR_OP_FUSED_ADDITIVE_ATTENTION), 0);
@@ -442,24 +471,37 @@ static Suite *fuse_additive_suite(void)
 {
 	Suite *s = suite_create("passes_fuse_additive");
 	TCase *ops = tcase_create("ops");
-	tcase_add_test(ops, test_fused_additive_attention_has_the_queries_rows_and_the_values_width);
-	tcase_add_test(ops, test_fused_additive_attention_rejects_heads_other_than_one);
-	tcase_add_test(ops, test_fused_additive_attention_rejects_operands_that_do_not_fit);
+	tcase_add_test(
+		ops,
+		test_fused_additive_attention_has_the_queries_rows_and_the_values_width);
+	tcase_add_test(ops,
+		       test_fused_additive_attention_rejects_heads_other_than_one);
+	tcase_add_test(
+		ops,
+		test_fused_additive_attention_rejects_operands_that_do_not_fit);
 	tcase_add_test(ops, test_the_fused_additive_ops_print_and_read_back);
 	suite_add_tcase(s, ops);
 	TCase *interp = tcase_create("interpreter");
 	tcase_set_timeout(interp, 120);
-	tcase_add_loop_test(interp,
-			    test_fused_additive_interpreter_matches_the_unfused_graph_and_its_gradients,
-			    0, (int)(sizeof interp_cases / sizeof interp_cases[0]));
-	tcase_add_test(interp, test_fused_additive_rows_average_their_valid_values_and_length_zero_all);
+	tcase_add_loop_test(
+		interp,
+		test_fused_additive_interpreter_matches_the_unfused_graph_and_its_gradients,
+		0, (int)(sizeof interp_cases / sizeof interp_cases[0]));
+	tcase_add_test(
+		interp,
+		test_fused_additive_rows_average_their_valid_values_and_length_zero_all);
 	suite_add_tcase(s, interp);
 	TCase *models = tcase_create("models");
 	tcase_set_timeout(models, 120);
-	tcase_add_test(models, test_every_decoder_step_of_bahdanau_fuses_forward_and_backward);
-	tcase_add_test(models, test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused);
-	tcase_add_test(models, test_constant_valid_lengths_fuse_the_additive_backward);
-	tcase_add_test(models, test_explain_fusion_reports_the_additive_attentions);
+	tcase_add_test(
+		models,
+		test_every_decoder_step_of_bahdanau_fuses_forward_and_backward);
+	tcase_add_test(models,
+		       test_no_fuse_and_disabling_the_pass_leave_bahdanau_unfused);
+	tcase_add_test(models,
+		       test_constant_valid_lengths_fuse_the_additive_backward);
+	tcase_add_test(models,
+		       test_explain_fusion_reports_the_additive_attentions);
 	tcase_add_test(models, test_features_used_elsewhere_block_the_fusion);
 	suite_add_tcase(s, models);
 	return s;

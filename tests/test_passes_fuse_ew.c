@@ -121,22 +121,23 @@ START_TEST(test_a_cheap_node_with_two_readers_is_computed_in_both)
 	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
 	ir_id m = tu_input(&g, tu_type(IR_F32, 2, 4, 1));
 	ir_id w = tu_input(&g, tu_type(IR_F32, 2, 8, 8));
-	ir_id neg = op1(&g, IR_OP_NEG, m, NULL);    /* one reader: d */
-	ir_id d = op2(&g, IR_OP_SUB, x, neg);        /* read by sq and y */
+	ir_id neg = op1(&g, IR_OP_NEG, m, NULL); /* one reader: d */
+	ir_id d = op2(&g, IR_OP_SUB, x, neg);    /* read by sq and y */
 	ir_id sq = op2(&g, IR_OP_MUL, d, d);
 	ir_id y = op1(&g, IR_OP_RELU, d, NULL);
 	ir_id s = op2(&g, IR_OP_ADD, sq, y);
-	ir_id z = op1(&g, IR_OP_ABS, s, NULL);       /* read by w and a matmul */
+	ir_id z = op1(&g, IR_OP_ABS, s, NULL); /* read by w and a matmul */
 	ir_attr mm = {.matmul = {false, false}};
 	ir_id args[2] = {z, w};
 	ir_id prod = tu_build(&g, IR_OP_MATMUL, args, 2, &mm, NULL);
 	ret(&g, op2(&g, IR_OP_ADD, prod, z));
 	ir_id *into = plan(&g);
 	ck_assert_uint_eq(into[d], PASS_FUSE_EW_EVERY);
-	ck_assert(pass_fuse_ew_is_in(into, d, sq) && pass_fuse_ew_is_in(into, d, y));
+	ck_assert(pass_fuse_ew_is_in(into, d, sq) &&
+		  pass_fuse_ew_is_in(into, d, y));
 	ck_assert_uint_eq(into[neg], IR_NONE); /* its reader is in two kernels */
 	ck_assert_uint_eq(into[sq], s);
-	ck_assert_uint_eq(into[z], IR_NONE);   /* a matmul cannot host it */
+	ck_assert_uint_eq(into[z], IR_NONE); /* a matmul cannot host it */
 	free(into);
 	tu_graph_fini(&g);
 }
@@ -167,7 +168,8 @@ START_TEST(test_a_kernel_reads_at_most_the_bounded_number_of_arrays)
 	tu_graph_init(&g, 40);
 	ir_id acc = tu_input(&g, tu_type(IR_F32, 1, 16));
 	for (int i = 0; i < 30; i++)
-		acc = op2(&g, IR_OP_ADD, acc, tu_input(&g, tu_type(IR_F32, 1, 16)));
+		acc = op2(&g, IR_OP_ADD, acc,
+			  tu_input(&g, tu_type(IR_F32, 1, 16)));
 	ret(&g, acc);
 	ir_id *into = plan(&g);
 	/* Each kernel's tree: r adds reading r + 1 inputs; r + 1 <= bound */
@@ -202,7 +204,8 @@ START_TEST(test_the_transformer_training_step_fuses_its_chains)
 {
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
-	uint32_t file = ir_ctx_load_source(&ctx, tu_path("models/transformer.g"));
+	uint32_t file = ir_ctx_load_source(&ctx,
+					   tu_path("models/transformer.g"));
 	ir_module *m = fe_compile(&ctx, file);
 	ck_assert_ptr_nonnull(m);
 	pass_options po = {0};
@@ -241,13 +244,22 @@ static Suite *suite(void)
 	Suite *s = suite_create("passes_fuse_ew");
 	TCase *tc = tcase_create("plan");
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_a_chain_fuses_node_by_node_into_the_kernel_at_its_end);
-	tcase_add_test(tc, test_two_uses_an_output_or_a_broadcast_reader_keep_a_node_unfused);
-	tcase_add_test(tc, test_only_hosts_read_in_place_and_only_their_data_operand);
-	tcase_add_test(tc, test_a_cheap_node_with_two_readers_is_computed_in_both);
-	tcase_add_test(tc, test_a_permute_fuses_into_an_elementwise_reader_and_hosts_its_producer);
-	tcase_add_test(tc, test_a_kernel_reads_at_most_the_bounded_number_of_arrays);
-	tcase_add_test(tc, test_fuse_elementwise_is_a_fusion_pass_that_runs_at_lowering);
+	tcase_add_test(tc,
+		       test_a_chain_fuses_node_by_node_into_the_kernel_at_its_end);
+	tcase_add_test(
+		tc,
+		test_two_uses_an_output_or_a_broadcast_reader_keep_a_node_unfused);
+	tcase_add_test(tc,
+		       test_only_hosts_read_in_place_and_only_their_data_operand);
+	tcase_add_test(tc,
+		       test_a_cheap_node_with_two_readers_is_computed_in_both);
+	tcase_add_test(
+		tc,
+		test_a_permute_fuses_into_an_elementwise_reader_and_hosts_its_producer);
+	tcase_add_test(tc,
+		       test_a_kernel_reads_at_most_the_bounded_number_of_arrays);
+	tcase_add_test(tc,
+		       test_fuse_elementwise_is_a_fusion_pass_that_runs_at_lowering);
 	tcase_add_test(tc, test_the_transformer_training_step_fuses_its_chains);
 	suite_add_tcase(s, tc);
 	return s;

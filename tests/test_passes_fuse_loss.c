@@ -45,15 +45,18 @@ static void run(tu_graph *x, bool is_f64, interp_tensor *out)
 		int64_t dims[IR_MAX_RANK];
 		for (int d = 0; d < t->rank; d++)
 			dims[d] = t->dims[d].coef;
-		ck_assert(interp_tensor_alloc(&x->ctx, &in[i], t->dtype, t->rank, dims));
+		ck_assert(interp_tensor_alloc(&x->ctx, &in[i], t->dtype,
+					      t->rank, dims));
 		int64_t n = interp_tensor_numel(&in[i]);
 		int64_t V = x->f->g.nodes[x->f->inputs[0]].type.dims[1].coef;
 		for (int64_t e = 0; e < n; e++) {
 			if (t->dtype == IR_I32)
-				((int32_t *)in[i].data)[e] = (int32_t)(e % 2 ? V - 1 : (e * 7) % V);
+				((int32_t *)in[i].data)[e] =
+					(int32_t)(e % 2 ? V - 1 : (e * 7) % V);
 			else
 				((float *)in[i].data)[e] =
-					(float)(sin((double)(e * 13 + i)) * (i == 2 ? 1.5 : 9.0)) *
+					(float)(sin((double)(e * 13 + i)) *
+						(i == 2 ? 1.5 : 9.0)) *
 					(i == 2 && e % 3 == 0 ? 0.0f : 1.0f);
 		}
 	}
@@ -83,9 +86,12 @@ static void check_fuses(int64_t R, int64_t V)
 		run(&x, f64, before);
 		ck_assert(pass_fuse_loss(x.m));
 		ck_assert(ir_module_verify(x.m));
-		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY_WITH_GRAD), 1);
+		ck_assert_uint_eq(ac_count(x.m, "f",
+					   IR_OP_CROSS_ENTROPY_WITH_GRAD),
+				  1);
 		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY), 0);
-		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY_GRAD), 0);
+		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY_GRAD),
+				  0);
 		run(&x, f64, after);
 		for (int o = 0; o < 2; o++) {
 			expect_same_bits(&before[o], &after[o]);
@@ -111,9 +117,12 @@ START_TEST(test_other_logits_other_labels_or_a_gradient_of_the_loss_keep_them_ap
 		tu_graph x;
 		build(&x, 4, 5, how);
 		ck_assert(pass_fuse_loss(x.m));
-		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY_WITH_GRAD), 0);
+		ck_assert_uint_eq(ac_count(x.m, "f",
+					   IR_OP_CROSS_ENTROPY_WITH_GRAD),
+				  0);
 		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY), 1);
-		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY_GRAD), 1);
+		ck_assert_uint_eq(ac_count(x.m, "f", IR_OP_CROSS_ENTROPY_GRAD),
+				  1);
 		tu_graph_fini(&x);
 	}
 }
@@ -130,8 +139,10 @@ static void check_model(const char *rel, bool is_fused)
 	ac_run_pipeline(m, &o);
 	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_CROSS_ENTROPY_WITH_GRAD),
 			  is_fused);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_CROSS_ENTROPY), !is_fused);
-	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_CROSS_ENTROPY_GRAD), !is_fused);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_CROSS_ENTROPY),
+			  !is_fused);
+	ck_assert_uint_eq(ac_count(m, "loss_grad", IR_OP_CROSS_ENTROPY_GRAD),
+			  !is_fused);
 	/* The forward loss has no gradient to fuse with. */
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_CROSS_ENTROPY), 1);
 	ck_assert_uint_eq(ac_count(m, "loss", IR_OP_CROSS_ENTROPY_WITH_GRAD), 0);
@@ -154,9 +165,15 @@ Suite *passes_fuse_loss_suite(void)
 	Suite *s = suite_create("passes_fuse_loss");
 	TCase *tc = tcase_create("fuse_loss");
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_a_loss_and_its_gradient_fuse_into_one_node_with_the_same_values);
-	tcase_add_test(tc, test_other_logits_other_labels_or_a_gradient_of_the_loss_keep_them_apart);
-	tcase_add_test(tc, test_both_seq2seq_training_graphs_fuse_their_loss_unless_disabled);
+	tcase_add_test(
+		tc,
+		test_a_loss_and_its_gradient_fuse_into_one_node_with_the_same_values);
+	tcase_add_test(
+		tc,
+		test_other_logits_other_labels_or_a_gradient_of_the_loss_keep_them_apart);
+	tcase_add_test(
+		tc,
+		test_both_seq2seq_training_graphs_fuse_their_loss_unless_disabled);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -103,8 +103,8 @@ static char *run_golden(const char *name, const char *pass_name,
 	else if (!m)
 		fprintf(w, "%s: does not read:\n%s", in_file, tu_graph_diag(&x));
 	else if (!p->run)
-		fprintf(w, "%s: pass %s runs at lowering, not on IR\n", out_file,
-			pass_name);
+		fprintf(w, "%s: pass %s runs at lowering, not on IR\n",
+			out_file, pass_name);
 	else if (!p->run(m) || !ir_module_verify(m))
 		fprintf(w, "%s: pass %s failed:\n%s", in_file, pass_name,
 			tu_graph_diag(&x));
@@ -176,9 +176,16 @@ END_TEST
 
 START_TEST(test_pipeline_lists_the_passes_in_order)
 {
-	static const char *const want[] = {"infer", "fold", "simplify", "cse",
-					   "fuse_attention", "fuse_heads", "fuse_loss", "factor",
-					   "dce", "fuse_elementwise"};
+	static const char *const want[] = {"infer",
+					   "fold",
+					   "simplify",
+					   "cse",
+					   "fuse_attention",
+					   "fuse_heads",
+					   "fuse_loss",
+					   "factor",
+					   "dce",
+					   "fuse_elementwise"};
 	ck_assert_uint_eq(pass_count, sizeof want / sizeof want[0]);
 	for (uint32_t i = 0; i < pass_count; i++) {
 		ck_assert_str_eq(pass_table[i].name, want[i]);
@@ -236,7 +243,8 @@ START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 	/* The last dump is the module as the pipeline leaves it: as dce
 	 * left it, since fuse_elementwise runs at lowering. */
 	char *final = print_module(m);
-	ck_assert_str_eq(strstr(dump, "# ---- after fuse_elementwise ----\n") + 35,
+	ck_assert_str_eq(strstr(dump, "# ---- after fuse_elementwise ----\n") +
+				 35,
 			 final);
 	ck_assert_int_ge(count_substr(dump, final), 2);
 	free(final);

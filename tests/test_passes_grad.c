@@ -59,7 +59,8 @@ static void gx_init(gx *x)
 	x->f = ir_module_add_func(x->m, "f", (ir_loc){0});
 	x->f->is_export = true;
 	x->f->inputs = ir_arena_alloc(&x->m->arena, MAX_IN * sizeof(ir_id));
-	x->f->input_names = ir_arena_alloc(&x->m->arena, MAX_IN * sizeof(char *));
+	x->f->input_names = ir_arena_alloc(&x->m->arena,
+					   MAX_IN * sizeof(char *));
 	x->f->outputs = ir_arena_alloc(&x->m->arena, 2 * sizeof(ir_id));
 	x->f->output_names = ir_arena_alloc(&x->m->arena, 2 * sizeof(char *));
 	x->seed = 42;
@@ -120,7 +121,10 @@ static ir_id param_in(gx *x, ir_type t, double lo, double hi)
 	return build(x, IR_OP_PARAM, NULL, 0, &a, &t);
 }
 
-static ir_id param(gx *x, ir_type t) { return param_in(x, t, -1, 1); }
+static ir_id param(gx *x, ir_type t)
+{
+	return param_in(x, t, -1, 1);
+}
 
 static ir_id cnst(gx *x, ir_type t, const void *data)
 {
@@ -171,8 +175,7 @@ static ir_id op2(gx *x, ir_op op, ir_id a, ir_id b, const ir_attr *attr)
 	return build(x, op, args, 2, attr, NULL);
 }
 
-static ir_id op3(gx *x, ir_op op, ir_id a, ir_id b, ir_id c,
-		 const ir_attr *attr)
+static ir_id op3(gx *x, ir_op op, ir_id a, ir_id b, ir_id c, const ir_attr *attr)
 {
 	ir_id args[3] = {a, b, c};
 	return build(x, op, args, 3, attr, NULL);
@@ -189,7 +192,10 @@ static ir_attr reduce(uint32_t axes, bool keepdim)
 	return (ir_attr){.reduce = {axes, keepdim}};
 }
 
-static ir_type type_of(gx *x, ir_id id) { return x->f->g.nodes[id].type; }
+static ir_type type_of(gx *x, ir_id id)
+{
+	return x->f->g.nodes[id].type;
+}
 
 static bool is_static(const ir_type *t)
 {
@@ -362,10 +368,11 @@ START_TEST(test_unary_op_gradients_match_finite_differences)
 		ir_op op;
 		double lo, hi;
 	} cases[] = {
-		{IR_OP_LOG, 0.2, 3},   {IR_OP_SQRT, 0.1, 4},
-		{IR_OP_RELU, 0.05, 1}, {IR_OP_RELU, -1, -0.05},
-		{IR_OP_ABS, 0.05, 2},  {IR_OP_ABS, -2, -0.05},
-		{IR_OP_SIGMOID, -3, 3}, {IR_OP_SIN, -3, 3}, {IR_OP_COS, -3, 3},
+		{IR_OP_LOG, 0.2, 3},    {IR_OP_SQRT, 0.1, 4},
+		{IR_OP_RELU, 0.05, 1},  {IR_OP_RELU, -1, -0.05},
+		{IR_OP_ABS, 0.05, 2},   {IR_OP_ABS, -2, -0.05},
+		{IR_OP_SIGMOID, -3, 3}, {IR_OP_SIN, -3, 3},
+		{IR_OP_COS, -3, 3},
 	};
 	for (ir_op op = 0; op < IR_OP_COUNT; op++) {
 		if (ir_op_table[op].family != IR_FAM_UNARY)
@@ -377,7 +384,8 @@ START_TEST(test_unary_op_gradients_match_finite_differences)
 			is_listed = true;
 			check_unary(op, cases[i].lo, cases[i].hi,
 				    tu_type(IR_F32, 2, 3, 5));
-			check_unary(op, cases[i].lo, cases[i].hi, tu_type(IR_F32, 0));
+			check_unary(op, cases[i].lo, cases[i].hi,
+				    tu_type(IR_F32, 0));
 		}
 		if (is_listed)
 			continue;
@@ -415,7 +423,8 @@ START_TEST(test_cast_passes_f32_gradients_and_stops_at_integers)
 	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 3));
 	ir_id b = param_in(&x, tu_type(IR_F32, 1, 3), 1.2, 3.8);
 	ir_id same = to(&x, IR_OP_CAST, a, tu_type(IR_F32, 2, 2, 3));
-	ir_id trunc = to(&x, IR_OP_CAST, to(&x, IR_OP_CAST, b, tu_type(IR_I32, 1, 3)),
+	ir_id trunc = to(&x, IR_OP_CAST,
+			 to(&x, IR_OP_CAST, b, tu_type(IR_I32, 1, 3)),
 			 tu_type(IR_F32, 1, 3));
 	check_grads(&x, op2(&x, IR_OP_MUL, same, trunc, NULL));
 	/* b only feeds a float-to-int cast: its gradient is exactly 0. */
@@ -459,7 +468,8 @@ START_TEST(test_maximum_and_minimum_split_ties_in_halves)
 		ir_id b = param(&x, tu_type(IR_F32, 1, 2));
 		ir_op op = k ? IR_OP_MINIMUM : IR_OP_MAXIMUM;
 		ir_id y = op2(&x, op, a, b, NULL);
-		x.f->outputs[0] = op1(&x, IR_OP_SUM, y, &(ir_attr){.reduce = {1, false}});
+		x.f->outputs[0] = op1(&x, IR_OP_SUM, y,
+				      &(ir_attr){.reduce = {1, false}});
 		x.f->output_names[0] = "loss";
 		x.f->n_outputs = 1;
 		ck_assert(pass_autodiff(x.m, "f"));
@@ -486,7 +496,8 @@ START_TEST(test_pow_gradient_of_the_exponent_is_zero_at_base_zero)
 	ir_id a = param(&x, tu_type(IR_F32, 1, 2));
 	ir_id b = param_in(&x, tu_type(IR_F32, 1, 2), 1.5, 2.5);
 	ir_id y = op2(&x, IR_OP_POW, a, b, NULL);
-	x.f->outputs[0] = op1(&x, IR_OP_SUM, y, &(ir_attr){.reduce = {1, false}});
+	x.f->outputs[0] = op1(&x, IR_OP_SUM, y,
+			      &(ir_attr){.reduce = {1, false}});
 	x.f->output_names[0] = "loss";
 	x.f->n_outputs = 1;
 	ck_assert(pass_autodiff(x.m, "f"));
@@ -494,7 +505,7 @@ START_TEST(test_pow_gradient_of_the_exponent_is_zero_at_base_zero)
 	double *va = p[0].data, *vb = p[1].data;
 	va[0] = 0, va[1] = 2, vb[0] = 2, vb[1] = 3;
 	interp_tensor *g = run(&x, "f_grad", p);
-	ck_assert_double_eq(interp_tensor_get(&g[1], 0), 0);    /* 2 * 0^1 */
+	ck_assert_double_eq(interp_tensor_get(&g[1], 0), 0); /* 2 * 0^1 */
 	ck_assert_double_eq_tol(interp_tensor_get(&g[1], 1), 12, 1e-12);
 	ck_assert_double_eq(interp_tensor_get(&g[2], 0), 0);
 	ck_assert_double_eq_tol(interp_tensor_get(&g[2], 1), 8 * log(2), 1e-12);
@@ -535,9 +546,8 @@ static void check_matmul(int rank_a, int rank_b, bool ta, bool tb,
 		int extra = ranks[k] - 2;
 		memmove(&t->dims[extra], &t->dims[0], 2 * sizeof t->dims[0]);
 		for (int i = 0; i < extra; i++)
-			t->dims[i] = ir_dim_static(i == 0 && is_batch_one && k
-							   ? 1
-							   : 2);
+			t->dims[i] = ir_dim_static(
+				i == 0 && is_batch_one && k ? 1 : 2);
 		t->rank = (uint8_t)ranks[k];
 	}
 	ir_id a = param(&x, at), b = param(&x, bt);
@@ -653,8 +663,10 @@ START_TEST(test_masked_softmax_gradient_is_zero_past_valid_lengths)
 	static const int32_t per_row[6] = {0, 2, 5, 1, 7, 0};
 	static const int32_t shared[1] = {4};
 	check_masked_softmax(tu_type(IR_I32, 1, 2), per_batch, ir_dim_static(5));
-	check_masked_softmax(tu_type(IR_I32, 2, 2, 3), per_row, ir_dim_static(5));
-	check_masked_softmax(tu_type(IR_I32, 2, 1, 3), per_row, ir_dim_static(5));
+	check_masked_softmax(tu_type(IR_I32, 2, 2, 3), per_row,
+			     ir_dim_static(5));
+	check_masked_softmax(tu_type(IR_I32, 2, 1, 3), per_row,
+			     ir_dim_static(5));
 	check_masked_softmax(tu_type(IR_I32, 1, 1), shared, ir_dim_static(5));
 }
 END_TEST
@@ -691,9 +703,9 @@ START_TEST(test_masked_softmax_rows_of_length_zero_get_no_gradient)
 	finish(&x, y);
 	ck_assert(pass_autodiff(x.m, "f"));
 	for (int i = 0; i < 3; i++)
-		ck_assert_double_eq(grad_at(&x, 0, i), 0);  /* row 0: length 0 */
+		ck_assert_double_eq(grad_at(&x, 0, i), 0); /* row 0: length 0 */
 	ck_assert_double_ne(grad_at(&x, 0, 3), 0);
-	ck_assert_double_eq(grad_at(&x, 0, 5), 0);      /* row 1, k = 2 */
+	ck_assert_double_eq(grad_at(&x, 0, 5), 0); /* row 1, k = 2 */
 	gx_fini(&x);
 }
 END_TEST
@@ -703,8 +715,10 @@ START_TEST(test_layer_norm_gradients_for_x_gamma_and_beta)
 	for (int r = 0; r < 2; r++) {
 		gx x;
 		gx_init(&x);
-		ir_id a = param_in(&x, r ? tu_type(IR_F32, 3, 2, 3, 4)
-					 : tu_type(IR_F32, 1, 5), -2, 2);
+		ir_id a = param_in(&x,
+				   r ? tu_type(IR_F32, 3, 2, 3, 4)
+				     : tu_type(IR_F32, 1, 5),
+				   -2, 2);
 		ir_type pt = tu_type(IR_F32, 1, r ? 4 : 5);
 		ir_id gamma = param_in(&x, pt, 0.5, 1.5), beta = param(&x, pt);
 		ir_attr eps = {.eps = 1e-5};
@@ -795,8 +809,8 @@ START_TEST(test_embedding_of_a_single_id_has_a_gradient)
 	gx_init(&x);
 	static const int32_t id[1] = {2};
 	ir_id tab = param(&x, tu_type(IR_F32, 2, 3, 4));
-	check_grads(&x, op2(&x, IR_OP_EMBEDDING, i32s(&x, tu_type(IR_I32, 0), id),
-			    tab, NULL));
+	check_grads(&x, op2(&x, IR_OP_EMBEDDING,
+			    i32s(&x, tu_type(IR_I32, 0), id), tab, NULL));
 	gx_fini(&x);
 }
 END_TEST
@@ -811,7 +825,7 @@ START_TEST(test_reshape_broadcast_and_permute_gradients)
 	ir_id b = param(&x, tu_type(IR_F32, 2, 3, 1));
 	ir_attr perm = {.permute = {{2, 0, 1}}};
 	ir_id r = to(&x, IR_OP_RESHAPE, a, tu_type(IR_F32, 3, 2, 3, 2));
-	ir_id p = op1(&x, IR_OP_PERMUTE, r, &perm);              /* [2, 2, 3] */
+	ir_id p = op1(&x, IR_OP_PERMUTE, r, &perm); /* [2, 2, 3] */
 	ir_id bb = to(&x, IR_OP_BROADCAST, b, tu_type(IR_F32, 3, 2, 3, 5));
 	ir_attr mm = {.matmul = {false, false}};
 	check_grads(&x, op2(&x, IR_OP_MATMUL, p, bb, &mm));
@@ -849,7 +863,8 @@ static ir_id flat_slice(gx *x, ir_id a, int64_t r0, int64_t r1, int64_t c0,
 {
 	ir_attr rs = {.slice = {0, r0, r1, 1}}, cs = {.slice = {1, c0, c1, 1}};
 	ir_id s = op1(x, IR_OP_SLICE, op1(x, IR_OP_SLICE, a, &rs), &cs);
-	return to(x, IR_OP_RESHAPE, s, tu_type(IR_F32, 1, (int)((r1 - r0) * (c1 - c0))));
+	return to(x, IR_OP_RESHAPE, s,
+		  tu_type(IR_F32, 1, (int)((r1 - r0) * (c1 - c0))));
 }
 
 START_TEST(test_gradients_of_many_slices_of_one_tensor_add_up)
@@ -877,10 +892,12 @@ START_TEST(test_slices_that_tile_an_axis_come_back_as_one_concat)
 	ir_id parts[3];
 	for (int k = 0; k < 3; k++) {
 		ir_attr s = {.slice = {1, 3 * k, 3 * k + 3, 1}};
-		parts[k] = op1(&x, IR_OP_TANH, op1(&x, IR_OP_SLICE, a, &s), NULL);
+		parts[k] = op1(&x, IR_OP_TANH, op1(&x, IR_OP_SLICE, a, &s),
+			       NULL);
 	}
-	ir_id y = op2(&x, IR_OP_MUL, op2(&x, IR_OP_ADD, parts[0], parts[1], NULL),
-		      parts[2], NULL);
+	ir_id y = op2(&x, IR_OP_MUL,
+		      op2(&x, IR_OP_ADD, parts[0], parts[1], NULL), parts[2],
+		      NULL);
 	check_grads(&x, y);
 	const ir_func *fg = ir_module_find_func(x.m, "f_grad");
 	int n_concat = 0, n_bcast = 0;
@@ -992,7 +1009,8 @@ START_TEST(test_cross_entropy_gradient_is_softmax_minus_onehot)
 	/* One fused node, none of the softmax - one_hot it replaces; the
 	 * pipeline's fuse_loss joins it with the loss's cross_entropy. */
 	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_WITH_GRAD], 1);
-	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_GRAD] + n[IR_OP_CROSS_ENTROPY], 0);
+	ck_assert_int_eq(n[IR_OP_CROSS_ENTROPY_GRAD] + n[IR_OP_CROSS_ENTROPY],
+			 0);
 	ck_assert_int_eq(n[IR_OP_SOFTMAX], 0);
 	ck_assert_int_eq(n[IR_OP_ONE_HOT], 0);
 	gx_fini(&x);
@@ -1025,7 +1043,8 @@ START_TEST(test_fan_in_gradients_are_summed)
 	ir_id a = param(&x, tu_type(IR_F32, 1, 3));
 	ir_id sq = op2(&x, IR_OP_MUL, a, a, NULL);
 	ir_id y = op2(&x, IR_OP_ADD, sq, op1(&x, IR_OP_TANH, a, NULL), NULL);
-	check_grads(&x, op2(&x, IR_OP_SUB, y, op1(&x, IR_OP_EXP, sq, NULL), NULL));
+	check_grads(&x,
+		    op2(&x, IR_OP_SUB, y, op1(&x, IR_OP_EXP, sq, NULL), NULL));
 	gx_fini(&x);
 }
 END_TEST
@@ -1083,12 +1102,16 @@ START_TEST(test_gradient_function_keeps_the_inputs_and_names_its_outputs)
 	/* d sum(x * w * W) / dw = x * W. */
 	interp_tensor *p = make_params(&x);
 	interp_tensor *g = run(&x, "f_grad", p);
-	const ir_const *wc = &x.m->consts[x.f->g.nodes[ir_arg(&x.f->g,
-		ir_arg(&x.f->g, x.f->outputs[0], 0), 1)].attr.const_index];
+	const ir_const *wc =
+		&x.m->consts[x.f->g.nodes[ir_arg(&x.f->g,
+						 ir_arg(&x.f->g, x.f->outputs[0], 0),
+						 1)]
+				     .attr.const_index];
 	for (int i = 0; i < 3; i++)
 		ck_assert_double_eq_tol(interp_tensor_get(&g[1], i),
 					(double)xs[i] *
-						(double)((const float *)wc->data)[i],
+						(double)((const float *)
+								 wc->data)[i],
 					1e-12);
 	free_tensors(&x, g, 2);
 	free_tensors(&x, p, 1);
@@ -1185,10 +1208,10 @@ START_TEST(test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32)
 	x.f->output_names[0] = "out";
 	x.f->n_outputs = 1;
 	ck_assert(!pass_autodiff(x.m, "f"));
-	ck_assert_ptr_nonnull(strstr(gx_diag(&x),
-				     "m.g:1:1: error: autodiff: the loss 'f' "
-				     "returns f32[2, 3]; a loss must be a scalar "
-				     "f32"));
+	ck_assert_ptr_nonnull(
+		strstr(gx_diag(&x), "m.g:1:1: error: autodiff: the loss 'f' "
+				    "returns f32[2, 3]; a loss must be a scalar "
+				    "f32"));
 	ck_assert_ptr_null(ir_module_find_func(x.m, "f_grad"));
 	/* An integer scalar is no loss either. */
 	static const int32_t one[1] = {1};
@@ -1227,8 +1250,8 @@ START_TEST(test_autodiff_reports_a_rank_six_repeat_it_cannot_derive)
 	finish(&x, op1(&x, IR_OP_REPEAT, a, &rep));
 	ck_assert(!pass_autodiff(x.m, "f"));
 	ck_assert_ptr_nonnull(strstr(gx_diag(&x), "autodiff: the gradient of "
-				     "this rank-6 op needs a rank-7 "
-				     "intermediate"));
+						  "this rank-6 op needs a rank-7 "
+						  "intermediate"));
 	ck_assert_uint_eq(x.m->n_funcs, 1);
 	gx_fini(&x);
 }
@@ -1261,8 +1284,8 @@ START_TEST(test_autodiff_fails_cleanly_at_every_allocation)
 		x.ctx.alloc_ud = &fa;
 		static const int32_t ids[3] = {1, 0, 1};
 		ir_id tab = param(&x, tu_type(IR_F32, 2, 3, 4));
-		ir_id e = op2(&x, IR_OP_EMBEDDING, i32s(&x, tu_type(IR_I32, 1, 3), ids),
-			      tab, NULL);
+		ir_id e = op2(&x, IR_OP_EMBEDDING,
+			      i32s(&x, tu_type(IR_I32, 1, 3), ids), tab, NULL);
 		ir_attr s = {.slice = {1, 1, 4, 2}};
 		finish(&x, op1(&x, IR_OP_SLICE, e, &s));
 		uint32_t n_funcs = x.m->n_funcs;
@@ -1274,7 +1297,8 @@ START_TEST(test_autodiff_fails_cleanly_at_every_allocation)
 			ck_assert(is_done);
 			ck_assert(ir_module_verify(x.m));
 		} else {
-			ck_assert_ptr_nonnull(strstr(gx_diag(&x), "out of memory"));
+			ck_assert_ptr_nonnull(
+				strstr(gx_diag(&x), "out of memory"));
 			ck_assert_uint_eq(x.m->n_funcs, n_funcs);
 		}
 		gx_fini(&x);
@@ -1290,33 +1314,42 @@ static Suite *grad_suite(void)
 	TCase *ew = tcase_create("elementwise");
 	tcase_set_timeout(ew, 120);
 	tcase_add_test(ew, test_unary_op_gradients_match_finite_differences);
-	tcase_add_test(ew, test_relu_passes_the_gradient_only_where_x_is_positive);
+	tcase_add_test(ew,
+		       test_relu_passes_the_gradient_only_where_x_is_positive);
 	tcase_add_test(ew, test_cast_passes_f32_gradients_and_stops_at_integers);
 	tcase_add_test(ew, test_binary_op_gradients_sum_over_broadcast_axes);
 	tcase_add_test(ew, test_maximum_and_minimum_split_ties_in_halves);
-	tcase_add_test(ew, test_pow_gradient_of_the_exponent_is_zero_at_base_zero);
+	tcase_add_test(ew,
+		       test_pow_gradient_of_the_exponent_is_zero_at_base_zero);
 	tcase_add_test(ew, test_select_sends_the_gradient_to_the_chosen_side);
 	suite_add_tcase(s, ew);
 
 	TCase *nn = tcase_create("nn");
 	tcase_set_timeout(nn, 120);
-	tcase_add_test(nn, test_matmul_gradients_match_for_every_transpose_and_batching);
+	tcase_add_test(nn,
+		       test_matmul_gradients_match_for_every_transpose_and_batching);
 	tcase_add_test(nn, test_reduction_gradients_match_for_every_axis_set);
 	tcase_add_test(nn, test_max_shares_the_gradient_among_tied_maxima);
-	tcase_add_test(nn, test_mean_over_a_symbolic_axis_divides_by_its_run_time_size);
+	tcase_add_test(nn,
+		       test_mean_over_a_symbolic_axis_divides_by_its_run_time_size);
 	tcase_add_test(nn, test_softmax_and_log_softmax_gradients_match);
-	tcase_add_test(nn, test_masked_softmax_gradient_is_zero_past_valid_lengths);
+	tcase_add_test(nn,
+		       test_masked_softmax_gradient_is_zero_past_valid_lengths);
 	tcase_add_test(nn, test_masked_softmax_gradient_over_a_symbolic_axis);
-	tcase_add_test(nn, test_masked_softmax_rows_of_length_zero_get_no_gradient);
+	tcase_add_test(nn,
+		       test_masked_softmax_rows_of_length_zero_get_no_gradient);
 	tcase_add_test(nn, test_layer_norm_gradients_for_x_gamma_and_beta);
-	tcase_add_test(nn, test_dropout_gradient_uses_the_forward_mask_in_training);
-	tcase_add_test(nn, test_dropout_gradient_node_repeats_the_forward_stream_and_p);
+	tcase_add_test(nn,
+		       test_dropout_gradient_uses_the_forward_mask_in_training);
+	tcase_add_test(nn,
+		       test_dropout_gradient_node_repeats_the_forward_stream_and_p);
 	tcase_add_test(nn, test_embedding_gradient_sums_rows_of_repeated_ids);
 	tcase_add_test(nn, test_embedding_gradient_over_a_symbolic_vocabulary);
 	tcase_add_test(nn, test_embedding_of_a_single_id_has_a_gradient);
 	tcase_add_test(nn, test_mse_loss_gradients_for_prediction_and_target);
 	tcase_add_test(nn, test_cross_entropy_gradient_is_softmax_minus_onehot);
-	tcase_add_test(nn, test_cross_entropy_gradient_over_a_symbolic_vocabulary);
+	tcase_add_test(nn,
+		       test_cross_entropy_gradient_over_a_symbolic_vocabulary);
 	suite_add_tcase(s, nn);
 
 	TCase *lay = tcase_create("layout");
@@ -1324,7 +1357,8 @@ static Suite *grad_suite(void)
 	tcase_add_test(lay, test_reshape_broadcast_and_permute_gradients);
 	tcase_add_test(lay, test_slice_gradient_places_g_back_among_zeros);
 	tcase_add_test(lay, test_gradients_of_many_slices_of_one_tensor_add_up);
-	tcase_add_test(lay, test_slices_that_tile_an_axis_come_back_as_one_concat);
+	tcase_add_test(lay,
+		       test_slices_that_tile_an_axis_come_back_as_one_concat);
 	tcase_add_test(lay, test_concat_gradient_slices_each_operand_back);
 	tcase_add_test(lay, test_concat_gradient_along_a_symbolic_axis);
 	tcase_add_test(lay, test_repeat_gradient_sums_the_tiles);
@@ -1335,14 +1369,22 @@ static Suite *grad_suite(void)
 	TCase *pass = tcase_create("pass");
 	tcase_set_timeout(pass, 120);
 	tcase_add_test(pass, test_fan_in_gradients_are_summed);
-	tcase_add_test(pass, test_unused_parameters_get_zero_gradients_of_their_shape);
-	tcase_add_test(pass, test_gradient_function_keeps_the_inputs_and_names_its_outputs);
-	tcase_add_test(pass, test_backward_nodes_carry_the_location_of_their_forward_node);
+	tcase_add_test(pass,
+		       test_unused_parameters_get_zero_gradients_of_their_shape);
+	tcase_add_test(
+		pass,
+		test_gradient_function_keeps_the_inputs_and_names_its_outputs);
+	tcase_add_test(pass,
+		       test_backward_nodes_carry_the_location_of_their_forward_node);
 	tcase_add_test(pass, test_gradient_function_prints_and_reads_back);
 	tcase_add_test(pass, test_autodiff_reports_a_missing_function);
-	tcase_add_test(pass, test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32);
-	tcase_add_test(pass, test_autodiff_refuses_to_replace_an_existing_gradient_function);
-	tcase_add_test(pass, test_autodiff_reports_a_rank_six_repeat_it_cannot_derive);
+	tcase_add_test(pass,
+		       test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32);
+	tcase_add_test(
+		pass,
+		test_autodiff_refuses_to_replace_an_existing_gradient_function);
+	tcase_add_test(pass,
+		       test_autodiff_reports_a_rank_six_repeat_it_cannot_derive);
 	tcase_add_test(pass, test_autodiff_fails_cleanly_at_every_allocation);
 	suite_add_tcase(s, pass);
 	return s;

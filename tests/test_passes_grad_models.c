@@ -178,9 +178,9 @@ static double directional_error(gm *x, const interp_opts *o, uint64_t seed)
  * shifted), tgt, tgt_valid; <pad> = 1, <bos> = 2, <eos> = 3. */
 static void add_nmt_batch(gm *x)
 {
-	static const int32_t src[20] = {9, 4, 3, 1, 1, 1, 1, 1, 1, 1,
+	static const int32_t src[20] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
 					12, 20, 4, 3, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[20] = {15, 5, 3, 1, 1, 1, 1, 1, 1, 1,
+	static const int32_t tgt[20] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
 					30, 41, 7, 5, 3, 1, 1, 1, 1, 1};
 	int32_t tgt_in[20];
 	for (int b = 0; b < 2; b++) {
@@ -236,7 +236,9 @@ static void check_model(const char *rel, bool has_nmt_inputs)
 	interp_opts eval = {.is_f64 = true};
 	directional_error(&x, &eval, 1);
 	directional_error(&x, &eval, 2);
-	interp_opts train = {.is_f64 = true, .is_training = true, .seed = 11,
+	interp_opts train = {.is_f64 = true,
+			     .is_training = true,
+			     .seed = 11,
 			     .step = 3};
 	directional_error(&x, &train, 3);
 	interp_opts train32 = {.is_training = true, .seed = 11, .step = 3};
@@ -307,13 +309,16 @@ START_TEST(test_fused_transformer_loss_gradient_matches_finite_differences)
 	ck_assert(pass_pipeline_run(x.m, &po));
 	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ATTENTION), 6);
 	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION), 6);
-	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD), 6);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ATTENTION_GRAD),
+			  6);
 	ck_assert_uint_eq(count_heads_4(x.m, "loss_grad"), 12);
 	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_PERMUTE), 0);
 	interp_opts eval = {.is_f64 = true};
 	directional_error(&x, &eval, 1);
 	directional_error(&x, &eval, 2);
-	interp_opts train = {.is_f64 = true, .is_training = true, .seed = 11,
+	interp_opts train = {.is_f64 = true,
+			     .is_training = true,
+			     .seed = 11,
 			     .step = 3};
 	directional_error(&x, &train, 3);
 	gm_fini(&x);
@@ -332,14 +337,20 @@ START_TEST(test_fused_bahdanau_loss_gradient_matches_finite_differences)
 	gm_load_as(&x, "models/bahdanau.g", true);
 	pass_options po = {.verify_each = true};
 	ck_assert(pass_pipeline_run(x.m, &po));
-	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
-	ck_assert_uint_eq(count_op(x.m, "loss_grad", IR_OP_FUSED_ADDITIVE_ATTENTION), 10);
+	ck_assert_uint_eq(count_op(x.m, "loss", IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  10);
 	ck_assert_uint_eq(count_op(x.m, "loss_grad",
-				   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD), 10);
+				   IR_OP_FUSED_ADDITIVE_ATTENTION),
+			  10);
+	ck_assert_uint_eq(count_op(x.m, "loss_grad",
+				   IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD),
+			  10);
 	interp_opts eval = {.is_f64 = true};
 	directional_error(&x, &eval, 1);
 	directional_error(&x, &eval, 2);
-	interp_opts train = {.is_f64 = true, .is_training = true, .seed = 11,
+	interp_opts train = {.is_f64 = true,
+			     .is_training = true,
+			     .seed = 11,
 			     .step = 3};
 	directional_error(&x, &train, 3);
 	gm_fini(&x);
@@ -351,12 +362,19 @@ static Suite *grad_models_suite(void)
 	Suite *s = suite_create("passes_grad_models");
 	TCase *tc = tcase_create("models");
 	tcase_set_timeout(tc, 600);
-	tcase_add_test(tc, test_nw_param_loss_gradient_matches_finite_differences);
-	tcase_add_test(tc, test_gelu_mlp_loss_gradient_matches_finite_differences);
-	tcase_add_test(tc, test_transformer_loss_gradient_matches_finite_differences);
-	tcase_add_test(tc, test_bahdanau_loss_gradient_matches_finite_differences);
-	tcase_add_test(tc, test_fused_bahdanau_loss_gradient_matches_finite_differences);
-	tcase_add_test(tc, test_fused_transformer_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc,
+		       test_nw_param_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc,
+		       test_gelu_mlp_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc,
+		       test_transformer_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc,
+		       test_bahdanau_loss_gradient_matches_finite_differences);
+	tcase_add_test(tc,
+		       test_fused_bahdanau_loss_gradient_matches_finite_differences);
+	tcase_add_test(
+		tc,
+		test_fused_transformer_loss_gradient_matches_finite_differences);
 	suite_add_tcase(s, tc);
 	return s;
 }

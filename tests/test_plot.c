@@ -69,8 +69,8 @@ static bool read_attrs(const char **pp, bool *is_empty)
 		if (p[0] != '=' || p[1] != '"')
 			return false;
 		for (p += 2; *p != '"'; p++)
-			if (!*p || *p == '<' || (*p == '&' && !skip_entity(&p)) ||
-			    *p == '"')
+			if (!*p || *p == '<' ||
+			    (*p == '&' && !skip_entity(&p)) || *p == '"')
 				break;
 		if (*p != '"')
 			return false;
@@ -150,7 +150,6 @@ START_TEST(test_the_xml_check_rejects_broken_documents)
 }
 END_TEST
 
-
 /* ---- files ---------------------------------------------------------------------- */
 
 /* A fresh temporary path ending in ext (".svg" or ".png"). */
@@ -195,8 +194,8 @@ static int n_chars(const char *const *texts, size_t n)
 /* The SVG at path: well formed, w x h pixels, one glyph per character of
  * texts and none the font lacks (glyph 0 of a subset is .notdef).
  * Returns the document (the caller frees). */
-static char *check_svg(const char *path, int w, int h,
-		       const char *const *texts, size_t n_texts)
+static char *check_svg(const char *path, int w, int h, const char *const *texts,
+		       size_t n_texts)
 {
 	char *doc = read_all(path, NULL), size[64];
 	ck_assert(xml_is_well_formed(doc));
@@ -214,16 +213,16 @@ static char *check_svg(const char *path, int w, int h,
 
 static uint32_t be32(const unsigned char *b)
 {
-	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 |
-	       b[3];
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+	       (uint32_t)b[2] << 8 | b[3];
 }
 
 /* The PNG at path: the signature, an IHDR first with w x h, read back by
  * cairo (the caller destroys it). */
 static cairo_surface_t *check_png(const char *path, int w, int h)
 {
-	static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n',
-					     0x1a, '\n'};
+	static const unsigned char sig[8] = {0x89, 'P',  'N',  'G',
+					     '\r', '\n', 0x1a, '\n'};
 	size_t len;
 	unsigned char *b = (unsigned char *)read_all(path, &len);
 	ck_assert_uint_ge(len, 33);
@@ -256,7 +255,8 @@ static int n_dark(cairo_surface_t *s, int x0, int y0, int x1, int y1)
 	for (int y = y0; y < y1; y++)
 		for (int x = x0; x < x1; x++) {
 			unsigned p = pixel(s, x, y);
-			n += ((p >> 16 & 0xff) + (p >> 8 & 0xff) + (p & 0xff)) < 384;
+			n += ((p >> 16 & 0xff) + (p >> 8 & 0xff) + (p & 0xff)) <
+			     384;
 		}
 	return n;
 }
@@ -321,14 +321,27 @@ END_TEST
 /* x and y from 0 to 10: with 5% margins the x ticks are 0, 2, ..., 10
  * (step 2 for 11 / 6) and the y ticks 0.0, 2.5, ..., 10.0 (step 2.5). */
 static const double line_x[3] = {0, 5, 10}, line_y[3] = {0, 5, 10};
-static const char *const line_texts[] = {
-	"training loss", "epoch", "loss", "Truth", "0", "2", "4", "6", "8",
-	"10", "0.0", "2.5", "5.0", "7.5", "10.0"};
+static const char *const line_texts[] = {"training loss",
+					 "epoch",
+					 "loss",
+					 "Truth",
+					 "0",
+					 "2",
+					 "4",
+					 "6",
+					 "8",
+					 "10",
+					 "0.0",
+					 "2.5",
+					 "5.0",
+					 "7.5",
+					 "10.0"};
 
 static plot_lines line_plot(plot_series *s)
 {
 	*s = (plot_series){"Truth", line_x, line_y, 3, PLOT_LINE};
-	return (plot_lines){"training loss", "epoch", "loss", s, 1, {0, 0}, {0, 0}};
+	return (plot_lines){"training loss", "epoch", "loss", s, 1,
+			    {0, 0},          {0, 0}};
 }
 
 START_TEST(test_an_svg_line_plot_has_its_text_and_its_series_colour)
@@ -342,7 +355,8 @@ START_TEST(test_an_svg_line_plot_has_its_text_and_its_series_colour)
 	char *doc = check_svg(path, 640, 420, line_texts,
 			      sizeof line_texts / sizeof *line_texts);
 	/* #1f77b4, d2l's first colour: the series and its legend sample */
-	ck_assert_int_eq(count(doc, "stroke:rgb(12.156863%,46.666667%,70.588235%)"),
+	ck_assert_int_eq(count(doc,
+			       "stroke:rgb(12.156863%,46.666667%,70.588235%)"),
 			 2);
 	free(doc);
 	remove(path);
@@ -383,8 +397,10 @@ START_TEST(test_a_line_breaks_at_a_missing_point)
 	cairo_surface_t *im = check_png(path, 640, 420);
 	/* no title: the frame starts at y 20, 342 high; (0.5, 0.5) is drawn,
 	 * (2.5, 2.5) is not: the line stops at 1 and starts again at 3 */
-	int fx1 = 72 + (int)(544 * 0.5 / 3), fy1 = 20 + 342 - (int)(342 * 0.5 / 3);
-	int fx2 = 72 + (int)(544 * 2.5 / 3), fy2 = 20 + 342 - (int)(342 * 2.5 / 3);
+	int fx1 = 72 + (int)(544 * 0.5 / 3),
+	    fy1 = 20 + 342 - (int)(342 * 0.5 / 3);
+	int fx2 = 72 + (int)(544 * 2.5 / 3),
+	    fy2 = 20 + 342 - (int)(342 * 2.5 / 3);
 	ck_assert_int_gt(n_dark(im, fx1 - 2, fy1 - 2, fx1 + 3, fy1 + 3), 0);
 	ck_assert_int_eq(n_dark(im, fx2 - 2, fy2 - 2, fx2 + 3, fy2 + 3), 0);
 	cairo_surface_destroy(im);
@@ -396,7 +412,8 @@ START_TEST(test_a_line_plot_refuses_nothing_to_draw_and_empty_ranges)
 {
 	char err[256];
 	plot_lines none = {NULL, NULL, NULL, NULL, 0, {0, 0}, {0, 0}};
-	ck_assert(!plot_lines_save("/tmp/attnc_never.svg", &none, err, sizeof err));
+	ck_assert(!plot_lines_save("/tmp/attnc_never.svg", &none, err,
+				   sizeof err));
 	ck_assert_str_eq(err, "nothing to plot");
 	plot_series s = {"a", NULL, NULL, 3, PLOT_LINE};
 	plot_lines p = {NULL, NULL, NULL, &s, 1, {0, 0}, {0, 0}};
@@ -416,18 +433,21 @@ START_TEST(test_save_names_the_path_it_cannot_write)
 	plot_series s;
 	plot_lines p = line_plot(&s);
 	char err[256];
-	ck_assert(!plot_lines_save("/nonexistent/dir/x.svg", &p, err, sizeof err));
+	ck_assert(!plot_lines_save("/nonexistent/dir/x.svg", &p, err,
+				   sizeof err));
 	ck_assert_str_eq(err, "cannot write '/nonexistent/dir/x.svg': No such "
 			      "file or directory");
-	ck_assert(!plot_lines_save("/nonexistent/dir/x.png", &p, err, sizeof err));
+	ck_assert(!plot_lines_save("/nonexistent/dir/x.png", &p, err,
+				   sizeof err));
 	ck_assert_str_eq(err, "cannot write '/nonexistent/dir/x.png': No such "
 			      "file or directory");
 	if (access("/dev/full", W_OK) == 0) {
 		float v[1] = {1};
 		plot_heatmap h = {NULL, NULL, NULL, v, 1, 1};
 		ck_assert(!plot_heatmap_save("/dev/full", &h, err, sizeof err));
-		ck_assert_str_eq(err, "cannot write '/dev/full': No space left on "
-				      "device");
+		ck_assert_str_eq(err,
+				 "cannot write '/dev/full': No space left on "
+				 "device");
 	}
 }
 END_TEST
@@ -474,10 +494,12 @@ START_TEST(test_an_svg_heatmap_has_its_labels_ticks_and_cell_colours)
 	char err[256];
 	ck_assert(plot_heatmap_save(path, &h, err, sizeof err));
 	/* index ticks 0 1 2 across, 0 1 down; the scale 0.0 0.2 ... 1.0 */
-	static const char *const texts[] = {"w", "Keys", "Queries", "0", "1", "2",
-					    "0", "1", "0.0", "0.2", "0.4", "0.6",
+	static const char *const texts[] = {"w",   "Keys", "Queries", "0",
+					    "1",   "2",    "0",       "1",
+					    "0.0", "0.2",  "0.4",     "0.6",
 					    "0.8", "1.0"};
-	char *doc = check_svg(path, 302, 214, texts, sizeof texts / sizeof *texts);
+	char *doc = check_svg(path, 302, 214, texts,
+			      sizeof texts / sizeof *texts);
 	ck_assert_int_eq(count(doc, "fill:rgb(40.392157%,0%,5.098039%)"), 2);
 	ck_assert_int_eq(count(doc, "fill:rgb(100%,96.078431%,94.117647%)"), 2);
 	free(doc);
@@ -490,12 +512,15 @@ START_TEST(test_a_heatmap_refuses_empty_or_huge_matrices)
 	char err[256];
 	float v[1] = {1};
 	plot_heatmap h = {NULL, NULL, NULL, NULL, 1, 1};
-	ck_assert(!plot_heatmap_save("/tmp/attnc_never.svg", &h, err, sizeof err));
+	ck_assert(!plot_heatmap_save("/tmp/attnc_never.svg", &h, err,
+				     sizeof err));
 	ck_assert_str_eq(err, "no values to draw");
 	h = (plot_heatmap){NULL, NULL, NULL, v, 0, 1};
-	ck_assert(!plot_heatmap_save("/tmp/attnc_never.svg", &h, err, sizeof err));
+	ck_assert(!plot_heatmap_save("/tmp/attnc_never.svg", &h, err,
+				     sizeof err));
 	h = (plot_heatmap){NULL, NULL, NULL, v, 1001, 1000};
-	ck_assert(!plot_heatmap_save("/tmp/attnc_never.svg", &h, err, sizeof err));
+	ck_assert(!plot_heatmap_save("/tmp/attnc_never.svg", &h, err,
+				     sizeof err));
 	ck_assert_str_eq(err, "1001 x 1000 cells are too many to draw (at most "
 			      "1000000)");
 	ck_assert_int_ne(access("/tmp/attnc_never.svg", F_OK), 0);
@@ -545,9 +570,11 @@ START_TEST(test_an_svg_grid_has_every_title_heading_and_tick)
 	ck_assert(xml_is_well_formed(doc));
 	/* titles, heading, the labels of both panels (Queries once), 0 1
 	 * across and down per panel, the scale 0.0 0.2 ... 1.0 */
-	static const char *const texts[] = {
-		"attention", "Layer 1", "Head 1", "Head 2", "Keys", "Keys",
-		"Queries", "0101", "0101", "0.00.20.40.60.81.0"};
+	static const char *const texts[] = {"attention", "Layer 1",
+					    "Head 1",    "Head 2",
+					    "Keys",      "Keys",
+					    "Queries",   "0101",
+					    "0101",      "0.00.20.40.60.81.0"};
 	ck_assert_int_eq(count(doc, "<use xlink:href=\"#glyph"),
 			 n_chars(texts, sizeof texts / sizeof *texts));
 	free(doc);
@@ -586,17 +613,23 @@ static Suite *plot_suite(void)
 	tcase_add_test(tc, test_reds_runs_from_near_white_to_dark_red);
 	tcase_add_test(tc, test_ticks_are_round_numbers_inside_the_range);
 	tcase_add_test(tc, test_the_file_name_chooses_the_format);
-	tcase_add_test(tc, test_an_svg_line_plot_has_its_text_and_its_series_colour);
+	tcase_add_test(tc,
+		       test_an_svg_line_plot_has_its_text_and_its_series_colour);
 	tcase_add_test(tc, test_a_png_line_plot_draws_its_line_and_its_title);
 	tcase_add_test(tc, test_a_line_breaks_at_a_missing_point);
-	tcase_add_test(tc, test_a_line_plot_refuses_nothing_to_draw_and_empty_ranges);
+	tcase_add_test(tc,
+		       test_a_line_plot_refuses_nothing_to_draw_and_empty_ranges);
 	tcase_add_test(tc, test_save_names_the_path_it_cannot_write);
-	tcase_add_test(tc, test_a_png_heatmap_colours_the_largest_cell_darkest_and_nan_grey);
-	tcase_add_test(tc, test_an_svg_heatmap_has_its_labels_ticks_and_cell_colours);
+	tcase_add_test(
+		tc,
+		test_a_png_heatmap_colours_the_largest_cell_darkest_and_nan_grey);
+	tcase_add_test(tc,
+		       test_an_svg_heatmap_has_its_labels_ticks_and_cell_colours);
 	tcase_add_test(tc, test_a_heatmap_refuses_empty_or_huge_matrices);
 	tcase_add_test(tc, test_a_grid_shares_one_colour_scale_over_its_panels);
 	tcase_add_test(tc, test_an_svg_grid_has_every_title_heading_and_tick);
-	tcase_add_test(tc, test_a_grid_refuses_no_panels_no_values_and_too_many_cells);
+	tcase_add_test(tc,
+		       test_a_grid_refuses_no_panels_no_values_and_too_many_cells);
 	suite_add_tcase(s, tc);
 	return s;
 }

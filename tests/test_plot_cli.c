@@ -31,7 +31,8 @@ static int run_attnc(const char *const *args)
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
 		if (!freopen("/dev/null", "w", stdout) ||
-		    !freopen("/dev/null", "w", stderr) || chdir(ATTNC_SOURCE_DIR))
+		    !freopen("/dev/null", "w", stderr) ||
+		    chdir(ATTNC_SOURCE_DIR))
 			_exit(127);
 		/* execv takes char *const[] but writes no string. */
 		char *cargv[sizeof argv / sizeof argv[0]];
@@ -59,8 +60,10 @@ static unsigned pixel(cairo_surface_t *s, int x, int y)
 	cairo_surface_flush(s);
 	const unsigned char *d = cairo_image_surface_get_data(s);
 	uint32_t v;
-	memcpy(&v, d + (size_t)y * (size_t)cairo_image_surface_get_stride(s) +
-			   (size_t)x * 4, 4);
+	memcpy(&v,
+	       d + (size_t)y * (size_t)cairo_image_surface_get_stride(s) +
+		       (size_t)x * 4,
+	       4);
 	return v & 0xffffff;
 }
 
@@ -92,7 +95,8 @@ static void check_book_weights(const char *model)
 	/* two rows of 40 from y 64, ten columns of 40 from x 72 */
 	ck_assert_int_eq(cairo_image_surface_get_height(im), 214);
 	for (int c = 0; c < 10; c++) {
-		ck_assert_uint_eq(cell(im, 40, 0, c), c < 2 ? 0x67000d : 0xfff5f0);
+		ck_assert_uint_eq(cell(im, 40, 0, c),
+				  c < 2 ? 0x67000d : 0xfff5f0);
 		ck_assert_uint_eq(cell(im, 40, 1, c),
 				  c < 6 ? reds(1.0 / 3) : 0xfff5f0);
 	}
@@ -116,14 +120,20 @@ START_TEST(test_the_positional_encoding_is_drawn_by_its_output_name)
 {
 	char path[64];
 	temp_png(path, sizeof path);
-	const char *args[] = {"models/self_attention.g", "--interp", "--entry",
-			      "encoding", "--heatmap", path, "--heatmap-output",
-			      "P", NULL};
+	const char *args[] = {"models/self_attention.g",
+			      "--interp",
+			      "--entry",
+			      "encoding",
+			      "--heatmap",
+			      path,
+			      "--heatmap-output",
+			      "P",
+			      NULL};
 	ck_assert_int_eq(run_attnc(args), 0);
 	cairo_surface_t *im = cairo_image_surface_create_from_png(path);
 	ck_assert_int_eq(cairo_surface_status(im), CAIRO_STATUS_SUCCESS);
 	/* 60 x 32 fitted in 480: cells of 8; values from -1 to 1 */
-	ck_assert_uint_eq(cell(im, 8, 0, 1), 0x67000d); /* cos 0 = 1 */
+	ck_assert_uint_eq(cell(im, 8, 0, 1), 0x67000d);  /* cos 0 = 1 */
 	ck_assert_uint_eq(cell(im, 8, 0, 0), reds(0.5)); /* sin 0 = 0 */
 	/* cos(59 / 10000^(30/32)) = 0.99994: as dark */
 	ck_assert_uint_eq(cell(im, 8, 59, 31), 0x67000d);
@@ -136,9 +146,12 @@ static Suite *plot_cli_suite(void)
 {
 	Suite *s = suite_create("plot_cli");
 	TCase *tc = tcase_create("heatmaps");
-	tcase_add_test(tc, test_the_additive_heatmap_shows_both_queries_of_the_batch);
-	tcase_add_test(tc, test_the_dot_product_heatmap_shows_both_queries_of_the_batch);
-	tcase_add_test(tc, test_the_positional_encoding_is_drawn_by_its_output_name);
+	tcase_add_test(tc,
+		       test_the_additive_heatmap_shows_both_queries_of_the_batch);
+	tcase_add_test(tc,
+		       test_the_dot_product_heatmap_shows_both_queries_of_the_batch);
+	tcase_add_test(tc,
+		       test_the_positional_encoding_is_drawn_by_its_output_name);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -86,9 +86,9 @@ END_TEST
 START_TEST(test_params_size_is_the_last_end_rounded_to_64)
 {
 	attnrt_param_info t[] = {
-		{"a", 0, 2, {3, 5}, ATTNRT_INIT_ZEROS, 0, 0},  /* 60 bytes */
-		{"b", 64, 1, {17}, ATTNRT_INIT_ZEROS, 0, 0},   /* to 132 */
-		{"c", 192, 0, {0}, ATTNRT_INIT_ONES, 0, 0},    /* to 196 */
+		{"a", 0, 2, {3, 5}, ATTNRT_INIT_ZEROS, 0, 0}, /* 60 bytes */
+		{"b", 64, 1, {17}, ATTNRT_INIT_ZEROS, 0, 0},  /* to 132 */
+		{"c", 192, 0, {0}, ATTNRT_INIT_ONES, 0, 0},   /* to 196 */
 	};
 	ck_assert_uint_eq(attnrt_params_size(t, 0), 0);
 	ck_assert_uint_eq(attnrt_params_size(t, 1), 64);
@@ -272,8 +272,12 @@ START_TEST(test_init_is_bit_identical_to_interp_params_init)
 	size_t at = 0;
 	for (int i = 0; i < N; i++) {
 		ir_type ty = {.dtype = IR_F32, .rank = (uint8_t)ps[i].rank};
-		table[i] = (attnrt_param_info){ps[i].name, at, ps[i].rank, {0},
-					       (attnrt_init)ps[i].init, ps[i].a,
+		table[i] = (attnrt_param_info){ps[i].name,
+					       at,
+					       ps[i].rank,
+					       {0},
+					       (attnrt_init)ps[i].init,
+					       ps[i].a,
 					       ps[i].b};
 		int64_t n = 1;
 		for (int k = 0; k < ps[i].rank; k++) {
@@ -290,7 +294,8 @@ START_TEST(test_init_is_bit_identical_to_interp_params_init)
 	for (uint64_t seed = 0; seed < 3; seed++) {
 		interp_tensor ref[N];
 		int64_t syms[1] = {0};
-		ck_assert(interp_params_init(&ctx, m, syms, seed * 977, false, ref));
+		ck_assert(interp_params_init(&ctx, m, syms, seed * 977, false,
+					     ref));
 		float *block = attnrt_alloc(NULL, at);
 		ck_assert_int_eq(attnrt_params_init(table, N, block, seed * 977),
 				 ATTNRT_OK);
@@ -312,16 +317,24 @@ static Suite *runtime_suite(void)
 {
 	Suite *s = suite_create("runtime");
 	TCase *tc = tcase_create("memory");
-	tcase_add_test(tc, test_alloc_gives_aligned_zeroed_blocks_through_the_hook);
-	tcase_add_test(tc, test_alloc_returns_null_when_the_hook_fails_or_size_is_absurd);
+	tcase_add_test(tc,
+		       test_alloc_gives_aligned_zeroed_blocks_through_the_hook);
+	tcase_add_test(
+		tc,
+		test_alloc_returns_null_when_the_hook_fails_or_size_is_absurd);
 	tcase_add_test(tc, test_strerror_names_codes_and_ignores_the_node_bits);
 	tcase_add_test(tc, test_params_size_is_the_last_end_rounded_to_64);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("init");
-	tcase_add_test(tc, test_init_fills_zeros_and_ones_exactly_and_leaves_gaps);
-	tcase_add_test(tc, test_init_rejects_invalid_tables_and_leaves_params_untouched);
-	tcase_add_test(tc, test_xavier_uniform_stays_within_its_bound_and_fills_it);
-	tcase_add_test(tc, test_xavier_fans_count_leading_dims_and_vectors_use_their_length);
+	tcase_add_test(tc,
+		       test_init_fills_zeros_and_ones_exactly_and_leaves_gaps);
+	tcase_add_test(tc,
+		       test_init_rejects_invalid_tables_and_leaves_params_untouched);
+	tcase_add_test(tc,
+		       test_xavier_uniform_stays_within_its_bound_and_fills_it);
+	tcase_add_test(
+		tc,
+		test_xavier_fans_count_leading_dims_and_vectors_use_their_length);
 	tcase_add_test(tc, test_normal_and_uniform_have_the_asked_moments);
 	tcase_add_test(tc, test_init_depends_on_seed_and_table_index_only);
 	tcase_add_test(tc, test_init_is_bit_identical_to_interp_params_init);

@@ -94,18 +94,21 @@ static float *model_params(uint64_t seed)
 START_TEST(test_writer_matches_the_safetensors_reference_bytes)
 {
 	/* safetensors' test_serialization: "attn.0" F32 [1, 2, 3] = 0..5. */
-	static const unsigned char want[] = {
-		64, 0, 0, 0, 0, 0, 0, 0, 123, 34, 97, 116, 116, 110, 46, 48, 34,
-		58, 123, 34, 100, 116, 121, 112, 101, 34, 58, 34, 70, 51, 50, 34,
-		44, 34, 115, 104, 97, 112, 101, 34, 58, 91, 49, 44, 50, 44, 51,
-		93, 44, 34, 100, 97, 116, 97, 95, 111, 102, 102, 115, 101, 116,
-		115, 34, 58, 91, 48, 44, 50, 52, 93, 125, 125, 0, 0, 0, 0, 0, 0,
-		128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64, 0, 0, 160, 64};
-	attnrt_param_info t = {"attn.0", 0, 3, {1, 2, 3}, ATTNRT_INIT_ZEROS, 0, 0};
+	static const unsigned char want[] =
+		{64,  0,   0,   0,  0,   0,  0,   0,   123, 34,  97,  116,
+		 116, 110, 46,  48, 34,  58, 123, 34,  100, 116, 121, 112,
+		 101, 34,  58,  34, 70,  51, 50,  34,  44,  34,  115, 104,
+		 97,  112, 101, 34, 58,  91, 49,  44,  50,  44,  51,  93,
+		 44,  34,  100, 97, 116, 97, 95,  111, 102, 102, 115, 101,
+		 116, 115, 34,  58, 91,  48, 44,  50,  52,  93,  125, 125,
+		 0,   0,   0,   0,  0,   0,  128, 63,  0,   0,   0,   64,
+		 0,   0,   64,  64, 0,   0,  128, 64,  0,   0,   160, 64};
+	attnrt_param_info t = {"attn.0",          0, 3, {1, 2, 3},
+			       ATTNRT_INIT_ZEROS, 0, 0};
 	float data[16] = {0, 1, 2, 3, 4, 5};
 	char err[256];
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &t, 1, data, NULL, 0,
-						err, sizeof err),
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &t, 1, data, NULL,
+						0, err, sizeof err),
 			 ATTNRT_OK);
 	size_t len;
 	unsigned char *got = slurp(path, &len);
@@ -118,14 +121,16 @@ END_TEST
 START_TEST(test_writer_pads_the_header_with_spaces_and_writes_metadata_first)
 {
 	/* safetensors' test_empty with {"framework": "pt"}. */
-	static const unsigned char want[] = {
-		40, 0, 0, 0, 0, 0, 0, 0, 123, 34, 95, 95, 109, 101, 116, 97, 100,
-		97, 116, 97, 95, 95, 34, 58, 123, 34, 102, 114, 97, 109, 101, 119,
-		111, 114, 107, 34, 58, 34, 112, 116, 34, 125, 125, 32, 32, 32, 32,
-		32};
+	static const unsigned char want[] = {40,  0,   0,   0,   0,   0,   0,
+					     0,   123, 34,  95,  95,  109, 101,
+					     116, 97,  100, 97,  116, 97,  95,
+					     95,  34,  58,  123, 34,  102, 114,
+					     97,  109, 101, 119, 111, 114, 107,
+					     34,  58,  34,  112, 116, 34,  125,
+					     125, 32,  32,  32,  32,  32};
 	attnrt_meta meta = {"framework", "pt"};
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, NULL, 0, NULL, &meta,
-						1, NULL, 0),
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, NULL, 0, NULL,
+						&meta, 1, NULL, 0),
 			 ATTNRT_OK);
 	size_t len;
 	unsigned char *got = slurp(path, &len);
@@ -140,7 +145,8 @@ END_TEST
 
 START_TEST(test_writer_escapes_names_and_metadata_as_json)
 {
-	attnrt_param_info t = {"a\"b\\c\n\x01", 0, 1, {1}, ATTNRT_INIT_ZEROS, 0, 0};
+	attnrt_param_info t = {"a\"b\\c\n\x01",   0, 1, {1},
+			       ATTNRT_INIT_ZEROS, 0, 0};
 	attnrt_meta meta = {"k\t", "caf\xc3\xa9"};
 	float v[1] = {2};
 	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &t, 1, v, &meta, 1,
@@ -178,7 +184,10 @@ START_TEST(test_round_trip_gives_the_same_values_and_the_same_bytes)
 	for (int k = 0; k < N_MODEL; k++)
 		ck_assert_mem_eq((char *)q + model[k].offset,
 				 (char *)p + model[k].offset,
-				 k == 0 ? 48 : k == 1 ? 16 : k == 2 ? 32 : 4);
+				 k == 0   ? 48
+				 : k == 1 ? 16
+				 : k == 2 ? 32
+					  : 4);
 	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path2, model, N_MODEL, q,
 						meta, 2, err, sizeof err),
 			 ATTNRT_OK);
@@ -213,8 +222,8 @@ START_TEST(test_reader_takes_tensors_in_any_order_with_padding)
 	memcpy(file + 8 + hn, vals, 12);
 	float p[32] = {0};
 	char err[256];
-	ck_assert_int_eq(attnrt_checkpoint_parse(NULL, file, 8 + hn + 12, t, 2, p,
-						 err, sizeof err),
+	ck_assert_int_eq(attnrt_checkpoint_parse(NULL, file, 8 + hn + 12, t, 2,
+						 p, err, sizeof err),
 			 ATTNRT_OK);
 	ck_assert_float_eq(p[0], 1);
 	ck_assert_float_eq(p[1], 2);
@@ -362,8 +371,8 @@ START_TEST(test_malformed_entries_name_the_tensor)
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8,
 		     ATTNRT_ERR_FORMAT, "w: no data_offsets");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[0,8],\"extra\":1}}", 8, ATTNRT_ERR_FORMAT,
-		     "w: unknown field \"extra\"");
+		     "[0,8],\"extra\":1}}",
+		     8, ATTNRT_ERR_FORMAT, "w: unknown field \"extra\"");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}", 8,
 		     ATTNRT_ERR_FORMAT, "w: repeated field \"dtype\"");
 	expect_fault("{\"w\":{\"dtype\":32,\"shape\":[2],\"data_offsets\":[0,8]}}",
@@ -371,29 +380,36 @@ START_TEST(test_malformed_entries_name_the_tensor)
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":2,\"data_offsets\":[0,8]}}",
 		     8, ATTNRT_ERR_FORMAT, "w: shape is not a list");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":"
-		     "[0,8]}}", 8, ATTNRT_ERR_FORMAT,
+		     "[0,8]}}",
+		     8, ATTNRT_ERR_FORMAT,
 		     "w: shape holds something other than non-negative "
 		     "integers");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":"
-		     "[0,8]}}", 8, ATTNRT_ERR_FORMAT,
+		     "[0,8]}}",
+		     8, ATTNRT_ERR_FORMAT,
 		     "w: shape holds something other than non-negative "
 		     "integers");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,"
-		     "4294967296],\"data_offsets\":[0,8]}}", 8, ATTNRT_ERR_FORMAT,
+		     "4294967296],\"data_offsets\":[0,8]}}",
+		     8, ATTNRT_ERR_FORMAT,
 		     "w: shape has more elements than can be counted");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[0,8,9]}}", 8, ATTNRT_ERR_FORMAT,
+		     "[0,8,9]}}",
+		     8, ATTNRT_ERR_FORMAT,
 		     "w: data_offsets is not a list of two non-negative "
 		     "integers");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[0,18446744073709551616]}}", 8, ATTNRT_ERR_FORMAT,
+		     "[0,18446744073709551616]}}",
+		     8, ATTNRT_ERR_FORMAT,
 		     "w: data_offsets is not a list of two non-negative "
 		     "integers");
 	expect_fault("{\"w\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":"
-		     "[0,8]}}", 8, ATTNRT_ERR_FORMAT, "w: unknown dtype \"F33\"");
+		     "[0,8]}}",
+		     8, ATTNRT_ERR_FORMAT, "w: unknown dtype \"F33\"");
 	expect_fault("{\"__metadata__\":{\"a\":1}," W_ENTRY "}", 8,
-		     ATTNRT_ERR_FORMAT, "__metadata__ is not an object of "
-					"strings");
+		     ATTNRT_ERR_FORMAT,
+		     "__metadata__ is not an object of "
+		     "strings");
 	expect_fault("{\"__metadata__\":{},\"__metadata__\":{}," W_ENTRY "}", 8,
 		     ATTNRT_ERR_FORMAT, "__metadata__ appears twice");
 }
@@ -402,20 +418,23 @@ END_TEST
 START_TEST(test_offsets_must_fit_the_shape_and_tile_the_data)
 {
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[0,4]}}", 4, ATTNRT_ERR_FORMAT,
+		     "[0,4]}}",
+		     4, ATTNRT_ERR_FORMAT,
 		     "w: data_offsets [0, 4] hold 4 bytes, its dtype and shape "
 		     "need 8");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[8,0]}}", 8, ATTNRT_ERR_FORMAT,
+		     "[8,0]}}",
+		     8, ATTNRT_ERR_FORMAT,
 		     "w: data_offsets [8, 0] end before they begin");
 	expect_fault("{" W_ENTRY "}", 4, ATTNRT_ERR_FORMAT,
 		     "w: data_offsets [0, 8] run past the end of the data (4 "
 		     "bytes)");
 	expect_fault("{" W_ENTRY ",\"v\":{\"dtype\":\"F32\",\"shape\":[2],"
-		     "\"data_offsets\":[4,12]}}", 12, ATTNRT_ERR_FORMAT,
-		     "w and v: data_offsets overlap");
+		     "\"data_offsets\":[4,12]}}",
+		     12, ATTNRT_ERR_FORMAT, "w and v: data_offsets overlap");
 	expect_fault("{" W_ENTRY ",\"v\":{\"dtype\":\"I32\",\"shape\":[2],"
-		     "\"data_offsets\":[12,20]}}", 20, ATTNRT_ERR_FORMAT,
+		     "\"data_offsets\":[12,20]}}",
+		     20, ATTNRT_ERR_FORMAT,
 		     "bytes 8 to 12 of the data belong to no tensor");
 	expect_fault("{" W_ENTRY "}", 24, ATTNRT_ERR_FORMAT,
 		     "bytes 8 to 24 of the data belong to no tensor");
@@ -430,17 +449,21 @@ START_TEST(test_names_must_be_the_models_exactly)
 		     "w: the model's parameter is missing from the checkpoint "
 		     "(0 tensors in the file, 1 parameters in the model)");
 	expect_fault("{" W_ENTRY ",\"v\":{\"dtype\":\"F32\",\"shape\":[2],"
-		     "\"data_offsets\":[8,16]}}", 16, ATTNRT_ERR_MISMATCH,
+		     "\"data_offsets\":[8,16]}}",
+		     16, ATTNRT_ERR_MISMATCH,
 		     "v: the checkpoint has a tensor the model does not");
 	expect_fault("{" W_ENTRY ",\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
-		     "\"data_offsets\":[8,16]}}", 16, ATTNRT_ERR_FORMAT,
+		     "\"data_offsets\":[8,16]}}",
+		     16, ATTNRT_ERR_FORMAT,
 		     "w: the name appears twice in the header");
 	expect_fault("{\"W\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[0,8]}}", 8, ATTNRT_ERR_MISMATCH,
+		     "[0,8]}}",
+		     8, ATTNRT_ERR_MISMATCH,
 		     "W: the checkpoint has a tensor the model does not");
 	/* a name sorting after the model's: the model's is the one missing */
 	expect_fault("{\"z\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":"
-		     "[0,8]}}", 8, ATTNRT_ERR_MISMATCH,
+		     "[0,8]}}",
+		     8, ATTNRT_ERR_MISMATCH,
 		     "w: the model's parameter is missing from the checkpoint "
 		     "(1 tensors in the file, 1 parameters in the model)");
 	/* names differing far apart in byte order */
@@ -452,13 +475,16 @@ START_TEST(test_names_must_be_the_models_exactly)
 	ck_assert_int_eq(parse_made("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
 				    "\"data_offsets\":[0,8]},\"m\":{\"dtype\":"
 				    "\"F32\",\"shape\":[2],\"data_offsets\":"
-				    "[8,16]}}", -1, 16, ab, 2, err, sizeof err),
+				    "[8,16]}}",
+				    -1, 16, ab, 2, err, sizeof err),
 			 ATTNRT_ERR_MISMATCH);
-	ck_assert_str_eq(err, "m: the checkpoint has a tensor the model does not");
+	ck_assert_str_eq(err,
+			 "m: the checkpoint has a tensor the model does not");
 	ck_assert_int_eq(parse_made("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
 				    "\"data_offsets\":[0,8]},\"zz\":{\"dtype\":"
 				    "\"F32\",\"shape\":[2],\"data_offsets\":"
-				    "[8,16]}}", -1, 16, ab, 2, err, sizeof err),
+				    "[8,16]}}",
+				    -1, 16, ab, 2, err, sizeof err),
 			 ATTNRT_ERR_MISMATCH);
 	ck_assert_str_eq(err, "z: the model's parameter is missing from the "
 			      "checkpoint (2 tensors in the file, 2 parameters "
@@ -469,21 +495,24 @@ END_TEST
 START_TEST(test_dtype_and_shape_must_be_the_models)
 {
 	expect_fault("{\"w\":{\"dtype\":\"F64\",\"shape\":[2],\"data_offsets\":"
-		     "[0,16]}}", 16, ATTNRT_ERR_MISMATCH,
+		     "[0,16]}}",
+		     16, ATTNRT_ERR_MISMATCH,
 		     "w: dtype F64 in file, model wants F32");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[1,2],\"data_offsets\":"
-		     "[0,8]}}", 8, ATTNRT_ERR_MISMATCH,
+		     "[0,8]}}",
+		     8, ATTNRT_ERR_MISMATCH,
 		     "w: shape [1, 2] in file, model wants [2]");
 	expect_fault("{\"w\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":"
-		     "[0,4]}}", 4, ATTNRT_ERR_MISMATCH,
+		     "[0,4]}}",
+		     4, ATTNRT_ERR_MISMATCH,
 		     "w: shape [] in file, model wants [2]");
-	attnrt_param_info wq = {"encoder.0.attention.W_q", 0, 2, {32, 32},
+	attnrt_param_info wq = {"encoder.0.attention.W_q",  0, 2, {32, 32},
 				ATTNRT_INIT_XAVIER_UNIFORM, 1, 0};
 	char err[256];
 	ck_assert_int_eq(parse_made("{\"encoder.0.attention.W_q\":{\"dtype\":"
 				    "\"F32\",\"shape\":[32,16],\"data_offsets\":"
-				    "[0,2048]}}", -1, 2048, &wq, 1, err,
-				    sizeof err),
+				    "[0,2048]}}",
+				    -1, 2048, &wq, 1, err, sizeof err),
 			 ATTNRT_ERR_MISMATCH);
 	ck_assert_str_eq(err, "encoder.0.attention.W_q: shape [32, 16] in file, "
 			      "model wants [32, 32]");
@@ -510,12 +539,15 @@ START_TEST(test_load_says_which_file_and_why_it_cannot_be_read)
 	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, model, N_MODEL, p,
 						err, sizeof err),
 			 ATTNRT_ERR_FORMAT);
-	snprintf(want, sizeof want, "%s: file of 2 bytes is too short for a "
-		 "safetensors header (8 bytes of length, then JSON)", path);
+	snprintf(want, sizeof want,
+		 "%s: file of 2 bytes is too short for a "
+		 "safetensors header (8 bytes of length, then JSON)",
+		 path);
 	ck_assert_str_eq(err, want);
 	/* A tiny buffer still gets a terminated prefix of the message. */
 	char small[8];
-	attnrt_checkpoint_load(NULL, path, model, N_MODEL, p, small, sizeof small);
+	attnrt_checkpoint_load(NULL, path, model, N_MODEL, p, small,
+			       sizeof small);
 	ck_assert_uint_eq(strlen(small), 7);
 }
 END_TEST
@@ -651,8 +683,8 @@ START_TEST(test_a_save_failing_for_memory_keeps_the_old_file)
 	do {
 		failing_hook h = {0, fail_at++, 0};
 		attnrt_allocator al = {failing_alloc, &h};
-		code = attnrt_checkpoint_save(&al, path, model, N_MODEL, p, NULL, 0,
-					      NULL, 0);
+		code = attnrt_checkpoint_save(&al, path, model, N_MODEL, p,
+					      NULL, 0, NULL, 0);
 		ck_assert_int_eq(h.live, 0);
 		ck_assert_int_eq(count_files(), 1);
 		if (code != ATTNRT_OK) {
@@ -723,8 +755,10 @@ START_TEST(test_a_save_into_a_missing_directory_says_so)
 						(float[64]){0}, NULL, 0, err,
 						sizeof err),
 			 ATTNRT_ERR_IO);
-	snprintf(want, sizeof want, "%s: cannot create a temporary file: No such "
-		 "file or directory", bad);
+	snprintf(want, sizeof want,
+		 "%s: cannot create a temporary file: No such "
+		 "file or directory",
+		 bad);
 	ck_assert_str_eq(err, want);
 }
 END_TEST
@@ -735,20 +769,21 @@ START_TEST(test_save_rejects_tables_a_reader_could_not_take_back)
 		{"w", 0, 1, {1}, ATTNRT_INIT_ZEROS, 0, 0},
 		{"w", 64, 1, {1}, ATTNRT_INIT_ZEROS, 0, 0},
 	};
-	attnrt_param_info meta_name = {"__metadata__", 0, 0, {0},
+	attnrt_param_info meta_name = {"__metadata__",    0, 0, {0},
 				       ATTNRT_INIT_ZEROS, 0, 0};
-	attnrt_param_info not_utf8 = {"\xff", 0, 0, {0}, ATTNRT_INIT_ZEROS, 0, 0};
+	attnrt_param_info not_utf8 = {"\xff", 0, 0, {0}, ATTNRT_INIT_ZEROS,
+				      0,      0};
 	char err[256];
 	float p[32] = {0};
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, twice, 2, p, NULL, 0,
-						err, sizeof err),
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, twice, 2, p, NULL,
+						0, err, sizeof err),
 			 ATTNRT_ERR_ARG);
 	ck_assert_str_eq(err, "two parameters are named 'w'");
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &meta_name, 1, p, NULL,
-						0, err, sizeof err),
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &meta_name, 1, p,
+						NULL, 0, err, sizeof err),
 			 ATTNRT_ERR_ARG);
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &not_utf8, 1, p, NULL,
-						0, err, sizeof err),
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, &not_utf8, 1, p,
+						NULL, 0, err, sizeof err),
 			 ATTNRT_ERR_ARG);
 	ck_assert_int_eq(count_files(), 0);
 	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, twice, 2, p, err,
@@ -756,7 +791,6 @@ START_TEST(test_save_rejects_tables_a_reader_could_not_take_back)
 			 ATTNRT_ERR_ARG);
 }
 END_TEST
-
 
 /* ---- any tensors: attnrt_st_write and attnrt_st_read ---------------------- */
 
@@ -773,7 +807,8 @@ START_TEST(test_any_tensors_round_trip_sorted_by_name_with_their_dtypes)
 	attnrt_meta meta[1] = {{"vocab", "abc"}};
 	char err[256];
 	ck_assert_int_eq(attnrt_st_write(NULL, path, in, 3, meta, 1, err,
-					 sizeof err), ATTNRT_OK);
+					 sizeof err),
+			 ATTNRT_OK);
 	attnrt_st_file *f;
 	ck_assert_int_eq(attnrt_st_read(NULL, path, 1 << 20, &f, err, sizeof err),
 			 ATTNRT_OK);
@@ -804,15 +839,18 @@ START_TEST(test_any_tensors_writer_refuses_what_does_not_agree)
 	char err[256];
 	attnrt_st_tensor bad_size = {"x", "I32", 1, {3}, v, sizeof v};
 	ck_assert_int_eq(attnrt_st_write(NULL, path, &bad_size, 1, NULL, 0, err,
-					 sizeof err), ATTNRT_ERR_ARG);
+					 sizeof err),
+			 ATTNRT_ERR_ARG);
 	ck_assert_str_eq(err, "x: dtype, shape and bytes do not agree");
 	attnrt_st_tensor bad_dtype = {"x", "Q8", 1, {4}, v, sizeof v};
-	ck_assert_int_eq(attnrt_st_write(NULL, path, &bad_dtype, 1, NULL, 0, err,
-					 sizeof err), ATTNRT_ERR_ARG);
+	ck_assert_int_eq(attnrt_st_write(NULL, path, &bad_dtype, 1, NULL, 0,
+					 err, sizeof err),
+			 ATTNRT_ERR_ARG);
 	attnrt_st_tensor twice[2] = {{"x", "I32", 1, {2}, v, 8},
 				     {"x", "I32", 1, {2}, v, 8}};
 	ck_assert_int_eq(attnrt_st_write(NULL, path, twice, 2, NULL, 0, err,
-					 sizeof err), ATTNRT_ERR_ARG);
+					 sizeof err),
+			 ATTNRT_ERR_ARG);
 	ck_assert_str_eq(err, "x: the name is used twice");
 	ck_assert_int_eq(access(path, F_OK), -1); /* nothing was written */
 }
@@ -830,7 +868,8 @@ START_TEST(test_any_tensors_reader_refuses_ranks_past_eight_and_big_files)
 	memset(file + 8 + n, 0, 4);
 	attnrt_st_file *f;
 	ck_assert_int_eq(attnrt_st_parse(NULL, file, 8 + n + 4, &f, err,
-					 sizeof err), ATTNRT_ERR_FORMAT);
+					 sizeof err),
+			 ATTNRT_ERR_FORMAT);
 	ck_assert_ptr_null(f);
 	ck_assert_str_eq(err, "w: shape has rank 9, more than 8");
 	FILE *out = fopen(path, "wb");
@@ -839,12 +878,12 @@ START_TEST(test_any_tensors_reader_refuses_ranks_past_eight_and_big_files)
 	ck_assert_int_eq(attnrt_st_read(NULL, path, 16, &f, err, sizeof err),
 			 ATTNRT_ERR_FORMAT);
 	ck_assert_ptr_nonnull(strstr(err, "more than the 16 this reader takes"));
-	ck_assert_int_eq(attnrt_st_read(NULL, "/dev/zero", 16, &f, err, sizeof err),
+	ck_assert_int_eq(attnrt_st_read(NULL, "/dev/zero", 16, &f, err,
+					sizeof err),
 			 ATTNRT_ERR_IO);
 	ck_assert_str_eq(err, "/dev/zero: not a file");
 }
 END_TEST
-
 
 START_TEST(test_a_save_removes_what_a_killed_save_left)
 {
@@ -856,13 +895,13 @@ START_TEST(test_a_save_removes_what_a_killed_save_left)
 	int32_t v[2] = {1, 2};
 	attnrt_st_tensor t = {"x", "I32", 1, {2}, v, sizeof v};
 	ck_assert_int_eq(attnrt_st_write(NULL, path, &t, 1, NULL, 0, err,
-					 sizeof err), ATTNRT_OK);
+					 sizeof err),
+			 ATTNRT_OK);
 	ck_assert_int_eq(access(stale, F_OK), -1);
 	ck_assert_int_eq(access(other, F_OK), 0); /* not a name a save makes */
 	ck_assert_int_eq(count_files(), 2);
 }
 END_TEST
-
 
 START_TEST(test_load_skips_a_training_runs_optimizer_state)
 {
@@ -871,18 +910,22 @@ START_TEST(test_load_skips_a_training_runs_optimizer_state)
 				  {"optim:m:w", "F32", 1, {2}, m, sizeof m}};
 	char err[256];
 	ck_assert_int_eq(attnrt_st_write(NULL, path, ts, 2, NULL, 0, err,
-					 sizeof err), ATTNRT_OK);
-	attnrt_param_info table[1] = {{.name = "w", .offset = 0, .rank = 1,
-				       .dims = {2}}};
+					 sizeof err),
+			 ATTNRT_OK);
+	attnrt_param_info table[1] = {
+		{.name = "w", .offset = 0, .rank = 1, .dims = {2}}};
 	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, table, 1, out, err,
-						sizeof err), ATTNRT_OK);
+						sizeof err),
+			 ATTNRT_OK);
 	ck_assert(out[0] == 1.5f && out[1] == -2);
 	/* another unknown tensor is still an error */
 	ts[1].name = "other";
 	ck_assert_int_eq(attnrt_st_write(NULL, path, ts, 2, NULL, 0, err,
-					 sizeof err), ATTNRT_OK);
+					 sizeof err),
+			 ATTNRT_OK);
 	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, table, 1, out, err,
-						sizeof err), ATTNRT_ERR_MISMATCH);
+						sizeof err),
+			 ATTNRT_ERR_MISMATCH);
 }
 END_TEST
 
@@ -900,7 +943,8 @@ START_TEST(test_shapes_come_from_the_header_alone)
 	void *params = attnrt_alloc(NULL, attnrt_params_size(table, 3));
 	ck_assert_int_eq(attnrt_params_init(table, 3, params, 0), ATTNRT_OK);
 	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, table, 3, params,
-						&meta, 1, NULL, 0), ATTNRT_OK);
+						&meta, 1, NULL, 0),
+			 ATTNRT_OK);
 	attnrt_free(NULL, params);
 	const char *names[] = {"bias", "embed.table", "scalar", "missing",
 			       "__metadata__"};
@@ -908,7 +952,8 @@ START_TEST(test_shapes_come_from_the_header_alone)
 	int64_t dims[5][6];
 	char err[256] = "";
 	ck_assert_int_eq(rt_ckpt_shapes(NULL, path, names, 5, ranks, dims, err,
-					sizeof err), ATTNRT_OK);
+					sizeof err),
+			 ATTNRT_OK);
 	ck_assert_int_eq(ranks[0], 1);
 	ck_assert_int_eq(dims[0][0], 3);
 	ck_assert_int_eq(ranks[1], 2);
@@ -922,10 +967,12 @@ START_TEST(test_shapes_come_from_the_header_alone)
 	ck_assert_uint_eq(fwrite("\x05\0\0\0\0\0\0\0[1,2]", 1, 13, f), 13);
 	fclose(f);
 	ck_assert_int_eq(rt_ckpt_shapes(NULL, path, names, 1, ranks, dims, err,
-					sizeof err), ATTNRT_ERR_FORMAT);
+					sizeof err),
+			 ATTNRT_ERR_FORMAT);
 	ck_assert_ptr_nonnull(strstr(err, "the header is not a JSON object"));
 	ck_assert_int_eq(rt_ckpt_shapes(NULL, dir, names, 1, ranks, dims, err,
-					sizeof err), ATTNRT_ERR_FORMAT);
+					sizeof err),
+			 ATTNRT_ERR_FORMAT);
 }
 END_TEST
 
@@ -935,18 +982,26 @@ static Suite *ckpt_suite(void)
 	TCase *tc = tcase_create("write");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_writer_matches_the_safetensors_reference_bytes);
-	tcase_add_test(tc, test_writer_pads_the_header_with_spaces_and_writes_metadata_first);
+	tcase_add_test(
+		tc,
+		test_writer_pads_the_header_with_spaces_and_writes_metadata_first);
 	tcase_add_test(tc, test_writer_escapes_names_and_metadata_as_json);
-	tcase_add_test(tc, test_round_trip_gives_the_same_values_and_the_same_bytes);
+	tcase_add_test(tc,
+		       test_round_trip_gives_the_same_values_and_the_same_bytes);
 	tcase_add_test(tc, test_reader_takes_tensors_in_any_order_with_padding);
-	tcase_add_test(tc, test_any_tensors_round_trip_sorted_by_name_with_their_dtypes);
+	tcase_add_test(tc,
+		       test_any_tensors_round_trip_sorted_by_name_with_their_dtypes);
 	tcase_add_test(tc, test_any_tensors_writer_refuses_what_does_not_agree);
-	tcase_add_test(tc, test_any_tensors_reader_refuses_ranks_past_eight_and_big_files);
+	tcase_add_test(
+		tc,
+		test_any_tensors_reader_refuses_ranks_past_eight_and_big_files);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("faults");
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_a_file_too_short_for_a_header_is_an_error);
-	tcase_add_test(tc, test_a_header_length_beyond_the_file_or_the_limit_is_an_error);
+	tcase_add_test(
+		tc,
+		test_a_header_length_beyond_the_file_or_the_limit_is_an_error);
 	tcase_add_test(tc, test_json_syntax_errors_give_the_byte_they_are_at);
 	tcase_add_test(tc, test_json_nesting_is_bounded);
 	tcase_add_test(tc, test_malformed_entries_name_the_tensor);
@@ -965,11 +1020,14 @@ static Suite *ckpt_suite(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("atomic");
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_add_test(tc, test_every_failed_allocation_in_load_is_reported_without_leaks);
+	tcase_add_test(
+		tc,
+		test_every_failed_allocation_in_load_is_reported_without_leaks);
 	tcase_add_test(tc, test_a_save_failing_for_memory_keeps_the_old_file);
 	tcase_add_test(tc, test_a_save_failing_mid_write_keeps_the_old_file);
 	tcase_add_test(tc, test_a_save_into_a_missing_directory_says_so);
-	tcase_add_test(tc, test_save_rejects_tables_a_reader_could_not_take_back);
+	tcase_add_test(tc,
+		       test_save_rejects_tables_a_reader_could_not_take_back);
 	tcase_add_test(tc, test_a_save_removes_what_a_killed_save_left);
 	suite_add_tcase(s, tc);
 	return s;

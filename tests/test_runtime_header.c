@@ -57,8 +57,18 @@ static const cg_header_entry toy_entries[] = {
 	{"forward", "toy_forward", 64, toy_in, 1, toy_out, 1, 2, false},
 };
 static const cg_header_desc toy = {
-	"toy", "models/toy.g", "build/toy.o", "0.1.0", 128, toy_params, 2,
-	toy_entries, 1, 2, NULL, 0,
+	"toy",
+	"models/toy.g",
+	"build/toy.o",
+	"0.1.0",
+	128,
+	toy_params,
+	2,
+	toy_entries,
+	1,
+	2,
+	NULL,
+	0,
 };
 
 /* Writes the header of d to dir/NAME.h; returns cg_header_write's answer
@@ -92,8 +102,7 @@ static void write_file(const char *name, const char *text)
 }
 
 /* Runs a shell command built from fmt in dir; returns its exit status. */
-__attribute__((format(printf, 1, 2)))
-static int run(const char *fmt, ...)
+__attribute__((format(printf, 1, 2))) static int run(const char *fmt, ...)
 {
 	char cmd[2048];
 	int n = snprintf(cmd, sizeof cmd, "cd '%s' && ", dir);
@@ -144,16 +153,23 @@ START_TEST(test_header_compiles_cleanly_as_c11_and_as_cpp)
 {
 	char err[256];
 	ck_assert(write_header(&toy, NULL, err, sizeof err));
-	write_file("use.c", "#include \"toy.h\"\n"
-			    "#include \"toy.h\" /* the guard holds */\n"
-			    "int main(void) { return toy_params[1].rank - 1; }\n");
+	write_file("use.c",
+		   "#include \"toy.h\"\n"
+		   "#include \"toy.h\" /* the guard holds */\n"
+		   "int main(void) { return toy_params[1].rank - 1; }\n");
 	const char *rt = ATTNC_SOURCE_DIR "/runtime";
 	ck_assert_int_eq(run("cc -std=c11 " STRICT " -I. -I%s -fsyntax-only "
-			     "use.c", rt), 0);
+			     "use.c",
+			     rt),
+			 0);
 	ck_assert_int_eq(run("c++ -x c++ -std=c++11 " STRICT " -I. -I%s "
-			     "-fsyntax-only use.c", rt), 0);
+			     "-fsyntax-only use.c",
+			     rt),
+			 0);
 	ck_assert_int_eq(run("clang -std=c11 " STRICT " -I. -I%s -fsyntax-only "
-			     "use.c", rt), 0);
+			     "use.c",
+			     rt),
+			 0);
 }
 END_TEST
 
@@ -164,18 +180,21 @@ START_TEST(test_a_header_without_params_or_inputs_still_compiles)
 		{"constant", "bare_constant", 0, NULL, 0, out, 1, 0, false},
 		{"nothing", "bare_nothing", 0, NULL, 0, NULL, 0, 0, false},
 	};
-	cg_header_desc d = {"bare", NULL, NULL, NULL, 0, NULL, 0, entries, 2,
-			    0, NULL, 0};
+	cg_header_desc d = {"bare", NULL,    NULL, NULL, 0,    NULL,
+			    0,      entries, 2,    0,    NULL, 0};
 	char *text, err[256];
 	ck_assert(write_header(&d, &text, err, sizeof err));
 	ck_assert_ptr_nonnull(strstr(text, "#define BARE_N_PARAMS 0\n"));
 	ck_assert_ptr_nonnull(strstr(text, " *   inputs   (none)\n"));
 	ck_assert_ptr_nonnull(strstr(text, " *   outputs  #0: i32[]\n"));
 	free(text);
-	write_file("use.c", "#include \"bare.h\"\n"
-			    "int main(void) { return BARE_NOTHING_N_OUTPUTS; }\n");
+	write_file("use.c",
+		   "#include \"bare.h\"\n"
+		   "int main(void) { return BARE_NOTHING_N_OUTPUTS; }\n");
 	ck_assert_int_eq(run("cc -std=c11 " STRICT " -I. -I%s -fsyntax-only "
-			     "use.c", ATTNC_SOURCE_DIR "/runtime"), 0);
+			     "use.c",
+			     ATTNC_SOURCE_DIR "/runtime"),
+			 0);
 }
 END_TEST
 
@@ -194,7 +213,8 @@ START_TEST(test_header_records_the_gradient_threads_and_sizes)
 					    "V = 7 (the model's default)"};
 	cg_header_entry entries[] = {
 		toy_entries[0],
-		{"loss_grad", "toy_loss_grad", 64, toy_in, 1, grad_out, 3, 2, true},
+		{"loss_grad", "toy_loss_grad", 64, toy_in, 1, grad_out, 3, 2,
+		 true},
 	};
 	cg_header_desc d = toy;
 	d.entries = entries;
@@ -336,8 +356,9 @@ START_TEST(test_invalid_descriptions_are_refused_with_a_message)
 	d.n_params = 1;
 	p.a = 0.0 / 0.0;
 	ck_assert(!cg_header_write(stdout, &d, err, sizeof err));
-	ck_assert_str_eq(err, "parameter 0: invalid name, rank, dims, initializer "
-			      "or argument");
+	ck_assert_str_eq(err,
+			 "parameter 0: invalid name, rank, dims, initializer "
+			 "or argument");
 	p = toy_params[1];
 	p.dims[0] = -1;
 	ck_assert(!cg_header_write(stdout, &d, err, sizeof err));
@@ -363,8 +384,11 @@ static Suite *header_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_header_holds_the_table_macros_and_prototype);
 	tcase_add_test(tc, test_header_compiles_cleanly_as_c11_and_as_cpp);
-	tcase_add_test(tc, test_a_header_without_params_or_inputs_still_compiles);
-	tcase_add_test(tc, test_a_program_built_on_the_header_inits_saves_loads_and_runs);
+	tcase_add_test(tc,
+		       test_a_header_without_params_or_inputs_still_compiles);
+	tcase_add_test(
+		tc,
+		test_a_program_built_on_the_header_inits_saves_loads_and_runs);
 	tcase_add_test(tc, test_invalid_descriptions_are_refused_with_a_message);
 	tcase_add_test(tc, test_header_records_the_gradient_threads_and_sizes);
 	tcase_add_test(tc, test_a_write_error_is_reported);

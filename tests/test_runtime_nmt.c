@@ -123,24 +123,32 @@ START_TEST(test_preprocess_turns_both_no_break_spaces_into_spaces)
 	/* U+202F before "!", U+00A0 before "?": no second space. */
 	ck_assert_str_eq(preprocessed("Cours\xe2\x80\xaf!"), "cours !");
 	ck_assert_str_eq(preprocessed("Qui\xc2\xa0?"), "qui ?");
-	ck_assert_str_eq(preprocessed("\xc3\x87" "a\xc2\xa0" "alors\xe2\x80\xaf!"),
-			 "\xc3\xa7" "a alors !");
+	ck_assert_str_eq(preprocessed("\xc3\x87"
+				      "a\xc2\xa0"
+				      "alors\xe2\x80\xaf!"),
+			 "\xc3\xa7"
+			 "a alors !");
 }
 END_TEST
 
 START_TEST(test_preprocess_lowercases_accented_capitals_as_python)
 {
 	/* "À L'ÉCOLE, ÇA ŒUVRE." */
-	ck_assert_str_eq(preprocessed("\xc3\x80 L'\xc3\x89" "COLE, \xc3\x87" "A "
+	ck_assert_str_eq(preprocessed("\xc3\x80 L'\xc3\x89"
+				      "COLE, \xc3\x87"
+				      "A "
 				      "\xc5\x92UVRE."),
-			 "\xc3\xa0 l'\xc3\xa9" "cole , \xc3\xa7" "a \xc5\x93uvre .");
+			 "\xc3\xa0 l'\xc3\xa9"
+			 "cole , \xc3\xa7"
+			 "a \xc5\x93uvre .");
 	char out[512];
 	size_t n = rt_nmt_preprocess(latin_upper, strlen(latin_upper), out,
 				     sizeof out);
 	ck_assert_uint_eq(n, strlen(latin_lower));
 	ck_assert_str_eq(out, latin_lower);
 	/* Outside those blocks characters are kept: Greek Sigma, CJK. */
-	ck_assert_str_eq(preprocessed("\xce\xa3\xe4\xb8\xad"), "\xce\xa3\xe4\xb8\xad");
+	ck_assert_str_eq(preprocessed("\xce\xa3\xe4\xb8\xad"),
+			 "\xce\xa3\xe4\xb8\xad");
 }
 END_TEST
 
@@ -152,8 +160,10 @@ START_TEST(test_preprocess_reports_length_like_snprintf_and_rejects_bad_utf8)
 	ck_assert_uint_eq(rt_nmt_preprocess("Go.", 3, NULL, 0), 4);
 	ck_assert_uint_eq(rt_nmt_preprocess("a\xff", 2, out, sizeof out),
 			  SIZE_MAX);
-	ck_assert_uint_eq(rt_nmt_preprocess("\xc3", 1, out, sizeof out), SIZE_MAX);
-	ck_assert_uint_eq(rt_nmt_preprocess("a\0b", 3, out, sizeof out), SIZE_MAX);
+	ck_assert_uint_eq(rt_nmt_preprocess("\xc3", 1, out, sizeof out),
+			  SIZE_MAX);
+	ck_assert_uint_eq(rt_nmt_preprocess("a\0b", 3, out, sizeof out),
+			  SIZE_MAX);
 }
 END_TEST
 
@@ -162,26 +172,31 @@ END_TEST
 START_TEST(test_vocab_orders_tokens_by_count_then_first_appearance)
 {
 	rt_nmt_data *d = load_text(tiny, 0, 4);
-	static const char *const src[] = {"<unk>", "<pad>", "<bos>", "<eos>", ".",
-					  "go", "i", "lost", "home"};
+	static const char *const src[] = {"<unk>", "<pad>", "<bos>",
+					  "<eos>", ".",     "go",
+					  "i",     "lost",  "home"};
 	static const char *const tgt[] = {"<unk>", "<pad>", "<bos>", "<eos>",
-					  ".", "va", "!", "j'ai", "perdu",
-					  "chez", "moi"};
+					  ".",     "va",    "!",     "j'ai",
+					  "perdu", "chez",  "moi"};
 	ck_assert_int_eq(rt_nmt_vocab_size(d, RT_NMT_SRC), 9);
 	ck_assert_int_eq(rt_nmt_vocab_size(d, RT_NMT_TGT), 11);
 	for (int32_t i = 0; i < 9; i++) {
 		ck_assert_str_eq(rt_nmt_vocab_token(d, RT_NMT_SRC, i), src[i]);
 		ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_SRC, src[i],
-						     strlen(src[i])), i);
+						     strlen(src[i])),
+				 i);
 	}
 	for (int32_t i = 0; i < 11; i++)
 		ck_assert_str_eq(rt_nmt_vocab_token(d, RT_NMT_TGT, i), tgt[i]);
 	ck_assert_ptr_null(rt_nmt_vocab_token(d, RT_NMT_SRC, 9));
 	ck_assert_ptr_null(rt_nmt_vocab_token(d, RT_NMT_SRC, -1));
 	/* Seen once, or never: <unk>. */
-	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_SRC, "i'm", 3), RT_NMT_UNK);
-	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_TGT, "je", 2), RT_NMT_UNK);
-	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_SRC, "va", 2), RT_NMT_UNK);
+	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_SRC, "i'm", 3),
+			 RT_NMT_UNK);
+	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_TGT, "je", 2),
+			 RT_NMT_UNK);
+	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_SRC, "va", 2),
+			 RT_NMT_UNK);
 	ck_assert_int_eq(rt_nmt_vocab_lookup(d, RT_NMT_SRC, "", 0), RT_NMT_UNK);
 	rt_nmt_free(d);
 }
@@ -194,8 +209,11 @@ START_TEST(test_arrays_append_eos_then_pad_or_truncate_to_steps)
 	const int32_t *src = rt_nmt_array(d, RT_NMT_SRC, &valid);
 	ck_assert_uint_eq(rt_nmt_rows(d), 5);
 	ck_assert_int_eq(rt_nmt_steps(d), 4);
-	static const int32_t want_src[5][4] = {
-		{5, 4, 3, 1}, {6, 7, 4, 3}, {0, 8, 4, 3}, {6, 7, 4, 3}, {5, 8, 4, 3}};
+	static const int32_t want_src[5][4] = {{5, 4, 3, 1},
+					       {6, 7, 4, 3},
+					       {0, 8, 4, 3},
+					       {6, 7, 4, 3},
+					       {5, 8, 4, 3}};
 	static const int32_t want_src_valid[5] = {3, 4, 4, 4, 4};
 	for (int r = 0; r < 5; r++) {
 		assert_row(src + 4 * r, want_src[r], 4);
@@ -203,8 +221,11 @@ START_TEST(test_arrays_append_eos_then_pad_or_truncate_to_steps)
 	}
 	const int32_t *tgt = rt_nmt_array(d, RT_NMT_TGT, &valid);
 	/* "je suis chez moi ." is cut to its first four tokens: no <eos>. */
-	static const int32_t want_tgt[5][4] = {
-		{5, 6, 3, 1}, {7, 8, 4, 3}, {0, 0, 9, 10}, {7, 8, 6, 3}, {5, 9, 10, 4}};
+	static const int32_t want_tgt[5][4] = {{5, 6, 3, 1},
+					       {7, 8, 4, 3},
+					       {0, 0, 9, 10},
+					       {7, 8, 6, 3},
+					       {5, 9, 10, 4}};
 	for (int r = 0; r < 5; r++) {
 		assert_row(tgt + 4 * r, want_tgt[r], 4);
 		ck_assert_int_eq(valid[r], r == 0 ? 3 : 4);
@@ -340,8 +361,9 @@ typedef struct batch_bufs {
 
 static rt_nmt_batch batch_of(batch_bufs *bb)
 {
-	return (rt_nmt_batch){bb->src, bb->src_valid, bb->tgt_in, bb->tgt,
-			      bb->tgt_valid, 0, 0};
+	return (rt_nmt_batch){bb->src, bb->src_valid, bb->tgt_in,
+			      bb->tgt, bb->tgt_valid, 0,
+			      0};
 }
 
 START_TEST(test_batches_cover_every_row_once_and_pad_the_last)
@@ -362,24 +384,29 @@ START_TEST(test_batches_cover_every_row_once_and_pad_the_last)
 	size_t rows = 0;
 	for (size_t k = 0; k < 8; k++) {
 		rt_nmt_batch b = batch_of(bb);
-		ck_assert_int_eq(rt_nmt_fill_batch(d, order, k, B, &b), ATTNRT_OK);
+		ck_assert_int_eq(rt_nmt_fill_batch(d, order, k, B, &b),
+				 ATTNRT_OK);
 		ck_assert_uint_eq(b.n_rows, k < 7 ? 64 : 492 - 7 * 64);
 		int64_t batch_tokens = 0;
 		for (size_t r = 0; r < B; r++) {
 			bool is_real = r < b.n_rows;
 			size_t row = is_real ? order[k * B + r] : 0;
 			for (size_t t = 0; t < T; t++) {
-				int32_t s = is_real ? src[row * T + t] : RT_NMT_PAD;
-				int32_t y = is_real ? tgt[row * T + t] : RT_NMT_PAD;
-				int32_t y_in = t == 0 ? RT_NMT_BOS
+				int32_t s = is_real ? src[row * T + t]
+						    : RT_NMT_PAD;
+				int32_t y = is_real ? tgt[row * T + t]
+						    : RT_NMT_PAD;
+				int32_t y_in = t == 0    ? RT_NMT_BOS
 					       : is_real ? tgt[row * T + t - 1]
 							 : RT_NMT_PAD;
 				ck_assert_int_eq(bb->src[r * T + t], s);
 				ck_assert_int_eq(bb->tgt[r * T + t], y);
 				ck_assert_int_eq(bb->tgt_in[r * T + t], y_in);
 			}
-			ck_assert_int_eq(bb->src_valid[r], is_real ? src_valid[row] : 0);
-			ck_assert_int_eq(bb->tgt_valid[r], is_real ? tgt_valid[row] : 0);
+			ck_assert_int_eq(bb->src_valid[r],
+					 is_real ? src_valid[row] : 0);
+			ck_assert_int_eq(bb->tgt_valid[r],
+					 is_real ? tgt_valid[row] : 0);
 			batch_tokens += bb->tgt_valid[r];
 		}
 		ck_assert_int_eq(b.n_tokens, batch_tokens);
@@ -403,7 +430,9 @@ START_TEST(test_fill_batch_without_order_takes_rows_in_file_order)
 	ck_assert_int_eq(rt_nmt_fill_batch(d, NULL, 1, 3, &b), ATTNRT_OK);
 	ck_assert_uint_eq(b.n_rows, 2);
 	ck_assert_int_eq(b.n_tokens, 8);
-	static const int32_t want[3][4] = {{6, 7, 4, 3}, {5, 8, 4, 3}, {1, 1, 1, 1}};
+	static const int32_t want[3][4] = {{6, 7, 4, 3},
+					   {5, 8, 4, 3},
+					   {1, 1, 1, 1}};
 	for (int r = 0; r < 3; r++)
 		assert_row(src + 4 * r, want[r], 4);
 	ck_assert_int_eq(tgt_valid[2], 0);
@@ -447,8 +476,8 @@ START_TEST(test_encode_sentence_preprocesses_and_marks_unknown_words)
 	static const int32_t unk[4] = {0, 7, 0, 3};
 	assert_row(ids, unk, 4);
 	ck_assert_uint_eq(n_unknown, 2);
-	ck_assert_int_eq(rt_nmt_encode_sentence(d, "Go.", ids, &valid, NULL, err,
-						sizeof err),
+	ck_assert_int_eq(rt_nmt_encode_sentence(d, "Go.", ids, &valid, NULL,
+						err, sizeof err),
 			 ATTNRT_OK);
 	static const int32_t go[4] = {5, 4, 3, 1};
 	assert_row(ids, go, 4);
@@ -466,7 +495,9 @@ START_TEST(test_decode_stops_at_eos_and_joins_with_spaces)
 	rt_nmt_data *d = load_text(tiny, 0, 4);
 	char out[64];
 	const int32_t va[] = {5, 6, 3, 8, 8};
-	ck_assert_uint_eq(rt_nmt_decode_ids(d, RT_NMT_TGT, va, 5, out, sizeof out), 4);
+	ck_assert_uint_eq(rt_nmt_decode_ids(d, RT_NMT_TGT, va, 5, out,
+					    sizeof out),
+			  4);
 	ck_assert_str_eq(out, "va !");
 	const int32_t perdu[] = {7, 8, 4};
 	rt_nmt_decode_ids(d, RT_NMT_TGT, perdu, 3, out, sizeof out);
@@ -475,7 +506,9 @@ START_TEST(test_decode_stops_at_eos_and_joins_with_spaces)
 	rt_nmt_decode_ids(d, RT_NMT_TGT, odd, 4, out, sizeof out);
 	ck_assert_str_eq(out, "<unk> <pad> <bos> <unk>");
 	const int32_t eos[] = {3, 5};
-	ck_assert_uint_eq(rt_nmt_decode_ids(d, RT_NMT_TGT, eos, 2, out, sizeof out), 0);
+	ck_assert_uint_eq(rt_nmt_decode_ids(d, RT_NMT_TGT, eos, 2, out,
+					    sizeof out),
+			  0);
 	ck_assert_str_eq(out, "");
 	char small[4];
 	ck_assert_uint_eq(rt_nmt_decode_ids(d, RT_NMT_TGT, perdu, 3, small,
@@ -511,16 +544,16 @@ END_TEST
 
 /* Every kind of bad line, with the pairs that survive. */
 static const char messy[] =
-	"Go.\tVa !\r\n"                        /* CR LF: kept */
-	"no tab here\n"                        /* skipped: no tab */
-	"\n"                                   /* skipped: blank */
-	"Hi.\t\n"                              /* skipped: empty side */
-	"\tSalut.\n"                           /* skipped: empty side */
-	"Hi.\t\xc2\xa0 \n"                     /* skipped: only spaces */
-	"I lost.\tJ'ai perdu.\tCC-BY 2.0\n"    /* kept, attribution dropped */
-	"Bad \xff.\tMauvais.\n"                /* skipped: not UTF-8 */
-	"Run!\tCours\xe2\x80\xaf!\r"           /* lone CR: kept */
-	"I'm home.\tJe suis chez moi.";        /* no newline: kept */
+	"Go.\tVa !\r\n"                     /* CR LF: kept */
+	"no tab here\n"                     /* skipped: no tab */
+	"\n"                                /* skipped: blank */
+	"Hi.\t\n"                           /* skipped: empty side */
+	"\tSalut.\n"                        /* skipped: empty side */
+	"Hi.\t\xc2\xa0 \n"                  /* skipped: only spaces */
+	"I lost.\tJ'ai perdu.\tCC-BY 2.0\n" /* kept, attribution dropped */
+	"Bad \xff.\tMauvais.\n"             /* skipped: not UTF-8 */
+	"Run!\tCours\xe2\x80\xaf!\r"        /* lone CR: kept */
+	"I'm home.\tJe suis chez moi.";     /* no newline: kept */
 
 START_TEST(test_messy_file_skips_bad_lines_and_counts_each_kind)
 {
@@ -542,9 +575,11 @@ START_TEST(test_messy_file_skips_bad_lines_and_counts_each_kind)
 	ck_assert(st->is_unterminated);
 	ck_assert(!st->has_bom);
 	ck_assert_uint_eq(rt_nmt_rows(d), 4);
-	static const char *const refs[4][2] = {
-		{"Go.", "va !"}, {"I lost.", "j'ai perdu ."},
-		{"Run!", "cours !"}, {"I'm home.", "je suis chez moi ."}};
+	static const char *const refs[4][2] = {{"Go.", "va !"},
+					       {"I lost.", "j'ai perdu ."},
+					       {"Run!", "cours !"},
+					       {"I'm home.",
+						"je suis chez moi ."}};
 	for (int i = 0; i < 4; i++) {
 		const char *ref;
 		ck_assert_int_eq(rt_nmt_reference(d, refs[i][0], &ref, err,
@@ -606,14 +641,15 @@ START_TEST(test_missing_empty_and_useless_files_are_clear_errors)
 			 ATTNRT_OK);
 	ck_assert_uint_eq(rt_nmt_rows(d), 1);
 	rt_nmt_free(d);
-	ck_assert_int_eq(rt_nmt_load_text(NULL, "x\nx\ny\ta\n", 8, "w.txt", 1, 10,
-					  &d, err, sizeof err),
+	ck_assert_int_eq(rt_nmt_load_text(NULL, "x\nx\ny\ta\n", 8, "w.txt", 1,
+					  10, &d, err, sizeof err),
 			 ATTNRT_ERR_FORMAT);
-	ck_assert_str_eq(err, "w.txt: no English<TAB>French pair among its first "
-			      "2 lines (3 lines: 0 blank, 2 without a tab, 0 with "
-			      "an empty side, 0 not UTF-8)");
-	ck_assert_int_eq(rt_nmt_load_text(NULL, tiny, strlen(tiny), NULL, 0, 0, &d,
-					  err, sizeof err),
+	ck_assert_str_eq(err,
+			 "w.txt: no English<TAB>French pair among its first "
+			 "2 lines (3 lines: 0 blank, 2 without a tab, 0 with "
+			 "an empty side, 0 not UTF-8)");
+	ck_assert_int_eq(rt_nmt_load_text(NULL, tiny, strlen(tiny), NULL, 0, 0,
+					  &d, err, sizeof err),
 			 ATTNRT_ERR_ARG);
 	ck_assert_str_eq(err, "text: steps must be at least 1, not 0");
 }
@@ -684,18 +720,20 @@ START_TEST(test_default_corpus_holds_the_books_sentences)
 	ck_assert_uint_eq(st->n_pairs, 492);
 	ck_assert_uint_eq(st->n_lines, 492);
 	ck_assert_uint_eq(st->n_blank + st->n_no_tab + st->n_empty_side +
-				  st->n_bad_utf8 + st->n_extra_fields + st->n_crlf,
+				  st->n_bad_utf8 + st->n_extra_fields +
+				  st->n_crlf,
 			  0);
 	/* d2l's own code gives these on the file (checked offline). */
 	ck_assert_int_eq(rt_nmt_vocab_size(d, RT_NMT_SRC), 160);
 	ck_assert_int_eq(rt_nmt_vocab_size(d, RT_NMT_TGT), 170);
 	/* Every word of the three test sentences is in the vocabularies. */
-	static const char *const words[] = {"go", ".", "i", "lost", "i'm", "home"};
+	static const char *const words[] = {"go",   ".",   "i",
+					    "lost", "i'm", "home"};
 	for (int i = 0; i < 6; i++)
 		ck_assert_int_gt(rt_nmt_vocab_lookup(d, RT_NMT_SRC, words[i],
 						     strlen(words[i])),
 				 RT_NMT_EOS);
-	static const char *const mots[] = {"va", "!", "j'ai", "perdu", ".",
+	static const char *const mots[] = {"va", "!",    "j'ai", "perdu", ".",
 					   "je", "suis", "chez", "moi"};
 	for (int i = 0; i < 9; i++)
 		ck_assert_int_gt(rt_nmt_vocab_lookup(d, RT_NMT_TGT, mots[i],
@@ -781,28 +819,43 @@ static Suite *nmt_suite(void)
 	TCase *tc = tcase_create("nmt");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_preprocess_matches_d2l_examples);
-	tcase_add_test(tc, test_preprocess_turns_both_no_break_spaces_into_spaces);
-	tcase_add_test(tc, test_preprocess_lowercases_accented_capitals_as_python);
-	tcase_add_test(tc, test_preprocess_reports_length_like_snprintf_and_rejects_bad_utf8);
-	tcase_add_test(tc, test_vocab_orders_tokens_by_count_then_first_appearance);
+	tcase_add_test(tc,
+		       test_preprocess_turns_both_no_break_spaces_into_spaces);
+	tcase_add_test(tc,
+		       test_preprocess_lowercases_accented_capitals_as_python);
+	tcase_add_test(
+		tc,
+		test_preprocess_reports_length_like_snprintf_and_rejects_bad_utf8);
+	tcase_add_test(tc,
+		       test_vocab_orders_tokens_by_count_then_first_appearance);
 	tcase_add_test(tc, test_arrays_append_eos_then_pad_or_truncate_to_steps);
-	tcase_add_test(tc, test_arrays_truncation_drops_eos_and_counts_what_is_left);
-	tcase_add_test(tc, test_examples_keeps_the_pairs_of_the_first_examples_plus_one_lines);
+	tcase_add_test(tc,
+		       test_arrays_truncation_drops_eos_and_counts_what_is_left);
+	tcase_add_test(
+		tc,
+		test_examples_keeps_the_pairs_of_the_first_examples_plus_one_lines);
 	tcase_add_test(tc, test_double_spaces_give_empty_tokens_as_str_split);
-	tcase_add_test(tc, test_leading_punctuation_gets_the_empty_token_d2l_gives_it);
+	tcase_add_test(tc,
+		       test_leading_punctuation_gets_the_empty_token_d2l_gives_it);
 	tcase_add_test(tc, test_reserved_tokens_in_the_text_keep_their_ids);
-	tcase_add_test(tc, test_shuffle_is_a_permutation_fixed_by_seed_and_epoch);
+	tcase_add_test(tc,
+		       test_shuffle_is_a_permutation_fixed_by_seed_and_epoch);
 	tcase_add_test(tc, test_batches_cover_every_row_once_and_pad_the_last);
-	tcase_add_test(tc, test_fill_batch_without_order_takes_rows_in_file_order);
+	tcase_add_test(tc,
+		       test_fill_batch_without_order_takes_rows_in_file_order);
 	tcase_add_test(tc, test_fill_batch_rejects_bad_indices_without_writing);
-	tcase_add_test(tc, test_encode_sentence_preprocesses_and_marks_unknown_words);
+	tcase_add_test(tc,
+		       test_encode_sentence_preprocesses_and_marks_unknown_words);
 	tcase_add_test(tc, test_decode_stops_at_eos_and_joins_with_spaces);
-	tcase_add_test(tc, test_reference_is_the_first_pair_with_the_same_source);
+	tcase_add_test(tc,
+		       test_reference_is_the_first_pair_with_the_same_source);
 	tcase_add_test(tc, test_messy_file_skips_bad_lines_and_counts_each_kind);
 	tcase_add_test(tc, test_examples_counts_bad_lines_as_d2l_counts_lines);
 	tcase_add_test(tc, test_byte_order_mark_is_dropped);
-	tcase_add_test(tc, test_missing_empty_and_useless_files_are_clear_errors);
-	tcase_add_test(tc, test_every_failing_allocation_is_reported_and_frees_all);
+	tcase_add_test(tc,
+		       test_missing_empty_and_useless_files_are_clear_errors);
+	tcase_add_test(tc,
+		       test_every_failing_allocation_is_reported_and_frees_all);
 	tcase_add_test(tc, test_default_corpus_holds_the_books_sentences);
 	suite_add_tcase(s, tc);
 	TCase *real = tcase_create("real");

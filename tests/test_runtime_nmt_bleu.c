@@ -18,7 +18,8 @@ START_TEST(test_bleu_of_identical_sentences_is_one)
 {
 	ck_assert_double_eq(rt_bleu("va !", "va !", 2), 1.0);
 	ck_assert_double_eq(rt_bleu("j'ai perdu .", "j'ai perdu .", 2), 1.0);
-	ck_assert_double_eq(rt_bleu("je suis chez moi .", "je suis chez moi .", 4),
+	ck_assert_double_eq(rt_bleu("je suis chez moi .", "je suis chez moi .",
+				    4),
 			    1.0);
 }
 END_TEST
@@ -26,7 +27,8 @@ END_TEST
 START_TEST(test_bleu_applies_the_brevity_penalty_to_short_predictions)
 {
 	/* 4 tokens against 5, every n-gram matching: exp(1 - 5/4). */
-	ck_assert_double_eq_tol(rt_bleu("je suis chez moi", "je suis chez moi .", 2),
+	ck_assert_double_eq_tol(rt_bleu("je suis chez moi",
+					"je suis chez moi .", 2),
 				exp(-0.25), EPS);
 	/* A longer prediction has no penalty: 3 tokens against 2,
 	 * p1 = 2/3, p2 = 1/2: (2/3)^0.5 (1/2)^0.25. */
@@ -99,8 +101,10 @@ static Suite *bleu_suite(void)
 	Suite *s = suite_create("runtime_nmt_bleu");
 	TCase *tc = tcase_create("bleu");
 	tcase_add_test(tc, test_bleu_of_identical_sentences_is_one);
-	tcase_add_test(tc, test_bleu_applies_the_brevity_penalty_to_short_predictions);
-	tcase_add_test(tc, test_bleu_weights_each_precision_by_a_power_of_one_half);
+	tcase_add_test(tc,
+		       test_bleu_applies_the_brevity_penalty_to_short_predictions);
+	tcase_add_test(tc,
+		       test_bleu_weights_each_precision_by_a_power_of_one_half);
 	tcase_add_test(tc, test_bleu_clips_counts_by_the_label);
 	tcase_add_test(tc, test_bleu_splits_on_single_spaces_like_python);
 	tcase_add_test(tc, test_bleu_is_zero_where_python_divides_by_zero);

@@ -45,8 +45,7 @@ static void put32(buf *o, uint32_t v)
 
 /* An .npy of version major.0: the dict text, padded with spaces and a
  * newline to a multiple of 64 as numpy does, then n data bytes. */
-static void npy(buf *o, int major, const char *dict, const void *data,
-		size_t n)
+static void npy(buf *o, int major, const char *dict, const void *data, size_t n)
 {
 	size_t pre = major == 1 ? 10 : 12, hl = strlen(dict) + 1;
 	hl += (64 - (pre + hl) % 64) % 64;
@@ -148,7 +147,8 @@ static attnrt_st_file *parse_ok(const buf *o)
 {
 	attnrt_st_file *f;
 	ck_assert_msg(attnrt_np_parse(NULL, o->b, o->n, &f, err, sizeof err) ==
-			      ATTNRT_OK, "%s", err);
+			      ATTNRT_OK,
+		      "%s", err);
 	return f;
 }
 
@@ -166,8 +166,8 @@ START_TEST(test_every_dtype_and_version_reads_its_values)
 		const char *descr, *dtype;
 		unsigned size;
 	} types[] = {
-		{"<f4", "F32", 4}, {"<f8", "F64", 8}, {"<i4", "I32", 4},
-		{"<i8", "I64", 8}, {"<i2", "I16", 2}, {"|i1", "I8", 1},
+		{"<f4", "F32", 4}, {"<f8", "F64", 8},  {"<i4", "I32", 4},
+		{"<i8", "I64", 8}, {"<i2", "I16", 2},  {"|i1", "I8", 1},
 		{"|u1", "U8", 1},  {"|b1", "BOOL", 1},
 	};
 	unsigned char data[48];
@@ -177,8 +177,10 @@ START_TEST(test_every_dtype_and_version_reads_its_values)
 		for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
 			char dict[128];
 			buf o;
-			snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order'"
-				 ": False, 'shape': (2, 3), }", types[k].descr);
+			snprintf(dict, sizeof dict,
+				 "{'descr': '%s', 'fortran_order'"
+				 ": False, 'shape': (2, 3), }",
+				 types[k].descr);
 			npy(&o, major, dict, data, 6 * types[k].size);
 			attnrt_st_file *f = parse_ok(&o);
 			ck_assert_uint_eq(attnrt_st_count(f), 1);
@@ -199,8 +201,9 @@ START_TEST(test_header_forms_numpy_writes_are_read)
 {
 	float v = 1.5f;
 	buf o;
-	npy(&o, 1, "{\"shape\": (), \"descr\": \"<f4\", \"fortran_order\": False}",
-	    &v, 4);
+	npy(&o, 1,
+	    "{\"shape\": (), \"descr\": \"<f4\", \"fortran_order\": False}", &v,
+	    4);
 	attnrt_st_file *f = parse_ok(&o);
 	ck_assert_int_eq(attnrt_st_at(f, 0)->rank, 0);
 	attnrt_st_free(f);
@@ -233,9 +236,11 @@ START_TEST(test_bad_npy_headers_say_what_is_wrong)
 		{"{'descr': '<f4', 'fortran_order': False, 'shape': (2, -1)}",
 		 "non-negative integers"},
 		{"{'descr': '<f4', 'fortran_order': False, 'shape': (2,"
-		 " 99999999999999999999)}", "non-negative integers"},
+		 " 99999999999999999999)}",
+		 "non-negative integers"},
 		{"{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,"
-		 "1,1,1)}", "more than 8 dims"},
+		 "1,1,1)}",
+		 "more than 8 dims"},
 		{"{'descr': '<f4', 'fortran_order': False, 'shape': [2]}",
 		 "shape is not a tuple"},
 		{"{'descr': '<f4', 'fortran_order': False}", "no shape"},
@@ -262,12 +267,15 @@ START_TEST(test_npy_lengths_are_checked_against_the_file)
 	const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}";
 	buf o;
 	npy(&o, 1, dict, data, 8);
-	expect_error(&o, "truncated: 8 bytes of data, its dtype and shape need 12");
+	expect_error(&o,
+		     "truncated: 8 bytes of data, its dtype and shape need 12");
 	npy(&o, 1, dict, data, sizeof data);
 	put(&o, "x", 1);
 	expect_error(&o, "bytes after the array");
-	npy(&o, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': "
-	    "(4611686018427387904, 4)}", data, 0);
+	npy(&o, 1,
+	    "{'descr': '<f8', 'fortran_order': False, 'shape': "
+	    "(4611686018427387904, 4)}",
+	    data, 0);
 	expect_error(&o, "more bytes than can be counted");
 	npy(&o, 2, dict, data, sizeof data);
 	o.b[11] = 0x7f; /* a header of 2 GiB in a file of 76 bytes */
@@ -369,14 +377,17 @@ START_TEST(test_every_truncation_and_flip_of_an_npz_is_an_error_or_a_file)
 		cut.n = n;
 		attnrt_st_file *f;
 		ck_assert_int_eq(attnrt_np_parse(NULL, cut.b, cut.n, &f, err,
-						 sizeof err), ATTNRT_ERR_FORMAT);
+						 sizeof err),
+				 ATTNRT_ERR_FORMAT);
 	}
 	srand(7);
 	for (int k = 0; k < 4000; k++) {
 		cut = o;
-		cut.b[(size_t)rand() % cut.n] ^= (unsigned char)(1 + rand() % 255);
+		cut.b[(size_t)rand() % cut.n] ^= (unsigned char)(1 +
+								 rand() % 255);
 		attnrt_st_file *f;
-		int code = attnrt_np_parse(NULL, cut.b, cut.n, &f, err, sizeof err);
+		int code = attnrt_np_parse(NULL, cut.b, cut.n, &f, err,
+					   sizeof err);
 		ck_assert(code == ATTNRT_OK || code == ATTNRT_ERR_FORMAT);
 		attnrt_st_free(f);
 	}
@@ -395,21 +406,25 @@ START_TEST(test_tensors_read_tells_the_formats_by_their_bytes)
 	close(fd);
 	attnrt_st_file *f;
 	ck_assert_int_eq(attnrt_tensors_read(NULL, path, 1 << 20, &f, err,
-					     sizeof err), ATTNRT_OK);
+					     sizeof err),
+			 ATTNRT_OK);
 	ck_assert_ptr_nonnull(attnrt_st_find(f, "y"));
 	attnrt_st_free(f);
 	attnrt_st_tensor t = {"w", "F32", 1, {2}, "abcdefgh", 8};
 	ck_assert_int_eq(attnrt_st_write(NULL, path, &t, 1, NULL, 0, err,
-					 sizeof err), ATTNRT_OK);
+					 sizeof err),
+			 ATTNRT_OK);
 	ck_assert_int_eq(attnrt_tensors_read(NULL, path, 1 << 20, &f, err,
-					     sizeof err), ATTNRT_OK);
+					     sizeof err),
+			 ATTNRT_OK);
 	ck_assert_ptr_nonnull(attnrt_st_find(f, "w"));
 	attnrt_st_free(f);
 	fd = open(path, O_WRONLY | O_TRUNC);
 	ck_assert_int_eq(write(fd, x.b, x.n - 1), (ssize_t)x.n - 1);
 	close(fd);
 	ck_assert_int_eq(attnrt_tensors_read(NULL, path, 1 << 20, &f, err,
-					     sizeof err), ATTNRT_ERR_FORMAT);
+					     sizeof err),
+			 ATTNRT_ERR_FORMAT);
 	ck_assert_int_eq(strncmp(err, path, strlen(path)), 0);
 	ck_assert_ptr_nonnull(strstr(err, ".npy: truncated"));
 	unlink(path);
@@ -429,7 +444,9 @@ static Suite *npy_suite(void)
 	tc = tcase_create("npz");
 	tcase_add_test(tc, test_npz_members_are_the_named_tensors);
 	tcase_add_test(tc, test_npz_damage_says_what_is_wrong);
-	tcase_add_test(tc, test_every_truncation_and_flip_of_an_npz_is_an_error_or_a_file);
+	tcase_add_test(
+		tc,
+		test_every_truncation_and_flip_of_an_npz_is_an_error_or_a_file);
 	tcase_add_test(tc, test_tensors_read_tells_the_formats_by_their_bytes);
 	suite_add_tcase(s, tc);
 	return s;

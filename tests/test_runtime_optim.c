@@ -104,29 +104,38 @@ START_TEST(test_a_step_in_parts_equals_the_whole_step)
 	static const size_t counts[] = {1, 2, 3, 16, 26, 40};
 	for (int kind = 0; kind < 2; kind++)
 		for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
-			attnrt_optim_kind k = kind ? ATTNRT_OPTIM_ADAM : ATTNRT_OPTIM_SGD;
+			attnrt_optim_kind k = kind ? ATTNRT_OPTIM_ADAM
+						   : ATTNRT_OPTIM_SGD;
 			attnrt_optim_config cfg = attnrt_optim_defaults(k, 0.05);
 			attnrt_optim *whole = NULL, *parts = NULL;
 			char err[128];
-			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, odd_params, 4,
-							     &whole, err, sizeof err),
+			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
+							     odd_params, 4,
+							     &whole, err,
+							     sizeof err),
 					 ATTNRT_OK);
-			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, odd_params, 4,
-							     &parts, err, sizeof err),
+			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
+							     odd_params, 4,
+							     &parts, err,
+							     sizeof err),
 					 ATTNRT_OK);
 			float p[64], q[64], g[64];
 			for (int i = 0; i < 64; i++)
 				p[i] = q[i] = PAD_SENTINEL;
 			for (int i = 0; i < 64; i++)
 				if (i % 16 < (int[]){7, 1, 13, 5}[i / 16])
-					p[i] = q[i] = 0.1f * (float)(i % 7) - 0.3f;
+					p[i] = q[i] = 0.1f * (float)(i % 7) -
+						      0.3f;
 			for (int t = 1; t <= 3; t++) {
 				for (int i = 0; i < 64; i++)
-					g[i] = (float)((i * 37 + t * 11) % 17) / 8 - 1;
+					g[i] = (float)((i * 37 + t * 11) % 17) /
+						       8 -
+					       1;
 				attnrt_optim_step_scaled(whole, p, g, 0.5);
 				attnrt_optim_begin_step(parts);
 				for (size_t n = counts[c]; n-- > 0;)
-					attnrt_optim_update_part(parts, q, g, 0.5, n,
+					attnrt_optim_update_part(parts, q, g,
+								 0.5, n,
 								 counts[c]);
 				ck_assert(memcmp(p, q, sizeof p) == 0);
 			}
@@ -147,7 +156,8 @@ START_TEST(test_a_scaled_step_equals_a_step_on_scaled_gradients)
 		     *b = make(ATTNRT_OPTIM_ADAM, 0.1);
 	for (int t = 0; t < 3; t++) {
 		set3(g, 3.0f * (float)t - 1, 0.75f, -2.5f);
-		set3(h, (3.0f * (float)t - 1) * 0.25f, 0.75f * 0.25f, -2.5f * 0.25f);
+		set3(h, (3.0f * (float)t - 1) * 0.25f, 0.75f * 0.25f,
+		     -2.5f * 0.25f);
 		attnrt_optim_step_scaled(a, p, g, 0.25);
 		attnrt_optim_step(b, q, h);
 		ck_assert_float_eq(p[0], q[0]);
@@ -200,11 +210,13 @@ static double ulp(double x)
 
 START_TEST(test_adam_first_three_steps_match_the_hand_computed_values)
 {
-	static const float grads[3][3] = {{1, -0.5f, 2}, {-1, -0.5f, 0.25f},
+	static const float grads[3][3] = {{1, -0.5f, 2},
+					  {-1, -0.5f, 0.25f},
 					  {2, -0.5f, -4}};
-	static const double want[3][3] = {{0.9000000010, -1.9000000020, 0.4000000005},
-					  {0.9052631588, -1.8000000040, 0.3242776862},
-					  {0.8554389448, -1.7000000060, 0.3550185552}};
+	static const double want[3][3] =
+		{{0.9000000010, -1.9000000020, 0.4000000005},
+		 {0.9052631588, -1.8000000040, 0.3242776862},
+		 {0.8554389448, -1.7000000060, 0.3550185552}};
 	float *p = block3(1, -2, 0.5f), *g = block3(0, 0, 0);
 	attnrt_optim *o = make(ATTNRT_OPTIM_ADAM, 0.1);
 	for (int t = 0; t < 3; t++) {
@@ -245,14 +257,15 @@ START_TEST(test_adam_follows_an_independent_double_implementation)
 {
 	attnrt_optim_config cfg = {ATTNRT_OPTIM_ADAM, 0.01, 0.8, 0.99, 1e-3};
 	attnrt_optim *o = NULL;
-	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, two_params, 2, &o, NULL,
-					     0),
+	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, two_params, 2, &o,
+					     NULL, 0),
 			 ATTNRT_OK);
 	ref_adam r = {{0.3, -0.7, 1.5}, {0}, {0}, 0};
 	float *p = block3(0.3f, -0.7f, 1.5f), *g = block3(0, 0, 0);
 	for (int t = 0; t < 50; t++) {
 		/* a smooth, sign-changing gradient, exact in float */
-		double gd[3] = {(t % 7) - 3.0, 0.125 * ((t % 5) - 2), t % 2 ? 4.0 : -0.5};
+		double gd[3] = {(t % 7) - 3.0, 0.125 * ((t % 5) - 2),
+				t % 2 ? 4.0 : -0.5};
 		set3(g, (float)gd[0], (float)gd[1], (float)gd[2]);
 		attnrt_optim_step(o, p, g);
 		ref_adam_step(&r, gd, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps);
@@ -268,8 +281,8 @@ END_TEST
 
 /* Adam element by element in scalar float, in the order of the
  * runtime's formula. */
-static void ref_adam_float(float *p, float *m, float *v, const float *g,
-			   int n, int t, const attnrt_optim_config *c)
+static void ref_adam_float(float *p, float *m, float *v, const float *g, int n,
+			   int t, const attnrt_optim_config *c)
 {
 	float step = (float)(c->lr / (1 - pow(c->beta1, t)));
 	float bc2 = (float)sqrt(1 - pow(c->beta2, t));
@@ -293,8 +306,10 @@ static void ref_adam_float(float *p, float *m, float *v, const float *g,
 START_TEST(test_adam_gives_every_element_the_scalar_formulas_bits)
 {
 	enum { N = 1003 };
-	static const attnrt_param_info one = {"w", 0, 1, {N}, ATTNRT_INIT_ZEROS, 0, 0};
-	attnrt_optim_config cfg = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM, 0.005);
+	static const attnrt_param_info one = {"w", 0, 1, {N}, ATTNRT_INIT_ZEROS,
+					      0,   0};
+	attnrt_optim_config cfg = attnrt_optim_defaults(ATTNRT_OPTIM_ADAM,
+							0.005);
 	attnrt_optim *o = NULL;
 	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, &one, 1, &o, NULL, 0),
 			 ATTNRT_OK);
@@ -311,8 +326,8 @@ START_TEST(test_adam_gives_every_element_the_scalar_formulas_bits)
 		ref_adam_float(rp, rm, rv, g, N, t, &cfg);
 		for (int k = 0; k < N; k++)
 			ck_assert_msg(memcmp(&p[k], &rp[k], 4) == 0,
-				      "step %d, element %d: %.9g, not %.9g", t, k,
-				      (double)p[k], (double)rp[k]);
+				      "step %d, element %d: %.9g, not %.9g", t,
+				      k, (double)p[k], (double)rp[k]);
 	}
 	attnrt_optim_destroy(o);
 	attnrt_free(NULL, p);
@@ -337,19 +352,26 @@ END_TEST
  * non-finite sum. */
 START_TEST(test_sum_squares_adds_every_square)
 {
-	const attnrt_param_info all = {"v", 0, 1, {11}, ATTNRT_INIT_ZEROS, 0, 0};
-	const attnrt_param_info tail = {"t", 32, 1, {3}, ATTNRT_INIT_ZEROS, 0, 0};
+	const attnrt_param_info all = {"v", 0, 1, {11}, ATTNRT_INIT_ZEROS,
+				       0,   0};
+	const attnrt_param_info tail = {"t", 32, 1, {3}, ATTNRT_INIT_ZEROS,
+					0,   0};
 	float v[11], w[11] = {0};
 	for (int i = 0; i < 11; i++)
 		v[i] = (float)(i + 1);
-	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 1), 506.0);
-	ck_assert_double_eq(attnrt_grad_sum_part(&all, 0, v, NULL, 0, 0, 1), 0.0);
-	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 2), 91.0);
-	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 1, 2), 415.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 1),
+			    506.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 0, v, NULL, 0, 0, 1),
+			    0.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 2),
+			    91.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 1, 2),
+			    415.0);
 	ck_assert_double_eq(attnrt_grad_sum_part(&tail, 1, v, NULL, 0, 0, 1),
 			    81.0 + 100 + 121);
 	const void *more[1] = {v};
-	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, w, more, 1, 0, 1), 506.0);
+	ck_assert_double_eq(attnrt_grad_sum_part(&all, 1, w, more, 1, 0, 1),
+			    506.0);
 	ck_assert_float_eq(w[10], 11);
 	v[9] = NAN;
 	ck_assert(isnan(attnrt_grad_sum_part(&all, 1, v, NULL, 0, 0, 1)));
@@ -441,10 +463,12 @@ START_TEST(test_create_rejects_an_invalid_table)
 	attnrt_param_info bad[1] = {{"w", 2, 1, {3}, ATTNRT_INIT_ZEROS, 0, 0}};
 	char err[128];
 	attnrt_optim_config c = attnrt_optim_defaults(ATTNRT_OPTIM_SGD, 0.1);
-	ck_assert_int_eq(create_with(c, bad, 1, err, sizeof err), ATTNRT_ERR_ARG);
+	ck_assert_int_eq(create_with(c, bad, 1, err, sizeof err),
+			 ATTNRT_ERR_ARG);
 	ck_assert_str_eq(err, "parameter 'w': invalid rank, dims or offset in "
 			      "the table");
-	ck_assert_int_eq(create_with(c, NULL, 1, err, sizeof err), ATTNRT_ERR_ARG);
+	ck_assert_int_eq(create_with(c, NULL, 1, err, sizeof err),
+			 ATTNRT_ERR_ARG);
 }
 END_TEST
 
@@ -477,8 +501,8 @@ START_TEST(test_create_fails_cleanly_at_each_allocation)
 		attnrt_allocator al = {failing_alloc, &h};
 		attnrt_optim *o = NULL;
 		char err[64];
-		ck_assert_int_eq(attnrt_optim_create(&al, &c, two_params, 2, &o, err,
-						     sizeof err),
+		ck_assert_int_eq(attnrt_optim_create(&al, &c, two_params, 2, &o,
+						     err, sizeof err),
 				 ATTNRT_ERR_NOMEM);
 		ck_assert_ptr_null(o);
 		ck_assert_str_eq(err, "out of memory");
@@ -503,14 +527,19 @@ static Suite *optim_suite(void)
 	tcase_add_test(tc, test_sgd_step_subtracts_lr_times_the_gradient);
 	tcase_add_test(tc, test_a_step_in_parts_equals_the_whole_step);
 	tcase_add_test(tc, test_sum_squares_adds_every_square);
-	tcase_add_test(tc, test_adam_first_three_steps_match_the_hand_computed_values);
+	tcase_add_test(tc,
+		       test_adam_first_three_steps_match_the_hand_computed_values);
 	tcase_add_test(tc, test_a_scaled_step_equals_a_step_on_scaled_gradients);
-	tcase_add_test(tc, test_adam_follows_an_independent_double_implementation);
-	tcase_add_test(tc, test_adam_gives_every_element_the_scalar_formulas_bits);
+	tcase_add_test(tc,
+		       test_adam_follows_an_independent_double_implementation);
+	tcase_add_test(tc,
+		       test_adam_gives_every_element_the_scalar_formulas_bits);
 	tcase_add_test(tc, test_grad_norm_is_the_root_of_all_squares);
-	tcase_add_test(tc, test_clip_scales_every_gradient_by_theta_over_the_norm);
+	tcase_add_test(tc,
+		       test_clip_scales_every_gradient_by_theta_over_the_norm);
 	tcase_add_test(tc, test_clip_leaves_a_gradient_within_theta_unchanged);
-	tcase_add_test(tc, test_norm_of_a_nan_or_infinite_gradient_is_not_finite);
+	tcase_add_test(tc,
+		       test_norm_of_a_nan_or_infinite_gradient_is_not_finite);
 	tcase_add_test(tc, test_create_rejects_invalid_settings_with_a_message);
 	tcase_add_test(tc, test_create_rejects_an_invalid_table);
 	tcase_add_test(tc, test_create_fails_cleanly_at_each_allocation);

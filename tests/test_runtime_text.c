@@ -16,7 +16,8 @@ START_TEST(test_vocab_is_the_sorted_distinct_characters)
 	char err[128];
 	rt_text_vocab *v;
 	ck_assert_int_eq(rt_text_vocab_build(NULL, "baab\nb", 6, &v, err,
-					     sizeof err), ATTNRT_OK);
+					     sizeof err),
+			 ATTNRT_OK);
 	ck_assert_int_eq(rt_text_vocab_size(v), 3);
 	ck_assert_str_eq(rt_text_vocab_string(v), "\nab");
 	int32_t ids[8];
@@ -41,12 +42,14 @@ START_TEST(test_multibyte_characters_are_one_token_each)
 	char err[128];
 	rt_text_vocab *v, *w;
 	ck_assert_int_eq(rt_text_vocab_build(NULL, text, strlen(text), &v, err,
-					     sizeof err), ATTNRT_OK);
+					     sizeof err),
+			 ATTNRT_OK);
 	ck_assert_int_eq(rt_text_vocab_size(v), 7); /* c a f é ' ' € 🙂 */
 	int32_t ids[16];
 	size_t n;
 	ck_assert_int_eq(rt_text_encode(v, text, strlen(text), ids, &n, err,
-					sizeof err), ATTNRT_OK);
+					sizeof err),
+			 ATTNRT_OK);
 	ck_assert_uint_eq(n, 7);
 	char back[32];
 	size_t at = 0;
@@ -55,7 +58,8 @@ START_TEST(test_multibyte_characters_are_one_token_each)
 	back[at] = 0;
 	ck_assert_str_eq(back, text);
 	ck_assert_int_eq(rt_text_vocab_parse(NULL, rt_text_vocab_string(v), &w,
-					     err, sizeof err), ATTNRT_OK);
+					     err, sizeof err),
+			 ATTNRT_OK);
 	ck_assert_str_eq(rt_text_vocab_string(w), rt_text_vocab_string(v));
 	rt_text_vocab_free(v);
 	rt_text_vocab_free(w);
@@ -67,7 +71,8 @@ START_TEST(test_errors_say_what_and_where)
 	char err[128];
 	rt_text_vocab *v;
 	ck_assert_int_eq(rt_text_vocab_build(NULL, "ab\ncd\xff", 6, &v, err,
-					     sizeof err), ATTNRT_ERR_FORMAT);
+					     sizeof err),
+			 ATTNRT_ERR_FORMAT);
 	ck_assert_ptr_null(v);
 	ck_assert_str_eq(err, "not UTF-8 text at line 2, column 3");
 	ck_assert_int_eq(rt_text_vocab_build(NULL, "", 0, &v, err, sizeof err),

@@ -43,12 +43,12 @@ START_TEST(test_a_quiet_machine_keeps_the_team_after_probing)
 	int32_t seq[16];
 	attnrt_tuner_init(&t, 2, 5);
 	run(&t, (machine){1.6, 1.0}, 16, seq);
-	static const int32_t want[16] = {1, 2, 1, 2, 1, 2,  /* probe */
-					 2, 2, 2, 2, 2,     /* 5 calls */
-					 1, 2, 1, 2, 1};    /* probe again */
+	static const int32_t want[16] = {1, 2, 1, 2, 1, 2, /* probe */
+					 2, 2, 2, 2, 2,    /* 5 calls */
+					 1, 2, 1, 2, 1};   /* probe again */
 	for (int i = 0; i < 16; i++)
-		ck_assert_msg(seq[i] == want[i], "call %d: %d threads, want %d", i,
-			      seq[i], want[i]);
+		ck_assert_msg(seq[i] == want[i], "call %d: %d threads, want %d",
+			      i, seq[i], want[i]);
 	ck_assert_uint_eq(t.n_probes, 1);
 }
 END_TEST

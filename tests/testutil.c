@@ -57,11 +57,11 @@ void tu_graph_init(tu_graph *g, uint32_t max_io)
 	g->f = ir_module_add_func(g->m, "f", (ir_loc){0});
 	g->f->is_export = true;
 	g->f->inputs = ir_arena_alloc(&g->m->arena, max_io * sizeof(ir_id));
-	g->f->input_names =
-		ir_arena_alloc(&g->m->arena, max_io * sizeof(char *));
+	g->f->input_names = ir_arena_alloc(&g->m->arena,
+					   max_io * sizeof(char *));
 	g->f->outputs = ir_arena_alloc(&g->m->arena, max_io * sizeof(ir_id));
-	g->f->output_names =
-		ir_arena_alloc(&g->m->arena, max_io * sizeof(char *));
+	g->f->output_names = ir_arena_alloc(&g->m->arena,
+					    max_io * sizeof(char *));
 }
 
 void tu_graph_fini(tu_graph *g)

@@ -42,7 +42,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 	ctx.diag_out = fopen("/dev/null", "w");
 	if (!ctx.diag_out)
 		return 0;
-	uint32_t file = ir_ctx_add_source(&ctx, "fuzz.g", (const char *)data, size);
+	uint32_t file = ir_ctx_add_source(&ctx, "fuzz.g", (const char *)data,
+					  size);
 	ir_module *m = file ? fe_compile(&ctx, file) : NULL;
 	if (m) {
 		assert(ir_module_verify(m));
