@@ -4,7 +4,7 @@
 set -e
 # libcairo2-dev draws the pictures (plot/), with fontconfig choosing the
 # sans-serif face among the fonts of fonts-dejavu-core.
-pkgs="cmake make gcc pkg-config check llvm-19-dev libopenblas-dev clang-19 libclang-rt-19-dev libopenmpi-dev openmpi-bin iproute2 libcairo2-dev fontconfig fonts-dejavu-core strace"
+pkgs="cmake make gcc pkg-config check llvm-19-dev libopenblas-dev clang-19 libclang-rt-19-dev libopenmpi-dev openmpi-bin iproute2 libcairo2-dev fontconfig fonts-dejavu-core strace clang-format-14"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||
