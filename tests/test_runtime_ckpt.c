@@ -625,24 +625,6 @@ END_TEST
 
 /* ---- failing allocations and atomic writes ------------------------------------- */
 
-typedef struct failing_hook {
-	int n, fail_at, live;
-} failing_hook;
-
-static void *failing_alloc(void *ud, void *ptr, size_t size)
-{
-	failing_hook *h = ud;
-	if (size == 0) {
-		h->live -= ptr != NULL;
-		free(ptr);
-		return NULL;
-	}
-	if (h->n++ == h->fail_at)
-		return NULL;
-	h->live += ptr == NULL;
-	return realloc(ptr, size);
-}
-
 START_TEST(test_every_failed_allocation_in_load_is_reported_without_leaks)
 {
 	float *p = model_params(5), *q = attnrt_alloc(NULL, MODEL_BYTES);
@@ -651,8 +633,8 @@ START_TEST(test_every_failed_allocation_in_load_is_reported_without_leaks)
 			 ATTNRT_OK);
 	int fail_at = 0, code;
 	do {
-		failing_hook h = {0, fail_at++, 0};
-		attnrt_allocator al = {failing_alloc, &h};
+		tu_alloc_hook h = {0, fail_at++, 0};
+		attnrt_allocator al = {tu_failing_alloc, &h};
 		char err[256];
 		memset(q, 0, MODEL_BYTES);
 		code = attnrt_checkpoint_load(&al, path, model, N_MODEL, q, err,
@@ -681,8 +663,8 @@ START_TEST(test_a_save_failing_for_memory_keeps_the_old_file)
 	unsigned char *before = slurp(path, &n_before);
 	int fail_at = 0, code;
 	do {
-		failing_hook h = {0, fail_at++, 0};
-		attnrt_allocator al = {failing_alloc, &h};
+		tu_alloc_hook h = {0, fail_at++, 0};
+		attnrt_allocator al = {tu_failing_alloc, &h};
 		code = attnrt_checkpoint_save(&al, path, model, N_MODEL, p,
 					      NULL, 0, NULL, 0);
 		ck_assert_int_eq(h.live, 0);

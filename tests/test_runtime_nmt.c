@@ -657,32 +657,12 @@ END_TEST
 
 /* ---- allocation failures -------------------------------------------------------- */
 
-typedef struct hook {
-	int n_allocs, fail_at;
-	long live; /* blocks allocated and not freed */
-} hook;
-
-static void *failing_alloc(void *ud, void *ptr, size_t size)
-{
-	hook *h = ud;
-	if (size == 0) {
-		h->live -= ptr != NULL;
-		free(ptr);
-		return NULL;
-	}
-	if (h->n_allocs++ == h->fail_at)
-		return NULL;
-	void *p = realloc(ptr, size);
-	h->live += ptr == NULL;
-	return p;
-}
-
 START_TEST(test_every_failing_allocation_is_reported_and_frees_all)
 {
 	int n_failures = 0;
 	for (int fail_at = 0;; fail_at++) {
-		hook h = {0, fail_at, 0};
-		attnrt_allocator al = {failing_alloc, &h};
+		tu_alloc_hook h = {0, fail_at, 0};
+		attnrt_allocator al = {tu_failing_alloc, &h};
 		rt_nmt_data *d;
 		char err[128] = "";
 		int rc = rt_nmt_load(&al, NULL, 600, 10, &d, err, sizeof err);

@@ -135,3 +135,18 @@ int tu_run_suite(Suite *s)
 	srunner_free(r);
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+void *tu_failing_alloc(void *ud, void *ptr, size_t size)
+{
+	tu_alloc_hook *h = ud;
+	if (size == 0) {
+		h->live -= ptr != NULL;
+		free(ptr);
+		return NULL;
+	}
+	if (h->n_allocs++ == h->fail_at)
+		return NULL;
+	void *p = realloc(ptr, size);
+	h->live += ptr == NULL && p != NULL;
+	return p;
+}

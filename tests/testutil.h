@@ -40,6 +40,16 @@ const char *tu_path(const char *rel);
 double tu_max_rel_err(const float *a, const float *b, size_t n, double atol,
 		      double rtol);
 
+/* An allocator hook (attnrt_allocator's or ir's alloc function, ud a
+ * tu_alloc_hook) that fails allocation number fail_at (from 0) once and
+ * serves the others with realloc; live counts the blocks allocated and
+ * not yet freed, so a test checks that a failure frees everything. */
+typedef struct tu_alloc_hook {
+	int n_allocs, fail_at;
+	long live;
+} tu_alloc_hook;
+void *tu_failing_alloc(void *ud, void *ptr, size_t size);
+
 /* A context whose diagnostics go to a memory buffer and, after
  * tu_graph_init, a module "t" with one exported function "f" to build
  * by hand, node by node. */
