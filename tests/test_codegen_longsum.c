@@ -277,35 +277,36 @@ START_TEST(test_the_jit_sums_in_the_interpreters_order)
 }
 END_TEST
 
-/* A fused operand, x * x summed over 1000 rows of 19 columns: the
- * interpreter's bits at 1, 2 and 3 threads, with the product fused. */
-START_TEST(test_a_fused_operand_sums_in_blocks)
+/* reduce(x * x) with the product fused, x of (rows, cols): the
+ * interpreter's bits at 1, 2 and 3 threads. */
+static void check_fused_square(uint64_t seed, int64_t rows, int64_t cols,
+			       ir_op op, uint32_t axes, int64_t n_out,
+			       const char *what)
 {
 	fx x;
-	fx_init(&x, 0x9e3779b97f4a7c15ull);
-	int64_t d[2] = {1000, 19};
+	fx_init(&x, seed);
+	int64_t d[2] = {rows, cols};
 	ir_id a = input(&x, IR_F32, 2, d);
-	ret(&x, reduce(&x, IR_OP_SUM, op2(&x, IR_OP_MUL, a, a), 1, false));
-	float *want = interp_f32(&x, d, 2, 19);
-	check_fused_at_threads(&x, 19, want, 1, "fused sum");
+	ret(&x, reduce(&x, op, op2(&x, IR_OP_MUL, a, a), axes, false));
+	float *want = interp_f32(&x, d, 2, n_out);
+	check_fused_at_threads(&x, n_out, want, 1, what);
 	free(want);
 	fx_fini(&x);
 }
+
+/* A fused operand, x * x summed over 1000 rows of 19 columns. */
+START_TEST(test_a_fused_operand_sums_in_blocks)
+{
+	check_fused_square(0x9e3779b97f4a7c15ull, 1000, 19, IR_OP_SUM, 1, 19,
+			   "fused sum");
+}
 END_TEST
 
-/* A loss's mean over B*T, mean(x * x) over all of (64, 64): the
- * interpreter's bits at 1, 2 and 3 threads, with the operand fused. */
+/* A loss's mean over B*T, mean(x * x) over all of (64, 64). */
 START_TEST(test_a_fused_whole_mean_sums_in_blocks)
 {
-	fx x;
-	fx_init(&x, 0x5851f42d4c957f2dull);
-	int64_t d[2] = {64, 64};
-	ir_id a = input(&x, IR_F32, 2, d);
-	ret(&x, reduce(&x, IR_OP_MEAN, op2(&x, IR_OP_MUL, a, a), 3, false));
-	float *want = interp_f32(&x, d, 2, 1);
-	check_fused_at_threads(&x, 1, want, 1, "fused whole mean");
-	free(want);
-	fx_fini(&x);
+	check_fused_square(0x5851f42d4c957f2dull, 64, 64, IR_OP_MEAN, 3, 1,
+			   "fused whole mean");
 }
 END_TEST
 
