@@ -2,14 +2,21 @@
  * rt_tuner.c - picks the thread count of a repeatedly called entry point
  * by timing its calls (attnrt.h, attnrt_tuner): 1 thread against all,
  * probed in turn, the median deciding, probed again now and then and at
- * once when the winner starts to stall.
+ * once when the winner starts to stall. A team the caller skipped (a
+ * busy core) is tried again soon: a busy core says nothing about the
+ * team once the core is free, so it backs off from a short interval.
  */
 #include "attnrt.h"
+
+#include <math.h>
+#include <stdbool.h>
 
 #define SAMPLES 3      /* probe calls per candidate */
 #define STALL 4.0      /* a call this many medians long is a stall */
 #define MAX_BACKOFF 64 /* the interval grows to at most 64x */
 #define DEFAULT_INTERVAL 200
+#define SLOWER 1.25 /* a team call this many 1-thread medians long stalls */
+#define RETRY_DIVISOR 16 /* after a skip, the interval is this much shorter */
 
 static int32_t candidate(const attnrt_tuner *t, int i)
 {
@@ -90,9 +97,32 @@ static void settle(attnrt_tuner *t)
 		t->interval = t->base_interval;
 	t->winner = w;
 	t->median = median3(t->samples[w], t->n_samples[w]);
+	t->one_median = t->n_samples[1] ? median3(t->samples[1], t->n_samples[1])
+					: 0;
 	t->current = candidate(t, w);
 	t->phase = 1;
 	t->calls = 0;
+	t->next_probe = t->interval;
+	t->retry = 0;
+	t->n_slow = 0;
+	t->n_probes++;
+}
+
+/* Ends a probe whose team call the caller skipped: one thread until a
+ * probe after the retry interval, which doubles with each skip in a row
+ * up to the interval; the last measured winner and its interval stay. */
+static void settle_skipped(attnrt_tuner *t)
+{
+	uint64_t first = t->base_interval / RETRY_DIVISOR;
+	t->retry = t->retry ? 2 * t->retry : (first ? first : 1);
+	if (t->retry > t->interval)
+		t->retry = t->interval;
+	t->median = median3(t->samples[1], t->n_samples[1]);
+	t->one_median = t->median;
+	t->current = 1;
+	t->phase = 1;
+	t->calls = 0;
+	t->next_probe = t->retry;
 	t->n_slow = 0;
 	t->n_probes++;
 }
@@ -100,6 +130,10 @@ static void settle(attnrt_tuner *t)
 static void record_probe(attnrt_tuner *t, double seconds)
 {
 	int i = t->current == t->max_threads ? 0 : 1, o = 1 - i;
+	if (i == 0 && isinf(seconds) && t->n_samples[1] > 0) {
+		settle_skipped(t);
+		return;
+	}
 	t->samples[i][t->n_samples[i]++] = seconds;
 	/* far slower than the other's best: no need to see it again */
 	if (t->n_samples[o] > 0 && seconds > STALL * best(t, o)) {
@@ -115,6 +149,17 @@ static void record_probe(attnrt_tuner *t, double seconds)
 		t->current = candidate(t, o);
 }
 
+/* Whether a settled call stalled: only a team can (on a descheduled
+ * thread); it did when it took 4x its median, or longer than one thread
+ * took by a margin (a core busy enough that one thread is faster). */
+static bool is_stall(const attnrt_tuner *t, double seconds)
+{
+	if (t->current == 1)
+		return false;
+	return seconds > STALL * t->median ||
+	       (t->one_median > 0 && seconds > SLOWER * t->one_median);
+}
+
 void attnrt_tuner_record(attnrt_tuner *t, double seconds)
 {
 	if (t->max_threads == 1)
@@ -124,9 +169,7 @@ void attnrt_tuner_record(attnrt_tuner *t, double seconds)
 		return;
 	}
 	t->calls++;
-	/* only a team can stall on a descheduled thread */
-	t->n_slow = t->current > 1 && seconds > STALL * t->median ? t->n_slow + 1
-								  : 0;
-	if (t->n_slow >= 2 || t->calls >= t->interval)
+	t->n_slow = is_stall(t, seconds) ? t->n_slow + 1 : 0;
+	if (t->n_slow >= 2 || t->calls >= t->next_probe)
 		start_probe(t);
 }
