@@ -456,9 +456,10 @@ double attnrt_grad_clip(const attnrt_param_info *table, size_t n_params,
  * probe keeps the same winner the interval doubles (up to 64x), so a
  * quiet or a busy machine pays the probing cost rarely. A team call the
  * caller skipped (a busy core, below) ends the probe at 1 thread without
- * counting as a loss: the next probe comes after interval / 16 calls,
- * doubling with each skip in a row up to the interval, so the team is
- * back soon after the core is free. Results do not
+ * counting as a loss, and a team that won the probe before loses this
+ * one: then the next probe comes after interval / 16 calls, doubling
+ * with each such probe in a row up to the interval, so the team is back
+ * soon after the load that beat it passes. Results do not
  * depend on n_threads (attnrt_run), so switching is invisible but for
  * speed. The fields are private; the struct is public so it can live on
  * the stack. */
@@ -473,7 +474,7 @@ typedef struct attnrt_tuner {
 	uint64_t calls;       /* since the last probe */
 	uint64_t interval, base_interval;
 	uint64_t next_probe; /* calls from the last probe to the next */
-	uint64_t retry;      /* the interval after a skipped team, 0 none */
+	uint64_t retry;      /* the interval while retrying the team, 0 none */
 	int32_t n_slow;      /* consecutive stalled calls */
 	int32_t winner;      /* the last probe's (index 0 or 1), -1 none */
 	uint64_t n_probes;   /* probes finished, for reports */

@@ -3,8 +3,8 @@
  * by timing its calls (attnrt.h, attnrt_tuner): 1 thread against all,
  * probed in turn, the median deciding, probed again now and then and at
  * once when the winner starts to stall. A team the caller skipped (a
- * busy core) is tried again soon: a busy core says nothing about the
- * team once the core is free, so it backs off from a short interval.
+ * busy core), or one that won before and now loses, is tried again soon:
+ * the load that beat it may pass, so it backs off from a short interval.
  */
 #include "attnrt.h"
 
@@ -16,7 +16,7 @@
 #define MAX_BACKOFF 64 /* the interval grows to at most 64x */
 #define DEFAULT_INTERVAL 200
 #define SLOWER 1.25 /* a team call this many 1-thread medians long stalls */
-#define RETRY_DIVISOR 16 /* after a skip, the interval is this much shorter */
+#define RETRY_DIVISOR 16 /* a retry's first interval is this much shorter */
 
 static int32_t candidate(const attnrt_tuner *t, int i)
 {
@@ -80,7 +80,21 @@ int attnrt_tuner_is_probing(const attnrt_tuner *t)
 	return t->phase == 0;
 }
 
-/* Ends a probe: the lower median wins (a dropped candidate has none). */
+/* The interval to the next probe after one the team lost without a fair
+ * trial: interval / 16 calls, doubling with each such probe in a row up
+ * to the interval. */
+static uint64_t next_retry(const attnrt_tuner *t)
+{
+	uint64_t r = t->retry ? 2 * t->retry : t->base_interval / RETRY_DIVISOR;
+	if (r < 1)
+		r = 1;
+	return r < t->interval ? r : t->interval;
+}
+
+/* Ends a probe: the lower median wins (a dropped candidate has none). A
+ * team that won before and loses now, or loses while a retry runs, is
+ * tried again soon (next_retry): the machine changed, and may change
+ * back. */
 static void settle(attnrt_tuner *t)
 {
 	int w;
@@ -91,6 +105,7 @@ static void settle(attnrt_tuner *t)
 				    median3(t->samples[0], t->n_samples[0])
 			    ? 1
 			    : 0;
+	bool retrying = w == 1 && (t->winner == 0 || t->retry > 0);
 	if (w == t->winner && t->interval < t->base_interval * MAX_BACKOFF)
 		t->interval *= 2;
 	else if (w != t->winner)
@@ -102,21 +117,18 @@ static void settle(attnrt_tuner *t)
 	t->current = candidate(t, w);
 	t->phase = 1;
 	t->calls = 0;
-	t->next_probe = t->interval;
-	t->retry = 0;
+	t->retry = retrying ? next_retry(t) : 0;
+	t->next_probe = retrying ? t->retry : t->interval;
 	t->n_slow = 0;
 	t->n_probes++;
 }
 
-/* Ends a probe whose team call the caller skipped: one thread until a
- * probe after the retry interval, which doubles with each skip in a row
- * up to the interval; the last measured winner and its interval stay. */
+/* Ends a probe whose team call the caller skipped: one thread until the
+ * next retry (a busy core says nothing of the team once it is free); the
+ * last measured winner and its interval stay. */
 static void settle_skipped(attnrt_tuner *t)
 {
-	uint64_t first = t->base_interval / RETRY_DIVISOR;
-	t->retry = t->retry ? 2 * t->retry : (first ? first : 1);
-	if (t->retry > t->interval)
-		t->retry = t->interval;
+	t->retry = next_retry(t);
 	t->median = median3(t->samples[1], t->n_samples[1]);
 	t->one_median = t->median;
 	t->current = 1;

@@ -171,6 +171,33 @@ START_TEST(test_a_skipped_team_is_tried_again_soon)
 }
 END_TEST
 
+START_TEST(test_a_team_that_lost_after_winning_is_tried_again_soon)
+{
+	attnrt_tuner t;
+	int32_t seq[40];
+	attnrt_tuner_init(&t, 2, 160);
+	run(&t, (machine){1.6, 1.0}, 6 + 4, seq); /* the team wins */
+	ck_assert_int_eq(seq[9], 2);
+	/* busy: two stalls, the probe drops the team after one call */
+	run(&t, (machine){1.6, 30.0}, 2 + 2, seq);
+	ck_assert_int_eq(seq[2], 1);
+	ck_assert_int_eq(seq[3], 2);
+	ck_assert(!attnrt_tuner_is_probing(&t));
+	run(&t, (machine){1.6, 30.0}, 10, seq); /* 160 / 16 calls at 1 */
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(seq[i], 1);
+	/* still busy: dropped again, the retry doubles */
+	run(&t, (machine){1.6, 30.0}, 2 + 20, seq);
+	ck_assert_int_eq(seq[1], 2);
+	for (int i = 2; i < 22; i++)
+		ck_assert_int_eq(seq[i], 1);
+	/* free again: the team is back */
+	run(&t, (machine){1.6, 1.0}, 6 + 20, seq);
+	for (int i = 6; i < 26; i++)
+		ck_assert_int_eq(seq[i], 2);
+}
+END_TEST
+
 START_TEST(test_skips_back_off_to_the_interval_and_no_further)
 {
 	attnrt_tuner t;
@@ -229,6 +256,8 @@ static Suite *tuner_suite(void)
 	tcase_add_test(tc, test_a_team_call_not_run_counts_as_a_stall);
 	tcase_add_test(tc, test_a_skipped_team_is_tried_again_soon);
 	tcase_add_test(tc, test_skips_back_off_to_the_interval_and_no_further);
+	tcase_add_test(tc,
+		       test_a_team_that_lost_after_winning_is_tried_again_soon);
 	tcase_add_test(tc, test_a_team_slower_than_one_thread_is_probed_again);
 	tcase_add_test(tc,
 		       test_a_slower_team_still_faster_than_one_thread_stays);
