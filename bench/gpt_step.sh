@@ -7,7 +7,9 @@
 #   - the machine's FMA peak, measured now (bench_fma_peak: independent
 #     zmm FMA chains) on 1 and 2 threads;
 #   - attnc's step at --threads 1 and 2 (the second epoch's time over its
-#     batches; with 2, the threads the tuner settled on are shown);
+#     batches; with 2, the threads the tuner settled on are shown), and
+#     at 2 with the tuner off (ATTNC_NO_TUNER=1: every step on the team,
+#     what the second core gives whatever the tuner decided);
 #   - PyTorch's step (bench/gpt_torch.py time, the same weights) at its
 #     4 settings of torch and OpenBLAS threads (1/1, 1/2, 2/1, 2/2), the
 #     best of them;
@@ -16,7 +18,9 @@
 #     that) and the share of the peak at the same thread count;
 # after checking that PyTorch's loss agrees with attnc's on one batch
 # (gpt_torch.py check). GPT_STEP_PROFILE=1 also prints attnc's --profile
-# of the 1-thread run, its top rows.
+# of the 1-thread run, its top rows, and of a 2-thread run with the tuner
+# off, with the share of the 2 threads' time outside the kernels (waits
+# in the static schedule, and descheduled time on a busy machine).
 #
 # Environment: ATTNC (build/attnc), PEAK (build/bench_fma_peak), TORCH_PY
 # (/usr/bin/python3, with torch). The machine is shared: the load is
@@ -66,9 +70,12 @@ for D in $widths; do
 	grep -q "^const D = $D," "$g"
 	echo
 	echo "width $D: $L blocks, $H heads, MLP $((4 * D)), $B x $T tokens a step"
-	for t in 1 2; do
-		"$attnc" "$g" --train --data $data --batch $B --epochs 2 \
-			--threads $t --metrics "$dir/m$t.json" \
+	for t in 1 2 f; do # f: 2 threads, the tuner off
+		nt=$t off=0
+		[ $t = f ] && nt=2 off=1
+		ATTNC_NO_TUNER=$off "$attnc" "$g" --train --data $data \
+			--batch $B --epochs 2 --threads $nt \
+			--metrics "$dir/m$t.json" \
 			--save "$dir/w.safetensors" 2>"$dir/err$t" >/dev/null
 	done
 	nb=$(sed -n 's/^batches: \([0-9]*\) of .*/\1/p' "$dir/err1")
@@ -105,6 +112,10 @@ PY
 	s2=$1
 	row "attnc, --threads 2 (tuner: $2)" "$s2" "$f" \
 		"$([ "$2" = 1 ] && echo "$p1" || echo "$p2")"
+	set -- $(step_of "$dir/mf.json" "$nb")
+	sf=$1
+	row "attnc, 2 threads, tuner off" "$sf" "$f" "$p2"
+	"$py" -c "print('  2 threads, tuner off / 1 thread: %.2fx' % ($s1 / $sf))"
 	best=1e9 bl=
 	for tt in 1 2; do
 		for ob in 1 2; do
@@ -120,6 +131,27 @@ PY
 	if [ "${GPT_STEP_PROFILE:-0}" = 1 ]; then
 		"$attnc" "$g" --train --data $data --batch $B --epochs 1 \
 			--threads 1 --profile 2>&1 >/dev/null | sed -n "/^profile/,\$p"
+		echo
+		echo "2 threads, tuner off:"
+		ATTNC_NO_TUNER=1 "$attnc" "$g" --train --data $data --batch $B \
+			--epochs 1 --threads 2 --profile 2>"$dir/prof2" >/dev/null
+		sed -n "/^profile/,\$p" "$dir/prof2"
+		# loss_grad's calls from start to return (each counted once)
+		# against its kernels' time summed over both threads
+		"$py" - "$dir/prof2" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+unit = {'s': 1.0, 'ms': 1e-3, 'us': 1e-6}
+def sec(v, u):
+    return float(v) * unit[u]
+m = re.search(r'^  loss_grad +\d+ +([\d.]+)(s|ms|us) ', t, re.M)
+k = re.search(r'^loss_grad: ([\d.]+)(s|ms|us) in kernels', t, re.M)
+if m and k:
+    w, kt = sec(*m.groups()), sec(*k.groups())
+    print('  loss_grad on 2 threads: %.3f s of calls, %.3f s of kernels over '
+          'both threads: %.1f%% of the 2 threads\' time outside kernels'
+          % (w, kt, 100 * (1 - kt / (2 * w))))
+PY
 	fi
 done
 echo

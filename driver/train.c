@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,9 +45,10 @@ typedef struct trainer {
 	uint64_t first_epoch; /* the epochs a resumed run had done */
 	uint64_t step;        /* steps taken over all epochs */
 	bool is_tty;
-	double start;         /* when the first epoch began (seconds) */
-	attnrt_tuner tuner;   /* the threads of each step */
-	int32_t step_threads; /* the last step's, for the validation loss */
+	double start;          /* when the first epoch began (seconds) */
+	attnrt_tuner tuner;    /* the threads of each step */
+	int32_t fixed_threads; /* ATTNC_NO_TUNER: every step's; 0: the tuner's */
+	int32_t step_threads;  /* the last step's, for the validation loss */
 	/* --profile: the batches' filling and the update (the gradients
 	 * added, the optimizer's step, the norms) around the entry points */
 	drv_profile_host host[2];
@@ -73,6 +75,8 @@ static const char *nonfinite_name(double v)
  * step would wait so at each of its hundreds of regions). */
 static int32_t step_threads(trainer *t)
 {
+	if (t->fixed_threads)
+		return t->fixed_threads;
 	int32_t n = attnrt_tuner_next(&t->tuner);
 	if (n > 1 && attnrt_tuner_is_probing(&t->tuner) &&
 	    cg_threads_region_seconds(n) > BUSY_REGION_SECONDS) {
@@ -80,6 +84,24 @@ static int32_t step_threads(trainer *t)
 		n = attnrt_tuner_next(&t->tuner);
 	}
 	return n;
+}
+
+/* The thread count the steps run with now (the metrics' "threads"). */
+static int32_t threads_now(const trainer *t)
+{
+	return t->fixed_threads ? t->fixed_threads
+				: attnrt_tuner_next(&t->tuner);
+}
+
+/* ATTNC_NO_TUNER set to anything but "" or "0": every step runs on the
+ * --threads count (or OpenMP's default), as a benchmark comparing thread
+ * counts needs; else 0, the tuner choosing. */
+static int32_t fixed_threads(const drv_options *o)
+{
+	const char *v = getenv("ATTNC_NO_TUNER");
+	if (!v || !*v || strcmp(v, "0") == 0)
+		return 0;
+	return o->threads ? o->threads : cg_threads_get();
 }
 
 /* ---- when a value is not finite ------------------------------------------------------ */
@@ -382,7 +404,7 @@ static bool write_metrics(const trainer *t, uint64_t epoch, double loss,
 		"\"tokens_per_sec\": %.6g, \"seconds\": %.6g, "
 		"\"peak_rss_mib\": %.1f, \"threads\": %d}\n",
 		(unsigned long long)epoch + 1, loss, vl, rate, secs,
-		drv_peak_rss_mib(), (int)attnrt_tuner_next(&t->tuner));
+		drv_peak_rss_mib(), (int)threads_now(t));
 	if (fflush(t->metrics) == 0 && !ferror(t->metrics))
 		return true;
 	ir_error(t->ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
@@ -543,6 +565,7 @@ static bool trainer_open(trainer *t)
 	t->is_tty = isatty(STDERR_FILENO);
 	attnrt_tuner_init(&t->tuner,
 			  t->o->threads ? t->o->threads : cg_threads_get(), 0);
+	t->fixed_threads = fixed_threads(t->o);
 	return true;
 }
 

@@ -451,10 +451,15 @@ double attnrt_grad_clip(const attnrt_param_info *table, size_t n_params,
  * max_threads (three each, alternating, 1 first; the median decides, and a count
  * whose first call is 4x slower than the other's best is dropped at
  * once), runs the winner, and probes again after `interval` calls, and at
- * once when the winner is a team and two calls in a row take 4x its
- * median. When the
+ * once when the winner is a team and two calls in a row stall (take 4x
+ * its median, or 1.25x the median of one thread's calls). When the
  * probe keeps the same winner the interval doubles (up to 64x), so a
- * quiet or a busy machine pays the probing cost rarely. Results do not
+ * quiet or a busy machine pays the probing cost rarely. A team call the
+ * caller skipped (a busy core, below) ends the probe at 1 thread without
+ * counting as a loss, and a team that won the probe before loses this
+ * one: then the next probe comes after interval / 16 calls, doubling
+ * with each such probe in a row up to the interval, so the team is back
+ * soon after the load that beat it passes. Results do not
  * depend on n_threads (attnrt_run), so switching is invisible but for
  * speed. The fields are private; the struct is public so it can live on
  * the stack. */
@@ -465,11 +470,14 @@ typedef struct attnrt_tuner {
 	int32_t n_samples[2];
 	double samples[2][3]; /* probe times of max_threads and of 1 */
 	double median;        /* the winner's median probe time */
+	double one_median;    /* 1 thread's median probe time, 0 none */
 	uint64_t calls;       /* since the last probe */
 	uint64_t interval, base_interval;
-	int32_t n_slow;    /* consecutive calls over 4x median */
-	int32_t winner;    /* the last probe's (index 0 or 1), -1 none */
-	uint64_t n_probes; /* probes finished, for reports */
+	uint64_t next_probe; /* calls from the last probe to the next */
+	uint64_t retry;      /* the interval while retrying the team, 0 none */
+	int32_t n_slow;      /* consecutive stalled calls */
+	int32_t winner;      /* the last probe's (index 0 or 1), -1 none */
+	uint64_t n_probes;   /* probes finished, for reports */
 } attnrt_tuner;
 
 /* Starts a tuner choosing between max_threads (< 2: the tuner always

@@ -2,14 +2,21 @@
  * rt_tuner.c - picks the thread count of a repeatedly called entry point
  * by timing its calls (attnrt.h, attnrt_tuner): 1 thread against all,
  * probed in turn, the median deciding, probed again now and then and at
- * once when the winner starts to stall.
+ * once when the winner starts to stall. A team the caller skipped (a
+ * busy core), or one that won before and now loses, is tried again soon:
+ * the load that beat it may pass, so it backs off from a short interval.
  */
 #include "attnrt.h"
+
+#include <math.h>
+#include <stdbool.h>
 
 #define SAMPLES 3      /* probe calls per candidate */
 #define STALL 4.0      /* a call this many medians long is a stall */
 #define MAX_BACKOFF 64 /* the interval grows to at most 64x */
 #define DEFAULT_INTERVAL 200
+#define SLOWER 1.25 /* a team call this many 1-thread medians long stalls */
+#define RETRY_DIVISOR 16 /* a retry's first interval is this much shorter */
 
 static int32_t candidate(const attnrt_tuner *t, int i)
 {
@@ -73,7 +80,21 @@ int attnrt_tuner_is_probing(const attnrt_tuner *t)
 	return t->phase == 0;
 }
 
-/* Ends a probe: the lower median wins (a dropped candidate has none). */
+/* The interval to the next probe after one the team lost without a fair
+ * trial: interval / 16 calls, doubling with each such probe in a row up
+ * to the interval. */
+static uint64_t next_retry(const attnrt_tuner *t)
+{
+	uint64_t r = t->retry ? 2 * t->retry : t->base_interval / RETRY_DIVISOR;
+	if (r < 1)
+		r = 1;
+	return r < t->interval ? r : t->interval;
+}
+
+/* Ends a probe: the lower median wins (a dropped candidate has none). A
+ * team that won before and loses now, or loses while a retry runs, is
+ * tried again soon (next_retry): the machine changed, and may change
+ * back. */
 static void settle(attnrt_tuner *t)
 {
 	int w;
@@ -84,15 +105,36 @@ static void settle(attnrt_tuner *t)
 				    median3(t->samples[0], t->n_samples[0])
 			    ? 1
 			    : 0;
+	bool retrying = w == 1 && (t->winner == 0 || t->retry > 0);
 	if (w == t->winner && t->interval < t->base_interval * MAX_BACKOFF)
 		t->interval *= 2;
 	else if (w != t->winner)
 		t->interval = t->base_interval;
 	t->winner = w;
 	t->median = median3(t->samples[w], t->n_samples[w]);
+	t->one_median = t->n_samples[1] ? median3(t->samples[1], t->n_samples[1])
+					: 0;
 	t->current = candidate(t, w);
 	t->phase = 1;
 	t->calls = 0;
+	t->retry = retrying ? next_retry(t) : 0;
+	t->next_probe = retrying ? t->retry : t->interval;
+	t->n_slow = 0;
+	t->n_probes++;
+}
+
+/* Ends a probe whose team call the caller skipped: one thread until the
+ * next retry (a busy core says nothing of the team once it is free); the
+ * last measured winner and its interval stay. */
+static void settle_skipped(attnrt_tuner *t)
+{
+	t->retry = next_retry(t);
+	t->median = median3(t->samples[1], t->n_samples[1]);
+	t->one_median = t->median;
+	t->current = 1;
+	t->phase = 1;
+	t->calls = 0;
+	t->next_probe = t->retry;
 	t->n_slow = 0;
 	t->n_probes++;
 }
@@ -100,6 +142,10 @@ static void settle(attnrt_tuner *t)
 static void record_probe(attnrt_tuner *t, double seconds)
 {
 	int i = t->current == t->max_threads ? 0 : 1, o = 1 - i;
+	if (i == 0 && isinf(seconds) && t->n_samples[1] > 0) {
+		settle_skipped(t);
+		return;
+	}
 	t->samples[i][t->n_samples[i]++] = seconds;
 	/* far slower than the other's best: no need to see it again */
 	if (t->n_samples[o] > 0 && seconds > STALL * best(t, o)) {
@@ -115,6 +161,17 @@ static void record_probe(attnrt_tuner *t, double seconds)
 		t->current = candidate(t, o);
 }
 
+/* Whether a settled call stalled: only a team can (on a descheduled
+ * thread); it did when it took 4x its median, or longer than one thread
+ * took by a margin (a core busy enough that one thread is faster). */
+static bool is_stall(const attnrt_tuner *t, double seconds)
+{
+	if (t->current == 1)
+		return false;
+	return seconds > STALL * t->median ||
+	       (t->one_median > 0 && seconds > SLOWER * t->one_median);
+}
+
 void attnrt_tuner_record(attnrt_tuner *t, double seconds)
 {
 	if (t->max_threads == 1)
@@ -124,9 +181,7 @@ void attnrt_tuner_record(attnrt_tuner *t, double seconds)
 		return;
 	}
 	t->calls++;
-	/* only a team can stall on a descheduled thread */
-	t->n_slow = t->current > 1 && seconds > STALL * t->median ? t->n_slow + 1
-								  : 0;
-	if (t->n_slow >= 2 || t->calls >= t->interval)
+	t->n_slow = is_stall(t, seconds) ? t->n_slow + 1 : 0;
+	if (t->n_slow >= 2 || t->calls >= t->next_probe)
 		start_probe(t);
 }

@@ -143,6 +143,105 @@ START_TEST(test_a_team_call_not_run_counts_as_a_stall)
 }
 END_TEST
 
+START_TEST(test_a_skipped_team_is_tried_again_soon)
+{
+	attnrt_tuner t;
+	int32_t seq[40];
+	attnrt_tuner_init(&t, 2, 160); /* a skip retries after 160 / 16 */
+	attnrt_tuner_record(&t, 1.0);
+	ck_assert_int_eq(attnrt_tuner_next(&t), 2);
+	attnrt_tuner_record(&t, INFINITY); /* a busy core */
+	run(&t, (machine){1.0, 0.5}, 10, seq);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(seq[i], 1);
+	ck_assert(attnrt_tuner_is_probing(&t));
+	/* skipped again: the retry doubles to 20 calls */
+	attnrt_tuner_record(&t, 1.0);
+	attnrt_tuner_record(&t, INFINITY);
+	run(&t, (machine){1.0, 0.5}, 20, seq);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(seq[i], 1);
+	/* the core is free: the team is measured, wins and stays */
+	run(&t, (machine){1.0, 0.5}, 6 + 30, seq);
+	static const int32_t want[6] = {1, 2, 1, 2, 1, 2};
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(seq[i], want[i]);
+	for (int i = 6; i < 36; i++)
+		ck_assert_int_eq(seq[i], 2);
+}
+END_TEST
+
+START_TEST(test_a_team_that_lost_after_winning_is_tried_again_soon)
+{
+	attnrt_tuner t;
+	int32_t seq[40];
+	attnrt_tuner_init(&t, 2, 160);
+	run(&t, (machine){1.6, 1.0}, 6 + 4, seq); /* the team wins */
+	ck_assert_int_eq(seq[9], 2);
+	/* busy: two stalls, the probe drops the team after one call */
+	run(&t, (machine){1.6, 30.0}, 2 + 2, seq);
+	ck_assert_int_eq(seq[2], 1);
+	ck_assert_int_eq(seq[3], 2);
+	ck_assert(!attnrt_tuner_is_probing(&t));
+	run(&t, (machine){1.6, 30.0}, 10, seq); /* 160 / 16 calls at 1 */
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(seq[i], 1);
+	/* still busy: dropped again, the retry doubles */
+	run(&t, (machine){1.6, 30.0}, 2 + 20, seq);
+	ck_assert_int_eq(seq[1], 2);
+	for (int i = 2; i < 22; i++)
+		ck_assert_int_eq(seq[i], 1);
+	/* free again: the team is back */
+	run(&t, (machine){1.6, 1.0}, 6 + 20, seq);
+	for (int i = 6; i < 26; i++)
+		ck_assert_int_eq(seq[i], 2);
+}
+END_TEST
+
+START_TEST(test_skips_back_off_to_the_interval_and_no_further)
+{
+	attnrt_tuner t;
+	attnrt_tuner_init(&t, 2, 64);
+	int32_t seq[64];
+	uint64_t want[] = {4, 8, 16, 32, 64, 64};
+	for (int k = 0; k < 6; k++) {
+		attnrt_tuner_record(&t, 1.0);
+		attnrt_tuner_record(&t, INFINITY);
+		run(&t, (machine){1.0, 0.5}, (int)want[k] - 1, seq);
+		ck_assert_msg(!attnrt_tuner_is_probing(&t), "skip %d", k);
+		run(&t, (machine){1.0, 0.5}, 1, seq);
+		ck_assert_msg(attnrt_tuner_is_probing(&t), "skip %d", k);
+	}
+}
+END_TEST
+
+START_TEST(test_a_team_slower_than_one_thread_is_probed_again)
+{
+	attnrt_tuner t;
+	int32_t seq[8];
+	attnrt_tuner_init(&t, 2, 1000);
+	run(&t, (machine){1.6, 1.0}, 6, seq);
+	ck_assert_int_eq(attnrt_tuner_next(&t), 2);
+	/* 2.1 s: under 4x the team's median, over 1.25 x 1.6 */
+	run(&t, (machine){1.6, 2.1}, 2, seq);
+	ck_assert(attnrt_tuner_is_probing(&t));
+	ck_assert_int_eq(attnrt_tuner_next(&t), 1);
+}
+END_TEST
+
+START_TEST(test_a_slower_team_still_faster_than_one_thread_stays)
+{
+	attnrt_tuner t;
+	int32_t seq[20];
+	attnrt_tuner_init(&t, 2, 1000);
+	run(&t, (machine){1.6, 1.0}, 6, seq);
+	run(&t, (machine){1.6, 1.9}, 20, seq); /* under 1.25 x 1.6 */
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(seq[i], 2);
+	ck_assert_uint_eq(t.n_probes, 1);
+}
+END_TEST
+
 static Suite *tuner_suite(void)
 {
 	Suite *s = suite_create("runtime_tuner");
@@ -155,6 +254,13 @@ static Suite *tuner_suite(void)
 	tcase_add_test(tc, test_one_slow_call_is_not_a_stall);
 	tcase_add_test(tc, test_a_slow_single_thread_winner_is_not_probed_early);
 	tcase_add_test(tc, test_a_team_call_not_run_counts_as_a_stall);
+	tcase_add_test(tc, test_a_skipped_team_is_tried_again_soon);
+	tcase_add_test(tc, test_skips_back_off_to_the_interval_and_no_further);
+	tcase_add_test(tc,
+		       test_a_team_that_lost_after_winning_is_tried_again_soon);
+	tcase_add_test(tc, test_a_team_slower_than_one_thread_is_probed_again);
+	tcase_add_test(tc,
+		       test_a_slower_team_still_faster_than_one_thread_stays);
 	suite_add_tcase(s, tc);
 	return s;
 }
