@@ -37,6 +37,14 @@ typedef struct func_plan {
 	uint64_t total;
 } func_plan;
 
+/* Plans f (cg_lower_plan.c): its fusion (none when no_fuse), each node's
+ * root and view, and the slab offsets of the buffers, in arrays of
+ * L->ctx that cg_func_plan_fini frees (also after a failure). Returns
+ * false when memory ran out. */
+bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
+		       func_plan *pl);
+void cg_func_plan_fini(ir_ctx *ctx, func_plan *pl);
+
 /* The state of one entry point being generated. */
 typedef struct entry_gen {
 	cg_program *p;

@@ -95,6 +95,8 @@ int cg_lower_dims(const cg_lower *L, const ir_type *t, int64_t *dims);
 /* Whether a and b have the same dtype and concrete dims. */
 bool cg_lower_same_type(const cg_lower *L, const ir_type *a, const ir_type *b);
 int64_t cg_lower_numel(const cg_lower *L, const ir_type *t);
+/* The bytes of a dense tensor of type t. */
+uint64_t cg_lower_bytes(const cg_lower *L, const ir_type *t);
 /* Row-major strides of dims (in elements). */
 void cg_lower_strides(const int64_t *dims, int rank, int64_t *strides);
 /* The type of operand i of the kernel's node. */
