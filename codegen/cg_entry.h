@@ -120,6 +120,9 @@ bool cg_lower_node_compiles(const cg_lower *L, const ir_graph *g, ir_id id);
 bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 		     const ir_id *into, ir_id id, node_call *c);
 
+/* Frees the kernels p remembered for sharing (cg_kernel_build). */
+void cg_kernel_built_fini(cg_program *p);
+
 /* The captures a kernel's GOMP_parallel body reads, for n_in pointer
  * operands: { ptr run, out, in...; i64 extent; i32 status }. */
 LLVMTypeRef cg_kernel_captures_type(LLVMContextRef c, uint32_t n_in);
