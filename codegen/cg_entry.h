@@ -1,9 +1,9 @@
 /*
  * cg_entry.h - what the files that make a program share (private to
- * codegen/): the program object and its entry points (cg_lower.c), the
+ * codegen/): the program object and its entry points (cg_program.c), the
  * generation of an entry point (cg_lower_entry.c), its memory plan
- * (cg_lower_plan.c), the kernels it calls and the static schedule over
- * threads (cg_lower_sched.c).
+ * (cg_lower_plan.c), the kernels it calls (cg_lower_kernel.c) and the
+ * static schedule over threads (cg_lower_sched.c).
  */
 #ifndef ATTNC_CG_ENTRY_H
 #define ATTNC_CG_ENTRY_H

@@ -1,26 +1,14 @@
 /*
- * cg_lower.c - the program: binds the symbols, lays out the parameter
- * block, plans each function's scratch slab, generates one kernel per
- * computing node and the entry point that calls them in order, then
- * compiles everything as one cg_module (cg_program.h).
- *
- * Elementwise fusion (pass_fuse_ew_plan, cg_fuse.c): a node the plan
- * fuses into its consumer gets no kernel and no buffer; the consumer's
- * kernel computes it where it reads it, from the buffers it reads, which
- * therefore stay alive until that kernel runs.
- *
- * Memory: each function's fusion and memory plan is cg_lower_plan.c's.
- * A kernel whose outer loop has enough work runs through libgomp's
- * GOMP_parallel, split statically into equal ranges of that loop.
+ * cg_program.c - the program object (cg_program.h): binds the module's
+ * symbols, lays out the parameter block, has each wanted exported
+ * function's entry point generated (cg_lower_entry.c) into one
+ * cg_module, and compiles it (JIT or emit); then answers the queries
+ * about what it made (entry points, tensor tables, scratch sizes, kernel
+ * counts, schedules, profiles).
  */
 #include "cg_entry.h"
-#include "cg_gemm.h"
-#include "cg_lower.h"
-#include "passes.h"
 
-#include <stddef.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
