@@ -6,15 +6,24 @@
  * After fuse_attention, a multi-head attention reads its queries, keys
  * and values through head splits (a reshape, a permute that copies, a
  * reshape) of (B, T, h*w) tensors and its result is merged back by the
- * mirror image; in a gradient function fused_attention_grad reads the
- * output's gradient through a split too, and its three parts go through
- * merges. When every one of those matches (fuse_attention.h, pass_heads_match),
+ * mirror image; a fused_attention_grad of heads = 1 reads the output's
+ * gradient through a split too, and its three parts go through merges.
+ * When every one of those matches (fuse_attention.h, pass_heads_match),
  * the fused node is rebuilt with attr heads = h reading the unsplit
  * tensors, and each reshape that read a merge reads the new node (or
  * the new part, reshaped to (B, T, h*w)) directly; the splits and merges
  * are then unused and the compaction drops them. An attention where
  * only some of it matches keeps its h = 1 form: the kernels give the
  * same numbers either way (docs/ops.md), only the copies differ.
+ *
+ * In training this pass runs before autodiff, whose rule gives the
+ * gradient of a heads = h node the same heads; a fused_attention_grad
+ * reaches it with heads = 1 only when the forward node kept them (its
+ * result is also an output of the loss, say). Its parts are matched in
+ * the form the rule writes them (a slice, a reshape to the part's type,
+ * then the merge's own reshape), which simplify, when it runs, has
+ * joined into one reshape before this pass: then the gradient keeps
+ * its split heads, as the forward did in the loss.
  *
  * Like fuse_attention, the graph is rebuilt in one forward sweep
  * (pass_graph_builder), each node copied or replaced by its role.
