@@ -1,8 +1,9 @@
 /*
- * cg_entry.h - what the generation of an entry point shares between the
- * lowering (cg_lower.c: kernels, memory, the calls in program order) and
- * the static schedule over threads (cg_lower_sched.c). Private to
- * codegen/.
+ * cg_entry.h - what the files that make a program share (private to
+ * codegen/): the program object and its entry points (cg_program.c), the
+ * generation of an entry point (cg_lower_entry.c), its memory plan
+ * (cg_lower_plan.c), the kernels it calls (cg_lower_kernel.c) and the
+ * static schedule over threads (cg_lower_sched.c).
  */
 #ifndef ATTNC_CG_ENTRY_H
 #define ATTNC_CG_ENTRY_H
@@ -37,6 +38,51 @@ typedef struct func_plan {
 	uint64_t total;
 } func_plan;
 
+/* Plans f (cg_lower_plan.c): its fusion (none when no_fuse), each node's
+ * root and view, and the slab offsets of the buffers, in arrays of
+ * L->ctx that cg_func_plan_fini frees (also after a failure). Returns
+ * false when memory ran out. */
+bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
+		       func_plan *pl);
+void cg_func_plan_fini(ir_ctx *ctx, func_plan *pl);
+
+/* One entry point of the program: an exported function. */
+typedef struct cg_entry {
+	const ir_func *fn;
+	char symbol[256];
+	size_t scratch_bytes;
+	uint32_t n_calls;       /* kernel calls of one call */
+	cg_program_sched sched; /* its static schedule, if it has one */
+	attnrt_tensor_info *inputs, *outputs;
+	attnrt_entry_fn entry;
+	cg_profile_site *sites; /* when profiled: n_sites, site 0 the entry */
+	uint32_t n_sites;
+	uint64_t *counters; /* after the JIT: 2 per site (calls, cycles) */
+} cg_entry;
+
+/* The program (cg_program.h). */
+struct cg_program {
+	ir_ctx *ctx;
+	const ir_module *m;
+	int64_t *syms;
+	cg_module *cm;
+	attnrt_param_info *params; /* m->n_params */
+	size_t params_bytes;
+	cg_entry *entries;
+	uint32_t n_entries;
+	uint32_t n_kernels, n_parallel;
+	uint32_t n_fused; /* fused nodes over all entries */
+	int64_t grain;
+	bool is_serial, no_fuse, is_profiled;
+	char clock_name[300];    /* when profiled: the cycle counter's reader */
+	uint64_t (*clock)(void); /* it, after the JIT */
+	uint32_t sched_threads;  /* > 1: entry points get a static schedule */
+	double build_ms;
+	LLVMValueRef *consts;       /* m->n_consts globals, made on first use */
+	struct built_kernel *built; /* every kernel made, for sharing */
+	uint32_t n_built, built_cap;
+};
+
 /* The state of one entry point being generated. */
 typedef struct entry_gen {
 	cg_program *p;
@@ -54,6 +100,32 @@ typedef struct entry_gen {
 	const uint32_t *prof_site;
 	LLVMValueRef prof_t0;
 } entry_gen;
+
+/* Generates the entry point of ce->fn (named prefix_<name>) into L's
+ * module: its plan, its kernels and the calls of them; fills ce's
+ * symbol, call count, schedule, scratch size, tensor tables and (when
+ * p is profiled) sites. Returns false after reporting a failure (a node
+ * that cannot be compiled, out of memory). */
+bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce,
+		    const char *prefix);
+
+/* Whether computing node id can be compiled once the symbols are bound;
+ * reports why at the node if not. */
+bool cg_lower_node_compiles(const cg_lower *L, const ir_graph *g, ir_id id);
+
+/* The kernel of node id of fn with the fusion plan into, into c: one
+ * made for an equal node earlier, or a new one (with its GOMP_parallel
+ * body when it has the work for one); counted in p. Returns false after
+ * reporting a failure. */
+bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
+		     const ir_id *into, ir_id id, node_call *c);
+
+/* Frees the kernels p remembered for sharing (cg_kernel_build). */
+void cg_kernel_built_fini(cg_program *p);
+
+/* The captures a kernel's GOMP_parallel body reads, for n_in pointer
+ * operands: { ptr run, out, in...; i64 extent; i32 status }. */
+LLVMTypeRef cg_kernel_captures_type(LLVMContextRef c, uint32_t n_in);
 
 /* Where node i's data is at run time, in the function being built. */
 LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i);

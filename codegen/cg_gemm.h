@@ -116,7 +116,7 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan, char *err,
 bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec);
 
 /* cg_gemm_add also generates, for callers that split the work themselves
- * (the matmul kernels of cg_lower.c; internal to the module with
+ * (the matmul kernels of cg_lower_nn.c; internal to the module with
  * spec.is_range_only):
  *
  *     void NAME.range(const float *A, const float *B, float *C,

@@ -88,20 +88,25 @@ typedef struct cg_kernel {
 	LLVMBasicBlockRef err; /* shared error exit, made on first use */
 } cg_kernel;
 
-/* ---- shapes --------------------------------------------------------------- */
+/* ---- shapes (cg_lower_kernel.c) ----------------------------------------- */
 
 /* The concrete dims of t; returns the rank. */
 int cg_lower_dims(const cg_lower *L, const ir_type *t, int64_t *dims);
 /* Whether a and b have the same dtype and concrete dims. */
 bool cg_lower_same_type(const cg_lower *L, const ir_type *a, const ir_type *b);
+/* The number of elements of t, its symbols bound. */
 int64_t cg_lower_numel(const cg_lower *L, const ir_type *t);
+/* The bytes of a dense tensor of type t. */
+uint64_t cg_lower_bytes(const cg_lower *L, const ir_type *t);
 /* Row-major strides of dims (in elements). */
 void cg_lower_strides(const int64_t *dims, int rank, int64_t *strides);
 /* The type of operand i of the kernel's node. */
 const ir_type *cg_kernel_arg_type(const cg_kernel *k, uint32_t i);
 
-/* ---- values ----------------------------------------------------------------- */
+/* ---- values (cg_lower_kernel.c, but exp and the like cg_lower_math.c) --- */
 
+/* The LLVM type of one element of dtype t: i32, else float (the
+ * backend's dtypes are f32 and i32). */
 LLVMTypeRef cg_lower_elem_type(cg_fn *f, ir_dtype t);
 /* Load/store element off (an i64) of buffer p as dtype t. */
 LLVMValueRef cg_lower_load(cg_fn *f, ir_dtype t, LLVMValueRef p,
@@ -155,7 +160,7 @@ LLVMValueRef cg_kernel_run_field(cg_kernel *k, LLVMTypeRef t, size_t offset);
 /* The run's is_training flag, as an i1. */
 LLVMValueRef cg_kernel_is_training(cg_kernel *k);
 
-/* ---- strided loop nests --------------------------------------------------- */
+/* ---- strided loop nests (cg_lower_ew.c) --------------------------------- */
 
 /* A nest of loops over dims (outermost first); array a is addressed at
  * base[a] + sum_d idx[d] * strides[a][d]. The outer loop runs [lo, hi). */

@@ -25,26 +25,27 @@
 #include <string.h>
 
 /* What the rebuild does at a node. */
-typedef enum fa_role { ROLE_KEEP, ROLE_OUT } fa_role;
+typedef enum additive_role { ROLE_KEEP, ROLE_OUT } additive_role;
 
-typedef struct fa_act {
-	fa_role role;
+typedef struct additive_act {
+	additive_role role;
 	uint32_t match;
-} fa_act;
+} additive_act;
 
-typedef struct fa_rebuild {
-	pass_graph_builder b; /* the new graph */
-	const fa_match *mt;   /* the matches */
-} fa_rebuild;
+typedef struct additive_rebuild {
+	pass_graph_builder b;          /* the new graph */
+	const pass_additive_match *mt; /* the matches */
+} additive_rebuild;
 
-static ir_id emit_reshape(fa_rebuild *r, ir_id x, const ir_type *t, ir_loc loc)
+static ir_id emit_reshape(additive_rebuild *r, ir_id x, const ir_type *t,
+			  ir_loc loc)
 {
 	return pass_graph_emit(&r->b, IR_OP_RESHAPE, &x, 1, NULL, t, loc);
 }
 
 /* The 4-d operand x of the add seen as rank 3 without its size-1 axis
  * `drop`, reading through a reshape when x is one. */
-static ir_id projection(fa_rebuild *r, ir_id x, int drop, ir_loc loc)
+static ir_id projection(additive_rebuild *r, ir_id x, int drop, ir_loc loc)
 {
 	const ir_graph *og = &r->b.f->g;
 	ir_type t = og->nodes[x].type;
@@ -58,7 +59,8 @@ static ir_id projection(fa_rebuild *r, ir_id x, int drop, ir_loc loc)
 	return emit_reshape(r, r->b.map[x], &t, loc);
 }
 
-static ir_attr fused_attr(const fa_rebuild *r, const fa_match *mt)
+static ir_attr fused_attr(const additive_rebuild *r,
+			  const pass_additive_match *mt)
 {
 	const ir_node *sm = &r->b.f->g.nodes[mt->sm];
 	ir_attr a;
@@ -76,9 +78,9 @@ static ir_attr fused_attr(const fa_rebuild *r, const fa_match *mt)
 
 /* The fused node of match mi: fused_additive_attention(qp, kp, wv, v
  * [, valid]) in the new graph. */
-static ir_id emit_fused(fa_rebuild *r, uint32_t mi)
+static ir_id emit_fused(additive_rebuild *r, uint32_t mi)
 {
-	const fa_match *mt = &r->mt[mi];
+	const pass_additive_match *mt = &r->mt[mi];
 	ir_loc loc = r->b.f->g.nodes[mt->sm].loc;
 	ir_type wt = r->b.f->g.nodes[mt->wv].type;
 	wt.rank = 1;
@@ -96,7 +98,7 @@ static ir_id emit_fused(fa_rebuild *r, uint32_t mi)
 }
 
 /* The new graph, node by node; then it replaces the old one. */
-static bool rebuild(fa_rebuild *r, const fa_act *act)
+static bool rebuild(additive_rebuild *r, const additive_act *act)
 {
 	ir_func *f = r->b.f;
 	for (ir_id x = 0; x < f->g.n_nodes && !r->b.is_failed; x++) {
@@ -123,16 +125,17 @@ static bool is_softmax(ir_op op)
  * chain), but one claimed twice would be a matcher bug: the second match
  * is then dropped. */
 static uint32_t find_matches(const ir_module *m, const ir_func *f,
-			     const pass_graph_uses *u, fa_match *mt, fa_act *act)
+			     const pass_graph_uses *u, pass_additive_match *mt,
+			     additive_act *act)
 {
 	uint32_t n = 0;
 	for (ir_id i = 0; i < f->g.n_nodes; i++) {
 		if (!is_softmax(f->g.nodes[i].op) ||
-		    !fa_match_at(m, f, u, i, &mt[n]))
+		    !pass_additive_match_at(m, f, u, i, &mt[n]))
 			continue;
 		if (act[mt[n].out].role != ROLE_KEEP)
 			continue;
-		act[mt[n].out] = (fa_act){ROLE_OUT, n};
+		act[mt[n].out] = (additive_act){ROLE_OUT, n};
 		n++;
 	}
 	return n;
@@ -142,9 +145,9 @@ bool pass_fuse_additive_func(ir_module *m, ir_func *f)
 {
 	uint32_t nn = f->g.n_nodes;
 	pass_graph_uses u = {0};
-	fa_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
-	fa_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
-	fa_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
+	pass_additive_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
+	additive_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
+	additive_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
 	r.b.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.b.map);
 	bool ok = mt && act && r.b.map && pass_graph_uses_build(m->ctx, f, &u);
 	uint32_t n = ok ? find_matches(m, f, &u, mt, act) : 0;
@@ -159,7 +162,8 @@ bool pass_fuse_additive_func(ir_module *m, ir_func *f)
 	return ok;
 }
 
-void pass_fuse_additive_print(const ir_func *f, const fa_match *mt, FILE *out)
+void pass_fuse_additive_print(const ir_func *f, const pass_additive_match *mt,
+			      FILE *out)
 {
 	fprintf(out, "fuses: add %%%u, tanh %%%u, matmul %%%u, %s", mt->a,
 		mt->t, mt->proj, ir_op_table[f->g.nodes[mt->sm].op].name);

@@ -23,7 +23,7 @@
 #include "fuse_attention.h"
 
 /* One additive attention found around a softmax. */
-typedef struct fa_match {
+typedef struct pass_additive_match {
 	ir_id sm;         /* the softmax */
 	ir_id valid;      /* its valid lengths, or IR_NONE */
 	ir_id scores;     /* the reshape of the projection to (N, Q, K) */
@@ -36,13 +36,14 @@ typedef struct fa_match {
 	ir_id v;          /* the values (N, K, dv) */
 	bool is_additive; /* the scores come from a tanh and a projection:
 			   * `why` then speaks of this matcher's chain */
-	char why[FZ_WHY_CAP]; /* why not, when it does not match */
-} fa_match;
+	char why[PASS_MATCH_WHY_CAP]; /* why not, when it does not match */
+} pass_additive_match;
 
 /* Matches the additive attention around softmax node sm of f. Returns
  * false, with the reason in mt->why, if there is none to fuse. */
-bool fa_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
-		 ir_id sm, fa_match *mt);
+bool pass_additive_match_at(const ir_module *m, const ir_func *f,
+			    const pass_graph_uses *u, ir_id sm,
+			    pass_additive_match *mt);
 
 /* Replaces every additive attention of f by one fused_additive_attention
  * node, as pass_fuse_attention does for dot-product attention. Returns
@@ -51,6 +52,7 @@ bool pass_fuse_additive_func(ir_module *m, ir_func *f);
 
 /* Writes what fuses for a matched mt: "fuses: ... into
  * fused_additive_attention". */
-void pass_fuse_additive_print(const ir_func *f, const fa_match *mt, FILE *out);
+void pass_fuse_additive_print(const ir_func *f, const pass_additive_match *mt,
+			      FILE *out);
 
 #endif

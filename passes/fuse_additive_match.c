@@ -21,13 +21,13 @@
 #include <string.h>
 
 typedef struct cx {
-	fz_view v;
-	fa_match *mt;
+	pass_match_view v;
+	pass_additive_match *mt;
 } cx;
 
 static const ir_type *type_of(const cx *c, ir_id id)
 {
-	return &fz_node(&c->v, id)->type;
+	return &pass_match_node(&c->v, id)->type;
 }
 
 /* Every use of id is by node user (or users of `also`, up to n_also),
@@ -35,19 +35,22 @@ static const ir_type *type_of(const cx *c, ir_id id)
 static bool used_only_by(const cx *c, ir_id id, const ir_id *users,
 			 uint32_t n_users, const char *what)
 {
-	if (fz_is_output(&c->v, id))
-		return fz_nope(&c->v, "the %s %s are output %d of @%s", what,
-			       fz_name_of(&c->v, id).s, c->v.u->output[id],
-			       c->v.f->name);
-	for (uint32_t k = 0; k < fz_n_uses(&c->v, id); k++) {
+	if (pass_match_is_output(&c->v, id))
+		return pass_match_reject(&c->v, "the %s %s are output %d of @%s",
+					 what, pass_match_name_of(&c->v, id).s,
+					 c->v.u->output[id], c->v.f->name);
+	for (uint32_t k = 0; k < pass_match_n_uses(&c->v, id); k++) {
 		bool is_known = false;
 		for (uint32_t i = 0; i < n_users && !is_known; i++)
-			is_known = fz_use_at(&c->v, id, k) == users[i];
+			is_known = pass_match_use_at(&c->v, id, k) == users[i];
 		if (!is_known)
-			return fz_nope(&c->v, "the %s %s are also used by %s",
-				       what, fz_name_of(&c->v, id).s,
-				       fz_name_of(&c->v, fz_use_at(&c->v, id, k))
-					       .s);
+			return pass_match_reject(
+				&c->v, "the %s %s are also used by %s", what,
+				pass_match_name_of(&c->v, id).s,
+				pass_match_name_of(&c->v,
+						   pass_match_use_at(&c->v, id,
+								     k))
+					.s);
 	}
 	return true;
 }
@@ -58,14 +61,14 @@ static bool used_only_by(const cx *c, ir_id id, const ir_id *users,
  * (N, Q, K), in either order. */
 static bool match_add(const cx *c)
 {
-	fa_match *mt = c->mt;
+	pass_additive_match *mt = c->mt;
 	const ir_type *st = type_of(c, mt->scores), *at = type_of(c, mt->a);
 	ir_dim one = ir_dim_static(1), H = at->dims[3];
 	ir_dim wq[4] = {st->dims[0], st->dims[1], one, H};
 	ir_dim wk[4] = {st->dims[0], one, st->dims[2], H};
 	for (uint32_t side = 0; side < 2; side++) {
-		ir_id q = fz_arg(&c->v, mt->a, side),
-		      k = fz_arg(&c->v, mt->a, 1 - side);
+		ir_id q = pass_match_arg(&c->v, mt->a, side),
+		      k = pass_match_arg(&c->v, mt->a, 1 - side);
 		if (ir_shape_is(type_of(c, q), 4, wq) &&
 		    ir_shape_is(type_of(c, k), 4, wk)) {
 			mt->qs = q;
@@ -73,33 +76,35 @@ static bool match_add(const cx *c)
 			return true;
 		}
 	}
-	return fz_nope(&c->v,
-		       "the add %s does not add (N, Q, 1, H) query and "
-		       "(N, 1, K, H) key projections",
-		       fz_name_of(&c->v, mt->a).s);
+	return pass_match_reject(&c->v,
+				 "the add %s does not add (N, Q, 1, H) query and "
+				 "(N, 1, K, H) key projections",
+				 pass_match_name_of(&c->v, mt->a).s);
 }
 
 /* S = reshape(matmul(tanh(add(..)), wv (H, 1))) to (N, Q, K). */
 static bool match_scores(const cx *c, ir_id s)
 {
-	fa_match *mt = c->mt;
+	pass_additive_match *mt = c->mt;
 	mt->scores = s;
-	if (fz_op(&c->v, s) != IR_OP_RESHAPE ||
-	    fz_op(&c->v, fz_arg(&c->v, s, 0)) != IR_OP_MATMUL)
-		return fz_nope(&c->v,
-			       "its scores come from %s, not from a projection of "
-			       "tanh features",
-			       fz_name_of(&c->v, s).s);
-	mt->proj = fz_arg(&c->v, s, 0);
-	mt->t = fz_arg(&c->v, mt->proj, 0);
-	mt->wv = fz_arg(&c->v, mt->proj, 1);
-	if (fz_op(&c->v, mt->t) != IR_OP_TANH)
-		return fz_nope(&c->v,
-			       "its scores come from %s, not from a projection of "
-			       "tanh features",
-			       fz_name_of(&c->v, mt->proj).s);
+	if (pass_match_op(&c->v, s) != IR_OP_RESHAPE ||
+	    pass_match_op(&c->v, pass_match_arg(&c->v, s, 0)) != IR_OP_MATMUL)
+		return pass_match_reject(
+			&c->v,
+			"its scores come from %s, not from a projection of "
+			"tanh features",
+			pass_match_name_of(&c->v, s).s);
+	mt->proj = pass_match_arg(&c->v, s, 0);
+	mt->t = pass_match_arg(&c->v, mt->proj, 0);
+	mt->wv = pass_match_arg(&c->v, mt->proj, 1);
+	if (pass_match_op(&c->v, mt->t) != IR_OP_TANH)
+		return pass_match_reject(
+			&c->v,
+			"its scores come from %s, not from a projection of "
+			"tanh features",
+			pass_match_name_of(&c->v, mt->proj).s);
 	mt->is_additive = true;
-	const ir_node *p = fz_node(&c->v, mt->proj);
+	const ir_node *p = pass_match_node(&c->v, mt->proj);
 	const ir_type *tt = type_of(c, mt->t), *wt = type_of(c, mt->wv),
 		      *st = type_of(c, s);
 	ir_dim want[4] = {st->dims[0], st->dims[1], st->dims[2],
@@ -107,16 +112,17 @@ static bool match_scores(const cx *c, ir_id s)
 	ir_dim wcol[2] = {want[3], ir_dim_static(1)};
 	if (p->attr.matmul.ta || p->attr.matmul.tb ||
 	    !ir_shape_is(tt, 4, want) || !ir_shape_is(wt, 2, wcol))
-		return fz_nope(&c->v,
-			       "the projection %s is not of (N, Q, K, H) features "
-			       "by an (H, 1) vector",
-			       fz_name_of(&c->v, mt->proj).s);
-	mt->a = fz_arg(&c->v, mt->t, 0);
-	if (fz_op(&c->v, mt->a) != IR_OP_ADD)
-		return fz_nope(&c->v,
-			       "its features are the tanh of %s, not of a sum of "
-			       "projections",
-			       fz_name_of(&c->v, mt->a).s);
+		return pass_match_reject(
+			&c->v,
+			"the projection %s is not of (N, Q, K, H) features "
+			"by an (H, 1) vector",
+			pass_match_name_of(&c->v, mt->proj).s);
+	mt->a = pass_match_arg(&c->v, mt->t, 0);
+	if (pass_match_op(&c->v, mt->a) != IR_OP_ADD)
+		return pass_match_reject(&c->v,
+					 "its features are the tanh of %s, not of a sum of "
+					 "projections",
+					 pass_match_name_of(&c->v, mt->a).s);
 	return match_add(c) && used_only_by(c, s, &mt->sm, 1, "scores") &&
 	       used_only_by(c, mt->proj, &s, 1, "projected scores") &&
 	       used_only_by(c, mt->a, &mt->t, 1, "summed projections");
@@ -124,51 +130,52 @@ static bool match_scores(const cx *c, ir_id s)
 
 static bool match_weights(const cx *c)
 {
-	fa_match *mt = c->mt;
-	return fz_match_weights(&c->v, mt->sm, &mt->drop, &mt->out);
+	pass_additive_match *mt = c->mt;
+	return pass_match_weights(&c->v, mt->sm, &mt->drop, &mt->out);
 }
 
 /* The product with the values: V (N, K, dv), untransposed. */
 static bool match_values(const cx *c)
 {
-	fa_match *mt = c->mt;
-	mt->v = fz_arg(&c->v, mt->out, 1);
+	pass_additive_match *mt = c->mt;
+	mt->v = pass_match_arg(&c->v, mt->out, 1);
 	const ir_type *vt = type_of(c, mt->v), *st = type_of(c, mt->scores);
-	if (fz_node(&c->v, mt->out)->attr.matmul.tb || vt->rank != 3 ||
+	if (pass_match_node(&c->v, mt->out)->attr.matmul.tb || vt->rank != 3 ||
 	    !ir_dim_eq(vt->dims[0], st->dims[0]) ||
 	    !ir_dim_eq(vt->dims[1], st->dims[2]))
-		return fz_nope(&c->v,
-			       "the values of %s are not (N, K, dv) for the "
-			       "scores' N and K",
-			       fz_name_of(&c->v, mt->out).s);
+		return pass_match_reject(&c->v,
+					 "the values of %s are not (N, K, dv) for the "
+					 "scores' N and K",
+					 pass_match_name_of(&c->v, mt->out).s);
 	return true;
 }
 
 /* The features and projections are the chain's alone. */
 static bool match_features(const cx *c)
 {
-	fa_match *mt = c->mt;
+	pass_additive_match *mt = c->mt;
 	return used_only_by(c, mt->t, &mt->proj, 1, "features");
 }
 
 /* ---- the match ----------------------------------------------------------------------------- */
 
-bool fa_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
-		 ir_id sm, fa_match *mt)
+bool pass_additive_match_at(const ir_module *m, const ir_func *f,
+			    const pass_graph_uses *u, ir_id sm,
+			    pass_additive_match *mt)
 {
 	cx c = {{m, f, u, mt->why}, mt};
 	memset(mt, 0, sizeof *mt);
 	mt->sm = sm;
 	mt->valid = mt->scores = mt->proj = mt->t = mt->a = IR_NONE;
 	mt->qs = mt->ks = mt->wv = mt->drop = mt->out = mt->v = IR_NONE;
-	const ir_node *s = fz_node(&c.v, sm);
+	const ir_node *s = pass_match_node(&c.v, sm);
 	if (s->type.rank != 3 || s->type.dtype != IR_F32)
-		return fz_nope(&c.v,
-			       "the weights have rank %d; the fused kernel "
-			       "takes (N, Q, K)",
-			       s->type.rank);
+		return pass_match_reject(&c.v,
+					 "the weights have rank %d; the fused kernel "
+					 "takes (N, Q, K)",
+					 s->type.rank);
 	if (s->op == IR_OP_MASKED_SOFTMAX)
-		mt->valid = fz_arg(&c.v, sm, 1);
-	return match_scores(&c, fz_arg(&c.v, sm, 0)) && match_weights(&c) &&
-	       match_values(&c) && match_features(&c);
+		mt->valid = pass_match_arg(&c.v, sm, 1);
+	return match_scores(&c, pass_match_arg(&c.v, sm, 0)) &&
+	       match_weights(&c) && match_values(&c) && match_features(&c);
 }

@@ -24,20 +24,20 @@
 #include <string.h>
 
 /* What the rebuild does at a node. */
-typedef enum fz_role { ROLE_KEEP, ROLE_OUT } fz_role;
+typedef enum attn_role { ROLE_KEEP, ROLE_OUT } attn_role;
 
-typedef struct fz_act {
-	fz_role role;
+typedef struct attn_act {
+	attn_role role;
 	uint32_t match;
-} fz_act;
+} attn_act;
 
-typedef struct fz_rebuild {
-	pass_graph_builder b; /* the new graph */
-	const fz_match *mt;   /* the matches */
-} fz_rebuild;
+typedef struct attn_rebuild {
+	pass_graph_builder b;      /* the new graph */
+	const pass_attn_match *mt; /* the matches */
+} attn_rebuild;
 
 /* Operand x of a match in the new graph, transposed if stored so. */
-static ir_id operand(fz_rebuild *r, ir_id x, bool is_t, ir_loc loc)
+static ir_id operand(attn_rebuild *r, ir_id x, bool is_t, ir_loc loc)
 {
 	ir_id id = r->b.map[x];
 	if (!is_t)
@@ -46,7 +46,7 @@ static ir_id operand(fz_rebuild *r, ir_id x, bool is_t, ir_loc loc)
 	return pass_graph_emit(&r->b, IR_OP_PERMUTE, &id, 1, &p, NULL, loc);
 }
 
-static ir_attr fused_attr(const fz_rebuild *r, const fz_match *mt)
+static ir_attr fused_attr(const attn_rebuild *r, const pass_attn_match *mt)
 {
 	const ir_node *sm = &r->b.f->g.nodes[mt->sm];
 	ir_attr a;
@@ -63,7 +63,8 @@ static ir_attr fused_attr(const fz_rebuild *r, const fz_match *mt)
 }
 
 /* q, k, v[, valid] of a match in the new graph into args; the count. */
-static uint32_t fused_args(fz_rebuild *r, const fz_match *mt, ir_id *args)
+static uint32_t fused_args(attn_rebuild *r, const pass_attn_match *mt,
+			   ir_id *args)
 {
 	ir_loc loc = r->b.f->g.nodes[mt->sm].loc;
 	uint32_t n = 0;
@@ -75,7 +76,7 @@ static uint32_t fused_args(fz_rebuild *r, const fz_match *mt, ir_id *args)
 	return n;
 }
 
-static ir_id emit_fused(fz_rebuild *r, const fz_match *mt)
+static ir_id emit_fused(attn_rebuild *r, const pass_attn_match *mt)
 {
 	ir_id args[4];
 	uint32_t n = fused_args(r, mt, args);
@@ -85,7 +86,7 @@ static ir_id emit_fused(fz_rebuild *r, const fz_match *mt)
 }
 
 /* The new graph, node by node; then it replaces the old one. */
-static bool rebuild(fz_rebuild *r, const fz_act *act)
+static bool rebuild(attn_rebuild *r, const attn_act *act)
 {
 	ir_func *f = r->b.f;
 	for (ir_id x = 0; x < f->g.n_nodes && !r->b.is_failed; x++) {
@@ -102,9 +103,9 @@ static bool rebuild(fz_rebuild *r, const fz_act *act)
 }
 
 /* The roles of a match's nodes. */
-static void mark(fz_act *act, const fz_match *mt, uint32_t mi)
+static void mark(attn_act *act, const pass_attn_match *mt, uint32_t mi)
 {
-	act[mt->out] = (fz_act){ROLE_OUT, mi};
+	act[mt->out] = (attn_act){ROLE_OUT, mi};
 }
 
 static bool is_softmax(ir_op op)
@@ -114,12 +115,12 @@ static bool is_softmax(ir_op op)
 
 /* Finds the matches of f into mt (room for every node); the count. */
 static uint32_t find_matches(const ir_module *m, const ir_func *f,
-			     const pass_graph_uses *u, fz_match *mt)
+			     const pass_graph_uses *u, pass_attn_match *mt)
 {
 	uint32_t n = 0;
 	for (ir_id i = 0; i < f->g.n_nodes; i++)
 		if (is_softmax(f->g.nodes[i].op) &&
-		    fz_match_at(m, f, u, i, &mt[n]))
+		    pass_attn_match_at(m, f, u, i, &mt[n]))
 			n++;
 	return n;
 }
@@ -128,9 +129,9 @@ static bool fuse_func(ir_module *m, ir_func *f)
 {
 	uint32_t nn = f->g.n_nodes;
 	pass_graph_uses u = {0};
-	fz_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
-	fz_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
-	fz_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
+	pass_attn_match *mt = ir_alloc(m->ctx, (nn + 1) * sizeof *mt);
+	attn_act *act = ir_alloc(m->ctx, (nn + 1) * sizeof *act);
+	attn_rebuild r = {.b = {.m = m, .f = f}, .mt = mt};
 	r.b.map = ir_alloc(m->ctx, (nn + 1) * sizeof *r.b.map);
 	bool ok = mt && act && r.b.map && pass_graph_uses_build(m->ctx, f, &u);
 	uint32_t n = ok ? find_matches(m, f, &u, mt) : 0;
@@ -171,20 +172,20 @@ static void print_loc(const ir_module *m, ir_loc loc, FILE *out)
 /* What fuse_heads will make of a fused match whose queries are a head
  * split. */
 static void print_heads(const ir_func *f, const pass_graph_uses *u,
-			const fz_match *mt, FILE *out)
+			const pass_attn_match *mt, FILE *out)
 {
 	ir_id src;
-	uint32_t h = fz_heads_split(f, mt->q, &src);
+	uint32_t h = pass_heads_split(f, mt->q, &src);
 	if (h == 0)
 		return;
-	fz_heads hd;
+	pass_heads_match hd;
 	bool is_plain = !mt->q_t && !mt->k_t && !mt->v_t;
 	if (!is_plain)
 		snprintf(hd.why, sizeof hd.why, "an operand is read transposed");
 	const char *s = h == 1 ? "" : "s", *are = h == 1 ? "is" : "are";
 	if (is_plain &&
-	    fz_heads_of(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
-	    fz_heads_merged(f, u, mt->out, &hd, "result"))
+	    pass_heads_operands(f, mt->q, mt->k, mt->v, mt->valid, IR_NONE, &hd) &&
+	    pass_heads_merged_only(f, u, mt->out, &hd, "result"))
 		fprintf(out, "; its %u head%s %s read in place", h, s, are);
 	else
 		fprintf(out, "; its %u head%s stay%s split: %s", h, s,
@@ -192,7 +193,7 @@ static void print_heads(const ir_func *f, const pass_graph_uses *u,
 }
 
 static void print_fused(const ir_func *f, const pass_graph_uses *u,
-			const fz_match *mt, FILE *out)
+			const pass_attn_match *mt, FILE *out)
 {
 	const ir_graph *g = &f->g;
 	fprintf(out, "fuses: matmul %%%u", mt->scores);
@@ -219,10 +220,10 @@ static void explain_func(const ir_module *m, const ir_func *f, FILE *out,
 		const ir_node *n = &f->g.nodes[i];
 		if (!is_softmax(n->op))
 			continue;
-		fz_match mt;
-		fa_match am;
-		bool ok = fz_match_at(m, f, &u, i, &mt);
-		bool is_add = !ok && fa_match_at(m, f, &u, i, &am);
+		pass_attn_match mt;
+		pass_additive_match am;
+		bool ok = pass_attn_match_at(m, f, &u, i, &mt);
+		bool is_add = !ok && pass_additive_match_at(m, f, &u, i, &am);
 		fprintf(out, "@%s %%%u %s at ", f->name, i,
 			ir_op_table[n->op].name);
 		print_loc(m, n->loc, out);

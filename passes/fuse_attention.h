@@ -20,27 +20,27 @@
 #include "graph.h"
 #include "ir.h"
 
-#define FZ_WHY_CAP 240 /* bytes of a match's why[] */
+#define PASS_MATCH_WHY_CAP 240 /* bytes of a match's why[] */
 
 /* One attention found around a softmax. */
-typedef struct fz_match {
-	ir_id sm;             /* the softmax */
-	ir_id valid;          /* its valid lengths, or IR_NONE */
-	ir_id scaled;         /* the MUL or DIV by the constant, or IR_NONE */
-	ir_id scores;         /* the matmul of queries and keys */
-	ir_id drop;           /* the dropout of the weights, or IR_NONE */
-	ir_id out;            /* the matmul of the weights and the values */
-	ir_id q, k, v;        /* operands as stored */
-	bool q_t, k_t, v_t;   /* stored transposed: q^T (N, d, Q) and so on */
-	double scale;         /* the factor: c, or 1 / c for a division */
-	double scale_c;       /* the constant c as the graph holds it */
-	char why[FZ_WHY_CAP]; /* why not, when it does not match */
-} fz_match;
+typedef struct pass_attn_match {
+	ir_id sm;           /* the softmax */
+	ir_id valid;        /* its valid lengths, or IR_NONE */
+	ir_id scaled;       /* the MUL or DIV by the constant, or IR_NONE */
+	ir_id scores;       /* the matmul of queries and keys */
+	ir_id drop;         /* the dropout of the weights, or IR_NONE */
+	ir_id out;          /* the matmul of the weights and the values */
+	ir_id q, k, v;      /* operands as stored */
+	bool q_t, k_t, v_t; /* stored transposed: q^T (N, d, Q) and so on */
+	double scale;       /* the factor: c, or 1 / c for a division */
+	double scale_c;     /* the constant c as the graph holds it */
+	char why[PASS_MATCH_WHY_CAP]; /* why not, when it does not match */
+} pass_attn_match;
 
 /* Matches the attention around softmax node sm of f. Returns false, with
  * the reason in mt->why, if there is none to fuse. */
-bool fz_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
-		 ir_id sm, fz_match *mt);
+bool pass_attn_match_at(const ir_module *m, const ir_func *f,
+			const pass_graph_uses *u, ir_id sm, pass_attn_match *mt);
 
 /* ---- heads (fuse_heads.c) -------------------------------------------------- */
 
@@ -53,7 +53,7 @@ bool fz_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
  * fuse_heads lets a fused node read X and write the merged layout
  * itself (attr heads = h) when these checks pass; pass_explain_fusion
  * makes the same checks on the unfused chain. */
-typedef struct fz_heads {
+typedef struct pass_heads_match {
 	uint32_t h;    /* heads */
 	ir_dim b;      /* the batch B of the unsplit tensors (N = B*h) */
 	ir_id q, k, v; /* unsplit: (B, Q, h*d), (B, K, h*d), (B, K, h*dv) */
@@ -61,23 +61,23 @@ typedef struct fz_heads {
 			* IR_NONE */
 	ir_id g;       /* the unsplit gradient (B, Q, h*dv), or IR_NONE */
 	char why[240]; /* why not, when a check fails */
-} fz_heads;
+} pass_heads_match;
 
 /* The number of heads if x is a head split (above), with X in *src;
  * else 0. */
-uint32_t fz_heads_split(const ir_func *f, ir_id x, ir_id *src);
+uint32_t pass_heads_split(const ir_func *f, ir_id x, ir_id *src);
 
 /* Whether an attention of operands q, k, v, valid (or IR_NONE) and, for
  * its gradient, g (or IR_NONE) reads head splits of one h and batch, and
  * its lengths repeated for each head (or none): fills hd, or says why
  * not in hd->why. */
-bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
-		 ir_id g, fz_heads *hd);
+bool pass_heads_operands(const ir_func *f, ir_id q, ir_id k, ir_id v,
+			 ir_id valid, ir_id g, pass_heads_match *hd);
 
 /* Whether x (N, T, w), an attention's result or one part of its
  * gradient (`what`, for the message), is read only through merges of
  * hd's heads, none of whose nodes but the last reshapes is an output. */
-bool fz_heads_merged(const ir_func *f, const pass_graph_uses *u, ir_id x,
-		     fz_heads *hd, const char *what);
+bool pass_heads_merged_only(const ir_func *f, const pass_graph_uses *u, ir_id x,
+			    pass_heads_match *hd, const char *what);
 
 #endif

@@ -4,7 +4,7 @@
  * their consumer instead of in a kernel and a buffer of their own.
  *
  * The IR is not changed: the interpreter keeps running the unfused graph,
- * which stays the reference, and the lowering (codegen/cg_lower.c) asks
+ * which stays the reference, and the lowering (codegen/cg_lower_plan.c) asks
  * for the plan of each function it compiles. A node fuses into its
  * consumer when
  *   - it is elementwise (IR_OPF_EW: math, compares, select, cast), a

@@ -6,15 +6,24 @@
  * After fuse_attention, a multi-head attention reads its queries, keys
  * and values through head splits (a reshape, a permute that copies, a
  * reshape) of (B, T, h*w) tensors and its result is merged back by the
- * mirror image; in a gradient function fused_attention_grad reads the
- * output's gradient through a split too, and its three parts go through
- * merges. When every one of those matches (fuse_attention.h, fz_heads),
+ * mirror image; a fused_attention_grad of heads = 1 reads the output's
+ * gradient through a split too, and its three parts go through merges.
+ * When every one of those matches (fuse_attention.h, pass_heads_match),
  * the fused node is rebuilt with attr heads = h reading the unsplit
  * tensors, and each reshape that read a merge reads the new node (or
  * the new part, reshaped to (B, T, h*w)) directly; the splits and merges
  * are then unused and the compaction drops them. An attention where
  * only some of it matches keeps its h = 1 form: the kernels give the
  * same numbers either way (docs/ops.md), only the copies differ.
+ *
+ * In training this pass runs before autodiff, whose rule gives the
+ * gradient of a heads = h node the same heads; a fused_attention_grad
+ * reaches it with heads = 1 only when the forward node kept them (its
+ * result is also an output of the loss, say). Its parts are matched in
+ * the form the rule writes them (a slice, a reshape to the part's type,
+ * then the merge's own reshape), which simplify, when it runs, has
+ * joined into one reshape before this pass: then the gradient keeps
+ * its split heads, as the forward did in the loss.
  *
  * Like fuse_attention, the graph is rebuilt in one forward sweep
  * (pass_graph_builder), each node copied or replaced by its role.
@@ -44,9 +53,9 @@ static const ir_node *node(const ir_func *f, ir_id id)
 	return &f->g.nodes[id];
 }
 
-static bool why(fz_heads *hd, const char *fmt, ...)
+static bool why(pass_heads_match *hd, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-static bool why(fz_heads *hd, const char *fmt, ...)
+static bool why(pass_heads_match *hd, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -64,7 +73,7 @@ static bool is_swap_12(const ir_node *n)
 	       p[1] == 2 && p[2] == 1 && p[3] == 3;
 }
 
-uint32_t fz_heads_split(const ir_func *f, ir_id x, ir_id *src)
+uint32_t pass_heads_split(const ir_func *f, ir_id x, ir_id *src)
 {
 	const ir_node *r2 = node(f, x);
 	if (r2->op != IR_OP_RESHAPE)
@@ -92,7 +101,7 @@ uint32_t fz_heads_split(const ir_func *f, ir_id x, ir_id *src)
 
 /* valid, the h = 1 node's lengths (N) or (N, Q): the per-batch lengths
  * repeated for each head, or none; into hd->valid. */
-static bool heads_valid(const ir_func *f, ir_id valid, fz_heads *hd)
+static bool heads_valid(const ir_func *f, ir_id valid, pass_heads_match *hd)
 {
 	hd->valid = IR_NONE;
 	if (valid == IR_NONE)
@@ -108,8 +117,8 @@ static bool heads_valid(const ir_func *f, ir_id valid, fz_heads *hd)
 	return true;
 }
 
-bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
-		 ir_id g, fz_heads *hd)
+bool pass_heads_operands(const ir_func *f, ir_id q, ir_id k, ir_id v,
+			 ir_id valid, ir_id g, pass_heads_match *hd)
 {
 	static const char *const names[4] = {"queries", "keys", "values",
 					     "output's gradient"};
@@ -120,7 +129,7 @@ bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
 	for (int i = 0; i < 4; i++) {
 		if (ops[i] == IR_NONE)
 			continue;
-		uint32_t h = fz_heads_split(f, ops[i], src[i]);
+		uint32_t h = pass_heads_split(f, ops[i], src[i]);
 		if (h == 0)
 			return why(hd, "its %s %%%u (%s) are not a head split",
 				   names[i], ops[i],
@@ -139,7 +148,7 @@ bool fz_heads_of(const ir_func *f, ir_id q, ir_id k, ir_id v, ir_id valid,
 
 /* Node x is no output of f. */
 static bool not_output(const ir_func *f, const pass_graph_uses *u, ir_id x,
-		       fz_heads *hd)
+		       pass_heads_match *hd)
 {
 	if (u->output[x] < 0)
 		return true;
@@ -149,7 +158,7 @@ static bool not_output(const ir_func *f, const pass_graph_uses *u, ir_id x,
 
 /* p, the permute of a merge: read by reshapes alone. */
 static bool merge_ends(const ir_func *f, const pass_graph_uses *u, ir_id p,
-		       fz_heads *hd)
+		       pass_heads_match *hd)
 {
 	if (!not_output(f, u, p, hd))
 		return false;
@@ -164,8 +173,8 @@ static bool merge_ends(const ir_func *f, const pass_graph_uses *u, ir_id p,
 	return true;
 }
 
-bool fz_heads_merged(const ir_func *f, const pass_graph_uses *u, ir_id x,
-		     fz_heads *hd, const char *what)
+bool pass_heads_merged_only(const ir_func *f, const pass_graph_uses *u, ir_id x,
+			    pass_heads_match *hd, const char *what)
 {
 	const ir_type *t = &node(f, x)->type;
 	ir_dim want[4] = {hd->b, ir_dim_static(hd->h), t->dims[1], t->dims[2]};
@@ -219,7 +228,7 @@ typedef struct fh_pass {
 	const ir_func *f;
 	pass_graph_uses u;
 	fh_act *act;
-	fz_heads *recs; /* per absorbed node */
+	pass_heads_match *recs; /* per absorbed node */
 	uint32_t n_recs;
 } fh_pass;
 
@@ -241,8 +250,8 @@ static void mark_merges(fh_pass *p, ir_id x)
 }
 
 /* The operands of fused node x, valid and g IR_NONE where absent, into
- * hd; the checks of fz_heads_of. */
-static bool operands_of(const ir_func *f, ir_id x, fz_heads *hd)
+ * hd; the checks of pass_heads_operands. */
+static bool operands_of(const ir_func *f, ir_id x, pass_heads_match *hd)
 {
 	const ir_node *n = node(f, x);
 	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD;
@@ -252,13 +261,13 @@ static bool operands_of(const ir_func *f, ir_id x, fz_heads *hd)
 		a[i] = ir_arg(&f->g, x, i);
 	ir_id valid = n->n_args > n_fixed ? a[3] : IR_NONE;
 	ir_id g = is_grad ? a[n->n_args - 1] : IR_NONE;
-	return fz_heads_of(f, a[0], a[1], a[2], valid, g, hd);
+	return pass_heads_operands(f, a[0], a[1], a[2], valid, g, hd);
 }
 
 /* Slice s of packed gradient x: exactly one of its three parts, read by
  * reshapes to the part's type that are merged; marks them if `mark`. */
-static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd, uint32_t rec,
-		       bool mark)
+static bool part_slice(fh_pass *p, ir_id x, ir_id s, pass_heads_match *hd,
+		       uint32_t rec, bool mark)
 {
 	const ir_func *f = p->f;
 	const ir_node *sn = node(f, s);
@@ -291,7 +300,7 @@ static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd, uint32_t rec,
 				   "a part of its packed gradient is read by "
 				   "%%%u (%s)",
 				   r, ir_op_table[node(f, r)->op].name);
-		if (!fz_heads_merged(f, &p->u, r, hd, "gradient part"))
+		if (!pass_heads_merged_only(f, &p->u, r, hd, "gradient part"))
 			return false;
 		if (mark) {
 			p->act[r] = (fh_act){FH_PART, rec, (uint32_t)part};
@@ -303,7 +312,7 @@ static bool part_slice(fh_pass *p, ir_id x, ir_id s, fz_heads *hd, uint32_t rec,
 
 /* The readers of packed gradient x: slices, or one reshape to [C, S]
  * rows read by slices; each checked (and marked) by part_slice. */
-static bool grad_parts(fh_pass *p, ir_id x, fz_heads *hd, uint32_t rec,
+static bool grad_parts(fh_pass *p, ir_id x, pass_heads_match *hd, uint32_t rec,
 		       bool mark)
 {
 	const pass_graph_uses *u = &p->u;
@@ -332,12 +341,12 @@ static void consider(fh_pass *p, ir_id x)
 {
 	const ir_node *n = node(p->f, x);
 	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD;
-	fz_heads *hd = &p->recs[p->n_recs];
+	pass_heads_match *hd = &p->recs[p->n_recs];
 	if ((n->op != IR_OP_FUSED_ATTENTION && !is_grad) ||
 	    n->attr.attention.heads != 1 || !operands_of(p->f, x, hd))
 		return;
 	if (is_grad ? !grad_parts(p, x, hd, p->n_recs, false)
-		    : !fz_heads_merged(p->f, &p->u, x, hd, "result"))
+		    : !pass_heads_merged_only(p->f, &p->u, x, hd, "result"))
 		return;
 	p->act[x] = (fh_act){is_grad ? FH_GRAD : FH_FWD, p->n_recs, 0};
 	if (is_grad)
@@ -348,7 +357,8 @@ static void consider(fh_pass *p, ir_id x)
 }
 
 /* The node at old node x with its heads: operands the unsplit tensors. */
-static ir_id emit_heads(pass_graph_builder *b, ir_id x, const fz_heads *hd)
+static ir_id emit_heads(pass_graph_builder *b, ir_id x,
+			const pass_heads_match *hd)
 {
 	const ir_node *n = &b->f->g.nodes[x];
 	ir_id args[5];
@@ -368,7 +378,7 @@ static ir_id emit_heads(pass_graph_builder *b, ir_id x, const fz_heads *hd)
 /* A part of a gradient with its heads: the slice as (B, T, h*w), the
  * layout of the operand it is the gradient of. */
 static ir_id emit_part(pass_graph_builder *b, ir_id x, const fh_act *a,
-		       const fz_heads *hd)
+		       const pass_heads_match *hd)
 {
 	const ir_id srcs[3] = {hd->q, hd->k, hd->v};
 	ir_id s = b->map[ir_arg(&b->f->g, x, 0)];

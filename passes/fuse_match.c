@@ -25,31 +25,32 @@
 
 /* ---- shared with fuse_additive_match.c (fuse_match.h) -------------------- */
 
-fz_name fz_name_of(const fz_view *v, ir_id id)
+pass_match_name pass_match_name_of(const pass_match_view *v, ir_id id)
 {
-	fz_name r;
+	pass_match_name r;
 	snprintf(r.s, sizeof r.s, "%%%u (%s)", id,
-		 ir_op_table[fz_op(v, id)].name);
+		 ir_op_table[pass_match_op(v, id)].name);
 	return r;
 }
 
-bool fz_nope(const fz_view *v, const char *fmt, ...)
+bool pass_match_reject(const pass_match_view *v, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(v->why, FZ_WHY_CAP, fmt, ap);
+	vsnprintf(v->why, PASS_MATCH_WHY_CAP, fmt, ap);
 	va_end(ap);
 	return false;
 }
 
-bool fz_same_type(const fz_view *v, ir_id a, ir_id b)
+bool pass_match_same_type(const pass_match_view *v, ir_id a, ir_id b)
 {
-	return ir_type_eq(&fz_node(v, a)->type, &fz_node(v, b)->type);
+	return ir_type_eq(&pass_match_node(v, a)->type,
+			  &pass_match_node(v, b)->type);
 }
 
-bool fz_const_value(const fz_view *v, ir_id id, double *x)
+bool pass_match_const_value(const pass_match_view *v, ir_id id, double *x)
 {
-	const ir_node *n = fz_node(v, id);
+	const ir_node *n = pass_match_node(v, id);
 	if (n->op != IR_OP_CONST || n->attr.const_index >= v->m->n_consts)
 		return false;
 	const ir_const *k = &v->m->consts[n->attr.const_index];
@@ -67,7 +68,7 @@ bool fz_const_value(const fz_view *v, ir_id id, double *x)
 	return count > 0;
 }
 
-const char *fz_output_name(const fz_view *v, int32_t o)
+const char *pass_match_output_name(const pass_match_view *v, int32_t o)
 {
 	return v->f->output_names && v->f->output_names[o]
 		       ? v->f->output_names[o]
@@ -76,13 +77,14 @@ const char *fz_output_name(const fz_view *v, int32_t o)
 
 /* The output x becomes through layout ops alone (a reshape, a stack of
  * heatmaps), or -1. */
-static int32_t output_through_layout(const fz_view *v, ir_id x, int depth)
+static int32_t output_through_layout(const pass_match_view *v, ir_id x,
+				     int depth)
 {
-	if (fz_is_output(v, x))
+	if (pass_match_is_output(v, x))
 		return v->u->output[x];
-	for (uint32_t k = 0; depth > 0 && k < fz_n_uses(v, x); k++) {
-		ir_id y = fz_use_at(v, x, k);
-		ir_op o = fz_op(v, y);
+	for (uint32_t k = 0; depth > 0 && k < pass_match_n_uses(v, x); k++) {
+		ir_id y = pass_match_use_at(v, x, k);
+		ir_op o = pass_match_op(v, y);
 		bool is_layout = o == IR_OP_RESHAPE || o == IR_OP_PERMUTE ||
 				 o == IR_OP_CONCAT || o == IR_OP_SLICE ||
 				 o == IR_OP_BROADCAST;
@@ -95,20 +97,22 @@ static int32_t output_through_layout(const fz_view *v, ir_id x, int depth)
 }
 
 /* Weights w are also used by x, which blocks the fusion. */
-static bool other_use(const fz_view *v, ir_id w, ir_id x)
+static bool other_use(const pass_match_view *v, ir_id w, ir_id x)
 {
 	int32_t o = output_through_layout(v, x, 8);
 	if (o < 0)
-		return fz_nope(v, "the weights %s are also used by %s",
-			       fz_name_of(v, w).s, fz_name_of(v, x).s);
-	return fz_nope(v,
-		       "the weights %s are also used by %s, which becomes "
-		       "output %d (%s) of @%s: fusing would lose them",
-		       fz_name_of(v, w).s, fz_name_of(v, x).s, o,
-		       fz_output_name(v, o), v->f->name);
+		return pass_match_reject(v, "the weights %s are also used by %s",
+					 pass_match_name_of(v, w).s,
+					 pass_match_name_of(v, x).s);
+	return pass_match_reject(v,
+				 "the weights %s are also used by %s, which becomes "
+				 "output %d (%s) of @%s: fusing would lose them",
+				 pass_match_name_of(v, w).s,
+				 pass_match_name_of(v, x).s, o,
+				 pass_match_output_name(v, o), v->f->name);
 }
 
-/* The weights' users being sorted (fz_match_weights). */
+/* The weights' users being sorted (pass_match_weights). */
 typedef struct users {
 	ir_id sm;
 	ir_id *drop, *out;
@@ -116,13 +120,14 @@ typedef struct users {
 
 /* The users of w (the softmax or its dropout): a dropout and the matmul
  * with the values (weights on the left, untransposed). */
-static bool sort_users(const fz_view *v, const users *us, ir_id w)
+static bool sort_users(const pass_match_view *v, const users *us, ir_id w)
 {
-	for (uint32_t k = 0; k < fz_n_uses(v, w); k++) {
-		ir_id x = fz_use_at(v, w, k);
-		const ir_node *n = fz_node(v, x);
-		bool is_left = n->op == IR_OP_MATMUL && fz_arg(v, x, 0) == w &&
-			       fz_arg(v, x, 1) != w;
+	for (uint32_t k = 0; k < pass_match_n_uses(v, w); k++) {
+		ir_id x = pass_match_use_at(v, w, k);
+		const ir_node *n = pass_match_node(v, x);
+		bool is_left = n->op == IR_OP_MATMUL &&
+			       pass_match_arg(v, x, 0) == w &&
+			       pass_match_arg(v, x, 1) != w;
 		if (n->op == IR_OP_DROPOUT && w == us->sm &&
 		    *us->drop == IR_NONE) {
 			*us->drop = x;
@@ -136,48 +141,52 @@ static bool sort_users(const fz_view *v, const users *us, ir_id w)
 	return true;
 }
 
-bool fz_match_weights(const fz_view *v, ir_id sm, ir_id *drop, ir_id *out)
+bool pass_match_weights(const pass_match_view *v, ir_id sm, ir_id *drop,
+			ir_id *out)
 {
 	users us = {sm, drop, out};
 	int32_t o = v->u->output[sm];
 	if (o >= 0)
-		return fz_nope(v,
-			       "the weights are output %d (%s) of @%s: fusing "
-			       "would lose them",
-			       o, fz_output_name(v, o), v->f->name);
+		return pass_match_reject(v,
+					 "the weights are output %d (%s) of @%s: fusing "
+					 "would lose them",
+					 o, pass_match_output_name(v, o),
+					 v->f->name);
 	if (!sort_users(v, &us, sm))
 		return false;
 	if (*drop != IR_NONE) {
 		if (*out != IR_NONE)
-			return fz_nope(v,
-				       "the weights are also used by %s "
-				       "besides their dropout",
-				       fz_name_of(v, *out).s);
-		if (fz_is_output(v, *drop))
-			return fz_nope(v,
-				       "the dropped weights %s are output %d "
-				       "of @%s",
-				       fz_name_of(v, *drop).s,
-				       v->u->output[*drop], v->f->name);
+			return pass_match_reject(v,
+						 "the weights are also used by %s "
+						 "besides their dropout",
+						 pass_match_name_of(v, *out).s);
+		if (pass_match_is_output(v, *drop))
+			return pass_match_reject(v,
+						 "the dropped weights %s are output %d "
+						 "of @%s",
+						 pass_match_name_of(v, *drop).s,
+						 v->u->output[*drop],
+						 v->f->name);
 		if (!sort_users(v, &us, *drop))
 			return false;
 	}
 	if (*out == IR_NONE)
-		return fz_nope(v, "the weights are not multiplied with values "
-				  "(no matmul takes them as its left operand)");
+		return pass_match_reject(
+			v, "the weights are not multiplied with values "
+			   "(no matmul takes them as its left operand)");
 	return true;
 }
 
 /* ---- the dot-product chain ------------------------------------------- */
 
 typedef struct cx {
-	fz_view v;
-	fz_match *mt;
+	pass_match_view v;
+	pass_attn_match *mt;
 } cx;
 
 static bool is_last_two_swap(const cx *c, ir_id id)
 {
-	const ir_node *n = fz_node(&c->v, id);
+	const ir_node *n = pass_match_node(&c->v, id);
 	if (n->op != IR_OP_PERMUTE || n->type.rank != 3)
 		return false;
 	const uint8_t *p = n->attr.permute.perm;
@@ -191,7 +200,7 @@ static ir_id through_transpose(const cx *c, ir_id x, bool *is_t)
 	if (!is_last_two_swap(c, x))
 		return x;
 	*is_t = !*is_t;
-	return fz_arg(&c->v, x, 0);
+	return pass_match_arg(&c->v, x, 0);
 }
 
 /* ---- the forward chain ------------------------------------------------------- */
@@ -200,14 +209,16 @@ static ir_id through_transpose(const cx *c, ir_id x, bool *is_t)
  * does not broadcast S0: records the scale and returns S0; else x. */
 static ir_id match_scale(const cx *c, ir_id x)
 {
-	fz_match *mt = c->mt;
+	pass_attn_match *mt = c->mt;
 	double v;
-	ir_op o = fz_op(&c->v, x);
+	ir_op o = pass_match_op(&c->v, x);
 	if (o != IR_OP_MUL && o != IR_OP_DIV)
 		return x;
 	for (uint32_t side = 0; side < (o == IR_OP_MUL ? 2u : 1u); side++) {
-		ir_id k = fz_arg(&c->v, x, 1 - side), s = fz_arg(&c->v, x, side);
-		if (!fz_const_value(&c->v, k, &v) || !fz_same_type(&c->v, x, s))
+		ir_id k = pass_match_arg(&c->v, x, 1 - side),
+		      s = pass_match_arg(&c->v, x, side);
+		if (!pass_match_const_value(&c->v, k, &v) ||
+		    !pass_match_same_type(&c->v, x, s))
 			continue;
 		if (o == IR_OP_DIV && (v == 0 || !(v == v)))
 			continue;
@@ -223,94 +234,98 @@ static ir_id match_scale(const cx *c, ir_id x)
 static bool used_only_by(const cx *c, ir_id id, ir_id user, const char *what)
 {
 	if (c->v.u->output[id] >= 0)
-		return fz_nope(&c->v, "the %s %s are output %d of @%s", what,
-			       fz_name_of(&c->v, id).s, c->v.u->output[id],
-			       c->v.f->name);
-	for (uint32_t k = 0; k < fz_n_uses(&c->v, id); k++)
-		if (fz_use_at(&c->v, id, k) != user)
-			return fz_nope(&c->v, "the %s %s are also used by %s",
-				       what, fz_name_of(&c->v, id).s,
-				       fz_name_of(&c->v, fz_use_at(&c->v, id, k))
-					       .s);
+		return pass_match_reject(&c->v, "the %s %s are output %d of @%s",
+					 what, pass_match_name_of(&c->v, id).s,
+					 c->v.u->output[id], c->v.f->name);
+	for (uint32_t k = 0; k < pass_match_n_uses(&c->v, id); k++)
+		if (pass_match_use_at(&c->v, id, k) != user)
+			return pass_match_reject(
+				&c->v, "the %s %s are also used by %s", what,
+				pass_match_name_of(&c->v, id).s,
+				pass_match_name_of(&c->v,
+						   pass_match_use_at(&c->v, id,
+								     k))
+					.s);
 	return true;
 }
 
 /* The scores: matmul(Q, K^T) of rank-3 operands of one batch size. */
 static bool match_scores(const cx *c, ir_id x)
 {
-	fz_match *mt = c->mt;
+	pass_attn_match *mt = c->mt;
 	x = match_scale(c, x);
 	mt->scores = x;
-	if (fz_op(&c->v, x) != IR_OP_MATMUL)
-		return fz_nope(&c->v,
-			       "its scores come from %s, not from a matmul of "
-			       "queries and keys",
-			       fz_name_of(&c->v, x).s);
+	if (pass_match_op(&c->v, x) != IR_OP_MATMUL)
+		return pass_match_reject(&c->v,
+					 "its scores come from %s, not from a matmul of "
+					 "queries and keys",
+					 pass_match_name_of(&c->v, x).s);
 	if (mt->scaled != IR_NONE &&
 	    (!used_only_by(c, mt->scaled, mt->sm, "scaled scores") ||
 	     !used_only_by(c, x, mt->scaled, "scores")))
 		return false;
 	if (mt->scaled == IR_NONE && !used_only_by(c, x, mt->sm, "scores"))
 		return false;
-	const ir_node *s = fz_node(&c->v, x);
+	const ir_node *s = pass_match_node(&c->v, x);
 	mt->q_t = s->attr.matmul.ta;
 	mt->k_t = !s->attr.matmul.tb;
-	mt->q = through_transpose(c, fz_arg(&c->v, x, 0), &mt->q_t);
-	mt->k = through_transpose(c, fz_arg(&c->v, x, 1), &mt->k_t);
-	const ir_type *qt = &fz_node(&c->v, mt->q)->type,
-		      *kt = &fz_node(&c->v, mt->k)->type;
+	mt->q = through_transpose(c, pass_match_arg(&c->v, x, 0), &mt->q_t);
+	mt->k = through_transpose(c, pass_match_arg(&c->v, x, 1), &mt->k_t);
+	const ir_type *qt = &pass_match_node(&c->v, mt->q)->type,
+		      *kt = &pass_match_node(&c->v, mt->k)->type;
 	if (qt->rank != 3 || kt->rank != 3 ||
 	    !ir_dim_eq(qt->dims[0], kt->dims[0]))
-		return fz_nope(&c->v,
-			       "the scores %s multiply operands that are not "
-			       "(N, Q, d) and (N, K, d) of one N",
-			       fz_name_of(&c->v, x).s);
+		return pass_match_reject(&c->v,
+					 "the scores %s multiply operands that are not "
+					 "(N, Q, d) and (N, K, d) of one N",
+					 pass_match_name_of(&c->v, x).s);
 	return true;
 }
 
 static bool match_weights(const cx *c)
 {
-	fz_match *mt = c->mt;
-	return fz_match_weights(&c->v, mt->sm, &mt->drop, &mt->out);
+	pass_attn_match *mt = c->mt;
+	return pass_match_weights(&c->v, mt->sm, &mt->drop, &mt->out);
 }
 
 /* The product with the values: V (N, K, dv) of the scores' N and K. */
 static bool match_values(const cx *c)
 {
-	fz_match *mt = c->mt;
-	const ir_node *o = fz_node(&c->v, mt->out);
+	pass_attn_match *mt = c->mt;
+	const ir_node *o = pass_match_node(&c->v, mt->out);
 	mt->v_t = o->attr.matmul.tb;
-	mt->v = through_transpose(c, fz_arg(&c->v, mt->out, 1), &mt->v_t);
-	const ir_type *vt = &fz_node(&c->v, mt->v)->type,
-		      *kt = &fz_node(&c->v, mt->k)->type;
+	mt->v = through_transpose(c, pass_match_arg(&c->v, mt->out, 1),
+				  &mt->v_t);
+	const ir_type *vt = &pass_match_node(&c->v, mt->v)->type,
+		      *kt = &pass_match_node(&c->v, mt->k)->type;
 	ir_dim vk = vt->dims[mt->v_t ? 2 : 1], kk = kt->dims[mt->k_t ? 2 : 1];
 	if (vt->rank != 3 || !ir_dim_eq(vt->dims[0], kt->dims[0]) ||
 	    !ir_dim_eq(vk, kk))
-		return fz_nope(&c->v,
-			       "the values of %s are not (N, K, dv) for the "
-			       "keys' N and K",
-			       fz_name_of(&c->v, mt->out).s);
+		return pass_match_reject(&c->v,
+					 "the values of %s are not (N, K, dv) for the "
+					 "keys' N and K",
+					 pass_match_name_of(&c->v, mt->out).s);
 	return true;
 }
 
 /* ---- the match --------------------------------------------------------------------- */
 
-bool fz_match_at(const ir_module *m, const ir_func *f, const pass_graph_uses *u,
-		 ir_id sm, fz_match *mt)
+bool pass_attn_match_at(const ir_module *m, const ir_func *f,
+			const pass_graph_uses *u, ir_id sm, pass_attn_match *mt)
 {
 	cx c = {{m, f, u, mt->why}, mt};
 	memset(mt, 0, sizeof *mt);
 	mt->sm = sm;
 	mt->valid = mt->scaled = mt->scores = mt->drop = mt->out = IR_NONE;
 	mt->scale = 1;
-	const ir_node *s = fz_node(&c.v, sm);
+	const ir_node *s = pass_match_node(&c.v, sm);
 	if (s->type.rank != 3 || s->type.dtype != IR_F32)
-		return fz_nope(&c.v,
-			       "the weights have rank %d; the fused kernel "
-			       "takes (N, Q, K)",
-			       s->type.rank);
+		return pass_match_reject(&c.v,
+					 "the weights have rank %d; the fused kernel "
+					 "takes (N, Q, K)",
+					 s->type.rank);
 	if (s->op == IR_OP_MASKED_SOFTMAX)
-		mt->valid = fz_arg(&c.v, sm, 1);
-	return match_scores(&c, fz_arg(&c.v, sm, 0)) && match_weights(&c) &&
-	       match_values(&c);
+		mt->valid = pass_match_arg(&c.v, sm, 1);
+	return match_scores(&c, pass_match_arg(&c.v, sm, 0)) &&
+	       match_weights(&c) && match_values(&c);
 }

@@ -1,0 +1,300 @@
+/*
+ * cg_lower_entry.c - the entry point of each exported function: the
+ * kernels of its computing nodes built (or shared) in program order, its
+ * memory plan, and the LLVM function that loads the caller's pointers,
+ * calls each kernel over its whole range (through GOMP_parallel when it
+ * has a parallel body and the run asks for more than one thread; or all
+ * of them side by side under a static schedule, cg_lower_sched.c),
+ * returns the first kernel's error code, and copies the outputs.
+ *
+ * Where a node's data is at run time: an input's in the caller's
+ * inputs array, a parameter's in the params block at its offset, a
+ * constant's in a private global made on first use, every other
+ * buffer's in the scratch slab at the plan's offset (cg_lower_plan.c);
+ * a view adds its byte offset to its root's pointer.
+ */
+#include "cg_entry.h"
+#include "passes.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+static attnrt_dtype abi_dtype(ir_dtype t)
+{
+	return t == IR_I32 ? ATTNRT_I32 : ATTNRT_F32;
+}
+
+/* Tensor infos of n nodes of f (its inputs or outputs). */
+static attnrt_tensor_info *tensor_table(cg_program *p, const cg_lower *L,
+					const ir_func *f, const ir_id *ids,
+					const char **names, uint32_t n)
+{
+	attnrt_tensor_info *t = ir_alloc(p->ctx, (n + 1) * sizeof *t);
+	for (uint32_t i = 0; t && i < n; i++) {
+		const ir_type *ty = &f->g.nodes[ids[i]].type;
+		t[i].name = names && names[i] ? names[i] : "";
+		t[i].dtype = abi_dtype(ty->dtype);
+		t[i].rank = cg_lower_dims(L, ty, t[i].dims);
+	}
+	return t;
+}
+
+static LLVMValueRef byte_gep(cg_fn *f, LLVMValueRef p, uint64_t off)
+{
+	LLVMValueRef o = cg_i64(f, (int64_t)off);
+	return LLVMBuildInBoundsGEP2(f->b, LLVMInt8TypeInContext(f->ctx), p, &o,
+				     1, "");
+}
+
+static LLVMValueRef const_global(entry_gen *e, uint32_t ci)
+{
+	cg_program *p = e->p;
+	if (p->consts[ci])
+		return p->consts[ci];
+	const ir_const *c = &p->m->consts[ci];
+	size_t bytes = (size_t)cg_lower_bytes(e->L, &c->type);
+	LLVMValueRef init = LLVMConstStringInContext2(e->f.ctx,
+						      c->data ? c->data : "",
+						      c->data ? bytes : 0, 1);
+	char name[32];
+	snprintf(name, sizeof name, "const.%u", ci);
+	LLVMValueRef g = LLVMAddGlobal(e->f.mod, LLVMTypeOf(init), name);
+	LLVMSetInitializer(g, init);
+	LLVMSetGlobalConstant(g, 1);
+	LLVMSetLinkage(g, LLVMPrivateLinkage);
+	LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+	LLVMSetAlignment(g, ATTNRT_ALIGN);
+	p->consts[ci] = g;
+	return g;
+}
+
+/* Where node i's data is at run time. */
+LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i)
+{
+	ir_id r = e->plan.root[i];
+	const ir_node *n = &e->fn->g.nodes[r];
+	LLVMValueRef p;
+	if (n->op == IR_OP_INPUT)
+		p = e->inputs[n->attr.input_index];
+	else if (n->op == IR_OP_PARAM)
+		p = byte_gep(&e->f, e->params,
+			     e->p->params[n->attr.param_index].offset);
+	else if (n->op == IR_OP_CONST)
+		p = const_global(e, n->attr.const_index);
+	else
+		p = byte_gep(&e->f, e->scratch, e->offset[r]);
+	return e->plan.view[i] ? byte_gep(&e->f, p, e->plan.view[i]) : p;
+}
+
+/* Returns the kernel's status from the entry point if it is not 0. */
+static void check_status(entry_gen *e, LLVMValueRef st)
+{
+	cg_fn *f = &e->f;
+	LLVMValueRef bad = LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), "");
+	LLVMBasicBlockRef fail = cg_block(f, "failed"), ok = cg_block(f, "next");
+	LLVMBuildCondBr(f->b, bad, fail, ok);
+	LLVMPositionBuilderAtEnd(f->b, fail);
+	LLVMBuildRet(f->b, st);
+	LLVMPositionBuilderAtEnd(f->b, ok);
+}
+
+static void call_parallel(entry_gen *e, const kernel_ref *k, LLVMValueRef *args,
+			  uint32_t n_in)
+{
+	cg_fn *f = &e->f;
+	LLVMTypeRef st = cg_kernel_captures_type(f->ctx, n_in);
+	LLVMValueRef cap = LLVMBuildAlloca(f->b, st, "cap");
+	for (uint32_t i = 0; i < 2 + n_in; i++)
+		LLVMBuildStore(f->b, args[i],
+			       LLVMBuildStructGEP2(f->b, st, cap, i, ""));
+	LLVMBuildStore(f->b, cg_i64(f, k->extent),
+		       LLVMBuildStructGEP2(f->b, st, cap, 2 + n_in, ""));
+	LLVMValueRef status_at = LLVMBuildStructGEP2(f->b, st, cap, 3 + n_in,
+						     "");
+	LLVMBuildStore(f->b, cg_i32(f, 0), status_at);
+	LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
+				       offsetof(attnrt_run, n_threads));
+	LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntSLT, nt, cg_i32(f, 0), "");
+	nt = LLVMBuildSelect(f->b, neg, cg_i32(f, 0), nt, "");
+	cg_gomp_parallel(f, k->par, cap, nt);
+	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""));
+}
+
+uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
+			      LLVMValueRef *args)
+{
+	const ir_node *n = &e->fn->g.nodes[id];
+	uint32_t na = 0;
+	args[na++] = e->run;
+	args[na++] = cg_entry_node_ptr(e, id);
+	for (uint32_t a = 0; a < n->n_args; a++) {
+		ir_id x = ir_arg(&e->fn->g, id, a);
+		args[na++] = pass_fuse_ew_is_in(e->plan.into, x, id)
+				     ? LLVMConstPointerNull(cg_t_ptr(&e->f))
+				     : cg_entry_node_ptr(e, x);
+	}
+	for (uint32_t i = 0; i < c->n_extra; i++)
+		args[na++] = cg_entry_node_ptr(e, c->extra[i]);
+	return na;
+}
+
+/* Calls node id's kernel over its whole range, through GOMP_parallel if
+ * it has a parallel body and the run asks for more than one thread: a
+ * region of one thread costs a team's set-up (an allocation when nested,
+ * as in a shard of a training step) for nothing. */
+static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
+{
+	cg_fn *f = &e->f;
+	const kernel_ref *k = &c->ref;
+	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
+	uint32_t na = cg_entry_kernel_args(e, id, c, args);
+	LLVMValueRef t0 = cg_profile_start(e);
+	LLVMBasicBlockRef direct = NULL, done = NULL;
+	if (k->par) {
+		LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
+					       offsetof(attnrt_run, n_threads));
+		LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntEQ, nt,
+						    cg_i32(f, 1), "");
+		LLVMBasicBlockRef team = cg_block(f, "team");
+		direct = cg_block(f, "direct");
+		done = cg_block(f, "called");
+		LLVMBuildCondBr(f->b, is_one, direct, team);
+		LLVMPositionBuilderAtEnd(f->b, team);
+		call_parallel(e, k, args, na - 2);
+		LLVMBuildBr(f->b, done);
+		LLVMPositionBuilderAtEnd(f->b, direct);
+	}
+	args[na++] = cg_i64(f, 0);
+	args[na++] = cg_i64(f, k->extent);
+	check_status(e, cg_call(f, k->fn, args, na));
+	if (done) {
+		LLVMBuildBr(f->b, done);
+		LLVMPositionBuilderAtEnd(f->b, done);
+	}
+	cg_profile_add(e, e->prof_site ? e->prof_site[id] : 0, t0, true);
+}
+
+void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs)
+{
+	cg_fn *f = &e->f;
+	for (uint32_t o = 0; o < e->fn->n_outputs; o++) {
+		ir_id id = e->fn->outputs[o];
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f),
+							outputs,
+							&(LLVMValueRef){
+								cg_i64(f, o)},
+							1, "");
+		LLVMValueRef dst = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
+		uint64_t bytes = cg_lower_bytes(e->L, &e->fn->g.nodes[id].type);
+		LLVMBuildMemCpy(f->b, dst, 4, cg_entry_node_ptr(e, id), 4,
+				cg_i64(f, (int64_t)bytes));
+	}
+}
+
+void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs)
+{
+	cg_fn *f = &e->f;
+	for (uint32_t i = 0; i < e->fn->n_inputs; i++) {
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f),
+							inputs,
+							&(LLVMValueRef){
+								cg_i64(f, i)},
+							1, "");
+		e->inputs[i] = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
+	}
+}
+
+static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
+			const sched_plan *sp)
+{
+	cg_fn *f = &e->f;
+	LLVMContextRef c = LLVMGetModuleContext(e->L->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	LLVMTypeRef ps[5] = {ptr, ptr, ptr, ptr, ptr};
+	LLVMTypeRef ft = LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 5, 0);
+	cg_fn_begin(f, e->L->mod, ce->symbol, ft, false);
+	cg_fn_attr(f, "noinline");
+	cg_fn_attr(f, "optnone");
+	for (unsigned i = 0; i < 5; i++)
+		if (i != 2)
+			cg_fn_param_readonly(f, i);
+	e->run = LLVMGetParam(f->fn, 0);
+	e->params = LLVMGetParam(f->fn, 1);
+	e->scratch = LLVMGetParam(f->fn, 2);
+	cg_entry_load_inputs(e, LLVMGetParam(f->fn, 3));
+	e->prof_t0 = cg_profile_start(e);
+	if (sp->usable) {
+		LLVMBasicBlockRef in_order = cg_block(f, "in_order");
+		cg_sched_emit(e, ks, sp, LLVMGetParam(f->fn, 4), in_order);
+		LLVMPositionBuilderAtEnd(f->b, in_order);
+	}
+	for (ir_id i = 0; i < e->fn->g.n_nodes; i++)
+		if (ks[i].ref.fn)
+			call_kernel(e, i, &ks[i]);
+	cg_entry_copy_outputs(e, LLVMGetParam(f->fn, 4));
+	cg_profile_add(e, 0, e->prof_t0, true);
+	LLVMBuildRet(f->b, cg_i32(f, 0));
+	cg_fn_end(f);
+}
+
+bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix)
+{
+	const ir_func *fn = ce->fn;
+	entry_gen e = {.p = p, .L = L, .fn = fn};
+	uint32_t n = fn->g.n_nodes;
+	node_call *ks = ir_alloc(p->ctx, (n + 1) * sizeof *ks);
+	e.inputs = ir_alloc(p->ctx, (fn->n_inputs + 1) * sizeof *e.inputs);
+	sched_plan sp = {0};
+	bool ok = ks && e.inputs &&
+		  cg_func_plan_make(L, fn, p->no_fuse, &e.plan);
+	e.offset = e.plan.offset;
+	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
+	for (ir_id i = 0; ok && i < n; i++) {
+		ir_op op = fn->g.nodes[i].op;
+		if ((ir_op_table[op].flags & IR_OPF_LEAF) || op == IR_OP_RESHAPE)
+			continue;
+		if (!cg_lower_node_compiles(L, &fn->g, i)) {
+			ok = false;
+		} else if (e.plan.root[i] != i) {
+			continue; /* a view: its readers take its root's pointer */
+		} else if (e.plan.into[i] != IR_NONE) {
+			p->n_fused++;
+		} else {
+			ok = cg_kernel_build(p, L, fn, e.plan.into, i, &ks[i]);
+			ce->n_calls++;
+		}
+	}
+	if (ok && p->sched_threads > 1)
+		ok = cg_sched_plan_make(&e, ks, p->sched_threads, &sp);
+	if (ok) {
+		ce->scratch_bytes = e.plan.total;
+		if (sp.usable) {
+			ce->sched = (cg_program_sched){sp.s.n_threads,
+						       sp.s.n_tasks,
+						       sp.s.n_waits,
+						       sp.s.total,
+						       sp.s.makespan,
+						       sp.total};
+			if (sp.total > ce->scratch_bytes)
+				ce->scratch_bytes = sp.total;
+		}
+		ce->inputs = tensor_table(p, L, fn, fn->inputs, fn->input_names,
+					  fn->n_inputs);
+		ce->outputs = tensor_table(p, L, fn, fn->outputs,
+					   fn->output_names, fn->n_outputs);
+		ok = ce->inputs && ce->outputs;
+	}
+	uint32_t *site_of = NULL;
+	if (ok && p->is_profiled)
+		ok = cg_profile_entry_make(&e, ks, ce->symbol, &ce->sites,
+					   &ce->n_sites, &site_of);
+	if (ok)
+		build_entry(&e, ce, ks, &sp);
+	ir_free(p->ctx, site_of);
+	cg_sched_plan_fini(p->ctx, &sp);
+	cg_func_plan_fini(p->ctx, &e.plan);
+	ir_free(p->ctx, ks);
+	ir_free(p->ctx, e.inputs);
+	return ok;
+}

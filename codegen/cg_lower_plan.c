@@ -1,0 +1,168 @@
+/*
+ * cg_lower_plan.c - a function's memory plan: which nodes elementwise
+ * fusion computes inside their readers' kernels (pass_fuse_ew_plan), the
+ * buffer each node's data lives in, and where each buffer sits in the
+ * entry point's scratch slab.
+ *
+ * Each computing node that is not fused writes its own dense buffer,
+ * placed by pass_memplan_blocks (greedy first fit over lifetimes). A
+ * reshape, and a slice that is a run of its operand's elements, owns
+ * nothing: it reads its operand's buffer, which stays alive until its
+ * last reader. A fused node has no buffer; the buffers it reads stay
+ * alive until the kernel that computes it runs. Inputs come from the
+ * caller, parameters from the params block, constants from private
+ * globals (cg_lower_entry.c places those).
+ */
+#include "cg_entry.h"
+#include "passes.h"
+
+/* A function's plan: into[i] the consumer node i is fused into,
+ * PASS_FUSE_EW_EVERY or IR_NONE (pass_fuse_ew_plan); root[i] is the node
+ * whose buffer holds node i's data (a leaf, itself, or what a view reads)
+ * and view[i] the byte where node i starts in it; offset[i] the root's
+ * place in the slab for computing roots that are not fused. */
+
+static bool is_leaf(ir_op op)
+{
+	return (ir_op_table[op].flags & IR_OPF_LEAF) != 0;
+}
+
+/* Whether slice i, a kernel of its own, is a run of consecutive elements
+ * of a buffer its operand has (one not computed inside its readers'
+ * kernels): step 1, in range, and every axis before the sliced one of
+ * extent 1. Such a slice reads the operand's buffer from byte *at on,
+ * with no kernel and no copy (the gradients of fused ops are sliced so
+ * out of one packed result). */
+static bool slice_is_view(const cg_lower *L, const ir_graph *g,
+			  const ir_id *into, ir_id i, uint64_t *at)
+{
+	const ir_node *n = &g->nodes[i];
+	if (n->op != IR_OP_SLICE || into[i] != IR_NONE)
+		return false;
+	ir_id x = ir_arg(g, i, 0);
+	if (into[x] != IR_NONE || n->attr.slice.step != 1)
+		return false;
+	int64_t d[IR_MAX_RANK];
+	int r = cg_lower_dims(L, &g->nodes[x].type, d);
+	int ax = n->attr.slice.axis;
+	if (n->attr.slice.end > d[ax])
+		return false;
+	for (int a = 0; a < ax; a++)
+		if (d[a] != 1)
+			return false;
+	int64_t inner = 1;
+	for (int a = ax + 1; a < r; a++)
+		inner *= d[a];
+	*at = (uint64_t)(n->attr.slice.start * inner) *
+	      ir_dtype_size(n->type.dtype);
+	return true;
+}
+
+static void find_roots(const cg_lower *L, const ir_graph *g, const ir_id *into,
+		       ir_id *root, uint64_t *view)
+{
+	for (ir_id i = 0; i < g->n_nodes; i++) {
+		uint64_t at = 0;
+		if (g->nodes[i].op == IR_OP_RESHAPE ||
+		    slice_is_view(L, g, into, i, &at)) {
+			ir_id x = ir_arg(g, i, 0);
+			root[i] = root[x];
+			view[i] = view[x] + at;
+		} else {
+			root[i] = i;
+			view[i] = 0;
+		}
+	}
+}
+
+/* at[i]: the last step whose kernel computes node i (itself, or the
+ * kernels of the readers it is fused into). */
+static void find_steps(const ir_graph *g, const ir_id *into, uint32_t *at)
+{
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		at[i] = into[i] == IR_NONE ? i : 0;
+	for (ir_id c = g->n_nodes; c-- > 0;)
+		for (uint32_t a = 0; a < g->nodes[c].n_args; a++) {
+			ir_id x = ir_arg(g, c, a);
+			if (pass_fuse_ew_is_in(into, x, c) && at[c] > at[x])
+				at[x] = at[c];
+		}
+}
+
+/* last[r]: the last step that reads root r's buffer; a fused node reads
+ * its operands when the kernels computing it run. at is scratch. */
+static void find_last_use(const ir_func *f, const ir_id *into,
+			  const ir_id *root, uint32_t *at, uint32_t *last)
+{
+	const ir_graph *g = &f->g;
+	find_steps(g, into, at);
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		last[i] = i;
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		for (uint32_t a = 0; a < g->nodes[i].n_args; a++) {
+			ir_id r = root[ir_arg(g, i, a)];
+			if (at[i] > last[r])
+				last[r] = at[i];
+		}
+	for (uint32_t o = 0; o < f->n_outputs; o++)
+		last[root[f->outputs[o]]] = g->n_nodes;
+}
+
+/* The fusion plan of f, or none (every into[i] IR_NONE). */
+static bool plan_fusion(const cg_lower *L, const ir_func *f, bool no_fuse,
+			ir_id *into)
+{
+	if (!no_fuse)
+		return pass_fuse_ew_plan(L->m, f, into);
+	for (ir_id i = 0; i < f->g.n_nodes; i++)
+		into[i] = IR_NONE;
+	return true;
+}
+
+bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
+		       func_plan *pl)
+{
+	const ir_graph *g = &f->g;
+	uint32_t n = g->n_nodes;
+	pl->into = ir_alloc(L->ctx, (n + 1) * sizeof *pl->into);
+	pl->root = ir_alloc(L->ctx, (n + 1) * sizeof *pl->root);
+	pl->view = ir_alloc(L->ctx, (n + 1) * sizeof *pl->view);
+	pl->offset = ir_alloc(L->ctx, (n + 1) * sizeof *pl->offset);
+	uint32_t *last = ir_alloc(L->ctx, (n + 1) * sizeof *last);
+	uint32_t *at = ir_alloc(L->ctx, (n + 1) * sizeof *at);
+	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
+	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
+	bool ok = pl->into && pl->root && pl->view && pl->offset && last &&
+		  at && blocks && map && plan_fusion(L, f, no_fuse, pl->into);
+	if (ok) {
+		find_roots(L, g, pl->into, pl->root, pl->view);
+		find_last_use(f, pl->into, pl->root, at, last);
+		uint32_t nb = 0;
+		for (ir_id i = 0; i < n; i++) {
+			if (pl->root[i] != i || is_leaf(g->nodes[i].op) ||
+			    pl->into[i] != IR_NONE)
+				continue;
+			blocks[nb] = (pass_mem_block){
+				cg_lower_bytes(L, &g->nodes[i].type), i,
+				last[i], 0};
+			map[nb++] = i;
+		}
+		pl->total = pass_memplan_blocks(L->ctx, blocks, nb,
+						ATTNRT_ALIGN, &ok);
+		for (uint32_t b = 0; ok && b < nb; b++)
+			pl->offset[map[b]] = blocks[b].offset;
+	}
+	ir_free(L->ctx, last);
+	ir_free(L->ctx, at);
+	ir_free(L->ctx, blocks);
+	ir_free(L->ctx, map);
+	return ok;
+}
+
+void cg_func_plan_fini(ir_ctx *ctx, func_plan *pl)
+{
+	ir_free(ctx, pl->into);
+	ir_free(ctx, pl->root);
+	ir_free(ctx, pl->view);
+	ir_free(ctx, pl->offset);
+}
