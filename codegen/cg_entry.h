@@ -19,11 +19,13 @@ typedef struct kernel_ref {
 } kernel_ref;
 
 /* How the entry point calls node i's kernel: ref, and the leaves of its
- * fused trees, whose pointers follow the operands'. */
+ * fused trees, whose pointers follow the operands', then the table of
+ * its dropout streams (NULL: none; cg_lower_stream.c). */
 typedef struct node_call {
 	kernel_ref ref;
 	uint32_t n_extra;
 	ir_id extra[CG_KERNEL_MAX_IN];
+	LLVMValueRef streams;
 } node_call;
 
 /* A function's fusion and memory plan: into (pass_fuse_ew_plan), the

@@ -171,7 +171,7 @@ static bool same_tree_node(const cg_lower *L, const ir_graph *ga,
 	if (a->is_leaf)
 		return a->param == b->param;
 	return na->op == nb->op && na->n_args == nb->n_args &&
-	       memcmp(&na->attr, &nb->attr, sizeof na->attr) == 0 &&
+	       cg_lower_same_attr(na, nb) &&
 	       memcmp(a->kid, b->kid, sizeof a->kid) == 0;
 }
 

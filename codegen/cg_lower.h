@@ -6,12 +6,15 @@
  *
  * A kernel is one LLVM function per computing node:
  *
- *   i32 k<fn>.<node>(ptr run, ptr out, ptr in0, ..., i64 lo, i64 hi)
+ *   i32 k<fn>.<node>(ptr run, ptr out, ptr in0, ..., [ptr streams,]
+ *                    i64 lo, i64 hi)
  *
  * that does iterations [lo, hi) of its outer loop, whose length the
  * generator records in `extent` (so that the entry point can split it
  * over threads), and returns 0 or ATTNRT_ERR_* | node << 8. Operands and
- * the result are dense row-major buffers that never overlap.
+ * the result are dense row-major buffers that never overlap; streams,
+ * when the node or its fused trees have dropout, the table of their
+ * random streams (cg_lower_stream.c).
  */
 #ifndef ATTNC_CG_LOWER_H
 #define ATTNC_CG_LOWER_H
@@ -86,6 +89,12 @@ typedef struct cg_kernel {
 	int64_t extent;        /* length of the outer, splittable loop */
 	int64_t work;          /* elements touched, to judge parallelism */
 	LLVMBasicBlockRef err; /* shared error exit, made on first use */
+	/* Dropout streams (cg_lower_stream.c): the node's and its fused
+	 * trees', and the parameter of their table (NULL: none). */
+	uint32_t stream_ids[CG_TREE_MAX + 1];
+	uint32_t n_streams;
+	LLVMValueRef streams;
+	bool has_own_stream; /* a stream is a constant: share the kernel not */
 } cg_kernel;
 
 /* ---- shapes (cg_lower_kernel.c) ----------------------------------------- */
@@ -203,7 +212,8 @@ void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank);
 bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 		    const ir_id *into, cg_trees *t);
 /* Whether two kernels' trees compile to the same code: same shape of
- * trees, ops, attributes, concrete types and strides. */
+ * trees, ops, attributes (but for dropout streams, an argument: see
+ * cg_lower_stream.c), concrete types and strides. */
 bool cg_trees_eq(const cg_lower *L, const ir_graph *ga, const cg_trees *a,
 		 const ir_graph *gb, const cg_trees *b);
 /* Emits, at the kernel's start, what fused dropouts need (the run's
@@ -227,6 +237,25 @@ void cg_kernel_ew_axes(const cg_kernel *k, uint32_t i, int *ax);
  * its operands' values v, of dtype in (operand 0's; select's operand 1). */
 LLVMValueRef cg_lower_ew_value(cg_fn *f, const ir_node *n, ir_dtype in,
 			       LLVMValueRef *v);
+/* ---- dropout streams (cg_lower_stream.c) ---------------------------------- */
+
+/* The streams of the dropouts (p > 0) of node id and its fused trees tr,
+ * into ids (room for CG_TREE_MAX + 1); returns their count. */
+uint32_t cg_kernel_stream_ids(const ir_graph *g, ir_id id, const cg_trees *tr,
+			      uint32_t *ids);
+/* Whether a kernel with trees tr and n_streams streams has room for the
+ * pointer parameter of their table. */
+bool cg_kernel_stream_room(const cg_trees *tr, uint32_t n_streams);
+/* Whether nodes a and b have the same op and attributes but for their
+ * dropout streams. */
+bool cg_lower_same_attr(const ir_node *a, const ir_node *b);
+/* The value (i64) of dropout stream `stream` in kernel k: loaded from
+ * the kernel's table, or a constant (and the kernel unshared) when it
+ * has none. */
+LLVMValueRef cg_kernel_stream(cg_kernel *k, uint32_t stream);
+/* A constant table of n streams, for a call site to pass. */
+LLVMValueRef cg_lower_stream_table(cg_lower *L, const uint32_t *ids, uint32_t n);
+
 /* Inverted dropout of x with probability p at random index idx (i64) of
  * a stream's key: x / (1 - p) or 0 when is_train (i1), x otherwise. */
 LLVMValueRef cg_lower_dropout_value(cg_fn *f, double p, LLVMValueRef key,

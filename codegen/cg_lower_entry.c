@@ -136,6 +136,8 @@ uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
 	}
 	for (uint32_t i = 0; i < c->n_extra; i++)
 		args[na++] = cg_entry_node_ptr(e, c->extra[i]);
+	if (c->streams)
+		args[na++] = c->streams;
 	return na;
 }
 

@@ -700,7 +700,7 @@ LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream)
 						offsetof(attnrt_run, step));
 	LLVMValueRef s = LLVMBuildXor(f->b,
 				      LLVMBuildShl(f->b, step, cg_i64(f, 20), ""),
-				      cg_i64(f, stream), "");
+				      cg_kernel_stream(k, stream), "");
 	return cg_lower_mix64(f, LLVMBuildXor(f->b, seed, cg_lower_mix64(f, s),
 					      ""));
 }

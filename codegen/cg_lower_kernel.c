@@ -333,11 +333,15 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 	k->node = node;
 	k->tr = *tr;
 	k->n_in = tr->n_par;
+	k->n_streams = cg_kernel_stream_ids(&fn->g, id, tr, k->stream_ids);
+	uint32_t n_ptr = k->n_in;
+	if (k->n_streams && cg_kernel_stream_room(tr, k->n_streams))
+		n_ptr++;
 	char name[160];
 	snprintf(name, sizeof name, "%s.k%u.%s", fn->name, id,
 		 ir_op_table[node->op].name);
 	LLVMContextRef c = LLVMGetModuleContext(L->mod);
-	cg_fn_begin(&k->f, L->mod, name, kernel_type(c, k->n_in), true);
+	cg_fn_begin(&k->f, L->mod, name, kernel_type(c, n_ptr), true);
 	/* Inlined, hundreds of kernels would make one huge entry function
 	 * that the optimizer takes seconds over. */
 	cg_fn_attr(&k->f, "noinline");
@@ -348,8 +352,12 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 		cg_fn_param_readonly(&k->f, 2 + i);
 		k->in[i] = LLVMGetParam(k->f.fn, 2 + i);
 	}
-	k->lo = LLVMGetParam(k->f.fn, 2 + k->n_in);
-	k->hi = LLVMGetParam(k->f.fn, 3 + k->n_in);
+	if (n_ptr > k->n_in) {
+		cg_fn_param_readonly(&k->f, 2 + k->n_in);
+		k->streams = LLVMGetParam(k->f.fn, 2 + k->n_in);
+	}
+	k->lo = LLVMGetParam(k->f.fn, 2 + n_ptr);
+	k->hi = LLVMGetParam(k->f.fn, 3 + n_ptr);
 	k->extent = 1;
 	cg_kernel_trees_begin(k);
 	return true;
@@ -408,13 +416,14 @@ static LLVMValueRef make_par(cg_lower *L, LLVMValueRef kfn, uint32_t n_in)
 }
 
 /* True if node ia of ga and node ib of gb compile to the same kernel:
- * same op, attributes and concrete types. */
+ * same op, attributes but for dropout streams (an argument) and concrete
+ * types. */
 static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 			const ir_graph *gb, ir_id ib)
 {
 	const ir_node *a = &ga->nodes[ia], *b = &gb->nodes[ib];
 	if (a->op != b->op || a->n_args != b->n_args ||
-	    memcmp(&a->attr, &b->attr, sizeof a->attr) != 0 ||
+	    !cg_lower_same_attr(a, b) ||
 	    !cg_lower_same_type(L, &a->type, &b->type))
 		return false;
 	for (uint32_t i = 0; i < a->n_args; i++)
@@ -473,7 +482,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		return false;
 	}
 	bool ok = lower_op(k);
-	bool can_fail = k->err != NULL;
+	bool can_fail = k->err != NULL || k->has_own_stream;
 	if (ok)
 		LLVMBuildRet(k->f.b, cg_i32(&k->f, 0));
 	cg_fn_end(&k->f);
@@ -484,7 +493,8 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		ref->par = NULL;
 		p->n_kernels++;
 		if (!p->is_serial && k->extent >= 2 && k->work >= p->grain) {
-			ref->par = make_par(L, k->f.fn, k->n_in);
+			ref->par = make_par(L, k->f.fn,
+					    k->n_in + (k->streams != NULL));
 			p->n_parallel++;
 		}
 	}
@@ -502,7 +512,13 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 		return false;
 	}
 	extra_params(&fn->g, id, tr, c);
-	const kernel_ref *old = find_built(p, L, &fn->g, id, tr);
+	uint32_t ids[CG_TREE_MAX + 1];
+	uint32_t n_ids = cg_kernel_stream_ids(&fn->g, id, tr, ids);
+	bool has_room = cg_kernel_stream_room(tr, n_ids);
+	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
+				       : NULL;
+	const kernel_ref *old = has_room ? find_built(p, L, &fn->g, id, tr)
+					 : NULL;
 	if (old) {
 		*ref = *old;
 		ir_free(p->ctx, tr);

@@ -33,8 +33,12 @@
 #include <string.h>
 #include <time.h>
 
-/* The optimization pipeline (part of the cache key). */
-#define CG_PIPELINE "default<O3>"
+/* The optimization pipeline (part of the cache key): first MergeFunctions,
+ * which folds functions whose IR is the same (kernels of different entry
+ * points that cannot share one since their error codes differ, sgemm
+ * micro-kernels and packing of variants with the same strides) into one
+ * before O3 optimizes and codegen compiles each copy. */
+#define CG_PIPELINE "mergefunc,default<O3>"
 
 struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */

@@ -683,6 +683,40 @@ static char *emit_text(const cg_gemm_spec *spec, cg_emit_kind kind)
 	return text;
 }
 
+/* The number of FMA calls in the optimized IR of a module with an sgemm
+ * of spec named "a" and, when twice, the same one named "b". */
+static int fma_calls(const cg_gemm_spec *spec, bool twice)
+{
+	cg_module *m = cg_module_create("merge");
+	ck_assert_msg(cg_gemm_add(m, "a", spec), "%s", cg_module_error(m));
+	if (twice)
+		ck_assert_msg(cg_gemm_add(m, "b", spec), "%s",
+			      cg_module_error(m));
+	char *ir = NULL;
+	size_t len = 0;
+	ck_assert_msg(cg_module_emit_buffer(m, CG_EMIT_LLVM, &ir, &len), "%s",
+		      cg_module_error(m));
+	int n = 0;
+	for (const char *at = ir;
+	     (at = strstr(at, "call <8 x float> @llvm.fma")); at++)
+		n++;
+	free(ir);
+	cg_module_destroy(m);
+	return n;
+}
+
+/* The pipeline starts with MergeFunctions: a second sgemm whose code is
+ * the first's compiles to a call of the first, not to a copy. */
+START_TEST(test_module_merges_functions_of_the_same_code)
+{
+	cg_gemm_spec spec = shape(96, 64, 48);
+	spec.vector_width = 8;
+	int once = fma_calls(&spec, false);
+	ck_assert_int_gt(once, 0);
+	ck_assert_int_eq(fma_calls(&spec, true), once);
+}
+END_TEST
+
 START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
 {
 	cg_gemm_spec spec = shape(1024, 1024, 1024);
@@ -1031,6 +1065,7 @@ static Suite *codegen_suite(void)
 	TCase *code = tcase_create("generated code and plan");
 	tcase_set_timeout(code, 60);
 	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
+	tcase_add_test(code, test_module_merges_functions_of_the_same_code);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);

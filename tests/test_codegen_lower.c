@@ -791,6 +791,49 @@ START_TEST(test_dropout_in_training_masks_bit_for_bit_like_the_interpreter)
 }
 END_TEST
 
+/* Dropouts that differ only in their random stream share one kernel,
+ * which takes the streams as an argument (cg_lower_stream.c): two plain
+ * ones and two fused into an add make two kernels, not four, and each
+ * still draws its own mask, bit for bit like the interpreter, through a
+ * direct call and through the parallel body. */
+START_TEST(test_dropouts_differing_in_stream_share_a_kernel)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 37, 41));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 37, 41));
+	x.g.m->n_dropout_streams = 8;
+	for (uint32_t s = 1; s <= 2; s++)
+		ret(&x,
+		    op1(&x, IR_OP_DROPOUT, a, &(ir_attr){.dropout = {0.3, s}}));
+	for (uint32_t s = 5; s <= 6; s++)
+		ret(&x, op2(&x, IR_OP_ADD,
+			    op1(&x, IR_OP_DROPOUT, a,
+				&(ir_attr){.dropout = {0.3, s}}),
+			    b, NULL));
+	run_cfg c = cfg_default();
+	c.is_training = true;
+	c.seed = 0x5eed;
+	c.step = 77;
+	c.tol = 0;
+	for (int threads = 1; threads <= 2; threads++) {
+		c.n_threads = threads;
+		c.grain = threads == 2 ? 1 : 0;
+		both r;
+		run_both(&x, &c, &r);
+		ck_assert_int_eq(r.got.status, 0);
+		ck_assert_uint_eq(r.got.n_kernels, 2);
+		for (uint32_t o = 0; o < 4; o++)
+			ck_assert_mem_eq(r.want[o].data, r.got.out[o],
+					 37 * 41 * 4);
+		ck_assert(memcmp(r.got.out[0], r.got.out[1], 37 * 41 * 4) != 0);
+		ck_assert(memcmp(r.got.out[2], r.got.out[3], 37 * 41 * 4) != 0);
+		both_fini(&x, &r);
+	}
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 /* ---- indexing and losses ------------------------------------------------------------ */
 
 START_TEST(test_embedding_gathers_rows_of_the_table)
@@ -1631,6 +1674,7 @@ static Suite *suite(void)
 	tcase_add_test(
 		t,
 		test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);
+	tcase_add_test(t, test_dropouts_differing_in_stream_share_a_kernel);
 	tcase_add_test(t, test_embedding_gathers_rows_of_the_table);
 	tcase_add_test(t, test_one_hot_and_embedding_grad_match_the_interpreter);
 	tcase_add_test(
