@@ -260,6 +260,48 @@ static void pack_a_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop_end(f, &lp);
 }
 
+/* Row p of the A^T block (ta: A(i, p) at a[i + p·lda]) into its panels:
+ * the panel of rows [q, q+MR) gets the MR consecutive floats at q, as one
+ * masked vector, zero past `rows` (the block's rows). */
+static void pack_at_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
+			LLVMValueRef dst, LLVMValueRef p, LLVMValueRef kc,
+			LLVMValueRef full, int rows_tail)
+{
+	cg_loop lq;
+	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->a_cs));
+	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
+	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), full, CG_GEMM_MR);
+	cg_vstore_part(f, cg_vload_part(f, 8, cg_at(f, row, q), CG_GEMM_MR),
+		       cg_at(f, out, cg_mul(f, q, kc)), CG_GEMM_MR);
+	cg_loop_end(f, &lq);
+	if (rows_tail) {
+		LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSGT,
+						      LLVMGetParam(f->fn, 2),
+						      full, "");
+		LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
+		cg_vstore_part(f,
+			       cg_vload_part(f, 8, cg_at(f, row, full),
+					     (unsigned)rows_tail),
+			       cg_at(f, out, cg_mul(f, full, kc)), CG_GEMM_MR);
+		cg_if_end(f, join);
+	}
+}
+
+/* Packs an A^T block row by row of the stored matrix: each of its kc
+ * rows is one contiguous read, where the panel by panel order would read
+ * MR floats from each of kc rows lda apart (a page each, and LLVM turns
+ * that loop into gathers). */
+static void pack_at(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef full,
+		    int rows_tail)
+{
+	cg_loop lp;
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
+	pack_at_row(f, g, LLVMGetParam(f->fn, 0), LLVMGetParam(f->fn, 1), p, kc,
+		    full, rows_tail);
+	cg_loop_end(f, &lp);
+}
+
 /* A row block ends in a partial panel only at the last rows of A, so the
  * partial panel's height is M mod MR, a constant. */
 LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
@@ -275,6 +317,12 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 				    LLVMBuildUDiv(f.b, mc,
 						  cg_i64(&f, CG_GEMM_MR), ""),
 				    CG_GEMM_MR);
+	if (g->a_rs == 1) {
+		pack_at(&f, g, full, rows_tail);
+		LLVMBuildRetVoid(f.b);
+		cg_fn_end(&f);
+		return f.fn;
+	}
 	LLVMValueRef i = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_MR);
 	pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, i, g->a_rs)),
 		     cg_at(&f, dst, cg_mul(&f, i, kc)), kc, CG_GEMM_MR);
