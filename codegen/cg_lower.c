@@ -329,12 +329,14 @@ static void find_last_use(const ir_func *f, const ir_id *into,
 		last[root[f->outputs[o]]] = g->n_nodes;
 }
 
-/* The fusion plan of f, or none (every into[i] IR_NONE). */
+/* The fusion plan of f, with the matmuls computed in their adds'
+ * kernels (cg_lower_epilogue_plan), or none (every into[i] IR_NONE). */
 static bool plan_fusion(const cg_lower *L, const ir_func *f, bool no_fuse,
 			ir_id *into)
 {
 	if (!no_fuse)
-		return pass_fuse_ew_plan(L->m, f, into);
+		return pass_fuse_ew_plan(L->m, f, into) &&
+		       cg_lower_epilogue_plan(L, f, into);
 	for (ir_id i = 0; i < f->g.n_nodes; i++)
 		into[i] = IR_NONE;
 	return true;
@@ -539,6 +541,8 @@ static bool node_compiles(const cg_lower *L, const ir_graph *g, ir_id id)
 /* The generator of the node's op; leaves and reshapes have none. */
 static bool lower_op(cg_kernel *k)
 {
+	if (cg_lower_is_epilogue_kernel(k))
+		return cg_lower_matmul(k); /* a matmul with its bias add */
 	switch (k->node->op) {
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:
