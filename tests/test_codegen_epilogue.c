@@ -123,8 +123,7 @@ static void check_entry(model *md, const char *fname)
 	cg_program *plain = compile(md, fname, true);
 	interp_tensor want[MAXT] = {0};
 	interp_opts io = {.seed = 3};
-	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in,
-			     want));
+	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in, want));
 	float *got[MAXT], *got2[MAXT], *ref[MAXT];
 	jit_run(md, fused, fname, 1, got);
 	jit_run(md, fused, fname, 2, got2);
@@ -132,8 +131,8 @@ static void check_entry(model *md, const char *fname)
 	for (uint32_t k = 0; k < f->n_outputs; k++) {
 		size_t n = (size_t)interp_tensor_numel(&want[k]);
 		ck_assert_msg(memcmp(got[k], ref[k], n * 4) == 0,
-			      "%s output %s: fused differs from unfused",
-			      fname, f->output_names[k]);
+			      "%s output %s: fused differs from unfused", fname,
+			      f->output_names[k]);
 		ck_assert(memcmp(got[k], got2[k], n * 4) == 0);
 		double e = tu_max_rel_err(got[k], want[k].data, n, 1e-5, 1e-5);
 		ck_assert_msg(e <= 1, "%s output %s: JIT vs interpreter %g",
@@ -185,7 +184,8 @@ static Suite *suite(void)
 	Suite *s = suite_create("codegen_epilogue");
 	TCase *tc = tcase_create("epilogue");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_bias_and_residual_adds_run_in_their_matmuls_kernels);
+	tcase_add_test(tc,
+		       test_bias_and_residual_adds_run_in_their_matmuls_kernels);
 	tcase_add_test(tc, test_forward_with_epilogues_is_the_unfused_forward);
 	tcase_add_test(tc, test_gradient_with_epilogues_is_the_unfused_gradient);
 	suite_add_tcase(s, tc);
