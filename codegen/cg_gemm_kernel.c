@@ -319,7 +319,8 @@ static void pack_a_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 
 /* Row p of the A^T block (ta: A(i, p) at a[i + p·lda]) into its panels:
  * the panel of rows [q, q+MR) gets the MR consecutive floats at q, as one
- * masked vector, zero past `rows` (the block's rows). */
+ * masked vector; a last partial panel (rows_tail rows, when the block's
+ * mc reaches past full) gets its rows and zeros. */
 static void pack_at_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 			LLVMValueRef dst, LLVMValueRef p, LLVMValueRef kc,
 			LLVMValueRef full, int rows_tail)
