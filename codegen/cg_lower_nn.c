@@ -324,9 +324,9 @@ static bool is_one_gemm(const cg_lower *L, const ir_graph *g, ir_id mm)
 	for (int d = 0; batches > 1 && d < ro - 2; d++)
 		if (ad[d] != od[d])
 			return false;
-	bool skip_k = !n->attr.matmul.tb && batches == 1 &&
-		      has_zero_rows(g, mm, 1);
-	return ta || skip_k || batches > 1 || !has_zero_rows(g, mm, 0);
+	/* matmul_gemm's skip_zero_m, for the one product (batch 0) */
+	bool skip_k = !n->attr.matmul.tb && has_zero_rows(g, mm, 1);
+	return ta || skip_k || !has_zero_rows(g, mm, 0);
 }
 
 /* The matmul add node i's kernel can compute as its epilogue's product:

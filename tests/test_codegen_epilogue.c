@@ -4,7 +4,8 @@
  * a bias add and a residual add each run inside their matmul's kernel,
  * and the forward pass and the training gradient give the bits of the
  * unfused program (no_fuse), at 1 and 2 threads, and the interpreter's
- * values within float rounding.
+ * values within float rounding; a matmul that leaves out a masked loss
+ * gradient's zero rows is not given to its add.
  */
 #include "cg_program.h"
 #include "frontend.h"
@@ -30,7 +31,44 @@ static size_t round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
-/* epilogue.g with loss's gradient, its parameters (seed 5) and inputs. */
+/* Random inputs of f: floats in [-1, 1), ids in [0, 10). */
+static void inputs_init(model *md, const ir_func *f)
+{
+	uint64_t rng = 7;
+	ck_assert_uint_le(f->n_inputs, MAXT);
+	for (uint32_t i = 0; i < f->n_inputs; i++) {
+		const ir_type *t = &f->g.nodes[f->inputs[i]].type;
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < t->rank; d++)
+			dims[d] = t->dims[d].coef *
+				  (t->dims[d].sym < 0
+					   ? 1
+					   : md->syms[t->dims[d].sym]);
+		ck_assert(interp_tensor_alloc(&md->ctx, &md->in[i], t->dtype,
+					      t->rank, dims));
+		for (int64_t e = 0; e < interp_tensor_numel(&md->in[i]); e++) {
+			rng = rng * 6364136223846793005ull +
+			      1442695040888963407ull;
+			uint32_t r = (uint32_t)(rng >> 33);
+			if (t->dtype == IR_I32)
+				((int32_t *)md->in[i].data)[e] = (int32_t)(r %
+									   10);
+			else
+				((float *)md->in[i].data)[e] = (float)(r % 2000) /
+								       1000.0f -
+							       1.0f;
+		}
+	}
+}
+
+static void inputs_fini(model *md, const ir_func *f)
+{
+	for (uint32_t i = 0; i < f->n_inputs; i++)
+		interp_tensor_fini(&md->ctx, &md->in[i]);
+}
+
+/* epilogue.g with the gradients of loss and loss_masked and its
+ * parameters (seed 5). */
 static void model_init(model *md)
 {
 	memset(md, 0, sizeof *md);
@@ -43,24 +81,10 @@ static void model_init(model *md)
 	pass_options po = {0};
 	ck_assert(pass_pipeline_forward(md->m, &po));
 	ck_assert(pass_autodiff(md->m, "loss"));
+	ck_assert(pass_autodiff(md->m, "loss_masked"));
 	ck_assert(pass_pipeline_run(md->m, &po));
 	for (uint32_t i = 0; i < md->m->n_syms; i++)
 		md->syms[i] = md->m->syms[i].fallback;
-	const ir_func *f = ir_module_find_func(md->m, "forward");
-	const ir_type *t = &f->g.nodes[f->inputs[0]].type;
-	int64_t dims[IR_MAX_RANK];
-	for (int d = 0; d < t->rank; d++)
-		dims[d] = t->dims[d].coef *
-			  (t->dims[d].sym < 0 ? 1 : md->syms[t->dims[d].sym]);
-	ck_assert(interp_tensor_alloc(&md->ctx, &md->in[0], IR_F32, t->rank,
-				      dims));
-	uint64_t rng = 7;
-	for (int64_t e = 0; e < interp_tensor_numel(&md->in[0]); e++) {
-		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-		((float *)md->in[0].data)[e] = (float)((rng >> 33) % 2000) /
-						       1000.0f -
-					       1.0f;
-	}
 	ck_assert(md->m->n_params <= 64);
 	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 5, false,
 				     md->params));
@@ -68,7 +92,6 @@ static void model_init(model *md)
 
 static void model_fini(model *md)
 {
-	interp_tensor_fini(&md->ctx, &md->in[0]);
 	for (uint32_t i = 0; i < md->m->n_params; i++)
 		interp_tensor_fini(&md->ctx, &md->params[i]);
 	ir_module_destroy(md->m);
@@ -106,7 +129,10 @@ static void jit_run(model *md, cg_program *p, const char *fname, int n_threads,
 			e *= (size_t)oi[k].dims[d];
 		o[k] = outs[k] = calloc(e + 1, 4);
 	}
-	const void *ins[1] = {md->in[0].data};
+	const ir_func *f = ir_module_find_func(md->m, fname);
+	const void *ins[MAXT];
+	for (uint32_t i = 0; i < f->n_inputs; i++)
+		ins[i] = md->in[i].data;
 	attnrt_run run = {.seed = 3, .n_threads = n_threads};
 	ck_assert_int_eq(cg_program_entry(p, fname)(&run, pb, sb, ins, o), 0);
 	free(pb);
@@ -119,6 +145,7 @@ static void check_entry(model *md, const char *fname)
 {
 	const ir_func *f = ir_module_find_func(md->m, fname);
 	ck_assert_uint_le(f->n_outputs, MAXT);
+	inputs_init(md, f);
 	cg_program *fused = compile(md, fname, false);
 	cg_program *plain = compile(md, fname, true);
 	interp_tensor want[MAXT] = {0};
@@ -144,6 +171,7 @@ static void check_entry(model *md, const char *fname)
 	}
 	cg_program_destroy(fused);
 	cg_program_destroy(plain);
+	inputs_fini(md, f);
 }
 
 START_TEST(test_bias_and_residual_adds_run_in_their_matmuls_kernels)
@@ -179,6 +207,15 @@ START_TEST(test_gradient_with_epilogues_is_the_unfused_gradient)
 }
 END_TEST
 
+START_TEST(test_a_matmul_leaving_out_zero_rows_is_no_epilogue)
+{
+	model md;
+	model_init(&md);
+	check_entry(&md, "loss_masked_grad");
+	model_fini(&md);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_epilogue");
@@ -188,6 +225,7 @@ static Suite *suite(void)
 		       test_bias_and_residual_adds_run_in_their_matmuls_kernels);
 	tcase_add_test(tc, test_forward_with_epilogues_is_the_unfused_forward);
 	tcase_add_test(tc, test_gradient_with_epilogues_is_the_unfused_gradient);
+	tcase_add_test(tc, test_a_matmul_leaving_out_zero_rows_is_no_epilogue);
 	suite_add_tcase(s, tc);
 	return s;
 }
