@@ -1,10 +1,13 @@
 /*
  * bench_util.h - what every benchmark under bench/ needs: a clock, a
- * seeded random stream and sorting of timings (for medians and bests).
+ * seeded random stream, sorting of timings (for medians and bests) and
+ * the FMA chains that measure the CPU's peak (bench_fma_peak, and
+ * bench_gemm's share of it).
  */
 #ifndef ATTNC_BENCH_UTIL_H
 #define ATTNC_BENCH_UTIL_H
 
+#include <immintrin.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -44,6 +47,49 @@ static inline void bench_sort(double *t, int n)
 			t[j] = t[j - 1];
 			t[j - 1] = x;
 		}
+}
+
+#define BENCH_FMA_CHAINS 12
+
+/* `iters` rounds of BENCH_FMA_CHAINS independent 512-bit FMAs (enough
+ * chains to hide the FMA latency on every core since Skylake and Zen 4);
+ * returns the lanes' sum so that nothing is optimized away. Flops:
+ * 2 * 16 * BENCH_FMA_CHAINS * iters. */
+__attribute__((target("avx512f"))) static inline float bench_fma_chains_zmm(
+	float seed, long iters)
+{
+	__m512 acc[BENCH_FMA_CHAINS];
+	__m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+	for (int c = 0; c < BENCH_FMA_CHAINS; c++)
+		acc[c] = _mm512_set1_ps(seed + (float)c);
+	for (long i = 0; i < iters; i++)
+		for (int c = 0; c < BENCH_FMA_CHAINS; c++)
+			acc[c] = _mm512_fmadd_ps(acc[c], a, b);
+	float s = 0;
+	for (int c = 0; c < BENCH_FMA_CHAINS; c++)
+		s += _mm512_reduce_add_ps(acc[c]);
+	return s;
+}
+
+/* The same with 8-lane AVX2 vectors: 2 * 8 * BENCH_FMA_CHAINS * iters
+ * flops. */
+__attribute__((target("avx2,fma"))) static inline float bench_fma_chains_ymm(
+	float seed, long iters)
+{
+	__m256 acc[BENCH_FMA_CHAINS];
+	__m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+	for (int c = 0; c < BENCH_FMA_CHAINS; c++)
+		acc[c] = _mm256_set1_ps(seed + (float)c);
+	for (long i = 0; i < iters; i++)
+		for (int c = 0; c < BENCH_FMA_CHAINS; c++)
+			acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+	float s[8], t = 0;
+	for (int c = 0; c < BENCH_FMA_CHAINS; c++) {
+		_mm256_storeu_ps(s, acc[c]);
+		for (int l = 0; l < 8; l++)
+			t += s[l];
+	}
+	return t;
 }
 
 #endif

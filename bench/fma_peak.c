@@ -11,51 +11,13 @@
  * The yardstick of bench/gpt_step.sh: a training step's matmul FLOPs
  * per second as a share of this peak, measured in the same run.
  */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "bench_util.h"
 
-#define CHAINS 12
 #define ITERS 2000000L
-
-/* ITERS rounds of CHAINS FMAs of 16 lanes; returns the lanes' sum so
- * that nothing is optimized away. */
-__attribute__((target("avx512f"))) static float chains_zmm(float seed)
-{
-	__m512 acc[CHAINS];
-	__m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-	for (int c = 0; c < CHAINS; c++)
-		acc[c] = _mm512_set1_ps(seed + (float)c);
-	for (long i = 0; i < ITERS; i++)
-		for (int c = 0; c < CHAINS; c++)
-			acc[c] = _mm512_fmadd_ps(acc[c], a, b);
-	float s = 0;
-	for (int c = 0; c < CHAINS; c++)
-		s += _mm512_reduce_add_ps(acc[c]);
-	return s;
-}
-
-/* The same with 8-lane AVX2 vectors. */
-__attribute__((target("avx2,fma"))) static float chains_ymm(float seed)
-{
-	__m256 acc[CHAINS];
-	__m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-	for (int c = 0; c < CHAINS; c++)
-		acc[c] = _mm256_set1_ps(seed + (float)c);
-	for (long i = 0; i < ITERS; i++)
-		for (int c = 0; c < CHAINS; c++)
-			acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-	float s[8], t = 0;
-	for (int c = 0; c < CHAINS; c++) {
-		_mm256_storeu_ps(s, acc[c]);
-		for (int l = 0; l < 8; l++)
-			t += s[l];
-	}
-	return t;
-}
 
 /* GFLOP/s of n threads running the chains side by side, best of 7. */
 static double peak(int n, int is_zmm, float *sink)
@@ -65,11 +27,13 @@ static double peak(int n, int is_zmm, float *sink)
 		double t0 = bench_now_s(CLOCK_MONOTONIC);
 		float s = 0;
 #pragma omp parallel num_threads(n) reduction(+ : s)
-		s += is_zmm ? chains_zmm((float)omp_get_thread_num())
-			    : chains_ymm((float)omp_get_thread_num());
+		s += is_zmm ? bench_fma_chains_zmm((float)omp_get_thread_num(),
+						   ITERS)
+			    : bench_fma_chains_ymm((float)omp_get_thread_num(),
+						   ITERS);
 		double sec = bench_now_s(CLOCK_MONOTONIC) - t0;
 		*sink += s;
-		double flops = 2.0 * (is_zmm ? 16 : 8) * CHAINS *
+		double flops = 2.0 * (is_zmm ? 16 : 8) * BENCH_FMA_CHAINS *
 			       (double)ITERS * n;
 		if (flops / sec > best)
 			best = flops / sec;

@@ -5,11 +5,17 @@
  * on 1 and 2 threads. Each cell is the median of several samples, with
  * their range; a sample repeats the call until it lasts about 50 ms.
  *
- *     bench_gemm [-r REPS] [-w 8|16] [-s SIZE]...
+ *     bench_gemm [-r REPS] [-w 8|16] [-s SIZE]... [-g WIDTH]
  *
  * -r sets the samples per cell (default 7); -w forces the micro-kernel's
  * vector width (default: the host's widest); -s restricts the square
- * sizes (repeatable). The machine is shared, so the run ends with how busy the
+ * sizes (repeatable). -g runs instead the matmuls of one GPT training
+ * step at that width (bench/gpt_step.sh's model: 1,024 tokens, MLP 4x
+ * the width, vocabulary 512), forward and backward in the layouts the
+ * gradient uses (dX = dY W^T: B transposed; dW = X^T dY: A transposed),
+ * on 1 thread, each with its share of the FMA peak measured in the same
+ * run; these are timed in the process's CPU time, which on a shared
+ * machine leaves out the time other processes hold the core. The machine is shared, so the run ends with how busy the
  * CPUs were in total and how much of that was this process: a busy
  * machine makes 2-thread numbers swing (a thread waits at a barrier for a
  * descheduled partner). Implementations run in separate blocks with a
@@ -18,6 +24,7 @@
  */
 #include <cblas.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,7 @@ typedef void (*gemm_fn)(const float *A, const float *B, float *C);
 typedef struct shape {
 	int m, n, k;
 	const char *what;
+	bool ta, tb; /* A stored k×m, B stored n×k */
 } shape;
 
 typedef struct stat3 {
@@ -105,7 +113,12 @@ static float *matrix(size_t n, uint64_t *state)
 static bool case_init(bench_case *bc, shape s, int width)
 {
 	uint64_t seed = 42;
-	cg_gemm_spec spec = {.m = s.m, .n = s.n, .k = s.k, .vector_width = width};
+	cg_gemm_spec spec = {.m = s.m,
+			     .n = s.n,
+			     .k = s.k,
+			     .ta = s.ta,
+			     .tb = s.tb,
+			     .vector_width = width};
 	memset(bc, 0, sizeof *bc);
 	bc->s = s;
 	bc->a = matrix((size_t)s.m * (size_t)s.k, &seed);
@@ -143,8 +156,9 @@ static void run_ours(bench_case *bc, float *c)
 static void run_blas(bench_case *bc, float *c)
 {
 	shape s = bc->s;
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k,
-		    1.0f, bc->a, s.k, bc->b, s.n, 0.0f, c, s.n);
+	cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans,
+		    s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k, 1.0f, bc->a,
+		    s.ta ? s.m : s.k, bc->b, s.tb ? s.k : s.n, 0.0f, c, s.n);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -153,22 +167,23 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median and range of `reps` samples of run(), in GFLOP/s. */
+/* Median and range of `reps` samples of run(), in GFLOP/s, timed by
+ * `clock` (CLOCK_MONOTONIC, or on one thread of a busy machine
+ * CLOCK_PROCESS_CPUTIME_ID, which leaves out the time others run). */
 static stat3 measure(bench_case *bc, void (*run)(bench_case *, float *),
-		     float *c, int reps)
+		     float *c, int reps, clockid_t clock)
 {
 	double flops = 2.0 * bc->s.m * bc->s.n * bc->s.k, gf[MAX_REPS];
-	double t0 = bench_now_s(CLOCK_MONOTONIC);
+	double t0 = bench_now_s(clock);
 	run(bc, c); /* warm up: caches, page faults, thread team */
 	run(bc, c);
-	double once = (bench_now_s(CLOCK_MONOTONIC) - t0) / 2;
+	double once = (bench_now_s(clock) - t0) / 2;
 	int iters = once >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (once + 1e-9)) + 1;
 	for (int r = 0; r < reps; r++) {
-		t0 = bench_now_s(CLOCK_MONOTONIC);
+		t0 = bench_now_s(clock);
 		for (int i = 0; i < iters; i++)
 			run(bc, c);
-		gf[r] = flops * iters / (bench_now_s(CLOCK_MONOTONIC) - t0) *
-			1e-9;
+		gf[r] = flops * iters / (bench_now_s(clock) - t0) * 1e-9;
 	}
 	qsort(gf, (size_t)reps, sizeof gf[0], cmp_double);
 	return (stat3){gf[reps / 2], gf[0], gf[reps - 1]};
@@ -186,7 +201,10 @@ static double rel_diff(const bench_case *bc)
 	return worst / scale;
 }
 
-static void bench_shape(shape s, int threads, int reps, int width)
+/* One row: attnc and OpenBLAS on shape s; with peak > 0 (GFLOP/s of
+ * `threads` cores), also attnc's share of it. */
+static void bench_shape(shape s, int threads, int reps, int width, double peak,
+			clockid_t clock)
 {
 	bench_case bc;
 	if (!case_init(&bc, s, width)) {
@@ -195,38 +213,106 @@ static void bench_shape(shape s, int threads, int reps, int width)
 	}
 	cg_threads_set(threads);
 	openblas_set_num_threads(threads);
-	stat3 ours = measure(&bc, run_ours, bc.c, reps);
+	stat3 ours = measure(&bc, run_ours, bc.c, reps, clock);
 	pause_s(0.3);
-	stat3 blas = measure(&bc, run_blas, bc.c_ref, reps);
+	stat3 blas = measure(&bc, run_blas, bc.c_ref, reps, clock);
 	pause_s(0.3);
-	char label[64];
-	snprintf(label, sizeof label, "%dx%dx%d", s.m, s.n, s.k);
-	printf("%-15s %-8s %3d  %7.1f (%6.1f-%6.1f)  %7.1f (%6.1f-%6.1f)  %5.2f  %6.1f  %.1e\n",
-	       label, s.what, threads, ours.med, ours.lo, ours.hi, blas.med,
-	       blas.lo, blas.hi, ours.med / blas.med, bc.compile_ms,
+	char label[64], share[16] = "";
+	snprintf(label, sizeof label, "%dx%dx%d%s%s", s.m, s.n, s.k,
+		 s.ta ? " ta" : "", s.tb ? " tb" : "");
+	if (peak > 0)
+		snprintf(share, sizeof share, "%5.1f%%", 100 * ours.med / peak);
+	printf("%-18s %-8s %3d  %7.1f (%6.1f-%6.1f) %s  %7.1f (%6.1f-%6.1f)  "
+	       "%5.2f  %6.1f  %.1e\n",
+	       label, s.what, threads, ours.med, ours.lo, ours.hi, share,
+	       blas.med, blas.lo, blas.hi, ours.med / blas.med, bc.compile_ms,
 	       rel_diff(&bc));
 	fflush(stdout);
 	case_fini(&bc);
 }
 
-static void header(void)
+static void header(bool is_peak)
 {
-	printf("%-15s %-8s %3s  %-23s  %-23s  %5s  %6s  %s\n", "MxNxK", "shape",
-	       "thr", "attnc GFLOP/s (range)", "OpenBLAS GFLOP/s", "ratio",
-	       "jit ms", "rel diff");
+	printf("%-18s %-8s %3s  %-23s%s  %-23s  %5s  %6s  %s\n", "MxNxK",
+	       "shape", "thr", "attnc GFLOP/s (range)", is_peak ? " (peak)" : "",
+	       "OpenBLAS GFLOP/s", "ratio", "jit ms", "rel diff");
+}
+
+/* One core's FMA peak in GFLOP/s: the best of 5 runs of independent FMA
+ * chains (bench_util.h) of about 0.1 s each, at the micro-kernel's
+ * width, in the process's CPU time as the GPT rows are. */
+static double fma_peak(int vw)
+{
+	long iters = 300000;
+	double best = 0;
+	float sink = 0;
+	for (int r = 0; r < 5; r++) {
+		double t0 = bench_now_s(CLOCK_PROCESS_CPUTIME_ID);
+		sink += vw == 16 ? bench_fma_chains_zmm((float)r, iters)
+				 : bench_fma_chains_ymm((float)r, iters);
+		double sec = bench_now_s(CLOCK_PROCESS_CPUTIME_ID) - t0;
+		double gf = 2.0 * vw * BENCH_FMA_CHAINS * (double)iters / sec;
+		best = gf > best ? gf : best;
+	}
+	return sink == 12345.0f ? 0 : best * 1e-9; /* keeps the sums alive */
+}
+
+/* The matmuls of a GPT training step at width d (1,024 tokens, MLP 4d,
+ * vocabulary 512): the forward's, then the backward's input gradients
+ * (B transposed) and weight gradients (A transposed), on 1 thread. */
+static void bench_gpt(int d, int reps, int width, int vw)
+{
+	const int t = 1024, f = 4 * d, v = 512;
+	const shape shapes[] = {
+		{t, d, d, "qkvo", false, false},
+		{t, f, d, "fc1", false, false},
+		{t, d, f, "fc2", false, false},
+		{t, v, d, "head", false, false},
+		{t, d, d, "dX qkvo", false, true},
+		{t, d, f, "dX fc1", false, true},
+		{t, f, d, "dX fc2", false, true},
+		{t, d, v, "dX head", false, true},
+		{d, d, t, "dW qkvo", true, false},
+		{d, f, t, "dW fc1", true, false},
+		{f, d, t, "dW fc2", true, false},
+		{d, v, t, "dW head", true, false},
+	};
+	double peak = fma_peak(vw);
+	printf("FMA peak, 1 thread, measured now: %.1f GFLOP/s\n\n", peak);
+	header(true);
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+		bench_shape(shapes[i], 1, reps, width, peak,
+			    CLOCK_PROCESS_CPUTIME_ID);
+	printf("\nFMA peak, 1 thread, at the end: %.1f GFLOP/s\n", fma_peak(vw));
 }
 
 static const shape small_shapes[] = {
-	{640, 32, 32, "qkv"},    /* 64 batch x 10 steps, hidden 32 */
-	{640, 64, 32, "ffn1"},   /* hidden 32 -> FFN 64 */
-	{640, 32, 64, "ffn2"},   /* FFN 64 -> hidden 32 */
-	{640, 200, 32, "vocab"}, /* hidden 32 -> ~200 words */
+	{640, 32, 32, "qkv", false, false}, /* 64 batch x 10 steps, hidden 32 */
+	{640, 64, 32, "ffn1", false, false},   /* hidden 32 -> FFN 64 */
+	{640, 32, 64, "ffn2", false, false},   /* FFN 64 -> hidden 32 */
+	{640, 200, 32, "vocab", false, false}, /* hidden 32 -> ~200 words */
 };
+
+/* The square sizes and the book's shapes, on 1 and 2 threads. */
+static void bench_default(const int *sizes, int n_sizes, int reps, int width)
+{
+	header(false);
+	for (int threads = 1; threads <= 2; threads++)
+		for (int i = 0; i < n_sizes; i++)
+			bench_shape((shape){sizes[i], sizes[i], sizes[i],
+					    "square", false, false},
+				    threads, reps, width, 0, CLOCK_MONOTONIC);
+	for (int threads = 1; threads <= 2; threads++)
+		for (size_t i = 0;
+		     i < sizeof small_shapes / sizeof small_shapes[0]; i++)
+			bench_shape(small_shapes[i], threads, reps, width, 0,
+				    CLOCK_MONOTONIC);
+}
 
 int main(int argc, char **argv)
 {
 	int reps = 7, sizes[8] = {256, 512, 1024, 2048}, n_sizes = 4, n_user = 0;
-	int width = 0;
+	int width = 0, gpt_width = 0;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "-r") == 0)
 			reps = atoi(argv[i + 1]);
@@ -234,6 +320,8 @@ int main(int argc, char **argv)
 			width = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "-s") == 0 && n_user < 8)
 			sizes[n_user++] = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "-g") == 0)
+			gpt_width = atoi(argv[i + 1]);
 	}
 	if (n_user)
 		n_sizes = n_user;
@@ -261,16 +349,10 @@ int main(int argc, char **argv)
 	       "load average at start: %s\n\n",
 	       CG_GEMM_MR, plan.nr, plan.vw, openblas_get_corename(), reps,
 	       load);
-	header();
-	for (int threads = 1; threads <= 2; threads++)
-		for (int i = 0; i < n_sizes; i++)
-			bench_shape((shape){sizes[i], sizes[i], sizes[i],
-					    "square"},
-				    threads, reps, width);
-	for (int threads = 1; threads <= 2; threads++)
-		for (size_t i = 0;
-		     i < sizeof small_shapes / sizeof small_shapes[0]; i++)
-			bench_shape(small_shapes[i], threads, reps, width);
+	if (gpt_width > 0)
+		bench_gpt(gpt_width, reps, width, plan.vw);
+	else
+		bench_default(sizes, n_sizes, reps, width);
 
 	cpu_jiffies(&tot1, &idle1);
 	load_avg(load, sizeof load);

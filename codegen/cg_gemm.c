@@ -78,6 +78,30 @@ static bool check_batch(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	return true;
 }
 
+static bool check_epilogue(const cg_gemm_spec *s, const cg_gemm_plan *p,
+			   char *err, size_t err_len)
+{
+	if (s->n_epilogue == 0)
+		return true;
+	if (s->n_epilogue < 0 || s->n_epilogue > CG_GEMM_MAX_EPILOGUE ||
+	    p->batch > 1 || s->accumulate || s->skip_zero_m) {
+		snprintf(err, err_len,
+			 "gemm epilogue of %d terms needs at most %d, a batch "
+			 "of 1, no accumulate and no skip_zero_m",
+			 s->n_epilogue, CG_GEMM_MAX_EPILOGUE);
+		return false;
+	}
+	for (int t = 0; t < s->n_epilogue; t++)
+		if (s->epilogue_rs[t] != 0 && s->epilogue_rs[t] < s->n) {
+			snprintf(err, err_len,
+				 "gemm epilogue term %d: row stride %lld is "
+				 "neither 0 nor >= n",
+				 t, (long long)s->epilogue_rs[t]);
+			return false;
+		}
+	return true;
+}
+
 static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 		       size_t err_len)
 {
@@ -118,6 +142,8 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 			 "skip_zero_k");
 		return false;
 	}
+	if (!check_epilogue(s, p, err, err_len))
+		return false;
 	if (s->vector_width != 0 && s->vector_width != 8 &&
 	    s->vector_width != 16) {
 		snprintf(err, err_len,
@@ -233,6 +259,8 @@ typedef struct work_env {
 	LLVMValueRef abuf, bbuf, lo, hi, nt;
 	LLVMValueRef k; /* the inner dimension: spec.k, or the k kept */
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
+	LLVMValueRef is_last;                   /* i1: the last k-block */
+	LLVMValueRef epi[CG_GEMM_MAX_EPILOGUE]; /* the epilogue's terms */
 } work_env;
 
 /* Address of A(i, p) or B(p, j) in place. */
@@ -286,7 +314,9 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 		if (blocks[k] != first)
 			LLVMAddCase(sw, cg_i64(f, k), blocks[k]);
 		LLVMPositionBuilderAtEnd(f->b, blocks[k]);
-		cg_call(f, g->ukr[k / 2][k % 2], args, 5);
+		cg_call(f, g->ukr[k / 2][k % 2], args,
+			CG_GEMM_UKR_ARGS + (g->spec.n_epilogue ? 1 : 0) +
+				(unsigned)g->spec.n_epilogue);
 		LLVMBuildBr(f->b, join);
 	}
 	LLVMPositionBuilderAtEnd(f->b, join);
@@ -310,7 +340,12 @@ static void tile_loops(work_env *w)
 					: a_at(w, i, w->pc);
 	LLVMValueRef c = cg_at(f, w->c,
 			       cg_add(f, cg_muli(f, i, g->plan.ldc), j));
-	LLVMValueRef args[5] = {a, b, c, w->kc, w->is_acc};
+	LLVMValueRef args[CG_GEMM_UKR_ARGS + 1 + CG_GEMM_MAX_EPILOGUE] =
+		{a, b, c, w->kc, w->is_acc, w->is_last};
+	for (int t = 0; t < g->spec.n_epilogue; t++)
+		args[CG_GEMM_UKR_ARGS + 1 + t] = cg_at(
+			f, w->epi[t],
+			cg_add(f, cg_muli(f, i, g->spec.epilogue_rs[t]), j));
 	call_tile(w, i, j, args);
 	cg_loop_end(f, &lir);
 	cg_loop_end(f, &ljr);
@@ -356,6 +391,9 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 			    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
 			    : LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
 					    cg_i64(f, 0), "");
+	w->is_last = LLVMBuildICmp(f->b, LLVMIntSGE,
+				   LLVMBuildNSWAdd(f->b, w->pc, w->kc, ""),
+				   w->k, "");
 	if (p->pack_b)
 		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf,
 			  w->nc);
@@ -632,9 +670,10 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 }
 
 /* void NAME.work(const float *A, const float *B, float *C, float *buf,
- *                i64 lo, i64 hi, i64 n): parts [lo, hi) of C cut into n
- * equal parts (thread tid of nt: tid, tid + 1, nt), packing into buf,
- * the call's own buffer. */
+ *                i64 lo, i64 hi, i64 n[, const float *E0, ...]): parts
+ * [lo, hi) of C cut into n equal parts (thread tid of nt: tid, tid + 1,
+ * nt), packing into buf, the call's own buffer; then the epilogue's
+ * terms. */
 static LLVMValueRef gen_work(cg_gemm_gen *g)
 {
 	cg_fn f;
@@ -642,15 +681,21 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[7] = {ptr, ptr, ptr, ptr, i64, i64, i64};
+	LLVMTypeRef params[7 + CG_GEMM_MAX_EPILOGUE] = {ptr, ptr, ptr, ptr, i64,
+							i64, i64, ptr, ptr};
 	buf_layout l = layout_of(&g->spec, &g->plan);
 	work_env w = {.f = &f, .g = g};
 	const cg_gemm_spec *s = &g->spec;
 
 	snprintf(name, sizeof name, "%s.work", g->name);
 	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 7, 0),
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
+				     7 + (unsigned)s->n_epilogue, 0),
 		    true);
+	for (int t = 0; t < s->n_epilogue; t++) {
+		cg_fn_param_readonly(&f, 7 + (unsigned)t);
+		w.epi[t] = LLVMGetParam(f.fn, 7 + (unsigned)t);
+	}
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
 	w.a0 = LLVMGetParam(f.fn, 0);
@@ -676,7 +721,27 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 
 /* ---- threads and the entry point ------------------------------------------ */
 
+/* The captures of the parallel region: these, then the epilogue's terms. */
 enum { CAP_A, CAP_B, CAP_C, CAP_BUF, CAP_COUNT };
+#define CAP_MAX (CAP_COUNT + CG_GEMM_MAX_EPILOGUE)
+#define WORK_ARGS_MAX (7 + CG_GEMM_MAX_EPILOGUE)
+
+static int n_caps(const cg_gemm_gen *g)
+{
+	return CAP_COUNT + g->spec.n_epilogue;
+}
+
+/* Calls NAME.work on parts [lo, hi) of n with caps (A, B, C, buf, E...). */
+static void call_work(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef work,
+		      const LLVMValueRef *caps, LLVMValueRef lo,
+		      LLVMValueRef hi, LLVMValueRef n)
+{
+	LLVMValueRef args[WORK_ARGS_MAX] = {caps[0], caps[1], caps[2], caps[3],
+					    lo,      hi,      n};
+	for (int t = 0; t < g->spec.n_epilogue; t++)
+		args[7 + t] = caps[CAP_COUNT + t];
+	cg_call(f, work, args, 7 + (unsigned)g->spec.n_epilogue);
+}
 
 static LLVMValueRef omp_int(cg_fn *f, const char *fn_name)
 {
@@ -696,7 +761,7 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 	char name[256];
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
-	LLVMValueRef args[7];
+	LLVMValueRef args[CAP_MAX];
 	buf_layout l = layout_of(&g->spec, &g->plan);
 
 	snprintf(name, sizeof name, "%s.par", g->name);
@@ -704,24 +769,24 @@ static LLVMValueRef gen_par(cg_gemm_gen *g, LLVMValueRef work)
 		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), &ptr, 1, 0),
 		    true);
 	cg_fn_param_readonly(&f, 0);
-	for (int i = 0; i < CAP_COUNT; i++)
+	for (int i = 0; i < n_caps(g); i++)
 		args[i] = LLVMBuildLoad2(f.b, ptr,
 					 cap_slot(&f, LLVMGetParam(f.fn, 0), i),
 					 "");
 	LLVMValueRef tid = omp_int(&f, "omp_get_thread_num");
 	args[3] = cg_at(&f, args[3], cg_muli(&f, tid, l.per_thread));
-	args[4] = tid;
-	args[5] = cg_addi(&f, tid, 1);
-	args[6] = omp_int(&f, "omp_get_num_threads");
-	cg_call(&f, work, args, 7);
+	call_work(&f, g, work, args, tid, cg_addi(&f, tid, 1),
+		  omp_int(&f, "omp_get_num_threads"));
 	LLVMBuildRetVoid(f.b);
 	cg_fn_end(&f);
 	return f.fn;
 }
 
-/* GOMP_parallel(par, {A, B, C, buf}, nt, 0), or NAME.work for one thread. */
-static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
-		     LLVMValueRef cap, LLVMValueRef *args, LLVMValueRef nt)
+/* GOMP_parallel(par, {A, B, C, buf, E...}, nt, 0), or NAME.work for one
+ * thread. */
+static void run_team(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef work,
+		     LLVMValueRef par, LLVMValueRef cap, LLVMValueRef *args,
+		     LLVMValueRef nt)
 {
 	LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntSLE, nt, cg_i64(f, 1),
 					    "");
@@ -731,14 +796,11 @@ static void run_team(cg_fn *f, LLVMValueRef work, LLVMValueRef par,
 	LLVMBuildCondBr(f->b, is_one, one, team);
 
 	LLVMPositionBuilderAtEnd(f->b, one);
-	LLVMValueRef wargs[7] = {args[0],     args[1],      args[2],
-				 args[3],     cg_i64(f, 0), cg_i64(f, 1),
-				 cg_i64(f, 1)};
-	cg_call(f, work, wargs, 7);
+	call_work(f, g, work, args, cg_i64(f, 0), cg_i64(f, 1), cg_i64(f, 1));
 	LLVMBuildBr(f->b, join);
 
 	LLVMPositionBuilderAtEnd(f->b, team);
-	for (int i = 0; i < CAP_COUNT; i++)
+	for (int i = 0; i < n_caps(g); i++)
 		LLVMBuildStore(f->b, args[i], cap_slot(f, cap, i));
 	cg_gomp_parallel(f, par, cap, LLVMBuildTrunc(f->b, nt, cg_t_i32(f), ""));
 	LLVMBuildBr(f->b, join);
@@ -789,8 +851,10 @@ static LLVMValueRef team_size(cg_fn *f, const cg_gemm_gen *g)
 		return cg_i64(f, 1);
 	LLVMValueRef n = omp_int(f, "omp_get_max_threads");
 	if (g->spec.is_threads_arg) {
-		LLVMValueRef req = LLVMBuildSExt(f->b, LLVMGetParam(f->fn, 3),
-						 cg_t_i64(f), "");
+		LLVMValueRef req = LLVMBuildSExt(
+			f->b,
+			LLVMGetParam(f->fn, 3 + (unsigned)g->spec.n_epilogue),
+			cg_t_i64(f), "");
 		LLVMValueRef is_set = LLVMBuildICmp(f->b, LLVMIntSGT, req,
 						    cg_i64(f, 0), "");
 		n = LLVMBuildSelect(f->b, is_set, req, n, "");
@@ -798,38 +862,55 @@ static LLVMValueRef team_size(cg_fn *f, const cg_gemm_gen *g)
 	return cg_min(f, n, cg_i64(f, g->plan.max_threads));
 }
 
-/* void NAME(const float *A, const float *B, float *C[, int n_threads]). */
+/* The captures A, B, C, buf, E... of a function whose parameters are
+ * A, B, C, E..., buf its packing buffer. */
+static void caps_of(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef buf,
+		    LLVMValueRef *caps)
+{
+	for (unsigned i = 0; i < 3; i++)
+		caps[i] = LLVMGetParam(f->fn, i);
+	caps[CAP_BUF] = buf;
+	for (int t = 0; t < g->spec.n_epilogue; t++) {
+		cg_fn_param_readonly(f, 3 + (unsigned)t);
+		caps[CAP_COUNT + t] = LLVMGetParam(f->fn, 3 + (unsigned)t);
+	}
+}
+
+/* void NAME(const float *A, const float *B, float *C[, const float *E0,
+ * ...][, int n_threads]). */
 static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 {
 	cg_fn f;
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
-	LLVMTypeRef params[4] = {ptr, ptr, ptr, LLVMInt32TypeInContext(ctx)};
+	LLVMTypeRef params[4 + CG_GEMM_MAX_EPILOGUE] = {ptr, ptr, ptr};
+	unsigned n_par = 3 + (unsigned)g->spec.n_epilogue;
 	bool is_heap;
 
+	for (unsigned i = 3; i < n_par; i++)
+		params[i] = ptr;
+	params[n_par] = LLVMInt32TypeInContext(ctx);
 	cg_fn_begin(&f, g->mod, g->name,
 		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
-				     g->spec.is_threads_arg ? 4 : 3, 0),
+				     n_par + (g->spec.is_threads_arg ? 1 : 0), 0),
 		    false);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
 	LLVMValueRef cap = par ? LLVMBuildAlloca(f.b,
-						 LLVMArrayType2(ptr, CAP_COUNT),
+						 LLVMArrayType2(ptr, CAP_MAX),
 						 "cap")
 			       : NULL;
 	LLVMValueRef nt = team_size(&f, g);
-	LLVMValueRef args[4] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
-				LLVMGetParam(f.fn, 2),
-				alloc_buf(&f, &g->spec, &g->plan, nt,
-					  g->plan.max_threads, &is_heap)};
+	LLVMValueRef args[CAP_MAX];
+	caps_of(&f, g,
+		alloc_buf(&f, &g->spec, &g->plan, nt, g->plan.max_threads,
+			  &is_heap),
+		args);
 	if (par)
-		run_team(&f, work, par, cap, args, nt);
+		run_team(&f, g, work, par, cap, args, nt);
 	else
-		cg_call(&f, work,
-			(LLVMValueRef[7]){args[0], args[1], args[2], args[3],
-					  cg_i64(&f, 0), cg_i64(&f, 1),
-					  cg_i64(&f, 1)},
-			7);
+		call_work(&f, g, work, args, cg_i64(&f, 0), cg_i64(&f, 1),
+			  cg_i64(&f, 1));
 	if (is_heap) {
 		LLVMTypeRef fp = cg_t_ptr(&f);
 		cg_call_extern(&f, "free",
@@ -841,8 +922,9 @@ static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 	cg_fn_end(&f);
 }
 
-/* void NAME.range(const float *A, const float *B, float *C, i64 lo,
- * i64 hi, i64 n): parts [lo, hi) of n on the calling thread. */
+/* void NAME.range(const float *A, const float *B, float *C[, const float
+ * *E0, ...], i64 lo, i64 hi, i64 n): parts [lo, hi) of n on the calling
+ * thread. */
 static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 {
 	cg_fn f;
@@ -850,24 +932,27 @@ static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[6] = {ptr, ptr, ptr, i64, i64, i64};
+	LLVMTypeRef params[6 + CG_GEMM_MAX_EPILOGUE] = {ptr, ptr, ptr};
+	unsigned n_ptr = 3 + (unsigned)g->spec.n_epilogue;
 	bool is_heap;
 
+	for (unsigned i = 3; i < n_ptr + 3; i++)
+		params[i] = i < n_ptr ? ptr : i64;
 	snprintf(name, sizeof name, "%s.range", g->name);
 	/* Internal when it is all there is: kernels of one module call it,
 	 * and two modules linked together must not clash. */
 	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 6, 0),
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
+				     n_ptr + 3, 0),
 		    g->spec.is_range_only);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
 	LLVMValueRef buf = alloc_buf(&f, &g->spec, &g->plan, cg_i64(&f, 1), 1,
 				     &is_heap);
-	LLVMValueRef args[7] = {LLVMGetParam(f.fn, 0), LLVMGetParam(f.fn, 1),
-				LLVMGetParam(f.fn, 2), buf,
-				LLVMGetParam(f.fn, 3), LLVMGetParam(f.fn, 4),
-				LLVMGetParam(f.fn, 5)};
-	cg_call(&f, work, args, 7);
+	LLVMValueRef caps[CAP_MAX];
+	caps_of(&f, g, buf, caps);
+	call_work(&f, g, work, caps, LLVMGetParam(f.fn, n_ptr),
+		  LLVMGetParam(f.fn, n_ptr + 1), LLVMGetParam(f.fn, n_ptr + 2));
 	if (is_heap)
 		cg_call_extern(&f, "free",
 			       LLVMFunctionType(LLVMVoidTypeInContext(ctx),

@@ -8,8 +8,9 @@
  *     void NAME(const float *A, const float *B, float *C, int n_threads);
  *                                          (with spec.is_threads_arg)
  *
- * computing C = A·B (or C += A·B) on row-major matrices, or on a batch
- * of them, in the BLIS style: B packed into NR-wide panels, A into 6-tall
+ * computing C = A·B (or C += A·B, or C = A·B + E0 + E1 with an
+ * epilogue, whose terms' pointers follow C) on row-major matrices, or on
+ * a batch of them, in the BLIS style: B packed into NR-wide panels, A into 6-tall
  * panels, a 6×NR register-tiled micro-kernel of 12 vector FMA
  * accumulators (6×16 with <8 x float> on AVX2, 6×32 with <16 x float> on
  * AVX-512), loops blocked by NC/KC/MC, and the row (or column) panels of
@@ -32,6 +33,8 @@ typedef enum cg_gemm_pack {
 	CG_GEMM_PACK_B,    /* pack B only */
 	CG_GEMM_PACK_AB,   /* pack both */
 } cg_gemm_pack;
+
+#define CG_GEMM_MAX_EPILOGUE 2 /* terms of a gemm's epilogue */
 
 typedef struct cg_gemm_spec {
 	int64_t m, n, k;       /* C is m×n, the inner dimension k; all >= 1 */
@@ -75,6 +78,16 @@ typedef struct cg_gemm_spec {
 	 * rows kept of its part into its buffer, multiplies them there and
 	 * copies the rows of the product back. */
 	bool skip_zero_m;
+	/* The epilogue: n_epilogue (0..CG_GEMM_MAX_EPILOGUE) m×n terms
+	 * added, in order, to the finished product as it is stored:
+	 * C = ((A·B) + E0) + E1, each add rounded as a separate add would
+	 * be, so the result is that of the unfused adds to the bit. Term t
+	 * is read at E_t[i·epilogue_rs[t] + j]: a row stride of 0 is one
+	 * row broadcast over the rows (a bias), n or more a matrix (a
+	 * residual). NAME and NAME.range take the terms' pointers right
+	 * after C. Needs a batch of 1, no accumulate and no skip_zero_m. */
+	int n_epilogue;
+	int64_t epilogue_rs[CG_GEMM_MAX_EPILOGUE];
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
@@ -120,7 +133,8 @@ bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec);
  * spec.is_range_only):
  *
  *     void NAME.range(const float *A, const float *B, float *C,
- *                     int64_t lo, int64_t hi, int64_t n);
+ *                     [const float *E0, ...,] int64_t lo, int64_t hi,
+ *                     int64_t n);
  *
  * parts [lo, hi) of C cut into n equal parts (0 <= lo <= hi <= n), on the
  * calling thread. Every element of C is computed the same way whatever

@@ -31,13 +31,19 @@ typedef struct cg_gemm_gen {
 	LLVMValueRef pack_a, pack_b; /* NULL when not packed */
 } cg_gemm_gen;
 
+/* The micro-kernel's parameters before the epilogue's. */
+#define CG_GEMM_UKR_ARGS 5
+
 /* Generates the micro-kernel for an mr×nr tile (mr <= MR, nr <= NR):
  *   void NAME.ukr.<mr>x<nr>(const float *a, const float *b, float *c,
- *                           i64 kc, i1 accumulate)
+ *                           i64 kc, i1 accumulate
+ *                           [, i1 is_last, const float *e0, ...])
  * a points at the tile's first row (a packed panel if plan.pack_a, else
  * A itself at (i, p)), b likewise at its first column, c at C(i, j).
  * Computes the kc-step product in mr·ceil(nr/vw) vector accumulators, then
- * stores it into C, or adds it to C if accumulate. */
+ * stores it into C, or adds it to C if accumulate; with an epilogue
+ * (spec.n_epilogue > 0), on the last k-block (is_last) it adds the terms,
+ * e_t pointing at E_t(i, j), to what it stores, one add each. */
 LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr);
 
 /* Generates void NAME.pack_a(const float *src, float *dst, i64 mc, i64 kc):

@@ -27,6 +27,8 @@ typedef struct ukr_shape {
 	int64_t a_rs, a_cs, b_rs;
 	bool is_b_packed;
 	int64_t ldc;
+	int n_epi;                            /* terms of the epilogue */
+	int64_t epi_rs[CG_GEMM_MAX_EPILOGUE]; /* their row strides */
 } ukr_shape;
 
 /* Vector v of row p of the B operand. A packed panel is 64-byte aligned
@@ -131,9 +133,34 @@ static void ukr_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
 	k_loop(f, u, p, kc, 1, acc);
 }
 
-/* Writes the tile to C, adding what is there if is_acc. */
+/* Vector v of row r of the tile of the matrix at p (row stride rs). */
+static LLVMValueRef tile_load(cg_fn *f, const ukr_shape *u, LLVMValueRef p,
+			      int64_t rs, int r, int v)
+{
+	LLVMValueRef at = cg_ati(f, p, r * rs + v * (int64_t)u->vw);
+	if (v == u->nv - 1 && u->tail < u->vw)
+		return cg_vload_part(f, u->vw, at, u->tail);
+	return cg_vload(f, u->vw, at, 4);
+}
+
+/* The epilogue's terms added to x, vector v of row r, one plain add
+ * each (no fast-math flags: the unfused adds' rounding). */
+static LLVMValueRef add_terms(cg_fn *f, const ukr_shape *u, LLVMValueRef x,
+			      int r, int v)
+{
+	for (int t = 0; t < u->n_epi; t++) {
+		LLVMValueRef e = LLVMGetParam(f->fn, CG_GEMM_UKR_ARGS + 1 +
+							     (unsigned)t);
+		x = LLVMBuildFAdd(f->b, x,
+				  tile_load(f, u, e, u->epi_rs[t], r, v), "");
+	}
+	return x;
+}
+
+/* Writes the tile to C, adding what is there if is_acc, then the
+ * epilogue's terms if is_epi. */
 static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
-		      bool is_acc)
+		      bool is_acc, bool is_epi)
 {
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
@@ -142,19 +169,46 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 						r * u->ldc + v * (int64_t)u->vw);
 			bool is_masked = v == u->nv - 1 && u->tail < u->vw;
 			LLVMValueRef x = acc[r * u->nv + v];
-			if (is_acc) {
-				LLVMValueRef old =
-					is_masked ? cg_vload_part(f, u->vw, p,
-								  u->tail)
-						  : cg_vload(f, u->vw, p, 4);
-				x = cg_fast(LLVMBuildFAdd(f->b, old, x, ""),
+			if (is_acc)
+				x = cg_fast(LLVMBuildFAdd(f->b,
+							  tile_load(f, u, c,
+								    u->ldc, r, v),
+							  x, ""),
 					    false);
-			}
+			if (is_epi)
+				x = add_terms(f, u, x, r, v);
 			if (is_masked)
 				cg_vstore_part(f, x, p, u->tail);
 			else
 				cg_vstore(f, x, p, 4);
 		}
+	}
+}
+
+/* The stores ending the micro-kernel: one block for each case of
+ * (accumulate, and with an epilogue is_last), chosen by a switch. */
+static void ukr_stores(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
+{
+	int n_cases = u->n_epi ? 4 : 2;
+	LLVMValueRef sel = LLVMBuildZExt(f->b, LLVMGetParam(f->fn, 4),
+					 cg_t_i64(f), "");
+	if (u->n_epi)
+		sel = cg_add(f, cg_muli(f, sel, 2),
+			     LLVMBuildZExt(f->b,
+					   LLVMGetParam(f->fn, CG_GEMM_UKR_ARGS),
+					   cg_t_i64(f), ""));
+	LLVMBasicBlockRef blocks[4];
+	for (int k = 0; k < n_cases; k++)
+		blocks[k] = cg_block(f, "store");
+	LLVMValueRef sw = LLVMBuildSwitch(f->b, sel, blocks[0],
+					  (unsigned)n_cases - 1);
+	for (int k = 0; k < n_cases; k++) {
+		if (k)
+			LLVMAddCase(sw, cg_i64(f, k), blocks[k]);
+		LLVMPositionBuilderAtEnd(f->b, blocks[k]);
+		bool is_acc = u->n_epi ? k >= 2 : k == 1;
+		ukr_store(f, u, acc, is_acc, u->n_epi && k % 2 == 1);
+		LLVMBuildRetVoid(f->b);
 	}
 }
 
@@ -179,7 +233,10 @@ static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr)
 		.b_rs = g->plan.pack_b ? g->plan.nr : g->b_rs,
 		.is_b_packed = g->plan.pack_b,
 		.ldc = g->plan.ldc,
+		.n_epi = g->spec.n_epilogue,
 	};
+	for (int t = 0; t < u.n_epi; t++)
+		u.epi_rs[t] = g->spec.epilogue_rs[t];
 	u.tail = (unsigned)(nr - (u.nv - 1) * vw);
 	return u;
 }
@@ -191,29 +248,29 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	ukr_shape u = ukr_shape_of(g, mr, nr);
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
-	LLVMTypeRef params[5] = {ptr, ptr, ptr, LLVMInt64TypeInContext(ctx),
-				 LLVMInt1TypeInContext(ctx)};
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(ctx);
+	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 1 + CG_GEMM_MAX_EPILOGUE] =
+		{ptr, ptr, ptr, LLVMInt64TypeInContext(ctx), i1, i1};
+	unsigned n_par = CG_GEMM_UKR_ARGS +
+			 (u.n_epi ? 1 + (unsigned)u.n_epi : 0);
 	LLVMValueRef acc[CG_GEMM_MR * 2];
 
+	for (unsigned i = CG_GEMM_UKR_ARGS + 1; i < n_par; i++)
+		params[i] = ptr;
 	snprintf(name, sizeof name, "%s.ukr.%dx%d", g->name, mr, nr);
 	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 5, 0),
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, n_par,
+				     0),
 		    true);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
+	for (unsigned i = CG_GEMM_UKR_ARGS + 1; i < n_par; i++)
+		cg_fn_param_readonly(&f, i);
 	wide_vectors(&f, u.vw);
 	for (int i = 0; i < u.mr * u.nv; i++)
 		acc[i] = LLVMConstNull(cg_t_vec(&f, u.vw));
 	ukr_loop(&f, &u, acc);
-	LLVMBasicBlockRef plain = cg_block(&f, "store");
-	LLVMBasicBlockRef add = cg_block(&f, "accumulate");
-	LLVMBuildCondBr(f.b, LLVMGetParam(f.fn, 4), add, plain);
-	LLVMPositionBuilderAtEnd(f.b, add);
-	ukr_store(&f, &u, acc, true);
-	LLVMBuildRetVoid(f.b);
-	LLVMPositionBuilderAtEnd(f.b, plain);
-	ukr_store(&f, &u, acc, false);
-	LLVMBuildRetVoid(f.b);
+	ukr_stores(&f, &u, acc);
 	cg_fn_end(&f);
 	return f.fn;
 }
@@ -260,6 +317,49 @@ static void pack_a_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop_end(f, &lp);
 }
 
+/* Row p of the A^T block (ta: A(i, p) at a[i + p·lda]) into its panels:
+ * the panel of rows [q, q+MR) gets the MR consecutive floats at q, as one
+ * masked vector; a last partial panel (rows_tail rows, when the block's
+ * mc reaches past full) gets its rows and zeros. */
+static void pack_at_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
+			LLVMValueRef dst, LLVMValueRef p, LLVMValueRef kc,
+			LLVMValueRef full, int rows_tail)
+{
+	cg_loop lq;
+	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->a_cs));
+	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
+	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), full, CG_GEMM_MR);
+	cg_vstore_part(f, cg_vload_part(f, 8, cg_at(f, row, q), CG_GEMM_MR),
+		       cg_at(f, out, cg_mul(f, q, kc)), CG_GEMM_MR);
+	cg_loop_end(f, &lq);
+	if (rows_tail) {
+		LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSGT,
+						      LLVMGetParam(f->fn, 2),
+						      full, "");
+		LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
+		cg_vstore_part(f,
+			       cg_vload_part(f, 8, cg_at(f, row, full),
+					     (unsigned)rows_tail),
+			       cg_at(f, out, cg_mul(f, full, kc)), CG_GEMM_MR);
+		cg_if_end(f, join);
+	}
+}
+
+/* Packs an A^T block row by row of the stored matrix: each of its kc
+ * rows is one contiguous read, where the panel by panel order would read
+ * MR floats from each of kc rows lda apart (a page each, and LLVM turns
+ * that loop into gathers). */
+static void pack_at(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef full,
+		    int rows_tail)
+{
+	cg_loop lp;
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
+	pack_at_row(f, g, LLVMGetParam(f->fn, 0), LLVMGetParam(f->fn, 1), p, kc,
+		    full, rows_tail);
+	cg_loop_end(f, &lp);
+}
+
 /* A row block ends in a partial panel only at the last rows of A, so the
  * partial panel's height is M mod MR, a constant. */
 LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
@@ -275,6 +375,12 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 				    LLVMBuildUDiv(f.b, mc,
 						  cg_i64(&f, CG_GEMM_MR), ""),
 				    CG_GEMM_MR);
+	if (g->a_rs == 1) {
+		pack_at(&f, g, full, rows_tail);
+		LLVMBuildRetVoid(f.b);
+		cg_fn_end(&f);
+		return f.fn;
+	}
 	LLVMValueRef i = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_MR);
 	pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, i, g->a_rs)),
 		     cg_at(&f, dst, cg_mul(&f, i, kc)), kc, CG_GEMM_MR);

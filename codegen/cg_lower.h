@@ -281,7 +281,22 @@ bool cg_lower_repeat_interleave(cg_kernel *k);
 bool cg_lower_dropout(cg_kernel *k);
 
 /* cg_lower_nn.c: matmul, reductions, normalizations, indexing, losses. */
+/* Lowers a matmul, or an add whose kernel computes the matmul it adds
+ * to as the sgemm's epilogue (cg_lower_epilogue_plan). */
 bool cg_lower_matmul(cg_kernel *k);
+/* Marks in a fusion plan each matmul whose only reader is an add with a
+ * kernel of its own, adding to it a bias row or a matrix of its shape,
+ * when the matmul runs as one sgemm: into[matmul] = the add, whose kernel
+ * then computes the product with the sgemm's epilogue instead of reading
+ * it from a buffer (docs/fusion.md). Returns false after reporting "out
+ * of memory". */
+bool cg_lower_epilogue_plan(const cg_lower *L, const ir_func *f, ir_id *into);
+/* Whether kernel k is an add computing a fused matmul (its operand's
+ * tree a MATMUL node), lowered by cg_lower_matmul. */
+bool cg_lower_is_epilogue_kernel(const cg_kernel *k);
+/* The matmul node id's kernel computes as its epilogue's product under
+ * the plan into, or IR_NONE. */
+ir_id cg_lower_epilogue_matmul(const ir_graph *g, const ir_id *into, ir_id id);
 bool cg_lower_reduce(cg_kernel *k);
 /* One step of a reduction's chain, o (+) v, on scalars or vectors of
  * dtype t: an add (is_ordered: without `reassoc`, so LLVM keeps the

@@ -234,6 +234,8 @@ bool cg_lower_node_compiles(const cg_lower *L, const ir_graph *g, ir_id id)
 /* The generator of the node's op; leaves and reshapes have none. */
 static bool lower_op(cg_kernel *k)
 {
+	if (cg_lower_is_epilogue_kernel(k))
+		return cg_lower_matmul(k); /* a matmul with its bias add */
 	switch (k->node->op) {
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:

@@ -87,6 +87,7 @@ typedef struct mm_cx {
 	int64_t M, N, K;
 	int64_t a_k; /* distance between A(m, k) and A(m, k + 1) */
 	bool tb;
+	LLVMValueRef A, B; /* the operands' pointers */
 } mm_cx;
 
 /* One row m of one batch: offs = C(m, 0), A(m, 0), B(0, 0). */
@@ -94,7 +95,7 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const mm_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef A = k->in[0], B = k->in[1], C = k->out;
+	LLVMValueRef A = c->A, B = c->B, C = k->out;
 	cg_loop ln, lk;
 	if (c->tb) {
 		/* C(m, n) = dot(A(m, :), B(n, :)), B stored n x k. */
@@ -148,37 +149,73 @@ static void batch_strides(const int64_t *dims, int rank, int nb, int64_t *s)
  * innermost axis is the sgemm's own batch (one stride per operand), the
  * outer ones looped here; a B shared by a dense batch of A folds into
  * the rows. */
+/* What a matmul kernel multiplies: the matmul node, its operands'
+ * pointers, and its epilogue's terms (an add's other operand) with their
+ * row strides. */
+typedef struct mm_src {
+	ir_id mm;
+	LLVMValueRef a, b;
+	int n_epi;
+	LLVMValueRef epi[CG_GEMM_MAX_EPILOGUE];
+	int64_t epi_rs[CG_GEMM_MAX_EPILOGUE];
+} mm_src;
+
 typedef struct gemm_cx {
 	LLVMValueRef fn;
 	int64_t parts;
+	const mm_src *src;
 } gemm_cx;
 
 static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const gemm_cx *g = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef args[6] = {cg_at(f, k->in[0], offs[1]),
-				cg_at(f, k->in[1], offs[2]),
-				cg_at(f, k->out, offs[0]),
-				k->lo,
-				k->hi,
-				cg_i64(f, g->parts)};
-	cg_call(f, g->fn, args, 6);
+	LLVMValueRef args[6 + CG_GEMM_MAX_EPILOGUE];
+	uint32_t n = 0;
+	args[n++] = cg_at(f, g->src->a, offs[1]);
+	args[n++] = cg_at(f, g->src->b, offs[2]);
+	args[n++] = cg_at(f, k->out, offs[0]);
+	for (int t = 0; t < g->src->n_epi; t++)
+		args[n++] = g->src->epi[t];
+	args[n++] = k->lo;
+	args[n++] = k->hi;
+	args[n++] = cg_i64(f, g->parts);
+	cg_call(f, g->fn, args, n);
 }
 
-/* Whether operand i of the matmul is, through reshapes and slices, an
+/* Whether operand i of matmul mm is, through reshapes and slices, an
  * op whose rows are often all zero (IR_OPF_ZERO_ROWS: a masked loss's
  * gradient), which the sgemm can leave out. */
-static bool has_zero_rows(const cg_kernel *k, uint32_t i)
+static bool has_zero_rows(const ir_graph *g, ir_id mm, uint32_t i)
 {
-	ir_id x = ir_arg(k->g, k->id, i);
-	while (k->g->nodes[x].op == IR_OP_RESHAPE ||
-	       k->g->nodes[x].op == IR_OP_SLICE)
-		x = ir_arg(k->g, x, 0);
-	return (ir_op_table[k->g->nodes[x].op].flags & IR_OPF_ZERO_ROWS) != 0;
+	ir_id x = ir_arg(g, mm, i);
+	while (g->nodes[x].op == IR_OP_RESHAPE || g->nodes[x].op == IR_OP_SLICE)
+		x = ir_arg(g, x, 0);
+	return (ir_op_table[g->nodes[x].op].flags & IR_OPF_ZERO_ROWS) != 0;
 }
 
-static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
+/* The epilogue's terms into the spec; false if the nest did not fold
+ * into one product (cg_lower_epilogue_plan promised it would). */
+static bool gemm_epilogue(cg_kernel *k, const cg_nest *bn, const mm_src *src,
+			  cg_gemm_spec *s)
+{
+	if (!src->n_epi)
+		return true;
+	for (int d = 0; d < bn->rank; d++)
+		if (bn->dims[d] != 1 || s->batch || s->skip_zero_m) {
+			ir_error(k->L->ctx, k->node->loc,
+				 "codegen: matmul: internal error: an "
+				 "epilogue on a batch of products");
+			return false;
+		}
+	s->n_epilogue = src->n_epi;
+	for (int t = 0; t < src->n_epi; t++)
+		s->epilogue_rs[t] = src->epi_rs[t];
+	return true;
+}
+
+static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
+			const mm_src *src)
 {
 	cg_lower *L = k->L;
 	cg_gemm_spec s = {0};
@@ -203,8 +240,11 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 		s.stride_b = bn->strides[2][in];
 		bn->dims[in] = 1;
 	}
-	s.skip_zero_k = !s.tb && !s.batch && has_zero_rows(k, 1);
-	s.skip_zero_m = !ta && !s.batch && !s.skip_zero_k && has_zero_rows(k, 0);
+	s.skip_zero_k = !s.tb && !s.batch && has_zero_rows(k->g, src->mm, 1);
+	s.skip_zero_m = !ta && !s.batch && !s.skip_zero_k &&
+			has_zero_rows(k->g, src->mm, 0);
+	if (!gemm_epilogue(k, bn, src, &s))
+		return false;
 	char name[64], err[256];
 	cg_gemm_plan plan;
 	snprintf(name, sizeof name, "sgemm.%u", L->n_gemms++);
@@ -220,7 +260,7 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 	/* The kernel's range is parts of every product of the nest: at most
 	 * 64, as fine as the sgemm's panels allow. */
 	gemm_cx g = {LLVMGetNamedFunction(L->mod, name),
-		     plan.parts < 64 ? plan.parts : 64};
+		     plan.parts < 64 ? plan.parts : 64, src};
 	k->extent = g.parts;
 	/* In multiply-adds over 16: a product starts a team from 2^19 of
 	 * them (the sgemm's own grain) at the default grain. */
@@ -232,20 +272,179 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta)
 	return true;
 }
 
+/* The type of operand i of matmul mm. */
+static const ir_type *mm_arg_type(const ir_graph *g, ir_id mm, uint32_t i)
+{
+	return &g->nodes[ir_arg(g, mm, i)].type;
+}
+
+/* The row stride of term x added to a product of type t: 0 for a row
+ * broadcast over the rows (a bias), t's row for a matrix of t's shape,
+ * -1 for anything else. */
+static int64_t term_row_stride(const cg_lower *L, const ir_graph *g, ir_id x,
+			       const ir_type *t)
+{
+	const ir_type *xt = &g->nodes[x].type;
+	int64_t d[IR_MAX_RANK], td[IR_MAX_RANK];
+	int r = cg_lower_dims(L, xt, d), rt = cg_lower_dims(L, t, td);
+	if (xt->dtype != IR_F32 || rt < 2)
+		return -1;
+	if (cg_lower_same_type(L, xt, t))
+		return td[rt - 1];
+	if (r < 1 || d[r - 1] != td[rt - 1])
+		return -1;
+	for (int i = 0; i < r - 1; i++)
+		if (d[i] != 1)
+			return -1;
+	return 0;
+}
+
+/* Whether matmul mm runs as one sgemm of a batch of 1 without
+ * skip_zero_m (matmul_gemm's choices): large enough, and either 2-d or a
+ * B shared by a dense batch of A, which folds into the rows. */
+static bool is_one_gemm(const cg_lower *L, const ir_graph *g, ir_id mm)
+{
+	const ir_node *n = &g->nodes[mm];
+	int64_t ad[IR_MAX_RANK], bd[IR_MAX_RANK], od[IR_MAX_RANK];
+	int ra = cg_lower_dims(L, mm_arg_type(g, mm, 0), ad);
+	int rb = cg_lower_dims(L, mm_arg_type(g, mm, 1), bd);
+	int ro = cg_lower_dims(L, &n->type, od);
+	bool ta = n->attr.matmul.ta;
+	int64_t batches = 1;
+	for (int d = 0; d < ro - 2; d++)
+		batches *= od[d];
+	int64_t M = od[ro - 2], N = od[ro - 1], K = ta ? ad[ra - 2] : ad[ra - 1];
+	if (M < 1 || N < 1 || K < 1 || batches * M * N * K < L->gemm_min)
+		return false;
+	for (int d = 0; d < rb - 2; d++)
+		if (bd[d] != 1)
+			return false;
+	if (batches > 1 && (ta || ra != ro))
+		return false;
+	for (int d = 0; batches > 1 && d < ro - 2; d++)
+		if (ad[d] != od[d])
+			return false;
+	/* matmul_gemm's skip_zero_m, for the one product (batch 0) */
+	bool skip_k = !n->attr.matmul.tb && has_zero_rows(g, mm, 1);
+	return ta || skip_k || !has_zero_rows(g, mm, 0);
+}
+
+/* The matmul add node i's kernel can compute as its epilogue's product:
+ * an f32 add with a kernel of its own of a matmul read by nothing else
+ * and of the add's type, and a term with a buffer of its own that is a
+ * bias row or a matrix of that type; IR_NONE if none. */
+static ir_id epilogue_of(const cg_lower *L, const ir_graph *g,
+			 const ir_id *into, const uint32_t *uses, ir_id i)
+{
+	const ir_node *ad = &g->nodes[i];
+	if (ad->op != IR_OP_ADD || into[i] != IR_NONE ||
+	    ad->type.dtype != IR_F32)
+		return IR_NONE;
+	for (uint32_t a = 0; a < 2; a++) {
+		ir_id mm = ir_arg(g, i, a), x = ir_arg(g, i, 1 - a);
+		if (mm == x || g->nodes[mm].op != IR_OP_MATMUL ||
+		    into[mm] != IR_NONE || uses[mm] != 1 ||
+		    !cg_lower_same_type(L, &g->nodes[mm].type, &ad->type) ||
+		    pass_fuse_ew_is_in(into, x, i) ||
+		    term_row_stride(L, g, x, &ad->type) < 0 ||
+		    !is_one_gemm(L, g, mm))
+			continue;
+		return mm;
+	}
+	return IR_NONE;
+}
+
+bool cg_lower_epilogue_plan(const cg_lower *L, const ir_func *f, ir_id *into)
+{
+	const ir_graph *g = &f->g;
+	uint32_t *uses = ir_alloc(L->ctx, (g->n_nodes + 1) * sizeof *uses);
+	if (!uses) {
+		ir_error(L->ctx, f->loc, "out of memory");
+		return false;
+	}
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
+			uses[ir_arg(g, i, a)]++;
+	for (uint32_t o = 0; o < f->n_outputs; o++)
+		uses[f->outputs[o]] += 2; /* an output keeps its buffer */
+	for (ir_id i = 0; i < g->n_nodes; i++) {
+		ir_id mm = epilogue_of(L, g, into, uses, i);
+		if (mm != IR_NONE)
+			into[mm] = i;
+	}
+	ir_free(L->ctx, uses);
+	return true;
+}
+
+ir_id cg_lower_epilogue_matmul(const ir_graph *g, const ir_id *into, ir_id id)
+{
+	if (g->nodes[id].op != IR_OP_ADD)
+		return IR_NONE;
+	for (uint32_t a = 0; a < 2; a++) {
+		ir_id x = ir_arg(g, id, a);
+		if (into[x] == id && g->nodes[x].op == IR_OP_MATMUL)
+			return x;
+	}
+	return IR_NONE;
+}
+
+/* The operand of add kernel k whose tree is a fused matmul, or -1. */
+static int fused_matmul_operand(const cg_kernel *k)
+{
+	if (k->node->op != IR_OP_ADD)
+		return -1;
+	for (int a = 0; a < 2; a++) {
+		const cg_tree_node *tn = &k->tr.n[k->tr.opnd[a]];
+		if (!tn->is_leaf && k->g->nodes[tn->id].op == IR_OP_MATMUL)
+			return a;
+	}
+	return -1;
+}
+
+bool cg_lower_is_epilogue_kernel(const cg_kernel *k)
+{
+	return fused_matmul_operand(k) >= 0;
+}
+
+/* The operands of kernel k's matmul: its own, or for an add computing
+ * a fused matmul, the matmul's operands (the leaves under it) and the
+ * add's other operand as the epilogue's term. */
+static mm_src matmul_src(const cg_kernel *k)
+{
+	mm_src s = {.mm = k->id, .a = k->in[0], .b = k->in[1]};
+	int a = fused_matmul_operand(k);
+	if (a >= 0) {
+		const cg_tree_node *tn = &k->tr.n[k->tr.opnd[a]];
+		s.mm = tn->id;
+		s.a = k->in[k->tr.n[tn->kid[0]].param];
+		s.b = k->in[k->tr.n[tn->kid[1]].param];
+		s.n_epi = 1;
+		s.epi[0] = k->in[k->tr.n[k->tr.opnd[1 - a]].param];
+		s.epi_rs[0] = term_row_stride(k->L, k->g,
+					      ir_arg(k->g, k->id,
+						     1 - (uint32_t)a),
+					      &k->node->type);
+	}
+	return s;
+}
+
 /* Batched C = op(A) op(B): a nest over the batch dims and the rows of C,
  * each row computed by loops LLVM vectorizes; large products go to the
  * generated sgemm instead. */
 bool cg_lower_matmul(cg_kernel *k)
 {
 	int64_t ad[IR_MAX_RANK], bd[IR_MAX_RANK];
-	int ra = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), ad);
-	int rb = cg_lower_dims(k->L, cg_kernel_arg_type(k, 1), bd);
-	bool ta = k->node->attr.matmul.ta;
+	mm_src src = matmul_src(k);
+	const ir_node *mm = &k->g->nodes[src.mm];
+	int ra = cg_lower_dims(k->L, mm_arg_type(k->g, src.mm, 0), ad);
+	int rb = cg_lower_dims(k->L, mm_arg_type(k->g, src.mm, 1), bd);
+	bool ta = mm->attr.matmul.ta;
 	cg_nest n;
 	memset(&n, 0, sizeof n);
-	int ro = cg_lower_dims(k->L, &k->node->type, n.dims), nb = ro - 2;
-	mm_cx c = {n.dims[nb], n.dims[nb + 1], ta ? ad[ra - 2] : ad[ra - 1], 0,
-		   k->node->attr.matmul.tb};
+	int ro = cg_lower_dims(k->L, &mm->type, n.dims), nb = ro - 2;
+	mm_cx c = {n.dims[nb], n.dims[nb + 1],     ta ? ad[ra - 2] : ad[ra - 1],
+		   0,          mm->attr.matmul.tb, src.a,
+		   src.b};
 	c.a_k = ta ? c.M : 1;
 	n.rank = nb; /* batch dims, then (below) the rows of C */
 	n.n_arr = 3;
@@ -259,7 +458,7 @@ bool cg_lower_matmul(cg_kernel *k)
 		batches *= n.dims[d];
 	if (c.M > 0 && c.N > 0 && c.K > 0 &&
 	    batches * c.M * c.N * c.K >= k->L->gemm_min)
-		return matmul_gemm(k, &n, &c, ta);
+		return matmul_gemm(k, &n, &c, ta, &src);
 	n.rank = nb + 1;
 	n.dims[nb] = c.M;
 	n.strides[1][nb] = ta ? 1 : c.K;

@@ -108,12 +108,14 @@ static void find_last_use(const ir_func *f, const ir_id *into,
 		last[root[f->outputs[o]]] = g->n_nodes;
 }
 
-/* The fusion plan of f, or none (every into[i] IR_NONE). */
+/* The fusion plan of f, with the matmuls computed in their adds'
+ * kernels (cg_lower_epilogue_plan), or none (every into[i] IR_NONE). */
 static bool plan_fusion(const cg_lower *L, const ir_func *f, bool no_fuse,
 			ir_id *into)
 {
 	if (!no_fuse)
-		return pass_fuse_ew_plan(L->m, f, into);
+		return pass_fuse_ew_plan(L->m, f, into) &&
+		       cg_lower_epilogue_plan(L, f, into);
 	for (ir_id i = 0; i < f->g.n_nodes; i++)
 		into[i] = IR_NONE;
 	return true;

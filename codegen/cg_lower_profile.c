@@ -145,12 +145,16 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 		(*site_of)[i] = 0;
 		if (!ks[i].ref.fn)
 			continue;
-		const ir_node *nd = &g->nodes[i];
+		/* An add computing its matmul's product shows as the matmul. */
+		ir_id shown = cg_lower_epilogue_matmul(g, e->plan.into, i);
+		shown = shown == IR_NONE ? i : shown;
+		const ir_node *nd = &g->nodes[shown];
 		(*sites)[s] = (cg_profile_site){.node = i,
 						.kind = ir_op_table[nd->op].name,
 						.n_fused = fused_into(e, i, in),
 						.loc = nd->loc,
-						.flops = node_flops(e->L, g, i),
+						.flops = node_flops(e->L, g,
+								    shown),
 						.bytes = node_bytes(e, i,
 								    &ks[i])};
 		(*site_of)[i] = s++;

@@ -846,6 +846,16 @@ START_TEST(test_plan_rejects_bad_specs)
 		 .stride_c = 32,
 		 .skip_zero_m = true},
 		{.m = 4, .n = 8, .k = 4, .skip_zero_k = true, .skip_zero_m = true},
+		{.m = 4, .n = 8, .k = 4, .n_epilogue = 3},
+		{.m = 4, .n = 8, .k = 4, .n_epilogue = 1, .epilogue_rs = {7}},
+		{.m = 4, .n = 8, .k = 4, .n_epilogue = 1, .accumulate = true},
+		{.m = 4, .n = 8, .k = 4, .n_epilogue = 1, .skip_zero_m = true},
+		{.m = 4,
+		 .n = 8,
+		 .k = 4,
+		 .batch = 2,
+		 .stride_c = 32,
+		 .n_epilogue = 1},
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		cg_gemm_plan p;
@@ -1036,6 +1046,88 @@ START_TEST(test_threads_set_is_read_back)
 }
 END_TEST
 
+/* ---- the epilogue ---------------------------------------------------------- */
+
+typedef void (*gemm_epi_fn)(const float *A, const float *B, float *C,
+			    const float *E0, const float *E1, int n_threads);
+
+/* Runs spec (with its epilogue of two terms e0, e1) on `threads` threads
+ * into a copy of C, returned. */
+static float *epilogue_run(const gemm_case *t, const float *e0, const float *e1,
+			   int threads)
+{
+	cg_module *m = cg_module_create("test");
+	cg_gemm_spec spec = t->spec;
+	spec.is_threads_arg = true;
+	ck_assert_ptr_nonnull(m);
+	ck_assert_msg(cg_gemm_add(m, "gemm", &spec), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_jit(m), "%s", cg_module_error(m));
+	void *addr = cg_module_lookup(m, "gemm");
+	gemm_epi_fn fn;
+	memcpy(&fn, &addr, sizeof fn);
+	float *c = malloc(t->n_c * sizeof *c);
+	ck_assert_ptr_nonnull(c);
+	memcpy(c, t->c, t->n_c * sizeof *c);
+	fn(t->a, t->b, c, e0, e1, threads);
+	cg_module_destroy(m);
+	return c;
+}
+
+/* The shapes (one to three k-blocks, edge tiles), transposes, packings
+ * and widths of the epilogue cases. */
+static const int64_t epi_shapes[][3] = {
+	{1, 1, 1}, {7, 13, 5}, {65, 33, 17}, {97, 211, 300}, {40, 300, 600},
+};
+
+/* The sgemm with a bias (row stride 0) and a residual (row stride rs)
+ * in its epilogue stores what the plain sgemm's product gives after two
+ * separate float adds, to the bit, on 1 thread and 2. */
+START_TEST(test_gemm_epilogue_is_the_product_then_two_adds)
+{
+	for (size_t s = 0; s < 5; s++) {
+		for (int v = 0; v < 8; v++) {
+			cg_gemm_spec spec = shape(epi_shapes[s][0],
+						  epi_shapes[s][1],
+						  epi_shapes[s][2]);
+			spec.ta = v & 1;
+			spec.tb = v & 2;
+			spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
+			spec.vector_width = widths[(v >> 2) & 1];
+			spec.ldc = v & 4 ? spec.n + 2 : 0;
+			int64_t rs = spec.n + (v & 4 ? 3 : 0);
+			gemm_case t;
+			case_init(&t, spec, 900 + s);
+			uint64_t seed = 77 + s;
+			float *e0 = rand_matrix((size_t)spec.n, &seed);
+			float *e1 = rand_matrix((size_t)(spec.m * rs), &seed);
+			float *want = case_run(&t, 1);
+			for (int64_t i = 0; i < spec.m; i++)
+				for (int64_t j = 0; j < spec.n; j++) {
+					float *w = &want[i * t.plan.ldc + j];
+					*w = *w + e0[j];
+					*w = *w + e1[i * rs + j];
+				}
+			t.spec.n_epilogue = 2;
+			t.spec.epilogue_rs[0] = 0;
+			t.spec.epilogue_rs[1] = rs;
+			float *c1 = epilogue_run(&t, e0, e1, 1);
+			float *c2 = epilogue_run(&t, e0, e1, 2);
+			ck_assert_msg(memcmp(c1, want, t.n_c * sizeof *c1) == 0,
+				      "%lldx%lldx%lld v %d: fused differs",
+				      (long long)spec.m, (long long)spec.n,
+				      (long long)spec.k, v);
+			ck_assert(memcmp(c1, c2, t.n_c * sizeof *c1) == 0);
+			free(c1);
+			free(c2);
+			free(want);
+			free(e0);
+			free(e1);
+			case_fini(&t);
+		}
+	}
+}
+END_TEST
+
 static Suite *codegen_suite(void)
 {
 	Suite *s = suite_create("codegen");
@@ -1061,6 +1153,11 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_takes_the_thread_count_as_an_argument);
 	tcase_add_test(num, test_gemm_runs_on_more_threads_than_row_panels);
 	suite_add_tcase(s, num);
+
+	TCase *epi = tcase_create("gemm epilogue");
+	tcase_set_timeout(epi, 120);
+	tcase_add_test(epi, test_gemm_epilogue_is_the_product_then_two_adds);
+	suite_add_tcase(s, epi);
 
 	TCase *code = tcase_create("generated code and plan");
 	tcase_set_timeout(code, 60);

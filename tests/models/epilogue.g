@@ -1,0 +1,34 @@
+# epilogue.g - two matmuls whose adds the sgemm's epilogue computes, for
+# tests/test_codegen_epilogue.c: h's bias add (h is read by a matmul, so
+# the add keeps a kernel of its own) and net's residual add (returned by
+# forward); loss_masked's gradient, where one of them may not be.
+model epilogue
+dim B = 4
+
+def net(x)
+  param W1 : [32, 96] = normal(0, 0.3)
+  param b1 : [96] = normal(0, 0.3)
+  param W2 : [96, 32] = normal(0, 0.3)
+  h = x @ W1 + b1
+  return h @ W2 + x
+
+export def forward(x: f32[B, 16, 32])
+  return net(x)
+
+export def loss(x: f32[B, 16, 32])
+  y = net(x)
+  return mean(y * y)
+
+# A masked loss's gradient g (rows of it zero at padding) reaches h as
+# the sum of (g Wc^T) Wb^T and g Wa^T: the add keeps a kernel (matmuls
+# read it), and of its two matmuls only (g Wc^T) Wb^T may be computed in
+# it, g Wa^T leaving out g's zero rows (skip_zero_m), which the sgemm's
+# epilogue does not take; x (B, 16, 32) makes each a folded batch.
+export def loss_masked(x: f32[B, 16, 32], targets: i32[B, 16])
+  param W0 : [32, 32] = normal(0, 0.3)
+  param Wa : [32, 10] = normal(0, 0.3)
+  param Wb : [32, 32] = normal(0, 0.3)
+  param Wc : [32, 10] = normal(0, 0.3)
+  h = x @ W0
+  logits = (h @ Wb) @ Wc + h @ Wa
+  return mean(cross_entropy(reshape(logits, [B * 16, 10]), reshape(targets, [B * 16])))
