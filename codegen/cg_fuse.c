@@ -28,6 +28,7 @@ typedef struct tree_build {
 	const ir_graph *g;
 	const ir_id *into;
 	cg_trees *t;
+	uint32_t start; /* the first tree node of the operand being built */
 	bool is_full;
 } tree_build;
 
@@ -101,8 +102,24 @@ static uint32_t new_node(tree_build *b, ir_id x)
 	return b->t->n_nodes++;
 }
 
+/* The earlier leaf of this operand's tree that reads node x's elements
+ * as leaf tn does, or tn's own index me (a node read twice in one tree,
+ * as GELU's backward reads x, is one array and one parameter). */
+static uint32_t same_leaf(const tree_build *b, ir_id x, const cg_tree_node *tn,
+			  uint32_t me)
+{
+	for (uint32_t i = b->start; i < me; i++) {
+		const cg_tree_node *o = &b->t->n[i];
+		if (o->is_leaf && o->id == x && o->first == i &&
+		    o->base == tn->base && memcmp(o->t, tn->t, sizeof o->t) == 0)
+			return i;
+	}
+	return me;
+}
+
 /* The tree of node x, read by its consumer user through axis map m; a
- * leaf gets pointer param (a new one when param is UINT32_MAX). */
+ * leaf gets pointer param (a new one when param is UINT32_MAX, unless an
+ * earlier leaf of the tree reads the same elements). */
 static uint32_t build(tree_build *b, ir_id x, ir_id user, const axis_map *m,
 		      uint32_t param)
 {
@@ -113,7 +130,10 @@ static uint32_t build(tree_build *b, ir_id x, ir_id user, const axis_map *m,
 	map_strides(b, x, m, tn);
 	if (!b->into || !pass_fuse_ew_is_in(b->into, x, user)) {
 		tn->is_leaf = true;
-		tn->param = param != UINT32_MAX ? param : b->t->n_par++;
+		tn->first = param != UINT32_MAX ? me : same_leaf(b, x, tn, me);
+		tn->param = param != UINT32_MAX ? param
+			    : tn->first != me   ? b->t->n[tn->first].param
+						: b->t->n_par++;
 		return me;
 	}
 	const ir_node *n = &b->g->nodes[x];
@@ -131,7 +151,7 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 		    const ir_id *into, cg_trees *t)
 {
 	const ir_node *n = &g->nodes[id];
-	tree_build b = {L, g, into, t, false};
+	tree_build b = {L, g, into, t, 0, false};
 	if (n->n_args > CG_KERNEL_MAX_IN) {
 		ir_error(L->ctx, n->loc,
 			 "codegen: %s: %u operands, at most %d "
@@ -148,6 +168,7 @@ bool cg_trees_build(const cg_lower *L, const ir_graph *g, ir_id id,
 			m.mul[j] = 1;
 			m.off[j] = 0;
 		}
+		b.start = t->n_nodes;
 		t->opnd[i] = build(&b, ir_arg(g, id, i), id, &m, i);
 	}
 	if (b.is_full || t->n_par > CG_KERNEL_MAX_IN) {
@@ -209,6 +230,11 @@ static void add_arrays(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
 		       int inner_ax)
 {
 	cg_tree_node *tn = &k->tr.n[x];
+	if (tn->is_leaf && tn->first != x) {
+		tn->arr = k->tr.n[tn->first].arr;
+		tn->inner = k->tr.n[tn->first].inner;
+		return;
+	}
 	if (tn->is_leaf || is_fused_dropout(k, tn)) {
 		int a = n->n_arr++;
 		for (int d = 0; d < n->rank; d++)
@@ -252,17 +278,45 @@ static LLVMValueRef offset_of(cg_kernel *k, const cg_tree_node *tn,
 	return at;
 }
 
-static LLVMValueRef eval(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
-			 LLVMValueRef j)
+/* The values of one operand's tree computed so far at one point of the
+ * loop body, so that a node occurring twice there is computed once. */
+typedef struct tree_eval {
+	cg_kernel *k;
+	LLVMValueRef *offs, j;
+	uint32_t start; /* the operand's first tree node */
+	LLVMValueRef val[CG_TREE_MAX];
+} tree_eval;
+
+/* Whether tree nodes a and b compute the same IR node at the same
+ * elements (so the same values, a dropout the same bits). */
+static bool same_place(const cg_tree_node *a, const cg_tree_node *b)
 {
+	return a->id == b->id && a->is_leaf == b->is_leaf &&
+	       a->base == b->base && memcmp(a->t, b->t, sizeof a->t) == 0;
+}
+
+static LLVMValueRef compute(tree_eval *e, uint32_t x);
+
+static LLVMValueRef eval(tree_eval *e, uint32_t x)
+{
+	const cg_tree_node *tn = &e->k->tr.n[x];
+	for (uint32_t i = e->start; i < x; i++)
+		if (e->val[i] && same_place(&e->k->tr.n[i], tn))
+			return e->val[x] = e->val[i];
+	return e->val[x] = compute(e, x);
+}
+
+static LLVMValueRef compute(tree_eval *e, uint32_t x)
+{
+	cg_kernel *k = e->k;
 	const cg_tree_node *tn = &k->tr.n[x];
 	const ir_node *n = &k->g->nodes[tn->id];
 	if (tn->is_leaf)
 		return cg_lower_load(&k->f, n->type.dtype, k->in[tn->param],
-				     offset_of(k, tn, offs, j));
+				     offset_of(k, tn, e->offs, e->j));
 	LLVMValueRef v[3];
 	for (uint32_t a = 0; a < n->n_args; a++)
-		v[a] = eval(k, tn->kid[a], offs, j);
+		v[a] = eval(e, tn->kid[a]);
 	if (n->op == IR_OP_PERMUTE || n->op == IR_OP_BROADCAST ||
 	    n->op == IR_OP_SLICE)
 		return v[0];
@@ -271,7 +325,8 @@ static LLVMValueRef eval(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
 			       ? v[0]
 			       : cg_lower_dropout_value(&k->f, n->attr.dropout.p,
 							k->key[x], k->is_train,
-							offset_of(k, tn, offs, j),
+							offset_of(k, tn,
+								  e->offs, e->j),
 							v[0]);
 	ir_dtype in = k->g->nodes[k->tr.n[tn->kid[n->op == IR_OP_SELECT]].id]
 			      .type.dtype;
@@ -281,5 +336,12 @@ static LLVMValueRef eval(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
 LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
 			       LLVMValueRef j)
 {
-	return eval(k, k->tr.opnd[i], offs, j);
+	tree_eval e;
+	e.k = k;
+	e.offs = offs;
+	e.j = j;
+	e.start = k->tr.opnd[i];
+	for (uint32_t x = e.start; x < k->tr.n_nodes; x++)
+		e.val[x] = NULL;
+	return eval(&e, e.start);
 }

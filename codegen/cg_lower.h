@@ -55,6 +55,9 @@ typedef struct cg_tree_node {
 	bool is_leaf;
 	uint32_t kid[3]; /* fused: the tree nodes of its operands */
 	uint32_t param;  /* leaf: its pointer is k->in[param] */
+	uint32_t first;  /* leaf: the first leaf of its operand's tree that
+			  * reads the same elements (itself, or one whose
+			  * param and array it shares) */
 	int64_t t[IR_MAX_RANK];
 	int64_t base; /* the element at operand index 0 (a fused slice's start) */
 	/* Leaf and fused dropout, set by cg_nest_add_operand: the nest
@@ -65,7 +68,8 @@ typedef struct cg_tree_node {
 
 /* The trees of one kernel. Its pointer parameters are one per operand of
  * the node (a fused operand's is null and never read), then one per leaf
- * of the fused trees, in tree order. */
+ * of the fused trees, in tree order, leaves of one operand's tree that
+ * read the same elements of the same buffer sharing one. */
 typedef struct cg_trees {
 	cg_tree_node n[CG_TREE_MAX];
 	uint32_t n_nodes;
@@ -220,13 +224,16 @@ bool cg_trees_eq(const cg_lower *L, const ir_graph *ga, const cg_trees *a,
  * training flag, their keys). */
 void cg_kernel_trees_begin(cg_kernel *k);
 /* Adds to n the arrays that read operand i of the kernel: one per leaf
- * and fused dropout of its tree, walking t so that nest dim d steps
+ * (leaves that share a parameter share one) and fused dropout of its
+ * tree, walking t so that nest dim d steps
  * operand axis ax[d] (-1: none); inner_ax (-1: none) is the axis a row
  * kernel's inner index j walks. */
 void cg_nest_add_operand(cg_kernel *k, cg_nest *n, uint32_t i, const int *ax,
 			 int inner_ax);
 /* The value of operand i at the nest point offs (after
- * cg_nest_add_operand), at inner index j of a row kernel (NULL: none). */
+ * cg_nest_add_operand), at inner index j of a row kernel (NULL: none);
+ * a node that occurs twice in the tree at the same elements is computed
+ * once. */
 LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
 			       LLVMValueRef j);
 /* The ax map of an elementwise kernel: operand i broadcast to the node's

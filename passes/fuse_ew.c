@@ -12,22 +12,30 @@
  *     kernel that knows the index can draw them), a permute, a broadcast
  *     or a slice (index arithmetic instead of a copy; slices step forward,
  *     so a fused slice's offsets stay sums of non-negative strides);
- *   - it is no output of the function, and has one use, or several when
- *     its op is cheap to compute again (no transcendental function): it
- *     is then computed in each of its readers' kernels;
+ *   - it is no output of the function; with one use it is computed in
+ *     its reader's kernel, with several in each of its readers' kernels
+ *     (a reader may itself be computed in several kernels: GELU's
+ *     x sqrt(1/2) in the forward's kernel and in the backward's);
+ *   - a costly op (a transcendental function, IR_OPF_COSTLY) is then
+ *     computed once in each kernel that computes it, in at most
+ *     PASS_FUSE_EW_MAX_COSTLY kernels (GELU's erf in its forward kernel
+ *     and again in its backward's, instead of a buffer written and read
+ *     back);
  *   - the consumer reads each of its elements once, at an index it can
  *     address: an elementwise consumer (or dropout, broadcast) of the same
  *     shape (a consumer that broadcasts the node would recompute it), a
  *     permute or a slice, or the data operand of a reduction (sum, mean, max), a
  *     softmax, log_softmax, masked_softmax, layer_norm, cross_entropy or
  *     cross_entropy_grad (the row kinds read x once a pass over the row);
- *   - the kernel that ends up computing it stays small: at most
+ *   - every kernel that ends up computing it stays small: at most
  *     PASS_FUSE_EW_MAX_NODES tree nodes and PASS_FUSE_EW_MAX_ARRAYS arrays
- *     read through strides (leaves, and one per fused dropout's index).
+ *     read through strides (one per buffer an operand's tree reads, a
+ *     buffer read twice there counting once unless a layout op is on the
+ *     way to it, and one per fused dropout's index), and it is computed
+ *     in at most PASS_FUSE_EW_MAX_ROOTS kernels.
  * Consumers are decided before their producers (the graph is walked
- * backwards), so a whole chain collapses into the kernel at its end. A
- * node computed in several readers hosts nothing: its operands are
- * leaves.
+ * backwards), so a whole chain collapses into the kernel at its end; a
+ * candidate is tried by measuring again the kernels it would join.
  */
 #include "passes.h"
 
@@ -75,6 +83,17 @@ static bool hosts(const ir_graph *g, ir_id c, uint32_t a, ir_id p)
 	return false;
 }
 
+/* The state of one function's plan. mark[x] == stamp when buffer x is
+ * already counted in the operand tree being measured. */
+typedef struct planner {
+	const ir_graph *g;
+	const pass_graph_uses *u;
+	ir_id *into;
+	uint32_t *mark, stamp;
+	ir_id roots[PASS_FUSE_EW_MAX_ROOTS + 1];
+	uint32_t n_roots, n_paths;
+} planner;
+
 /* How many operand slots read node p (its users are
  * u->list[u->start[p] ..), in slots u->slot[...]). */
 static uint32_t n_uses(const pass_graph_uses *u, ir_id p)
@@ -82,73 +101,121 @@ static uint32_t n_uses(const pass_graph_uses *u, ir_id p)
 	return u->start[p + 1] - u->start[p];
 }
 
-/* Size of the kernel rooted at each node: tree nodes and strided arrays. */
-typedef struct budget {
-	uint32_t *nodes, *arrays;
-} budget;
-
-/* Adds node p to the kernel of its use k (sign 1) or takes it out
- * (sign -1); false if adding takes the kernel past its bounds. */
-static bool charge(const ir_graph *g, const pass_graph_uses *u, ir_id p,
-		   uint32_t k, const ir_id *root, budget *b, int sign)
+/* Whether every use of p can read it in place. */
+static bool all_hosted(const ir_graph *g, const pass_graph_uses *u, ir_id p)
 {
-	const ir_node *n = &g->nodes[p];
-	ir_id r = root[u->list[u->start[p] + k]];
-	int64_t arrays = (int64_t)n->n_args - 1 + (n->op == IR_OP_DROPOUT);
-	b->nodes[r] += (uint32_t)((int64_t)sign * n->n_args);
-	b->arrays[r] += (uint32_t)(sign * arrays);
-	return b->nodes[r] <= PASS_FUSE_EW_MAX_NODES &&
-	       b->arrays[r] <= PASS_FUSE_EW_MAX_ARRAYS;
-}
-
-/* Whether every use of p can read it in place: the reader hosts it and
- * is no node computed in each of its own readers (whose operands stay
- * leaves, so that their kernels' bounds hold). */
-static bool all_hosted(const ir_graph *g, const pass_graph_uses *u, ir_id p,
-		       const ir_id *into)
-{
-	for (uint32_t k = 0; k < n_uses(u, p); k++) {
-		ir_id c = u->list[u->start[p] + k];
-		if (into[c] == PASS_FUSE_EW_EVERY ||
-		    !hosts(g, c, u->slot[u->start[p] + k], p))
+	for (uint32_t k = 0; k < n_uses(u, p); k++)
+		if (!hosts(g, u->list[u->start[p] + k],
+			   u->slot[u->start[p] + k], p))
 			return false;
-	}
 	return n_uses(u, p) > 0;
 }
 
-/* Charges p to the kernels of all its uses, or to none. */
-static bool charge_all(const ir_graph *g, const pass_graph_uses *u, ir_id p,
-		       const ir_id *root, budget *b)
+/* Collects the kernels whose trees compute fused node p, following its
+ * readers up to the roots (nodes with a kernel of their own); false past
+ * PASS_FUSE_EW_MAX_ROOTS roots or a bounded number of paths. */
+static bool find_roots(planner *pl, ir_id p)
 {
-	for (uint32_t k = 0; k < n_uses(u, p); k++)
-		if (!charge(g, u, p, k, root, b, 1)) {
-			for (uint32_t j = 0; j <= k; j++)
-				charge(g, u, p, j, root, b, -1);
+	const pass_graph_uses *u = pl->u;
+	for (uint32_t k = 0; k < n_uses(u, p); k++) {
+		ir_id c = u->list[u->start[p] + k];
+		if (++pl->n_paths > 4 * PASS_FUSE_EW_MAX_NODES)
 			return false;
+		if (pl->into[c] != IR_NONE) {
+			if (!find_roots(pl, c))
+				return false;
+			continue;
 		}
+		uint32_t r = 0;
+		while (r < pl->n_roots && pl->roots[r] != c)
+			r++;
+		if (r == pl->n_roots && pl->n_roots++ == PASS_FUSE_EW_MAX_ROOTS)
+			return false;
+		pl->roots[r] = c;
+	}
 	return true;
 }
 
-/* Decides node p, whose readers are all decided; into[r] of a kernel's
- * root r is IR_NONE and its budget counts every tree fused into it. A
- * node with one reader fuses into it (root: that reader's kernel); a
- * cheap one with several is computed in each (no single root). */
-static void decide(const ir_graph *g, const pass_graph_uses *u, ir_id p,
-		   ir_id *into, ir_id *root, budget *b)
+/* The size of one kernel: tree nodes, arrays, and how often node p's
+ * tree occurs in it. */
+typedef struct kernel_size {
+	uint32_t nodes, arrays, n_p;
+} kernel_size;
+
+static bool is_layout(ir_op op)
 {
-	const ir_node *n = &g->nodes[p];
-	into[p] = IR_NONE;
-	root[p] = p;
-	b->nodes[p] = 1 + n->n_args;
-	b->arrays[p] = n->n_args;
-	if (u->output[p] >= 0 || !pass_fuse_ew_is_fusible(n->op) ||
-	    !all_hosted(g, u, p, into) ||
-	    (n_uses(u, p) > 1 && (ir_op_table[n->op].flags & IR_OPF_COSTLY)) ||
-	    !charge_all(g, u, p, root, b))
+	return op == IR_OP_PERMUTE || op == IR_OP_SLICE || op == IR_OP_BROADCAST;
+}
+
+/* Adds node x, read by user in place of one of its operands, and its
+ * fused operands to s; is_moved when a layout op is above x. */
+static void measure(planner *pl, ir_id x, ir_id user, ir_id p, bool is_moved,
+		    kernel_size *s)
+{
+	const ir_node *n = &pl->g->nodes[x];
+	if (++s->nodes > PASS_FUSE_EW_MAX_NODES)
 		return;
-	ir_id c = u->list[u->start[p]];
-	into[p] = n_uses(u, p) == 1 ? c : PASS_FUSE_EW_EVERY;
-	root[p] = n_uses(u, p) == 1 ? root[c] : IR_NONE;
+	if (!pass_fuse_ew_is_in(pl->into, x, user)) {
+		if (is_moved || pl->mark[x] != pl->stamp)
+			s->arrays++;
+		pl->mark[x] = pl->stamp;
+		return;
+	}
+	s->n_p += x == p;
+	s->arrays += n->op == IR_OP_DROPOUT;
+	for (uint32_t a = 0; a < n->n_args; a++)
+		measure(pl, ir_arg(pl->g, x, a), x, p,
+			is_moved || is_layout(n->op), s);
+}
+
+/* Whether kernel r stays within its bounds; *n_p: how often p's tree
+ * occurs in it. */
+static bool fits(planner *pl, ir_id r, ir_id p, uint32_t *n_p)
+{
+	kernel_size s = {1, 0, 0};
+	const ir_node *n = &pl->g->nodes[r];
+	for (uint32_t a = 0; a < n->n_args; a++) {
+		pl->stamp++;
+		measure(pl, ir_arg(pl->g, r, a), r, p, false, &s);
+	}
+	*n_p = s.n_p;
+	return s.nodes <= PASS_FUSE_EW_MAX_NODES &&
+	       s.arrays <= PASS_FUSE_EW_MAX_ARRAYS;
+}
+
+/* Whether fusing p (into[p] already set so) keeps every kernel that
+ * would compute it within bounds, a costly p once in each of at most
+ * PASS_FUSE_EW_MAX_COSTLY kernels. */
+static bool kernels_fit(planner *pl, ir_id p)
+{
+	bool is_costly = ir_op_table[pl->g->nodes[p].op].flags & IR_OPF_COSTLY;
+	pl->n_roots = pl->n_paths = 0;
+	if (!find_roots(pl, p) ||
+	    (is_costly && pl->n_roots > PASS_FUSE_EW_MAX_COSTLY))
+		return false;
+	for (uint32_t r = 0; r < pl->n_roots; r++) {
+		uint32_t n_p;
+		if (!fits(pl, pl->roots[r], p, &n_p) || (is_costly && n_p > 1))
+			return false;
+	}
+	return true;
+}
+
+/* Decides node p, whose readers are all decided: fused into its one
+ * reader, into each of several (PASS_FUSE_EW_EVERY), or a kernel of its
+ * own (IR_NONE). */
+static void decide(planner *pl, ir_id p)
+{
+	const pass_graph_uses *u = pl->u;
+	const ir_node *n = &pl->g->nodes[p];
+	pl->into[p] = IR_NONE;
+	if (u->output[p] >= 0 || !pass_fuse_ew_is_fusible(n->op) ||
+	    !all_hosted(pl->g, u, p))
+		return;
+	pl->into[p] = n_uses(u, p) == 1 ? u->list[u->start[p]]
+					: PASS_FUSE_EW_EVERY;
+	if (!kernels_fit(pl, p))
+		pl->into[p] = IR_NONE;
 }
 
 bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into)
@@ -157,21 +224,19 @@ bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into)
 	uint32_t n = g->n_nodes + 1;
 	ir_ctx *ctx = m->ctx;
 	pass_graph_uses u = {0};
-	budget b = {ir_alloc(ctx, n * sizeof *b.nodes),
-		    ir_alloc(ctx, n * sizeof *b.arrays)};
-	ir_id *root = ir_alloc(ctx, n * sizeof *root);
-	bool ok = pass_graph_uses_build(ctx, f, &u) && b.nodes && b.arrays &&
-		  root;
+	planner pl = {g, &u,  into, ir_alloc(ctx, n * sizeof *pl.mark),
+		      0, {0}, 0,    0};
+	bool ok = pass_graph_uses_build(ctx, f, &u) && pl.mark;
 	if (ok) {
+		for (ir_id i = 0; i < n; i++)
+			pl.mark[i] = 0;
 		for (ir_id i = g->n_nodes; i-- > 0;)
-			decide(g, &u, i, into, root, &b);
+			decide(&pl, i);
 	} else {
 		ir_error(ctx, f->loc, "out of memory");
 	}
 	pass_graph_uses_fini(ctx, &u);
-	ir_free(ctx, b.nodes);
-	ir_free(ctx, b.arrays);
-	ir_free(ctx, root);
+	ir_free(ctx, pl.mark);
 	return ok;
 }
 

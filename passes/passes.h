@@ -114,19 +114,24 @@ bool pass_factor(ir_module *m);
  * computes node i in place, PASS_FUSE_EW_EVERY when each of its readers'
  * kernels does, or IR_NONE when node i keeps a kernel and a buffer of
  * its own (or is a leaf or view). Fused nodes are elementwise ops,
- * dropouts, permutes and broadcasts with one use (several if cheap), no
- * output, read by their consumer once per element at an index it can
- * address (same
- * shape for elementwise consumers; the data operand of reductions,
- * softmaxes, layer_norm, cross_entropy; any permute). A kernel's trees
- * stay within PASS_FUSE_EW_MAX_NODES nodes (its operands and fused nodes)
- * and PASS_FUSE_EW_MAX_ARRAYS strided arrays (leaves and fused dropouts'
- * indices). Returns false after reporting "out of memory". */
-#define PASS_FUSE_EW_MAX_NODES 32
+ * dropouts, permutes and broadcasts that are no output, read by each
+ * consumer once per element at an index it can address (same shape for
+ * elementwise consumers; the data operand of reductions, softmaxes,
+ * layer_norm, cross_entropy; any permute); a node with several readers
+ * is computed in each (and its fused operands with it), a costly one
+ * (IR_OPF_COSTLY) once in each of at most PASS_FUSE_EW_MAX_COSTLY
+ * kernels. Every kernel's trees stay within PASS_FUSE_EW_MAX_NODES nodes
+ * (its operands and fused nodes) and PASS_FUSE_EW_MAX_ARRAYS strided
+ * arrays (the distinct buffers of each operand's tree and fused
+ * dropouts' indices), and a node is computed in at most
+ * PASS_FUSE_EW_MAX_ROOTS kernels. Returns false after reporting "out of
+ * memory". */
+#define PASS_FUSE_EW_MAX_NODES 64
 #define PASS_FUSE_EW_MAX_ARRAYS 12
-/* into[i] of a cheap node (no transcendental function) with several
- * readers that each compute it in their kernels; its operands are then
- * not fused into it. */
+#define PASS_FUSE_EW_MAX_ROOTS 8
+#define PASS_FUSE_EW_MAX_COSTLY 2
+/* into[i] of a node with several readers that each compute it in their
+ * kernels. */
 #define PASS_FUSE_EW_EVERY (IR_NONE - 1)
 bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into);
 /* Whether the plan into computes node x inside its reader c's kernel. */

@@ -10,6 +10,7 @@
  *   matmul(permute(a, ..., last two swapped), b) -> matmul(a, b) with ta
  *                                 toggled (and likewise for b and tb)
  *   cast(x) to x's dtype, broadcast(x) to x's type -> x
+ *   dropout(x) with p = 0      -> x (it keeps every element, times 1)
  *
  * Nodes are visited in order; a rule either names a replacement that
  * precedes the node (recorded in a remap) or edits the node in place, so
@@ -189,6 +190,10 @@ static ir_id simplify_node(const simp *s, ir_id id)
 		if (same_type(s, id, operands(s, id)[0]))
 			return operands(s, id)[0];
 		return IR_NONE;
+	case IR_OP_DROPOUT:
+		/* keeps every element, scaled by 1 / (1 - 0) */
+		return node(s, id)->attr.dropout.p <= 0 ? operands(s, id)[0]
+							: IR_NONE;
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:
 	case IR_OP_CONST:
@@ -202,7 +207,6 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_LOG_SOFTMAX:
 	case IR_OP_MASKED_SOFTMAX:
 	case IR_OP_LAYER_NORM:
-	case IR_OP_DROPOUT:
 	case IR_OP_EMBEDDING:
 	case IR_OP_ONE_HOT:
 	case IR_OP_EMBEDDING_GRAD:

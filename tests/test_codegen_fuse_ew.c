@@ -577,10 +577,11 @@ START_TEST(test_i32_compares_selects_and_casts_fuse_exactly)
 	ir_id fi = tu_build(&x.g, IR_OP_CAST, &f, 1, NULL, &it);
 	ret(&x, op2(&x, IR_OP_MAXIMUM, sel, op1(&x, IR_OP_ABS, fi, NULL)));
 	seen r = check(&x, false, true);
-	/* s has two readers, neg of b (9) is broadcast by select: both
-	 * keep their kernels; the rest fuses into the maximum */
-	ck_assert_uint_eq(r.n_calls, 3);
-	ck_assert_uint_eq(r.n_fused, 5);
+	/* s has two readers, both in the maximum's kernel: s and the sub
+	 * under it are computed there twice; neg of b (9) is broadcast by
+	 * select and keeps its kernel */
+	ck_assert_uint_eq(r.n_calls, 2);
+	ck_assert_uint_eq(r.n_fused, 6);
 	tu_graph_fini(&x.g);
 }
 END_TEST
@@ -648,6 +649,64 @@ START_TEST(test_a_value_read_twice_or_returned_keeps_its_buffer)
 	seen s = check(&x, false, true);
 	ck_assert_uint_eq(s.n_fused, 1); /* only the add, into the mul */
 	ck_assert_uint_eq(s.n_calls, 3);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+static ir_id scalar(fx *x, float v)
+{
+	return tu_const(&x->g, tu_type(IR_F32, 0), &v);
+}
+
+/* GELU's forward y = 0.5 x (1 + erf(x sqrt(1/2))) of x = mm + bias and
+ * its backward for the gradient g, node for node as the frontend's gelu
+ * and autodiff build them (models/gpt.g's loss_grad). */
+static void gelu_fwd_bwd(fx *x, ir_id mm, ir_id bias, ir_id g)
+{
+	ir_id c0 = scalar(x, 0.70710677f), c1 = scalar(x, 0.5f);
+	ir_id c2 = scalar(x, 1.0f), c6 = scalar(x, 1.1283792f);
+	ir_id v = op2(x, IR_OP_ADD, mm, bias);
+	ir_id u = op2(x, IR_OP_MUL, v, c0);
+	ir_id half = op2(x, IR_OP_MUL, v, c1);
+	ir_id one_e = op2(x, IR_OP_ADD, c2, op1(x, IR_OP_ERF, u, NULL));
+	ret(x, op2(x, IR_OP_MUL, half, one_e));
+	ir_id a = op2(x, IR_OP_MUL, op2(x, IR_OP_MUL, g, one_e), c1);
+	ir_id sq = op1(x, IR_OP_NEG, op2(x, IR_OP_MUL, u, u), NULL);
+	ir_id d = op2(x, IR_OP_MUL, op1(x, IR_OP_EXP, sq, NULL), c6);
+	ir_id b = op2(x, IR_OP_MUL, op2(x, IR_OP_MUL, g, half), d);
+	ret(x, op2(x, IR_OP_ADD, a, op2(x, IR_OP_MUL, b, c0)));
+}
+
+START_TEST(test_gelu_forward_and_backward_run_as_one_kernel_each)
+{
+	fx x;
+	fx_init(&x, 12);
+	ir_id mm = tu_input(&x.g, tu_type(IR_F32, 3, 3, 5, 7));
+	ir_id bias = tu_input(&x.g, tu_type(IR_F32, 1, 7));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 3, 3, 5, 7));
+	gelu_fwd_bwd(&x, mm, bias, g);
+	seen s = check(&x, false, true);
+	/* x = mm + bias, x sqrt(1/2), 0.5 x and 1 + erf are computed in
+	 * both kernels, erf once in each: no buffer between them */
+	ck_assert_uint_eq(s.n_calls, 2);
+	ck_assert_uint_eq(s.n_calls_unfused, 16);
+	ck_assert_uint_lt(s.scratch, s.scratch_unfused);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+START_TEST(test_a_buffer_read_many_times_in_one_tree_is_one_array)
+{
+	fx x;
+	fx_init(&x, 13);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 3, 5, 7));
+	ir_id acc = a;
+	for (int i = 0; i < 20; i++) /* 21 reads of a, one array */
+		acc = op2(&x, IR_OP_ADD, op1(&x, IR_OP_SIN, acc, NULL), a);
+	ret(&x, acc);
+	seen s = check(&x, false, true);
+	ck_assert_uint_eq(s.n_calls, 1);
+	ck_assert_uint_eq(s.n_fused, 39);
 	tu_graph_fini(&x.g);
 }
 END_TEST
@@ -730,6 +789,10 @@ static Suite *suite(void)
 	tcase_add_test(tc,
 		       test_a_cheap_value_read_twice_is_computed_in_both_readers);
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
+	tcase_add_test(tc,
+		       test_gelu_forward_and_backward_run_as_one_kernel_each);
+	tcase_add_test(tc,
+		       test_a_buffer_read_many_times_in_one_tree_is_one_array);
 	tcase_add_test(tc, test_a_contiguous_slice_is_a_view_without_a_kernel);
 	tcase_add_test(tc,
 		       test_a_concat_of_64_operands_compiles_and_65_are_refused);

@@ -329,6 +329,26 @@ START_TEST(test_simplify_drops_cast_and_broadcast_to_the_same_type)
 }
 END_TEST
 
+START_TEST(test_simplify_drops_dropout_with_p_0_and_keeps_the_others)
+{
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	x.m->n_dropout_streams = 2;
+	ir_id in = tu_input(&x, tu_type(IR_F32, 2, 3, 4));
+	ir_id none = op1(&x, IR_OP_DROPOUT, in,
+			 &(ir_attr){.dropout = {.p = 0, .stream = 0}});
+	ret(&x, op1(&x, IR_OP_EXP, none, NULL));
+	ret(&x, op1(&x, IR_OP_DROPOUT, in,
+		    &(ir_attr){.dropout = {.p = 0.1, .stream = 1}}));
+	ck_assert(run(&x, pass_simplify));
+	ck_assert_int_eq(out_node(&x, 0)->op, IR_OP_EXP);
+	ck_assert_uint_eq(arg(&x, x.f->outputs[0], 0), in);
+	ck_assert_int_eq(out_node(&x, 1)->op, IR_OP_DROPOUT);
+	ck_assert_uint_eq(x.f->g.n_nodes, 3);
+	tu_graph_fini(&x);
+}
+END_TEST
+
 /* ---- cse ----------------------------------------------------------------------- */
 
 START_TEST(test_cse_merges_duplicate_chains)
@@ -823,6 +843,8 @@ static Suite *passes_suite(void)
 		test_simplify_keeps_permutes_that_do_not_transpose_for_matmul);
 	tcase_add_test(simp,
 		       test_simplify_drops_cast_and_broadcast_to_the_same_type);
+	tcase_add_test(simp,
+		       test_simplify_drops_dropout_with_p_0_and_keeps_the_others);
 	suite_add_tcase(s, simp);
 
 	TCase *cse = tcase_create("cse");

@@ -135,9 +135,100 @@ START_TEST(test_a_cheap_node_with_two_readers_is_computed_in_both)
 	ck_assert_uint_eq(into[d], PASS_FUSE_EW_EVERY);
 	ck_assert(pass_fuse_ew_is_in(into, d, sq) &&
 		  pass_fuse_ew_is_in(into, d, y));
-	ck_assert_uint_eq(into[neg], IR_NONE); /* its reader is in two kernels */
+	ck_assert_uint_eq(into[neg], IR_NONE); /* d broadcasts it */
 	ck_assert_uint_eq(into[sq], s);
 	ck_assert_uint_eq(into[z], IR_NONE); /* a matmul cannot host it */
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_a_costly_node_is_computed_once_in_at_most_two_kernels)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
+	ir_id w = tu_input(&g, tu_type(IR_F32, 2, 8, 8));
+	ir_id e2 = op1(&g, IR_OP_ERF, x, NULL);
+	ir_id c2 = op2(&g, IR_OP_ADD, e2, x); /* in two kernels */
+	ret(&g, op2(&g, IR_OP_MUL, c2, x));
+	ret(&g, op2(&g, IR_OP_SUB, c2, x));
+	ir_id e3 = op1(&g, IR_OP_TANH, x, NULL);
+	ir_id c3 = op2(&g, IR_OP_ADD, e3, x); /* in three */
+	ir_id d3 = op1(&g, IR_OP_NEG, c3, NULL);
+	ret(&g, op2(&g, IR_OP_MUL, c3, x));
+	ret(&g, op2(&g, IR_OP_SUB, d3, x));
+	ret(&g, op2(&g, IR_OP_DIV, d3, x));
+	ir_id e1 = op1(&g, IR_OP_EXP, x, NULL);
+	ir_id c1 = op2(&g, IR_OP_ADD, e1, x); /* twice in one kernel */
+	ir_id d1 = op2(&g, IR_OP_MUL, c1, c1);
+	ir_attr mm = {.matmul = {false, false}};
+	ir_id args[2] = {d1, w};
+	ret(&g, tu_build(&g, IR_OP_MATMUL, args, 2, &mm, NULL));
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[c2], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(into[e2], c2);
+	ck_assert_uint_eq(into[c3], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(into[d3], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(into[e3], IR_NONE);
+	ck_assert_uint_eq(into[c1], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(into[e1], IR_NONE);
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_a_node_read_by_nodes_in_several_kernels_fuses_into_all)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 2, 4, 8));
+	ir_id b = tu_input(&g, tu_type(IR_F32, 1, 8));
+	ir_id v = op2(&g, IR_OP_ADD, x, b);    /* read by u and h */
+	ir_id u = op2(&g, IR_OP_MUL, v, v);    /* read by both outputs */
+	ir_id h = op1(&g, IR_OP_NEG, v, NULL); /* read by both outputs */
+	ret(&g, op2(&g, IR_OP_ADD, u, h));
+	ret(&g, op2(&g, IR_OP_SUB, u, h));
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(into[u], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(into[h], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(into[v], PASS_FUSE_EW_EVERY);
+	ck_assert_uint_eq(pass_fuse_ew_count(g.f, into), 3);
+	free(into);
+	tu_graph_fini(&g);
+}
+END_TEST
+
+START_TEST(test_a_buffer_read_twice_in_a_tree_counts_one_array)
+{
+	tu_graph g;
+	tu_graph_init(&g, 8);
+	ir_id x = tu_input(&g, tu_type(IR_F32, 1, 16));
+	ir_id acc = x;
+	for (int i = 0; i < 2 * PASS_FUSE_EW_MAX_ARRAYS; i++)
+		acc = op2(&g, IR_OP_ADD, acc, x);
+	ret(&g, acc);
+	ir_id *into = plan(&g);
+	ck_assert_uint_eq(pass_fuse_ew_count(g.f, into),
+			  2 * PASS_FUSE_EW_MAX_ARRAYS - 1);
+	/* the same leaf under a permute is read at other indices: one
+	 * array each */
+	tu_graph h;
+	tu_graph_init(&h, 8);
+	ir_id y = tu_input(&h, tu_type(IR_F32, 2, 4, 4));
+	ir_attr pa = {.permute = {{1, 0}}};
+	acc = y;
+	for (int i = 0; i < 16; i++) /* 49 tree nodes, 17 arrays */
+		acc = op2(&h, IR_OP_ADD, acc, op1(&h, IR_OP_PERMUTE, y, &pa));
+	ret(&h, acc);
+	ir_id *hinto = plan(&h);
+	uint32_t kernels = 0;
+	for (ir_id i = 0; i < h.f->g.n_nodes; i++)
+		kernels += h.f->g.nodes[i].op == IR_OP_ADD &&
+			   hinto[i] == IR_NONE;
+	ck_assert_uint_eq(kernels, 2);
+	free(hinto);
+	tu_graph_fini(&h);
 	free(into);
 	tu_graph_fini(&g);
 }
@@ -244,6 +335,11 @@ static Suite *suite(void)
 	Suite *s = suite_create("passes_fuse_ew");
 	TCase *tc = tcase_create("plan");
 	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc,
+		       test_a_costly_node_is_computed_once_in_at_most_two_kernels);
+	tcase_add_test(tc,
+		       test_a_node_read_by_nodes_in_several_kernels_fuses_into_all);
+	tcase_add_test(tc, test_a_buffer_read_twice_in_a_tree_counts_one_array);
 	tcase_add_test(tc,
 		       test_a_chain_fuses_node_by_node_into_the_kernel_at_its_end);
 	tcase_add_test(
