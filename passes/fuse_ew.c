@@ -92,6 +92,7 @@ typedef struct planner {
 	uint32_t *mark, stamp;
 	ir_id roots[PASS_FUSE_EW_MAX_ROOTS + 1];
 	uint32_t n_roots, n_paths;
+	bool is_nested; /* a path to a root passes a PASS_FUSE_EW_EVERY node */
 } planner;
 
 /* How many operand slots read node p (its users are
@@ -122,6 +123,7 @@ static bool find_roots(planner *pl, ir_id p)
 		if (++pl->n_paths > 4 * PASS_FUSE_EW_MAX_NODES)
 			return false;
 		if (pl->into[c] != IR_NONE) {
+			pl->is_nested |= pl->into[c] == PASS_FUSE_EW_EVERY;
 			if (!find_roots(pl, c))
 				return false;
 			continue;
@@ -185,13 +187,17 @@ static bool fits(planner *pl, ir_id r, ir_id p, uint32_t *n_p)
 
 /* Whether fusing p (into[p] already set so) keeps every kernel that
  * would compute it within bounds, a costly p once in each of at most
- * PASS_FUSE_EW_MAX_COSTLY kernels. */
+ * PASS_FUSE_EW_MAX_COSTLY kernels, and a p of several readers under
+ * another such node in at most PASS_FUSE_EW_MAX_NESTED kernels. */
 static bool kernels_fit(planner *pl, ir_id p)
 {
 	bool is_costly = ir_op_table[pl->g->nodes[p].op].flags & IR_OPF_COSTLY;
+	bool is_every = pl->into[p] == PASS_FUSE_EW_EVERY;
 	pl->n_roots = pl->n_paths = 0;
+	pl->is_nested = false;
 	if (!find_roots(pl, p) ||
-	    (is_costly && pl->n_roots > PASS_FUSE_EW_MAX_COSTLY))
+	    (is_costly && pl->n_roots > PASS_FUSE_EW_MAX_COSTLY) ||
+	    (is_every && pl->is_nested && pl->n_roots > PASS_FUSE_EW_MAX_NESTED))
 		return false;
 	for (uint32_t r = 0; r < pl->n_roots; r++) {
 		uint32_t n_p;
@@ -224,8 +230,8 @@ bool pass_fuse_ew_plan(const ir_module *m, const ir_func *f, ir_id *into)
 	uint32_t n = g->n_nodes + 1;
 	ir_ctx *ctx = m->ctx;
 	pass_graph_uses u = {0};
-	planner pl = {g, &u,  into, ir_alloc(ctx, n * sizeof *pl.mark),
-		      0, {0}, 0,    0};
+	planner pl = {g, &u, into, ir_alloc(ctx, n * sizeof *pl.mark), 0, {0},
+		      0, 0,  false};
 	bool ok = pass_graph_uses_build(ctx, f, &u) && pl.mark;
 	if (ok) {
 		for (ir_id i = 0; i < n; i++)

@@ -124,12 +124,17 @@ bool pass_factor(ir_module *m);
  * (its operands and fused nodes) and PASS_FUSE_EW_MAX_ARRAYS strided
  * arrays (the distinct buffers of each operand's tree and fused
  * dropouts' indices), and a node is computed in at most
- * PASS_FUSE_EW_MAX_ROOTS kernels. Returns false after reporting "out of
+ * PASS_FUSE_EW_MAX_ROOTS kernels, one of several readers that is
+ * computed under another such node in at most PASS_FUSE_EW_MAX_NESTED
+ * (GELU's x under its 1 + erf: so a chain of residual adds, each read
+ * by a layer norm and the next add, does not grow into every later
+ * layer's kernels, and the layers keep sharing their kernels). Returns false after reporting "out of
  * memory". */
 #define PASS_FUSE_EW_MAX_NODES 64
 #define PASS_FUSE_EW_MAX_ARRAYS 12
 #define PASS_FUSE_EW_MAX_ROOTS 8
 #define PASS_FUSE_EW_MAX_COSTLY 2
+#define PASS_FUSE_EW_MAX_NESTED 2
 /* into[i] of a node with several readers that each compute it in their
  * kernels. */
 #define PASS_FUSE_EW_EVERY (IR_NONE - 1)
