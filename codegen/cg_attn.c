@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TILE_ROWS 4      /* rows of C per register tile */
+#define TILE_ROWS 12     /* most rows of C per register tile */
 #define BUF_FLOATS 16384 /* most floats of one block buffer (64 KiB) */
 
 /* ---- locals and buffers ----------------------------------------------------- */
@@ -509,29 +509,60 @@ static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 	tile_store(a, p, t, phi);
 }
 
+/* Vectors of C per register tile: four with 32 vector registers, two
+ * with 16. */
+static int tile_group(const cg_attn *a)
+{
+	return a->vw >= 16 ? 4 : 2;
+}
+
+/* Rows of C per register tile for a product of nvec vectors: enough
+ * accumulators to hide the FMA latency behind the loads of A and B (16
+ * with 32 vector registers, 8 with 16), at least 4 and at most
+ * TILE_ROWS rows. (24 accumulators, 6 x 4 vectors, ran slower.) */
+static int tile_rows(const cg_attn *a, int nvec)
+{
+	int nv = nvec < tile_group(a) ? nvec : tile_group(a);
+	int nr = (a->vw >= 16 ? 16 : 8) / nv;
+	return nr < 4 ? 4 : (nr > TILE_ROWS ? TILE_ROWS : nr);
+}
+
 /* Every column group of nr rows at r0. */
 static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0, int nr)
 {
 	int nvec = (int)((p->width + a->vw - 1) / a->vw);
-	int group = a->vw >= 16 ? 4 : 2;
+	int group = tile_group(a);
 	for (int v0 = 0; v0 < nvec; v0 += group) {
 		tile t = {r0, nr, v0, nvec - v0 < group ? nvec - v0 : group};
 		tile_emit(a, p, &t);
 	}
 }
 
-void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
+/* Tiles of nr rows from row r0 while they fit; returns the row after
+ * them. */
+static LLVMValueRef tiles_of(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0,
+			     int nr)
 {
 	cg_fn *f = a->f;
+	LLVMValueRef left = LLVMBuildSub(f->b, p->rows, r0, "");
+	LLVMValueRef n = LLVMBuildSDiv(f->b, left, cg_i64(f, nr), "");
 	cg_loop l;
-	LLVMValueRef full = LLVMBuildUDiv(f->b, p->rows, cg_i64(f, TILE_ROWS),
-					  "");
-	LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0), full, 1);
-	row_tiles(a, p, cg_muli(f, r, TILE_ROWS), TILE_ROWS);
+	LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0), n, 1);
+	row_tiles(a, p, cg_add(f, r0, cg_muli(f, r, nr)), nr);
 	cg_loop_end(f, &l);
-	r = cg_loop_begin(f, &l, cg_muli(f, full, TILE_ROWS), p->rows, 1);
-	row_tiles(a, p, r, 1);
-	cg_loop_end(f, &l);
+	return cg_add(f, r0, cg_muli(f, n, nr));
+}
+
+/* Tiles of tile_rows rows, then of 4, then single rows: every row of C
+ * is computed alike (each element sums over t in order), whatever tile
+ * holds it. */
+void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
+{
+	int nr = tile_rows(a, (int)((p->width + a->vw - 1) / a->vw));
+	LLVMValueRef r = tiles_of(a, p, cg_i64(a->f, 0), nr);
+	if (nr > 4)
+		r = tiles_of(a, p, r, 4);
+	tiles_of(a, p, r, 1);
 }
 
 /* ---- scores and dropout ------------------------------------------------------------ */
