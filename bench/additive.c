@@ -25,9 +25,9 @@
 
 #include "bench_attn.h"
 
-static void source(char *src, size_t cap, int seq)
+static void source(char *src, size_t cap, const bench_attn_cfg *c)
 {
-	const int N = BENCH_N, W = BENCH_WIDTH;
+	const int N = BENCH_N, W = c->width, seq = c->seq;
 	snprintf(src, cap,
 		 "model additive_bench\n"
 		 "def score(qp, kp, wv)\n"

@@ -18,7 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define TILE_ROWS 4      /* rows of C per register tile */
+#define TILE_ROWS 12     /* most rows of C per register tile */
 #define BUF_FLOATS 16384 /* most floats of one block buffer (64 KiB) */
 
 /* ---- locals and buffers ----------------------------------------------------- */
@@ -71,6 +71,15 @@ static void choose_blocks(cg_attn *a)
 	a->wpad = round_up(widest, vw);
 	a->br = max64(1, min64(min64(64, a->Q), BUF_FLOATS / a->wpad));
 	a->brp = round_up(a->br, vw);
+	a->srs = a->bc;
+	a->nkb = (max64(a->K, 1) + a->bc - 1) / a->bc;
+	a->kc = a->nkb * a->bc;
+}
+
+void cg_attn_set_rows(cg_attn *a, int64_t br)
+{
+	a->br = max64(1, min64(br, a->Q));
+	a->brp = round_up(a->br, a->vw);
 }
 
 void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt, int64_t *sn,
@@ -136,6 +145,15 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 	a->l = cg_attn_buffer(a, ft, a->brp);
 	a->x = cg_attn_buffer(a, ft, a->brp);
 	a->rv = cg_attn_buffer(a, cg_t_i64(f), a->br);
+	if (a->has_valid) {
+		a->nd = cg_attn_buffer(a, cg_t_i64(f), a->brp);
+		a->fr = cg_attn_buffer(a, cg_t_i32(f), a->bc);
+	}
+	if (a->is_cached) {
+		a->ec = cg_attn_buffer(a, ft, a->br * a->kc);
+		a->dc = cg_attn_buffer(a, ft, a->br * a->kc);
+		a->mc = cg_attn_buffer(a, ft, a->br * a->nkb);
+	}
 }
 
 /* The shared function (cg_kernel_outline_begin's signature). */
@@ -156,11 +174,12 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 	const cg_attn *a = shape;
 	char name[320];
 	snprintf(name, sizeof name,
-		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a",
-		 kind, a->vw, (long long)a->N, (long long)a->H, (long long)a->Q,
-		 (long long)a->K, (long long)a->d, (long long)a->dv,
-		 a->has_valid, (long long)a->valid_sn, (long long)a->valid_sq,
-		 (double)a->scale, (double)a->fill, k->node->attr.attention.p);
+		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a%s",
+		 kind, a->vw, (long long)a->br, (long long)a->N, (long long)a->H,
+		 (long long)a->Q, (long long)a->K, (long long)a->d,
+		 (long long)a->dv, a->has_valid, (long long)a->valid_sn,
+		 (long long)a->valid_sq, (double)a->scale, (double)a->fill,
+		 k->node->attr.attention.p, a->is_cached ? ".cached" : "");
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);
@@ -474,7 +493,47 @@ static void tile_store(cg_attn *a, const cg_attn_prod *p, const tile *t,
 	}
 }
 
-/* for (t = 0; t < len; t++) acc += A(:, t) B(t, :), acc in phis. */
+/* The end of tile t's sum: len, or max(lim[r]) - lim_off over its rows
+ * clamped to [0, len]. */
+static LLVMValueRef tile_end(cg_attn *a, const cg_attn_prod *p, const tile *t)
+{
+	cg_fn *f = a->f;
+	if (!p->lim)
+		return p->len;
+	LLVMValueRef mx = NULL;
+	for (int r = 0; r < t->nr; r++) {
+		LLVMValueRef x = LLVMBuildLoad2(f->b, cg_t_i64(f),
+						at_i64(a, p->lim,
+						       cg_addi(f, t->r0, r)),
+						"");
+		mx = r ? LLVMBuildSelect(f->b,
+					 LLVMBuildICmp(f->b, LLVMIntSGT, x, mx,
+						       ""),
+					 x, mx, "")
+		       : x;
+	}
+	LLVMValueRef e = cg_min(f, LLVMBuildSub(f->b, mx, p->lim_off, ""),
+				p->len);
+	return LLVMBuildSelect(f->b,
+			       LLVMBuildICmp(f->b, LLVMIntSLT, e, cg_i64(f, 0),
+					     ""),
+			       cg_i64(f, 0), e, "");
+}
+
+/* The start of tile t's sum: 0, or from[r0]. */
+static LLVMValueRef tile_from(cg_attn *a, const cg_attn_prod *p, const tile *t)
+{
+	cg_fn *f = a->f;
+	if (!p->from)
+		return cg_i64(f, 0);
+	LLVMTypeRef it = cg_t_i32(f);
+	LLVMValueRef r0 = t->r0;
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, it, p->from, &r0, 1, "");
+	return LLVMBuildSExt(f->b, LLVMBuildLoad2(f->b, it, at, ""),
+			     cg_t_i64(f), "");
+}
+
+/* for (t = from; t < end; t++) acc += A(:, t) B(t, :), acc in phis. */
 static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 {
 	cg_fn *f = a->f;
@@ -482,20 +541,20 @@ static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 		phi[TILE_ROWS * 16];
 	int n = t->nr * t->nv;
 	tile_init(a, p, t, init);
+	LLVMValueRef from = tile_from(a, p, t), end = tile_end(a, p, t);
 	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);
 	LLVMBasicBlockRef head = cg_block(f, "tk"), body = cg_block(f, "tkb"),
 			  done = cg_block(f, "tke");
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, head);
 	LLVMValueRef ti = LLVMBuildPhi(f->b, cg_t_i64(f), "t");
-	LLVMValueRef zero = cg_i64(f, 0);
-	LLVMAddIncoming(ti, &zero, &pre, 1);
+	LLVMAddIncoming(ti, &from, &pre, 1);
 	for (int i = 0; i < n; i++) {
 		phi[i] = LLVMBuildPhi(f->b, cg_t_vec(f, a->vw), "");
 		LLVMAddIncoming(phi[i], &init[i], &pre, 1);
 		acc[i] = phi[i];
 	}
-	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, ti, p->len, ""),
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, ti, end, ""),
 			body, done);
 	LLVMPositionBuilderAtEnd(f->b, body);
 	tile_step(a, p, t, ti, acc);
@@ -509,29 +568,60 @@ static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 	tile_store(a, p, t, phi);
 }
 
+/* Vectors of C per register tile: four with 32 vector registers, two
+ * with 16. */
+static int tile_group(const cg_attn *a)
+{
+	return a->vw >= 16 ? 4 : 2;
+}
+
+/* Rows of C per register tile for a product of nvec vectors: enough
+ * accumulators to hide the FMA latency behind the loads of A and B (16
+ * with 32 vector registers, 8 with 16), at least 4 and at most
+ * TILE_ROWS rows. (24 accumulators, 6 x 4 vectors, ran slower.) */
+static int tile_rows(const cg_attn *a, int nvec)
+{
+	int nv = nvec < tile_group(a) ? nvec : tile_group(a);
+	int nr = (a->vw >= 16 ? 16 : 8) / nv;
+	return nr < 4 ? 4 : (nr > TILE_ROWS ? TILE_ROWS : nr);
+}
+
 /* Every column group of nr rows at r0. */
 static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0, int nr)
 {
 	int nvec = (int)((p->width + a->vw - 1) / a->vw);
-	int group = a->vw >= 16 ? 4 : 2;
+	int group = tile_group(a);
 	for (int v0 = 0; v0 < nvec; v0 += group) {
 		tile t = {r0, nr, v0, nvec - v0 < group ? nvec - v0 : group};
 		tile_emit(a, p, &t);
 	}
 }
 
-void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
+/* Tiles of nr rows from row r0 while they fit; returns the row after
+ * them. */
+static LLVMValueRef tiles_of(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0,
+			     int nr)
 {
 	cg_fn *f = a->f;
+	LLVMValueRef left = LLVMBuildSub(f->b, p->rows, r0, "");
+	LLVMValueRef n = LLVMBuildSDiv(f->b, left, cg_i64(f, nr), "");
 	cg_loop l;
-	LLVMValueRef full = LLVMBuildUDiv(f->b, p->rows, cg_i64(f, TILE_ROWS),
-					  "");
-	LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0), full, 1);
-	row_tiles(a, p, cg_muli(f, r, TILE_ROWS), TILE_ROWS);
+	LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0), n, 1);
+	row_tiles(a, p, cg_add(f, r0, cg_muli(f, r, nr)), nr);
 	cg_loop_end(f, &l);
-	r = cg_loop_begin(f, &l, cg_muli(f, full, TILE_ROWS), p->rows, 1);
-	row_tiles(a, p, r, 1);
-	cg_loop_end(f, &l);
+	return cg_add(f, r0, cg_muli(f, n, nr));
+}
+
+/* Tiles of tile_rows rows, then of 4, then single rows: every row of C
+ * is computed alike (each element sums over t in order), whatever tile
+ * holds it. */
+void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
+{
+	int nr = tile_rows(a, (int)((p->width + a->vw - 1) / a->vw));
+	LLVMValueRef r = tiles_of(a, p, cg_i64(a->f, 0), nr);
+	if (nr > 4)
+		r = tiles_of(a, p, r, 4);
+	tiles_of(a, p, r, 1);
 }
 
 /* ---- scores and dropout ------------------------------------------------------------ */
@@ -561,7 +651,7 @@ LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 	LLVMValueRef s = cg_vload(f, a->vw, cg_at(f, a->sb, at), 4);
 	s = LLVMBuildFMul(f->b, s, cg_const_real(vt, a->scale), "");
 	LLVMValueRef key = keys(a, j0, j);
@@ -683,6 +773,56 @@ LLVMValueRef cg_attn_keep_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 							      at, "")),
 					step, "");
 	return keep_bits(a, ctr);
+}
+
+/* ---- where the products stop --------------------------------------------------------- */
+
+void cg_attn_set_need(cg_attn *a, LLVMValueRef i, LLVMValueRef m)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i),
+					 "");
+	LLVMValueRef gap = LLVMBuildFSub(f->b, m, cg_f32(f, a->fill), "");
+	LLVMValueRef far = LLVMBuildFCmp(f->b, LLVMRealOGT, gap,
+					 cg_f32(f, CG_ATTN_EXP_ZERO), "");
+	LLVMValueRef nd = LLVMBuildSelect(f->b, far, cg_attn_min(a, vl, a->K),
+					  cg_i64(f, a->K), "");
+	LLVMBuildStore(f->b, nd, at_i64(a, a->nd, i));
+}
+
+void cg_attn_key_starts(cg_attn *a, LLVMValueRef j0, LLVMValueRef rows)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i64(f), vt = LLVMVectorType(cg_t_i32(f), a->vw);
+	LLVMValueRef cnt[64], run = cg_attn_var(a, it, cg_i64(f, 0));
+	for (int64_t j = 0; j < a->nj; j++)
+		cnt[j] = cg_attn_var(a, vt, LLVMConstNull(vt));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), rows, 1);
+	/* run: the most keys any row up to i needs */
+	LLVMValueRef x = LLVMBuildLoad2(f->b, it, at_i64(a, a->nd, i), "");
+	LLVMValueRef r = cg_attn_get(a, it, run);
+	r = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, x, r, ""), x,
+			    r, "");
+	cg_attn_set(a, run, r);
+	LLVMValueRef rs = splat(a, LLVMBuildTrunc(f->b, r, cg_t_i32(f), ""));
+	for (int64_t j = 0; j < a->nj; j++) {
+		LLVMValueRef le = LLVMBuildICmp(f->b, LLVMIntSLE, rs,
+						keys(a, j0, j), "");
+		LLVMValueRef c = cg_attn_get(a, vt, cnt[j]);
+		cg_attn_set(a, cnt[j],
+			    LLVMBuildAdd(f->b, c,
+					 LLVMBuildZExt(f->b, le, vt, ""), ""));
+	}
+	cg_loop_end(f, &l);
+	for (int64_t j = 0; j < a->nj; j++) {
+		LLVMValueRef at = cg_i64(f, j * a->vw);
+		LLVMValueRef p = LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f), a->fr,
+						       &at, 1, "");
+		LLVMSetAlignment(LLVMBuildStore(f->b,
+						cg_attn_get(a, vt, cnt[j]), p),
+				 4);
+	}
 }
 
 /* ---- the loop over key blocks -------------------------------------------------------- */

@@ -25,6 +25,10 @@
  * maximum is within this of the fill, when exp(fill - max) could still
  * matter (a row of valid length 0 has only the fill). */
 #define CG_ATTN_FILL_MARGIN 40.0f
+/* exp(x) is exactly 0 in float32 (cg_lower_exp_nonpos) for x below
+ * -87.34: a row whose maximum is more than this above the fill gives
+ * its masked keys the weight 0. */
+#define CG_ATTN_EXP_ZERO 88.0f
 
 typedef struct cg_attn {
 	cg_kernel *k;
@@ -52,6 +56,16 @@ typedef struct cg_attn {
 	LLVMValueRef acc;     /* br x wpad: output (or dQ) rows */
 	LLVMValueRef m, l, x; /* brp floats: running max, sum, one more */
 	LLVMValueRef rv;      /* br i64: each row's valid length */
+	int64_t srs;          /* floats between rows of sb and db: bc, or kc */
+	/* The backward's cache of a query block's pass 1 (is_cached): the
+	 * exponentials and dP of all its keys, kept for pass 2. */
+	bool is_cached;
+	int64_t kc, nkb;     /* K rounded up to whole blocks, key blocks */
+	LLVMValueRef ec, dc; /* br x kc: exp(s - m at the block), dP */
+	LLVMValueRef mc;     /* br x nkb: the running max each block used */
+	/* Where the products stop (has_valid): the keys each row needs. */
+	LLVMValueRef nd; /* brp i64: keys 0 .. nd[i] of row i weigh */
+	LLVMValueRef fr; /* bc i32: the first row a block's key t needs */
 } cg_attn;
 
 /* The strides, in elements, of valid lengths of type vt (i32 [N] or
@@ -61,6 +75,10 @@ void cg_attn_valid_strides(const cg_kernel *k, const ir_type *vt, int64_t *sn,
 			   int64_t *sq);
 /* Reads the node's sizes and attributes (emits nothing). */
 void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad);
+/* Sets the query rows of a block to br (at most Q, at least 1): no
+ * more than cg_attn_shape chose, which keeps a block's accumulator
+ * within its buffer's bound. */
+void cg_attn_set_rows(cg_attn *a, int64_t br);
 
 /* Emits the body of a kernel with a's shape: given a with its buffers,
  * operands and dropout key set, the loop over [lo, hi) of the kernel's
@@ -70,7 +88,8 @@ typedef void (*cg_attn_gen)(cg_attn *a);
 /* Makes kernel k a call of the shared function that gen emits for a's
  * shape: nodes that differ only in their dropout stream (each attention
  * of a model has its own) share one body, which takes the stream's key
- * as an argument. kind names the kernel ("fwd", "bwd"). */
+ * as an argument. kind names the kernel ("fwd", "bwd"); a backward
+ * with the cache (is_cached) has ".cached" at the end of its name. */
 void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 		       cg_attn_gen gen);
 
@@ -119,13 +138,18 @@ typedef struct cg_attn_prod {
 	bool is_b_padded, is_c_padded;
 	bool is_acc;
 	LLVMValueRef rows, len; /* i64 */
+	/* Optional bounds of the sum over t, where the terms left out are
+	 * 0: a tile of rows r stops at max(lim[r]) - lim_off (lim: i64 per
+	 * row of C) and starts at from[r0] for its first row r0 (from: i32
+	 * per row of C, not decreasing). */
+	LLVMValueRef lim, lim_off, from;
 } cg_attn_prod;
 
 void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p);
 
-/* Vector j of row i of a block's scores in sb, times scale, with keys
- * past the row's valid length (rv[i]) set to fill and keys past K to
- * -inf; j0 is the block's first key. */
+/* Vector j of row i of a block's scores in sb (rows srs apart), times
+ * scale, with keys past the row's valid length (rv[i]) set to fill and
+ * keys past K to -inf; j0 is the block's first key. */
 LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			    int64_t j);
 /* Lanes (a <vw x i1>) of vector j of the block at j0 whose keys are
@@ -152,6 +176,14 @@ LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v);
 /* len floats at p set to v (a float value), whole vectors: len must be
  * a multiple of vw and p hold them. */
 void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v);
+
+/* nd[i] = the keys row i needs, given its (running) maximum m: its
+ * valid length (at most K) when m is more than CG_ATTN_EXP_ZERO above
+ * the fill, so that the keys past it weigh exactly 0; else K. */
+void cg_attn_set_need(cg_attn *a, LLVMValueRef i, LLVMValueRef m);
+/* fr[t] for t < bc = the number of rows i < rows below which every row
+ * needs no more keys than j0 + t: key j0 + t has weight 0 in each. */
+void cg_attn_key_starts(cg_attn *a, LLVMValueRef j0, LLVMValueRef rows);
 
 /* The loop over a block's keys, in blocks of bc from key 0 to kmax, then
  * on to K if some row's running maximum (a->m, rows of them) is still

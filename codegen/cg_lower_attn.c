@@ -11,9 +11,11 @@
  * masks them (keys past the valid length get the fill), takes the new
  * maximum, rescales l and the accumulator by exp(m_old - m_new), turns
  * the scores into exp(s - m_new) (zeroed where dropout drops them) and
- * adds P V into the accumulator. At the end each row is divided by l (and
- * scaled by 1 / (1 - p) under dropout). Keys at or past every row's valid
- * length are never visited unless a row still needs them (cg_attn.h):
+ * adds P V into the accumulator (each tile of rows stopping at the keys
+ * its rows need, cg_attn_set_need: a causal mask's diagonal blocks are
+ * half done). At the end each row is divided by l (and scaled by
+ * 1 / (1 - p) under dropout). Keys at or past every row's valid length
+ * are never visited unless a row still needs them (cg_attn.h):
  * rows of valid length 0 then average all the values, as the -1e6 fill
  * makes the unfused graph do.
  *
@@ -57,12 +59,14 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 					    cg_attn_keep(a, b->n, b->q0, i, j0,
 							 j),
 					    p, LLVMConstNull(vt), "");
-		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 		cg_vstore(f, p, cg_at(f, a->sb, at), 4);
 	}
 	LLVMValueRef l = LLVMBuildFMul(f->b, cg_load(f, l_at), alpha, "");
 	cg_store(f, LLVMBuildFAdd(f->b, l, cg_attn_hsum(a, sum), ""), l_at);
 	cg_store(f, m_new, m_at);
+	if (a->has_valid)
+		cg_attn_set_need(a, i, m_new);
 	/* The accumulator row times alpha. */
 	LLVMValueRef as = cg_splat(f, a->vw, alpha);
 	LLVMValueRef row = cg_muli(f, i, a->wpad);
@@ -115,7 +119,9 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 			   .is_c_padded = true,
 			   .is_acc = true,
 			   .rows = b->rows,
-			   .len = jn};
+			   .len = jn,
+			   .lim = a->nd,
+			   .lim_off = j0};
 	cg_attn_prod_emit(a, &pv);
 }
 

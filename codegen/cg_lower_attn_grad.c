@@ -18,10 +18,20 @@
  *     dS = P (dP - D) where the key is valid (0 past the valid length,
  *     where the forward wrote the fill), times scale; then
  *     dQ += dS K (kept on the stack for the block), dK += dS^T Q and
- *     dV += dropout(P)^T dO (in the result).
+ *     dV += dropout(P)^T dO (in the result), each tile of dQ stopping at
+ *     the keys its rows need and each tile of dK and dV starting at the
+ *     first row that needs its keys (cg_attn_set_need,
+ *     cg_attn_key_starts: a causal mask's diagonal blocks are half done).
  *
  * That is seven products of the block's size instead of FlashAttention's
- * five: the price of not keeping the forward's log-sum-exp.
+ * five: the price of not keeping the forward's log-sum-exp. Where a
+ * query block's pass 1 fits CACHE_FLOATS (with fewer rows a block for
+ * longer K, down to MIN_CACHED_ROWS, choose_cache), pass 2 recomputes
+ * neither: pass 1 keeps every key's exp(s - m_j) (m_j the running
+ * maximum at its block) and dP, and pass 2 turns them into
+ * P = exp(s - m_j) exp(m_j - m) / l and dS in place, then runs the three
+ * products from them: five products, as FlashAttention-2's backward,
+ * and no exponential twice.
  *
  * With H heads, n runs over batch elements times heads, and q, k, v, g
  * and the three packed gradients are read and written in place, rows
@@ -31,6 +41,10 @@
 #include "cg_attn.h"
 
 #include <math.h>
+
+#define CACHE_FLOATS 131072 /* most floats of the cache (512 KiB) */
+/* The fewest query rows of a cached block, per 128 floats of d + dv. */
+#define MIN_CACHED_ROWS 16
 
 /* The query block being differentiated. */
 typedef struct bwd_block {
@@ -59,7 +73,7 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 			  .b = a->kt,
 			  .b_ts = a->bc,
 			  .c = a->sb,
-			  .c_rs = a->bc,
+			  .c_rs = a->srs,
 			  .width = a->bc,
 			  .is_b_padded = true,
 			  .is_c_padded = true,
@@ -72,7 +86,7 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 			   .b = a->vt,
 			   .b_ts = a->bc,
 			   .c = a->db,
-			   .c_rs = a->bc,
+			   .c_rs = a->srs,
 			   .width = a->bc,
 			   .is_b_padded = true,
 			   .is_c_padded = true,
@@ -88,7 +102,7 @@ static LLVMValueRef dropped_dp(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
+	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 	LLVMValueRef dp = cg_vload(f, a->vw, cg_at(f, a->db, at), 4);
 	*keep = NULL;
 	if (!a->has_dropout)
@@ -99,6 +113,14 @@ static LLVMValueRef dropped_dp(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 					  cg_f32(f, 1), "");
 	dp = LLVMBuildFMul(f->b, dp, cg_splat(f, a->vw, ks), "");
 	return LLVMBuildSelect(f->b, *keep, dp, LLVMConstNull(vt), "");
+}
+
+/* Where row i's running maximum at the key block at j0 is kept in mc. */
+static LLVMValueRef mc_index(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef jb = LLVMBuildUDiv(f->b, j0, cg_i64(f, a->bc), "");
+	return cg_add(f, cg_muli(f, i, a->nkb), jb);
 }
 
 /* Pass 1, row i: the online max m, sum l and sum x of exp(s - m) dP. */
@@ -122,6 +144,12 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
 								      ms, ""));
+		if (a->is_cached)
+			cg_vstore(f, e,
+				  cg_at(f, a->sb,
+					cg_addi(f, cg_muli(f, i, a->srs),
+						j * a->vw)),
+				  4);
 		LLVMValueRef ex = LLVMBuildFMul(f->b, e,
 						dropped_dp(a, b, i, j0, j, &keep),
 						"");
@@ -133,22 +161,39 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef x = LLVMBuildFMul(f->b, cg_load(f, x_at), alpha, "");
 	cg_store(f, LLVMBuildFAdd(f->b, x, cg_attn_hsum(a, sx), ""), x_at);
 	cg_store(f, m_new, m_at);
+	if (a->is_cached)
+		cg_store(f, m_new, cg_at(f, a->mc, mc_index(a, i, j0)));
+}
+
+/* With the cache, sb and db point at the block's columns of ec and dc
+ * while it is emitted; else they stay the block buffers. */
+static void cache_columns(cg_attn *a, LLVMValueRef j0)
+{
+	if (!a->is_cached)
+		return;
+	a->sb = cg_at(a->f, a->ec, j0);
+	a->db = cg_at(a->f, a->dc, j0);
 }
 
 static void stats_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 {
 	const bwd_block *b = ud;
 	cg_fn *f = a->f;
+	LLVMValueRef sb = a->sb, db = a->db;
+	cache_columns(a, j0);
 	scores_and_dp(a, b, j0);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	stats_row(a, b, i, j0);
 	cg_loop_end(f, &l);
+	a->sb = sb;
+	a->db = db;
 }
 
-/* l becomes 1 / l, x becomes D = x / l. (Not lse = m + log l as in
- * FlashAttention: for a row of valid length 0, m is the fill, -1e6, and
- * float32 would round log l away next to it.) */
+/* l becomes 1 / l, x becomes D = x / l, nd the keys each row needs.
+ * (Not lse = m + log l as in FlashAttention: for a row of valid length
+ * 0, m is the fill, -1e6, and float32 would round log l away next to
+ * it.) */
 static void finish_stats(cg_attn *a, const bwd_block *b)
 {
 	cg_fn *f = a->f;
@@ -159,10 +204,25 @@ static void finish_stats(cg_attn *a, const bwd_block *b)
 					 "");
 	cg_store(f, inv, l_at);
 	cg_store(f, LLVMBuildFMul(f->b, cg_load(f, x_at), inv, ""), x_at);
+	if (a->has_valid)
+		cg_attn_set_need(a, i, cg_load(f, cg_at(f, a->m, i)));
 	cg_loop_end(f, &l);
 }
 
-/* Pass 2, row i: dS (times scale) into db, the dropped weights into sb. */
+/* With the cache: exp(m_j - m) / l, splat, which turns row i's
+ * exp(s - m_j) of the block at j0 into its weights. */
+static LLVMValueRef cached_factor(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef mj = cg_load(f, cg_at(f, a->mc, mc_index(a, i, j0)));
+	LLVMValueRef m = cg_load(f, cg_at(f, a->m, i));
+	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, mj, m, ""));
+	LLVMValueRef linv = cg_load(f, cg_at(f, a->l, i));
+	return cg_splat(f, a->vw, LLVMBuildFMul(f->b, e, linv, ""));
+}
+
+/* Pass 2, row i: dS (times scale) into db, the dropped weights into sb
+ * (over the exponentials and dP with the cache). */
 static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 		      LLVMValueRef j0)
 {
@@ -172,11 +232,18 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef linv = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->l, i)));
 	LLVMValueRef D = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->x, i)));
 	LLVMValueRef zero = LLVMConstNull(vt), keep;
+	if (a->is_cached)
+		linv = cached_factor(a, i, j0);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->bc), j * a->vw);
-		LLVMValueRef s = cg_attn_scores(a, i, j0, j);
-		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s,
-								      m, ""));
+		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
+		LLVMValueRef p;
+		if (a->is_cached)
+			p = cg_vload(f, a->vw, cg_at(f, a->sb, at), 4);
+		else
+			p = cg_lower_exp_nonpos(
+				f,
+				LLVMBuildFSub(f->b, cg_attn_scores(a, i, j0, j),
+					      m, ""));
 		p = LLVMBuildFMul(f->b, p, linv, "");
 		LLVMValueRef dp = dropped_dp(a, b, i, j0, j, &keep);
 		LLVMValueRef ds = LLVMBuildFMul(f->b, p,
@@ -199,20 +266,33 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	}
 }
 
+/* The keys of the block at j0: jn = min(K - j0, bc). */
+static LLVMValueRef block_keys(cg_attn *a, LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	return cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
+			   a->bc);
+}
+
 static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef jn = scores_and_dp(a, b, j0);
+	LLVMValueRef sb = a->sb, db = a->db;
+	cache_columns(a, j0);
+	LLVMValueRef jn = a->is_cached ? block_keys(a, j0)
+				       : scores_and_dp(a, b, j0);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	grads_row(a, b, i, j0);
 	cg_loop_end(f, &l);
+	if (a->has_valid)
+		cg_attn_key_starts(a, j0, b->rows);
 	LLVMValueRef krow = cg_attn_row(a, b->n, a->K, j0, a->d),
 		     vrow = cg_attn_row(a, b->n, a->K, j0, a->dv);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	int64_t ks = a->H * a->d, vs = a->H * a->dv;
 	cg_attn_prod dq = {.a = a->db,
-			   .a_rs = a->bc,
+			   .a_rs = a->srs,
 			   .a_ts = 1,
 			   .b = cg_at(f, a->kk, krow),
 			   .b_ts = ks,
@@ -222,11 +302,13 @@ static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 			   .is_c_padded = true,
 			   .is_acc = true,
 			   .rows = b->rows,
-			   .len = jn};
+			   .len = jn,
+			   .lim = a->nd,
+			   .lim_off = j0};
 	cg_attn_prod_emit(a, &dq);
 	cg_attn_prod dk = {.a = a->db,
 			   .a_rs = 1,
-			   .a_ts = a->bc,
+			   .a_ts = a->srs,
 			   .b = b->qblk,
 			   .b_ts = ks,
 			   .c = cg_at(f, a->k->out, cg_addi(f, krow, dk0)),
@@ -234,11 +316,12 @@ static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 			   .width = a->d,
 			   .is_acc = true,
 			   .rows = jn,
-			   .len = b->rows};
+			   .len = b->rows,
+			   .from = a->fr};
 	cg_attn_prod_emit(a, &dk);
 	cg_attn_prod dv = {.a = a->sb,
 			   .a_rs = 1,
-			   .a_ts = a->bc,
+			   .a_ts = a->srs,
 			   .b = b->gblk,
 			   .b_ts = vs,
 			   .c = cg_at(f, a->k->out, cg_addi(f, vrow, dv0)),
@@ -246,8 +329,11 @@ static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 			   .width = a->dv,
 			   .is_acc = true,
 			   .rows = jn,
-			   .len = b->rows};
+			   .len = b->rows,
+			   .from = a->fr};
 	cg_attn_prod_emit(a, &dv);
+	a->sb = sb;
+	a->db = db;
 }
 
 /* Both passes for the query block at q0 of batch n. */
@@ -317,6 +403,23 @@ static void bwd_body(cg_attn *a)
 	cg_loop_end(f, &ln);
 }
 
+/* The cache when a block of enough rows (or all Q) fits it: as many
+ * rows as fit, up to the block's. Enough: MIN_CACHED_ROWS for heads up
+ * to d + dv = 128, more for wider ones, whose packing of K and V and
+ * stores of dK and dV a block of few rows repeats more often (at 4096
+ * keys, 16 rows of heads of 128 ran slower than recomputing with 64). */
+static void choose_cache(cg_attn *a)
+{
+	int64_t rows = CACHE_FLOATS / (2 * a->kc);
+	int64_t wide = (a->d + a->dv) / 128;
+	rows = rows < a->br ? rows : a->br;
+	if (rows < MIN_CACHED_ROWS * (wide > 1 ? wide : 1) && rows < a->Q)
+		return;
+	a->is_cached = true;
+	a->srs = a->kc;
+	cg_attn_set_rows(a, rows);
+}
+
 bool cg_lower_fused_attention_grad(cg_kernel *k)
 {
 	cg_attn a;
@@ -325,6 +428,7 @@ bool cg_lower_fused_attention_grad(cg_kernel *k)
 		cg_attn_small_bwd(k, &a);
 		return true;
 	}
+	choose_cache(&a);
 	k->extent = a.N;
 	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 4;
 	cg_attn_call_body(k, &a, "bwd", bwd_body);

@@ -27,8 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* valid lengths: none (plain softmax), one per batch, one per query. */
-typedef enum ac_valid { AC_NONE, AC_BATCH, AC_QUERY } ac_valid;
+/* valid lengths: none (plain softmax), one per batch, one per query
+ * (random), one per query t = t + 1 (a causal mask). */
+typedef enum ac_valid { AC_NONE, AC_BATCH, AC_QUERY, AC_CAUSAL } ac_valid;
 
 typedef struct ac_case {
 	int N, Q, K, d, dv; /* N: the batch (times H for the attentions) */
@@ -71,7 +72,7 @@ static inline void ac_source(const ac_case *c, char *buf, size_t size)
 		snprintf(vl, sizeof vl, "repeat_interleave(valid, %d, 0)", c->H);
 	if (c->valid == AC_BATCH)
 		snprintf(valid, sizeof valid, "valid: i32[%d], ", c->N);
-	else if (c->valid == AC_QUERY)
+	else if (c->valid == AC_QUERY || c->valid == AC_CAUSAL)
 		snprintf(valid, sizeof valid, "valid: i32[%d, %d], ", c->N,
 			 c->Q);
 	if (c->valid == AC_NONE)
@@ -191,7 +192,8 @@ static inline uint32_t ac_inputs(ir_ctx *ctx, const ac_case *c,
 		ck_assert(interp_tensor_alloc(ctx, &in[n], IR_I32, rank, dims));
 		int32_t *v = in[n].data;
 		for (int64_t i = 0; i < interp_tensor_numel(&in[n]); i++)
-			v[i] = ac_length(&s, c->K);
+			v[i] = c->valid == AC_CAUSAL ? (int32_t)(i % c->Q) + 1
+						     : ac_length(&s, c->K);
 		n++;
 	}
 	int64_t wd[3] = {c->N, c->Q, ac_width(c)};

@@ -175,26 +175,84 @@ START_TEST(test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_
 }
 END_TEST
 
-/* The names of the kernel bodies a case's program defines, read from
- * its LLVM IR: "attn.sfwd." for the small forward, and so on. */
-static bool has_body(const ac_case *c, const char *kind)
+/* The LLVM IR of a case's fused program (free it). */
+static char *program_ir(const ac_case *c)
 {
 	tu_graph x;
 	tu_graph_init_ctx(&x);
 	ir_module *m = ac_compile(&x.ctx, c, AC_FUSED);
 	cg_program *p = cg_program_create(&x.ctx, m, NULL, NULL);
 	ck_assert(p != NULL);
-	char *ir = NULL, name[32];
+	char *ir = NULL;
 	size_t len = 0;
 	ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
-	snprintf(name, sizeof name, "@\"attn.%s.", kind);
-	bool is_there = strstr(ir, name) != NULL;
-	free(ir);
 	cg_program_destroy(p);
 	ir_module_destroy(m);
 	tu_graph_fini(&x);
+	return ir;
+}
+
+/* The names of the kernel bodies a case's program defines, read from
+ * its LLVM IR: "attn.sfwd." for the small forward, and so on. */
+static bool has_body(const ac_case *c, const char *kind)
+{
+	char *ir = program_ir(c), name[32];
+	snprintf(name, sizeof name, "@\"attn.%s.", kind);
+	bool is_there = strstr(ir, name) != NULL;
+	free(ir);
 	return is_there;
 }
+
+/* Whether the case's blocked backward body keeps pass 1 in its cache
+ * (its name ends in ".cached"). */
+static bool is_bwd_cached(const ac_case *c)
+{
+	char *ir = program_ir(c);
+	const char *at = strstr(ir, "@\"attn.bwd.");
+	ck_assert(at != NULL);
+	const char *end = strchr(at + 2, '"');
+	ck_assert(end != NULL);
+	bool is_cached = end - at > 8 && strncmp(end - 7, ".cached", 7) == 0;
+	free(ir);
+	return is_cached;
+}
+
+/* The backward's cache of pass 1 (cg_lower_attn_grad.c) at both vector
+ * widths: K = 1100 keeps blocks of fewer query rows (56 or 58 of 70: a
+ * partial last block) with dropout in training; K = 600 with 2 heads
+ * and per-query lengths, all 40 rows in one block; K = 4500 with 20
+ * query rows would cache fewer than 16, so pass 2 recomputes S and dP.
+ * Causal masks (query t sees keys 0 .. t), where the products stop at
+ * the keys each tile of rows needs: 130 queries (blocks of 64 and a
+ * partial one) with dropout in training, 4 heads of 32, with and
+ * without the cache. Heads of 128 (d + dv = 256) with 2100 keys: 31
+ * rows would fit, fewer than the 32 such heads need, so no cache. */
+static const ac_case cache_cases[] = {
+	{1, 70, 1100, 16, 16, AC_QUERY, 0.1, true, 91, 0},
+	{2, 40, 600, 8, 8, AC_QUERY, 0, false, 92, 2},
+	{1, 20, 4500, 4, 4, AC_BATCH, 0, false, 93, 0},
+	{2, 130, 130, 32, 32, AC_CAUSAL, 0.1, true, 94, 0},
+	{2, 100, 100, 32, 32, AC_CAUSAL, 0, false, 95, 4},
+	{1, 20, 4500, 4, 4, AC_CAUSAL, 0, false, 96, 0},
+	{1, 40, 2100, 128, 128, AC_BATCH, 0, false, 97, 0},
+};
+
+START_TEST(test_the_backward_with_and_without_its_cache_matches_the_unfused_graph)
+{
+	check_case(&cache_cases[_i]);
+}
+END_TEST
+
+START_TEST(test_the_backward_caches_pass_1_where_enough_query_rows_fit)
+{
+	ck_assert(is_bwd_cached(&cache_cases[0]));
+	ck_assert(is_bwd_cached(&cache_cases[1]));
+	ck_assert(!is_bwd_cached(&cache_cases[2]));
+	ck_assert(is_bwd_cached(&cache_cases[3]));
+	ck_assert(!is_bwd_cached(&cache_cases[6]));
+	ck_assert(is_bwd_cached(&jit_cases[5])); /* Q = 70, K = 150 */
+}
+END_TEST
 
 START_TEST(test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide)
 {
@@ -397,6 +455,12 @@ static Suite *fuse_suite(void)
 	tcase_add_test(
 		tc,
 		test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide);
+	tcase_add_loop_test(
+		tc,
+		test_the_backward_with_and_without_its_cache_matches_the_unfused_graph,
+		0, (int)(sizeof cache_cases / sizeof cache_cases[0]));
+	tcase_add_test(tc,
+		       test_the_backward_caches_pass_1_where_enough_query_rows_fit);
 	tcase_add_test(
 		tc,
 		test_rows_of_valid_length_0_average_the_values_in_both_kernels);
