@@ -197,6 +197,14 @@ LLVMValueRef cg_attn_min(cg_attn *a, LLVMValueRef x, int64_t y)
 	return cg_min(a->f, x, cg_i64(a->f, y));
 }
 
+LLVMValueRef cg_attn_block_len(cg_attn *a, int64_t n, LLVMValueRef start,
+			       int64_t width)
+{
+	cg_fn *f = a->f;
+	return cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, n), start, ""),
+			   width);
+}
+
 static LLVMValueRef at_i64(cg_attn *a, LLVMValueRef p, LLVMValueRef i)
 {
 	return LLVMBuildInBoundsGEP2(a->f->b, cg_t_i64(a->f), p, &i, 1, "");

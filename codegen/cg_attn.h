@@ -233,4 +233,9 @@ LLVMValueRef cg_attn_keep_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 /* min(x, y) of i64 values. */
 LLVMValueRef cg_attn_min(cg_attn *a, LLVMValueRef x, int64_t y);
 
+/* The length of the block of at most width rows (or keys) that starts at
+ * start of the n of them: min(n - start, width). */
+LLVMValueRef cg_attn_block_len(cg_attn *a, int64_t n, LLVMValueRef start,
+			       int64_t width);
+
 #endif

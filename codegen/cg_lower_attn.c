@@ -83,9 +83,7 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 {
 	const fwd_block *b = ud;
 	cg_fn *f = a->f;
-	LLVMValueRef jn = cg_attn_min(a,
-				      LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
-				      a->bc);
+	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
 	cg_attn_pack(a, a->kt,
 		     cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
 		     a->d, a->H * a->d, jn);
@@ -159,8 +157,7 @@ static void fwd_body(cg_attn *a)
 	fwd_block b;
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->br);
-	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""),
-			     a->br);
+	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->br);
 	LLVMValueRef kmax = cg_attn_block_valid(a, b.n, b.q0, b.rows);
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);

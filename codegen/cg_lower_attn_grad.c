@@ -58,9 +58,7 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 				  LLVMValueRef j0)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef jn = cg_attn_min(a,
-				      LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
-				      a->bc);
+	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
 	cg_attn_pack(a, a->kt,
 		     cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
 		     a->d, a->H * a->d, jn);
@@ -266,20 +264,12 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	}
 }
 
-/* The keys of the block at j0: jn = min(K - j0, bc). */
-static LLVMValueRef block_keys(cg_attn *a, LLVMValueRef j0)
-{
-	cg_fn *f = a->f;
-	return cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->K), j0, ""),
-			   a->bc);
-}
-
 static void grads_keys(cg_attn *a, LLVMValueRef j0, const bwd_block *b)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef sb = a->sb, db = a->db;
 	cache_columns(a, j0);
-	LLVMValueRef jn = a->is_cached ? block_keys(a, j0)
+	LLVMValueRef jn = a->is_cached ? cg_attn_block_len(a, a->K, j0, a->bc)
 				       : scores_and_dp(a, b, j0);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
@@ -341,8 +331,7 @@ static void grad_block(cg_attn *a, bwd_block *b)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, b->q0, a->d);
-	b->rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b->q0, ""),
-			      a->br);
+	b->rows = cg_attn_block_len(a, a->Q, b->q0, a->br);
 	b->qblk = cg_at(f, a->q, qrow);
 	b->gblk = cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, b->q0, a->dv));
 	LLVMValueRef kmax = cg_attn_block_valid(a, b->n, b->q0, b->rows);

@@ -436,8 +436,7 @@ static void sfwd_body(cg_attn *a)
 	sblock b = {0};
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
-	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""),
-			     a->vw);
+	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
 	sfwd_block(a, &b);
 	cg_loop_end(f, &l);
 }
@@ -606,8 +605,7 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
 	LLVMValueRef qb = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, nqb), 1);
 	sblock b = {.n = n, .q0 = cg_muli(f, qb, a->vw)};
-	b.rows = cg_attn_min(a, LLVMBuildSub(f->b, cg_i64(f, a->Q), b.q0, ""),
-			     a->vw);
+	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
 	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
 	const LLVMValueRef *xt[2] = {qt, gt};
 	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d,
