@@ -194,6 +194,17 @@ static bool has_zero_rows(const ir_graph *g, ir_id mm, uint32_t i)
 	return (ir_op_table[g->nodes[x].op].flags & IR_OPF_ZERO_ROWS) != 0;
 }
 
+/* Which zero rows the sgemm of matmul mm leaves out (ta, tb: how its
+ * operands are stored; is_batched: a batch of products, not one):
+ * B's rows (skip_zero_k) or, failing that, A's (skip_zero_m). The one
+ * rule for matmul_gemm and for the epilogue plan's promise. */
+static void zero_skips(const ir_graph *g, ir_id mm, bool ta, bool tb,
+		       bool is_batched, bool *skip_k, bool *skip_m)
+{
+	*skip_k = !tb && !is_batched && has_zero_rows(g, mm, 1);
+	*skip_m = !ta && !is_batched && !*skip_k && has_zero_rows(g, mm, 0);
+}
+
 /* The epilogue's terms into the spec; false if the nest did not fold
  * into one product (cg_lower_epilogue_plan promised it would). */
 static bool gemm_epilogue(cg_kernel *k, const cg_nest *bn, const mm_src *src,
@@ -240,9 +251,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 		s.stride_b = bn->strides[2][in];
 		bn->dims[in] = 1;
 	}
-	s.skip_zero_k = !s.tb && !s.batch && has_zero_rows(k->g, src->mm, 1);
-	s.skip_zero_m = !ta && !s.batch && !s.skip_zero_k &&
-			has_zero_rows(k->g, src->mm, 0);
+	zero_skips(k->g, src->mm, ta, s.tb, s.batch != 0, &s.skip_zero_k,
+		   &s.skip_zero_m);
 	if (!gemm_epilogue(k, bn, src, &s))
 		return false;
 	char name[64], err[256];
@@ -324,9 +334,9 @@ static bool is_one_gemm(const cg_lower *L, const ir_graph *g, ir_id mm)
 	for (int d = 0; batches > 1 && d < ro - 2; d++)
 		if (ad[d] != od[d])
 			return false;
-	/* matmul_gemm's skip_zero_m, for the one product (batch 0) */
-	bool skip_k = !n->attr.matmul.tb && has_zero_rows(g, mm, 1);
-	return ta || skip_k || !has_zero_rows(g, mm, 0);
+	bool skip_k, skip_m;
+	zero_skips(g, mm, ta, n->attr.matmul.tb, false, &skip_k, &skip_m);
+	return !skip_m;
 }
 
 /* The matmul add node i's kernel can compute as its epilogue's product:
