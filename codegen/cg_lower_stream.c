@@ -21,43 +21,12 @@
 
 #include <string.h>
 
-/* The stream field of attributes a of an op of attribute kind kind, and
- * its dropout probability in *p; NULL if they have none. */
-static uint32_t *stream_field(ir_attr_kind kind, ir_attr *a, double *p)
-{
-	switch (kind) {
-	case IR_ATTR_DROPOUT:
-		*p = a->dropout.p;
-		return &a->dropout.stream;
-	case IR_ATTR_ATTENTION:
-		*p = a->attention.p;
-		return &a->attention.stream;
-	case IR_ATTR_NONE:
-	case IR_ATTR_INPUT:
-	case IR_ATTR_PARAM:
-	case IR_ATTR_CONST:
-	case IR_ATTR_MATMUL:
-	case IR_ATTR_REDUCE:
-	case IR_ATTR_FILL:
-	case IR_ATTR_EPS:
-	case IR_ATTR_PERM:
-	case IR_ATTR_SLICE:
-	case IR_ATTR_AXIS:
-	case IR_ATTR_REPS:
-	case IR_ATTR_INTERLEAVE:
-	case IR_ATTR_ARANGE:
-		break;
-	}
-	*p = 0;
-	return NULL;
-}
-
 /* Appends n's stream to ids (of *count) if it draws random bits. */
 static void add_stream(const ir_node *n, uint32_t *ids, uint32_t *count)
 {
 	ir_attr a = n->attr;
 	double p = 0;
-	const uint32_t *s = stream_field(ir_op_table[n->op].attr, &a, &p);
+	const uint32_t *s = ir_attr_stream(ir_op_table[n->op].attr, &a, &p);
 	if (s && p > 0)
 		ids[(*count)++] = *s;
 }
@@ -87,8 +56,8 @@ bool cg_lower_same_attr(const ir_node *a, const ir_node *b)
 	memcpy(&y, &b->attr, sizeof y);
 	ir_attr_kind kind = ir_op_table[a->op].attr;
 	double p;
-	uint32_t *sx = stream_field(kind, &x, &p),
-		 *sy = stream_field(kind, &y, &p);
+	uint32_t *sx = ir_attr_stream(kind, &x, &p),
+		 *sy = ir_attr_stream(kind, &y, &p);
 	if (sx) {
 		*sx = 0;
 		*sy = 0;

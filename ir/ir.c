@@ -23,6 +23,35 @@ _Static_assert(0
 	       "ops.def and ir_op disagree");
 #undef X
 
+uint32_t *ir_attr_stream(ir_attr_kind kind, ir_attr *a, double *p)
+{
+	switch (kind) {
+	case IR_ATTR_DROPOUT:
+		*p = a->dropout.p;
+		return &a->dropout.stream;
+	case IR_ATTR_ATTENTION:
+		*p = a->attention.p;
+		return &a->attention.stream;
+	case IR_ATTR_NONE:
+	case IR_ATTR_INPUT:
+	case IR_ATTR_PARAM:
+	case IR_ATTR_CONST:
+	case IR_ATTR_MATMUL:
+	case IR_ATTR_REDUCE:
+	case IR_ATTR_FILL:
+	case IR_ATTR_EPS:
+	case IR_ATTR_PERM:
+	case IR_ATTR_SLICE:
+	case IR_ATTR_AXIS:
+	case IR_ATTR_REPS:
+	case IR_ATTR_INTERLEAVE:
+	case IR_ATTR_ARANGE:
+		break;
+	}
+	*p = 0;
+	return NULL;
+}
+
 ir_op ir_op_from_name(const char *name)
 {
 	for (int i = 0; i < IR_OP_COUNT; i++)

@@ -303,6 +303,11 @@ typedef union ir_attr {
 	} arange; /* IR_ATTR_ARANGE */
 } ir_attr;
 
+/* The random stream of attributes a of kind kind (the op's
+ * ir_op_table[].attr), and its dropout probability in *p; NULL (and
+ * *p = 0) for kinds that draw no random bits. */
+uint32_t *ir_attr_stream(ir_attr_kind kind, ir_attr *a, double *p);
+
 /* ---- nodes and graphs ------------------------------------------------------- */
 
 typedef struct ir_node {

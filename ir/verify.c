@@ -197,21 +197,16 @@ static void verify_leaf(verifier *v, const ir_func *f, ir_id i)
 		      "@%s %%%u: input index %u does not match the "
 		      "function's inputs (%u)",
 		      f->name, i, k, f->n_inputs);
-	if (n->op == IR_OP_DROPOUT &&
-	    n->attr.dropout.stream >= v->m->n_dropout_streams)
+	/* A dropout names its stream at any p; attention only with p > 0. */
+	ir_attr a = n->attr;
+	double p;
+	const uint32_t *s = ir_attr_stream(ir_op_table[n->op].attr, &a, &p);
+	if (s && (n->op == IR_OP_DROPOUT || p > 0) &&
+	    *s >= v->m->n_dropout_streams)
 		vfail(v, n->loc,
 		      "@%s %%%u: dropout stream %u out of range (%u "
 		      "streams)",
-		      f->name, i, n->attr.dropout.stream,
-		      v->m->n_dropout_streams);
-	bool is_attention = ir_op_table[n->op].attr == IR_ATTR_ATTENTION;
-	if (is_attention && n->attr.attention.p > 0 &&
-	    n->attr.attention.stream >= v->m->n_dropout_streams)
-		vfail(v, n->loc,
-		      "@%s %%%u: dropout stream %u out of range (%u "
-		      "streams)",
-		      f->name, i, n->attr.attention.stream,
-		      v->m->n_dropout_streams);
+		      f->name, i, *s, v->m->n_dropout_streams);
 }
 
 /* The stored type equals what the shape rule computes on a copy. */
