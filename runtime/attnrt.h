@@ -473,11 +473,11 @@ typedef struct attnrt_tuner {
 	double one_median;    /* 1 thread's median probe time, 0 none */
 	uint64_t calls;       /* since the last probe */
 	uint64_t interval, base_interval;
-	uint64_t next_probe; /* calls from the last probe to the next */
-	uint64_t retry;      /* the interval while retrying the team, 0 none */
-	int32_t n_slow;      /* consecutive stalled calls */
-	int32_t winner;      /* the last probe's (index 0 or 1), -1 none */
-	uint64_t n_probes;   /* probes finished, for reports */
+	uint64_t retry;    /* calls to the next probe while retrying the team
+			 * (else interval), 0 none */
+	int32_t n_slow;    /* consecutive stalled calls */
+	int32_t winner;    /* the last probe's (index 0 or 1), -1 none */
+	uint64_t n_probes; /* probes finished, for reports */
 } attnrt_tuner;
 
 /* Starts a tuner choosing between max_threads (< 2: the tuner always

@@ -91,6 +91,16 @@ static uint64_t next_retry(const attnrt_tuner *t)
 	return r < t->interval ? r : t->interval;
 }
 
+/* Ends a probe, its count chosen: calls run on t->current until the
+ * next probe. */
+static void settled(attnrt_tuner *t)
+{
+	t->phase = 1;
+	t->calls = 0;
+	t->n_slow = 0;
+	t->n_probes++;
+}
+
 /* Ends a probe: the lower median wins (a dropped candidate has none). A
  * team that won before and loses now, or loses while a retry runs, is
  * tried again soon (next_retry): the machine changed, and may change
@@ -115,12 +125,8 @@ static void settle(attnrt_tuner *t)
 	t->one_median = t->n_samples[1] ? median3(t->samples[1], t->n_samples[1])
 					: 0;
 	t->current = candidate(t, w);
-	t->phase = 1;
-	t->calls = 0;
 	t->retry = retrying ? next_retry(t) : 0;
-	t->next_probe = retrying ? t->retry : t->interval;
-	t->n_slow = 0;
-	t->n_probes++;
+	settled(t);
 }
 
 /* Ends a probe whose team call the caller skipped: one thread until the
@@ -132,11 +138,7 @@ static void settle_skipped(attnrt_tuner *t)
 	t->median = median3(t->samples[1], t->n_samples[1]);
 	t->one_median = t->median;
 	t->current = 1;
-	t->phase = 1;
-	t->calls = 0;
-	t->next_probe = t->retry;
-	t->n_slow = 0;
-	t->n_probes++;
+	settled(t);
 }
 
 static void record_probe(attnrt_tuner *t, double seconds)
@@ -182,6 +184,6 @@ void attnrt_tuner_record(attnrt_tuner *t, double seconds)
 	}
 	t->calls++;
 	t->n_slow = is_stall(t, seconds) ? t->n_slow + 1 : 0;
-	if (t->n_slow >= 2 || t->calls >= t->next_probe)
+	if (t->n_slow >= 2 || t->calls >= (t->retry ? t->retry : t->interval))
 		start_probe(t);
 }
