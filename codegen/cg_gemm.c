@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define KC_MAX 256  /* k-block: a KC×NR B panel (16 or 32 KB) stays in L1 */
 #define MC_MAX 144  /* m-block: an MC×KC A block (144 KB) stays in L2 */
 #define NC_MAX 4080 /* n-block: the KC×NC B block lives in L3 */
 /* B is read in place, unpacked, when it holds at most this many floats
@@ -189,7 +188,7 @@ static void choose_packing(const cg_gemm_spec *s, cg_gemm_plan *p)
  * not 256 + 44. */
 static void choose_blocks(const cg_gemm_spec *s, cg_gemm_plan *p)
 {
-	p->kc = ceil_div(s->k, ceil_div(s->k, KC_MAX));
+	p->kc = ceil_div(s->k, ceil_div(s->k, CG_GEMM_KC_MAX));
 	p->mc = min64(MC_MAX, round_up(s->m, CG_GEMM_MR));
 	p->nc = round_up(ceil_div(s->n, ceil_div(s->n, NC_MAX)), p->nr);
 }
@@ -259,7 +258,10 @@ typedef struct work_env {
 	LLVMValueRef abuf, bbuf, lo, hi, nt;
 	LLVMValueRef k; /* the inner dimension: spec.k, or the k kept */
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
-	LLVMValueRef is_last;                   /* i1: the last k-block */
+	LLVMValueRef is_last; /* i1: the last k-block */
+	/* skip_zero_m: multiplying the rows kept into their own buffer,
+	 * which is never accumulated into. */
+	bool is_kept_rows;
 	LLVMValueRef epi[CG_GEMM_MAX_EPILOGUE]; /* the epilogue's terms */
 } work_env;
 
@@ -387,7 +389,7 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	w->kc = cg_min(f, cg_i64(f, p->kc),
 		       LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
 	/* skip_zero_m multiplies into its own buffer, then adds. */
-	w->is_acc = w->g->spec.accumulate && !w->g->spec.skip_zero_m
+	w->is_acc = w->g->spec.accumulate && !w->is_kept_rows
 			    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
 			    : LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
 					    cg_i64(f, 0), "");
@@ -427,6 +429,56 @@ static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
 	LLVMBuildStore(f->b, LLVMBuildOr(f->b, was, hit, ""), any);
 	cg_loop_end(f, &l);
 	cg_loop_end(f, &lr);
+	return LLVMBuildLoad2(f->b, i1, any, "");
+}
+
+/* Whether any of the n floats at p (stride cs) is not 0 (NaN counts),
+ * stopping at the first that is: a row of real data costs one load (a
+ * loop that stops early is not vectorized: any_of scans the rows that
+ * are left out). */
+static LLVMValueRef row_has_nonzero(cg_fn *f, LLVMValueRef p, int64_t n,
+				    int64_t cs)
+{
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, cs)));
+	LLVMBasicBlockRef hit = cg_block(f, "nonzero"),
+			  next = cg_block(f, "next");
+	LLVMBuildCondBr(f->b,
+			LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), ""),
+			hit, next);
+	LLVMPositionBuilderAtEnd(f->b, hit);
+	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), any);
+	LLVMBuildBr(f->b, l.exit);
+	LLVMPositionBuilderAtEnd(f->b, next);
+	cg_loop_end(f, &l);
+	return LLVMBuildLoad2(f->b, i1, any, "");
+}
+
+/* Whether any of the rows [r0, r1) of the matrix at p (row stride rs, n
+ * columns of stride cs) is all zero, stopping at the first that is: the
+ * sgemm leaves out rows (skip_zero_k, skip_zero_m) only when there is
+ * one, so that data without padding costs about a load a row. */
+static LLVMValueRef has_zero_row(cg_fn *f, LLVMValueRef p, LLVMValueRef r0,
+				 LLVMValueRef r1, int64_t rs, int64_t n,
+				 int64_t cs)
+{
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef r = cg_loop_begin(f, &l, r0, r1, 1);
+	LLVMValueRef nz = row_has_nonzero(f, cg_at(f, p, cg_muli(f, r, rs)), n,
+					  cs);
+	LLVMBasicBlockRef hit = cg_block(f, "zero.row"),
+			  next = cg_block(f, "next");
+	LLVMBuildCondBr(f->b, nz, next, hit);
+	LLVMPositionBuilderAtEnd(f->b, hit);
+	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), any);
+	LLVMBuildBr(f->b, l.exit);
+	LLVMPositionBuilderAtEnd(f->b, next);
+	cg_loop_end(f, &l);
 	return LLVMBuildLoad2(f->b, i1, any, "");
 }
 
@@ -538,6 +590,16 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	cg_fn *f = w->f;
 	const cg_gemm_gen *g = w->g;
 	const cg_gemm_spec *s = &g->spec;
+	LLVMBasicBlockRef plain = cg_block(f, "rows.all"),
+			  kept = cg_block(f, "rows.kept"),
+			  done = cg_block(f, "rows.done");
+	LLVMBuildCondBr(f->b,
+			has_zero_row(f, w->a, r0, r1, g->a_rs, s->k, g->a_cs),
+			kept, plain);
+	LLVMPositionBuilderAtEnd(f->b, plain);
+	block_loops(w, r0, r1, c0, c1);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, kept);
 	buf_layout lay = layout_of(s, &g->plan);
 	LLVMValueRef ka = cg_ati(f, w->abuf, lay.ka_off);
 	LLVMValueRef kc = cg_ati(f, w->abuf, lay.kc_off);
@@ -563,14 +625,18 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	LLVMValueRef a = w->a, c = w->c;
 	w->a = ka;
 	w->c = kc;
+	w->is_kept_rows = true;
 	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT,
 							      n_kept,
 							      cg_i64(f, 0), ""));
 	block_loops(w, cg_i64(f, 0), end, c0, c1);
 	cg_if_end(f, join);
+	w->is_kept_rows = false;
 	w->a = a;
 	w->c = c;
 	write_rows_back(w, kc, map, n_kept, r0, r1, c0, c1);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
 /* Rows [r0, r1), columns [c0, c1) of the current product. */
@@ -648,13 +714,19 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 					     cg_i64(f, s->k), "");
 	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, cg_i64(f, 0),
 					      "");
-	LLVMValueRef keep = LLVMBuildOr(f->b,
-					any_of(f, brow, 1, 0, s->n, g->b_cs,
-					       false),
-					any_of(f, acol, 1, 0, s->m, g->a_rs,
-					       true),
-					"");
-	keep = LLVMBuildOr(f->b, keep,
+	LLVMValueRef keep = cg_var(f, LLVMInt1TypeInContext(f->ctx),
+				   any_of(f, brow, 1, 0, s->n, g->b_cs, false));
+	LLVMBasicBlockRef zero = cg_if_begin(
+		f,
+		LLVMBuildNot(f->b,
+			     LLVMBuildLoad2(f->b, LLVMInt1TypeInContext(f->ctx),
+					    keep, ""),
+			     ""));
+	LLVMBuildStore(f->b, any_of(f, acol, 1, 0, s->m, g->a_rs, true), keep);
+	cg_if_end(f, zero);
+	keep = LLVMBuildOr(f->b,
+			   LLVMBuildLoad2(f->b, LLVMInt1TypeInContext(f->ctx),
+					  keep, ""),
 			   LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
 	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n,
@@ -667,6 +739,30 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	w->a0 = ka;
 	w->b0 = kb;
 	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
+}
+
+/* skip_zero_k: keep_nonzero_k when B has a row of zeros; else the work
+ * reads A and B in place, all of K. */
+static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	LLVMValueRef a0 = cg_var(f, cg_t_ptr(f), w->a0);
+	LLVMValueRef b0 = cg_var(f, cg_t_ptr(f), w->b0);
+	LLVMValueRef k = cg_var(f, cg_t_i64(f), w->k);
+	LLVMBasicBlockRef join = cg_if_begin(f,
+					     has_zero_row(f, w->b0, cg_i64(f, 0),
+							  cg_i64(f, g->spec.k),
+							  g->b_rs, g->spec.n,
+							  g->b_cs));
+	keep_nonzero_k(w, ka, kb);
+	LLVMBuildStore(f->b, w->a0, a0);
+	LLVMBuildStore(f->b, w->b0, b0);
+	LLVMBuildStore(f->b, w->k, k);
+	cg_if_end(f, join);
+	w->a0 = LLVMBuildLoad2(f->b, cg_t_ptr(f), a0, "");
+	w->b0 = LLVMBuildLoad2(f->b, cg_t_ptr(f), b0, "");
+	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), k, "");
 }
 
 /* void NAME.work(const float *A, const float *B, float *C, float *buf,
@@ -708,8 +804,8 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	w.bbuf = cg_ati(&f, w.abuf, l.b_off);
 	w.k = cg_i64(&f, s->k);
 	if (s->skip_zero_k)
-		keep_nonzero_k(&w, cg_ati(&f, w.abuf, l.ka_off),
-			       cg_ati(&f, w.abuf, l.kb_off));
+		keep_nonzero_k_if_any(&w, cg_ati(&f, w.abuf, l.ka_off),
+				      cg_ati(&f, w.abuf, l.kb_off));
 	if (g->plan.split_rows)
 		item_loop(&w, ceil_div(s->m, CG_GEMM_MR), CG_GEMM_MR, s->m);
 	else

@@ -68,15 +68,19 @@ typedef struct cg_gemm_spec {
 	 * zero, so C is the same (up to the sign of a zero and the rounding
 	 * of a shorter sum) and the work is that of the rows kept. For the
 	 * weight gradient X^T dY of a masked loss, where dY is zero at every
-	 * padding token. Each call first copies the rows kept, and A's
-	 * matching columns, into its buffer. */
+	 * padding token. A call that finds a row of zeros in B (it stops
+	 * at the first) copies the rows kept, and A's matching columns,
+	 * into its buffer; one that finds none reads A and B in place. */
 	bool skip_zero_k;
 	/* Leave out of the product each row of A that is all zero (a batch of
 	 * 1), unless B holds an inf or NaN: that row of C is 0 (the sgemm's
 	 * sum of zero terms is +0), or stays as it is when accumulating. For
-	 * the input gradient dY W^T of a masked loss. Each call copies the
-	 * rows kept of its part into its buffer, multiplies them there and
-	 * copies the rows of the product back. */
+	 * the input gradient dY W^T of a masked loss. A call that finds a
+	 * row of zeros in its part of A (it stops at the first) copies the
+	 * rows kept into its buffer, multiplies them there and copies the
+	 * rows of the product back; one that finds none multiplies in
+	 * place. Either way each row of C gets the bits of the product
+	 * without skip_zero_m. */
 	bool skip_zero_m;
 	/* The epilogue: n_epilogue (0..CG_GEMM_MAX_EPILOGUE) m×n terms
 	 * added, in order, to the finished product as it is stored:
@@ -91,6 +95,10 @@ typedef struct cg_gemm_spec {
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
+/* The longest k-block: a KC×NR B panel (16 or 32 KB) stays in L1. A K
+ * up to it is summed in one block, from 0, so leaving out zero terms
+ * (skip_zero_k) rounds no differently. */
+#define CG_GEMM_KC_MAX 256
 #define CG_GEMM_GRAIN_DEFAULT (1 << 19)
 
 /* The choices the generator makes for a spec (all known at compile time). */
