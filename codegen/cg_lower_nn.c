@@ -183,26 +183,95 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_call(f, g->fn, args, n);
 }
 
-/* Whether operand i of matmul mm is, through reshapes and slices, an
- * op whose rows are often all zero (IR_OPF_ZERO_ROWS: a masked loss's
- * gradient), which the sgemm can leave out. */
-static bool has_zero_rows(const ir_graph *g, ir_id mm, uint32_t i)
+/* Whether node i of g, whose operands' answers z holds, has rows (along
+ * its last axis) that are often all zero: a masked loss's gradient
+ * (IR_OPF_ZERO_ROWS, a padding token's row) and what the backward pass
+ * makes of it row by row: views and dropouts of it, products with it,
+ * sums and differences of such rows, its rows' means, a relu's select of
+ * it, a matmul whose rows it is, the attention gradients of it. A guess
+ * for the sgemm, which checks the rows it leaves out: a wrong one costs
+ * only the scan. */
+static bool zero_rows_at(const ir_graph *g, ir_id i, const bool *z)
+{
+	const ir_node *n = &g->nodes[i];
+	const ir_id *a = ir_node_args(g, n);
+	if (ir_op_table[n->op].flags & IR_OPF_ZERO_ROWS)
+		return true;
+	if (n->type.dtype != IR_F32 || n->n_args == 0)
+		return false;
+	switch (n->op) {
+	case IR_OP_RESHAPE:
+	case IR_OP_SLICE:
+	case IR_OP_DROPOUT:
+	case IR_OP_NEG:
+	case IR_OP_DIV:
+		return z[a[0]];
+	case IR_OP_MUL:
+		return z[a[0]] || z[a[1]];
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+		return z[a[0]] && z[a[1]];
+	case IR_OP_CONCAT:
+		for (uint32_t j = 0; j < n->n_args; j++)
+			if (!z[a[j]])
+				return false;
+		return true;
+	case IR_OP_SELECT: /* a relu's gradient: select(x > 0, g, 0) */
+		return z[a[1]] && (z[a[2]] || g->nodes[a[2]].type.rank == 0);
+	case IR_OP_SUM:
+	case IR_OP_MEAN:
+		return n->attr.reduce.keepdim && n->type.rank > 0 &&
+		       n->attr.reduce.axes == 1u << (n->type.rank - 1) &&
+		       z[a[0]];
+	case IR_OP_MATMUL:
+		return !n->attr.matmul.ta && z[a[0]];
+	case IR_OP_FUSED_ATTENTION_GRAD:
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
+		return z[a[n->n_args - 1]];
+	default:
+		return false;
+	}
+}
+
+/* Whether operand i of matmul mm has rows of zeros the sgemm can leave
+ * out: ZR_LOSS where it is, through reshapes and slices, a masked loss's
+ * gradient itself, ZR_BACKWARD where the backward pass carries that
+ * gradient's zero rows to it (zero_rows_at), else ZR_NONE (also when
+ * there is no memory to tell). */
+enum { ZR_NONE, ZR_BACKWARD, ZR_LOSS };
+static int zero_rows_of(ir_ctx *ctx, const ir_graph *g, ir_id mm, uint32_t i)
 {
 	ir_id x = ir_arg(g, mm, i);
 	while (g->nodes[x].op == IR_OP_RESHAPE || g->nodes[x].op == IR_OP_SLICE)
 		x = ir_arg(g, x, 0);
-	return (ir_op_table[g->nodes[x].op].flags & IR_OPF_ZERO_ROWS) != 0;
+	if (ir_op_table[g->nodes[x].op].flags & IR_OPF_ZERO_ROWS)
+		return ZR_LOSS;
+	bool *z = ir_alloc(ctx, ((size_t)x + 1) * sizeof *z);
+	if (!z)
+		return ZR_NONE;
+	for (ir_id j = 0; j <= x; j++)
+		z[j] = zero_rows_at(g, j, z);
+	bool is = z[x];
+	ir_free(ctx, z);
+	return is ? ZR_BACKWARD : ZR_NONE;
 }
 
-/* Which zero rows the sgemm of matmul mm leaves out (ta, tb: how its
- * operands are stored; is_batched: a batch of products, not one):
- * B's rows (skip_zero_k) or, failing that, A's (skip_zero_m). The one
- * rule for matmul_gemm and for the epilogue plan's promise. */
-static void zero_skips(const ir_graph *g, ir_id mm, bool ta, bool tb,
-		       bool is_batched, bool *skip_k, bool *skip_m)
+/* Which zero rows the sgemm of matmul mm (inner dimension K) leaves out
+ * (ta, tb: how its operands are stored; is_batched: a batch of
+ * products, not one): B's rows (skip_zero_k) or, failing that, A's
+ * (skip_zero_m). Leaving out A's rows gives the same bits; B's rows (the
+ * terms of the sum over K) too when K is one k-block, and else only the
+ * loss's own gradient does, as it always has, so that the results stay
+ * those of the sgemm before the backward pass's rows were left out. The
+ * one rule for matmul_gemm and for the epilogue plan's promise. */
+static void zero_skips(ir_ctx *ctx, const ir_graph *g, ir_id mm, int64_t K,
+		       bool ta, bool tb, bool is_batched, bool *skip_k,
+		       bool *skip_m)
 {
-	*skip_k = !tb && !is_batched && has_zero_rows(g, mm, 1);
-	*skip_m = !ta && !is_batched && !*skip_k && has_zero_rows(g, mm, 0);
+	int zk = !tb && !is_batched ? zero_rows_of(ctx, g, mm, 1) : ZR_NONE;
+	*skip_k = zk == ZR_LOSS || (zk == ZR_BACKWARD && K <= CG_GEMM_KC_MAX);
+	*skip_m = !ta && !is_batched && !*skip_k &&
+		  zero_rows_of(ctx, g, mm, 0) != ZR_NONE;
 }
 
 /* The epilogue's terms into the spec; false if the nest did not fold
@@ -251,8 +320,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 		s.stride_b = bn->strides[2][in];
 		bn->dims[in] = 1;
 	}
-	zero_skips(k->g, src->mm, ta, s.tb, s.batch != 0, &s.skip_zero_k,
-		   &s.skip_zero_m);
+	zero_skips(L->ctx, k->g, src->mm, s.k, ta, s.tb, s.batch != 0,
+		   &s.skip_zero_k, &s.skip_zero_m);
 	if (!gemm_epilogue(k, bn, src, &s))
 		return false;
 	char name[64], err[256];
@@ -335,7 +404,8 @@ static bool is_one_gemm(const cg_lower *L, const ir_graph *g, ir_id mm)
 		if (ad[d] != od[d])
 			return false;
 	bool skip_k, skip_m;
-	zero_skips(g, mm, ta, n->attr.matmul.tb, false, &skip_k, &skip_m);
+	zero_skips(L->ctx, g, mm, K, ta, n->attr.matmul.tb, false, &skip_k,
+		   &skip_m);
 	return !skip_m;
 }
 

@@ -5,7 +5,9 @@
  * and the forward pass and the training gradient give the bits of the
  * unfused program (no_fuse), at 1 and 2 threads, and the interpreter's
  * values within float rounding; a matmul that leaves out a masked loss
- * gradient's zero rows is not given to its add.
+ * gradient's zero rows is not given to its add, and the matmuls that
+ * leave out the zero rows that gradient's backward pass carries give
+ * the interpreter's values.
  */
 #include "cg_program.h"
 #include "frontend.h"
@@ -67,7 +69,7 @@ static void inputs_fini(model *md, const ir_func *f)
 		interp_tensor_fini(&md->ctx, &md->in[i]);
 }
 
-/* epilogue.g with the gradients of loss and loss_masked and its
+/* epilogue.g with the gradients of its three losses and its
  * parameters (seed 5). */
 static void model_init(model *md)
 {
@@ -82,6 +84,7 @@ static void model_init(model *md)
 	ck_assert(pass_pipeline_forward(md->m, &po));
 	ck_assert(pass_autodiff(md->m, "loss"));
 	ck_assert(pass_autodiff(md->m, "loss_masked"));
+	ck_assert(pass_autodiff(md->m, "loss_padded"));
 	ck_assert(pass_pipeline_run(md->m, &po));
 	for (uint32_t i = 0; i < md->m->n_syms; i++)
 		md->syms[i] = md->m->syms[i].fallback;
@@ -216,6 +219,15 @@ START_TEST(test_a_matmul_leaving_out_zero_rows_is_no_epilogue)
 }
 END_TEST
 
+START_TEST(test_matmuls_leaving_out_a_backward_pass_zero_rows)
+{
+	model md;
+	model_init(&md);
+	check_entry(&md, "loss_padded_grad");
+	model_fini(&md);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_epilogue");
@@ -226,6 +238,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_forward_with_epilogues_is_the_unfused_forward);
 	tcase_add_test(tc, test_gradient_with_epilogues_is_the_unfused_gradient);
 	tcase_add_test(tc, test_a_matmul_leaving_out_zero_rows_is_no_epilogue);
+	tcase_add_test(tc, test_matmuls_leaving_out_a_backward_pass_zero_rows);
 	suite_add_tcase(s, tc);
 	return s;
 }

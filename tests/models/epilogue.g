@@ -21,9 +21,9 @@ export def loss(x: f32[B, 16, 32])
 
 # A masked loss's gradient g (rows of it zero at padding) reaches h as
 # the sum of (g Wc^T) Wb^T and g Wa^T: the add keeps a kernel (matmuls
-# read it), and of its two matmuls only (g Wc^T) Wb^T may be computed in
-# it, g Wa^T leaving out g's zero rows (skip_zero_m), which the sgemm's
-# epilogue does not take; x (B, 16, 32) makes each a folded batch.
+# read it), and its matmuls leave out the zero rows of g and of g Wc^T
+# (skip_zero_m), which the sgemm's epilogue does not take; x (B, 16, 32)
+# makes each a folded batch.
 export def loss_masked(x: f32[B, 16, 32], targets: i32[B, 16])
   param W0 : [32, 32] = normal(0, 0.3)
   param Wa : [32, 10] = normal(0, 0.3)
@@ -32,3 +32,14 @@ export def loss_masked(x: f32[B, 16, 32], targets: i32[B, 16])
   h = x @ W0
   logits = (h @ Wb) @ Wc + h @ Wa
   return mean(cross_entropy(reshape(logits, [B * 16, 10]), reshape(targets, [B * 16])))
+
+# A loss masked past each valid length, through a residual add and a
+# relu: the zero rows of its gradient (every padding position) reach each
+# matmul of the backward pass, which leaves them out.
+export def loss_padded(x: f32[B, 16, 32], targets: i32[B, 16], valid: i32[B])
+  param Wp : [32, 32] = normal(0, 0.3)
+  param Wq : [32, 32] = normal(0, 0.3)
+  param Wr : [32, 10] = normal(0, 0.3)
+  h = relu(x @ Wp)
+  z = h @ Wq + h
+  return sum(masked_ce(z @ Wr, targets, valid))
