@@ -56,7 +56,7 @@ typedef struct cg_attn {
 	LLVMValueRef acc;     /* br x wpad: output (or dQ) rows */
 	LLVMValueRef m, l, x; /* brp floats: running max, sum, one more */
 	LLVMValueRef rv;      /* br i64: each row's valid length */
-	int64_t srs; /* floats between rows of sb and db: bc, or kc */
+	int64_t srs; /* floats between rows of sb and db: bc, or kc + 16 */
 	/* The backward's cache of a query block's pass 1 (is_cached): the
 	 * exponentials and dP of all its keys, kept for pass 2. */
 	bool is_cached;
