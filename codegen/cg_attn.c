@@ -120,6 +120,46 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	a->keep_scale = (float)(1.0 / (double)(float)(1.0 - p));
 }
 
+/* The backward's cache: on the stack when ec and dc take at most
+ * CG_ATTN_STACK_CACHE, else one heap block (ec, dc, then mc, each
+ * 64-byte aligned) that cache_end frees. */
+static void cache_begin(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	int64_t n = a->br * a->srs;
+	int64_t bytes = (2 * n + round_up(a->br * a->nkb, 16)) * 4;
+	if (2 * n * 4 <= CG_ATTN_STACK_CACHE) {
+		a->ec = cg_attn_buffer(a, ft, n);
+		a->dc = cg_attn_buffer(a, ft, n);
+		a->mc = cg_attn_buffer(a, ft, a->br * a->nkb);
+		return;
+	}
+	LLVMTypeRef i64 = cg_t_i64(f), params[2] = {i64, i64};
+	LLVMValueRef args[2] = {cg_i64(f, 64), cg_i64(f, bytes)};
+	a->heap = cg_call_extern(f, "aligned_alloc",
+				 LLVMFunctionType(cg_t_ptr(f), params, 2, 0),
+				 args, 2);
+	LLVMBasicBlockRef join = cg_if_begin(f,
+					     LLVMBuildIsNull(f->b, a->heap, ""));
+	cg_intrinsic(f, "llvm.trap", NULL, 0, NULL, 0);
+	cg_if_end(f, join);
+	a->ec = a->heap;
+	a->dc = cg_ati(f, a->heap, n);
+	a->mc = cg_ati(f, a->heap, 2 * n);
+}
+
+static void cache_end(cg_attn *a)
+{
+	if (!a->heap)
+		return;
+	cg_fn *f = a->f;
+	LLVMTypeRef fp = cg_t_ptr(f);
+	cg_call_extern(f, "free",
+		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), &fp, 1, 0),
+		       &a->heap, 1);
+}
+
 /* The body's buffers and operands; key is the dropout key argument. */
 static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key)
 {
@@ -149,11 +189,8 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 		a->nd = cg_attn_buffer(a, cg_t_i64(f), a->brp);
 		a->fr = cg_attn_buffer(a, cg_t_i32(f), a->bc);
 	}
-	if (a->is_cached) {
-		a->ec = cg_attn_buffer(a, ft, a->br * a->kc);
-		a->dc = cg_attn_buffer(a, ft, a->br * a->kc);
-		a->mc = cg_attn_buffer(a, ft, a->br * a->nkb);
-	}
+	if (a->is_cached)
+		cache_begin(a);
 }
 
 /* The shared function (cg_kernel_outline_begin's signature). */
@@ -165,6 +202,7 @@ static LLVMValueRef make_body(const cg_kernel *k, const cg_attn *shape,
 	cg_attn a = *shape;
 	body_begin(&a, &kb, k->node->op == IR_OP_FUSED_ATTENTION_GRAD, key);
 	gen(&a);
+	cache_end(&a);
 	return cg_kernel_outline_end(&kb);
 }
 

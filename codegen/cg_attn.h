@@ -56,13 +56,15 @@ typedef struct cg_attn {
 	LLVMValueRef acc;     /* br x wpad: output (or dQ) rows */
 	LLVMValueRef m, l, x; /* brp floats: running max, sum, one more */
 	LLVMValueRef rv;      /* br i64: each row's valid length */
-	int64_t srs;          /* floats between rows of sb and db: bc, or kc */
+	int64_t srs; /* floats between rows of sb and db: bc, or kc + 16 */
 	/* The backward's cache of a query block's pass 1 (is_cached): the
 	 * exponentials and dP of all its keys, kept for pass 2. */
 	bool is_cached;
 	int64_t kc, nkb;     /* K rounded up to whole blocks, key blocks */
-	LLVMValueRef ec, dc; /* br x kc: exp(s - m at the block), dP */
+	LLVMValueRef ec, dc; /* br x srs: exp(s - m at the block), dP */
 	LLVMValueRef mc;     /* br x nkb: the running max each block used */
+	LLVMValueRef heap;   /* the cache's aligned_alloc'd block, or NULL
+			      * when it sits on the stack */
 	/* Where the products stop (has_valid): the keys each row needs. */
 	LLVMValueRef nd; /* brp i64: keys 0 .. nd[i] of row i weigh */
 	LLVMValueRef fr; /* bc i32: the first row a block's key t needs */
@@ -84,6 +86,12 @@ void cg_attn_set_rows(cg_attn *a, int64_t br);
  * operands and dropout key set, the loop over [lo, hi) of the kernel's
  * outer extent (a->k->lo, a->k->hi). */
 typedef void (*cg_attn_gen)(cg_attn *a);
+
+/* The most bytes of the backward's cache (is_cached: ec and dc) on the
+ * body's stack; a larger one is one aligned_alloc'd block per call of
+ * the body, freed at its end (a failed allocation traps: generated code
+ * has no error channel). */
+#define CG_ATTN_STACK_CACHE (512 * 1024)
 
 /* Makes kernel k a call of the shared function that gen emits for a's
  * shape: nodes that differ only in their dropout stream (each attention

@@ -31,7 +31,10 @@
  * maximum at its block) and dP, and pass 2 turns them into
  * P = exp(s - m_j) exp(m_j - m) / l and dS in place, then runs the three
  * products from them: five products, as FlashAttention-2's backward,
- * and no exponential twice.
+ * and no exponential twice. The cache is 2 MiB at most a thread, 64
+ * rows up to 4096 keys (on the heap beyond 512 KiB): a block of more
+ * rows reads and writes the key blocks of dK and dV, which are too large
+ * for the core's caches at such lengths, fewer times.
  *
  * With H heads, n runs over batch elements times heads, and q, k, v, g
  * and the three packed gradients are read and written in place, rows
@@ -42,7 +45,9 @@
 
 #include <math.h>
 
-#define CACHE_FLOATS 131072 /* most floats of the cache (512 KiB) */
+/* Most floats of the cache's ec and dc: 2 MiB, 64 rows of 4096 keys
+ * (beyond CG_ATTN_STACK_CACHE on the heap, cg_attn.h). */
+#define CACHE_FLOATS 524288
 /* The fewest query rows of a cached block, per 128 floats of d + dv. */
 #define MIN_CACHED_ROWS 16
 
@@ -396,7 +401,8 @@ static void bwd_body(cg_attn *a)
  * rows as fit, up to the block's. Enough: MIN_CACHED_ROWS for heads up
  * to d + dv = 128, more for wider ones, whose packing of K and V and
  * stores of dK and dV a block of few rows repeats more often (at 4096
- * keys, 16 rows of heads of 128 ran slower than recomputing with 64). */
+ * keys, 16 rows of heads of 128 ran slower than recomputing with 64;
+ * 64 rows cached, faster than both). */
 static void choose_cache(cg_attn *a)
 {
 	int64_t rows = CACHE_FLOATS / (2 * a->kc);
@@ -405,7 +411,10 @@ static void choose_cache(cg_attn *a)
 	if (rows < MIN_CACHED_ROWS * (wide > 1 ? wide : 1) && rows < a->Q)
 		return;
 	a->is_cached = true;
-	a->srs = a->kc;
+	/* A cache line more a row: with rows a power of two of 4 KiB or
+	 * more apart, a key block's rows all fell in the same few sets of
+	 * the L1 cache. */
+	a->srs = a->kc + 16;
 	cg_attn_set_rows(a, rows);
 }
 

@@ -218,24 +218,30 @@ static bool is_bwd_cached(const ac_case *c)
 }
 
 /* The backward's cache of pass 1 (cg_lower_attn_grad.c) at both vector
- * widths: K = 1100 keeps blocks of fewer query rows (56 or 58 of 70: a
- * partial last block) with dropout in training; K = 600 with 2 heads
- * and per-query lengths, all 40 rows in one block; K = 4500 with 20
- * query rows would cache fewer than 16, so pass 2 recomputes S and dP.
- * Causal masks (query t sees keys 0 .. t), where the products stop at
- * the keys each tile of rows needs: 130 queries (blocks of 64 and a
- * partial one) with dropout in training, 4 heads of 32, with and
- * without the cache. Heads of 128 (d + dv = 256) with 2100 keys: 31
- * rows would fit, fewer than the 32 such heads need, so no cache. */
+ * widths: K = 1100 keeps blocks of 64 query rows (and a partial one of
+ * 6) with dropout in training, its cache past CG_ATTN_STACK_CACHE on the
+ * heap; K = 600 with 2 heads and per-query lengths, all 40 rows in one
+ * block on the stack; K = 16500 with 20 query rows would cache fewer
+ * than 16, so pass 2 recomputes S and dP. Causal masks (query t sees
+ * keys 0 .. t), where the products stop at the keys each tile of rows
+ * needs: 130 queries (blocks of 64 and a partial one) with dropout in
+ * training, 4 heads of 32, with and without the cache (K = 4500 cached
+ * on the heap). Heads of 128 (d + dv = 256): 40 rows of 2100 keys
+ * cached on the heap. */
 static const ac_case cache_cases[] = {
 	{1, 70, 1100, 16, 16, AC_QUERY, 0.1, true, 91, 0},
 	{2, 40, 600, 8, 8, AC_QUERY, 0, false, 92, 2},
-	{1, 20, 4500, 4, 4, AC_BATCH, 0, false, 93, 0},
+	{1, 20, 16500, 4, 4, AC_BATCH, 0, false, 93, 0},
 	{2, 130, 130, 32, 32, AC_CAUSAL, 0.1, true, 94, 0},
 	{2, 100, 100, 32, 32, AC_CAUSAL, 0, false, 95, 4},
 	{1, 20, 4500, 4, 4, AC_CAUSAL, 0, false, 96, 0},
 	{1, 40, 2100, 128, 128, AC_BATCH, 0, false, 97, 0},
 };
+
+/* Heads of 128 with 8300 keys: 31 rows would fit, fewer than the 32
+ * such heads need, so no cache (the path itself is cache_cases[2]'s). */
+static const ac_case wide_uncached = {1,        40, 8300,  128, 128,
+				      AC_BATCH, 0,  false, 98,  0};
 
 START_TEST(test_the_backward_with_and_without_its_cache_matches_the_unfused_graph)
 {
@@ -249,7 +255,9 @@ START_TEST(test_the_backward_caches_pass_1_where_enough_query_rows_fit)
 	ck_assert(is_bwd_cached(&cache_cases[1]));
 	ck_assert(!is_bwd_cached(&cache_cases[2]));
 	ck_assert(is_bwd_cached(&cache_cases[3]));
-	ck_assert(!is_bwd_cached(&cache_cases[6]));
+	ck_assert(is_bwd_cached(&cache_cases[5]));
+	ck_assert(is_bwd_cached(&cache_cases[6]));
+	ck_assert(!is_bwd_cached(&wide_uncached));
 	ck_assert(is_bwd_cached(&jit_cases[5])); /* Q = 70, K = 150 */
 }
 END_TEST
