@@ -12,8 +12,9 @@
 #   gpt_torch.py memory WEIGHTS B T: the bytes of the activations the
 #       forward keeps for the backward at batch B, steps T (the tensors
 #       autograd saves, each storage counted once, the weights left out):
-#       what PyTorch holds at the start of the backward, before the
-#       temporaries of either pass.
+#       what PyTorch holds when the backward starts, a lower bound of the
+#       step's activation memory (the temporaries of either pass come on
+#       top).
 #
 # The sizes (width D, blocks L, MLP width F, context CTX, vocabulary) are
 # read from the weights; the heads H, which the weights do not show, from
