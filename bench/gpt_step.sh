@@ -13,6 +13,9 @@
 #   - PyTorch's step (bench/gpt_torch.py time, the same weights) at its
 #     4 settings of torch and OpenBLAS threads (1/1, 1/2, 2/1, 2/2), the
 #     best of them;
+#   - the step's activation memory: attnc's scratch of loss_grad
+#     (--stats) against the bytes PyTorch saves for its backward
+#     (gpt_torch.py memory);
 #   - GFLOP/s of the step's matmul and attention FLOPs (forward
 #     2 * weights * tokens + 4 * B * T^2 * D a block, backward twice
 #     that) and the share of the peak at the same thread count;
@@ -105,6 +108,14 @@ PY
 	echo "  check: $(GPT_HEADS=$H "$py" bench/gpt_torch.py check \
 		"$dir/w.safetensors" "$dir/in.safetensors" "$dir/loss.safetensors")"
 	echo "  $nb batches an epoch; step FLOPs $(echo "$f" | awk '{printf "%.3g", $1}')"
+	# activation memory: attnc's scratch of loss_grad (every activation
+	# and temporary of the step) against what PyTorch's forward saves
+	# for its backward (less than its whole activation memory)
+	sa=$("$attnc" "$g" --train --data $data --batch $B --stats 2>/dev/null |
+		"$py" -c "import json, sys
+print(json.load(sys.stdin)['scratch_bytes']['loss_grad'])")
+	st=$(GPT_HEADS=$H "$py" bench/gpt_torch.py memory "$dir/w.safetensors" $B $T)
+	"$py" -c "print('  activations: attnc %.1f MB (loss_grad scratch), PyTorch %.1f MB saved for the backward: %.2fx' % ($sa / 1e6, $st / 1e6, $sa / $st))"
 	set -- $(step_of "$dir/m1.json" "$nb")
 	s1=$1
 	row "attnc, 1 thread" "$s1" "$f" "$p1"

@@ -9,6 +9,12 @@
 #       PyTorch's float32 error (and 1e-6 relative).
 #   gpt_torch.py time WEIGHTS B T STEPS THREADS: median seconds of a
 #       training step (forward, backward, Adam) at batch B, steps T.
+#   gpt_torch.py memory WEIGHTS B T: the bytes of the activations the
+#       forward keeps for the backward at batch B, steps T (the tensors
+#       autograd saves, each storage counted once, the weights left out):
+#       what PyTorch holds when the backward starts, a lower bound of the
+#       step's activation memory (the temporaries of either pass come on
+#       top).
 #
 # The sizes (width D, blocks L, MLP width F, context CTX, vocabulary) are
 # read from the weights; the heads H, which the weights do not show, from
@@ -101,7 +107,27 @@ def time_steps(weights, B, T, steps, threads):
     print('%.6f' % times[len(times) // 2])
     return 0
 
+def saved_bytes(weights, B, T):
+    p = {k: v.clone().requires_grad_() for k, v in read_st(weights).items()}
+    set_sizes(p)
+    weight_ptrs = {v.storage().data_ptr() for v in p.values()}
+    seen = {}
+    def pack(t):
+        s = t.storage()
+        if s.data_ptr() not in weight_ptrs:
+            seen[s.data_ptr()] = s.size() * s.element_size()
+        return t
+    g = torch.Generator().manual_seed(0)
+    tok = torch.randint(0, p['gpt.embed.table'].shape[0], (B, T), generator=g)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = loss_of(p, tok, tok.roll(-1, 1))
+    loss.backward()
+    print(sum(seen.values()))
+    return 0
+
 if __name__ == '__main__':
     if sys.argv[1] == 'check':
         sys.exit(check(*sys.argv[2:5]))
+    if sys.argv[1] == 'memory':
+        sys.exit(saved_bytes(sys.argv[2], *map(int, sys.argv[3:5])))
     sys.exit(time_steps(sys.argv[2], *map(int, sys.argv[3:7])))

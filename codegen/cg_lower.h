@@ -314,6 +314,7 @@ LLVMValueRef cg_lower_reduce_step(cg_fn *f, ir_op op, ir_dtype t,
 bool cg_lower_argmax(cg_kernel *k);
 bool cg_lower_softmax(cg_kernel *k);
 bool cg_lower_layer_norm(cg_kernel *k);
+bool cg_lower_layer_norm_grad(cg_kernel *k);
 bool cg_lower_embedding(cg_kernel *k);
 bool cg_lower_sort(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);

@@ -262,6 +262,8 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_softmax(k);
 	case IR_OP_LAYER_NORM:
 		return cg_lower_layer_norm(k);
+	case IR_OP_LAYER_NORM_GRAD:
+		return cg_lower_layer_norm_grad(k);
 	case IR_OP_DROPOUT:
 		return cg_lower_dropout(k);
 	case IR_OP_EMBEDDING:

@@ -929,6 +929,78 @@ bool cg_lower_layer_norm(cg_kernel *k)
 	return true;
 }
 
+/* layer_norm_grad over one row, as the interpreter: the mean of x in a
+ * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
+ * dxh d in a second; then (dxh - m1 - d / sd m2) / sd with m1 =
+ * sum(dxh) / K and m2 = sum(dxh d) / sd / K (mean(dxh xhat)). The sums
+ * may be reassociated (vectorized along the row), as layer_norm's. */
+static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const row_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)),
+		     sq = var(k, ft, cg_f32(f, 0)),
+		     s1 = var(k, ft, cg_f32(f, 0)),
+		     s3 = var(k, ft, cg_f32(f, 0));
+	LLVMValueRef Kf = cg_f32(f, (float)c->K);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	set(k, sum,
+	    fadd_r(f, get(k, ft, sum), cg_kernel_operand(k, 0, offs, j)));
+	cg_loop_end(f, &l);
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef d = LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j),
+				       mean, "");
+	LLVMValueRef h = LLVMBuildFMul(f->b, cg_kernel_operand(k, 2, offs, j),
+				       ldf(k, k->in[1], j), "");
+	set(k, sq,
+	    fadd_r(f, get(k, ft, sq),
+		   cg_fast(LLVMBuildFMul(f->b, d, d, ""), true)));
+	set(k, s1, fadd_r(f, get(k, ft, s1), h));
+	set(k, s3,
+	    fadd_r(f, get(k, ft, s3),
+		   cg_fast(LLVMBuildFMul(f->b, h, d, ""), true)));
+	cg_loop_end(f, &l);
+	LLVMValueRef v = LLVMBuildFAdd(f->b,
+				       LLVMBuildFDiv(f->b, get(k, ft, sq), Kf,
+						     ""),
+				       cg_f32(f, c->eps), "");
+	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef m1 = LLVMBuildFDiv(f->b, get(k, ft, s1), Kf, "");
+	LLVMValueRef m2 = LLVMBuildFDiv(f->b,
+					LLVMBuildFDiv(f->b, get(k, ft, s3), sd,
+						      ""),
+					Kf, "");
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	d = LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), mean, "");
+	h = LLVMBuildFMul(f->b, cg_kernel_operand(k, 2, offs, j),
+			  ldf(k, k->in[1], j), "");
+	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
+				       LLVMBuildFMul(f->b,
+						     LLVMBuildFDiv(f->b, d, sd,
+								   ""),
+						     m2, ""),
+				       "");
+	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
+bool cg_lower_layer_norm_grad(cg_kernel *k)
+{
+	row_cx c = {0};
+	c.eps = (float)k->node->attr.eps;
+	cg_nest n;
+	row_nest(k, &n, &c.K, false);
+	int ax[IR_MAX_RANK];
+	for (int d = 0; d < IR_MAX_RANK; d++)
+		ax[d] = d;
+	cg_nest_add_operand(k, &n, 2, ax, n.rank);
+	run_rows(k, &n, 4 * c.K, layer_norm_grad_row, &c);
+	return true;
+}
+
 /* ---- embedding ------------------------------------------------------------------------ */
 
 typedef struct embed_cx {

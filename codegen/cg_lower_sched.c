@@ -72,6 +72,7 @@ static const double per_work[IR_OP_COUNT] = {
 	[IR_OP_CROSS_ENTROPY_GRAD] = 0.43,
 	[IR_OP_CROSS_ENTROPY_WITH_GRAD] = 0.5,
 	[IR_OP_LAYER_NORM] = 0.12,
+	[IR_OP_LAYER_NORM_GRAD] = 0.16,
 	[IR_OP_SUM] = 0.1,
 	[IR_OP_MEAN] = 0.35,
 	[IR_OP_MAX] = 0.35,

@@ -363,6 +363,8 @@ static bool eval_op(const interp_kernel *k)
 		return interp_k_masked_softmax(k);
 	case IR_OP_LAYER_NORM:
 		return interp_k_layer_norm(k);
+	case IR_OP_LAYER_NORM_GRAD:
+		return interp_k_layer_norm_grad(k);
 	case IR_OP_DROPOUT:
 		return interp_k_dropout(k);
 	case IR_OP_EMBEDDING:

@@ -167,6 +167,7 @@ bool interp_k_argmax(const interp_kernel *k);
 bool interp_k_softmax(const interp_kernel *k, bool is_log);
 bool interp_k_masked_softmax(const interp_kernel *k);
 bool interp_k_layer_norm(const interp_kernel *k);
+bool interp_k_layer_norm_grad(const interp_kernel *k);
 bool interp_k_dropout(const interp_kernel *k);
 bool interp_k_embedding(const interp_kernel *k);
 bool interp_k_arange(const interp_kernel *k);

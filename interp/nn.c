@@ -433,6 +433,53 @@ bool interp_k_layer_norm(const interp_kernel *k)
 	return true;
 }
 
+/* layer_norm_grad(x, gamma, g): per row, from d = x - mean, dxh = g gamma
+ * and sd = sqrt(mean(d^2) + eps), (dxh - mean(dxh) - d / sd * m2) / sd
+ * with m2 = sum(dxh d) / sd / D, which is mean(dxh xhat): the row's
+ * sums taken in two passes, d^2, dxh and dxh d in the second, as the
+ * generated kernel does. */
+bool interp_k_layer_norm_grad(const interp_kernel *k)
+{
+	const interp_tensor *x = &k->args[0], *ga = &k->args[1],
+			    *g = &k->args[2];
+	if (x->rank < 1)
+		return interp_fail(k, "operand must have rank >= 1");
+	int64_t D = x->dims[x->rank - 1];
+	if (interp_tensor_numel(ga) != D)
+		return interp_fail(k, "scale needs %lld elements", (long long)D);
+	if (interp_tensor_numel(x) != interp_tensor_numel(k->out) ||
+	    interp_tensor_numel(g) != interp_tensor_numel(k->out))
+		return mismatch(k, "operand", x);
+	int64_t rows = D ? interp_tensor_numel(x) / D : 0;
+	double eps = R(k, k->node->attr.eps);
+	for (int64_t r = 0; r < rows; r++) {
+		int64_t off = r * D;
+		double sum = 0, sq = 0, s1 = 0, s3 = 0;
+		for (int64_t j = 0; j < D; j++)
+			sum = R(k, sum + R(k, interp_ld(x, off + j)));
+		double mean = R(k, sum / (double)D);
+		for (int64_t j = 0; j < D; j++) {
+			double d = R(k, R(k, interp_ld(x, off + j)) - mean);
+			double h = R(k, R(k, interp_ld(g, off + j)) *
+						R(k, interp_ld(ga, j)));
+			sq = R(k, sq + R(k, d * d));
+			s1 = R(k, s1 + h);
+			s3 = R(k, s3 + R(k, h * d));
+		}
+		double sd = R(k, sqrt(R(k, R(k, sq / (double)D) + eps)));
+		double m1 = R(k, s1 / (double)D);
+		double m2 = R(k, R(k, s3 / sd) / (double)D);
+		for (int64_t j = 0; j < D; j++) {
+			double d = R(k, R(k, interp_ld(x, off + j)) - mean);
+			double h = R(k, R(k, interp_ld(g, off + j)) *
+						R(k, interp_ld(ga, j)));
+			double t = R(k, R(k, h - m1) - R(k, R(k, d / sd) * m2));
+			interp_st(k->out, off + j, R(k, t / sd));
+		}
+	}
+	return true;
+}
+
 /* ---- dropout -------------------------------------------------------------------- */
 
 /* The random stream of a dropout node at a training step (docs/ops.md). */

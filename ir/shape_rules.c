@@ -858,6 +858,33 @@ static bool infer_cross_entropy(infer_cx *c)
 	return true;
 }
 
+/* layer_norm_grad(x, gamma, g): x and gamma as layer_norm's, g of x's
+ * shape; the result has x's type. */
+static bool infer_layer_norm_grad(infer_cx *c)
+{
+	const ir_type *x = arg_type(c, 0), *p = arg_type(c, 1),
+		      *g = arg_type(c, 2);
+	if (!need_dtype(c, 0, IR_F32, "operand") ||
+	    !need_dtype(c, 1, IR_F32, "scale") ||
+	    !need_dtype(c, 2, IR_F32, "gradient"))
+		return false;
+	if (x->rank < 1)
+		return fail(c, "operand must have rank >= 1: %s",
+			    shape_str(c->m, x).s);
+	if (p->rank != 1 || !ir_dim_eq(p->dims[0], x->dims[x->rank - 1]))
+		return fail(c,
+			    "scale must have rank 1 and the size of the last "
+			    "axis of %s: %s",
+			    shape_str(c->m, x).s, shape_str(c->m, p).s);
+	if (!ir_shape_eq(x, g))
+		return fail(c, "gradient %s must have the operand's shape %s",
+			    shape_str(c->m, g).s, shape_str(c->m, x).s);
+	if (!(c->n->attr.eps >= 0))
+		return fail(c, "eps must be >= 0, not %g", c->n->attr.eps);
+	set_type(c, IR_F32, x);
+	return true;
+}
+
 /* cross_entropy_grad(logits, labels, g): cross_entropy's operands, and g
  * of exactly the labels' shape; the result has the logits' type. */
 static bool infer_cross_entropy_grad(infer_cx *c)
@@ -1241,6 +1268,8 @@ static bool infer_op(infer_cx *c)
 		return infer_masked_softmax(c);
 	case IR_OP_LAYER_NORM:
 		return infer_layer_norm(c);
+	case IR_OP_LAYER_NORM_GRAD:
+		return infer_layer_norm_grad(c);
 	case IR_OP_DROPOUT:
 		return infer_dropout(c);
 	case IR_OP_EMBEDDING:

@@ -207,6 +207,7 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_LOG_SOFTMAX:
 	case IR_OP_MASKED_SOFTMAX:
 	case IR_OP_LAYER_NORM:
+	case IR_OP_LAYER_NORM_GRAD:
 	case IR_OP_EMBEDDING:
 	case IR_OP_ONE_HOT:
 	case IR_OP_EMBEDDING_GRAD:

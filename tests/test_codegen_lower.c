@@ -758,6 +758,34 @@ START_TEST(test_layer_norm_matches_the_interpreter)
 }
 END_TEST
 
+/* layer_norm's gradient in x as one row kernel (rows of 33: a vector
+ * remainder; of 300: longer than a vector loop's unrolled body), against
+ * the interpreter. */
+START_TEST(test_layer_norm_grad_matches_the_interpreter)
+{
+	for (int r = 0; r < 2; r++) {
+		int64_t K = r ? 300 : 33;
+		fx x;
+		fx_init(&x);
+		ir_type t = tu_type(IR_F32, 3, 2, 3, K);
+		ir_id args[3] = {tu_input(&x.g, t),
+				 param(&x, "g", tu_type(IR_F32, 1, K),
+				       IR_INIT_UNIFORM),
+				 tu_input(&x.g, t)};
+		ir_attr eps = {.eps = 1e-5};
+		ret(&x,
+		    tu_build(&x.g, IR_OP_LAYER_NORM_GRAD, args, 3, &eps, NULL));
+		run_cfg c = cfg_default();
+		c.tol = 1e-4;
+		check_cfg(&x, &c);
+		c.n_threads = 2;
+		c.grain = 1; /* the rows split over the threads */
+		check_cfg(&x, &c);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 START_TEST(test_dropout_in_training_masks_bit_for_bit_like_the_interpreter)
 {
 	fx x;
@@ -1671,6 +1699,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_softmax_and_log_softmax_match_the_interpreter);
 	tcase_add_test(t, test_masked_softmax_keeps_rows_of_length_zero_uniform);
 	tcase_add_test(t, test_layer_norm_matches_the_interpreter);
+	tcase_add_test(t, test_layer_norm_grad_matches_the_interpreter);
 	tcase_add_test(
 		t,
 		test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);

@@ -297,6 +297,8 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_attr eps = {.eps = 1e-5};
 	ir_id ln_args[] = {e, gm, gm};
 	ir_id ln = node(b, IR_OP_LAYER_NORM, ln_args, 3, &eps, NULL);
+	ir_id lng_args[] = {e, gm, ln};
+	node(b, IR_OP_LAYER_NORM_GRAD, lng_args, 3, &eps, NULL);
 	ir_attr dr = {.dropout = {0.1, 1}};
 	n1(b, IR_OP_DROPOUT, ln, &dr);
 	ir_attr at = {.attention = {0.5, -1e6, 0.1, 1, 1}};
