@@ -114,7 +114,8 @@ PY
 	sa=$("$attnc" "$g" --train --data $data --batch $B --stats 2>/dev/null |
 		"$py" -c "import json, sys
 print(json.load(sys.stdin)['scratch_bytes']['loss_grad'])")
-	st=$(GPT_HEADS=$H "$py" bench/gpt_torch.py memory "$dir/w.safetensors" $B $T)
+	st=$(GPT_HEADS=$H "$py" bench/gpt_torch.py memory "$dir/w.safetensors" $B $T |
+		cut -d' ' -f1)
 	"$py" -c "print('  activations: attnc %.1f MB (loss_grad scratch), PyTorch %.1f MB saved for the backward: %.2fx' % ($sa / 1e6, $st / 1e6, $sa / $st))"
 	set -- $(step_of "$dir/m1.json" "$nb")
 	s1=$1

@@ -9,12 +9,12 @@
 #       PyTorch's float32 error (and 1e-6 relative).
 #   gpt_torch.py time WEIGHTS B T STEPS THREADS: median seconds of a
 #       training step (forward, backward, Adam) at batch B, steps T.
-#   gpt_torch.py memory WEIGHTS B T: the bytes of the activations the
-#       forward keeps for the backward at batch B, steps T (the tensors
-#       autograd saves, each storage counted once, the weights left out):
-#       what PyTorch holds when the backward starts, a lower bound of the
-#       step's activation memory (the temporaries of either pass come on
-#       top).
+#   gpt_torch.py memory WEIGHTS B T: the activation memory of a forward
+#       and backward at batch B, steps T, one thread, in bytes: the
+#       tensors autograd saves for the backward (distinct storages, the
+#       weights not counted), and the peak of all the step's allocations
+#       (the profiler's memory events; the weights' gradients, which the
+#       step allocates, included).
 #
 # The sizes (width D, blocks L, MLP width F, context CTX, vocabulary) are
 # read from the weights; the heads H, which the weights do not show, from
@@ -107,27 +107,38 @@ def time_steps(weights, B, T, steps, threads):
     print('%.6f' % times[len(times) // 2])
     return 0
 
-def saved_bytes(weights, B, T):
-    p = {k: v.clone().requires_grad_() for k, v in read_st(weights).items()}
+def memory(weights, B, T):
+    from torch.profiler import profile, ProfilerActivity
+    torch.set_num_threads(1)
+    p = {k: v.clone().requires_grad_() for k, v in read_st(weights).items()
+         if not k.startswith('optim:')}
     set_sizes(p)
-    weight_ptrs = {v.storage().data_ptr() for v in p.values()}
-    seen = {}
-    def pack(t):
-        s = t.storage()
-        if s.data_ptr() not in weight_ptrs:
-            seen[s.data_ptr()] = s.size() * s.element_size()
-        return t
     g = torch.Generator().manual_seed(0)
     tok = torch.randint(0, p['gpt.embed.table'].shape[0], (B, T), generator=g)
+    weights_at = {v.data_ptr() for v in p.values()}
+    saved = {}
+    def pack(t):
+        s = t.storage()
+        if s.data_ptr() not in weights_at:
+            saved[s.data_ptr()] = s.nbytes()
+        return t
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = loss_of(p, tok, tok.roll(-1, 1))
-    loss.backward()
-    print(sum(seen.values()))
+        loss_of(p, tok, tok.roll(-1, 1))
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        loss_of(p, tok, tok.roll(-1, 1)).backward()
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == '[memory]']
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_us()):
+        live += e.nbytes()
+        peak = max(peak, live)
+    grads = sum(v.numel() * v.element_size() for v in p.values())
+    print('%d %d %d' % (sum(saved.values()), peak, grads))
     return 0
 
 if __name__ == '__main__':
     if sys.argv[1] == 'check':
         sys.exit(check(*sys.argv[2:5]))
     if sys.argv[1] == 'memory':
-        sys.exit(saved_bytes(sys.argv[2], *map(int, sys.argv[3:5])))
+        sys.exit(memory(sys.argv[2], *map(int, sys.argv[3:5])))
     sys.exit(time_steps(sys.argv[2], *map(int, sys.argv[3:7])))
