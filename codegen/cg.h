@@ -111,6 +111,13 @@ int cg_cpu_vector_width(const char *cpu);
  * = no cache (the default). Only the JIT uses the cache. */
 void cg_module_set_cache(cg_module *m, const char *dir);
 
+/* Whether cg_module_jit compiles the module in parts (the default): the
+ * optnone functions without optimization at CodeGen level None, the
+ * others in two parts, side by side on two threads when OpenMP's
+ * thread count is above 1. false compiles it as one module, as
+ * cg_module_emit does; the results are the same bits either way. */
+void cg_module_set_split(cg_module *m, bool is_split);
+
 /* Frees the module, its JIT and all code it made: function pointers from
  * cg_module_lookup are dangling afterwards. NULL is a no-op. */
 void cg_module_destroy(cg_module *m);

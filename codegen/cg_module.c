@@ -54,6 +54,7 @@ struct cg_module {
 	LLVMOrcLLJITRef jit;               /* NULL until cg_module_jit */
 	bool is_optimized;
 	bool is_failed;
+	bool no_split; /* cg_module_set_split(m, false) */
 	char cpu[64];     /* LLVM CPU name; "" = the host's CPU and features */
 	char triple[128]; /* normalized target triple; "" = the host's */
 	char cache_dir[1024]; /* the object cache; "" = none */
@@ -490,7 +491,10 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 	unsigned char key[CG_CACHE_KEY_BYTES];
 	bool keyed = m->cache_dir[0] != '\0';
 	if (keyed) {
-		cg_cache_key(bc, m->tm, m->is_optimized ? "optimized" : CG_JIT_KEY,
+		cg_cache_key(bc, m->tm,
+			     m->is_optimized ? "optimized"
+			     : m->no_split   ? CG_PIPELINE
+					     : CG_JIT_KEY,
 			     key);
 		char *data = NULL;
 		size_t len = 0;
@@ -510,7 +514,8 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 	uint32_t n_defs[CG_SPLIT_PARTS] = {0};
 	int n_parts = 0;
 	bool ok = m->is_optimized || verify(m);
-	if (ok && !m->is_optimized && cg_split_count(m->mod, n_defs))
+	if (ok && !m->is_optimized && !m->no_split &&
+	    cg_split_count(m->mod, n_defs))
 		for (int i = 0; i < CG_SPLIT_PARTS; i++)
 			n_parts += n_defs[i] != 0;
 	if (ok && n_parts > 1) {
@@ -582,6 +587,11 @@ void cg_module_set_cache(cg_module *m, const char *dir)
 {
 	snprintf(m->cache_dir, sizeof m->cache_dir, "%s", dir ? dir : "");
 	m->stats.cache = CG_CACHE_OFF;
+}
+
+void cg_module_set_split(cg_module *m, bool is_split)
+{
+	m->no_split = !is_split;
 }
 
 void *cg_module_lookup(cg_module *m, const char *name)
