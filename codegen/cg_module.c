@@ -54,7 +54,7 @@ struct cg_module {
 	LLVMOrcLLJITRef jit;               /* NULL until cg_module_jit */
 	bool is_optimized;
 	bool is_failed;
-	bool no_split; /* cg_module_set_split(m, false) */
+	bool no_split;    /* cg_module_set_split(m, false) */
 	char cpu[64];     /* LLVM CPU name; "" = the host's CPU and features */
 	char triple[128]; /* normalized target triple; "" = the host's */
 	char cache_dir[1024]; /* the object cache; "" = none */
@@ -93,7 +93,8 @@ static bool fail_llvm_error(cg_module *m, const char *what, LLVMErrorRef e)
 /* A TargetMachine for the module's CPU with that CPU's features, or for
  * the host CPU and its features. */
 static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
-				    LLVMCodeModel model, LLVMCodeGenOptLevel level)
+				    LLVMCodeModel model,
+				    LLVMCodeGenOptLevel level)
 {
 	char *triple = m->triple[0] ? LLVMCreateMessage(m->triple)
 				    : LLVMGetDefaultTargetTriple();
@@ -108,8 +109,8 @@ static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
 		LLVMDisposeMessage(msg);
 	} else {
 		tm = LLVMCreateTargetMachine(target, triple, cpu ? cpu : m->cpu,
-					     features ? features : "",
-					     level, reloc, model);
+					     features ? features : "", level,
+					     reloc, model);
 		if (!tm)
 			cg_module_fail(m, "cannot create a TargetMachine for %s",
 				       cpu ? cpu : m->cpu);
@@ -406,19 +407,19 @@ static void *run_part_thread(void *job)
  * one. The objects, in order of part, go to *out; they are the same
  * whichever thread made them. */
 static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
-			  const uint32_t n_defs[CG_SPLIT_PARTS],
-			  cg_objects *out)
+			  const uint32_t n_defs[CG_SPLIT_PARTS], cg_objects *out)
 {
 	part_job jobs[CG_SPLIT_PARTS] = {{0}};
 	bool ok = true;
 	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
 		jobs[i].part = i;
 		jobs[i].is_opt = i > 0 && !m->is_optimized;
-		jobs[i].tm = n_defs[i] ? host_tm(m, LLVMRelocPIC,
-						 LLVMCodeModelDefault,
-						 i == 0 ? LLVMCodeGenLevelNone
-							: LLVMCodeGenLevelAggressive)
-				       : NULL;
+		jobs[i].tm = n_defs[i]
+				     ? host_tm(m, LLVMRelocPIC,
+					       LLVMCodeModelDefault,
+					       i == 0 ? LLVMCodeGenLevelNone
+						      : LLVMCodeGenLevelAggressive)
+				     : NULL;
 		ok = ok && (!n_defs[i] || jobs[i].tm);
 	}
 	double t0 = now_ms();
@@ -469,8 +470,7 @@ static bool compile_whole(cg_module *m, cg_objects *out)
 		return false;
 	double t0 = now_ms();
 	char err[512];
-	out->data[0] = emit_object(m->tm, m->mod, &out->len[0], err,
-				   sizeof err);
+	out->data[0] = emit_object(m->tm, m->mod, &out->len[0], err, sizeof err);
 	m->stats.codegen_ms = now_ms() - t0;
 	if (!out->data[0])
 		return cg_module_fail(m, "%s", err);
@@ -569,12 +569,15 @@ bool cg_module_jit(cg_module *m)
 	m->is_optimized = true;
 	bool ok = create_jit(m);
 	for (uint32_t i = 0; ok && i < objs.n; i++) {
-		LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
-			objs.data[i], objs.len[i], "attnc");
+		LLVMMemoryBufferRef buf =
+			LLVMCreateMemoryBufferWithMemoryRangeCopy(objs.data[i],
+								  objs.len[i],
+								  "attnc");
 		LLVMErrorRef e = LLVMOrcLLJITAddObjectFile(
 			m->jit, LLVMOrcLLJITGetMainJITDylib(m->jit), buf);
 		if (e)
-			ok = fail_llvm_error(m, "the JIT rejected the object", e);
+			ok = fail_llvm_error(m, "the JIT rejected the object",
+					     e);
 	}
 	objects_free(&objs, block);
 	if (!ok || (first[0] && !cg_module_lookup(m, first)))

@@ -38,13 +38,13 @@ typedef struct fn_key {
 } fn_key;
 
 typedef struct split_plan {
-	uint32_t n;          /* functions of the module, in order */
-	LLVMValueRef *fns;   /* (n) */
-	fn_key *sorted;      /* (n) by pointer, to find a function's index */
-	uint32_t *parent;    /* (n) union-find over the kernel side */
-	uint64_t *weight;    /* (n) instructions, then a component's sum */
-	int *part;           /* (n) 0, 1, 2; -1 for a declaration */
-	bool *is_cross;      /* (n) named from another part, or from a constant */
+	uint32_t n;        /* functions of the module, in order */
+	LLVMValueRef *fns; /* (n) */
+	fn_key *sorted;    /* (n) by pointer, to find a function's index */
+	uint32_t *parent;  /* (n) union-find over the kernel side */
+	uint64_t *weight;  /* (n) instructions, then a component's sum */
+	int *part;         /* (n) 0, 1, 2; -1 for a declaration */
+	bool *is_cross;    /* (n) named from another part, or from a constant */
 	uint32_t n_defs[CG_SPLIT_PARTS];
 } split_plan;
 
@@ -175,8 +175,8 @@ static bool deal_components(split_plan *s, uint64_t entry_work)
 			roots[n_roots++] = i;
 	/* Insertion sort: stable, and there are a few hundred. */
 	for (uint32_t i = 1; i < n_roots; i++)
-		for (uint32_t j = i; j > 0 && s->weight[roots[j]] >
-						      s->weight[roots[j - 1]];
+		for (uint32_t j = i;
+		     j > 0 && s->weight[roots[j]] > s->weight[roots[j - 1]];
 		     j--) {
 			uint32_t t = roots[j];
 			roots[j] = roots[j - 1];
@@ -278,8 +278,9 @@ static void strip_body(LLVMValueRef f)
 		for (LLVMValueRef i = LLVMGetFirstInstruction(b); i;
 		     i = LLVMGetNextInstruction(i))
 			if (LLVMGetFirstUse(i))
-				LLVMReplaceAllUsesWith(
-					i, LLVMGetPoison(LLVMTypeOf(i)));
+				LLVMReplaceAllUsesWith(i,
+						       LLVMGetPoison(
+							       LLVMTypeOf(i)));
 	for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b;
 	     b = LLVMGetNextBasicBlock(b))
 		LLVMInstructionEraseFromParent(LLVMGetBasicBlockTerminator(b));
