@@ -3,8 +3,8 @@
  * "The object cache"): one file per module, named by a 128-bit hash of
  * the module's unoptimized bitcode and of everything else that decides
  * its machine code (LLVM's version, the target triple, CPU and
- * features, the pipeline), holding the PIC object that optimizing and
- * compiling that module gave.
+ * features, how the JIT compiles it), holding the PIC objects that
+ * optimizing and compiling that module gave (one per part of it).
  *
  * A file is a header (magic, key, payload length, 128-bit hash of the
  * payload) and the payload: the objects of the module's parts

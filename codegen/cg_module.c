@@ -3,8 +3,8 @@
  * ORC thread-safe context, optimized once for the TargetMachine of the
  * host CPU (or of a named one: cg_module_create_for, --mcpu; or of
  * another machine: cg_module_create_target, --target), then
- * either JIT-compiled with LLJIT or emitted (IR text, assembly, PIC
- * object) from a clone.
+ * either JIT-compiled with LLJIT (in parts, side by side: cg_split.c)
+ * or emitted (IR text, assembly, PIC object) from a clone.
  *
  * Why the pieces are as they are (../shared/LLVM-NOTES.md has the
  * measurements): LLVMRunPasses gets the TargetMachine, or nothing
