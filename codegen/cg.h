@@ -50,7 +50,7 @@ typedef enum cg_cache_result {
 
 /* Timings of the module's compilation, in milliseconds, and its size. */
 typedef struct cg_module_stats {
-	int n_functions;   /* defined functions, helpers included */
+	int n_functions; /* defined functions, helpers included */
 	/* LLVMVerifyModule + the default<O3> pipeline (compiled in parts:
 	 * + the longest part's pipeline) */
 	double opt_ms;
