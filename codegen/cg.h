@@ -122,6 +122,10 @@ void cg_module_set_cache(cg_module *m, const char *dir);
  * cg_module_emit does; the results are the same bits either way. */
 void cg_module_set_split(cg_module *m, bool is_split);
 
+/* The threads cg_module_jit may compile on: 1 creates none; 0 (the
+ * default) = OpenMP's thread count (cg_threads_get). */
+void cg_module_set_threads(cg_module *m, int n);
+
 /* Frees the module, its JIT and all code it made: function pointers from
  * cg_module_lookup are dangling afterwards. NULL is a no-op. */
 void cg_module_destroy(cg_module *m);

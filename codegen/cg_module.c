@@ -42,10 +42,10 @@
  * micro-kernels and packing of variants with the same strides) into one
  * before O3 optimizes and codegen compiles each copy. */
 #define CG_PIPELINE "mergefunc,default<O3>"
-/* What the JIT's objects are made by (part of the cache key): the module
- * split in parts (cg_split.c), the optnone part compiled at CodeGen
- * level None without optimization, the others through CG_PIPELINE. */
-#define CG_JIT_KEY "parts: optnone at level None; others " CG_PIPELINE
+/* How the JIT makes its objects (part of the cache key): the optimized
+ * module split in parts (cg_split.c), the optnone part compiled at
+ * CodeGen level None. */
+#define CG_JIT_PARTS "then in parts, optnone at level None"
 
 struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */
@@ -55,6 +55,7 @@ struct cg_module {
 	bool is_optimized;
 	bool is_failed;
 	bool no_split;    /* cg_module_set_split(m, false) */
+	int n_threads;    /* cg_module_set_threads; 0 = OpenMP's count */
 	char cpu[64];     /* LLVM CPU name; "" = the host's CPU and features */
 	char triple[128]; /* normalized target triple; "" = the host's */
 	char cache_dir[1024]; /* the object cache; "" = none */
@@ -337,7 +338,7 @@ static char *emit_object(LLVMTargetMachineRef tm, LLVMModuleRef mod,
 }
 
 /* One part of a split compile (cg_split.c): its module, or the bitcode
- * to read it from into an LLVMContext of its own; how to compile it; and
+ * to read it from into an LLVMContext of its own; its TargetMachine; and
  * what came out. */
 typedef struct part_job {
 	int part;
@@ -345,15 +346,12 @@ typedef struct part_job {
 	bool owns_mod;          /* dispose of mod afterwards */
 	LLVMMemoryBufferRef bc; /* the whole module's bitcode */
 	LLVMTargetMachineRef tm;
-	bool is_opt; /* run CG_PIPELINE before machine code */
-	char *obj;   /* the object, malloc'd (len bytes) */
+	char *obj; /* the object, malloc'd (len bytes) */
 	size_t len;
-	double opt_ms;
 	char err[512];
 } part_job;
 
-/* Keeps the job's part of its module, optimizes it if asked and makes
- * its object; touches no state but the job's and its module's (its
+/* Keeps the job's part of its (optimized) module and makes its object; touches no state but the job's and its module's (its
  * LLVMContext is its own), so parts run on threads side by side. */
 static void run_part(part_job *j)
 {
@@ -372,20 +370,6 @@ static void run_part(part_job *j)
 		snprintf(j->err, sizeof j->err, "cannot split the module");
 		goto done;
 	}
-	if (j->is_opt) {
-		double t0 = now_ms();
-		LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-		LLVMErrorRef e = LLVMRunPasses(mod, CG_PIPELINE, j->tm, opts);
-		LLVMDisposePassBuilderOptions(opts);
-		if (e) {
-			char *msg = LLVMGetErrorMessage(e);
-			snprintf(j->err, sizeof j->err,
-				 "optimization failed: %s", msg);
-			LLVMDisposeErrorMessage(msg);
-			goto done;
-		}
-		j->opt_ms = now_ms() - t0;
-	}
 	j->obj = emit_object(j->tm, mod, &j->len, j->err, sizeof j->err);
 done:
 	if (mod && (ctx || j->owns_mod))
@@ -400,10 +384,10 @@ static void *run_part_thread(void *job)
 	return NULL;
 }
 
-/* Compiles the verified module in parts (cg_split.c; n_defs: each
- * part's functions, two parts or more): part 2 read from the bitcode
- * bc on a second thread (when the run may use more than one: --threads
- * 1 creates none), parts 1 (a clone) and 0 (the module itself) on this
+/* Makes the optimized module's machine code in parts (cg_split.c;
+ * n_defs: each part's functions, two parts or more): part 2 read from
+ * the bitcode bc (of the optimized module) on a second thread (if the
+ * module may use more than one: --threads 1 creates none), parts 1 (a clone) and 0 (the module itself) on this
  * one. The objects, in order of part, go to *out; they are the same
  * whichever thread made them. */
 static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
@@ -413,7 +397,6 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 	bool ok = true;
 	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
 		jobs[i].part = i;
-		jobs[i].is_opt = i > 0 && !m->is_optimized;
 		jobs[i].tm = n_defs[i]
 				     ? host_tm(m, LLVMRelocPIC,
 					       LLVMCodeModelDefault,
@@ -426,7 +409,8 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 	pthread_t th;
 	bool is_threaded = false;
 	jobs[2].bc = bc;
-	if (ok && n_defs[2] && cg_threads_get() > 1)
+	int nt = m->n_threads > 0 ? m->n_threads : cg_threads_get();
+	if (ok && n_defs[2] && nt > 1)
 		is_threaded = pthread_create(&th, NULL, run_part_thread,
 					     &jobs[2]) == 0;
 	if (ok && n_defs[1]) {
@@ -442,7 +426,6 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 		pthread_join(th, NULL);
 	else if (ok && n_defs[2])
 		run_part(&jobs[2]);
-	double opt = 0;
 	out->n = 0;
 	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
 		if (ok && n_defs[i] && !jobs[i].obj)
@@ -451,14 +434,10 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 			out->data[out->n] = jobs[i].obj;
 			out->len[out->n++] = jobs[i].len;
 		}
-		if (jobs[i].opt_ms > opt)
-			opt = jobs[i].opt_ms;
 		if (jobs[i].tm)
 			LLVMDisposeTargetMachine(jobs[i].tm);
 	}
-	m->is_optimized = true;
-	m->stats.opt_ms += opt;
-	m->stats.codegen_ms = now_ms() - t0 - opt;
+	m->stats.codegen_ms = now_ms() - t0;
 	return ok;
 }
 
@@ -492,9 +471,10 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 	bool keyed = m->cache_dir[0] != '\0';
 	if (keyed) {
 		cg_cache_key(bc, m->tm,
-			     m->is_optimized ? "optimized"
-			     : m->no_split   ? CG_PIPELINE
-					     : CG_JIT_KEY,
+			     m->no_split       ? (m->is_optimized ? "optimized"
+								  : CG_PIPELINE)
+			     : m->is_optimized ? "optimized, " CG_JIT_PARTS
+					       : CG_PIPELINE ", " CG_JIT_PARTS,
 			     key);
 		char *data = NULL;
 		size_t len = 0;
@@ -510,20 +490,22 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 		}
 		free(data);
 	}
-	double t0 = now_ms();
 	uint32_t n_defs[CG_SPLIT_PARTS] = {0};
 	int n_parts = 0;
-	bool ok = m->is_optimized || verify(m);
-	if (ok && !m->is_optimized && !m->no_split &&
-	    cg_split_count(m->mod, n_defs))
+	bool ok = cg_module_optimize(m);
+	if (ok && !m->no_split && cg_split_count(m->mod, n_defs))
 		for (int i = 0; i < CG_SPLIT_PARTS; i++)
 			n_parts += n_defs[i] != 0;
-	if (ok && n_parts > 1) {
-		m->stats.opt_ms += now_ms() - t0;
-		ok = compile_parts(m, bc, n_defs, out);
-	} else if (ok) {
+	LLVMMemoryBufferRef opt_bc = n_parts > 1
+					     ? LLVMWriteBitcodeToMemoryBuffer(
+						       m->mod)
+					     : NULL;
+	if (ok && opt_bc)
+		ok = compile_parts(m, opt_bc, n_defs, out);
+	else if (ok)
 		ok = compile_whole(m, out);
-	}
+	if (opt_bc)
+		LLVMDisposeMemoryBuffer(opt_bc);
 	LLVMDisposeMemoryBuffer(bc);
 	if (ok && keyed) {
 		size_t len = 0;
@@ -595,6 +577,11 @@ void cg_module_set_cache(cg_module *m, const char *dir)
 void cg_module_set_split(cg_module *m, bool is_split)
 {
 	m->no_split = !is_split;
+}
+
+void cg_module_set_threads(cg_module *m, int n)
+{
+	m->n_threads = n < 0 ? 0 : n;
 }
 
 void *cg_module_lookup(cg_module *m, const char *name)

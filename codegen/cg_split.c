@@ -215,6 +215,8 @@ static void mark_cross(split_plan *s)
 static bool nameable(const split_plan *s, LLVMModuleRef mod)
 {
 	size_t len;
+	if (LLVMGetFirstGlobalAlias(mod) || LLVMGetFirstGlobalIFunc(mod))
+		return false; /* never made here; not split, to be safe */
 	for (uint32_t i = 0; i < s->n; i++)
 		if (s->part[i] >= 0 && s->is_cross[i] &&
 		    (LLVMGetValueName2(s->fns[i], &len), len == 0))
