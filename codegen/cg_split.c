@@ -3,12 +3,14 @@
  * compile at the same time, each in an LLVMContext of its own, into
  * objects linked into one JITDylib (docs/codegen.md, "Compile time").
  *
- * Part 0 holds the functions marked optnone (entry points and the
- * schedule's thread functions: long lists of calls that the optimizer
- * skips), compiled with no optimization at CodeGen level None, so the
- * fast register allocator serves them. Parts 1 and 2 hold everything
- * else (the kernels and their helpers), optimized as one module was:
- * the functions that call or name one another are kept together
+ * The module is split after optimization, so each function's code is
+ * what one module gives. Part 0 holds the functions marked optnone
+ * (entry points and the schedule's thread functions: long lists of
+ * calls that the optimizer skips), compiled at CodeGen level None, so
+ * the fast register allocator serves them. Parts 1 and 2 hold
+ * everything else (the kernels and their helpers), at level
+ * Aggressive: the functions that call or name one another are kept
+ * together
  * (connected components of the reference graph), and the components are
  * dealt, largest first, to the part with less work so far, where part 1
  * also carries part 0's work (one thread compiles parts 0 and 1, another
@@ -28,8 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How much cheaper an optnone instruction compiles (level None, no
- * optimization) than one of a kernel (O3 and level Aggressive). */
+/* How much cheaper an optnone instruction compiles (level None) than
+ * one of a kernel (level Aggressive), roughly. */
 #define OPTNONE_DISCOUNT 16
 
 typedef struct fn_key {
