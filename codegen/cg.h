@@ -50,9 +50,13 @@ typedef enum cg_cache_result {
 
 /* Timings of the module's compilation, in milliseconds, and its size. */
 typedef struct cg_module_stats {
-	int n_functions;   /* defined functions, helpers included */
-	double opt_ms;     /* LLVMVerifyModule + the default<O3> pipeline */
-	double codegen_ms; /* machine code generation (0 on a cache hit) */
+	int n_functions; /* defined functions, helpers included */
+	/* LLVMVerifyModule + the default<O3> pipeline (compiled in parts:
+	 * + the longest part's pipeline) */
+	double opt_ms;
+	/* machine code generation (0 on a cache hit; in parts: the rest
+	 * of the parts' wall time, which overlaps their optimization) */
+	double codegen_ms;
 	/* cg_module_jit's time but optimizing: the cache key and lookup,
 	 * machine code generation, linking by LLJIT */
 	double jit_ms;
@@ -110,6 +114,17 @@ int cg_cpu_vector_width(const char *cpu);
  * that fails its checks is compiled again and replaced. NULL or ""
  * = no cache (the default). Only the JIT uses the cache. */
 void cg_module_set_cache(cg_module *m, const char *dir);
+
+/* Whether cg_module_jit compiles the module in parts (the default): the
+ * optnone functions without optimization at CodeGen level None, the
+ * others in two parts, side by side on two threads when OpenMP's
+ * thread count is above 1. false compiles it as one module, as
+ * cg_module_emit does; the results are the same bits either way. */
+void cg_module_set_split(cg_module *m, bool is_split);
+
+/* The threads cg_module_jit may compile on: 1 creates none; 0 (the
+ * default) = OpenMP's thread count (cg_threads_get). */
+void cg_module_set_threads(cg_module *m, int n);
 
 /* Frees the module, its JIT and all code it made: function pointers from
  * cg_module_lookup are dangling afterwards. NULL is a no-op. */

@@ -3,11 +3,12 @@
  * "The object cache"): one file per module, named by a 128-bit hash of
  * the module's unoptimized bitcode and of everything else that decides
  * its machine code (LLVM's version, the target triple, CPU and
- * features, the pipeline), holding the PIC object that optimizing and
- * compiling that module gave.
+ * features, how the JIT compiles it), holding the PIC objects that
+ * optimizing and compiling that module gave (one per part of it).
  *
- * A file is a header (magic, key, object length, 128-bit hash of the
- * object) and the object. A reader trusts nothing it did not check: a
+ * A file is a header (magic, key, payload length, 128-bit hash of the
+ * payload) and the payload: the objects of the module's parts
+ * (cg_objects_pack), which the JIT links together. A reader trusts nothing it did not check: a
  * file whose magic, key, length or hash is wrong is a miss, so the
  * module is compiled again and the file replaced. Writers write a
  * temporary file in the same directory and rename it over the name, so
@@ -71,17 +72,14 @@ static void hash_end(const hasher *h, unsigned char out[CG_CACHE_KEY_BYTES])
 	}
 }
 
-bool cg_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm,
+void cg_cache_key(LLVMMemoryBufferRef bc, LLVMTargetMachineRef tm,
 		  const char *pipeline, unsigned char key[CG_CACHE_KEY_BYTES])
 {
-	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(mod);
-	if (!bc)
-		return false;
 	hasher h = hash_begin();
 	unsigned major, minor, patch;
 	LLVMGetVersion(&major, &minor, &patch);
 	char version[64];
-	snprintf(version, sizeof version, "attnc-cache-1 llvm %u.%u.%u", major,
+	snprintf(version, sizeof version, "attnc-cache-2 llvm %u.%u.%u", major,
 		 minor, patch);
 	hash_str(&h, version);
 	char *s[3] = {LLVMGetTargetMachineTriple(tm),
@@ -93,9 +91,7 @@ bool cg_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm,
 	}
 	hash_str(&h, pipeline);
 	hash_bytes(&h, LLVMGetBufferStart(bc), LLVMGetBufferSize(bc));
-	LLVMDisposeMemoryBuffer(bc);
 	hash_end(&h, key);
-	return true;
 }
 
 /* dir/<32 hex digits>.o into path. */
@@ -242,4 +238,46 @@ bool cg_cache_store(const char *dir, const unsigned char key[CG_CACHE_KEY_BYTES]
 	if (!ok)
 		unlink(tmp);
 	return ok;
+}
+
+/* The payload: the number of objects n, n lengths (each 8 bytes, little
+ * endian), then the objects one after the other. */
+char *cg_objects_pack(const cg_objects *o, size_t *len)
+{
+	size_t n = 8 + 8 * (size_t)o->n;
+	for (uint32_t i = 0; i < o->n; i++)
+		n += o->len[i];
+	char *out = malloc(n);
+	if (!out)
+		return NULL;
+	put_u64((unsigned char *)out, o->n);
+	size_t at = 8 + 8 * (size_t)o->n;
+	for (uint32_t i = 0; i < o->n; i++) {
+		put_u64((unsigned char *)out + 8 + 8 * i, o->len[i]);
+		memcpy(out + at, o->data[i], o->len[i]);
+		at += o->len[i];
+	}
+	*len = n;
+	return out;
+}
+
+bool cg_objects_unpack(char *data, size_t len, cg_objects *o)
+{
+	const unsigned char *p = (const unsigned char *)data;
+	if (len < 8)
+		return false;
+	uint64_t n = get_u64(p);
+	if (n < 1 || n > CG_MAX_OBJECTS || len < 8 + 8 * n)
+		return false;
+	uint64_t at = 8 + 8 * n;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t l = get_u64(p + 8 + 8 * i);
+		if (l > len - at)
+			return false;
+		o->data[i] = data + at;
+		o->len[i] = (size_t)l;
+		at += l;
+	}
+	o->n = (uint32_t)n;
+	return at == len;
 }

@@ -39,10 +39,10 @@ void cg_target_init_all(void);
 
 #define CG_CACHE_KEY_BYTES 16
 
-/* The cache key of mod compiled by tm through pipeline: a 128-bit hash
- * of LLVM's version, tm's triple, CPU and features, the pipeline and
- * mod's bitcode. False if the bitcode cannot be written. */
-bool cg_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm,
+/* The cache key of a module (its bitcode bc) compiled by tm through
+ * pipeline: a 128-bit hash of LLVM's version, tm's triple, CPU and
+ * features, the pipeline and the bitcode. */
+void cg_cache_key(LLVMMemoryBufferRef bc, LLVMTargetMachineRef tm,
 		  const char *pipeline, unsigned char key[CG_CACHE_KEY_BYTES]);
 /* Looks key up in directory dir: CG_CACHE_MISS, CG_CACHE_CORRUPT (an
  * entry that fails a check, not to be used) or CG_CACHE_HIT, when
@@ -51,11 +51,40 @@ bool cg_cache_key(LLVMModuleRef mod, LLVMTargetMachineRef tm,
 cg_cache_result cg_cache_load(const char *dir,
 			      const unsigned char key[CG_CACHE_KEY_BYTES],
 			      char **data, size_t *len);
+/* The objects of a module's parts, as the cache holds them. */
+#define CG_MAX_OBJECTS 4
+typedef struct cg_objects {
+	uint32_t n;
+	char *data[CG_MAX_OBJECTS];
+	size_t len[CG_MAX_OBJECTS];
+} cg_objects;
+/* The objects of o in one malloc'd buffer (*len bytes), or NULL when
+ * memory runs out. */
+char *cg_objects_pack(const cg_objects *o, size_t *len);
+/* Finds the objects in a buffer cg_objects_pack made (o's pointers point
+ * into data); false if data (len bytes) is not one. */
+bool cg_objects_unpack(char *data, size_t len, cg_objects *o);
 /* Stores the object data (len bytes) under key in dir, making dir if
  * needed, atomically (a temporary file renamed over the entry). False
  * if it could not: the caller carries on without the cache. */
 bool cg_cache_store(const char *dir, const unsigned char key[CG_CACHE_KEY_BYTES],
 		    const char *data, size_t len);
+
+/* ---- splitting a module for a parallel compile (cg_split.c) ----------- */
+
+/* Part 0: the optnone functions; parts 1 and 2: the others. */
+#define CG_SPLIT_PARTS 3
+
+/* How many functions mod defines in each part (n_defs[0..3)), by the
+ * plan cg_split_keep follows. False if mod cannot be split (out of
+ * memory, or a global value another part must name has no name). */
+bool cg_split_count(LLVMModuleRef mod, uint32_t n_defs[CG_SPLIT_PARTS]);
+/* Keeps part `part` of mod (0, 1 or 2): every function defined in
+ * another part becomes a declaration, and what another part names is
+ * made external and hidden. Every copy of one module keeps its part by
+ * the same plan, so the parts' objects link into one program. False
+ * (mod unchanged) where cg_split_count is false. */
+bool cg_split_keep(LLVMModuleRef mod, int part);
 
 /* ---- building IR (cg_llvm.c) ---------------------------------------------- */
 

@@ -3,8 +3,8 @@
  * ORC thread-safe context, optimized once for the TargetMachine of the
  * host CPU (or of a named one: cg_module_create_for, --mcpu; or of
  * another machine: cg_module_create_target, --target), then
- * either JIT-compiled with LLJIT or emitted (IR text, assembly, PIC
- * object) from a clone.
+ * either JIT-compiled with LLJIT (in parts, side by side: cg_split.c)
+ * or emitted (IR text, assembly, PIC object) from a clone.
  *
  * Why the pieces are as they are (../shared/LLVM-NOTES.md has the
  * measurements): LLVMRunPasses gets the TargetMachine, or nothing
@@ -19,6 +19,8 @@
 #include "cg_internal.h"
 
 #include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/BitWriter.h>
 #include <llvm-c/Error.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
@@ -27,6 +29,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include <omp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,10 @@
  * micro-kernels and packing of variants with the same strides) into one
  * before O3 optimizes and codegen compiles each copy. */
 #define CG_PIPELINE "mergefunc,default<O3>"
+/* How the JIT makes its objects (part of the cache key): the optimized
+ * module split in parts (cg_split.c), the optnone part compiled at
+ * CodeGen level None. */
+#define CG_JIT_PARTS "then in parts, optnone at level None"
 
 struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */
@@ -47,6 +54,8 @@ struct cg_module {
 	LLVMOrcLLJITRef jit;               /* NULL until cg_module_jit */
 	bool is_optimized;
 	bool is_failed;
+	bool no_split;    /* cg_module_set_split(m, false) */
+	int n_threads;    /* cg_module_set_threads; 0 = OpenMP's count */
 	char cpu[64];     /* LLVM CPU name; "" = the host's CPU and features */
 	char triple[128]; /* normalized target triple; "" = the host's */
 	char cache_dir[1024]; /* the object cache; "" = none */
@@ -85,7 +94,8 @@ static bool fail_llvm_error(cg_module *m, const char *what, LLVMErrorRef e)
 /* A TargetMachine for the module's CPU with that CPU's features, or for
  * the host CPU and its features. */
 static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
-				    LLVMCodeModel model)
+				    LLVMCodeModel model,
+				    LLVMCodeGenOptLevel level)
 {
 	char *triple = m->triple[0] ? LLVMCreateMessage(m->triple)
 				    : LLVMGetDefaultTargetTriple();
@@ -100,9 +110,8 @@ static LLVMTargetMachineRef host_tm(cg_module *m, LLVMRelocMode reloc,
 		LLVMDisposeMessage(msg);
 	} else {
 		tm = LLVMCreateTargetMachine(target, triple, cpu ? cpu : m->cpu,
-					     features ? features : "",
-					     LLVMCodeGenLevelAggressive, reloc,
-					     model);
+					     features ? features : "", level,
+					     reloc, model);
 		if (!tm)
 			cg_module_fail(m, "cannot create a TargetMachine for %s",
 				       cpu ? cpu : m->cpu);
@@ -123,7 +132,8 @@ static void setup_module(cg_module *m, const char *name)
 	}
 	if (m->triple[0])
 		cg_target_init_all();
-	m->tm = host_tm(m, LLVMRelocPIC, LLVMCodeModelDefault);
+	m->tm = host_tm(m, LLVMRelocPIC, LLVMCodeModelDefault,
+			LLVMCodeGenLevelAggressive);
 	if (!m->tm)
 		return;
 	m->tsctx = LLVMOrcCreateNewThreadSafeContext();
@@ -233,6 +243,19 @@ static int count_functions(LLVMModuleRef mod)
 	return n;
 }
 
+static bool verify(cg_module *m)
+{
+	char *msg = NULL;
+	if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg)) {
+		cg_module_fail(m, "generated LLVM IR is invalid: %s", msg);
+		LLVMDisposeMessage(msg);
+		return false;
+	}
+	LLVMDisposeMessage(msg);
+	m->stats.n_functions = count_functions(m->mod);
+	return true;
+}
+
 bool cg_module_optimize(cg_module *m)
 {
 	if (m->is_failed)
@@ -242,14 +265,8 @@ bool cg_module_optimize(cg_module *m)
 	if (!m->mod)
 		return cg_module_fail(m, "module was handed to the JIT");
 	double t0 = now_ms();
-	char *msg = NULL;
-	if (LLVMVerifyModule(m->mod, LLVMReturnStatusAction, &msg)) {
-		cg_module_fail(m, "generated LLVM IR is invalid: %s", msg);
-		LLVMDisposeMessage(msg);
+	if (!verify(m))
 		return false;
-	}
-	LLVMDisposeMessage(msg);
-	m->stats.n_functions = count_functions(m->mod);
 	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
 	LLVMErrorRef e = LLVMRunPasses(m->mod, CG_PIPELINE, m->tm, opts);
 	LLVMDisposePassBuilderOptions(opts);
@@ -265,7 +282,8 @@ bool cg_module_optimize(cg_module *m)
 static bool create_jit(cg_module *m)
 {
 	LLVMTargetMachineRef tm = host_tm(m, LLVMRelocPIC,
-					  LLVMCodeModelJITDefault);
+					  LLVMCodeModelJITDefault,
+					  LLVMCodeGenLevelAggressive);
 	if (!tm)
 		return false;
 	LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
@@ -296,15 +314,16 @@ static const char *first_exported(LLVMModuleRef mod)
 	return NULL;
 }
 
-/* The optimized module's PIC object, for the JIT: emitted from the
- * module itself (it is dropped afterwards), in a malloc'd buffer. */
-static char *emit_for_jit(cg_module *m, size_t *len)
+/* mod's PIC object made by tm, in a malloc'd buffer (*len bytes); NULL
+ * with the reason in err if it cannot be made. */
+static char *emit_object(LLVMTargetMachineRef tm, LLVMModuleRef mod,
+			 size_t *len, char *err, size_t err_size)
 {
 	LLVMMemoryBufferRef buf = NULL;
 	char *msg = NULL;
-	if (LLVMTargetMachineEmitToMemoryBuffer(m->tm, m->mod, LLVMObjectFile,
-						&msg, &buf)) {
-		cg_module_fail(m, "code generation failed: %s", msg);
+	if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg,
+						&buf)) {
+		snprintf(err, err_size, "code generation failed: %s", msg);
 		LLVMDisposeMessage(msg);
 		return NULL;
 	}
@@ -313,35 +332,196 @@ static char *emit_for_jit(cg_module *m, size_t *len)
 	if (out)
 		memcpy(out, LLVMGetBufferStart(buf), *len);
 	else
-		cg_module_fail(m, "out of memory");
+		snprintf(err, err_size, "out of memory");
 	LLVMDisposeMemoryBuffer(buf);
 	return out;
 }
 
-/* The module's object: from the cache when it holds a sound one, else
- * optimized and compiled now (and stored there). */
-static char *module_object(cg_module *m, size_t *len)
+/* One part of a split compile (cg_split.c): its module, or the bitcode
+ * to read it from into an LLVMContext of its own; its TargetMachine; and
+ * what came out. */
+typedef struct part_job {
+	int part;
+	LLVMModuleRef mod;      /* NULL: read bc */
+	bool owns_mod;          /* dispose of mod afterwards */
+	LLVMMemoryBufferRef bc; /* the whole module's bitcode */
+	LLVMTargetMachineRef tm;
+	char *obj; /* the object, malloc'd (len bytes) */
+	size_t len;
+	char err[512];
+} part_job;
+
+/* Keeps the job's part of its (optimized) module and makes its object; touches no state but the job's and its module's (its
+ * LLVMContext is its own), so parts run on threads side by side. */
+static void run_part(part_job *j)
 {
-	unsigned char key[CG_CACHE_KEY_BYTES];
-	const char *pipeline = m->is_optimized ? "optimized" : CG_PIPELINE;
-	bool keyed = m->cache_dir[0] &&
-		     cg_cache_key(m->mod, m->tm, pipeline, key);
-	char *obj = NULL;
-	if (keyed) {
-		m->stats.cache = cg_cache_load(m->cache_dir, key, &obj, len);
-		if (m->stats.cache == CG_CACHE_HIT) {
-			m->stats.n_functions = count_functions(m->mod);
-			return obj;
+	LLVMContextRef ctx = NULL;
+	LLVMModuleRef mod = j->mod;
+	if (!mod) {
+		ctx = LLVMContextCreate();
+		if (LLVMParseBitcodeInContext2(ctx, j->bc, &mod)) {
+			snprintf(j->err, sizeof j->err,
+				 "cannot read the module's bitcode back");
+			mod = NULL;
+			goto done;
 		}
 	}
-	if (!cg_module_optimize(m))
-		return NULL;
+	if (!cg_split_keep(mod, j->part)) {
+		snprintf(j->err, sizeof j->err, "cannot split the module");
+		goto done;
+	}
+	j->obj = emit_object(j->tm, mod, &j->len, j->err, sizeof j->err);
+done:
+	if (mod && (ctx || j->owns_mod))
+		LLVMDisposeModule(mod);
+	if (ctx)
+		LLVMContextDispose(ctx);
+}
+
+static void *run_part_thread(void *job)
+{
+	run_part(job);
+	return NULL;
+}
+
+/* Makes the optimized module's machine code in parts (cg_split.c;
+ * n_defs: each part's functions, two parts or more): part 2 read from
+ * the bitcode bc (of the optimized module) on a second thread (if the
+ * module may use more than one: --threads 1 creates none), parts 1 (a clone) and 0 (the module itself) on this
+ * one. The objects, in order of part, go to *out; they are the same
+ * whichever thread made them. */
+static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
+			  const uint32_t n_defs[CG_SPLIT_PARTS], cg_objects *out)
+{
+	part_job jobs[CG_SPLIT_PARTS] = {{0}};
+	bool ok = true;
+	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
+		jobs[i].part = i;
+		jobs[i].tm = n_defs[i]
+				     ? host_tm(m, LLVMRelocPIC,
+					       LLVMCodeModelDefault,
+					       i == 0 ? LLVMCodeGenLevelNone
+						      : LLVMCodeGenLevelAggressive)
+				     : NULL;
+		ok = ok && (!n_defs[i] || jobs[i].tm);
+	}
 	double t0 = now_ms();
-	obj = emit_for_jit(m, len);
+	pthread_t th;
+	bool is_threaded = false;
+	jobs[2].bc = bc;
+	int nt = m->n_threads > 0 ? m->n_threads : cg_threads_get();
+	if (ok && n_defs[2] && nt > 1)
+		is_threaded = pthread_create(&th, NULL, run_part_thread,
+					     &jobs[2]) == 0;
+	if (ok && n_defs[1]) {
+		jobs[1].owns_mod = n_defs[0] != 0;
+		jobs[1].mod = n_defs[0] ? LLVMCloneModule(m->mod) : m->mod;
+		run_part(&jobs[1]);
+	}
+	if (ok && n_defs[0]) {
+		jobs[0].mod = m->mod;
+		run_part(&jobs[0]);
+	}
+	if (is_threaded)
+		pthread_join(th, NULL);
+	else if (ok && n_defs[2])
+		run_part(&jobs[2]);
+	out->n = 0;
+	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
+		if (ok && n_defs[i] && !jobs[i].obj)
+			ok = cg_module_fail(m, "%s", jobs[i].err);
+		if (jobs[i].obj) {
+			out->data[out->n] = jobs[i].obj;
+			out->len[out->n++] = jobs[i].len;
+		}
+		if (jobs[i].tm)
+			LLVMDisposeTargetMachine(jobs[i].tm);
+	}
 	m->stats.codegen_ms = now_ms() - t0;
-	if (obj && keyed)
-		cg_cache_store(m->cache_dir, key, obj, *len);
-	return obj;
+	return ok;
+}
+
+/* Compiles the module as one object (a module already optimized, or
+ * one with nothing to split), the way cg_module_emit does. */
+static bool compile_whole(cg_module *m, cg_objects *out)
+{
+	if (!cg_module_optimize(m))
+		return false;
+	double t0 = now_ms();
+	char err[512];
+	out->data[0] = emit_object(m->tm, m->mod, &out->len[0], err, sizeof err);
+	m->stats.codegen_ms = now_ms() - t0;
+	if (!out->data[0])
+		return cg_module_fail(m, "%s", err);
+	out->n = 1;
+	return true;
+}
+
+/* The module's objects: from the cache when it holds sound ones, else
+ * compiled now (in parts, side by side, when the module splits) and
+ * stored there. The caller frees *block, where a cache hit's objects
+ * all are, or else each object. */
+static bool module_objects(cg_module *m, cg_objects *out, char **block)
+{
+	*block = NULL;
+	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m->mod);
+	if (!bc)
+		return cg_module_fail(m, "cannot write the module's bitcode");
+	unsigned char key[CG_CACHE_KEY_BYTES];
+	bool keyed = m->cache_dir[0] != '\0';
+	if (keyed) {
+		cg_cache_key(bc, m->tm,
+			     m->no_split       ? (m->is_optimized ? "optimized"
+								  : CG_PIPELINE)
+			     : m->is_optimized ? "optimized, " CG_JIT_PARTS
+					       : CG_PIPELINE ", " CG_JIT_PARTS,
+			     key);
+		char *data = NULL;
+		size_t len = 0;
+		m->stats.cache = cg_cache_load(m->cache_dir, key, &data, &len);
+		if (m->stats.cache == CG_CACHE_HIT &&
+		    !cg_objects_unpack(data, len, out))
+			m->stats.cache = CG_CACHE_CORRUPT;
+		if (m->stats.cache == CG_CACHE_HIT) {
+			LLVMDisposeMemoryBuffer(bc);
+			m->stats.n_functions = count_functions(m->mod);
+			*block = data;
+			return true;
+		}
+		free(data);
+	}
+	uint32_t n_defs[CG_SPLIT_PARTS] = {0};
+	int n_parts = 0;
+	bool ok = cg_module_optimize(m);
+	if (ok && !m->no_split && cg_split_count(m->mod, n_defs))
+		for (int i = 0; i < CG_SPLIT_PARTS; i++)
+			n_parts += n_defs[i] != 0;
+	LLVMMemoryBufferRef opt_bc = n_parts > 1
+					     ? LLVMWriteBitcodeToMemoryBuffer(
+						       m->mod)
+					     : NULL;
+	if (ok && opt_bc)
+		ok = compile_parts(m, opt_bc, n_defs, out);
+	else if (ok)
+		ok = compile_whole(m, out);
+	if (opt_bc)
+		LLVMDisposeMemoryBuffer(opt_bc);
+	LLVMDisposeMemoryBuffer(bc);
+	if (ok && keyed) {
+		size_t len = 0;
+		char *data = cg_objects_pack(out, &len);
+		if (data)
+			cg_cache_store(m->cache_dir, key, data, len);
+		free(data);
+	}
+	return ok;
+}
+
+static void objects_free(cg_objects *o, char *block)
+{
+	for (uint32_t i = 0; !block && i < o->n; i++)
+		free(o->data[i]);
+	free(block);
 }
 
 bool cg_module_jit(cg_module *m)
@@ -360,27 +540,29 @@ bool cg_module_jit(cg_module *m)
 	const char *name = first_exported(m->mod);
 	if (name)
 		snprintf(first, sizeof first, "%s", name);
-	size_t len = 0;
-	char *obj = module_object(m, &len);
-	if (!obj)
+	cg_objects objs = {0};
+	char *block = NULL;
+	if (!module_objects(m, &objs, &block)) {
+		objects_free(&objs, block);
 		return false;
+	}
 	LLVMDisposeModule(m->mod);
 	m->mod = NULL;
 	m->is_optimized = true;
-	if (!create_jit(m)) {
-		free(obj);
-		return false;
+	bool ok = create_jit(m);
+	for (uint32_t i = 0; ok && i < objs.n; i++) {
+		LLVMMemoryBufferRef buf =
+			LLVMCreateMemoryBufferWithMemoryRangeCopy(objs.data[i],
+								  objs.len[i],
+								  "attnc");
+		LLVMErrorRef e = LLVMOrcLLJITAddObjectFile(
+			m->jit, LLVMOrcLLJITGetMainJITDylib(m->jit), buf);
+		if (e)
+			ok = fail_llvm_error(m, "the JIT rejected the object",
+					     e);
 	}
-	LLVMMemoryBufferRef buf =
-		LLVMCreateMemoryBufferWithMemoryRangeCopy(obj, len, "attnc");
-	free(obj);
-	LLVMErrorRef e = LLVMOrcLLJITAddObjectFile(m->jit,
-						   LLVMOrcLLJITGetMainJITDylib(
-							   m->jit),
-						   buf);
-	if (e)
-		return fail_llvm_error(m, "the JIT rejected the object", e);
-	if (first[0] && !cg_module_lookup(m, first))
+	objects_free(&objs, block);
+	if (!ok || (first[0] && !cg_module_lookup(m, first)))
 		return false;
 	m->stats.jit_ms = now_ms() - t0 - (m->stats.opt_ms - opt0);
 	return true;
@@ -390,6 +572,16 @@ void cg_module_set_cache(cg_module *m, const char *dir)
 {
 	snprintf(m->cache_dir, sizeof m->cache_dir, "%s", dir ? dir : "");
 	m->stats.cache = CG_CACHE_OFF;
+}
+
+void cg_module_set_split(cg_module *m, bool is_split)
+{
+	m->no_split = !is_split;
+}
+
+void cg_module_set_threads(cg_module *m, int n)
+{
+	m->n_threads = n < 0 ? 0 : n;
 }
 
 void *cg_module_lookup(cg_module *m, const char *name)

@@ -200,8 +200,13 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 		p->cm = cg_module_create_target(m->name,
 						opts ? opts->triple : NULL,
 						opts ? opts->cpu : NULL);
-		if (p->cm && opts)
+		if (p->cm && opts) {
 			cg_module_set_cache(p->cm, opts->cache_dir);
+			cg_module_set_split(p->cm, !opts->no_split);
+		}
+		if (p->cm) /* --threads 1: no thread, the compile's included */
+			cg_module_set_threads(p->cm,
+					      (int)p->sched_threads > 1 ? 0 : 1);
 		ok = p->cm && !module_failed(p) && lower_all(p, opts) &&
 		     !module_failed(p);
 	}

@@ -66,6 +66,9 @@ typedef struct cg_program_options {
 	/* The directory of the object cache the JIT reads and fills
 	 * (cg_module_set_cache); NULL or "" = none. */
 	const char *cache_dir;
+	/* Have the JIT compile the module as one, not in parts
+	 * (cg_module_set_split): the same results, for tests. */
+	bool no_split;
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;

@@ -4,7 +4,8 @@
  * with real durations unlike the estimates, and the scheduled entry
  * points of the book's seq2seq training steps against the same entry
  * points run in order: bit for bit, call after call, with a failing
- * kernel, and called where no team can start.
+ * kernel, and called where no team can start; the same steps compiled
+ * in parts against one module, and read back from the object cache.
  */
 #include "cg_program.h"
 #include "cg_sched.h"
@@ -336,8 +337,11 @@ static size_t round64(size_t n)
 }
 
 /* model's loss_grad at batch 64 (its training step), compiled for a
- * schedule over 2 threads; inputs: ids and lengths from 0 to 4. */
-static void step_init(step *s, const char *rel)
+ * schedule over 2 threads (in parts, unless no_split; with the object
+ * cache in cache_dir, if not NULL); inputs: ids and lengths from 0 to
+ * 4. */
+static void step_init_with(step *s, const char *rel, bool no_split,
+			   const char *cache_dir)
 {
 	memset(s, 0, sizeof *s);
 	ir_ctx_init(&s->ctx);
@@ -378,7 +382,11 @@ static void step_init(step *s, const char *rel)
 	ck_assert(interp_params_init(&s->ctx, s->m, s->syms, 5, false,
 				     s->params));
 	const char *only[1] = {"loss_grad"};
-	cg_program_options o = {.only = only, .n_only = 1, .sched_threads = 2};
+	cg_program_options o = {.only = only,
+				.n_only = 1,
+				.sched_threads = 2,
+				.no_split = no_split,
+				.cache_dir = cache_dir};
 	s->p = cg_program_create(&s->ctx, s->m, s->syms, &o);
 	ck_assert(s->p != NULL);
 	ck_assert(cg_program_jit(s->p));
@@ -394,6 +402,11 @@ static void step_init(step *s, const char *rel)
 		for (int d = 0; d < oi[k].rank; d++)
 			s->n_out[k] *= (size_t)oi[k].dims[d];
 	}
+}
+
+static void step_init(step *s, const char *rel)
+{
+	step_init_with(s, rel, false, NULL);
 }
 
 static void step_fini(step *s)
@@ -462,6 +475,53 @@ START_TEST(test_scheduled_training_steps_equal_the_in_order_run_bit_for_bit)
 	}
 	outs_free(&s, one);
 	step_fini(&s);
+}
+END_TEST
+
+/* The JIT compiles the module in parts (the entry points at CodeGen
+ * level None, the kernels in two parts on two threads, linked in one
+ * JITDylib: docs/codegen.md, "Compile time"); the kernels lose no bit to
+ * it: the step gives what the module compiled as one gives. */
+START_TEST(test_training_steps_compiled_in_parts_equal_one_module_bit_for_bit)
+{
+	step parts, whole;
+	step_init_with(&parts, seq2seq[_i], false, NULL);
+	step_init_with(&whole, seq2seq[_i], true, NULL);
+	for (int nt = 1; nt <= 2; nt++) {
+		float *a[MAXT], *b[MAXT];
+		ck_assert_int_eq(step_run(&parts, nt, a), 0);
+		ck_assert_int_eq(step_run(&whole, nt, b), 0);
+		assert_same(&parts, a, b, seq2seq[_i]);
+		outs_free(&parts, a);
+		outs_free(&whole, b);
+	}
+	step_fini(&whole);
+	step_fini(&parts);
+}
+END_TEST
+
+/* The object cache holds the parts' objects in one entry: a second
+ * compilation reads them all back, links them and runs the same bits. */
+START_TEST(test_the_cache_gives_back_every_part_of_a_step)
+{
+	char dir[] = "/tmp/attnc-parts-XXXXXX";
+	ck_assert(mkdtemp(dir) != NULL);
+	step cold, warm;
+	step_init_with(&cold, seq2seq[_i], false, dir);
+	ck_assert_int_eq(cg_program_stats(cold.p).cache, CG_CACHE_MISS);
+	step_init_with(&warm, seq2seq[_i], false, dir);
+	ck_assert_int_eq(cg_program_stats(warm.p).cache, CG_CACHE_HIT);
+	float *a[MAXT], *b[MAXT];
+	ck_assert_int_eq(step_run(&cold, 2, a), 0);
+	ck_assert_int_eq(step_run(&warm, 2, b), 0);
+	assert_same(&cold, a, b, seq2seq[_i]);
+	outs_free(&cold, a);
+	outs_free(&warm, b);
+	step_fini(&warm);
+	step_fini(&cold);
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -540,6 +600,12 @@ static Suite *suite(void)
 	tcase_add_test(e,
 		       test_a_failing_kernel_ends_the_scheduled_step_with_its_code);
 	tcase_add_test(e, test_a_step_called_where_no_team_starts_runs_in_order);
+	tcase_add_loop_test(
+		e,
+		test_training_steps_compiled_in_parts_equal_one_module_bit_for_bit,
+		0, 2);
+	tcase_add_loop_test(e, test_the_cache_gives_back_every_part_of_a_step,
+			    0, 2);
 	suite_add_tcase(s, e);
 	return s;
 }
