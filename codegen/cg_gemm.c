@@ -432,29 +432,51 @@ static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
 	return LLVMBuildLoad2(f->b, i1, any, "");
 }
 
-/* Whether any of the n floats at p (stride cs) is not 0 (NaN counts),
- * stopping at the first that is: a row of real data costs one load (a
- * loop that stops early is not vectorized: any_of scans the rows that
- * are left out). */
-static LLVMValueRef row_has_nonzero(cg_fn *f, LLVMValueRef p, int64_t n,
-				    int64_t cs)
+/* Whether hit(f, i, cx) holds for some i in [lo, hi), stopping at the
+ * first i for which it does (a loop that stops early is not vectorized:
+ * callers that scan whole blocks use any_of's loop). */
+typedef LLVMValueRef (*hit_fn)(cg_fn *f, LLVMValueRef i, const void *cx);
+static LLVMValueRef any_until_hit(cg_fn *f, LLVMValueRef lo, LLVMValueRef hi,
+				  hit_fn hit, const void *cx)
 {
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
 	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
 	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef x = cg_load(f, cg_at(f, p, cg_muli(f, i, cs)));
-	LLVMBasicBlockRef hit = cg_block(f, "nonzero"),
-			  next = cg_block(f, "next");
-	LLVMBuildCondBr(f->b,
-			LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), ""),
-			hit, next);
-	LLVMPositionBuilderAtEnd(f->b, hit);
+	LLVMValueRef i = cg_loop_begin(f, &l, lo, hi, 1);
+	LLVMBasicBlockRef yes = cg_block(f, "hit"), next = cg_block(f, "next");
+	LLVMBuildCondBr(f->b, hit(f, i, cx), yes, next);
+	LLVMPositionBuilderAtEnd(f->b, yes);
 	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), any);
 	LLVMBuildBr(f->b, l.exit);
 	LLVMPositionBuilderAtEnd(f->b, next);
 	cg_loop_end(f, &l);
 	return LLVMBuildLoad2(f->b, i1, any, "");
+}
+
+/* The matrix (or row) an any_until_hit scan reads: at p, rows of stride
+ * rs, n columns of stride cs. */
+typedef struct {
+	LLVMValueRef p;
+	int64_t rs, n, cs;
+} scan_cx;
+
+/* Whether element i of the row is not 0 (NaN counts). */
+static LLVMValueRef is_nonzero_at(cg_fn *f, LLVMValueRef i, const void *cx)
+{
+	const scan_cx *c = cx;
+	LLVMValueRef x = cg_load(f, cg_at(f, c->p, cg_muli(f, i, c->cs)));
+	return LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
+}
+
+/* Whether row r of the matrix is all zero: a row of real data costs one
+ * load, the scan stopping at its first nonzero. */
+static LLVMValueRef is_zero_row_at(cg_fn *f, LLVMValueRef r, const void *cx)
+{
+	const scan_cx *c = cx;
+	scan_cx row = {cg_at(f, c->p, cg_muli(f, r, c->rs)), 0, c->n, c->cs};
+	LLVMValueRef nz = any_until_hit(f, cg_i64(f, 0), cg_i64(f, c->n),
+					is_nonzero_at, &row);
+	return LLVMBuildNot(f->b, nz, "");
 }
 
 /* Whether any of the rows [r0, r1) of the matrix at p (row stride rs, n
@@ -465,21 +487,8 @@ static LLVMValueRef has_zero_row(cg_fn *f, LLVMValueRef p, LLVMValueRef r0,
 				 LLVMValueRef r1, int64_t rs, int64_t n,
 				 int64_t cs)
 {
-	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
-	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
-	cg_loop l;
-	LLVMValueRef r = cg_loop_begin(f, &l, r0, r1, 1);
-	LLVMValueRef nz = row_has_nonzero(f, cg_at(f, p, cg_muli(f, r, rs)), n,
-					  cs);
-	LLVMBasicBlockRef hit = cg_block(f, "zero.row"),
-			  next = cg_block(f, "next");
-	LLVMBuildCondBr(f->b, nz, next, hit);
-	LLVMPositionBuilderAtEnd(f->b, hit);
-	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), any);
-	LLVMBuildBr(f->b, l.exit);
-	LLVMPositionBuilderAtEnd(f->b, next);
-	cg_loop_end(f, &l);
-	return LLVMBuildLoad2(f->b, i1, any, "");
+	scan_cx c = {p, rs, n, cs};
+	return any_until_hit(f, r0, r1, is_zero_row_at, &c);
 }
 
 /* Copies n floats from src to dst, both of stride st. */
