@@ -929,6 +929,17 @@ bool cg_lower_layer_norm(cg_kernel *k)
 	return true;
 }
 
+/* layer_norm_grad's terms at column j of a row: d = x - mean and
+ * h = g gamma (operands x, gamma, g). */
+static void ln_grad_terms(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+			  LLVMValueRef mean, LLVMValueRef *d, LLVMValueRef *h)
+{
+	cg_fn *f = &k->f;
+	*d = LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), mean, "");
+	*h = LLVMBuildFMul(f->b, cg_kernel_operand(k, 2, offs, j),
+			   ldf(k, k->in[1], j), "");
+}
+
 /* layer_norm_grad over one row, as the interpreter: the mean of x in a
  * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
  * dxh d in a second; then (dxh - m1 - d / sd m2) / sd with m1 =
@@ -951,10 +962,8 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop_end(f, &l);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j),
-				       mean, "");
-	LLVMValueRef h = LLVMBuildFMul(f->b, cg_kernel_operand(k, 2, offs, j),
-				       ldf(k, k->in[1], j), "");
+	LLVMValueRef d, h;
+	ln_grad_terms(k, offs, j, mean, &d, &h);
 	set(k, sq,
 	    fadd_r(f, get(k, ft, sq),
 		   cg_fast(LLVMBuildFMul(f->b, d, d, ""), true)));
@@ -974,9 +983,7 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 						      ""),
 					Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	d = LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), mean, "");
-	h = LLVMBuildFMul(f->b, cg_kernel_operand(k, 2, offs, j),
-			  ldf(k, k->in[1], j), "");
+	ln_grad_terms(k, offs, j, mean, &d, &h);
 	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
 				       LLVMBuildFMul(f->b,
 						     LLVMBuildFDiv(f->b, d, sd,
