@@ -147,17 +147,43 @@ static gemm_fn jit_gemm(cg_module *m, const cg_gemm_spec *spec)
 	return fn;
 }
 
-/* Runs the case on `threads` threads into a copy of C, returned. */
-static float *case_run(const gemm_case *t, int threads)
+/* One JIT compile of a spec, to run as often as a test likes: each
+ * compile costs far more than a run of these sizes. */
+typedef struct gemm_jit {
+	cg_module *m;
+	gemm_fn fn;
+} gemm_jit;
+
+static gemm_jit jit_open(const cg_gemm_spec *spec)
 {
-	cg_module *m = cg_module_create("test");
-	gemm_fn fn = jit_gemm(m, &t->spec);
+	gemm_jit j = {.m = cg_module_create("test")};
+	j.fn = jit_gemm(j.m, spec);
+	return j;
+}
+
+static void jit_close(gemm_jit *j)
+{
+	cg_module_destroy(j->m);
+}
+
+/* Runs j on the case's operands on `threads` threads into a copy of C,
+ * returned. */
+static float *jit_run(const gemm_jit *j, const gemm_case *t, int threads)
+{
 	float *c = malloc(t->n_c * sizeof *c);
 	ck_assert_ptr_nonnull(c);
 	memcpy(c, t->c, t->n_c * sizeof *c);
 	cg_threads_set(threads);
-	fn(t->a, t->b, c);
-	cg_module_destroy(m);
+	j->fn(t->a, t->b, c);
+	return c;
+}
+
+/* Runs the case on `threads` threads into a copy of C, returned. */
+static float *case_run(const gemm_case *t, int threads)
+{
+	gemm_jit j = jit_open(&t->spec);
+	float *c = jit_run(&j, t, threads);
+	jit_close(&j);
 	return c;
 }
 
@@ -284,49 +310,65 @@ static void zero_a_rows(gemm_case *t, int64_t keep)
 }
 
 /* Runs spec (skip_zero_k or skip_zero_m) with the rows it leaves out
- * zeroed in B or A as zero_*_rows(keep) does, variant v of (ta, tb,
- * accumulate) in bits 1, 4, 2, a packing and vector width from s, v and
- * keep, leading dimensions wider than the rows with is_strided: the
- * product is the naive loop's over every k (a row of C left out is +0,
- * or C's own when accumulating), on 1 thread and 2 alike to the bit. */
-static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep, int v,
-			    bool is_strided, uint64_t seed)
+ * zeroed in B or A as zero_*_rows(keep) does, for keep = 0, keep_step,
+ * ... up to 10; variant v of (ta, tb, accumulate) in bits 1, 4, 2, a
+ * packing from s and v and a vector width from s and keep, leading
+ * dimensions wider than the rows with is_strided: the product is the
+ * naive loop's over every k (a row of C left out is +0, or C's own when
+ * accumulating), on 1 thread and 2 alike to the bit. Keeps of one
+ * vector width share one compile. */
+static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep_step,
+			    int v, bool is_strided, uint64_t seed)
 {
 	spec.ta = v & 1;
 	spec.tb = v & 4;
 	spec.accumulate = v & 2;
 	spec.pack = (cg_gemm_pack)((s + (size_t)v) % 4);
-	spec.vector_width = widths[(s + (size_t)keep) % 2];
 	if (is_strided) {
 		spec.lda = (spec.ta ? spec.m : spec.k) + 3;
 		spec.ldb = (spec.tb ? spec.k : spec.n) + 5;
 		spec.ldc = spec.n + 1;
 	}
-	gemm_case t;
-	case_init(&t, spec, seed);
-	if (spec.skip_zero_m)
-		zero_a_rows(&t, keep);
-	else
-		zero_b_rows(&t, keep);
-	float *c1 = case_run(&t, 1), *c2 = case_run(&t, 2);
-	double e = case_error(&t, c1);
-	ck_assert_msg(e < 1e-5,
-		      "%lldx%lldx%lld keep %lld ta=%d tb=%d acc=%d: "
-		      "error %g",
-		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
-		      (long long)keep, spec.ta, spec.tb, spec.accumulate, e);
-	for (int64_t i = keep;
-	     spec.skip_zero_m && !spec.accumulate && i < spec.m; i++)
-		if (i % 10 >= keep)
-			ck_assert(!signbit(c1[i * t.plan.ldc]));
-	ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
-		      "%lldx%lldx%lld keep %lld v %d pack %d: 1 and 2 threads "
-		      "differ",
-		      (long long)spec.m, (long long)spec.n, (long long)spec.k,
-		      (long long)keep, v, (int)spec.pack);
-	free(c1);
-	free(c2);
-	case_fini(&t);
+	for (size_t w = 0; w < 2; w++) {
+		spec.vector_width = widths[w];
+		gemm_jit j = {0};
+		for (int64_t keep = 0; keep <= 10; keep += keep_step) {
+			if ((s + (size_t)keep) % 2 != w)
+				continue;
+			if (!j.m)
+				j = jit_open(&spec);
+			gemm_case t;
+			case_init(&t, spec, seed);
+			if (spec.skip_zero_m)
+				zero_a_rows(&t, keep);
+			else
+				zero_b_rows(&t, keep);
+			float *c1 = jit_run(&j, &t, 1), *c2 = jit_run(&j, &t, 2);
+			double e = case_error(&t, c1);
+			ck_assert_msg(e < 1e-5,
+				      "%lldx%lldx%lld keep %lld ta=%d tb=%d "
+				      "acc=%d: error %g",
+				      (long long)spec.m, (long long)spec.n,
+				      (long long)spec.k, (long long)keep,
+				      spec.ta, spec.tb, spec.accumulate, e);
+			for (int64_t i = keep;
+			     spec.skip_zero_m && !spec.accumulate && i < spec.m;
+			     i++)
+				if (i % 10 >= keep)
+					ck_assert(!signbit(c1[i * t.plan.ldc]));
+			ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
+				      "%lldx%lldx%lld keep %lld v %d pack %d: "
+				      "1 and 2 threads differ",
+				      (long long)spec.m, (long long)spec.n,
+				      (long long)spec.k, (long long)keep, v,
+				      (int)spec.pack);
+			free(c1);
+			free(c2);
+			case_fini(&t);
+		}
+		if (j.m)
+			jit_close(&j);
+	}
 }
 
 /* skip_zero_k leaves out the k rows of B that are all zero (B not
@@ -338,15 +380,12 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 		{1, 1, 1},      {6, 40, 30},
 	};
 	for (size_t s = 0; s < 5; s++)
-		for (int64_t keep = 0; keep <= 10; keep += 5)
-			for (int v = 0; v < 4; v++) {
-				cg_gemm_spec spec = shape(shapes[s][0],
-							  shapes[s][1],
-							  shapes[s][2]);
-				spec.skip_zero_k = true;
-				check_zero_rows(spec, s, keep, v, s == 2,
-						900 + s);
-			}
+		for (int v = 0; v < 4; v++) {
+			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+						  shapes[s][2]);
+			spec.skip_zero_k = true;
+			check_zero_rows(spec, s, 5, v, s == 2, 900 + s);
+		}
 }
 END_TEST
 
@@ -389,15 +428,13 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 		{300, 70, 30},  {13, 600, 100}, /* threads split columns: each keeps all rows */
 	};
 	for (size_t s = 0; s < 6; s++)
-		for (int64_t keep = 0; keep <= 10; keep += 3)
-			for (int v = 0; v < 8; v++) {
-				cg_gemm_spec spec = shape(shapes[s][0],
-							  shapes[s][1],
-							  shapes[s][2]);
-				spec.skip_zero_m = true;
-				check_zero_rows(spec, s, keep, v, s == 2,
-						970 + s);
-			}
+		for (int v = (int)(s % TU_SWEEP_STRIDE); v < 8;
+		     v += TU_SWEEP_STRIDE) {
+			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+						  shapes[s][2]);
+			spec.skip_zero_m = true;
+			check_zero_rows(spec, s, 3, v, s == 2, 970 + s);
+		}
 }
 END_TEST
 
@@ -519,7 +556,9 @@ START_TEST(test_gemm_results_do_not_depend_on_thread_count)
 		spec.vector_width = widths[s / 4];
 		case_init(&t, spec, 600 + s);
 		ck_assert_int_ge(t.plan.max_threads, 2);
-		float *one = case_run(&t, 1), *two = case_run(&t, 2);
+		gemm_jit j = jit_open(&t.spec);
+		float *one = jit_run(&j, &t, 1), *two = jit_run(&j, &t, 2);
+		jit_close(&j);
 		ck_assert_int_eq(memcmp(one, two, t.n_c * sizeof *one), 0);
 		ck_assert_double_lt(case_error(&t, two), 1e-5);
 		free(one);
@@ -601,15 +640,17 @@ START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 		spec.grain = 1;
 		spec.vector_width = widths[w];
 		case_init(&t, spec, 900);
-		float *one = case_run(&t, 1);
+		gemm_jit j = jit_open(&t.spec);
+		float *one = jit_run(&j, &t, 1);
 		for (int threads = 2; threads <= 4; threads++) {
-			float *more = case_run(&t, threads);
+			float *more = jit_run(&j, &t, threads);
 			ck_assert_int_eq(memcmp(one, more, t.n_c * sizeof *one),
 					 0);
 			free(more);
 		}
 		ck_assert_double_lt(case_error(&t, one), 1e-5);
 		free(one);
+		jit_close(&j);
 		case_fini(&t);
 	}
 }
