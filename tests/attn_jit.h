@@ -24,18 +24,25 @@ static inline size_t aj_round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
-/* Runs function fn of m through the JIT on in and params (f32), step 2
- * of seed (dropout active when is_training), lowered with options po. */
-static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
-			      uint64_t seed, bool is_training, int n_threads,
-			      const cg_program_options *po,
-			      const interp_tensor *in,
-			      const interp_tensor *params, jit_out *r)
+/* m lowered with options po and compiled by the JIT, to run as often
+ * as a test likes (a compile costs far more than a run here). */
+static inline cg_program *aj_compile(tu_graph *x, const ir_module *m,
+				     const cg_program_options *po)
 {
-	const ir_func *f = ir_module_find_func(m, fn);
 	cg_program *p = cg_program_create(&x->ctx, m, NULL, po);
 	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(x));
 	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(x));
+	return p;
+}
+
+/* Runs function fn of p (compiled from m) on in and params (f32), step
+ * 2 of seed (dropout active when is_training), on n_threads. */
+static inline void aj_run(const cg_program *p, const ir_module *m,
+			  const char *fn, uint64_t seed, bool is_training,
+			  int n_threads, const interp_tensor *in,
+			  const interp_tensor *params, tu_graph *x, jit_out *r)
+{
+	const ir_func *f = ir_module_find_func(m, fn);
 	attnrt_entry_fn entry = cg_program_entry(p, fn);
 	ck_assert(entry != NULL);
 	uint32_t np;
@@ -66,6 +73,17 @@ static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
 	ck_assert_int_eq(entry(&run, pb, sb, ins, outs), 0);
 	free(pb);
 	free(sb);
+}
+
+/* Compiles m with options po and runs fn once (aj_compile, aj_run). */
+static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
+			      uint64_t seed, bool is_training, int n_threads,
+			      const cg_program_options *po,
+			      const interp_tensor *in,
+			      const interp_tensor *params, jit_out *r)
+{
+	cg_program *p = aj_compile(x, m, po);
+	aj_run(p, m, fn, seed, is_training, n_threads, in, params, x, r);
 	cg_program_destroy(p);
 }
 

@@ -109,12 +109,10 @@ static size_t round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
-static void jit_run(fx *x, bool no_fuse, bool is_training, int n_threads,
-		    const interp_tensor *in, jit_out *r)
+/* Runs f of p on n_threads into r. */
+static void run_once(fx *x, cg_program *p, bool is_training, int n_threads,
+		     const interp_tensor *in, jit_out *r)
 {
-	cg_program_options po = {.no_fuse = no_fuse};
-	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
-	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
 	r->scratch = cg_program_scratch_bytes(p, "f");
 	char *sb = aligned_alloc(64, round64(r->scratch));
 	memset(sb, 0xff, round64(r->scratch));
@@ -139,6 +137,19 @@ static void jit_run(fx *x, bool no_fuse, bool is_training, int n_threads,
 	r->n_calls = cg_program_n_calls(p, "f");
 	r->n_kernels = cg_program_n_kernels(p);
 	free(sb);
+}
+
+/* Compiles f (fused unless no_fuse) once and runs it on 1 thread into
+ * r1 and, when r2 is not NULL, on 2 into r2. */
+static void jit_run(fx *x, bool no_fuse, bool is_training,
+		    const interp_tensor *in, jit_out *r1, jit_out *r2)
+{
+	cg_program_options po = {.no_fuse = no_fuse};
+	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
+	run_once(x, p, is_training, 1, in, r1);
+	if (r2)
+		run_once(x, p, is_training, 2, in, r2);
 	cg_program_destroy(p);
 }
 
@@ -191,9 +202,8 @@ static seen check(fx *x, bool is_training, bool is_exact)
 	make_inputs(x, in);
 	interp(x, true, is_training, in, r64);
 	interp(x, false, is_training, in, r32);
-	jit_run(x, false, is_training, 1, in, &fu);
-	jit_run(x, false, is_training, 2, in, &f2);
-	jit_run(x, true, is_training, 1, in, &un);
+	jit_run(x, false, is_training, in, &fu, &f2);
+	jit_run(x, true, is_training, in, &un, NULL);
 	for (uint32_t o = 0; o < x->g.f->n_outputs; o++) {
 		ck_assert_msg(same_bits(&fu.t[o], &f2.t[o]),
 			      "output %u: 1 and 2 "
@@ -603,7 +613,7 @@ START_TEST(test_same_root_op_with_different_trees_gets_different_kernels)
 	jit_out r = {0};
 	interp_tensor in[6];
 	make_inputs(&x, in);
-	jit_run(&x, false, false, 1, in, &r);
+	jit_run(&x, false, false, in, &r, NULL);
 	ck_assert_uint_eq(r.n_calls, 3);
 	ck_assert_uint_eq(r.n_kernels, 2); /* exp+add twice shares one */
 	for (uint32_t i = 0; i < 6; i++)
