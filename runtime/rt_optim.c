@@ -145,59 +145,105 @@ static void each_span(const attnrt_param_info *table, size_t n_params,
 	}
 }
 
-/* What one update reads: the blocks and Adam's constants (below). */
+/* The sum of squares of g[0..n) in double, over 8 partial sums (which
+ * the compiler keeps in vector registers). */
+static double sum_squares(const float *g, int64_t n)
+{
+	double part[8] = {0};
+	int64_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int j = 0; j < 8; j++)
+			part[j] += (double)g[k + j] * g[k + j];
+	for (; k < n; k++)
+		part[0] += (double)g[k] * g[k];
+	double sum = 0;
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
+}
+
+/* What one update reads: the blocks and Adam's constants (below), and
+ * the sum of squares of the parameters it wrote so far. */
 typedef struct update_cx {
 	const attnrt_optim *o;
 	void *params;
 	const void *grads;
 	float scale;
 	float c[8];
+	double squares;
 } update_cx;
 
 static void sgd_span(const span *s, void *cx)
 {
-	const update_cx *u = cx;
+	update_cx *u = cx;
 	float lr = (float)u->o->cfg.lr, scale = u->scale;
 	float *restrict p = elems(s->p, u->params) + s->off;
 	const float *restrict g = elems(s->p, u->grads) + s->off;
 	for (int64_t k = 0; k < s->n; k++)
 		p[k] -= lr * (g[k] * scale);
+	u->squares += sum_squares(p, s->n);
 }
 
-/* One parameter's Adam update; a plain float loop the compiler
- * vectorizes, sqrt and division included, given -fno-math-errno
- * (CMakeLists.txt sets it for this file: without it every sqrtf may set
- * errno, and GCC 12 kept the loop scalar, 3.1% of Bahdanau's training
- * time). GCC also compiles an AVX2 clone, chosen at load time on a CPU
- * that has it. Vector sqrt and division round as the scalar ones do and
- * ISO C mode contracts nothing into FMAs, so every clone gives the same
- * bits (tests/test_runtime_optim.c checks). */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-static void
-adam_update(float *restrict p, float *restrict m, float *restrict v,
-	    const float *restrict g, int64_t n, const float c[8])
+/* One element's Adam update: writes m[k] and v[k] and returns p[k]'s new
+ * value (which the caller stores). */
+static inline float adam_one(float *restrict p, float *restrict m,
+			     float *restrict v, const float *restrict g,
+			     int64_t k, const float c[8])
 {
 	float b1 = c[0], b2 = c[1], step = c[2], bc2 = c[3], eps = c[4],
 	      scale = c[5], one_b1 = c[6], one_b2 = c[7];
-	for (int64_t k = 0; k < n; k++) {
-		float gk = g[k] * scale;
-		float mk = b1 * m[k] + one_b1 * gk;
-		float vk = b2 * v[k] + one_b2 * gk * gk;
-		m[k] = mk;
-		v[k] = vk;
-		p[k] -= step * mk / (sqrtf(vk) / bc2 + eps);
+	float gk = g[k] * scale;
+	float mk = b1 * m[k] + one_b1 * gk;
+	float vk = b2 * v[k] + one_b2 * gk * gk;
+	m[k] = mk;
+	v[k] = vk;
+	return p[k] - step * mk / (sqrtf(vk) / bc2 + eps);
+}
+
+/* One parameter's Adam update, and the sum of squares of the new values
+ * in double, over the 8 partial sums sum_squares (below) keeps: the same
+ * bits as that function on the updated elements, in the same pass. A
+ * plain float loop the compiler vectorizes, sqrt and division included,
+ * given -fno-math-errno (CMakeLists.txt sets it for this file: without
+ * it every sqrtf may set errno, and GCC 12 kept the loop scalar, 3.1% of
+ * Bahdanau's training time). GCC also compiles an AVX2 clone, chosen at
+ * load time on a CPU that has it. Vector sqrt and division round as the
+ * scalar ones do and ISO C mode contracts nothing into FMAs, so every
+ * clone gives the same bits (tests/test_runtime_optim.c checks). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static double
+adam_update(float *restrict p, float *restrict m, float *restrict v,
+	    const float *restrict g, int64_t n, const float c[8])
+{
+	double part[8] = {0};
+	int64_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int j = 0; j < 8; j++) {
+			float pk = adam_one(p, m, v, g, k + j, c);
+			p[k + j] = pk;
+			part[j] += (double)pk * pk;
+		}
+	for (; k < n; k++) {
+		float pk = adam_one(p, m, v, g, k, c);
+		p[k] = pk;
+		part[0] += (double)pk * pk;
 	}
+	double sum = 0;
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
 }
 
 static void adam_span(const span *s, void *cx)
 {
-	const update_cx *u = cx;
+	update_cx *u = cx;
 	const attnrt_optim *o = u->o;
-	adam_update(elems(s->p, u->params) + s->off, elems(s->p, o->m) + s->off,
-		    elems(s->p, o->v) + s->off, elems(s->p, u->grads) + s->off,
-		    s->n, u->c);
+	u->squares += adam_update(elems(s->p, u->params) + s->off,
+				  elems(s->p, o->m) + s->off,
+				  elems(s->p, o->v) + s->off,
+				  elems(s->p, u->grads) + s->off, s->n, u->c);
 }
 
 void attnrt_optim_begin_step(attnrt_optim *opt)
@@ -205,12 +251,12 @@ void attnrt_optim_begin_step(attnrt_optim *opt)
 	opt->t++;
 }
 
-void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
-			      const void *grads, double grad_scale, size_t part,
-			      size_t n_parts)
+double attnrt_optim_update_part_sq(const attnrt_optim *opt, void *params,
+				   const void *grads, double grad_scale,
+				   size_t part, size_t n_parts)
 {
 	const attnrt_optim *o = opt;
-	update_cx u = {o, params, grads, (float)grad_scale, {0}};
+	update_cx u = {o, params, grads, (float)grad_scale, {0}, 0};
 	if (o->cfg.kind == ATTNRT_OPTIM_ADAM) {
 		double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
 		/* 1 - beta in double: in float, 1 - 0.999f loses 4 digits */
@@ -226,6 +272,15 @@ void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
 	}
 	each_span(o->table, o->n_params, part, n_parts,
 		  o->cfg.kind == ATTNRT_OPTIM_ADAM ? adam_span : sgd_span, &u);
+	return u.squares;
+}
+
+void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
+			      const void *grads, double grad_scale, size_t part,
+			      size_t n_parts)
+{
+	attnrt_optim_update_part_sq(opt, params, grads, grad_scale, part,
+				    n_parts);
 }
 
 void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
@@ -258,23 +313,6 @@ void *attnrt_optim_moments(attnrt_optim *opt, int which)
 void attnrt_optim_set_lr(attnrt_optim *opt, double lr)
 {
 	opt->cfg.lr = lr;
-}
-
-/* The sum of squares of g[0..n) in double, over 8 partial sums (which
- * the compiler keeps in vector registers). */
-static double sum_squares(const float *g, int64_t n)
-{
-	double part[8] = {0};
-	int64_t k = 0;
-	for (; k + 8 <= n; k += 8)
-		for (int j = 0; j < 8; j++)
-			part[j] += (double)g[k + j] * g[k + j];
-	for (; k < n; k++)
-		part[0] += (double)g[k] * g[k];
-	double sum = 0;
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	return sum;
 }
 
 double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
@@ -311,10 +349,47 @@ typedef struct sum_cx {
 	double squares;
 } sum_cx;
 
+/* to[k] += from[k] for k in [0, n), and the sum of squares of the new
+ * to in double, in one pass, over the 8 partial sums of sum_squares:
+ * the bits of the adds followed by sum_squares(to, n). An AVX2 clone as
+ * adam_update has (the same bits). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static double
+add_squares(float *restrict to, const float *restrict from, int64_t n)
+{
+	double part[8] = {0};
+	int64_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int j = 0; j < 8; j++) {
+			float t = to[k + j] + from[k + j];
+			to[k + j] = t;
+			part[j] += (double)t * t;
+		}
+	for (; k < n; k++) {
+		float t = to[k] + from[k];
+		to[k] = t;
+		part[0] += (double)t * t;
+	}
+	double sum = 0;
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
+}
+
+/* Adds the other blocks into the span of c->block, in block order, and
+ * its sum of squares into c->squares; with one other block, in one pass
+ * (add_squares). */
 static void sum_span(const span *s, void *cx)
 {
 	sum_cx *c = cx;
 	float *to = elems(s->p, c->block) + s->off;
+	if (c->n_more == 1) {
+		c->squares += add_squares(to, elems(s->p, c->more[0]) + s->off,
+					  s->n);
+		return;
+	}
 	for (size_t b = 0; b < c->n_more; b++) {
 		const float *from = elems(s->p, c->more[b]) + s->off;
 		for (int64_t k = 0; k < s->n; k++)
