@@ -184,32 +184,30 @@ static void sgd_span(const span *s, void *cx)
 	u->squares += sum_squares(p, s->n);
 }
 
-/* One element's Adam update: writes m[k] and v[k] and returns p[k]'s new
- * value (which the caller stores). */
-static inline float adam_one(float *restrict p, float *restrict m,
-			     float *restrict v, const float *restrict g,
-			     int64_t k, const float c[8])
+/* The squares of x[0..n) added to the 8 partial sums of sum_squares
+ * (below), element k to part[k % 8] (n a multiple of 8). */
+static inline void add_square_parts(const float *restrict x, int64_t n,
+				    double part[8])
 {
-	float b1 = c[0], b2 = c[1], step = c[2], bc2 = c[3], eps = c[4],
-	      scale = c[5], one_b1 = c[6], one_b2 = c[7];
-	float gk = g[k] * scale;
-	float mk = b1 * m[k] + one_b1 * gk;
-	float vk = b2 * v[k] + one_b2 * gk * gk;
-	m[k] = mk;
-	v[k] = vk;
-	return p[k] - step * mk / (sqrtf(vk) / bc2 + eps);
+	for (int64_t k = 0; k < n; k += 8)
+		for (int j = 0; j < 8; j++)
+			part[j] += (double)x[k + j] * x[k + j];
 }
 
 /* One parameter's Adam update, and the sum of squares of the new values
- * in double, over the 8 partial sums sum_squares (below) keeps: the same
- * bits as that function on the updated elements, in the same pass. A
- * plain float loop the compiler vectorizes, sqrt and division included,
- * given -fno-math-errno (CMakeLists.txt sets it for this file: without
- * it every sqrtf may set errno, and GCC 12 kept the loop scalar, 3.1% of
- * Bahdanau's training time). GCC also compiles an AVX2 clone, chosen at
- * load time on a CPU that has it. Vector sqrt and division round as the
- * scalar ones do and ISO C mode contracts nothing into FMAs, so every
- * clone gives the same bits (tests/test_runtime_optim.c checks). */
+ * in double, the bits sum_squares (below) gives on the updated elements:
+ * blocks of ADAM_BLOCK elements updated, then their squares added to the
+ * same 8 partial sums, while the block is in L1. The update is a plain
+ * float loop the compiler vectorizes, sqrt and division included, given
+ * -fno-math-errno (CMakeLists.txt sets it for this file: without it every
+ * sqrtf may set errno, and GCC 12 kept the loop scalar, 3.1% of
+ * Bahdanau's training time); updating and squaring an element in one
+ * loop vectorized worse (3 times the instructions). GCC also compiles an
+ * AVX2 clone, chosen at load time on a CPU that has it. Vector sqrt and
+ * division round as the scalar ones do and ISO C mode contracts nothing
+ * into FMAs, so every clone gives the same bits
+ * (tests/test_runtime_optim.c checks). */
+#define ADAM_BLOCK 512
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
@@ -217,18 +215,23 @@ static double
 adam_update(float *restrict p, float *restrict m, float *restrict v,
 	    const float *restrict g, int64_t n, const float c[8])
 {
+	float b1 = c[0], b2 = c[1], step = c[2], bc2 = c[3], eps = c[4],
+	      scale = c[5], one_b1 = c[6], one_b2 = c[7];
 	double part[8] = {0};
-	int64_t k = 0;
-	for (; k + 8 <= n; k += 8)
-		for (int j = 0; j < 8; j++) {
-			float pk = adam_one(p, m, v, g, k + j, c);
-			p[k + j] = pk;
-			part[j] += (double)pk * pk;
+	for (int64_t k0 = 0; k0 < n; k0 += ADAM_BLOCK) {
+		int64_t k1 = n - k0 < ADAM_BLOCK ? n : k0 + ADAM_BLOCK;
+		for (int64_t k = k0; k < k1; k++) {
+			float gk = g[k] * scale;
+			float mk = b1 * m[k] + one_b1 * gk;
+			float vk = b2 * v[k] + one_b2 * gk * gk;
+			m[k] = mk;
+			v[k] = vk;
+			p[k] -= step * mk / (sqrtf(vk) / bc2 + eps);
 		}
-	for (; k < n; k++) {
-		float pk = adam_one(p, m, v, g, k, c);
-		p[k] = pk;
-		part[0] += (double)pk * pk;
+		int64_t whole = (k1 - k0) / 8 * 8;
+		add_square_parts(p + k0, whole, part);
+		for (int64_t k = k0 + whole; k < k1; k++)
+			part[0] += (double)p[k] * p[k];
 	}
 	double sum = 0;
 	for (int j = 0; j < 8; j++)
