@@ -256,20 +256,19 @@ static void add_parts(void *data, int tid, int n)
 						     UPDATE_PARTS);
 }
 
-/* The optimizer's step in parts (any split gives its bits), then the
- * squares of the parameters those same parts wrote: a step that made one
- * infinite or NaN makes its part's sum so. */
+/* The optimizer's step in parts (any split gives its bits), with the
+ * squares of the parameters those same parts wrote, in the same pass: a
+ * step that made one infinite or NaN makes its part's sum so. */
 static void step_parts(void *data, int tid, int n)
 {
 	update_run *u = data;
 	trainer *t = u->t;
-	for (int p = tid; p < UPDATE_PARTS; p += n) {
-		attnrt_optim_update_part(t->optim, t->jit.params, t->grad.grads,
-					 u->scale, (size_t)p, UPDATE_PARTS);
-		u->param_sq[p] = attnrt_grad_sum_part(t->table, t->n_params,
-						      t->jit.params, NULL, 0,
-						      (size_t)p, UPDATE_PARTS);
-	}
+	for (int p = tid; p < UPDATE_PARTS; p += n)
+		u->param_sq[p] = attnrt_optim_update_part_sq(t->optim,
+							     t->jit.params,
+							     t->grad.grads,
+							     u->scale, (size_t)p,
+							     UPDATE_PARTS);
 }
 
 static double sum_parts(const double *v)

@@ -403,6 +403,15 @@ void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
 			      const void *grads, double grad_scale, size_t part,
 			      size_t n_parts);
 
+/* attnrt_optim_update_part that also returns the sum of squares of the
+ * parameters its part wrote, in double: the value, to the bit, of
+ * attnrt_grad_sum_part(table, n_params, params, NULL, 0, part, n_parts)
+ * after the update, but in the update's pass (NaN or infinite when the
+ * step made an element so). */
+double attnrt_optim_update_part_sq(const attnrt_optim *opt, void *params,
+				   const void *grads, double grad_scale,
+				   size_t part, size_t n_parts);
+
 /* Steps taken so far. */
 uint64_t attnrt_optim_steps(const attnrt_optim *opt);
 

@@ -145,59 +145,108 @@ static void each_span(const attnrt_param_info *table, size_t n_params,
 	}
 }
 
-/* What one update reads: the blocks and Adam's constants (below). */
+/* The sum of squares of g[0..n) in double, over 8 partial sums (which
+ * the compiler keeps in vector registers). */
+static double sum_squares(const float *g, int64_t n)
+{
+	double part[8] = {0};
+	int64_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int j = 0; j < 8; j++)
+			part[j] += (double)g[k + j] * g[k + j];
+	for (; k < n; k++)
+		part[0] += (double)g[k] * g[k];
+	double sum = 0;
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
+}
+
+/* What one update reads: the blocks and Adam's constants (below), and
+ * the sum of squares of the parameters it wrote so far. */
 typedef struct update_cx {
 	const attnrt_optim *o;
 	void *params;
 	const void *grads;
 	float scale;
 	float c[8];
+	double squares;
 } update_cx;
 
 static void sgd_span(const span *s, void *cx)
 {
-	const update_cx *u = cx;
+	update_cx *u = cx;
 	float lr = (float)u->o->cfg.lr, scale = u->scale;
 	float *restrict p = elems(s->p, u->params) + s->off;
 	const float *restrict g = elems(s->p, u->grads) + s->off;
 	for (int64_t k = 0; k < s->n; k++)
 		p[k] -= lr * (g[k] * scale);
+	u->squares += sum_squares(p, s->n);
 }
 
-/* One parameter's Adam update; a plain float loop the compiler
- * vectorizes, sqrt and division included, given -fno-math-errno
- * (CMakeLists.txt sets it for this file: without it every sqrtf may set
- * errno, and GCC 12 kept the loop scalar, 3.1% of Bahdanau's training
- * time). GCC also compiles an AVX2 clone, chosen at load time on a CPU
- * that has it. Vector sqrt and division round as the scalar ones do and
- * ISO C mode contracts nothing into FMAs, so every clone gives the same
- * bits (tests/test_runtime_optim.c checks). */
+/* The squares of x[0..n) added to the 8 partial sums of sum_squares
+ * (below), element k to part[k % 8] (n a multiple of 8). */
+static inline void add_square_parts(const float *restrict x, int64_t n,
+				    double part[8])
+{
+	for (int64_t k = 0; k < n; k += 8)
+		for (int j = 0; j < 8; j++)
+			part[j] += (double)x[k + j] * x[k + j];
+}
+
+/* One parameter's Adam update, and the sum of squares of the new values
+ * in double, the bits sum_squares (below) gives on the updated elements:
+ * blocks of ADAM_BLOCK elements updated, then their squares added to the
+ * same 8 partial sums, while the block is in L1. The update is a plain
+ * float loop the compiler vectorizes, sqrt and division included, given
+ * -fno-math-errno (CMakeLists.txt sets it for this file: without it every
+ * sqrtf may set errno, and GCC 12 kept the loop scalar, 3.1% of
+ * Bahdanau's training time); updating and squaring an element in one
+ * loop vectorized worse (3 times the instructions). GCC also compiles an
+ * AVX2 clone, chosen at load time on a CPU that has it. Vector sqrt and
+ * division round as the scalar ones do and ISO C mode contracts nothing
+ * into FMAs, so every clone gives the same bits
+ * (tests/test_runtime_optim.c checks). */
+#define ADAM_BLOCK 512
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-static void
+static double
 adam_update(float *restrict p, float *restrict m, float *restrict v,
 	    const float *restrict g, int64_t n, const float c[8])
 {
 	float b1 = c[0], b2 = c[1], step = c[2], bc2 = c[3], eps = c[4],
 	      scale = c[5], one_b1 = c[6], one_b2 = c[7];
-	for (int64_t k = 0; k < n; k++) {
-		float gk = g[k] * scale;
-		float mk = b1 * m[k] + one_b1 * gk;
-		float vk = b2 * v[k] + one_b2 * gk * gk;
-		m[k] = mk;
-		v[k] = vk;
-		p[k] -= step * mk / (sqrtf(vk) / bc2 + eps);
+	double part[8] = {0};
+	for (int64_t k0 = 0; k0 < n; k0 += ADAM_BLOCK) {
+		int64_t k1 = n - k0 < ADAM_BLOCK ? n : k0 + ADAM_BLOCK;
+		for (int64_t k = k0; k < k1; k++) {
+			float gk = g[k] * scale;
+			float mk = b1 * m[k] + one_b1 * gk;
+			float vk = b2 * v[k] + one_b2 * gk * gk;
+			m[k] = mk;
+			v[k] = vk;
+			p[k] -= step * mk / (sqrtf(vk) / bc2 + eps);
+		}
+		int64_t whole = (k1 - k0) / 8 * 8;
+		add_square_parts(p + k0, whole, part);
+		for (int64_t k = k0 + whole; k < k1; k++)
+			part[0] += (double)p[k] * p[k];
 	}
+	double sum = 0;
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
 }
 
 static void adam_span(const span *s, void *cx)
 {
-	const update_cx *u = cx;
+	update_cx *u = cx;
 	const attnrt_optim *o = u->o;
-	adam_update(elems(s->p, u->params) + s->off, elems(s->p, o->m) + s->off,
-		    elems(s->p, o->v) + s->off, elems(s->p, u->grads) + s->off,
-		    s->n, u->c);
+	u->squares += adam_update(elems(s->p, u->params) + s->off,
+				  elems(s->p, o->m) + s->off,
+				  elems(s->p, o->v) + s->off,
+				  elems(s->p, u->grads) + s->off, s->n, u->c);
 }
 
 void attnrt_optim_begin_step(attnrt_optim *opt)
@@ -205,12 +254,12 @@ void attnrt_optim_begin_step(attnrt_optim *opt)
 	opt->t++;
 }
 
-void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
-			      const void *grads, double grad_scale, size_t part,
-			      size_t n_parts)
+double attnrt_optim_update_part_sq(const attnrt_optim *opt, void *params,
+				   const void *grads, double grad_scale,
+				   size_t part, size_t n_parts)
 {
 	const attnrt_optim *o = opt;
-	update_cx u = {o, params, grads, (float)grad_scale, {0}};
+	update_cx u = {o, params, grads, (float)grad_scale, {0}, 0};
 	if (o->cfg.kind == ATTNRT_OPTIM_ADAM) {
 		double b1 = o->cfg.beta1, b2 = o->cfg.beta2;
 		/* 1 - beta in double: in float, 1 - 0.999f loses 4 digits */
@@ -226,6 +275,15 @@ void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
 	}
 	each_span(o->table, o->n_params, part, n_parts,
 		  o->cfg.kind == ATTNRT_OPTIM_ADAM ? adam_span : sgd_span, &u);
+	return u.squares;
+}
+
+void attnrt_optim_update_part(const attnrt_optim *opt, void *params,
+			      const void *grads, double grad_scale, size_t part,
+			      size_t n_parts)
+{
+	attnrt_optim_update_part_sq(opt, params, grads, grad_scale, part,
+				    n_parts);
 }
 
 void attnrt_optim_step_scaled(attnrt_optim *opt, void *params,
@@ -258,23 +316,6 @@ void *attnrt_optim_moments(attnrt_optim *opt, int which)
 void attnrt_optim_set_lr(attnrt_optim *opt, double lr)
 {
 	opt->cfg.lr = lr;
-}
-
-/* The sum of squares of g[0..n) in double, over 8 partial sums (which
- * the compiler keeps in vector registers). */
-static double sum_squares(const float *g, int64_t n)
-{
-	double part[8] = {0};
-	int64_t k = 0;
-	for (; k + 8 <= n; k += 8)
-		for (int j = 0; j < 8; j++)
-			part[j] += (double)g[k + j] * g[k + j];
-	for (; k < n; k++)
-		part[0] += (double)g[k] * g[k];
-	double sum = 0;
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	return sum;
 }
 
 double attnrt_grad_norm(const attnrt_param_info *table, size_t n_params,
@@ -311,10 +352,47 @@ typedef struct sum_cx {
 	double squares;
 } sum_cx;
 
+/* to[k] += from[k] for k in [0, n), and the sum of squares of the new
+ * to in double, in one pass, over the 8 partial sums of sum_squares:
+ * the bits of the adds followed by sum_squares(to, n). An AVX2 clone as
+ * adam_update has (the same bits). */
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static double
+add_squares(float *restrict to, const float *restrict from, int64_t n)
+{
+	double part[8] = {0};
+	int64_t k = 0;
+	for (; k + 8 <= n; k += 8)
+		for (int j = 0; j < 8; j++) {
+			float t = to[k + j] + from[k + j];
+			to[k + j] = t;
+			part[j] += (double)t * t;
+		}
+	for (; k < n; k++) {
+		float t = to[k] + from[k];
+		to[k] = t;
+		part[0] += (double)t * t;
+	}
+	double sum = 0;
+	for (int j = 0; j < 8; j++)
+		sum += part[j];
+	return sum;
+}
+
+/* Adds the other blocks into the span of c->block, in block order, and
+ * its sum of squares into c->squares; with one other block, in one pass
+ * (add_squares). */
 static void sum_span(const span *s, void *cx)
 {
 	sum_cx *c = cx;
 	float *to = elems(s->p, c->block) + s->off;
+	if (c->n_more == 1) {
+		c->squares += add_squares(to, elems(s->p, c->more[0]) + s->off,
+					  s->n);
+		return;
+	}
 	for (size_t b = 0; b < c->n_more; b++) {
 		const float *from = elems(s->p, c->more[b]) + s->off;
 		for (int64_t k = 0; k < s->n; k++)

@@ -380,6 +380,100 @@ START_TEST(test_sum_squares_adds_every_square)
 }
 END_TEST
 
+/* Two parameters of 37 and 21 elements (blocks of 8 and tails) at
+ * offsets 0 and 160 floats (the block is 192 floats). */
+static const attnrt_param_info long_params[2] = {
+	{"a", 0, 2, {37, 1}, ATTNRT_INIT_ZEROS, 0, 0},
+	{"c", 640, 1, {21}, ATTNRT_INIT_ZEROS, 0, 0},
+};
+
+/* Values of many magnitudes, so that a sum of squares in another order
+ * would round otherwise. */
+static float mixed(int i, int t)
+{
+	return (float)((i * 37 + t * 11) % 17 - 8) *
+	       (float)pow(1.7, (double)((i * 5 + t) % 13 - 6));
+}
+
+/* A part's update with its squares (one pass) gives the bits of the
+ * update followed by attnrt_grad_sum_part over the parameters it wrote,
+ * for SGD and Adam, in one part or several. */
+START_TEST(test_update_part_sq_is_the_update_then_its_squares)
+{
+	static const size_t counts[] = {1, 2, 3, 16};
+	for (int kind = 0; kind < 2; kind++)
+		for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+			attnrt_optim_kind k = kind ? ATTNRT_OPTIM_ADAM
+						   : ATTNRT_OPTIM_SGD;
+			attnrt_optim_config cfg = attnrt_optim_defaults(k, 0.05);
+			attnrt_optim *a = NULL, *b = NULL;
+			char err[128];
+			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
+							     long_params, 2, &a,
+							     err, sizeof err),
+					 ATTNRT_OK);
+			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
+							     long_params, 2, &b,
+							     err, sizeof err),
+					 ATTNRT_OK);
+			float p[192], q[192], g[192];
+			for (int i = 0; i < 192; i++)
+				p[i] = q[i] = mixed(i, 0);
+			for (int t = 1; t <= 3; t++) {
+				for (int i = 0; i < 192; i++)
+					g[i] = mixed(i, t);
+				attnrt_optim_begin_step(a);
+				attnrt_optim_begin_step(b);
+				for (size_t n = 0; n < counts[c]; n++) {
+					attnrt_optim_update_part(a, p, g, 0.5,
+								 n, counts[c]);
+					double want = attnrt_grad_sum_part(
+						long_params, 2, p, NULL, 0, n,
+						counts[c]);
+					double got = attnrt_optim_update_part_sq(
+						b, q, g, 0.5, n, counts[c]);
+					ck_assert(memcmp(&want, &got,
+							 sizeof want) == 0);
+				}
+				ck_assert(memcmp(p, q, sizeof p) == 0);
+			}
+			q[3] = INFINITY;
+			attnrt_optim_begin_step(b);
+			ck_assert(!isfinite(
+				attnrt_optim_update_part_sq(b, q, g, 0.5, 0, 1)));
+			attnrt_optim_destroy(a);
+			attnrt_optim_destroy(b);
+		}
+}
+END_TEST
+
+/* Adding one other block (the fused pass) gives the bits of the adds
+ * followed by the squares of the result, in one part or several. */
+START_TEST(test_a_one_block_sum_is_the_adds_then_the_squares)
+{
+	static const size_t counts[] = {1, 2, 5};
+	for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
+		float w[192], x[192], v[192];
+		for (int i = 0; i < 192; i++) {
+			w[i] = x[i] = mixed(i, 1);
+			v[i] = mixed(i, 2);
+			if (i < 37 || (i >= 160 && i < 181))
+				x[i] += v[i]; /* the padding is left alone */
+		}
+		const void *more[1] = {v};
+		for (size_t n = 0; n < counts[c]; n++) {
+			double got = attnrt_grad_sum_part(long_params, 2, w,
+							  more, 1, n, counts[c]);
+			double want = attnrt_grad_sum_part(long_params, 2, x,
+							   NULL, 0, n,
+							   counts[c]);
+			ck_assert(memcmp(&want, &got, sizeof want) == 0);
+		}
+		ck_assert(memcmp(w, x, sizeof w) == 0);
+	}
+}
+END_TEST
+
 START_TEST(test_clip_scales_every_gradient_by_theta_over_the_norm)
 {
 	float *g = block3(3, 4, 12);
@@ -527,6 +621,8 @@ static Suite *optim_suite(void)
 	tcase_add_test(tc, test_sgd_step_subtracts_lr_times_the_gradient);
 	tcase_add_test(tc, test_a_step_in_parts_equals_the_whole_step);
 	tcase_add_test(tc, test_sum_squares_adds_every_square);
+	tcase_add_test(tc, test_update_part_sq_is_the_update_then_its_squares);
+	tcase_add_test(tc, test_a_one_block_sum_is_the_adds_then_the_squares);
 	tcase_add_test(tc,
 		       test_adam_first_three_steps_match_the_hand_computed_values);
 	tcase_add_test(tc, test_a_scaled_step_equals_a_step_on_scaled_gradients);
