@@ -120,9 +120,37 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	a->keep_scale = (float)(1.0 / (double)(float)(1.0 - p));
 }
 
+/* bytes (a multiple of 64) from aligned_alloc, 64-byte aligned; traps
+ * when there are none (generated code has no error channel). */
+static LLVMValueRef heap_alloc(cg_attn *a, int64_t bytes)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef i64 = cg_t_i64(f), params[2] = {i64, i64};
+	LLVMValueRef args[2] = {cg_i64(f, 64), cg_i64(f, bytes)};
+	LLVMValueRef p = cg_call_extern(f, "aligned_alloc",
+					LLVMFunctionType(cg_t_ptr(f), params, 2,
+							 0),
+					args, 2);
+	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildIsNull(f->b, p, ""));
+	cg_intrinsic(f, "llvm.trap", NULL, 0, NULL, 0);
+	cg_if_end(f, join);
+	return p;
+}
+
+static void heap_free(cg_attn *a, LLVMValueRef p)
+{
+	if (!p)
+		return;
+	cg_fn *f = a->f;
+	LLVMTypeRef fp = cg_t_ptr(f);
+	cg_call_extern(f, "free",
+		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), &fp, 1, 0),
+		       &p, 1);
+}
+
 /* The backward's cache: on the stack when ec and dc take at most
  * CG_ATTN_STACK_CACHE, else one heap block (ec, dc, then mc, each
- * 64-byte aligned) that cache_end frees. */
+ * 64-byte aligned) that body_end frees. */
 static void cache_begin(cg_attn *a)
 {
 	cg_fn *f = a->f;
@@ -135,29 +163,36 @@ static void cache_begin(cg_attn *a)
 		a->mc = cg_attn_buffer(a, ft, a->br * a->nkb);
 		return;
 	}
-	LLVMTypeRef i64 = cg_t_i64(f), params[2] = {i64, i64};
-	LLVMValueRef args[2] = {cg_i64(f, 64), cg_i64(f, bytes)};
-	a->heap = cg_call_extern(f, "aligned_alloc",
-				 LLVMFunctionType(cg_t_ptr(f), params, 2, 0),
-				 args, 2);
-	LLVMBasicBlockRef join = cg_if_begin(f,
-					     LLVMBuildIsNull(f->b, a->heap, ""));
-	cg_intrinsic(f, "llvm.trap", NULL, 0, NULL, 0);
-	cg_if_end(f, join);
+	a->heap = heap_alloc(a, bytes);
 	a->ec = a->heap;
 	a->dc = cg_ati(f, a->heap, n);
 	a->mc = cg_ati(f, a->heap, 2 * n);
 }
 
-static void cache_end(cg_attn *a)
+/* kt_all and vt_all (cg_attn_keys): on the stack when they take at most
+ * CG_ATTN_STACK_KEYS, else one heap block that body_end frees. */
+static void keys_begin(cg_attn *a, bool is_grad)
 {
-	if (!a->heap)
-		return;
 	cg_fn *f = a->f;
-	LLVMTypeRef fp = cg_t_ptr(f);
-	cg_call_extern(f, "free",
-		       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx), &fp, 1, 0),
-		       &a->heap, 1);
+	LLVMTypeRef ft = cg_t_f32(f), it = cg_t_i64(f);
+	int64_t nk = a->kc * a->d, nv = is_grad ? a->kc * a->dv : 0;
+	int64_t nk_pad = round_up(nk, 16);
+	a->packed_n = cg_attn_var(a, it, cg_i64(f, -1));
+	a->packed_end = cg_attn_var(a, it, cg_i64(f, 0));
+	if ((nk_pad + nv) * 4 <= CG_ATTN_STACK_KEYS) {
+		a->kt_all = cg_attn_buffer(a, ft, nk);
+		a->vt_all = is_grad ? cg_attn_buffer(a, ft, nv) : NULL;
+		return;
+	}
+	a->keys_heap = heap_alloc(a, (nk_pad + round_up(nv, 16)) * 4);
+	a->kt_all = a->keys_heap;
+	a->vt_all = is_grad ? cg_ati(f, a->keys_heap, nk_pad) : NULL;
+}
+
+static void body_end(cg_attn *a)
+{
+	heap_free(a, a->heap);
+	heap_free(a, a->keys_heap);
 }
 
 /* The body's buffers and operands; key is the dropout key argument. */
@@ -176,8 +211,7 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 		a->drop_on = cg_kernel_is_training(kb);
 		a->drop_key = key;
 	}
-	a->kt = cg_attn_buffer(a, ft, a->d * a->bc);
-	a->vt = is_grad ? cg_attn_buffer(a, ft, a->dv * a->bc) : NULL;
+	keys_begin(a, is_grad);
 	a->sb = cg_attn_buffer(a, ft, a->br * a->bc);
 	a->db = is_grad ? cg_attn_buffer(a, ft, a->br * a->bc) : NULL;
 	a->acc = cg_attn_buffer(a, ft, a->br * a->wpad);
@@ -202,7 +236,7 @@ static LLVMValueRef make_body(const cg_kernel *k, const cg_attn *shape,
 	cg_attn a = *shape;
 	body_begin(&a, &kb, k->node->op == IR_OP_FUSED_ATTENTION_GRAD, key);
 	gen(&a);
-	cache_end(&a);
+	body_end(&a);
 	return cg_kernel_outline_end(&kb);
 }
 
@@ -458,6 +492,35 @@ void cg_attn_pack(cg_attn *a, LLVMValueRef dst, LLVMValueRef src, int64_t width,
 	cg_loop_end(f, &lt);
 }
 
+void cg_attn_keys(cg_attn *a, LLVMValueRef n, LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef it = cg_t_i64(f);
+	LLVMValueRef is_new = LLVMBuildICmp(f->b, LLVMIntNE, n,
+					    cg_attn_get(a, it, a->packed_n), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, is_new);
+	cg_attn_set(a, a->packed_n, n);
+	cg_attn_set(a, a->packed_end, cg_i64(f, 0));
+	cg_if_end(f, join);
+	a->kt = cg_at(f, a->kt_all, cg_muli(f, j0, a->d));
+	a->vt = a->vt_all ? cg_at(f, a->vt_all, cg_muli(f, j0, a->dv)) : NULL;
+	LLVMValueRef is_unpacked = LLVMBuildICmp(f->b, LLVMIntSGE, j0,
+						 cg_attn_get(a, it,
+							     a->packed_end),
+						 "");
+	join = cg_if_begin(f, is_unpacked);
+	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
+	cg_attn_pack(a, a->kt,
+		     cg_at(f, a->kk, cg_attn_row(a, n, a->K, j0, a->d)), a->d,
+		     a->H * a->d, jn);
+	if (a->vt)
+		cg_attn_pack(a, a->vt,
+			     cg_at(f, a->v, cg_attn_row(a, n, a->K, j0, a->dv)),
+			     a->dv, a->H * a->dv, jn);
+	cg_attn_set(a, a->packed_end, cg_addi(f, j0, a->bc));
+	cg_if_end(f, join);
+}
+
 /* ---- the product ----------------------------------------------------------------- */
 
 /* One register tile: rows r0 .. r0 + nr of C, vectors v0 .. v0 + nv of
@@ -579,6 +642,32 @@ static LLVMValueRef tile_from(cg_attn *a, const cg_attn_prod *p, const tile *t)
 			     cg_t_i64(f), "");
 }
 
+/* A C that adds into the kernel's result (dK, dV: not padded) is read
+ * and written a tile at a time from the caches beyond L1: at 4096 keys
+ * the first loads of every tile waited for them, about a seventh of the
+ * backward's time. So each such tile first asks for the lines of the
+ * tile of the next rows (the last row's again past the end), which its
+ * own sum over t gives the time to arrive. */
+static void tile_prefetch(cg_attn *a, const cg_attn_prod *p, const tile *t)
+{
+	cg_fn *f = a->f;
+	if (!p->is_acc || p->is_c_padded)
+		return;
+	LLVMTypeRef pt = cg_t_ptr(f);
+	LLVMValueRef last = LLVMBuildSub(f->b, p->rows, cg_i64(f, 1), "");
+	for (int r = 0; r < t->nr; r++) {
+		LLVMValueRef row = cg_min(f, cg_addi(f, t->r0, t->nr + r), last);
+		row = cg_muli(f, row, p->c_rs);
+		for (int v = 0; v < t->nv; v++) {
+			LLVMValueRef at = cg_addi(f, row,
+						  (int64_t)(t->v0 + v) * a->vw);
+			LLVMValueRef args[4] = {cg_at(f, p->c, at), cg_i32(f, 1),
+						cg_i32(f, 3), cg_i32(f, 1)};
+			cg_intrinsic(f, "llvm.prefetch", &pt, 1, args, 4);
+		}
+	}
+}
+
 /* for (t = from; t < end; t++) acc += A(:, t) B(t, :), acc in phis. */
 static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 {
@@ -586,6 +675,7 @@ static void tile_emit(cg_attn *a, const cg_attn_prod *p, const tile *t)
 	LLVMValueRef init[TILE_ROWS * 16], acc[TILE_ROWS * 16],
 		phi[TILE_ROWS * 16];
 	int n = t->nr * t->nv;
+	tile_prefetch(a, p, t);
 	tile_init(a, p, t, init);
 	LLVMValueRef from = tile_from(a, p, t), end = tile_end(a, p, t);
 	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);

@@ -56,6 +56,15 @@ typedef struct cg_attn {
 	LLVMValueRef acc;     /* br x wpad: output (or dQ) rows */
 	LLVMValueRef m, l, x; /* brp floats: running max, sum, one more */
 	LLVMValueRef rv;      /* br i64: each row's valid length */
+	/* Every key block of one attention packed, block after block (kc x
+	 * d and kc x dv floats; vt_all only in the backward), so that each
+	 * query block of that attention reuses them (kt and vt point into
+	 * them): on the stack up to CG_ATTN_STACK_KEYS bytes, else one heap
+	 * block per call. */
+	LLVMValueRef kt_all, vt_all;
+	LLVMValueRef packed_n;   /* i64 var: the attention packed, or -1 */
+	LLVMValueRef packed_end; /* i64 var: its keys packed so far */
+	LLVMValueRef keys_heap;  /* the heap block of kt_all, vt_all, or NULL */
 	int64_t srs; /* floats between rows of sb and db: bc, or kc + 16 */
 	/* The backward's cache of a query block's pass 1 (is_cached): the
 	 * exponentials and dP of all its keys, kept for pass 2. */
@@ -128,6 +137,20 @@ LLVMValueRef cg_attn_row(cg_attn *a, LLVMValueRef n, int64_t rows,
  * needs. */
 LLVMValueRef cg_attn_block_valid(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 				 LLVMValueRef rows);
+
+/* The most bytes of kt_all and vt_all on the body's stack; more are one
+ * aligned_alloc'd block per call of the body (a failed allocation
+ * traps, as the cache's). */
+#define CG_ATTN_STACK_KEYS (128 * 1024)
+
+/* Points a->kt (and a->vt in the backward) at the key block at j0 of
+ * attention n, packing it first unless this call of the body already
+ * has: the first block an attention visits is its first (j0 = 0), and
+ * the loops over key blocks visit them in order from 0 with no gap, so
+ * the blocks packed are always 0 .. packed_end. Packing each block once
+ * per attention instead of once per query block leaves the values, and
+ * the products' results, as they were. */
+void cg_attn_keys(cg_attn *a, LLVMValueRef n, LLVMValueRef j0);
 
 /* dst[c * bc + t] = src[t * stride + c] for c < width and t < jn, 0 for
  * jn <= t < bc: jn rows of K or V (src at the block's first) transposed

@@ -6,7 +6,8 @@
  * The kernel's outer loop runs over (n, block of BR query rows), split
  * over threads like any kernel. For a block it keeps, per row, the
  * running maximum m and sum l of the exponentials and an accumulator of
- * dv floats; for each block of BC keys it packs K^T, computes the scores
+ * dv floats; for each block of BC keys it packs K^T (once per attention
+ * n in a call, cg_attn_keys), computes the scores
  * S = Q K^T with the register-tiled product, and per row: scales and
  * masks them (keys past the valid length get the fill), takes the new
  * maximum, rescales l and the accumulator by exp(m_old - m_new), turns
@@ -84,9 +85,7 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	const fwd_block *b = ud;
 	cg_fn *f = a->f;
 	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
-	cg_attn_pack(a, a->kt,
-		     cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
-		     a->d, a->H * a->d, jn);
+	cg_attn_keys(a, b->n, j0);
 	cg_attn_prod s = {.a = cg_at(f, a->q,
 				     cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
 			  .a_rs = a->H * a->d,

@@ -57,19 +57,15 @@ typedef struct bwd_block {
 	LLVMValueRef qblk, gblk; /* its rows of q and of the gradient g */
 } bwd_block;
 
-/* Packs keys and values of the block at j0, computes S into sb and
+/* Packs keys and values of the block at j0 (unless packed for an
+ * earlier query block of n, cg_attn_keys), computes S into sb and
  * dP (before dropout) into db; returns the number of keys jn. */
 static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 				  LLVMValueRef j0)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
-	cg_attn_pack(a, a->kt,
-		     cg_at(f, a->kk, cg_attn_row(a, b->n, a->K, j0, a->d)),
-		     a->d, a->H * a->d, jn);
-	cg_attn_pack(a, a->vt,
-		     cg_at(f, a->v, cg_attn_row(a, b->n, a->K, j0, a->dv)),
-		     a->dv, a->H * a->dv, jn);
+	cg_attn_keys(a, b->n, j0);
 	cg_attn_prod s = {.a = b->qblk,
 			  .a_rs = a->H * a->d,
 			  .a_ts = 1,

@@ -266,6 +266,24 @@ START_TEST(test_the_backward_caches_pass_1_where_enough_query_rows_fit)
 }
 END_TEST
 
+/* Keys packed once per attention and kept for its query blocks
+ * (cg_attn_keys): one kernel call runs several attentions (6 of 2
+ * heads on 1 thread, split differently over 2), each packing its own
+ * keys again; the packed keys on the heap (700 keys of 64, 176 KiB),
+ * causal, dropout in training; on the stack (150 keys of 16, per-batch
+ * lengths, 130 queries: three query blocks reuse them). Key counts are
+ * not multiples of the block. */
+static const ac_case keys_cases[] = {
+	{3, 70, 700, 64, 64, AC_CAUSAL, 0.1, true, 101, 2},
+	{4, 130, 150, 16, 16, AC_BATCH, 0, false, 102, 0},
+};
+
+START_TEST(test_keys_packed_once_per_attention_serve_all_its_query_blocks)
+{
+	check_case(&keys_cases[_i]);
+}
+END_TEST
+
 START_TEST(test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide)
 {
 	/* small_cases: K = 16 and d = 64 small, K = 17 and d = 65 blocked */
@@ -482,6 +500,13 @@ static Suite *fuse_suite(void)
 	tcase_add_test(tc, test_fused_forward_needs_no_weights_buffer);
 	tcase_add_test(tc, test_fused_dropout_is_off_outside_training);
 	suite_add_tcase(s, tc);
+	TCase *tk = tcase_create("packed_keys");
+	tcase_set_timeout(tk, 300);
+	tcase_add_loop_test(
+		tk,
+		test_keys_packed_once_per_attention_serve_all_its_query_blocks,
+		0, (int)(sizeof keys_cases / sizeof keys_cases[0]));
+	suite_add_tcase(s, tk);
 	return s;
 }
 
