@@ -303,6 +303,7 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	/* One copy serves every tile of its shape: inlined, it would be
 	 * optimized and compiled again in each variant's loop nest. */
 	cg_fn_attr(&f, "noinline");
+	cg_fn_attr_str(&f, CG_ATTR_SHARED, "1");
 	wide_vectors(&f, u.vw);
 	ukr_strides(&f, &u);
 	for (int i = 0; i < u.mr * u.nv; i++)
