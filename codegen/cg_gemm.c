@@ -344,16 +344,16 @@ static void tile_loops(work_env *w)
 			       cg_add(f, cg_muli(f, i, g->plan.ldc), j));
 	bool is_at = !g->plan.pack_a && g->a_rs == 1;
 	int n_epi = g->spec.n_epilogue;
-	LLVMValueRef args[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] = {
-		a,
-		b,
-		c,
-		w->kc,
-		w->is_acc,
-		cg_i64(f, is_at ? g->a_cs : g->a_rs),
-		cg_i64(f, g->b_rs),
-		cg_i64(f, g->plan.ldc),
-		w->is_last};
+	LLVMValueRef args[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] =
+		{a,
+		 b,
+		 c,
+		 w->kc,
+		 w->is_acc,
+		 cg_i64(f, is_at ? g->a_cs : g->a_rs),
+		 cg_i64(f, g->b_rs),
+		 cg_i64(f, g->plan.ldc),
+		 w->is_last};
 	for (int t = 0; t < n_epi; t++) {
 		args[CG_GEMM_UKR_ARGS + 1 + t] = cg_at(
 			f, w->epi[t],

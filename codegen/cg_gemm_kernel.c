@@ -70,7 +70,8 @@ static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 	for (int v = 0; v < u->nv; v++)
 		bv[v] = load_b(f, u, brow, v);
 	for (int r = 0; r < u->mr; r++) {
-		LLVMValueRef s = cg_load(f, cg_at(f, arow, times(f, r, u->a_rs)));
+		LLVMValueRef s = cg_load(f,
+					 cg_at(f, arow, times(f, r, u->a_rs)));
 		s = cg_splat(f, u->vw, s);
 		for (int v = 0; v < u->nv; v++) {
 			LLVMValueRef args[3] = {s, bv[v], acc[r * u->nv + v]};
@@ -179,7 +180,8 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
 		for (int v = 0; v < u->nv; v++) {
-			LLVMValueRef p = cg_ati(f, cg_at(f, c, times(f, r, u->ldc)),
+			LLVMValueRef p = cg_ati(f,
+						cg_at(f, c, times(f, r, u->ldc)),
 						v * (int64_t)u->vw);
 			bool is_masked = v == u->nv - 1 && u->tail < u->vw;
 			LLVMValueRef x = acc[r * u->nv + v];
@@ -257,13 +259,16 @@ static void ukr_strides(cg_fn *f, ukr_shape *u)
 	LLVMValueRef a_ld = LLVMGetParam(f->fn, 5);
 	LLVMValueRef one = cg_i64(f, 1);
 	u->a_rs = u->is_a_packed ? one : u->is_at ? one : a_ld;
-	u->a_cs = u->is_a_packed ? cg_i64(f, CG_GEMM_MR) : u->is_at ? a_ld : one;
+	u->a_cs = u->is_a_packed ? cg_i64(f, CG_GEMM_MR)
+		  : u->is_at     ? a_ld
+				 : one;
 	u->b_rs = u->is_b_packed ? cg_i64(f, (int64_t)u->vw * 2)
 				 : LLVMGetParam(f->fn, 6);
 	u->ldc = LLVMGetParam(f->fn, 7);
 	for (int t = 0; t < u->n_epi; t++)
-		u->epi_rs[t] = LLVMGetParam(f->fn, CG_GEMM_UKR_ARGS + 1 +
-							   (unsigned)(u->n_epi + t));
+		u->epi_rs[t] = LLVMGetParam(f->fn,
+					    CG_GEMM_UKR_ARGS + 1 +
+						    (unsigned)(u->n_epi + t));
 }
 
 LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
@@ -275,8 +280,8 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(ctx);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] = {
-		ptr, ptr, ptr, i64, i1, i64, i64, i64, i1};
+	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] =
+		{ptr, ptr, ptr, i64, i1, i64, i64, i64, i1};
 	unsigned n_par = CG_GEMM_UKR_ARGS +
 			 (u.n_epi ? 1 + 2 * (unsigned)u.n_epi : 0);
 	LLVMValueRef acc[CG_GEMM_MR * 2];
@@ -285,7 +290,10 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 		params[i] = i < CG_GEMM_UKR_ARGS + 1 + (unsigned)u.n_epi ? ptr
 									 : i64;
 	snprintf(name, sizeof name, "sgemm.ukr.%u.%dx%d.a%c.b%c.e%d", u.vw, mr,
-		 nr, u.is_a_packed ? 'p' : u.is_at ? 't' : 'n',
+		 nr,
+		 u.is_a_packed ? 'p'
+		 : u.is_at     ? 't'
+			       : 'n',
 		 u.is_b_packed ? 'p' : 'n', u.n_epi);
 	LLVMTypeRef type = LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
 					    n_par, 0);
