@@ -318,7 +318,7 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 		LLVMPositionBuilderAtEnd(f->b, blocks[k]);
 		cg_call(f, g->ukr[k / 2][k % 2], args,
 			CG_GEMM_UKR_ARGS + (g->spec.n_epilogue ? 1 : 0) +
-				(unsigned)g->spec.n_epilogue);
+				2 * (unsigned)g->spec.n_epilogue);
 		LLVMBuildBr(f->b, join);
 	}
 	LLVMPositionBuilderAtEnd(f->b, join);
@@ -342,12 +342,25 @@ static void tile_loops(work_env *w)
 					: a_at(w, i, w->pc);
 	LLVMValueRef c = cg_at(f, w->c,
 			       cg_add(f, cg_muli(f, i, g->plan.ldc), j));
-	LLVMValueRef args[CG_GEMM_UKR_ARGS + 1 + CG_GEMM_MAX_EPILOGUE] =
-		{a, b, c, w->kc, w->is_acc, w->is_last};
-	for (int t = 0; t < g->spec.n_epilogue; t++)
+	bool is_at = !g->plan.pack_a && g->a_rs == 1;
+	int n_epi = g->spec.n_epilogue;
+	LLVMValueRef args[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] =
+		{a,
+		 b,
+		 c,
+		 w->kc,
+		 w->is_acc,
+		 cg_i64(f, is_at ? g->a_cs : g->a_rs),
+		 cg_i64(f, g->b_rs),
+		 cg_i64(f, g->plan.ldc),
+		 w->is_last};
+	for (int t = 0; t < n_epi; t++) {
 		args[CG_GEMM_UKR_ARGS + 1 + t] = cg_at(
 			f, w->epi[t],
 			cg_add(f, cg_muli(f, i, g->spec.epilogue_rs[t]), j));
+		args[CG_GEMM_UKR_ARGS + 1 + n_epi + t] =
+			cg_i64(f, g->spec.epilogue_rs[t]);
+	}
 	call_tile(w, i, j, args);
 	cg_loop_end(f, &lir);
 	cg_loop_end(f, &ljr);

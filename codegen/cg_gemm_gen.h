@@ -32,15 +32,22 @@ typedef struct cg_gemm_gen {
 } cg_gemm_gen;
 
 /* The micro-kernel's parameters before the epilogue's. */
-#define CG_GEMM_UKR_ARGS 5
+#define CG_GEMM_UKR_ARGS 8
 
-/* Generates the micro-kernel for an mr×nr tile (mr <= MR, nr <= NR):
- *   void NAME.ukr.<mr>x<nr>(const float *a, const float *b, float *c,
- *                           i64 kc, i1 accumulate
- *                           [, i1 is_last, const float *e0, ...])
+/* Generates the micro-kernel for an mr×nr tile (mr <= MR, nr <= NR), or
+ * finds the one the module has of that shape:
+ *   void sgemm.ukr.<vw>.<mr>x<nr>.a<p|n|t>.b<p|n>.e<terms>(
+ *           const float *a, const float *b, float *c, i64 kc,
+ *           i1 accumulate, i64 a_ld, i64 ldb, i64 ldc
+ *           [, i1 is_last, const float *e0, ..., i64 e0_rs, ...])
  * a points at the tile's first row (a packed panel if plan.pack_a, else
  * A itself at (i, p)), b likewise at its first column, c at C(i, j).
- * Computes the kc-step product in mr·ceil(nr/vw) vector accumulators, then
+ * a_ld is A's stride that is not 1 (its a_rs, or its a_cs when A in
+ * place is transposed: `t`), ldb B's row stride (both unused for a
+ * packed panel), ldc C's and e_rs the epilogue terms' row strides: the
+ * variants of a module share the kernels of their tile shapes. It is
+ * noinline, so it is optimized and compiled once. Computes the kc-step
+ * product in mr·ceil(nr/vw) vector accumulators, then
  * stores it into C, or adds it to C if accumulate; with an epilogue
  * (spec.n_epilogue > 0), on the last k-block (is_last) it adds the terms,
  * e_t pointing at E_t(i, j), to what it stores, one add each. */

@@ -18,18 +18,31 @@
 
 #include <stdio.h>
 
-/* The constants that shape one micro-kernel. */
+/* What shapes one micro-kernel. Its name says all of the constants, so
+ * the variants of a module whose tiles agree share one function; the
+ * strides of the matrices in place (A's and B's when not packed, C's,
+ * the epilogue's) are its arguments. A packed panel's strides are
+ * constants. */
 typedef struct ukr_shape {
 	unsigned vw;   /* floats per vector */
 	int mr;        /* rows of the tile */
 	int nv;        /* vectors per row */
 	unsigned tail; /* valid lanes of the last vector (1..VW) */
-	int64_t a_rs, a_cs, b_rs;
-	bool is_b_packed;
-	int64_t ldc;
-	int n_epi;                            /* terms of the epilogue */
-	int64_t epi_rs[CG_GEMM_MAX_EPILOGUE]; /* their row strides */
+	bool is_a_packed, is_b_packed;
+	bool is_at; /* A in place is A^T: a_rs = 1, a_cs the argument */
+	int n_epi;  /* terms of the epilogue */
+	/* Set in the function: constants or its parameters. */
+	LLVMValueRef a_rs, a_cs, b_rs, ldc;
+	LLVMValueRef epi_rs[CG_GEMM_MAX_EPILOGUE]; /* their row strides */
 } ukr_shape;
+
+/* r * rs as an i64 value, folded when rs is a constant. */
+static LLVMValueRef times(cg_fn *f, int64_t r, LLVMValueRef rs)
+{
+	if (r == 0)
+		return cg_i64(f, 0);
+	return r == 1 ? rs : cg_mul(f, cg_i64(f, r), rs);
+}
 
 /* Vector v of row p of the B operand. A packed panel is 64-byte aligned
  * (its rows NR floats apart) and zero-padded, so it is read whole; B in place is read only as far as
@@ -51,13 +64,14 @@ static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 {
 	LLVMTypeRef vt = cg_t_vec(f, u->vw);
 	LLVMValueRef bv[2];
-	LLVMValueRef brow = cg_at(f, b, cg_muli(f, p, u->b_rs));
-	LLVMValueRef arow = cg_at(f, a, cg_muli(f, p, u->a_cs));
+	LLVMValueRef brow = cg_at(f, b, cg_mul(f, p, u->b_rs));
+	LLVMValueRef arow = cg_at(f, a, cg_mul(f, p, u->a_cs));
 
 	for (int v = 0; v < u->nv; v++)
 		bv[v] = load_b(f, u, brow, v);
 	for (int r = 0; r < u->mr; r++) {
-		LLVMValueRef s = cg_load(f, cg_ati(f, arow, r * u->a_rs));
+		LLVMValueRef s = cg_load(f,
+					 cg_at(f, arow, times(f, r, u->a_rs)));
 		s = cg_splat(f, u->vw, s);
 		for (int v = 0; v < u->nv; v++) {
 			LLVMValueRef args[3] = {s, bv[v], acc[r * u->nv + v]};
@@ -135,9 +149,10 @@ static void ukr_loop(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
 
 /* Vector v of row r of the tile of the matrix at p (row stride rs). */
 static LLVMValueRef tile_load(cg_fn *f, const ukr_shape *u, LLVMValueRef p,
-			      int64_t rs, int r, int v)
+			      LLVMValueRef rs, int r, int v)
 {
-	LLVMValueRef at = cg_ati(f, p, r * rs + v * (int64_t)u->vw);
+	LLVMValueRef at = cg_ati(f, cg_at(f, p, times(f, r, rs)),
+				 v * (int64_t)u->vw);
 	if (v == u->nv - 1 && u->tail < u->vw)
 		return cg_vload_part(f, u->vw, at, u->tail);
 	return cg_vload(f, u->vw, at, 4);
@@ -165,8 +180,9 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
 		for (int v = 0; v < u->nv; v++) {
-			LLVMValueRef p = cg_ati(f, c,
-						r * u->ldc + v * (int64_t)u->vw);
+			LLVMValueRef p = cg_ati(f,
+						cg_at(f, c, times(f, r, u->ldc)),
+						v * (int64_t)u->vw);
 			bool is_masked = v == u->nv - 1 && u->tail < u->vw;
 			LLVMValueRef x = acc[r * u->nv + v];
 			if (is_acc)
@@ -228,17 +244,31 @@ static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr)
 		.vw = (unsigned)vw,
 		.mr = mr,
 		.nv = (nr + vw - 1) / vw,
-		.a_rs = g->plan.pack_a ? 1 : g->a_rs,
-		.a_cs = g->plan.pack_a ? CG_GEMM_MR : g->a_cs,
-		.b_rs = g->plan.pack_b ? g->plan.nr : g->b_rs,
+		.is_a_packed = g->plan.pack_a,
 		.is_b_packed = g->plan.pack_b,
-		.ldc = g->plan.ldc,
+		.is_at = !g->plan.pack_a && g->a_rs == 1,
 		.n_epi = g->spec.n_epilogue,
 	};
-	for (int t = 0; t < u.n_epi; t++)
-		u.epi_rs[t] = g->spec.epilogue_rs[t];
 	u.tail = (unsigned)(nr - (u.nv - 1) * vw);
 	return u;
+}
+
+/* The strides: a packed panel's constants, else the parameters. */
+static void ukr_strides(cg_fn *f, ukr_shape *u)
+{
+	LLVMValueRef a_ld = LLVMGetParam(f->fn, 5);
+	LLVMValueRef one = cg_i64(f, 1);
+	u->a_rs = u->is_a_packed ? one : u->is_at ? one : a_ld;
+	u->a_cs = u->is_a_packed ? cg_i64(f, CG_GEMM_MR)
+		  : u->is_at     ? a_ld
+				 : one;
+	u->b_rs = u->is_b_packed ? cg_i64(f, (int64_t)u->vw * 2)
+				 : LLVMGetParam(f->fn, 6);
+	u->ldc = LLVMGetParam(f->fn, 7);
+	for (int t = 0; t < u->n_epi; t++)
+		u->epi_rs[t] = LLVMGetParam(f->fn,
+					    CG_GEMM_UKR_ARGS + 1 +
+						    (unsigned)(u->n_epi + t));
 }
 
 LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
@@ -249,24 +279,41 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(ctx);
-	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 1 + CG_GEMM_MAX_EPILOGUE] =
-		{ptr, ptr, ptr, LLVMInt64TypeInContext(ctx), i1, i1};
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] =
+		{ptr, ptr, ptr, i64, i1, i64, i64, i64, i1};
 	unsigned n_par = CG_GEMM_UKR_ARGS +
-			 (u.n_epi ? 1 + (unsigned)u.n_epi : 0);
+			 (u.n_epi ? 1 + 2 * (unsigned)u.n_epi : 0);
 	LLVMValueRef acc[CG_GEMM_MR * 2];
 
 	for (unsigned i = CG_GEMM_UKR_ARGS + 1; i < n_par; i++)
-		params[i] = ptr;
-	snprintf(name, sizeof name, "%s.ukr.%dx%d", g->name, mr, nr);
-	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, n_par,
-				     0),
-		    true);
+		params[i] = i < CG_GEMM_UKR_ARGS + 1 + (unsigned)u.n_epi ? ptr
+									 : i64;
+	snprintf(name, sizeof name, "sgemm.ukr.%u.%dx%d.a%c.b%c.e%d", u.vw, mr,
+		 nr,
+		 u.is_a_packed ? 'p'
+		 : u.is_at     ? 't'
+			       : 'n',
+		 u.is_b_packed ? 'p' : 'n', u.n_epi);
+	LLVMTypeRef type = LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
+					    n_par, 0);
+	LLVMValueRef have = LLVMGetNamedFunction(g->mod, name);
+	if (have && LLVMGlobalGetValueType(have) == type)
+		return have;
+	if (have) /* not ours: a name of its own */
+		snprintf(name, sizeof name, "%s.ukr.%dx%d", g->name, mr, nr);
+	cg_fn_begin(&f, g->mod, name, type, true);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
-	for (unsigned i = CG_GEMM_UKR_ARGS + 1; i < n_par; i++)
+	for (unsigned i = CG_GEMM_UKR_ARGS + 1;
+	     i < CG_GEMM_UKR_ARGS + 1 + (unsigned)u.n_epi; i++)
 		cg_fn_param_readonly(&f, i);
+	/* One copy serves every tile of its shape: inlined, it would be
+	 * optimized and compiled again in each variant's loop nest. */
+	cg_fn_attr(&f, "noinline");
+	cg_fn_attr_str(&f, CG_ATTR_SHARED, "1");
 	wide_vectors(&f, u.vw);
+	ukr_strides(&f, &u);
 	for (int i = 0; i < u.mr * u.nv; i++)
 		acc[i] = LLVMConstNull(cg_t_vec(&f, u.vw));
 	ukr_loop(&f, &u, acc);

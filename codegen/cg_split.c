@@ -10,8 +10,9 @@
  * the fast register allocator serves them. Parts 1 and 2 hold
  * everything else (the kernels and their helpers), at level
  * Aggressive: the functions that call or name one another are kept
- * together
- * (connected components of the reference graph), and the components are
+ * together (connected components of the reference graph, where a
+ * helper that many kernels share, CG_ATTR_SHARED, joins none of its
+ * callers and is a component of its own), and the components are
  * dealt, largest first, to the part with less work so far, where part 1
  * also carries part 0's work (one thread compiles parts 0 and 1, another
  * part 2). Work is counted in instructions, an optnone one as a
@@ -131,6 +132,13 @@ static bool plan_alloc(split_plan *s, LLVMModuleRef mod)
 	return true;
 }
 
+static bool is_shared(LLVMValueRef f)
+{
+	return LLVMGetStringAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+					     CG_ATTR_SHARED,
+					     sizeof CG_ATTR_SHARED - 1) != NULL;
+}
+
 /* The function an instruction-user of a value is in, or NULL when the
  * user is not an instruction (a constant expression, an initializer). */
 static LLVMValueRef user_fn(LLVMUseRef u)
@@ -142,13 +150,20 @@ static LLVMValueRef user_fn(LLVMUseRef u)
 }
 
 /* Joins every kernel-side function with the kernel-side functions that
- * name it; a function named by something else than an instruction is
- * marked to be reachable from every part. */
+ * name it, but for a shared helper (CG_ATTR_SHARED), which stays a
+ * component of its own; a function named by something else than an
+ * instruction is marked to be reachable from every part. */
 static void join_components(split_plan *s)
 {
 	for (uint32_t g = 0; g < s->n; g++) {
 		if (s->part[g] != 1)
 			continue;
+		if (is_shared(s->fns[g])) {
+			for (LLVMUseRef u = LLVMGetFirstUse(s->fns[g]); u;
+			     u = LLVMGetNextUse(u))
+				s->is_cross[g] |= !user_fn(u);
+			continue;
+		}
 		for (LLVMUseRef u = LLVMGetFirstUse(s->fns[g]); u;
 		     u = LLVMGetNextUse(u)) {
 			LLVMValueRef f = user_fn(u);

@@ -758,6 +758,97 @@ START_TEST(test_module_merges_functions_of_the_same_code)
 }
 END_TEST
 
+/* The micro-kernels defined in a module with an sgemm of each spec
+ * (n of them, named g0, g1, ...), by the optimized IR. */
+static int micro_kernels(const cg_gemm_spec *specs, int n)
+{
+	cg_module *m = cg_module_create("share");
+	char name[16], *ir = NULL;
+	size_t len = 0;
+	for (int i = 0; i < n; i++) {
+		snprintf(name, sizeof name, "g%d", i);
+		ck_assert_msg(cg_gemm_add(m, name, &specs[i]), "%s",
+			      cg_module_error(m));
+	}
+	ck_assert_msg(cg_module_emit_buffer(m, CG_EMIT_LLVM, &ir, &len), "%s",
+		      cg_module_error(m));
+	int k = 0;
+	for (const char *at = ir; at;
+	     at = strchr(at, '\n'), at = at ? at + 1 : at) {
+		const char *eol = strchr(at, '\n'),
+			   *u = strstr(at, "@sgemm.ukr.");
+		k += strncmp(at, "define ", 7) == 0 && u && (!eol || u < eol);
+	}
+	free(ir);
+	cg_module_destroy(m);
+	return k;
+}
+
+/* Two sgemms of one shape whose strides differ (leading dimensions
+ * passed to the shared micro-kernels as arguments) in one module: each
+ * gives, bit for bit, what it gives in a module of its own. */
+static void check_shared_pair(cg_gemm_spec s0, cg_gemm_spec s1)
+{
+	gemm_case t[2];
+	const cg_gemm_spec specs[2] = {s0, s1};
+	cg_module *m = cg_module_create("pair");
+	case_init(&t[0], s0, 71);
+	case_init(&t[1], s1, 72);
+	ck_assert(cg_gemm_add(m, "g0", &s0));
+	ck_assert(cg_gemm_add(m, "g1", &s1));
+	ck_assert_msg(cg_module_jit(m), "%s", cg_module_error(m));
+	for (int i = 0; i < 2; i++) {
+		gemm_fn fn;
+		void *addr = cg_module_lookup(m, i ? "g1" : "g0");
+		ck_assert_ptr_nonnull(addr);
+		memcpy(&fn, &addr, sizeof fn);
+		float *c = malloc(t[i].n_c * sizeof *c);
+		ck_assert_ptr_nonnull(c);
+		memcpy(c, t[i].c, t[i].n_c * sizeof *c);
+		cg_threads_set(2);
+		fn(t[i].a, t[i].b, c);
+		float *alone = case_run(&t[i], 2);
+		ck_assert_mem_eq(c, alone, t[i].n_c * sizeof *c);
+		ck_assert_double_lt(case_error(&t[i], c), 1e-5);
+		free(alone);
+		free(c);
+		case_fini(&t[i]);
+	}
+	cg_module_destroy(m);
+	ck_assert_int_gt(micro_kernels(specs, 1), 0);
+	ck_assert_int_eq(micro_kernels(specs, 2), micro_kernels(specs, 1));
+}
+
+/* The sgemm variants of a module share their micro-kernels by tile
+ * shape: their strides in place are arguments. */
+START_TEST(test_gemm_variants_share_micro_kernels)
+{
+	for (int tr = 0; tr < 4; tr++) {
+		for (int pack = 0; pack < 4; pack++) {
+			cg_gemm_spec s0 = shape(23, 37, 19), s1 = s0;
+			s0.ta = s1.ta = tr & 1;
+			s0.tb = s1.tb = tr & 2;
+			s0.pack = s1.pack = (cg_gemm_pack)pack;
+			s0.vector_width = s1.vector_width = widths[pack % 2];
+			s1.lda = 41;
+			s1.ldb = 50;
+			s1.ldc = 45;
+			check_shared_pair(s0, s1);
+		}
+	}
+	/* With an epilogue of two terms: their row strides differ too. */
+	cg_gemm_spec s0 = shape(13, 40, 24), s1 = s0;
+	s0.n_epilogue = s1.n_epilogue = 2;
+	s1.epilogue_rs[0] = 40;
+	s1.epilogue_rs[1] = 0;
+	s0.epilogue_rs[0] = 0;
+	s0.epilogue_rs[1] = 40;
+	const cg_gemm_spec specs[2] = {s0, s1};
+	ck_assert_int_gt(micro_kernels(specs, 1), 0);
+	ck_assert_int_eq(micro_kernels(specs, 2), micro_kernels(specs, 1));
+}
+END_TEST
+
 START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
 {
 	cg_gemm_spec spec = shape(1024, 1024, 1024);
@@ -1204,6 +1295,7 @@ static Suite *codegen_suite(void)
 	tcase_set_timeout(code, 60);
 	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
 	tcase_add_test(code, test_module_merges_functions_of_the_same_code);
+	tcase_add_test(code, test_gemm_variants_share_micro_kernels);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
