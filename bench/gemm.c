@@ -5,8 +5,11 @@
  * on 1 and 2 threads. Each cell is the median of several samples, with
  * their range; a sample repeats the call until it lasts about 50 ms.
  *
- *     bench_gemm [-r REPS] [-w 8|16] [-s SIZE]... [-g WIDTH]
+ *     bench_gemm [-r REPS] [-w 8|16] [-s SIZE]... [-g WIDTH] [-c 1]
  *
+ * -c 1 makes each sample one call with the operands out of cache: 16 MB
+ * are written before it (untimed), as a training step's other kernels
+ * leave the caches; without it, calls repeat on operands in cache.
  * -r sets the samples per cell (default 7); -w forces the micro-kernel's
  * vector width (default: the host's widest); -s restricts the square
  * sizes (repeatable). -g runs instead the matmuls of one GPT training
@@ -167,9 +170,23 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* -c: the floats written between samples, to push the operands out of
+ * L2 (and most of L3) as a training step's other kernels do. */
+#define COLD_FLOATS (4u << 20)
+static float *cold_sweep;
+
+/* Writes a line of every 64 bytes of the sweep buffer. */
+static void sweep_caches(void)
+{
+	for (size_t i = 0; i < COLD_FLOATS; i += 16)
+		cold_sweep[i] += 1.0f;
+}
+
 /* Median and range of `reps` samples of run(), in GFLOP/s, timed by
  * `clock` (CLOCK_MONOTONIC, or on one thread of a busy machine
- * CLOCK_PROCESS_CPUTIME_ID, which leaves out the time others run). */
+ * CLOCK_PROCESS_CPUTIME_ID, which leaves out the time others run). With
+ * -c (cold_sweep set) a sample is one call after a sweep, the sweep not
+ * timed. */
 static stat3 measure(bench_case *bc, void (*run)(bench_case *, float *),
 		     float *c, int reps, clockid_t clock)
 {
@@ -178,8 +195,12 @@ static stat3 measure(bench_case *bc, void (*run)(bench_case *, float *),
 	run(bc, c); /* warm up: caches, page faults, thread team */
 	run(bc, c);
 	double once = (bench_now_s(clock) - t0) / 2;
-	int iters = once >= SAMPLE_S ? 1 : (int)(SAMPLE_S / (once + 1e-9)) + 1;
+	int iters = once >= SAMPLE_S || cold_sweep
+			    ? 1
+			    : (int)(SAMPLE_S / (once + 1e-9)) + 1;
 	for (int r = 0; r < reps; r++) {
+		if (cold_sweep)
+			sweep_caches();
 		t0 = bench_now_s(clock);
 		for (int i = 0; i < iters; i++)
 			run(bc, c);
@@ -322,6 +343,13 @@ int main(int argc, char **argv)
 			sizes[n_user++] = atoi(argv[i + 1]);
 		else if (strcmp(argv[i], "-g") == 0)
 			gpt_width = atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "-c") == 0 && atoi(argv[i + 1])) {
+			cold_sweep = calloc(COLD_FLOATS, sizeof *cold_sweep);
+			if (!cold_sweep) {
+				fprintf(stderr, "bench_gemm: out of memory\n");
+				return 1;
+			}
+		}
 	}
 	if (n_user)
 		n_sizes = n_user;

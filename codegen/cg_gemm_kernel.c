@@ -18,6 +18,28 @@
 
 #include <stdio.h>
 
+/* Packing A^T reads its source this many stored rows ahead of the row
+ * it copies, so that the misses of an operand another kernel left in L3
+ * or memory overlap: each row's piece of the block is a few cache lines
+ * a page or more from the last row's, which the hardware's prefetchers
+ * do not follow. (The same hint in the other packing routines, whose
+ * reads are sequential, made them slower.) */
+#define PACK_AHEAD_ROWS 8
+
+/* Asks for the cache line of float `at` of p ahead of its use
+ * (llvm.prefetch: a hint that never faults, so the address, a GEP
+ * without inbounds, may lie past the operand): is_write for a line about
+ * to be stored to. */
+static void prefetch(cg_fn *f, LLVMValueRef p, LLVMValueRef at, bool is_write)
+{
+	LLVMTypeRef i32 = cg_t_i32(f), pt = cg_t_ptr(f);
+	LLVMValueRef args[4] = {LLVMBuildGEP2(f->b, cg_t_f32(f), p, &at, 1, ""),
+				LLVMConstInt(i32, is_write, 0),
+				LLVMConstInt(i32, 3, 0),
+				LLVMConstInt(i32, 1, 0)};
+	cg_intrinsic(f, "llvm.prefetch", &pt, 1, args, 4);
+}
+
 /* What shapes one micro-kernel. Its name says all of the constants, so
  * the variants of a module whose tiles agree share one function; the
  * strides of the matrices in place (A's and B's when not packed, C's,
@@ -228,6 +250,26 @@ static void ukr_stores(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc)
 	}
 }
 
+/* Asks for the lines of the C tile (nr columns) before the k-loop, which
+ * runs long enough to hide their misses: the stores (and the loads when
+ * adding to C) at its end then hit. C is the largest operand that is
+ * read and written, and with more than one k-block it travels to L3 and
+ * back between them. */
+static void prefetch_tile(cg_fn *f, const ukr_shape *u, int nr)
+{
+	LLVMValueRef c = LLVMGetParam(f->fn, 2);
+	for (int r = 0; r < u->mr; r++) {
+		LLVMValueRef row = times(f, r, u->ldc);
+		for (int v = 0; v < u->nv; v++)
+			prefetch(f, c,
+				 LLVMBuildAdd(f->b, row,
+					      cg_i64(f, v * (int64_t)u->vw), ""),
+				 true);
+		prefetch(f, c, LLVMBuildAdd(f->b, row, cg_i64(f, nr - 1), ""),
+			 true);
+	}
+}
+
 /* Lets the backend keep <16 x float> in zmm registers even where the
  * CPU's tuning prefers 256-bit vectors. */
 static void wide_vectors(cg_fn *f, unsigned vw)
@@ -316,6 +358,7 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	ukr_strides(&f, &u);
 	for (int i = 0; i < u.mr * u.nv; i++)
 		acc[i] = LLVMConstNull(cg_t_vec(&f, u.vw));
+	prefetch_tile(&f, &u, nr);
 	ukr_loop(&f, &u, acc);
 	ukr_stores(&f, &u, acc);
 	cg_fn_end(&f);
@@ -376,6 +419,7 @@ static void pack_at_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->a_cs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
 	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), full, CG_GEMM_MR);
+	prefetch(f, row, cg_addi(f, q, PACK_AHEAD_ROWS * g->a_cs), false);
 	cg_vstore_part(f, cg_vload_part(f, 8, cg_at(f, row, q), CG_GEMM_MR),
 		       cg_at(f, out, cg_mul(f, q, kc)), CG_GEMM_MR);
 	cg_loop_end(f, &lq);

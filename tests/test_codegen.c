@@ -882,6 +882,29 @@ START_TEST(test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512)
 }
 END_TEST
 
+/* The micro-kernel asks for its C tile's lines before its k-loop (for
+ * writing), and packing A^T asks for the stored rows ahead (for
+ * reading); prefetches are hints, so the numerics tests above cover
+ * what they compute, past the end of A^T too. */
+START_TEST(test_gemm_prefetches_c_and_transposed_a)
+{
+	cg_gemm_spec spec = shape(1024, 256, 1024);
+	spec.vector_width = 16;
+	char *ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_nonnull(strstr(ir, "@llvm.prefetch.p0(ptr"));
+	ck_assert_ptr_nonnull(strstr(ir, "i32 1, i32 3, i32 1)"));
+	ck_assert_ptr_null(strstr(ir, "i32 0, i32 3, i32 1)"));
+	free(ir);
+	spec.ta = true;
+	ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_nonnull(strstr(ir, "i32 0, i32 3, i32 1)"));
+	free(ir);
+	char *as = emit_text(&spec, CG_EMIT_ASM); /* prefetchw needs PRFCHW */
+	ck_assert_ptr_nonnull(strstr(as, "prefetcht0\t"));
+	free(as);
+}
+END_TEST
+
 START_TEST(test_gemm_of_tiny_shape_starts_no_threads)
 {
 	cg_gemm_spec spec = shape(10, 10, 8);
@@ -1298,6 +1321,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_variants_share_micro_kernels);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
+	tcase_add_test(code, test_gemm_prefetches_c_and_transposed_a);
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
 	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
 	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
