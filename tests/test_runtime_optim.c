@@ -43,16 +43,24 @@ static void set3(float *g, float a0, float a1, float b0)
 	g[16] = b0;
 }
 
-static attnrt_optim *make(attnrt_optim_kind kind, double lr)
+/* An optimizer of kind with its defaults at learning rate lr over the
+ * n parameters of table. */
+static attnrt_optim *make_over(attnrt_optim_kind kind, double lr,
+			       const attnrt_param_info *table, size_t n)
 {
 	attnrt_optim_config cfg = attnrt_optim_defaults(kind, lr);
 	attnrt_optim *o = NULL;
 	char err[128];
-	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, two_params, 2, &o, err,
+	ck_assert_int_eq(attnrt_optim_create(NULL, &cfg, table, n, &o, err,
 					     sizeof err),
 			 ATTNRT_OK);
 	ck_assert_ptr_nonnull(o);
 	return o;
+}
+
+static attnrt_optim *make(attnrt_optim_kind kind, double lr)
+{
+	return make_over(kind, lr, two_params, 2);
 }
 
 START_TEST(test_defaults_are_pytorchs)
@@ -106,19 +114,8 @@ START_TEST(test_a_step_in_parts_equals_the_whole_step)
 		for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
 			attnrt_optim_kind k = kind ? ATTNRT_OPTIM_ADAM
 						   : ATTNRT_OPTIM_SGD;
-			attnrt_optim_config cfg = attnrt_optim_defaults(k, 0.05);
-			attnrt_optim *whole = NULL, *parts = NULL;
-			char err[128];
-			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
-							     odd_params, 4,
-							     &whole, err,
-							     sizeof err),
-					 ATTNRT_OK);
-			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
-							     odd_params, 4,
-							     &parts, err,
-							     sizeof err),
-					 ATTNRT_OK);
+			attnrt_optim *whole = make_over(k, 0.05, odd_params, 4),
+				     *parts = make_over(k, 0.05, odd_params, 4);
 			float p[64], q[64], g[64];
 			for (int i = 0; i < 64; i++)
 				p[i] = q[i] = PAD_SENTINEL;
@@ -405,17 +402,8 @@ START_TEST(test_update_part_sq_is_the_update_then_its_squares)
 		for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
 			attnrt_optim_kind k = kind ? ATTNRT_OPTIM_ADAM
 						   : ATTNRT_OPTIM_SGD;
-			attnrt_optim_config cfg = attnrt_optim_defaults(k, 0.05);
-			attnrt_optim *a = NULL, *b = NULL;
-			char err[128];
-			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
-							     long_params, 2, &a,
-							     err, sizeof err),
-					 ATTNRT_OK);
-			ck_assert_int_eq(attnrt_optim_create(NULL, &cfg,
-							     long_params, 2, &b,
-							     err, sizeof err),
-					 ATTNRT_OK);
+			attnrt_optim *a = make_over(k, 0.05, long_params, 2),
+				     *b = make_over(k, 0.05, long_params, 2);
 			float p[192], q[192], g[192];
 			for (int i = 0; i < 192; i++)
 				p[i] = q[i] = mixed(i, 0);
