@@ -87,6 +87,20 @@ static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
 	cg_program_destroy(p);
 }
 
+/* m's loss_grad compiled once (default options) and run on 1 thread
+ * into r1 and on 2 into r2. */
+static inline void aj_run_1_and_2(tu_graph *x, const ir_module *m,
+				  uint64_t seed, bool is_training,
+				  const interp_tensor *in,
+				  const interp_tensor *params, jit_out *r1,
+				  jit_out *r2)
+{
+	cg_program *p = aj_compile(x, m, NULL);
+	aj_run(p, m, "loss_grad", seed, is_training, 1, in, params, x, r1);
+	aj_run(p, m, "loss_grad", seed, is_training, 2, in, params, x, r2);
+	cg_program_destroy(p);
+}
+
 /* jit_run_po with its kernels built for vectors of vw floats (0: the
  * host's widest). */
 static inline void jit_run_vw(tu_graph *x, const ir_module *m, const char *fn,

@@ -69,12 +69,7 @@ static void check_case(const ac_case *c)
 	interp_tensor *fi = interp_grad(&x, mf, c, in, params, false);
 	jit_out u = {0}, f1 = {0}, f2 = {0}, fw = {0}, fc = {0};
 	jit_run(&x, mu, "loss_grad", c, 1, in, params, &u);
-	cg_program *pf = aj_compile(&x, mf, NULL);
-	aj_run(pf, mf, "loss_grad", c->seed, c->is_training, 1, in, params, &x,
-	       &f1);
-	aj_run(pf, mf, "loss_grad", c->seed, c->is_training, 2, in, params, &x,
-	       &f2);
-	cg_program_destroy(pf);
+	aj_run_1_and_2(&x, mf, c->seed, c->is_training, in, params, &f1, &f2);
 	/* the other vector width's kernels (AVX2's on an AVX-512 host) */
 	int other = cg_gemm_host_vector_width() == 16 ? 8 : 16;
 	jit_run_vw(&x, mf, "loss_grad", c->seed, c->is_training, 1, other, in,
