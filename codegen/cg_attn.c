@@ -653,7 +653,6 @@ static void tile_prefetch(cg_attn *a, const cg_attn_prod *p, const tile *t)
 	cg_fn *f = a->f;
 	if (!p->is_acc || p->is_c_padded)
 		return;
-	LLVMTypeRef pt = cg_t_ptr(f);
 	LLVMValueRef last = LLVMBuildSub(f->b, p->rows, cg_i64(f, 1), "");
 	for (int r = 0; r < t->nr; r++) {
 		LLVMValueRef row = cg_min(f, cg_addi(f, t->r0, t->nr + r), last);
@@ -661,9 +660,7 @@ static void tile_prefetch(cg_attn *a, const cg_attn_prod *p, const tile *t)
 		for (int v = 0; v < t->nv; v++) {
 			LLVMValueRef at = cg_addi(f, row,
 						  (int64_t)(t->v0 + v) * a->vw);
-			LLVMValueRef args[4] = {cg_at(f, p->c, at), cg_i32(f, 1),
-						cg_i32(f, 3), cg_i32(f, 1)};
-			cg_intrinsic(f, "llvm.prefetch", &pt, 1, args, 4);
+			cg_prefetch(f, cg_at(f, p->c, at), true);
 		}
 	}
 }

@@ -26,18 +26,11 @@
  * reads are sequential, made them slower.) */
 #define PACK_AHEAD_ROWS 8
 
-/* Asks for the cache line of float `at` of p ahead of its use
- * (llvm.prefetch: a hint that never faults, so the address, a GEP
- * without inbounds, may lie past the operand): is_write for a line about
- * to be stored to. */
+/* cg_prefetch of float `at` of p, which may lie past the operand. */
 static void prefetch(cg_fn *f, LLVMValueRef p, LLVMValueRef at, bool is_write)
 {
-	LLVMTypeRef i32 = cg_t_i32(f), pt = cg_t_ptr(f);
-	LLVMValueRef args[4] = {LLVMBuildGEP2(f->b, cg_t_f32(f), p, &at, 1, ""),
-				LLVMConstInt(i32, is_write, 0),
-				LLVMConstInt(i32, 3, 0),
-				LLVMConstInt(i32, 1, 0)};
-	cg_intrinsic(f, "llvm.prefetch", &pt, 1, args, 4);
+	cg_prefetch(f, LLVMBuildGEP2(f->b, cg_t_f32(f), p, &at, 1, ""),
+		    is_write);
 }
 
 /* What shapes one micro-kernel. Its name says all of the constants, so

@@ -181,6 +181,11 @@ void cg_transpose(cg_fn *f, LLVMValueRef *r, unsigned n);
  * types are tys[0..n_tys). */
 LLVMValueRef cg_intrinsic(cg_fn *f, const char *name, LLVMTypeRef *tys,
 			  unsigned n_tys, LLVMValueRef *args, unsigned n_args);
+/* Asks for the cache line at addr ahead of its use (llvm.prefetch of
+ * data, locality 3): a hint that never faults, so addr may lie past the
+ * object it points into (a GEP without inbounds); is_write for a line
+ * about to be stored to. */
+void cg_prefetch(cg_fn *f, LLVMValueRef addr, bool is_write);
 /* Calls the external C function `name` of type fn_type, declaring it in
  * the module on first use. */
 LLVMValueRef cg_call_extern(cg_fn *f, const char *name, LLVMTypeRef fn_type,

@@ -271,6 +271,14 @@ LLVMValueRef cg_intrinsic(cg_fn *f, const char *name, LLVMTypeRef *tys,
 	return LLVMBuildCall2(f->b, ty, decl, args, n_args, "");
 }
 
+void cg_prefetch(cg_fn *f, LLVMValueRef addr, bool is_write)
+{
+	LLVMTypeRef pt = cg_t_ptr(f);
+	LLVMValueRef args[4] = {addr, cg_i32(f, is_write), cg_i32(f, 3),
+				cg_i32(f, 1)};
+	cg_intrinsic(f, "llvm.prefetch", &pt, 1, args, 4);
+}
+
 LLVMValueRef cg_call_extern(cg_fn *f, const char *name, LLVMTypeRef fn_type,
 			    LLVMValueRef *args, unsigned n_args)
 {
