@@ -145,21 +145,35 @@ static void each_span(const attnrt_param_info *table, size_t n_params,
 	}
 }
 
-/* The sum of squares of g[0..n) in double, over 8 partial sums (which
- * the compiler keeps in vector registers). */
-static double sum_squares(const float *g, int64_t n)
+/* The squares of x[0..n) in double added to 8 partial sums (which the
+ * compiler keeps in vector registers): element k to part[k % 8], those
+ * past the last whole 8 to part[0]. */
+static inline void add_square_parts(const float *restrict x, int64_t n,
+				    double part[8])
 {
-	double part[8] = {0};
 	int64_t k = 0;
 	for (; k + 8 <= n; k += 8)
 		for (int j = 0; j < 8; j++)
-			part[j] += (double)g[k + j] * g[k + j];
+			part[j] += (double)x[k + j] * x[k + j];
 	for (; k < n; k++)
-		part[0] += (double)g[k] * g[k];
+		part[0] += (double)x[k] * x[k];
+}
+
+/* The 8 partial sums added in order. */
+static double parts_sum(const double part[8])
+{
 	double sum = 0;
 	for (int j = 0; j < 8; j++)
 		sum += part[j];
 	return sum;
+}
+
+/* The sum of squares of g[0..n) in double, over 8 partial sums. */
+static double sum_squares(const float *g, int64_t n)
+{
+	double part[8] = {0};
+	add_square_parts(g, n, part);
+	return parts_sum(part);
 }
 
 /* What one update reads: the blocks and Adam's constants (below), and
@@ -184,18 +198,8 @@ static void sgd_span(const span *s, void *cx)
 	u->squares += sum_squares(p, s->n);
 }
 
-/* The squares of x[0..n) added to the 8 partial sums of sum_squares
- * (below), element k to part[k % 8] (n a multiple of 8). */
-static inline void add_square_parts(const float *restrict x, int64_t n,
-				    double part[8])
-{
-	for (int64_t k = 0; k < n; k += 8)
-		for (int j = 0; j < 8; j++)
-			part[j] += (double)x[k + j] * x[k + j];
-}
-
 /* One parameter's Adam update, and the sum of squares of the new values
- * in double, the bits sum_squares (below) gives on the updated elements:
+ * in double, the bits sum_squares (above) gives on the updated elements:
  * blocks of ADAM_BLOCK elements updated, then their squares added to the
  * same 8 partial sums, while the block is in L1. The update is a plain
  * float loop the compiler vectorizes, sqrt and division included, given
@@ -228,15 +232,11 @@ adam_update(float *restrict p, float *restrict m, float *restrict v,
 			v[k] = vk;
 			p[k] -= step * mk / (sqrtf(vk) / bc2 + eps);
 		}
-		int64_t whole = (k1 - k0) / 8 * 8;
-		add_square_parts(p + k0, whole, part);
-		for (int64_t k = k0 + whole; k < k1; k++)
-			part[0] += (double)p[k] * p[k];
+		/* ADAM_BLOCK is a multiple of 8: only the last block has
+		 * elements past a whole 8, as in sum_squares */
+		add_square_parts(p + k0, k1 - k0, part);
 	}
-	double sum = 0;
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	return sum;
+	return parts_sum(part);
 }
 
 static void adam_span(const span *s, void *cx)
@@ -375,10 +375,7 @@ add_squares(float *restrict to, const float *restrict from, int64_t n)
 		to[k] = t;
 		part[0] += (double)t * t;
 	}
-	double sum = 0;
-	for (int j = 0; j < 8; j++)
-		sum += part[j];
-	return sum;
+	return parts_sum(part);
 }
 
 /* Adds the other blocks into the span of c->block, in block order, and
