@@ -158,19 +158,14 @@ static void join_components(split_plan *s)
 	for (uint32_t g = 0; g < s->n; g++) {
 		if (s->part[g] != 1)
 			continue;
-		if (is_shared(s->fns[g])) {
-			for (LLVMUseRef u = LLVMGetFirstUse(s->fns[g]); u;
-			     u = LLVMGetNextUse(u))
-				s->is_cross[g] |= !user_fn(u);
-			continue;
-		}
+		bool joins = !is_shared(s->fns[g]);
 		for (LLVMUseRef u = LLVMGetFirstUse(s->fns[g]); u;
 		     u = LLVMGetNextUse(u)) {
 			LLVMValueRef f = user_fn(u);
 			int64_t fi = f ? index_of(s, f) : -1;
 			if (fi < 0)
 				s->is_cross[g] = true;
-			else if (s->part[fi] == 1)
+			else if (joins && s->part[fi] == 1)
 				s->parent[find(s->parent, (uint32_t)fi)] =
 					find(s->parent, g);
 		}
