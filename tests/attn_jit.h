@@ -89,9 +89,8 @@ static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
 
 /* m's loss_grad compiled once (default options) and run on 1 thread
  * into r1 and on 2 into r2. */
-static inline void aj_run_1_and_2(tu_graph *x, const ir_module *m,
-				  uint64_t seed, bool is_training,
-				  const interp_tensor *in,
+static inline void aj_run_1_and_2(tu_graph *x, const ir_module *m, uint64_t seed,
+				  bool is_training, const interp_tensor *in,
 				  const interp_tensor *params, jit_out *r1,
 				  jit_out *r2)
 {
