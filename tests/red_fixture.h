@@ -111,26 +111,40 @@ static void ret(fx *x, ir_id id)
 	x->g.f->outputs[x->g.f->n_outputs++] = id;
 }
 
-/* Runs f through the JIT on x's inputs with n_threads (every kernel
- * parallel from the smallest work, so ranges split at odd places);
- * returns its one output (malloc'd, n elements) and the number of fused
- * nodes. */
-static void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
+/* Compiles f for the JIT with every kernel parallel from the smallest
+ * work, so that ranges split at odd places at any thread count. */
+static cg_program *compile(fx *x)
 {
 	cg_program_options po = {.grain = 1};
 	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, NULL, &po);
 	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&x->g));
+	return p;
+}
+
+/* Runs p's f on x's inputs with n_threads; returns its one output
+ * (malloc'd, n elements). */
+static void *run(fx *x, cg_program *p, int n_threads, int64_t n)
+{
 	size_t sb_n = cg_program_scratch_bytes(p, "f") + 64;
 	char *sb = aligned_alloc(64, (sb_n + 63) / 64 * 64);
 	memset(sb, 0xff, (sb_n + 63) / 64 * 64);
 	void *out = calloc((size_t)n + 1, 4);
 	const void *ins[4] = {x->in[0], x->in[1], x->in[2], x->in[3]};
 	void *outs[1] = {out};
-	attnrt_run run = {1, 1, false, n_threads};
-	ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins, outs), 0);
+	attnrt_run r = {1, 1, false, n_threads};
+	ck_assert_int_eq(cg_program_entry(p, "f")(&r, NULL, sb, ins, outs), 0);
+	free(sb);
+	return out;
+}
+
+/* Runs f through the JIT on x's inputs with n_threads; returns its one
+ * output (malloc'd, n elements) and the number of fused nodes. */
+static inline void *jit(fx *x, int n_threads, int64_t n, uint32_t *n_fused)
+{
+	cg_program *p = compile(x);
+	void *out = run(x, p, n_threads, n);
 	if (n_fused)
 		*n_fused = cg_program_n_fused(p);
-	free(sb);
 	cg_program_destroy(p);
 	return out;
 }
@@ -153,18 +167,38 @@ static void check_bits(const void *got, const void *want, int64_t n,
 	}
 }
 
-/* f through the JIT at 1, 2 and 3 threads: each time n_fused fused
- * nodes and, bit for bit, want (n elements). */
+/* p's f at 1, 2 and 3 threads (one compiled program serves every
+ * thread count: it is the run's): each time, bit for bit, want (n
+ * elements). */
+static void check_program_bits(fx *x, cg_program *p, int64_t n,
+			       const void *want, const char *what)
+{
+	char at[160];
+	for (int th = 1; th <= 3; th++) {
+		void *got = run(x, p, th, n);
+		snprintf(at, sizeof at, "%s, %d threads", what, th);
+		check_bits(got, want, n, at);
+		free(got);
+	}
+}
+
+/* f through the JIT at 1, 2 and 3 threads: bit for bit want. */
+static void check_bits_at_threads(fx *x, int64_t n, const void *want,
+				  const char *what)
+{
+	cg_program *p = compile(x);
+	check_program_bits(x, p, n, want, what);
+	cg_program_destroy(p);
+}
+
+/* check_bits_at_threads, and the program has n_fused fused nodes. */
 static void check_fused_at_threads(fx *x, int64_t n, const void *want,
 				   uint32_t n_fused, const char *what)
 {
-	for (int th = 1; th <= 3; th++) {
-		uint32_t got_fused = 0;
-		void *got = jit(x, th, n, &got_fused);
-		ck_assert_uint_eq(got_fused, n_fused);
-		check_bits(got, want, n, what);
-		free(got);
-	}
+	cg_program *p = compile(x);
+	ck_assert_uint_eq(cg_program_n_fused(p), n_fused);
+	check_program_bits(x, p, n, want, what);
+	cg_program_destroy(p);
 }
 
 #endif

@@ -90,17 +90,6 @@ static errs sum_errors(float got, const float *v, int64_t n, int64_t s,
 	return e;
 }
 
-/* The JIT's result of x at 1, 2 and 3 threads is want (n floats), bit
- * for bit. */
-static void check_jit_bits(fx *x, int64_t n, const float *want, const char *what)
-{
-	for (int th = 1; th <= 3; th++) {
-		float *got = jit(x, th, n, NULL);
-		check_bits(got, want, n, what);
-		free(got);
-	}
-}
-
 /* op (sum or mean) over axis `axis` of an (R, C) input of values in
  * [0, 1), in the interpreter and the JIT (1, 2 and 3 threads): the JIT's
  * bits are the interpreter's; the worst error over the outputs is at
@@ -132,7 +121,7 @@ static void check_long(ir_op op, int64_t R, int64_t C, int axis, double bound)
 		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
 		      "added left to right, %g, is within the bound",
 		      what, w.ltr, w.b256);
-	check_jit_bits(&x, n_out, want, what);
+	check_bits_at_threads(&x, n_out, want, what);
 	free(want);
 	fx_fini(&x);
 }
@@ -171,7 +160,7 @@ static void check_whole(ir_op op, int64_t R, int64_t C, double bound)
 		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
 		      "added left to right, %g, is within the bound",
 		      what, e.ltr, e.b256);
-	check_jit_bits(&x, 1, want, what);
+	check_bits_at_threads(&x, 1, want, what);
 	free(want);
 	fx_fini(&x);
 }
@@ -207,7 +196,7 @@ static void check_apart(ir_op op, int64_t A, int64_t B, int64_t C, double bound)
 		      "sum's error, %g eps sum|x|, or that of blocks of 256 "
 		      "added left to right, %g, is within the bound",
 		      what, w.ltr, w.b256);
-	check_jit_bits(&x, B, want, what);
+	check_bits_at_threads(&x, B, want, what);
 	free(v);
 	free(want);
 	fx_fini(&x);
@@ -270,7 +259,7 @@ START_TEST(test_the_jit_sums_in_the_interpreters_order)
 		snprintf(what, sizeof what, "%s of shape %d (%lld, %lld, %lld)",
 			 ir_op_table[ops[o]].name, _i, (long long)s->d[0],
 			 (long long)s->d[1], (long long)s->d[2]);
-		check_jit_bits(&x, n_out, want, what);
+		check_bits_at_threads(&x, n_out, want, what);
 		free(want);
 		fx_fini(&x);
 	}
