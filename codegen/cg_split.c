@@ -3,8 +3,11 @@
  * compile at the same time, each in an LLVMContext of its own, into
  * objects linked into one JITDylib (docs/codegen.md, "Compile time").
  *
- * The module is split after optimization, so each function's code is
- * what one module gives. Part 0 holds the functions marked optnone
+ * The module is split after the passes that need the whole module
+ * (MergeFunctions, interprocedural constant propagation, dead argument
+ * elimination, attribute inference: cg_module.c), each part then
+ * optimized on its own; or, when it is optimized already, split as it
+ * is. Part 0 holds the functions marked optnone
  * (entry points and the schedule's thread functions: long lists of
  * calls that the optimizer skips), compiled at CodeGen level None, so
  * the fast register allocator serves them. Parts 1 and 2 hold
