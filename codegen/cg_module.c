@@ -438,13 +438,12 @@ static void *run_part_thread(void *job)
 /* Makes the module's machine code in parts (cg_split.c; n_defs: each
  * part's functions, two parts or more), each kernel part (1 and 2)
  * first optimized by pipeline unless it is NULL (the module is
- * optimized): part 2 read
- * from the bitcode bc (of the module) on a second thread (if the module
- * may use more than one: --threads 1 creates none), parts 1 (a clone)
- * and 0 (the module itself) on this one. The objects, in order of
- * part, go to *out; they are the same whichever thread made them. The
- * longer thread's optimizing adds to opt_ms, the rest of the wall time
- * is codegen_ms. */
+ * optimized): part 2 read from the bitcode bc (of the module) on a
+ * second thread (if the module may use more than one: --threads 1
+ * creates none), parts 1 (a clone) and 0 (the module itself) on this
+ * one. The objects, in order of part, go to *out; they are the same
+ * whichever thread made them. The longer thread's optimizing adds to
+ * opt_ms, the rest of the wall time is codegen_ms. */
 static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 			  const uint32_t n_defs[CG_SPLIT_PARTS],
 			  const char *pipeline, cg_objects *out)
@@ -521,10 +520,10 @@ static bool compile_whole(cg_module *m, cg_objects *out)
 }
 
 /* Compiles the module into objects: a module that splits (cg_split.c)
- * and is not optimized yet is split right after MergeFunctions, and its
- * parts are optimized and compiled side by side (compile_parts); an
- * optimized one is split as it is; one that does not split is
- * optimized whole and compiled as one object. */
+ * and is not optimized yet is split right after the whole-module passes
+ * (CG_PRE_SPLIT), and its kernel parts are optimized and compiled side
+ * by side (compile_parts); an optimized one is split as it is; one
+ * that does not split is optimized whole and compiled as one object. */
 static bool compile_objects(cg_module *m, cg_objects *out)
 {
 	bool is_whole_opt = m->no_split || m->is_optimized;
