@@ -51,11 +51,12 @@ typedef enum cg_cache_result {
 /* Timings of the module's compilation, in milliseconds, and its size. */
 typedef struct cg_module_stats {
 	int n_functions; /* defined functions, helpers included */
-	/* LLVMVerifyModule + the default<O3> pipeline (compiled in parts:
-	 * + the longest part's pipeline) */
+	/* LLVMVerifyModule + the optimizer (compiled in parts: the
+	 * whole-module passes + the parts' default<O3> on the thread
+	 * where they took longer) */
 	double opt_ms;
 	/* machine code generation (0 on a cache hit; in parts: the rest
-	 * of the parts' wall time, which overlaps their optimization) */
+	 * of the parts' wall time, optimization overlapping it taken out) */
 	double codegen_ms;
 	/* cg_module_jit's time but optimizing: the cache key and lookup,
 	 * machine code generation, linking by LLJIT */

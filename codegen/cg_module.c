@@ -46,6 +46,19 @@
  * module split in parts (cg_split.c), the optnone part compiled at
  * CodeGen level None. */
 #define CG_JIT_PARTS "then in parts, optnone at level None"
+/* The JIT's pipeline for a module that splits: MergeFunctions and the
+ * passes that need every call site over the whole module, then the
+ * module split in parts (cg_split.c), each kernel part optimized and
+ * compiled on its own, side by side. Part 0 (optnone functions, which
+ * no function pass touches, and the globals, which globalopt has seen
+ * whole) is only compiled: O3's module passes over it cost about half
+ * as much as its machine code and changed nothing that runs. */
+#define CG_PRE_SPLIT \
+	"mergefunc,ipsccp,deadargelim,globalopt,cgscc(function-attrs)"
+#define CG_PART_PIPELINE "default<O3>"
+#define CG_JIT_SPLIT                                                   \
+	CG_PRE_SPLIT ", then in parts, the kernels' " CG_PART_PIPELINE \
+		     ", optnone at level None"
 
 struct cg_module {
 	LLVMOrcThreadSafeContextRef tsctx; /* owns the LLVMContext */
@@ -256,24 +269,40 @@ static bool verify(cg_module *m)
 	return true;
 }
 
+/* Runs the pass pipeline on mod for tm; NULL, or the error. */
+static LLVMErrorRef run_passes(LLVMModuleRef mod, const char *pipeline,
+			       LLVMTargetMachineRef tm)
+{
+	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
+	LLVMErrorRef e = LLVMRunPasses(mod, pipeline, tm, opts);
+	LLVMDisposePassBuilderOptions(opts);
+	return e;
+}
+
+/* Verifies the module (if is_verify) and runs the pipeline over it;
+ * the time adds to opt_ms. */
+static bool verify_and_run(cg_module *m, const char *pipeline, bool is_verify)
+{
+	if (!m->mod)
+		return cg_module_fail(m, "module was handed to the JIT");
+	double t0 = now_ms();
+	if (is_verify && !verify(m))
+		return false;
+	LLVMErrorRef e = run_passes(m->mod, pipeline, m->tm);
+	m->stats.opt_ms += now_ms() - t0;
+	return e ? fail_llvm_error(m, "optimization failed", e) : true;
+}
+
 bool cg_module_optimize(cg_module *m)
 {
 	if (m->is_failed)
 		return false;
 	if (m->is_optimized)
 		return true;
-	if (!m->mod)
-		return cg_module_fail(m, "module was handed to the JIT");
-	double t0 = now_ms();
-	if (!verify(m))
+	m->stats.opt_ms = 0;
+	if (!verify_and_run(m, CG_PIPELINE, true))
 		return false;
-	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
-	LLVMErrorRef e = LLVMRunPasses(m->mod, CG_PIPELINE, m->tm, opts);
-	LLVMDisposePassBuilderOptions(opts);
-	if (e)
-		return fail_llvm_error(m, "optimization failed", e);
 	m->is_optimized = true;
-	m->stats.opt_ms = now_ms() - t0;
 	return true;
 }
 
@@ -338,21 +367,41 @@ static char *emit_object(LLVMTargetMachineRef tm, LLVMModuleRef mod,
 }
 
 /* One part of a split compile (cg_split.c): its module, or the bitcode
- * to read it from into an LLVMContext of its own; its TargetMachine; and
- * what came out. */
+ * to read it from into an LLVMContext of its own; its TargetMachine;
+ * the pipeline to run over the part first (NULL: the module is
+ * optimized); and what came out. */
 typedef struct part_job {
 	int part;
 	LLVMModuleRef mod;      /* NULL: read bc */
 	bool owns_mod;          /* dispose of mod afterwards */
 	LLVMMemoryBufferRef bc; /* the whole module's bitcode */
 	LLVMTargetMachineRef tm;
-	char *obj; /* the object, malloc'd (len bytes) */
+	const char *pipeline;
+	double opt_ms; /* the pipeline's wall time */
+	char *obj;     /* the object, malloc'd (len bytes) */
 	size_t len;
 	char err[512];
 } part_job;
 
-/* Keeps the job's part of its (optimized) module and makes its object; touches no state but the job's and its module's (its
- * LLVMContext is its own), so parts run on threads side by side. */
+/* Runs the job's pipeline (if any) over its part. */
+static bool optimize_part(part_job *j, LLVMModuleRef mod)
+{
+	if (!j->pipeline)
+		return true;
+	double t0 = now_ms();
+	LLVMErrorRef e = run_passes(mod, j->pipeline, j->tm);
+	j->opt_ms = now_ms() - t0;
+	if (!e)
+		return true;
+	char *msg = LLVMGetErrorMessage(e);
+	snprintf(j->err, sizeof j->err, "optimization failed: %s", msg);
+	LLVMDisposeErrorMessage(msg);
+	return false;
+}
+
+/* Keeps the job's part of its module, optimizes it (j->pipeline) and
+ * makes its object; touches no state but the job's and its module's
+ * (its LLVMContext is its own), so parts run on threads side by side. */
 static void run_part(part_job *j)
 {
 	LLVMContextRef ctx = NULL;
@@ -370,6 +419,8 @@ static void run_part(part_job *j)
 		snprintf(j->err, sizeof j->err, "cannot split the module");
 		goto done;
 	}
+	if (!optimize_part(j, mod))
+		goto done;
 	j->obj = emit_object(j->tm, mod, &j->len, j->err, sizeof j->err);
 done:
 	if (mod && (ctx || j->owns_mod))
@@ -384,14 +435,18 @@ static void *run_part_thread(void *job)
 	return NULL;
 }
 
-/* Makes the optimized module's machine code in parts (cg_split.c;
- * n_defs: each part's functions, two parts or more): part 2 read from
- * the bitcode bc (of the optimized module) on a second thread (if the
- * module may use more than one: --threads 1 creates none), parts 1 (a clone) and 0 (the module itself) on this
+/* Makes the module's machine code in parts (cg_split.c; n_defs: each
+ * part's functions, two parts or more), each kernel part (1 and 2)
+ * first optimized by pipeline unless it is NULL (the module is
+ * optimized): part 2 read from the bitcode bc (of the module) on a
+ * second thread (if the module may use more than one: --threads 1
+ * creates none), parts 1 (a clone) and 0 (the module itself) on this
  * one. The objects, in order of part, go to *out; they are the same
- * whichever thread made them. */
+ * whichever thread made them. The longer thread's optimizing adds to
+ * opt_ms, the rest of the wall time is codegen_ms. */
 static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
-			  const uint32_t n_defs[CG_SPLIT_PARTS], cg_objects *out)
+			  const uint32_t n_defs[CG_SPLIT_PARTS],
+			  const char *pipeline, cg_objects *out)
 {
 	part_job jobs[CG_SPLIT_PARTS] = {{0}};
 	bool ok = true;
@@ -404,6 +459,7 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 						      : LLVMCodeGenLevelAggressive)
 				     : NULL;
 		ok = ok && (!n_defs[i] || jobs[i].tm);
+		jobs[i].pipeline = i == 0 ? NULL : pipeline;
 	}
 	double t0 = now_ms();
 	pthread_t th;
@@ -426,6 +482,12 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 		pthread_join(th, NULL);
 	else if (ok && n_defs[2])
 		run_part(&jobs[2]);
+	double opt = jobs[0].opt_ms + jobs[1].opt_ms;
+	if (is_threaded && jobs[2].opt_ms > opt)
+		opt = jobs[2].opt_ms;
+	else if (!is_threaded)
+		opt += jobs[2].opt_ms;
+	m->stats.opt_ms += opt;
 	out->n = 0;
 	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
 		if (ok && n_defs[i] && !jobs[i].obj)
@@ -437,7 +499,7 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 		if (jobs[i].tm)
 			LLVMDisposeTargetMachine(jobs[i].tm);
 	}
-	m->stats.codegen_ms = now_ms() - t0;
+	m->stats.codegen_ms = now_ms() - t0 - opt;
 	return ok;
 }
 
@@ -457,6 +519,42 @@ static bool compile_whole(cg_module *m, cg_objects *out)
 	return true;
 }
 
+/* Compiles the module into objects: a module that splits (cg_split.c)
+ * and is not optimized yet is split right after the whole-module passes
+ * (CG_PRE_SPLIT), and its kernel parts are optimized and compiled side
+ * by side (compile_parts); an optimized one is split as it is; one
+ * that does not split is optimized whole and compiled as one object. */
+static bool compile_objects(cg_module *m, cg_objects *out)
+{
+	bool is_whole_opt = m->no_split || m->is_optimized;
+	if (is_whole_opt && !cg_module_optimize(m))
+		return false;
+	if (!is_whole_opt) {
+		m->stats.opt_ms = 0;
+		if (!verify_and_run(m, CG_PRE_SPLIT, true))
+			return false;
+	}
+	uint32_t n_defs[CG_SPLIT_PARTS] = {0};
+	int n_parts = 0;
+	if (!m->no_split && cg_split_count(m->mod, n_defs))
+		for (int i = 0; i < CG_SPLIT_PARTS; i++)
+			n_parts += n_defs[i] != 0;
+	if (n_parts < 2) {
+		if (!is_whole_opt && !verify_and_run(m, CG_PART_PIPELINE, false))
+			return false;
+		m->is_optimized = true;
+		return compile_whole(m, out);
+	}
+	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m->mod);
+	if (!bc)
+		return cg_module_fail(m, "cannot write the module's bitcode");
+	bool ok = compile_parts(m, bc, n_defs,
+				is_whole_opt ? NULL : CG_PART_PIPELINE, out);
+	LLVMDisposeMemoryBuffer(bc);
+	m->is_optimized = true;
+	return ok;
+}
+
 /* The module's objects: from the cache when it holds sound ones, else
  * compiled now (in parts, side by side, when the module splits) and
  * stored there. The caller frees *block, where a cache hit's objects
@@ -474,7 +572,7 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 			     m->no_split       ? (m->is_optimized ? "optimized"
 								  : CG_PIPELINE)
 			     : m->is_optimized ? "optimized, " CG_JIT_PARTS
-					       : CG_PIPELINE ", " CG_JIT_PARTS,
+					       : CG_JIT_SPLIT,
 			     key);
 		char *data = NULL;
 		size_t len = 0;
@@ -490,22 +588,7 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 		}
 		free(data);
 	}
-	uint32_t n_defs[CG_SPLIT_PARTS] = {0};
-	int n_parts = 0;
-	bool ok = cg_module_optimize(m);
-	if (ok && !m->no_split && cg_split_count(m->mod, n_defs))
-		for (int i = 0; i < CG_SPLIT_PARTS; i++)
-			n_parts += n_defs[i] != 0;
-	LLVMMemoryBufferRef opt_bc = n_parts > 1
-					     ? LLVMWriteBitcodeToMemoryBuffer(
-						       m->mod)
-					     : NULL;
-	if (ok && opt_bc)
-		ok = compile_parts(m, opt_bc, n_defs, out);
-	else if (ok)
-		ok = compile_whole(m, out);
-	if (opt_bc)
-		LLVMDisposeMemoryBuffer(opt_bc);
+	bool ok = compile_objects(m, out);
 	LLVMDisposeMemoryBuffer(bc);
 	if (ok && keyed) {
 		size_t len = 0;

@@ -336,11 +336,18 @@ static size_t round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
+/* How a step's module becomes machine code (docs/codegen.md, "Compile
+ * time"). */
+typedef enum step_build {
+	STEP_PARTS,           /* optimized and compiled in parts */
+	STEP_WHOLE,           /* optimized and compiled as one module */
+	STEP_OPTIMIZED_PARTS, /* optimized as one module, compiled in parts */
+} step_build;
+
 /* model's loss_grad at batch 64 (its training step), compiled for a
- * schedule over 2 threads (in parts, unless no_split; with the object
- * cache in cache_dir, if not NULL); inputs: ids and lengths from 0 to
- * 4. */
-static void step_init_with(step *s, const char *rel, bool no_split,
+ * schedule over 2 threads, as `how` says (with the object cache in
+ * cache_dir, if not NULL); inputs: ids and lengths from 0 to 4. */
+static void step_init_with(step *s, const char *rel, step_build how,
 			   const char *cache_dir)
 {
 	memset(s, 0, sizeof *s);
@@ -385,10 +392,17 @@ static void step_init_with(step *s, const char *rel, bool no_split,
 	cg_program_options o = {.only = only,
 				.n_only = 1,
 				.sched_threads = 2,
-				.no_split = no_split,
+				.no_split = how == STEP_WHOLE,
 				.cache_dir = cache_dir};
 	s->p = cg_program_create(&s->ctx, s->m, s->syms, &o);
 	ck_assert(s->p != NULL);
+	if (how == STEP_OPTIMIZED_PARTS) { /* emitting optimizes it whole */
+		char *text = NULL;
+		size_t len = 0;
+		ck_assert(cg_program_emit_buffer(s->p, CG_EMIT_LLVM, &text,
+						 &len));
+		free(text);
+	}
 	ck_assert(cg_program_jit(s->p));
 	s->pb = aligned_alloc(64, round64(cg_program_params_bytes(s->p)));
 	uint32_t n;
@@ -406,7 +420,7 @@ static void step_init_with(step *s, const char *rel, bool no_split,
 
 static void step_init(step *s, const char *rel)
 {
-	step_init_with(s, rel, false, NULL);
+	step_init_with(s, rel, STEP_PARTS, NULL);
 }
 
 static void step_fini(step *s)
@@ -478,23 +492,32 @@ START_TEST(test_scheduled_training_steps_equal_the_in_order_run_bit_for_bit)
 }
 END_TEST
 
-/* The JIT compiles the module in parts (the entry points at CodeGen
- * level None, the kernels in two parts on two threads, linked in one
- * JITDylib: docs/codegen.md, "Compile time"); the kernels lose no bit to
- * it: the step gives what the module compiled as one gives. */
+/* The JIT optimizes and compiles the module in parts (the entry points
+ * at CodeGen level None, the kernels in two parts on two threads, each
+ * optimized on its own after the whole-module passes, linked in one
+ * JITDylib: docs/codegen.md, "Compile time"); the kernels lose no bit
+ * to it: the step gives what the module optimized and compiled as one
+ * gives, and what it gives optimized as one and compiled in parts. */
 START_TEST(test_training_steps_compiled_in_parts_equal_one_module_bit_for_bit)
 {
-	step parts, whole;
-	step_init_with(&parts, seq2seq[_i], false, NULL);
-	step_init_with(&whole, seq2seq[_i], true, NULL);
+	step parts, whole, opt;
+	step_init_with(&parts, seq2seq[_i], STEP_PARTS, NULL);
+	step_init_with(&whole, seq2seq[_i], STEP_WHOLE, NULL);
+	step_init_with(&opt, seq2seq[_i], STEP_OPTIMIZED_PARTS, NULL);
+	cg_module_stats st = cg_program_stats(parts.p);
+	ck_assert(st.opt_ms > 0 && st.codegen_ms > 0);
 	for (int nt = 1; nt <= 2; nt++) {
-		float *a[MAXT], *b[MAXT];
+		float *a[MAXT], *b[MAXT], *c[MAXT];
 		ck_assert_int_eq(step_run(&parts, nt, a), 0);
 		ck_assert_int_eq(step_run(&whole, nt, b), 0);
+		ck_assert_int_eq(step_run(&opt, nt, c), 0);
 		assert_same(&parts, a, b, seq2seq[_i]);
+		assert_same(&parts, a, c, seq2seq[_i]);
 		outs_free(&parts, a);
 		outs_free(&whole, b);
+		outs_free(&opt, c);
 	}
+	step_fini(&opt);
 	step_fini(&whole);
 	step_fini(&parts);
 }
@@ -507,9 +530,9 @@ START_TEST(test_the_cache_gives_back_every_part_of_a_step)
 	char dir[] = "/tmp/attnc-parts-XXXXXX";
 	ck_assert(mkdtemp(dir) != NULL);
 	step cold, warm;
-	step_init_with(&cold, seq2seq[_i], false, dir);
+	step_init_with(&cold, seq2seq[_i], STEP_PARTS, dir);
 	ck_assert_int_eq(cg_program_stats(cold.p).cache, CG_CACHE_MISS);
-	step_init_with(&warm, seq2seq[_i], false, dir);
+	step_init_with(&warm, seq2seq[_i], STEP_PARTS, dir);
 	ck_assert_int_eq(cg_program_stats(warm.p).cache, CG_CACHE_HIT);
 	float *a[MAXT], *b[MAXT];
 	ck_assert_int_eq(step_run(&cold, 2, a), 0);
