@@ -116,6 +116,15 @@ int cg_cpu_vector_width(const char *cpu);
  * = no cache (the default). Only the JIT uses the cache. */
 void cg_module_set_cache(cg_module *m, const char *dir);
 
+/* Whether cg_module_jit has LLVM's perf listener write a jitdump file
+ * of every function it loads, named as in the module, for perf's
+ * `perf record -k 1` and `perf inject --jit` (docs/cli.md): the file is
+ * $JITDUMPDIR/.debug/jit/.../jit-PID.dump, else under $HOME. Off by
+ * default; the code is the same either way, linked by LLVM's
+ * RuntimeDyld instead of JITLink. cg_module_jit fails when this LLVM
+ * was built without the listener (LLVM_USE_PERF). */
+void cg_module_set_perf_jit(cg_module *m, bool is_on);
+
 /* Whether cg_module_jit compiles the module in parts (the default): the
  * optnone functions without optimization at CodeGen level None, the
  * others in two parts, side by side on two threads when OpenMP's

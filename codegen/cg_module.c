@@ -22,8 +22,10 @@
 #include <llvm-c/BitReader.h>
 #include <llvm-c/BitWriter.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/ExecutionEngine.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
+#include <llvm-c/OrcEE.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -68,6 +70,7 @@ struct cg_module {
 	bool is_optimized;
 	bool is_failed;
 	bool no_split;    /* cg_module_set_split(m, false) */
+	bool is_perf_jit; /* cg_module_set_perf_jit */
 	int n_threads;    /* cg_module_set_threads; 0 = OpenMP's count */
 	char cpu[64];     /* LLVM CPU name; "" = the host's CPU and features */
 	char triple[128]; /* normalized target triple; "" = the host's */
@@ -306,10 +309,27 @@ bool cg_module_optimize(cg_module *m)
 	return true;
 }
 
+/* The object layer of a JIT whose functions perf is told of: RuntimeDyld
+ * (the C API registers listeners on it only) with ctx, the perf
+ * listener. */
+static LLVMOrcObjectLayerRef perf_layer(void *ctx, LLVMOrcExecutionSessionRef es,
+					const char *triple)
+{
+	(void)triple;
+	LLVMOrcObjectLayerRef l =
+		LLVMOrcCreateRTDyldObjectLinkingLayerWithSectionMemoryManager(es);
+	LLVMOrcRTDyldObjectLinkingLayerRegisterJITEventListener(l, ctx);
+	return l;
+}
+
 /* An LLJIT for the host whose main dylib also resolves symbols of this
  * process (libgomp, libc). */
 static bool create_jit(cg_module *m)
 {
+	LLVMJITEventListenerRef perf = NULL;
+	if (m->is_perf_jit && !(perf = LLVMCreatePerfJITEventListener()))
+		return cg_module_fail(m, "this LLVM has no perf listener "
+					 "(built without LLVM_USE_PERF)");
 	LLVMTargetMachineRef tm = host_tm(m, LLVMRelocPIC,
 					  LLVMCodeModelJITDefault,
 					  LLVMCodeGenLevelAggressive);
@@ -318,6 +338,9 @@ static bool create_jit(cg_module *m)
 	LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
 	LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
 		jb, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(tm));
+	if (perf)
+		LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(jb, perf_layer,
+								perf);
 	LLVMErrorRef e = LLVMOrcCreateLLJIT(&m->jit, jb);
 	if (e)
 		return fail_llvm_error(m, "cannot create the JIT", e);
@@ -655,6 +678,11 @@ void cg_module_set_cache(cg_module *m, const char *dir)
 {
 	snprintf(m->cache_dir, sizeof m->cache_dir, "%s", dir ? dir : "");
 	m->stats.cache = CG_CACHE_OFF;
+}
+
+void cg_module_set_perf_jit(cg_module *m, bool is_on)
+{
+	m->is_perf_jit = is_on;
 }
 
 void cg_module_set_split(cg_module *m, bool is_split)

@@ -203,6 +203,7 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 		if (p->cm && opts) {
 			cg_module_set_cache(p->cm, opts->cache_dir);
 			cg_module_set_split(p->cm, !opts->no_split);
+			cg_module_set_perf_jit(p->cm, opts->is_perf_jit);
 		}
 		if (p->cm) /* --threads 1: no thread, the compile's included */
 			cg_module_set_threads(p->cm,

@@ -69,6 +69,9 @@ typedef struct cg_program_options {
 	/* Have the JIT compile the module as one, not in parts
 	 * (cg_module_set_split): the same results, for tests. */
 	bool no_split;
+	/* Have the JIT tell perf where each function of the program lies
+	 * (cg_module_set_perf_jit), for `perf inject --jit`. */
+	bool is_perf_jit;
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;

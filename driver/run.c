@@ -301,11 +301,17 @@ double drv_peak_rss_mib(void)
 	return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB */
 }
 
+/* Whether environment variable name is set to anything but "" or "0". */
+static bool env_is_on(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v && strcmp(v, "0") != 0;
+}
+
 void drv_cache_resolve(drv_options *o)
 {
 	o->cache_dir[0] = '\0';
-	const char *off = getenv("ATTNC_NO_CACHE");
-	if (o->no_cache || (off && *off && strcmp(off, "0") != 0))
+	if (o->no_cache || env_is_on("ATTNC_NO_CACHE"))
 		return;
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	int n = 0;
@@ -329,7 +335,8 @@ cg_program_options drv_program_options(const drv_options *o)
 		.cpu = o->mcpu,
 		.is_profiled = o->profile,
 		.triple = o->target,
-		.cache_dir = o->cache_dir};
+		.cache_dir = o->cache_dir,
+		.is_perf_jit = env_is_on("ATTNC_PERF_JIT")};
 }
 
 /* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for
