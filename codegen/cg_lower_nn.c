@@ -17,6 +17,7 @@
 #include "cg_gemm.h"
 #include "cg_lower.h"
 
+#include <assert.h>
 #include <math.h>
 #include <string.h>
 
@@ -409,27 +410,59 @@ static bool is_one_gemm(const cg_lower *L, const ir_graph *g, ir_id mm)
 	return !skip_m;
 }
 
-/* The matmul add node i's kernel can compute as its epilogue's product:
- * an f32 add with a kernel of its own of a matmul read by nothing else
- * and of the add's type, and a term with a buffer of its own that is a
- * bias row or a matrix of that type; IR_NONE if none. */
-static ir_id epilogue_of(const cg_lower *L, const ir_graph *g,
-			 const ir_id *into, const uint32_t *uses, ir_id i)
+/* Whether x, an operand of add node c, can be an epilogue's term: it
+ * has a buffer of its own (c's kernel does not compute it) and is a bias
+ * row or a matrix of c's type. */
+static bool is_term(const cg_lower *L, const ir_graph *g, const ir_id *into,
+		    ir_id x, ir_id c)
+{
+	return !pass_fuse_ew_is_in(into, x, c) &&
+	       term_row_stride(L, g, x, &g->nodes[c].type) >= 0;
+}
+
+/* Whether node mm, an operand of add node c, can be the product of an
+ * epilogue computed in c's place: a matmul read by nothing else, not
+ * fused elsewhere, of c's type, run as one sgemm. */
+static bool is_product(const cg_lower *L, const ir_graph *g, const ir_id *into,
+		       const uint32_t *uses, ir_id mm, ir_id c)
+{
+	return g->nodes[mm].op == IR_OP_MATMUL && into[mm] == IR_NONE &&
+	       uses[mm] == 1 &&
+	       cg_lower_same_type(L, &g->nodes[mm].type, &g->nodes[c].type) &&
+	       is_one_gemm(L, g, mm);
+}
+
+/* The matmul add node i's kernel can compute as its epilogue's product,
+ * and in *host the add that computes it: i itself, with one term (a
+ * bias or a residual: i's other operand), or an add fused into i and
+ * read by it alone, with two (that add's other operand, then i's: a
+ * bias then a residual, or a sum of three products). i is an f32 add
+ * with a kernel of its own; the terms have buffers of their own and
+ * are bias rows or matrices of i's type. IR_NONE if none. */
+static ir_id epilogue_of(const cg_lower *L, const ir_graph *g, const ir_id *into,
+			 const uint32_t *uses, ir_id i, ir_id *host)
 {
 	const ir_node *ad = &g->nodes[i];
 	if (ad->op != IR_OP_ADD || into[i] != IR_NONE ||
 	    ad->type.dtype != IR_F32)
 		return IR_NONE;
 	for (uint32_t a = 0; a < 2; a++) {
-		ir_id mm = ir_arg(g, i, a), x = ir_arg(g, i, 1 - a);
-		if (mm == x || g->nodes[mm].op != IR_OP_MATMUL ||
-		    into[mm] != IR_NONE || uses[mm] != 1 ||
-		    !cg_lower_same_type(L, &g->nodes[mm].type, &ad->type) ||
-		    pass_fuse_ew_is_in(into, x, i) ||
-		    term_row_stride(L, g, x, &ad->type) < 0 ||
-		    !is_one_gemm(L, g, mm))
+		ir_id y = ir_arg(g, i, a), x = ir_arg(g, i, 1 - a);
+		if (y == x || !is_term(L, g, into, x, i))
 			continue;
-		return mm;
+		*host = i;
+		if (is_product(L, g, into, uses, y, i))
+			return y;
+		if (g->nodes[y].op != IR_OP_ADD || into[y] != i || uses[y] != 1 ||
+		    !cg_lower_same_type(L, &g->nodes[y].type, &ad->type))
+			continue;
+		*host = y;
+		for (uint32_t b = 0; b < 2; b++) {
+			ir_id mm = ir_arg(g, y, b), e = ir_arg(g, y, 1 - b);
+			if (mm != e && is_term(L, g, into, e, y) &&
+			    is_product(L, g, into, uses, mm, y))
+				return mm;
+		}
 	}
 	return IR_NONE;
 }
@@ -448,62 +481,118 @@ bool cg_lower_epilogue_plan(const cg_lower *L, const ir_func *f, ir_id *into)
 	for (uint32_t o = 0; o < f->n_outputs; o++)
 		uses[f->outputs[o]] += 2; /* an output keeps its buffer */
 	for (ir_id i = 0; i < g->n_nodes; i++) {
-		ir_id mm = epilogue_of(L, g, into, uses, i);
+		ir_id host = IR_NONE;
+		ir_id mm = epilogue_of(L, g, into, uses, i, &host);
 		if (mm != IR_NONE)
-			into[mm] = i;
+			into[mm] = host;
 	}
 	ir_free(L->ctx, uses);
 	return true;
+}
+
+/* The matmul that add node c computes as an epilogue's product (the
+ * epilogue plan made into[mm] = c), or IR_NONE. */
+static ir_id product_in(const ir_graph *g, const ir_id *into, ir_id c)
+{
+	for (uint32_t a = 0; a < 2; a++) {
+		ir_id x = ir_arg(g, c, a);
+		if (into[x] == c && g->nodes[x].op == IR_OP_MATMUL)
+			return x;
+	}
+	return IR_NONE;
 }
 
 ir_id cg_lower_epilogue_matmul(const ir_graph *g, const ir_id *into, ir_id id)
 {
 	if (g->nodes[id].op != IR_OP_ADD)
 		return IR_NONE;
-	for (uint32_t a = 0; a < 2; a++) {
-		ir_id x = ir_arg(g, id, a);
-		if (into[x] == id && g->nodes[x].op == IR_OP_MATMUL)
-			return x;
+	ir_id mm = product_in(g, into, id);
+	for (uint32_t a = 0; a < 2 && mm == IR_NONE; a++) {
+		ir_id y = ir_arg(g, id, a);
+		if (into[y] == id && g->nodes[y].op == IR_OP_ADD)
+			mm = product_in(g, into, y);
 	}
-	return IR_NONE;
+	return mm;
 }
 
-/* The operand of add kernel k whose tree is a fused matmul, or -1. */
-static int fused_matmul_operand(const cg_kernel *k)
+/* Where add kernel k's trees hold a fused matmul: its tree node, and the
+ * epilogue's terms in the order they are added (the tree nodes of their
+ * leaves and their nodes). */
+typedef struct epi_tree {
+	uint32_t mm;
+	int n_terms;
+	uint32_t term[CG_GEMM_MAX_EPILOGUE];
+	ir_id term_id[CG_GEMM_MAX_EPILOGUE];
+} epi_tree;
+
+/* The fused matmul under tree node t of kernel k, or none: t itself, or
+ * an operand of t when t is an add (whose other operand is then the
+ * first term). */
+static bool epilogue_at(const cg_kernel *k, uint32_t t, epi_tree *e)
+{
+	const cg_tree_node *tn = &k->tr.n[t];
+	if (tn->is_leaf)
+		return false;
+	ir_op op = k->g->nodes[tn->id].op;
+	if (op == IR_OP_MATMUL) {
+		e->mm = t;
+		return true;
+	}
+	if (op != IR_OP_ADD)
+		return false;
+	for (uint32_t b = 0; b < 2; b++) {
+		const cg_tree_node *kid = &k->tr.n[tn->kid[b]];
+		if (!kid->is_leaf && k->g->nodes[kid->id].op == IR_OP_MATMUL) {
+			e->mm = tn->kid[b];
+			e->term[e->n_terms] = tn->kid[1 - b];
+			e->term_id[e->n_terms++] = ir_arg(k->g, tn->id, 1 - b);
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool epilogue_tree(const cg_kernel *k, epi_tree *e)
 {
 	if (k->node->op != IR_OP_ADD)
-		return -1;
-	for (int a = 0; a < 2; a++) {
-		const cg_tree_node *tn = &k->tr.n[k->tr.opnd[a]];
-		if (!tn->is_leaf && k->g->nodes[tn->id].op == IR_OP_MATMUL)
-			return a;
+		return false;
+	for (uint32_t a = 0; a < 2; a++) {
+		e->n_terms = 0;
+		if (epilogue_at(k, k->tr.opnd[a], e)) {
+			e->term[e->n_terms] = k->tr.opnd[1 - a];
+			e->term_id[e->n_terms++] = ir_arg(k->g, k->id, 1 - a);
+			for (int t = 0; t < e->n_terms; t++)
+				assert(k->tr.n[e->term[t]].is_leaf);
+			return true;
+		}
 	}
-	return -1;
+	return false;
 }
 
 bool cg_lower_is_epilogue_kernel(const cg_kernel *k)
 {
-	return fused_matmul_operand(k) >= 0;
+	epi_tree e;
+	return epilogue_tree(k, &e);
 }
 
 /* The operands of kernel k's matmul: its own, or for an add computing
  * a fused matmul, the matmul's operands (the leaves under it) and the
- * add's other operand as the epilogue's term. */
+ * epilogue's terms (the other operands of the adds). */
 static mm_src matmul_src(const cg_kernel *k)
 {
 	mm_src s = {.mm = k->id, .a = k->in[0], .b = k->in[1]};
-	int a = fused_matmul_operand(k);
-	if (a >= 0) {
-		const cg_tree_node *tn = &k->tr.n[k->tr.opnd[a]];
+	epi_tree e;
+	if (epilogue_tree(k, &e)) {
+		const cg_tree_node *tn = &k->tr.n[e.mm];
 		s.mm = tn->id;
 		s.a = k->in[k->tr.n[tn->kid[0]].param];
 		s.b = k->in[k->tr.n[tn->kid[1]].param];
-		s.n_epi = 1;
-		s.epi[0] = k->in[k->tr.n[k->tr.opnd[1 - a]].param];
-		s.epi_rs[0] = term_row_stride(k->L, k->g,
-					      ir_arg(k->g, k->id,
-						     1 - (uint32_t)a),
-					      &k->node->type);
+		s.n_epi = e.n_terms;
+		for (int t = 0; t < e.n_terms; t++) {
+			s.epi[t] = k->in[k->tr.n[e.term[t]].param];
+			s.epi_rs[t] = term_row_stride(k->L, k->g, e.term_id[t],
+						      &k->node->type);
+		}
 	}
 	return s;
 }

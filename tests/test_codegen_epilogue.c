@@ -7,7 +7,9 @@
  * values within float rounding; a matmul that leaves out a masked loss
  * gradient's zero rows is not given to its add, and the matmuls that
  * leave out the zero rows that gradient's backward pass carries give
- * the interpreter's values.
+ * the interpreter's values. Two adds in a row after a product (a bias
+ * then a residual; a sum of three products) both go to its epilogue,
+ * with the same checks.
  */
 #include "cg_program.h"
 #include "frontend.h"
@@ -85,6 +87,7 @@ static void model_init(model *md)
 	ck_assert(pass_autodiff(md->m, "loss"));
 	ck_assert(pass_autodiff(md->m, "loss_masked"));
 	ck_assert(pass_autodiff(md->m, "loss_padded"));
+	ck_assert(pass_autodiff(md->m, "loss_chain"));
 	ck_assert(pass_pipeline_run(md->m, &po));
 	for (uint32_t i = 0; i < md->m->n_syms; i++)
 		md->syms[i] = md->m->syms[i].fallback;
@@ -228,6 +231,42 @@ START_TEST(test_matmuls_leaving_out_a_backward_pass_zero_rows)
 }
 END_TEST
 
+START_TEST(test_two_adds_in_a_row_run_in_their_matmuls_kernel)
+{
+	model md;
+	model_init(&md);
+	cg_program *fused = compile(&md, "forward_chain", false);
+	cg_program *plain = compile(&md, "forward_chain", true);
+	/* y = x + (x @ W3 + b3): one kernel, not three; (x @ Wd + y @ We)
+	 * + relu(y) @ Wf: y @ We, relu(y) @ Wf, and x @ Wd with both adds:
+	 * three kernels, not five; relu's (calls: the two products of
+	 * one shape share a kernel) */
+	ck_assert_uint_eq(cg_program_n_calls(fused, "forward_chain"), 5);
+	ck_assert_uint_eq(cg_program_n_calls(plain, "forward_chain"), 9);
+	cg_program_destroy(fused);
+	cg_program_destroy(plain);
+	model_fini(&md);
+}
+END_TEST
+
+START_TEST(test_two_adds_in_a_row_give_the_unfused_forward)
+{
+	model md;
+	model_init(&md);
+	check_entry(&md, "forward_chain");
+	model_fini(&md);
+}
+END_TEST
+
+START_TEST(test_two_adds_in_a_row_give_the_unfused_gradient)
+{
+	model md;
+	model_init(&md);
+	check_entry(&md, "loss_chain_grad");
+	model_fini(&md);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_epilogue");
@@ -239,6 +278,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_gradient_with_epilogues_is_the_unfused_gradient);
 	tcase_add_test(tc, test_a_matmul_leaving_out_zero_rows_is_no_epilogue);
 	tcase_add_test(tc, test_matmuls_leaving_out_a_backward_pass_zero_rows);
+	tcase_add_test(tc, test_two_adds_in_a_row_run_in_their_matmuls_kernel);
+	tcase_add_test(tc, test_two_adds_in_a_row_give_the_unfused_forward);
+	tcase_add_test(tc, test_two_adds_in_a_row_give_the_unfused_gradient);
 	suite_add_tcase(s, tc);
 	return s;
 }

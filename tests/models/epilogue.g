@@ -1,7 +1,8 @@
 # epilogue.g - two matmuls whose adds the sgemm's epilogue computes, for
 # tests/test_codegen_epilogue.c: h's bias add (h is read by a matmul, so
 # the add keeps a kernel of its own) and net's residual add (returned by
-# forward); loss_masked's gradient, where one of them may not be.
+# forward); loss_masked's gradient, where one of them may not be; and
+# two adds in a row after a product, both in its epilogue (chain).
 model epilogue
 dim B = 4
 
@@ -43,3 +44,25 @@ export def loss_padded(x: f32[B, 16, 32], targets: i32[B, 16], valid: i32[B])
   h = relu(x @ Wp)
   z = h @ Wq + h
   return sum(masked_ce(z @ Wr, targets, valid))
+
+# Two adds in a row after a product: a bias then a residual, as a
+# transformer's MLP output joins its input (y), and a sum of three
+# products of different operands, as the input gradient of the
+# projections q, k and v (products of one operand would be factored).
+# Each first add is read only by the second, which computes it; the
+# sgemm's epilogue adds both terms.
+def chain(x)
+  param W3 : [32, 32] = normal(0, 0.3)
+  param b3 : [32] = normal(0, 0.3)
+  param Wd : [32, 32] = normal(0, 0.3)
+  param We : [32, 32] = normal(0, 0.3)
+  param Wf : [32, 32] = normal(0, 0.3)
+  y = x + (x @ W3 + b3)
+  return (x @ Wd + y @ We) + relu(y) @ Wf
+
+export def forward_chain(x: f32[B, 16, 32])
+  return chain(x)
+
+export def loss_chain(x: f32[B, 16, 32])
+  z = chain(x)
+  return mean(z * z)
