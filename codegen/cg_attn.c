@@ -787,10 +787,14 @@ LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 	LLVMValueRef s = cg_vload(f, a->vw, cg_at(f, a->sb, at), 4);
 	s = LLVMBuildFMul(f->b, s, cg_const_real(vt, a->scale), "");
-	LLVMValueRef key = keys(a, j0, j);
 	if (a->has_valid)
 		s = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), s,
 				    cg_const_real(vt, a->fill), "");
+	/* Blocks start at multiples of bc below K: with K a multiple of bc
+	 * every key of a block is real. */
+	if (a->K % a->bc == 0)
+		return s;
+	LLVMValueRef key = keys(a, j0, j);
 	LLVMValueRef real = LLVMBuildICmp(f->b, LLVMIntSLT, key,
 					  cg_const_int(LLVMTypeOf(key),
 						       (uint64_t)a->K),
