@@ -365,6 +365,24 @@ LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v)
 	return LLVMBuildExtractElement(a->f->b, v, cg_i32(a->f, 0), "");
 }
 
+LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef one = cg_f32(f, 1);
+	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealUNE, gap, cg_f32(f, 0),
+					   "");
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);
+	LLVMBasicBlockRef join = cg_if_begin(f, moved);
+	LLVMValueRef e = cg_lower_exp_nonpos(f, gap);
+	LLVMBasicBlockRef then = LLVMGetInsertBlock(f->b);
+	cg_if_end(f, join);
+	LLVMValueRef phi = LLVMBuildPhi(f->b, cg_t_f32(f), "");
+	LLVMValueRef vals[2] = {one, e};
+	LLVMBasicBlockRef from[2] = {pre, then};
+	LLVMAddIncoming(phi, vals, from, 2);
+	return phi;
+}
+
 void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 		       int64_t width, LLVMValueRef s)
 {

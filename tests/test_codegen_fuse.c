@@ -280,9 +280,11 @@ START_TEST(test_keys_packed_once_per_attention_serve_all_its_query_blocks)
 END_TEST
 
 /* Key counts that are whole blocks of 64 (cg_attn_scores then leaves
- * out the check of keys past K) over several blocks: per-query lengths
- * with dropout in training, the backward cached; 2 heads in place,
- * causal; heads of 128; no mask. */
+ * out the check of keys past K) over several blocks, so that the row
+ * maxima both move and stay put between blocks (the forward's rescaling
+ * and the backward's exp(m_j - m) are skipped where they stay): per-query
+ * lengths with dropout in training, the backward cached; 2 heads in
+ * place, causal; heads of 128; no mask. */
 static const ac_case whole_block_cases[] = {
 	{2, 70, 256, 32, 32, AC_QUERY, 0.1, true, 111, 0},
 	{2, 65, 128, 64, 64, AC_CAUSAL, 0, false, 112, 2},
