@@ -365,6 +365,24 @@ LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v)
 	return LLVMBuildExtractElement(a->f->b, v, cg_i32(a->f, 0), "");
 }
 
+LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef one = cg_f32(f, 1);
+	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealUNE, gap, cg_f32(f, 0),
+					   "");
+	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);
+	LLVMBasicBlockRef join = cg_if_begin(f, moved);
+	LLVMValueRef e = cg_lower_exp_nonpos(f, gap);
+	LLVMBasicBlockRef then = LLVMGetInsertBlock(f->b);
+	cg_if_end(f, join);
+	LLVMValueRef phi = LLVMBuildPhi(f->b, cg_t_f32(f), "");
+	LLVMValueRef vals[2] = {one, e};
+	LLVMBasicBlockRef from[2] = {pre, then};
+	LLVMAddIncoming(phi, vals, from, 2);
+	return phi;
+}
+
 void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
 		       int64_t width, LLVMValueRef s)
 {
@@ -787,10 +805,14 @@ LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 	LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 	LLVMValueRef s = cg_vload(f, a->vw, cg_at(f, a->sb, at), 4);
 	s = LLVMBuildFMul(f->b, s, cg_const_real(vt, a->scale), "");
-	LLVMValueRef key = keys(a, j0, j);
 	if (a->has_valid)
 		s = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), s,
 				    cg_const_real(vt, a->fill), "");
+	/* Blocks start at multiples of bc below K: with K a multiple of bc
+	 * every key of a block is real. */
+	if (a->K % a->bc == 0)
+		return s;
+	LLVMValueRef key = keys(a, j0, j);
 	LLVMValueRef real = LLVMBuildICmp(f->b, LLVMIntSLT, key,
 					  cg_const_int(LLVMTypeOf(key),
 						       (uint64_t)a->K),

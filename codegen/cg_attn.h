@@ -203,6 +203,10 @@ LLVMValueRef cg_attn_vmax(cg_attn *a, LLVMValueRef x, LLVMValueRef y);
 /* Horizontal max and sum of a vector. */
 LLVMValueRef cg_attn_hmax(cg_attn *a, LLVMValueRef v);
 LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v);
+/* exp(gap) of a scalar gap <= 0 (a difference of running maxima), the
+ * exponential computed only where gap is not 0: there it is exactly 1,
+ * and past a long row's first key blocks its maximum seldom moves. */
+LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap);
 
 /* len floats at p set to v (a float value), whole vectors: len must be
  * a multiple of vw and p hold them. */

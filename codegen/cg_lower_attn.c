@@ -10,8 +10,9 @@
  * n in a call, cg_attn_keys), computes the scores
  * S = Q K^T with the register-tiled product, and per row: scales and
  * masks them (keys past the valid length get the fill), takes the new
- * maximum, rescales l and the accumulator by exp(m_old - m_new), turns
- * the scores into exp(s - m_new) (zeroed where dropout drops them) and
+ * maximum, rescales l and the accumulator by exp(m_old - m_new) where
+ * the maximum moved (the factor is exactly 1 elsewhere), turns the
+ * scores into exp(s - m_new) (zeroed where dropout drops them) and
  * adds P V into the accumulator (each tile of rows stopping at the keys
  * its rows need, cg_attn_set_need: a causal mask's diagonal blocks are
  * half done). At the end each row is divided by l (and scaled by
@@ -33,6 +34,29 @@ typedef struct fwd_block {
 	LLVMValueRef n, q0, rows;
 } fwd_block;
 
+/* Row i's l and accumulator times alpha = exp(gap), gap = m_old - m_new:
+ * skipped where the maximum did not move (gap 0, alpha exactly 1), which
+ * past the first key blocks of a long row is nearly always. */
+static void fwd_rescale(cg_attn *a, LLVMValueRef i, LLVMValueRef gap)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealUNE, gap, cg_f32(f, 0),
+					   "");
+	LLVMBasicBlockRef join = cg_if_begin(f, moved);
+	LLVMValueRef alpha = cg_lower_exp_nonpos(f, gap);
+	LLVMValueRef l_at = cg_at(f, a->l, i);
+	cg_store(f, LLVMBuildFMul(f->b, cg_load(f, l_at), alpha, ""), l_at);
+	LLVMValueRef as = cg_splat(f, a->vw, alpha);
+	LLVMValueRef row = cg_muli(f, i, a->wpad);
+	for (int64_t c = 0; c < a->dv; c += a->vw) {
+		LLVMValueRef at = cg_at(f, a->acc, cg_addi(f, row, c));
+		cg_vstore(f,
+			  LLVMBuildFMul(f->b, cg_vload(f, a->vw, at, 4), as, ""),
+			  at, 4);
+	}
+	cg_if_end(f, join);
+}
+
 /* Row i of the block: new maximum, rescaling, weights into sb. */
 static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 		    LLVMValueRef j0)
@@ -48,8 +72,6 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 	LLVMValueRef m_old = cg_load(f, m_at);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_hmax(a, mx));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
-								  m_new, ""));
 	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
@@ -63,20 +85,13 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 		cg_vstore(f, p, cg_at(f, a->sb, at), 4);
 	}
-	LLVMValueRef l = LLVMBuildFMul(f->b, cg_load(f, l_at), alpha, "");
-	cg_store(f, LLVMBuildFAdd(f->b, l, cg_attn_hsum(a, sum), ""), l_at);
 	cg_store(f, m_new, m_at);
 	if (a->has_valid)
 		cg_attn_set_need(a, i, m_new);
-	/* The accumulator row times alpha. */
-	LLVMValueRef as = cg_splat(f, a->vw, alpha);
-	LLVMValueRef row = cg_muli(f, i, a->wpad);
-	for (int64_t c = 0; c < a->dv; c += a->vw) {
-		LLVMValueRef at = cg_at(f, a->acc, cg_addi(f, row, c));
-		cg_vstore(f,
-			  LLVMBuildFMul(f->b, cg_vload(f, a->vw, at, 4), as, ""),
-			  at, 4);
-	}
+	fwd_rescale(a, i, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	cg_store(f,
+		 LLVMBuildFAdd(f->b, cg_load(f, l_at), cg_attn_hsum(a, sum), ""),
+		 l_at);
 }
 
 /* One block of keys at j0: scores, the online softmax, P V. */

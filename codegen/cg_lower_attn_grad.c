@@ -137,8 +137,8 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef m_old = cg_load(f, m_at);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_hmax(a, mx));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
-								  m_new, ""));
+	LLVMValueRef alpha = cg_attn_exp_gap(a, LLVMBuildFSub(f->b, m_old,
+							      m_new, ""));
 	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
@@ -215,7 +215,7 @@ static LLVMValueRef cached_factor(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
 	cg_fn *f = a->f;
 	LLVMValueRef mj = cg_load(f, cg_at(f, a->mc, mc_index(a, i, j0)));
 	LLVMValueRef m = cg_load(f, cg_at(f, a->m, i));
-	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, mj, m, ""));
+	LLVMValueRef e = cg_attn_exp_gap(a, LLVMBuildFSub(f->b, mj, m, ""));
 	LLVMValueRef linv = cg_load(f, cg_at(f, a->l, i));
 	return cg_splat(f, a->vw, LLVMBuildFMul(f->b, e, linv, ""));
 }

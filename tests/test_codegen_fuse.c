@@ -277,6 +277,25 @@ START_TEST(test_keys_packed_once_per_attention_serve_all_its_query_blocks)
 }
 END_TEST
 
+/* Key counts that are whole blocks of 64 (cg_attn_scores then leaves
+ * out the check of keys past K) over several blocks, so that the row
+ * maxima both move and stay put between blocks (the forward's rescaling
+ * and the backward's exp(m_j - m) are skipped where they stay): per-query
+ * lengths with dropout in training, the backward cached; 2 heads in
+ * place, causal; heads of 128; no mask. */
+static const ac_case whole_block_cases[] = {
+	{2, 70, 256, 32, 32, AC_QUERY, 0.1, true, 111, 0},
+	{2, 65, 128, 64, 64, AC_CAUSAL, 0, false, 112, 2},
+	{1, 40, 192, 128, 128, AC_BATCH, 0, false, 113, 0},
+	{2, 20, 128, 16, 16, AC_NONE, 0, false, 114, 0},
+};
+
+START_TEST(test_key_counts_of_whole_blocks_match_the_unfused_graph)
+{
+	check_case(&whole_block_cases[_i]);
+}
+END_TEST
+
 START_TEST(test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide)
 {
 	/* small_cases: K = 16 and d = 64 small, K = 17 and d = 65 blocked */
@@ -504,6 +523,9 @@ static Suite *fuse_suite(void)
 		tk,
 		test_keys_packed_once_per_attention_serve_all_its_query_blocks,
 		0, (int)(sizeof keys_cases / sizeof keys_cases[0]));
+	tcase_add_loop_test(
+		tk, test_key_counts_of_whole_blocks_match_the_unfused_graph, 0,
+		(int)(sizeof whole_block_cases / sizeof whole_block_cases[0]));
 	suite_add_tcase(s, tk);
 	return s;
 }
