@@ -187,12 +187,13 @@ static float *case_run(const gemm_case *t, int threads)
 	return c;
 }
 
-/* Runs spec on 2 threads and checks it against the naive loop. */
-static void check_spec(cg_gemm_spec spec, uint64_t seed)
+/* Runs j (of spec) on 2 threads on operands from seed and checks the
+ * product against the naive loop. */
+static void check_jit(const gemm_jit *j, cg_gemm_spec spec, uint64_t seed)
 {
 	gemm_case t;
 	case_init(&t, spec, seed);
-	float *c = case_run(&t, 2);
+	float *c = jit_run(j, &t, 2);
 	double e = case_error(&t, c);
 	ck_assert_msg(e < 1e-5,
 		      "%lldx%lldx%lld x%lld ta=%d tb=%d acc=%d pack=%d vw=%d: error %g",
@@ -201,6 +202,63 @@ static void check_spec(cg_gemm_spec spec, uint64_t seed)
 		      spec.accumulate, (int)spec.pack, t.plan.vw, e);
 	free(c);
 	case_fini(&t);
+}
+
+/* A test's sweep of specs, compiled together: one module holding an
+ * sgemm a spec (gemm0, gemm1, ...) and one JIT compile, where a compile
+ * a spec cost far more than the runs (the micro-kernels the specs share
+ * compile once). Each item's spec, operand seed and what its check
+ * needs besides. */
+typedef struct sweep_item {
+	cg_gemm_spec spec;
+	uint64_t seed;
+	size_t s;          /* check_zero_rows: the shape's index */
+	int64_t keep_step; /* check_zero_rows: 0 for check_jit */
+	int v;
+} sweep_item;
+
+enum { SWEEP_MAX = 128 };
+typedef struct spec_sweep {
+	size_t n;
+	sweep_item item[SWEEP_MAX];
+} spec_sweep;
+
+static sweep_item *sweep_add(spec_sweep *w, cg_gemm_spec spec, uint64_t seed)
+{
+	ck_assert_uint_lt(w->n, SWEEP_MAX);
+	sweep_item *it = &w->item[w->n++];
+	*it = (sweep_item){.spec = spec, .seed = seed};
+	return it;
+}
+
+static void check_zero_rows_of(const gemm_jit *j, const sweep_item *it);
+
+/* Compiles the sweep's specs in one module and checks each: by
+ * check_zero_rows_of where it has a keep_step, else by check_jit. */
+static void sweep_check(const spec_sweep *w)
+{
+	cg_module *m = cg_module_create("sweep");
+	ck_assert_ptr_nonnull(m);
+	char name[32];
+	for (size_t i = 0; i < w->n; i++) {
+		snprintf(name, sizeof name, "gemm%zu", i);
+		ck_assert_msg(cg_gemm_add(m, name, &w->item[i].spec), "%s",
+			      cg_module_error(m));
+	}
+	ck_assert_msg(cg_module_jit(m), "%s", cg_module_error(m));
+	for (size_t i = 0; i < w->n; i++) {
+		snprintf(name, sizeof name, "gemm%zu", i);
+		gemm_jit j = {.m = m};
+		void *addr = cg_module_lookup(m, name);
+		ck_assert_msg(addr != NULL, "%s", cg_module_error(m));
+		memcpy(&j.fn, &addr, sizeof j.fn);
+		const sweep_item *it = &w->item[i];
+		if (it->keep_step)
+			check_zero_rows_of(&j, it);
+		else
+			check_jit(&j, it->spec, it->seed);
+	}
+	cg_module_destroy(m);
 }
 
 static cg_gemm_spec shape(int64_t m, int64_t n, int64_t k)
@@ -223,19 +281,22 @@ static const int widths[] = {8, 16};
 
 START_TEST(test_gemm_matches_naive_loop_on_odd_shapes)
 {
+	spec_sweep sw = {0};
 	for (size_t w = 0; w < 2; w++) {
 		for (size_t s = 0; s < N_ODD; s++) {
 			const int64_t *d = odd_shapes[s];
 			cg_gemm_spec spec = shape(d[0], d[1], d[2]);
 			spec.vector_width = widths[w];
-			check_spec(spec, 1 + s);
+			sweep_add(&sw, spec, 1 + s);
 		}
 	}
+	sweep_check(&sw);
 }
 END_TEST
 
 START_TEST(test_gemm_matches_naive_loop_with_every_packing)
 {
+	spec_sweep sw = {0};
 	static const cg_gemm_pack packs[] = {CG_GEMM_PACK_NONE, CG_GEMM_PACK_B,
 					     CG_GEMM_PACK_AB};
 	for (size_t p = 0; p < 3; p++) {
@@ -245,14 +306,16 @@ START_TEST(test_gemm_matches_naive_loop_with_every_packing)
 			cg_gemm_spec spec = shape(d[0], d[1], d[2]);
 			spec.pack = packs[p];
 			spec.vector_width = widths[s % 2];
-			check_spec(spec, 100 + s);
+			sweep_add(&sw, spec, 100 + s);
 		}
 	}
+	sweep_check(&sw);
 }
 END_TEST
 
 START_TEST(test_gemm_reads_transposed_operands)
 {
+	spec_sweep sw = {0};
 	static const int64_t shapes[][3] = {
 		{1, 1, 1},   {7, 13, 5},     {65, 33, 17},
 		{10, 10, 8}, {640, 32, 200}, {40, 300, 270},
@@ -268,24 +331,27 @@ START_TEST(test_gemm_reads_transposed_operands)
 				spec.tb = tr & 2;
 				spec.pack = (cg_gemm_pack)pack;
 				spec.vector_width = widths[(s + (size_t)pack) % 2];
-				check_spec(spec, 200 + s);
+				sweep_add(&sw, spec, 200 + s);
 			}
 		}
 	}
+	sweep_check(&sw);
 }
 END_TEST
 
 START_TEST(test_gemm_adds_to_c_when_accumulating)
 {
+	spec_sweep sw = {0};
 	for (size_t s = 0; s < N_ODD; s++) {
 		const int64_t *d = odd_shapes[s];
 		cg_gemm_spec spec = shape(d[0], d[1], d[2]);
 		spec.accumulate = true;
-		check_spec(spec, 300 + s);
+		sweep_add(&sw, spec, 300 + s);
 		spec.pack = CG_GEMM_PACK_AB;
 		spec.vector_width = widths[s % 2];
-		check_spec(spec, 400 + s);
+		sweep_add(&sw, spec, 400 + s);
 	}
+	sweep_check(&sw);
 }
 END_TEST
 
@@ -309,16 +375,15 @@ static void zero_a_rows(gemm_case *t, int64_t keep)
 						: i * t->plan.lda + p] = 0;
 }
 
-/* Runs spec (skip_zero_k or skip_zero_m) with the rows it leaves out
- * zeroed in B or A as zero_*_rows(keep) does, for keep = 0, keep_step,
- * ... up to 10; variant v of (ta, tb, accumulate) in bits 1, 4, 2, a
- * packing from s and v and a vector width from s and keep, leading
- * dimensions wider than the rows with is_strided: the product is the
- * naive loop's over every k (a row of C left out is +0, or C's own when
- * accumulating), on 1 thread and 2 alike to the bit. Keeps of one
- * vector width share one compile. */
-static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep_step,
-			    int v, bool is_strided, uint64_t seed)
+/* Adds to sw spec (skip_zero_k or skip_zero_m) with the rows it leaves
+ * out zeroed in B or A as zero_*_rows(keep) does, for keep = 0,
+ * keep_step, ... up to 10; variant v of (ta, tb, accumulate) in bits 1,
+ * 4, 2, a packing from s and v and a vector width from s and keep,
+ * leading dimensions wider than the rows with is_strided: one item a
+ * vector width, checked by check_zero_rows_of. */
+static void check_zero_rows(spec_sweep *sw, cg_gemm_spec spec, size_t s,
+			    int64_t keep_step, int v, bool is_strided,
+			    uint64_t seed)
 {
 	spec.ta = v & 1;
 	spec.tb = v & 4;
@@ -331,43 +396,51 @@ static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep_step,
 	}
 	for (size_t w = 0; w < 2; w++) {
 		spec.vector_width = widths[w];
-		gemm_jit j = {0};
-		for (int64_t keep = 0; keep <= 10; keep += keep_step) {
-			if ((s + (size_t)keep) % 2 != w)
-				continue;
-			if (!j.m)
-				j = jit_open(&spec);
-			gemm_case t;
-			case_init(&t, spec, seed);
-			if (spec.skip_zero_m)
-				zero_a_rows(&t, keep);
-			else
-				zero_b_rows(&t, keep);
-			float *c1 = jit_run(&j, &t, 1), *c2 = jit_run(&j, &t, 2);
-			double e = case_error(&t, c1);
-			ck_assert_msg(e < 1e-5,
-				      "%lldx%lldx%lld keep %lld ta=%d tb=%d "
-				      "acc=%d: error %g",
-				      (long long)spec.m, (long long)spec.n,
-				      (long long)spec.k, (long long)keep,
-				      spec.ta, spec.tb, spec.accumulate, e);
-			for (int64_t i = keep;
-			     spec.skip_zero_m && !spec.accumulate && i < spec.m;
-			     i++)
-				if (i % 10 >= keep)
-					ck_assert(!signbit(c1[i * t.plan.ldc]));
-			ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
-				      "%lldx%lldx%lld keep %lld v %d pack %d: "
-				      "1 and 2 threads differ",
-				      (long long)spec.m, (long long)spec.n,
-				      (long long)spec.k, (long long)keep, v,
-				      (int)spec.pack);
-			free(c1);
-			free(c2);
-			case_fini(&t);
-		}
-		if (j.m)
-			jit_close(&j);
+		sweep_item *it = sweep_add(sw, spec, seed);
+		it->s = s;
+		it->keep_step = keep_step;
+		it->v = v;
+	}
+}
+
+/* The item's keeps of its vector width (keep with (s + keep) % 2 the
+ * width's index): the product is the naive loop's over every k (a row
+ * of C left out is +0, or C's own when accumulating), on 1 thread and 2
+ * alike to the bit. */
+static void check_zero_rows_of(const gemm_jit *j, const sweep_item *it)
+{
+	const cg_gemm_spec spec = it->spec;
+	size_t w = spec.vector_width == widths[1];
+	for (int64_t keep = 0; keep <= 10; keep += it->keep_step) {
+		if ((it->s + (size_t)keep) % 2 != w)
+			continue;
+		gemm_case t;
+		case_init(&t, spec, it->seed);
+		if (spec.skip_zero_m)
+			zero_a_rows(&t, keep);
+		else
+			zero_b_rows(&t, keep);
+		float *c1 = jit_run(j, &t, 1), *c2 = jit_run(j, &t, 2);
+		double e = case_error(&t, c1);
+		ck_assert_msg(e < 1e-5,
+			      "%lldx%lldx%lld keep %lld ta=%d tb=%d "
+			      "acc=%d: error %g",
+			      (long long)spec.m, (long long)spec.n,
+			      (long long)spec.k, (long long)keep, spec.ta,
+			      spec.tb, spec.accumulate, e);
+		for (int64_t i = keep;
+		     spec.skip_zero_m && !spec.accumulate && i < spec.m; i++)
+			if (i % 10 >= keep)
+				ck_assert(!signbit(c1[i * t.plan.ldc]));
+		ck_assert_msg(memcmp(c1, c2, t.n_c * sizeof *c1) == 0,
+			      "%lldx%lldx%lld keep %lld v %d pack %d: "
+			      "1 and 2 threads differ",
+			      (long long)spec.m, (long long)spec.n,
+			      (long long)spec.k, (long long)keep, it->v,
+			      (int)spec.pack);
+		free(c1);
+		free(c2);
+		case_fini(&t);
 	}
 }
 
@@ -375,6 +448,7 @@ static void check_zero_rows(cg_gemm_spec spec, size_t s, int64_t keep_step,
  * transposed: v without bit 4), kept rows or none. */
 START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 {
+	spec_sweep sw = {0};
 	static const int64_t shapes[][3] = {
 		{32, 202, 320}, {7, 13, 5},  {65, 33, 300},
 		{1, 1, 1},      {6, 40, 30},
@@ -384,8 +458,9 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 						  shapes[s][2]);
 			spec.skip_zero_k = true;
-			check_zero_rows(spec, s, 5, v, s == 2, 900 + s);
+			check_zero_rows(&sw, spec, s, 5, v, s == 2, 900 + s);
 		}
+	sweep_check(&sw);
 }
 END_TEST
 
@@ -423,6 +498,7 @@ END_TEST
  * a column split. */
 START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 {
+	spec_sweep sw = {0};
 	static const int64_t shapes[][3] = {
 		{320, 32, 202}, {7, 13, 5},     {65, 33, 300}, {1, 1, 1},
 		{300, 70, 30},  {13, 600, 100}, /* threads split columns: each keeps all rows */
@@ -433,8 +509,9 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 						  shapes[s][2]);
 			spec.skip_zero_m = true;
-			check_zero_rows(spec, s, 3, v, s == 2, 970 + s);
+			check_zero_rows(&sw, spec, s, 3, v, s == 2, 970 + s);
 		}
+	sweep_check(&sw);
 }
 END_TEST
 
@@ -492,6 +569,7 @@ END_TEST
 
 START_TEST(test_gemm_keeps_to_leading_dimensions)
 {
+	spec_sweep sw = {0};
 	for (int tr = 0; tr < 4; tr++) {
 		for (int pack = 0; pack < 4; pack++) {
 			cg_gemm_spec spec = shape(23, 37, 19);
@@ -502,14 +580,16 @@ START_TEST(test_gemm_keeps_to_leading_dimensions)
 			spec.ldc = 45; /* columns 37..44 of C must stay as they are */
 			spec.pack = (cg_gemm_pack)pack;
 			spec.vector_width = widths[pack % 2];
-			check_spec(spec, 500 + (uint64_t)tr);
+			sweep_add(&sw, spec, 500 + (uint64_t)tr);
 		}
 	}
+	sweep_check(&sw);
 }
 END_TEST
 
 START_TEST(test_gemm_multiplies_each_product_of_a_batch)
 {
+	spec_sweep sw = {0};
 	static const struct {
 		int64_t m, n, k, batch, sa, sb, sc;
 		bool tb;
@@ -532,9 +612,10 @@ START_TEST(test_gemm_multiplies_each_product_of_a_batch)
 			spec.vector_width = widths[(c + (size_t)pack) % 2];
 			spec.grain = pack == 3 ? 1
 					       : 0; /* threads inside products */
-			check_spec(spec, 800 + c);
+			sweep_add(&sw, spec, 800 + c);
 		}
 	}
+	sweep_check(&sw);
 }
 END_TEST
 
@@ -1206,10 +1287,11 @@ END_TEST
 typedef void (*gemm_epi_fn)(const float *A, const float *B, float *C,
 			    const float *E0, const float *E1, int n_threads);
 
-/* Runs spec (with its epilogue of two terms e0, e1) on `threads` threads
- * into a copy of C, returned. */
-static float *epilogue_run(const gemm_case *t, const float *e0, const float *e1,
-			   int threads)
+/* Runs spec (with its epilogue of two terms e0, e1), compiled once with
+ * the thread count an argument, on 1 and 2 threads, each into a copy of
+ * C: *c1 and *c2. */
+static void epilogue_run(const gemm_case *t, const float *e0, const float *e1,
+			 float **c1, float **c2)
 {
 	cg_module *m = cg_module_create("test");
 	cg_gemm_spec spec = t->spec;
@@ -1220,12 +1302,15 @@ static float *epilogue_run(const gemm_case *t, const float *e0, const float *e1,
 	void *addr = cg_module_lookup(m, "gemm");
 	gemm_epi_fn fn;
 	memcpy(&fn, &addr, sizeof fn);
-	float *c = malloc(t->n_c * sizeof *c);
-	ck_assert_ptr_nonnull(c);
-	memcpy(c, t->c, t->n_c * sizeof *c);
-	fn(t->a, t->b, c, e0, e1, threads);
+	float **out[2] = {c1, c2};
+	for (int i = 0; i < 2; i++) {
+		float *c = malloc(t->n_c * sizeof *c);
+		ck_assert_ptr_nonnull(c);
+		memcpy(c, t->c, t->n_c * sizeof *c);
+		fn(t->a, t->b, c, e0, e1, i + 1);
+		*out[i] = c;
+	}
 	cg_module_destroy(m);
-	return c;
 }
 
 /* The shapes (one to three k-blocks, edge tiles), transposes, packings
@@ -1265,8 +1350,8 @@ START_TEST(test_gemm_epilogue_is_the_product_then_two_adds)
 			t.spec.n_epilogue = 2;
 			t.spec.epilogue_rs[0] = 0;
 			t.spec.epilogue_rs[1] = rs;
-			float *c1 = epilogue_run(&t, e0, e1, 1);
-			float *c2 = epilogue_run(&t, e0, e1, 2);
+			float *c1, *c2;
+			epilogue_run(&t, e0, e1, &c1, &c2);
 			ck_assert_msg(memcmp(c1, want, t.n_c * sizeof *c1) == 0,
 				      "%lldx%lldx%lld v %d: fused differs",
 				      (long long)spec.m, (long long)spec.n,
