@@ -77,6 +77,10 @@ typedef struct drv_options {
 	uint32_t n_translate;
 } drv_options;
 
+/* Whether environment variable name is set to anything but "" or "0":
+ * the switches ATTNC_NO_CACHE, ATTNC_NO_TUNER, ATTNC_PERF_JIT. */
+bool drv_env_is_on(const char *name);
+
 /* Sets o->cache_dir: $XDG_CACHE_HOME/attnc, else $HOME/.cache/attnc
  * (absolute paths only), or "" with --no-cache or ATTNC_NO_CACHE set to
  * anything but "" or "0" (docs/codegen.md, "The object cache"). */

@@ -301,8 +301,7 @@ double drv_peak_rss_mib(void)
 	return (double)ru.ru_maxrss / 1024.0; /* ru_maxrss is in KiB */
 }
 
-/* Whether environment variable name is set to anything but "" or "0". */
-static bool env_is_on(const char *name)
+bool drv_env_is_on(const char *name)
 {
 	const char *v = getenv(name);
 	return v && *v && strcmp(v, "0") != 0;
@@ -311,7 +310,7 @@ static bool env_is_on(const char *name)
 void drv_cache_resolve(drv_options *o)
 {
 	o->cache_dir[0] = '\0';
-	if (o->no_cache || env_is_on("ATTNC_NO_CACHE"))
+	if (o->no_cache || drv_env_is_on("ATTNC_NO_CACHE"))
 		return;
 	const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 	int n = 0;
@@ -336,7 +335,7 @@ cg_program_options drv_program_options(const drv_options *o)
 		.is_profiled = o->profile,
 		.triple = o->target,
 		.cache_dir = o->cache_dir,
-		.is_perf_jit = env_is_on("ATTNC_PERF_JIT")};
+		.is_perf_jit = drv_env_is_on("ATTNC_PERF_JIT")};
 }
 
 /* Writes `"kernel_calls": {"fn": N, ...}, "scratch_bytes": {...}` for

@@ -98,8 +98,7 @@ static int32_t threads_now(const trainer *t)
  * counts needs; else 0, the tuner choosing. */
 static int32_t fixed_threads(const drv_options *o)
 {
-	const char *v = getenv("ATTNC_NO_TUNER");
-	if (!v || !*v || strcmp(v, "0") == 0)
+	if (!drv_env_is_on("ATTNC_NO_TUNER"))
 		return 0;
 	return o->threads ? o->threads : cg_threads_get();
 }
