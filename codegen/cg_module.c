@@ -505,11 +505,10 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 		pthread_join(th, NULL);
 	else if (ok && n_defs[2])
 		run_part(&jobs[2]);
-	double opt = jobs[0].opt_ms + jobs[1].opt_ms;
-	if (is_threaded && jobs[2].opt_ms > opt)
-		opt = jobs[2].opt_ms;
-	else if (!is_threaded)
-		opt += jobs[2].opt_ms;
+	/* The optimizer's time on the thread where it took longer: this
+	 * one ran parts 0 and 1, and part 2 unless a second thread did. */
+	double here = jobs[0].opt_ms + jobs[1].opt_ms, there = jobs[2].opt_ms;
+	double opt = !is_threaded ? here + there : here > there ? here : there;
 	m->stats.opt_ms += opt;
 	out->n = 0;
 	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
