@@ -212,8 +212,8 @@ static void check_jit(const gemm_jit *j, cg_gemm_spec spec, uint64_t seed)
 typedef struct sweep_item {
 	cg_gemm_spec spec;
 	uint64_t seed;
-	size_t s;          /* check_zero_rows: the shape's index */
-	int64_t keep_step; /* check_zero_rows: 0 for check_jit */
+	size_t s;          /* sweep_add_zero_rows: the shape's index */
+	int64_t keep_step; /* sweep_add_zero_rows: 0 for check_jit */
 	int v;
 } sweep_item;
 
@@ -381,9 +381,9 @@ static void zero_a_rows(gemm_case *t, int64_t keep)
  * 4, 2, a packing from s and v and a vector width from s and keep,
  * leading dimensions wider than the rows with is_strided: one item a
  * vector width, checked by check_zero_rows_of. */
-static void check_zero_rows(spec_sweep *sw, cg_gemm_spec spec, size_t s,
-			    int64_t keep_step, int v, bool is_strided,
-			    uint64_t seed)
+static void sweep_add_zero_rows(spec_sweep *sw, cg_gemm_spec spec, size_t s,
+				int64_t keep_step, int v, bool is_strided,
+				uint64_t seed)
 {
 	spec.ta = v & 1;
 	spec.tb = v & 4;
@@ -458,7 +458,7 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_b)
 			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 						  shapes[s][2]);
 			spec.skip_zero_k = true;
-			check_zero_rows(&sw, spec, s, 5, v, s == 2, 900 + s);
+			sweep_add_zero_rows(&sw, spec, s, 5, v, s == 2, 900 + s);
 		}
 	sweep_check(&sw);
 }
@@ -509,7 +509,7 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
 						  shapes[s][2]);
 			spec.skip_zero_m = true;
-			check_zero_rows(&sw, spec, s, 3, v, s == 2, 970 + s);
+			sweep_add_zero_rows(&sw, spec, s, 3, v, s == 2, 970 + s);
 		}
 	sweep_check(&sw);
 }
