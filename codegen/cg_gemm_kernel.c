@@ -25,6 +25,12 @@
  * do not follow. (The same hint in the other packing routines, whose
  * reads are sequential, made them slower.) */
 #define PACK_AHEAD_ROWS 8
+/* Stored rows of A^T packed a panel at a time (pack_at): each panel gets
+ * a run of PACK_AT_ROWS·MR floats (3 cache lines) at once. */
+#define PACK_AT_ROWS 8
+/* Rows of B packed a panel at a time (pack_b_by_rows): each panel gets a
+ * run of PACK_B_ROWS·NR floats (1 KB with zmm) at once. */
+#define PACK_B_ROWS 8
 
 /* cg_prefetch of float `at` of p, which may lie past the operand. */
 static void prefetch(cg_fn *f, LLVMValueRef p, LLVMValueRef at, bool is_write)
@@ -400,47 +406,69 @@ static void pack_a_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop_end(f, &lp);
 }
 
-/* Row p of the A^T block (ta: A(i, p) at a[i + p·lda]) into its panels:
- * the panel of rows [q, q+MR) gets the MR consecutive floats at q, as one
- * masked vector; a last partial panel (rows_tail rows, when the block's
- * mc reaches past full) gets its rows and zeros. */
-static void pack_at_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
-			LLVMValueRef dst, LLVMValueRef p, LLVMValueRef kc,
-			LLVMValueRef full, int rows_tail)
+/* Packs rows [p, p + n) of the A^T block (ta: A(i, p) at a[i + p·lda])
+ * into its panels: for each panel of rows [q, q+MR), the MR consecutive
+ * floats at q of each of the n stored rows, as masked 8-float vectors;
+ * a last partial panel (rows_tail rows, when the block's mc reaches past
+ * full) gets its rows and zeros. The panel is the outer loop, so its n
+ * pieces are one contiguous run of n·MR floats: storing a row's pieces
+ * into all the panels in turn (KC·MR floats apart, 6 KB at KC = 256)
+ * puts every piece in the same few L1 sets, and the stores' conflict
+ * misses made that packing three times slower in cache. Each load also
+ * prefetches the same columns PACK_AHEAD_ROWS stored rows ahead. */
+static void pack_at_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
+			 LLVMValueRef full, int rows_tail)
 {
 	cg_loop lq;
+	LLVMValueRef src = LLVMGetParam(f->fn, 0), dst = LLVMGetParam(f->fn, 1);
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
 	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->a_cs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
 	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), full, CG_GEMM_MR);
-	prefetch(f, row, cg_addi(f, q, PACK_AHEAD_ROWS * g->a_cs), false);
-	cg_vstore_part(f, cg_vload_part(f, 8, cg_at(f, row, q), CG_GEMM_MR),
-		       cg_at(f, out, cg_mul(f, q, kc)), CG_GEMM_MR);
-	cg_loop_end(f, &lq);
-	if (rows_tail) {
-		LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSGT,
-						      LLVMGetParam(f->fn, 2),
-						      full, "");
-		LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
+	LLVMValueRef panel = cg_at(f, out, cg_mul(f, q, kc));
+	for (int r = 0; r < n; r++) {
+		LLVMValueRef at = cg_addi(f, q, r * g->a_cs);
+		prefetch(f, row, cg_addi(f, at, PACK_AHEAD_ROWS * g->a_cs),
+			 false);
 		cg_vstore_part(f,
-			       cg_vload_part(f, 8, cg_at(f, row, full),
-					     (unsigned)rows_tail),
-			       cg_at(f, out, cg_mul(f, full, kc)), CG_GEMM_MR);
-		cg_if_end(f, join);
+			       cg_vload_part(f, 8, cg_at(f, row, at), CG_GEMM_MR),
+			       cg_ati(f, panel, r * CG_GEMM_MR), CG_GEMM_MR);
 	}
+	cg_loop_end(f, &lq);
+	if (!rows_tail)
+		return;
+	LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSGT,
+					      LLVMGetParam(f->fn, 2), full, "");
+	LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
+	panel = cg_at(f, out, cg_mul(f, full, kc));
+	for (int r = 0; r < n; r++) {
+		LLVMValueRef at = cg_addi(f, full, r * g->a_cs);
+		cg_vstore_part(f,
+			       cg_vload_part(f, 8, cg_at(f, row, at),
+					     (unsigned)rows_tail),
+			       cg_ati(f, panel, r * CG_GEMM_MR), CG_GEMM_MR);
+	}
+	cg_if_end(f, join);
 }
 
-/* Packs an A^T block row by row of the stored matrix: each of its kc
- * rows is one contiguous read, where the panel by panel order would read
- * MR floats from each of kc rows lda apart (a page each, and LLVM turns
- * that loop into gathers). */
+/* Packs an A^T block PACK_AT_ROWS stored rows at a time, then the rows
+ * left one by one: each stored row is read contiguously, where the
+ * panel by panel order over all KC rows would read MR floats from each
+ * of KC rows lda apart (a page each, and LLVM turns that loop into
+ * gathers). */
 static void pack_at(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef full,
 		    int rows_tail)
 {
 	cg_loop lp;
 	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), kc, 1);
-	pack_at_row(f, g, LLVMGetParam(f->fn, 0), LLVMGetParam(f->fn, 1), p, kc,
-		    full, rows_tail);
+	LLVMValueRef whole = LLVMBuildAnd(f->b, kc,
+					  cg_i64(f, -(int64_t)PACK_AT_ROWS), "");
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), whole,
+				       PACK_AT_ROWS);
+	pack_at_rows(f, g, p, PACK_AT_ROWS, full, rows_tail);
+	cg_loop_end(f, &lp);
+	p = cg_loop_begin(f, &lp, whole, kc, 1);
+	pack_at_rows(f, g, p, 1, full, rows_tail);
 	cg_loop_end(f, &lp);
 }
 
@@ -565,6 +593,69 @@ static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop_end(f, &lp);
 }
 
+/* Rows [p, p + n) of B stored row by row (b_cs = 1) into its panels:
+ * each panel gets the n rows' NR floats at its columns, one contiguous
+ * run of n·NR floats; a last partial panel (cols_tail columns, when the
+ * block's nc reaches past full) gets its columns and zeros. */
+static void pack_b_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
+			LLVMValueRef full, int cols_tail)
+{
+	cg_loop lj;
+	int nr = g->plan.nr;
+	LLVMValueRef src = LLVMGetParam(f->fn, 0), dst = LLVMGetParam(f->fn, 1);
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
+	LLVMValueRef rows = cg_at(f, src, cg_muli(f, p, g->b_rs));
+	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, nr));
+	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0), full, nr);
+	for (int r = 0; r < n; r++)
+		for (int v = 0; v < 2; v++)
+			cg_vstore(f,
+				  pack_b_vec(f, g,
+					     cg_at(f, rows,
+						   cg_addi(f, j, r * g->b_rs)),
+					     v, nr),
+				  cg_at(f, out,
+					cg_addi(f, cg_mul(f, j, kc),
+						r * nr + v * g->plan.vw)),
+				  (unsigned)g->plan.vw * 4);
+	cg_loop_end(f, &lj);
+	if (!cols_tail)
+		return;
+	LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSLT, full,
+					      LLVMGetParam(f->fn, 2), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
+	LLVMValueRef panel = cg_at(f, out, cg_mul(f, full, kc));
+	for (int r = 0; r < n; r++)
+		for (int v = 0; v < 2; v++)
+			cg_vstore(f,
+				  pack_b_vec(f, g,
+					     cg_at(f, rows,
+						   cg_addi(f, full, r * g->b_rs)),
+					     v, cols_tail),
+				  cg_ati(f, panel, r * nr + v * g->plan.vw),
+				  (unsigned)g->plan.vw * 4);
+	cg_if_end(f, join);
+}
+
+/* Packs B stored row by row PACK_B_ROWS rows at a time, then the rows
+ * left one by one, each into every panel: the panel by panel order read
+ * NR floats from each of KC rows ldb apart, and at ldb = 1,024 (rows a
+ * page apart) that took 2.4 times as long from memory. */
+static void pack_b_by_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef full,
+			   int cols_tail)
+{
+	cg_loop lp;
+	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
+	LLVMValueRef whole = LLVMBuildAnd(f->b, kc,
+					  cg_i64(f, -(int64_t)PACK_B_ROWS), "");
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), whole, PACK_B_ROWS);
+	pack_b_rows(f, g, p, PACK_B_ROWS, full, cols_tail);
+	cg_loop_end(f, &lp);
+	p = cg_loop_begin(f, &lp, whole, kc, 1);
+	pack_b_rows(f, g, p, 1, full, cols_tail);
+	cg_loop_end(f, &lp);
+}
+
 /* As for A, a partial panel is the last columns of B: N mod NR wide. */
 LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 {
@@ -577,6 +668,12 @@ LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
 	LLVMValueRef nc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
 	LLVMValueRef full = LLVMBuildAnd(f.b, nc, cg_i64(&f, -nr), "");
+	if (g->b_cs == 1) {
+		pack_b_by_rows(&f, g, full, cols_tail);
+		LLVMBuildRetVoid(f.b);
+		cg_fn_end(&f);
+		return f.fn;
+	}
 	LLVMValueRef j = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, nr);
 	pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, j, g->b_cs)),
 		     cg_at(&f, dst, cg_mul(&f, j, kc)), kc, nr);

@@ -339,6 +339,73 @@ START_TEST(test_gemm_reads_transposed_operands)
 }
 END_TEST
 
+/* Packing A^T and row-major B goes a run of 8 stored rows at a time and
+ * then the rows left one by one, with partial panels at the edges
+ * (cg_gemm_kernel.c): shapes whose k-blocks have whole runs and a
+ * remainder (kc = 23, 150 of 300, 135 of 270), only a remainder (7) or
+ * only runs (8), with rows and columns past the last whole panel and
+ * padded leading dimensions. Packing copies, so each product must be
+ * near the naive loop and the same bits as with both operands read in
+ * place (B^T: packed both ways). */
+START_TEST(test_gemm_packs_runs_of_rows_and_the_rows_left)
+{
+	static const int64_t shapes[][3] = {
+		{13, 40, 23}, {150, 70, 300}, {6, 32, 8},
+		{20, 33, 7},  {40, 300, 270},
+	};
+	static const cg_gemm_pack packs[] = {CG_GEMM_PACK_AB, CG_GEMM_PACK_NONE};
+	spec_sweep sw = {0};
+	for (size_t s = 0; s < 5; s++)
+		for (int tr = 0; tr < 4; tr++)
+			for (int p = 0; p < 2; p++) {
+				cg_gemm_spec spec = shape(shapes[s][0],
+							  shapes[s][1],
+							  shapes[s][2]);
+				spec.ta = tr & 1;
+				spec.tb = tr & 2;
+				spec.lda = (spec.ta ? spec.m : spec.k) + 3;
+				spec.ldb = (spec.tb ? spec.k : spec.n) + 5;
+				spec.pack = packs[p];
+				spec.vector_width = widths[(s + (size_t)tr) % 2];
+				sweep_add(&sw, spec, 900 + s);
+			}
+	cg_module *m = cg_module_create("sweep");
+	char name[32];
+	for (size_t i = 0; i < sw.n; i++) {
+		snprintf(name, sizeof name, "gemm%zu", i);
+		ck_assert_msg(cg_gemm_add(m, name, &sw.item[i].spec), "%s",
+			      cg_module_error(m));
+	}
+	ck_assert_msg(cg_module_jit(m), "%s", cg_module_error(m));
+	for (size_t i = 0; i < sw.n; i += 2) {
+		gemm_case t;
+		gemm_jit packed = {.m = m}, in_place = {.m = m};
+		void *addr;
+		snprintf(name, sizeof name, "gemm%zu", i);
+		addr = cg_module_lookup(m, name);
+		memcpy(&packed.fn, &addr, sizeof addr);
+		snprintf(name, sizeof name, "gemm%zu", i + 1);
+		addr = cg_module_lookup(m, name);
+		memcpy(&in_place.fn, &addr, sizeof addr);
+		check_jit(&packed, sw.item[i].spec, sw.item[i].seed);
+		check_jit(&in_place, sw.item[i + 1].spec, sw.item[i].seed);
+		case_init(&t, sw.item[i].spec, sw.item[i].seed);
+		ck_assert(t.plan.pack_a && t.plan.pack_b);
+		float *c0 = jit_run(&packed, &t, 1);
+		float *c1 = jit_run(&in_place, &t, 1);
+		ck_assert_msg(memcmp(c0, c1, t.n_c * sizeof *c0) == 0,
+			      "%lldx%lldx%lld ta=%d tb=%d: packed and in "
+			      "place differ",
+			      (long long)t.spec.m, (long long)t.spec.n,
+			      (long long)t.spec.k, t.spec.ta, t.spec.tb);
+		free(c0);
+		free(c1);
+		case_fini(&t);
+	}
+	cg_module_destroy(m);
+}
+END_TEST
+
 START_TEST(test_gemm_adds_to_c_when_accumulating)
 {
 	spec_sweep sw = {0};
@@ -1376,6 +1443,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_matches_naive_loop_on_odd_shapes);
 	tcase_add_test(num, test_gemm_matches_naive_loop_with_every_packing);
 	tcase_add_test(num, test_gemm_reads_transposed_operands);
+	tcase_add_test(num, test_gemm_packs_runs_of_rows_and_the_rows_left);
 	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_b);
 	tcase_add_test(num,
