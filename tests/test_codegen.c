@@ -516,33 +516,43 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 END_TEST
 
 /* A zero row of A meets an inf or NaN of B: 0 inf is NaN, so every row
- * stays in the product and the NaN reaches all of C's column. */
+ * stays in the product and the NaN reaches all of C's column. B stored
+ * k×n or transposed (W^T, which the scan reads along its rows), its
+ * rows dense or wider than n (v: bit 1 tb, bit 2 strided), the bad
+ * value anywhere: its first, an inner or its last element. */
 START_TEST(test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b)
 {
 	const float bad[2] = {INFINITY, NAN};
-	for (int b = 0; b < 2; b++) {
-		cg_gemm_spec spec = shape(30, 20, 9);
-		spec.skip_zero_m = true;
-		gemm_case t;
-		case_init(&t, spec, 990);
-		zero_a_rows(&t, 5);
-		int64_t p = 4, j = 11;
-		t.b[p * t.plan.ldb + j] = bad[b];
-		float *c = case_run(&t, 1);
-		for (int64_t r = 0; r < spec.m; r++)
-			for (int64_t q = 0; q < spec.n; q++) {
-				float x = c[r * t.plan.ldc + q];
-				bool is_zero_row = r % 10 >= 5;
-				ck_assert_msg(q == j ? !isfinite(x) &&
-							       (isnan(x) ||
-								!is_zero_row)
-						     : isfinite(x),
-					      "C(%lld, %lld) = %g", (long long)r,
-					      (long long)q, (double)x);
-			}
-		free(c);
-		case_fini(&t);
-	}
+	static const int64_t at[3][2] = {{0, 0}, {4, 11}, {8, 19}};
+	for (int v = 0; v < 4; v++)
+		for (int b = 0; b < 2; b++) {
+			cg_gemm_spec spec = shape(30, 20, 9);
+			spec.skip_zero_m = true;
+			spec.tb = v & 1;
+			if (v & 2)
+				spec.ldb = (spec.tb ? spec.k : spec.n) + 3;
+			gemm_case t;
+			case_init(&t, spec, 990);
+			zero_a_rows(&t, 5);
+			int64_t p = at[(v + b) % 3][0], j = at[(v + b) % 3][1];
+			t.b[spec.tb ? j * t.plan.ldb + p : p * t.plan.ldb + j] =
+				bad[b];
+			float *c = case_run(&t, 1);
+			for (int64_t r = 0; r < spec.m; r++)
+				for (int64_t q = 0; q < spec.n; q++) {
+					float x = c[r * t.plan.ldc + q];
+					bool is_zero_row = r % 10 >= 5;
+					ck_assert_msg(q == j ? !isfinite(x) &&
+								       (isnan(x) ||
+									!is_zero_row)
+							     : isfinite(x),
+						      "C(%lld, %lld) = %g",
+						      (long long)r,
+						      (long long)q, (double)x);
+				}
+			free(c);
+			case_fini(&t);
+		}
 }
 END_TEST
 
