@@ -419,10 +419,20 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 
 /* Whether any float of the rows×n matrix at p (row stride rs, column
  * stride cs) is not 0 (NaN counts), or with is_finite_test, is an inf or
- * NaN (skip_zero_k, skip_zero_m). */
+ * NaN (skip_zero_k, skip_zero_m). The answer does not depend on the
+ * order of the scan, so it runs along the smaller stride (B = W^T, read
+ * by columns, would be gathers), one loop when the matrix is dense. */
 static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
 			   int64_t n, int64_t cs, bool is_finite_test)
 {
+	if (rows > 1 && n > 1 && rs < cs) {
+		int64_t r = rows, s = rs;
+		rows = n, rs = cs, n = r, cs = s;
+	}
+	if (rows > 1 && cs == 1 && rs == n) {
+		n *= rows;
+		rows = 1;
+	}
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx), ft = cg_t_f32(f);
 	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
 	cg_loop lr, l;

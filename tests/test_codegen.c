@@ -583,33 +583,111 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 END_TEST
 
 /* A zero row of A meets an inf or NaN of B: 0 inf is NaN, so every row
- * stays in the product and the NaN reaches all of C's column. */
+ * stays in the product and the NaN reaches all of C's column. B stored
+ * k×n or transposed (W^T, which the scan reads along its rows), its
+ * rows dense or wider than n (v: bit 1 tb, bit 2 strided), the bad
+ * value anywhere: its first, an inner or its last element. */
 START_TEST(test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b)
 {
 	const float bad[2] = {INFINITY, NAN};
-	for (int b = 0; b < 2; b++) {
-		cg_gemm_spec spec = shape(30, 20, 9);
-		spec.skip_zero_m = true;
-		gemm_case t;
-		case_init(&t, spec, 990);
-		zero_a_rows(&t, 5);
-		int64_t p = 4, j = 11;
-		t.b[p * t.plan.ldb + j] = bad[b];
-		float *c = case_run(&t, 1);
-		for (int64_t r = 0; r < spec.m; r++)
-			for (int64_t q = 0; q < spec.n; q++) {
-				float x = c[r * t.plan.ldc + q];
-				bool is_zero_row = r % 10 >= 5;
-				ck_assert_msg(q == j ? !isfinite(x) &&
-							       (isnan(x) ||
-								!is_zero_row)
-						     : isfinite(x),
-					      "C(%lld, %lld) = %g", (long long)r,
-					      (long long)q, (double)x);
+	static const int64_t at[3][2] = {{0, 0}, {4, 11}, {8, 19}};
+	for (int v = 0; v < 4; v++)
+		for (int b = 0; b < 2; b++) {
+			cg_gemm_spec spec = shape(30, 20, 9);
+			spec.skip_zero_m = true;
+			spec.tb = v & 1;
+			if (v & 2)
+				spec.ldb = (spec.tb ? spec.k : spec.n) + 3;
+			gemm_case t;
+			case_init(&t, spec, 990);
+			zero_a_rows(&t, 5);
+			int64_t p = at[(v + b) % 3][0], j = at[(v + b) % 3][1];
+			t.b[spec.tb ? j * t.plan.ldb + p : p * t.plan.ldb + j] =
+				bad[b];
+			float *c = case_run(&t, 1);
+			for (int64_t r = 0; r < spec.m; r++)
+				for (int64_t q = 0; q < spec.n; q++) {
+					float x = c[r * t.plan.ldc + q];
+					bool is_zero_row = r % 10 >= 5;
+					ck_assert_msg(q == j ? !isfinite(x) &&
+								       (isnan(x) ||
+									!is_zero_row)
+							     : isfinite(x),
+						      "C(%lld, %lld) = %g",
+						      (long long)r,
+						      (long long)q, (double)x);
+				}
+			free(c);
+			case_fini(&t);
+		}
+}
+END_TEST
+
+/* Whether x and y are the same float, bit for bit, or both NaN. */
+static bool same_or_both_nan(float x, float y)
+{
+	return memcmp(&x, &y, sizeof x) == 0 || (isnan(x) && isnan(y));
+}
+
+/* Case `what` of test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits: 0
+ * and 1 an inf or a NaN in B, 2 an inf in a row of A that is kept, 3 a
+ * NaN in B with every row of A zero, 4 every row of A zero. */
+static void set_bad_operands(gemm_case *t, int what)
+{
+	const cg_gemm_spec *s = &t->spec;
+	zero_a_rows(t, what >= 3 ? 0 : 5);
+	int64_t p = s->k / 2, j = s->n - 2, i = 2; /* i % 10 < 5: kept */
+	if (what == 2)
+		t->a[i * t->plan.lda + p] = INFINITY;
+	else if (what != 4)
+		t->b[s->tb ? j * t->plan.ldb + p : p * t->plan.ldb + j] =
+			what == 0 ? INFINITY : NAN;
+}
+
+/* With an inf or NaN in A or B, or no row of A kept, skip_zero_m gives
+ * the plain product's bits (0 inf is NaN: no row may be left out when B
+ * holds one), accumulating or not, B transposed or not, the threads
+ * splitting rows (30x20) or columns (13x600), on 1 thread and 2. */
+START_TEST(test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits)
+{
+	static const int64_t shapes[2][3] = {{30, 20, 9}, {13, 600, 40}};
+	for (int sh = 0; sh < 2; sh++)
+		for (int v = 0; v < 4; v++) {
+			cg_gemm_spec spec = shape(shapes[sh][0], shapes[sh][1],
+						  shapes[sh][2]);
+			spec.tb = v & 1;
+			spec.accumulate = v & 2;
+			gemm_jit plain = jit_open(&spec);
+			spec.skip_zero_m = true;
+			gemm_jit skip = jit_open(&spec);
+			for (int what = 0; what < 5; what++) {
+				gemm_case t;
+				case_init(&t, spec,
+					  1100 + (uint64_t)(v * 5 + what));
+				set_bad_operands(&t, what);
+				float *c0 = jit_run(&plain, &t, 1);
+				for (int threads = 1; threads <= 2; threads++) {
+					float *c = jit_run(&skip, &t, threads);
+					for (size_t at = 0; at < t.n_c; at++)
+						ck_assert_msg(
+							same_or_both_nan(c[at],
+									 c0[at]),
+							"%lldx%lld v %d case %d, "
+							"%d threads: C[%zu] = %g, "
+							"plainly %g",
+							(long long)spec.m,
+							(long long)spec.n, v,
+							what, threads, at,
+							(double)c[at],
+							(double)c0[at]);
+					free(c);
+				}
+				free(c0);
+				case_fini(&t);
 			}
-		free(c);
-		case_fini(&t);
-	}
+			jit_close(&plain);
+			jit_close(&skip);
+		}
 }
 END_TEST
 
@@ -1451,6 +1529,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_a);
 	tcase_add_test(num,
 		       test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
+	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
