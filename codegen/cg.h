@@ -61,7 +61,11 @@ typedef struct cg_module_stats {
 	/* cg_module_jit's time but optimizing: the cache key and lookup,
 	 * machine code generation, linking by LLJIT */
 	double jit_ms;
-	cg_cache_result cache;
+	cg_cache_result cache; /* the whole program's entry */
+	/* compiled in units (cg_units.c), where the program's entry was
+	 * not found: how many, how many were found in the cache, how many
+	 * of those were found broken (and compiled again) */
+	unsigned n_units, n_units_hit, n_units_corrupt;
 } cg_module_stats;
 
 /* Creates an empty module for the host CPU (its name is the LLVM module
