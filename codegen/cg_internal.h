@@ -134,17 +134,16 @@ typedef struct cg_units_env {
 } cg_units_env;
 
 typedef struct cg_units_stats {
-	uint32_t n_units, n_hit, n_corrupt; /* units; found; found broken */
-	double prep_ms;    /* cutting the module into units, keying them */
+	uint32_t n_units, n_hit, n_corrupt; /* kernel units; found; broken */
 	double opt_ms;     /* the optimizer, on the thread that took longer */
-	double codegen_ms; /* the rest of compiling the missing units */
+	double codegen_ms; /* the rest: cutting, keying, machine code */
 } cg_units_stats;
 
 /* Compiles mod, after the whole-module passes (cg_module.c's
- * CG_PRE_SPLIT), in units (cg_split_units): each found in
- * env->cache_dir under its key is loaded, each other optimized and
- * compiled (and stored there); their objects, unit 0's first, are
- * appended to out. mod becomes unit 0. Returns 1 on success, 0 on a
+ * CG_PRE_SPLIT), in units (cg_split_units): each kernel unit found in
+ * env->cache_dir (not "") under its key is loaded, each other optimized
+ * and compiled (and stored there), and unit 0 compiled; their objects,
+ * unit 0's first, are appended to out. mod becomes unit 0. Returns 1 on success, 0 on a
  * failure (the reason in err; mod is then unusable), -1 where mod
  * cannot be split (mod unchanged). */
 int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env, cg_objects *out,

@@ -23,9 +23,11 @@
  * link it.
  *
  * Units the cache lacks are compiled from their bitcode on two threads,
- * each with its own LLVMContext and TargetMachine, heaviest first;
- * unit 0 (the program's own: its entry points change with every
- * program) is compiled from the module itself, at CodeGen level None.
+ * each with its own LLVMContext and TargetMachine: a second thread takes
+ * each as soon as it is keyed and not found, while this one cuts and
+ * keys the others; then this one compiles unit 0 (the program's own:
+ * its entry points change with every program) from the module itself,
+ * at CodeGen level None, and both take what is left, heaviest first.
  */
 #include "cg_internal.h"
 
@@ -33,7 +35,6 @@
 #include <llvm-c/BitWriter.h>
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,13 @@ typedef struct units_run {
 	LLVMModuleRef *leaf;    /* (n_units) each kernel unit's module */
 	char **final_name;      /* (n_fns) a renamed function's name */
 	unit_job *jobs;         /* (n_units) */
-	unit_job **queue;       /* the kernel units to compile, heaviest first */
-	uint32_t n_queue;
-	atomic_uint next;
+	/* The kernel units to compile, as they are keyed and not found; the
+	 * rest heaviest first once all are keyed (is_closed). Under lock. */
+	unit_job **queue;
+	uint32_t n_queue, next; /* queued; taken */
+	bool is_closed;
+	pthread_mutex_t lock;
+	pthread_cond_t more;
 	unsigned char (*keys)[CG_CACHE_KEY_BYTES]; /* (n_units) taken */
 	uint32_t n_keys;
 	bool *is_fixed;   /* (n_units) in a cycle of calls: keeps its names */
@@ -98,8 +103,7 @@ static void list_fns(LLVMModuleRef mod, LLVMValueRef *fns, uint32_t n)
 /* Strips from mod (a copy of the program) the bodies of the functions
  * of every unit but those at places [lo, hi) of r->perm (unit 0's
  * too). */
-static void keep_range(units_run *r, LLVMModuleRef mod, uint32_t lo,
-		       uint32_t hi)
+static void keep_range(units_run *r, LLVMModuleRef mod, uint32_t lo, uint32_t hi)
 {
 	list_fns(mod, r->leaf_fns, r->u.n_fns);
 	for (uint32_t i = 0; i < r->u.n_fns; i++) {
@@ -128,8 +132,8 @@ static bool make_leaves(units_run *r, LLVMModuleRef mod, uint32_t lo,
 	for (uint32_t i = lo; i < hi; i++)
 		total += r->u.weight[r->perm[i]];
 	uint32_t mid = lo + 1;
-	for (half = r->u.weight[r->perm[lo]]; mid + 1 < hi &&
-					    2 * (half + r->u.weight[r->perm[mid]]) <= total;
+	for (half = r->u.weight[r->perm[lo]];
+	     mid + 1 < hi && 2 * (half + r->u.weight[r->perm[mid]]) <= total;
 	     mid++)
 		half += r->u.weight[r->perm[mid]];
 	LLVMModuleRef other = LLVMCloneModule(mod);
@@ -318,8 +322,10 @@ static bool key_unit(units_run *r, uint32_t k)
 	ok = ok && job->bc;
 	for (uint32_t dup = 0; ok; dup++) {
 		char tag[96];
-		snprintf(tag, sizeof tag, "kernel unit, level Aggressive, "
-					  "names STEM.KEY.N, copy %u", dup);
+		snprintf(tag, sizeof tag,
+			 "kernel unit, level Aggressive, "
+			 "names STEM.KEY.N, copy %u",
+			 dup);
 		size_t n = strlen(what);
 		char *w = malloc(n + sizeof tag + 1);
 		if (!w) {
@@ -350,8 +356,8 @@ static int cmp_fn(const void *a, const void *b)
 static int32_t unit_of(const units_run *r, LLVMValueRef f)
 {
 	fn_index k = {f, 0};
-	const fn_index *hit = bsearch(&k, r->sorted, r->u.n_fns,
-				      sizeof k, cmp_fn);
+	const fn_index *hit = bsearch(&k, r->sorted, r->u.n_fns, sizeof k,
+				      cmp_fn);
 	return hit ? r->u.unit[hit->index] : -1;
 }
 
@@ -459,18 +465,60 @@ typedef struct worker {
 	double opt_ms;
 } worker;
 
-/* Compiles queued units until none is left, in a context of its own. */
+/* Queues unit job to be compiled. */
+static void push_job(units_run *r, unit_job *job)
+{
+	pthread_mutex_lock(&r->lock);
+	r->queue[r->n_queue++] = job;
+	pthread_cond_signal(&r->more);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* The next queued unit, waiting for one while the queue is open; NULL
+ * once it is closed and empty. */
+static unit_job *take_job(units_run *r)
+{
+	pthread_mutex_lock(&r->lock);
+	while (r->next == r->n_queue && !r->is_closed)
+		pthread_cond_wait(&r->more, &r->lock);
+	unit_job *job = r->next < r->n_queue ? r->queue[r->next++] : NULL;
+	pthread_mutex_unlock(&r->lock);
+	return job;
+}
+
+static int cmp_weight(const void *a, const void *b)
+{
+	const unit_job *x = *(unit_job *const *)a, *y = *(unit_job *const *)b;
+	if (x->weight != y->weight)
+		return x->weight < y->weight ? 1 : -1;
+	return x->unit < y->unit ? -1 : x->unit > y->unit;
+}
+
+/* Closes the queue: what no thread has taken yet goes heaviest first
+ * (or nothing, if is_failed), so that the last units to finish are
+ * small ones. */
+static void close_queue(units_run *r, bool is_failed)
+{
+	pthread_mutex_lock(&r->lock);
+	if (is_failed)
+		r->next = r->n_queue;
+	qsort(r->queue + r->next, r->n_queue - r->next, sizeof *r->queue,
+	      cmp_weight);
+	r->is_closed = true;
+	pthread_cond_broadcast(&r->more);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Compiles queued units until the queue is closed and empty, in a
+ * context of its own. */
 static void *work(void *arg)
 {
 	worker *w = arg;
-	units_run *r = w->r;
 	LLVMContextRef ctx = LLVMContextCreate();
-	for (;;) {
-		unsigned i = atomic_fetch_add(&r->next, 1);
-		if (i >= r->n_queue)
-			break;
-		compile_unit(r->queue[i], ctx, w->tm, r->env->pipeline);
-		w->opt_ms += r->queue[i]->opt_ms;
+	unit_job *job;
+	while ((job = take_job(w->r))) {
+		compile_unit(job, ctx, w->tm, w->r->env->pipeline);
+		w->opt_ms += job->opt_ms;
 	}
 	LLVMContextDispose(ctx);
 	return NULL;
@@ -486,52 +534,17 @@ static void keep_unit0(units_run *r)
 	cg_split_keep_globals(r->mod, 0);
 }
 
-/* Looks each unit up in the cache (its key, when there is one). */
-static void look_up(units_run *r, cg_units_stats *st)
+/* Looks kernel unit k up in the cache; queues it if it is not there. */
+static void look_up(units_run *r, uint32_t k, cg_units_stats *st)
 {
-	const char *dir = r->env->cache_dir;
-	for (uint32_t k = 1; dir[0] && k < r->u.n_units; k++) {
-		unit_job *job = &r->jobs[k];
-		cg_cache_result c = cg_cache_load(dir, job->key, true,
-						  &job->obj, &job->len);
-		job->is_hit = c == CG_CACHE_HIT;
-		st->n_hit += job->is_hit;
-		st->n_corrupt += c == CG_CACHE_CORRUPT;
-	}
-}
-
-static int cmp_weight(const void *a, const void *b)
-{
-	const unit_job *x = *(unit_job *const *)a, *y = *(unit_job *const *)b;
-	if (x->weight != y->weight)
-		return x->weight < y->weight ? 1 : -1;
-	return x->unit < y->unit ? -1 : x->unit > y->unit;
-}
-
-/* Compiles the units the cache lacked: a second thread takes queued
- * kernel units while this one makes unit 0's object, then both take
- * from the queue. */
-static void compile_missing(units_run *r, cg_units_stats *st)
-{
-	for (uint32_t k = 1; k < r->u.n_units; k++)
-		if (!r->jobs[k].is_hit)
-			r->queue[r->n_queue++] = &r->jobs[k];
-	qsort(r->queue, r->n_queue, sizeof *r->queue, cmp_weight);
-	atomic_init(&r->next, 0);
-	worker w[2] = {{r, r->env->tm_kernel[0], 0}, {r, r->env->tm_kernel[1], 0}};
-	pthread_t th;
-	bool is_threaded = r->env->is_threaded && r->n_queue > 0 &&
-			   pthread_create(&th, NULL, work, &w[1]) == 0;
-	unit_job *j0 = &r->jobs[0];
-	j0->obj = cg_emit_object(r->env->tm_none, r->mod, &j0->len, j0->err,
-				 sizeof j0->err);
-	work(&w[0]);
-	if (is_threaded)
-		pthread_join(th, NULL);
-	st->opt_ms = is_threaded && w[1].opt_ms > w[0].opt_ms ? w[1].opt_ms
-							      : w[0].opt_ms;
-	if (!is_threaded)
-		st->opt_ms = w[0].opt_ms + w[1].opt_ms;
+	unit_job *job = &r->jobs[k];
+	cg_cache_result c = cg_cache_load(r->env->cache_dir, job->key, true,
+					  &job->obj, &job->len);
+	job->is_hit = c == CG_CACHE_HIT;
+	st->n_hit += job->is_hit;
+	st->n_corrupt += c == CG_CACHE_CORRUPT;
+	if (!job->is_hit)
+		push_job(r, job);
 }
 
 static void run_free(units_run *r)
@@ -576,14 +589,14 @@ static bool run_alloc(units_run *r)
 	r->sorted = calloc(nf + 1, sizeof *r->sorted);
 	r->perm = calloc(n, sizeof *r->perm);
 	r->place = calloc(n, sizeof *r->place);
-	if (!r->leaf_fns || !r->leaf || !r->final_name || !r->jobs ||
-	    !r->queue || !r->keys || !r->is_fixed || !r->sorted || !r->perm ||
-	    !r->place)
+	if (!r->leaf_fns || !r->leaf || !r->final_name || !r->jobs || !r->queue ||
+	    !r->keys || !r->is_fixed || !r->sorted || !r->perm || !r->place)
 		return false;
 	for (uint32_t k = 0; k < n; k++) {
 		r->jobs[k].unit = k;
 		r->jobs[k].weight = r->u.weight[k];
 	}
+	/* The queue is empty yet: it sorts the units for perm. */
 	for (uint32_t k = 1; k < n; k++)
 		r->queue[k - 1] = &r->jobs[k];
 	qsort(r->queue, n - 1, sizeof *r->queue, cmp_weight);
@@ -597,8 +610,10 @@ static bool run_alloc(units_run *r)
 	return true;
 }
 
-/* Makes every kernel unit's module, key and final names, then unit 0. */
-static bool prepare(units_run *r)
+/* Makes every kernel unit's module, key and final names (looking each
+ * up in the cache as soon as it has its key, and queuing it for the
+ * other thread if it is not there), then unit 0. */
+static bool prepare(units_run *r, cg_units_stats *st)
 {
 	uint32_t n = r->u.n_units;
 	uint32_t *order = calloc(n + 1, sizeof *order);
@@ -612,17 +627,45 @@ static bool prepare(units_run *r)
 			ok = make_leaves(r, kernels, 0, n - 1);
 		}
 	}
-	for (uint32_t i = 0; ok && i + 1 < n; i++)
+	for (uint32_t i = 0; ok && i + 1 < n; i++) {
 		ok = key_unit(r, order[i]);
+		if (ok)
+			look_up(r, order[i], st);
+	}
 	free(order);
 	if (ok)
 		keep_unit0(r);
 	return ok;
 }
 
-int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env,
-		     cg_objects *out, cg_units_stats *st, char *err,
-		     size_t err_size)
+/* Cuts, keys and looks up the units while a second thread compiles
+ * the missing ones as they come, then makes unit 0's machine code and
+ * helps with what is left. */
+static bool compile_all(units_run *r, cg_units_stats *st)
+{
+	const cg_units_env *env = r->env;
+	worker w[2] = {{r, env->tm_kernel[0], 0}, {r, env->tm_kernel[1], 0}};
+	pthread_t th;
+	bool is_threaded = env->is_threaded &&
+			   pthread_create(&th, NULL, work, &w[1]) == 0;
+	bool ok = prepare(r, st);
+	close_queue(r, !ok);
+	if (ok) {
+		unit_job *j0 = &r->jobs[0];
+		j0->obj = cg_emit_object(env->tm_none, r->mod, &j0->len,
+					 j0->err, sizeof j0->err);
+		work(&w[0]);
+	}
+	if (is_threaded)
+		pthread_join(th, NULL);
+	st->opt_ms = !is_threaded                ? w[0].opt_ms + w[1].opt_ms
+		     : w[1].opt_ms > w[0].opt_ms ? w[1].opt_ms
+						 : w[0].opt_ms;
+	return ok;
+}
+
+int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env, cg_objects *out,
+		     cg_units_stats *st, char *err, size_t err_size)
 {
 	units_run r = {0};
 	memset(st, 0, sizeof *st);
@@ -632,15 +675,11 @@ int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env,
 		return -1;
 	double t0 = now_ms();
 	st->n_units = r.u.n_units - 1; /* unit 0 is never cached */
-	bool ok = run_alloc(&r) && prepare(&r);
+	pthread_mutex_init(&r.lock, NULL);
+	pthread_cond_init(&r.more, NULL);
+	bool ok = run_alloc(&r) && compile_all(&r, st);
 	if (!ok)
 		snprintf(err, err_size, "cannot split the module into units");
-	double t1 = now_ms();
-	st->prep_ms = t1 - t0;
-	if (ok) {
-		look_up(&r, st);
-		compile_missing(&r, st);
-	}
 	for (uint32_t k = 0; ok && k < r.u.n_units; k++) {
 		unit_job *job = &r.jobs[k];
 		if (!job->obj) {
@@ -648,7 +687,7 @@ int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env,
 			ok = false;
 			break;
 		}
-		if (k && !job->is_hit && env->cache_dir[0])
+		if (k && !job->is_hit)
 			cg_cache_store(env->cache_dir, job->key, true, job->obj,
 				       job->len);
 		ok = cg_objects_add(out, job->obj, job->len);
@@ -656,7 +695,10 @@ int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env,
 		if (!ok)
 			snprintf(err, err_size, "out of memory");
 	}
-	st->codegen_ms = now_ms() - t1 - st->opt_ms;
+	double wall = now_ms() - t0;
+	st->codegen_ms = wall > st->opt_ms ? wall - st->opt_ms : 0;
 	run_free(&r);
+	pthread_cond_destroy(&r.more);
+	pthread_mutex_destroy(&r.lock);
 	return ok ? 1 : 0;
 }
