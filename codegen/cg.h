@@ -55,13 +55,18 @@ typedef struct cg_module_stats {
 	 * whole-module passes + the parts' default<O3> on the thread
 	 * where they took longer) */
 	double opt_ms;
-	/* machine code generation (0 on a cache hit; in parts: the rest
-	 * of the parts' wall time, optimization overlapping it taken out) */
+	/* machine code generation (0 on a cache hit; in parts or units:
+	 * the rest of their wall time, optimization overlapping it taken
+	 * out; in units it includes cutting and keying them) */
 	double codegen_ms;
 	/* cg_module_jit's time but optimizing: the cache key and lookup,
 	 * machine code generation, linking by LLJIT */
 	double jit_ms;
-	cg_cache_result cache;
+	cg_cache_result cache; /* the whole program's entry */
+	/* compiled in units (cg_units.c), where the program's entry was
+	 * not found: how many kernel units, how many were found in the
+	 * cache, how many entries were found broken (compiled again) */
+	unsigned n_units, n_units_hit, n_units_corrupt;
 } cg_module_stats;
 
 /* Creates an empty module for the host CPU (its name is the LLVM module

@@ -4,17 +4,19 @@
  * the module's unoptimized bitcode and of everything else that decides
  * its machine code (LLVM's version, the target triple, CPU and
  * features, how the JIT compiles it), holding the PIC objects that
- * optimizing and compiling that module gave (one per part of it).
+ * optimizing and compiling that module gave (one per part or unit of
+ * it); and one file per unit of a module (cg_units.c), named by the
+ * hash of the unit's own IR, holding its object.
  *
  * A file is a header (magic, key, payload length, 128-bit hash of the
  * payload) and the payload: the objects of the module's parts
- * (cg_objects_pack), which the JIT links together. A reader trusts nothing it did not check: a
- * file whose magic, key, length or hash is wrong is a miss, so the
- * module is compiled again and the file replaced. Writers write a
- * temporary file in the same directory and rename it over the name, so
- * a reader sees a whole file or none; two processes storing one key
- * store the same bytes. Failing to store is no error: the cache only
- * saves time.
+ * (cg_objects_pack), which the JIT links together, or a unit's object.
+ * A reader trusts nothing it did not check: a file whose magic, key,
+ * length or hash is wrong is a miss, so the module (or unit) is
+ * compiled again and the file replaced. Writers write a temporary file
+ * in the same directory and rename it over the name, so a reader sees
+ * a whole file or none; two processes storing one key store the same
+ * bytes. Failing to store is no error: the cache only saves time.
  */
 #include "cg_internal.h"
 
@@ -94,14 +96,15 @@ void cg_cache_key(LLVMMemoryBufferRef bc, LLVMTargetMachineRef tm,
 	hash_end(&h, key);
 }
 
-/* dir/<32 hex digits>.o into path. */
-static bool entry_path(const char *dir, const unsigned char *key, char *path,
-		       size_t size)
+/* dir/<32 hex digits>.o (a program) or .part.o (a unit) into path. */
+static bool entry_path(const char *dir, const unsigned char *key, bool is_part,
+		       char *path, size_t size)
 {
 	char hex[2 * CG_CACHE_KEY_BYTES + 1];
 	for (int i = 0; i < CG_CACHE_KEY_BYTES; i++)
 		snprintf(hex + 2 * i, 3, "%02x", key[i]);
-	int n = snprintf(path, size, "%s/%s.o", dir, hex);
+	int n = snprintf(path, size, "%s/%s%s", dir, hex,
+			 is_part ? ".part.o" : ".o");
 	return n > 0 && (size_t)n < size;
 }
 
@@ -152,10 +155,10 @@ static unsigned char *read_file(const char *path, size_t max, size_t *len)
 
 cg_cache_result cg_cache_load(const char *dir,
 			      const unsigned char key[CG_CACHE_KEY_BYTES],
-			      char **data, size_t *len)
+			      bool is_part, char **data, size_t *len)
 {
 	char path[4096];
-	if (!entry_path(dir, key, path, sizeof path))
+	if (!entry_path(dir, key, is_part, path, sizeof path))
 		return CG_CACHE_MISS;
 	if (access(path, F_OK) != 0)
 		return CG_CACHE_MISS;
@@ -218,10 +221,10 @@ static bool write_all(int fd, const void *data, size_t n)
 }
 
 bool cg_cache_store(const char *dir, const unsigned char key[CG_CACHE_KEY_BYTES],
-		    const char *data, size_t len)
+		    bool is_part, const char *data, size_t len)
 {
 	char path[4096], tmp[4096 + 16];
-	if (!entry_path(dir, key, path, sizeof path) || !make_dirs(dir))
+	if (!entry_path(dir, key, is_part, path, sizeof path) || !make_dirs(dir))
 		return false;
 	snprintf(tmp, sizeof tmp, "%s/.tmp.XXXXXX", dir);
 	int fd = mkstemp(tmp);
@@ -261,13 +264,52 @@ char *cg_objects_pack(const cg_objects *o, size_t *len)
 	return out;
 }
 
+static bool objects_reserve(cg_objects *o, uint64_t n)
+{
+	if (n <= o->cap)
+		return true;
+	uint64_t cap = o->cap ? 2 * (uint64_t)o->cap : 8;
+	cap = cap < n ? n : cap;
+	char **data = realloc(o->data, cap * sizeof *data);
+	if (data)
+		o->data = data;
+	size_t *len = realloc(o->len, cap * sizeof *len);
+	if (len)
+		o->len = len;
+	if (!data || !len)
+		return false;
+	o->cap = (uint32_t)cap;
+	return true;
+}
+
+bool cg_objects_add(cg_objects *o, char *data, size_t len)
+{
+	if (!objects_reserve(o, (uint64_t)o->n + 1)) {
+		free(data);
+		return false;
+	}
+	o->data[o->n] = data;
+	o->len[o->n++] = len;
+	return true;
+}
+
+void cg_objects_free(cg_objects *o)
+{
+	for (uint32_t i = 0; !o->block && i < o->n; i++)
+		free(o->data[i]);
+	free(o->block);
+	free(o->data);
+	free(o->len);
+	memset(o, 0, sizeof *o);
+}
+
 bool cg_objects_unpack(char *data, size_t len, cg_objects *o)
 {
 	const unsigned char *p = (const unsigned char *)data;
-	if (len < 8)
+	if (len < 8 || o->n)
 		return false;
 	uint64_t n = get_u64(p);
-	if (n < 1 || n > CG_MAX_OBJECTS || len < 8 + 8 * n)
+	if (n < 1 || n > (len - 8) / 8 || !objects_reserve(o, n))
 		return false;
 	uint64_t at = 8 + 8 * n;
 	for (uint32_t i = 0; i < n; i++) {
@@ -278,6 +320,9 @@ bool cg_objects_unpack(char *data, size_t len, cg_objects *o)
 		o->len[i] = (size_t)l;
 		at += l;
 	}
+	if (at != len)
+		return false;
 	o->n = (uint32_t)n;
-	return at == len;
+	o->block = data;
+	return true;
 }

@@ -11,6 +11,7 @@
 #define ATTNC_CG_INTERNAL_H
 
 #include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,28 +48,36 @@ void cg_cache_key(LLVMMemoryBufferRef bc, LLVMTargetMachineRef tm,
 /* Looks key up in directory dir: CG_CACHE_MISS, CG_CACHE_CORRUPT (an
  * entry that fails a check, not to be used) or CG_CACHE_HIT, when
  * *data is a malloc'd copy of the object (*len bytes) that the caller
- * frees. */
+ * frees. An entry is the file KEY.o of a whole program, or KEY.part.o
+ * of one of its units (is_part). */
 cg_cache_result cg_cache_load(const char *dir,
 			      const unsigned char key[CG_CACHE_KEY_BYTES],
-			      char **data, size_t *len);
-/* The objects of a module's parts, as the cache holds them. */
-#define CG_MAX_OBJECTS 4
+			      bool is_part, char **data, size_t *len);
+/* The objects of a module's parts or units, as the JIT links them. */
 typedef struct cg_objects {
-	uint32_t n;
-	char *data[CG_MAX_OBJECTS];
-	size_t len[CG_MAX_OBJECTS];
+	uint32_t n, cap;
+	char **data; /* (cap) each malloc'd, or pointers into block */
+	size_t *len; /* (cap) */
+	char *block; /* a cache entry that data points into, or NULL */
 } cg_objects;
+/* Appends the malloc'd object data (len bytes), which o now owns; false
+ * (data freed) when memory runs out. */
+bool cg_objects_add(cg_objects *o, char *data, size_t len);
+/* Frees what o owns and empties it. */
+void cg_objects_free(cg_objects *o);
 /* The objects of o in one malloc'd buffer (*len bytes), or NULL when
  * memory runs out. */
 char *cg_objects_pack(const cg_objects *o, size_t *len);
-/* Finds the objects in a buffer cg_objects_pack made (o's pointers point
- * into data); false if data (len bytes) is not one. */
+/* Finds the objects in a buffer cg_objects_pack made, which o then
+ * owns (o's pointers point into it; o must be empty); false (data not
+ * taken) if data (len bytes) is not one. */
 bool cg_objects_unpack(char *data, size_t len, cg_objects *o);
-/* Stores the object data (len bytes) under key in dir, making dir if
- * needed, atomically (a temporary file renamed over the entry). False
- * if it could not: the caller carries on without the cache. */
+/* Stores the object data (len bytes) under key in dir (is_part: as
+ * cg_cache_load), making dir if needed, atomically (a temporary file
+ * renamed over the entry). False if it could not: the caller carries on
+ * without the cache. */
 bool cg_cache_store(const char *dir, const unsigned char key[CG_CACHE_KEY_BYTES],
-		    const char *data, size_t len);
+		    bool is_part, const char *data, size_t len);
 
 /* ---- splitting a module for a parallel compile (cg_split.c) ----------- */
 
@@ -85,6 +94,67 @@ bool cg_split_count(LLVMModuleRef mod, uint32_t n_defs[CG_SPLIT_PARTS]);
  * the same plan, so the parts' objects link into one program. False
  * (mod unchanged) where cg_split_count is false. */
 bool cg_split_keep(LLVMModuleRef mod, int part);
+/* Makes the definition f a declaration (external). */
+void cg_split_strip_body(LLVMValueRef f);
+/* The globals of part `part` of a split module: a constant private one
+ * stays where it is used (an unused one goes); any other is defined
+ * only in part 0 (made external and hidden there), declared in others. */
+void cg_split_keep_globals(LLVMModuleRef mod, int part);
+
+/* A module's units (cg_module_jit compiles and caches each on its own):
+ * unit 0 is the optnone functions (entry points, thread functions);
+ * each other unit a connected component of the other functions, as the
+ * split's parts deal them (a helper marked CG_ATTR_SHARED is one of its
+ * own), numbered in the order of its first function. */
+typedef struct cg_units {
+	uint32_t n_fns;    /* functions of the module, in order */
+	LLVMValueRef *fns; /* (n_fns) */
+	int32_t *unit;     /* (n_fns) its unit; -1 for a declaration */
+	bool *is_cross;    /* (n_fns) named from another unit, or a constant */
+	bool *was_local;   /* (n_fns) internal or private before the split */
+	uint32_t n_units;  /* unit 0 included */
+	uint64_t *weight;  /* (n_units) instructions */
+} cg_units;
+/* Finds mod's units and makes every function another unit names
+ * external and hidden. False (mod unchanged) where cg_split_count is
+ * false. Free with cg_units_free. */
+bool cg_split_units(LLVMModuleRef mod, cg_units *u);
+void cg_units_free(cg_units *u);
+
+/* ---- compiling and caching a module in units (cg_units.c) ------------- */
+
+/* Where and how cg_units_compile compiles. */
+typedef struct cg_units_env {
+	LLVMTargetMachineRef key_tm;       /* its target names the keys */
+	LLVMTargetMachineRef tm_none;      /* unit 0's, level None */
+	LLVMTargetMachineRef tm_kernel[2]; /* the kernels', one a thread */
+	const char *pipeline;              /* the kernel units' optimizer */
+	const char *cache_dir;             /* "" = no cache */
+	bool is_threaded;                  /* a second thread may compile */
+} cg_units_env;
+
+typedef struct cg_units_stats {
+	uint32_t n_units, n_hit, n_corrupt; /* kernel units; found; broken */
+	double opt_ms;     /* the optimizer, on the thread that took longer */
+	double codegen_ms; /* the rest: cutting, keying, machine code */
+} cg_units_stats;
+
+/* Compiles mod, after the whole-module passes (cg_module.c's
+ * CG_PRE_SPLIT), in units (cg_split_units): each kernel unit found in
+ * env->cache_dir (not "") under its key is loaded, each other optimized
+ * and compiled (and stored there), and unit 0 compiled; their objects,
+ * unit 0's first, are appended to out. mod becomes unit 0. Returns 1 on success, 0 on a
+ * failure (the reason in err; mod is then unusable), -1 where mod
+ * cannot be split (mod unchanged). */
+int cg_units_compile(LLVMModuleRef mod, const cg_units_env *env, cg_objects *out,
+		     cg_units_stats *st, char *err, size_t err_size);
+/* Runs the pass pipeline on mod for tm; NULL, or the error. */
+LLVMErrorRef cg_run_passes(LLVMModuleRef mod, const char *pipeline,
+			   LLVMTargetMachineRef tm);
+/* mod's PIC object made by tm, in a malloc'd buffer (*len bytes); NULL
+ * with the reason in err if it cannot be made. */
+char *cg_emit_object(LLVMTargetMachineRef tm, LLVMModuleRef mod, size_t *len,
+		     char *err, size_t err_size);
 
 /* ---- building IR (cg_llvm.c) ---------------------------------------------- */
 

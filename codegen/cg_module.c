@@ -3,7 +3,8 @@
  * ORC thread-safe context, optimized once for the TargetMachine of the
  * host CPU (or of a named one: cg_module_create_for, --mcpu; or of
  * another machine: cg_module_create_target, --target), then
- * either JIT-compiled with LLJIT (in parts, side by side: cg_split.c)
+ * either JIT-compiled with LLJIT (in parts, side by side: cg_split.c;
+ * with the object cache in units, each cached on its own: cg_units.c)
  * or emitted (IR text, assembly, PIC object) from a clone.
  *
  * Why the pieces are as they are (../shared/LLVM-NOTES.md has the
@@ -59,7 +60,7 @@
 	"mergefunc,ipsccp,deadargelim,globalopt,cgscc(function-attrs)"
 #define CG_PART_PIPELINE "default<O3>"
 #define CG_JIT_SPLIT                                                   \
-	CG_PRE_SPLIT ", then in parts, the kernels' " CG_PART_PIPELINE \
+	CG_PRE_SPLIT ", then in units, the kernels' " CG_PART_PIPELINE \
 		     ", optnone at level None"
 
 struct cg_module {
@@ -272,9 +273,8 @@ static bool verify(cg_module *m)
 	return true;
 }
 
-/* Runs the pass pipeline on mod for tm; NULL, or the error. */
-static LLVMErrorRef run_passes(LLVMModuleRef mod, const char *pipeline,
-			       LLVMTargetMachineRef tm)
+LLVMErrorRef cg_run_passes(LLVMModuleRef mod, const char *pipeline,
+			   LLVMTargetMachineRef tm)
 {
 	LLVMPassBuilderOptionsRef opts = LLVMCreatePassBuilderOptions();
 	LLVMErrorRef e = LLVMRunPasses(mod, pipeline, tm, opts);
@@ -291,7 +291,7 @@ static bool verify_and_run(cg_module *m, const char *pipeline, bool is_verify)
 	double t0 = now_ms();
 	if (is_verify && !verify(m))
 		return false;
-	LLVMErrorRef e = run_passes(m->mod, pipeline, m->tm);
+	LLVMErrorRef e = cg_run_passes(m->mod, pipeline, m->tm);
 	m->stats.opt_ms += now_ms() - t0;
 	return e ? fail_llvm_error(m, "optimization failed", e) : true;
 }
@@ -366,10 +366,8 @@ static const char *first_exported(LLVMModuleRef mod)
 	return NULL;
 }
 
-/* mod's PIC object made by tm, in a malloc'd buffer (*len bytes); NULL
- * with the reason in err if it cannot be made. */
-static char *emit_object(LLVMTargetMachineRef tm, LLVMModuleRef mod,
-			 size_t *len, char *err, size_t err_size)
+char *cg_emit_object(LLVMTargetMachineRef tm, LLVMModuleRef mod, size_t *len,
+		     char *err, size_t err_size)
 {
 	LLVMMemoryBufferRef buf = NULL;
 	char *msg = NULL;
@@ -412,7 +410,7 @@ static bool optimize_part(part_job *j, LLVMModuleRef mod)
 	if (!j->pipeline)
 		return true;
 	double t0 = now_ms();
-	LLVMErrorRef e = run_passes(mod, j->pipeline, j->tm);
+	LLVMErrorRef e = cg_run_passes(mod, j->pipeline, j->tm);
 	j->opt_ms = now_ms() - t0;
 	if (!e)
 		return true;
@@ -444,7 +442,7 @@ static void run_part(part_job *j)
 	}
 	if (!optimize_part(j, mod))
 		goto done;
-	j->obj = emit_object(j->tm, mod, &j->len, j->err, sizeof j->err);
+	j->obj = cg_emit_object(j->tm, mod, &j->len, j->err, sizeof j->err);
 done:
 	if (mod && (ctx || j->owns_mod))
 		LLVMDisposeModule(mod);
@@ -510,14 +508,11 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 	double here = jobs[0].opt_ms + jobs[1].opt_ms, there = jobs[2].opt_ms;
 	double opt = !is_threaded ? here + there : here > there ? here : there;
 	m->stats.opt_ms += opt;
-	out->n = 0;
 	for (int i = 0; i < CG_SPLIT_PARTS; i++) {
 		if (ok && n_defs[i] && !jobs[i].obj)
 			ok = cg_module_fail(m, "%s", jobs[i].err);
-		if (jobs[i].obj) {
-			out->data[out->n] = jobs[i].obj;
-			out->len[out->n++] = jobs[i].len;
-		}
+		if (jobs[i].obj && !cg_objects_add(out, jobs[i].obj, jobs[i].len))
+			ok = cg_module_fail(m, "out of memory");
 		if (jobs[i].tm)
 			LLVMDisposeTargetMachine(jobs[i].tm);
 	}
@@ -533,19 +528,62 @@ static bool compile_whole(cg_module *m, cg_objects *out)
 		return false;
 	double t0 = now_ms();
 	char err[512];
-	out->data[0] = emit_object(m->tm, m->mod, &out->len[0], err, sizeof err);
+	size_t len = 0;
+	char *obj = cg_emit_object(m->tm, m->mod, &len, err, sizeof err);
 	m->stats.codegen_ms = now_ms() - t0;
-	if (!out->data[0])
+	if (!obj)
 		return cg_module_fail(m, "%s", err);
-	out->n = 1;
-	return true;
+	return cg_objects_add(out, obj, len) ||
+	       cg_module_fail(m, "out of memory");
+}
+
+/* Compiles the module, after the whole-module passes, in units
+ * (cg_units.c): each found in the object cache is loaded, each other
+ * optimized and compiled on its own, side by side, and stored there.
+ * As cg_units_compile returns. */
+static int compile_units(cg_module *m, cg_objects *out)
+{
+	cg_units_env env = {.key_tm = m->tm,
+			    .pipeline = CG_PART_PIPELINE,
+			    .cache_dir = m->cache_dir};
+	int nt = m->n_threads > 0 ? m->n_threads : cg_threads_get();
+	env.is_threaded = nt > 1;
+	env.tm_none = host_tm(m, LLVMRelocPIC, LLVMCodeModelDefault,
+			      LLVMCodeGenLevelNone);
+	for (int i = 0; i < 2; i++)
+		env.tm_kernel[i] = host_tm(m, LLVMRelocPIC, LLVMCodeModelDefault,
+					   LLVMCodeGenLevelAggressive);
+	char err[512] = "";
+	cg_units_stats st = {0};
+	int r = 0;
+	if (env.tm_none && env.tm_kernel[0] && env.tm_kernel[1])
+		r = cg_units_compile(m->mod, &env, out, &st, err, sizeof err);
+	LLVMTargetMachineRef tms[3] = {env.tm_none, env.tm_kernel[0],
+				       env.tm_kernel[1]};
+	for (int i = 0; i < 3; i++)
+		if (tms[i])
+			LLVMDisposeTargetMachine(tms[i]);
+	if (r == 0)
+		cg_module_fail(m, "%s",
+			       err[0] ? err : "cannot compile in units");
+	if (r != 1)
+		return r;
+	m->stats.opt_ms += st.opt_ms;
+	m->stats.codegen_ms = st.codegen_ms;
+	m->stats.n_units = st.n_units;
+	m->stats.n_units_hit = st.n_hit;
+	m->stats.n_units_corrupt = st.n_corrupt;
+	return 1;
 }
 
 /* Compiles the module into objects: a module that splits (cg_split.c)
  * and is not optimized yet is split right after the whole-module passes
- * (CG_PRE_SPLIT), and its kernel parts are optimized and compiled side
- * by side (compile_parts); an optimized one is split as it is; one
- * that does not split is optimized whole and compiled as one object. */
+ * (CG_PRE_SPLIT): with the object cache, into units that are each found
+ * there or compiled (compile_units), else into parts whose kernel parts
+ * are optimized and compiled side by side (compile_parts: fewer, larger
+ * modules, which cost less to make); an optimized one is split in parts
+ * as it is; one that does not split is optimized whole and compiled as
+ * one object. */
 static bool compile_objects(cg_module *m, cg_objects *out)
 {
 	bool is_whole_opt = m->no_split || m->is_optimized;
@@ -555,6 +593,11 @@ static bool compile_objects(cg_module *m, cg_objects *out)
 		m->stats.opt_ms = 0;
 		if (!verify_and_run(m, CG_PRE_SPLIT, true))
 			return false;
+		int r = m->cache_dir[0] ? compile_units(m, out) : -1;
+		if (r >= 0) {
+			m->is_optimized = true;
+			return r == 1;
+		}
 	}
 	uint32_t n_defs[CG_SPLIT_PARTS] = {0};
 	int n_parts = 0;
@@ -577,13 +620,11 @@ static bool compile_objects(cg_module *m, cg_objects *out)
 	return ok;
 }
 
-/* The module's objects: from the cache when it holds sound ones, else
- * compiled now (in parts, side by side, when the module splits) and
- * stored there. The caller frees *block, where a cache hit's objects
- * all are, or else each object. */
-static bool module_objects(cg_module *m, cg_objects *out, char **block)
+/* The module's objects: from the cache when it holds the whole
+ * program's, else compiled now (in units, each from the cache where it
+ * is there: compile_objects) and stored there. The caller frees out. */
+static bool module_objects(cg_module *m, cg_objects *out)
 {
-	*block = NULL;
 	LLVMMemoryBufferRef bc = LLVMWriteBitcodeToMemoryBuffer(m->mod);
 	if (!bc)
 		return cg_module_fail(m, "cannot write the module's bitcode");
@@ -598,14 +639,14 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 			     key);
 		char *data = NULL;
 		size_t len = 0;
-		m->stats.cache = cg_cache_load(m->cache_dir, key, &data, &len);
+		m->stats.cache = cg_cache_load(m->cache_dir, key, false, &data,
+					       &len);
 		if (m->stats.cache == CG_CACHE_HIT &&
 		    !cg_objects_unpack(data, len, out))
 			m->stats.cache = CG_CACHE_CORRUPT;
 		if (m->stats.cache == CG_CACHE_HIT) {
 			LLVMDisposeMemoryBuffer(bc);
 			m->stats.n_functions = count_functions(m->mod);
-			*block = data;
 			return true;
 		}
 		free(data);
@@ -616,17 +657,10 @@ static bool module_objects(cg_module *m, cg_objects *out, char **block)
 		size_t len = 0;
 		char *data = cg_objects_pack(out, &len);
 		if (data)
-			cg_cache_store(m->cache_dir, key, data, len);
+			cg_cache_store(m->cache_dir, key, false, data, len);
 		free(data);
 	}
 	return ok;
-}
-
-static void objects_free(cg_objects *o, char *block)
-{
-	for (uint32_t i = 0; !block && i < o->n; i++)
-		free(o->data[i]);
-	free(block);
 }
 
 bool cg_module_jit(cg_module *m)
@@ -646,9 +680,8 @@ bool cg_module_jit(cg_module *m)
 	if (name)
 		snprintf(first, sizeof first, "%s", name);
 	cg_objects objs = {0};
-	char *block = NULL;
-	if (!module_objects(m, &objs, &block)) {
-		objects_free(&objs, block);
+	if (!module_objects(m, &objs)) {
+		cg_objects_free(&objs);
 		return false;
 	}
 	LLVMDisposeModule(m->mod);
@@ -666,7 +699,7 @@ bool cg_module_jit(cg_module *m)
 			ok = fail_llvm_error(m, "the JIT rejected the object",
 					     e);
 	}
-	objects_free(&objs, block);
+	cg_objects_free(&objs);
 	if (!ok || (first[0] && !cg_module_lookup(m, first)))
 		return false;
 	m->stats.jit_ms = now_ms() - t0 - (m->stats.opt_ms - opt0);

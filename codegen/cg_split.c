@@ -28,6 +28,10 @@
  * made external and hidden in every copy, so the parts link to each
  * other; constant private globals stay private and are copied into each
  * part that uses them; any other global is defined in part 0 only.
+ *
+ * With the object cache the JIT compiles units instead (cg_units.c):
+ * part 0 as unit 0, and each component of the kernel side as a unit of
+ * its own rather than dealt to parts 1 and 2 (cg_split_units).
  */
 #include "cg_internal.h"
 
@@ -292,7 +296,7 @@ bool cg_split_count(LLVMModuleRef mod, uint32_t n_defs[CG_SPLIT_PARTS])
  * instructions make is replaced by poison (no instruction uses another
  * then), then the terminators go (no branch names a block), then the
  * blocks with what is left in them. */
-static void strip_body(LLVMValueRef f)
+void cg_split_strip_body(LLVMValueRef f)
 {
 	for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b;
 	     b = LLVMGetNextBasicBlock(b))
@@ -329,7 +333,7 @@ static void promote(LLVMValueRef g)
 
 /* Globals: a constant private one stays in each part that uses it (and
  * leaves the others); any other is defined in part 0 only. */
-static void keep_globals(LLVMModuleRef mod, int part)
+void cg_split_keep_globals(LLVMModuleRef mod, int part)
 {
 	LLVMValueRef next;
 	for (LLVMValueRef g = LLVMGetFirstGlobal(mod); g; g = next) {
@@ -359,11 +363,95 @@ bool cg_split_keep(LLVMModuleRef mod, int part)
 			promote(s.fns[i]);
 	for (uint32_t i = 0; i < s.n; i++)
 		if (s.part[i] >= 0 && s.part[i] != part)
-			strip_body(s.fns[i]);
+			cg_split_strip_body(s.fns[i]);
 	for (uint32_t i = 0; i < s.n; i++)
 		if (LLVMIsDeclaration(s.fns[i]) && !LLVMGetFirstUse(s.fns[i]))
 			LLVMDeleteFunction(s.fns[i]);
 	plan_free(&s);
-	keep_globals(mod, part);
+	cg_split_keep_globals(mod, part);
+	return true;
+}
+
+void cg_units_free(cg_units *u)
+{
+	free(u->fns);
+	free(u->unit);
+	free(u->is_cross);
+	free(u->was_local);
+	free(u->weight);
+	memset(u, 0, sizeof *u);
+}
+
+/* Numbers the kernel-side components 1, 2, ... in the order of their
+ * first function, and puts each function's unit into s->part. */
+static uint32_t number_units(split_plan *s)
+{
+	uint32_t *id = calloc(s->n + 1, sizeof *id), n_units = 1;
+	if (!id)
+		return 0;
+	for (uint32_t i = 0; i < s->n; i++) {
+		if (s->part[i] != 1)
+			continue;
+		uint32_t r = find(s->parent, i);
+		if (!id[r])
+			id[r] = n_units++;
+	}
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->part[i] == 1)
+			s->part[i] = (int)id[find(s->parent, i)];
+	free(id);
+	return n_units;
+}
+
+static bool units_fill(cg_units *u, split_plan *s, uint32_t n_units)
+{
+	memset(u, 0, sizeof *u);
+	u->n_fns = s->n;
+	u->n_units = n_units;
+	u->fns = s->fns;
+	s->fns = NULL;
+	u->unit = calloc(s->n + 1, sizeof *u->unit);
+	u->is_cross = s->is_cross;
+	s->is_cross = NULL;
+	u->was_local = calloc(s->n + 1, sizeof *u->was_local);
+	u->weight = calloc(n_units, sizeof *u->weight);
+	if (!u->unit || !u->was_local || !u->weight)
+		return false;
+	for (uint32_t i = 0; i < s->n; i++) {
+		u->unit[i] = s->part[i];
+		u->was_local[i] = is_local(u->fns[i]);
+		if (s->part[i] >= 0)
+			u->weight[s->part[i]] += s->weight[i];
+	}
+	return true;
+}
+
+bool cg_split_units(LLVMModuleRef mod, cg_units *u)
+{
+	split_plan s;
+	memset(u, 0, sizeof *u);
+	if (!plan_alloc(&s, mod))
+		return false;
+	for (uint32_t i = 0; i < s.n; i++) {
+		LLVMValueRef f = s.fns[i];
+		s.part[i] = LLVMIsDeclaration(f) ? -1 : is_optnone(f) ? 0 : 1;
+		if (s.part[i] >= 0)
+			s.weight[i] = count_insts(f);
+	}
+	join_components(&s);
+	uint32_t n_units = number_units(&s);
+	bool ok = n_units > 0;
+	if (ok) {
+		mark_cross(&s);
+		ok = nameable(&s, mod) && units_fill(u, &s, n_units);
+	}
+	plan_free(&s);
+	if (!ok) {
+		cg_units_free(u);
+		return false;
+	}
+	for (uint32_t i = 0; i < u->n_fns; i++)
+		if (u->unit[i] >= 0 && u->is_cross[i])
+			promote(u->fns[i]);
 	return true;
 }

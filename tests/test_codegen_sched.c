@@ -523,25 +523,50 @@ START_TEST(test_training_steps_compiled_in_parts_equal_one_module_bit_for_bit)
 }
 END_TEST
 
-/* The object cache holds the parts' objects in one entry: a second
- * compilation reads them all back, links them and runs the same bits. */
+/* Removes the programs' entries of the cache in dir (KEY.o), keeping
+ * the units' (KEY.part.o). */
+static void remove_program_entries(const char *dir)
+{
+	char cmd[160];
+	snprintf(cmd, sizeof cmd, "rm -f '%s'/*[0-9a-f].o", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* With the object cache the JIT compiles the step in units, each kept
+ * in an entry of its own, and the program's objects in one more entry:
+ * a second compilation reads the program's back, a third (without the
+ * program's entry) every unit's; all run the bits of the step compiled
+ * in parts without the cache. */
 START_TEST(test_the_cache_gives_back_every_part_of_a_step)
 {
 	char dir[] = "/tmp/attnc-parts-XXXXXX";
 	ck_assert(mkdtemp(dir) != NULL);
-	step cold, warm;
+	step ref, cold, warm, units;
+	step_init_with(&ref, seq2seq[_i], STEP_PARTS, NULL);
 	step_init_with(&cold, seq2seq[_i], STEP_PARTS, dir);
-	ck_assert_int_eq(cg_program_stats(cold.p).cache, CG_CACHE_MISS);
+	cg_module_stats st = cg_program_stats(cold.p);
+	ck_assert_int_eq(st.cache, CG_CACHE_MISS);
+	ck_assert_uint_gt(st.n_units, 2);
+	ck_assert_uint_eq(st.n_units_hit, 0);
 	step_init_with(&warm, seq2seq[_i], STEP_PARTS, dir);
 	ck_assert_int_eq(cg_program_stats(warm.p).cache, CG_CACHE_HIT);
-	float *a[MAXT], *b[MAXT];
-	ck_assert_int_eq(step_run(&cold, 2, a), 0);
-	ck_assert_int_eq(step_run(&warm, 2, b), 0);
-	assert_same(&cold, a, b, seq2seq[_i]);
-	outs_free(&cold, a);
-	outs_free(&warm, b);
-	step_fini(&warm);
-	step_fini(&cold);
+	remove_program_entries(dir);
+	step_init_with(&units, seq2seq[_i], STEP_PARTS, dir);
+	st = cg_program_stats(units.p);
+	ck_assert_int_eq(st.cache, CG_CACHE_MISS);
+	ck_assert_uint_eq(st.n_units_hit, st.n_units);
+	step *all[4] = {&ref, &cold, &warm, &units};
+	for (int nt = 1; nt <= 2; nt++) {
+		float *a[4][MAXT];
+		for (int k = 0; k < 4; k++)
+			ck_assert_int_eq(step_run(all[k], nt, a[k]), 0);
+		for (int k = 1; k < 4; k++)
+			assert_same(&ref, a[0], a[k], seq2seq[_i]);
+		for (int k = 0; k < 4; k++)
+			outs_free(all[k], a[k]);
+	}
+	for (int k = 3; k >= 0; k--)
+		step_fini(all[k]);
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(cmd), 0);
