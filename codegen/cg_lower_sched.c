@@ -261,6 +261,9 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 					ATTNRT_ALIGN, &ok);
 	for (uint32_t k = 0; ok && k < st->nk; k++)
 		sp->offset[st->node[k]] = st->blocks[k].offset;
+	ok = ok && cg_scratch_peak_make(st->ctx, &e->fn->g, st->blocks,
+					st->node, st->nk, sp->total, &sp->peak);
+	sp->peak.threads = s->n_threads;
 	return ok;
 }
 
@@ -362,6 +365,7 @@ void cg_sched_plan_fini(ir_ctx *ctx, sched_plan *sp)
 	cg_sched_fini(ctx, &sp->s);
 	ir_free(ctx, sp->offset);
 	ir_free(ctx, sp->kernel_node);
+	cg_scratch_peak_fini(ctx, &sp->peak);
 	memset(sp, 0, sizeof *sp);
 }
 
@@ -391,6 +395,7 @@ bool cg_sched_plan_make(entry_gen *e, const node_call *ks, uint32_t n_threads,
 		cg_sched_fini(st.ctx, &sp->s);
 		ir_free(st.ctx, sp->offset);
 		sp->offset = NULL;
+		cg_scratch_peak_fini(st.ctx, &sp->peak);
 	}
 	state_fini(&st);
 	return ok;

@@ -211,6 +211,14 @@ typedef struct pass_mem_block {
 uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 			     uint64_t align, bool *ok);
 
+/* The most bytes the blocks have alive at one step (a block of size 0
+ * counts nothing): a lower bound of any placement's slab, which
+ * pass_memplan_blocks reaches when its first fit leaves no holes. *at
+ * receives the first step where it is reached (0 when n is 0). Returns
+ * false (after reporting "out of memory") if scratch memory ran out. */
+bool pass_memplan_peak(ir_ctx *ctx, const pass_mem_block *blocks, uint32_t n,
+		       uint64_t *peak, uint32_t *at);
+
 /* A plan for the node results of one function. */
 typedef struct pass_memplan {
 	uint64_t *offset; /* per node: byte offset in the slab, or
