@@ -38,6 +38,7 @@ typedef struct func_plan {
 	uint64_t *view;
 	uint64_t *offset;
 	uint64_t total;
+	cg_scratch_peak peak; /* of this layout (slab: total) */
 } func_plan;
 
 /* Plans f (cg_lower_plan.c): its fusion (none when no_fuse), each node's
@@ -48,6 +49,15 @@ bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
 		       func_plan *pl);
 void cg_func_plan_fini(ir_ctx *ctx, func_plan *pl);
 
+/* The peak of the n blocks of a layout of g's buffers (blocks[b] node
+ * node[b]'s) whose slab is slab bytes, into *out (its buffers in an
+ * array of ctx that cg_scratch_peak_fini frees). Returns false when
+ * memory ran out (reported). */
+bool cg_scratch_peak_make(ir_ctx *ctx, const ir_graph *g,
+			  const pass_mem_block *blocks, const ir_id *node,
+			  uint32_t n, uint64_t slab, cg_scratch_peak *out);
+void cg_scratch_peak_fini(ir_ctx *ctx, cg_scratch_peak *pk);
+
 /* One entry point of the program: an exported function. */
 typedef struct cg_entry {
 	const ir_func *fn;
@@ -55,6 +65,7 @@ typedef struct cg_entry {
 	size_t scratch_bytes;
 	uint32_t n_calls;       /* kernel calls of one call */
 	cg_program_sched sched; /* its static schedule, if it has one */
+	cg_scratch_peak peak;   /* of the layout that sets scratch_bytes */
 	attnrt_tensor_info *inputs, *outputs;
 	attnrt_entry_fn entry;
 	cg_profile_site *sites; /* when profiled: n_sites, site 0 the entry */
@@ -170,7 +181,8 @@ typedef struct sched_plan {
 	cg_sched s;
 	uint64_t *offset; /* per node, as func_plan.offset */
 	uint64_t total;
-	ir_id *kernel_node; /* per node of the schedule: the graph's node */
+	ir_id *kernel_node;   /* per node of the schedule: the graph's node */
+	cg_scratch_peak peak; /* of the schedule's layout */
 } sched_plan;
 
 /* The estimated cycles of a call of node id's kernel, with trees tr and

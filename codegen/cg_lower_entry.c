@@ -281,6 +281,12 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 			if (sp.total > ce->scratch_bytes)
 				ce->scratch_bytes = sp.total;
 		}
+		/* The peak of the layout that sets the slab's size. */
+		cg_scratch_peak *pk = sp.usable && sp.total > e.plan.total
+					      ? &sp.peak
+					      : &e.plan.peak;
+		ce->peak = *pk;
+		*pk = (cg_scratch_peak){0};
 		ce->inputs = tensor_table(p, L, fn, fn->inputs, fn->input_names,
 					  fn->n_inputs);
 		ce->outputs = tensor_table(p, L, fn, fn->outputs,

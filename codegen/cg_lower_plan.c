@@ -16,6 +16,8 @@
 #include "cg_entry.h"
 #include "passes.h"
 
+#include <stdlib.h>
+
 /* A function's plan: into[i] the consumer node i is fused into,
  * PASS_FUSE_EW_EVERY or IR_NONE (pass_fuse_ew_plan); root[i] is the node
  * whose buffer holds node i's data (a leaf, itself, or what a view reads)
@@ -121,6 +123,46 @@ static bool plan_fusion(const cg_lower *L, const ir_func *f, bool no_fuse,
 	return true;
 }
 
+/* Larger buffers first; ties by node, so the order is the same on
+ * every run. */
+static int cmp_buffers(const void *pa, const void *pb)
+{
+	const cg_scratch_buffer *x = pa, *y = pb;
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->node < y->node ? -1 : x->node > y->node;
+}
+
+bool cg_scratch_peak_make(ir_ctx *ctx, const ir_graph *g,
+			  const pass_mem_block *blocks, const ir_id *node,
+			  uint32_t n, uint64_t slab, cg_scratch_peak *out)
+{
+	*out = (cg_scratch_peak){.slab = slab, .threads = 1};
+	uint32_t at = 0;
+	if (!pass_memplan_peak(ctx, blocks, n, &out->live, &at))
+		return false;
+	out->buffers = ir_alloc(ctx, (n + 1) * sizeof *out->buffers);
+	if (!out->buffers)
+		return false;
+	for (uint32_t b = 0; b < n; b++) {
+		if (!blocks[b].size || blocks[b].start > at ||
+		    blocks[b].end < at)
+			continue;
+		const ir_node *nd = &g->nodes[node[b]];
+		out->buffers[out->n++] =
+			(cg_scratch_buffer){node[b], ir_op_table[nd->op].name,
+					    nd->loc, blocks[b].size};
+	}
+	qsort(out->buffers, out->n, sizeof *out->buffers, cmp_buffers);
+	return true;
+}
+
+void cg_scratch_peak_fini(ir_ctx *ctx, cg_scratch_peak *pk)
+{
+	ir_free(ctx, pk->buffers);
+	*pk = (cg_scratch_peak){0};
+}
+
 bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
 		       func_plan *pl)
 {
@@ -153,6 +195,8 @@ bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
 						ATTNRT_ALIGN, &ok);
 		for (uint32_t b = 0; ok && b < nb; b++)
 			pl->offset[map[b]] = blocks[b].offset;
+		ok = ok && cg_scratch_peak_make(L->ctx, g, blocks, map, nb,
+						pl->total, &pl->peak);
 	}
 	ir_free(L->ctx, last);
 	ir_free(L->ctx, at);
@@ -167,4 +211,5 @@ void cg_func_plan_fini(ir_ctx *ctx, func_plan *pl)
 	ir_free(ctx, pl->root);
 	ir_free(ctx, pl->view);
 	ir_free(ctx, pl->offset);
+	cg_scratch_peak_fini(ctx, &pl->peak);
 }

@@ -39,6 +39,11 @@
 #define MIN_GAIN 0.9
 /* Cycles per byte of a kernel's result read on another core. */
 #define COMM_COST 0.05
+/* The windows tried after the schedule without one, as long as its
+ * scratch is larger than the in-order one's (cg_sched_plan_make), and
+ * how much longer than that schedule's their estimated time may be. */
+static const uint32_t windows[] = {16, 8, 4};
+#define WINDOW_SLOWER 1.005
 /* The estimated cost of a kernel call, in cycles; of a unit of a kernel's
  * work (cg_kernel.work) by op, 0.3 for ops not listed; and of each fused
  * node a kernel computes per unit of work. Fitted to per-kernel cycle
@@ -123,6 +128,9 @@ typedef struct plan_state {
 	double *t0, *t1; /* kernel -> estimated start, end of its buffer */
 	pass_mem_block *blocks;
 	uint32_t *first2, *count2, *deps2; /* reads and reuses */
+	uint32_t window;    /* > 0: kernel k waits for kernel k - window */
+	cg_sched_node *ssn; /* the scheduler's view (window_deps) */
+	uint32_t *sdeps;
 } plan_state;
 
 /* Adds kernel d to kernel k's list (deps[from..]) unless there. */
@@ -165,6 +173,34 @@ static bool read_deps(plan_state *st, const entry_gen *e, const node_call *ks)
 			.extent = ks[i].ref.extent,
 			.first_dep = first,
 			.n_deps = st->n_deps - first};
+	}
+	return true;
+}
+
+/* The scheduler's view of the kernels (ssn, sdeps): what each reads
+ * and, with a window, kernel k - window, so that no thread runs more
+ * than that far ahead of program order. The extra edges shape the
+ * schedule only: buffers' lifetimes and the waits come from the reads. */
+static bool window_deps(plan_state *st)
+{
+	st->ssn = ir_alloc(st->ctx, (st->nk + 1) * sizeof *st->ssn);
+	st->sdeps = ir_alloc(st->ctx,
+			     (st->n_deps + st->nk + 1) * sizeof *st->sdeps);
+	if (!st->ssn || !st->sdeps)
+		return false;
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < st->nk; k++) {
+		st->ssn[k] = st->sn[k];
+		st->ssn[k].first_dep = n;
+		for (uint32_t d = 0; d < st->sn[k].n_deps; d++)
+			st->sdeps[n++] = st->deps[st->sn[k].first_dep + d];
+		bool has = false;
+		for (uint32_t d = 0; d < st->sn[k].n_deps; d++)
+			has |= st->deps[st->sn[k].first_dep + d] + st->window ==
+			       k;
+		if (st->window && k >= st->window && !has)
+			st->sdeps[n++] = k - st->window;
+		st->ssn[k].n_deps = n - st->ssn[k].first_dep;
 	}
 	return true;
 }
@@ -213,7 +249,11 @@ static uint32_t tick(const double *times, uint32_t n, double v)
 }
 
 /* Each buffer's lifetime in estimated time, as ticks of the sorted task
- * times, and its place in the schedule's scratch slab. */
+ * times, and its place in the schedule's scratch slab. A buffer lives
+ * from its producer's first start until its last reader's end, that end
+ * not included (the tick before it: every task takes time, so that is
+ * not before the start): a kernel starting as a buffer's last reader
+ * ends may take its bytes, and waits for that reader (all_deps). */
 static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 {
 	const cg_sched *s = &sp->s;
@@ -251,8 +291,9 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 			(uint64_t)cg_lower_numel(e->L, &nd->type) *
 				ir_dtype_size(nd->type.dtype),
 			tick(times, n_times, st->t0[k]),
-			st->t1[k] == INFINITY ? n_times
-					      : tick(times, n_times, st->t1[k]),
+			st->t1[k] == INFINITY
+				? n_times
+				: tick(times, n_times, st->t1[k]) - 1,
 			0};
 	}
 	ir_free(st->ctx, times);
@@ -261,6 +302,9 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 					ATTNRT_ALIGN, &ok);
 	for (uint32_t k = 0; ok && k < st->nk; k++)
 		sp->offset[st->node[k]] = st->blocks[k].offset;
+	ok = ok && cg_scratch_peak_make(st->ctx, &e->fn->g, st->blocks,
+					st->node, st->nk, sp->total, &sp->peak);
+	sp->peak.threads = s->n_threads;
 	return ok;
 }
 
@@ -278,7 +322,7 @@ static bool reuses(const plan_state *st, uint32_t x, uint32_t y)
  * whose bytes its own reuses, that buffer's producer and readers. */
 static bool all_deps(plan_state *st)
 {
-	uint32_t cap = st->n_deps + 1, n = 0;
+	uint32_t cap = st->n_deps + st->nk + 1, n = 0;
 	st->first2 = ir_alloc(st->ctx, (st->nk + 1) * sizeof *st->first2);
 	st->count2 = ir_alloc(st->ctx, (st->nk + 1) * sizeof *st->count2);
 	st->deps2 = ir_alloc(st->ctx, cap * sizeof *st->deps2);
@@ -331,6 +375,8 @@ static void state_fini(plan_state *st)
 	ir_free(st->ctx, st->first2);
 	ir_free(st->ctx, st->count2);
 	ir_free(st->ctx, st->deps2);
+	ir_free(st->ctx, st->ssn);
+	ir_free(st->ctx, st->sdeps);
 }
 
 static bool state_init(plan_state *st, const entry_gen *e, const node_call *ks)
@@ -362,16 +408,20 @@ void cg_sched_plan_fini(ir_ctx *ctx, sched_plan *sp)
 	cg_sched_fini(ctx, &sp->s);
 	ir_free(ctx, sp->offset);
 	ir_free(ctx, sp->kernel_node);
+	cg_scratch_peak_fini(ctx, &sp->peak);
 	memset(sp, 0, sizeof *sp);
 }
 
-bool cg_sched_plan_make(entry_gen *e, const node_call *ks, uint32_t n_threads,
-			sched_plan *sp)
+/* The schedule of e's kernels over n_threads in which kernel k waits
+ * for kernel k - window too (window 0: no such waits), and its layout. */
+static bool plan_try(entry_gen *e, const node_call *ks, uint32_t n_threads,
+		     uint32_t window, sched_plan *sp)
 {
 	memset(sp, 0, sizeof *sp);
-	plan_state st = {.ctx = e->L->ctx};
+	plan_state st = {.ctx = e->L->ctx, .window = window};
 	bool ok = state_init(&st, e, ks) && read_deps(&st, e, ks) &&
-		  cg_sched_build(st.ctx, st.sn, st.deps, st.nk, n_threads,
+		  window_deps(&st) &&
+		  cg_sched_build(st.ctx, st.ssn, st.sdeps, st.nk, n_threads,
 				 SPLIT_COST, PIECE_COST, &sp->s);
 	if (ok && sp->s.total >= MIN_TOTAL &&
 	    sp->s.makespan <= MIN_GAIN * sp->s.total) {
@@ -391,9 +441,39 @@ bool cg_sched_plan_make(entry_gen *e, const node_call *ks, uint32_t n_threads,
 		cg_sched_fini(st.ctx, &sp->s);
 		ir_free(st.ctx, sp->offset);
 		sp->offset = NULL;
+		cg_scratch_peak_fini(st.ctx, &sp->peak);
 	}
 	state_fini(&st);
 	return ok;
+}
+
+/* The list scheduler knows nothing of memory: a thread that runs ahead
+ * (the next layer's gradients while the other still computes weight
+ * gradients) keeps both sides' buffers alive. When the schedule's slab
+ * comes out larger than the in-order one, windows that keep it nearer
+ * program order are tried, and the one with the smallest slab kept
+ * among those estimated at most WINDOW_SLOWER times as long. */
+bool cg_sched_plan_make(entry_gen *e, const node_call *ks, uint32_t n_threads,
+			sched_plan *sp)
+{
+	if (!plan_try(e, ks, n_threads, 0, sp))
+		return false;
+	double most = sp->s.makespan * WINDOW_SLOWER;
+	for (size_t w = 0; sp->usable && sp->total > e->plan.total &&
+			   w < sizeof windows / sizeof windows[0];
+	     w++) {
+		sched_plan c;
+		if (!plan_try(e, ks, n_threads, windows[w], &c)) {
+			cg_sched_plan_fini(e->L->ctx, sp);
+			return false;
+		}
+		bool better = c.usable && c.s.makespan <= most &&
+			      c.total < sp->total;
+		cg_sched_plan_fini(e->L->ctx, better ? sp : &c);
+		if (better)
+			*sp = c;
+	}
+	return true;
 }
 
 /* ---- the code ------------------------------------------------------------------ */

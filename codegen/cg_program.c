@@ -229,6 +229,7 @@ void cg_program_destroy(cg_program *p)
 		ir_free(p->ctx, p->entries[i].inputs);
 		ir_free(p->ctx, p->entries[i].outputs);
 		ir_free(p->ctx, p->entries[i].sites);
+		cg_scratch_peak_fini(p->ctx, &p->entries[i].peak);
 	}
 	cg_module_destroy(p->cm);
 	ir_free(p->ctx, p->entries);
@@ -322,6 +323,13 @@ attnrt_entry_fn cg_program_entry(const cg_program *p, const char *func)
 {
 	const cg_entry *e = find_entry(p, func);
 	return e ? e->entry : NULL;
+}
+
+const cg_scratch_peak *cg_program_scratch_peak(const cg_program *p,
+					       const char *func)
+{
+	const cg_entry *e = find_entry(p, func);
+	return e ? &e->peak : NULL;
 }
 
 size_t cg_program_scratch_bytes(const cg_program *p, const char *func)

@@ -179,6 +179,34 @@ typedef struct cg_program_sched {
 
 cg_program_sched cg_program_sched_of(const cg_program *p, const char *func);
 
+/* ---- the scratch slab's peak --------------------------------------------- */
+
+/* One buffer of an entry point's scratch slab: node's result, from the
+ * .g line loc. */
+typedef struct cg_scratch_buffer {
+	ir_id node;       /* in the function's graph */
+	const char *kind; /* its op's name (ir_op_table), static */
+	ir_loc loc;
+	uint64_t bytes;
+} cg_scratch_buffer;
+
+/* What the slab holds at its fullest, in the layout that sets the
+ * slab's size (the in-order one, or the static schedule's when it needs
+ * more): the buffers live at that step, largest first. live <= slab;
+ * the difference is the first fit's holes. */
+typedef struct cg_scratch_peak {
+	uint64_t slab;    /* cg_program_scratch_bytes */
+	uint64_t live;    /* the buffers' bytes, summed */
+	uint32_t threads; /* 1: the in-order layout; else the schedule's */
+	uint32_t n;       /* buffers[0 .. n) */
+	cg_scratch_buffer *buffers;
+} cg_scratch_peak;
+
+/* The peak of the entry point for func's scratch slab, or NULL if func
+ * is not exported. Owned by p. */
+const cg_scratch_peak *cg_program_scratch_peak(const cg_program *p,
+					       const char *func);
+
 /* ---- profiling (cg_program_options.is_profiled) ---------------------------- */
 
 /* One place an entry point counts time at: site 0 is the entry point as

@@ -176,6 +176,14 @@ bool drv_profile_report(ir_ctx *ctx, const drv_jit *j, const char *what,
 			const drv_profile_host *host, uint32_t n_host,
 			FILE *metrics);
 
+/* ---- ATTNC_MEMORY=1 (memory.c) ---- */
+
+/* Prints, for each entry point of p, its scratch slab, the bytes live at
+ * its peak, and those buffers summed by .g source line and op, largest
+ * first (docs/cli.md). Returns false after reporting when memory ran
+ * out. */
+bool drv_scratch_report(ir_ctx *ctx, const cg_program *p, FILE *out);
+
 /* Binds the symbols (from the example of f, if f is not NULL and has
  * one; the train block's batch first when is_training), compiles every
  * exported function, and fills the params block from --load or by

@@ -421,7 +421,10 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	po.only = only;
 	po.n_only = n_only;
 	j->p = cg_program_create(ctx, m, j->syms, &po);
-	if (!j->p || !cg_program_jit(j->p))
+	if (!j->p ||
+	    (drv_env_is_on("ATTNC_MEMORY") &&
+	     !drv_scratch_report(ctx, j->p, stderr)) ||
+	    !cg_program_jit(j->p))
 		return false;
 	if (o->profile)
 		drv_profile_clock_read(j->p, &j->prof_cycles, &j->prof_seconds);

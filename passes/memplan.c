@@ -111,6 +111,52 @@ uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 	return total;
 }
 
+/* A change of the live bytes: +size at a block's start, -size after its
+ * end. */
+typedef struct live_event {
+	uint64_t step; /* end + 1 may pass UINT32_MAX */
+	uint64_t size;
+	bool is_start;
+} live_event;
+
+/* By step; at one step the ends (of blocks that died the step before)
+ * before the starts. */
+static int cmp_events(const void *pa, const void *pb)
+{
+	const live_event *x = pa, *y = pb;
+	if (x->step != y->step)
+		return x->step < y->step ? -1 : 1;
+	return (int)x->is_start - (int)y->is_start;
+}
+
+bool pass_memplan_peak(ir_ctx *ctx, const pass_mem_block *blocks, uint32_t n,
+		       uint64_t *peak, uint32_t *at)
+{
+	live_event *ev = ir_alloc(ctx, (2 * (size_t)n + 1) * sizeof *ev);
+	*peak = 0;
+	*at = 0;
+	if (!ev) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		ev[2 * i] = (live_event){blocks[i].start, blocks[i].size, true};
+		ev[2 * i + 1] = (live_event){(uint64_t)blocks[i].end + 1,
+					     blocks[i].size, false};
+	}
+	qsort(ev, 2 * (size_t)n, sizeof *ev, cmp_events);
+	uint64_t live = 0;
+	for (size_t k = 0; k < 2 * (size_t)n; k++) {
+		live = ev[k].is_start ? live + ev[k].size : live - ev[k].size;
+		if (live > *peak) {
+			*peak = live;
+			*at = (uint32_t)ev[k].step;
+		}
+	}
+	ir_free(ctx, ev);
+	return true;
+}
+
 /* ---- planning a function -------------------------------------------------- */
 
 /* A symbol's value: bound, else its fallback, else 1; a derived one

@@ -149,6 +149,14 @@ bool pass_fuse_ew_is_fusible(ir_op op);
 /* The number of fused nodes in a plan of f. */
 uint32_t pass_fuse_ew_count(const ir_func *f, const ir_id *into);
 
+/* Recomputation (remat.c; docs/passes.md): an elementwise result that
+ * a node reads at least REMAT_GAP nodes after its previous read, and
+ * whose operands are alive there anyway, is computed again just before
+ * that node (a copy of the tree its kernel computes under the
+ * elementwise fusion plan, the same bits), so that its buffer is freed
+ * in between: GELU's output read by a weight gradient in the backward. */
+bool pass_remat(ir_module *m);
+
 /* Reverse-mode autodiff (autodiff.c, rules in grad_rules.c; docs/autodiff.md).
  * For the function named entry, whose first output is a scalar f32 loss,
  * adds an exported function "<entry>_grad" with the same inputs (and
@@ -210,6 +218,14 @@ typedef struct pass_mem_block {
  * memory ran out. */
 uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 			     uint64_t align, bool *ok);
+
+/* The most bytes the blocks have alive at one step (a block of size 0
+ * counts nothing): a lower bound of any placement's slab, which
+ * pass_memplan_blocks reaches when its first fit leaves no holes. *at
+ * receives the first step where it is reached (0 when n is 0). Returns
+ * false (after reporting "out of memory") if scratch memory ran out. */
+bool pass_memplan_peak(ir_ctx *ctx, const pass_mem_block *blocks, uint32_t n,
+		       uint64_t *peak, uint32_t *at);
 
 /* A plan for the node results of one function. */
 typedef struct pass_memplan {

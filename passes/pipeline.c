@@ -19,7 +19,9 @@
  * merges around the fused nodes, and fuse_loss a loss's cross_entropy
  * with its gradient's; factor then turns the gradients' sums of
  * products with a shared operand into one product each; DCE sweeps up
- * whatever no output needs. The passes marked is_forward also run on
+ * whatever no output needs; remat, last, copies the cheap activations a
+ * gradient's far readers read, planned as the elementwise fusion will
+ * compute them. The passes marked is_forward also run on
  * the forward functions before autodiff (pass_pipeline_forward), so that
  * a gradient function is derived from fused attention, whose gradient
  * rules make the fused backward nodes. */
@@ -51,6 +53,10 @@ const pass_info pass_table[] = {
 	 "one matmul of a sum",
 	 pass_factor, false, false},
 	{"dce", "drop nodes no output needs", pass_dce, false, false},
+	{"remat",
+	 "elementwise results read again long after they are made "
+	 "recomputed before that read, not kept",
+	 pass_remat, false, false},
 	/* At lowering: the plan (fuse_ew.c) tells codegen which nodes to
 	 * compute inside their consumer's kernel; the IR stays as it is. */
 	{"fuse_elementwise",

@@ -339,9 +339,11 @@ static size_t round64(size_t n)
 /* How a step's module becomes machine code (docs/codegen.md, "Compile
  * time"). */
 typedef enum step_build {
-	STEP_PARTS,           /* optimized and compiled in parts */
-	STEP_WHOLE,           /* optimized and compiled as one module */
-	STEP_OPTIMIZED_PARTS, /* optimized as one module, compiled in parts */
+	STEP_PARTS,             /* optimized and compiled in parts */
+	STEP_WHOLE,             /* optimized and compiled as one module */
+	STEP_OPTIMIZED_PARTS,   /* optimized as one module, compiled in parts */
+	STEP_IN_ORDER,          /* in parts, for one thread */
+	STEP_IN_ORDER_NO_REMAT, /* in parts, one thread, no remat pass */
 } step_build;
 
 /* model's loss_grad at batch 64 (its training step), compiled for a
@@ -356,7 +358,9 @@ static void step_init_with(step *s, const char *rel, step_build how,
 	ck_assert_uint_ne(file, 0);
 	s->m = fe_compile(&s->ctx, file);
 	ck_assert(s->m != NULL);
-	pass_options po = {0};
+	const char *const off[1] = {"remat"};
+	pass_options po = {.disabled = off,
+			   .n_disabled = how == STEP_IN_ORDER_NO_REMAT};
 	ck_assert(pass_pipeline_forward(s->m, &po));
 	ck_assert(pass_autodiff(s->m, "loss"));
 	ck_assert(pass_pipeline_run(s->m, &po));
@@ -389,11 +393,15 @@ static void step_init_with(step *s, const char *rel, step_build how,
 	ck_assert(interp_params_init(&s->ctx, s->m, s->syms, 5, false,
 				     s->params));
 	const char *only[1] = {"loss_grad"};
-	cg_program_options o = {.only = only,
-				.n_only = 1,
-				.sched_threads = 2,
-				.no_split = how == STEP_WHOLE,
-				.cache_dir = cache_dir};
+	cg_program_options o =
+		{.only = only,
+		 .n_only = 1,
+		 .sched_threads = how == STEP_IN_ORDER ||
+						  how == STEP_IN_ORDER_NO_REMAT
+					  ? 1
+					  : 2,
+		 .no_split = how == STEP_WHOLE,
+		 .cache_dir = cache_dir};
 	s->p = cg_program_create(&s->ctx, s->m, s->syms, &o);
 	ck_assert(s->p != NULL);
 	if (how == STEP_OPTIMIZED_PARTS) { /* emitting optimizes it whole */
@@ -589,6 +597,62 @@ START_TEST(test_a_failing_kernel_ends_the_scheduled_step_with_its_code)
 }
 END_TEST
 
+/* The remat pass recomputes each block's layer norm just before the
+ * weight gradient that reads it (GELU's output, with its erf, it
+ * keeps): the step gives the same bits with it as without, in order and
+ * scheduled on 2 threads. */
+START_TEST(test_recomputed_activations_give_the_same_bits_in_less_scratch)
+{
+	step with, without, two;
+	step_init_with(&with, "tests/models/remat_mlp.g", STEP_IN_ORDER, NULL);
+	step_init_with(&without, "tests/models/remat_mlp.g",
+		       STEP_IN_ORDER_NO_REMAT, NULL);
+	step_init_with(&two, "tests/models/remat_mlp.g", STEP_PARTS, NULL);
+	float *a[MAXT], *b[MAXT], *c[MAXT], *d[MAXT];
+	ck_assert_int_eq(step_run(&with, 1, a), 0);
+	ck_assert_int_eq(step_run(&without, 1, b), 0);
+	ck_assert_int_eq(step_run(&two, 1, c), 0);
+	ck_assert_int_eq(step_run(&two, 2, d), 0);
+	assert_same(&with, a, b, "remat");
+	assert_same(&with, a, c, "remat, scheduled, 1 thread");
+	assert_same(&with, a, d, "remat, scheduled, 2 threads");
+	outs_free(&with, a);
+	outs_free(&without, b);
+	outs_free(&two, c);
+	outs_free(&two, d);
+	/* In order, the slab is fullest as the backward starts, at the
+	 * last block's weight gradient: the three blocks' first products
+	 * (h, which GELU's gradient reads) and GELU outputs, and the
+	 * gradient at the last GELU output (R x F each); the residual
+	 * stream after blocks 1 and 2, and the loss's gradient (R x D
+	 * each); that weight gradient (F x D), its bias's (D) and the loss.
+	 * Without remat, the three layer norms' outputs (R x D) too. */
+	const uint64_t R = 512, D = 256, F = 512;
+	const uint64_t h = R * F * 4, x = R * D * 4;
+	const uint64_t want = 7 * h + 3 * x + F * D * 4 + D * 4 + 4;
+	const cg_scratch_peak *pw = cg_program_scratch_peak(with.p, "loss_grad");
+	const cg_scratch_peak *po = cg_program_scratch_peak(without.p,
+							    "loss_grad");
+	ck_assert_uint_eq(pw->threads, 1);
+	ck_assert_uint_eq(pw->live, want);
+	ck_assert_uint_eq(po->live, want + 3 * x);
+	ck_assert_uint_le(pw->live, pw->slab);
+	ck_assert_uint_eq(pw->slab,
+			  cg_program_scratch_bytes(with.p, "loss_grad"));
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < pw->n; i++) {
+		sum += pw->buffers[i].bytes;
+		if (i)
+			ck_assert_uint_le(pw->buffers[i].bytes,
+					  pw->buffers[i - 1].bytes);
+	}
+	ck_assert_uint_eq(sum, pw->live);
+	step_fini(&two);
+	step_fini(&without);
+	step_fini(&with);
+}
+END_TEST
+
 /* libgomp's entry point (gcc's ABI), to call from inside a region. */
 void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads,
 		   unsigned flags);
@@ -647,6 +711,9 @@ static Suite *suite(void)
 		0, 2);
 	tcase_add_test(e,
 		       test_a_failing_kernel_ends_the_scheduled_step_with_its_code);
+	tcase_add_test(
+		e,
+		test_recomputed_activations_give_the_same_bits_in_less_scratch);
 	tcase_add_test(e, test_a_step_called_where_no_team_starts_runs_in_order);
 	tcase_add_loop_test(
 		e,

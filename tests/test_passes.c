@@ -645,6 +645,37 @@ START_TEST(test_memplan_never_overlaps_live_buffers)
 }
 END_TEST
 
+START_TEST(test_memplan_peak_is_the_most_bytes_alive_at_one_step)
+{
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	/* Alive at step 0: 100; 1: 100 + 200; 2: 200 + 50 + 0; 3: 50 +
+	 * 120; 4: 120 + 300. Ends are included. */
+	pass_mem_block b[5] = {{100, 0, 1, 0},
+			       {200, 1, 2, 0},
+			       {50, 2, 3, 0},
+			       {0, 2, 9, 0},
+			       {120, 3, 4, 0}};
+	uint64_t peak = 0;
+	uint32_t at = 9;
+	ck_assert(pass_memplan_peak(&x.ctx, b, 4, &peak, &at));
+	ck_assert_uint_eq(peak, 300);
+	ck_assert_uint_eq(at, 1);
+	b[3] = (pass_mem_block){300, 4, 4, 0};
+	ck_assert(pass_memplan_peak(&x.ctx, b, 5, &peak, &at));
+	ck_assert_uint_eq(peak, 420);
+	ck_assert_uint_eq(at, 4);
+	ck_assert(pass_memplan_peak(&x.ctx, b, 0, &peak, &at));
+	ck_assert_uint_eq(peak, 0);
+	ck_assert_uint_eq(at, 0);
+	/* The first fit reaches it on these blocks. */
+	bool ok;
+	ck_assert_uint_eq(pass_memplan_blocks(&x.ctx, b, 5, 4, &ok), 420);
+	ck_assert(ok);
+	tu_graph_fini(&x);
+}
+END_TEST
+
 /* in -> exp -> tanh -> sigmoid: the sigmoid reuses the exp's bytes. */
 START_TEST(test_memplan_func_plans_a_chain_in_two_buffers)
 {
@@ -871,6 +902,8 @@ static Suite *passes_suite(void)
 	tcase_add_test(mem, test_memplan_reuses_bytes_of_dead_blocks);
 	tcase_add_test(mem, test_memplan_fits_a_block_into_a_gap);
 	tcase_add_test(mem, test_memplan_never_overlaps_live_buffers);
+	tcase_add_test(mem,
+		       test_memplan_peak_is_the_most_bytes_alive_at_one_step);
 	tcase_add_test(mem, test_memplan_func_plans_a_chain_in_two_buffers);
 	tcase_add_test(mem, test_memplan_func_keeps_a_viewed_buffer_alive);
 	tcase_add_test(mem,

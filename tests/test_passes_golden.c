@@ -185,6 +185,7 @@ START_TEST(test_pipeline_lists_the_passes_in_order)
 					   "fuse_loss",
 					   "factor",
 					   "dce",
+					   "remat",
 					   "fuse_elementwise"};
 	ck_assert_uint_eq(pass_count, sizeof want / sizeof want[0]);
 	for (uint32_t i = 0; i < pass_count; i++) {
@@ -229,7 +230,7 @@ START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 	bool ok;
 	char *dump = run_pipeline(&x, "pipeline.ir", &opts, &m, &ok);
 	ck_assert_msg(ok, "%s", tu_graph_diag(&x));
-	ck_assert_int_eq(count_substr(dump, "# ---- after "), 10);
+	ck_assert_int_eq(count_substr(dump, "# ---- after "), 11);
 	const char *at = dump;
 	for (uint32_t i = 0; i < pass_count; i++) {
 		char header[64];
