@@ -24,6 +24,7 @@
 # project's tests do not.
 import json, math, os, struct, sys, time
 import torch
+from torch_memory import step_memory
 
 D, H, L, F, CTX = 64, int(os.environ.get('GPT_HEADS', '4')), 2, 256, 64
 
@@ -108,32 +109,15 @@ def time_steps(weights, B, T, steps, threads):
     return 0
 
 def memory(weights, B, T):
-    from torch.profiler import profile, ProfilerActivity
     torch.set_num_threads(1)
     p = {k: v.clone().requires_grad_() for k, v in read_st(weights).items()
          if not k.startswith('optim:')}
     set_sizes(p)
     g = torch.Generator().manual_seed(0)
     tok = torch.randint(0, p['gpt.embed.table'].shape[0], (B, T), generator=g)
-    weights_at = {v.data_ptr() for v in p.values()}
-    saved = {}
-    def pack(t):
-        s = t.storage()
-        if s.data_ptr() not in weights_at:
-            saved[s.data_ptr()] = s.nbytes()
-        return t
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss_of(p, tok, tok.roll(-1, 1))
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        loss_of(p, tok, tok.roll(-1, 1)).backward()
-    events = [e for e in prof.profiler.kineto_results.events()
-              if e.name() == '[memory]']
-    live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_us()):
-        live += e.nbytes()
-        peak = max(peak, live)
-    grads = sum(v.numel() * v.element_size() for v in p.values())
-    print('%d %d %d' % (sum(saved.values()), peak, grads))
+    saved, peak, grads = step_memory(lambda: loss_of(p, tok, tok.roll(-1, 1)),
+                                     p.values())
+    print('%d %d %d' % (saved, peak, grads))
     return 0
 
 if __name__ == '__main__':

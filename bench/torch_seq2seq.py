@@ -27,6 +27,7 @@ import time
 import torch
 from torch import nn
 from torch.utils import data
+from torch_memory import step_memory
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DATA = os.path.join(REPO_ROOT, '..', 'shared', 'data', 'fra-eng',
@@ -637,45 +638,22 @@ def bleu(pred_seq, label_seq, k):
 
 # ---- the run --------------------------------------------------------------
 
-def step_memory(net, data_iter, tgt_vocab):
-    """One training step's memory, as bench/gpt_torch.py measures it:
-    the bytes of the distinct storages autograd saves for the backward
-    (the weights left out), and the peak of every allocation of a
-    forward and backward (the profiler's memory events, the weights'
-    gradients included). Prints them as JSON."""
-    from torch.profiler import profile, ProfilerActivity
+def measure_memory(net, data_iter, tgt_vocab):
+    """One training step's memory (bench/torch_memory.py, as
+    bench/gpt_torch.py measures it), printed as JSON."""
     net.apply(xavier_init_weights)
     net.train()
     X, X_valid_len, Y, Y_valid_len = next(iter(data_iter))
     bos = torch.tensor([tgt_vocab['<bos>']] * Y.shape[0]).reshape(-1, 1)
     dec_input = torch.cat([bos, Y[:, :-1]], 1)
     loss = MaskedSoftmaxCELoss()
-    weights_at = {p.data_ptr() for p in net.parameters()}
-    saved = {}
-
-    def pack(t):
-        st = t.storage()
-        if st.data_ptr() not in weights_at:
-            saved[st.data_ptr()] = st.nbytes()
-        return t
 
     def step():
         Y_hat, _ = net(X, dec_input, X_valid_len)
         return loss(Y_hat, Y, Y_valid_len).sum()
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        step()
-    with profile(activities=[ProfilerActivity.CPU],
-                 profile_memory=True) as prof:
-        step().backward()
-    events = [e for e in prof.profiler.kineto_results.events()
-              if e.name() == '[memory]']
-    live = peak = 0
-    for e in sorted(events, key=lambda e: e.start_us()):
-        live += e.nbytes()
-        peak = max(peak, live)
-    grads = sum(p.numel() * p.element_size() for p in net.parameters())
-    print(json.dumps({'saved_bytes': sum(saved.values()), 'peak_bytes': peak,
+    saved, peak, grads = step_memory(step, net.parameters())
+    print(json.dumps({'saved_bytes': saved, 'peak_bytes': peak,
                       'grad_bytes': grads}))
     return 0
 
@@ -719,7 +697,7 @@ def main(argv):
     make = make_transformer if args.model == 'transformer' else make_bahdanau
     net = make(c, src_vocab, tgt_vocab)
     if args.memory:
-        return step_memory(net, data_iter, tgt_vocab)
+        return measure_memory(net, data_iter, tgt_vocab)
     print(f'{args.model}: {len(data_iter.dataset)} pairs, vocab '
           f'{len(src_vocab)}/{len(tgt_vocab)}, {c["num_epochs"]} epochs, '
           f'torch {torch.__version__}, {torch.get_num_threads()} thread(s)',
