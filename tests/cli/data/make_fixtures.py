@@ -61,6 +61,11 @@ save('gpt_T10.safetensors', {'tokens': ('I32', [2, 10], toks),
 long = [(5 * i + 1) % 60 for i in range(65)]
 save('gpt_T65.safetensors', {'tokens': ('I32', [1, 65], long),
                              'targets': ('I32', [1, 65], long)})
+# A token id past the vocabulary of 60, at 2 threads found by a
+# thread of the loss's static schedule.
+bad = toks[:13] + [60] + toks[14:]
+save('gpt_bad_token.safetensors', {'tokens': ('I32', [2, 10], bad),
+                                   'targets': ('I32', [2, 10], toks[1:] + toks[:1])})
 # Samples of a next-token model of its own (tokens, targets (N, T) as
 # PyTorch's int64), for lm_tensors.g: 96 windows of 8 over a repeating
 # pattern of 12 ids, so the loss can fall far.
