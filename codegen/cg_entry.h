@@ -143,6 +143,11 @@ LLVMTypeRef cg_kernel_captures_type(LLVMContextRef c, uint32_t n_in);
 /* Where node i's data is at run time, in the function being built. */
 LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i);
 
+/* A kernel's status st (0, or ATTNRT_ERR_*: a kernel may be shared by
+ * nodes, and its code names none) as node id's: st | id << 8, the code
+ * the entry point returns (attnrt.h). */
+LLVMValueRef cg_entry_node_status(cg_fn *f, LLVMValueRef st, ir_id id);
+
 /* The arguments of node id's kernel but its range: run, its output,
  * its operands' pointers (null for a fused one), its trees' leaves'.
  * Returns how many. */

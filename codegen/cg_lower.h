@@ -11,7 +11,8 @@
  *
  * that does iterations [lo, hi) of its outer loop, whose length the
  * generator records in `extent` (so that the entry point can split it
- * over threads), and returns 0 or ATTNRT_ERR_* | node << 8. Operands and
+ * over threads), and returns 0 or ATTNRT_ERR_* (naming no node: the
+ * caller adds its node's number, cg_entry_node_status). Operands and
  * the result are dense row-major buffers that never overlap; streams,
  * when the node or its fused trees have dropout, the table of their
  * random streams (cg_lower_stream.c).
@@ -150,8 +151,8 @@ LLVMValueRef cg_lower_mix64(cg_fn *f, LLVMValueRef z);
  * random bits of element i are then cg_lower_mix64(key + i), as
  * rt_rng_bits(seed, step << 20 ^ stream, i) (docs/ops.md). */
 LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream);
-/* Returns from the kernel with its error code (code | node << 8) when
- * cond holds, else continues after. */
+/* Returns from the kernel with its error code (an ATTNRT_ERR_*, which
+ * the caller makes its node's) when cond holds, else continues after. */
 void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code);
 /* A kernel's work outlined into a function that every kernel with the
  * same `name` calls (the attention kernels' bodies):

@@ -87,20 +87,26 @@ LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i)
 	return e->plan.view[i] ? byte_gep(&e->f, p, e->plan.view[i]) : p;
 }
 
-/* Returns the kernel's status from the entry point if it is not 0. */
-static void check_status(entry_gen *e, LLVMValueRef st)
+LLVMValueRef cg_entry_node_status(cg_fn *f, LLVMValueRef st, ir_id id)
+{
+	return LLVMBuildOr(f->b, st, cg_i32(f, (int32_t)(id << 8)), "");
+}
+
+/* Returns node id's kernel's status from the entry point, naming the
+ * node, if it is not 0. */
+static void check_status(entry_gen *e, LLVMValueRef st, ir_id id)
 {
 	cg_fn *f = &e->f;
 	LLVMValueRef bad = LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), "");
 	LLVMBasicBlockRef fail = cg_block(f, "failed"), ok = cg_block(f, "next");
 	LLVMBuildCondBr(f->b, bad, fail, ok);
 	LLVMPositionBuilderAtEnd(f->b, fail);
-	LLVMBuildRet(f->b, st);
+	LLVMBuildRet(f->b, cg_entry_node_status(f, st, id));
 	LLVMPositionBuilderAtEnd(f->b, ok);
 }
 
-static void call_parallel(entry_gen *e, const kernel_ref *k, LLVMValueRef *args,
-			  uint32_t n_in)
+static void call_parallel(entry_gen *e, ir_id id, const kernel_ref *k,
+			  LLVMValueRef *args, uint32_t n_in)
 {
 	cg_fn *f = &e->f;
 	LLVMTypeRef st = cg_kernel_captures_type(f->ctx, n_in);
@@ -118,7 +124,7 @@ static void call_parallel(entry_gen *e, const kernel_ref *k, LLVMValueRef *args,
 	LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntSLT, nt, cg_i32(f, 0), "");
 	nt = LLVMBuildSelect(f->b, neg, cg_i32(f, 0), nt, "");
 	cg_gomp_parallel(f, k->par, cap, nt);
-	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""));
+	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""), id);
 }
 
 uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
@@ -163,13 +169,13 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 		done = cg_block(f, "called");
 		LLVMBuildCondBr(f->b, is_one, direct, team);
 		LLVMPositionBuilderAtEnd(f->b, team);
-		call_parallel(e, k, args, na - 2);
+		call_parallel(e, id, k, args, na - 2);
 		LLVMBuildBr(f->b, done);
 		LLVMPositionBuilderAtEnd(f->b, direct);
 	}
 	args[na++] = cg_i64(f, 0);
 	args[na++] = cg_i64(f, k->extent);
-	check_status(e, cg_call(f, k->fn, args, na));
+	check_status(e, cg_call(f, k->fn, args, na), id);
 	if (done) {
 		LLVMBuildBr(f->b, done);
 		LLVMPositionBuilderAtEnd(f->b, done);

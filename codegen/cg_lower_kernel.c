@@ -28,8 +28,9 @@ typedef struct built_kernel {
 	ir_id id;
 	cg_trees *tr;
 	kernel_ref ref;
-	/* Whether other nodes may call it: not when it can fail, since its
-	 * error code names its own node. */
+	/* Whether other nodes may call it: not when a dropout stream is a
+	 * constant of its code. (A failing kernel returns a code that names
+	 * no node; its caller adds its own, cg_lower_entry.c.) */
 	bool is_shared;
 } built_kernel;
 
@@ -122,7 +123,7 @@ void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code)
 		LLVMBasicBlockRef here = LLVMGetInsertBlock(f->b);
 		k->err = cg_block(f, "fail");
 		LLVMPositionBuilderAtEnd(f->b, k->err);
-		LLVMBuildRet(f->b, cg_i32(f, code | (int32_t)(k->id << 8)));
+		LLVMBuildRet(f->b, cg_i32(f, code));
 		LLVMPositionBuilderAtEnd(f->b, here);
 	}
 	LLVMBasicBlockRef ok = cg_block(f, "ok");
@@ -486,7 +487,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		return false;
 	}
 	bool ok = lower_op(k);
-	bool can_fail = k->err != NULL || k->has_own_stream;
+	bool has_own_stream = k->has_own_stream;
 	if (ok)
 		LLVMBuildRet(k->f.b, cg_i32(&k->f, 0));
 	cg_fn_end(&k->f);
@@ -503,7 +504,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		}
 	}
 	ir_free(p->ctx, k);
-	return ok && remember_built(p, &fn->g, id, tr, ref, !can_fail);
+	return ok && remember_built(p, &fn->g, id, tr, ref, !has_own_stream);
 }
 
 bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,

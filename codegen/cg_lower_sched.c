@@ -11,7 +11,8 @@
  *
  * Run time: the entry point passes a context of cache lines to one
  * GOMP_parallel region: line 0 holds the call's pointers, the status (the
- * lowest failing kernel's code, INT32_MAX while none failed) and a flag
+ * lowest code of a failing kernel's, its node's number added,
+ * INT32_MAX while none failed) and a flag
  * set when the team came out smaller than planned; line 1 + t holds
  * thread t's count of finished tasks, stored with release order after
  * each task and read with acquire order by waits. A wait spins on the
@@ -578,7 +579,7 @@ static void emit_wait(cg_fn *f, LLVMValueRef ctx, const cg_sched_wait *w,
 
 /* One task: its waits, its kernel over its range, then the thread's
  * count of finished tasks; a failing kernel lowers the status to its
- * code and ends the thread. */
+ * code made its node's (cg_entry_node_status) and ends the thread. */
 static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 		      const ir_id *node_of, uint32_t j, LLVMValueRef ctx,
 		      LLVMValueRef wait, LLVMBasicBlockRef quit)
@@ -600,7 +601,8 @@ static void emit_task(entry_gen *te, const node_call *ks, const cg_sched *s,
 			bad, ok);
 	LLVMPositionBuilderAtEnd(f->b, bad);
 	LLVMBuildAtomicRMW(f->b, LLVMAtomicRMWBinOpMin,
-			   ctx_at(f, ctx, CTX_STATUS), st,
+			   ctx_at(f, ctx, CTX_STATUS),
+			   cg_entry_node_status(f, st, id),
 			   LLVMAtomicOrderingMonotonic, 0);
 	LLVMBuildBr(f->b, quit);
 	LLVMPositionBuilderAtEnd(f->b, ok);

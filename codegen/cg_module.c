@@ -40,9 +40,9 @@
 #include <time.h>
 
 /* The optimization pipeline (part of the cache key): first MergeFunctions,
- * which folds functions whose IR is the same (kernels of different entry
- * points that cannot share one since their error codes differ, sgemm
- * micro-kernels and packing of variants with the same strides) into one
+ * which folds functions whose IR is the same (sgemm micro-kernels and
+ * packing of variants with the same strides, any other functions that
+ * came out the same) into one
  * before O3 optimizes and codegen compiles each copy. */
 #define CG_PIPELINE "mergefunc,default<O3>"
 /* How the JIT makes its objects (part of the cache key): the optimized

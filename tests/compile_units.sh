@@ -3,8 +3,9 @@
 # a program (a kernel with its helpers) under a key of its own IR
 # (docs/codegen.md, "The object cache"): models/gpt.g's training program
 # with 3 layers, compiled after the one with 2 has filled the cache,
-# finds nearly all its kernels' units there (--stats' units_hit) and
-# trains to the same weights, bit for bit, as with --no-cache, at 1
+# finds all its kernels' units there but two (--stats' units_hit; those
+# two differ in their IR, docs/codegen.md; a kernel that can fail names
+# no node, so it is the same in both programs) and trains to the same weights, bit for bit, as with --no-cache, at 1
 # thread and at 2; two processes filling one cache at the same time
 # both train to those weights, leave no temporary file, and a third
 # run finds every unit they stored.
@@ -36,7 +37,7 @@ for t in 1 2; do
 	test "$(field three$t cache)" = miss || { echo "3 layers found as a program"; exit 1; }
 	n=$(field three$t units)
 	hit=$(field three$t units_hit)
-	test "$n" -gt 20 && test "$hit" -ge $((n - 8)) ||
+	test "$n" -gt 20 && test "$hit" -ge $((n - 2)) ||
 		{ echo "3 layers after 2: $hit of $n units found"; exit 1; }
 	same ref$t three$t
 done

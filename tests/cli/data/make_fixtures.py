@@ -40,12 +40,19 @@ save('cls_dtype.safetensors', {'x': ('I32', [N, 4], [int(v) for v in xs]),
 save('cls_empty.safetensors', {'x': ('F32', [0, 4], []), 'y': ('I64', [0], [])})
 save('cls_big_label.safetensors', {'x': ('F32', [2, 4], xs[:8]),
                                    'y': ('I64', [2], [0, 1 << 40])})
+# A label out of cls.g's 3 classes, which its training step finds.
+save('cls_label_3.safetensors', {'x': ('F32', [N, 4], xs),
+                                 'y': ('I64', [N], [3] + ys[1:])})
 # --inputs of tests/cli/data/double.g: a (N, 3) and b (N,)
 save('double_in.safetensors', {'a': ('F32', [2, 3], [0.5, 1, 1.5, 2, 2.5, 3]),
                                'b': ('I32', [2], [7, -1])})
 save('double_extra.safetensors', {'a': ('F32', [2, 3], [0] * 6), 'b': ('I32', [2], [0, 0]),
                                   'c': ('F32', [1], [0])})
 save('double_shape.safetensors', {'a': ('F32', [2, 4], [0] * 8), 'b': ('I32', [2], [0, 0])})
+# --inputs of tests/cli/data/lookup.g (ids of a table of 4): the second
+# lookup's ids out of range, then the first's.
+save('lookup_b_bad.safetensors', {'a': ('I32', [2], [0, 3]), 'b': ('I32', [2], [1, 4])})
+save('lookup_a_bad.safetensors', {'a': ('I32', [2], [-1, 3]), 'b': ('I32', [2], [1, 2])})
 # --inputs of models/gpt.g's loss at run-time T = 10 and T = 65 (past
 # its context of 64): ids of its built-in text's 60 characters.
 toks = [(7 * i + 3) % 60 for i in range(20)]
@@ -54,6 +61,11 @@ save('gpt_T10.safetensors', {'tokens': ('I32', [2, 10], toks),
 long = [(5 * i + 1) % 60 for i in range(65)]
 save('gpt_T65.safetensors', {'tokens': ('I32', [1, 65], long),
                              'targets': ('I32', [1, 65], long)})
+# A token id past the vocabulary of 60, at 2 threads found by a
+# thread of the loss's static schedule.
+bad = toks[:13] + [60] + toks[14:]
+save('gpt_bad_token.safetensors', {'tokens': ('I32', [2, 10], bad),
+                                   'targets': ('I32', [2, 10], toks[1:] + toks[:1])})
 # Samples of a next-token model of its own (tokens, targets (N, T) as
 # PyTorch's int64), for lm_tensors.g: 96 windows of 8 over a repeating
 # pattern of 12 ids, so the loss can fall far.
