@@ -31,12 +31,15 @@ typedef struct node_call {
 /* A function's fusion and memory plan: into (pass_fuse_ew_plan), the
  * buffer each node's data lives in (root: itself, or what a reshape or a
  * contiguous slice views, at byte view[i] of it) and its offset in the
- * scratch slab of total bytes. */
+ * scratch slab of total bytes, or, for a root whose kernel writes it
+ * straight into the caller's buffer of output direct[root], that output
+ * (UINT32_MAX: none). */
 typedef struct func_plan {
 	ir_id *into;
 	ir_id *root;
 	uint64_t *view;
 	uint64_t *offset;
+	uint32_t *direct;
 	uint64_t total;
 	cg_scratch_peak peak; /* of this layout (slab: total) */
 } func_plan;
@@ -105,7 +108,8 @@ typedef struct entry_gen {
 	const uint64_t *offset; /* the offsets in use: plan's or a schedule's */
 	cg_fn f;
 	LLVMValueRef run, params, scratch;
-	LLVMValueRef *inputs; /* per argument: its pointer */
+	LLVMValueRef *inputs;  /* per argument: its pointer */
+	LLVMValueRef *outputs; /* per result: its pointer */
 	/* Profiling (cg_lower_profile.c): the entry point's counters (two
 	 * i64 per site), NULL when not profiled; per node, its kernel's
 	 * site; the cycle count at the entry point's start. */
@@ -156,9 +160,13 @@ uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
 
 /* The entry point's inputs array: each argument's pointer into e->inputs. */
 void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs);
+/* The entry point's outputs array: each result's pointer into
+ * e->outputs. */
+void cg_entry_load_outputs(entry_gen *e, LLVMValueRef outputs);
 
-/* Copies the outputs into the caller's outputs array of pointers. */
-void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs);
+/* Copies into e->outputs the outputs whose kernels did not write them
+ * there (func_plan.direct). */
+void cg_entry_copy_outputs(entry_gen *e);
 
 /* Profiling (cg_program_options.is_profiled, cg_lower_profile.c). */
 
@@ -206,9 +214,9 @@ void cg_sched_plan_fini(ir_ctx *ctx, sched_plan *sp);
  * schedule: when the team the call asks for (attnrt_run.n_threads, or
  * OpenMP's default) has sp's thread count, one parallel region runs
  * every thread's list, then the entry returns (a kernel's error code, or
- * 0 after copying the outputs to outputs); otherwise, or if the region's
- * team comes out smaller, it branches on to `in_order`, which runs the
- * kernels one after another. */
+ * 0 after copying the outputs not written in place); otherwise, or if
+ * the region's team comes out smaller, it branches on to `in_order`,
+ * which runs the kernels one after another. */
 void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 		   LLVMValueRef outputs, LLVMBasicBlockRef in_order);
 

@@ -5,13 +5,16 @@
  * calls each kernel over its whole range (through GOMP_parallel when it
  * has a parallel body and the run asks for more than one thread; or all
  * of them side by side under a static schedule, cg_lower_sched.c),
- * returns the first kernel's error code, and copies the outputs.
+ * returns the first kernel's error code, and copies the outputs that
+ * their kernels did not write in place.
  *
  * Where a node's data is at run time: an input's in the caller's
  * inputs array, a parameter's in the params block at its offset, a
  * constant's in a private global made on first use, every other
- * buffer's in the scratch slab at the plan's offset (cg_lower_plan.c);
- * a view adds its byte offset to its root's pointer.
+ * buffer's in the scratch slab at the plan's offset (cg_lower_plan.c),
+ * or, for a buffer the plan gives an output (func_plan.direct), in the
+ * caller's outputs array; a view adds its byte offset to its root's
+ * pointer.
  */
 #include "cg_entry.h"
 #include "passes.h"
@@ -82,6 +85,8 @@ LLVMValueRef cg_entry_node_ptr(entry_gen *e, ir_id i)
 			     e->p->params[n->attr.param_index].offset);
 	else if (n->op == IR_OP_CONST)
 		p = const_global(e, n->attr.const_index);
+	else if (e->plan.direct[r] != UINT32_MAX)
+		p = e->outputs[e->plan.direct[r]];
 	else
 		p = byte_gep(&e->f, e->scratch, e->offset[r]);
 	return e->plan.view[i] ? byte_gep(&e->f, p, e->plan.view[i]) : p;
@@ -183,34 +188,41 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 	cg_profile_add(e, e->prof_site ? e->prof_site[id] : 0, t0, true);
 }
 
-void cg_entry_copy_outputs(entry_gen *e, LLVMValueRef outputs)
+/* Copies each output that its kernel did not write in place (a leaf, a
+ * view, one sharing its buffer with an earlier output). */
+void cg_entry_copy_outputs(entry_gen *e)
 {
 	cg_fn *f = &e->f;
 	for (uint32_t o = 0; o < e->fn->n_outputs; o++) {
 		ir_id id = e->fn->outputs[o];
-		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f),
-							outputs,
-							&(LLVMValueRef){
-								cg_i64(f, o)},
-							1, "");
-		LLVMValueRef dst = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
+		if (e->plan.direct[e->plan.root[id]] == o)
+			continue;
 		uint64_t bytes = cg_lower_bytes(e->L, &e->fn->g.nodes[id].type);
-		LLVMBuildMemCpy(f->b, dst, 4, cg_entry_node_ptr(e, id), 4,
-				cg_i64(f, (int64_t)bytes));
+		LLVMBuildMemCpy(f->b, e->outputs[o], 4, cg_entry_node_ptr(e, id),
+				4, cg_i64(f, (int64_t)bytes));
 	}
+}
+
+static void load_pointers(cg_fn *f, LLVMValueRef array, uint32_t n,
+			  LLVMValueRef *out)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f), array,
+							&(LLVMValueRef){
+								cg_i64(f, i)},
+							1, "");
+		out[i] = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
+	}
+}
+
+void cg_entry_load_outputs(entry_gen *e, LLVMValueRef outputs)
+{
+	load_pointers(&e->f, outputs, e->fn->n_outputs, e->outputs);
 }
 
 void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs)
 {
-	cg_fn *f = &e->f;
-	for (uint32_t i = 0; i < e->fn->n_inputs; i++) {
-		LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_ptr(f),
-							inputs,
-							&(LLVMValueRef){
-								cg_i64(f, i)},
-							1, "");
-		e->inputs[i] = LLVMBuildLoad2(f->b, cg_t_ptr(f), at, "");
-	}
+	load_pointers(&e->f, inputs, e->fn->n_inputs, e->inputs);
 }
 
 static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
@@ -231,6 +243,7 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	e->params = LLVMGetParam(f->fn, 1);
 	e->scratch = LLVMGetParam(f->fn, 2);
 	cg_entry_load_inputs(e, LLVMGetParam(f->fn, 3));
+	cg_entry_load_outputs(e, LLVMGetParam(f->fn, 4));
 	e->prof_t0 = cg_profile_start(e);
 	if (sp->usable) {
 		LLVMBasicBlockRef in_order = cg_block(f, "in_order");
@@ -240,7 +253,7 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	for (ir_id i = 0; i < e->fn->g.n_nodes; i++)
 		if (ks[i].ref.fn)
 			call_kernel(e, i, &ks[i]);
-	cg_entry_copy_outputs(e, LLVMGetParam(f->fn, 4));
+	cg_entry_copy_outputs(e);
 	cg_profile_add(e, 0, e->prof_t0, true);
 	LLVMBuildRet(f->b, cg_i32(f, 0));
 	cg_fn_end(f);
@@ -253,8 +266,9 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 	uint32_t n = fn->g.n_nodes;
 	node_call *ks = ir_alloc(p->ctx, (n + 1) * sizeof *ks);
 	e.inputs = ir_alloc(p->ctx, (fn->n_inputs + 1) * sizeof *e.inputs);
+	e.outputs = ir_alloc(p->ctx, (fn->n_outputs + 1) * sizeof *e.outputs);
 	sched_plan sp = {0};
-	bool ok = ks && e.inputs &&
+	bool ok = ks && e.inputs && e.outputs &&
 		  cg_func_plan_make(L, fn, p->no_fuse, &e.plan);
 	e.offset = e.plan.offset;
 	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
@@ -310,5 +324,6 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 	cg_func_plan_fini(p->ctx, &e.plan);
 	ir_free(p->ctx, ks);
 	ir_free(p->ctx, e.inputs);
+	ir_free(p->ctx, e.outputs);
 	return ok;
 }

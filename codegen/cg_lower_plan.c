@@ -9,7 +9,9 @@
  * reshape, and a slice that is a run of its operand's elements, owns
  * nothing: it reads its operand's buffer, which stays alive until its
  * last reader. A fused node has no buffer; the buffers it reads stay
- * alive until the kernel that computes it runs. Inputs come from the
+ * alive until the kernel that computes it runs. A buffer that is an
+ * output of the function is, where it can be, the caller's output buffer
+ * itself (find_direct), with no block in the slab. Inputs come from the
  * caller, parameters from the params block, constants from private
  * globals (cg_lower_entry.c places those).
  */
@@ -74,6 +76,34 @@ static void find_roots(const cg_lower *L, const ir_graph *g, const ir_id *into,
 			root[i] = i;
 			view[i] = 0;
 		}
+	}
+}
+
+/* direct[r]: the output whose caller's buffer root r's kernel writes
+ * straight into, UINT32_MAX for none. An output qualifies when its data
+ * is a whole computed buffer of its own (not a leaf, not fused, at byte
+ * 0 of its root and of its root's size: the node itself or a reshape of
+ * it) that no earlier output claimed: the caller's buffer then holds
+ * exactly what the slab would, is written by that kernel only and is
+ * read by the later readers in the slab's place, so neither a slab block
+ * nor a copy at the end is needed. Outputs that share a root, views into
+ * a larger buffer (a part of a packed gradient) and leaves are copied. */
+static void find_direct(const cg_lower *L, const ir_func *f, const ir_id *into,
+			const ir_id *root, const uint64_t *view,
+			uint32_t *direct)
+{
+	const ir_graph *g = &f->g;
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		direct[i] = UINT32_MAX;
+	for (uint32_t o = 0; o < f->n_outputs; o++) {
+		ir_id id = f->outputs[o], r = root[id];
+		if (is_leaf(g->nodes[r].op) || into[r] != IR_NONE ||
+		    view[id] != 0 || direct[r] != UINT32_MAX ||
+		    g->nodes[id].type.dtype != g->nodes[r].type.dtype ||
+		    cg_lower_bytes(L, &g->nodes[id].type) !=
+			    cg_lower_bytes(L, &g->nodes[r].type))
+			continue;
+		direct[r] = o;
 	}
 }
 
@@ -172,19 +202,23 @@ bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
 	pl->root = ir_alloc(L->ctx, (n + 1) * sizeof *pl->root);
 	pl->view = ir_alloc(L->ctx, (n + 1) * sizeof *pl->view);
 	pl->offset = ir_alloc(L->ctx, (n + 1) * sizeof *pl->offset);
+	pl->direct = ir_alloc(L->ctx, (n + 1) * sizeof *pl->direct);
 	uint32_t *last = ir_alloc(L->ctx, (n + 1) * sizeof *last);
 	uint32_t *at = ir_alloc(L->ctx, (n + 1) * sizeof *at);
 	pass_mem_block *blocks = ir_alloc(L->ctx, (n + 1) * sizeof *blocks);
 	ir_id *map = ir_alloc(L->ctx, (n + 1) * sizeof *map);
-	bool ok = pl->into && pl->root && pl->view && pl->offset && last &&
-		  at && blocks && map && plan_fusion(L, f, no_fuse, pl->into);
+	bool ok = pl->into && pl->root && pl->view && pl->offset &&
+		  pl->direct && last && at && blocks && map &&
+		  plan_fusion(L, f, no_fuse, pl->into);
 	if (ok) {
 		find_roots(L, g, pl->into, pl->root, pl->view);
+		find_direct(L, f, pl->into, pl->root, pl->view, pl->direct);
 		find_last_use(f, pl->into, pl->root, at, last);
 		uint32_t nb = 0;
 		for (ir_id i = 0; i < n; i++) {
 			if (pl->root[i] != i || is_leaf(g->nodes[i].op) ||
-			    pl->into[i] != IR_NONE)
+			    pl->into[i] != IR_NONE ||
+			    pl->direct[i] != UINT32_MAX)
 				continue;
 			blocks[nb] = (pass_mem_block){
 				cg_lower_bytes(L, &g->nodes[i].type), i,
@@ -211,5 +245,6 @@ void cg_func_plan_fini(ir_ctx *ctx, func_plan *pl)
 	ir_free(ctx, pl->root);
 	ir_free(ctx, pl->view);
 	ir_free(ctx, pl->offset);
+	ir_free(ctx, pl->direct);
 	cg_scratch_peak_fini(ctx, &pl->peak);
 }

@@ -56,8 +56,8 @@ static const uint32_t windows[] = {16, 8, 4};
 #define FUSED_COST 0.06
 #define HEAVY_COST 0.55
 /* The team's context: line 0 the call's pointers (run, params, scratch,
- * inputs), the status and the other-team flag; line 1 + t thread t's
- * count of finished tasks. */
+ * inputs, outputs), the status and the other-team flag; line 1 + t
+ * thread t's count of finished tasks. */
 #define LINE 64
 enum {
 	CTX_RUN = 0,
@@ -66,6 +66,7 @@ enum {
 	CTX_INPUTS = 24,
 	CTX_STATUS = 32,
 	CTX_OTHER_TEAM = 36,
+	CTX_OUTPUTS = 40,
 };
 
 static const double per_work[IR_OP_COUNT] = {
@@ -288,9 +289,13 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 	}
 	for (uint32_t k = 0; k < st->nk; k++) {
 		const ir_node *nd = &e->fn->g.nodes[st->node[k]];
+		/* A buffer in the caller's outputs takes no bytes of the slab,
+		 * and no other buffer reuses its bytes (reuses). */
+		bool is_direct = e->plan.direct[st->node[k]] != UINT32_MAX;
 		st->blocks[k] = (pass_mem_block){
-			(uint64_t)cg_lower_numel(e->L, &nd->type) *
-				ir_dtype_size(nd->type.dtype),
+			is_direct ? 0
+				  : (uint64_t)cg_lower_numel(e->L, &nd->type) *
+					    ir_dtype_size(nd->type.dtype),
 			tick(times, n_times, st->t0[k]),
 			st->t1[k] == INFINITY
 				? n_times
@@ -636,20 +641,28 @@ static LLVMValueRef thread_fn(const entry_gen *e, const node_call *ks,
 				    "scratch");
 	LLVMValueRef inputs = LLVMBuildLoad2(f->b, ptr,
 					     ctx_at(f, ctx, CTX_INPUTS), "");
+	LLVMValueRef outputs = LLVMBuildLoad2(f->b, ptr,
+					      ctx_at(f, ctx, CTX_OUTPUTS), "");
 	te.inputs = ir_alloc(e->L->ctx,
 			     (e->fn->n_inputs + 1) * sizeof *te.inputs);
+	te.outputs = ir_alloc(e->L->ctx,
+			      (e->fn->n_outputs + 1) * sizeof *te.outputs);
 	te.offset = sp->offset;
-	if (te.inputs) /* else reported, and the module fails */
+	bool ok = te.inputs && te.outputs; /* else reported: the module fails */
+	if (ok) {
 		cg_entry_load_inputs(&te, inputs);
+		cg_entry_load_outputs(&te, outputs);
+	}
 	LLVMBasicBlockRef quit = cg_block(f, "quit");
 	for (uint32_t j = sp->s.thread_first[thread];
-	     te.inputs && j < sp->s.thread_first[thread + 1]; j++)
+	     ok && j < sp->s.thread_first[thread + 1]; j++)
 		emit_task(&te, ks, &sp->s, sp->kernel_node, j, ctx, wait, quit);
 	LLVMBuildRetVoid(f->b);
 	LLVMPositionBuilderAtEnd(f->b, quit);
 	LLVMBuildRetVoid(f->b);
 	cg_fn_end(f);
 	ir_free(e->L->ctx, te.inputs);
+	ir_free(e->L->ctx, te.outputs);
 	return f->fn;
 }
 
@@ -742,6 +755,7 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	LLVMBuildStore(f->b, e->params, ctx_at(f, ctx, CTX_PARAMS));
 	LLVMBuildStore(f->b, e->scratch, ctx_at(f, ctx, CTX_SCRATCH));
 	LLVMBuildStore(f->b, inputs, ctx_at(f, ctx, CTX_INPUTS));
+	LLVMBuildStore(f->b, outputs, ctx_at(f, ctx, CTX_OUTPUTS));
 	LLVMBuildStore(f->b, cg_i32(f, INT32_MAX), ctx_at(f, ctx, CTX_STATUS));
 	cg_gomp_parallel(f, team, ctx, cg_i32(f, (int32_t)n));
 	LLVMValueRef odd = LLVMBuildLoad2(f->b, cg_t_i32(f),
@@ -764,7 +778,7 @@ void cg_sched_emit(entry_gen *e, const node_call *ks, const sched_plan *sp,
 	LLVMPositionBuilderAtEnd(f->b, done);
 	const uint64_t *saved = e->offset;
 	e->offset = sp->offset;
-	cg_entry_copy_outputs(e, outputs);
+	cg_entry_copy_outputs(e);
 	e->offset = saved;
 	cg_profile_add(e, 0, e->prof_t0, true);
 	LLVMBuildRet(f->b, cg_i32(f, 0));

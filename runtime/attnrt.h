@@ -17,7 +17,9 @@
  *            garbage between calls;
  *   inputs   one pointer per argument of the exported function, row-major
  *            f32 or i32 of the shapes in the header;
- *   outputs  one pointer per returned value, written by the call;
+ *   outputs  one pointer per returned value, written by the call (as
+ *            the values are computed: not overlapping each other, an
+ *            input or params; unspecified after a failing call);
  *   run      seed, step, training mode and thread count of the call.
  *
  * An entry point returns 0, or ATTNRT_ERR_* | (node << 8) naming the op

@@ -130,6 +130,9 @@ static size_t round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
+/* Floats after each output buffer that the call must leave alone. */
+#define GUARD 16
+
 static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
 			  const interp_tensor *params, const run_cfg *c)
 {
@@ -155,10 +158,18 @@ static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
 		r.numel[o] = 1;
 		for (int d = 0; d < oi[o].rank; d++)
 			r.numel[o] *= oi[o].dims[d];
-		outs[o] = r.out[o] = calloc((size_t)r.numel[o] + 1, 4);
+		outs[o] = r.out[o] = calloc((size_t)r.numel[o] + GUARD, 4);
+		memset((float *)r.out[o] + r.numel[o], 0xa5, GUARD * 4);
 	}
 	attnrt_run run = {c->seed, c->step, c->is_training, c->n_threads};
 	r.status = fn(&run, pb, sb, ins, outs);
+	/* Kernels write outputs in place: not a byte past their end. */
+	unsigned char guard[GUARD * 4];
+	memset(guard, 0xa5, sizeof guard);
+	for (uint32_t o = 0; o < no; o++)
+		ck_assert_msg(memcmp((float *)r.out[o] + r.numel[o], guard,
+				     sizeof guard) == 0,
+			      "output %u: written past its end", o);
 	r.n_kernels = cg_program_n_kernels(p);
 	r.n_parallel = cg_program_n_parallel(p);
 	free(pb);
@@ -1347,7 +1358,11 @@ START_TEST(test_symbolic_dims_take_the_given_values)
 	ck_assert_uint_eq(n, 1);
 	ck_assert_int_eq(in[0].dims[0], 10);
 	ck_assert_int_eq(in[0].dims[1], 3);
-	ck_assert_uint_eq(cg_program_scratch_bytes(p, "f"), 128);
+	const attnrt_tensor_info *out = cg_program_outputs(p, "f", &n);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(out[0].dims[0], 10);
+	/* exp writes the caller's output buffer: no scratch */
+	ck_assert_uint_eq(cg_program_scratch_bytes(p, "f"), 0);
 	ck_assert_str_eq(cg_program_symbol(p, "f"), "t_f");
 	ck_assert_ptr_null(cg_program_symbol(p, "g"));
 	cg_program_destroy(p);
@@ -1466,6 +1481,40 @@ START_TEST(test_leaves_and_views_are_copied_out_as_outputs)
 	ret(&x, to_type(&x, IR_OP_RESHAPE, op1(&x, IR_OP_NEG, a, NULL),
 			tu_type(IR_F32, 2, 3, 2)));
 	check(&x);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
+/* An output computed by a kernel of its own is written straight into
+ * the caller's buffer (cg_lower_plan.c, find_direct): later kernels
+ * read it there, an output of the same buffer (itself again, a reshape,
+ * a slice that views it) is copied from there, and the slab keeps none
+ * of them. */
+START_TEST(test_outputs_written_in_place_are_read_by_later_kernels)
+{
+	fx x;
+	fx_init(&x);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 7, 9));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 9, 6));
+	ir_id m = op2(&x, IR_OP_MATMUL, a, b, &(ir_attr){.matmul = {0, 0}});
+	ret(&x, m);
+	ir_attr rows = {.reduce = {2, false}};
+	ret(&x, op1(&x, IR_OP_SUM, m, &rows));
+	ret(&x, to_type(&x, IR_OP_RESHAPE, m, tu_type(IR_F32, 1, 42)));
+	ret(&x, m);
+	ir_attr sl = {.slice = {0, 2, 5, 1}};
+	ret(&x, op1(&x, IR_OP_SLICE, m, &sl));
+	ir_id e = op1(&x, IR_OP_EXP, m, NULL);
+	ret(&x, op2(&x, IR_OP_MATMUL, e, b, &(ir_attr){.matmul = {0, 1}}));
+	run_cfg c = cfg_default();
+	c.tol = 1e-4;
+	for (c.n_threads = 1; c.n_threads <= 2; c.n_threads++)
+		check_cfg(&x, &c);
+	/* Every result is an output but exp's: the slab holds that alone. */
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+	ck_assert_uint_eq(cg_program_scratch_bytes(p, "f"), 7 * 6 * 4 + 24);
+	cg_program_destroy(p);
 	tu_graph_fini(&x.g);
 }
 END_TEST
@@ -1736,6 +1785,8 @@ static Suite *suite(void)
 	tcase_add_test(t, test_f64_nodes_are_refused_fused_or_not);
 	tcase_add_test(t, test_params_are_laid_out_at_aligned_offsets);
 	tcase_add_test(t, test_leaves_and_views_are_copied_out_as_outputs);
+	tcase_add_test(t,
+		       test_outputs_written_in_place_are_read_by_later_kernels);
 	tcase_add_test(t, test_max_over_an_empty_axis_is_an_error_naming_the_op);
 	tcase_add_test(t, test_empty_tensors_flow_through_without_work);
 	tcase_add_test(t, test_program_emits_an_object_defining_its_entry_point);
