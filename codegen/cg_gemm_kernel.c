@@ -451,24 +451,22 @@ static void pack_at_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	cg_if_end(f, join);
 }
 
-/* Packs an A^T block PACK_AT_ROWS stored rows at a time, then the rows
- * left one by one: each stored row is read contiguously, where the
- * panel by panel order over all KC rows would read MR floats from each
- * of KC rows lda apart (a page each, and LLVM turns that loop into
- * gathers). */
-static void pack_at(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef full,
-		    int rows_tail)
+/* Packs the block's KC stored rows `run` at a time, then the rows left
+ * one by one: pack(f, g, p, n, full, tail) packs the n rows from p. */
+typedef void (*pack_rows_fn)(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p,
+			     int n, LLVMValueRef full, int tail);
+static void pack_in_runs(cg_fn *f, const cg_gemm_gen *g, int run,
+			 pack_rows_fn pack, LLVMValueRef full, int tail)
 {
 	cg_loop lp;
 	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	LLVMValueRef whole = LLVMBuildAnd(f->b, kc,
-					  cg_i64(f, -(int64_t)PACK_AT_ROWS), "");
-	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), whole,
-				       PACK_AT_ROWS);
-	pack_at_rows(f, g, p, PACK_AT_ROWS, full, rows_tail);
+	LLVMValueRef whole = LLVMBuildAnd(f->b, kc, cg_i64(f, -(int64_t)run),
+					  "");
+	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), whole, run);
+	pack(f, g, p, run, full, tail);
 	cg_loop_end(f, &lp);
 	p = cg_loop_begin(f, &lp, whole, kc, 1);
-	pack_at_rows(f, g, p, 1, full, rows_tail);
+	pack(f, g, p, 1, full, tail);
 	cg_loop_end(f, &lp);
 }
 
@@ -488,7 +486,11 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 						  cg_i64(&f, CG_GEMM_MR), ""),
 				    CG_GEMM_MR);
 	if (g->a_rs == 1) {
-		pack_at(&f, g, full, rows_tail);
+		/* A^T: each stored row is read contiguously, where the panel
+		 * by panel order over all KC rows would read MR floats from
+		 * each of KC rows lda apart (a page each, and LLVM turns that
+		 * loop into gathers). */
+		pack_in_runs(&f, g, PACK_AT_ROWS, pack_at_rows, full, rows_tail);
 		LLVMBuildRetVoid(f.b);
 		cg_fn_end(&f);
 		return f.fn;
@@ -637,25 +639,6 @@ static void pack_b_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	cg_if_end(f, join);
 }
 
-/* Packs B stored row by row PACK_B_ROWS rows at a time, then the rows
- * left one by one, each into every panel: the panel by panel order read
- * NR floats from each of KC rows ldb apart, and at ldb = 1,024 (rows a
- * page apart) that took 2.4 times as long from memory. */
-static void pack_b_by_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef full,
-			   int cols_tail)
-{
-	cg_loop lp;
-	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	LLVMValueRef whole = LLVMBuildAnd(f->b, kc,
-					  cg_i64(f, -(int64_t)PACK_B_ROWS), "");
-	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), whole, PACK_B_ROWS);
-	pack_b_rows(f, g, p, PACK_B_ROWS, full, cols_tail);
-	cg_loop_end(f, &lp);
-	p = cg_loop_begin(f, &lp, whole, kc, 1);
-	pack_b_rows(f, g, p, 1, full, cols_tail);
-	cg_loop_end(f, &lp);
-}
-
 /* As for A, a partial panel is the last columns of B: N mod NR wide. */
 LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 {
@@ -669,7 +652,11 @@ LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 	LLVMValueRef nc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
 	LLVMValueRef full = LLVMBuildAnd(f.b, nc, cg_i64(&f, -nr), "");
 	if (g->b_cs == 1) {
-		pack_b_by_rows(&f, g, full, cols_tail);
+		/* B stored by rows, each row into every panel: the panel by
+		 * panel order read NR floats from each of KC rows ldb apart,
+		 * and at ldb = 1,024 (rows a page apart) that took 2.4 times
+		 * as long from memory. */
+		pack_in_runs(&f, g, PACK_B_ROWS, pack_b_rows, full, cols_tail);
 		LLVMBuildRetVoid(f.b);
 		cg_fn_end(&f);
 		return f.fn;
