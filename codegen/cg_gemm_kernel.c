@@ -595,6 +595,24 @@ static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 	cg_loop_end(f, &lp);
 }
 
+/* Rows [0, n) of the run at rows, columns from col (cols of them, the
+ * rest of the panel zeros), into the panel at panel. */
+static void pack_b_panel_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef rows,
+			      LLVMValueRef col, LLVMValueRef panel, int n,
+			      int cols)
+{
+	for (int r = 0; r < n; r++)
+		for (int v = 0; v < 2; v++)
+			cg_vstore(f,
+				  pack_b_vec(f, g,
+					     cg_at(f, rows,
+						   cg_addi(f, col, r * g->b_rs)),
+					     v, cols),
+				  cg_ati(f, panel,
+					 r * g->plan.nr + v * g->plan.vw),
+				  (unsigned)g->plan.vw * 4);
+}
+
 /* Rows [p, p + n) of B stored row by row (b_cs = 1) into its panels:
  * each panel gets the n rows' NR floats at its columns, one contiguous
  * run of n·NR floats; a last partial panel (cols_tail columns, when the
@@ -609,33 +627,15 @@ static void pack_b_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	LLVMValueRef rows = cg_at(f, src, cg_muli(f, p, g->b_rs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, nr));
 	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0), full, nr);
-	for (int r = 0; r < n; r++)
-		for (int v = 0; v < 2; v++)
-			cg_vstore(f,
-				  pack_b_vec(f, g,
-					     cg_at(f, rows,
-						   cg_addi(f, j, r * g->b_rs)),
-					     v, nr),
-				  cg_at(f, out,
-					cg_addi(f, cg_mul(f, j, kc),
-						r * nr + v * g->plan.vw)),
-				  (unsigned)g->plan.vw * 4);
+	pack_b_panel_rows(f, g, rows, j, cg_at(f, out, cg_mul(f, j, kc)), n, nr);
 	cg_loop_end(f, &lj);
 	if (!cols_tail)
 		return;
 	LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSLT, full,
 					      LLVMGetParam(f->fn, 2), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
-	LLVMValueRef panel = cg_at(f, out, cg_mul(f, full, kc));
-	for (int r = 0; r < n; r++)
-		for (int v = 0; v < 2; v++)
-			cg_vstore(f,
-				  pack_b_vec(f, g,
-					     cg_at(f, rows,
-						   cg_addi(f, full, r * g->b_rs)),
-					     v, cols_tail),
-				  cg_ati(f, panel, r * nr + v * g->plan.vw),
-				  (unsigned)g->plan.vw * 4);
+	pack_b_panel_rows(f, g, rows, full, cg_at(f, out, cg_mul(f, full, kc)),
+			  n, cols_tail);
 	cg_if_end(f, join);
 }
 
