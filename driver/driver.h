@@ -81,6 +81,10 @@ typedef struct drv_options {
  * the switches ATTNC_NO_CACHE, ATTNC_NO_TUNER, ATTNC_PERF_JIT. */
 bool drv_env_is_on(const char *name);
 
+/* The name of loc's source file, or "?" when it has none (the --profile
+ * and ATTNC_MEMORY tables' "file:line" labels). */
+const char *drv_loc_file(const ir_ctx *ctx, ir_loc loc);
+
 /* Sets o->cache_dir: $XDG_CACHE_HOME/attnc, else $HOME/.cache/attnc
  * (absolute paths only), or "" with --no-cache or ATTNC_NO_CACHE set to
  * anything but "" or "0" (docs/codegen.md, "The object cache"). */

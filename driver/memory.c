@@ -58,12 +58,6 @@ static double mib(uint64_t bytes)
 	return (double)bytes / (1024.0 * 1024.0);
 }
 
-static const char *file_name(const ir_ctx *ctx, ir_loc loc)
-{
-	return loc.file && loc.file < ctx->n_files ? ctx->files[loc.file].name
-						   : "?";
-}
-
 static bool report_entry(const ir_ctx *ctx, const cg_scratch_peak *pk,
 			 const char *fn, FILE *out)
 {
@@ -86,7 +80,7 @@ static bool report_entry(const ir_ctx *ctx, const cg_scratch_peak *pk,
 	for (uint32_t r = 0; r < n && r < LINES_SHOWN; r++) {
 		char label[160];
 		snprintf(label, sizeof label, "%s:%u %s",
-			 file_name(ctx, rows[r].loc), rows[r].loc.line,
+			 drv_loc_file(ctx, rows[r].loc), rows[r].loc.line,
 			 rows[r].kind);
 		fprintf(out, "  %-40s %7u %12.2f %5.1f%%\n", label,
 			rows[r].buffers, mib(rows[r].bytes),
@@ -104,7 +98,7 @@ static void list_buffers(const ir_ctx *ctx, const cg_scratch_peak *pk, FILE *out
 	for (uint32_t b = 0; b < pk->n; b++) {
 		const cg_scratch_buffer *x = &pk->buffers[b];
 		fprintf(out, "  %%%u %s:%u %s %llu\n", x->node,
-			file_name(ctx, x->loc), x->loc.line, x->kind,
+			drv_loc_file(ctx, x->loc), x->loc.line, x->kind,
 			(unsigned long long)x->bytes);
 	}
 }

@@ -134,12 +134,6 @@ static bool sum_sites(ir_ctx *ctx, const cg_program *p, prof_sums *s)
 	return true;
 }
 
-static const char *file_name(const ir_ctx *ctx, ir_loc loc)
-{
-	return loc.file && loc.file < ctx->n_files ? ctx->files[loc.file].name
-						   : "?";
-}
-
 /* "  123.4" GFLOP/s or GB/s over ms, or "      -". */
 static void rate_cell(char *buf, size_t size, double work, double ms)
 {
@@ -182,8 +176,8 @@ static void line_label(const ir_ctx *ctx, const prof_row *r, char *buf,
 	char fused[24] = "";
 	if (r->n_fused)
 		snprintf(fused, sizeof fused, " (+%u)", r->n_fused);
-	snprintf(buf, size, "%s:%u %s%s", file_name(ctx, r->loc), r->loc.line,
-		 r->kind, fused);
+	snprintf(buf, size, "%s:%u %s%s", drv_loc_file(ctx, r->loc),
+		 r->loc.line, r->kind, fused);
 }
 
 /* The width of the label column: the widest label shown, at least 30. */
@@ -286,7 +280,7 @@ static void put_json_rows(FILE *out, const ir_ctx *ctx, const prof_row *rows,
 		put_json_string(out, r->kind);
 		if (by_line) {
 			fprintf(out, ", \"file\": ");
-			put_json_string(out, file_name(ctx, r->loc));
+			put_json_string(out, drv_loc_file(ctx, r->loc));
 			fprintf(out, ", \"line\": %u, \"fused\": %u",
 				r->loc.line, r->n_fused);
 		}

@@ -307,6 +307,12 @@ bool drv_env_is_on(const char *name)
 	return v && *v && strcmp(v, "0") != 0;
 }
 
+const char *drv_loc_file(const ir_ctx *ctx, ir_loc loc)
+{
+	return loc.file && loc.file < ctx->n_files ? ctx->files[loc.file].name
+						   : "?";
+}
+
 void drv_cache_resolve(drv_options *o)
 {
 	o->cache_dir[0] = '\0';
