@@ -101,6 +101,16 @@ void cg_split_strip_body(LLVMValueRef f);
  * only in part 0 (made external and hidden there), declared in others. */
 void cg_split_keep_globals(LLVMModuleRef mod, int part);
 
+/* Functions by pointer, to find a function's index in a module's list. */
+typedef struct cg_fn_key {
+	LLVMValueRef fn;
+	uint32_t index;
+} cg_fn_key;
+/* Sets keys[i] = {fns[i], i} for i < n and sorts them by pointer. */
+void cg_fn_keys_sort(cg_fn_key *keys, const LLVMValueRef *fns, uint32_t n);
+/* The index of f among the n sorted keys, or -1 if it is not there. */
+int64_t cg_fn_key_find(const cg_fn_key *keys, uint32_t n, LLVMValueRef f);
+
 /* A module's units (cg_module_jit compiles and caches each on its own):
  * unit 0 is the optnone functions (entry points, thread functions);
  * each other unit a connected component of the other functions, as the

@@ -46,15 +46,10 @@
  * part 1 gets somewhat more than its share. */
 #define OPTNONE_DISCOUNT 40
 
-typedef struct fn_key {
-	LLVMValueRef fn;
-	uint32_t index;
-} fn_key;
-
 typedef struct split_plan {
 	uint32_t n;        /* functions of the module, in order */
 	LLVMValueRef *fns; /* (n) */
-	fn_key *sorted;    /* (n) by pointer, to find a function's index */
+	cg_fn_key *sorted; /* (n) by pointer, to find a function's index */
 	uint32_t *parent;  /* (n) union-find over the kernel side */
 	uint64_t *weight;  /* (n) instructions, then a component's sum */
 	int *part;         /* (n) 0, 1, 2; -1 for a declaration */
@@ -82,17 +77,29 @@ static uint64_t count_insts(LLVMValueRef f)
 
 static int cmp_key(const void *a, const void *b)
 {
-	uintptr_t x = (uintptr_t)((const fn_key *)a)->fn,
-		  y = (uintptr_t)((const fn_key *)b)->fn;
+	uintptr_t x = (uintptr_t)((const cg_fn_key *)a)->fn,
+		  y = (uintptr_t)((const cg_fn_key *)b)->fn;
 	return x < y ? -1 : x > y;
+}
+
+void cg_fn_keys_sort(cg_fn_key *keys, const LLVMValueRef *fns, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		keys[i] = (cg_fn_key){fns[i], i};
+	qsort(keys, n, sizeof *keys, cmp_key);
+}
+
+int64_t cg_fn_key_find(const cg_fn_key *keys, uint32_t n, LLVMValueRef f)
+{
+	cg_fn_key k = {f, 0};
+	const cg_fn_key *hit = bsearch(&k, keys, n, sizeof k, cmp_key);
+	return hit ? (int64_t)hit->index : -1;
 }
 
 /* The index of function f in the plan, or -1 if it is not one. */
 static int64_t index_of(const split_plan *s, LLVMValueRef f)
 {
-	fn_key k = {f, 0};
-	const fn_key *hit = bsearch(&k, s->sorted, s->n, sizeof k, cmp_key);
-	return hit ? (int64_t)hit->index : -1;
+	return cg_fn_key_find(s->sorted, s->n, f);
 }
 
 static uint32_t find(uint32_t *parent, uint32_t i)
@@ -136,10 +143,9 @@ static bool plan_alloc(split_plan *s, LLVMModuleRef mod)
 	for (LLVMValueRef f = LLVMGetFirstFunction(mod); f;
 	     f = LLVMGetNextFunction(f), i++) {
 		s->fns[i] = f;
-		s->sorted[i] = (fn_key){f, i};
 		s->parent[i] = i;
 	}
-	qsort(s->sorted, s->n, sizeof *s->sorted, cmp_key);
+	cg_fn_keys_sort(s->sorted, s->fns, s->n);
 	return true;
 }
 

@@ -40,11 +40,6 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct fn_index {
-	LLVMValueRef fn;
-	uint32_t index;
-} fn_index;
-
 /* One unit: where its IR is, what it is called, what became of it. */
 typedef struct unit_job {
 	uint32_t unit;
@@ -77,10 +72,10 @@ typedef struct units_run {
 	pthread_cond_t more;
 	unsigned char (*keys)[CG_CACHE_KEY_BYTES]; /* (n_units) taken */
 	uint32_t n_keys;
-	bool *is_fixed;   /* (n_units) in a cycle of calls: keeps its names */
-	fn_index *sorted; /* (n_fns) by pointer, to find a function's index */
-	uint32_t *perm;   /* (n_units - 1) the kernel units, heaviest first */
-	uint32_t *place;  /* (n_units) a kernel unit's place in perm */
+	bool *is_fixed;    /* (n_units) in a cycle of calls: keeps its names */
+	cg_fn_key *sorted; /* (n_fns) by pointer, to find a function's index */
+	uint32_t *perm;    /* (n_units - 1) the kernel units, heaviest first */
+	uint32_t *place;   /* (n_units) a kernel unit's place in perm */
 } units_run;
 
 static double now_ms(void)
@@ -345,20 +340,11 @@ static bool key_unit(units_run *r, uint32_t k)
 	return name_unit(r, k, job);
 }
 
-static int cmp_fn(const void *a, const void *b)
-{
-	uintptr_t x = (uintptr_t)((const fn_index *)a)->fn,
-		  y = (uintptr_t)((const fn_index *)b)->fn;
-	return x < y ? -1 : x > y;
-}
-
 /* The unit of the function f, or -1 for one not defined here. */
 static int32_t unit_of(const units_run *r, LLVMValueRef f)
 {
-	fn_index k = {f, 0};
-	const fn_index *hit = bsearch(&k, r->sorted, r->u.n_fns, sizeof k,
-				      cmp_fn);
-	return hit ? r->u.unit[hit->index] : -1;
+	int64_t i = cg_fn_key_find(r->sorted, r->u.n_fns, f);
+	return i < 0 ? -1 : r->u.unit[i];
 }
 
 /* Marks edge[u * n + v] where a function of kernel unit v names one of
@@ -604,9 +590,7 @@ static bool run_alloc(units_run *r)
 		r->perm[k] = r->queue[k]->unit;
 		r->place[r->perm[k]] = k;
 	}
-	for (uint32_t i = 0; i < nf; i++)
-		r->sorted[i] = (fn_index){r->u.fns[i], i};
-	qsort(r->sorted, nf, sizeof *r->sorted, cmp_fn);
+	cg_fn_keys_sort(r->sorted, r->u.fns, nf);
 	return true;
 }
 
