@@ -103,9 +103,8 @@ static void find_last_reads(remat *r, ir_id *at)
 		r->last[i] = i;
 		for (uint32_t k = r->u.start[i]; k < r->u.start[i + 1]; k++) {
 			ir_id c = r->u.list[k];
-			bool is_view = (ir_op_table[g->nodes[c].op].flags &
-					IR_OPF_VIEW) ||
-				       g->nodes[c].op == IR_OP_RESHAPE;
+			bool is_view = ir_op_table[g->nodes[c].op].flags &
+				       IR_OPF_VIEW;
 			ir_id t = is_view ? r->last[c] : at[c];
 			if (t > r->last[i])
 				r->last[i] = t;
