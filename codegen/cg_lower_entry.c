@@ -225,6 +225,179 @@ void cg_entry_load_inputs(entry_gen *e, LLVMValueRef inputs)
 	load_pointers(&e->f, inputs, e->fn->n_inputs, e->inputs);
 }
 
+/* Range i of the tables at (pointers) and bytes: its first byte and
+ * one past its last as i64, and whether it is not empty. */
+static void range_at(cg_fn *f, LLVMValueRef at, LLVMValueRef bytes,
+		     LLVMValueRef i, LLVMValueRef *lo, LLVMValueRef *hi,
+		     LLVMValueRef *live)
+{
+	LLVMTypeRef ptr = cg_t_ptr(f), i64 = cg_t_i64(f);
+	LLVMValueRef p = LLVMBuildLoad2(f->b, ptr,
+					LLVMBuildInBoundsGEP2(f->b, ptr, at, &i,
+							      1, ""),
+					"");
+	LLVMValueRef sz = LLVMBuildLoad2(f->b, i64,
+					 LLVMBuildInBoundsGEP2(f->b, i64, bytes,
+							       &i, 1, ""),
+					 "");
+	*lo = LLVMBuildPtrToInt(f->b, p, i64, "");
+	*hi = LLVMBuildAdd(f->b, *lo, sz, "");
+	*live = LLVMBuildICmp(f->b, LLVMIntNE, sz, cg_i64(f, 0), "");
+}
+
+static LLVMValueRef ult(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildICmp(f->b, LLVMIntULT, a, b, "");
+}
+
+/* The module's function that tells whether the caller's buffers of an
+ * entry point's call keep apart: i32 (ptr at, ptr bytes, i64 n_out, i64 n)
+ * over n ranges [at[i], at[i] + bytes[i]), the first n_out the outputs;
+ * returns ATTNRT_ERR_OVERLAP | (o << 8) for the first output o that
+ * shares a byte with any later range (empty ranges share none), else 0.
+ * Inputs and params may overlap one another: the call only reads them.
+ * The common case costs a pass over the ranges: the outputs in address
+ * order, each starting at or after the previous one's end, and none
+ * meeting the span from the lowest input (or params) to the highest;
+ * only otherwise are pairs compared one by one, to name the output. */
+static LLVMValueRef overlap_fn(LLVMModuleRef mod)
+{
+	static const char name[] = "attnc.outputs_overlap";
+	LLVMValueRef fn = LLVMGetNamedFunction(mod, name);
+	if (fn)
+		return fn;
+	LLVMContextRef c = LLVMGetModuleContext(mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(c),
+		    i1 = LLVMInt1TypeInContext(c);
+	LLVMTypeRef ps[4] = {ptr, ptr, i64, i64};
+	cg_fn f;
+	cg_fn_begin(&f, mod, name,
+		    LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 4, 0), true);
+	cg_fn_param_readonly(&f, 0);
+	cg_fn_param_readonly(&f, 1);
+	LLVMValueRef at = LLVMGetParam(f.fn, 0), bytes = LLVMGetParam(f.fn, 1);
+	LLVMValueRef n_out = LLVMGetParam(f.fn, 2), n = LLVMGetParam(f.fn, 3);
+	LLVMValueRef lo[2], hi[2], live[2];
+	cg_loop l0, l1;
+	/* The span of the inputs and params. */
+	LLVMValueRef span_lo = cg_var(&f, i64, cg_i64(&f, -1));
+	LLVMValueRef span_hi = cg_var(&f, i64, cg_i64(&f, 0));
+	LLVMValueRef j = cg_loop_begin(&f, &l0, n_out, n, 1);
+	range_at(&f, at, bytes, j, &lo[0], &hi[0], &live[0]);
+	LLVMValueRef sl = LLVMBuildLoad2(f.b, i64, span_lo, "");
+	LLVMValueRef sh = LLVMBuildLoad2(f.b, i64, span_hi, "");
+	LLVMValueRef m = LLVMBuildSelect(f.b, ult(&f, lo[0], sl), lo[0], sl, "");
+	LLVMBuildStore(f.b, LLVMBuildSelect(f.b, live[0], m, sl, ""), span_lo);
+	m = LLVMBuildSelect(f.b, ult(&f, sh, hi[0]), hi[0], sh, "");
+	LLVMBuildStore(f.b, LLVMBuildSelect(f.b, live[0], m, sh, ""), span_hi);
+	cg_loop_end(&f, &l0);
+	/* The outputs in order and apart from that span? */
+	sl = LLVMBuildLoad2(f.b, i64, span_lo, "");
+	sh = LLVMBuildLoad2(f.b, i64, span_hi, "");
+	LLVMValueRef prev = cg_var(&f, i64, cg_i64(&f, 0));
+	LLVMValueRef fast = cg_var(&f, i1, LLVMConstInt(i1, 1, 0));
+	LLVMValueRef o = cg_loop_begin(&f, &l0, cg_i64(&f, 0), n_out, 1);
+	range_at(&f, at, bytes, o, &lo[0], &hi[0], &live[0]);
+	LLVMValueRef pe = LLVMBuildLoad2(f.b, i64, prev, "");
+	LLVMValueRef bad = LLVMBuildOr(f.b, ult(&f, lo[0], pe),
+				       LLVMBuildAnd(f.b, ult(&f, lo[0], sh),
+						    ult(&f, sl, hi[0]), ""),
+				       "");
+	bad = LLVMBuildAnd(f.b, live[0], bad, "");
+	LLVMBuildStore(f.b,
+		       LLVMBuildAnd(f.b, LLVMBuildLoad2(f.b, i1, fast, ""),
+				    LLVMBuildNot(f.b, bad, ""), ""),
+		       fast);
+	LLVMBuildStore(f.b, LLVMBuildSelect(f.b, live[0], hi[0], pe, ""), prev);
+	cg_loop_end(&f, &l0);
+	LLVMBasicBlockRef done = cg_block(&f, "apart"),
+			  slow = cg_block(&f, "pairs");
+	LLVMBuildCondBr(f.b, LLVMBuildLoad2(f.b, i1, fast, ""), done, slow);
+	LLVMPositionBuilderAtEnd(f.b, done);
+	LLVMBuildRet(f.b, cg_i32(&f, 0));
+	/* Every output against every later range. */
+	LLVMPositionBuilderAtEnd(f.b, slow);
+	LLVMValueRef idx[2];
+	idx[0] = cg_loop_begin(&f, &l0, cg_i64(&f, 0), n_out, 1);
+	idx[1] = cg_loop_begin(&f, &l1, cg_addi(&f, idx[0], 1), n, 1);
+	for (int k = 0; k < 2; k++)
+		range_at(&f, at, bytes, idx[k], &lo[k], &hi[k], &live[k]);
+	LLVMValueRef hit = LLVMBuildAnd(f.b, ult(&f, lo[0], hi[1]),
+					ult(&f, lo[1], hi[0]), "");
+	hit = LLVMBuildAnd(f.b, hit, LLVMBuildAnd(f.b, live[0], live[1], ""),
+			   "");
+	LLVMBasicBlockRef found = cg_block(&f, "overlap");
+	LLVMBasicBlockRef next = cg_block(&f, "next");
+	LLVMBuildCondBr(f.b, hit, found, next);
+	LLVMPositionBuilderAtEnd(f.b, found);
+	LLVMValueRef oi = LLVMBuildTrunc(f.b, idx[0], cg_t_i32(&f), "");
+	LLVMBuildRet(f.b,
+		     LLVMBuildOr(f.b, LLVMBuildShl(f.b, oi, cg_i32(&f, 8), ""),
+				 cg_i32(&f, ATTNRT_ERR_OVERLAP), ""));
+	LLVMPositionBuilderAtEnd(f.b, next);
+	cg_loop_end(&f, &l1);
+	cg_loop_end(&f, &l0);
+	LLVMBuildRet(f.b, cg_i32(&f, 0));
+	fn = f.fn;
+	cg_fn_end(&f);
+	return fn;
+}
+
+/* Returns ATTNRT_ERR_OVERLAP | (o << 8) from the entry point when the
+ * caller's output o shares a byte with an input, params or another
+ * output: the kernels write outputs as they go (later ones read them
+ * there) and only read inputs and params, so such a call would return
+ * wrong values or change the parameters without a word. */
+static void check_outputs_apart(entry_gen *e, LLVMValueRef overlap)
+{
+	cg_fn *f = &e->f;
+	const ir_func *fn = e->fn;
+	uint32_t n = fn->n_outputs + fn->n_inputs + 1;
+	LLVMTypeRef ptr = cg_t_ptr(f), i64 = cg_t_i64(f);
+	LLVMValueRef *sizes = ir_alloc(e->p->ctx, n * sizeof *sizes);
+	if (!sizes)
+		return;
+	LLVMValueRef at = cg_entry_alloca(f, LLVMArrayType2(ptr, n), 8);
+	for (uint32_t i = 0; i < n; i++) {
+		LLVMValueRef p;
+		uint64_t bytes;
+		if (i < fn->n_outputs) {
+			p = e->outputs[i];
+			bytes = cg_lower_bytes(e->L,
+					       &fn->g.nodes[fn->outputs[i]].type);
+		} else if (i < n - 1) {
+			p = e->inputs[i - fn->n_outputs];
+			bytes = cg_lower_bytes(
+				e->L,
+				&fn->g.nodes[fn->inputs[i - fn->n_outputs]].type);
+		} else {
+			p = e->params;
+			bytes = e->p->params_bytes;
+		}
+		sizes[i] = cg_const_int(i64, bytes);
+		LLVMValueRef k = cg_i64(f, i);
+		LLVMBuildStore(f->b, p,
+			       LLVMBuildInBoundsGEP2(f->b, ptr, at, &k, 1, ""));
+	}
+	LLVMValueRef init = LLVMConstArray2(i64, sizes, n);
+	ir_free(e->p->ctx, sizes);
+	LLVMValueRef g = LLVMAddGlobal(f->mod, LLVMTypeOf(init), "out_bytes");
+	LLVMSetInitializer(g, init);
+	LLVMSetGlobalConstant(g, 1);
+	LLVMSetLinkage(g, LLVMPrivateLinkage);
+	LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+	LLVMValueRef args[4] = {at, g, cg_i64(f, fn->n_outputs), cg_i64(f, n)};
+	LLVMValueRef st = cg_call(f, overlap, args, 4);
+	LLVMValueRef bad = LLVMBuildICmp(f->b, LLVMIntNE, st, cg_i32(f, 0), "");
+	LLVMBasicBlockRef fail = cg_block(f, "overlap"),
+			  ok = cg_block(f, "apart");
+	LLVMBuildCondBr(f->b, bad, fail, ok);
+	LLVMPositionBuilderAtEnd(f->b, fail);
+	LLVMBuildRet(f->b, st);
+	LLVMPositionBuilderAtEnd(f->b, ok);
+}
+
 static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 			const sched_plan *sp)
 {
@@ -233,6 +406,7 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
 	LLVMTypeRef ps[5] = {ptr, ptr, ptr, ptr, ptr};
 	LLVMTypeRef ft = LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 5, 0);
+	LLVMValueRef overlap = e->fn->n_outputs ? overlap_fn(e->L->mod) : NULL;
 	cg_fn_begin(f, e->L->mod, ce->symbol, ft, false);
 	cg_fn_attr(f, "noinline");
 	cg_fn_attr(f, "optnone");
@@ -244,6 +418,8 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	e->scratch = LLVMGetParam(f->fn, 2);
 	cg_entry_load_inputs(e, LLVMGetParam(f->fn, 3));
 	cg_entry_load_outputs(e, LLVMGetParam(f->fn, 4));
+	if (overlap)
+		check_outputs_apart(e, overlap);
 	e->prof_t0 = cg_profile_start(e);
 	if (sp->usable) {
 		LLVMBasicBlockRef in_order = cg_block(f, "in_order");

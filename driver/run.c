@@ -277,6 +277,16 @@ bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 {
 	uint32_t node = (uint32_t)rc >> 8;
+	if ((rc & 0xff) == ATTNRT_ERR_OVERLAP) {
+		ir_error(ctx, (ir_loc){0}, "%s: output %u (%s): %s", f->name,
+			 node,
+			 node < f->n_outputs && f->output_names &&
+					 f->output_names[node]
+				 ? f->output_names[node]
+				 : "?",
+			 attnrt_strerror(rc));
+		return;
+	}
 	ir_loc loc = node < f->g.n_nodes ? f->g.nodes[node].loc : (ir_loc){0};
 	const char *op = node < f->g.n_nodes
 				 ? ir_op_table[f->g.nodes[node].op].name

@@ -19,11 +19,14 @@
  *            f32 or i32 of the shapes in the header;
  *   outputs  one pointer per returned value, written by the call (as
  *            the values are computed: not overlapping each other, an
- *            input or params; unspecified after a failing call);
+ *            input or params, which the call checks; unspecified after
+ *            a failing call);
  *   run      seed, step, training mode and thread count of the call.
  *
- * An entry point returns 0, or ATTNRT_ERR_* | (node << 8) naming the op
- * that failed (an index out of range in an embedding or a loss).
+ * An entry point returns 0, or ATTNRT_ERR_INDEX | (node << 8) naming the
+ * op that failed (an index out of range in an embedding or a loss), or
+ * ATTNRT_ERR_OVERLAP | (o << 8) when output o overlaps an input, params
+ * or another output (checked before anything is computed).
  */
 #ifndef ATTNRT_H
 #define ATTNRT_H
@@ -41,6 +44,9 @@ extern "C" {
 enum {
 	ATTNRT_OK = 0,
 	ATTNRT_ERR_INDEX = 1, /* an id or label outside its range */
+	/* An entry point's output o (rc >> 8) shares memory with an input,
+	 * params or another output; the call computed nothing. */
+	ATTNRT_ERR_OVERLAP = 7,
 	/* Errors of the library functions below (never of an entry point). */
 	ATTNRT_ERR_NOMEM = 2,    /* the allocation hook returned NULL */
 	ATTNRT_ERR_IO = 3,       /* a file could not be read or written */

@@ -122,6 +122,8 @@ const char *attnrt_strerror(int code)
 		return "checkpoint does not fit the model";
 	case ATTNRT_ERR_ARG:
 		return "invalid argument";
+	case ATTNRT_ERR_OVERLAP:
+		return "an output overlaps an input, params or another output";
 	}
 	return "unknown error";
 }

@@ -1519,6 +1519,117 @@ START_TEST(test_outputs_written_in_place_are_read_by_later_kernels)
 }
 END_TEST
 
+/* Calls f of p with a at in[0], b at in[1], params pb, the outputs at
+ * o0 and o1 (4 x 8 floats each) on n threads; returns the status. */
+static int call_ab(attnrt_entry_fn fn, cg_program *p, int n, const float *a,
+		   const float *b, void *pb, float *o0, float *o1)
+{
+	size_t sz = cg_program_scratch_bytes(p, "f") + 64;
+	void *sb = aligned_alloc(64, (sz + 63) / 64 * 64);
+	const void *ins[2] = {a, b};
+	void *outs[2] = {o0, o1};
+	attnrt_run run = {1, 0, 0, n};
+	int st = fn(&run, pb, sb, ins, outs);
+	free(sb);
+	return st;
+}
+
+START_TEST(test_outputs_that_overlap_inputs_params_or_outputs_are_refused)
+{
+	/* m = a @ W and s = exp(m) + b, each 4 x 8 floats (128 bytes). */
+	fx x;
+	fx_init(&x);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id b = tu_input(&x.g, tu_type(IR_F32, 2, 4, 8));
+	ir_id w = param(&x, "W", tu_type(IR_F32, 2, 8, 8), IR_INIT_ZEROS);
+	ir_id m = op2(&x, IR_OP_MATMUL, a, w, &(ir_attr){.matmul = {0, 0}});
+	ret(&x, m);
+	ret(&x, op2(&x, IR_OP_ADD, op1(&x, IR_OP_EXP, m, NULL), b, NULL));
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+	ck_assert(cg_program_jit(p));
+	attnrt_entry_fn fn = cg_program_entry(p, "f");
+	ck_assert(fn != NULL);
+	ck_assert_uint_eq(cg_program_params_bytes(p), 8 * 8 * 4);
+	float *pb = aligned_alloc(64, 64 * 4), keep[64];
+	for (int i = 0; i < 64; i++)
+		pb[i] = keep[i] = (float)((i * 7) % 11) / 16.0f - 0.25f;
+	/* The values of a call with every buffer apart. */
+	float va[32], vb[32], want0[32], want1[32];
+	for (int i = 0; i < 32; i++) {
+		va[i] = (float)((i * 5) % 9) / 8.0f - 0.5f;
+		vb[i] = (float)(i % 4) - 1.5f;
+	}
+	for (int n = 1; n <= 2; n++) {
+		ck_assert_int_eq(call_ab(fn, p, n, va, vb, pb, want0, want1), 0);
+		/* One arena: 8 blocks of 32 floats. */
+		float *ar = aligned_alloc(64, 8 * 32 * 4);
+#define RESET()                                  \
+	do {                                     \
+		for (int i = 0; i < 8 * 32; i++) \
+			ar[i] = 1234.5f;         \
+		memcpy(ar, va, sizeof va);       \
+		memcpy(ar + 32, vb, sizeof vb);  \
+	} while (0)
+		/* Outputs end to end after the inputs, touching: allowed. */
+		RESET();
+		ck_assert_int_eq(call_ab(fn, p, n, ar, ar + 32, pb, ar + 64,
+					 ar + 96),
+				 0);
+		ck_assert_mem_eq(ar + 64, want0, sizeof want0);
+		ck_assert_mem_eq(ar + 96, want1, sizeof want1);
+		/* Outputs apart but in descending order, and inputs on
+		 * both sides of them (b moved to the last block): allowed,
+		 * after comparing every pair. */
+		RESET();
+		memcpy(ar + 7 * 32, vb, sizeof vb);
+		ck_assert_int_eq(call_ab(fn, p, n, ar, ar + 7 * 32, pb, ar + 96,
+					 ar + 64),
+				 0);
+		ck_assert_mem_eq(ar + 96, want0, sizeof want0);
+		ck_assert_mem_eq(ar + 64, want1, sizeof want1);
+		/* Inputs may share memory: a and b both at a copy of va. */
+		RESET();
+		float wa0[32], wa1[32];
+		ck_assert_int_eq(call_ab(fn, p, n, va, va, pb, wa0, wa1), 0);
+		ck_assert_int_eq(call_ab(fn, p, n, ar, ar, pb, ar + 64, ar + 96),
+				 0);
+		ck_assert_mem_eq(ar + 64, wa0, sizeof wa0);
+		ck_assert_mem_eq(ar + 96, wa1, sizeof wa1);
+		/* Refused, naming the lower output of the pair, and nothing
+		 * written: output 0 on input a; output 1 sharing a's last
+		 * float; output 0 sharing output 1's first float; output 1
+		 * inside params. */
+		struct {
+			int in_b, o0, o1; /* offsets into ar; -1: into params */
+			int want;
+		} cases[] = {
+			{32, 0, 96, 0},
+			{32, 64, 31, 1},
+			{32, 65, 96, 0},
+			{32, 64, -1, 1},
+		};
+		for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+			RESET();
+			float before[8 * 32];
+			memcpy(before, ar, sizeof before);
+			float *o1 = cases[k].o1 < 0 ? pb + 8 : ar + cases[k].o1;
+			int st = call_ab(fn, p, n, ar, ar + cases[k].in_b, pb,
+					 ar + cases[k].o0, o1);
+			ck_assert_int_eq(st, ATTNRT_ERR_OVERLAP |
+						     (cases[k].want << 8));
+			ck_assert_mem_eq(ar, before, sizeof before);
+			ck_assert_mem_eq(pb, keep, sizeof keep);
+		}
+#undef RESET
+		free(ar);
+	}
+	free(pb);
+	cg_program_destroy(p);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_max_over_an_empty_axis_is_an_error_naming_the_op)
 {
 	fx x;
@@ -1787,6 +1898,9 @@ static Suite *suite(void)
 	tcase_add_test(t, test_leaves_and_views_are_copied_out_as_outputs);
 	tcase_add_test(t,
 		       test_outputs_written_in_place_are_read_by_later_kernels);
+	tcase_add_test(
+		t,
+		test_outputs_that_overlap_inputs_params_or_outputs_are_refused);
 	tcase_add_test(t, test_max_over_an_empty_axis_is_an_error_naming_the_op);
 	tcase_add_test(t, test_empty_tensors_flow_through_without_work);
 	tcase_add_test(t, test_program_emits_an_object_defining_its_entry_point);

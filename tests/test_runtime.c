@@ -77,6 +77,9 @@ START_TEST(test_strerror_names_codes_and_ignores_the_node_bits)
 	ck_assert_str_eq(attnrt_strerror(ATTNRT_ERR_NOMEM), "out of memory");
 	ck_assert_str_eq(attnrt_strerror(ATTNRT_ERR_FORMAT),
 			 "malformed or truncated file");
+	ck_assert_str_eq(attnrt_strerror(ATTNRT_ERR_OVERLAP | (3 << 8)),
+			 "an output overlaps an input, params or another "
+			 "output");
 	ck_assert_str_eq(attnrt_strerror(99), "unknown error");
 }
 END_TEST
