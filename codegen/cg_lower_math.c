@@ -46,6 +46,30 @@ static LLVMValueRef call(cg_fn *f, const char *name, LLVMValueRef x,
 	return cg_intrinsic(f, name, &t, 1, args, y ? 2 : 1);
 }
 
+/* a b + c rounded once (llvm.fma). */
+static LLVMValueRef fma3(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
+			 LLVMValueRef c)
+{
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef args[3] = {a, b, c};
+	return cg_intrinsic(f, "llvm.fma", &t, 1, args, 3);
+}
+
+/* xc - n ln2 as Cody and Waite split it, n ln2_hi + n ln2_lo: ln2_hi =
+ * 0.693359375 has 9 significant bits and |n| <= 128 at most 8, so n ln2_hi is
+ * exact and xc - n ln2_hi, one fused multiply-add, rounds as the
+ * subtraction of the separate product did (the same bits, an
+ * instruction fewer); n ln2_lo is rounded before its subtraction. */
+static LLVMValueRef reduce_ln2(cg_fn *f, LLVMValueRef xc, LLVMValueRef n)
+{
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef r = fma3(f, LLVMBuildFNeg(b, n, ""), fc(xc, 0.693359375f),
+			      xc);
+	return LLVMBuildFSub(b, r,
+			     LLVMBuildFMul(b, n, fc(xc, -2.12194440e-4f), ""),
+			     "");
+}
+
 static LLVMValueRef fmul(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 {
 	return cg_fast(LLVMBuildFMul(f->b, a, b, ""), false);
@@ -89,12 +113,7 @@ LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x)
 			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
 				   fc(x, 0.5f)),
 			      NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc,
-				       LLVMBuildFMul(b, n, fc(x, 0.693359375f),
-						     ""),
-				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""),
-			  "");
+	LLVMValueRef r = reduce_ln2(f, xc, n);
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
 			      fc(x, 1));
@@ -128,12 +147,7 @@ LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x)
 			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
 				   fc(x, 0.5f)),
 			      NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc,
-				       LLVMBuildFMul(b, n, fc(x, 0.693359375f),
-						     ""),
-				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""),
-			  "");
+	LLVMValueRef r = reduce_ln2(f, xc, n);
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
 			      fc(x, 1));

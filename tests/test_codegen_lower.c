@@ -527,6 +527,51 @@ START_TEST(test_erf_holds_its_error_bound_over_a_million_floats)
 }
 END_TEST
 
+/* e^(-(a a)) computed in one kernel takes exp's cheaper half, which
+ * rounds as the whole exp does wherever its argument is not positive:
+ * the same bits as e^z of the same arguments z = -(a a) read from a
+ * buffer, for a over [-15, 15] (down to results that flush to 0),
+ * infinities and NaN. */
+START_TEST(test_exp_of_a_negated_square_rounds_as_exp)
+{
+	enum { N = 1 << 16 };
+	fx x;
+	fx_init(&x);
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 1, N));
+	ir_id z = tu_input(&x.g, tu_type(IR_F32, 1, N));
+	ret(&x, op1(&x, IR_OP_EXP,
+		    op1(&x, IR_OP_NEG, op2(&x, IR_OP_MUL, a, a, NULL), NULL),
+		    NULL));
+	ret(&x, op1(&x, IR_OP_EXP, z, NULL));
+	int64_t dims[1] = {N};
+	interp_tensor in[2];
+	ck_assert(interp_tensor_alloc(&x.g.ctx, &in[0], IR_F32, 1, dims));
+	ck_assert(interp_tensor_alloc(&x.g.ctx, &in[1], IR_F32, 1, dims));
+	float *av = in[0].data, *zv = in[1].data;
+	for (int i = 0; i < N; i++)
+		av[i] = -15.0f + 30.0f * (float)i / (float)(N - 4);
+	av[N - 3] = __builtin_inff();
+	av[N - 2] = -__builtin_inff();
+	av[N - 1] = __builtin_nanf("");
+	for (int i = 0; i < N; i++)
+		zv[i] = -(av[i] * av[i]);
+	run_cfg c = cfg_default();
+	jit_result r = jit_run(&x, NULL, in, NULL, &c);
+	ck_assert_int_eq(r.status, 0);
+	const float *fused = r.out[0], *plain = r.out[1];
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(memcmp(&fused[i], &plain[i], 4) == 0 ||
+				      (isnan(fused[i]) && isnan(plain[i])),
+			      "e^-(%.9g^2): %a fused, %a from a buffer", av[i],
+			      fused[i], plain[i]);
+	ck_assert(fused[N / 2] > 0.99f && fused[0] == 0);
+	jit_result_fini(&r, 2);
+	interp_tensor_fini(&x.g.ctx, &in[0]);
+	interp_tensor_fini(&x.g.ctx, &in[1]);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 /* Every op of the binary and compare families in ops.def; pow on |a|. */
 START_TEST(test_every_float_binary_op_broadcasts_like_the_interpreter)
 {
@@ -1724,6 +1769,7 @@ static Suite *suite(void)
 		       test_exp_tanh_and_sigmoid_hold_over_the_whole_float_range);
 	tcase_add_test(t, test_tanh_holds_its_error_bound_over_a_million_floats);
 	tcase_add_test(t, test_erf_holds_its_error_bound_over_a_million_floats);
+	tcase_add_test(t, test_exp_of_a_negated_square_rounds_as_exp);
 	tcase_add_test(t,
 		       test_sigmoid_holds_its_error_bound_over_a_million_floats);
 	tcase_add_test(t,
