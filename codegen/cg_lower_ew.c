@@ -233,9 +233,24 @@ static LLVMValueRef f32_NEG(cg_fn *f, LLVMValueRef x)
 	return LLVMBuildFNeg(f->b, x, "");
 }
 
+/* Whether x is -(a a) as just built (autodiff's derivative of erf,
+ * 2/sqrt(pi) e^(-a^2)): never positive, NaN or -inf at worst. */
+static bool is_neg_square(LLVMValueRef x)
+{
+	if (!LLVMIsAInstruction(x) || LLVMGetInstructionOpcode(x) != LLVMFNeg)
+		return false;
+	LLVMValueRef m = LLVMGetOperand(x, 0);
+	return LLVMIsAInstruction(m) &&
+	       LLVMGetInstructionOpcode(m) == LLVMFMul &&
+	       LLVMGetOperand(m, 0) == LLVMGetOperand(m, 1);
+}
+
+/* e^x; of an argument known not to be positive, by exp's cheaper half
+ * (cg_lower_exp_shifted: the same bits there, fewer instructions). */
 static LLVMValueRef f32_EXP(cg_fn *f, LLVMValueRef x)
 {
-	return cg_lower_exp(f, x);
+	return is_neg_square(x) ? cg_lower_exp_shifted(f, x)
+				: cg_lower_exp(f, x);
 }
 
 static LLVMValueRef f32_LOG(cg_fn *f, LLVMValueRef x)

@@ -14,9 +14,11 @@
  * training step): within 3.1e-7 relative (5 ulps near 1, 1-2 elsewhere),
  * measured over every float by scripts/fit_tanh.py's check and over a
  * million of them by tests/test_codegen_lower.c.
- * erf is a polynomial below 1 and 1 - e^L(t) above, fitted by
- * scripts/fit_erf.py: within 1.5 ulps over a million floats
- * (tests/test_codegen_lower.c).
+ * erf is a polynomial below 1 and 1 - 2^L(t) above, 2^L by a
+ * polynomial of its own (no general exp: erf needs neither its range
+ * checks nor, where erfc is small, its precision), fitted by
+ * scripts/fit_erf.py: within 1.71 ulps over every float of [0, 5] (its
+ * check) and 2 over the whole float range (tests/test_codegen_lower.c).
  * All take a float or a vector of floats (the fused attention kernels
  * exponentiate a vector of scores at a time).
  */
@@ -44,6 +46,30 @@ static LLVMValueRef call(cg_fn *f, const char *name, LLVMValueRef x,
 	LLVMTypeRef t = LLVMTypeOf(x);
 	LLVMValueRef args[2] = {x, y};
 	return cg_intrinsic(f, name, &t, 1, args, y ? 2 : 1);
+}
+
+/* a b + c rounded once (llvm.fma). */
+static LLVMValueRef fma3(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
+			 LLVMValueRef c)
+{
+	LLVMTypeRef t = LLVMTypeOf(a);
+	LLVMValueRef args[3] = {a, b, c};
+	return cg_intrinsic(f, "llvm.fma", &t, 1, args, 3);
+}
+
+/* xc - n ln2 as Cody and Waite split it, n ln2_hi + n ln2_lo: ln2_hi =
+ * 0.693359375 has 9 significant bits and |n| <= 128 at most 8, so n ln2_hi is
+ * exact and xc - n ln2_hi, one fused multiply-add, rounds as the
+ * subtraction of the separate product did (the same bits, an
+ * instruction fewer); n ln2_lo is rounded before its subtraction. */
+static LLVMValueRef reduce_ln2(cg_fn *f, LLVMValueRef xc, LLVMValueRef n)
+{
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef r = fma3(f, LLVMBuildFNeg(b, n, ""), fc(xc, 0.693359375f),
+			      xc);
+	return LLVMBuildFSub(b, r,
+			     LLVMBuildFMul(b, n, fc(xc, -2.12194440e-4f), ""),
+			     "");
 }
 
 static LLVMValueRef fmul(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
@@ -89,12 +115,7 @@ LLVMValueRef cg_lower_exp(cg_fn *f, LLVMValueRef x)
 			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
 				   fc(x, 0.5f)),
 			      NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc,
-				       LLVMBuildFMul(b, n, fc(x, 0.693359375f),
-						     ""),
-				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""),
-			  "");
+	LLVMValueRef r = reduce_ln2(f, xc, n);
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
 			      fc(x, 1));
@@ -128,12 +149,7 @@ LLVMValueRef cg_lower_exp_nonpos(cg_fn *f, LLVMValueRef x)
 			      fadd(f, fmul(f, xc, fc(x, 1.44269504088896341f)),
 				   fc(x, 0.5f)),
 			      NULL);
-	LLVMValueRef r = LLVMBuildFSub(b, xc,
-				       LLVMBuildFMul(b, n, fc(x, 0.693359375f),
-						     ""),
-				       "");
-	r = LLVMBuildFSub(b, r, LLVMBuildFMul(b, n, fc(x, -2.12194440e-4f), ""),
-			  "");
+	LLVMValueRef r = reduce_ln2(f, xc, n);
 	LLVMValueRef r2 = fmul(f, r, r);
 	LLVMValueRef y = fadd(f, fadd(f, fmul(f, horner(f, r, P, 6), r2), r),
 			      fc(x, 1));
@@ -201,31 +217,52 @@ LLVMValueRef cg_lower_erf(cg_fn *f, LLVMValueRef x)
 {
 	/* erf is odd: computed at t = |x| and given x's sign. Below 1, t +
 	 * t S(t^2) (S has no constant 1, which keeps the rounding small);
-	 * from 1 on, 1 - e^L(t) with L fitted to log erfc t on [1, 4]
-	 * (scripts/fit_erf.py, relative error 4e-8 and 1.2e-8 in exact
-	 * arithmetic); float32 erf is 1 from 3.92 on, so t is clamped to 4.
-	 * L(t) <= -1.8, where exp's cheaper half holds. */
+	 * from 1 on, 1 - 2^L(t) with L fitted to log2 erfc t on [1, 4]
+	 * for the smallest largest error of erfc t L(t) (erf's absolute
+	 * error: erfc's relative error matters less as erfc shrinks), and
+	 * 2^L as 2^n 2^f, n = L rounded, f = L - n (exact) in [-1/2, 1/2],
+	 * 2^f = 1 + f E(f) fitted for the smallest largest relative error
+	 * and scaled by adding n to its exponent bits (scripts/fit_erf.py:
+	 * 1.6e-8 and 9.1e-8 in exact arithmetic, 1.33 ulps over every
+	 * float from 1 on, 1.71 below). float32 erf is 1 from 3.92 on, so t
+	 * is clamped to 4; L(t) is in [-26, -0.003] for t in [0, 4] (NaN
+	 * clamps to 4 too, and is put back at the end), so f = L - n is
+	 * exact and 2^L a normal float, with no clamp. Both halves are
+	 * computed for every element (a vector's lanes take either). */
 	static const float S[6] = {1.2837912277124730e-1f,
 				   -3.7612326732051433e-1f,
 				   1.1280183118734797e-1f,
 				   -2.6711379161173766e-2f,
 				   4.9176185704363659e-3f,
 				   -5.6316642854888746e-4f};
-	static const float L[9] = {2.9102933324745222e-4f,
-				   -1.1301197304572000e0f,
-				   -6.3201341926009053e-1f,
-				   -1.0990974869490348e-1f,
-				   2.6327533791995477e-2f,
-				   -4.7276919441012589e-3f,
-				   5.9020398092641646e-4f,
-				   -4.5298182585250019e-5f,
-				   1.5998235217160017e-6f};
+	static const float L[6] = {-3.8543819040185186e-3f,
+				   -1.6121232117390748e0f,
+				   -9.4422759448777636e-1f,
+				   -1.2787233880746030e-1f,
+				   2.1320408211585045e-2f,
+				   -1.6597201034544183e-3f};
+	static const float E[5] = {6.9314697758199952e-1f,
+				   2.4022242074212860e-1f,
+				   5.5507337678717371e-2f,
+				   9.6715131516412853e-3f,
+				   1.3264719796779378e-3f};
 	LLVMBuilderRef b = f->b;
 	LLVMValueRef ax = call(f, "llvm.fabs", x, NULL);
 	LLVMValueRef t = call(f, "llvm.minnum", ax, fc(x, 4));
 	LLVMValueRef small = fadd(f, fmul(f, t, horner(f, fmul(f, t, t), S, 6)),
 				  t);
-	LLVMValueRef e = cg_lower_exp_nonpos(f, horner(f, t, L, 9));
+	LLVMValueRef l = horner(f, t, L, 6);
+	LLVMValueRef n = call(f, "llvm.rint", l, NULL);
+	LLVMValueRef fr = LLVMBuildFSub(b, l, n, "");
+	LLVMValueRef p = fadd(f, fmul(f, fr, horner(f, fr, E, 5)), fc(x, 1));
+	LLVMTypeRef it = int_like(f, x);
+	LLVMValueRef bits = LLVMBuildAdd(b, LLVMBuildBitCast(b, p, it, ""),
+					 LLVMBuildShl(b,
+						      LLVMBuildFPToSI(b, n, it,
+								      ""),
+						      cg_const_int(it, 23), ""),
+					 "");
+	LLVMValueRef e = LLVMBuildBitCast(b, bits, LLVMTypeOf(x), "");
 	LLVMValueRef large = LLVMBuildFSub(b, fc(x, 1), e, "");
 	LLVMValueRef is_small = LLVMBuildFCmp(b, LLVMRealOLT, t, fc(x, 1), "");
 	LLVMValueRef y = LLVMBuildSelect(b, is_small, small, large, "");
