@@ -257,6 +257,11 @@ typedef struct work_env {
 	LLVMValueRef a, b, c;    /* those of the current product */
 	LLVMValueRef abuf, bbuf, lo, hi, nt;
 	LLVMValueRef k; /* the inner dimension: spec.k, or the k kept */
+	/* skip_zero_k: i64[n_kblocks + 1], where each k-block of spec.k
+	 * starts among the k kept (and the end): the product keeps spec.k's
+	 * k-blocks, so that each block's sum is the one without zero rows
+	 * left out. NULL without skip_zero_k. */
+	LLVMValueRef kstart;
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
 	LLVMValueRef is_last; /* i1: the last k-block */
 	/* skip_zero_m: multiplying the rows kept into their own buffer,
@@ -388,6 +393,44 @@ static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 	cg_loop_end(f, &lic);
 }
 
+/* Opens the pc loop over the k-blocks of w->k: w->pc, w->kc, w->is_last. */
+static void k_block(work_env *w, cg_loop *lpc)
+{
+	cg_fn *f = w->f;
+	int64_t kc = w->g->plan.kc;
+	w->pc = cg_loop_begin(f, lpc, cg_i64(f, 0), w->k, kc);
+	w->kc = cg_min(f, cg_i64(f, kc), LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
+	w->is_last = LLVMBuildICmp(f->b, LLVMIntSGE,
+				   LLVMBuildNSWAdd(f->b, w->pc, w->kc, ""),
+				   w->k, "");
+}
+
+/* The k-blocks of spec.k (ceil(k / kc) of them). */
+static int64_t n_kblocks(const cg_gemm_gen *g)
+{
+	return ceil_div(g->spec.k, g->plan.kc);
+}
+
+static LLVMValueRef kstart_at(work_env *w, LLVMValueRef i)
+{
+	return LLVMBuildInBoundsGEP2(w->f->b, cg_t_i64(w->f), w->kstart, &i, 1,
+				     "");
+}
+
+/* skip_zero_k: opens the loop over spec.k's k-blocks, each the k kept
+ * from it (at least one, keep_nonzero_k): w->pc, w->kc, w->is_last. */
+static void kept_k_block(work_env *w, cg_loop *lpc)
+{
+	cg_fn *f = w->f;
+	int64_t nb = n_kblocks(w->g);
+	LLVMValueRef bi = cg_loop_begin(f, lpc, cg_i64(f, 0), cg_i64(f, nb), 1);
+	LLVMValueRef end = LLVMBuildLoad2(f->b, cg_t_i64(f),
+					  kstart_at(w, cg_addi(f, bi, 1)), "");
+	w->pc = LLVMBuildLoad2(f->b, cg_t_i64(f), kstart_at(w, bi), "");
+	w->kc = LLVMBuildNSWSub(f->b, end, w->pc, "");
+	w->is_last = LLVMBuildICmp(f->b, LLVMIntEQ, bi, cg_i64(f, nb - 1), "");
+}
+
 /* The jc and pc loops: columns [c0, c1), rows [r0, r1). */
 static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 			LLVMValueRef c0, LLVMValueRef c1)
@@ -398,17 +441,15 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	w->jc = cg_loop_begin(f, &ljc, c0, c1, p->nc);
 	w->nc = cg_min(f, cg_i64(f, p->nc),
 		       LLVMBuildNSWSub(f->b, c1, w->jc, ""));
-	w->pc = cg_loop_begin(f, &lpc, cg_i64(f, 0), w->k, p->kc);
-	w->kc = cg_min(f, cg_i64(f, p->kc),
-		       LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
+	if (w->kstart)
+		kept_k_block(w, &lpc);
+	else
+		k_block(w, &lpc);
 	/* skip_zero_m multiplies into its own buffer, then adds. */
 	w->is_acc = w->g->spec.accumulate && !w->is_kept_rows
 			    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
 			    : LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
 					    cg_i64(f, 0), "");
-	w->is_last = LLVMBuildICmp(f->b, LLVMIntSGE,
-				   LLVMBuildNSWAdd(f->b, w->pc, w->kc, ""),
-				   w->k, "");
 	if (p->pack_b)
 		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf,
 			  w->nc);
@@ -728,37 +769,42 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 /* skip_zero_k: copies B's rows that are not all zero, and those whose
  * column of A holds an inf or NaN (0 times it is NaN), with A's matching
  * columns, to the buffers ka and kb in the layout of A and B, keeping at
- * least one (a product of none would leave C unwritten), and points the
- * work at them: w->a0, w->b0, w->k. */
+ * least one of each k-block of spec.k (a block of none would leave C
+ * unwritten), and points the work at them: w->a0, w->b0, w->k, and
+ * w->kstart the blocks' starts among the k kept. Each block sums the
+ * terms it keeps in their order from +0, and a term left out is a zero
+ * (+0 or -0) that adds nothing to a sum that is not -0: the product has
+ * the bits of the one that keeps every k. */
 static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 {
 	cg_fn *f = w->f;
 	const cg_gemm_gen *g = w->g;
 	const cg_gemm_spec *s = &g->spec;
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
 	LLVMValueRef kept = cg_var(f, cg_t_i64(f), cg_i64(f, 0));
-	cg_loop l;
-	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->k), 1);
+	cg_loop lb, l;
+	LLVMValueRef bi = cg_loop_begin(f, &lb, cg_i64(f, 0),
+					cg_i64(f, n_kblocks(g)), 1);
+	LLVMValueRef first = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
+	LLVMBuildStore(f->b, first, kstart_at(w, bi));
+	LLVMValueRef p0 = cg_muli(f, bi, g->plan.kc);
+	LLVMValueRef p1 = cg_min(f, cg_addi(f, p0, g->plan.kc), cg_i64(f, s->k));
+	LLVMValueRef p = cg_loop_begin(f, &l, p0, p1, 1);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
 	LLVMValueRef brow = cg_at(f, w->b0, cg_muli(f, p, g->b_rs));
 	LLVMValueRef acol = cg_at(f, w->a0, cg_muli(f, p, g->a_cs));
-	/* The last k is kept when none was, else by its values. */
+	/* The block's last k is kept when none of it was, else by its
+	 * values. */
 	LLVMValueRef is_last = LLVMBuildICmp(f->b, LLVMIntEQ, cg_addi(f, p, 1),
-					     cg_i64(f, s->k), "");
-	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, cg_i64(f, 0),
-					      "");
-	LLVMValueRef keep = cg_var(f, LLVMInt1TypeInContext(f->ctx),
+					     p1, "");
+	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, first, "");
+	LLVMValueRef keep = cg_var(f, i1,
 				   any_of(f, brow, 1, 0, s->n, g->b_cs, false));
 	LLVMBasicBlockRef zero = cg_if_begin(
-		f,
-		LLVMBuildNot(f->b,
-			     LLVMBuildLoad2(f->b, LLVMInt1TypeInContext(f->ctx),
-					    keep, ""),
-			     ""));
+		f, LLVMBuildNot(f->b, LLVMBuildLoad2(f->b, i1, keep, ""), ""));
 	LLVMBuildStore(f->b, any_of(f, acol, 1, 0, s->m, g->a_rs, true), keep);
 	cg_if_end(f, zero);
-	keep = LLVMBuildOr(f->b,
-			   LLVMBuildLoad2(f->b, LLVMInt1TypeInContext(f->ctx),
-					  keep, ""),
+	keep = LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, keep, ""),
 			   LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
 	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n,
@@ -768,9 +814,11 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
 	cg_if_end(f, join);
 	cg_loop_end(f, &l);
+	cg_loop_end(f, &lb);
+	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
+	LLVMBuildStore(f->b, w->k, kstart_at(w, cg_i64(f, n_kblocks(g))));
 	w->a0 = ka;
 	w->b0 = kb;
-	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
 }
 
 /* skip_zero_k: keep_nonzero_k when B has a row of zeros; else the work
@@ -782,6 +830,13 @@ static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	LLVMValueRef a0 = cg_var(f, cg_t_ptr(f), w->a0);
 	LLVMValueRef b0 = cg_var(f, cg_t_ptr(f), w->b0);
 	LLVMValueRef k = cg_var(f, cg_t_i64(f), w->k);
+	int64_t nb = n_kblocks(g);
+	w->kstart = cg_entry_alloca(f,
+				    LLVMArrayType2(cg_t_i64(f), (uint64_t)nb + 1),
+				    8);
+	for (int64_t i = 0; i <= nb; i++) /* every k kept: spec.k's blocks */
+		LLVMBuildStore(f->b, cg_i64(f, min64(i * g->plan.kc, g->spec.k)),
+			       kstart_at(w, cg_i64(f, i)));
 	LLVMBasicBlockRef join = cg_if_begin(f,
 					     has_zero_row(f, w->b0, cg_i64(f, 0),
 							  cg_i64(f, g->spec.k),

@@ -65,12 +65,13 @@ typedef struct cg_gemm_spec {
 	bool is_range_only;
 	/* Leave out of the product each k whose row of B is all zero (B not
 	 * tb, a batch of 1) while A's column k is finite: its terms are all
-	 * zero, so C is the same (up to the sign of a zero and the rounding
-	 * of a shorter sum) and the work is that of the rows kept. For the
-	 * weight gradient X^T dY of a masked loss, where dY is zero at every
-	 * padding token. A call that finds a row of zeros in B (it stops
-	 * at the first) copies the rows kept, and A's matching columns,
-	 * into its buffer; one that finds none reads A and B in place. */
+	 * zero, and the k kept keep the k-blocks of all of K (at least one
+	 * from each), so C has the same bits and the work is that of the
+	 * rows kept. For the weight gradient X^T dY of a masked loss, where
+	 * dY is zero at every padding token. A call that finds a row of
+	 * zeros in B (it stops at the first) copies the rows kept, and A's
+	 * matching columns, into its buffer; one that finds none reads A
+	 * and B in place. */
 	bool skip_zero_k;
 	/* Leave out of the product each row of A that is all zero (a batch of
 	 * 1), unless B holds an inf or NaN: that row of C is 0 (the sgemm's
@@ -95,9 +96,7 @@ typedef struct cg_gemm_spec {
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
-/* The longest k-block: a KC×NR B panel (16 or 32 KB) stays in L1. A K
- * up to it is summed in one block, from 0, so leaving out zero terms
- * (skip_zero_k) rounds no differently. */
+/* The longest k-block: a KC×NR B panel (16 or 32 KB) stays in L1. */
 #define CG_GEMM_KC_MAX 256
 #define CG_GEMM_GRAIN_DEFAULT (1 << 19)
 

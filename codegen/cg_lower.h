@@ -42,6 +42,7 @@ typedef struct cg_lower {
 	uint32_t n_gemms; /* sgemm functions generated (for unique names) */
 	unsigned vw;      /* floats per vector of the sgemm and attention
 			   * kernels: 8 (AVX2) or 16 (AVX-512) */
+	bool keep_zero_rows; /* cg_program_options.keep_zero_rows */
 } cg_lower;
 
 /* One node of the trees through which a kernel reads its operands

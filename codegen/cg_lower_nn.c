@@ -189,7 +189,8 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
  * (IR_OPF_ZERO_ROWS, a padding token's row) and what the backward pass
  * makes of it row by row: views and dropouts of it, products with it,
  * sums and differences of such rows, its rows' means, a relu's select of
- * it, a matmul whose rows it is, the attention gradients of it. A guess
+ * it, a matmul whose rows it is, the attention gradients of it, layer
+ * norm's gradient of it (x's rows finite). A guess
  * for the sgemm, which checks the rows it leaves out: a wrong one costs
  * only the scan. */
 static bool zero_rows_at(const ir_graph *g, ir_id i, const bool *z)
@@ -229,50 +230,46 @@ static bool zero_rows_at(const ir_graph *g, ir_id i, const bool *z)
 	case IR_OP_FUSED_ATTENTION_GRAD:
 	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
 		return z[a[n->n_args - 1]];
+	case IR_OP_LAYER_NORM_GRAD: /* (x, gamma, dy): 0 where dy's row is */
+		return z[a[2]];
 	default:
 		return false;
 	}
 }
 
 /* Whether operand i of matmul mm has rows of zeros the sgemm can leave
- * out: ZR_LOSS where it is, through reshapes and slices, a masked loss's
- * gradient itself, ZR_BACKWARD where the backward pass carries that
- * gradient's zero rows to it (zero_rows_at), else ZR_NONE (also when
- * there is no memory to tell). */
-enum { ZR_NONE, ZR_BACKWARD, ZR_LOSS };
-static int zero_rows_of(ir_ctx *ctx, const ir_graph *g, ir_id mm, uint32_t i)
+ * out: it is, through reshapes and slices, a masked loss's gradient
+ * itself, or the backward pass carries that gradient's zero rows to it
+ * (zero_rows_at); false also when there is no memory to tell. */
+static bool zero_rows_of(ir_ctx *ctx, const ir_graph *g, ir_id mm, uint32_t i)
 {
 	ir_id x = ir_arg(g, mm, i);
 	while (g->nodes[x].op == IR_OP_RESHAPE || g->nodes[x].op == IR_OP_SLICE)
 		x = ir_arg(g, x, 0);
 	if (ir_op_table[g->nodes[x].op].flags & IR_OPF_ZERO_ROWS)
-		return ZR_LOSS;
+		return true;
 	bool *z = ir_alloc(ctx, ((size_t)x + 1) * sizeof *z);
 	if (!z)
-		return ZR_NONE;
+		return false;
 	for (ir_id j = 0; j <= x; j++)
 		z[j] = zero_rows_at(g, j, z);
 	bool is = z[x];
 	ir_free(ctx, z);
-	return is ? ZR_BACKWARD : ZR_NONE;
+	return is;
 }
 
-/* Which zero rows the sgemm of matmul mm (inner dimension K) leaves out
- * (ta, tb: how its operands are stored; is_batched: a batch of
- * products, not one): B's rows (skip_zero_k) or, failing that, A's
- * (skip_zero_m). Leaving out A's rows gives the same bits; B's rows (the
- * terms of the sum over K) too when K is one k-block, and else only the
- * loss's own gradient does, as it always has, so that the results stay
- * those of the sgemm before the backward pass's rows were left out. The
- * one rule for matmul_gemm and for the epilogue plan's promise. */
-static void zero_skips(ir_ctx *ctx, const ir_graph *g, ir_id mm, int64_t K,
-		       bool ta, bool tb, bool is_batched, bool *skip_k,
-		       bool *skip_m)
+/* Which zero rows the sgemm of matmul mm leaves out (ta, tb: how its
+ * operands are stored; is_batched: a batch of products, not one): B's
+ * rows (skip_zero_k) or, failing that, A's (skip_zero_m). Either gives
+ * the bits of the product that keeps them (skip_zero_k keeps the
+ * k-blocks of all of K); none with L->keep_zero_rows. The one rule for
+ * matmul_gemm and for the epilogue plan's promise. */
+static void zero_skips(const cg_lower *L, const ir_graph *g, ir_id mm, bool ta,
+		       bool tb, bool is_batched, bool *skip_k, bool *skip_m)
 {
-	int zk = !tb && !is_batched ? zero_rows_of(ctx, g, mm, 1) : ZR_NONE;
-	*skip_k = zk == ZR_LOSS || (zk == ZR_BACKWARD && K <= CG_GEMM_KC_MAX);
-	*skip_m = !ta && !is_batched && !*skip_k &&
-		  zero_rows_of(ctx, g, mm, 0) != ZR_NONE;
+	bool is_one = !is_batched && !L->keep_zero_rows;
+	*skip_k = is_one && !tb && zero_rows_of(L->ctx, g, mm, 1);
+	*skip_m = is_one && !ta && !*skip_k && zero_rows_of(L->ctx, g, mm, 0);
 }
 
 /* The epilogue's terms into the spec; false if the nest did not fold
@@ -321,8 +318,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 		s.stride_b = bn->strides[2][in];
 		bn->dims[in] = 1;
 	}
-	zero_skips(L->ctx, k->g, src->mm, s.k, ta, s.tb, s.batch != 0,
-		   &s.skip_zero_k, &s.skip_zero_m);
+	zero_skips(L, k->g, src->mm, ta, s.tb, s.batch != 0, &s.skip_zero_k,
+		   &s.skip_zero_m);
 	if (!gemm_epilogue(k, bn, src, &s))
 		return false;
 	char name[64], err[256];
@@ -405,8 +402,7 @@ static bool is_one_gemm(const cg_lower *L, const ir_graph *g, ir_id mm)
 		if (ad[d] != od[d])
 			return false;
 	bool skip_k, skip_m;
-	zero_skips(L->ctx, g, mm, K, ta, n->attr.matmul.tb, false, &skip_k,
-		   &skip_m);
+	zero_skips(L, g, mm, ta, n->attr.matmul.tb, false, &skip_k, &skip_m);
 	return !skip_m;
 }
 

@@ -75,6 +75,10 @@ typedef struct cg_program_options {
 	/* Give every computing node a kernel and a buffer of its own (no
 	 * elementwise fusion, the pass "fuse_elementwise": docs/fusion.md). */
 	bool no_fuse;
+	/* Have every sgemm multiply the zero rows of a masked loss's
+	 * gradient too (codegen/cg_gemm.h, skip_zero_k and skip_zero_m):
+	 * the same bits, for tests that compare against it. */
+	bool keep_zero_rows;
 	/* Threads of the entry points' static schedules (docs/codegen.md):
 	 * a call asking for exactly this many threads runs its kernels side
 	 * by side on them; any other count runs them one after another,

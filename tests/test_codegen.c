@@ -691,6 +691,83 @@ START_TEST(test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits)
 }
 END_TEST
 
+/* Zeroes the rows of B that case `what` of
+ * test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits leaves out: 0
+ * those of a padded batch (rows p with p % 10 >= 4), 1 every row of the
+ * first k-block and the last row, 2 every row but one in each k-block, 3
+ * every row, 4 none; 5 as 0 with an inf in a column of A whose row of B
+ * is zero (that k stays in the product). kc is the plan's k-block. */
+static void zero_b_rows_for(gemm_case *t, int what, int64_t kc)
+{
+	const cg_gemm_spec *s = &t->spec;
+	for (int64_t p = 0; p < s->k; p++) {
+		bool is_zero = what == 0 || what == 5 ? p % 10 >= 4
+			       : what == 1            ? p < kc || p == s->k - 1
+			       : what == 2            ? p % kc != kc / 2
+						      : what == 3;
+		for (int64_t j = 0; is_zero && j < s->n; j++)
+			t->b[p * t->plan.ldb + j] = 0;
+	}
+	if (what == 5) {
+		int64_t i = s->m / 2, p = 7; /* 7 % 10 >= 4: a zero row */
+		t->a[s->ta ? p * t->plan.lda + i : i * t->plan.lda + p] = INFINITY;
+	}
+}
+
+/* skip_zero_k gives the bits of the product that keeps every k, however
+ * many k-blocks K makes (320: two of 160, the Transformer's X^T dY; 600:
+ * three of 200) and whichever rows of B are zero, a whole k-block
+ * included; A transposed or not, accumulating or not, packed or not, on
+ * 1 thread and 2. */
+START_TEST(test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits)
+{
+	static const int64_t shapes[3][3] = {{32, 32, 320},
+					     {9, 70, 600},
+					     {13, 20, 100}};
+	for (int sh = 0; sh < 3; sh++)
+		for (int v = 0; v < 8; v++) {
+			cg_gemm_spec spec = shape(shapes[sh][0], shapes[sh][1],
+						  shapes[sh][2]);
+			spec.ta = v & 1;
+			spec.accumulate = v & 2;
+			spec.pack = v & 4 ? CG_GEMM_PACK_AB : CG_GEMM_PACK_NONE;
+			spec.vector_width = widths[(sh + v) % 2];
+			gemm_jit plain = jit_open(&spec);
+			spec.skip_zero_k = true;
+			gemm_jit skip = jit_open(&spec);
+			for (int what = 0; what < 6; what++) {
+				gemm_case t;
+				case_init(&t, spec,
+					  1200 + (uint64_t)(sh * 50 + v * 6 +
+							    what));
+				zero_b_rows_for(&t, what, t.plan.kc);
+				float *c0 = jit_run(&plain, &t, 1);
+				for (int threads = 1; threads <= 2; threads++) {
+					float *c = jit_run(&skip, &t, threads);
+					for (size_t at = 0; at < t.n_c; at++)
+						ck_assert_msg(
+							same_or_both_nan(c[at],
+									 c0[at]),
+							"%lldx%lldx%lld v %d case "
+							"%d, %d threads: C[%zu] = "
+							"%g, plainly %g",
+							(long long)spec.m,
+							(long long)spec.n,
+							(long long)spec.k, v,
+							what, threads, at,
+							(double)c[at],
+							(double)c0[at]);
+					free(c);
+				}
+				free(c0);
+				case_fini(&t);
+			}
+			jit_close(&plain);
+			jit_close(&skip);
+		}
+}
+END_TEST
+
 START_TEST(test_gemm_accumulates_one_hand_computed_product)
 {
 	/* A = [1 2; 3 4], B = [5 6; 7 8], C = [1 1; 1 1]: C + AB. */
@@ -1530,6 +1607,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num,
 		       test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
 	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits);
+	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);

@@ -45,6 +45,18 @@ export def loss_padded(x: f32[B, 16, 32], targets: i32[B, 16], valid: i32[B])
   z = h @ Wq + h
   return sum(masked_ce(z @ Wr, targets, valid))
 
+# A padded loss through layer norms, 24 sequences of 16 (384 rows: two
+# k-blocks of the weights' gradients X^T dY): each norm's gradient keeps
+# the zero rows of the loss's (every padding position), and the matmuls
+# of the backward pass leave them out.
+export def loss_normed(x: f32[24, 16, 32], targets: i32[24, 16], valid: i32[24])
+  param Wp : [32, 32] = normal(0, 0.3)
+  param Wq : [32, 32] = normal(0, 0.3)
+  param Wr : [32, 10] = normal(0, 0.3)
+  h = norm(relu(x @ Wp))
+  z = norm(h @ Wq + h)
+  return sum(masked_ce(z @ Wr, targets, valid))
+
 # Two adds in a row after a product: a bias then a residual, as a
 # transformer's MLP output joins its input (y), and a sum of three
 # products of different operands, as the input gradient of the
