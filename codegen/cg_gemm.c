@@ -193,13 +193,33 @@ static void choose_blocks(const cg_gemm_spec *s, cg_gemm_plan *p)
 	p->nc = round_up(ceil_div(s->n, ceil_div(s->n, NC_MAX)), p->nr);
 }
 
+/* Threads split C by row panels or by column panels. Each thread reads
+ * (and packs) the whole of the operand the split does not cut: all of B
+ * (k×n) when rows are split, all of A (k×m) when columns are. So a
+ * product with fewer rows than columns splits its columns when there
+ * are enough of them (SPLIT_PARTS_MIN, as many as rows would give at
+ * least), the weight gradients X^T dY of an MLP's wide layer above all
+ * (256×1024 by K = 1,024 tokens: each of 2 threads packed the 4 MB of
+ * dY, where A is 1 MB). A batch's panels are counted across its
+ * products, which splits rows best. The split changes no sum: each
+ * element of C is computed the same way either way. */
+#define SPLIT_PARTS_MIN 16
+
+static bool is_split_rows(const cg_gemm_spec *s, const cg_gemm_plan *p,
+			  int64_t mp, int64_t np)
+{
+	if (p->batch == 1 && s->m < s->n && np >= SPLIT_PARTS_MIN)
+		return false;
+	return mp >= np || mp >= SPLIT_PARTS_MIN;
+}
+
 static void choose_threads(const cg_gemm_spec *s, cg_gemm_plan *p)
 {
 	int64_t mp = ceil_div(s->m, CG_GEMM_MR), np = ceil_div(s->n, p->nr);
 	int64_t grain = s->grain ? s->grain : CG_GEMM_GRAIN_DEFAULT;
 	int64_t most = 2 * s->m * s->n * s->k * p->batch / grain;
 
-	p->split_rows = mp >= np || mp >= 16;
+	p->split_rows = is_split_rows(s, p, mp, np);
 	most = min64(most, (p->split_rows ? mp : np) * p->batch);
 	p->max_threads = (int)(most < 1 ? 1 : min64(most, 1024));
 	p->parts = (p->split_rows ? mp : np) * p->batch;

@@ -959,6 +959,53 @@ START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 }
 END_TEST
 
+/* Products with fewer rows than columns split their columns over the
+ * threads (each thread packs all of A, the smaller operand, and its part
+ * of B): packed A, A^T, B and B^T blocks, edge tiles on both sides,
+ * several k-blocks, accumulating; 1, 2 and 3 threads give the same bits,
+ * and the float64 product. */
+START_TEST(test_gemm_columns_split_keeps_the_bits)
+{
+	static const struct {
+		int64_t m, n, k;
+		bool ta, tb, accumulate;
+		cg_gemm_pack pack;
+	} cases[] = {
+		{97, 517, 300, true, false, false, CG_GEMM_PACK_AUTO},
+		{61, 600, 260, false, true, true, CG_GEMM_PACK_AUTO},
+		{250, 1000, 70, false, false, false, CG_GEMM_PACK_AB},
+		{100, 530, 40, true, false, true, CG_GEMM_PACK_NONE},
+	};
+	for (size_t c = 0; c < 8; c++) {
+		gemm_case t;
+		cg_gemm_spec spec = shape(cases[c % 4].m, cases[c % 4].n,
+					  cases[c % 4].k);
+		spec.ta = cases[c % 4].ta;
+		spec.tb = cases[c % 4].tb;
+		spec.accumulate = cases[c % 4].accumulate;
+		spec.pack = cases[c % 4].pack;
+		spec.grain = 1000;
+		spec.vector_width = widths[c / 4];
+		case_init(&t, spec, 1300 + c);
+		ck_assert_msg(!t.plan.split_rows, "case %zu splits rows", c);
+		ck_assert_int_ge(t.plan.max_threads, 3);
+		gemm_jit j = jit_open(&t.spec);
+		float *one = jit_run(&j, &t, 1);
+		for (int threads = 2; threads <= 3; threads++) {
+			float *more = jit_run(&j, &t, threads);
+			ck_assert_msg(memcmp(one, more, t.n_c * sizeof *one) == 0,
+				      "case %zu: %d threads differ", c, threads);
+			free(more);
+		}
+		double e = case_error(&t, one);
+		ck_assert_msg(e < 1e-5, "case %zu: error %g", c, e);
+		free(one);
+		jit_close(&j);
+		case_fini(&t);
+	}
+}
+END_TEST
+
 typedef void (*gemm_nt_fn)(const float *A, const float *B, float *C,
 			   int n_threads);
 
@@ -1259,6 +1306,39 @@ START_TEST(test_plan_packs_and_blocks_large_shapes)
 	p = plan_vw(12, 5000, 64, 16);
 	ck_assert_int_eq(p.nr, 32);
 	ck_assert_int_eq(p.nc, 2528); /* two n-blocks of 79 panels */
+}
+END_TEST
+
+/* Threads split the side that leaves them the smaller operand to read
+ * whole: a weight gradient X^T dY of 256×1024 (K = 1,024 tokens) splits
+ * its columns (each thread packs A, 1 MB, not B, 4 MB), a square one or
+ * one with more rows its rows, a batch its rows across the products. */
+START_TEST(test_plan_splits_the_side_of_the_larger_operand)
+{
+	cg_gemm_spec spec = shape(256, 1024, 1024);
+	spec.ta = true;
+	spec.vector_width = 16;
+	cg_gemm_plan p = plan_of(spec);
+	ck_assert(!p.split_rows);
+	ck_assert_int_eq(p.parts, 32);
+	spec.n = 512; /* the tied head's weight gradient */
+	ck_assert(!plan_of(spec).split_rows);
+	spec.n = 256; /* q, k, v, o: the same size either way */
+	ck_assert(plan_of(spec).split_rows);
+	ck_assert(plan_vw(1024, 256, 1024, 16).split_rows);
+	ck_assert(plan_vw(1024, 1024, 256, 16).split_rows);
+	ck_assert(plan_vw(100, 400, 64, 16).split_rows); /* 13 column panels */
+	ck_assert(!plan_vw(100, 400, 64, 8).split_rows); /* 25 of 16 columns */
+	spec = shape(64, 1024, 64);
+	spec.batch = 4;
+	spec.stride_a = 64 * 64;
+	spec.stride_b = 64 * 1024;
+	spec.stride_c = 64 * 1024;
+	ck_assert(!plan_of(spec).split_rows); /* as before: 11 row panels */
+	spec.m = 96;
+	spec.stride_a = 96 * 64;
+	spec.stride_c = 96 * 1024;
+	ck_assert(plan_of(spec).split_rows); /* 16 row panels a product */
 }
 END_TEST
 
@@ -1617,6 +1697,7 @@ static Suite *codegen_suite(void)
 		       test_gemm_batch_results_do_not_depend_on_thread_count);
 	tcase_add_test(num, test_gemm_takes_the_thread_count_as_an_argument);
 	tcase_add_test(num, test_gemm_runs_on_more_threads_than_row_panels);
+	tcase_add_test(num, test_gemm_columns_split_keeps_the_bits);
 	suite_add_tcase(s, num);
 
 	TCase *epi = tcase_create("gemm epilogue");
@@ -1635,6 +1716,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
 	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
 	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
+	tcase_add_test(code, test_plan_splits_the_side_of_the_larger_operand);
 	tcase_add_test(code, test_plan_fills_in_dense_leading_dimensions);
 	tcase_add_test(code, test_plan_rejects_bad_specs);
 	suite_add_tcase(s, code);
