@@ -380,6 +380,11 @@ static void pack_begin(cg_fn *f, const cg_gemm_gen *g, const char *what)
 		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 4, 0),
 		    true);
 	cg_fn_param_readonly(f, 0);
+	/* One copy per packing code: inlined, O3 optimized and unrolled it
+	 * again in every loop nest that calls it (MergeFunctions folds the
+	 * routines of variants that pack alike into one before that). A
+	 * call per packed block costs nothing next to the copying. */
+	cg_fn_attr(f, "noinline");
 }
 
 /* One row p of an A panel: dst[r] = src(r, p) for r < rows, else 0. */

@@ -984,9 +984,10 @@ START_TEST(test_module_merges_functions_of_the_same_code)
 }
 END_TEST
 
-/* The micro-kernels defined in a module with an sgemm of each spec
- * (n of them, named g0, g1, ...), by the optimized IR. */
-static int micro_kernels(const cg_gemm_spec *specs, int n)
+/* The functions whose name holds `part` that the optimized IR of a
+ * module with an sgemm of each spec (n of them, named g0, g1, ...)
+ * defines. */
+static int defined_fns(const cg_gemm_spec *specs, int n, const char *part)
 {
 	cg_module *m = cg_module_create("share");
 	char name[16], *ir = NULL;
@@ -1001,13 +1002,18 @@ static int micro_kernels(const cg_gemm_spec *specs, int n)
 	int k = 0;
 	for (const char *at = ir; at;
 	     at = strchr(at, '\n'), at = at ? at + 1 : at) {
-		const char *eol = strchr(at, '\n'),
-			   *u = strstr(at, "@sgemm.ukr.");
+		const char *eol = strchr(at, '\n'), *u = strstr(at, part);
 		k += strncmp(at, "define ", 7) == 0 && u && (!eol || u < eol);
 	}
 	free(ir);
 	cg_module_destroy(m);
 	return k;
+}
+
+/* The micro-kernels defined in a module with an sgemm of each spec. */
+static int micro_kernels(const cg_gemm_spec *specs, int n)
+{
+	return defined_fns(specs, n, "@sgemm.ukr.");
 }
 
 /* Two sgemms of one shape whose strides differ (leading dimensions
@@ -1072,6 +1078,28 @@ START_TEST(test_gemm_variants_share_micro_kernels)
 	const cg_gemm_spec specs[2] = {s0, s1};
 	ck_assert_int_gt(micro_kernels(specs, 1), 0);
 	ck_assert_int_eq(micro_kernels(specs, 2), micro_kernels(specs, 1));
+}
+END_TEST
+
+/* The packing routines stay functions of their own through O3, not
+ * inlined into each loop nest that calls them (each copy would be
+ * optimized and compiled again), and two sgemms that pack alike (C's
+ * row stride differs) share one of each. */
+START_TEST(test_gemm_packing_is_one_function_per_code)
+{
+	for (int tr = 0; tr < 4; tr++) {
+		cg_gemm_spec s0 = shape(23, 37, 19), s1 = s0;
+		s0.ta = s1.ta = tr & 1;
+		s0.tb = s1.tb = tr & 2;
+		s0.pack = s1.pack = CG_GEMM_PACK_AB;
+		s1.ldc = 45;
+		const cg_gemm_spec specs[2] = {s0, s1};
+		ck_assert_int_eq(defined_fns(specs, 1, ".pack_a("), 1);
+		ck_assert_int_eq(defined_fns(specs, 1, ".pack_b("), 1);
+		ck_assert_int_eq(defined_fns(specs, 2, ".pack_a("), 1);
+		ck_assert_int_eq(defined_fns(specs, 2, ".pack_b("), 1);
+		check_shared_pair(s0, s1);
+	}
 }
 END_TEST
 
@@ -1551,6 +1579,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
 	tcase_add_test(code, test_module_merges_functions_of_the_same_code);
 	tcase_add_test(code, test_gemm_variants_share_micro_kernels);
+	tcase_add_test(code, test_gemm_packing_is_one_function_per_code);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_prefetches_c_and_transposed_a);
