@@ -1103,6 +1103,45 @@ START_TEST(test_gemm_packing_is_one_function_per_code)
 }
 END_TEST
 
+/* How many times `what` occurs in the body of the function named
+ * `fn` in the optimized IR of a module with the sgemm g0 of spec. */
+static int count_in_fn(const cg_gemm_spec *spec, const char *fn,
+		       const char *what)
+{
+	cg_module *m = cg_module_create("count");
+	char *ir = NULL, head[64];
+	size_t len = 0;
+	ck_assert_msg(cg_gemm_add(m, "g0", spec), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_emit_buffer(m, CG_EMIT_LLVM, &ir, &len), "%s",
+		      cg_module_error(m));
+	snprintf(head, sizeof head, "@%s(", fn);
+	const char *at = strstr(ir, head), *end = at ? strstr(at, "\n}") : NULL;
+	ck_assert_msg(at && end, "no function %s", fn);
+	int n = 0;
+	for (; (at = strstr(at, what)) && at < end; at++)
+		n++;
+	free(ir);
+	cg_module_destroy(m);
+	return n;
+}
+
+/* The packing routines' loops are not unrolled: packing A^T in runs of
+ * 8 stored rows stores each row's piece of a panel once in the run's
+ * loop over the panels and once for the last partial panel, and a row
+ * packed alone the same, 18 masked stores; O3's unswitching on whether
+ * there is a partial panel copies the two loops over the panels (27).
+ * Unrolled, they were 99. */
+START_TEST(test_gemm_packing_loops_are_not_unrolled)
+{
+	cg_gemm_spec spec = shape(23, 37, 19);
+	spec.ta = true;
+	spec.pack = CG_GEMM_PACK_AB;
+	ck_assert_int_eq(count_in_fn(&spec, "g0.pack_a",
+				     "call void @llvm.masked.store"),
+			 27);
+}
+END_TEST
+
 START_TEST(test_gemm_micro_kernel_is_fma_on_eight_floats)
 {
 	cg_gemm_spec spec = shape(1024, 1024, 1024);
@@ -1580,6 +1619,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_module_merges_functions_of_the_same_code);
 	tcase_add_test(code, test_gemm_variants_share_micro_kernels);
 	tcase_add_test(code, test_gemm_packing_is_one_function_per_code);
+	tcase_add_test(code, test_gemm_packing_loops_are_not_unrolled);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_prefetches_c_and_transposed_a);
