@@ -380,6 +380,11 @@ static void pack_begin(cg_fn *f, const cg_gemm_gen *g, const char *what)
 		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 4, 0),
 		    true);
 	cg_fn_param_readonly(f, 0);
+	/* One copy per packing code: inlined, O3 optimized and unrolled it
+	 * again in every loop nest that calls it (MergeFunctions folds the
+	 * routines of variants that pack alike into one before that). A
+	 * call per packed block costs nothing next to the copying. */
+	cg_fn_attr(f, "noinline");
 }
 
 /* One row p of an A panel: dst[r] = src(r, p) for r < rows, else 0. */
@@ -435,6 +440,7 @@ static void pack_at_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 			       cg_ati(f, panel, r * CG_GEMM_MR), CG_GEMM_MR);
 	}
 	cg_loop_end(f, &lq);
+	cg_loop_no_unroll(f, &lq);
 	if (!rows_tail)
 		return;
 	LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSGT,
@@ -452,7 +458,11 @@ static void pack_at_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 }
 
 /* Packs the block's KC stored rows `run` at a time, then the rows left
- * one by one: pack(f, g, p, n, full, tail) packs the n rows from p. */
+ * one by one: pack(f, g, p, n, full, tail) packs the n rows from p.
+ * None of these loops is unrolled (cg_loop_no_unroll, here and on the
+ * loops over panels): a trip of a run's loop over panels copies run
+ * pieces, and O3's unrolling of it by 4, and of the loops around it,
+ * only made the routines larger to optimize and compile. */
 typedef void (*pack_rows_fn)(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p,
 			     int n, LLVMValueRef full, int tail);
 static void pack_in_runs(cg_fn *f, const cg_gemm_gen *g, int run,
@@ -465,9 +475,11 @@ static void pack_in_runs(cg_fn *f, const cg_gemm_gen *g, int run,
 	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), whole, run);
 	pack(f, g, p, run, full, tail);
 	cg_loop_end(f, &lp);
+	cg_loop_no_unroll(f, &lp);
 	p = cg_loop_begin(f, &lp, whole, kc, 1);
 	pack(f, g, p, 1, full, tail);
 	cg_loop_end(f, &lp);
+	cg_loop_no_unroll(f, &lp);
 }
 
 /* A row block ends in a partial panel only at the last rows of A, so the
@@ -629,6 +641,7 @@ static void pack_b_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0), full, nr);
 	pack_b_panel_rows(f, g, rows, j, cg_at(f, out, cg_mul(f, j, kc)), n, nr);
 	cg_loop_end(f, &lj);
+	cg_loop_no_unroll(f, &lj);
 	if (!cols_tail)
 		return;
 	LLVMValueRef has_tail = LLVMBuildICmp(f->b, LLVMIntSLT, full,

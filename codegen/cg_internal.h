@@ -310,6 +310,9 @@ LLVMValueRef cg_loop_begin(cg_fn *f, cg_loop *l, LLVMValueRef start,
 /* Closes the innermost open body of l: steps the induction value, jumps
  * back, and leaves the builder after the loop. */
 void cg_loop_end(cg_fn *f, cg_loop *l);
+/* Marks the counted loop l, once closed, llvm.loop.unroll.disable:
+ * LLVM neither unrolls it fully nor by a runtime factor. */
+void cg_loop_no_unroll(cg_fn *f, const cg_loop *l);
 /* Emits `if (cond) {` and leaves the builder in the then-block; returns
  * the join block, where cg_if_end continues. */
 LLVMBasicBlockRef cg_if_begin(cg_fn *f, LLVMValueRef cond);

@@ -9,6 +9,8 @@
  */
 #include "cg_internal.h"
 
+#include <llvm-c/DebugInfo.h>
+
 #include <assert.h>
 #include <string.h>
 
@@ -338,6 +340,24 @@ void cg_loop_end(cg_fn *f, cg_loop *l)
 	LLVMBuildBr(f->b, l->header);
 	LLVMAddIncoming(l->iv, &next, &latch, 1);
 	LLVMPositionBuilderAtEnd(f->b, l->exit);
+}
+
+void cg_loop_no_unroll(cg_fn *f, const cg_loop *l)
+{
+	LLVMMetadataRef tmp = LLVMTemporaryMDNode(f->ctx, NULL, 0);
+	const char *key = "llvm.loop.unroll.disable";
+	LLVMMetadataRef ops[2] =
+		{tmp,
+		 LLVMMDNodeInContext2(f->ctx,
+				      (LLVMMetadataRef[]){LLVMMDStringInContext2(
+					      f->ctx, key, strlen(key))},
+				      1)};
+	LLVMMetadataRef id = LLVMMDNodeInContext2(f->ctx, ops, 2);
+	LLVMMetadataReplaceAllUsesWith(tmp, id); /* the loop id names itself */
+	LLVMBasicBlockRef latch = LLVMGetIncomingBlock(l->iv, 1);
+	unsigned kind = LLVMGetMDKindIDInContext(f->ctx, "llvm.loop", 9);
+	LLVMSetMetadata(LLVMGetBasicBlockTerminator(latch), kind,
+			LLVMMetadataAsValue(f->ctx, id));
 }
 
 LLVMBasicBlockRef cg_if_begin(cg_fn *f, LLVMValueRef cond)

@@ -16,8 +16,6 @@
  */
 #include "cg_lower.h"
 
-#include <llvm-c/DebugInfo.h>
-
 #include <assert.h>
 #include <math.h>
 #include <stddef.h>
@@ -83,20 +81,7 @@ void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank)
 
 void cg_lower_loop_keep(cg_fn *f, const cg_loop *l)
 {
-	LLVMMetadataRef tmp = LLVMTemporaryMDNode(f->ctx, NULL, 0);
-	const char *key = "llvm.loop.unroll.disable";
-	LLVMMetadataRef ops[2] =
-		{tmp,
-		 LLVMMDNodeInContext2(f->ctx,
-				      (LLVMMetadataRef[]){LLVMMDStringInContext2(
-					      f->ctx, key, strlen(key))},
-				      1)};
-	LLVMMetadataRef id = LLVMMDNodeInContext2(f->ctx, ops, 2);
-	LLVMMetadataReplaceAllUsesWith(tmp, id); /* the loop id names itself */
-	LLVMBasicBlockRef latch = LLVMGetIncomingBlock(l->iv, 1);
-	unsigned kind = LLVMGetMDKindIDInContext(f->ctx, "llvm.loop", 9);
-	LLVMSetMetadata(LLVMGetBasicBlockTerminator(latch), kind,
-			LLVMMetadataAsValue(f->ctx, id));
+	cg_loop_no_unroll(f, l);
 }
 
 typedef struct nest_walk {

@@ -1108,9 +1108,10 @@ START_TEST(test_module_merges_functions_of_the_same_code)
 }
 END_TEST
 
-/* The micro-kernels defined in a module with an sgemm of each spec
- * (n of them, named g0, g1, ...), by the optimized IR. */
-static int micro_kernels(const cg_gemm_spec *specs, int n)
+/* The functions whose name holds `part` that the optimized IR of a
+ * module with an sgemm of each spec (n of them, named g0, g1, ...)
+ * defines. */
+static int defined_fns(const cg_gemm_spec *specs, int n, const char *part)
 {
 	cg_module *m = cg_module_create("share");
 	char name[16], *ir = NULL;
@@ -1125,13 +1126,18 @@ static int micro_kernels(const cg_gemm_spec *specs, int n)
 	int k = 0;
 	for (const char *at = ir; at;
 	     at = strchr(at, '\n'), at = at ? at + 1 : at) {
-		const char *eol = strchr(at, '\n'),
-			   *u = strstr(at, "@sgemm.ukr.");
+		const char *eol = strchr(at, '\n'), *u = strstr(at, part);
 		k += strncmp(at, "define ", 7) == 0 && u && (!eol || u < eol);
 	}
 	free(ir);
 	cg_module_destroy(m);
 	return k;
+}
+
+/* The micro-kernels defined in a module with an sgemm of each spec. */
+static int micro_kernels(const cg_gemm_spec *specs, int n)
+{
+	return defined_fns(specs, n, "@sgemm.ukr.");
 }
 
 /* Two sgemms of one shape whose strides differ (leading dimensions
@@ -1196,6 +1202,67 @@ START_TEST(test_gemm_variants_share_micro_kernels)
 	const cg_gemm_spec specs[2] = {s0, s1};
 	ck_assert_int_gt(micro_kernels(specs, 1), 0);
 	ck_assert_int_eq(micro_kernels(specs, 2), micro_kernels(specs, 1));
+}
+END_TEST
+
+/* The packing routines stay functions of their own through O3, not
+ * inlined into each loop nest that calls them (each copy would be
+ * optimized and compiled again), and two sgemms that pack alike (C's
+ * row stride differs) share one of each. */
+START_TEST(test_gemm_packing_is_one_function_per_code)
+{
+	for (int tr = 0; tr < 4; tr++) {
+		cg_gemm_spec s0 = shape(23, 37, 19), s1 = s0;
+		s0.ta = s1.ta = tr & 1;
+		s0.tb = s1.tb = tr & 2;
+		s0.pack = s1.pack = CG_GEMM_PACK_AB;
+		s1.ldc = 45;
+		const cg_gemm_spec specs[2] = {s0, s1};
+		ck_assert_int_eq(defined_fns(specs, 1, ".pack_a("), 1);
+		ck_assert_int_eq(defined_fns(specs, 1, ".pack_b("), 1);
+		ck_assert_int_eq(defined_fns(specs, 2, ".pack_a("), 1);
+		ck_assert_int_eq(defined_fns(specs, 2, ".pack_b("), 1);
+		check_shared_pair(s0, s1);
+	}
+}
+END_TEST
+
+/* How many times `what` occurs in the body of the function named
+ * `fn` in the optimized IR of a module with the sgemm g0 of spec. */
+static int count_in_fn(const cg_gemm_spec *spec, const char *fn,
+		       const char *what)
+{
+	cg_module *m = cg_module_create("count");
+	char *ir = NULL, head[64];
+	size_t len = 0;
+	ck_assert_msg(cg_gemm_add(m, "g0", spec), "%s", cg_module_error(m));
+	ck_assert_msg(cg_module_emit_buffer(m, CG_EMIT_LLVM, &ir, &len), "%s",
+		      cg_module_error(m));
+	snprintf(head, sizeof head, "@%s(", fn);
+	const char *at = strstr(ir, head), *end = at ? strstr(at, "\n}") : NULL;
+	ck_assert_msg(at && end, "no function %s", fn);
+	int n = 0;
+	for (; (at = strstr(at, what)) && at < end; at++)
+		n++;
+	free(ir);
+	cg_module_destroy(m);
+	return n;
+}
+
+/* The packing routines' loops are not unrolled: packing A^T in runs of
+ * 8 stored rows stores each row's piece of a panel once in the run's
+ * loop over the panels and once for the last partial panel, and a row
+ * packed alone the same, 18 masked stores; O3's unswitching on whether
+ * there is a partial panel copies the two loops over the panels (27).
+ * Unrolled, they were 99. */
+START_TEST(test_gemm_packing_loops_are_not_unrolled)
+{
+	cg_gemm_spec spec = shape(23, 37, 19);
+	spec.ta = true;
+	spec.pack = CG_GEMM_PACK_AB;
+	ck_assert_int_eq(count_in_fn(&spec, "g0.pack_a",
+				     "call void @llvm.masked.store"),
+			 27);
 }
 END_TEST
 
@@ -1710,6 +1777,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_micro_kernel_is_fma_on_eight_floats);
 	tcase_add_test(code, test_module_merges_functions_of_the_same_code);
 	tcase_add_test(code, test_gemm_variants_share_micro_kernels);
+	tcase_add_test(code, test_gemm_packing_is_one_function_per_code);
+	tcase_add_test(code, test_gemm_packing_loops_are_not_unrolled);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_prefetches_c_and_transposed_a);
