@@ -455,16 +455,26 @@ static bool open_metrics(trainer *t)
 	return false;
 }
 
-/* Compiles the module for training: a seq2seq model on its data needs
- * only the gradient function (translate.c compiles its own decoder);
- * other models keep every function for their pictures. */
+/* Compiles the module for training: the functions the run calls. A
+ * seq2seq model on its data needs only the gradient function
+ * (translate.c compiles its own decoder); a regression model, or a run
+ * that draws pictures, every function (they call the model's functions
+ * and truth/data); any other model the gradient function and the loss
+ * that the held-out samples are measured with (--generate compiles its
+ * own decode_step; a language model's decode_step was a third of the
+ * 12-layer GPT's compile kernels). */
 static bool open_jit(trainer *t, const ir_func *f)
 {
 	char name[256];
-	const char *only[1] = {drv_grad_name(t->tc, name, sizeof name)};
-	bool is_nmt = t->data.nmt && drv_is_seq2seq(t->m);
+	const char *only[2] = {drv_grad_name(t->tc, name, sizeof name),
+			       t->tc->entry};
+	uint32_t n_only = 2;
+	if (t->data.nmt && drv_is_seq2seq(t->m))
+		n_only = 1;
+	else if (t->o->plot || t->o->heatmap || drv_is_regression(t->m))
+		n_only = 0;
 	return drv_jit_open_only(t->ctx, t->m, &t->data.o, f, true,
-				 is_nmt ? only : NULL, is_nmt, &t->jit);
+				 n_only ? only : NULL, n_only, &t->jit);
 }
 
 /* With shards, the compiled B is a shard's rows: the batch's, divided

@@ -8,7 +8,8 @@
 # no node, so it is the same in both programs) and trains to the same weights, bit for bit, as with --no-cache, at 1
 # thread and at 2; two processes filling one cache at the same time
 # both train to those weights, leave no temporary file, and a third
-# run finds every unit they stored.
+# run finds every unit they stored; the training program compiles only
+# the functions training calls.
 set -eu
 attnc=$1
 cd "$2"
@@ -42,6 +43,11 @@ for t in 1 2; do
 	same ref$t three$t
 done
 same ref1 ref2
+# The training program holds the functions the run calls: the gradient
+# and the loss of the held-out samples, not decode_step (--generate
+# compiles its own).
+grep -q '"kernel_calls": {"loss": [0-9]*, "loss_grad": [0-9]*}' \
+	"$dir/ref1.txt" || { echo "training compiled more than it calls"; exit 1; }
 # Two at once into an empty cache, then one that finds all they stored.
 rm -rf "$dir/xdg"
 train 3 a &
