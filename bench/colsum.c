@@ -21,10 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench_util.h"
-#include "cg_program.h"
-#include "frontend.h"
-#include "passes.h"
+#include "bench_program.h"
 
 typedef struct opts {
 	int R, threads, rounds, calls;
@@ -40,43 +37,16 @@ static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 		 "export def fused(x: f32[%d, %d], y: f32[%d, %d])\n"
 		 "  return sum(x * y, 0)\n",
 		 R, C, R, C, R, C);
-	uint32_t file = ir_ctx_add_source(ctx, "colsum.g", src, strlen(src));
-	*m = fe_compile(ctx, file);
-	pass_options po = {0};
-	if (!*m || !pass_pipeline_run(*m, &po))
-		return NULL;
-	return cg_program_create(ctx, *m, NULL, NULL);
+	return bench_program_of(ctx, "colsum.g", src, m);
 }
 
-/* Nanoseconds per call of entry point fn: the median and the fastest of
- * o's rounds (the fastest is the least disturbed by other processes on a
- * shared machine). */
-typedef struct timing {
-	double median, best;
-} timing;
-
-static timing time_fn(const cg_program *p, const char *fn, const opts *o,
-		      const void *const *ins, void *const *outs)
+/* Times entry point fn on ins and outs as o says. */
+static bench_timing time_fn(const cg_program *p, const char *fn, const opts *o,
+			    const void *const *ins, void *const *outs)
 {
-	size_t bytes = cg_program_scratch_bytes(p, fn);
-	char *scratch = aligned_alloc(64, (bytes + 127) / 64 * 64);
-	attnrt_entry_fn entry = cg_program_entry(p, fn);
-	double t[64];
-	for (int r = 0; r < o->rounds; r++) {
-		double t0 = bench_now_s(CLOCK_MONOTONIC);
-		for (int c = 0; c < o->calls; c++) {
-			attnrt_run run = {1, (uint64_t)c, 0, o->threads};
-			if (!scratch ||
-			    entry(&run, NULL, scratch, ins, outs) != 0) {
-				fprintf(stderr, "bench_colsum: %s failed\n", fn);
-				exit(1);
-			}
-		}
-		t[r] = (bench_now_s(CLOCK_MONOTONIC) - t0) / o->calls * 1e9;
-	}
-	free(scratch);
-	bench_sort(t, o->rounds);
-	return (timing){t[o->rounds / 2], t[0]};
+	bench_calls c = {o->rounds, o->calls, o->threads, CLOCK_MONOTONIC,
+			 "bench_colsum"};
+	return bench_time_entry(p, fn, &c, ins, outs);
 }
 
 static float *floats(size_t n, uint32_t seed)
@@ -103,8 +73,8 @@ static int run(ir_ctx *ctx, const opts *o, int C)
 	float *x = floats(n, 1), *y = floats(n, 2), *out = floats((size_t)C, 3);
 	const void *ins[2] = {x, y};
 	void *outs[1] = {out};
-	timing tp = time_fn(p, "plain", o, ins, outs);
-	timing tf = time_fn(p, "fused", o, ins, outs);
+	bench_timing tp = time_fn(p, "plain", o, ins, outs);
+	bench_timing tf = time_fn(p, "fused", o, ins, outs);
 	printf("(%d, %4d): sum(x, 0) %8.0f (%8.0f) ns, %.3f ns/element; "
 	       "sum(x * y, 0) %8.0f (%8.0f) ns, %.3f ns/element\n",
 	       o->R, C, tp.median, tp.best, tp.median / (double)n, tf.median,

@@ -24,10 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench_util.h"
-#include "cg_program.h"
-#include "frontend.h"
-#include "passes.h"
+#include "bench_program.h"
 
 typedef struct opts {
 	int R, C, threads, rounds, calls;
@@ -49,43 +46,16 @@ static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 		 "export def relu_fwd(x: f32[%d, %d], b: f32[%d])\n"
 		 "  return relu(x + b)\n",
 		 R, C, C, R, C, C, R, C, R, C, C);
-	uint32_t file = ir_ctx_add_source(ctx, "gelu.g", src, strlen(src));
-	*m = fe_compile(ctx, file);
-	pass_options po = {0};
-	if (!*m || !pass_pipeline_run(*m, &po))
-		return NULL;
-	return cg_program_create(ctx, *m, NULL, NULL);
+	return bench_program_of(ctx, "gelu.g", src, m);
 }
 
-typedef struct timing {
-	double median, best;
-} timing;
-
-/* Nanoseconds of CPU time per call of entry point fn: the median and the
- * fastest of o's rounds. */
-static timing time_fn(const cg_program *p, const char *fn, const opts *o,
-		      const void *const *ins, void *const *outs)
+/* Times entry point fn on ins and outs as o says. */
+static bench_timing time_fn(const cg_program *p, const char *fn, const opts *o,
+			    const void *const *ins, void *const *outs)
 {
-	size_t bytes = cg_program_scratch_bytes(p, fn);
-	char *scratch = aligned_alloc(64, (bytes + 127) / 64 * 64);
-	attnrt_entry_fn entry = cg_program_entry(p, fn);
-	double t[64];
-	for (int r = 0; r < o->rounds; r++) {
-		double t0 = bench_now_s(CLOCK_PROCESS_CPUTIME_ID);
-		for (int c = 0; c < o->calls; c++) {
-			attnrt_run run = {1, (uint64_t)c, 0, o->threads};
-			if (!scratch ||
-			    entry(&run, NULL, scratch, ins, outs) != 0) {
-				fprintf(stderr, "bench_gelu: %s failed\n", fn);
-				exit(1);
-			}
-		}
-		t[r] = (bench_now_s(CLOCK_PROCESS_CPUTIME_ID) - t0) / o->calls *
-		       1e9;
-	}
-	free(scratch);
-	bench_sort(t, o->rounds);
-	return (timing){t[o->rounds / 2], t[0]};
+	bench_calls c = {o->rounds, o->calls, o->threads,
+			 CLOCK_PROCESS_CPUTIME_ID, "bench_gelu"};
+	return bench_time_entry(p, fn, &c, ins, outs);
 }
 
 /* n floats of about N(0, 1) (a sum of uniforms), as pre-activations. */
@@ -147,7 +117,7 @@ int main(int argc, char **argv)
 	       o.calls);
 	static const char *const fns[] = {"fwd", "bwd", "relu_fwd"};
 	for (int i = 0; i < 3; i++) {
-		timing t = time_fn(p, fns[i], &o, ins, outs);
+		bench_timing t = time_fn(p, fns[i], &o, ins, outs);
 		printf("%-8s %10.0f (%10.0f) ns, %.3f ns/element\n", fns[i],
 		       t.median, t.best, t.median / (double)n);
 	}
