@@ -47,8 +47,7 @@ typedef struct bench_calls {
 
 /* Times entry point fn of the JIT-compiled p on ins and outs; exits
  * with a message if a call fails. */
-static inline bench_timing bench_time_entry(const cg_program *p,
-					    const char *fn,
+static inline bench_timing bench_time_entry(const cg_program *p, const char *fn,
 					    const bench_calls *c,
 					    const void *const *ins,
 					    void *const *outs)

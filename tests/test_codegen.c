@@ -629,6 +629,25 @@ static bool same_or_both_nan(float x, float y)
 	return memcmp(&x, &y, sizeof x) == 0 || (isnan(x) && isnan(y));
 }
 
+/* skip's product of t on 1 thread and on 2 has the bits of c0 (the plain
+ * product's), NaN for NaN; v and what name the case in a failure. */
+static void expect_plain_bits(gemm_jit *skip, gemm_case *t, const float *c0,
+			      int v, int what)
+{
+	const cg_gemm_spec *s = &t->spec;
+	for (int threads = 1; threads <= 2; threads++) {
+		float *c = jit_run(skip, t, threads);
+		for (size_t at = 0; at < t->n_c; at++)
+			ck_assert_msg(same_or_both_nan(c[at], c0[at]),
+				      "%lldx%lldx%lld v %d case %d, %d "
+				      "threads: C[%zu] = %g, plainly %g",
+				      (long long)s->m, (long long)s->n,
+				      (long long)s->k, v, what, threads, at,
+				      (double)c[at], (double)c0[at]);
+		free(c);
+	}
+}
+
 /* Case `what` of test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits: 0
  * and 1 an inf or a NaN in B, 2 an inf in a row of A that is kept, 3 a
  * NaN in B with every row of A zero, 4 every row of A zero. */
@@ -666,22 +685,7 @@ START_TEST(test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits)
 					  1100 + (uint64_t)(v * 5 + what));
 				set_bad_operands(&t, what);
 				float *c0 = jit_run(&plain, &t, 1);
-				for (int threads = 1; threads <= 2; threads++) {
-					float *c = jit_run(&skip, &t, threads);
-					for (size_t at = 0; at < t.n_c; at++)
-						ck_assert_msg(
-							same_or_both_nan(c[at],
-									 c0[at]),
-							"%lldx%lld v %d case %d, "
-							"%d threads: C[%zu] = %g, "
-							"plainly %g",
-							(long long)spec.m,
-							(long long)spec.n, v,
-							what, threads, at,
-							(double)c[at],
-							(double)c0[at]);
-					free(c);
-				}
+				expect_plain_bits(&skip, &t, c0, v, what);
 				free(c0);
 				case_fini(&t);
 			}
@@ -742,23 +746,7 @@ START_TEST(test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits)
 							    what));
 				zero_b_rows_for(&t, what, t.plan.kc);
 				float *c0 = jit_run(&plain, &t, 1);
-				for (int threads = 1; threads <= 2; threads++) {
-					float *c = jit_run(&skip, &t, threads);
-					for (size_t at = 0; at < t.n_c; at++)
-						ck_assert_msg(
-							same_or_both_nan(c[at],
-									 c0[at]),
-							"%lldx%lldx%lld v %d case "
-							"%d, %d threads: C[%zu] = "
-							"%g, plainly %g",
-							(long long)spec.m,
-							(long long)spec.n,
-							(long long)spec.k, v,
-							what, threads, at,
-							(double)c[at],
-							(double)c0[at]);
-					free(c);
-				}
+				expect_plain_bits(&skip, &t, c0, v, what);
 				free(c0);
 				case_fini(&t);
 			}
