@@ -242,8 +242,11 @@ static void put_usage(FILE *out, const cg_header_desc *d)
 		" *   int rc = %s(&run, params, scratch, inputs, outputs);\n",
 		e->symbol);
 	fputs(" * inputs and outputs are arrays of pointers to dense row-major "
-	      "tensors\n * of the shapes below. rc is 0, or an ATTNRT_ERR_* code "
-	      "in its low 8 bits\n * with the failing node above them.\n",
+	      "tensors\n * of the shapes below; no output may overlap an "
+	      "input, params or\n * another output. rc is 0, or an "
+	      "ATTNRT_ERR_* code in its low 8 bits\n * with the failing node "
+	      "above them (ATTNRT_ERR_OVERLAP: the output that\n * overlaps, "
+	      "nothing computed).\n",
 	      out);
 }
 
