@@ -1,8 +1,8 @@
 #!/bin/bash
 # train_seq2seq.sh - trains the book's Transformer and Bahdanau translation
-# models with PyTorch (bench/torch_seq2seq.py, at 1 thread, its fastest
-# setting on a 2-core machine, and at 2) and with attnc (all cores), one
-# after the other in one run, notes the machine's load before each run, and
+# models with attnc (all cores) and PyTorch (bench/torch_seq2seq.py, at 1
+# thread, its fastest setting on a 2-core machine, and at 2), one after
+# the other in one run, attnc's first; notes the load before each run and
 # prints a table: training seconds, final loss, tokens per second, and
 # attnc's tokens per second over PyTorch's fastest run of the same model.
 # docs/benchmarks.md gives the numbers measured with it.
@@ -135,16 +135,21 @@ run_attnc_model() {
 		echo "  attnc: not available ($(grep -m1 -i error "$base.log" || tail -n1 "$base.log"))"
 }
 
-for model in $models; do
-	if [ $run_torch = 1 ]; then
+# attnc's runs first: a run right after PyTorch's 2-thread runs went
+# 25-30% slower in every epoch (docs/benchmarks.md, 2026-12-06), and
+# attnc's few seconds leave no such trace on PyTorch's minutes.
+if [ $run_attnc = 1 ]; then
+	for model in $models; do
+		run_attnc_model "$model"
+	done
+fi
+if [ $run_torch = 1 ]; then
+	for model in $models; do
 		for n in $torch_threads; do
 			run_torch_model "$model" "$n"
 		done
-	fi
-	if [ $run_attnc = 1 ]; then
-		run_attnc_model "$model"
-	fi
-done
+	done
+fi
 
 echo
 book="the book's"
