@@ -1096,12 +1096,11 @@ START_TEST(test_module_merges_functions_of_the_same_code)
 }
 END_TEST
 
-/* The functions whose name holds `part` that the optimized IR of a
- * module with an sgemm of each spec (n of them, named g0, g1, ...)
- * defines. */
-static int defined_fns(const cg_gemm_spec *specs, int n, const char *part)
+/* The optimized IR (malloc'd) of a module with an sgemm of each spec
+ * (n of them, named g0, g1, ...). */
+static char *gemms_ir(const cg_gemm_spec *specs, int n)
 {
-	cg_module *m = cg_module_create("share");
+	cg_module *m = cg_module_create("gemms");
 	char name[16], *ir = NULL;
 	size_t len = 0;
 	for (int i = 0; i < n; i++) {
@@ -1111,6 +1110,16 @@ static int defined_fns(const cg_gemm_spec *specs, int n, const char *part)
 	}
 	ck_assert_msg(cg_module_emit_buffer(m, CG_EMIT_LLVM, &ir, &len), "%s",
 		      cg_module_error(m));
+	cg_module_destroy(m);
+	return ir;
+}
+
+/* The functions whose name holds `part` that the optimized IR of a
+ * module with an sgemm of each spec (n of them, named g0, g1, ...)
+ * defines. */
+static int defined_fns(const cg_gemm_spec *specs, int n, const char *part)
+{
+	char *ir = gemms_ir(specs, n);
 	int k = 0;
 	for (const char *at = ir; at;
 	     at = strchr(at, '\n'), at = at ? at + 1 : at) {
@@ -1118,7 +1127,6 @@ static int defined_fns(const cg_gemm_spec *specs, int n, const char *part)
 		k += strncmp(at, "define ", 7) == 0 && u && (!eol || u < eol);
 	}
 	free(ir);
-	cg_module_destroy(m);
 	return k;
 }
 
@@ -1220,12 +1228,7 @@ END_TEST
 static int count_in_fn(const cg_gemm_spec *spec, const char *fn,
 		       const char *what)
 {
-	cg_module *m = cg_module_create("count");
-	char *ir = NULL, head[64];
-	size_t len = 0;
-	ck_assert_msg(cg_gemm_add(m, "g0", spec), "%s", cg_module_error(m));
-	ck_assert_msg(cg_module_emit_buffer(m, CG_EMIT_LLVM, &ir, &len), "%s",
-		      cg_module_error(m));
+	char *ir = gemms_ir(spec, 1), head[64];
 	snprintf(head, sizeof head, "@%s(", fn);
 	const char *at = strstr(ir, head), *end = at ? strstr(at, "\n}") : NULL;
 	ck_assert_msg(at && end, "no function %s", fn);
@@ -1233,7 +1236,6 @@ static int count_in_fn(const cg_gemm_spec *spec, const char *fn,
 	for (; (at = strstr(at, what)) && at < end; at++)
 		n++;
 	free(ir);
-	cg_module_destroy(m);
 	return n;
 }
 
