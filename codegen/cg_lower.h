@@ -182,7 +182,7 @@ LLVMValueRef cg_kernel_is_training(cg_kernel *k);
 typedef struct cg_nest {
 	int rank;
 	int n_arr;
-	/* The innermost loop stays a loop (cg_lower_loop_keep) for LLVM to
+	/* The innermost loop stays a loop (cg_loop_no_unroll) for LLVM to
 	 * vectorize along it; else, when short, it may be unrolled and the
 	 * loop around it vectorized, each array gathered across rows. */
 	bool is_inner_kept;
@@ -201,11 +201,6 @@ typedef void (*cg_nest_body)(cg_kernel *k, LLVMValueRef *offs, void *ud);
 void cg_nest_simplify(cg_nest *n);
 void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,
 		  LLVMValueRef hi, cg_nest_body body, void *ud);
-/* Marks the counted loop l, once closed, to stay a loop: LLVM must not
- * unroll it fully. A short innermost loop (a row of 32) is otherwise
- * unrolled before vectorization, and the loop around it vectorized
- * instead, every contiguous row read by a gather across rows. */
-void cg_lower_loop_keep(cg_fn *f, const cg_loop *l);
 /* Sets array a's strides to read a tensor of dims (rank) broadcast to
  * the nest's (right-aligned) dims: 0 on stretched axes. */
 void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank);

@@ -79,11 +79,6 @@ void cg_nest_bcast(cg_nest *n, int a, const int64_t *dims, int rank)
 	}
 }
 
-void cg_lower_loop_keep(cg_fn *f, const cg_loop *l)
-{
-	cg_loop_no_unroll(f, l);
-}
-
 typedef struct nest_walk {
 	cg_kernel *k;
 	const cg_nest *n;
@@ -110,7 +105,7 @@ static void nest_level(const nest_walk *w, int d, LLVMValueRef *offs)
 	nest_level(w, d + 1, inner);
 	cg_loop_end(f, &l);
 	if (d == w->n->rank - 1 && w->n->is_inner_kept)
-		cg_lower_loop_keep(f, &l);
+		cg_loop_no_unroll(f, &l);
 }
 
 void cg_nest_emit(cg_kernel *k, const cg_nest *n, LLVMValueRef lo,

@@ -90,7 +90,7 @@ static void fill_tile(rowred *g, LLVMValueRef c0, int64_t w)
 	cg_lower_store(f, g->t, cg_kernel_operand(g->k, 0, offs, NULL), g->tile,
 		       cg_add(f, dst, j));
 	cg_loop_end(f, &lj);
-	cg_lower_loop_keep(f, &lj);
+	cg_loop_no_unroll(f, &lj);
 	cg_loop_end(f, &lr);
 }
 

@@ -104,7 +104,7 @@ static void fill_row_runs(sumlane *g, LLVMValueRef b0, LLVMValueRef r,
 	v = LLVMBuildSelect(f->b, in, v, cg_f32(f, 0.0f), "");
 	cg_lower_store(f, IR_F32, v, g->tile, cg_add(f, dst, j));
 	cg_loop_end(f, &lj);
-	cg_lower_loop_keep(f, &lj);
+	cg_loop_no_unroll(f, &lj);
 }
 
 /* Tile row r of the group from block b0 (i64 values), any shape: each
@@ -128,7 +128,7 @@ static void fill_row_any(sumlane *g, LLVMValueRef b0, LLVMValueRef r,
 	v = LLVMBuildSelect(f->b, in, v, cg_f32(f, 0.0f), "");
 	cg_lower_store(f, IR_F32, v, g->tile, cg_add(f, dst, j));
 	cg_loop_end(f, &lj);
-	cg_lower_loop_keep(f, &lj);
+	cg_loop_no_unroll(f, &lj);
 }
 
 /* The group of blocks from block b0 (an i64 value) into the tile: tile
