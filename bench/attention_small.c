@@ -31,10 +31,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bench_util.h"
-#include "cg_program.h"
-#include "frontend.h"
-#include "passes.h"
+#include "bench_program.h"
 
 typedef enum valid_kind { VALID_NONE, VALID_BATCH, VALID_CAUSAL } valid_kind;
 
@@ -127,37 +124,21 @@ static int32_t *valid_lengths(const opts *o)
 	return v;
 }
 
-/* Microseconds per call of entry point fn: the median and the fastest
- * of o's rounds (the fastest is the least disturbed by other processes
- * on a shared machine). */
-typedef struct timing {
-	double median, best;
-} timing;
-
-static timing time_fn(const cg_program *p, const char *fn, const opts *o,
-		      const void *const *ins, void *const *outs, void *params)
+/* Microseconds per call of entry point fn (in training mode): the
+ * median and the fastest of o's rounds. */
+static bench_timing time_fn(const cg_program *p, const char *fn, const opts *o,
+			    const void *const *ins, void *const *outs,
+			    void *params)
 {
-	size_t bytes = cg_program_scratch_bytes(p, fn);
-	char *scratch = aligned_alloc(64, (bytes + 127) / 64 * 64);
-	attnrt_entry_fn entry = cg_program_entry(p, fn);
-	double t[64];
-	for (int r = 0; r < o->rounds; r++) {
-		double t0 = bench_now_s(o->clock);
-		for (int c = 0; c < o->calls; c++) {
-			attnrt_run run = {1, (uint64_t)c, 1, o->threads};
-			if (!scratch ||
-			    entry(&run, params, scratch, ins, outs) != 0) {
-				fprintf(stderr,
-					"bench_attention_small: %s failed\n",
-					fn);
-				exit(1);
-			}
-		}
-		t[r] = (bench_now_s(o->clock) - t0) / o->calls * 1e6;
-	}
-	free(scratch);
-	bench_sort(t, o->rounds);
-	return (timing){t[o->rounds / 2], t[0]};
+	bench_calls c = {.rounds = o->rounds,
+			 .calls = o->calls,
+			 .threads = o->threads,
+			 .is_training = 1,
+			 .params = params,
+			 .clock = o->clock,
+			 .who = "bench_attention_small"};
+	bench_timing t = bench_time_entry(p, fn, &c, ins, outs);
+	return (bench_timing){t.median / 1e3, t.best / 1e3};
 }
 
 static int run(ir_ctx *ctx, const opts *o)
@@ -191,9 +172,10 @@ static int run(ir_ctx *ctx, const opts *o)
 	float loss;
 	void *fo[1] = {out},
 	     *go[4] = {&loss, grads, grads + nq, grads + nq + nk};
-	timing tf = time_fn(p, "fwd", o, fwd_in + 1 - nv, fo, params);
-	timing tl = time_fn(p, "loss", o, loss_in + 1 - nv, fo, params);
-	timing tg = time_fn(p, "loss_grad", o, loss_in + 1 - nv, go, params);
+	bench_timing tf = time_fn(p, "fwd", o, fwd_in + 1 - nv, fo, params);
+	bench_timing tl = time_fn(p, "loss", o, loss_in + 1 - nv, fo, params);
+	bench_timing tg = time_fn(p, "loss_grad", o, loss_in + 1 - nv, go,
+				  params);
 	static const char *kinds[] = {"none", "batch", "causal"};
 	printf("B %d, heads %d, d %d, Q %d, K %d, valid %s, dropout %g, %d thread%s; "
 	       "%s us per call, median (fastest) of %d rounds of %d calls:\n"

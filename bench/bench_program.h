@@ -29,18 +29,21 @@ static inline cg_program *bench_program_of(ir_ctx *ctx, const char *name,
 	return cg_program_create(ctx, *m, NULL, NULL);
 }
 
-/* Nanoseconds per call: the median and the fastest of the rounds (the
- * fastest is the least disturbed by other processes on a shared
- * machine). */
+/* Time per call (bench_time_entry: nanoseconds): the median and the
+ * fastest of the rounds (the fastest is the least disturbed by other
+ * processes on a shared machine). */
 typedef struct bench_timing {
 	double median, best;
 } bench_timing;
 
 /* How to time an entry point: `rounds` (1..64) of `calls` calls each on
- * `threads` threads, each round timed on `clock` (bench_now_s); `who`
- * names the benchmark in the message of a failing call. */
+ * `threads` threads, in training mode or not, with the params block
+ * `params` (NULL for a program without parameters), each round timed on
+ * `clock` (bench_now_s); `who` names the benchmark in the message of a
+ * failing call. */
 typedef struct bench_calls {
-	int rounds, calls, threads;
+	int rounds, calls, threads, is_training;
+	void *params;
 	clockid_t clock;
 	const char *who;
 } bench_calls;
@@ -59,9 +62,10 @@ static inline bench_timing bench_time_entry(const cg_program *p, const char *fn,
 	for (int r = 0; r < c->rounds; r++) {
 		double t0 = bench_now_s(c->clock);
 		for (int k = 0; k < c->calls; k++) {
-			attnrt_run run = {1, (uint64_t)k, 0, c->threads};
+			attnrt_run run = {1, (uint64_t)k, c->is_training,
+					  c->threads};
 			if (!scratch ||
-			    entry(&run, NULL, scratch, ins, outs) != 0) {
+			    entry(&run, c->params, scratch, ins, outs) != 0) {
 				fprintf(stderr, "%s: %s failed\n", c->who, fn);
 				exit(1);
 			}

@@ -44,8 +44,11 @@ static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 static bench_timing time_fn(const cg_program *p, const char *fn, const opts *o,
 			    const void *const *ins, void *const *outs)
 {
-	bench_calls c = {o->rounds, o->calls, o->threads, CLOCK_MONOTONIC,
-			 "bench_colsum"};
+	bench_calls c = {.rounds = o->rounds,
+			 .calls = o->calls,
+			 .threads = o->threads,
+			 .clock = CLOCK_MONOTONIC,
+			 .who = "bench_colsum"};
 	return bench_time_entry(p, fn, &c, ins, outs);
 }
 
