@@ -471,7 +471,8 @@ bool drv_emit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 		goto done;
 	cg_program_options po = drv_program_options(o);
 	p = cg_program_create(ctx, m, syms, &po);
-	ok = p && (out ? cg_program_emit(p, kind, out) : emit_stdout(p, kind));
+	ok = p && (out && strcmp(out, "-") != 0 ? cg_program_emit(p, kind, out)
+						: emit_stdout(p, kind));
 done:
 	cg_program_destroy(p);
 	ir_free(ctx, syms);

@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage[] =
 	"usage: attnc MODEL.g|MODEL.ir [options]\n"
@@ -114,7 +116,9 @@ static const char usage_more[] =
 	"                       train block, also the gradient function)\n"
 	"  --prefix P           name the symbols P_* (default: NAME of -o)\n"
 	"  --load FILE          -c: take the dims the weights fix from FILE\n"
-	"  --emit=KIND [-o F]   write ir (attnc IR), llvm, asm or obj\n"
+	"  --emit=KIND [-o F]   write ir (attnc IR), llvm, asm or obj to F\n"
+	"                       (-: standard output, the default but for\n"
+	"                       obj, which goes to NAME.o)\n"
 	"  --mcpu CPU           generate code for CPU (x86-64-v3, znver4,\n"
 	"                       ...; native: the host, the default) with -c,\n"
 	"                       --emit, --jit or --train\n"
@@ -684,6 +688,9 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 		bad = "-c and --emit write code; they do not run it with --interp or --jit";
 	else if (o->output && !o->compile_only && !o->emit)
 		bad = "-o needs -c or --emit";
+	else if (o->output && o->compile_only && strcmp(o->output, "-") == 0)
+		bad = "-c writes an object file and its header: -o names the "
+		      "object file ('-', standard output, is for --emit)";
 	else if (o->prefix && !o->compile_only)
 		bad = "--prefix needs -c";
 	else if (o->save && o->compile_only)
@@ -694,6 +701,58 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 	if (bad)
 		ir_error(ctx, (ir_loc){0}, "%s", bad);
 	return bad == NULL;
+}
+
+/* A file the run writes (--save, --metrics, --plot, ...) must be
+ * writable before anything is compiled or trained, not found unwritable
+ * after an hour of training: its folder must exist and take new files
+ * (saves go to a temporary file beside the target, renamed over it),
+ * and the path must not name a folder. "-" for -o is standard output. */
+static bool check_writable(ir_ctx *ctx, const char *opt, const char *path)
+{
+	if (!path || (strcmp(opt, "-o") == 0 && strcmp(path, "-") == 0))
+		return true;
+	if (!*path) {
+		ir_error(ctx, (ir_loc){0}, "%s: the file name is empty", opt);
+		return false;
+	}
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		ir_error(ctx, (ir_loc){0}, "%s: '%s' is a folder, not a file",
+			 opt, path);
+		return false;
+	}
+	const char *slash = strrchr(path, '/');
+	char dir[4096];
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if ((size_t)(slash - path) >= sizeof dir) {
+		ir_error(ctx, (ir_loc){0}, "%s: the path is too long", opt);
+		return false;
+	} else
+		snprintf(dir, sizeof dir, "%.*s",
+			 slash == path ? 1 : (int)(slash - path), path);
+	const char *why = NULL;
+	if (stat(dir, &st) != 0)
+		why = strerror(errno);
+	else if (!S_ISDIR(st.st_mode))
+		why = "not a folder";
+	else if (access(dir, W_OK | X_OK) != 0)
+		why = strerror(errno);
+	if (why)
+		ir_error(ctx, (ir_loc){0}, "%s: cannot write '%s': %s: %s", opt,
+			 path, dir, why);
+	return why == NULL;
+}
+
+static bool check_output_paths(ir_ctx *ctx, const drv_options *o)
+{
+	return check_writable(ctx, "-o", o->output) &&
+	       check_writable(ctx, "--save", o->save) &&
+	       check_writable(ctx, "--metrics", o->metrics) &&
+	       check_writable(ctx, "--plot", o->plot) &&
+	       check_writable(ctx, "--heatmap", o->heatmap) &&
+	       check_writable(ctx, "--outputs", o->outputs);
 }
 
 /* Fills o from argv; returns 0 to go on, 1 on a usage error (reported),
@@ -792,6 +851,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	drv_dist_rank_options(&dist, &o);
+	if (!check_output_paths(&ctx, &o)) /* rank 0 alone writes them */
+		goto out;
 	drv_cache_resolve(&o);
 	m = load_model(&ctx, o.model);
 	if (!m || ctx.n_errors)
