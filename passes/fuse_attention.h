@@ -22,6 +22,13 @@
 
 #define PASS_MATCH_WHY_CAP 240 /* bytes of a match's why[] */
 
+/* The widest head (d of the queries and keys, dv of the values) fused:
+ * the fused kernels' code unrolls every column group of a head, so it
+ * grows with the width (about 14 lines of LLVM IR a column at 1024);
+ * a wider head, where the products dominate anyway, stays unfused.
+ * FlashAttention stops at the same 256. */
+#define PASS_ATTN_MAX_WIDTH 256
+
 /* One attention found around a softmax. */
 typedef struct pass_attn_match {
 	ir_id sm;           /* the softmax */

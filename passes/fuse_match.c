@@ -305,6 +305,14 @@ static bool match_values(const cx *c)
 					 "the values of %s are not (N, K, dv) for the "
 					 "keys' N and K",
 					 pass_match_name_of(&c->v, mt->out).s);
+	ir_dim d = kt->dims[mt->k_t ? 1 : 2], dv = vt->dims[mt->v_t ? 1 : 2];
+	if ((ir_dim_is_static(d) && d.coef > PASS_ATTN_MAX_WIDTH) ||
+	    (ir_dim_is_static(dv) && dv.coef > PASS_ATTN_MAX_WIDTH))
+		return pass_match_reject(&c->v,
+					 "its heads are %lld wide (values %lld): the "
+					 "fused kernels take at most %d",
+					 (long long)d.coef, (long long)dv.coef,
+					 PASS_ATTN_MAX_WIDTH);
 	return true;
 }
 
