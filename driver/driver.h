@@ -55,6 +55,10 @@ typedef struct drv_options {
 	int64_t save_every;      /* --save-every N: --save every N epochs */
 	bool is_seed_set;        /* --seed was given */
 	int n_ranks, rank;       /* MPI ranks (dist.c); 1 and 0 without */
+	/* Buffers the size of the parameters that a run holds besides them
+	 * (training: the gradient and the optimizer's state), for the check
+	 * that the program fits in memory before it is compiled. */
+	uint32_t param_copies;
 	uint64_t seed;
 	int threads;                /* 0 = OpenMP default */
 	int64_t shards;             /* --shards; 0 = the train block's */

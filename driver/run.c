@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -418,6 +419,50 @@ void drv_print_jit_stats(const ir_module *m, cg_program *p)
 	pass_stats_print(m, extra, stdout);
 }
 
+static double gib(uint64_t bytes)
+{
+	return (double)bytes / (1024.0 * 1024 * 1024);
+}
+
+/* Refuses, before the compile, a program that cannot run here: its
+ * parameters, the copies of their size the run holds besides them (the
+ * gradient and the optimizer's state in training) and the largest
+ * scratch of an entry point, a lower bound of what it will hold, beyond
+ * the machine's memory and swap. A `const D = 1000000` would otherwise
+ * compile and end in "out of memory", or be killed mid-run. */
+static bool fits_in_memory(ir_ctx *ctx, const cg_program *p,
+			   const drv_options *o)
+{
+	struct sysinfo si;
+	if (sysinfo(&si) != 0)
+		return true; /* nothing to compare with: the allocations tell */
+	uint64_t have = ((uint64_t)si.totalram + si.totalswap) * si.mem_unit;
+	uint64_t params = cg_program_params_bytes(p), scratch = 0, need;
+	for (uint32_t i = 0; i < cg_program_n_entries(p); i++) {
+		size_t s = cg_program_scratch_bytes(p,
+						    cg_program_entry_name(p, i));
+		scratch = s > scratch ? s : scratch;
+	}
+	uint32_t copies = 1 + o->param_copies;
+	if (!__builtin_mul_overflow(params, copies, &need) &&
+	    !__builtin_add_overflow(need, scratch, &need) && need <= have)
+		return true;
+	char also[96] = "";
+	if (o->param_copies)
+		snprintf(also, sizeof also,
+			 " and %u times that for their gradient%s",
+			 o->param_copies,
+			 o->param_copies > 1 ? " and the optimizer's state"
+					     : "");
+	ir_error(ctx, (ir_loc){0},
+		 "the model needs at least %.1f GiB: parameters %.1f GiB%s, "
+		 "scratch %.1f GiB; this machine has %.1f GiB of memory and "
+		 "swap",
+		 gib(params) * copies + gib(scratch), gib(params), also,
+		 gib(scratch), gib(have));
+	return false;
+}
+
 bool drv_jit_open(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const ir_func *f, bool is_training, drv_jit *j)
 {
@@ -437,7 +482,7 @@ bool drv_jit_open_only(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	po.only = only;
 	po.n_only = n_only;
 	j->p = cg_program_create(ctx, m, j->syms, &po);
-	if (!j->p ||
+	if (!j->p || !fits_in_memory(ctx, j->p, o) ||
 	    (drv_env_is_on("ATTNC_MEMORY") &&
 	     !drv_scratch_report(ctx, j->p, stderr)) ||
 	    !cg_program_jit(j->p))

@@ -473,6 +473,10 @@ static bool open_jit(trainer *t, const ir_func *f)
 		n_only = 1;
 	else if (t->o->plot || t->o->heatmap || drv_is_regression(t->m))
 		n_only = 0;
+	/* the gradient, and Adam's two moments */
+	t->data.o.param_copies = 1 + (t->tc->optim.kind == ATTNRT_OPTIM_ADAM
+					      ? 2
+					      : 0);
 	return drv_jit_open_only(t->ctx, t->m, &t->data.o, f, true,
 				 n_only ? only : NULL, n_only, &t->jit);
 }
