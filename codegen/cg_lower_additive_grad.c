@@ -24,6 +24,11 @@
  * unfused graph, which stores all N x Q x K x H of them; that took the
  * kernel from 41.8 to 28.6 kcycles a call in Bahdanau's training (median
  * of 200, docs/codegen.md). With more keys, pass 2 computes them again.
+ *
+ * A row whose g is all zero, with finite qp, kp, v and wv, adds +-0 to
+ * every sum and is left out (row_adds_nothing): the steps of a seq2seq
+ * decoder past its sentences' ends, over half of the rows of Bahdanau's
+ * training step.
  */
 #include "cg_lower_additive.h"
 
@@ -291,6 +296,13 @@ static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 			a->H, cg_f32(f, 1), false);
 }
 
+static void zero_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	LLVMValueRef dst = ud;
+	cg_addattn_vstore(a, LLVMConstNull(cg_t_vec(a->f, a->vw)),
+			  cg_at(a->f, dst, h), lanes);
+}
+
 /* dkp, dwv and dv of batch n start at 0: the rows add into them. */
 static void zero_batch(cg_addattn *a, LLVMValueRef n)
 {
@@ -307,6 +319,90 @@ static void zero_batch(cg_addattn *a, LLVMValueRef n)
 	}
 }
 
+/* ---- rows whose gradient is zero ---------------------------------------------- */
+
+typedef struct scan_cx {
+	LLVMValueRef x;   /* the floats scanned */
+	LLVMValueRef acc; /* a vector variable: the sum */
+	bool is_abs;      /* sum |x|, else x * 0 */
+} scan_cx;
+
+static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	const scan_cx *c = ud;
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
+	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
+		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
+	cg_attn_set(&a->base, c->acc,
+		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
+				  ""));
+}
+
+/* Whether the sum of |x| (is_abs: all of x[0 .. width) are +-0) or of
+ * x * 0 (all are finite: inf * 0 and NaN * 0 are NaN) is 0, an i1. */
+static LLVMValueRef scan_is_zero(cg_addattn *a, LLVMValueRef x, int64_t width,
+				 bool is_abs)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	scan_cx c = {x, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
+	cg_addattn_vec_loop(a, width, scan_vec, &c);
+	LLVMValueRef s = cg_attn_hsum(&a->base,
+				      cg_attn_get(&a->base, vt, c.acc));
+	return LLVMBuildFCmp(f->b, LLVMRealOEQ, s, cg_f32(f, 0), "");
+}
+
+/* Whether row r adds nothing: its g row is all +-0 and the row's qp, its
+ * batch's kp and v, and wv are finite. Then every dP, D, dS and u of the
+ * row is +-0 and every P finite, so each of its additions into dkp, dv
+ * and dwv adds +-0 to a sum that started at +0 (which round to nearest
+ * never turns into -0) and leaves it as it was, and its dqp row is +0:
+ * leaving the row out gives the same bits. In a seq2seq decoder's
+ * backward these are the steps past a sentence's end (over half of
+ * Bahdanau's). The finiteness scan runs only for a zero g row. */
+static LLVMValueRef row_adds_nothing(cg_addattn *a, const bwd_row *r)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef ok = cg_attn_var(&a->base, bt, LLVMConstInt(bt, 0, 0));
+	LLVMValueRef gz = scan_is_zero(a, r->grow, a->dv, true);
+	LLVMBasicBlockRef join = cg_if_begin(f, gz);
+	LLVMValueRef q = cg_at(f, a->qp, cg_muli(f, r->row, a->H));
+	LLVMValueRef kb = cg_at(f, a->kp, cg_muli(f, r->n, a->K * a->H));
+	LLVMValueRef vb = cg_at(f, a->v, cg_muli(f, r->n, a->K * a->dv));
+	LLVMValueRef fin = scan_is_zero(a, q, a->H, false);
+	fin = LLVMBuildAnd(f->b, fin, scan_is_zero(a, kb, a->K * a->H, false),
+			   "");
+	fin = LLVMBuildAnd(f->b, fin, scan_is_zero(a, vb, a->K * a->dv, false),
+			   "");
+	fin = LLVMBuildAnd(f->b, fin, scan_is_zero(a, a->wv, a->H, false), "");
+	cg_attn_set(&a->base, ok, fin);
+	cg_if_end(f, join);
+	return cg_attn_get(&a->base, bt, ok);
+}
+
+/* Row r's gradients, or for a row that adds nothing (only when scale
+ * and fill are finite, which the argument above needs) its dqp row of
+ * +0. */
+static void row_grads(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	if (!isfinite(a->scale) || !isfinite(a->fill)) {
+		grad_row(a, r, kv);
+		return;
+	}
+	LLVMValueRef skip = row_adds_nothing(a, r);
+	LLVMBasicBlockRef join = cg_if_begin(f, skip);
+	cg_addattn_vec_loop(a, a->H, zero_vec,
+			    cg_at(f, a->k->out, cg_muli(f, r->row, a->H)));
+	cg_if_end(f, join);
+	join = cg_if_begin(f, LLVMBuildNot(f->b, skip, ""));
+	grad_row(a, r, kv);
+	cg_if_end(f, join);
+}
+
 /* The loop over n in [lo, hi), each n's query rows in turn. */
 static void bwd_body(cg_addattn *a)
 {
@@ -317,7 +413,7 @@ static void bwd_body(cg_addattn *a)
 	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), cg_i64(f, a->Q), 1);
 	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), q);
 	bwd_row r = {n, row, cg_at(f, a->g, cg_muli(f, row, a->dv)), false};
-	grad_row(a, &r, cg_addattn_row_valid(a, n, row));
+	row_grads(a, &r, cg_addattn_row_valid(a, n, row));
 	cg_loop_end(f, &lq);
 	cg_loop_end(f, &ln);
 }
