@@ -621,7 +621,8 @@ static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka,
 
 /* skip_zero_m: rows [r0, r1), columns [c0, c1) of C from the product of
  * the n_kept rows kept (kc, rows numbered by map): a kept row's values
- * (added when accumulating), a row left out 0 (or as it was). */
+ * (added when accumulating), a row left out +0 (or plus +0, as the
+ * plain product's sum of zero terms adds, which turns a -0 into +0). */
 static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 			    LLVMValueRef n_kept, LLVMValueRef r0,
 			    LLVMValueRef r1, LLVMValueRef c0, LLVMValueRef c1)
@@ -664,11 +665,12 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, no);
-	if (!s->accumulate) {
-		j = cg_loop_begin(f, &lj, c0, c1, 1);
-		cg_store(f, cg_f32(f, 0), cg_at(f, crow, j));
-		cg_loop_end(f, &lj);
-	}
+	j = cg_loop_begin(f, &lj, c0, c1, 1);
+	v = cg_f32(f, 0);
+	if (s->accumulate) /* the plain sum's +0 turns a -0 into +0 */
+		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
+	cg_store(f, v, cg_at(f, crow, j));
+	cg_loop_end(f, &lj);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	cg_loop_end(f, &l);

@@ -74,8 +74,8 @@ typedef struct cg_gemm_spec {
 	 * and B in place. */
 	bool skip_zero_k;
 	/* Leave out of the product each row of A that is all zero (a batch of
-	 * 1), unless B holds an inf or NaN: that row of C is 0 (the sgemm's
-	 * sum of zero terms is +0), or stays as it is when accumulating. For
+	 * 1), unless B holds an inf or NaN: that row of C is +0 (the
+	 * sgemm's sum of zero terms), or C's plus +0 when accumulating. For
 	 * the input gradient dY W^T of a masked loss. A call that finds a
 	 * row of zeros in its part of A (it stops at the first) copies the
 	 * rows kept into its buffer, multiplies them there and copies the

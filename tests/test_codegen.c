@@ -695,6 +695,43 @@ START_TEST(test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits)
 }
 END_TEST
 
+/* Accumulating, a row of A left out adds the plain product's +0 to its
+ * row of C, which turns a -0 there into +0 as the plain product does
+ * (it stayed -0 before); the other zeros and values stay. A in place or
+ * packed, B transposed or not, rows or columns split, on 1 thread and
+ * 2. */
+START_TEST(test_gemm_leaving_out_zero_rows_of_a_adds_plus_zero_to_c)
+{
+	static const int64_t shapes[2][3] = {{30, 20, 9}, {13, 600, 40}};
+	for (int sh = 0; sh < 2; sh++)
+		for (int v = 0; v < 4; v++) {
+			cg_gemm_spec spec = shape(shapes[sh][0], shapes[sh][1],
+						  shapes[sh][2]);
+			spec.tb = v & 1;
+			spec.pack = v & 2 ? CG_GEMM_PACK_AB : CG_GEMM_PACK_AUTO;
+			spec.accumulate = true;
+			gemm_jit plain = jit_open(&spec);
+			spec.skip_zero_m = true;
+			gemm_jit skip = jit_open(&spec);
+			gemm_case t;
+			case_init(&t, spec, 1150 + (uint64_t)v);
+			zero_a_rows(&t, 5);
+			for (int64_t i = 0; i < spec.m;
+			     i++) /* kept and left out */
+				for (int64_t j = 0; j < spec.n; j += 3)
+					t.c[i * t.plan.ldc + j] = j % 2 ? -0.0f
+									: 0.0f;
+			float *c0 = jit_run(&plain, &t, 1);
+			ck_assert(!signbit(c0[5 * t.plan.ldc + 3])); /* left out */
+			expect_plain_bits(&skip, &t, c0, v, 0);
+			free(c0);
+			case_fini(&t);
+			jit_close(&plain);
+			jit_close(&skip);
+		}
+}
+END_TEST
+
 /* Zeroes the rows of B that case `what` of
  * test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits leaves out: 0
  * those of a padded batch (rows p with p % 10 >= 4), 1 every row of the
@@ -1744,6 +1781,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num,
 		       test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
 	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits);
+	tcase_add_test(num,
+		       test_gemm_leaving_out_zero_rows_of_a_adds_plus_zero_to_c);
 	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
