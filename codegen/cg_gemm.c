@@ -239,26 +239,45 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan, char *err,
 	return true;
 }
 
+bool cg_gemm_is_k_gather(const cg_gemm_spec *s, const cg_gemm_plan *p)
+{
+	return s->skip_zero_k && !p->pack_a && !p->pack_b;
+}
+
+bool cg_gemm_is_m_gather(const cg_gemm_spec *s, const cg_gemm_plan *p)
+{
+	return s->skip_zero_m && !p->pack_a;
+}
+
 /* ---- buffers -------------------------------------------------------------- */
 
 /* Floats of one thread's buffers: an A block, then a B block, then the
- * rows kept: (skip_zero_k) A's columns and B's rows, (skip_zero_m) A's
- * rows, their product and their row numbers (i32), each region as large
- * as its whole operand; all are multiples of 16 floats, so every part is
- * 64-byte aligned. */
+ * rows kept: (skip_zero_k) A's columns and B's rows, or with
+ * cg_gemm_is_k_gather only their numbers (i32, in map), (skip_zero_m)
+ * A's rows, their product and their row numbers (i32), or with
+ * cg_gemm_is_m_gather only the numbers (and up to MR - 1 more, to a
+ * whole panel), each region as large as its whole operand; all are
+ * multiples of 16 floats, so every part is 64-byte aligned. */
 typedef struct buf_layout {
 	int64_t per_thread, b_off, ka_off, kb_off, kc_off, map_off;
 } buf_layout;
 
 static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 {
-	bool skip = s->skip_zero_k || s->skip_zero_m;
+	bool is_gather = cg_gemm_is_k_gather(s, p);
+	bool copy_k = s->skip_zero_k && !is_gather;
+	bool copy_m = s->skip_zero_m && !cg_gemm_is_m_gather(s, p);
 	int64_t a = p->pack_a ? round_up(p->mc * p->kc, 16) : 0;
 	int64_t b = p->pack_b ? p->nc * p->kc : 0;
-	int64_t ka = skip ? round_up((s->ta ? s->k : s->m) * p->lda, 16) : 0;
-	int64_t kb = s->skip_zero_k ? round_up(s->k * p->ldb, 16) : 0;
-	int64_t kc = s->skip_zero_m ? round_up(s->m * p->ldc, 16) : 0;
-	int64_t map = s->skip_zero_m ? round_up(s->m, 16) : 0;
+	int64_t ka = copy_k || copy_m
+			     ? round_up((s->ta ? s->k : s->m) * p->lda, 16)
+			     : 0;
+	int64_t kb = copy_k ? round_up(s->k * p->ldb, 16) : 0;
+	int64_t kc = copy_m ? round_up(s->m * p->ldc, 16) : 0;
+	int64_t map = copy_m           ? round_up(s->m, 16)
+		      : s->skip_zero_m ? round_up(s->m + CG_GEMM_MR, 16)
+		      : is_gather      ? round_up(s->k, 16)
+				       : 0;
 	return (buf_layout){.per_thread = a + b + ka + kb + kc + map,
 			    .b_off = a,
 			    .ka_off = a + b,
@@ -282,6 +301,13 @@ typedef struct work_env {
 	 * k-blocks, so that each block's sum is the one without zero rows
 	 * left out. NULL without skip_zero_k. */
 	LLVMValueRef kstart;
+	/* cg_gemm_is_k_gather: i32[spec.k], the k kept in their order
+	 * (w->k of them), which the micro-kernels read through; else NULL. */
+	LLVMValueRef kidx;
+	/* cg_gemm_is_m_gather, multiplying the rows kept: i32[], the rows
+	 * of A and C that the rows [0, mc) of the loop nest stand for (the
+	 * micro-kernels read through it); else NULL. */
+	LLVMValueRef rows;
 	LLVMValueRef jc, nc, pc, kc, ic, mc, is_acc;
 	LLVMValueRef is_last; /* i1: the last k-block */
 	/* skip_zero_m: multiplying the rows kept into their own buffer,
@@ -311,7 +337,7 @@ static LLVMValueRef b_at(work_env *w, LLVMValueRef p, LLVMValueRef j)
  * on the last row panel of an M that is not a multiple of MR and on the
  * last column panel likewise. */
 static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
-		      LLVMValueRef *args)
+		      LLVMValueRef *args, unsigned n_args)
 {
 	cg_fn *f = w->f;
 	cg_gemm_gen *g = w->g;
@@ -321,14 +347,23 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 	LLVMValueRef is_ce = LLVMBuildICmp(f->b, LLVMIntSGT, j,
 					   cg_i64(f, g->spec.n - g->plan.nr),
 					   "");
+	/* Rows gathered are whole panels: full-height kernels only. */
+	if (w->rows)
+		is_re = LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 0, 0);
 	LLVMValueRef sel = cg_add(
 		f, cg_muli(f, LLVMBuildZExt(f->b, is_re, cg_t_i64(f), ""), 2),
 		LLVMBuildZExt(f->b, is_ce, cg_t_i64(f), ""));
 	LLVMBasicBlockRef join = cg_block(f, "tile.done"), first = NULL;
 	LLVMBasicBlockRef blocks[4] = {NULL};
+	LLVMValueRef ukr[4] = {g->ukr[0][0], g->ukr[0][1], g->ukr[1][0],
+			       g->ukr[1][1]};
+	if (w->rows) {
+		ukr[0] = g->ukr_mg[0], ukr[1] = g->ukr_mg[1];
+		ukr[2] = ukr[3] = NULL;
+	}
 
 	for (int k = 0; k < 4; k++) {
-		if (!g->ukr[k / 2][k % 2])
+		if (!ukr[k])
 			continue;
 		blocks[k] = cg_block(f, "tile");
 		if (!first)
@@ -341,9 +376,7 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 		if (blocks[k] != first)
 			LLVMAddCase(sw, cg_i64(f, k), blocks[k]);
 		LLVMPositionBuilderAtEnd(f->b, blocks[k]);
-		cg_call(f, g->ukr[k / 2][k % 2], args,
-			CG_GEMM_UKR_ARGS + (g->spec.n_epilogue ? 1 : 0) +
-				2 * (unsigned)g->spec.n_epilogue);
+		cg_call(f, ukr[k], args, n_args);
 		LLVMBuildBr(f->b, join);
 	}
 	LLVMPositionBuilderAtEnd(f->b, join);
@@ -358,18 +391,22 @@ static void tile_loops(work_env *w)
 	LLVMValueRef jr = cg_loop_begin(f, &ljr, cg_i64(f, 0), w->nc,
 					g->plan.nr);
 	LLVMValueRef j = cg_add(f, w->jc, jr);
+	/* Gathering k, the kernels start from k = 0 and read kidx at pc. */
+	LLVMValueRef p0 = w->kidx ? cg_i64(f, 0) : w->pc;
 	LLVMValueRef b = g->plan.pack_b ? cg_at(f, w->bbuf, cg_mul(f, jr, w->kc))
-					: b_at(w, w->pc, j);
+					: b_at(w, p0, j);
 	LLVMValueRef ir = cg_loop_begin(f, &lir, cg_i64(f, 0), w->mc,
 					CG_GEMM_MR);
 	LLVMValueRef i = cg_add(f, w->ic, ir);
+	/* Gathering rows, the kernels start from row 0 and read rows at i. */
+	LLVMValueRef i0 = w->rows ? cg_i64(f, 0) : i;
 	LLVMValueRef a = g->plan.pack_a ? cg_at(f, w->abuf, cg_mul(f, ir, w->kc))
-					: a_at(w, i, w->pc);
+					: a_at(w, i0, p0);
 	LLVMValueRef c = cg_at(f, w->c,
-			       cg_add(f, cg_muli(f, i, g->plan.ldc), j));
+			       cg_add(f, cg_muli(f, i0, g->plan.ldc), j));
 	bool is_at = !g->plan.pack_a && g->a_rs == 1;
 	int n_epi = g->spec.n_epilogue;
-	LLVMValueRef args[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] =
+	LLVMValueRef args[CG_GEMM_UKR_ARGS + 2 + 2 * CG_GEMM_MAX_EPILOGUE] =
 		{a,
 		 b,
 		 c,
@@ -386,7 +423,15 @@ static void tile_loops(work_env *w)
 		args[CG_GEMM_UKR_ARGS + 1 + n_epi + t] =
 			cg_i64(f, g->spec.epilogue_rs[t]);
 	}
-	call_tile(w, i, j, args);
+	unsigned n_args = CG_GEMM_UKR_ARGS +
+			  (n_epi ? 1 + 2 * (unsigned)n_epi : 0);
+	if (w->kidx)
+		args[n_args++] = LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f),
+						       w->kidx, &w->pc, 1, "");
+	if (w->rows)
+		args[n_args++] = LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f),
+						       w->rows, &i, 1, "");
+	call_tile(w, i, j, args, n_args);
 	cg_loop_end(f, &lir);
 	cg_loop_end(f, &ljr);
 }
@@ -621,7 +666,8 @@ static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka,
 
 /* skip_zero_m: rows [r0, r1), columns [c0, c1) of C from the product of
  * the n_kept rows kept (kc, rows numbered by map): a kept row's values
- * (added when accumulating), a row left out 0 (or as it was). */
+ * (added when accumulating), a row left out +0 (or plus +0, as the
+ * plain product's sum of zero terms adds, which turns a -0 into +0). */
 static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 			    LLVMValueRef n_kept, LLVMValueRef r0,
 			    LLVMValueRef r1, LLVMValueRef c0, LLVMValueRef c1)
@@ -664,11 +710,12 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, no);
-	if (!s->accumulate) {
-		j = cg_loop_begin(f, &lj, c0, c1, 1);
-		cg_store(f, cg_f32(f, 0), cg_at(f, crow, j));
-		cg_loop_end(f, &lj);
-	}
+	j = cg_loop_begin(f, &lj, c0, c1, 1);
+	v = cg_f32(f, 0);
+	if (s->accumulate) /* the plain sum's +0 turns a -0 into +0 */
+		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
+	cg_store(f, v, cg_at(f, crow, j));
+	cg_loop_end(f, &lj);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	cg_loop_end(f, &l);
@@ -732,11 +779,159 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
+/* n rounded up to whole panels of MR rows. */
+static LLVMValueRef whole_panels(cg_fn *f, LLVMValueRef n)
+{
+	return cg_muli(f,
+		       LLVMBuildUDiv(f->b, cg_addi(f, n, CG_GEMM_MR - 1),
+				     cg_i64(f, CG_GEMM_MR), ""),
+		       CG_GEMM_MR);
+}
+
+/* cg_gemm_is_m_gather: lists the rows of A in [r0, r1) that are not all
+ * zero in map, then repeats a row left out (the first) to the end of
+ * their last panel; returns how many were kept. Called when a row is
+ * left out. */
+static LLVMValueRef list_nonzero_rows(work_env *w, LLVMValueRef map,
+				      LLVMValueRef r0, LLVMValueRef r1)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
+	LLVMValueRef spare = cg_var(f, i64, r0);
+	LLVMValueRef is_spare = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
+	LLVMValueRef arow = cg_at(f, w->a, cg_muli(f, i, g->a_rs));
+	LLVMValueRef keep = any_of(f, arow, 1, 0, g->spec.k, g->a_cs, false);
+	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
+			  no = cg_block(f, "row.left"),
+			  next = cg_block(f, "row.next");
+	LLVMBuildCondBr(f->b, keep, yes, no);
+	LLVMPositionBuilderAtEnd(f->b, yes);
+	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
+	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, i, i32, ""),
+		       LLVMBuildInBoundsGEP2(f->b, i32, map, &q, 1, ""));
+	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
+	LLVMBuildBr(f->b, next);
+	LLVMPositionBuilderAtEnd(f->b, no);
+	LLVMBasicBlockRef first = cg_if_begin(
+		f,
+		LLVMBuildNot(f->b, LLVMBuildLoad2(f->b, i1, is_spare, ""), ""));
+	LLVMBuildStore(f->b, i, spare);
+	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), is_spare);
+	cg_if_end(f, first);
+	LLVMBuildBr(f->b, next);
+	LLVMPositionBuilderAtEnd(f->b, next);
+	cg_loop_end(f, &l);
+	LLVMValueRef n_kept = LLVMBuildLoad2(f->b, i64, kept, "");
+	LLVMValueRef row = LLVMBuildTrunc(f->b,
+					  LLVMBuildLoad2(f->b, i64, spare, ""),
+					  i32, "");
+	LLVMValueRef p = cg_loop_begin(f, &l, n_kept, whole_panels(f, n_kept),
+				       1);
+	LLVMBuildStore(f->b, row,
+		       LLVMBuildInBoundsGEP2(f->b, i32, map, &p, 1, ""));
+	cg_loop_end(f, &l);
+	return n_kept;
+}
+
+/* cg_gemm_is_m_gather: columns [c0, c1) of the rows of C in [r0, r1)
+ * that map's first n_kept do not list, as the plain product leaves them:
+ * +0, or when accumulating what is there plus +0 (the sgemm's sum of
+ * zero terms), which turns a -0 into +0. */
+static void clear_rows_left_out(work_env *w, LLVMValueRef map,
+				LLVMValueRef n_kept, LLVMValueRef r0,
+				LLVMValueRef r1, LLVMValueRef c0,
+				LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
+	LLVMValueRef next = cg_var(f, i64, cg_i64(f, 0));
+	cg_loop l, lj;
+	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
+	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, next, "");
+	LLVMValueRef qc = cg_min(f, q, cg_i64(f, g->spec.m - 1));
+	LLVMValueRef mi = LLVMBuildSExt(
+		f->b,
+		LLVMBuildLoad2(f->b, i32,
+			       LLVMBuildInBoundsGEP2(f->b, i32, map, &qc, 1, ""),
+			       ""),
+		i64, "");
+	LLVMValueRef is_kept = LLVMBuildAnd(f->b,
+					    LLVMBuildICmp(f->b, LLVMIntSLT, q,
+							  n_kept, ""),
+					    LLVMBuildICmp(f->b, LLVMIntEQ, mi,
+							  i, ""),
+					    "");
+	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
+			  no = cg_block(f, "row.left"),
+			  done = cg_block(f, "row.done");
+	LLVMBuildCondBr(f->b, is_kept, yes, no);
+	LLVMPositionBuilderAtEnd(f->b, yes);
+	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, no);
+	LLVMValueRef crow = cg_at(f, w->c, cg_muli(f, i, g->plan.ldc));
+	LLVMValueRef j = cg_loop_begin(f, &lj, c0, c1, 1);
+	LLVMValueRef v = cg_f32(f, 0);
+	if (g->spec.accumulate)
+		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
+	cg_store(f, v, cg_at(f, crow, j));
+	cg_loop_end(f, &lj);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+	cg_loop_end(f, &l);
+}
+
+/* skip_zero_m with cg_gemm_is_m_gather, rows [r0, r1) and columns [c0,
+ * c1) of C: with a row of zeros in A and B finite (0 times an inf is
+ * NaN), multiplies the rows kept in place, whole panels of them padded
+ * with a row left out (whose product is what clear_rows_left_out
+ * gives it), then clears the rows left out; else the plain product.
+ * Each row of C gets the plain product's bits. */
+static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
+				     LLVMValueRef r1, LLVMValueRef c0,
+				     LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	const cg_gemm_gen *g = w->g;
+	const cg_gemm_spec *s = &g->spec;
+	LLVMBasicBlockRef plain = cg_block(f, "rows.all"),
+			  test = cg_block(f, "rows.test"),
+			  kept = cg_block(f, "rows.kept"),
+			  done = cg_block(f, "rows.done");
+	LLVMBuildCondBr(f->b,
+			has_zero_row(f, w->a, r0, r1, g->a_rs, s->k, g->a_cs),
+			test, plain);
+	LLVMPositionBuilderAtEnd(f->b, test);
+	LLVMBuildCondBr(f->b,
+			any_of(f, w->b, s->k, g->b_rs, s->n, g->b_cs, true),
+			plain, kept);
+	LLVMPositionBuilderAtEnd(f->b, plain);
+	block_loops(w, r0, r1, c0, c1);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, kept);
+	LLVMValueRef map = cg_ati(f, w->abuf, layout_of(s, &g->plan).map_off);
+	LLVMValueRef n_kept = list_nonzero_rows(w, map, r0, r1);
+	w->rows = map;
+	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
+	w->rows = NULL;
+	clear_rows_left_out(w, map, n_kept, r0, r1, c0, c1);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
 /* Rows [r0, r1), columns [c0, c1) of the current product. */
 static void product(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 		    LLVMValueRef c0, LLVMValueRef c1)
 {
-	if (w->g->spec.skip_zero_m)
+	if (w->g->is_m_gather)
+		product_of_rows_in_place(w, r0, r1, c0, c1);
+	else if (w->g->spec.skip_zero_m)
 		product_of_rows_kept(w, r0, r1, c0, c1);
 	else
 		block_loops(w, r0, r1, c0, c1);
@@ -786,15 +981,16 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 	cg_loop_end(f, &lb);
 }
 
-/* skip_zero_k: copies B's rows that are not all zero, and those whose
- * column of A holds an inf or NaN (0 times it is NaN), with A's matching
- * columns, to the buffers ka and kb in the layout of A and B, keeping at
- * least one of each k-block of spec.k (a block of none would leave C
- * unwritten), and points the work at them: w->a0, w->b0, w->k, and
- * w->kstart the blocks' starts among the k kept. Each block sums the
- * terms it keeps in their order from +0, and a term left out is a zero
- * (+0 or -0) that adds nothing to a sum that is not -0: the product has
- * the bits of the one that keeps every k. */
+/* skip_zero_k: keeps B's rows that are not all zero, and those whose
+ * column of A holds an inf or NaN (0 times it is NaN), at least one of
+ * each k-block of spec.k (a block of none would leave C unwritten): with
+ * w->kidx, writes their numbers there (the micro-kernels read them in
+ * place); else copies them, with A's matching columns, to the buffers ka
+ * and kb in the layout of A and B and points the work at them (w->a0,
+ * w->b0). Sets w->k, and w->kstart the blocks' starts among the k kept.
+ * Each block sums the terms it keeps in their order from +0, and a term
+ * left out is a zero (+0 or -0) that adds nothing to a sum that is not
+ * -0: the product has the bits of the one that keeps every k. */
 static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 {
 	cg_fn *f = w->f;
@@ -827,22 +1023,45 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	keep = LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, keep, ""),
 			   LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
-	copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)), s->n,
-		     g->b_cs);
-	copy_strided(f, acol, cg_at(f, ka, cg_muli(f, q, g->a_cs)), s->m,
-		     g->a_rs);
+	if (w->kidx) {
+		LLVMTypeRef i32 = cg_t_i32(f);
+		LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, p, i32, ""),
+			       LLVMBuildInBoundsGEP2(f->b, i32, w->kidx, &q, 1,
+						     ""));
+	} else {
+		copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)),
+			     s->n, g->b_cs);
+		copy_strided(f, acol, cg_at(f, ka, cg_muli(f, q, g->a_cs)),
+			     s->m, g->a_rs);
+	}
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
 	cg_if_end(f, join);
 	cg_loop_end(f, &l);
 	cg_loop_end(f, &lb);
 	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
 	LLVMBuildStore(f->b, w->k, kstart_at(w, cg_i64(f, n_kblocks(g))));
-	w->a0 = ka;
-	w->b0 = kb;
+	if (!w->kidx) {
+		w->a0 = ka;
+		w->b0 = kb;
+	}
+}
+
+/* cg_gemm_is_k_gather, B without a row of zeros: kidx lists every k. */
+static void keep_every_k(work_env *w)
+{
+	cg_fn *f = w->f;
+	LLVMTypeRef i32 = cg_t_i32(f);
+	cg_loop l;
+	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0),
+				       cg_i64(f, w->g->spec.k), 1);
+	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, p, i32, ""),
+		       LLVMBuildInBoundsGEP2(f->b, i32, w->kidx, &p, 1, ""));
+	cg_loop_end(f, &l);
 }
 
 /* skip_zero_k: keep_nonzero_k when B has a row of zeros; else the work
- * reads A and B in place, all of K. */
+ * reads A and B in place, all of K (gathering k, through a kidx that
+ * lists them all). */
 static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 {
 	cg_fn *f = w->f;
@@ -857,16 +1076,23 @@ static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	for (int64_t i = 0; i <= nb; i++) /* every k kept: spec.k's blocks */
 		LLVMBuildStore(f->b, cg_i64(f, min64(i * g->plan.kc, g->spec.k)),
 			       kstart_at(w, cg_i64(f, i)));
-	LLVMBasicBlockRef join = cg_if_begin(f,
-					     has_zero_row(f, w->b0, cg_i64(f, 0),
-							  cg_i64(f, g->spec.k),
-							  g->b_rs, g->spec.n,
-							  g->b_cs));
+	LLVMBasicBlockRef yes = cg_block(f, "k.zero"), no = cg_block(f, "k.all");
+	LLVMBasicBlockRef join = cg_block(f, "k.kept");
+	LLVMBuildCondBr(f->b,
+			has_zero_row(f, w->b0, cg_i64(f, 0), cg_i64(f, g->spec.k),
+				     g->b_rs, g->spec.n, g->b_cs),
+			yes, no);
+	LLVMPositionBuilderAtEnd(f->b, yes);
 	keep_nonzero_k(w, ka, kb);
 	LLVMBuildStore(f->b, w->a0, a0);
 	LLVMBuildStore(f->b, w->b0, b0);
 	LLVMBuildStore(f->b, w->k, k);
-	cg_if_end(f, join);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, no);
+	if (w->kidx)
+		keep_every_k(w);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, join);
 	w->a0 = LLVMBuildLoad2(f->b, cg_t_ptr(f), a0, "");
 	w->b0 = LLVMBuildLoad2(f->b, cg_t_ptr(f), b0, "");
 	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), k, "");
@@ -910,6 +1136,8 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	w.abuf = LLVMGetParam(f.fn, 3);
 	w.bbuf = cg_ati(&f, w.abuf, l.b_off);
 	w.k = cg_i64(&f, s->k);
+	if (g->is_k_gather)
+		w.kidx = cg_ati(&f, w.abuf, l.map_off);
 	if (s->skip_zero_k)
 		keep_nonzero_k_if_any(&w, cg_ati(&f, w.abuf, l.ka_off),
 				      cg_ati(&f, w.abuf, l.kb_off));
@@ -1167,7 +1395,7 @@ static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 
 /* ---- the generator ---------------------------------------------------------- */
 
-static void gen_kernels(cg_gemm_gen *g)
+static void gen_plain_kernels(cg_gemm_gen *g)
 {
 	int64_t m = g->spec.m, n = g->spec.n;
 	int rows[2] = {m >= CG_GEMM_MR ? CG_GEMM_MR : 0, (int)(m % CG_GEMM_MR)};
@@ -1178,11 +1406,23 @@ static void gen_kernels(cg_gemm_gen *g)
 		for (int ce = 0; ce < 2; ce++)
 			if (rows[re] && cols[ce])
 				g->ukr[re][ce] = cg_gemm_gen_ukr(g, rows[re],
-								 cols[ce]);
+								 cols[ce],
+								 false);
 	if (g->plan.pack_a)
 		g->pack_a = cg_gemm_gen_pack_a(g);
 	if (g->plan.pack_b)
 		g->pack_b = cg_gemm_gen_pack_b(g);
+}
+
+static void gen_kernels(cg_gemm_gen *g)
+{
+	int nr = g->plan.nr;
+	int cols[2] = {g->spec.n >= nr ? nr : 0, (int)(g->spec.n % nr)};
+	for (int ce = 0; g->is_m_gather && ce < 2; ce++)
+		if (cols[ce])
+			g->ukr_mg[ce] = cg_gemm_gen_ukr(g, CG_GEMM_MR, cols[ce],
+							true);
+	gen_plain_kernels(g);
 }
 
 bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec)
@@ -1200,6 +1440,8 @@ bool cg_gemm_add(cg_module *m, const char *name, const cg_gemm_spec *spec)
 	g.a_cs = spec->ta ? g.plan.lda : 1;
 	g.b_rs = spec->tb ? 1 : g.plan.ldb;
 	g.b_cs = spec->tb ? g.plan.ldb : 1;
+	g.is_k_gather = cg_gemm_is_k_gather(spec, &g.plan);
+	g.is_m_gather = cg_gemm_is_m_gather(spec, &g.plan);
 	gen_kernels(&g);
 	LLVMValueRef work = gen_work(&g);
 	if (!spec->is_range_only) {

@@ -69,17 +69,21 @@ typedef struct cg_gemm_spec {
 	 * from each), so C has the same bits and the work is that of the
 	 * rows kept. For the weight gradient X^T dY of a masked loss, where
 	 * dY is zero at every padding token. A call that finds a row of
-	 * zeros in B (it stops at the first) copies the rows kept, and A's
-	 * matching columns, into its buffer; one that finds none reads A
-	 * and B in place. */
+	 * zeros in B (it stops at the first) lists the k kept, and its
+	 * micro-kernels read them in place through the list, or, when A or
+	 * B is packed, copies the rows kept, and A's matching columns,
+	 * into its buffer; one that finds none reads A and B in place. */
 	bool skip_zero_k;
 	/* Leave out of the product each row of A that is all zero (a batch of
-	 * 1), unless B holds an inf or NaN: that row of C is 0 (the sgemm's
-	 * sum of zero terms is +0), or stays as it is when accumulating. For
+	 * 1), unless B holds an inf or NaN: that row of C is +0 (the
+	 * sgemm's sum of zero terms), or C's plus +0 when accumulating. For
 	 * the input gradient dY W^T of a masked loss. A call that finds a
-	 * row of zeros in its part of A (it stops at the first) copies the
-	 * rows kept into its buffer, multiplies them there and copies the
-	 * rows of the product back; one that finds none multiplies in
+	 * row of zeros in its part of A (it stops at the first) lists the
+	 * rows kept and multiplies them in place through the list, or,
+	 * when A is packed, copies them into its buffer, multiplies them
+	 * there and copies the rows of the product back; a row left out
+	 * gets +0, or plus +0 when accumulating (a -0 becomes +0, as in
+	 * the plain sum of zero terms); one that finds none multiplies in
 	 * place. Either way each row of C gets the bits of the product
 	 * without skip_zero_m. */
 	bool skip_zero_m;

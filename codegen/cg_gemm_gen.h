@@ -29,7 +29,24 @@ typedef struct cg_gemm_gen {
 	 * that shape. */
 	LLVMValueRef ukr[2][2];
 	LLVMValueRef pack_a, pack_b; /* NULL when not packed */
+	/* skip_zero_k with neither operand packed: the micro-kernels read
+	 * the k kept in place, through their numbers (cg_gemm_is_k_gather). */
+	bool is_k_gather;
+	/* skip_zero_m with A not packed: the rows kept are multiplied in
+	 * place, read from A and written to C through their numbers, by
+	 * full-height micro-kernels (ukr_mg; cg_gemm_is_m_gather). */
+	bool is_m_gather;
+	LLVMValueRef ukr_mg[2]; /* by column edge; NULL where none */
 } cg_gemm_gen;
+
+/* Whether a spec's sgemm reads the k kept by skip_zero_k in place,
+ * through a list of their numbers, rather than from copies: when
+ * neither operand is packed (the packing routines read whole blocks). */
+bool cg_gemm_is_k_gather(const cg_gemm_spec *s, const cg_gemm_plan *p);
+
+/* Whether skip_zero_m multiplies the rows it keeps in place, through a
+ * list of their numbers, rather than copies: when A is not packed. */
+bool cg_gemm_is_m_gather(const cg_gemm_spec *s, const cg_gemm_plan *p);
 
 /* The micro-kernel's parameters before the epilogue's. */
 #define CG_GEMM_UKR_ARGS 8
@@ -50,8 +67,15 @@ typedef struct cg_gemm_gen {
  * product in mr·ceil(nr/vw) vector accumulators, then
  * stores it into C, or adds it to C if accumulate; with an epilogue
  * (spec.n_epilogue > 0), on the last k-block (is_last) it adds the terms,
- * e_t pointing at E_t(i, j), to what it stores, one add each. */
-LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr);
+ * e_t pointing at E_t(i, j), to what it stores, one add each.
+ * With g->is_k_gather the name ends in `.kg` and a last parameter
+ * `const i32 *kidx` follows: step p of the k-loop reads A's column and
+ * B's row kidx[p] (a and b then point at A(i, 0) and B(0, j)), the
+ * same terms in the same order as from copies of those rows. With
+ * is_m_gather (g->is_m_gather, mr = MR) the name ends in `.mg` and the last
+ * parameter is `const i32 *rows`: row r of the tile is row rows[r] of A
+ * and of C (a and c point at A(0, p) and C(0, j)); a row may repeat. */
+LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr, bool is_m_gather);
 
 /* Generates void NAME.pack_a(const float *src, float *dst, i64 mc, i64 kc):
  * copies the mc×kc block of A at src (A at (i, p)) into MR-tall panels,

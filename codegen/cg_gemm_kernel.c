@@ -52,8 +52,16 @@ typedef struct ukr_shape {
 	bool is_a_packed, is_b_packed;
 	bool is_at; /* A in place is A^T: a_rs = 1, a_cs the argument */
 	int n_epi;  /* terms of the epilogue */
+	/* Step p reads k = kidx[p] (the last parameter): skip_zero_k's k
+	 * kept, read in place. */
+	bool is_k_gather;
+	/* Row r of the tile is row rows[r] of A and of C (the last
+	 * parameter): skip_zero_m's rows kept, read and written in place. */
+	bool is_m_gather;
 	/* Set in the function: constants or its parameters. */
 	LLVMValueRef a_rs, a_cs, b_rs, ldc;
+	/* is_m_gather: where row r of the tile starts in A and in C. */
+	LLVMValueRef a_row[CG_GEMM_MR], c_row[CG_GEMM_MR];
 	LLVMValueRef epi_rs[CG_GEMM_MAX_EPILOGUE]; /* their row strides */
 } ukr_shape;
 
@@ -85,6 +93,18 @@ static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 {
 	LLVMTypeRef vt = cg_t_vec(f, u->vw);
 	LLVMValueRef bv[2];
+	if (u->is_k_gather) {
+		LLVMValueRef kidx = LLVMGetParam(f->fn,
+						 LLVMCountParams(f->fn) - 1);
+		LLVMTypeRef i32 = cg_t_i32(f);
+		p = LLVMBuildSExt(f->b,
+				  LLVMBuildLoad2(f->b, i32,
+						 LLVMBuildInBoundsGEP2(f->b, i32,
+								       kidx, &p,
+								       1, ""),
+						 ""),
+				  cg_t_i64(f), "");
+	}
 	LLVMValueRef brow = cg_at(f, b, cg_mul(f, p, u->b_rs));
 	LLVMValueRef arow = cg_at(f, a, cg_mul(f, p, u->a_cs));
 
@@ -92,7 +112,11 @@ static void ukr_step(cg_fn *f, const ukr_shape *u, LLVMValueRef a,
 		bv[v] = load_b(f, u, brow, v);
 	for (int r = 0; r < u->mr; r++) {
 		LLVMValueRef s = cg_load(f,
-					 cg_at(f, arow, times(f, r, u->a_rs)));
+					 u->is_m_gather
+						 ? cg_at(f, u->a_row[r],
+							 cg_mul(f, p, u->a_cs))
+						 : cg_at(f, arow,
+							 times(f, r, u->a_rs)));
 		s = cg_splat(f, u->vw, s);
 		for (int v = 0; v < u->nv; v++) {
 			LLVMValueRef args[3] = {s, bv[v], acc[r * u->nv + v]};
@@ -193,6 +217,12 @@ static LLVMValueRef add_terms(cg_fn *f, const ukr_shape *u, LLVMValueRef x,
 	return x;
 }
 
+/* Where row r of the C tile at c starts. */
+static LLVMValueRef c_row_at(cg_fn *f, const ukr_shape *u, LLVMValueRef c, int r)
+{
+	return u->is_m_gather ? u->c_row[r] : cg_at(f, c, times(f, r, u->ldc));
+}
+
 /* Writes the tile to C, adding what is there if is_acc, then the
  * epilogue's terms if is_epi. */
 static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
@@ -201,15 +231,18 @@ static void ukr_store(cg_fn *f, const ukr_shape *u, LLVMValueRef *acc,
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
 		for (int v = 0; v < u->nv; v++) {
-			LLVMValueRef p = cg_ati(f,
-						cg_at(f, c, times(f, r, u->ldc)),
+			LLVMValueRef p = cg_ati(f, c_row_at(f, u, c, r),
 						v * (int64_t)u->vw);
 			bool is_masked = v == u->nv - 1 && u->tail < u->vw;
 			LLVMValueRef x = acc[r * u->nv + v];
 			if (is_acc)
 				x = cg_fast(LLVMBuildFAdd(f->b,
-							  tile_load(f, u, c,
-								    u->ldc, r, v),
+							  tile_load(f, u,
+								    c_row_at(f,
+									     u, c,
+									     r),
+								    cg_i64(f, 0),
+								    0, v),
 							  x, ""),
 					    false);
 			if (is_epi)
@@ -258,14 +291,16 @@ static void prefetch_tile(cg_fn *f, const ukr_shape *u, int nr)
 {
 	LLVMValueRef c = LLVMGetParam(f->fn, 2);
 	for (int r = 0; r < u->mr; r++) {
-		LLVMValueRef row = times(f, r, u->ldc);
+		LLVMValueRef base = u->is_m_gather ? u->c_row[r] : c;
+		LLVMValueRef row = u->is_m_gather ? cg_i64(f, 0)
+						  : times(f, r, u->ldc);
 		for (int v = 0; v < u->nv; v++)
-			prefetch(f, c,
+			prefetch(f, base,
 				 LLVMBuildAdd(f->b, row,
 					      cg_i64(f, v * (int64_t)u->vw), ""),
 				 true);
-		prefetch(f, c, LLVMBuildAdd(f->b, row, cg_i64(f, nr - 1), ""),
-			 true);
+		prefetch(f, base,
+			 LLVMBuildAdd(f->b, row, cg_i64(f, nr - 1), ""), true);
 	}
 }
 
@@ -278,7 +313,8 @@ static void wide_vectors(cg_fn *f, unsigned vw)
 	cg_fn_attr_str(f, "min-legal-vector-width", bits);
 }
 
-static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr)
+static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr,
+			      bool is_m_gather)
 {
 	int vw = g->plan.vw;
 	ukr_shape u = {
@@ -289,6 +325,8 @@ static ukr_shape ukr_shape_of(const cg_gemm_gen *g, int mr, int nr)
 		.is_b_packed = g->plan.pack_b,
 		.is_at = !g->plan.pack_a && g->a_rs == 1,
 		.n_epi = g->spec.n_epilogue,
+		.is_k_gather = g->is_k_gather,
+		.is_m_gather = is_m_gather,
 	};
 	u.tail = (unsigned)(nr - (u.nv - 1) * vw);
 	return u;
@@ -310,18 +348,36 @@ static void ukr_strides(cg_fn *f, ukr_shape *u)
 		u->epi_rs[t] = LLVMGetParam(f->fn,
 					    CG_GEMM_UKR_ARGS + 1 +
 						    (unsigned)(u->n_epi + t));
+	if (!u->is_m_gather)
+		return;
+	LLVMValueRef rows = LLVMGetParam(f->fn, LLVMCountParams(f->fn) - 1);
+	LLVMTypeRef i32 = cg_t_i32(f);
+	for (int r = 0; r < u->mr; r++) {
+		LLVMValueRef at = cg_i64(f, r);
+		LLVMValueRef i = LLVMBuildSExt(
+			f->b,
+			LLVMBuildLoad2(f->b, i32,
+				       LLVMBuildInBoundsGEP2(f->b, i32, rows,
+							     &at, 1, ""),
+				       ""),
+			cg_t_i64(f), "");
+		u->a_row[r] = cg_at(f, LLVMGetParam(f->fn, 0),
+				    cg_mul(f, i, u->a_rs));
+		u->c_row[r] = cg_at(f, LLVMGetParam(f->fn, 2),
+				    cg_mul(f, i, u->ldc));
+	}
 }
 
-LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
+LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr, bool is_m_gather)
 {
 	cg_fn f;
 	char name[256];
-	ukr_shape u = ukr_shape_of(g, mr, nr);
+	ukr_shape u = ukr_shape_of(g, mr, nr, is_m_gather);
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(ctx);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 1 + 2 * CG_GEMM_MAX_EPILOGUE] =
+	LLVMTypeRef params[CG_GEMM_UKR_ARGS + 2 + 2 * CG_GEMM_MAX_EPILOGUE] =
 		{ptr, ptr, ptr, i64, i1, i64, i64, i64, i1};
 	unsigned n_par = CG_GEMM_UKR_ARGS +
 			 (u.n_epi ? 1 + 2 * (unsigned)u.n_epi : 0);
@@ -330,12 +386,17 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	for (unsigned i = CG_GEMM_UKR_ARGS + 1; i < n_par; i++)
 		params[i] = i < CG_GEMM_UKR_ARGS + 1 + (unsigned)u.n_epi ? ptr
 									 : i64;
-	snprintf(name, sizeof name, "sgemm.ukr.%u.%dx%d.a%c.b%c.e%d", u.vw, mr,
-		 nr,
+	if (u.is_k_gather || u.is_m_gather)
+		params[n_par++] = ptr; /* kidx or rows */
+	snprintf(name, sizeof name, "sgemm.ukr.%u.%dx%d.a%c.b%c.e%d%s", u.vw,
+		 mr, nr,
 		 u.is_a_packed ? 'p'
 		 : u.is_at     ? 't'
 			       : 'n',
-		 u.is_b_packed ? 'p' : 'n', u.n_epi);
+		 u.is_b_packed ? 'p' : 'n', u.n_epi,
+		 u.is_k_gather   ? ".kg"
+		 : u.is_m_gather ? ".mg"
+				 : "");
 	LLVMTypeRef type = LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
 					    n_par, 0);
 	LLVMValueRef have = LLVMGetNamedFunction(g->mod, name);
@@ -349,6 +410,8 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr)
 	for (unsigned i = CG_GEMM_UKR_ARGS + 1;
 	     i < CG_GEMM_UKR_ARGS + 1 + (unsigned)u.n_epi; i++)
 		cg_fn_param_readonly(&f, i);
+	if (u.is_k_gather || u.is_m_gather)
+		cg_fn_param_readonly(&f, n_par - 1);
 	/* One copy serves every tile of its shape: inlined, it would be
 	 * optimized and compiled again in each variant's loop nest. */
 	cg_fn_attr(&f, "noinline");

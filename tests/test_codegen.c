@@ -695,6 +695,43 @@ START_TEST(test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits)
 }
 END_TEST
 
+/* Accumulating, a row of A left out adds the plain product's +0 to its
+ * row of C, which turns a -0 there into +0 as the plain product does
+ * (it stayed -0 before); the other zeros and values stay. A in place or
+ * packed, B transposed or not, rows or columns split, on 1 thread and
+ * 2. */
+START_TEST(test_gemm_leaving_out_zero_rows_of_a_adds_plus_zero_to_c)
+{
+	static const int64_t shapes[2][3] = {{30, 20, 9}, {13, 600, 40}};
+	for (int sh = 0; sh < 2; sh++)
+		for (int v = 0; v < 4; v++) {
+			cg_gemm_spec spec = shape(shapes[sh][0], shapes[sh][1],
+						  shapes[sh][2]);
+			spec.tb = v & 1;
+			spec.pack = v & 2 ? CG_GEMM_PACK_AB : CG_GEMM_PACK_AUTO;
+			spec.accumulate = true;
+			gemm_jit plain = jit_open(&spec);
+			spec.skip_zero_m = true;
+			gemm_jit skip = jit_open(&spec);
+			gemm_case t;
+			case_init(&t, spec, 1150 + (uint64_t)v);
+			zero_a_rows(&t, 5);
+			for (int64_t i = 0; i < spec.m;
+			     i++) /* kept and left out */
+				for (int64_t j = 0; j < spec.n; j += 3)
+					t.c[i * t.plan.ldc + j] = j % 2 ? -0.0f
+									: 0.0f;
+			float *c0 = jit_run(&plain, &t, 1);
+			ck_assert(!signbit(c0[5 * t.plan.ldc + 3])); /* left out */
+			expect_plain_bits(&skip, &t, c0, v, 0);
+			free(c0);
+			case_fini(&t);
+			jit_close(&plain);
+			jit_close(&skip);
+		}
+}
+END_TEST
+
 /* Zeroes the rows of B that case `what` of
  * test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits leaves out: 0
  * those of a padded batch (rows p with p % 10 >= 4), 1 every row of the
@@ -721,17 +758,24 @@ static void zero_b_rows_for(gemm_case *t, int what, int64_t kc)
 /* skip_zero_k gives the bits of the product that keeps every k, however
  * many k-blocks K makes (320: two of 160, the Transformer's X^T dY; 600:
  * three of 200) and whichever rows of B are zero, a whole k-block
- * included; A transposed or not, accumulating or not, packed or not, on
- * 1 thread and 2. */
+ * included; A transposed or not, accumulating or not, packed (the k kept
+ * copied) or not (read in place through their numbers), rows wider than
+ * the matrices or not (the last shape), on 1 thread and 2. */
 START_TEST(test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits)
 {
-	static const int64_t shapes[3][3] = {{32, 32, 320},
+	static const int64_t shapes[4][3] = {{32, 32, 320},
 					     {9, 70, 600},
-					     {13, 20, 100}};
-	for (int sh = 0; sh < 3; sh++)
+					     {13, 20, 100},
+					     {64, 32, 320}};
+	for (int sh = 0; sh < 4; sh++)
 		for (int v = 0; v < 8; v++) {
 			cg_gemm_spec spec = shape(shapes[sh][0], shapes[sh][1],
 						  shapes[sh][2]);
+			if (sh == 3) {
+				spec.lda = (v & 1 ? spec.m : spec.k) + 3;
+				spec.ldb = spec.n + 5;
+				spec.ldc = spec.n + 1;
+			}
 			spec.ta = v & 1;
 			spec.accumulate = v & 2;
 			spec.pack = v & 4 ? CG_GEMM_PACK_AB : CG_GEMM_PACK_NONE;
@@ -1322,6 +1366,51 @@ START_TEST(test_gemm_of_tiny_shape_starts_no_threads)
 }
 END_TEST
 
+/* With A in place, skip_zero_m multiplies the rows it keeps where they
+ * are: its full-height micro-kernels (`.mg`) read A's rows and write C's
+ * through a list of their numbers, and the call's buffer is that list
+ * (on the stack), not copies of the rows and of their product (80 KB
+ * for the Transformer's dY W^T, 320x32 with K = 32: a heap allocation a
+ * call). With A packed, it copies them. */
+START_TEST(test_gemm_multiplies_the_rows_it_keeps_in_place)
+{
+	cg_gemm_spec spec = shape(320, 32, 32);
+	spec.tb = true;
+	spec.skip_zero_m = true;
+	ck_assert(!plan_of(spec).pack_a);
+	char *ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_nonnull(strstr(ir, ".6x32.an.bp.e0.mg("));
+	ck_assert_ptr_null(strstr(ir, "aligned_alloc"));
+	free(ir);
+	spec.pack = CG_GEMM_PACK_AB;
+	ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_null(strstr(ir, ".mg("));
+	free(ir);
+}
+END_TEST
+
+/* Unpacked, skip_zero_k reads the k it keeps in place: its micro-kernels
+ * (`.kg`) step through a list of their numbers, and the call's buffer
+ * is that list (on the stack), not copies of A's columns and B's rows
+ * (80 KB for the Transformer's X^T dY, 32x32 with K = 320: a heap
+ * allocation a call). Packed, it copies them. */
+START_TEST(test_gemm_reads_the_k_it_keeps_in_place_when_unpacked)
+{
+	cg_gemm_spec spec = shape(32, 32, 320);
+	spec.ta = true;
+	spec.skip_zero_k = true;
+	ck_assert(!plan_of(spec).pack_a && !plan_of(spec).pack_b);
+	char *ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_nonnull(strstr(ir, ".e0.kg("));
+	ck_assert_ptr_null(strstr(ir, "aligned_alloc"));
+	free(ir);
+	spec.pack = CG_GEMM_PACK_AB;
+	ir = emit_text(&spec, CG_EMIT_LLVM);
+	ck_assert_ptr_null(strstr(ir, ".kg("));
+	free(ir);
+}
+END_TEST
+
 /* ---- plan -------------------------------------------------------------------- */
 
 START_TEST(test_plan_reads_the_books_small_shapes_in_place)
@@ -1744,7 +1833,12 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num,
 		       test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
 	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits);
+	tcase_add_test(num,
+		       test_gemm_leaving_out_zero_rows_of_a_adds_plus_zero_to_c);
 	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits);
+	tcase_add_test(num,
+		       test_gemm_reads_the_k_it_keeps_in_place_when_unpacked);
+	tcase_add_test(num, test_gemm_multiplies_the_rows_it_keeps_in_place);
 	tcase_add_test(num, test_gemm_accumulates_one_hand_computed_product);
 	tcase_add_test(num, test_gemm_keeps_to_leading_dimensions);
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
