@@ -405,10 +405,10 @@ static void tile_loops(work_env *w)
 }
 
 static void call_pack(work_env *w, LLVMValueRef fn, LLVMValueRef src,
-		      LLVMValueRef dst, LLVMValueRef n)
+		      LLVMValueRef dst, LLVMValueRef n, int64_t ld)
 {
-	LLVMValueRef args[4] = {src, dst, n, w->kc};
-	cg_call(w->f, fn, args, 4);
+	LLVMValueRef args[5] = {src, dst, n, w->kc, cg_i64(w->f, ld)};
+	cg_call(w->f, fn, args, 5);
 }
 
 /* The ic loop over this thread's rows, packing each A block. */
@@ -421,7 +421,7 @@ static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 		       LLVMBuildNSWSub(f->b, r1, w->ic, ""));
 	if (w->g->plan.pack_a)
 		call_pack(w, w->g->pack_a, a_at(w, w->ic, w->pc), w->abuf,
-			  w->mc);
+			  w->mc, w->g->pack_a_ld);
 	tile_loops(w);
 	nest_loop_end(f, &lic);
 }
@@ -485,7 +485,7 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 					    cg_i64(f, 0), "");
 	if (p->pack_b)
 		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf,
-			  w->nc);
+			  w->nc, w->g->pack_b_ld);
 	row_blocks(w, r0, r1);
 	nest_loop_end(f, &lpc);
 	nest_loop_end(f, &ljc);
