@@ -94,6 +94,7 @@ struct cg_program {
 	uint64_t (*clock)(void); /* it, after the JIT */
 	uint32_t sched_threads;  /* > 1: entry points get a static schedule */
 	double build_ms;
+	double cpu_ms; /* process CPU time in create and JIT, all threads */
 	LLVMValueRef *consts;       /* m->n_consts globals, made on first use */
 	struct built_kernel *built; /* every kernel made, for sharing */
 	uint32_t n_built, built_cap;

@@ -37,6 +37,12 @@ typedef struct cg_gemm_gen {
 	 * full-height micro-kernels (ukr_mg; cg_gemm_is_m_gather). */
 	bool is_m_gather;
 	LLVMValueRef ukr_mg[2]; /* by column edge; NULL where none */
+	/* The packing routines' stride argument (ld): the operand's stride
+	 * that is not 1 (pack_a_ld, pack_b_ld), and, while one is
+	 * generated, its strides as values (pk_rs, pk_cs: one of them ld,
+	 * the parameter, the other the constant 1). */
+	int64_t pack_a_ld, pack_b_ld;
+	LLVMValueRef pk_rs, pk_cs;
 } cg_gemm_gen;
 
 /* Whether a spec's sgemm reads the k kept by skip_zero_k in place,
@@ -77,14 +83,24 @@ bool cg_gemm_is_m_gather(const cg_gemm_spec *s, const cg_gemm_plan *p);
  * and of C (a and c point at A(0, p) and C(0, j)); a row may repeat. */
 LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr, bool is_m_gather);
 
-/* Generates void NAME.pack_a(const float *src, float *dst, i64 mc, i64 kc):
+/* Generates, or finds the one the module has of its kind,
+ *   void sgemm.pack_a.<t|n>.r<tail>(const float *src, float *dst,
+ *                                   i64 mc, i64 kc, i64 ld):
  * copies the mc×kc block of A at src (A at (i, p)) into MR-tall panels,
- * each kc×MR floats, zero-filling the rows of a last partial panel. */
+ * each kc×MR floats, zero-filling the rows of a last partial panel
+ * (tail rows: M mod MR). ld is A's stride that is not 1 (g->pack_a_ld:
+ * a_cs for A^T, `t`, else a_rs), an argument, so that the sgemms of a
+ * program share one routine per kind; noinline, optimized and compiled
+ * once. */
 LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g);
 
-/* Generates void NAME.pack_b(const float *src, float *dst, i64 nc, i64 kc):
- * copies the kc×nc block of B at src (B at (p, j)) into NR-wide panels,
- * each kc×NR floats, zero-filling the columns of a last partial panel. */
+/* Generates, or finds, void sgemm.pack_b.<vw>.<r|t|g>.c<tail>(const
+ * float *src, float *dst, i64 nc, i64 kc, i64 ld): copies the kc×nc
+ * block of B at src (B at (p, j)) into NR-wide panels, each kc×NR
+ * floats, zero-filling the columns of a last partial panel (tail
+ * columns: N mod NR). ld is B's stride that is not 1 (g->pack_b_ld:
+ * b_rs for B stored by rows, `r`; b_cs for B^T, packed by transposes,
+ * `t`, or gathered when its rows are shorter than a vector, `g`). */
 LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g);
 
 #endif

@@ -429,36 +429,57 @@ LLVMValueRef cg_gemm_gen_ukr(cg_gemm_gen *g, int mr, int nr, bool is_m_gather)
 
 /* ---- packing ------------------------------------------------------------------ */
 
-/* Starts void NAME.<what>(const float *src, float *dst, i64 n, i64 kc). */
-static void pack_begin(cg_fn *f, const cg_gemm_gen *g, const char *what)
+/* The packing routine of kind `name` that the module has, or NULL
+ * after starting void <name>(const float *src, float *dst, i64 n, i64
+ * kc, i64 ld) in f, its strides g->pk_rs and g->pk_cs (ld for the one
+ * that is not 1: the row stride if is_ld_rows). */
+static LLVMValueRef pack_begin(cg_fn *f, cg_gemm_gen *g, const char *name,
+			       bool is_ld_rows)
 {
-	char name[256];
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[4] = {ptr, ptr, i64, i64};
-
-	snprintf(name, sizeof name, "%s.%s", g->name, what);
-	cg_fn_begin(f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 4, 0),
-		    true);
+	LLVMTypeRef params[5] = {ptr, ptr, i64, i64, i64};
+	LLVMTypeRef type = LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
+					    5, 0);
+	char own[300];
+	LLVMValueRef have = LLVMGetNamedFunction(g->mod, name);
+	if (have && LLVMGlobalGetValueType(have) == type)
+		return have;
+	if (have) /* not ours: a name of its own */
+		snprintf(own, sizeof own, "%s.%s", g->name, name);
+	cg_fn_begin(f, g->mod, have ? own : name, type, true);
 	cg_fn_param_readonly(f, 0);
-	/* One copy per packing code: inlined, O3 optimized and unrolled it
-	 * again in every loop nest that calls it (MergeFunctions folds the
-	 * routines of variants that pack alike into one before that). A
-	 * call per packed block costs nothing next to the copying. */
+	/* One copy per packing code, shared by the program's sgemms (the
+	 * strides are an argument): inlined, O3 optimized and unrolled it
+	 * again in every loop nest that calls it. A call per packed block
+	 * costs nothing next to the copying. */
 	cg_fn_attr(f, "noinline");
+	cg_fn_attr_str(f, CG_ATTR_SHARED, "1");
+	LLVMValueRef ld = LLVMGetParam(f->fn, 4);
+	g->pk_rs = is_ld_rows ? ld : cg_i64(f, 1);
+	g->pk_cs = is_ld_rows ? cg_i64(f, 1) : ld;
+	return NULL;
+}
+
+/* x · the stride st, a value (a constant 1 folds). */
+static LLVMValueRef by_stride(cg_fn *f, LLVMValueRef x, LLVMValueRef st)
+{
+	return LLVMIsConstant(st) && LLVMConstIntGetSExtValue(st) == 1
+		       ? x
+		       : cg_mul(f, x, st);
 }
 
 /* One row p of an A panel: dst[r] = src(r, p) for r < rows, else 0. */
 static void pack_a_row(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 		       LLVMValueRef dst, LLVMValueRef p, int rows)
 {
-	LLVMValueRef col = cg_at(f, src, cg_muli(f, p, g->a_cs));
+	LLVMValueRef col = cg_at(f, src, by_stride(f, p, g->pk_cs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
 	for (int r = 0; r < CG_GEMM_MR; r++) {
 		LLVMValueRef x = r < rows ? cg_load(f,
-						    cg_ati(f, col, r * g->a_rs))
+						    cg_at(f, col,
+							  times(f, r, g->pk_rs)))
 					  : cg_f32(f, 0.0f);
 		cg_store(f, x, cg_ati(f, out, r));
 	}
@@ -490,13 +511,14 @@ static void pack_at_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	cg_loop lq;
 	LLVMValueRef src = LLVMGetParam(f->fn, 0), dst = LLVMGetParam(f->fn, 1);
 	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->a_cs));
+	LLVMValueRef row = cg_at(f, src, by_stride(f, p, g->pk_cs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, CG_GEMM_MR));
 	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), full, CG_GEMM_MR);
 	LLVMValueRef panel = cg_at(f, out, cg_mul(f, q, kc));
 	for (int r = 0; r < n; r++) {
-		LLVMValueRef at = cg_addi(f, q, r * g->a_cs);
-		prefetch(f, row, cg_addi(f, at, PACK_AHEAD_ROWS * g->a_cs),
+		LLVMValueRef at = cg_add(f, q, times(f, r, g->pk_cs));
+		prefetch(f, row,
+			 cg_add(f, at, times(f, PACK_AHEAD_ROWS, g->pk_cs)),
 			 false);
 		cg_vstore_part(f,
 			       cg_vload_part(f, 8, cg_at(f, row, at), CG_GEMM_MR),
@@ -511,7 +533,7 @@ static void pack_at_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	LLVMBasicBlockRef join = cg_if_begin(f, has_tail);
 	panel = cg_at(f, out, cg_mul(f, full, kc));
 	for (int r = 0; r < n; r++) {
-		LLVMValueRef at = cg_addi(f, full, r * g->a_cs);
+		LLVMValueRef at = cg_add(f, full, times(f, r, g->pk_cs));
 		cg_vstore_part(f,
 			       cg_vload_part(f, 8, cg_at(f, row, at),
 					     (unsigned)rows_tail),
@@ -552,15 +574,22 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 	cg_fn f;
 	cg_loop lp;
 	int rows_tail = (int)(g->spec.m % CG_GEMM_MR);
+	bool is_at = g->a_rs == 1;
+	char name[64];
 
-	pack_begin(&f, g, "pack_a");
+	snprintf(name, sizeof name, "sgemm.pack_a.%c.r%d", is_at ? 't' : 'n',
+		 rows_tail);
+	g->pack_a_ld = is_at ? g->a_cs : g->a_rs;
+	LLVMValueRef have = pack_begin(&f, g, name, !is_at);
+	if (have)
+		return have;
 	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
 	LLVMValueRef mc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
 	LLVMValueRef full = cg_muli(&f,
 				    LLVMBuildUDiv(f.b, mc,
 						  cg_i64(&f, CG_GEMM_MR), ""),
 				    CG_GEMM_MR);
-	if (g->a_rs == 1) {
+	if (is_at) {
 		/* A^T: each stored row is read contiguously, where the panel
 		 * by panel order over all KC rows would read MR floats from
 		 * each of KC rows lda apart (a page each, and LLVM turns that
@@ -571,14 +600,15 @@ LLVMValueRef cg_gemm_gen_pack_a(cg_gemm_gen *g)
 		return f.fn;
 	}
 	LLVMValueRef i = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, CG_GEMM_MR);
-	pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, i, g->a_rs)),
+	pack_a_panel(&f, g, cg_at(&f, src, by_stride(&f, i, g->pk_rs)),
 		     cg_at(&f, dst, cg_mul(&f, i, kc)), kc, CG_GEMM_MR);
 	cg_loop_end(&f, &lp);
 	if (rows_tail) {
 		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, mc,
 						      "");
 		LLVMBasicBlockRef join = cg_if_begin(&f, has_tail);
-		pack_a_panel(&f, g, cg_at(&f, src, cg_muli(&f, full, g->a_rs)),
+		pack_a_panel(&f, g,
+			     cg_at(&f, src, by_stride(&f, full, g->pk_rs)),
 			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc,
 			     rows_tail);
 		cg_if_end(&f, join);
@@ -608,7 +638,8 @@ static LLVMValueRef pack_b_vec(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef row,
 	}
 	LLVMValueRef x = LLVMConstNull(vt);
 	for (int c = 0; c < valid; c++) {
-		LLVMValueRef s = cg_load(f, cg_ati(f, row, (lo + c) * g->b_cs));
+		LLVMValueRef s = cg_load(f, cg_at(f, row,
+						  times(f, lo + c, g->pk_cs)));
 		x = LLVMBuildInsertElement(f->b, x, s, cg_i32(f, c), "");
 	}
 	return x;
@@ -626,12 +657,14 @@ static void pack_bt_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 		LLVMValueRef r[16];
 		for (int i = 0; i < vw; i++) {
 			int c = v * vw + i;
-			r[i] = c < cols ? cg_vload(f, (unsigned)vw,
-						   cg_at(f, src,
-							 cg_addi(f, p0,
-								 c * g->b_cs)),
-						   4)
-					: LLVMConstNull(vt);
+			r[i] = c < cols
+				       ? cg_vload(f, (unsigned)vw,
+						  cg_at(f, src,
+							cg_add(f, p0,
+							       times(f, c,
+								     g->pk_cs))),
+						  4)
+				       : LLVMConstNull(vt);
 		}
 		cg_transpose(f, r, (unsigned)vw);
 		for (int k = 0; k < vw; k++) {
@@ -661,7 +694,7 @@ static void pack_b_panel(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef src,
 		cg_loop_end(f, &lp);
 	}
 	LLVMValueRef p = cg_loop_begin(f, &lp, start, kc, 1);
-	LLVMValueRef row = cg_at(f, src, cg_muli(f, p, g->b_rs));
+	LLVMValueRef row = cg_at(f, src, by_stride(f, p, g->pk_rs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, g->plan.nr));
 	for (int v = 0; v < 2; v++)
 		cg_vstore(f, pack_b_vec(f, g, row, v, cols),
@@ -681,7 +714,8 @@ static void pack_b_panel_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef rows,
 			cg_vstore(f,
 				  pack_b_vec(f, g,
 					     cg_at(f, rows,
-						   cg_addi(f, col, r * g->b_rs)),
+						   cg_add(f, col,
+							  times(f, r, g->pk_rs))),
 					     v, cols),
 				  cg_ati(f, panel,
 					 r * g->plan.nr + v * g->plan.vw),
@@ -699,7 +733,7 @@ static void pack_b_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef p, int n,
 	int nr = g->plan.nr;
 	LLVMValueRef src = LLVMGetParam(f->fn, 0), dst = LLVMGetParam(f->fn, 1);
 	LLVMValueRef kc = LLVMGetParam(f->fn, 3);
-	LLVMValueRef rows = cg_at(f, src, cg_muli(f, p, g->b_rs));
+	LLVMValueRef rows = cg_at(f, src, by_stride(f, p, g->pk_rs));
 	LLVMValueRef out = cg_at(f, dst, cg_muli(f, p, nr));
 	LLVMValueRef j = cg_loop_begin(f, &lj, cg_i64(f, 0), full, nr);
 	pack_b_panel_rows(f, g, rows, j, cg_at(f, out, cg_mul(f, j, kc)), n, nr);
@@ -721,13 +755,21 @@ LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 	cg_fn f;
 	cg_loop lp;
 	int nr = g->plan.nr, cols_tail = (int)(g->spec.n % nr);
+	bool is_rows = g->b_cs == 1;
+	char kind = is_rows ? 'r' : g->b_cs >= g->plan.vw ? 't' : 'g';
+	char name[64];
 
-	pack_begin(&f, g, "pack_b");
+	snprintf(name, sizeof name, "sgemm.pack_b.%d.%c.c%d", g->plan.vw, kind,
+		 cols_tail);
+	g->pack_b_ld = is_rows ? g->b_rs : g->b_cs;
+	LLVMValueRef have = pack_begin(&f, g, name, is_rows);
+	if (have)
+		return have;
 	wide_vectors(&f, (unsigned)g->plan.vw);
 	LLVMValueRef src = LLVMGetParam(f.fn, 0), dst = LLVMGetParam(f.fn, 1);
 	LLVMValueRef nc = LLVMGetParam(f.fn, 2), kc = LLVMGetParam(f.fn, 3);
 	LLVMValueRef full = LLVMBuildAnd(f.b, nc, cg_i64(&f, -nr), "");
-	if (g->b_cs == 1) {
+	if (is_rows) {
 		/* B stored by rows, each row into every panel: the panel by
 		 * panel order read NR floats from each of KC rows ldb apart,
 		 * and at ldb = 1,024 (rows a page apart) that took 2.4 times
@@ -738,14 +780,15 @@ LLVMValueRef cg_gemm_gen_pack_b(cg_gemm_gen *g)
 		return f.fn;
 	}
 	LLVMValueRef j = cg_loop_begin(&f, &lp, cg_i64(&f, 0), full, nr);
-	pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, j, g->b_cs)),
+	pack_b_panel(&f, g, cg_at(&f, src, by_stride(&f, j, g->pk_cs)),
 		     cg_at(&f, dst, cg_mul(&f, j, kc)), kc, nr);
 	cg_loop_end(&f, &lp);
 	if (cols_tail) {
 		LLVMValueRef has_tail = LLVMBuildICmp(f.b, LLVMIntSLT, full, nc,
 						      "");
 		LLVMBasicBlockRef join = cg_if_begin(&f, has_tail);
-		pack_b_panel(&f, g, cg_at(&f, src, cg_muli(&f, full, g->b_cs)),
+		pack_b_panel(&f, g,
+			     cg_at(&f, src, by_stride(&f, full, g->pk_cs)),
 			     cg_at(&f, dst, cg_mul(&f, full, kc)), kc,
 			     cols_tail);
 		cg_if_end(&f, join);

@@ -201,8 +201,9 @@ void cg_fn_attr(cg_fn *f, const char *kind);
 /* Adds the string function attribute key="value" to f. */
 void cg_fn_attr_str(cg_fn *f, const char *key, const char *value);
 /* The string attribute (value "1") of a helper that kernels of many
- * components call (an sgemm micro-kernel): cg_split deals it as a
- * component of its own rather than joining its callers into one. */
+ * components call (an sgemm micro-kernel or packing routine): cg_split
+ * deals it as a component of its own rather than joining its callers
+ * into one. */
 #define CG_ATTR_SHARED "attnc-shared"
 
 LLVMTypeRef cg_t_f32(cg_fn *f);

@@ -19,6 +19,14 @@ static double now_ms(void)
 	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
+/* CPU time of the whole process (every thread), in milliseconds. */
+static double cpu_now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
 	return (x + a - 1) / a * a;
@@ -174,7 +182,7 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 			      const int64_t *sym_values,
 			      const cg_program_options *opts)
 {
-	double t0 = now_ms();
+	double t0 = now_ms(), cpu0 = cpu_now_ms();
 	cg_program *p = ir_alloc(ctx, sizeof *p);
 	if (!p) {
 		ir_error(ctx, (ir_loc){0}, "out of memory");
@@ -219,6 +227,7 @@ cg_program *cg_program_create(ir_ctx *ctx, const ir_module *m,
 		return NULL;
 	}
 	p->build_ms = now_ms() - t0;
+	p->cpu_ms = cpu_now_ms() - cpu0;
 	return p;
 }
 
@@ -260,7 +269,10 @@ static bool profile_lookup(cg_program *p)
 
 bool cg_program_jit(cg_program *p)
 {
-	if (!cg_module_jit(p->cm)) {
+	double cpu0 = cpu_now_ms();
+	bool ok = cg_module_jit(p->cm);
+	p->cpu_ms += cpu_now_ms() - cpu0;
+	if (!ok) {
 		module_failed(p);
 		return false;
 	}
@@ -401,6 +413,11 @@ cg_module_stats cg_program_stats(const cg_program *p)
 double cg_program_build_ms(const cg_program *p)
 {
 	return p->build_ms;
+}
+
+double cg_program_cpu_ms(const cg_program *p)
+{
+	return p->cpu_ms;
 }
 
 const cg_profile_site *cg_program_profile_sites(const cg_program *p,

@@ -246,5 +246,10 @@ uint64_t cg_program_profile_clock(const cg_program *p);
  * spent building the LLVM IR in cg_program_create. */
 cg_module_stats cg_program_stats(const cg_program *p);
 double cg_program_build_ms(const cg_program *p);
+/* The process's CPU time (every thread: the JIT compiles on two) spent
+ * building the IR and in cg_program_jit's compile, in milliseconds: on
+ * a busy machine, where a compile's wall time is mostly waiting, the
+ * measure of its work. */
+double cg_program_cpu_ms(const cg_program *p);
 
 #endif

@@ -406,16 +406,18 @@ void drv_print_jit_stats(const ir_module *m, cg_program *p)
 	char extra[4096], calls[3584];
 	print_entries(p, calls, sizeof calls);
 	snprintf(extra, sizeof extra,
-		 "\"compile_ms\": %.1f, \"build_ms\": %.1f, \"opt_ms\": %.1f, "
+		 "\"compile_ms\": %.1f, \"compile_cpu_ms\": %.1f, "
+		 "\"build_ms\": %.1f, \"opt_ms\": %.1f, "
 		 "\"codegen_ms\": %.1f, \"link_ms\": %.1f, \"cache\": \"%s\", "
 		 "\"units\": %u, \"units_hit\": %u, \"units_corrupt\": %u, "
 		 "\"jit_kernels\": %u, "
 		 "\"parallel_kernels\": %u, \"fused_nodes\": %u, %s",
 		 cg_program_build_ms(p) + s.opt_ms + s.jit_ms,
-		 cg_program_build_ms(p), s.opt_ms, s.codegen_ms,
-		 s.jit_ms - s.codegen_ms, cache[s.cache], s.n_units,
-		 s.n_units_hit, s.n_units_corrupt, cg_program_n_kernels(p),
-		 cg_program_n_parallel(p), cg_program_n_fused(p), calls);
+		 cg_program_cpu_ms(p), cg_program_build_ms(p), s.opt_ms,
+		 s.codegen_ms, s.jit_ms - s.codegen_ms, cache[s.cache],
+		 s.n_units, s.n_units_hit, s.n_units_corrupt,
+		 cg_program_n_kernels(p), cg_program_n_parallel(p),
+		 cg_program_n_fused(p), calls);
 	pass_stats_print(m, extra, stdout);
 }
 

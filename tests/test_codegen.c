@@ -1247,8 +1247,10 @@ END_TEST
 
 /* The packing routines stay functions of their own through O3, not
  * inlined into each loop nest that calls them (each copy would be
- * optimized and compiled again), and two sgemms that pack alike (C's
- * row stride differs) share one of each. */
+ * optimized and compiled again), and two sgemms that pack alike share
+ * one of each: C's row stride differs, and so do A's and B's, which
+ * are the routines' argument (each constant in its own routine, they
+ * made one routine a sgemm). */
 START_TEST(test_gemm_packing_is_one_function_per_code)
 {
 	for (int tr = 0; tr < 4; tr++) {
@@ -1256,12 +1258,14 @@ START_TEST(test_gemm_packing_is_one_function_per_code)
 		s0.ta = s1.ta = tr & 1;
 		s0.tb = s1.tb = tr & 2;
 		s0.pack = s1.pack = CG_GEMM_PACK_AB;
+		s1.lda = 41;
+		s1.ldb = 50;
 		s1.ldc = 45;
 		const cg_gemm_spec specs[2] = {s0, s1};
-		ck_assert_int_eq(defined_fns(specs, 1, ".pack_a("), 1);
-		ck_assert_int_eq(defined_fns(specs, 1, ".pack_b("), 1);
-		ck_assert_int_eq(defined_fns(specs, 2, ".pack_a("), 1);
-		ck_assert_int_eq(defined_fns(specs, 2, ".pack_b("), 1);
+		ck_assert_int_eq(defined_fns(specs, 1, "@sgemm.pack_a."), 1);
+		ck_assert_int_eq(defined_fns(specs, 1, "@sgemm.pack_b."), 1);
+		ck_assert_int_eq(defined_fns(specs, 2, "@sgemm.pack_a."), 1);
+		ck_assert_int_eq(defined_fns(specs, 2, "@sgemm.pack_b."), 1);
 		check_shared_pair(s0, s1);
 	}
 }
@@ -1294,9 +1298,47 @@ START_TEST(test_gemm_packing_loops_are_not_unrolled)
 	cg_gemm_spec spec = shape(23, 37, 19);
 	spec.ta = true;
 	spec.pack = CG_GEMM_PACK_AB;
-	ck_assert_int_eq(count_in_fn(&spec, "g0.pack_a",
+	ck_assert_int_eq(count_in_fn(&spec, "sgemm.pack_a.t.r5",
 				     "call void @llvm.masked.store"),
 			 27);
+}
+END_TEST
+
+/* How many times `what` occurs in the optimized IR of a module with
+ * the sgemm g0 of spec. */
+static int count_in_module(const cg_gemm_spec *spec, const char *what)
+{
+	char *ir = gemms_ir(spec, 1);
+	int n = 0;
+	for (const char *at = ir; (at = strstr(at, what)); at++)
+		n++;
+	free(ir);
+	return n;
+}
+
+/* The loop nest stays rolled: 256 columns are 8 panels of NR = 32
+ * (their count known), and O3 unrolled the tile loop over them, one
+ * call of each tile's micro-kernel per panel: 16 calls, where the
+ * rolled loop has the two of its switch (full rows, the last 4). */
+START_TEST(test_gemm_loop_nest_is_not_unrolled)
+{
+	cg_gemm_spec spec = shape(64, 256, 64);
+	spec.vector_width = 16;
+	spec.pack = CG_GEMM_PACK_AB;
+	ck_assert_int_eq(count_in_module(&spec, "call fastcc void @sgemm.ukr."),
+			 2);
+}
+END_TEST
+
+/* The scan for a row of zeros (skip_zero_m's rows of A, 56 floats
+ * each: the 12-layer GPT's gradients) stays a rolled loop that stops
+ * at the first nonzero: O3 unrolled it in full, 56 compares and
+ * branches in every sgemm that skips zero rows. */
+START_TEST(test_gemm_zero_row_scan_is_not_unrolled)
+{
+	cg_gemm_spec spec = shape(2048, 64, 56);
+	spec.skip_zero_m = true;
+	ck_assert_int_lt(count_in_module(&spec, "fcmp une float"), 8);
 }
 END_TEST
 
@@ -1863,6 +1905,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_variants_share_micro_kernels);
 	tcase_add_test(code, test_gemm_packing_is_one_function_per_code);
 	tcase_add_test(code, test_gemm_packing_loops_are_not_unrolled);
+	tcase_add_test(code, test_gemm_loop_nest_is_not_unrolled);
+	tcase_add_test(code, test_gemm_zero_row_scan_is_not_unrolled);
 	tcase_add_test(code,
 		       test_gemm_micro_kernel_is_fma_on_sixteen_floats_with_avx512);
 	tcase_add_test(code, test_gemm_prefetches_c_and_transposed_a);
