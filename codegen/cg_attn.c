@@ -20,6 +20,8 @@
 
 #define TILE_ROWS 12     /* most rows of C per register tile */
 #define BUF_FLOATS 16384 /* most floats of one block buffer (64 KiB) */
+#define CAUSAL_BLOCK 32  /* rows and keys of a block under a causal mask */
+#define CAUSAL_WIDEST 32 /* the widest heads that take it */
 
 /* ---- locals and buffers ----------------------------------------------------- */
 
@@ -61,7 +63,14 @@ static int64_t min64(int64_t x, int64_t y)
 
 /* Keys per block: four vectors, fewer for a short K, and few enough that
  * a block of K^T fits BUF_FLOATS. Query rows per block: up to 64, as
- * many as the accumulator rows allow. */
+ * many as the accumulator rows allow. With valid lengths per query (a
+ * causal mask), heads at most CAUSAL_WIDEST wide take blocks of
+ * CAUSAL_BLOCK rows and keys: a block of query rows stops at the keys
+ * its last row needs, so at 128 steps 64 x 64 blocks computed 3 of
+ * the 4 blocks of scores, half of the diagonal ones masked (75% of
+ * the square), 32 x 32 blocks 10 of 16 (62.5%); at heads of 32 that
+ * saving outweighs the smaller blocks' overhead (the width-256 GPT's
+ * attention kernels took 13% less time, docs/benchmarks.md). */
 static void choose_blocks(cg_attn *a)
 {
 	int64_t vw = a->vw, widest = max64(max64(a->d, a->dv), 1);
@@ -72,6 +81,13 @@ static void choose_blocks(cg_attn *a)
 	a->br = max64(1, min64(min64(64, a->Q), BUF_FLOATS / a->wpad));
 	a->brp = round_up(a->br, vw);
 	a->srs = a->bc;
+	if (a->has_valid && a->valid_sq != 0 && widest <= CAUSAL_WIDEST) {
+		a->bc = max64(vw, min64(a->bc, CAUSAL_BLOCK / vw * vw));
+		a->nj = a->bc / vw;
+		a->br = min64(a->br, CAUSAL_BLOCK);
+		a->brp = round_up(a->br, vw);
+		a->srs = a->bc;
+	}
 	a->nkb = (max64(a->K, 1) + a->bc - 1) / a->bc;
 	a->kc = a->nkb * a->bc;
 }
@@ -106,13 +122,13 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 	a->K = kd[1];
 	a->dv = vd[2] / a->H;
 	a->vw = k->L->vw;
-	choose_blocks(a);
 	a->scale = (float)n->attr.attention.scale;
 	a->fill = (float)n->attr.attention.fill;
 	a->has_valid = n->n_args == (is_grad ? 5u : 4u);
 	if (a->has_valid)
 		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 3), &a->valid_sn,
 				      &a->valid_sq);
+	choose_blocks(a);
 	double p = n->attr.attention.p;
 	a->has_dropout = p > 0;
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */

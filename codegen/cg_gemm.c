@@ -12,6 +12,7 @@
  *         for jr in 0..nc, step NR          (B panel: KC×NR, L1)
  *           for ir in 0..mc, step MR
  *             micro-kernel: C[ic+ir.., jc+jr..] (+)= Apanel · Bpanel
+ *             prefetch a slice of the next A block and B block
  *
  * Threads split C statically and evenly by MR-row panels (or, for shapes
  * with few rows, by NR-column panels), counted over the whole batch, so
@@ -301,6 +302,15 @@ static void nest_loop_end(cg_fn *f, cg_loop *l)
 	cg_loop_no_unroll(f, l);
 }
 
+/* A block of an operand to prefetch in slices, as its stored rows: the
+ * first's address, their row stride, how many, their floats, and how
+ * many each tile prefetches; tile (an i64 variable) counts the tiles
+ * done. */
+typedef struct pf_run {
+	LLVMValueRef src, rows, len, per, tile;
+	int64_t rs;
+} pf_run;
+
 /* The values the loop nest of NAME.work passes around. */
 typedef struct work_env {
 	cg_fn *f;
@@ -327,6 +337,9 @@ typedef struct work_env {
 	 * which is never accumulated into. */
 	bool is_kept_rows;
 	LLVMValueRef epi[CG_GEMM_MAX_EPILOGUE]; /* the epilogue's terms */
+	/* The next block that packing reads, prefetched a slice after
+	 * each tile: A's (next_a_prefetch), B's (next_b_prefetch). */
+	pf_run pfa, pfb;
 } work_env;
 
 /* Address of A(i, p) or B(p, j) in place. */
@@ -395,6 +408,58 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 	LLVMPositionBuilderAtEnd(f->b, join);
 }
 
+/* Stored rows tile · per to (tile + 1) · per (fewer at the end) of the
+ * block of pf, each line of them prefetched (a hint: lines past the
+ * operand are no fault); then counts the tile. The loops stay loops:
+ * unrolled in every loop nest, they made the GPT training program's
+ * compile 15-20% slower, for a few prefetches a tile. */
+static void prefetch_slice(work_env *w, const pf_run *pf)
+{
+	cg_fn *f = w->f;
+	LLVMTypeRef i64 = cg_t_i64(f), ft = cg_t_f32(f);
+	LLVMValueRef t = LLVMBuildLoad2(f->b, i64, pf->tile, "");
+	LLVMBuildStore(f->b, cg_addi(f, t, 1), pf->tile);
+	LLVMValueRef lo = cg_mul(f, t, pf->per);
+	LLVMValueRef hi = cg_min(f, cg_add(f, lo, pf->per), pf->rows);
+	cg_loop lr, ll;
+	LLVMValueRef r = cg_loop_begin(f, &lr, lo, hi, 1);
+	LLVMValueRef at = cg_muli(f, r, pf->rs);
+	LLVMValueRef row = LLVMBuildGEP2(f->b, ft, pf->src, &at, 1, "");
+	LLVMValueRef x = cg_loop_begin(f, &ll, cg_i64(f, 0), pf->len, 16);
+	cg_prefetch(f, LLVMBuildGEP2(f->b, ft, row, &x, 1, ""), false);
+	nest_loop_end(f, &ll);
+	LLVMValueRef end = cg_addi(f, pf->len, -1);
+	cg_prefetch(f, LLVMBuildGEP2(f->b, ft, row, &end, 1, ""), false);
+	nest_loop_end(f, &lr);
+}
+
+/* Sets pf to prefetch, spread over `tiles` tiles (taken as 1 if fewer:
+ * a thread with no rows has none, and no division by 0), the block at
+ * src of `rows` stored rows (0: none) of len floats, rs apart. */
+static void prefetch_run(work_env *w, pf_run *pf, LLVMValueRef src,
+			 LLVMValueRef rows, LLVMValueRef len, int64_t rs,
+			 LLVMValueRef tiles)
+{
+	cg_fn *f = w->f;
+	pf->src = src;
+	pf->rows = rows;
+	pf->len = len;
+	pf->rs = rs;
+	LLVMValueRef one = cg_i64(f, 1);
+	tiles = LLVMBuildSelect(f->b,
+				LLVMBuildICmp(f->b, LLVMIntSLT, tiles, one, ""),
+				one, tiles, "");
+	pf->per = LLVMBuildSDiv(f->b, cg_add(f, rows, cg_addi(f, tiles, -1)),
+				tiles, "");
+	pf->tile = cg_var(f, cg_t_i64(f), cg_i64(f, 0));
+}
+
+/* ceil(n / d) of an i64 value n >= 0. */
+static LLVMValueRef ceil_divv(cg_fn *f, LLVMValueRef n, int64_t d)
+{
+	return LLVMBuildSDiv(f->b, cg_addi(f, n, d - 1), cg_i64(f, d), "");
+}
+
 /* The jr and ir loops over the tiles of one (ic, pc, jc) block. */
 static void tile_loops(work_env *w)
 {
@@ -445,6 +510,10 @@ static void tile_loops(work_env *w)
 		args[n_args++] = LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f),
 						       w->rows, &i, 1, "");
 	call_tile(w, i, j, args, n_args);
+	if (g->plan.pack_a)
+		prefetch_slice(w, &w->pfa);
+	if (g->plan.pack_b)
+		prefetch_slice(w, &w->pfb);
 	nest_loop_end(f, &lir);
 	nest_loop_end(f, &ljr);
 }
@@ -456,6 +525,83 @@ static void call_pack(work_env *w, LLVMValueRef fn, LLVMValueRef src,
 	cg_call(w->f, fn, args, 5);
 }
 
+/* The k-block after the one at w->pc, and whether there is one (not
+ * with skip_zero_k, whose k-blocks are the rows kept). */
+static LLVMValueRef next_k_block(work_env *w, LLVMValueRef *kcn)
+{
+	cg_fn *f = w->f;
+	LLVMValueRef next = LLVMBuildNSWAdd(f->b, w->pc, w->kc, "");
+	*kcn = cg_min(f, cg_i64(f, w->g->plan.kc),
+		      LLVMBuildNSWSub(f->b, w->k, next, ""));
+	if (w->kstart)
+		return LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 0, 0);
+	return LLVMBuildICmp(f->b, LLVMIntSLT, next, w->k, "");
+}
+
+/* Sets w->pfa: the A block this thread packs after the one at w->ic,
+ * prefetched over this block's tiles: its next MC rows at this k-block,
+ * or after its last, its first rows at the next k-block (none after the
+ * last). Packing reads an A block once, from L3 or memory where the
+ * kernel before left the operand (a K = 256 block's rows are 1 KB long,
+ * too short a run for the hardware's stream prefetchers): its misses
+ * stalled the packing, where the tiles' FMAs now cover them. A prefetch
+ * is a hint: results do not change. */
+static void next_a_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
+{
+	cg_fn *f = w->f;
+	cg_gemm_gen *g = w->g;
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef mc = cg_i64(f, g->plan.mc), kcn;
+	LLVMValueRef next = LLVMBuildNSWAdd(b, w->ic, mc, "");
+	LLVMValueRef left = LLVMBuildNSWSub(b, r1, next, "");
+	LLVMValueRef is_row = LLVMBuildICmp(b, LLVMIntSGT, left, cg_i64(f, 0),
+					    "");
+	LLVMValueRef is_k = next_k_block(w, &kcn);
+	LLVMValueRef i = LLVMBuildSelect(b, is_row, next, r0, "");
+	LLVMValueRef p = LLVMBuildSelect(b, is_row, w->pc,
+					 LLVMBuildNSWAdd(b, w->pc, w->kc, ""),
+					 "");
+	LLVMValueRef mcn = cg_min(f, mc,
+				  LLVMBuildSelect(b, is_row, left,
+						  LLVMBuildNSWSub(b, r1, r0, ""),
+						  ""));
+	kcn = LLVMBuildSelect(b, is_row, w->kc, kcn, "");
+	LLVMValueRef at = cg_add(f, cg_muli(f, i, g->a_rs),
+				 cg_muli(f, p, g->a_cs));
+	LLVMValueRef src = LLVMBuildGEP2(b, cg_t_f32(f), w->a, &at, 1, "");
+	/* A^T: the block is kc stored rows of mc floats; else mc of kc */
+	LLVMValueRef rows = LLVMBuildSelect(b, LLVMBuildOr(b, is_row, is_k, ""),
+					    g->spec.ta ? kcn : mcn,
+					    cg_i64(f, 0), "");
+	LLVMValueRef tiles = cg_mul(f, ceil_divv(f, w->nc, g->plan.nr),
+				    ceil_divv(f, w->mc, CG_GEMM_MR));
+	prefetch_run(w, &w->pfa, src, rows, g->spec.ta ? mcn : kcn,
+		     g->spec.ta ? g->a_cs : g->a_rs, tiles);
+}
+
+/* Sets w->pfb: the B block packed at the next k-block (none after the
+ * last), prefetched over all of this k-block's tiles (rows r0 to r1),
+ * as next_a_prefetch does A's. */
+static void next_b_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
+{
+	cg_fn *f = w->f;
+	cg_gemm_gen *g = w->g;
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef kcn, is_k = next_k_block(w, &kcn);
+	LLVMValueRef p = LLVMBuildNSWAdd(b, w->pc, w->kc, "");
+	LLVMValueRef at = cg_add(f, cg_muli(f, p, g->b_rs),
+				 cg_muli(f, w->jc, g->b_cs));
+	LLVMValueRef src = LLVMBuildGEP2(b, cg_t_f32(f), w->b, &at, 1, "");
+	/* B^T: the block is nc stored rows of kc floats; else kc of nc */
+	LLVMValueRef rows = LLVMBuildSelect(b, is_k, g->spec.tb ? w->nc : kcn,
+					    cg_i64(f, 0), "");
+	LLVMValueRef tiles = cg_mul(f, ceil_divv(f, w->nc, g->plan.nr),
+				    ceil_divv(f, LLVMBuildNSWSub(b, r1, r0, ""),
+					      CG_GEMM_MR));
+	prefetch_run(w, &w->pfb, src, rows, g->spec.tb ? kcn : w->nc,
+		     g->spec.tb ? g->b_cs : g->b_rs, tiles);
+}
+
 /* The ic loop over this thread's rows, packing each A block. */
 static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 {
@@ -464,9 +610,11 @@ static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 	w->ic = cg_loop_begin(f, &lic, r0, r1, w->g->plan.mc);
 	w->mc = cg_min(f, cg_i64(f, w->g->plan.mc),
 		       LLVMBuildNSWSub(f->b, r1, w->ic, ""));
-	if (w->g->plan.pack_a)
+	if (w->g->plan.pack_a) {
 		call_pack(w, w->g->pack_a, a_at(w, w->ic, w->pc), w->abuf,
 			  w->mc, w->g->pack_a_ld);
+		next_a_prefetch(w, r0, r1);
+	}
 	tile_loops(w);
 	nest_loop_end(f, &lic);
 }
@@ -528,9 +676,11 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 			    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
 			    : LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
 					    cg_i64(f, 0), "");
-	if (p->pack_b)
+	if (p->pack_b) {
 		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf,
 			  w->nc, w->g->pack_b_ld);
+		next_b_prefetch(w, r0, r1);
+	}
 	row_blocks(w, r0, r1);
 	nest_loop_end(f, &lpc);
 	nest_loop_end(f, &ljc);

@@ -221,7 +221,7 @@ static bool is_bwd_cached(const ac_case *c)
  * block on the stack; K = 16500 with 20 query rows would cache fewer
  * than 16, so pass 2 recomputes S and dP. Causal masks (query t sees
  * keys 0 .. t), where the products stop at the keys each tile of rows
- * needs: 130 queries (blocks of 64 and a partial one) with dropout in
+ * needs: 130 queries (blocks of 32 and a partial one) with dropout in
  * training, 4 heads of 32, with and without the cache (K = 4500 cached
  * on the heap). Heads of 128 (d + dv = 256): 40 rows of 2100 keys
  * cached on the heap. */
@@ -293,6 +293,37 @@ static const ac_case whole_block_cases[] = {
 START_TEST(test_key_counts_of_whole_blocks_match_the_unfused_graph)
 {
 	check_case(&whole_block_cases[_i]);
+}
+END_TEST
+
+/* The query rows of the forward's blocks, from its body's name
+ * (attn.fwd.VW.BR...). */
+static long fwd_block_rows(const ac_case *c)
+{
+	char *ir = program_ir(c);
+	const char *at = strstr(ir, "@\"attn.fwd.");
+	ck_assert(at != NULL);
+	at = strchr(at + strlen("@\"attn.fwd."), '.');
+	ck_assert(at != NULL);
+	long rows = strtol(at + 1, NULL, 10);
+	free(ir);
+	return rows;
+}
+
+/* Valid lengths per query (a causal mask) and heads up to 32 wide take
+ * blocks of 32 query rows and 32 keys (cg_attn.c, choose_blocks): a
+ * block's products stop at the keys its last row needs, so smaller
+ * blocks leave out more of the masked half. Wider heads, and lengths
+ * per batch element, keep blocks of 64 rows. The numerics of these
+ * shapes: cache_cases (causal, 32 wide, 4 heads of 32 in place) and
+ * whole_block_cases[0] (per-query lengths, 32 wide, dropout). */
+START_TEST(test_causal_masks_with_narrow_heads_take_blocks_of_32_rows)
+{
+	ck_assert_int_eq(fwd_block_rows(&cache_cases[3]), 32);
+	ck_assert_int_eq(fwd_block_rows(&cache_cases[4]), 32);
+	ck_assert_int_eq(fwd_block_rows(&whole_block_cases[0]), 32);
+	ck_assert_int_eq(fwd_block_rows(&jit_cases[5]), 64);  /* 64 wide */
+	ck_assert_int_eq(fwd_block_rows(&keys_cases[1]), 64); /* per batch */
 }
 END_TEST
 
@@ -526,6 +557,8 @@ static Suite *fuse_suite(void)
 	tcase_add_loop_test(
 		tk, test_key_counts_of_whole_blocks_match_the_unfused_graph, 0,
 		(int)(sizeof whole_block_cases / sizeof whole_block_cases[0]));
+	tcase_add_test(tk,
+		       test_causal_masks_with_narrow_heads_take_blocks_of_32_rows);
 	suite_add_tcase(s, tk);
 	return s;
 }
