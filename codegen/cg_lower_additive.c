@@ -448,6 +448,23 @@ static void fwd_store(cg_addattn *a, const fwd_row *r)
 			a->acc, a->dv, inv, false);
 }
 
+/* The keys [kv, K) of a row that skips them, their weights taken as 0
+ * (exp(fill - m) is below e^-40, and 0 from fill - m < -87.34, as with
+ * the -1e6 fill): 0 v added to the accumulator, +-0 that leaves its
+ * bits, or NaN where v is not finite, as in the interpreter's product
+ * of the weights and all K values. */
+static void fwd_skipped(cg_addattn *a, const fwd_row *r, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
+	LLVMValueRef vrow = cg_at(f, a->v,
+				  cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j),
+					  a->dv));
+	cg_addattn_axpy(a, a->acc, vrow, a->dv, cg_f32(f, 0), true);
+	cg_loop_end(f, &l);
+}
+
 /* The loop over the rows (n, q) in [lo, hi). */
 static void fwd_body(cg_addattn *a)
 {
@@ -461,10 +478,13 @@ static void fwd_body(cg_addattn *a)
 	cg_attn_fill(&a->base, a->acc, cg_i64(f, a->dpad), 0);
 	cg_addattn_blocks(a, cg_i64(f, 0), kv, fwd_block, &r);
 	if (a->has_valid) {
-		LLVMBasicBlockRef join = cg_if_begin(f,
-						     cg_addattn_needs_masked(a));
+		LLVMValueRef more = cg_addattn_needs_masked(a);
+		LLVMBasicBlockRef join = cg_if_begin(f, more);
 		r.is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), fwd_block, &r);
+		cg_if_end(f, join);
+		join = cg_if_begin(f, LLVMBuildNot(f->b, more, ""));
+		fwd_skipped(a, &r, kv);
 		cg_if_end(f, join);
 	}
 	fwd_store(a, &r);

@@ -259,6 +259,29 @@ static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
 	cg_loop_end(f, &l);
 }
 
+/* The keys [kv, K) of a row that skips them, whose weights are 0: 0 dP
+ * added to x (the interpreter's D sums P dP over all K keys) and 0 g to
+ * their dv rows, +-0 that leaves the sums' bits, or NaN where v or g is
+ * not finite, as in the interpreter. */
+static void grads_skipped(cg_addattn *a, const bwd_row *r, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef zero = cg_f32(f, 0);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
+	LLVMValueRef zdp = LLVMBuildFMul(f->b, dropped_dp(a, r, j), zero, "");
+	cg_attn_set(b, a->x,
+		    LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x), zdp, ""));
+	LLVMValueRef key = cg_add(f, cg_muli(f, r->n, a->K), j);
+	cg_addattn_axpy(a,
+			cg_at(f, a->k->out,
+			      cg_addi(f, cg_muli(f, key, a->dv), parts(a).dv)),
+			r->grow, a->dv, zero, true);
+	cg_loop_end(f, &l);
+}
+
 /* Both passes over the keys [0, kv) and, when the fill still counts
  * (decided in pass 1), [kv, K). */
 static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
@@ -278,6 +301,11 @@ static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 						     cg_attn_get(b, bt, more));
 		r->is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), stats_block, r);
+		cg_if_end(f, join);
+		join = cg_if_begin(f,
+				   LLVMBuildNot(f->b, cg_attn_get(b, bt, more),
+						""));
+		grads_skipped(a, r, kv);
 		cg_if_end(f, join);
 	}
 	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1),

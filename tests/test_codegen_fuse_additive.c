@@ -379,8 +379,9 @@ static void nf_compare(const interp_tensor *out, const interp_tensor *ref,
 		      e, mag);
 }
 
-/* Where a case puts its values: an operand (0 qp, 1 kp, 2 wv, 3 v) and
- * an element, a second one for the case that needs two. */
+/* Where a case puts its values: an operand (0 qp, 1 kp, 2 wv, 3 v, 4 g:
+ * the gradient's only) and an element, a second one for the case that
+ * needs two. */
 typedef struct nf_case {
 	const char *name;
 	int op[2];
@@ -389,10 +390,15 @@ typedef struct nf_case {
 } nf_case;
 
 /* N = 4, Q = 2, K = 6, H = 17, dv = 5: element h = 3 of row (1, 0) of
- * qp, of key (1, 2) of kp, of wv; element 1 of value (1, 2). */
+ * qp, of key (1, 2) of kp, of wv; element 1 of value (1, 2), and of
+ * value (1, 5) and (3, 5), keys past the valid length of batch 1 (3)
+ * and 3 (1) when masked; element 2 of g's row (1, 0). */
 #define NF_QP ((1 * 2 + 0) * 17 + 3)
 #define NF_KP ((1 * 6 + 2) * 17 + 3)
 #define NF_V ((1 * 6 + 2) * 5 + 1)
+#define NF_V5 ((1 * 6 + 5) * 5 + 1)
+#define NF_V35 ((3 * 6 + 5) * 5 + 1)
+#define NF_G ((1 * 2 + 0) * 5 + 2)
 static const nf_case nf_cases[] = {
 	{"finite", {-1, -1}, {0, 0}, {0, 0}},
 	{"qp nan", {0, -1}, {NF_QP, 0}, {NAN, 0}},
@@ -407,6 +413,11 @@ static const nf_case nf_cases[] = {
 	{"v nan", {3, -1}, {NF_V, 0}, {NAN, 0}},
 	{"v inf", {3, -1}, {NF_V, 0}, {INFINITY, 0}},
 	{"v -inf", {3, -1}, {NF_V, 0}, {-INFINITY, 0}},
+	/* in keys that are masked: 0 v, and in the gradient 0 dP, is NaN */
+	{"v nan, last key", {3, -1}, {NF_V5, 0}, {NAN, 0}},
+	{"v inf, last key", {3, 3}, {NF_V5, NF_V35}, {INFINITY, -INFINITY}},
+	{"g nan", {4, -1}, {NF_G, 0}, {NAN, 0}},
+	{"g inf", {4, -1}, {NF_G, 0}, {INFINITY, 0}},
 	/* inf - inf inside the feature of row (1, 0) and key (1, 2) */
 	{"qp inf + kp -inf", {0, 1}, {NF_QP, NF_KP}, {INFINITY, -INFINITY}},
 	/* finite operands whose scores overflow to +-inf */
@@ -414,9 +425,10 @@ static const nf_case nf_cases[] = {
 };
 
 /* The fused kernels, forward and gradient, with dropout off and on, on
- * operands holding a NaN, an inf or a -inf (one case at a time), with
- * every key valid and with the valid lengths -1 to K + 1, some rows of
- * g zero (among them the rows where the values sit): every NaN and
+ * operands (qp, kp, wv, v, g) holding a NaN, an inf or a -inf (one case
+ * at a time), with every key valid and with the valid lengths -1, 3,
+ * K + 1 and 1 (the values of some cases sit in masked keys), some rows
+ * of g zero (among them the rows where the values sit): every NaN and
  * infinity of the interpreter's results, which follow PyTorch's (a NaN
  * or +inf score makes the row's weights NaN), is in the JIT's, at 1 and
  * 2 threads, and no other. */
@@ -428,11 +440,10 @@ START_TEST(test_fused_additive_kernels_propagate_nonfinite_values)
 		zg_graph z;
 		zg_init_op(&z, 4, 2, 6, 17, 5, is_training ? 0.5 : 0, is_fwd);
 		cg_program *p = zg_compile(&z);
-		float *ops[4] = {z.in[0].data, z.in[1].data, z.in[2].data,
-				 z.in[3].data};
+		float *ops[5] = {z.in[0].data, z.in[1].data, z.in[2].data,
+				 z.in[3].data, is_fwd ? NULL : z.in[5].data};
 		int32_t *valid = z.in[4].data;
-		int32_t valid0[4];
-		memcpy(valid0, valid, sizeof valid0);
+		const int32_t masked[4] = {-1, 3, 7, 1};
 		if (!is_fwd) {
 			zg_zero_row(&z, 2, false);
 			zg_zero_row(&z, 3, true);
@@ -440,8 +451,10 @@ START_TEST(test_fused_additive_kernels_propagate_nonfinite_values)
 		}
 		for (int k = 0; k < 2 * n_cases; k++) {
 			const nf_case *nc = &nf_cases[k / 2];
+			if (nc->op[0] == 4 && is_fwd)
+				continue;
 			for (int n = 0; n < 4; n++)
-				valid[n] = k % 2 ? valid0[n] : 6;
+				valid[n] = k % 2 ? masked[n] : 6;
 			float keep[2];
 			for (int i = 0; i < 2; i++)
 				if (nc->op[i] >= 0) {
