@@ -344,6 +344,44 @@ LLVMValueRef cg_addattn_exp(cg_addattn *a, LLVMValueRef s, LLVMValueRef shift)
 	return cg_lower_exp_shifted(a->f, LLVMBuildFSub(a->f->b, s, shift, ""));
 }
 
+typedef struct tail_cx {
+	LLVMValueRef row; /* the value row */
+	LLVMValueRef acc; /* a vector variable: the sum */
+	bool is_abs;      /* of |v|, else of v * 0 */
+} tail_cx;
+
+static void tail_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	const tail_cx *c = ud;
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->row, h), lanes);
+	LLVMValueRef acc = cg_attn_get(&a->base, vt, c->acc);
+	if (c->is_abs) {
+		x = cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1);
+		acc = LLVMBuildFAdd(f->b, acc, x, "");
+	} else {
+		LLVMValueRef args[3] = {x, LLVMConstNull(vt), acc};
+		acc = cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
+	}
+	cg_attn_set(&a->base, c->acc, acc);
+}
+
+LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
+				 bool is_abs)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	tail_cx c = {NULL, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
+	c.row = cg_at(f, a->v,
+		      cg_muli(f, cg_add(f, cg_muli(f, n, a->K), j), a->dv));
+	cg_addattn_vec_loop(a, a->dv, tail_vec, &c);
+	cg_loop_end(f, &l);
+	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
+}
+
 /* ---- the forward kernel ---------------------------------------------------------------- */
 
 /* The row being computed. */
@@ -483,8 +521,14 @@ static void fwd_body(cg_addattn *a)
 		r.is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), fwd_block, &r);
 		cg_if_end(f, join);
+		/* only values that are not finite change the accumulator */
 		join = cg_if_begin(f, LLVMBuildNot(f->b, more, ""));
+		LLVMValueRef tail = cg_addattn_tail_sum(a, r.n, kv, false);
+		LLVMBasicBlockRef join2 =
+			cg_if_begin(f, LLVMBuildFCmp(f->b, LLVMRealUNE, tail,
+						     cg_f32(f, 0), ""));
 		fwd_skipped(a, &r, kv);
+		cg_if_end(f, join2);
 		cg_if_end(f, join);
 	}
 	fwd_store(a, &r);

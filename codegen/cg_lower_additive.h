@@ -112,6 +112,13 @@ LLVMValueRef cg_addattn_block_sum(cg_addattn *a, LLVMValueRef buf);
  * the masked keys' too). */
 LLVMValueRef cg_addattn_needs_masked(cg_addattn *a);
 
+/* The sum over batch n's value rows [kv, K) (the keys a row skips) of
+ * |v| (is_abs: NaN or inf when one of them is not finite, and a bound
+ * on every element's magnitude) or of v * 0 (0 when all are finite,
+ * else NaN). */
+LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
+				 bool is_abs);
+
 /* The online softmax's exponentials exp(s - m) follow the interpreter's
  * softmax (and PyTorch's) on scores that are not finite: the maximum m
  * (llvm.maxnum) passes over NaN scores, and a NaN score or +inf - +inf

@@ -259,6 +259,45 @@ static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
 	cg_loop_end(f, &l);
 }
 
+typedef struct scan_cx {
+	LLVMValueRef x;   /* the floats scanned */
+	LLVMValueRef acc; /* a vector variable: the sum */
+	bool is_abs;      /* sum |x|, else x * 0 */
+} scan_cx;
+
+static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	const scan_cx *c = ud;
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
+	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
+		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
+	cg_attn_set(&a->base, c->acc,
+		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
+				  ""));
+}
+
+/* The sum of |x[0 .. width)| (is_abs) or of x * 0 (0 when all are
+ * finite: inf * 0 and NaN * 0 are NaN). */
+static LLVMValueRef scan_sum(cg_addattn *a, LLVMValueRef x, int64_t width,
+			     bool is_abs)
+{
+	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
+	scan_cx c = {x, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
+	cg_addattn_vec_loop(a, width, scan_vec, &c);
+	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
+}
+
+/* Whether scan_sum is 0 (is_abs: all of x are +-0; else all finite), an
+ * i1. */
+static LLVMValueRef scan_is_zero(cg_addattn *a, LLVMValueRef x, int64_t width,
+				 bool is_abs)
+{
+	return LLVMBuildFCmp(a->f->b, LLVMRealOEQ,
+			     scan_sum(a, x, width, is_abs), cg_f32(a->f, 0), "");
+}
+
 /* The keys [kv, K) of a row that skips them, whose weights are 0: 0 dP
  * added to x (the interpreter's D sums P dP over all K keys) and 0 g to
  * their dv rows, +-0 that leaves the sums' bits, or NaN where v or g is
@@ -302,10 +341,22 @@ static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 		r->is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), stats_block, r);
 		cg_if_end(f, join);
+		/* only where a dP g v or g is not finite: sum |g| times
+		 * the skipped values' sum |v| bounds every |dP| */
 		join = cg_if_begin(f,
 				   LLVMBuildNot(f->b, cg_attn_get(b, bt, more),
 						""));
+		LLVMValueRef bound = LLVMBuildFMul(f->b,
+						   cg_addattn_tail_sum(a, r->n,
+								       kv, true),
+						   scan_sum(a, r->grow, a->dv,
+							    true),
+						   "");
+		LLVMBasicBlockRef join2 =
+			cg_if_begin(f, LLVMBuildFCmp(f->b, LLVMRealUGE, bound,
+						     cg_f32(f, 0x1p126f), ""));
 		grads_skipped(a, r, kv);
+		cg_if_end(f, join2);
 		cg_if_end(f, join);
 	}
 	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1),
@@ -351,45 +402,6 @@ static void zero_batch(cg_addattn *a, LLVMValueRef n)
 }
 
 /* ---- rows whose gradient is zero ---------------------------------------------- */
-
-typedef struct scan_cx {
-	LLVMValueRef x;   /* the floats scanned */
-	LLVMValueRef acc; /* a vector variable: the sum */
-	bool is_abs;      /* sum |x|, else x * 0 */
-} scan_cx;
-
-static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
-{
-	const scan_cx *c = ud;
-	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
-	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
-		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
-	cg_attn_set(&a->base, c->acc,
-		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
-				  ""));
-}
-
-/* The sum of |x[0 .. width)| (is_abs) or of x * 0 (0 when all are
- * finite: inf * 0 and NaN * 0 are NaN). */
-static LLVMValueRef scan_sum(cg_addattn *a, LLVMValueRef x, int64_t width,
-			     bool is_abs)
-{
-	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
-	scan_cx c = {x, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
-	cg_addattn_vec_loop(a, width, scan_vec, &c);
-	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
-}
-
-/* Whether scan_sum is 0 (is_abs: all of x are +-0; else all finite), an
- * i1. */
-static LLVMValueRef scan_is_zero(cg_addattn *a, LLVMValueRef x, int64_t width,
-				 bool is_abs)
-{
-	return LLVMBuildFCmp(a->f->b, LLVMRealOEQ,
-			     scan_sum(a, x, width, is_abs), cg_f32(a->f, 0), "");
-}
 
 /* Whether row r adds nothing: its g row is all +-0, the row's qp and its
  * batch's kp and v are finite, and so are its scores, which
