@@ -14,7 +14,8 @@
  * only when their fill could still matter (cg_lower_additive.h): a row of valid
  * length 0 then averages all the values, as the -1e6 fill makes the
  * unfused graph do. At the end the row is divided by l (and scaled by
- * 1 / (1 - p) under dropout).
+ * 1 / (1 - p) under dropout). A NaN or +inf score makes the row NaN, as
+ * in the interpreter (cg_addattn_exp).
  */
 #include "cg_lower_additive.h"
 
@@ -320,10 +321,65 @@ LLVMValueRef cg_addattn_block_sum(cg_addattn *a, LLVMValueRef buf)
 LLVMValueRef cg_addattn_needs_masked(cg_addattn *a)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef m = cg_attn_get(&a->base, cg_t_f32(f), a->m);
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef m = cg_attn_get(&a->base, ft, a->m);
+	LLVMValueRef l = cg_attn_get(&a->base, ft, a->l);
 	LLVMValueRef gap = LLVMBuildFSub(f->b, m, cg_f32(f, a->fill), "");
-	return LLVMBuildFCmp(f->b, LLVMRealULT, gap,
-			     cg_f32(f, CG_ATTN_FILL_MARGIN), "");
+	LLVMValueRef near = LLVMBuildFCmp(f->b, LLVMRealULT, gap,
+					  cg_f32(f, CG_ATTN_FILL_MARGIN), "");
+	return LLVMBuildOr(f->b, near,
+			   LLVMBuildFCmp(f->b, LLVMRealUNO, l, l, ""), "");
+}
+
+LLVMValueRef cg_addattn_shift(cg_addattn *a, LLVMValueRef m)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef none = LLVMBuildFCmp(f->b, LLVMRealOEQ, m,
+					  cg_f32(f, -INFINITY), "");
+	return LLVMBuildSelect(f->b, none, cg_f32(f, 0), m, "");
+}
+
+LLVMValueRef cg_addattn_exp(cg_addattn *a, LLVMValueRef s, LLVMValueRef shift)
+{
+	return cg_lower_exp_shifted(a->f, LLVMBuildFSub(a->f->b, s, shift, ""));
+}
+
+typedef struct tail_cx {
+	LLVMValueRef row; /* the value row */
+	LLVMValueRef acc; /* a vector variable: the sum */
+	bool is_abs;      /* of |v|, else of v * 0 */
+} tail_cx;
+
+static void tail_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	const tail_cx *c = ud;
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->row, h), lanes);
+	LLVMValueRef acc = cg_attn_get(&a->base, vt, c->acc);
+	if (c->is_abs) {
+		x = cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1);
+		acc = LLVMBuildFAdd(f->b, acc, x, "");
+	} else {
+		LLVMValueRef args[3] = {x, LLVMConstNull(vt), acc};
+		acc = cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
+	}
+	cg_attn_set(&a->base, c->acc, acc);
+}
+
+LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
+				 bool is_abs)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	tail_cx c = {NULL, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
+	c.row = cg_at(f, a->v,
+		      cg_muli(f, cg_add(f, cg_muli(f, n, a->K), j), a->dv));
+	cg_addattn_vec_loop(a, a->dv, tail_vec, &c);
+	cg_loop_end(f, &l);
+	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
 }
 
 /* ---- the forward kernel ---------------------------------------------------------------- */
@@ -355,8 +411,8 @@ static void fwd_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
 	LLVMValueRef m_old = cg_attn_get(&a->base, ft, a->m);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_get(&a->base, ft, bm));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
-								  m_new, ""));
+	LLVMValueRef shift = cg_addattn_shift(a, m_new);
+	LLVMValueRef alpha = cg_addattn_exp(a, m_old, shift);
 	cg_attn_set(&a->base, a->l,
 		    LLVMBuildFMul(f->b, cg_attn_get(&a->base, ft, a->l), alpha,
 				  ""));
@@ -365,9 +421,8 @@ static void fwd_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
 	cg_attn_fill(&a->base, a->db, cg_i64(f, CG_ADDATTN_BLOCK), 0);
 	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
 	LLVMValueRef j = cg_add(f, j0, t);
-	LLVMValueRef p = cg_lower_exp_nonpos(
-		f,
-		LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)), m_new, ""));
+	LLVMValueRef p = cg_addattn_exp(a, cg_load(f, cg_at(f, a->sb, t)),
+					shift);
 	cg_store(f, p, cg_at(f, a->db, t));
 	if (a->has_dropout)
 		p = LLVMBuildSelect(f->b, cg_addattn_keep(a, r->row, j), p,
@@ -382,8 +437,39 @@ static void fwd_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn, void *ud)
 				  cg_addattn_block_sum(a, a->db), ""));
 }
 
+/* The factor of a row's accumulator under dropout: inv, or 0 when the
+ * row's weights are all NaN (l NaN, or 0: its maximum stayed -inf) and
+ * dropout drops every one of its K keys, when the interpreter's output
+ * row is sum_k 0 v_k, which the accumulator holds (it then met every
+ * key: cg_addattn_needs_masked), and not NaN. */
+static LLVMValueRef dropped_row_factor(cg_addattn *a, const fwd_row *r,
+				       LLVMValueRef inv, LLVMValueRef sum)
+{
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	LLVMTypeRef ft = cg_t_f32(f), bt = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef x = cg_attn_var(b, ft, inv);
+	LLVMValueRef is_nan = LLVMBuildFCmp(f->b, LLVMRealULE, sum,
+					    cg_f32(f, 0), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, is_nan);
+	LLVMValueRef kept = cg_attn_var(b, bt, LLVMConstInt(bt, 0, 0));
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, a->K), 1);
+	cg_attn_set(b, kept,
+		    LLVMBuildOr(f->b, cg_attn_get(b, bt, kept),
+				cg_addattn_keep(a, r->row, j), ""));
+	cg_loop_end(f, &l);
+	cg_attn_set(b, x,
+		    LLVMBuildSelect(f->b, cg_attn_get(b, bt, kept), inv,
+				    cg_f32(f, 0), ""));
+	cg_if_end(f, join);
+	return cg_attn_get(b, ft, x);
+}
+
 /* out row = accumulator / l, times 1 / (1 - p) when dropout is on; 0
- * with no keys at all (K = 0), as the unfused product. */
+ * with no keys at all (K = 0), as the unfused product. A row whose
+ * weights are NaN (l NaN, or 0 when no score rose above -inf, giving
+ * 0 / 0) is NaN. */
 static void fwd_store(cg_addattn *a, const fwd_row *r)
 {
 	cg_fn *f = a->f;
@@ -392,13 +478,29 @@ static void fwd_store(cg_addattn *a, const fwd_row *r)
 		one = LLVMBuildSelect(f->b, a->drop_on,
 				      cg_f32(f, a->keep_scale), one, "");
 	LLVMValueRef sum = cg_attn_get(&a->base, cg_t_f32(f), a->l);
-	LLVMValueRef inv = LLVMBuildFDiv(f->b, one, sum, "");
-	inv = LLVMBuildSelect(f->b,
-			      LLVMBuildFCmp(f->b, LLVMRealOGT, sum,
-					    cg_f32(f, 0), ""),
-			      inv, cg_f32(f, 0), "");
+	LLVMValueRef inv = a->K > 0 ? LLVMBuildFDiv(f->b, one, sum, "")
+				    : cg_f32(f, 0);
+	if (a->K > 0 && a->has_dropout)
+		inv = dropped_row_factor(a, r, inv, sum);
 	cg_addattn_axpy(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->dv)),
 			a->acc, a->dv, inv, false);
+}
+
+/* The keys [kv, K) of a row that skips them, their weights taken as 0
+ * (exp(fill - m) is below e^-40, and 0 from fill - m < -87.34, as with
+ * the -1e6 fill): 0 v added to the accumulator, +-0 that leaves its
+ * bits, or NaN where v is not finite, as in the interpreter's product
+ * of the weights and all K values. */
+static void fwd_skipped(cg_addattn *a, const fwd_row *r, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
+	LLVMValueRef vrow = cg_at(f, a->v,
+				  cg_muli(f, cg_add(f, cg_muli(f, r->n, a->K), j),
+					  a->dv));
+	cg_addattn_axpy(a, a->acc, vrow, a->dv, cg_f32(f, 0), true);
+	cg_loop_end(f, &l);
 }
 
 /* The loop over the rows (n, q) in [lo, hi). */
@@ -414,10 +516,19 @@ static void fwd_body(cg_addattn *a)
 	cg_attn_fill(&a->base, a->acc, cg_i64(f, a->dpad), 0);
 	cg_addattn_blocks(a, cg_i64(f, 0), kv, fwd_block, &r);
 	if (a->has_valid) {
-		LLVMBasicBlockRef join = cg_if_begin(f,
-						     cg_addattn_needs_masked(a));
+		LLVMValueRef more = cg_addattn_needs_masked(a);
+		LLVMBasicBlockRef join = cg_if_begin(f, more);
 		r.is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), fwd_block, &r);
+		cg_if_end(f, join);
+		/* only values that are not finite change the accumulator */
+		join = cg_if_begin(f, LLVMBuildNot(f->b, more, ""));
+		LLVMValueRef tail = cg_addattn_tail_sum(a, r.n, kv, false);
+		LLVMBasicBlockRef join2 =
+			cg_if_begin(f, LLVMBuildFCmp(f->b, LLVMRealUNE, tail,
+						     cg_f32(f, 0), ""));
+		fwd_skipped(a, &r, kv);
+		cg_if_end(f, join2);
 		cg_if_end(f, join);
 	}
 	fwd_store(a, &r);

@@ -107,7 +107,27 @@ LLVMValueRef cg_addattn_block_sum(cg_addattn *a, LLVMValueRef buf);
 
 /* The condition (an i1) under which the keys past a row's valid length
  * still count: the running maximum m within CG_ATTN_FILL_MARGIN of the
- * fill (always true for a row of valid length 0, whose m is -inf). */
+ * fill (always true for a row of valid length 0, whose m is -inf), or
+ * the sum l NaN (a NaN or +inf score: every weight of the row is NaN,
+ * the masked keys' too). */
 LLVMValueRef cg_addattn_needs_masked(cg_addattn *a);
+
+/* The sum over batch n's value rows [kv, K) (the keys a row skips) of
+ * |v| (is_abs: NaN or inf when one of them is not finite, and a bound
+ * on every element's magnitude) or of v * 0 (0 when all are finite,
+ * else NaN). */
+LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
+				 bool is_abs);
+
+/* The online softmax's exponentials exp(s - m) follow the interpreter's
+ * softmax (and PyTorch's) on scores that are not finite: the maximum m
+ * (llvm.maxnum) passes over NaN scores, and a NaN score or +inf - +inf
+ * gives the weight NaN, which makes l and then the whole row NaN; -inf
+ * scores weigh 0, unless the row has only those, whose weights are
+ * 0 / 0. cg_addattn_shift(m) is what they subtract: m, or 0 while m is
+ * -inf (no score above -inf yet), so that exp(-inf - m) is 0, not NaN. */
+LLVMValueRef cg_addattn_shift(cg_addattn *a, LLVMValueRef m);
+/* exp(s - shift): NaN for NaN, cg_lower_exp_nonpos's bits otherwise. */
+LLVMValueRef cg_addattn_exp(cg_addattn *a, LLVMValueRef s, LLVMValueRef shift);
 
 #endif

@@ -25,10 +25,14 @@
  * kernel from 41.8 to 28.6 kcycles a call in Bahdanau's training (median
  * of 200, docs/codegen.md). With more keys, pass 2 computes them again.
  *
- * A row whose g is all zero, with finite qp, kp, v and wv, adds +-0 to
- * every sum and is left out (row_adds_nothing): the steps of a seq2seq
- * decoder past its sentences' ends, over half of the rows of Bahdanau's
- * training step.
+ * A row whose g is all zero, with finite qp, kp and v and scores that
+ * cannot overflow (a bound on wv), adds +-0 to every sum and is left out
+ * (row_adds_nothing): the steps of a seq2seq decoder past its
+ * sentences' ends, over half of the rows of Bahdanau's training step.
+ *
+ * Scores that are not finite give what the interpreter gives
+ * (cg_addattn_exp): a NaN or +inf score makes l NaN, so 1 / l makes
+ * every P of the row, then D and every dS, NaN.
  */
 #include "cg_lower_additive.h"
 
@@ -131,8 +135,8 @@ static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
 	LLVMValueRef m_old = cg_attn_get(b, ft, a->m);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_get(b, ft, bm));
-	LLVMValueRef alpha = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, m_old,
-								  m_new, ""));
+	LLVMValueRef shift = cg_addattn_shift(a, m_new);
+	LLVMValueRef alpha = cg_addattn_exp(a, m_old, shift);
 	cg_attn_set(b, a->l,
 		    LLVMBuildFMul(f->b, cg_attn_get(b, ft, a->l), alpha, ""));
 	cg_attn_set(b, a->x,
@@ -145,9 +149,8 @@ static void stats_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
 	cg_store(f, cg_f32(f, 0), cg_at(f, a->db, t));
 	cg_loop_end(f, &l);
 	t = cg_loop_begin(f, &l, cg_i64(f, 0), jn, 1);
-	LLVMValueRef e = cg_lower_exp_nonpos(
-		f,
-		LLVMBuildFSub(f->b, cg_load(f, cg_at(f, a->sb, t)), m_new, ""));
+	LLVMValueRef e = cg_addattn_exp(a, cg_load(f, cg_at(f, a->sb, t)),
+					shift);
 	LLVMValueRef ex = LLVMBuildFMul(f->b, e, cg_load(f, cg_at(f, a->db, t)),
 					"");
 	cg_store(f, e, cg_at(f, a->sb, t));
@@ -209,12 +212,12 @@ static void grads_key(cg_addattn *a, const bwd_row *r, LLVMValueRef j)
 	LLVMValueRef tb = a->tb;
 	LLVMValueRef s = r->is_masked ? cg_f32(f, a->fill)
 				      : second_score(a, r, j);
-	LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s,
-							      cg_attn_get(b, ft,
-									  a->m),
-							      ""));
-	p = LLVMBuildFMul(f->b, p, cg_attn_get(b, ft, a->l),
-			  ""); /* l holds 1 / l */
+	LLVMValueRef p = cg_addattn_exp(a, s,
+					cg_addattn_shift(a, cg_attn_get(b, ft,
+									a->m)));
+	/* l holds 1 / l: NaN or inf for a row of NaN weights, which
+	 * makes every p NaN */
+	p = LLVMBuildFMul(f->b, p, cg_attn_get(b, ft, a->l), "");
 	LLVMValueRef pd = p;
 	if (a->has_dropout) {
 		LLVMValueRef ks = LLVMBuildSelect(f->b, a->drop_on,
@@ -256,6 +259,68 @@ static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
 	cg_loop_end(f, &l);
 }
 
+typedef struct scan_cx {
+	LLVMValueRef x;   /* the floats scanned */
+	LLVMValueRef acc; /* a vector variable: the sum */
+	bool is_abs;      /* sum |x|, else x * 0 */
+} scan_cx;
+
+static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	const scan_cx *c = ud;
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
+	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
+		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
+	cg_attn_set(&a->base, c->acc,
+		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
+				  ""));
+}
+
+/* The sum of |x[0 .. width)| (is_abs) or of x * 0 (0 when all are
+ * finite: inf * 0 and NaN * 0 are NaN). */
+static LLVMValueRef scan_sum(cg_addattn *a, LLVMValueRef x, int64_t width,
+			     bool is_abs)
+{
+	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
+	scan_cx c = {x, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
+	cg_addattn_vec_loop(a, width, scan_vec, &c);
+	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
+}
+
+/* Whether scan_sum is 0 (is_abs: all of x are +-0; else all finite), an
+ * i1. */
+static LLVMValueRef scan_is_zero(cg_addattn *a, LLVMValueRef x, int64_t width,
+				 bool is_abs)
+{
+	return LLVMBuildFCmp(a->f->b, LLVMRealOEQ,
+			     scan_sum(a, x, width, is_abs), cg_f32(a->f, 0), "");
+}
+
+/* The keys [kv, K) of a row that skips them, whose weights are 0: 0 dP
+ * added to x (the interpreter's D sums P dP over all K keys) and 0 g to
+ * their dv rows, +-0 that leaves the sums' bits, or NaN where v or g is
+ * not finite, as in the interpreter. */
+static void grads_skipped(cg_addattn *a, const bwd_row *r, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMValueRef zero = cg_f32(f, 0);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
+	LLVMValueRef zdp = LLVMBuildFMul(f->b, dropped_dp(a, r, j), zero, "");
+	cg_attn_set(b, a->x,
+		    LLVMBuildFAdd(f->b, cg_attn_get(b, ft, a->x), zdp, ""));
+	LLVMValueRef key = cg_add(f, cg_muli(f, r->n, a->K), j);
+	cg_addattn_axpy(a,
+			cg_at(f, a->k->out,
+			      cg_addi(f, cg_muli(f, key, a->dv), parts(a).dv)),
+			r->grow, a->dv, zero, true);
+	cg_loop_end(f, &l);
+}
+
 /* Both passes over the keys [0, kv) and, when the fill still counts
  * (decided in pass 1), [kv, K). */
 static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
@@ -275,6 +340,23 @@ static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 						     cg_attn_get(b, bt, more));
 		r->is_masked = true;
 		cg_addattn_blocks(a, kv, cg_i64(f, a->K), stats_block, r);
+		cg_if_end(f, join);
+		/* only where a dP g v or g is not finite: sum |g| times
+		 * the skipped values' sum |v| bounds every |dP| */
+		join = cg_if_begin(f,
+				   LLVMBuildNot(f->b, cg_attn_get(b, bt, more),
+						""));
+		LLVMValueRef bound = LLVMBuildFMul(f->b,
+						   cg_addattn_tail_sum(a, r->n,
+								       kv, true),
+						   scan_sum(a, r->grow, a->dv,
+							    true),
+						   "");
+		LLVMBasicBlockRef join2 =
+			cg_if_begin(f, LLVMBuildFCmp(f->b, LLVMRealUGE, bound,
+						     cg_f32(f, 0x1p126f), ""));
+		grads_skipped(a, r, kv);
+		cg_if_end(f, join2);
 		cg_if_end(f, join);
 	}
 	LLVMValueRef inv = LLVMBuildFDiv(f->b, cg_f32(f, 1),
@@ -321,41 +403,12 @@ static void zero_batch(cg_addattn *a, LLVMValueRef n)
 
 /* ---- rows whose gradient is zero ---------------------------------------------- */
 
-typedef struct scan_cx {
-	LLVMValueRef x;   /* the floats scanned */
-	LLVMValueRef acc; /* a vector variable: the sum */
-	bool is_abs;      /* sum |x|, else x * 0 */
-} scan_cx;
-
-static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
-{
-	const scan_cx *c = ud;
-	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
-	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
-		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
-	cg_attn_set(&a->base, c->acc,
-		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
-				  ""));
-}
-
-/* Whether the sum of |x| (is_abs: all of x[0 .. width) are +-0) or of
- * x * 0 (all are finite: inf * 0 and NaN * 0 are NaN) is 0, an i1. */
-static LLVMValueRef scan_is_zero(cg_addattn *a, LLVMValueRef x, int64_t width,
-				 bool is_abs)
-{
-	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	scan_cx c = {x, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
-	cg_addattn_vec_loop(a, width, scan_vec, &c);
-	LLVMValueRef s = cg_attn_hsum(&a->base,
-				      cg_attn_get(&a->base, vt, c.acc));
-	return LLVMBuildFCmp(f->b, LLVMRealOEQ, s, cg_f32(f, 0), "");
-}
-
-/* Whether row r adds nothing: its g row is all +-0 and the row's qp, its
- * batch's kp and v, and wv are finite. Then every dP, D, dS and u of the
+/* Whether row r adds nothing: its g row is all +-0, the row's qp and its
+ * batch's kp and v are finite, and so are its scores, which
+ * sum_h |wv[h]| |scale| below 2^126 ensures (|tanh| <= 1; the margin
+ * covers the rounding of both sums), where a NaN or an overflow of a
+ * score to +-inf would make the row's weights and then its dS NaN, as
+ * the interpreter does. Then every dP, D, dS and u of the
  * row is +-0 and every P finite, so each of its additions into dkp, dv
  * and dwv adds +-0 to a sum that started at +0 (which round to nearest
  * never turns into -0) and leaves it as it was, and its dqp row is +0:
@@ -377,7 +430,12 @@ static LLVMValueRef row_adds_nothing(cg_addattn *a, const bwd_row *r)
 			   "");
 	fin = LLVMBuildAnd(f->b, fin, scan_is_zero(a, vb, a->K * a->dv, false),
 			   "");
-	fin = LLVMBuildAnd(f->b, fin, scan_is_zero(a, a->wv, a->H, false), "");
+	float bound = 0x1p126f / fmaxf(fabsf(a->scale), 1.0f);
+	LLVMValueRef wsum = scan_sum(a, a->wv, a->H, true);
+	fin = LLVMBuildAnd(f->b, fin,
+			   LLVMBuildFCmp(f->b, LLVMRealOLT, wsum,
+					 cg_f32(f, bound), ""),
+			   "");
 	cg_attn_set(&a->base, ok, fin);
 	cg_if_end(f, join);
 	return cg_attn_get(&a->base, bt, ok);

@@ -194,9 +194,10 @@ static void grad_row(const add_cx *a, int64_t n, int64_t i)
 	}
 	interp_attn_row_ds(&a->r, n, i, valid);
 	for (int64_t j = 0; j < a->K; j++) {
-		double ds = a->r.dp[j];
-		if (ds != 0)
-			feature_grads(a, n, i, j, ds);
+		/* every valid key, even at dS = 0: 0 wv is NaN where wv is
+		 * not finite, as in the unfused graph's product */
+		if (j < valid)
+			feature_grads(a, n, i, j, a->r.dp[j]);
 		double pd = interp_attn_dropped(&a->r, n, i, j);
 		for (int64_t c = 0; c < a->dv; c++)
 			add_at(a, p.dv + (n * a->K + j) * a->dv + c,

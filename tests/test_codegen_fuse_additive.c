@@ -131,30 +131,38 @@ END_TEST
 /* ---- rows whose gradient is zero ------------------------------------------ */
 
 /* fused_additive_attention_grad alone, its operands inputs: qp (N, Q, H),
- * kp (N, K, H), wv (H), v (N, K, dv), valid (N), g (N, Q, dv). */
+ * kp (N, K, H), wv (H), v (N, K, dv), valid (N), g (N, Q, dv); or with
+ * is_fwd fused_additive_attention, the same operands but g. */
 typedef struct zg_graph {
 	tu_graph x;
 	interp_tensor in[6];
+	int n_in;
 	int64_t N, Q, K, H, dv;
 } zg_graph;
 
-static void zg_init(zg_graph *z, int64_t N, int64_t Q, int64_t K, int64_t H,
-		    int64_t dv, double p)
+static void zg_init_op(zg_graph *z, int64_t N, int64_t Q, int64_t K, int64_t H,
+		       int64_t dv, double p, bool is_fwd)
 {
 	z->N = N, z->Q = Q, z->K = K, z->H = H, z->dv = dv;
+	z->n_in = is_fwd ? 5 : 6;
 	tu_graph_init(&z->x, 8);
 	ir_id a[6] = {tu_input(&z->x, tu_type(IR_F32, 3, N, Q, H)),
 		      tu_input(&z->x, tu_type(IR_F32, 3, N, K, H)),
 		      tu_input(&z->x, tu_type(IR_F32, 1, H)),
 		      tu_input(&z->x, tu_type(IR_F32, 3, N, K, dv)),
 		      tu_input(&z->x, tu_type(IR_I32, 1, N)),
-		      tu_input(&z->x, tu_type(IR_F32, 3, N, Q, dv))};
+		      0};
+	if (!is_fwd)
+		a[5] = tu_input(&z->x, tu_type(IR_F32, 3, N, Q, dv));
 	ir_attr at = {.attention = {1.0, -1e6, p, 5, 1}};
-	z->x.f->output_names[0] = "grads";
-	z->x.f->outputs[z->x.f->n_outputs++] = tu_build(
-		&z->x, IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD, a, 6, &at, NULL);
+	z->x.f->output_names[0] = is_fwd ? "out" : "grads";
+	z->x.f->outputs[z->x.f->n_outputs++] =
+		tu_build(&z->x,
+			 is_fwd ? IR_OP_FUSED_ADDITIVE_ATTENTION
+				: IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD,
+			 a, (uint32_t)z->n_in, &at, NULL);
 	uint64_t r = 77;
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < z->n_in; i++) {
 		const ir_type *t = &z->x.f->g.nodes[a[i]].type;
 		int64_t d[IR_MAX_RANK];
 		for (int j = 0; j < t->rank; j++)
@@ -175,6 +183,12 @@ static void zg_init(zg_graph *z, int64_t N, int64_t Q, int64_t K, int64_t H,
 	}
 }
 
+static void zg_init(zg_graph *z, int64_t N, int64_t Q, int64_t K, int64_t H,
+		    int64_t dv, double p)
+{
+	zg_init_op(z, N, Q, K, H, dv, p, false);
+}
+
 /* Zeroes (as -0 when is_neg) row `row` (n * Q + q) of g. */
 static void zg_zero_row(zg_graph *z, int64_t row, bool is_neg)
 {
@@ -183,13 +197,12 @@ static void zg_zero_row(zg_graph *z, int64_t row, bool is_neg)
 		g[row * z->dv + j] = is_neg ? -0.0f : 0.0f;
 }
 
-/* Runs the node through the JIT at 1 and 2 threads (the same bits) into
- * out, and through the float32 interpreter into ref. */
-static void zg_run(zg_graph *z, bool is_training, interp_tensor *out,
-		   interp_tensor *ref)
+/* Runs the node, compiled into p, through the JIT at 1 and 2 threads
+ * (the same bits) into out, and through the float32 interpreter into
+ * ref. */
+static void zg_run_p(zg_graph *z, cg_program *p, bool is_training,
+		     interp_tensor *out, interp_tensor *ref)
 {
-	cg_program *p = cg_program_create(&z->x.ctx, z->x.m, NULL, NULL);
-	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&z->x));
 	interp_opts o = {.is_training = is_training, .seed = 11, .step = 3};
 	ck_assert_msg(interp_run(&z->x.ctx, z->x.m, z->x.f, &o, NULL, z->in, ref),
 		      "%s", tu_graph_diag(&z->x));
@@ -200,7 +213,7 @@ static void zg_run(zg_graph *z, bool is_training, interp_tensor *out,
 	size_t sb_bytes = cg_program_scratch_bytes(p, "f") + 64;
 	char *sb = aligned_alloc(64, (sb_bytes + 63) / 64 * 64);
 	const void *ins[6];
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < z->n_in; i++)
 		ins[i] = z->in[i].data;
 	for (int t = 1; t <= 2; t++) {
 		void *outs[1] = {t == 1 ? out->data : two.data};
@@ -214,12 +227,26 @@ static void zg_run(zg_graph *z, bool is_training, interp_tensor *out,
 		      "1 and 2 threads differ");
 	interp_tensor_fini(&z->x.ctx, &two);
 	free(sb);
+}
+
+static cg_program *zg_compile(zg_graph *z)
+{
+	cg_program *p = cg_program_create(&z->x.ctx, z->x.m, NULL, NULL);
+	ck_assert_msg(p && cg_program_jit(p), "%s", tu_graph_diag(&z->x));
+	return p;
+}
+
+static void zg_run(zg_graph *z, bool is_training, interp_tensor *out,
+		   interp_tensor *ref)
+{
+	cg_program *p = zg_compile(z);
+	zg_run_p(z, p, is_training, out, ref);
 	cg_program_destroy(p);
 }
 
 static void zg_fini(zg_graph *z)
 {
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < z->n_in; i++)
 		interp_tensor_fini(&z->x.ctx, &z->in[i]);
 	tu_graph_fini(&z->x);
 }
@@ -280,9 +307,8 @@ END_TEST
 /* A row of zero g still adds NaN where an inf or NaN in its batch's v
  * makes one (0 * inf): the kernel keeps a row that meets any inf or NaN
  * in qp, kp, v or wv, and its NaNs are where the interpreter has them.
- * (An inf alone in kp saturates tanh: no NaN. A NaN score, from qp, kp
- * or wv, gives NaN in the interpreter's dqp row and not in the JIT's,
- * with or without this path: not checked here.) */
+ * (An inf alone in kp saturates tanh: no NaN. NaN scores:
+ * test_fused_additive_kernels_propagate_nonfinite_values.) */
 START_TEST(test_additive_grad_keeps_zero_g_rows_that_meet_inf_or_nan)
 {
 	for (int c = 0; c < 2; c++) {
@@ -323,6 +349,138 @@ START_TEST(test_additive_grad_keeps_zero_g_rows_that_meet_inf_or_nan)
 }
 END_TEST
 
+/* ---- values that are not finite ------------------------------------------ */
+
+/* One kind of each element: NaN, +inf, -inf or finite. */
+static int nf_kind(float x)
+{
+	return isnan(x) ? 0 : isinf(x) ? (x > 0 ? 1 : 2) : 3;
+}
+
+/* out and ref have NaN and infinities (of the same sign) in the same
+ * elements, and their finite elements are close (check_close's rule
+ * over the finite ones). */
+static void nf_compare(const interp_tensor *out, const interp_tensor *ref,
+		       const char *what)
+{
+	const float *o = out->data, *r = ref->data;
+	double e = 0, mag = 0;
+	for (int64_t i = 0; i < interp_tensor_numel(ref); i++) {
+		ck_assert_msg(nf_kind(o[i]) == nf_kind(r[i]),
+			      "%s: element %lld: %g, interpreter %g", what,
+			      (long long)i, o[i], r[i]);
+		if (nf_kind(r[i]) == 3) {
+			e = fmax(e, fabs((double)o[i] - r[i]));
+			mag = fmax(mag, fabs((double)r[i]));
+		}
+	}
+	ck_assert_msg(e <= 2e-5 * (mag + 1e-3),
+		      "%s: JIT and interpreter differ by %g (largest %g)", what,
+		      e, mag);
+}
+
+/* Where a case puts its values: an operand (0 qp, 1 kp, 2 wv, 3 v, 4 g:
+ * the gradient's only) and an element, a second one for the case that
+ * needs two. */
+typedef struct nf_case {
+	const char *name;
+	int op[2];
+	int64_t at[2];
+	float x[2];
+} nf_case;
+
+/* N = 4, Q = 2, K = 6, H = 17, dv = 5: element h = 3 of row (1, 0) of
+ * qp, of key (1, 2) of kp, of wv; element 1 of value (1, 2), and of
+ * value (1, 5) and (3, 5), keys past the valid length of batch 1 (3)
+ * and 3 (1) when masked; element 2 of g's row (1, 0). */
+#define NF_QP ((1 * 2 + 0) * 17 + 3)
+#define NF_KP ((1 * 6 + 2) * 17 + 3)
+#define NF_V ((1 * 6 + 2) * 5 + 1)
+#define NF_V5 ((1 * 6 + 5) * 5 + 1)
+#define NF_V35 ((3 * 6 + 5) * 5 + 1)
+#define NF_G ((1 * 2 + 0) * 5 + 2)
+static const nf_case nf_cases[] = {
+	{"finite", {-1, -1}, {0, 0}, {0, 0}},
+	{"qp nan", {0, -1}, {NF_QP, 0}, {NAN, 0}},
+	{"qp inf", {0, -1}, {NF_QP, 0}, {INFINITY, 0}},
+	{"qp -inf", {0, -1}, {NF_QP, 0}, {-INFINITY, 0}},
+	{"kp nan", {1, -1}, {NF_KP, 0}, {NAN, 0}},
+	{"kp inf", {1, -1}, {NF_KP, 0}, {INFINITY, 0}},
+	{"kp -inf", {1, -1}, {NF_KP, 0}, {-INFINITY, 0}},
+	{"wv nan", {2, -1}, {3, 0}, {NAN, 0}},
+	{"wv inf", {2, -1}, {3, 0}, {INFINITY, 0}},
+	{"wv -inf", {2, -1}, {3, 0}, {-INFINITY, 0}},
+	{"v nan", {3, -1}, {NF_V, 0}, {NAN, 0}},
+	{"v inf", {3, -1}, {NF_V, 0}, {INFINITY, 0}},
+	{"v -inf", {3, -1}, {NF_V, 0}, {-INFINITY, 0}},
+	/* in keys that are masked: 0 v, and in the gradient 0 dP, is NaN */
+	{"v nan, last key", {3, -1}, {NF_V5, 0}, {NAN, 0}},
+	{"v inf, last key", {3, 3}, {NF_V5, NF_V35}, {INFINITY, -INFINITY}},
+	{"g nan", {4, -1}, {NF_G, 0}, {NAN, 0}},
+	{"g inf", {4, -1}, {NF_G, 0}, {INFINITY, 0}},
+	/* inf - inf inside the feature of row (1, 0) and key (1, 2) */
+	{"qp inf + kp -inf", {0, 1}, {NF_QP, NF_KP}, {INFINITY, -INFINITY}},
+	/* finite operands whose scores overflow to +-inf */
+	{"wv 3e38", {2, 2}, {3, 4}, {3e38f, 3e38f}},
+};
+
+/* The fused kernels, forward and gradient, with dropout off and on, on
+ * operands (qp, kp, wv, v, g) holding a NaN, an inf or a -inf (one case
+ * at a time), with every key valid and with the valid lengths -1, 3,
+ * K + 1 and 1 (the values of some cases sit in masked keys), some rows
+ * of g zero (among them the rows where the values sit): every NaN and
+ * infinity of the interpreter's results, which follow PyTorch's (a NaN
+ * or +inf score makes the row's weights NaN), is in the JIT's, at 1 and
+ * 2 threads, and no other. */
+START_TEST(test_fused_additive_kernels_propagate_nonfinite_values)
+{
+	const int n_cases = (int)(sizeof nf_cases / sizeof nf_cases[0]);
+	for (int c = 0; c < 4; c++) {
+		bool is_fwd = c < 2, is_training = c % 2;
+		zg_graph z;
+		zg_init_op(&z, 4, 2, 6, 17, 5, is_training ? 0.5 : 0, is_fwd);
+		cg_program *p = zg_compile(&z);
+		float *ops[5] = {z.in[0].data, z.in[1].data, z.in[2].data,
+				 z.in[3].data, is_fwd ? NULL : z.in[5].data};
+		int32_t *valid = z.in[4].data;
+		const int32_t masked[4] = {-1, 3, 7, 1};
+		if (!is_fwd) {
+			zg_zero_row(&z, 2, false);
+			zg_zero_row(&z, 3, true);
+			zg_zero_row(&z, 5, false);
+		}
+		for (int k = 0; k < 2 * n_cases; k++) {
+			const nf_case *nc = &nf_cases[k / 2];
+			if (nc->op[0] == 4 && is_fwd)
+				continue;
+			for (int n = 0; n < 4; n++)
+				valid[n] = k % 2 ? masked[n] : 6;
+			float keep[2];
+			for (int i = 0; i < 2; i++)
+				if (nc->op[i] >= 0) {
+					keep[i] = ops[nc->op[i]][nc->at[i]];
+					ops[nc->op[i]][nc->at[i]] = nc->x[i];
+				}
+			interp_tensor out, ref;
+			zg_run_p(&z, p, is_training, &out, &ref);
+			char what[96];
+			snprintf(what, sizeof what, "%s%s, %s, %s",
+				 is_fwd ? "forward" : "gradient",
+				 is_training ? " with dropout" : "", nc->name,
+				 k % 2 ? "masked" : "all valid");
+			nf_compare(&out, &ref, what);
+			interp_tensor_fini(&z.x.ctx, &out);
+			interp_tensor_fini(&z.x.ctx, &ref);
+			for (int i = 1; i >= 0; i--)
+				if (nc->op[i] >= 0)
+					ops[nc->op[i]][nc->at[i]] = keep[i];
+		}
+		cg_program_destroy(p);
+		zg_fini(&z);
+	}
+}
+END_TEST
+
 static Suite *fuse_additive_suite(void)
 {
 	Suite *s = suite_create("codegen_fuse_additive");
@@ -337,6 +495,8 @@ static Suite *fuse_additive_suite(void)
 	tcase_add_test(tc, test_additive_grad_rows_of_zero_g_add_nothing);
 	tcase_add_test(tc,
 		       test_additive_grad_keeps_zero_g_rows_that_meet_inf_or_nan);
+	tcase_add_test(tc,
+		       test_fused_additive_kernels_propagate_nonfinite_values);
 	suite_add_tcase(s, tc);
 	return s;
 }
