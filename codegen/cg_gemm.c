@@ -828,9 +828,10 @@ static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka,
 }
 
 /* skip_zero_m: rows [r0, r1), columns [c0, c1) of C from the product of
- * the n_kept rows kept (kc, rows numbered by map): a kept row's values
- * (added when accumulating), a row left out +0 (or plus +0, as the
- * plain product's sum of zero terms adds, which turns a -0 into +0). */
+ * the n_kept rows kept (rows numbered by map): a kept row's values from
+ * kc (added when accumulating; kc NULL: multiplied in place, where they
+ * are already), a row left out +0 (or plus +0, as the plain product's
+ * sum of zero terms adds, which turns a -0 into +0). */
 static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 			    LLVMValueRef n_kept, LLVMValueRef r0,
 			    LLVMValueRef r1, LLVMValueRef c0, LLVMValueRef c1)
@@ -858,18 +859,22 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 							  i, ""),
 					    "");
 	LLVMValueRef crow = cg_at(f, w->c, cg_muli(f, i, g->plan.ldc));
-	LLVMValueRef prow = cg_at(f, kc, cg_muli(f, q, g->plan.ldc));
 	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
 			  no = cg_block(f, "row.left");
 	LLVMBasicBlockRef done = cg_block(f, "row.done");
 	LLVMBuildCondBr(f->b, is_kept, yes, no);
 	LLVMPositionBuilderAtEnd(f->b, yes);
-	LLVMValueRef j = cg_loop_begin(f, &lj, c0, c1, 1);
-	LLVMValueRef v = cg_load(f, cg_at(f, prow, j));
-	if (s->accumulate)
-		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
-	cg_store(f, v, cg_at(f, crow, j));
-	nest_loop_end(f, &lj);
+	LLVMValueRef j, v;
+	if (kc) {
+		LLVMValueRef prow = cg_at(f, kc, cg_muli(f, q, g->plan.ldc));
+		j = cg_loop_begin(f, &lj, c0, c1, 1);
+		v = cg_load(f, cg_at(f, prow, j));
+		if (s->accumulate)
+			v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)),
+					  v, "");
+		cg_store(f, v, cg_at(f, crow, j));
+		nest_loop_end(f, &lj);
+	}
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, no);
@@ -1001,59 +1006,10 @@ static LLVMValueRef list_nonzero_rows(work_env *w, LLVMValueRef map,
 	return n_kept;
 }
 
-/* cg_gemm_is_m_gather: columns [c0, c1) of the rows of C in [r0, r1)
- * that map's first n_kept do not list, as the plain product leaves them:
- * +0, or when accumulating what is there plus +0 (the sgemm's sum of
- * zero terms), which turns a -0 into +0. */
-static void clear_rows_left_out(work_env *w, LLVMValueRef map,
-				LLVMValueRef n_kept, LLVMValueRef r0,
-				LLVMValueRef r1, LLVMValueRef c0,
-				LLVMValueRef c1)
-{
-	cg_fn *f = w->f;
-	const cg_gemm_gen *g = w->g;
-	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
-	LLVMValueRef next = cg_var(f, i64, cg_i64(f, 0));
-	cg_loop l, lj;
-	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
-	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, next, "");
-	LLVMValueRef qc = cg_min(f, q, cg_i64(f, g->spec.m - 1));
-	LLVMValueRef mi = LLVMBuildSExt(
-		f->b,
-		LLVMBuildLoad2(f->b, i32,
-			       LLVMBuildInBoundsGEP2(f->b, i32, map, &qc, 1, ""),
-			       ""),
-		i64, "");
-	LLVMValueRef is_kept = LLVMBuildAnd(f->b,
-					    LLVMBuildICmp(f->b, LLVMIntSLT, q,
-							  n_kept, ""),
-					    LLVMBuildICmp(f->b, LLVMIntEQ, mi,
-							  i, ""),
-					    "");
-	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
-			  no = cg_block(f, "row.left"),
-			  done = cg_block(f, "row.done");
-	LLVMBuildCondBr(f->b, is_kept, yes, no);
-	LLVMPositionBuilderAtEnd(f->b, yes);
-	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
-	LLVMBuildBr(f->b, done);
-	LLVMPositionBuilderAtEnd(f->b, no);
-	LLVMValueRef crow = cg_at(f, w->c, cg_muli(f, i, g->plan.ldc));
-	LLVMValueRef j = cg_loop_begin(f, &lj, c0, c1, 1);
-	LLVMValueRef v = cg_f32(f, 0);
-	if (g->spec.accumulate)
-		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
-	cg_store(f, v, cg_at(f, crow, j));
-	nest_loop_end(f, &lj);
-	LLVMBuildBr(f->b, done);
-	LLVMPositionBuilderAtEnd(f->b, done);
-	nest_loop_end(f, &l);
-}
-
 /* skip_zero_m with cg_gemm_is_m_gather, rows [r0, r1) and columns [c0,
  * c1) of C: with a row of zeros in A and B finite (0 times an inf is
  * NaN), multiplies the rows kept in place, whole panels of them padded
- * with a row left out (whose product is what clear_rows_left_out
+ * with a row left out (whose product is what write_rows_back
  * gives it), then clears the rows left out; else the plain product.
  * Each row of C gets the plain product's bits. */
 static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
@@ -1083,7 +1039,7 @@ static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
 	w->rows = map;
 	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
 	w->rows = NULL;
-	clear_rows_left_out(w, map, n_kept, r0, r1, c0, c1);
+	write_rows_back(w, NULL, map, n_kept, r0, r1, c0, c1);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
