@@ -344,27 +344,30 @@ LLVMValueRef cg_addattn_exp(cg_addattn *a, LLVMValueRef s, LLVMValueRef shift)
 	return cg_lower_exp_shifted(a->f, LLVMBuildFSub(a->f->b, s, shift, ""));
 }
 
-typedef struct tail_cx {
-	LLVMValueRef row; /* the value row */
+typedef struct scan_cx {
+	LLVMValueRef x;   /* the floats scanned */
 	LLVMValueRef acc; /* a vector variable: the sum */
-	bool is_abs;      /* of |v|, else of v * 0 */
-} tail_cx;
+	bool is_abs;      /* sum |x|, else x * 0 */
+} scan_cx;
 
-static void tail_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
 {
-	const tail_cx *c = ud;
+	const scan_cx *c = ud;
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->row, h), lanes);
-	LLVMValueRef acc = cg_attn_get(&a->base, vt, c->acc);
-	if (c->is_abs) {
-		x = cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1);
-		acc = LLVMBuildFAdd(f->b, acc, x, "");
-	} else {
-		LLVMValueRef args[3] = {x, LLVMConstNull(vt), acc};
-		acc = cg_intrinsic(f, "llvm.fma", &vt, 1, args, 3);
-	}
-	cg_attn_set(&a->base, c->acc, acc);
+	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
+	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
+		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
+	cg_attn_set(&a->base, c->acc,
+		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
+				  ""));
+}
+
+void cg_addattn_scan_into(cg_addattn *a, LLVMValueRef acc, LLVMValueRef x,
+			  int64_t width, bool is_abs)
+{
+	scan_cx c = {x, acc, is_abs};
+	cg_addattn_vec_loop(a, width, scan_vec, &c);
 }
 
 LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
@@ -372,14 +375,16 @@ LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	tail_cx c = {NULL, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
+	LLVMValueRef acc = cg_attn_var(&a->base, vt, LLVMConstNull(vt));
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, kv, cg_i64(f, a->K), 1);
-	c.row = cg_at(f, a->v,
-		      cg_muli(f, cg_add(f, cg_muli(f, n, a->K), j), a->dv));
-	cg_addattn_vec_loop(a, a->dv, tail_vec, &c);
+	cg_addattn_scan_into(a, acc,
+			     cg_at(f, a->v,
+				   cg_muli(f, cg_add(f, cg_muli(f, n, a->K), j),
+					   a->dv)),
+			     a->dv, is_abs);
 	cg_loop_end(f, &l);
-	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
+	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, acc));
 }
 
 /* ---- the forward kernel ---------------------------------------------------------------- */

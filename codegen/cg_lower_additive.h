@@ -112,6 +112,13 @@ LLVMValueRef cg_addattn_block_sum(cg_addattn *a, LLVMValueRef buf);
  * the masked keys' too). */
 LLVMValueRef cg_addattn_needs_masked(cg_addattn *a);
 
+/* Adds to the vector variable acc (cg_attn_var) |x| (is_abs) or x * 0
+ * (+-0 where x is finite, NaN where not) over x[0 .. width), a vector at
+ * a time: the scans that tell whether a shortcut keeps the
+ * interpreter's non-finite values. */
+void cg_addattn_scan_into(cg_addattn *a, LLVMValueRef acc, LLVMValueRef x,
+			  int64_t width, bool is_abs);
+
 /* The sum over batch n's value rows [kv, K) (the keys a row skips) of
  * |v| (is_abs: NaN or inf when one of them is not finite, and a bound
  * on every element's magnitude) or of v * 0 (0 when all are finite,

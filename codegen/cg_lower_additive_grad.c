@@ -259,34 +259,15 @@ static void grads_block(cg_addattn *a, LLVMValueRef j0, LLVMValueRef jn,
 	cg_loop_end(f, &l);
 }
 
-typedef struct scan_cx {
-	LLVMValueRef x;   /* the floats scanned */
-	LLVMValueRef acc; /* a vector variable: the sum */
-	bool is_abs;      /* sum |x|, else x * 0 */
-} scan_cx;
-
-static void scan_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
-{
-	const scan_cx *c = ud;
-	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef x = cg_addattn_vload(a, cg_at(f, c->x, h), lanes);
-	x = c->is_abs ? cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1)
-		      : LLVMBuildFMul(f->b, x, LLVMConstNull(vt), "");
-	cg_attn_set(&a->base, c->acc,
-		    LLVMBuildFAdd(f->b, cg_attn_get(&a->base, vt, c->acc), x,
-				  ""));
-}
-
 /* The sum of |x[0 .. width)| (is_abs) or of x * 0 (0 when all are
  * finite: inf * 0 and NaN * 0 are NaN). */
 static LLVMValueRef scan_sum(cg_addattn *a, LLVMValueRef x, int64_t width,
 			     bool is_abs)
 {
 	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
-	scan_cx c = {x, cg_attn_var(&a->base, vt, LLVMConstNull(vt)), is_abs};
-	cg_addattn_vec_loop(a, width, scan_vec, &c);
-	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, c.acc));
+	LLVMValueRef acc = cg_attn_var(&a->base, vt, LLVMConstNull(vt));
+	cg_addattn_scan_into(a, acc, x, width, is_abs);
+	return cg_attn_hsum(&a->base, cg_attn_get(&a->base, vt, acc));
 }
 
 /* Whether scan_sum is 0 (is_abs: all of x are +-0; else all finite), an
