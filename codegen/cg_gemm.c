@@ -889,6 +889,15 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	nest_loop_end(f, &l);
 }
 
+/* n rounded up to whole panels of MR rows. */
+static LLVMValueRef whole_panels(cg_fn *f, LLVMValueRef n)
+{
+	return cg_muli(f,
+		       LLVMBuildUDiv(f->b, cg_addi(f, n, CG_GEMM_MR - 1),
+				     cg_i64(f, CG_GEMM_MR), ""),
+		       CG_GEMM_MR);
+}
+
 /* skip_zero_m, rows [r0, r1) and columns [c0, c1) of C: keeps the rows
  * of A that are not all zero, multiplies them into the buffer kc, then
  * writes C's rows back. */
@@ -916,11 +925,7 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	/* The sgemm ends a row block in a partial panel only at A's last
 	 * rows (M mod MR of them): the rows kept are padded with zero rows to
 	 * a whole panel, or to M. */
-	LLVMValueRef panels = LLVMBuildUDiv(f->b,
-					    cg_addi(f, n_kept, CG_GEMM_MR - 1),
-					    cg_i64(f, CG_GEMM_MR), "");
-	LLVMValueRef end = cg_min(f, cg_muli(f, panels, CG_GEMM_MR),
-				  cg_i64(f, s->m));
+	LLVMValueRef end = cg_min(f, whole_panels(f, n_kept), cg_i64(f, s->m));
 	cg_loop l, lp;
 	LLVMValueRef i = cg_loop_begin(f, &l, n_kept, end, 1);
 	LLVMValueRef p = cg_loop_begin(f, &lp, cg_i64(f, 0), cg_i64(f, s->k), 1);
@@ -945,15 +950,6 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	write_rows_back(w, kc, map, n_kept, r0, r1, c0, c1);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
-}
-
-/* n rounded up to whole panels of MR rows. */
-static LLVMValueRef whole_panels(cg_fn *f, LLVMValueRef n)
-{
-	return cg_muli(f,
-		       LLVMBuildUDiv(f->b, cg_addi(f, n, CG_GEMM_MR - 1),
-				     cg_i64(f, CG_GEMM_MR), ""),
-		       CG_GEMM_MR);
 }
 
 /* cg_gemm_is_m_gather: lists the rows of A in [r0, r1) that are not all
