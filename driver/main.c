@@ -707,10 +707,10 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
  * writable before anything is compiled or trained, not found unwritable
  * after an hour of training: its folder must exist and take new files
  * (saves go to a temporary file beside the target, renamed over it),
- * and the path must not name a folder. "-" for -o is standard output. */
+ * and the path must not name a folder. */
 static bool check_writable(ir_ctx *ctx, const char *opt, const char *path)
 {
-	if (!path || (strcmp(opt, "-o") == 0 && strcmp(path, "-") == 0))
+	if (!path)
 		return true;
 	if (!*path) {
 		ir_error(ctx, (ir_loc){0}, "%s: the file name is empty", opt);
@@ -747,7 +747,8 @@ static bool check_writable(ir_ctx *ctx, const char *opt, const char *path)
 
 static bool check_output_paths(ir_ctx *ctx, const drv_options *o)
 {
-	return check_writable(ctx, "-o", o->output) &&
+	bool is_stdout = o->output && strcmp(o->output, "-") == 0; /* --emit */
+	return (is_stdout || check_writable(ctx, "-o", o->output)) &&
 	       check_writable(ctx, "--save", o->save) &&
 	       check_writable(ctx, "--metrics", o->metrics) &&
 	       check_writable(ctx, "--plot", o->plot) &&
