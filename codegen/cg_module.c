@@ -18,6 +18,8 @@
  * every program that uses the JIT even with --as-needed.
  */
 #include "cg_internal.h"
+#include "attnrt.h"
+#include "rt_file.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/BitReader.h>
@@ -803,14 +805,17 @@ bool cg_module_emit(cg_module *m, cg_emit_kind kind, const char *path)
 	LLVMMemoryBufferRef buf = emit_memory(m, kind);
 	if (!buf)
 		return false;
-	FILE *fp = fopen(path, "wb");
-	size_t n = LLVMGetBufferSize(buf);
-	bool ok = fp && fwrite(LLVMGetBufferStart(buf), 1, n, fp) == n;
-	if (fp && fclose(fp) != 0)
-		ok = false;
+	rt_out o;
+	char err[512];
+	int code = rt_out_open(&o, path, err, sizeof err);
+	if (code == ATTNRT_OK) {
+		rt_out_write(&o, LLVMGetBufferStart(buf),
+			     LLVMGetBufferSize(buf));
+		code = rt_out_commit(&o, path, err, sizeof err);
+	}
 	LLVMDisposeMemoryBuffer(buf);
-	if (!ok)
-		return cg_module_fail(m, "cannot write %s", path);
+	if (code != ATTNRT_OK)
+		return cg_module_fail(m, "%s", err);
 	return true;
 }
 

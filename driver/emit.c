@@ -16,6 +16,7 @@
 #include "cg_header.h"
 #include "cg_program.h"
 #include "rt_ckpt.h"
+#include "rt_file.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -116,14 +117,20 @@ static bool write_header(emit_job *job, cg_program *p)
 	char *path = header_path(ctx, job->obj);
 	if (!path)
 		return false;
-	FILE *f = fopen(path, "w");
+	rt_out out;
 	char err[256] = "";
-	bool ok = f && cg_header_write(f, &d, err, sizeof err);
-	if (f && fclose(f) != 0)
+	bool ok = rt_out_open(&out, path, err, sizeof err) == ATTNRT_OK;
+	FILE *f = ok ? rt_out_stream(&out) : NULL;
+	if (f && !cg_header_write(f, &d, err, sizeof err) && !out.errnum) {
+		/* Not the file's fault (an I/O failure is commit's). */
+		rt_out_abort(&out);
+		ir_error(ctx, (ir_loc){0}, "cannot write '%s': %s", path, err);
 		ok = false;
-	if (!ok)
-		ir_error(ctx, (ir_loc){0}, "cannot write '%s'%s%s", path,
-			 *err ? ": " : "", err);
+	} else if (!ok ||
+		   rt_out_commit(&out, path, err, sizeof err) != ATTNRT_OK) {
+		ir_error(ctx, (ir_loc){0}, "%s", err);
+		ok = false;
+	}
 	ir_free(ctx, path);
 	return ok;
 }
@@ -147,15 +154,20 @@ static bool emit_kind(ir_ctx *ctx, const char *s, cg_emit_kind *kind)
 /* --emit=ir: the optimized attnc IR as text. */
 static bool emit_ir(ir_ctx *ctx, const ir_module *m, const char *path)
 {
-	FILE *f = path && strcmp(path, "-") ? fopen(path, "w") : stdout;
-	if (!f)
-		return ir_error(ctx, (ir_loc){0}, "cannot write '%s'", path),
-		       false;
-	ir_module_print(m, f);
-	if (f != stdout && fclose(f) != 0)
-		return ir_error(ctx, (ir_loc){0}, "cannot write '%s'", path),
-		       false;
-	return true;
+	if (!path || strcmp(path, "-") == 0) {
+		ir_module_print(m, stdout);
+		return true;
+	}
+	rt_out out;
+	char err[256] = "";
+	if (rt_out_open(&out, path, err, sizeof err) == ATTNRT_OK) {
+		FILE *f = rt_out_stream(&out);
+		if (f)
+			ir_module_print(m, f);
+		if (rt_out_commit(&out, path, err, sizeof err) == ATTNRT_OK)
+			return true;
+	}
+	return ir_error(ctx, (ir_loc){0}, "--emit: %s", err), false;
 }
 
 /* Text kinds without -o go to standard output. */

@@ -15,6 +15,8 @@
  */
 #include "driver.h"
 
+#include "rt_file.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -292,23 +294,24 @@ static uint64_t line_epoch(const char *line)
 
 FILE *drv_metrics_resume(ir_ctx *ctx, const char *path, uint64_t epochs_done)
 {
-	char tmp[4096], line[4096];
-	snprintf(tmp, sizeof tmp, "%s.resume-tmp", path);
-	FILE *in = fopen(path, "r"), *out = fopen(tmp, "w");
-	bool ok = out != NULL;
-	while (ok && in && fgets(line, sizeof line, in)) {
+	char line[4096], err[512] = "";
+	FILE *in = fopen(path, "r");
+	rt_out out;
+	bool ok = rt_out_open(&out, path, err, sizeof err) == ATTNRT_OK;
+	FILE *kept = ok ? rt_out_stream(&out) : NULL;
+	while (kept && in && fgets(line, sizeof line, in)) {
 		uint64_t e = line_epoch(line);
 		if (e >= 1 && e <= epochs_done)
-			ok = fputs(line, out) >= 0;
+			fputs(line, kept);
 	}
 	if (in)
 		fclose(in);
-	ok = out && fclose(out) == 0 && ok && rename(tmp, path) == 0;
+	ok = ok && rt_out_commit(&out, path, err, sizeof err) == ATTNRT_OK;
 	FILE *f = ok ? fopen(path, "a") : NULL;
-	if (!f) {
-		ir_error(ctx, (ir_loc){0}, "--metrics: cannot write '%s': %s",
-			 path, strerror(errno));
-		remove(tmp);
-	}
+	if (ok && !f)
+		snprintf(err, sizeof err, "%s: cannot write: %s", path,
+			 strerror(errno));
+	if (!f)
+		ir_error(ctx, (ir_loc){0}, "--metrics: %s", err);
 	return f;
 }

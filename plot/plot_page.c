@@ -5,9 +5,13 @@
  * and the colour scale.
  *
  * The file is opened here, not by cairo, so a failure names the path
- * and errno's reason; cairo writes through a callback into it.
+ * and errno's reason; cairo writes through a callback into it, and the
+ * file is written whole or not at all (rt_out, runtime/rt_file.c).
  */
 #include "plot_internal.h"
+#include "rt_file.h"
+
+#include "attnrt.h"
 
 #include <cairo-svg.h>
 #include <fontconfig/fontconfig.h>
@@ -216,20 +220,18 @@ plot_format plot_format_of(const char *path)
 				       : PLOT_OTHER;
 }
 
-/* cairo's writer: into the FILE, remembering the first errno. */
-typedef struct sink {
-	FILE *f;
-	int errnum;
-} sink;
+/* cairo's writer: buffered into the file being written (rt_out keeps
+ * the first errno). */
+typedef rt_out sink;
 
 static cairo_status_t sink_write(void *closure, const unsigned char *data,
 				 unsigned int length)
 {
 	sink *s = closure;
-	if (fwrite(data, 1, length, s->f) == length)
+	if (s->stream && fwrite(data, 1, length, s->stream) == length)
 		return CAIRO_STATUS_SUCCESS;
 	if (!s->errnum)
-		s->errnum = errno ? errno : EIO;
+		s->errnum = EIO;
 	return CAIRO_STATUS_WRITE_ERROR;
 }
 
@@ -268,23 +270,22 @@ bool plot_page_save(const char *path, double w, double h, plot_draw_fn *draw,
 		    const void *what, char *err, size_t err_size)
 {
 	bool is_png = plot_format_of(path) == PLOT_PNG;
-	sink s = {fopen(path, "wb"), 0};
-	if (!s.f)
+	sink s;
+	if (rt_out_open(&s, path, NULL, 0) != ATTNRT_OK)
 		return plot_fail(err, err_size, "cannot write '%s': %s", path,
-				 strerror(errno));
+				 strerror(s.errnum));
+	rt_out_stream(&s);
 	cairo_surface_t *sf = page_surface(is_png, w, h, &s);
 	cairo_status_t st = page_draw(sf, is_png, &s, draw, what);
 	cairo_surface_destroy(sf);
-	if (fflush(s.f) != 0 && !s.errnum)
-		s.errnum = errno;
-	if (fclose(s.f) != 0 && !s.errnum)
-		s.errnum = errno;
-	if (s.errnum)
-		return plot_fail(err, err_size, "cannot write '%s': %s", path,
-				 strerror(s.errnum));
-	if (st != CAIRO_STATUS_SUCCESS)
+	if (st != CAIRO_STATUS_SUCCESS && !s.errnum) {
+		rt_out_abort(&s);
 		return plot_fail(err, err_size, "drawing '%s' failed: %s", path,
 				 cairo_status_to_string(st));
+	}
+	if (rt_out_commit(&s, path, NULL, 0) != ATTNRT_OK)
+		return plot_fail(err, err_size, "cannot write '%s': %s", path,
+				 strerror(s.errnum));
 	return true;
 }
 

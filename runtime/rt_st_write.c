@@ -9,22 +9,15 @@
  * padded with spaces to a multiple of 8 bytes; then the tensors' bytes,
  * packed in the order given. PyTorch's safetensors package reads it.
  *
- * Atomicity: everything goes to a temporary file beside the target
- * (PATH.tmp-XXXXXX), which is fsync'ed and then renamed over the target;
- * any failure removes the temporary file and leaves the target as it was.
- * A save killed before its rename leaves its temporary file: the next
- * save of the same path removes every such file first.
+ * Atomicity: through rt_out (rt_file.c), a temporary file beside the
+ * target renamed over it; any failure leaves the target as it was.
  */
+#include "rt_file.h"
 #include "rt_internal.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
 	       "safetensors data is little-endian; this writer copies bytes");
@@ -208,128 +201,20 @@ static int check_unique(const attnrt_allocator *al,
 	return code;
 }
 
-/* write(2) until done; false with errno set on failure. */
-static bool write_all(int fd, const void *data, size_t n)
-{
-	const char *p = data;
-	while (n) {
-		ssize_t k = write(fd, p, n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			if (k == 0)
-				errno = EIO;
-			return false;
-		}
-		p += k;
-		n -= (size_t)k;
-	}
-	return true;
-}
-
-static bool write_contents(int fd, const st_buf *header,
-			   const attnrt_st_tensor *tensors, size_t n)
-{
-	if (!write_all(fd, header->data, header->n))
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!write_all(fd, tensors[i].data, tensors[i].bytes))
-			return false;
-	return fsync(fd) == 0;
-}
-
-/* fsync the directory holding path, so the rename survives a crash;
- * best effort (the new file is in place already). */
-static void sync_dir(const attnrt_allocator *al, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
-	char *dir = rt_mem_alloc(al, n + 1);
-	if (!dir)
-		return;
-	memcpy(dir, slash ? path : ".", n);
-	dir[n] = 0;
-	int fd = open(dir, O_RDONLY);
-	if (fd >= 0) {
-		fsync(fd);
-		close(fd);
-	}
-	rt_mem_free(al, dir);
-}
-
-/* Removes what a save killed half-way left beside path: files named
- * as its temporary files are (PATH.tmp- and 6 characters). Best effort. */
-static void remove_stale(const attnrt_allocator *al, const char *path)
-{
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	size_t n_dir = slash ? (size_t)(slash - path) + 1 : 0,
-	       n_base = strlen(base);
-	char *dir = rt_mem_alloc(al, n_dir + 2);
-	char *file = rt_mem_alloc(al, n_dir + n_base + sizeof ".tmp-XXXXXX");
-	DIR *d = NULL;
-	if (dir && file) {
-		memcpy(dir, slash ? path : ".", slash ? n_dir : 1);
-		dir[slash ? n_dir : 1] = 0;
-		d = opendir(dir);
-	}
-	for (struct dirent *e; d && (e = readdir(d));) {
-		const char *name = e->d_name;
-		if (strlen(name) != n_base + 11 ||
-		    strncmp(name, base, n_base) != 0 ||
-		    strncmp(name + n_base, ".tmp-", 5) != 0)
-			continue;
-		memcpy(file, path, n_dir);
-		memcpy(file + n_dir, name, n_base + 12);
-		unlink(file);
-	}
-	if (d)
-		closedir(d);
-	rt_mem_free(al, dir);
-	rt_mem_free(al, file);
-}
-
-/* Writes header and data to a temporary file beside path and renames it
- * over path. */
-static int write_atomically(const attnrt_allocator *al, const char *path,
-			    const st_buf *header,
+/* Writes header and data through rt_out (rt_file.c): to a temporary
+ * file beside path, renamed over it. */
+static int write_atomically(const char *path, const st_buf *header,
 			    const attnrt_st_tensor *tensors, size_t n,
 			    char *err, size_t err_size)
 {
-	size_t len = strlen(path);
-	char *tmp = rt_mem_alloc(al, len + sizeof ".tmp-XXXXXX");
-	if (!tmp)
-		return rt_fail(err, err_size, ATTNRT_ERR_NOMEM, "out of memory");
-	memcpy(tmp, path, len);
-	memcpy(tmp + len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-	remove_stale(al, path);
-	int code = ATTNRT_OK;
-	int fd = mkstemp(tmp);
-	if (fd < 0) {
-		code = rt_fail_errno(err, err_size, errno,
-				     "%s: cannot create a "
-				     "temporary file",
-				     path);
-		goto out;
-	}
-	bool ok = fchmod(fd, 0644) == 0 &&
-		  write_contents(fd, header, tensors, n);
-	int saved = errno;
-	ok = close(fd) == 0 && ok;
-	if (ok && rename(tmp, path) != 0) {
-		ok = false;
-		saved = errno;
-	}
-	if (!ok) {
-		code = rt_fail_errno(err, err_size, saved, "%s: cannot write",
-				     path);
-		unlink(tmp);
-		goto out;
-	}
-	sync_dir(al, path);
-out:
-	rt_mem_free(al, tmp);
-	return code;
+	rt_out o;
+	int code = rt_out_open(&o, path, err, err_size);
+	if (code != ATTNRT_OK)
+		return code;
+	rt_out_write(&o, header->data, header->n);
+	for (size_t i = 0; i < n; i++)
+		rt_out_write(&o, tensors[i].data, tensors[i].bytes);
+	return rt_out_commit(&o, path, err, err_size);
 }
 
 int attnrt_st_write(const attnrt_allocator *al, const char *path,
@@ -353,7 +238,7 @@ int attnrt_st_write(const attnrt_allocator *al, const char *path,
 		code = rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
 			       "out of memory building the header of %s", path);
 	else
-		code = write_atomically(al, path, &header, tensors, n, err,
+		code = write_atomically(path, &header, tensors, n, err,
 					err_size);
 	rt_mem_free(al, header.data);
 	return code;
