@@ -257,10 +257,13 @@ bool cg_gemm_is_m_gather(const cg_gemm_spec *s, const cg_gemm_plan *p)
  * cg_gemm_is_k_gather only their numbers (i32, in map), (skip_zero_m)
  * A's rows, their product and their row numbers (i32), or with
  * cg_gemm_is_m_gather only the numbers (and up to MR - 1 more, to a
- * whole panel), each region as large as its whole operand; all are
- * multiples of 16 floats, so every part is 64-byte aligned. */
+ * whole panel), each region as large as its whole operand; then
+ * (skip_zero_k) where each k-block starts among the k kept (i64, one a
+ * block and the end: in the buffer, not on the stack, since K may be
+ * millions of rows); all are multiples of 16 floats, so every part is
+ * 64-byte aligned. */
 typedef struct buf_layout {
-	int64_t per_thread, b_off, ka_off, kb_off, kc_off, map_off;
+	int64_t per_thread, b_off, ka_off, kb_off, kc_off, map_off, ks_off;
 } buf_layout;
 
 static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
@@ -279,12 +282,16 @@ static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 		      : s->skip_zero_m ? round_up(s->m + CG_GEMM_MR, 16)
 		      : is_gather      ? round_up(s->k, 16)
 				       : 0;
-	return (buf_layout){.per_thread = a + b + ka + kb + kc + map,
+	int64_t ks = s->skip_zero_k
+			     ? round_up(2 * (ceil_div(s->k, p->kc) + 1), 16)
+			     : 0;
+	return (buf_layout){.per_thread = a + b + ka + kb + kc + map + ks,
 			    .b_off = a,
 			    .ka_off = a + b,
 			    .kb_off = a + b + ka,
 			    .kc_off = a + b + ka + kb,
-			    .map_off = a + b + ka + kb + kc};
+			    .map_off = a + b + ka + kb + kc,
+			    .ks_off = a + b + ka + kb + kc + map};
 }
 
 /* ---- the work of one thread ---------------------------------------------- */
@@ -1184,13 +1191,15 @@ static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	LLVMValueRef a0 = cg_var(f, cg_t_ptr(f), w->a0);
 	LLVMValueRef b0 = cg_var(f, cg_t_ptr(f), w->b0);
 	LLVMValueRef k = cg_var(f, cg_t_i64(f), w->k);
-	int64_t nb = n_kblocks(g);
-	w->kstart = cg_entry_alloca(f,
-				    LLVMArrayType2(cg_t_i64(f), (uint64_t)nb + 1),
-				    8);
-	for (int64_t i = 0; i <= nb; i++) /* every k kept: spec.k's blocks */
-		LLVMBuildStore(f->b, cg_i64(f, min64(i * g->plan.kc, g->spec.k)),
-			       kstart_at(w, cg_i64(f, i)));
+	w->kstart = cg_ati(f, w->abuf, layout_of(&g->spec, &g->plan).ks_off);
+	/* Every k kept: spec.k's blocks (a loop: K may be millions). */
+	cg_loop lb;
+	LLVMValueRef i = cg_loop_begin(f, &lb, cg_i64(f, 0),
+				       cg_i64(f, n_kblocks(g) + 1), 1);
+	LLVMBuildStore(f->b,
+		       cg_min(f, cg_muli(f, i, g->plan.kc), cg_i64(f, g->spec.k)),
+		       kstart_at(w, i));
+	nest_loop_end(f, &lb);
 	LLVMBasicBlockRef yes = cg_block(f, "k.zero"), no = cg_block(f, "k.all");
 	LLVMBasicBlockRef join = cg_block(f, "k.kept");
 	LLVMBuildCondBr(f->b,

@@ -114,8 +114,7 @@ int rt_out_open(rt_out *o, const char *path, char *err, size_t err_size)
 	if (o->fd < 0)
 		return o->errnum = errno,
 		       rt_fail_errno(err, err_size, o->errnum,
-				     "%s: cannot create a temporary file",
-				     path);
+				     "%s: cannot create a temporary file", path);
 	/* A replaced file keeps its permissions; a new one gets fopen's. */
 	mode_t mode = exists ? st.st_mode & 07777 : new_file_mode();
 	if (fchmod(o->fd, mode) != 0)

@@ -18,7 +18,7 @@ typedef struct rt_out {
 	int fd;
 	int errnum; /* the first write's failure, 0 if none */
 	bool is_in_place;
-	FILE *stream; /* rt_out_stream's, or NULL */
+	FILE *stream;      /* rt_out_stream's, or NULL */
 	char target[4096]; /* the file replaced: path, symlinks followed */
 	char tmp[4096 + 16];
 } rt_out;
