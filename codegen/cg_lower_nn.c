@@ -871,6 +871,7 @@ typedef struct row_cx {
 	bool is_log, is_masked;
 	float fill;
 	float eps;
+	bool is_x_leaf; /* layer_norm: x is a buffer, not a fused tree */
 } row_cx;
 
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
@@ -962,9 +963,23 @@ bool cg_lower_softmax(cg_kernel *k)
 	return true;
 }
 
+/* x at column j of a layer_norm row: read again from its operand when
+ * that is a plain buffer, else from the output row, where the first pass
+ * keeps a fused tree's values (computed once). */
+static LLVMValueRef ln_x(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			 LLVMValueRef j)
+{
+	if (c->is_x_leaf)
+		return cg_kernel_operand(k, 0, offs, j);
+	return ldf(k, k->out, cg_add(&k->f, offs[0], j));
+}
+
 /* (x - mean) / sqrt(var + eps) * gamma + beta over one row, the biased
- * variance from a second pass, as the interpreter. x is read once (its
- * tree computed once when fused) and kept in the output row. */
+ * variance from a second pass, as the interpreter. A fused x is computed
+ * once and kept in the output row; a plain x is read again instead: the
+ * passes' loads of the row just stored waited on the stores (on Zen 4 a
+ * 512-bit load from a 512-bit store just made stalls), a fifth of the
+ * kernel's samples in the book's Transformer. */
 static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
@@ -976,14 +991,13 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef x = cg_kernel_operand(k, 0, offs, j);
-	stf(k, x, k->out, cg_add(f, offs[0], j));
+	if (!c->is_x_leaf)
+		stf(k, x, k->out, cg_add(f, offs[0], j));
 	set(k, sum, fadd_r(f, get(k, ft, sum), x));
 	cg_loop_end(f, &l);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b,
-				       ldf(k, k->out, cg_add(f, offs[0], j)),
-				       mean, "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
 	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
 	set(k, sq, fadd_r(f, get(k, ft, sq), d2));
 	cg_loop_end(f, &l);
@@ -994,7 +1008,7 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	d = LLVMBuildFSub(f->b, ldf(k, k->out, at), mean, "");
+	d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
 	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
 				       ldf(k, k->in[1], j), "");
 	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
@@ -1008,6 +1022,7 @@ bool cg_lower_layer_norm(cg_kernel *k)
 {
 	row_cx c = {0};
 	c.eps = (float)k->node->attr.eps;
+	c.is_x_leaf = k->tr.n[k->tr.opnd[0]].is_leaf;
 	cg_nest n;
 	row_nest(k, &n, &c.K, false);
 	run_rows(k, &n, 3 * c.K, layer_norm_row, &c);
