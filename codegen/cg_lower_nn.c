@@ -1040,20 +1040,71 @@ static void ln_grad_terms(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
 			   ldf(k, k->in[1], j), "");
 }
 
+/* The last pass of a layer_norm_grad row whose dxh is all zero and whose
+ * variance plus eps, v, is finite and positive (so is every d, and so is
+ * sd): the
+ * sums s1 = sum(dxh) and s3 = sum(dxh d) are zeros, so m1 = s1 / K is s1
+ * and m2 = s3 / sd / K is s3 (the same zeros, of the same signs), each
+ * t = (dxh - m1) - d / sd m2 is a zero, (d / sd) m2 is d m2 and t / sd
+ * is t. So the row is (dxh - s1) - d s3, the full pass's bits without
+ * its sqrt and its 2K + 2 divisions. */
+static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			      LLVMValueRef mean, LLVMValueRef s1,
+			      LLVMValueRef s3)
+{
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef d, h;
+	ln_grad_terms(k, offs, j, mean, &d, &h);
+	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, s1, ""),
+				       LLVMBuildFMul(f->b, d, s3, ""), "");
+	stf(k, t, k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
+/* The last pass of any other row: sd, m1 and m2, then each element. */
+static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			      LLVMValueRef mean, LLVMValueRef v,
+			      LLVMValueRef s1, LLVMValueRef s3)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef Kf = cg_f32(f, (float)c->K);
+	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef m1 = LLVMBuildFDiv(f->b, s1, Kf, "");
+	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFDiv(f->b, s3, sd, ""),
+					Kf, "");
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef d, h;
+	ln_grad_terms(k, offs, j, mean, &d, &h);
+	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
+				       LLVMBuildFMul(f->b,
+						     LLVMBuildFDiv(f->b, d, sd,
+								   ""),
+						     m2, ""),
+				       "");
+	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
 /* layer_norm_grad over one row, as the interpreter: the mean of x in a
  * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
- * dxh d in a second; then (dxh - m1 - d / sd m2) / sd with m1 =
- * sum(dxh) / K and m2 = sum(dxh d) / sd / K (mean(dxh xhat)). The sums
- * may be reassociated (vectorized along the row), as layer_norm's. */
+ * dxh d in a second, which also notes whether any dxh is not zero; then
+ * (dxh - m1 - d / sd m2) / sd with m1 = sum(dxh) / K and m2 = sum(dxh d)
+ * / sd / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
+ * of zero dxh (a padding token's row of a masked loss's gradient). The
+ * sums may be reassociated (vectorized along the row), as layer_norm's. */
 static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMTypeRef ft = cg_t_f32(f), it = cg_t_i32(f);
 	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)),
 		     sq = var(k, ft, cg_f32(f, 0)),
 		     s1 = var(k, ft, cg_f32(f, 0)),
-		     s3 = var(k, ft, cg_f32(f, 0));
+		     s3 = var(k, ft, cg_f32(f, 0)),
+		     nz = var(k, it, LLVMConstInt(it, 0, false));
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
@@ -1071,27 +1122,41 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	set(k, s3,
 	    fadd_r(f, get(k, ft, s3),
 		   cg_fast(LLVMBuildFMul(f->b, h, d, ""), true)));
+	LLVMValueRef h_nz = LLVMBuildFCmp(f->b, LLVMRealUNE, h, cg_f32(f, 0),
+					  "");
+	set(k, nz,
+	    LLVMBuildOr(f->b, get(k, it, nz), LLVMBuildZExt(f->b, h_nz, it, ""),
+			""));
 	cg_loop_end(f, &l);
 	LLVMValueRef v = LLVMBuildFAdd(f->b,
 				       LLVMBuildFDiv(f->b, get(k, ft, sq), Kf,
 						     ""),
 				       cg_f32(f, c->eps), "");
-	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
-	LLVMValueRef m1 = LLVMBuildFDiv(f->b, get(k, ft, s1), Kf, "");
-	LLVMValueRef m2 = LLVMBuildFDiv(f->b,
-					LLVMBuildFDiv(f->b, get(k, ft, s3), sd,
-						      ""),
-					Kf, "");
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	ln_grad_terms(k, offs, j, mean, &d, &h);
-	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
-				       LLVMBuildFMul(f->b,
-						     LLVMBuildFDiv(f->b, d, sd,
-								   ""),
-						     m2, ""),
-				       "");
-	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
-	cg_loop_end(f, &l);
+	LLVMValueRef s1v = get(k, ft, s1), s3v = get(k, ft, s3);
+	LLVMValueRef is_v = LLVMBuildAnd(f->b,
+					 LLVMBuildFCmp(f->b, LLVMRealOGT, v,
+						       cg_f32(f, 0), ""),
+					 LLVMBuildFCmp(f->b, LLVMRealOLT, v,
+						       cg_f32(f, INFINITY), ""),
+					 "");
+	LLVMValueRef is_zero = LLVMBuildAnd(f->b,
+					    LLVMBuildICmp(f->b, LLVMIntEQ,
+							  get(k, it, nz),
+							  LLVMConstInt(it, 0,
+								       false),
+							  ""),
+					    is_v, "");
+	LLVMBasicBlockRef zero = cg_block(f, "lng.zero"),
+			  full = cg_block(f, "lng.full"),
+			  done = cg_block(f, "lng.done");
+	LLVMBuildCondBr(f->b, is_zero, zero, full);
+	LLVMPositionBuilderAtEnd(f->b, zero);
+	ln_grad_zero_pass(k, c, offs, mean, s1v, s3v);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, full);
+	ln_grad_full_pass(k, c, offs, mean, v, s1v, s3v);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
 bool cg_lower_layer_norm_grad(cg_kernel *k)
