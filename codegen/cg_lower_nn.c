@@ -871,6 +871,7 @@ typedef struct row_cx {
 	bool is_log, is_masked;
 	float fill;
 	float eps;
+	bool is_x_leaf; /* layer_norm: x is a buffer, not a fused tree */
 } row_cx;
 
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
@@ -962,9 +963,23 @@ bool cg_lower_softmax(cg_kernel *k)
 	return true;
 }
 
+/* x at column j of a layer_norm row: read again from its operand when
+ * that is a plain buffer, else from the output row, where the first pass
+ * keeps a fused tree's values (computed once). */
+static LLVMValueRef ln_x(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			 LLVMValueRef j)
+{
+	if (c->is_x_leaf)
+		return cg_kernel_operand(k, 0, offs, j);
+	return ldf(k, k->out, cg_add(&k->f, offs[0], j));
+}
+
 /* (x - mean) / sqrt(var + eps) * gamma + beta over one row, the biased
- * variance from a second pass, as the interpreter. x is read once (its
- * tree computed once when fused) and kept in the output row. */
+ * variance from a second pass, as the interpreter. A fused x is computed
+ * once and kept in the output row; a plain x is read again instead: the
+ * passes' loads of the row just stored waited on the stores (on Zen 4 a
+ * 512-bit load from a 512-bit store just made stalls), a fifth of the
+ * kernel's samples in the book's Transformer. */
 static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
@@ -976,14 +991,13 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef x = cg_kernel_operand(k, 0, offs, j);
-	stf(k, x, k->out, cg_add(f, offs[0], j));
+	if (!c->is_x_leaf)
+		stf(k, x, k->out, cg_add(f, offs[0], j));
 	set(k, sum, fadd_r(f, get(k, ft, sum), x));
 	cg_loop_end(f, &l);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b,
-				       ldf(k, k->out, cg_add(f, offs[0], j)),
-				       mean, "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
 	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
 	set(k, sq, fadd_r(f, get(k, ft, sq), d2));
 	cg_loop_end(f, &l);
@@ -994,7 +1008,7 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	d = LLVMBuildFSub(f->b, ldf(k, k->out, at), mean, "");
+	d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
 	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
 				       ldf(k, k->in[1], j), "");
 	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
@@ -1008,6 +1022,7 @@ bool cg_lower_layer_norm(cg_kernel *k)
 {
 	row_cx c = {0};
 	c.eps = (float)k->node->attr.eps;
+	c.is_x_leaf = k->tr.n[k->tr.opnd[0]].is_leaf;
 	cg_nest n;
 	row_nest(k, &n, &c.K, false);
 	run_rows(k, &n, 3 * c.K, layer_norm_row, &c);
@@ -1025,20 +1040,71 @@ static void ln_grad_terms(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
 			   ldf(k, k->in[1], j), "");
 }
 
+/* The last pass of a layer_norm_grad row whose dxh is all zero and whose
+ * variance plus eps, v, is finite and positive (so is every d, and so is
+ * sd): the
+ * sums s1 = sum(dxh) and s3 = sum(dxh d) are zeros, so m1 = s1 / K is s1
+ * and m2 = s3 / sd / K is s3 (the same zeros, of the same signs), each
+ * t = (dxh - m1) - d / sd m2 is a zero, (d / sd) m2 is d m2 and t / sd
+ * is t. So the row is (dxh - s1) - d s3, the full pass's bits without
+ * its sqrt and its 2K + 2 divisions. */
+static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			      LLVMValueRef mean, LLVMValueRef s1,
+			      LLVMValueRef s3)
+{
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef d, h;
+	ln_grad_terms(k, offs, j, mean, &d, &h);
+	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, s1, ""),
+				       LLVMBuildFMul(f->b, d, s3, ""), "");
+	stf(k, t, k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
+/* The last pass of any other row: sd, m1 and m2, then each element. */
+static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			      LLVMValueRef mean, LLVMValueRef v,
+			      LLVMValueRef s1, LLVMValueRef s3)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef Kf = cg_f32(f, (float)c->K);
+	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef m1 = LLVMBuildFDiv(f->b, s1, Kf, "");
+	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFDiv(f->b, s3, sd, ""),
+					Kf, "");
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef d, h;
+	ln_grad_terms(k, offs, j, mean, &d, &h);
+	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
+				       LLVMBuildFMul(f->b,
+						     LLVMBuildFDiv(f->b, d, sd,
+								   ""),
+						     m2, ""),
+				       "");
+	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+}
+
 /* layer_norm_grad over one row, as the interpreter: the mean of x in a
  * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
- * dxh d in a second; then (dxh - m1 - d / sd m2) / sd with m1 =
- * sum(dxh) / K and m2 = sum(dxh d) / sd / K (mean(dxh xhat)). The sums
- * may be reassociated (vectorized along the row), as layer_norm's. */
+ * dxh d in a second, which also notes whether any dxh is not zero; then
+ * (dxh - m1 - d / sd m2) / sd with m1 = sum(dxh) / K and m2 = sum(dxh d)
+ * / sd / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
+ * of zero dxh (a padding token's row of a masked loss's gradient). The
+ * sums may be reassociated (vectorized along the row), as layer_norm's. */
 static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f);
+	LLVMTypeRef ft = cg_t_f32(f), it = cg_t_i32(f);
 	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)),
 		     sq = var(k, ft, cg_f32(f, 0)),
 		     s1 = var(k, ft, cg_f32(f, 0)),
-		     s3 = var(k, ft, cg_f32(f, 0));
+		     s3 = var(k, ft, cg_f32(f, 0)),
+		     nz = var(k, it, LLVMConstInt(it, 0, false));
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
@@ -1056,27 +1122,41 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	set(k, s3,
 	    fadd_r(f, get(k, ft, s3),
 		   cg_fast(LLVMBuildFMul(f->b, h, d, ""), true)));
+	LLVMValueRef h_nz = LLVMBuildFCmp(f->b, LLVMRealUNE, h, cg_f32(f, 0),
+					  "");
+	set(k, nz,
+	    LLVMBuildOr(f->b, get(k, it, nz), LLVMBuildZExt(f->b, h_nz, it, ""),
+			""));
 	cg_loop_end(f, &l);
 	LLVMValueRef v = LLVMBuildFAdd(f->b,
 				       LLVMBuildFDiv(f->b, get(k, ft, sq), Kf,
 						     ""),
 				       cg_f32(f, c->eps), "");
-	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
-	LLVMValueRef m1 = LLVMBuildFDiv(f->b, get(k, ft, s1), Kf, "");
-	LLVMValueRef m2 = LLVMBuildFDiv(f->b,
-					LLVMBuildFDiv(f->b, get(k, ft, s3), sd,
-						      ""),
-					Kf, "");
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	ln_grad_terms(k, offs, j, mean, &d, &h);
-	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
-				       LLVMBuildFMul(f->b,
-						     LLVMBuildFDiv(f->b, d, sd,
-								   ""),
-						     m2, ""),
-				       "");
-	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
-	cg_loop_end(f, &l);
+	LLVMValueRef s1v = get(k, ft, s1), s3v = get(k, ft, s3);
+	LLVMValueRef is_v = LLVMBuildAnd(f->b,
+					 LLVMBuildFCmp(f->b, LLVMRealOGT, v,
+						       cg_f32(f, 0), ""),
+					 LLVMBuildFCmp(f->b, LLVMRealOLT, v,
+						       cg_f32(f, INFINITY), ""),
+					 "");
+	LLVMValueRef is_zero = LLVMBuildAnd(f->b,
+					    LLVMBuildICmp(f->b, LLVMIntEQ,
+							  get(k, it, nz),
+							  LLVMConstInt(it, 0,
+								       false),
+							  ""),
+					    is_v, "");
+	LLVMBasicBlockRef zero = cg_block(f, "lng.zero"),
+			  full = cg_block(f, "lng.full"),
+			  done = cg_block(f, "lng.done");
+	LLVMBuildCondBr(f->b, is_zero, zero, full);
+	LLVMPositionBuilderAtEnd(f->b, zero);
+	ln_grad_zero_pass(k, c, offs, mean, s1v, s3v);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, full);
+	ln_grad_full_pass(k, c, offs, mean, v, s1v, s3v);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
 bool cg_lower_layer_norm_grad(cg_kernel *k)

@@ -869,6 +869,95 @@ START_TEST(test_layer_norm_grad_matches_the_interpreter)
 }
 END_TEST
 
+/* The rows of layer_norm_grad's input: g of row r zero (signs mixed)
+ * but for every fourth row; x's row 5 with a NaN, row 6 with an inf,
+ * row 7 alternating +-1e20 (its variance overflows), row 9 constant (a
+ * variance of 0: with eps 0, sd is 0); gamma with -0 and +0, and with
+ * an inf at column 4 when has_inf. */
+static void ln_grad_rows(both *b, int64_t R, int64_t K, bool has_inf)
+{
+	float *xs = b->in[0].data, *gam = b->params[0].data, *dy = b->in[1].data;
+	gam[0] = -0.0f;
+	gam[1] = 0.0f;
+	if (has_inf)
+		gam[4] = INFINITY;
+	for (int64_t r = 0; r < R; r++) {
+		for (int64_t j = 0; j < K && r % 4; j++)
+			dy[r * K + j] = (j + r) % 3 ? 0.0f : -0.0f;
+		for (int64_t j = 0; j < K && (r == 7 || r == 9); j++)
+			xs[r * K + j] = r == 9 ? 0.5f : j % 2 ? 1e20f : -1e20f;
+	}
+	xs[5 * K + 2] = NAN;
+	xs[6 * K + 3] = INFINITY;
+}
+
+/* A row of layer_norm_grad whose g gamma is all zero (a masked loss's
+ * padding row) skips the divisions: the interpreter's bits, zeros' signs
+ * included; rows with a NaN or inf in x or gamma, or a variance that
+ * overflows or is 0 with eps 0, are the full pass's (NaN, or zeros from
+ * x / inf). */
+START_TEST(test_layer_norm_grad_rows_of_zero_gradient_keep_the_bits)
+{
+	const int64_t R = 12, K = 33;
+	for (int v = 0; v < 6; v++) {
+		fx x;
+		fx_init(&x);
+		ir_type t = tu_type(IR_F32, 2, R, K);
+		ir_id args[3] = {tu_input(&x.g, t),
+				 param(&x, "g", tu_type(IR_F32, 1, K),
+				       IR_INIT_UNIFORM),
+				 tu_input(&x.g, t)};
+		ir_attr eps = {.eps = v >= 4 ? 0 : 1e-5};
+		ret(&x,
+		    tu_build(&x.g, IR_OP_LAYER_NORM_GRAD, args, 3, &eps, NULL));
+		run_cfg c = cfg_default();
+		c.n_threads = 1 + v % 2;
+		c.grain = 1;
+		both b;
+		memset(&b, 0, sizeof b);
+		make_inputs(&x, &c, b.in);
+		ck_assert(interp_bind_syms(&x.g.ctx, x.g.m, x.g.f, b.in, b.syms));
+		ck_assert(interp_params_init(&x.g.ctx, x.g.m, b.syms, 42, false,
+					     b.params));
+		ln_grad_rows(&b, R, K, v == 2 || v == 3);
+		interp_opts o = {0};
+		ck_assert(interp_run(&x.g.ctx, x.g.m, x.g.f, &o, b.params, b.in,
+				     b.want));
+		b.got = jit_run(&x, b.syms, b.in, b.params, &c);
+		ck_assert_int_eq(b.got.status, 0);
+		const float *want = b.want[0].data, *got = b.got.out[0];
+		int n_nan = 0, n_neg0 = 0;
+		for (int64_t i = 0; i < R * K; i++) {
+			if (i / K % 4 == 0) { /* g not zero: to a tolerance */
+				ck_assert(want[i] == got[i] ||
+					  (isnan(want[i]) && isnan(got[i])) ||
+					  tu_max_rel_err(&got[i], &want[i], 1,
+							 1e-4, 1e-4) <= 1);
+				continue;
+			}
+			n_nan += isnan(got[i]);
+			n_neg0 += got[i] == 0 && signbit(got[i]);
+			if (isnan(want[i]) && isnan(got[i]))
+				continue;
+			ck_assert_msg(memcmp(&want[i], &got[i], 4) == 0,
+				      "row %lld column %lld: interp %g, jit %g",
+				      (long long)(i / K), (long long)(i % K),
+				      want[i], got[i]);
+		}
+		/* rows 5 and 6 at least, and 9 with eps 0 (0 / 0); with
+		 * gamma's inf (0 inf is NaN, and so is then each zero row's
+		 * mean of g gamma) all nine */
+		bool is_inf = v == 2 || v == 3;
+		ck_assert_int_ge(n_nan, is_inf   ? 9 * K
+					: v >= 4 ? 3 * K
+						 : 2 * K);
+		ck_assert_int_gt(n_neg0, is_inf ? -1 : 0);
+		both_fini(&x, &b);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 START_TEST(test_dropout_in_training_masks_bit_for_bit_like_the_interpreter)
 {
 	fx x;
@@ -1934,6 +2023,8 @@ static Suite *suite(void)
 	tcase_add_test(t, test_masked_softmax_keeps_rows_of_length_zero_uniform);
 	tcase_add_test(t, test_layer_norm_matches_the_interpreter);
 	tcase_add_test(t, test_layer_norm_grad_matches_the_interpreter);
+	tcase_add_test(t,
+		       test_layer_norm_grad_rows_of_zero_gradient_keep_the_bits);
 	tcase_add_test(
 		t,
 		test_dropout_in_training_masks_bit_for_bit_like_the_interpreter);

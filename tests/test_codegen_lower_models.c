@@ -255,6 +255,91 @@ START_TEST(test_transformer_module_compiles_at_the_training_batch_with_every_ent
 }
 END_TEST
 
+/* The loss of the book's seq2seq models (loss: src, src_valid, tgt_in,
+ * tgt, tgt_valid) on sequences of tokens 0 and 1 padded with token 2,
+ * whose decoder embedding row is NaN when has_nan: the padding rows'
+ * loss NaN (or not) in the interpreter and in the JIT at 1 and 2
+ * threads. */
+static void check_padding_nan(const char *file, const char *table, bool has_nan)
+{
+	model md;
+	model_load(&md, file);
+	const ir_func *f = NULL;
+	for (uint32_t i = 0; i < md.m->n_funcs; i++)
+		if (strcmp(md.m->funcs[i]->name, "loss") == 0)
+			f = md.m->funcs[i];
+	ck_assert(f != NULL && f->n_inputs == 5);
+	interp_tensor in[MAXT] = {0}, params[256] = {0};
+	int64_t syms[16] = {0};
+	make_inputs(&md, f, in);
+	int64_t B = in[1].dims[0], T = in[0].dims[1];
+	int32_t *src = in[0].data, *sv = in[1].data, *ti = in[2].data,
+		*tg = in[3].data, *tv = in[4].data;
+	for (int64_t b = 0; b < B; b++) {
+		sv[b] = (int32_t)(2 + b % 3);
+		tv[b] = (int32_t)(3 + b % 4);
+		for (int64_t t = 0; t < T; t++) {
+			int64_t e = b * T + t;
+			src[e] = t < sv[b] ? (int32_t)(t % 2) : 2;
+			ti[e] = t < tv[b] ? (int32_t)((t + b) % 2) : 2;
+			tg[e] = t < tv[b] ? (int32_t)((t + b + 1) % 2) : 2;
+		}
+	}
+	ck_assert(interp_bind_syms(&md.ctx, md.m, f, in, syms));
+	for (uint32_t s = 0; s < md.m->n_syms; s++)
+		if (!syms[s])
+			syms[s] = 3;
+	ck_assert(interp_params_init(&md.ctx, md.m, syms, 5, false, params));
+	int32_t ti_p = -1;
+	for (uint32_t i = 0; i < md.m->n_params; i++)
+		if (strcmp(md.m->params[i].name, table) == 0)
+			ti_p = (int32_t)i;
+	ck_assert_int_ge(ti_p, 0);
+	float *row = (float *)params[ti_p].data +
+		     2 * params[ti_p].dims[params[ti_p].rank - 1];
+	for (int64_t j = 0; has_nan && j < params[ti_p].dims[1]; j++)
+		row[j] = NAN;
+	cg_program *p = cg_program_create(&md.ctx, md.m, syms, NULL);
+	ck_assert(p != NULL && cg_program_jit(p));
+	interp_opts o = {.seed = 11};
+	interp_tensor want[MAXT] = {0};
+	ck_assert(interp_run(&md.ctx, md.m, f, &o, params, in, want));
+	ck_assert(isnan(*(float *)want[0].data) == has_nan);
+	for (int threads = 1; threads <= 2; threads++) {
+		void *got[MAXT] = {0};
+		ck_assert_int_eq(jit_run(p, f, in, params, &o, threads, got), 0);
+		ck_assert_msg(isnan(*(float *)got[0]) == has_nan,
+			      "%s: loss %g at %d threads", file,
+			      *(float *)got[0], threads);
+		for (uint32_t k = 0; k < f->n_outputs; k++)
+			free(got[k]);
+	}
+	interp_tensor_fini(&md.ctx, &want[0]);
+	cg_program_destroy(p);
+	for (uint32_t i = 0; i < f->n_inputs; i++)
+		interp_tensor_fini(&md.ctx, &in[i]);
+	for (uint32_t i = 0; i < md.m->n_params; i++)
+		interp_tensor_fini(&md.ctx, &params[i]);
+	model_free(&md);
+}
+
+/* masked_ce multiplies a padding token's cross-entropy by a weight of 0
+ * (and the backward pass multiplies its rows by zero gradients), so its
+ * rows reach the results through whether they are finite: a NaN in a
+ * padding token's decoder embedding makes the loss NaN, in the JIT as in
+ * the interpreter. So the forward may not leave padding rows out unless
+ * it knows they are finite. */
+START_TEST(test_a_nan_in_the_padding_rows_of_a_seq2seq_model_reaches_its_loss)
+{
+	static const char *const cases[2][2] = {
+		{"models/transformer.g", "decoder.embed_positions.embed.table"},
+		{"models/bahdanau.g", "decoder.embed.table"},
+	};
+	for (int has_nan = 0; has_nan <= 1; has_nan++)
+		check_padding_nan(cases[_i][0], cases[_i][1], has_nan);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_lower_models");
@@ -266,6 +351,10 @@ static Suite *suite(void)
 	tcase_add_test(
 		t,
 		test_transformer_module_compiles_at_the_training_batch_with_every_entry);
+	tcase_add_loop_test(
+		t,
+		test_a_nan_in_the_padding_rows_of_a_seq2seq_model_reaches_its_loss,
+		0, 2);
 	suite_add_tcase(s, t);
 	return s;
 }
