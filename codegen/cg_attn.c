@@ -400,6 +400,14 @@ LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap)
 	return phi;
 }
 
+/* The batch element of attention n. */
+static LLVMValueRef batch_of(cg_attn *a, LLVMValueRef n)
+{
+	if (a->H == 1)
+		return n;
+	return LLVMBuildUDiv(a->f->b, n, cg_i64(a->f, a->H), "");
+}
+
 /* ---- values that are not finite ------------------------------------------------- */
 
 LLVMValueRef cg_attn_shift(cg_attn *a, LLVMValueRef m)
@@ -446,22 +454,13 @@ LLVMValueRef cg_attn_abs_sum(cg_attn *a, LLVMValueRef p, LLVMValueRef n,
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
 	LLVMValueRef acc = cg_attn_var(a, vt, LLVMConstNull(vt));
-	if (a->H == 1) {
-		/* one attention's rows are one run */
-		abs_span(a, acc,
-			 cg_at(f, p, cg_attn_row(a, n, rows, cg_i64(f, 0), w)),
-			 rows * w);
-	} else {
-		cg_loop l;
-		LLVMValueRef r = cg_loop_begin(f, &l, cg_i64(f, 0),
-					       cg_i64(f, rows), 1);
-		abs_span(a, acc, cg_at(f, p, cg_attn_row(a, n, rows, r, w)), w);
-		cg_loop_end(f, &l);
-	}
+	int64_t len = rows * a->H * w;
+	abs_span(a, acc, cg_at(f, p, cg_muli(f, batch_of(a, n), len)), len);
 	return cg_attn_hsum(a, cg_attn_get(a, vt, acc));
 }
 
-LLVMValueRef cg_attn_finite(cg_attn *a, LLVMValueRef n, bool is_grad)
+/* cg_attn_finite's test, computed. */
+static LLVMValueRef finite_now(cg_attn *a, LLVMValueRef n, bool is_grad)
 {
 	cg_fn *f = a->f;
 	LLVMBuilderRef b = f->b;
@@ -480,6 +479,28 @@ LLVMValueRef cg_attn_finite(cg_attn *a, LLVMValueRef n, bool is_grad)
 	LLVMValueRef dp = LLVMBuildFMul(b, sg, sv, "");
 	return LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOLT, s, bound, ""),
 			    LLVMBuildFCmp(b, LLVMRealOLT, dp, bound, ""), "");
+}
+
+void cg_attn_finite_begin(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMInt1TypeInContext(f->ctx);
+	a->fin_b = cg_attn_var(a, cg_t_i64(f), cg_i64(f, -1));
+	a->fin_ok = cg_attn_var(a, bt, LLVMConstInt(bt, 0, 0));
+}
+
+LLVMValueRef cg_attn_finite(cg_attn *a, LLVMValueRef n, bool is_grad)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef bn = batch_of(a, n);
+	LLVMValueRef now = LLVMBuildICmp(f->b, LLVMIntNE, bn,
+					 cg_attn_get(a, cg_t_i64(f), a->fin_b),
+					 "");
+	LLVMBasicBlockRef join = cg_if_begin(f, now);
+	cg_attn_set(a, a->fin_ok, finite_now(a, n, is_grad));
+	cg_attn_set(a, a->fin_b, bn);
+	cg_if_end(f, join);
+	return cg_attn_get(a, LLVMInt1TypeInContext(f->ctx), a->fin_ok);
 }
 
 void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
@@ -505,14 +526,6 @@ void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v)
 }
 
 /* ---- rows, valid lengths and packing -------------------------------------------- */
-
-/* The batch element of attention n. */
-static LLVMValueRef batch_of(cg_attn *a, LLVMValueRef n)
-{
-	if (a->H == 1)
-		return n;
-	return LLVMBuildUDiv(a->f->b, n, cg_i64(a->f, a->H), "");
-}
 
 LLVMValueRef cg_attn_row(cg_attn *a, LLVMValueRef n, int64_t rows,
 			 LLVMValueRef i, int64_t w)

@@ -80,6 +80,8 @@ typedef struct cg_attn {
 	/* i1, or NULL (true): whether the attention being computed may
 	 * leave out the terms of its masked keys (cg_attn_finite) */
 	LLVMValueRef fin;
+	LLVMValueRef fin_b, fin_ok; /* vars: cg_attn_finite's batch element
+				     * (-1: none yet) and its result */
 } cg_attn;
 
 /* The strides, in elements, of valid lengths of type vt (i32 [N] or
@@ -229,9 +231,10 @@ LLVMValueRef cg_attn_shift(cg_attn *a, LLVMValueRef m);
 /* exp(s - shift): NaN for NaN, cg_lower_exp_nonpos's bits otherwise. */
 LLVMValueRef cg_attn_exp(cg_attn *a, LLVMValueRef s, LLVMValueRef shift);
 
-/* The sum of |x| over rows 0 .. rows of attention n in operand p (rows
- * of H heads of w floats): NaN or +inf where one of them is not finite,
- * and a bound on every element's magnitude. */
+/* The sum of |x| over the rows 0 .. rows of attention n's batch
+ * element, all H heads, in operand p (rows of H heads of w floats): NaN
+ * or +inf where one of them is not finite, and a bound on every
+ * element's magnitude. */
 LLVMValueRef cg_attn_abs_sum(cg_attn *a, LLVMValueRef p, LLVMValueRef n,
 			     int64_t rows, int64_t w);
 /* Whether the terms the kernels leave out of attention n (keys past the
@@ -243,7 +246,11 @@ LLVMValueRef cg_attn_abs_sum(cg_attn *a, LLVMValueRef p, LLVMValueRef n,
  * finite, and no score and no dP overflows (bounded through the sums of
  * |x|), so that no row's weights are NaN. Elsewhere the kernels visit
  * every key (a->fin false), where the products give the interpreter's
- * NaNs. */
+ * NaNs. The sums cover all heads of n's batch element, contiguous, and
+ * are computed when the batch element differs from the last one's
+ * (consecutive attentions are its heads): cg_attn_finite_begin, before
+ * the loop over attentions, starts with none. */
+void cg_attn_finite_begin(cg_attn *a);
 LLVMValueRef cg_attn_finite(cg_attn *a, LLVMValueRef n, bool is_grad);
 
 /* len floats at p set to v (a float value), whole vectors: len must be

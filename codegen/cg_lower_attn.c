@@ -222,10 +222,7 @@ static void fwd_body(cg_attn *a)
 {
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->br - 1) / a->br;
-	LLVMTypeRef it_t = cg_t_i64(f), bt = LLVMInt1TypeInContext(f->ctx);
-	/* cg_attn_finite of attention fin_n (-1: none yet) */
-	LLVMValueRef fin_n = cg_attn_var(a, it_t, cg_i64(f, -1));
-	LLVMValueRef fin = cg_attn_var(a, bt, LLVMConstInt(bt, 0, 0));
+	cg_attn_finite_begin(a);
 	cg_loop l;
 	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	fwd_block b;
@@ -234,15 +231,7 @@ static void fwd_body(cg_attn *a)
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->br);
 	LLVMValueRef kmax = cg_attn_block_valid(a, b.n, b.q0, b.rows);
 	if (a->has_valid) {
-		/* once per attention a call visits */
-		LLVMValueRef now = LLVMBuildICmp(f->b, LLVMIntNE, b.n,
-						 cg_attn_get(a, it_t, fin_n),
-						 "");
-		LLVMBasicBlockRef join = cg_if_begin(f, now);
-		cg_attn_set(a, fin, cg_attn_finite(a, b.n, false));
-		cg_attn_set(a, fin_n, b.n);
-		cg_if_end(f, join);
-		a->fin = cg_attn_get(a, bt, fin);
+		a->fin = cg_attn_finite(a, b.n, false);
 		kmax = LLVMBuildSelect(f->b, a->fin, kmax, cg_i64(f, a->K), "");
 	}
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);

@@ -393,6 +393,7 @@ static void bwd_body(cg_attn *a)
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->br - 1) / a->br;
 	cg_loop ln, lq;
+	cg_attn_finite_begin(a);
 	LLVMValueRef n = cg_loop_begin(f, &ln, a->k->lo, a->k->hi, 1);
 	zero_dk_dv(a, n);
 	a->fin = a->has_valid ? cg_attn_finite(a, n, true) : NULL;

@@ -467,6 +467,7 @@ static void sfwd_body(cg_attn *a)
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
 	cg_loop l;
+	cg_attn_finite_begin(a);
 	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	sblock b = {0};
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
@@ -664,6 +665,7 @@ static void sbwd_body(cg_attn *a)
 	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	cg_loop l;
+	cg_attn_finite_begin(a);
 	LLVMValueRef n = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	sbwd_attention(a, n, &g);
 	cg_loop_end(f, &l);

@@ -75,11 +75,10 @@ static void nf_init(nf_graph *z, const nf_shape *s, double p, bool is_fwd,
 		a[4] = tu_input(&z->x, tu_type(IR_F32, 3, B, Q, H * s->dv));
 	ir_attr at = {.attention = {0.5, -1e6, p, 5, (uint32_t)H}};
 	z->x.f->output_names[0] = is_fwd ? "out" : "grads";
-	z->x.f->outputs[z->x.f->n_outputs++] =
-		tu_build(&z->x,
-			 is_fwd ? IR_OP_FUSED_ATTENTION
-				: IR_OP_FUSED_ATTENTION_GRAD,
-			 a, (uint32_t)z->n_in, &at, NULL);
+	z->x.f->outputs[z->x.f->n_outputs++] = tu_build(
+		&z->x,
+		is_fwd ? IR_OP_FUSED_ATTENTION : IR_OP_FUSED_ATTENTION_GRAD, a,
+		(uint32_t)z->n_in, &at, NULL);
 	uint64_t r = 91;
 	for (int i = 0; i < z->n_in; i++) {
 		const ir_type *t = &z->x.f->g.nodes[a[i]].type;
@@ -163,12 +162,14 @@ static int64_t nf_compare(const interp_tensor *out, const interp_tensor *ref,
 	return n_bad;
 }
 
-/* Where a case puts its values: an operand (0 q, 1 k, 2 v, 4 g: the
- * gradient's only), a row (n = batch element, i = query or key row) and
- * a column of its last head, with a second place for the cases that
- * need two. Key 2 of batch 1 is valid in every mask but the causal one
+/* Where a case puts its values: an operand (NF_Q, NF_K, NF_V, NF_G:
+ * the gradient's only; 0: none), a row (n = batch element, i = query or
+ * key row) and a column of its last head, with a second place for the
+ * cases that need two. Key 2 of batch 1 is valid in every mask but the causal one
  * (whose row 0 sees key 0 only), key K - 1 masked in all masks but the
  * full one. */
+enum { NF_Q = 1, NF_K, NF_V, NF_G = 5 }; /* operand + 1 */
+
 typedef struct nf_place {
 	int op;
 	int64_t b, row, c; /* row -1: K - 1 */
@@ -177,44 +178,44 @@ typedef struct nf_place {
 
 typedef struct nf_case {
 	const char *name;
-	nf_place at[2]; /* op -1: none */
+	nf_place at[2];
 } nf_case;
 
-#define NONE {-1, 0, 0, 0, 0}
 static const nf_case nf_cases[] = {
-	{"finite", {NONE, NONE}},
-	{"q nan", {{0, 1, 0, 1, NAN}, NONE}},
-	{"q inf", {{0, 1, 0, 1, INFINITY}, NONE}},
-	{"q -inf", {{0, 1, 0, 1, -INFINITY}, NONE}},
-	{"k nan", {{1, 1, 2, 1, NAN}, NONE}},
-	{"k inf", {{1, 1, 2, 1, INFINITY}, NONE}},
-	{"k -inf", {{1, 1, 2, 1, -INFINITY}, NONE}},
-	{"k nan, last key", {{1, 1, -1, 1, NAN}, NONE}},
-	{"k -inf, last key", {{1, 1, -1, 1, -INFINITY}, NONE}},
-	{"v nan", {{2, 1, 2, 0, NAN}, NONE}},
-	{"v inf", {{2, 1, 2, 0, INFINITY}, NONE}},
-	{"v -inf", {{2, 1, 2, 0, -INFINITY}, NONE}},
-	{"v nan, last key", {{2, 1, -1, 0, NAN}, NONE}},
-	{"v inf, last keys", {{2, 1, -1, 0, INFINITY}, {2, 2, -1, 1, -INFINITY}}},
-	{"g nan", {{4, 1, 0, 1, NAN}, NONE}},
-	{"g inf", {{4, 1, 0, 1, INFINITY}, NONE}},
-	{"g -inf, last row", {{4, 2, -1, 0, -INFINITY}, NONE}},
+	{"finite", {{0}}},
+	{"q nan", {{NF_Q, 1, 0, 1, NAN}}},
+	{"q inf", {{NF_Q, 1, 0, 1, INFINITY}}},
+	{"q -inf", {{NF_Q, 1, 0, 1, -INFINITY}}},
+	{"k nan", {{NF_K, 1, 2, 1, NAN}}},
+	{"k inf", {{NF_K, 1, 2, 1, INFINITY}}},
+	{"k -inf", {{NF_K, 1, 2, 1, -INFINITY}}},
+	{"k nan, last key", {{NF_K, 1, -1, 1, NAN}}},
+	{"k -inf, last key", {{NF_K, 1, -1, 1, -INFINITY}}},
+	{"v nan", {{NF_V, 1, 2, 0, NAN}}},
+	{"v inf", {{NF_V, 1, 2, 0, INFINITY}}},
+	{"v -inf", {{NF_V, 1, 2, 0, -INFINITY}}},
+	{"v nan, last key", {{NF_V, 1, -1, 0, NAN}}},
+	{"v inf, last keys",
+	 {{NF_V, 1, -1, 0, INFINITY}, {NF_V, 2, -1, 1, -INFINITY}}},
+	{"g nan", {{NF_G, 1, 0, 1, NAN}}},
+	{"g inf", {{NF_G, 1, 0, 1, INFINITY}}},
+	{"g -inf, last row", {{NF_G, 2, -1, 0, -INFINITY}}},
 	/* inf - inf inside the score of row (1, 0) and key (1, 2) */
-	{"q inf and -inf", {{0, 1, 0, 1, INFINITY}, {0, 1, 0, 2, -INFINITY}}},
+	{"q inf and -inf",
+	 {{NF_Q, 1, 0, 1, INFINITY}, {NF_Q, 1, 0, 2, -INFINITY}}},
 	/* finite operands whose products overflow: a score, a dP (the
 	 * other products of their rows stay far from overflowing, where
 	 * the order of the sums decides) */
-	{"q 1e20, k 1e20", {{0, 1, 0, 1, 1e20f}, {1, 1, 2, 1, 1e20f}}},
-	{"g 1e20, v 1e20", {{4, 1, 0, 1, 1e20f}, {2, 1, 2, 1, 1e20f}}},
+	{"q 1e20, k 1e20", {{NF_Q, 1, 0, 1, 1e20f}, {NF_K, 1, 2, 1, 1e20f}}},
+	{"g 1e20, v 1e20", {{NF_G, 1, 0, 1, 1e20f}, {NF_V, 1, 2, 1, 1e20f}}},
 };
-#undef NONE
 
 /* The element of place pl in operand pl->op. */
 static int64_t nf_at(const nf_graph *z, const nf_place *pl)
 {
-	bool is_key = pl->op == 1 || pl->op == 2;
+	bool is_key = pl->op == NF_K || pl->op == NF_V;
 	int64_t rows = is_key ? z->K : z->Q;
-	int64_t w = pl->op == 2 || pl->op == 4 ? z->dv : z->d;
+	int64_t w = pl->op == NF_V || pl->op == NF_G ? z->dv : z->d;
 	int64_t row = pl->row < 0 ? rows - 1 : pl->row;
 	return ((pl->b * rows + row) * z->H + z->H - 1) * w + pl->c;
 }
@@ -243,7 +244,8 @@ static void nf_mask(nf_graph *z, int m)
 		}
 }
 
-static const char *const nf_mask_names[] = {"all valid", "per batch", "per batch, -1", "causal", "mixed"};
+static const char *const nf_mask_names[] = {"all valid", "per batch",
+					    "per batch, -1", "causal", "mixed"};
 
 /* One compiled node (shape, forward or gradient, dropout p, valid per
  * batch or per query) against every case and mask. Returns the number of
@@ -259,7 +261,7 @@ static int64_t nf_check(const nf_shape *s, bool is_fwd, double p,
 	int64_t n_bad = 0;
 	for (int c = 0; c < n_cases; c++) {
 		const nf_case *nc = &nf_cases[c];
-		if (is_fwd && (nc->at[0].op == 4 || nc->at[1].op == 4))
+		if (is_fwd && (nc->at[0].op == NF_G || nc->at[1].op == NF_G))
 			continue;
 		for (int m = 0; m < (is_per_query ? 5 : 3); m++) {
 			if (is_per_query && (m == 1 || m == 2))
@@ -269,9 +271,9 @@ static int64_t nf_check(const nf_shape *s, bool is_fwd, double p,
 			int64_t at[2] = {0, 0};
 			for (int i = 0; i < 2; i++) {
 				const nf_place *pl = &nc->at[i];
-				if (pl->op < 0)
+				if (!pl->op)
 					continue;
-				float *x = z.in[pl->op].data;
+				float *x = z.in[pl->op - 1].data;
 				at[i] = nf_at(&z, pl);
 				keep[i] = x[at[i]];
 				x[at[i]] = pl->x;
@@ -293,8 +295,8 @@ static int64_t nf_check(const nf_shape *s, bool is_fwd, double p,
 				interp_tensor_fini(&z.x.ctx, &ref);
 			}
 			for (int i = 1; i >= 0; i--)
-				if (nc->at[i].op >= 0)
-					((float *)z.in[nc->at[i].op]
+				if (nc->at[i].op)
+					((float *)z.in[nc->at[i].op - 1]
 						 .data)[at[i]] = keep[i];
 		}
 	}
@@ -329,9 +331,10 @@ static Suite *fuse_nonfinite_suite(void)
 {
 	Suite *s = suite_create("codegen_fuse_nonfinite");
 	TCase *tc = tcase_create("kernels");
-	tcase_add_loop_test(
-		tc, test_fused_attention_kernels_propagate_nonfinite_values, 0,
-		(int)(2 * sizeof nf_shapes / sizeof nf_shapes[0]));
+	tcase_add_loop_test(tc,
+			    test_fused_attention_kernels_propagate_nonfinite_values,
+			    0,
+			    (int)(2 * sizeof nf_shapes / sizeof nf_shapes[0]));
 	suite_add_tcase(s, tc);
 	return s;
 }
