@@ -385,7 +385,8 @@ LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef one = cg_f32(f, 1);
-	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealUNE, gap, cg_f32(f, 0),
+	/* not where gap is NaN (+inf - +inf, a row already NaN) */
+	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealOLT, gap, cg_f32(f, 0),
 					   "");
 	LLVMBasicBlockRef pre = LLVMGetInsertBlock(f->b);
 	LLVMBasicBlockRef join = cg_if_begin(f, moved);
@@ -397,6 +398,109 @@ LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap)
 	LLVMBasicBlockRef from[2] = {pre, then};
 	LLVMAddIncoming(phi, vals, from, 2);
 	return phi;
+}
+
+/* The batch element of attention n. */
+static LLVMValueRef batch_of(cg_attn *a, LLVMValueRef n)
+{
+	if (a->H == 1)
+		return n;
+	return LLVMBuildUDiv(a->f->b, n, cg_i64(a->f, a->H), "");
+}
+
+/* ---- values that are not finite ------------------------------------------------- */
+
+LLVMValueRef cg_attn_shift(cg_attn *a, LLVMValueRef m)
+{
+	LLVMBuilderRef b = a->f->b;
+	LLVMTypeRef t = LLVMTypeOf(m);
+	LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOEQ, m,
+					  cg_const_real(t, -INFINITY), "");
+	return LLVMBuildSelect(b, none, cg_const_real(t, 0), m, "");
+}
+
+LLVMValueRef cg_attn_exp(cg_attn *a, LLVMValueRef s, LLVMValueRef shift)
+{
+	return cg_lower_exp_shifted(a->f, LLVMBuildFSub(a->f->b, s, shift, ""));
+}
+
+/* acc (a vector variable) += |x| over len floats at p: whole vectors in
+ * a loop, the last partial one masked. */
+static void abs_span(cg_attn *a, LLVMValueRef acc, LLVMValueRef p, int64_t len)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	int64_t whole = len / a->vw * a->vw;
+	if (whole > 0) {
+		cg_loop l;
+		LLVMValueRef c = cg_loop_begin(f, &l, cg_i64(f, 0),
+					       cg_i64(f, whole), a->vw);
+		LLVMValueRef x = cg_vload(f, a->vw, cg_at(f, p, c), 4);
+		x = cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1);
+		cg_attn_set(a, acc,
+			    LLVMBuildFAdd(f->b, cg_attn_get(a, vt, acc), x, ""));
+		cg_loop_end(f, &l);
+	}
+	if (whole == len)
+		return;
+	LLVMValueRef x = cg_attn_load_part(a, cg_ati(f, p, whole), len, whole);
+	x = cg_intrinsic(f, "llvm.fabs", &vt, 1, &x, 1);
+	cg_attn_set(a, acc, LLVMBuildFAdd(f->b, cg_attn_get(a, vt, acc), x, ""));
+}
+
+LLVMValueRef cg_attn_abs_sum(cg_attn *a, LLVMValueRef p, LLVMValueRef n,
+			     int64_t rows, int64_t w)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef acc = cg_attn_var(a, vt, LLVMConstNull(vt));
+	int64_t len = rows * a->H * w;
+	abs_span(a, acc, cg_at(f, p, cg_muli(f, batch_of(a, n), len)), len);
+	return cg_attn_hsum(a, cg_attn_get(a, vt, acc));
+}
+
+/* cg_attn_finite's test, computed. */
+static LLVMValueRef finite_now(cg_attn *a, LLVMValueRef n, bool is_grad)
+{
+	cg_fn *f = a->f;
+	LLVMBuilderRef b = f->b;
+	LLVMValueRef sv = cg_attn_abs_sum(a, a->v, n, a->K, a->dv);
+	if (!is_grad)
+		return LLVMBuildFCmp(b, LLVMRealOLT, sv, cg_f32(f, INFINITY),
+				     "");
+	/* |s| <= |scale| sum |q| sum |k| and |dP| <= sum |g| sum |v|; the
+	 * margin below FLT_MAX covers the rounding of the sums */
+	LLVMValueRef sq = cg_attn_abs_sum(a, a->q, n, a->Q, a->d);
+	LLVMValueRef sk = cg_attn_abs_sum(a, a->kk, n, a->K, a->d);
+	LLVMValueRef sg = cg_attn_abs_sum(a, a->g, n, a->Q, a->dv);
+	LLVMValueRef bound = cg_f32(f, 0x1p126f);
+	LLVMValueRef s = LLVMBuildFMul(b, LLVMBuildFMul(b, sq, sk, ""),
+				       cg_f32(f, fabsf(a->scale)), "");
+	LLVMValueRef dp = LLVMBuildFMul(b, sg, sv, "");
+	return LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealOLT, s, bound, ""),
+			    LLVMBuildFCmp(b, LLVMRealOLT, dp, bound, ""), "");
+}
+
+void cg_attn_finite_begin(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMInt1TypeInContext(f->ctx);
+	a->fin_b = cg_attn_var(a, cg_t_i64(f), cg_i64(f, -1));
+	a->fin_ok = cg_attn_var(a, bt, LLVMConstInt(bt, 0, 0));
+}
+
+LLVMValueRef cg_attn_finite(cg_attn *a, LLVMValueRef n, bool is_grad)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef bn = batch_of(a, n);
+	LLVMValueRef now = LLVMBuildICmp(f->b, LLVMIntNE, bn,
+					 cg_attn_get(a, cg_t_i64(f), a->fin_b),
+					 "");
+	LLVMBasicBlockRef join = cg_if_begin(f, now);
+	cg_attn_set(a, a->fin_ok, finite_now(a, n, is_grad));
+	cg_attn_set(a, a->fin_b, bn);
+	cg_if_end(f, join);
+	return cg_attn_get(a, LLVMInt1TypeInContext(f->ctx), a->fin_ok);
 }
 
 void cg_attn_scale_row(cg_attn *a, LLVMValueRef dst, LLVMValueRef src,
@@ -422,14 +526,6 @@ void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v)
 }
 
 /* ---- rows, valid lengths and packing -------------------------------------------- */
-
-/* The batch element of attention n. */
-static LLVMValueRef batch_of(cg_attn *a, LLVMValueRef n)
-{
-	if (a->H == 1)
-		return n;
-	return LLVMBuildUDiv(a->f->b, n, cg_i64(a->f, a->H), "");
-}
 
 LLVMValueRef cg_attn_row(cg_attn *a, LLVMValueRef n, int64_t rows,
 			 LLVMValueRef i, int64_t w)
@@ -824,16 +920,21 @@ LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 	if (a->has_valid)
 		s = LLVMBuildSelect(f->b, cg_attn_in_valid(a, i, j0, j), s,
 				    cg_const_real(vt, a->fill), "");
+	LLVMValueRef real = cg_attn_real_keys(a, j0, j);
+	if (!real)
+		return s;
+	return LLVMBuildSelect(f->b, real, s, cg_const_real(vt, -INFINITY), "");
+}
+
+LLVMValueRef cg_attn_real_keys(cg_attn *a, LLVMValueRef j0, int64_t j)
+{
 	/* Blocks start at multiples of bc below K: with K a multiple of bc
 	 * every key of a block is real. */
 	if (a->K % a->bc == 0)
-		return s;
+		return NULL;
 	LLVMValueRef key = keys(a, j0, j);
-	LLVMValueRef real = LLVMBuildICmp(f->b, LLVMIntSLT, key,
-					  cg_const_int(LLVMTypeOf(key),
-						       (uint64_t)a->K),
-					  "");
-	return LLVMBuildSelect(f->b, real, s, cg_const_real(vt, -INFINITY), "");
+	return LLVMBuildICmp(a->f->b, LLVMIntSLT, key,
+			     cg_const_int(LLVMTypeOf(key), (uint64_t)a->K), "");
 }
 
 /* Dropout's keep decision for the counters ctr (a <vw x i64>): the top
@@ -956,6 +1057,8 @@ void cg_attn_set_need(cg_attn *a, LLVMValueRef i, LLVMValueRef m)
 	LLVMValueRef gap = LLVMBuildFSub(f->b, m, cg_f32(f, a->fill), "");
 	LLVMValueRef far = LLVMBuildFCmp(f->b, LLVMRealOGT, gap,
 					 cg_f32(f, CG_ATTN_EXP_ZERO), "");
+	if (a->fin)
+		far = LLVMBuildAnd(f->b, far, a->fin, "");
 	LLVMValueRef nd = LLVMBuildSelect(f->b, far, cg_attn_min(a, vl, a->K),
 					  cg_i64(f, a->K), "");
 	LLVMBuildStore(f->b, nd, at_i64(a, a->nd, i));

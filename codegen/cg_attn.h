@@ -77,6 +77,11 @@ typedef struct cg_attn {
 	/* Where the products stop (has_valid): the keys each row needs. */
 	LLVMValueRef nd; /* brp i64: keys 0 .. nd[i] of row i weigh */
 	LLVMValueRef fr; /* bc i32: the first row a block's key t needs */
+	/* i1, or NULL (true): whether the attention being computed may
+	 * leave out the terms of its masked keys (cg_attn_finite) */
+	LLVMValueRef fin;
+	LLVMValueRef fin_b, fin_ok; /* vars: cg_attn_finite's batch element
+				     * (-1: none yet) and its result */
 } cg_attn;
 
 /* The strides, in elements, of valid lengths of type vt (i32 [N] or
@@ -184,6 +189,9 @@ void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p);
 LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			    int64_t j);
 /* Lanes (a <vw x i1>) of vector j of the block at j0 whose keys are
+ * below K; NULL when K is a multiple of bc (all are). */
+LLVMValueRef cg_attn_real_keys(cg_attn *a, LLVMValueRef j0, int64_t j);
+/* Lanes (a <vw x i1>) of vector j of the block at j0 whose keys are
  * below row i's valid length. */
 LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			      int64_t j);
@@ -203,10 +211,47 @@ LLVMValueRef cg_attn_vmax(cg_attn *a, LLVMValueRef x, LLVMValueRef y);
 /* Horizontal max and sum of a vector. */
 LLVMValueRef cg_attn_hmax(cg_attn *a, LLVMValueRef v);
 LLVMValueRef cg_attn_hsum(cg_attn *a, LLVMValueRef v);
-/* exp(gap) of a scalar gap <= 0 (a difference of running maxima), the
- * exponential computed only where gap is not 0: there it is exactly 1,
- * and past a long row's first key blocks its maximum seldom moves. */
+/* exp(gap) of a scalar gap <= 0 (a difference of running maxima, the
+ * new one shifted: cg_attn_shift), the exponential computed only where
+ * gap is below 0: at 0 it is exactly 1, and past a long row's first key
+ * blocks its maximum seldom moves. A NaN gap (+inf - +inf, in a row
+ * whose weights are NaN already) gives 1. */
 LLVMValueRef cg_attn_exp_gap(cg_attn *a, LLVMValueRef gap);
+
+/* ---- values that are not finite (docs/fusion.md) ----
+ * The exponentials of the online softmax follow the interpreter's
+ * softmax (PyTorch's) on scores that are not finite: the running maximum
+ * m (llvm.maxnum, x86's max) passes over NaN scores, and a NaN score or
+ * +inf - +inf gives the weight NaN, which makes l and then the whole row
+ * NaN; -inf scores weigh 0, unless a row has only those (no fill), when
+ * l is 0 and its weights 0 / 0. cg_attn_shift(m) is what they subtract:
+ * m, or 0 while m is -inf (no score above -inf yet), so that
+ * exp(-inf - m) is 0, not NaN. m and the result may be vectors. */
+LLVMValueRef cg_attn_shift(cg_attn *a, LLVMValueRef m);
+/* exp(s - shift): NaN for NaN, cg_lower_exp_nonpos's bits otherwise. */
+LLVMValueRef cg_attn_exp(cg_attn *a, LLVMValueRef s, LLVMValueRef shift);
+
+/* The sum of |x| over the rows 0 .. rows of attention n's batch
+ * element, all H heads, in operand p (rows of H heads of w floats): NaN
+ * or +inf where one of them is not finite, and a bound on every
+ * element's magnitude. */
+LLVMValueRef cg_attn_abs_sum(cg_attn *a, LLVMValueRef p, LLVMValueRef n,
+			     int64_t rows, int64_t w);
+/* Whether the terms the kernels leave out of attention n (keys past the
+ * valid lengths, and the masked part of a causal block), whose weights
+ * are 0, are +-0, so that leaving them out keeps the interpreter's
+ * results, an i1. The forward's (is_grad false) are 0 v: v finite. The
+ * backward's are 0 dP in D, 0 k in dq, 0 q in dk and 0 g in dv, and it
+ * recomputes the weights of the rows they belong to: q, k, v and g
+ * finite, and no score and no dP overflows (bounded through the sums of
+ * |x|), so that no row's weights are NaN. Elsewhere the kernels visit
+ * every key (a->fin false), where the products give the interpreter's
+ * NaNs. The sums cover all heads of n's batch element, contiguous, and
+ * are computed when the batch element differs from the last one's
+ * (consecutive attentions are its heads): cg_attn_finite_begin, before
+ * the loop over attentions, starts with none. */
+void cg_attn_finite_begin(cg_attn *a);
+LLVMValueRef cg_attn_finite(cg_attn *a, LLVMValueRef n, bool is_grad);
 
 /* len floats at p set to v (a float value), whole vectors: len must be
  * a multiple of vw and p hold them. */
@@ -214,7 +259,8 @@ void cg_attn_fill(cg_attn *a, LLVMValueRef p, LLVMValueRef len, float v);
 
 /* nd[i] = the keys row i needs, given its (running) maximum m: its
  * valid length (at most K) when m is more than CG_ATTN_EXP_ZERO above
- * the fill, so that the keys past it weigh exactly 0; else K. */
+ * the fill, so that the keys past it weigh exactly 0, and a->fin (if
+ * set) holds; else K. */
 void cg_attn_set_need(cg_attn *a, LLVMValueRef i, LLVMValueRef m);
 /* fr[t] for t < bc = the number of rows i < rows below which every row
  * needs no more keys than j0 + t: key j0 + t has weight 0 in each. */

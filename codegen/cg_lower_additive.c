@@ -333,15 +333,12 @@ LLVMValueRef cg_addattn_needs_masked(cg_addattn *a)
 
 LLVMValueRef cg_addattn_shift(cg_addattn *a, LLVMValueRef m)
 {
-	cg_fn *f = a->f;
-	LLVMValueRef none = LLVMBuildFCmp(f->b, LLVMRealOEQ, m,
-					  cg_f32(f, -INFINITY), "");
-	return LLVMBuildSelect(f->b, none, cg_f32(f, 0), m, "");
+	return cg_attn_shift(&a->base, m);
 }
 
 LLVMValueRef cg_addattn_exp(cg_addattn *a, LLVMValueRef s, LLVMValueRef shift)
 {
-	return cg_lower_exp_shifted(a->f, LLVMBuildFSub(a->f->b, s, shift, ""));
+	return cg_attn_exp(&a->base, s, shift);
 }
 
 typedef struct scan_cx {

@@ -134,7 +134,8 @@ LLVMValueRef cg_addattn_tail_sum(cg_addattn *a, LLVMValueRef n, LLVMValueRef kv,
  * 0 / 0. cg_addattn_shift(m) is what they subtract: m, or 0 while m is
  * -inf (no score above -inf yet), so that exp(-inf - m) is 0, not NaN. */
 LLVMValueRef cg_addattn_shift(cg_addattn *a, LLVMValueRef m);
-/* exp(s - shift): NaN for NaN, cg_lower_exp_nonpos's bits otherwise. */
+/* exp(s - shift): NaN for NaN, cg_lower_exp_nonpos's bits otherwise.
+ * (Both are the dot-product kernels' cg_attn_shift and cg_attn_exp.) */
 LLVMValueRef cg_addattn_exp(cg_addattn *a, LLVMValueRef s, LLVMValueRef shift);
 
 #endif

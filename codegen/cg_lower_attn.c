@@ -34,13 +34,14 @@ typedef struct fwd_block {
 	LLVMValueRef n, q0, rows;
 } fwd_block;
 
-/* Row i's l and accumulator times alpha = exp(gap), gap = m_old - m_new:
- * skipped where the maximum did not move (gap 0, alpha exactly 1), which
- * past the first key blocks of a long row is nearly always. */
+/* Row i's l and accumulator times alpha = exp(gap), gap = m_old -
+ * shift(m_new): skipped where the maximum did not move (gap 0, alpha
+ * exactly 1), which past the first key blocks of a long row is nearly
+ * always, and where gap is NaN (+inf - +inf: l is NaN already). */
 static void fwd_rescale(cg_attn *a, LLVMValueRef i, LLVMValueRef gap)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealUNE, gap, cg_f32(f, 0),
+	LLVMValueRef moved = LLVMBuildFCmp(f->b, LLVMRealOLT, gap, cg_f32(f, 0),
 					   "");
 	LLVMBasicBlockRef join = cg_if_begin(f, moved);
 	LLVMValueRef alpha = cg_lower_exp_nonpos(f, gap);
@@ -72,10 +73,10 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 	LLVMValueRef m_old = cg_load(f, m_at);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_hmax(a, mx));
-	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
+	LLVMValueRef shift = cg_attn_shift(a, m_new);
+	LLVMValueRef ms = cg_splat(f, a->vw, shift);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef p = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
-								      ms, ""));
+		LLVMValueRef p = cg_attn_exp(a, s[j], ms);
 		sum = j ? cg_fast(LLVMBuildFAdd(f->b, sum, p, ""), true) : p;
 		if (a->has_dropout)
 			p = LLVMBuildSelect(f->b,
@@ -88,7 +89,7 @@ static void fwd_row(cg_attn *a, const fwd_block *b, LLVMValueRef i,
 	cg_store(f, m_new, m_at);
 	if (a->has_valid)
 		cg_attn_set_need(a, i, m_new);
-	fwd_rescale(a, i, LLVMBuildFSub(f->b, m_old, m_new, ""));
+	fwd_rescale(a, i, LLVMBuildFSub(f->b, m_old, shift, ""));
 	cg_store(f,
 		 LLVMBuildFAdd(f->b, cg_load(f, l_at), cg_attn_hsum(a, sum), ""),
 		 l_at);
@@ -137,7 +138,63 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	cg_attn_prod_emit(a, &pv);
 }
 
-/* out row = accumulator / l, times 1 / (1 - p) when dropout is on. */
+/* The factor of row i's accumulator under dropout: inv, or 0 when the
+ * row's weights are all NaN (l NaN, or 0 when no score rose above -inf)
+ * and dropout drops every one of its K keys: the interpreter's output
+ * row is then sum_k 0 v_k, which the accumulator holds (the dropped
+ * weights are 0, and no key is left out: cg_attn_finite), not NaN. */
+/* kept (an i1 variable) |= any of the first `lanes` lanes of keep. */
+static void kept_add(cg_attn *a, LLVMValueRef kept, LLVMValueRef keep,
+		     unsigned lanes)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMInt1TypeInContext(f->ctx), kt = LLVMTypeOf(keep);
+	if (lanes < a->vw) {
+		LLVMValueRef lane[64];
+		for (unsigned t = 0; t < a->vw; t++)
+			lane[t] = LLVMConstInt(bt, t < lanes, 0);
+		keep = LLVMBuildAnd(f->b, keep, LLVMConstVector(lane, a->vw),
+				    "");
+	}
+	LLVMValueRef any = cg_intrinsic(f, "llvm.vector.reduce.or", &kt, 1,
+					&keep, 1);
+	cg_attn_set(a, kept,
+		    LLVMBuildOr(f->b, cg_attn_get(a, bt, kept), any, ""));
+}
+
+static LLVMValueRef dropped_row_factor(cg_attn *a, const fwd_block *b,
+				       LLVMValueRef i, LLVMValueRef inv,
+				       LLVMValueRef sum)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef ft = cg_t_f32(f), bt = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef x = cg_attn_var(a, ft, inv);
+	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildFCmp(f->b, LLVMRealULE,
+							      sum, cg_f32(f, 0),
+							      ""));
+	LLVMValueRef kept = cg_attn_var(a, bt, LLVMConstInt(bt, 0, 0));
+	int64_t whole = a->K / a->vw * a->vw;
+	if (whole > 0) {
+		cg_loop l;
+		LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0),
+					       cg_i64(f, whole), a->vw);
+		kept_add(a, kept, cg_attn_keep(a, b->n, b->q0, i, j, 0), a->vw);
+		cg_loop_end(f, &l);
+	}
+	if (whole < a->K)
+		kept_add(a, kept,
+			 cg_attn_keep(a, b->n, b->q0, i, cg_i64(f, whole), 0),
+			 (unsigned)(a->K - whole));
+	cg_attn_set(a, x,
+		    LLVMBuildSelect(f->b, cg_attn_get(a, bt, kept), inv,
+				    cg_f32(f, 0), ""));
+	cg_if_end(f, join);
+	return cg_attn_get(a, ft, x);
+}
+
+/* out row = accumulator / l, times 1 / (1 - p) when dropout is on: NaN
+ * where l is NaN, or 0 (0 / 0, no score above -inf), as in the
+ * interpreter, but for rows that dropout empties (dropped_row_factor). */
 static void fwd_store(cg_attn *a, const fwd_block *b)
 {
 	cg_fn *f = a->f;
@@ -149,11 +206,10 @@ static void fwd_store(cg_attn *a, const fwd_block *b)
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	/* With no keys at all (K = 0) the unfused product is 0. */
 	LLVMValueRef sum = cg_load(f, cg_at(f, a->l, i));
-	LLVMValueRef inv = LLVMBuildFDiv(f->b, one, sum, "");
-	inv = LLVMBuildSelect(f->b,
-			      LLVMBuildFCmp(f->b, LLVMRealOGT, sum,
-					    cg_f32(f, 0), ""),
-			      inv, cg_f32(f, 0), "");
+	LLVMValueRef inv = a->K > 0 ? LLVMBuildFDiv(f->b, one, sum, "")
+				    : cg_f32(f, 0);
+	if (a->K > 0 && a->has_dropout)
+		inv = dropped_row_factor(a, b, i, inv, sum);
 	LLVMValueRef row = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, i),
 				       a->dv);
 	cg_attn_scale_row(a, cg_at(f, a->k->out, row),
@@ -166,6 +222,7 @@ static void fwd_body(cg_attn *a)
 {
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->br - 1) / a->br;
+	cg_attn_finite_begin(a);
 	cg_loop l;
 	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	fwd_block b;
@@ -173,6 +230,10 @@ static void fwd_body(cg_attn *a)
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->br);
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->br);
 	LLVMValueRef kmax = cg_attn_block_valid(a, b.n, b.q0, b.rows);
+	if (a->has_valid) {
+		a->fin = cg_attn_finite(a, b.n, false);
+		kmax = LLVMBuildSelect(f->b, a->fin, kmax, cg_i64(f, a->K), "");
+	}
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
 	cg_attn_fill(a, a->acc, cg_i64(f, a->br * a->wpad), 0);

@@ -137,12 +137,12 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef m_old = cg_load(f, m_at);
 	LLVMValueRef m_new = cg_lower_fcall(f, "llvm.maxnum", m_old,
 					    cg_attn_hmax(a, mx));
+	LLVMValueRef shift = cg_attn_shift(a, m_new);
 	LLVMValueRef alpha = cg_attn_exp_gap(a, LLVMBuildFSub(f->b, m_old,
-							      m_new, ""));
-	LLVMValueRef ms = cg_splat(f, a->vw, m_new);
+							      shift, ""));
+	LLVMValueRef ms = cg_splat(f, a->vw, shift);
 	for (int64_t j = 0; j < a->nj; j++) {
-		LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b, s[j],
-								      ms, ""));
+		LLVMValueRef e = cg_attn_exp(a, s[j], ms);
 		if (a->is_cached)
 			cg_vstore(f, e,
 				  cg_at(f, a->sb,
@@ -152,6 +152,12 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 		LLVMValueRef ex = LLVMBuildFMul(f->b, e,
 						dropped_dp(a, b, i, j0, j, &keep),
 						"");
+		/* keys past K: dP is g 0, NaN where g is not finite, and
+		 * adds nothing to D (+0 where g is finite, as before) */
+		LLVMValueRef real = cg_attn_real_keys(a, j0, j);
+		if (real)
+			ex = LLVMBuildSelect(f->b, real, ex,
+					     LLVMConstNull(LLVMTypeOf(ex)), "");
 		se = j ? cg_fast(LLVMBuildFAdd(f->b, se, e, ""), true) : e;
 		sx = j ? cg_fast(LLVMBuildFAdd(f->b, sx, ex, ""), true) : ex;
 	}
@@ -209,12 +215,14 @@ static void finish_stats(cg_attn *a, const bwd_block *b)
 }
 
 /* With the cache: exp(m_j - m) / l, splat, which turns row i's
- * exp(s - m_j) of the block at j0 into its weights. */
+ * exp(s - m_j) of the block at j0 into its weights (m shifted, so that
+ * a row whose maximum is still -inf at block j, whose exponentials there
+ * are 0, gets the factor 0). */
 static LLVMValueRef cached_factor(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
 {
 	cg_fn *f = a->f;
 	LLVMValueRef mj = cg_load(f, cg_at(f, a->mc, mc_index(a, i, j0)));
-	LLVMValueRef m = cg_load(f, cg_at(f, a->m, i));
+	LLVMValueRef m = cg_attn_shift(a, cg_load(f, cg_at(f, a->m, i)));
 	LLVMValueRef e = cg_attn_exp_gap(a, LLVMBuildFSub(f->b, mj, m, ""));
 	LLVMValueRef linv = cg_load(f, cg_at(f, a->l, i));
 	return cg_splat(f, a->vw, LLVMBuildFMul(f->b, e, linv, ""));
@@ -227,7 +235,9 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef m = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->m, i)));
+	LLVMValueRef m = cg_splat(f, a->vw,
+				  cg_attn_shift(a,
+						cg_load(f, cg_at(f, a->m, i))));
 	LLVMValueRef linv = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->l, i)));
 	LLVMValueRef D = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->x, i)));
 	LLVMValueRef zero = LLVMConstNull(vt), keep;
@@ -239,10 +249,7 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 		if (a->is_cached)
 			p = cg_vload(f, a->vw, cg_at(f, a->sb, at), 4);
 		else
-			p = cg_lower_exp_nonpos(
-				f,
-				LLVMBuildFSub(f->b, cg_attn_scores(a, i, j0, j),
-					      m, ""));
+			p = cg_attn_exp(a, cg_attn_scores(a, i, j0, j), m);
 		p = LLVMBuildFMul(f->b, p, linv, "");
 		LLVMValueRef dp = dropped_dp(a, b, i, j0, j, &keep);
 		LLVMValueRef ds = LLVMBuildFMul(f->b, p,
@@ -336,6 +343,8 @@ static void grad_block(cg_attn *a, bwd_block *b)
 	b->qblk = cg_at(f, a->q, qrow);
 	b->gblk = cg_at(f, a->g, cg_attn_row(a, b->n, a->Q, b->q0, a->dv));
 	LLVMValueRef kmax = cg_attn_block_valid(a, b->n, b->q0, b->rows);
+	if (a->fin)
+		kmax = LLVMBuildSelect(f->b, a->fin, kmax, cg_i64(f, a->K), "");
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
 	cg_attn_fill(a, a->x, cg_i64(f, a->brp), 0);
@@ -384,8 +393,10 @@ static void bwd_body(cg_attn *a)
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->br - 1) / a->br;
 	cg_loop ln, lq;
+	cg_attn_finite_begin(a);
 	LLVMValueRef n = cg_loop_begin(f, &ln, a->k->lo, a->k->hi, 1);
 	zero_dk_dv(a, n);
+	a->fin = a->has_valid ? cg_attn_finite(a, n, true) : NULL;
 	LLVMValueRef qb = cg_loop_begin(f, &lq, cg_i64(f, 0), cg_i64(f, nqb), 1);
 	bwd_block b = {.n = n, .q0 = cg_muli(f, qb, a->br)};
 	grad_block(a, &b);

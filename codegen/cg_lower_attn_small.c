@@ -44,6 +44,7 @@ typedef struct sblock {
 	LLVMValueRef vl; /* <vw x i32>: each row's valid length; NULL: none */
 	LLVMValueRef kv; /* i64: the block visits keys 0 .. kv; NULL: all K */
 	LLVMValueRef m;  /* every row's largest score */
+	LLVMValueRef shift; /* what the exponentials subtract: cg_attn_shift */
 	LLVMValueRef sv[CG_ATTN_SMALL_K]; /* its scores, then exp(s - m) */
 	LLVMValueRef kp[CG_ATTN_SMALL_K]; /* dropout's keep mask (<vw x i1>) */
 } sblock;
@@ -240,6 +241,7 @@ static void scores_t(cg_attn *a, sblock *b, const LLVMValueRef *qt,
 	b->kv = NULL;
 	if (!kv0) {
 		scores_visited(a, b, qt);
+		b->shift = cg_attn_shift(a, b->m);
 		return;
 	}
 	LLVMValueRef kvar = cg_attn_var(a, it, kv0);
@@ -257,6 +259,7 @@ static void scores_t(cg_attn *a, sblock *b, const LLVMValueRef *qt,
 	cg_attn_set(a, kvar, cg_i64(f, a->K));
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
+	b->shift = cg_attn_shift(a, b->m);
 }
 
 /* A block's code for its keys, given its transposed operands (xt) and
@@ -267,7 +270,9 @@ typedef void (*keys_fn)(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 /* The block's valid lengths, then its keys' code: twice, one copy for
  * blocks that visit every key (no test around each key's code, one
  * stretch of straight code) and one that skips keys past every row's
- * valid length, chosen at run time. */
+ * valid length, chosen at run time: only where the terms it leaves out
+ * are +-0 (a->fin, set by the backward for its attention; the forward
+ * scans v here). */
 static void block_keys_code(cg_attn *a, sblock *b,
 			    const LLVMValueRef *const *xt, keys_fn fn, void *ud)
 {
@@ -279,9 +284,12 @@ static void block_keys_code(cg_attn *a, sblock *b,
 		return;
 	}
 	LLVMBasicBlockRef some = cg_block(f, "kvs"), all = cg_block(f, "kva"),
-			  join = cg_block(f, "kvj");
+			  join = cg_block(f, "kvj"), check = cg_block(f, "kvc");
 	LLVMBuildCondBr(f->b,
 			LLVMBuildICmp(f->b, LLVMIntSLT, kv0, cg_i64(f, a->K), ""),
+			check, all);
+	LLVMPositionBuilderAtEnd(f->b, check);
+	LLVMBuildCondBr(f->b, a->fin ? a->fin : cg_attn_finite(a, b->n, false),
 			some, all);
 	LLVMPositionBuilderAtEnd(f->b, some);
 	fn(a, b, xt, kv0, ud);
@@ -292,15 +300,13 @@ static void block_keys_code(cg_attn *a, sblock *b,
 	LLVMPositionBuilderAtEnd(f->b, join);
 }
 
-/* Inside key k's test: b->sv[k] becomes e = exp(s - m), and b->kp[k] the
- * keep mask; returns e and the mask (*keep, NULL without dropout). */
+/* Inside key k's test: b->sv[k] becomes e = exp(s - m) (cg_attn_exp),
+ * and b->kp[k] the keep mask; returns e and the mask (*keep, NULL
+ * without dropout). */
 static LLVMValueRef exp_key(cg_attn *a, const sblock *b, int64_t k,
 			    LLVMValueRef *keep)
 {
-	cg_fn *f = a->f;
-	LLVMValueRef e = cg_lower_exp_nonpos(f, LLVMBuildFSub(f->b,
-							      vget(a, b->sv[k]),
-							      b->m, ""));
+	LLVMValueRef e = cg_attn_exp(a, vget(a, b->sv[k]), b->shift);
 	cg_attn_set(a, b->sv[k], e);
 	*keep = NULL;
 	if (a->has_dropout) {
@@ -354,6 +360,33 @@ static LLVMValueRef keep_scale(cg_attn *a)
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
+
+/* The factor r = keep_scale / l of the block's rows, or 0 in the rows
+ * whose weights are all NaN (l NaN, or 0 when no score rose above -inf)
+ * and whose K keys dropout drops, every one: the interpreter's output
+ * row is then sum_k 0 v_k, which the accumulators hold, not NaN. */
+static LLVMValueRef dropped_rows_factor(cg_attn *a, const sblock *b,
+					LLVMValueRef r, LLVMValueRef l)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMValueRef x = cg_attn_var(a, vt, r);
+	LLVMValueRef bad = LLVMBuildFCmp(f->b, LLVMRealULE, l, vconst(a, 0), "");
+	bad = LLVMBuildAnd(f->b, bad, cg_attn_lanes(a, b->rows), "");
+	LLVMValueRef any = cg_intrinsic(f, "llvm.vector.reduce.or", &bt, 1,
+					&bad, 1);
+	LLVMBasicBlockRef join = cg_if_begin(f, any);
+	LLVMValueRef kept = cg_attn_keep_t(a, b->n, b->q0, 0);
+	for (int64_t k = 1; k < a->K; k++)
+		kept = LLVMBuildOr(f->b, kept,
+				   cg_attn_keep_t(a, b->n, b->q0, k), "");
+	LLVMValueRef none = LLVMBuildAnd(f->b, bad,
+					 LLVMBuildNot(f->b, kept, ""), "");
+	cg_attn_set(a, x, LLVMBuildSelect(f->b, none, vconst(a, 0), r, ""));
+	cg_if_end(f, join);
+	return vget(a, x);
+}
 
 /* The vectors of a row of width w at p. */
 static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w)
@@ -409,8 +442,10 @@ static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 		}
 		key_end(a, join);
 	}
-	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a),
-				       key_sum_vars(a, b->sv), "");
+	LLVMValueRef l = key_sum_vars(a, b->sv);
+	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), l, "");
+	if (a->has_dropout)
+		r = dropped_rows_factor(a, b, r, l);
 	for (int64_t c = 0; c < a->dv; c++)
 		o[c] = LLVMBuildFMul(f->b, vget(a, ot[c]), r, "");
 	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->dv), o, a->dv,
@@ -432,6 +467,7 @@ static void sfwd_body(cg_attn *a)
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
 	cg_loop l;
+	cg_attn_finite_begin(a);
 	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	sblock b = {0};
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
@@ -595,6 +631,7 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	a->fin = a->has_valid ? cg_attn_finite(a, n, true) : NULL;
 	for (int64_t k = 0; k < a->K; k++) {
 		for (int64_t v = 0; v < g->nd; v++)
 			g->dk[k][v] = cg_attn_var(a, vt, vconst(a, 0));
@@ -628,6 +665,7 @@ static void sbwd_body(cg_attn *a)
 	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	cg_loop l;
+	cg_attn_finite_begin(a);
 	LLVMValueRef n = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	sbwd_attention(a, n, &g);
 	cg_loop_end(f, &l);
