@@ -110,26 +110,69 @@ static void check_status(entry_gen *e, LLVMValueRef st, ir_id id)
 	LLVMPositionBuilderAtEnd(f->b, ok);
 }
 
-static void call_parallel(entry_gen *e, ir_id id, const kernel_ref *k,
-			  LLVMValueRef *args, uint32_t n_in)
+/* i32 K.launch(ptr run, ptr out, ptr in...): kernel K over its whole
+ * range, through GOMP_parallel when the run asks for more than one
+ * thread (a region of one thread costs a team's set-up, an allocation
+ * when nested as in a shard of a training step, for nothing), else
+ * called here; returns its status. One per parallel kernel, shared by
+ * its in-order calls: written out at each call, the team's captures
+ * made the in-order paths of a 12-layer GPT's entry points 40% of their
+ * instructions, which the whole-module passes and part 0's machine code
+ * then went through one by one. optnone as the entry points, so it
+ * compiles with them (part 0); the passes that specialize K to its call
+ * sites see through it (its arguments are K's). */
+static LLVMValueRef launch_fn(entry_gen *e, const kernel_ref *k, uint32_t n_in)
 {
-	cg_fn *f = &e->f;
-	LLVMTypeRef st = cg_kernel_captures_type(f->ctx, n_in);
-	LLVMValueRef cap = LLVMBuildAlloca(f->b, st, "cap");
+	char name[300];
+	snprintf(name, sizeof name, "%s.launch",
+		 LLVMGetValueName2(k->fn, &(size_t){0}));
+	LLVMValueRef fn = LLVMGetNamedFunction(e->L->mod, name);
+	if (fn)
+		return fn;
+	LLVMContextRef c = LLVMGetModuleContext(e->L->mod);
+	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 2];
 	for (uint32_t i = 0; i < 2 + n_in; i++)
-		LLVMBuildStore(f->b, args[i],
-			       LLVMBuildStructGEP2(f->b, st, cap, i, ""));
-	LLVMBuildStore(f->b, cg_i64(f, k->extent),
-		       LLVMBuildStructGEP2(f->b, st, cap, 2 + n_in, ""));
-	LLVMValueRef status_at = LLVMBuildStructGEP2(f->b, st, cap, 3 + n_in,
-						     "");
-	LLVMBuildStore(f->b, cg_i32(f, 0), status_at);
-	LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
+		ps[i] = LLVMPointerTypeInContext(c, 0);
+	cg_fn f;
+	cg_fn_begin(&f, e->L->mod, name,
+		    LLVMFunctionType(LLVMInt32TypeInContext(c), ps, 2 + n_in, 0),
+		    true);
+	cg_fn_attr(&f, "noinline");
+	cg_fn_attr(&f, "optnone");
+	unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
+	for (uint32_t i = 0; i < 2 + n_in; i++) {
+		/* it only passes them on: K's own say what it may assume */
+		LLVMRemoveEnumAttributeAtIndex(f.fn, i + 1, noalias);
+		args[i] = LLVMGetParam(f.fn, i);
+	}
+	LLVMValueRef nt = cg_run_field(&f, args[0], cg_t_i32(&f),
 				       offsetof(attnrt_run, n_threads));
-	LLVMValueRef neg = LLVMBuildICmp(f->b, LLVMIntSLT, nt, cg_i32(f, 0), "");
-	nt = LLVMBuildSelect(f->b, neg, cg_i32(f, 0), nt, "");
-	cg_gomp_parallel(f, k->par, cap, nt);
-	check_status(e, LLVMBuildLoad2(f->b, cg_t_i32(f), status_at, ""), id);
+	LLVMBasicBlockRef team = cg_block(&f, "team"),
+			  direct = cg_block(&f, "direct");
+	LLVMBuildCondBr(f.b,
+			LLVMBuildICmp(f.b, LLVMIntEQ, nt, cg_i32(&f, 1), ""),
+			direct, team);
+	LLVMPositionBuilderAtEnd(f.b, direct);
+	args[2 + n_in] = cg_i64(&f, 0);
+	args[3 + n_in] = cg_i64(&f, k->extent);
+	LLVMBuildRet(f.b, cg_call(&f, k->fn, args, 4 + n_in));
+	LLVMPositionBuilderAtEnd(f.b, team);
+	LLVMTypeRef st = cg_kernel_captures_type(c, n_in);
+	LLVMValueRef cap = LLVMBuildAlloca(f.b, st, "cap");
+	for (uint32_t i = 0; i < 2 + n_in; i++)
+		LLVMBuildStore(f.b, args[i],
+			       LLVMBuildStructGEP2(f.b, st, cap, i, ""));
+	LLVMBuildStore(f.b, cg_i64(&f, k->extent),
+		       LLVMBuildStructGEP2(f.b, st, cap, 2 + n_in, ""));
+	LLVMValueRef status_at = LLVMBuildStructGEP2(f.b, st, cap, 3 + n_in, "");
+	LLVMBuildStore(f.b, cg_i32(&f, 0), status_at);
+	LLVMValueRef neg = LLVMBuildICmp(f.b, LLVMIntSLT, nt, cg_i32(&f, 0), "");
+	nt = LLVMBuildSelect(f.b, neg, cg_i32(&f, 0), nt, "");
+	cg_gomp_parallel(&f, k->par, cap, nt);
+	LLVMBuildRet(f.b, LLVMBuildLoad2(f.b, cg_t_i32(&f), status_at, ""));
+	cg_fn_end(&f);
+	return f.fn;
 }
 
 uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
@@ -152,10 +195,8 @@ uint32_t cg_entry_kernel_args(entry_gen *e, ir_id id, const node_call *c,
 	return na;
 }
 
-/* Calls node id's kernel over its whole range, through GOMP_parallel if
- * it has a parallel body and the run asks for more than one thread: a
- * region of one thread costs a team's set-up (an allocation when nested,
- * as in a shard of a training step) for nothing. */
+/* Calls node id's kernel over its whole range: a parallel kernel
+ * through its launcher (launch_fn), any other directly. */
 static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 {
 	cg_fn *f = &e->f;
@@ -163,28 +204,15 @@ static void call_kernel(entry_gen *e, ir_id id, const node_call *c)
 	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 2];
 	uint32_t na = cg_entry_kernel_args(e, id, c, args);
 	LLVMValueRef t0 = cg_profile_start(e);
-	LLVMBasicBlockRef direct = NULL, done = NULL;
+	LLVMValueRef st;
 	if (k->par) {
-		LLVMValueRef nt = cg_run_field(f, e->run, cg_t_i32(f),
-					       offsetof(attnrt_run, n_threads));
-		LLVMValueRef is_one = LLVMBuildICmp(f->b, LLVMIntEQ, nt,
-						    cg_i32(f, 1), "");
-		LLVMBasicBlockRef team = cg_block(f, "team");
-		direct = cg_block(f, "direct");
-		done = cg_block(f, "called");
-		LLVMBuildCondBr(f->b, is_one, direct, team);
-		LLVMPositionBuilderAtEnd(f->b, team);
-		call_parallel(e, id, k, args, na - 2);
-		LLVMBuildBr(f->b, done);
-		LLVMPositionBuilderAtEnd(f->b, direct);
+		st = cg_call(f, launch_fn(e, k, na - 2), args, na);
+	} else {
+		args[na++] = cg_i64(f, 0);
+		args[na++] = cg_i64(f, k->extent);
+		st = cg_call(f, k->fn, args, na);
 	}
-	args[na++] = cg_i64(f, 0);
-	args[na++] = cg_i64(f, k->extent);
-	check_status(e, cg_call(f, k->fn, args, na), id);
-	if (done) {
-		LLVMBuildBr(f->b, done);
-		LLVMPositionBuilderAtEnd(f->b, done);
-	}
+	check_status(e, st, id);
 	cg_profile_add(e, e->prof_site ? e->prof_site[id] : 0, t0, true);
 }
 

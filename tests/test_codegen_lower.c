@@ -1145,6 +1145,66 @@ START_TEST(test_index_out_of_range_returns_the_error_code_of_its_node)
 }
 END_TEST
 
+/* Occurrences of what in s. */
+static int count_of(const char *s, const char *what)
+{
+	int n = 0;
+	for (const char *at = s; (at = strstr(at, what)); at++)
+		n++;
+	return n;
+}
+
+/* Two lookups of the same shape share a parallel kernel; in order, both
+ * go through its one launcher (one GOMP_parallel of its body in the
+ * whole module, not one a call), which passes a failing piece's status
+ * back from the team, and runs the kernel itself at one thread. */
+START_TEST(test_a_parallel_kernel_called_twice_in_order_fails_through_its_launcher)
+{
+	fx x;
+	fx_init(&x);
+	ir_id ids = tu_input(&x.g, tu_type(IR_I32, 1, 4096));
+	ir_id ids2 = tu_input(&x.g, tu_type(IR_I32, 1, 4096));
+	ir_id tab = param(&x, "E", tu_type(IR_F32, 2, 4, 16), IR_INIT_ZEROS);
+	ir_id e = op2(&x, IR_OP_EMBEDDING, ids, tab, NULL);
+	ir_id e2 = op2(&x, IR_OP_EMBEDDING, ids2, tab, NULL);
+	ret(&x, e);
+	ret(&x, e2);
+	cg_program_options o = {.grain = 1024, .sched_threads = 1};
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, &o);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+	char *ir;
+	size_t len;
+	ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
+	ck_assert_int_eq(count_of(ir, "embedding.launch("), 3); /* 1 + 2 */
+	ck_assert_int_eq(count_of(ir, "@GOMP_parallel(ptr @"), 1);
+	free(ir);
+	ck_assert_msg(cg_program_jit(p), "%s", tu_graph_diag(&x.g));
+	size_t pbytes = round64(cg_program_params_bytes(p));
+	char *pb = aligned_alloc(64, pbytes);
+	char *sb = aligned_alloc(64, round64(cg_program_scratch_bytes(p, "f")));
+	memset(pb, 0, pbytes);
+	int32_t *idv = calloc(2 * 4096, sizeof *idv);
+	float *o1 = malloc(2 * 4096 * 16 * sizeof *o1);
+	const void *ins[2] = {idv, idv + 4096};
+	void *outs[2] = {o1, o1 + 4096 * 16};
+	attnrt_entry_fn fn = cg_program_entry(p, "f");
+	for (int32_t t = 1; t <= 2; t++) {
+		attnrt_run run = {0, 0, 0, t};
+		idv[4096 + 4000] = 0;
+		ck_assert_int_eq(fn(&run, pb, sb, ins, outs), 0);
+		idv[4096 + 4000] = 4;
+		ck_assert_int_eq(fn(&run, pb, sb, ins, outs),
+				 ATTNRT_ERR_INDEX | (int)(e2 << 8));
+	}
+	free(idv);
+	free(o1);
+	free(pb);
+	free(sb);
+	cg_program_destroy(p);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_label_out_of_range_fails_cross_entropy)
 {
 	fx x;
@@ -2036,6 +2096,9 @@ static Suite *suite(void)
 		test_softmax_and_cross_entropy_of_non_finite_rows_match_the_interpreter);
 	tcase_add_test(t,
 		       test_index_out_of_range_returns_the_error_code_of_its_node);
+	tcase_add_test(
+		t,
+		test_a_parallel_kernel_called_twice_in_order_fails_through_its_launcher);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy);
 	tcase_add_test(t, test_cross_entropy_grad_matches_the_interpreter);
 	tcase_add_test(t,
