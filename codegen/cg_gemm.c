@@ -790,39 +790,6 @@ static LLVMValueRef has_zero_row(cg_fn *f, LLVMValueRef p, LLVMValueRef r0,
 	return any_until_hit(f, r0, r1, is_zero_row_at, &c);
 }
 
-/* Whether rows [r0, r1) of the matrix at p (row stride rs, n columns of
- * stride cs) have a row of zeros, and at least a SKIP_SHARE-th of them
- * are: the copying options (A or B packed) copy every row they keep and
- * their product, a fifth to a third of a kept row's multiplying at the
- * GPT's shapes, so a few zero rows cost more than they save (in the
- * width-256 GPT's step, products that found a few copied all the other
- * rows: memmove took about 1% of its CPU). Every row is
- * looked at: a row of real data costs about one load. */
-#define SKIP_SHARE 4
-static LLVMValueRef has_zero_rows_to_skip(cg_fn *f, LLVMValueRef p,
-					  LLVMValueRef r0, LLVMValueRef r1,
-					  int64_t rs, int64_t n, int64_t cs)
-{
-	LLVMTypeRef i64 = cg_t_i64(f);
-	scan_cx c = {p, rs, n, cs};
-	LLVMValueRef zeros = cg_var(f, i64, cg_i64(f, 0));
-	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
-	LLVMValueRef z = LLVMBuildZExt(f->b, is_zero_row_at(f, i, &c), i64, "");
-	LLVMBuildStore(f->b,
-		       LLVMBuildAdd(f->b, LLVMBuildLoad2(f->b, i64, zeros, ""),
-				    z, ""),
-		       zeros);
-	nest_loop_end(f, &l);
-	LLVMValueRef nz = LLVMBuildLoad2(f->b, i64, zeros, "");
-	LLVMValueRef rows = LLVMBuildSub(f->b, r1, r0, "");
-	return LLVMBuildAnd(f->b,
-			    LLVMBuildICmp(f->b, LLVMIntSGT, nz, cg_i64(f, 0), ""),
-			    LLVMBuildICmp(f->b, LLVMIntSGE,
-					  cg_muli(f, nz, SKIP_SHARE), rows, ""),
-			    "");
-}
-
 /* Copies n floats from src to dst, both of stride st. */
 static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst,
 			 int64_t n, int64_t st)
@@ -951,8 +918,7 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 			  kept = cg_block(f, "rows.kept"),
 			  done = cg_block(f, "rows.done");
 	LLVMBuildCondBr(f->b,
-			has_zero_rows_to_skip(f, w->a, r0, r1, g->a_rs, s->k,
-					      g->a_cs),
+			has_zero_row(f, w->a, r0, r1, g->a_rs, s->k, g->a_cs),
 			kept, plain);
 	LLVMPositionBuilderAtEnd(f->b, plain);
 	block_loops(w, r0, r1, c0, c1);
@@ -1236,12 +1202,9 @@ static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	nest_loop_end(f, &lb);
 	LLVMBasicBlockRef yes = cg_block(f, "k.zero"), no = cg_block(f, "k.all");
 	LLVMBasicBlockRef join = cg_block(f, "k.kept");
-	LLVMValueRef k0 = cg_i64(f, 0), k1 = cg_i64(f, g->spec.k);
 	LLVMBuildCondBr(f->b,
-			w->kidx ? has_zero_row(f, w->b0, k0, k1, g->b_rs,
-					       g->spec.n, g->b_cs)
-				: has_zero_rows_to_skip(f, w->b0, k0, k1, g->b_rs,
-							g->spec.n, g->b_cs),
+			has_zero_row(f, w->b0, cg_i64(f, 0), cg_i64(f, g->spec.k),
+				     g->b_rs, g->spec.n, g->b_cs),
 			yes, no);
 	LLVMPositionBuilderAtEnd(f->b, yes);
 	keep_nonzero_k(w, ka, kb);

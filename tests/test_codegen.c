@@ -582,55 +582,6 @@ START_TEST(test_gemm_leaves_out_zero_rows_of_a)
 }
 END_TEST
 
-/* With an operand packed, the zero-row options copy the rows they keep,
- * so they leave rows out only when at least a quarter of them are zero
- * (cg_gemm.c, SKIP_SHARE): one zero row in 256 (the GPT's attention dq
- * has 8 in 1,024), just under and just over a quarter, and half, every
- * 4th row or so (each thread's part of a row split its share), on 1 and
- * 2 threads: the bits of the product without the option either side of
- * the line, accumulating too. */
-START_TEST(test_gemm_copies_kept_rows_only_when_a_quarter_are_zero)
-{
-	static const int64_t n_zero[] = {1, 63, 64, 65, 128};
-	for (int opt = 0; opt < 2; opt++)
-		for (size_t z = 0; z < sizeof n_zero / sizeof *n_zero; z++) {
-			cg_gemm_spec spec = opt ? shape(64, 96, 256)
-						: shape(256, 96, 64);
-			spec.pack = CG_GEMM_PACK_AB;
-			spec.accumulate = z % 2;
-			gemm_case t;
-			case_init(&t, spec, 1200 + z);
-			int64_t rows = opt ? spec.k : spec.m;
-			for (int64_t q = 0; q < n_zero[z]; q++) {
-				int64_t r = q * rows / n_zero[z];
-				for (int64_t j = 0; j < (opt ? spec.n : spec.k);
-				     j++)
-					if (opt)
-						t.b[r * t.plan.ldb + j] = 0;
-					else
-						t.a[r * t.plan.lda + j] = 0;
-			}
-			float *want = case_run(&t, 1);
-			if (opt)
-				t.spec.skip_zero_k = true;
-			else
-				t.spec.skip_zero_m = true;
-			for (int th = 1; th <= 2; th++) {
-				float *got = case_run(&t, th);
-				ck_assert_msg(memcmp(got, want,
-						     t.n_c * sizeof *got) == 0,
-					      "%s, %lld zero rows, %d threads",
-					      opt ? "skip_zero_k"
-						  : "skip_zero_m",
-					      (long long)n_zero[z], th);
-				free(got);
-			}
-			free(want);
-			case_fini(&t);
-		}
-}
-END_TEST
-
 /* A zero row of A meets an inf or NaN of B: 0 inf is NaN, so every row
  * stays in the product and the NaN reaches all of C's column. B stored
  * k×n or transposed (W^T, which the scan reads along its rows), its
@@ -1963,8 +1914,6 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num,
 		       test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a);
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_a);
-	tcase_add_test(num,
-		       test_gemm_copies_kept_rows_only_when_a_quarter_are_zero);
 	tcase_add_test(num,
 		       test_gemm_keeps_zero_rows_of_a_against_a_non_finite_b);
 	tcase_add_test(num, test_gemm_leaving_out_zero_rows_of_a_keeps_the_bits);
