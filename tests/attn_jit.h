@@ -75,6 +75,44 @@ static inline void aj_run(const cg_program *p, const ir_module *m,
 	free(sb);
 }
 
+/* Runs function "f" of x (its inputs in, one output, no parameters),
+ * compiled into p, through the JIT at 1 and 2 threads (step 3 of seed;
+ * the output filled with NaNs first, so that an element left unwritten
+ * shows; the two runs the same bits) into out, and through the float32
+ * interpreter into ref. */
+static inline void aj_run_f_against_interp(tu_graph *x, cg_program *p,
+					   const interp_tensor *in, int n_in,
+					   uint64_t seed, bool is_training,
+					   interp_tensor *out,
+					   interp_tensor *ref)
+{
+	interp_opts o = {.is_training = is_training, .seed = seed, .step = 3};
+	ck_assert_msg(interp_run(&x->ctx, x->m, x->f, &o, NULL, in, ref), "%s",
+		      tu_graph_diag(x));
+	int64_t n = interp_tensor_numel(ref);
+	interp_tensor two;
+	ck_assert(interp_tensor_alloc(&x->ctx, out, IR_F32, 1, &n));
+	ck_assert(interp_tensor_alloc(&x->ctx, &two, IR_F32, 1, &n));
+	size_t sb_bytes = cg_program_scratch_bytes(p, "f") + 64;
+	char *sb = aligned_alloc(64, (sb_bytes + 63) / 64 * 64);
+	const void *ins[8];
+	ck_assert_int_le(n_in, 8);
+	for (int i = 0; i < n_in; i++)
+		ins[i] = in[i].data;
+	for (int t = 1; t <= 2; t++) {
+		void *outs[1] = {t == 1 ? out->data : two.data};
+		memset(outs[0], 0xff, (size_t)n * 4);
+		attnrt_run run = {seed, 3, is_training, t};
+		ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins,
+							  outs),
+				 0);
+	}
+	ck_assert_msg(memcmp(out->data, two.data, (size_t)n * 4) == 0,
+		      "1 and 2 threads differ");
+	interp_tensor_fini(&x->ctx, &two);
+	free(sb);
+}
+
 /* Compiles m with options po and runs fn once (aj_compile, aj_run). */
 static inline void jit_run_po(tu_graph *x, const ir_module *m, const char *fn,
 			      uint64_t seed, bool is_training, int n_threads,

@@ -199,34 +199,12 @@ static void zg_zero_row(zg_graph *z, int64_t row, bool is_neg)
 
 /* Runs the node, compiled into p, through the JIT at 1 and 2 threads
  * (the same bits) into out, and through the float32 interpreter into
- * ref. */
+ * ref (attn_jit.h), at seed 11. */
 static void zg_run_p(zg_graph *z, cg_program *p, bool is_training,
 		     interp_tensor *out, interp_tensor *ref)
 {
-	interp_opts o = {.is_training = is_training, .seed = 11, .step = 3};
-	ck_assert_msg(interp_run(&z->x.ctx, z->x.m, z->x.f, &o, NULL, z->in, ref),
-		      "%s", tu_graph_diag(&z->x));
-	int64_t n = interp_tensor_numel(ref);
-	interp_tensor two;
-	ck_assert(interp_tensor_alloc(&z->x.ctx, out, IR_F32, 1, &n));
-	ck_assert(interp_tensor_alloc(&z->x.ctx, &two, IR_F32, 1, &n));
-	size_t sb_bytes = cg_program_scratch_bytes(p, "f") + 64;
-	char *sb = aligned_alloc(64, (sb_bytes + 63) / 64 * 64);
-	const void *ins[6];
-	for (int i = 0; i < z->n_in; i++)
-		ins[i] = z->in[i].data;
-	for (int t = 1; t <= 2; t++) {
-		void *outs[1] = {t == 1 ? out->data : two.data};
-		memset(outs[0], 0xff, (size_t)n * 4); /* NaNs: all written? */
-		attnrt_run run = {11, 3, is_training, t};
-		ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins,
-							  outs),
-				 0);
-	}
-	ck_assert_msg(memcmp(out->data, two.data, (size_t)n * 4) == 0,
-		      "1 and 2 threads differ");
-	interp_tensor_fini(&z->x.ctx, &two);
-	free(sb);
+	aj_run_f_against_interp(&z->x, p, z->in, z->n_in, 11, is_training, out,
+				ref);
 }
 
 static cg_program *zg_compile(zg_graph *z)
@@ -455,7 +433,7 @@ START_TEST(test_fused_additive_kernels_propagate_nonfinite_values)
 				continue;
 			for (int n = 0; n < 4; n++)
 				valid[n] = k % 2 ? masked[n] : 6;
-			float keep[2];
+			float keep[2] = {0, 0};
 			for (int i = 0; i < 2; i++)
 				if (nc->op[i] >= 0) {
 					keep[i] = ops[nc->op[i]][nc->at[i]];

@@ -100,34 +100,12 @@ static void nf_fini(nf_graph *z)
 
 /* Runs the node, compiled into p, through the JIT at 1 and 2 threads
  * (the same bits) into out, and through the float32 interpreter into
- * ref. */
+ * ref (attn_jit.h), at seed 13. */
 static void nf_run(nf_graph *z, cg_program *p, bool is_training,
 		   interp_tensor *out, interp_tensor *ref)
 {
-	interp_opts o = {.is_training = is_training, .seed = 13, .step = 3};
-	ck_assert_msg(interp_run(&z->x.ctx, z->x.m, z->x.f, &o, NULL, z->in, ref),
-		      "%s", tu_graph_diag(&z->x));
-	int64_t n = interp_tensor_numel(ref);
-	interp_tensor two;
-	ck_assert(interp_tensor_alloc(&z->x.ctx, out, IR_F32, 1, &n));
-	ck_assert(interp_tensor_alloc(&z->x.ctx, &two, IR_F32, 1, &n));
-	size_t sb_bytes = cg_program_scratch_bytes(p, "f") + 64;
-	char *sb = aligned_alloc(64, (sb_bytes + 63) / 64 * 64);
-	const void *ins[5];
-	for (int i = 0; i < z->n_in; i++)
-		ins[i] = z->in[i].data;
-	for (int t = 1; t <= 2; t++) {
-		void *outs[1] = {t == 1 ? out->data : two.data};
-		memset(outs[0], 0xff, (size_t)n * 4); /* NaNs: all written? */
-		attnrt_run run = {13, 3, is_training, t};
-		ck_assert_int_eq(cg_program_entry(p, "f")(&run, NULL, sb, ins,
-							  outs),
-				 0);
-	}
-	ck_assert_msg(memcmp(out->data, two.data, (size_t)n * 4) == 0,
-		      "1 and 2 threads differ");
-	interp_tensor_fini(&z->x.ctx, &two);
-	free(sb);
+	aj_run_f_against_interp(&z->x, p, z->in, z->n_in, 13, is_training, out,
+				ref);
 }
 
 /* One kind of each element: NaN, +inf, -inf or finite. */

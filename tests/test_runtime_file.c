@@ -111,20 +111,28 @@ START_TEST(test_a_new_file_gets_the_mode_of_the_umask)
 }
 END_TEST
 
+/* Limits the size of files this process writes to bytes (write(2)
+ * then fails with EFBIG, as on a full disk; SIGXFSZ ignored); returns
+ * the limit to restore. */
+static struct rlimit limit_file_size(rlim_t bytes)
+{
+	struct rlimit saved, lim;
+	getrlimit(RLIMIT_FSIZE, &saved);
+	lim = saved;
+	lim.rlim_cur = bytes;
+	signal(SIGXFSZ, SIG_IGN);
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	return saved;
+}
+
 START_TEST(test_a_write_failing_half_way_keeps_the_old_file)
 {
-	/* The file size limit stops the temporary file after 100 bytes:
-	 * write(2) fails with EFBIG, as on a full disk. */
+	/* The temporary file stops after 100 bytes. */
 	put(path, "old");
 	char big[1000], err[256], want[256];
 	memset(big, 'x', sizeof big - 1);
 	big[sizeof big - 1] = 0;
-	struct rlimit saved, lim;
-	getrlimit(RLIMIT_FSIZE, &saved);
-	lim = saved;
-	lim.rlim_cur = 100;
-	signal(SIGXFSZ, SIG_IGN);
-	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	struct rlimit saved = limit_file_size(100);
 	int code = write_text(path, big, err, sizeof err);
 	setrlimit(RLIMIT_FSIZE, &saved);
 	ck_assert_int_eq(code, ATTNRT_ERR_IO);
@@ -138,12 +146,7 @@ END_TEST
 START_TEST(test_a_failing_stream_is_reported_at_commit)
 {
 	put(path, "old");
-	struct rlimit saved, lim;
-	getrlimit(RLIMIT_FSIZE, &saved);
-	lim = saved;
-	lim.rlim_cur = 100;
-	signal(SIGXFSZ, SIG_IGN);
-	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	struct rlimit saved = limit_file_size(100);
 	rt_out o;
 	char err[256];
 	ck_assert_int_eq(rt_out_open(&o, path, err, sizeof err), ATTNRT_OK);
