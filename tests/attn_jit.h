@@ -1,8 +1,9 @@
 /*
  * attn_jit.h - running the attention test modules through the JIT and
- * the interpreter, shared by test_codegen_fuse.c and
- * test_codegen_fuse_additive.c: the outputs of a JIT run, the
- * interpreter's gradient, and the closeness rule between them.
+ * the interpreter, shared by test_codegen_fuse.c,
+ * test_codegen_fuse_additive.c and test_codegen_fuse_nonfinite.c: the
+ * outputs of a JIT run, the interpreter's gradient, and the closeness
+ * rules between them (for values that are not finite too).
  *
  * Header-only (static inline), like attn_cases.h.
  */
@@ -111,6 +112,39 @@ static inline void aj_run_f_against_interp(tu_graph *x, cg_program *p,
 		      "1 and 2 threads differ");
 	interp_tensor_fini(&x->ctx, &two);
 	free(sb);
+}
+
+/* One kind of each element: NaN, +inf, -inf or finite. */
+static inline int aj_kind(float x)
+{
+	return isnan(x) ? 0 : isinf(x) ? (x > 0 ? 1 : 2) : 3;
+}
+
+/* out and ref have NaN and infinities (of the same sign) in the same
+ * elements, and their finite elements are close (check_close's rule
+ * over the finite ones). Returns the number of elements not finite. */
+static inline int64_t aj_compare_nonfinite(const interp_tensor *out,
+					   const interp_tensor *ref,
+					   const char *what)
+{
+	const float *o = out->data, *r = ref->data;
+	double e = 0, mag = 0;
+	int64_t n_bad = 0;
+	for (int64_t i = 0; i < interp_tensor_numel(ref); i++) {
+		ck_assert_msg(aj_kind(o[i]) == aj_kind(r[i]),
+			      "%s: element %lld: %g, interpreter %g", what,
+			      (long long)i, o[i], r[i]);
+		if (aj_kind(r[i]) == 3) {
+			e = fmax(e, fabs((double)o[i] - r[i]));
+			mag = fmax(mag, fabs((double)r[i]));
+		} else {
+			n_bad++;
+		}
+	}
+	ck_assert_msg(e <= 2e-5 * (mag + 1e-3),
+		      "%s: JIT and interpreter differ by %g (largest %g)", what,
+		      e, mag);
+	return n_bad;
 }
 
 /* Compiles m with options po and runs fn once (aj_compile, aj_run). */

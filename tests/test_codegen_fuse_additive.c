@@ -329,34 +329,6 @@ END_TEST
 
 /* ---- values that are not finite ------------------------------------------ */
 
-/* One kind of each element: NaN, +inf, -inf or finite. */
-static int nf_kind(float x)
-{
-	return isnan(x) ? 0 : isinf(x) ? (x > 0 ? 1 : 2) : 3;
-}
-
-/* out and ref have NaN and infinities (of the same sign) in the same
- * elements, and their finite elements are close (check_close's rule
- * over the finite ones). */
-static void nf_compare(const interp_tensor *out, const interp_tensor *ref,
-		       const char *what)
-{
-	const float *o = out->data, *r = ref->data;
-	double e = 0, mag = 0;
-	for (int64_t i = 0; i < interp_tensor_numel(ref); i++) {
-		ck_assert_msg(nf_kind(o[i]) == nf_kind(r[i]),
-			      "%s: element %lld: %g, interpreter %g", what,
-			      (long long)i, o[i], r[i]);
-		if (nf_kind(r[i]) == 3) {
-			e = fmax(e, fabs((double)o[i] - r[i]));
-			mag = fmax(mag, fabs((double)r[i]));
-		}
-	}
-	ck_assert_msg(e <= 2e-5 * (mag + 1e-3),
-		      "%s: JIT and interpreter differ by %g (largest %g)", what,
-		      e, mag);
-}
-
 /* Where a case puts its values: an operand (0 qp, 1 kp, 2 wv, 3 v, 4 g:
  * the gradient's only) and an element, a second one for the case that
  * needs two. */
@@ -446,7 +418,7 @@ START_TEST(test_fused_additive_kernels_propagate_nonfinite_values)
 				 is_fwd ? "forward" : "gradient",
 				 is_training ? " with dropout" : "", nc->name,
 				 k % 2 ? "masked" : "all valid");
-			nf_compare(&out, &ref, what);
+			aj_compare_nonfinite(&out, &ref, what);
 			interp_tensor_fini(&z.x.ctx, &out);
 			interp_tensor_fini(&z.x.ctx, &ref);
 			for (int i = 1; i >= 0; i--)

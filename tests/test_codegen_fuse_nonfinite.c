@@ -108,38 +108,6 @@ static void nf_run(nf_graph *z, cg_program *p, bool is_training,
 				ref);
 }
 
-/* One kind of each element: NaN, +inf, -inf or finite. */
-static int nf_kind(float x)
-{
-	return isnan(x) ? 0 : isinf(x) ? (x > 0 ? 1 : 2) : 3;
-}
-
-/* out and ref have NaN and infinities (of the same sign) in the same
- * elements, and their finite elements are close (check_close's rule
- * over the finite ones). Returns the number of elements not finite. */
-static int64_t nf_compare(const interp_tensor *out, const interp_tensor *ref,
-			  const char *what)
-{
-	const float *o = out->data, *r = ref->data;
-	double e = 0, mag = 0;
-	int64_t n_bad = 0;
-	for (int64_t i = 0; i < interp_tensor_numel(ref); i++) {
-		ck_assert_msg(nf_kind(o[i]) == nf_kind(r[i]),
-			      "%s: element %lld: %g, interpreter %g", what,
-			      (long long)i, o[i], r[i]);
-		if (nf_kind(r[i]) == 3) {
-			e = fmax(e, fabs((double)o[i] - r[i]));
-			mag = fmax(mag, fabs((double)r[i]));
-		} else {
-			n_bad++;
-		}
-	}
-	ck_assert_msg(e <= 2e-5 * (mag + 1e-3),
-		      "%s: JIT and interpreter differ by %g (largest %g)", what,
-		      e, mag);
-	return n_bad;
-}
-
 /* Where a case puts its values: an operand (NF_Q, NF_K, NF_V, NF_G:
  * the gradient's only; 0: none), a row (n = batch element, i = query or
  * key row) and a column of its last head, with a second place for the
@@ -268,7 +236,7 @@ static int64_t nf_check(const nf_shape *s, bool is_fwd, double p,
 					 (long long)s->K, (long long)s->H,
 					 t ? " with dropout" : "", nc->name,
 					 nf_mask_names[m]);
-				n_bad += nf_compare(&out, &ref, what);
+				n_bad += aj_compare_nonfinite(&out, &ref, what);
 				interp_tensor_fini(&z.x.ctx, &out);
 				interp_tensor_fini(&z.x.ctx, &ref);
 			}
