@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,6 +193,18 @@ static bool read_moments(ir_ctx *ctx, const drv_resume *r,
 				 name,
 				 t ? "not the parameter's shape" : "missing");
 			return false;
+		}
+		for (size_t i = 0; i < bytes / 4; i++) {
+			float x;
+			memcpy(&x, (const char *)t->data + 4 * i, 4);
+			if (!isfinite(x) || (which == 'v' && x < 0)) {
+				ir_error(ctx, (ir_loc){0},
+					 "--resume: the optimizer's state "
+					 "'%s' holds %g at element %zu: the "
+					 "checkpoint is corrupt",
+					 name, (double)x, i);
+				return false;
+			}
 		}
 		memcpy(block + table[p].offset, t->data, bytes);
 	}

@@ -69,4 +69,13 @@ refused "the source tokens of this run's data" models/bahdanau.g \
 sed 's/Rentre/Retourne/' tests/cli/messy.txt >"$dir/tgt.txt"
 refused "the target tokens of this run's data" models/bahdanau.g \
 	--resume "$dir/nmt.safetensors" --data "$dir/tgt.txt"
+# A NaN in Adam's state (the last tensor: optim:v:...) is a corrupt file,
+# not a learning rate too large.
+cp "$dir/three.safetensors" "$dir/nan.safetensors"
+size=$(wc -c <"$dir/nan.safetensors")
+printf '\377\377\377\177' | dd of="$dir/nan.safetensors" bs=1 \
+	seek=$((size - 4)) conv=notrunc 2>/dev/null
+refused "optim:v:gpt.linear.b' holds nan at element 50: the checkpoint is corrupt" \
+	models/gpt.g --resume "$dir/nan.safetensors" \
+	--data tests/cli/data/stories-2k.txt
 echo "kill resume ok"
