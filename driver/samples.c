@@ -390,7 +390,9 @@ typedef struct evaluator {
 } evaluator;
 
 /* The sum of the loss output over the batch of samples order[first ..]
- * (wrapping), or NAN after reporting. */
+ * (wrapping), or NAN after reporting: a run's error, or a loss that is
+ * NaN (a value of the data that is not finite, most likely), with the
+ * samples that give it. */
 static double eval_batch(evaluator *e, const size_t *order, size_t n,
 			 size_t first)
 {
@@ -410,6 +412,19 @@ static double eval_batch(evaluator *e, const size_t *order, size_t n,
 	double l = 0;
 	for (size_t k = 0; k < e->n_loss; k++)
 		l += e->out[k];
+	if (isnan(l)) {
+		const ir_func *f = ir_module_find_func(e->m, e->entry);
+		size_t a = order[first % n],
+		       b = order[(first + (e->rows < n ? e->rows : n) - 1) % n];
+		char which[64];
+		snprintf(which, sizeof which,
+			 a == b ? "sample %zu" : "samples %zu to %zu", a, b);
+		ir_error(e->ctx, f ? f->loc : (ir_loc){0},
+			 "'%s' gives a validation loss of nan on validation "
+			 "%s (of the %zu held out): is a value of the data not "
+			 "finite?",
+			 e->entry, which, e->ss.s->n);
+	}
 	return l;
 }
 
