@@ -146,18 +146,31 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* A positive count below 2^31 (threads, batch, dimension values). */
-static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
-			int64_t *out)
+/* A positive count up to max; a larger one is told the limit. */
+static bool parse_count_upto(ir_ctx *ctx, const char *opt, const char *s,
+			     int64_t max, int64_t *out)
 {
 	uint64_t v;
-	if (!parse_u64(s, &v) || v == 0 || v > INT32_MAX) {
-		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive integer",
-			 opt, s);
+	bool is_digits = *s && s[strspn(s, "0123456789")] == '\0';
+	if (!parse_u64(s, &v) || v == 0 || v > (uint64_t)max) {
+		if (is_digits && s[strspn(s, "0")] != '\0')
+			ir_error(ctx, (ir_loc){0},
+				 "%s: %s is more than the %lld allowed", opt, s,
+				 (long long)max);
+		else
+			ir_error(ctx, (ir_loc){0},
+				 "%s: '%s' is not a positive integer", opt, s);
 		return false;
 	}
 	*out = (int64_t)v;
 	return true;
+}
+
+/* A positive count below 2^31 (threads, batch, dimension values). */
+static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
+			int64_t *out)
+{
+	return parse_count_upto(ctx, opt, s, INT32_MAX, out);
 }
 
 static bool check_pass_name(ir_ctx *ctx, const char *opt, const char *name)
@@ -263,13 +276,7 @@ static bool opt_batch(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 static bool parse_count_max(ir_ctx *ctx, const char *opt, const char *v,
 			    int64_t max, int64_t *out)
 {
-	if (!parse_count(ctx, opt, v, out))
-		return false;
-	if (*out <= max)
-		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: %s is more than the %lld allowed", opt,
-		 v, (long long)max);
-	return false;
+	return parse_count_upto(ctx, opt, v, max, out);
 }
 
 static bool opt_threads(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
