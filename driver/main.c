@@ -835,6 +835,26 @@ static void print_summary(const char *path, const ir_module *m)
 	       (long long)n_weights);
 }
 
+/* OpenMP's thread count, the default of --threads, kept to the limit of
+ * --threads: OMP_NUM_THREADS=100000 made libgomp crash creating the
+ * threads of the first parallel region. A count set there is refused as
+ * --threads is; a machine's own count above the limit is lowered to it. */
+static bool check_default_threads(ir_ctx *ctx, const drv_options *o)
+{
+	if (o->threads || cg_threads_get() <= DRV_MAX_THREADS)
+		return true;
+	const char *env = getenv("OMP_NUM_THREADS");
+	if (env && *env) {
+		ir_error(ctx, (ir_loc){0},
+			 "OMP_NUM_THREADS=%s: %d threads is more than the %d "
+			 "allowed (as for --threads)",
+			 env, cg_threads_get(), DRV_MAX_THREADS);
+		return false;
+	}
+	cg_threads_set(DRV_MAX_THREADS);
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	ir_ctx ctx;
@@ -859,6 +879,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	drv_dist_rank_options(&dist, &o);
+	if (!check_default_threads(&ctx, &o))
+		goto out;
 	if (!check_output_paths(&ctx, &o)) /* rank 0 alone writes them */
 		goto out;
 	drv_cache_resolve(&o);
