@@ -731,11 +731,17 @@ bool drv_state_losses(ir_ctx *ctx, const char *path, double **losses,
 		      uint32_t *n_epochs);
 /* Puts r's parameters into j's params block, its moments and step count
  * into opt, its losses per epoch done into losses (and valid, if not
- * NULL); checks that opt is of the saved kind and that an epoch has
- * n_batches batches as in the saved run. */
+ * NULL); checks that opt is of the saved kind. */
 bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
-		       const drv_jit *j, attnrt_optim *opt, uint64_t n_batches,
-		       double *losses, double *valid);
+		       const drv_jit *j, attnrt_optim *opt, double *losses,
+		       double *valid);
+
+/* Whether this run's data (now's n_batches and vocabularies) is the data
+ * the checkpoint's run was trained on: the same batches an epoch and the
+ * same vocabularies, so that ids name the same characters or tokens; false
+ * after reporting. */
+bool drv_state_same_data(ir_ctx *ctx, const drv_resume *r, const char *path,
+			 const drv_train_state *now);
 void drv_resume_close(drv_resume *r);
 
 /* Opens --metrics for appending after a resume from epochs_done: the

@@ -146,18 +146,31 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* A positive count below 2^31 (threads, batch, dimension values). */
-static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
-			int64_t *out)
+/* A positive count up to max; a larger one is told the limit. */
+static bool parse_count_upto(ir_ctx *ctx, const char *opt, const char *s,
+			     int64_t max, int64_t *out)
 {
 	uint64_t v;
-	if (!parse_u64(s, &v) || v == 0 || v > INT32_MAX) {
-		ir_error(ctx, (ir_loc){0}, "%s: '%s' is not a positive integer",
-			 opt, s);
+	bool is_digits = *s && s[strspn(s, "0123456789")] == '\0';
+	if (!parse_u64(s, &v) || v == 0 || v > (uint64_t)max) {
+		if (is_digits && s[strspn(s, "0")] != '\0')
+			ir_error(ctx, (ir_loc){0},
+				 "%s: %s is more than the %lld allowed", opt, s,
+				 (long long)max);
+		else
+			ir_error(ctx, (ir_loc){0},
+				 "%s: '%s' is not a positive integer", opt, s);
 		return false;
 	}
 	*out = (int64_t)v;
 	return true;
+}
+
+/* A positive count below 2^31 (threads, batch, dimension values). */
+static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
+			int64_t *out)
+{
+	return parse_count_upto(ctx, opt, s, INT32_MAX, out);
 }
 
 static bool check_pass_name(ir_ctx *ctx, const char *opt, const char *name)
@@ -263,13 +276,7 @@ static bool opt_batch(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 static bool parse_count_max(ir_ctx *ctx, const char *opt, const char *v,
 			    int64_t max, int64_t *out)
 {
-	if (!parse_count(ctx, opt, v, out))
-		return false;
-	if (*out <= max)
-		return true;
-	ir_error(ctx, (ir_loc){0}, "%s: %s is more than the %lld allowed", opt,
-		 v, (long long)max);
-	return false;
+	return parse_count_upto(ctx, opt, v, max, out);
 }
 
 static bool opt_threads(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
@@ -828,6 +835,26 @@ static void print_summary(const char *path, const ir_module *m)
 	       (long long)n_weights);
 }
 
+/* OpenMP's thread count, the default of --threads, kept to the limit of
+ * --threads: OMP_NUM_THREADS=100000 made libgomp crash creating the
+ * threads of the first parallel region. A count set there is refused as
+ * --threads is; a machine's own count above the limit is lowered to it. */
+static bool check_default_threads(ir_ctx *ctx, const drv_options *o)
+{
+	if (o->threads || cg_threads_get() <= DRV_MAX_THREADS)
+		return true;
+	const char *env = getenv("OMP_NUM_THREADS");
+	if (env && *env) {
+		ir_error(ctx, (ir_loc){0},
+			 "OMP_NUM_THREADS=%s: %d threads is more than the %d "
+			 "allowed (as for --threads)",
+			 env, cg_threads_get(), DRV_MAX_THREADS);
+		return false;
+	}
+	cg_threads_set(DRV_MAX_THREADS);
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	ir_ctx ctx;
@@ -852,6 +879,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	drv_dist_rank_options(&dist, &o);
+	if (!check_default_threads(&ctx, &o))
+		goto out;
 	if (!check_output_paths(&ctx, &o)) /* rank 0 alone writes them */
 		goto out;
 	drv_cache_resolve(&o);

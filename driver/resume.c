@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,14 +194,68 @@ static bool read_moments(ir_ctx *ctx, const drv_resume *r,
 				 t ? "not the parameter's shape" : "missing");
 			return false;
 		}
+		for (size_t i = 0; i < bytes / 4; i++) {
+			float x;
+			memcpy(&x, (const char *)t->data + 4 * i, 4);
+			if (!isfinite(x) || (which == 'v' && x < 0)) {
+				ir_error(ctx, (ir_loc){0},
+					 "--resume: the optimizer's state "
+					 "'%s' holds %g at element %zu: the "
+					 "checkpoint is corrupt",
+					 name, (double)x, i);
+				return false;
+			}
+		}
 		memcpy(block + table[p].offset, t->data, bytes);
 	}
 	return true;
 }
 
+/* The vocabulary under key in the checkpoint against this run's (either
+ * NULL where there is none): the ids the parameters were trained on
+ * must name the same characters or tokens. */
+static bool same_vocab(ir_ctx *ctx, const drv_resume *r, const char *path,
+		       const char *key, const char *what, const char *now)
+{
+	const char *saved = attnrt_st_meta(r->file, key);
+	if ((!saved && !now) || (saved && now && strcmp(saved, now) == 0))
+		return true;
+	if (saved && now)
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: the %s of this run's data are not those "
+			 "%s was trained on: not the same data",
+			 what, path);
+	else
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: %s %s %s, this run's data %s: not the same "
+			 "data",
+			 path, saved ? "records" : "records no", what,
+			 now ? "has them" : "has none");
+	return false;
+}
+
+bool drv_state_same_data(ir_ctx *ctx, const drv_resume *r, const char *path,
+			 const drv_train_state *now)
+{
+	const drv_train_state *st = &r->state;
+	if (st->n_batches != now->n_batches) {
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: the run of %s took %" PRIu64
+			 " batches an epoch, this one %" PRIu64 ": not the same "
+			 "data or batch",
+			 path, st->n_batches, now->n_batches);
+		return false;
+	}
+	return same_vocab(ctx, r, path, "vocab", "characters", now->vocab) &&
+	       same_vocab(ctx, r, path, ATTNRT_META_SRC_VOCAB, "source tokens",
+			  now->src_vocab) &&
+	       same_vocab(ctx, r, path, ATTNRT_META_TGT_VOCAB, "target tokens",
+			  now->tgt_vocab);
+}
+
 bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
-		       const drv_jit *j, attnrt_optim *opt, uint64_t n_batches,
-		       double *losses, double *valid)
+		       const drv_jit *j, attnrt_optim *opt, double *losses,
+		       double *valid)
 {
 	uint32_t n;
 	char err[512];
@@ -213,14 +268,6 @@ bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,
 			 "--resume: %s was trained with %s, this "
 			 "run uses %s",
 			 path, r->is_adam ? "adam" : "sgd", m ? "adam" : "sgd");
-		return false;
-	}
-	if (st->n_batches != n_batches) {
-		ir_error(ctx, (ir_loc){0},
-			 "--resume: the run of %s took %" PRIu64
-			 " batches an epoch, this one %" PRIu64 ": not the same "
-			 "data or batch",
-			 path, st->n_batches, n_batches);
 		return false;
 	}
 	if (attnrt_checkpoint_take(NULL, r->file, ATTNRT_STATE_PREFIX, table, n,

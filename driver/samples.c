@@ -389,8 +389,20 @@ typedef struct evaluator {
 	int32_t n_threads;
 } evaluator;
 
+/* "sample 3" or "samples 16 to 31": the validation samples of the batch
+ * order[first ..] (wrapping), into buf. */
+static void batch_samples(const evaluator *e, const size_t *order, size_t n,
+			  size_t first, char *buf, size_t size)
+{
+	size_t a = order[first % n],
+	       b = order[(first + (e->rows < n ? e->rows : n) - 1) % n];
+	snprintf(buf, size, a == b ? "sample %zu" : "samples %zu to %zu", a, b);
+}
+
 /* The sum of the loss output over the batch of samples order[first ..]
- * (wrapping), or NAN after reporting. */
+ * (wrapping), or NAN after reporting: a run's error, or a loss that is
+ * NaN (a value of the data that is not finite, most likely), with the
+ * samples that give it. */
 static double eval_batch(evaluator *e, const size_t *order, size_t n,
 			 size_t first)
 {
@@ -402,14 +414,26 @@ static double eval_batch(evaluator *e, const size_t *order, size_t n,
 			  .n_threads = e->n_threads};
 	int rc = e->fn(&run, e->j->params, e->scratch,
 		       (const void *const *)e->ss.inputs, outputs);
+	const ir_func *f = ir_module_find_func(e->m, e->entry);
+	char which[64];
 	if (rc != ATTNRT_OK) {
-		drv_report_run_error(e->ctx,
-				     ir_module_find_func(e->m, e->entry), rc);
+		drv_report_run_error(e->ctx, f, rc);
+		batch_samples(e, order, n, first, which, sizeof which);
+		ir_note(e->ctx, (ir_loc){0},
+			"in the validation loss, on validation %s (of %zu)",
+			which, e->ss.s->n);
 		return NAN;
 	}
 	double l = 0;
 	for (size_t k = 0; k < e->n_loss; k++)
 		l += e->out[k];
+	if (isnan(l)) {
+		batch_samples(e, order, n, first, which, sizeof which);
+		ir_error(e->ctx, f ? f->loc : (ir_loc){0},
+			 "'%s' gives a validation loss of nan on validation "
+			 "%s (of %zu): is a value of the data not finite?",
+			 e->entry, which, e->ss.s->n);
+	}
 	return l;
 }
 

@@ -492,33 +492,8 @@ static bool shard_batch(trainer *t)
 				(t->tc->batch + n - 1) / n);
 }
 
-/* --resume: the saved run's parameters, optimizer state, steps and
- * losses, after the epochs it had done. */
-static bool resume_state(trainer *t)
-{
-	const drv_train_state *st = &t->resume.state;
-	if (st->epoch >= (uint64_t)t->tc->epochs) {
-		ir_error(t->ctx, (ir_loc){0},
-			 "--resume: %s has done %llu epochs "
-			 "of the %lld asked (--epochs N to train more)",
-			 t->o->resume, (unsigned long long)st->epoch,
-			 (long long)t->tc->epochs);
-		return false;
-	}
-	if (!drv_state_restore(t->ctx, &t->resume, t->o->resume, &t->jit,
-			       t->optim, t->src.n_batches, t->losses,
-			       t->data.valid ? t->valid_losses : NULL))
-		return false;
-	t->step = st->step;
-	t->first_epoch = st->epoch;
-	fprintf(stderr, "resuming %s: %llu of %lld epochs done, %llu steps\n",
-		t->o->resume, (unsigned long long)st->epoch,
-		(long long)t->tc->epochs, (unsigned long long)st->step);
-	return true;
-}
-
-/* --save: the parameters and what resuming needs, after epochs_done. */
-static bool save_state(const trainer *t, uint64_t epochs_done)
+/* What a checkpoint of the run after epochs_done holds. */
+static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 {
 	drv_train_state st = {.epoch = epochs_done,
 			      .step = t->step,
@@ -539,7 +514,41 @@ static bool save_state(const trainer *t, uint64_t epochs_done)
 		st.tgt_vocab = attnrt_vocab_string(
 			rt_nmt_vocab(t->data.nmt, RT_NMT_TGT));
 	}
+	return st;
+}
+
+/* --save: the parameters and what resuming needs, after epochs_done. */
+static bool save_state(const trainer *t, uint64_t epochs_done)
+{
+	drv_train_state st = run_state(t, epochs_done);
 	return drv_state_save(t->ctx, t->m, t->o->save, &st);
+}
+
+/* --resume: the saved run's parameters, optimizer state, steps and
+ * losses, after the epochs it had done. */
+static bool resume_state(trainer *t)
+{
+	const drv_train_state *st = &t->resume.state;
+	if (st->epoch >= (uint64_t)t->tc->epochs) {
+		ir_error(t->ctx, (ir_loc){0},
+			 "--resume: %s has done %llu epochs "
+			 "of the %lld asked (--epochs N to train more)",
+			 t->o->resume, (unsigned long long)st->epoch,
+			 (long long)t->tc->epochs);
+		return false;
+	}
+	drv_train_state now = run_state(t, 0);
+	if (!drv_state_same_data(t->ctx, &t->resume, t->o->resume, &now) ||
+	    !drv_state_restore(t->ctx, &t->resume, t->o->resume, &t->jit,
+			       t->optim, t->losses,
+			       t->data.valid ? t->valid_losses : NULL))
+		return false;
+	t->step = st->step;
+	t->first_epoch = st->epoch;
+	fprintf(stderr, "resuming %s: %llu of %lld epochs done, %llu steps\n",
+		t->o->resume, (unsigned long long)st->epoch,
+		(long long)t->tc->epochs, (unsigned long long)st->step);
+	return true;
 }
 
 static bool trainer_open(trainer *t)

@@ -74,6 +74,7 @@ typedef struct translator {
 	int32_t *out;             /* (n, T) the decoded ids */
 	int *n_out, *n_steps;     /* (n) ids kept, steps run */
 	size_t *n_unknown;        /* (n) words that became <unk> */
+	size_t *n_words; /* (n) words of the sentence, all read or not */
 	interp_tensor enc_outs[TR_MAX_IO];
 	interp_tensor in[TR_MAX_IO]; /* decode_step's inputs */
 	step_input kind[TR_MAX_IO];
@@ -141,6 +142,35 @@ bool drv_translate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 
 /* ---- the sentences ---------------------------------------------------------------- */
 
+/* The words of sentence i, however many the model's T steps take: the
+ * encoding keeps the first T ids, and a longer sentence is translated
+ * from its first T words only, which the user is told. A sentence of L
+ * bytes has fewer than L + 1 words, so steps of L + 2 hold them all and
+ * <eos>. */
+static bool count_words(translator *t, size_t i)
+{
+	char err[512];
+	size_t len = strlen(t->texts[i]);
+	int32_t valid, *ids = len < INT32_MAX - 2
+				      ? malloc((len + 2) * sizeof *ids)
+				      : NULL;
+	if (!ids) {
+		ir_error(t->ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	int rc = attnrt_vocab_encode(t->vocab[RT_NMT_SRC], t->texts[i],
+				     (int32_t)len + 2, ids, &valid, NULL, err,
+				     sizeof err);
+	free(ids);
+	if (rc != ATTNRT_OK) {
+		ir_error(t->ctx, (ir_loc){0}, "--translate '%s': %s",
+			 t->texts[i], err);
+		return false;
+	}
+	t->n_words[i] = (size_t)valid - 1; /* less <eos> */
+	return true;
+}
+
 static bool encode_sentences(translator *t)
 {
 	char err[512];
@@ -155,6 +185,8 @@ static bool encode_sentences(translator *t)
 				 text, err);
 			return false;
 		}
+		if (!count_words(t, i))
+			return false;
 	}
 	return true;
 }
@@ -169,8 +201,9 @@ static bool alloc_rows(translator *t)
 	t->n_out = ir_alloc(t->ctx, n * sizeof *t->n_out);
 	t->n_steps = ir_alloc(t->ctx, n * sizeof *t->n_steps);
 	t->n_unknown = ir_alloc(t->ctx, n * sizeof *t->n_unknown);
+	t->n_words = ir_alloc(t->ctx, n * sizeof *t->n_words);
 	if (t->src && t->src_valid && t->tok && t->out && t->n_out &&
-	    t->n_steps && t->n_unknown)
+	    t->n_steps && t->n_unknown && t->n_words)
 		return true;
 	ir_error(t->ctx, (ir_loc){0}, "out of memory");
 	return false;
@@ -604,6 +637,10 @@ static bool report_one(translator *t, size_t i, char *pred, size_t cap,
 	if (t->n_unknown[i])
 		printf(" [%zu word%s not in the vocabulary]", t->n_unknown[i],
 		       t->n_unknown[i] == 1 ? "" : "s");
+	if (t->n_words[i] > (size_t)t->T)
+		printf(" [the model reads %d steps: the first %d of %zu words "
+		       "translated]",
+		       t->T, t->T, t->n_words[i]);
 	putchar('\n');
 	if (metrics)
 		write_metrics(metrics, t->texts[i], pred, ref, bleu);
@@ -691,6 +728,7 @@ static void translator_fini(translator *t)
 	ir_free(t->ctx, t->n_out);
 	ir_free(t->ctx, t->n_steps);
 	ir_free(t->ctx, t->n_unknown);
+	ir_free(t->ctx, t->n_words);
 }
 
 /* The last sentence's translation, for the heatmap's title. */

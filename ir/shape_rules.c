@@ -423,11 +423,12 @@ static bool infer_reduce(infer_cx *c, bool is_argmax)
 				   : !need_numeric(c, 0, "operand"))
 		return false;
 	if (x->rank < 32 && (axes >> x->rank) != 0)
-		return fail(c, "axes 0x%x out of range for %s", axes,
+		return fail(c, "axis %d out of range for %s",
+			    x->rank + __builtin_ctz(axes >> x->rank),
 			    shape_str(c->m, x).s);
 	if (is_argmax && popcount32(axes) != 1)
-		return fail(c, "needs exactly one axis, got mask 0x%x for %s",
-			    axes, shape_str(c->m, x).s);
+		return fail(c, "needs exactly one axis, got %d for %s",
+			    popcount32(axes), shape_str(c->m, x).s);
 	if (axes == 0 && x->rank > 0)
 		return fail(c, "no axis to reduce over in %s",
 			    shape_str(c->m, x).s);

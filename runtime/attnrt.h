@@ -164,7 +164,9 @@ int attnrt_checkpoint_save(const attnrt_allocator *al, const char *path,
  * (params is untouched on failure): the file's size, the header length,
  * the header's JSON, every tensor's dtype, shape and data_offsets (in
  * range, not overlapping, covering the data exactly), names unknown to
- * the model or missing from the file. A failure returns ATTNRT_ERR_IO,
+ * the model or missing from the file, a value that is NaN or infinite
+ * (a trained parameter never is: the file is corrupt). A failure returns
+ * ATTNRT_ERR_IO,
  * _FORMAT, _MISMATCH or _NOMEM with a message in err that names the
  * tensor and what differs, e.g.
  *   encoder.0.attention.W_q: shape [32, 16] in file, model wants [32, 32]

@@ -6,11 +6,15 @@
  * length, its JSON, each entry's form, the data offsets tiling the data,
  * each name once); then, here:
  *   5. the names against the model's table (unknown, missing);
- *   6. each tensor's dtype and shape against its parameter.
+ *   6. each tensor's dtype and shape against its parameter;
+ *   7. each value finite: training never leaves a NaN or an infinity in
+ *      a parameter (it stops first), so one is a corrupt file, and
+ *      loading it would make every result NaN without a word.
  * Only then are bytes copied, so params never holds half a checkpoint.
  */
 #include "rt_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,7 +70,29 @@ static int match_names(const attnrt_st_file *f, const char *skip,
 	return ATTNRT_OK;
 }
 
-/* dtype F32 and the parameter's shape. */
+/* Stage 7: no NaN or infinity among t's F32 values (read one by one:
+ * the data need not be aligned). */
+static int check_finite(const attnrt_st_tensor *t, const attnrt_param_info *p,
+			char *err, size_t err_size)
+{
+	const char *data = t->data;
+	for (size_t i = 0; i < t->bytes / 4; i++) {
+		float v;
+		memcpy(&v, data + 4 * i, 4);
+		if (!isfinite(v))
+			return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+				       "%s: element %zu is %s; a trained "
+				       "parameter is finite, so the file is "
+				       "corrupt",
+				       p->name, i,
+				       isnan(v) ? "nan"
+				       : v > 0  ? "inf"
+						: "-inf");
+	}
+	return ATTNRT_OK;
+}
+
+/* dtype F32, the parameter's shape and finite values. */
 static int check_against_param(const attnrt_st_tensor *t,
 			       const attnrt_param_info *p, char *err,
 			       size_t err_size)
@@ -79,7 +105,7 @@ static int check_against_param(const attnrt_st_tensor *t,
 	for (int i = 0; is_same && i < p->rank; i++)
 		is_same = t->dims[i] == p->dims[i];
 	if (is_same)
-		return ATTNRT_OK;
+		return check_finite(t, p, err, err_size);
 	char got[160], exp[160];
 	dims_format(got, sizeof got, t->dims, (size_t)t->rank);
 	dims_format(exp, sizeof exp, p->dims, (size_t)p->rank);

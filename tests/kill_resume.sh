@@ -46,4 +46,36 @@ diff -u "$dir/want" "$dir/got"
 	>/dev/null 2>&1
 losses "$dir/three.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
+
+# Data of the same size but other characters or tokens is refused: the
+# ids the weights were trained on would name other characters.
+refused() { # want-message args...
+	want=$1
+	shift
+	if "$attnc" "$@" --epochs 9 >"$dir/refused.out" 2>&1; then
+		echo "resumed on other data: $*"
+		exit 1
+	fi
+	grep -q "$want" "$dir/refused.out" || { cat "$dir/refused.out"; exit 1; }
+}
+tr z 0 <tests/cli/data/stories-2k.txt >"$dir/other.txt"
+refused "the characters of this run's data are not those" models/gpt.g \
+	--resume "$dir/three.safetensors" --data "$dir/other.txt"
+"$attnc" models/bahdanau.g --train --epochs 1 --data tests/cli/messy.txt \
+	--save "$dir/nmt.safetensors" >/dev/null 2>&1
+sed 's/^Go home/Go house/' tests/cli/messy.txt >"$dir/src.txt"
+refused "the source tokens of this run's data" models/bahdanau.g \
+	--resume "$dir/nmt.safetensors" --data "$dir/src.txt"
+sed 's/Rentre/Retourne/' tests/cli/messy.txt >"$dir/tgt.txt"
+refused "the target tokens of this run's data" models/bahdanau.g \
+	--resume "$dir/nmt.safetensors" --data "$dir/tgt.txt"
+# A NaN in Adam's state (the last tensor: optim:v:...) is a corrupt file,
+# not a learning rate too large.
+cp "$dir/three.safetensors" "$dir/nan.safetensors"
+size=$(wc -c <"$dir/nan.safetensors")
+printf '\377\377\377\177' | dd of="$dir/nan.safetensors" bs=1 \
+	seek=$((size - 4)) conv=notrunc 2>/dev/null
+refused "optim:v:gpt.linear.b' holds nan at element 50: the checkpoint is corrupt" \
+	models/gpt.g --resume "$dir/nan.safetensors" \
+	--data tests/cli/data/stories-2k.txt
 echo "kill resume ok"

@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -519,6 +520,41 @@ START_TEST(test_dtype_and_shape_must_be_the_models)
 }
 END_TEST
 
+/* A NaN or an infinity is no trained parameter's value: the file is
+ * corrupt (a flipped bit), and loading it would make every result NaN. */
+START_TEST(test_a_value_that_is_not_finite_is_an_error)
+{
+	float *p = model_params(5);
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, model, N_MODEL, p,
+						NULL, 0, NULL, 0),
+			 ATTNRT_OK);
+	size_t len;
+	unsigned char *file = slurp(path, &len);
+	const float bad[] = {NAN, -INFINITY};
+	const char *want[] = {"scale: element 0 is nan; a trained parameter is "
+			      "finite, so the file is corrupt",
+			      "scale: element 0 is -inf; a trained parameter is "
+			      "finite, so the file is corrupt"};
+	for (int k = 0; k < 2; k++) {
+		memcpy(file + len - 4, &bad[k], 4); /* "scale", the last */
+		float *q = attnrt_alloc(NULL, MODEL_BYTES);
+		for (int i = 0; i < MODEL_BYTES / 4; i++)
+			q[i] = -1;
+		char err[256];
+		ck_assert_int_eq(attnrt_checkpoint_parse(NULL, file, len, model,
+							 N_MODEL, q, err,
+							 sizeof err),
+				 ATTNRT_ERR_FORMAT);
+		ck_assert_str_eq(err, want[k]);
+		for (int i = 0; i < MODEL_BYTES / 4; i++)
+			ck_assert_float_eq(q[i], -1); /* untouched */
+		attnrt_free(NULL, q);
+	}
+	free(file);
+	attnrt_free(NULL, p);
+}
+END_TEST
+
 START_TEST(test_load_says_which_file_and_why_it_cannot_be_read)
 {
 	char err[512], want[512];
@@ -990,6 +1026,7 @@ static Suite *ckpt_suite(void)
 	tcase_add_test(tc, test_offsets_must_fit_the_shape_and_tile_the_data);
 	tcase_add_test(tc, test_names_must_be_the_models_exactly);
 	tcase_add_test(tc, test_dtype_and_shape_must_be_the_models);
+	tcase_add_test(tc, test_a_value_that_is_not_finite_is_an_error);
 	tcase_add_test(tc, test_load_skips_a_training_runs_optimizer_state);
 	tcase_add_test(tc, test_load_says_which_file_and_why_it_cannot_be_read);
 	tcase_add_test(tc, test_shapes_come_from_the_header_alone);

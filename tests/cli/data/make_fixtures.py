@@ -43,6 +43,10 @@ save('cls_big_label.safetensors', {'x': ('F32', [2, 4], xs[:8]),
 # A label out of cls.g's 3 classes, which its training step finds.
 save('cls_label_3.safetensors', {'x': ('F32', [N, 4], xs),
                                  'y': ('I64', [N], [3] + ys[1:])})
+# An infinity in a held-out sample (140 of 150, the 21st of the last 30),
+# which makes the validation loss NaN.
+save('cls_valid_inf.safetensors', {'x': ('F32', [N, 4], xs[:561] + [float('inf')] + xs[562:]),
+                                   'y': ('I64', [N], ys)})
 # --inputs of tests/cli/data/double.g: a (N, 3) and b (N,)
 save('double_in.safetensors', {'a': ('F32', [2, 3], [0.5, 1, 1.5, 2, 2.5, 3]),
                                'b': ('I32', [2], [7, -1])})
