@@ -40,7 +40,10 @@ static int match_names(const attnrt_st_file *f, const char *skip,
 		       const attnrt_st_tensor **match, char *err,
 		       size_t err_size)
 {
-	size_t n = attnrt_st_count(f), i = 0, p = 0;
+	size_t n = attnrt_st_count(f), i = 0, p = 0, n_skipped = 0;
+	for (size_t k = 0; skip && k < n; k++)
+		n_skipped += strncmp(attnrt_st_at(f, k)->name, skip,
+				     strlen(skip)) == 0;
 	while (i < n || p < n_params) {
 		const attnrt_st_tensor *t = attnrt_st_at(f, i);
 		if (i < n && skip && strncmp(t->name, skip, strlen(skip)) == 0) {
@@ -56,12 +59,23 @@ static int match_names(const attnrt_st_file *f, const char *skip,
 			p++;
 			continue;
 		}
-		if (c > 0)
+		if (c > 0) {
+			/* the training run's state is not counted as
+			 * parameters: it is said apart */
+			char state[96] = "";
+			if (n_skipped)
+				snprintf(state, sizeof state,
+					 " besides %zu of a training run's "
+					 "state",
+					 n_skipped);
 			return rt_fail(err, err_size, ATTNRT_ERR_MISMATCH,
 				       "%s: the model's parameter is missing "
 				       "from the checkpoint (%zu tensors in "
-				       "the file, %zu parameters in the model)",
-				       sorted[p]->name, n, n_params);
+				       "the file%s, %zu parameters in the "
+				       "model)",
+				       sorted[p]->name, n - n_skipped, state,
+				       n_params);
+		}
 		return rt_fail(err, err_size, ATTNRT_ERR_MISMATCH,
 			       "%s: the checkpoint has a tensor the model "
 			       "does not",

@@ -936,6 +936,20 @@ START_TEST(test_load_skips_a_training_runs_optimizer_state)
 						sizeof err),
 			 ATTNRT_OK);
 	ck_assert(out[0] == 1.5f && out[1] == -2);
+	/* a missing parameter: the state's tensors are counted apart */
+	attnrt_param_info two[2] =
+		{{.name = "v", .offset = 0, .rank = 1, .dims = {2}},
+		 {.name = "w", .offset = 8, .rank = 1, .dims = {2}}};
+	ck_assert_int_eq(attnrt_checkpoint_load(NULL, path, two, 2, out, err,
+						sizeof err),
+			 ATTNRT_ERR_MISMATCH);
+	char want[512];
+	snprintf(want, sizeof want,
+		 "%s: v: the model's parameter is missing from the checkpoint "
+		 "(1 tensors in the file besides 1 of a training run's state, "
+		 "2 parameters in the model)",
+		 path);
+	ck_assert_str_eq(err, want);
 	/* another unknown tensor is still an error */
 	ts[1].name = "other";
 	ck_assert_int_eq(attnrt_st_write(NULL, path, ts, 2, NULL, 0, err,
