@@ -90,6 +90,19 @@ static float *model_params(uint64_t seed)
 	return p;
 }
 
+/* The bytes of the model's checkpoint with the parameters of seed (and
+ * meta), saved at path. */
+static unsigned char *saved_model(uint64_t seed, const attnrt_meta *meta,
+				  size_t n_meta, size_t *len)
+{
+	float *p = model_params(seed);
+	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, model, N_MODEL, p,
+						meta, n_meta, NULL, 0),
+			 ATTNRT_OK);
+	attnrt_free(NULL, p);
+	return slurp(path, len);
+}
+
 /* ---- what the writer makes ---------------------------------------------------- */
 
 START_TEST(test_writer_matches_the_safetensors_reference_bytes)
@@ -524,12 +537,8 @@ END_TEST
  * corrupt (a flipped bit), and loading it would make every result NaN. */
 START_TEST(test_a_value_that_is_not_finite_is_an_error)
 {
-	float *p = model_params(5);
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, model, N_MODEL, p,
-						NULL, 0, NULL, 0),
-			 ATTNRT_OK);
 	size_t len;
-	unsigned char *file = slurp(path, &len);
+	unsigned char *file = saved_model(5, NULL, 0, &len);
 	const float bad[] = {NAN, -INFINITY};
 	const char *want[] = {"scale: element 0 is nan; a trained parameter is "
 			      "finite, so the file is corrupt",
@@ -551,7 +560,6 @@ START_TEST(test_a_value_that_is_not_finite_is_an_error)
 		attnrt_free(NULL, q);
 	}
 	free(file);
-	attnrt_free(NULL, p);
 }
 END_TEST
 
@@ -614,29 +622,20 @@ static int parse_exact(const unsigned char *data, size_t len)
 
 START_TEST(test_every_truncation_is_an_error_not_a_crash)
 {
-	float *p = model_params(3);
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, model, N_MODEL, p,
-						NULL, 0, NULL, 0),
-			 ATTNRT_OK);
 	size_t len;
-	unsigned char *file = slurp(path, &len);
+	unsigned char *file = saved_model(3, NULL, 0, &len);
 	ck_assert_int_eq(parse_exact(file, len), ATTNRT_OK);
 	for (size_t n = 0; n < len; n++)
 		ck_assert_int_ne(parse_exact(file, n), ATTNRT_OK);
 	free(file);
-	attnrt_free(NULL, p);
 }
 END_TEST
 
 START_TEST(test_random_byte_flips_never_crash_the_reader)
 {
-	float *p = model_params(4);
 	attnrt_meta meta = {"format", "pt"};
-	ck_assert_int_eq(attnrt_checkpoint_save(NULL, path, model, N_MODEL, p,
-						&meta, 1, NULL, 0),
-			 ATTNRT_OK);
 	size_t len;
-	unsigned char *file = slurp(path, &len), *bad = malloc(len);
+	unsigned char *file = saved_model(4, &meta, 1, &len), *bad = malloc(len);
 	uint64_t x = 88172645463325252ull; /* xorshift64 */
 	int n_ok = 0;
 	for (int round = 0; round < 3000; round++) {
@@ -655,7 +654,6 @@ START_TEST(test_random_byte_flips_never_crash_the_reader)
 	ck_assert_int_lt(n_ok, 3000);
 	free(bad);
 	free(file);
-	attnrt_free(NULL, p);
 }
 END_TEST
 
