@@ -86,14 +86,15 @@ int rt_out_open(rt_out *o, const char *path, char *err, size_t err_size)
 {
 	memset(o, 0, sizeof *o);
 	o->fd = -1;
+	if (strlen(path) >= sizeof o->target)
+		return o->errnum = ENAMETOOLONG,
+		       rt_fail(err, err_size, ATTNRT_ERR_IO,
+			       "%s: path too long", path);
+	strcpy(o->target, path);
 	struct stat st;
 	bool exists = stat(path, &st) == 0;
 	if (exists && !S_ISREG(st.st_mode)) {
 		o->is_in_place = true;
-		if (strlen(path) >= sizeof o->target)
-			return rt_fail(err, err_size, ATTNRT_ERR_IO,
-				       "%s: path too long", path);
-		strcpy(o->target, path);
 		o->fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
 		if (o->fd < 0)
 			return o->errnum = errno,
@@ -102,12 +103,9 @@ int rt_out_open(rt_out *o, const char *path, char *err, size_t err_size)
 		return ATTNRT_OK;
 	}
 	/* A link to a file: the file is what gets replaced. */
-	if (!(exists && realpath(path, o->target))) {
-		if (strlen(path) >= sizeof o->target)
-			return rt_fail(err, err_size, ATTNRT_ERR_IO,
-				       "%s: path too long", path);
-		strcpy(o->target, path);
-	}
+	char real[PATH_MAX];
+	if (exists && realpath(path, real) && strlen(real) < sizeof o->target)
+		strcpy(o->target, real);
 	snprintf(o->tmp, sizeof o->tmp, "%s.tmp-XXXXXX", o->target);
 	remove_stale(o->target);
 	o->fd = mkstemp(o->tmp);
