@@ -147,8 +147,8 @@ static bool parse_u64(const char *s, uint64_t *out)
 }
 
 /* A positive count up to max; a larger one is told the limit. */
-static bool parse_count_upto(ir_ctx *ctx, const char *opt, const char *s,
-			     int64_t max, int64_t *out)
+static bool parse_count_max(ir_ctx *ctx, const char *opt, const char *s,
+			    int64_t max, int64_t *out)
 {
 	uint64_t v;
 	bool is_digits = *s && s[strspn(s, "0123456789")] == '\0';
@@ -170,7 +170,7 @@ static bool parse_count_upto(ir_ctx *ctx, const char *opt, const char *s,
 static bool parse_count(ir_ctx *ctx, const char *opt, const char *s,
 			int64_t *out)
 {
-	return parse_count_upto(ctx, opt, s, INT32_MAX, out);
+	return parse_count_max(ctx, opt, s, INT32_MAX, out);
 }
 
 static bool check_pass_name(ir_ctx *ctx, const char *opt, const char *name)
@@ -270,13 +270,6 @@ static bool opt_sym(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 static bool opt_batch(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
 {
 	return add_sym(ctx, o, opt, "B", v);
-}
-
-/* A count of at most max. */
-static bool parse_count_max(ir_ctx *ctx, const char *opt, const char *v,
-			    int64_t max, int64_t *out)
-{
-	return parse_count_upto(ctx, opt, v, max, out);
 }
 
 static bool opt_threads(ir_ctx *ctx, drv_options *o, const char *opt, char *v)
