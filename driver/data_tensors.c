@@ -6,8 +6,8 @@
  * or NumPy's .npz of the same names (np.savez), or an .npy when the loss
  * takes one input (attnrt_tensors_read tells them by their first bytes).
  *
- * The file is read whole (at most DRV_TENSORS_MAX_BYTES) and checked
- * before anything compiles: every input has its tensor, every tensor the
+ * The file is read whole (at most DRV_TENSORS_MAX_BYTES; its head is
+ * checked first, rt_read_file) and checked before anything compiles: every input has its tensor, every tensor the
  * same number of samples, a dtype that converts to the input's without
  * loss (f32 from F32, or F64 rounded; i32 from I32, I64, I16, I8, U8 or
  * BOOL, an I64 value outside i32 an error naming its sample), and a

@@ -48,11 +48,27 @@ int rt_fail_errno(char *err, size_t err_size, int errnum, const char *fmt, ...)
 /* Bytes per element of the safetensors dtype name[0..n), 0 if unknown. */
 unsigned rt_st_dtype_size(const char *name, size_t n);
 
+/* What a reader checks in a file's first bytes before the rest is read,
+ * so that a file of the wrong kind or a cut one is refused without
+ * reading (and holding) all of it: given head[0..have) of a file of
+ * file_len bytes, sets *need to the bytes it must see to go on (more than
+ * have, at most file_len), or to 0 when the rest may be read; returns
+ * ATTNRT_OK, or an error with a message for what the head shows. */
+typedef int (*rt_head_fn)(const attnrt_allocator *al, const char *head,
+			  size_t have, uint64_t file_len, size_t *need,
+			  char *err, size_t err_size);
 /* Reads the whole regular file at path (at most max_bytes, else
- * ATTNRT_ERR_FORMAT) into *data from al (*len bytes; free it with al). */
+ * ATTNRT_ERR_FORMAT) into *data from al (*len bytes; free it with al),
+ * its head first checked by head (NULL: no check). */
 int rt_read_file(const attnrt_allocator *al, const char *path,
-		 uint64_t max_bytes, char **data, size_t *len, char *err,
-		 size_t err_size);
+		 uint64_t max_bytes, rt_head_fn head, char **data, size_t *len,
+		 char *err, size_t err_size);
+/* The head checks of the readers: safetensors (rt_st_read.c), and any of
+ * the three formats attnrt_tensors_read takes (rt_npz.c). */
+int rt_st_head(const attnrt_allocator *al, const char *head, size_t have,
+	       uint64_t file_len, size_t *need, char *err, size_t err_size);
+int rt_tensors_head(const attnrt_allocator *al, const char *head, size_t have,
+		    uint64_t file_len, size_t *need, char *err, size_t err_size);
 /* A file of the n tensors (from al; taken, as is pool, freed with the
  * file even on failure), sorted by name; an error when a name repeats.
  * The tensors' data is borrowed (rt_st_own gives the file its bytes). */
@@ -70,6 +86,10 @@ bool rt_npy_is(const void *data, size_t len);
  * with a message for anything else. */
 int rt_npy_parse(const void *data, size_t len, attnrt_st_tensor *t, char *err,
 		 size_t err_size);
+/* rt_head_fn's check of an .npy: its header, and its data's length
+ * against the dtype and shape. */
+int rt_npy_head(const char *head, size_t have, uint64_t file_len, size_t *need,
+		char *err, size_t err_size);
 
 /* Puts "path: " before the message in err (when it fits). */
 void rt_prefix_path(const char *path, char *err, size_t err_size);

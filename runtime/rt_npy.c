@@ -220,41 +220,76 @@ bool rt_npy_is(const void *data, size_t len)
 	return len >= 6 && memcmp(data, "\x93NUMPY", 6) == 0;
 }
 
-int rt_npy_parse(const void *data, size_t len, attnrt_st_tensor *t, char *err,
-		 size_t err_size)
+/* The magic, version and header of an .npy of file_len bytes whose first
+ * have bytes are at p: into *t (its data unset) and *start, the data's
+ * offset; or, when have is short of what comes next, only *need, the
+ * bytes to see (at most file_len). */
+static int npy_header(const unsigned char *p, size_t have, uint64_t file_len,
+		      attnrt_st_tensor *t, size_t *start, size_t *need,
+		      char *err, size_t err_size)
 {
-	const unsigned char *p = data;
 	memset(t, 0, sizeof *t);
-	if (len < 10 || !rt_npy_is(data, len))
+	*need = 0;
+	if (file_len < 10 || (have >= 6 && !rt_npy_is(p, have)))
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
-			       ".npy: %zu bytes "
+			       ".npy: %llu bytes "
 			       "are too short for the magic and header length",
-			       len);
+			       (unsigned long long)file_len);
+	if (have < 12 && have < file_len) {
+		*need = file_len < 12 ? (size_t)file_len : 12;
+		return ATTNRT_OK;
+	}
 	if (p[6] < 1 || p[6] > 3 || p[7] != 0)
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 			       ".npy: version "
 			       "%u.%u (attnc reads 1.0, 2.0 and 3.0)",
 			       p[6], p[7]);
 	size_t at = p[6] == 1 ? 10 : 12;
-	if (len < at)
+	if (file_len < at)
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
-			       ".npy: %zu bytes "
+			       ".npy: %llu bytes "
 			       "are too short for the header length",
-			       len);
+			       (unsigned long long)file_len);
 	uint64_t hl = p[8] | (uint64_t)p[9] << 8;
 	if (at == 12)
 		hl |= (uint64_t)p[10] << 16 | (uint64_t)p[11] << 24;
-	if (hl > len - at)
+	if (hl > file_len - at)
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 			       ".npy: header "
-			       "length %llu runs past the end of the file (%zu "
+			       "length %llu runs past the end of the file (%llu "
 			       "bytes after it)",
-			       (unsigned long long)hl, len - at);
+			       (unsigned long long)hl,
+			       (unsigned long long)(file_len - at));
+	if (have < at + hl) {
+		*need = at + (size_t)hl;
+		return ATTNRT_OK;
+	}
 	np_scan s = {(const char *)p + at, 0, (size_t)hl, err, err_size};
-	int code = read_dict(&s, t);
+	*start = at + (size_t)hl;
+	return read_dict(&s, t);
+}
+
+int rt_npy_parse(const void *data, size_t len, attnrt_st_tensor *t, char *err,
+		 size_t err_size)
+{
+	const unsigned char *p = data;
+	size_t start = 0, need;
+	int code = npy_header(p, len, len, t, &start, &need, err, err_size);
 	if (code != ATTNRT_OK)
 		return code;
-	t->data = p + at + hl;
-	t->bytes = len - at - (size_t)hl;
+	t->data = p + start;
+	t->bytes = len - start;
 	return check_data(t, t->bytes, err, err_size);
+}
+
+int rt_npy_head(const char *head, size_t have, uint64_t file_len, size_t *need,
+		char *err, size_t err_size)
+{
+	attnrt_st_tensor t;
+	size_t start = 0;
+	int code = npy_header((const unsigned char *)head, have, file_len, &t,
+			      &start, need, err, err_size);
+	if (code != ATTNRT_OK || *need)
+		return code;
+	return check_data(&t, file_len - start, err, err_size);
 }

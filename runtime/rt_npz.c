@@ -234,6 +234,21 @@ static bool is_zip(const char *p, size_t len)
 	       (memcmp(p, "PK\3\4", 4) == 0 || memcmp(p, "PK\5\6", 4) == 0);
 }
 
+int rt_tensors_head(const attnrt_allocator *al, const char *head, size_t have,
+		    uint64_t file_len, size_t *need, char *err, size_t err_size)
+{
+	*need = 0;
+	if (have < 8 && have < file_len) {
+		*need = file_len < 8 ? (size_t)file_len : 8;
+		return ATTNRT_OK;
+	}
+	if (file_len == 0 || is_zip(head, have))
+		return ATTNRT_OK; /* a zip's directory is at its end */
+	if (rt_npy_is(head, have))
+		return rt_npy_head(head, have, file_len, need, err, err_size);
+	return rt_st_head(al, head, have, file_len, need, err, err_size);
+}
+
 int attnrt_tensors_read(const attnrt_allocator *al, const char *path,
 			uint64_t max_bytes, attnrt_st_file **out, char *err,
 			size_t err_size)
@@ -243,7 +258,8 @@ int attnrt_tensors_read(const attnrt_allocator *al, const char *path,
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "no path");
 	char *data;
 	size_t len;
-	int code = rt_read_file(al, path, max_bytes, &data, &len, err, err_size);
+	int code = rt_read_file(al, path, max_bytes, rt_tensors_head, &data,
+				&len, err, err_size);
 	if (code == ATTNRT_OK && len == 0)
 		code = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 			       "%s: an empty "

@@ -88,30 +88,45 @@ static bool key_is(const rt_json_doc *d, const rt_json_node *n, const char *key)
 
 /* ---- stage 1-2: the header ---------------------------------------------- */
 
-static int read_header(st_reader *r, const char *file, size_t len)
+/* The header's length n, from the first 8 bytes of a file of len bytes,
+ * against the file's size. */
+static int header_length(st_reader *r, const char *file, uint64_t len,
+			 uint64_t *n)
 {
+	*n = 0;
 	if (len < 8)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
-			       "file of %zu bytes is too short for a safetensors "
-			       "header (8 bytes of length, then JSON)",
-			       len);
-	uint64_t n = 0;
+			       "file of %llu bytes is too short for a "
+			       "safetensors header (8 bytes of length, then "
+			       "JSON)",
+			       (unsigned long long)len);
 	for (int i = 7; i >= 0; i--)
-		n = n << 8 | (unsigned char)file[i];
-	if (n > ATTNRT_ST_MAX_HEADER)
+		*n = *n << 8 | (unsigned char)file[i];
+	if (*n > ATTNRT_ST_MAX_HEADER)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "header length %llu is beyond the %u bytes "
 			       "safetensors allows",
-			       (unsigned long long)n, ATTNRT_ST_MAX_HEADER);
-	if (n > len - 8)
+			       (unsigned long long)*n, ATTNRT_ST_MAX_HEADER);
+	if (*n > len - 8)
 		return rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "header length %llu runs past the end of the "
-			       "file (%zu bytes after the length)",
-			       (unsigned long long)n, len - 8);
-	r->data = file + 8 + n;
+			       "file (%llu bytes after the length)",
+			       (unsigned long long)*n,
+			       (unsigned long long)(len - 8));
+	return ATTNRT_OK;
+}
+
+/* The header of a file of len bytes whose first 8 + its length are at
+ * file (r->data, the bytes after it, is the caller's to set). */
+static int read_header(st_reader *r, const char *file, uint64_t len)
+{
+	uint64_t n;
+	int code = header_length(r, file, len, &n);
+	if (code != ATTNRT_OK)
+		return code;
 	r->data_len = len - 8 - n;
-	int code = rt_json_parse(&r->doc, r->al, file + 8, (size_t)n, r->err,
-				 r->err_size);
+	code = rt_json_parse(&r->doc, r->al, file + 8, (size_t)n, r->err,
+			     r->err_size);
 	if (code == ATTNRT_OK && r->doc.nodes[0].kind != RT_JSON_OBJECT)
 		code = rt_fail(r->err, r->err_size, ATTNRT_ERR_FORMAT,
 			       "header is not a JSON object");
@@ -458,6 +473,8 @@ int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 	st_reader r = {.al = al, .err = err, .err_size = err_size};
 	int code = read_header(&r, data, len);
 	if (code == ATTNRT_OK)
+		r.data = (const char *)data + (len - r.data_len);
+	if (code == ATTNRT_OK)
 		code = read_entries(&r);
 	if (code == ATTNRT_OK)
 		code = check_tiling(&r);
@@ -474,9 +491,83 @@ int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 	return code;
 }
 
+int rt_st_head(const attnrt_allocator *al, const char *head, size_t have,
+	       uint64_t file_len, size_t *need, char *err, size_t err_size)
+{
+	st_reader r = {.al = al, .err = err, .err_size = err_size};
+	uint64_t n;
+	*need = 0;
+	if (have < 8 && have < file_len) {
+		*need = file_len < 8 ? (size_t)file_len : 8;
+		return ATTNRT_OK;
+	}
+	int code = header_length(&r, head, file_len, &n);
+	if (code != ATTNRT_OK)
+		return code;
+	if (have < 8 + n) {
+		*need = 8 + (size_t)n;
+		return ATTNRT_OK;
+	}
+	code = read_header(&r, head, file_len);
+	if (code == ATTNRT_OK)
+		code = read_entries(&r);
+	if (code == ATTNRT_OK)
+		code = check_tiling(&r);
+	if (code == ATTNRT_OK)
+		code = check_names(&r);
+	rt_mem_free(al, r.tensors);
+	rt_json_fini(&r.doc);
+	return code;
+}
+
+/* Reads up to n bytes from fd into p; *got how many came (fewer at the
+ * end of the file). */
+static int read_some(int fd, const char *path, char *p, size_t n, size_t *got,
+		     char *err, size_t err_size)
+{
+	*got = 0;
+	while (*got < n) {
+		ssize_t k = read(fd, p + *got, n - *got);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return rt_fail_errno(err, err_size, errno, "%s", path);
+		if (k == 0)
+			break;
+		*got += (size_t)k;
+	}
+	return ATTNRT_OK;
+}
+
+/* Reads the head of the file open at fd (file_len bytes long) into *h
+ * (*have bytes, from al) for as long as check asks for more of it. */
+static int read_head(const attnrt_allocator *al, int fd, const char *path,
+		     rt_head_fn check, uint64_t file_len, char **h,
+		     size_t *have, char *err, size_t err_size)
+{
+	for (;;) {
+		size_t need = 0, got;
+		int code = check(al, *h, *have, file_len, &need, err, err_size);
+		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
+			rt_prefix_path(path, err, err_size);
+		if (code != ATTNRT_OK || need <= *have || need > file_len)
+			return code;
+		char *grown = rt_mem_realloc(al, *h, need);
+		if (!grown)
+			return rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
+				       "%s: out of memory", path);
+		*h = grown;
+		code = read_some(fd, path, *h + *have, need - *have, &got, err,
+				 err_size);
+		*have += got;
+		if (code != ATTNRT_OK || *have < need)
+			return code; /* cut short: the whole file's parse says so */
+	}
+}
+
 int rt_read_file(const attnrt_allocator *al, const char *path,
-		 uint64_t max_bytes, char **data, size_t *len, char *err,
-		 size_t err_size)
+		 uint64_t max_bytes, rt_head_fn head, char **data, size_t *len,
+		 char *err, size_t err_size)
 {
 	struct stat st;
 	*data = NULL;
@@ -485,6 +576,8 @@ int rt_read_file(const attnrt_allocator *al, const char *path,
 	if (fd < 0)
 		return rt_fail_errno(err, err_size, errno, "%s", path);
 	int code = ATTNRT_OK;
+	char *h = NULL;
+	size_t have = 0;
 	if (fstat(fd, &st) != 0) {
 		code = rt_fail_errno(err, err_size, errno, "%s", path);
 	} else if (!S_ISREG(st.st_mode)) {
@@ -496,22 +589,26 @@ int rt_read_file(const attnrt_allocator *al, const char *path,
 			       "bytes, more than the %llu this reader takes",
 			       path, (long long)st.st_size,
 			       (unsigned long long)max_bytes);
-	} else if (!(*data = rt_mem_alloc(al, (size_t)st.st_size))) {
+	} else if (head) {
+		code = read_head(al, fd, path, head, (uint64_t)st.st_size, &h,
+				 &have, err, err_size);
+	}
+	if (code == ATTNRT_OK && !(*data = rt_mem_alloc(al, (size_t)st.st_size)))
 		code = rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
 			       "%s: out of "
 			       "memory",
 			       path);
+	size_t n = 0;
+	if (code == ATTNRT_OK && have) {
+		n = have <= (size_t)st.st_size ? have : (size_t)st.st_size;
+		memcpy(*data, h, n);
 	}
-	size_t n = 0, want = code == ATTNRT_OK ? (size_t)st.st_size : 0;
-	while (n < want) {
-		ssize_t k = read(fd, *data + n, want - n);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0)
-			code = rt_fail_errno(err, err_size, errno, "%s", path);
-		if (k <= 0)
-			break;
-		n += (size_t)k;
+	rt_mem_free(al, h);
+	if (code == ATTNRT_OK) {
+		size_t got;
+		code = read_some(fd, path, *data + n, (size_t)st.st_size - n,
+				 &got, err, err_size);
+		n += got;
 	}
 	close(fd);
 	*len = n;
@@ -538,7 +635,8 @@ int attnrt_st_read(const attnrt_allocator *al, const char *path,
 		return rt_fail(err, err_size, ATTNRT_ERR_ARG, "no path");
 	char *data;
 	size_t len;
-	int code = rt_read_file(al, path, max_bytes, &data, &len, err, err_size);
+	int code = rt_read_file(al, path, max_bytes, rt_st_head, &data, &len,
+				err, err_size);
 	if (code == ATTNRT_OK) {
 		code = attnrt_st_parse(al, data, len, out, err, err_size);
 		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)

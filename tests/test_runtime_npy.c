@@ -431,6 +431,80 @@ START_TEST(test_tensors_read_tells_the_formats_by_their_bytes)
 }
 END_TEST
 
+/* An allocator that remembers the largest block asked of it. */
+static void *largest_alloc(void *ud, void *ptr, size_t size)
+{
+	size_t *largest = ud;
+	if (size > *largest)
+		*largest = size;
+	if (size == 0) {
+		free(ptr);
+		return NULL;
+	}
+	return realloc(ptr, size);
+}
+
+/* The small file o at path, grown to 1 GiB (sparse: no disk is used) and
+ * read as tensors: refused with what, from its head, with no block of
+ * more than 64 KiB allocated (a reader of the whole file asks for 1 GiB). */
+static void expect_refused_from_head(const char *path, const buf *o,
+				     bool st_only, const char *what)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, o->b, o->n), (ssize_t)o->n);
+	ck_assert_int_eq(ftruncate(fd, 1 << 30), 0);
+	close(fd);
+	size_t largest = 0;
+	attnrt_allocator al = {largest_alloc, &largest};
+	attnrt_st_file *f;
+	err[0] = 0;
+	int code = st_only ? attnrt_st_read(&al, path, UINT64_MAX, &f, err,
+					    sizeof err)
+			   : attnrt_tensors_read(&al, path, UINT64_MAX, &f, err,
+						 sizeof err);
+	ck_assert_int_eq(code, ATTNRT_ERR_FORMAT);
+	ck_assert_ptr_null(f);
+	ck_assert_int_eq(strncmp(err, path, strlen(path)), 0);
+	ck_assert_msg(strstr(err, what), "'%s' not in '%s'", what, err);
+	ck_assert_uint_le(largest, 64 << 10);
+}
+
+START_TEST(test_a_big_file_is_refused_from_its_head_before_it_is_read)
+{
+	char path[] = "/tmp/attnrt-npy-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	float data[3] = {0};
+	buf o;
+	npy(&o, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,)}",
+	    data, sizeof data);
+	expect_refused_from_head(path, &o, false,
+				 ".npy: bytes after the array: 1073741696 "
+				 "bytes of data, its dtype and shape need 12");
+	/* safetensors: a whole header whose tensor ends at byte 8 of the
+	 * data, then zeros to 1 GiB */
+	const char *json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],"
+			   "\"data_offsets\":[0,8]}}";
+	o.n = 0;
+	put32(&o, (uint32_t)strlen(json));
+	put32(&o, 0);
+	put(&o, json, strlen(json));
+	put(&o, data, 8);
+	expect_refused_from_head(path, &o, false, "belong to no tensor");
+	expect_refused_from_head(path, &o, true, "belong to no tensor");
+	/* a header that is not JSON */
+	o.b[8] = '[';
+	expect_refused_from_head(path, &o, true, "header");
+	/* random bytes: a header length beyond safetensors' limit */
+	o.n = 0;
+	put(&o, "\xde\xad\xbe\xef\x01\x02\x03\x04", 8);
+	expect_refused_from_head(path, &o, false, "is beyond the");
+	unlink(path);
+}
+END_TEST
+
 static Suite *npy_suite(void)
 {
 	Suite *s = suite_create("runtime_npy");
@@ -448,6 +522,8 @@ static Suite *npy_suite(void)
 		tc,
 		test_every_truncation_and_flip_of_an_npz_is_an_error_or_a_file);
 	tcase_add_test(tc, test_tensors_read_tells_the_formats_by_their_bytes);
+	tcase_add_test(tc,
+		       test_a_big_file_is_refused_from_its_head_before_it_is_read);
 	suite_add_tcase(s, tc);
 	return s;
 }
