@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The rt_rng stream of epoch e's shuffle is SHUFFLE_STREAM + e: far from
  * the parameters' streams (their index) and dropout's (step << 20). */
@@ -523,7 +524,9 @@ int rt_nmt_load_text(const attnrt_allocator *al, const char *text, size_t len,
 	return ATTNRT_OK;
 }
 
-/* Reads all of the file at path into *buf (allocated through al). */
+/* Reads all of the file at path into *buf (allocated through al). A
+ * regular file's size is checked against the cap before any of it is
+ * read; a pipe's as it comes. */
 static int read_file(const attnrt_allocator *al, const char *path, char **buf,
 		     size_t *len, char *err, size_t err_size)
 {
@@ -532,6 +535,16 @@ static int read_file(const attnrt_allocator *al, const char *path, char **buf,
 		return rt_fail_errno(err, err_size, errno, "%s", path);
 	size_t cap = 0, n = 0, got;
 	int rc = ATTNRT_OK;
+	struct stat st;
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+	    (uint64_t)st.st_size > RT_NMT_MAX_FILE) {
+		fclose(f);
+		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
+			       "%s: %llu bytes, more than the %u MiB a corpus "
+			       "may have",
+			       path, (unsigned long long)st.st_size,
+			       RT_NMT_MAX_FILE >> 20);
+	}
 	do {
 		if (n > RT_NMT_MAX_FILE) {
 			rc = rt_fail(err, err_size, ATTNRT_ERR_FORMAT,

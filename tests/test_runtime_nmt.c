@@ -655,6 +655,28 @@ START_TEST(test_missing_empty_and_useless_files_are_clear_errors)
 }
 END_TEST
 
+START_TEST(test_a_corpus_over_the_cap_is_refused_before_it_is_read)
+{
+	/* A regular file one byte over the cap (sparse: no disk is used),
+	 * loaded with an allocator whose first allocation fails: refused
+	 * for its size, not for memory, so nothing was read into memory. */
+	const char *path = temp_file("Hi.\tSalut.\n", 11);
+	ck_assert_int_eq(truncate(path, (off_t)RT_NMT_MAX_FILE + 1), 0);
+	tu_alloc_hook h = {0, 0, 0};
+	attnrt_allocator al = {tu_failing_alloc, &h};
+	rt_nmt_data *d;
+	char err[256];
+	ck_assert_int_eq(rt_nmt_load(&al, path, 600, 10, &d, err, sizeof err),
+			 ATTNRT_ERR_FORMAT);
+	ck_assert_ptr_null(d);
+	ck_assert_msg(strstr(err, ": 268435457 bytes, more than the 256 MiB a "
+				  "corpus may have"),
+		      "%s", err);
+	ck_assert_int_eq(h.live, 0);
+	unlink(path);
+}
+END_TEST
+
 /* ---- allocation failures -------------------------------------------------------- */
 
 START_TEST(test_every_failing_allocation_is_reported_and_frees_all)
@@ -834,6 +856,8 @@ static Suite *nmt_suite(void)
 	tcase_add_test(tc, test_byte_order_mark_is_dropped);
 	tcase_add_test(tc,
 		       test_missing_empty_and_useless_files_are_clear_errors);
+	tcase_add_test(tc,
+		       test_a_corpus_over_the_cap_is_refused_before_it_is_read);
 	tcase_add_test(tc,
 		       test_every_failing_allocation_is_reported_and_frees_all);
 	tcase_add_test(tc, test_default_corpus_holds_the_books_sentences);
