@@ -473,6 +473,23 @@ static fe_value concat_or_stack(fe_elab *e, const fe_builtin *b,
 		ids[i] = u.tensor;
 	}
 	ir_attr at = {.axis = ax};
+	/* in groups of at most IR_CONCAT_MAX_ARGS, each group's concat
+	 * taking the place of its first operand, until one group is left */
+	while (n > IR_CONCAT_MAX_ARGS) {
+		uint32_t k = 0;
+		for (uint32_t i = 0; i < n; i += IR_CONCAT_MAX_ARGS, k++) {
+			uint32_t m = n - i < IR_CONCAT_MAX_ARGS
+					     ? n - i
+					     : IR_CONCAT_MAX_ARGS;
+			fe_value g = m == 1 ? fe_tensor(ids[i])
+					    : fe_build(e, b->op, ids + i, m,
+						       &at, NULL, a->loc);
+			if (g.kind != FE_V_TENSOR)
+				goto done;
+			ids[k] = g.tensor;
+		}
+		n = k;
+	}
 	out = n == 1 ? fe_tensor(ids[0])
 		     : fe_build(e, b->op, ids, n, &at, NULL, a->loc);
 done:

@@ -26,6 +26,11 @@
 #include <stdio.h>
 
 #define IR_MAX_RANK 6
+/* The most operands the frontend gives one concat: a wider concat (a
+ * stack of 100 layers' caches) is built as a concat of concats of at most
+ * this many, the same values, since the code generator's kernels take at
+ * most 64 operands. */
+#define IR_CONCAT_MAX_ARGS 32
 #define IR_NONE UINT32_MAX /* "no node" */
 
 typedef uint32_t ir_id;
