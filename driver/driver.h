@@ -17,10 +17,10 @@
 #include <stdio.h>
 
 #define DRV_MAX_LIST 64
-#define DRV_MAX_THREADS 256       /* --threads */
-#define DRV_MAX_EPOCHS 1000000    /* --epochs and the train block's epochs */
-#define DRV_MAX_GENERATE 1000000  /* --max-tokens */
-#define DRV_MAX_GRAD_OUTPUTS 1024 /* the loss and a gradient per parameter */
+#define DRV_MAX_THREADS 256        /* --threads */
+#define DRV_MAX_EPOCHS 1000000     /* --epochs and the train block's epochs */
+#define DRV_MAX_GENERATE 1000000   /* --max-tokens */
+#define DRV_MAX_GRAD_OUTPUTS 65536 /* the loss and a gradient per parameter */
 #define DRV_MAX_SHARDS 64
 
 typedef struct drv_sym_value {
