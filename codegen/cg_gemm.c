@@ -1105,7 +1105,12 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 
 /* skip_zero_k: keeps B's rows that are not all zero, and those whose
  * column of A holds an inf or NaN (0 times it is NaN), at least one of
- * each k-block of spec.k (a block of none would leave C unwritten): with
+ * each k-block of spec.k (a block of none would leave C unwritten). A's
+ * columns are looked at one by one only when A holds an inf or NaN at
+ * all: one scan of the whole of A (m k loads in a loop LLVM vectorizes,
+ * 1/n of the product's work) first, where a scan per zero row of B
+ * stalled on each column's load (the padding rows of X^T dY's X, which
+ * nothing else reads) and on its branch. With
  * w->kidx, writes their numbers there (the micro-kernels read them in
  * place); else copies them, with A's matching columns, to the buffers ka
  * and kb in the layout of A and B and points the work at them (w->a0,
@@ -1120,6 +1125,8 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	const cg_gemm_spec *s = &g->spec;
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
 	LLVMValueRef kept = cg_var(f, cg_t_i64(f), cg_i64(f, 0));
+	LLVMValueRef a_has_nonfinite = any_of(f, w->a0, s->m, g->a_rs, s->k,
+					      g->a_cs, true);
 	cg_loop lb, l;
 	LLVMValueRef bi = cg_loop_begin(f, &lb, cg_i64(f, 0),
 					cg_i64(f, n_kblocks(g)), 1);
@@ -1139,7 +1146,11 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	LLVMValueRef keep = cg_var(f, i1,
 				   any_of(f, brow, 1, 0, s->n, g->b_cs, false));
 	LLVMBasicBlockRef zero = cg_if_begin(
-		f, LLVMBuildNot(f->b, LLVMBuildLoad2(f->b, i1, keep, ""), ""));
+		f, LLVMBuildAnd(f->b,
+				LLVMBuildNot(f->b,
+					     LLVMBuildLoad2(f->b, i1, keep, ""),
+					     ""),
+				a_has_nonfinite, ""));
 	LLVMBuildStore(f->b, any_of(f, acol, 1, 0, s->m, g->a_rs, true), keep);
 	cg_if_end(f, zero);
 	keep = LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, keep, ""),

@@ -737,21 +737,30 @@ END_TEST
  * those of a padded batch (rows p with p % 10 >= 4), 1 every row of the
  * first k-block and the last row, 2 every row but one in each k-block, 3
  * every row, 4 none; 5 as 0 with an inf in a column of A whose row of B
- * is zero (that k stays in the product). kc is the plan's k-block. */
+ * is zero (that k stays in the product), 6 as 0 with an inf in a column
+ * of A whose row of B is kept (A is not all finite, yet no k left out
+ * is kept), 7 as 0 with NaN in A's last element, whose row of B (the
+ * last, k - 1: 9 mod 10 in every shape) is zero. kc is the plan's
+ * k-block. */
 static void zero_b_rows_for(gemm_case *t, int what, int64_t kc)
 {
 	const cg_gemm_spec *s = &t->spec;
 	for (int64_t p = 0; p < s->k; p++) {
-		bool is_zero = what == 0 || what == 5 ? p % 10 >= 4
+		bool is_zero = what == 0 || what >= 5 ? p % 10 >= 4
 			       : what == 1            ? p < kc || p == s->k - 1
 			       : what == 2            ? p % kc != kc / 2
 						      : what == 3;
 		for (int64_t j = 0; is_zero && j < s->n; j++)
 			t->b[p * t->plan.ldb + j] = 0;
 	}
-	if (what == 5) {
-		int64_t i = s->m / 2, p = 7; /* 7 % 10 >= 4: a zero row */
+	if (what == 5 || what == 6) {
+		/* 7 % 10 >= 4: a zero row; 2 % 10 < 4: a row kept */
+		int64_t i = s->m / 2, p = what == 5 ? 7 : 2;
 		t->a[s->ta ? p * t->plan.lda + i : i * t->plan.lda + p] = INFINITY;
+	}
+	if (what == 7) {
+		int64_t i = s->m - 1, p = s->k - 1;
+		t->a[s->ta ? p * t->plan.lda + i : i * t->plan.lda + p] = NAN;
 	}
 }
 
@@ -760,7 +769,8 @@ static void zero_b_rows_for(gemm_case *t, int what, int64_t kc)
  * three of 200) and whichever rows of B are zero, a whole k-block
  * included; A transposed or not, accumulating or not, packed (the k kept
  * copied) or not (read in place through their numbers), rows wider than
- * the matrices or not (the last shape), on 1 thread and 2. */
+ * the matrices or not (the last shape), an inf or NaN in A, on 1 thread
+ * and 2. */
 START_TEST(test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits)
 {
 	static const int64_t shapes[4][3] = {{32, 32, 320},
@@ -783,10 +793,10 @@ START_TEST(test_gemm_leaving_out_zero_rows_of_b_keeps_the_bits)
 			gemm_jit plain = jit_open(&spec);
 			spec.skip_zero_k = true;
 			gemm_jit skip = jit_open(&spec);
-			for (int what = 0; what < 6; what++) {
+			for (int what = 0; what < 8; what++) {
 				gemm_case t;
 				case_init(&t, spec,
-					  1200 + (uint64_t)(sh * 50 + v * 6 +
+					  1200 + (uint64_t)(sh * 50 + v * 8 +
 							    what));
 				zero_b_rows_for(&t, what, t.plan.kc);
 				float *c0 = jit_run(&plain, &t, 1);
