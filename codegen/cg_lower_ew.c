@@ -539,6 +539,98 @@ static void nest_dense_in(const cg_kernel *k, cg_nest *n, int64_t *xdims,
 	cg_lower_strides(xdims, r, xs);
 }
 
+/* One vw x vw tile of a transpose: the `rows` x `cols` block of x (row
+ * length C) at row r0, column c0, stored transposed at out (row length
+ * R): rows loaded as vectors, transposed in registers, stored as rows. */
+static void transpose_tile(cg_kernel *k, LLVMValueRef x, int64_t C, int64_t R,
+			   LLVMValueRef r0, LLVMValueRef c0, unsigned rows,
+			   unsigned cols)
+{
+	cg_fn *f = &k->f;
+	unsigned vw = k->L->vw;
+	LLVMValueRef v[16];
+	for (unsigned i = 0; i < vw; i++)
+		v[i] = i < rows
+			       ? cg_vload_part(f, vw,
+					       cg_at(f, x,
+						     cg_add(f,
+							    cg_muli(f,
+								    cg_addi(f, r0,
+									    i),
+								    C),
+							    c0)),
+					       cols)
+			       : LLVMConstNull(cg_t_vec(f, vw));
+	cg_transpose(f, v, vw);
+	for (unsigned j = 0; j < cols; j++)
+		cg_vstore_part(f, v[j],
+			       cg_at(f, k->out,
+				     cg_add(f, cg_muli(f, cg_addi(f, c0, j), R),
+					    r0)),
+			       rows);
+}
+
+/* Output rows [c0, c0 + cols) of a transpose (cols <= vw): every tile
+ * of R rows of x, the last with R mod vw. */
+static void transpose_rows(cg_kernel *k, LLVMValueRef x, int64_t C, int64_t R,
+			   LLVMValueRef c0, unsigned cols)
+{
+	cg_fn *f = &k->f;
+	int64_t vw = k->L->vw, full = R / vw;
+	if (full) {
+		cg_loop l;
+		LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0),
+					       cg_i64(f, full), 1);
+		transpose_tile(k, x, C, R, cg_muli(f, t, vw), c0, (unsigned)vw,
+			       cols);
+		cg_loop_end(f, &l);
+	}
+	if (R % vw)
+		transpose_tile(k, x, C, R, cg_i64(f, full * vw), c0,
+			       (unsigned)(R % vw), cols);
+}
+
+/* A float matrix transposed (a rank-2 permute of a buffer read as it
+ * is, not a fused tree): tiles of vw x vw through registers, where the
+ * nest's strided loop wrote a column at a time with scatters (a
+ * parameter's W^T for pretranspose). The outer range is the output's
+ * groups of vw rows. */
+static bool lower_transpose(cg_kernel *k, const int64_t *od)
+{
+	cg_fn *f = &k->f;
+	int64_t C = od[0], R = od[1], vw = k->L->vw;
+	int64_t full = C / vw, n_tiles = (C + vw - 1) / vw;
+	LLVMValueRef x = k->in[0];
+	k->extent = n_tiles;
+	k->work = C * R;
+	cg_loop l;
+	LLVMValueRef hi = cg_min(f, k->hi, cg_i64(f, full));
+	LLVMValueRef t = cg_loop_begin(f, &l, k->lo, hi, 1);
+	transpose_rows(k, x, C, R, cg_muli(f, t, vw), (unsigned)vw);
+	cg_loop_end(f, &l);
+	if (full < n_tiles) {
+		LLVMBasicBlockRef join =
+			cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, k->hi,
+						     cg_i64(f, full), ""));
+		transpose_rows(k, x, C, R, cg_i64(f, full * vw),
+			       (unsigned)(C % vw));
+		cg_if_end(f, join);
+	}
+	return true;
+}
+
+/* Whether the permute is a float matrix's transpose of a buffer read in
+ * place (its operand's tree one leaf at the buffer's start). */
+static bool is_plain_transpose(const cg_kernel *k, int r)
+{
+	const cg_tree_node *t = &k->tr.n[k->tr.opnd[0]];
+	return r == 2 && k->node->type.rank == 2 &&
+	       k->node->attr.permute.perm[0] == 1 &&
+	       k->node->attr.permute.perm[1] == 0 &&
+	       k->node->type.dtype == IR_F32 && t->is_leaf && t->param == 0 &&
+	       t->base == 0;
+}
+
 /* Output axis i reads operand axis perm[i]. */
 bool cg_lower_permute(cg_kernel *k)
 {
@@ -546,6 +638,8 @@ bool cg_lower_permute(cg_kernel *k)
 	int ax[IR_MAX_RANK];
 	memset(&n, 0, sizeof n);
 	n.rank = cg_lower_dims(k->L, &k->node->type, n.dims);
+	if (is_plain_transpose(k, n.rank))
+		return lower_transpose(k, n.dims);
 	n.n_arr = 1;
 	cg_lower_strides(n.dims, n.rank, n.strides[0]);
 	for (int i = 0; i < n.rank; i++)

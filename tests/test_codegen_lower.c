@@ -68,11 +68,12 @@ typedef struct run_cfg {
 	int32_t int_lo, int_hi; /* range of random i32 inputs */
 	float f_lo, f_hi;       /* range of random f32 inputs */
 	int64_t grain;          /* cg_program_options.grain (0: default) */
+	unsigned vector_width;  /* cg_program_options.vector_width */
 } run_cfg;
 
 static run_cfg cfg_default(void)
 {
-	return (run_cfg){false, 7, 3, 1, 1e-5, 0, 5, -2.0f, 2.0f, 0};
+	return (run_cfg){false, 7, 3, 1, 1e-5, 0, 5, -2.0f, 2.0f, 0, 0};
 }
 
 static uint64_t next(fx *x)
@@ -137,7 +138,8 @@ static jit_result jit_run(fx *x, const int64_t *syms, const interp_tensor *in,
 			  const interp_tensor *params, const run_cfg *c)
 {
 	jit_result r = {0};
-	cg_program_options po = {.grain = c->grain};
+	cg_program_options po = {.grain = c->grain,
+				 .vector_width = c->vector_width};
 	cg_program *p = cg_program_create(&x->g.ctx, x->g.m, syms, &po);
 	ck_assert_msg(p != NULL, "lowering failed: %s", tu_graph_diag(&x->g));
 	ck_assert_msg(cg_program_jit(p), "jit failed: %s", tu_graph_diag(&x->g));
@@ -1542,6 +1544,35 @@ START_TEST(test_layout_ops_move_elements_like_the_interpreter)
 }
 END_TEST
 
+/* A matrix's transpose goes through registers a tile of vw x vw at a
+ * time: sides shorter than a tile, not a multiple of it, one of them 1;
+ * 8 and 16 floats a vector, the tiles split over 1 and 2 threads. */
+START_TEST(test_transposes_move_elements_like_the_interpreter)
+{
+	static const int64_t shapes[][2] = {{37, 21}, {16, 32}, {96, 32},
+					    {1, 5},   {5, 1},   {32, 202},
+					    {3, 40},  {17, 17}};
+	for (int v = 0; v < 4; v++) {
+		fx x;
+		fx_init(&x);
+		ir_attr perm = {.permute = {{1, 0}}};
+		for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+			ret(&x,
+			    op1(&x, IR_OP_PERMUTE,
+				tu_input(&x.g, tu_type(IR_F32, 2, shapes[s][0],
+						       shapes[s][1])),
+				&perm));
+		run_cfg c = cfg_default();
+		c.tol = 0;
+		c.n_threads = 1 + v % 2;
+		c.grain = 1;
+		c.vector_width = v < 2 ? 8 : 16;
+		check_cfg(&x, &c);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 START_TEST(test_sort_orders_lines_with_nan_last)
 {
 	fx x;
@@ -2116,6 +2147,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_with_grad);
 	tcase_add_test(t, test_losses_match_the_interpreter);
 	tcase_add_test(t, test_layout_ops_move_elements_like_the_interpreter);
+	tcase_add_test(t, test_transposes_move_elements_like_the_interpreter);
 	tcase_add_test(t, test_sort_orders_lines_with_nan_last);
 	tcase_add_test(t, test_symbolic_dims_take_the_given_values);
 	tcase_add_test(t, test_unbound_symbol_is_an_error_naming_it);
