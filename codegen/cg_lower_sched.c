@@ -290,7 +290,7 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 	for (uint32_t k = 0; k < st->nk; k++) {
 		const ir_node *nd = &e->fn->g.nodes[st->node[k]];
 		/* A buffer in the caller's outputs takes no bytes of the slab,
-		 * and no other buffer reuses its bytes (reuses). */
+		 * and no other buffer reuses its bytes (cg_reuse_index). */
 		bool is_direct = e->plan.direct[st->node[k]] != UINT32_MAX;
 		st->blocks[k] = (pass_mem_block){
 			is_direct ? 0
@@ -314,16 +314,6 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 	return ok;
 }
 
-/* Whether kernel y's buffer reuses bytes of kernel x's, which lives
- * before it. */
-static bool reuses(const plan_state *st, uint32_t x, uint32_t y)
-{
-	const pass_mem_block *a = &st->blocks[x], *b = &st->blocks[y];
-	return a->end < b->start && a->size && b->size &&
-	       a->offset < b->offset + b->size &&
-	       b->offset < a->offset + a->size;
-}
-
 /* Every kernel's dependencies: what it reads, and for each earlier buffer
  * whose bytes its own reuses, that buffer's producer and readers. */
 static bool all_deps(plan_state *st)
@@ -332,30 +322,33 @@ static bool all_deps(plan_state *st)
 	st->first2 = ir_alloc(st->ctx, (st->nk + 1) * sizeof *st->first2);
 	st->count2 = ir_alloc(st->ctx, (st->nk + 1) * sizeof *st->count2);
 	st->deps2 = ir_alloc(st->ctx, cap * sizeof *st->deps2);
-	if (!st->first2 || !st->count2 || !st->deps2)
-		return false;
-	memset(st->stamp, 0, st->nk * sizeof *st->stamp);
-	for (uint32_t y = 0; y < st->nk; y++) {
+	cg_reuse_index ri;
+	bool ok = cg_reuse_index_make(st->ctx, st->blocks, st->nk, &ri) &&
+		  st->first2 && st->count2 && st->deps2;
+	if (ok)
+		memset(st->stamp, 0, st->nk * sizeof *st->stamp);
+	for (uint32_t y = 0; ok && y < st->nk; y++) {
 		st->first2[y] = n;
+		cg_reuse_index_find(&ri, y);
 		/* At most: its reads, then per earlier buffer 1 + readers. */
 		uint32_t most = n + st->sn[y].n_deps;
-		for (uint32_t x = 0; x < st->nk; x++)
-			if (reuses(st, x, y))
-				most += 1 + st->rfirst[x + 1] - st->rfirst[x];
+		for (uint32_t f = 0; f < ri.n_found; f++)
+			most += 1 + st->rfirst[ri.found[f] + 1] -
+				st->rfirst[ri.found[f]];
 		if (most > cap) {
 			cap = most * 2;
 			uint32_t *d = ir_realloc(st->ctx, st->deps2,
 						 cap * sizeof *d);
-			if (!d)
-				return false;
+			ok = d != NULL;
+			if (!ok)
+				break;
 			st->deps2 = d;
 		}
 		for (uint32_t d = 0; d < st->sn[y].n_deps; d++)
 			add_dep(st, st->deps2, &n, y,
 				st->deps[st->sn[y].first_dep + d]);
-		for (uint32_t x = 0; x < st->nk; x++) {
-			if (!reuses(st, x, y))
-				continue;
+		for (uint32_t f = 0; f < ri.n_found; f++) {
+			uint32_t x = ri.found[f];
 			add_dep(st, st->deps2, &n, y, x);
 			for (uint32_t r = st->rfirst[x]; r < st->rfirst[x + 1];
 			     r++)
@@ -363,7 +356,8 @@ static bool all_deps(plan_state *st)
 		}
 		st->count2[y] = n - st->first2[y];
 	}
-	return true;
+	cg_reuse_index_fini(st->ctx, &ri);
+	return ok;
 }
 
 static void state_fini(plan_state *st)

@@ -10,8 +10,16 @@
  * end (its bottom level), then to the earlier node. Threads never run a
  * task in a gap before one already placed, so each thread's list is in
  * order of start.
+ *
+ * Reused bytes: the buffers sorted by offset under a tree of the highest
+ * end of each run of them; the buffers that share bytes with one are
+ * those starting below its end (a prefix) that end above its offset,
+ * which the tree finds without looking at the others.
  */
 #include "cg_sched.h"
+#include "passes.h"
+
+#include <stdlib.h>
 
 #include <string.h>
 
@@ -335,4 +343,103 @@ void cg_sched_fini(ir_ctx *ctx, cg_sched *s)
 	ir_free(ctx, s->node_task);
 	ir_free(ctx, s->waits);
 	memset(s, 0, sizeof *s);
+}
+
+/* ---- reused bytes ------------------------------------------------------ */
+
+static bool reuses(const pass_mem_block *a, const pass_mem_block *b)
+{
+	return a->end < b->start && a->size && b->size &&
+	       a->offset < b->offset + b->size &&
+	       b->offset < a->offset + a->size;
+}
+
+static int cmp_reuse_item(const void *pa, const void *pb)
+{
+	const struct cg_reuse_item *x = pa, *y = pb;
+	if (x->offset != y->offset)
+		return x->offset < y->offset ? -1 : 1;
+	return x->block < y->block ? -1 : x->block > y->block;
+}
+
+static int cmp_u32(const void *pa, const void *pb)
+{
+	uint32_t x = *(const uint32_t *)pa, y = *(const uint32_t *)pb;
+	return x < y ? -1 : x > y;
+}
+
+bool cg_reuse_index_make(ir_ctx *ctx, const pass_mem_block *blocks, uint32_t n,
+			 cg_reuse_index *ri)
+{
+	memset(ri, 0, sizeof *ri);
+	ri->blocks = blocks;
+	ri->by_offset = ir_alloc(ctx, (n + 1) * sizeof *ri->by_offset);
+	ri->found = ir_alloc(ctx, (n + 1) * sizeof *ri->found);
+	ri->leaves = 1;
+	while (ri->leaves < n)
+		ri->leaves *= 2;
+	ri->top = ir_alloc(ctx, 2 * (size_t)ri->leaves * sizeof *ri->top);
+	if (!ri->by_offset || !ri->found || !ri->top) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		if (blocks[k].size)
+			ri->by_offset[ri->n++] =
+				(struct cg_reuse_item){blocks[k].offset, k};
+	qsort(ri->by_offset, ri->n, sizeof *ri->by_offset, cmp_reuse_item);
+	for (uint32_t i = 0; i < ri->n; i++) {
+		const pass_mem_block *b = &blocks[ri->by_offset[i].block];
+		ri->top[ri->leaves + i] = b->offset + b->size;
+	}
+	for (uint32_t v = ri->leaves - 1; v >= 1; v--)
+		ri->top[v] = ri->top[2 * v] > ri->top[2 * v + 1]
+				     ? ri->top[2 * v]
+				     : ri->top[2 * v + 1];
+	return true;
+}
+
+/* Adds to found the blocks of tree node v (over by_offset[lo..hi)) that
+ * come before by_offset[n_below], end above byte `above`, and whose
+ * bytes block y reuses. */
+static void reuse_visit(cg_reuse_index *ri, uint32_t v, uint32_t lo, uint32_t hi,
+			uint32_t n_below, uint64_t above, uint32_t y)
+{
+	if (lo >= n_below || ri->top[v] <= above)
+		return;
+	if (hi - lo == 1) {
+		uint32_t x = ri->by_offset[lo].block;
+		if (reuses(&ri->blocks[x], &ri->blocks[y]))
+			ri->found[ri->n_found++] = x;
+		return;
+	}
+	uint32_t mid = lo + (hi - lo) / 2;
+	reuse_visit(ri, 2 * v, lo, mid, n_below, above, y);
+	reuse_visit(ri, 2 * v + 1, mid, hi, n_below, above, y);
+}
+
+void cg_reuse_index_find(cg_reuse_index *ri, uint32_t y)
+{
+	const pass_mem_block *b = &ri->blocks[y];
+	ri->n_found = 0;
+	if (!b->size)
+		return;
+	uint32_t lo = 0, hi = ri->n; /* the blocks starting below b's end */
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (ri->by_offset[mid].offset < b->offset + b->size)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	reuse_visit(ri, 1, 0, ri->leaves, lo, b->offset, y);
+	qsort(ri->found, ri->n_found, sizeof *ri->found, cmp_u32);
+}
+
+void cg_reuse_index_fini(ir_ctx *ctx, cg_reuse_index *ri)
+{
+	ir_free(ctx, ri->by_offset);
+	ir_free(ctx, ri->found);
+	ir_free(ctx, ri->top);
+	memset(ri, 0, sizeof *ri);
 }

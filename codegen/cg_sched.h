@@ -85,4 +85,35 @@ bool cg_sched_sync(ir_ctx *ctx, cg_sched *s, const uint32_t *first,
 
 void cg_sched_fini(ir_ctx *ctx, cg_sched *s);
 
+/* ---- reused bytes ------------------------------------------------------ */
+
+typedef struct pass_mem_block pass_mem_block; /* passes.h */
+
+/* The buffers of a schedule's layout (pass_memplan_blocks: lifetimes in
+ * ticks, offsets placed) by offset, to find for each buffer y the earlier
+ * ones whose bytes it reuses: those of nonzero size, as y is, that end
+ * before y starts and share a byte with it. Finding them costs time in
+ * proportion to the buffers sharing bytes with y (ever), times log n. */
+typedef struct cg_reuse_index {
+	const pass_mem_block *blocks;
+	struct cg_reuse_item {
+		uint64_t offset;
+		uint32_t block;
+	} * by_offset;      /* blocks of nonzero size, by offset then number */
+	uint32_t n, leaves; /* leaves: a power of two, at least n */
+	uint64_t *top;      /* tree node -> the highest end below it */
+	uint32_t *found, n_found; /* cg_reuse_index_find's answer */
+} cg_reuse_index;
+
+/* Indexes blocks[0..n) (kept, not copied). Returns false (reported in
+ * ctx) if memory ran out; cg_reuse_index_fini frees it either way. */
+bool cg_reuse_index_make(ir_ctx *ctx, const pass_mem_block *blocks, uint32_t n,
+			 cg_reuse_index *ri);
+
+/* Puts in ri->found[0 .. ri->n_found), in increasing order, the blocks
+ * whose bytes block y reuses. */
+void cg_reuse_index_find(cg_reuse_index *ri, uint32_t y);
+
+void cg_reuse_index_fini(ir_ctx *ctx, cg_reuse_index *ri);
+
 #endif

@@ -228,17 +228,15 @@ static void backward(pass_ad *ad, ir_id loss)
 	}
 }
 
-/* The gradient of parameter p: its PARAM nodes' gradients summed, or
- * zeros of its type if the loss does not depend on it. */
-static ir_id param_grad(pass_ad *ad, uint32_t p)
+/* The gradient of parameter p: its PARAM nodes' gradients (uses[0..n),
+ * in graph order) summed, or zeros of its type if the loss does not
+ * depend on it. */
+static ir_id param_grad(pass_ad *ad, uint32_t p, const ir_id *uses, uint32_t n)
 {
 	ir_id sum = IR_NONE;
-	for (ir_id i = 0; i < ad->n_fwd; i++) {
-		const ir_node *n = &ad->f->g.nodes[i];
-		if (n->op != IR_OP_PARAM || n->attr.param_index != p ||
-		    ad->adj[i] == IR_NONE)
-			continue;
-		ad->loc = n->loc;
+	for (uint32_t u = 0; u < n; u++) {
+		ir_id i = uses[u];
+		ad->loc = ad->f->g.nodes[i].loc;
 		sum = sum == IR_NONE ? ad->adj[i]
 				     : pass_ad_op2(ad, IR_OP_ADD, sum,
 						   ad->adj[i], NULL);
@@ -249,6 +247,29 @@ static ir_id param_grad(pass_ad *ad, uint32_t p)
 	return pass_ad_zeros(ad, &ad->m->params[p].type);
 }
 
+/* Each parameter's PARAM nodes with a gradient, in graph order:
+ * uses[first[p] .. first[p + 1]), found in one pass over the forward
+ * nodes rather than one per parameter. */
+static bool param_uses(pass_ad *ad, uint32_t *first, ir_id *uses)
+{
+	const ir_graph *g = &ad->f->g;
+	uint32_t n_params = ad->m->n_params;
+	for (ir_id i = 0; i < ad->n_fwd; i++)
+		if (g->nodes[i].op == IR_OP_PARAM && ad->adj[i] != IR_NONE)
+			first[g->nodes[i].attr.param_index + 1]++;
+	for (uint32_t p = 0; p < n_params; p++)
+		first[p + 1] += first[p];
+	uint32_t *fill = ir_alloc(ad->m->ctx, (n_params + 1) * sizeof *fill);
+	if (!fill)
+		return false;
+	memcpy(fill, first, n_params * sizeof *fill);
+	for (ir_id i = 0; i < ad->n_fwd; i++)
+		if (g->nodes[i].op == IR_OP_PARAM && ad->adj[i] != IR_NONE)
+			uses[fill[g->nodes[i].attr.param_index]++] = i;
+	ir_free(ad->m->ctx, fill);
+	return true;
+}
+
 /* Outputs: the loss, then grad.<name> of every parameter in order. */
 static bool set_outputs(pass_ad *ad, ir_id loss)
 {
@@ -257,19 +278,26 @@ static bool set_outputs(pass_ad *ad, ir_id loss)
 	uint32_t n = 1 + m->n_params;
 	f->outputs = ir_arena_alloc(&m->arena, n * sizeof *f->outputs);
 	f->output_names = ir_arena_alloc(&m->arena, n * sizeof *f->output_names);
-	if (!f->outputs || !f->output_names)
-		return false;
-	f->outputs[0] = loss;
-	f->output_names[0] = "loss";
-	for (uint32_t p = 0; p < m->n_params; p++) {
-		f->outputs[1 + p] = param_grad(ad, p);
+	uint32_t *first = ir_alloc(m->ctx, (n + 1) * sizeof *first);
+	ir_id *uses = ir_alloc(m->ctx, (ad->n_fwd + 1) * sizeof *uses);
+	bool ok = f->outputs && f->output_names && first && uses &&
+		  param_uses(ad, first, uses);
+	if (ok) {
+		f->outputs[0] = loss;
+		f->output_names[0] = "loss";
+	}
+	for (uint32_t p = 0; ok && p < m->n_params; p++) {
+		f->outputs[1 + p] = param_grad(ad, p, uses + first[p],
+					       first[p + 1] - first[p]);
 		f->output_names[1 + p] = concat_name(m, "grad.",
 						     m->params[p].name);
-		if (ad->is_failed || !f->output_names[1 + p])
-			return false;
+		ok = !ad->is_failed && f->output_names[1 + p];
 	}
-	f->n_outputs = n;
-	return true;
+	ir_free(m->ctx, first);
+	ir_free(m->ctx, uses);
+	if (ok)
+		f->n_outputs = n;
+	return ok;
 }
 
 /* Checks that entry exists, returns a scalar f32 first, and that its

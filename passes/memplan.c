@@ -21,14 +21,9 @@ static uint64_t round_up(uint64_t x, uint64_t align)
 	return (x + align - 1) & ~(align - 1);
 }
 
-static bool lifetimes_overlap(const pass_mem_block *a, const pass_mem_block *b)
-{
-	return a->start <= b->end && b->start <= a->end;
-}
-
 /* A block seen by the sort: its key fields and its index. */
 typedef struct sort_item {
-	uint64_t key; /* size (placement order) or offset (gap search) */
+	uint64_t key; /* size */
 	uint32_t start, index;
 } sort_item;
 
@@ -44,54 +39,173 @@ static int cmp_by_size(const void *pa, const void *pb)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
-static int cmp_by_offset(const void *pa, const void *pb)
+/* ---- first fit ------------------------------------------------------------
+ *
+ * The first fit walks the placed blocks alive with the new one from the
+ * lowest offset up, keeping `at`, the highest aligned end seen so far,
+ * and stops at the first block that starts size bytes or more above
+ * `at`: the new block goes to `at` (to the last `at` if none stops it).
+ * That is the lowest offset c where each of those blocks ends at or
+ * below c or starts at or above c + size, so the order of blocks of
+ * equal offsets does not matter.
+ *
+ * The placed blocks sit in a treap ordered by offset, each subtree
+ * knowing the range of its blocks' starts and ends, the highest aligned
+ * end and a bound of the gaps between them. The walk skips subtrees
+ * alive at other times, and passes a subtree whose blocks are all alive
+ * with the new one in one step when none of them can stop it: the
+ * blocks of a deep model, stacked one above the other, no longer cost a
+ * step each for each block placed after them. */
+
+#define FIT_NONE UINT32_MAX
+
+/* A placed block, and what its subtree holds. */
+typedef struct fit_node {
+	uint32_t left, right, prio; /* children (FIT_NONE if none) */
+	uint32_t start, end;        /* the block's lifetime */
+	uint64_t offset, top;       /* its offset, its end aligned up */
+	uint32_t min_start, max_start, min_end, max_end; /* of the subtree */
+	uint64_t lowest, highest; /* offsets of its first and last block */
+	uint64_t max_top;         /* the highest aligned end */
+	uint64_t max_gap;         /* at least how far any block but the first
+			   * starts above the aligned ends before it */
+} fit_node;
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
 {
-	const sort_item *x = pa, *y = pb;
-	if (x->key != y->key)
-		return x->key < y->key ? -1 : 1;
-	return x->index < y->index ? -1 : x->index > y->index;
+	return a > b ? a : b;
 }
 
-/* The lowest aligned offset where size bytes fit among the n_live placed
- * blocks live[] (sorted by offset) that overlap the new one in time. */
-static uint64_t first_fit(const pass_mem_block *blocks, const sort_item *live,
-			  uint32_t n_live, uint64_t size, uint64_t align)
+static uint64_t gap_above(uint64_t offset, uint64_t top)
 {
-	uint64_t at = 0;
-	for (uint32_t i = 0; i < n_live; i++) {
-		const pass_mem_block *o = &blocks[live[i].index];
-		if (o->offset >= at + size)
-			return at;
-		uint64_t end = round_up(o->offset + o->size, align);
-		if (end > at)
-			at = end;
-	}
-	return at;
+	return offset > top ? offset - top : 0;
 }
 
-/* Places block order[k].index given the blocks order[0..k) placed. */
-static uint64_t place_one(pass_mem_block *blocks, const sort_item *order,
-			  uint32_t k, sort_item *live, uint64_t align)
+/* A well-mixed priority from a block's number (a fixed treap shape). */
+static uint32_t fit_prio(uint32_t k)
 {
-	pass_mem_block *blk = &blocks[order[k].index];
-	uint32_t n_live = 0;
-	for (uint32_t j = 0; j < k; j++) {
-		const pass_mem_block *o = &blocks[order[j].index];
-		if (lifetimes_overlap(o, blk))
-			live[n_live++] = (sort_item){o->offset, o->start,
-						     order[j].index};
+	uint32_t x = k * 0x9e3779b9u + 0x7f4a7c15u;
+	x ^= x >> 16;
+	x *= 0x85ebca6bu;
+	x ^= x >> 13;
+	x *= 0xc2b2ae35u;
+	return x ^ (x >> 16);
+}
+
+static void fit_span(fit_node *x, const fit_node *c)
+{
+	if (c->min_start < x->min_start)
+		x->min_start = c->min_start;
+	if (c->max_start > x->max_start)
+		x->max_start = c->max_start;
+	if (c->min_end < x->min_end)
+		x->min_end = c->min_end;
+	if (c->max_end > x->max_end)
+		x->max_end = c->max_end;
+	x->max_gap = max_u64(x->max_gap, c->max_gap);
+}
+
+/* Recomputes node t's summary from its own block and its children's. */
+static void fit_pull(fit_node *nodes, uint32_t t)
+{
+	fit_node *x = &nodes[t];
+	x->min_start = x->max_start = x->start;
+	x->min_end = x->max_end = x->end;
+	x->lowest = x->highest = x->offset;
+	x->max_top = x->top;
+	x->max_gap = 0;
+	if (x->left != FIT_NONE) {
+		const fit_node *l = &nodes[x->left];
+		fit_span(x, l);
+		x->lowest = l->lowest;
+		x->max_gap = max_u64(x->max_gap,
+				     gap_above(x->offset, l->max_top));
+		x->max_top = max_u64(l->max_top, x->top);
 	}
-	qsort(live, n_live, sizeof *live, cmp_by_offset);
-	blk->offset = first_fit(blocks, live, n_live, blk->size, align);
-	return round_up(blk->offset + blk->size, align);
+	if (x->right != FIT_NONE) {
+		const fit_node *r = &nodes[x->right];
+		fit_span(x, r);
+		x->highest = r->highest;
+		x->max_gap = max_u64(x->max_gap,
+				     gap_above(r->lowest, x->max_top));
+		x->max_top = max_u64(x->max_top, r->max_top);
+	}
+}
+
+/* Splits subtree t into the blocks at offsets up to offset (*lo) and
+ * above it (*hi). */
+static void fit_split(fit_node *nodes, uint32_t t, uint64_t offset,
+		      uint32_t *lo, uint32_t *hi)
+{
+	if (t == FIT_NONE) {
+		*lo = *hi = FIT_NONE;
+	} else if (nodes[t].offset <= offset) {
+		fit_split(nodes, nodes[t].right, offset, &nodes[t].right, hi);
+		*lo = t;
+		fit_pull(nodes, t);
+	} else {
+		fit_split(nodes, nodes[t].left, offset, lo, &nodes[t].left);
+		*hi = t;
+		fit_pull(nodes, t);
+	}
+}
+
+/* Adds node t to subtree root, after the blocks of its offset; returns
+ * the new root. */
+static uint32_t fit_insert(fit_node *nodes, uint32_t root, uint32_t t)
+{
+	if (root == FIT_NONE || nodes[t].prio > nodes[root].prio) {
+		fit_split(nodes, root, nodes[t].offset, &nodes[t].left,
+			  &nodes[t].right);
+		fit_pull(nodes, t);
+		return t;
+	}
+	if (nodes[t].offset < nodes[root].offset)
+		nodes[root].left = fit_insert(nodes, nodes[root].left, t);
+	else
+		nodes[root].right = fit_insert(nodes, nodes[root].right, t);
+	fit_pull(nodes, root);
+	return root;
+}
+
+/* The first fit's walk over subtree t for block b: true when a block
+ * stops it (b goes to *at), false when *at is the highest aligned end
+ * of the subtree's blocks alive with b (or *at's value before). */
+static bool fit_walk(const fit_node *nodes, uint32_t t, const pass_mem_block *b,
+		     uint64_t *at)
+{
+	if (t == FIT_NONE)
+		return false;
+	const fit_node *x = &nodes[t];
+	if (x->min_start > b->end || x->max_end < b->start)
+		return false; /* none alive with b */
+	if (x->max_start <= b->end && x->min_end >= b->start) {
+		/* All alive with b: the first stops the walk, or none does
+		 * when all start below at + size, or no block but the first
+		 * starts size bytes above the ends before it. */
+		if (x->lowest >= *at + b->size)
+			return true;
+		if (x->highest < *at + b->size || x->max_gap < b->size) {
+			*at = max_u64(*at, x->max_top);
+			return false;
+		}
+	}
+	if (fit_walk(nodes, x->left, b, at))
+		return true;
+	if (x->start <= b->end && b->start <= x->end) {
+		if (x->offset >= *at + b->size)
+			return true;
+		*at = max_u64(*at, x->top);
+	}
+	return fit_walk(nodes, x->right, b, at);
 }
 
 uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 			     uint64_t align, bool *ok)
 {
 	sort_item *order = ir_alloc(ctx, (n + 1) * sizeof *order);
-	sort_item *live = ir_alloc(ctx, (n + 1) * sizeof *live);
-	*ok = order && live;
+	fit_node *nodes = ir_alloc(ctx, (n + 1) * sizeof *nodes);
+	*ok = order && nodes;
 	uint64_t total = 0;
 	if (*ok) {
 		for (uint32_t i = 0; i < n; i++)
@@ -99,15 +213,26 @@ uint64_t pass_memplan_blocks(ir_ctx *ctx, pass_mem_block *blocks, uint32_t n,
 					       i};
 		qsort(order, n, sizeof *order, cmp_by_size);
 	}
+	uint32_t root = FIT_NONE;
 	for (uint32_t k = 0; *ok && k < n; k++) {
-		uint64_t end = place_one(blocks, order, k, live, align);
-		if (end > total)
-			total = end;
+		pass_mem_block *b = &blocks[order[k].index];
+		uint64_t at = 0;
+		fit_walk(nodes, root, b, &at);
+		b->offset = at;
+		nodes[k] = (fit_node){.left = FIT_NONE,
+				      .right = FIT_NONE,
+				      .prio = fit_prio(k),
+				      .start = b->start,
+				      .end = b->end,
+				      .offset = at,
+				      .top = round_up(at + b->size, align)};
+		root = fit_insert(nodes, root, k);
+		total = max_u64(total, nodes[k].top);
 	}
 	if (!*ok)
 		ir_error(ctx, (ir_loc){0}, "out of memory");
 	ir_free(ctx, order);
-	ir_free(ctx, live);
+	ir_free(ctx, nodes);
 	return total;
 }
 

@@ -203,6 +203,59 @@ START_TEST(test_random_schedules_keep_every_dependency_under_any_timing)
 }
 END_TEST
 
+static uint64_t lcg(uint64_t *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return *s >> 33;
+}
+
+/* The index finds, for every buffer of a placed layout, exactly the
+ * earlier ones whose bytes it reuses, in increasing order, as a look at
+ * every pair does. */
+START_TEST(test_the_reuse_index_finds_the_pairs_a_look_at_all_finds)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	enum { MAX = 400 };
+	pass_mem_block b[MAX];
+	uint32_t want[MAX];
+	uint64_t seed = 99;
+	for (uint32_t round = 0; round < 60; round++) {
+		uint32_t n = 1 + (uint32_t)(lcg(&seed) % MAX);
+		uint32_t steps = 1 + (uint32_t)(lcg(&seed) % 200);
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t s0 = (uint32_t)(lcg(&seed) % steps);
+			b[i] = (pass_mem_block){lcg(&seed) % 5 == 0
+							? 0
+							: lcg(&seed) % 700,
+						s0,
+						s0 + (uint32_t)(lcg(&seed) % 9),
+						0};
+		}
+		bool ok;
+		pass_memplan_blocks(&ctx, b, n, 64, &ok);
+		ck_assert(ok);
+		cg_reuse_index ri;
+		ck_assert(cg_reuse_index_make(&ctx, b, n, &ri));
+		for (uint32_t y = 0; y < n; y++) {
+			uint32_t n_want = 0;
+			for (uint32_t x = 0; x < n; x++)
+				if (b[x].end < b[y].start && b[x].size &&
+				    b[y].size &&
+				    b[x].offset < b[y].offset + b[y].size &&
+				    b[y].offset < b[x].offset + b[x].size)
+					want[n_want++] = x;
+			cg_reuse_index_find(&ri, y);
+			ck_assert_uint_eq(ri.n_found, n_want);
+			for (uint32_t k = 0; k < n_want; k++)
+				ck_assert_uint_eq(ri.found[k], want[k]);
+		}
+		cg_reuse_index_fini(&ctx, &ri);
+	}
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
 /* Dependencies beyond the reads (as reused memory adds): every node also
  * needs some node estimated to end before it starts. */
 START_TEST(test_extra_dependencies_that_end_before_are_kept_too)
@@ -701,6 +754,8 @@ static Suite *suite(void)
 	tcase_add_test(
 		t, test_random_schedules_keep_every_dependency_under_any_timing);
 	tcase_add_test(t, test_extra_dependencies_that_end_before_are_kept_too);
+	tcase_add_test(t,
+		       test_the_reuse_index_finds_the_pairs_a_look_at_all_finds);
 	tcase_add_test(t, test_a_dependency_on_a_later_task_is_refused);
 	tcase_add_test(t, test_independent_chains_run_side_by_side);
 	tcase_add_test(t, test_a_large_kernel_is_cut_into_one_piece_per_thread);

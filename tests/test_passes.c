@@ -676,6 +676,157 @@ START_TEST(test_memplan_peak_is_the_most_bytes_alive_at_one_step)
 }
 END_TEST
 
+/* The first fit as it was written first, for reference: per block,
+ * largest first, the placed blocks alive with it sorted by offset and
+ * walked from the lowest up. */
+typedef struct ref_item {
+	uint64_t key;
+	uint32_t start, index;
+} ref_item;
+
+static int ref_by_size(const void *pa, const void *pb)
+{
+	const ref_item *x = pa, *y = pb;
+	if (x->key != y->key)
+		return x->key > y->key ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int ref_by_offset(const void *pa, const void *pb)
+{
+	const ref_item *x = pa, *y = pb;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static uint64_t ref_round_up(uint64_t x, uint64_t align)
+{
+	return (x + align - 1) & ~(align - 1);
+}
+
+static uint64_t ref_first_fit(pass_mem_block *b, uint32_t n, uint64_t align)
+{
+	ref_item *order = malloc((n + 1) * sizeof *order);
+	ref_item *live = malloc((n + 1) * sizeof *live);
+	ck_assert(order && live);
+	for (uint32_t i = 0; i < n; i++)
+		order[i] = (ref_item){b[i].size, b[i].start, i};
+	qsort(order, n, sizeof *order, ref_by_size);
+	uint64_t total = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		pass_mem_block *x = &b[order[k].index];
+		uint32_t n_live = 0;
+		for (uint32_t j = 0; j < k; j++) {
+			const pass_mem_block *o = &b[order[j].index];
+			if (o->start <= x->end && x->start <= o->end)
+				live[n_live++] = (ref_item){o->offset, 0,
+							    order[j].index};
+		}
+		qsort(live, n_live, sizeof *live, ref_by_offset);
+		uint64_t at = 0;
+		for (uint32_t i = 0; i < n_live; i++) {
+			const pass_mem_block *o = &b[live[i].index];
+			if (o->offset >= at + x->size)
+				break;
+			uint64_t end = ref_round_up(o->offset + o->size, align);
+			if (end > at)
+				at = end;
+		}
+		x->offset = at;
+		uint64_t end = ref_round_up(at + x->size, align);
+		if (end > total)
+			total = end;
+	}
+	free(order);
+	free(live);
+	return total;
+}
+
+/* Plans b[0..n) both ways and asserts the same offsets and slab. */
+static void assert_same_as_reference(tu_graph *x, pass_mem_block *b, uint32_t n,
+				     uint64_t align)
+{
+	pass_mem_block *r = malloc((n + 1) * sizeof *r);
+	ck_assert(r);
+	memcpy(r, b, n * sizeof *b);
+	bool ok;
+	uint64_t total = pass_memplan_blocks(&x->ctx, b, n, align, &ok);
+	ck_assert(ok);
+	ck_assert_uint_eq(total, ref_first_fit(r, n, align));
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert_msg(b[i].offset == r[i].offset,
+			      "block %u of %u: %llu, reference %llu", i, n,
+			      (unsigned long long)b[i].offset,
+			      (unsigned long long)r[i].offset);
+	free(r);
+}
+
+static uint32_t lcg_next(uint32_t *s)
+{
+	*s = *s * 1664525u + 1013904223u;
+	return *s >> 8;
+}
+
+START_TEST(test_memplan_places_random_blocks_as_the_reference_does)
+{
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	uint32_t seed = 12345;
+	pass_mem_block *b = malloc(600 * sizeof *b);
+	ck_assert(b);
+	for (uint32_t round = 0; round < 300; round++) {
+		uint32_t n = 1 + lcg_next(&seed) % 600;
+		uint32_t steps = 1 + lcg_next(&seed) % 400;
+		uint32_t n_sizes = 1 + lcg_next(&seed) % 12;
+		/* Few distinct sizes make ties; zero sizes and lifetimes of
+		 * one step included. */
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t s = lcg_next(&seed) % steps;
+			uint32_t len = lcg_next(&seed) % 4 == 0
+					       ? lcg_next(&seed) % steps
+					       : lcg_next(&seed) % 8;
+			uint64_t size = (lcg_next(&seed) % n_sizes) * 48 +
+					lcg_next(&seed) % 3 * 7;
+			b[i] = (pass_mem_block){size, s, s + len, 0};
+		}
+		assert_same_as_reference(&x, b, n, round % 2 ? 64 : 4);
+	}
+	free(b);
+	tu_graph_fini(&x);
+}
+END_TEST
+
+/* A deep network's training step: each layer's forward activations live
+ * until its backward step (nested lifetimes, stacked in the slab), with
+ * short temporaries in both passes. */
+START_TEST(test_memplan_places_deep_nested_blocks_as_the_reference_does)
+{
+	tu_graph x;
+	tu_graph_init(&x, 8);
+	enum { LAYERS = 300, PER = 6 };
+	uint32_t n = 0, steps = 2 * LAYERS * PER, seed = 7;
+	pass_mem_block *b = malloc(3 * LAYERS * PER * sizeof *b);
+	ck_assert(b);
+	for (uint32_t l = 0; l < LAYERS; l++)
+		for (uint32_t j = 0; j < PER; j++) {
+			uint32_t t = l * PER + j;
+			uint64_t size = (j % 3 + 1) * 4096;
+			b[n++] = (pass_mem_block){size, t, steps - 1 - t, 0};
+			b[n++] = (pass_mem_block){size / 2 + j * 64, t,
+						  t + 1 + j % 2, 0};
+			uint32_t u = steps - 1 - t;
+			b[n++] = (pass_mem_block){lcg_next(&seed) % 9000, u,
+						  u + lcg_next(&seed) % 3, 0};
+		}
+	assert_same_as_reference(&x, b, n, 64);
+	free(b);
+	tu_graph_fini(&x);
+}
+END_TEST
+
 /* in -> exp -> tanh -> sigmoid: the sigmoid reuses the exp's bytes. */
 START_TEST(test_memplan_func_plans_a_chain_in_two_buffers)
 {
@@ -904,6 +1055,10 @@ static Suite *passes_suite(void)
 	tcase_add_test(mem, test_memplan_never_overlaps_live_buffers);
 	tcase_add_test(mem,
 		       test_memplan_peak_is_the_most_bytes_alive_at_one_step);
+	tcase_add_test(mem,
+		       test_memplan_places_random_blocks_as_the_reference_does);
+	tcase_add_test(mem,
+		       test_memplan_places_deep_nested_blocks_as_the_reference_does);
 	tcase_add_test(mem, test_memplan_func_plans_a_chain_in_two_buffers);
 	tcase_add_test(mem, test_memplan_func_keeps_a_viewed_buffer_alive);
 	tcase_add_test(mem,

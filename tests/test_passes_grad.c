@@ -1049,6 +1049,30 @@ START_TEST(test_fan_in_gradients_are_summed)
 }
 END_TEST
 
+/* Parameters read by several PARAM nodes, interleaved with each other's
+ * in the graph (as layers written once and used twice are): each one's
+ * gradient sums its own nodes' gradients, in graph order. */
+START_TEST(test_parameters_read_in_several_places_sum_their_nodes)
+{
+	gx x;
+	gx_init(&x);
+	ir_type t = tu_type(IR_F32, 1, 3);
+	ir_id a0 = param(&x, t);
+	ir_id b0 = param(&x, t);
+	ir_attr ia = {.param_index = x.f->g.nodes[a0].attr.param_index};
+	ir_attr ib = {.param_index = x.f->g.nodes[b0].attr.param_index};
+	ir_id y = op2(&x, IR_OP_MUL, a0, op1(&x, IR_OP_TANH, b0, NULL), NULL);
+	for (int k = 0; k < 3; k++) {
+		ir_id a = build(&x, IR_OP_PARAM, NULL, 0, &ia, &t);
+		ir_id b = build(&x, IR_OP_PARAM, NULL, 0, &ib, &t);
+		y = op2(&x, IR_OP_ADD, op1(&x, IR_OP_SIN, y, NULL),
+			op2(&x, IR_OP_MUL, a, b, NULL), NULL);
+	}
+	check_grads(&x, y);
+	gx_fini(&x);
+}
+END_TEST
+
 START_TEST(test_unused_parameters_get_zero_gradients_of_their_shape)
 {
 	gx x;
@@ -1369,6 +1393,8 @@ static Suite *grad_suite(void)
 	TCase *pass = tcase_create("pass");
 	tcase_set_timeout(pass, 120);
 	tcase_add_test(pass, test_fan_in_gradients_are_summed);
+	tcase_add_test(pass,
+		       test_parameters_read_in_several_places_sum_their_nodes);
 	tcase_add_test(pass,
 		       test_unused_parameters_get_zero_gradients_of_their_shape);
 	tcase_add_test(
