@@ -36,6 +36,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,9 +452,27 @@ done:
 		LLVMContextDispose(ctx);
 }
 
-static void *run_part_thread(void *job)
+/* The jobs of a split compile and who has taken part 0. */
+typedef struct parts_run {
+	part_job *jobs;         /* (CG_SPLIT_PARTS) */
+	bool has_part0;         /* part 0 has functions to compile */
+	atomic_flag is_taken_0; /* part 0 is being or was compiled */
+} parts_run;
+
+/* Runs kernel part `part`, then part 0 unless the other thread took it
+ * first: the thread that finishes its kernel part first compiles the
+ * entry points, so a kernel part that took longer than its share of
+ * the deal does not also wait for them. */
+static void run_part_then_0(parts_run *r, int part)
 {
-	run_part(job);
+	run_part(&r->jobs[part]);
+	if (r->has_part0 && !atomic_flag_test_and_set(&r->is_taken_0))
+		run_part(&r->jobs[0]);
+}
+
+static void *run_part_thread(void *run)
+{
+	run_part_then_0(run, 2);
 	return NULL;
 }
 
@@ -462,10 +481,12 @@ static void *run_part_thread(void *job)
  * first optimized by pipeline unless it is NULL (the module is
  * optimized): part 2 read from the bitcode bc (of the module) on a
  * second thread (if the module may use more than one: --threads 1
- * creates none), parts 1 (read from bc too, or the module itself when
- * there is no part 0) and 0 (the module itself) on this one. The objects, in order of part, go to *out; they are the same
- * whichever thread made them. The longer thread's optimizing adds to
- * opt_ms, the rest of the wall time is codegen_ms. */
+ * creates none), part 1 (read from bc too, or the module itself when
+ * there is no part 0) on this one, and part 0 (the module itself) on
+ * the thread that finishes its kernel part first. The objects, in
+ * order of part, go to *out; they are the same whichever thread made
+ * them. The longer thread's optimizing adds to opt_ms, the rest of the
+ * wall time is codegen_ms. */
 static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 			  const uint32_t n_defs[CG_SPLIT_PARTS],
 			  const char *pipeline, cg_objects *out)
@@ -486,28 +507,30 @@ static bool compile_parts(cg_module *m, LLVMMemoryBufferRef bc,
 	double t0 = now_ms();
 	pthread_t th;
 	bool is_threaded = false;
+	parts_run run = {.jobs = jobs,
+			 .has_part0 = ok && n_defs[0],
+			 .is_taken_0 = ATOMIC_FLAG_INIT};
+	jobs[0].mod = m->mod;
+	/* Read back rather than cloned: LLVMCloneModule took about twice as
+	 * long as parsing the bitcode. */
+	jobs[1].bc = bc;
+	jobs[1].mod = n_defs[0] ? NULL : m->mod;
 	jobs[2].bc = bc;
 	int nt = m->n_threads > 0 ? m->n_threads : cg_threads_get();
 	if (ok && n_defs[2] && nt > 1)
 		is_threaded = pthread_create(&th, NULL, run_part_thread,
-					     &jobs[2]) == 0;
-	if (ok && n_defs[1]) {
-		/* Read back rather than cloned: LLVMCloneModule took about
-		 * twice as long as parsing the bitcode. */
-		jobs[1].bc = bc;
-		jobs[1].mod = n_defs[0] ? NULL : m->mod;
+					     &run) == 0;
+	if (ok && n_defs[1])
 		run_part(&jobs[1]);
-	}
-	if (ok && n_defs[0]) {
-		jobs[0].mod = m->mod;
+	if (run.has_part0 && !atomic_flag_test_and_set(&run.is_taken_0))
 		run_part(&jobs[0]);
-	}
 	if (is_threaded)
 		pthread_join(th, NULL);
 	else if (ok && n_defs[2])
 		run_part(&jobs[2]);
-	/* The optimizer's time on the thread where it took longer: this
-	 * one ran parts 0 and 1, and part 2 unless a second thread did. */
+	/* The optimizer's time on the thread where it took longer: part 0
+	 * has none, this one ran part 1, and part 2 unless a second thread
+	 * did. */
 	double here = jobs[0].opt_ms + jobs[1].opt_ms, there = jobs[2].opt_ms;
 	double opt = !is_threaded ? here + there : here > there ? here : there;
 	m->stats.opt_ms += opt;

@@ -18,8 +18,10 @@
  * callers and is a component of its own), and the components are
  * dealt, largest first, to the part with less work so far, where part 1
  * also carries part 0's work (one thread compiles parts 0 and 1, another
- * part 2). Work is counted in instructions, an optnone one as a
- * fortieth of another: machine code at level None costs about that.
+ * part 2). Work is counted in instructions and basic blocks (a loop
+ * costs the optimizer more than straight-line code), an optnone
+ * instruction as a fortieth of another: machine code at level None
+ * costs about that.
  *
  * The plan is a function of the module alone (its functions in order,
  * their instructions and references), so every copy of the module (the
@@ -45,13 +47,23 @@
  * 1/41). A module split after O3 has more kernel instructions, so its
  * part 1 gets somewhat more than its share. */
 #define OPTNONE_DISCOUNT 40
+/* What a basic block of a kernel-side function costs beyond its
+ * instructions, in instructions, as the parts are dealt. A kernel's
+ * loops cost O3 and machine code more than straight-line code does: on
+ * the 12-layer GPT's training program, each kernel unit compiled on
+ * its own, a least-squares fit of thread CPU ms gave 0.076 an
+ * instruction and 0.33 a block (the sgemm loop nests about 150 us an
+ * instruction, the micro-kernels 30-55), and instructions alone left
+ * part 2 about 0.2 CPU s heavier than parts 1 and 0 together, with
+ * 4 a block 0.02-0.03 s lighter (docs/benchmarks.md, "Compile time"). */
+#define BLOCK_WORK 4
 
 typedef struct split_plan {
 	uint32_t n;        /* functions of the module, in order */
 	LLVMValueRef *fns; /* (n) */
 	cg_fn_key *sorted; /* (n) by pointer, to find a function's index */
 	uint32_t *parent;  /* (n) union-find over the kernel side */
-	uint64_t *weight;  /* (n) instructions, then a component's sum */
+	uint64_t *weight;  /* (n) work (count_work), then a component's sum */
 	int *part;         /* (n) 0, 1, 2; -1 for a declaration */
 	bool *is_cross;    /* (n) named from another part, or from a constant */
 	uint32_t n_defs[CG_SPLIT_PARTS];
@@ -72,6 +84,17 @@ static uint64_t count_insts(LLVMValueRef f)
 		for (LLVMValueRef i = LLVMGetFirstInstruction(b); i;
 		     i = LLVMGetNextInstruction(i))
 			n++;
+	return n;
+}
+
+/* A kernel-side function's work as the parts are dealt: its
+ * instructions and BLOCK_WORK a block. */
+static uint64_t count_work(LLVMValueRef f)
+{
+	uint64_t n = count_insts(f);
+	for (LLVMBasicBlockRef b = LLVMGetFirstBasicBlock(f); b;
+	     b = LLVMGetNextBasicBlock(b))
+		n += BLOCK_WORK;
 	return n;
 }
 
@@ -268,7 +291,7 @@ static bool plan_make(split_plan *s, LLVMModuleRef mod)
 		s->part[i] = LLVMIsDeclaration(f) ? -1 : is_optnone(f) ? 0 : 1;
 		if (s->part[i] < 0)
 			continue;
-		s->weight[i] = count_insts(f);
+		s->weight[i] = s->part[i] == 0 ? count_insts(f) : count_work(f);
 		if (s->part[i] == 0)
 			entry_work += s->weight[i] / OPTNONE_DISCOUNT;
 	}
