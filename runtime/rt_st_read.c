@@ -459,6 +459,24 @@ static int build_file(st_reader *r, attnrt_st_file *f)
 
 /* ---- the public face ---------------------------------------------------------- */
 
+/* Stages 1-4 over a file of len bytes whose header is at file, and
+ * whose data follows it there when has_data (else r->data stays NULL:
+ * the head of a file not read yet). */
+static int check_stages(st_reader *r, const char *file, uint64_t len,
+			bool has_data)
+{
+	int code = read_header(r, file, len);
+	if (code == ATTNRT_OK && has_data)
+		r->data = file + (len - r->data_len);
+	if (code == ATTNRT_OK)
+		code = read_entries(r);
+	if (code == ATTNRT_OK)
+		code = check_tiling(r);
+	if (code == ATTNRT_OK)
+		code = check_names(r);
+	return code;
+}
+
 int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 		    attnrt_st_file **out, char *err, size_t err_size)
 {
@@ -471,15 +489,7 @@ int attnrt_st_parse(const attnrt_allocator *al, const void *data, size_t len,
 	memset(f, 0, sizeof *f);
 	f->al = al;
 	st_reader r = {.al = al, .err = err, .err_size = err_size};
-	int code = read_header(&r, data, len);
-	if (code == ATTNRT_OK)
-		r.data = (const char *)data + (len - r.data_len);
-	if (code == ATTNRT_OK)
-		code = read_entries(&r);
-	if (code == ATTNRT_OK)
-		code = check_tiling(&r);
-	if (code == ATTNRT_OK)
-		code = check_names(&r);
+	int code = check_stages(&r, data, len, true);
 	if (code == ATTNRT_OK)
 		code = build_file(&r, f);
 	rt_mem_free(al, r.tensors);
@@ -508,13 +518,7 @@ int rt_st_head(const attnrt_allocator *al, const char *head, size_t have,
 		*need = 8 + (size_t)n;
 		return ATTNRT_OK;
 	}
-	code = read_header(&r, head, file_len);
-	if (code == ATTNRT_OK)
-		code = read_entries(&r);
-	if (code == ATTNRT_OK)
-		code = check_tiling(&r);
-	if (code == ATTNRT_OK)
-		code = check_names(&r);
+	code = check_stages(&r, head, file_len, false);
 	rt_mem_free(al, r.tensors);
 	rt_json_fini(&r.doc);
 	return code;
