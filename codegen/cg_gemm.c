@@ -185,11 +185,28 @@ static void choose_packing(const cg_gemm_spec *s, cg_gemm_plan *p)
 	}
 }
 
+/* The longest k-block with 16-float vectors of a product NARROW_N_MIN
+ * to NARROW_N_MAX columns wide: its KC×NR B panel, 16 KB, stays in L1
+ * beside the A panels the micro-kernel streams (a 32 KB one fills a Zen
+ * 4's L1). On the width-256 GPT step's products of 256 columns that
+ * made the sgemm 1.5-4% faster; on those of 1,024 columns C's extra
+ * load and store per tile and k-block cost about 1% more than it saved
+ * (docs/benchmarks.md). The k-blocks are where a product's sums round,
+ * so narrower products, not measured, keep theirs: the book's models
+ * (none of 256 columns) train to the same bits. With 8-float vectors
+ * the panel is 16 KB at CG_GEMM_KC_MAX already. */
+#define KC_NARROW_MAX 128
+#define NARROW_N_MIN 256
+#define NARROW_N_MAX 512
+
 /* Block sizes balanced over the blocks: K=300 gives two k-blocks of 150,
  * not 256 + 44. */
 static void choose_blocks(const cg_gemm_spec *s, cg_gemm_plan *p)
 {
-	p->kc = ceil_div(s->k, ceil_div(s->k, CG_GEMM_KC_MAX));
+	bool is_narrow = p->vw == 16 && s->n >= NARROW_N_MIN &&
+			 s->n <= NARROW_N_MAX;
+	int64_t kc_max = is_narrow ? KC_NARROW_MAX : CG_GEMM_KC_MAX;
+	p->kc = ceil_div(s->k, ceil_div(s->k, kc_max));
 	p->mc = min64(MC_MAX, round_up(s->m, CG_GEMM_MR));
 	p->nc = round_up(ceil_div(s->n, ceil_div(s->n, NC_MAX)), p->nr);
 }

@@ -100,7 +100,9 @@ typedef struct cg_gemm_spec {
 } cg_gemm_spec;
 
 #define CG_GEMM_MR 6 /* rows of the micro-kernel's tile */
-/* The longest k-block: a KC×NR B panel (16 or 32 KB) stays in L1. */
+/* The longest k-block: a KC×NR B panel (16 or 32 KB) stays in L1 (with
+ * 16-float vectors, products 256 to 512 columns wide take 128:
+ * choose_blocks in cg_gemm.c). */
 #define CG_GEMM_KC_MAX 256
 #define CG_GEMM_GRAIN_DEFAULT (1 << 19)
 

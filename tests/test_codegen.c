@@ -913,6 +913,47 @@ START_TEST(test_gemm_results_do_not_depend_on_thread_count)
 }
 END_TEST
 
+/* Products of 16-float vectors 256 to 512 columns wide, whose k-blocks
+ * are at most 128 (the GPT step's 256 columns by K = 1,024 tokens: 8;
+ * K = 300: 3 of 100; one of 513 columns: 2 of 150, for comparison), in
+ * every layout, accumulating or not: near the naive loop, and the same
+ * bits on 1 and 2 threads. */
+START_TEST(test_gemm_narrow_products_of_short_k_blocks_are_right)
+{
+	static const int64_t shapes[][3] = {{200, 256, 1024},
+					    {150, 512, 300},
+					    {64, 513, 300}};
+	for (size_t s = 0; s < 3; s++)
+		for (int v = 0; v < 4; v++) {
+			gemm_case t;
+			cg_gemm_spec spec = shape(shapes[s][0], shapes[s][1],
+						  shapes[s][2]);
+			spec.ta = v & 1;
+			spec.tb = v & 2;
+			spec.accumulate = s == 1 && v == 3;
+			spec.grain = 1000;
+			spec.vector_width = 16;
+			case_init(&t, spec, 1700 + 4 * s + (uint64_t)v);
+			ck_assert_int_eq(t.plan.kc, s == 0   ? 128
+						    : s == 1 ? 100
+							     : 150);
+			gemm_jit j = jit_open(&t.spec);
+			float *one = jit_run(&j, &t, 1),
+			      *two = jit_run(&j, &t, 2);
+			jit_close(&j);
+			ck_assert_int_eq(memcmp(one, two, t.n_c * sizeof *one),
+					 0);
+			ck_assert_msg(case_error(&t, two) < 1e-5,
+				      "%lldx%lldx%lld v %d: error %g",
+				      (long long)spec.m, (long long)spec.n,
+				      (long long)spec.k, v, case_error(&t, two));
+			free(one);
+			free(two);
+			case_fini(&t);
+		}
+}
+END_TEST
+
 typedef void (*gemm_range_fn)(const float *A, const float *B, float *C,
 			      int64_t lo, int64_t hi, int64_t n);
 
@@ -1549,6 +1590,24 @@ START_TEST(test_plan_packs_and_blocks_large_shapes)
 }
 END_TEST
 
+/* With 16-float vectors a product 256 to 512 columns wide takes
+ * k-blocks of at most 128 (a B panel of 16 KB, which stays in L1),
+ * balanced as the longer ones; a narrower or wider one, or 8-float
+ * vectors, 256 (the book's products keep their sums). */
+START_TEST(test_plan_takes_short_k_blocks_for_narrow_products_of_zmm)
+{
+	ck_assert_int_eq(plan_vw(1024, 256, 1024, 16).kc, 128);
+	ck_assert_int_eq(plan_vw(1024, 256, 256, 16).kc, 128);
+	ck_assert_int_eq(plan_vw(256, 512, 1024, 16).kc, 128);
+	ck_assert_int_eq(plan_vw(100, 300, 300, 16).kc, 100);
+	ck_assert_int_eq(plan_vw(100, 255, 300, 16).kc, 150);
+	ck_assert_int_eq(plan_vw(32, 64, 640, 16).kc, 214);
+	ck_assert_int_eq(plan_vw(1024, 513, 1024, 16).kc, 256);
+	ck_assert_int_eq(plan_vw(1024, 1024, 256, 16).kc, 256);
+	ck_assert_int_eq(plan_vw(1024, 256, 1024, 8).kc, 256);
+}
+END_TEST
+
 /* Threads split the side that leaves them the smaller operand to read
  * whole: a weight gradient X^T dY of 256×1024 (K = 1,024 tokens) splits
  * its columns (each thread packs A, 1 MB, not B, 4 MB), a square one or
@@ -1920,6 +1979,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_reads_transposed_operands);
 	tcase_add_test(num, test_gemm_packs_runs_of_rows_and_the_rows_left);
 	tcase_add_test(num, test_gemm_adds_to_c_when_accumulating);
+	tcase_add_test(num,
+		       test_gemm_narrow_products_of_short_k_blocks_are_right);
 	tcase_add_test(num, test_gemm_leaves_out_zero_rows_of_b);
 	tcase_add_test(num,
 		       test_gemm_keeps_a_zero_row_of_b_against_a_non_finite_a);
@@ -1967,6 +2028,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
 	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
 	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
+	tcase_add_test(code,
+		       test_plan_takes_short_k_blocks_for_narrow_products_of_zmm);
 	tcase_add_test(code, test_plan_splits_the_side_of_the_larger_operand);
 	tcase_add_test(code, test_plan_fills_in_dense_leading_dimensions);
 	tcase_add_test(code, test_plan_rejects_bad_specs);
