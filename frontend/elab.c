@@ -335,9 +335,13 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 				d->id.name);
 		result = fr.has_returned ? fr.ret
 					 : (fe_value){.kind = FE_V_VOID};
+		/* A body that stopped (a limit, out of memory) said why;
+		 * its missing return is no second error. */
 		if (!fr.has_returned && want_value) {
-			ir_error(e->ctx, loc, "'%s' does not return a value",
-				 d->id.name);
+			if (!e->is_stopped)
+				ir_error(e->ctx, loc,
+					 "'%s' does not return a value",
+					 d->id.name);
 			result = fe_err();
 		}
 		if (result.kind == FE_V_VOID)
