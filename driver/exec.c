@@ -67,30 +67,40 @@ static bool jit_call(const drv_exec *e, const ir_func *f,
 	const attnrt_tensor_info *ins = cg_program_inputs(p, f->name, &n_in);
 	const attnrt_tensor_info *os = cg_program_outputs(p, f->name, &n_out);
 	attnrt_entry_fn fn = cg_program_entry(p, f->name);
-	const void *in_ptrs[64];
-	void *out_ptrs[64];
-	if (!fn || n_in != f->n_inputs || n_out != f->n_outputs || n_in > 64 ||
-	    n_out > 64) {
+	if (!fn || n_in != f->n_inputs || n_out != f->n_outputs) {
 		ir_error(e->ctx, f->loc, "'%s' is not a compiled entry point",
 			 f->name);
 		return false;
 	}
+	/* Pointers to the inputs and outputs, as many as the entry has. */
+	const void **in_ptrs = ir_alloc(e->ctx, n_in * sizeof *in_ptrs);
+	void **out_ptrs = ir_alloc(e->ctx, n_out * sizeof *out_ptrs);
+	void *scratch = NULL;
+	bool ok = false;
+	if (!in_ptrs || !out_ptrs) {
+		ir_error(e->ctx, (ir_loc){0}, "out of memory");
+		goto out;
+	}
 	if (!check_inputs(e->ctx, f, ins, inputs) ||
 	    !alloc_outputs(e->ctx, os, n_out, outs, out_ptrs))
-		return false;
+		goto out;
 	for (uint32_t i = 0; i < n_in; i++)
 		in_ptrs[i] = inputs[i].data;
-	void *scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(p, f->name));
+	scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(p, f->name));
 	if (!scratch) {
 		ir_error(e->ctx, (ir_loc){0}, "out of memory");
-		return false;
+		goto out;
 	}
 	attnrt_run run = {.seed = e->o->seed, .n_threads = e->o->threads};
 	int rc = fn(&run, e->jit->params, scratch, in_ptrs, out_ptrs);
-	attnrt_free(NULL, scratch);
-	if (rc != ATTNRT_OK)
+	ok = rc == ATTNRT_OK;
+	if (!ok)
 		drv_report_run_error(e->ctx, f, rc);
-	return rc == ATTNRT_OK;
+out:
+	attnrt_free(NULL, scratch);
+	ir_free(e->ctx, in_ptrs);
+	ir_free(e->ctx, out_ptrs);
+	return ok;
 }
 
 bool drv_exec_call(const drv_exec *e, const ir_func *f,

@@ -142,11 +142,13 @@ bool drv_inputs_bind(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		       const interp_tensor *outs, const char *path)
 {
-	attnrt_st_tensor ts[64];
-	char err[512], unnamed[64][32];
-	if (f->n_outputs > 64) {
-		ir_error(ctx, f->loc, "--outputs: too many outputs");
-		return false;
+	char err[512];
+	attnrt_st_tensor *ts = ir_alloc(ctx, f->n_outputs * sizeof *ts);
+	char(*unnamed)[32] = ir_alloc(ctx, f->n_outputs * sizeof *unnamed);
+	bool ok = ts && unnamed;
+	if (!ok) {
+		ir_error(ctx, (ir_loc){0}, "out of memory");
+		goto out;
 	}
 	for (uint32_t i = 0; i < f->n_outputs; i++) {
 		const interp_tensor *t = &outs[i];
@@ -163,12 +165,15 @@ bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 			      (t->dtype == IR_F64 ? 8 : 4);
 	}
 	attnrt_meta meta[] = {{"model", m->name}, {"entry", f->name}};
-	if (attnrt_st_write(NULL, path, ts, f->n_outputs, meta, 2, err,
-			    sizeof err) != ATTNRT_OK) {
+	ok = attnrt_st_write(NULL, path, ts, f->n_outputs, meta, 2, err,
+			     sizeof err) == ATTNRT_OK;
+	if (!ok)
 		ir_error(ctx, (ir_loc){0}, "--outputs: %s", err);
-		return false;
-	}
-	printf("wrote %u output%s of %s to %s\n", f->n_outputs,
-	       f->n_outputs == 1 ? "" : "s", f->name, path);
-	return true;
+	else
+		printf("wrote %u output%s of %s to %s\n", f->n_outputs,
+		       f->n_outputs == 1 ? "" : "s", f->name, path);
+out:
+	ir_free(ctx, ts);
+	ir_free(ctx, unnamed);
+	return ok;
 }

@@ -58,19 +58,20 @@ void drv_example_inputs(const ir_module *m, const ir_func *f, interp_tensor *in)
 static bool bind_from_example(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 			      int64_t *values)
 {
-	interp_tensor in[64];
-	int64_t from_example[64] = {0};
-	if (f->n_inputs > 64 || m->n_syms > 64) {
-		ir_error(ctx, f->loc, "too many inputs or dimensions");
-		return false;
+	interp_tensor *in = ir_alloc(ctx, f->n_inputs * sizeof *in);
+	int64_t *from_example = ir_alloc(ctx, (m->n_syms + 1) *
+						      sizeof *from_example);
+	bool ok = in && from_example;
+	if (ok) {
+		drv_example_inputs(m, f, in);
+		ok = interp_bind_syms(ctx, m, f, in, from_example);
 	}
-	drv_example_inputs(m, f, in);
-	if (!interp_bind_syms(ctx, m, f, in, from_example))
-		return false;
-	for (uint32_t s = 0; s < m->n_syms; s++)
+	for (uint32_t s = 0; ok && s < m->n_syms; s++)
 		if (!values[s])
 			values[s] = from_example[s];
-	return true;
+	ir_free(ctx, in);
+	ir_free(ctx, from_example);
+	return ok;
 }
 
 /* B from the train block's batch, where values has none. */
@@ -553,12 +554,12 @@ bool drv_run_jit(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	const ir_func *f = drv_entry(ctx, m, o, !o->inputs);
 	if (!f)
 		return false;
-	if (f->n_inputs > 64 || f->n_outputs > 64) {
-		ir_error(ctx, f->loc, "too many inputs or outputs");
+	/* As many as the function has: the interpreter takes any number. */
+	interp_tensor *in = ir_alloc(ctx, ((size_t)f->n_inputs + f->n_outputs) *
+						  sizeof *in);
+	if (!in)
 		return false;
-	}
-	interp_tensor in[64], outs[64];
-	memset(outs, 0, sizeof outs);
+	interp_tensor *outs = in + f->n_inputs;
 	drv_jit j;
 	memset(&j, 0, sizeof j);
 	drv_options bound = *o;
@@ -581,6 +582,7 @@ out:
 	inputs_fini(ctx, f, in, is_owned);
 	for (uint32_t i = 0; i < f->n_outputs; i++)
 		interp_tensor_fini(ctx, &outs[i]);
+	ir_free(ctx, in);
 	drv_jit_close(ctx, &j);
 	return ok;
 }
