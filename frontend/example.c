@@ -275,10 +275,26 @@ static const fe_def *example_target(fe_elab *e, const fe_decl *d, ir_func **f)
 	return v.def;
 }
 
+/* Argument i of f as a tensor: a number is a rank-0 tensor of the
+ * input's dtype, or f32 where it is no i32 (a real number for an i32
+ * input, which check_arg then reports as a wrong dtype). */
+static ir_id arg_tensor(fe_elab *e, const ir_func *f, uint32_t i, fe_value v,
+			ir_loc loc)
+{
+	if (v.kind != FE_V_NUM)
+		return fe_to_tensor(e, v, loc);
+	bool is_i32 = f->inputs[i] != IR_NONE &&
+		      f->g.nodes[f->inputs[i]].type.dtype == IR_I32 &&
+		      v.num.r == floor(v.num.r) && v.num.r >= INT32_MIN &&
+		      v.num.r <= INT32_MAX;
+	fe_value t = fe_scalar(e, is_i32 ? IR_I32 : IR_F32, v, loc);
+	return t.kind == FE_V_TENSOR ? t.tensor : IR_NONE;
+}
+
 /* Elaborates the arguments into the scratch function; ids[i] gets the
  * node of argument i. */
 static bool example_args(fe_elab *e, const fe_decl *d, const fe_def *def,
-			 ir_id *ids, ir_loc *locs)
+			 const ir_func *f, ir_id *ids, ir_loc *locs)
 {
 	uint32_t n = def->n_params;
 	fe_raw_arg *raw = ir_alloc(e->ctx, (d->n_args + 1) * sizeof *raw);
@@ -299,7 +315,7 @@ static bool example_args(fe_elab *e, const fe_decl *d, const fe_def *def,
 	ok = ok && fe_bind_args(e, def->id.name, d->names[0].loc, names, n, n,
 				raw, d->n_args, &a);
 	for (uint32_t i = 0; ok && i < n; i++)
-		ok = (ids[i] = fe_to_tensor(e, a.v[i], locs[i])) != IR_NONE;
+		ok = (ids[i] = arg_tensor(e, f, i, a.v[i], locs[i])) != IR_NONE;
 	ir_free(e->ctx, raw);
 	ir_free(e->ctx, names);
 	ir_free(e->ctx, a.v);
@@ -349,7 +365,7 @@ void fe_example(fe_elab *e, const fe_decl *d)
 		if (e->const_nodes)
 			memset(e->const_nodes, 0,
 			       e->const_nodes_cap * sizeof *e->const_nodes);
-		bool ok = example_args(e, d, def, ids, locs);
+		bool ok = example_args(e, d, def, f, ids, locs);
 		e->f = NULL;
 		if (e->const_nodes)
 			memset(e->const_nodes, 0,
