@@ -88,10 +88,19 @@ static fe_value make_const(fe_elab *e, const ir_type *t, const double *vals,
 	if (!data)
 		return fe_err();
 	for (int64_t i = 0; i < n; i++) {
-		if (t->dtype == IR_I32)
-			((int32_t *)data)[i] = (int32_t)vals[i];
-		else
+		if (t->dtype != IR_I32) {
 			((float *)data)[i] = (float)vals[i];
+			continue;
+		}
+		/* Converting a double outside int32 is undefined behaviour
+		 * (on x86 it gave INT32_MIN): an error instead. */
+		if (!(vals[i] >= INT32_MIN && vals[i] <= INT32_MAX)) {
+			ir_error(e->ctx, loc, "%.0f does not fit in i32",
+				 vals[i]);
+			ir_free(e->ctx, data);
+			return fe_err();
+		}
+		((int32_t *)data)[i] = (int32_t)vals[i];
 	}
 	fe_value v = fe_const_tensor(e, t, data, loc);
 	ir_free(e->ctx, data);

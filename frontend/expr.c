@@ -561,10 +561,18 @@ static ir_id list_to_const(fe_elab *e, fe_value v, ir_loc loc)
 	}
 	t.dtype = all_int ? IR_I32 : IR_F32;
 	for (int64_t i = 0; i < numel; i++) {
-		if (all_int)
-			((int32_t *)data)[i] = (int32_t)vals[i];
-		else
+		if (!all_int) {
 			((float *)data)[i] = (float)vals[i];
+			continue;
+		}
+		/* Converting a double outside int32 is undefined behaviour
+		 * (on x86 it gave INT32_MIN): an error, as in fe_scalar. */
+		if (!(vals[i] >= INT32_MIN && vals[i] <= INT32_MAX)) {
+			ir_error(e->ctx, loc, "%.0f does not fit in i32",
+				 vals[i]);
+			goto out;
+		}
+		((int32_t *)data)[i] = (int32_t)vals[i];
 	}
 	fe_value c = fe_const_tensor(e, &t, data, loc);
 	id = c.kind == FE_V_TENSOR ? c.tensor : IR_NONE;
