@@ -697,6 +697,15 @@ static fe_value build_input(fe_elab *e, const fe_def *d, uint32_t i)
 	return fe_build(e, IR_OP_INPUT, NULL, 0, &a, &t, p->id.loc);
 }
 
+/* Whether one of names[0..n) is name. */
+static bool name_taken(const char *const *names, uint32_t n, const char *name)
+{
+	for (uint32_t j = 0; j < n; j++)
+		if (strcmp(names[j], name) == 0)
+			return true;
+	return false;
+}
+
 /* The values an exported function returns and their names. */
 static uint32_t collect_outputs(fe_elab *e, const fe_frame *fr, fe_value **vals,
 				const char ***names)
@@ -714,13 +723,20 @@ static uint32_t collect_outputs(fe_elab *e, const fe_frame *fr, fe_value **vals,
 	if (!*vals || !*names)
 		return 0;
 	for (uint32_t i = 0; i < n; i++) {
-		char buf[32];
+		char buf[48];
 		const fe_expr *x = s && s->n_exprs == n ? s->exprs[i] : NULL;
 		(*vals)[i] = is_tuple ? v.list.items[i] : v;
 		snprintf(buf, sizeof buf, "out%u", i);
-		(*names)[i] = ir_arena_strdup(&e->m->arena,
-					      x && x->kind == FE_E_NAME ? x->str
-									: buf);
+		const char *name = x && x->kind == FE_E_NAME ? x->str : buf;
+		/* An output's name is its variable's, or outI; a name an
+		 * earlier output has (return y, y) gives way to outI, then
+		 * outI_K, so that every output can be written out by name. */
+		for (uint32_t k = 0; name_taken(*names, i, name); k++) {
+			snprintf(buf, sizeof buf, k ? "out%u_%u" : "out%u", i,
+				 k);
+			name = buf;
+		}
+		(*names)[i] = ir_arena_strdup(&e->m->arena, name);
 	}
 	return n;
 }
