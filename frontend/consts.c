@@ -79,9 +79,8 @@ static bool dtype_arg(fe_elab *e, const fe_args *a, uint32_t i, ir_dtype *out)
 	return true;
 }
 
-/* A constant of type t whose n elements are given as doubles. */
-static fe_value make_const(fe_elab *e, const ir_type *t, const double *vals,
-			   ir_loc loc)
+fe_value fe_const_of_doubles(fe_elab *e, const ir_type *t, const double *vals,
+			     ir_loc loc)
 {
 	int64_t n = ir_type_numel_static(t);
 	void *data = ir_alloc(e->ctx, (size_t)(n ? n : 1) * 4);
@@ -116,7 +115,7 @@ static fe_value filled(fe_elab *e, const ir_type *t, double v, ir_loc loc)
 		return fe_err();
 	for (int64_t i = 0; i < n; i++)
 		vals[i] = v;
-	fe_value c = make_const(e, t, vals, loc);
+	fe_value c = fe_const_of_doubles(e, t, vals, loc);
 	ir_free(e->ctx, vals);
 	return c;
 }
@@ -212,7 +211,7 @@ fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		return fe_err();
 	for (int64_t i = 0; i < (int64_t)count; i++)
 		vals[i] = s + (double)i * st;
-	fe_value c = make_const(e, &t, vals, a->loc);
+	fe_value c = fe_const_of_doubles(e, &t, vals, a->loc);
 	ir_free(e->ctx, vals);
 	return c;
 }
@@ -243,7 +242,7 @@ fe_value fe_bi_random(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	for (int64_t i = 0; i < n; i++)
 		vals[i] = is_normal ? p[0] + p[1] * rng_normal(&state)
 				    : p[0] + (p[1] - p[0]) * rng_uniform(&state);
-	fe_value c = make_const(e, &t, vals, a->loc);
+	fe_value c = fe_const_of_doubles(e, &t, vals, a->loc);
 	ir_free(e->ctx, vals);
 	return c;
 }

@@ -231,6 +231,10 @@ fe_value fe_const_tensor(fe_elab *e, const ir_type *t, const void *data,
 			 ir_loc loc);
 /* A rank-0 constant of dtype holding v. */
 fe_value fe_scalar(fe_elab *e, ir_dtype dtype, fe_value v, ir_loc loc);
+/* A constant of type t (f32 or i32, static dims) whose elements are
+ * given as doubles; an i32 value outside int32 is an error at loc. */
+fe_value fe_const_of_doubles(fe_elab *e, const ir_type *t, const double *vals,
+			     ir_loc loc);
 
 /* ---- built-ins (builtins.c, consts.c) ------------------------------------------------- */
 

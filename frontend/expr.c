@@ -549,36 +549,19 @@ static ir_id list_to_const(fe_elab *e, fe_value v, ir_loc loc)
 	int64_t numel = ir_type_numel_static(&t), n = 0;
 	double *vals = ir_alloc(e->ctx,
 				(size_t)(numel ? numel : 1) * sizeof *vals);
-	void *data = ir_alloc(e->ctx, (size_t)(numel ? numel : 1) * 4);
 	ir_id id = IR_NONE;
-	if (!vals || !data)
-		goto out;
+	if (!vals)
+		return IR_NONE;
 	if (!list_flatten(&v, &t, 0, vals, &n, &all_int)) {
 		ir_error(e->ctx, loc,
 			 "a list used as a tensor must hold numbers "
 			 "in a regular shape");
-		goto out;
+	} else {
+		t.dtype = all_int ? IR_I32 : IR_F32;
+		fe_value c = fe_const_of_doubles(e, &t, vals, loc);
+		id = c.kind == FE_V_TENSOR ? c.tensor : IR_NONE;
 	}
-	t.dtype = all_int ? IR_I32 : IR_F32;
-	for (int64_t i = 0; i < numel; i++) {
-		if (!all_int) {
-			((float *)data)[i] = (float)vals[i];
-			continue;
-		}
-		/* Converting a double outside int32 is undefined behaviour
-		 * (on x86 it gave INT32_MIN): an error, as in fe_scalar. */
-		if (!(vals[i] >= INT32_MIN && vals[i] <= INT32_MAX)) {
-			ir_error(e->ctx, loc, "%.0f does not fit in i32",
-				 vals[i]);
-			goto out;
-		}
-		((int32_t *)data)[i] = (int32_t)vals[i];
-	}
-	fe_value c = fe_const_tensor(e, &t, data, loc);
-	id = c.kind == FE_V_TENSOR ? c.tensor : IR_NONE;
-out:
 	ir_free(e->ctx, vals);
-	ir_free(e->ctx, data);
 	return id;
 }
 
