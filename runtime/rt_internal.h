@@ -51,9 +51,10 @@ unsigned rt_st_dtype_size(const char *name, size_t n);
 /* What a reader checks in a file's first bytes before the rest is read,
  * so that a file of the wrong kind or a cut one is refused without
  * reading (and holding) all of it: given head[0..have) of a file of
- * file_len bytes, sets *need to the bytes it must see to go on (more than
+ * file_len bytes (have at least RT_HEAD_FIRST, or all of the file), sets *need to the bytes it must see to go on (more than
  * have, at most file_len), or to 0 when the rest may be read; returns
  * ATTNRT_OK, or an error with a message for what the head shows. */
+#define RT_HEAD_FIRST 4096 /* the head's bytes read before a check */
 typedef int (*rt_head_fn)(const attnrt_allocator *al, const char *head,
 			  size_t have, uint64_t file_len, size_t *need,
 			  char *err, size_t err_size);

@@ -221,24 +221,20 @@ bool rt_npy_is(const void *data, size_t len)
 }
 
 /* The magic, version and header of an .npy of file_len bytes whose first
- * have bytes are at p: into *t (its data unset) and *start, the data's
- * offset; or, when have is short of what comes next, only *need, the
- * bytes to see (at most file_len). */
+ * have bytes (at least 12, or all of the file) are at p: into *t (its
+ * data unset) and *start, the data's offset; or, when have is short of
+ * the header, only *need, the bytes to see. */
 static int npy_header(const unsigned char *p, size_t have, uint64_t file_len,
 		      attnrt_st_tensor *t, size_t *start, size_t *need,
 		      char *err, size_t err_size)
 {
 	memset(t, 0, sizeof *t);
 	*need = 0;
-	if (file_len < 10 || (have >= 6 && !rt_npy_is(p, have)))
+	if (file_len < 10 || !rt_npy_is(p, have))
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 			       ".npy: %llu bytes "
 			       "are too short for the magic and header length",
 			       (unsigned long long)file_len);
-	if (have < 12 && have < file_len) {
-		*need = file_len < 12 ? (size_t)file_len : 12;
-		return ATTNRT_OK;
-	}
 	if (p[6] < 1 || p[6] > 3 || p[7] != 0)
 		return rt_fail(err, err_size, ATTNRT_ERR_FORMAT,
 			       ".npy: version "

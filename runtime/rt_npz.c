@@ -238,10 +238,6 @@ int rt_tensors_head(const attnrt_allocator *al, const char *head, size_t have,
 		    uint64_t file_len, size_t *need, char *err, size_t err_size)
 {
 	*need = 0;
-	if (have < 8 && have < file_len) {
-		*need = file_len < 8 ? (size_t)file_len : 8;
-		return ATTNRT_OK;
-	}
 	if (file_len == 0 || is_zip(head, have))
 		return ATTNRT_OK; /* a zip's directory is at its end */
 	if (rt_npy_is(head, have))

@@ -507,10 +507,6 @@ int rt_st_head(const attnrt_allocator *al, const char *head, size_t have,
 	st_reader r = {.al = al, .err = err, .err_size = err_size};
 	uint64_t n;
 	*need = 0;
-	if (have < 8 && have < file_len) {
-		*need = file_len < 8 ? (size_t)file_len : 8;
-		return ATTNRT_OK;
-	}
 	int code = header_length(&r, head, file_len, &n);
 	if (code != ATTNRT_OK)
 		return code;
@@ -544,28 +540,31 @@ static int read_some(int fd, const char *path, char *p, size_t n, size_t *got,
 }
 
 /* Reads the head of the file open at fd (file_len bytes long) into *h
- * (*have bytes, from al) for as long as check asks for more of it. */
+ * (*have bytes, from al): its first RT_HEAD_FIRST bytes (or all of a
+ * shorter file), then as much more as check asks for. */
 static int read_head(const attnrt_allocator *al, int fd, const char *path,
 		     rt_head_fn check, uint64_t file_len, char **h,
 		     size_t *have, char *err, size_t err_size)
 {
+	size_t need = file_len < RT_HEAD_FIRST ? (size_t)file_len
+					       : RT_HEAD_FIRST;
 	for (;;) {
-		size_t need = 0, got;
-		int code = check(al, *h, *have, file_len, &need, err, err_size);
-		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
-			rt_prefix_path(path, err, err_size);
-		if (code != ATTNRT_OK || need <= *have || need > file_len)
-			return code;
-		char *grown = rt_mem_realloc(al, *h, need);
+		size_t got;
+		char *grown = rt_mem_realloc(al, *h, need ? need : 1);
 		if (!grown)
 			return rt_fail(err, err_size, ATTNRT_ERR_NOMEM,
 				       "%s: out of memory", path);
 		*h = grown;
-		code = read_some(fd, path, *h + *have, need - *have, &got, err,
-				 err_size);
+		int code = read_some(fd, path, *h + *have, need - *have, &got,
+				     err, err_size);
 		*have += got;
 		if (code != ATTNRT_OK || *have < need)
 			return code; /* cut short: the whole file's parse says so */
+		code = check(al, *h, *have, file_len, &need, err, err_size);
+		if (code != ATTNRT_OK && code != ATTNRT_ERR_NOMEM)
+			rt_prefix_path(path, err, err_size);
+		if (code != ATTNRT_OK || need <= *have || need > file_len)
+			return code;
 	}
 }
 
