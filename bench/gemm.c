@@ -16,8 +16,10 @@
  * step at that width (bench/gpt_step.sh's model: 1,024 tokens, MLP 4x
  * the width, vocabulary 512), forward and backward in the layouts the
  * gradient uses (dX = dY W^T: B transposed; dW = X^T dY: A transposed),
- * on 1 thread, each with its share of the FMA peak measured in the same
- * run; these are timed in the process's CPU time, which on a shared
+ * and next to qkvo's the three products of q, k and v as one (qkv3:
+ * X @ [W_q | W_k | W_v], N three widths; its dX with K three widths, its
+ * dW with N three widths), on 1 thread, each with its share of the FMA
+ * peak measured in the same run; these are timed in the process's CPU time, which on a shared
  * machine leaves out the time other processes hold the core. The machine is shared, so the run ends with how busy the
  * CPUs were in total and how much of that was this process: a busy
  * machine makes 2-thread numbers swing (a thread waits at a barrier for a
@@ -280,20 +282,25 @@ static double fma_peak(int vw)
 
 /* The matmuls of a GPT training step at width d (1,024 tokens, MLP 4d,
  * vocabulary 512): the forward's, then the backward's input gradients
- * (B transposed) and weight gradients (A transposed), on 1 thread. */
+ * (B transposed) and weight gradients (A transposed), on 1 thread; the
+ * qkv3 rows are q, k and v's three products merged into one, to weigh
+ * against three qkvo rows. */
 static void bench_gpt(int d, int reps, int width, int vw)
 {
 	const int t = 1024, f = 4 * d, v = 512;
 	const shape shapes[] = {
 		{t, d, d, "qkvo", false, false},
+		{t, 3 * d, d, "qkv3", false, false},
 		{t, f, d, "fc1", false, false},
 		{t, d, f, "fc2", false, false},
 		{t, v, d, "head", false, false},
 		{t, d, d, "dX qkvo", false, true},
+		{t, d, 3 * d, "dX qkv3", false, true},
 		{t, d, f, "dX fc1", false, true},
 		{t, f, d, "dX fc2", false, true},
 		{t, d, v, "dX head", false, true},
 		{d, d, t, "dW qkvo", true, false},
+		{d, 3 * d, t, "dW qkv3", true, false},
 		{d, f, t, "dW fc1", true, false},
 		{f, d, t, "dW fc2", true, false},
 		{d, v, t, "dW head", true, false},
