@@ -689,6 +689,30 @@ void ir_module_derive_syms(const ir_module *m, int64_t *values)
 	}
 }
 
+static void mark_sym(const ir_module *m, int32_t sym, bool *used)
+{
+	if (sym < 0 || (uint32_t)sym >= m->n_syms)
+		return;
+	used[sym] = true;
+	for (uint32_t k = 0; k < m->syms[sym].n_factors; k++)
+		used[m->syms[sym].factors[k]] = true;
+}
+
+void ir_module_used_syms(const ir_module *m, bool *used)
+{
+	memset(used, 0, m->n_syms * sizeof *used);
+	for (uint32_t f = 0; f < m->n_funcs; f++) {
+		const ir_graph *g = &m->funcs[f]->g;
+		for (uint32_t i = 0; i < g->n_nodes; i++) {
+			const ir_type *t = &g->nodes[i].type;
+			for (uint32_t d = 0; d < t->rank; d++)
+				mark_sym(m, t->dims[d].sym, used);
+		}
+	}
+	for (uint32_t i = 0; i < m->n_limits; i++)
+		mark_sym(m, m->limits[i].size.sym, used);
+}
+
 bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc)
 {
 	for (uint32_t i = 0; i < m->n_limits; i++) {

@@ -488,6 +488,10 @@ bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out, uint32_t *n,
  * product of its factors' values: 0 (unbound) when a factor is 0 or the
  * product overflows. Call after binding the base symbols. */
 void ir_module_derive_syms(const ir_module *m, int64_t *values);
+/* Sets used[s] (m->n_syms entries) for every symbol some value's type,
+ * or a limit, depends on: itself or, for a derived one, its factors. A
+ * `dim` nothing uses needs no value. */
+void ir_module_used_syms(const ir_module *m, bool *used);
 /* Adds a limit (size <= max, reported at loc); false on OOM. */
 bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc);
 /* Reports every limit that values break, at the limit's location (an
