@@ -287,15 +287,20 @@ static bool bind_def_args(fe_elab *e, const fe_def *d, ir_loc loc,
 static void run_body(fe_elab *e, const fe_def *d, fe_frame *fr, ir_loc loc)
 {
 	fe_frame *saved = e->frame;
+	uint32_t saved_at = e->at;
+	ir_loc call = loc;
+	call.at = e->at;
 	e->frame = fr;
 	e->calls[e->depth] = d;
 	e->call_locs[e->depth++] = loc;
+	e->at = ir_ctx_add_call(e->ctx, call, d->id.name, d->is_prelude);
 	if (d->body_expr) {
 		fr->ret = fe_eval(e, d->body_expr);
 		fr->has_returned = true;
 	} else {
 		exec_block(e, &d->body);
 	}
+	e->at = saved_at;
 	e->depth--;
 	e->frame = saved;
 }

@@ -111,6 +111,7 @@ typedef struct fe_elab {
 	const fe_def *calls[FE_MAX_CALL_DEPTH];
 	ir_loc call_locs[FE_MAX_CALL_DEPTH];
 	uint32_t depth;
+	uint32_t at; /* the innermost call (ctx->calls): its nodes' loc.at */
 	uint64_t steps;
 	uint32_t eval_depth;
 	size_t scratch_bytes;
