@@ -241,7 +241,7 @@ static drv_samples *read_samples(ir_ctx *ctx, const char *path, const ir_func *f
 	attnrt_st_tensor one;
 	char nb[32];
 	drv_samples *s = NULL;
-	bool ok = f->n_inputs <= DRV_MAX_FIELDS &&
+	bool ok = drv_check_inputs(ctx, f, "--train", false) &&
 		  find_tensors(ctx, path, file, f, ts, &one, nb, sizeof nb);
 	if (ok &&
 	    !(s = drv_samples_create(f->n_inputs, (size_t)ts[0]->dims[0]))) {

@@ -329,16 +329,27 @@ bool drv_train_prepare(ir_ctx *ctx, ir_module *m, const drv_options *o,
 /* The name of the gradient function of tc ("<entry>_grad") in buf. */
 const char *drv_grad_name(const drv_train_config *tc, char *buf, size_t size);
 
+/* The most inputs an entry point may take where the driver feeds it
+ * batch by batch or reads it back: the loss of --train and --gradcheck,
+ * its data sources, decode_step of --generate (inputs and outputs), the
+ * entries of --plot and --heatmap. (--jit and --interp take any number.)
+ * drv_check_inputs reports a model past it. */
+#define DRV_MAX_INPUTS 64
+/* Reports (at f's line, for what) an entry of more than DRV_MAX_INPUTS
+ * inputs or outputs; n_outputs counts only where outputs are kept. */
+bool drv_check_inputs(ir_ctx *ctx, const ir_func *f, const char *what,
+		      bool count_outputs);
+
 /* One batch of the training data, as a source fills it. */
 typedef struct drv_batch {
-	const void *inputs[64]; /* the loss entry's inputs, in order */
-	double n_items;         /* samples (or tokens) it holds */
-	double loss_divisor;    /* the epoch loss is sum(loss) / sum(this) */
+	const void *inputs[DRV_MAX_INPUTS]; /* the loss entry's inputs, in order */
+	double n_items;                     /* samples (or tokens) it holds */
+	double loss_divisor; /* the epoch loss is sum(loss) / sum(this) */
 	/* Sharded batches: inputs hold n_shards shards of the entry's
 	 * rows, shard s of input i at inputs[i] + s * shard_bytes[i]; the
 	 * shards from n_live on are padding only (0: all are live). */
 	uint32_t n_live;
-	size_t shard_bytes[64];
+	size_t shard_bytes[DRV_MAX_INPUTS];
 } drv_batch;
 
 /* Where batches come from: the interface a data pipeline implements
@@ -361,7 +372,7 @@ bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 
 /* ---- samples: data = tensors(...) and text(...) (samples.c) ------------------- */
 
-#define DRV_MAX_FIELDS 64
+#define DRV_MAX_FIELDS DRV_MAX_INPUTS
 
 typedef struct drv_grad drv_grad;
 

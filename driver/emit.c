@@ -385,17 +385,39 @@ static void sym_origin(const emit_job *job, int32_t s, char *buf, size_t n)
 			 name);
 }
 
-/* The lines "B = 64 (the train block's batch)" of every symbol. */
-static void describe_bound(emit_job *job)
+/* The lines "B = 64 (the train block's batch)" of every symbol the
+ * model uses (one nothing uses has no value to tell); past MAX_BOUND - 1
+ * of them, a last line counts the rest. */
+static bool describe_bound(emit_job *job)
 {
-	for (uint32_t s = 0; s < job->m->n_syms && s < MAX_BOUND; s++) {
+	const ir_module *m = job->m;
+	bool *used = ir_alloc(job->ctx, (m->n_syms + 1) * sizeof *used);
+	if (!used)
+		return false;
+	ir_module_used_syms(m, used);
+	uint32_t n_used = 0;
+	for (uint32_t s = 0; s < m->n_syms; s++)
+		n_used += used[s];
+	job->n_bound = 0;
+	for (uint32_t s = 0; s < m->n_syms; s++) {
+		if (!used[s])
+			continue;
+		char *line = job->bound[job->n_bound];
+		if (job->n_bound == MAX_BOUND - 1 && n_used > MAX_BOUND) {
+			snprintf(line, sizeof job->bound[0],
+				 "... and %u more symbols",
+				 n_used - job->n_bound);
+			job->bound_lines[job->n_bound++] = line;
+			break;
+		}
 		char why[300];
 		sym_origin(job, (int32_t)s, why, sizeof why);
-		snprintf(job->bound[s], sizeof job->bound[s], "%s = %lld (%s)",
-			 job->m->syms[s].name, (long long)job->syms[s], why);
-		job->bound_lines[s] = job->bound[s];
-		job->n_bound = s + 1;
+		snprintf(line, sizeof job->bound[0], "%s = %lld (%s)",
+			 m->syms[s].name, (long long)job->syms[s], why);
+		job->bound_lines[job->n_bound++] = line;
 	}
+	ir_free(job->ctx, used);
+	return true;
 }
 
 /* Says what -c wrote: the files, the symbols, the sizes, the threads. */
@@ -441,8 +463,7 @@ static bool compile_only(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	p = cg_program_create(ctx, m, job.syms, &po);
 	if (!p || !cg_program_emit(p, CG_EMIT_OBJ, out))
 		goto done;
-	describe_bound(&job);
-	ok = write_header(&job, p);
+	ok = describe_bound(&job) && write_header(&job, p);
 	if (ok)
 		report(&job, p);
 done:

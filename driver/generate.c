@@ -45,9 +45,9 @@ typedef struct generator {
 	const attnrt_tensor_info *in, *out;
 	uint32_t n_in, n_out;
 	int32_t tok, pos;
-	void *bufs[64];        /* the inputs' memory; states carried in place */
-	void *outs[64];        /* outputs: logits, then states (ping-pong) */
-	int32_t state_out[64]; /* for input i, the output it is carried from */
+	void *bufs[DRV_MAX_INPUTS]; /* the inputs' memory; states in place */
+	void *outs[DRV_MAX_INPUTS]; /* outputs: logits, then states */
+	int32_t state_out[DRV_MAX_INPUTS]; /* input i's from this output */
 	void *scratch;
 	size_t n_vocab;
 	int64_t context;
@@ -72,6 +72,8 @@ bool drv_generate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 			 m->name);
 		return false;
 	}
+	if (!drv_check_inputs(ctx, f, "--generate", true))
+		return false;
 	if (!text_steps(m)) {
 		ir_error(ctx, (ir_loc){0},
 			 "--generate: model %s does not train on "
@@ -182,8 +184,9 @@ static bool open_buffers(generator *g)
 	g->in = cg_program_inputs(g->jit.p, name, &g->n_in);
 	g->out = cg_program_outputs(g->jit.p, name, &g->n_out);
 	g->n_vocab = (size_t)rt_text_vocab_size(g->vocab);
-	if (!g->fn || g->n_in > 64 || g->n_out > 64 || !g->n_out ||
-	    g->out[0].dtype != ATTNRT_F32 ||
+	if (!g->fn || !drv_check_inputs(g->ctx, g->f, "--generate", true))
+		return false;
+	if (!g->n_out || g->out[0].dtype != ATTNRT_F32 ||
 	    tensor_bytes(&g->out[0]) != 4 * g->n_vocab) {
 		ir_error(g->ctx, g->f->loc,
 			 "--generate: decode_step's first output "
@@ -206,9 +209,9 @@ static bool open_buffers(generator *g)
 
 static void close_generator(generator *g)
 {
-	for (uint32_t i = 2; i < g->n_in && i < 64; i++)
+	for (uint32_t i = 2; i < g->n_in && i < DRV_MAX_INPUTS; i++)
 		free(g->bufs[i]);
-	for (uint32_t k = 0; k < g->n_out && k < 64; k++)
+	for (uint32_t k = 0; k < g->n_out && k < DRV_MAX_INPUTS; k++)
 		free(g->outs[k]);
 	free(g->probs);
 	attnrt_free(NULL, g->scratch);

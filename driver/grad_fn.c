@@ -20,12 +20,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool drv_check_inputs(ir_ctx *ctx, const ir_func *f, const char *what,
+		      bool count_outputs)
+{
+	if (f->n_inputs > DRV_MAX_INPUTS) {
+		ir_error(ctx, f->loc,
+			 "%s: '%s' takes %u inputs; %s feeds at most %d", what,
+			 f->name, f->n_inputs, what, DRV_MAX_INPUTS);
+		return false;
+	}
+	if (count_outputs && f->n_outputs > DRV_MAX_INPUTS) {
+		ir_error(ctx, f->loc,
+			 "%s: '%s' returns %u values; %s reads at most %d",
+			 what, f->name, f->n_outputs, what, DRV_MAX_INPUTS);
+		return false;
+	}
+	return true;
+}
+
 /* ---- data and batch sources ----------------------------------------------------------- */
 
 bool drv_batch_source_check(ir_ctx *ctx, const ir_module *m,
 			    const drv_train_config *tc)
 {
 	const ir_func *f = ir_module_find_func(m, tc->entry);
+	if (f && !drv_check_inputs(ctx, f, "--train", false))
+		return false;
 	if (drv_nmt_is_source(tc->data))
 		return drv_nmt_check(ctx, tc->data);
 	if (drv_tensors_is_source(tc->data))
@@ -122,7 +142,7 @@ static double graph_samples(const drv_jit *j)
 
 /* The example source: every batch is the loss entry's example. */
 typedef struct example_source {
-	const void *inputs[64];
+	const void *inputs[DRV_MAX_INPUTS];
 	double n_items; /* the first input's rows */
 } example_source;
 
@@ -159,7 +179,9 @@ static bool example_source_open(ir_ctx *ctx, const ir_module *m,
 				const ir_func *f, const drv_grad *g,
 				drv_batch_source *src)
 {
-	if (f->n_inputs != g->n_inputs || f->n_inputs > 64) {
+	if (!drv_check_inputs(ctx, f, "--train", false))
+		return false;
+	if (f->n_inputs != g->n_inputs) {
 		ir_error(ctx, f->loc,
 			 "'%s': the gradient function takes %u "
 			 "inputs, the example gives %u",
@@ -334,13 +356,13 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m, const drv_train_config *tc,
 							    &g->n_outputs);
 	g->inputs = cg_program_inputs(j->p, name, &g->n_inputs);
 	g->table = cg_program_params(j->p, &g->n_params);
-	if (g->n_outputs > DRV_MAX_GRAD_OUTPUTS || g->n_inputs > 64 ||
-	    n_shards > DRV_MAX_SHARDS) {
+	if (g->n_outputs > DRV_MAX_GRAD_OUTPUTS ||
+	    g->n_inputs > DRV_MAX_INPUTS || n_shards > DRV_MAX_SHARDS) {
 		ir_error(ctx, (ir_loc){0},
 			 "'%s' has %u inputs and %u outputs "
-			 "(%u shards); training takes at most 64, %d (and %d)",
+			 "(%u shards); training takes at most %d, %d (and %d)",
 			 name, g->n_inputs, g->n_outputs, n_shards,
-			 DRV_MAX_GRAD_OUTPUTS, DRV_MAX_SHARDS);
+			 DRV_MAX_INPUTS, DRV_MAX_GRAD_OUTPUTS, DRV_MAX_SHARDS);
 		return false;
 	}
 	g->n_shards = n_shards < 1 ? 1 : n_shards;

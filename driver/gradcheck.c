@@ -61,7 +61,7 @@ typedef struct checker {
 	drv_batch_source src;
 	drv_batch batch;
 	const char *batch_what; /* where the batch came from, for the title */
-	interp_tensor in[64];
+	interp_tensor in[DRV_MAX_INPUTS];
 	interp_tensor *params; /* float64 copies, perturbed in place */
 	interp_tensor *base;   /* float64 copies, never moved */
 	interp_tensor *autod;  /* <entry>_grad's outputs in float64 */
@@ -495,10 +495,8 @@ static bool checker_open(checker *c, const drv_train_config *tc)
 	bool is_example = !tc->data && c->loss_f->n_inputs;
 	c->grad_f = ir_module_find_func(c->m,
 					drv_grad_name(tc, name, sizeof name));
-	if (c->loss_f->n_inputs > 64) {
-		ir_error(c->ctx, c->loss_f->loc, "too many inputs");
+	if (!drv_check_inputs(c->ctx, c->loss_f, "--gradcheck", false))
 		return false;
-	}
 	if (!drv_data_open(c->ctx, c->m, c->o, tc, &c->data) ||
 	    !drv_jit_open(c->ctx, c->m, &c->data.o,
 			  is_example ? c->loss_f : ir_module_default_func(c->m),

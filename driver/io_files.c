@@ -120,23 +120,23 @@ bool drv_inputs_bind(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		     const interp_tensor *in, const drv_options *o,
 		     drv_options *out)
 {
-	int64_t values[64];
 	*out = *o;
-	if (m->n_syms > 64) {
-		ir_error(ctx, f->loc, "too many dimensions");
+	int64_t *values = ir_alloc(ctx, (m->n_syms + 1) * sizeof *values);
+	if (!values)
 		return false;
-	}
 	if (!interp_bind_syms(ctx, m, f, in, values)) {
 		ir_note(ctx, (ir_loc){0}, "the shapes are those of --inputs %s",
 			o->inputs);
+		ir_free(ctx, values);
 		return false;
 	}
-	for (uint32_t s = 0; s < m->n_syms; s++)
-		if (values[s] && !m->syms[s].n_factors && /* products follow */
-		    !drv_options_bind(ctx, out, "--inputs", m->syms[s].name,
-				      values[s]))
-			return false;
-	return true;
+	bool ok = true;
+	for (uint32_t s = 0; ok && s < m->n_syms; s++)
+		if (values[s] && !m->syms[s].n_factors) /* products follow */
+			ok = drv_options_bind(ctx, out, "--inputs",
+					      m->syms[s].name, values[s]);
+	ir_free(ctx, values);
+	return ok;
 }
 
 bool drv_outputs_write(ir_ctx *ctx, const ir_module *m, const ir_func *f,

@@ -33,19 +33,22 @@ static int cmp_rows(const void *pa, const void *pb)
 	return strcmp(x->kind, y->kind);
 }
 
-/* Sums pk's buffers by (line, kind) into rows; returns how many. */
-static uint32_t group(const cg_scratch_peak *pk, mem_row *rows)
+/* Sums pk's buffers by (the user's line, kind) into rows; returns how
+ * many. */
+static uint32_t group(const ir_ctx *ctx, const cg_scratch_peak *pk,
+		      mem_row *rows)
 {
 	uint32_t n = 0;
 	for (uint32_t b = 0; b < pk->n; b++) {
 		const cg_scratch_buffer *x = &pk->buffers[b];
+		ir_loc loc = ir_loc_user(ctx, x->loc);
 		uint32_t r = 0;
-		while (r < n && !(rows[r].loc.file == x->loc.file &&
-				  rows[r].loc.line == x->loc.line &&
+		while (r < n && !(rows[r].loc.file == loc.file &&
+				  rows[r].loc.line == loc.line &&
 				  strcmp(rows[r].kind, x->kind) == 0))
 			r++;
 		if (r == n)
-			rows[n++] = (mem_row){x->kind, x->loc, 0, 0};
+			rows[n++] = (mem_row){x->kind, loc, 0, 0};
 		rows[r].buffers++;
 		rows[r].bytes += x->bytes;
 	}
@@ -74,7 +77,7 @@ static bool report_entry(const ir_ctx *ctx, const cg_scratch_peak *pk,
 	mem_row *rows = calloc(pk->n, sizeof *rows);
 	if (!rows)
 		return false;
-	uint32_t n = group(pk, rows);
+	uint32_t n = group(ctx, pk, rows);
 	fprintf(out, "  %-40s %7s %12s %6s\n", "source line and op", "buffers",
 		"MiB", "share");
 	for (uint32_t r = 0; r < n && r < LINES_SHOWN; r++) {
@@ -97,8 +100,9 @@ static void list_buffers(const ir_ctx *ctx, const cg_scratch_peak *pk, FILE *out
 {
 	for (uint32_t b = 0; b < pk->n; b++) {
 		const cg_scratch_buffer *x = &pk->buffers[b];
+		ir_loc loc = ir_loc_user(ctx, x->loc);
 		fprintf(out, "  %%%u %s:%u %s %llu\n", x->node,
-			drv_loc_file(ctx, x->loc), x->loc.line, x->kind,
+			drv_loc_file(ctx, loc), loc.line, x->kind,
 			(unsigned long long)x->bytes);
 	}
 }

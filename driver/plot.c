@@ -40,7 +40,8 @@ static double *to_doubles(ir_ctx *ctx, const interp_tensor *t, size_t *n)
  * prediction, the truth there, and the training set. */
 typedef struct regression {
 	interp_tensor x; /* borrowed from the example */
-	interp_tensor pred[64], truth[64], data[64];
+	interp_tensor pred[DRV_MAX_INPUTS], truth[DRV_MAX_INPUTS],
+		data[DRV_MAX_INPUTS];
 	const ir_func *f, *t, *d;
 } regression;
 
@@ -50,11 +51,10 @@ static bool regression_run(const drv_exec *e, regression *r)
 	r->f = ir_module_default_func(e->m);
 	r->t = ir_module_find_func(e->m, "truth");
 	r->d = ir_module_find_func(e->m, "data");
-	if (r->f->n_outputs > 64 || r->t->n_outputs > 64 ||
-	    r->d->n_outputs > 64) {
-		ir_error(e->ctx, r->f->loc, "too many outputs");
+	if (!drv_check_inputs(e->ctx, r->f, "--plot", true) ||
+	    !drv_check_inputs(e->ctx, r->t, "--plot", true) ||
+	    !drv_check_inputs(e->ctx, r->d, "--plot", true))
 		return false;
-	}
 	drv_example_inputs(e->m, r->f, &r->x);
 	return drv_exec_call(e, r->f, &r->x, r->pred) &&
 	       drv_exec_call(e, r->t, &r->x, r->truth) &&
@@ -63,7 +63,7 @@ static bool regression_run(const drv_exec *e, regression *r)
 
 static void regression_fini(ir_ctx *ctx, regression *r)
 {
-	for (uint32_t i = 0; i < 64; i++) {
+	for (uint32_t i = 0; i < DRV_MAX_INPUTS; i++) {
 		interp_tensor_fini(ctx, &r->pred[i]);
 		interp_tensor_fini(ctx, &r->truth[i]);
 		interp_tensor_fini(ctx, &r->data[i]);
@@ -359,11 +359,9 @@ static bool heatmap_of_entry(const drv_exec *e, const char *path)
 		return false;
 	const char *name = heatmap_name(e->o);
 	int32_t w = find_output(f, name);
-	interp_tensor in[64], outs[64];
-	if (f->n_inputs > 64 || f->n_outputs > 64) {
-		ir_error(e->ctx, f->loc, "too many inputs or outputs");
+	interp_tensor in[DRV_MAX_INPUTS], outs[DRV_MAX_INPUTS];
+	if (!drv_check_inputs(e->ctx, f, "--heatmap", true))
 		return false;
-	}
 	drv_example_inputs(e->m, f, in);
 	if (!drv_exec_call(e, f, in, outs))
 		return false;

@@ -116,8 +116,10 @@ static bool sum_sites(ir_ctx *ctx, const cg_program *p, prof_sums *s)
 		return false;
 	}
 	for (uint32_t i = 1; i < n; i++) {
+		/* By the user's line: a linear's matmul at the line that
+		 * calls linear, not at the prelude's. */
 		prof_row x = {site[i].kind,
-			      site[i].loc,
+			      ir_loc_user(ctx, site[i].loc),
 			      site[i].n_fused,
 			      c[2 * i],
 			      c[2 * i + 1],

@@ -111,6 +111,13 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	    !bind_from_example(ctx, m, f, values))
 		return false;
 	bind_batch(m, values);
+	bool *used = NULL;
+	if (is_strict) {
+		used = ir_alloc(ctx, (m->n_syms + 1) * sizeof *used);
+		if (!used)
+			return false;
+		ir_module_used_syms(m, used);
+	}
 	for (uint32_t s = 0; s < m->n_syms; s++) {
 		if (m->syms[s].n_factors)
 			continue; /* a product of others: derived below */
@@ -118,7 +125,8 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 			values[s] = m->syms[s].fallback;
 		if (values[s])
 			continue;
-		if (is_strict) {
+		if (is_strict && used[s]) {
+			ir_free(ctx, used);
 			ir_error(ctx, m->syms[s].loc,
 				 "dimension '%s' has no value: give "
 				 "--sym %s=N%s",
@@ -129,6 +137,7 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		}
 		values[s] = 1;
 	}
+	ir_free(ctx, used);
 	ir_module_derive_syms(m, values);
 	return ir_module_check_limits(ctx, m, values);
 }
@@ -296,6 +305,7 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	ir_error(ctx, loc, "%s: %s at run time", op,
 		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
 						 : attnrt_strerror(rc & 0xff));
+	ir_note_calls(ctx, loc);
 }
 
 double drv_now_seconds(void)

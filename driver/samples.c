@@ -213,12 +213,10 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 	const ir_setting *at = tc->data;
 	const ir_func *f = ir_module_find_func(m, tc->entry);
 	interp_tensor in[DRV_MAX_FIELDS];
-	int64_t values[64], rows = 0;
+	int64_t rows = 0;
 	int32_t sym;
-	if (f->n_inputs > DRV_MAX_FIELDS || m->n_syms > 64) {
-		ir_error(ctx, f->loc, "too many inputs or dimensions");
+	if (!drv_check_inputs(ctx, f, "--train", false))
 		return false;
-	}
 	if (!f->n_inputs || !batch_axis(ctx, at, f, &sym, &rows) ||
 	    !batch_rows(ctx, at, tc, s, is_valid, rows, &rows))
 		return false;
@@ -237,23 +235,25 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 		if (!input_tensor(ctx, at, f, i, fd, rows, &in[i]))
 			return false;
 	}
-	if (!interp_bind_syms(ctx, m, f, in, values)) {
+	int64_t *values = ir_alloc(ctx, (m->n_syms + 1) * sizeof *values);
+	if (!values)
+		return false;
+	bool ok = interp_bind_syms(ctx, m, f, in, values);
+	if (!ok)
 		ir_note(ctx, at->loc,
 			"the shapes are those of the data's samples");
-		return false;
-	}
-	for (uint32_t i = 0; i < f->n_inputs; i++) {
+	for (uint32_t i = 0; ok && i < f->n_inputs; i++) {
 		const ir_type *ty = &f->g.nodes[f->inputs[i]].type;
-		for (int d = 0; d < ty->rank; d++)
+		for (int d = 0; ok && d < ty->rank; d++)
 			if (!ir_dim_is_static(ty->dims[d]) &&
-			    !m->syms[ty->dims[d].sym].n_factors &&
-			    !drv_options_bind(ctx, o, "data",
-					      m->syms[ty->dims[d].sym].name,
-					      values[ty->dims[d].sym]))
-				return false;
+			    !m->syms[ty->dims[d].sym].n_factors)
+				ok = drv_options_bind(ctx, o, "data",
+						      m->syms[ty->dims[d].sym].name,
+						      values[ty->dims[d].sym]);
 	}
-	return sym < 0 ||
-	       drv_options_bind(ctx, o, "data", m->syms[sym].name, rows);
+	ir_free(ctx, values);
+	return ok && (sym < 0 || drv_options_bind(ctx, o, "data",
+						  m->syms[sym].name, rows));
 }
 
 /* ---- the batch source ------------------------------------------------------------- */

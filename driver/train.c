@@ -112,7 +112,7 @@ static void find_nonfinite_op(trainer *t, const drv_batch *b,
 {
 	ir_ctx *ctx = t->ctx;
 	const ir_func *f = t->grad.f;
-	interp_tensor in[64], *outs = NULL;
+	interp_tensor in[DRV_MAX_INPUTS], *outs = NULL;
 	interp_tensor *params = ir_alloc(ctx,
 					 (t->m->n_params + 1) * sizeof *params);
 	if (!params || !drv_params_tensors(ctx, t->m, &t->jit, false, params))

@@ -283,12 +283,32 @@ static bool bind_def_args(fe_elab *e, const fe_def *d, ir_loc loc,
 	return ok;
 }
 
+uint32_t fe_call_at(fe_elab *e)
+{
+	/* Only calls that build nodes are entered: a loop of millions of
+	 * calls that build none costs nothing. */
+	uint32_t i = e->depth;
+	while (i > 0 && !e->call_at[i - 1])
+		i--;
+	for (; i < e->depth; i++) {
+		ir_loc call = e->call_locs[i];
+		call.at = i ? e->call_at[i - 1] : 0;
+		e->call_at[i] = ir_ctx_add_call(e->ctx, call,
+						e->calls[i]->id.name,
+						e->calls[i]->is_prelude);
+		if (!e->call_at[i])
+			return 0; /* out of memory: no call named */
+	}
+	return e->depth ? e->call_at[e->depth - 1] : 0;
+}
+
 /* Runs the body of a def (or an exported function) in frame fr. */
 static void run_body(fe_elab *e, const fe_def *d, fe_frame *fr, ir_loc loc)
 {
 	fe_frame *saved = e->frame;
 	e->frame = fr;
 	e->calls[e->depth] = d;
+	e->call_at[e->depth] = 0;
 	e->call_locs[e->depth++] = loc;
 	if (d->body_expr) {
 		fr->ret = fe_eval(e, d->body_expr);

@@ -110,6 +110,9 @@ typedef struct fe_elab {
 	/* The defs being called, outermost first, and where. */
 	const fe_def *calls[FE_MAX_CALL_DEPTH];
 	ir_loc call_locs[FE_MAX_CALL_DEPTH];
+	/* Each call's entry in ctx->calls (its nodes' loc.at), made when it
+	 * builds its first node (fe_call_at): 0 until then. */
+	uint32_t call_at[FE_MAX_CALL_DEPTH];
 	uint32_t depth;
 	uint64_t steps;
 	uint32_t eval_depth;
@@ -264,6 +267,10 @@ bool fe_bind_args(fe_elab *e, const char *callee, ir_loc loc,
 		  fe_args *out);
 fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 		     const fe_raw_arg *raw, uint32_t n_raw, bool want_value);
+/* The entry in ctx->calls of the innermost call being elaborated (for
+ * ir_loc.at of the nodes it builds), made now if new; 0 outside calls
+ * or out of memory. */
+uint32_t fe_call_at(fe_elab *e);
 
 /* ---- examples (example.c) ------------------------------------------------------------- */
 

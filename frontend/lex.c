@@ -43,8 +43,9 @@ typedef struct lexer {
 
 static ir_loc loc_at(const lexer *lx, size_t pos)
 {
-	return (ir_loc){lx->file, lx->line,
-			(uint32_t)(pos - lx->line_start + 1)};
+	return (ir_loc){.file = lx->file,
+			.line = lx->line,
+			.col = (uint32_t)(pos - lx->line_start + 1)};
 }
 
 static int peek(const lexer *lx, size_t ahead)

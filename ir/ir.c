@@ -147,6 +147,78 @@ void ir_ctx_fini(ir_ctx *ctx)
 	ir_free(ctx, ctx->files);
 	ctx->files = NULL;
 	ctx->n_files = ctx->files_cap = 0;
+	ir_free(ctx, ctx->calls);
+	ctx->calls = NULL;
+	ctx->n_calls = ctx->calls_cap = 0;
+	for (uint32_t i = 0; i < ctx->n_callees; i++)
+		ir_free(ctx, ctx->callees[i]);
+	ir_free(ctx, ctx->callees);
+	ctx->callees = NULL;
+	ctx->n_callees = ctx->callees_cap = 0;
+}
+
+/* The index of name in ctx->callees, added if new; false when out of
+ * memory. A model has tens of functions: a linear search. */
+static bool callee_index(ir_ctx *ctx, const char *name, uint32_t *out)
+{
+	for (uint32_t i = ctx->n_callees; i-- > 0;)
+		if (strcmp(ctx->callees[i], name) == 0) {
+			*out = i;
+			return true;
+		}
+	size_t len = strlen(name);
+	char *copy = ir_alloc(ctx, len + 1);
+	if (!copy || !ir_grow(ctx, (void **)&ctx->callees, &ctx->callees_cap,
+			      ctx->n_callees + 1, sizeof *ctx->callees)) {
+		ir_free(ctx, copy);
+		return false;
+	}
+	memcpy(copy, name, len);
+	*out = ctx->n_callees;
+	ctx->callees[ctx->n_callees++] = copy;
+	return true;
+}
+
+uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
+			 bool is_prelude)
+{
+	uint32_t n = ctx->n_calls ? ctx->n_calls : 1; /* 0 is the dummy */
+	uint32_t name;
+	if (n == UINT32_MAX || !callee_index(ctx, callee, &name) ||
+	    !ir_grow(ctx, (void **)&ctx->calls, &ctx->calls_cap, n + 1,
+		     sizeof *ctx->calls))
+		return 0;
+	ctx->calls[0] = (ir_call){0};
+	ctx->calls[n] = (ir_call){loc, name, is_prelude};
+	ctx->n_calls = n + 1;
+	return n;
+}
+
+/* The call loc was elaborated in, or NULL. */
+static const ir_call *call_of(const ir_ctx *ctx, ir_loc loc)
+{
+	return loc.at && loc.at < ctx->n_calls ? &ctx->calls[loc.at] : NULL;
+}
+
+ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc)
+{
+	/* Each call's loc names an earlier call: the chain ends. */
+	for (const ir_call *c;
+	     (c = call_of(ctx, loc)) && c->is_prelude && c->loc.at < loc.at;)
+		loc = c->loc;
+	return loc;
+}
+
+void ir_note_calls(ir_ctx *ctx, ir_loc loc)
+{
+	for (const ir_call *c;
+	     (c = call_of(ctx, loc)) && c->is_prelude && c->loc.at < loc.at;) {
+		ir_note(ctx, c->loc,
+			"in this call of '%s' (defined in the "
+			"prelude)",
+			ctx->callees[c->callee]);
+		loc = c->loc;
+	}
 }
 
 void *ir_realloc(ir_ctx *ctx, void *ptr, size_t size)
@@ -687,6 +759,30 @@ void ir_module_derive_syms(const ir_module *m, int64_t *values)
 				v = 0;
 		values[i] = v;
 	}
+}
+
+static void mark_sym(const ir_module *m, int32_t sym, bool *used)
+{
+	if (sym < 0 || (uint32_t)sym >= m->n_syms)
+		return;
+	used[sym] = true;
+	for (uint32_t k = 0; k < m->syms[sym].n_factors; k++)
+		used[m->syms[sym].factors[k]] = true;
+}
+
+void ir_module_used_syms(const ir_module *m, bool *used)
+{
+	memset(used, 0, m->n_syms * sizeof *used);
+	for (uint32_t f = 0; f < m->n_funcs; f++) {
+		const ir_graph *g = &m->funcs[f]->g;
+		for (uint32_t i = 0; i < g->n_nodes; i++) {
+			const ir_type *t = &g->nodes[i].type;
+			for (uint32_t d = 0; d < t->rank; d++)
+				mark_sym(m, t->dims[d].sym, used);
+		}
+	}
+	for (uint32_t i = 0; i < m->n_limits; i++)
+		mark_sym(m, m->limits[i].size.sym, used);
 }
 
 bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc)

@@ -184,7 +184,19 @@ int64_t ir_type_numel_static(const ir_type *t);
 typedef struct ir_loc {
 	uint32_t file;      /* index into ctx->files; 0 = no location */
 	uint32_t line, col; /* 1-based; 0 = unknown */
+	uint32_t at;        /* the call it was elaborated in: ctx->calls[at]
+			     * (0 = none), kept wherever the loc is copied */
 } ir_loc;
+
+/* A call the front end elaborated a function's body for: where it was
+ * called (loc, itself with the call around it) and what. Nodes of a
+ * prelude function (linear, embed, ...) keep their loc in prelude.g and
+ * reach the user's line through these. */
+typedef struct ir_call {
+	ir_loc loc;
+	uint32_t callee; /* its name: ctx->callees[callee] */
+	bool is_prelude; /* the callee is defined in the prelude */
+} ir_call;
 
 typedef struct ir_source {
 	char *name; /* as given on the command line */
@@ -205,6 +217,10 @@ typedef struct ir_ctx {
 
 	ir_source *files;
 	uint32_t n_files, files_cap;
+	ir_call *calls; /* index 0 is a dummy (ir_loc.at == 0: none) */
+	uint32_t n_calls, calls_cap;
+	char **callees; /* the functions' names the calls name, once each */
+	uint32_t n_callees, callees_cap;
 
 	FILE *diag_out; /* where diagnostics go (stderr by default) */
 	int n_errors, n_warnings;
@@ -235,6 +251,18 @@ uint32_t ir_ctx_add_source(ir_ctx *ctx, const char *name, const char *text,
  * IR_MAX_SOURCE_BYTES (it stops reading there, so a device file that
  * never ends is refused too). */
 uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path);
+
+/* Registers a call (see ir_call); returns its index for ir_loc.at, or 0
+ * when out of memory (the loc then names no call). */
+uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
+			 bool is_prelude);
+/* The line of the user's model that loc stands for: loc itself, or for
+ * a loc inside a prelude function, the user's call of it. */
+ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc);
+/* After a diagnostic at loc (a node's, reported once the front end is
+ * done): a note at the user's call of each prelude function loc is in,
+ * "in this call of 'embed' (defined in the prelude)". */
+void ir_note_calls(ir_ctx *ctx, ir_loc loc);
 
 /* Reports "file:line:col: error: msg", then the source line and a caret.
  * With loc.file == 0 prints "attnc: error: msg". */
@@ -488,6 +516,10 @@ bool ir_sym_factors(const ir_module *m, int32_t sym, int32_t *out, uint32_t *n,
  * product of its factors' values: 0 (unbound) when a factor is 0 or the
  * product overflows. Call after binding the base symbols. */
 void ir_module_derive_syms(const ir_module *m, int64_t *values);
+/* Sets used[s] (m->n_syms entries) for every symbol some value's type,
+ * or a limit, depends on: itself or, for a derived one, its factors. A
+ * `dim` nothing uses needs no value. */
+void ir_module_used_syms(const ir_module *m, bool *used);
 /* Adds a limit (size <= max, reported at loc); false on OOM. */
 bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc);
 /* Reports every limit that values break, at the limit's location (an

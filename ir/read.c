@@ -83,7 +83,9 @@ static bool rerr_at(reader *r, const token *t, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	ir_verror(r->ctx, (ir_loc){r->file, t->line, t->col}, fmt, ap);
+	ir_verror(r->ctx,
+		  (ir_loc){.file = r->file, .line = t->line, .col = t->col},
+		  fmt, ap);
 	va_end(ap);
 	r->is_failed = true;
 	return false;
@@ -1636,7 +1638,9 @@ static void check_func(reader *r, ir_func *f, func_pos *fp)
 		if (!np->is_ok)
 			continue;
 		ir_node copy = *n;
-		copy.loc = (ir_loc){r->file, np->line, np->col};
+		copy.loc = (ir_loc){.file = r->file,
+				    .line = np->line,
+				    .col = np->col};
 		token at = {T_NL, "", 0, np->line, np->col};
 		if (!ir_infer_type(r->ctx, r->m, &f->g, &copy)) {
 			np->is_ok = false;

@@ -11,7 +11,8 @@
 #     calls, the validation's loss 6 (3 batches an epoch), and the
 #     JSON's totals agree (the rows by kind and by line sum to the
 #     kernels' time, each entry point's to its own, within its time,
-#     with shares summing to 1, and to the same calls).
+#     with shares summing to 1, and to the same calls), and the rows by
+#     line are the model's lines, a prelude op's at the line calling it.
 # Needs python3 for the JSON (exit 77, skipped, without it).
 set -eu
 attnc=$1
@@ -67,6 +68,14 @@ for rows in (p["by_kind"], p["by_line"]):
         # every kernel runs once a call of its entry point
         assert all(r["calls"] % e["calls"] == 0 for r in mine), (e, mine)
 assert sum(r["calls"] for r in p["by_kind"]) == sum(r["calls"] for r in p["by_line"])
+# prelude ops count at the model's line that calls them: linear's
+# matmuls at line 22 (both linears), norm's layer norm at 21, embed's
+# embedding at 20; no row in prelude.g
+files = {r["file"] for r in p["by_line"]}
+assert files == {"tests/cli/data/lm_tensors.g"}, files
+lg = {(r["line"], r["kind"]) for r in p["by_line"] if r["entry"] == "loss_grad"}
+assert (22, "matmul") in lg and (20, "embedding") in lg, lg
+assert any(l == 21 and k.startswith("layer_norm") for l, k in lg), lg
 PY
 done
 echo "profile cli ok"

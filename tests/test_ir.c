@@ -580,7 +580,7 @@ START_TEST(test_errors_point_at_the_node_location)
 	ir_attr at = {0};
 	ir_id args[] = {a, b};
 	ck_assert_uint_eq(ir_build(m, f, IR_OP_MATMUL, args, 2, &at, NULL,
-				   (ir_loc){file, 2, 12}),
+				   (ir_loc){.file = file, .line = 2, .col = 12}),
 			  IR_NONE);
 	ck_assert_str_eq(diags(),
 			 "x.g:2:12: error: matmul: inner dimensions differ: "
@@ -786,7 +786,7 @@ START_TEST(test_a_long_source_line_is_clipped_around_the_caret)
 	memcpy(text, "x\n", 2);
 	text[500000] = 'Y';
 	uint32_t file = ir_ctx_add_source(&ctx, "long.g", text, len);
-	ir_error(&ctx, (ir_loc){file, 2, 499999}, "here");
+	ir_error(&ctx, (ir_loc){.file = file, .line = 2, .col = 499999}, "here");
 	const char *d = diags();
 	char want[512];
 	snprintf(want, sizeof want,
@@ -802,7 +802,8 @@ START_TEST(test_a_short_source_line_is_shown_whole_with_tabs_kept)
 {
 	const char *text = "ab\n\tc\1d e\n";
 	uint32_t file = ir_ctx_add_source(&ctx, "s.g", text, strlen(text));
-	ir_error(&ctx, (ir_loc){file, 2, 4}, "at %s", "d");
+	ir_error(&ctx, (ir_loc){.file = file, .line = 2, .col = 4}, "at %s",
+		 "d");
 	ck_assert_str_eq(diags(), "s.g:2:4: error: at d\n"
 				  "    2 | \tc d e\n      | \t  ^\n");
 }

@@ -79,7 +79,7 @@ static ir_type T(ir_dtype dt, int rank, const ir_dim *dims)
 /* The next location in the main file (one line per node). */
 static ir_loc L(builder *b)
 {
-	return (ir_loc){b->src, ++b->line, 3};
+	return (ir_loc){.file = b->src, .line = ++b->line, .col = 3};
 }
 
 static ir_id node(builder *b, ir_op op, const ir_id *args, uint32_t n,
@@ -140,12 +140,16 @@ static ir_module *small_module(builder *b)
 {
 	b->src = ir_ctx_add_source(&ctx, "models/small.g", "", 0);
 	b->m = ir_module_create(&ctx, "small");
-	int32_t B = ir_module_add_sym(b->m, "B", (ir_loc){b->src, 2, 5});
+	int32_t B = ir_module_add_sym(b->m, "B",
+				      (ir_loc){.file = b->src,
+					       .line = 2,
+					       .col = 5});
 	ir_dim qd[] = {{1, B}, D(1), D(4)}, wd[] = {D(4), D(2)};
 	ir_type q = T(IR_F32, 3, qd), w = T(IR_F32, 2, wd);
 	ir_module_add_param(b->m, "enc.W_q", &w, IR_INIT_XAVIER_UNIFORM, 1, 0,
-			    (ir_loc){b->src, 4, 3});
-	b->f = ir_module_add_func(b->m, "forward", (ir_loc){b->src, 6, 1});
+			    (ir_loc){.file = b->src, .line = 4, .col = 3});
+	b->f = ir_module_add_func(b->m, "forward",
+				  (ir_loc){.file = b->src, .line = 6, .col = 1});
 	b->f->is_export = true;
 	b->line = 6;
 	ir_id x = add_input(b, "queries", q);
@@ -231,23 +235,23 @@ static void add_train(builder *b)
 	m->train_cap = 4;
 	m->train[0] = (ir_setting){"epochs",
 				   {IR_VAL_NUM, 5, NULL, NULL, 0},
-				   {b->src, 30, 3}};
+				   {b->src, 30, 3, 0}};
 	ir_setting *args = ir_arena_alloc(&m->arena, 2 * sizeof *args);
 	args[0] = (ir_setting){"lr",
 			       {IR_VAL_NUM, 0.005, NULL, NULL, 0},
-			       {b->src, 31, 20}};
+			       {b->src, 31, 20, 0}};
 	args[1] = (ir_setting){"betas",
 			       {IR_VAL_STR, 0, "a \"q\"\n\\", NULL, 0},
-			       {0, 0, 0}};
+			       {0, 0, 0, 0}};
 	m->train[1] = (ir_setting){"optimizer",
 				   {IR_VAL_CALL, 0, "adam", args, 2},
-				   {b->src, 31, 3}};
+				   {b->src, 31, 3, 0}};
 	m->train[2] = (ir_setting){"data",
 				   {IR_VAL_STR, 0, "fra.txt", NULL, 0},
-				   {0, 0, 0}};
+				   {0, 0, 0, 0}};
 	m->train[3] = (ir_setting){"entry",
 				   {IR_VAL_CALL, 0, "loss", NULL, 0},
-				   {b->other, 1, 1}};
+				   {b->other, 1, 1, 0}};
 	m->n_train = 4;
 }
 
@@ -277,7 +281,7 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	ir_dim tabd[] = {D(7), D(4)}, gd[] = {D(4)};
 	ir_type tab = T(IR_F32, 2, tabd), g = T(IR_F32, 1, gd);
 	ir_module_add_param(b->m, "emb", &tab, IR_INIT_NORMAL, 0, 0.01,
-			    (ir_loc){b->other, 7, 2});
+			    (ir_loc){.file = b->other, .line = 7, .col = 2});
 	ir_module_add_param(b->m, "\"odd\" name", &g, IR_INIT_ONES, 0, 0,
 			    (ir_loc){0});
 	ir_attr p1 = {.param_index = 1}, p2 = {.param_index = 2};
@@ -361,17 +365,21 @@ static ir_module *full_module(builder *b)
 	b->other = ir_ctx_add_source(&ctx, "frontend/prelude.g", "", 0);
 	b->m = ir_module_create(&ctx, "full");
 	b->m->n_dropout_streams = 2;
-	int32_t B = ir_module_add_sym(b->m, "B", (ir_loc){b->src, 1, 5});
+	int32_t B = ir_module_add_sym(b->m, "B",
+				      (ir_loc){.file = b->src,
+					       .line = 1,
+					       .col = 5});
 	int32_t V = ir_module_add_sym(b->m, "V", (ir_loc){0});
 	b->m->syms[V].fallback = 184;
 	ir_dim wd[] = {D(4), {2, V}};
 	ir_type w = T(IR_F32, 2, wd);
 	ir_module_add_param(b->m, "enc.0.W", &w, IR_INIT_UNIFORM, -0.5, 0.5,
-			    (ir_loc){b->src, 2, 1});
+			    (ir_loc){.file = b->src, .line = 2, .col = 1});
 	add_train(b);
 	uint32_t c[4];
 	add_consts(b, c);
-	b->f = ir_module_add_func(b->m, "loss", (ir_loc){b->src, 5, 1});
+	b->f = ir_module_add_func(b->m, "loss",
+				  (ir_loc){.file = b->src, .line = 5, .col = 1});
 	b->f->is_export = true;
 	ir_dim xd[] = {{1, B}, D(4)}, idd[] = {{1, B}, D(3)}, vd[] = {{1, B}};
 	ir_id x = add_input(b, "x", T(IR_F32, 2, xd));
@@ -390,10 +398,15 @@ static ir_module *full_module(builder *b)
 	/* A derived symbol B*V (T*B order on purpose), a limit on it and an
 	 * arange of its length. */
 	int32_t bv[] = {V, B};
-	int32_t BV = ir_module_product_sym(b->m, bv, 2, (ir_loc){b->src, 3, 2});
+	int32_t BV = ir_module_product_sym(b->m, bv, 2,
+					   (ir_loc){.file = b->src,
+						    .line = 3,
+						    .col = 2});
 	ck_assert_int_ge(BV, 0);
 	ck_assert(ir_module_add_limit(b->m, (ir_dim){2, BV}, 64,
-				      (ir_loc){b->src, 3, 7}));
+				      (ir_loc){.file = b->src,
+					       .line = 3,
+					       .col = 7}));
 	ir_dim ad[] = {{2, BV}};
 	ir_attr ar = {.arange = {1, 0.5}};
 	ir_type art = T(IR_F32, 1, ad);
@@ -401,7 +414,7 @@ static ir_module *full_module(builder *b)
 	ir_id nolo = ir_build(b->m, b->f, IR_OP_EXP, &sel, 1, NULL, NULL,
 			      (ir_loc){0});
 	ir_build(b->m, b->f, IR_OP_NEG, &nolo, 1, NULL, NULL,
-		 (ir_loc){b->other, 12, 4});
+		 (ir_loc){.file = b->other, .line = 12, .col = 4});
 	ir_id outs[] = {losses[0], losses[1], so, nolo};
 	const char *names[] = {"mse", NULL, "sorted", "e"};
 	set_outputs(b, 4, outs, names);

@@ -95,7 +95,7 @@ static ir_id build_at(gx *x, ir_op op, const ir_id *args, uint32_t n,
 		      const ir_attr *attr, const ir_type *t, uint32_t line)
 {
 	ir_id id = ir_build(x->m, x->f, op, args, n, attr, t,
-			    (ir_loc){0, line, 1});
+			    (ir_loc){.file = 0, .line = line, .col = 1});
 	ck_assert_msg(id != IR_NONE, "building %s: %s", ir_op_table[op].name,
 		      gx_diag(x));
 	return id;
@@ -1226,7 +1226,7 @@ START_TEST(test_autodiff_rejects_a_loss_that_is_not_a_scalar_f32)
 	gx x;
 	gx_init(&x);
 	uint32_t file = ir_ctx_add_source(&x.ctx, "m.g", "export def f()\n", 15);
-	x.f->loc = (ir_loc){file, 1, 1};
+	x.f->loc = (ir_loc){.file = file, .line = 1, .col = 1};
 	ir_id a = param(&x, tu_type(IR_F32, 2, 2, 3));
 	x.f->outputs[0] = a;
 	x.f->output_names[0] = "out";
