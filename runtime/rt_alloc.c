@@ -4,12 +4,15 @@
  * allocation fail; the 64-byte aligned blocks that hold parameters and
  * scratch memory; and the error-message helper of the library.
  */
+#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE */
 #include "rt_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 static void *libc_realloc(void *ptr, size_t size)
 {
@@ -49,6 +52,37 @@ bool rt_mem_grow(const attnrt_allocator *al, void **arr, size_t *cap,
 	return true;
 }
 
+/* Blocks of at least this many bytes from the C library ask for
+ * transparent huge pages: the scratch and the parameters of a model
+ * of any size, not the small blocks. */
+#define HUGE_BLOCK_MIN ((size_t)4 << 20)
+
+/* Asks the kernel to back the whole pages of [p, p + size) with huge
+ * pages (2 MiB on x86-64) where it can: where transparent huge pages
+ * are on only for the regions that ask ("madvise", Debian's default),
+ * a block is otherwise in 4 KiB pages. The sgemm reads its operands'
+ * rows a page apart or more (a row of 1,024 floats is a page): each
+ * row of a block it packs or prefetches was a TLB miss and a page
+ * walk, which stalled the loop nest's prefetch of the next A block
+ * (docs/benchmarks.md). A hint: where the kernel refuses, or has no
+ * such pages, nothing changes but the speed. */
+static void ask_huge_pages(char *p, size_t size)
+{
+#ifdef MADV_HUGEPAGE
+	long page = sysconf(_SC_PAGESIZE);
+	if (page <= 0)
+		return;
+	uintptr_t mask = (uintptr_t)page - 1;
+	uintptr_t lo = ((uintptr_t)p + mask) & ~mask;
+	uintptr_t hi = ((uintptr_t)p + size) & ~mask;
+	if (hi > lo)
+		(void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)size;
+#endif
+}
+
 /* The block is over-allocated by ATTNRT_ALIGN plus a pointer; the pointer
  * the hook gave is kept just below the aligned address. */
 void *attnrt_alloc(const attnrt_allocator *al, size_t size)
@@ -59,6 +93,8 @@ void *attnrt_alloc(const attnrt_allocator *al, size_t size)
 	char *raw = rt_mem_realloc(al, NULL, size + extra);
 	if (!raw)
 		return NULL;
+	if (!(al && al->fn) && size >= HUGE_BLOCK_MIN)
+		ask_huge_pages(raw, size + extra);
 	uintptr_t at = ((uintptr_t)raw + sizeof(void *) + ATTNRT_ALIGN - 1) &
 		       ~(uintptr_t)(ATTNRT_ALIGN - 1);
 	char *block = raw + (at - (uintptr_t)raw);

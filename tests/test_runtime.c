@@ -69,6 +69,28 @@ START_TEST(test_alloc_returns_null_when_the_hook_fails_or_size_is_absurd)
 }
 END_TEST
 
+/* Blocks of 4 MiB or more from the C library ask for huge pages (a
+ * hint, whose effect depends on the kernel): they are aligned, zeroed
+ * and wholly writable like any other. */
+START_TEST(test_large_blocks_are_aligned_zeroed_and_whole)
+{
+	const size_t mib = (size_t)1 << 20;
+	const size_t sizes[] = {4 * mib - 1, 4 * mib, 4 * mib + 37, 9 * mib + 5};
+	for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+		unsigned char *p = attnrt_alloc(NULL, sizes[s]);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_eq((uintptr_t)p % ATTNRT_ALIGN, 0);
+		for (size_t i = 0; i < sizes[s]; i++)
+			if (p[i])
+				ck_abort_msg("byte %zu of %zu is %u", i,
+					     sizes[s], p[i]);
+		memset(p, 0xab, sizes[s]); /* ASan: the whole block is ours */
+		ck_assert_uint_eq(p[sizes[s] - 1], 0xab);
+		attnrt_free(NULL, p);
+	}
+}
+END_TEST
+
 START_TEST(test_strerror_names_codes_and_ignores_the_node_bits)
 {
 	ck_assert_str_eq(attnrt_strerror(ATTNRT_OK), "ok");
@@ -325,6 +347,7 @@ static Suite *runtime_suite(void)
 	tcase_add_test(
 		tc,
 		test_alloc_returns_null_when_the_hook_fails_or_size_is_absurd);
+	tcase_add_test(tc, test_large_blocks_are_aligned_zeroed_and_whole);
 	tcase_add_test(tc, test_strerror_names_codes_and_ignores_the_node_bits);
 	tcase_add_test(tc, test_params_size_is_the_last_end_rounded_to_64);
 	suite_add_tcase(s, tc);
