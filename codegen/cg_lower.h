@@ -70,8 +70,9 @@ typedef struct cg_tree_node {
 
 /* The trees of one kernel. Its pointer parameters are one per operand of
  * the node (a fused operand's is null and never read), then one per leaf
- * of the fused trees, in tree order, leaves of one operand's tree that
- * read the same elements of the same buffer sharing one. */
+ * of the fused trees, in tree order, leaves that read the same buffer
+ * sharing one (and leaves of one operand's tree that read the same
+ * elements of it sharing their array too). */
 typedef struct cg_trees {
 	cg_tree_node n[CG_TREE_MAX];
 	uint32_t n_nodes;

@@ -705,6 +705,53 @@ START_TEST(test_gelu_forward_and_backward_run_as_one_kernel_each)
 }
 END_TEST
 
+/* The definition line of the first function of the LLVM text whose
+ * name has `name` in it, and the count of pointer parameters on it. */
+static int ptr_params(const char *ir, const char *name)
+{
+	const char *at = strstr(ir, name);
+	ck_assert_ptr_nonnull(at);
+	const char *def = at;
+	while (def > ir && def[-1] != '\n')
+		def--;
+	ck_assert_msg(strncmp(def, "define", 6) == 0, "%.80s", def);
+	int n = 0;
+	for (const char *c = def; *c && *c != '\n'; c++)
+		n += strncmp(c, "ptr ", 4) == 0;
+	return n;
+}
+
+/* GELU's backward reads x = mm + bias and g in both terms of its add:
+ * each buffer is one pointer of the kernel, whichever operand's tree
+ * reads it, so LLVM loads each element once (and the forward, which
+ * reads x in both operands of its mul, the same). */
+START_TEST(test_gelu_kernels_take_each_buffer_once)
+{
+	fx x;
+	fx_init(&x, 14);
+	ir_id mm = tu_input(&x.g, tu_type(IR_F32, 3, 2, 16, 64));
+	ir_id bias = tu_input(&x.g, tu_type(IR_F32, 1, 64));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 3, 2, 16, 64));
+	gelu_fwd_bwd(&x, mm, bias, g);
+	check(&x, false, true);
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+	char *ir;
+	size_t len;
+	ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
+	if (getenv("CG_DUMP"))
+		fputs(ir, stderr);
+	/* out, mm, bias and g (the null pointers of the fused operands
+	 * are dropped by LLVM): 4, not 7 as when each operand's tree had
+	 * its own; the forward's out, mm and bias: 3, not 5 */
+	ck_assert_int_eq(ptr_params(ir, ".add"), 4);
+	ck_assert_int_eq(ptr_params(ir, ".mul"), 3);
+	free(ir);
+	cg_program_destroy(p);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_a_buffer_read_many_times_in_one_tree_is_one_array)
 {
 	fx x;
@@ -801,6 +848,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
 	tcase_add_test(tc,
 		       test_gelu_forward_and_backward_run_as_one_kernel_each);
+	tcase_add_test(tc, test_gelu_kernels_take_each_buffer_once);
 	tcase_add_test(tc,
 		       test_a_buffer_read_many_times_in_one_tree_is_one_array);
 	tcase_add_test(tc, test_a_contiguous_slice_is_a_view_without_a_kernel);
