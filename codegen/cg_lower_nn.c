@@ -974,7 +974,9 @@ static LLVMValueRef ln_x(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	return ldf(k, k->out, cg_add(&k->f, offs[0], j));
 }
 
-/* (x - mean) / sqrt(var + eps) * gamma + beta over one row, the biased
+/* (x - mean) r * gamma + beta over one row, r = 1 / sqrt(var + eps) (one
+ * division a row, not one an element: a vector division takes the
+ * divider for several cycles, a multiply half of one), the biased
  * variance from a second pass, as the interpreter. A fused x is computed
  * once and kept in the output row; a plain x is read again instead: the
  * passes' loads of the row just stored waited on the stores (on Zen 4 a
@@ -1006,10 +1008,11 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 						     ""),
 				       cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
 	d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
-	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
+	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""),
 				       ldf(k, k->in[1], j), "");
 	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
 				  ""),
@@ -1041,13 +1044,13 @@ static void ln_grad_terms(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
 }
 
 /* The last pass of a layer_norm_grad row whose dxh is all zero and whose
- * variance plus eps, v, is finite and positive (so is every d, and so is
- * sd): the
+ * variance plus eps, v, is finite and positive (so is every d, and so are
+ * sd and r = 1 / sd): the
  * sums s1 = sum(dxh) and s3 = sum(dxh d) are zeros, so m1 = s1 / K is s1
- * and m2 = s3 / sd / K is s3 (the same zeros, of the same signs), each
- * t = (dxh - m1) - d / sd m2 is a zero, (d / sd) m2 is d m2 and t / sd
- * is t. So the row is (dxh - s1) - d s3, the full pass's bits without
- * its sqrt and its 2K + 2 divisions. */
+ * and m2 = s3 r / K is s3 (the same zeros, of the same signs), each
+ * t = (dxh - m1) - (d r) m2 is a zero, (d r) m2 is d m2 and t r is t.
+ * So the row is (dxh - s1) - d s3, the full pass's bits without its
+ * sqrt, its divisions and its 2K + 1 multiplies. */
 static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 			      LLVMValueRef mean, LLVMValueRef s1,
 			      LLVMValueRef s3)
@@ -1063,7 +1066,9 @@ static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	cg_loop_end(f, &l);
 }
 
-/* The last pass of any other row: sd, m1 and m2, then each element. */
+/* The last pass of any other row: r = 1 / sd, m1 and m2, then each
+ * element, multiplied by r where it once was divided by sd (twice an
+ * element, the divider's cycles were most of the pass). */
 static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 			      LLVMValueRef mean, LLVMValueRef v,
 			      LLVMValueRef s1, LLVMValueRef s3)
@@ -1071,28 +1076,26 @@ static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	cg_fn *f = &k->f;
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
 	LLVMValueRef m1 = LLVMBuildFDiv(f->b, s1, Kf, "");
-	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFDiv(f->b, s3, sd, ""),
+	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFMul(f->b, s3, r, ""),
 					Kf, "");
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef d, h;
 	ln_grad_terms(k, offs, j, mean, &d, &h);
-	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
-				       LLVMBuildFMul(f->b,
-						     LLVMBuildFDiv(f->b, d, sd,
-								   ""),
-						     m2, ""),
-				       "");
-	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
+	LLVMValueRef t = LLVMBuildFSub(
+		f->b, LLVMBuildFSub(f->b, h, m1, ""),
+		LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""), m2, ""), "");
+	stf(k, LLVMBuildFMul(f->b, t, r, ""), k->out, cg_add(f, offs[0], j));
 	cg_loop_end(f, &l);
 }
 
 /* layer_norm_grad over one row, as the interpreter: the mean of x in a
  * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
  * dxh d in a second, which also notes whether any dxh is not zero; then
- * (dxh - m1 - d / sd m2) / sd with m1 = sum(dxh) / K and m2 = sum(dxh d)
- * / sd / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
+ * (dxh - m1 - d r m2) r with r = 1 / sd, m1 = sum(dxh) / K and m2 =
+ * sum(dxh d) r / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
  * of zero dxh (a padding token's row of a masked loss's gradient). The
  * sums may be reassociated (vectorized along the row), as layer_norm's. */
 static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
