@@ -275,7 +275,13 @@ static void add_arrays(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
 void cg_nest_add_operand(cg_kernel *k, cg_nest *n, uint32_t i, const int *ax,
 			 int inner_ax)
 {
-	add_arrays(k, n, k->tr.opnd[i], ax, inner_ax);
+	cg_nest_add_tree(k, n, k->tr.opnd[i], ax, inner_ax);
+}
+
+void cg_nest_add_tree(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
+		      int inner_ax)
+{
+	add_arrays(k, n, x, ax, inner_ax);
 	assert(n->n_arr <= CG_NEST_ARRS);
 }
 
@@ -359,12 +365,18 @@ static LLVMValueRef compute(tree_eval *e, uint32_t x)
 LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
 			       LLVMValueRef j)
 {
+	return cg_kernel_tree(k, k->tr.opnd[i], offs, j);
+}
+
+LLVMValueRef cg_kernel_tree(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
+			    LLVMValueRef j)
+{
 	tree_eval e;
 	e.k = k;
 	e.offs = offs;
 	e.j = j;
-	e.start = k->tr.opnd[i];
-	for (uint32_t x = e.start; x < k->tr.n_nodes; x++)
-		e.val[x] = NULL;
+	e.start = x;
+	for (uint32_t y = e.start; y < k->tr.n_nodes; y++)
+		e.val[y] = NULL;
 	return eval(&e, e.start);
 }

@@ -509,6 +509,58 @@ START_TEST(test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each)
 }
 END_TEST
 
+/* A pre-LN block's backward: the residual stream's gradient r plus the
+ * layer norm's gradient in x, layer_norm_grad(x, gamma, g), read by the
+ * add alone, is one kernel (the add's stores the row kernel's, r added
+ * to each element), on either side of the add, x and g buffers or
+ * computed by kernels of their own; the same bits as the two kernels
+ * apart. */
+START_TEST(test_layer_norm_grad_plus_a_residual_is_one_kernel)
+{
+	for (int c = 0; c < 4; c++) {
+		fx x;
+		fx_init(&x, 15 + (uint64_t)c);
+		ir_type t = tu_type(IR_F32, 3, 4, 5, 32);
+		ir_id xs = tu_input(&x.g, t), g = tu_input(&x.g, t);
+		ir_id r = tu_input(&x.g, t);
+		ir_id gam = tu_input(&x.g, tu_type(IR_F32, 1, 32));
+		if (c >= 2) {
+			xs = op2(&x, IR_OP_ADD, xs, tu_input(&x.g, t));
+			g = op1(&x, IR_OP_RELU, g, NULL);
+		}
+		ir_attr at = {.eps = 1e-5};
+		ir_id d = op3(&x, IR_OP_LAYER_NORM_GRAD, xs, gam, g, &at);
+		ret(&x, c % 2 ? op2(&x, IR_OP_ADD, d, r)
+			      : op2(&x, IR_OP_ADD, r, d));
+		seen s = check(&x, false, true);
+		ck_assert_uint_eq(s.n_calls, s.n_calls_unfused - 1);
+		if (c < 2)
+			ck_assert_uint_eq(s.n_calls, 1);
+		ck_assert_uint_lt(s.scratch, s.scratch_unfused);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
+/* Read by anything else too, it keeps its buffer and its kernel. */
+START_TEST(test_layer_norm_grad_read_twice_keeps_its_kernel)
+{
+	fx x;
+	fx_init(&x, 17);
+	ir_type t = tu_type(IR_F32, 2, 6, 64);
+	ir_id xs = tu_input(&x.g, t), g = tu_input(&x.g, t);
+	ir_id r = tu_input(&x.g, t);
+	ir_id gam = tu_input(&x.g, tu_type(IR_F32, 1, 64));
+	ir_attr at = {.eps = 1e-5};
+	ir_id d = op3(&x, IR_OP_LAYER_NORM_GRAD, xs, gam, g, &at);
+	ret(&x, op2(&x, IR_OP_ADD, r, d));
+	ret(&x, d);
+	seen s = check(&x, false, true);
+	ck_assert_uint_eq(s.n_calls, 2);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_head_merge_permute_is_index_arithmetic_in_its_reader)
 {
 	fx x;
@@ -836,6 +888,8 @@ static Suite *suite(void)
 	tcase_add_test(
 		tc,
 		test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each);
+	tcase_add_test(tc, test_layer_norm_grad_plus_a_residual_is_one_kernel);
+	tcase_add_test(tc, test_layer_norm_grad_read_twice_keeps_its_kernel);
 	tcase_add_test(tc,
 		       test_head_merge_permute_is_index_arithmetic_in_its_reader);
 	tcase_add_test(tc, test_slices_are_read_in_place_by_their_readers);
