@@ -104,7 +104,7 @@ static uint32_t new_node(tree_build *b, ir_id x)
 
 /* The earlier leaf of this operand's tree that reads node x's elements
  * as leaf tn does, or tn's own index me (a node read twice in one tree,
- * as GELU's backward reads x, is one array and one parameter). */
+ * as GELU's forward reads x, is one array and one parameter). */
 static uint32_t same_leaf(const tree_build *b, ir_id x, const cg_tree_node *tn,
 			  uint32_t me)
 {
@@ -115,6 +115,23 @@ static uint32_t same_leaf(const tree_build *b, ir_id x, const cg_tree_node *tn,
 			return i;
 	}
 	return me;
+}
+
+/* The pointer parameter of an earlier leaf of the kernel's trees that
+ * reads node x's buffer, whatever its strides and its operand, or
+ * UINT32_MAX. One buffer read through two operands' trees (GELU's
+ * backward reads x = mm + bias and g in both terms of its add) is then
+ * one pointer: where the two leaves also walk it alike, LLVM sees the
+ * same address and loads it once, and the values computed from it
+ * (x, erf's argument) once. */
+static uint32_t same_buffer(const tree_build *b, ir_id x, uint32_t me)
+{
+	for (uint32_t i = 0; i < me; i++) {
+		const cg_tree_node *o = &b->t->n[i];
+		if (o->is_leaf && o->id == x)
+			return o->param;
+	}
+	return UINT32_MAX;
 }
 
 /* The tree of node x, read by its consumer user through axis map m; a
@@ -130,10 +147,16 @@ static uint32_t build(tree_build *b, ir_id x, ir_id user, const axis_map *m,
 	map_strides(b, x, m, tn);
 	if (!b->into || !pass_fuse_ew_is_in(b->into, x, user)) {
 		tn->is_leaf = true;
-		tn->first = param != UINT32_MAX ? me : same_leaf(b, x, tn, me);
-		tn->param = param != UINT32_MAX ? param
-			    : tn->first != me   ? b->t->n[tn->first].param
-						: b->t->n_par++;
+		if (param != UINT32_MAX) {
+			tn->first = me;
+			tn->param = param;
+			return me;
+		}
+		tn->first = same_leaf(b, x, tn, me);
+		tn->param = tn->first != me ? b->t->n[tn->first].param
+					    : same_buffer(b, x, me);
+		if (tn->param == UINT32_MAX)
+			tn->param = b->t->n_par++;
 		return me;
 	}
 	const ir_node *n = &b->g->nodes[x];
@@ -252,7 +275,13 @@ static void add_arrays(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
 void cg_nest_add_operand(cg_kernel *k, cg_nest *n, uint32_t i, const int *ax,
 			 int inner_ax)
 {
-	add_arrays(k, n, k->tr.opnd[i], ax, inner_ax);
+	cg_nest_add_tree(k, n, k->tr.opnd[i], ax, inner_ax);
+}
+
+void cg_nest_add_tree(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
+		      int inner_ax)
+{
+	add_arrays(k, n, x, ax, inner_ax);
 	assert(n->n_arr <= CG_NEST_ARRS);
 }
 
@@ -336,12 +365,18 @@ static LLVMValueRef compute(tree_eval *e, uint32_t x)
 LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
 			       LLVMValueRef j)
 {
+	return cg_kernel_tree(k, k->tr.opnd[i], offs, j);
+}
+
+LLVMValueRef cg_kernel_tree(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
+			    LLVMValueRef j)
+{
 	tree_eval e;
 	e.k = k;
 	e.offs = offs;
 	e.j = j;
-	e.start = k->tr.opnd[i];
-	for (uint32_t x = e.start; x < k->tr.n_nodes; x++)
-		e.val[x] = NULL;
+	e.start = x;
+	for (uint32_t y = e.start; y < k->tr.n_nodes; y++)
+		e.val[y] = NULL;
 	return eval(&e, e.start);
 }

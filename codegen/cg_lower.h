@@ -70,8 +70,9 @@ typedef struct cg_tree_node {
 
 /* The trees of one kernel. Its pointer parameters are one per operand of
  * the node (a fused operand's is null and never read), then one per leaf
- * of the fused trees, in tree order, leaves of one operand's tree that
- * read the same elements of the same buffer sharing one. */
+ * of the fused trees, in tree order, leaves that read the same buffer
+ * sharing one (and leaves of one operand's tree that read the same
+ * elements of it sharing their array too). */
 typedef struct cg_trees {
 	cg_tree_node n[CG_TREE_MAX];
 	uint32_t n_nodes;
@@ -233,6 +234,13 @@ void cg_nest_add_operand(cg_kernel *k, cg_nest *n, uint32_t i, const int *ax,
  * once. */
 LLVMValueRef cg_kernel_operand(cg_kernel *k, uint32_t i, LLVMValueRef *offs,
 			       LLVMValueRef j);
+/* cg_nest_add_operand and cg_kernel_operand for the subtree at tree node
+ * x (a fused node's operand: layer_norm_grad's under the add that
+ * computes it, cg_lower_layer_norm_grad). */
+void cg_nest_add_tree(cg_kernel *k, cg_nest *n, uint32_t x, const int *ax,
+		      int inner_ax);
+LLVMValueRef cg_kernel_tree(cg_kernel *k, uint32_t x, LLVMValueRef *offs,
+			    LLVMValueRef j);
 /* The ax map of an elementwise kernel: operand i broadcast to the node's
  * output, axis d of a nest over the output dims (-1 where stretched). */
 void cg_kernel_ew_axes(const cg_kernel *k, uint32_t i, int *ax);
@@ -298,9 +306,15 @@ bool cg_lower_epilogue_plan(const cg_lower *L, const ir_func *f, ir_id *into);
 /* Whether kernel k is an add computing a fused matmul (its operand's
  * tree a MATMUL node), lowered by cg_lower_matmul. */
 bool cg_lower_is_epilogue_kernel(const cg_kernel *k);
+/* Whether kernel k is an add computing a fused layer_norm_grad (the
+ * epilogue plan's other kind: a layer_norm_grad read by one add alone,
+ * whose other operand is a buffer of its type, adds that buffer to each
+ * element as it stores it), lowered by cg_lower_layer_norm_grad. */
+bool cg_lower_is_lng_kernel(const cg_kernel *k);
 /* The matmul node id's kernel computes as its epilogue's product under
- * the plan into, or IR_NONE. */
+ * the plan into, or IR_NONE; the layer_norm_grad it computes, or IR_NONE. */
 ir_id cg_lower_epilogue_matmul(const ir_graph *g, const ir_id *into, ir_id id);
+ir_id cg_lower_epilogue_lng(const ir_graph *g, const ir_id *into, ir_id id);
 bool cg_lower_reduce(cg_kernel *k);
 /* One step of a reduction's chain, o (+) v, on scalars or vectors of
  * dtype t: an add (is_ordered: without `reassoc`, so LLVM keeps the

@@ -237,6 +237,8 @@ static bool lower_op(cg_kernel *k)
 {
 	if (cg_lower_is_epilogue_kernel(k))
 		return cg_lower_matmul(k); /* a matmul with its bias add */
+	if (cg_lower_is_lng_kernel(k))
+		return cg_lower_layer_norm_grad(k); /* plus a residual */
 	switch (k->node->op) {
 	case IR_OP_INPUT:
 	case IR_OP_PARAM:

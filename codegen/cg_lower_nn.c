@@ -463,6 +463,33 @@ static ir_id epilogue_of(const cg_lower *L, const ir_graph *g, const ir_id *into
 	return IR_NONE;
 }
 
+/* The layer_norm_grad add node i's kernel can compute, adding i's other
+ * operand to each element as it stores it: i an f32 add with a kernel of
+ * its own; the layer_norm_grad read by i alone, not fused elsewhere, of
+ * i's type, its gamma a buffer; the other operand a buffer of i's type
+ * (the residual stream's gradient, to which autodiff adds each pre-LN
+ * block's layer norm's). IR_NONE if none. */
+static ir_id lng_of(const cg_lower *L, const ir_graph *g, const ir_id *into,
+		    const uint32_t *uses, ir_id i)
+{
+	const ir_node *ad = &g->nodes[i];
+	if (ad->op != IR_OP_ADD || into[i] != IR_NONE ||
+	    ad->type.dtype != IR_F32)
+		return IR_NONE;
+	for (uint32_t a = 0; a < 2; a++) {
+		ir_id y = ir_arg(g, i, a), x = ir_arg(g, i, 1 - a);
+		if (y == x || g->nodes[y].op != IR_OP_LAYER_NORM_GRAD ||
+		    into[y] != IR_NONE || uses[y] != 1)
+			continue;
+		if (cg_lower_same_type(L, &g->nodes[y].type, &ad->type) &&
+		    cg_lower_same_type(L, &g->nodes[x].type, &ad->type) &&
+		    !pass_fuse_ew_is_in(into, x, i) &&
+		    !pass_fuse_ew_is_in(into, ir_arg(g, y, 1), y))
+			return y;
+	}
+	return IR_NONE;
+}
+
 bool cg_lower_epilogue_plan(const cg_lower *L, const ir_func *f, ir_id *into)
 {
 	const ir_graph *g = &f->g;
@@ -479,8 +506,13 @@ bool cg_lower_epilogue_plan(const cg_lower *L, const ir_func *f, ir_id *into)
 	for (ir_id i = 0; i < g->n_nodes; i++) {
 		ir_id host = IR_NONE;
 		ir_id mm = epilogue_of(L, g, into, uses, i, &host);
-		if (mm != IR_NONE)
+		if (mm != IR_NONE) {
 			into[mm] = host;
+			continue;
+		}
+		ir_id lng = lng_of(L, g, into, uses, i);
+		if (lng != IR_NONE)
+			into[lng] = i;
 	}
 	ir_free(L->ctx, uses);
 	return true;
@@ -493,6 +525,18 @@ static ir_id product_in(const ir_graph *g, const ir_id *into, ir_id c)
 	for (uint32_t a = 0; a < 2; a++) {
 		ir_id x = ir_arg(g, c, a);
 		if (into[x] == c && g->nodes[x].op == IR_OP_MATMUL)
+			return x;
+	}
+	return IR_NONE;
+}
+
+ir_id cg_lower_epilogue_lng(const ir_graph *g, const ir_id *into, ir_id id)
+{
+	if (g->nodes[id].op != IR_OP_ADD)
+		return IR_NONE;
+	for (uint32_t a = 0; a < 2; a++) {
+		ir_id x = ir_arg(g, id, a);
+		if (into[x] == id && g->nodes[x].op == IR_OP_LAYER_NORM_GRAD)
 			return x;
 	}
 	return IR_NONE;
@@ -872,6 +916,11 @@ typedef struct row_cx {
 	float fill;
 	float eps;
 	bool is_x_leaf; /* layer_norm: x is a buffer, not a fused tree */
+	/* layer_norm_grad: the tree nodes of x and g, gamma's pointer, and
+	 * the term an add computing it adds (UINT32_MAX: none), its
+	 * operand a (the layer_norm_grad's the other) */
+	uint32_t x, g, term, term_a;
+	LLVMValueRef gamma;
 } row_cx;
 
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
@@ -879,7 +928,8 @@ typedef struct row_cx {
  * aligned with the leading dims, size-1 dims stretched; then the arrays
  * of operand 0, x (its tree when fused), whose last axis the row's inner
  * index walks. */
-static void row_nest(cg_kernel *k, cg_nest *n, int64_t *K, bool masked)
+static void row_nest_of(cg_kernel *k, cg_nest *n, int64_t *K, bool masked,
+			uint32_t x)
 {
 	int64_t xd[IR_MAX_RANK], vd[IR_MAX_RANK], vs[IR_MAX_RANK];
 	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
@@ -900,7 +950,12 @@ static void row_nest(cg_kernel *k, cg_nest *n, int64_t *K, bool masked)
 	int ax[IR_MAX_RANK];
 	for (int d = 0; d < IR_MAX_RANK; d++)
 		ax[d] = d;
-	cg_nest_add_operand(k, n, 0, ax, r - 1);
+	cg_nest_add_tree(k, n, x, ax, r - 1);
+}
+
+static void row_nest(cg_kernel *k, cg_nest *n, int64_t *K, bool masked)
+{
+	row_nest_of(k, n, K, masked, k->tr.opnd[0]);
 }
 
 /* Softmax of one row, as the interpreter: positions >= valid read as
@@ -974,7 +1029,9 @@ static LLVMValueRef ln_x(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	return ldf(k, k->out, cg_add(&k->f, offs[0], j));
 }
 
-/* (x - mean) / sqrt(var + eps) * gamma + beta over one row, the biased
+/* (x - mean) r * gamma + beta over one row, r = 1 / sqrt(var + eps) (one
+ * division a row, not one an element: a vector division takes the
+ * divider for several cycles, a multiply half of one), the biased
  * variance from a second pass, as the interpreter. A fused x is computed
  * once and kept in the output row; a plain x is read again instead: the
  * passes' loads of the row just stored waited on the stores (on Zen 4 a
@@ -1006,10 +1063,11 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 						     ""),
 				       cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
 	d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
-	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFDiv(f->b, d, sd, ""),
+	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""),
 				       ldf(k, k->in[1], j), "");
 	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
 				  ""),
@@ -1031,23 +1089,39 @@ bool cg_lower_layer_norm(cg_kernel *k)
 
 /* layer_norm_grad's terms at column j of a row: d = x - mean and
  * h = g gamma (operands x, gamma, g). */
-static void ln_grad_terms(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
-			  LLVMValueRef mean, LLVMValueRef *d, LLVMValueRef *h)
+static void ln_grad_terms(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			  LLVMValueRef j, LLVMValueRef mean, LLVMValueRef *d,
+			  LLVMValueRef *h)
 {
 	cg_fn *f = &k->f;
-	*d = LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), mean, "");
-	*h = LLVMBuildFMul(f->b, cg_kernel_operand(k, 2, offs, j),
-			   ldf(k, k->in[1], j), "");
+	*d = LLVMBuildFSub(f->b, cg_kernel_tree(k, c->x, offs, j), mean, "");
+	*h = LLVMBuildFMul(f->b, cg_kernel_tree(k, c->g, offs, j),
+			   ldf(k, c->gamma, j), "");
+}
+
+/* Stores element j of a layer_norm_grad row, v, plus the term of the add
+ * computing it when there is one (in the add's operand order, rounded
+ * as the add kernel rounded it: no contraction with v's product). */
+static void ln_grad_store(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			  LLVMValueRef j, LLVMValueRef v)
+{
+	cg_fn *f = &k->f;
+	if (c->term != UINT32_MAX) {
+		LLVMValueRef t = cg_kernel_tree(k, c->term, offs, j);
+		v = c->term_a == 0 ? LLVMBuildFAdd(f->b, t, v, "")
+				   : LLVMBuildFAdd(f->b, v, t, "");
+	}
+	stf(k, v, k->out, cg_add(f, offs[0], j));
 }
 
 /* The last pass of a layer_norm_grad row whose dxh is all zero and whose
- * variance plus eps, v, is finite and positive (so is every d, and so is
- * sd): the
+ * variance plus eps, v, is finite and positive (so is every d, and so are
+ * sd and r = 1 / sd): the
  * sums s1 = sum(dxh) and s3 = sum(dxh d) are zeros, so m1 = s1 / K is s1
- * and m2 = s3 / sd / K is s3 (the same zeros, of the same signs), each
- * t = (dxh - m1) - d / sd m2 is a zero, (d / sd) m2 is d m2 and t / sd
- * is t. So the row is (dxh - s1) - d s3, the full pass's bits without
- * its sqrt and its 2K + 2 divisions. */
+ * and m2 = s3 r / K is s3 (the same zeros, of the same signs), each
+ * t = (dxh - m1) - (d r) m2 is a zero, (d r) m2 is d m2 and t r is t.
+ * So the row is (dxh - s1) - d s3, the full pass's bits without its
+ * sqrt, its divisions and its 2K + 1 multiplies. */
 static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 			      LLVMValueRef mean, LLVMValueRef s1,
 			      LLVMValueRef s3)
@@ -1056,14 +1130,16 @@ static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef d, h;
-	ln_grad_terms(k, offs, j, mean, &d, &h);
+	ln_grad_terms(k, c, offs, j, mean, &d, &h);
 	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, s1, ""),
 				       LLVMBuildFMul(f->b, d, s3, ""), "");
-	stf(k, t, k->out, cg_add(f, offs[0], j));
+	ln_grad_store(k, c, offs, j, t);
 	cg_loop_end(f, &l);
 }
 
-/* The last pass of any other row: sd, m1 and m2, then each element. */
+/* The last pass of any other row: r = 1 / sd, m1 and m2, then each
+ * element, multiplied by r where it once was divided by sd (twice an
+ * element, the divider's cycles were most of the pass). */
 static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 			      LLVMValueRef mean, LLVMValueRef v,
 			      LLVMValueRef s1, LLVMValueRef s3)
@@ -1071,28 +1147,26 @@ static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	cg_fn *f = &k->f;
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
+	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
 	LLVMValueRef m1 = LLVMBuildFDiv(f->b, s1, Kf, "");
-	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFDiv(f->b, s3, sd, ""),
+	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFMul(f->b, s3, r, ""),
 					Kf, "");
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef d, h;
-	ln_grad_terms(k, offs, j, mean, &d, &h);
-	LLVMValueRef t = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, h, m1, ""),
-				       LLVMBuildFMul(f->b,
-						     LLVMBuildFDiv(f->b, d, sd,
-								   ""),
-						     m2, ""),
-				       "");
-	stf(k, LLVMBuildFDiv(f->b, t, sd, ""), k->out, cg_add(f, offs[0], j));
+	ln_grad_terms(k, c, offs, j, mean, &d, &h);
+	LLVMValueRef t = LLVMBuildFSub(
+		f->b, LLVMBuildFSub(f->b, h, m1, ""),
+		LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""), m2, ""), "");
+	ln_grad_store(k, c, offs, j, LLVMBuildFMul(f->b, t, r, ""));
 	cg_loop_end(f, &l);
 }
 
 /* layer_norm_grad over one row, as the interpreter: the mean of x in a
  * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
  * dxh d in a second, which also notes whether any dxh is not zero; then
- * (dxh - m1 - d / sd m2) / sd with m1 = sum(dxh) / K and m2 = sum(dxh d)
- * / sd / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
+ * (dxh - m1 - d r m2) r with r = 1 / sd, m1 = sum(dxh) / K and m2 =
+ * sum(dxh d) r / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
  * of zero dxh (a padding token's row of a masked loss's gradient). The
  * sums may be reassociated (vectorized along the row), as layer_norm's. */
 static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
@@ -1109,12 +1183,12 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	set(k, sum,
-	    fadd_r(f, get(k, ft, sum), cg_kernel_operand(k, 0, offs, j)));
+	    fadd_r(f, get(k, ft, sum), cg_kernel_tree(k, c->x, offs, j)));
 	cg_loop_end(f, &l);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef d, h;
-	ln_grad_terms(k, offs, j, mean, &d, &h);
+	ln_grad_terms(k, c, offs, j, mean, &d, &h);
 	set(k, sq,
 	    fadd_r(f, get(k, ft, sq),
 		   cg_fast(LLVMBuildFMul(f->b, d, d, ""), true)));
@@ -1159,16 +1233,59 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
+/* The tree node of the layer_norm_grad add kernel k computes (the root
+ * of its operand *a), or UINT32_MAX. */
+static uint32_t lng_tree(const cg_kernel *k, uint32_t *a)
+{
+	if (k->node->op != IR_OP_ADD)
+		return UINT32_MAX;
+	for (*a = 0; *a < 2; ++*a) {
+		const cg_tree_node *tn = &k->tr.n[k->tr.opnd[*a]];
+		if (!tn->is_leaf &&
+		    k->g->nodes[tn->id].op == IR_OP_LAYER_NORM_GRAD)
+			return k->tr.opnd[*a];
+	}
+	return UINT32_MAX;
+}
+
+bool cg_lower_is_lng_kernel(const cg_kernel *k)
+{
+	uint32_t a;
+	return lng_tree(k, &a) != UINT32_MAX;
+}
+
+/* layer_norm_grad's kernel, or that of an add computing one
+ * (cg_lower_epilogue_plan): the same rows, each element stored plus the
+ * add's other operand. */
 bool cg_lower_layer_norm_grad(cg_kernel *k)
 {
 	row_cx c = {0};
-	c.eps = (float)k->node->attr.eps;
+	uint32_t a, lng = lng_tree(k, &a);
+	const ir_node *nd = k->node;
+	c.term = UINT32_MAX;
+	c.x = k->tr.opnd[0];
+	c.g = k->tr.opnd[2];
+	c.gamma = k->in[1];
+	if (lng != UINT32_MAX) {
+		const cg_tree_node *tn = &k->tr.n[lng];
+		const cg_tree_node *ga = &k->tr.n[tn->kid[1]];
+		assert(ga->is_leaf);
+		nd = &k->g->nodes[tn->id];
+		c.x = tn->kid[0];
+		c.g = tn->kid[2];
+		c.gamma = k->in[ga->param];
+		c.term = k->tr.opnd[1 - a];
+		c.term_a = 1 - a;
+	}
+	c.eps = (float)nd->attr.eps;
 	cg_nest n;
-	row_nest(k, &n, &c.K, false);
+	row_nest_of(k, &n, &c.K, false, c.x);
 	int ax[IR_MAX_RANK];
 	for (int d = 0; d < IR_MAX_RANK; d++)
 		ax[d] = d;
-	cg_nest_add_operand(k, &n, 2, ax, n.rank);
+	cg_nest_add_tree(k, &n, c.g, ax, n.rank);
+	if (c.term != UINT32_MAX)
+		cg_nest_add_tree(k, &n, c.term, ax, n.rank);
 	run_rows(k, &n, 4 * c.K, layer_norm_grad_row, &c);
 	return true;
 }

@@ -147,6 +147,8 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 			continue;
 		/* An add computing its matmul's product shows as the matmul. */
 		ir_id shown = cg_lower_epilogue_matmul(g, e->plan.into, i);
+		if (shown == IR_NONE)
+			shown = cg_lower_epilogue_lng(g, e->plan.into, i);
 		shown = shown == IR_NONE ? i : shown;
 		const ir_node *nd = &g->nodes[shown];
 		(*sites)[s] = (cg_profile_site){.node = i,

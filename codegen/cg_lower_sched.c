@@ -104,9 +104,10 @@ double cg_sched_kernel_cost(const ir_graph *g, ir_id id, const cg_trees *tr,
 	for (uint32_t i = 0; i < tr->n_nodes; i++) {
 		if (tr->n[i].is_leaf)
 			continue;
-		if (g->nodes[tr->n[i].id].op == IR_OP_MATMUL) /* an epilogue */
-			return CALL_COST + per_work[IR_OP_MATMUL] *
-						   (double)(work > 0 ? work : 1);
+		ir_op fo = g->nodes[tr->n[i].id].op;
+		if (fo == IR_OP_MATMUL || fo == IR_OP_LAYER_NORM_GRAD)
+			return CALL_COST +
+			       per_work[fo] * (double)(work > 0 ? work : 1);
 		f += FUSED_COST;
 		if (is_heavy(g->nodes[tr->n[i].id].op))
 			f += HEAVY_COST;

@@ -398,8 +398,8 @@ bool interp_k_masked_softmax(const interp_kernel *k)
 
 /* ---- layer norm ----------------------------------------------------------------- */
 
-/* (x - mean) / sqrt(var + eps) * gamma + beta over the last axis, with the
- * biased variance. */
+/* (x - mean) r * gamma + beta over the last axis, r = 1 / sqrt(var +
+ * eps), with the biased variance. */
 bool interp_k_layer_norm(const interp_kernel *k)
 {
 	const interp_tensor *x = &k->args[0], *g = &k->args[1], *b = &k->args[2];
@@ -424,9 +424,10 @@ bool interp_k_layer_norm(const interp_kernel *k)
 			sq = R(k, sq + R(k, d * d));
 		}
 		double sd = R(k, sqrt(R(k, R(k, sq / (double)D) + eps)));
+		double rs = R(k, 1 / sd);
 		for (int64_t j = 0; j < D; j++) {
 			double d = R(k, R(k, interp_ld(x, off + j)) - mean);
-			double y = R(k, R(k, d / sd) * R(k, interp_ld(g, j)));
+			double y = R(k, R(k, d * rs) * R(k, interp_ld(g, j)));
 			interp_st(k->out, off + j, y + R(k, interp_ld(b, j)));
 		}
 	}
@@ -434,8 +435,8 @@ bool interp_k_layer_norm(const interp_kernel *k)
 }
 
 /* layer_norm_grad(x, gamma, g): per row, from d = x - mean, dxh = g gamma
- * and sd = sqrt(mean(d^2) + eps), (dxh - mean(dxh) - d / sd * m2) / sd
- * with m2 = sum(dxh d) / sd / D, which is mean(dxh xhat): the row's
+ * and r = 1 / sqrt(mean(d^2) + eps), (dxh - mean(dxh) - d r m2) r with
+ * m2 = sum(dxh d) r / D, which is mean(dxh xhat): the row's
  * sums taken in two passes, d^2, dxh and dxh d in the second, as the
  * generated kernel does. */
 bool interp_k_layer_norm_grad(const interp_kernel *k)
@@ -468,13 +469,14 @@ bool interp_k_layer_norm_grad(const interp_kernel *k)
 		}
 		double sd = R(k, sqrt(R(k, R(k, sq / (double)D) + eps)));
 		double m1 = R(k, s1 / (double)D);
-		double m2 = R(k, R(k, s3 / sd) / (double)D);
+		double rs = R(k, 1 / sd);
+		double m2 = R(k, R(k, s3 * rs) / (double)D);
 		for (int64_t j = 0; j < D; j++) {
 			double d = R(k, R(k, interp_ld(x, off + j)) - mean);
 			double h = R(k, R(k, interp_ld(g, off + j)) *
 						R(k, interp_ld(ga, j)));
-			double t = R(k, R(k, h - m1) - R(k, R(k, d / sd) * m2));
-			interp_st(k->out, off + j, R(k, t / sd));
+			double t = R(k, R(k, h - m1) - R(k, R(k, d * rs) * m2));
+			interp_st(k->out, off + j, R(k, t * rs));
 		}
 	}
 	return true;

@@ -509,6 +509,58 @@ START_TEST(test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each)
 }
 END_TEST
 
+/* A pre-LN block's backward: the residual stream's gradient r plus the
+ * layer norm's gradient in x, layer_norm_grad(x, gamma, g), read by the
+ * add alone, is one kernel (the add's stores the row kernel's, r added
+ * to each element), on either side of the add, x and g buffers or
+ * computed by kernels of their own; the same bits as the two kernels
+ * apart. */
+START_TEST(test_layer_norm_grad_plus_a_residual_is_one_kernel)
+{
+	for (int c = 0; c < 4; c++) {
+		fx x;
+		fx_init(&x, 15 + (uint64_t)c);
+		ir_type t = tu_type(IR_F32, 3, 4, 5, 32);
+		ir_id xs = tu_input(&x.g, t), g = tu_input(&x.g, t);
+		ir_id r = tu_input(&x.g, t);
+		ir_id gam = tu_input(&x.g, tu_type(IR_F32, 1, 32));
+		if (c >= 2) {
+			xs = op2(&x, IR_OP_ADD, xs, tu_input(&x.g, t));
+			g = op1(&x, IR_OP_RELU, g, NULL);
+		}
+		ir_attr at = {.eps = 1e-5};
+		ir_id d = op3(&x, IR_OP_LAYER_NORM_GRAD, xs, gam, g, &at);
+		ret(&x, c % 2 ? op2(&x, IR_OP_ADD, d, r)
+			      : op2(&x, IR_OP_ADD, r, d));
+		seen s = check(&x, false, true);
+		ck_assert_uint_eq(s.n_calls, s.n_calls_unfused - 1);
+		if (c < 2)
+			ck_assert_uint_eq(s.n_calls, 1);
+		ck_assert_uint_lt(s.scratch, s.scratch_unfused);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
+/* Read by anything else too, it keeps its buffer and its kernel. */
+START_TEST(test_layer_norm_grad_read_twice_keeps_its_kernel)
+{
+	fx x;
+	fx_init(&x, 17);
+	ir_type t = tu_type(IR_F32, 2, 6, 64);
+	ir_id xs = tu_input(&x.g, t), g = tu_input(&x.g, t);
+	ir_id r = tu_input(&x.g, t);
+	ir_id gam = tu_input(&x.g, tu_type(IR_F32, 1, 64));
+	ir_attr at = {.eps = 1e-5};
+	ir_id d = op3(&x, IR_OP_LAYER_NORM_GRAD, xs, gam, g, &at);
+	ret(&x, op2(&x, IR_OP_ADD, r, d));
+	ret(&x, d);
+	seen s = check(&x, false, true);
+	ck_assert_uint_eq(s.n_calls, 2);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_head_merge_permute_is_index_arithmetic_in_its_reader)
 {
 	fx x;
@@ -705,6 +757,53 @@ START_TEST(test_gelu_forward_and_backward_run_as_one_kernel_each)
 }
 END_TEST
 
+/* The definition line of the first function of the LLVM text whose
+ * name has `name` in it, and the count of pointer parameters on it. */
+static int ptr_params(const char *ir, const char *name)
+{
+	const char *at = strstr(ir, name);
+	ck_assert_ptr_nonnull(at);
+	const char *def = at;
+	while (def > ir && def[-1] != '\n')
+		def--;
+	ck_assert_msg(strncmp(def, "define", 6) == 0, "%.80s", def);
+	int n = 0;
+	for (const char *c = def; *c && *c != '\n'; c++)
+		n += strncmp(c, "ptr ", 4) == 0;
+	return n;
+}
+
+/* GELU's backward reads x = mm + bias and g in both terms of its add:
+ * each buffer is one pointer of the kernel, whichever operand's tree
+ * reads it, so LLVM loads each element once (and the forward, which
+ * reads x in both operands of its mul, the same). */
+START_TEST(test_gelu_kernels_take_each_buffer_once)
+{
+	fx x;
+	fx_init(&x, 14);
+	ir_id mm = tu_input(&x.g, tu_type(IR_F32, 3, 2, 16, 64));
+	ir_id bias = tu_input(&x.g, tu_type(IR_F32, 1, 64));
+	ir_id g = tu_input(&x.g, tu_type(IR_F32, 3, 2, 16, 64));
+	gelu_fwd_bwd(&x, mm, bias, g);
+	check(&x, false, true);
+	cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+	char *ir;
+	size_t len;
+	ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
+	if (getenv("CG_DUMP"))
+		fputs(ir, stderr);
+	/* out, mm, bias and g (the null pointers of the fused operands
+	 * are dropped by LLVM): 4, not 7 as when each operand's tree had
+	 * its own; the forward's out, mm and bias: 3, not 5 */
+	ck_assert_int_eq(ptr_params(ir, ".add"), 4);
+	ck_assert_int_eq(ptr_params(ir, ".mul"), 3);
+	free(ir);
+	cg_program_destroy(p);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_a_buffer_read_many_times_in_one_tree_is_one_array)
 {
 	fx x;
@@ -789,6 +888,8 @@ static Suite *suite(void)
 	tcase_add_test(
 		tc,
 		test_bias_relu_and_residual_layer_norm_run_as_one_kernel_each);
+	tcase_add_test(tc, test_layer_norm_grad_plus_a_residual_is_one_kernel);
+	tcase_add_test(tc, test_layer_norm_grad_read_twice_keeps_its_kernel);
 	tcase_add_test(tc,
 		       test_head_merge_permute_is_index_arithmetic_in_its_reader);
 	tcase_add_test(tc, test_slices_are_read_in_place_by_their_readers);
@@ -801,6 +902,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_a_value_read_twice_or_returned_keeps_its_buffer);
 	tcase_add_test(tc,
 		       test_gelu_forward_and_backward_run_as_one_kernel_each);
+	tcase_add_test(tc, test_gelu_kernels_take_each_buffer_once);
 	tcase_add_test(tc,
 		       test_a_buffer_read_many_times_in_one_tree_is_one_array);
 	tcase_add_test(tc, test_a_contiguous_slice_is_a_view_without_a_kernel);
