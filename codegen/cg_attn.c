@@ -307,8 +307,7 @@ static LLVMValueRef iota(cg_attn *a, LLVMTypeRef t)
 	return LLVMConstVector(lanes, a->vw);
 }
 
-/* x (an integer or float) in every lane. */
-static LLVMValueRef splat(cg_attn *a, LLVMValueRef x)
+LLVMValueRef cg_attn_splat(cg_attn *a, LLVMValueRef x)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), a->vw);
@@ -896,7 +895,7 @@ static LLVMValueRef keys(cg_attn *a, LLVMValueRef j0, int64_t j)
 	cg_fn *f = a->f;
 	LLVMValueRef k = LLVMBuildTrunc(f->b, cg_addi(f, j0, j * a->vw),
 					cg_t_i32(f), "");
-	return LLVMBuildAdd(f->b, splat(a, k), iota(a, cg_t_i32(f)), "");
+	return LLVMBuildAdd(f->b, cg_attn_splat(a, k), iota(a, cg_t_i32(f)), "");
 }
 
 LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
@@ -906,7 +905,8 @@ LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i),
 					 "");
 	vl = LLVMBuildTrunc(f->b, vl, cg_t_i32(f), "");
-	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j), splat(a, vl), "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j),
+			     cg_attn_splat(a, vl), "");
 }
 
 LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
@@ -964,10 +964,9 @@ LLVMValueRef cg_attn_keep(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), cg_add(f, q0, i));
 	LLVMValueRef at = cg_add(f, cg_muli(f, row, a->K),
 				 cg_addi(f, j0, j * a->vw));
-	LLVMValueRef ctr = LLVMBuildAdd(f->b,
-					splat(a, LLVMBuildAdd(f->b, a->drop_key,
-							      at, "")),
-					iota(a, cg_t_i64(f)), "");
+	LLVMValueRef ctr = LLVMBuildAdd(
+		f->b, cg_attn_splat(a, LLVMBuildAdd(f->b, a->drop_key, at, "")),
+		iota(a, cg_t_i64(f)), "");
 	return keep_bits(a, ctr);
 }
 
@@ -1012,7 +1011,8 @@ LLVMValueRef cg_attn_lanes(cg_attn *a, LLVMValueRef rows)
 	cg_fn *f = a->f;
 	LLVMTypeRef it = cg_t_i32(f);
 	LLVMValueRef n = LLVMBuildTrunc(f->b, rows, it, "");
-	return LLVMBuildICmp(f->b, LLVMIntSLT, iota(a, it), splat(a, n), "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, iota(a, it), cg_attn_splat(a, n),
+			     "");
 }
 
 LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
@@ -1022,7 +1022,7 @@ LLVMValueRef cg_attn_valid_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMTypeRef it = cg_t_i32(f), vt = LLVMVectorType(it, a->vw);
 	LLVMValueRef at = cg_muli(f, batch_of(a, n), a->valid_sn);
 	if (a->valid_sq == 0)
-		return splat(a, cg_lower_load(f, IR_I32, a->valid, at));
+		return cg_attn_splat(a, cg_lower_load(f, IR_I32, a->valid, at));
 	LLVMValueRef in = cg_attn_lanes(a, rows);
 	LLVMTypeRef tys[2] = {vt, cg_t_ptr(f)};
 	LLVMValueRef p = LLVMBuildInBoundsGEP2(f->b, it, a->valid, &at, 1, "");
@@ -1040,10 +1040,9 @@ LLVMValueRef cg_attn_keep_t(cg_attn *a, LLVMValueRef n, LLVMValueRef q0,
 	LLVMTypeRef vt = LLVMVectorType(cg_t_i64(f), a->vw);
 	LLVMValueRef step = LLVMBuildMul(f->b, iota(a, cg_t_i64(f)),
 					 cg_const_int(vt, (uint64_t)a->K), "");
-	LLVMValueRef ctr = LLVMBuildAdd(f->b,
-					splat(a, LLVMBuildAdd(f->b, a->drop_key,
-							      at, "")),
-					step, "");
+	LLVMValueRef ctr = LLVMBuildAdd(
+		f->b, cg_attn_splat(a, LLVMBuildAdd(f->b, a->drop_key, at, "")),
+		step, "");
 	return keep_bits(a, ctr);
 }
 
@@ -1079,7 +1078,8 @@ void cg_attn_key_starts(cg_attn *a, LLVMValueRef j0, LLVMValueRef rows)
 	r = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, x, r, ""), x,
 			    r, "");
 	cg_attn_set(a, run, r);
-	LLVMValueRef rs = splat(a, LLVMBuildTrunc(f->b, r, cg_t_i32(f), ""));
+	LLVMValueRef rs = cg_attn_splat(a, LLVMBuildTrunc(f->b, r, cg_t_i32(f),
+							  ""));
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef le = LLVMBuildICmp(f->b, LLVMIntSLE, rs,
 						keys(a, j0, j), "");

@@ -231,6 +231,8 @@ LLVMValueRef cg_attn_shift(cg_attn *a, LLVMValueRef m);
 /* exp(s - shift): NaN for NaN, cg_lower_exp_nonpos's bits otherwise. */
 LLVMValueRef cg_attn_exp(cg_attn *a, LLVMValueRef s, LLVMValueRef shift);
 
+/* x (an integer, an i1 or a float) in every one of vw lanes. */
+LLVMValueRef cg_attn_splat(cg_attn *a, LLVMValueRef x);
 /* The sum of |x| over the rows 0 .. rows of attention n's batch
  * element, all H heads, in operand p (rows of H heads of w floats): NaN
  * or +inf where one of them is not finite, and a bound on every

@@ -55,10 +55,11 @@ bool cg_attn_is_small(const cg_attn *a)
 	       a->d <= CG_ATTN_SMALL_W && a->dv >= 1 && a->dv <= CG_ATTN_SMALL_W;
 }
 
+/* x y + z, vectors of any width. */
 static LLVMValueRef fma_v(cg_attn *a, LLVMValueRef x, LLVMValueRef y,
 			  LLVMValueRef z)
 {
-	LLVMTypeRef vt = cg_t_vec(a->f, a->vw);
+	LLVMTypeRef vt = LLVMTypeOf(x);
 	LLVMValueRef args[3] = {x, y, z};
 	return cg_intrinsic(a->f, "llvm.fma", &vt, 1, args, 3);
 }
@@ -221,11 +222,19 @@ static void scores_visited(cg_attn *a, sblock *b, const LLVMValueRef *qt)
 		cg_attn_set(a, b->sv[k], score_t(a, b, qt, k));
 		key_end(a, join);
 	}
-	b->m = NULL;
-	for (int64_t k = 0; k < a->K; k++) {
-		LLVMValueRef s = vget(a, b->sv[k]);
-		b->m = k ? cg_attn_vmax(a, b->m, s) : s;
+	/* a tree, not a chain of K - 1 maxima: the maximum of the scores
+	 * is exact in any order (a row with a NaN score is NaN whatever m
+	 * is), and the chain's latency held up every row's exponentials */
+	LLVMValueRef m[CG_ATTN_SMALL_K];
+	for (int64_t k = 0; k < a->K; k++)
+		m[k] = vget(a, b->sv[k]);
+	for (int64_t n = a->K; n > 1; n = (n + 1) / 2) {
+		for (int64_t i = 0; i < n / 2; i++)
+			m[i] = cg_attn_vmax(a, m[2 * i], m[2 * i + 1]);
+		if (n % 2)
+			m[n / 2] = m[n - 1];
 	}
+	b->m = m[0];
 }
 
 /* The scores of the keys the block visits (every key when kv0 is NULL,
@@ -326,9 +335,12 @@ static void clear_skipped(cg_attn *a, sblock *b)
 		if (a->has_dropout)
 			b->kp[k] = cg_attn_var(a, bt, LLVMConstNull(bt));
 		if (b->kv && k > 0) {
+			/* a vector of the test: a select on one i1 of
+			 * vectors becomes a branch in x86's back end */
 			LLVMValueRef skip = LLVMBuildICmp(f->b, LLVMIntSGE,
 							  cg_i64(f, k), b->kv,
 							  "");
+			skip = cg_attn_splat(a, skip);
 			cg_attn_set(a, b->sv[k],
 				    LLVMBuildSelect(f->b, skip, vconst(a, 0),
 						    vget(a, b->sv[k]), ""));
@@ -386,34 +398,6 @@ static LLVMValueRef dropped_rows_factor(cg_attn *a, const sblock *b,
 	cg_attn_set(a, x, LLVMBuildSelect(f->b, none, vconst(a, 0), r, ""));
 	cg_if_end(f, join);
 	return vget(a, x);
-}
-
-/* The vectors of a row of width w at p. */
-static void load_row(cg_attn *a, LLVMValueRef *r, LLVMValueRef p, int64_t w)
-{
-	for (int64_t v = 0; v * a->vw < w; v++)
-		r[v] = cg_attn_load_part(a, cg_ati(a->f, p, v * a->vw), w,
-					 v * a->vw);
-}
-
-/* acc[v] += x row[v] for the vectors of a row of width w, with x =
- * buf[k * vw + t]: row t's value of key k. */
-static void add_key(cg_attn *a, LLVMValueRef *acc, LLVMValueRef buf, int64_t k,
-		    LLVMValueRef t, const LLVMValueRef *row, int64_t w)
-{
-	cg_fn *f = a->f;
-	LLVMValueRef x = cg_splat(f, a->vw,
-				  cg_load(f, cg_at(f, buf,
-						   cg_addi(f, t, k * a->vw))));
-	for (int64_t v = 0; v * a->vw < w; v++)
-		cg_attn_set(a, acc[v], fma_v(a, x, row[v], vget(a, acc[v])));
-}
-
-/* Variables for a row of width w, 0. */
-static void zero_row(cg_attn *a, LLVMValueRef *acc, int64_t w)
-{
-	for (int64_t v = 0; v * a->vw < w; v++)
-		acc[v] = cg_attn_var(a, cg_t_vec(a->f, a->vw), vconst(a, 0));
 }
 
 /* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys
@@ -486,13 +470,75 @@ void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
 
 /* ---- backward --------------------------------------------------------------------- */
 
+/* The width of the backward's row vectors (dq, dk, dv, and the rows of
+ * q, k and g they read): 8 where every row fits in 8 floats, else vw.
+ * Heads of 8 (the Transformer's) in 16-wide vectors would leave half of
+ * every FMA empty, and AVX-512 machines run 8-wide FMAs at least as
+ * fast (Zen 4 splits a 16-wide one in two). Lanes are independent: the
+ * width changes no result. */
+static unsigned row_width(const cg_attn *a)
+{
+	return a->vw > 8 && a->d <= 8 && a->dv <= 8 ? 8 : a->vw;
+}
+
+/* Vectors of rw floats at p + c of a row of width w: the last one's
+ * lanes past w read as 0 (load) or left alone (store). */
+static LLVMValueRef row_load(cg_attn *a, unsigned rw, LLVMValueRef p, int64_t w,
+			     int64_t c)
+{
+	int64_t left = w - c;
+	return cg_vload_part(a->f, rw, cg_ati(a->f, p, c),
+			     left >= rw ? rw : (unsigned)left);
+}
+
+static void row_store(cg_attn *a, unsigned rw, LLVMValueRef v, LLVMValueRef p,
+		      int64_t w, int64_t c)
+{
+	int64_t left = w - c;
+	cg_vstore_part(a->f, v, cg_ati(a->f, p, c),
+		       left >= rw ? rw : (unsigned)left);
+}
+
+/* The vectors of rw floats of a row of width w at p. */
+static void load_row(cg_attn *a, unsigned rw, LLVMValueRef *r, LLVMValueRef p,
+		     int64_t w)
+{
+	for (int64_t v = 0; v * rw < w; v++)
+		r[v] = row_load(a, rw, p, w, v * rw);
+}
+
+/* acc[v] += x row[v] for the vectors of rw floats of a row of width w,
+ * with x = buf[k * vw + t]: row t's value of key k. */
+static void add_key(cg_attn *a, unsigned rw, LLVMValueRef *acc,
+		    LLVMValueRef buf, int64_t k, LLVMValueRef t,
+		    const LLVMValueRef *row, int64_t w)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, rw);
+	LLVMValueRef x = cg_splat(f, rw,
+				  cg_load(f, cg_at(f, buf,
+						   cg_addi(f, t, k * a->vw))));
+	for (int64_t v = 0; v * rw < w; v++)
+		cg_attn_set(a, acc[v],
+			    fma_v(a, x, row[v], cg_attn_get(a, vt, acc[v])));
+}
+
+/* Variables for the vectors of rw floats of a row of width w, 0. */
+static void zero_row(cg_attn *a, unsigned rw, LLVMValueRef *acc, int64_t w)
+{
+	LLVMTypeRef vt = cg_t_vec(a->f, rw);
+	for (int64_t v = 0; v * rw < w; v++)
+		acc[v] = cg_attn_var(a, vt, LLVMConstNull(vt));
+}
+
 /* dk and dv of one attention, one variable per key and vector of a row,
  * summed over its query blocks; dS and dropout(P) of the block in
  * between (K rows of vw floats on the stack). */
 typedef struct sgrads {
-	LLVMValueRef dk[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 4];
-	LLVMValueRef dv[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 4];
+	LLVMValueRef dk[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 8];
+	LLVMValueRef dv[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 8];
 	LLVMValueRef ds, pd;
+	unsigned rw;     /* floats in a vector of those rows: row_width */
 	int64_t nd, ndv; /* vectors per row of dk, dv */
 } sgrads;
 
@@ -568,30 +614,31 @@ static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 static void sbwd_accumulate(cg_attn *a, const sblock *b, sgrads *g)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef qv[CG_ATTN_SMALL_W / 4], gv[CG_ATTN_SMALL_W / 4];
-	LLVMValueRef kr[CG_ATTN_SMALL_W / 4], dq[CG_ATTN_SMALL_W / 4];
+	LLVMValueRef qv[CG_ATTN_SMALL_W / 8], gv[CG_ATTN_SMALL_W / 8];
+	LLVMValueRef kr[CG_ATTN_SMALL_W / 8], dq[CG_ATTN_SMALL_W / 8];
 	cg_loop l;
 	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	LLVMValueRef qrow = cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
 					a->d);
-	load_row(a, qv, cg_at(f, a->q, qrow), a->d);
-	load_row(a, gv,
+	unsigned rw = g->rw;
+	load_row(a, rw, qv, cg_at(f, a->q, qrow), a->d);
+	load_row(a, rw, gv,
 		 cg_at(f, a->g,
 		       cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t), a->dv)),
 		 a->dv);
-	zero_row(a, dq, a->d);
+	zero_row(a, rw, dq, a->d);
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
-		load_row(a, kr, key_row(a, a->kk, b->n, k, a->d), a->d);
-		add_key(a, dq, g->ds, k, t, kr, a->d);
-		add_key(a, g->dk[k], g->ds, k, t, qv, a->d);
-		add_key(a, g->dv[k], g->pd, k, t, gv, a->dv);
+		load_row(a, rw, kr, key_row(a, a->kk, b->n, k, a->d), a->d);
+		add_key(a, rw, dq, g->ds, k, t, kr, a->d);
+		add_key(a, rw, g->dk[k], g->ds, k, t, qv, a->d);
+		add_key(a, rw, g->dv[k], g->pd, k, t, gv, a->dv);
 		key_end(a, join);
 	}
 	LLVMValueRef dst = cg_at(f, a->k->out, qrow);
-	for (int64_t v = 0; v * a->vw < a->d; v++)
-		cg_attn_store_part(a, vget(a, dq[v]), cg_ati(f, dst, v * a->vw),
-				   a->d, v * a->vw);
+	for (int64_t v = 0; v * rw < a->d; v++)
+		row_store(a, rw, cg_attn_get(a, cg_t_vec(f, rw), dq[v]), dst,
+			  a->d, v * rw);
 	cg_loop_end(f, &l);
 }
 
@@ -607,12 +654,12 @@ static void sbwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 
 /* The accumulated rows of one part (dk at base with rows of w floats, or
  * dv) stored into attention n's rows of the result. */
-static void store_rows(cg_attn *a, LLVMValueRef n,
-		       LLVMValueRef (*acc)[CG_ATTN_SMALL_W / 4], int64_t base,
+static void store_rows(cg_attn *a, unsigned rw, LLVMValueRef n,
+		       LLVMValueRef (*acc)[CG_ATTN_SMALL_W / 8], int64_t base,
 		       int64_t w, int64_t nv)
 {
 	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMTypeRef vt = cg_t_vec(f, rw);
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMValueRef row = cg_at(f, a->k->out,
 					 cg_addi(f,
@@ -620,9 +667,8 @@ static void store_rows(cg_attn *a, LLVMValueRef n,
 							     cg_i64(f, k), w),
 						 base));
 		for (int64_t v = 0; v < nv; v++)
-			cg_attn_store_part(a, cg_attn_get(a, vt, acc[k][v]),
-					   cg_ati(f, row, v * a->vw), w,
-					   v * a->vw);
+			row_store(a, rw, cg_attn_get(a, vt, acc[k][v]), row, w,
+				  v * rw);
 	}
 }
 
@@ -630,13 +676,13 @@ static void store_rows(cg_attn *a, LLVMValueRef n,
 static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 {
 	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMTypeRef vt = cg_t_vec(f, g->rw);
 	a->fin = a->has_valid ? cg_attn_finite(a, n, true) : NULL;
 	for (int64_t k = 0; k < a->K; k++) {
 		for (int64_t v = 0; v < g->nd; v++)
-			g->dk[k][v] = cg_attn_var(a, vt, vconst(a, 0));
+			g->dk[k][v] = cg_attn_var(a, vt, LLVMConstNull(vt));
 		for (int64_t v = 0; v < g->ndv; v++)
-			g->dv[k][v] = cg_attn_var(a, vt, vconst(a, 0));
+			g->dv[k][v] = cg_attn_var(a, vt, LLVMConstNull(vt));
 	}
 	cg_loop l;
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
@@ -652,16 +698,17 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	block_keys_code(a, &b, xt, sbwd_keys, g);
 	cg_loop_end(f, &l);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
-	store_rows(a, n, g->dk, dk0, a->d, g->nd);
-	store_rows(a, n, g->dv, dv0, a->dv, g->ndv);
+	store_rows(a, g->rw, n, g->dk, dk0, a->d, g->nd);
+	store_rows(a, g->rw, n, g->dv, dv0, a->dv, g->ndv);
 }
 
 /* The loop over attentions n in [lo, hi). */
 static void sbwd_body(cg_attn *a)
 {
 	cg_fn *f = a->f;
-	sgrads g = {.nd = (a->d + a->vw - 1) / a->vw,
-		    .ndv = (a->dv + a->vw - 1) / a->vw};
+	sgrads g = {.rw = row_width(a)};
+	g.nd = (a->d + g.rw - 1) / g.rw;
+	g.ndv = (a->dv + g.rw - 1) / g.rw;
 	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
 	cg_loop l;

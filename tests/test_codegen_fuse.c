@@ -174,6 +174,28 @@ START_TEST(test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_
 }
 END_TEST
 
+/* The small backward's row vectors (dq, dk, dv) are 8 floats wide where
+ * heads are at most 8 wide, else the kernel's vector width: heads of 1,
+ * 7 and 8 (partial and whole 8-wide rows), 9 with 8 (both rows in
+ * vw-wide vectors), 16 and 17 (one and two vectors of 16, two and three
+ * of 8); 1, 10, 16 and 17 queries (a second, partial block of rows) and
+ * 1, 10 and 16 keys; lengths per batch, per query (0, 1 .. K, past K) and
+ * causal, with dropout in training. */
+static const ac_case row_cases[] = {
+	{2, 10, 10, 1, 1, AC_QUERY, 0.1, true, 101, 4},
+	{2, 10, 10, 7, 7, AC_BATCH, 0.1, true, 102, 3},
+	{3, 16, 16, 9, 8, AC_QUERY, 0.2, true, 103, 2},
+	{2, 17, 1, 16, 16, AC_BATCH, 0, false, 104, 2},
+	{2, 1, 16, 17, 17, AC_QUERY, 0.1, true, 105, 2},
+	{2, 10, 10, 8, 8, AC_CAUSAL, 0.1, true, 106, 4},
+};
+
+START_TEST(test_small_backward_rows_of_any_width_match_the_unfused_graph)
+{
+	check_case(&row_cases[_i]);
+}
+END_TEST
+
 /* The LLVM IR of a case's fused program (free it). */
 static char *program_ir(const ac_case *c)
 {
@@ -530,6 +552,10 @@ static Suite *fuse_suite(void)
 		tc,
 		test_small_and_blocked_kernels_on_both_sides_of_their_boundary_match_the_unfused_graph,
 		0, (int)(sizeof small_cases / sizeof small_cases[0]));
+	tcase_add_loop_test(
+		tc,
+		test_small_backward_rows_of_any_width_match_the_unfused_graph,
+		0, (int)(sizeof row_cases / sizeof row_cases[0]));
 	tcase_add_test(
 		tc,
 		test_the_small_kernels_serve_at_most_16_keys_and_heads_up_to_64_wide);
