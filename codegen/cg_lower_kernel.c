@@ -256,6 +256,12 @@ static bool lower_op(cg_kernel *k)
 	case IR_OP_SUM:
 	case IR_OP_MEAN:
 	case IR_OP_MAX:
+		/* A result of no elements (sum(x, axis = 0) of x [2, 0]) has
+		 * nothing to write: cg_lower_reduce's first loop, which sets
+		 * every result element to 0 or -inf, wrote one past its 0
+		 * bytes, into the buffer the slab placed there. */
+		if (cg_lower_numel(k->L, &k->node->type) == 0)
+			return true;
 		return cg_lower_reduce(k);
 	case IR_OP_ARGMAX:
 		return cg_lower_argmax(k);

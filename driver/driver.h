@@ -707,6 +707,10 @@ typedef struct drv_train_state {
 	uint64_t optim_steps; /* the optimizer's step count */
 	uint64_t seed;
 	uint64_t n_batches; /* an epoch's, which a resumed run must have */
+	/* The batch's rows and shards, which a resumed run must have too
+	 * (they decide the batches' samples and the dropout masks); 0 where
+	 * a checkpoint written before they were recorded has none. */
+	int64_t batch, shards;
 	const double *losses, *valid; /* per epoch done; valid may be NULL */
 	const attnrt_param_info *table;
 	size_t n_params;

@@ -89,12 +89,13 @@ static attnrt_st_tensor *state_tensors(const drv_train_state *st, size_t *n,
 bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 		    const drv_train_state *st)
 {
-	char state[256], err[512], **names = NULL;
+	char state[320], err[512], **names = NULL;
 	snprintf(state, sizeof state,
 		 "epoch=%" PRIu64 " step=%" PRIu64 " optim_steps=%" PRIu64
-		 " seed=%" PRIu64 " batches=%" PRIu64 " optimizer=%s",
+		 " seed=%" PRIu64 " batches=%" PRIu64 " optimizer=%s"
+		 " batch=%" PRId64 " shards=%" PRId64,
 		 st->epoch, st->step, st->optim_steps, st->seed, st->n_batches,
-		 st->m ? "adam" : "sgd");
+		 st->m ? "adam" : "sgd", st->batch, st->shards);
 	char *losses = format_list(st->losses, st->epoch);
 	char *valid = st->valid ? format_list(st->valid, st->epoch) : NULL;
 	size_t n = 0;
@@ -159,6 +160,11 @@ bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r)
 		return false;
 	}
 	r->is_adam = strcmp(kind, "adam") == 0;
+	/* Absent from the checkpoints of older runs: then not checked. */
+	const char *b = strstr(s, " batch=");
+	if (!b || sscanf(b, " batch=%" SCNd64 " shards=%" SCNd64, &st->batch,
+			 &st->shards) != 2)
+		st->batch = st->shards = 0;
 	return true;
 }
 
@@ -244,6 +250,16 @@ bool drv_state_same_data(ir_ctx *ctx, const drv_resume *r, const char *path,
 			 " batches an epoch, this one %" PRIu64 ": not the same "
 			 "data or batch",
 			 path, st->n_batches, now->n_batches);
+		return false;
+	}
+	if (st->batch && (st->batch != now->batch || st->shards != now->shards)) {
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: the run of %s took batches of %" PRId64
+			 " rows in %" PRId64 " shard%s, this one %" PRId64
+			 " in %" PRId64 ": its batches would not be those of "
+			 "the run it continues",
+			 path, st->batch, st->shards,
+			 st->shards == 1 ? "" : "s", now->batch, now->shards);
 		return false;
 	}
 	return same_vocab(ctx, r, path, "vocab", "characters", now->vocab) &&

@@ -500,6 +500,8 @@ static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 			      .optim_steps = attnrt_optim_steps(t->optim),
 			      .seed = t->o->seed,
 			      .n_batches = t->src.n_batches,
+			      .batch = t->tc->batch,
+			      .shards = t->tc->shards > 1 ? t->tc->shards : 1,
 			      .losses = t->losses,
 			      .valid = t->data.valid ? t->valid_losses : NULL,
 			      .table = t->table,

@@ -41,6 +41,36 @@ static void mark_needs(const ir_func *f, bool *needs)
 	}
 }
 
+/* Into *stop, a node of an op without a gradient (sort) whose f32 result
+ * the loss depends on, through f32 nodes, and that a parameter reaches,
+ * or IR_NONE: the gradient would stop there, and the parameter's
+ * gradient through it would silently be 0. needs[] as mark_needs leaves
+ * it. False when out of memory. */
+static bool gradient_stop(pass_ad *ad, ir_id loss, ir_id *stop)
+{
+	const ir_graph *g = &ad->f->g;
+	ir_id *via = ir_alloc(ad->m->ctx, (loss + 1) * sizeof *via);
+	if (!via)
+		return false;
+	for (ir_id i = 0; i <= loss; i++) {
+		const ir_node *n = &g->nodes[i];
+		const ir_id *args = ir_node_args(g, n);
+		bool is_nodiff = ir_op_table[n->op].flags & IR_OPF_NODIFF;
+		via[i] = IR_NONE;
+		if (n->type.dtype != IR_F32)
+			continue;
+		for (uint32_t a = 0; a < n->n_args && via[i] == IR_NONE; a++) {
+			if (is_nodiff && ad->needs[args[a]])
+				via[i] = i;
+			else if (!is_nodiff)
+				via[i] = via[args[a]];
+		}
+	}
+	*stop = via[loss];
+	ir_free(ad->m->ctx, via);
+	return true;
+}
+
 bool pass_ad_wants(const pass_ad *ad, ir_id x)
 {
 	return x < ad->n_fwd && ad->needs[x];
@@ -360,6 +390,18 @@ static bool build_grad(ir_module *m, const ir_func *src, ir_func *f)
 			ad.first_piece[i] = NO_PIECE;
 		}
 		mark_needs(f, ad.needs);
+		ir_id stop = IR_NONE;
+		ok = gradient_stop(&ad, loss, &stop);
+		if (ok && stop != IR_NONE) {
+			ir_error(m->ctx, f->g.nodes[stop].loc,
+				 "autodiff: %s has no gradient, yet the loss "
+				 "depends on a parameter through it: its "
+				 "gradient would silently be 0 there",
+				 ir_op_table[f->g.nodes[stop].op].name);
+			ok = false;
+		}
+	}
+	if (ok) {
 		backward(&ad, loss);
 		ok = !ad.is_failed && set_outputs(&ad, loss);
 	}

@@ -69,6 +69,15 @@ refused "the source tokens of this run's data" models/bahdanau.g \
 sed 's/Rentre/Retourne/' tests/cli/messy.txt >"$dir/tgt.txt"
 refused "the target tokens of this run's data" models/bahdanau.g \
 	--resume "$dir/nmt.safetensors" --data "$dir/tgt.txt"
+# Another batch or shard count is refused, even where an epoch has as
+# many batches: the resumed batches and dropout masks would not be the
+# interrupted run's.
+refused "took batches of 32 rows in 1 shard, this one 31 in 1" models/gpt.g \
+	--resume "$dir/three.safetensors" --data tests/cli/data/stories-2k.txt \
+	--batch 31
+refused "took batches of 32 rows in 1 shard, this one 32 in 2" models/gpt.g \
+	--resume "$dir/three.safetensors" --data tests/cli/data/stories-2k.txt \
+	--shards 2
 # A NaN in Adam's state (the last tensor: optim:v:...) is a corrupt file,
 # not a learning rate too large.
 cp "$dir/three.safetensors" "$dir/nan.safetensors"
