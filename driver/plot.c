@@ -172,7 +172,8 @@ static bool plot_losses(ir_ctx *ctx, const char *model, const char *path,
 		ir_error(ctx, (ir_loc){0}, "--plot: %s", err);
 		return false;
 	}
-	printf("wrote %s: the loss of %u epochs\n", path, n_epochs);
+	printf("wrote %s: the loss of %u epoch%s\n", path, n_epochs,
+	       n_epochs == 1 ? "" : "s");
 	return true;
 }
 

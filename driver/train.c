@@ -295,8 +295,14 @@ static bool train_step(trainer *t, uint64_t epoch, uint64_t i, epoch_sums *sums)
 			  .n_threads = step_threads(t)};
 	t->step_threads = run.n_threads;
 	double loss, t0 = drv_now_seconds();
-	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss))
+	if (!drv_grad_run(t->ctx, &t->jit, &t->grad, &b, &run, &loss)) {
+		ir_note(t->ctx, (ir_loc){0},
+			"in training step %llu: epoch %llu, batch %llu of %llu",
+			(unsigned long long)t->step + 1,
+			(unsigned long long)epoch + 1, (unsigned long long)i + 1,
+			(unsigned long long)t->src.n_batches);
 		return false;
+	}
 	/* The shards' gradients added, their norm, the optimizer's step and
 	 * the parameters' norm (to catch a step that overflows), each on
 	 * the step's threads, in parts. */
@@ -533,10 +539,10 @@ static bool resume_state(trainer *t)
 	const drv_train_state *st = &t->resume.state;
 	if (st->epoch >= (uint64_t)t->tc->epochs) {
 		ir_error(t->ctx, (ir_loc){0},
-			 "--resume: %s has done %llu epochs "
+			 "--resume: %s has done %llu epoch%s "
 			 "of the %lld asked (--epochs N to train more)",
 			 t->o->resume, (unsigned long long)st->epoch,
-			 (long long)t->tc->epochs);
+			 st->epoch == 1 ? "" : "s", (long long)t->tc->epochs);
 		return false;
 	}
 	drv_train_state now = run_state(t, 0);
@@ -620,8 +626,9 @@ static void print_header(const trainer *t)
 		c->lr);
 	if (t->tc->clip > 0)
 		fprintf(stderr, ", clip %g", t->tc->clip);
-	fprintf(stderr, ", %lld epochs of %llu batch%s",
-		(long long)t->tc->epochs, (unsigned long long)t->src.n_batches,
+	fprintf(stderr, ", %lld epoch%s of %llu batch%s",
+		(long long)t->tc->epochs, t->tc->epochs == 1 ? "" : "s",
+		(unsigned long long)t->src.n_batches,
 		t->src.n_batches == 1 ? "" : "es");
 	if (t->grad.n_shards > 1)
 		fprintf(stderr, " in %u shards of %lld rows", t->grad.n_shards,
