@@ -239,9 +239,25 @@ bool drv_samples_bind(ir_ctx *ctx, const ir_module *m,
 	if (!values)
 		return false;
 	bool ok = interp_bind_syms(ctx, m, f, in, values);
-	if (!ok)
+	if (!ok) {
+		/* The shapes said are a batch's: say what a sample is. */
+		char sample[512] = "";
+		size_t used = 0;
+		for (uint32_t i = 0; i < s->n_fields && used < sizeof sample;
+		     i++) {
+			char dims[160];
+			const drv_field *fd = &s->fields[i];
+			drv_dims_format(fd->dims, fd->rank, dims, sizeof dims);
+			int k = snprintf(sample + used, sizeof sample - used,
+					 "%s%s %s%s", i ? ", " : "", fd->name,
+					 drv_dtype_name(fd->dtype), dims);
+			used += k > 0 ? (size_t)k : 0;
+		}
 		ir_note(ctx, at->loc,
-			"the shapes are those of the data's samples");
+			"the shapes are those of a batch of %lld samples of "
+			"the data read above, a sample %s",
+			(long long)rows, sample);
+	}
 	for (uint32_t i = 0; ok && i < f->n_inputs; i++) {
 		const ir_type *ty = &f->g.nodes[f->inputs[i]].type;
 		for (int d = 0; ok && d < ty->rank; d++)
