@@ -7,6 +7,7 @@
 #ifndef ATTNC_BENCH_PROGRAM_H
 #define ATTNC_BENCH_PROGRAM_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +17,58 @@
 #include "frontend.h"
 #include "passes.h"
 
-/* The program of the .g text src (its file called name), the module in
- * *m (for ir_module_destroy); NULL when it does not compile. */
+/* The program of the text src, .g or, for a name ending in ".ir", IR
+ * (an op autodiff makes, such as layer_norm_grad, has no .g spelling),
+ * the module in *m (for ir_module_destroy); NULL when it does not
+ * compile. */
 static inline cg_program *bench_program_of(ir_ctx *ctx, const char *name,
 					   const char *src, ir_module **m)
 {
 	uint32_t file = ir_ctx_add_source(ctx, name, src, strlen(src));
-	*m = fe_compile(ctx, file);
+	size_t n = strlen(name);
+	*m = n > 3 && strcmp(name + n - 3, ".ir") == 0
+		     ? ir_module_read(ctx, file)
+		     : fe_compile(ctx, file);
 	pass_options po = {0};
 	if (!*m || !pass_pipeline_run(*m, &po))
 		return NULL;
 	return cg_program_create(ctx, *m, NULL, NULL);
+}
+
+/* The options of a benchmark of rows: -R ROWS -C COLS -t THREADS
+ * -r ROUNDS (1..64) -n CALLS. */
+typedef struct bench_rows_opts {
+	int R, C, threads, rounds, calls;
+} bench_rows_opts;
+
+/* Parses argv into *o (holding the defaults); false after printing
+ * `who`'s usage or its refusal of a bad value. */
+static inline bool bench_rows_parse(int argc, char **argv, const char *who,
+				    bench_rows_opts *o)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		int *ints[] = {&o->R, &o->C, &o->threads, &o->rounds, &o->calls};
+		const char *flags = "RCtrn";
+		const char *at = a[0] == '-' && a[1] && !a[2]
+					 ? strchr(flags, a[1])
+					 : NULL;
+		if (!at || !v) {
+			fprintf(stderr,
+				"usage: %s [-R ROWS] [-C COLS] [-t THREADS] "
+				"[-r ROUNDS] [-n CALLS]\n",
+				who);
+			return false;
+		}
+		*ints[at - flags] = atoi(v);
+		i++;
+	}
+	if (o->R <= 0 || o->C <= 0 || o->threads <= 0 || o->rounds < 1 ||
+	    o->rounds > 64 || o->calls <= 0) {
+		fprintf(stderr, "%s: bad sizes or counts\n", who);
+		return false;
+	}
+	return true;
 }
 
 /* Time per call (bench_time_entry: nanoseconds): the median and the

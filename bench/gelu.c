@@ -26,10 +26,6 @@
 
 #include "bench_program.h"
 
-typedef struct opts {
-	int R, C, threads, rounds, calls;
-} opts;
-
 static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 {
 	char src[1024];
@@ -50,8 +46,9 @@ static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 }
 
 /* Times entry point fn on ins and outs as o says. */
-static bench_timing time_fn(const cg_program *p, const char *fn, const opts *o,
-			    const void *const *ins, void *const *outs)
+static bench_timing time_fn(const cg_program *p, const char *fn,
+			    const bench_rows_opts *o, const void *const *ins,
+			    void *const *outs)
 {
 	bench_calls c = {.rounds = o->rounds,
 			 .calls = o->calls,
@@ -73,27 +70,9 @@ static float *floats(size_t n, uint64_t seed)
 
 int main(int argc, char **argv)
 {
-	opts o = {1024, 1024, 1, 15, 20};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int *ints[] = {&o.R, &o.C, &o.threads, &o.rounds, &o.calls};
-		const char *flags = "RCtrn";
-		const char *at = a[0] == '-' && a[1] && !a[2]
-					 ? strchr(flags, a[1])
-					 : NULL;
-		if (!at || !v) {
-			fprintf(stderr, "usage: bench_gelu [-R ROWS] [-C COLS] "
-					"[-t THREADS] [-r ROUNDS] [-n CALLS]\n");
-			return 2;
-		}
-		*ints[at - flags] = atoi(v);
-		i++;
-	}
-	if (o.R <= 0 || o.C <= 0 || o.threads <= 0 || o.rounds < 1 ||
-	    o.rounds > 64 || o.calls <= 0) {
-		fprintf(stderr, "bench_gelu: bad sizes or counts\n");
+	bench_rows_opts o = {1024, 1024, 1, 15, 20};
+	if (!bench_rows_parse(argc, argv, "bench_gelu", &o))
 		return 2;
-	}
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
 	ir_module *m = NULL;

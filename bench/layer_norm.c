@@ -26,10 +26,6 @@
 
 #include "bench_program.h"
 
-typedef struct opts {
-	int R, C, threads, rounds, calls;
-} opts;
-
 static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 {
 	char src[4096];
@@ -64,13 +60,7 @@ static cg_program *compile(ir_ctx *ctx, int R, int C, ir_module **m)
 		 "}\n",
 		 R, C, C, C, R, C, C, C, R, C, R, C, C, R, C, R, C, C, R, C, R,
 		 C, R, C, R, C, R, C, R, C, R, C, R, C, R, C, R);
-	uint32_t file = ir_ctx_add_source(ctx, "layer_norm.ir", src,
-					  strlen(src));
-	*m = ir_module_read(ctx, file);
-	pass_options po = {0};
-	if (!*m || !pass_pipeline_run(*m, &po))
-		return NULL;
-	return cg_program_create(ctx, *m, NULL, NULL);
+	return bench_program_of(ctx, "layer_norm.ir", src, m);
 }
 
 /* n floats of about N(0, 1) (a sum of uniforms), shifted by shift. */
@@ -85,28 +75,9 @@ static float *floats(size_t n, uint64_t seed, float shift)
 
 int main(int argc, char **argv)
 {
-	opts o = {640, 32, 1, 15, 200};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		int *ints[] = {&o.R, &o.C, &o.threads, &o.rounds, &o.calls};
-		const char *flags = "RCtrn";
-		const char *at = a[0] == '-' && a[1] && !a[2]
-					 ? strchr(flags, a[1])
-					 : NULL;
-		if (!at || !v) {
-			fprintf(stderr, "usage: bench_layer_norm [-R ROWS] "
-					"[-C COLS] [-t THREADS] [-r ROUNDS] "
-					"[-n CALLS]\n");
-			return 2;
-		}
-		*ints[at - flags] = atoi(v);
-		i++;
-	}
-	if (o.R <= 0 || o.C <= 0 || o.threads <= 0 || o.rounds < 1 ||
-	    o.rounds > 64 || o.calls <= 0) {
-		fprintf(stderr, "bench_layer_norm: bad sizes or counts\n");
+	bench_rows_opts o = {640, 32, 1, 15, 200};
+	if (!bench_rows_parse(argc, argv, "bench_layer_norm", &o))
 		return 2;
-	}
 	ir_ctx ctx;
 	ir_ctx_init(&ctx);
 	ir_module *m = NULL;
