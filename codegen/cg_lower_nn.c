@@ -428,6 +428,15 @@ static bool is_product(const cg_lower *L, const ir_graph *g, const ir_id *into,
 	       is_one_gemm(L, g, mm);
 }
 
+/* Whether node i is an f32 add with a kernel of its own: what both
+ * epilogues (a matmul's, a layer_norm_grad's) are computed in. */
+static bool is_own_f32_add(const ir_graph *g, const ir_id *into, ir_id i)
+{
+	const ir_node *ad = &g->nodes[i];
+	return ad->op == IR_OP_ADD && into[i] == IR_NONE &&
+	       ad->type.dtype == IR_F32;
+}
+
 /* The matmul add node i's kernel can compute as its epilogue's product,
  * and in *host the add that computes it: i itself, with one term (a
  * bias or a residual: i's other operand), or an add fused into i and
@@ -439,8 +448,7 @@ static ir_id epilogue_of(const cg_lower *L, const ir_graph *g, const ir_id *into
 			 const uint32_t *uses, ir_id i, ir_id *host)
 {
 	const ir_node *ad = &g->nodes[i];
-	if (ad->op != IR_OP_ADD || into[i] != IR_NONE ||
-	    ad->type.dtype != IR_F32)
+	if (!is_own_f32_add(g, into, i))
 		return IR_NONE;
 	for (uint32_t a = 0; a < 2; a++) {
 		ir_id y = ir_arg(g, i, a), x = ir_arg(g, i, 1 - a);
@@ -473,8 +481,7 @@ static ir_id lng_of(const cg_lower *L, const ir_graph *g, const ir_id *into,
 		    const uint32_t *uses, ir_id i)
 {
 	const ir_node *ad = &g->nodes[i];
-	if (ad->op != IR_OP_ADD || into[i] != IR_NONE ||
-	    ad->type.dtype != IR_F32)
+	if (!is_own_f32_add(g, into, i))
 		return IR_NONE;
 	for (uint32_t a = 0; a < 2; a++) {
 		ir_id y = ir_arg(g, i, a), x = ir_arg(g, i, 1 - a);
