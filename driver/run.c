@@ -300,16 +300,12 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	}
 	bool is_node = node < f->g.n_nodes;
 	ir_loc loc = is_node ? f->g.nodes[node].loc : (ir_loc){0};
-	const char *op = is_node ? ir_op_table[f->g.nodes[node].op].name
-				 : f->name;
-	/* A gradient's op at the line of the op it differentiates is named
-	 * as that op: cross_entropy_with_grad as cross_entropy. */
-	int n = (int)strlen(op);
-	if (is_node && n > 10 && !strcmp(op + n - 10, "_with_grad"))
-		n -= 10;
-	else if (is_node && n > 5 && !strcmp(op + n - 5, "_grad"))
-		n -= 5;
-	ir_error(ctx, loc, "%.*s: %s at run time", n, op,
+	/* A gradient's op, at the line of the op it differentiates, is
+	 * named as that op: cross_entropy_with_grad as cross_entropy. */
+	const char *op =
+		is_node ? ir_op_table[ir_op_differentiated(f->g.nodes[node].op)].name
+			: f->name;
+	ir_error(ctx, loc, "%s: %s at run time", op,
 		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
 						 : attnrt_strerror(rc & 0xff));
 	ir_note_calls(ctx, loc);

@@ -23,6 +23,25 @@ _Static_assert(0
 	       "ops.def and ir_op disagree");
 #undef X
 
+ir_op ir_op_differentiated(ir_op op)
+{
+	switch (op) {
+	case IR_OP_LAYER_NORM_GRAD:
+		return IR_OP_LAYER_NORM;
+	case IR_OP_EMBEDDING_GRAD:
+		return IR_OP_EMBEDDING;
+	case IR_OP_CROSS_ENTROPY_GRAD:
+	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
+		return IR_OP_CROSS_ENTROPY;
+	case IR_OP_FUSED_ATTENTION_GRAD:
+		return IR_OP_FUSED_ATTENTION;
+	case IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD:
+		return IR_OP_FUSED_ADDITIVE_ATTENTION;
+	default:
+		return op;
+	}
+}
+
 uint32_t *ir_attr_stream(ir_attr_kind kind, ir_attr *a, double *p)
 {
 	switch (kind) {

@@ -137,6 +137,10 @@ extern const ir_op_info ir_op_table[IR_OP_COUNT];
 
 /* Looks an op up by its printed name; returns IR_OP_COUNT if unknown. */
 ir_op ir_op_from_name(const char *name);
+/* The op a gradient op differentiates (layer_norm_grad: layer_norm,
+ * cross_entropy_with_grad: cross_entropy), what a message about it
+ * names; op itself for the others. */
+ir_op ir_op_differentiated(ir_op op);
 
 /* ---- types -------------------------------------------------------------- */
 
