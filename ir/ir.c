@@ -213,31 +213,29 @@ uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
 	return n;
 }
 
-/* The call loc was elaborated in, or NULL. */
-static const ir_call *call_of(const ir_ctx *ctx, ir_loc loc)
+/* The prelude function's call loc is inside, or NULL (loc is the user's
+ * own, or names no call). Each call's loc names an earlier call, so
+ * following them ends. */
+static const ir_call *prelude_call(const ir_ctx *ctx, ir_loc loc)
 {
-	return loc.at && loc.at < ctx->n_calls ? &ctx->calls[loc.at] : NULL;
+	const ir_call *c = loc.at && loc.at < ctx->n_calls ? &ctx->calls[loc.at]
+							   : NULL;
+	return c && c->is_prelude && c->loc.at < loc.at ? c : NULL;
 }
 
 ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc)
 {
-	/* Each call's loc names an earlier call: the chain ends. */
-	for (const ir_call *c;
-	     (c = call_of(ctx, loc)) && c->is_prelude && c->loc.at < loc.at;)
+	for (const ir_call *c; (c = prelude_call(ctx, loc));)
 		loc = c->loc;
 	return loc;
 }
 
 void ir_note_calls(ir_ctx *ctx, ir_loc loc)
 {
-	for (const ir_call *c;
-	     (c = call_of(ctx, loc)) && c->is_prelude && c->loc.at < loc.at;) {
+	for (const ir_call *c; (c = prelude_call(ctx, loc)); loc = c->loc)
 		ir_note(ctx, c->loc,
-			"in this call of '%s' (defined in the "
-			"prelude)",
+			"in this call of '%s' (defined in the prelude)",
 			ctx->callees[c->callee]);
-		loc = c->loc;
-	}
 }
 
 void *ir_realloc(ir_ctx *ctx, void *ptr, size_t size)
