@@ -1342,7 +1342,8 @@ typedef struct sort_cx {
 	ir_dtype t;
 } sort_cx;
 
-/* a < b in the order of torch.sort: ascending, NaN last. */
+/* a < b in the order of torch.sort: ascending, NaN last; -0 before +0,
+ * so that every order of the comparisons gives the same bits. */
 static LLVMValueRef sort_less(cg_fn *f, ir_dtype t, LLVMValueRef a,
 			      LLVMValueRef b)
 {
@@ -1350,51 +1351,108 @@ static LLVMValueRef sort_less(cg_fn *f, ir_dtype t, LLVMValueRef a,
 		return LLVMBuildICmp(f->b, LLVMIntSLT, a, b, "");
 	LLVMValueRef lt = LLVMBuildFCmp(f->b, LLVMRealOLT, a, b, "");
 	LLVMValueRef a_num = LLVMBuildFCmp(f->b, LLVMRealORD, a, a, "");
+	LLVMTypeRef i32 = cg_t_i32(f);
+	LLVMValueRef ab = LLVMBuildBitCast(f->b, a, i32, "");
+	LLVMValueRef bb = LLVMBuildBitCast(f->b, b, i32, "");
+	LLVMValueRef zero = LLVMConstInt(i32, 0, 0);
+	LLVMValueRef signs = LLVMBuildAnd(f->b,
+					  LLVMBuildICmp(f->b, LLVMIntSLT, ab,
+							zero, ""),
+					  LLVMBuildICmp(f->b, LLVMIntSGE, bb,
+							zero, ""),
+					  "");
+	LLVMValueRef zeros = LLVMBuildAnd(f->b,
+					  LLVMBuildFCmp(f->b, LLVMRealOEQ, a, b,
+							""),
+					  signs, "");
 	return LLVMBuildAnd(f->b, a_num,
-			    LLVMBuildOr(f->b, lt, is_nan(f, b), ""), "");
+			    LLVMBuildOr(f->b,
+					LLVMBuildOr(f->b, lt, is_nan(f, b), ""),
+					zeros, ""),
+			    "");
 }
 
-/* Insertion sort of the line at offs[0] after copying it from offs[1]. */
+/* Element i of the line at base. */
+static LLVMValueRef sort_at(cg_kernel *k, const sort_cx *s, LLVMValueRef base,
+			    LLVMValueRef i)
+{
+	return cg_add(&k->f, base, cg_muli(&k->f, i, s->stride));
+}
+
+/* Heapsort of the line at offs[0] after copying it from offs[1]:
+ * O(len log len) with no scratch. Steps 0 .. len/2 - 1 build the heap
+ * (sifting down roots len/2 - 1 .. 0 over the whole line); the len - 1
+ * steps after move the root to the line's end and sift the new root
+ * down over what is left. One sift loop serves both. */
 static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const sort_cx *s = ud;
 	cg_fn *f = &k->f;
+	LLVMTypeRef i64 = cg_t_i64(f);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len),
 				       1);
-	LLVMValueRef step = cg_muli(f, j, s->stride);
 	cg_lower_store(f, s->t,
-		       cg_lower_load(f, s->t, k->in[0], cg_add(f, offs[1], step)),
-		       k->out, cg_add(f, offs[0], step));
+		       cg_lower_load(f, s->t, k->in[0],
+				     sort_at(k, s, offs[1], j)),
+		       k->out, sort_at(k, s, offs[0], j));
 	cg_loop_end(f, &l);
-	j = cg_loop_begin(f, &l, cg_i64(f, 1), cg_i64(f, s->len), 1);
+	if (s->len < 2)
+		return;
+	int64_t half = s->len / 2;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0),
+				       cg_i64(f, half + s->len - 1), 1);
+	LLVMValueRef building = LLVMBuildICmp(f->b, LLVMIntSLT, i,
+					      cg_i64(f, half), "");
+	LLVMValueRef root = LLVMBuildSelect(f->b, building,
+					    LLVMBuildSub(f->b,
+							 cg_i64(f, half - 1), i,
+							 ""),
+					    cg_i64(f, 0), "");
+	LLVMValueRef end = LLVMBuildSelect(
+		f->b, building, cg_i64(f, s->len),
+		LLVMBuildSub(f->b, cg_i64(f, half + s->len - 1), i, ""), "");
+	LLVMBasicBlockRef join = cg_if_begin(f,
+					     LLVMBuildNot(f->b, building, ""));
+	LLVMValueRef first = sort_at(k, s, offs[0], cg_i64(f, 0));
+	LLVMValueRef last = sort_at(k, s, offs[0], end);
+	LLVMValueRef top = cg_lower_load(f, s->t, k->out, first);
+	cg_lower_store(f, s->t, cg_lower_load(f, s->t, k->out, last), k->out,
+		       first);
+	cg_lower_store(f, s->t, top, k->out, last);
+	cg_if_end(f, join);
 	LLVMValueRef v = cg_lower_load(f, s->t, k->out,
-				       cg_add(f, offs[0],
-					      cg_muli(f, j, s->stride)));
-	LLVMValueRef pos = var(k, cg_t_i64(f), j);
-	LLVMBasicBlockRef head = cg_block(f, "ins"), body = cg_block(f, "shift"),
+				       sort_at(k, s, offs[0], root));
+	LLVMValueRef pos = var(k, i64, root);
+	LLVMBasicBlockRef head = cg_block(f, "sift"),
+			  down = cg_block(f, "down"), move = cg_block(f, "move"),
 			  done = cg_block(f, "place");
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, head);
-	LLVMValueRef p = get(k, cg_t_i64(f), pos);
-	LLVMValueRef prev_i = LLVMBuildSub(f->b, p, cg_i64(f, 1), "");
-	LLVMValueRef pos_ok = LLVMBuildICmp(f->b, LLVMIntSGT, p, cg_i64(f, 0),
-					    "");
-	LLVMValueRef safe = LLVMBuildSelect(f->b, pos_ok, prev_i, cg_i64(f, 0),
-					    "");
-	LLVMValueRef prev_at = cg_add(f, offs[0], cg_muli(f, safe, s->stride));
-	LLVMValueRef prev = cg_lower_load(f, s->t, k->out, prev_at);
-	LLVMValueRef go = LLVMBuildAnd(f->b, pos_ok,
-				       sort_less(f, s->t, v, prev), "");
-	LLVMBuildCondBr(f->b, go, body, done);
-	LLVMPositionBuilderAtEnd(f->b, body);
-	cg_lower_store(f, s->t, prev, k->out,
-		       cg_add(f, offs[0], cg_muli(f, p, s->stride)));
-	set(k, pos, prev_i);
+	LLVMValueRef p = get(k, i64, pos);
+	LLVMValueRef c = LLVMBuildAdd(f->b, cg_muli(f, p, 2), cg_i64(f, 1), "");
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, c, end, ""), down,
+			done);
+	LLVMPositionBuilderAtEnd(f->b, down);
+	LLVMValueRef c2 = LLVMBuildAdd(f->b, c, cg_i64(f, 1), "");
+	LLVMValueRef has2 = LLVMBuildICmp(f->b, LLVMIntSLT, c2, end, "");
+	LLVMValueRef c2s = LLVMBuildSelect(f->b, has2, c2, c, "");
+	LLVMValueRef a = cg_lower_load(f, s->t, k->out,
+				       sort_at(k, s, offs[0], c));
+	LLVMValueRef b = cg_lower_load(f, s->t, k->out,
+				       sort_at(k, s, offs[0], c2s));
+	LLVMValueRef right = LLVMBuildAnd(f->b, has2, sort_less(f, s->t, a, b),
+					  "");
+	LLVMValueRef pick = LLVMBuildSelect(f->b, right, c2s, c, "");
+	LLVMValueRef big = LLVMBuildSelect(f->b, right, b, a, "");
+	LLVMBuildCondBr(f->b, sort_less(f, s->t, v, big), move, done);
+	LLVMPositionBuilderAtEnd(f->b, move);
+	cg_lower_store(f, s->t, big, k->out, sort_at(k, s, offs[0], p));
+	set(k, pos, pick);
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	cg_lower_store(f, s->t, v, k->out,
-		       cg_add(f, offs[0], cg_muli(f, p, s->stride)));
+		       sort_at(k, s, offs[0], get(k, i64, pos)));
 	cg_loop_end(f, &l);
 }
 
@@ -1406,7 +1464,10 @@ bool cg_lower_sort(cg_kernel *k)
 	sort_cx s = {len, inner, k->node->type.dtype};
 	cg_nest n;
 	line_nest(&n, outer, inner, len, len);
-	run_rows(k, &n, len * (len < 64 ? len : 64), sort_line, &s);
+	int64_t lg = 1;
+	while (lg < 62 && ((int64_t)1 << lg) < len)
+		lg++;
+	run_rows(k, &n, 3 * len * lg, sort_line, &s);
 	return true;
 }
 

@@ -217,12 +217,15 @@ bool interp_k_repeat_interleave(const interp_kernel *k)
 	return true;
 }
 
-/* Ascending, NaN last, as torch.sort. */
+/* Ascending, NaN last, as torch.sort; -0 before +0, so that the order is
+ * total on numbers and every sort gives the same bits (as the JIT's). */
 static int cmp_double(const void *pa, const void *pb)
 {
 	double a = *(const double *)pa, b = *(const double *)pb;
 	if (isnan(a) || isnan(b))
 		return (isnan(a) != 0) - (isnan(b) != 0);
+	if (a == b)
+		return (signbit(b) != 0) - (signbit(a) != 0);
 	return (a > b) - (a < b);
 }
 
