@@ -328,6 +328,7 @@ bool cg_lower_layer_norm(cg_kernel *k);
 bool cg_lower_layer_norm_grad(cg_kernel *k);
 bool cg_lower_embedding(cg_kernel *k);
 bool cg_lower_sort(cg_kernel *k);
+bool cg_lower_sort_grad(cg_kernel *k);
 bool cg_lower_mse_loss(cg_kernel *k);
 bool cg_lower_cross_entropy(cg_kernel *k);
 bool cg_lower_cross_entropy_grad(cg_kernel *k);

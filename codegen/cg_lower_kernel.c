@@ -295,6 +295,8 @@ static bool lower_op(cg_kernel *k)
 		return cg_lower_repeat_interleave(k);
 	case IR_OP_SORT:
 		return cg_lower_sort(k);
+	case IR_OP_SORT_GRAD:
+		return cg_lower_sort_grad(k);
 	case IR_OP_MSE_LOSS:
 		return cg_lower_mse_loss(k);
 	case IR_OP_CROSS_ENTROPY:

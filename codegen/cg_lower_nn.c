@@ -1379,29 +1379,34 @@ static LLVMValueRef sort_at(cg_kernel *k, const sort_cx *s, LLVMValueRef base,
 	return cg_add(&k->f, base, cg_muli(&k->f, i, s->stride));
 }
 
-/* Heapsort of the line at offs[0] after copying it from offs[1]:
- * O(len log len) with no scratch. Steps 0 .. len/2 - 1 build the heap
- * (sifting down roots len/2 - 1 .. 0 over the whole line); the len - 1
- * steps after move the root to the line's end and sift the new root
- * down over what is left. One sift loop serves both. */
-static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
+/* A line being heapsorted: its len elements, of type t, are read and
+ * written by load and store; less orders them (strictly, totally). */
+typedef struct heap_cx heap_cx;
+struct heap_cx {
+	cg_kernel *k;
+	const sort_cx *s;
+	LLVMTypeRef t;
+	LLVMValueRef line, x; /* sort: out's line; sort_grad: indices, x's */
+	LLVMValueRef (*load)(const heap_cx *h, LLVMValueRef i);
+	void (*store)(const heap_cx *h, LLVMValueRef v, LLVMValueRef i);
+	LLVMValueRef (*less)(const heap_cx *h, LLVMValueRef a, LLVMValueRef b);
+};
+
+/* Heapsort in place: O(len log len), no scratch. Steps 0 .. len/2 - 1
+ * build the heap (sifting down roots len/2 - 1 .. 0 over the whole
+ * line); the len - 1 steps after move the root to the line's end and
+ * sift the new root down over what is left. One sift loop serves both. */
+static void heapsort_emit(const heap_cx *h)
 {
-	const sort_cx *s = ud;
+	cg_kernel *k = h->k;
 	cg_fn *f = &k->f;
+	int64_t len = h->s->len, half = len / 2;
 	LLVMTypeRef i64 = cg_t_i64(f);
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len),
-				       1);
-	cg_lower_store(f, s->t,
-		       cg_lower_load(f, s->t, k->in[0],
-				     sort_at(k, s, offs[1], j)),
-		       k->out, sort_at(k, s, offs[0], j));
-	cg_loop_end(f, &l);
-	if (s->len < 2)
+	if (len < 2)
 		return;
-	int64_t half = s->len / 2;
+	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0),
-				       cg_i64(f, half + s->len - 1), 1);
+				       cg_i64(f, half + len - 1), 1);
 	LLVMValueRef building = LLVMBuildICmp(f->b, LLVMIntSLT, i,
 					      cg_i64(f, half), "");
 	LLVMValueRef root = LLVMBuildSelect(f->b, building,
@@ -1409,20 +1414,18 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 							 cg_i64(f, half - 1), i,
 							 ""),
 					    cg_i64(f, 0), "");
-	LLVMValueRef end = LLVMBuildSelect(
-		f->b, building, cg_i64(f, s->len),
-		LLVMBuildSub(f->b, cg_i64(f, half + s->len - 1), i, ""), "");
+	LLVMValueRef end = LLVMBuildSelect(f->b, building, cg_i64(f, len),
+					   LLVMBuildSub(f->b,
+							cg_i64(f, half + len - 1),
+							i, ""),
+					   "");
 	LLVMBasicBlockRef join = cg_if_begin(f,
 					     LLVMBuildNot(f->b, building, ""));
-	LLVMValueRef first = sort_at(k, s, offs[0], cg_i64(f, 0));
-	LLVMValueRef last = sort_at(k, s, offs[0], end);
-	LLVMValueRef top = cg_lower_load(f, s->t, k->out, first);
-	cg_lower_store(f, s->t, cg_lower_load(f, s->t, k->out, last), k->out,
-		       first);
-	cg_lower_store(f, s->t, top, k->out, last);
+	LLVMValueRef top = h->load(h, cg_i64(f, 0));
+	h->store(h, h->load(h, end), cg_i64(f, 0));
+	h->store(h, top, end);
 	cg_if_end(f, join);
-	LLVMValueRef v = cg_lower_load(f, s->t, k->out,
-				       sort_at(k, s, offs[0], root));
+	LLVMValueRef v = h->load(h, root);
 	LLVMValueRef pos = var(k, i64, root);
 	LLVMBasicBlockRef head = cg_block(f, "sift"),
 			  down = cg_block(f, "down"), move = cg_block(f, "move"),
@@ -1437,23 +1440,137 @@ static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef c2 = LLVMBuildAdd(f->b, c, cg_i64(f, 1), "");
 	LLVMValueRef has2 = LLVMBuildICmp(f->b, LLVMIntSLT, c2, end, "");
 	LLVMValueRef c2s = LLVMBuildSelect(f->b, has2, c2, c, "");
-	LLVMValueRef a = cg_lower_load(f, s->t, k->out,
-				       sort_at(k, s, offs[0], c));
-	LLVMValueRef b = cg_lower_load(f, s->t, k->out,
-				       sort_at(k, s, offs[0], c2s));
-	LLVMValueRef right = LLVMBuildAnd(f->b, has2, sort_less(f, s->t, a, b),
-					  "");
+	LLVMValueRef a = h->load(h, c), b = h->load(h, c2s);
+	LLVMValueRef right = LLVMBuildAnd(f->b, has2, h->less(h, a, b), "");
 	LLVMValueRef pick = LLVMBuildSelect(f->b, right, c2s, c, "");
 	LLVMValueRef big = LLVMBuildSelect(f->b, right, b, a, "");
-	LLVMBuildCondBr(f->b, sort_less(f, s->t, v, big), move, done);
+	LLVMBuildCondBr(f->b, h->less(h, v, big), move, done);
 	LLVMPositionBuilderAtEnd(f->b, move);
-	cg_lower_store(f, s->t, big, k->out, sort_at(k, s, offs[0], p));
+	h->store(h, big, p);
 	set(k, pos, pick);
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
-	cg_lower_store(f, s->t, v, k->out,
-		       sort_at(k, s, offs[0], get(k, i64, pos)));
+	h->store(h, v, get(k, i64, pos));
 	cg_loop_end(f, &l);
+}
+
+static LLVMValueRef out_load(const heap_cx *h, LLVMValueRef i)
+{
+	return cg_lower_load(&h->k->f, h->s->t, h->k->out,
+			     sort_at(h->k, h->s, h->line, i));
+}
+
+static void out_store(const heap_cx *h, LLVMValueRef v, LLVMValueRef i)
+{
+	cg_lower_store(&h->k->f, h->s->t, v, h->k->out,
+		       sort_at(h->k, h->s, h->line, i));
+}
+
+static LLVMValueRef value_less(const heap_cx *h, LLVMValueRef a, LLVMValueRef b)
+{
+	return sort_less(&h->k->f, h->s->t, a, b);
+}
+
+/* Sorts the line at offs[0] after copying it from offs[1]. */
+static void sort_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const sort_cx *s = ud;
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len),
+				       1);
+	cg_lower_store(f, s->t,
+		       cg_lower_load(f, s->t, k->in[0],
+				     sort_at(k, s, offs[1], j)),
+		       k->out, sort_at(k, s, offs[0], j));
+	cg_loop_end(f, &l);
+	heap_cx h = {k,         s,         cg_lower_elem_type(f, s->t),
+		     offs[0],   NULL,      out_load,
+		     out_store, value_less};
+	heapsort_emit(&h);
+}
+
+/* sort_grad's heap holds the line's indices (i64), ordered by x's
+ * elements there, ties by index: a stable sort's permutation. */
+static LLVMValueRef index_load(const heap_cx *h, LLVMValueRef i)
+{
+	cg_fn *f = &h->k->f;
+	return LLVMBuildLoad2(f->b, cg_t_i64(f),
+			      LLVMBuildGEP2(f->b, cg_t_i64(f), h->line, &i, 1,
+					    ""),
+			      "");
+}
+
+static void index_store(const heap_cx *h, LLVMValueRef v, LLVMValueRef i)
+{
+	cg_fn *f = &h->k->f;
+	LLVMBuildStore(f->b, v,
+		       LLVMBuildGEP2(f->b, cg_t_i64(f), h->line, &i, 1, ""));
+}
+
+static LLVMValueRef index_less(const heap_cx *h, LLVMValueRef a, LLVMValueRef b)
+{
+	cg_fn *f = &h->k->f;
+	LLVMValueRef xa = cg_lower_load(f, IR_F32, h->k->in[0],
+					sort_at(h->k, h->s, h->x, a));
+	LLVMValueRef xb = cg_lower_load(f, IR_F32, h->k->in[0],
+					sort_at(h->k, h->s, h->x, b));
+	LLVMValueRef tie = LLVMBuildAnd(
+		f->b, LLVMBuildNot(f->b, sort_less(f, IR_F32, xb, xa), ""),
+		LLVMBuildICmp(f->b, LLVMIntSLT, a, b, ""), "");
+	return LLVMBuildOr(f->b, sort_less(f, IR_F32, xa, xb), tie, "");
+}
+
+/* Lines up to this long keep their indices on the stack (64 KiB); longer
+ * ones in a heap block of their own. */
+#define SORT_GRAD_STACK 8192
+
+/* dx at offs[0]: g's element j goes where x's element that a stable sort
+ * places at j came from (x and g at offs[1], the same shape as out). */
+static void sort_grad_line(cg_kernel *k, LLVMValueRef *offs, void *ud)
+{
+	const sort_cx *s = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef i64 = cg_t_i64(f);
+	LLVMValueRef idx;
+	bool on_heap = s->len > SORT_GRAD_STACK;
+	if (on_heap) {
+		LLVMTypeRef params[2] = {i64, i64};
+		LLVMValueRef args[2] = {cg_i64(f, 64),
+					cg_i64(f, (s->len * 8 + 63) / 64 * 64)};
+		idx = cg_call_extern(f, "aligned_alloc",
+				     LLVMFunctionType(cg_t_ptr(f), params, 2, 0),
+				     args, 2);
+		LLVMBasicBlockRef join = cg_if_begin(f,
+						     LLVMBuildIsNull(f->b, idx,
+								     ""));
+		cg_intrinsic(f, "llvm.trap", NULL, 0, NULL, 0);
+		cg_if_end(f, join);
+	} else {
+		idx = cg_entry_alloca(f, LLVMArrayType(i64, (unsigned)s->len),
+				      64);
+	}
+	heap_cx h = {k,       s,          i64,         idx,
+		     offs[1], index_load, index_store, index_less};
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len),
+				       1);
+	index_store(&h, j, j);
+	cg_loop_end(f, &l);
+	heapsort_emit(&h);
+	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, s->len), 1);
+	LLVMValueRef g = cg_lower_load(f, IR_F32, k->in[1],
+				       sort_at(k, s, offs[1], j));
+	cg_lower_store(f, IR_F32, g, k->out,
+		       sort_at(k, s, offs[0], index_load(&h, j)));
+	cg_loop_end(f, &l);
+	if (on_heap) {
+		LLVMTypeRef fp = cg_t_ptr(f);
+		cg_call_extern(f, "free",
+			       LLVMFunctionType(LLVMVoidTypeInContext(f->ctx),
+						&fp, 1, 0),
+			       &idx, 1);
+	}
 }
 
 bool cg_lower_sort(cg_kernel *k)
@@ -1468,6 +1585,21 @@ bool cg_lower_sort(cg_kernel *k)
 	while (lg < 62 && ((int64_t)1 << lg) < len)
 		lg++;
 	run_rows(k, &n, 3 * len * lg, sort_line, &s);
+	return true;
+}
+
+bool cg_lower_sort_grad(cg_kernel *k)
+{
+	int64_t xd[IR_MAX_RANK], outer, len, inner;
+	int r = cg_lower_dims(k->L, cg_kernel_arg_type(k, 0), xd);
+	split_axis(xd, r, k->node->attr.axis, &outer, &len, &inner);
+	sort_cx s = {len, inner, IR_F32};
+	cg_nest n;
+	line_nest(&n, outer, inner, len, len);
+	int64_t lg = 1;
+	while (lg < 62 && ((int64_t)1 << lg) < len)
+		lg++;
+	run_rows(k, &n, 3 * len * lg, sort_grad_line, &s);
 	return true;
 }
 

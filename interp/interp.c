@@ -389,6 +389,8 @@ static bool eval_op(const interp_kernel *k)
 		return interp_k_repeat_interleave(k);
 	case IR_OP_SORT:
 		return interp_k_sort(k);
+	case IR_OP_SORT_GRAD:
+		return interp_k_sort_grad(k);
 	case IR_OP_MSE_LOSS:
 		return interp_k_mse_loss(k);
 	case IR_OP_CROSS_ENTROPY:

@@ -195,5 +195,6 @@ bool interp_k_concat(const interp_kernel *k);
 bool interp_k_repeat(const interp_kernel *k);
 bool interp_k_repeat_interleave(const interp_kernel *k);
 bool interp_k_sort(const interp_kernel *k);
+bool interp_k_sort_grad(const interp_kernel *k);
 
 #endif

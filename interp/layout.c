@@ -229,6 +229,56 @@ static int cmp_double(const void *pa, const void *pb)
 	return (a > b) - (a < b);
 }
 
+/* An element of a line and where it stood. */
+typedef struct sort_item {
+	double v;
+	int64_t at;
+} sort_item;
+
+/* cmp_double, then the place in the line: a stable sort's permutation. */
+static int cmp_item(const void *pa, const void *pb)
+{
+	const sort_item *a = pa, *b = pb;
+	int c = cmp_double(&a->v, &b->v);
+	return c ? c : (a->at > b->at) - (a->at < b->at);
+}
+
+/* sort_grad(x, g): along attr.axis, g's element j goes to the element of
+ * x that a stable sort places at j. */
+bool interp_k_sort_grad(const interp_kernel *k)
+{
+	const interp_tensor *x = &k->args[0], *g = &k->args[1];
+	int axis = k->node->attr.axis;
+	if (!axis_ok(k, axis))
+		return false;
+	if (!same_but_axis(x, k->out, axis) ||
+	    x->dims[axis] != k->out->dims[axis])
+		return no_fit(k, x);
+	if (!same_but_axis(g, k->out, axis) ||
+	    g->dims[axis] != k->out->dims[axis])
+		return no_fit(k, g);
+	int64_t outer, len, inner;
+	split_at(x->dims, x->rank, axis, &outer, &len, &inner);
+	sort_item *line = interp_scratch(k, (size_t)(len ? len : 1) *
+						    sizeof *line);
+	if (!line)
+		return false;
+	for (int64_t o = 0; o < outer; o++)
+		for (int64_t i = 0; i < inner; i++) {
+			int64_t base = o * len * inner + i;
+			for (int64_t j = 0; j < len; j++)
+				line[j] = (sort_item){interp_ld(x,
+								base + j * inner),
+						      j};
+			qsort(line, (size_t)len, sizeof *line, cmp_item);
+			for (int64_t j = 0; j < len; j++)
+				interp_st(k->out, base + line[j].at * inner,
+					  interp_ld(g, base + j * inner));
+		}
+	ir_free(k->ctx, line);
+	return true;
+}
+
 /* Sorts every line along attr.axis (values only). */
 bool interp_k_sort(const interp_kernel *k)
 {

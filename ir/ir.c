@@ -30,6 +30,8 @@ ir_op ir_op_differentiated(ir_op op)
 		return IR_OP_LAYER_NORM;
 	case IR_OP_EMBEDDING_GRAD:
 		return IR_OP_EMBEDDING;
+	case IR_OP_SORT_GRAD:
+		return IR_OP_SORT;
 	case IR_OP_CROSS_ENTROPY_GRAD:
 	case IR_OP_CROSS_ENTROPY_WITH_GRAD:
 		return IR_OP_CROSS_ENTROPY;

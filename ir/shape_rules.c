@@ -826,6 +826,23 @@ static bool infer_sort(infer_cx *c)
 	return true;
 }
 
+/* sort_grad(x, g): x f32, g of x's shape; the result has x's type. */
+static bool infer_sort_grad(infer_cx *c)
+{
+	const ir_type *x = arg_type(c, 0), *g = arg_type(c, 1);
+	if (!need_dtype(c, 0, IR_F32, "operand") ||
+	    !need_dtype(c, 1, IR_F32, "gradient"))
+		return false;
+	if (c->n->attr.axis < 0 || c->n->attr.axis >= x->rank)
+		return fail(c, "axis %d out of range for %s", c->n->attr.axis,
+			    shape_str(c->m, x).s);
+	if (!ir_shape_eq(x, g))
+		return fail(c, "gradient %s must have the operand's shape %s",
+			    shape_str(c->m, g).s, shape_str(c->m, x).s);
+	set_type(c, IR_F32, x);
+	return true;
+}
+
 /* ---- losses ---------------------------------------------------------------------------- */
 
 static bool infer_mse_loss(infer_cx *c)
@@ -1295,6 +1312,8 @@ static bool infer_op(infer_cx *c)
 		return infer_repeat_interleave(c);
 	case IR_OP_SORT:
 		return infer_sort(c);
+	case IR_OP_SORT_GRAD:
+		return infer_sort_grad(c);
 	case IR_OP_MSE_LOSS:
 		return infer_mse_loss(c);
 	case IR_OP_CROSS_ENTROPY:

@@ -144,7 +144,6 @@ static void grad_nothing(pass_ad *ad, ir_id y, ir_id g)
 #define grad_EQ grad_nothing
 #define grad_NE grad_nothing
 #define grad_ARGMAX grad_nothing
-#define grad_SORT grad_nothing
 
 /* ---- elementwise unary ---------------------------------------------------- */
 
@@ -457,6 +456,19 @@ static void grad_LAYER_NORM(pass_ad *ad, ir_id y, ir_id g)
 }
 
 #define grad_LAYER_NORM_GRAD grad_nothing /* no second derivatives */
+
+/* sort: the gradient of each sorted element goes back to the element it
+ * came from (sort_grad recomputes the permutation from x). */
+static void grad_SORT(pass_ad *ad, ir_id y, ir_id g)
+{
+	if (!wants(ad, y, 0))
+		return;
+	ir_attr axis = {.axis = fwd(ad, y).attr.axis};
+	pass_ad_accum(ad, arg(ad, y, 0),
+		      pass_ad_op2(ad, IR_OP_SORT_GRAD, arg(ad, y, 0), g, &axis));
+}
+
+#define grad_SORT_GRAD grad_nothing /* no second derivatives */
 
 /* The same mask: a dropout of g with the forward node's p and stream. */
 static void grad_DROPOUT(pass_ad *ad, ir_id y, ir_id g)

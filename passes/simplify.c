@@ -216,6 +216,7 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_REPEAT:
 	case IR_OP_REPEAT_INTERLEAVE:
 	case IR_OP_SORT:
+	case IR_OP_SORT_GRAD:
 	case IR_OP_MSE_LOSS:
 	case IR_OP_CROSS_ENTROPY:
 	case IR_OP_CROSS_ENTROPY_GRAD:

@@ -1606,11 +1606,13 @@ static int sort_ref_cmp(const void *pa, const void *pb)
  * heaps, a lone child, long lines that an O(n^2) sort would take
  * seconds over), strided (axis 0 of [n, 3]) and not, with repeats, both
  * zeros and NaNs: the JIT's result and the interpreter's, bit for bit,
- * are the test's qsort of each line. */
+ * are the test's qsort of each line. sort_grad of the same lines (its
+ * indices on the stack, and past 8192 on the heap) gives the
+ * interpreter's bits. */
 START_TEST(test_sort_of_long_and_odd_lines_matches_a_reference_bitwise)
 {
-	static const int64_t lens[] = {1, 2, 3,  4,  5,  6,   7,
-				       8, 9, 16, 17, 31, 100, 3001};
+	static const int64_t lens[] = {1, 2,  3,  4,  5,   6,    7,   8,
+				       9, 16, 17, 31, 100, 3001, 9000};
 	for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
 		int64_t n = lens[li];
 		float *v = malloc((size_t)n * 3 * sizeof *v);
@@ -1637,6 +1639,8 @@ START_TEST(test_sort_of_long_and_odd_lines_matches_a_reference_bitwise)
 		ir_attr ax0 = {.axis = 0};
 		ir_id a = tu_const(&x.g, tu_type(IR_F32, 2, n, 3), v);
 		ret(&x, op1(&x, IR_OP_SORT, a, &ax0));
+		ret(&x, op2(&x, IR_OP_SORT_GRAD, a,
+			    tu_input(&x.g, tu_type(IR_F32, 2, n, 3)), &ax0));
 		both b;
 		run_cfg cfg = cfg_default();
 		run_both(&x, &cfg, &b);
@@ -1654,6 +1658,8 @@ START_TEST(test_sort_of_long_and_odd_lines_matches_a_reference_bitwise)
 					      (long long)n, c, (long long)i, gw,
 					      gg, gi);
 			}
+		ck_assert(memcmp(b.got.out[1], b.want[1].data,
+				 (size_t)n * 3 * sizeof(float)) == 0);
 		both_fini(&x, &b);
 		tu_graph_fini(&x.g);
 		free(v);

@@ -485,6 +485,25 @@ START_TEST(test_sort_orders_each_line_ascending_with_nan_last)
 }
 END_TEST
 
+/* Ties go in index order (a stable sort), -0 before +0, NaN last: row 0
+ * sorts to 0 (at 1), 0 (at 3), 1 (at 0), 1 (at 2); row 1 to -0 (at 2),
+ * +0 (at 1), 5 (at 3), NaN (at 0). Along axis 0, each column's two. */
+START_TEST(test_sort_grad_sends_each_gradient_where_its_element_came_from)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id a = ti_cf(&x, SHAPE(2, 4), F32S(1, 0, 1, 0, NAN, 0.0f, -0.0f, 5));
+	ir_id g = ti_cf(&x, SHAPE(2, 4), F32S(1, 2, 3, 4, 10, 20, 30, 40));
+	ir_attr last = {.axis = 1}, first = {.axis = 0};
+	ti_expect(&x, ti_op2(&x, IR_OP_SORT_GRAD, a, g, &last), SHAPE(2, 4),
+		  DBL(3, 1, 4, 2, 40, 20, 10, 30), 0);
+	/* columns: (1, NaN) keeps, (0, 0) keeps, (1, -0) swaps, (0, 5) keeps */
+	ti_expect(&x, ti_op2(&x, IR_OP_SORT_GRAD, a, g, &first), SHAPE(2, 4),
+		  DBL(1, 2, 30, 4, 10, 20, 3, 40), 0);
+	ti_fini(&x);
+}
+END_TEST
+
 static Suite *interp_suite(void)
 {
 	Suite *s = suite_create("interp");
@@ -522,6 +541,9 @@ static Suite *interp_suite(void)
 	tcase_add_test(ly, test_repeat_tiles_the_whole_tensor);
 	tcase_add_test(ly, test_repeat_interleave_repeats_each_element_in_place);
 	tcase_add_test(ly, test_sort_orders_each_line_ascending_with_nan_last);
+	tcase_add_test(
+		ly,
+		test_sort_grad_sends_each_gradient_where_its_element_came_from);
 	suite_add_tcase(s, ly);
 	return s;
 }

@@ -479,6 +479,19 @@ START_TEST(test_sort_keeps_shape)
 }
 END_TEST
 
+START_TEST(test_sort_grad_takes_a_gradient_of_the_operands_shape)
+{
+	ir_id x = input("f32[4, 9]"), g = input("f32[4, 9]");
+	ir_id g2 = input("f32[9, 4]"), gi = input("i32[4, 9]");
+	ir_attr a = {.axis = 0}, bad = {.axis = 2};
+	ck_assert_str_eq(tyname(op2(IR_OP_SORT_GRAD, x, g, &a)), "f32[4, 9]");
+	ck_assert_uint_eq(op2(IR_OP_SORT_GRAD, x, g2, &a), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_SORT_GRAD, x, gi, &a), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_SORT_GRAD, gi, gi, &a), IR_NONE);
+	ck_assert_uint_eq(op2(IR_OP_SORT_GRAD, x, g, &bad), IR_NONE);
+}
+END_TEST
+
 /* ---- losses and leaves ---------------------------------------------------------------- */
 
 START_TEST(test_losses_give_scalar_or_label_shape)
@@ -932,6 +945,8 @@ Suite *ir_suite(void)
 		       test_concat_sums_the_axis_including_symbolic_coefficients);
 	tcase_add_test(tc, test_repeat_and_repeat_interleave_multiply_dims);
 	tcase_add_test(tc, test_sort_keeps_shape);
+	tcase_add_test(tc,
+		       test_sort_grad_takes_a_gradient_of_the_operands_shape);
 	tcase_add_test(tc, test_losses_give_scalar_or_label_shape);
 	tcase_add_test(tc, test_cross_entropy_grad_has_the_logits_type);
 	tcase_add_test(tc,

@@ -329,7 +329,8 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	node(b, IR_OP_CROSS_ENTROPY_WITH_GRAD, cg_args, 3, NULL, NULL);
 }
 
-/* reshape, broadcast, permute, slice, concat, repeat(+interleave), sort. */
+/* reshape, broadcast, permute, slice, concat, repeat(+interleave), sort
+ * and its gradient. */
 static ir_id add_layout(builder *b, ir_id x)
 {
 	ir_dim rd[] = {D(-1), D(2)}, bd[] = {D(3), {1, 0}, D(4)};
@@ -349,7 +350,10 @@ static ir_id add_layout(builder *b, ir_id x)
 	ir_attr ri = {.interleave = {0, 4}};
 	n1(b, IR_OP_REPEAT_INTERLEAVE, c, &ri);
 	ir_attr so = {.axis = 1};
-	return n1(b, IR_OP_SORT, c, &so);
+	ir_id sorted = n1(b, IR_OP_SORT, c, &so);
+	ir_id sg[] = {c, sorted};
+	node(b, IR_OP_SORT_GRAD, sg, 2, &so, NULL);
+	return sorted;
 }
 
 /* A second, empty function: no inputs, no nodes, no outputs. */
