@@ -433,12 +433,21 @@ static bool infer_reduce(infer_cx *c, bool is_argmax)
 		return fail(c, "no axis to reduce over in %s",
 			    shape_str(c->m, x).s);
 	ir_type r = {0};
+	bool is_empty = false, has_none = false; /* over, into, no elements */
 	for (int i = 0; i < x->rank; i++) {
 		if (!(axes & (1u << i)))
 			r.dims[r.rank++] = x->dims[i];
 		else if (c->n->attr.reduce.keepdim)
 			r.dims[r.rank++] = ir_dim_static(1);
+		if (x->dims[i].coef == 0)
+			*((axes & (1u << i)) ? &is_empty : &has_none) = true;
 	}
+	/* max and argmax have no identity (as PyTorch's): a result with
+	 * elements taken over no elements has no value. (A symbol's value is
+	 * at least 1, so only a dim of 0 makes an axis empty.) */
+	if ((c->n->op == IR_OP_MAX || is_argmax) && is_empty && !has_none)
+		return fail(c, "reduction over an empty axis of %s",
+			    shape_str(c->m, x).s);
 	set_type(c, is_argmax ? IR_I32 : x->dtype, &r);
 	return true;
 }

@@ -470,6 +470,23 @@ START_TEST(test_repeat_and_repeat_interleave_multiply_dims)
 }
 END_TEST
 
+/* max and argmax have no identity: over an axis of 0 elements into a
+ * result with elements is an error; into an empty result, or as a sum
+ * or a mean, it is not. */
+START_TEST(test_max_over_an_empty_axis_is_refused_unless_the_result_is_empty)
+{
+	ir_id x = input("f32[0, 3]"), e = input("f32[0, 0]");
+	ir_attr r0 = {.reduce = {1, false}}, r1 = {.reduce = {2, false}};
+	ck_assert_uint_eq(op1(IR_OP_MAX, x, &r0), IR_NONE);
+	ck_assert_uint_eq(op1(IR_OP_ARGMAX, x, &r0), IR_NONE);
+	ck_assert_str_eq(tyname(op1(IR_OP_SUM, x, &r0)), "f32[3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_MEAN, x, &r0)), "f32[3]");
+	ck_assert_str_eq(tyname(op1(IR_OP_MAX, x, &r1)), "f32[0]");
+	ck_assert_str_eq(tyname(op1(IR_OP_MAX, e, &r0)), "f32[0]");
+	ck_assert_str_eq(tyname(op1(IR_OP_ARGMAX, e, &r1)), "i32[0]");
+}
+END_TEST
+
 START_TEST(test_sort_keeps_shape)
 {
 	ir_id x = input("f32[4, 9]");
@@ -944,6 +961,9 @@ Suite *ir_suite(void)
 	tcase_add_test(tc,
 		       test_concat_sums_the_axis_including_symbolic_coefficients);
 	tcase_add_test(tc, test_repeat_and_repeat_interleave_multiply_dims);
+	tcase_add_test(
+		tc,
+		test_max_over_an_empty_axis_is_refused_unless_the_result_is_empty);
 	tcase_add_test(tc, test_sort_keeps_shape);
 	tcase_add_test(tc,
 		       test_sort_grad_takes_a_gradient_of_the_operands_shape);
