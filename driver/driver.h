@@ -711,6 +711,12 @@ typedef struct drv_train_state {
 	 * (they decide the batches' samples and the dropout masks); 0 where
 	 * a checkpoint written before they were recorded has none. */
 	int64_t batch, shards;
+	/* The optimizer's settings and the clip: a resumed run may change
+	 * them (a lower learning rate, say), with a warning; has_settings
+	 * is false where an older checkpoint records none. */
+	attnrt_optim_config optim;
+	double clip;
+	bool has_settings;
 	const double *losses, *valid; /* per epoch done; valid may be NULL */
 	const attnrt_param_info *table;
 	size_t n_params;
@@ -726,7 +732,6 @@ typedef struct drv_train_state {
  * ATTNRT_META_TGT_VOCAB). */
 bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 		    const drv_train_state *st);
-
 /* A checkpoint read for --resume, its state's numbers in state. */
 typedef struct drv_resume {
 	attnrt_st_file *file;
@@ -737,6 +742,11 @@ typedef struct drv_resume {
 /* Reads the checkpoint at path and its state's numbers; false after
  * reporting a file that holds no state. drv_resume_close frees r. */
 bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r);
+/* Warns, naming each, of the optimizer settings and clip of now that are
+ * not those the run in r (read from path) was trained with: the epochs
+ * after are then not the uninterrupted run's. */
+void drv_state_warn_settings(ir_ctx *ctx, const drv_resume *r, const char *path,
+			     const drv_train_state *now);
 
 /* The losses per epoch of the run that wrote the checkpoint at path
  * (--train --save), malloc'd into *losses (the caller frees), their

@@ -89,13 +89,15 @@ static attnrt_st_tensor *state_tensors(const drv_train_state *st, size_t *n,
 bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 		    const drv_train_state *st)
 {
-	char state[320], err[512], **names = NULL;
+	char state[512], err[512], **names = NULL;
 	snprintf(state, sizeof state,
 		 "epoch=%" PRIu64 " step=%" PRIu64 " optim_steps=%" PRIu64
 		 " seed=%" PRIu64 " batches=%" PRIu64 " optimizer=%s"
-		 " batch=%" PRId64 " shards=%" PRId64,
+		 " batch=%" PRId64 " shards=%" PRId64
+		 " lr=%.17g beta1=%.17g beta2=%.17g eps=%.17g clip=%.17g",
 		 st->epoch, st->step, st->optim_steps, st->seed, st->n_batches,
-		 st->m ? "adam" : "sgd", st->batch, st->shards);
+		 st->m ? "adam" : "sgd", st->batch, st->shards, st->optim.lr,
+		 st->optim.beta1, st->optim.beta2, st->optim.eps, st->clip);
 	char *losses = format_list(st->losses, st->epoch);
 	char *valid = st->valid ? format_list(st->valid, st->epoch) : NULL;
 	size_t n = 0;
@@ -165,6 +167,13 @@ bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r)
 	if (!b || sscanf(b, " batch=%" SCNd64 " shards=%" SCNd64, &st->batch,
 			 &st->shards) != 2)
 		st->batch = st->shards = 0;
+	const char *o = strstr(s, " lr=");
+	st->has_settings = o &&
+			   sscanf(o,
+				  " lr=%lg beta1=%lg beta2=%lg eps=%lg clip=%lg",
+				  &st->optim.lr, &st->optim.beta1,
+				  &st->optim.beta2, &st->optim.eps,
+				  &st->clip) == 5;
 	return true;
 }
 
@@ -267,6 +276,30 @@ bool drv_state_same_data(ir_ctx *ctx, const drv_resume *r, const char *path,
 			  now->src_vocab) &&
 	       same_vocab(ctx, r, path, ATTNRT_META_TGT_VOCAB, "target tokens",
 			  now->tgt_vocab);
+}
+
+void drv_state_warn_settings(ir_ctx *ctx, const drv_resume *r, const char *path,
+			     const drv_train_state *now)
+{
+	const drv_train_state *st = &r->state;
+	if (!st->has_settings)
+		return;
+	struct {
+		const char *name;
+		double was, is;
+		bool is_adam_only;
+	} s[] = {{"lr", st->optim.lr, now->optim.lr, false},
+		 {"beta1", st->optim.beta1, now->optim.beta1, true},
+		 {"beta2", st->optim.beta2, now->optim.beta2, true},
+		 {"eps", st->optim.eps, now->optim.eps, true},
+		 {"clip", st->clip, now->clip, false}};
+	for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+		if ((!s[i].is_adam_only || r->is_adam) && s[i].was != s[i].is)
+			ir_warning(ctx, (ir_loc){0},
+				   "--resume: %s was trained with %s %g, this "
+				   "run has %g: its epochs from here on are "
+				   "not those of the run it continues",
+				   path, s[i].name, s[i].was, s[i].is);
 }
 
 bool drv_state_restore(ir_ctx *ctx, const drv_resume *r, const char *path,

@@ -508,6 +508,9 @@ static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 			      .n_batches = t->src.n_batches,
 			      .batch = t->tc->batch,
 			      .shards = t->tc->shards > 1 ? t->tc->shards : 1,
+			      .optim = t->tc->optim,
+			      .clip = t->tc->clip,
+			      .has_settings = true,
 			      .losses = t->losses,
 			      .valid = t->data.valid ? t->valid_losses : NULL,
 			      .table = t->table,
@@ -551,6 +554,7 @@ static bool resume_state(trainer *t)
 			       t->optim, t->losses,
 			       t->data.valid ? t->valid_losses : NULL))
 		return false;
+	drv_state_warn_settings(t->ctx, &t->resume, t->o->resume, &now);
 	t->step = st->step;
 	t->first_epoch = st->epoch;
 	fprintf(stderr, "resuming %s: %llu of %lld epochs done, %llu steps\n",

@@ -32,6 +32,7 @@ pid=
 	--data tests/cli/data/stories-2k.txt --save "$dir/ck.safetensors" \
 	--save-every 1 --metrics "$dir/run.json" >"$dir/resumed.out" 2>&1
 grep -q '^resuming ' "$dir/resumed.out"
+! grep -q 'warning' "$dir/resumed.out" || { cat "$dir/resumed.out"; exit 1; }
 losses "$dir/full.json" >"$dir/want"
 losses "$dir/run.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
@@ -78,6 +79,13 @@ refused "took batches of 32 rows in 1 shard, this one 31 in 1" models/gpt.g \
 refused "took batches of 32 rows in 1 shard, this one 32 in 2" models/gpt.g \
 	--resume "$dir/three.safetensors" --data tests/cli/data/stories-2k.txt \
 	--shards 2
+# Another learning rate is allowed (a lower one to fine-tune, say), with a
+# warning that the epochs after are not the interrupted run's.
+"$attnc" models/gpt.g --resume "$dir/three.safetensors" --epochs 4 \
+	--data tests/cli/data/stories-2k.txt --lr 0.001 >"$dir/lr.out" 2>&1 ||
+	{ cat "$dir/lr.out"; exit 1; }
+grep -q "warning: --resume: $dir/three.safetensors was trained with lr 0.01, this run has 0.001: its epochs from here on are not those of the run it continues" \
+	"$dir/lr.out" || { cat "$dir/lr.out"; exit 1; }
 # A NaN in Adam's state (the last tensor: optim:v:...) is a corrupt file,
 # not a learning rate too large.
 cp "$dir/three.safetensors" "$dir/nan.safetensors"
