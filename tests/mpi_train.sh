@@ -23,6 +23,12 @@ losses "$dir/one.json" >"$dir/want"
 losses "$dir/two.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
 grep -q "in 2 shards of 8 rows" "$dir/two.out"
+# Rank 0 alone prints the progress (on stderr): each epoch's line once.
+test "$(grep -c '^epoch ' "$dir/two.out")" = 4 || {
+	echo "the progress is printed by more than rank 0:" >&2
+	cat "$dir/two.out" >&2
+	exit 1
+}
 
 # Saved after 2 epochs under MPI (rank 0 writes), resumed under MPI
 # (every rank reads) for the other 2.
