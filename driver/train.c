@@ -545,6 +545,31 @@ static bool resume_state(trainer *t)
 			 st->epoch == 1 ? "" : "s", (long long)t->tc->epochs);
 		return false;
 	}
+	/* A checkpoint of another model is that, before its run's batches
+	 * or data differ from this one's. */
+	for (uint32_t i = 0; i < t->n_params; i++)
+		if (!attnrt_st_find(t->resume.file, t->table[i].name)) {
+			ir_error(t->ctx, (ir_loc){0},
+				 "--resume: %s is not a checkpoint of this "
+				 "model: it holds no parameter '%s'",
+				 t->o->resume, t->table[i].name);
+			return false;
+		}
+	size_t prefix = strlen(ATTNRT_STATE_PREFIX);
+	for (size_t i = 0; i < attnrt_st_count(t->resume.file); i++) {
+		const char *name = attnrt_st_at(t->resume.file, i)->name;
+		uint32_t k = 0;
+		while (k < t->n_params && strcmp(t->table[k].name, name) != 0)
+			k++;
+		if (k == t->n_params &&
+		    strncmp(name, ATTNRT_STATE_PREFIX, prefix) != 0) {
+			ir_error(t->ctx, (ir_loc){0},
+				 "--resume: %s is not a checkpoint of this "
+				 "model: the model has no parameter '%s'",
+				 t->o->resume, name);
+			return false;
+		}
+	}
 	drv_train_state now = run_state(t, 0);
 	if (!drv_state_same_data(t->ctx, &t->resume, t->o->resume, &now) ||
 	    !drv_state_restore(t->ctx, &t->resume, t->o->resume, &t->jit,

@@ -69,6 +69,9 @@ refused "the source tokens of this run's data" models/bahdanau.g \
 sed 's/Rentre/Retourne/' tests/cli/messy.txt >"$dir/tgt.txt"
 refused "the target tokens of this run's data" models/bahdanau.g \
 	--resume "$dir/nmt.safetensors" --data "$dir/tgt.txt"
+# A checkpoint of another model says so, not that its batches differ.
+refused "three.safetensors is not a checkpoint of this model: it holds no parameter 'linear_0.W'" \
+	tests/cli/data/cls.g --resume "$dir/three.safetensors"
 # Another batch or shard count is refused, even where an epoch has as
 # many batches: the resumed batches and dropout masks would not be the
 # interrupted run's.
