@@ -711,6 +711,9 @@ typedef struct drv_train_state {
 	 * (they decide the batches' samples and the dropout masks); 0 where
 	 * a checkpoint written before they were recorded has none. */
 	int64_t batch, shards;
+	/* A hash of the training data's samples (or pairs), which a resumed
+	 * run must have too; 0 where a checkpoint has none. */
+	uint64_t data_hash;
 	const double *losses, *valid; /* per epoch done; valid may be NULL */
 	const attnrt_param_info *table;
 	size_t n_params;

@@ -43,6 +43,7 @@ typedef struct trainer {
 	double *valid_losses; /* per epoch, with a validation set */
 	drv_resume resume;    /* --resume's checkpoint, or none */
 	uint64_t first_epoch; /* the epochs a resumed run had done */
+	uint64_t data_hash;   /* of the training data (data_hash) */
 	uint64_t step;        /* steps taken over all epochs */
 	bool is_tty;
 	double start;          /* when the first epoch began (seconds) */
@@ -499,6 +500,8 @@ static bool shard_batch(trainer *t)
 }
 
 /* What a checkpoint of the run after epochs_done holds. */
+static uint64_t data_hash(const drv_data *d);
+
 static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 {
 	drv_train_state st = {.epoch = epochs_done,
@@ -508,6 +511,7 @@ static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 			      .n_batches = t->src.n_batches,
 			      .batch = t->tc->batch,
 			      .shards = t->tc->shards > 1 ? t->tc->shards : 1,
+			      .data_hash = t->data_hash,
 			      .losses = t->losses,
 			      .valid = t->data.valid ? t->valid_losses : NULL,
 			      .table = t->table,
@@ -672,8 +676,7 @@ static void agree_values(const trainer *t, uint64_t *v)
 	h = fnv(fnv(h, &c->lr, sizeof c->lr), &c->beta1, sizeof c->beta1);
 	h = fnv(fnv(h, &c->beta2, sizeof c->beta2), &c->eps, sizeof c->eps);
 	v[6] = fnv(h, &t->tc->clip, sizeof t->tc->clip);
-	v[7] = fnv(data_hash(&t->data), &t->src.n_batches,
-		   sizeof t->src.n_batches);
+	v[7] = fnv(t->data_hash, &t->src.n_batches, sizeof t->src.n_batches);
 }
 
 /* Under MPI every rank must train alike: its steps are one run's
@@ -727,6 +730,7 @@ static bool trainer_open(trainer *t)
 		return false;
 	if (t->data.vocab)
 		t->jit.vocab = rt_text_vocab_string(t->data.vocab);
+	t->data_hash = data_hash(&t->data);
 	if (t->o->stats)
 		drv_print_jit_stats(t->m, t->jit.p);
 	t->table = cg_program_params(t->jit.p, &t->n_params);
