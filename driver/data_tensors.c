@@ -9,8 +9,9 @@
  * The file is read whole (at most DRV_TENSORS_MAX_BYTES; its head is
  * checked first, rt_read_file) and checked before anything compiles: every input has its tensor, every tensor the
  * same number of samples, a dtype that converts to the input's without
- * loss (f32 from F32, or F64 rounded; i32 from I32, I64, I16, I8, U8 or
- * BOOL, an I64 value outside i32 an error naming its sample), and a
+ * loss (f32 from F32, or F64 rounded, a finite F64 beyond float32 an
+ * error naming its element; i32 from I32, I64, I16, I8, U8 or BOOL, an
+ * I64 value outside i32 an error naming its element), and a
  * sample shape the input's type fits (samples.c binds its dims).
  * Tensors the loss does not take are listed and left alone.
  */
@@ -66,6 +67,10 @@ static bool convert(const attnrt_st_tensor *t, ir_dtype want, size_t k,
 		double v;
 		memcpy(&v, p + 8 * k, 8);
 		*(float *)out = (float)v;
+		/* Rounding, not overflow: 1e300 is no float32 (inf and nan
+		 * stay what they are). */
+		if (isfinite(v) && !isfinite(*(float *)out))
+			return false;
 	} else if (strcmp(d, "I32") == 0) {
 		memcpy(out, p + 4 * k, 4);
 	} else if (strcmp(d, "I64") == 0) {
@@ -115,8 +120,9 @@ bool drv_st_convert(ir_ctx *ctx, const char *path, const attnrt_st_tensor *t,
 		if (!convert(t, want, k, (char *)out + 4 * k)) {
 			ir_error(ctx, (ir_loc){0},
 				 "%s: tensor '%s': element %zu "
-				 "holds a value outside i32",
-				 path, t->name, k);
+				 "holds a value outside %s",
+				 path, t->name, k,
+				 want == IR_F32 ? "float32" : "i32");
 			return false;
 		}
 	return true;

@@ -18,10 +18,12 @@
 #include "rt_text.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DRV_TEXT_MAX_BYTES (1ULL << 30) /* a text file's size cap */
 
@@ -80,7 +82,15 @@ bool drv_text_check(ir_ctx *ctx, const ir_setting *data)
 static bool read_text(ir_ctx *ctx, const char *path, char **out, size_t *len)
 {
 	struct stat st;
-	FILE *f = fopen(path, "rb");
+	/* Not blocking: open() of a FIFO no program writes to would wait
+	 * for one forever; it is refused below as not a file. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+	if (fd >= 0 && !f) {
+		int e = errno;
+		close(fd);
+		errno = e;
+	}
 	*out = NULL;
 	if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size > DRV_TEXT_MAX_BYTES) {

@@ -17,9 +17,10 @@
  * A plain `attnc` run calls no MPI function: MPI starts only when a
  * launcher's environment says this process is one of several ranks.
  * Rank 0 alone prints, writes --metrics, checkpoints and pictures (the
- * other ranks' stdout goes to /dev/null); every rank's diagnostics go to
- * stderr prefixed with "rank R: "; a rank that fails ends the job with
- * MPI_Abort, so no rank waits forever in a collective.
+ * other ranks' stdout and stderr streams go to /dev/null); every rank's
+ * diagnostics go to file descriptor 2 prefixed with "rank R: "; a rank
+ * that fails ends the job with MPI_Abort, so no rank waits forever in a
+ * collective.
  */
 #define _GNU_SOURCE /* fopencookie: the ranks' prefixed stderr */
 #include "driver.h"
@@ -92,6 +93,16 @@ bool drv_dist_init(drv_dist *d, int *argc, char ***argv)
 		setvbuf(d->diag, NULL, _IOLBF, 0);
 	if (d->rank != 0 && !freopen("/dev/null", "w", stdout))
 		return false;
+	/* The progress and data summaries go to stderr (train.c, nmt.c,
+	 * ...): rank 0's alone are printed. The other ranks' stderr stream
+	 * is /dev/null too, while their diagnostics still reach file
+	 * descriptor 2 through d->diag (as Open MPI's own messages do). */
+	if (d->rank != 0) {
+		FILE *null = fopen("/dev/null", "w");
+		if (!null)
+			return false;
+		stderr = null;
+	}
 	return true;
 }
 

@@ -717,6 +717,9 @@ typedef struct drv_train_state {
 	attnrt_optim_config optim;
 	double clip;
 	bool has_settings;
+	/* A hash of the training data's samples (or pairs), which a resumed
+	 * run must have too; 0 where a checkpoint has none. */
+	uint64_t data_hash;
 	const double *losses, *valid; /* per epoch done; valid may be NULL */
 	const attnrt_param_info *table;
 	size_t n_params;

@@ -235,16 +235,25 @@ static bool dims_of_param(ir_ctx *ctx, const ir_module *m, const char *file,
 			  const ir_param *p, int rank, const int64_t *dims,
 			  int64_t *values)
 {
+	/* A parameter of a prelude function (embed's table) is reported
+	 * at the model's call of it, not at the prelude's line. */
+	ir_loc loc = ir_loc_user(ctx, p->loc);
+	if (rank < 0) {
+		ir_error(ctx, loc, "--load: %s holds no tensor '%s'", file,
+			 p->name);
+		return false;
+	}
 	if (rank != p->type.rank) {
-		ir_error(ctx, p->loc,
-			 "--load: %s holds no tensor '%s' of rank %u", file,
-			 p->name, p->type.rank);
+		ir_error(ctx, loc,
+			 "--load: %s: '%s' is of rank %d; the model's is of "
+			 "rank %u",
+			 file, p->name, rank, p->type.rank);
 		return false;
 	}
 	for (int d = 0; d < rank; d++) {
 		ir_dim dim = p->type.dims[d];
 		if (ir_dim_is_static(dim) && dims[d] != dim.coef) {
-			ir_error(ctx, p->loc,
+			ir_error(ctx, loc,
 				 "--load: %s: dim %d of '%s' is %lld; "
 				 "the model's is %lld",
 				 file, d, p->name, (long long)dims[d],
@@ -254,7 +263,7 @@ static bool dims_of_param(ir_ctx *ctx, const ir_module *m, const char *file,
 		if (ir_dim_is_static(dim))
 			continue;
 		if (dims[d] <= 0 || dims[d] % dim.coef != 0) {
-			ir_error(ctx, p->loc,
+			ir_error(ctx, loc,
 				 "--load: %s: dim %d of '%s' is %lld, "
 				 "not a multiple of %lld",
 				 file, d, p->name, (long long)dims[d],

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -856,6 +857,10 @@ int main(int argc, char **argv)
 	drv_train_config tc;
 	/* errors (stderr) and results (stdout) interleave in order */
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	/* A write past the file-size limit (ulimit -f) fails with EFBIG,
+	 * which the writers report ("File too large") after removing their
+	 * temporary file, instead of killing attnc with SIGXFSZ. */
+	signal(SIGXFSZ, SIG_IGN);
 	int status = 1;
 	ir_module *m = NULL;
 	drv_dist dist;

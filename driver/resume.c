@@ -93,11 +93,12 @@ bool drv_state_save(ir_ctx *ctx, const ir_module *m, const char *path,
 	snprintf(state, sizeof state,
 		 "epoch=%" PRIu64 " step=%" PRIu64 " optim_steps=%" PRIu64
 		 " seed=%" PRIu64 " batches=%" PRIu64 " optimizer=%s"
-		 " batch=%" PRId64 " shards=%" PRId64
+		 " batch=%" PRId64 " shards=%" PRId64 " data=%016" PRIx64
 		 " lr=%.17g beta1=%.17g beta2=%.17g eps=%.17g clip=%.17g",
 		 st->epoch, st->step, st->optim_steps, st->seed, st->n_batches,
-		 st->m ? "adam" : "sgd", st->batch, st->shards, st->optim.lr,
-		 st->optim.beta1, st->optim.beta2, st->optim.eps, st->clip);
+		 st->m ? "adam" : "sgd", st->batch, st->shards, st->data_hash,
+		 st->optim.lr, st->optim.beta1, st->optim.beta2, st->optim.eps,
+		 st->clip);
 	char *losses = format_list(st->losses, st->epoch);
 	char *valid = st->valid ? format_list(st->valid, st->epoch) : NULL;
 	size_t n = 0;
@@ -167,6 +168,9 @@ bool drv_state_read(ir_ctx *ctx, const char *path, drv_resume *r)
 	if (!b || sscanf(b, " batch=%" SCNd64 " shards=%" SCNd64, &st->batch,
 			 &st->shards) != 2)
 		st->batch = st->shards = 0;
+	const char *d = strstr(s, " data=");
+	if (!d || sscanf(d, " data=%" SCNx64, &st->data_hash) != 1)
+		st->data_hash = 0;
 	const char *o = strstr(s, " lr=");
 	st->has_settings = o &&
 			   sscanf(o,
@@ -271,11 +275,21 @@ bool drv_state_same_data(ir_ctx *ctx, const drv_resume *r, const char *path,
 			 st->shards == 1 ? "" : "s", now->batch, now->shards);
 		return false;
 	}
-	return same_vocab(ctx, r, path, "vocab", "characters", now->vocab) &&
-	       same_vocab(ctx, r, path, ATTNRT_META_SRC_VOCAB, "source tokens",
-			  now->src_vocab) &&
-	       same_vocab(ctx, r, path, ATTNRT_META_TGT_VOCAB, "target tokens",
-			  now->tgt_vocab);
+	if (!same_vocab(ctx, r, path, "vocab", "characters", now->vocab) ||
+	    !same_vocab(ctx, r, path, ATTNRT_META_SRC_VOCAB, "source tokens",
+			now->src_vocab) ||
+	    !same_vocab(ctx, r, path, ATTNRT_META_TGT_VOCAB, "target tokens",
+			now->tgt_vocab))
+		return false;
+	if (st->data_hash && now->data_hash && st->data_hash != now->data_hash) {
+		ir_error(ctx, (ir_loc){0},
+			 "--resume: this run's data are not those of the run "
+			 "of %s (as many batches, other samples): it would "
+			 "not continue that run",
+			 path);
+		return false;
+	}
+	return true;
 }
 
 void drv_state_warn_settings(ir_ctx *ctx, const drv_resume *r, const char *path,

@@ -43,6 +43,7 @@ typedef struct trainer {
 	double *valid_losses; /* per epoch, with a validation set */
 	drv_resume resume;    /* --resume's checkpoint, or none */
 	uint64_t first_epoch; /* the epochs a resumed run had done */
+	uint64_t data_hash;   /* of the training data (data_hash) */
 	uint64_t step;        /* steps taken over all epochs */
 	bool is_tty;
 	double start;          /* when the first epoch began (seconds) */
@@ -499,6 +500,8 @@ static bool shard_batch(trainer *t)
 }
 
 /* What a checkpoint of the run after epochs_done holds. */
+static uint64_t data_hash(const drv_data *d);
+
 static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 {
 	drv_train_state st = {.epoch = epochs_done,
@@ -511,6 +514,7 @@ static drv_train_state run_state(const trainer *t, uint64_t epochs_done)
 			      .optim = t->tc->optim,
 			      .clip = t->tc->clip,
 			      .has_settings = true,
+			      .data_hash = t->data_hash,
 			      .losses = t->losses,
 			      .valid = t->data.valid ? t->valid_losses : NULL,
 			      .table = t->table,
@@ -548,6 +552,31 @@ static bool resume_state(trainer *t)
 			 st->epoch == 1 ? "" : "s", (long long)t->tc->epochs);
 		return false;
 	}
+	/* A checkpoint of another model is that, before its run's batches
+	 * or data differ from this one's. */
+	for (uint32_t i = 0; i < t->n_params; i++)
+		if (!attnrt_st_find(t->resume.file, t->table[i].name)) {
+			ir_error(t->ctx, (ir_loc){0},
+				 "--resume: %s is not a checkpoint of this "
+				 "model: it holds no parameter '%s'",
+				 t->o->resume, t->table[i].name);
+			return false;
+		}
+	size_t prefix = strlen(ATTNRT_STATE_PREFIX);
+	for (size_t i = 0; i < attnrt_st_count(t->resume.file); i++) {
+		const char *name = attnrt_st_at(t->resume.file, i)->name;
+		uint32_t k = 0;
+		while (k < t->n_params && strcmp(t->table[k].name, name) != 0)
+			k++;
+		if (k == t->n_params &&
+		    strncmp(name, ATTNRT_STATE_PREFIX, prefix) != 0) {
+			ir_error(t->ctx, (ir_loc){0},
+				 "--resume: %s is not a checkpoint of this "
+				 "model: the model has no parameter '%s'",
+				 t->o->resume, name);
+			return false;
+		}
+	}
 	drv_train_state now = run_state(t, 0);
 	if (!drv_state_same_data(t->ctx, &t->resume, t->o->resume, &now) ||
 	    !drv_state_restore(t->ctx, &t->resume, t->o->resume, &t->jit,
@@ -561,6 +590,134 @@ static bool resume_state(trainer *t)
 		t->o->resume, (unsigned long long)st->epoch,
 		(long long)t->tc->epochs, (unsigned long long)st->step);
 	return true;
+}
+
+/* ---- ranks that agree (MPI) ------------------------------------------------------- */
+
+/* FNV-1a over n bytes, from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+#define FNV_START 0xcbf29ce484222325ULL
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+	return s ? fnv(h, s, strlen(s) + 1) : fnv(h, "", 1);
+}
+
+static uint64_t samples_hash(uint64_t h, const drv_samples *s)
+{
+	if (!s)
+		return fnv(h, "-", 1);
+	h = fnv(h, &s->n, sizeof s->n);
+	for (uint32_t i = 0; i < s->n_fields; i++)
+		h = fnv(fnv_str(h, s->fields[i].name), s->fields[i].data,
+			s->fields[i].row_bytes * s->n);
+	return h;
+}
+
+static uint64_t data_hash(const drv_data *d)
+{
+	uint64_t h = samples_hash(samples_hash(FNV_START, d->train), d->valid);
+	if (d->vocab)
+		h = fnv_str(h, rt_text_vocab_string(d->vocab));
+	if (d->nmt) {
+		size_t n = rt_nmt_rows(d->nmt) * (size_t)rt_nmt_steps(d->nmt);
+		for (int side = RT_NMT_SRC; side <= RT_NMT_TGT; side++) {
+			const int32_t *valid = NULL;
+			const int32_t *ids = rt_nmt_array(d->nmt,
+							  (rt_nmt_side)side,
+							  &valid);
+			h = fnv(h, ids, n * sizeof *ids);
+			h = fnv(h, valid, rt_nmt_rows(d->nmt) * sizeof *valid);
+			h = fnv_str(h, attnrt_vocab_string(
+					       rt_nmt_vocab(d->nmt,
+							    (rt_nmt_side)side)));
+		}
+	}
+	return h;
+}
+
+/* What every rank must have alike: its name, and the value's. */
+#define N_AGREE 8
+static const char *const agree_names[N_AGREE] = {
+	"model (its parameters and loss)",
+	"seed (--seed)",
+	"epochs (--epochs)",
+	"epochs done (--resume)",
+	"batch (--batch)",
+	"shards (--shards)",
+	"optimizer (--lr, clip)",
+	"data (--data, --examples, the file's contents)",
+};
+
+static void agree_values(const trainer *t, uint64_t *v)
+{
+	uint64_t h = fnv_str(FNV_START, t->tc->entry);
+	h = fnv(h, &t->n_params, sizeof t->n_params);
+	for (uint32_t i = 0; i < t->n_params; i++) {
+		const attnrt_param_info *p = &t->table[i];
+		h = fnv_str(h, p->name);
+		h = fnv(h, &p->offset, sizeof p->offset);
+		h = fnv(h, &p->rank, sizeof p->rank);
+		h = fnv(h, p->dims, sizeof p->dims);
+		h = fnv(h, &p->init, sizeof p->init);
+		h = fnv(fnv(h, &p->a, sizeof p->a), &p->b, sizeof p->b);
+	}
+	v[0] = h;
+	v[1] = t->o->seed;
+	v[2] = (uint64_t)t->tc->epochs;
+	v[3] = t->first_epoch;
+	v[4] = (uint64_t)t->tc->batch;
+	v[5] = (uint64_t)t->tc->shards;
+	const attnrt_optim_config *c = &t->tc->optim;
+	h = fnv(FNV_START, &c->kind, sizeof c->kind);
+	h = fnv(fnv(h, &c->lr, sizeof c->lr), &c->beta1, sizeof c->beta1);
+	h = fnv(fnv(h, &c->beta2, sizeof c->beta2), &c->eps, sizeof c->eps);
+	v[6] = fnv(h, &t->tc->clip, sizeof t->tc->clip);
+	v[7] = fnv(t->data_hash, &t->src.n_batches, sizeof t->src.n_batches);
+}
+
+/* Under MPI every rank must train alike: its steps are one run's
+ * shards, so a rank given another --lr, --seed, --epochs, data, ...
+ * would make the run wrong without a word, or wait forever in a
+ * gather, or fail inside MPI. Each rank's values are gathered to every
+ * rank and compared with rank 0's; every rank whose differ, and rank 0,
+ * say which. False after reporting. */
+static bool ranks_agree(trainer *t)
+{
+	int n = t->tc->n_ranks, me = t->tc->rank;
+	if (n <= 1)
+		return true;
+	uint64_t *all = ir_alloc(t->ctx, (size_t)n * N_AGREE * sizeof *all);
+	if (!all) {
+		ir_error(t->ctx, (ir_loc){0}, "out of memory");
+		return false;
+	}
+	agree_values(t, all + (size_t)me * N_AGREE);
+	bool ok = drv_dist_allgather(n, all, N_AGREE * sizeof *all);
+	if (!ok)
+		ir_error(t->ctx, (ir_loc){0}, "MPI: the ranks' gather failed");
+	for (int r = 1; ok && r < n; r++)
+		for (int k = 0; k < N_AGREE; k++) {
+			if (all[(size_t)r * N_AGREE + k] == all[k])
+				continue;
+			if (me == 0 || me == r)
+				ir_error(t->ctx, (ir_loc){0},
+					 "MPI: rank %d's %s differs from rank "
+					 "0's; every rank must be given the "
+					 "same training (docs/cluster.md)",
+					 r, agree_names[k]);
+			ok = false;
+			break;
+		}
+	ir_free(t->ctx, all);
+	return ok;
 }
 
 static bool trainer_open(trainer *t)
@@ -577,6 +734,7 @@ static bool trainer_open(trainer *t)
 		return false;
 	if (t->data.vocab)
 		t->jit.vocab = rt_text_vocab_string(t->data.vocab);
+	t->data_hash = data_hash(&t->data);
 	if (t->o->stats)
 		drv_print_jit_stats(t->m, t->jit.p);
 	t->table = cg_program_params(t->jit.p, &t->n_params);
@@ -594,6 +752,8 @@ static bool trainer_open(trainer *t)
 		return false;
 	}
 	if (t->resume.file && !resume_state(t))
+		return false;
+	if (!ranks_agree(t))
 		return false;
 	t->is_tty = isatty(STDERR_FILENO);
 	attnrt_tuner_init(&t->tuner,

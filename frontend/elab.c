@@ -512,15 +512,21 @@ static fe_value use_param(fe_elab *e, const char *name, const ir_type *t,
 			 "parameter '%s' has shape [%s] here but [%s] "
 			 "where it was first created",
 			 full, want, have);
-		if (memcmp(&e->m->params[idx].loc, &loc, sizeof loc) != 0)
+		ir_loc first = e->m->params[idx].loc;
+		if (first.file != loc.file || first.line != loc.line ||
+		    first.col != loc.col)
 			ir_note(e->ctx, e->m->params[idx].loc,
 				"'%s' is first created here", full);
 		path_pop(e, saved);
 		return fe_err();
 	}
-	if (idx < 0)
+	if (idx < 0) {
+		/* The call it is created in, as a node's (ir_loc_user then
+		 * finds the model's line of a prelude function's parameter). */
+		loc.at = fe_call_at(e);
 		idx = ir_module_add_param(e->m, full, t, pi->kind, pi->a, pi->b,
 					  loc);
+	}
 	path_pop(e, saved);
 	if (idx < 0) {
 		ir_error(e->ctx, loc, "out of memory");

@@ -88,12 +88,23 @@ static ir_type keep_type(const ir_type *x, uint32_t axes)
 	return t;
 }
 
-/* x reshaped to [-1, last dim of x]. */
+/* x reshaped to [-1, last dim of x]. When the leading dims hold two or
+ * more symbols ([B, T, D]), the -1 stands for their product, which the
+ * shape rule finds only if the module has it: the frontend adds it for
+ * a reshape of the model's own, so here it is added too (a model that
+ * never writes B * T still trains). */
 static ir_id flatten2(pass_ad *ad, ir_id x)
 {
 	if (x == IR_NONE)
 		return x;
 	ir_type t = pass_ad_type(ad, x);
+	int32_t syms[IR_MAX_RANK];
+	uint32_t n_syms = 0;
+	for (int i = 0; i + 1 < t.rank; i++)
+		if (t.dims[i].sym >= 0 && t.dims[i].coef != 0)
+			syms[n_syms++] = t.dims[i].sym;
+	if (n_syms >= 2)
+		(void)ir_module_product_sym(ad->m, syms, n_syms, ad->loc);
 	ir_type r = {.dtype = t.dtype,
 		     .rank = 2,
 		     .dims = {{-1, -1},

@@ -9,8 +9,11 @@
 #include "rt_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define CKPT_MAX_HEADER 100000000u /* as the safetensors package */
 
@@ -18,9 +21,28 @@
 static int read_header(const attnrt_allocator *al, const char *path,
 		       rt_json_doc *doc, char *err, size_t err_size)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
+	/* As rt_read_file: a regular file only, opened without blocking
+	 * (a FIFO no program writes to would block open() forever). */
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
 		return rt_fail_errno(err, err_size, errno, "%s", path);
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return rt_fail_errno(err, err_size, e, "%s", path);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return rt_fail(err, err_size, ATTNRT_ERR_IO, "%s: not a file",
+			       path);
+	}
+	FILE *f = fdopen(fd, "rb");
+	if (!f) {
+		int e = errno;
+		close(fd);
+		return rt_fail_errno(err, err_size, e, "%s", path);
+	}
 	unsigned char len8[8];
 	uint64_t n = 0;
 	char *text = NULL;

@@ -575,7 +575,9 @@ int rt_read_file(const attnrt_allocator *al, const char *path,
 	struct stat st;
 	*data = NULL;
 	*len = 0;
-	int fd = open(path, O_RDONLY);
+	/* Not blocking: open() of a FIFO no program writes to would wait
+	 * for one forever; it is refused below as not a file. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return rt_fail_errno(err, err_size, errno, "%s", path);
 	int code = ATTNRT_OK;

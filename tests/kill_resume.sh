@@ -70,6 +70,21 @@ refused "the source tokens of this run's data" models/bahdanau.g \
 sed 's/Rentre/Retourne/' tests/cli/messy.txt >"$dir/tgt.txt"
 refused "the target tokens of this run's data" models/bahdanau.g \
 	--resume "$dir/nmt.safetensors" --data "$dir/tgt.txt"
+# Samples of other values, as many, are refused too (here one held-out
+# sample differs), and the same samples from an .npz resume.
+"$attnc" tests/cli/data/cls.g --train --epochs 2 --save "$dir/cls.safetensors" \
+	>/dev/null 2>&1
+refused "this run's data are not those of the run of" tests/cli/data/cls.g \
+	--resume "$dir/cls.safetensors" \
+	--data tests/cli/data/cls_valid_inf.safetensors
+"$attnc" tests/cli/data/cls.g --resume "$dir/cls.safetensors" \
+	--data tests/cli/data/cls.npz >"$dir/npz.out" 2>&1 || {
+	cat "$dir/npz.out"
+	exit 1
+}
+# A checkpoint of another model says so, not that its batches differ.
+refused "three.safetensors is not a checkpoint of this model: it holds no parameter 'linear_0.W'" \
+	tests/cli/data/cls.g --resume "$dir/three.safetensors"
 # Another batch or shard count is refused, even where an epoch has as
 # many batches: the resumed batches and dropout masks would not be the
 # interrupted run's.

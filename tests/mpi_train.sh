@@ -3,7 +3,8 @@
 # 2 ranks on this machine give the losses of one process with --shards 2
 # to the bit (the shards' gradients are gathered and added in shard
 # order on every rank), a run saved under MPI resumes under MPI to the
-# same losses, and a rank that fails ends the job with its rank named.
+# same losses, a rank that fails ends the job with its rank named, and
+# ranks given different trainings are refused.
 set -eu
 attnc=$1
 cd "$2"
@@ -23,6 +24,12 @@ losses "$dir/one.json" >"$dir/want"
 losses "$dir/two.json" >"$dir/got"
 diff -u "$dir/want" "$dir/got"
 grep -q "in 2 shards of 8 rows" "$dir/two.out"
+# Rank 0 alone prints the progress (on stderr): each epoch's line once.
+test "$(grep -c '^epoch ' "$dir/two.out")" = 4 || {
+	echo "the progress is printed by more than rank 0:" >&2
+	cat "$dir/two.out" >&2
+	exit 1
+}
 
 # Saved after 2 epochs under MPI (rank 0 writes), resumed under MPI
 # (every rank reads) for the other 2.
@@ -40,4 +47,21 @@ if $mpi "$attnc" $model --train --data "$dir/missing.safetensors" \
 	exit 1
 fi
 grep -q "^rank 1: attnc: error: $dir/missing.safetensors: No such file" "$dir/bad.out"
+# Ranks given another training (here --lr: each rank's steps would use
+# its own, silently; --epochs: rank 1 used to wait forever for rank 0
+# in the gather of an epoch rank 0 never ran) fail at once, saying what
+# differs.
+mpmd="mpirun --oversubscribe --mca btl tcp,self -x ASAN_OPTIONS -np 1"
+for flag in "--lr 0.05:optimizer (--lr, clip)" "--epochs 3:epochs (--epochs)"; do
+	if timeout 120 $mpmd "$attnc" $model --train : -np 1 "$attnc" $model \
+		--train ${flag%%:*} >"$dir/differ.out" 2>&1; then
+		echo "ranks with ${flag%%:*} on one exited 0"
+		exit 1
+	fi
+	grep -qF "rank 0: attnc: error: MPI: rank 1's ${flag#*:} differs from rank 0's" \
+		"$dir/differ.out" || {
+		cat "$dir/differ.out" >&2
+		exit 1
+	}
+done
 echo "mpi train ok"

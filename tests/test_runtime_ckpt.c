@@ -961,7 +961,7 @@ END_TEST
 
 /* rt_ckpt_shapes reads the shapes from the header alone: the table's,
  * -1 for a name the file lacks (and for __metadata__), and an error for
- * a file that is no checkpoint. */
+ * a file that is no checkpoint or no file. */
 START_TEST(test_shapes_come_from_the_header_alone)
 {
 	static const attnrt_param_info table[] = {
@@ -1000,9 +1000,11 @@ START_TEST(test_shapes_come_from_the_header_alone)
 					sizeof err),
 			 ATTNRT_ERR_FORMAT);
 	ck_assert_ptr_nonnull(strstr(err, "the header is not a JSON object"));
+	/* a folder (and a FIFO, tests/fifo_inputs.sh) is no file */
 	ck_assert_int_eq(rt_ckpt_shapes(NULL, dir, names, 1, ranks, dims, err,
 					sizeof err),
-			 ATTNRT_ERR_FORMAT);
+			 ATTNRT_ERR_IO);
+	ck_assert_ptr_nonnull(strstr(err, "not a file"));
 }
 END_TEST
 

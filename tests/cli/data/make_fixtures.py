@@ -40,6 +40,10 @@ save('cls_dtype.safetensors', {'x': ('I32', [N, 4], [int(v) for v in xs]),
 save('cls_empty.safetensors', {'x': ('F32', [0, 4], []), 'y': ('I64', [0], [])})
 save('cls_big_label.safetensors', {'x': ('F32', [2, 4], xs[:8]),
                                    'y': ('I64', [2], [0, 1 << 40])})
+# A float64 feature beyond float32's range (element 5, of sample 1),
+# which would round to inf.
+save('cls_f64_huge.safetensors', {'x': ('F64', [20, 4], xs[:5] + [1e300] + xs[6:80]),
+                                  'y': ('I64', [20], ys[:20])})
 # A label out of cls.g's 3 classes, which its training step finds.
 save('cls_label_3.safetensors', {'x': ('F32', [N, 4], xs),
                                  'y': ('I64', [N], [3] + ys[1:])})
