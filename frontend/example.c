@@ -216,6 +216,12 @@ static bool check_arg(fe_elab *e, const ir_func *f, uint32_t i,
 		ok = h % w.coef == 0 && h > 0 && (!bound || bound == h / w.coef);
 		if (ok)
 			sym_vals[w.sym] = h / w.coef;
+		else if (h <= 0)
+			snprintf(why, sizeof why,
+				 " (a dim's value is at least 1: %s would be "
+				 "%lld)",
+				 e->m->syms[w.sym].name,
+				 (long long)(h / w.coef));
 		else if (bound)
 			snprintf(why, sizeof why,
 				 " (%s is %lld from an earlier "

@@ -84,8 +84,11 @@ static bool bind_input(ir_ctx *ctx, const ir_module *m, const ir_node *n,
 					: v <= 0 || v % d.coef != 0) {
 			ir_error(ctx, n->loc,
 				 "input '%s' has shape %s; expected "
-				 "[%s] (dimension %d)",
-				 name, got, want, i);
+				 "[%s] (dimension %d%s)",
+				 name, got, want, i,
+				 !ir_dim_is_static(d) && v <= 0
+					 ? ": a dim's value is at least 1"
+					 : "");
 			return false;
 		}
 		if (ir_dim_is_static(d) ||

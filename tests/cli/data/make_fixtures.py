@@ -57,6 +57,7 @@ save('double_in.safetensors', {'a': ('F32', [2, 3], [0.5, 1, 1.5, 2, 2.5, 3]),
 save('double_extra.safetensors', {'a': ('F32', [2, 3], [0] * 6), 'b': ('I32', [2], [0, 0]),
                                   'c': ('F32', [1], [0])})
 save('double_shape.safetensors', {'a': ('F32', [2, 4], [0] * 8), 'b': ('I32', [2], [0, 0])})
+save('double_empty.safetensors', {'a': ('F32', [0, 3], []), 'b': ('I32', [0], [])})
 # --inputs of tests/cli/data/lookup.g (ids of a table of 4): the second
 # lookup's ids out of range, then the first's.
 save('lookup_b_bad.safetensors', {'a': ('I32', [2], [0, 3]), 'b': ('I32', [2], [1, 4])})
