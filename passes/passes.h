@@ -98,6 +98,13 @@ bool pass_fuse_heads(ir_module *m);
  * its [0], each reshaped. Rebuilds and compacts the functions it
  * changes. */
 bool pass_fuse_loss(ir_module *m);
+/* GELU's backward (fuse_gelu.c; docs/fusion.md): in a function where
+ * y = (x 0.5) (1 + erf(x c)) keeps a buffer (returned, or read by a
+ * matmul) and its 1 + erf is read again after y (autodiff's gradient),
+ * those reads take select(y == x 0.5, 1, y / (x 0.5)) instead: a
+ * division where erf was computed again. A rounding change of the
+ * gradient, within about an ulp. */
+bool pass_fuse_gelu(ir_module *m);
 
 /* Factoring (factor.c; docs/passes.md). Rewrites every sum (a tree of
  * adds without broadcasting) of matmuls that share one operand node and

@@ -17,7 +17,8 @@
  * attention fusion then sees each chain in one canonical form (transposes
  * as matmul flags, one node per value), and fuse_heads the splits and
  * merges around the fused nodes, and fuse_loss a loss's cross_entropy
- * with its gradient's; factor then turns the gradients' sums of
+ * with its gradient's, fuse_gelu GELU's backward with its forward's
+ * result; factor then turns the gradients' sums of
  * products with a shared operand into one product each; DCE sweeps up
  * whatever no output needs; remat, last, copies the cheap activations a
  * gradient's far readers read, planned as the elementwise fusion will
@@ -48,6 +49,10 @@ const pass_info pass_table[] = {
 	 "cross_entropy and cross_entropy_grad of the same "
 	 "logits and labels into one cross_entropy_with_grad",
 	 pass_fuse_loss, true, false},
+	{"fuse_gelu",
+	 "GELU's backward takes 1 + erf from its forward's result, "
+	 "not from a second erf",
+	 pass_fuse_gelu, true, false},
 	{"factor",
 	 "sums of matmuls that share an operand (and flags) into "
 	 "one matmul of a sum",

@@ -14,6 +14,7 @@
  */
 #include "cg_program.h"
 #include "interp.h"
+#include "passes.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -804,6 +805,47 @@ START_TEST(test_gelu_kernels_take_each_buffer_once)
 }
 END_TEST
 
+/* The fuse_gelu pass (passes/fuse_gelu.c) on GELU's forward, read by a
+ * matmul as in an MLP, and its backward: the backward's kernel takes
+ * 1 + erf from the forward's result y (one more pointer, y) and computes
+ * no erf; fused and unfused the same bits, 1 and 2 threads too, and the
+ * interpreter's values. */
+START_TEST(test_gelu_backward_reads_the_forward_result_after_fuse_gelu)
+{
+	for (int is_on = 0; is_on < 2; is_on++) {
+		fx x;
+		fx_init(&x, 15);
+		ir_id mm = tu_input(&x.g, tu_type(IR_F32, 2, 48, 64));
+		ir_id bias = tu_input(&x.g, tu_type(IR_F32, 1, 64));
+		ir_id g = tu_input(&x.g, tu_type(IR_F32, 2, 48, 64));
+		ir_id w = tu_input(&x.g, tu_type(IR_F32, 2, 64, 8));
+		gelu_fwd_bwd(&x, mm, bias, g);
+		ir_id args[2] = {x.g.f->outputs[0], w};
+		ir_attr mat = {0};
+		x.g.f->outputs[0] = tu_build(&x.g, IR_OP_MATMUL, args, 2, &mat,
+					     NULL);
+		if (is_on) {
+			ck_assert(pass_fuse_gelu(x.g.m));
+			ck_assert(pass_dce(x.g.m));
+		}
+		seen s = check(&x, false, true);
+		ck_assert_uint_eq(s.n_calls, 3); /* y, its matmul, dx */
+		cg_program *p = cg_program_create(&x.g.ctx, x.g.m, NULL, NULL);
+		ck_assert_msg(p != NULL, "%s", tu_graph_diag(&x.g));
+		char *ir;
+		size_t len;
+		ck_assert(cg_program_emit_buffer(p, CG_EMIT_LLVM, &ir, &len));
+		if (getenv("CG_DUMP"))
+			fputs(ir, stderr);
+		/* dx's kernel: out, mm, bias, g and, with the pass, y */
+		ck_assert_int_eq(ptr_params(ir, ".add"), 4 + is_on);
+		free(ir);
+		cg_program_destroy(p);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 START_TEST(test_a_buffer_read_many_times_in_one_tree_is_one_array)
 {
 	fx x;
@@ -903,6 +945,8 @@ static Suite *suite(void)
 	tcase_add_test(tc,
 		       test_gelu_forward_and_backward_run_as_one_kernel_each);
 	tcase_add_test(tc, test_gelu_kernels_take_each_buffer_once);
+	tcase_add_test(tc,
+		       test_gelu_backward_reads_the_forward_result_after_fuse_gelu);
 	tcase_add_test(tc,
 		       test_a_buffer_read_many_times_in_one_tree_is_one_array);
 	tcase_add_test(tc, test_a_contiguous_slice_is_a_view_without_a_kernel);

@@ -176,17 +176,11 @@ END_TEST
 
 START_TEST(test_pipeline_lists_the_passes_in_order)
 {
-	static const char *const want[] = {"infer",
-					   "fold",
-					   "simplify",
-					   "cse",
-					   "fuse_attention",
-					   "fuse_heads",
-					   "fuse_loss",
-					   "factor",
-					   "dce",
-					   "remat",
-					   "fuse_elementwise"};
+	static const char *const want[] =
+		{"infer",     "fold",           "simplify",
+		 "cse",       "fuse_attention", "fuse_heads",
+		 "fuse_loss", "fuse_gelu",      "factor",
+		 "dce",       "remat",          "fuse_elementwise"};
 	ck_assert_uint_eq(pass_count, sizeof want / sizeof want[0]);
 	for (uint32_t i = 0; i < pass_count; i++) {
 		ck_assert_str_eq(pass_table[i].name, want[i]);
@@ -230,7 +224,7 @@ START_TEST(test_pipeline_dumps_after_every_pass_under_a_header)
 	bool ok;
 	char *dump = run_pipeline(&x, "pipeline.ir", &opts, &m, &ok);
 	ck_assert_msg(ok, "%s", tu_graph_diag(&x));
-	ck_assert_int_eq(count_substr(dump, "# ---- after "), 11);
+	ck_assert_int_eq(count_substr(dump, "# ---- after "), 12);
 	const char *at = dump;
 	for (uint32_t i = 0; i < pass_count; i++) {
 		char header[64];
