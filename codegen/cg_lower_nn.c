@@ -934,7 +934,8 @@ bool cg_lower_argmax(cg_kernel *k)
  * too (lanes l and l + 8, then + 4, + 2, + 1). Element j is so always in
  * lane j % (ROW_VW * accs), each lane summed left to right from its first
  * element (a pad's +0 added to a lane of the last vector), and the total
- * plus +0, so that a sum of zeros is +0 as one from +0 is. */
+ * plus +0 (but a sum of squares), so that a sum of zeros is +0 as one
+ * from +0 is. */
 #define ROW_VW 16
 #define ROW_TILE 1024
 #define ROW_SUMS_MAX 3
@@ -1085,8 +1086,11 @@ static LLVMValueRef add_halves(cg_fn *f, LLVMValueRef v, unsigned n)
 			     "");
 }
 
-/* Sum a of the last pass: the accumulators, then the lanes, by halves. */
-static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a)
+/* Sum a of the last pass: the accumulators, then the lanes, by halves;
+ * plus +0 when the values may hold -0 (not for squares, whose sum is
+ * never -0). */
+static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a,
+				   bool has_neg_zero)
 {
 	cg_fn *f = &k->f;
 	LLVMValueRef v[4] = {NULL};
@@ -1102,9 +1106,8 @@ static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a)
 		t = add_halves(f, t, n);
 	/* + 0: a sum of zeros is +0, as a sum from +0 (the interpreter's)
 	 * is; any other sum is unchanged */
-	return LLVMBuildFAdd(f->b,
-			     LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), ""),
-			     cg_f32(f, 0), "");
+	t = LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
+	return has_neg_zero ? LLVMBuildFAdd(f->b, t, cg_f32(f, 0), "") : t;
 }
 
 /* ---- softmax family and layer norm ------------------------------------------------ */
@@ -1266,13 +1269,14 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	row_sums s;
 	row_sums_init(k, &s, 1, c->K);
 	row_sums_pass(k, &s, offs, ln_sum_x, c);
-	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0), Kf,
-					  "");
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0, true),
+					  Kf, "");
 	c->mean = mean;
 	row_sums_pass(k, &s, offs, ln_sum_sq, c);
 	LLVMValueRef v = LLVMBuildFAdd(f->b,
 				       LLVMBuildFDiv(f->b,
-						     row_sums_total(k, &s, 0),
+						     row_sums_total(k, &s, 0,
+								    false),
 						     Kf, ""),
 				       cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
@@ -1420,16 +1424,16 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	row_sums_init(k, &s, 3, c->K);
 	s.n = 1;
 	row_sums_pass(k, &s, offs, lng_sum_x, c);
-	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0), Kf,
-					  "");
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0, true),
+					  Kf, "");
 	c->mean = mean;
 	c->nz = var(k, it, LLVMConstInt(it, 0, false));
 	LLVMValueRef nz = c->nz;
 	s.n = 3;
 	row_sums_pass(k, &s, offs, lng_sum_terms, c);
-	LLVMValueRef sqv = row_sums_total(k, &s, 0);
-	LLVMValueRef s1v = row_sums_total(k, &s, 1),
-		     s3v = row_sums_total(k, &s, 2);
+	LLVMValueRef sqv = row_sums_total(k, &s, 0, false);
+	LLVMValueRef s1v = row_sums_total(k, &s, 1, true),
+		     s3v = row_sums_total(k, &s, 2, true);
 	LLVMValueRef v = LLVMBuildFAdd(f->b, LLVMBuildFDiv(f->b, sqv, Kf, ""),
 				       cg_f32(f, c->eps), "");
 	LLVMValueRef is_v = LLVMBuildAnd(f->b,
