@@ -1050,9 +1050,12 @@ static void row_sums_pass(cg_kernel *k, row_sums *s, LLVMValueRef *offs,
 			  row_sums_body body, void *ud)
 {
 	cg_fn *f = &k->f;
-	for (int a = 0; a < s->n && s->K == 0; a++)
-		for (int i = 0; i < s->accs; i++)
-			set(k, s->acc[a][i], LLVMConstNull(s->vt));
+	if (s->K == 0) {
+		for (int a = 0; a < s->n; a++)
+			for (int i = 0; i < s->accs; i++)
+				set(k, s->acc[a][i], LLVMConstNull(s->vt));
+		return;
+	}
 	int64_t full = s->K / s->tw, rem = s->K % s->tw;
 	if (full > 0)
 		row_sums_chunk(k, s, offs, cg_i64(f, 0), s->tw, true, body, ud);
