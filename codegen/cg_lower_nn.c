@@ -7,7 +7,8 @@
  * Each kernel's outer loop runs over independent output rows, so a split
  * over threads never changes the order of a sum: results are the same
  * for any thread count. Sums inside kernels carry `reassoc` so LLVM may
- * vectorize them; they then differ from the interpreter's left-to-right
+ * vectorize them (layer norm's have a fixed order of their own,
+ * row_sums); they then differ from the interpreter's left-to-right
  * float sums by rounding only. The sum and mean ops are the exception:
  * they keep the interpreter's order (docs/ops.md, "Summation order"),
  * over the last axis in cg_lower_rowred.c, long columns in
@@ -915,6 +916,203 @@ bool cg_lower_argmax(cg_kernel *k)
 	return true;
 }
 
+/* ---- a row's sums in a fixed order ------------------------------------------------ */
+
+/* The sums of layer_norm and layer_norm_grad rows, in an order that is
+ * the same for every row. A sum that LLVM may reassociate takes
+ * whatever order each copy of the row loop is given: a short row's loop
+ * unrolled and then vectorized across rows (with gathers) rounded
+ * differently from a row of the remainder left scalar, so a row's bits
+ * depended on where a thread's range of rows began. Here the values are
+ * computed in a loop with no sum (LLVM vectorizes it as it likes) into a
+ * tile on the stack, a chunk of ROW_TILE columns at a time, the tile
+ * padded with +0 to whole vectors of ROW_VW; then the tile's vectors are
+ * added, without reassociation, into `accs` vector accumulators (vector
+ * q of the row into accumulator q % accs: 4 for rows of 256 or more, so
+ * that a long row has four chains, else 1), the accumulators combined
+ * by halves (0 + 2, 1 + 3, then 0 + 1) and the vector's lanes by halves
+ * too (lanes l and l + 8, then + 4, + 2, + 1). Element j is so always in
+ * lane j % (ROW_VW * accs), each lane summed left to right from its first
+ * element (a pad's +0 added to a lane of the last vector), and the total
+ * plus +0 (but a sum of squares), so that a sum of zeros is +0 as one
+ * from +0 is. */
+#define ROW_VW 16
+#define ROW_TILE 1024
+#define ROW_SUMS_MAX 3
+
+typedef struct row_sums {
+	int n;      /* sums */
+	int accs;   /* vector accumulators a sum: 1 or 4 */
+	int64_t K;  /* row length */
+	int64_t tw; /* tile columns: K rounded up to ROW_VW, at most ROW_TILE */
+	LLVMTypeRef vt;                    /* <ROW_VW x float> */
+	LLVMValueRef tile[ROW_SUMS_MAX];   /* tw floats each */
+	LLVMValueRef acc[ROW_SUMS_MAX][4]; /* variables of vt */
+} row_sums;
+
+/* The values to sum at column j of a row: v[0 .. n), and whatever
+ * else the pass does at j (stores). */
+typedef void (*row_sums_body)(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+			      LLVMValueRef *v, void *ud);
+
+static void row_sums_init(cg_kernel *k, row_sums *s, int n, int64_t K)
+{
+	cg_fn *f = &k->f;
+	assert(n <= ROW_SUMS_MAX);
+	s->n = n;
+	s->K = K;
+	s->accs = K >= 256 ? 4 : 1;
+	s->tw = (K + ROW_VW - 1) / ROW_VW * ROW_VW;
+	if (s->tw > ROW_TILE)
+		s->tw = ROW_TILE;
+	s->vt = LLVMVectorType(cg_t_f32(f), ROW_VW);
+	for (int a = 0; a < n; a++) {
+		s->tile[a] = cg_entry_alloca(f,
+					     LLVMArrayType(cg_t_f32(f),
+							   (unsigned)s->tw),
+					     64);
+		for (int i = 0; i < s->accs; i++)
+			s->acc[a][i] = cg_entry_alloca(f, s->vt, 64);
+	}
+}
+
+/* Vector q of the tile (ROW_VW floats from column 16 q) of sum a. */
+static LLVMValueRef tile_vec(cg_kernel *k, const row_sums *s, int a,
+			     LLVMValueRef q)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef at = cg_mul(f, q, cg_i64(f, ROW_VW));
+	LLVMValueRef p = LLVMBuildGEP2(f->b, cg_t_f32(f), s->tile[a], &at, 1,
+				       "");
+	LLVMValueRef v = LLVMBuildLoad2(f->b, s->vt, p, "");
+	LLVMSetAlignment(v, 4);
+	return v;
+}
+
+/* acc[a][i] += vector q of tile a, for every sum a (acc[a][i] = that
+ * vector when is_first: the row's first vector of the accumulator). */
+static void add_vec(cg_kernel *k, const row_sums *s, int i, LLVMValueRef q,
+		    bool is_first)
+{
+	for (int a = 0; a < s->n; a++) {
+		LLVMValueRef v = tile_vec(k, s, a, q);
+		if (!is_first)
+			v = LLVMBuildFAdd(k->f.b, get(k, s->vt, s->acc[a][i]),
+					  v, "");
+		set(k, s->acc[a][i], v);
+	}
+}
+
+/* Columns [c0, c0 + w) of the row, w <= tw: their values into the
+ * tiles, padded, then added into the accumulators (vector q of the
+ * chunk, at column c0 + 16 q, into accumulator q % accs: c0 is a
+ * multiple of ROW_TILE, itself one of ROW_VW accs); the row's first
+ * chunk (is_first) starts the accumulators with its first vectors. */
+static void row_sums_chunk(cg_kernel *k, row_sums *s, LLVMValueRef *offs,
+			   LLVMValueRef c0, int64_t w, bool is_first,
+			   row_sums_body body, void *ud)
+{
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, w), 1);
+	LLVMValueRef v[ROW_SUMS_MAX];
+	body(k, offs, cg_add(f, c0, j), v, ud);
+	for (int a = 0; a < s->n; a++)
+		stf(k, v[a], s->tile[a], j);
+	cg_loop_end(f, &l);
+	int64_t nq = (w + ROW_VW - 1) / ROW_VW;
+	for (int a = 0; a < s->n; a++)
+		for (int64_t p = w; p < nq * ROW_VW; p++)
+			stf(k, cg_f32(f, 0), s->tile[a], cg_i64(f, p));
+	int64_t groups = nq / s->accs, g0 = is_first ? 1 : 0;
+	assert(!is_first || groups >= 1);
+	if (is_first)
+		for (int i = 0; i < s->accs; i++)
+			add_vec(k, s, i, cg_i64(f, i), true);
+	if (groups > g0) {
+		cg_loop lg;
+		LLVMValueRef g = cg_loop_begin(f, &lg, cg_i64(f, g0),
+					       cg_i64(f, groups), 1);
+		for (int i = 0; i < s->accs; i++)
+			add_vec(k, s, i,
+				cg_add(f, cg_mul(f, g, cg_i64(f, s->accs)),
+				       cg_i64(f, i)),
+				false);
+		cg_loop_end(f, &lg);
+	}
+	for (int64_t q = groups * s->accs; q < nq; q++)
+		add_vec(k, s, (int)(q % s->accs), cg_i64(f, q), false);
+}
+
+/* One pass over the row: the n sums of body's values, left in the
+ * accumulators (zeros for a row of no columns). */
+static void row_sums_pass(cg_kernel *k, row_sums *s, LLVMValueRef *offs,
+			  row_sums_body body, void *ud)
+{
+	cg_fn *f = &k->f;
+	if (s->K == 0) {
+		for (int a = 0; a < s->n; a++)
+			for (int i = 0; i < s->accs; i++)
+				set(k, s->acc[a][i], LLVMConstNull(s->vt));
+		return;
+	}
+	int64_t full = s->K / s->tw, rem = s->K % s->tw;
+	if (full > 0)
+		row_sums_chunk(k, s, offs, cg_i64(f, 0), s->tw, true, body, ud);
+	if (full > 1) {
+		cg_loop lc;
+		LLVMValueRef c = cg_loop_begin(f, &lc, cg_i64(f, 1),
+					       cg_i64(f, full), 1);
+		row_sums_chunk(k, s, offs, cg_mul(f, c, cg_i64(f, s->tw)),
+			       s->tw, false, body, ud);
+		cg_loop_end(f, &lc);
+	}
+	if (rem > 0)
+		row_sums_chunk(k, s, offs, cg_i64(f, full * s->tw), rem,
+			       full == 0, body, ud);
+}
+
+/* The lanes [0, n) of v plus the lanes [n, 2n), a vector of n. */
+static LLVMValueRef add_halves(cg_fn *f, LLVMValueRef v, unsigned n)
+{
+	LLVMValueRef lo[ROW_VW], hi[ROW_VW];
+	for (unsigned l = 0; l < n; l++) {
+		lo[l] = LLVMConstInt(cg_t_i32(f), l, false);
+		hi[l] = LLVMConstInt(cg_t_i32(f), l + n, false);
+	}
+	LLVMValueRef p = LLVMGetPoison(LLVMTypeOf(v));
+	return LLVMBuildFAdd(f->b,
+			     LLVMBuildShuffleVector(f->b, v, p,
+						    LLVMConstVector(lo, n), ""),
+			     LLVMBuildShuffleVector(f->b, v, p,
+						    LLVMConstVector(hi, n), ""),
+			     "");
+}
+
+/* Sum a of the last pass: the accumulators, then the lanes, by halves;
+ * plus +0 when the values may hold -0 (not for squares, whose sum is
+ * never -0). */
+static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a,
+				   bool has_neg_zero)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef v[4] = {NULL};
+	for (int i = 0; i < s->accs; i++)
+		v[i] = get(k, s->vt, s->acc[a][i]);
+	if (s->accs == 4) {
+		v[0] = LLVMBuildFAdd(f->b, v[0], v[2], "");
+		v[1] = LLVMBuildFAdd(f->b, v[1], v[3], "");
+		v[0] = LLVMBuildFAdd(f->b, v[0], v[1], "");
+	}
+	LLVMValueRef t = v[0];
+	for (unsigned n = ROW_VW / 2; n >= 1; n /= 2)
+		t = add_halves(f, t, n);
+	/* + 0: a sum of zeros is +0, as a sum from +0 (the interpreter's)
+	 * is; any other sum is unchanged */
+	t = LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
+	return has_neg_zero ? LLVMBuildFAdd(f->b, t, cg_f32(f, 0), "") : t;
+}
+
 /* ---- softmax family and layer norm ------------------------------------------------ */
 
 typedef struct row_cx {
@@ -928,6 +1126,7 @@ typedef struct row_cx {
 	 * operand a (the layer_norm_grad's the other) */
 	uint32_t x, g, term, term_a;
 	LLVMValueRef gamma;
+	LLVMValueRef mean, nz; /* the row's mean; layer_norm_grad's flag */
 } row_cx;
 
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
@@ -1036,44 +1235,59 @@ static LLVMValueRef ln_x(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	return ldf(k, k->out, cg_add(&k->f, offs[0], j));
 }
 
+/* Pass 1 of a layer_norm row at column j: x, kept in the output row
+ * when it is a fused tree. */
+static void ln_sum_x(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+		     LLVMValueRef *v, void *ud)
+{
+	const row_cx *c = ud;
+	v[0] = cg_kernel_operand(k, 0, offs, j);
+	if (!c->is_x_leaf)
+		stf(k, v[0], k->out, cg_add(&k->f, offs[0], j));
+}
+
+/* Pass 2 of a layer_norm row: (x - mean)^2, the mean in c->mean. */
+static void ln_sum_sq(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+		      LLVMValueRef *v, void *ud)
+{
+	const row_cx *c = ud;
+	LLVMValueRef d = LLVMBuildFSub(k->f.b, ln_x(k, c, offs, j), c->mean, "");
+	v[0] = LLVMBuildFMul(k->f.b, d, d, "");
+}
+
 /* (x - mean) r * gamma + beta over one row, r = 1 / sqrt(var + eps) (one
  * division a row, not one an element: a vector division takes the
  * divider for several cycles, a multiply half of one), the biased
- * variance from a second pass, as the interpreter. A fused x is computed
+ * variance from a second pass, as the interpreter, both sums in
+ * row_sums' fixed order. A fused x is computed
  * once and kept in the output row; a plain x is read again instead: the
  * passes' loads of the row just stored waited on the stores (on Zen 4 a
  * 512-bit load from a 512-bit store just made stalls), a fifth of the
  * kernel's samples in the book's Transformer. */
 static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
-	const row_cx *c = ud;
+	row_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f);
-	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)),
-		     sq = var(k, ft, cg_f32(f, 0));
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef x = cg_kernel_operand(k, 0, offs, j);
-	if (!c->is_x_leaf)
-		stf(k, x, k->out, cg_add(f, offs[0], j));
-	set(k, sum, fadd_r(f, get(k, ft, sum), x));
-	cg_loop_end(f, &l);
-	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
-	LLVMValueRef d2 = cg_fast(LLVMBuildFMul(f->b, d, d, ""), true);
-	set(k, sq, fadd_r(f, get(k, ft, sq), d2));
-	cg_loop_end(f, &l);
+	row_sums s;
+	row_sums_init(k, &s, 1, c->K);
+	row_sums_pass(k, &s, offs, ln_sum_x, c);
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0, true),
+					  Kf, "");
+	c->mean = mean;
+	row_sums_pass(k, &s, offs, ln_sum_sq, c);
 	LLVMValueRef v = LLVMBuildFAdd(f->b,
-				       LLVMBuildFDiv(f->b, get(k, ft, sq), Kf,
-						     ""),
+				       LLVMBuildFDiv(f->b,
+						     row_sums_total(k, &s, 0,
+								    false),
+						     Kf, ""),
 				       cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
 	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef at = cg_add(f, offs[0], j);
-	d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
+	LLVMValueRef d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
 	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""),
 				       ldf(k, k->in[1], j), "");
 	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
@@ -1169,51 +1383,62 @@ static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	cg_loop_end(f, &l);
 }
 
+/* Pass 1 of a layer_norm_grad row at column j: x. */
+static void lng_sum_x(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+		      LLVMValueRef *v, void *ud)
+{
+	const row_cx *c = ud;
+	v[0] = cg_kernel_tree(k, c->x, offs, j);
+}
+
+/* Pass 2: d^2, dxh and dxh d, and whether dxh is not zero (c->nz). */
+static void lng_sum_terms(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+			  LLVMValueRef *v, void *ud)
+{
+	const row_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef it = cg_t_i32(f);
+	LLVMValueRef d, h;
+	ln_grad_terms(k, c, offs, j, c->mean, &d, &h);
+	v[0] = LLVMBuildFMul(f->b, d, d, "");
+	v[1] = h;
+	v[2] = LLVMBuildFMul(f->b, h, d, "");
+	LLVMValueRef h_nz = LLVMBuildFCmp(f->b, LLVMRealUNE, h, cg_f32(f, 0),
+					  "");
+	set(k, c->nz,
+	    LLVMBuildOr(f->b, get(k, it, c->nz),
+			LLVMBuildZExt(f->b, h_nz, it, ""), ""));
+}
+
 /* layer_norm_grad over one row, as the interpreter: the mean of x in a
  * first pass; d = x - mean, dxh = g gamma and the sums of d^2, dxh and
  * dxh d in a second, which also notes whether any dxh is not zero; then
  * (dxh - m1 - d r m2) r with r = 1 / sd, m1 = sum(dxh) / K and m2 =
  * sum(dxh d) r / K (mean(dxh xhat)), or ln_grad_zero_pass's shortcut for a row
  * of zero dxh (a padding token's row of a masked loss's gradient). The
- * sums may be reassociated (vectorized along the row), as layer_norm's. */
+ * sums in row_sums' fixed order, as layer_norm's. */
 static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
-	const row_cx *c = ud;
+	row_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f), it = cg_t_i32(f);
-	LLVMValueRef sum = var(k, ft, cg_f32(f, 0)),
-		     sq = var(k, ft, cg_f32(f, 0)),
-		     s1 = var(k, ft, cg_f32(f, 0)),
-		     s3 = var(k, ft, cg_f32(f, 0)),
-		     nz = var(k, it, LLVMConstInt(it, 0, false));
+	LLVMTypeRef it = cg_t_i32(f);
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	set(k, sum,
-	    fadd_r(f, get(k, ft, sum), cg_kernel_tree(k, c->x, offs, j)));
-	cg_loop_end(f, &l);
-	LLVMValueRef mean = LLVMBuildFDiv(f->b, get(k, ft, sum), Kf, "");
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef d, h;
-	ln_grad_terms(k, c, offs, j, mean, &d, &h);
-	set(k, sq,
-	    fadd_r(f, get(k, ft, sq),
-		   cg_fast(LLVMBuildFMul(f->b, d, d, ""), true)));
-	set(k, s1, fadd_r(f, get(k, ft, s1), h));
-	set(k, s3,
-	    fadd_r(f, get(k, ft, s3),
-		   cg_fast(LLVMBuildFMul(f->b, h, d, ""), true)));
-	LLVMValueRef h_nz = LLVMBuildFCmp(f->b, LLVMRealUNE, h, cg_f32(f, 0),
-					  "");
-	set(k, nz,
-	    LLVMBuildOr(f->b, get(k, it, nz), LLVMBuildZExt(f->b, h_nz, it, ""),
-			""));
-	cg_loop_end(f, &l);
-	LLVMValueRef v = LLVMBuildFAdd(f->b,
-				       LLVMBuildFDiv(f->b, get(k, ft, sq), Kf,
-						     ""),
+	row_sums s;
+	row_sums_init(k, &s, 3, c->K);
+	s.n = 1;
+	row_sums_pass(k, &s, offs, lng_sum_x, c);
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0, true),
+					  Kf, "");
+	c->mean = mean;
+	c->nz = var(k, it, LLVMConstInt(it, 0, false));
+	LLVMValueRef nz = c->nz;
+	s.n = 3;
+	row_sums_pass(k, &s, offs, lng_sum_terms, c);
+	LLVMValueRef sqv = row_sums_total(k, &s, 0, false);
+	LLVMValueRef s1v = row_sums_total(k, &s, 1, true),
+		     s3v = row_sums_total(k, &s, 2, true);
+	LLVMValueRef v = LLVMBuildFAdd(f->b, LLVMBuildFDiv(f->b, sqv, Kf, ""),
 				       cg_f32(f, c->eps), "");
-	LLVMValueRef s1v = get(k, ft, s1), s3v = get(k, ft, s3);
 	LLVMValueRef is_v = LLVMBuildAnd(f->b,
 					 LLVMBuildFCmp(f->b, LLVMRealOGT, v,
 						       cg_f32(f, 0), ""),

@@ -436,32 +436,33 @@ static void grad_MASKED_SOFTMAX(pass_ad *ad, ir_id y, ir_id g)
 }
 
 /* xhat = (x - mean) rstd, y = xhat gamma + beta. The gradients of gamma
- * and beta are column sums of g xhat and g, xhat recomputed from x; x's,
- * rstd (dxh - mean(dxh) - xhat mean(dxh xhat)) with dxh = g gamma, is one
- * layer_norm_grad node: a row kernel that recomputes the row's mean and
- * rstd itself, instead of four row means, a sqrt and the elementwise
- * kernels between them. */
+ * and beta are column sums of g xhat and g; xhat is recomputed by one
+ * layer_norm of x with a scale of ones and a shift of zeros (one row
+ * kernel reading x, where the rule once built it from two row means, a
+ * sqrt and the elementwise kernels between them: the forward's own
+ * rounding, (x - mean) rstd 1 + 0). x's, rstd (dxh - mean(dxh) - xhat
+ * mean(dxh xhat)) with dxh = g gamma, is one layer_norm_grad node: a row
+ * kernel that recomputes the row's mean and rstd itself. */
 static void grad_LAYER_NORM(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_id x = arg(ad, y, 0), gamma = arg(ad, y, 1);
 	ir_type pt = pass_ad_type(ad, gamma);
+	ir_attr eps = {.eps = fwd(ad, y).attr.eps};
 	if (wants(ad, y, 2))
 		pass_ad_accum(ad, arg(ad, y, 2),
 			      pass_ad_unbroadcast(ad, g, &pt));
 	if (wants(ad, y, 1)) {
-		ir_attr last = {.reduce = {last_axis(ad, y), true}};
-		ir_id xc = sub(ad, x, pass_ad_op1(ad, IR_OP_MEAN, x, &last));
-		ir_id var = pass_ad_op1(ad, IR_OP_MEAN, mul(ad, xc, xc), &last);
-		ir_id eps = pass_ad_scalar(ad, fwd(ad, y).attr.eps);
-		ir_id sd = pass_ad_op1(ad, IR_OP_SQRT, add(ad, var, eps), NULL);
-		ir_id xhat = div_(ad, xc, sd);
+		ir_id ln[3] = {x,
+			       pass_ad_to(ad, IR_OP_BROADCAST,
+					  pass_ad_scalar(ad, 1), &pt),
+			       pass_ad_zeros(ad, &pt)};
+		ir_id xhat = pass_ad_opn(ad, IR_OP_LAYER_NORM, ln, 3, &eps);
 		pass_ad_accum(ad, gamma,
 			      pass_ad_unbroadcast(ad, mul(ad, g, xhat), &pt));
 	}
 	if (!wants(ad, y, 0))
 		return;
 	ir_id args[3] = {x, gamma, g};
-	ir_attr eps = {.eps = fwd(ad, y).attr.eps};
 	pass_ad_accum(ad, x,
 		      pass_ad_opn(ad, IR_OP_LAYER_NORM_GRAD, args, 3, &eps));
 }

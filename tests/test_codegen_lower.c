@@ -843,6 +843,26 @@ START_TEST(test_layer_norm_matches_the_interpreter)
 }
 END_TEST
 
+/* Rows of no columns: layer_norm and layer_norm_grad compile (their row
+ * sums have no tile to fill) and give an empty result. */
+START_TEST(test_layer_norm_of_empty_rows_compiles)
+{
+	fx x;
+	fx_init(&x);
+	ir_type t = tu_type(IR_F32, 2, 5, 0);
+	ir_id a = tu_input(&x.g, t);
+	ir_id g = param(&x, "g", tu_type(IR_F32, 1, 0), IR_INIT_UNIFORM);
+	ir_id ln[3] = {a, g,
+		       param(&x, "b", tu_type(IR_F32, 1, 0), IR_INIT_UNIFORM)};
+	ir_attr eps = {.eps = 1e-5};
+	ret(&x, tu_build(&x.g, IR_OP_LAYER_NORM, ln, 3, &eps, NULL));
+	ir_id lng[3] = {a, g, tu_input(&x.g, t)};
+	ret(&x, tu_build(&x.g, IR_OP_LAYER_NORM_GRAD, lng, 3, &eps, NULL));
+	check(&x);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 /* layer_norm's gradient in x as one row kernel (rows of 33: a vector
  * remainder; of 300: longer than a vector loop's unrolled body), against
  * the interpreter. */
@@ -2176,6 +2196,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_softmax_and_log_softmax_match_the_interpreter);
 	tcase_add_test(t, test_masked_softmax_keeps_rows_of_length_zero_uniform);
 	tcase_add_test(t, test_layer_norm_matches_the_interpreter);
+	tcase_add_test(t, test_layer_norm_of_empty_rows_compiles);
 	tcase_add_test(t, test_layer_norm_grad_matches_the_interpreter);
 	tcase_add_test(t,
 		       test_layer_norm_grad_rows_of_zero_gradient_keep_the_bits);
