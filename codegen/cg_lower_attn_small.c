@@ -20,15 +20,17 @@
  * MARGIN): the block's code exists twice, straight for blocks that see
  * every key, with a test around each key's code for the others.
  *
- * Forward: O^T[c] = sum_k dropout(e_k) V[k, c] / l, transposed back into
- * the rows of the output. Backward, per attention n (its dk and dv are
- * the thread's own): per block, P_k = e_k / l, dP_k = dropout(dO V[k]^T),
- * D = sum_k P_k dP_k, dS_k = P_k (dP_k - D) (0 past the valid length)
- * times scale, stored; then a row t at a time, dq_t = sum_k dS_k[t] K[k]
- * and dk[k] += dS_k[t] q_t, dv[k] += dropout(P_k)[t] dO_t, dk and dv
- * accumulating in registers over all the blocks of n, stored once at the
- * end. Dropout draws the weight (n, q, k) as every kernel does
- * (cg_attn_keep_t), so masks are bit-identical to the unfused graph's.
+ * Forward: the weights dropout(e_k) and 1/l of the block's rows to the
+ * stack, then a row t at a time O_t = sum_k w_k[t] V[k] / l[t], V's
+ * rows and O's as vectors of 8 (row_width). Backward, per attention n
+ * (its dk and dv are the thread's own): per block, P_k = e_k / l,
+ * dP_k = dropout(dO V[k]^T), D = sum_k P_k dP_k, dS_k = P_k (dP_k - D)
+ * (0 past the valid length) times scale, stored; then a row t at a
+ * time, dq_t = sum_k dS_k[t] K[k] and dk[k] += dS_k[t] q_t, dv[k] +=
+ * dropout(P_k)[t] dO_t, dk and dv accumulating in registers over all
+ * the blocks of n, stored once at the end. Dropout draws the weight
+ * (n, q, k) as every kernel does (cg_attn_keep_t), so masks are
+ * bit-identical to the unfused graph's.
  *
  * Sums over keys are added in the blocked kernels' order (key_sum), and
  * every product in theirs: for the same shape the two kernels give the
@@ -371,111 +373,14 @@ static LLVMValueRef keep_scale(cg_attn *a)
 	return cg_splat(f, a->vw, one);
 }
 
-/* ---- forward ---------------------------------------------------------------------- */
+/* ---- rows in vectors -------------------------------------------------------------- */
 
-/* The factor r = keep_scale / l of the block's rows, or 0 in the rows
- * whose weights are all NaN (l NaN, or 0 when no score rose above -inf)
- * and whose K keys dropout drops, every one: the interpreter's output
- * row is then sum_k 0 v_k, which the accumulators hold, not NaN. */
-static LLVMValueRef dropped_rows_factor(cg_attn *a, const sblock *b,
-					LLVMValueRef r, LLVMValueRef l)
-{
-	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
-	LLVMValueRef x = cg_attn_var(a, vt, r);
-	LLVMValueRef bad = LLVMBuildFCmp(f->b, LLVMRealULE, l, vconst(a, 0), "");
-	bad = LLVMBuildAnd(f->b, bad, cg_attn_lanes(a, b->rows), "");
-	LLVMValueRef any = cg_intrinsic(f, "llvm.vector.reduce.or", &bt, 1,
-					&bad, 1);
-	LLVMBasicBlockRef join = cg_if_begin(f, any);
-	LLVMValueRef kept = cg_attn_keep_t(a, b->n, b->q0, 0);
-	for (int64_t k = 1; k < a->K; k++)
-		kept = LLVMBuildOr(f->b, kept,
-				   cg_attn_keep_t(a, b->n, b->q0, k), "");
-	LLVMValueRef none = LLVMBuildAnd(f->b, bad,
-					 LLVMBuildNot(f->b, kept, ""), "");
-	cg_attn_set(a, x, LLVMBuildSelect(f->b, none, vconst(a, 0), r, ""));
-	cg_if_end(f, join);
-	return vget(a, x);
-}
-
-/* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys
- * it visits, as dv vectors over the rows (V's elements broadcast),
- * transposed back into the rows at the end. */
-static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
-		      LLVMValueRef kv0, void *ud)
-{
-	cg_fn *f = a->f;
-	LLVMTypeRef vt = cg_t_vec(f, a->vw);
-	LLVMValueRef ot[CG_ATTN_SMALL_W], o[CG_ATTN_SMALL_W], keep;
-	(void)ud;
-	scores_t(a, b, xt[0], kv0);
-	clear_skipped(a, b);
-	for (int64_t c = 0; c < a->dv; c++)
-		ot[c] = cg_attn_var(a, vt, vconst(a, 0));
-	for (int64_t k = 0; k < a->K; k++) {
-		LLVMBasicBlockRef join = key_begin(a, b, k);
-		LLVMValueRef e = exp_key(a, b, k, &keep);
-		e = dropped(a, keep, e, NULL);
-		LLVMValueRef vrow = key_row(a, a->v, b->n, k, a->dv);
-		for (int64_t c = 0; c < a->dv; c++) {
-			LLVMValueRef x = cg_splat(f, a->vw,
-						  cg_load(f, cg_ati(f, vrow, c)));
-			cg_attn_set(a, ot[c], fma_v(a, e, x, vget(a, ot[c])));
-		}
-		key_end(a, join);
-	}
-	LLVMValueRef l = key_sum_vars(a, b->sv);
-	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), l, "");
-	if (a->has_dropout)
-		r = dropped_rows_factor(a, b, r, l);
-	for (int64_t c = 0; c < a->dv; c++)
-		o[c] = LLVMBuildFMul(f->b, vget(a, ot[c]), r, "");
-	cg_attn_store_t(a, query_rows(a, a->k->out, b, a->dv), o, a->dv,
-			a->H * a->dv, b->rows);
-}
-
-static void sfwd_block(cg_attn *a, sblock *b)
-{
-	LLVMValueRef qt[CG_ATTN_SMALL_W];
-	const LLVMValueRef *xt[1] = {qt};
-	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
-		       b->rows);
-	block_keys_code(a, b, xt, sfwd_keys, NULL);
-}
-
-/* The loop over (n, block of vw query rows) in [lo, hi). */
-static void sfwd_body(cg_attn *a)
-{
-	cg_fn *f = a->f;
-	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
-	cg_loop l;
-	cg_attn_finite_begin(a);
-	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
-	sblock b = {0};
-	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
-	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
-	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
-	sfwd_block(a, &b);
-	cg_loop_end(f, &l);
-}
-
-void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
-{
-	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
-	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
-	cg_attn_call_body(k, a, "sfwd", sfwd_body);
-}
-
-/* ---- backward --------------------------------------------------------------------- */
-
-/* The width of the backward's row vectors (dq, dk, dv, and the rows of
- * q, k and g they read): 8 where every row fits in 8 floats, else vw.
- * Heads of 8 (the Transformer's) in 16-wide vectors would leave half of
- * every FMA empty, and AVX-512 machines run 8-wide FMAs at least as
- * fast (Zen 4 splits a 16-wide one in two). Lanes are independent: the
- * width changes no result. */
+/* The width of the row vectors (the output's rows; dq, dk, dv, and the
+ * rows of q, k and g they read): 8 where every row fits in 8 floats,
+ * else vw. Heads of 8 (the Transformer's) in 16-wide vectors would
+ * leave half of every FMA empty, and AVX-512 machines run 8-wide FMAs
+ * at least as fast (Zen 4 splits a 16-wide one in two). Lanes are
+ * independent: the width changes no result. */
 static unsigned row_width(const cg_attn *a)
 {
 	return a->vw > 8 && a->d <= 8 && a->dv <= 8 ? 8 : a->vw;
@@ -530,6 +435,136 @@ static void zero_row(cg_attn *a, unsigned rw, LLVMValueRef *acc, int64_t w)
 	for (int64_t v = 0; v * rw < w; v++)
 		acc[v] = cg_attn_var(a, vt, LLVMConstNull(vt));
 }
+
+/* ---- forward ---------------------------------------------------------------------- */
+
+/* The factor r = keep_scale / l of the block's rows, or 0 in the rows
+ * whose weights are all NaN (l NaN, or 0 when no score rose above -inf)
+ * and whose K keys dropout drops, every one: the interpreter's output
+ * row is then sum_k 0 v_k, which the accumulators hold, not NaN. */
+static LLVMValueRef dropped_rows_factor(cg_attn *a, const sblock *b,
+					LLVMValueRef r, LLVMValueRef l)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMValueRef x = cg_attn_var(a, vt, r);
+	LLVMValueRef bad = LLVMBuildFCmp(f->b, LLVMRealULE, l, vconst(a, 0), "");
+	bad = LLVMBuildAnd(f->b, bad, cg_attn_lanes(a, b->rows), "");
+	LLVMValueRef any = cg_intrinsic(f, "llvm.vector.reduce.or", &bt, 1,
+					&bad, 1);
+	LLVMBasicBlockRef join = cg_if_begin(f, any);
+	LLVMValueRef kept = cg_attn_keep_t(a, b->n, b->q0, 0);
+	for (int64_t k = 1; k < a->K; k++)
+		kept = LLVMBuildOr(f->b, kept,
+				   cg_attn_keep_t(a, b->n, b->q0, k), "");
+	LLVMValueRef none = LLVMBuildAnd(f->b, bad,
+					 LLVMBuildNot(f->b, kept, ""), "");
+	cg_attn_set(a, x, LLVMBuildSelect(f->b, none, vconst(a, 0), r, ""));
+	cg_if_end(f, join);
+	return vget(a, x);
+}
+
+/* Row t of the block: O_t = (sum_k w_k[t] V[k]) r[t], w_k = dropout(e_k)
+ * at pw + k * vw and r at pw + K * vw: V's rows read as vectors, nothing
+ * transposed, and no lane empty as in vectors over the block's rows (10
+ * rows in 16 lanes). Each sum is the same chain of FMAs, key by key from
+ * +0, as over the rows. Every key, with no test: a skipped key's weight
+ * is 0 and its values finite (the skip's condition), and 0 v added to a
+ * sum that starts at +0 leaves it as it is. */
+static void sfwd_rows(cg_attn *a, const sblock *b, LLVMValueRef pw)
+{
+	cg_fn *f = a->f;
+	unsigned rw = row_width(a);
+	LLVMTypeRef vt = cg_t_vec(f, rw);
+	LLVMValueRef acc[CG_ATTN_SMALL_W], vr[CG_ATTN_SMALL_W];
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	zero_row(a, rw, acc, a->dv);
+	for (int64_t k = 0; k < a->K; k++) {
+		load_row(a, rw, vr, key_row(a, a->v, b->n, k, a->dv), a->dv);
+		add_key(a, rw, acc, pw, k, t, vr, a->dv);
+	}
+	LLVMValueRef r = cg_splat(f, rw,
+				  cg_load(f, cg_at(f, pw,
+						   cg_addi(f, t, a->K * a->vw))));
+	LLVMValueRef dst = cg_at(f, a->k->out,
+				 cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
+					     a->dv));
+	for (int64_t v = 0; v * rw < a->dv; v++)
+		row_store(a, rw,
+			  LLVMBuildFMul(f->b, cg_attn_get(a, vt, acc[v]), r, ""),
+			  dst, a->dv, v * rw);
+	cg_loop_end(f, &l);
+	/* unrolled, the weights' loads become extractions from the
+	 * vectors just stored, a shuffle each */
+	cg_loop_no_unroll(f, &l);
+}
+
+/* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys it
+ * visits. The weights, a vector over the block's rows per key (0 for a
+ * skipped key), go to the stack (pw) with r = keep_scale / l, and
+ * sfwd_rows sums them a row at a time. */
+static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
+		      LLVMValueRef kv0, void *ud)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef keep, pw = ud;
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	scores_t(a, b, xt[0], kv0);
+	clear_skipped(a, b);
+	for (int64_t k = 0; k < a->K; k++) {
+		LLVMBasicBlockRef join = key_begin(a, b, k);
+		exp_key(a, b, k, &keep);
+		key_end(a, join);
+	}
+	for (int64_t k = 0; k < a->K; k++) {
+		keep = a->has_dropout ? cg_attn_get(a, bt, b->kp[k]) : NULL;
+		cg_vstore(f, dropped(a, keep, vget(a, b->sv[k]), NULL),
+			  cg_ati(f, pw, k * a->vw), 4);
+	}
+	LLVMValueRef l = key_sum_vars(a, b->sv);
+	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), l, "");
+	if (a->has_dropout)
+		r = dropped_rows_factor(a, b, r, l);
+	cg_vstore(f, r, cg_ati(f, pw, a->K * a->vw), 4);
+	sfwd_rows(a, b, pw);
+}
+
+static void sfwd_block(cg_attn *a, sblock *b, LLVMValueRef pw)
+{
+	LLVMValueRef qt[CG_ATTN_SMALL_W];
+	const LLVMValueRef *xt[1] = {qt};
+	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
+		       b->rows);
+	block_keys_code(a, b, xt, sfwd_keys, pw);
+}
+
+/* The loop over (n, block of vw query rows) in [lo, hi). */
+static void sfwd_body(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
+	LLVMValueRef pw = cg_attn_buffer(a, cg_t_f32(f), (a->K + 1) * a->vw);
+	cg_loop l;
+	cg_attn_finite_begin(a);
+	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
+	sblock b = {0};
+	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
+	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
+	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
+	sfwd_block(a, &b, pw);
+	cg_loop_end(f, &l);
+}
+
+void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
+{
+	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
+	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
+	cg_attn_call_body(k, a, "sfwd", sfwd_body);
+}
+
+/* ---- backward --------------------------------------------------------------------- */
 
 /* dk and dv of one attention, one variable per key and vector of a row,
  * summed over its query blocks; dS and dropout(P) of the block in

@@ -196,6 +196,26 @@ START_TEST(test_small_backward_rows_of_any_width_match_the_unfused_graph)
 }
 END_TEST
 
+/* The small forward sums its output a row at a time over every key,
+ * the weights of the keys a block skips 0: odd numbers of blocks, valid
+ * lengths per batch and per query without heads (0 and past K: blocks
+ * that visit every key beside blocks that skip), two blocks of rows per
+ * attention (20 and 17 queries), causal, value rows of 6, 8 and 3
+ * floats (partial vectors of 8), with and without dropout. */
+static const ac_case rows_cases[] = {
+	{3, 10, 10, 8, 8, AC_QUERY, 0.1, true, 111, 0},
+	{5, 10, 7, 4, 6, AC_BATCH, 0.2, true, 112, 0},
+	{3, 20, 9, 8, 8, AC_CAUSAL, 0.1, true, 113, 3},
+	{7, 3, 12, 8, 8, AC_BATCH, 0, false, 114, 0},
+	{5, 17, 16, 16, 3, AC_QUERY, 0.3, true, 115, 0},
+};
+
+START_TEST(test_small_forward_by_rows_matches_the_unfused_graph)
+{
+	check_case(&rows_cases[_i]);
+}
+END_TEST
+
 /* The LLVM IR of a case's fused program (free it). */
 static char *program_ir(const ac_case *c)
 {
@@ -466,6 +486,9 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 START_TEST(test_rows_of_valid_length_0_average_the_values_in_both_kernels)
 {
 	check_valid(10, 10, 8, 4, false); /* small: the Transformer's shape */
+	/* one head: a block that visits every key (length 0), then one
+	 * that skips */
+	check_valid(10, 10, 8, 1, false);
 	check_valid(20, 40, 8, 2, false); /* blocked */
 }
 END_TEST
@@ -473,6 +496,7 @@ END_TEST
 START_TEST(test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels)
 {
 	check_valid(10, 6, 1, 2, true);
+	check_valid(10, 6, 1, 1, true); /* after a block of length 0 */
 	check_valid(20, 40, 1, 2, true);
 }
 END_TEST
@@ -586,6 +610,12 @@ static Suite *fuse_suite(void)
 	tcase_add_test(tk,
 		       test_causal_masks_with_narrow_heads_take_blocks_of_32_rows);
 	suite_add_tcase(s, tk);
+	TCase *tp = tcase_create("small_rows");
+	tcase_set_timeout(tp, 300);
+	tcase_add_loop_test(tp,
+			    test_small_forward_by_rows_matches_the_unfused_graph,
+			    0, (int)(sizeof rows_cases / sizeof rows_cases[0]));
+	suite_add_tcase(s, tp);
 	return s;
 }
 
