@@ -2,7 +2,9 @@
  * cg_gemm.c - the generated sgemm's plan, loop nest, threads and entry
  * point (the micro-kernels and packing are in cg_gemm_kernel.c).
  *
- * Every thread runs NAME.work over its share of C, BLIS's five loops:
+ * Every thread runs the loop nest over its share of C, BLIS's five
+ * loops (the nest is one function for the sgemms of a module of one
+ * kind, their sizes its arguments: gen_work):
  *
  *   for jc in its columns, step NC          (B block: KC×NC, L2/L3)
  *     for pc in 0..K, step KC
@@ -24,7 +26,7 @@
  * machine is busy and one thread is descheduled (measured here: 1024³ on
  * 2 loaded cores went from 27 to 118 GFLOP/s without the barriers). The
  * entry point starts the team with GOMP_parallel on NAME.par, which reads
- * the captures struct {A, B, C, buf}, or calls NAME.work directly when
+ * the captures struct {A, B, C, buf}, or calls the nest directly when
  * one thread is all the grain allows.
  */
 #include "cg_gemm_gen.h"
@@ -326,13 +328,46 @@ static void nest_loop_end(cg_fn *f, cg_loop *l)
 	cg_loop_no_unroll(f, l);
 }
 
+/* A loop of the nest whose step is a value: a block size, an argument
+ * of the shared loop nest (a constant in a shape's own). */
+typedef struct vloop {
+	cg_loop l;
+	LLVMValueRef step;
+} vloop;
+
+static LLVMValueRef vloop_begin(cg_fn *f, vloop *v, LLVMValueRef start,
+				LLVMValueRef end, LLVMValueRef step)
+{
+	v->step = step;
+	return cg_loop_begin(f, &v->l, start, end, 1);
+}
+
+/* Closes v as cg_loop_end does, stepping by v->step, and keeps it
+ * rolled (nest_loop_end). */
+static void vloop_end(cg_fn *f, vloop *v)
+{
+	LLVMBasicBlockRef latch = LLVMGetInsertBlock(f->b);
+	LLVMValueRef next = LLVMBuildNSWAdd(f->b, v->l.iv, v->step, "");
+	LLVMBuildBr(f->b, v->l.header);
+	LLVMAddIncoming(v->l.iv, &next, &latch, 1);
+	LLVMPositionBuilderAtEnd(f->b, v->l.exit);
+	cg_loop_no_unroll(f, &v->l);
+}
+
+/* x · the value st (a constant 1 folds). */
+static LLVMValueRef by(cg_fn *f, LLVMValueRef x, LLVMValueRef st)
+{
+	return LLVMIsConstant(st) && LLVMConstIntGetSExtValue(st) == 1
+		       ? x
+		       : cg_mul(f, x, st);
+}
+
 /* A block of an operand to prefetch in slices, as its stored rows: the
  * first's address, their row stride, how many, their floats, and how
  * many each tile prefetches; tile (an i64 variable) counts the tiles
  * done. */
 typedef struct pf_run {
-	LLVMValueRef src, rows, len, per, tile;
-	int64_t rs;
+	LLVMValueRef src, rows, len, per, tile, rs;
 } pf_run;
 
 /* The values the loop nest of NAME.work passes around. */
@@ -364,23 +399,42 @@ typedef struct work_env {
 	/* The next block that packing reads, prefetched a slice after
 	 * each tile: A's (next_a_prefetch), B's (next_b_prefetch). */
 	pf_run pfa, pfb;
+	/* The shape, as values: the shared loop nest's arguments
+	 * (is_shared), or constants in a shape's own (nest_consts). m, n
+	 * are spec.m, spec.n; a_rs .. b_cs g's strides; kc_max, mc_max,
+	 * nc_max the plan's block sizes; ukr_ald the micro-kernels' a_ld. */
+	bool is_shared;
+	LLVMValueRef m, n, a_rs, a_cs, b_rs, b_cs, ldc;
+	LLVMValueRef kc_max, mc_max, nc_max, batch;
+	LLVMValueRef stride_a, stride_b, stride_c;
+	LLVMValueRef split_rows, accumulate; /* i1 */
+	LLVMValueRef ukr_ald, pack_a_ld, pack_b_ld;
+	LLVMValueRef epi_rs[CG_GEMM_MAX_EPILOGUE];
+	/* is_shared: the micro-kernels by [row edge][column edge] (null
+	 * where the shape has none) and the packing routines, arguments. */
+	LLVMValueRef ukr_fn[4], pack_a_fn, pack_b_fn;
+	/* ... and with is_m_gather its row-gathering kernels by column
+	 * edge. */
+	LLVMValueRef ukr_mg_fn[2];
+	LLVMValueRef kk;  /* spec.k, all of K (w->k may be the k kept) */
+	LLVMValueRef nkb; /* spec.k's k-blocks */
+	/* The parts of the thread's buffer (layout_of): A's columns and
+	 * B's rows kept (ka, kb), the list of rows or k kept (map), where
+	 * the k-blocks start among the k kept (ks). */
+	LLVMValueRef ka, kb, map, ks;
 } work_env;
 
 /* Address of A(i, p) or B(p, j) in place. */
 static LLVMValueRef a_at(work_env *w, LLVMValueRef i, LLVMValueRef p)
 {
 	cg_fn *f = w->f;
-	return cg_at(f, w->a,
-		     cg_add(f, cg_muli(f, i, w->g->a_rs),
-			    cg_muli(f, p, w->g->a_cs)));
+	return cg_at(f, w->a, cg_add(f, by(f, i, w->a_rs), by(f, p, w->a_cs)));
 }
 
 static LLVMValueRef b_at(work_env *w, LLVMValueRef p, LLVMValueRef j)
 {
 	cg_fn *f = w->f;
-	return cg_at(f, w->b,
-		     cg_add(f, cg_muli(f, p, w->g->b_rs),
-			    cg_muli(f, j, w->g->b_cs)));
+	return cg_at(f, w->b, cg_add(f, by(f, p, w->b_rs), by(f, j, w->b_cs)));
 }
 
 /* Calls the micro-kernel for the tile at C(i, j): the edge variants run
@@ -392,14 +446,31 @@ static void call_tile(work_env *w, LLVMValueRef i, LLVMValueRef j,
 	cg_fn *f = w->f;
 	cg_gemm_gen *g = w->g;
 	LLVMValueRef is_re = LLVMBuildICmp(f->b, LLVMIntSGT, i,
-					   cg_i64(f, g->spec.m - CG_GEMM_MR),
-					   "");
+					   cg_addi(f, w->m, -CG_GEMM_MR), "");
 	LLVMValueRef is_ce = LLVMBuildICmp(f->b, LLVMIntSGT, j,
-					   cg_i64(f, g->spec.n - g->plan.nr),
-					   "");
+					   cg_addi(f, w->n, -g->plan.nr), "");
 	/* Rows gathered are whole panels: full-height kernels only. */
 	if (w->rows)
 		is_re = LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 0, 0);
+	if (w->is_shared) {
+		/* The shape's kernels are arguments: one indirect call, a
+		 * few cycles next to a tile's k-block of FMAs. */
+		LLVMValueRef fn;
+		if (w->rows) {
+			fn = LLVMBuildSelect(f->b, is_ce, w->ukr_mg_fn[1],
+					     w->ukr_mg_fn[0], "");
+		} else {
+			LLVMValueRef row[2];
+			for (int re = 0; re < 2; re++)
+				row[re] = LLVMBuildSelect(f->b, is_ce,
+							  w->ukr_fn[2 * re + 1],
+							  w->ukr_fn[2 * re], "");
+			fn = LLVMBuildSelect(f->b, is_re, row[1], row[0], "");
+		}
+		LLVMBuildCall2(f->b, w->rows ? g->ukr_mg_type : g->ukr_type, fn,
+			       args, n_args, "");
+		return;
+	}
 	LLVMValueRef sel = cg_add(
 		f, cg_muli(f, LLVMBuildZExt(f->b, is_re, cg_t_i64(f), ""), 2),
 		LLVMBuildZExt(f->b, is_ce, cg_t_i64(f), ""));
@@ -447,7 +518,7 @@ static void prefetch_slice(work_env *w, const pf_run *pf)
 	LLVMValueRef hi = cg_min(f, cg_add(f, lo, pf->per), pf->rows);
 	cg_loop lr, ll;
 	LLVMValueRef r = cg_loop_begin(f, &lr, lo, hi, 1);
-	LLVMValueRef at = cg_muli(f, r, pf->rs);
+	LLVMValueRef at = by(f, r, pf->rs);
 	LLVMValueRef row = LLVMBuildGEP2(f->b, ft, pf->src, &at, 1, "");
 	LLVMValueRef x = cg_loop_begin(f, &ll, cg_i64(f, 0), pf->len, 16);
 	cg_prefetch(f, LLVMBuildGEP2(f->b, ft, row, &x, 1, ""), false);
@@ -461,7 +532,7 @@ static void prefetch_slice(work_env *w, const pf_run *pf)
  * a thread with no rows has none, and no division by 0), the block at
  * src of `rows` stored rows (0: none) of len floats, rs apart. */
 static void prefetch_run(work_env *w, pf_run *pf, LLVMValueRef src,
-			 LLVMValueRef rows, LLVMValueRef len, int64_t rs,
+			 LLVMValueRef rows, LLVMValueRef len, LLVMValueRef rs,
 			 LLVMValueRef tiles)
 {
 	cg_fn *f = w->f;
@@ -504,26 +575,15 @@ static void tile_loops(work_env *w)
 	LLVMValueRef i0 = w->rows ? cg_i64(f, 0) : i;
 	LLVMValueRef a = g->plan.pack_a ? cg_at(f, w->abuf, cg_mul(f, ir, w->kc))
 					: a_at(w, i0, p0);
-	LLVMValueRef c = cg_at(f, w->c,
-			       cg_add(f, cg_muli(f, i0, g->plan.ldc), j));
-	bool is_at = !g->plan.pack_a && g->a_rs == 1;
+	LLVMValueRef c = cg_at(f, w->c, cg_add(f, by(f, i0, w->ldc), j));
 	int n_epi = g->spec.n_epilogue;
 	LLVMValueRef args[CG_GEMM_UKR_ARGS + 2 + 2 * CG_GEMM_MAX_EPILOGUE] =
-		{a,
-		 b,
-		 c,
-		 w->kc,
-		 w->is_acc,
-		 cg_i64(f, is_at ? g->a_cs : g->a_rs),
-		 cg_i64(f, g->b_rs),
-		 cg_i64(f, g->plan.ldc),
-		 w->is_last};
+		{a,          b,       c,      w->kc,     w->is_acc,
+		 w->ukr_ald, w->b_rs, w->ldc, w->is_last};
 	for (int t = 0; t < n_epi; t++) {
 		args[CG_GEMM_UKR_ARGS + 1 + t] = cg_at(
-			f, w->epi[t],
-			cg_add(f, cg_muli(f, i, g->spec.epilogue_rs[t]), j));
-		args[CG_GEMM_UKR_ARGS + 1 + n_epi + t] =
-			cg_i64(f, g->spec.epilogue_rs[t]);
+			f, w->epi[t], cg_add(f, by(f, i, w->epi_rs[t]), j));
+		args[CG_GEMM_UKR_ARGS + 1 + n_epi + t] = w->epi_rs[t];
 	}
 	unsigned n_args = CG_GEMM_UKR_ARGS +
 			  (n_epi ? 1 + 2 * (unsigned)n_epi : 0);
@@ -542,11 +602,15 @@ static void tile_loops(work_env *w)
 	nest_loop_end(f, &ljr);
 }
 
-static void call_pack(work_env *w, LLVMValueRef fn, LLVMValueRef src,
-		      LLVMValueRef dst, LLVMValueRef n, int64_t ld)
+/* Calls a packing routine: fn itself, or (w->is_shared) the argument
+ * fn_arg, of the same type. */
+static void call_pack(work_env *w, LLVMValueRef fn, LLVMValueRef fn_arg,
+		      LLVMValueRef src, LLVMValueRef dst, LLVMValueRef n,
+		      LLVMValueRef ld)
 {
-	LLVMValueRef args[5] = {src, dst, n, w->kc, cg_i64(w->f, ld)};
-	cg_call(w->f, fn, args, 5);
+	LLVMValueRef args[5] = {src, dst, n, w->kc, ld};
+	LLVMBuildCall2(w->f->b, LLVMGlobalGetValueType(fn),
+		       w->is_shared ? fn_arg : fn, args, 5, "");
 }
 
 /* The k-block after the one at w->pc, and whether there is one (not
@@ -555,8 +619,7 @@ static LLVMValueRef next_k_block(work_env *w, LLVMValueRef *kcn)
 {
 	cg_fn *f = w->f;
 	LLVMValueRef next = LLVMBuildNSWAdd(f->b, w->pc, w->kc, "");
-	*kcn = cg_min(f, cg_i64(f, w->g->plan.kc),
-		      LLVMBuildNSWSub(f->b, w->k, next, ""));
+	*kcn = cg_min(f, w->kc_max, LLVMBuildNSWSub(f->b, w->k, next, ""));
 	if (w->kstart)
 		return LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 0, 0);
 	return LLVMBuildICmp(f->b, LLVMIntSLT, next, w->k, "");
@@ -575,7 +638,7 @@ static void next_a_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 	cg_fn *f = w->f;
 	cg_gemm_gen *g = w->g;
 	LLVMBuilderRef b = f->b;
-	LLVMValueRef mc = cg_i64(f, g->plan.mc), kcn;
+	LLVMValueRef mc = w->mc_max, kcn;
 	LLVMValueRef next = LLVMBuildNSWAdd(b, w->ic, mc, "");
 	LLVMValueRef left = LLVMBuildNSWSub(b, r1, next, "");
 	LLVMValueRef is_row = LLVMBuildICmp(b, LLVMIntSGT, left, cg_i64(f, 0),
@@ -590,8 +653,7 @@ static void next_a_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 						  LLVMBuildNSWSub(b, r1, r0, ""),
 						  ""));
 	kcn = LLVMBuildSelect(b, is_row, w->kc, kcn, "");
-	LLVMValueRef at = cg_add(f, cg_muli(f, i, g->a_rs),
-				 cg_muli(f, p, g->a_cs));
+	LLVMValueRef at = cg_add(f, by(f, i, w->a_rs), by(f, p, w->a_cs));
 	LLVMValueRef src = LLVMBuildGEP2(b, cg_t_f32(f), w->a, &at, 1, "");
 	/* A^T: the block is kc stored rows of mc floats; else mc of kc */
 	LLVMValueRef rows = LLVMBuildSelect(b, LLVMBuildOr(b, is_row, is_k, ""),
@@ -600,7 +662,7 @@ static void next_a_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 	LLVMValueRef tiles = cg_mul(f, ceil_divv(f, w->nc, g->plan.nr),
 				    ceil_divv(f, w->mc, CG_GEMM_MR));
 	prefetch_run(w, &w->pfa, src, rows, g->spec.ta ? mcn : kcn,
-		     g->spec.ta ? g->a_cs : g->a_rs, tiles);
+		     g->spec.ta ? w->a_cs : w->a_rs, tiles);
 }
 
 /* Sets w->pfb: the B block packed at the next k-block (none after the
@@ -613,8 +675,7 @@ static void next_b_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 	LLVMBuilderRef b = f->b;
 	LLVMValueRef kcn, is_k = next_k_block(w, &kcn);
 	LLVMValueRef p = LLVMBuildNSWAdd(b, w->pc, w->kc, "");
-	LLVMValueRef at = cg_add(f, cg_muli(f, p, g->b_rs),
-				 cg_muli(f, w->jc, g->b_cs));
+	LLVMValueRef at = cg_add(f, by(f, p, w->b_rs), by(f, w->jc, w->b_cs));
 	LLVMValueRef src = LLVMBuildGEP2(b, cg_t_f32(f), w->b, &at, 1, "");
 	/* B^T: the block is nc stored rows of kc floats; else kc of nc */
 	LLVMValueRef rows = LLVMBuildSelect(b, is_k, g->spec.tb ? w->nc : kcn,
@@ -623,42 +684,34 @@ static void next_b_prefetch(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 				    ceil_divv(f, LLVMBuildNSWSub(b, r1, r0, ""),
 					      CG_GEMM_MR));
 	prefetch_run(w, &w->pfb, src, rows, g->spec.tb ? kcn : w->nc,
-		     g->spec.tb ? g->b_cs : g->b_rs, tiles);
+		     g->spec.tb ? w->b_cs : w->b_rs, tiles);
 }
 
 /* The ic loop over this thread's rows, packing each A block. */
 static void row_blocks(work_env *w, LLVMValueRef r0, LLVMValueRef r1)
 {
 	cg_fn *f = w->f;
-	cg_loop lic;
-	w->ic = cg_loop_begin(f, &lic, r0, r1, w->g->plan.mc);
-	w->mc = cg_min(f, cg_i64(f, w->g->plan.mc),
-		       LLVMBuildNSWSub(f->b, r1, w->ic, ""));
+	vloop lic;
+	w->ic = vloop_begin(f, &lic, r0, r1, w->mc_max);
+	w->mc = cg_min(f, w->mc_max, LLVMBuildNSWSub(f->b, r1, w->ic, ""));
 	if (w->g->plan.pack_a) {
-		call_pack(w, w->g->pack_a, a_at(w, w->ic, w->pc), w->abuf,
-			  w->mc, w->g->pack_a_ld);
+		call_pack(w, w->g->pack_a, w->pack_a_fn, a_at(w, w->ic, w->pc),
+			  w->abuf, w->mc, w->pack_a_ld);
 		next_a_prefetch(w, r0, r1);
 	}
 	tile_loops(w);
-	nest_loop_end(f, &lic);
+	vloop_end(f, &lic);
 }
 
 /* Opens the pc loop over the k-blocks of w->k: w->pc, w->kc, w->is_last. */
-static void k_block(work_env *w, cg_loop *lpc)
+static void k_block(work_env *w, vloop *lpc)
 {
 	cg_fn *f = w->f;
-	int64_t kc = w->g->plan.kc;
-	w->pc = cg_loop_begin(f, lpc, cg_i64(f, 0), w->k, kc);
-	w->kc = cg_min(f, cg_i64(f, kc), LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
+	w->pc = vloop_begin(f, lpc, cg_i64(f, 0), w->k, w->kc_max);
+	w->kc = cg_min(f, w->kc_max, LLVMBuildNSWSub(f->b, w->k, w->pc, ""));
 	w->is_last = LLVMBuildICmp(f->b, LLVMIntSGE,
 				   LLVMBuildNSWAdd(f->b, w->pc, w->kc, ""),
 				   w->k, "");
-}
-
-/* The k-blocks of spec.k (ceil(k / kc) of them). */
-static int64_t n_kblocks(const cg_gemm_gen *g)
-{
-	return ceil_div(g->spec.k, g->plan.kc);
 }
 
 static LLVMValueRef kstart_at(work_env *w, LLVMValueRef i)
@@ -669,16 +722,17 @@ static LLVMValueRef kstart_at(work_env *w, LLVMValueRef i)
 
 /* skip_zero_k: opens the loop over spec.k's k-blocks, each the k kept
  * from it (at least one, keep_nonzero_k): w->pc, w->kc, w->is_last. */
-static void kept_k_block(work_env *w, cg_loop *lpc)
+static void kept_k_block(work_env *w, vloop *lpc)
 {
 	cg_fn *f = w->f;
-	int64_t nb = n_kblocks(w->g);
-	LLVMValueRef bi = cg_loop_begin(f, lpc, cg_i64(f, 0), cg_i64(f, nb), 1);
+	LLVMValueRef bi = vloop_begin(f, lpc, cg_i64(f, 0), w->nkb,
+				      cg_i64(f, 1));
 	LLVMValueRef end = LLVMBuildLoad2(f->b, cg_t_i64(f),
 					  kstart_at(w, cg_addi(f, bi, 1)), "");
 	w->pc = LLVMBuildLoad2(f->b, cg_t_i64(f), kstart_at(w, bi), "");
 	w->kc = LLVMBuildNSWSub(f->b, end, w->pc, "");
-	w->is_last = LLVMBuildICmp(f->b, LLVMIntEQ, bi, cg_i64(f, nb - 1), "");
+	w->is_last = LLVMBuildICmp(f->b, LLVMIntEQ, bi, cg_addi(f, w->nkb, -1),
+				   "");
 }
 
 /* The jc and pc loops: columns [c0, c1), rows [r0, r1). */
@@ -687,53 +741,81 @@ static void block_loops(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 {
 	cg_fn *f = w->f;
 	const cg_gemm_plan *p = &w->g->plan;
-	cg_loop ljc, lpc;
-	w->jc = cg_loop_begin(f, &ljc, c0, c1, p->nc);
-	w->nc = cg_min(f, cg_i64(f, p->nc),
-		       LLVMBuildNSWSub(f->b, c1, w->jc, ""));
+	vloop ljc, lpc;
+	w->jc = vloop_begin(f, &ljc, c0, c1, w->nc_max);
+	w->nc = cg_min(f, w->nc_max, LLVMBuildNSWSub(f->b, c1, w->jc, ""));
 	if (w->kstart)
 		kept_k_block(w, &lpc);
 	else
 		k_block(w, &lpc);
 	/* skip_zero_m multiplies into its own buffer, then adds. */
-	w->is_acc = w->g->spec.accumulate && !w->is_kept_rows
-			    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0)
-			    : LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
-					    cg_i64(f, 0), "");
+	LLVMValueRef is_later = LLVMBuildICmp(f->b, LLVMIntSGT, w->pc,
+					      cg_i64(f, 0), "");
+	if (w->is_shared)
+		w->is_acc = LLVMBuildOr(f->b, w->accumulate, is_later, "");
+	else
+		w->is_acc = w->g->spec.accumulate && !w->is_kept_rows
+				    ? LLVMConstInt(LLVMInt1TypeInContext(f->ctx),
+						   1, 0)
+				    : is_later;
 	if (p->pack_b) {
-		call_pack(w, w->g->pack_b, b_at(w, w->pc, w->jc), w->bbuf,
-			  w->nc, w->g->pack_b_ld);
+		call_pack(w, w->g->pack_b, w->pack_b_fn, b_at(w, w->pc, w->jc),
+			  w->bbuf, w->nc, w->pack_b_ld);
 		next_b_prefetch(w, r0, r1);
 	}
 	row_blocks(w, r0, r1);
-	nest_loop_end(f, &lpc);
-	nest_loop_end(f, &ljc);
+	vloop_end(f, &lpc);
+	vloop_end(f, &ljc);
+}
+
+/* Whether v is a constant integer (its value in *c). */
+static bool const_of(LLVMValueRef v, int64_t *c)
+{
+	if (!LLVMIsAConstantInt(v))
+		return false;
+	*c = LLVMConstIntGetSExtValue(v);
+	return true;
 }
 
 /* Whether any float of the rows×n matrix at p (row stride rs, column
  * stride cs) is not 0 (NaN counts), or with is_finite_test, is an inf or
  * NaN (skip_zero_k, skip_zero_m). The answer does not depend on the
  * order of the scan, so it runs along the smaller stride (B = W^T, read
- * by columns, would be gathers), one loop when the matrix is dense. */
-static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, int64_t rows, int64_t rs,
-			   int64_t n, int64_t cs, bool is_finite_test)
+ * by columns, would be gathers), one loop when the matrix is dense.
+ * The sizes are values: constants in a shape's own nest (which then
+ * chooses as above), arguments in the shared one, whose strides that
+ * are 1 are still constants, so it runs along those. */
+static LLVMValueRef any_of(cg_fn *f, LLVMValueRef p, LLVMValueRef rows,
+			   LLVMValueRef rs, LLVMValueRef n, LLVMValueRef cs,
+			   bool is_finite_test)
 {
-	if (rows > 1 && n > 1 && rs < cs) {
-		int64_t r = rows, s = rs;
-		rows = n, rs = cs, n = r, cs = s;
+	int64_t cr = 0, crs = 0, cn = 0, ccs = 0;
+	bool is_rows = const_of(rows, &cr), is_rs = const_of(rs, &crs);
+	bool is_n = const_of(n, &cn), is_cs = const_of(cs, &ccs);
+	bool is_all = is_rows && is_rs && is_n && is_cs;
+	bool is_line = (is_rows && cr <= 1) || (is_n && cn <= 1);
+	bool swap = is_all ? cr > 1 && cn > 1 && crs < ccs
+			   : !is_line && is_rs && crs == 1 &&
+				     !(is_cs && ccs == 1);
+	if (swap) {
+		LLVMValueRef r = rows, st = rs;
+		rows = n, rs = cs, n = r, cs = st;
+		int64_t t = cr;
+		cr = cn, cn = t;
+		t = crs, crs = ccs, ccs = t;
 	}
-	if (rows > 1 && cs == 1 && rs == n) {
-		n *= rows;
-		rows = 1;
+	if (is_all && cr > 1 && ccs == 1 && crs == cn) {
+		n = cg_i64(f, cn * cr);
+		rows = cg_i64(f, 1);
 	}
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx), ft = cg_t_f32(f);
 	LLVMValueRef any = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
 	cg_loop lr, l;
-	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), cg_i64(f, rows), 1);
-	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef x = cg_load(f, cg_at(f, p,
-					  cg_add(f, cg_muli(f, r, rs),
-						 cg_muli(f, i, cs))));
+	LLVMValueRef r = cg_loop_begin(f, &lr, cg_i64(f, 0), rows, 1);
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), n, 1);
+	LLVMValueRef x = cg_load(f,
+				 cg_at(f, p,
+				       cg_add(f, by(f, r, rs), by(f, i, cs))));
 	LLVMValueRef hit = is_finite_test
 				   ? LLVMBuildFCmp(f->b, LLVMRealUGE,
 						   cg_intrinsic(f, "llvm.fabs",
@@ -772,15 +854,14 @@ static LLVMValueRef any_until_hit(cg_fn *f, LLVMValueRef lo, LLVMValueRef hi,
 /* The matrix (or row) an any_until_hit scan reads: at p, rows of stride
  * rs, n columns of stride cs. */
 typedef struct {
-	LLVMValueRef p;
-	int64_t rs, n, cs;
+	LLVMValueRef p, rs, n, cs;
 } scan_cx;
 
 /* Whether element i of the row is not 0 (NaN counts). */
 static LLVMValueRef is_nonzero_at(cg_fn *f, LLVMValueRef i, const void *cx)
 {
 	const scan_cx *c = cx;
-	LLVMValueRef x = cg_load(f, cg_at(f, c->p, cg_muli(f, i, c->cs)));
+	LLVMValueRef x = cg_load(f, cg_at(f, c->p, by(f, i, c->cs)));
 	return LLVMBuildFCmp(f->b, LLVMRealUNE, x, cg_f32(f, 0), "");
 }
 
@@ -789,9 +870,9 @@ static LLVMValueRef is_nonzero_at(cg_fn *f, LLVMValueRef i, const void *cx)
 static LLVMValueRef is_zero_row_at(cg_fn *f, LLVMValueRef r, const void *cx)
 {
 	const scan_cx *c = cx;
-	scan_cx row = {cg_at(f, c->p, cg_muli(f, r, c->rs)), 0, c->n, c->cs};
-	LLVMValueRef nz = any_until_hit(f, cg_i64(f, 0), cg_i64(f, c->n),
-					is_nonzero_at, &row);
+	scan_cx row = {cg_at(f, c->p, by(f, r, c->rs)), NULL, c->n, c->cs};
+	LLVMValueRef nz = any_until_hit(f, cg_i64(f, 0), c->n, is_nonzero_at,
+					&row);
 	return LLVMBuildNot(f->b, nz, "");
 }
 
@@ -800,8 +881,8 @@ static LLVMValueRef is_zero_row_at(cg_fn *f, LLVMValueRef r, const void *cx)
  * sgemm leaves out rows (skip_zero_k, skip_zero_m) only when there is
  * one, so that data without padding costs about a load a row. */
 static LLVMValueRef has_zero_row(cg_fn *f, LLVMValueRef p, LLVMValueRef r0,
-				 LLVMValueRef r1, int64_t rs, int64_t n,
-				 int64_t cs)
+				 LLVMValueRef r1, LLVMValueRef rs,
+				 LLVMValueRef n, LLVMValueRef cs)
 {
 	scan_cx c = {p, rs, n, cs};
 	return any_until_hit(f, r0, r1, is_zero_row_at, &c);
@@ -809,11 +890,11 @@ static LLVMValueRef has_zero_row(cg_fn *f, LLVMValueRef p, LLVMValueRef r0,
 
 /* Copies n floats from src to dst, both of stride st. */
 static void copy_strided(cg_fn *f, LLVMValueRef src, LLVMValueRef dst,
-			 int64_t n, int64_t st)
+			 LLVMValueRef n, LLVMValueRef st)
 {
 	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
-	LLVMValueRef at = cg_muli(f, i, st);
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), n, 1);
+	LLVMValueRef at = by(f, i, st);
 	cg_store(f, cg_load(f, cg_at(f, src, at)), cg_at(f, dst, at));
 	nest_loop_end(f, &l);
 }
@@ -827,22 +908,22 @@ static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka,
 {
 	cg_fn *f = w->f;
 	const cg_gemm_gen *g = w->g;
-	const cg_gemm_spec *s = &g->spec;
 	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
-	LLVMValueRef keep_all = any_of(f, w->b, s->k, g->b_rs, s->n, g->b_cs,
+	LLVMValueRef keep_all = any_of(f, w->b, w->kk, w->b_rs, w->n, w->b_cs,
 				       true);
 	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
 	LLVMValueRef arow = cg_at(f, w->a, cg_muli(f, i, g->a_rs));
 	LLVMValueRef keep = LLVMBuildOr(f->b, keep_all,
-					any_of(f, arow, 1, 0, s->k, g->a_cs,
+					any_of(f, arow, cg_i64(f, 1),
+					       cg_i64(f, 0), w->kk, w->a_cs,
 					       false),
 					"");
 	LLVMBasicBlockRef join = cg_if_begin(f, keep);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
-	copy_strided(f, arow, cg_at(f, ka, cg_muli(f, q, g->a_rs)), s->k,
-		     g->a_cs);
+	copy_strided(f, arow, cg_at(f, ka, cg_muli(f, q, g->a_rs)), w->kk,
+		     w->a_cs);
 	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, i, i32, ""),
 		       LLVMBuildInBoundsGEP2(f->b, i32, map, &q, 1, ""));
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
@@ -869,7 +950,7 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	cg_loop l, lj;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, next, "");
-	LLVMValueRef qc = cg_min(f, q, cg_i64(f, s->m - 1));
+	LLVMValueRef qc = cg_min(f, q, cg_addi(f, w->m, -1));
 	LLVMValueRef mi = LLVMBuildSExt(
 		f->b,
 		LLVMBuildLoad2(f->b, i32,
@@ -882,7 +963,7 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 					    LLVMBuildICmp(f->b, LLVMIntEQ, mi,
 							  i, ""),
 					    "");
-	LLVMValueRef crow = cg_at(f, w->c, cg_muli(f, i, g->plan.ldc));
+	LLVMValueRef crow = cg_at(f, w->c, by(f, i, w->ldc));
 	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
 			  no = cg_block(f, "row.left");
 	LLVMBasicBlockRef done = cg_block(f, "row.done");
@@ -890,7 +971,7 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMPositionBuilderAtEnd(f->b, yes);
 	LLVMValueRef j, v;
 	if (kc) {
-		LLVMValueRef prow = cg_at(f, kc, cg_muli(f, q, g->plan.ldc));
+		LLVMValueRef prow = cg_at(f, kc, by(f, q, w->ldc));
 		j = cg_loop_begin(f, &lj, c0, c1, 1);
 		v = cg_load(f, cg_at(f, prow, j));
 		if (s->accumulate)
@@ -904,7 +985,13 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMPositionBuilderAtEnd(f->b, no);
 	j = cg_loop_begin(f, &lj, c0, c1, 1);
 	v = cg_f32(f, 0);
-	if (s->accumulate) /* the plain sum's +0 turns a -0 into +0 */
+	if (w->is_shared) /* the plain sum's +0 turns a -0 into +0 */
+		v = LLVMBuildSelect(f->b, w->accumulate,
+				    LLVMBuildFAdd(f->b,
+						  cg_load(f, cg_at(f, crow, j)),
+						  v, ""),
+				    v, "");
+	else if (s->accumulate)
 		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
 	cg_store(f, v, cg_at(f, crow, j));
 	nest_loop_end(f, &lj);
@@ -935,7 +1022,7 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 			  kept = cg_block(f, "rows.kept"),
 			  done = cg_block(f, "rows.done");
 	LLVMBuildCondBr(f->b,
-			has_zero_row(f, w->a, r0, r1, g->a_rs, s->k, g->a_cs),
+			has_zero_row(f, w->a, r0, r1, w->a_rs, w->kk, w->a_cs),
 			kept, plain);
 	LLVMPositionBuilderAtEnd(f->b, plain);
 	block_loops(w, r0, r1, c0, c1);
@@ -984,7 +1071,6 @@ static LLVMValueRef list_nonzero_rows(work_env *w, LLVMValueRef map,
 				      LLVMValueRef r0, LLVMValueRef r1)
 {
 	cg_fn *f = w->f;
-	const cg_gemm_gen *g = w->g;
 	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
 	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
@@ -992,8 +1078,9 @@ static LLVMValueRef list_nonzero_rows(work_env *w, LLVMValueRef map,
 	LLVMValueRef is_spare = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
-	LLVMValueRef arow = cg_at(f, w->a, cg_muli(f, i, g->a_rs));
-	LLVMValueRef keep = any_of(f, arow, 1, 0, g->spec.k, g->a_cs, false);
+	LLVMValueRef arow = cg_at(f, w->a, by(f, i, w->a_rs));
+	LLVMValueRef keep = any_of(f, arow, cg_i64(f, 1), cg_i64(f, 0), w->kk,
+				   w->a_cs, false);
 	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
 			  no = cg_block(f, "row.left"),
 			  next = cg_block(f, "row.next");
@@ -1037,24 +1124,22 @@ static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
 				     LLVMValueRef c1)
 {
 	cg_fn *f = w->f;
-	const cg_gemm_gen *g = w->g;
-	const cg_gemm_spec *s = &g->spec;
 	LLVMBasicBlockRef plain = cg_block(f, "rows.all"),
 			  test = cg_block(f, "rows.test"),
 			  kept = cg_block(f, "rows.kept"),
 			  done = cg_block(f, "rows.done");
 	LLVMBuildCondBr(f->b,
-			has_zero_row(f, w->a, r0, r1, g->a_rs, s->k, g->a_cs),
+			has_zero_row(f, w->a, r0, r1, w->a_rs, w->kk, w->a_cs),
 			test, plain);
 	LLVMPositionBuilderAtEnd(f->b, test);
 	LLVMBuildCondBr(f->b,
-			any_of(f, w->b, s->k, g->b_rs, s->n, g->b_cs, true),
+			any_of(f, w->b, w->kk, w->b_rs, w->n, w->b_cs, true),
 			plain, kept);
 	LLVMPositionBuilderAtEnd(f->b, plain);
 	block_loops(w, r0, r1, c0, c1);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, kept);
-	LLVMValueRef map = cg_ati(f, w->abuf, layout_of(s, &g->plan).map_off);
+	LLVMValueRef map = w->map;
 	LLVMValueRef n_kept = list_nonzero_rows(w, map, r0, r1);
 	w->rows = map;
 	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
@@ -1080,42 +1165,53 @@ static void product(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 static void select_item(work_env *w, LLVMValueRef item)
 {
 	cg_fn *f = w->f;
-	const cg_gemm_spec *s = &w->g->spec;
-	bool is_batch = w->g->plan.batch > 1;
-	w->a = is_batch ? cg_at(f, w->a0, cg_muli(f, item, s->stride_a)) : w->a0;
-	w->b = is_batch ? cg_at(f, w->b0, cg_muli(f, item, s->stride_b)) : w->b0;
-	w->c = is_batch ? cg_at(f, w->c0, cg_muli(f, item, s->stride_c)) : w->c0;
+	bool is_batch = w->is_shared || w->g->plan.batch > 1;
+	w->a = is_batch ? cg_at(f, w->a0, by(f, item, w->stride_a)) : w->a0;
+	w->b = is_batch ? cg_at(f, w->b0, by(f, item, w->stride_b)) : w->b0;
+	w->c = is_batch ? cg_at(f, w->c0, by(f, item, w->stride_c)) : w->c0;
 }
 
-/* The call's panels [lo, hi), numbered across the batch (`per` panels
- * of `step` rows or columns a product, `total` rows or columns): for each
- * product they touch, the range [r0, r1) of rows (or columns) in it. */
-static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
+/* The call's panels [lo, hi), numbered across the batch (per_v panels
+ * of `step` rows or columns a product, `total` rows or columns, split by
+ * rows if split_rows, else by columns): for each product they touch,
+ * the range [r0, r1) of rows (or columns) in it. */
+static void item_loop(work_env *w, LLVMValueRef per_v, LLVMValueRef step,
+		      LLVMValueRef total)
 {
 	cg_fn *f = w->f;
 	cg_loop lb;
-	int64_t panels = per * w->g->plan.batch;
-	LLVMValueRef lo = cg_muldiv(f, w->lo, cg_i64(f, panels), w->nt);
-	LLVMValueRef hi = cg_muldiv(f, w->hi, cg_i64(f, panels), w->nt);
-	LLVMValueRef per_v = cg_i64(f, per);
+	LLVMValueRef panels = cg_mul(f, per_v, w->batch);
+	LLVMValueRef lo = cg_muldiv(f, w->lo, panels, w->nt);
+	LLVMValueRef hi = cg_muldiv(f, w->hi, panels, w->nt);
 	LLVMValueRef b0 = LLVMBuildUDiv(f->b, lo, per_v, "");
-	LLVMValueRef b1 = LLVMBuildUDiv(f->b, cg_addi(f, hi, per - 1), per_v,
-					"");
+	LLVMValueRef b1 = LLVMBuildUDiv(f->b,
+					LLVMBuildNSWSub(f->b,
+							cg_add(f, hi, per_v),
+							cg_i64(f, 1), ""),
+					per_v, "");
 	LLVMValueRef item = cg_loop_begin(f, &lb, b0, b1, 1);
 	LLVMValueRef first = cg_mul(f, item, per_v), zero = cg_i64(f, 0);
 	LLVMValueRef p0 = LLVMBuildNSWSub(f->b, lo, first, "");
 	p0 = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, p0, zero, ""),
 			     zero, p0, "");
 	LLVMValueRef p1 = cg_min(f, LLVMBuildNSWSub(f->b, hi, first, ""), per_v);
-	LLVMValueRef r0 = cg_muli(f, p0, step);
-	LLVMValueRef r1 = cg_min(f, cg_muli(f, p1, step), cg_i64(f, total));
+	LLVMValueRef r0 = by(f, p0, step);
+	LLVMValueRef r1 = cg_min(f, by(f, p1, step), total);
 	select_item(w, item);
 	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSLT,
 							      r0, r1, ""));
-	if (w->g->plan.split_rows)
-		product(w, r0, r1, zero, cg_i64(f, w->g->spec.n));
-	else
-		product(w, zero, cg_i64(f, w->g->spec.m), r0, r1);
+	if (w->is_shared) {
+		LLVMBuilderRef b = f->b;
+		LLVMValueRef sr = w->split_rows;
+		product(w, LLVMBuildSelect(b, sr, r0, zero, ""),
+			LLVMBuildSelect(b, sr, r1, w->m, ""),
+			LLVMBuildSelect(b, sr, zero, r0, ""),
+			LLVMBuildSelect(b, sr, w->n, r1, ""));
+	} else if (w->g->plan.split_rows) {
+		product(w, r0, r1, zero, w->n);
+	} else {
+		product(w, zero, w->m, r0, r1);
+	}
 	cg_if_end(f, join);
 	nest_loop_end(f, &lb);
 }
@@ -1138,37 +1234,37 @@ static void item_loop(work_env *w, int64_t per, int64_t step, int64_t total)
 static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 {
 	cg_fn *f = w->f;
-	const cg_gemm_gen *g = w->g;
-	const cg_gemm_spec *s = &g->spec;
 	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
 	LLVMValueRef kept = cg_var(f, cg_t_i64(f), cg_i64(f, 0));
-	LLVMValueRef a_has_nonfinite = any_of(f, w->a0, s->m, g->a_rs, s->k,
-					      g->a_cs, true);
+	LLVMValueRef one = cg_i64(f, 1), nil = cg_i64(f, 0);
+	LLVMValueRef a_has_nonfinite = any_of(f, w->a0, w->m, w->a_rs, w->kk,
+					      w->a_cs, true);
 	cg_loop lb, l;
-	LLVMValueRef bi = cg_loop_begin(f, &lb, cg_i64(f, 0),
-					cg_i64(f, n_kblocks(g)), 1);
+	LLVMValueRef bi = cg_loop_begin(f, &lb, nil, w->nkb, 1);
 	LLVMValueRef first = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
 	LLVMBuildStore(f->b, first, kstart_at(w, bi));
-	LLVMValueRef p0 = cg_muli(f, bi, g->plan.kc);
-	LLVMValueRef p1 = cg_min(f, cg_addi(f, p0, g->plan.kc), cg_i64(f, s->k));
+	LLVMValueRef p0 = by(f, bi, w->kc_max);
+	LLVMValueRef p1 = cg_min(f, cg_add(f, p0, w->kc_max), w->kk);
 	LLVMValueRef p = cg_loop_begin(f, &l, p0, p1, 1);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
-	LLVMValueRef brow = cg_at(f, w->b0, cg_muli(f, p, g->b_rs));
-	LLVMValueRef acol = cg_at(f, w->a0, cg_muli(f, p, g->a_cs));
+	LLVMValueRef brow = cg_at(f, w->b0, by(f, p, w->b_rs));
+	LLVMValueRef acol = cg_at(f, w->a0, by(f, p, w->a_cs));
 	/* The block's last k is kept when none of it was, else by its
 	 * values. */
 	LLVMValueRef is_last = LLVMBuildICmp(f->b, LLVMIntEQ, cg_addi(f, p, 1),
 					     p1, "");
 	LLVMValueRef none_yet = LLVMBuildICmp(f->b, LLVMIntEQ, q, first, "");
 	LLVMValueRef keep = cg_var(f, i1,
-				   any_of(f, brow, 1, 0, s->n, g->b_cs, false));
+				   any_of(f, brow, one, nil, w->n, w->b_cs,
+					  false));
 	LLVMBasicBlockRef zero = cg_if_begin(
 		f, LLVMBuildAnd(f->b,
 				LLVMBuildNot(f->b,
 					     LLVMBuildLoad2(f->b, i1, keep, ""),
 					     ""),
 				a_has_nonfinite, ""));
-	LLVMBuildStore(f->b, any_of(f, acol, 1, 0, s->m, g->a_rs, true), keep);
+	LLVMBuildStore(f->b, any_of(f, acol, one, nil, w->m, w->a_rs, true),
+		       keep);
 	cg_if_end(f, zero);
 	keep = LLVMBuildOr(f->b, LLVMBuildLoad2(f->b, i1, keep, ""),
 			   LLVMBuildAnd(f->b, is_last, none_yet, ""), "");
@@ -1179,17 +1275,17 @@ static void keep_nonzero_k(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 			       LLVMBuildInBoundsGEP2(f->b, i32, w->kidx, &q, 1,
 						     ""));
 	} else {
-		copy_strided(f, brow, cg_at(f, kb, cg_muli(f, q, g->b_rs)),
-			     s->n, g->b_cs);
-		copy_strided(f, acol, cg_at(f, ka, cg_muli(f, q, g->a_cs)),
-			     s->m, g->a_rs);
+		copy_strided(f, brow, cg_at(f, kb, by(f, q, w->b_rs)), w->n,
+			     w->b_cs);
+		copy_strided(f, acol, cg_at(f, ka, by(f, q, w->a_cs)), w->m,
+			     w->a_rs);
 	}
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
 	cg_if_end(f, join);
 	nest_loop_end(f, &l);
 	nest_loop_end(f, &lb);
 	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), kept, "");
-	LLVMBuildStore(f->b, w->k, kstart_at(w, cg_i64(f, n_kblocks(g))));
+	LLVMBuildStore(f->b, w->k, kstart_at(w, w->nkb));
 	if (!w->kidx) {
 		w->a0 = ka;
 		w->b0 = kb;
@@ -1202,8 +1298,7 @@ static void keep_every_k(work_env *w)
 	cg_fn *f = w->f;
 	LLVMTypeRef i32 = cg_t_i32(f);
 	cg_loop l;
-	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0),
-				       cg_i64(f, w->g->spec.k), 1);
+	LLVMValueRef p = cg_loop_begin(f, &l, cg_i64(f, 0), w->kk, 1);
 	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, p, i32, ""),
 		       LLVMBuildInBoundsGEP2(f->b, i32, w->kidx, &p, 1, ""));
 	nest_loop_end(f, &l);
@@ -1215,24 +1310,22 @@ static void keep_every_k(work_env *w)
 static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 {
 	cg_fn *f = w->f;
-	const cg_gemm_gen *g = w->g;
 	LLVMValueRef a0 = cg_var(f, cg_t_ptr(f), w->a0);
 	LLVMValueRef b0 = cg_var(f, cg_t_ptr(f), w->b0);
 	LLVMValueRef k = cg_var(f, cg_t_i64(f), w->k);
-	w->kstart = cg_ati(f, w->abuf, layout_of(&g->spec, &g->plan).ks_off);
+	w->kstart = w->ks;
 	/* Every k kept: spec.k's blocks (a loop: K may be millions). */
 	cg_loop lb;
 	LLVMValueRef i = cg_loop_begin(f, &lb, cg_i64(f, 0),
-				       cg_i64(f, n_kblocks(g) + 1), 1);
-	LLVMBuildStore(f->b,
-		       cg_min(f, cg_muli(f, i, g->plan.kc), cg_i64(f, g->spec.k)),
+				       cg_addi(f, w->nkb, 1), 1);
+	LLVMBuildStore(f->b, cg_min(f, by(f, i, w->kc_max), w->kk),
 		       kstart_at(w, i));
 	nest_loop_end(f, &lb);
 	LLVMBasicBlockRef yes = cg_block(f, "k.zero"), no = cg_block(f, "k.all");
 	LLVMBasicBlockRef join = cg_block(f, "k.kept");
 	LLVMBuildCondBr(f->b,
-			has_zero_row(f, w->b0, cg_i64(f, 0), cg_i64(f, g->spec.k),
-				     g->b_rs, g->spec.n, g->b_cs),
+			has_zero_row(f, w->b0, cg_i64(f, 0), w->kk, w->b_rs,
+				     w->n, w->b_cs),
 			yes, no);
 	LLVMPositionBuilderAtEnd(f->b, yes);
 	keep_nonzero_k(w, ka, kb);
@@ -1250,29 +1343,218 @@ static void keep_nonzero_k_if_any(work_env *w, LLVMValueRef ka, LLVMValueRef kb)
 	w->k = LLVMBuildLoad2(f->b, cg_t_i64(f), k, "");
 }
 
+/* The shared loop nest's arguments after the epilogue's terms: the
+ * shape's numbers (i64), then its kernels and packing routines (ptr). */
+enum {
+	D_M,
+	D_N,
+	D_K,
+	D_LDA,
+	D_LDB,
+	D_LDC,
+	D_KC,
+	D_MC,
+	D_NC,
+	D_BATCH,
+	D_SA,
+	D_SB,
+	D_SC,
+	D_SPLIT, /* 1: threads split rows, 0: columns */
+	D_ACC,   /* 1: C += A·B */
+	D_BOFF,  /* the B block's place in a thread's buffer */
+	D_UKR_ALD,
+	D_PA_LD,
+	D_PB_LD,
+	D_E0_RS,
+	D_E1_RS,
+	D_PER,   /* panels of a product (rows or columns, by D_SPLIT) */
+	D_STEP,  /* rows or columns of a panel */
+	D_TOTAL, /* rows or columns of a product */
+	D_KA,    /* the parts of a thread's buffer (buf_layout) */
+	D_KB,
+	D_MAP,
+	D_KS,
+	D_UKR, /* 4 micro-kernels, [row edge][column edge] */
+	D_PACK_A = D_UKR + 4,
+	D_PACK_B,
+	D_UKR_MG, /* 2 row-gathering micro-kernels, by column edge */
+	D_COUNT = D_UKR_MG + 2
+};
+
+/* Whether a spec's sgemm runs the loop nest it shares with the other
+ * shapes of its kind (shared_name): all but those that leave zero rows
+ * out through a list of the k kept (cg_gemm_is_k_gather) or by copying
+ * the rows of A kept (skip_zero_m with A packed), whose nests are their
+ * own. */
+static bool is_shared_nest(const cg_gemm_gen *g)
+{
+	return !g->is_k_gather && (!g->spec.skip_zero_m || g->is_m_gather);
+}
+
+/* The shape's numbers, by D_*, for the shared nest's caller. */
+static void shape_numbers(const cg_gemm_gen *g, int64_t *d)
+{
+	const cg_gemm_spec *s = &g->spec;
+	const cg_gemm_plan *p = &g->plan;
+	bool sr = p->split_rows;
+	d[D_M] = s->m;
+	d[D_N] = s->n;
+	d[D_K] = s->k;
+	d[D_LDA] = p->lda;
+	d[D_LDB] = p->ldb;
+	d[D_LDC] = p->ldc;
+	d[D_KC] = p->kc;
+	d[D_MC] = p->mc;
+	d[D_NC] = p->nc;
+	d[D_BATCH] = p->batch;
+	d[D_SA] = p->batch > 1 ? s->stride_a : 0;
+	d[D_SB] = p->batch > 1 ? s->stride_b : 0;
+	d[D_SC] = p->batch > 1 ? s->stride_c : 0;
+	d[D_SPLIT] = sr;
+	d[D_ACC] = s->accumulate;
+	d[D_BOFF] = layout_of(s, p).b_off;
+	d[D_UKR_ALD] = !p->pack_a && g->a_rs == 1 ? g->a_cs : g->a_rs;
+	d[D_PA_LD] = g->pack_a_ld;
+	d[D_PB_LD] = g->pack_b_ld;
+	for (int t = 0; t < CG_GEMM_MAX_EPILOGUE; t++)
+		d[D_E0_RS + t] = t < s->n_epilogue ? s->epilogue_rs[t] : 0;
+	d[D_PER] = sr ? ceil_div(s->m, CG_GEMM_MR) : ceil_div(s->n, p->nr);
+	d[D_STEP] = sr ? CG_GEMM_MR : p->nr;
+	d[D_TOTAL] = sr ? s->m : s->n;
+	buf_layout l = layout_of(s, p);
+	d[D_KA] = l.ka_off;
+	d[D_KB] = l.kb_off;
+	d[D_MAP] = l.map_off;
+	d[D_KS] = l.ks_off;
+}
+
+/* w's shape as values: the shared nest's arguments from at on (by
+ * D_*), or with at < 0 constants (a shape's own nest). */
+static void nest_values(work_env *w, int at)
+{
+	cg_fn *f = w->f;
+	cg_gemm_gen *g = w->g;
+	LLVMValueRef v[D_COUNT];
+	int64_t d[D_COUNT];
+	shape_numbers(g, d);
+	w->is_shared = at >= 0;
+	for (int i = 0; i < D_COUNT; i++)
+		v[i] = at >= 0     ? LLVMGetParam(f->fn, (unsigned)(at + i))
+		       : i < D_UKR ? cg_i64(f, d[i])
+				   : NULL;
+	LLVMValueRef one = cg_i64(f, 1);
+	w->m = v[D_M];
+	w->n = v[D_N];
+	w->k = v[D_K];
+	w->a_rs = g->spec.ta ? one : v[D_LDA];
+	w->a_cs = g->spec.ta ? v[D_LDA] : one;
+	w->b_rs = g->spec.tb ? one : v[D_LDB];
+	w->b_cs = g->spec.tb ? v[D_LDB] : one;
+	if (at < 0) { /* the constants as they were, 1 or not */
+		w->a_rs = cg_i64(f, g->a_rs);
+		w->a_cs = cg_i64(f, g->a_cs);
+		w->b_rs = cg_i64(f, g->b_rs);
+		w->b_cs = cg_i64(f, g->b_cs);
+	}
+	w->ldc = v[D_LDC];
+	w->kc_max = v[D_KC];
+	w->mc_max = v[D_MC];
+	w->nc_max = v[D_NC];
+	w->batch = v[D_BATCH];
+	w->stride_a = v[D_SA];
+	w->stride_b = v[D_SB];
+	w->stride_c = v[D_SC];
+	LLVMValueRef zero = cg_i64(f, 0);
+	w->split_rows = LLVMBuildICmp(f->b, LLVMIntNE, v[D_SPLIT], zero, "");
+	w->accumulate = LLVMBuildICmp(f->b, LLVMIntNE, v[D_ACC], zero, "");
+	w->ukr_ald = v[D_UKR_ALD];
+	w->pack_a_ld = v[D_PA_LD];
+	w->pack_b_ld = v[D_PB_LD];
+	for (int t = 0; t < CG_GEMM_MAX_EPILOGUE; t++)
+		w->epi_rs[t] = v[D_E0_RS + t];
+	for (int i = 0; i < 4; i++)
+		w->ukr_fn[i] = v[D_UKR + i];
+	w->pack_a_fn = v[D_PACK_A];
+	w->pack_b_fn = v[D_PACK_B];
+	for (int i = 0; i < 2; i++)
+		w->ukr_mg_fn[i] = v[D_UKR_MG + i];
+	w->kk = w->k;
+	w->nkb = LLVMBuildSDiv(f->b,
+			       LLVMBuildNSWSub(f->b, cg_add(f, w->k, w->kc_max),
+					       one, ""),
+			       w->kc_max, "");
+	w->bbuf = cg_at(f, w->abuf, v[D_BOFF]);
+	w->ka = cg_at(f, w->abuf, v[D_KA]);
+	w->kb = cg_at(f, w->abuf, v[D_KB]);
+	w->map = cg_at(f, w->abuf, v[D_MAP]);
+	w->ks = cg_at(f, w->abuf, v[D_KS]);
+}
+
+/* The shared nest's name: what its code depends on beside the shape's
+ * numbers (the vector width, how A and B are stored and packed, the
+ * epilogue's terms). */
+static void shared_name(const cg_gemm_gen *g, char *name, size_t size)
+{
+	snprintf(name, size, "sgemm.nest.%d.a%c%c.b%c%c.e%d%s%s", g->plan.vw,
+		 g->spec.ta ? 't' : 'n', g->plan.pack_a ? 'p' : 'd',
+		 g->spec.tb ? 't' : 'n', g->plan.pack_b ? 'p' : 'd',
+		 g->spec.n_epilogue, g->spec.skip_zero_k ? ".zk" : "",
+		 g->spec.skip_zero_m ? ".zm" : "");
+}
+
+/* The work function's type: (A, B, C, buf, lo, hi, n[, E0, ...]), then
+ * with is_shared the shape's D_COUNT arguments. */
+static LLVMTypeRef work_type(const cg_gemm_gen *g, bool is_shared)
+{
+	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
+	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
+	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
+	LLVMTypeRef params[7 + CG_GEMM_MAX_EPILOGUE + D_COUNT] = {ptr, ptr, ptr,
+								  ptr, i64, i64,
+								  i64};
+	unsigned n = 7 + (unsigned)g->spec.n_epilogue;
+	for (unsigned i = 7; i < n; i++)
+		params[i] = ptr;
+	for (int i = 0; is_shared && i < D_COUNT; i++)
+		params[n + (unsigned)i] = i < D_UKR ? i64 : ptr;
+	return LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
+				n + (is_shared ? D_COUNT : 0), 0);
+}
+
 /* void NAME.work(const float *A, const float *B, float *C, float *buf,
  *                i64 lo, i64 hi, i64 n[, const float *E0, ...]): parts
  * [lo, hi) of C cut into n equal parts (thread tid of nt: tid, tid + 1,
  * nt), packing into buf, the call's own buffer; then the epilogue's
- * terms. */
+ * terms. With is_shared_nest it is instead the nest of its kind,
+ * shared_name, found in the module or generated: the same parameters,
+ * then the shape's (D_*), so that the products of a program that differ
+ * only in their sizes are one function, optimized and compiled once;
+ * the micro-kernels and packing routines stay specialized, and are
+ * passed to it. */
 static LLVMValueRef gen_work(cg_gemm_gen *g)
 {
 	cg_fn f;
 	char name[256];
-	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
-	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
-	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[7 + CG_GEMM_MAX_EPILOGUE] = {ptr, ptr, ptr, ptr, i64,
-							i64, i64, ptr, ptr};
-	buf_layout l = layout_of(&g->spec, &g->plan);
+	bool is_shared = is_shared_nest(g);
+	LLVMTypeRef type = work_type(g, is_shared);
 	work_env w = {.f = &f, .g = g};
 	const cg_gemm_spec *s = &g->spec;
 
-	snprintf(name, sizeof name, "%s.work", g->name);
-	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
-				     7 + (unsigned)s->n_epilogue, 0),
-		    true);
+	if (is_shared) {
+		shared_name(g, name, sizeof name);
+		LLVMValueRef have = LLVMGetNamedFunction(g->mod, name);
+		if (have && LLVMGlobalGetValueType(have) == type)
+			return have;
+		if (have) /* not ours: a name of its own */
+			snprintf(name, sizeof name, "%s.work", g->name);
+	} else {
+		snprintf(name, sizeof name, "%s.work", g->name);
+	}
+	cg_fn_begin(&f, g->mod, name, type, true);
+	if (is_shared) {
+		cg_fn_attr(&f, "noinline");
+		cg_fn_attr_str(&f, CG_ATTR_SHARED, "1");
+	}
 	for (int t = 0; t < s->n_epilogue; t++) {
 		cg_fn_param_readonly(&f, 7 + (unsigned)t);
 		w.epi[t] = LLVMGetParam(f.fn, 7 + (unsigned)t);
@@ -1286,17 +1568,22 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 	w.hi = LLVMGetParam(f.fn, 5);
 	w.nt = LLVMGetParam(f.fn, 6);
 	w.abuf = LLVMGetParam(f.fn, 3);
-	w.bbuf = cg_ati(&f, w.abuf, l.b_off);
-	w.k = cg_i64(&f, s->k);
+	nest_values(&w, is_shared ? 7 + s->n_epilogue : -1);
 	if (g->is_k_gather)
-		w.kidx = cg_ati(&f, w.abuf, l.map_off);
+		w.kidx = w.map;
 	if (s->skip_zero_k)
-		keep_nonzero_k_if_any(&w, cg_ati(&f, w.abuf, l.ka_off),
-				      cg_ati(&f, w.abuf, l.kb_off));
-	if (g->plan.split_rows)
-		item_loop(&w, ceil_div(s->m, CG_GEMM_MR), CG_GEMM_MR, s->m);
-	else
-		item_loop(&w, ceil_div(s->n, g->plan.nr), g->plan.nr, s->n);
+		keep_nonzero_k_if_any(&w, w.ka, w.kb);
+	if (is_shared) {
+		int at = 7 + s->n_epilogue;
+		item_loop(&w, LLVMGetParam(f.fn, (unsigned)(at + D_PER)),
+			  LLVMGetParam(f.fn, (unsigned)(at + D_STEP)),
+			  LLVMGetParam(f.fn, (unsigned)(at + D_TOTAL)));
+	} else {
+		int64_t d[D_COUNT];
+		shape_numbers(g, d);
+		item_loop(&w, cg_i64(&f, d[D_PER]), cg_i64(&f, d[D_STEP]),
+			  cg_i64(&f, d[D_TOTAL]));
+	}
 	LLVMBuildRetVoid(f.b);
 	cg_fn_end(&f);
 	return f.fn;
@@ -1307,7 +1594,7 @@ static LLVMValueRef gen_work(cg_gemm_gen *g)
 /* The captures of the parallel region: these, then the epilogue's terms. */
 enum { CAP_A, CAP_B, CAP_C, CAP_BUF, CAP_COUNT };
 #define CAP_MAX (CAP_COUNT + CG_GEMM_MAX_EPILOGUE)
-#define WORK_ARGS_MAX (7 + CG_GEMM_MAX_EPILOGUE)
+#define WORK_ARGS_MAX (7 + CG_GEMM_MAX_EPILOGUE + D_COUNT)
 
 static int n_caps(const cg_gemm_gen *g)
 {
@@ -1321,9 +1608,25 @@ static void call_work(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef work,
 {
 	LLVMValueRef args[WORK_ARGS_MAX] = {caps[0], caps[1], caps[2], caps[3],
 					    lo,      hi,      n};
+	unsigned n_args = 7 + (unsigned)g->spec.n_epilogue;
 	for (int t = 0; t < g->spec.n_epilogue; t++)
 		args[7 + t] = caps[CAP_COUNT + t];
-	cg_call(f, work, args, 7 + (unsigned)g->spec.n_epilogue);
+	if (is_shared_nest(g)) {
+		int64_t d[D_COUNT];
+		shape_numbers(g, d);
+		LLVMValueRef fns[D_COUNT - D_UKR] =
+			{g->ukr[0][0], g->ukr[0][1], g->ukr[1][0],
+			 g->ukr[1][1], g->pack_a,    g->pack_b,
+			 g->ukr_mg[0], g->ukr_mg[1]};
+		for (int i = 0; i < D_COUNT; i++)
+			args[n_args + (unsigned)i] =
+				i < D_UKR ? cg_i64(f, d[i])
+				: fns[i - D_UKR]
+					? fns[i - D_UKR]
+					: LLVMConstPointerNull(cg_t_ptr(f));
+		n_args += D_COUNT;
+	}
+	cg_call(f, work, args, n_args);
 }
 
 static LLVMValueRef omp_int(cg_fn *f, const char *fn_name)
@@ -1560,6 +1863,10 @@ static void gen_plain_kernels(cg_gemm_gen *g)
 				g->ukr[re][ce] = cg_gemm_gen_ukr(g, rows[re],
 								 cols[ce],
 								 false);
+	for (int k = 0; k < 4; k++)
+		if (g->ukr[k / 2][k % 2])
+			g->ukr_type = LLVMGlobalGetValueType(
+				g->ukr[k / 2][k % 2]);
 	if (g->plan.pack_a)
 		g->pack_a = cg_gemm_gen_pack_a(g);
 	if (g->plan.pack_b)
@@ -1571,9 +1878,11 @@ static void gen_kernels(cg_gemm_gen *g)
 	int nr = g->plan.nr;
 	int cols[2] = {g->spec.n >= nr ? nr : 0, (int)(g->spec.n % nr)};
 	for (int ce = 0; g->is_m_gather && ce < 2; ce++)
-		if (cols[ce])
+		if (cols[ce]) {
 			g->ukr_mg[ce] = cg_gemm_gen_ukr(g, CG_GEMM_MR, cols[ce],
 							true);
+			g->ukr_mg_type = LLVMGlobalGetValueType(g->ukr_mg[ce]);
+		}
 	gen_plain_kernels(g);
 }
 

@@ -131,9 +131,11 @@ int cg_gemm_host_vector_width(void);
 bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan, char *err,
 		       size_t err_len);
 
-/* Generates NAME and its internal helpers (NAME.pack_*, NAME.work,
- * NAME.par, and the micro-kernels sgemm.ukr.*, which the variants of m
- * share by tile shape) into m. NAME must be unique in m. Returns false,
+/* Generates NAME and its internal helpers (NAME.par; the loop nest
+ * sgemm.nest.*, which the variants of m share by kind, their sizes
+ * its arguments, or NAME.work for the few kinds whose sizes stay
+ * constants; the packing routines sgemm.pack_* and micro-kernels
+ * sgemm.ukr.*, which they share by kind and tile shape) into m. NAME must be unique in m. Returns false,
  * with the message in cg_module_error(m), if the spec is invalid or the
  * module is already optimized or failed. The generated function may be
  * called from any thread, also inside a parallel region (it then runs on

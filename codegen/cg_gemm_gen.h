@@ -43,6 +43,9 @@ typedef struct cg_gemm_gen {
 	 * the parameter, the other the constant 1). */
 	int64_t pack_a_ld, pack_b_ld;
 	LLVMValueRef pk_rs, pk_cs;
+	/* The type of the plain micro-kernels (ukr), which the loop nest
+	 * shared by the shapes of its kind calls through a pointer. */
+	LLVMTypeRef ukr_type, ukr_mg_type; /* and of ukr_mg */
 } cg_gemm_gen;
 
 /* Whether a spec's sgemm reads the k kept by skip_zero_k in place,
