@@ -235,6 +235,43 @@ START_TEST(test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and
 }
 END_TEST
 
+/* The FLOPs of the fused attention site of func in
+ * tests/models/profile_causal.g (B 2, T 24, d 16, dv 8). */
+static double attention_site_flops(const cg_program *p, const char *func)
+{
+	uint32_t n;
+	const cg_profile_site *s = cg_program_profile_sites(p, func, &n);
+	double flops = -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (s[i].kind && strcmp(s[i].kind, "fused_attention") == 0) {
+			ck_assert_msg(flops < 0, "two attention sites");
+			flops = s[i].flops;
+		}
+	ck_assert_msg(flops >= 0, "no attention site in %s", func);
+	return flops;
+}
+
+START_TEST(test_profile_counts_the_pairs_a_causal_mask_leaves_visible)
+{
+	model md;
+	model_load(&md, "tests/models/profile_causal.g", 2);
+	cg_program *p = compile(&md, true, 1);
+	const double per_pair = 2.0 * 2 * (16 + 8); /* 2 N (d + dv) */
+	/* valid length t + 1: 1 + 2 + ... + 24 pairs of 24 x 24 */
+	ck_assert_double_eq(attention_site_flops(p, "causal"),
+			    per_pair * (24 * 25 / 2));
+	/* valid length t - 2: rows 0, 1, 2 count all 24 keys, then 1 ..
+	 * 21 */
+	ck_assert_double_eq(attention_site_flops(p, "offset"),
+			    per_pair * (3 * 24 + 21 * 22 / 2));
+	/* one length a batch element, at run time: the square */
+	ck_assert_double_eq(attention_site_flops(p, "padded"),
+			    per_pair * 24 * 24);
+	cg_program_destroy(p);
+	model_free(&md);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_profile");
@@ -244,6 +281,8 @@ static Suite *suite(void)
 		test_profile_counts_each_kernel_call_of_a_model_counted_by_hand);
 	tcase_add_test(t,
 		       test_a_program_not_profiled_has_no_sites_and_no_counters);
+	tcase_add_test(t,
+		       test_profile_counts_the_pairs_a_causal_mask_leaves_visible);
 	tcase_add_test(
 		t,
 		test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and_2_threads);

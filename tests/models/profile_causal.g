@@ -1,0 +1,21 @@
+# profile_causal.g - fused attention whose FLOPs --profile counts from
+# the valid lengths the graph gives (tests/test_codegen_profile.c):
+# `causal` masks key t' > t of query t (valid length t + 1, an arange
+# along the queries: T (T + 1) / 2 pairs of T x T), `offset` gives query
+# t the length t - 2 (rows of length 0 or less count every key), and
+# `padded` takes one valid length a batch element, known only at run
+# time (every pair counted).
+model profile_causal
+dim B = 2, T = 24
+
+export def causal(q: f32[B, T, 16], k: f32[B, T, 16], v: f32[B, T, 8])
+  valid = broadcast(reshape(arange(1, T + 1), [1, T]), [B, T])
+  return masked_softmax(q @ k.T / sqrt(16), valid) @ v
+
+export def offset(q: f32[B, T, 16], k: f32[B, T, 16], v: f32[B, T, 8])
+  valid = broadcast(reshape(arange(-2, T - 2), [1, T]), [B, T])
+  return masked_softmax(q @ k.T / sqrt(16), valid) @ v
+
+export def padded(q: f32[B, T, 16], k: f32[B, T, 16], v: f32[B, T, 8],
+                  valid: i32[B])
+  return masked_softmax(q @ k.T / sqrt(16), valid) @ v
