@@ -19,3 +19,14 @@ export def offset(q: f32[B, T, 16], k: f32[B, T, 16], v: f32[B, T, 8])
 export def padded(q: f32[B, T, 16], k: f32[B, T, 16], v: f32[B, T, 8],
                   valid: i32[B])
   return masked_softmax(q @ k.T / sqrt(16), valid) @ v
+
+# loss_grad (autodiff, in the test) holds the fused_attention_grad of
+# the causal attention: twice the forward's FLOPs, over the triangle.
+export def loss(x: f32[B * T, 16], w: f32[B, T, 8])
+  param W_q, W_k : [16, 16] = normal(0, 1)
+  param W_v : [16, 8] = normal(0, 1)
+  q = reshape(x @ W_q, [B, T, 16])
+  k = reshape(x @ W_k, [B, T, 16])
+  v = reshape(x @ W_v, [B, T, 8])
+  valid = broadcast(reshape(arange(1, T + 1), [1, T]), [B, T])
+  return sum(masked_softmax(q @ k.T / sqrt(16), valid) @ v * w)
