@@ -16,7 +16,7 @@
  * skip anything; with -c it is t + 1 for query t (valid: i32[8, seq]),
  * a causal decoder's mask. FLOPs are 2 N (d + dv) per visible (query,
  * key) pair forward and twice that backward (attnc --profile's rule,
- * though it counts every pair of a causal mask). bench/attention_torch.py times the same in PyTorch and
+ * which counts the causal triangle too). bench/attention_torch.py times the same in PyTorch and
  * bench/attention.sh prints both next to the peak.
  *
  *     bench_attention [-r REPS] [-t THREADS] [-s SEQ]... [-m MAX_GIB]

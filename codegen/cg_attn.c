@@ -164,25 +164,23 @@ static void heap_free(cg_attn *a, LLVMValueRef p)
 		       &p, 1);
 }
 
-/* The backward's cache: on the stack when ec and dc take at most
- * CG_ATTN_STACK_CACHE, else one heap block (ec, dc, then mc, each
- * 64-byte aligned) that body_end frees. */
-static void cache_begin(cg_attn *a)
+/* The cache of a query block's rows (is_cached): ec, and dc in the
+ * backward; on the stack when they take at most CG_ATTN_STACK_CACHE,
+ * else one heap block (ec, then dc, each 64-byte aligned) that body_end
+ * frees. */
+static void cache_begin(cg_attn *a, bool is_grad)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef ft = cg_t_f32(f);
-	int64_t n = a->br * a->srs;
-	int64_t bytes = (2 * n + round_up(a->br * a->nkb, 16)) * 4;
-	if (2 * n * 4 <= CG_ATTN_STACK_CACHE) {
+	int64_t n = a->br * a->srs, parts = is_grad ? 2 : 1;
+	if (parts * n * 4 <= CG_ATTN_STACK_CACHE) {
 		a->ec = cg_attn_buffer(a, ft, n);
-		a->dc = cg_attn_buffer(a, ft, n);
-		a->mc = cg_attn_buffer(a, ft, a->br * a->nkb);
+		a->dc = is_grad ? cg_attn_buffer(a, ft, n) : NULL;
 		return;
 	}
-	a->heap = heap_alloc(a, bytes);
+	a->heap = heap_alloc(a, parts * n * 4);
 	a->ec = a->heap;
-	a->dc = cg_ati(f, a->heap, n);
-	a->mc = cg_ati(f, a->heap, 2 * n);
+	a->dc = is_grad ? cg_ati(f, a->heap, n) : NULL;
 }
 
 /* kt_all and vt_all (cg_attn_keys): on the stack when they take at most
@@ -240,7 +238,7 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 		a->fr = cg_attn_buffer(a, cg_t_i32(f), a->bc);
 	}
 	if (a->is_cached)
-		cache_begin(a);
+		cache_begin(a, is_grad);
 }
 
 /* The shared function (cg_kernel_outline_begin's signature). */
@@ -1154,4 +1152,33 @@ LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
 	LLVMBuildBr(f->b, head);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	return cg_attn_get(a, it, jend);
+}
+
+/* ---- a row of scores kept whole -------------------------------------------------------- */
+
+LLVMValueRef cg_attn_blocks_end(cg_attn *a, LLVMValueRef jend)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef nb = LLVMBuildUDiv(f->b, cg_addi(f, jend, a->bc - 1),
+					cg_i64(f, a->bc), "");
+	return cg_muli(f, nb, a->bc);
+}
+
+void cg_attn_max_row(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef s, mx = NULL;
+	for (int64_t j = 0; j < a->nj; j++) {
+		s = cg_attn_scores(a, i, j0, j);
+		cg_vstore(f, s,
+			  cg_at(f, a->sb,
+				cg_addi(f, cg_muli(f, i, a->srs), j * a->vw)),
+			  4);
+		mx = j ? cg_attn_vmax(a, mx, s) : s;
+	}
+	LLVMValueRef m_at = cg_at(f, a->m, i);
+	cg_store(f,
+		 cg_lower_fcall(f, "llvm.maxnum", cg_load(f, m_at),
+				cg_attn_hmax(a, mx)),
+		 m_at);
 }

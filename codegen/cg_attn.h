@@ -66,12 +66,13 @@ typedef struct cg_attn {
 	LLVMValueRef packed_end; /* i64 var: its keys packed so far */
 	LLVMValueRef keys_heap;  /* the heap block of kt_all, vt_all, or NULL */
 	int64_t srs; /* floats between rows of sb and db: bc, or kc + 16 */
-	/* The backward's cache of a query block's pass 1 (is_cached): the
-	 * exponentials and dP of all its keys, kept for pass 2. */
+	/* The cache of a query block's rows over all its keys (is_cached):
+	 * the forward's scores, then weights; the backward's pass 1, the
+	 * scores, then exponentials, and dP, kept for pass 2. */
 	bool is_cached;
 	int64_t kc, nkb;     /* K rounded up to whole blocks, key blocks */
-	LLVMValueRef ec, dc; /* br x srs: exp(s - m at the block), dP */
-	LLVMValueRef mc;     /* br x nkb: the running max each block used */
+	LLVMValueRef ec, dc; /* br x srs: the scores, then exp(s - m); dP
+			      * (dc only in the backward) */
 	LLVMValueRef heap;   /* the cache's aligned_alloc'd block, or NULL
 			      * when it sits on the stack */
 	/* Where the products stop (has_valid): the keys each row needs. */
@@ -276,6 +277,17 @@ void cg_attn_key_starts(cg_attn *a, LLVMValueRef j0, LLVMValueRef rows);
 typedef void (*cg_attn_block_fn)(cg_attn *a, LLVMValueRef j0, void *ud);
 LLVMValueRef cg_attn_key_loop(cg_attn *a, LLVMValueRef kmax, LLVMValueRef rows,
 			      cg_attn_block_fn body, void *ud);
+
+/* Row i of the key block at j0 with a cache (is_cached, a->sb at the
+ * block's columns of ec): its scores, scaled and masked
+ * (cg_attn_scores), back in place, and a->m[i] = the row's maximum so
+ * far. The exponentials wait for the whole row, which then needs one
+ * maximum instead of an online rescaling at every key block. */
+void cg_attn_max_row(cg_attn *a, LLVMValueRef i, LLVMValueRef j0);
+/* The end of the key blocks a key loop that ended at jend visited:
+ * jend rounded up to whole blocks (every key of a visited block is in
+ * the cache, and the products of the block may read any of them). */
+LLVMValueRef cg_attn_blocks_end(cg_attn *a, LLVMValueRef jend);
 
 /* ---- the small kernels (cg_lower_attn_small.c) ----
  * With few keys (the book's Transformer: 10 keys, heads of 8) a block is

@@ -21,6 +21,16 @@
  * rows of valid length 0 then average all the values, as the -1e6 fill
  * makes the unfused graph do.
  *
+ * Where a block's rows of scores over all keys fit CG_ATTN_STACK_CACHE
+ * (is_cached), the block runs no online softmax: each key block's
+ * scores go, scaled and masked, into the cache (ec) with only each row's
+ * maximum kept; then per row the weights exp(s - m) over the whole row,
+ * l summed in vector lanes and reduced once, dropout in place; then
+ * P V block by block (cached_keys, cached_weights, cached_pv). That
+ * leaves out the rescaling, its scalar exponential and a horizontal sum
+ * per row and key block: with heads of 32 and blocks of 32 keys they
+ * cost as much as the exponentials.
+ *
  * With H heads, n runs over batch elements times heads and every row is
  * read and written in place, H*d (H*dv) floats after the one before
  * (cg_attn_row): the heads are never split or merged by a copy.
@@ -217,6 +227,95 @@ static void fwd_store(cg_attn *a, const fwd_block *b)
 	cg_loop_end(f, &l);
 }
 
+/* With the cache, the key block at j0: its scores into the block's
+ * columns of ec, and each row's maximum so far (cg_attn_max_row). */
+static void cached_keys(cg_attn *a, LLVMValueRef j0, void *ud)
+{
+	const fwd_block *b = ud;
+	cg_fn *f = a->f;
+	LLVMValueRef sb = a->sb;
+	cg_attn_keys(a, b->n, j0);
+	a->sb = cg_at(f, a->ec, j0);
+	cg_attn_prod s = {.a = cg_at(f, a->q,
+				     cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
+			  .a_rs = a->H * a->d,
+			  .a_ts = 1,
+			  .b = a->kt,
+			  .b_ts = a->bc,
+			  .c = a->sb,
+			  .c_rs = a->srs,
+			  .width = a->bc,
+			  .is_b_padded = true,
+			  .is_c_padded = true,
+			  .rows = b->rows,
+			  .len = cg_i64(f, a->d)};
+	cg_attn_prod_emit(a, &s);
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	cg_attn_max_row(a, i, j0);
+	cg_loop_end(f, &l);
+	a->sb = sb;
+}
+
+/* With the cache, after the key blocks (keys 0 .. jend): per row, the
+ * weights exp(s - m) (m its maximum, shifted) over the whole row, their
+ * sum l (summed in vector lanes, reduced once), dropped in place, and
+ * the keys the row needs (cg_attn_set_need). */
+static void cached_weights(cg_attn *a, const fwd_block *b, LLVMValueRef jend)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef sum = cg_attn_var(a, vt, LLVMConstNull(vt));
+	cg_loop li, lk;
+	LLVMValueRef i = cg_loop_begin(f, &li, cg_i64(f, 0), b->rows, 1);
+	LLVMValueRef m = cg_load(f, cg_at(f, a->m, i));
+	LLVMValueRef ms = cg_splat(f, a->vw, cg_attn_shift(a, m));
+	LLVMValueRef row = cg_muli(f, i, a->srs);
+	cg_attn_set(a, sum, LLVMConstNull(vt));
+	LLVMValueRef k0 = cg_loop_begin(f, &lk, cg_i64(f, 0),
+					cg_attn_blocks_end(a, jend), a->vw);
+	LLVMValueRef at = cg_at(f, a->ec, cg_add(f, row, k0));
+	LLVMValueRef p = cg_attn_exp(a, cg_vload(f, a->vw, at, 4), ms);
+	cg_attn_set(a, sum,
+		    cg_fast(LLVMBuildFAdd(f->b, cg_attn_get(a, vt, sum), p, ""),
+			    true));
+	if (a->has_dropout)
+		p = LLVMBuildSelect(f->b, cg_attn_keep(a, b->n, b->q0, i, k0, 0),
+				    p, LLVMConstNull(vt), "");
+	cg_vstore(f, p, at, 4);
+	cg_loop_end(f, &lk);
+	cg_store(f, cg_attn_hsum(a, cg_attn_get(a, vt, sum)), cg_at(f, a->l, i));
+	if (a->has_valid)
+		cg_attn_set_need(a, i, m);
+	cg_loop_end(f, &li);
+}
+
+/* With the cache: acc = P V over the key blocks 0 .. jend, each tile of
+ * rows stopping at the keys its rows need. */
+static void cached_pv(cg_attn *a, const fwd_block *b, LLVMValueRef jend)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef j0 = cg_loop_begin(f, &l, cg_i64(f, 0), jend, a->bc);
+	cg_attn_prod pv = {.a = cg_at(f, a->ec, j0),
+			   .a_rs = a->srs,
+			   .a_ts = 1,
+			   .b = cg_at(f, a->v,
+				      cg_attn_row(a, b->n, a->K, j0, a->dv)),
+			   .b_ts = a->H * a->dv,
+			   .c = a->acc,
+			   .c_rs = a->wpad,
+			   .width = a->dv,
+			   .is_c_padded = true,
+			   .is_acc = true,
+			   .rows = b->rows,
+			   .len = cg_attn_block_len(a, a->K, j0, a->bc),
+			   .lim = a->nd,
+			   .lim_off = j0};
+	cg_attn_prod_emit(a, &pv);
+	cg_loop_end(f, &l);
+}
+
 /* The loop over (n, query block) in [lo, hi). */
 static void fwd_body(cg_attn *a)
 {
@@ -237,7 +336,14 @@ static void fwd_body(cg_attn *a)
 	cg_attn_fill(a, a->m, cg_i64(f, a->brp), -INFINITY);
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
 	cg_attn_fill(a, a->acc, cg_i64(f, a->br * a->wpad), 0);
-	cg_attn_key_loop(a, kmax, b.rows, fwd_keys, &b);
+	if (a->is_cached) {
+		LLVMValueRef jend = cg_attn_key_loop(a, kmax, b.rows,
+						     cached_keys, &b);
+		cached_weights(a, &b, jend);
+		cached_pv(a, &b, jend);
+	} else {
+		cg_attn_key_loop(a, kmax, b.rows, fwd_keys, &b);
+	}
 	fwd_store(a, &b);
 	cg_loop_end(f, &l);
 }
@@ -249,6 +355,13 @@ bool cg_lower_fused_attention(cg_kernel *k)
 	if (cg_attn_is_small(&a)) {
 		cg_attn_small_fwd(k, &a);
 		return true;
+	}
+	/* The cache when a block's rows of scores over all keys fit the
+	 * stack: a row a cache line longer than its keys, as the
+	 * backward's (cg_lower_attn_grad.c). */
+	if (a.br * (a.kc + 16) * 4 <= CG_ATTN_STACK_CACHE) {
+		a.is_cached = true;
+		a.srs = a.kc + 16;
 	}
 	k->extent = a.N * ((a.Q + a.br - 1) / a.br);
 	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 8;

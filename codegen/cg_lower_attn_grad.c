@@ -27,11 +27,13 @@
  * five: the price of not keeping the forward's log-sum-exp. Where a
  * query block's pass 1 fits CACHE_FLOATS (with fewer rows a block for
  * longer K, down to MIN_CACHED_ROWS, choose_cache), pass 2 recomputes
- * neither: pass 1 keeps every key's exp(s - m_j) (m_j the running
- * maximum at its block) and dP, and pass 2 turns them into
- * P = exp(s - m_j) exp(m_j - m) / l and dS in place, then runs the three
- * products from them: five products, as FlashAttention-2's backward,
- * and no exponential twice. The cache is 2 MiB at most a thread, 64
+ * neither: pass 1 keeps every key's score (scaled and masked) and dP
+ * and, over the key blocks, only each row's maximum m; after them, per
+ * row over all its keys, exp(s - m) in place and the sums l and x in
+ * vector lanes, reduced once (no online rescaling: cached_stats); pass
+ * 2 turns them into P = exp(s - m) / l and dS in place, then runs the
+ * three products from them: five products, as FlashAttention-2's
+ * backward, and no exponential twice. The cache is 2 MiB at most a thread, 64
  * rows up to 4096 keys (on the heap beyond 512 KiB): a block of more
  * rows reads and writes the key blocks of dK and dV, which are too large
  * for the core's caches at such lengths, fewer times.
@@ -114,15 +116,8 @@ static LLVMValueRef dropped_dp(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	return LLVMBuildSelect(f->b, *keep, dp, LLVMConstNull(vt), "");
 }
 
-/* Where row i's running maximum at the key block at j0 is kept in mc. */
-static LLVMValueRef mc_index(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
-{
-	cg_fn *f = a->f;
-	LLVMValueRef jb = LLVMBuildUDiv(f->b, j0, cg_i64(f, a->bc), "");
-	return cg_add(f, cg_muli(f, i, a->nkb), jb);
-}
-
-/* Pass 1, row i: the online max m, sum l and sum x of exp(s - m) dP. */
+/* Pass 1 without the cache, row i: the online max m, sum l of
+ * exp(s - m) and sum x of exp(s - m) dP. */
 static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 		      LLVMValueRef j0)
 {
@@ -143,12 +138,6 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef ms = cg_splat(f, a->vw, shift);
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef e = cg_attn_exp(a, s[j], ms);
-		if (a->is_cached)
-			cg_vstore(f, e,
-				  cg_at(f, a->sb,
-					cg_addi(f, cg_muli(f, i, a->srs),
-						j * a->vw)),
-				  4);
 		LLVMValueRef ex = LLVMBuildFMul(f->b, e,
 						dropped_dp(a, b, i, j0, j, &keep),
 						"");
@@ -166,8 +155,6 @@ static void stats_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef x = LLVMBuildFMul(f->b, cg_load(f, x_at), alpha, "");
 	cg_store(f, LLVMBuildFAdd(f->b, x, cg_attn_hsum(a, sx), ""), x_at);
 	cg_store(f, m_new, m_at);
-	if (a->is_cached)
-		cg_store(f, m_new, cg_at(f, a->mc, mc_index(a, i, j0)));
 }
 
 /* With the cache, sb and db point at the block's columns of ec and dc
@@ -189,10 +176,59 @@ static void stats_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	scores_and_dp(a, b, j0);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
-	stats_row(a, b, i, j0);
+	if (a->is_cached)
+		cg_attn_max_row(a, i, j0);
+	else
+		stats_row(a, b, i, j0);
 	cg_loop_end(f, &l);
 	a->sb = sb;
 	a->db = db;
+}
+
+/* Pass 1 with the cache, after the key blocks (keys 0 .. jend): per row,
+ * the exponentials exp(s - m) of its scores over its whole row (m its
+ * maximum, shifted) into the cache, their sum l and the sum x of
+ * exp(s - m) dP, each summed in vector lanes over the row and reduced
+ * once. */
+static void cached_stats(cg_attn *a, const bwd_block *b, LLVMValueRef jend)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMValueRef sb = a->sb, db = a->db, keep;
+	LLVMValueRef se = cg_attn_var(a, vt, LLVMConstNull(vt)),
+		     sx = cg_attn_var(a, vt, LLVMConstNull(vt));
+	cg_loop li, lk;
+	LLVMValueRef i = cg_loop_begin(f, &li, cg_i64(f, 0), b->rows, 1);
+	LLVMValueRef ms = cg_splat(f, a->vw,
+				   cg_attn_shift(a,
+						 cg_load(f, cg_at(f, a->m, i))));
+	cg_attn_set(a, se, LLVMConstNull(vt));
+	cg_attn_set(a, sx, LLVMConstNull(vt));
+	LLVMValueRef k0 = cg_loop_begin(f, &lk, cg_i64(f, 0),
+					cg_attn_blocks_end(a, jend), a->vw);
+	cache_columns(a, k0);
+	LLVMValueRef at = cg_at(f, a->sb, cg_muli(f, i, a->srs));
+	LLVMValueRef e = cg_attn_exp(a, cg_vload(f, a->vw, at, 4), ms);
+	cg_vstore(f, e, at, 4);
+	LLVMValueRef ex = LLVMBuildFMul(f->b, e,
+					dropped_dp(a, b, i, k0, 0, &keep), "");
+	/* keys past K: dP is g 0, NaN where g is not finite, and adds
+	 * nothing to D (+0 where g is finite) */
+	LLVMValueRef real = cg_attn_real_keys(a, k0, 0);
+	if (real)
+		ex = LLVMBuildSelect(f->b, real, ex, LLVMConstNull(vt), "");
+	cg_attn_set(a, se,
+		    cg_fast(LLVMBuildFAdd(f->b, cg_attn_get(a, vt, se), e, ""),
+			    true));
+	cg_attn_set(a, sx,
+		    cg_fast(LLVMBuildFAdd(f->b, cg_attn_get(a, vt, sx), ex, ""),
+			    true));
+	a->sb = sb;
+	a->db = db;
+	cg_loop_end(f, &lk);
+	cg_store(f, cg_attn_hsum(a, cg_attn_get(a, vt, se)), cg_at(f, a->l, i));
+	cg_store(f, cg_attn_hsum(a, cg_attn_get(a, vt, sx)), cg_at(f, a->x, i));
+	cg_loop_end(f, &li);
 }
 
 /* l becomes 1 / l, x becomes D = x / l, nd the keys each row needs.
@@ -214,20 +250,6 @@ static void finish_stats(cg_attn *a, const bwd_block *b)
 	cg_loop_end(f, &l);
 }
 
-/* With the cache: exp(m_j - m) / l, splat, which turns row i's
- * exp(s - m_j) of the block at j0 into its weights (m shifted, so that
- * a row whose maximum is still -inf at block j, whose exponentials there
- * are 0, gets the factor 0). */
-static LLVMValueRef cached_factor(cg_attn *a, LLVMValueRef i, LLVMValueRef j0)
-{
-	cg_fn *f = a->f;
-	LLVMValueRef mj = cg_load(f, cg_at(f, a->mc, mc_index(a, i, j0)));
-	LLVMValueRef m = cg_attn_shift(a, cg_load(f, cg_at(f, a->m, i)));
-	LLVMValueRef e = cg_attn_exp_gap(a, LLVMBuildFSub(f->b, mj, m, ""));
-	LLVMValueRef linv = cg_load(f, cg_at(f, a->l, i));
-	return cg_splat(f, a->vw, LLVMBuildFMul(f->b, e, linv, ""));
-}
-
 /* Pass 2, row i: dS (times scale) into db, the dropped weights into sb
  * (over the exponentials and dP with the cache). */
 static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
@@ -241,8 +263,6 @@ static void grads_row(cg_attn *a, const bwd_block *b, LLVMValueRef i,
 	LLVMValueRef linv = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->l, i)));
 	LLVMValueRef D = cg_splat(f, a->vw, cg_load(f, cg_at(f, a->x, i)));
 	LLVMValueRef zero = LLVMConstNull(vt), keep;
-	if (a->is_cached)
-		linv = cached_factor(a, i, j0);
 	for (int64_t j = 0; j < a->nj; j++) {
 		LLVMValueRef at = cg_addi(f, cg_muli(f, i, a->srs), j * a->vw);
 		LLVMValueRef p;
@@ -349,6 +369,8 @@ static void grad_block(cg_attn *a, bwd_block *b)
 	cg_attn_fill(a, a->l, cg_i64(f, a->brp), 0);
 	cg_attn_fill(a, a->x, cg_i64(f, a->brp), 0);
 	LLVMValueRef jend = cg_attn_key_loop(a, kmax, b->rows, stats_keys, b);
+	if (a->is_cached)
+		cached_stats(a, b, jend);
 	finish_stats(a, b);
 	cg_attn_fill(a, a->acc, cg_i64(f, a->br * a->wpad), 0);
 	cg_loop l;

@@ -16,6 +16,7 @@
 #include "cg_entry.h"
 #include "passes.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,10 +33,62 @@ static double dim_from_end(const cg_lower *L, const ir_graph *g, ir_id id, int d
 	return r >= d ? (double)dims[r - d] : 1.0;
 }
 
+/* The valid lengths of attention node id along its queries when they
+ * are known from the graph alone: the valid operand a 1-D arange
+ * (start + q * step, i32) along the queries, reshaped and broadcast
+ * only along the other axes (a causal mask: valid length q + 1 for
+ * query q). Returns the arange node, or IR_NONE (no valid lengths, one
+ * a batch element, or computed at run time). */
+static ir_id valid_arange(const cg_lower *L, const ir_graph *g, ir_id id,
+			  double nq)
+{
+	const ir_node *n = &g->nodes[id];
+	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD;
+	if (n->n_args != (is_grad ? 5u : 4u))
+		return IR_NONE;
+	ir_id x = ir_arg(g, id, 3);
+	if (g->nodes[x].type.rank != 2 || dim_from_end(L, g, x, 1) != nq)
+		return IR_NONE;
+	while (g->nodes[x].op == IR_OP_RESHAPE ||
+	       g->nodes[x].op == IR_OP_BROADCAST) {
+		ir_id a = ir_arg(g, x, 0);
+		/* the queries stay the last axis, and a reshape adds or
+		 * removes only axes of 1 */
+		if (dim_from_end(L, g, a, 1) != nq ||
+		    (g->nodes[x].op == IR_OP_RESHAPE && numel(L, a, g) != nq))
+			return IR_NONE;
+		x = a;
+	}
+	return g->nodes[x].op == IR_OP_ARANGE && numel(L, x, g) == nq ? x
+								      : IR_NONE;
+}
+
+/* The (query, key) pairs of one attention whose weights the result
+ * needs: the nq x nk square, or, where valid lengths known from the
+ * graph hide keys (valid_arange, a causal mask), the keys below each
+ * query's length: nq (nq + 1) / 2 for a causal square. A query of length
+ * 0 or less counts every key (its weights are all equal, and every
+ * value counts). */
+static double attention_pairs(const cg_lower *L, const ir_graph *g, ir_id id,
+			      double nq, double nk)
+{
+	ir_id r = valid_arange(L, g, id, nq);
+	if (r == IR_NONE)
+		return nq * nk;
+	double start = g->nodes[r].attr.arange.start;
+	double step = g->nodes[r].attr.arange.step, pairs = 0;
+	for (double q = 0; q < nq; q++) {
+		double len = trunc(start + q * step); /* as an i32 arange */
+		pairs += len <= 0 ? nk : (len < nk ? len : nk);
+	}
+	return pairs;
+}
+
 /* FLOPs of one attention call: two products of an (N, Q, K) score
  * matrix, with the queries' width (or the additive score's features)
- * and the values' width; its gradient counts the four products of the
- * backward pass, twice the forward's. */
+ * and the values' width, over the pairs the result needs
+ * (attention_pairs: the triangle of a causal mask); its gradient counts
+ * the four products of the backward pass, twice the forward's. */
 static double attention_flops(const cg_lower *L, const ir_graph *g, ir_id id,
 			      bool is_additive)
 {
@@ -44,7 +97,8 @@ static double attention_flops(const cg_lower *L, const ir_graph *g, ir_id id,
 	double nq = dim_from_end(L, g, q, 2), d = dim_from_end(L, g, q, 1);
 	double nk = dim_from_end(L, g, k, 2), dv = dim_from_end(L, g, v, 1);
 	double n = numel(L, q, g) / (nq * d);
-	return 2.0 * n * nq * nk * (d + dv);
+	double pairs = is_additive ? nq * nk : attention_pairs(L, g, id, nq, nk);
+	return 2.0 * n * pairs * (d + dv);
 }
 
 /* An if chain, not a switch: all but these few ops count no FLOPs. */

@@ -242,12 +242,15 @@ static bool has_body(const char *ir, const char *kind)
 	return strstr(ir, name) != NULL;
 }
 
-/* Whether the case's blocked backward body keeps pass 1 in its cache
- * (its name ends in ".cached"). */
-static bool is_bwd_cached(const ac_case *c)
+/* Whether the case's blocked body of kind ("fwd", "bwd") keeps its
+ * rows in a cache (its name ends in ".cached"): the backward's pass 1,
+ * the forward's scores over all keys. */
+static bool is_cached(const ac_case *c, const char *kind)
 {
 	char *ir = program_ir(c);
-	const char *at = strstr(ir, "@\"attn.bwd.");
+	char name[32];
+	snprintf(name, sizeof name, "@\"attn.%s.", kind);
+	const char *at = strstr(ir, name);
 	ck_assert(at != NULL);
 	const char *end = strchr(at + 2, '"');
 	ck_assert(end != NULL);
@@ -266,7 +269,9 @@ static bool is_bwd_cached(const ac_case *c)
  * needs: 130 queries (blocks of 32 and a partial one) with dropout in
  * training, 4 heads of 32, with and without the cache (K = 4500 cached
  * on the heap). Heads of 128 (d + dv = 256): 40 rows of 2100 keys
- * cached on the heap. */
+ * cached on the heap. Causal with 8300 keys and dropout in training:
+ * the forward's online softmax (its rows of scores do not fit its
+ * cache), the backward cached. */
 static const ac_case cache_cases[] = {
 	{1, 70, 1100, 16, 16, AC_QUERY, 0.1, true, 91, 0},
 	{2, 40, 600, 8, 8, AC_QUERY, 0, false, 92, 2},
@@ -275,6 +280,7 @@ static const ac_case cache_cases[] = {
 	{2, 100, 100, 32, 32, AC_CAUSAL, 0, false, 95, 4},
 	{1, 20, 4500, 4, 4, AC_CAUSAL, 0, false, 96, 0},
 	{1, 40, 2100, 128, 128, AC_BATCH, 0, false, 97, 0},
+	{1, 40, 8300, 16, 16, AC_CAUSAL, 0.1, true, 99, 0},
 };
 
 /* Heads of 128 with 8300 keys: 31 rows would fit, fewer than the 32
@@ -290,14 +296,33 @@ END_TEST
 
 START_TEST(test_the_backward_caches_pass_1_where_enough_query_rows_fit)
 {
-	ck_assert(is_bwd_cached(&cache_cases[0]));
-	ck_assert(is_bwd_cached(&cache_cases[1]));
-	ck_assert(!is_bwd_cached(&cache_cases[2]));
-	ck_assert(is_bwd_cached(&cache_cases[3]));
-	ck_assert(is_bwd_cached(&cache_cases[5]));
-	ck_assert(is_bwd_cached(&cache_cases[6]));
-	ck_assert(!is_bwd_cached(&wide_uncached));
-	ck_assert(is_bwd_cached(&jit_cases[5])); /* Q = 70, K = 150 */
+	ck_assert(is_cached(&cache_cases[0], "bwd"));
+	ck_assert(is_cached(&cache_cases[1], "bwd"));
+	ck_assert(!is_cached(&cache_cases[2], "bwd"));
+	ck_assert(is_cached(&cache_cases[3], "bwd"));
+	ck_assert(is_cached(&cache_cases[5], "bwd"));
+	ck_assert(is_cached(&cache_cases[6], "bwd"));
+	ck_assert(!is_cached(&wide_uncached, "bwd"));
+	ck_assert(is_cached(&jit_cases[5], "bwd")); /* Q = 70, K = 150 */
+}
+END_TEST
+
+/* The forward keeps a block's rows of scores over all keys where they
+ * fit CG_ATTN_STACK_CACHE (cg_lower_attn.c), else runs the online
+ * softmax: 64 rows of 1100 keys and 40 of 2100 cached, 20 rows of 16500
+ * keys and 40 of 8300 not; causal, 32 rows of 130 keys and 20 of 4500
+ * cached, 32 of 8300 not.
+ * Both paths' numerics: cache_cases. */
+START_TEST(test_the_forward_caches_a_block_s_scores_where_its_rows_fit)
+{
+	ck_assert(is_cached(&cache_cases[0], "fwd"));
+	ck_assert(is_cached(&cache_cases[6], "fwd"));
+	ck_assert(!is_cached(&cache_cases[2], "fwd"));
+	ck_assert(!is_cached(&wide_uncached, "fwd"));
+	ck_assert(is_cached(&cache_cases[3], "fwd"));
+	ck_assert(is_cached(&cache_cases[5], "fwd"));
+	ck_assert(!is_cached(&cache_cases[7], "fwd"));
+	ck_assert(is_cached(&cache_cases[7], "bwd"));
 }
 END_TEST
 
@@ -321,8 +346,8 @@ END_TEST
 
 /* Key counts that are whole blocks of 64 (cg_attn_scores then leaves
  * out the check of keys past K) over several blocks, so that the row
- * maxima both move and stay put between blocks (the forward's rescaling
- * and the backward's exp(m_j - m) are skipped where they stay): per-query
+ * maxima both move and stay put between blocks (an online softmax
+ * skips its rescaling where they stay): per-query
  * lengths with dropout in training, the backward cached; 2 heads in
  * place, causal; heads of 128; no mask. */
 static const ac_case whole_block_cases[] = {
@@ -393,10 +418,14 @@ END_TEST
  * elements whose valid lengths are 0 and 3; checks each output row
  * against a float64 reference: the mean of the values for length 0,
  * the weighted mean of the first 3 for the other. With is_near (d = 1)
- * key j scores -1e6 + j, exactly: the keys past the valid length, at
- * the fill -1e6, then still weigh e^-2 against the largest valid one,
- * and a kernel that skipped them would be far off. */
-static void check_valid(int Q, int K, int d, int h, bool is_near)
+ * key j scores -1e6 + gap + j, exactly: with gap 0 the keys past the
+ * valid length, at the fill -1e6, still weigh e^-2 against the largest
+ * valid one, and a kernel that skipped them would be far off; with gap
+ * 60 the kernels visit no key block past the valid lengths (the row's
+ * maximum is more than CG_ATTN_FILL_MARGIN above the fill), but the
+ * masked keys of the blocks they visit still weigh e^-62, not exactly
+ * 0, and count. */
+static void check_valid_at(int Q, int K, int d, int h, bool is_near, int gap)
 {
 	enum { B = 2 };
 	char src[1024];
@@ -430,7 +459,7 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 		k[i] = (float)(ac_next(&s) % 2001) / 500.0f - 2;
 		v[i] = (float)(ac_next(&s) % 2001) / 1000.0f - 1;
 		if (is_near)
-			k[i] = -15625.0f + (float)(i / w % K) / 64;
+			k[i] = -15625.0f + (float)(gap + i / w % K) / 64;
 	}
 	int32_t valid[B] = {0, 3};
 	char *scratch = aligned_alloc(64, (cg_program_scratch_bytes(p, "fwd") +
@@ -483,6 +512,12 @@ static void check_valid(int Q, int K, int d, int h, bool is_near)
 	tu_graph_fini(&x);
 }
 
+/* check_valid_at with the keys' scores at -1e6 + j when is_near. */
+static void check_valid(int Q, int K, int d, int h, bool is_near)
+{
+	check_valid_at(Q, K, d, h, is_near, 0);
+}
+
 START_TEST(test_rows_of_valid_length_0_average_the_values_in_both_kernels)
 {
 	check_valid(10, 10, 8, 4, false); /* small: the Transformer's shape */
@@ -498,6 +533,7 @@ START_TEST(test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_bot
 	check_valid(10, 6, 1, 2, true);
 	check_valid(10, 6, 1, 1, true); /* after a block of length 0 */
 	check_valid(20, 40, 1, 2, true);
+	check_valid_at(20, 40, 1, 2, true, 60);
 }
 END_TEST
 
@@ -596,6 +632,8 @@ static Suite *fuse_suite(void)
 		tc,
 		test_rows_whose_scores_are_near_the_fill_see_their_masked_keys_in_both_kernels);
 	tcase_add_test(tc, test_fused_forward_needs_no_weights_buffer);
+	tcase_add_test(tc,
+		       test_the_forward_caches_a_block_s_scores_where_its_rows_fit);
 	tcase_add_test(tc, test_fused_dropout_is_off_outside_training);
 	suite_add_tcase(s, tc);
 	TCase *tk = tcase_create("packed_keys");

@@ -24,7 +24,10 @@ typedef struct model {
 	int64_t syms[16];
 } model;
 
-static void model_load(model *md, const char *rel, int64_t sym_value)
+/* Loads rel through the pass pipeline (with loss_grad from autodiff
+ * when grad names the loss). */
+static void model_load_grad(model *md, const char *rel, int64_t sym_value,
+			    const char *grad)
 {
 	memset(md, 0, sizeof *md);
 	ir_ctx_init(&md->ctx);
@@ -33,11 +36,18 @@ static void model_load(model *md, const char *rel, int64_t sym_value)
 	md->m = fe_compile(&md->ctx, file);
 	ck_assert_msg(md->m != NULL, "%s does not compile", rel);
 	pass_options po = {0};
+	ck_assert(!grad || pass_pipeline_forward(md->m, &po));
+	ck_assert(!grad || pass_autodiff(md->m, grad));
 	ck_assert(pass_pipeline_run(md->m, &po));
 	ck_assert_uint_le(md->m->n_syms, 16);
 	for (uint32_t s = 0; s < md->m->n_syms; s++)
 		md->syms[s] = md->m->syms[s].fallback ? md->m->syms[s].fallback
 						      : sym_value;
+}
+
+static void model_load(model *md, const char *rel, int64_t sym_value)
+{
+	model_load_grad(md, rel, sym_value, NULL);
 }
 
 static void model_free(model *md)
@@ -235,6 +245,46 @@ START_TEST(test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and
 }
 END_TEST
 
+/* The FLOPs of the site of kind (one of func's) in
+ * tests/models/profile_causal.g (B 2, T 24, d 16, dv 8). */
+static double site_flops(const cg_program *p, const char *func, const char *kind)
+{
+	uint32_t n;
+	const cg_profile_site *s = cg_program_profile_sites(p, func, &n);
+	double flops = -1;
+	for (uint32_t i = 0; i < n; i++)
+		if (s[i].kind && strcmp(s[i].kind, kind) == 0) {
+			ck_assert_msg(flops < 0, "two %s sites", kind);
+			flops = s[i].flops;
+		}
+	ck_assert_msg(flops >= 0, "no %s site in %s", kind, func);
+	return flops;
+}
+
+START_TEST(test_profile_counts_the_pairs_a_causal_mask_leaves_visible)
+{
+	model md;
+	model_load_grad(&md, "tests/models/profile_causal.g", 2, "loss");
+	cg_program *p = compile(&md, true, 1);
+	const double per_pair = 2.0 * 2 * (16 + 8); /* 2 N (d + dv) */
+	const char *fa = "fused_attention";
+	/* valid length t + 1: 1 + 2 + ... + 24 pairs of 24 x 24 */
+	ck_assert_double_eq(site_flops(p, "causal", fa),
+			    per_pair * (24 * 25 / 2));
+	/* valid length t - 2: rows 0, 1, 2 count all 24 keys, then 1 ..
+	 * 21 */
+	ck_assert_double_eq(site_flops(p, "offset", fa),
+			    per_pair * (3 * 24 + 21 * 22 / 2));
+	/* one length a batch element, at run time: the square */
+	ck_assert_double_eq(site_flops(p, "padded", fa), per_pair * 24 * 24);
+	/* the gradient: twice the forward's, over the triangle */
+	ck_assert_double_eq(site_flops(p, "loss_grad", "fused_attention_grad"),
+			    2 * per_pair * (24 * 25 / 2));
+	cg_program_destroy(p);
+	model_free(&md);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("codegen_profile");
@@ -244,6 +294,8 @@ static Suite *suite(void)
 		test_profile_counts_each_kernel_call_of_a_model_counted_by_hand);
 	tcase_add_test(t,
 		       test_a_program_not_profiled_has_no_sites_and_no_counters);
+	tcase_add_test(t,
+		       test_profile_counts_the_pairs_a_causal_mask_leaves_visible);
 	tcase_add_test(
 		t,
 		test_profiled_code_gives_the_same_bits_and_counts_every_call_at_1_and_2_threads);
