@@ -92,7 +92,20 @@ typedef struct mm_cx {
 	LLVMValueRef A, B; /* the operands' pointers */
 } mm_cx;
 
-/* One row m of one batch: offs = C(m, 0), A(m, 0), B(0, 0). */
+/* a b + c, rounded once: an explicit fma, not a contractable mul and
+ * add, which LLVM fused in some copies of a loop and not in others (a
+ * small product's row then depended on the copy that computed it: the
+ * serial kernel's or a thread's). */
+static LLVMValueRef fma_f32(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
+			    LLVMValueRef c)
+{
+	LLVMTypeRef t = cg_t_f32(f);
+	LLVMValueRef args[3] = {a, b, c};
+	return cg_intrinsic(f, "llvm.fma", &t, 1, args, 3);
+}
+
+/* One row m of one batch: offs = C(m, 0), A(m, 0), B(0, 0), each sum
+ * in the order of k, so that no copy of the loop sums differently. */
 static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const mm_cx *c = ud;
@@ -110,8 +123,7 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 		LLVMValueRef a = ldf(k, A,
 				     cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
 		LLVMValueRef b = ldf(k, B, cg_add(f, brow, kk));
-		LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a, b, ""), true);
-		set(k, acc, fadd_r(f, get(k, cg_t_f32(f), acc), p));
+		set(k, acc, fma_f32(f, a, b, get(k, cg_t_f32(f), acc)));
 		cg_loop_end(f, &lk);
 		stf(k, get(k, cg_t_f32(f), acc), C, cg_add(f, offs[0], n));
 		cg_loop_end(f, &ln);
@@ -127,10 +139,8 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef brow = cg_add(f, offs[2], cg_muli(f, kk, c->N));
 	n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
 	LLVMValueRef at = cg_add(f, offs[0], n);
-	LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a,
-					       ldf(k, B, cg_add(f, brow, n)), ""),
-				 false);
-	stf(k, cg_fast(LLVMBuildFAdd(f->b, ldf(k, C, at), p, ""), false), C, at);
+	stf(k, fma_f32(f, a, ldf(k, B, cg_add(f, brow, n)), ldf(k, C, at)), C,
+	    at);
 	cg_loop_end(f, &ln);
 	cg_loop_end(f, &lk);
 }

@@ -139,11 +139,9 @@ static void check_entry(model *md, const char *name)
 	inputs_init(md, f);
 	cg_program *fused = compile(md, name, false);
 	cg_program *plain = compile(md, name, true);
-	interp_tensor want[MAXT] = {0}, want64[MAXT] = {0},
-		      p64[N_WIDTHS] = {0};
+	interp_tensor want[MAXT] = {0}, want64[MAXT] = {0}, p64[N_WIDTHS] = {0};
 	interp_opts io = {.seed = 3}, io64 = {.seed = 3, .is_f64 = true};
-	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in,
-			     want));
+	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in, want));
 	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 5, true, p64));
 	ck_assert(interp_run(&md->ctx, md->m, f, &io64, p64, md->in, want64));
 	float *got[MAXT], *got2[MAXT], *ref[MAXT];
