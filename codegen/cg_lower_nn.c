@@ -7,13 +7,13 @@
  * Each kernel's outer loop runs over independent output rows, so a split
  * over threads never changes the order of a sum: results are the same
  * for any thread count. Sums inside kernels carry `reassoc` so LLVM may
- * vectorize them (layer norm's have a fixed order of their own,
- * row_sums); they then differ from the interpreter's left-to-right
- * float sums by rounding only. The sum and mean ops are the exception:
- * they keep the interpreter's order (docs/ops.md, "Summation order"),
- * over the last axis in cg_lower_rowred.c, long columns in
- * cg_lower_colred.c, other long sums in cg_lower_sumlane.c, the rest
- * here, without `reassoc`.
+ * vectorize them (layer norm's and the softmax family's have a fixed
+ * order of their own, row_sums and exp_sum); they then differ from the
+ * interpreter's left-to-right float sums by rounding only. The sum and
+ * mean ops are the exception: they keep the interpreter's order
+ * (docs/ops.md, "Summation order"), over the last axis in
+ * cg_lower_rowred.c, long columns in cg_lower_colred.c, other long sums
+ * in cg_lower_sumlane.c, the rest here, without `reassoc`.
  */
 #include "cg_gemm.h"
 #include "cg_lower.h"
@@ -92,7 +92,20 @@ typedef struct mm_cx {
 	LLVMValueRef A, B; /* the operands' pointers */
 } mm_cx;
 
-/* One row m of one batch: offs = C(m, 0), A(m, 0), B(0, 0). */
+/* a b + c, rounded once: an explicit fma, not a contractable mul and
+ * add, which LLVM fused in some copies of a loop and not in others (a
+ * small product's row then depended on the copy that computed it: the
+ * serial kernel's or a thread's). */
+static LLVMValueRef fma_f32(cg_fn *f, LLVMValueRef a, LLVMValueRef b,
+			    LLVMValueRef c)
+{
+	LLVMTypeRef t = cg_t_f32(f);
+	LLVMValueRef args[3] = {a, b, c};
+	return cg_intrinsic(f, "llvm.fma", &t, 1, args, 3);
+}
+
+/* One row m of one batch: offs = C(m, 0), A(m, 0), B(0, 0), each sum
+ * in the order of k, so that no copy of the loop sums differently. */
 static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const mm_cx *c = ud;
@@ -110,8 +123,7 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 		LLVMValueRef a = ldf(k, A,
 				     cg_add(f, offs[1], cg_muli(f, kk, c->a_k)));
 		LLVMValueRef b = ldf(k, B, cg_add(f, brow, kk));
-		LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a, b, ""), true);
-		set(k, acc, fadd_r(f, get(k, cg_t_f32(f), acc), p));
+		set(k, acc, fma_f32(f, a, b, get(k, cg_t_f32(f), acc)));
 		cg_loop_end(f, &lk);
 		stf(k, get(k, cg_t_f32(f), acc), C, cg_add(f, offs[0], n));
 		cg_loop_end(f, &ln);
@@ -127,10 +139,8 @@ static void matmul_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMValueRef brow = cg_add(f, offs[2], cg_muli(f, kk, c->N));
 	n = cg_loop_begin(f, &ln, cg_i64(f, 0), cg_i64(f, c->N), 1);
 	LLVMValueRef at = cg_add(f, offs[0], n);
-	LLVMValueRef p = cg_fast(LLVMBuildFMul(f->b, a,
-					       ldf(k, B, cg_add(f, brow, n)), ""),
-				 false);
-	stf(k, cg_fast(LLVMBuildFAdd(f->b, ldf(k, C, at), p, ""), false), C, at);
+	stf(k, fma_f32(f, a, ldf(k, B, cg_add(f, brow, n)), ldf(k, C, at)), C,
+	    at);
 	cg_loop_end(f, &ln);
 	cg_loop_end(f, &lk);
 }
@@ -1129,6 +1139,40 @@ typedef struct row_cx {
 	LLVMValueRef mean, nz; /* the row's mean; layer_norm_grad's flag */
 } row_cx;
 
+/* exp(x - m) at the columns of a row, summed in row_sums' fixed order:
+ * with `reassoc` LLVM took an order per copy of the row loop (short rows
+ * unrolled and vectorized across rows in the loop, left scalar in the
+ * remainder), so a row's softmax depended on where a thread's range of
+ * rows began. x at column j is read from the output at src (the row as
+ * softmax's first pass left it) or, when src is NULL, from operand 0;
+ * each exp is stored at dst + j of the output unless dst is NULL. */
+typedef struct exp_cx {
+	LLVMValueRef m, src, dst;
+} exp_cx;
+
+static void exp_body(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
+		     LLVMValueRef *v, void *ud)
+{
+	const exp_cx *e = ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef x = e->src ? ldf(k, k->out, cg_add(f, e->src, j))
+				: cg_kernel_operand(k, 0, offs, j);
+	v[0] = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, x, e->m, ""));
+	if (e->dst)
+		stf(k, v[0], k->out, cg_add(f, e->dst, j));
+}
+
+/* The sum of a row's exps (never -0: exp is at least +0). */
+static LLVMValueRef exp_sum(cg_kernel *k, int64_t K, LLVMValueRef *offs,
+			    LLVMValueRef m, LLVMValueRef src, LLVMValueRef dst)
+{
+	row_sums s;
+	exp_cx e = {m, src, dst};
+	row_sums_init(k, &s, 1, K);
+	row_sums_pass(k, &s, offs, exp_body, &e);
+	return row_sums_total(k, &s, 0, false);
+}
+
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
  * rows of K, array 1 (when masked) reads operand 1 (valid lengths)
  * aligned with the leading dims, size-1 dims stretched; then the arrays
@@ -1187,22 +1231,13 @@ static void softmax_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	stf(k, v, k->out, cg_add(f, offs[0], j));
 	set(k, mx, fmax_r(f, get(k, ft, mx), v));
 	cg_loop_end(f, &l);
-	LLVMValueRef m = get(k, ft, mx), sum = var(k, ft, cg_f32(f, 0));
-	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef e = cg_lower_exp_shifted(f,
-					      LLVMBuildFSub(f->b,
-							    ldf(k, k->out, at),
-							    m, ""));
-	set(k, sum, fadd_r(f, get(k, ft, sum), e));
-	if (!c->is_log)
-		stf(k, e, k->out, at);
-	cg_loop_end(f, &l);
-	LLVMValueRef s = get(k, ft, sum);
+	LLVMValueRef m = get(k, ft, mx);
+	LLVMValueRef s = exp_sum(k, c->K, offs, m, offs[0],
+				 c->is_log ? NULL : offs[0]);
 	LLVMValueRef lse = c->is_log ? cg_lower_fcall(f, "llvm.log", s, NULL)
 				     : NULL;
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	at = cg_add(f, offs[0], j);
+	LLVMValueRef at = cg_add(f, offs[0], j);
 	v = ldf(k, k->out, at);
 	v = c->is_log
 		    ? LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, v, m, ""), lse, "")
@@ -1906,19 +1941,12 @@ static void cross_entropy_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f);
 	LLVMValueRef y = row_label(k, c, offs[1]);
-	LLVMValueRef m = row_max(k, c, offs), sum = var(k, ft, cg_f32(f, 0));
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef v = cg_kernel_operand(k, 0, offs, j);
-	LLVMValueRef e = cg_lower_exp_shifted(f, LLVMBuildFSub(f->b, v, m, ""));
-	set(k, sum, fadd_r(f, get(k, ft, sum), e));
-	cg_loop_end(f, &l);
+	LLVMValueRef m = row_max(k, c, offs);
+	LLVMValueRef sum = exp_sum(k, c->K, offs, m, NULL, NULL);
 	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
 	LLVMValueRef ls = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, xy, m, ""),
-					cg_lower_fcall(f, "llvm.log",
-						       get(k, ft, sum), NULL),
+					cg_lower_fcall(f, "llvm.log", sum, NULL),
 					"");
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, offs[0]);
 }
@@ -1991,19 +2019,11 @@ static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0,
 static void cross_entropy_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const row_cx *c = ud;
-	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f);
 	LLVMValueRef y = row_label(k, c, offs[1]);
 	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
-	LLVMValueRef m = row_max(k, c, offs), sum = var(k, ft, cg_f32(f, 0));
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef e = cg_lower_exp_shifted(
-		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
-	stf(k, e, k->out, cg_add(f, offs[0], j));
-	set(k, sum, fadd_r(f, get(k, ft, sum), e));
-	cg_loop_end(f, &l);
-	grad_pass(k, c->K, offs[0], offs[0], get(k, ft, sum), y, gr);
+	LLVMValueRef m = row_max(k, c, offs);
+	LLVMValueRef sum = exp_sum(k, c->K, offs, m, NULL, offs[0]);
+	grad_pass(k, c->K, offs[0], offs[0], sum, y, gr);
 }
 
 bool cg_lower_cross_entropy_grad(cg_kernel *k)
@@ -2032,20 +2052,11 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const ce_cx *c = ud;
 	cg_fn *f = &k->f;
-	LLVMTypeRef ft = cg_t_f32(f);
 	LLVMValueRef y = row_label(k, &c->r, offs[1]);
 	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
 	LLVMValueRef ex = cg_add(f, offs[0], cg_i64(f, c->part));
-	LLVMValueRef m = row_max(k, &c->r, offs), sum = var(k, ft, cg_f32(f, 0));
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K),
-				       1);
-	LLVMValueRef e = cg_lower_exp_shifted(
-		f, LLVMBuildFSub(f->b, cg_kernel_operand(k, 0, offs, j), m, ""));
-	stf(k, e, k->out, cg_add(f, ex, j));
-	set(k, sum, fadd_r(f, get(k, ft, sum), e));
-	cg_loop_end(f, &l);
-	LLVMValueRef s = get(k, ft, sum);
+	LLVMValueRef m = row_max(k, &c->r, offs);
+	LLVMValueRef s = exp_sum(k, c->r.K, offs, m, NULL, ex);
 	grad_pass(k, c->r.K, ex, offs[0], s, y, gr);
 	LLVMValueRef xy = cg_kernel_operand(k, 0, offs, y);
 	LLVMValueRef ls = LLVMBuildFSub(f->b, LLVMBuildFSub(f->b, xy, m, ""),
