@@ -938,8 +938,10 @@ bool cg_lower_argmax(cg_kernel *k)
  * tile on the stack, a chunk of ROW_TILE columns at a time, the tile
  * padded with +0 to whole vectors of ROW_VW; then the tile's vectors are
  * added, without reassociation, into `accs` vector accumulators (vector
- * q of the row into accumulator q % accs: 4 for rows of 256 or more, so
- * that a long row has four chains, else 1), the accumulators combined
+ * q of the row into accumulator q % accs: 4 for rows of at least
+ * `four_from` columns (256 for layer norm's sums, 64 for the softmax
+ * family's sums of exps, whose exps are cheap next to the chain of adds),
+ * so that a long row has four chains, else 1), the accumulators combined
  * by halves (0 + 2, 1 + 3, then 0 + 1) and the vector's lanes by halves
  * too (lanes l and l + 8, then + 4, + 2, + 1). Element j is so always in
  * lane j % (ROW_VW * accs), each lane summed left to right from its first
@@ -965,13 +967,15 @@ typedef struct row_sums {
 typedef void (*row_sums_body)(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
 			      LLVMValueRef *v, void *ud);
 
-static void row_sums_init(cg_kernel *k, row_sums *s, int n, int64_t K)
+static void row_sums_init(cg_kernel *k, row_sums *s, int n, int64_t K,
+			  int64_t four_from)
 {
 	cg_fn *f = &k->f;
 	assert(n <= ROW_SUMS_MAX);
 	s->n = n;
 	s->K = K;
-	s->accs = K >= 256 ? 4 : 1;
+	assert(four_from >= 4 * ROW_VW); /* the first chunk starts all four */
+	s->accs = K >= four_from ? 4 : 1;
 	s->tw = (K + ROW_VW - 1) / ROW_VW * ROW_VW;
 	if (s->tw > ROW_TILE)
 		s->tw = ROW_TILE;
@@ -1168,7 +1172,7 @@ static LLVMValueRef exp_sum(cg_kernel *k, int64_t K, LLVMValueRef *offs,
 {
 	row_sums s;
 	exp_cx e = {m, src, dst};
-	row_sums_init(k, &s, 1, K);
+	row_sums_init(k, &s, 1, K, 64);
 	row_sums_pass(k, &s, offs, exp_body, &e);
 	return row_sums_total(k, &s, 0, false);
 }
@@ -1305,7 +1309,7 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	cg_fn *f = &k->f;
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	row_sums s;
-	row_sums_init(k, &s, 1, c->K);
+	row_sums_init(k, &s, 1, c->K, 256);
 	row_sums_pass(k, &s, offs, ln_sum_x, c);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0, true),
 					  Kf, "");
@@ -1459,7 +1463,7 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	LLVMTypeRef it = cg_t_i32(f);
 	LLVMValueRef Kf = cg_f32(f, (float)c->K);
 	row_sums s;
-	row_sums_init(k, &s, 3, c->K);
+	row_sums_init(k, &s, 3, c->K, 256);
 	s.n = 1;
 	row_sums_pass(k, &s, offs, lng_sum_x, c);
 	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_sums_total(k, &s, 0, true),

@@ -141,8 +141,7 @@ static void check_entry(model *md, const char *name)
 	interp_tensor want[MAXT] = {0}, want64[MAXT] = {0},
 		      p64[3 * N_CASES] = {0};
 	interp_opts io = {.seed = 3}, io64 = {.seed = 3, .is_f64 = true};
-	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in,
-			     want));
+	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in, want));
 	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 5, true, p64));
 	ck_assert(interp_run(&md->ctx, md->m, f, &io64, p64, md->in, want64));
 	float *got[MAXT], *got2[MAXT], *ref[MAXT];
@@ -208,8 +207,8 @@ static Suite *suite(void)
 	Suite *s = suite_create("codegen_small_matmul");
 	TCase *tc = tcase_create("small_matmul");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_small_products_match_at_any_thread_count, 0,
-			    N_CASES);
+	tcase_add_loop_test(tc, test_small_products_match_at_any_thread_count,
+			    0, N_CASES);
 	tcase_add_loop_test(tc,
 			    test_small_product_gradients_match_at_any_thread_count,
 			    0, N_CASES);
