@@ -10,195 +10,30 @@
  * not in its remainder: masked_softmax of a row differed at 2 threads
  * (cg_lower_nn.c, exp_sum).
  */
-#include "cg_program.h"
-#include "frontend.h"
-#include "interp.h"
-#include "passes.h"
-#include "testutil.h"
-
-#include <check.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define MAXT 32 /* loss_W_grad: the loss and every parameter's gradient */
+#include "test_model_check.h"
 
 static const int widths[] = {1, 4, 6, 7, 8, 16, 33, 70, 257};
 #define N_WIDTHS (int)(sizeof widths / sizeof widths[0])
 
-typedef struct model {
-	ir_ctx ctx;
-	ir_module *m;
-	int64_t syms[4];
-	interp_tensor in[1], params[N_WIDTHS];
-} model;
-
-static size_t round64(size_t n)
-{
-	return (n + 63) / 64 * 64 + 64;
-}
-
-/* softmax_rows.g with the gradient of each loss; parameters of seed 5. */
-static void model_init(model *md)
-{
-	memset(md, 0, sizeof *md);
-	ir_ctx_init(&md->ctx);
-	uint32_t file = ir_ctx_load_source(&md->ctx,
-					   tu_path("tests/models/softmax_rows.g"));
-	ck_assert_uint_ne(file, 0);
-	md->m = fe_compile(&md->ctx, file);
-	ck_assert(md->m != NULL);
-	pass_options po = {0};
-	ck_assert(pass_pipeline_forward(md->m, &po));
-	for (int w = 0; w < N_WIDTHS; w++) {
-		char name[32];
-		snprintf(name, sizeof name, "loss_%d", widths[w]);
-		ck_assert(pass_autodiff(md->m, name));
-	}
-	ck_assert(pass_pipeline_run(md->m, &po));
-	ck_assert_uint_le(md->m->n_params, N_WIDTHS);
-	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 5, false,
-				     md->params));
-}
-
-static void model_fini(model *md)
-{
-	for (uint32_t i = 0; i < md->m->n_params; i++)
-		interp_tensor_fini(&md->ctx, &md->params[i]);
-	ir_module_destroy(md->m);
-	ir_ctx_fini(&md->ctx);
-}
-
-/* f's one input t: floats in [-1, 1). */
-static void inputs_init(model *md, const ir_func *f)
-{
-	uint64_t rng = 7;
-	ck_assert_uint_eq(f->n_inputs, 1);
-	const ir_type *t = &f->g.nodes[f->inputs[0]].type;
-	int64_t dims[IR_MAX_RANK];
-	for (int d = 0; d < t->rank; d++)
-		dims[d] = t->dims[d].coef;
-	ck_assert(interp_tensor_alloc(&md->ctx, &md->in[0], IR_F32, t->rank,
-				      dims));
-	float *v = md->in[0].data;
-	for (int64_t e = 0; e < interp_tensor_numel(&md->in[0]); e++) {
-		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-		v[e] = (float)((rng >> 33) % 2000) / 1000.0f - 1.0f;
-	}
-}
-
-static cg_program *compile(model *md, const char *fname, bool no_fuse)
-{
-	const char *only[1] = {fname};
-	cg_program_options o = {.only = only,
-				.n_only = 1,
-				.no_fuse = no_fuse,
-				.grain = 1};
-	cg_program *p = cg_program_create(&md->ctx, md->m, md->syms, &o);
-	ck_assert(p != NULL);
-	ck_assert(cg_program_jit(p));
-	return p;
-}
-
-/* Entry fname of p on n_threads; outs[k] receives output k (malloc'd). */
-static void jit_run(model *md, cg_program *p, const char *fname, int n_threads,
-		    float **outs)
-{
-	char *pb = aligned_alloc(64, round64(cg_program_params_bytes(p)));
-	char *sb = aligned_alloc(64,
-				 round64(cg_program_scratch_bytes(p, fname)));
-	ck_assert(pb && sb);
-	uint32_t n;
-	const attnrt_param_info *pi = cg_program_params(p, &n);
-	for (uint32_t i = 0; i < n; i++)
-		memcpy(pb + pi[i].offset, md->params[i].data,
-		       (size_t)interp_tensor_numel(&md->params[i]) * 4);
-	const attnrt_tensor_info *oi = cg_program_outputs(p, fname, &n);
-	ck_assert_uint_le(n, MAXT);
-	void *o[MAXT];
-	for (uint32_t k = 0; k < n; k++) {
-		size_t e = 1;
-		for (int d = 0; d < oi[k].rank; d++)
-			e *= (size_t)oi[k].dims[d];
-		o[k] = outs[k] = calloc(e + 1, 4);
-	}
-	const void *ins[1] = {md->in[0].data};
-	attnrt_run run = {.seed = 3, .n_threads = n_threads};
-	ck_assert_int_eq(cg_program_entry(p, fname)(&run, pb, sb, ins, o), 0);
-	free(pb);
-	free(sb);
-}
-
-/* Entry name of md's module, fused and unfused, at 1 and 2 threads: the
- * same bits; the float32 interpreter's values within 1e-5 (relative, or
- * absolute near zero), the float64 interpreter's within 1e-4. */
-static void check_entry(model *md, const char *name)
-{
-	const ir_func *f = ir_module_find_func(md->m, name);
-	ck_assert_ptr_nonnull(f);
-	ck_assert_uint_le(f->n_outputs, MAXT);
-	inputs_init(md, f);
-	cg_program *fused = compile(md, name, false);
-	cg_program *plain = compile(md, name, true);
-	interp_tensor want[MAXT] = {0}, want64[MAXT] = {0}, p64[N_WIDTHS] = {0};
-	interp_opts io = {.seed = 3}, io64 = {.seed = 3, .is_f64 = true};
-	ck_assert(interp_run(&md->ctx, md->m, f, &io, md->params, md->in, want));
-	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 5, true, p64));
-	ck_assert(interp_run(&md->ctx, md->m, f, &io64, p64, md->in, want64));
-	float *got[MAXT], *got2[MAXT], *ref[MAXT];
-	jit_run(md, fused, name, 1, got);
-	jit_run(md, fused, name, 2, got2);
-	jit_run(md, plain, name, 1, ref);
-	for (uint32_t k = 0; k < f->n_outputs; k++) {
-		size_t n = (size_t)interp_tensor_numel(&want[k]);
-		ck_assert_msg(memcmp(got[k], got2[k], n * 4) == 0,
-			      "%s output %s: 2 threads differ from 1", name,
-			      f->output_names[k]);
-		ck_assert_msg(memcmp(got[k], ref[k], n * 4) == 0,
-			      "%s output %s: fused differs from unfused", name,
-			      f->output_names[k]);
-		double e = tu_max_rel_err(got[k], want[k].data, n, 1e-5, 1e-5);
-		ck_assert_msg(e <= 1, "%s output %s: JIT vs interpreter %g",
-			      name, f->output_names[k], e);
-		float *w64 = malloc(n * 4);
-		for (size_t i = 0; i < n; i++)
-			w64[i] = (float)interp_tensor_get(&want64[k],
-							  (int64_t)i);
-		e = tu_max_rel_err(got[k], w64, n, 1e-4, 1e-4);
-		ck_assert_msg(e <= 1, "%s output %s: JIT vs float64 %g", name,
-			      f->output_names[k], e);
-		free(w64);
-		free(got[k]);
-		free(got2[k]);
-		free(ref[k]);
-		interp_tensor_fini(&md->ctx, &want[k]);
-		interp_tensor_fini(&md->ctx, &want64[k]);
-	}
-	for (uint32_t i = 0; i < md->m->n_params; i++)
-		interp_tensor_fini(&md->ctx, &p64[i]);
-	cg_program_destroy(fused);
-	cg_program_destroy(plain);
-	interp_tensor_fini(&md->ctx, &md->in[0]);
-}
-
 START_TEST(test_softmax_rows_match_at_any_thread_count)
 {
-	model md;
-	model_init(&md);
+	tm_model md;
+	tm_model_init(&md, "tests/models/softmax_rows.g", widths, N_WIDTHS);
 	char name[32];
 	snprintf(name, sizeof name, "fwd_%d", widths[_i]);
-	check_entry(&md, name);
-	model_fini(&md);
+	tm_check_entry(&md, name);
+	tm_model_fini(&md);
 }
 END_TEST
 
 START_TEST(test_softmax_row_gradients_match_at_any_thread_count)
 {
-	model md;
-	model_init(&md);
+	tm_model md;
+	tm_model_init(&md, "tests/models/softmax_rows.g", widths, N_WIDTHS);
 	char name[32];
 	snprintf(name, sizeof name, "loss_%d_grad", widths[_i]);
-	check_entry(&md, name);
-	model_fini(&md);
+	tm_check_entry(&md, name);
+	tm_model_fini(&md);
 }
 END_TEST
 
