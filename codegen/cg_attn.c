@@ -875,6 +875,24 @@ static LLVMValueRef tiles_of(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0,
 /* Tiles of tile_rows rows, then of 4, then single rows: every row of C
  * is computed alike (each element sums over t in order), whatever tile
  * holds it. */
+void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef c,
+		int64_t c_rs)
+{
+	cg_attn_prod s = {.a = q,
+			  .a_rs = a->H * a->d,
+			  .a_ts = 1,
+			  .b = a->kt,
+			  .b_ts = a->bc,
+			  .c = c,
+			  .c_rs = c_rs,
+			  .width = a->bc,
+			  .is_b_padded = true,
+			  .is_c_padded = true,
+			  .rows = rows,
+			  .len = cg_i64(a->f, a->d)};
+	cg_attn_prod_emit(a, &s);
+}
+
 void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p)
 {
 	int nr = tile_rows(a, (int)((p->width + a->vw - 1) / a->vw));

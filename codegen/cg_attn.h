@@ -183,6 +183,11 @@ typedef struct cg_attn_prod {
 } cg_attn_prod;
 
 void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p);
+/* S = Q K^T of a block: rows of q (a query block's first row, rows H d
+ * apart) times the packed keys kt, into c (rows c_rs apart, padded to
+ * bc); the forward's, the cached forward's and the backward's. */
+void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef c,
+		int64_t c_rs);
 
 /* Vector j of row i of a block's scores in sb (rows srs apart), times
  * scale, with keys past the row's valid length (rv[i]) set to fill and

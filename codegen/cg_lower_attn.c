@@ -112,20 +112,8 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	cg_fn *f = a->f;
 	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
 	cg_attn_keys(a, b->n, j0);
-	cg_attn_prod s = {.a = cg_at(f, a->q,
-				     cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
-			  .a_rs = a->H * a->d,
-			  .a_ts = 1,
-			  .b = a->kt,
-			  .b_ts = a->bc,
-			  .c = a->sb,
-			  .c_rs = a->bc,
-			  .width = a->bc,
-			  .is_b_padded = true,
-			  .is_c_padded = true,
-			  .rows = b->rows,
-			  .len = cg_i64(f, a->d)};
-	cg_attn_prod_emit(a, &s);
+	cg_attn_qk(a, cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
+		   b->rows, a->sb, a->bc);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	fwd_row(a, b, i, j0);
@@ -236,20 +224,8 @@ static void cached_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	LLVMValueRef sb = a->sb;
 	cg_attn_keys(a, b->n, j0);
 	a->sb = cg_at(f, a->ec, j0);
-	cg_attn_prod s = {.a = cg_at(f, a->q,
-				     cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
-			  .a_rs = a->H * a->d,
-			  .a_ts = 1,
-			  .b = a->kt,
-			  .b_ts = a->bc,
-			  .c = a->sb,
-			  .c_rs = a->srs,
-			  .width = a->bc,
-			  .is_b_padded = true,
-			  .is_c_padded = true,
-			  .rows = b->rows,
-			  .len = cg_i64(f, a->d)};
-	cg_attn_prod_emit(a, &s);
+	cg_attn_qk(a, cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
+		   b->rows, a->sb, a->srs);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	cg_attn_max_row(a, i, j0);

@@ -68,19 +68,7 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 	cg_fn *f = a->f;
 	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
 	cg_attn_keys(a, b->n, j0);
-	cg_attn_prod s = {.a = b->qblk,
-			  .a_rs = a->H * a->d,
-			  .a_ts = 1,
-			  .b = a->kt,
-			  .b_ts = a->bc,
-			  .c = a->sb,
-			  .c_rs = a->srs,
-			  .width = a->bc,
-			  .is_b_padded = true,
-			  .is_c_padded = true,
-			  .rows = b->rows,
-			  .len = cg_i64(f, a->d)};
-	cg_attn_prod_emit(a, &s);
+	cg_attn_qk(a, b->qblk, b->rows, a->sb, a->srs);
 	cg_attn_prod dp = {.a = b->gblk,
 			   .a_rs = a->H * a->dv,
 			   .a_ts = 1,
