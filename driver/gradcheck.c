@@ -23,9 +23,11 @@
  * argument that decides a piece of a piecewise function (relu, abs,
  * sqrt's, maximum's and minimum's difference, the comparisons', max's
  * gap to its maximum, a divisor) has the same sign at p and at each
- * point the difference uses (p +- h u, p +- h/2 u); the step shrinks (h,
- * h/4, h/16) until that holds, and a point where it never does is
- * skipped and counted. docs/training.md gives the errors and the
+ * point the difference uses (p +- h u, p +- h/2 u), and every sort puts
+ * its line in the same order (each element's rank along the axis is the
+ * same: a tie at p, or two elements that pass each other, is a kink);
+ * the step shrinks (h, h/4, h/16) until that holds, and a point where it
+ * never does is skipped and counted. docs/training.md gives the errors and the
  * thresholds.
  */
 #include "driver.h"
@@ -55,6 +57,7 @@ typedef struct checker {
 	const drv_options *o;
 	const ir_func *loss_f, *grad_f; /* after the passes */
 	ir_func probe; /* loss_f returning the loss and the kinks' arguments */
+	bool *is_rank; /* per probe output: a sort's ranks (else a sign) */
 	drv_data data;
 	drv_jit jit;
 	drv_grad grad;
@@ -66,7 +69,7 @@ typedef struct checker {
 	interp_tensor *base;   /* float64 copies, never moved */
 	interp_tensor *autod;  /* <entry>_grad's outputs in float64 */
 	int32_t *autod_of;     /* per parameter: its output in autod, or -1 */
-	int8_t *sig0, *sig;    /* the kinks' signs at p, and at a moved p */
+	int32_t *sig0, *sig;   /* the kinks' pieces at p, and at a moved p */
 	size_t n_sig;
 	const attnrt_param_info *table;
 	uint32_t n_params;
@@ -117,11 +120,35 @@ static int64_t numel(const checker *c, uint32_t i)
 
 /* ---- the kinks: where the loss is piecewise ---------------------------------------- */
 
+/* The rank of each element of x along axis, as sort orders its line
+ * (ties by index): sort_grad(x, i) with i the index along the axis. */
+static ir_id sort_ranks(checker *c, ir_id x, int32_t axis, ir_loc loc)
+{
+	ir_func *p = &c->probe;
+	const ir_type xt = p->g.nodes[x].type;
+	ir_type line = {.dtype = IR_F32, .rank = 1, .dims = {xt.dims[axis]}};
+	ir_type col = xt;
+	for (int d = 0; d < xt.rank; d++)
+		col.dims[d] = d == axis ? xt.dims[d] : ir_dim_static(1);
+	col.dtype = IR_F32;
+	ir_attr at = {.arange = {0, 1}}, ax = {.axis = axis};
+	ir_id i = ir_build(c->m, p, IR_OP_ARANGE, NULL, 0, &at, &line, loc);
+	if (i != IR_NONE)
+		i = ir_build(c->m, p, IR_OP_RESHAPE, &i, 1, NULL, &col, loc);
+	if (i != IR_NONE)
+		i = ir_build(c->m, p, IR_OP_BROADCAST, &i, 1, NULL, &xt, loc);
+	ir_id pair[2] = {x, i};
+	return i == IR_NONE ? IR_NONE
+			    : ir_build(c->m, p, IR_OP_SORT_GRAD, pair, 2, &ax,
+				       NULL, loc);
+}
+
 /* The argument whose sign decides which piece node id of the loss is
  * on (appended to the probe where it is a difference), as the op
- * table's IR_OPF_KINK_* flags say; IR_NONE for a smooth op. Appending
- * moves the node array: only copies of the node's fields are used. */
-static ir_id kink_arg(checker *c, ir_id id)
+ * table's IR_OPF_KINK_* flags say, or for a sort its ranks (*is_rank:
+ * the piece is the order); IR_NONE for a smooth op. Appending moves the
+ * node array: only copies of the node's fields are used. */
+static ir_id kink_arg(checker *c, ir_id id, bool *is_rank)
 {
 	ir_func *p = &c->probe;
 	const ir_node n = p->g.nodes[id];
@@ -131,6 +158,9 @@ static ir_id kink_arg(checker *c, ir_id id)
 	bool is_float = a != IR_NONE && p->g.nodes[a].type.dtype != IR_I32;
 	ir_attr attr = n.attr;
 	ir_id pair[2] = {a, b};
+	*is_rank = n.op == IR_OP_SORT && is_float;
+	if (*is_rank)
+		return sort_ranks(c, a, attr.axis, n.loc);
 	if (flags & IR_OPF_KINK_ARG0)
 		return a;
 	if (flags & IR_OPF_KINK_ARG1)
@@ -146,12 +176,16 @@ static ir_id kink_arg(checker *c, ir_id id)
 	return ir_build(c->m, p, IR_OP_SUB, pair, 2, NULL, NULL, n.loc);
 }
 
-static bool probe_add_output(checker *c, ir_id id, uint32_t *cap)
+static bool probe_add_output(checker *c, ir_id id, bool is_rank, uint32_t *cap)
 {
 	ir_func *p = &c->probe;
+	uint32_t cap_rank = *cap;
 	if (!ir_grow(c->ctx, (void **)&p->outputs, cap, p->n_outputs + 1,
-		     sizeof *p->outputs))
+		     sizeof *p->outputs) ||
+	    !ir_grow(c->ctx, (void **)&c->is_rank, &cap_rank, p->n_outputs + 1,
+		     sizeof *c->is_rank))
 		return false;
+	c->is_rank[p->n_outputs] = is_rank;
 	p->outputs[p->n_outputs++] = id;
 	return true;
 }
@@ -175,13 +209,14 @@ static bool probe_create(checker *c)
 				    &n->type, n->loc) == IR_NONE)
 			return false;
 	}
-	if (!probe_add_output(c, f->outputs[0], &cap))
+	if (!probe_add_output(c, f->outputs[0], false, &cap))
 		return false;
 	for (ir_id i = 0; i < n_nodes; i++) {
-		ir_id a = kink_arg(c, i);
+		bool is_rank;
+		ir_id a = kink_arg(c, i, &is_rank);
 		if (c->ctx->n_errors)
 			return false;
-		if (a != IR_NONE && !probe_add_output(c, a, &cap))
+		if (a != IR_NONE && !probe_add_output(c, a, is_rank, &cap))
 			return false;
 	}
 	return true;
@@ -191,12 +226,13 @@ static void probe_destroy(checker *c)
 {
 	ir_graph_fini(c->ctx, &c->probe.g);
 	ir_free(c->ctx, c->probe.outputs);
+	ir_free(c->ctx, c->is_rank);
 }
 
 /* The loss (the sum of the entry's first output) in float64 at the
- * current parameters, and the signs of the kinks' arguments into sig
- * (if not NULL; c->n_sig of them). */
-static bool loss_at(checker *c, int8_t *sig, double *loss)
+ * current parameters, and the pieces of the kinks into sig (if not
+ * NULL; c->n_sig of them): each argument's sign, or a sort's ranks. */
+static bool loss_at(checker *c, int32_t *sig, double *loss)
 {
 	interp_tensor outs[64 + 1];
 	const ir_func *p = &c->probe;
@@ -220,7 +256,8 @@ static bool loss_at(checker *c, int8_t *sig, double *loss)
 		for (int64_t k = 0; k < interp_tensor_numel(&o[i]); k++) {
 			double v = interp_tensor_get(&o[i], k);
 			if (sig)
-				sig[at] = (int8_t)((v > 0) - (v < 0));
+				sig[at] = c->is_rank[i] ? (int32_t)v
+							: (v > 0) - (v < 0);
 			at++;
 		}
 	c->n_sig = at;
@@ -256,14 +293,14 @@ static void move_to(checker *c, const probe_point *pt, double s)
 	}
 }
 
-/* The loss at p + s u; *is_same whether every kink's sign is as at p. */
+/* The loss at p + s u; *is_same whether every kink's piece is as at p. */
 static bool moved_loss(checker *c, const probe_point *pt, double s,
 		       double *loss, bool *is_same)
 {
 	move_to(c, pt, s);
 	if (!loss_at(c, c->sig, loss))
 		return false;
-	*is_same = memcmp(c->sig, c->sig0, c->n_sig) == 0;
+	*is_same = memcmp(c->sig, c->sig0, c->n_sig * sizeof *c->sig) == 0;
 	return true;
 }
 
@@ -513,8 +550,8 @@ static bool checker_open(checker *c, const drv_train_config *tc)
 		return false;
 	if (!loss_at(c, NULL, &loss)) /* sizes the signs */
 		return false;
-	c->sig0 = ir_alloc(c->ctx, c->n_sig + 1);
-	c->sig = ir_alloc(c->ctx, c->n_sig + 1);
+	c->sig0 = ir_alloc(c->ctx, (c->n_sig + 1) * sizeof *c->sig0);
+	c->sig = ir_alloc(c->ctx, (c->n_sig + 1) * sizeof *c->sig);
 	return c->sig0 && c->sig && loss_at(c, c->sig0, &loss);
 }
 
