@@ -115,6 +115,36 @@ static bool read_text(ir_ctx *ctx, const char *path, char **out, size_t *len)
 	return true;
 }
 
+/* Reads the text as Python's open(path).read() does, which is what a
+ * PyTorch character model trains on: a leading UTF-8 byte order mark
+ * dropped, and lines ended by CR LF or a lone CR ended by LF (so a file
+ * saved on Windows gives the vocabulary and windows the same file with
+ * LF gives). In place; says on stderr what it changed. */
+static void normalize_lines(const char *name, char *text, size_t *len)
+{
+	size_t at = 0, out = 0, n_cr = 0;
+	bool has_bom = *len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3);
+	if (has_bom)
+		at = 3;
+	for (; at < *len; at++) {
+		if (text[at] != '\r') {
+			text[out++] = text[at];
+			continue;
+		}
+		n_cr++;
+		text[out++] = '\n';
+		if (at + 1 < *len && text[at + 1] == '\n')
+			at++;
+	}
+	text[out] = 0;
+	*len = out;
+	if (has_bom)
+		fprintf(stderr, "data: %s: byte order mark dropped\n", name);
+	if (n_cr)
+		fprintf(stderr, "data: %s: %zu line%s ended by CR read as LF\n",
+			name, n_cr, n_cr == 1 ? "" : "s");
+}
+
 /* Windows of ids[0..n): every stride, T + 1 ids a window. */
 static drv_samples *windows(const int32_t *ids, size_t n, size_t T,
 			    size_t stride)
@@ -208,6 +238,8 @@ bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 					     sizeof buf);
 	if (path && !read_text(ctx, path, &owned, &len))
 		return false;
+	if (path)
+		normalize_lines(name, owned, &len);
 	text = path ? owned : rt_text_default(&len);
 	if (!path)
 		name = "the built-in text";
