@@ -643,6 +643,24 @@ static const char *check_profile(const drv_options *o)
 	return NULL;
 }
 
+/* Options of one run of an entry (--interp or --jit, the entry's
+ * example or --inputs): elsewhere nothing reads them, and a run that
+ * went on without them would not be the one asked for. */
+static const char *check_run(const drv_options *o)
+{
+	bool runs_entry = (o->interp || o->jit) && !o->train && !o->gradcheck &&
+			  !o->n_translate && !o->generate && !o->compile_only &&
+			  !o->emit;
+	if (o->f64 && !o->interp)
+		return "--f64 interprets in float64: it needs --interp (native "
+		       "code computes in float32)";
+	if ((o->inputs || o->outputs) && !runs_entry)
+		return "--inputs and --outputs are the tensors of one run of an "
+		       "entry: they need --interp or --jit, not --train, "
+		       "--gradcheck, --translate, --generate, -c or --emit";
+	return NULL;
+}
+
 /* --target with what runs here, and --mcpu with a target of another
  * arch than x86-64. */
 static bool check_target(ir_ctx *ctx, const drv_options *o)
@@ -682,6 +700,8 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 	else if ((bad = check_translation(o)) != NULL)
 		;
 	else if ((bad = check_profile(o)) != NULL)
+		;
+	else if ((bad = check_run(o)) != NULL)
 		;
 	else if (o->interp && o->jit)
 		bad = "--interp and --jit: choose one";
