@@ -74,6 +74,23 @@ bool drv_generate_check(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 	}
 	if (!drv_check_inputs(ctx, f, "--generate", true))
 		return false;
+	/* Each state is carried from the output of its name: a name that
+	 * no output has is found here, before --train (its size, which
+	 * needs B = 1 bound, when the step is compiled). */
+	for (uint32_t i = 2; i < f->n_inputs; i++) {
+		bool is_carried = false;
+		for (uint32_t k = 1; k < f->n_outputs; k++)
+			is_carried = is_carried ||
+				     strcmp(f->output_names[k],
+					    f->input_names[i]) == 0;
+		if (!is_carried) {
+			ir_error(ctx, f->loc,
+				 "--generate: decode_step's input '%s' is not "
+				 "carried: no output of its name",
+				 f->input_names[i]);
+			return false;
+		}
+	}
 	if (!text_steps(m)) {
 		ir_error(ctx, (ir_loc){0},
 			 "--generate: model %s does not train on "

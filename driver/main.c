@@ -643,6 +643,24 @@ static const char *check_profile(const drv_options *o)
 	return NULL;
 }
 
+/* Options of one run of an entry (--interp or --jit, the entry's
+ * example or --inputs): elsewhere nothing reads them, and a run that
+ * went on without them would not be the one asked for. */
+static const char *check_run(const drv_options *o)
+{
+	bool runs_entry = (o->interp || o->jit) && !o->train && !o->gradcheck &&
+			  !o->n_translate && !o->generate && !o->compile_only &&
+			  !o->emit;
+	if (o->f64 && !o->interp)
+		return "--f64 interprets in float64: it needs --interp (native "
+		       "code computes in float32)";
+	if ((o->inputs || o->outputs) && !runs_entry)
+		return "--inputs and --outputs are the tensors of one run of an "
+		       "entry: they need --interp or --jit, not --train, "
+		       "--gradcheck, --translate, --generate, -c or --emit";
+	return NULL;
+}
+
 /* --target with what runs here, and --mcpu with a target of another
  * arch than x86-64. */
 static bool check_target(ir_ctx *ctx, const drv_options *o)
@@ -682,6 +700,8 @@ static bool check_combination(ir_ctx *ctx, const drv_options *o)
 	else if ((bad = check_translation(o)) != NULL)
 		;
 	else if ((bad = check_profile(o)) != NULL)
+		;
+	else if ((bad = check_run(o)) != NULL)
 		;
 	else if (o->interp && o->jit)
 		bad = "--interp and --jit: choose one";
@@ -746,6 +766,64 @@ static bool check_writable(ir_ctx *ctx, const char *opt, const char *path)
 	return why == NULL;
 }
 
+/* Whether paths a and b name one regular file, or one path that does
+ * not exist yet (a device such as /dev/null may take several outputs). */
+static bool same_file(const char *a, const char *b)
+{
+	struct stat sa, sb;
+	if (!a || !b)
+		return false;
+	bool has_a = stat(a, &sa) == 0, has_b = stat(b, &sb) == 0;
+	if (has_a && has_b)
+		return S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev &&
+		       sa.st_ino == sb.st_ino;
+	return !has_a && !has_b && strcmp(a, b) == 0;
+}
+
+/* No file written may be one the run reads, or one another output
+ * writes: `--emit=llvm -o m.g` replaced the model's source, `--save D`
+ * the --data D. A run continued into its own checkpoint (--load or
+ * --resume F with --save F) and --outputs over its --inputs read the
+ * file before they write it, and stay allowed. */
+static bool check_clobber(ir_ctx *ctx, const drv_options *o, bool is_stdout)
+{
+	const struct {
+		const char *opt, *path;
+	} out[] = {{"-o", is_stdout ? NULL : o->output},
+		   {"--save", o->save},
+		   {"--metrics", o->metrics},
+		   {"--plot", o->plot},
+		   {"--heatmap", o->heatmap},
+		   {"--outputs", o->outputs}};
+	const struct {
+		const char *what, *path, *may;
+	} in[] = {{"the model", o->model, NULL},
+		  {"--data", o->data, NULL},
+		  {"--valid-data", o->valid_data, NULL},
+		  {"--inputs", o->inputs, "--outputs"},
+		  {"--load", o->load, "--save"},
+		  {"--resume", o->resume, "--save"}};
+	size_t n_out = sizeof out / sizeof *out, n_in = sizeof in / sizeof *in;
+	for (size_t i = 0; i < n_out; i++) {
+		for (size_t j = i + 1; j < n_out; j++)
+			if (same_file(out[i].path, out[j].path)) {
+				ir_error(ctx, (ir_loc){0},
+					 "%s and %s name the same file '%s'",
+					 out[i].opt, out[j].opt, out[i].path);
+				return false;
+			}
+		for (size_t j = 0; j < n_in; j++)
+			if (same_file(out[i].path, in[j].path) &&
+			    !(in[j].may && strcmp(in[j].may, out[i].opt) == 0)) {
+				ir_error(ctx, (ir_loc){0},
+					 "%s would write over %s '%s'",
+					 out[i].opt, in[j].what, in[j].path);
+				return false;
+			}
+	}
+	return true;
+}
+
 static bool check_output_paths(ir_ctx *ctx, const drv_options *o)
 {
 	bool is_stdout = o->output && strcmp(o->output, "-") == 0; /* --emit */
@@ -754,7 +832,8 @@ static bool check_output_paths(ir_ctx *ctx, const drv_options *o)
 	       check_writable(ctx, "--metrics", o->metrics) &&
 	       check_writable(ctx, "--plot", o->plot) &&
 	       check_writable(ctx, "--heatmap", o->heatmap) &&
-	       check_writable(ctx, "--outputs", o->outputs);
+	       check_writable(ctx, "--outputs", o->outputs) &&
+	       check_clobber(ctx, o, is_stdout);
 }
 
 /* Fills o from argv; returns 0 to go on, 1 on a usage error (reported),

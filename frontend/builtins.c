@@ -234,6 +234,11 @@ static bool axes_mask(fe_elab *e, fe_value v, ir_loc loc, int rank,
 	for (uint32_t i = 0; i < v.list.n; i++) {
 		if (!fe_to_axis(e, v.list.items[i], loc, rank, &ax))
 			return false;
+		if (*mask & (1u << ax)) { /* as PyTorch, and permute here */
+			ir_error(e->ctx, loc,
+				 "axis %d appears twice in the list", ax);
+			return false;
+		}
 		*mask |= 1u << ax;
 	}
 	return true;

@@ -234,6 +234,18 @@ fe_value fe_bi_random(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		    ? !fe_to_int(e, a->v[3], a->locs[3], &seed)
 		    : ((seed = (int64_t)e->rng_counter++), false))
 		return fe_err();
+	/* As the initializers normal(...) and uniform(...) of a param (and
+	 * PyTorch's normal_ and uniform_); NaN fails too. */
+	if (is_normal && !(p[1] >= 0)) {
+		ir_error(e->ctx, a->loc, "normal: std must be >= 0, got %g",
+			 p[1]);
+		return fe_err();
+	}
+	if (!is_normal && !(p[0] <= p[1])) {
+		ir_error(e->ctx, a->loc, "uniform: low %g is above high %g",
+			 p[0], p[1]);
+		return fe_err();
+	}
 	int64_t n = ir_type_numel_static(&t);
 	double *vals = ir_alloc(e->ctx, (size_t)(n ? n : 1) * sizeof *vals);
 	if (!vals)

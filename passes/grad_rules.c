@@ -275,21 +275,29 @@ static void grad_DIV(pass_ad *ad, ir_id y, ir_id g)
 		accum_bcast(ad, y, 1, neg(ad, mul(ad, g, div_(ad, y, b))));
 }
 
-/* y = a^b: da = g b a^(b-1), db = g y log a (0 where a = 0, as PyTorch). */
+/* y = a^b: da = g b a^(b-1), 0 where b = 0 (a^0 is 1 everywhere, and
+ * 0 * 0^-1 would be NaN at a = 0); db = g y log a, 0 where a = 0 and
+ * b >= 0 (y is 0 or 1 there; for b < 0 it stays inf * log 0 = -inf).
+ * Both as PyTorch's pow_backward_self and pow_backward_exponent. */
 static void grad_POW(pass_ad *ad, ir_id y, ir_id g)
 {
 	ir_id a = arg(ad, y, 0), b = arg(ad, y, 1);
+	ir_id zero = pass_ad_scalar(ad, 0);
 	if (wants(ad, y, 0)) {
 		ir_id bm1 = sub(ad, b, pass_ad_scalar(ad, 1));
 		ir_id d = mul(ad, b, pass_ad_op2(ad, IR_OP_POW, a, bm1, NULL));
-		accum_bcast(ad, y, 0, mul(ad, g, d));
+		ir_id b0 = pass_ad_op2(ad, IR_OP_EQ, b, zero, NULL);
+		accum_bcast(ad, y, 0,
+			    mul(ad, g, pass_ad_select(ad, b0, zero, d)));
 	}
 	if (wants(ad, y, 1)) {
-		ir_id zero = pass_ad_scalar(ad, 0);
 		ir_id at0 = pass_ad_op2(ad, IR_OP_EQ, a, zero, NULL);
+		ir_id bge0 = pass_ad_op2(ad, IR_OP_GE, b, zero, NULL);
 		ir_id ylog = mul(ad, y, pass_ad_op1(ad, IR_OP_LOG, a, NULL));
-		accum_bcast(ad, y, 1,
-			    mul(ad, g, pass_ad_select(ad, at0, zero, ylog)));
+		ir_id d = pass_ad_select(ad, at0,
+					 pass_ad_select(ad, bge0, zero, ylog),
+					 ylog);
+		accum_bcast(ad, y, 1, mul(ad, g, d));
 	}
 }
 

@@ -515,6 +515,40 @@ START_TEST(test_pow_gradient_of_the_exponent_is_zero_at_base_zero)
 }
 END_TEST
 
+/* PyTorch's pow_backward_self and pow_backward_exponent at a zero base
+ * and a zero exponent: d/da a^0 is 0, not 0 * 0^-1 = NaN; d/db 0^b is
+ * 0 for b >= 0 but -inf (inf * log 0) for b < 0. */
+START_TEST(test_pow_gradients_at_a_zero_base_or_exponent_are_pytorchs)
+{
+	gx x;
+	gx_init(&x);
+	ir_id a = param(&x, tu_type(IR_F32, 1, 4));
+	ir_id b = param(&x, tu_type(IR_F32, 1, 4));
+	ir_id y = op2(&x, IR_OP_POW, a, b, NULL);
+	x.f->outputs[0] = op1(&x, IR_OP_SUM, y,
+			      &(ir_attr){.reduce = {1, false}});
+	x.f->output_names[0] = "loss";
+	x.f->n_outputs = 1;
+	ck_assert(pass_autodiff(x.m, "f"));
+	interp_tensor *p = make_params(&x);
+	double *va = p[0].data, *vb = p[1].data;
+	va[0] = 0, va[1] = -2, va[2] = 0, va[3] = 0;
+	vb[0] = 0, vb[1] = 0, vb[2] = -1, vb[3] = 2;
+	interp_tensor *g = run(&x, "f_grad", p);
+	ck_assert_double_eq(interp_tensor_get(&g[1], 0), 0);
+	ck_assert_double_eq(interp_tensor_get(&g[1], 1), 0);
+	ck_assert_double_eq(interp_tensor_get(&g[1], 2), -INFINITY);
+	ck_assert_double_eq(interp_tensor_get(&g[1], 3), 0);
+	ck_assert_double_eq(interp_tensor_get(&g[2], 0), 0);
+	ck_assert(isnan(interp_tensor_get(&g[2], 1))); /* log -2 */
+	ck_assert_double_eq(interp_tensor_get(&g[2], 2), -INFINITY);
+	ck_assert_double_eq(interp_tensor_get(&g[2], 3), 0);
+	free_tensors(&x, g, 3);
+	free_tensors(&x, p, 2);
+	gx_fini(&x);
+}
+END_TEST
+
 START_TEST(test_select_sends_the_gradient_to_the_chosen_side)
 {
 	gx x;
@@ -1345,6 +1379,8 @@ static Suite *grad_suite(void)
 	tcase_add_test(ew, test_maximum_and_minimum_split_ties_in_halves);
 	tcase_add_test(ew,
 		       test_pow_gradient_of_the_exponent_is_zero_at_base_zero);
+	tcase_add_test(ew,
+		       test_pow_gradients_at_a_zero_base_or_exponent_are_pytorchs);
 	tcase_add_test(ew, test_select_sends_the_gradient_to_the_chosen_side);
 	suite_add_tcase(s, ew);
 
