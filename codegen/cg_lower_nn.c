@@ -8,7 +8,8 @@
  * over threads never changes the order of a sum: results are the same
  * for any thread count. Sums inside kernels carry `reassoc` so LLVM may
  * vectorize them (layer norm's and the softmax family's have a fixed
- * order of their own, row_sums and exp_sum); they then differ from the
+ * order of their own, row_sums and exp_sum, narrow layer norm rows
+ * taken 16 at a time, row_group); they then differ from the
  * interpreter's left-to-right float sums by rounding only. The sum and
  * mean ops are the exception: they keep the interpreter's order
  * (docs/ops.md, "Summation order"), over the last axis in
@@ -1103,11 +1104,9 @@ static LLVMValueRef add_halves(cg_fn *f, LLVMValueRef v, unsigned n)
 			     "");
 }
 
-/* Sum a of the last pass: the accumulators, then the lanes, by halves;
- * plus +0 when the values may hold -0 (not for squares, whose sum is
- * never -0). */
-static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a,
-				   bool has_neg_zero)
+/* Sum a of the last pass as one vector: the accumulators combined by
+ * halves (0 + 2, 1 + 3, then 0 + 1), its lanes still to add. */
+static LLVMValueRef row_sums_lanes(cg_kernel *k, const row_sums *s, int a)
 {
 	cg_fn *f = &k->f;
 	LLVMValueRef v[4] = {NULL};
@@ -1118,13 +1117,182 @@ static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a,
 		v[1] = LLVMBuildFAdd(f->b, v[1], v[3], "");
 		v[0] = LLVMBuildFAdd(f->b, v[0], v[1], "");
 	}
-	LLVMValueRef t = v[0];
+	return v[0];
+}
+
+/* Sum a of the last pass: the accumulators, then the lanes, by halves;
+ * plus +0 when the values may hold -0 (not for squares, whose sum is
+ * never -0). */
+static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a,
+				   bool has_neg_zero)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef t = row_sums_lanes(k, s, a);
 	for (unsigned n = ROW_VW / 2; n >= 1; n /= 2)
 		t = add_halves(f, t, n);
 	/* + 0: a sum of zeros is +0, as a sum from +0 (the interpreter's)
 	 * is; any other sum is unchanged */
 	t = LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
 	return has_neg_zero ? LLVMBuildFAdd(f->b, t, cg_f32(f, 0), "") : t;
+}
+
+/* ---- rows in groups of ROW_VW ----------------------------------------------------- */
+
+/* A narrow row spends much of its time adding its vector's lanes (four
+ * dependent shuffles and adds a sum) and in the scalar sqrt and
+ * divisions between its passes. A group of ROW_VW rows instead leaves
+ * each row's vector (row_sums_lanes) in a stack array and adds the
+ * lanes of all of them at once: two vectors are shuffled into one of the
+ * lower halves of both rows' lanes and one of the upper halves, and
+ * these added, so that four rounds (16 + 8 + 4 + 2 shuffles, 8 + 4 + 2 +
+ * 1 adds for ROW_VW rows) leave row i's total in lane i. Each addition
+ * is one that row_sums_total makes, of the same operands in the same
+ * order, so every row keeps its bits; what the totals give (a mean, a
+ * sqrt, reciprocals) is computed on the vector, the same operations
+ * lane by lane, and each row's next pass reads its lane back from a
+ * stack array. Groups are taken from the kernel's range [lo, hi), the
+ * last one short: its lanes past the rows hold stale values no row
+ * reads. A row's result does not depend on its group, so any split over
+ * threads gives the same bits. Only for rows of at most ROW_GROUP_MAX_K
+ * columns (a group's rows stay in L1 between passes) over a nest of one
+ * axis. */
+#define ROW_GROUP_MAX_K 128
+
+typedef struct row_group {
+	cg_kernel *k;
+	const cg_nest *n; /* rank 1: array a at base[a] + row strides[a][0] */
+	LLVMValueRef g0, nr; /* the group's first row and its count of rows */
+	LLVMValueRef parts[ROW_SUMS_MAX]; /* [ROW_VW x vt]: a row's vector */
+} row_group;
+
+/* One row of a group: offs its arrays' offsets, i its index in the
+ * group (i64 values). */
+typedef void (*row_group_body)(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef i,
+			       void *ud);
+
+static bool is_grouped(const cg_nest *n, int64_t K)
+{
+	return n->rank == 1 && K >= 1 && K <= ROW_GROUP_MAX_K;
+}
+
+/* The group's stack arrays for n sums, zeroed once (stale lanes are
+ * then never uninitialized). */
+static void row_group_init(cg_kernel *k, row_group *g, const cg_nest *n,
+			   int n_sums)
+{
+	cg_fn *f = &k->f;
+	g->k = k;
+	g->n = n;
+	for (int a = 0; a < n_sums; a++) {
+		LLVMTypeRef t = LLVMArrayType(cg_t_vec(f, ROW_VW), ROW_VW);
+		g->parts[a] = cg_entry_alloca(f, t, 64);
+		LLVMBuildMemSet(f->b, g->parts[a],
+				LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
+				cg_i64(f, ROW_VW * ROW_VW * 4), 64);
+	}
+}
+
+/* A stack array of ROW_VW floats. */
+static LLVMValueRef lanes_var(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	return cg_entry_alloca(f, LLVMArrayType(cg_t_f32(f), ROW_VW), 64);
+}
+
+/* Element i (an i64 value) of a lanes_var. */
+static LLVMValueRef lane_of(cg_kernel *k, LLVMValueRef arr, LLVMValueRef i)
+{
+	return cg_load(&k->f, cg_at(&k->f, arr, i));
+}
+
+/* body for each row of the group, in order. */
+static void row_group_each(row_group *g, row_group_body body, void *ud)
+{
+	cg_kernel *k = g->k;
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), g->nr, 1);
+	LLVMValueRef row = cg_add(f, g->g0, i), offs[CG_NEST_ARRS];
+	for (int a = 0; a < g->n->n_arr; a++)
+		offs[a] = cg_add(f, cg_i64(f, g->n->base[a]),
+				 cg_muli(f, row, g->n->strides[a][0]));
+	body(k, offs, i, ud);
+	cg_loop_end(f, &l);
+}
+
+/* Row i's vector of sum a of the last pass into the group's array. */
+static void row_group_put(row_group *g, const row_sums *s, int a, LLVMValueRef i)
+{
+	cg_fn *f = &g->k->f;
+	LLVMValueRef at = LLVMBuildGEP2(f->b, s->vt, g->parts[a], &i, 1, "");
+	LLVMValueRef st = LLVMBuildStore(f->b, row_sums_lanes(g->k, s, a), at);
+	LLVMSetAlignment(st, 64);
+}
+
+/* Lanes [0, h) of each row of v's and w's (each rows of 2 h lanes, w's
+ * rows after v's) when !is_hi, else their lanes [h, 2 h): a vector of
+ * the rows of both, h lanes each. */
+static LLVMValueRef halves_of(cg_fn *f, LLVMValueRef v, LLVMValueRef w,
+			      unsigned h, bool is_hi)
+{
+	LLVMValueRef idx[ROW_VW];
+	unsigned m = ROW_VW / (2 * h); /* rows of each of v and w */
+	for (unsigned r = 0; r < 2 * m; r++)
+		for (unsigned l = 0; l < h; l++)
+			idx[r * h + l] = LLVMConstInt(cg_t_i32(f),
+						      (r < m ? 0 : ROW_VW) +
+							      (r % m) * 2 * h +
+							      l +
+							      (is_hi ? h : 0),
+						      false);
+	return LLVMBuildShuffleVector(f->b, v, w, LLVMConstVector(idx, ROW_VW),
+				      "");
+}
+
+/* Sum a's totals of the group's rows, row i's in lane i: the lanes of
+ * each row's vector added by halves, as row_sums_total adds them, for
+ * all rows at once; plus +0 when the values may hold -0. */
+static LLVMValueRef row_group_totals(row_group *g, int a, bool has_neg_zero)
+{
+	cg_fn *f = &g->k->f;
+	LLVMTypeRef vt = cg_t_vec(f, ROW_VW);
+	LLVMValueRef v[ROW_VW];
+	for (unsigned r = 0; r < ROW_VW; r++) {
+		LLVMValueRef at = cg_i64(f, r);
+		v[r] = LLVMBuildLoad2(f->b, vt,
+				      LLVMBuildGEP2(f->b, vt, g->parts[a], &at,
+						    1, ""),
+				      "");
+		LLVMSetAlignment(v[r], 64);
+	}
+	unsigned n = ROW_VW;
+	for (unsigned h = ROW_VW / 2; h >= 1; h /= 2, n /= 2)
+		for (unsigned p = 0; p < n / 2; p++)
+			v[p] = LLVMBuildFAdd(f->b,
+					     halves_of(f, v[2 * p],
+						       v[2 * p + 1], h, false),
+					     halves_of(f, v[2 * p],
+						       v[2 * p + 1], h, true),
+					     "");
+	return has_neg_zero ? LLVMBuildFAdd(f->b, v[0], cg_const_real(vt, 0), "")
+			    : v[0];
+}
+
+/* The kernel's rows in groups: a nest of one axis over [lo, hi), each
+ * group's count of rows at most ROW_VW; group(g) emits one. */
+static void row_groups_run(cg_kernel *k, const cg_nest *n, int64_t row_work,
+			   row_group *g, void (*group)(row_group *g, void *ud),
+			   void *ud)
+{
+	cg_fn *f = &k->f;
+	k->extent = n->dims[0];
+	k->work = n->dims[0] * row_work;
+	cg_loop l;
+	g->g0 = cg_loop_begin(f, &l, k->lo, k->hi, ROW_VW);
+	g->nr = cg_min(f, cg_i64(f, ROW_VW),
+		       LLVMBuildSub(f->b, k->hi, g->g0, ""));
+	group(g, ud);
+	cg_loop_end(f, &l);
 }
 
 /* ---- softmax family and layer norm ------------------------------------------------ */
@@ -1303,6 +1471,24 @@ static void ln_sum_sq(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
  * passes' loads of the row just stored waited on the stores (on Zen 4 a
  * 512-bit load from a 512-bit store just made stalls), a fifth of the
  * kernel's samples in the book's Transformer. */
+/* The last pass of a layer_norm row: (x - mean) r * gamma + beta. */
+static void ln_out_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			LLVMValueRef mean, LLVMValueRef r)
+{
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
+	LLVMValueRef at = cg_add(f, offs[0], j);
+	LLVMValueRef d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
+	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""),
+				       ldf(k, k->in[1], j), "");
+	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
+				  ""),
+		    false);
+	stf(k, y, k->out, at);
+	cg_loop_end(f, &l);
+}
+
 static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	row_cx *c = ud;
@@ -1322,18 +1508,65 @@ static void layer_norm_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 						     Kf, ""),
 				       cg_f32(f, c->eps), "");
 	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
-	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
-	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
-	LLVMValueRef at = cg_add(f, offs[0], j);
-	LLVMValueRef d = LLVMBuildFSub(f->b, ln_x(k, c, offs, j), mean, "");
-	LLVMValueRef y = LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""),
-				       ldf(k, k->in[1], j), "");
-	y = cg_fast(LLVMBuildFAdd(f->b, cg_fast(y, false), ldf(k, k->in[2], j),
-				  ""),
-		    false);
-	stf(k, y, k->out, at);
-	cg_loop_end(f, &l);
+	ln_out_pass(k, c, offs, mean, LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, ""));
+}
+
+/* A group of layer_norm rows (row_group): the three passes of
+ * layer_norm_row, each over the group's rows, the means and the
+ * reciprocals of the sd computed for all rows at once in between. */
+typedef struct ln_group {
+	row_cx *c;
+	row_group *g;
+	row_sums s;
+	LLVMValueRef mean, r; /* lanes_var: each row's */
+} ln_group;
+
+static void ln_group_sum_x(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef i,
+			   void *ud)
+{
+	ln_group *lg = ud;
+	row_sums_pass(k, &lg->s, offs, ln_sum_x, lg->c);
+	row_group_put(lg->g, &lg->s, 0, i);
+}
+
+static void ln_group_sum_sq(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef i,
+			    void *ud)
+{
+	ln_group *lg = ud;
+	lg->c->mean = lane_of(k, lg->mean, i);
+	row_sums_pass(k, &lg->s, offs, ln_sum_sq, lg->c);
+	row_group_put(lg->g, &lg->s, 0, i);
+}
+
+static void ln_group_out(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef i,
+			 void *ud)
+{
+	ln_group *lg = ud;
+	ln_out_pass(k, lg->c, offs, lane_of(k, lg->mean, i),
+		    lane_of(k, lg->r, i));
+}
+
+static void layer_norm_group(row_group *g, void *ud)
+{
+	ln_group *lg = ud;
+	cg_fn *f = &g->k->f;
+	LLVMTypeRef vt = cg_t_vec(f, ROW_VW);
+	LLVMValueRef Kv = cg_const_real(vt, (double)(float)lg->c->K);
+	row_group_each(g, ln_group_sum_x, lg);
+	LLVMValueRef mean = LLVMBuildFDiv(f->b, row_group_totals(g, 0, true),
+					  Kv, "");
+	cg_vstore(f, mean, lg->mean, 64);
+	row_group_each(g, ln_group_sum_sq, lg);
+	LLVMValueRef v = LLVMBuildFAdd(f->b,
+				       LLVMBuildFDiv(f->b,
+						     row_group_totals(g, 0,
+								      false),
+						     Kv, ""),
+				       cg_const_real(vt, lg->c->eps), "");
+	LLVMValueRef sd = cg_intrinsic(f, "llvm.sqrt", &vt, 1, &v, 1);
+	cg_vstore(f, LLVMBuildFDiv(f->b, cg_const_real(vt, 1), sd, ""), lg->r,
+		  64);
+	row_group_each(g, ln_group_out, lg);
 }
 
 bool cg_lower_layer_norm(cg_kernel *k)
@@ -1343,7 +1576,18 @@ bool cg_lower_layer_norm(cg_kernel *k)
 	c.is_x_leaf = k->tr.n[k->tr.opnd[0]].is_leaf;
 	cg_nest n;
 	row_nest(k, &n, &c.K, false);
-	run_rows(k, &n, 3 * c.K, layer_norm_row, &c);
+	cg_nest_simplify(&n);
+	if (!is_grouped(&n, c.K)) {
+		run_rows(k, &n, 3 * c.K, layer_norm_row, &c);
+		return true;
+	}
+	row_group g;
+	ln_group lg = {.c = &c, .g = &g};
+	row_group_init(k, &g, &n, 1);
+	row_sums_init(k, &lg.s, 1, c.K, 256);
+	lg.mean = lanes_var(k);
+	lg.r = lanes_var(k);
+	row_groups_run(k, &n, 3 * c.K, &g, layer_norm_group, &lg);
 	return true;
 }
 
@@ -1397,20 +1641,14 @@ static void ln_grad_zero_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 	cg_loop_end(f, &l);
 }
 
-/* The last pass of any other row: r = 1 / sd, m1 and m2, then each
+/* The last pass of any other row, given r = 1 / sd, m1 and m2: each
  * element, multiplied by r where it once was divided by sd (twice an
  * element, the divider's cycles were most of the pass). */
-static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
-			      LLVMValueRef mean, LLVMValueRef v,
-			      LLVMValueRef s1, LLVMValueRef s3)
+static void ln_grad_full_loop(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			      LLVMValueRef mean, LLVMValueRef r,
+			      LLVMValueRef m1, LLVMValueRef m2)
 {
 	cg_fn *f = &k->f;
-	LLVMValueRef Kf = cg_f32(f, (float)c->K);
-	LLVMValueRef sd = cg_lower_fcall(f, "llvm.sqrt", v, NULL);
-	LLVMValueRef r = LLVMBuildFDiv(f->b, cg_f32(f, 1), sd, "");
-	LLVMValueRef m1 = LLVMBuildFDiv(f->b, s1, Kf, "");
-	LLVMValueRef m2 = LLVMBuildFDiv(f->b, LLVMBuildFMul(f->b, s3, r, ""),
-					Kf, "");
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->K), 1);
 	LLVMValueRef d, h;
@@ -1420,6 +1658,65 @@ static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
 		LLVMBuildFMul(f->b, LLVMBuildFMul(f->b, d, r, ""), m2, ""), "");
 	ln_grad_store(k, c, offs, j, LLVMBuildFMul(f->b, t, r, ""));
 	cg_loop_end(f, &l);
+}
+
+/* r = 1 / sqrt(v), m1 = s1 / K and m2 = s3 r / K, of a row or (vectors)
+ * of a group's rows, into rm[0 .. 3). */
+static void ln_grad_scales(cg_fn *f, int64_t K, LLVMValueRef v, LLVMValueRef s1,
+			   LLVMValueRef s3, LLVMValueRef *rm)
+{
+	LLVMTypeRef t = LLVMTypeOf(v);
+	LLVMValueRef Kf = cg_const_real(t, (double)(float)K);
+	LLVMValueRef sd = cg_intrinsic(f, "llvm.sqrt", &t, 1, &v, 1);
+	rm[0] = LLVMBuildFDiv(f->b, cg_const_real(t, 1), sd, "");
+	rm[1] = LLVMBuildFDiv(f->b, s1, Kf, "");
+	rm[2] = LLVMBuildFDiv(f->b, LLVMBuildFMul(f->b, s3, rm[0], ""), Kf, "");
+}
+
+/* The full last pass of a row, its scales computed from its sums. */
+static void ln_grad_full_pass(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			      LLVMValueRef mean, LLVMValueRef v,
+			      LLVMValueRef s1, LLVMValueRef s3)
+{
+	LLVMValueRef rm[3];
+	ln_grad_scales(&k->f, c->K, v, s1, s3, rm);
+	ln_grad_full_loop(k, c, offs, mean, rm[0], rm[1], rm[2]);
+}
+
+/* The last pass of a layer_norm_grad row: ln_grad_zero_pass when no
+ * dxh was other than zero (nz, an i32, is 0) and v = var + eps is finite
+ * and positive, else the full pass, with its scales rm (r, m1, m2) or,
+ * when rm is NULL, computing them. */
+static void ln_grad_last(cg_kernel *k, const row_cx *c, LLVMValueRef *offs,
+			 LLVMValueRef mean, LLVMValueRef v, LLVMValueRef nz,
+			 LLVMValueRef s1, LLVMValueRef s3,
+			 const LLVMValueRef *rm)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef is_v = LLVMBuildAnd(f->b,
+					 LLVMBuildFCmp(f->b, LLVMRealOGT, v,
+						       cg_f32(f, 0), ""),
+					 LLVMBuildFCmp(f->b, LLVMRealOLT, v,
+						       cg_f32(f, INFINITY), ""),
+					 "");
+	LLVMValueRef is_zero = LLVMBuildAnd(f->b,
+					    LLVMBuildICmp(f->b, LLVMIntEQ, nz,
+							  cg_i32(f, 0), ""),
+					    is_v, "");
+	LLVMBasicBlockRef zero = cg_block(f, "lng.zero"),
+			  full = cg_block(f, "lng.full"),
+			  done = cg_block(f, "lng.done");
+	LLVMBuildCondBr(f->b, is_zero, zero, full);
+	LLVMPositionBuilderAtEnd(f->b, zero);
+	ln_grad_zero_pass(k, c, offs, mean, s1, s3);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, full);
+	if (rm)
+		ln_grad_full_loop(k, c, offs, mean, rm[0], rm[1], rm[2]);
+	else
+		ln_grad_full_pass(k, c, offs, mean, v, s1, s3);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
 /* Pass 1 of a layer_norm_grad row at column j: x. */
@@ -1478,30 +1775,83 @@ static void layer_norm_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 		     s3v = row_sums_total(k, &s, 2, true);
 	LLVMValueRef v = LLVMBuildFAdd(f->b, LLVMBuildFDiv(f->b, sqv, Kf, ""),
 				       cg_f32(f, c->eps), "");
-	LLVMValueRef is_v = LLVMBuildAnd(f->b,
-					 LLVMBuildFCmp(f->b, LLVMRealOGT, v,
-						       cg_f32(f, 0), ""),
-					 LLVMBuildFCmp(f->b, LLVMRealOLT, v,
-						       cg_f32(f, INFINITY), ""),
-					 "");
-	LLVMValueRef is_zero = LLVMBuildAnd(f->b,
-					    LLVMBuildICmp(f->b, LLVMIntEQ,
-							  get(k, it, nz),
-							  LLVMConstInt(it, 0,
-								       false),
-							  ""),
-					    is_v, "");
-	LLVMBasicBlockRef zero = cg_block(f, "lng.zero"),
-			  full = cg_block(f, "lng.full"),
-			  done = cg_block(f, "lng.done");
-	LLVMBuildCondBr(f->b, is_zero, zero, full);
-	LLVMPositionBuilderAtEnd(f->b, zero);
-	ln_grad_zero_pass(k, c, offs, mean, s1v, s3v);
-	LLVMBuildBr(f->b, done);
-	LLVMPositionBuilderAtEnd(f->b, full);
-	ln_grad_full_pass(k, c, offs, mean, v, s1v, s3v);
-	LLVMBuildBr(f->b, done);
-	LLVMPositionBuilderAtEnd(f->b, done);
+	ln_grad_last(k, c, offs, mean, v, get(k, it, nz), s1v, s3v, NULL);
+}
+
+/* A group of layer_norm_grad rows (row_group): the passes of
+ * layer_norm_grad_row, each over the group's rows, what the sums give
+ * (the mean, var + eps, r, m1, m2) computed for all rows at once. */
+enum { LNG_MEAN, LNG_V, LNG_S1, LNG_S3, LNG_R, LNG_M1, LNG_M2, LNG_LANES };
+
+typedef struct lng_group {
+	row_cx *c;
+	row_group *g;
+	row_sums s;
+	LLVMValueRef lanes[LNG_LANES]; /* lanes_var: each row's */
+	LLVMValueRef nz;               /* [ROW_VW x i32]: each row's flag */
+} lng_group;
+
+static void lng_group_sum_x(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef i,
+			    void *ud)
+{
+	lng_group *lg = ud;
+	lg->s.n = 1;
+	row_sums_pass(k, &lg->s, offs, lng_sum_x, lg->c);
+	row_group_put(lg->g, &lg->s, 0, i);
+}
+
+static void lng_group_sum_terms(cg_kernel *k, LLVMValueRef *offs,
+				LLVMValueRef i, void *ud)
+{
+	lng_group *lg = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef it = cg_t_i32(f);
+	lg->c->mean = lane_of(k, lg->lanes[LNG_MEAN], i);
+	lg->c->nz = var(k, it, cg_i32(f, 0));
+	lg->s.n = 3;
+	row_sums_pass(k, &lg->s, offs, lng_sum_terms, lg->c);
+	for (int a = 0; a < 3; a++)
+		row_group_put(lg->g, &lg->s, a, i);
+	LLVMValueRef at = LLVMBuildGEP2(f->b, it, lg->nz, &i, 1, "");
+	LLVMBuildStore(f->b, get(k, it, lg->c->nz), at);
+}
+
+static void lng_group_last(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef i,
+			   void *ud)
+{
+	lng_group *lg = ud;
+	cg_fn *f = &k->f;
+	LLVMValueRef v[LNG_LANES];
+	for (int a = 0; a < LNG_LANES; a++)
+		v[a] = lane_of(k, lg->lanes[a], i);
+	LLVMValueRef at = LLVMBuildGEP2(f->b, cg_t_i32(f), lg->nz, &i, 1, "");
+	ln_grad_last(k, lg->c, offs, v[LNG_MEAN], v[LNG_V],
+		     LLVMBuildLoad2(f->b, cg_t_i32(f), at, ""), v[LNG_S1],
+		     v[LNG_S3], &v[LNG_R]);
+}
+
+static void layer_norm_grad_group(row_group *g, void *ud)
+{
+	lng_group *lg = ud;
+	cg_fn *f = &g->k->f;
+	LLVMTypeRef vt = cg_t_vec(f, ROW_VW);
+	LLVMValueRef Kv = cg_const_real(vt, (double)(float)lg->c->K);
+	LLVMValueRef v[LNG_LANES];
+	row_group_each(g, lng_group_sum_x, lg);
+	v[LNG_MEAN] = LLVMBuildFDiv(f->b, row_group_totals(g, 0, true), Kv, "");
+	cg_vstore(f, v[LNG_MEAN], lg->lanes[LNG_MEAN], 64);
+	row_group_each(g, lng_group_sum_terms, lg);
+	v[LNG_V] = LLVMBuildFAdd(f->b,
+				 LLVMBuildFDiv(f->b,
+					       row_group_totals(g, 0, false),
+					       Kv, ""),
+				 cg_const_real(vt, lg->c->eps), "");
+	v[LNG_S1] = row_group_totals(g, 1, true);
+	v[LNG_S3] = row_group_totals(g, 2, true);
+	ln_grad_scales(f, lg->c->K, v[LNG_V], v[LNG_S1], v[LNG_S3], &v[LNG_R]);
+	for (int a = LNG_V; a < LNG_LANES; a++)
+		cg_vstore(f, v[a], lg->lanes[a], 64);
+	row_group_each(g, lng_group_last, lg);
 }
 
 /* The tree node of the layer_norm_grad add kernel k computes (the root
@@ -1557,7 +1907,20 @@ bool cg_lower_layer_norm_grad(cg_kernel *k)
 	cg_nest_add_tree(k, &n, c.g, ax, n.rank);
 	if (c.term != UINT32_MAX)
 		cg_nest_add_tree(k, &n, c.term, ax, n.rank);
-	run_rows(k, &n, 4 * c.K, layer_norm_grad_row, &c);
+	cg_nest_simplify(&n);
+	if (!is_grouped(&n, c.K)) {
+		run_rows(k, &n, 4 * c.K, layer_norm_grad_row, &c);
+		return true;
+	}
+	row_group g;
+	lng_group lg = {.c = &c, .g = &g};
+	row_group_init(k, &g, &n, 3);
+	row_sums_init(k, &lg.s, 3, c.K, 256);
+	for (int q = 0; q < LNG_LANES; q++)
+		lg.lanes[q] = lanes_var(k);
+	lg.nz = cg_entry_alloca(&k->f, LLVMArrayType(cg_t_i32(&k->f), ROW_VW),
+				64);
+	row_groups_run(k, &n, 4 * c.K, &g, layer_norm_grad_group, &lg);
 	return true;
 }
 

@@ -1,6 +1,7 @@
 # layer_norm.g - layer norms of widths 1 to 1000 over row counts that
 # are no multiple of 16, for tests/test_codegen_layer_norm.c: each loss
-# is sum(layer_norm(x, gamma, beta) * t), x a parameter, so its gradient
+# is sum(layer_norm(x, gamma, beta) * t), x a parameter (or, at 100 and
+# 129 columns, a fused tree of it and t), so its gradient
 # holds x's layer_norm_grad and gamma's and beta's column sums of t xhat
 # and t.
 model layer_norm
@@ -53,3 +54,17 @@ export def loss_1000(t: f32[19, 1000])
   param gamma1000 : [1000] = normal(1, 0.5)
   param beta1000 : [1000] = normal(0, 0.5)
   return sum(layer_norm(x1000, gamma1000, beta1000) * t)
+
+# x a fused tree (x + t computed in the layer_norm's kernel, kept in its
+# output row between passes), in groups of 16 rows
+export def loss_100(t: f32[21, 100])
+  param x100 : [21, 100] = normal(0.5, 1)
+  param gamma100 : [100] = normal(1, 0.5)
+  param beta100 : [100] = normal(0, 0.5)
+  return sum(layer_norm(x100 + t, gamma100, beta100) * t)
+
+export def loss_129(t: f32[35, 129])
+  param x129 : [35, 129] = normal(0.5, 1)
+  param gamma129 : [129] = normal(1, 0.5)
+  param beta129 : [129] = normal(0, 0.5)
+  return sum(layer_norm(x129 * t, gamma129, beta129) * t)
