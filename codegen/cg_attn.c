@@ -729,31 +729,38 @@ static void tile_store(cg_attn *a, const cg_attn_prod *p, const tile *t,
 	}
 }
 
-/* The end of tile t's sum: len, or max(lim[r]) - lim_off over its rows
- * clamped to [0, len]. */
-static LLVMValueRef tile_end(cg_attn *a, const cg_attn_prod *p, const tile *t)
+/* max(x[r]) - off over tile t's rows (x: i64 per row of C), clamped to
+ * [0, len]. */
+static LLVMValueRef rows_end(cg_attn *a, const tile *t, LLVMValueRef x,
+			     LLVMValueRef off, LLVMValueRef len)
 {
 	cg_fn *f = a->f;
-	if (!p->lim)
-		return p->len;
 	LLVMValueRef mx = NULL;
 	for (int r = 0; r < t->nr; r++) {
-		LLVMValueRef x = LLVMBuildLoad2(f->b, cg_t_i64(f),
-						at_i64(a, p->lim,
+		LLVMValueRef v = LLVMBuildLoad2(f->b, cg_t_i64(f),
+						at_i64(a, x,
 						       cg_addi(f, t->r0, r)),
 						"");
 		mx = r ? LLVMBuildSelect(f->b,
-					 LLVMBuildICmp(f->b, LLVMIntSGT, x, mx,
+					 LLVMBuildICmp(f->b, LLVMIntSGT, v, mx,
 						       ""),
-					 x, mx, "")
-		       : x;
+					 v, mx, "")
+		       : v;
 	}
-	LLVMValueRef e = cg_min(f, LLVMBuildSub(f->b, mx, p->lim_off, ""),
-				p->len);
+	LLVMValueRef e = cg_min(f, LLVMBuildSub(f->b, mx, off, ""), len);
 	return LLVMBuildSelect(f->b,
 			       LLVMBuildICmp(f->b, LLVMIntSLT, e, cg_i64(f, 0),
 					     ""),
 			       cg_i64(f, 0), e, "");
+}
+
+/* The end of tile t's sum: len, or max(lim[r]) - lim_off over its rows
+ * clamped to [0, len]. */
+static LLVMValueRef tile_end(cg_attn *a, const cg_attn_prod *p, const tile *t)
+{
+	if (!p->lim)
+		return p->len;
+	return rows_end(a, t, p->lim, p->lim_off, p->len);
 }
 
 /* The start of tile t's sum: 0, or from[r0]. */
@@ -846,6 +853,33 @@ static int tile_rows(const cg_attn *a, int nvec)
 	return nr < 4 ? 4 : (nr > TILE_ROWS ? TILE_ROWS : nr);
 }
 
+/* Tile t with only its vectors of columns that start below its rows'
+ * end (p->cols): one variant of the tile for each count of them, 1 to
+ * t->nv, and none for 0. A causal mask's diagonal block of scores is
+ * then computed a triangle of vectors, not the square: a tile of 4 rows
+ * of 64 keys at the block's start needs one vector of four. */
+static void cols_tile(cg_attn *a, const cg_attn_prod *p, const tile *t)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef end = rows_end(a, t, p->cols, p->cols_off,
+				    cg_i64(f, p->width));
+	LLVMValueRef nv = LLVMBuildUDiv(f->b, cg_addi(f, end, a->vw - 1),
+					cg_i64(f, a->vw), "");
+	nv = cg_attn_min(a, LLVMBuildSub(f->b, nv, cg_i64(f, t->v0), ""), t->nv);
+	LLVMBasicBlockRef done = cg_block(f, "tcd");
+	LLVMValueRef sw = LLVMBuildSwitch(f->b, nv, done, (unsigned)t->nv);
+	for (int k = 1; k <= t->nv; k++) {
+		LLVMBasicBlockRef bb = cg_block(f, "tc");
+		LLVMAddCase(sw, cg_i64(f, k), bb);
+		LLVMPositionBuilderAtEnd(f->b, bb);
+		tile u = *t;
+		u.nv = k;
+		tile_emit(a, p, &u);
+		LLVMBuildBr(f->b, done);
+	}
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
 /* Every column group of nr rows at r0. */
 static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0, int nr)
 {
@@ -853,7 +887,10 @@ static void row_tiles(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0, int nr
 	int group = tile_group(a);
 	for (int v0 = 0; v0 < nvec; v0 += group) {
 		tile t = {r0, nr, v0, nvec - v0 < group ? nvec - v0 : group};
-		tile_emit(a, p, &t);
+		if (p->cols)
+			cols_tile(a, p, &t);
+		else
+			tile_emit(a, p, &t);
 	}
 }
 
@@ -875,8 +912,8 @@ static LLVMValueRef tiles_of(cg_attn *a, const cg_attn_prod *p, LLVMValueRef r0,
 /* Tiles of tile_rows rows, then of 4, then single rows: every row of C
  * is computed alike (each element sums over t in order), whatever tile
  * holds it. */
-void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef c,
-		int64_t c_rs)
+void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef j0,
+		LLVMValueRef c, int64_t c_rs)
 {
 	cg_attn_prod s = {.a = q,
 			  .a_rs = a->H * a->d,
@@ -889,7 +926,9 @@ void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef c,
 			  .is_b_padded = true,
 			  .is_c_padded = true,
 			  .rows = rows,
-			  .len = cg_i64(a->f, a->d)};
+			  .len = cg_i64(a->f, a->d),
+			  .cols = a->has_valid ? a->rv : NULL,
+			  .cols_off = j0};
 	cg_attn_prod_emit(a, &s);
 }
 
@@ -923,6 +962,17 @@ LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 	vl = LLVMBuildTrunc(f->b, vl, cg_t_i32(f), "");
 	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j),
 			     cg_attn_splat(a, vl), "");
+}
+
+LLVMValueRef cg_attn_in_need(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
+			     int64_t j)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef nd = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->nd, i),
+					 "");
+	nd = LLVMBuildTrunc(f->b, nd, cg_t_i32(f), "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j),
+			     cg_attn_splat(a, nd), "");
 }
 
 LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,

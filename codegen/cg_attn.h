@@ -180,14 +180,22 @@ typedef struct cg_attn_prod {
 	 * row of C) and starts at from[r0] for its first row r0 (from: i32
 	 * per row of C, not decreasing). */
 	LLVMValueRef lim, lim_off, from;
+	/* Optional bound of the columns, where C is never read: a tile of
+	 * rows r computes only its vectors of columns that start below
+	 * max(cols[r]) - cols_off (cols: i64 per row of C) and leaves the
+	 * others as they were. */
+	LLVMValueRef cols, cols_off;
 } cg_attn_prod;
 
 void cg_attn_prod_emit(cg_attn *a, const cg_attn_prod *p);
 /* S = Q K^T of a block: rows of q (a query block's first row, rows H d
- * apart) times the packed keys kt, into c (rows c_rs apart, padded to
- * bc); the forward's, the cached forward's and the backward's. */
-void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef c,
-		int64_t c_rs);
+ * apart) times the packed keys kt of the key block at j0, into c (rows
+ * c_rs apart, padded to bc); the forward's, the cached forward's and the
+ * backward's. With valid lengths, the vectors of keys at or past every
+ * valid length (a->rv) of a tile's rows are left as they were: their
+ * scores are the fill whatever the product (cg_attn_scores). */
+void cg_attn_qk(cg_attn *a, LLVMValueRef q, LLVMValueRef rows, LLVMValueRef j0,
+		LLVMValueRef c, int64_t c_rs);
 
 /* Vector j of row i of a block's scores in sb (rows srs apart), times
  * scale, with keys past the row's valid length (rv[i]) set to fill and
@@ -201,6 +209,10 @@ LLVMValueRef cg_attn_real_keys(cg_attn *a, LLVMValueRef j0, int64_t j);
  * below row i's valid length. */
 LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			      int64_t j);
+/* Lanes (a <vw x i1>) of vector j of the block at j0 whose keys are
+ * below row i's need (nd[i], cg_attn_set_need). */
+LLVMValueRef cg_attn_in_need(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
+			     int64_t j);
 /* The keep mask (a <vw x i1>) of dropout for vector j of row i of the
  * block at j0, q0; all set when dropout is off for this run. Only for a
  * node with p > 0. */

@@ -113,7 +113,7 @@ static void fwd_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
 	cg_attn_keys(a, b->n, j0);
 	cg_attn_qk(a, cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
-		   b->rows, a->sb, a->bc);
+		   b->rows, j0, a->sb, a->bc);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	fwd_row(a, b, i, j0);
@@ -225,7 +225,7 @@ static void cached_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 	cg_attn_keys(a, b->n, j0);
 	a->sb = cg_at(f, a->ec, j0);
 	cg_attn_qk(a, cg_at(f, a->q, cg_attn_row(a, b->n, a->Q, b->q0, a->d)),
-		   b->rows, a->sb, a->srs);
+		   b->rows, j0, a->sb, a->srs);
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
 	cg_attn_max_row(a, i, j0);

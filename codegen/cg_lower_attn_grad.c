@@ -59,16 +59,12 @@ typedef struct bwd_block {
 	LLVMValueRef qblk, gblk; /* its rows of q and of the gradient g */
 } bwd_block;
 
-/* Packs keys and values of the block at j0 (unless packed for an
- * earlier query block of n, cg_attn_keys), computes S into sb and
- * dP (before dropout) into db; returns the number of keys jn. */
-static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
-				  LLVMValueRef j0)
+/* dP = dO V^T of the key block at j0 into db, before dropout; with
+ * cols, each tile of rows only up to the keys its rows need (cols: i64
+ * per row, cg_attn_prod). */
+static void dp_prod(cg_attn *a, const bwd_block *b, LLVMValueRef j0,
+		    LLVMValueRef cols)
 {
-	cg_fn *f = a->f;
-	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
-	cg_attn_keys(a, b->n, j0);
-	cg_attn_qk(a, b->qblk, b->rows, a->sb, a->srs);
 	cg_attn_prod dp = {.a = b->gblk,
 			   .a_rs = a->H * a->dv,
 			   .a_ts = 1,
@@ -80,8 +76,22 @@ static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
 			   .is_b_padded = true,
 			   .is_c_padded = true,
 			   .rows = b->rows,
-			   .len = cg_i64(f, a->dv)};
+			   .len = cg_i64(a->f, a->dv),
+			   .cols = cols,
+			   .cols_off = j0};
 	cg_attn_prod_emit(a, &dp);
+}
+
+/* Packs keys and values of the block at j0 (unless packed for an
+ * earlier query block of n, cg_attn_keys), computes S into sb and
+ * dP (before dropout) into db; returns the number of keys jn. */
+static LLVMValueRef scores_and_dp(cg_attn *a, const bwd_block *b,
+				  LLVMValueRef j0)
+{
+	LLVMValueRef jn = cg_attn_block_len(a, a->K, j0, a->bc);
+	cg_attn_keys(a, b->n, j0);
+	cg_attn_qk(a, b->qblk, b->rows, j0, a->sb, a->srs);
+	dp_prod(a, b, j0, NULL);
 	return jn;
 }
 
@@ -155,20 +165,45 @@ static void cache_columns(cg_attn *a, LLVMValueRef j0)
 	a->db = cg_at(a->f, a->dc, j0);
 }
 
+/* Pass 1 with the cache and valid lengths, the key block at j0: the
+ * scores (each tile of rows up to its valid lengths, cg_attn_qk), each
+ * row's maximum so far and the keys it needs given it
+ * (cg_attn_set_need), then dP up to those keys. The maximum only
+ * grows, so a key past a row's need now is past its need at the end,
+ * where the key's weight is exactly 0 and its dP is left out
+ * (cached_stats, grads_row): a causal diagonal block's dP is computed
+ * a triangle of vectors, as its scores. */
+static void cached_keys(cg_attn *a, const bwd_block *b, LLVMValueRef j0)
+{
+	cg_fn *f = a->f;
+	cg_attn_keys(a, b->n, j0);
+	cg_attn_qk(a, b->qblk, b->rows, j0, a->sb, a->srs);
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+	cg_attn_max_row(a, i, j0);
+	cg_attn_set_need(a, i, cg_load(f, cg_at(f, a->m, i)));
+	cg_loop_end(f, &l);
+	dp_prod(a, b, j0, a->nd);
+}
+
 static void stats_keys(cg_attn *a, LLVMValueRef j0, void *ud)
 {
 	const bwd_block *b = ud;
 	cg_fn *f = a->f;
 	LLVMValueRef sb = a->sb, db = a->db;
 	cache_columns(a, j0);
-	scores_and_dp(a, b, j0);
-	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
-	if (a->is_cached)
-		cg_attn_max_row(a, i, j0);
-	else
-		stats_row(a, b, i, j0);
-	cg_loop_end(f, &l);
+	if (a->is_cached && a->has_valid) {
+		cached_keys(a, b, j0);
+	} else {
+		scores_and_dp(a, b, j0);
+		cg_loop l;
+		LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), b->rows, 1);
+		if (a->is_cached)
+			cg_attn_max_row(a, i, j0);
+		else
+			stats_row(a, b, i, j0);
+		cg_loop_end(f, &l);
+	}
 	a->sb = sb;
 	a->db = db;
 }
@@ -192,6 +227,8 @@ static void cached_stats(cg_attn *a, const bwd_block *b, LLVMValueRef jend)
 						 cg_load(f, cg_at(f, a->m, i))));
 	cg_attn_set(a, se, LLVMConstNull(vt));
 	cg_attn_set(a, sx, LLVMConstNull(vt));
+	if (a->has_valid)
+		cg_attn_set_need(a, i, cg_load(f, cg_at(f, a->m, i)));
 	LLVMValueRef k0 = cg_loop_begin(f, &lk, cg_i64(f, 0),
 					cg_attn_blocks_end(a, jend), a->vw);
 	cache_columns(a, k0);
@@ -205,6 +242,11 @@ static void cached_stats(cg_attn *a, const bwd_block *b, LLVMValueRef jend)
 	LLVMValueRef real = cg_attn_real_keys(a, k0, 0);
 	if (real)
 		ex = LLVMBuildSelect(f->b, real, ex, LLVMConstNull(vt), "");
+	/* keys past the row's need: weight exactly 0, dP maybe never
+	 * computed (cached_keys) */
+	if (a->has_valid)
+		ex = LLVMBuildSelect(f->b, cg_attn_in_need(a, i, k0, 0), ex,
+				     LLVMConstNull(vt), "");
 	cg_attn_set(a, se,
 		    cg_fast(LLVMBuildFAdd(f->b, cg_attn_get(a, vt, se), e, ""),
 			    true));

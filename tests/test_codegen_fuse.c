@@ -363,6 +363,30 @@ START_TEST(test_key_counts_of_whole_blocks_match_the_unfused_graph)
 }
 END_TEST
 
+/* Valid lengths where the scores and dP of a tile of rows stop at the
+ * vectors of keys its rows need (cg_attn_prod's cols): causal masks at
+ * lengths on both sides of the blocks (32 rows of heads of 32, 64 of
+ * wider ones) and of the vectors inside them, heads of 32, 64 and 128,
+ * in place or not, with dropout in training; per-query lengths (0,
+ * past K, K or between: the rows of length 0 need every key's dP) and
+ * per-batch lengths, where whole tiles of keys are past every row's
+ * length. */
+static const ac_case triangle_cases[] = {
+	{2, 31, 31, 32, 32, AC_CAUSAL, 0, false, 121, 2},
+	{1, 33, 33, 32, 32, AC_CAUSAL, 0.1, true, 122, 0},
+	{1, 63, 63, 64, 64, AC_CAUSAL, 0, false, 128, 0},
+	{2, 65, 65, 64, 64, AC_QUERY, 0.1, true, 124, 0},
+	{1, 129, 129, 128, 128, AC_CAUSAL, 0, false, 125, 0},
+	{1, 97, 97, 128, 64, AC_QUERY, 0, false, 126, 2},
+	{2, 47, 80, 64, 64, AC_BATCH, 0, false, 127, 0},
+};
+
+START_TEST(test_products_stopping_at_the_keys_rows_need_match_the_unfused_graph)
+{
+	check_case(&triangle_cases[_i]);
+}
+END_TEST
+
 /* The query rows of the forward's blocks, from its body's name
  * (attn.fwd.VW.BR...). */
 static long fwd_block_rows(const ac_case *c)
@@ -647,6 +671,10 @@ static Suite *fuse_suite(void)
 		(int)(sizeof whole_block_cases / sizeof whole_block_cases[0]));
 	tcase_add_test(tk,
 		       test_causal_masks_with_narrow_heads_take_blocks_of_32_rows);
+	tcase_add_loop_test(
+		tk,
+		test_products_stopping_at_the_keys_rows_need_match_the_unfused_graph,
+		0, (int)(sizeof triangle_cases / sizeof triangle_cases[0]));
 	suite_add_tcase(s, tk);
 	TCase *tp = tcase_create("small_rows");
 	tcase_set_timeout(tp, 300);
