@@ -116,8 +116,17 @@ static double ready_on(const builder *b, uint32_t i, uint32_t t)
 	return at;
 }
 
+/* Whether thread t is the home of a piece of a split node: piece p's is
+ * thread p, so that a node cut like the one before it finds on each
+ * thread the rows that thread made, in its own core's cache. */
+static bool is_home_of(const builder *b, uint32_t task, uint32_t t)
+{
+	return b->pieces[task / b->n_threads] > 1 && task % b->n_threads == t;
+}
+
 /* The ready task to place next and its thread: the earliest start, then
- * the highest bottom level, then the lowest node and piece. */
+ * the highest bottom level, then a piece on its home thread, then the
+ * lowest node and piece. */
 static void pick(const builder *b, uint32_t *which, uint32_t *thread,
 		 double *start)
 {
@@ -128,12 +137,17 @@ static void pick(const builder *b, uint32_t *which, uint32_t *thread,
 			double in = ready_on(b, i, t);
 			double st = b->thread_end[t] > in ? b->thread_end[t]
 							  : in;
-			uint32_t bi = have ? b->ready[*which] / b->n_threads : 0;
+			uint32_t best = have ? b->ready[*which] : 0;
+			uint32_t bi = best / b->n_threads;
+			bool is_home = is_home_of(b, task, t),
+			     best_home = have && is_home_of(b, best, *thread);
 			bool better = !have || st < *start ||
 				      (st == *start &&
 				       (b->level[i] > b->level[bi] ||
 					(b->level[i] == b->level[bi] &&
-					 task < b->ready[*which])));
+					 (is_home > best_home ||
+					  (is_home == best_home &&
+					   task < best)))));
 			if (better) {
 				have = true;
 				*which = r;
@@ -166,6 +180,36 @@ static void place(builder *b, uint32_t r, uint32_t t, double start)
 	for (uint32_t s = b->succ_first[i]; s < b->succ_first[i + 1]; s++)
 		if (--b->waiting[b->succ[s]] == 0)
 			make_ready(b, b->succ[s]);
+}
+
+/* Joins the pieces of a node placed one after the other on one thread
+ * (the other threads busy with other work) into one task over both
+ * ranges: cut, the thread would pay a second call, and a matmul's second
+ * piece would pack again the operand its split does not cut. */
+static bool join_pieces(ir_ctx *ctx, builder *b)
+{
+	/* per thread: 1 + the index of its last task kept, 0 for none */
+	uint32_t *last = ir_alloc(ctx, b->n_threads * sizeof *last);
+	if (!last)
+		return false;
+	uint32_t n = 0;
+	for (uint32_t j = 0; j < b->n_placed; j++) {
+		cg_sched_task tk = b->placed[j];
+		uint32_t l = last[tk.thread];
+		cg_sched_task *prev = l ? &b->placed[l - 1] : NULL;
+		if (prev && prev->node == tk.node &&
+		    (prev->hi == tk.lo || tk.hi == prev->lo)) {
+			prev->lo = prev->lo < tk.lo ? prev->lo : tk.lo;
+			prev->hi = prev->hi > tk.hi ? prev->hi : tk.hi;
+			prev->end = tk.end;
+			continue;
+		}
+		b->placed[n++] = tk;
+		last[tk.thread] = n;
+	}
+	ir_free(ctx, last);
+	b->n_placed = n;
+	return true;
 }
 
 /* Sorts the placed tasks by thread (each thread's already in order of
@@ -267,8 +311,9 @@ bool cg_sched_build(ir_ctx *ctx, const cg_sched_node *nodes,
 		for (uint32_t t = 0; t < b.n_threads; t++)
 			if (b.thread_end[t] > s->makespan)
 				s->makespan = b.thread_end[t];
+		ok = join_pieces(ctx, &b);
 		s->n_tasks = b.n_placed;
-		ok = lay_out(ctx, &b, s);
+		ok = ok && lay_out(ctx, &b, s);
 	}
 	builder_fini(ctx, &b);
 	if (!ok)

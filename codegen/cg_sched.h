@@ -67,8 +67,11 @@ typedef struct cg_sched {
 
 /* Schedules n nodes over n_threads threads. A node of extent >= 2 whose
  * cost is at least split_cost is cut into min(n_threads, extent) pieces
- * of equal ranges, each costing cost / pieces + piece_cost. Returns false
- * (reported in ctx) if memory ran out. */
+ * of equal ranges, each costing cost / pieces + piece_cost; piece p goes
+ * to thread p where another thread would not start it sooner, and
+ * pieces of one node placed one after the other on one thread become
+ * one task over their ranges. Returns false (reported in ctx) if memory
+ * ran out. */
 bool cg_sched_build(ir_ctx *ctx, const cg_sched_node *nodes,
 		    const uint32_t *deps, uint32_t n, uint32_t n_threads,
 		    double split_cost, double piece_cost, cg_sched *s);

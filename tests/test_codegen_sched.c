@@ -369,6 +369,70 @@ START_TEST(test_a_large_kernel_is_cut_into_one_piece_per_thread)
 }
 END_TEST
 
+/* The task of node i on thread t (the only one there), or NULL. */
+static const cg_sched_task *task_on(const cg_sched *s, uint32_t i, uint32_t t)
+{
+	const cg_sched_task *found = NULL;
+	for (uint32_t q = s->node_first[i]; q < s->node_first[i + 1]; q++) {
+		const cg_sched_task *k = &s->tasks[s->node_task[q]];
+		if (k->thread == t) {
+			ck_assert(found == NULL);
+			found = k;
+		}
+	}
+	return found;
+}
+
+START_TEST(test_a_cut_kernels_pieces_keep_to_their_threads)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	/* A (on the longest path: D after it) takes thread 0 first, so
+	 * thread 1 is free first for X's halves; then D's halves and X's
+	 * first are ready when thread 0 is. Each piece p goes to thread p
+	 * all the same, so that kernels cut alike find on each thread the
+	 * rows that thread made, in its own core's cache. */
+	cg_sched_node nodes[3] = {N(3000, 1, 0, 0), N(20000, 640, 0, 0),
+				  N(20000, 640, 0, 1)};
+	uint32_t deps[1] = {0};
+	cg_sched s;
+	ck_assert(cg_sched_build(&ctx, nodes, deps, 3, 2, 5000, 300, &s));
+	for (uint32_t i = 1; i < 3; i++)
+		for (uint32_t t = 0; t < 2; t++) {
+			const cg_sched_task *k = task_on(&s, i, t);
+			ck_assert(k != NULL);
+			ck_assert_int_eq(k->lo, 320 * t);
+		}
+	ck_assert_double_eq(s.makespan, 3000 + 2 * 10300);
+	cg_sched_fini(&ctx, &s);
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
+START_TEST(test_halves_placed_in_a_row_on_one_thread_are_one_task)
+{
+	ir_ctx ctx;
+	ir_ctx_init(&ctx);
+	/* A, a kernel that cannot be cut, holds thread 0 while the
+	 * independent B is cut in halves: both go to thread 1, one after
+	 * the other, and run as one task over the whole range. */
+	cg_sched_node nodes[2] = {N(100000, 1, 0, 0), N(20000, 640, 0, 0)};
+	cg_sched s;
+	ck_assert(cg_sched_build(&ctx, nodes, NULL, 2, 2, 5000, 300, &s));
+	ck_assert_uint_eq(s.n_tasks, 2);
+	ck_assert_uint_eq(s.node_first[2] - s.node_first[1], 1);
+	const cg_sched_task *b = &s.tasks[s.node_task[s.node_first[1]]];
+	ck_assert_uint_eq(b->thread, 1);
+	ck_assert_int_eq(b->lo, 0);
+	ck_assert_int_eq(b->hi, 640);
+	ck_assert_double_eq(b->start, 0);
+	ck_assert_double_eq(b->end, 2 * 10300);
+	ck_assert_double_eq(s.makespan, 100000);
+	cg_sched_fini(&ctx, &s);
+	ir_ctx_fini(&ctx);
+}
+END_TEST
+
 /* ---- scheduled entry points ----------------------------------------------------- */
 
 #define MAXT 256
@@ -762,6 +826,9 @@ static Suite *suite(void)
 	tcase_add_test(t, test_a_dependency_on_a_later_task_is_refused);
 	tcase_add_test(t, test_independent_chains_run_side_by_side);
 	tcase_add_test(t, test_a_large_kernel_is_cut_into_one_piece_per_thread);
+	tcase_add_test(t, test_a_cut_kernels_pieces_keep_to_their_threads);
+	tcase_add_test(t,
+		       test_halves_placed_in_a_row_on_one_thread_are_one_task);
 	suite_add_tcase(s, t);
 	TCase *e = tcase_create("entry points");
 	tcase_set_timeout(e, 600);
