@@ -1603,6 +1603,31 @@ START_TEST(test_plan_reads_the_books_small_shapes_in_place)
 }
 END_TEST
 
+/* A weight gradient that leaves out the k of B's rows of zeros reads A
+ * and B in place while B holds at most 128K floats (the Transformer's
+ * vocabulary head, 32x170 by K = 320: 54K), where a plain product packs
+ * B from 32K; a larger one (the GPT's 256x1024 by K = 1,024) packs. */
+START_TEST(test_plan_reads_a_gradient_leaving_out_k_in_place_up_to_128k)
+{
+	cg_gemm_spec spec = shape(32, 170, 320);
+	spec.ta = true;
+	cg_gemm_plan p = plan_of(spec);
+	ck_assert(p.pack_a && p.pack_b);
+	spec.skip_zero_k = true;
+	p = plan_of(spec);
+	ck_assert(!p.pack_a && !p.pack_b);
+	spec.n = 409; /* 409 x 320 = 130,880 floats: the most in place */
+	ck_assert(!plan_of(spec).pack_b);
+	spec.n = 410;
+	p = plan_of(spec);
+	ck_assert(p.pack_a && p.pack_b);
+	spec = shape(256, 1024, 1024);
+	spec.ta = true;
+	spec.skip_zero_k = true;
+	ck_assert(plan_of(spec).pack_b);
+}
+END_TEST
+
 static cg_gemm_plan plan_vw(int64_t m, int64_t n, int64_t k, int vw)
 {
 	cg_gemm_spec spec = shape(m, n, k);
@@ -2069,6 +2094,8 @@ static Suite *codegen_suite(void)
 	tcase_add_test(code, test_gemm_prefetches_the_next_blocks_to_pack);
 	tcase_add_test(code, test_gemm_of_tiny_shape_starts_no_threads);
 	tcase_add_test(code, test_plan_reads_the_books_small_shapes_in_place);
+	tcase_add_test(code,
+		       test_plan_reads_a_gradient_leaving_out_k_in_place_up_to_128k);
 	tcase_add_test(code, test_plan_packs_and_blocks_large_shapes);
 	tcase_add_test(code,
 		       test_plan_takes_short_k_blocks_for_narrow_products_of_zmm);
