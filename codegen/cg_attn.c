@@ -953,26 +953,29 @@ static LLVMValueRef keys(cg_attn *a, LLVMValueRef j0, int64_t j)
 	return LLVMBuildAdd(f->b, cg_attn_splat(a, k), iota(a, cg_t_i32(f)), "");
 }
 
+/* Lanes of vector j of the block at j0 whose key is below row i's
+ * bound in per-row array bound (valid lengths or needed keys). */
+static LLVMValueRef keys_below(cg_attn *a, LLVMValueRef bound, LLVMValueRef i,
+			       LLVMValueRef j0, int64_t j)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef n = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, bound, i),
+					"");
+	n = LLVMBuildTrunc(f->b, n, cg_t_i32(f), "");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j),
+			     cg_attn_splat(a, n), "");
+}
+
 LLVMValueRef cg_attn_in_valid(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			      int64_t j)
 {
-	cg_fn *f = a->f;
-	LLVMValueRef vl = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->rv, i),
-					 "");
-	vl = LLVMBuildTrunc(f->b, vl, cg_t_i32(f), "");
-	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j),
-			     cg_attn_splat(a, vl), "");
+	return keys_below(a, a->rv, i, j0, j);
 }
 
 LLVMValueRef cg_attn_in_need(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
 			     int64_t j)
 {
-	cg_fn *f = a->f;
-	LLVMValueRef nd = LLVMBuildLoad2(f->b, cg_t_i64(f), at_i64(a, a->nd, i),
-					 "");
-	nd = LLVMBuildTrunc(f->b, nd, cg_t_i32(f), "");
-	return LLVMBuildICmp(f->b, LLVMIntSLT, keys(a, j0, j),
-			     cg_attn_splat(a, nd), "");
+	return keys_below(a, a->nd, i, j0, j);
 }
 
 LLVMValueRef cg_attn_scores(cg_attn *a, LLVMValueRef i, LLVMValueRef j0,
