@@ -20,7 +20,10 @@
  * other ranks' stdout and stderr streams go to /dev/null); every rank's
  * diagnostics go to file descriptor 2 prefixed with "rank R: "; a rank
  * that fails ends the job with MPI_Abort, so no rank waits forever in a
- * collective.
+ * collective. Failures that every rank learns of in one collective (a
+ * rank that could not open its training, ranks given different ones:
+ * train.c's ranks_agree) end every rank normally instead, after each
+ * has said its own error: an abort could kill a rank before it had.
  */
 #define _GNU_SOURCE /* fopencookie: the ranks' prefixed stderr */
 #include "driver.h"
@@ -106,6 +109,15 @@ bool drv_dist_init(drv_dist *d, int *argc, char ***argv)
 	return true;
 }
 
+/* Whether every rank knows that the job fails (drv_dist_fail_together):
+ * the state of the process, as MPI's own is. */
+static bool failed_together;
+
+void drv_dist_fail_together(void)
+{
+	failed_together = true;
+}
+
 void drv_dist_fini(drv_dist *d, int status)
 {
 	if (!d->is_mpi)
@@ -113,7 +125,8 @@ void drv_dist_fini(drv_dist *d, int status)
 	if (d->diag)
 		fflush(d->diag);
 	fflush(stdout);
-	if (status != 0) /* the others may wait in a collective: end them */
+	/* the others may wait in a collective: end them */
+	if (status != 0 && !failed_together)
 		MPI_Abort(MPI_COMM_WORLD, status);
 	MPI_Finalize();
 	if (d->diag)

@@ -689,8 +689,11 @@ typedef struct drv_dist {
  * /dev/null. False (after saying why) if MPI would not start. */
 bool drv_dist_init(drv_dist *d, int *argc, char ***argv);
 /* Ends MPI: with status != 0 the whole job (MPI_Abort), so that no rank
- * waits for this one. */
+ * waits for this one, unless every rank knows it fails. */
 void drv_dist_fini(drv_dist *d, int status);
+/* Every rank has learnt in one collective that the job fails, and each
+ * has said its error: drv_dist_fini ends MPI normally on every rank. */
+void drv_dist_fail_together(void);
 /* Puts the rank into o; on ranks past 0 drops the outputs rank 0 alone
  * writes (--metrics, --save, --plot, --heatmap, --outputs). */
 void drv_dist_rank_options(const drv_dist *d, drv_options *o);

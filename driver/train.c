@@ -686,26 +686,48 @@ static void agree_values(const trainer *t, uint64_t *v)
 /* Under MPI every rank must train alike: its steps are one run's
  * shards, so a rank given another --lr, --seed, --epochs, data, ...
  * would make the run wrong without a word, or wait forever in a
- * gather, or fail inside MPI. Each rank's values are gathered to every
- * rank and compared with rank 0's; every rank whose differ, and rank 0,
- * say which. False after reporting. */
-static bool ranks_agree(trainer *t)
+ * gather, or fail inside MPI. Every rank comes here once its training
+ * is open, or once it failed to open it (is_ready false, its error
+ * said): each rank's readiness and values are gathered to every rank
+ * and compared with rank 0's. A rank that could not start is named by
+ * rank 0 (when rank 0 could); a rank whose values differ says which, and rank 0 too. Every
+ * rank learns the same here, so on failure they all stop together
+ * (drv_dist_fail_together) and none is killed before it has said its
+ * error. False after reporting, or if is_ready is false. */
+static bool ranks_agree(trainer *t, bool is_ready)
 {
 	int n = t->tc->n_ranks, me = t->tc->rank;
 	if (n <= 1)
-		return true;
-	uint64_t *all = ir_alloc(t->ctx, (size_t)n * N_AGREE * sizeof *all);
+		return is_ready;
+	enum { READY = N_AGREE, STRIDE = N_AGREE + 1 };
+	uint64_t *all = ir_alloc(t->ctx, (size_t)n * STRIDE * sizeof *all);
 	if (!all) {
 		ir_error(t->ctx, (ir_loc){0}, "out of memory");
+		return false; /* the others wait in the gather: MPI_Abort */
+	}
+	uint64_t *mine = all + (size_t)me * STRIDE;
+	memset(mine, 0, STRIDE * sizeof *mine);
+	if (is_ready)
+		agree_values(t, mine);
+	mine[READY] = is_ready;
+	if (!drv_dist_allgather(n, all, STRIDE * sizeof *all)) {
+		ir_error(t->ctx, (ir_loc){0}, "MPI: the ranks' gather failed");
+		ir_free(t->ctx, all);
 		return false;
 	}
-	agree_values(t, all + (size_t)me * N_AGREE);
-	bool ok = drv_dist_allgather(n, all, N_AGREE * sizeof *all);
-	if (!ok)
-		ir_error(t->ctx, (ir_loc){0}, "MPI: the ranks' gather failed");
+	bool ok = true;
+	for (int r = 0; r < n; r++)
+		if (!all[(size_t)r * STRIDE + READY]) {
+			if (me == 0 && is_ready)
+				ir_error(t->ctx, (ir_loc){0},
+					 "MPI: rank %d could not start "
+					 "training (its error is above)",
+					 r);
+			ok = false;
+		}
 	for (int r = 1; ok && r < n; r++)
 		for (int k = 0; k < N_AGREE; k++) {
-			if (all[(size_t)r * N_AGREE + k] == all[k])
+			if (all[(size_t)r * STRIDE + k] == all[k])
 				continue;
 			if (me == 0 || me == r)
 				ir_error(t->ctx, (ir_loc){0},
@@ -717,6 +739,8 @@ static bool ranks_agree(trainer *t)
 			break;
 		}
 	ir_free(t->ctx, all);
+	if (!ok)
+		drv_dist_fail_together();
 	return ok;
 }
 
@@ -752,8 +776,6 @@ static bool trainer_open(trainer *t)
 		return false;
 	}
 	if (t->resume.file && !resume_state(t))
-		return false;
-	if (!ranks_agree(t))
 		return false;
 	t->is_tty = isatty(STDERR_FILENO);
 	attnrt_tuner_init(&t->tuner,
@@ -888,6 +910,7 @@ bool drv_train(ir_ctx *ctx, ir_module *m, const drv_options *o,
 	t.o = &run_o;
 	t.tc = tc;
 	bool ok = read_resume(&t, o, &run_o) && trainer_open(&t);
+	ok = ranks_agree(&t, ok);
 	if (ok) /* for the interpreter's re-run of a non-finite step */
 		drv_data_bind_fallbacks(m, &t.data);
 	ok = ok && train_all(&t);
