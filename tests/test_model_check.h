@@ -2,10 +2,10 @@
  * test_model_check.h - the harness of the tests that compile a model of
  * tests/models/ and check its entries against themselves and the
  * interpreter (test_codegen_layer_norm.c, _softmax_rows.c,
- * _small_matmul.c): the model with its losses' gradients, one entry run
- * fused and unfused, at 1 and 2 threads with rows split one by one, its
- * outputs compared bit for bit and with the float32 and float64
- * interpreters.
+ * _small_matmul.c, _epilogue.c): the model with its losses' gradients,
+ * one entry run fused and unfused, at 1 and 2 threads with rows split
+ * one by one, its outputs compared bit for bit and with the float32 and
+ * float64 interpreters.
  */
 #ifndef ATTNC_TEST_MODEL_CHECK_H
 #define ATTNC_TEST_MODEL_CHECK_H
@@ -22,12 +22,15 @@
 
 #define MAXT 32 /* loss_I_grad: the loss and every parameter's gradient */
 #define TM_MAX_PARAMS 32
+#define TM_MAX_INPUTS 8
+#define TM_MAX_SYMS 16
 
 typedef struct tm_model {
 	ir_ctx ctx;
 	ir_module *m;
-	int64_t syms[4];
-	interp_tensor in[1], params[TM_MAX_PARAMS];
+	int64_t syms[TM_MAX_SYMS]; /* each dim's fallback */
+	uint32_t n_in;
+	interp_tensor in[TM_MAX_INPUTS], params[TM_MAX_PARAMS];
 } tm_model;
 
 static inline size_t tm_round64(size_t n)
@@ -35,10 +38,11 @@ static inline size_t tm_round64(size_t n)
 	return (n + 63) / 64 * 64 + 64;
 }
 
-/* The model at path (from the source tree) with the gradient of loss_ID
- * for each of the n ids; parameters of seed 5. */
-static inline void tm_model_init(tm_model *md, const char *path, const int *ids,
-				 int n)
+/* The model at path (from the source tree) with the gradient of each of
+ * the n losses named; its dims at their fallbacks, its parameters of
+ * seed 5. */
+static inline void tm_model_init_named(tm_model *md, const char *path,
+				       const char *const *losses, int n)
 {
 	memset(md, 0, sizeof *md);
 	ir_ctx_init(&md->ctx);
@@ -48,15 +52,29 @@ static inline void tm_model_init(tm_model *md, const char *path, const int *ids,
 	ck_assert(md->m != NULL);
 	pass_options po = {0};
 	ck_assert(pass_pipeline_forward(md->m, &po));
-	for (int w = 0; w < n; w++) {
-		char name[32];
-		snprintf(name, sizeof name, "loss_%d", ids[w]);
-		ck_assert(pass_autodiff(md->m, name));
-	}
+	for (int w = 0; w < n; w++)
+		ck_assert(pass_autodiff(md->m, losses[w]));
 	ck_assert(pass_pipeline_run(md->m, &po));
+	ck_assert_uint_le(md->m->n_syms, TM_MAX_SYMS);
+	for (uint32_t i = 0; i < md->m->n_syms; i++)
+		md->syms[i] = md->m->syms[i].fallback;
 	ck_assert_uint_le(md->m->n_params, TM_MAX_PARAMS);
 	ck_assert(interp_params_init(&md->ctx, md->m, md->syms, 5, false,
 				     md->params));
+}
+
+/* The same with the gradient of loss_ID for each of the n ids. */
+static inline void tm_model_init(tm_model *md, const char *path, const int *ids,
+				 int n)
+{
+	char names[MAXT][32];
+	const char *losses[MAXT];
+	ck_assert_int_le(n, MAXT);
+	for (int w = 0; w < n; w++) {
+		snprintf(names[w], sizeof names[w], "loss_%d", ids[w]);
+		losses[w] = names[w];
+	}
+	tm_model_init_named(md, path, losses, n);
 }
 
 static inline void tm_model_fini(tm_model *md)
@@ -67,36 +85,65 @@ static inline void tm_model_fini(tm_model *md)
 	ir_ctx_fini(&md->ctx);
 }
 
-/* f's one input t: floats in [-1, 1). */
+/* f's inputs, from one stream: floats in [-1, 1), ids in [0, 10). */
 static inline void tm_inputs_init(tm_model *md, const ir_func *f)
 {
 	uint64_t rng = 7;
-	ck_assert_uint_eq(f->n_inputs, 1);
-	const ir_type *t = &f->g.nodes[f->inputs[0]].type;
-	int64_t dims[IR_MAX_RANK];
-	for (int d = 0; d < t->rank; d++)
-		dims[d] = t->dims[d].coef;
-	ck_assert(interp_tensor_alloc(&md->ctx, &md->in[0], IR_F32, t->rank,
-				      dims));
-	float *v = md->in[0].data;
-	for (int64_t e = 0; e < interp_tensor_numel(&md->in[0]); e++) {
-		rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-		v[e] = (float)((rng >> 33) % 2000) / 1000.0f - 1.0f;
+	ck_assert_uint_le(f->n_inputs, TM_MAX_INPUTS);
+	md->n_in = f->n_inputs;
+	for (uint32_t i = 0; i < f->n_inputs; i++) {
+		const ir_type *t = &f->g.nodes[f->inputs[i]].type;
+		int64_t dims[IR_MAX_RANK];
+		for (int d = 0; d < t->rank; d++)
+			dims[d] = t->dims[d].coef *
+				  (t->dims[d].sym < 0
+					   ? 1
+					   : md->syms[t->dims[d].sym]);
+		ck_assert(interp_tensor_alloc(&md->ctx, &md->in[i], t->dtype,
+					      t->rank, dims));
+		for (int64_t e = 0; e < interp_tensor_numel(&md->in[i]); e++) {
+			rng = rng * 6364136223846793005ull +
+			      1442695040888963407ull;
+			uint32_t r = (uint32_t)(rng >> 33);
+			if (t->dtype == IR_I32)
+				((int32_t *)md->in[i].data)[e] = (int32_t)(r %
+									   10);
+			else
+				((float *)md->in[i].data)[e] = (float)(r % 2000) /
+								       1000.0f -
+							       1.0f;
+		}
 	}
 }
 
-static inline cg_program *tm_compile(tm_model *md, const char *fname,
-				     bool no_fuse)
+static inline void tm_inputs_fini(tm_model *md)
+{
+	for (uint32_t i = 0; i < md->n_in; i++)
+		interp_tensor_fini(&md->ctx, &md->in[i]);
+	md->n_in = 0;
+}
+
+/* Entry fname alone, rows split one by one; keep_zero_rows: its sgemms
+ * compute the zero rows they would leave out. */
+static inline cg_program *tm_compile_with(tm_model *md, const char *fname,
+					  bool no_fuse, bool keep_zero_rows)
 {
 	const char *only[1] = {fname};
 	cg_program_options o = {.only = only,
 				.n_only = 1,
 				.no_fuse = no_fuse,
+				.keep_zero_rows = keep_zero_rows,
 				.grain = 1};
 	cg_program *p = cg_program_create(&md->ctx, md->m, md->syms, &o);
 	ck_assert(p != NULL);
 	ck_assert(cg_program_jit(p));
 	return p;
+}
+
+static inline cg_program *tm_compile(tm_model *md, const char *fname,
+				     bool no_fuse)
+{
+	return tm_compile_with(md, fname, no_fuse, false);
 }
 
 /* Entry fname of p on n_threads; outs[k] receives output k (malloc'd). */
@@ -121,7 +168,9 @@ static inline void tm_jit_run(tm_model *md, cg_program *p, const char *fname,
 			e *= (size_t)oi[k].dims[d];
 		o[k] = outs[k] = calloc(e + 1, 4);
 	}
-	const void *ins[1] = {md->in[0].data};
+	const void *ins[TM_MAX_INPUTS];
+	for (uint32_t i = 0; i < md->n_in; i++)
+		ins[i] = md->in[i].data;
 	attnrt_run run = {.seed = 3, .n_threads = n_threads};
 	ck_assert_int_eq(cg_program_entry(p, fname)(&run, pb, sb, ins, o), 0);
 	free(pb);
@@ -178,7 +227,7 @@ static inline void tm_check_entry(tm_model *md, const char *name)
 		interp_tensor_fini(&md->ctx, &p64[i]);
 	cg_program_destroy(fused);
 	cg_program_destroy(plain);
-	interp_tensor_fini(&md->ctx, &md->in[0]);
+	tm_inputs_fini(md);
 }
 
 #endif
