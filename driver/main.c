@@ -780,6 +780,23 @@ static bool same_file(const char *a, const char *b)
 	return !has_a && !has_b && strcmp(a, b) == 0;
 }
 
+/* The files a run writes (NULL where an option is not given). */
+typedef struct out_path {
+	const char *opt, *path;
+} out_path;
+enum { N_OUT_PATHS = 6 };
+
+static void out_paths(const drv_options *o, bool is_stdout,
+		      out_path out[N_OUT_PATHS])
+{
+	out[0] = (out_path){"-o", is_stdout ? NULL : o->output};
+	out[1] = (out_path){"--save", o->save};
+	out[2] = (out_path){"--metrics", o->metrics};
+	out[3] = (out_path){"--plot", o->plot};
+	out[4] = (out_path){"--heatmap", o->heatmap};
+	out[5] = (out_path){"--outputs", o->outputs};
+}
+
 /* No file written may be one the run reads, or one another output
  * writes: `--emit=llvm -o m.g` replaced the model's source, `--save D`
  * the --data D. A run continued into its own checkpoint (--load or
@@ -787,14 +804,8 @@ static bool same_file(const char *a, const char *b)
  * file before they write it, and stay allowed. */
 static bool check_clobber(ir_ctx *ctx, const drv_options *o, bool is_stdout)
 {
-	const struct {
-		const char *opt, *path;
-	} out[] = {{"-o", is_stdout ? NULL : o->output},
-		   {"--save", o->save},
-		   {"--metrics", o->metrics},
-		   {"--plot", o->plot},
-		   {"--heatmap", o->heatmap},
-		   {"--outputs", o->outputs}};
+	out_path out[N_OUT_PATHS];
+	out_paths(o, is_stdout, out);
 	const struct {
 		const char *what, *path, *may;
 	} in[] = {{"the model", o->model, NULL},
@@ -803,9 +814,9 @@ static bool check_clobber(ir_ctx *ctx, const drv_options *o, bool is_stdout)
 		  {"--inputs", o->inputs, "--outputs"},
 		  {"--load", o->load, "--save"},
 		  {"--resume", o->resume, "--save"}};
-	size_t n_out = sizeof out / sizeof *out, n_in = sizeof in / sizeof *in;
-	for (size_t i = 0; i < n_out; i++) {
-		for (size_t j = i + 1; j < n_out; j++)
+	size_t n_in = sizeof in / sizeof *in;
+	for (size_t i = 0; i < N_OUT_PATHS; i++) {
+		for (size_t j = i + 1; j < N_OUT_PATHS; j++)
 			if (same_file(out[i].path, out[j].path)) {
 				ir_error(ctx, (ir_loc){0},
 					 "%s and %s name the same file '%s'",
@@ -821,6 +832,32 @@ static bool check_clobber(ir_ctx *ctx, const drv_options *o, bool is_stdout)
 				return false;
 			}
 	}
+	return true;
+}
+
+/* Nor may it be the file the train block's data reads (`data =
+ * tensors(file = "D")`, text(file = ...)) when no --data replaces it:
+ * `--save D` replaced the training data with a checkpoint. Said at the
+ * data setting. */
+static bool check_clobber_data(ir_ctx *ctx, const drv_options *o,
+			       const drv_train_config *tc)
+{
+	const ir_value *file = tc->data && !o->data
+				       ? ir_setting_arg(tc->data, "file")
+				       : NULL;
+	if (!file || file->kind != IR_VAL_STR)
+		return true;
+	char buf[4096];
+	const char *path = drv_model_path(o->model, file->str, buf, sizeof buf);
+	out_path out[N_OUT_PATHS];
+	out_paths(o, o->output && strcmp(o->output, "-") == 0, out);
+	for (size_t i = 0; i < N_OUT_PATHS; i++)
+		if (same_file(out[i].path, path)) {
+			ir_error(ctx, tc->data->loc,
+				 "%s would write over the training data '%s'",
+				 out[i].opt, path);
+			return false;
+		}
 	return true;
 }
 
@@ -979,7 +1016,8 @@ int main(int argc, char **argv)
 		.verify_each = o.verify_each,
 	};
 	if ((o.train || o.gradcheck || (o.compile_only && m->n_train)) &&
-	    !drv_train_prepare(&ctx, m, &o, &po, &tc))
+	    (!drv_train_prepare(&ctx, m, &o, &po, &tc) ||
+	     !check_clobber_data(&ctx, &o, &tc)))
 		goto out;
 
 	if (!pass_pipeline_run(m, &po) || ctx.n_errors)

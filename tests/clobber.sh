@@ -1,6 +1,7 @@
 #!/bin/sh
 # clobber.sh ATTNC SOURCE_DIR - a file attnc writes may not be one it
-# reads (the model, --data, --valid-data) nor one that another of its
+# reads (the model, --data, --valid-data, the train block's data file)
+# nor one that another of its
 # outputs writes: `--emit=llvm -o m.g` used to replace the model's
 # source with LLVM IR, `--save D` the training data with a checkpoint,
 # and `--save F --metrics F` lost the log to the checkpoint, all without
@@ -13,7 +14,9 @@ cd "$2"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cp tests/cli/data/double.g tests/cli/data/double_in.safetensors \
-	tests/cli/data/charlm.g tests/cli/data/small.txt "$dir"
+	tests/cli/data/charlm.g tests/cli/data/small.txt tests/cli/data/cls.g \
+	tests/cli/data/cls.safetensors "$dir"
+cp "$dir/cls.safetensors" "$dir/cls.keep"
 cp "$dir/double.g" "$dir/double.keep"
 cp "$dir/small.txt" "$dir/small.keep"
 refused() { # expected message, then attnc's arguments
@@ -39,6 +42,13 @@ refused "--save and --metrics name the same file" "$dir/charlm.g" \
 	--train --epochs 1 --batch 4 --data "$dir/small.txt" --save "$dir/w.st" \
 	--metrics "$dir/w.st"
 [ ! -e "$dir/w.st" ]
+# The file the train block reads (data = tensors(file = "cls.safetensors"),
+# beside the model), said at the data setting.
+refused "cls.g:12:3: error: --save would write over the training data" \
+	"$dir/cls.g" --train --save "$dir/cls.safetensors"
+(cd "$dir" && refused "--metrics would write over the training data" \
+	cls.g --train --metrics ./cls.safetensors)
+cmp "$dir/cls.safetensors" "$dir/cls.keep"
 # Allowed: a run continued into its own checkpoint, outputs over inputs,
 # and several outputs to /dev/null.
 "$attnc" "$dir/charlm.g" --train --epochs 1 --batch 4 --data "$dir/small.txt" \
