@@ -566,6 +566,12 @@ typedef struct drv_grad {
 	float *all_losses;
 	size_t grad_bytes;
 	int n_ranks;
+	/* Runs of shards side by side on a team (calls), and the seconds
+	 * the team's threads spent idle in them, summed over the threads:
+	 * waiting at the end for the slowest shard, and the region's start
+	 * and end (--profile's "(shards' wait)"). */
+	uint64_t team_calls;
+	double team_wait_seconds;
 } drv_grad;
 
 /* The gradient block and the loss output of shard s (of the batch's,

@@ -435,6 +435,7 @@ typedef struct shard_run {
 	uint32_t n_run;    /* this rank's live shards */
 	int32_t n_threads; /* of each shard's call */
 	int rc[DRV_MAX_SHARDS];
+	double busy[DRV_MAX_SHARDS]; /* by thread: seconds in its shards */
 } shard_run;
 
 /* This rank's live shards, dealt round-robin to the team. */
@@ -442,6 +443,7 @@ static void run_shards(void *data, int tid, int n)
 {
 	shard_run *r = data;
 	const drv_grad *g = r->g;
+	double t0 = drv_now_seconds();
 	for (uint32_t k = (uint32_t)tid; k < r->n_run; k += (uint32_t)n) {
 		uint32_t s = g->first_shard + k;
 		drv_batch sb;
@@ -452,6 +454,7 @@ static void run_shards(void *data, int tid, int n)
 		r->rc[k] = g->fn(&run, r->j->params, sh->scratch, sb.inputs,
 				 sh->outputs);
 	}
+	r->busy[tid] = drv_now_seconds() - t0;
 }
 
 uint32_t drv_grad_live(const drv_grad *g, const drv_batch *b)
@@ -492,7 +495,14 @@ bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		       .run = run,
 		       .n_run = n_run,
 		       .n_threads = team > 1 ? 1 : run->n_threads};
+	double t0 = drv_now_seconds();
 	cg_threads_each(team, run_shards, &r);
+	if (team > 1) { /* what the team's threads did not spend in shards */
+		double wall = drv_now_seconds() - t0;
+		g->team_calls++;
+		for (int t = 0; t < team; t++)
+			g->team_wait_seconds += wall - r.busy[t];
+	}
 	bool ok = true;
 	for (uint32_t k = 0; k < n_run && ok; k++)
 		if (r.rc[k] != ATTNRT_OK) {

@@ -50,9 +50,10 @@ typedef struct trainer {
 	attnrt_tuner tuner;    /* the threads of each step */
 	int32_t fixed_threads; /* ATTNC_NO_TUNER: every step's; 0: the tuner's */
 	int32_t step_threads;  /* the last step's, for the validation loss */
-	/* --profile: the batches' filling and the update (the gradients
-	 * added, the optimizer's step, the norms) around the entry points */
-	drv_profile_host host[2];
+	/* --profile: the batches' filling, the update (the gradients
+	 * added, the optimizer's step, the norms) around the entry points,
+	 * and the team's idle time in the shards (drv_grad) */
+	drv_profile_host host[3];
 } trainer;
 
 /* What the steps of one epoch add up. */
@@ -857,8 +858,12 @@ static bool train_all(trainer *t)
 	print_summary(t);
 	t->host[0].name = "batches";
 	t->host[1].name = "update";
+	/* with shards on a team: how long its threads idled in them */
+	t->host[2] = (drv_profile_host){"shards' wait", t->grad.team_calls,
+					t->grad.team_wait_seconds};
+	uint32_t n_host = t->host[2].calls ? 3 : 2;
 	if (t->o->profile && !drv_profile_report(t->ctx, &t->jit, "training",
-						 t->host, 2, t->metrics))
+						 t->host, n_host, t->metrics))
 		return false;
 	if (!regression_mse(t, &mse_after))
 		return false;

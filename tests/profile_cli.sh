@@ -12,7 +12,11 @@
 #     JSON's totals agree (the rows by kind and by line sum to the
 #     kernels' time, each entry point's to its own, within its time,
 #     with shares summing to 1, and to the same calls), and the rows by
-#     line are the model's lines, a prelude op's at the line calling it.
+#     line are the model's lines, a prelude op's at the line calling it;
+#   - the same with --shards 2, the tuner off: at 2 threads the shards
+#     run side by side in each of the 18 steps, and "(shards' wait)"
+#     counts 18 calls and a time that is no more than the run's, times
+#     its 2 threads; at 1 thread there is no such row.
 # Needs python3 for the JSON (exit 77, skipped, without it).
 set -eu
 attnc=$1
@@ -76,6 +80,20 @@ assert files == {"tests/cli/data/lm_tensors.g"}, files
 lg = {(r["line"], r["kind"]) for r in p["by_line"] if r["entry"] == "loss_grad"}
 assert (22, "matmul") in lg and (20, "embedding") in lg, lg
 assert any(l == 21 and k.startswith("layer_norm") for l, k in lg), lg
+PY
+done
+for t in 1 2; do
+	ATTNC_NO_TUNER=1 "$attnc" $m --train --epochs 2 --threads $t \
+		--shards 2 --profile --metrics "$dir/shards.json" 2>/dev/null
+	python3 - "$dir/shards.json" $t <<'PY'
+import json, sys
+p = [json.loads(l) for l in open(sys.argv[1]) if '"profile"' in l][0]
+host = {h["name"]: h for h in p["host"]}
+if sys.argv[2] == "1":
+    assert sorted(host) == ["batches", "update"], host
+else:
+    w = host["shards' wait"]
+    assert w["calls"] == 18 and 0 <= w["ms"] <= 2 * p["run_ms"], (w, p)
 PY
 done
 echo "profile cli ok"
