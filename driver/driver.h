@@ -128,6 +128,12 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
  * model lacks or a product. */
 bool drv_syms_as_fallbacks(ir_ctx *ctx, ir_module *m, const drv_options *o);
 
+/* Whether the values the inputs bound (values; from names them, as
+ * "the --inputs") are those --sym and --batch gave; else reports the
+ * first that differs. */
+bool drv_syms_agree(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		    const char *from, const int64_t *values);
+
 /* The example inputs of f (which has one) as tensors borrowing the
  * constants' data; in has f->n_inputs entries. */
 void drv_example_inputs(const ir_module *m, const ir_func *f, interp_tensor *in);

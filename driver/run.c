@@ -112,6 +112,22 @@ bool drv_syms_as_fallbacks(ir_ctx *ctx, ir_module *m, const drv_options *o)
 	return true;
 }
 
+bool drv_syms_agree(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		    const char *from, const int64_t *values)
+{
+	for (uint32_t i = 0; i < o->n_syms; i++) {
+		int32_t s = ir_module_find_sym(m, o->syms[i].name);
+		if (s < 0 || values[s] == o->syms[i].value)
+			continue;
+		ir_error(ctx, (ir_loc){0}, "%s %s=%lld, but %s give %s=%lld",
+			 o->syms[i].opt, o->syms[i].name,
+			 (long long)o->syms[i].value, from, o->syms[i].name,
+			 (long long)values[s]);
+		return false;
+	}
+	return true;
+}
+
 bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		   const drv_options *o, bool is_strict, bool is_batch_first,
 		   int64_t *values)
@@ -247,6 +263,9 @@ bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 		goto out;
 	interp_opts opts = {.is_f64 = o->f64, .seed = o->seed};
 	if (!interp_bind_syms(ctx, m, f, in, syms) ||
+	    !drv_syms_agree(ctx, m, o,
+			    o->inputs ? "the --inputs" : "the example inputs",
+			    syms) ||
 	    !interp_params_init(ctx, m, syms, o->seed, o->f64, params) ||
 	    !interp_run(ctx, m, f, &opts, params, in, outs) ||
 	    !put_outputs(ctx, m, f, o, outs))
