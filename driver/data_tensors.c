@@ -234,13 +234,14 @@ static bool find_tensors(ir_ctx *ctx, const char *path,
 }
 
 /* Reads the samples of f's inputs from the file at path. */
-static drv_samples *read_samples(ir_ctx *ctx, const char *path, const ir_func *f)
+static drv_samples *read_samples(ir_ctx *ctx, ir_loc at, const char *path,
+				 const ir_func *f)
 {
 	char err[512];
 	attnrt_st_file *file;
 	if (attnrt_tensors_read(NULL, path, DRV_TENSORS_MAX_BYTES, &file, err,
 				sizeof err) != ATTNRT_OK) {
-		ir_error(ctx, (ir_loc){0}, "%s", err);
+		ir_error(ctx, at, "%s", err);
 		return NULL;
 	}
 	const attnrt_st_tensor *ts[DRV_MAX_FIELDS];
@@ -288,7 +289,7 @@ static bool read_valid(ir_ctx *ctx, const ir_setting *data, const ir_func *f,
 	const ir_value *share = ir_setting_arg(data, "valid");
 	*valid = NULL;
 	if (o->valid_data) {
-		*valid = read_samples(ctx, o->valid_data, f);
+		*valid = read_samples(ctx, (ir_loc){0}, o->valid_data, f);
 		if (*valid)
 			print_fields("valid", o->valid_data, *valid);
 		return *valid != NULL;
@@ -333,7 +334,8 @@ bool drv_tensors_load(ir_ctx *ctx, const ir_module *m,
 	const char *path = o->data ? o->data
 				   : drv_model_path(o->model, file->str, buf,
 						    sizeof buf);
-	*train = read_samples(ctx, path, f);
+	/* a file the train block names is reported at its data line */
+	*train = read_samples(ctx, o->data ? (ir_loc){0} : data->loc, path, f);
 	if (!*train)
 		return false;
 	print_fields("data", path, *train);

@@ -78,8 +78,11 @@ bool drv_text_check(ir_ctx *ctx, const ir_setting *data)
 
 /* ---- reading ---------------------------------------------------------------------- */
 
-/* The whole file at path, NUL-terminated, into *out (malloc'd). */
-static bool read_text(ir_ctx *ctx, const char *path, char **out, size_t *len)
+/* The whole file at path, NUL-terminated, into *out (malloc'd). A file
+ * that cannot be read is reported as --data's, or, at `at`, as the file
+ * the train block names. */
+static bool read_text(ir_ctx *ctx, const drv_options *o, ir_loc at,
+		      const char *path, char **out, size_t *len)
 {
 	struct stat st;
 	/* Not blocking: open() of a FIFO no program writes to would wait
@@ -95,7 +98,8 @@ static bool read_text(ir_ctx *ctx, const char *path, char **out, size_t *len)
 	if (!f || fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) ||
 	    (uint64_t)st.st_size > DRV_TEXT_MAX_BYTES) {
 		int e = errno;
-		ir_error(ctx, (ir_loc){0}, "--data: %s: %s", path,
+		ir_error(ctx, o->data ? (ir_loc){0} : at, "%s%s: %s",
+			 o->data ? "--data: " : "", path,
 			 !f ? strerror(e)
 			 : !S_ISREG(st.st_mode)
 				 ? "not a file"
@@ -236,7 +240,7 @@ bool drv_text_load(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	if (!path && file)
 		path = name = drv_model_path(o->model, file->str, buf,
 					     sizeof buf);
-	if (path && !read_text(ctx, path, &owned, &len))
+	if (path && !read_text(ctx, o, data->loc, path, &owned, &len))
 		return false;
 	if (path)
 		normalize_lines(name, owned, &len);

@@ -122,6 +122,18 @@ bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		   const drv_options *o, bool is_strict, bool is_batch_first,
 		   int64_t *values);
 
+/* Makes each --sym (and --batch) value of o its symbol's fallback in m,
+ * so that the interpreter, which binds what the inputs leave unbound
+ * from the fallbacks, takes it too; false after reporting a name the
+ * model lacks or a product. */
+bool drv_syms_as_fallbacks(ir_ctx *ctx, ir_module *m, const drv_options *o);
+
+/* Whether the values the inputs bound (values; from names them, as
+ * "the --inputs") are those --sym and --batch gave; else reports the
+ * first that differs. */
+bool drv_syms_agree(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		    const char *from, const int64_t *values);
+
 /* The example inputs of f (which has one) as tensors borrowing the
  * constants' data; in has f->n_inputs entries. */
 void drv_example_inputs(const ir_module *m, const ir_func *f, interp_tensor *in);

@@ -130,7 +130,7 @@ bool drv_inputs_bind(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		ir_free(ctx, values);
 		return false;
 	}
-	bool ok = true;
+	bool ok = drv_syms_agree(ctx, m, o, "the --inputs", values);
 	for (uint32_t s = 0; ok && s < m->n_syms; s++)
 		if (values[s] && !m->syms[s].n_factors) /* products follow */
 			ok = drv_options_bind(ctx, out, "--inputs",

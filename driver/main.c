@@ -1053,12 +1053,14 @@ int main(int argc, char **argv)
 		if (!drv_generate_loaded(&ctx, m, &o))
 			goto out;
 	} else if (o.jit) {
-		if (!drv_run_jit(&ctx, m, &o))
+		if (!drv_syms_as_fallbacks(&ctx, m, &o) ||
+		    !drv_run_jit(&ctx, m, &o))
 			goto out;
 	} else {
 		if (o.stats)
 			pass_stats_print(m, NULL, stdout);
-		if (o.interp && !drv_run_interp(&ctx, m, &o))
+		if (o.interp && (!drv_syms_as_fallbacks(&ctx, m, &o) ||
+				 !drv_run_interp(&ctx, m, &o)))
 			goto out;
 		if (!o.dump && !o.stats && !o.interp)
 			print_summary(o.model, m);

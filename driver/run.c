@@ -83,26 +83,60 @@ static void bind_batch(const ir_module *m, int64_t *values)
 		values[b] = (int64_t)batch->value.num;
 }
 
+/* The symbol that --sym (or --batch) value i of o names, or -1 after
+ * reporting a name the model lacks or a product of symbols. */
+static int32_t option_sym(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+			  uint32_t i)
+{
+	int32_t s = ir_module_find_sym(m, o->syms[i].name);
+	if (s >= 0 && m->syms[s].n_factors) {
+		ir_error(ctx, (ir_loc){0},
+			 "%s: dimension '%s' is a product; give its factors",
+			 o->syms[i].opt, o->syms[i].name);
+		return -1;
+	}
+	if (s < 0)
+		ir_error(ctx, (ir_loc){0}, "%s: model %s has no dimension '%s'",
+			 o->syms[i].opt, m->name, o->syms[i].name);
+	return s;
+}
+
+bool drv_syms_as_fallbacks(ir_ctx *ctx, ir_module *m, const drv_options *o)
+{
+	for (uint32_t i = 0; i < o->n_syms; i++) {
+		int32_t s = option_sym(ctx, m, o, i);
+		if (s < 0)
+			return false;
+		m->syms[s].fallback = o->syms[i].value;
+	}
+	return true;
+}
+
+bool drv_syms_agree(ir_ctx *ctx, const ir_module *m, const drv_options *o,
+		    const char *from, const int64_t *values)
+{
+	for (uint32_t i = 0; i < o->n_syms; i++) {
+		int32_t s = ir_module_find_sym(m, o->syms[i].name);
+		if (s < 0 || values[s] == o->syms[i].value)
+			continue;
+		ir_error(ctx, (ir_loc){0}, "%s %s=%lld, but %s give %s=%lld",
+			 o->syms[i].opt, o->syms[i].name,
+			 (long long)o->syms[i].value, from, o->syms[i].name,
+			 (long long)values[s]);
+		return false;
+	}
+	return true;
+}
+
 bool drv_bind_syms(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 		   const drv_options *o, bool is_strict, bool is_batch_first,
 		   int64_t *values)
 {
 	memset(values, 0, m->n_syms * sizeof *values);
 	for (uint32_t i = 0; i < o->n_syms; i++) {
-		int32_t s = ir_module_find_sym(m, o->syms[i].name);
-		if (s >= 0 && m->syms[s].n_factors) {
-			ir_error(ctx, (ir_loc){0},
-				 "%s: dimension '%s' is a product; "
-				 "give its factors",
-				 o->syms[i].opt, o->syms[i].name);
+		int32_t s = option_sym(ctx, m, o, i);
+		if (s < 0)
 			return false;
-		}
-		if (s < 0) {
-			ir_error(ctx, (ir_loc){0},
-				 "%s: model %s has no dimension '%s'",
-				 o->syms[i].opt, m->name, o->syms[i].name);
-			return false;
-		}
 		values[s] = o->syms[i].value;
 	}
 	if (is_batch_first)
@@ -229,6 +263,9 @@ bool drv_run_interp(ir_ctx *ctx, const ir_module *m, const drv_options *o)
 		goto out;
 	interp_opts opts = {.is_f64 = o->f64, .seed = o->seed};
 	if (!interp_bind_syms(ctx, m, f, in, syms) ||
+	    !drv_syms_agree(ctx, m, o,
+			    o->inputs ? "the --inputs" : "the example inputs",
+			    syms) ||
 	    !interp_params_init(ctx, m, syms, o->seed, o->f64, params) ||
 	    !interp_run(ctx, m, f, &opts, params, in, outs) ||
 	    !put_outputs(ctx, m, f, o, outs))

@@ -758,8 +758,18 @@ static fe_value num_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r,
 	case FE_T_PERCENT:
 		return fe_real(a - b * floor(a / b));
 	default:
-		return fe_real(pow(a, b));
+		break;
 	}
+	/* As Python's float ** and the unary functions on numbers: a power
+	 * of finite numbers that is not one ((-8) ** 0.5, 2.0 ** 2000,
+	 * 0.0 ** -1) is an error, not a NaN or infinity in every output. */
+	double p = pow(a, b);
+	if (!isfinite(p) && isfinite(a) && isfinite(b)) {
+		ir_error(e->ctx, loc, "pow(%g, %g) is not a finite number", a,
+			 b);
+		return fe_err();
+	}
+	return fe_real(p);
 }
 
 /* A dim times a dim: the product symbol (B*T), coefficients multiplied;

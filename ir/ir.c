@@ -818,10 +818,72 @@ bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc)
 	return true;
 }
 
+/* Whether t has at most IR_MAX_NUMEL elements with its symbols at values
+ * (an unbound one, 0, counts as 1). */
+static bool numel_fits_at(const ir_type *t, const int64_t *values)
+{
+	int64_t n = 1;
+	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++) {
+		ir_dim d = t->dims[i];
+		int64_t v = d.coef < 0 ? -d.coef : d.coef;
+		if (!ir_dim_is_static(d) && values[d.sym] > 0 &&
+		    __builtin_mul_overflow(v, values[d.sym], &v))
+			return false;
+		if (__builtin_mul_overflow(n, v, &n) || n > IR_MAX_NUMEL)
+			return false;
+	}
+	return true;
+}
+
+/* Writes t's dims at values ("3000000, 3000000, 1") into buf. */
+static void format_values(const ir_type *t, const int64_t *values, char *buf,
+			  size_t size)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (int i = 0; i < t->rank && i < IR_MAX_RANK && used < size; i++) {
+		ir_dim d = t->dims[i];
+		int64_t v = d.coef;
+		if (!ir_dim_is_static(d) && values[d.sym] > 0 &&
+		    __builtin_mul_overflow(d.coef, values[d.sym], &v))
+			v = INT64_MAX;
+		int w = snprintf(buf + used, size - used, "%s%lld",
+				 i ? ", " : "", (long long)v);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+/* Reports the first node of m whose tensor the sizes in values make
+ * larger than IR_MAX_NUMEL elements (what a run-time size such as
+ * --sym K=3000000 can do to [K, K, K]; counted past int64, it would
+ * wrap in the code that sizes it); true if there is none. */
+static bool check_numel(ir_ctx *ctx, const ir_module *m, const int64_t *values)
+{
+	for (uint32_t f = 0; f < m->n_funcs; f++) {
+		const ir_graph *g = &m->funcs[f]->g;
+		for (uint32_t i = 0; i < g->n_nodes; i++) {
+			const ir_node *n = &g->nodes[i];
+			if (numel_fits_at(&n->type, values))
+				continue;
+			char s[256], v[256];
+			ir_type_format(m, &n->type, s, sizeof s);
+			format_values(&n->type, values, v, sizeof v);
+			ir_error(ctx, n->loc,
+				 "%s: a tensor of [%s] = [%s] is more than "
+				 "2^40 elements",
+				 ir_op_table[n->op].name, s, v);
+			return false;
+		}
+	}
+	return true;
+}
+
 bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
 			    const int64_t *values)
 {
-	bool ok = true;
+	bool ok = check_numel(ctx, m, values);
 	for (uint32_t i = 0; i < m->n_limits; i++) {
 		const ir_limit *l = &m->limits[i];
 		int64_t n;

@@ -527,7 +527,9 @@ void ir_module_used_syms(const ir_module *m, bool *used);
 /* Adds a limit (size <= max, reported at loc); false on OOM. */
 bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc);
 /* Reports every limit that values break, at the limit's location (an
- * unbound symbol, value 0, breaks none); true if none is broken. */
+ * unbound symbol, value 0, breaks none), and the first tensor of a
+ * function that values make more than IR_MAX_NUMEL elements, at its
+ * node's location; true if none is broken. */
 bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
 			    const int64_t *values);
 /* Adds a parameter (name copied); returns its index or -1 on OOM. */

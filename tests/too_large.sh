@@ -24,6 +24,6 @@ expect() { # what-run, expected text, attnc arguments...
 }
 expect train "parameters [0-9.]* GiB and 3 times that for their gradient and the optimizer's state" \
 	--train --epochs 1 --data tests/cli/data/stories-6k.txt
-expect run "parameters [0-9.]* GiB, scratch" --jit --sym B=1 --sym T=4 \
+expect run "parameters [0-9.]* GiB, scratch" --jit --sym B=2 --sym T=10 \
 	--sym V=56 --entry loss --inputs tests/cli/data/gpt_T10.safetensors
 echo "too large ok"
