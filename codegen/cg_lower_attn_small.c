@@ -863,6 +863,13 @@ static void sbwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	sbwd_accumulate(a, b, g);
 }
 
+/* The block's rows of Q transposed into qt, a vector per column. */
+static void load_qt(cg_attn *a, const sblock *b, LLVMValueRef *qt)
+{
+	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
+		       b->rows);
+}
+
 /* The block's code with the weights' cache: its valid lengths, then its
  * keys' code from its slot where the forward computed what the backward
  * would: on the path that skips keys (a->fin: the backward's test,
@@ -870,10 +877,12 @@ static void sbwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
  * same keys), and on the one that visits all where the forward did too
  * (kv = K); recomputed otherwise (a non-finite q, k or dO and keys the
  * forward skipped). */
-static void sbwd_block_wc(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
-			  sgrads *g)
+static void sbwd_block_wc(cg_attn *a, sblock *b, LLVMValueRef *qt,
+			  const LLVMValueRef *gt, sgrads *g)
 {
 	cg_fn *f = a->f;
+	/* the cached paths read no scores: Q transposed only to recompute */
+	const LLVMValueRef *xt[2] = {qt, gt};
 	b->vl = a->has_valid ? cg_attn_valid_t(a, b->n, b->q0, b->rows) : NULL;
 	LLVMValueRef kv0 = block_keys(a, b);
 	g->slot = wc_slot(a, b->n, b->q0);
@@ -905,6 +914,7 @@ static void sbwd_block_wc(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	sbwd_keys(a, b, xt, NULL, g);
 	LLVMBuildBr(f->b, join);
 	LLVMPositionBuilderAtEnd(f->b, again);
+	load_qt(a, b, qt);
 	LLVMValueRef slot = g->slot;
 	g->slot = NULL;
 	sbwd_keys(a, b, xt, NULL, g);
@@ -952,15 +962,15 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
 	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
 	const LLVMValueRef *xt[2] = {qt, gt};
-	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d,
-		       b.rows);
 	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv,
 		       a->H * a->dv, b.rows);
 	g->slot = NULL;
-	if (a->has_wc)
-		sbwd_block_wc(a, &b, xt, g);
-	else
+	if (a->has_wc) {
+		sbwd_block_wc(a, &b, qt, gt, g);
+	} else {
+		load_qt(a, &b, qt);
 		block_keys_code(a, &b, xt, sbwd_keys, g);
+	}
 	cg_loop_end(f, &l);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	store_rows(a, g->rw, n, g->dk, dk0, a->d, g->nd);
