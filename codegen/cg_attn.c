@@ -220,7 +220,8 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 	a->kk = kb->in[1];
 	a->v = kb->in[2];
 	a->valid = a->has_valid ? kb->in[3] : NULL;
-	a->g = is_grad ? kb->in[kb->n_in - 1] : NULL;
+	/* the last operand of the node: the weights' cache may follow */
+	a->g = is_grad ? kb->in[a->has_valid ? 4 : 3] : NULL;
 	if (a->has_dropout) {
 		a->drop_on = cg_kernel_is_training(kb);
 		a->drop_key = key;
@@ -239,6 +240,14 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 	}
 	if (a->is_cached)
 		cache_begin(a, is_grad);
+	if (a->has_wc) {
+		/* after the forward's output (N x Q x dv floats), rounded up
+		 * to 64 bytes (cg_attn_node_bytes) */
+		int64_t at = (a->N * a->Q * a->dv * 4 + 63) / 64 * 16;
+		a->wc = cg_ati(f,
+			       is_grad ? kb->in[a->has_valid ? 5 : 4] : kb->out,
+			       at);
+	}
 }
 
 /* The shared function (cg_kernel_outline_begin's signature). */
@@ -261,11 +270,14 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 	char name[320];
 	snprintf(name, sizeof name,
 		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a%s",
-		 kind, a->vw, (long long)a->br, (long long)a->N, (long long)a->H,
-		 (long long)a->Q, (long long)a->K, (long long)a->d,
-		 (long long)a->dv, a->has_valid, (long long)a->valid_sn,
-		 (long long)a->valid_sq, (double)a->scale, (double)a->fill,
-		 k->node->attr.attention.p, a->is_cached ? ".cached" : "");
+		 kind, a->vw, (long long)a->br, (long long)a->N,
+		 (long long)a->H, (long long)a->Q, (long long)a->K,
+		 (long long)a->d, (long long)a->dv, a->has_valid,
+		 (long long)a->valid_sn, (long long)a->valid_sq,
+		 (double)a->scale, (double)a->fill, k->node->attr.attention.p,
+		 a->is_cached ? ".cached"
+		 : a->has_wc  ? ".wc"
+			      : "");
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);

@@ -83,6 +83,10 @@ typedef struct cg_attn {
 	LLVMValueRef fin;
 	LLVMValueRef fin_b, fin_ok; /* vars: cg_attn_finite's batch element
 				     * (-1: none yet) and its result */
+	/* The small kernels' cache of the weights (cg_attn_cache_pair): the
+	 * forward writes it after its output, the backward reads it. */
+	bool has_wc;
+	LLVMValueRef wc; /* its first float, or NULL */
 } cg_attn;
 
 /* The strides, in elements, of valid lengths of type vt (i32 [N] or
@@ -323,6 +327,19 @@ bool cg_attn_is_small(const cg_attn *a);
  * or backward body; sets its extent and work. */
 void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a);
 void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a);
+
+/* The cache of the weights between a small forward and its gradient:
+ * for a fused_attention node id of g, the fused_attention_grad node that
+ * reads the weights its kernel leaves after its output (the first
+ * gradient of the same operands and attributes, both nodes taking the
+ * small kernels); for a fused_attention_grad node, that forward. IR_NONE
+ * for none. The gradient's kernel takes the forward's buffer as one more
+ * operand (node_call's extra), which keeps it alive until then. */
+ir_id cg_attn_cache_pair(const cg_lower *L, const ir_graph *g, ir_id id);
+/* The bytes of node id's buffer: its output's, and for a fused_attention
+ * that leaves a cache (cg_attn_cache_pair), the cache after the output
+ * rounded up to 64 bytes. */
+uint64_t cg_attn_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id);
 
 /* cols[c] for c < width: column c of rows 0 .. rows (<= vw) of src (rows
  * stride floats apart), a vector over the rows; lanes past rows are 0. */

@@ -43,6 +43,7 @@ typedef struct cg_lower {
 	unsigned vw;      /* floats per vector of the sgemm and attention
 			   * kernels: 8 (AVX2) or 16 (AVX-512) */
 	bool keep_zero_rows; /* cg_program_options.keep_zero_rows */
+	bool no_attn_cache;  /* cg_program_options.no_attn_cache */
 } cg_lower;
 
 /* One node of the trees through which a kernel reads its operands

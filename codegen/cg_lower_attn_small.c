@@ -38,6 +38,8 @@
  */
 #include "cg_attn.h"
 
+#include <assert.h>
+
 /* A block: query rows q0 .. q0 + rows (rows <= vw) of attention n, one
  * per lane. Per key k, variables (cg_attn_var) carry what key k's code
  * computes past the test that skips it (key_begin). */
@@ -55,6 +57,108 @@ bool cg_attn_is_small(const cg_attn *a)
 {
 	return a->K >= 1 && a->K <= CG_ATTN_SMALL_K && a->d >= 1 &&
 	       a->d <= CG_ATTN_SMALL_W && a->dv >= 1 && a->dv <= CG_ATTN_SMALL_W;
+}
+
+/* ---- the weights' cache ------------------------------------------------------------ */
+
+/* A block's slot in the cache, in floats: exp(s_k - m) of every key (0
+ * for a skipped one) as K vectors over the block's rows, 1 / l, then
+ * (as i32) dropout's keep mask of each key (a bit per lane) and the keys
+ * the block visited (kv, K for all); rounded up to 64 bytes. */
+static int64_t wc_slot_floats(int64_t K, unsigned vw)
+{
+	return (K * vw + vw + K + 1 + 15) / 16 * 16;
+}
+
+/* Whether node id of g (a fused attention or its gradient) takes the
+ * small kernels: cg_attn_is_small from its operands' types. */
+static bool node_is_small(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	int64_t qd[IR_MAX_RANK], kd[IR_MAX_RANK], vd[IR_MAX_RANK];
+	if (n->n_args < 3 || n->attr.attention.heads < 1)
+		return false;
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 1)].type, kd);
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 2)].type, vd);
+	int64_t h = n->attr.attention.heads, d = qd[2] / h, dv = vd[2] / h;
+	return kd[1] >= 1 && kd[1] <= CG_ATTN_SMALL_K && d >= 1 &&
+	       d <= CG_ATTN_SMALL_W && dv >= 1 && dv <= CG_ATTN_SMALL_W;
+}
+
+/* Whether grad is the gradient of fwd: the same operands (and g) and
+ * attributes, the dropout stream included. */
+static bool is_grad_of(const ir_graph *g, ir_id fwd, ir_id grad)
+{
+	const ir_node *f = &g->nodes[fwd], *b = &g->nodes[grad];
+	if (f->op != IR_OP_FUSED_ATTENTION ||
+	    b->op != IR_OP_FUSED_ATTENTION_GRAD || b->n_args != f->n_args + 1 ||
+	    f->attr.attention.scale != b->attr.attention.scale ||
+	    f->attr.attention.fill != b->attr.attention.fill ||
+	    f->attr.attention.p != b->attr.attention.p ||
+	    f->attr.attention.stream != b->attr.attention.stream ||
+	    f->attr.attention.heads != b->attr.attention.heads)
+		return false;
+	for (uint32_t i = 0; i < f->n_args; i++)
+		if (ir_arg(g, fwd, i) != ir_arg(g, grad, i))
+			return false;
+	return true;
+}
+
+/* The first gradient of forward fwd after it, IR_NONE for none. */
+static ir_id first_grad(const ir_graph *g, ir_id fwd)
+{
+	for (ir_id c = fwd + 1; c < g->n_nodes; c++)
+		if (is_grad_of(g, fwd, c))
+			return c;
+	return IR_NONE;
+}
+
+ir_id cg_attn_cache_pair(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	ir_op op = g->nodes[id].op;
+	if (L->no_attn_cache)
+		return IR_NONE;
+	if (op == IR_OP_FUSED_ATTENTION)
+		return node_is_small(L, g, id) ? first_grad(g, id) : IR_NONE;
+	if (op != IR_OP_FUSED_ATTENTION_GRAD || !node_is_small(L, g, id))
+		return IR_NONE;
+	for (ir_id p = 0; p < id; p++)
+		if (is_grad_of(g, p, id))
+			return first_grad(g, p) == id ? p : IR_NONE;
+	return IR_NONE;
+}
+
+uint64_t cg_attn_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	uint64_t out = cg_lower_bytes(L, &n->type);
+	if (n->op != IR_OP_FUSED_ATTENTION ||
+	    cg_attn_cache_pair(L, g, id) == IR_NONE)
+		return out;
+	int64_t qd[IR_MAX_RANK], kd[IR_MAX_RANK];
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 1)].type, kd);
+	int64_t blocks = qd[0] * n->attr.attention.heads *
+			 ((qd[1] + L->vw - 1) / L->vw);
+	return (out + 63) / 64 * 64 +
+	       (uint64_t)(blocks * wc_slot_floats(kd[1], L->vw)) * 4;
+}
+
+/* The slot of the block at query row q0 of attention n. */
+static LLVMValueRef wc_slot(cg_attn *a, LLVMValueRef n, LLVMValueRef q0)
+{
+	cg_fn *f = a->f;
+	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
+	LLVMValueRef blk = cg_add(f, cg_muli(f, n, nqb),
+				  LLVMBuildUDiv(f->b, q0, cg_i64(f, a->vw), ""));
+	return cg_at(f, a->wc, cg_muli(f, blk, wc_slot_floats(a->K, a->vw)));
+}
+
+/* Element i of the slot's i32 part (the masks, then kv). */
+static LLVMValueRef wc_int(cg_attn *a, LLVMValueRef slot, int64_t i)
+{
+	return cg_ati(a->f, slot, a->K * a->vw + a->vw + i);
 }
 
 /* x y + z, vectors of any width. */
@@ -501,6 +605,31 @@ static void sfwd_rows(cg_attn *a, const sblock *b, LLVMValueRef pw)
 	cg_loop_no_unroll(f, &l);
 }
 
+/* The block's slot of the weights' cache: its exponentials (0 for the
+ * keys it skips), 1 / l as the backward computes it, the keep masks and
+ * the keys it visited. */
+static void wc_store(cg_attn *a, const sblock *b, LLVMValueRef l)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMTypeRef mt = LLVMIntTypeInContext(f->ctx, a->vw);
+	LLVMValueRef slot = wc_slot(a, b->n, b->q0);
+	for (int64_t k = 0; k < a->K; k++)
+		cg_vstore(f, vget(a, b->sv[k]), cg_ati(f, slot, k * a->vw), 4);
+	cg_vstore(f, LLVMBuildFDiv(f->b, vconst(a, 1), l, ""),
+		  cg_ati(f, slot, a->K * a->vw), 4);
+	for (int64_t k = 0; a->has_dropout && k < a->K; k++) {
+		LLVMValueRef m = LLVMBuildBitCast(f->b,
+						  cg_attn_get(a, bt, b->kp[k]),
+						  mt, "");
+		LLVMBuildStore(f->b, LLVMBuildZExt(f->b, m, cg_t_i32(f), ""),
+			       wc_int(a, slot, k));
+	}
+	LLVMValueRef kv = b->kv ? LLVMBuildTrunc(f->b, b->kv, cg_t_i32(f), "")
+				: cg_i32(f, (int32_t)a->K);
+	LLVMBuildStore(f->b, kv, wc_int(a, slot, a->K));
+}
+
 /* The block's output rows: sum_k dropout(e_k) V[k] / l over the keys it
  * visits. The weights, a vector over the block's rows per key (0 for a
  * skipped key), go to the stack (pw) with r = keep_scale / l, and
@@ -524,6 +653,8 @@ static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 			  cg_ati(f, pw, k * a->vw), 4);
 	}
 	LLVMValueRef l = key_sum_vars(a, b->sv);
+	if (a->has_wc)
+		wc_store(a, b, l);
 	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), l, "");
 	if (a->has_dropout)
 		r = dropped_rows_factor(a, b, r, l);
@@ -559,9 +690,12 @@ static void sfwd_body(cg_attn *a)
 
 void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
 {
+	cg_attn s = *a;
+	s.has_wc = cg_attn_cache_pair(k->L, k->g, k->id) != IR_NONE;
+	assert(!s.has_wc || k->n_in == k->node->n_args + 1);
 	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
-	cg_attn_call_body(k, a, "sfwd", sfwd_body);
+	cg_attn_call_body(k, &s, "sfwd", sfwd_body);
 }
 
 /* ---- backward --------------------------------------------------------------------- */
@@ -573,23 +707,56 @@ typedef struct sgrads {
 	LLVMValueRef dk[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 8];
 	LLVMValueRef dv[CG_ATTN_SMALL_K][CG_ATTN_SMALL_W / 8];
 	LLVMValueRef ds, pd;
+	/* the block's slot of the weights' cache and the keys the forward
+	 * visited (i64); slot NULL: the weights recomputed */
+	LLVMValueRef slot, ckv;
 	unsigned rw;     /* floats in a vector of those rows: row_width */
 	int64_t nd, ndv; /* vectors per row of dk, dv */
 } sgrads;
+
+/* The block's exponentials (b->sv) and keep masks (b->kp) from its slot
+ * of the weights' cache, as scores_t and exp_key would compute them
+ * again: the forward's, from the same scores; kv the keys it visited
+ * (NULL: all). */
+static void wc_load(cg_attn *a, sblock *b, LLVMValueRef slot, LLVMValueRef kv)
+{
+	cg_fn *f = a->f;
+	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
+	LLVMTypeRef mt = LLVMIntTypeInContext(f->ctx, a->vw);
+	b->kv = kv;
+	for (int64_t k = 0; k < a->K; k++) {
+		b->sv[k] = cg_attn_var(a, vt,
+				       cg_vload(f, a->vw,
+						cg_ati(f, slot, k * a->vw), 4));
+		if (!a->has_dropout)
+			continue;
+		LLVMValueRef m = LLVMBuildLoad2(f->b, cg_t_i32(f),
+						wc_int(a, slot, k), "");
+		m = LLVMBuildBitCast(f->b, LLVMBuildTrunc(f->b, m, mt, ""), bt,
+				     "");
+		b->kp[k] = cg_attn_var(a, bt, m);
+	}
+}
 
 /* The block's weights P_k (in b->sv), dP_k = dropout(dO V[k]^T) (in
  * dp[k]) and D = sum_k P_k dP_k: the row sums the softmax's gradient
  * needs. */
 static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
-				 const LLVMValueRef *const *xt,
-				 LLVMValueRef kv0, LLVMValueRef *dp)
+				 const LLVMValueRef *const *xt, LLVMValueRef kv0,
+				 LLVMValueRef *dp, const sgrads *g)
 {
 	cg_fn *f = a->f;
 	LLVMTypeRef vt = cg_t_vec(f, a->vw);
+	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
 	LLVMValueRef ex[CG_ATTN_SMALL_K], keep;
 	const LLVMValueRef *gt = xt[1];
-	scores_t(a, b, xt[0], kv0);
-	clear_skipped(a, b);
+	if (g->slot) {
+		wc_load(a, b, g->slot, kv0 ? g->ckv : NULL);
+	} else {
+		scores_t(a, b, xt[0], kv0);
+		clear_skipped(a, b);
+	}
 	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
 	for (int64_t k = 0; k < a->K; k++) {
 		dp[k] = cg_attn_var(a, vt, vconst(a, 0));
@@ -597,7 +764,14 @@ static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
 	}
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
-		LLVMValueRef e = exp_key(a, b, k, &keep);
+		LLVMValueRef e;
+		if (g->slot) {
+			e = vget(a, b->sv[k]);
+			keep = a->has_dropout ? cg_attn_get(a, bt, b->kp[k])
+					      : NULL;
+		} else {
+			e = exp_key(a, b, k, &keep);
+		}
 		LLVMValueRef x = dot_t(a, gt, key_row(a, a->v, b->n, k, a->dv),
 				       a->dv);
 		x = dropped(a, keep, x, ks);
@@ -605,8 +779,10 @@ static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
 		cg_attn_set(a, ex[k], LLVMBuildFMul(f->b, e, x, ""));
 		key_end(a, join);
 	}
-	LLVMValueRef rl = LLVMBuildFDiv(f->b, vconst(a, 1),
-					key_sum_vars(a, b->sv), "");
+	LLVMValueRef rl = g->slot ? cg_vload(f, a->vw,
+					     cg_ati(f, g->slot, a->K * a->vw), 4)
+				  : LLVMBuildFDiv(f->b, vconst(a, 1),
+						  key_sum_vars(a, b->sv), "");
 	for (int64_t k = 0; k < a->K; k++)
 		cg_attn_set(a, b->sv[k],
 			    LLVMBuildFMul(f->b, vget(a, b->sv[k]), rl, ""));
@@ -621,7 +797,7 @@ static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	cg_fn *f = a->f;
 	LLVMTypeRef bt = LLVMVectorType(LLVMInt1TypeInContext(f->ctx), a->vw);
 	LLVMValueRef dp[CG_ATTN_SMALL_K];
-	LLVMValueRef D = sbwd_weights(a, b, xt, kv0, dp);
+	LLVMValueRef D = sbwd_weights(a, b, xt, kv0, dp, g);
 	LLVMValueRef ks = a->has_dropout ? keep_scale(a) : NULL;
 	for (int64_t k = 0; k < a->K; k++) {
 		LLVMBasicBlockRef join = key_begin(a, b, k);
@@ -687,6 +863,66 @@ static void sbwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	sbwd_accumulate(a, b, g);
 }
 
+/* The block's rows of Q transposed into qt, a vector per column. */
+static void load_qt(cg_attn *a, const sblock *b, LLVMValueRef *qt)
+{
+	cg_attn_load_t(a, qt, query_rows(a, a->q, b, a->d), a->d, a->H * a->d,
+		       b->rows);
+}
+
+/* The block's code with the weights' cache: its valid lengths, then its
+ * keys' code from its slot where the forward computed what the backward
+ * would: on the path that skips keys (a->fin: the backward's test,
+ * which holds only where the forward's does, so the forward skipped the
+ * same keys), and on the one that visits all where the forward did too
+ * (kv = K); recomputed otherwise (a non-finite q, k or dO and keys the
+ * forward skipped). */
+static void sbwd_block_wc(cg_attn *a, sblock *b, LLVMValueRef *qt,
+			  const LLVMValueRef *gt, sgrads *g)
+{
+	cg_fn *f = a->f;
+	/* the cached paths read no scores: Q transposed only to recompute */
+	const LLVMValueRef *xt[2] = {qt, gt};
+	b->vl = a->has_valid ? cg_attn_valid_t(a, b->n, b->q0, b->rows) : NULL;
+	LLVMValueRef kv0 = block_keys(a, b);
+	g->slot = wc_slot(a, b->n, b->q0);
+	g->ckv = LLVMBuildSExt(f->b,
+			       LLVMBuildLoad2(f->b, cg_t_i32(f),
+					      wc_int(a, g->slot, a->K), ""),
+			       cg_t_i64(f), "");
+	if (!kv0) {
+		sbwd_keys(a, b, xt, NULL, g);
+		return;
+	}
+	LLVMBasicBlockRef some = cg_block(f, "wks"), all = cg_block(f, "wka"),
+			  cached = cg_block(f, "wkc"),
+			  again = cg_block(f, "wkr"), join = cg_block(f, "wkj");
+	LLVMValueRef is_some = LLVMBuildAnd(f->b,
+					    LLVMBuildICmp(f->b, LLVMIntSLT, kv0,
+							  cg_i64(f, a->K), ""),
+					    a->fin, "");
+	LLVMBuildCondBr(f->b, is_some, some, all);
+	LLVMPositionBuilderAtEnd(f->b, some);
+	sbwd_keys(a, b, xt, kv0, g);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, all);
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntEQ, g->ckv, cg_i64(f, a->K),
+				      ""),
+			cached, again);
+	LLVMPositionBuilderAtEnd(f->b, cached);
+	sbwd_keys(a, b, xt, NULL, g);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, again);
+	load_qt(a, b, qt);
+	LLVMValueRef slot = g->slot;
+	g->slot = NULL;
+	sbwd_keys(a, b, xt, NULL, g);
+	g->slot = slot;
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, join);
+}
+
 /* The accumulated rows of one part (dk at base with rows of w floats, or
  * dv) stored into attention n's rows of the result. */
 static void store_rows(cg_attn *a, unsigned rw, LLVMValueRef n,
@@ -726,11 +962,15 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
 	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
 	const LLVMValueRef *xt[2] = {qt, gt};
-	cg_attn_load_t(a, qt, query_rows(a, a->q, &b, a->d), a->d, a->H * a->d,
-		       b.rows);
 	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv,
 		       a->H * a->dv, b.rows);
-	block_keys_code(a, &b, xt, sbwd_keys, g);
+	g->slot = NULL;
+	if (a->has_wc) {
+		sbwd_block_wc(a, &b, qt, gt, g);
+	} else {
+		load_qt(a, &b, qt);
+		block_keys_code(a, &b, xt, sbwd_keys, g);
+	}
 	cg_loop_end(f, &l);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
 	store_rows(a, g->rw, n, g->dk, dk0, a->d, g->nd);
@@ -755,7 +995,10 @@ static void sbwd_body(cg_attn *a)
 
 void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a)
 {
+	cg_attn s = *a;
+	s.has_wc = cg_attn_cache_pair(k->L, k->g, k->id) != IR_NONE;
+	assert(!s.has_wc || k->n_in == k->node->n_args + 1);
 	k->extent = a->N;
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 4;
-	cg_attn_call_body(k, a, "sbwd", sbwd_body);
+	cg_attn_call_body(k, &s, "sbwd", sbwd_body);
 }

@@ -19,6 +19,7 @@
  * count (with the CPU's pause hint, yielding the core now and then, and
  * giving up when a kernel failed).
  */
+#include "cg_attn.h"
 #include "cg_entry.h"
 #include "passes.h"
 
@@ -289,14 +290,13 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 			st->t1[k] = INFINITY;
 	}
 	for (uint32_t k = 0; k < st->nk; k++) {
-		const ir_node *nd = &e->fn->g.nodes[st->node[k]];
 		/* A buffer in the caller's outputs takes no bytes of the slab,
 		 * and no other buffer reuses its bytes (cg_reuse_index). */
 		bool is_direct = e->plan.direct[st->node[k]] != UINT32_MAX;
 		st->blocks[k] = (pass_mem_block){
 			is_direct ? 0
-				  : (uint64_t)cg_lower_numel(e->L, &nd->type) *
-					    ir_dtype_size(nd->type.dtype),
+				  : cg_attn_node_bytes(e->L, &e->fn->g,
+						       st->node[k]),
 			tick(times, n_times, st->t0[k]),
 			st->t1[k] == INFINITY
 				? n_times

@@ -140,7 +140,7 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
 	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm),
-		      0,      0, 0,       false};
+		      0,      0, 0,       false, false};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
@@ -149,6 +149,7 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 				 : opts ? opts->cpu
 					: NULL);
 	L.keep_zero_rows = opts && opts->keep_zero_rows;
+	L.no_attn_cache = opts && opts->no_attn_cache;
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0         ? INT64_MAX
 						  : opts->gemm_min;

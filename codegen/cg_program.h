@@ -92,6 +92,11 @@ typedef struct cg_program_options {
 	 * that concurrent calls may share them). Without it the code has no
 	 * trace of this; with it the results are the same bits. */
 	bool is_profiled;
+	/* Have every small attention gradient recompute its forward's
+	 * weights instead of reading the forward's cache of them
+	 * (cg_attn_cache_pair): the same bits, for tests that compare
+	 * against it. */
+	bool no_attn_cache;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
