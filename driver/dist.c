@@ -96,6 +96,11 @@ bool drv_dist_init(drv_dist *d, int *argc, char ***argv)
 		setvbuf(d->diag, NULL, _IOLBF, 0);
 	if (d->rank != 0 && !freopen("/dev/null", "w", stdout))
 		return false;
+	/* Rank 0's stderr in whole lines: a line printed in parts (the
+	 * data summary) went out in several writes, and another rank's
+	 * error line, forwarded by the launcher, could land inside it. */
+	if (d->rank == 0)
+		setvbuf(stderr, NULL, _IOLBF, 0);
 	/* The progress and data summaries go to stderr (train.c, nmt.c,
 	 * ...): rank 0's alone are printed. The other ranks' stderr stream
 	 * is /dev/null too, while their diagnostics still reach file
@@ -125,6 +130,7 @@ void drv_dist_fini(drv_dist *d, int status)
 	if (d->diag)
 		fflush(d->diag);
 	fflush(stdout);
+	fflush(stderr);
 	/* the others may wait in a collective: end them */
 	if (status != 0 && !failed_together)
 		MPI_Abort(MPI_COMM_WORLD, status);
