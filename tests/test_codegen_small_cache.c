@@ -64,50 +64,67 @@ static bool has_cache_body(tu_graph *x, const ir_module *m,
 	return found;
 }
 
+/* A case's fused module with its inputs and parameters (seed c->seed). */
+typedef struct fixture {
+	tu_graph x;
+	ir_module *m;
+	interp_tensor in[4], params[4];
+	uint32_t n_in;
+} fixture;
+
+static void fixture_init(fixture *fx, const ac_case *c)
+{
+	int64_t syms[1] = {0};
+	tu_graph_init_ctx(&fx->x);
+	fx->m = ac_compile(&fx->x.ctx, c, AC_FUSED);
+	fx->n_in = ac_inputs(&fx->x.ctx, c, fx->in);
+	ck_assert_uint_le(fx->m->n_params, 4);
+	ck_assert(interp_params_init(&fx->x.ctx, fx->m, syms, c->seed, false,
+				     fx->params));
+}
+
+static void fixture_fini(fixture *fx)
+{
+	for (uint32_t i = 0; i < fx->n_in; i++)
+		interp_tensor_fini(&fx->x.ctx, &fx->in[i]);
+	for (uint32_t i = 0; i < fx->m->n_params; i++)
+		interp_tensor_fini(&fx->x.ctx, &fx->params[i]);
+	ir_module_destroy(fx->m);
+	tu_graph_fini(&fx->x);
+}
+
 /* The case's gradients with the cache, at 1 and 2 threads and at the
  * other vector width, are those of the backward that recomputes. */
-static void check_case_with(const ac_case *c, interp_tensor *params,
-			    bool has_params)
+static void check_case(const ac_case *c)
 {
-	tu_graph x;
-	tu_graph_init_ctx(&x);
-	ir_module *m = ac_compile(&x.ctx, c, AC_FUSED);
-	interp_tensor in[4], own[4];
-	int64_t syms[1] = {0};
-	uint32_t n_in = ac_inputs(&x.ctx, c, in);
-	if (!has_params) {
-		ck_assert(interp_params_init(&x.ctx, m, syms, c->seed, false,
-					     own));
-		params = own;
-	}
+	fixture fx;
+	fixture_init(&fx, c);
+	tu_graph *x = &fx.x;
+	const ir_module *m = fx.m;
+	const interp_tensor *in = fx.in, *params = fx.params;
 	cg_program_options with = {0}, without = {.no_attn_cache = true};
-	ck_assert(has_cache_body(&x, m, &with, "sfwd"));
-	ck_assert(has_cache_body(&x, m, &with, "sbwd"));
-	ck_assert(!has_cache_body(&x, m, &without, "sbwd"));
+	ck_assert(has_cache_body(x, m, &with, "sfwd"));
+	ck_assert(has_cache_body(x, m, &with, "sbwd"));
+	ck_assert(!has_cache_body(x, m, &without, "sbwd"));
 	jit_out a1 = {0}, a2 = {0}, b1 = {0}, aw = {0}, bw = {0};
-	run_grad(&x, m, c, &with, 1, in, params, &a1);
-	run_grad(&x, m, c, &with, 2, in, params, &a2);
-	run_grad(&x, m, c, &without, 1, in, params, &b1);
+	run_grad(x, m, c, &with, 1, in, params, &a1);
+	run_grad(x, m, c, &with, 2, in, params, &a2);
+	run_grad(x, m, c, &without, 1, in, params, &b1);
 	expect_same(&a1, &b1, "the cached backward differs from recomputing");
 	expect_same(&a1, &a2, "1 and 2 threads differ");
 	int other = cg_gemm_host_vector_width() == 16 ? 8 : 16;
 	cg_program_options with_w = {.vector_width = other};
 	cg_program_options without_w = {.vector_width = other,
 					.no_attn_cache = true};
-	run_grad(&x, m, c, &with_w, 1, in, params, &aw);
-	run_grad(&x, m, c, &without_w, 1, in, params, &bw);
+	run_grad(x, m, c, &with_w, 1, in, params, &aw);
+	run_grad(x, m, c, &without_w, 1, in, params, &bw);
 	expect_same(&aw, &bw, "the other width's cached backward differs");
-	jit_out_fini(&x, &a1);
-	jit_out_fini(&x, &a2);
-	jit_out_fini(&x, &b1);
-	jit_out_fini(&x, &aw);
-	jit_out_fini(&x, &bw);
-	for (uint32_t i = 0; i < n_in; i++)
-		interp_tensor_fini(&x.ctx, &in[i]);
-	for (uint32_t i = 0; !has_params && i < 3; i++)
-		interp_tensor_fini(&x.ctx, &own[i]);
-	ir_module_destroy(m);
-	tu_graph_fini(&x);
+	jit_out_fini(x, &a1);
+	jit_out_fini(x, &a2);
+	jit_out_fini(x, &b1);
+	jit_out_fini(x, &aw);
+	jit_out_fini(x, &bw);
+	fixture_fini(&fx);
 }
 
 /* Valid lengths per batch element (blocks skip keys) with dropout in
@@ -126,7 +143,7 @@ static const ac_case cache_cases[] = {
 
 START_TEST(test_the_cached_backward_gives_the_bits_of_the_recomputing_one)
 {
-	check_case_with(&cache_cases[_i], NULL, false);
+	check_case(&cache_cases[_i]);
 }
 END_TEST
 
@@ -141,15 +158,10 @@ END_TEST
 START_TEST(test_the_backward_recomputes_where_the_forward_skipped_keys_it_visits)
 {
 	const ac_case c = {2, 3, 6, 8, 8, AC_BATCH, 0, false, 57, 2};
-	tu_graph y;
-	tu_graph_init_ctx(&y);
-	ir_module *my = ac_compile(&y.ctx, &c, AC_FUSED);
-	interp_tensor params[4], in[4];
-	int64_t syms[1] = {0};
-	ck_assert(interp_params_init(&y.ctx, my, syms, c.seed, false, params));
-	uint32_t n_in = ac_inputs(&y.ctx, &c, in);
-	((int32_t *)in[0].data)[0] = 2;
-	float *q = params[0].data, *k = params[1].data;
+	fixture fx;
+	fixture_init(&fx, &c);
+	((int32_t *)fx.in[0].data)[0] = 2;
+	float *q = fx.params[0].data, *k = fx.params[1].data;
 	int64_t w = 2 * c.d; /* two heads side by side */
 	float near = (-1e6f + 50.0f) / sqrtf((float)c.d);
 	for (int64_t j = 0; j < c.d; j++) {
@@ -160,11 +172,11 @@ START_TEST(test_the_backward_recomputes_where_the_forward_skipped_keys_it_visits
 	q[1 * w + c.d] = INFINITY; /* batch 0, row 1, head 1 */
 	jit_out a = {0}, b = {0};
 	cg_program_options with = {0}, without = {.no_attn_cache = true};
-	run_grad(&y, my, &c, &with, 1, in, params, &a);
-	run_grad(&y, my, &c, &without, 1, in, params, &b);
+	run_grad(&fx.x, fx.m, &c, &with, 1, fx.in, fx.params, &a);
+	run_grad(&fx.x, fx.m, &c, &without, 1, fx.in, fx.params, &b);
 	expect_same(&a, &b, "the cached backward differs from recomputing");
 	/* dv of batch 0's masked keys 2 .. 5 in head 0: the e^-50 shares */
-	const ir_func *f = ir_module_find_func(my, "loss_grad");
+	const ir_func *f = ir_module_find_func(fx.m, "loss_grad");
 	bool found = false;
 	for (uint32_t o = 0; o < f->n_outputs; o++) {
 		if (strcmp(f->output_names[o], "grad.v") != 0)
@@ -178,14 +190,9 @@ START_TEST(test_the_backward_recomputes_where_the_forward_skipped_keys_it_visits
 		ck_assert_msg(is_nonzero, "no share of the masked keys in dv");
 	}
 	ck_assert(found);
-	jit_out_fini(&y, &a);
-	jit_out_fini(&y, &b);
-	for (uint32_t i = 0; i < n_in; i++)
-		interp_tensor_fini(&y.ctx, &in[i]);
-	for (uint32_t i = 0; i < 3; i++)
-		interp_tensor_fini(&y.ctx, &params[i]);
-	ir_module_destroy(my);
-	tu_graph_fini(&y);
+	jit_out_fini(&fx.x, &a);
+	jit_out_fini(&fx.x, &b);
+	fixture_fini(&fx);
 }
 END_TEST
 
