@@ -818,21 +818,37 @@ bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc)
 	return true;
 }
 
-/* Whether t has at most IR_MAX_NUMEL elements with its symbols at values
- * (an unbound one, 0, counts as 1). */
-static bool numel_fits_at(const ir_type *t, const int64_t *values)
+/* A symbol's size for numel_fits: 0 or less counts as 1. */
+typedef int64_t (*sym_size_fn)(const void *arg, int32_t sym);
+
+/* Whether t has at most IR_MAX_NUMEL elements, each symbol's dim at
+ * size(arg, sym), without overflow on the way. */
+static bool numel_fits(const ir_type *t, sym_size_fn size, const void *arg)
 {
 	int64_t n = 1;
 	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++) {
 		ir_dim d = t->dims[i];
 		int64_t v = d.coef < 0 ? -d.coef : d.coef;
-		if (!ir_dim_is_static(d) && values[d.sym] > 0 &&
-		    __builtin_mul_overflow(v, values[d.sym], &v))
+		int64_t s = ir_dim_is_static(d) ? 0 : size(arg, d.sym);
+		if (s > 0 && __builtin_mul_overflow(v, s, &v))
 			return false;
 		if (__builtin_mul_overflow(n, v, &n) || n > IR_MAX_NUMEL)
 			return false;
 	}
 	return true;
+}
+
+/* The bound sizes: an array by symbol (0: unbound). */
+static int64_t bound_size(const void *values, int32_t sym)
+{
+	return ((const int64_t *)values)[sym];
+}
+
+/* A module's symbol fallbacks (a symbol past its table: none). */
+static int64_t fallback_size(const void *m, int32_t sym)
+{
+	const ir_module *mod = m;
+	return sym < (int32_t)mod->n_syms ? mod->syms[sym].fallback : 0;
 }
 
 /* Writes t's dims at values ("3000000, 3000000, 1") into buf. */
@@ -865,7 +881,7 @@ static bool check_numel(ir_ctx *ctx, const ir_module *m, const int64_t *values)
 		const ir_graph *g = &m->funcs[f]->g;
 		for (uint32_t i = 0; i < g->n_nodes; i++) {
 			const ir_node *n = &g->nodes[i];
-			if (numel_fits_at(&n->type, values))
+			if (numel_fits(&n->type, bound_size, values))
 				continue;
 			char s[256], v[256];
 			ir_type_format(m, &n->type, s, sizeof s);
@@ -1098,18 +1114,7 @@ void ir_suggest_offer(ir_suggest *s, const char *candidate)
 
 bool ir_type_numel_fits(const ir_module *m, const ir_type *t)
 {
-	int64_t n = 1;
-	for (int i = 0; i < t->rank && i < IR_MAX_RANK; i++) {
-		ir_dim d = t->dims[i];
-		int64_t v = d.coef < 0 ? -d.coef : d.coef;
-		if (!ir_dim_is_static(d) && d.sym < (int32_t)m->n_syms &&
-		    m->syms[d.sym].fallback > 0 &&
-		    __builtin_mul_overflow(v, m->syms[d.sym].fallback, &v))
-			return false;
-		if (__builtin_mul_overflow(n, v, &n) || n > IR_MAX_NUMEL)
-			return false;
-	}
-	return true;
+	return numel_fits(t, fallback_size, m);
 }
 
 void ir_type_format(const ir_module *m, const ir_type *t, char *buf, size_t size)
