@@ -241,9 +241,10 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 	if (a->is_cached)
 		cache_begin(a, is_grad);
 	if (a->has_wc) {
-		/* after the forward's output (N x Q x dv floats), rounded up
-		 * to 64 bytes (cg_attn_node_bytes) */
-		int64_t at = (a->N * a->Q * a->dv * 4 + 63) / 64 * 16;
+		/* after the forward's output (N x Q x dv floats) */
+		int64_t at = (int64_t)cg_attn_cache_offset(
+				     (uint64_t)(a->N * a->Q * a->dv) * 4) /
+			     4;
 		a->wc = cg_ati(f,
 			       is_grad ? kb->in[a->has_valid ? 5 : 4] : kb->out,
 			       at);

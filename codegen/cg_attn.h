@@ -340,6 +340,12 @@ ir_id cg_attn_cache_pair(const cg_lower *L, const ir_graph *g, ir_id id);
  * that leaves a cache (cg_attn_cache_pair), the cache after the output
  * rounded up to 64 bytes. */
 uint64_t cg_attn_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id);
+/* Where that cache begins in the forward's buffer: the output's bytes
+ * rounded up to 64 (the one place the layout says so). */
+static inline uint64_t cg_attn_cache_offset(uint64_t out_bytes)
+{
+	return (out_bytes + 63) / 64 * 64;
+}
 
 /* cols[c] for c < width: column c of rows 0 .. rows (<= vw) of src (rows
  * stride floats apart), a vector over the rows; lanes past rows are 0. */

@@ -390,6 +390,18 @@ bool cg_lower_arange(cg_kernel *k);
 bool cg_lower_one_hot(cg_kernel *k);
 bool cg_lower_embedding_grad(cg_kernel *k);
 
+/* cg_lower_plan.c: side buffers. A kernel may leave, after its output in
+ * its own buffer, values that a later kernel reads (the small attention
+ * leaves its weights for its gradient: cg_attn_cache_pair). The memory
+ * plan, the schedule and the kernels ask these two, not the ops:
+ * cg_node_bytes is the bytes of node id's buffer, its output's and any
+ * side part's; cg_node_side is the node whose buffer node id's kernel
+ * takes as one more operand, last, for a side part (itself for the
+ * kernel that writes one, the writer for the kernel that reads it), or
+ * IR_NONE. The reader's operand keeps the writer's buffer alive. */
+uint64_t cg_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id);
+ir_id cg_node_side(const cg_lower *L, const ir_graph *g, ir_id id);
+
 /* cg_lower_attn.c, cg_lower_attn_grad.c: the fused attention kernels. */
 bool cg_lower_fused_attention(cg_kernel *k);
 bool cg_lower_fused_attention_grad(cg_kernel *k);

@@ -141,7 +141,7 @@ uint64_t cg_attn_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id)
 	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 1)].type, kd);
 	int64_t blocks = qd[0] * n->attr.attention.heads *
 			 ((qd[1] + L->vw - 1) / L->vw);
-	return (out + 63) / 64 * 64 +
+	return cg_attn_cache_offset(out) +
 	       (uint64_t)(blocks * wc_slot_floats(kd[1], L->vw)) * 4;
 }
 

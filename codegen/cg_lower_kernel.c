@@ -14,7 +14,7 @@
  * its kernel's extra pointer parameters. A kernel whose outer loop has
  * enough work (cg_program_options.grain) also gets a parallel body.
  */
-#include "cg_attn.h"
+#include "cg_lower.h"
 #include "cg_entry.h"
 
 #include <stddef.h>
@@ -527,18 +527,15 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 		ir_free(p->ctx, tr);
 		return false;
 	}
-	/* the weights' cache: the gradient reads its forward's buffer, and
-	 * the forward that writes one takes its own, so that its kernel is
-	 * not one that writes none (cg_trees_eq counts the operands) */
-	ir_id wc = cg_attn_cache_pair(L, &fn->g, id);
-	if (wc != IR_NONE)
+	/* a side buffer (cg_node_side): the reader takes the writer's
+	 * buffer, and the writer its own, so that its kernel is not one
+	 * that writes none (cg_trees_eq counts the operands) */
+	ir_id side = cg_node_side(L, &fn->g, id);
+	if (side != IR_NONE)
 		tr->n_par++;
 	extra_params(&fn->g, id, tr, c);
-	if (wc != IR_NONE)
-		c->extra[c->n_extra - 1] = fn->g.nodes[id].op ==
-							   IR_OP_FUSED_ATTENTION
-						   ? id
-						   : wc;
+	if (side != IR_NONE)
+		c->extra[c->n_extra - 1] = side;
 	uint32_t ids[CG_TREE_MAX + 1];
 	uint32_t n_ids = cg_kernel_stream_ids(&fn->g, id, tr, ids);
 	bool has_room = cg_kernel_stream_room(tr, n_ids);

@@ -100,7 +100,7 @@ static void find_direct(const cg_lower *L, const ir_func *f, const ir_id *into,
 		ir_id id = f->outputs[o], r = root[id];
 		if (is_leaf(g->nodes[r].op) || into[r] != IR_NONE ||
 		    view[id] != 0 || direct[r] != UINT32_MAX ||
-		    cg_attn_node_bytes(L, g, r) !=
+		    cg_node_bytes(L, g, r) !=
 			    cg_lower_bytes(L, &g->nodes[r].type) ||
 		    g->nodes[id].type.dtype != g->nodes[r].type.dtype ||
 		    cg_lower_bytes(L, &g->nodes[id].type) !=
@@ -143,16 +143,31 @@ static void find_last_use(const ir_func *f, const ir_id *into,
 		last[root[f->outputs[o]]] = g->n_nodes;
 }
 
-/* A forward's buffer that holds the weights' cache (cg_attn_cache_pair)
- * lives until its gradient reads it. */
-static void keep_caches(const cg_lower *L, const ir_graph *g, const ir_id *root,
-			uint32_t *last)
+uint64_t cg_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	if (g->nodes[id].op == IR_OP_FUSED_ATTENTION)
+		return cg_attn_node_bytes(L, g, id);
+	return cg_lower_bytes(L, &g->nodes[id].type);
+}
+
+ir_id cg_node_side(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	ir_op op = g->nodes[id].op;
+	if (op != IR_OP_FUSED_ATTENTION && op != IR_OP_FUSED_ATTENTION_GRAD)
+		return IR_NONE;
+	ir_id p = cg_attn_cache_pair(L, g, id);
+	if (p == IR_NONE)
+		return IR_NONE;
+	return op == IR_OP_FUSED_ATTENTION ? id : p;
+}
+
+/* A buffer with a side part lives until the kernel that reads it. */
+static void keep_sides(const cg_lower *L, const ir_graph *g, const ir_id *root,
+		       uint32_t *last)
 {
 	for (ir_id i = 0; i < g->n_nodes; i++) {
-		if (g->nodes[i].op != IR_OP_FUSED_ATTENTION_GRAD)
-			continue;
-		ir_id p = cg_attn_cache_pair(L, g, i);
-		if (p != IR_NONE && last[root[p]] < i)
+		ir_id p = cg_node_side(L, g, i);
+		if (p != IR_NONE && p != i && last[root[p]] < i)
 			last[root[p]] = i;
 	}
 }
@@ -231,15 +246,15 @@ bool cg_func_plan_make(const cg_lower *L, const ir_func *f, bool no_fuse,
 		find_roots(L, g, pl->into, pl->root, pl->view);
 		find_direct(L, f, pl->into, pl->root, pl->view, pl->direct);
 		find_last_use(f, pl->into, pl->root, at, last);
-		keep_caches(L, g, pl->root, last);
+		keep_sides(L, g, pl->root, last);
 		uint32_t nb = 0;
 		for (ir_id i = 0; i < n; i++) {
 			if (pl->root[i] != i || is_leaf(g->nodes[i].op) ||
 			    pl->into[i] != IR_NONE ||
 			    pl->direct[i] != UINT32_MAX)
 				continue;
-			blocks[nb] = (pass_mem_block){cg_attn_node_bytes(L, g, i),
-						      i, last[i], 0};
+			blocks[nb] = (pass_mem_block){cg_node_bytes(L, g, i), i,
+						      last[i], 0};
 			map[nb++] = i;
 		}
 		pl->total = pass_memplan_blocks(L->ctx, blocks, nb,

@@ -19,7 +19,7 @@
  * count (with the CPU's pause hint, yielding the core now and then, and
  * giving up when a kernel failed).
  */
-#include "cg_attn.h"
+#include "cg_lower.h"
 #include "cg_entry.h"
 #include "passes.h"
 
@@ -295,8 +295,7 @@ static bool place_buffers(plan_state *st, const entry_gen *e, sched_plan *sp)
 		bool is_direct = e->plan.direct[st->node[k]] != UINT32_MAX;
 		st->blocks[k] = (pass_mem_block){
 			is_direct ? 0
-				  : cg_attn_node_bytes(e->L, &e->fn->g,
-						       st->node[k]),
+				  : cg_node_bytes(e->L, &e->fn->g, st->node[k]),
 			tick(times, n_times, st->t0[k]),
 			st->t1[k] == INFINITY
 				? n_times
