@@ -786,10 +786,15 @@ typedef struct out_path {
 } out_path;
 enum { N_OUT_PATHS = 6 };
 
-static void out_paths(const drv_options *o, bool is_stdout,
-		      out_path out[N_OUT_PATHS])
+/* Whether -o is `-`: --emit's text goes to standard output. */
+static bool output_is_stdout(const drv_options *o)
 {
-	out[0] = (out_path){"-o", is_stdout ? NULL : o->output};
+	return o->output && strcmp(o->output, "-") == 0;
+}
+
+static void out_paths(const drv_options *o, out_path out[N_OUT_PATHS])
+{
+	out[0] = (out_path){"-o", output_is_stdout(o) ? NULL : o->output};
 	out[1] = (out_path){"--save", o->save};
 	out[2] = (out_path){"--metrics", o->metrics};
 	out[3] = (out_path){"--plot", o->plot};
@@ -802,10 +807,10 @@ static void out_paths(const drv_options *o, bool is_stdout,
  * the --data D. A run continued into its own checkpoint (--load or
  * --resume F with --save F) and --outputs over its --inputs read the
  * file before they write it, and stay allowed. */
-static bool check_clobber(ir_ctx *ctx, const drv_options *o, bool is_stdout)
+static bool check_clobber(ir_ctx *ctx, const drv_options *o)
 {
 	out_path out[N_OUT_PATHS];
-	out_paths(o, is_stdout, out);
+	out_paths(o, out);
 	const struct {
 		const char *what, *path, *may;
 	} in[] = {{"the model", o->model, NULL},
@@ -850,7 +855,7 @@ static bool check_clobber_data(ir_ctx *ctx, const drv_options *o,
 	char buf[4096];
 	const char *path = drv_model_path(o->model, file->str, buf, sizeof buf);
 	out_path out[N_OUT_PATHS];
-	out_paths(o, o->output && strcmp(o->output, "-") == 0, out);
+	out_paths(o, out);
 	for (size_t i = 0; i < N_OUT_PATHS; i++)
 		if (same_file(out[i].path, path)) {
 			ir_error(ctx, tc->data->loc,
@@ -863,14 +868,13 @@ static bool check_clobber_data(ir_ctx *ctx, const drv_options *o,
 
 static bool check_output_paths(ir_ctx *ctx, const drv_options *o)
 {
-	bool is_stdout = o->output && strcmp(o->output, "-") == 0; /* --emit */
-	return (is_stdout || check_writable(ctx, "-o", o->output)) &&
+	return (output_is_stdout(o) || check_writable(ctx, "-o", o->output)) &&
 	       check_writable(ctx, "--save", o->save) &&
 	       check_writable(ctx, "--metrics", o->metrics) &&
 	       check_writable(ctx, "--plot", o->plot) &&
 	       check_writable(ctx, "--heatmap", o->heatmap) &&
 	       check_writable(ctx, "--outputs", o->outputs) &&
-	       check_clobber(ctx, o, is_stdout);
+	       check_clobber(ctx, o);
 }
 
 /* Fills o from argv; returns 0 to go on, 1 on a usage error (reported),
