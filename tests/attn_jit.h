@@ -1,8 +1,8 @@
 /*
  * attn_jit.h - running the attention test modules through the JIT and
  * the interpreter, shared by test_codegen_fuse.c,
- * test_codegen_fuse_additive.c and test_codegen_fuse_nonfinite.c: the
- * outputs of a JIT run, the interpreter's gradient, and the closeness
+ * test_codegen_fuse_additive.c, test_codegen_fuse_nonfinite.c and
+ * test_codegen_small_cache.c: their parameters, the outputs of a JIT run, the interpreter's gradient, and the closeness
  * rules between them (for values that are not finite too).
  *
  * Header-only (static inline), like attn_cases.h.
@@ -19,6 +19,26 @@ typedef struct jit_out {
 	uint32_t n;
 	size_t scratch;
 } jit_out;
+
+/* The most parameters and inputs a test module of attn_cases.h has: the
+ * size of the arrays the tests hold them in. */
+enum { AJ_MAX_TENSORS = 4 };
+
+/* m's parameters drawn from seed into params (aj_tensors_fini frees
+ * them, m->n_params of them). */
+static inline void aj_params_init(tu_graph *x, const ir_module *m, uint64_t seed,
+				  interp_tensor params[AJ_MAX_TENSORS])
+{
+	int64_t syms[1] = {0};
+	ck_assert_uint_le(m->n_params, AJ_MAX_TENSORS);
+	ck_assert(interp_params_init(&x->ctx, m, syms, seed, false, params));
+}
+
+static inline void aj_tensors_fini(tu_graph *x, interp_tensor *t, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		interp_tensor_fini(&x->ctx, &t[i]);
+}
 
 static inline size_t aj_round64(size_t n)
 {

@@ -61,10 +61,9 @@ static void check_case(const ac_case *c)
 	tu_graph_init_ctx(&x);
 	ir_module *mu = ac_compile(&x.ctx, c, AC_UNFUSED);
 	ir_module *mf = ac_compile(&x.ctx, c, AC_FUSED);
-	interp_tensor in[4], params[4];
-	int64_t syms[1] = {0};
+	interp_tensor in[AJ_MAX_TENSORS], params[AJ_MAX_TENSORS];
 	uint32_t n_in = ac_inputs(&x.ctx, c, in);
-	ck_assert(interp_params_init(&x.ctx, mu, syms, c->seed, false, params));
+	aj_params_init(&x, mu, c->seed, params);
 	interp_tensor *ref = interp_grad(&x, mu, c, in, params, true);
 	interp_tensor *fi = interp_grad(&x, mf, c, in, params, false);
 	jit_out u = {0}, f1 = {0}, f2 = {0}, fw = {0}, fc = {0};
@@ -102,10 +101,8 @@ static void check_case(const ac_case *c)
 	jit_out_fini(&x, &f2);
 	jit_out_fini(&x, &fw);
 	jit_out_fini(&x, &fc);
-	for (uint32_t i = 0; i < n_in; i++)
-		interp_tensor_fini(&x.ctx, &in[i]);
-	for (uint32_t i = 0; i < 3; i++)
-		interp_tensor_fini(&x.ctx, &params[i]);
+	aj_tensors_fini(&x, in, n_in);
+	aj_tensors_fini(&x, params, mu->n_params);
 	ir_module_destroy(mu);
 	ir_module_destroy(mf);
 	tu_graph_fini(&x);
@@ -599,20 +596,17 @@ START_TEST(test_fused_dropout_is_off_outside_training)
 	off.p = 0;
 	ir_module *mon = ac_compile(&x.ctx, &on, AC_FUSED);
 	ir_module *moff = ac_compile(&x.ctx, &off, AC_FUSED);
-	interp_tensor in[4], params[4];
-	int64_t syms[1] = {0};
+	interp_tensor in[AJ_MAX_TENSORS], params[AJ_MAX_TENSORS];
 	uint32_t n_in = ac_inputs(&x.ctx, &on, in);
-	ck_assert(interp_params_init(&x.ctx, mon, syms, 1, false, params));
+	aj_params_init(&x, mon, 1, params);
 	jit_out a = {0}, b = {0};
 	jit_run(&x, mon, "loss", &on, 1, in, params, &a);
 	jit_run(&x, moff, "loss", &off, 1, in, params, &b);
 	ck_assert_float_eq(((float *)a.t[0].data)[0], ((float *)b.t[0].data)[0]);
 	jit_out_fini(&x, &a);
 	jit_out_fini(&x, &b);
-	for (uint32_t i = 0; i < n_in; i++)
-		interp_tensor_fini(&x.ctx, &in[i]);
-	for (uint32_t i = 0; i < 3; i++)
-		interp_tensor_fini(&x.ctx, &params[i]);
+	aj_tensors_fini(&x, in, n_in);
+	aj_tensors_fini(&x, params, mon->n_params);
 	ir_module_destroy(mon);
 	ir_module_destroy(moff);
 	tu_graph_fini(&x);

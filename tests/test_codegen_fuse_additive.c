@@ -38,11 +38,10 @@ static void check_case(const add_case *c)
 	tu_graph_init_ctx(&x);
 	ir_module *mu = add_compile(&x.ctx, c, AC_UNFUSED);
 	ir_module *mf = add_compile(&x.ctx, c, AC_FUSED);
-	interp_tensor in[4], params[5];
-	int64_t syms[1] = {0};
+	interp_tensor in[AJ_MAX_TENSORS], params[AJ_MAX_TENSORS];
 	ac_case ac = add_as_ac(c);
 	uint32_t n_in = ac_inputs(&x.ctx, &ac, in);
-	ck_assert(interp_params_init(&x.ctx, mu, syms, c->seed, false, params));
+	aj_params_init(&x, mu, c->seed, params);
 	interp_tensor *ref = interp_grad(&x, mu, c, in, params, true);
 	interp_tensor *fi = interp_grad(&x, mf, c, in, params, false);
 	jit_out u = {0}, f1 = {0}, f2 = {0};
@@ -65,10 +64,8 @@ static void check_case(const add_case *c)
 	jit_out_fini(&x, &u);
 	jit_out_fini(&x, &f1);
 	jit_out_fini(&x, &f2);
-	for (uint32_t i = 0; i < n_in; i++)
-		interp_tensor_fini(&x.ctx, &in[i]);
-	for (uint32_t i = 0; i < 4; i++)
-		interp_tensor_fini(&x.ctx, &params[i]);
+	aj_tensors_fini(&x, in, n_in);
+	aj_tensors_fini(&x, params, mu->n_params);
 	ir_module_destroy(mu);
 	ir_module_destroy(mf);
 	tu_graph_fini(&x);

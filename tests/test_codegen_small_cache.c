@@ -68,27 +68,22 @@ static bool has_cache_body(tu_graph *x, const ir_module *m,
 typedef struct fixture {
 	tu_graph x;
 	ir_module *m;
-	interp_tensor in[4], params[4];
+	interp_tensor in[AJ_MAX_TENSORS], params[AJ_MAX_TENSORS];
 	uint32_t n_in;
 } fixture;
 
 static void fixture_init(fixture *fx, const ac_case *c)
 {
-	int64_t syms[1] = {0};
 	tu_graph_init_ctx(&fx->x);
 	fx->m = ac_compile(&fx->x.ctx, c, AC_FUSED);
 	fx->n_in = ac_inputs(&fx->x.ctx, c, fx->in);
-	ck_assert_uint_le(fx->m->n_params, 4);
-	ck_assert(interp_params_init(&fx->x.ctx, fx->m, syms, c->seed, false,
-				     fx->params));
+	aj_params_init(&fx->x, fx->m, c->seed, fx->params);
 }
 
 static void fixture_fini(fixture *fx)
 {
-	for (uint32_t i = 0; i < fx->n_in; i++)
-		interp_tensor_fini(&fx->x.ctx, &fx->in[i]);
-	for (uint32_t i = 0; i < fx->m->n_params; i++)
-		interp_tensor_fini(&fx->x.ctx, &fx->params[i]);
+	aj_tensors_fini(&fx->x, fx->in, fx->n_in);
+	aj_tensors_fini(&fx->x, fx->params, fx->m->n_params);
 	ir_module_destroy(fx->m);
 	tu_graph_fini(&fx->x);
 }
