@@ -345,9 +345,30 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 	if (!check_call_depth(e, d, loc))
 		return fe_err();
 	if (bind_def_args(e, d, loc, raw, n_raw, &fr)) {
-		uint32_t saved_path = push_call_segment(e, d, call);
+		/* A call of an exported function uses the parameters it has as
+		 * an entry point, named from the root, as a PyTorch loss calls
+		 * the model's forward: `logits(x)` in `loss` trains the weights
+		 * the entry `logits` runs with. */
+		char *outer = NULL;
+		uint32_t saved_path = e->path_len;
+		if (d->is_export && e->path_len) {
+			outer = ir_alloc(e->ctx, e->path_len + 1);
+			if (!outer) {
+				ir_error(e->ctx, loc, "out of memory");
+				scope_fini(e, &fr.scope);
+				return fe_err();
+			}
+			memcpy(outer, e->path, e->path_len + 1);
+			path_pop(e, 0);
+		} else if (!d->is_export) {
+			saved_path = push_call_segment(e, d, call);
+		}
 		int errors = e->ctx->n_errors;
 		run_body(e, d, &fr, loc);
+		if (outer) {
+			memcpy(e->path, outer, saved_path + 1);
+			ir_free(e->ctx, outer);
+		}
 		path_pop(e, saved_path);
 		/* An error inside the prelude: show the user's call too. */
 		if (d->is_prelude && from_user && e->ctx->n_errors > errors)
