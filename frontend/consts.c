@@ -195,6 +195,10 @@ fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	    !fe_to_number(e, end, a->locs[1], &en) ||
 	    (step.kind != FE_V_NONE && !fe_to_number(e, step, a->locs[2], &st)))
 		return fe_err();
+	if (st == 0) { /* as PyTorch, rather than "is empty" */
+		ir_error(e->ctx, a->locs[2], "arange: step must be nonzero");
+		return fe_err();
+	}
 	bool all_int = start.num.is_int && end.num.is_int &&
 		       (step.kind == FE_V_NONE || step.num.is_int);
 	double count = st != 0 ? ceil((en - s) / st) : 0;

@@ -2,7 +2,7 @@
 # the argument that gives it (PyTorch refuses each one too): a number for
 # a bool, a negative gain, initializer arguments beyond f32, a dropout
 # probability of 1 or more, a negative eps, `axis = None` where None
-# means no axis.
+# means no axis, an arange of step 0.
 model m
 
 export def keep(x: f32[2, 3])
@@ -25,3 +25,6 @@ export def cat(x: f32[2, 3])
 
 export def stacked(x: f32[2, 3])
   return stack([x, x], None)
+
+export def steps(x: f32[2, 3])
+  return x + sum(arange(0.0, 3.0, 0))
