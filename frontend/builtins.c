@@ -639,6 +639,13 @@ static fe_value bi_repeat(fe_elab *e, const fe_builtin *b, const fe_args *a)
 			return r;
 		x = r.tensor;
 	}
+	for (int i = 0; i < n; i++)
+		if (reps[i] < 0) { /* the shape rule's check, at the argument */
+			ir_error(e->ctx, a->locs[1],
+				 "repeat: a repetition count is >= 0, not %lld",
+				 (long long)reps[i]);
+			return fe_err();
+		}
 	ir_attr at = {0};
 	memcpy(at.repeat.reps, reps, (size_t)n * sizeof reps[0]);
 	return build1(e, b->op, x, &at, a->loc);
@@ -679,6 +686,13 @@ static fe_value bi_repeat_interleave(fe_elab *e, const fe_builtin *b,
 	int ax = 0;
 	if (x == IR_NONE || !fe_to_int(e, a->v[1], a->locs[1], &at.interleave.n))
 		return fe_err();
+	if (at.interleave.n < 0) { /* as the shape rule, at the argument */
+		ir_error(e->ctx, a->locs[1],
+			 "repeat_interleave: the repetition count is >= 0, "
+			 "not %lld",
+			 (long long)at.interleave.n);
+		return fe_err();
+	}
 	if (is_given(a, 2)) {
 		if (!fe_to_axis(e, a->v[2], a->locs[2], rank_of(e, x), &ax))
 			return fe_err();

@@ -2,7 +2,8 @@
 # the argument that gives it (PyTorch refuses each one too): a number for
 # a bool, a negative gain, initializer arguments beyond f32, a dropout
 # probability of 1 or more, a negative eps, `axis = None` where None
-# means no axis, an arange of step 0.
+# means no axis, an arange of step 0, a constant beyond f32, a negative
+# repetition count.
 model m
 
 export def keep(x: f32[2, 3])
@@ -28,3 +29,18 @@ export def stacked(x: f32[2, 3])
 
 export def steps(x: f32[2, 3])
   return x + sum(arange(0.0, 3.0, 0))
+
+export def filled(x: f32[2, 3])
+  return x + full([2, 3], 1e39)
+
+export def drawn(x: f32[2, 3])
+  return x + normal([2, 3], 0, 1e39)
+
+export def drawn_wide(x: f32[2, 3])
+  return x + uniform([2, 3], -3e38, 3e38)
+
+export def repeated(x: f32[2, 3])
+  return repeat(x, [2, -1])
+
+export def interleaved(x: f32[2, 3])
+  return repeat_interleave(x, -1, 0)
