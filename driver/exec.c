@@ -6,7 +6,9 @@
  */
 #include "driver.h"
 
+#include <math.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
 void drv_dims_format(const int64_t *dims, int rank, char *buf, size_t size)
 {
@@ -44,14 +46,55 @@ static bool check_inputs(ir_ctx *ctx, const ir_func *f,
 	return true;
 }
 
-static bool alloc_outputs(ir_ctx *ctx, const attnrt_tensor_info *info,
-			  uint32_t n, interp_tensor *outs, void **ptrs)
+/* Reports that output i of f, of the given shape, cannot be allocated:
+ * at the line that computes it, as the interpreter reports its op. */
+static void output_oom(ir_ctx *ctx, const ir_func *f, uint32_t i,
+		       const attnrt_tensor_info *info)
 {
+	char dims[160];
+	double gib = 4.0 / (1024.0 * 1024 * 1024);
+	for (int d = 0; d < info->rank; d++)
+		gib *= (double)info->dims[d];
+	drv_dims_format(info->dims, info->rank, dims, sizeof dims);
+	ir_loc loc = i < f->n_outputs && f->outputs[i] < f->g.n_nodes
+			     ? f->g.nodes[f->outputs[i]].loc
+			     : f->loc;
+	ir_error(ctx, loc,
+		 "'%s': out of memory for output %u (%s), %s%s, %.1f GiB",
+		 f->name, i,
+		 f->output_names && f->output_names[i] ? f->output_names[i]
+						       : info->name,
+		 info->dtype == ATTNRT_I32 ? "i32" : "f32", dims, gib);
+	ir_note_calls(ctx, loc);
+}
+
+/* The outputs are allocated only if together they fit in the machine's
+ * memory and swap: where the system overcommits, a larger malloc could
+ * succeed and the run be killed when it writes them. */
+static bool alloc_outputs(ir_ctx *ctx, const ir_func *f,
+			  const attnrt_tensor_info *info, uint32_t n,
+			  interp_tensor *outs, void **ptrs)
+{
+	struct sysinfo si;
+	double have = sysinfo(&si) == 0
+			      ? ((double)si.totalram + (double)si.totalswap) *
+					si.mem_unit
+			      : INFINITY,
+	       need = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		double bytes = 4;
+		for (int d = 0; d < info[i].rank; d++)
+			bytes *= (double)info[i].dims[d];
+		if ((need += bytes) > have) {
+			output_oom(ctx, f, i, &info[i]);
+			return false;
+		}
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		ir_dtype dt = info[i].dtype == ATTNRT_I32 ? IR_I32 : IR_F32;
 		if (!interp_tensor_alloc(ctx, &outs[i], dt, info[i].rank,
 					 info[i].dims)) {
-			ir_error(ctx, (ir_loc){0}, "out of memory");
+			output_oom(ctx, f, i, &info[i]);
 			return false;
 		}
 		ptrs[i] = outs[i].data;
@@ -82,13 +125,17 @@ static bool jit_call(const drv_exec *e, const ir_func *f,
 		goto out;
 	}
 	if (!check_inputs(e->ctx, f, ins, inputs) ||
-	    !alloc_outputs(e->ctx, os, n_out, outs, out_ptrs))
+	    !alloc_outputs(e->ctx, f, os, n_out, outs, out_ptrs))
 		goto out;
 	for (uint32_t i = 0; i < n_in; i++)
 		in_ptrs[i] = inputs[i].data;
-	scratch = attnrt_alloc(NULL, cg_program_scratch_bytes(p, f->name));
+	size_t scratch_bytes = cg_program_scratch_bytes(p, f->name);
+	scratch = attnrt_alloc(NULL, scratch_bytes);
 	if (!scratch) {
-		ir_error(e->ctx, (ir_loc){0}, "out of memory");
+		ir_error(e->ctx, f->loc,
+			 "'%s': out of memory for its scratch, %.1f GiB",
+			 f->name,
+			 (double)scratch_bytes / (1024.0 * 1024 * 1024));
 		goto out;
 	}
 	attnrt_run run = {.seed = e->o->seed, .n_threads = e->o->threads};

@@ -24,6 +24,31 @@ static bool is_given(const fe_args *a, uint32_t i)
 	return a->v[i].kind != FE_V_NONE;
 }
 
+/* Whether argument i was written in the call, `None` included:
+ * fe_bind_args gives an absent one the call's own location. */
+static bool is_written(const fe_args *a, uint32_t i)
+{
+	ir_loc l = a->locs[i], c = a->loc;
+	return l.file != c.file || l.line != c.line || l.col != c.col;
+}
+
+/* A bool attribute: true or false, not a number (PyTorch refuses
+ * `keepdim = 2`, where an `if` takes a number's truth). */
+static bool attr_bool(fe_elab *e, const fe_builtin *b, const fe_args *a,
+		      uint32_t i, bool *out)
+{
+	if (a->v[i].kind == FE_V_BOOL) {
+		*out = a->v[i].b;
+		return true;
+	}
+	if (a->v[i].kind == FE_V_NUM)
+		ir_error(e->ctx, a->locs[i], "%s: %s is true or false, not %g",
+			 b->name, b->params[i], a->v[i].num.r);
+	else
+		fe_expected(e, a->locs[i], "true or false", a->v[i]);
+	return false;
+}
+
 static fe_value build1(fe_elab *e, ir_op op, ir_id x, const ir_attr *attr,
 		       ir_loc loc)
 {
@@ -251,17 +276,28 @@ static fe_value bi_reduce(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	bool keep = false;
 	if (x == IR_NONE ||
 	    !axes_mask(e, a->v[1], a->locs[1], rank_of(e, x), &at.reduce.axes) ||
-	    (is_given(a, 2) && !fe_to_bool(e, a->v[2], a->locs[2], &keep)))
+	    (is_given(a, 2) && !attr_bool(e, b, a, 2, &keep)))
 		return fe_err();
 	at.reduce.keepdim = keep;
 	return build1(e, b->op, x, &at, a->loc);
 }
 
+static fe_value flatten(fe_elab *e, ir_id x, ir_loc loc);
+
+/* argmax(x, axis = -1); `axis = None` written out is PyTorch's dim=None:
+ * the index into the flattened tensor. */
 static fe_value bi_argmax(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	ir_id x = arg_tensor(e, a, 0);
 	ir_attr at = {0};
 	int ax;
+	if (x != IR_NONE && !is_given(a, 1) && is_written(a, 1)) {
+		fe_value f = flatten(e, x, a->loc);
+		if (f.kind != FE_V_TENSOR)
+			return f;
+		at.reduce.axes = 1;
+		return build1(e, b->op, f.tensor, &at, a->loc);
+	}
 	if (x == IR_NONE || !fe_to_axis(e, is_given(a, 1) ? a->v[1] : fe_int(-1),
 					a->locs[1], rank_of(e, x), &ax))
 		return fe_err();
@@ -294,6 +330,11 @@ static fe_value bi_layer_norm(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_attr at = {.eps = 1e-5};
 	if (is_given(a, 3) && !fe_to_number(e, a->v[3], a->locs[3], &at.eps))
 		return fe_err();
+	if (!(at.eps >= 0)) { /* the shape rule's check, at the argument */
+		ir_error(e->ctx, a->locs[3],
+			 "layer_norm: eps must be >= 0, not %g", at.eps);
+		return fe_err();
+	}
 	return fe_build(e, b->op, args, 3, &at, NULL, a->loc);
 }
 
@@ -303,6 +344,12 @@ static fe_value bi_dropout(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_attr at = {0};
 	if (x == IR_NONE || !fe_to_number(e, a->v[1], a->locs[1], &at.dropout.p))
 		return fe_err();
+	if (!(at.dropout.p >= 0 && at.dropout.p < 1)) { /* as the shape rule */
+		ir_error(e->ctx, a->locs[1],
+			 "dropout: probability must be in [0, 1), not %g",
+			 at.dropout.p);
+		return fe_err();
+	}
 	at.dropout.stream = e->m->n_dropout_streams++;
 	return build1(e, b->op, x, &at, a->loc);
 }
@@ -468,8 +515,9 @@ static fe_value concat_or_stack(fe_elab *e, const fe_builtin *b,
 	if (!ids)
 		return out;
 	int r = rank_of(e, ids[0]) + is_stack;
-	if (!fe_to_axis(e, is_given(a, 1) ? a->v[1] : fe_int(0), a->locs[1], r,
-			&ax))
+	/* `axis = None` written out is an error, as in PyTorch */
+	if (!fe_to_axis(e, is_written(a, 1) ? a->v[1] : fe_int(0), a->locs[1],
+			r, &ax))
 		goto done;
 	for (uint32_t i = 0; is_stack && i < n; i++) {
 		fe_value u = unsqueeze(e, ids[i], ax, a->loc);
@@ -591,6 +639,13 @@ static fe_value bi_repeat(fe_elab *e, const fe_builtin *b, const fe_args *a)
 			return r;
 		x = r.tensor;
 	}
+	for (int i = 0; i < n; i++)
+		if (reps[i] < 0) { /* the shape rule's check, at the argument */
+			ir_error(e->ctx, a->locs[1],
+				 "repeat: a repetition count is >= 0, not %lld",
+				 (long long)reps[i]);
+			return fe_err();
+		}
 	ir_attr at = {0};
 	memcpy(at.repeat.reps, reps, (size_t)n * sizeof reps[0]);
 	return build1(e, b->op, x, &at, a->loc);
@@ -631,6 +686,13 @@ static fe_value bi_repeat_interleave(fe_elab *e, const fe_builtin *b,
 	int ax = 0;
 	if (x == IR_NONE || !fe_to_int(e, a->v[1], a->locs[1], &at.interleave.n))
 		return fe_err();
+	if (at.interleave.n < 0) { /* as the shape rule, at the argument */
+		ir_error(e->ctx, a->locs[1],
+			 "repeat_interleave: the repetition count is >= 0, "
+			 "not %lld",
+			 (long long)at.interleave.n);
+		return fe_err();
+	}
 	if (is_given(a, 2)) {
 		if (!fe_to_axis(e, a->v[2], a->locs[2], rank_of(e, x), &ax))
 			return fe_err();

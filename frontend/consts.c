@@ -10,6 +10,7 @@
  */
 #include "elab.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -79,6 +80,17 @@ static bool dtype_arg(fe_elab *e, const fe_args *a, uint32_t i, ir_dtype *out)
 	return true;
 }
 
+/* A number argument an f32 constant is made of: beyond f32's range it
+ * would become an infinity (PyTorch's full refuses it). */
+static bool f32_arg(fe_elab *e, const fe_args *a, uint32_t i, double v)
+{
+	if (fabs(v) <= FLT_MAX)
+		return true;
+	ir_error(e->ctx, a->locs[i], "%s: %g is beyond the range of f32",
+		 a->name, v);
+	return false;
+}
+
 fe_value fe_const_of_doubles(fe_elab *e, const ir_type *t, const double *vals,
 			     ir_loc loc)
 {
@@ -139,7 +151,8 @@ fe_value fe_bi_full(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	    !fe_to_number(e, a->v[1], a->locs[1], &v))
 		return fe_err();
 	t.dtype = a->v[1].num.is_int ? IR_I32 : IR_F32;
-	if (!dtype_arg(e, a, 2, &t.dtype))
+	if (!dtype_arg(e, a, 2, &t.dtype) ||
+	    (t.dtype == IR_F32 && !f32_arg(e, a, 1, v)))
 		return fe_err();
 	return filled(e, &t, v, a->loc);
 }
@@ -195,6 +208,10 @@ fe_value fe_bi_arange(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	    !fe_to_number(e, end, a->locs[1], &en) ||
 	    (step.kind != FE_V_NONE && !fe_to_number(e, step, a->locs[2], &st)))
 		return fe_err();
+	if (st == 0) { /* as PyTorch, rather than "is empty" */
+		ir_error(e->ctx, a->locs[2], "arange: step must be nonzero");
+		return fe_err();
+	}
 	bool all_int = start.num.is_int && end.num.is_int &&
 		       (step.kind == FE_V_NONE || step.num.is_int);
 	double count = st != 0 ? ceil((en - s) / st) : 0;
@@ -228,7 +245,8 @@ fe_value fe_bi_random(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		return fe_err();
 	for (uint32_t i = 0; i < 2; i++)
 		if (a->v[i + 1].kind != FE_V_NONE &&
-		    !fe_to_number(e, a->v[i + 1], a->locs[i + 1], &p[i]))
+		    (!fe_to_number(e, a->v[i + 1], a->locs[i + 1], &p[i]) ||
+		     !f32_arg(e, a, i + 1, p[i])))
 			return fe_err();
 	if (a->v[3].kind != FE_V_NONE
 		    ? !fe_to_int(e, a->v[3], a->locs[3], &seed)
@@ -244,6 +262,12 @@ fe_value fe_bi_random(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	if (!is_normal && !(p[0] <= p[1])) {
 		ir_error(e->ctx, a->loc, "uniform: low %g is above high %g",
 			 p[0], p[1]);
+		return fe_err();
+	}
+	if (!is_normal && !(p[1] - p[0] <= FLT_MAX)) {
+		ir_error(e->ctx, a->loc,
+			 "uniform: high - low = %g is beyond the range of f32",
+			 p[1] - p[0]);
 		return fe_err();
 	}
 	int64_t n = ir_type_numel_static(&t);

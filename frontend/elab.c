@@ -16,6 +16,8 @@
  */
 #include "elab.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -343,9 +345,30 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 	if (!check_call_depth(e, d, loc))
 		return fe_err();
 	if (bind_def_args(e, d, loc, raw, n_raw, &fr)) {
-		uint32_t saved_path = push_call_segment(e, d, call);
+		/* A call of an exported function uses the parameters it has as
+		 * an entry point, named from the root, as a PyTorch loss calls
+		 * the model's forward: `logits(x)` in `loss` trains the weights
+		 * the entry `logits` runs with. */
+		char *outer = NULL;
+		uint32_t saved_path = e->path_len;
+		if (d->is_export && e->path_len) {
+			outer = ir_alloc(e->ctx, e->path_len + 1);
+			if (!outer) {
+				ir_error(e->ctx, loc, "out of memory");
+				scope_fini(e, &fr.scope);
+				return fe_err();
+			}
+			memcpy(outer, e->path, e->path_len + 1);
+			path_pop(e, 0);
+		} else if (!d->is_export) {
+			saved_path = push_call_segment(e, d, call);
+		}
 		int errors = e->ctx->n_errors;
 		run_body(e, d, &fr, loc);
+		if (outer) {
+			memcpy(e->path, outer, saved_path + 1);
+			ir_free(e->ctx, outer);
+		}
 		path_pop(e, saved_path);
 		/* An error inside the prelude: show the user's call too. */
 		if (d->is_prelude && from_user && e->ctx->n_errors > errors)
@@ -380,11 +403,11 @@ typedef struct param_init {
 
 /* Evaluates the numeric arguments of an initializer call. */
 static bool init_args(fe_elab *e, const fe_expr *x, const char *name,
-		      const char *const *params, uint32_t n_params, double *out)
+		      const char *const *params, uint32_t n_params, double *out,
+		      ir_loc *locs)
 {
 	fe_raw_arg raw[4];
 	fe_value v[2];
-	ir_loc locs[2];
 	bool is_t[2];
 	fe_args a = {name, x->loc, v, locs, is_t, n_params};
 	uint32_t n = x->kind == FE_E_CALL ? x->call.n_args : 0;
@@ -428,14 +451,34 @@ static const init_spec init_specs[] = {
 	{"xavier_uniform", IR_INIT_XAVIER_UNIFORM, 1, {"gain", NULL}, {1, 0}},
 };
 
-/* Checks an initializer's arguments against the parameter's rank. */
-static bool check_init(fe_elab *e, const param_init *pi, int rank, ir_loc loc)
+/* Checks an initializer's arguments (written at locs[0..1], the call
+ * at loc) against f32's range and the parameter's rank. */
+static bool check_init(fe_elab *e, const init_spec *sp, const param_init *pi,
+		       int rank, ir_loc loc, const ir_loc *locs)
 {
+	double v[2] = {pi->a, pi->b};
+	for (uint32_t i = 0; i < sp->n_params; i++)
+		if (!(fabs(v[i]) <= FLT_MAX)) {
+			ir_error(e->ctx, locs[i],
+				 "%s: %s = %g is beyond the range of f32",
+				 sp->name, sp->params[i], v[i]);
+			return false;
+		}
 	if (pi->kind == IR_INIT_NORMAL && pi->b < 0)
-		ir_error(e->ctx, loc, "normal: std must be >= 0, got %g", pi->b);
+		ir_error(e->ctx, locs[1], "normal: std must be >= 0, got %g",
+			 pi->b);
 	else if (pi->kind == IR_INIT_UNIFORM && pi->a > pi->b)
 		ir_error(e->ctx, loc, "uniform: low %g is above high %g", pi->a,
 			 pi->b);
+	else if (pi->kind == IR_INIT_UNIFORM && !(pi->b - pi->a <= FLT_MAX))
+		ir_error(e->ctx, loc,
+			 "uniform: high - low = %g is beyond the range of f32",
+			 pi->b - pi->a);
+	else if (pi->kind == IR_INIT_XAVIER_UNIFORM && pi->a < 0)
+		ir_error(e->ctx, locs[0],
+			 "xavier_uniform: gain must be >= 0, got %g (PyTorch "
+			 "refuses the empty range it gives)",
+			 pi->a);
 	else if (pi->kind == IR_INIT_XAVIER_UNIFORM && rank < 2)
 		ir_error(e->ctx, loc,
 			 "xavier_uniform needs a parameter of rank "
@@ -465,14 +508,16 @@ static bool read_init(fe_elab *e, const fe_expr *x, int rank, param_init *pi)
 	for (size_t i = 0; i < sizeof init_specs / sizeof *init_specs; i++) {
 		const init_spec *sp = &init_specs[i];
 		double args[2] = {sp->deflt[0], sp->deflt[1]};
+		ir_loc locs[2];
 		if (strcmp(sp->name, callee->str) != 0)
 			continue;
-		if (!init_args(e, x, sp->name, sp->params, sp->n_params, args))
+		if (!init_args(e, x, sp->name, sp->params, sp->n_params, args,
+			       locs))
 			return false;
 		*pi = (param_init){sp->kind, args[0], args[1]};
 		if (sp->kind == IR_INIT_ZEROS || sp->kind == IR_INIT_ONES)
 			pi->a = pi->b = 0;
-		return check_init(e, pi, rank, x->loc);
+		return check_init(e, sp, pi, rank, x->loc, locs);
 	}
 	ir_error(e->ctx, callee->loc,
 		 "unknown initializer '%s' (expected zeros, "
