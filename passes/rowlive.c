@@ -218,32 +218,6 @@ static uint32_t keys(ir_ctx *ctx, const ir_module *m, pass_rowlive *rl,
 	return intern(ctx, rl, x);
 }
 
-/* The rows of attention node n's keys that live queries read (its keys
- * operand k, valid lengths in operand iv if it has them). */
-static uint32_t keys_of(ir_ctx *ctx, const ir_module *m, pass_rowlive *rl,
-			const ir_func *f, ir_id n, ir_id q, ir_id k,
-			uint32_t iv, uint32_t e)
-{
-	const ir_node *nd = &f->g.nodes[n];
-	const ir_type *kt = type_of(f, k);
-	if (e == PASS_ROWLIVE_IS_NONE || !same_rows(f, q, n) || kt->rank != 3 ||
-	    !ir_dim_eq(kt->dims[0], nd->type.dims[0]) ||
-	    !ir_dim_is_static(kt->dims[1]) || kt->dims[1].coef < 1 ||
-	    !ir_dim_is_static(nd->type.dims[1]) || nd->n_args <= iv)
-		return e == PASS_ROWLIVE_IS_NONE ? e : PASS_ROWLIVE_IS_ALL;
-	ir_id v = ir_arg(&f->g, n, iv);
-	const ir_type *vt = type_of(f, v);
-	bool per_query = vt->rank == 2 &&
-			 ir_dim_eq(vt->dims[1], nd->type.dims[1]);
-	if (vt->dtype != IR_I32 || !ir_dim_eq(vt->dims[0], nd->type.dims[0]) ||
-	    (vt->rank != 1 && !per_query))
-		return PASS_ROWLIVE_IS_ALL;
-	pass_rowlive_expr x = expr(PASS_ROWLIVE_KEYS, v, 0, 0);
-	x.is_per_query = per_query;
-	x.queries = q;
-	return keys(ctx, m, rl, f, x, k, e);
-}
-
 /* Whether a reduction's axes leave axes 0 and 1 where they are. */
 static bool reduce_keeps_rows(const ir_node *n)
 {
@@ -271,30 +245,425 @@ static bool layout_keeps_rows(const ir_func *f, ir_id n, ir_id x)
 	}
 }
 
+/* ---- the state of one analysis ----------------------------------------- */
+
+#define MAX_PARTS 3 /* parts of a packed gradient (fused_attention_grad) */
+
+typedef struct rl_state {
+	ir_ctx *ctx;
+	const ir_module *m;
+	const ir_func *f;
+	pass_rowlive *rl;
+	/* Per node: a view of one part of a packed result (its rows those
+	 * of the part): the packed node and which part; IR_NONE if none. */
+	ir_id *part_root;
+	uint8_t *part;
+	/* Per packed node: the rows of each part its views read. */
+	uint32_t *part_demand; /* MAX_PARTS per node */
+} rl_state;
+
+/* A symbolic count coef · value of sym (sym < 0: coef), or invalid. */
+typedef struct rl_count {
+	int64_t coef;
+	int32_t sym;
+	bool is_valid;
+} rl_count;
+
+static rl_count count_mul(rl_count a, ir_dim d)
+{
+	if (!a.is_valid || (a.sym >= 0 && d.sym >= 0))
+		return (rl_count){0, -1, false};
+	return (rl_count){a.coef * d.coef, a.sym >= 0 ? a.sym : d.sym, true};
+}
+
+static rl_count numel_of(const ir_type *t, int from)
+{
+	rl_count c = {1, -1, true};
+	for (int d = from; d < t->rank; d++)
+		c = count_mul(c, t->dims[d]);
+	return c;
+}
+
+static bool count_eq(rl_count a, rl_count b)
+{
+	return a.is_valid && b.is_valid && a.coef == b.coef &&
+	       (a.coef == 0 || a.sym == b.sym);
+}
+
+/* The packed parts of node n: how many, and each one's type (the
+ * operand whose gradient it is). 0 for nodes that pack nothing. */
+static uint32_t packed_parts(const ir_func *f, ir_id n, const ir_type **types)
+{
+	const ir_node *nd = &f->g.nodes[n];
+	if (nd->op == IR_OP_FUSED_ATTENTION_GRAD && nd->type.rank == 1) {
+		for (uint32_t p = 0; types && p < 3; p++)
+			types[p] = type_of(f, ir_arg(&f->g, n, p));
+		return 3;
+	}
+	if (nd->op == IR_OP_CROSS_ENTROPY_WITH_GRAD && nd->type.rank >= 3 &&
+	    nd->type.dims[0].coef == 2 && nd->type.dims[0].sym < 0)
+		return 2; /* rows of [p] are those of the logits */
+	return 0;
+}
+
+/* cross_entropy_with_grad's part p seen by view n: a reshape of slices
+ * of the packed node along axis 0 ([p, p + 1)) and its last axis, the
+ * rows (axes 1, 2) whole; else -1. */
+static int ce_part(const ir_func *f, ir_id n, ir_id root)
+{
+	const ir_graph *g = &f->g;
+	const ir_type *rt = type_of(f, root);
+	if (g->nodes[n].op != IR_OP_RESHAPE ||
+	    !ir_dim_eq(type_of(f, n)->dims[0], rt->dims[1]) ||
+	    type_of(f, n)->rank < 2 ||
+	    !ir_dim_eq(type_of(f, n)->dims[1], rt->dims[2]))
+		return -1;
+	int part = -1;
+	for (ir_id x = ir_arg(g, n, 0); x != root; x = ir_arg(g, x, 0)) {
+		const ir_node *sl = &g->nodes[x];
+		if (sl->op != IR_OP_SLICE || sl->type.rank != rt->rank ||
+		    sl->attr.slice.step != 1)
+			return -1;
+		if (sl->attr.slice.axis == 0) {
+			if (sl->attr.slice.end != sl->attr.slice.start + 1)
+				return -1;
+			part = (int)sl->attr.slice.start;
+		} else if (sl->attr.slice.axis != rt->rank - 1) {
+			return -1;
+		}
+	}
+	return part;
+}
+
+/* Whether t is x with axes 0 and 1 merged into one, x's rows its
+ * (rows b·T + t), x of rank 3 or more with neither axis 1. */
+static bool is_merged(const ir_type *t, const ir_type *x)
+{
+	if (x->rank < 3 || t->rank != x->rank - 1 ||
+	    ir_dim_eq(x->dims[0], ir_dim_static(1)) ||
+	    ir_dim_eq(x->dims[1], ir_dim_static(1)))
+		return false;
+	for (int d = 1; d < t->rank; d++)
+		if (!ir_dim_eq(t->dims[d], x->dims[d + 1]))
+			return false;
+	rl_count rows = count_mul(count_mul((rl_count){1, -1, true}, x->dims[0]),
+				  x->dims[1]);
+	return count_eq(rows, count_mul((rl_count){1, -1, true}, t->dims[0]));
+}
+
+/* fused_attention_grad's part p seen by view n (of the part's shape,
+ * or with its axes 0 and 1 merged): a reshape, to the
+ * part's shape, of a slice along axis 0 of a reshape of the packed
+ * node that covers exactly part p's elements; else -1. */
+static int flat_part(const ir_func *f, ir_id n, ir_id root,
+		     const ir_type *const *types, uint32_t n_parts)
+{
+	const ir_graph *g = &f->g;
+	if (g->nodes[n].op != IR_OP_RESHAPE)
+		return -1;
+	ir_id sl = ir_arg(g, n, 0);
+	const ir_node *s = &g->nodes[sl];
+	if (s->op != IR_OP_SLICE || s->attr.slice.axis != 0 ||
+	    s->attr.slice.step != 1 ||
+	    g->nodes[ir_arg(g, sl, 0)].op != IR_OP_RESHAPE ||
+	    ir_arg(g, ir_arg(g, sl, 0), 0) != root)
+		return -1;
+	rl_count row = numel_of(type_of(f, ir_arg(g, sl, 0)), 1);
+	rl_count at = {row.coef * s->attr.slice.start, row.sym, row.is_valid};
+	rl_count off = {0, -1, true};
+	for (uint32_t p = 0; p < n_parts; p++) {
+		rl_count len = numel_of(types[p], 0);
+		if ((count_eq(at, off) || (at.coef == 0 && off.coef == 0)) &&
+		    count_eq(numel_of(type_of(f, n), 0), len) &&
+		    (ir_shape_eq(type_of(f, n), types[p]) ||
+		     is_merged(type_of(f, n), types[p])))
+			return (int)p;
+		if (!len.is_valid || (off.coef && len.sym != off.sym))
+			return -1;
+		off = (rl_count){off.coef + len.coef, len.sym, true};
+	}
+	return -1;
+}
+
+/* Marks node n as a view of a part of a packed node, when it is one. */
+static void find_part(rl_state *st, ir_id n)
+{
+	const ir_graph *g = &st->f->g;
+	st->part_root[n] = IR_NONE;
+	if (g->nodes[n].op != IR_OP_RESHAPE)
+		return;
+	/* The packed node: down the chain of slices and reshapes. */
+	ir_id x = ir_arg(g, n, 0);
+	while (g->nodes[x].op == IR_OP_SLICE || g->nodes[x].op == IR_OP_RESHAPE)
+		x = ir_arg(g, x, 0);
+	const ir_type *types[MAX_PARTS];
+	uint32_t n_parts = packed_parts(st->f, x, types);
+	if (!n_parts)
+		return;
+	int p = g->nodes[x].op == IR_OP_CROSS_ENTROPY_WITH_GRAD
+			? ce_part(st->f, n, x)
+			: flat_part(st->f, n, x, types, n_parts);
+	if (p < 0 || (uint32_t)p >= n_parts)
+		return;
+	st->part_root[n] = x;
+	st->part[n] = (uint8_t)p;
+	/* A merged view's rows: those of the operand the part belongs to. */
+	if (g->nodes[x].op == IR_OP_FUSED_ATTENTION_GRAD &&
+	    !ir_shape_eq(type_of(st->f, n), types[p]))
+		st->rl->row_node[n] = ir_arg(g, x, (uint32_t)p);
+}
+
+/* ---- rows that may be nonzero (a sweep forward) ------------------------ */
+
+/* Whether constant node x is all zeros. */
+static bool is_zero_const(const rl_state *st, ir_id x)
+{
+	const ir_node *n = &st->f->g.nodes[x];
+	if (n->op == IR_OP_BROADCAST)
+		return is_zero_const(st, ir_arg(&st->f->g, x, 0));
+	if (n->op != IR_OP_CONST)
+		return false;
+	const ir_const *c = &st->m->consts[n->attr.const_index];
+	int64_t k = ir_type_numel_static(&c->type);
+	for (int64_t i = 0; i < k; i++) {
+		double v = c->type.dtype == IR_I32   ? ((int32_t *)c->data)[i]
+			   : c->type.dtype == IR_F32 ? ((float *)c->data)[i]
+						     : ((double *)c->data)[i];
+		if (v != 0)
+			return false;
+	}
+	return true;
+}
+
+/* What operand x's nonzero rows say of node n's rows: x's own if they
+ * are n's rows, else none (x all zero) or all. */
+static uint32_t nz_arg(const rl_state *st, ir_id n, ir_id x)
+{
+	uint32_t z = st->rl->nz_of_node[x];
+	if (z == PASS_ROWLIVE_IS_NONE)
+		return z;
+	if (st->rl->row_node[x] != x || !same_rows(st->f, x, n) ||
+	    type_of(st->f, x)->rank != type_of(st->f, n)->rank)
+		return PASS_ROWLIVE_IS_ALL;
+	return z;
+}
+
+static uint32_t keys_of_q(rl_state *st, ir_id q, ir_id k, ir_id v, uint32_t e);
+
+/* Operand x's nonzero rows as rows of y (whose rows x's must be, of
+ * whatever rank), or all (none if x is all zero). */
+static uint32_t nz_rows(const rl_state *st, ir_id x, ir_id y)
+{
+	uint32_t z = st->rl->nz_of_node[x];
+	if (z == PASS_ROWLIVE_IS_NONE)
+		return z;
+	if (st->rl->row_node[x] != x || st->rl->row_node[y] != y ||
+	    !same_rows(st->f, x, y))
+		return PASS_ROWLIVE_IS_ALL;
+	return z;
+}
+
+/* The rows of node n that may hold a value other than 0 when every
+ * value the graph reads is finite. */
+static uint32_t nonzero_rows(rl_state *st, ir_id n)
+{
+	const ir_func *f = st->f;
+	const ir_graph *g = &f->g;
+	const ir_node *nd = &g->nodes[n];
+	ir_ctx *ctx = st->ctx;
+	pass_rowlive *rl = st->rl;
+	if (is_zero_const(st, n))
+		return PASS_ROWLIVE_IS_NONE;
+	ir_id v = mask_valid(st->m, f, n, n);
+	if (v != IR_NONE)
+		return intern(ctx, rl, expr(PASS_ROWLIVE_PREFIX, v, 0, 0));
+	if (st->part_root[n] != IR_NONE) {
+		ir_id r = st->part_root[n];
+		const ir_node *rn = &g->nodes[r];
+		if (rn->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+			return st->part[n] == 0 ? nz_rows(st, ir_arg(g, r, 2), n)
+						: PASS_ROWLIVE_IS_ALL;
+		ir_id q = ir_arg(g, r, 0), dO = ir_arg(g, r, rn->n_args - 1);
+		uint32_t z = rl->nz_of_node[dO];
+		if (rl->row_node[dO] != dO || !same_rows(f, dO, q))
+			return PASS_ROWLIVE_IS_ALL;
+		if (st->part[n] == 0)
+			return z;
+		return keys_of_q(st, q, ir_arg(g, r, st->part[n]),
+				 rn->n_args == 5 ? ir_arg(g, r, 3) : IR_NONE, z);
+	}
+	if (rl->row_node[n] != n) /* a reshape that merges the rows */
+		return rl->nz_of_node[ir_arg(g, n, 0)];
+	if (nd->type.rank < 2)
+		return PASS_ROWLIVE_IS_ALL;
+	switch (nd->op) {
+	case IR_OP_NEG:
+	case IR_OP_RELU:
+	case IR_OP_ABS:
+	case IR_OP_CAST:
+	case IR_OP_DROPOUT:
+		return nz_arg(st, n, ir_arg(g, n, 0));
+	case IR_OP_ADD:
+	case IR_OP_SUB:
+		return join(ctx, rl, nz_arg(st, n, ir_arg(g, n, 0)),
+			    nz_arg(st, n, ir_arg(g, n, 1)));
+	case IR_OP_SELECT:
+		return join(ctx, rl, nz_arg(st, n, ir_arg(g, n, 1)),
+			    nz_arg(st, n, ir_arg(g, n, 2)));
+	case IR_OP_MUL:
+		return meet(ctx, rl, nz_arg(st, n, ir_arg(g, n, 0)),
+			    nz_arg(st, n, ir_arg(g, n, 1)));
+	case IR_OP_MATMUL:
+		if (nd->attr.matmul.ta || nd->type.rank < 3)
+			return PASS_ROWLIVE_IS_ALL;
+		return nz_arg(st, n, ir_arg(g, n, 0));
+	case IR_OP_LAYER_NORM_GRAD:
+		return nz_arg(st, n, ir_arg(g, n, 2));
+	case IR_OP_SUM:
+	case IR_OP_MEAN:
+		return reduce_keeps_rows(nd) ? nz_arg(st, n, ir_arg(g, n, 0))
+					     : PASS_ROWLIVE_IS_ALL;
+	case IR_OP_RESHAPE:
+	case IR_OP_PERMUTE:
+	case IR_OP_SLICE:
+		return layout_keeps_rows(f, n, ir_arg(g, n, 0))
+			       ? rl->nz_of_node[ir_arg(g, n, 0)]
+			       : PASS_ROWLIVE_IS_ALL;
+	default:
+		return PASS_ROWLIVE_IS_ALL;
+	}
+}
+
+/* ---- rows that some output reads (a sweep back) ------------------------ */
+
 /* The rows of operand s (node x) that node n reads when its own rows
  * below e are read. */
-static uint32_t use_rows(ir_ctx *ctx, const ir_module *m, pass_rowlive *rl,
-			 const ir_func *f, ir_id n, uint32_t s, uint32_t e)
+static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e);
+
+/* The keys a live query of q (rows below e) reads, with valid lengths
+ * v (IR_NONE: none, every key). */
+static uint32_t keys_of_q(rl_state *st, ir_id q, ir_id k, ir_id v, uint32_t e)
 {
+	const ir_func *f = st->f;
+	const ir_type *kt = type_of(f, k), *qt = type_of(f, q);
+	if (e == PASS_ROWLIVE_IS_NONE)
+		return e;
+	if (qt->rank != 3 || kt->rank != 3 ||
+	    !ir_dim_eq(kt->dims[0], qt->dims[0]) ||
+	    !ir_dim_is_static(kt->dims[1]) || kt->dims[1].coef < 1 ||
+	    !ir_dim_is_static(qt->dims[1]) || v == IR_NONE ||
+	    st->rl->row_node[q] != q)
+		return PASS_ROWLIVE_IS_ALL;
+	const ir_type *vt = type_of(f, v);
+	bool per_query = vt->rank == 2 && ir_dim_eq(vt->dims[1], qt->dims[1]);
+	if (vt->dtype != IR_I32 || !ir_dim_eq(vt->dims[0], qt->dims[0]) ||
+	    (vt->rank != 1 && !per_query))
+		return PASS_ROWLIVE_IS_ALL;
+	pass_rowlive_expr x = expr(PASS_ROWLIVE_KEYS, v, 0, 0);
+	x.is_per_query = per_query;
+	x.queries = q;
+	return keys(st->ctx, st->m, st->rl, f, x, k, e);
+}
+
+/* The rows of an operand that an elementwise node n reads. */
+static uint32_t ew_use(rl_state *st, ir_id n, uint32_t s, uint32_t e)
+{
+	const ir_func *f = st->f;
 	const ir_graph *g = &f->g;
 	const ir_node *nd = &g->nodes[n];
 	ir_id x = ir_arg(g, n, s);
+	if (!same_rows(f, x, n) || type_of(f, x)->rank != nd->type.rank)
+		return PASS_ROWLIVE_IS_ALL;
+	/* x · y reads x where y may be nonzero; select(c, a, b) reads a
+	 * where c may be true, c where a or b may be nonzero. */
+	if (nd->op == IR_OP_MUL)
+		return meet(st->ctx, st->rl, e,
+			    nz_arg(st, n, ir_arg(g, n, 1 - s)));
+	if (nd->op == IR_OP_SELECT && s == 1)
+		return meet(st->ctx, st->rl, e, nz_arg(st, n, ir_arg(g, n, 0)));
+	if (nd->op == IR_OP_SELECT && s == 0)
+		return meet(st->ctx, st->rl, e,
+			    join(st->ctx, st->rl, nz_arg(st, n, ir_arg(g, n, 1)),
+				 nz_arg(st, n, ir_arg(g, n, 2))));
+	return e;
+}
+
+/* A product A^T B (ta, not tb) of operands whose rows pair up: each
+ * reads the other's rows where those may be nonzero. */
+static uint32_t tmatmul_use(rl_state *st, ir_id n, uint32_t s, uint32_t e)
+{
+	const ir_graph *g = &st->f->g;
+	const ir_node *nd = &g->nodes[n];
+	ir_id a = ir_arg(g, n, 0), b = ir_arg(g, n, 1);
+	ir_id ra = st->rl->row_node[a], rb = st->rl->row_node[b];
+	bool pair = !nd->attr.matmul.tb && same_rows(st->f, ra, rb) &&
+		    (ra != a) == (rb != b) &&
+		    (ra != a || type_of(st->f, a)->rank >= 3);
+	if (!pair)
+		return PASS_ROWLIVE_IS_ALL;
+	(void)e;
+	return st->rl->nz_of_node[s == 0 ? b : a];
+}
+
+static uint32_t fused_grad_use(rl_state *st, ir_id n, uint32_t s)
+{
+	const ir_graph *g = &st->f->g;
+	const ir_node *nd = &g->nodes[n];
+	const uint32_t *pd = &st->part_demand[n * MAX_PARTS];
+	uint32_t any = join(st->ctx, st->rl,
+			    join(st->ctx, st->rl, pd[0], pd[1]), pd[2]);
+	if (any == PASS_ROWLIVE_IS_NONE)
+		return any;
+	ir_id q = ir_arg(g, n, 0), dO = ir_arg(g, n, nd->n_args - 1);
+	if (st->rl->row_node[dO] != dO || !same_rows(st->f, dO, q) ||
+	    type_of(st->f, q)->rank != 3)
+		return PASS_ROWLIVE_IS_ALL;
+	uint32_t z = st->rl->nz_of_node[dO];
+	if (s == 0)
+		return z;
+	if (s == 1 || s == 2)
+		return keys_of_q(st, q, ir_arg(g, n, s),
+				 nd->n_args == 5 ? ir_arg(g, n, 3) : IR_NONE, z);
+	return PASS_ROWLIVE_IS_ALL;
+}
+
+static uint32_t ce_grad_use(rl_state *st, ir_id n, uint32_t s)
+{
+	const ir_graph *g = &st->f->g;
+	const uint32_t *pd = &st->part_demand[n * MAX_PARTS];
+	ir_id lg = ir_arg(g, n, 0), gr = ir_arg(g, n, 2);
+	if (st->rl->row_node[lg] != lg || type_of(st->f, lg)->rank < 3 ||
+	    !same_rows(st->f, gr, lg))
+		return PASS_ROWLIVE_IS_ALL;
+	if (s == 2)
+		return pd[0];
+	/* The gradient's row is the logits' times g: 0 where g is. */
+	return join(st->ctx, st->rl,
+		    meet(st->ctx, st->rl, pd[0], nz_rows(st, gr, lg)), pd[1]);
+}
+
+static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
+{
+	const ir_func *f = st->f;
+	const ir_graph *g = &f->g;
+	const ir_node *nd = &g->nodes[n];
+	ir_id x = ir_arg(g, n, s);
+	if (nd->op == IR_OP_CROSS_ENTROPY_WITH_GRAD && packed_parts(f, n, NULL))
+		return ce_grad_use(st, n, s);
+	if (nd->op == IR_OP_FUSED_ATTENTION_GRAD && nd->type.rank == 1)
+		return fused_grad_use(st, n, s);
 	if (e == PASS_ROWLIVE_IS_NONE)
 		return e;
-	unsigned flags = ir_op_table[nd->op].flags;
-	if (flags & IR_OPF_EW) {
-		if (!same_rows(f, x, n) || type_of(f, x)->rank != nd->type.rank)
-			return PASS_ROWLIVE_IS_ALL;
-		ir_id other = nd->n_args == 2 ? ir_arg(g, n, 1 - s) : IR_NONE;
-		ir_id v = nd->op == IR_OP_MUL ? mask_valid(m, f, other, n)
-			  : nd->op == IR_OP_SELECT && s == 1
-				  ? mask_valid(m, f, ir_arg(g, n, 0), n)
-				  : IR_NONE;
-		if (v == IR_NONE)
-			return e;
-		return meet(ctx, rl, e,
-			    intern(ctx, rl, expr(PASS_ROWLIVE_PREFIX, v, 0, 0)));
-	}
+	if (nd->op == IR_OP_MATMUL && nd->attr.matmul.ta)
+		return tmatmul_use(st, n, s, e);
+	/* A reshape that merges x's rows passes on its demand, which is
+	 * in x's rows; other uses of such a node read all of it. */
+	if (st->rl->row_node[x] != x)
+		return PASS_ROWLIVE_IS_ALL;
+	if (st->rl->row_node[n] != n)
+		return e;
+	if (ir_op_table[nd->op].flags & IR_OPF_EW)
+		return ew_use(st, n, s, e);
 	bool rows = same_rows(f, x, n);
 	int rank = nd->type.rank;
 	switch (nd->op) {
@@ -306,9 +675,20 @@ static uint32_t use_rows(ir_ctx *ctx, const ir_module *m, pass_rowlive *rl,
 	case IR_OP_MASKED_SOFTMAX:
 		/* Along the last axis, which must not be axis 1. */
 		return s == 0 && rows && rank >= 3 ? e : PASS_ROWLIVE_IS_ALL;
+	case IR_OP_LAYER_NORM_GRAD:
+		/* (x, gamma, g): a row is 0 where g's is. */
+		if (s == 1 || !rows || rank < 3)
+			return PASS_ROWLIVE_IS_ALL;
+		return s == 2 ? e
+			      : meet(st->ctx, st->rl, e,
+				     nz_arg(st, n, ir_arg(g, n, 2)));
+	case IR_OP_EMBEDDING_GRAD:
+		/* (ids, g): ids where g's rows may be nonzero. */
+		if (s == 0 && same_rows(f, x, ir_arg(g, n, 1)))
+			return nz_rows(st, ir_arg(g, n, 1), x);
+		return PASS_ROWLIVE_IS_ALL;
 	case IR_OP_MATMUL:
-		return s == 0 && rows && rank >= 3 && !nd->attr.matmul.ta &&
-				       type_of(f, x)->rank == rank
+		return s == 0 && rows && rank >= 3 && type_of(f, x)->rank == rank
 			       ? e
 			       : PASS_ROWLIVE_IS_ALL;
 	case IR_OP_SUM:
@@ -333,20 +713,61 @@ static uint32_t use_rows(ir_ctx *ctx, const ir_module *m, pass_rowlive *rl,
 		if (s == 0)
 			return rows ? e : PASS_ROWLIVE_IS_ALL;
 		if (s == 1 || s == 2)
-			return keys_of(ctx, m, rl, f, n, ir_arg(g, n, 0),
-				       ir_arg(g, n, 1), 3, e);
+			return same_rows(f, ir_arg(g, n, 0), n)
+				       ? keys_of_q(st, ir_arg(g, n, 0), x,
+						   nd->n_args > 3
+							   ? ir_arg(g, n, 3)
+							   : IR_NONE,
+						   e)
+				       : PASS_ROWLIVE_IS_ALL;
 		return PASS_ROWLIVE_IS_ALL;
 	case IR_OP_FUSED_ADDITIVE_ATTENTION:
 		/* (qp, kp, wv, v[, valid]) */
 		if (s == 0)
 			return rows ? e : PASS_ROWLIVE_IS_ALL;
 		if (s == 1 || s == 3)
-			return keys_of(ctx, m, rl, f, n, ir_arg(g, n, 0),
-				       ir_arg(g, n, 1), 4, e);
+			return same_rows(f, ir_arg(g, n, 0), n)
+				       ? keys_of_q(st, ir_arg(g, n, 0), x,
+						   nd->n_args > 4
+							   ? ir_arg(g, n, 4)
+							   : IR_NONE,
+						   e)
+				       : PASS_ROWLIVE_IS_ALL;
 		return PASS_ROWLIVE_IS_ALL;
 	default:
 		return PASS_ROWLIVE_IS_ALL;
 	}
+}
+
+/* Whether node n is a reshape that merges its operand's rows (b, t)
+ * into its axis 0 (row b·T + t), its other axes the rows' elements. */
+static bool merges_rows(const ir_func *f, ir_id n)
+{
+	const ir_node *nd = &f->g.nodes[n];
+	return nd->op == IR_OP_RESHAPE &&
+	       is_merged(&nd->type, type_of(f, ir_arg(&f->g, n, 0)));
+}
+
+static bool state_init(rl_state *st, ir_ctx *ctx, const ir_module *m,
+		       const ir_func *f, pass_rowlive *rl)
+{
+	uint32_t n = f->g.n_nodes + 1;
+	*st = (rl_state){ctx, m, f, rl, NULL, NULL, NULL};
+	st->part_root = ir_alloc(ctx, n * sizeof *st->part_root);
+	st->part = ir_alloc(ctx, n * sizeof *st->part);
+	st->part_demand = ir_alloc(ctx, n * MAX_PARTS * sizeof *st->part_demand);
+	rl->of_node = ir_alloc(ctx, n * sizeof *rl->of_node);
+	rl->nz_of_node = ir_alloc(ctx, n * sizeof *rl->nz_of_node);
+	rl->row_node = ir_alloc(ctx, n * sizeof *rl->row_node);
+	return st->part_root && st->part && st->part_demand && rl->of_node &&
+	       rl->nz_of_node && rl->row_node;
+}
+
+static void state_fini(rl_state *st)
+{
+	ir_free(st->ctx, st->part_root);
+	ir_free(st->ctx, st->part);
+	ir_free(st->ctx, st->part_demand);
 }
 
 bool pass_rowlive_analyze(ir_ctx *ctx, const ir_module *m, const ir_func *f,
@@ -355,30 +776,65 @@ bool pass_rowlive_analyze(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	memset(rl, 0, sizeof *rl);
 	const ir_graph *g = &f->g;
 	rl->n_nodes = g->n_nodes;
-	rl->of_node = ir_alloc(ctx, (g->n_nodes + 1) * sizeof *rl->of_node);
-	if (!rl->of_node)
+	rl_state st;
+	if (!state_init(&st, ctx, m, f, rl)) {
+		state_fini(&st);
 		return false;
+	}
 	intern(ctx, rl, expr(PASS_ROWLIVE_NONE, IR_NONE, 0, 0));
 	intern(ctx, rl, expr(PASS_ROWLIVE_ALL, IR_NONE, 0, 0));
+	for (ir_id n = 0; n < g->n_nodes; n++) {
+		rl->row_node[n] = n;
+		if (merges_rows(f, n) &&
+		    rl->row_node[ir_arg(g, n, 0)] == ir_arg(g, n, 0))
+			rl->row_node[n] = ir_arg(g, n, 0);
+		find_part(&st, n);
+		rl->nz_of_node[n] = nonzero_rows(&st, n);
+	}
 	for (uint32_t o = 0; o < f->n_outputs; o++)
 		rl->of_node[f->outputs[o]] = PASS_ROWLIVE_IS_ALL;
 	for (ir_id n = g->n_nodes; n-- > 0;) {
 		if (type_of(f, n)->rank < 2 &&
-		    rl->of_node[n] != PASS_ROWLIVE_IS_NONE)
+		    rl->of_node[n] != PASS_ROWLIVE_IS_NONE &&
+		    !packed_parts(f, n, NULL))
 			rl->of_node[n] = PASS_ROWLIVE_IS_ALL;
 		uint32_t e = rl->of_node[n];
+		if (st.part_root[n] != IR_NONE) {
+			/* A view of a part: its rows are the part's. */
+			uint32_t *pd = &st.part_demand[st.part_root[n] * MAX_PARTS +
+						       st.part[n]];
+			*pd = join(ctx, rl, *pd, e);
+			continue;
+		}
+		if (packed_parts(f, n, NULL) && e != PASS_ROWLIVE_IS_NONE)
+			for (uint32_t p = 0; p < MAX_PARTS; p++)
+				st.part_demand[n * MAX_PARTS + p] =
+					PASS_ROWLIVE_IS_ALL;
 		for (uint32_t s = 0; s < g->nodes[n].n_args; s++) {
 			ir_id x = ir_arg(g, n, s);
-			uint32_t u = use_rows(ctx, m, rl, f, n, s, e);
+			uint32_t u = use_rows(&st, n, s, e);
 			rl->of_node[x] = join(ctx, rl, rl->of_node[x], u);
 		}
 	}
+	/* The views' chains and the packed nodes are read whole, as far
+	 * as their own rows say (their parts' rows are the views'). */
+	for (ir_id n = 0; n < g->n_nodes; n++) {
+		ir_id r = st.part_root[n];
+		if (r == IR_NONE || rl->of_node[n] == PASS_ROWLIVE_IS_NONE)
+			continue;
+		for (ir_id x = ir_arg(g, n, 0); x != r; x = ir_arg(g, x, 0))
+			rl->of_node[x] = PASS_ROWLIVE_IS_ALL;
+		rl->of_node[r] = PASS_ROWLIVE_IS_ALL;
+	}
+	state_fini(&st);
 	return !ctx->is_oom;
 }
 
 void pass_rowlive_fini(ir_ctx *ctx, pass_rowlive *rl)
 {
 	ir_free(ctx, rl->of_node);
+	ir_free(ctx, rl->nz_of_node);
+	ir_free(ctx, rl->row_node);
 	ir_free(ctx, rl->exprs);
 	memset(rl, 0, sizeof *rl);
 }

@@ -15,17 +15,26 @@
  * the output, so a kernel that leaves dead rows out must keep that
  * (docs/passes.md says how).
  *
- * It walks the graph from the outputs back (every output is read
- * whole), each use of a node passing on the rows it reads: the
- * elementwise ops, dropout, layer_norm and the softmaxes (rank >= 3),
- * reshapes, permutes, slices and reductions that keep axes 0 and 1, a
- * product's A (not transposed, rank >= 3), embedding's ids,
- * cross_entropy: the same rows as their result; a product by a mask
- * t < v[b] (cast(lt(arange, reshape(v)))): only the rows below v; a
- * (fused) attention's queries: the rows of its result; its keys and
- * values: those some live query does not mask out. Every other operand
- * is read whole (PASS_ROWLIVE_ALL), so the answer errs only on the side
- * of live.
+ * First a sweep forward finds the rows that may be nonzero when every
+ * value is finite (nz_of_node): a mask t < v[b] (cast(lt(arange,
+ * reshape(v)))) below v, a product by it, and the gradients that follow
+ * from it (a product's rows of A, layer_norm_grad's of g, the parts of
+ * cross_entropy_with_grad and fused_attention_grad, sums, selects,
+ * views). Then a sweep back from the outputs (each read whole), each use
+ * of a node passing on the rows it reads: the elementwise ops, dropout,
+ * layer_norm and the softmaxes (rank >= 3), reshapes, permutes, slices
+ * and reductions that keep axes 0 and 1, a product's A (not transposed,
+ * rank >= 3), embedding's ids, cross_entropy: the same rows as their
+ * result; x · y: x's rows where y may be nonzero (a masked loss reads
+ * the rows below valid); a (fused) attention's queries: the rows of its
+ * result; its keys and values: those some live query does not mask out;
+ * the backward's reads of the forward's values: A^T B (a weight's
+ * gradient, its operands' rows merged into one axis by reshapes) each
+ * operand's rows where the other's may be nonzero, layer_norm_grad's x
+ * and embedding_grad's ids where g may be nonzero, fused_attention_grad's
+ * queries where the output's gradient may be nonzero and the keys those
+ * queries read. Every other operand is read whole (PASS_ROWLIVE_ALL), so
+ * the answer errs only on the side of live.
  */
 #ifndef ATTNC_PASSES_ROWLIVE_H
 #define ATTNC_PASSES_ROWLIVE_H
@@ -63,6 +72,14 @@ typedef struct pass_rowlive_expr {
  * outputs do not depend on, gets ALL or NONE. */
 typedef struct pass_rowlive {
 	uint32_t *of_node; /* n_nodes */
+	/* n_nodes: the rows that may hold a value other than 0 when every
+	 * value read is finite (a masked loss's gradient is 0 past valid),
+	 * in the same expressions. */
+	uint32_t *nz_of_node;
+	/* n_nodes: the node whose dims[0] and dims[1] are the node's rows:
+	 * itself, or, for a reshape that merges its operand's axes 0 and 1
+	 * into its axis 0 (row b·T + t), the operand. */
+	ir_id *row_node;
 	uint32_t n_nodes;
 	pass_rowlive_expr *exprs;
 	uint32_t n_exprs, exprs_cap;

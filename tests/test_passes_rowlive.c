@@ -50,7 +50,8 @@ static void rl_load(rl_case *c, const char *src, const char *fname,
 	ck_assert(pass_rowlive_analyze(&c->x.ctx, c->x.m, c->f, &c->rl));
 }
 
-static void rl_load_file(rl_case *c, const char *rel, const char *fname)
+static void rl_load_file(rl_case *c, const char *rel, const char *fname,
+			 bool is_grad)
 {
 	FILE *fp = fopen(tu_path(rel), "r");
 	ck_assert(fp != NULL);
@@ -58,7 +59,26 @@ static void rl_load_file(rl_case *c, const char *rel, const char *fname)
 	size_t n = fread(buf, 1, sizeof buf - 1, fp);
 	fclose(fp);
 	buf[n] = 0;
-	rl_load(c, buf, fname, true);
+	if (!is_grad) {
+		rl_load(c, buf, fname, true);
+		return;
+	}
+	/* loss_grad as --train compiles it. */
+	memset(c, 0, sizeof *c);
+	tu_graph_init_ctx(&c->x);
+	uint32_t file = ir_ctx_add_source(&c->x.ctx, rel, buf, n);
+	c->x.m = fe_compile(&c->x.ctx, file);
+	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
+	pass_options po = {.verify_each = true};
+	ck_assert(pass_pipeline_forward(c->x.m, &po));
+	ck_assert(pass_autodiff(c->x.m, fname));
+	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
+		      tu_graph_diag(&c->x));
+	char name[64];
+	snprintf(name, sizeof name, "%s_grad", fname);
+	c->f = ir_module_find_func(c->x.m, name);
+	ck_assert(c->f != NULL);
+	ck_assert(pass_rowlive_analyze(&c->x.ctx, c->x.m, c->f, &c->rl));
 }
 
 static void rl_fini(rl_case *c)
@@ -130,7 +150,10 @@ static float poison_value = 1.5f;
  * whether it did). Floats get poison_value and ids 1. */
 static bool poison(rl_case *c, ir_id n, interp_tensor *t, bool is_live)
 {
-	int64_t B = t->dims[0], T = t->dims[1];
+	const interp_tensor *rt = &c->ref[c->rl.row_node[n]];
+	if (!rt->data) /* the plain run itself: its own rows */
+		rt = t;
+	int64_t B = rt->dims[0], T = rt->dims[1];
 	int64_t per_row = interp_tensor_numel(t) / (B * T);
 	int32_t *len = ir_alloc(&c->x.ctx, (size_t)B * sizeof *len);
 	pass_rowlive_eval(&c->rl, c->f, c->syms, c->rl.of_node[n], B, T,
@@ -255,6 +278,44 @@ static uint32_t check_dead_rows_are_dead(rl_case *c)
 		n_dead++;
 	}
 	return n_dead;
+}
+
+/* The other half of the oracle: the rows past each node's
+ * nz_of_node hold 0 (or -0) in the plain run. Returns how many nodes
+ * have such rows. */
+static uint32_t check_zero_rows_are_zero(rl_case *c)
+{
+	uint32_t n_zero = 0;
+	for (ir_id n = 0; n < c->f->g.n_nodes; n++) {
+		uint32_t z = c->rl.nz_of_node[n];
+		const interp_tensor *t = &c->ref[n];
+		if (z == PASS_ROWLIVE_IS_ALL || t->rank < 2 ||
+		    t->dtype == IR_I32)
+			continue;
+		const interp_tensor *rt = &c->ref[c->rl.row_node[n]];
+		int64_t B = rt->dims[0], T = rt->dims[1];
+		int64_t per_row = interp_tensor_numel(t) / (B * T);
+		int32_t *len = ir_alloc(&c->x.ctx, (size_t)B * sizeof *len);
+		pass_rowlive_eval(&c->rl, c->f, c->syms, z, B, T, ref_values, c,
+				  len);
+		for (int64_t b = 0; b < B; b++)
+			for (int64_t r = len[b]; r < T; r++)
+				for (int64_t e = 0; e < per_row; e++)
+					ck_assert_msg(
+						interp_tensor_get(t,
+								  (b * T +
+								   r) * per_row +
+									  e) == 0,
+						"node %%%u (%s) row (%ld, %ld) "
+						"is not 0",
+						n,
+						ir_op_table[c->f->g.nodes[n].op]
+							.name,
+						(long)b, (long)r);
+		ir_free(&c->x.ctx, len);
+		n_zero++;
+	}
+	return n_zero;
 }
 
 /* Whether poisoning node n's first live row changes an output. */
@@ -516,7 +577,7 @@ END_TEST
 START_TEST(test_rowlive_transformer_loss)
 {
 	rl_case c;
-	rl_load_file(&c, "models/transformer.g", "loss");
+	rl_load_file(&c, "models/transformer.g", "loss", false);
 	ir_id logits = last_of(&c, IR_OP_MATMUL, 0);
 	ck_assert_str_eq(rl_text(&c, logits), "t < %4");
 	/* The decoder's rows live below tgt_valid (%4); the encoder's
@@ -562,6 +623,59 @@ START_TEST(test_rowlive_transformer_loss)
 }
 END_TEST
 
+/* The Transformer's loss_grad, as --train compiles it: the forward's
+ * rows are as in loss, where the backward reads them only through
+ * gradients that are 0 on dead rows (the weights' gradients X^T dY,
+ * layer_norm_grad, the fused attention's gradient, the recomputed
+ * layer norms times the gradient); poisoning them keeps the loss and
+ * every gradient to the bit. */
+START_TEST(test_rowlive_transformer_loss_grad)
+{
+	rl_case c;
+	rl_load_file(&c, "models/transformer.g", "loss", true);
+	/* Every product that is not a weight's gradient, and every layer
+	 * norm (the forward's and those remat recomputes for the
+	 * backward), has dead rows. */
+	uint32_t n_mm = 0, n_ln = 0;
+	for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
+		const ir_node *nd = &c.f->g.nodes[n];
+		const char *t = rl_text(&c, n);
+		bool is_dead = strcmp(t, "t < %4") == 0 ||
+			       strcmp(t, "keys(%1 over t < %4)") == 0;
+		if (nd->op == IR_OP_MATMUL && !nd->attr.matmul.ta &&
+		    !nd->attr.matmul.tb)
+			n_mm += is_dead;
+		if (nd->op == IR_OP_LAYER_NORM) {
+			ck_assert_msg(is_dead, "%%%u: %s", n, t);
+			n_ln++;
+		}
+	}
+	ck_assert_uint_eq(n_mm, 2 * 8 + 1 + 2 * 6 + 2 * 2);
+	ck_assert_uint_eq(n_ln, 2 * (2 * 3 + 2 * 2));
+	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
+					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
+					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
+	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
+					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
+					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
+	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
+					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
+					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
+	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
+	int64_t d2[2] = {3, 10}, d1[1] = {3};
+	rl_input(&c, 0, 2, d2, src);
+	rl_input(&c, 1, 1, d1, sv);
+	rl_input(&c, 2, 2, d2, tin);
+	rl_input(&c, 3, 2, d2, tgt);
+	rl_input(&c, 4, 1, d1, tv);
+	rl_prepare(&c);
+	ck_assert_uint_ge(check_zero_rows_are_zero(&c), 100);
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c), 100);
+	ck_assert(live_row_is_read(&c, last_of(&c, IR_OP_LAYER_NORM, 0)));
+	rl_fini(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("passes_rowlive");
@@ -576,6 +690,7 @@ int main(void)
 	tcase_add_test(tc, test_rowlive_attention_keys_past_valid_are_dead);
 	tcase_add_test(tc, test_rowlive_unfused_attention_keeps_its_keys);
 	tcase_add_test(tc, test_rowlive_transformer_loss);
+	tcase_add_test(tc, test_rowlive_transformer_loss_grad);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
