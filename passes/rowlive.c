@@ -1,9 +1,12 @@
 /*
- * rowlive.c - the row-liveness analysis (rowlive.h): one sweep from the
- * last node to the first (operands come before their users), each node's
- * expression complete when its turn comes, passing to each operand the
- * rows that use reads, joined (max) over its uses. The expressions are
- * interned in one array, so the join of equal ones stays one.
+ * rowlive.c - the row-liveness analysis (rowlive.h): a sweep forward for
+ * the rows that may be nonzero, then one from the last node to the first
+ * (operands come before their users), each node's expression complete
+ * when its turn comes, passing to each operand the rows that use reads,
+ * joined (max) over its uses. The expressions are interned in one array,
+ * so the join of equal ones stays one, and a join merges the terms that
+ * bound one expression (the lowest step, the widest ANY, the union of
+ * two sets of queries' keys), so that they stay short.
  */
 #include "rowlive.h"
 
@@ -15,7 +18,7 @@ static uint32_t intern(ir_ctx *ctx, pass_rowlive *rl, pass_rowlive_expr x)
 		const pass_rowlive_expr *y = &rl->exprs[i];
 		if (y->op == x.op && y->valid == x.valid &&
 		    y->is_per_query == x.is_per_query && y->a == x.a &&
-		    y->b == x.b && y->queries == x.queries)
+		    y->b == x.b && y->node == x.node && y->k == x.k)
 			return i;
 	}
 	if (!ir_grow(ctx, (void **)&rl->exprs, &rl->exprs_cap, rl->n_exprs + 1,
@@ -28,7 +31,7 @@ static uint32_t intern(ir_ctx *ctx, pass_rowlive *rl, pass_rowlive_expr x)
 static pass_rowlive_expr expr(pass_rowlive_op op, ir_id valid, uint32_t a,
 			      uint32_t b)
 {
-	return (pass_rowlive_expr){op, valid, false, a, b, IR_NONE};
+	return (pass_rowlive_expr){op, valid, false, a, b, IR_NONE, 0};
 }
 
 /* Adds to terms (*n of them, at most cap) the terms of the max that e
@@ -51,6 +54,61 @@ static bool max_terms(const pass_rowlive *rl, uint32_t e, uint32_t *terms,
 
 #define MAX_TERMS 16
 
+static uint32_t join(ir_ctx *ctx, pass_rowlive *rl, uint32_t a, uint32_t b);
+
+/* Whether terms x and y are one kind of bound on the same expression,
+ * so that their max is one term: STEP(i, a) and STEP(j, a) (the lower
+ * step), ANY(i, a) and ANY(j, a) (the higher k), min(a, CONST(i)) and
+ * min(a, CONST(j)) (the higher constant). The merged term in *out. */
+static bool merge_two(ir_ctx *ctx, pass_rowlive *rl, uint32_t x, uint32_t y,
+		      uint32_t *out)
+{
+	pass_rowlive_expr ex = rl->exprs[x], ey = rl->exprs[y];
+	if (ex.op == PASS_ROWLIVE_CONST && ey.op == PASS_ROWLIVE_CONST) {
+		*out = ex.k > ey.k ? x : y;
+		return true;
+	}
+	/* The keys of two sets of queries: those of their union. */
+	if (ex.op == PASS_ROWLIVE_KEYS && ey.op == PASS_ROWLIVE_KEYS &&
+	    ex.valid == ey.valid && ex.is_per_query == ey.is_per_query &&
+	    ex.node == ey.node) {
+		ex.a = join(ctx, rl, ex.a, ey.a);
+		*out = intern(ctx, rl, ex);
+		return true;
+	}
+	if (ex.op != ey.op || ex.a != ey.a || ex.node != ey.node)
+		return false;
+	if (ex.op == PASS_ROWLIVE_STEP || ex.op == PASS_ROWLIVE_ANY) {
+		bool lower = ex.op == PASS_ROWLIVE_STEP;
+		ex.k = (ex.k < ey.k) == lower ? ex.k : ey.k;
+		*out = intern(ctx, rl, ex);
+		return true;
+	}
+	if (ex.op != PASS_ROWLIVE_MIN ||
+	    rl->exprs[ex.b].op != PASS_ROWLIVE_CONST ||
+	    rl->exprs[ey.b].op != PASS_ROWLIVE_CONST)
+		return false;
+	*out = rl->exprs[ex.b].k > rl->exprs[ey.b].k ? x : y;
+	return true;
+}
+
+/* terms (n of them) with each mergeable pair merged; the new count. */
+static uint32_t merge_terms(ir_ctx *ctx, pass_rowlive *rl, uint32_t *terms,
+			    uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t j = i + 1; j < n;) {
+			uint32_t m;
+			if (!merge_two(ctx, rl, terms[i], terms[j], &m)) {
+				j++;
+				continue;
+			}
+			terms[i] = m;
+			terms[j] = terms[--n];
+		}
+	return n;
+}
+
 /* max(a, b) as the max of their terms, each once, in index order. */
 static uint32_t join(ir_ctx *ctx, pass_rowlive *rl, uint32_t a, uint32_t b)
 {
@@ -62,6 +120,7 @@ static uint32_t join(ir_ctx *ctx, pass_rowlive *rl, uint32_t a, uint32_t b)
 	if (!max_terms(rl, a, terms, &n, MAX_TERMS) ||
 	    !max_terms(rl, b, terms, &n, MAX_TERMS))
 		return PASS_ROWLIVE_IS_ALL; /* too many to be worth it */
+	n = merge_terms(ctx, rl, terms, n);
 	for (uint32_t i = 1; i < n; i++)
 		for (uint32_t j = i; j > 0 && terms[j - 1] > terms[j]; j--) {
 			uint32_t t = terms[j];
@@ -96,6 +155,15 @@ static const ir_type *type_of(const ir_func *f, ir_id x)
 
 /* Whether x and y have rows and the same ones: rank >= 2 both, equal
  * dims[0] and dims[1]. */
+static bool same_rows(const ir_func *f, ir_id x, ir_id y);
+
+/* Whether x and y have the same axis 0 (rank >= 2 both). */
+static bool same_batch(const ir_func *f, ir_id x, ir_id y)
+{
+	const ir_type *a = &f->g.nodes[x].type, *b = &f->g.nodes[y].type;
+	return a->rank >= 2 && b->rank >= 2 && ir_dim_eq(a->dims[0], b->dims[0]);
+}
+
 static bool same_rows(const ir_func *f, ir_id x, ir_id y)
 {
 	const ir_type *a = type_of(f, x), *b = type_of(f, y);
@@ -206,15 +274,69 @@ static uint32_t keys(ir_ctx *ctx, const ir_module *m, pass_rowlive *rl,
 			    keys(ctx, m, rl, f, x, k, b));
 	}
 	if (x.is_per_query &&
-	    ir_dim_eq(type_of(f, x.queries)->dims[1], type_of(f, k)->dims[1]) &&
-	    ir_dim_is_static(type_of(f, x.queries)->dims[1]) &&
-	    is_causal(m, f, x.valid, type_of(f, x.queries)->dims[1].coef))
+	    ir_dim_eq(type_of(f, x.node)->dims[1], type_of(f, k)->dims[1]) &&
+	    ir_dim_is_static(type_of(f, x.node)->dims[1]) &&
+	    is_causal(m, f, x.valid, type_of(f, x.node)->dims[1].coef))
 		return e;
 	if (!x.is_per_query && y->op == PASS_ROWLIVE_KEYS)
 		return keys(ctx, m, rl, f, x, k, y->a);
 	if (!x.is_per_query)
-		x.queries = IR_NONE; /* only whether a query is live counts */
+		x.node = IR_NONE; /* only whether a query is live counts */
 	x.a = e;
+	return intern(ctx, rl, x);
+}
+
+static uint32_t const_len(ir_ctx *ctx, pass_rowlive *rl, int64_t k)
+{
+	pass_rowlive_expr x = expr(PASS_ROWLIVE_CONST, IR_NONE, 0, 0);
+	x.k = k;
+	return intern(ctx, rl, x);
+}
+
+/* ANY(k, e): min(k, T) rows of b where e has any. */
+static uint32_t any(ir_ctx *ctx, pass_rowlive *rl, int64_t k, uint32_t e)
+{
+	const pass_rowlive_expr *y = &rl->exprs[e];
+	if (e == PASS_ROWLIVE_IS_NONE)
+		return e;
+	if (e == PASS_ROWLIVE_IS_ALL)
+		return k == INT64_MAX ? e : const_len(ctx, rl, k);
+	if (y->op == PASS_ROWLIVE_MAX) {
+		uint32_t a = y->a, b = y->b;
+		return join(ctx, rl, any(ctx, rl, k, a), any(ctx, rl, k, b));
+	}
+	if (y->op == PASS_ROWLIVE_ANY)
+		return any(ctx, rl, k < y->k ? k : y->k, y->a);
+	if (y->op == PASS_ROWLIVE_STEP && k == INT64_MAX)
+		return e;
+	pass_rowlive_expr x = expr(PASS_ROWLIVE_ANY, IR_NONE, e, 0);
+	x.k = k;
+	return intern(ctx, rl, x);
+}
+
+/* STEP(k, e) over node's steps: all rows where step k of node is. */
+static uint32_t step(ir_ctx *ctx, const ir_func *f, pass_rowlive *rl,
+		     ir_id node, int64_t k, uint32_t e)
+{
+	const pass_rowlive_expr *y = &rl->exprs[e];
+	/* One node for each count of steps, so that equal steps merge. */
+	for (uint32_t i = 0; i < rl->n_exprs; i++)
+		if (rl->exprs[i].op == PASS_ROWLIVE_STEP &&
+		    ir_dim_eq(f->g.nodes[rl->exprs[i].node].type.dims[1],
+			      f->g.nodes[node].type.dims[1])) {
+			node = rl->exprs[i].node;
+			break;
+		}
+	if (e == PASS_ROWLIVE_IS_NONE || e == PASS_ROWLIVE_IS_ALL)
+		return e; /* k is one of node's steps */
+	if (y->op == PASS_ROWLIVE_MAX) {
+		uint32_t a = y->a, b = y->b;
+		return join(ctx, rl, step(ctx, f, rl, node, k, a),
+			    step(ctx, f, rl, node, k, b));
+	}
+	pass_rowlive_expr x = expr(PASS_ROWLIVE_STEP, IR_NONE, e, 0);
+	x.node = node;
+	x.k = k;
 	return intern(ctx, rl, x);
 }
 
@@ -247,7 +369,7 @@ static bool layout_keeps_rows(const ir_func *f, ir_id n, ir_id x)
 
 /* ---- the state of one analysis ----------------------------------------- */
 
-#define MAX_PARTS 3 /* parts of a packed gradient (fused_attention_grad) */
+#define MAX_PARTS 4 /* parts of a packed gradient (the attentions') */
 
 typedef struct rl_state {
 	ir_ctx *ctx;
@@ -290,15 +412,44 @@ static bool count_eq(rl_count a, rl_count b)
 	       (a.coef == 0 || a.sym == b.sym);
 }
 
-/* The packed parts of node n: how many, and each one's type (the
- * operand whose gradient it is). 0 for nodes that pack nothing. */
-static uint32_t packed_parts(const ir_func *f, ir_id n, const ir_type **types)
+/* Of an attention's gradient node n (its result packed, rank 1): how
+ * many parts it packs, the first that many operands' gradients (the
+ * additive attention's third, wv's, one per batch element): 3 for
+ * fused_attention_grad (q, k, v), 4 for the additive (qp, kp, wv, v);
+ * else 0. Its valid lengths follow them, if it has them, and the
+ * output's gradient comes last. */
+static uint32_t attn_grad_parts(const ir_func *f, ir_id n)
 {
 	const ir_node *nd = &f->g.nodes[n];
-	if (nd->op == IR_OP_FUSED_ATTENTION_GRAD && nd->type.rank == 1) {
-		for (uint32_t p = 0; types && p < 3; p++)
-			types[p] = type_of(f, ir_arg(&f->g, n, p));
-		return 3;
+	if (nd->type.rank != 1)
+		return 0;
+	return nd->op == IR_OP_FUSED_ATTENTION_GRAD            ? 3
+	       : nd->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD ? 4
+							       : 0;
+}
+
+/* Whether operand s of attention gradient n (of n_parts parts) is a
+ * keys' or values' operand. */
+static bool is_key_operand(uint32_t n_parts, uint32_t s)
+{
+	return n_parts == 3 ? s == 1 || s == 2 : s == 1 || s == 3;
+}
+
+/* The packed parts of node n: how many, and each one's type (the
+ * operand whose gradient it is). 0 for nodes that pack nothing. */
+static uint32_t packed_parts(const ir_func *f, ir_id n, ir_type *types)
+{
+	const ir_node *nd = &f->g.nodes[n];
+	uint32_t np = attn_grad_parts(f, n);
+	if (np) {
+		for (uint32_t p = 0; types && p < np; p++)
+			types[p] = *type_of(f, ir_arg(&f->g, n, p));
+		if (types && np == 4) { /* wv's part: (N, H) */
+			types[2].rank = 2;
+			types[2].dims[1] = types[2].dims[0];
+			types[2].dims[0] = types[0].dims[0];
+		}
+		return np;
 	}
 	if (nd->op == IR_OP_CROSS_ENTROPY_WITH_GRAD && nd->type.rank >= 3 &&
 	    nd->type.dims[0].coef == 2 && nd->type.dims[0].sym < 0)
@@ -336,12 +487,13 @@ static int ce_part(const ir_func *f, ir_id n, ir_id root)
 }
 
 /* Whether t is x with axes 0 and 1 merged into one, x's rows its
- * (rows b·T + t), x of rank 3 or more with neither axis 1. */
-static bool is_merged(const ir_type *t, const ir_type *x)
+ * (rows b·T + t), x of rank 3 or more with neither axis 1 unless
+ * is_unit_ok (a step of a batch: row b). */
+static bool is_merged(const ir_type *t, const ir_type *x, bool is_unit_ok)
 {
 	if (x->rank < 3 || t->rank != x->rank - 1 ||
-	    ir_dim_eq(x->dims[0], ir_dim_static(1)) ||
-	    ir_dim_eq(x->dims[1], ir_dim_static(1)))
+	    (!is_unit_ok && (ir_dim_eq(x->dims[0], ir_dim_static(1)) ||
+			     ir_dim_eq(x->dims[1], ir_dim_static(1)))))
 		return false;
 	for (int d = 1; d < t->rank; d++)
 		if (!ir_dim_eq(t->dims[d], x->dims[d + 1]))
@@ -356,7 +508,7 @@ static bool is_merged(const ir_type *t, const ir_type *x)
  * part's shape, of a slice along axis 0 of a reshape of the packed
  * node that covers exactly part p's elements; else -1. */
 static int flat_part(const ir_func *f, ir_id n, ir_id root,
-		     const ir_type *const *types, uint32_t n_parts)
+		     const ir_type *types, uint32_t n_parts)
 {
 	const ir_graph *g = &f->g;
 	if (g->nodes[n].op != IR_OP_RESHAPE)
@@ -372,11 +524,11 @@ static int flat_part(const ir_func *f, ir_id n, ir_id root,
 	rl_count at = {row.coef * s->attr.slice.start, row.sym, row.is_valid};
 	rl_count off = {0, -1, true};
 	for (uint32_t p = 0; p < n_parts; p++) {
-		rl_count len = numel_of(types[p], 0);
+		rl_count len = numel_of(&types[p], 0);
 		if ((count_eq(at, off) || (at.coef == 0 && off.coef == 0)) &&
 		    count_eq(numel_of(type_of(f, n), 0), len) &&
-		    (ir_shape_eq(type_of(f, n), types[p]) ||
-		     is_merged(type_of(f, n), types[p])))
+		    (ir_shape_eq(type_of(f, n), &types[p]) ||
+		     is_merged(type_of(f, n), &types[p], true)))
 			return (int)p;
 		if (!len.is_valid || (off.coef && len.sym != off.sym))
 			return -1;
@@ -396,7 +548,7 @@ static void find_part(rl_state *st, ir_id n)
 	ir_id x = ir_arg(g, n, 0);
 	while (g->nodes[x].op == IR_OP_SLICE || g->nodes[x].op == IR_OP_RESHAPE)
 		x = ir_arg(g, x, 0);
-	const ir_type *types[MAX_PARTS];
+	ir_type types[MAX_PARTS];
 	uint32_t n_parts = packed_parts(st->f, x, types);
 	if (!n_parts)
 		return;
@@ -408,8 +560,8 @@ static void find_part(rl_state *st, ir_id n)
 	st->part_root[n] = x;
 	st->part[n] = (uint8_t)p;
 	/* A merged view's rows: those of the operand the part belongs to. */
-	if (g->nodes[x].op == IR_OP_FUSED_ATTENTION_GRAD &&
-	    !ir_shape_eq(type_of(st->f, n), types[p]))
+	if (g->nodes[x].op != IR_OP_CROSS_ENTROPY_WITH_GRAD &&
+	    !ir_shape_eq(type_of(st->f, n), &types[p]))
 		st->rl->row_node[n] = ir_arg(g, x, (uint32_t)p);
 }
 
@@ -463,6 +615,29 @@ static uint32_t nz_rows(const rl_state *st, ir_id x, ir_id y)
 	return z;
 }
 
+/* A concatenation's nonzero rows: its operands' (along the rows'
+ * elements), or at rank 2 the rows (b, j) of b where an operand's may
+ * be nonzero. */
+static uint32_t nz_concat(rl_state *st, ir_id n)
+{
+	const ir_graph *g = &st->f->g;
+	const ir_node *nd = &g->nodes[n];
+	bool is_rank2 = nd->type.rank == 2 && nd->attr.axis == 1;
+	if (!is_rank2 && nd->attr.axis < 2)
+		return PASS_ROWLIVE_IS_ALL;
+	uint32_t z = PASS_ROWLIVE_IS_NONE;
+	for (uint32_t i = 0; i < nd->n_args; i++) {
+		ir_id x = ir_arg(g, n, i);
+		if (st->rl->row_node[x] != x || !same_batch(st->f, x, n))
+			return PASS_ROWLIVE_IS_ALL;
+		z = join(st->ctx, st->rl, z,
+			 is_rank2 ? any(st->ctx, st->rl, INT64_MAX,
+					st->rl->nz_of_node[x])
+				  : nz_arg(st, n, x));
+	}
+	return z;
+}
+
 /* The rows of node n that may hold a value other than 0 when every
  * value the graph reads is finite. */
 static uint32_t nonzero_rows(rl_state *st, ir_id n)
@@ -487,10 +662,15 @@ static uint32_t nonzero_rows(rl_state *st, ir_id n)
 		uint32_t z = rl->nz_of_node[dO];
 		if (rl->row_node[dO] != dO || !same_rows(f, dO, q))
 			return PASS_ROWLIVE_IS_ALL;
-		if (st->part[n] == 0)
+		uint32_t np = attn_grad_parts(f, r), p = st->part[n];
+		if (p == 0)
 			return z;
-		return keys_of_q(st, q, ir_arg(g, r, st->part[n]),
-				 rn->n_args == 5 ? ir_arg(g, r, 3) : IR_NONE, z);
+		if (is_key_operand(np, p))
+			return keys_of_q(st, q, ir_arg(g, r, p),
+					 rn->n_args == np + 2 ? ir_arg(g, r, np)
+							      : IR_NONE,
+					 z);
+		return any(ctx, rl, INT64_MAX, z); /* wv's, per batch element */
 	}
 	if (rl->row_node[n] != n) /* a reshape that merges the rows */
 		return rl->nz_of_node[ir_arg(g, n, 0)];
@@ -514,11 +694,18 @@ static uint32_t nonzero_rows(rl_state *st, ir_id n)
 		return meet(ctx, rl, nz_arg(st, n, ir_arg(g, n, 0)),
 			    nz_arg(st, n, ir_arg(g, n, 1)));
 	case IR_OP_MATMUL:
+		if (!nd->attr.matmul.ta && nd->type.rank == 2 &&
+		    same_batch(f, ir_arg(g, n, 0), n) &&
+		    rl->row_node[ir_arg(g, n, 0)] == ir_arg(g, n, 0))
+			return any(ctx, rl, INT64_MAX,
+				   rl->nz_of_node[ir_arg(g, n, 0)]);
 		if (nd->attr.matmul.ta || nd->type.rank < 3)
 			return PASS_ROWLIVE_IS_ALL;
 		return nz_arg(st, n, ir_arg(g, n, 0));
 	case IR_OP_LAYER_NORM_GRAD:
 		return nz_arg(st, n, ir_arg(g, n, 2));
+	case IR_OP_CONCAT:
+		return nz_concat(st, n);
 	case IR_OP_SUM:
 	case IR_OP_MEAN:
 		return reduce_keeps_rows(nd) ? nz_arg(st, n, ir_arg(g, n, 0))
@@ -526,9 +713,26 @@ static uint32_t nonzero_rows(rl_state *st, ir_id n)
 	case IR_OP_RESHAPE:
 	case IR_OP_PERMUTE:
 	case IR_OP_SLICE:
-		return layout_keeps_rows(f, n, ir_arg(g, n, 0))
-			       ? rl->nz_of_node[ir_arg(g, n, 0)]
-			       : PASS_ROWLIVE_IS_ALL;
+		if (layout_keeps_rows(f, n, ir_arg(g, n, 0)))
+			return rl->nz_of_node[ir_arg(g, n, 0)];
+		/* One step of x's: zero where that step of x is. */
+		if (nd->op == IR_OP_SLICE && nd->attr.slice.axis == 1 &&
+		    nd->type.rank >= 3 && nd->attr.slice.step == 1 &&
+		    nd->attr.slice.end == nd->attr.slice.start + 1 &&
+		    same_batch(f, ir_arg(g, n, 0), n) &&
+		    rl->row_node[ir_arg(g, n, 0)] == ir_arg(g, n, 0))
+			return step(ctx, f, rl, ir_arg(g, n, 0),
+				    nd->attr.slice.start,
+				    rl->nz_of_node[ir_arg(g, n, 0)]);
+		/* Rows of b to rows of b (a reshape, a slice of a rank-2
+		 * row): zero where all of b's were. */
+		if ((nd->op == IR_OP_RESHAPE ||
+		     (nd->op == IR_OP_SLICE && nd->type.rank == 2)) &&
+		    same_batch(f, ir_arg(g, n, 0), n) &&
+		    rl->row_node[ir_arg(g, n, 0)] == ir_arg(g, n, 0))
+			return any(ctx, rl, INT64_MAX,
+				   rl->nz_of_node[ir_arg(g, n, 0)]);
+		return PASS_ROWLIVE_IS_ALL;
 	default:
 		return PASS_ROWLIVE_IS_ALL;
 	}
@@ -561,7 +765,7 @@ static uint32_t keys_of_q(rl_state *st, ir_id q, ir_id k, ir_id v, uint32_t e)
 		return PASS_ROWLIVE_IS_ALL;
 	pass_rowlive_expr x = expr(PASS_ROWLIVE_KEYS, v, 0, 0);
 	x.is_per_query = per_query;
-	x.queries = q;
+	x.node = q;
 	return keys(st->ctx, st->m, st->rl, f, x, k, e);
 }
 
@@ -590,6 +794,18 @@ static uint32_t ew_use(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 
 /* A product A^T B (ta, not tb) of operands whose rows pair up: each
  * reads the other's rows where those may be nonzero. */
+/* Whether x's axis 0 holds one row per batch element: rank 2 with
+ * rows (b, j), or merged from a node of one step. */
+static bool is_per_batch(const rl_state *st, ir_id x)
+{
+	ir_id r = st->rl->row_node[x];
+	const ir_type *t = type_of(st->f, x);
+	if (r == x)
+		return t->rank == 2;
+	return t->rank == 2 &&
+	       ir_dim_eq(type_of(st->f, r)->dims[1], ir_dim_static(1));
+}
+
 static uint32_t tmatmul_use(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 {
 	const ir_graph *g = &st->f->g;
@@ -599,6 +815,13 @@ static uint32_t tmatmul_use(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 	bool pair = !nd->attr.matmul.tb && same_rows(st->f, ra, rb) &&
 		    (ra != a) == (rb != b) &&
 		    (ra != a || type_of(st->f, a)->rank >= 3);
+	/* Rows of one batch element each (rank 2, or merged from steps of
+	 * one): a row of b whole where the other's row of b may be nonzero
+	 * anywhere. */
+	if (!nd->attr.matmul.tb && is_per_batch(st, a) && is_per_batch(st, b) &&
+	    ir_dim_eq(type_of(st->f, ra)->dims[0], type_of(st->f, rb)->dims[0]))
+		return any(st->ctx, st->rl, INT64_MAX,
+			   st->rl->nz_of_node[s == 0 ? b : a]);
 	if (!pair)
 		return PASS_ROWLIVE_IS_ALL;
 	(void)e;
@@ -609,21 +832,26 @@ static uint32_t fused_grad_use(rl_state *st, ir_id n, uint32_t s)
 {
 	const ir_graph *g = &st->f->g;
 	const ir_node *nd = &g->nodes[n];
+	uint32_t np = attn_grad_parts(st->f, n);
 	const uint32_t *pd = &st->part_demand[n * MAX_PARTS];
-	uint32_t any = join(st->ctx, st->rl,
-			    join(st->ctx, st->rl, pd[0], pd[1]), pd[2]);
-	if (any == PASS_ROWLIVE_IS_NONE)
-		return any;
+	uint32_t any_part = PASS_ROWLIVE_IS_NONE;
+	for (uint32_t p = 0; p < np; p++)
+		any_part = join(st->ctx, st->rl, any_part, pd[p]);
+	if (any_part == PASS_ROWLIVE_IS_NONE)
+		return any_part;
 	ir_id q = ir_arg(g, n, 0), dO = ir_arg(g, n, nd->n_args - 1);
 	if (st->rl->row_node[dO] != dO || !same_rows(st->f, dO, q) ||
 	    type_of(st->f, q)->rank != 3)
 		return PASS_ROWLIVE_IS_ALL;
+	/* A query whose output's gradient is 0 adds 0 to every part. */
 	uint32_t z = st->rl->nz_of_node[dO];
 	if (s == 0)
 		return z;
-	if (s == 1 || s == 2)
+	if (is_key_operand(np, s))
 		return keys_of_q(st, q, ir_arg(g, n, s),
-				 nd->n_args == 5 ? ir_arg(g, n, 3) : IR_NONE, z);
+				 nd->n_args == np + 2 ? ir_arg(g, n, np)
+						      : IR_NONE,
+				 z);
 	return PASS_ROWLIVE_IS_ALL;
 }
 
@@ -642,6 +870,57 @@ static uint32_t ce_grad_use(rl_state *st, ir_id n, uint32_t s)
 		    meet(st->ctx, st->rl, pd[0], nz_rows(st, gr, lg)), pd[1]);
 }
 
+/* The rows of x that slice n (along axis 1) reads. At rank 2 the rows
+ * of b whole. A step [i, i + 1) of x's steps read where step i of a
+ * concatenation is (a recurrence's input at step i, its output
+ * concatenated): x's rows below min(a, i + 1); other slices the rows
+ * below their end where any of theirs is. */
+static uint32_t slice_steps(rl_state *st, ir_id n, uint32_t e)
+{
+	const ir_func *f = st->f;
+	const ir_node *nd = &f->g.nodes[n];
+	ir_id x = ir_arg(&f->g, n, 0);
+	if (!same_batch(f, x, n) || nd->attr.slice.step != 1 ||
+	    type_of(f, x)->rank != nd->type.rank)
+		return PASS_ROWLIVE_IS_ALL;
+	if (nd->type.rank == 2)
+		return any(st->ctx, st->rl, INT64_MAX, e);
+	const pass_rowlive_expr *y = &st->rl->exprs[e];
+	int64_t i = nd->attr.slice.start;
+	if (y->op == PASS_ROWLIVE_STEP && y->k == i &&
+	    nd->attr.slice.end == i + 1 &&
+	    ir_dim_eq(type_of(f, y->node)->dims[1], type_of(f, x)->dims[1])) {
+		uint32_t a = y->a;
+		return meet(st->ctx, st->rl, a,
+			    const_len(st->ctx, st->rl, i + 1));
+	}
+	return any(st->ctx, st->rl, nd->attr.slice.end, e);
+}
+
+/* The rows of operand s that concatenation n (along axis 1) reads: at
+ * rank 2 the rows of b whole; of one step k, all where n's step k is. */
+static uint32_t concat_steps(rl_state *st, ir_id n, uint32_t s, uint32_t e)
+{
+	const ir_func *f = st->f;
+	const ir_graph *g = &f->g;
+	const ir_node *nd = &g->nodes[n];
+	ir_id x = ir_arg(g, n, s);
+	if (!same_batch(f, x, n) || type_of(f, x)->rank != nd->type.rank)
+		return PASS_ROWLIVE_IS_ALL;
+	if (nd->type.rank == 2)
+		return any(st->ctx, st->rl, INT64_MAX, e);
+	int64_t off = 0;
+	for (uint32_t i = 0; i < s; i++) {
+		ir_dim d = type_of(f, ir_arg(g, n, i))->dims[1];
+		if (!ir_dim_is_static(d))
+			return PASS_ROWLIVE_IS_ALL;
+		off += d.coef;
+	}
+	if (!ir_dim_eq(type_of(f, x)->dims[1], ir_dim_static(1)))
+		return PASS_ROWLIVE_IS_ALL;
+	return step(st->ctx, f, st->rl, n, off, e);
+}
+
 static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 {
 	const ir_func *f = st->f;
@@ -650,7 +929,7 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 	ir_id x = ir_arg(g, n, s);
 	if (nd->op == IR_OP_CROSS_ENTROPY_WITH_GRAD && packed_parts(f, n, NULL))
 		return ce_grad_use(st, n, s);
-	if (nd->op == IR_OP_FUSED_ATTENTION_GRAD && nd->type.rank == 1)
+	if (attn_grad_parts(f, n))
 		return fused_grad_use(st, n, s);
 	if (e == PASS_ROWLIVE_IS_NONE)
 		return e;
@@ -666,6 +945,10 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 		return ew_use(st, n, s, e);
 	bool rows = same_rows(f, x, n);
 	int rank = nd->type.rank;
+	/* A use that reads x's rows of b whole when any of its own rows of
+	 * b is read (a product, a layer norm of rows (b, j) of rank 2). */
+	uint32_t whole = same_batch(f, x, n) ? any(st->ctx, st->rl, INT64_MAX, e)
+					     : PASS_ROWLIVE_IS_ALL;
 	switch (nd->op) {
 	case IR_OP_DROPOUT:
 		return e;
@@ -674,6 +957,8 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 	case IR_OP_LOG_SOFTMAX:
 	case IR_OP_MASKED_SOFTMAX:
 		/* Along the last axis, which must not be axis 1. */
+		if (s == 0 && rank == 2)
+			return whole;
 		return s == 0 && rows && rank >= 3 ? e : PASS_ROWLIVE_IS_ALL;
 	case IR_OP_LAYER_NORM_GRAD:
 		/* (x, gamma, g): a row is 0 where g's is. */
@@ -688,6 +973,8 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 			return nz_rows(st, ir_arg(g, n, 1), x);
 		return PASS_ROWLIVE_IS_ALL;
 	case IR_OP_MATMUL:
+		if (s == 0 && rank == 2 && type_of(f, x)->rank == 2)
+			return whole;
 		return s == 0 && rows && rank >= 3 && type_of(f, x)->rank == rank
 			       ? e
 			       : PASS_ROWLIVE_IS_ALL;
@@ -697,10 +984,19 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 	case IR_OP_ARGMAX:
 		return rows && reduce_keeps_rows(nd) ? e : PASS_ROWLIVE_IS_ALL;
 	case IR_OP_RESHAPE:
+		return layout_keeps_rows(f, n, x) ? e : whole;
 	case IR_OP_PERMUTE:
-	case IR_OP_SLICE:
-	case IR_OP_CONCAT:
 		return layout_keeps_rows(f, n, x) ? e : PASS_ROWLIVE_IS_ALL;
+	case IR_OP_SLICE:
+		if (layout_keeps_rows(f, n, x))
+			return e;
+		return nd->attr.slice.axis == 1 ? slice_steps(st, n, e)
+						: PASS_ROWLIVE_IS_ALL;
+	case IR_OP_CONCAT:
+		if (layout_keeps_rows(f, n, x))
+			return e;
+		return nd->attr.axis == 1 ? concat_steps(st, n, s, e)
+					  : PASS_ROWLIVE_IS_ALL;
 	case IR_OP_EMBEDDING:
 	case IR_OP_ONE_HOT:
 		return s == 0 && rows ? e : PASS_ROWLIVE_IS_ALL;
@@ -745,7 +1041,7 @@ static bool merges_rows(const ir_func *f, ir_id n)
 {
 	const ir_node *nd = &f->g.nodes[n];
 	return nd->op == IR_OP_RESHAPE &&
-	       is_merged(&nd->type, type_of(f, ir_arg(&f->g, n, 0)));
+	       is_merged(&nd->type, type_of(f, ir_arg(&f->g, n, 0)), false);
 }
 
 static bool state_init(rl_state *st, ir_ctx *ctx, const ir_module *m,
@@ -867,7 +1163,7 @@ static int32_t eval_at(const pass_rowlive *rl, const ir_func *f,
 		return clamp_len(values(ud, x->valid)[b], n_rows);
 	case PASS_ROWLIVE_KEYS: {
 		int64_t Q = x->is_per_query
-				    ? dim_value(type_of(f, x->queries)->dims[1],
+				    ? dim_value(type_of(f, x->node)->dims[1],
 						sym_values)
 				    : 1; /* whether any query is live */
 		int32_t lq = eval_at(rl, f, sym_values, x->a, b, Q, values, ud);
@@ -885,6 +1181,16 @@ static int32_t eval_at(const pass_rowlive *rl, const ir_func *f,
 		l = eval_at(rl, f, sym_values, x->a, b, n_rows, values, ud);
 		r = eval_at(rl, f, sym_values, x->b, b, n_rows, values, ud);
 		return (x->op == PASS_ROWLIVE_MAX) == (l > r) ? l : r;
+	case PASS_ROWLIVE_CONST:
+		return clamp_len(x->k, n_rows);
+	case PASS_ROWLIVE_STEP:
+		l = eval_at(rl, f, sym_values, x->a, b,
+			    dim_value(type_of(f, x->node)->dims[1], sym_values),
+			    values, ud);
+		return x->k < l ? clamp_len(n_rows, n_rows) : 0;
+	case PASS_ROWLIVE_ANY:
+		l = eval_at(rl, f, sym_values, x->a, b, n_rows, values, ud);
+		return l > 0 ? clamp_len(x->k, n_rows) : 0;
 	}
 	return clamp_len(n_rows, n_rows);
 }
@@ -914,6 +1220,21 @@ void pass_rowlive_print(const pass_rowlive *rl, uint32_t e, FILE *out)
 	case PASS_ROWLIVE_KEYS:
 		fprintf(out, "keys(%%%u%s over ", x->valid,
 			x->is_per_query ? " per query" : "");
+		pass_rowlive_print(rl, x->a, out);
+		fputc(')', out);
+		return;
+	case PASS_ROWLIVE_CONST:
+		fprintf(out, "%lld", (long long)x->k);
+		return;
+	case PASS_ROWLIVE_STEP:
+	case PASS_ROWLIVE_ANY:
+		if (x->op == PASS_ROWLIVE_STEP)
+			fprintf(out, "step(%lld of %%%u over ", (long long)x->k,
+				x->node);
+		else if (x->k == INT64_MAX)
+			fputs("any(", out);
+		else
+			fprintf(out, "any(%lld over ", (long long)x->k);
 		pass_rowlive_print(rl, x->a, out);
 		fputc(')', out);
 		return;

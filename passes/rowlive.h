@@ -33,8 +33,15 @@
  * operand's rows where the other's may be nonzero, layer_norm_grad's x
  * and embedding_grad's ids where g may be nonzero, fused_attention_grad's
  * queries where the output's gradient may be nonzero and the keys those
- * queries read. Every other operand is read whole (PASS_ROWLIVE_ALL), so
- * the answer errs only on the side of live.
+ * queries read (the additive attention's gradient likewise). A
+ * recurrence unrolled over the steps (a GRU: rank-2 nodes (B, H), one a
+ * step) is followed through the concatenation of its steps' outputs
+ * along axis 1 (step k of it is live where k < len: STEP), the slices of
+ * its inputs' steps, and the rank-2 ops that read a batch element's row
+ * whole when any of their own is read (ANY: products, layer norms,
+ * reshapes, slices and concatenations of the rows' elements). Every
+ * other operand is read whole (PASS_ROWLIVE_ALL), so the answer errs
+ * only on the side of live.
  */
 #ifndef ATTNC_PASSES_ROWLIVE_H
 #define ATTNC_PASSES_ROWLIVE_H
@@ -47,23 +54,32 @@ typedef enum pass_rowlive_op {
 	PASS_ROWLIVE_PREFIX, /* len = clamp(v[b], 0, T): a masked loss's */
 	/* The keys (b, j) a masked attention reads from live queries:
 	 * len[b] = max over queries i < lq[b] of m(b, i), where lq is
-	 * expression a over the queries' node (n rows each, Q), and m(b,
-	 * i) = K if the query's valid length w is <= 0 (every key masked:
-	 * the softmax is uniform over all of them), else min(w, K); w is
-	 * v[b], or v[b·n + i] when is_per_query. */
+	 * expression a over the queries (node, Q rows each), and m(b, i) =
+	 * K if the query's valid length w is <= 0 (every key masked: the
+	 * softmax is uniform over all of them), else min(w, K); w is
+	 * v[b·Q + i] when is_per_query, else v[b] (and Q is taken as 1:
+	 * only whether a query is live counts). */
 	PASS_ROWLIVE_KEYS,
-	PASS_ROWLIVE_MAX, /* max(a, b): the rows either use reads */
-	PASS_ROWLIVE_MIN, /* min(a, b): a mask over a use's rows */
+	PASS_ROWLIVE_MAX,   /* max(a, b): the rows either use reads */
+	PASS_ROWLIVE_MIN,   /* min(a, b): a mask over a use's rows */
+	PASS_ROWLIVE_CONST, /* len = min(k, T) */
+	/* len = T if k < la[b], else 0, la expression a over node's rows:
+	 * step k of node (a concatenation along its steps). */
+	PASS_ROWLIVE_STEP,
+	/* len = min(k, T) if a's len > 0, else 0: the rows of b that a use
+	 * reads whole when any of its own rows of b is read. */
+	PASS_ROWLIVE_ANY,
 } pass_rowlive_op;
 
 typedef struct pass_rowlive_expr {
 	pass_rowlive_op op;
 	ir_id valid;       /* PREFIX, KEYS: the i32 valid lengths */
 	bool is_per_query; /* KEYS: valid is (N, Q), else (N) */
-	uint32_t a, b;     /* KEYS: a; MAX, MIN: both; indices of exprs */
-	/* KEYS per query: the attention's queries node (IR_NONE per batch
-	 * element, where only whether a query is live counts). */
-	ir_id queries;
+	uint32_t a, b;     /* KEYS, STEP, ANY: a; MAX, MIN: both (exprs) */
+	/* KEYS per query: the attention's queries (IR_NONE per batch
+	 * element); STEP: the concatenation. */
+	ir_id node;
+	int64_t k; /* CONST, STEP, ANY */
 } pass_rowlive_expr;
 
 /* The answer for one function: of_node[i] indexes exprs (i's rows may

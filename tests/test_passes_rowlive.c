@@ -259,12 +259,13 @@ static void rl_prepare(rl_case *c)
 /* The oracle: for every node with rows the analysis calls dead at these
  * inputs, poisoning them keeps every output's bits. Returns how many
  * nodes had dead rows. */
-static uint32_t check_dead_rows_are_dead(rl_case *c)
+static uint32_t check_dead_rows_are_dead(rl_case *c, uint32_t stride)
 {
-	uint32_t n_dead = 0;
+	uint32_t n_dead = 0, n_seen = 0;
 	for (ir_id n = 0; n < c->f->g.n_nodes; n++) {
 		uint32_t e = c->rl.of_node[n];
-		if (e == PASS_ROWLIVE_IS_ALL || c->ref[n].rank < 2)
+		if (e == PASS_ROWLIVE_IS_ALL || c->ref[n].rank < 2 ||
+		    n_seen++ % stride != 0)
 			continue;
 		interp_tensor *vals = ir_alloc(&c->x.ctx,
 					       c->f->g.n_nodes * sizeof *vals);
@@ -363,7 +364,7 @@ START_TEST(test_rowlive_masked_loss_kills_rows_past_valid)
 	ck_assert_str_eq(rl_text(&c, c.f->inputs[2]), "all");
 	static const int32_t valid[3] = {2, 5, 1};
 	inputs_mlp(&c, valid);
-	ck_assert_uint_ge(check_dead_rows_are_dead(&c), 8);
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 8);
 	/* A live row of the logits is read: the oracle can fail. */
 	ck_assert(live_row_is_read(&c, mm));
 	rl_fini(&c);
@@ -384,7 +385,7 @@ START_TEST(test_rowlive_valid_out_of_range_clamps)
 	ck_assert_int_eq(len[0], 0);
 	ck_assert_int_eq(len[1], 5);
 	ck_assert_int_eq(len[2], 0);
-	check_dead_rows_are_dead(&c);
+	check_dead_rows_are_dead(&c, 1);
 	rl_fini(&c);
 }
 END_TEST
@@ -411,7 +412,7 @@ START_TEST(test_rowlive_a_row_read_unmasked_stays_live)
 	inputs_mlp(&c, valid);
 	/* The row past valid that the unmasked sum reads changes the loss. */
 	ck_assert(live_row_is_read(&c, ln));
-	check_dead_rows_are_dead(&c);
+	check_dead_rows_are_dead(&c, 1);
 	rl_fini(&c);
 }
 END_TEST
@@ -507,7 +508,7 @@ START_TEST(test_rowlive_attention_keys_past_valid_are_dead)
 	ck_assert_int_eq(len[0], 3);
 	ck_assert_int_eq(len[1], 6);
 	ck_assert_int_eq(len[2], 0);
-	ck_assert_uint_ge(check_dead_rows_are_dead(&c), 6);
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 6);
 	ck_assert(live_row_is_read(&c, k));
 	rl_fini(&c);
 }
@@ -551,7 +552,7 @@ START_TEST(test_rowlive_attention_with_lengths_per_query)
 	ck_assert_int_eq(len[0], 4);
 	ck_assert_int_eq(len[1], 6);
 	ck_assert_int_eq(len[2], 2);
-	ck_assert_uint_ge(check_dead_rows_are_dead(&c), 6);
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 6);
 	rl_fini(&c);
 }
 END_TEST
@@ -566,7 +567,7 @@ START_TEST(test_rowlive_unfused_attention_keeps_its_keys)
 	ck_assert_str_eq(rl_text(&c, c.f->inputs[0]), "all");
 	static const int32_t qv[3] = {2, 6, 1}, kv[3] = {3, 2, 4};
 	inputs_attn(&c, qv, kv);
-	check_dead_rows_are_dead(&c);
+	check_dead_rows_are_dead(&c, 1);
 	rl_fini(&c);
 }
 END_TEST
@@ -617,7 +618,7 @@ START_TEST(test_rowlive_transformer_loss)
 	rl_input(&c, 3, 2, d2, tgt);
 	rl_input(&c, 4, 1, d1, tv);
 	rl_prepare(&c);
-	ck_assert_uint_ge(check_dead_rows_are_dead(&c), 60);
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 60);
 	ck_assert(live_row_is_read(&c, logits));
 	rl_fini(&c);
 }
@@ -670,8 +671,51 @@ START_TEST(test_rowlive_transformer_loss_grad)
 	rl_input(&c, 4, 1, d1, tv);
 	rl_prepare(&c);
 	ck_assert_uint_ge(check_zero_rows_are_zero(&c), 100);
-	ck_assert_uint_ge(check_dead_rows_are_dead(&c), 100);
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 100);
 	ck_assert(live_row_is_read(&c, last_of(&c, IR_OP_LAYER_NORM, 0)));
+	rl_fini(&c);
+}
+END_TEST
+
+/* Bahdanau's loss_grad: the GRUs run step by step (slices along the
+ * steps), so only what follows the decoder's last step has dead rows;
+ * the oracle holds there too. */
+START_TEST(test_rowlive_bahdanau_loss_grad)
+{
+	rl_case c;
+	rl_load_file(&c, "models/bahdanau.g", "loss", true);
+	/* The decoder's steps: each node of step k is live where k <
+	 * tgt_valid (%4), the embedding's rows below tgt_valid. */
+	uint32_t n_step = 0, n_live = 0;
+	for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
+		const pass_rowlive_expr *x = &c.rl.exprs[c.rl.of_node[n]];
+		n_step += x->op == PASS_ROWLIVE_STEP;
+		n_live += x->op != PASS_ROWLIVE_NONE &&
+			  x->op != PASS_ROWLIVE_ALL;
+	}
+	ck_assert_uint_ge(n_step, 10 * 45);
+	ck_assert_str_eq(rl_text(&c, last_of(&c, IR_OP_EMBEDDING, 0)),
+			 "min(t < %4, 10)");
+	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
+					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
+					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
+	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
+					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
+					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
+	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
+					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
+					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
+	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
+	int64_t d2[2] = {3, 10}, d1[1] = {3};
+	rl_input(&c, 0, 2, d2, src);
+	rl_input(&c, 1, 1, d1, sv);
+	rl_input(&c, 2, 2, d2, tin);
+	rl_input(&c, 3, 2, d2, tgt);
+	rl_input(&c, 4, 1, d1, tv);
+	rl_prepare(&c);
+	ck_assert_uint_ge(check_zero_rows_are_zero(&c), 500);
+	/* Every 13th node with dead rows: 2,600 nodes run again for each. */
+	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 13), n_live / 13);
 	rl_fini(&c);
 }
 END_TEST
@@ -691,6 +735,7 @@ int main(void)
 	tcase_add_test(tc, test_rowlive_unfused_attention_keeps_its_keys);
 	tcase_add_test(tc, test_rowlive_transformer_loss);
 	tcase_add_test(tc, test_rowlive_transformer_loss_grad);
+	tcase_add_test(tc, test_rowlive_bahdanau_loss_grad);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
