@@ -572,6 +572,29 @@ START_TEST(test_rowlive_unfused_attention_keeps_its_keys)
 }
 END_TEST
 
+/* The book models' loss inputs (src, src_valid, tgt_in, tgt, tgt_valid)
+ * for three padded pairs, the last with src_valid 0, and rl_prepare. */
+static void book_inputs(rl_case *c)
+{
+	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
+					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
+					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
+	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
+					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
+					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
+	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
+					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
+					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
+	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
+	int64_t d2[2] = {3, 10}, d1[1] = {3};
+	rl_input(c, 0, 2, d2, src);
+	rl_input(c, 1, 1, d1, sv);
+	rl_input(c, 2, 2, d2, tin);
+	rl_input(c, 3, 2, d2, tgt);
+	rl_input(c, 4, 1, d1, tv);
+	rl_prepare(c);
+}
+
 /* The book's Transformer: the decoder's rows past tgt_valid and the
  * encoder's past src_valid are dead, every product of activations has
  * dead rows, and poisoning them keeps the loss's bits. */
@@ -601,23 +624,7 @@ START_TEST(test_rowlive_transformer_loss)
 	 * layer 6, and the cross attentions' keys and values. */
 	ck_assert_uint_eq(n_dec, 2 * 8 + 1);
 	ck_assert_uint_eq(n_enc, 2 * 6 + 2 * 2);
-	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
-					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
-					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
-	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
-					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
-					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
-					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
-					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
-	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
-	int64_t d2[2] = {3, 10}, d1[1] = {3};
-	rl_input(&c, 0, 2, d2, src);
-	rl_input(&c, 1, 1, d1, sv);
-	rl_input(&c, 2, 2, d2, tin);
-	rl_input(&c, 3, 2, d2, tgt);
-	rl_input(&c, 4, 1, d1, tv);
-	rl_prepare(&c);
+	book_inputs(&c);
 	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 60);
 	ck_assert(live_row_is_read(&c, logits));
 	rl_fini(&c);
@@ -653,23 +660,7 @@ START_TEST(test_rowlive_transformer_loss_grad)
 	}
 	ck_assert_uint_eq(n_mm, 2 * 8 + 1 + 2 * 6 + 2 * 2);
 	ck_assert_uint_eq(n_ln, 2 * (2 * 3 + 2 * 2));
-	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
-					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
-					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
-	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
-					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
-					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
-					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
-					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
-	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
-	int64_t d2[2] = {3, 10}, d1[1] = {3};
-	rl_input(&c, 0, 2, d2, src);
-	rl_input(&c, 1, 1, d1, sv);
-	rl_input(&c, 2, 2, d2, tin);
-	rl_input(&c, 3, 2, d2, tgt);
-	rl_input(&c, 4, 1, d1, tv);
-	rl_prepare(&c);
+	book_inputs(&c);
 	ck_assert_uint_ge(check_zero_rows_are_zero(&c), 100);
 	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 100);
 	ck_assert(live_row_is_read(&c, last_of(&c, IR_OP_LAYER_NORM, 0)));
@@ -696,23 +687,7 @@ START_TEST(test_rowlive_bahdanau_loss_grad)
 	ck_assert_uint_ge(n_step, 10 * 45);
 	ck_assert_str_eq(rl_text(&c, last_of(&c, IR_OP_EMBEDDING, 0)),
 			 "min(t < %4, 10)");
-	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
-					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
-					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
-	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
-					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
-					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
-					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
-					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
-	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
-	int64_t d2[2] = {3, 10}, d1[1] = {3};
-	rl_input(&c, 0, 2, d2, src);
-	rl_input(&c, 1, 1, d1, sv);
-	rl_input(&c, 2, 2, d2, tin);
-	rl_input(&c, 3, 2, d2, tgt);
-	rl_input(&c, 4, 1, d1, tv);
-	rl_prepare(&c);
+	book_inputs(&c);
 	ck_assert_uint_ge(check_zero_rows_are_zero(&c), 500);
 	/* Every 13th node with dead rows: 2,600 nodes run again for each. */
 	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 13), n_live / 13);
