@@ -921,6 +921,26 @@ static uint32_t concat_steps(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 	return step(st->ctx, f, st->rl, n, off, e);
 }
 
+/* The rows of operand s that fused attention n reads: the queries
+ * (operand 0) its result's rows; the keys (1) and values (at v) those
+ * some live query does not mask out, by the valid lengths at operand
+ * valid if n has them; any other operand whole. */
+static uint32_t attention_use(rl_state *st, ir_id n, uint32_t s, uint32_t e,
+			      uint32_t v, uint32_t valid)
+{
+	const ir_func *f = st->f;
+	const ir_graph *g = &f->g;
+	ir_id q = ir_arg(g, n, 0);
+	if (s == 0)
+		return same_rows(f, q, n) ? e : PASS_ROWLIVE_IS_ALL;
+	if ((s != 1 && s != v) || !same_rows(f, q, n))
+		return PASS_ROWLIVE_IS_ALL;
+	return keys_of_q(st, q, ir_arg(g, n, s),
+			 g->nodes[n].n_args > valid ? ir_arg(g, n, valid)
+						    : IR_NONE,
+			 e);
+}
+
 static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 {
 	const ir_func *f = st->f;
@@ -1004,32 +1024,10 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 		return rows && type_of(f, ir_arg(g, n, 0))->rank >= 3
 			       ? e
 			       : PASS_ROWLIVE_IS_ALL;
-	case IR_OP_FUSED_ATTENTION:
-		/* (q, k, v[, valid]) */
-		if (s == 0)
-			return rows ? e : PASS_ROWLIVE_IS_ALL;
-		if (s == 1 || s == 2)
-			return same_rows(f, ir_arg(g, n, 0), n)
-				       ? keys_of_q(st, ir_arg(g, n, 0), x,
-						   nd->n_args > 3
-							   ? ir_arg(g, n, 3)
-							   : IR_NONE,
-						   e)
-				       : PASS_ROWLIVE_IS_ALL;
-		return PASS_ROWLIVE_IS_ALL;
-	case IR_OP_FUSED_ADDITIVE_ATTENTION:
-		/* (qp, kp, wv, v[, valid]) */
-		if (s == 0)
-			return rows ? e : PASS_ROWLIVE_IS_ALL;
-		if (s == 1 || s == 3)
-			return same_rows(f, ir_arg(g, n, 0), n)
-				       ? keys_of_q(st, ir_arg(g, n, 0), x,
-						   nd->n_args > 4
-							   ? ir_arg(g, n, 4)
-							   : IR_NONE,
-						   e)
-				       : PASS_ROWLIVE_IS_ALL;
-		return PASS_ROWLIVE_IS_ALL;
+	case IR_OP_FUSED_ATTENTION: /* (q, k, v[, valid]) */
+		return attention_use(st, n, s, e, 2, 3);
+	case IR_OP_FUSED_ADDITIVE_ATTENTION: /* (qp, kp, wv, v[, valid]) */
+		return attention_use(st, n, s, e, 3, 4);
 	default:
 		return PASS_ROWLIVE_IS_ALL;
 	}
