@@ -16,8 +16,6 @@
  */
 #include "elab.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -457,36 +455,46 @@ static bool check_init(fe_elab *e, const init_spec *sp, const param_init *pi,
 		       int rank, ir_loc loc, const ir_loc *locs)
 {
 	double v[2] = {pi->a, pi->b};
-	for (uint32_t i = 0; i < sp->n_params; i++)
-		if (!(fabs(v[i]) <= FLT_MAX)) {
-			ir_error(e->ctx, locs[i],
-				 "%s: %s = %g is beyond the range of f32",
-				 sp->name, sp->params[i], v[i]);
-			return false;
-		}
-	if (pi->kind == IR_INIT_NORMAL && pi->b < 0)
+	uint32_t i = 1;
+	switch (ir_init_args_check(pi->kind, pi->a, pi->b)) {
+	case IR_INIT_A_NOT_F32:
+		i = 0;
+		/* fall through */
+	case IR_INIT_B_NOT_F32:
+		ir_error(e->ctx, locs[i],
+			 "%s: %s = %g is beyond the range of f32", sp->name,
+			 sp->params[i], v[i]);
+		return false;
+	case IR_INIT_STD_NEGATIVE:
 		ir_error(e->ctx, locs[1], "normal: std must be >= 0, got %g",
 			 pi->b);
-	else if (pi->kind == IR_INIT_UNIFORM && pi->a > pi->b)
+		return false;
+	case IR_INIT_LOW_ABOVE_HIGH:
 		ir_error(e->ctx, loc, "uniform: low %g is above high %g", pi->a,
 			 pi->b);
-	else if (pi->kind == IR_INIT_UNIFORM && !(pi->b - pi->a <= FLT_MAX))
+		return false;
+	case IR_INIT_WIDTH_NOT_F32:
 		ir_error(e->ctx, loc,
 			 "uniform: high - low = %g is beyond the range of f32",
 			 pi->b - pi->a);
-	else if (pi->kind == IR_INIT_XAVIER_UNIFORM && pi->a < 0)
+		return false;
+	case IR_INIT_GAIN_NEGATIVE:
 		ir_error(e->ctx, locs[0],
 			 "xavier_uniform: gain must be >= 0, got %g (PyTorch "
 			 "refuses the empty range it gives)",
 			 pi->a);
-	else if (pi->kind == IR_INIT_XAVIER_UNIFORM && rank < 2)
+		return false;
+	case IR_INIT_ARGS_OK:
+		break;
+	}
+	if (pi->kind == IR_INIT_XAVIER_UNIFORM && rank < 2) {
 		ir_error(e->ctx, loc,
 			 "xavier_uniform needs a parameter of rank "
 			 ">= 2, this one has rank %d",
 			 rank);
-	else
-		return true;
-	return false;
+		return false;
+	}
+	return true;
 }
 
 /* Reads `= init` of a param statement (x may be NULL). */

@@ -6,6 +6,8 @@
 #include "ir.h"
 
 #include <assert.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -924,6 +926,23 @@ bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
 int32_t ir_module_find_param(const ir_module *m, const char *name)
 {
 	return ir_names_get(&m->param_names, name);
+}
+
+ir_init_problem ir_init_args_check(ir_init_kind init, double a, double b)
+{
+	if (!(fabs(a) <= FLT_MAX))
+		return IR_INIT_A_NOT_F32;
+	if (!(fabs(b) <= FLT_MAX))
+		return IR_INIT_B_NOT_F32;
+	if (init == IR_INIT_NORMAL && b < 0)
+		return IR_INIT_STD_NEGATIVE;
+	if (init == IR_INIT_UNIFORM && a > b)
+		return IR_INIT_LOW_ABOVE_HIGH;
+	if (init == IR_INIT_UNIFORM && !(b - a <= FLT_MAX))
+		return IR_INIT_WIDTH_NOT_F32;
+	if (init == IR_INIT_XAVIER_UNIFORM && a < 0)
+		return IR_INIT_GAIN_NEGATIVE;
+	return IR_INIT_ARGS_OK;
 }
 
 int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,

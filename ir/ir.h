@@ -532,6 +532,22 @@ bool ir_module_add_limit(ir_module *m, ir_dim size, int64_t max, ir_loc loc);
  * node's location; true if none is broken. */
 bool ir_module_check_limits(ir_ctx *ctx, const ir_module *m,
 			    const int64_t *values);
+/* What is wrong with initializer init's arguments a and b, the first
+ * found in this order, or IR_INIT_ARGS_OK: each must lie within f32's
+ * range, normal's std be >= 0, uniform's low <= high with high - low
+ * within f32's range, xavier_uniform's gain >= 0 (an argument an
+ * initializer does not take is 0). The one rule for the front end, which
+ * says it at the argument, and the verifier, for IR read from text. */
+typedef enum ir_init_problem {
+	IR_INIT_ARGS_OK,
+	IR_INIT_A_NOT_F32,
+	IR_INIT_B_NOT_F32,
+	IR_INIT_STD_NEGATIVE,
+	IR_INIT_LOW_ABOVE_HIGH,
+	IR_INIT_WIDTH_NOT_F32,
+	IR_INIT_GAIN_NEGATIVE,
+} ir_init_problem;
+ir_init_problem ir_init_args_check(ir_init_kind init, double a, double b);
 /* Adds a parameter (name copied); returns its index or -1 on OOM. */
 int32_t ir_module_add_param(ir_module *m, const char *name, const ir_type *t,
 			    ir_init_kind init, double a, double b, ir_loc loc);

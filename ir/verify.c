@@ -13,8 +13,6 @@
 #include "ir.h"
 #include "ir_internal.h"
 
-#include <float.h>
-#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -132,11 +130,8 @@ static void verify_params(verifier *v)
 			      "parameter @%s has unknown initializer %d",
 			      p->name, (int)p->init);
 		/* the front end's checks, for IR read from text */
-		else if (!(fabs(p->a) <= FLT_MAX && fabs(p->b) <= FLT_MAX) ||
-			 (p->init == IR_INIT_NORMAL && p->b < 0) ||
-			 (p->init == IR_INIT_UNIFORM &&
-			  !(p->b - p->a >= 0 && p->b - p->a <= FLT_MAX)) ||
-			 (p->init == IR_INIT_XAVIER_UNIFORM && p->a < 0))
+		else if (ir_init_args_check(p->init, p->a, p->b) !=
+			 IR_INIT_ARGS_OK)
 			vfail(v, p->loc,
 			      "parameter @%s: initializer arguments %g, %g "
 			      "out of range",
