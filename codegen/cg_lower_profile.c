@@ -176,6 +176,34 @@ static uint32_t fused_into(const entry_gen *e, ir_id id, bool *in)
 	return n;
 }
 
+/* backward[i]: whether node i of fn is read by its "grad.<param>"
+ * outputs only (cg_profile_site.is_backward); all false when fn has no
+ * such output. Operands have smaller ids than their uses. */
+static void mark_backward(const ir_func *fn, bool *backward)
+{
+	const ir_graph *g = &fn->g;
+	bool has_grad = false;
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		backward[i] = false;
+	for (uint32_t o = 0; o < fn->n_outputs; o++) {
+		bool is_grad = fn->output_names &&
+			       strncmp(fn->output_names[o], "grad.", 5) == 0;
+		has_grad |= is_grad;
+		/* backward[] holds "the loss reads it" until the end */
+		if (!is_grad)
+			backward[fn->outputs[o]] = true;
+	}
+	for (ir_id i = g->n_nodes; i-- > 0;) {
+		if (!backward[i])
+			continue;
+		const ir_id *a = ir_node_args(g, &g->nodes[i]);
+		for (uint32_t k = 0; k < g->nodes[i].n_args; k++)
+			backward[a[k]] = true;
+	}
+	for (ir_id i = 0; i < g->n_nodes; i++)
+		backward[i] = has_grad && !backward[i];
+}
+
 bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 			   const char *symbol, cg_profile_site **sites,
 			   uint32_t *n_sites, uint32_t **site_of)
@@ -187,10 +215,14 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 	*sites = ir_alloc(e->L->ctx, n * sizeof **sites);
 	*site_of = ir_alloc(e->L->ctx, (g->n_nodes + 1) * sizeof **site_of);
 	bool *in = ir_alloc(e->L->ctx, (g->n_nodes + 1) * sizeof *in);
-	if (!*sites || !*site_of || !in) {
+	bool *backward = ir_alloc(e->L->ctx,
+				  (g->n_nodes + 1) * sizeof *backward);
+	if (!*sites || !*site_of || !in || !backward) {
 		ir_free(e->L->ctx, in);
+		ir_free(e->L->ctx, backward);
 		return false;
 	}
+	mark_backward(e->fn, backward);
 	(*sites)[0] = (cg_profile_site){.node = IR_NONE,
 					.kind = e->fn->name,
 					.loc = e->fn->loc};
@@ -211,11 +243,12 @@ bool cg_profile_entry_make(entry_gen *e, const node_call *ks,
 						.loc = nd->loc,
 						.flops = node_flops(e->L, g,
 								    shown),
-						.bytes = node_bytes(e, i,
-								    &ks[i])};
+						.bytes = node_bytes(e, i, &ks[i]),
+						.is_backward = backward[i]};
 		(*site_of)[i] = s++;
 	}
 	ir_free(e->L->ctx, in);
+	ir_free(e->L->ctx, backward);
 	*n_sites = n;
 	char name[300];
 	snprintf(name, sizeof name, "%s.profile", symbol);

@@ -228,6 +228,10 @@ typedef struct cg_profile_site {
 	ir_loc loc;       /* its node's .g location */
 	double flops;     /* matmul and attention arithmetic; 0 for others */
 	double bytes;     /* its operands' and result's bytes */
+	/* In a gradient function (outputs "grad.<param>", passes.h): the
+	 * kernel computes nothing the other outputs (the loss) read, so it
+	 * is autodiff's backward, recomputation for it included. */
+	bool is_backward;
 } cg_profile_site;
 
 /* The sites of the entry point for func (*n of them), or NULL (*n = 0)

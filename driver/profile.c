@@ -5,6 +5,9 @@
  * key_averages() table: one row per op kind, then one per .g source line
  * and op, each with its calls, total time, share of the kernels' total,
  * and GFLOP/s (matmul, attention) or GB/s (the rest) over that time.
+ * In a gradient function the backward's kernels (autodiff's, the
+ * recomputation for it included) are rows of their own, "(backward)",
+ * as PyTorch's autograd functions (MmBackward0) are.
  *
  * The counters count CPU cycles (the time-stamp counter); their rate is
  * measured against the monotonic clock between the program's compilation
@@ -24,10 +27,12 @@
  * than this across the cycle counter's read (none descheduled us). */
 #define MAX_READ_SECONDS 20e-6
 
-/* The kernels of one op kind, or of one kind at one .g line. */
+/* The kernels of one op kind, or of one kind at one .g line, in the
+ * forward or in the backward (cg_profile_site.is_backward). */
 typedef struct prof_row {
 	const char *kind;
 	ir_loc loc;
+	bool is_backward;
 	uint32_t n_fused;
 	uint64_t calls, cycles;
 	double flops, bytes; /* over all its calls */
@@ -39,6 +44,7 @@ typedef struct prof_sums {
 	prof_row *kinds, *lines;
 	uint32_t n_kinds, n_lines;
 	uint64_t kernel_cycles;
+	uint64_t backward_cycles; /* of kernel_cycles */
 	double cycles_per_s;
 } prof_sums;
 
@@ -68,7 +74,7 @@ static double clock_rate(const drv_jit *j)
 
 static bool same_row(const prof_row *r, const prof_row *x, bool by_line)
 {
-	if (strcmp(r->kind, x->kind) != 0)
+	if (strcmp(r->kind, x->kind) != 0 || r->is_backward != x->is_backward)
 		return false;
 	return !by_line ||
 	       (r->loc.file == x->loc.file && r->loc.line == x->loc.line);
@@ -98,6 +104,8 @@ static int cmp_rows(const void *pa, const void *pb)
 	int c = strcmp(a->kind, b->kind);
 	if (c)
 		return c;
+	if (a->is_backward != b->is_backward)
+		return a->is_backward ? 1 : -1;
 	if (a->loc.file != b->loc.file)
 		return a->loc.file < b->loc.file ? -1 : 1;
 	return a->loc.line < b->loc.line ? -1 : a->loc.line > b->loc.line;
@@ -120,6 +128,7 @@ static bool sum_sites(ir_ctx *ctx, const cg_program *p, prof_sums *s)
 		 * calls linear, not at the prelude's. */
 		prof_row x = {site[i].kind,
 			      ir_loc_user(ctx, site[i].loc),
+			      site[i].is_backward,
 			      site[i].n_fused,
 			      c[2 * i],
 			      c[2 * i + 1],
@@ -128,6 +137,7 @@ static bool sum_sites(ir_ctx *ctx, const cg_program *p, prof_sums *s)
 		if (!x.calls)
 			continue;
 		s->kernel_cycles += x.cycles;
+		s->backward_cycles += x.is_backward ? x.cycles : 0;
 		merge(s->kinds, &s->n_kinds, &x, false);
 		merge(s->lines, &s->n_lines, &x, true);
 	}
@@ -171,15 +181,27 @@ static void print_row(const prof_row *r, const char *label, int width,
 		(unsigned long long)r->calls, t, share, gf, gb);
 }
 
-/* The label of a by-line row: "models/gpt.g:23 matmul (+2)". */
+/* " (backward)" after the op of a backward row, "" otherwise. */
+static const char *phase(const prof_row *r)
+{
+	return r->is_backward ? " (backward)" : "";
+}
+
+/* The label of a by-kind row: "matmul", "matmul (backward)". */
+static void kind_label(const prof_row *r, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s%s", r->kind, phase(r));
+}
+
+/* The label of a by-line row: "models/gpt.g:23 matmul (+2) (backward)". */
 static void line_label(const ir_ctx *ctx, const prof_row *r, char *buf,
 		       size_t size)
 {
 	char fused[24] = "";
 	if (r->n_fused)
 		snprintf(fused, sizeof fused, " (+%u)", r->n_fused);
-	snprintf(buf, size, "%s:%u %s%s", drv_loc_file(ctx, r->loc),
-		 r->loc.line, r->kind, fused);
+	snprintf(buf, size, "%s:%u %s%s%s", drv_loc_file(ctx, r->loc),
+		 r->loc.line, r->kind, fused, phase(r));
 }
 
 /* The width of the label column: the widest label shown, at least 30. */
@@ -187,8 +209,10 @@ static int label_width(const ir_ctx *ctx, const prof_sums *s)
 {
 	size_t w = 30;
 	char label[160];
-	for (uint32_t i = 0; i < s->n_kinds; i++)
-		w = strlen(s->kinds[i].kind) > w ? strlen(s->kinds[i].kind) : w;
+	for (uint32_t i = 0; i < s->n_kinds; i++) {
+		kind_label(&s->kinds[i], label, sizeof label);
+		w = strlen(label) > w ? strlen(label) : w;
+	}
 	for (uint32_t i = 0; i < s->n_lines && i < LINES_SHOWN; i++) {
 		line_label(ctx, &s->lines[i], label, sizeof label);
 		w = strlen(label) > w ? strlen(label) : w;
@@ -229,11 +253,24 @@ static void print_tables(const ir_ctx *ctx, const prof_sums *s, int width)
 	char total[32];
 	time_cell(total, sizeof total,
 		  (double)s->kernel_cycles / s->cycles_per_s);
-	fprintf(stderr, "\n%s: %s in kernels (shares of it)\n", s->entry, total);
-	fprintf(stderr, "  %-*s ", width, "op kind");
+	fprintf(stderr, "\n%s: %s in kernels (shares of it)", s->entry, total);
+	if (s->backward_cycles) {
+		double bw = (double)s->backward_cycles;
+		double fw = (double)(s->kernel_cycles - s->backward_cycles);
+		char f[32], b[32];
+		time_cell(f, sizeof f, fw / s->cycles_per_s);
+		time_cell(b, sizeof b, bw / s->cycles_per_s);
+		fprintf(stderr, ": forward %s %.1f%%, backward %s %.1f%%", f,
+			100.0 * fw / (double)s->kernel_cycles, b,
+			100.0 * bw / (double)s->kernel_cycles);
+	}
+	fprintf(stderr, "\n  %-*s ", width, "op kind");
 	fprintf(stderr, head, "calls", "total", "share", "GFLOP/s", "GB/s");
-	for (uint32_t i = 0; i < s->n_kinds; i++)
-		print_row(&s->kinds[i], s->kinds[i].kind, width, s);
+	for (uint32_t i = 0; i < s->n_kinds; i++) {
+		char label[160];
+		kind_label(&s->kinds[i], label, sizeof label);
+		print_row(&s->kinds[i], label, width, s);
+	}
 	fprintf(stderr, "\n  %-*s ", width, "source line and op (+fused)");
 	fprintf(stderr, head, "calls", "total", "share", "GFLOP/s", "GB/s");
 	uint64_t rest = 0;
@@ -280,6 +317,8 @@ static void put_json_rows(FILE *out, const ir_ctx *ctx, const prof_row *rows,
 		put_json_string(out, s->entry);
 		fprintf(out, ", \"kind\": ");
 		put_json_string(out, r->kind);
+		fprintf(out, ", \"backward\": %s",
+			r->is_backward ? "true" : "false");
 		if (by_line) {
 			fprintf(out, ", \"file\": ");
 			put_json_string(out, drv_loc_file(ctx, r->loc));
@@ -346,17 +385,19 @@ static bool put_json(ir_ctx *ctx, FILE *out, const drv_jit *j, const char *what,
 	for (uint32_t e = 0; e < cg_program_n_entries(j->p); e++) {
 		const char *fn = cg_program_entry_name(j->p, e);
 		const uint64_t *c = cg_program_profile_counters(j->p, fn);
-		uint64_t k = 0;
+		uint64_t k = 0, bw = 0;
 		for (uint32_t i = 0; i < n; i++)
-			k += strcmp(sums[i].entry, fn) == 0
-				     ? sums[i].kernel_cycles
-				     : 0;
+			if (strcmp(sums[i].entry, fn) == 0) {
+				k += sums[i].kernel_cycles;
+				bw += sums[i].backward_cycles;
+			}
 		fprintf(out, "%s{\"name\": ", e ? ", " : "");
 		put_json_string(out, fn);
 		fprintf(out,
-			", \"calls\": %llu, \"ms\": %.9g, \"kernel_ms\": %.9g}",
+			", \"calls\": %llu, \"ms\": %.9g, \"kernel_ms\": %.9g, "
+			"\"backward_ms\": %.9g}",
 			(unsigned long long)c[0], (double)c[1] / rate * 1e3,
-			(double)k / rate * 1e3);
+			(double)k / rate * 1e3, (double)bw / rate * 1e3);
 	}
 	fprintf(out, "], \"host\": [");
 	for (uint32_t h = 0; h < n_host; h++) {

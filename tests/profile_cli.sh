@@ -13,6 +13,8 @@
 #     kernels' time, each entry point's to its own, within its time,
 #     with shares summing to 1, and to the same calls), and the rows by
 #     line are the model's lines, a prelude op's at the line calling it;
+#     loss_grad's backward rows (the kernels only the gradients read) sum
+#     to its backward_ms, the loss entry has none;
 #   - the same with --shards 2, the tuner off: at 2 threads the shards
 #     run side by side in each of the 18 steps, and "(shards' wait)"
 #     counts 18 calls and a time that is no more than the run's, times
@@ -80,6 +82,21 @@ assert files == {"tests/cli/data/lm_tensors.g"}, files
 lg = {(r["line"], r["kind"]) for r in p["by_line"] if r["entry"] == "loss_grad"}
 assert (22, "matmul") in lg and (20, "embedding") in lg, lg
 assert any(l == 21 and k.startswith("layer_norm") for l, k in lg), lg
+# the backward: loss_grad's rows that only the gradients read, summing
+# to its backward_ms; none in loss (no gradients) or in the embedding
+# lookup the loss reads; the embedding's gradient only in the backward
+for e in p["entries"]:
+    for rows in (p["by_kind"], p["by_line"]):
+        bw = sum(r["ms"] for r in rows if r["entry"] == e["name"] and r["backward"])
+        assert close(bw, e["backward_ms"]), (e, rows)
+    if e["name"] == "loss":
+        assert e["backward_ms"] == 0, e
+    else:
+        assert 0 < e["backward_ms"] < e["kernel_ms"], e
+kb = {(r["kind"], r["backward"]) for r in p["by_kind"] if r["entry"] == "loss_grad"}
+assert ("embedding", False) in kb and ("embedding", True) not in kb, kb
+assert ("embedding_grad", True) in kb and ("embedding_grad", False) not in kb, kb
+assert ("matmul", False) in kb and ("matmul", True) in kb, kb
 PY
 done
 for t in 1 2; do

@@ -4,7 +4,8 @@
  * tests/models/profile_mlp.g, and every site of a training-mode entry
  * point in order and under the static schedule), the sites' work comes
  * from the shapes, and profiled code gives the same bits as plain code at
- * 1 and 2 threads.
+ * 1 and 2 threads; a gradient function's kernels the loss does not read
+ * are its backward.
  */
 #include "cg_program.h"
 #include "frontend.h"
@@ -190,6 +191,39 @@ START_TEST(test_a_program_not_profiled_has_no_sites_and_no_counters)
 }
 END_TEST
 
+/* In forward_grad of profile_mlp.g (autodiff's loss and grad.W) the
+ * kernels the loss reads are the forward: x @ W (8 -> 16 for 4 rows)
+ * and the sum; the rest, the weight's gradient x^T dh among them, are
+ * the backward. forward itself, no gradient function, has no backward. */
+START_TEST(test_profile_marks_the_kernels_only_the_gradients_read_as_backward)
+{
+	model md;
+	model_load_grad(&md, "tests/models/profile_mlp.g", 4, "forward");
+	cg_program *p = compile(&md, true, 1);
+	uint32_t n;
+	const cg_profile_site *s = cg_program_profile_sites(p, "forward", &n);
+	for (uint32_t i = 0; i < n; i++)
+		ck_assert(!s[i].is_backward);
+	s = cg_program_profile_sites(p, "forward_grad", &n);
+	double flops[2] = {0, 0};
+	uint32_t sums[2] = {0, 0}, backward = 0;
+	for (uint32_t i = 1; i < n; i++) {
+		bool b = s[i].is_backward;
+		backward += b;
+		flops[b] += strcmp(s[i].kind, "matmul") == 0 ? s[i].flops : 0;
+		sums[b] += strcmp(s[i].kind, "sum") == 0;
+	}
+	ck_assert(!s[0].is_backward);
+	ck_assert_double_eq(flops[0], 2.0 * 4 * 8 * 16);
+	ck_assert_double_eq(flops[1], 2.0 * 4 * 8 * 16);
+	ck_assert_uint_eq(sums[0], 1);
+	ck_assert_uint_ge(backward, 1);
+	ck_assert_uint_lt(backward, n - 1);
+	cg_program_destroy(p);
+	model_free(&md);
+}
+END_TEST
+
 /* The outputs of one training-mode call of loss at n_threads. */
 static void run_loss(const cg_program *p, int n_threads, void **outs,
 		     uint32_t *n_out)
@@ -294,6 +328,9 @@ static Suite *suite(void)
 		test_profile_counts_each_kernel_call_of_a_model_counted_by_hand);
 	tcase_add_test(t,
 		       test_a_program_not_profiled_has_no_sites_and_no_counters);
+	tcase_add_test(
+		t,
+		test_profile_marks_the_kernels_only_the_gradients_read_as_backward);
 	tcase_add_test(t,
 		       test_profile_counts_the_pairs_a_causal_mask_leaves_visible);
 	tcase_add_test(
