@@ -284,25 +284,35 @@ static fe_value bi_reduce(fe_elab *e, const fe_builtin *b, const fe_args *a)
 
 static fe_value flatten(fe_elab *e, ir_id x, ir_loc loc);
 
-/* argmax(x, axis = -1); `axis = None` written out is PyTorch's dim=None:
- * the index into the flattened tensor. */
+/* argmax(x, axis = None, keepdim = false) and argmin, as PyTorch's: with
+ * no axis (or None) the index into the flattened tensor, rank 0 (all
+ * ones with keepdim); with one, the index along it. */
 static fe_value bi_argmax(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	ir_id x = arg_tensor(e, a, 0);
 	ir_attr at = {0};
+	bool keep = false;
 	int ax;
-	if (x != IR_NONE && !is_given(a, 1) && is_written(a, 1)) {
-		fe_value f = flatten(e, x, a->loc);
-		if (f.kind != FE_V_TENSOR)
-			return f;
-		at.reduce.axes = 1;
-		return build1(e, b->op, f.tensor, &at, a->loc);
-	}
-	if (x == IR_NONE || !fe_to_axis(e, is_given(a, 1) ? a->v[1] : fe_int(-1),
-					a->locs[1], rank_of(e, x), &ax))
+	if (x == IR_NONE || (is_given(a, 2) && !attr_bool(e, b, a, 2, &keep)))
 		return fe_err();
-	at.reduce.axes = 1u << ax;
-	return build1(e, b->op, x, &at, a->loc);
+	if (is_given(a, 1)) {
+		if (!fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
+			return fe_err();
+		at.reduce.axes = 1u << ax;
+		at.reduce.keepdim = keep;
+		return build1(e, b->op, x, &at, a->loc);
+	}
+	ir_type ones = {.dtype = IR_I32, .rank = rank_of(e, x)};
+	for (int i = 0; i < ones.rank; i++)
+		ones.dims[i] = ir_dim_static(1);
+	fe_value f = flatten(e, x, a->loc);
+	if (f.kind != FE_V_TENSOR)
+		return f;
+	at.reduce.axes = 1;
+	f = build1(e, b->op, f.tensor, &at, a->loc);
+	if (!keep || f.kind != FE_V_TENSOR)
+		return f;
+	return fe_reshape(e, f.tensor, &ones, a->loc);
 }
 
 /* Ops of n tensor operands and no attributes. */
@@ -813,7 +823,8 @@ static const fe_builtin builtins[] = {
 	{"sum", bi_reduce, IR_OP_SUM, 1, 3, {"x", "axis", "keepdim"}},
 	{"mean", bi_reduce, IR_OP_MEAN, 1, 3, {"x", "axis", "keepdim"}},
 	{"max", bi_reduce, IR_OP_MAX, 1, 3, {"x", "axis", "keepdim"}},
-	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 2, {"x", "axis"}},
+	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 3, {"x", "axis", "keepdim"}},
+	{"argmin", bi_argmax, IR_OP_ARGMIN, 1, 3, {"x", "axis", "keepdim"}},
 	{"softmax", bi_tensors, IR_OP_SOFTMAX, 1, 1, {"x"}},
 	{"log_softmax", bi_tensors, IR_OP_LOG_SOFTMAX, 1, 1, {"x"}},
 	{"masked_softmax",
