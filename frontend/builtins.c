@@ -256,6 +256,10 @@ static bool axes_mask(fe_elab *e, fe_value v, ir_loc loc, int rank,
 		*mask = 1u << ax;
 		return true;
 	}
+	if (v.list.n == 0) { /* PyTorch 1.13's dim=[]: every axis */
+		*mask = rank ? (1u << rank) - 1 : 0;
+		return true;
+	}
 	for (uint32_t i = 0; i < v.list.n; i++) {
 		if (!fe_to_axis(e, v.list.items[i], loc, rank, &ax))
 			return false;
