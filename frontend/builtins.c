@@ -64,7 +64,8 @@ static int rank_of(const fe_elab *e, ir_id x)
 
 /* On a number the op's scalar function (ir/ir_scalar.h), as the
  * interpreter computes it: integers stay integers, exactly, where the op
- * has an integer form. */
+ * has an integer form. An i32 tensor is promoted to f32 where the op has
+ * none (exp, sqrt, ...), as PyTorch promotes integer tensors. */
 static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	fe_value v = a->v[0];
@@ -80,6 +81,9 @@ static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		return fe_real(r);
 	}
 	ir_id x = arg_tensor(e, a, 0);
+	if (x != IR_NONE && fe_type_of(e, x)->dtype == IR_I32 &&
+	    !(ir_op_table[b->op].flags & IR_OPF_INT))
+		x = fe_cast(e, x, IR_F32, a->loc);
 	return build1(e, b->op, x, NULL, a->loc);
 }
 
@@ -278,6 +282,14 @@ static fe_value bi_reduce(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_id x = arg_tensor(e, a, 0);
 	ir_attr at = {0};
 	bool keep = false;
+	if (x != IR_NONE && b->op == IR_OP_MEAN &&
+	    fe_type_of(e, x)->dtype == IR_I32) {
+		ir_error(e->ctx, a->loc,
+			 "mean: the operand is i32; PyTorch's mean takes "
+			 "floating point only (it cannot infer the result's "
+			 "dtype): write mean(cast(x, f32))");
+		return fe_err();
+	}
 	if (x == IR_NONE ||
 	    !axes_mask(e, a->v[1], a->locs[1], rank_of(e, x), &at.reduce.axes) ||
 	    (is_given(a, 2) && !attr_bool(e, b, a, 2, &keep)))

@@ -183,8 +183,12 @@ fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc);
  * ta/tb mark matmul operands written `x.T`. */
 fe_value fe_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r, bool ta,
 		  bool tb, ir_loc loc);
+/* x converted to dtype by a cast node (x itself if it has that dtype);
+ * IR_NONE after an error. */
+ir_id fe_cast(fe_elab *e, ir_id x, ir_dtype dtype, ir_loc loc);
 /* Elementwise binary op on tensors, numbers becoming rank-0 constants of
- * the other operand's dtype. */
+ * the other operand's dtype (div promotes i32 operands to f32, as
+ * PyTorch's true division). */
 fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 			 ir_loc loc);
 

@@ -918,6 +918,15 @@ static bool is_tensorish(fe_value v)
 	return v.kind == FE_V_TENSOR || v.kind == FE_V_LIST;
 }
 
+ir_id fe_cast(fe_elab *e, ir_id x, ir_dtype dtype, ir_loc loc)
+{
+	if (fe_type_of(e, x)->dtype == dtype)
+		return x;
+	ir_type t = {.dtype = dtype};
+	fe_value v = fe_build(e, IR_OP_CAST, &x, 1, NULL, &t, loc);
+	return v.kind == FE_V_TENSOR ? v.tensor : IR_NONE;
+}
+
 fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 			 ir_loc loc)
 {
@@ -932,6 +941,11 @@ fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 		fe_expected(e, loc, "a tensor", l);
 		return fe_err();
 	}
+	/* PyTorch's true division: an i32 operand is promoted to f32. */
+	if (op == IR_OP_DIV && a != IR_NONE && fe_type_of(e, a)->dtype == IR_I32)
+		a = fe_cast(e, a, IR_F32, loc);
+	if (op == IR_OP_DIV && b != IR_NONE && fe_type_of(e, b)->dtype == IR_I32)
+		b = fe_cast(e, b, IR_F32, loc);
 	if (a == IR_NONE) {
 		fe_value s = fe_scalar(e, fe_type_of(e, b)->dtype, l, loc);
 		a = s.kind == FE_V_TENSOR ? s.tensor : IR_NONE;
