@@ -154,6 +154,12 @@ static fe_value bi_gelu(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_id id = arg_tensor(e, a, 0);
 	if (id == IR_NONE)
 		return fe_err();
+	if (fe_type_of(e, id)->dtype == IR_I32) { /* torch's is float only */
+		ir_error(e->ctx, a->loc,
+			 "gelu: the operand is i32; PyTorch's gelu takes "
+			 "floating point only: write gelu(cast(x, f32))");
+		return fe_err();
+	}
 	fe_value x = fe_tensor(id), inner;
 	if (is_tanh) {
 		fe_value x3 = ew2(e, IR_OP_MUL, ew2(e, IR_OP_MUL, x, x, loc), x,
