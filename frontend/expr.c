@@ -354,8 +354,8 @@ fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 	ir_id id = ir_build(e->m, e->f, op, args, n, attr, type, loc);
 	if (id == IR_NONE || !fe_check_size(e, fe_type_of(e, id), loc))
 		return fe_err();
-	/* After ir_build's checks: their errors get the front end's own
-	 * note of the call (fe_call_def); later ones ir_note_calls. */
+	/* After ir_build's checks: their errors are moved to the user's
+	 * call by ir_verror (ctx->user_callee); later ones ir_error_user. */
 	e->f->g.nodes[id].loc.at = fe_call_at(e);
 	return fe_tensor(id);
 }
