@@ -214,6 +214,11 @@ static fe_value bi_where(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		args[1] = fe_to_tensor(e, x, a->locs[1]);
 	if (is_tensorish(y))
 		args[2] = fe_to_tensor(e, y, a->locs[2]);
+	if (fe_is_f32_operand(e, args[1], x) || fe_is_f32_operand(e, args[2], y))
+		for (int i = 1; i < 3; i++) /* PyTorch's type promotion */
+			if (args[i] != IR_NONE)
+				args[i] = fe_cast(e, args[i], IR_F32,
+						  a->locs[i]);
 	ir_dtype dt = args[1] != IR_NONE   ? fe_type_of(e, args[1])->dtype
 		      : args[2] != IR_NONE ? fe_type_of(e, args[2])->dtype
 		      : (x.kind == FE_V_NUM && x.num.is_int &&
