@@ -59,12 +59,12 @@ static void output_oom(ir_ctx *ctx, const ir_func *f, uint32_t i,
 	ir_loc loc = i < f->n_outputs && f->outputs[i] < f->g.n_nodes
 			     ? f->g.nodes[f->outputs[i]].loc
 			     : f->loc;
-	ir_error_user(ctx, loc,
-		      "'%s': out of memory for output %u (%s), %s%s, %.1f GiB",
-		      f->name, i,
-		      f->output_names && f->output_names[i] ? f->output_names[i]
-							    : info->name,
-		      info->dtype == ATTNRT_I32 ? "i32" : "f32", dims, gib);
+	ir_error(ctx, loc,
+		 "'%s': out of memory for output %u (%s), %s%s, %.1f GiB",
+		 f->name, i,
+		 f->output_names && f->output_names[i] ? f->output_names[i]
+						       : info->name,
+		 info->dtype == ATTNRT_I32 ? "i32" : "f32", dims, gib);
 }
 
 /* The outputs are allocated only if together they fit in the machine's

@@ -342,10 +342,9 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	const char *op =
 		is_node ? ir_op_table[ir_op_differentiated(f->g.nodes[node].op)].name
 			: f->name;
-	ir_error_user(ctx, loc, "%s: %s at run time", op,
-		      (rc & 0xff) == ATTNRT_ERR_INDEX
-			      ? "an index is out of range"
-			      : attnrt_strerror(rc & 0xff));
+	ir_error(ctx, loc, "%s: %s at run time", op,
+		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
+						 : attnrt_strerror(rc & 0xff));
 }
 
 double drv_now_seconds(void)

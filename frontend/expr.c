@@ -355,7 +355,8 @@ fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 	if (id == IR_NONE || !fe_check_size(e, fe_type_of(e, id), loc))
 		return fe_err();
 	/* After ir_build's checks: their errors are moved to the user's
-	 * call by ir_verror (ctx->user_callee); later ones ir_error_user. */
+	 * call by ir_verror through ctx->user_call, later ones through this
+	 * call of the node's loc. */
 	e->f->g.nodes[id].loc.at = fe_call_at(e);
 	return fe_tensor(id);
 }

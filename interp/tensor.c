@@ -141,8 +141,8 @@ bool interp_fail(const interp_kernel *k, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	ir_error_user(k->ctx, k->node->loc, "%s: %s",
-		      ir_op_table[k->node->op].name, msg);
+	ir_error(k->ctx, k->node->loc, "%s: %s", ir_op_table[k->node->op].name,
+		 msg);
 	return false;
 }
 

@@ -234,12 +234,10 @@ ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc)
 	return loc;
 }
 
-void ir_error_user(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
+/* After an error reported at the user's line for loc: a note at each
+ * prelude line of loc's calls, inward first. */
+static void note_prelude_lines(ir_ctx *ctx, ir_loc loc)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	ir_verror(ctx, ir_loc_user(ctx, loc), fmt, ap);
-	va_end(ap);
 	for (const ir_call *c; (c = prelude_call(ctx, loc)); loc = c->loc)
 		ir_note(ctx, loc, "here, in '%s' (defined in the prelude)",
 			ctx->callees[c->callee]);
@@ -466,7 +464,10 @@ void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap)
 	ctx->n_errors++;
 	if (ctx->max_errors && ctx->n_errors > ctx->max_errors)
 		return;
-	if (ctx->user_callee && loc.file != ctx->user_call.file) {
+	if (prelude_call(ctx, loc)) {
+		report(ctx, ir_loc_user(ctx, loc), "error", fmt, ap);
+		note_prelude_lines(ctx, loc);
+	} else if (ctx->user_callee && loc.file != ctx->user_call.file) {
 		report(ctx, ctx->user_call, "error", fmt, ap);
 		if (loc.file && loc.file < ctx->n_files && loc.line)
 			ir_note(ctx, loc,

@@ -269,14 +269,12 @@ uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
 /* The line of the user's model that loc stands for: loc itself, or for
  * a loc inside a prelude function, the user's call of it. */
 ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc);
-/* An error at a node's loc, reported once the front end is done (at run
- * time, say): at the user's line (ir_loc_user) first, then a note at
- * each prelude line inward, "here, in 'embed' (defined in the prelude)". */
-void ir_error_user(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 /* Reports "file:line:col: error: msg", then the source line and a caret.
- * With loc.file == 0 prints "attnc: error: msg". */
+ * With loc.file == 0 prints "attnc: error: msg". A loc inside a prelude
+ * def is reported at the user's line that called it (ir_loc_user, or
+ * ctx->user_call while the front end runs the def), then a note at the
+ * prelude's line: "here, in 'embed' (defined in the prelude)". */
 void ir_error(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap);
