@@ -265,6 +265,7 @@ static bool lower_op(cg_kernel *k)
 			return true;
 		return cg_lower_reduce(k);
 	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
 		return cg_lower_argmax(k);
 	case IR_OP_SOFTMAX:
 	case IR_OP_LOG_SOFTMAX:

@@ -846,10 +846,11 @@ bool cg_lower_reduce(cg_kernel *k)
 typedef struct argmax_cx {
 	int64_t len, stride;
 	ir_dtype t;
+	bool is_min; /* argmin */
 } argmax_cx;
 
-/* The first index of the maximum along the axis; a NaN counts as the
- * maximum (and so the first NaN wins). */
+/* The first index of the maximum (argmin: minimum) along the axis; a NaN
+ * counts as the maximum and the minimum (and so the first NaN wins). */
 static void argmax_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const argmax_cx *a = ud;
@@ -865,9 +866,13 @@ static void argmax_body(cg_kernel *k, LLVMValueRef *offs, void *ud)
 					      cg_muli(f, j, a->stride)));
 	LLVMValueRef b = get(k, et, bv), take;
 	if (a->t == IR_I32) {
-		take = LLVMBuildICmp(f->b, LLVMIntSGT, v, b, "");
+		take = LLVMBuildICmp(f->b, a->is_min ? LLVMIntSLT : LLVMIntSGT,
+				     v, b, "");
 	} else {
-		LLVMValueRef gt = LLVMBuildFCmp(f->b, LLVMRealOGT, v, b, "");
+		LLVMValueRef gt = LLVMBuildFCmp(f->b,
+						a->is_min ? LLVMRealOLT
+							  : LLVMRealOGT,
+						v, b, "");
 		take = LLVMBuildAnd(f->b, LLVMBuildNot(f->b, is_nan(f, b), ""),
 				    LLVMBuildOr(f->b, gt, is_nan(f, v), ""), "");
 	}
@@ -916,11 +921,12 @@ bool cg_lower_argmax(cg_kernel *k)
 	split_axis(xd, r, ax, &outer, &len, &inner);
 	if (len == 0 && outer * inner > 0) {
 		ir_error(k->L->ctx, k->node->loc,
-			 "codegen: argmax: reduction "
-			 "over an empty axis");
+			 "codegen: %s: reduction over an empty axis",
+			 ir_op_table[k->node->op].name);
 		return false;
 	}
-	argmax_cx a = {len, inner, cg_kernel_arg_type(k, 0)->dtype};
+	argmax_cx a = {len, inner, cg_kernel_arg_type(k, 0)->dtype,
+		       k->node->op == IR_OP_ARGMIN};
 	cg_nest n;
 	line_nest(&n, outer, inner, 1, len);
 	run_rows(k, &n, len, argmax_body, &a);

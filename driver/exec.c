@@ -65,7 +65,6 @@ static void output_oom(ir_ctx *ctx, const ir_func *f, uint32_t i,
 		 f->output_names && f->output_names[i] ? f->output_names[i]
 						       : info->name,
 		 info->dtype == ATTNRT_I32 ? "i32" : "f32", dims, gib);
-	ir_note_calls(ctx, loc);
 }
 
 /* The outputs are allocated only if together they fit in the machine's

@@ -345,7 +345,6 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	ir_error(ctx, loc, "%s: %s at run time", op,
 		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
 						 : attnrt_strerror(rc & 0xff));
-	ir_note_calls(ctx, loc);
 }
 
 double drv_now_seconds(void)

@@ -64,7 +64,8 @@ static int rank_of(const fe_elab *e, ir_id x)
 
 /* On a number the op's scalar function (ir/ir_scalar.h), as the
  * interpreter computes it: integers stay integers, exactly, where the op
- * has an integer form. */
+ * has an integer form. An i32 tensor is promoted to f32 where the op has
+ * none (exp, sqrt, ...), as PyTorch promotes integer tensors. */
 static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	fe_value v = a->v[0];
@@ -80,6 +81,9 @@ static fe_value bi_unary(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		return fe_real(r);
 	}
 	ir_id x = arg_tensor(e, a, 0);
+	if (x != IR_NONE && fe_type_of(e, x)->dtype == IR_I32 &&
+	    !(ir_op_table[b->op].flags & IR_OPF_INT))
+		x = fe_cast(e, x, IR_F32, a->loc);
 	return build1(e, b->op, x, NULL, a->loc);
 }
 
@@ -150,6 +154,12 @@ static fe_value bi_gelu(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_id id = arg_tensor(e, a, 0);
 	if (id == IR_NONE)
 		return fe_err();
+	if (fe_type_of(e, id)->dtype == IR_I32) { /* torch's is float only */
+		ir_error(e->ctx, a->loc,
+			 "gelu: the operand is i32; PyTorch's gelu takes "
+			 "floating point only: write gelu(cast(x, f32))");
+		return fe_err();
+	}
 	fe_value x = fe_tensor(id), inner;
 	if (is_tanh) {
 		fe_value x3 = ew2(e, IR_OP_MUL, ew2(e, IR_OP_MUL, x, x, loc), x,
@@ -204,6 +214,11 @@ static fe_value bi_where(fe_elab *e, const fe_builtin *b, const fe_args *a)
 		args[1] = fe_to_tensor(e, x, a->locs[1]);
 	if (is_tensorish(y))
 		args[2] = fe_to_tensor(e, y, a->locs[2]);
+	if (fe_is_f32_operand(e, args[1], x) || fe_is_f32_operand(e, args[2], y))
+		for (int i = 1; i < 3; i++) /* PyTorch's type promotion */
+			if (args[i] != IR_NONE)
+				args[i] = fe_cast(e, args[i], IR_F32,
+						  a->locs[i]);
 	ir_dtype dt = args[1] != IR_NONE   ? fe_type_of(e, args[1])->dtype
 		      : args[2] != IR_NONE ? fe_type_of(e, args[2])->dtype
 		      : (x.kind == FE_V_NUM && x.num.is_int &&
@@ -256,6 +271,10 @@ static bool axes_mask(fe_elab *e, fe_value v, ir_loc loc, int rank,
 		*mask = 1u << ax;
 		return true;
 	}
+	if (v.list.n == 0) { /* PyTorch 1.13's dim=[]: every axis */
+		*mask = rank ? (1u << rank) - 1 : 0;
+		return true;
+	}
 	for (uint32_t i = 0; i < v.list.n; i++) {
 		if (!fe_to_axis(e, v.list.items[i], loc, rank, &ax))
 			return false;
@@ -274,6 +293,14 @@ static fe_value bi_reduce(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	ir_id x = arg_tensor(e, a, 0);
 	ir_attr at = {0};
 	bool keep = false;
+	if (x != IR_NONE && b->op == IR_OP_MEAN &&
+	    fe_type_of(e, x)->dtype == IR_I32) {
+		ir_error(e->ctx, a->loc,
+			 "mean: the operand is i32; PyTorch's mean takes "
+			 "floating point only (it cannot infer the result's "
+			 "dtype): write mean(cast(x, f32))");
+		return fe_err();
+	}
 	if (x == IR_NONE ||
 	    !axes_mask(e, a->v[1], a->locs[1], rank_of(e, x), &at.reduce.axes) ||
 	    (is_given(a, 2) && !attr_bool(e, b, a, 2, &keep)))
@@ -284,25 +311,35 @@ static fe_value bi_reduce(fe_elab *e, const fe_builtin *b, const fe_args *a)
 
 static fe_value flatten(fe_elab *e, ir_id x, ir_loc loc);
 
-/* argmax(x, axis = -1); `axis = None` written out is PyTorch's dim=None:
- * the index into the flattened tensor. */
+/* argmax(x, axis = None, keepdim = false) and argmin, as PyTorch's: with
+ * no axis (or None) the index into the flattened tensor, rank 0 (all
+ * ones with keepdim); with one, the index along it. */
 static fe_value bi_argmax(fe_elab *e, const fe_builtin *b, const fe_args *a)
 {
 	ir_id x = arg_tensor(e, a, 0);
 	ir_attr at = {0};
+	bool keep = false;
 	int ax;
-	if (x != IR_NONE && !is_given(a, 1) && is_written(a, 1)) {
-		fe_value f = flatten(e, x, a->loc);
-		if (f.kind != FE_V_TENSOR)
-			return f;
-		at.reduce.axes = 1;
-		return build1(e, b->op, f.tensor, &at, a->loc);
-	}
-	if (x == IR_NONE || !fe_to_axis(e, is_given(a, 1) ? a->v[1] : fe_int(-1),
-					a->locs[1], rank_of(e, x), &ax))
+	if (x == IR_NONE || (is_given(a, 2) && !attr_bool(e, b, a, 2, &keep)))
 		return fe_err();
-	at.reduce.axes = 1u << ax;
-	return build1(e, b->op, x, &at, a->loc);
+	if (is_given(a, 1)) {
+		if (!fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
+			return fe_err();
+		at.reduce.axes = 1u << ax;
+		at.reduce.keepdim = keep;
+		return build1(e, b->op, x, &at, a->loc);
+	}
+	ir_type ones = {.dtype = IR_I32, .rank = rank_of(e, x)};
+	for (int i = 0; i < ones.rank; i++)
+		ones.dims[i] = ir_dim_static(1);
+	fe_value f = flatten(e, x, a->loc);
+	if (f.kind != FE_V_TENSOR)
+		return f;
+	at.reduce.axes = 1;
+	f = build1(e, b->op, f.tensor, &at, a->loc);
+	if (!keep || f.kind != FE_V_TENSOR)
+		return f;
+	return fe_reshape(e, f.tensor, &ones, a->loc);
 }
 
 /* Ops of n tensor operands and no attributes. */
@@ -813,7 +850,8 @@ static const fe_builtin builtins[] = {
 	{"sum", bi_reduce, IR_OP_SUM, 1, 3, {"x", "axis", "keepdim"}},
 	{"mean", bi_reduce, IR_OP_MEAN, 1, 3, {"x", "axis", "keepdim"}},
 	{"max", bi_reduce, IR_OP_MAX, 1, 3, {"x", "axis", "keepdim"}},
-	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 2, {"x", "axis"}},
+	{"argmax", bi_argmax, IR_OP_ARGMAX, 1, 3, {"x", "axis", "keepdim"}},
+	{"argmin", bi_argmax, IR_OP_ARGMIN, 1, 3, {"x", "axis", "keepdim"}},
 	{"softmax", bi_tensors, IR_OP_SOFTMAX, 1, 1, {"x"}},
 	{"log_softmax", bi_tensors, IR_OP_LOG_SOFTMAX, 1, 1, {"x"}},
 	{"masked_softmax",

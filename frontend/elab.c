@@ -361,19 +361,24 @@ fe_value fe_call_def(fe_elab *e, const fe_def *d, const fe_expr *call,
 		} else if (!d->is_export) {
 			saved_path = push_call_segment(e, d, call);
 		}
-		int errors = e->ctx->n_errors;
+		/* An error inside the prelude is reported at the user's call,
+		 * and a note shows the prelude's line (ir_verror). */
+		ir_loc saved_call = e->ctx->user_call;
+		const char *saved_callee = e->ctx->user_callee;
+		if (d->is_prelude && from_user) {
+			e->ctx->user_call = loc;
+			e->ctx->user_callee = d->id.name;
+		} else if (!d->is_prelude) {
+			e->ctx->user_callee = NULL;
+		}
 		run_body(e, d, &fr, loc);
+		e->ctx->user_call = saved_call;
+		e->ctx->user_callee = saved_callee;
 		if (outer) {
 			memcpy(e->path, outer, saved_path + 1);
 			ir_free(e->ctx, outer);
 		}
 		path_pop(e, saved_path);
-		/* An error inside the prelude: show the user's call too. */
-		if (d->is_prelude && from_user && e->ctx->n_errors > errors)
-			ir_note(e->ctx, loc,
-				"in this call of '%s' (defined in the "
-				"prelude)",
-				d->id.name);
 		result = fr.has_returned ? fr.ret
 					 : (fe_value){.kind = FE_V_VOID};
 		/* A body that stopped (a limit, out of memory) said why;

@@ -183,8 +183,17 @@ fe_value fe_lookup(fe_elab *e, const char *name, ir_loc loc);
  * ta/tb mark matmul operands written `x.T`. */
 fe_value fe_binop(fe_elab *e, fe_tok_kind op, fe_value l, fe_value r, bool ta,
 		  bool tb, ir_loc loc);
+/* x converted to dtype by a cast node (x itself if it has that dtype);
+ * IR_NONE after an error. */
+ir_id fe_cast(fe_elab *e, ir_id x, ir_dtype dtype, ir_loc loc);
+/* Whether an operand (its tensor t, or IR_NONE and the number v) makes an
+ * i32 tensor beside it f32, as PyTorch's type promotion: an f32 tensor,
+ * or a real number. */
+bool fe_is_f32_operand(fe_elab *e, ir_id t, fe_value v);
 /* Elementwise binary op on tensors, numbers becoming rank-0 constants of
- * the other operand's dtype. */
+ * the other operand's dtype. An i32 tensor beside an f32 one or a real
+ * number is converted to f32 first, and so is any i32 operand of div
+ * (true division), as PyTorch promotes. */
 fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 			 ir_loc loc);
 

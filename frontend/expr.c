@@ -354,8 +354,9 @@ fe_value fe_build(fe_elab *e, ir_op op, const ir_id *args, uint32_t n,
 	ir_id id = ir_build(e->m, e->f, op, args, n, attr, type, loc);
 	if (id == IR_NONE || !fe_check_size(e, fe_type_of(e, id), loc))
 		return fe_err();
-	/* After ir_build's checks: their errors get the front end's own
-	 * note of the call (fe_call_def); later ones ir_note_calls. */
+	/* After ir_build's checks: their errors are moved to the user's
+	 * call by ir_verror through ctx->user_call, later ones through this
+	 * call of the node's loc. */
 	e->f->g.nodes[id].loc.at = fe_call_at(e);
 	return fe_tensor(id);
 }
@@ -918,6 +919,39 @@ static bool is_tensorish(fe_value v)
 	return v.kind == FE_V_TENSOR || v.kind == FE_V_LIST;
 }
 
+ir_id fe_cast(fe_elab *e, ir_id x, ir_dtype dtype, ir_loc loc)
+{
+	if (fe_type_of(e, x)->dtype == dtype)
+		return x;
+	ir_type t = {.dtype = dtype};
+	fe_value v = fe_build(e, IR_OP_CAST, &x, 1, NULL, &t, loc);
+	return v.kind == FE_V_TENSOR ? v.tensor : IR_NONE;
+}
+
+bool fe_is_f32_operand(fe_elab *e, ir_id t, fe_value v)
+{
+	if (t != IR_NONE)
+		return fe_type_of(e, t)->dtype != IR_I32;
+	return v.kind == FE_V_NUM && !v.num.is_int;
+}
+
+/* An i32 tensor operand converted to f32 (a, b: the operands' tensors or
+ * IR_NONE for a number), as PyTorch's type promotion: where the other
+ * operand is an f32 tensor or a real number (v + x, v * 0.5, v > 0.5),
+ * and for true division (v / 2). pow of i32 by an integer stays i32 in
+ * torch: it is left to the shape rule, which refuses it. */
+static void promote_i32(fe_elab *e, ir_op op, ir_id *a, ir_id *b, fe_value l,
+			fe_value r, ir_loc loc)
+{
+	if (op != IR_OP_DIV && !fe_is_f32_operand(e, *a, l) &&
+	    !fe_is_f32_operand(e, *b, r))
+		return;
+	if (*a != IR_NONE)
+		*a = fe_cast(e, *a, IR_F32, loc);
+	if (*b != IR_NONE)
+		*b = fe_cast(e, *b, IR_F32, loc);
+}
+
 fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 			 ir_loc loc)
 {
@@ -932,6 +966,10 @@ fe_value fe_tensor_binop(fe_elab *e, ir_op op, fe_value l, fe_value r,
 		fe_expected(e, loc, "a tensor", l);
 		return fe_err();
 	}
+	promote_i32(e, op, &a, &b, l, r, loc);
+	if ((is_tensorish(l) && a == IR_NONE) ||
+	    (is_tensorish(r) && b == IR_NONE))
+		return fe_err();
 	if (a == IR_NONE) {
 		fe_value s = fe_scalar(e, fe_type_of(e, b)->dtype, l, loc);
 		a = s.kind == FE_V_TENSOR ? s.tensor : IR_NONE;

@@ -357,6 +357,7 @@ static bool eval_op(const interp_kernel *k)
 	case IR_OP_MAX:
 		return interp_k_max(k);
 	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
 		return interp_k_argmax(k);
 	case IR_OP_SOFTMAX:
 		return interp_k_softmax(k, false);

@@ -279,9 +279,11 @@ static bool axis_split(const interp_kernel *k, const interp_tensor *x, int ax,
 	return true;
 }
 
-/* argmax: the first index of the maximum; a NaN counts as the maximum. */
+/* argmax (argmin): the first index of the maximum (minimum); a NaN
+ * counts as both, as PyTorch's. */
 bool interp_k_argmax(const interp_kernel *k)
 {
+	bool is_min = k->node->op == IR_OP_ARGMIN;
 	const interp_tensor *x = &k->args[0];
 	uint32_t axes = k->node->attr.reduce.axes;
 	int ax = axes ? __builtin_ctz(axes) : -1;
@@ -301,7 +303,7 @@ bool interp_k_argmax(const interp_kernel *k)
 			double bv = interp_ld(x, base);
 			for (int64_t j = 1; j < len && !isnan(bv); j++) {
 				double v = interp_ld(x, base + j * inner);
-				if (isnan(v) || v > bv) {
+				if (isnan(v) || (is_min ? v < bv : v > bv)) {
 					bv = v;
 					best = j;
 				}

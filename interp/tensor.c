@@ -143,7 +143,6 @@ bool interp_fail(const interp_kernel *k, const char *fmt, ...)
 	va_end(ap);
 	ir_error(k->ctx, k->node->loc, "%s: %s", ir_op_table[k->node->op].name,
 		 msg);
-	ir_note_calls(k->ctx, k->node->loc);
 	return false;
 }
 

@@ -234,11 +234,12 @@ ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc)
 	return loc;
 }
 
-void ir_note_calls(ir_ctx *ctx, ir_loc loc)
+/* After an error reported at the user's line for loc: a note at each
+ * prelude line of loc's calls, inward first. */
+static void note_prelude_lines(ir_ctx *ctx, ir_loc loc)
 {
 	for (const ir_call *c; (c = prelude_call(ctx, loc)); loc = c->loc)
-		ir_note(ctx, c->loc,
-			"in this call of '%s' (defined in the prelude)",
+		ir_note(ctx, loc, "here, in '%s' (defined in the prelude)",
 			ctx->callees[c->callee]);
 }
 
@@ -463,7 +464,18 @@ void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap)
 	ctx->n_errors++;
 	if (ctx->max_errors && ctx->n_errors > ctx->max_errors)
 		return;
-	report(ctx, loc, "error", fmt, ap);
+	if (prelude_call(ctx, loc)) {
+		report(ctx, ir_loc_user(ctx, loc), "error", fmt, ap);
+		note_prelude_lines(ctx, loc);
+	} else if (ctx->user_callee && loc.file != ctx->user_call.file) {
+		report(ctx, ctx->user_call, "error", fmt, ap);
+		if (loc.file && loc.file < ctx->n_files && loc.line)
+			ir_note(ctx, loc,
+				"here, in '%s' (defined in the prelude)",
+				ctx->user_callee);
+	} else {
+		report(ctx, loc, "error", fmt, ap);
+	}
 	if (ctx->max_errors && ctx->n_errors == ctx->max_errors)
 		fprintf(ctx->diag_out, "attnc: too many errors, stopping\n");
 }

@@ -229,6 +229,12 @@ typedef struct ir_ctx {
 	FILE *diag_out; /* where diagnostics go (stderr by default) */
 	int n_errors, n_warnings;
 	int max_errors; /* stop reporting after this many (0 = no limit) */
+	/* While the front end runs a prelude def that the user's file
+	 * called: that call and the def's name (NULL otherwise). An error
+	 * located outside the call's file is then reported at the call,
+	 * with a note at the prelude's line: the user's line comes first. */
+	ir_loc user_call;
+	const char *user_callee;
 } ir_ctx;
 
 void ir_ctx_init(ir_ctx *ctx);
@@ -263,13 +269,12 @@ uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
 /* The line of the user's model that loc stands for: loc itself, or for
  * a loc inside a prelude function, the user's call of it. */
 ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc);
-/* After a diagnostic at loc (a node's, reported once the front end is
- * done): a note at the user's call of each prelude function loc is in,
- * "in this call of 'embed' (defined in the prelude)". */
-void ir_note_calls(ir_ctx *ctx, ir_loc loc);
 
 /* Reports "file:line:col: error: msg", then the source line and a caret.
- * With loc.file == 0 prints "attnc: error: msg". */
+ * With loc.file == 0 prints "attnc: error: msg". A loc inside a prelude
+ * def is reported at the user's line that called it (ir_loc_user, or
+ * ctx->user_call while the front end runs the def), then a note at the
+ * prelude's line: "here, in 'embed' (defined in the prelude)". */
 void ir_error(ir_ctx *ctx, ir_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap);

@@ -1287,6 +1287,7 @@ static bool infer_op(infer_cx *c)
 	case IR_OP_MAX:
 		return infer_reduce(c, false);
 	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
 		return infer_reduce(c, true);
 	case IR_OP_SOFTMAX:
 	case IR_OP_LOG_SOFTMAX:

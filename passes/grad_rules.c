@@ -155,6 +155,7 @@ static void grad_nothing(pass_ad *ad, ir_id y, ir_id g)
 #define grad_EQ grad_nothing
 #define grad_NE grad_nothing
 #define grad_ARGMAX grad_nothing
+#define grad_ARGMIN grad_nothing
 
 /* ---- elementwise unary ---------------------------------------------------- */
 

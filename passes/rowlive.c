@@ -1002,6 +1002,7 @@ static uint32_t use_rows(rl_state *st, ir_id n, uint32_t s, uint32_t e)
 	case IR_OP_MEAN:
 	case IR_OP_MAX:
 	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
 		return rows && reduce_keeps_rows(nd) ? e : PASS_ROWLIVE_IS_ALL;
 	case IR_OP_RESHAPE:
 		return layout_keeps_rows(f, n, x) ? e : whole;

@@ -203,6 +203,7 @@ static ir_id simplify_node(const simp *s, ir_id id)
 	case IR_OP_MEAN:
 	case IR_OP_MAX:
 	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN:
 	case IR_OP_SOFTMAX:
 	case IR_OP_LOG_SOFTMAX:
 	case IR_OP_MASKED_SOFTMAX:

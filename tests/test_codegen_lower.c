@@ -758,6 +758,28 @@ START_TEST(test_argmax_takes_the_first_maximum)
 }
 END_TEST
 
+START_TEST(test_argmin_takes_the_first_minimum_as_the_interpreter)
+{
+	fx x;
+	fx_init(&x);
+	float v[5] = {1, NAN, 3, -2, 0.5f};
+	ir_id a = tu_input(&x.g, tu_type(IR_F32, 3, 4, 6, 5));
+	ir_id ai = tu_input(&x.g, tu_type(IR_I32, 2, 6, 9));
+	ir_id c = tu_const(&x.g, tu_type(IR_F32, 1, 5), v);
+	for (uint32_t ax = 0; ax < 3; ax++) {
+		ir_attr r = {.reduce = {1u << ax, ax == 1}};
+		ret(&x, op1(&x, IR_OP_ARGMIN, a, &r));
+	}
+	ir_attr r = {.reduce = {2, false}};
+	ret(&x, op1(&x, IR_OP_ARGMIN, ai, &r)); /* ints 0..5: many ties */
+	ir_id n = op2(&x, IR_OP_ADD, c,
+		      tu_input(&x.g, tu_type(IR_F32, 2, 3, 5)), NULL);
+	ret(&x, op1(&x, IR_OP_ARGMIN, n, &r)); /* a NaN in every row */
+	check(&x);
+	tu_graph_fini(&x.g);
+}
+END_TEST
+
 START_TEST(test_sum_to_rank_zero_and_nan_max_match_the_interpreter)
 {
 	fx x;
@@ -2191,6 +2213,8 @@ static Suite *suite(void)
 		0, 4);
 	tcase_add_test(t, test_reductions_over_any_axes_match_the_interpreter);
 	tcase_add_test(t, test_argmax_takes_the_first_maximum);
+	tcase_add_test(t,
+		       test_argmin_takes_the_first_minimum_as_the_interpreter);
 	tcase_add_test(t,
 		       test_sum_to_rank_zero_and_nan_max_match_the_interpreter);
 	tcase_add_test(t, test_softmax_and_log_softmax_match_the_interpreter);

@@ -1062,11 +1062,11 @@ START_TEST(test_shape_errors_come_from_the_op_rules_at_the_operator)
 	fx_fails_with(&x,
 		      "model m\n"
 		      "export def f(a: f32[2, 3], b: f32[4, 5], c: i32[2, 3])\n"
-		      "  return a @ b, a + c\n",
+		      "  return a @ b, a + b\n",
 		      "t.g:3:12: error: matmul: inner dimensions differ");
 	ck_assert_ptr_nonnull(strstr(x.diag,
-				     "t.g:3:19: error: add: operand dtypes "
-				     "differ"));
+				     "t.g:3:19: error: add: cannot broadcast "
+				     "[2, 3] with [4, 5]"));
 	ck_assert_int_eq(x.ctx.n_errors, 2);
 	fx_fini(&x);
 }
@@ -1150,17 +1150,17 @@ START_TEST(test_bad_parameter_initializers_are_reported)
 }
 END_TEST
 
-START_TEST(test_errors_inside_the_prelude_point_back_at_the_call)
+START_TEST(test_errors_inside_the_prelude_are_reported_at_the_users_call)
 {
 	fx x;
 	fx_fails_with(&x,
 		      "model m\n"
 		      "export def f(x: f32[2, 3])\n"
 		      "  return norm(x, eps = -1)\n",
-		      "prelude.g:");
-	ck_assert_ptr_nonnull(strstr(x.diag, "layer_norm: eps must be >= 0"));
+		      "t.g:3:10: error: layer_norm: eps must be >= 0");
+	ck_assert_ptr_eq(strstr(x.diag, "t.g:3:10: error:"), x.diag);
 	ck_assert_ptr_nonnull(strstr(x.diag,
-				     "t.g:3:10: note: in this call of 'norm' "
+				     "prelude.g:23:37: note: here, in 'norm' "
 				     "(defined in the prelude)"));
 	fx_fini(&x);
 }
@@ -1539,8 +1539,9 @@ static Suite *frontend_suite(void)
 	tcase_add_test(err_tc,
 		       test_a_parameter_reused_with_another_shape_is_an_error);
 	tcase_add_test(err_tc, test_bad_parameter_initializers_are_reported);
-	tcase_add_test(err_tc,
-		       test_errors_inside_the_prelude_point_back_at_the_call);
+	tcase_add_test(
+		err_tc,
+		test_errors_inside_the_prelude_are_reported_at_the_users_call);
 	tcase_add_test(err_tc,
 		       test_runaway_elaboration_is_stopped_with_a_message);
 	tcase_add_test(err_tc,

@@ -358,6 +358,23 @@ START_TEST(test_argmax_takes_the_first_maximum_on_ties)
 }
 END_TEST
 
+/* torch.argmin: the first minimum; a NaN counts as the minimum. */
+START_TEST(test_argmin_takes_the_first_minimum_and_a_nan_wins)
+{
+	ti_fx x;
+	ti_init(&x);
+	ir_id a = ti_cf(&x, SHAPE(3, 4),
+			F32S(3, 0, 0, 2, 7, NAN, -1, NAN, -0.0f, 0, 5, 9));
+	ir_attr last = axes(2, false), first = axes(1, true);
+	ir_id am = ti_op1(&x, IR_OP_ARGMIN, a, &last);
+	ck_assert_int_eq(x.f->g.nodes[am].type.dtype, IR_I32);
+	ti_expect(&x, am, SHAPE(3), DBL(1, 1, 0), 0);
+	ti_expect(&x, ti_op1(&x, IR_OP_ARGMIN, a, &first), SHAPE(1, 4),
+		  DBL(2, 1, 1, 1), 0);
+	ti_fini(&x);
+}
+END_TEST
+
 /* ---- layout -------------------------------------------------------------------- */
 
 START_TEST(test_reshape_keeps_row_major_order)
@@ -531,6 +548,7 @@ static Suite *interp_suite(void)
 	tcase_add_test(rd, test_sum_mean_max_reduce_the_axes_of_the_mask);
 	tcase_add_test(rd, test_integer_sum_and_max_stay_integer);
 	tcase_add_test(rd, test_argmax_takes_the_first_maximum_on_ties);
+	tcase_add_test(rd, test_argmin_takes_the_first_minimum_and_a_nan_wins);
 	suite_add_tcase(s, rd);
 	TCase *ly = tcase_create("layout");
 	tcase_add_test(ly, test_reshape_keeps_row_major_order);

@@ -285,6 +285,8 @@ START_TEST(test_argmax_needs_one_axis_and_gives_i32)
 	ir_attr r = {.reduce = {0x2, false}}, two = {.reduce = {0x3, false}};
 	ck_assert_str_eq(tyname(op1(IR_OP_ARGMAX, x, &r)), "i32[B]");
 	ck_assert_uint_eq(op1(IR_OP_ARGMAX, x, &two), IR_NONE);
+	ck_assert_str_eq(tyname(op1(IR_OP_ARGMIN, x, &r)), "i32[B]");
+	ck_assert_uint_eq(op1(IR_OP_ARGMIN, x, &two), IR_NONE);
 }
 END_TEST
 

@@ -322,6 +322,7 @@ static void add_nn(builder *b, ir_id x, ir_id ids, ir_id valid, ir_id *out)
 	n1(b, IR_OP_MEAN, w, &r);
 	n1(b, IR_OP_MAX, w, &r);
 	n1(b, IR_OP_ARGMAX, w, &am);
+	n1(b, IR_OP_ARGMIN, w, &am);
 	out[0] = n2(b, IR_OP_MSE_LOSS, x, x, NULL);
 	out[1] = n2(b, IR_OP_CROSS_ENTROPY, e, ids, NULL);
 	ir_id cg_args[] = {e, ids, out[1]};
