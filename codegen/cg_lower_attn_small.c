@@ -22,11 +22,12 @@
  *
  * Forward: the weights dropout(e_k) and 1/l of the block's rows to the
  * stack, then a row t at a time O_t = sum_k w_k[t] V[k] / l[t], V's
- * rows and O's as vectors of 8 (row_width). Backward, per attention n
- * (its dk and dv are the thread's own): per block, P_k = e_k / l,
- * dP_k = dropout(dO V[k]^T), D = sum_k P_k dP_k, dS_k = P_k (dP_k - D)
- * (0 past the valid length) times scale, stored; then a row t at a
- * time, dq_t = sum_k dS_k[t] K[k] and dk[k] += dS_k[t] q_t, dv[k] +=
+ * rows and O's as vectors of 8 (row_width), one block behind: the loop
+ * computes block i's weights, then block i - 1's rows (sfwd_body).
+ * Backward, per attention n (its dk and dv are the thread's own): per
+ * block, P_k = e_k / l, dP_k = dropout(dO V[k]^T), D = sum_k P_k dP_k,
+ * dS_k = P_k (dP_k - D) (0 past the valid length) times scale, stored;
+ * then a row t at a time, dq_t = sum_k dS_k[t] K[k] and dk[k] += dS_k[t] q_t, dv[k] +=
  * dropout(P_k)[t] dO_t, dk and dv accumulating in registers over all
  * the blocks of n, stored once at the end. Dropout draws the weight
  * (n, q, k) as every kernel does (cg_attn_keep_t), so masks are
@@ -659,7 +660,6 @@ static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	if (a->has_dropout)
 		r = dropped_rows_factor(a, b, r, l);
 	cg_vstore(f, r, cg_ati(f, pw, a->K * a->vw), 4);
-	sfwd_rows(a, b, pw);
 }
 
 static void sfwd_block(cg_attn *a, sblock *b, LLVMValueRef pw)
@@ -671,20 +671,47 @@ static void sfwd_block(cg_attn *a, sblock *b, LLVMValueRef pw)
 	block_keys_code(a, b, xt, sfwd_keys, pw);
 }
 
-/* The loop over (n, block of vw query rows) in [lo, hi). */
-static void sfwd_body(cg_attn *a)
+/* Block it of the loop: (n, block of vw query rows), and its half of
+ * the weights' buffer pw. */
+static sblock sfwd_at(cg_attn *a, LLVMValueRef it, LLVMValueRef pw,
+		      LLVMValueRef *half)
 {
 	cg_fn *f = a->f;
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
-	LLVMValueRef pw = cg_attn_buffer(a, cg_t_f32(f), (a->K + 1) * a->vw);
-	cg_loop l;
-	cg_attn_finite_begin(a);
-	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
 	sblock b = {0};
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
-	sfwd_block(a, &b, pw);
+	LLVMValueRef odd = LLVMBuildAnd(f->b, it, cg_i64(f, 1), "");
+	*half = cg_at(f, pw, cg_muli(f, odd, (a->K + 1) * a->vw));
+	return b;
+}
+
+/* The loop over (n, block of vw query rows) in [lo, hi), pipelined:
+ * iteration it computes block it's weights into one half of the
+ * buffer, then block it - 1's output rows from the other half, so that
+ * the rows' products fill the time the weights' chain of dependent
+ * steps (scores, maximum, exponentials, sum, division) leaves the FMA
+ * units idle. The operations are those of one block after the other. */
+static void sfwd_body(cg_attn *a)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef pw = cg_attn_buffer(a, cg_t_f32(f), 2 * (a->K + 1) * a->vw);
+	LLVMValueRef half;
+	cg_loop l;
+	cg_attn_finite_begin(a);
+	LLVMValueRef it = cg_loop_begin(f, &l, a->k->lo,
+					cg_addi(f, a->k->hi, 1), 1);
+	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSLT,
+							      it, a->k->hi, ""));
+	sblock b = sfwd_at(a, it, pw, &half);
+	sfwd_block(a, &b, half);
+	cg_if_end(f, join);
+	join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, it, a->k->lo, ""));
+	LLVMValueRef prev = LLVMBuildSub(f->b, it, cg_i64(f, 1), "");
+	sblock p = sfwd_at(a, prev, pw, &half);
+	sfwd_rows(a, &p, half);
+	cg_if_end(f, join);
 	cg_loop_end(f, &l);
 }
 

@@ -198,13 +198,17 @@ END_TEST
  * lengths per batch and per query without heads (0 and past K: blocks
  * that visit every key beside blocks that skip), two blocks of rows per
  * attention (20 and 17 queries), causal, value rows of 6, 8 and 3
- * floats (partial vectors of 8), with and without dropout. */
+ * floats (partial vectors of 8), with and without dropout; one and two
+ * blocks in all (the pipelined loop's first and last iterations, a
+ * thread with one block or none at 2 threads). */
 static const ac_case rows_cases[] = {
 	{3, 10, 10, 8, 8, AC_QUERY, 0.1, true, 111, 0},
 	{5, 10, 7, 4, 6, AC_BATCH, 0.2, true, 112, 0},
 	{3, 20, 9, 8, 8, AC_CAUSAL, 0.1, true, 113, 3},
 	{7, 3, 12, 8, 8, AC_BATCH, 0, false, 114, 0},
 	{5, 17, 16, 16, 3, AC_QUERY, 0.3, true, 115, 0},
+	{1, 10, 10, 8, 8, AC_BATCH, 0.1, true, 116, 0},
+	{2, 10, 10, 8, 8, AC_QUERY, 0.1, true, 117, 0},
 };
 
 START_TEST(test_small_forward_by_rows_matches_the_unfused_graph)
