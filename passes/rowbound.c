@@ -24,6 +24,13 @@ static double bmax(double a, double b)
 	return a > b ? a : b;
 }
 
+static double bmin(double a, double b)
+{
+	if (isnan(a) || isnan(b))
+		return NAN;
+	return a < b ? a : b;
+}
+
 static double badd(double a, double b)
 {
 	if (isnan(a) || isnan(b))
@@ -156,7 +163,7 @@ static double bound_of(const pass_rowbound *rb, const ir_func *f, ir_id i,
 	switch (nd->op) {
 	case IR_OP_INPUT:
 	case IR_OP_PARAM: {
-		double x = leaf ? leaf(ud, i) : INFINITY;
+		double x = leaf ? leaf(ud, i, PASS_ROWBOUND_MAX) : INFINITY;
 		return isnan(x) || x < 0 ? NAN : x;
 	}
 	case IR_OP_CONST:
@@ -221,7 +228,19 @@ static double bound_of(const pass_rowbound *rb, const ir_func *f, ir_id i,
 		double k = ta->rank >= 1 && ax >= 0
 				   ? dim_value(ta->dims[ax], sym_values)
 				   : 1;
-		return bmul(k, bmul(a, b));
+		double r = bmul(k, bmul(a, b));
+		/* x·W by a leaf W (i, j): |sum_i x_i W[i][j]| <= max|x|
+		 * times W's column sum (row sum read transposed). */
+		ir_id w = ir_arg(g, i, 1);
+		const ir_node *wn = &g->nodes[w];
+		if (leaf && (wn->op == IR_OP_PARAM || wn->op == IR_OP_INPUT) &&
+		    wn->type.rank == 2 && wn->type.dtype == IR_F32)
+			r = bmin(r,
+				 bmul(a, leaf(ud, w,
+					      nd->attr.matmul.tb
+						      ? PASS_ROWBOUND_ROW_SUM
+						      : PASS_ROWBOUND_COL_SUM)));
+		return r;
 	}
 	case IR_OP_SUM: {
 		double n = numel(type_of(f, ir_arg(g, i, 0)), sym_values);

@@ -18,7 +18,8 @@
  * embedding_grad, sort_grad, the cross-entropies' gradients, the fused
  * attentions' gradients); remat's recomputed forward values are in it.
  * One rule per op, over the operands' bounds a, b, ... (each a double):
- *   products K·a·b; sums n·a (n elements summed); add, sub a + b; mul
+ *   products K·a·b (a·(W's largest column sum) for a rank-2 parameter
+ *   or input W); sums n·a (n elements summed); add, sub a + b; mul
  *   a·b; div by a constant a / min|c|; exp e^a; sqrt √a; the bounded
  *   functions (tanh, sigmoid, sin, cos, erf, comparisons, softmaxes,
  *   one_hot) 1; relu, neg, abs, maximum, minimum, select, casts, views,
@@ -61,9 +62,20 @@ bool pass_rowbound_init(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 			pass_rowbound *rb);
 void pass_rowbound_fini(ir_ctx *ctx, pass_rowbound *rb);
 
-/* The largest |x| of an input or parameter node at run time: +inf or
- * NaN if some element is not finite. */
-typedef double (*pass_rowbound_leaf)(void *ud, ir_id node);
+/* What a leaf's callback gives of an input or parameter at run time:
+ * its largest |x|, or of a rank-2 one (i, j) the largest sum of |x| down
+ * a column (max over j of the sum over i of |x[i][j]|) or along a row;
+ * +inf or NaN if some element is not finite. A product x·W by a rank-2
+ * leaf W is bounded by max|x| times W's largest column sum (row sum when
+ * W is read transposed), a far tighter bound than K·max|x|·max|W| for
+ * weights of mixed signs and sizes. */
+typedef enum pass_rowbound_stat {
+	PASS_ROWBOUND_MAX,
+	PASS_ROWBOUND_COL_SUM,
+	PASS_ROWBOUND_ROW_SUM,
+} pass_rowbound_stat;
+typedef double (*pass_rowbound_leaf)(void *ud, ir_id node,
+				     pass_rowbound_stat stat);
 
 /* Fills rb->of_node for one call: leaf gives the inputs' and
  * parameters' maxima, sym_values the symbols' values (NULL: a symbolic

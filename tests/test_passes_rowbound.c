@@ -169,14 +169,36 @@ static double max_abs(const interp_tensor *t)
 	return r;
 }
 
-/* What the runtime gives: the leaves' largest |x|, scanned. */
-static double leaf_max(void *ud, ir_id node)
+/* The largest sum of |x| down a column (by_row: along a row) of a
+ * rank-2 value, NaN if one is NaN. */
+static double max_sum(const interp_tensor *t, bool by_row)
+{
+	ck_assert_int_eq(t->rank, 2);
+	int64_t R = t->dims[0], C = t->dims[1];
+	double r = 0;
+	for (int64_t a = 0; a < (by_row ? R : C); a++) {
+		double s = 0;
+		for (int64_t b = 0; b < (by_row ? C : R); b++)
+			s += fabs(interp_tensor_get(t, by_row ? a * C + b
+							      : b * C + a));
+		if (isnan(s))
+			return NAN;
+		r = s > r ? s : r;
+	}
+	return r;
+}
+
+/* What the runtime gives: the leaves' statistics, scanned. */
+static double leaf_max(void *ud, ir_id node, pass_rowbound_stat stat)
 {
 	rb_case *c = ud;
 	const ir_node *nd = &c->f->g.nodes[node];
-	if (nd->op == IR_OP_INPUT)
-		return max_abs(&c->in[nd->attr.input_index]);
-	return max_abs(&c->params[nd->attr.param_index]);
+	const interp_tensor *t = nd->op == IR_OP_INPUT
+					 ? &c->in[nd->attr.input_index]
+					 : &c->params[nd->attr.param_index];
+	if (stat == PASS_ROWBOUND_MAX)
+		return max_abs(t);
+	return max_sum(t, stat == PASS_ROWBOUND_ROW_SUM);
 }
 
 /* Parameters from seed, each multiplied by scale; then the plain run. */
@@ -288,6 +310,25 @@ static void book_model(const char *rel)
 		if (s == 0)
 			ck_assert_msg(pass_rowbound_is_safe(worst),
 				      "%s: largest bound %g", rel, worst);
+		/* The products by a weight take its column sums, most of
+		 * them tighter than K·max|x|·max|W|. */
+		uint32_t n_tight = 0;
+		for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
+			const ir_node *nd = &c.f->g.nodes[n];
+			ir_id w = nd->op == IR_OP_MATMUL ? ir_arg(&c.f->g, n, 1)
+							 : IR_NONE;
+			if (w == IR_NONE || !c.rb.is_forward[n] ||
+			    c.f->g.nodes[w].op != IR_OP_PARAM)
+				continue;
+			const ir_type *ta = &c.f->g.nodes[ir_arg(&c.f->g, n, 0)]
+						     .type;
+			double K = (double)ta->dims[ta->rank - 1].coef;
+			double a = c.rb.of_node[ir_arg(&c.f->g, n, 0)];
+			ck_assert(c.rb.of_node[n] <= K * a * c.rb.of_node[w]);
+			n_tight += c.rb.of_node[n] <
+				   0.5 * K * a * c.rb.of_node[w];
+		}
+		ck_assert_uint_ge(n_tight, 4);
 		rb_fini(&c);
 	}
 }
@@ -397,7 +438,8 @@ START_TEST(test_rowbound_small_models_bounds_hold)
 }
 END_TEST
 
-/* A NaN in a padding row of an input: the check fails. */
+/* A NaN in a padding row of an input, or in a weight: the check
+ * fails. */
 START_TEST(test_rowbound_a_nan_in_a_padding_row_fails_the_check)
 {
 	rb_case c;
@@ -409,6 +451,14 @@ START_TEST(test_rowbound_a_nan_in_a_padding_row_fails_the_check)
 	ck_assert(!pass_rowbound_is_safe(
 		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
 	((float *)c.in[0].data)[(0 * 5 + 4) * 8 + 3] = INFINITY;
+	ck_assert(!pass_rowbound_is_safe(
+		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
+	((float *)c.in[0].data)[(0 * 5 + 4) * 8 + 3] = 0;
+	ck_assert(pass_rowbound_is_safe(
+		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
+	for (uint32_t p = 0; p < c.x.m->n_params; p++)
+		if (c.params[p].rank == 2)
+			((float *)c.params[p].data)[1] = NAN;
 	ck_assert(!pass_rowbound_is_safe(
 		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
 	rb_fini(&c);
