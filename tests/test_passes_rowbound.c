@@ -10,6 +10,7 @@
 #include "interp.h"
 #include "passes.h"
 #include "rowbound.h"
+#include "rowlive.h"
 #include "testutil.h"
 
 #include <check.h>
@@ -117,14 +118,68 @@ static void rb_input(rb_case *c, uint32_t i, int rank, const int64_t *dims,
 					sin((double)(e * 7 + i * 3 + 1)));
 }
 
-/* Runs f node by node in training mode (dropout on) into c->ref. */
-static void run_nodes(rb_case *c)
+/* Which nodes a simulated skip clears the dead rows of. */
+typedef enum skip_kind {
+	SKIP_NONE,
+	SKIP_PRODUCTS, /* forward products (A not transposed), layer norms */
+	SKIP_ALL,      /* every forward f32 node of rank >= 2 */
+} skip_kind;
+
+typedef struct skip_cx {
+	const pass_rowlive *rl;
+	skip_kind kind;
+	const interp_tensor *vals;
+} skip_cx;
+
+static const int32_t *skip_values(void *ud, ir_id node)
+{
+	const skip_cx *s = ud;
+	ck_assert_int_eq(s->vals[node].dtype, IR_I32);
+	return s->vals[node].data;
+}
+
+/* Writes +0 into the rows of node n's value t that row liveness calls
+ * dead, as a kernel leaving them out would; returns whether some row
+ * was. */
+static bool clear_dead_rows(rb_case *c, skip_cx *s, ir_id n, interp_tensor *t)
+{
+	const ir_node *nd = &c->f->g.nodes[n];
+	uint32_t e = s->rl->of_node[n];
+	bool is_product = nd->op == IR_OP_MATMUL && !nd->attr.matmul.ta &&
+			  !nd->attr.matmul.tb;
+	if (e == PASS_ROWLIVE_IS_ALL || !c->rb.is_forward[n] ||
+	    t->dtype != IR_F32 || t->rank < 2 ||
+	    (s->kind == SKIP_PRODUCTS && !is_product &&
+	     nd->op != IR_OP_LAYER_NORM))
+		return false;
+	const interp_tensor *rt = &s->vals[s->rl->row_node[n]];
+	int64_t B = rt->dims[0], T = rt->dims[1];
+	int64_t per_row = interp_tensor_numel(t) / (B * T);
+	int32_t len[64];
+	ck_assert(B <= 64);
+	pass_rowlive_eval(s->rl, c->f, c->syms, e, B, T, skip_values, s, len);
+	bool any = false;
+	for (int64_t b = 0; b < B; b++)
+		for (int64_t r = len[b]; r < T; r++) {
+			float *row = (float *)t->data + (b * T + r) * per_row;
+			memset(row, 0, (size_t)per_row * sizeof *row);
+			any = true;
+		}
+	return any;
+}
+
+/* Runs f node by node in training mode (dropout on) into vals,
+ * clearing dead rows as s says (NULL: none); returns how many nodes had
+ * rows cleared. */
+static uint32_t run_nodes_into(rb_case *c, interp_tensor *vals, skip_cx *s)
 {
 	ir_ctx *ctx = &c->x.ctx;
 	const ir_module *m = c->x.m;
 	const ir_graph *g = &c->f->g;
 	interp_opts o = {.is_training = true, .seed = 3, .step = 1};
-	interp_tensor *vals = c->ref;
+	uint32_t n_cleared = 0;
+	if (s)
+		s->vals = vals;
 	for (ir_id i = 0; i < g->n_nodes; i++) {
 		const ir_node *nd = &g->nodes[i];
 		if (nd->op == IR_OP_INPUT)
@@ -152,7 +207,16 @@ static void run_nodes(rb_case *c)
 						       c->syms, args, &vals[i]),
 				      "%s", tu_graph_diag(&c->x));
 		}
+		if (s && s->kind != SKIP_NONE)
+			n_cleared += clear_dead_rows(c, s, i, &vals[i]);
 	}
+	return n_cleared;
+}
+
+/* Runs f node by node in training mode (dropout on) into c->ref. */
+static void run_nodes(rb_case *c)
+{
+	run_nodes_into(c, c->ref, NULL);
 }
 
 /* The largest |x| of a value, NaN if one is NaN. */
@@ -201,6 +265,10 @@ static double leaf_max(void *ud, ir_id node, pass_rowbound_stat stat)
 	return max_sum(t, stat == PASS_ROWBOUND_ROW_SUM);
 }
 
+/* Set by a test: the decoder's embedding table's row of <pad> (id 1)
+ * gets a NaN. */
+static bool is_nan_pad = false;
+
 /* Parameters from seed, each multiplied by scale; then the plain run. */
 static void rb_prepare(rb_case *c, uint64_t seed, double scale)
 {
@@ -220,6 +288,10 @@ static void rb_prepare(rb_case *c, uint64_t seed, double scale)
 		for (int64_t e = 0; e < n; e++)
 			x[e] = (float)(scale *
 				       (x[e] + 0.25 * sin((double)(e + p))));
+		if (is_nan_pad &&
+		    strstr(c->x.m->params[p].name, "decoder.embed") &&
+		    c->params[p].rank == 2)
+			x[c->params[p].dims[1]] = NAN;
 	}
 	run_nodes(c);
 }
@@ -514,6 +586,84 @@ START_TEST(test_rowbound_scores_near_the_fill_fail_the_check)
 }
 END_TEST
 
+/* Whether f's outputs in vals have the bits of the plain run's. */
+static bool outputs_same(const rb_case *c, const interp_tensor *vals)
+{
+	for (uint32_t o = 0; o < c->f->n_outputs; o++) {
+		const interp_tensor *a = &c->ref[c->f->outputs[o]];
+		const interp_tensor *b = &vals[c->f->outputs[o]];
+		size_t n = (size_t)interp_tensor_numel(a) *
+			   (a->dtype == IR_F64 ? 8 : 4);
+		if (memcmp(a->data, b->data, n) != 0)
+			return false;
+	}
+	return true;
+}
+
+/* What the check is for: where it passes, a step that leaves every
+ * dead row of the forward out (zeros there: of the products and layer
+ * norms, or of every forward node at once) gives the loss and every
+ * gradient to the bit, signs of zeros included; where a padding row
+ * holds a NaN (the check fails), the loss is NaN in the plain step and
+ * a skipping one would have lost it. */
+static void skip_keeps_bits(const char *rel)
+{
+	for (uint32_t seed = 0; seed < 2; seed++) {
+		rb_case c;
+		rb_load_file(&c, rel, "loss", true);
+		book_inputs(&c, 7 + seed, seed ? 0.5 : 1);
+		ck_assert(pass_rowbound_is_safe(check_bounds(&c, NULL)));
+		pass_rowlive rl;
+		ck_assert(pass_rowlive_analyze(&c.x.ctx, c.x.m, c.f, &rl));
+		for (skip_kind k = SKIP_PRODUCTS; k <= SKIP_ALL; k++) {
+			interp_tensor *vals = ir_alloc(&c.x.ctx,
+						       c.f->g.n_nodes *
+							       sizeof *vals);
+			skip_cx s = {&rl, k, NULL};
+			uint32_t n = run_nodes_into(&c, vals, &s);
+			ck_assert_uint_ge(n, k == SKIP_ALL ? 60 : 20);
+			ck_assert_msg(outputs_same(&c, vals),
+				      "%s: skipping (%d) changed an output",
+				      rel, (int)k);
+			for (ir_id i = 0; i < c.f->g.n_nodes; i++)
+				interp_tensor_fini(&c.x.ctx, &vals[i]);
+			ir_free(&c.x.ctx, vals);
+		}
+		pass_rowlive_fini(&c.x.ctx, &rl);
+		rb_fini(&c);
+	}
+	/* A NaN in <pad>'s target embedding: only the decoder's padding rows
+	 * read it (every target has a live step), and the
+	 * plain step's loss is NaN; the check fails, and a step that left
+	 * the dead rows out would have given a finite loss. */
+	rb_case c;
+	rb_load_file(&c, rel, "loss", true);
+	is_nan_pad = true;
+	book_inputs(&c, 7, 1);
+	is_nan_pad = false;
+	ck_assert(!pass_rowbound_is_safe(
+		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
+	float loss = ((float *)c.ref[c.f->outputs[0]].data)[0];
+	ck_assert(isnan(loss));
+	pass_rowlive rl;
+	ck_assert(pass_rowlive_analyze(&c.x.ctx, c.x.m, c.f, &rl));
+	interp_tensor *vals = ir_alloc(&c.x.ctx, c.f->g.n_nodes * sizeof *vals);
+	skip_cx s = {&rl, SKIP_ALL, NULL};
+	run_nodes_into(&c, vals, &s);
+	ck_assert(isfinite(((float *)vals[c.f->outputs[0]].data)[0]));
+	for (ir_id i = 0; i < c.f->g.n_nodes; i++)
+		interp_tensor_fini(&c.x.ctx, &vals[i]);
+	ir_free(&c.x.ctx, vals);
+	pass_rowlive_fini(&c.x.ctx, &rl);
+	rb_fini(&c);
+}
+
+START_TEST(test_rowbound_transformer_skip_keeps_bits)
+{
+	skip_keeps_bits("models/transformer.g");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("passes_rowbound");
@@ -525,6 +675,7 @@ int main(void)
 	tcase_add_test(tc, test_rowbound_transformer_bounds_hold);
 	tcase_add_test(tc, test_rowbound_bahdanau_bounds_hold);
 	tcase_add_test(tc, test_rowbound_huge_weights_fail_the_check);
+	tcase_add_test(tc, test_rowbound_transformer_skip_keeps_bits);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
