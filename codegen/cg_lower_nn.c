@@ -309,6 +309,8 @@ static bool gemm_epilogue(cg_kernel *k, const cg_nest *bn, const mm_src *src,
 
 static const ir_type *mm_arg_type(const ir_graph *g, ir_id mm, uint32_t i);
 
+#define ROW_SKIP_MAX_ROWS 65536
+
 /* Whether node v is i32 lengths of n batch elements: (n). */
 static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
 {
@@ -331,7 +333,9 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 	if (ro != 3 || ra != 3 || rb != 2 || ad[0] != od[0] || ad[1] != od[1])
 		return -1;
 	int64_t B = od[0], T = od[1];
-	if (B < 1 || T < 1 || B * T * od[2] * ad[2] < L->gemm_min)
+	/* The rows' flags live on the kernel's stack: at most 256 KB. */
+	if (B < 1 || T < 1 || B * T > ROW_SKIP_MAX_ROWS ||
+	    B * T * od[2] * ad[2] < L->gemm_min)
 		return -1;
 	bool skip_k, skip_m;
 	zero_skips(L, g, mm, false, n->attr.matmul.tb, false, &skip_k, &skip_m);
