@@ -50,6 +50,7 @@ typedef struct cg_lower {
 	 * that turns its use on for a call (cg_program_set_row_skip). */
 	const pass_rowlive *rl;
 	LLVMValueRef row_skip;
+	uint32_t n_row_skip; /* the products that read row_skip */
 } cg_lower;
 
 /* One node of the trees through which a kernel reads its operands

@@ -496,8 +496,10 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 	 * 64, as fine as the sgemm's panels allow. */
 	gemm_cx g = {LLVMGetNamedFunction(L->mod, name),
 		     plan.parts < 64 ? plan.parts : 64, src, NULL};
-	if (s.is_rows_given)
+	if (s.is_rows_given) {
 		g.live = live_rows(k, k->id, n_valid, od[0], od[1]);
+		L->n_row_skip++;
+	}
 	k->extent = g.parts;
 	/* In multiply-adds over 16: a product starts a team from 2^19 of
 	 * them (the sgemm's own grain) at the default grain. */

@@ -139,9 +139,9 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
-	cg_lower L = {p->ctx, m,   p->syms, p->cm, cg_module_llvm(p->cm),
-		      0,      0,   0,       false, false,
-		      NULL,   NULL};
+	cg_lower L = {p->ctx, m,    p->syms, p->cm, cg_module_llvm(p->cm),
+		      0,      0,    0,       false, false,
+		      NULL,   NULL, 0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
@@ -185,6 +185,9 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 			ok = cg_entry_lower(p, &L, &p->entries[k++], prefix) &&
 			     ok;
 		}
+	/* No product reads the switch: the program has none. */
+	if (!L.n_row_skip)
+		p->row_skip_name[0] = 0;
 	return ok;
 }
 
