@@ -91,6 +91,8 @@ struct cg_program {
 	int64_t grain;
 	bool is_serial, no_fuse, is_profiled;
 	char clock_name[300];    /* when profiled: the cycle counter's reader */
+	char row_skip_name[300]; /* the row_skip global ("": none) */
+	int32_t *row_skip;       /* it, after the JIT */
 	uint64_t (*clock)(void); /* it, after the JIT */
 	uint32_t sched_threads;  /* > 1: entry points get a static schedule */
 	double build_ms;

@@ -154,6 +154,13 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	}
 	if (!check_epilogue(s, p, err, err_len))
 		return false;
+	if (s->is_rows_given && (p->batch > 1 || s->accumulate || s->n_epilogue ||
+				 s->skip_zero_k || s->skip_zero_m)) {
+		snprintf(err, err_len,
+			 "gemm is_rows_given needs a batch of 1, no "
+			 "accumulate, epilogue or skip_zero_k/m");
+		return false;
+	}
 	if (s->vector_width != 0 && s->vector_width != 8 &&
 	    s->vector_width != 16) {
 		snprintf(err, err_len,
@@ -266,6 +273,14 @@ bool cg_gemm_plan_make(const cg_gemm_spec *spec, cg_gemm_plan *plan, char *err,
 	choose_packing(spec, plan);
 	choose_blocks(spec, plan);
 	choose_threads(spec, plan);
+	if (spec->is_rows_given && plan->pack_a) {
+		snprintf(err, err_len,
+			 "gemm is_rows_given needs A read in place (m=%lld "
+			 "n=%lld k=%lld packs A)",
+			 (long long)spec->m, (long long)spec->n,
+			 (long long)spec->k);
+		return false;
+	}
 	return true;
 }
 
@@ -276,7 +291,7 @@ bool cg_gemm_is_k_gather(const cg_gemm_spec *s, const cg_gemm_plan *p)
 
 bool cg_gemm_is_m_gather(const cg_gemm_spec *s, const cg_gemm_plan *p)
 {
-	return s->skip_zero_m && !p->pack_a;
+	return (s->skip_zero_m || s->is_rows_given) && !p->pack_a;
 }
 
 /* ---- buffers -------------------------------------------------------------- */
@@ -293,6 +308,7 @@ bool cg_gemm_is_m_gather(const cg_gemm_spec *s, const cg_gemm_plan *p)
  * 64-byte aligned. */
 typedef struct buf_layout {
 	int64_t per_thread, b_off, ka_off, kb_off, kc_off, map_off, ks_off;
+	int64_t live_off; /* is_rows_given: i32 flag, then m row flags */
 } buf_layout;
 
 static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
@@ -307,20 +323,23 @@ static buf_layout layout_of(const cg_gemm_spec *s, const cg_gemm_plan *p)
 			     : 0;
 	int64_t kb = copy_k ? round_up(s->k * p->ldb, 16) : 0;
 	int64_t kc = copy_m ? round_up(s->m * p->ldc, 16) : 0;
-	int64_t map = copy_m           ? round_up(s->m, 16)
-		      : s->skip_zero_m ? round_up(s->m + CG_GEMM_MR, 16)
-		      : is_gather      ? round_up(s->k, 16)
-				       : 0;
+	int64_t map = copy_m ? round_up(s->m, 16)
+		      : s->skip_zero_m || s->is_rows_given
+			      ? round_up(s->m + CG_GEMM_MR, 16)
+		      : is_gather ? round_up(s->k, 16)
+				  : 0;
 	int64_t ks = s->skip_zero_k
 			     ? round_up(2 * (ceil_div(s->k, p->kc) + 1), 16)
 			     : 0;
-	return (buf_layout){.per_thread = a + b + ka + kb + kc + map + ks,
+	int64_t live = s->is_rows_given ? round_up(s->m + 1, 16) : 0;
+	return (buf_layout){.per_thread = a + b + ka + kb + kc + map + ks + live,
 			    .b_off = a,
 			    .ka_off = a + b,
 			    .kb_off = a + b + ka,
 			    .kc_off = a + b + ka + kb,
 			    .map_off = a + b + ka + kb + kc,
-			    .ks_off = a + b + ka + kb + kc + map};
+			    .ks_off = a + b + ka + kb + kc + map,
+			    .live_off = a + b + ka + kb + kc + map + ks};
 }
 
 /* ---- the work of one thread ---------------------------------------------- */
@@ -432,6 +451,9 @@ typedef struct work_env {
 	 * B's rows kept (ka, kb), the list of rows or k kept (map), where
 	 * the k-blocks start among the k kept (ks). */
 	LLVMValueRef ka, kb, map, ks;
+	/* is_rows_given: the i32 flag (nonzero: the call gave rows), then
+	 * the m rows' flags (nonzero: computed). */
+	LLVMValueRef live;
 } work_env;
 
 /* Address of A(i, p) or B(p, j) in place. */
@@ -1159,11 +1181,111 @@ static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
+/* The flag of row i (an i64) of is_rows_given's list, as an i1. */
+static LLVMValueRef is_live_at(cg_fn *f, LLVMValueRef i, const void *cx)
+{
+	const work_env *w = cx;
+	LLVMTypeRef i32 = cg_t_i32(f);
+	LLVMValueRef at = cg_addi(f, i, 1);
+	LLVMValueRef x = LLVMBuildLoad2(f->b, i32,
+					LLVMBuildInBoundsGEP2(f->b, i32, w->live,
+							      &at, 1, ""),
+					"");
+	return LLVMBuildICmp(f->b, LLVMIntNE, x, cg_i32(f, 0), "");
+}
+
+static LLVMValueRef is_dead_at(cg_fn *f, LLVMValueRef i, const void *cx)
+{
+	return LLVMBuildNot(f->b, is_live_at(f, i, cx), "");
+}
+
+/* is_rows_given: lists the rows in [r0, r1) the call gave in map, then
+ * repeats a row left out (the first) to the end of their last panel, as
+ * list_nonzero_rows; returns how many were kept. Called when a row is
+ * left out. */
+static LLVMValueRef list_given_rows(work_env *w, LLVMValueRef map,
+				    LLVMValueRef r0, LLVMValueRef r1)
+{
+	cg_fn *f = w->f;
+	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
+	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
+	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
+	LLVMValueRef spare = cg_var(f, i64, r0);
+	LLVMValueRef is_spare = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
+	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
+			  no = cg_block(f, "row.left"),
+			  next = cg_block(f, "row.next");
+	LLVMBuildCondBr(f->b, is_live_at(f, i, w), yes, no);
+	LLVMPositionBuilderAtEnd(f->b, yes);
+	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
+	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, i, i32, ""),
+		       LLVMBuildInBoundsGEP2(f->b, i32, map, &q, 1, ""));
+	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
+	LLVMBuildBr(f->b, next);
+	LLVMPositionBuilderAtEnd(f->b, no);
+	LLVMBasicBlockRef first = cg_if_begin(
+		f,
+		LLVMBuildNot(f->b, LLVMBuildLoad2(f->b, i1, is_spare, ""), ""));
+	LLVMBuildStore(f->b, i, spare);
+	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), is_spare);
+	cg_if_end(f, first);
+	LLVMBuildBr(f->b, next);
+	LLVMPositionBuilderAtEnd(f->b, next);
+	nest_loop_end(f, &l);
+	LLVMValueRef n_kept = LLVMBuildLoad2(f->b, i64, kept, "");
+	LLVMValueRef row = LLVMBuildTrunc(f->b,
+					  LLVMBuildLoad2(f->b, i64, spare, ""),
+					  i32, "");
+	LLVMValueRef p = cg_loop_begin(f, &l, n_kept, whole_panels(f, n_kept),
+				       1);
+	LLVMBuildStore(f->b, row,
+		       LLVMBuildInBoundsGEP2(f->b, i32, map, &p, 1, ""));
+	nest_loop_end(f, &l);
+	return n_kept;
+}
+
+/* is_rows_given, rows [r0, r1) and columns [c0, c1) of C: when the call
+ * gave rows and leaves one of these out, multiplies those it keeps in
+ * place, whole panels of them padded with a row left out, then clears
+ * the rows left out to +0; else the plain product. */
+static void product_of_rows_given(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
+				  LLVMValueRef c0, LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	LLVMBasicBlockRef plain = cg_block(f, "rows.all"),
+			  test = cg_block(f, "rows.test"),
+			  kept = cg_block(f, "rows.kept"),
+			  done = cg_block(f, "rows.done");
+	LLVMValueRef flag = LLVMBuildLoad2(f->b, cg_t_i32(f), w->live, "");
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntNE, flag, cg_i32(f, 0), ""),
+			test, plain);
+	LLVMPositionBuilderAtEnd(f->b, test);
+	LLVMBuildCondBr(f->b, any_until_hit(f, r0, r1, is_dead_at, w), kept,
+			plain);
+	LLVMPositionBuilderAtEnd(f->b, plain);
+	block_loops(w, r0, r1, c0, c1);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, kept);
+	LLVMValueRef map = w->map;
+	LLVMValueRef n_kept = list_given_rows(w, map, r0, r1);
+	w->rows = map;
+	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
+	w->rows = NULL;
+	write_rows_back(w, NULL, map, n_kept, r0, r1, c0, c1);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
 /* Rows [r0, r1), columns [c0, c1) of the current product. */
 static void product(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 		    LLVMValueRef c0, LLVMValueRef c1)
 {
-	if (w->g->is_m_gather)
+	if (w->g->spec.is_rows_given)
+		product_of_rows_given(w, r0, r1, c0, c1);
+	else if (w->g->is_m_gather)
 		product_of_rows_in_place(w, r0, r1, c0, c1);
 	else if (w->g->spec.skip_zero_m)
 		product_of_rows_kept(w, r0, r1, c0, c1);
@@ -1384,6 +1506,7 @@ enum {
 	D_KB,
 	D_MAP,
 	D_KS,
+	D_LIVE,
 	D_UKR, /* 4 micro-kernels, [row edge][column edge] */
 	D_PACK_A = D_UKR + 4,
 	D_PACK_B,
@@ -1436,6 +1559,7 @@ static void shape_numbers(const cg_gemm_gen *g, int64_t *d)
 	d[D_KB] = l.kb_off;
 	d[D_MAP] = l.map_off;
 	d[D_KS] = l.ks_off;
+	d[D_LIVE] = l.live_off;
 }
 
 /* w's shape as values: the shared nest's arguments from at on (by
@@ -1498,6 +1622,7 @@ static void nest_values(work_env *w, int at)
 	w->kb = cg_at(f, w->abuf, v[D_KB]);
 	w->map = cg_at(f, w->abuf, v[D_MAP]);
 	w->ks = cg_at(f, w->abuf, v[D_KS]);
+	w->live = cg_at(f, w->abuf, v[D_LIVE]);
 }
 
 /* The shared nest's name: what its code depends on beside the shape's
@@ -1509,7 +1634,9 @@ static void shared_name(const cg_gemm_gen *g, char *name, size_t size)
 		 g->spec.ta ? 't' : 'n', g->plan.pack_a ? 'p' : 'd',
 		 g->spec.tb ? 't' : 'n', g->plan.pack_b ? 'p' : 'd',
 		 g->spec.n_epilogue, g->spec.skip_zero_k ? ".zk" : "",
-		 g->spec.skip_zero_m ? ".zm" : "");
+		 g->spec.skip_zero_m     ? ".zm"
+		 : g->spec.is_rows_given ? ".lr"
+					 : "");
 }
 
 /* The work function's type: (A, B, C, buf, lo, hi, n[, E0, ...]), then
@@ -1802,6 +1929,15 @@ static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 		alloc_buf(&f, &g->spec, &g->plan, nt, g->plan.max_threads,
 			  &is_heap),
 		args);
+	if (g->spec.is_rows_given) { /* every row: each thread's flag 0 */
+		buf_layout l = layout_of(&g->spec, &g->plan);
+		cg_loop lt;
+		LLVMValueRef t = cg_loop_begin(&f, &lt, cg_i64(&f, 0), nt, 1);
+		LLVMValueRef at = cg_addi(&f, cg_muli(&f, t, l.per_thread),
+					  l.live_off);
+		LLVMBuildStore(f.b, cg_i32(&f, 0), cg_at(&f, args[CAP_BUF], at));
+		cg_loop_end(&f, &lt);
+	}
 	if (par)
 		run_team(&f, g, work, par, cap, args, nt);
 	else
@@ -1818,9 +1954,34 @@ static void gen_entry(cg_gemm_gen *g, LLVMValueRef work, LLVMValueRef par)
 	cg_fn_end(&f);
 }
 
+/* is_rows_given: the call's rows into its buffer (layout_of's live):
+ * the flag 1 and live's m flags, or the flag 0 when live is NULL. */
+static void copy_given_rows(cg_fn *f, const cg_gemm_gen *g, LLVMValueRef buf,
+			    LLVMValueRef live)
+{
+	LLVMTypeRef i32 = cg_t_i32(f);
+	LLVMValueRef dst = cg_ati(f, buf,
+				  layout_of(&g->spec, &g->plan).live_off);
+	LLVMValueRef is_given = LLVMBuildIsNotNull(f->b, live, "");
+	LLVMBuildStore(f->b, LLVMBuildZExt(f->b, is_given, i32, ""), dst);
+	LLVMBasicBlockRef join = cg_if_begin(f, is_given);
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0),
+				       cg_i64(f, g->spec.m), 1);
+	LLVMValueRef x = LLVMBuildLoad2(f->b, i32,
+					LLVMBuildInBoundsGEP2(f->b, i32, live,
+							      &i, 1, ""),
+					"");
+	LLVMValueRef at = cg_addi(f, i, 1);
+	LLVMBuildStore(f->b, x,
+		       LLVMBuildInBoundsGEP2(f->b, i32, dst, &at, 1, ""));
+	cg_loop_end(f, &l);
+	cg_if_end(f, join);
+}
+
 /* void NAME.range(const float *A, const float *B, float *C[, const float
- * *E0, ...], i64 lo, i64 hi, i64 n): parts [lo, hi) of n on the calling
- * thread. */
+ * *E0, ...], i64 lo, i64 hi, i64 n[, const i32 *live]): parts [lo, hi)
+ * of n on the calling thread (live: is_rows_given's rows). */
 static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 {
 	cg_fn f;
@@ -1834,17 +1995,22 @@ static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 
 	for (unsigned i = 3; i < n_ptr + 3; i++)
 		params[i] = i < n_ptr ? ptr : i64;
+	unsigned n_par = n_ptr + 3;
+	if (g->spec.is_rows_given)
+		params[n_par++] = ptr;
 	snprintf(name, sizeof name, "%s.range", g->name);
 	/* Internal when it is all there is: kernels of one module call it,
 	 * and two modules linked together must not clash. */
 	cg_fn_begin(&f, g->mod, name,
-		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params,
-				     n_ptr + 3, 0),
+		    LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, n_par,
+				     0),
 		    g->spec.is_range_only);
 	cg_fn_param_readonly(&f, 0);
 	cg_fn_param_readonly(&f, 1);
 	LLVMValueRef buf = alloc_buf(&f, &g->spec, &g->plan, cg_i64(&f, 1), 1,
 				     &is_heap);
+	if (g->spec.is_rows_given)
+		copy_given_rows(&f, g, buf, LLVMGetParam(f.fn, n_ptr + 3));
 	LLVMValueRef caps[CAP_MAX];
 	caps_of(&f, g, buf, caps);
 	call_work(&f, g, work, caps, LLVMGetParam(f.fn, n_ptr),

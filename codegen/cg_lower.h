@@ -23,6 +23,7 @@
 #include "cg_internal.h"
 #include "cg_program.h"
 #include "passes.h"
+#include "rowlive.h"
 
 #define CG_NEST_MAX 16      /* loop depth of a nest (layout ops split axes) */
 #define CG_NEST_ARRS 16     /* arrays one nest addresses (fused leaves too) */
@@ -44,6 +45,12 @@ typedef struct cg_lower {
 			   * kernels: 8 (AVX2) or 16 (AVX-512) */
 	bool keep_zero_rows; /* cg_program_options.keep_zero_rows */
 	bool no_attn_cache;  /* cg_program_options.no_attn_cache */
+	/* Row liveness of the function being lowered (NULL: none, with
+	 * cg_program_options.no_row_skip), and the program's global i32
+	 * that turns its use on for a call (cg_program_set_row_skip). */
+	const pass_rowlive *rl;
+	LLVMValueRef row_skip;
+	uint32_t n_row_skip; /* the products that read row_skip */
 } cg_lower;
 
 /* One node of the trees through which a kernel reads its operands
@@ -297,6 +304,16 @@ bool cg_lower_dropout(cg_kernel *k);
 /* Lowers a matmul, or an add whose kernel computes the matmul it adds
  * to as the sgemm's epilogue (cg_lower_epilogue_plan). */
 bool cg_lower_matmul(cg_kernel *k);
+/* Whether matmul mm's kernel leaves out the rows no output reads
+ * (L->rl) in a call whose row_skip is set: a matmul of a kernel of its
+ * own (no epilogue), A (B, T, K) not transposed, B one matrix for all,
+ * through the sgemm as one product of B·T rows (is_rows_given), its rows
+ * live where t < v[b] (valid = {v}) or, keys of a masked attention,
+ * where keys(v over t < w) (valid = {v, w}). Returns how many
+ * valid-length nodes its kernel reads (its last pointer parameters,
+ * after the others), or -1: every row computed. */
+int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
+			    ir_id *valid);
 /* Marks in a fusion plan each matmul whose only reader is an add with a
  * kernel of its own, adding to it a bias row or a matrix of its shape,
  * when the matmul runs as one sgemm: into[matmul] = the add, whose kernel

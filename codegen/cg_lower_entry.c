@@ -476,6 +476,15 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 		  cg_func_plan_make(L, fn, p->no_fuse, &e.plan);
 	e.offset = e.plan.offset;
 	snprintf(ce->symbol, sizeof ce->symbol, "%s_%s", prefix, fn->name);
+	/* Which rows the forward's products may leave out (row_skip). */
+	pass_rowlive rl;
+	bool has_rl = ok && L->row_skip &&
+		      pass_rowlive_analyze(p->ctx, p->m, fn, &rl);
+	if (ok && L->row_skip && !has_rl) {
+		pass_rowlive_fini(p->ctx, &rl);
+		ok = false;
+	}
+	L->rl = has_rl ? &rl : NULL;
 	for (ir_id i = 0; ok && i < n; i++) {
 		ir_op op = fn->g.nodes[i].op;
 		if ((ir_op_table[op].flags & IR_OPF_LEAF) || op == IR_OP_RESHAPE)
@@ -491,6 +500,9 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 			ce->n_calls++;
 		}
 	}
+	L->rl = NULL;
+	if (has_rl)
+		pass_rowlive_fini(p->ctx, &rl);
 	if (ok && p->sched_threads > 1)
 		ok = cg_sched_plan_make(&e, ks, p->sched_threads, &sp);
 	if (ok) {

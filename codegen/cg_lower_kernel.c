@@ -489,9 +489,10 @@ static void extra_params(const ir_graph *g, ir_id id, const cg_trees *tr,
 			c->extra[tr->n[i].param - n_args] = tr->n[i].id;
 }
 
-/* Generates node id's kernel with trees tr and remembers it. */
+/* Generates node id's kernel with trees tr and remembers it (for other
+ * nodes to share unless is_own). */
 static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
-		      const cg_trees *tr, kernel_ref *ref)
+		      const cg_trees *tr, kernel_ref *ref, bool is_own)
 {
 	cg_kernel *k = ir_alloc(p->ctx, sizeof *k);
 	if (!k || !kernel_begin(L, fn, id, tr, k)) {
@@ -516,7 +517,8 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		}
 	}
 	ir_free(p->ctx, k);
-	return ok && remember_built(p, &fn->g, id, tr, ref, !has_own_stream);
+	return ok && remember_built(p, &fn->g, id, tr, ref,
+				    !has_own_stream && !is_own);
 }
 
 bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
@@ -537,19 +539,29 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	extra_params(&fn->g, id, tr, c);
 	if (side != IR_NONE)
 		c->extra[c->n_extra - 1] = side;
+	/* A product leaving out dead rows reads the valid lengths last
+	 * (cg_lower_row_skip_valid); its code is its own (the lengths'
+	 * meaning is not in the trees). */
+	ir_id valid[2];
+	int n_valid = cg_lower_row_skip_valid(L, &fn->g, id, valid);
+	for (int i = 0; i < n_valid; i++) {
+		tr->n_par++;
+		c->extra[c->n_extra++] = valid[i];
+	}
 	uint32_t ids[CG_TREE_MAX + 1];
 	uint32_t n_ids = cg_kernel_stream_ids(&fn->g, id, tr, ids);
 	bool has_room = cg_kernel_stream_room(tr, n_ids);
 	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
 				       : NULL;
-	const kernel_ref *old = has_room ? find_built(p, L, &fn->g, id, tr)
-					 : NULL;
+	const kernel_ref *old = has_room && n_valid < 0
+					? find_built(p, L, &fn->g, id, tr)
+					: NULL;
 	if (old) {
 		*ref = *old;
 		ir_free(p->ctx, tr);
 		return true;
 	}
-	bool ok = build_new(p, L, fn, id, tr, ref);
+	bool ok = build_new(p, L, fn, id, tr, ref, n_valid >= 0);
 	ir_free(p->ctx, tr);
 	return ok;
 }

@@ -177,6 +177,7 @@ typedef struct gemm_cx {
 	LLVMValueRef fn;
 	int64_t parts;
 	const mm_src *src;
+	LLVMValueRef live; /* is_rows_given: the rows' flags, or null */
 } gemm_cx;
 
 static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
@@ -193,6 +194,8 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 	args[n++] = k->lo;
 	args[n++] = k->hi;
 	args[n++] = cg_i64(f, g->parts);
+	if (g->live)
+		args[n++] = g->live;
 	cg_call(f, g->fn, args, n);
 }
 
@@ -304,6 +307,140 @@ static bool gemm_epilogue(cg_kernel *k, const cg_nest *bn, const mm_src *src,
 	return true;
 }
 
+static const ir_type *mm_arg_type(const ir_graph *g, ir_id mm, uint32_t i);
+
+#define ROW_SKIP_MAX_ROWS 65536
+
+/* Whether node v is i32 lengths of n batch elements: (n). */
+static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
+{
+	int64_t d[IR_MAX_RANK];
+	const ir_type *t = &g->nodes[v].type;
+	return t->dtype == IR_I32 && cg_lower_dims(L, t, d) == 1 && d[0] == n;
+}
+
+int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
+			    ir_id *valid)
+{
+	const ir_node *n = &g->nodes[mm];
+	if (!L->rl || !L->row_skip || n->op != IR_OP_MATMUL ||
+	    n->attr.matmul.ta || L->rl->row_node[mm] != mm)
+		return -1;
+	int64_t od[IR_MAX_RANK], ad[IR_MAX_RANK], bd[IR_MAX_RANK];
+	int ro = cg_lower_dims(L, &n->type, od);
+	int ra = cg_lower_dims(L, mm_arg_type(g, mm, 0), ad);
+	int rb = cg_lower_dims(L, mm_arg_type(g, mm, 1), bd);
+	if (ro != 3 || ra != 3 || rb != 2 || ad[0] != od[0] || ad[1] != od[1])
+		return -1;
+	int64_t B = od[0], T = od[1];
+	/* The rows' flags live on the kernel's stack: at most 256 KB. */
+	if (B < 1 || T < 1 || B * T > ROW_SKIP_MAX_ROWS ||
+	    B * T * od[2] * ad[2] < L->gemm_min)
+		return -1;
+	bool skip_k, skip_m;
+	zero_skips(L, g, mm, false, n->attr.matmul.tb, false, &skip_k, &skip_m);
+	if (skip_k || skip_m)
+		return -1;
+	cg_gemm_spec s = {.m = B * T,
+			  .n = od[2],
+			  .k = ad[2],
+			  .tb = n->attr.matmul.tb,
+			  .is_range_only = true,
+			  .vector_width = (int)L->vw,
+			  .is_rows_given = true};
+	cg_gemm_plan plan;
+	char err[256];
+	if (!cg_gemm_plan_make(&s, &plan, err, sizeof err))
+		return -1;
+	const pass_rowlive_expr *x = &L->rl->exprs[L->rl->of_node[mm]];
+	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B)) {
+		valid[0] = x->valid;
+		return 1;
+	}
+	const pass_rowlive_expr *a = &L->rl->exprs[x->a];
+	if (x->op == PASS_ROWLIVE_KEYS && !x->is_per_query &&
+	    a->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B) &&
+	    is_lengths(L, g, a->valid, B)) {
+		valid[0] = x->valid;
+		valid[1] = a->valid;
+		return 2;
+	}
+	return -1;
+}
+
+/* i32 x clamped to [0, n]. */
+static LLVMValueRef clamp_len(cg_fn *f, LLVMValueRef x, int64_t n)
+{
+	LLVMValueRef zero = cg_i32(f, 0), top = cg_i32(f, (int32_t)n);
+	x = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, x, zero, ""),
+			    zero, x, "");
+	return LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, x, top, ""),
+			       top, x, "");
+}
+
+/* The rows' flags of matmul mm's product of B·T rows (k's last n_valid
+ * pointers its valid lengths, cg_lower_row_skip_valid): an i32 array,
+ * row b·T + t live where t < len[b] as pass_rowlive_eval computes it,
+ * when the program's row_skip is set; else null (every row). */
+static LLVMValueRef live_rows(cg_kernel *k, ir_id mm, int n_valid, int64_t B,
+			      int64_t T)
+{
+	cg_fn *f = &k->f;
+	LLVMTypeRef i32 = cg_t_i32(f);
+	const pass_rowlive *rl = k->L->rl;
+	const pass_rowlive_expr *x = &rl->exprs[rl->of_node[mm]];
+	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
+	LLVMValueRef w = n_valid > 1 ? k->in[k->n_in - 1] : NULL;
+	LLVMValueRef arr = cg_entry_alloca(f,
+					   LLVMArrayType2(i32, (uint64_t)(B * T)),
+					   64);
+	LLVMValueRef out = cg_var(f, cg_t_ptr(f),
+				  LLVMConstPointerNull(cg_t_ptr(f)));
+	LLVMValueRef on = LLVMBuildLoad2(f->b, i32, k->L->row_skip, "");
+	LLVMBasicBlockRef join = cg_if_begin(f,
+					     LLVMBuildICmp(f->b, LLVMIntNE, on,
+							   cg_i32(f, 0), ""));
+	cg_loop lb, lt;
+	LLVMValueRef b = cg_loop_begin(f, &lb, cg_i64(f, 0), cg_i64(f, B), 1);
+	LLVMValueRef vb = LLVMBuildLoad2(f->b, i32,
+					 LLVMBuildInBoundsGEP2(f->b, i32, v, &b,
+							       1, ""),
+					 "");
+	LLVMValueRef len;
+	if (x->op == PASS_ROWLIVE_PREFIX) {
+		len = clamp_len(f, vb, T);
+	} else { /* keys(v over t < w): any live query, then v's keys */
+		LLVMValueRef wb = LLVMBuildLoad2(f->b, i32,
+						 LLVMBuildInBoundsGEP2(f->b, i32,
+								       w, &b, 1,
+								       ""),
+						 "");
+		LLVMValueRef is_q = LLVMBuildICmp(f->b, LLVMIntSGT, wb,
+						  cg_i32(f, 0), "");
+		LLVMValueRef is_none = LLVMBuildICmp(f->b, LLVMIntSLE, vb,
+						     cg_i32(f, 0), "");
+		LLVMValueRef kk = clamp_len(f,
+					    LLVMBuildSelect(f->b, is_none,
+							    cg_i32(f, (int32_t)T),
+							    vb, ""),
+					    T);
+		len = LLVMBuildSelect(f->b, is_q, kk, cg_i32(f, 0), "");
+	}
+	len = LLVMBuildSExt(f->b, len, cg_t_i64(f), "");
+	LLVMValueRef t = cg_loop_begin(f, &lt, cg_i64(f, 0), cg_i64(f, T), 1);
+	LLVMValueRef at = cg_add(f, cg_muli(f, b, T), t);
+	LLVMBuildStore(f->b,
+		       LLVMBuildZExt(f->b,
+				     LLVMBuildICmp(f->b, LLVMIntSLT, t, len, ""),
+				     i32, ""),
+		       LLVMBuildInBoundsGEP2(f->b, i32, arr, &at, 1, ""));
+	cg_loop_end(f, &lt);
+	cg_loop_end(f, &lb);
+	LLVMBuildStore(f->b, arr, out);
+	cg_if_end(f, join);
+	return LLVMBuildLoad2(f->b, cg_t_ptr(f), out, "");
+}
+
 static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 			const mm_src *src)
 {
@@ -334,6 +471,15 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 		   &s.skip_zero_m);
 	if (!gemm_epilogue(k, bn, src, &s))
 		return false;
+	ir_id valid[2];
+	int n_valid = src->mm == k->id
+			      ? cg_lower_row_skip_valid(L, k->g, k->id, valid)
+			      : -1;
+	const ir_type *ot = &k->g->nodes[k->id].type;
+	int64_t od[IR_MAX_RANK];
+	cg_lower_dims(L, ot, od);
+	if (n_valid >= 0 && s.batch == 0 && s.m == od[0] * od[1])
+		s.is_rows_given = true;
 	char name[64], err[256];
 	cg_gemm_plan plan;
 	snprintf(name, sizeof name, "sgemm.%u", L->n_gemms++);
@@ -349,7 +495,11 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 	/* The kernel's range is parts of every product of the nest: at most
 	 * 64, as fine as the sgemm's panels allow. */
 	gemm_cx g = {LLVMGetNamedFunction(L->mod, name),
-		     plan.parts < 64 ? plan.parts : 64, src};
+		     plan.parts < 64 ? plan.parts : 64, src, NULL};
+	if (s.is_rows_given) {
+		g.live = live_rows(k, k->id, n_valid, od[0], od[1]);
+		L->n_row_skip++;
+	}
 	k->extent = g.parts;
 	/* In multiply-adds over 16: a product starts a team from 2^19 of
 	 * them (the sgemm's own grain) at the default grain. */

@@ -139,8 +139,9 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
-	cg_lower L = {p->ctx, m, p->syms, p->cm, cg_module_llvm(p->cm),
-		      0,      0, 0,       false, false};
+	cg_lower L = {p->ctx, m,    p->syms, p->cm, cg_module_llvm(p->cm),
+		      0,      0,    0,       false, false,
+		      NULL,   NULL, 0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
@@ -150,6 +151,14 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 					: NULL);
 	L.keep_zero_rows = opts && opts->keep_zero_rows;
 	L.no_attn_cache = opts && opts->no_attn_cache;
+	if (!(opts && opts->no_row_skip)) {
+		snprintf(p->row_skip_name, sizeof p->row_skip_name,
+			 "%s.row_skip", prefix);
+		LLVMTypeRef i32 = LLVMInt32TypeInContext(
+			LLVMGetModuleContext(L.mod));
+		L.row_skip = LLVMAddGlobal(L.mod, i32, p->row_skip_name);
+		LLVMSetInitializer(L.row_skip, LLVMConstInt(i32, 0, 0));
+	}
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0         ? INT64_MAX
 						  : opts->gemm_min;
@@ -176,6 +185,9 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 			ok = cg_entry_lower(p, &L, &p->entries[k++], prefix) &&
 			     ok;
 		}
+	/* No product reads the switch: the program has none. */
+	if (!L.n_row_skip)
+		p->row_skip_name[0] = 0;
 	return ok;
 }
 
@@ -287,6 +299,13 @@ bool cg_program_jit(cg_program *p)
 		 * the round trip (as for dlsym). */
 		memcpy(&p->entries[i].entry, &fp, sizeof fp);
 	}
+	if (p->row_skip_name[0]) {
+		p->row_skip = cg_module_lookup(p->cm, p->row_skip_name);
+		if (!p->row_skip) {
+			module_failed(p);
+			return false;
+		}
+	}
 	return !p->is_profiled || profile_lookup(p);
 }
 
@@ -331,6 +350,14 @@ const char *cg_program_symbol(const cg_program *p, const char *func)
 {
 	const cg_entry *e = find_entry(p, func);
 	return e ? e->symbol : NULL;
+}
+
+bool cg_program_set_row_skip(cg_program *p, bool on)
+{
+	if (!p->row_skip)
+		return false;
+	*p->row_skip = on;
+	return true;
 }
 
 attnrt_entry_fn cg_program_entry(const cg_program *p, const char *func)

@@ -97,6 +97,10 @@ typedef struct cg_program_options {
 	 * (cg_attn_cache_pair): the same bits, for tests that compare
 	 * against it. */
 	bool no_attn_cache;
+	/* Give the forward's products no code for leaving out the rows no
+	 * output reads (cg_program_set_row_skip): every row computed, for
+	 * tests that compare against it. */
+	bool no_row_skip;
 } cg_program_options;
 
 #define CG_PROGRAM_GRAIN_DEFAULT 32768
@@ -132,6 +136,18 @@ bool cg_program_jit(cg_program *p);
 bool cg_program_emit(cg_program *p, cg_emit_kind kind, const char *path);
 bool cg_program_emit_buffer(cg_program *p, cg_emit_kind kind, char **data,
 			    size_t *len);
+
+/* After cg_program_jit: whether the next calls of every entry point
+ * leave out of the forward's products (those cg_lower_row_skip_valid
+ * takes: no epilogue, the sgemm's) the rows no output reads
+ * (passes/rowlive.h), writing +0 there. Off when the program is made;
+ * the caller turns it on for a call only when pass_rowbound says every
+ * value of the call's forward is finite (passes/rowbound.h), where the
+ * results keep their bits, and never while a call is running. Returns
+ * false (nothing changed) when the program has no switch: made with
+ * no_row_skip, with no product that leaves rows out, or not
+ * JIT-compiled. */
+bool cg_program_set_row_skip(cg_program *p, bool on);
 
 /* Number of entry points (the exported functions, in module order) and
  * the IR function name of entry i (< cg_program_n_entries). */

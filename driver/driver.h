@@ -584,6 +584,11 @@ typedef struct drv_grad {
 	 * and end (--profile's "(shards' wait)"). */
 	uint64_t team_calls;
 	double team_wait_seconds;
+	/* The forward's padding rows (cg_program_set_row_skip): bounds of
+	 * the forward's values (NULL: the program has no switch), checked
+	 * before each step (grad_fn.c). */
+	struct pass_rowbound *rb;
+	ir_ctx *rb_ctx; /* rb's */
 } drv_grad;
 
 /* The gradient block and the loss output of shard s (of the batch's,

@@ -16,7 +16,9 @@
  * `data` setting is an error at its line.
  */
 #include "driver.h"
+#include "rowbound.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -345,6 +347,144 @@ static bool loss_is_f32(ir_ctx *ctx, drv_grad *g, const attnrt_tensor_info *t)
 	return true;
 }
 
+/* What a step's bound check reads (pass_rowbound_leaf). */
+typedef struct row_leaf_cx {
+	const drv_grad *g;
+	const drv_jit *j;
+	const drv_batch *b;
+} row_leaf_cx;
+
+/* Lanes of the scans below: independent maxima and sums that the
+ * compiler keeps in vector registers. */
+#define SCAN_LANES 16
+
+/* The largest |x| of n floats at x: +inf or NaN if one is not finite.
+ * On the bits with the sign cleared, whose order as integers is that of
+ * |x|, an infinity's above every finite value and a NaN's above it
+ * (integer maxima vectorize where float ones, NaN-aware, do not). */
+static double scan_max(const float *x, int64_t n)
+{
+	int32_t top[SCAN_LANES] = {0};
+	int64_t i = 0;
+	for (; i + SCAN_LANES <= n; i += SCAN_LANES)
+		for (int l = 0; l < SCAN_LANES; l++) {
+			int32_t v;
+			memcpy(&v, &x[i + l], sizeof v);
+			v &= 0x7fffffff;
+			top[l] = v > top[l] ? v : top[l];
+		}
+	for (; i < n; i++) {
+		int32_t v;
+		memcpy(&v, &x[i], sizeof v);
+		v &= 0x7fffffff;
+		top[0] = v > top[0] ? v : top[0];
+	}
+	int32_t m = 0;
+	for (int l = 0; l < SCAN_LANES; l++)
+		m = top[l] > m ? top[l] : m;
+	float f;
+	memcpy(&f, &m, sizeof f);
+	return (double)f; /* the NaN or inf itself when there is one */
+}
+
+/* The sum of |x| of n floats at x (rounded up for float's rounding:
+ * the caller's bounds have room for far more); NaN or inf if one is not
+ * finite. */
+static double scan_sum(const float *x, int64_t n)
+{
+	float sum[SCAN_LANES] = {0};
+	int64_t i = 0;
+	for (; i + SCAN_LANES <= n; i += SCAN_LANES)
+		for (int l = 0; l < SCAN_LANES; l++)
+			sum[l] += fabsf(x[i + l]);
+	for (; i < n; i++)
+		sum[0] += fabsf(x[i]);
+	double s = 0;
+	for (int l = 0; l < SCAN_LANES; l++)
+		s += sum[l];
+	return s * (1 + 1e-6);
+}
+
+/* The largest sum of |x| down a column of the r×k matrix at x (by_row:
+ * along a row); NaN or inf if one is not finite. */
+static double scan_sums(const float *x, int64_t r, int64_t k, bool by_row)
+{
+	double best = 0;
+	if (by_row) {
+		for (int64_t i = 0; i < r; i++) {
+			double s = scan_sum(x + i * k, k);
+			if (!isfinite(s))
+				return s;
+			best = s > best ? s : best;
+		}
+		return best;
+	}
+	float *cs = calloc((size_t)k, sizeof *cs);
+	if (!cs)
+		return INFINITY; /* unknown: no skip */
+	for (int64_t i = 0; i < r; i++)
+		for (int64_t j = 0; j < k; j++)
+			cs[j] += fabsf(x[i * k + j]);
+	double all = 0;
+	for (int64_t j = 0; j < k; j++) {
+		all += cs[j];
+		best = cs[j] > best ? cs[j] : best;
+	}
+	free(cs);
+	return !isfinite(all) ? all : best * (1 + 1e-6);
+}
+
+static double row_leaf(void *ud, ir_id node, pass_rowbound_stat stat)
+{
+	const row_leaf_cx *c = ud;
+	const ir_node *nd = &c->g->f->g.nodes[node];
+	if (nd->op == IR_OP_PARAM) {
+		const attnrt_param_info *pi = &c->g->table[nd->attr.param_index];
+		const float *x = (const float *)((const char *)c->j->params +
+						 pi->offset);
+		int64_t n = 1;
+		for (int d = 0; d < pi->rank; d++)
+			n *= pi->dims[d];
+		if (stat == PASS_ROWBOUND_MAX || pi->rank != 2)
+			return stat == PASS_ROWBOUND_MAX ? scan_max(x, n)
+							 : INFINITY;
+		return scan_sums(x, pi->dims[0], pi->dims[1],
+				 stat == PASS_ROWBOUND_ROW_SUM);
+	}
+	/* An input: every shard of the batch. */
+	uint32_t i = nd->attr.input_index;
+	const attnrt_tensor_info *t = &c->g->inputs[i];
+	int64_t n = 1;
+	for (int d = 0; d < t->rank; d++)
+		n *= t->dims[d];
+	if (c->b->shard_bytes[i])
+		n = (int64_t)(c->b->shard_bytes[i] / 4) * c->g->n_shards;
+	if (t->dtype == ATTNRT_F32)
+		return stat == PASS_ROWBOUND_MAX ? scan_max(c->b->inputs[i], n)
+						 : INFINITY;
+	const int32_t *v = c->b->inputs[i];
+	double m = 0;
+	for (int64_t e = 0; e < n; e++) {
+		double a = fabs((double)v[e]);
+		m = a > m ? a : m;
+	}
+	return stat == PASS_ROWBOUND_MAX ? m : INFINITY;
+}
+
+/* Before a step: whether its forward may leave out the rows no output
+ * reads (cg_program_set_row_skip), by the bounds of its values from the
+ * parameters and the whole batch's inputs; the step turns it off again
+ * when its shards are done. */
+static void row_skip_decide(drv_grad *g, const drv_jit *j, const drv_batch *b)
+{
+	if (!g->rb)
+		return;
+	row_leaf_cx c = {g, j, b};
+	bool on = pass_rowbound_is_safe(
+		pass_rowbound_eval(g->rb, g->f, j->syms, row_leaf, &c));
+	cg_program_set_row_skip(j->p, on);
+}
+
 bool drv_grad_open(ir_ctx *ctx, const ir_module *m, const drv_train_config *tc,
 		   const drv_jit *j, uint32_t n_shards, drv_grad *g)
 {
@@ -392,6 +532,14 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m, const drv_train_config *tc,
 	}
 	g->grads = drv_grad_block(g, 0);
 	g->loss = drv_grad_loss(g, 0);
+	if (cg_program_set_row_skip(j->p, false)) {
+		g->rb = ir_alloc(ctx, sizeof *g->rb);
+		g->rb_ctx = ctx;
+		if (!g->rb || !pass_rowbound_init(ctx, m, g->f, g->rb)) {
+			ir_error(ctx, (ir_loc){0}, "out of memory");
+			return false;
+		}
+	}
 	for (uint32_t k = 1; k < g->n_outputs; k++)
 		if (!map_grad_output(ctx, m, g, outs, k))
 			return false;
@@ -400,6 +548,10 @@ bool drv_grad_open(ir_ctx *ctx, const ir_module *m, const drv_train_config *tc,
 
 void drv_grad_close(drv_grad *g)
 {
+	if (g->rb) {
+		pass_rowbound_fini(g->rb_ctx, g->rb);
+		ir_free(g->rb_ctx, g->rb);
+	}
 	for (uint32_t s = 0; s < g->n_local; s++) {
 		drv_shard *sh = &g->shards[s];
 		if (!g->all_grads) {
@@ -495,8 +647,11 @@ bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 		       .run = run,
 		       .n_run = n_run,
 		       .n_threads = team > 1 ? 1 : run->n_threads};
+	row_skip_decide(g, j, b);
 	double t0 = drv_now_seconds();
 	cg_threads_each(team, run_shards, &r);
+	if (g->rb) /* the other entry points compute every row */
+		cg_program_set_row_skip(j->p, false);
 	if (team > 1) { /* what the team's threads did not spend in shards */
 		double wall = drv_now_seconds() - t0;
 		g->team_calls++;

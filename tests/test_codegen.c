@@ -1013,6 +1013,85 @@ START_TEST(test_gemm_range_parts_make_the_whole_product)
 }
 END_TEST
 
+typedef void (*gemm_rows_fn)(const float *A, const float *B, float *C,
+			     int64_t lo, int64_t hi, int64_t n,
+			     const int32_t *live);
+
+/* is_rows_given: NAME.range computes the rows live flags and clears the
+ * others to +0, each row with the plain product's bits, over any cut of
+ * the parts, in a row or a column split; a NULL list computes them all,
+ * and so does NAME. */
+START_TEST(test_gemm_computes_the_rows_given)
+{
+	static const int64_t shapes[][3] = {
+		{320, 32, 32}, {7, 13, 5},    {65, 33, 64},
+		{300, 70, 30}, {12, 200, 20}, /* threads split columns */
+	};
+	for (size_t c = 0; c < 5; c++) {
+		gemm_case t;
+		cg_gemm_spec plain = shape(shapes[c][0], shapes[c][1],
+					   shapes[c][2]);
+		plain.vector_width = widths[c % 2];
+		plain.tb = c % 3 == 1;
+		case_init(&t, plain, 1100 + c);
+		float *whole = case_run(&t, 1);
+		cg_gemm_spec spec = plain;
+		spec.is_rows_given = true;
+		cg_module *m = cg_module_create("rows");
+		gemm_fn all = jit_gemm(m, &spec);
+		void *addr = cg_module_lookup(m, "gemm.range");
+		ck_assert_msg(addr != NULL, "%s", cg_module_error(m));
+		gemm_rows_fn fn;
+		memcpy(&fn, &addr, sizeof fn);
+		int32_t *live = malloc((size_t)spec.m * sizeof *live);
+		float *c2 = malloc(t.n_c * sizeof *c2);
+		ck_assert(live && c2);
+		for (int64_t keep = -1; keep <= 10; keep += 4) {
+			for (int64_t i = 0; i < spec.m; i++)
+				live[i] = i % 10 < keep;
+			for (int64_t n = 1; n <= 7; n += 3) {
+				for (size_t i = 0; i < t.n_c; i++)
+					c2[i] = -7777.0f;
+				int64_t cut = n / 3;
+				fn(t.a, t.b, c2, cut, n, n,
+				   keep < 0 ? NULL : live);
+				fn(t.a, t.b, c2, 0, cut, n,
+				   keep < 0 ? NULL : live);
+				for (int64_t i = 0; i < spec.m; i++) {
+					const float *w = whole + i * t.plan.ldc;
+					const float *g = c2 + i * t.plan.ldc;
+					bool is_live = keep < 0 || live[i];
+					for (int64_t j = 0; j < spec.n; j++)
+						ck_assert_msg(
+							is_live ? memcmp(&w[j],
+									 &g[j],
+									 4) == 0
+								: g[j] == 0 &&
+									  !signbit(
+										  g[j]),
+							"case %zu keep %lld n %lld: "
+							"C(%lld, %lld) = %g",
+							c, (long long)keep,
+							(long long)n,
+							(long long)i,
+							(long long)j,
+							(double)g[j]);
+				}
+			}
+		}
+		for (size_t i = 0; i < t.n_c; i++)
+			c2[i] = -7777.0f;
+		all(t.a, t.b, c2);
+		ck_assert(memcmp(whole, c2, t.n_c * sizeof *c2) == 0);
+		free(live);
+		free(c2);
+		cg_module_destroy(m);
+		free(whole);
+		case_fini(&t);
+	}
+}
+END_TEST
+
 START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 {
 	for (int w = 0; w < 2; w++) {
@@ -2065,6 +2144,7 @@ static Suite *codegen_suite(void)
 	tcase_add_test(num, test_gemm_multiplies_each_product_of_a_batch);
 	tcase_add_test(num, test_gemm_results_do_not_depend_on_thread_count);
 	tcase_add_test(num, test_gemm_range_parts_make_the_whole_product);
+	tcase_add_test(num, test_gemm_computes_the_rows_given);
 	tcase_add_test(num,
 		       test_gemm_batch_results_do_not_depend_on_thread_count);
 	tcase_add_test(num, test_gemm_takes_the_thread_count_as_an_argument);

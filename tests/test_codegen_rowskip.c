@@ -1,0 +1,203 @@
+/*
+ * test_codegen_rowskip.c - the forward's products leaving out the rows
+ * no output reads (cg_program_set_row_skip, docs/codegen.md "Padding
+ * rows"): on the book's Transformer, loss_grad gives the same bits, the
+ * loss and every gradient, with the rows left out and without (and
+ * without the code for it, cg_program_options.no_row_skip) at 1 and 2
+ * threads; with a NaN in <pad>'s target embedding, which only padding
+ * rows read, the plain call's loss is NaN and the skipping call's
+ * finite: rows are left out, and the caller must check the bounds
+ * first (passes/rowbound.h), as the driver does.
+ */
+#include "cg_program.h"
+#include "frontend.h"
+#include "interp.h"
+#include "passes.h"
+#include "rowbound.h"
+#include "testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OUT 80
+
+typedef struct rs_case {
+	tu_graph x;
+	const ir_func *f;
+	interp_tensor in[5];
+	interp_tensor *params;
+	int64_t *syms;
+} rs_case;
+
+/* The book's loss inputs for three padded pairs (the third with
+ * src_valid 0), and parameters from seed, <pad>'s target embedding
+ * NaN if is_nan_pad. */
+static void rs_load(rs_case *c, uint64_t seed, bool is_nan_pad)
+{
+	memset(c, 0, sizeof *c);
+	tu_graph_init_ctx(&c->x);
+	ir_ctx *ctx = &c->x.ctx;
+	uint32_t file = ir_ctx_load_source(ctx, tu_path("models/transformer.g"));
+	ck_assert_uint_ne(file, 0);
+	c->x.m = fe_compile(ctx, file);
+	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
+	pass_options po = {0};
+	ck_assert(pass_pipeline_forward(c->x.m, &po));
+	ck_assert(pass_autodiff(c->x.m, "loss"));
+	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
+		      tu_graph_diag(&c->x));
+	c->f = ir_module_find_func(c->x.m, "loss_grad");
+	ck_assert(c->f != NULL);
+	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
+					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
+					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
+	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
+					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
+					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
+	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
+					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
+					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
+	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
+	const int32_t *vals[5] = {src, sv, tin, tgt, tv};
+	int64_t d2[2] = {3, 10}, d1[1] = {3};
+	for (uint32_t i = 0; i < 5; i++) {
+		bool is_2 = i != 1 && i != 4;
+		ck_assert(interp_tensor_alloc(ctx, &c->in[i], IR_I32,
+					      is_2 ? 2 : 1, is_2 ? d2 : d1));
+		memcpy(c->in[i].data, vals[i], (is_2 ? 30 : 3) * 4);
+	}
+	c->syms = ir_alloc(ctx, (c->x.m->n_syms + 1) * sizeof *c->syms);
+	c->params = ir_alloc(ctx, (c->x.m->n_params + 1) * sizeof *c->params);
+	ck_assert(c->syms && c->params);
+	ck_assert(interp_bind_syms(ctx, c->x.m, c->f, c->in, c->syms));
+	ck_assert(interp_params_init(ctx, c->x.m, c->syms, seed, false,
+				     c->params));
+	for (uint32_t p = 0; p < c->x.m->n_params; p++)
+		if (is_nan_pad &&
+		    strstr(c->x.m->params[p].name, "decoder.embed") &&
+		    c->params[p].rank == 2)
+			((float *)c->params[p].data)[c->params[p].dims[1]] = NAN;
+}
+
+static void rs_fini(rs_case *c)
+{
+	for (uint32_t i = 0; i < 5; i++)
+		interp_tensor_fini(&c->x.ctx, &c->in[i]);
+	for (uint32_t p = 0; p < c->x.m->n_params; p++)
+		interp_tensor_fini(&c->x.ctx, &c->params[p]);
+	ir_free(&c->x.ctx, c->params);
+	ir_free(&c->x.ctx, c->syms);
+	tu_graph_fini(&c->x);
+}
+
+static cg_program *rs_compile(rs_case *c, const cg_program_options *po)
+{
+	cg_program *p = cg_program_create(&c->x.ctx, c->x.m, c->syms, po);
+	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&c->x));
+	ck_assert_msg(cg_program_jit(p), "%s", tu_graph_diag(&c->x));
+	return p;
+}
+
+/* loss_grad's outputs, all of them one after the other, of a call on
+ * n_threads with row_skip on or off; returns their floats. */
+static float *rs_run(rs_case *c, cg_program *p, int n_threads, bool skip,
+		     size_t *n_floats)
+{
+	attnrt_entry_fn entry = cg_program_entry(p, "loss_grad");
+	ck_assert(entry != NULL);
+	uint32_t np, no;
+	const attnrt_param_info *pi = cg_program_params(p, &np);
+	size_t pbytes = cg_program_params_bytes(p);
+	char *pb = aligned_alloc(64, (pbytes + 127) / 64 * 64);
+	for (uint32_t i = 0; i < np; i++)
+		memcpy(pb + pi[i].offset, c->params[i].data,
+		       (size_t)interp_tensor_numel(&c->params[i]) * 4);
+	size_t sbytes = cg_program_scratch_bytes(p, "loss_grad");
+	char *sb = aligned_alloc(64, (sbytes + 127) / 64 * 64);
+	memset(sb, 0xff, (sbytes + 127) / 64 * 64);
+	const attnrt_tensor_info *oi = cg_program_outputs(p, "loss_grad", &no);
+	ck_assert_uint_le(no, MAX_OUT);
+	size_t total = 0, at[MAX_OUT + 1];
+	for (uint32_t o = 0; o < no; o++) {
+		at[o] = total;
+		size_t n = 1;
+		for (int d = 0; d < oi[o].rank; d++)
+			n *= (size_t)oi[o].dims[d];
+		total += (n + 15) / 16 * 16;
+	}
+	float *out = aligned_alloc(64, total * 4 + 64);
+	void *outs[MAX_OUT];
+	for (uint32_t o = 0; o < no; o++)
+		outs[o] = out + at[o];
+	memset(out, 0, total * 4);
+	const void *ins[5];
+	for (uint32_t i = 0; i < 5; i++)
+		ins[i] = c->in[i].data;
+	if (skip)
+		ck_assert(cg_program_set_row_skip(p, true));
+	attnrt_run run = {7, 2, 1, n_threads};
+	ck_assert_int_eq(entry(&run, pb, sb, ins, outs), 0);
+	if (skip)
+		ck_assert(cg_program_set_row_skip(p, false));
+	free(pb);
+	free(sb);
+	*n_floats = total;
+	return out;
+}
+
+START_TEST(test_rowskip_keeps_the_bits_of_every_output)
+{
+	rs_case c;
+	rs_load(&c, 7, false);
+	cg_program_options none = {.no_row_skip = true};
+	cg_program *p = rs_compile(&c, NULL);
+	cg_program *q = rs_compile(&c, &none);
+	ck_assert(!cg_program_set_row_skip(q, true));
+	size_t n0, n;
+	float *ref = rs_run(&c, q, 1, false, &n0);
+	ck_assert(isfinite(ref[0]));
+	for (int threads = 1; threads <= 2; threads++)
+		for (int skip = 0; skip < 2; skip++) {
+			float *got = rs_run(&c, p, threads, skip, &n);
+			ck_assert_uint_eq(n, n0);
+			ck_assert_msg(memcmp(ref, got, n * 4) == 0,
+				      "%d threads, skip %d: an output differs "
+				      "from the program's without the switch",
+				      threads, skip);
+			free(got);
+		}
+	free(ref);
+	cg_program_destroy(p);
+	cg_program_destroy(q);
+	rs_fini(&c);
+}
+END_TEST
+
+START_TEST(test_rowskip_leaves_rows_out)
+{
+	rs_case c;
+	rs_load(&c, 7, true);
+	cg_program *p = rs_compile(&c, NULL);
+	size_t n;
+	float *plain = rs_run(&c, p, 1, false, &n);
+	float *skip = rs_run(&c, p, 1, true, &n);
+	ck_assert(isnan(plain[0]));
+	ck_assert(isfinite(skip[0]));
+	free(plain);
+	free(skip);
+	cg_program_destroy(p);
+	rs_fini(&c);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("codegen_rowskip");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_rowskip_keeps_the_bits_of_every_output);
+	tcase_add_test(tc, test_rowskip_leaves_rows_out);
+	suite_add_tcase(s, tc);
+	return tu_run_suite(s);
+}
