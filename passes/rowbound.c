@@ -247,7 +247,8 @@ static double bound_of(const pass_rowbound *rb, const ir_func *f, ir_id i,
 		double m = numel(t, sym_values);
 		return bmul(m > 0 ? n / m : 0, a);
 	}
-	case IR_OP_ARGMAX: {
+	case IR_OP_ARGMAX:
+	case IR_OP_ARGMIN: {
 		const ir_type *ta = type_of(f, ir_arg(g, i, 0));
 		double n = 1;
 		for (int d = 0; d < ta->rank; d++)
