@@ -499,6 +499,7 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 	if (s.is_rows_given) {
 		g.live = live_rows(k, k->id, n_valid, od[0], od[1]);
 		L->n_row_skip++;
+		L->row_skip_macs += (double)s.m * (double)s.n * (double)s.k;
 	}
 	k->extent = g.parts;
 	/* In multiply-adds over 16: a product starts a team from 2^19 of

@@ -141,7 +141,7 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
 	cg_lower L = {p->ctx, m,    p->syms, p->cm, cg_module_llvm(p->cm),
 		      0,      0,    0,       false, false,
-		      NULL,   NULL, 0};
+		      NULL,   NULL, 0,       0,     0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
@@ -185,8 +185,10 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 			ok = cg_entry_lower(p, &L, &p->entries[k++], prefix) &&
 			     ok;
 		}
-	/* No product reads the switch: the program has none. */
-	if (!L.n_row_skip)
+	/* No product reads the switch, or too few of its multiply-adds for
+	 * the driver's check before each step (~1% of a book model's step)
+	 * to pay: the program has none, and its products compute every row. */
+	if (!L.n_row_skip || L.row_skip_macs < CG_ROW_SKIP_MIN_SHARE * L.macs)
 		p->row_skip_name[0] = 0;
 	return ok;
 }

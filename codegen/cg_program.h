@@ -145,8 +145,8 @@ bool cg_program_emit_buffer(cg_program *p, cg_emit_kind kind, char **data,
  * value of the call's forward is finite (passes/rowbound.h), where the
  * results keep their bits, and never while a call is running. Returns
  * false (nothing changed) when the program has no switch: made with
- * no_row_skip, with no product that leaves rows out, or not
- * JIT-compiled. */
+ * no_row_skip, with too few products that leave rows out (below
+ * CG_ROW_SKIP_MIN_SHARE of its multiply-adds), or not JIT-compiled. */
 bool cg_program_set_row_skip(cg_program *p, bool on);
 
 /* Number of entry points (the exported functions, in module order) and

@@ -31,15 +31,17 @@ typedef struct rs_case {
 	int64_t *syms;
 } rs_case;
 
-/* The book's loss inputs for three padded pairs (the third with
- * src_valid 0), and parameters from seed, <pad>'s target embedding
- * NaN if is_nan_pad. */
-static void rs_load(rs_case *c, uint64_t seed, bool is_nan_pad)
+/* A book model's (rel: the Transformer's or Bahdanau's, whose loss
+ * takes the same inputs) loss inputs for three padded pairs (the third
+ * with src_valid 0), and parameters from seed, <pad>'s target
+ * embedding NaN if is_nan_pad. */
+static void rs_load_model(rs_case *c, const char *rel, uint64_t seed,
+			  bool is_nan_pad)
 {
 	memset(c, 0, sizeof *c);
 	tu_graph_init_ctx(&c->x);
 	ir_ctx *ctx = &c->x.ctx;
-	uint32_t file = ir_ctx_load_source(ctx, tu_path("models/transformer.g"));
+	uint32_t file = ir_ctx_load_source(ctx, tu_path(rel));
 	ck_assert_uint_ne(file, 0);
 	c->x.m = fe_compile(ctx, file);
 	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
@@ -79,6 +81,12 @@ static void rs_load(rs_case *c, uint64_t seed, bool is_nan_pad)
 		    strstr(c->x.m->params[p].name, "decoder.embed") &&
 		    c->params[p].rank == 2)
 			((float *)c->params[p].data)[c->params[p].dims[1]] = NAN;
+}
+
+/* The Transformer's. */
+static void rs_load(rs_case *c, uint64_t seed, bool is_nan_pad)
+{
+	rs_load_model(c, "models/transformer.g", seed, is_nan_pad);
 }
 
 static void rs_fini(rs_case *c)
@@ -192,12 +200,34 @@ START_TEST(test_rowskip_leaves_rows_out)
 }
 END_TEST
 
+/* A program keeps the switch only where the products that read it are
+ * CG_ROW_SKIP_MIN_SHARE of its multiply-adds: the Transformer's 33 are
+ * two thirds, Bahdanau's one (the output layer) ~5%, which would not
+ * pay for the driver's check before each step. */
+START_TEST(test_rowskip_switch_only_where_it_pays)
+{
+	rs_case c;
+	rs_load_model(&c, "models/bahdanau.g", 7, false);
+	cg_program *p = rs_compile(&c, NULL);
+	ck_assert(!cg_program_set_row_skip(p, true));
+	cg_program_destroy(p);
+	rs_fini(&c);
+	rs_load(&c, 7, false);
+	p = rs_compile(&c, NULL);
+	ck_assert(cg_program_set_row_skip(p, true));
+	ck_assert(cg_program_set_row_skip(p, false));
+	cg_program_destroy(p);
+	rs_fini(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("codegen_rowskip");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_rowskip_keeps_the_bits_of_every_output);
 	tcase_add_test(tc, test_rowskip_leaves_rows_out);
+	tcase_add_test(tc, test_rowskip_switch_only_where_it_pays);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
