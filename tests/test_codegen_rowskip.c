@@ -10,11 +10,8 @@
  * first (passes/rowbound.h), as the driver does.
  */
 #include "cg_program.h"
-#include "frontend.h"
-#include "interp.h"
-#include "passes.h"
+#include "row_case.h"
 #include "rowbound.h"
-#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -23,84 +20,29 @@
 
 #define MAX_OUT 80
 
-typedef struct rs_case {
-	tu_graph x;
-	const ir_func *f;
-	interp_tensor in[5];
-	interp_tensor *params;
-	int64_t *syms;
-} rs_case;
-
 /* A book model's (rel: the Transformer's or Bahdanau's, whose loss
- * takes the same inputs) loss inputs for three padded pairs (the third
- * with src_valid 0), and parameters from seed, <pad>'s target
+ * takes the same inputs) loss_grad, its loss inputs for three padded
+ * pairs (row_case_book_inputs) and parameters from seed, <pad>'s target
  * embedding NaN if is_nan_pad. */
-static void rs_load_model(rs_case *c, const char *rel, uint64_t seed,
+static void rs_load_model(row_case *c, const char *rel, uint64_t seed,
 			  bool is_nan_pad)
 {
-	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	ir_ctx *ctx = &c->x.ctx;
-	uint32_t file = ir_ctx_load_source(ctx, tu_path(rel));
-	ck_assert_uint_ne(file, 0);
-	c->x.m = fe_compile(ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {0};
-	ck_assert(pass_pipeline_forward(c->x.m, &po));
-	ck_assert(pass_autodiff(c->x.m, "loss"));
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	c->f = ir_module_find_func(c->x.m, "loss_grad");
-	ck_assert(c->f != NULL);
-	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
-					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
-					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
-	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
-					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
-					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
-					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
-					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
-	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
-	const int32_t *vals[5] = {src, sv, tin, tgt, tv};
-	int64_t d2[2] = {3, 10}, d1[1] = {3};
-	for (uint32_t i = 0; i < 5; i++) {
-		bool is_2 = i != 1 && i != 4;
-		ck_assert(interp_tensor_alloc(ctx, &c->in[i], IR_I32,
-					      is_2 ? 2 : 1, is_2 ? d2 : d1));
-		memcpy(c->in[i].data, vals[i], (is_2 ? 30 : 3) * 4);
+	row_case_load_file(c, rel, "loss", true);
+	row_case_book_inputs(c);
+	row_case_params(c, seed);
+	if (is_nan_pad) {
+		interp_tensor *t = row_case_param(c, "decoder.embed");
+		((float *)t->data)[t->dims[1]] = NAN;
 	}
-	c->syms = ir_alloc(ctx, (c->x.m->n_syms + 1) * sizeof *c->syms);
-	c->params = ir_alloc(ctx, (c->x.m->n_params + 1) * sizeof *c->params);
-	ck_assert(c->syms && c->params);
-	ck_assert(interp_bind_syms(ctx, c->x.m, c->f, c->in, c->syms));
-	ck_assert(interp_params_init(ctx, c->x.m, c->syms, seed, false,
-				     c->params));
-	for (uint32_t p = 0; p < c->x.m->n_params; p++)
-		if (is_nan_pad &&
-		    strstr(c->x.m->params[p].name, "decoder.embed") &&
-		    c->params[p].rank == 2)
-			((float *)c->params[p].data)[c->params[p].dims[1]] = NAN;
 }
 
 /* The Transformer's. */
-static void rs_load(rs_case *c, uint64_t seed, bool is_nan_pad)
+static void rs_load(row_case *c, uint64_t seed, bool is_nan_pad)
 {
 	rs_load_model(c, "models/transformer.g", seed, is_nan_pad);
 }
 
-static void rs_fini(rs_case *c)
-{
-	for (uint32_t i = 0; i < 5; i++)
-		interp_tensor_fini(&c->x.ctx, &c->in[i]);
-	for (uint32_t p = 0; p < c->x.m->n_params; p++)
-		interp_tensor_fini(&c->x.ctx, &c->params[p]);
-	ir_free(&c->x.ctx, c->params);
-	ir_free(&c->x.ctx, c->syms);
-	tu_graph_fini(&c->x);
-}
-
-static cg_program *rs_compile(rs_case *c, const cg_program_options *po)
+static cg_program *rs_compile(row_case *c, const cg_program_options *po)
 {
 	cg_program *p = cg_program_create(&c->x.ctx, c->x.m, c->syms, po);
 	ck_assert_msg(p != NULL, "%s", tu_graph_diag(&c->x));
@@ -110,7 +52,7 @@ static cg_program *rs_compile(rs_case *c, const cg_program_options *po)
 
 /* loss_grad's outputs, all of them one after the other, of a call on
  * n_threads with row_skip on or off; returns their floats. */
-static float *rs_run(rs_case *c, cg_program *p, int n_threads, bool skip,
+static float *rs_run(row_case *c, cg_program *p, int n_threads, bool skip,
 		     size_t *n_floats)
 {
 	attnrt_entry_fn entry = cg_program_entry(p, "loss_grad");
@@ -157,7 +99,7 @@ static float *rs_run(rs_case *c, cg_program *p, int n_threads, bool skip,
 
 START_TEST(test_rowskip_keeps_the_bits_of_every_output)
 {
-	rs_case c;
+	row_case c;
 	rs_load(&c, 7, false);
 	cg_program_options none = {.no_row_skip = true};
 	cg_program *p = rs_compile(&c, NULL);
@@ -179,13 +121,13 @@ START_TEST(test_rowskip_keeps_the_bits_of_every_output)
 	free(ref);
 	cg_program_destroy(p);
 	cg_program_destroy(q);
-	rs_fini(&c);
+	row_case_fini(&c);
 }
 END_TEST
 
 START_TEST(test_rowskip_leaves_rows_out)
 {
-	rs_case c;
+	row_case c;
 	rs_load(&c, 7, true);
 	cg_program *p = rs_compile(&c, NULL);
 	size_t n;
@@ -196,7 +138,7 @@ START_TEST(test_rowskip_leaves_rows_out)
 	free(plain);
 	free(skip);
 	cg_program_destroy(p);
-	rs_fini(&c);
+	row_case_fini(&c);
 }
 END_TEST
 
@@ -206,18 +148,18 @@ END_TEST
  * pay for the driver's check before each step. */
 START_TEST(test_rowskip_switch_only_where_it_pays)
 {
-	rs_case c;
+	row_case c;
 	rs_load_model(&c, "models/bahdanau.g", 7, false);
 	cg_program *p = rs_compile(&c, NULL);
 	ck_assert(!cg_program_set_row_skip(p, true));
 	cg_program_destroy(p);
-	rs_fini(&c);
+	row_case_fini(&c);
 	rs_load(&c, 7, false);
 	p = rs_compile(&c, NULL);
 	ck_assert(cg_program_set_row_skip(p, true));
 	ck_assert(cg_program_set_row_skip(p, false));
 	cg_program_destroy(p);
-	rs_fini(&c);
+	row_case_fini(&c);
 }
 END_TEST
 

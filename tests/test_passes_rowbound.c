@@ -6,12 +6,9 @@
  * row, scores near a mask's fill and an op without a rule make the
  * check fail.
  */
-#include "frontend.h"
-#include "interp.h"
-#include "passes.h"
+#include "row_case.h"
 #include "rowbound.h"
 #include "rowlive.h"
-#include "testutil.h"
 
 #include <check.h>
 #include <float.h>
@@ -20,83 +17,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_IN 8
-
 typedef struct rb_case {
-	tu_graph x;
-	const ir_func *f;
+	row_case r;
 	pass_rowbound rb;
-	interp_tensor in[MAX_IN];
-	int64_t *syms;
-	interp_tensor *params;
-	interp_tensor *ref; /* per node: its value in the plain run */
 } rb_case;
 
 /* Compiles source text (fused as the pipeline does, or not) and
- * analyzes its function fname. */
+ * prepares the bounds of its function fname. */
 static void rb_load(rb_case *c, const char *src, const char *fname,
 		    bool is_fused)
 {
 	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true, .no_fuse = !is_fused};
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	c->f = ir_module_find_func(c->x.m, fname);
-	ck_assert(c->f != NULL);
-	ck_assert(pass_rowbound_init(&c->x.ctx, c->x.m, c->f, &c->rb));
+	row_case_load(&c->r, src, fname, is_fused);
+	ck_assert(pass_rowbound_init(&c->r.x.ctx, c->r.x.m, c->r.f, &c->rb));
 }
 
+/* The model file rel's fname (is_grad: its gradient function). */
 static void rb_load_file(rb_case *c, const char *rel, const char *fname,
 			 bool is_grad)
 {
-	FILE *fp = fopen(tu_path(rel), "r");
-	ck_assert(fp != NULL);
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof buf - 1, fp);
-	fclose(fp);
-	buf[n] = 0;
-	if (!is_grad) {
-		rb_load(c, buf, fname, true);
-		return;
-	}
-	/* loss_grad as --train compiles it. */
 	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, rel, buf, n);
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true};
-	ck_assert(pass_pipeline_forward(c->x.m, &po));
-	ck_assert(pass_autodiff(c->x.m, fname));
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	char name[64];
-	snprintf(name, sizeof name, "%s_grad", fname);
-	c->f = ir_module_find_func(c->x.m, name);
-	ck_assert(c->f != NULL);
-	ck_assert(pass_rowbound_init(&c->x.ctx, c->x.m, c->f, &c->rb));
+	row_case_load_file(&c->r, rel, fname, is_grad);
+	ck_assert(pass_rowbound_init(&c->r.x.ctx, c->r.x.m, c->r.f, &c->rb));
 }
 
 static void rb_fini(rb_case *c)
 {
-	ir_ctx *ctx = &c->x.ctx;
-	for (uint32_t i = 0; i < MAX_IN; i++)
-		interp_tensor_fini(ctx, &c->in[i]);
-	if (c->params)
-		for (uint32_t i = 0; i < c->x.m->n_params; i++)
-			interp_tensor_fini(ctx, &c->params[i]);
-	if (c->ref)
-		for (uint32_t i = 0; i < c->f->g.n_nodes; i++)
-			interp_tensor_fini(ctx, &c->ref[i]);
-	ir_free(ctx, c->params);
-	ir_free(ctx, c->ref);
-	ir_free(ctx, c->syms);
-	pass_rowbound_fini(ctx, &c->rb);
-	tu_graph_fini(&c->x);
+	pass_rowbound_fini(&c->r.x.ctx, &c->rb);
+	row_case_fini(&c->r);
 }
 
 /* f32 values an input gets: sin(7e + 3i + 1) times in_scale. */
@@ -105,17 +53,7 @@ static double in_scale = 1;
 static void rb_input(rb_case *c, uint32_t i, int rank, const int64_t *dims,
 		     const int32_t *vals)
 {
-	const ir_type *t = &c->f->g.nodes[c->f->inputs[i]].type;
-	ck_assert(interp_tensor_alloc(&c->x.ctx, &c->in[i], t->dtype, rank,
-				      dims));
-	int64_t n = interp_tensor_numel(&c->in[i]);
-	for (int64_t e = 0; e < n; e++)
-		if (t->dtype == IR_I32)
-			((int32_t *)c->in[i].data)[e] = vals[e];
-		else
-			((float *)c->in[i].data)[e] =
-				(float)(in_scale *
-					sin((double)(e * 7 + i * 3 + 1)));
+	row_case_input(&c->r, i, rank, dims, vals, in_scale);
 }
 
 /* Which nodes a simulated skip clears the dead rows of. */
@@ -143,7 +81,7 @@ static const int32_t *skip_values(void *ud, ir_id node)
  * was. */
 static bool clear_dead_rows(rb_case *c, skip_cx *s, ir_id n, interp_tensor *t)
 {
-	const ir_node *nd = &c->f->g.nodes[n];
+	const ir_node *nd = &c->r.f->g.nodes[n];
 	uint32_t e = s->rl->of_node[n];
 	bool is_product = nd->op == IR_OP_MATMUL && !nd->attr.matmul.ta &&
 			  !nd->attr.matmul.tb;
@@ -157,7 +95,8 @@ static bool clear_dead_rows(rb_case *c, skip_cx *s, ir_id n, interp_tensor *t)
 	int64_t per_row = interp_tensor_numel(t) / (B * T);
 	int32_t len[64];
 	ck_assert(B <= 64);
-	pass_rowlive_eval(s->rl, c->f, c->syms, e, B, T, skip_values, s, len);
+	pass_rowlive_eval(s->rl, c->r.f, c->r.syms, e, B, T, skip_values, s,
+			  len);
 	bool any = false;
 	for (int64_t b = 0; b < B; b++)
 		for (int64_t r = len[b]; r < T; r++) {
@@ -173,9 +112,9 @@ static bool clear_dead_rows(rb_case *c, skip_cx *s, ir_id n, interp_tensor *t)
  * rows cleared. */
 static uint32_t run_nodes_into(rb_case *c, interp_tensor *vals, skip_cx *s)
 {
-	ir_ctx *ctx = &c->x.ctx;
-	const ir_module *m = c->x.m;
-	const ir_graph *g = &c->f->g;
+	ir_ctx *ctx = &c->r.x.ctx;
+	const ir_module *m = c->r.x.m;
+	const ir_graph *g = &c->r.f->g;
 	interp_opts o = {.is_training = true, .seed = 3, .step = 1};
 	uint32_t n_cleared = 0;
 	if (s)
@@ -183,12 +122,12 @@ static uint32_t run_nodes_into(rb_case *c, interp_tensor *vals, skip_cx *s)
 	for (ir_id i = 0; i < g->n_nodes; i++) {
 		const ir_node *nd = &g->nodes[i];
 		if (nd->op == IR_OP_INPUT)
-			ck_assert(
-				interp_tensor_copy(ctx, &vals[i],
-						   &c->in[nd->attr.input_index]));
+			ck_assert(interp_tensor_copy(
+				ctx, &vals[i], &c->r.in[nd->attr.input_index]));
 		else if (nd->op == IR_OP_PARAM)
 			ck_assert(interp_tensor_copy(
-				ctx, &vals[i], &c->params[nd->attr.param_index]));
+				ctx, &vals[i],
+				&c->r.params[nd->attr.param_index]));
 		else if (nd->op == IR_OP_CONST) {
 			const ir_const *k = &m->consts[nd->attr.const_index];
 			interp_tensor src = {k->type.dtype,
@@ -204,8 +143,8 @@ static uint32_t run_nodes_into(rb_case *c, interp_tensor *vals, skip_cx *s)
 			for (uint32_t a = 0; a < nd->n_args; a++)
 				args[a] = vals[ir_arg(g, i, a)];
 			ck_assert_msg(interp_eval_node(ctx, m, g, i, &o,
-						       c->syms, args, &vals[i]),
-				      "%s", tu_graph_diag(&c->x));
+						       c->r.syms, args, &vals[i]),
+				      "%s", tu_graph_diag(&c->r.x));
 		}
 		if (s && s->kind != SKIP_NONE)
 			n_cleared += clear_dead_rows(c, s, i, &vals[i]);
@@ -213,10 +152,10 @@ static uint32_t run_nodes_into(rb_case *c, interp_tensor *vals, skip_cx *s)
 	return n_cleared;
 }
 
-/* Runs f node by node in training mode (dropout on) into c->ref. */
+/* Runs f node by node in training mode (dropout on) into c->r.ref. */
 static void run_nodes(rb_case *c)
 {
-	run_nodes_into(c, c->ref, NULL);
+	run_nodes_into(c, c->r.ref, NULL);
 }
 
 /* The largest |x| of a value, NaN if one is NaN. */
@@ -256,10 +195,10 @@ static double max_sum(const interp_tensor *t, bool by_row)
 static double leaf_max(void *ud, ir_id node, pass_rowbound_stat stat)
 {
 	rb_case *c = ud;
-	const ir_node *nd = &c->f->g.nodes[node];
+	const ir_node *nd = &c->r.f->g.nodes[node];
 	const interp_tensor *t = nd->op == IR_OP_INPUT
-					 ? &c->in[nd->attr.input_index]
-					 : &c->params[nd->attr.param_index];
+					 ? &c->r.in[nd->attr.input_index]
+					 : &c->r.params[nd->attr.param_index];
 	if (stat == PASS_ROWBOUND_MAX)
 		return max_abs(t);
 	return max_sum(t, stat == PASS_ROWBOUND_ROW_SUM);
@@ -272,26 +211,18 @@ static bool is_nan_pad = false;
 /* Parameters from seed, each multiplied by scale; then the plain run. */
 static void rb_prepare(rb_case *c, uint64_t seed, double scale)
 {
-	ir_ctx *ctx = &c->x.ctx;
-	c->syms = ir_alloc(ctx, (c->x.m->n_syms + 1) * sizeof *c->syms);
-	c->params = ir_alloc(ctx, (c->x.m->n_params + 1) * sizeof *c->params);
-	c->ref = ir_alloc(ctx, c->f->g.n_nodes * sizeof *c->ref);
-	ck_assert(c->syms && c->params && c->ref);
-	ck_assert_msg(interp_bind_syms(ctx, c->x.m, c->f, c->in, c->syms), "%s",
-		      tu_graph_diag(&c->x));
-	ck_assert(interp_params_init(ctx, c->x.m, c->syms, seed, false,
-				     c->params));
-	for (uint32_t p = 0; p < c->x.m->n_params; p++) {
-		float *x = c->params[p].data;
-		int64_t n = interp_tensor_numel(&c->params[p]);
+	row_case_params(&c->r, seed);
+	for (uint32_t p = 0; p < c->r.x.m->n_params; p++) {
+		float *x = c->r.params[p].data;
+		int64_t n = interp_tensor_numel(&c->r.params[p]);
 		/* Layer norms' gamma starts at 1 and beta at 0: vary them. */
 		for (int64_t e = 0; e < n; e++)
 			x[e] = (float)(scale *
 				       (x[e] + 0.25 * sin((double)(e + p))));
-		if (is_nan_pad &&
-		    strstr(c->x.m->params[p].name, "decoder.embed") &&
-		    c->params[p].rank == 2)
-			x[c->params[p].dims[1]] = NAN;
+	}
+	if (is_nan_pad) {
+		interp_tensor *t = row_case_param(&c->r, "decoder.embed");
+		((float *)t->data)[t->dims[1]] = NAN;
 	}
 	run_nodes(c);
 }
@@ -301,12 +232,13 @@ static void rb_prepare(rb_case *c, uint64_t seed, double scale)
  * in *n_nonfinite how many forward nodes hold an inf or NaN. */
 static double check_bounds(rb_case *c, uint32_t *n_nonfinite)
 {
-	double worst = pass_rowbound_eval(&c->rb, c->f, c->syms, leaf_max, c);
+	double worst = pass_rowbound_eval(&c->rb, c->r.f, c->r.syms, leaf_max,
+					  c);
 	uint32_t n_bad = 0, n_checked = 0;
-	for (ir_id n = 0; n < c->f->g.n_nodes; n++) {
-		if (!c->rb.is_forward[n] || c->ref[n].dtype == IR_I32)
+	for (ir_id n = 0; n < c->r.f->g.n_nodes; n++) {
+		if (!c->rb.is_forward[n] || c->r.ref[n].dtype == IR_I32)
 			continue;
-		double x = max_abs(&c->ref[n]);
+		double x = max_abs(&c->r.ref[n]);
 		double bound = c->rb.of_node[n];
 		n_bad += !isfinite(x);
 		/* Past float32's range the run may overflow. */
@@ -314,7 +246,7 @@ static double check_bounds(rb_case *c, uint32_t *n_nonfinite)
 			continue;
 		ck_assert_msg(x <= bound * (1 + 1e-5),
 			      "%%%u (%s): max |x| %g above its bound %g", n,
-			      ir_op_table[c->f->g.nodes[n].op].name, x, bound);
+			      ir_op_table[c->r.f->g.nodes[n].op].name, x, bound);
 		n_checked++;
 	}
 	ck_assert_uint_gt(n_checked, 0);
@@ -327,43 +259,14 @@ static double check_bounds(rb_case *c, uint32_t *n_nonfinite)
  * for three padded pairs. */
 static void book_inputs(rb_case *c, uint64_t seed, double scale)
 {
-	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
-					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
-					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
-	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
-					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
-					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
-					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
-					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
-	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
-	int64_t d2[2] = {3, 10}, d1[1] = {3};
-	rb_input(c, 0, 2, d2, src);
-	rb_input(c, 1, 1, d1, sv);
-	rb_input(c, 2, 2, d2, tin);
-	rb_input(c, 3, 2, d2, tgt);
-	rb_input(c, 4, 1, d1, tv);
+	row_case_book_inputs(&c->r);
 	rb_prepare(c, seed, scale);
 }
 
 /* Frees the run, its inputs and parameters, for another rb_prepare. */
 static void free_run(rb_case *c)
 {
-	for (uint32_t i = 0; i < MAX_IN; i++)
-		interp_tensor_fini(&c->x.ctx, &c->in[i]);
-	memset(c->in, 0, sizeof c->in);
-	for (uint32_t i = 0; i < c->f->g.n_nodes; i++)
-		interp_tensor_fini(&c->x.ctx, &c->ref[i]);
-	for (uint32_t i = 0; i < c->x.m->n_params; i++)
-		interp_tensor_fini(&c->x.ctx, &c->params[i]);
-	memset(c->ref, 0, c->f->g.n_nodes * sizeof *c->ref);
-	memset(c->params, 0, c->x.m->n_params * sizeof *c->params);
-	ir_free(&c->x.ctx, c->syms);
-	ir_free(&c->x.ctx, c->params);
-	ir_free(&c->x.ctx, c->ref);
-	c->syms = NULL;
-	c->params = NULL;
-	c->ref = NULL;
+	row_case_free_run(&c->r);
 }
 
 /* The book's models, as --train compiles loss_grad: at several seeds
@@ -385,17 +288,18 @@ static void book_model(const char *rel)
 		/* The products by a weight take its column sums, most of
 		 * them tighter than K·max|x|·max|W|. */
 		uint32_t n_tight = 0;
-		for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
-			const ir_node *nd = &c.f->g.nodes[n];
-			ir_id w = nd->op == IR_OP_MATMUL ? ir_arg(&c.f->g, n, 1)
-							 : IR_NONE;
+		for (ir_id n = 0; n < c.r.f->g.n_nodes; n++) {
+			const ir_node *nd = &c.r.f->g.nodes[n];
+			ir_id w = nd->op == IR_OP_MATMUL
+					  ? ir_arg(&c.r.f->g, n, 1)
+					  : IR_NONE;
 			if (w == IR_NONE || !c.rb.is_forward[n] ||
-			    c.f->g.nodes[w].op != IR_OP_PARAM)
+			    c.r.f->g.nodes[w].op != IR_OP_PARAM)
 				continue;
-			const ir_type *ta = &c.f->g.nodes[ir_arg(&c.f->g, n, 0)]
-						     .type;
+			const ir_type *ta =
+				&c.r.f->g.nodes[ir_arg(&c.r.f->g, n, 0)].type;
 			double K = (double)ta->dims[ta->rank - 1].coef;
-			double a = c.rb.of_node[ir_arg(&c.f->g, n, 0)];
+			double a = c.rb.of_node[ir_arg(&c.r.f->g, n, 0)];
 			ck_assert(c.rb.of_node[n] <= K * a * c.rb.of_node[w]);
 			n_tight += c.rb.of_node[n] <
 				   0.5 * K * a * c.rb.of_node[w];
@@ -519,20 +423,20 @@ START_TEST(test_rowbound_a_nan_in_a_padding_row_fails_the_check)
 	inputs_mlp(&c, 3, 1);
 	ck_assert(pass_rowbound_is_safe(check_bounds(&c, NULL)));
 	/* Row (0, 4): past valid[0] = 2. */
-	((float *)c.in[0].data)[(0 * 5 + 4) * 8 + 3] = NAN;
+	((float *)c.r.in[0].data)[(0 * 5 + 4) * 8 + 3] = NAN;
 	ck_assert(!pass_rowbound_is_safe(
-		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
-	((float *)c.in[0].data)[(0 * 5 + 4) * 8 + 3] = INFINITY;
+		pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_max, &c)));
+	((float *)c.r.in[0].data)[(0 * 5 + 4) * 8 + 3] = INFINITY;
 	ck_assert(!pass_rowbound_is_safe(
-		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
-	((float *)c.in[0].data)[(0 * 5 + 4) * 8 + 3] = 0;
+		pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_max, &c)));
+	((float *)c.r.in[0].data)[(0 * 5 + 4) * 8 + 3] = 0;
 	ck_assert(pass_rowbound_is_safe(
-		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
-	for (uint32_t p = 0; p < c.x.m->n_params; p++)
-		if (c.params[p].rank == 2)
-			((float *)c.params[p].data)[1] = NAN;
+		pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_max, &c)));
+	for (uint32_t p = 0; p < c.r.x.m->n_params; p++)
+		if (c.r.params[p].rank == 2)
+			((float *)c.r.params[p].data)[1] = NAN;
 	ck_assert(!pass_rowbound_is_safe(
-		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
+		pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_max, &c)));
 	rb_fini(&c);
 }
 END_TEST
@@ -589,9 +493,9 @@ END_TEST
 /* Whether f's outputs in vals have the bits of the plain run's. */
 static bool outputs_same(const rb_case *c, const interp_tensor *vals)
 {
-	for (uint32_t o = 0; o < c->f->n_outputs; o++) {
-		const interp_tensor *a = &c->ref[c->f->outputs[o]];
-		const interp_tensor *b = &vals[c->f->outputs[o]];
+	for (uint32_t o = 0; o < c->r.f->n_outputs; o++) {
+		const interp_tensor *a = &c->r.ref[c->r.f->outputs[o]];
+		const interp_tensor *b = &vals[c->r.f->outputs[o]];
 		size_t n = (size_t)interp_tensor_numel(a) *
 			   (a->dtype == IR_F64 ? 8 : 4);
 		if (memcmp(a->data, b->data, n) != 0)
@@ -614,10 +518,10 @@ static void skip_keeps_bits(const char *rel)
 		book_inputs(&c, 7 + seed, seed ? 0.5 : 1);
 		ck_assert(pass_rowbound_is_safe(check_bounds(&c, NULL)));
 		pass_rowlive rl;
-		ck_assert(pass_rowlive_analyze(&c.x.ctx, c.x.m, c.f, &rl));
+		ck_assert(pass_rowlive_analyze(&c.r.x.ctx, c.r.x.m, c.r.f, &rl));
 		for (skip_kind k = SKIP_PRODUCTS; k <= SKIP_ALL; k++) {
-			interp_tensor *vals = ir_alloc(&c.x.ctx,
-						       c.f->g.n_nodes *
+			interp_tensor *vals = ir_alloc(&c.r.x.ctx,
+						       c.r.f->g.n_nodes *
 							       sizeof *vals);
 			skip_cx s = {&rl, k, NULL};
 			uint32_t n = run_nodes_into(&c, vals, &s);
@@ -625,11 +529,11 @@ static void skip_keeps_bits(const char *rel)
 			ck_assert_msg(outputs_same(&c, vals),
 				      "%s: skipping (%d) changed an output",
 				      rel, (int)k);
-			for (ir_id i = 0; i < c.f->g.n_nodes; i++)
-				interp_tensor_fini(&c.x.ctx, &vals[i]);
-			ir_free(&c.x.ctx, vals);
+			for (ir_id i = 0; i < c.r.f->g.n_nodes; i++)
+				interp_tensor_fini(&c.r.x.ctx, &vals[i]);
+			ir_free(&c.r.x.ctx, vals);
 		}
-		pass_rowlive_fini(&c.x.ctx, &rl);
+		pass_rowlive_fini(&c.r.x.ctx, &rl);
 		rb_fini(&c);
 	}
 	/* A NaN in <pad>'s target embedding: only the decoder's padding rows
@@ -642,19 +546,20 @@ static void skip_keeps_bits(const char *rel)
 	book_inputs(&c, 7, 1);
 	is_nan_pad = false;
 	ck_assert(!pass_rowbound_is_safe(
-		pass_rowbound_eval(&c.rb, c.f, c.syms, leaf_max, &c)));
-	float loss = ((float *)c.ref[c.f->outputs[0]].data)[0];
+		pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_max, &c)));
+	float loss = ((float *)c.r.ref[c.r.f->outputs[0]].data)[0];
 	ck_assert(isnan(loss));
 	pass_rowlive rl;
-	ck_assert(pass_rowlive_analyze(&c.x.ctx, c.x.m, c.f, &rl));
-	interp_tensor *vals = ir_alloc(&c.x.ctx, c.f->g.n_nodes * sizeof *vals);
+	ck_assert(pass_rowlive_analyze(&c.r.x.ctx, c.r.x.m, c.r.f, &rl));
+	interp_tensor *vals = ir_alloc(&c.r.x.ctx,
+				       c.r.f->g.n_nodes * sizeof *vals);
 	skip_cx s = {&rl, SKIP_ALL, NULL};
 	run_nodes_into(&c, vals, &s);
-	ck_assert(isfinite(((float *)vals[c.f->outputs[0]].data)[0]));
-	for (ir_id i = 0; i < c.f->g.n_nodes; i++)
-		interp_tensor_fini(&c.x.ctx, &vals[i]);
-	ir_free(&c.x.ctx, vals);
-	pass_rowlive_fini(&c.x.ctx, &rl);
+	ck_assert(isfinite(((float *)vals[c.r.f->outputs[0]].data)[0]));
+	for (ir_id i = 0; i < c.r.f->g.n_nodes; i++)
+		interp_tensor_fini(&c.r.x.ctx, &vals[i]);
+	ir_free(&c.r.x.ctx, vals);
+	pass_rowlive_fini(&c.r.x.ctx, &rl);
 	rb_fini(&c);
 }
 

@@ -7,11 +7,8 @@
  * its bits; a row it keeps live because some output reads it is shown
  * to change an output when overwritten.
  */
-#include "frontend.h"
-#include "interp.h"
-#include "passes.h"
+#include "row_case.h"
 #include "rowlive.h"
-#include "testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -19,16 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_IN 8
-
 typedef struct rl_case {
-	tu_graph x;
-	const ir_func *f;
+	row_case r;
 	pass_rowlive rl;
-	interp_tensor in[MAX_IN];
-	int64_t *syms;
-	interp_tensor *params;
-	interp_tensor *ref; /* per node: its value in the plain run */
 	char text[256];
 } rl_case;
 
@@ -38,65 +28,23 @@ static void rl_load(rl_case *c, const char *src, const char *fname,
 		    bool is_fused)
 {
 	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true, .no_fuse = !is_fused};
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	c->f = ir_module_find_func(c->x.m, fname);
-	ck_assert(c->f != NULL);
-	ck_assert(pass_rowlive_analyze(&c->x.ctx, c->x.m, c->f, &c->rl));
+	row_case_load(&c->r, src, fname, is_fused);
+	ck_assert(pass_rowlive_analyze(&c->r.x.ctx, c->r.x.m, c->r.f, &c->rl));
 }
 
+/* The model file rel's fname (is_grad: its gradient function). */
 static void rl_load_file(rl_case *c, const char *rel, const char *fname,
 			 bool is_grad)
 {
-	FILE *fp = fopen(tu_path(rel), "r");
-	ck_assert(fp != NULL);
-	static char buf[1 << 16];
-	size_t n = fread(buf, 1, sizeof buf - 1, fp);
-	fclose(fp);
-	buf[n] = 0;
-	if (!is_grad) {
-		rl_load(c, buf, fname, true);
-		return;
-	}
-	/* loss_grad as --train compiles it. */
 	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, rel, buf, n);
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true};
-	ck_assert(pass_pipeline_forward(c->x.m, &po));
-	ck_assert(pass_autodiff(c->x.m, fname));
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	char name[64];
-	snprintf(name, sizeof name, "%s_grad", fname);
-	c->f = ir_module_find_func(c->x.m, name);
-	ck_assert(c->f != NULL);
-	ck_assert(pass_rowlive_analyze(&c->x.ctx, c->x.m, c->f, &c->rl));
+	row_case_load_file(&c->r, rel, fname, is_grad);
+	ck_assert(pass_rowlive_analyze(&c->r.x.ctx, c->r.x.m, c->r.f, &c->rl));
 }
 
 static void rl_fini(rl_case *c)
 {
-	ir_ctx *ctx = &c->x.ctx;
-	for (uint32_t i = 0; i < MAX_IN; i++)
-		interp_tensor_fini(ctx, &c->in[i]);
-	if (c->params)
-		for (uint32_t i = 0; i < c->x.m->n_params; i++)
-			interp_tensor_fini(ctx, &c->params[i]);
-	if (c->ref)
-		for (uint32_t i = 0; i < c->f->g.n_nodes; i++)
-			interp_tensor_fini(ctx, &c->ref[i]);
-	ir_free(ctx, c->params);
-	ir_free(ctx, c->ref);
-	ir_free(ctx, c->syms);
-	pass_rowlive_fini(ctx, &c->rl);
-	tu_graph_fini(&c->x);
+	pass_rowlive_fini(&c->r.x.ctx, &c->rl);
+	row_case_fini(&c->r);
 }
 
 /* The liveness of node n as text. */
@@ -112,34 +60,24 @@ static const char *rl_text(rl_case *c, ir_id n)
  * last to pass over. */
 static ir_id last_of(const rl_case *c, ir_op op, uint32_t skip)
 {
-	for (ir_id n = c->f->g.n_nodes; n-- > 0;)
-		if (c->f->g.nodes[n].op == op && skip-- == 0)
+	for (ir_id n = c->r.f->g.n_nodes; n-- > 0;)
+		if (c->r.f->g.nodes[n].op == op && skip-- == 0)
 			return n;
 	return IR_NONE;
 }
 
-/* Input i: dims and values (i32 or f32 by the input's type; f32 values
- * made up when vals is NULL). */
+/* Input i: dims and values (i32, or f32 made up when vals is NULL). */
 static void rl_input(rl_case *c, uint32_t i, int rank, const int64_t *dims,
 		     const int32_t *vals)
 {
-	const ir_type *t = &c->f->g.nodes[c->f->inputs[i]].type;
-	ck_assert(interp_tensor_alloc(&c->x.ctx, &c->in[i], t->dtype, rank,
-				      dims));
-	int64_t n = interp_tensor_numel(&c->in[i]);
-	for (int64_t e = 0; e < n; e++)
-		if (t->dtype == IR_I32)
-			((int32_t *)c->in[i].data)[e] = vals[e];
-		else
-			((float *)c->in[i].data)[e] = (float)sin(
-				(double)(e * 7 + i * 3 + 1));
+	row_case_input(&c->r, i, rank, dims, vals, 1);
 }
 
 static const int32_t *ref_values(void *ud, ir_id node)
 {
 	rl_case *c = ud;
-	ck_assert_int_eq(c->ref[node].dtype, IR_I32);
-	return c->ref[node].data;
+	ck_assert_int_eq(c->r.ref[node].dtype, IR_I32);
+	return c->r.ref[node].data;
 }
 
 /* What poison() writes into floats: 1.5, or (a test sets it) NaN. */
@@ -150,13 +88,13 @@ static float poison_value = 1.5f;
  * whether it did). Floats get poison_value and ids 1. */
 static bool poison(rl_case *c, ir_id n, interp_tensor *t, bool is_live)
 {
-	const interp_tensor *rt = &c->ref[c->rl.row_node[n]];
+	const interp_tensor *rt = &c->r.ref[c->rl.row_node[n]];
 	if (!rt->data) /* the plain run itself: its own rows */
 		rt = t;
 	int64_t B = rt->dims[0], T = rt->dims[1];
 	int64_t per_row = interp_tensor_numel(t) / (B * T);
-	int32_t *len = ir_alloc(&c->x.ctx, (size_t)B * sizeof *len);
-	pass_rowlive_eval(&c->rl, c->f, c->syms, c->rl.of_node[n], B, T,
+	int32_t *len = ir_alloc(&c->r.x.ctx, (size_t)B * sizeof *len);
+	pass_rowlive_eval(&c->rl, c->r.f, c->r.syms, c->rl.of_node[n], B, T,
 			  ref_values, c, len);
 	bool done = false;
 	for (int64_t b = 0; b < B && !done; b++)
@@ -173,7 +111,7 @@ static bool poison(rl_case *c, ir_id n, interp_tensor *t, bool is_live)
 			}
 			done = is_live;
 		}
-	ir_free(&c->x.ctx, len);
+	ir_free(&c->r.x.ctx, len);
 	return done || !is_live;
 }
 
@@ -183,20 +121,20 @@ static bool poison(rl_case *c, ir_id n, interp_tensor *t, bool is_live)
 static bool run_nodes(rl_case *c, interp_tensor *vals, ir_id victim,
 		      bool is_live)
 {
-	ir_ctx *ctx = &c->x.ctx;
-	const ir_module *m = c->x.m;
-	const ir_graph *g = &c->f->g;
+	ir_ctx *ctx = &c->r.x.ctx;
+	const ir_module *m = c->r.x.m;
+	const ir_graph *g = &c->r.f->g;
 	interp_opts o = {.is_training = true, .seed = 3, .step = 1};
 	bool is_poisoned = false;
 	for (ir_id i = 0; i < g->n_nodes; i++) {
 		const ir_node *nd = &g->nodes[i];
 		if (nd->op == IR_OP_INPUT)
-			ck_assert(
-				interp_tensor_copy(ctx, &vals[i],
-						   &c->in[nd->attr.input_index]));
+			ck_assert(interp_tensor_copy(
+				ctx, &vals[i], &c->r.in[nd->attr.input_index]));
 		else if (nd->op == IR_OP_PARAM)
 			ck_assert(interp_tensor_copy(
-				ctx, &vals[i], &c->params[nd->attr.param_index]));
+				ctx, &vals[i],
+				&c->r.params[nd->attr.param_index]));
 		else if (nd->op == IR_OP_CONST) {
 			const ir_const *k = &m->consts[nd->attr.const_index];
 			interp_tensor src = {k->type.dtype,
@@ -212,8 +150,8 @@ static bool run_nodes(rl_case *c, interp_tensor *vals, ir_id victim,
 			for (uint32_t a = 0; a < nd->n_args; a++)
 				args[a] = vals[ir_arg(g, i, a)];
 			ck_assert_msg(interp_eval_node(ctx, m, g, i, &o,
-						       c->syms, args, &vals[i]),
-				      "%s", tu_graph_diag(&c->x));
+						       c->r.syms, args, &vals[i]),
+				      "%s", tu_graph_diag(&c->r.x));
 		}
 		if (i == victim && vals[i].rank >= 2)
 			is_poisoned = poison(c, i, &vals[i], is_live);
@@ -223,17 +161,17 @@ static bool run_nodes(rl_case *c, interp_tensor *vals, ir_id victim,
 
 static void free_vals(rl_case *c, interp_tensor *vals)
 {
-	for (uint32_t i = 0; i < c->f->g.n_nodes; i++)
-		interp_tensor_fini(&c->x.ctx, &vals[i]);
-	ir_free(&c->x.ctx, vals);
+	for (uint32_t i = 0; i < c->r.f->g.n_nodes; i++)
+		interp_tensor_fini(&c->r.x.ctx, &vals[i]);
+	ir_free(&c->r.x.ctx, vals);
 }
 
 /* Whether f's outputs in vals have the bits of the plain run's. */
 static bool outputs_same(const rl_case *c, const interp_tensor *vals)
 {
-	for (uint32_t o = 0; o < c->f->n_outputs; o++) {
-		const interp_tensor *a = &c->ref[c->f->outputs[o]];
-		const interp_tensor *b = &vals[c->f->outputs[o]];
+	for (uint32_t o = 0; o < c->r.f->n_outputs; o++) {
+		const interp_tensor *a = &c->r.ref[c->r.f->outputs[o]];
+		const interp_tensor *b = &vals[c->r.f->outputs[o]];
 		size_t n = (size_t)interp_tensor_numel(a) *
 			   (a->dtype == IR_F64 ? 8 : 4);
 		if (memcmp(a->data, b->data, n) != 0)
@@ -242,18 +180,11 @@ static bool outputs_same(const rl_case *c, const interp_tensor *vals)
 	return true;
 }
 
-/* Binds, initializes the parameters and runs the plain run (c->ref). */
+/* Binds, initializes the parameters and runs the plain run (c->r.ref). */
 static void rl_prepare(rl_case *c)
 {
-	ir_ctx *ctx = &c->x.ctx;
-	c->syms = ir_alloc(ctx, (c->x.m->n_syms + 1) * sizeof *c->syms);
-	c->params = ir_alloc(ctx, (c->x.m->n_params + 1) * sizeof *c->params);
-	c->ref = ir_alloc(ctx, c->f->g.n_nodes * sizeof *c->ref);
-	ck_assert(c->syms && c->params && c->ref);
-	ck_assert_msg(interp_bind_syms(ctx, c->x.m, c->f, c->in, c->syms), "%s",
-		      tu_graph_diag(&c->x));
-	ck_assert(interp_params_init(ctx, c->x.m, c->syms, 7, false, c->params));
-	run_nodes(c, c->ref, IR_NONE, false);
+	row_case_params(&c->r, 7);
+	run_nodes(c, c->r.ref, IR_NONE, false);
 }
 
 /* The oracle: for every node with rows the analysis calls dead at these
@@ -262,18 +193,18 @@ static void rl_prepare(rl_case *c)
 static uint32_t check_dead_rows_are_dead(rl_case *c, uint32_t stride)
 {
 	uint32_t n_dead = 0, n_seen = 0;
-	for (ir_id n = 0; n < c->f->g.n_nodes; n++) {
+	for (ir_id n = 0; n < c->r.f->g.n_nodes; n++) {
 		uint32_t e = c->rl.of_node[n];
-		if (e == PASS_ROWLIVE_IS_ALL || c->ref[n].rank < 2 ||
+		if (e == PASS_ROWLIVE_IS_ALL || c->r.ref[n].rank < 2 ||
 		    n_seen++ % stride != 0)
 			continue;
-		interp_tensor *vals = ir_alloc(&c->x.ctx,
-					       c->f->g.n_nodes * sizeof *vals);
+		interp_tensor *vals = ir_alloc(&c->r.x.ctx,
+					       c->r.f->g.n_nodes * sizeof *vals);
 		run_nodes(c, vals, n, false);
 		ck_assert_msg(outputs_same(c, vals),
 			      "node %%%u (%s, rows %s) has a dead row that "
 			      "an output reads",
-			      n, ir_op_table[c->f->g.nodes[n].op].name,
+			      n, ir_op_table[c->r.f->g.nodes[n].op].name,
 			      rl_text(c, n));
 		free_vals(c, vals);
 		n_dead++;
@@ -287,18 +218,18 @@ static uint32_t check_dead_rows_are_dead(rl_case *c, uint32_t stride)
 static uint32_t check_zero_rows_are_zero(rl_case *c)
 {
 	uint32_t n_zero = 0;
-	for (ir_id n = 0; n < c->f->g.n_nodes; n++) {
+	for (ir_id n = 0; n < c->r.f->g.n_nodes; n++) {
 		uint32_t z = c->rl.nz_of_node[n];
-		const interp_tensor *t = &c->ref[n];
+		const interp_tensor *t = &c->r.ref[n];
 		if (z == PASS_ROWLIVE_IS_ALL || t->rank < 2 ||
 		    t->dtype == IR_I32)
 			continue;
-		const interp_tensor *rt = &c->ref[c->rl.row_node[n]];
+		const interp_tensor *rt = &c->r.ref[c->rl.row_node[n]];
 		int64_t B = rt->dims[0], T = rt->dims[1];
 		int64_t per_row = interp_tensor_numel(t) / (B * T);
-		int32_t *len = ir_alloc(&c->x.ctx, (size_t)B * sizeof *len);
-		pass_rowlive_eval(&c->rl, c->f, c->syms, z, B, T, ref_values, c,
-				  len);
+		int32_t *len = ir_alloc(&c->r.x.ctx, (size_t)B * sizeof *len);
+		pass_rowlive_eval(&c->rl, c->r.f, c->r.syms, z, B, T,
+				  ref_values, c, len);
 		for (int64_t b = 0; b < B; b++)
 			for (int64_t r = len[b]; r < T; r++)
 				for (int64_t e = 0; e < per_row; e++)
@@ -310,10 +241,10 @@ static uint32_t check_zero_rows_are_zero(rl_case *c)
 						"node %%%u (%s) row (%ld, %ld) "
 						"is not 0",
 						n,
-						ir_op_table[c->f->g.nodes[n].op]
+						ir_op_table[c->r.f->g.nodes[n].op]
 							.name,
 						(long)b, (long)r);
-		ir_free(&c->x.ctx, len);
+		ir_free(&c->r.x.ctx, len);
 		n_zero++;
 	}
 	return n_zero;
@@ -322,8 +253,8 @@ static uint32_t check_zero_rows_are_zero(rl_case *c)
 /* Whether poisoning node n's first live row changes an output. */
 static bool live_row_is_read(rl_case *c, ir_id n)
 {
-	interp_tensor *vals = ir_alloc(&c->x.ctx,
-				       c->f->g.n_nodes * sizeof *vals);
+	interp_tensor *vals = ir_alloc(&c->r.x.ctx,
+				       c->r.f->g.n_nodes * sizeof *vals);
 	bool did = run_nodes(c, vals, n, true);
 	bool same = outputs_same(c, vals);
 	free_vals(c, vals);
@@ -360,8 +291,8 @@ START_TEST(test_rowlive_masked_loss_kills_rows_past_valid)
 	ck_assert_str_eq(rl_text(&c, mm), "t < %2");
 	ck_assert_str_eq(rl_text(&c, last_of(&c, IR_OP_LAYER_NORM, 0)),
 			 "t < %2");
-	ck_assert_str_eq(rl_text(&c, c.f->inputs[0]), "t < %2");
-	ck_assert_str_eq(rl_text(&c, c.f->inputs[2]), "all");
+	ck_assert_str_eq(rl_text(&c, c.r.f->inputs[0]), "t < %2");
+	ck_assert_str_eq(rl_text(&c, c.r.f->inputs[2]), "all");
 	static const int32_t valid[3] = {2, 5, 1};
 	inputs_mlp(&c, valid);
 	ck_assert_uint_ge(check_dead_rows_are_dead(&c, 1), 8);
@@ -378,10 +309,10 @@ START_TEST(test_rowlive_valid_out_of_range_clamps)
 	rl_load(&c, masked_mlp, "loss", true);
 	static const int32_t valid[3] = {0, 9, -4};
 	inputs_mlp(&c, valid);
-	ir_id x = c.f->inputs[0];
+	ir_id x = c.r.f->inputs[0];
 	int32_t len[3];
-	pass_rowlive_eval(&c.rl, c.f, c.syms, c.rl.of_node[x], 3, 5, ref_values,
-			  &c, len);
+	pass_rowlive_eval(&c.rl, c.r.f, c.r.syms, c.rl.of_node[x], 3, 5,
+			  ref_values, &c, len);
 	ck_assert_int_eq(len[0], 0);
 	ck_assert_int_eq(len[1], 5);
 	ck_assert_int_eq(len[2], 0);
@@ -428,11 +359,12 @@ START_TEST(test_rowlive_a_nan_in_a_dead_row_still_reaches_the_loss)
 	inputs_mlp(&c, valid);
 	ir_id ln = last_of(&c, IR_OP_LAYER_NORM, 0);
 	poison_value = NAN;
-	interp_tensor *vals = ir_alloc(&c.x.ctx, c.f->g.n_nodes * sizeof *vals);
+	interp_tensor *vals = ir_alloc(&c.r.x.ctx,
+				       c.r.f->g.n_nodes * sizeof *vals);
 	run_nodes(&c, vals, ln, false);
 	poison_value = 1.5f;
-	ck_assert(isnan(((float *)vals[c.f->outputs[0]].data)[0]));
-	ck_assert(isfinite(((float *)c.ref[c.f->outputs[0]].data)[0]));
+	ck_assert(isnan(((float *)vals[c.r.f->outputs[0]].data)[0]));
+	ck_assert(isfinite(((float *)c.r.ref[c.r.f->outputs[0]].data)[0]));
 	free_vals(&c, vals);
 	rl_fini(&c);
 }
@@ -493,18 +425,18 @@ START_TEST(test_rowlive_attention_keys_past_valid_are_dead)
 	ir_id fa = last_of(&c, IR_OP_FUSED_ATTENTION, 0);
 	ck_assert_uint_ne(fa, IR_NONE);
 	ck_assert_str_eq(rl_text(&c, fa), "t < %2");
-	ir_id k = ir_arg(&c.f->g, fa, 1);
+	ir_id k = ir_arg(&c.r.f->g, fa, 1);
 	ck_assert_str_eq(rl_text(&c, k), "keys(%3 over t < %2)");
 	/* x: the residual's rows and the keys'. */
-	ck_assert_str_eq(rl_text(&c, c.f->inputs[0]),
+	ck_assert_str_eq(rl_text(&c, c.r.f->inputs[0]),
 			 "max(t < %2, keys(%3 over t < %2))");
 	/* kv 0: every key read (a uniform softmax); a batch element with
 	 * no live query reads none. */
 	static const int32_t qv[3] = {2, 6, 0}, kv[3] = {3, 0, 4};
 	inputs_attn(&c, qv, kv);
 	int32_t len[3];
-	pass_rowlive_eval(&c.rl, c.f, c.syms, c.rl.of_node[k], 3, 6, ref_values,
-			  &c, len);
+	pass_rowlive_eval(&c.rl, c.r.f, c.r.syms, c.rl.of_node[k], 3, 6,
+			  ref_values, &c, len);
 	ck_assert_int_eq(len[0], 3);
 	ck_assert_int_eq(len[1], 6);
 	ck_assert_int_eq(len[2], 0);
@@ -531,7 +463,7 @@ START_TEST(test_rowlive_attention_with_lengths_per_query)
 		"  return sum(masked_ce(linear(y, V), labels, qv))\n",
 		"loss", true);
 	ir_id fa = last_of(&c, IR_OP_FUSED_ATTENTION, 0);
-	ir_id k = ir_arg(&c.f->g, fa, 1);
+	ir_id k = ir_arg(&c.r.f->g, fa, 1);
 	ck_assert_str_eq(rl_text(&c, k), "keys(%3 per query over t < %2)");
 	static const int32_t qv[3] = {2, 6, 3};
 	static const int32_t kv[18] = {1, 4, 6, 6, 6, 6,  /* b 0: 4 */
@@ -547,8 +479,8 @@ START_TEST(test_rowlive_attention_with_lengths_per_query)
 	rl_input(&c, 3, 2, d2, kv);
 	rl_prepare(&c);
 	int32_t len[3];
-	pass_rowlive_eval(&c.rl, c.f, c.syms, c.rl.of_node[k], 3, 6, ref_values,
-			  &c, len);
+	pass_rowlive_eval(&c.rl, c.r.f, c.r.syms, c.rl.of_node[k], 3, 6,
+			  ref_values, &c, len);
 	ck_assert_int_eq(len[0], 4);
 	ck_assert_int_eq(len[1], 6);
 	ck_assert_int_eq(len[2], 2);
@@ -564,7 +496,7 @@ START_TEST(test_rowlive_unfused_attention_keeps_its_keys)
 	rl_case c;
 	rl_load(&c, attn_src, "loss", false);
 	ck_assert_uint_eq(last_of(&c, IR_OP_FUSED_ATTENTION, 0), IR_NONE);
-	ck_assert_str_eq(rl_text(&c, c.f->inputs[0]), "all");
+	ck_assert_str_eq(rl_text(&c, c.r.f->inputs[0]), "all");
 	static const int32_t qv[3] = {2, 6, 1}, kv[3] = {3, 2, 4};
 	inputs_attn(&c, qv, kv);
 	check_dead_rows_are_dead(&c, 1);
@@ -576,22 +508,7 @@ END_TEST
  * for three padded pairs, the last with src_valid 0, and rl_prepare. */
 static void book_inputs(rl_case *c)
 {
-	static const int32_t src[30] = {9,  4,  3, 1, 1, 1, 1, 1, 1, 1,
-					12, 20, 4, 3, 1, 1, 1, 1, 1, 1,
-					5,  6,  7, 8, 9, 3, 1, 1, 1, 1};
-	static const int32_t tin[30] = {2, 15, 5,  3, 1, 1, 1, 1, 1, 1,
-					2, 30, 41, 7, 5, 3, 1, 1, 1, 1,
-					2, 8,  3,  1, 1, 1, 1, 1, 1, 1};
-	static const int32_t tgt[30] = {15, 5,  3, 1, 1, 1, 1, 1, 1, 1,
-					30, 41, 7, 5, 3, 1, 1, 1, 1, 1,
-					8,  3,  1, 1, 1, 1, 1, 1, 1, 1};
-	static const int32_t sv[3] = {3, 4, 0}, tv[3] = {3, 5, 2};
-	int64_t d2[2] = {3, 10}, d1[1] = {3};
-	rl_input(c, 0, 2, d2, src);
-	rl_input(c, 1, 1, d1, sv);
-	rl_input(c, 2, 2, d2, tin);
-	rl_input(c, 3, 2, d2, tgt);
-	rl_input(c, 4, 1, d1, tv);
+	row_case_book_inputs(&c->r);
 	rl_prepare(c);
 }
 
@@ -608,9 +525,9 @@ START_TEST(test_rowlive_transformer_loss)
 	 * below src_valid (%1), where the batch element has a live target
 	 * step (the encoder-decoder attention's keys). */
 	uint32_t n_dec = 0, n_enc = 0;
-	for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
+	for (ir_id n = 0; n < c.r.f->g.n_nodes; n++) {
 		const char *t = rl_text(&c, n);
-		bool is_mm = c.f->g.nodes[n].op == IR_OP_MATMUL;
+		bool is_mm = c.r.f->g.nodes[n].op == IR_OP_MATMUL;
 		if (strcmp(t, "t < %4") == 0)
 			n_dec += is_mm;
 		else if (strcmp(t, "keys(%1 over t < %4)") == 0)
@@ -645,8 +562,8 @@ START_TEST(test_rowlive_transformer_loss_grad)
 	 * norm (the forward's and those remat recomputes for the
 	 * backward), has dead rows. */
 	uint32_t n_mm = 0, n_ln = 0;
-	for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
-		const ir_node *nd = &c.f->g.nodes[n];
+	for (ir_id n = 0; n < c.r.f->g.n_nodes; n++) {
+		const ir_node *nd = &c.r.f->g.nodes[n];
 		const char *t = rl_text(&c, n);
 		bool is_dead = strcmp(t, "t < %4") == 0 ||
 			       strcmp(t, "keys(%1 over t < %4)") == 0;
@@ -678,7 +595,7 @@ START_TEST(test_rowlive_bahdanau_loss_grad)
 	/* The decoder's steps: each node of step k is live where k <
 	 * tgt_valid (%4), the embedding's rows below tgt_valid. */
 	uint32_t n_step = 0, n_live = 0;
-	for (ir_id n = 0; n < c.f->g.n_nodes; n++) {
+	for (ir_id n = 0; n < c.r.f->g.n_nodes; n++) {
 		const pass_rowlive_expr *x = &c.rl.exprs[c.rl.of_node[n]];
 		n_step += x->op == PASS_ROWLIVE_STEP;
 		n_live += x->op != PASS_ROWLIVE_NONE &&
