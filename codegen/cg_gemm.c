@@ -1095,12 +1095,24 @@ static void product_of_rows_kept(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
 
-/* cg_gemm_is_m_gather: lists the rows of A in [r0, r1) that are not all
- * zero in map, then repeats a row left out (the first) to the end of
- * their last panel; returns how many were kept. Called when a row is
- * left out. */
-static LLVMValueRef list_nonzero_rows(work_env *w, LLVMValueRef map,
-				      LLVMValueRef r0, LLVMValueRef r1)
+/* cg_gemm_is_m_gather's row test (a hit_fn): row i of A is not all
+ * zero. */
+static LLVMValueRef is_nonzero_row_at(cg_fn *f, LLVMValueRef i, const void *cx)
+{
+	const work_env *w = cx;
+	LLVMValueRef arow = cg_at(f, w->a, by(f, i, w->a_rs));
+	return any_of(f, arow, cg_i64(f, 1), cg_i64(f, 0), w->kk, w->a_cs,
+		      false);
+}
+
+/* Lists in map the rows i in [r0, r1) for which is_kept(f, i, w)
+ * holds, then repeats a row left out (the first) to the end of their
+ * last panel; returns how many were kept. Called when a row is left
+ * out: the rows of A that are not all zero (cg_gemm_is_m_gather,
+ * is_nonzero_row_at) or those the call gave (is_rows_given,
+ * is_live_at). */
+static LLVMValueRef list_rows(work_env *w, LLVMValueRef map, LLVMValueRef r0,
+			      LLVMValueRef r1, hit_fn is_kept)
 {
 	cg_fn *f = w->f;
 	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
@@ -1110,9 +1122,7 @@ static LLVMValueRef list_nonzero_rows(work_env *w, LLVMValueRef map,
 	LLVMValueRef is_spare = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
-	LLVMValueRef arow = cg_at(f, w->a, by(f, i, w->a_rs));
-	LLVMValueRef keep = any_of(f, arow, cg_i64(f, 1), cg_i64(f, 0), w->kk,
-				   w->a_cs, false);
+	LLVMValueRef keep = is_kept(f, i, w);
 	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
 			  no = cg_block(f, "row.left"),
 			  next = cg_block(f, "row.next");
@@ -1172,7 +1182,7 @@ static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, kept);
 	LLVMValueRef map = w->map;
-	LLVMValueRef n_kept = list_nonzero_rows(w, map, r0, r1);
+	LLVMValueRef n_kept = list_rows(w, map, r0, r1, is_nonzero_row_at);
 	w->rows = map;
 	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
 	w->rows = NULL;
@@ -1199,53 +1209,6 @@ static LLVMValueRef is_dead_at(cg_fn *f, LLVMValueRef i, const void *cx)
 	return LLVMBuildNot(f->b, is_live_at(f, i, cx), "");
 }
 
-/* is_rows_given: lists the rows in [r0, r1) the call gave in map, then
- * repeats a row left out (the first) to the end of their last panel, as
- * list_nonzero_rows; returns how many were kept. Called when a row is
- * left out. */
-static LLVMValueRef list_given_rows(work_env *w, LLVMValueRef map,
-				    LLVMValueRef r0, LLVMValueRef r1)
-{
-	cg_fn *f = w->f;
-	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
-	LLVMTypeRef i1 = LLVMInt1TypeInContext(f->ctx);
-	LLVMValueRef kept = cg_var(f, i64, cg_i64(f, 0));
-	LLVMValueRef spare = cg_var(f, i64, r0);
-	LLVMValueRef is_spare = cg_var(f, i1, LLVMConstInt(i1, 0, 0));
-	cg_loop l;
-	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
-	LLVMBasicBlockRef yes = cg_block(f, "row.kept"),
-			  no = cg_block(f, "row.left"),
-			  next = cg_block(f, "row.next");
-	LLVMBuildCondBr(f->b, is_live_at(f, i, w), yes, no);
-	LLVMPositionBuilderAtEnd(f->b, yes);
-	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, kept, "");
-	LLVMBuildStore(f->b, LLVMBuildTrunc(f->b, i, i32, ""),
-		       LLVMBuildInBoundsGEP2(f->b, i32, map, &q, 1, ""));
-	LLVMBuildStore(f->b, cg_addi(f, q, 1), kept);
-	LLVMBuildBr(f->b, next);
-	LLVMPositionBuilderAtEnd(f->b, no);
-	LLVMBasicBlockRef first = cg_if_begin(
-		f,
-		LLVMBuildNot(f->b, LLVMBuildLoad2(f->b, i1, is_spare, ""), ""));
-	LLVMBuildStore(f->b, i, spare);
-	LLVMBuildStore(f->b, LLVMConstInt(i1, 1, 0), is_spare);
-	cg_if_end(f, first);
-	LLVMBuildBr(f->b, next);
-	LLVMPositionBuilderAtEnd(f->b, next);
-	nest_loop_end(f, &l);
-	LLVMValueRef n_kept = LLVMBuildLoad2(f->b, i64, kept, "");
-	LLVMValueRef row = LLVMBuildTrunc(f->b,
-					  LLVMBuildLoad2(f->b, i64, spare, ""),
-					  i32, "");
-	LLVMValueRef p = cg_loop_begin(f, &l, n_kept, whole_panels(f, n_kept),
-				       1);
-	LLVMBuildStore(f->b, row,
-		       LLVMBuildInBoundsGEP2(f->b, i32, map, &p, 1, ""));
-	nest_loop_end(f, &l);
-	return n_kept;
-}
-
 /* is_rows_given, rows [r0, r1) and columns [c0, c1) of C: when the call
  * gave rows and leaves one of these out, multiplies those it keeps in
  * place, whole panels of them padded with a row left out, then clears
@@ -1270,7 +1233,7 @@ static void product_of_rows_given(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, kept);
 	LLVMValueRef map = w->map;
-	LLVMValueRef n_kept = list_given_rows(w, map, r0, r1);
+	LLVMValueRef n_kept = list_rows(w, map, r0, r1, is_live_at);
 	w->rows = map;
 	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
 	w->rows = NULL;

@@ -125,8 +125,7 @@ static inline void row_case_input(row_case *c, uint32_t i, int rank,
 			((int32_t *)c->in[i].data)[e] = vals[e];
 		else
 			((float *)c->in[i].data)[e] =
-				(float)(scale *
-					sin((double)(e * 7 + i * 3 + 1)));
+				(float)(scale * sin((double)(e * 7 + i * 3 + 1)));
 }
 
 /* The book models' loss inputs (src, src_valid, tgt_in, tgt, tgt_valid,
@@ -159,14 +158,12 @@ static inline void row_case_params(row_case *c, uint64_t seed)
 {
 	ir_ctx *ctx = &c->x.ctx;
 	if (!c->syms) {
-		c->syms = ir_alloc(ctx,
-				   (c->x.m->n_syms + 1) * sizeof *c->syms);
+		c->syms = ir_alloc(ctx, (c->x.m->n_syms + 1) * sizeof *c->syms);
 		c->params = ir_alloc(ctx, (c->x.m->n_params + 1) *
 						  sizeof *c->params);
 		c->ref = ir_alloc(ctx, c->f->g.n_nodes * sizeof *c->ref);
 		ck_assert(c->syms && c->params && c->ref);
-		memset(c->params, 0,
-		       (c->x.m->n_params + 1) * sizeof *c->params);
+		memset(c->params, 0, (c->x.m->n_params + 1) * sizeof *c->params);
 		memset(c->ref, 0, c->f->g.n_nodes * sizeof *c->ref);
 	}
 	ck_assert_msg(interp_bind_syms(ctx, c->x.m, c->f, c->in, c->syms), "%s",
