@@ -172,6 +172,40 @@ static inline void row_case_params(row_case *c, uint64_t seed)
 				     c->params));
 }
 
+/* Computes node i of c->f into vals[i] from the values of its operands
+ * in vals, as the interpreter does in training mode (dropout on, seed
+ * 3, step 1): an input's or parameter's value copied from c's, a
+ * constant's from the module. */
+static inline void row_case_eval_node(row_case *c, interp_tensor *vals, ir_id i)
+{
+	ir_ctx *ctx = &c->x.ctx;
+	const ir_module *m = c->x.m;
+	const ir_graph *g = &c->f->g;
+	const ir_node *nd = &g->nodes[i];
+	interp_opts o = {.is_training = true, .seed = 3, .step = 1};
+	if (nd->op == IR_OP_INPUT) {
+		ck_assert(interp_tensor_copy(ctx, &vals[i],
+					     &c->in[nd->attr.input_index]));
+	} else if (nd->op == IR_OP_PARAM) {
+		ck_assert(interp_tensor_copy(ctx, &vals[i],
+					     &c->params[nd->attr.param_index]));
+	} else if (nd->op == IR_OP_CONST) {
+		const ir_const *k = &m->consts[nd->attr.const_index];
+		interp_tensor src = {k->type.dtype, k->type.rank, {0}, k->data};
+		for (int d = 0; d < k->type.rank; d++)
+			src.dims[d] = k->type.dims[d].coef;
+		ck_assert(interp_tensor_copy(ctx, &vals[i], &src));
+	} else {
+		interp_tensor args[16];
+		ck_assert(nd->n_args <= 16);
+		for (uint32_t a = 0; a < nd->n_args; a++)
+			args[a] = vals[ir_arg(g, i, a)];
+		ck_assert_msg(interp_eval_node(ctx, m, g, i, &o, c->syms, args,
+					       &vals[i]),
+			      "%s", tu_graph_diag(&c->x));
+	}
+}
+
 /* The parameter whose name holds part and whose rank is 2: the
  * decoder's embedding table ("decoder.embed"), whose row 1 is <pad>'s. */
 static inline interp_tensor *row_case_param(row_case *c, const char *part)

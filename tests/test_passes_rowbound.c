@@ -112,40 +112,12 @@ static bool clear_dead_rows(rb_case *c, skip_cx *s, ir_id n, interp_tensor *t)
  * rows cleared. */
 static uint32_t run_nodes_into(rb_case *c, interp_tensor *vals, skip_cx *s)
 {
-	ir_ctx *ctx = &c->r.x.ctx;
-	const ir_module *m = c->r.x.m;
 	const ir_graph *g = &c->r.f->g;
-	interp_opts o = {.is_training = true, .seed = 3, .step = 1};
 	uint32_t n_cleared = 0;
 	if (s)
 		s->vals = vals;
 	for (ir_id i = 0; i < g->n_nodes; i++) {
-		const ir_node *nd = &g->nodes[i];
-		if (nd->op == IR_OP_INPUT)
-			ck_assert(interp_tensor_copy(
-				ctx, &vals[i], &c->r.in[nd->attr.input_index]));
-		else if (nd->op == IR_OP_PARAM)
-			ck_assert(interp_tensor_copy(
-				ctx, &vals[i],
-				&c->r.params[nd->attr.param_index]));
-		else if (nd->op == IR_OP_CONST) {
-			const ir_const *k = &m->consts[nd->attr.const_index];
-			interp_tensor src = {k->type.dtype,
-					     k->type.rank,
-					     {0},
-					     k->data};
-			for (int d = 0; d < k->type.rank; d++)
-				src.dims[d] = k->type.dims[d].coef;
-			ck_assert(interp_tensor_copy(ctx, &vals[i], &src));
-		} else {
-			interp_tensor args[16];
-			ck_assert(nd->n_args <= 16);
-			for (uint32_t a = 0; a < nd->n_args; a++)
-				args[a] = vals[ir_arg(g, i, a)];
-			ck_assert_msg(interp_eval_node(ctx, m, g, i, &o,
-						       c->r.syms, args, &vals[i]),
-				      "%s", tu_graph_diag(&c->r.x));
-		}
+		row_case_eval_node(&c->r, vals, i);
 		if (s && s->kind != SKIP_NONE)
 			n_cleared += clear_dead_rows(c, s, i, &vals[i]);
 	}

@@ -121,38 +121,10 @@ static bool poison(rl_case *c, ir_id n, interp_tensor *t, bool is_live)
 static bool run_nodes(rl_case *c, interp_tensor *vals, ir_id victim,
 		      bool is_live)
 {
-	ir_ctx *ctx = &c->r.x.ctx;
-	const ir_module *m = c->r.x.m;
 	const ir_graph *g = &c->r.f->g;
-	interp_opts o = {.is_training = true, .seed = 3, .step = 1};
 	bool is_poisoned = false;
 	for (ir_id i = 0; i < g->n_nodes; i++) {
-		const ir_node *nd = &g->nodes[i];
-		if (nd->op == IR_OP_INPUT)
-			ck_assert(interp_tensor_copy(
-				ctx, &vals[i], &c->r.in[nd->attr.input_index]));
-		else if (nd->op == IR_OP_PARAM)
-			ck_assert(interp_tensor_copy(
-				ctx, &vals[i],
-				&c->r.params[nd->attr.param_index]));
-		else if (nd->op == IR_OP_CONST) {
-			const ir_const *k = &m->consts[nd->attr.const_index];
-			interp_tensor src = {k->type.dtype,
-					     k->type.rank,
-					     {0},
-					     k->data};
-			for (int d = 0; d < k->type.rank; d++)
-				src.dims[d] = k->type.dims[d].coef;
-			ck_assert(interp_tensor_copy(ctx, &vals[i], &src));
-		} else {
-			interp_tensor args[16];
-			ck_assert(nd->n_args <= 16);
-			for (uint32_t a = 0; a < nd->n_args; a++)
-				args[a] = vals[ir_arg(g, i, a)];
-			ck_assert_msg(interp_eval_node(ctx, m, g, i, &o,
-						       c->r.syms, args, &vals[i]),
-				      "%s", tu_graph_diag(&c->r.x));
-		}
+		row_case_eval_node(&c->r, vals, i);
 		if (i == victim && vals[i].rank >= 2)
 			is_poisoned = poison(c, i, &vals[i], is_live);
 	}
