@@ -1155,6 +1155,23 @@ static LLVMValueRef list_rows(work_env *w, LLVMValueRef map, LLVMValueRef r0,
 	return n_kept;
 }
 
+/* Rows [r0, r1), columns [c0, c1) of C where is_kept leaves a row out:
+ * multiplies the rows it keeps in place (list_rows: whole panels,
+ * padded with a row left out), then write_rows_back gives each row its
+ * plain product's bits and the rows left out +0. */
+static void product_of_listed_rows(work_env *w, LLVMValueRef r0,
+				   LLVMValueRef r1, LLVMValueRef c0,
+				   LLVMValueRef c1, hit_fn is_kept)
+{
+	cg_fn *f = w->f;
+	LLVMValueRef map = w->map;
+	LLVMValueRef n_kept = list_rows(w, map, r0, r1, is_kept);
+	w->rows = map;
+	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
+	w->rows = NULL;
+	write_rows_back(w, NULL, map, n_kept, r0, r1, c0, c1);
+}
+
 /* skip_zero_m with cg_gemm_is_m_gather, rows [r0, r1) and columns [c0,
  * c1) of C: with a row of zeros in A and B finite (0 times an inf is
  * NaN), multiplies the rows kept in place, whole panels of them padded
@@ -1181,12 +1198,7 @@ static void product_of_rows_in_place(work_env *w, LLVMValueRef r0,
 	block_loops(w, r0, r1, c0, c1);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, kept);
-	LLVMValueRef map = w->map;
-	LLVMValueRef n_kept = list_rows(w, map, r0, r1, is_nonzero_row_at);
-	w->rows = map;
-	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
-	w->rows = NULL;
-	write_rows_back(w, NULL, map, n_kept, r0, r1, c0, c1);
+	product_of_listed_rows(w, r0, r1, c0, c1, is_nonzero_row_at);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
@@ -1232,12 +1244,7 @@ static void product_of_rows_given(work_env *w, LLVMValueRef r0, LLVMValueRef r1,
 	block_loops(w, r0, r1, c0, c1);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, kept);
-	LLVMValueRef map = w->map;
-	LLVMValueRef n_kept = list_rows(w, map, r0, r1, is_live_at);
-	w->rows = map;
-	block_loops(w, cg_i64(f, 0), whole_panels(f, n_kept), c0, c1);
-	w->rows = NULL;
-	write_rows_back(w, NULL, map, n_kept, r0, r1, c0, c1);
+	product_of_listed_rows(w, r0, r1, c0, c1, is_live_at);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
