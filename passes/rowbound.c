@@ -4,6 +4,8 @@
  */
 #include "rowbound.h"
 
+#include "ir_scalar.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -16,19 +18,16 @@ static bool is_grad_op(ir_op op)
 	       op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
 }
 
-/* Bounds are >= 0, +inf or NaN: the larger, NaN winning. */
+/* Bounds are >= 0, +inf or NaN: the larger (the smaller), NaN winning,
+ * as the ops maximum and minimum compute. */
 static double bmax(double a, double b)
 {
-	if (isnan(a) || isnan(b))
-		return NAN;
-	return a > b ? a : b;
+	return ir_scalar_binary(IR_OP_MAXIMUM, a, b);
 }
 
 static double bmin(double a, double b)
 {
-	if (isnan(a) || isnan(b))
-		return NAN;
-	return a < b ? a : b;
+	return ir_scalar_binary(IR_OP_MINIMUM, a, b);
 }
 
 static double badd(double a, double b)
