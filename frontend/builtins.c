@@ -266,9 +266,9 @@ static bool axes_mask(fe_elab *e, fe_value v, ir_loc loc, int rank,
 		return true;
 	}
 	if (v.kind != FE_V_LIST) {
-		if (!fe_to_axis(e, v, loc, rank, &ax))
+		if (!fe_to_axis_or_none(e, v, loc, rank, &ax))
 			return false;
-		*mask = 1u << ax;
+		*mask = ax < 0 ? 0 : 1u << ax;
 		return true;
 	}
 	if (v.list.n == 0) { /* PyTorch 1.13's dim=[]: every axis */
@@ -276,8 +276,15 @@ static bool axes_mask(fe_elab *e, fe_value v, ir_loc loc, int rank,
 		return true;
 	}
 	for (uint32_t i = 0; i < v.list.n; i++) {
-		if (!fe_to_axis(e, v.list.items[i], loc, rank, &ax))
+		if (!fe_to_axis_or_none(e, v.list.items[i], loc, rank, &ax))
 			return false;
+		if (ax < 0 && rank == 0 && v.list.n > 1) { /* as PyTorch */
+			ir_error(e->ctx, loc,
+				 "axis 0 appears twice in the list");
+			return false;
+		}
+		if (ax < 0)
+			continue;
 		if (*mask & (1u << ax)) { /* as PyTorch, and permute here */
 			ir_error(e->ctx, loc,
 				 "axis %d appears twice in the list", ax);
@@ -311,6 +318,23 @@ static fe_value bi_reduce(fe_elab *e, const fe_builtin *b, const fe_args *a)
 
 static fe_value flatten(fe_elab *e, ir_id x, ir_loc loc);
 
+/* The index into flattened x (rank 0; all ones with keep). */
+static fe_value argmax_flat(fe_elab *e, const fe_builtin *b, ir_id x, bool keep,
+			    ir_loc loc)
+{
+	ir_attr at = {.reduce = {.axes = 1}};
+	ir_type ones = {.dtype = IR_I32, .rank = rank_of(e, x)};
+	for (int i = 0; i < ones.rank; i++)
+		ones.dims[i] = ir_dim_static(1);
+	fe_value f = flatten(e, x, loc);
+	if (f.kind != FE_V_TENSOR)
+		return f;
+	f = build1(e, b->op, f.tensor, &at, loc);
+	if (!keep || f.kind != FE_V_TENSOR)
+		return f;
+	return fe_reshape(e, f.tensor, &ones, loc);
+}
+
 /* argmax(x, axis = None, keepdim = false) and argmin, as PyTorch's: with
  * no axis (or None) the index into the flattened tensor, rank 0 (all
  * ones with keepdim); with one, the index along it. */
@@ -323,23 +347,16 @@ static fe_value bi_argmax(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	if (x == IR_NONE || (is_given(a, 2) && !attr_bool(e, b, a, 2, &keep)))
 		return fe_err();
 	if (is_given(a, 1)) {
-		if (!fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
+		if (!fe_to_axis_or_none(e, a->v[1], a->locs[1], rank_of(e, x),
+					&ax))
 			return fe_err();
+		if (ax < 0) /* rank 0: the index into its one element */
+			return argmax_flat(e, b, x, keep, a->loc);
 		at.reduce.axes = 1u << ax;
 		at.reduce.keepdim = keep;
 		return build1(e, b->op, x, &at, a->loc);
 	}
-	ir_type ones = {.dtype = IR_I32, .rank = rank_of(e, x)};
-	for (int i = 0; i < ones.rank; i++)
-		ones.dims[i] = ir_dim_static(1);
-	fe_value f = flatten(e, x, a->loc);
-	if (f.kind != FE_V_TENSOR)
-		return f;
-	at.reduce.axes = 1;
-	f = build1(e, b->op, f.tensor, &at, a->loc);
-	if (!keep || f.kind != FE_V_TENSOR)
-		return f;
-	return fe_reshape(e, f.tensor, &ones, a->loc);
+	return argmax_flat(e, b, x, keep, a->loc);
 }
 
 /* Ops of n tensor operands and no attributes. */
@@ -459,9 +476,11 @@ static fe_value bi_transpose(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	if (x == IR_NONE)
 		return fe_err();
 	int r = rank_of(e, x);
-	if (!fe_to_axis(e, a->v[1], a->locs[1], r, &i) ||
-	    !fe_to_axis(e, a->v[2], a->locs[2], r, &j))
+	if (!fe_to_axis_or_none(e, a->v[1], a->locs[1], r, &i) ||
+	    !fe_to_axis_or_none(e, a->v[2], a->locs[2], r, &j))
 		return fe_err();
+	if (r == 0) /* PyTorch's transpose(x, 0, -1) of a rank-0 x */
+		return fe_tensor(x);
 	for (int k = 0; k < r; k++)
 		perm[k] = k;
 	perm[i] = j;
@@ -503,8 +522,10 @@ static fe_value bi_squeeze(fe_elab *e, const fe_builtin *b, const fe_args *a)
 	char buf[128];
 	(void)b;
 	if (x == IR_NONE ||
-	    !fe_to_axis(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
+	    !fe_to_axis_or_none(e, a->v[1], a->locs[1], rank_of(e, x), &ax))
 		return fe_err();
+	if (ax < 0) /* rank 0: PyTorch's squeeze(x, 0) is x */
+		return fe_tensor(x);
 	ir_type t = *fe_type_of(e, x);
 	if (!ir_dim_is_static(t.dims[ax]) || t.dims[ax].coef != 1) {
 		ir_type_format(e->m, &t, buf, sizeof buf);

@@ -219,6 +219,9 @@ bool fe_check_size(fe_elab *e, const ir_type *t, ir_loc loc);
 /* Normalizes an axis (negative counts from the end) for rank; reports
  * if out of range. */
 bool fe_to_axis(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out);
+/* As fe_to_axis, but as PyTorch a tensor of rank 0 takes axis 0 or -1
+ * (its dims wrap as a rank-1 tensor's); *out is then -1: no axis. */
+bool fe_to_axis_or_none(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out);
 
 /* ---- building nodes (expr.c) ------------------------------------------------------- */
 

@@ -306,6 +306,24 @@ bool fe_to_axis(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out)
 	return true;
 }
 
+bool fe_to_axis_or_none(fe_elab *e, fe_value v, ir_loc loc, int rank, int *out)
+{
+	int64_t a;
+	if (rank > 0)
+		return fe_to_axis(e, v, loc, rank, out);
+	if (!fe_to_int(e, v, loc, &a))
+		return false;
+	if (a < -1 || a > 0) {
+		ir_error(e->ctx, loc,
+			 "axis %lld out of range for a tensor of rank 0 "
+			 "(it takes 0 or -1)",
+			 (long long)a);
+		return false;
+	}
+	*out = -1;
+	return true;
+}
+
 bool fe_check_size(fe_elab *e, const ir_type *t, ir_loc loc)
 {
 	char buf[128];
