@@ -90,6 +90,8 @@ struct cg_program {
 	uint32_t n_fused; /* fused nodes over all entries */
 	int64_t grain;
 	bool is_serial, no_fuse, is_profiled;
+	char index_error_name[300]; /* the { index, bound } global */
+	int64_t *index_error;       /* it, after the JIT */
 	char clock_name[300];    /* when profiled: the cycle counter's reader */
 	char row_skip_name[300]; /* the row_skip global ("": none) */
 	int32_t *row_skip;       /* it, after the JIT */

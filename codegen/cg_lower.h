@@ -43,6 +43,10 @@ typedef struct cg_lower {
 	uint32_t n_gemms; /* sgemm functions generated (for unique names) */
 	unsigned vw;      /* floats per vector of the sgemm and attention
 			   * kernels: 8 (AVX2) or 16 (AVX-512) */
+	/* The program's global { i64 index, i64 bound } where a kernel that
+	 * fails with ATTNRT_ERR_INDEX leaves what it read
+	 * (cg_kernel_fail_index_if, cg_program_index_error). */
+	LLVMValueRef index_error;
 	bool keep_zero_rows; /* cg_program_options.keep_zero_rows */
 	bool no_attn_cache;  /* cg_program_options.no_attn_cache */
 	/* Row liveness of the function being lowered (NULL: none, with
@@ -175,6 +179,11 @@ LLVMValueRef cg_lower_dropout_key(cg_kernel *k, uint32_t stream);
 /* Returns from the kernel with its error code (an ATTNRT_ERR_*, which
  * the caller makes its node's) when cond holds, else continues after. */
 void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code);
+/* Fails with ATTNRT_ERR_INDEX, as cg_kernel_fail_if, when the i64 index
+ * is outside [0, bound); it first stores both into the program's
+ * index_error global, for the message (cg_program_index_error). */
+void cg_kernel_fail_index_if(cg_kernel *k, LLVMValueRef index,
+			     LLVMValueRef bound);
 /* A kernel's work outlined into a function that every kernel with the
  * same `name` calls (the attention kernels' bodies):
  *   void name(ptr run, ptr out, ptr in..., i64 lo, i64 hi, i64 key)

@@ -93,9 +93,7 @@ bool cg_lower_embedding_grad(cg_kernel *k)
 	LLVMValueRef id = LLVMBuildSExt(f->b,
 					cg_lower_load(f, IR_I32, k->in[0], i),
 					cg_t_i64(f), "");
-	cg_kernel_fail_if(k,
-			  LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, V), ""),
-			  ATTNRT_ERR_INDEX);
+	cg_kernel_fail_index_if(k, id, cg_i64(f, V));
 	LLVMValueRef mine = LLVMBuildAnd(f->b,
 					 LLVMBuildICmp(f->b, LLVMIntSGE, id,
 						       k->lo, ""),

@@ -117,7 +117,8 @@ LLVMValueRef cg_lower_fcall(cg_fn *f, const char *name, LLVMValueRef a,
 	return cg_intrinsic(f, name, &t, 1, args, b ? 2 : 1);
 }
 
-void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code)
+/* The kernel's block that returns its error code (made on first use). */
+static LLVMBasicBlockRef fail_block(cg_kernel *k, int code)
 {
 	cg_fn *f = &k->f;
 	if (!k->err) {
@@ -127,8 +128,39 @@ void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code)
 		LLVMBuildRet(f->b, cg_i32(f, code));
 		LLVMPositionBuilderAtEnd(f->b, here);
 	}
+	return k->err;
+}
+
+void cg_kernel_fail_if(cg_kernel *k, LLVMValueRef cond, int code)
+{
+	cg_fn *f = &k->f;
+	LLVMBasicBlockRef err = fail_block(k, code);
 	LLVMBasicBlockRef ok = cg_block(f, "ok");
-	LLVMBuildCondBr(f->b, cond, k->err, ok);
+	LLVMBuildCondBr(f->b, cond, err, ok);
+	LLVMPositionBuilderAtEnd(f->b, ok);
+}
+
+void cg_kernel_fail_index_if(cg_kernel *k, LLVMValueRef index,
+			     LLVMValueRef bound)
+{
+	cg_fn *f = &k->f;
+	LLVMBasicBlockRef bad = cg_block(f, "bad_index");
+	LLVMBasicBlockRef ok = cg_block(f, "ok");
+	LLVMBuildCondBr(f->b, LLVMBuildICmp(f->b, LLVMIntUGE, index, bound, ""),
+			bad, ok);
+	LLVMPositionBuilderAtEnd(f->b, bad);
+	LLVMValueRef g = k->L->index_error;
+	LLVMValueRef at[2] = {cg_i64(f, 0), cg_i64(f, 0)};
+	for (int i = 0; i < 2; i++) { /* threads may race: either is true */
+		at[1] = cg_i64(f, i);
+		LLVMValueRef p = LLVMBuildInBoundsGEP2(f->b,
+						       LLVMGlobalGetValueType(g),
+						       g, at, 2, "");
+		LLVMValueRef st = LLVMBuildStore(f->b, i ? bound : index, p);
+		LLVMSetOrdering(st, LLVMAtomicOrderingMonotonic);
+		LLVMSetAlignment(st, 8);
+	}
+	LLVMBuildBr(f->b, fail_block(k, ATTNRT_ERR_INDEX));
 	LLVMPositionBuilderAtEnd(f->b, ok);
 }
 

@@ -2096,10 +2096,7 @@ static void embedding_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 					cg_lower_load(f, IR_I32, k->in[0],
 						      offs[1]),
 					cg_t_i64(f), "");
-	cg_kernel_fail_if(k,
-			  LLVMBuildICmp(f->b, LLVMIntUGE, id, cg_i64(f, e->V),
-					""),
-			  ATTNRT_ERR_INDEX);
+	cg_kernel_fail_index_if(k, id, cg_i64(f, e->V));
 	LLVMValueRef row = cg_muli(f, id, e->D);
 	cg_loop l;
 	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, e->D), 1);
@@ -2420,9 +2417,7 @@ static LLVMValueRef row_label(cg_kernel *k, const row_cx *c, LLVMValueRef off)
 	LLVMValueRef y = LLVMBuildSExt(f->b,
 				       cg_lower_load(f, IR_I32, k->in[1], off),
 				       cg_t_i64(f), "");
-	cg_kernel_fail_if(k,
-			  LLVMBuildICmp(f->b, LLVMIntUGE, y, cg_i64(f, c->K), ""),
-			  ATTNRT_ERR_INDEX);
+	cg_kernel_fail_index_if(k, y, cg_i64(f, c->K));
 	return y;
 }
 

@@ -139,9 +139,11 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 {
 	const ir_module *m = p->m;
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
-	cg_lower L = {p->ctx, m,    p->syms, p->cm, cg_module_llvm(p->cm),
-		      0,      0,    0,       false, false,
-		      NULL,   NULL, 0,       0,     0};
+	cg_lower L = {.ctx = p->ctx,
+		      .m = m,
+		      .syms = p->syms,
+		      .cm = p->cm,
+		      .mod = cg_module_llvm(p->cm)};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
@@ -158,6 +160,17 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 			LLVMGetModuleContext(L.mod));
 		L.row_skip = LLVMAddGlobal(L.mod, i32, p->row_skip_name);
 		LLVMSetInitializer(L.row_skip, LLVMConstInt(i32, 0, 0));
+	}
+	if (L.mod) {
+		LLVMTypeRef i64 = LLVMInt64TypeInContext(
+			LLVMGetModuleContext(L.mod));
+		snprintf(p->index_error_name, sizeof p->index_error_name,
+			 "%s.index_error", prefix);
+		L.index_error = LLVMAddGlobal(L.mod, LLVMArrayType(i64, 2),
+					      p->index_error_name);
+		LLVMSetInitializer(L.index_error,
+				   LLVMConstNull(LLVMArrayType(i64, 2)));
+		LLVMSetAlignment(L.index_error, 8);
 	}
 	L.gemm_min = !opts || opts->gemm_min == 0 ? CG_PROGRAM_GEMM_MIN_DEFAULT
 		     : opts->gemm_min < 0         ? INT64_MAX
@@ -301,6 +314,11 @@ bool cg_program_jit(cg_program *p)
 		 * the round trip (as for dlsym). */
 		memcpy(&p->entries[i].entry, &fp, sizeof fp);
 	}
+	p->index_error = cg_module_lookup(p->cm, p->index_error_name);
+	if (!p->index_error) {
+		module_failed(p);
+		return false;
+	}
 	if (p->row_skip_name[0]) {
 		p->row_skip = cg_module_lookup(p->cm, p->row_skip_name);
 		if (!p->row_skip) {
@@ -352,6 +370,15 @@ const char *cg_program_symbol(const cg_program *p, const char *func)
 {
 	const cg_entry *e = find_entry(p, func);
 	return e ? e->symbol : NULL;
+}
+
+bool cg_program_index_error(const cg_program *p, int64_t *index, int64_t *bound)
+{
+	if (!p || !p->index_error)
+		return false;
+	*index = __atomic_load_n(&p->index_error[0], __ATOMIC_RELAXED);
+	*bound = __atomic_load_n(&p->index_error[1], __ATOMIC_RELAXED);
+	return *bound > 0;
 }
 
 bool cg_program_set_row_skip(cg_program *p, bool on)

@@ -149,6 +149,13 @@ bool cg_program_emit_buffer(cg_program *p, cg_emit_kind kind, char **data,
  * CG_ROW_SKIP_MIN_SHARE of its multiply-adds), or not JIT-compiled. */
 bool cg_program_set_row_skip(cg_program *p, bool on);
 
+/* After a call that failed with ATTNRT_ERR_INDEX: the index it read and
+ * the bound it broke ([0, bound)), from the program's global that the
+ * failing kernel wrote (under threads, one of the failing reads).
+ * Returns false when there is none (not JIT-compiled, or no kernel
+ * wrote it). */
+bool cg_program_index_error(const cg_program *p, int64_t *index, int64_t *bound);
+
 /* Number of entry points (the exported functions, in module order) and
  * the IR function name of entry i (< cg_program_n_entries). */
 uint32_t cg_program_n_entries(const cg_program *p);

@@ -235,8 +235,11 @@ void drv_print_jit_stats(const ir_module *m, cg_program *p);
 bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 		  const drv_jit *j);
 
-/* Reports an entry point's error code rc at the op of f that raised it. */
-void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc);
+/* Reports an entry point's error code rc at the op of f that raised it;
+ * for an index out of range, the index and the range when p (the
+ * program that ran, may be NULL) has them (cg_program_index_error). */
+void drv_report_run_error(ir_ctx *ctx, const cg_program *p, const ir_func *f,
+			  int rc);
 
 /* ---- running any exported function (exec.c) ---------------------------------- */
 

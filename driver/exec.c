@@ -141,7 +141,7 @@ static bool jit_call(const drv_exec *e, const ir_func *f,
 	int rc = fn(&run, e->jit->params, scratch, in_ptrs, out_ptrs);
 	ok = rc == ATTNRT_OK;
 	if (!ok)
-		drv_report_run_error(e->ctx, f, rc);
+		drv_report_run_error(e->ctx, p, f, rc);
 out:
 	attnrt_free(NULL, scratch);
 	ir_free(e->ctx, in_ptrs);

@@ -247,7 +247,7 @@ static bool step(generator *g, int32_t tok, int32_t pos)
 	int rc = g->fn(&run, g->jit.params, g->scratch,
 		       (const void *const *)g->bufs, g->outs);
 	if (rc != ATTNRT_OK) {
-		drv_report_run_error(g->ctx, g->f, rc);
+		drv_report_run_error(g->ctx, g->jit.p, g->f, rc);
 		return false;
 	}
 	for (uint32_t i = 2; i < g->n_in; i++) { /* swap: no copy */

@@ -661,7 +661,7 @@ bool drv_grad_run(ir_ctx *ctx, const drv_jit *j, drv_grad *g,
 	bool ok = true;
 	for (uint32_t k = 0; k < n_run && ok; k++)
 		if (r.rc[k] != ATTNRT_OK) {
-			drv_report_run_error(ctx, g->f, r.rc[k]);
+			drv_report_run_error(ctx, j->p, g->f, r.rc[k]);
 			ok = false;
 		}
 	if (!ok || !gather(ctx, g))

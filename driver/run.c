@@ -322,7 +322,8 @@ bool drv_jit_save(ir_ctx *ctx, const ir_module *m, const drv_options *o,
 	return false;
 }
 
-void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
+void drv_report_run_error(ir_ctx *ctx, const cg_program *p, const ir_func *f,
+			  int rc)
 {
 	uint32_t node = (uint32_t)rc >> 8;
 	if ((rc & 0xff) == ATTNRT_ERR_OVERLAP) {
@@ -339,12 +340,20 @@ void drv_report_run_error(ir_ctx *ctx, const ir_func *f, int rc)
 	ir_loc loc = is_node ? f->g.nodes[node].loc : (ir_loc){0};
 	/* A gradient's op, at the line of the op it differentiates, is
 	 * named as that op: cross_entropy_with_grad as cross_entropy. */
-	const char *op =
-		is_node ? ir_op_table[ir_op_differentiated(f->g.nodes[node].op)].name
-			: f->name;
-	ir_error(ctx, loc, "%s: %s at run time", op,
-		 (rc & 0xff) == ATTNRT_ERR_INDEX ? "an index is out of range"
-						 : attnrt_strerror(rc & 0xff));
+	ir_op diff = is_node ? ir_op_differentiated(f->g.nodes[node].op)
+			     : IR_OP_COUNT;
+	const char *op = is_node ? ir_op_table[diff].name : f->name;
+	int64_t index, bound;
+	if ((rc & 0xff) != ATTNRT_ERR_INDEX)
+		ir_error(ctx, loc, "%s: %s at run time", op,
+			 attnrt_strerror(rc & 0xff));
+	else if (cg_program_index_error(p, &index, &bound)) /* as interp's */
+		ir_error(ctx, loc, "%s: %s %lld out of range [0, %lld)", op,
+			 diff == IR_OP_CROSS_ENTROPY ? "label" : "index",
+			 (long long)index, (long long)bound);
+	else
+		ir_error(ctx, loc, "%s: an index is out of range at run time",
+			 op);
 }
 
 double drv_now_seconds(void)

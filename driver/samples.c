@@ -433,7 +433,7 @@ static double eval_batch(evaluator *e, const size_t *order, size_t n,
 	const ir_func *f = ir_module_find_func(e->m, e->entry);
 	char which[64];
 	if (rc != ATTNRT_OK) {
-		drv_report_run_error(e->ctx, f, rc);
+		drv_report_run_error(e->ctx, e->j->p, f, rc);
 		batch_samples(e, order, n, first, which, sizeof which);
 		ir_note(e->ctx, (ir_loc){0},
 			"in the validation loss, on validation %s (of %zu)",
