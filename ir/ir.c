@@ -217,10 +217,7 @@ uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
 	return n;
 }
 
-/* The prelude function's call loc is inside, or NULL (loc is the user's
- * own, or names no call). Each call's loc names an earlier call, so
- * following them ends. */
-static const ir_call *prelude_call(const ir_ctx *ctx, ir_loc loc)
+const ir_call *ir_loc_prelude_call(const ir_ctx *ctx, ir_loc loc)
 {
 	const ir_call *c = loc.at && loc.at < ctx->n_calls ? &ctx->calls[loc.at]
 							   : NULL;
@@ -229,7 +226,7 @@ static const ir_call *prelude_call(const ir_ctx *ctx, ir_loc loc)
 
 ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc)
 {
-	for (const ir_call *c; (c = prelude_call(ctx, loc));)
+	for (const ir_call *c; (c = ir_loc_prelude_call(ctx, loc));)
 		loc = c->loc;
 	return loc;
 }
@@ -238,7 +235,7 @@ ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc)
  * prelude line of loc's calls, inward first. */
 static void note_prelude_lines(ir_ctx *ctx, ir_loc loc)
 {
-	for (const ir_call *c; (c = prelude_call(ctx, loc)); loc = c->loc)
+	for (const ir_call *c; (c = ir_loc_prelude_call(ctx, loc)); loc = c->loc)
 		ir_note(ctx, loc, "here, in '%s' (defined in the prelude)",
 			ctx->callees[c->callee]);
 }
@@ -454,7 +451,7 @@ static void report(ir_ctx *ctx, ir_loc loc, const char *kind, const char *fmt,
 	if (b.n == DIAG_BUF)
 		b.n--;
 	buf_putc(&b, '\n');
-	if (has_line)
+	if (has_line && ctx->files[loc.file].len) /* a .ir names files only */
 		buf_caret(&b, ctx, loc);
 	fwrite(b.s, 1, b.n, ctx->diag_out);
 }
@@ -464,7 +461,7 @@ void ir_verror(ir_ctx *ctx, ir_loc loc, const char *fmt, va_list ap)
 	ctx->n_errors++;
 	if (ctx->max_errors && ctx->n_errors > ctx->max_errors)
 		return;
-	if (prelude_call(ctx, loc)) {
+	if (ir_loc_prelude_call(ctx, loc)) {
 		report(ctx, ir_loc_user(ctx, loc), "error", fmt, ap);
 		note_prelude_lines(ctx, loc);
 	} else if (ctx->user_callee && loc.file != ctx->user_call.file) {

@@ -266,6 +266,10 @@ uint32_t ir_ctx_load_source(ir_ctx *ctx, const char *path);
  * when out of memory (the loc then names no call). */
 uint32_t ir_ctx_add_call(ir_ctx *ctx, ir_loc loc, const char *callee,
 			 bool is_prelude);
+/* The call of a prelude function that loc is inside (its body's line),
+ * or NULL: loc is the user's own line, or names no call. Each call's loc
+ * names an earlier call, so following c->loc ends. */
+const ir_call *ir_loc_prelude_call(const ir_ctx *ctx, ir_loc loc);
 /* The line of the user's model that loc stands for: loc itself, or for
  * a loc inside a prelude function, the user's call of it. */
 ir_loc ir_loc_user(const ir_ctx *ctx, ir_loc loc);

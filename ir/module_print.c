@@ -200,13 +200,9 @@ static void pr_type(printer *p, const ir_type *t)
 	pr(p, "]");
 }
 
-/* " loc(l:c)" in the main file, " loc("file":l:c)" elsewhere, nothing for
- * no location. */
-static void pr_loc(printer *p, ir_loc loc)
+/* "l:c" in the main file, ""file":l:c" elsewhere. */
+static void pr_place(printer *p, ir_loc loc)
 {
-	if (!loc.file && !loc.line && !loc.col)
-		return;
-	pr(p, " loc(");
 	if (loc.file != p->main_file || !loc.file) {
 		if (loc.file < p->m->ctx->n_files)
 			pr_string(p, p->m->ctx->files[loc.file].name);
@@ -214,7 +210,28 @@ static void pr_loc(printer *p, ir_loc loc)
 			pr(p, "<bad file %u>", loc.file);
 		pr(p, ":");
 	}
-	pr(p, "%u:%u)", loc.line, loc.col);
+	pr(p, "%u:%u", loc.line, loc.col);
+}
+
+/* " loc(l:c)" in the main file, " loc("file":l:c)" elsewhere, nothing for
+ * no location; a line in a prelude function is followed by the calls
+ * that lead to it, innermost first (" in embed at "m.g":3:10"), so that
+ * a module read back reports its errors at the user's line. */
+static void pr_loc(printer *p, ir_loc loc)
+{
+	const ir_ctx *ctx = p->m->ctx;
+	if (!loc.file && !loc.line && !loc.col)
+		return;
+	pr(p, " loc(");
+	pr_place(p, loc);
+	for (const ir_call *c; (c = ir_loc_prelude_call(ctx, loc));
+	     loc = c->loc) {
+		pr(p, " in ");
+		pr_string(p, ctx->callees[c->callee]);
+		pr(p, " at ");
+		pr_place(p, c->loc);
+	}
+	pr(p, ")");
 }
 
 /* The file of the first location in print order: most locations of a

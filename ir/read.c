@@ -499,15 +499,10 @@ static bool file_id(reader *r, const char *name, uint32_t *id)
 	return *id != 0 || oom(r);
 }
 
-/* loc = "loc" "(" [ STRING ":" ] INT ":" INT ")" ; optional */
-static bool parse_loc(reader *r, ir_loc *loc)
+/* place = [ STRING ":" ] INT ":" INT */
+static bool parse_place(reader *r, ir_loc *loc)
 {
 	*loc = (ir_loc){0};
-	if (!is_word(r, "loc"))
-		return true;
-	next(r);
-	if (!expect(r, '('))
-		return false;
 	if (r->tok.kind == T_STR) {
 		char *name = tok_name(r, &r->tok);
 		if (!name || !file_id(r, name, &loc->file))
@@ -523,7 +518,52 @@ static bool parse_loc(reader *r, ir_loc *loc)
 		loc->file = r->main_file;
 	}
 	return parse_u32(r, &loc->line) && expect(r, ':') &&
-	       parse_u32(r, &loc->col) && expect(r, ')');
+	       parse_u32(r, &loc->col);
+}
+
+#define MAX_CALL_DEPTH 64
+
+/* loc = "loc" "(" place { "in" STRING "at" place } ")" ; optional: a line
+ * in a prelude function, then the calls that lead to it, innermost
+ * first (module_print.c), registered outermost first so that each
+ * call's loc names an earlier one (ir_loc_prelude_call). */
+static bool parse_loc(reader *r, ir_loc *loc)
+{
+	ir_loc at[MAX_CALL_DEPTH];
+	char *callee[MAX_CALL_DEPTH];
+	uint32_t n = 0;
+	*loc = (ir_loc){0};
+	if (!is_word(r, "loc"))
+		return true;
+	next(r);
+	if (!expect(r, '(') || !parse_place(r, loc))
+		return false;
+	while (is_word(r, "in")) {
+		if (n == MAX_CALL_DEPTH)
+			return rerr_at(r, &r->tok,
+				       "a location with more than %d calls",
+				       MAX_CALL_DEPTH);
+		next(r);
+		if (r->tok.kind != T_STR)
+			return expected(r, "the called function's name, a "
+					   "string");
+		if (!(callee[n] = parse_name(r, "a function's name")))
+			return false;
+		if (!is_word(r, "at"))
+			return expected(r, "'at'");
+		next(r);
+		if (!parse_place(r, &at[n++]))
+			return false;
+	}
+	uint32_t outer = 0;
+	while (n-- > 0) {
+		at[n].at = outer;
+		outer = ir_ctx_add_call(r->ctx, at[n], callee[n], true);
+		if (!outer)
+			return oom(r);
+	}
+	loc->at = outer;
+	return expect(r, ')');
 }
 
 /* syms = name { "*" name }: the product of the named symbols, which must

@@ -619,6 +619,77 @@ START_TEST(test_reader_accepts_a_hand_written_module)
 }
 END_TEST
 
+/* A line in a prelude function and the calls that lead to it: the
+ * innermost first, each a registered call (ir_ctx.calls). */
+static const char chain_text[] =
+	"module x\n"
+	"source \"m.g\"\n"
+	"func @f(x: f32[4]) loc(2:1) {\n"
+	"  %0 = input {index=0} : f32[4] loc(2:9)\n"
+	"  %1 = tanh %0 : f32[4] loc(\"prelude.g\":50:3 in \"inner\" at "
+	"\"prelude.g\":60:5 in \"outer\" at 7:12)\n"
+	"  return %1 as y\n"
+	"}\n";
+
+START_TEST(test_a_prelude_line_keeps_its_calls_through_text)
+{
+	ir_module *m = read_text("chain.ir", chain_text);
+	ck_assert_msg(m != NULL, "%s", diags());
+	ir_loc loc = m->funcs[0]->g.nodes[1].loc;
+	const ir_call *c = ir_loc_prelude_call(&ctx, loc);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(ctx.callees[c->callee], "inner");
+	ck_assert_uint_eq(c->loc.line, 60);
+	const ir_call *d = ir_loc_prelude_call(&ctx, c->loc);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_str_eq(ctx.callees[d->callee], "outer");
+	ck_assert_ptr_null(ir_loc_prelude_call(&ctx, d->loc));
+	ir_loc user = ir_loc_user(&ctx, loc);
+	ck_assert_str_eq(ctx.files[user.file].name, "m.g");
+	ck_assert_uint_eq(user.line, 7);
+	ck_assert_uint_eq(user.col, 12);
+	/* printed again, the same text; an error there is the user's */
+	char *s = print_to_string(m);
+	ck_assert_ptr_nonnull(strstr(s, "loc(\"prelude.g\":50:3 in \"inner\" at "
+					"\"prelude.g\":60:5 in \"outer\" at "
+					"7:12)\n"));
+	ir_error(&ctx, loc, "boom");
+	ck_assert_str_eq(diags(),
+			 "m.g:7:12: error: boom\n"
+			 "prelude.g:50:3: note: here, in 'inner' (defined in "
+			 "the prelude)\n"
+			 "prelude.g:60:5: note: here, in 'outer' (defined in "
+			 "the prelude)\n");
+	free(s);
+	ir_module_destroy(m);
+}
+END_TEST
+
+START_TEST(test_reader_reports_a_malformed_call_chain)
+{
+	ck_assert_ptr_null(
+		read_text("x.ir", "module x\n"
+				  "func @f(x: f32[4]) {\n"
+				  "  %0 = input {index=0} : f32[4]\n"
+				  "  %1 = tanh %0 : f32[4] loc(\"p.g\":1:2 in "
+				  "inner at \"m.g\":3:4)\n"
+				  "  return %1\n"
+				  "}\n"));
+	ck_assert_msg(strstr(diags(), "x.ir:4:42: error: expected "
+				      "the called function's name"),
+		      "%s", diags());
+	ck_assert_ptr_null(
+		read_text("y.ir", "module x\n"
+				  "func @f(x: f32[4]) {\n"
+				  "  %0 = input {index=0} : f32[4]\n"
+				  "  %1 = tanh %0 : f32[4] loc(\"p.g\":1:2 in "
+				  "\"inner\" \"m.g\":3:4)\n"
+				  "  return %1\n"
+				  "}\n"));
+	ck_assert_ptr_nonnull(strstr(diags(), "expected 'at'"));
+}
+END_TEST
+
 /* ---- fuzz ------------------------------------------------------------------------- */
 
 static uint32_t rnd(uint64_t *s)
@@ -696,6 +767,8 @@ static Suite *ir_text_suite(void)
 	tcase_add_test(tc, test_reader_needs_a_module_line_and_closing_braces);
 	tcase_add_test(tc, test_reader_checks_constant_counts_and_order);
 	tcase_add_test(tc, test_reader_accepts_a_hand_written_module);
+	tcase_add_test(tc, test_a_prelude_line_keeps_its_calls_through_text);
+	tcase_add_test(tc, test_reader_reports_a_malformed_call_chain);
 	tcase_add_test(tc, test_reader_survives_random_bytes);
 	tcase_add_test(tc, test_reader_survives_truncated_and_mutated_dumps);
 	suite_add_tcase(s, tc);
