@@ -141,7 +141,8 @@ static bool lower_all(cg_program *p, const cg_program_options *opts)
 	const char *prefix = opts && opts->prefix ? opts->prefix : m->name;
 	cg_lower L = {p->ctx, m,    p->syms, p->cm, cg_module_llvm(p->cm),
 		      0,      0,    0,       false, false,
-		      NULL,   NULL, 0,       0,     0};
+		      NULL,   NULL, NULL,    0,     0,
+		      0};
 	L.vw = opts && (opts->vector_width == 8 || opts->vector_width == 16)
 		       ? (unsigned)opts->vector_width
 		       : (unsigned)cg_cpu_vector_width(
