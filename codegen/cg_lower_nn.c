@@ -334,12 +334,23 @@ static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
 	return t->dtype == IR_I32 && cg_lower_dims(L, t, d) == 1 && d[0] == n;
 }
 
+/* The node whose live rows a kernel of node id computes: its own, or
+ * for cross_entropy_with_grad its logits' (the rows of both parts are
+ * theirs, and every row a use of either part reads is one of them). */
+static ir_id rows_node(const ir_graph *g, ir_id id)
+{
+	return g->nodes[id].op == IR_OP_CROSS_ENTROPY_WITH_GRAD
+		       ? ir_arg(g, id, 0)
+		       : id;
+}
+
 /* The valid lengths of node id's live rows, B batch elements: t < v[b]
  * (valid = {v}, returns 1) or keys(v over t < w) ({v, w}, 2); else -1. */
 static int rows_valid(const cg_lower *L, const ir_graph *g, ir_id id, int64_t B,
 		      ir_id *valid)
 {
-	const pass_rowlive_expr *x = &L->rl->exprs[L->rl->of_node[id]];
+	const pass_rowlive_expr *x =
+		&L->rl->exprs[L->rl->of_node[rows_node(g, id)]];
 	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B)) {
 		valid[0] = x->valid;
 		return 1;
@@ -410,7 +421,8 @@ static LLVMValueRef row_len(cg_kernel *k, ir_id id, int n_valid, LLVMValueRef b,
 	cg_fn *f = &k->f;
 	LLVMTypeRef i32 = cg_t_i32(f);
 	const pass_rowlive *rl = k->L->rl;
-	const pass_rowlive_expr *x = &rl->exprs[rl->of_node[id]];
+	const pass_rowlive_expr *x = &rl->exprs[rl->of_node[rows_node(k->g,
+								      id)]];
 	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
 	LLVMValueRef w = n_valid > 1 ? k->in[k->n_in - 1] : NULL;
 	LLVMValueRef vb = LLVMBuildLoad2(f->b, i32,
@@ -487,12 +499,30 @@ static bool is_row_op(ir_op op)
 	       op == IR_OP_LAYER_NORM;
 }
 
+/* cross_entropy_with_grad's: the rows of its logits (B, T, K), a
+ * node of rows of its own, that no use reads past t < v[b] or keys(v
+ * over t < w): a dead row's loss is not read and its gradient's row is
+ * zero (g is, where every value is finite). */
+static int ce_rows_valid(const cg_lower *L, const ir_graph *g, ir_id id,
+			 ir_id *valid)
+{
+	ir_id lg = ir_arg(g, id, 0);
+	int64_t ld[IR_MAX_RANK];
+	if (!L->rl || !L->row_skip || L->rl->row_node[lg] != lg ||
+	    cg_lower_dims(L, &g->nodes[lg].type, ld) != 3 || ld[0] < 1 ||
+	    ld[1] < 1)
+		return -1;
+	return rows_valid(L, g, id, ld[0], valid);
+}
+
 int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 			   const cg_trees *tr, ir_id *valid)
 {
 	const ir_node *n = &g->nodes[id];
 	if (n->op == IR_OP_MATMUL)
 		return cg_lower_row_skip_valid(L, g, id, valid);
+	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+		return ce_rows_valid(L, g, id, valid);
 	if (!L->rl || !L->row_skip || !L->rl_fwd || !L->rl_fwd[id] ||
 	    !is_row_op(n->op) || n->type.dtype != IR_F32 ||
 	    L->rl->row_node[id] != id)
@@ -529,8 +559,8 @@ static bool row_skip_of(cg_kernel *k, const cg_nest *n, row_skip *rs)
 {
 	ir_id valid[2];
 	rs->n_valid = cg_lower_row_skip_rows(k->L, k->g, k->id, &k->tr, valid);
-	if (rs->n_valid < 0)
-		return false;
+	if (rs->n_valid < 0 || k->node->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+		return false; /* its rows are its logits' (ce_dead_row) */
 	int64_t od[IR_MAX_RANK];
 	cg_lower_dims(k->L, &k->node->type, od);
 	int64_t numel = cg_lower_numel(k->L, &k->node->type);
@@ -2788,13 +2818,62 @@ bool cg_lower_cross_entropy_grad(cg_kernel *k)
 typedef struct ce_cx {
 	row_cx r;
 	int64_t part; /* elements in [0] of the result: rows * K */
+	/* Leaving dead rows out (cg_lower_row_skip_rows, n_valid >= 0):
+	 * T steps a batch element, and whether row_skip is set (an i1). */
+	int n_valid;
+	int64_t T;
+	LLVMValueRef on;
 } ce_cx;
+
+/* Whether the row (its index offs[1], the labels' offset) is dead and
+ * row_skip set; then writes its gradient's row as the full pass writes
+ * a row whose g is 0 and whose logits are +0 (a dead row of a product
+ * that leaves them out): copysign(0, g), but (1 / K - 1) g at the
+ * label; its loss, which no use reads, +0. */
+static LLVMValueRef ce_dead_row(cg_kernel *k, const ce_cx *c,
+				LLVMValueRef *offs, LLVMValueRef y,
+				LLVMValueRef gr)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef b = LLVMBuildUDiv(f->b, offs[1], cg_i64(f, c->T), "");
+	LLVMValueRef t = LLVMBuildURem(f->b, offs[1], cg_i64(f, c->T), "");
+	LLVMValueRef is_dead = LLVMBuildAnd(
+		f->b, c->on,
+		LLVMBuildICmp(f->b, LLVMIntSGE, t,
+			      row_len(k, k->id, c->n_valid, b, c->T), ""),
+		"");
+	LLVMBasicBlockRef join = cg_if_begin(f, is_dead);
+	LLVMValueRef z = cg_lower_fcall(f, "llvm.copysign", cg_f32(f, 0), gr);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0),
+				       cg_i64(f, c->r.K), 1);
+	stf(k, z, k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+	LLVMValueRef py = LLVMBuildFDiv(f->b, cg_f32(f, 1),
+					cg_f32(f, (float)c->r.K), "");
+	stf(k,
+	    LLVMBuildFMul(f->b, LLVMBuildFSub(f->b, py, cg_f32(f, 1), ""), gr,
+			  ""),
+	    k->out, cg_add(f, offs[0], y));
+	stf(k, cg_f32(f, 0), k->out, cg_add(f, offs[0], cg_i64(f, c->part)));
+	cg_if_end(f, join);
+	return is_dead;
+}
 
 static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const ce_cx *c = ud;
 	cg_fn *f = &k->f;
 	LLVMValueRef y = row_label(k, &c->r, offs[1]);
+	LLVMBasicBlockRef live = NULL, done = NULL;
+	if (c->n_valid >= 0) {
+		LLVMValueRef is_dead = ce_dead_row(k, c, offs, y,
+						   ldf(k, k->in[2], offs[2]));
+		live = cg_block(f, "ce.live");
+		done = cg_block(f, "ce.row_done");
+		LLVMBuildCondBr(f->b, is_dead, done, live);
+		LLVMPositionBuilderAtEnd(f->b, live);
+	}
 	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
 	LLVMValueRef ex = cg_add(f, offs[0], cg_i64(f, c->part));
 	LLVMValueRef m = row_max(k, &c->r, offs);
@@ -2805,6 +2884,10 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 					cg_lower_fcall(f, "llvm.log", s, NULL),
 					"");
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, ex);
+	if (done) {
+		LLVMBuildBr(f->b, done);
+		LLVMPositionBuilderAtEnd(f->b, done);
+	}
 }
 
 bool cg_lower_cross_entropy_with_grad(cg_kernel *k)
@@ -2814,6 +2897,12 @@ bool cg_lower_cross_entropy_with_grad(cg_kernel *k)
 	ce_cx c = {0};
 	c.r.K = ld[r - 1];
 	c.part = cg_lower_numel(k->L, cg_kernel_arg_type(k, 0));
+	ir_id valid[2];
+	c.n_valid = cg_lower_row_skip_rows(k->L, k->g, k->id, &k->tr, valid);
+	if (c.n_valid >= 0) {
+		c.T = ld[1];
+		c.on = row_skip_on(k);
+	}
 	cg_nest n;
 	label_nest(k, &n, ld, r, 2, true);
 	run_rows(k, &n, 3 * c.r.K, ce_with_grad_row, &c);
