@@ -329,11 +329,13 @@ bool cg_lower_matmul(cg_kernel *k);
 int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid);
 /* cg_lower_row_skip_valid for any kernel, node id with fused trees tr:
- * beside the products, the forward's row-wise kernels (layer_norm, the
- * elementwise ops and dropout, an f32 output (B, T, ...) of its own,
- * no product or layer_norm_grad fused) whose rows are live where
- * t < v[b] or keys(v over t < w). Returns the count of valid-length
- * nodes its kernel reads last, or -1. */
+ * beside the products, the row-wise kernels (the elementwise ops and
+ * dropout, an f32 output (B, T, ...) of its own, no product fused;
+ * in the forward layer_norm, with no layer_norm_grad fused, in the
+ * backward layer_norm_grad) whose rows are live (a gradient's: may be
+ * nonzero) where t < v[b] or keys(v over t < w), and
+ * cross_entropy_with_grad, its logits' live rows. Returns the count of
+ * valid-length nodes its kernel reads last, or -1. */
 int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 			   const cg_trees *tr, ir_id *valid);
 /* One part [lo, hi) of a kernel's outer range. */

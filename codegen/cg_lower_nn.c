@@ -334,14 +334,19 @@ static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
 	return t->dtype == IR_I32 && cg_lower_dims(L, t, d) == 1 && d[0] == n;
 }
 
-/* The node whose live rows a kernel of node id computes: its own, or
- * for cross_entropy_with_grad its logits' (the rows of both parts are
- * theirs, and every row a use of either part reads is one of them). */
-static ir_id rows_node(const ir_graph *g, ir_id id)
+/* The rows a kernel of node id computes (an expression of L->rl): a
+ * forward node's live rows; a gradient's rows that may be nonzero
+ * (where every value is finite; the others are 0, and +0 is written);
+ * for cross_entropy_with_grad its logits' live rows (the rows of both
+ * parts are theirs, and every row a use of either part reads is one of
+ * them). */
+static uint32_t row_expr(const cg_lower *L, const ir_graph *g, ir_id id)
 {
-	return g->nodes[id].op == IR_OP_CROSS_ENTROPY_WITH_GRAD
-		       ? ir_arg(g, id, 0)
-		       : id;
+	if (g->nodes[id].op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+		return L->rl->of_node[ir_arg(g, id, 0)];
+	if (L->rl_fwd && !L->rl_fwd[id])
+		return L->rl->nz_of_node[id];
+	return L->rl->of_node[id];
 }
 
 /* The valid lengths of node id's live rows, B batch elements: t < v[b]
@@ -349,8 +354,7 @@ static ir_id rows_node(const ir_graph *g, ir_id id)
 static int rows_valid(const cg_lower *L, const ir_graph *g, ir_id id, int64_t B,
 		      ir_id *valid)
 {
-	const pass_rowlive_expr *x =
-		&L->rl->exprs[L->rl->of_node[rows_node(g, id)]];
+	const pass_rowlive_expr *x = &L->rl->exprs[row_expr(L, g, id)];
 	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B)) {
 		valid[0] = x->valid;
 		return 1;
@@ -421,8 +425,7 @@ static LLVMValueRef row_len(cg_kernel *k, ir_id id, int n_valid, LLVMValueRef b,
 	cg_fn *f = &k->f;
 	LLVMTypeRef i32 = cg_t_i32(f);
 	const pass_rowlive *rl = k->L->rl;
-	const pass_rowlive_expr *x = &rl->exprs[rl->of_node[rows_node(k->g,
-								      id)]];
+	const pass_rowlive_expr *x = &rl->exprs[row_expr(k->L, k->g, id)];
 	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
 	LLVMValueRef w = n_valid > 1 ? k->in[k->n_in - 1] : NULL;
 	LLVMValueRef vb = LLVMBuildLoad2(f->b, i32,
@@ -492,7 +495,8 @@ static LLVMValueRef live_rows(cg_kernel *k, ir_id mm, int n_valid, int64_t B,
 	return LLVMBuildLoad2(f->b, cg_t_ptr(f), out, "");
 }
 
-/* The forward's row-wise ops whose kernels may leave rows out. */
+/* The row-wise ops whose kernels may leave rows out (and, in the
+ * backward, layer_norm_grad). */
 static bool is_row_op(ir_op op)
 {
 	return (ir_op_table[op].flags & IR_OPF_EW) || op == IR_OP_DROPOUT ||
@@ -523,15 +527,20 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 		return cg_lower_row_skip_valid(L, g, id, valid);
 	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return ce_rows_valid(L, g, id, valid);
-	if (!L->rl || !L->row_skip || !L->rl_fwd || !L->rl_fwd[id] ||
-	    !is_row_op(n->op) || n->type.dtype != IR_F32 ||
-	    L->rl->row_node[id] != id)
+	if (!L->rl || !L->row_skip || !L->rl_fwd ||
+	    !(is_row_op(n->op) || n->op == IR_OP_LAYER_NORM_GRAD) ||
+	    n->type.dtype != IR_F32 || L->rl->row_node[id] != id)
 		return -1;
-	/* an add computing a product or a layer_norm_grad: not row-wise */
+	bool is_fwd = L->rl_fwd[id];
+	if (is_fwd ? n->op == IR_OP_LAYER_NORM_GRAD : n->op == IR_OP_LAYER_NORM)
+		return -1;
+	/* an add computing a product (or, in the forward, a
+	 * layer_norm_grad): not row-wise */
 	for (uint32_t i = 0; i < tr->n_nodes; i++) {
 		ir_op op = g->nodes[tr->n[i].id].op;
 		if (!tr->n[i].is_leaf &&
-		    (op == IR_OP_MATMUL || op == IR_OP_LAYER_NORM_GRAD))
+		    (op == IR_OP_MATMUL ||
+		     (is_fwd && op == IR_OP_LAYER_NORM_GRAD)))
 			return -1;
 	}
 	int64_t od[IR_MAX_RANK];
@@ -2830,23 +2839,24 @@ typedef struct ce_cx {
  * a row whose g is 0 and whose logits are +0 (a dead row of a product
  * that leaves them out): copysign(0, g), but (1 / K - 1) g at the
  * label; its loss, which no use reads, +0. */
-static LLVMValueRef ce_dead_row(cg_kernel *k, const ce_cx *c,
-				LLVMValueRef *offs, LLVMValueRef y,
-				LLVMValueRef gr)
+static LLVMValueRef ce_dead_row(cg_kernel *k, const ce_cx *c, LLVMValueRef *offs,
+				LLVMValueRef y, LLVMValueRef gr)
 {
 	cg_fn *f = &k->f;
 	LLVMValueRef b = LLVMBuildUDiv(f->b, offs[1], cg_i64(f, c->T), "");
 	LLVMValueRef t = LLVMBuildURem(f->b, offs[1], cg_i64(f, c->T), "");
-	LLVMValueRef is_dead = LLVMBuildAnd(
-		f->b, c->on,
-		LLVMBuildICmp(f->b, LLVMIntSGE, t,
-			      row_len(k, k->id, c->n_valid, b, c->T), ""),
-		"");
+	LLVMValueRef is_dead = LLVMBuildAnd(f->b, c->on,
+					    LLVMBuildICmp(f->b, LLVMIntSGE, t,
+							  row_len(k, k->id,
+								  c->n_valid, b,
+								  c->T),
+							  ""),
+					    "");
 	LLVMBasicBlockRef join = cg_if_begin(f, is_dead);
 	LLVMValueRef z = cg_lower_fcall(f, "llvm.copysign", cg_f32(f, 0), gr);
 	cg_loop l;
-	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0),
-				       cg_i64(f, c->r.K), 1);
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K),
+				       1);
 	stf(k, z, k->out, cg_add(f, offs[0], j));
 	cg_loop_end(f, &l);
 	LLVMValueRef py = LLVMBuildFDiv(f->b, cg_f32(f, 1),

@@ -1,8 +1,10 @@
 /*
  * test_codegen_rowskip.c - the forward's products and row-wise kernels
- * (layer norms, elementwise ops, dropouts) leaving out the rows no
- * output reads (cg_program_set_row_skip, docs/codegen.md "Padding
- * rows"): on the book's Transformer, loss_grad gives the same bits, the
+ * (layer norms, elementwise ops, dropouts, the loss's cross-entropy)
+ * leaving out the rows no output reads, and the backward's row-wise
+ * kernels the rows of their gradients that are 0
+ * (cg_program_set_row_skip, docs/codegen.md "Padding rows"): on the
+ * book's Transformer, loss_grad gives the same bits, the
  * loss and every gradient, with the rows left out and without (and
  * without the code for it, cg_program_options.no_row_skip) at 1 and 2
  * threads, dropout on, with valid lengths 0, 1 and T among the inputs;
