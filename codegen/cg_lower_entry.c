@@ -463,12 +463,10 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	cg_fn_end(f);
 }
 
-/* The multiply-adds of matmul node mm: its result's elements times the
- * length of the axis it sums over. */
 /* Whether node i of g depends on no gradient op (fwd: the nodes before
- * i's): a value of the forward, whose row-wise kernels may leave out
- * their dead rows (cg_lower_row_skip_rows), as passes/rowbound.c's
- * is_forward. */
+ * i's): a value of the forward, whose row-wise kernels leave out its
+ * dead rows (a gradient's kernels its zero rows: cg_lower_row_skip_rows),
+ * as passes/rowbound.c's is_forward. */
 static bool node_is_forward(const ir_graph *g, ir_id i, const bool *fwd)
 {
 	ir_op op = g->nodes[i].op;
@@ -484,6 +482,8 @@ static bool node_is_forward(const ir_graph *g, ir_id i, const bool *fwd)
 	return true;
 }
 
+/* The multiply-adds of matmul node mm: its result's elements times the
+ * length of the axis it sums over. */
 static double matmul_macs(const cg_lower *L, const ir_graph *g, ir_id mm)
 {
 	const ir_node *n = &g->nodes[mm];
