@@ -53,6 +53,9 @@ typedef struct cg_lower {
 	 * cg_program_options.no_row_skip), and the program's global i32
 	 * that turns its use on for a call (cg_program_set_row_skip). */
 	const pass_rowlive *rl;
+	/* With rl: n_nodes flags, the forward's nodes (those that depend
+	 * on no gradient op), whose row-wise kernels may leave rows out. */
+	const bool *rl_fwd;
 	LLVMValueRef row_skip;
 	uint32_t n_row_skip; /* the products that read row_skip */
 	/* Multiply-adds of the products lowered, and of those that read
@@ -334,6 +337,27 @@ bool cg_lower_matmul(cg_kernel *k);
  * after the others), or -1: every row computed. */
 int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid);
+/* cg_lower_row_skip_valid for any kernel, node id with fused trees tr:
+ * beside the products, the row-wise kernels (the elementwise ops and
+ * dropout, an f32 output (B, T, ...) of its own, no product fused;
+ * in the forward layer_norm, with no layer_norm_grad fused, in the
+ * backward layer_norm_grad) whose rows are live (a gradient's: may be
+ * nonzero) where t < v[b] or keys(v over t < w), and
+ * cross_entropy_with_grad, its logits' live rows. Returns the count of
+ * valid-length nodes its kernel reads last, or -1. */
+int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
+			   const cg_trees *tr, ir_id *valid);
+/* One part [lo, hi) of a kernel's outer range. */
+typedef void (*cg_row_part)(cg_kernel *k, LLVMValueRef lo, LLVMValueRef hi,
+			    void *ud);
+/* Runs live over the kernel's range [k->lo, k->hi) of the outer index
+ * of n, a simplified nest whose array 0 is the node's dense output.
+ * When the kernel leaves rows out (cg_lower_row_skip_rows), each of its
+ * node's rows (b, t) is whole outer indices, and the program's row_skip
+ * is set, live runs over each batch element's live rows in the range
+ * and the dead rows' floats are set to +0; else over the whole range. */
+void cg_lower_row_skip_run(cg_kernel *k, const cg_nest *n, cg_row_part live,
+			   void *ud);
 /* Marks in a fusion plan each matmul whose only reader is an add with a
  * kernel of its own, adding to it a bias row or a matrix of its shape,
  * when the matmul runs as one sgemm: into[matmul] = the add, whose kernel

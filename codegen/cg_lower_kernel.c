@@ -33,6 +33,10 @@ typedef struct built_kernel {
 	 * constant of its code. (A failing kernel returns a code that names
 	 * no node; its caller adds its own, cg_lower_entry.c.) */
 	bool is_shared;
+	/* The valid lengths it reads last (cg_lower_row_skip_rows; -1:
+	 * none): kernels share code only with the same count, which says
+	 * what they mean (t < v[b], or keys(v over t < w)). */
+	int n_valid;
 } built_kernel;
 
 /* ---- shapes ---------------------------------------------------------------- */
@@ -484,11 +488,12 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 
 static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
 				    const ir_graph *g, ir_id id,
-				    const cg_trees *tr)
+				    const cg_trees *tr, int n_valid)
 {
 	for (uint32_t i = 0; i < p->n_built; i++) {
 		const built_kernel *b = &p->built[i];
-		if (b->is_shared && same_kernel(L, b->g, b->id, g, id) &&
+		if (b->is_shared && b->n_valid == n_valid &&
+		    same_kernel(L, b->g, b->id, g, id) &&
 		    cg_trees_eq(L, b->g, b->tr, g, tr))
 			return &b->ref;
 	}
@@ -497,7 +502,7 @@ static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
 
 static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
 			   const cg_trees *tr, const kernel_ref *ref,
-			   bool is_shared)
+			   bool is_shared, int n_valid)
 {
 	cg_trees *copy = ir_alloc(p->ctx, sizeof *copy);
 	if (!copy || !ir_grow(p->ctx, (void **)&p->built, &p->built_cap,
@@ -506,7 +511,8 @@ static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
 		return false;
 	}
 	*copy = *tr;
-	p->built[p->n_built++] = (built_kernel){g, id, copy, *ref, is_shared};
+	p->built[p->n_built++] = (built_kernel){g,    id,        copy,
+						*ref, is_shared, n_valid};
 	return true;
 }
 
@@ -524,7 +530,8 @@ static void extra_params(const ir_graph *g, ir_id id, const cg_trees *tr,
 /* Generates node id's kernel with trees tr and remembers it (for other
  * nodes to share unless is_own). */
 static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
-		      const cg_trees *tr, kernel_ref *ref, bool is_own)
+		      const cg_trees *tr, kernel_ref *ref, bool is_own,
+		      int n_valid)
 {
 	cg_kernel *k = ir_alloc(p->ctx, sizeof *k);
 	if (!k || !kernel_begin(L, fn, id, tr, k)) {
@@ -550,7 +557,7 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 	}
 	ir_free(p->ctx, k);
 	return ok && remember_built(p, &fn->g, id, tr, ref,
-				    !has_own_stream && !is_own);
+				    !has_own_stream && !is_own, n_valid);
 }
 
 bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
@@ -571,11 +578,12 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	extra_params(&fn->g, id, tr, c);
 	if (side != IR_NONE)
 		c->extra[c->n_extra - 1] = side;
-	/* A product leaving out dead rows reads the valid lengths last
-	 * (cg_lower_row_skip_valid); its code is its own (the lengths'
-	 * meaning is not in the trees). */
+	/* A kernel leaving out dead rows reads the valid lengths last
+	 * (cg_lower_row_skip_rows). A product's code is its own; a
+	 * row-wise kernel's is shared with the same trees reading as
+	 * many lengths (its code depends on nothing else of them). */
 	ir_id valid[2];
-	int n_valid = cg_lower_row_skip_valid(L, &fn->g, id, valid);
+	int n_valid = cg_lower_row_skip_rows(L, &fn->g, id, tr, valid);
 	for (int i = 0; i < n_valid; i++) {
 		tr->n_par++;
 		c->extra[c->n_extra++] = valid[i];
@@ -585,15 +593,16 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	bool has_room = cg_kernel_stream_room(tr, n_ids);
 	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
 				       : NULL;
-	const kernel_ref *old = has_room && n_valid < 0
-					? find_built(p, L, &fn->g, id, tr)
-					: NULL;
+	bool is_own = n_valid >= 0 && fn->g.nodes[id].op == IR_OP_MATMUL;
+	const kernel_ref *old = has_room && !is_own ? find_built(p, L, &fn->g,
+								 id, tr, n_valid)
+						    : NULL;
 	if (old) {
 		*ref = *old;
 		ir_free(p->ctx, tr);
 		return true;
 	}
-	bool ok = build_new(p, L, fn, id, tr, ref, n_valid >= 0);
+	bool ok = build_new(p, L, fn, id, tr, ref, is_own, n_valid);
 	ir_free(p->ctx, tr);
 	return ok;
 }

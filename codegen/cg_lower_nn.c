@@ -71,7 +71,21 @@ static LLVMValueRef fmax_r(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
 	return m;
 }
 
-/* The nest's work and outer extent, then the nest over [lo, hi). */
+typedef struct rows_part {
+	const cg_nest *n;
+	cg_nest_body body;
+	void *ud;
+} rows_part;
+
+static void rows_part_emit(cg_kernel *k, LLVMValueRef lo, LLVMValueRef hi,
+			   void *ud)
+{
+	const rows_part *p = ud;
+	cg_nest_emit(k, p->n, lo, hi, p->body, p->ud);
+}
+
+/* The nest's work and outer extent, then the nest over [lo, hi) (its
+ * live rows only: cg_lower_row_skip_run). */
 static void run_rows(cg_kernel *k, cg_nest *n, int64_t row_work,
 		     cg_nest_body body, void *ud)
 {
@@ -81,7 +95,8 @@ static void run_rows(cg_kernel *k, cg_nest *n, int64_t row_work,
 		rows *= n->dims[d];
 	k->extent = n->dims[0];
 	k->work = rows * row_work;
-	cg_nest_emit(k, n, k->lo, k->hi, body, ud);
+	rows_part p = {n, body, ud};
+	cg_lower_row_skip_run(k, n, rows_part_emit, &p);
 }
 
 /* ---- matmul --------------------------------------------------------------------- */
@@ -319,6 +334,42 @@ static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
 	return t->dtype == IR_I32 && cg_lower_dims(L, t, d) == 1 && d[0] == n;
 }
 
+/* The rows a kernel of node id computes (an expression of L->rl): a
+ * forward node's live rows; a gradient's rows that may be nonzero
+ * (where every value is finite; the others are 0, and +0 is written);
+ * for cross_entropy_with_grad its logits' live rows (the rows of both
+ * parts are theirs, and every row a use of either part reads is one of
+ * them). */
+static uint32_t row_expr(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	if (g->nodes[id].op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+		return L->rl->of_node[ir_arg(g, id, 0)];
+	if (L->rl_fwd && !L->rl_fwd[id])
+		return L->rl->nz_of_node[id];
+	return L->rl->of_node[id];
+}
+
+/* The valid lengths of node id's live rows, B batch elements: t < v[b]
+ * (valid = {v}, returns 1) or keys(v over t < w) ({v, w}, 2); else -1. */
+static int rows_valid(const cg_lower *L, const ir_graph *g, ir_id id, int64_t B,
+		      ir_id *valid)
+{
+	const pass_rowlive_expr *x = &L->rl->exprs[row_expr(L, g, id)];
+	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B)) {
+		valid[0] = x->valid;
+		return 1;
+	}
+	const pass_rowlive_expr *a = &L->rl->exprs[x->a];
+	if (x->op == PASS_ROWLIVE_KEYS && !x->is_per_query &&
+	    a->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B) &&
+	    is_lengths(L, g, a->valid, B)) {
+		valid[0] = x->valid;
+		valid[1] = a->valid;
+		return 2;
+	}
+	return -1;
+}
+
 int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid)
 {
@@ -352,20 +403,7 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 	char err[256];
 	if (!cg_gemm_plan_make(&s, &plan, err, sizeof err))
 		return -1;
-	const pass_rowlive_expr *x = &L->rl->exprs[L->rl->of_node[mm]];
-	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B)) {
-		valid[0] = x->valid;
-		return 1;
-	}
-	const pass_rowlive_expr *a = &L->rl->exprs[x->a];
-	if (x->op == PASS_ROWLIVE_KEYS && !x->is_per_query &&
-	    a->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B) &&
-	    is_lengths(L, g, a->valid, B)) {
-		valid[0] = x->valid;
-		valid[1] = a->valid;
-		return 2;
-	}
-	return -1;
+	return rows_valid(L, g, mm, B, valid);
 }
 
 /* i32 x clamped to [0, n]. */
@@ -378,30 +416,18 @@ static LLVMValueRef clamp_len(cg_fn *f, LLVMValueRef x, int64_t n)
 			       top, x, "");
 }
 
-/* The rows' flags of matmul mm's product of B·T rows (k's last n_valid
- * pointers its valid lengths, cg_lower_row_skip_valid): an i32 array,
- * row b·T + t live where t < len[b] as pass_rowlive_eval computes it,
- * when the program's row_skip is set; else null (every row). */
-static LLVMValueRef live_rows(cg_kernel *k, ir_id mm, int n_valid, int64_t B,
-			      int64_t T)
+/* len[b] (an i64 in [0, T]) of the rows of node id, live where t <
+ * len[b] as pass_rowlive_eval computes it, from k's last n_valid
+ * pointers (its valid lengths, rows_valid); b an i64. */
+static LLVMValueRef row_len(cg_kernel *k, ir_id id, int n_valid, LLVMValueRef b,
+			    int64_t T)
 {
 	cg_fn *f = &k->f;
 	LLVMTypeRef i32 = cg_t_i32(f);
 	const pass_rowlive *rl = k->L->rl;
-	const pass_rowlive_expr *x = &rl->exprs[rl->of_node[mm]];
+	const pass_rowlive_expr *x = &rl->exprs[row_expr(k->L, k->g, id)];
 	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
 	LLVMValueRef w = n_valid > 1 ? k->in[k->n_in - 1] : NULL;
-	LLVMValueRef arr = cg_entry_alloca(f,
-					   LLVMArrayType2(i32, (uint64_t)(B * T)),
-					   64);
-	LLVMValueRef out = cg_var(f, cg_t_ptr(f),
-				  LLVMConstPointerNull(cg_t_ptr(f)));
-	LLVMValueRef on = LLVMBuildLoad2(f->b, i32, k->L->row_skip, "");
-	LLVMBasicBlockRef join = cg_if_begin(f,
-					     LLVMBuildICmp(f->b, LLVMIntNE, on,
-							   cg_i32(f, 0), ""));
-	cg_loop lb, lt;
-	LLVMValueRef b = cg_loop_begin(f, &lb, cg_i64(f, 0), cg_i64(f, B), 1);
 	LLVMValueRef vb = LLVMBuildLoad2(f->b, i32,
 					 LLVMBuildInBoundsGEP2(f->b, i32, v, &b,
 							       1, ""),
@@ -426,7 +452,35 @@ static LLVMValueRef live_rows(cg_kernel *k, ir_id mm, int n_valid, int64_t B,
 					    T);
 		len = LLVMBuildSelect(f->b, is_q, kk, cg_i32(f, 0), "");
 	}
-	len = LLVMBuildSExt(f->b, len, cg_t_i64(f), "");
+	return LLVMBuildSExt(f->b, len, cg_t_i64(f), "");
+}
+
+/* Whether the program's row_skip is set (an i1). */
+static LLVMValueRef row_skip_on(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef on = LLVMBuildLoad2(f->b, cg_t_i32(f), k->L->row_skip, "");
+	return LLVMBuildICmp(f->b, LLVMIntNE, on, cg_i32(f, 0), "");
+}
+
+/* The rows' flags of matmul mm's product of B·T rows (k's last n_valid
+ * pointers its valid lengths, cg_lower_row_skip_valid): an i32 array,
+ * row b·T + t live where t < len[b] as pass_rowlive_eval computes it,
+ * when the program's row_skip is set; else null (every row). */
+static LLVMValueRef live_rows(cg_kernel *k, ir_id mm, int n_valid, int64_t B,
+			      int64_t T)
+{
+	cg_fn *f = &k->f;
+	LLVMTypeRef i32 = cg_t_i32(f);
+	LLVMValueRef arr = cg_entry_alloca(f,
+					   LLVMArrayType2(i32, (uint64_t)(B * T)),
+					   64);
+	LLVMValueRef out = cg_var(f, cg_t_ptr(f),
+				  LLVMConstPointerNull(cg_t_ptr(f)));
+	LLVMBasicBlockRef join = cg_if_begin(f, row_skip_on(k));
+	cg_loop lb, lt;
+	LLVMValueRef b = cg_loop_begin(f, &lb, cg_i64(f, 0), cg_i64(f, B), 1);
+	LLVMValueRef len = row_len(k, mm, n_valid, b, T);
 	LLVMValueRef t = cg_loop_begin(f, &lt, cg_i64(f, 0), cg_i64(f, T), 1);
 	LLVMValueRef at = cg_add(f, cg_muli(f, b, T), t);
 	LLVMBuildStore(f->b,
@@ -439,6 +493,150 @@ static LLVMValueRef live_rows(cg_kernel *k, ir_id mm, int n_valid, int64_t B,
 	LLVMBuildStore(f->b, arr, out);
 	cg_if_end(f, join);
 	return LLVMBuildLoad2(f->b, cg_t_ptr(f), out, "");
+}
+
+/* The row-wise ops whose kernels may leave rows out (and, in the
+ * backward, layer_norm_grad). */
+static bool is_row_op(ir_op op)
+{
+	return (ir_op_table[op].flags & IR_OPF_EW) || op == IR_OP_DROPOUT ||
+	       op == IR_OP_LAYER_NORM;
+}
+
+/* cross_entropy_with_grad's: the rows of its logits (B, T, K), a
+ * node of rows of its own, that no use reads past t < v[b] or keys(v
+ * over t < w): a dead row's loss is not read and its gradient's row is
+ * zero (g is, where every value is finite). */
+static int ce_rows_valid(const cg_lower *L, const ir_graph *g, ir_id id,
+			 ir_id *valid)
+{
+	ir_id lg = ir_arg(g, id, 0);
+	int64_t ld[IR_MAX_RANK];
+	if (!L->rl || !L->row_skip || L->rl->row_node[lg] != lg ||
+	    cg_lower_dims(L, &g->nodes[lg].type, ld) != 3 || ld[0] < 1 ||
+	    ld[1] < 1)
+		return -1;
+	return rows_valid(L, g, id, ld[0], valid);
+}
+
+int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
+			   const cg_trees *tr, ir_id *valid)
+{
+	const ir_node *n = &g->nodes[id];
+	if (n->op == IR_OP_MATMUL)
+		return cg_lower_row_skip_valid(L, g, id, valid);
+	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+		return ce_rows_valid(L, g, id, valid);
+	if (!L->rl || !L->row_skip || !L->rl_fwd ||
+	    !(is_row_op(n->op) || n->op == IR_OP_LAYER_NORM_GRAD) ||
+	    n->type.dtype != IR_F32 || L->rl->row_node[id] != id)
+		return -1;
+	bool is_fwd = L->rl_fwd[id];
+	if (is_fwd ? n->op == IR_OP_LAYER_NORM_GRAD : n->op == IR_OP_LAYER_NORM)
+		return -1;
+	/* an add computing a product (or, in the forward, a
+	 * layer_norm_grad): not row-wise */
+	for (uint32_t i = 0; i < tr->n_nodes; i++) {
+		ir_op op = g->nodes[tr->n[i].id].op;
+		if (!tr->n[i].is_leaf &&
+		    (op == IR_OP_MATMUL ||
+		     (is_fwd && op == IR_OP_LAYER_NORM_GRAD)))
+			return -1;
+	}
+	int64_t od[IR_MAX_RANK];
+	if (cg_lower_dims(L, &n->type, od) < 3 || od[0] < 1 || od[1] < 1)
+		return -1;
+	return rows_valid(L, g, id, od[0], valid);
+}
+
+/* i64 max(a, b), signed. */
+static LLVMValueRef max_i64(cg_fn *f, LLVMValueRef a, LLVMValueRef b)
+{
+	return LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, a, b, ""),
+			       a, b, "");
+}
+
+/* How kernel k leaves its rows out over nest n (cg_lower_row_skip_run):
+ * q outer indices a row (b, t) of its node, each `unit` floats of its
+ * output; false when it computes every row. */
+typedef struct row_skip {
+	int n_valid;
+	int64_t B, T, q, unit;
+} row_skip;
+
+static bool row_skip_of(cg_kernel *k, const cg_nest *n, row_skip *rs)
+{
+	ir_id valid[2];
+	rs->n_valid = cg_lower_row_skip_rows(k->L, k->g, k->id, &k->tr, valid);
+	if (rs->n_valid < 0 || k->node->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
+		return false; /* its rows are its logits' (ce_dead_row) */
+	int64_t od[IR_MAX_RANK];
+	cg_lower_dims(k->L, &k->node->type, od);
+	int64_t numel = cg_lower_numel(k->L, &k->node->type);
+	int64_t row = numel / (od[0] * od[1]);
+	rs->B = od[0];
+	rs->T = od[1];
+	rs->unit = n->rank ? n->strides[0][0] : 0;
+	rs->q = rs->unit > 0 && n->dims[0] * rs->unit == numel &&
+				row % rs->unit == 0
+			? row / rs->unit
+			: 0;
+	return rs->q > 0;
+}
+
+/* live over the parts of [k->lo, k->hi): when `on` (an i1), each batch
+ * element's live rows, the dead rows' floats set to +0; else the whole
+ * range as one part. */
+static void row_parts(cg_kernel *k, const row_skip *rs, LLVMValueRef on,
+		      cg_row_part live, void *ud)
+{
+	cg_fn *f = &k->f;
+	int64_t bq = rs->T * rs->q; /* outer indices a batch element */
+	LLVMValueRef b0 = LLVMBuildSelect(f->b, on,
+					  LLVMBuildSDiv(f->b, k->lo,
+							cg_i64(f, bq), ""),
+					  cg_i64(f, 0), "");
+	LLVMValueRef b1 = LLVMBuildSelect(f->b, on,
+					  LLVMBuildSDiv(f->b,
+							cg_addi(f, k->hi, bq - 1),
+							cg_i64(f, bq), ""),
+					  cg_i64(f, 1), "");
+	cg_loop l;
+	LLVMValueRef b = cg_loop_begin(f, &l, b0, b1, 1);
+	LLVMValueRef at = cg_muli(f, b, bq);
+	LLVMValueRef lo = LLVMBuildSelect(f->b, on, max_i64(f, k->lo, at),
+					  k->lo, "");
+	LLVMValueRef hi = LLVMBuildSelect(f->b, on,
+					  cg_min(f, k->hi, cg_addi(f, at, bq)),
+					  k->hi, "");
+	LLVMValueRef bl = cg_min(f, b, cg_i64(f, rs->B - 1)); /* off: b 0 */
+	LLVMValueRef end = cg_add(f, at,
+				  cg_muli(f,
+					  row_len(k, k->id, rs->n_valid, bl,
+						  rs->T),
+					  rs->q));
+	LLVMValueRef mid = LLVMBuildSelect(f->b, on,
+					   cg_min(f, max_i64(f, end, lo), hi),
+					   hi, "");
+	live(k, lo, mid, ud);
+	/* the dead rows' floats [mid, hi) · unit: +0 */
+	LLVMValueRef bytes = cg_muli(f, LLVMBuildSub(f->b, hi, mid, ""),
+				     rs->unit * 4);
+	LLVMBuildMemSet(f->b, cg_at(f, k->out, cg_muli(f, mid, rs->unit)),
+			LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
+			bytes, 4);
+	cg_loop_end(f, &l);
+}
+
+void cg_lower_row_skip_run(cg_kernel *k, const cg_nest *n, cg_row_part live,
+			   void *ud)
+{
+	row_skip rs;
+	if (!row_skip_of(k, n, &rs)) {
+		live(k, k->lo, k->hi, ud);
+		return;
+	}
+	row_parts(k, &rs, row_skip_on(k), live, ud);
 }
 
 static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
@@ -1320,6 +1518,10 @@ typedef struct row_group {
 	const cg_nest *n; /* rank 1: array a at base[a] + row strides[a][0] */
 	LLVMValueRef g0, nr; /* the group's first row and its count of rows */
 	LLVMValueRef parts[ROW_SUMS_MAX]; /* [ROW_VW x vt]: a row's vector */
+	/* NULL, or where `on` (an i1) holds, an i64 array of the rows to
+	 * compute: g0 and nr then count positions in it (live rows only,
+	 * row_groups_run). */
+	LLVMValueRef list, on;
 } row_group;
 
 /* One row of a group: offs its arrays' offsets, i its index in the
@@ -1370,6 +1572,15 @@ static void row_group_each(row_group *g, row_group_body body, void *ud)
 	cg_loop l;
 	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), g->nr, 1);
 	LLVMValueRef row = cg_add(f, g->g0, i), offs[CG_NEST_ARRS];
+	if (g->list)
+		row = LLVMBuildSelect(f->b, g->on,
+				      LLVMBuildLoad2(f->b, cg_t_i64(f),
+						     LLVMBuildGEP2(f->b,
+								   cg_t_i64(f),
+								   g->list,
+								   &row, 1, ""),
+						     ""),
+				      row, "");
 	for (int a = 0; a < g->n->n_arr; a++)
 		offs[a] = cg_add(f, cg_i64(f, g->n->base[a]),
 				 cg_muli(f, row, g->n->strides[a][0]));
@@ -1435,8 +1646,33 @@ static LLVMValueRef row_group_totals(row_group *g, int a, bool has_neg_zero)
 			    : v[0];
 }
 
+/* Appends rows [lo, hi) to a row group's list (its count at ud). */
+typedef struct list_cx {
+	LLVMValueRef list, count;
+} list_cx;
+
+static void list_append(cg_kernel *k, LLVMValueRef lo, LLVMValueRef hi, void *ud)
+{
+	const list_cx *c = ud;
+	cg_fn *f = &k->f;
+	LLVMTypeRef i64 = cg_t_i64(f);
+	cg_loop l;
+	LLVMValueRef r = cg_loop_begin(f, &l, lo, hi, 1);
+	LLVMValueRef n = LLVMBuildLoad2(f->b, i64, c->count, "");
+	LLVMBuildStore(f->b, r, LLVMBuildGEP2(f->b, i64, c->list, &n, 1, ""));
+	LLVMBuildStore(f->b, cg_addi(f, n, 1), c->count);
+	cg_loop_end(f, &l);
+}
+
+/* Rows in the list of a row group at most this many (its stack array). */
+#define ROW_LIST_MAX 16384
+
 /* The kernel's rows in groups: a nest of one axis over [lo, hi), each
- * group's count of rows at most ROW_VW; group(g) emits one. */
+ * group's count of rows at most ROW_VW; group(g) emits one. A row's
+ * results do not depend on the group it is in, so a kernel leaving
+ * rows out (cg_lower_row_skip_rows) lists its live rows of [lo, hi)
+ * when row_skip is set (the dead ones' floats +0) and groups the list:
+ * a batch element's few live rows would make groups of few rows. */
 static void row_groups_run(cg_kernel *k, const cg_nest *n, int64_t row_work,
 			   row_group *g, void (*group)(row_group *g, void *ud),
 			   void *ud)
@@ -1444,10 +1680,31 @@ static void row_groups_run(cg_kernel *k, const cg_nest *n, int64_t row_work,
 	cg_fn *f = &k->f;
 	k->extent = n->dims[0];
 	k->work = n->dims[0] * row_work;
+	LLVMValueRef lo = k->lo, hi = k->hi;
+	row_skip rs;
+	g->list = NULL;
+	if (row_skip_of(k, n, &rs) && rs.q == 1 && n->dims[0] <= ROW_LIST_MAX) {
+		LLVMTypeRef i64 = cg_t_i64(f);
+		list_cx c = {cg_entry_alloca(f,
+					     LLVMArrayType2(i64,
+							    (uint64_t)n->dims[0]),
+					     64),
+			     cg_var(f, i64, cg_i64(f, 0))};
+		g->list = c.list;
+		g->on = row_skip_on(k);
+		LLVMBasicBlockRef join = cg_if_begin(f, g->on);
+		row_parts(k, &rs,
+			  LLVMConstInt(LLVMInt1TypeInContext(f->ctx), 1, 0),
+			  list_append, &c);
+		cg_if_end(f, join);
+		lo = LLVMBuildSelect(f->b, g->on, cg_i64(f, 0), lo, "");
+		hi = LLVMBuildSelect(f->b, g->on,
+				     LLVMBuildLoad2(f->b, i64, c.count, ""), hi,
+				     "");
+	}
 	cg_loop l;
-	g->g0 = cg_loop_begin(f, &l, k->lo, k->hi, ROW_VW);
-	g->nr = cg_min(f, cg_i64(f, ROW_VW),
-		       LLVMBuildSub(f->b, k->hi, g->g0, ""));
+	g->g0 = cg_loop_begin(f, &l, lo, hi, ROW_VW);
+	g->nr = cg_min(f, cg_i64(f, ROW_VW), LLVMBuildSub(f->b, hi, g->g0, ""));
 	group(g, ud);
 	cg_loop_end(f, &l);
 }
@@ -2565,13 +2822,63 @@ bool cg_lower_cross_entropy_grad(cg_kernel *k)
 typedef struct ce_cx {
 	row_cx r;
 	int64_t part; /* elements in [0] of the result: rows * K */
+	/* Leaving dead rows out (cg_lower_row_skip_rows, n_valid >= 0):
+	 * T steps a batch element, and whether row_skip is set (an i1). */
+	int n_valid;
+	int64_t T;
+	LLVMValueRef on;
 } ce_cx;
+
+/* Whether the row (its index offs[1], the labels' offset) is dead and
+ * row_skip set; then writes its gradient's row as the full pass writes
+ * a row whose g is 0 and whose logits are +0 (a dead row of a product
+ * that leaves them out): copysign(0, g), but (1 / K - 1) g at the
+ * label; its loss, which no use reads, +0. */
+static LLVMValueRef ce_dead_row(cg_kernel *k, const ce_cx *c, LLVMValueRef *offs,
+				LLVMValueRef y, LLVMValueRef gr)
+{
+	cg_fn *f = &k->f;
+	LLVMValueRef b = LLVMBuildUDiv(f->b, offs[1], cg_i64(f, c->T), "");
+	LLVMValueRef t = LLVMBuildURem(f->b, offs[1], cg_i64(f, c->T), "");
+	LLVMValueRef is_dead = LLVMBuildAnd(f->b, c->on,
+					    LLVMBuildICmp(f->b, LLVMIntSGE, t,
+							  row_len(k, k->id,
+								  c->n_valid, b,
+								  c->T),
+							  ""),
+					    "");
+	LLVMBasicBlockRef join = cg_if_begin(f, is_dead);
+	LLVMValueRef z = cg_lower_fcall(f, "llvm.copysign", cg_f32(f, 0), gr);
+	cg_loop l;
+	LLVMValueRef j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, c->r.K),
+				       1);
+	stf(k, z, k->out, cg_add(f, offs[0], j));
+	cg_loop_end(f, &l);
+	LLVMValueRef py = LLVMBuildFDiv(f->b, cg_f32(f, 1),
+					cg_f32(f, (float)c->r.K), "");
+	stf(k,
+	    LLVMBuildFMul(f->b, LLVMBuildFSub(f->b, py, cg_f32(f, 1), ""), gr,
+			  ""),
+	    k->out, cg_add(f, offs[0], y));
+	stf(k, cg_f32(f, 0), k->out, cg_add(f, offs[0], cg_i64(f, c->part)));
+	cg_if_end(f, join);
+	return is_dead;
+}
 
 static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const ce_cx *c = ud;
 	cg_fn *f = &k->f;
 	LLVMValueRef y = row_label(k, &c->r, offs[1]);
+	LLVMBasicBlockRef live = NULL, done = NULL;
+	if (c->n_valid >= 0) {
+		LLVMValueRef is_dead = ce_dead_row(k, c, offs, y,
+						   ldf(k, k->in[2], offs[2]));
+		live = cg_block(f, "ce.live");
+		done = cg_block(f, "ce.row_done");
+		LLVMBuildCondBr(f->b, is_dead, done, live);
+		LLVMPositionBuilderAtEnd(f->b, live);
+	}
 	LLVMValueRef gr = ldf(k, k->in[2], offs[2]);
 	LLVMValueRef ex = cg_add(f, offs[0], cg_i64(f, c->part));
 	LLVMValueRef m = row_max(k, &c->r, offs);
@@ -2582,6 +2889,10 @@ static void ce_with_grad_row(cg_kernel *k, LLVMValueRef *offs, void *ud)
 					cg_lower_fcall(f, "llvm.log", s, NULL),
 					"");
 	stf(k, LLVMBuildFNeg(f->b, ls, ""), k->out, ex);
+	if (done) {
+		LLVMBuildBr(f->b, done);
+		LLVMPositionBuilderAtEnd(f->b, done);
+	}
 }
 
 bool cg_lower_cross_entropy_with_grad(cg_kernel *k)
@@ -2591,6 +2902,12 @@ bool cg_lower_cross_entropy_with_grad(cg_kernel *k)
 	ce_cx c = {0};
 	c.r.K = ld[r - 1];
 	c.part = cg_lower_numel(k->L, cg_kernel_arg_type(k, 0));
+	ir_id valid[2];
+	c.n_valid = cg_lower_row_skip_rows(k->L, k->g, k->id, &k->tr, valid);
+	if (c.n_valid >= 0) {
+		c.T = ld[1];
+		c.on = row_skip_on(k);
+	}
 	cg_nest n;
 	label_nest(k, &n, ld, r, 2, true);
 	run_rows(k, &n, 3 * c.r.K, ce_with_grad_row, &c);

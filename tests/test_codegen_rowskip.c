@@ -1,13 +1,21 @@
 /*
- * test_codegen_rowskip.c - the forward's products leaving out the rows
- * no output reads (cg_program_set_row_skip, docs/codegen.md "Padding
- * rows"): on the book's Transformer, loss_grad gives the same bits, the
+ * test_codegen_rowskip.c - the forward's products and row-wise kernels
+ * (layer norms, elementwise ops, dropouts, the loss's cross-entropy)
+ * leaving out the rows no output reads, and the backward's row-wise
+ * kernels the rows of their gradients that are 0
+ * (cg_program_set_row_skip, docs/codegen.md "Padding rows"): on the
+ * book's Transformer, loss_grad gives the same bits, the
  * loss and every gradient, with the rows left out and without (and
  * without the code for it, cg_program_options.no_row_skip) at 1 and 2
- * threads; with a NaN in <pad>'s target embedding, which only padding
- * rows read, the plain call's loss is NaN and the skipping call's
- * finite: rows are left out, and the caller must check the bounds
- * first (passes/rowbound.h), as the driver does.
+ * threads, dropout on, with valid lengths 0, 1 and T among the inputs;
+ * with a NaN in <pad>'s target embedding, which only padding rows read,
+ * the plain call's loss is NaN and the skipping call's finite: rows are
+ * left out, and the caller must check the bounds first
+ * (passes/rowbound.h), as the driver does. A small model whose NaN
+ * rows reach the loss through a layer norm, relu, an add and a dropout
+ * alone (no product) shows those kernels leave them out. The
+ * interpreter's oracle (test_passes_rowlive.c) shows that clearing the
+ * dead rows of every forward node keeps the bits.
  */
 #include "cg_program.h"
 #include "row_case.h"
@@ -97,10 +105,22 @@ static float *rs_run(row_case *c, cg_program *p, int n_threads, bool skip,
 	return out;
 }
 
-START_TEST(test_rowskip_keeps_the_bits_of_every_output)
+/* The valid lengths of row_case_book_inputs set to src {T, 1, 0} and
+ * tgt {0, 1, T}: a batch element with no live step, one with one, one
+ * with all. */
+static void rs_edge_lengths(row_case *c)
+{
+	static const int32_t sv[3] = {10, 1, 0}, tv[3] = {0, 1, 10};
+	memcpy(c->in[1].data, sv, sizeof sv);
+	memcpy(c->in[4].data, tv, sizeof tv);
+}
+
+static void rs_check_bits(bool is_edge)
 {
 	row_case c;
 	rs_load(&c, 7, false);
+	if (is_edge)
+		rs_edge_lengths(&c);
 	cg_program_options none = {.no_row_skip = true};
 	cg_program *p = rs_compile(&c, NULL);
 	cg_program *q = rs_compile(&c, &none);
@@ -122,6 +142,17 @@ START_TEST(test_rowskip_keeps_the_bits_of_every_output)
 	cg_program_destroy(p);
 	cg_program_destroy(q);
 	row_case_fini(&c);
+}
+
+START_TEST(test_rowskip_keeps_the_bits_of_every_output)
+{
+	rs_check_bits(false);
+}
+END_TEST
+
+START_TEST(test_rowskip_keeps_the_bits_with_lengths_0_1_and_t)
+{
+	rs_check_bits(true);
 }
 END_TEST
 
@@ -163,6 +194,77 @@ START_TEST(test_rowskip_switch_only_where_it_pays)
 }
 END_TEST
 
+/* A NaN in x's rows past valid reaches the loss through a dropout of a
+ * layer norm of relu(x) + x only (the product beside it gives the
+ * program its switch): the plain call's loss is NaN, the skipping
+ * call's finite at 1 and 2 threads. */
+static const char *ln_model =
+	"model m\n"
+	"dim B\n"
+	"const T = 5, D = 8\n"
+	"export def loss(x: f32[B, T, D], labels: i32[B, T], valid: i32[B])\n"
+	"  h = dropout(norm(relu(x) + x), 0.1)\n"
+	"  return sum(masked_ce(h, labels, valid)) + "
+	"sum(masked_ce(linear(x, D), labels, valid))\n";
+
+static float ln_run(row_case *c, cg_program *p, int n_threads, bool skip)
+{
+	attnrt_entry_fn entry = cg_program_entry(p, "loss");
+	ck_assert(entry != NULL);
+	uint32_t np;
+	const attnrt_param_info *pi = cg_program_params(p, &np);
+	char *pb = aligned_alloc(64,
+				 (cg_program_params_bytes(p) + 127) / 64 * 64);
+	for (uint32_t i = 0; i < np; i++)
+		memcpy(pb + pi[i].offset, c->params[i].data,
+		       (size_t)interp_tensor_numel(&c->params[i]) * 4);
+	size_t sbytes = (cg_program_scratch_bytes(p, "loss") + 127) / 64 * 64;
+	char *sb = aligned_alloc(64, sbytes);
+	memset(sb, 0xff, sbytes);
+	float out[16] = {0};
+	void *outs[1] = {out};
+	const void *ins[3] = {c->in[0].data, c->in[1].data, c->in[2].data};
+	if (skip)
+		ck_assert(cg_program_set_row_skip(p, true));
+	attnrt_run run = {7, 2, 1, n_threads};
+	ck_assert_int_eq(entry(&run, pb, sb, ins, outs), 0);
+	if (skip)
+		ck_assert(cg_program_set_row_skip(p, false));
+	free(pb);
+	free(sb);
+	return out[0];
+}
+
+START_TEST(test_rowskip_row_kernels_leave_rows_out)
+{
+	row_case c;
+	row_case_load(&c, ln_model, "loss", true);
+	int64_t d3[3] = {3, 5, 8}, d2[2] = {3, 5}, d1[1] = {3};
+	int32_t labels[15];
+	for (int i = 0; i < 15; i++)
+		labels[i] = (i * 3) % 8;
+	static const int32_t valid[3] = {2, 0, 5};
+	row_case_input(&c, 0, 3, d3, NULL, 1);
+	row_case_input(&c, 1, 2, d2, labels, 1);
+	row_case_input(&c, 2, 1, d1, valid, 1);
+	row_case_params(&c, 7);
+	float *x = c.in[0].data;
+	for (int d = 0; d < 8; d++) { /* rows (0, 3) and (1, 0): dead */
+		x[(0 * 5 + 3) * 8 + d] = NAN;
+		x[(1 * 5 + 0) * 8 + d] = NAN;
+	}
+	/* the product through the sgemm, as a book model's */
+	cg_program_options po = {.gemm_min = 1};
+	cg_program *p = rs_compile(&c, &po);
+	for (int threads = 1; threads <= 2; threads++) {
+		ck_assert(isnan(ln_run(&c, p, threads, false)));
+		ck_assert(isfinite(ln_run(&c, p, threads, true)));
+	}
+	cg_program_destroy(p);
+	row_case_fini(&c);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("codegen_rowskip");
@@ -170,6 +272,8 @@ int main(void)
 	tcase_add_test(tc, test_rowskip_keeps_the_bits_of_every_output);
 	tcase_add_test(tc, test_rowskip_leaves_rows_out);
 	tcase_add_test(tc, test_rowskip_switch_only_where_it_pays);
+	tcase_add_test(tc, test_rowskip_keeps_the_bits_with_lengths_0_1_and_t);
+	tcase_add_test(tc, test_rowskip_row_kernels_leave_rows_out);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
