@@ -336,10 +336,10 @@ int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 			   ir_id *valid)
 {
 	const ir_node *n = &g->nodes[id];
+	bool is_small = cg_attn_node_is_small(L, g, id);
 	if (!L->rl || !L->row_skip ||
 	    (n->op != IR_OP_FUSED_ATTENTION &&
-	     n->op != IR_OP_FUSED_ATTENTION_GRAD) ||
-	    !cg_attn_node_is_small(L, g, id))
+	     (n->op != IR_OP_FUSED_ATTENTION_GRAD || !is_small)))
 		return -1;
 	uint32_t e = query_rows_expr(L, g, id);
 	ir_id pair = cg_attn_cache_pair(L, g, id);
@@ -422,6 +422,25 @@ LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n)
 	}
 	len = LLVMBuildSExt(f->b, len, cg_t_i64(f), "");
 	return LLVMBuildSelect(f->b, a->rs_on, len, cg_i64(f, a->Q), "");
+}
+
+LLVMValueRef cg_attn_live_rows(cg_attn *a, LLVMValueRef live, LLVMValueRef q0,
+			       LLVMValueRef full)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef x = LLVMBuildSub(f->b, live, q0, "");
+	x = LLVMBuildSelect(f->b,
+			    LLVMBuildICmp(f->b, LLVMIntSLT, x, cg_i64(f, 0), ""),
+			    cg_i64(f, 0), x, "");
+	return cg_min(f, x, full);
+}
+
+void cg_attn_count_row_skip(cg_kernel *k, const cg_attn *a)
+{
+	if (!a->n_live)
+		return;
+	k->L->n_row_skip++;
+	k->L->row_skip_macs += cg_attn_macs(k->L, k->g, k->id);
 }
 
 /* ---- small helpers ------------------------------------------------------------ */

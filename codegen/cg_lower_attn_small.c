@@ -554,19 +554,6 @@ static void zero_row(cg_attn *a, unsigned rw, LLVMValueRef *acc, int64_t w)
 
 /* ---- dead query rows -------------------------------------------------------------- */
 
-/* The block's live rows: of its `full` rows from q0, those below live
- * (cg_attn_live), clamped to [0, full]. */
-static LLVMValueRef live_block_rows(cg_attn *a, LLVMValueRef live,
-				    LLVMValueRef q0, LLVMValueRef full)
-{
-	cg_fn *f = a->f;
-	LLVMValueRef x = LLVMBuildSub(f->b, live, q0, "");
-	x = LLVMBuildSelect(f->b,
-			    LLVMBuildICmp(f->b, LLVMIntSLT, x, cg_i64(f, 0), ""),
-			    cg_i64(f, 0), x, "");
-	return cg_min(f, x, full);
-}
-
 /* +0 into rows t of the block, rows <= t < full, of a result (at p,
  * rows of H heads of w floats): the dead query rows left out. */
 static void zero_dead_rows(cg_attn *a, const sblock *b, LLVMValueRef p,
@@ -583,16 +570,6 @@ static void zero_dead_rows(cg_attn *a, const sblock *b, LLVMValueRef p,
 	for (int64_t v = 0; v * rw < w; v++)
 		row_store(a, rw, z, dst, w, v * rw);
 	cg_loop_end(f, &l);
-}
-
-/* A kernel that reads row_skip counts in the program's share of the
- * multiply-adds that leave dead rows out (CG_ROW_SKIP_MIN_SHARE). */
-static void count_row_skip(cg_kernel *k, const cg_attn *a)
-{
-	if (!a->n_live)
-		return;
-	k->L->n_row_skip++;
-	k->L->row_skip_macs += cg_attn_macs(k->L, k->g, k->id);
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
@@ -740,7 +717,8 @@ static sblock sfwd_at(cg_attn *a, LLVMValueRef it, LLVMValueRef pw,
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
 	b.full = b.rows;
 	if (a->n_live)
-		b.rows = live_block_rows(a, cg_attn_live(a, b.n), b.q0, b.full);
+		b.rows = cg_attn_live_rows(a, cg_attn_live(a, b.n), b.q0,
+					   b.full);
 	LLVMValueRef odd = LLVMBuildAnd(f->b, it, cg_i64(f, 1), "");
 	*half = cg_at(f, pw, cg_muli(f, odd, (a->K + 1) * a->vw));
 	return b;
@@ -790,7 +768,7 @@ void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
 	assert(k->n_in == k->node->n_args + s.has_wc + (uint32_t)s.n_live);
 	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
-	count_row_skip(k, &s);
+	cg_attn_count_row_skip(k, &s);
 	cg_attn_call_body(k, &s, "sfwd", sfwd_body);
 }
 
@@ -1062,7 +1040,7 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	 * what they add to dk and dv (+-0) */
 	LLVMBasicBlockRef some = NULL;
 	if (live) {
-		b.rows = live_block_rows(a, live, b.q0, b.full);
+		b.rows = cg_attn_live_rows(a, live, b.q0, b.full);
 		some = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, b.rows,
 						    cg_i64(f, 0), ""));
 	}
@@ -1110,6 +1088,6 @@ void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a)
 	assert(k->n_in == k->node->n_args + s.has_wc + (uint32_t)s.n_live);
 	k->extent = a->N;
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 4;
-	count_row_skip(k, &s);
+	cg_attn_count_row_skip(k, &s);
 	cg_attn_call_body(k, &s, "sbwd", sbwd_body);
 }

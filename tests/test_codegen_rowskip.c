@@ -228,27 +228,29 @@ START_TEST(test_rowskip_attention_lengths_keep_the_bits)
 END_TEST
 
 /* A fused attention whose queries are an input, read by a masked loss:
- * queries past qv are dead. */
+ * queries past qv are dead. T (%d) steps: 6 takes the small kernels,
+ * 20 the blocked ones. */
 static const char *rs_attn_src =
 	"model m\n"
 	"dim B\n"
-	"const T = 6, D = 8\n"
+	"const T = %d, D = 8\n"
 	"export def loss(q: f32[B, T, D], x: f32[B, T, D], labels: i32[B, "
 	"T], qv: i32[B], kv: i32[B])\n"
 	"  param W_k, W_v : [D, D]\n"
 	"  w = masked_softmax(q @ (x @ W_k).T / 2, kv)\n"
 	"  return sum(masked_ce(w @ (x @ W_v), labels, qv))\n";
 
-/* rs_attn_src's loss_grad, as --train compiles it, with inputs for
- * three batch elements: qv, kv, and q NaN in its dead rows if
+/* rs_attn_src's loss_grad for T steps, as --train compiles it, with
+ * inputs for three batch elements: qv, kv, and q NaN in its dead rows if
  * is_nan. */
-static void rs_load_attn(row_case *c, const int32_t *qv, const int32_t *kv,
-			 bool is_nan)
+static void rs_load_attn(row_case *c, int T, const int32_t *qv,
+			 const int32_t *kv, bool is_nan)
 {
+	static char src[1024];
+	snprintf(src, sizeof src, rs_attn_src, T);
 	memset(c, 0, sizeof *c);
 	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", rs_attn_src,
-					  strlen(rs_attn_src));
+	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
 	c->x.m = fe_compile(&c->x.ctx, file);
 	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
 	pass_options po = {.verify_each = true};
@@ -262,9 +264,9 @@ static void rs_load_attn(row_case *c, const int32_t *qv, const int32_t *kv,
 	for (ir_id n = 0; n < c->f->g.n_nodes; n++)
 		has_fa |= c->f->g.nodes[n].op == IR_OP_FUSED_ATTENTION;
 	ck_assert(has_fa);
-	int64_t d3[3] = {3, 6, 8}, d2[2] = {3, 6}, d1[1] = {3};
-	int32_t labels[18];
-	for (int i = 0; i < 18; i++)
+	int64_t d3[3] = {3, T, 8}, d2[2] = {3, T}, d1[1] = {3};
+	int32_t labels[60];
+	for (int i = 0; i < 3 * T; i++)
 		labels[i] = (i * 3) % 8;
 	row_case_input(c, 0, 3, d3, NULL, 1);
 	row_case_input(c, 1, 3, d3, NULL, 1);
@@ -272,9 +274,9 @@ static void rs_load_attn(row_case *c, const int32_t *qv, const int32_t *kv,
 	row_case_input(c, 3, 1, d1, qv, 1);
 	row_case_input(c, 4, 1, d1, kv, 1);
 	for (int b = 0; is_nan && b < 3; b++)
-		for (int t = qv[b] < 0 ? 0 : qv[b]; t < 6; t++)
+		for (int t = qv[b] < 0 ? 0 : qv[b]; t < T; t++)
 			for (int e = 0; e < 8; e++)
-				((float *)c->in[0].data)[(b * 6 + t) * 8 + e] = NAN;
+				((float *)c->in[0].data)[(b * T + t) * 8 + e] = NAN;
 	row_case_params(c, 5);
 }
 
@@ -285,7 +287,7 @@ START_TEST(test_rowskip_attention_leaves_queries_out)
 {
 	static const int32_t qv[3] = {2, 0, 6}, kv[3] = {3, 6, 1};
 	row_case c;
-	rs_load_attn(&c, qv, kv, true);
+	rs_load_attn(&c, 6, qv, kv, true);
 	cg_program *p = rs_compile(&c, NULL);
 	size_t n;
 	float *plain = rs_run(&c, p, 1, false, &n);
@@ -304,10 +306,43 @@ START_TEST(test_rowskip_attention_leaves_queries_out)
 	static const int32_t qv2[3] = {1, 6, 0}, kv2[3] = {0, 6, 2};
 	cg_program_options none = {.no_row_skip = true};
 	for (int i = 0; i < 2; i++) {
-		rs_load_attn(&c, i ? qv2 : qv, i ? kv2 : kv, false);
+		rs_load_attn(&c, 6, i ? qv2 : qv, i ? kv2 : kv, false);
 		p = rs_compile(&c, NULL);
 		cg_program *q = rs_compile(&c, &none);
 		rs_check_bits(&c, p, q, i ? "qv 1 6 0" : "qv 2 0 6");
+		cg_program_destroy(p);
+		cg_program_destroy(q);
+		row_case_fini(&c);
+	}
+}
+END_TEST
+
+/* The blocked forward (20 keys) leaves its dead query rows out too
+ * (its gradient computes every row): with NaN in them the skipping
+ * call's loss is finite, the plain call's NaN; with finite ones the
+ * bits of the loss and every gradient stay. */
+START_TEST(test_rowskip_blocked_attention_leaves_queries_out)
+{
+	static const int32_t qv[3] = {17, 0, 20}, kv[3] = {3, 20, 1};
+	static const int32_t qv2[3] = {1, 20, 0}, kv2[3] = {0, 20, 19};
+	row_case c;
+	rs_load_attn(&c, 20, qv, kv, true);
+	cg_program *p = rs_compile(&c, NULL);
+	size_t n;
+	float *plain = rs_run(&c, p, 1, false, &n);
+	float *skip = rs_run(&c, p, 2, true, &n);
+	ck_assert(isnan(plain[0]));
+	ck_assert(isfinite(skip[0]));
+	free(plain);
+	free(skip);
+	cg_program_destroy(p);
+	row_case_fini(&c);
+	cg_program_options none = {.no_row_skip = true};
+	for (int i = 0; i < 2; i++) {
+		rs_load_attn(&c, 20, i ? qv2 : qv, i ? kv2 : kv, false);
+		p = rs_compile(&c, NULL);
+		cg_program *q = rs_compile(&c, &none);
+		rs_check_bits(&c, p, q, i ? "qv 1 20 0" : "qv 17 0 20");
 		cg_program_destroy(p);
 		cg_program_destroy(q);
 		row_case_fini(&c);
@@ -324,6 +359,7 @@ int main(void)
 	tcase_add_test(tc, test_rowskip_switch_only_where_it_pays);
 	tcase_add_test(tc, test_rowskip_attention_lengths_keep_the_bits);
 	tcase_add_test(tc, test_rowskip_attention_leaves_queries_out);
+	tcase_add_test(tc, test_rowskip_blocked_attention_leaves_queries_out);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
