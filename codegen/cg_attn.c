@@ -129,6 +129,10 @@ void cg_attn_shape(cg_attn *a, const cg_kernel *k, bool is_grad)
 		cg_attn_valid_strides(k, cg_kernel_arg_type(k, 3), &a->valid_sn,
 				      &a->valid_sq);
 	choose_blocks(a);
+	ir_id valid[2];
+	a->n_live = cg_attn_row_skip_valid(k->L, k->g, k->id, valid);
+	if (a->n_live < 0)
+		a->n_live = 0;
 	double p = n->attr.attention.p;
 	a->has_dropout = p > 0;
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */
@@ -240,6 +244,15 @@ static void body_begin(cg_attn *a, cg_kernel *kb, bool is_grad, LLVMValueRef key
 	}
 	if (a->is_cached)
 		cache_begin(a, is_grad);
+	if (a->n_live > 0) {
+		/* the kernel's last operands (cg_attn_row_skip_valid) */
+		a->live_v = kb->in[kb->n_in - (uint32_t)a->n_live];
+		a->live_w = a->n_live > 1 ? kb->in[kb->n_in - 1] : NULL;
+		a->rs_on = LLVMBuildICmp(f->b, LLVMIntNE,
+					 LLVMBuildLoad2(f->b, cg_t_i32(f),
+							kb->L->row_skip, ""),
+					 cg_i32(f, 0), "");
+	}
 	if (a->has_wc) {
 		/* after the forward's output (N x Q x dv floats) */
 		int64_t at = (int64_t)cg_attn_cache_offset(
@@ -270,7 +283,7 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 	const cg_attn *a = shape;
 	char name[320];
 	snprintf(name, sizeof name,
-		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a%s",
+		 "attn.%s.%u.%lld.%lld.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a%s%s",
 		 kind, a->vw, (long long)a->br, (long long)a->N,
 		 (long long)a->H, (long long)a->Q, (long long)a->K,
 		 (long long)a->d, (long long)a->dv, a->has_valid,
@@ -278,7 +291,10 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 		 (double)a->scale, (double)a->fill, k->node->attr.attention.p,
 		 a->is_cached ? ".cached"
 		 : a->has_wc  ? ".wc"
-			      : "");
+			      : "",
+		 a->n_live == 1   ? ".live"
+		 : a->n_live == 2 ? ".livekeys"
+				  : "");
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);
@@ -287,6 +303,144 @@ void cg_attn_call_body(cg_kernel *k, const cg_attn *shape, const char *kind,
 		a->has_dropout
 			? cg_lower_dropout_key(k, k->node->attr.attention.stream)
 			: cg_i64(&k->f, 0));
+}
+
+/* ---- dead query rows ---------------------------------------------------------- */
+
+/* Whether node v of g is i32 lengths of n batch elements: (n). */
+static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
+{
+	int64_t d[IR_MAX_RANK];
+	const ir_type *t = &g->nodes[v].type;
+	return t->dtype == IR_I32 && cg_lower_dims(L, t, d) == 1 && d[0] == n;
+}
+
+/* The expression of the rows of node id's queries: the forward's
+ * result's liveness, the gradient's output gradient's nonzero rows;
+ * PASS_ROWLIVE_IS_ALL where they are not the queries' (B, Q) rows. */
+static uint32_t query_rows_expr(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD;
+	ir_id r = is_grad ? ir_arg(g, id, n->n_args - 1) : id;
+	int64_t qd[IR_MAX_RANK], rd[IR_MAX_RANK];
+	int rq = cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
+	int rr = cg_lower_dims(L, &g->nodes[r].type, rd);
+	if (L->rl->row_node[r] != r || rq != 3 || rr != 3 || rd[0] != qd[0] ||
+	    rd[1] != qd[1])
+		return PASS_ROWLIVE_IS_ALL;
+	return is_grad ? L->rl->nz_of_node[r] : L->rl->of_node[r];
+}
+
+int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
+			   ir_id *valid)
+{
+	const ir_node *n = &g->nodes[id];
+	bool is_small = cg_attn_node_is_small(L, g, id);
+	if (!L->rl || !L->row_skip ||
+	    (n->op != IR_OP_FUSED_ATTENTION &&
+	     (n->op != IR_OP_FUSED_ATTENTION_GRAD || !is_small)))
+		return -1;
+	uint32_t e = query_rows_expr(L, g, id);
+	ir_id pair = cg_attn_cache_pair(L, g, id);
+	if (pair != IR_NONE && query_rows_expr(L, g, pair) != e)
+		return -1;
+	int64_t qd[IR_MAX_RANK];
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
+	const pass_rowlive_expr *x = &L->rl->exprs[e];
+	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, qd[0])) {
+		valid[0] = x->valid;
+		return 1;
+	}
+	const pass_rowlive_expr *w = &L->rl->exprs[x->a];
+	if (x->op == PASS_ROWLIVE_KEYS && !x->is_per_query &&
+	    w->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, qd[0]) &&
+	    is_lengths(L, g, w->valid, qd[0])) {
+		valid[0] = x->valid;
+		valid[1] = w->valid;
+		return 2;
+	}
+	return -1;
+}
+
+double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	const ir_node *n = &g->nodes[id];
+	int64_t qd[IR_MAX_RANK], kd[IR_MAX_RANK], vd[IR_MAX_RANK];
+	if (n->n_args < 3)
+		return 0;
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 1)].type, kd);
+	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 2)].type, vd);
+	double x = (double)qd[0] * (double)qd[1] * (double)kd[1] *
+		   (double)(qd[2] + vd[2]);
+	return n->op == IR_OP_FUSED_ATTENTION_GRAD ? 2 * x : x;
+}
+
+/* i32 x clamped to [0, n]. */
+static LLVMValueRef clamp_len(cg_fn *f, LLVMValueRef x, int64_t n)
+{
+	LLVMValueRef zero = cg_i32(f, 0), top = cg_i32(f, (int32_t)n);
+	x = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, x, zero, ""),
+			    zero, x, "");
+	return LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, x, top, ""),
+			       top, x, "");
+}
+
+/* Element b of i32 lengths p. */
+static LLVMValueRef length_of(cg_fn *f, LLVMValueRef p, LLVMValueRef b)
+{
+	return LLVMBuildLoad2(f->b, cg_t_i32(f),
+			      LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f), p, &b, 1,
+						    ""),
+			      "");
+}
+
+LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n)
+{
+	cg_fn *f = a->f;
+	if (a->n_live <= 0)
+		return cg_i64(f, a->Q);
+	/* as pass_rowlive_eval: t < v[b], or keys(v over t < w) */
+	LLVMValueRef b = LLVMBuildUDiv(f->b, n, cg_i64(f, a->H), "");
+	LLVMValueRef vb = length_of(f, a->live_v, b), len;
+	if (a->n_live == 1) {
+		len = clamp_len(f, vb, a->Q);
+	} else {
+		LLVMValueRef is_q = LLVMBuildICmp(f->b, LLVMIntSGT,
+						  length_of(f, a->live_w, b),
+						  cg_i32(f, 0), "");
+		LLVMValueRef is_none = LLVMBuildICmp(f->b, LLVMIntSLE, vb,
+						     cg_i32(f, 0), "");
+		LLVMValueRef kk = clamp_len(f,
+					    LLVMBuildSelect(f->b, is_none,
+							    cg_i32(f,
+								   (int32_t)a->Q),
+							    vb, ""),
+					    a->Q);
+		len = LLVMBuildSelect(f->b, is_q, kk, cg_i32(f, 0), "");
+	}
+	len = LLVMBuildSExt(f->b, len, cg_t_i64(f), "");
+	return LLVMBuildSelect(f->b, a->rs_on, len, cg_i64(f, a->Q), "");
+}
+
+LLVMValueRef cg_attn_live_rows(cg_attn *a, LLVMValueRef live, LLVMValueRef q0,
+			       LLVMValueRef full)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef x = LLVMBuildSub(f->b, live, q0, "");
+	x = LLVMBuildSelect(f->b,
+			    LLVMBuildICmp(f->b, LLVMIntSLT, x, cg_i64(f, 0), ""),
+			    cg_i64(f, 0), x, "");
+	return cg_min(f, x, full);
+}
+
+void cg_attn_count_row_skip(cg_kernel *k, const cg_attn *a)
+{
+	if (!a->n_live)
+		return;
+	k->L->n_row_skip++;
+	k->L->row_skip_macs += cg_attn_macs(k->L, k->g, k->id);
 }
 
 /* ---- small helpers ------------------------------------------------------------ */

@@ -87,7 +87,46 @@ typedef struct cg_attn {
 	 * forward writes it after its output, the backward reads it. */
 	bool has_wc;
 	LLVMValueRef wc; /* its first float, or NULL */
+	/* The dead query rows (cg_attn_row_skip_valid): how many valid
+	 * lengths the kernel reads last (0: none, every row computed; 1:
+	 * t < v[b]; 2: keys(v over t < w)), and in the body the lengths (live_w: KEYS's queries' PREFIX) and whether the
+	 * program's row_skip is set (i1). */
+	int n_live;
+	int live_op;
+	LLVMValueRef live_v, live_w, rs_on;
 } cg_attn;
+
+/* Whether fused attention (or gradient) node id of g leaves out its
+ * dead query rows in a call whose row_skip is set (cg_lower_row_skip_
+ * valid for attention nodes): a forward, or a gradient that takes the
+ * small kernels (the blocked backward computes every row), with L->rl, whose queries' rows (the forward's result's liveness; the
+ * gradient's output gradient's nonzero rows) are t < v[b] or keys(v
+ * over t < w), v and w i32 (B). A forward and its gradient that share
+ * the weights' cache (cg_attn_cache_pair) skip only with the same
+ * expression, so that the gradient reads no slot the forward left out.
+ * Returns how many valid lengths the kernel reads after its other
+ * operands, or -1: every row computed. */
+int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
+			   ir_id *valid);
+/* The multiply-adds of fused attention (or gradient) node id, as the
+ * row_skip switch's share counts them (cg_program.c): the forward's
+ * N·Q·K·(d + dv) (scores, output), the gradient's twice that (dP, dq,
+ * dk, dv). */
+double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id);
+/* Of a block's `full` query rows from q0, those below live
+ * (cg_attn_live): an i64 in [0, full]. */
+LLVMValueRef cg_attn_live_rows(cg_attn *a, LLVMValueRef live, LLVMValueRef q0,
+			       LLVMValueRef full);
+/* A kernel that reads row_skip (a->n_live) counts in the program's
+ * share of the multiply-adds that leave dead rows out
+ * (CG_ROW_SKIP_MIN_SHARE). */
+void cg_attn_count_row_skip(cg_kernel *k, const cg_attn *a);
+/* The live queries of attention n (an i64 in [0, Q]): from the lengths
+ * when the program's row_skip is set, else Q (and Q without n_live). */
+LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n);
+/* Whether node id takes the small kernels (cg_attn_is_small of its
+ * operands' sizes). */
+bool cg_attn_node_is_small(const cg_lower *L, const ir_graph *g, ir_id id);
 
 /* The strides, in elements, of valid lengths of type vt (i32 [N] or
  * [N, Q], either axis possibly broadcast from 1) between batch elements

@@ -328,8 +328,9 @@ bool cg_lower_dropout(cg_kernel *k);
  * to as the sgemm's epilogue (cg_lower_epilogue_plan). */
 bool cg_lower_matmul(cg_kernel *k);
 /* Whether matmul mm's kernel leaves out the rows no output reads
- * (L->rl) in a call whose row_skip is set: a matmul of a kernel of its
- * own (no epilogue), A (B, T, K) not transposed, B one matrix for all,
+ * (L->rl) in a call whose row_skip is set (a fused attention or its
+ * gradient: its dead query rows, cg_attn_row_skip_valid): a matmul of a
+ * kernel of its own (no epilogue), A (B, T, K) not transposed, B one matrix for all,
  * through the sgemm as one product of B·T rows (is_rows_given), its rows
  * live where t < v[b] (valid = {v}) or, keys of a masked attention,
  * where keys(v over t < w) (valid = {v, w}). Returns how many
@@ -338,7 +339,7 @@ bool cg_lower_matmul(cg_kernel *k);
 int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid);
 /* cg_lower_row_skip_valid for any kernel, node id with fused trees tr:
- * beside the products, the row-wise kernels (the elementwise ops and
+ * beside the products and the fused attentions, the row-wise kernels (the elementwise ops and
  * dropout, an f32 output (B, T, ...) of its own, no product fused;
  * in the forward layer_norm, with no layer_norm_grad fused, in the
  * backward layer_norm_grad) whose rows are live (a gradient's: may be

@@ -215,6 +215,21 @@ static void fwd_store(cg_attn *a, const fwd_block *b)
 	cg_loop_end(f, &l);
 }
 
+/* +0 into the output rows b->rows .. full of the block (dead queries). */
+static void zero_rows(cg_attn *a, const fwd_block *b, LLVMValueRef full)
+{
+	cg_fn *f = a->f;
+	LLVMValueRef z = LLVMConstNull(cg_t_vec(f, a->vw));
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, b->rows, full, 1);
+	LLVMValueRef row = cg_at(f, a->k->out,
+				 cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, i),
+					     a->dv));
+	for (int64_t c = 0; c < a->dv; c += a->vw)
+		cg_attn_store_part(a, z, cg_ati(f, row, c), a->dv, c);
+	cg_loop_end(f, &l);
+}
+
 /* With the cache, the key block at j0: its scores into the block's
  * columns of ec, and each row's maximum so far (cg_attn_max_row). */
 static void cached_keys(cg_attn *a, LLVMValueRef j0, void *ud)
@@ -304,6 +319,15 @@ static void fwd_body(cg_attn *a)
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->br);
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->br);
+	/* dead query rows (a->n_live): the block is its live rows only, and
+	 * one with none is skipped; +0 into the others' output rows */
+	LLVMValueRef full = b.rows;
+	LLVMBasicBlockRef some = NULL;
+	if (a->n_live) {
+		b.rows = cg_attn_live_rows(a, cg_attn_live(a, b.n), b.q0, full);
+		some = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, b.rows,
+						    cg_i64(f, 0), ""));
+	}
 	LLVMValueRef kmax = cg_attn_block_valid(a, b.n, b.q0, b.rows);
 	if (a->has_valid) {
 		a->fin = cg_attn_finite(a, b.n, false);
@@ -321,6 +345,10 @@ static void fwd_body(cg_attn *a)
 		cg_attn_key_loop(a, kmax, b.rows, fwd_keys, &b);
 	}
 	fwd_store(a, &b);
+	if (some) {
+		cg_if_end(f, some);
+		zero_rows(a, &b, full);
+	}
 	cg_loop_end(f, &l);
 }
 
@@ -341,6 +369,7 @@ bool cg_lower_fused_attention(cg_kernel *k)
 	}
 	k->extent = a.N * ((a.Q + a.br - 1) / a.br);
 	k->work = a.N * a.Q * a.K * (a.d + a.dv) / 8;
+	cg_attn_count_row_skip(k, &a);
 	cg_attn_call_body(k, &a, "fwd", fwd_body);
 	return true;
 }

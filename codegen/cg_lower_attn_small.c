@@ -33,6 +33,13 @@
  * (n, q, k) as every kernel does (cg_attn_keep_t), so masks are
  * bit-identical to the unfused graph's.
  *
+ * Dead query rows (a->n_live, with the program's row_skip set): a
+ * block's rows are only those below its attention's live queries
+ * (cg_attn_live), as if the block were that short; the rows past them
+ * (to b->full) get +0 in the forward's output and in dq, a block with
+ * none is skipped whole (its cache slot too: the gradient skips it the
+ * same way), and nothing of theirs goes into dk and dv.
+ *
  * Sums over keys are added in the blocked kernels' order (key_sum), and
  * every product in theirs: for the same shape the two kernels give the
  * same results bit for bit (the Transformer trains to the same loss).
@@ -46,6 +53,9 @@
  * computes past the test that skips it (key_begin). */
 typedef struct sblock {
 	LLVMValueRef n, q0, rows;
+	/* the block's rows, the dead ones included: rows is fewer where the
+	 * kernel leaves dead query rows out (a->n_live) */
+	LLVMValueRef full;
 	LLVMValueRef vl; /* <vw x i32>: each row's valid length; NULL: none */
 	LLVMValueRef kv; /* i64: the block visits keys 0 .. kv; NULL: all K */
 	LLVMValueRef m;  /* every row's largest score */
@@ -73,7 +83,7 @@ static int64_t wc_slot_floats(int64_t K, unsigned vw)
 
 /* Whether node id of g (a fused attention or its gradient) takes the
  * small kernels: cg_attn_is_small from its operands' types. */
-static bool node_is_small(const cg_lower *L, const ir_graph *g, ir_id id)
+bool cg_attn_node_is_small(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	const ir_node *n = &g->nodes[id];
 	int64_t qd[IR_MAX_RANK], kd[IR_MAX_RANK], vd[IR_MAX_RANK];
@@ -121,8 +131,9 @@ ir_id cg_attn_cache_pair(const cg_lower *L, const ir_graph *g, ir_id id)
 	if (L->no_attn_cache)
 		return IR_NONE;
 	if (op == IR_OP_FUSED_ATTENTION)
-		return node_is_small(L, g, id) ? first_grad(g, id) : IR_NONE;
-	if (op != IR_OP_FUSED_ATTENTION_GRAD || !node_is_small(L, g, id))
+		return cg_attn_node_is_small(L, g, id) ? first_grad(g, id)
+						       : IR_NONE;
+	if (op != IR_OP_FUSED_ATTENTION_GRAD || !cg_attn_node_is_small(L, g, id))
 		return IR_NONE;
 	for (ir_id p = 0; p < id; p++)
 		if (is_grad_of(g, p, id))
@@ -541,6 +552,26 @@ static void zero_row(cg_attn *a, unsigned rw, LLVMValueRef *acc, int64_t w)
 		acc[v] = cg_attn_var(a, vt, LLVMConstNull(vt));
 }
 
+/* ---- dead query rows -------------------------------------------------------------- */
+
+/* +0 into rows t of the block, rows <= t < full, of a result (at p,
+ * rows of H heads of w floats): the dead query rows left out. */
+static void zero_dead_rows(cg_attn *a, const sblock *b, LLVMValueRef p,
+			   int64_t w)
+{
+	cg_fn *f = a->f;
+	unsigned rw = row_width(a);
+	LLVMValueRef z = LLVMConstNull(cg_t_vec(f, rw));
+	cg_loop l;
+	LLVMValueRef t = cg_loop_begin(f, &l, b->rows, b->full, 1);
+	LLVMValueRef dst = cg_at(f, p,
+				 cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
+					     w));
+	for (int64_t v = 0; v * rw < w; v++)
+		row_store(a, rw, z, dst, w, v * rw);
+	cg_loop_end(f, &l);
+}
+
 /* ---- forward ---------------------------------------------------------------------- */
 
 /* The factor r = keep_scale / l of the block's rows, or 0 in the rows
@@ -604,6 +635,8 @@ static void sfwd_rows(cg_attn *a, const sblock *b, LLVMValueRef pw)
 	/* unrolled, the weights' loads become extractions from the
 	 * vectors just stored, a shuffle each */
 	cg_loop_no_unroll(f, &l);
+	if (a->n_live)
+		zero_dead_rows(a, b, a->k->out, a->dv);
 }
 
 /* The block's slot of the weights' cache: its exponentials (0 for the
@@ -682,6 +715,10 @@ static sblock sfwd_at(cg_attn *a, LLVMValueRef it, LLVMValueRef pw,
 	b.n = LLVMBuildUDiv(f->b, it, cg_i64(f, nqb), "");
 	b.q0 = cg_muli(f, LLVMBuildURem(f->b, it, cg_i64(f, nqb), ""), a->vw);
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
+	b.full = b.rows;
+	if (a->n_live)
+		b.rows = cg_attn_live_rows(a, cg_attn_live(a, b.n), b.q0,
+					   b.full);
 	LLVMValueRef odd = LLVMBuildAnd(f->b, it, cg_i64(f, 1), "");
 	*half = cg_at(f, pw, cg_muli(f, odd, (a->K + 1) * a->vw));
 	return b;
@@ -705,7 +742,16 @@ static void sfwd_body(cg_attn *a)
 	LLVMBasicBlockRef join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSLT,
 							      it, a->k->hi, ""));
 	sblock b = sfwd_at(a, it, pw, &half);
+	/* a block of dead rows only: nothing (its slot of the weights'
+	 * cache too: the gradient leaves the same rows out) */
+	LLVMBasicBlockRef some =
+		a->n_live
+			? cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, b.rows,
+						       cg_i64(f, 0), ""))
+			: NULL;
 	sfwd_block(a, &b, half);
+	if (some)
+		cg_if_end(f, some);
 	cg_if_end(f, join);
 	join = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, it, a->k->lo, ""));
 	LLVMValueRef prev = LLVMBuildSub(f->b, it, cg_i64(f, 1), "");
@@ -719,9 +765,10 @@ void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
 {
 	cg_attn s = *a;
 	s.has_wc = cg_attn_cache_pair(k->L, k->g, k->id) != IR_NONE;
-	assert(!s.has_wc || k->n_in == k->node->n_args + 1);
+	assert(k->n_in == k->node->n_args + s.has_wc + (uint32_t)s.n_live);
 	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
+	cg_attn_count_row_skip(k, &s);
 	cg_attn_call_body(k, &s, "sfwd", sfwd_body);
 }
 
@@ -982,11 +1029,21 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 		for (int64_t v = 0; v < g->ndv; v++)
 			g->dv[k][v] = cg_attn_var(a, vt, LLVMConstNull(vt));
 	}
+	LLVMValueRef live = a->n_live ? cg_attn_live(a, n) : NULL;
 	cg_loop l;
 	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
 	LLVMValueRef qb = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, nqb), 1);
 	sblock b = {.n = n, .q0 = cg_muli(f, qb, a->vw)};
 	b.rows = cg_attn_block_len(a, a->Q, b.q0, a->vw);
+	b.full = b.rows;
+	/* dead query rows: their output gradient is 0, and so their dq and
+	 * what they add to dk and dv (+-0) */
+	LLVMBasicBlockRef some = NULL;
+	if (live) {
+		b.rows = cg_attn_live_rows(a, live, b.q0, b.full);
+		some = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, b.rows,
+						    cg_i64(f, 0), ""));
+	}
 	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
 	const LLVMValueRef *xt[2] = {qt, gt};
 	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv,
@@ -997,6 +1054,10 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 	} else {
 		load_qt(a, &b, qt);
 		block_keys_code(a, &b, xt, sbwd_keys, g);
+	}
+	if (some) {
+		cg_if_end(f, some);
+		zero_dead_rows(a, &b, a->k->out, a->d);
 	}
 	cg_loop_end(f, &l);
 	int64_t dk0 = a->N * a->Q * a->d, dv0 = dk0 + a->N * a->K * a->d;
@@ -1024,8 +1085,9 @@ void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a)
 {
 	cg_attn s = *a;
 	s.has_wc = cg_attn_cache_pair(k->L, k->g, k->id) != IR_NONE;
-	assert(!s.has_wc || k->n_in == k->node->n_args + 1);
+	assert(k->n_in == k->node->n_args + s.has_wc + (uint32_t)s.n_live);
 	k->extent = a->N;
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 4;
+	cg_attn_count_row_skip(k, &s);
 	cg_attn_call_body(k, &s, "sbwd", sbwd_body);
 }

@@ -16,6 +16,7 @@
  * caller's outputs array; a view adds its byte offset to its root's
  * pointer.
  */
+#include "cg_attn.h"
 #include "cg_entry.h"
 #include "passes.h"
 
@@ -538,6 +539,9 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 		}
 		if (op == IR_OP_MATMUL) /* its kernel may be another's */
 			L->macs += matmul_macs(L, &fn->g, i);
+		if (op == IR_OP_FUSED_ATTENTION ||
+		    op == IR_OP_FUSED_ATTENTION_GRAD)
+			L->macs += cg_attn_macs(L, &fn->g, i);
 	}
 	L->rl = NULL;
 	L->rl_fwd = NULL;

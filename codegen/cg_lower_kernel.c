@@ -579,9 +579,10 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	if (side != IR_NONE)
 		c->extra[c->n_extra - 1] = side;
 	/* A kernel leaving out dead rows reads the valid lengths last
-	 * (cg_lower_row_skip_rows). A product's code is its own; a
-	 * row-wise kernel's is shared with the same trees reading as
-	 * many lengths (its code depends on nothing else of them). */
+	 * (cg_lower_row_skip_rows). A product's or an attention's code is
+	 * its own (the lengths' meaning is not in the trees); a row-wise
+	 * kernel's is shared with the same trees reading as many lengths
+	 * (its code depends on nothing else of them). */
 	ir_id valid[2];
 	int n_valid = cg_lower_row_skip_rows(L, &fn->g, id, tr, valid);
 	for (int i = 0; i < n_valid; i++) {
@@ -593,7 +594,10 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	bool has_room = cg_kernel_stream_room(tr, n_ids);
 	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
 				       : NULL;
-	bool is_own = n_valid >= 0 && fn->g.nodes[id].op == IR_OP_MATMUL;
+	ir_op op = fn->g.nodes[id].op;
+	bool is_own = n_valid >= 0 &&
+		      (op == IR_OP_MATMUL || op == IR_OP_FUSED_ATTENTION ||
+		       op == IR_OP_FUSED_ATTENTION_GRAD);
 	const kernel_ref *old = has_room && !is_own ? find_built(p, L, &fn->g,
 								 id, tr, n_valid)
 						    : NULL;

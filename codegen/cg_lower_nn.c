@@ -16,6 +16,7 @@
  * cg_lower_rowred.c, long columns in cg_lower_colred.c, other long sums
  * in cg_lower_sumlane.c, the rest here, without `reassoc`.
  */
+#include "cg_attn.h"
 #include "cg_gemm.h"
 #include "cg_lower.h"
 
@@ -374,6 +375,9 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid)
 {
 	const ir_node *n = &g->nodes[mm];
+	if (n->op == IR_OP_FUSED_ATTENTION ||
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
+		return cg_attn_row_skip_valid(L, g, mm, valid);
 	if (!L->rl || !L->row_skip || n->op != IR_OP_MATMUL ||
 	    n->attr.matmul.ta || L->rl->row_node[mm] != mm)
 		return -1;
@@ -523,7 +527,8 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 			   const cg_trees *tr, ir_id *valid)
 {
 	const ir_node *n = &g->nodes[id];
-	if (n->op == IR_OP_MATMUL)
+	if (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_ATTENTION ||
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
 		return cg_lower_row_skip_valid(L, g, id, valid);
 	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return ce_rows_valid(L, g, id, valid);

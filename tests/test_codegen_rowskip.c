@@ -58,6 +58,9 @@ static cg_program *rs_compile(row_case *c, const cg_program_options *po)
 	return p;
 }
 
+/* Whether rs_run's calls are training runs (dropout on). */
+static int rs_is_training = 1;
+
 /* loss_grad's outputs, all of them one after the other, of a call on
  * n_threads with row_skip on or off; returns their floats. */
 static float *rs_run(row_case *c, cg_program *p, int n_threads, bool skip,
@@ -90,12 +93,12 @@ static float *rs_run(row_case *c, cg_program *p, int n_threads, bool skip,
 	for (uint32_t o = 0; o < no; o++)
 		outs[o] = out + at[o];
 	memset(out, 0, total * 4);
-	const void *ins[5];
-	for (uint32_t i = 0; i < 5; i++)
+	const void *ins[ROW_CASE_MAX_IN];
+	for (uint32_t i = 0; i < c->f->n_inputs; i++)
 		ins[i] = c->in[i].data;
 	if (skip)
 		ck_assert(cg_program_set_row_skip(p, true));
-	attnrt_run run = {7, 2, 1, n_threads};
+	attnrt_run run = {7, 2, rs_is_training, n_threads};
 	ck_assert_int_eq(entry(&run, pb, sb, ins, outs), 0);
 	if (skip)
 		ck_assert(cg_program_set_row_skip(p, false));
@@ -115,6 +118,29 @@ static void rs_edge_lengths(row_case *c)
 	memcpy(c->in[4].data, tv, sizeof tv);
 }
 
+/* The bits of every output of loss_grad of c (compiled as p, and as q
+ * without the switch): p with the rows left out and without, at 1 and 2
+ * threads, gives q's. */
+static void rs_same_bits(row_case *c, cg_program *p, cg_program *q,
+			 const char *what)
+{
+	size_t n0, n;
+	float *ref = rs_run(c, q, 1, false, &n0);
+	ck_assert(isfinite(ref[0]));
+	for (int threads = 1; threads <= 2; threads++)
+		for (int skip = 0; skip < 2; skip++) {
+			float *got = rs_run(c, p, threads, skip, &n);
+			ck_assert_uint_eq(n, n0);
+			ck_assert_msg(memcmp(ref, got, n * 4) == 0,
+				      "%s, %d threads, skip %d: an output "
+				      "differs from the program's without the "
+				      "switch",
+				      what, threads, skip);
+			free(got);
+		}
+	free(ref);
+}
+
 static void rs_check_bits(bool is_edge)
 {
 	row_case c;
@@ -125,20 +151,7 @@ static void rs_check_bits(bool is_edge)
 	cg_program *p = rs_compile(&c, NULL);
 	cg_program *q = rs_compile(&c, &none);
 	ck_assert(!cg_program_set_row_skip(q, true));
-	size_t n0, n;
-	float *ref = rs_run(&c, q, 1, false, &n0);
-	ck_assert(isfinite(ref[0]));
-	for (int threads = 1; threads <= 2; threads++)
-		for (int skip = 0; skip < 2; skip++) {
-			float *got = rs_run(&c, p, threads, skip, &n);
-			ck_assert_uint_eq(n, n0);
-			ck_assert_msg(memcmp(ref, got, n * 4) == 0,
-				      "%d threads, skip %d: an output differs "
-				      "from the program's without the switch",
-				      threads, skip);
-			free(got);
-		}
-	free(ref);
+	rs_same_bits(&c, p, q, is_edge ? "lengths 0, 1 and T" : "the book's");
 	cg_program_destroy(p);
 	cg_program_destroy(q);
 	row_case_fini(&c);
@@ -173,10 +186,11 @@ START_TEST(test_rowskip_leaves_rows_out)
 }
 END_TEST
 
-/* A program keeps the switch only where the products that read it are
- * CG_ROW_SKIP_MIN_SHARE of its multiply-adds: the Transformer's 33 are
- * two thirds, Bahdanau's one (the output layer) ~5%, which would not
- * pay for the driver's check before each step. */
+/* A program keeps the switch only where the products and attentions
+ * that read it are CG_ROW_SKIP_MIN_SHARE of its multiply-adds: the
+ * Transformer's 33 products and 12 attentions are 38%, Bahdanau's one
+ * product (the output layer) ~5%, which would not pay for the driver's
+ * check before each step. */
 START_TEST(test_rowskip_switch_only_where_it_pays)
 {
 	row_case c;
@@ -265,6 +279,167 @@ START_TEST(test_rowskip_row_kernels_leave_rows_out)
 }
 END_TEST
 
+/* The attentions leave their dead query rows out (the encoder's past
+ * src_valid where the target has a step, the decoder's past tgt_valid,
+ * the causal self-attention's among them): the bits of the loss and of
+ * every gradient stay, with valid lengths 0, 1 and T (a batch element
+ * with src_valid 0 has every encoder row live, one with tgt_valid 0
+ * none), dropout on and off. */
+START_TEST(test_rowskip_attention_lengths_keep_the_bits)
+{
+	static const int32_t sv[4][3] = {{0, 1, 10},
+					 {10, 10, 10},
+					 {1, 10, 0},
+					 {3, 4, 0}};
+	static const int32_t tv[4][3] = {{10, 0, 1},
+					 {10, 10, 10},
+					 {1, 10, 0},
+					 {3, 5, 2}};
+	row_case c;
+	rs_load(&c, 11, false);
+	cg_program_options none = {.no_row_skip = true};
+	cg_program *p = rs_compile(&c, NULL);
+	cg_program *q = rs_compile(&c, &none);
+	for (int i = 0; i < 4; i++)
+		for (int tr = 0; tr < 2; tr++) {
+			memcpy(c.in[1].data, sv[i], sizeof sv[i]);
+			memcpy(c.in[4].data, tv[i], sizeof tv[i]);
+			rs_is_training = tr;
+			char what[64];
+			snprintf(what, sizeof what, "lengths %d, training %d",
+				 i, tr);
+			rs_same_bits(&c, p, q, what);
+		}
+	rs_is_training = 1;
+	cg_program_destroy(p);
+	cg_program_destroy(q);
+	row_case_fini(&c);
+}
+END_TEST
+
+/* A fused attention whose queries are an input, read by a masked loss:
+ * queries past qv are dead. T (%d) steps: 6 takes the small kernels,
+ * 20 the blocked ones. */
+static const char *rs_attn_src =
+	"model m\n"
+	"dim B\n"
+	"const T = %d, D = 8\n"
+	"export def loss(q: f32[B, T, D], x: f32[B, T, D], labels: i32[B, "
+	"T], qv: i32[B], kv: i32[B])\n"
+	"  param W_k, W_v : [D, D]\n"
+	"  w = masked_softmax(q @ (x @ W_k).T / 2, kv)\n"
+	"  return sum(masked_ce(w @ (x @ W_v), labels, qv))\n";
+
+/* rs_attn_src's loss_grad for T steps, as --train compiles it, with
+ * inputs for three batch elements: qv, kv, and q NaN in its dead rows if
+ * is_nan. */
+static void rs_load_attn(row_case *c, int T, const int32_t *qv,
+			 const int32_t *kv, bool is_nan)
+{
+	static char src[1024];
+	snprintf(src, sizeof src, rs_attn_src, T);
+	memset(c, 0, sizeof *c);
+	tu_graph_init_ctx(&c->x);
+	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
+	c->x.m = fe_compile(&c->x.ctx, file);
+	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
+	pass_options po = {.verify_each = true};
+	ck_assert(pass_pipeline_forward(c->x.m, &po));
+	ck_assert(pass_autodiff(c->x.m, "loss"));
+	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
+		      tu_graph_diag(&c->x));
+	c->f = ir_module_find_func(c->x.m, "loss_grad");
+	ck_assert(c->f != NULL);
+	bool has_fa = false;
+	for (ir_id n = 0; n < c->f->g.n_nodes; n++)
+		has_fa |= c->f->g.nodes[n].op == IR_OP_FUSED_ATTENTION;
+	ck_assert(has_fa);
+	int64_t d3[3] = {3, T, 8}, d2[2] = {3, T}, d1[1] = {3};
+	int32_t labels[60];
+	for (int i = 0; i < 3 * T; i++)
+		labels[i] = (i * 3) % 8;
+	row_case_input(c, 0, 3, d3, NULL, 1);
+	row_case_input(c, 1, 3, d3, NULL, 1);
+	row_case_input(c, 2, 2, d2, labels, 1);
+	row_case_input(c, 3, 1, d1, qv, 1);
+	row_case_input(c, 4, 1, d1, kv, 1);
+	for (int b = 0; is_nan && b < 3; b++)
+		for (int t = qv[b] < 0 ? 0 : qv[b]; t < T; t++)
+			for (int e = 0; e < 8; e++)
+				((float *)c->in[0].data)[(b * T + t) * 8 + e] = NAN;
+	row_case_params(c, 5);
+}
+
+/* The queries past qv are left out, in the forward and in the
+ * backward: with NaN in them the plain call's loss and gradients are
+ * NaN, the skipping call's finite; with finite ones the bits stay. */
+START_TEST(test_rowskip_attention_leaves_queries_out)
+{
+	static const int32_t qv[3] = {2, 0, 6}, kv[3] = {3, 6, 1};
+	row_case c;
+	rs_load_attn(&c, 6, qv, kv, true);
+	cg_program *p = rs_compile(&c, NULL);
+	size_t n;
+	float *plain = rs_run(&c, p, 1, false, &n);
+	float *skip = rs_run(&c, p, 2, true, &n);
+	ck_assert(isnan(plain[0]));
+	uint32_t n_nan = 0;
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_msg(isfinite(skip[i]), "output float %zu", i);
+		n_nan += isnan(plain[i]);
+	}
+	ck_assert_uint_gt(n_nan, 100); /* the gradients of W_k and W_v */
+	free(plain);
+	free(skip);
+	cg_program_destroy(p);
+	row_case_fini(&c);
+	static const int32_t qv2[3] = {1, 6, 0}, kv2[3] = {0, 6, 2};
+	cg_program_options none = {.no_row_skip = true};
+	for (int i = 0; i < 2; i++) {
+		rs_load_attn(&c, 6, i ? qv2 : qv, i ? kv2 : kv, false);
+		p = rs_compile(&c, NULL);
+		cg_program *q = rs_compile(&c, &none);
+		rs_same_bits(&c, p, q, i ? "qv 1 6 0" : "qv 2 0 6");
+		cg_program_destroy(p);
+		cg_program_destroy(q);
+		row_case_fini(&c);
+	}
+}
+END_TEST
+
+/* The blocked forward (20 keys) leaves its dead query rows out too
+ * (its gradient computes every row): with NaN in them the skipping
+ * call's loss is finite, the plain call's NaN; with finite ones the
+ * bits of the loss and every gradient stay. */
+START_TEST(test_rowskip_blocked_attention_leaves_queries_out)
+{
+	static const int32_t qv[3] = {17, 0, 20}, kv[3] = {3, 20, 1};
+	static const int32_t qv2[3] = {1, 20, 0}, kv2[3] = {0, 20, 19};
+	row_case c;
+	rs_load_attn(&c, 20, qv, kv, true);
+	cg_program *p = rs_compile(&c, NULL);
+	size_t n;
+	float *plain = rs_run(&c, p, 1, false, &n);
+	float *skip = rs_run(&c, p, 2, true, &n);
+	ck_assert(isnan(plain[0]));
+	ck_assert(isfinite(skip[0]));
+	free(plain);
+	free(skip);
+	cg_program_destroy(p);
+	row_case_fini(&c);
+	cg_program_options none = {.no_row_skip = true};
+	for (int i = 0; i < 2; i++) {
+		rs_load_attn(&c, 20, i ? qv2 : qv, i ? kv2 : kv, false);
+		p = rs_compile(&c, NULL);
+		cg_program *q = rs_compile(&c, &none);
+		rs_same_bits(&c, p, q, i ? "qv 1 20 0" : "qv 17 0 20");
+		cg_program_destroy(p);
+		cg_program_destroy(q);
+		row_case_fini(&c);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("codegen_rowskip");
@@ -274,6 +449,9 @@ int main(void)
 	tcase_add_test(tc, test_rowskip_switch_only_where_it_pays);
 	tcase_add_test(tc, test_rowskip_keeps_the_bits_with_lengths_0_1_and_t);
 	tcase_add_test(tc, test_rowskip_row_kernels_leave_rows_out);
+	tcase_add_test(tc, test_rowskip_attention_lengths_keep_the_bits);
+	tcase_add_test(tc, test_rowskip_attention_leaves_queries_out);
+	tcase_add_test(tc, test_rowskip_blocked_attention_leaves_queries_out);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
