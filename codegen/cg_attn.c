@@ -377,25 +377,6 @@ double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id)
 	return n->op == IR_OP_FUSED_ATTENTION_GRAD ? 2 * x : x;
 }
 
-/* i32 x clamped to [0, n]. */
-static LLVMValueRef clamp_len(cg_fn *f, LLVMValueRef x, int64_t n)
-{
-	LLVMValueRef zero = cg_i32(f, 0), top = cg_i32(f, (int32_t)n);
-	x = LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSLT, x, zero, ""),
-			    zero, x, "");
-	return LLVMBuildSelect(f->b, LLVMBuildICmp(f->b, LLVMIntSGT, x, top, ""),
-			       top, x, "");
-}
-
-/* Element b of i32 lengths p. */
-static LLVMValueRef length_of(cg_fn *f, LLVMValueRef p, LLVMValueRef b)
-{
-	return LLVMBuildLoad2(f->b, cg_t_i32(f),
-			      LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f), p, &b, 1,
-						    ""),
-			      "");
-}
-
 LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n)
 {
 	cg_fn *f = a->f;
@@ -403,24 +384,9 @@ LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n)
 		return cg_i64(f, a->Q);
 	/* as pass_rowlive_eval: t < v[b], or keys(v over t < w) */
 	LLVMValueRef b = LLVMBuildUDiv(f->b, n, cg_i64(f, a->H), "");
-	LLVMValueRef vb = length_of(f, a->live_v, b), len;
-	if (a->n_live == 1) {
-		len = clamp_len(f, vb, a->Q);
-	} else {
-		LLVMValueRef is_q = LLVMBuildICmp(f->b, LLVMIntSGT,
-						  length_of(f, a->live_w, b),
-						  cg_i32(f, 0), "");
-		LLVMValueRef is_none = LLVMBuildICmp(f->b, LLVMIntSLE, vb,
-						     cg_i32(f, 0), "");
-		LLVMValueRef kk = clamp_len(f,
-					    LLVMBuildSelect(f->b, is_none,
-							    cg_i32(f,
-								   (int32_t)a->Q),
-							    vb, ""),
+	LLVMValueRef len = cg_lower_row_len(f, a->live_v,
+					    a->n_live > 1 ? a->live_w : NULL, b,
 					    a->Q);
-		len = LLVMBuildSelect(f->b, is_q, kk, cg_i32(f, 0), "");
-	}
-	len = LLVMBuildSExt(f->b, len, cg_t_i64(f), "");
 	return LLVMBuildSelect(f->b, a->rs_on, len, cg_i64(f, a->Q), "");
 }
 

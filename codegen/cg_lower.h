@@ -359,6 +359,16 @@ typedef void (*cg_row_part)(cg_kernel *k, LLVMValueRef lo, LLVMValueRef hi,
  * and the dead rows' floats are set to +0; else over the whole range. */
 void cg_lower_row_skip_run(cg_kernel *k, const cg_nest *n, cg_row_part live,
 			   void *ud);
+/* len[b] (an i64 in [0, T]) of rows live where t < len[b], as
+ * pass_rowlive_eval computes it from i32 valid lengths v: clamp(v[b], 0,
+ * T) with w NULL (PREFIX), else keys(v over t < w) (0 where w[b] <= 0,
+ * T where v[b] <= 0, else min(v[b], T)); b an i64. */
+LLVMValueRef cg_lower_row_len(cg_fn *f, LLVMValueRef v, LLVMValueRef w,
+			      LLVMValueRef b, int64_t T);
+/* cg_lower_row_skip_run of the nest n itself: n over the kernel's
+ * [lo, hi), or over its live rows only. */
+void cg_lower_row_skip_nest(cg_kernel *k, const cg_nest *n, cg_nest_body body,
+			    void *ud);
 /* Marks in a fusion plan each matmul whose only reader is an add with a
  * kernel of its own, adding to it a bias row or a matrix of its shape,
  * when the matmul runs as one sgemm: into[matmul] = the add, whose kernel

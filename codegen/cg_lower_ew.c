@@ -151,28 +151,6 @@ static bool inner_is_contiguous(const cg_nest *n)
 	return true;
 }
 
-typedef struct nest_part {
-	const cg_nest *n;
-	cg_nest_body body;
-	void *ud;
-} nest_part;
-
-static void nest_part_emit(cg_kernel *k, LLVMValueRef lo, LLVMValueRef hi,
-			   void *ud)
-{
-	const nest_part *p = ud;
-	cg_nest_emit(k, p->n, lo, hi, p->body, p->ud);
-}
-
-/* The nest over the kernel's [lo, hi), or over its live rows only
- * (cg_lower_row_skip_run). */
-static void emit_rows(cg_kernel *k, const cg_nest *n, cg_nest_body body,
-		      void *ud)
-{
-	nest_part p = {n, body, ud};
-	cg_lower_row_skip_run(k, n, nest_part_emit, &p);
-}
-
 /* Simplifies n and runs it over the kernel's [lo, hi), recording the
  * outer extent and the work. */
 static void run_nest(cg_kernel *k, cg_nest *n, cg_nest_body body, void *ud)
@@ -184,7 +162,7 @@ static void run_nest(cg_kernel *k, cg_nest *n, cg_nest_body body, void *ud)
 		work *= n->dims[d];
 	k->extent = n->dims[0];
 	k->work = work;
-	emit_rows(k, n, body, ud);
+	cg_lower_row_skip_nest(k, n, body, ud);
 }
 
 /* ---- elementwise math ------------------------------------------------------- */
@@ -869,7 +847,7 @@ bool cg_lower_dropout(cg_kernel *k)
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, train);
 	d.key = cg_lower_dropout_key(k, k->node->attr.dropout.stream);
-	emit_rows(k, &n, dropout_body, &d);
+	cg_lower_row_skip_nest(k, &n, dropout_body, &d);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	return true;

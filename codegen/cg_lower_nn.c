@@ -85,6 +85,13 @@ static void rows_part_emit(cg_kernel *k, LLVMValueRef lo, LLVMValueRef hi,
 	cg_nest_emit(k, p->n, lo, hi, p->body, p->ud);
 }
 
+void cg_lower_row_skip_nest(cg_kernel *k, const cg_nest *n, cg_nest_body body,
+			    void *ud)
+{
+	rows_part p = {n, body, ud};
+	cg_lower_row_skip_run(k, n, rows_part_emit, &p);
+}
+
 /* The nest's work and outer extent, then the nest over [lo, hi) (its
  * live rows only: cg_lower_row_skip_run). */
 static void run_rows(cg_kernel *k, cg_nest *n, int64_t row_work,
@@ -96,8 +103,7 @@ static void run_rows(cg_kernel *k, cg_nest *n, int64_t row_work,
 		rows *= n->dims[d];
 	k->extent = n->dims[0];
 	k->work = rows * row_work;
-	rows_part p = {n, body, ud};
-	cg_lower_row_skip_run(k, n, rows_part_emit, &p);
+	cg_lower_row_skip_nest(k, n, body, ud);
 }
 
 /* ---- matmul --------------------------------------------------------------------- */
@@ -426,26 +432,32 @@ static LLVMValueRef clamp_len(cg_fn *f, LLVMValueRef x, int64_t n)
 static LLVMValueRef row_len(cg_kernel *k, ir_id id, int n_valid, LLVMValueRef b,
 			    int64_t T)
 {
-	cg_fn *f = &k->f;
-	LLVMTypeRef i32 = cg_t_i32(f);
 	const pass_rowlive *rl = k->L->rl;
 	const pass_rowlive_expr *x = &rl->exprs[row_expr(k->L, k->g, id)];
 	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
-	LLVMValueRef w = n_valid > 1 ? k->in[k->n_in - 1] : NULL;
-	LLVMValueRef vb = LLVMBuildLoad2(f->b, i32,
-					 LLVMBuildInBoundsGEP2(f->b, i32, v, &b,
-							       1, ""),
-					 "");
-	LLVMValueRef len;
-	if (x->op == PASS_ROWLIVE_PREFIX) {
+	LLVMValueRef w = x->op == PASS_ROWLIVE_PREFIX ? NULL
+						      : k->in[k->n_in - 1];
+	return cg_lower_row_len(&k->f, v, w, b, T);
+}
+
+/* Element b (an i64) of i32 lengths p. */
+static LLVMValueRef length_of(cg_fn *f, LLVMValueRef p, LLVMValueRef b)
+{
+	return LLVMBuildLoad2(f->b, cg_t_i32(f),
+			      LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f), p, &b, 1,
+						    ""),
+			      "");
+}
+
+LLVMValueRef cg_lower_row_len(cg_fn *f, LLVMValueRef v, LLVMValueRef w,
+			      LLVMValueRef b, int64_t T)
+{
+	LLVMValueRef vb = length_of(f, v, b), len;
+	if (!w) {
 		len = clamp_len(f, vb, T);
 	} else { /* keys(v over t < w): any live query, then v's keys */
-		LLVMValueRef wb = LLVMBuildLoad2(f->b, i32,
-						 LLVMBuildInBoundsGEP2(f->b, i32,
-								       w, &b, 1,
-								       ""),
-						 "");
-		LLVMValueRef is_q = LLVMBuildICmp(f->b, LLVMIntSGT, wb,
+		LLVMValueRef is_q = LLVMBuildICmp(f->b, LLVMIntSGT,
+						  length_of(f, w, b),
 						  cg_i32(f, 0), "");
 		LLVMValueRef is_none = LLVMBuildICmp(f->b, LLVMIntSLE, vb,
 						     cg_i32(f, 0), "");
