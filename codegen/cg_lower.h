@@ -58,17 +58,19 @@ typedef struct cg_lower {
 	const bool *rl_fwd;
 	LLVMValueRef row_skip;
 	uint32_t n_row_skip; /* the products that read row_skip */
-	/* Multiply-adds of the products lowered, and of those that read
-	 * row_skip: the program keeps the switch only where they are at
-	 * least CG_ROW_SKIP_MIN_SHARE of all (cg_program.c). */
+	/* Multiply-adds of the products and fused attentions lowered, and
+	 * of those that read row_skip: the program keeps the switch only
+	 * where they are at least CG_ROW_SKIP_MIN_SHARE of all
+	 * (cg_program.c). */
 	double macs, row_skip_macs;
 } cg_lower;
 
-/* The share of a program's products' multiply-adds that must leave
- * padding rows out for it to keep its row_skip switch: the driver's
- * check before each step costs ~1-1.5% of a book model's step; with
- * 5.2% (Bahdanau's output layer) the step was 1.3% slower, with 33%
- * (the Transformer's 33 products) 1.1x faster (docs/codegen.md). */
+/* The share of a program's products' and fused attentions'
+ * multiply-adds that must leave padding rows out for it to keep its
+ * row_skip switch: the driver's check before each step costs ~1-1.5% of
+ * a book model's step; with 5.2% (Bahdanau's output layer) the step was
+ * 1.3% slower, with 33% (the Transformer's 33 products, before the
+ * attentions joined) 1.1x faster (docs/codegen.md). */
 #define CG_ROW_SKIP_MIN_SHARE 0.10
 
 /* One node of the trees through which a kernel reads its operands
