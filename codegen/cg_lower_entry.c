@@ -19,6 +19,7 @@
 #include "cg_attn.h"
 #include "cg_entry.h"
 #include "passes.h"
+#include "rowbound.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -464,25 +465,6 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	cg_fn_end(f);
 }
 
-/* Whether node i of g depends on no gradient op (fwd: the nodes before
- * i's): a value of the forward, whose row-wise kernels leave out its
- * dead rows (a gradient's kernels its zero rows: cg_lower_row_skip_rows),
- * as passes/rowbound.c's is_forward. */
-static bool node_is_forward(const ir_graph *g, ir_id i, const bool *fwd)
-{
-	ir_op op = g->nodes[i].op;
-	if (op == IR_OP_LAYER_NORM_GRAD || op == IR_OP_EMBEDDING_GRAD ||
-	    op == IR_OP_SORT_GRAD || op == IR_OP_CROSS_ENTROPY_GRAD ||
-	    op == IR_OP_CROSS_ENTROPY_WITH_GRAD ||
-	    op == IR_OP_FUSED_ATTENTION_GRAD ||
-	    op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
-		return false;
-	for (uint32_t a = 0; a < g->nodes[i].n_args; a++)
-		if (!fwd[ir_arg(g, i, a)])
-			return false;
-	return true;
-}
-
 /* The multiply-adds of matmul node mm: its result's elements times the
  * length of the axis it sums over. */
 static double matmul_macs(const cg_lower *L, const ir_graph *g, ir_id mm)
@@ -520,8 +502,9 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 	L->rl = has_rl ? &rl : NULL;
 	bool *fwd = has_rl ? ir_alloc(p->ctx, (n + 1) * sizeof *fwd) : NULL;
 	ok = ok && (!has_rl || fwd);
-	for (ir_id i = 0; fwd && i < n; i++)
-		fwd[i] = node_is_forward(&fn->g, i, fwd);
+	if (fwd) /* whose row-wise kernels leave out dead rows (a
+		  * gradient's kernels its zero rows) */
+		pass_rowbound_forward(&fn->g, fwd);
 	L->rl_fwd = fwd;
 	for (ir_id i = 0; ok && i < n; i++) {
 		ir_op op = fn->g.nodes[i].op;

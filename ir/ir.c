@@ -46,6 +46,11 @@ ir_op ir_op_differentiated(ir_op op)
 	}
 }
 
+bool ir_op_is_gradient(ir_op op)
+{
+	return ir_op_differentiated(op) != op;
+}
+
 uint32_t *ir_attr_stream(ir_attr_kind kind, ir_attr *a, double *p)
 {
 	switch (kind) {

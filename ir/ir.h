@@ -141,6 +141,8 @@ ir_op ir_op_from_name(const char *name);
  * cross_entropy_with_grad: cross_entropy), what a message about it
  * names; op itself for the others. */
 ir_op ir_op_differentiated(ir_op op);
+/* Whether op is a gradient op (ir_op_differentiated names another). */
+bool ir_op_is_gradient(ir_op op);
 
 /* ---- types -------------------------------------------------------------- */
 

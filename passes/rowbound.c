@@ -9,13 +9,15 @@
 #include <math.h>
 #include <string.h>
 
-static bool is_grad_op(ir_op op)
+void pass_rowbound_forward(const ir_graph *g, bool *is_forward)
 {
-	return op == IR_OP_LAYER_NORM_GRAD || op == IR_OP_EMBEDDING_GRAD ||
-	       op == IR_OP_SORT_GRAD || op == IR_OP_CROSS_ENTROPY_GRAD ||
-	       op == IR_OP_CROSS_ENTROPY_WITH_GRAD ||
-	       op == IR_OP_FUSED_ATTENTION_GRAD ||
-	       op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
+	for (ir_id i = 0; i < g->n_nodes; i++) {
+		const ir_node *nd = &g->nodes[i];
+		bool fwd = !ir_op_is_gradient(nd->op);
+		for (uint32_t a = 0; a < nd->n_args && fwd; a++)
+			fwd = is_forward[ir_arg(g, i, a)];
+		is_forward[i] = fwd;
+	}
 }
 
 /* Bounds are >= 0, +inf or NaN: the larger (the smaller), NaN winning,
@@ -81,12 +83,9 @@ bool pass_rowbound_init(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	rb->const_min = ir_alloc(ctx, (n + 1) * sizeof *rb->const_min);
 	if (!rb->of_node || !rb->is_forward || !rb->const_max || !rb->const_min)
 		return false;
+	pass_rowbound_forward(&f->g, rb->is_forward);
 	for (ir_id i = 0; i < n; i++) {
 		const ir_node *nd = &f->g.nodes[i];
-		bool fwd = !is_grad_op(nd->op);
-		for (uint32_t a = 0; a < nd->n_args && fwd; a++)
-			fwd = rb->is_forward[ir_arg(&f->g, i, a)];
-		rb->is_forward[i] = fwd;
 		if (nd->op != IR_OP_CONST)
 			continue;
 		const ir_const *k = &m->consts[nd->attr.const_index];

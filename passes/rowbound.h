@@ -55,6 +55,10 @@ typedef struct pass_rowbound {
 	uint32_t n_nodes;
 } pass_rowbound;
 
+/* is_forward[i] (g->n_nodes flags): whether node i depends on no
+ * gradient op (ir_op_is_gradient) through its operands: a value of the
+ * forward, recomputed ones included. */
+void pass_rowbound_forward(const ir_graph *g, bool *is_forward);
 /* Prepares the bounds of f (of module m, whose constants it reads).
  * Returns false when out of memory; pass_rowbound_fini frees rb either
  * way. */
