@@ -81,7 +81,10 @@ bool pass_rowbound_init(ir_ctx *ctx, const ir_module *m, const ir_func *f,
 	rb->is_forward = ir_alloc(ctx, (n + 1) * sizeof *rb->is_forward);
 	rb->const_max = ir_alloc(ctx, (n + 1) * sizeof *rb->const_max);
 	rb->const_min = ir_alloc(ctx, (n + 1) * sizeof *rb->const_min);
-	if (!rb->of_node || !rb->is_forward || !rb->const_max || !rb->const_min)
+	rb->leaf_stat = ir_alloc(ctx,
+				 (3 * (size_t)n + 1) * sizeof *rb->leaf_stat);
+	if (!rb->of_node || !rb->is_forward || !rb->const_max ||
+	    !rb->const_min || !rb->leaf_stat)
 		return false;
 	pass_rowbound_forward(&f->g, rb->is_forward);
 	for (ir_id i = 0; i < n; i++) {
@@ -113,6 +116,7 @@ void pass_rowbound_fini(ir_ctx *ctx, pass_rowbound *rb)
 	ir_free(ctx, rb->is_forward);
 	ir_free(ctx, rb->const_max);
 	ir_free(ctx, rb->const_min);
+	ir_free(ctx, rb->leaf_stat);
 	memset(rb, 0, sizeof *rb);
 }
 
@@ -133,6 +137,16 @@ static double min_abs(const pass_rowbound *rb, const ir_func *f, ir_id n)
 	}
 }
 
+/* leaf's stat of node, asked once a call (rb->leaf_stat). */
+static double leaf_of(pass_rowbound *rb, pass_rowbound_leaf leaf, void *ud,
+		      ir_id node, pass_rowbound_stat stat)
+{
+	double *x = &rb->leaf_stat[3 * (size_t)node + stat];
+	if (!(*x >= 0)) /* not asked yet (a NaN answer is asked again) */
+		*x = leaf(ud, node, stat);
+	return *x;
+}
+
 /* The bound of a masked softmax or an attention whose scores are
  * bounded by s: every masked weight exp(fill - max) must be exactly 0,
  * so the live scores must lie far above the fill. has_mask: it has
@@ -146,7 +160,7 @@ static bool scores_ok(double s, double fill, bool has_mask)
 	return fill < 0 && s + PASS_ROWBOUND_FILL_MARGIN < -fill;
 }
 
-static double bound_of(const pass_rowbound *rb, const ir_func *f, ir_id i,
+static double bound_of(pass_rowbound *rb, const ir_func *f, ir_id i,
 		       const int64_t *sym_values, pass_rowbound_leaf leaf,
 		       void *ud)
 {
@@ -161,7 +175,8 @@ static double bound_of(const pass_rowbound *rb, const ir_func *f, ir_id i,
 	switch (nd->op) {
 	case IR_OP_INPUT:
 	case IR_OP_PARAM: {
-		double x = leaf ? leaf(ud, i, PASS_ROWBOUND_MAX) : INFINITY;
+		double x = leaf ? leaf_of(rb, leaf, ud, i, PASS_ROWBOUND_MAX)
+				: INFINITY;
 		return isnan(x) || x < 0 ? NAN : x;
 	}
 	case IR_OP_CONST:
@@ -234,7 +249,8 @@ static double bound_of(const pass_rowbound *rb, const ir_func *f, ir_id i,
 		if (leaf && (wn->op == IR_OP_PARAM || wn->op == IR_OP_INPUT) &&
 		    wn->type.rank == 2 && wn->type.dtype == IR_F32)
 			r = bmin(r,
-				 bmul(a, leaf(ud, w,
+				 bmul(a,
+				      leaf_of(rb, leaf, ud, w,
 					      nd->attr.matmul.tb
 						      ? PASS_ROWBOUND_ROW_SUM
 						      : PASS_ROWBOUND_COL_SUM)));
@@ -327,6 +343,8 @@ double pass_rowbound_eval(pass_rowbound *rb, const ir_func *f,
 			  void *ud)
 {
 	double worst = 0;
+	for (size_t i = 0; i < 3 * (size_t)rb->n_nodes; i++)
+		rb->leaf_stat[i] = -1;
 	for (ir_id i = 0; i < rb->n_nodes; i++) {
 		if (!rb->is_forward[i]) {
 			rb->of_node[i] = INFINITY;

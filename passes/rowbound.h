@@ -52,6 +52,10 @@ typedef struct pass_rowbound {
 	bool *is_forward;  /* n_nodes: depends on no gradient op */
 	double *const_max; /* n_nodes: a constant's max |x| (others 0) */
 	double *const_min; /* n_nodes: a constant's min |x| (others 0) */
+	/* 3 n_nodes: what the leaf callback gave of a leaf in this call,
+	 * by pass_rowbound_stat (-1: not asked yet), so that a weight the
+	 * unrolled steps' products share is scanned once a call. */
+	double *leaf_stat;
 	uint32_t n_nodes;
 } pass_rowbound;
 

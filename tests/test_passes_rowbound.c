@@ -293,6 +293,49 @@ START_TEST(test_rowbound_bahdanau_bounds_hold)
 }
 END_TEST
 
+/* leaf_max, counting how often each leaf's statistic is asked. */
+typedef struct count_cx {
+	rb_case *c;
+	uint32_t *asked; /* 3 a node */
+} count_cx;
+
+static double leaf_counted(void *ud, ir_id node, pass_rowbound_stat stat)
+{
+	count_cx *x = ud;
+	x->asked[3 * node + stat]++;
+	return leaf_max(x->c, node, stat);
+}
+
+/* Bahdanau's unrolled steps read each GRU weight in many products: a
+ * call asks the runtime for a leaf's statistic once however many read
+ * it, and the next call asks again (the parameters change between
+ * steps), with the same bounds as the first. */
+START_TEST(test_rowbound_asks_each_leaf_once_a_call)
+{
+	rb_case c;
+	rb_load_file(&c, "models/bahdanau.g", "loss", true);
+	book_inputs(&c, 7, 1);
+	uint32_t n = c.r.f->g.n_nodes;
+	count_cx x = {&c, calloc(3 * (size_t)n, sizeof *x.asked)};
+	ck_assert(x.asked != NULL);
+	double first = pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_counted,
+					  &x);
+	uint32_t n_sums = 0;
+	for (uint32_t i = 0; i < 3 * n; i++) {
+		ck_assert_uint_le(x.asked[i], 1);
+		n_sums += i % 3 != PASS_ROWBOUND_MAX && x.asked[i];
+	}
+	ck_assert_uint_ge(n_sums, 8); /* the GRUs' weights, and more */
+	double again = pass_rowbound_eval(&c.rb, c.r.f, c.r.syms, leaf_counted,
+					  &x);
+	ck_assert(again == first);
+	for (uint32_t i = 0; i < 3 * n; i++) /* once in each call, or never */
+		ck_assert(x.asked[i] == 0 || x.asked[i] == 2);
+	free(x.asked);
+	rb_fini(&c);
+}
+END_TEST
+
 /* The parameters scaled until the run overflows: the check fails
  * first, at a scale where every value is still finite, and again where
  * the forward holds infinities. */
@@ -551,6 +594,7 @@ int main(void)
 	tcase_add_test(tc, test_rowbound_scores_near_the_fill_fail_the_check);
 	tcase_add_test(tc, test_rowbound_transformer_bounds_hold);
 	tcase_add_test(tc, test_rowbound_bahdanau_bounds_hold);
+	tcase_add_test(tc, test_rowbound_asks_each_leaf_once_a_call);
 	tcase_add_test(tc, test_rowbound_huge_weights_fail_the_check);
 	tcase_add_test(tc, test_rowbound_transformer_skip_keeps_bits);
 	suite_add_tcase(s, tc);
