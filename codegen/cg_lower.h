@@ -126,10 +126,13 @@ typedef struct cg_kernel {
 	LLVMBasicBlockRef err; /* shared error exit, made on first use */
 	/* Dropout streams (cg_lower_stream.c): the node's and its fused
 	 * trees', and the parameter of their table (NULL: none). */
-	uint32_t stream_ids[CG_TREE_MAX + 1];
+	uint32_t stream_ids[CG_TREE_MAX + 2];
 	uint32_t n_streams;
 	LLVMValueRef streams;
 	bool has_own_stream; /* a stream is a constant: share the kernel not */
+	/* The step of its rows (cg_lower_row_step; -1: none), the table's
+	 * entry after the streams. */
+	int64_t row_step;
 } cg_kernel;
 
 /* ---- shapes (cg_lower_kernel.c) ----------------------------------------- */
@@ -285,7 +288,8 @@ LLVMValueRef cg_lower_ew_value(cg_fn *f, const ir_node *n, ir_dtype in,
 /* ---- dropout streams (cg_lower_stream.c) ---------------------------------- */
 
 /* The streams of the dropouts (p > 0) of node id and its fused trees tr,
- * into ids (room for CG_TREE_MAX + 1); returns their count. */
+ * into ids (room for CG_TREE_MAX + 1, and one more for a row step);
+ * returns their count. */
 uint32_t cg_kernel_stream_ids(const ir_graph *g, ir_id id, const cg_trees *tr,
 			      uint32_t *ids);
 /* Whether a kernel with trees tr and n_streams streams has room for the
@@ -298,7 +302,12 @@ bool cg_lower_same_attr(const ir_node *a, const ir_node *b);
  * the kernel's table, or a constant (and the kernel unshared) when it
  * has none. */
 LLVMValueRef cg_kernel_stream(cg_kernel *k, uint32_t stream);
-/* A constant table of n streams, for a call site to pass. */
+/* The step (i64) of the rows kernel k leaves out (k->row_step >= 0,
+ * cg_lower_row_step): the entry after the streams in its table, or a
+ * constant (and the kernel unshared) when it has none. */
+LLVMValueRef cg_kernel_row_step(cg_kernel *k);
+/* A constant table of n streams (and a row step after them), for a call
+ * site to pass. */
 LLVMValueRef cg_lower_stream_table(cg_lower *L, const uint32_t *ids, uint32_t n);
 
 /* Inverted dropout of x with probability p at random index idx (i64) of
@@ -340,6 +349,20 @@ bool cg_lower_matmul(cg_kernel *k);
  * after the others), or -1: every row computed. */
 int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid);
+/* The multiply-adds of matmul node mm: its result's elements times the
+ * length of the axis it sums over. */
+double cg_lower_matmul_macs(const cg_lower *L, const ir_graph *g, ir_id mm);
+/* The rows of a node of type t, as a kernel that leaves rows out sees
+ * them: B batch elements (dims[0]) of T rows (dims[1] at rank >= 3; 1 at
+ * rank 2, a batch element's whole row). */
+void cg_lower_row_shape(const cg_lower *L, const ir_type *t, int64_t *B,
+			int64_t *T);
+/* For a kernel of node id that leaves rows out (cg_lower_row_skip_rows
+ * >= 0): the step k when its rows are step k of a recurrence unrolled
+ * over t < v (rowlive's STEP: a batch element's rows all live where k <
+ * v[b], none elsewhere), else -1. The kernel reads k from its call's
+ * table (cg_kernel_row_step), so that the steps share its code. */
+int64_t cg_lower_row_step(const cg_lower *L, const ir_graph *g, ir_id id);
 /* cg_lower_row_skip_valid for any kernel, node id with fused trees tr:
  * beside the products and the fused attentions, the row-wise kernels (the elementwise ops and
  * dropout, an f32 output (B, T, ...) of its own, no product fused;

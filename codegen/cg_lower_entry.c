@@ -465,19 +465,6 @@ static void build_entry(entry_gen *e, const cg_entry *ce, const node_call *ks,
 	cg_fn_end(f);
 }
 
-/* The multiply-adds of matmul node mm: its result's elements times the
- * length of the axis it sums over. */
-static double matmul_macs(const cg_lower *L, const ir_graph *g, ir_id mm)
-{
-	const ir_node *n = &g->nodes[mm];
-	int64_t ad[IR_MAX_RANK];
-	int ra = cg_lower_dims(L, &g->nodes[ir_arg(g, mm, 0)].type, ad);
-	int64_t k = ra < 1                         ? 1
-		    : n->attr.matmul.ta && ra >= 2 ? ad[ra - 2]
-						   : ad[ra - 1];
-	return (double)cg_lower_numel(L, &n->type) * (double)k;
-}
-
 bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix)
 {
 	const ir_func *fn = ce->fn;
@@ -521,7 +508,7 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 			ce->n_calls++;
 		}
 		if (op == IR_OP_MATMUL) /* its kernel may be another's */
-			L->macs += matmul_macs(L, &fn->g, i);
+			L->macs += cg_lower_matmul_macs(L, &fn->g, i);
 		if (op == IR_OP_FUSED_ATTENTION ||
 		    op == IR_OP_FUSED_ATTENTION_GRAD)
 			L->macs += cg_attn_macs(L, &fn->g, i);

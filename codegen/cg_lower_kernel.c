@@ -35,8 +35,10 @@ typedef struct built_kernel {
 	bool is_shared;
 	/* The valid lengths it reads last (cg_lower_row_skip_rows; -1:
 	 * none): kernels share code only with the same count, which says
-	 * what they mean (t < v[b], or keys(v over t < w)). */
+	 * what they mean (t < v[b], or keys(v over t < w)), and the same
+	 * is_step (a recurrence's step k < v[b], k in the call's table). */
 	int n_valid;
+	bool is_step;
 } built_kernel;
 
 /* ---- shapes ---------------------------------------------------------------- */
@@ -376,7 +378,7 @@ static LLVMTypeRef kernel_type(LLVMContextRef c, uint32_t n_in)
 
 /* Starts node id's kernel, whose trees are tr. */
 static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
-			 const cg_trees *tr, cg_kernel *k)
+			 const cg_trees *tr, int64_t row_step, cg_kernel *k)
 {
 	const ir_node *node = &fn->g.nodes[id];
 	memset(k, 0, sizeof *k);
@@ -387,8 +389,10 @@ static bool kernel_begin(cg_lower *L, const ir_func *fn, ir_id id,
 	k->tr = *tr;
 	k->n_in = tr->n_par;
 	k->n_streams = cg_kernel_stream_ids(&fn->g, id, tr, k->stream_ids);
+	k->row_step = row_step;
+	uint32_t n_table = k->n_streams + (row_step >= 0);
 	uint32_t n_ptr = k->n_in;
-	if (k->n_streams && cg_kernel_stream_room(tr, k->n_streams))
+	if (n_table && cg_kernel_stream_room(tr, n_table))
 		n_ptr++;
 	char name[160];
 	snprintf(name, sizeof name, "%s.k%u.%s", fn->name, id,
@@ -488,12 +492,13 @@ static bool same_kernel(const cg_lower *L, const ir_graph *ga, ir_id ia,
 
 static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
 				    const ir_graph *g, ir_id id,
-				    const cg_trees *tr, int n_valid)
+				    const cg_trees *tr, int n_valid,
+				    bool is_step)
 {
 	for (uint32_t i = 0; i < p->n_built; i++) {
 		const built_kernel *b = &p->built[i];
 		if (b->is_shared && b->n_valid == n_valid &&
-		    same_kernel(L, b->g, b->id, g, id) &&
+		    b->is_step == is_step && same_kernel(L, b->g, b->id, g, id) &&
 		    cg_trees_eq(L, b->g, b->tr, g, tr))
 			return &b->ref;
 	}
@@ -502,7 +507,7 @@ static const kernel_ref *find_built(const cg_program *p, const cg_lower *L,
 
 static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
 			   const cg_trees *tr, const kernel_ref *ref,
-			   bool is_shared, int n_valid)
+			   bool is_shared, int n_valid, bool is_step)
 {
 	cg_trees *copy = ir_alloc(p->ctx, sizeof *copy);
 	if (!copy || !ir_grow(p->ctx, (void **)&p->built, &p->built_cap,
@@ -511,8 +516,9 @@ static bool remember_built(cg_program *p, const ir_graph *g, ir_id id,
 		return false;
 	}
 	*copy = *tr;
-	p->built[p->n_built++] = (built_kernel){g,    id,        copy,
-						*ref, is_shared, n_valid};
+	p->built[p->n_built++] = (built_kernel){g,      id,        copy,
+						*ref,   is_shared, n_valid,
+						is_step};
 	return true;
 }
 
@@ -531,10 +537,10 @@ static void extra_params(const ir_graph *g, ir_id id, const cg_trees *tr,
  * nodes to share unless is_own). */
 static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 		      const cg_trees *tr, kernel_ref *ref, bool is_own,
-		      int n_valid)
+		      int n_valid, int64_t row_step)
 {
 	cg_kernel *k = ir_alloc(p->ctx, sizeof *k);
-	if (!k || !kernel_begin(L, fn, id, tr, k)) {
+	if (!k || !kernel_begin(L, fn, id, tr, row_step, k)) {
 		ir_free(p->ctx, k);
 		return false;
 	}
@@ -557,7 +563,8 @@ static bool build_new(cg_program *p, cg_lower *L, const ir_func *fn, ir_id id,
 	}
 	ir_free(p->ctx, k);
 	return ok && remember_built(p, &fn->g, id, tr, ref,
-				    !has_own_stream && !is_own, n_valid);
+				    !has_own_stream && !is_own, n_valid,
+				    row_step >= 0);
 }
 
 bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
@@ -582,31 +589,43 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	 * (cg_lower_row_skip_rows). A product's or an attention's code is
 	 * its own (the lengths' meaning is not in the trees); a row-wise
 	 * kernel's is shared with the same trees reading as many lengths
-	 * (its code depends on nothing else of them). */
+	 * (its code depends on nothing else of them). A kernel of a
+	 * recurrence's step (cg_lower_row_step), product or row-wise,
+	 * reads its step from its call's table and is shared with the
+	 * other steps' (is_step in the key). */
 	ir_id valid[2];
 	int n_valid = cg_lower_row_skip_rows(L, &fn->g, id, tr, valid);
 	for (int i = 0; i < n_valid; i++) {
 		tr->n_par++;
 		c->extra[c->n_extra++] = valid[i];
 	}
-	uint32_t ids[CG_TREE_MAX + 1];
+	int64_t step = n_valid >= 0 ? cg_lower_row_step(L, &fn->g, id) : -1;
+	ir_op op = fn->g.nodes[id].op;
+	if (n_valid >= 0 && op == IR_OP_MATMUL) { /* the switch's share */
+		L->n_row_skip++;
+		L->row_skip_macs += cg_lower_matmul_macs(L, &fn->g, id);
+	}
+	/* the call's table: its streams, then its rows' step */
+	uint32_t ids[CG_TREE_MAX + 2];
 	uint32_t n_ids = cg_kernel_stream_ids(&fn->g, id, tr, ids);
+	if (step >= 0)
+		ids[n_ids++] = (uint32_t)step;
 	bool has_room = cg_kernel_stream_room(tr, n_ids);
 	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
 				       : NULL;
-	ir_op op = fn->g.nodes[id].op;
-	bool is_own = n_valid >= 0 &&
+	bool is_own = n_valid >= 0 && step < 0 &&
 		      (op == IR_OP_MATMUL || op == IR_OP_FUSED_ATTENTION ||
 		       op == IR_OP_FUSED_ATTENTION_GRAD);
-	const kernel_ref *old = has_room && !is_own ? find_built(p, L, &fn->g,
-								 id, tr, n_valid)
-						    : NULL;
+	const kernel_ref *old = has_room && !is_own
+					? find_built(p, L, &fn->g, id, tr,
+						     n_valid, step >= 0)
+					: NULL;
 	if (old) {
 		*ref = *old;
 		ir_free(p->ctx, tr);
 		return true;
 	}
-	bool ok = build_new(p, L, fn, id, tr, ref, is_own, n_valid);
+	bool ok = build_new(p, L, fn, id, tr, ref, is_own, n_valid, step);
 	ir_free(p->ctx, tr);
 	return ok;
 }

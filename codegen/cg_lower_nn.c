@@ -357,16 +357,26 @@ static uint32_t row_expr(const cg_lower *L, const ir_graph *g, ir_id id)
 }
 
 /* The valid lengths of node id's live rows, B batch elements: t < v[b]
- * (valid = {v}, returns 1) or keys(v over t < w) ({v, w}, 2); else -1. */
-static int rows_valid(const cg_lower *L, const ir_graph *g, ir_id id, int64_t B,
-		      ir_id *valid)
+ * (valid = {v}, returns 1) or keys(v over t < w) ({v, w}, 2), at rank
+ * >= 3; or, at any rank >= 2, step k of a recurrence over t < v (all of
+ * b's rows where k < v[b], none elsewhere: {v}, 1; cg_lower_row_step);
+ * else -1. */
+static int rows_valid(const cg_lower *L, const ir_graph *g, ir_id id, int rank,
+		      int64_t B, ir_id *valid)
 {
 	const pass_rowlive_expr *x = &L->rl->exprs[row_expr(L, g, id)];
+	const pass_rowlive_expr *a = &L->rl->exprs[x->a];
+	if (x->op == PASS_ROWLIVE_STEP && a->op == PASS_ROWLIVE_PREFIX &&
+	    is_lengths(L, g, a->valid, B)) {
+		valid[0] = a->valid;
+		return 1;
+	}
+	if (rank < 3)
+		return -1;
 	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B)) {
 		valid[0] = x->valid;
 		return 1;
 	}
-	const pass_rowlive_expr *a = &L->rl->exprs[x->a];
 	if (x->op == PASS_ROWLIVE_KEYS && !x->is_per_query &&
 	    a->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, B) &&
 	    is_lengths(L, g, a->valid, B)) {
@@ -391,20 +401,22 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 	int ro = cg_lower_dims(L, &n->type, od);
 	int ra = cg_lower_dims(L, mm_arg_type(g, mm, 0), ad);
 	int rb = cg_lower_dims(L, mm_arg_type(g, mm, 1), bd);
-	if (ro != 3 || ra != 3 || rb != 2 || ad[0] != od[0] || ad[1] != od[1])
+	if (ro != ra || ro < 2 || ro > 3 || rb != 2 || ad[0] != od[0] ||
+	    ad[ra - 2] != od[ro - 2])
 		return -1;
-	int64_t B = od[0], T = od[1];
+	int64_t B, T;
+	cg_lower_row_shape(L, &n->type, &B, &T);
 	/* The rows' flags live on the kernel's stack: at most 256 KB. */
 	if (B < 1 || T < 1 || B * T > ROW_SKIP_MAX_ROWS ||
-	    B * T * od[2] * ad[2] < L->gemm_min)
+	    B * T * od[ro - 1] * ad[ra - 1] < L->gemm_min)
 		return -1;
 	bool skip_k, skip_m;
 	zero_skips(L, g, mm, false, n->attr.matmul.tb, false, &skip_k, &skip_m);
 	if (skip_k || skip_m)
 		return -1;
 	cg_gemm_spec s = {.m = B * T,
-			  .n = od[2],
-			  .k = ad[2],
+			  .n = od[ro - 1],
+			  .k = ad[ra - 1],
 			  .tb = n->attr.matmul.tb,
 			  .is_range_only = true,
 			  .vector_width = (int)L->vw,
@@ -413,7 +425,18 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 	char err[256];
 	if (!cg_gemm_plan_make(&s, &plan, err, sizeof err))
 		return -1;
-	return rows_valid(L, g, mm, B, valid);
+	return rows_valid(L, g, mm, ro, B, valid);
+}
+
+double cg_lower_matmul_macs(const cg_lower *L, const ir_graph *g, ir_id mm)
+{
+	const ir_node *n = &g->nodes[mm];
+	int64_t ad[IR_MAX_RANK];
+	int ra = cg_lower_dims(L, &g->nodes[ir_arg(g, mm, 0)].type, ad);
+	int64_t k = ra < 1                         ? 1
+		    : n->attr.matmul.ta && ra >= 2 ? ad[ra - 2]
+						   : ad[ra - 1];
+	return (double)cg_lower_numel(L, &n->type) * (double)k;
 }
 
 /* i32 x clamped to [0, n]. */
@@ -426,6 +449,15 @@ static LLVMValueRef clamp_len(cg_fn *f, LLVMValueRef x, int64_t n)
 			       top, x, "");
 }
 
+/* Element b (an i64) of i32 lengths p. */
+static LLVMValueRef length_of(cg_fn *f, LLVMValueRef p, LLVMValueRef b)
+{
+	return LLVMBuildLoad2(f->b, cg_t_i32(f),
+			      LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f), p, &b, 1,
+						    ""),
+			      "");
+}
+
 /* len[b] (an i64 in [0, T]) of the rows of node id, live where t <
  * len[b] as pass_rowlive_eval computes it, from k's last n_valid
  * pointers (its valid lengths, rows_valid); b an i64. */
@@ -435,18 +467,21 @@ static LLVMValueRef row_len(cg_kernel *k, ir_id id, int n_valid, LLVMValueRef b,
 	const pass_rowlive *rl = k->L->rl;
 	const pass_rowlive_expr *x = &rl->exprs[row_expr(k->L, k->g, id)];
 	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
+	if (x->op == PASS_ROWLIVE_STEP) { /* T where k < clamp(v[b], 0, T') */
+		cg_fn *f = &k->f;
+		int64_t sd[IR_MAX_RANK];
+		cg_lower_dims(k->L, &k->g->nodes[x->node].type, sd);
+		LLVMValueRef la = LLVMBuildSExt(f->b,
+						clamp_len(f, length_of(f, v, b),
+							  sd[1]),
+						cg_t_i64(f), "");
+		LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntSLT,
+						cg_kernel_row_step(k), la, "");
+		return LLVMBuildSelect(f->b, is, cg_i64(f, T), cg_i64(f, 0), "");
+	}
 	LLVMValueRef w = x->op == PASS_ROWLIVE_PREFIX ? NULL
 						      : k->in[k->n_in - 1];
 	return cg_lower_row_len(&k->f, v, w, b, T);
-}
-
-/* Element b (an i64) of i32 lengths p. */
-static LLVMValueRef length_of(cg_fn *f, LLVMValueRef p, LLVMValueRef b)
-{
-	return LLVMBuildLoad2(f->b, cg_t_i32(f),
-			      LLVMBuildInBoundsGEP2(f->b, cg_t_i32(f), p, &b, 1,
-						    ""),
-			      "");
 }
 
 LLVMValueRef cg_lower_row_len(cg_fn *f, LLVMValueRef v, LLVMValueRef w,
@@ -532,7 +567,7 @@ static int ce_rows_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 	    cg_lower_dims(L, &g->nodes[lg].type, ld) != 3 || ld[0] < 1 ||
 	    ld[1] < 1)
 		return -1;
-	return rows_valid(L, g, id, ld[0], valid);
+	return rows_valid(L, g, id, 3, ld[0], valid);
 }
 
 int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
@@ -561,9 +596,29 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 			return -1;
 	}
 	int64_t od[IR_MAX_RANK];
-	if (cg_lower_dims(L, &n->type, od) < 3 || od[0] < 1 || od[1] < 1)
+	int rank = cg_lower_dims(L, &n->type, od);
+	if (rank < 2 || od[0] < 1 || od[1] < 1)
 		return -1;
-	return rows_valid(L, g, id, od[0], valid);
+	return rows_valid(L, g, id, rank, od[0], valid);
+}
+
+void cg_lower_row_shape(const cg_lower *L, const ir_type *t, int64_t *B,
+			int64_t *T)
+{
+	int64_t d[IR_MAX_RANK];
+	int rank = cg_lower_dims(L, t, d);
+	*B = rank >= 1 ? d[0] : 1;
+	*T = rank >= 3 ? d[1] : 1;
+}
+
+int64_t cg_lower_row_step(const cg_lower *L, const ir_graph *g, ir_id id)
+{
+	ir_op op = g->nodes[id].op;
+	if (!L->rl || op == IR_OP_FUSED_ATTENTION ||
+	    op == IR_OP_FUSED_ATTENTION_GRAD)
+		return -1; /* cg_attn_row_skip_valid: no steps */
+	const pass_rowlive_expr *x = &L->rl->exprs[row_expr(L, g, id)];
+	return x->op == PASS_ROWLIVE_STEP ? x->k : -1;
 }
 
 /* i64 max(a, b), signed. */
@@ -587,12 +642,9 @@ static bool row_skip_of(cg_kernel *k, const cg_nest *n, row_skip *rs)
 	rs->n_valid = cg_lower_row_skip_rows(k->L, k->g, k->id, &k->tr, valid);
 	if (rs->n_valid < 0 || k->node->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return false; /* its rows are its logits' (ce_dead_row) */
-	int64_t od[IR_MAX_RANK];
-	cg_lower_dims(k->L, &k->node->type, od);
+	cg_lower_row_shape(k->L, &k->node->type, &rs->B, &rs->T);
 	int64_t numel = cg_lower_numel(k->L, &k->node->type);
-	int64_t row = numel / (od[0] * od[1]);
-	rs->B = od[0];
-	rs->T = od[1];
+	int64_t row = numel / (rs->B * rs->T);
 	rs->unit = n->rank ? n->strides[0][0] : 0;
 	rs->q = rs->unit > 0 && n->dims[0] * rs->unit == numel &&
 				row % rs->unit == 0
@@ -690,10 +742,9 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 	int n_valid = src->mm == k->id
 			      ? cg_lower_row_skip_valid(L, k->g, k->id, valid)
 			      : -1;
-	const ir_type *ot = &k->g->nodes[k->id].type;
-	int64_t od[IR_MAX_RANK];
-	cg_lower_dims(L, ot, od);
-	if (n_valid >= 0 && s.batch == 0 && s.m == od[0] * od[1])
+	int64_t B, T;
+	cg_lower_row_shape(L, &k->g->nodes[k->id].type, &B, &T);
+	if (n_valid >= 0 && s.batch == 0 && s.m == B * T)
 		s.is_rows_given = true;
 	char name[64], err[256];
 	cg_gemm_plan plan;
@@ -711,11 +762,8 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 	 * 64, as fine as the sgemm's panels allow. */
 	gemm_cx g = {LLVMGetNamedFunction(L->mod, name),
 		     plan.parts < 64 ? plan.parts : 64, src, NULL};
-	if (s.is_rows_given) {
-		g.live = live_rows(k, k->id, n_valid, od[0], od[1]);
-		L->n_row_skip++;
-		L->row_skip_macs += (double)s.m * (double)s.n * (double)s.k;
-	}
+	if (s.is_rows_given)
+		g.live = live_rows(k, k->id, n_valid, B, T);
 	k->extent = g.parts;
 	/* In multiply-adds over 16: a product starts a team from 2^19 of
 	 * them (the sgemm's own grain) at the default grain. */

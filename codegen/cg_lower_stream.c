@@ -13,9 +13,14 @@
  * random bits, drawn from the stream values the table holds, are the
  * same as before.
  *
+ * The table also carries, after the streams, the step of a kernel that
+ * leaves out the dead rows of one step of an unrolled recurrence
+ * (cg_lower_row_step: a GRU step's rows live where k < v[b]), so that
+ * the steps of a recurrence share their kernels as the layers do.
+ *
  * A kernel that already has CG_KERNEL_MAX_IN pointer operands has no
- * room for the table: it keeps its streams as constants and is shared
- * with no other node (cg_kernel_stream_room).
+ * room for the table: it keeps its streams (and its step) as constants
+ * and is shared with no other node (cg_kernel_stream_room).
  */
 #include "cg_lower.h"
 
@@ -83,11 +88,25 @@ LLVMValueRef cg_kernel_stream(cg_kernel *k, uint32_t stream)
 	return LLVMBuildLoad2(f->b, cg_t_i64(f), at, "stream");
 }
 
+LLVMValueRef cg_kernel_row_step(cg_kernel *k)
+{
+	cg_fn *f = &k->f;
+	if (!k->streams) {
+		k->has_own_stream = true;
+		return cg_i64(f, k->row_step);
+	}
+	LLVMValueRef at = LLVMBuildInBoundsGEP2(f->b, cg_t_i64(f), k->streams,
+						&(LLVMValueRef){
+							cg_i64(f, k->n_streams)},
+						1, "");
+	return LLVMBuildLoad2(f->b, cg_t_i64(f), at, "step");
+}
+
 LLVMValueRef cg_lower_stream_table(cg_lower *L, const uint32_t *ids, uint32_t n)
 {
 	LLVMContextRef c = LLVMGetModuleContext(L->mod);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(c);
-	LLVMValueRef v[CG_TREE_MAX + 1];
+	LLVMValueRef v[CG_TREE_MAX + 2];
 	for (uint32_t i = 0; i < n; i++)
 		v[i] = LLVMConstInt(i64, ids[i], 0);
 	LLVMTypeRef t = LLVMArrayType2(i64, n);

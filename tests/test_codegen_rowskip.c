@@ -141,10 +141,10 @@ static void rs_same_bits(row_case *c, cg_program *p, cg_program *q,
 	free(ref);
 }
 
-static void rs_check_bits(bool is_edge)
+static void rs_check_bits_of(const char *rel, bool is_edge)
 {
 	row_case c;
-	rs_load(&c, 7, false);
+	rs_load_model(&c, rel, 7, false);
 	if (is_edge)
 		rs_edge_lengths(&c);
 	cg_program_options none = {.no_row_skip = true};
@@ -159,13 +159,13 @@ static void rs_check_bits(bool is_edge)
 
 START_TEST(test_rowskip_keeps_the_bits_of_every_output)
 {
-	rs_check_bits(false);
+	rs_check_bits_of("models/transformer.g", false);
 }
 END_TEST
 
 START_TEST(test_rowskip_keeps_the_bits_with_lengths_0_1_and_t)
 {
-	rs_check_bits(true);
+	rs_check_bits_of("models/transformer.g", true);
 }
 END_TEST
 
@@ -186,25 +186,87 @@ START_TEST(test_rowskip_leaves_rows_out)
 }
 END_TEST
 
+/* Bahdanau's decoder is a GRU unrolled over the steps: a step's
+ * products and row-wise kernels, forward and backward, leave out the
+ * batch elements whose target has no such step (cg_lower_row_step),
+ * sharing one kernel over the steps. */
+START_TEST(test_rowskip_recurrence_steps_keep_the_bits)
+{
+	rs_check_bits_of("models/bahdanau.g", false);
+	rs_check_bits_of("models/bahdanau.g", true);
+}
+END_TEST
+
+/* With a NaN in <pad>'s target embedding, which only the decoder's dead
+ * steps read, the plain call's loss and output layer's gradients are
+ * NaN, the skipping call's finite: the steps' rows are left out. (The
+ * weight gradients X^T dY keep X's NaN times dY's zero rows, as the
+ * sgemm's zero skipping does on purpose: their bits are the plain
+ * product's.) */
+START_TEST(test_rowskip_recurrence_steps_leave_rows_out)
+{
+	row_case c;
+	rs_load_model(&c, "models/bahdanau.g", 7, true);
+	cg_program *p = rs_compile(&c, NULL);
+	uint32_t no;
+	const attnrt_tensor_info *oi = cg_program_outputs(p, "loss_grad", &no);
+	ck_assert_str_eq(oi[no - 2].name, "grad.decoder.linear.W");
+	size_t n, at = 0; /* where that gradient starts: rs_run's layout */
+	for (uint32_t o = 0; o < no - 2; o++) {
+		size_t m = 1;
+		for (int d = 0; d < oi[o].rank; d++)
+			m *= (size_t)oi[o].dims[d];
+		at += (m + 15) / 16 * 16;
+	}
+	float *plain = rs_run(&c, p, 1, false, &n);
+	ck_assert(isnan(plain[0]));
+	ck_assert(isnan(plain[n - 1]) || isnan(plain[at]));
+	for (int threads = 1; threads <= 2; threads++) {
+		float *skip = rs_run(&c, p, threads, true, &n);
+		ck_assert(isfinite(skip[0]));
+		for (size_t i = at; i < n; i++)
+			ck_assert_msg(isfinite(skip[i]), "output float %zu", i);
+		free(skip);
+	}
+	free(plain);
+	cg_program_destroy(p);
+	row_case_fini(&c);
+}
+END_TEST
+
 /* A program keeps the switch only where the products and attentions
  * that read it are CG_ROW_SKIP_MIN_SHARE of its multiply-adds: the
- * Transformer's 33 products and 12 attentions are 38%, Bahdanau's one
- * product (the output layer) ~5%, which would not pay for the driver's
- * check before each step. */
+ * Transformer's 33 products and 12 attentions are 38%, Bahdanau's
+ * output layer and decoder steps about half; small_share_model's one
+ * such product (the 4 columns of its logits, 4 / 68 of its
+ * multiply-adds: h's rows are all read by its mean) would not pay for
+ * the driver's check before each step. */
+static const char *small_share_model =
+	"model m\n"
+	"dim B = 3\n"
+	"const T = 8, D = 64\n"
+	"export def loss(x: f32[B, T, D], labels: i32[B, T], valid: i32[B])\n"
+	"  h = relu(linear(x, D))\n"
+	"  return sum(masked_ce(linear(h, 4), labels, valid)) + "
+	"sum(mean(h, 1))\n";
+
 START_TEST(test_rowskip_switch_only_where_it_pays)
 {
 	row_case c;
-	rs_load_model(&c, "models/bahdanau.g", 7, false);
+	row_case_load(&c, small_share_model, "loss", true);
 	cg_program *p = rs_compile(&c, NULL);
 	ck_assert(!cg_program_set_row_skip(p, true));
 	cg_program_destroy(p);
 	row_case_fini(&c);
-	rs_load(&c, 7, false);
-	p = rs_compile(&c, NULL);
-	ck_assert(cg_program_set_row_skip(p, true));
-	ck_assert(cg_program_set_row_skip(p, false));
-	cg_program_destroy(p);
-	row_case_fini(&c);
+	const char *models[2] = {"models/bahdanau.g", "models/transformer.g"};
+	for (int i = 0; i < 2; i++) {
+		rs_load_model(&c, models[i], 7, false);
+		p = rs_compile(&c, NULL);
+		ck_assert(cg_program_set_row_skip(p, true));
+		ck_assert(cg_program_set_row_skip(p, false));
+		cg_program_destroy(p);
+		row_case_fini(&c);
+	}
 }
 END_TEST
 
@@ -436,6 +498,8 @@ int main(void)
 	tcase_add_test(tc, test_rowskip_switch_only_where_it_pays);
 	tcase_add_test(tc, test_rowskip_keeps_the_bits_with_lengths_0_1_and_t);
 	tcase_add_test(tc, test_rowskip_row_kernels_leave_rows_out);
+	tcase_add_test(tc, test_rowskip_recurrence_steps_keep_the_bits);
+	tcase_add_test(tc, test_rowskip_recurrence_steps_leave_rows_out);
 	tcase_add_test(tc, test_rowskip_attention_lengths_keep_the_bits);
 	tcase_add_test(tc, test_rowskip_attention_leaves_queries_out);
 	tcase_add_test(tc, test_rowskip_blocked_attention_leaves_queries_out);
