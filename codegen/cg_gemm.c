@@ -154,11 +154,11 @@ static bool check_spec(const cg_gemm_spec *s, cg_gemm_plan *p, char *err,
 	}
 	if (!check_epilogue(s, p, err, err_len))
 		return false;
-	if (s->is_rows_given && (p->batch > 1 || s->accumulate || s->n_epilogue ||
+	if (s->is_rows_given && (p->batch > 1 || s->accumulate ||
 				 s->skip_zero_k || s->skip_zero_m)) {
 		snprintf(err, err_len,
 			 "gemm is_rows_given needs a batch of 1, no "
-			 "accumulate, epilogue or skip_zero_k/m");
+			 "accumulate or skip_zero_k/m");
 		return false;
 	}
 	if (s->vector_width != 0 && s->vector_width != 8 &&
@@ -614,7 +614,7 @@ static void tile_loops(work_env *w)
 		 w->ukr_ald, w->b_rs, w->ldc, w->is_last};
 	for (int t = 0; t < n_epi; t++) {
 		args[CG_GEMM_UKR_ARGS + 1 + t] = cg_at(
-			f, w->epi[t], cg_add(f, by(f, i, w->epi_rs[t]), j));
+			f, w->epi[t], cg_add(f, by(f, i0, w->epi_rs[t]), j));
 		args[CG_GEMM_UKR_ARGS + 1 + n_epi + t] = w->epi_rs[t];
 	}
 	unsigned n_args = CG_GEMM_UKR_ARGS +
@@ -1959,7 +1959,7 @@ static void gen_range(cg_gemm_gen *g, LLVMValueRef work)
 	LLVMContextRef ctx = LLVMGetModuleContext(g->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
-	LLVMTypeRef params[6 + CG_GEMM_MAX_EPILOGUE] = {ptr, ptr, ptr};
+	LLVMTypeRef params[7 + CG_GEMM_MAX_EPILOGUE] = {ptr, ptr, ptr};
 	unsigned n_ptr = 3 + (unsigned)g->spec.n_epilogue;
 	bool is_heap;
 

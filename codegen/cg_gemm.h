@@ -91,10 +91,12 @@ typedef struct cg_gemm_spec {
 	 * takes one more argument after n, const int32_t *live (NULL:
 	 * every row), m flags, row i computed where live[i] != 0 and +0
 	 * elsewhere, each row computed with the bits of the plain product
-	 * (through skip_zero_m's row gather; NAME computes every row). For
-	 * the forward's products, whose padding rows no output reads
+	 * and its epilogue (through skip_zero_m's row gather, the
+	 * epilogue's terms read at the rows gathered; NAME computes every
+	 * row). A dead row gets +0, not its epilogue's terms. For the
+	 * forward's products, whose padding rows no output reads
 	 * (passes/rowlive.h). Needs a batch of 1, no accumulate, no
-	 * epilogue, no skip_zero_k or skip_zero_m, and A not packed. */
+	 * skip_zero_k or skip_zero_m, and A not packed. */
 	bool is_rows_given;
 	/* The epilogue: n_epilogue (0..CG_GEMM_MAX_EPILOGUE) m×n terms
 	 * added, in order, to the finished product as it is stored:

@@ -55,13 +55,15 @@ typedef struct ukr_shape {
 	/* Step p reads k = kidx[p] (the last parameter): skip_zero_k's k
 	 * kept, read in place. */
 	bool is_k_gather;
-	/* Row r of the tile is row rows[r] of A and of C (the last
-	 * parameter): skip_zero_m's rows kept, read and written in place. */
+	/* Row r of the tile is row rows[r] of A, of C and of the
+	 * epilogue's terms (the last parameter): skip_zero_m's rows kept or
+	 * is_rows_given's, read and written in place. */
 	bool is_m_gather;
 	/* Set in the function: constants or its parameters. */
 	LLVMValueRef a_rs, a_cs, b_rs, ldc;
-	/* is_m_gather: where row r of the tile starts in A and in C. */
-	LLVMValueRef a_row[CG_GEMM_MR], c_row[CG_GEMM_MR];
+	/* is_m_gather: row r's number (i64), where it starts in A and in
+	 * C. */
+	LLVMValueRef row_i[CG_GEMM_MR], a_row[CG_GEMM_MR], c_row[CG_GEMM_MR];
 	LLVMValueRef epi_rs[CG_GEMM_MAX_EPILOGUE]; /* their row strides */
 } ukr_shape;
 
@@ -204,15 +206,22 @@ static LLVMValueRef tile_load(cg_fn *f, const ukr_shape *u, LLVMValueRef p,
 }
 
 /* The epilogue's terms added to x, vector v of row r, one plain add
- * each (no fast-math flags: the unfused adds' rounding). */
+ * each (no fast-math flags: the unfused adds' rounding). Gathering rows,
+ * a term's pointer is at its row 0 and row r is its row rows[r]. */
 static LLVMValueRef add_terms(cg_fn *f, const ukr_shape *u, LLVMValueRef x,
 			      int r, int v)
 {
 	for (int t = 0; t < u->n_epi; t++) {
 		LLVMValueRef e = LLVMGetParam(f->fn, CG_GEMM_UKR_ARGS + 1 +
 							     (unsigned)t);
-		x = LLVMBuildFAdd(f->b, x,
-				  tile_load(f, u, e, u->epi_rs[t], r, v), "");
+		LLVMValueRef term =
+			u->is_m_gather ? tile_load(f, u,
+						   cg_at(f, e,
+							 cg_mul(f, u->row_i[r],
+								u->epi_rs[t])),
+						   cg_i64(f, 0), 0, v)
+				       : tile_load(f, u, e, u->epi_rs[t], r, v);
+		x = LLVMBuildFAdd(f->b, x, term, "");
 	}
 	return x;
 }
@@ -361,6 +370,7 @@ static void ukr_strides(cg_fn *f, ukr_shape *u)
 							     &at, 1, ""),
 				       ""),
 			cg_t_i64(f), "");
+		u->row_i[r] = i;
 		u->a_row[r] = cg_at(f, LLVMGetParam(f->fn, 0),
 				    cg_mul(f, i, u->a_rs));
 		u->c_row[r] = cg_at(f, LLVMGetParam(f->fn, 2),

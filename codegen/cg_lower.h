@@ -341,7 +341,8 @@ bool cg_lower_matmul(cg_kernel *k);
 /* Whether matmul mm's kernel leaves out the rows no output reads
  * (L->rl) in a call whose row_skip is set (a fused attention or its
  * gradient: its dead query rows, cg_attn_row_skip_valid): a matmul of a
- * kernel of its own (no epilogue), A (B, T, K) not transposed, B one matrix for all,
+ * kernel of its own (with an epilogue: cg_lower_row_skip_rows of the
+ * add), A (B, T, K) not transposed, B one matrix for all,
  * through the sgemm as one product of B·T rows (is_rows_given), its rows
  * live where t < v[b] (valid = {v}) or, keys of a masked attention,
  * where keys(v over t < w) (valid = {v, w}). Returns how many
@@ -364,7 +365,9 @@ void cg_lower_row_shape(const cg_lower *L, const ir_type *t, int64_t *B,
  * table (cg_kernel_row_step), so that the steps share its code. */
 int64_t cg_lower_row_step(const cg_lower *L, const ir_graph *g, ir_id id);
 /* cg_lower_row_skip_valid for any kernel, node id with fused trees tr:
- * beside the products and the fused attentions, the row-wise kernels (the elementwise ops and
+ * beside the products and the fused attentions, an add computing a
+ * product in the sgemm's epilogue (the product's conditions, the add's
+ * rows), the row-wise kernels (the elementwise ops and
  * dropout, an f32 output (B, T, ...) of its own, no product fused;
  * in the forward layer_norm, with no layer_norm_grad fused, in the
  * backward layer_norm_grad) whose rows are live (a gradient's: may be

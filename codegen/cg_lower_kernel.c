@@ -589,7 +589,8 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	 * (cg_lower_row_skip_rows). A product's or an attention's code is
 	 * its own (the lengths' meaning is not in the trees); a row-wise
 	 * kernel's is shared with the same trees reading as many lengths
-	 * (its code depends on nothing else of them). A kernel of a
+	 * (its code depends on nothing else of them); an add computing a
+	 * product in its epilogue is a product. A kernel of a
 	 * recurrence's step (cg_lower_row_step), product or row-wise,
 	 * reads its step from its call's table and is shared with the
 	 * other steps' (is_step in the key). */
@@ -601,9 +602,13 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	}
 	int64_t step = n_valid >= 0 ? cg_lower_row_step(L, &fn->g, id) : -1;
 	ir_op op = fn->g.nodes[id].op;
-	if (n_valid >= 0 && op == IR_OP_MATMUL) { /* the switch's share */
+	/* the product: the node's, or that of the add computing it */
+	ir_id mm = op == IR_OP_MATMUL
+			   ? id
+			   : cg_lower_epilogue_matmul(&fn->g, into, id);
+	if (n_valid >= 0 && mm != IR_NONE) { /* the switch's share */
 		L->n_row_skip++;
-		L->row_skip_macs += cg_lower_matmul_macs(L, &fn->g, id);
+		L->row_skip_macs += cg_lower_matmul_macs(L, &fn->g, mm);
 	}
 	/* the call's table: its streams, then its rows' step */
 	uint32_t ids[CG_TREE_MAX + 2];
@@ -614,7 +619,7 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
 				       : NULL;
 	bool is_own = n_valid >= 0 && step < 0 &&
-		      (op == IR_OP_MATMUL || op == IR_OP_FUSED_ATTENTION ||
+		      (mm != IR_NONE || op == IR_OP_FUSED_ATTENTION ||
 		       op == IR_OP_FUSED_ATTENTION_GRAD);
 	const kernel_ref *old = has_room && !is_own
 					? find_built(p, L, &fn->g, id, tr,

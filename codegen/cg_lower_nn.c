@@ -195,6 +195,16 @@ typedef struct mm_src {
 	int64_t epi_rs[CG_GEMM_MAX_EPILOGUE];
 } mm_src;
 
+/* Where add kernel k's trees hold a fused matmul: its tree node, and the
+ * epilogue's terms in the order they are added (the tree nodes of their
+ * leaves and their nodes). */
+typedef struct epi_tree {
+	uint32_t mm;
+	int n_terms;
+	uint32_t term[CG_GEMM_MAX_EPILOGUE];
+	ir_id term_id[CG_GEMM_MAX_EPILOGUE];
+} epi_tree;
+
 typedef struct gemm_cx {
 	LLVMValueRef fn;
 	int64_t parts;
@@ -206,7 +216,7 @@ static void gemm_call(cg_kernel *k, LLVMValueRef *offs, void *ud)
 {
 	const gemm_cx *g = ud;
 	cg_fn *f = &k->f;
-	LLVMValueRef args[6 + CG_GEMM_MAX_EPILOGUE];
+	LLVMValueRef args[7 + CG_GEMM_MAX_EPILOGUE];
 	uint32_t n = 0;
 	args[n++] = cg_at(f, g->src->a, offs[1]);
 	args[n++] = cg_at(f, g->src->b, offs[2]);
@@ -387,15 +397,21 @@ static int rows_valid(const cg_lower *L, const ir_graph *g, ir_id id, int rank,
 	return -1;
 }
 
-int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
-			    ir_id *valid)
+static bool epilogue_trees(const ir_graph *g, ir_id id, const cg_trees *tr,
+			   epi_tree *e);
+static int64_t term_row_stride(const cg_lower *L, const ir_graph *g, ir_id x,
+			       const ir_type *t);
+
+/* cg_lower_row_skip_valid of matmul mm computed in the kernel of node id:
+ * mm itself, or the add that computes it with the epilogue e (NULL:
+ * none), whose rows (its output's, the one a use reads) are the ones
+ * left out. */
+static int product_rows_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
+			      ir_id id, const epi_tree *e, ir_id *valid)
 {
 	const ir_node *n = &g->nodes[mm];
-	if (n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
-		return cg_attn_row_skip_valid(L, g, mm, valid);
 	if (!L->rl || !L->row_skip || n->op != IR_OP_MATMUL ||
-	    n->attr.matmul.ta || L->rl->row_node[mm] != mm)
+	    n->attr.matmul.ta || L->rl->row_node[id] != id)
 		return -1;
 	int64_t od[IR_MAX_RANK], ad[IR_MAX_RANK], bd[IR_MAX_RANK];
 	int ro = cg_lower_dims(L, &n->type, od);
@@ -421,11 +437,24 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			  .is_range_only = true,
 			  .vector_width = (int)L->vw,
 			  .is_rows_given = true};
+	for (int t = 0; e && t < e->n_terms; t++)
+		s.epilogue_rs[s.n_epilogue++] =
+			term_row_stride(L, g, e->term_id[t], &g->nodes[id].type);
 	cg_gemm_plan plan;
 	char err[256];
 	if (!cg_gemm_plan_make(&s, &plan, err, sizeof err))
 		return -1;
-	return rows_valid(L, g, mm, ro, B, valid);
+	return rows_valid(L, g, id, ro, B, valid);
+}
+
+int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
+			    ir_id *valid)
+{
+	const ir_node *n = &g->nodes[mm];
+	if (n->op == IR_OP_FUSED_ATTENTION ||
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
+		return cg_attn_row_skip_valid(L, g, mm, valid);
+	return product_rows_valid(L, g, mm, mm, NULL, valid);
 }
 
 double cg_lower_matmul_macs(const cg_lower *L, const ir_graph *g, ir_id mm)
@@ -579,6 +608,9 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 		return cg_lower_row_skip_valid(L, g, id, valid);
 	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return ce_rows_valid(L, g, id, valid);
+	epi_tree e;
+	if (epilogue_trees(g, id, tr, &e)) /* a product with its epilogue */
+		return product_rows_valid(L, g, tr->n[e.mm].id, id, &e, valid);
 	if (!L->rl || !L->row_skip || !L->rl_fwd ||
 	    !(is_row_op(n->op) || n->op == IR_OP_LAYER_NORM_GRAD) ||
 	    n->type.dtype != IR_F32 || L->rl->row_node[id] != id)
@@ -739,9 +771,7 @@ static bool matmul_gemm(cg_kernel *k, cg_nest *bn, const mm_cx *c, bool ta,
 	if (!gemm_epilogue(k, bn, src, &s))
 		return false;
 	ir_id valid[2];
-	int n_valid = src->mm == k->id
-			      ? cg_lower_row_skip_valid(L, k->g, k->id, valid)
-			      : -1;
+	int n_valid = cg_lower_row_skip_rows(L, k->g, k->id, &k->tr, valid);
 	int64_t B, T;
 	cg_lower_row_shape(L, &k->g->nodes[k->id].type, &B, &T);
 	if (n_valid >= 0 && s.batch == 0 && s.m == B * T)
@@ -988,25 +1018,16 @@ ir_id cg_lower_epilogue_matmul(const ir_graph *g, const ir_id *into, ir_id id)
 	return mm;
 }
 
-/* Where add kernel k's trees hold a fused matmul: its tree node, and the
- * epilogue's terms in the order they are added (the tree nodes of their
- * leaves and their nodes). */
-typedef struct epi_tree {
-	uint32_t mm;
-	int n_terms;
-	uint32_t term[CG_GEMM_MAX_EPILOGUE];
-	ir_id term_id[CG_GEMM_MAX_EPILOGUE];
-} epi_tree;
-
-/* The fused matmul under tree node t of kernel k, or none: t itself, or
+/* The fused matmul under tree node t of trees tr, or none: t itself, or
  * an operand of t when t is an add (whose other operand is then the
  * first term). */
-static bool epilogue_at(const cg_kernel *k, uint32_t t, epi_tree *e)
+static bool epilogue_at(const ir_graph *g, const cg_trees *tr, uint32_t t,
+			epi_tree *e)
 {
-	const cg_tree_node *tn = &k->tr.n[t];
+	const cg_tree_node *tn = &tr->n[t];
 	if (tn->is_leaf)
 		return false;
-	ir_op op = k->g->nodes[tn->id].op;
+	ir_op op = g->nodes[tn->id].op;
 	if (op == IR_OP_MATMUL) {
 		e->mm = t;
 		return true;
@@ -1014,11 +1035,31 @@ static bool epilogue_at(const cg_kernel *k, uint32_t t, epi_tree *e)
 	if (op != IR_OP_ADD)
 		return false;
 	for (uint32_t b = 0; b < 2; b++) {
-		const cg_tree_node *kid = &k->tr.n[tn->kid[b]];
-		if (!kid->is_leaf && k->g->nodes[kid->id].op == IR_OP_MATMUL) {
+		const cg_tree_node *kid = &tr->n[tn->kid[b]];
+		if (!kid->is_leaf && g->nodes[kid->id].op == IR_OP_MATMUL) {
 			e->mm = tn->kid[b];
 			e->term[e->n_terms] = tn->kid[1 - b];
-			e->term_id[e->n_terms++] = ir_arg(k->g, tn->id, 1 - b);
+			e->term_id[e->n_terms++] = ir_arg(g, tn->id, 1 - b);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Whether the kernel of node id with trees tr is an add computing a
+ * fused matmul (the epilogue plan's), and where (e). */
+static bool epilogue_trees(const ir_graph *g, ir_id id, const cg_trees *tr,
+			   epi_tree *e)
+{
+	if (g->nodes[id].op != IR_OP_ADD)
+		return false;
+	for (uint32_t a = 0; a < 2; a++) {
+		e->n_terms = 0;
+		if (epilogue_at(g, tr, tr->opnd[a], e)) {
+			e->term[e->n_terms] = tr->opnd[1 - a];
+			e->term_id[e->n_terms++] = ir_arg(g, id, 1 - a);
+			for (int t = 0; t < e->n_terms; t++)
+				assert(tr->n[e->term[t]].is_leaf);
 			return true;
 		}
 	}
@@ -1027,19 +1068,7 @@ static bool epilogue_at(const cg_kernel *k, uint32_t t, epi_tree *e)
 
 static bool epilogue_tree(const cg_kernel *k, epi_tree *e)
 {
-	if (k->node->op != IR_OP_ADD)
-		return false;
-	for (uint32_t a = 0; a < 2; a++) {
-		e->n_terms = 0;
-		if (epilogue_at(k, k->tr.opnd[a], e)) {
-			e->term[e->n_terms] = k->tr.opnd[1 - a];
-			e->term_id[e->n_terms++] = ir_arg(k->g, k->id, 1 - a);
-			for (int t = 0; t < e->n_terms; t++)
-				assert(k->tr.n[e->term[t]].is_leaf);
-			return true;
-		}
-	}
-	return false;
+	return epilogue_trees(k->g, k->id, &k->tr, e);
 }
 
 bool cg_lower_is_epilogue_kernel(const cg_kernel *k)

@@ -1092,6 +1092,125 @@ START_TEST(test_gemm_computes_the_rows_given)
 }
 END_TEST
 
+typedef void (*gemm_rows_e1_fn)(const float *A, const float *B, float *C,
+				const float *E0, int64_t lo, int64_t hi,
+				int64_t n, const int32_t *live);
+typedef void (*gemm_rows_e2_fn)(const float *A, const float *B, float *C,
+				const float *E0, const float *E1, int64_t lo,
+				int64_t hi, int64_t n, const int32_t *live);
+
+/* is_rows_given with an epilogue (a bias row, a matrix read at the rows
+ * given, or both): the rows live get the plain product's bits plus the
+ * terms added one at a time, the others +0 (not the terms), over any
+ * cut of the parts, in a row or a column split, odd m included. */
+START_TEST(test_gemm_computes_the_rows_given_with_an_epilogue)
+{
+	static const int64_t shapes[][3] = {
+		{320, 32, 32}, {7, 13, 5},    {65, 33, 64},
+		{301, 70, 30}, {13, 200, 20}, /* threads split columns */
+	};
+	for (size_t c = 0; c < 5; c++) {
+		for (int v = 0; v < 3; v++) { /* bias, matrix, both */
+			gemm_case t;
+			cg_gemm_spec plain = shape(shapes[c][0], shapes[c][1],
+						   shapes[c][2]);
+			plain.vector_width = widths[(c + (size_t)v) % 2];
+			plain.tb = c % 3 == 1;
+			plain.ldc = v == 1 ? plain.n + 3 : 0;
+			case_init(&t, plain, 1200 + 3 * c + (uint64_t)v);
+			float *want = case_run(&t, 1);
+			int64_t rs = plain.n + (c % 2 ? 5 : 0);
+			uint64_t seed = 300 + c;
+			float *e0 = rand_matrix((size_t)(plain.m * rs), &seed);
+			float *e1 = rand_matrix((size_t)(plain.m * rs), &seed);
+			cg_gemm_spec spec = plain;
+			spec.is_rows_given = true;
+			spec.n_epilogue = v == 2 ? 2 : 1;
+			spec.epilogue_rs[0] = v == 1 ? rs : 0;
+			spec.epilogue_rs[1] = rs;
+			for (int64_t i = 0; i < spec.m; i++)
+				for (int64_t j = 0; j < spec.n; j++) {
+					float *w = &want[i * t.plan.ldc + j];
+					*w = *w +
+					     e0[i * spec.epilogue_rs[0] + j];
+					if (v == 2)
+						*w = *w + e1[i * rs + j];
+				}
+			cg_module *m = cg_module_create("rows");
+			ck_assert_ptr_nonnull(m);
+			ck_assert_msg(cg_gemm_add(m, "gemm", &spec), "%s",
+				      cg_module_error(m));
+			ck_assert_msg(cg_module_jit(m), "%s",
+				      cg_module_error(m));
+			void *addr = cg_module_lookup(m, "gemm.range");
+			ck_assert_msg(addr != NULL, "%s", cg_module_error(m));
+			gemm_rows_e1_fn f1;
+			gemm_rows_e2_fn f2;
+			memcpy(&f1, &addr, sizeof f1);
+			memcpy(&f2, &addr, sizeof f2);
+			int32_t *live = malloc((size_t)spec.m * sizeof *live);
+			float *c2 = malloc(t.n_c * sizeof *c2);
+			ck_assert(live && c2);
+			for (int64_t keep = -1; keep <= 10; keep += 4) {
+				for (int64_t i = 0; i < spec.m; i++)
+					live[i] = (i * 7 + 3) % 10 < keep;
+				for (int64_t n = 1; n <= 7; n += 3) {
+					for (size_t i = 0; i < t.n_c; i++)
+						c2[i] = -7777.0f;
+					int64_t cut = n / 3;
+					const int32_t *l = keep < 0 ? NULL
+								    : live;
+					if (v == 2) {
+						f2(t.a, t.b, c2, e0, e1, cut, n,
+						   n, l);
+						f2(t.a, t.b, c2, e0, e1, 0, cut,
+						   n, l);
+					} else {
+						f1(t.a, t.b, c2, e0, cut, n, n,
+						   l);
+						f1(t.a, t.b, c2, e0, 0, cut, n,
+						   l);
+					}
+					for (int64_t i = 0; i < spec.m; i++) {
+						const float *w = want +
+								 i * t.plan.ldc;
+						const float *g = c2 +
+								 i * t.plan.ldc;
+						bool is_live = keep < 0 ||
+							       live[i];
+						for (int64_t j = 0; j < spec.n;
+						     j++)
+							ck_assert_msg(
+								is_live ? memcmp(&w[j],
+										 &g[j],
+										 4) ==
+										  0
+									: g[j] == 0 &&
+										  !signbit(
+											  g[j]),
+								"case %zu v %d keep %lld n %lld: "
+								"C(%lld, %lld) = %g",
+								c, v,
+								(long long)keep,
+								(long long)n,
+								(long long)i,
+								(long long)j,
+								(double)g[j]);
+					}
+				}
+			}
+			free(live);
+			free(c2);
+			cg_module_destroy(m);
+			free(e0);
+			free(e1);
+			free(want);
+			case_fini(&t);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_gemm_batch_results_do_not_depend_on_thread_count)
 {
 	for (int w = 0; w < 2; w++) {
@@ -2155,6 +2274,7 @@ static Suite *codegen_suite(void)
 	TCase *epi = tcase_create("gemm epilogue");
 	tcase_set_timeout(epi, 120);
 	tcase_add_test(epi, test_gemm_epilogue_is_the_product_then_two_adds);
+	tcase_add_test(epi, test_gemm_computes_the_rows_given_with_an_epilogue);
 	suite_add_tcase(s, epi);
 
 	TCase *code = tcase_create("generated code and plan");
