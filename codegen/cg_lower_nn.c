@@ -392,7 +392,9 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 {
 	const ir_node *n = &g->nodes[mm];
 	if (n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
 		return cg_attn_row_skip_valid(L, g, mm, valid);
 	if (!L->rl || !L->row_skip || n->op != IR_OP_MATMUL ||
 	    n->attr.matmul.ta || L->rl->row_node[mm] != mm)
@@ -575,7 +577,9 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 {
 	const ir_node *n = &g->nodes[id];
 	if (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
 		return cg_lower_row_skip_valid(L, g, id, valid);
 	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return ce_rows_valid(L, g, id, valid);
@@ -614,6 +618,11 @@ void cg_lower_row_shape(const cg_lower *L, const ir_type *t, int64_t *B,
 int64_t cg_lower_row_step(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	ir_op op = g->nodes[id].op;
+	if (op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	    op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD) {
+		const pass_rowlive_expr *x = cg_attn_row_step(L, g, id);
+		return x ? x->k : -1; /* its query rows' step */
+	}
 	if (!L->rl || op == IR_OP_FUSED_ATTENTION ||
 	    op == IR_OP_FUSED_ATTENTION_GRAD)
 		return -1; /* cg_attn_row_skip_valid: no steps */
