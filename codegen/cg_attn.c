@@ -321,7 +321,8 @@ static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
 static uint32_t query_rows_expr(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	const ir_node *n = &g->nodes[id];
-	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD;
+	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD ||
+		       n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
 	ir_id r = is_grad ? ir_arg(g, id, n->n_args - 1) : id;
 	int64_t qd[IR_MAX_RANK], rd[IR_MAX_RANK];
 	int rq = cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
@@ -332,22 +333,32 @@ static uint32_t query_rows_expr(const cg_lower *L, const ir_graph *g, ir_id id)
 	return is_grad ? L->rl->nz_of_node[r] : L->rl->of_node[r];
 }
 
+/* Whether op is a fused additive attention or its gradient. */
+static bool is_additive(ir_op op)
+{
+	return op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	       op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
+}
+
 int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 			   ir_id *valid)
 {
 	const ir_node *n = &g->nodes[id];
-	bool is_small = cg_attn_node_is_small(L, g, id);
+	bool is_add = is_additive(n->op);
 	if (!L->rl || !L->row_skip ||
-	    (n->op != IR_OP_FUSED_ATTENTION &&
-	     (n->op != IR_OP_FUSED_ATTENTION_GRAD || !is_small)))
+	    (n->op != IR_OP_FUSED_ATTENTION && !is_add &&
+	     (n->op != IR_OP_FUSED_ATTENTION_GRAD ||
+	      !cg_attn_node_is_small(L, g, id))))
 		return -1;
 	uint32_t e = query_rows_expr(L, g, id);
-	ir_id pair = cg_attn_cache_pair(L, g, id);
+	ir_id pair = is_add ? IR_NONE : cg_attn_cache_pair(L, g, id);
 	if (pair != IR_NONE && query_rows_expr(L, g, pair) != e)
 		return -1;
 	int64_t qd[IR_MAX_RANK];
 	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
 	const pass_rowlive_expr *x = &L->rl->exprs[e];
+	if (is_add && x->op == PASS_ROWLIVE_STEP)
+		x = &L->rl->exprs[x->a]; /* the lengths of its steps */
 	if (x->op == PASS_ROWLIVE_PREFIX && is_lengths(L, g, x->valid, qd[0])) {
 		valid[0] = x->valid;
 		return 1;
@@ -363,6 +374,15 @@ int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 	return -1;
 }
 
+const pass_rowlive_expr *cg_attn_row_step(const cg_lower *L, const ir_graph *g,
+					  ir_id id)
+{
+	if (!L->rl || !is_additive(g->nodes[id].op))
+		return NULL;
+	const pass_rowlive_expr *x = &L->rl->exprs[query_rows_expr(L, g, id)];
+	return x->op == PASS_ROWLIVE_STEP ? x : NULL;
+}
+
 double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	const ir_node *n = &g->nodes[id];
@@ -371,10 +391,16 @@ double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id)
 		return 0;
 	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
 	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 1)].type, kd);
-	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 2)].type, vd);
+	/* the values: additive attention's fourth operand (after w_v) */
+	cg_lower_dims(L,
+		      &g->nodes[ir_arg(g, id, is_additive(n->op) ? 3 : 2)].type,
+		      vd);
 	double x = (double)qd[0] * (double)qd[1] * (double)kd[1] *
 		   (double)(qd[2] + vd[2]);
-	return n->op == IR_OP_FUSED_ATTENTION_GRAD ? 2 * x : x;
+	return n->op == IR_OP_FUSED_ATTENTION_GRAD ||
+			       n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD
+		       ? 2 * x
+		       : x;
 }
 
 LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n)

@@ -98,20 +98,29 @@ typedef struct cg_attn {
 
 /* Whether fused attention (or gradient) node id of g leaves out its
  * dead query rows in a call whose row_skip is set (cg_lower_row_skip_
- * valid for attention nodes): a forward, or a gradient that takes the
- * small kernels (the blocked backward computes every row), with L->rl, whose queries' rows (the forward's result's liveness; the
- * gradient's output gradient's nonzero rows) are t < v[b] or keys(v
- * over t < w), v and w i32 (B). A forward and its gradient that share
- * the weights' cache (cg_attn_cache_pair) skip only with the same
+ * valid for attention nodes): a forward, a gradient that takes the
+ * small kernels (the blocked backward computes every row), or a fused
+ * additive attention or its gradient, with L->rl, whose queries' rows
+ * (the forward's result's liveness; the gradient's output gradient's
+ * nonzero rows) are t < v[b] or keys(v over t < w), v and w i32 (B),
+ * or, for the additive ones, step k of a recurrence over t < v
+ * (cg_attn_row_step). A forward and its gradient that share the
+ * weights' cache (cg_attn_cache_pair) skip only with the same
  * expression, so that the gradient reads no slot the forward left out.
  * Returns how many valid lengths the kernel reads after its other
  * operands, or -1: every row computed. */
 int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 			   ir_id *valid);
+/* For a fused additive attention (or gradient) node id whose query
+ * rows are step k of a recurrence unrolled over t < v (rowlive's STEP:
+ * all of batch element b's rows live where k < clamp(v[b], 0,
+ * dims[1] of x->node)), that expression x; else NULL. */
+const pass_rowlive_expr *cg_attn_row_step(const cg_lower *L, const ir_graph *g,
+					  ir_id id);
 /* The multiply-adds of fused attention (or gradient) node id, as the
  * row_skip switch's share counts them (cg_program.c): the forward's
- * N·Q·K·(d + dv) (scores, output), the gradient's twice that (dP, dq,
- * dk, dv). */
+ * N·Q·K·(d + dv) (scores, output; an additive one's d is the
+ * projections' width H), the gradient's twice that (dP, dq, dk, dv). */
 double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id);
 /* Of a block's `full` query rows from q0, those below live
  * (cg_attn_live): an i64 in [0, full]. */

@@ -133,6 +133,9 @@ typedef struct cg_kernel {
 	/* The step of its rows (cg_lower_row_step; -1: none), the table's
 	 * entry after the streams. */
 	int64_t row_step;
+	/* In an outlined body (cg_kernel_outline_begin): that step, its
+	 * parameter; else NULL. */
+	LLVMValueRef step_arg;
 } cg_kernel;
 
 /* ---- shapes (cg_lower_kernel.c) ----------------------------------------- */
@@ -194,12 +197,14 @@ void cg_kernel_fail_index_if(cg_kernel *k, LLVMValueRef index,
 			     LLVMValueRef bound);
 /* A kernel's work outlined into a function that every kernel with the
  * same `name` calls (the attention kernels' bodies):
- *   void name(ptr run, ptr out, ptr in..., i64 lo, i64 hi, i64 key)
+ *   void name(ptr run, ptr out, ptr in..., i64 lo, i64 hi, i64 key,
+ *             i64 step)
  * cg_kernel_outline_begin starts it and fills *kb as k with the
  * function's parameters (and no error exit: a body cannot fail); it
  * returns key. cg_kernel_outline_end returns from it and closes it;
- * cg_kernel_outline_call calls it from k with k's pointers, range and
- * key. */
+ * cg_kernel_outline_call calls it from k with k's pointers, range, key
+ * and its rows' step (cg_kernel_row_step; 0 without one), which
+ * cg_kernel_row_step gives in the body. */
 LLVMValueRef cg_kernel_outline_begin(const cg_kernel *k, const char *name,
 				     cg_kernel *kb);
 LLVMValueRef cg_kernel_outline_end(cg_kernel *kb);
@@ -393,6 +398,13 @@ void cg_lower_row_skip_run(cg_kernel *k, const cg_nest *n, cg_row_part live,
  * T where v[b] <= 0, else min(v[b], T)); b an i64. */
 LLVMValueRef cg_lower_row_len(cg_fn *f, LLVMValueRef v, LLVMValueRef w,
 			      LLVMValueRef b, int64_t T);
+/* Whether batch element b (an i64) is live at step `step` (an i64) of
+ * a recurrence over t < v (rowlive's STEP): step < v[b] (an i1).
+ * pass_rowlive_eval clamps v[b] to the steps' count T first, which
+ * changes nothing for a step 0 <= k < T: the code does not depend on T,
+ * and recurrences of other lengths share it. */
+LLVMValueRef cg_lower_step_live(cg_fn *f, LLVMValueRef v, LLVMValueRef b,
+				LLVMValueRef step);
 /* cg_lower_row_skip_run of the nest n itself: n over the kernel's
  * [lo, hi), or over its live rows only. */
 void cg_lower_row_skip_nest(cg_kernel *k, const cg_nest *n, cg_nest_body body,

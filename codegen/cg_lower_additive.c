@@ -59,6 +59,15 @@ void cg_addattn_shape(cg_addattn *a, const cg_kernel *k, bool is_grad)
 	/* As cg_lower_dropout: the DROPOUT op's draw and scale. */
 	a->threshold = (int64_t)ceil(p * 16777216.0);
 	a->keep_scale = (float)(1.0 / (double)(float)(1.0 - p));
+	ir_id valid[2];
+	a->base.n_live = cg_attn_row_skip_valid(k->L, k->g, k->id, valid);
+	if (a->base.n_live < 0)
+		a->base.n_live = 0;
+	const pass_rowlive_expr *x = a->base.n_live
+					     ? cg_attn_row_step(k->L, k->g,
+								k->id)
+					     : NULL;
+	a->is_step = x != NULL;
 }
 
 /* An array of n elements of t on the stack, 64-byte aligned, allocated
@@ -83,7 +92,7 @@ static void body_begin(cg_addattn *a, cg_kernel *kb, bool is_grad,
 	a->wv = kb->in[2];
 	a->v = kb->in[3];
 	a->valid = a->has_valid ? kb->in[4] : NULL;
-	a->g = is_grad ? kb->in[kb->n_in - 1] : NULL;
+	a->g = is_grad ? kb->in[a->has_valid ? 5 : 4] : NULL;
 	if (a->has_dropout) {
 		a->drop_on = cg_kernel_is_training(kb);
 		a->drop_key = key;
@@ -101,6 +110,17 @@ static void body_begin(cg_addattn *a, cg_kernel *kb, bool is_grad,
 	a->m = cg_attn_var(&a->base, ft, cg_f32(f, 0));
 	a->l = cg_attn_var(&a->base, ft, cg_f32(f, 0));
 	a->x = cg_attn_var(&a->base, ft, cg_f32(f, 0));
+	if (a->base.n_live > 0) {
+		/* the kernel's last operands (cg_attn_row_skip_valid) */
+		uint32_t nl = (uint32_t)a->base.n_live;
+		a->base.live_v = kb->in[kb->n_in - nl];
+		a->base.live_w = nl > 1 ? kb->in[kb->n_in - 1] : NULL;
+		a->base.rs_on = LLVMBuildICmp(f->b, LLVMIntNE,
+					      LLVMBuildLoad2(f->b, cg_t_i32(f),
+							     kb->L->row_skip, ""),
+					      cg_i32(f, 0), "");
+		a->step = a->is_step ? cg_kernel_row_step(kb) : NULL;
+	}
 }
 
 /* The shared function (cg_kernel_outline_begin's signature). */
@@ -122,11 +142,13 @@ void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape,
 	const cg_addattn *a = shape;
 	char name[320];
 	snprintf(name, sizeof name,
-		 "additive.%s.%u.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a",
+		 "additive.%s.%u.%lld.%lld.%lld.%lld.%lld.%d.%lld.%lld.%a.%a.%a."
+		 "live%d.%d",
 		 kind, a->vw, (long long)a->N, (long long)a->Q, (long long)a->K,
 		 (long long)a->H, (long long)a->dv, a->has_valid,
 		 (long long)a->valid_sn, (long long)a->valid_sq,
-		 (double)a->scale, (double)a->fill, k->node->attr.attention.p);
+		 (double)a->scale, (double)a->fill, k->node->attr.attention.p,
+		 a->base.n_live, a->is_step);
 	LLVMValueRef body = LLVMGetNamedFunction(k->L->mod, name);
 	if (!body)
 		body = make_body(k, shape, name, gen);
@@ -194,6 +216,18 @@ void cg_addattn_axpy(cg_addattn *a, LLVMValueRef dst, LLVMValueRef src,
 	cg_addattn_vec_loop(a, width, axpy_vec, &c);
 }
 
+static void zero_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
+{
+	LLVMValueRef dst = ud;
+	cg_addattn_vstore(a, LLVMConstNull(cg_t_vec(a->f, a->vw)),
+			  cg_at(a->f, dst, h), lanes);
+}
+
+void cg_addattn_zero(cg_addattn *a, LLVMValueRef dst, int64_t width)
+{
+	cg_addattn_vec_loop(a, width, zero_vec, dst);
+}
+
 typedef struct dot_cx {
 	LLVMValueRef x, y, acc;
 } dot_cx;
@@ -220,6 +254,24 @@ LLVMValueRef cg_addattn_dot(cg_addattn *a, LLVMValueRef x, LLVMValueRef y,
 }
 
 /* ---- rows, scores, dropout ---------------------------------------------------------- */
+
+LLVMValueRef cg_addattn_live(cg_addattn *a, LLVMValueRef n)
+{
+	cg_fn *f = a->f;
+	cg_attn *b = &a->base;
+	if (b->n_live <= 0)
+		return cg_i64(f, a->Q);
+	LLVMValueRef len;
+	if (a->is_step) { /* as pass_rowlive_eval's STEP */
+		len = LLVMBuildSelect(f->b,
+				      cg_lower_step_live(f, b->live_v, n,
+							 a->step),
+				      cg_i64(f, a->Q), cg_i64(f, 0), "");
+	} else {
+		len = cg_lower_row_len(f, b->live_v, b->live_w, n, a->Q);
+	}
+	return LLVMBuildSelect(f->b, b->rs_on, len, cg_i64(f, a->Q), "");
+}
 
 LLVMValueRef cg_addattn_row_valid(cg_addattn *a, LLVMValueRef n,
 				  LLVMValueRef row)
@@ -505,13 +557,11 @@ static void fwd_skipped(cg_addattn *a, const fwd_row *r, LLVMValueRef kv)
 	cg_loop_end(f, &l);
 }
 
-/* The loop over the rows (n, q) in [lo, hi). */
-static void fwd_body(cg_addattn *a)
+/* Row r's output. */
+static void fwd_row_out(cg_addattn *a, fwd_row r)
 {
 	cg_fn *f = a->f;
-	cg_loop l;
-	LLVMValueRef row = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
-	fwd_row r = {LLVMBuildUDiv(f->b, row, cg_i64(f, a->Q), ""), row, false};
+	LLVMValueRef row = r.row;
 	LLVMValueRef kv = cg_addattn_row_valid(a, r.n, row);
 	cg_attn_set(&a->base, a->m, cg_f32(f, -INFINITY));
 	cg_attn_set(&a->base, a->l, cg_f32(f, 0));
@@ -534,6 +584,30 @@ static void fwd_body(cg_addattn *a)
 		cg_if_end(f, join);
 	}
 	fwd_store(a, &r);
+}
+
+/* The loop over the rows (n, q) in [lo, hi): a dead row (cg_addattn_live)
+ * gets +0, the others their output. */
+static void fwd_body(cg_addattn *a)
+{
+	cg_fn *f = a->f;
+	cg_loop l;
+	LLVMValueRef row = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
+	fwd_row r = {LLVMBuildUDiv(f->b, row, cg_i64(f, a->Q), ""), row, false};
+	if (!a->base.n_live) {
+		fwd_row_out(a, r);
+		cg_loop_end(f, &l);
+		return;
+	}
+	LLVMValueRef q = LLVMBuildSub(f->b, row, cg_muli(f, r.n, a->Q), "");
+	LLVMValueRef is_live = LLVMBuildICmp(f->b, LLVMIntSLT, q,
+					     cg_addattn_live(a, r.n), "");
+	LLVMBasicBlockRef join = cg_if_begin(f, is_live);
+	fwd_row_out(a, r);
+	cg_if_end(f, join);
+	join = cg_if_begin(f, LLVMBuildNot(f->b, is_live, ""));
+	cg_addattn_zero(a, cg_at(f, a->k->out, cg_muli(f, row, a->dv)), a->dv);
+	cg_if_end(f, join);
 	cg_loop_end(f, &l);
 }
 

@@ -42,6 +42,14 @@ typedef struct cg_addattn {
 	 * pass 2, which then computes no tanh. */
 	LLVMValueRef fcache, scache;
 	LLVMValueRef m, l, x; /* f32 variables: max, sum, sum of P dP */
+	/* The dead query rows (cg_attn_row_skip_valid): base.n_live valid
+	 * lengths among the last operands (0: every row computed), and
+	 * base.live_v, live_w, rs_on in the body. is_step: the rows are
+	 * step k of a recurrence (cg_attn_row_step), batch n's all live
+	 * where k < v[n] (cg_lower_step_live), and step is k (the body's
+	 * parameter, cg_kernel_row_step); else rows q < len[n]. */
+	bool is_step;
+	LLVMValueRef step;
 } cg_addattn;
 
 /* Reads the node's sizes and attributes (emits nothing). */
@@ -55,6 +63,11 @@ typedef void (*cg_addattn_gen)(cg_addattn *a);
 void cg_addattn_call_body(cg_kernel *k, const cg_addattn *shape,
 			  const char *kind, cg_addattn_gen gen);
 
+/* The live query rows of batch n (an i64 in [0, Q]): all Q unless the
+ * kernel leaves dead rows out (a->base.n_live) in a call whose row_skip
+ * is set; then rows q < len[n] (t < v[n], keys(v over t < w)), or of a
+ * recurrence's step k all Q where k < v[n], else none. */
+LLVMValueRef cg_addattn_live(cg_addattn *a, LLVMValueRef n);
 /* The valid length of row `row` (n * Q + q) of batch n clamped to [0,
  * K]: the keys whose scores are real (K without a mask). */
 LLVMValueRef cg_addattn_row_valid(cg_addattn *a, LLVMValueRef n,
@@ -89,6 +102,8 @@ void cg_addattn_vec_loop(cg_addattn *a, int64_t width, cg_addattn_vec_fn body,
 void cg_addattn_axpy(cg_addattn *a, LLVMValueRef dst, LLVMValueRef src,
 		     int64_t width, LLVMValueRef s, bool is_acc);
 
+/* dst[0 .. width) = +0, a vector at a time. */
+void cg_addattn_zero(cg_addattn *a, LLVMValueRef dst, int64_t width);
 /* The dot product of x[0 .. width) and y[0 .. width). */
 LLVMValueRef cg_addattn_dot(cg_addattn *a, LLVMValueRef x, LLVMValueRef y,
 			    int64_t width);

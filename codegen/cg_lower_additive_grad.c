@@ -359,13 +359,6 @@ static void grad_row(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 			a->H, cg_f32(f, 1), false);
 }
 
-static void zero_vec(cg_addattn *a, LLVMValueRef h, unsigned lanes, void *ud)
-{
-	LLVMValueRef dst = ud;
-	cg_addattn_vstore(a, LLVMConstNull(cg_t_vec(a->f, a->vw)),
-			  cg_at(a->f, dst, h), lanes);
-}
-
 /* dkp, dwv and dv of batch n start at 0: the rows add into them. */
 static void zero_batch(cg_addattn *a, LLVMValueRef n)
 {
@@ -434,26 +427,37 @@ static void row_grads(cg_addattn *a, bwd_row *r, LLVMValueRef kv)
 	}
 	LLVMValueRef skip = row_adds_nothing(a, r);
 	LLVMBasicBlockRef join = cg_if_begin(f, skip);
-	cg_addattn_vec_loop(a, a->H, zero_vec,
-			    cg_at(f, a->k->out, cg_muli(f, r->row, a->H)));
+	cg_addattn_zero(a, cg_at(f, a->k->out, cg_muli(f, r->row, a->H)), a->H);
 	cg_if_end(f, join);
 	join = cg_if_begin(f, LLVMBuildNot(f->b, skip, ""));
 	grad_row(a, r, kv);
 	cg_if_end(f, join);
 }
 
-/* The loop over n in [lo, hi), each n's query rows in turn. */
+/* The loop over n in [lo, hi), each n's query rows in turn: its live
+ * ones (cg_addattn_live) their gradients; the dead ones, whose output
+ * gradient row is 0 (nz_of_node) and whose every value is finite (the
+ * switch's condition), add +-0 to every sum, as row_adds_nothing
+ * argues, and get a dqp row of +0 without its scans. */
 static void bwd_body(cg_addattn *a)
 {
 	cg_fn *f = a->f;
 	cg_loop ln, lq;
 	LLVMValueRef n = cg_loop_begin(f, &ln, a->k->lo, a->k->hi, 1);
 	zero_batch(a, n);
-	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), cg_i64(f, a->Q), 1);
+	LLVMValueRef live = cg_addattn_live(a, n);
+	LLVMValueRef q = cg_loop_begin(f, &lq, cg_i64(f, 0), live, 1);
 	LLVMValueRef row = cg_add(f, cg_muli(f, n, a->Q), q);
 	bwd_row r = {n, row, cg_at(f, a->g, cg_muli(f, row, a->dv)), false};
 	row_grads(a, &r, cg_addattn_row_valid(a, n, row));
 	cg_loop_end(f, &lq);
+	if (a->base.n_live) {
+		q = cg_loop_begin(f, &lq, live, cg_i64(f, a->Q), 1);
+		row = cg_add(f, cg_muli(f, n, a->Q), q);
+		cg_addattn_zero(a, cg_at(f, a->k->out, cg_muli(f, row, a->H)),
+				a->H);
+		cg_loop_end(f, &lq);
+	}
 	cg_loop_end(f, &ln);
 }
 

@@ -510,7 +510,9 @@ bool cg_entry_lower(cg_program *p, cg_lower *L, cg_entry *ce, const char *prefix
 		if (op == IR_OP_MATMUL) /* its kernel may be another's */
 			L->macs += cg_lower_matmul_macs(L, &fn->g, i);
 		if (op == IR_OP_FUSED_ATTENTION ||
-		    op == IR_OP_FUSED_ATTENTION_GRAD)
+		    op == IR_OP_FUSED_ATTENTION_GRAD ||
+		    op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+		    op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
 			L->macs += cg_attn_macs(L, &fn->g, i);
 	}
 	L->rl = NULL;

@@ -15,6 +15,7 @@
  * enough work (cg_program_options.grain) also gets a parallel body.
  */
 #include "cg_lower.h"
+#include "cg_attn.h"
 #include "cg_entry.h"
 
 #include <stddef.h>
@@ -176,13 +177,12 @@ LLVMValueRef cg_kernel_outline_begin(const cg_kernel *k, const char *name,
 	LLVMContextRef c = LLVMGetModuleContext(k->L->mod);
 	LLVMTypeRef ptr = LLVMPointerTypeInContext(c, 0);
 	LLVMTypeRef i64 = LLVMInt64TypeInContext(c);
-	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 3];
+	LLVMTypeRef ps[2 + CG_KERNEL_MAX_IN + 4];
 	uint32_t np = 0;
 	for (uint32_t i = 0; i < 2 + k->n_in; i++)
 		ps[np++] = ptr;
-	ps[np++] = i64;
-	ps[np++] = i64;
-	ps[np++] = i64;
+	for (int i = 0; i < 4; i++)
+		ps[np++] = i64;
 	*kb = *k;
 	cg_fn_begin(&kb->f, k->L->mod, name,
 		    LLVMFunctionType(LLVMVoidTypeInContext(c), ps, np, 0), true);
@@ -196,6 +196,7 @@ LLVMValueRef cg_kernel_outline_begin(const cg_kernel *k, const char *name,
 	kb->lo = LLVMGetParam(kb->f.fn, 2 + k->n_in);
 	kb->hi = LLVMGetParam(kb->f.fn, 3 + k->n_in);
 	kb->err = NULL;
+	kb->step_arg = LLVMGetParam(kb->f.fn, 5 + k->n_in);
 	return LLVMGetParam(kb->f.fn, 4 + k->n_in);
 }
 
@@ -208,7 +209,7 @@ LLVMValueRef cg_kernel_outline_end(cg_kernel *kb)
 
 void cg_kernel_outline_call(cg_kernel *k, LLVMValueRef body, LLVMValueRef key)
 {
-	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 3];
+	LLVMValueRef args[2 + CG_KERNEL_MAX_IN + 4];
 	uint32_t na = 0;
 	args[na++] = k->run;
 	args[na++] = k->out;
@@ -217,6 +218,7 @@ void cg_kernel_outline_call(cg_kernel *k, LLVMValueRef body, LLVMValueRef key)
 	args[na++] = k->lo;
 	args[na++] = k->hi;
 	args[na++] = key;
+	args[na++] = k->row_step >= 0 ? cg_kernel_row_step(k) : cg_i64(&k->f, 0);
 	cg_call(&k->f, body, args, na);
 }
 
@@ -606,9 +608,13 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	ir_id mm = op == IR_OP_MATMUL
 			   ? id
 			   : cg_lower_epilogue_matmul(&fn->g, into, id);
-	if (n_valid >= 0 && mm != IR_NONE) { /* the switch's share */
-		L->n_row_skip++;
-		L->row_skip_macs += cg_lower_matmul_macs(L, &fn->g, mm);
+	bool is_additive = op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+			   op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
+	if (n_valid >= 0 && (mm != IR_NONE || is_additive)) {
+		L->n_row_skip++; /* the switch's share */
+		L->row_skip_macs += is_additive ? cg_attn_macs(L, &fn->g, id)
+						: cg_lower_matmul_macs(L, &fn->g,
+								       mm);
 	}
 	/* the call's table: its streams, then its rows' step */
 	uint32_t ids[CG_TREE_MAX + 2];
@@ -620,7 +626,7 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 				       : NULL;
 	bool is_own = n_valid >= 0 && step < 0 &&
 		      (mm != IR_NONE || op == IR_OP_FUSED_ATTENTION ||
-		       op == IR_OP_FUSED_ATTENTION_GRAD);
+		       op == IR_OP_FUSED_ATTENTION_GRAD || is_additive);
 	const kernel_ref *old = has_room && !is_own
 					? find_built(p, L, &fn->g, id, tr,
 						     n_valid, step >= 0)

@@ -452,7 +452,9 @@ int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 {
 	const ir_node *n = &g->nodes[mm];
 	if (n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
 		return cg_attn_row_skip_valid(L, g, mm, valid);
 	return product_rows_valid(L, g, mm, mm, NULL, valid);
 }
@@ -496,21 +498,22 @@ static LLVMValueRef row_len(cg_kernel *k, ir_id id, int n_valid, LLVMValueRef b,
 	const pass_rowlive *rl = k->L->rl;
 	const pass_rowlive_expr *x = &rl->exprs[row_expr(k->L, k->g, id)];
 	LLVMValueRef v = k->in[k->n_in - (uint32_t)n_valid];
-	if (x->op == PASS_ROWLIVE_STEP) { /* T where k < clamp(v[b], 0, T') */
-		cg_fn *f = &k->f;
-		int64_t sd[IR_MAX_RANK];
-		cg_lower_dims(k->L, &k->g->nodes[x->node].type, sd);
-		LLVMValueRef la = LLVMBuildSExt(f->b,
-						clamp_len(f, length_of(f, v, b),
-							  sd[1]),
-						cg_t_i64(f), "");
-		LLVMValueRef is = LLVMBuildICmp(f->b, LLVMIntSLT,
-						cg_kernel_row_step(k), la, "");
-		return LLVMBuildSelect(f->b, is, cg_i64(f, T), cg_i64(f, 0), "");
-	}
+	if (x->op == PASS_ROWLIVE_STEP) /* all T of b's rows, or none */
+		return LLVMBuildSelect(k->f.b,
+				       cg_lower_step_live(&k->f, v, b,
+							  cg_kernel_row_step(k)),
+				       cg_i64(&k->f, T), cg_i64(&k->f, 0), "");
 	LLVMValueRef w = x->op == PASS_ROWLIVE_PREFIX ? NULL
 						      : k->in[k->n_in - 1];
 	return cg_lower_row_len(&k->f, v, w, b, T);
+}
+
+LLVMValueRef cg_lower_step_live(cg_fn *f, LLVMValueRef v, LLVMValueRef b,
+				LLVMValueRef step)
+{
+	LLVMValueRef vb = LLVMBuildSExt(f->b, length_of(f, v, b), cg_t_i64(f),
+					"");
+	return LLVMBuildICmp(f->b, LLVMIntSLT, step, vb, "");
 }
 
 LLVMValueRef cg_lower_row_len(cg_fn *f, LLVMValueRef v, LLVMValueRef w,
@@ -604,7 +607,9 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 {
 	const ir_node *n = &g->nodes[id];
 	if (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD)
+	    n->op == IR_OP_FUSED_ATTENTION_GRAD ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
 		return cg_lower_row_skip_valid(L, g, id, valid);
 	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return ce_rows_valid(L, g, id, valid);
@@ -646,6 +651,11 @@ void cg_lower_row_shape(const cg_lower *L, const ir_type *t, int64_t *B,
 int64_t cg_lower_row_step(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	ir_op op = g->nodes[id].op;
+	if (op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
+	    op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD) {
+		const pass_rowlive_expr *x = cg_attn_row_step(L, g, id);
+		return x ? x->k : -1; /* its query rows' step */
+	}
 	if (!L->rl || op == IR_OP_FUSED_ATTENTION ||
 	    op == IR_OP_FUSED_ATTENTION_GRAD)
 		return -1; /* cg_attn_row_skip_valid: no steps */

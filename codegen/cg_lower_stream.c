@@ -91,6 +91,8 @@ LLVMValueRef cg_kernel_stream(cg_kernel *k, uint32_t stream)
 LLVMValueRef cg_kernel_row_step(cg_kernel *k)
 {
 	cg_fn *f = &k->f;
+	if (k->step_arg) /* an outlined body's parameter */
+		return k->step_arg;
 	if (!k->streams) {
 		k->has_own_stream = true;
 		return cg_i64(f, k->row_step);

@@ -481,6 +481,47 @@ static const char *rs_attn_src =
 	"  w = masked_softmax(q @ (x @ W_k).T / 2, kv)\n"
 	"  return sum(masked_ce(w @ (x @ W_v), labels, qv))\n";
 
+/* Additive attention queried by q's rows themselves (its projected
+ * queries: no product leaves their dead rows out), read by a masked
+ * loss: queries past qv are dead. rs_additive_src as one attention over
+ * T (%d) queries; rs_additive_steps_src unrolled over the T steps, step
+ * t's one query q[:, t], as Bahdanau's decoder queries its attention
+ * (its rows live where t < qv[b]: rowlive's STEP). */
+static const char *rs_additive_src =
+	"model m\n"
+	"dim B\n"
+	"const T = %d, D = 8\n"
+	"export def loss(q: f32[B, T, D], x: f32[B, T, D], labels: i32[B, "
+	"T], qv: i32[B], kv: i32[B])\n"
+	"  param W_k : [D, D]\n"
+	"  param w_v : [D, 1]\n"
+	"  f = tanh(unsqueeze(q, 2) + unsqueeze(x @ W_k, 1))\n"
+	"  w = masked_softmax(squeeze(f @ w_v, -1), kv)\n"
+	"  return sum(masked_ce(w @ x, labels, qv))\n";
+static const char *rs_additive_steps_src =
+	"model m\n"
+	"dim B\n"
+	"const T = %d, D = 8\n"
+	"def attend(q, x, kv)\n"
+	"  param W_k : [D, D]\n"
+	"  param w_v : [D, 1]\n"
+	"  f = tanh(unsqueeze(q, 2) + unsqueeze(x @ W_k, 1))\n"
+	"  return masked_softmax(squeeze(f @ w_v, -1), kv) @ x\n"
+	"export def loss(q: f32[B, T, D], x: f32[B, T, D], labels: i32[B, "
+	"T], qv: i32[B], kv: i32[B])\n"
+	"  outs = []\n"
+	"  for t in 0..T\n"
+	"    outs = outs + [squeeze(attend(unsqueeze(q[:, t], 1), x, kv), "
+	"1)]\n"
+	"  return sum(masked_ce(linear(stack(outs, 1), 8), labels, qv))\n";
+
+/* The model of rs_load_attn and rs_check_attn (rs_attn_src, or another
+ * of the same inputs) and the fused op it must have. */
+static const char *rs_src = NULL;
+static ir_op rs_src_op = IR_OP_FUSED_ATTENTION;
+/* How many of the plain call's outputs must be NaN (rs_check_attn). */
+static uint32_t rs_min_nan = 100;
+
 /* rs_attn_src's loss_grad for T steps, as --train compiles it, with
  * inputs for three batch elements: qv, kv, and q NaN in its dead rows if
  * is_nan. */
@@ -488,7 +529,7 @@ static void rs_load_attn(row_case *c, int T, const int32_t *qv,
 			 const int32_t *kv, bool is_nan)
 {
 	static char src[1024];
-	snprintf(src, sizeof src, rs_attn_src, T);
+	snprintf(src, sizeof src, rs_src ? rs_src : rs_attn_src, T);
 	memset(c, 0, sizeof *c);
 	tu_graph_init_ctx(&c->x);
 	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
@@ -503,7 +544,7 @@ static void rs_load_attn(row_case *c, int T, const int32_t *qv,
 	ck_assert(c->f != NULL);
 	bool has_fa = false;
 	for (ir_id n = 0; n < c->f->g.n_nodes; n++)
-		has_fa |= c->f->g.nodes[n].op == IR_OP_FUSED_ATTENTION;
+		has_fa |= c->f->g.nodes[n].op == rs_src_op;
 	ck_assert(has_fa);
 	int64_t d3[3] = {3, T, 8}, d2[2] = {3, T}, d1[1] = {3};
 	int32_t labels[60];
@@ -543,7 +584,7 @@ static void rs_check_attn(int T, const int32_t *qv, const int32_t *kv,
 		ck_assert_msg(isfinite(skip[i]), "output float %zu", i);
 		n_nan += isnan(plain[i]);
 	}
-	ck_assert(!is_grad_skipped || n_nan > 100);
+	ck_assert_msg(!is_grad_skipped || n_nan > rs_min_nan, "%u NaN", n_nan);
 	free(plain);
 	free(skip);
 	cg_program_destroy(p);
@@ -578,6 +619,24 @@ START_TEST(test_rowskip_blocked_attention_leaves_queries_out)
 }
 END_TEST
 
+/* Fused additive attention (and its gradient) leaves its dead query
+ * rows out: past qv, as one attention of 6 queries, whose NaN rows
+ * would make the gradients of W_k and w_v NaN (the gradient's dkp and
+ * dwv), and as 6 steps of one query each that share their kernels (the
+ * step read from the call's table). */
+START_TEST(test_rowskip_additive_attention_leaves_queries_out)
+{
+	static const int32_t qv[3] = {2, 0, 6}, kv[3] = {3, 6, 1};
+	static const int32_t qv2[3] = {1, 6, 0}, kv2[3] = {0, 6, 2};
+	rs_src_op = IR_OP_FUSED_ADDITIVE_ATTENTION;
+	rs_min_nan = 64; /* W_k's and w_v's 72 floats */
+	rs_src = rs_additive_src;
+	rs_check_attn(6, qv, kv, qv2, kv2, true);
+	rs_src = rs_additive_steps_src;
+	rs_check_attn(6, qv, kv, qv2, kv2, true);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("codegen_rowskip");
@@ -593,6 +652,7 @@ int main(void)
 	tcase_add_test(tc, test_rowskip_attention_lengths_keep_the_bits);
 	tcase_add_test(tc, test_rowskip_attention_leaves_queries_out);
 	tcase_add_test(tc, test_rowskip_blocked_attention_leaves_queries_out);
+	tcase_add_test(tc, test_rowskip_additive_attention_leaves_queries_out);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
