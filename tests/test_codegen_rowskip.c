@@ -530,18 +530,7 @@ static void rs_load_attn(row_case *c, int T, const int32_t *qv,
 {
 	static char src[1024];
 	snprintf(src, sizeof src, rs_src ? rs_src : rs_attn_src, T);
-	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true};
-	ck_assert(pass_pipeline_forward(c->x.m, &po));
-	ck_assert(pass_autodiff(c->x.m, "loss"));
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	c->f = ir_module_find_func(c->x.m, "loss_grad");
-	ck_assert(c->f != NULL);
+	rs_load_grad(c, src);
 	bool has_fa = false;
 	for (ir_id n = 0; n < c->f->g.n_nodes; n++)
 		has_fa |= c->f->g.nodes[n].op == rs_src_op;
