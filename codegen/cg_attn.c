@@ -321,8 +321,7 @@ static bool is_lengths(const cg_lower *L, const ir_graph *g, ir_id v, int64_t n)
 static uint32_t query_rows_expr(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	const ir_node *n = &g->nodes[id];
-	bool is_grad = n->op == IR_OP_FUSED_ATTENTION_GRAD ||
-		       n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
+	bool is_grad = ir_op_is_gradient(n->op);
 	ir_id r = is_grad ? ir_arg(g, id, n->n_args - 1) : id;
 	int64_t qd[IR_MAX_RANK], rd[IR_MAX_RANK];
 	int rq = cg_lower_dims(L, &g->nodes[ir_arg(g, id, 0)].type, qd);
@@ -333,18 +332,23 @@ static uint32_t query_rows_expr(const cg_lower *L, const ir_graph *g, ir_id id)
 	return is_grad ? L->rl->nz_of_node[r] : L->rl->of_node[r];
 }
 
-/* Whether op is a fused additive attention or its gradient. */
-static bool is_additive(ir_op op)
+bool cg_attn_is_additive(ir_op op)
 {
 	return op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
 	       op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
+}
+
+bool cg_attn_is_fused(ir_op op)
+{
+	return op == IR_OP_FUSED_ATTENTION ||
+	       op == IR_OP_FUSED_ATTENTION_GRAD || cg_attn_is_additive(op);
 }
 
 int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 			   ir_id *valid)
 {
 	const ir_node *n = &g->nodes[id];
-	bool is_add = is_additive(n->op);
+	bool is_add = cg_attn_is_additive(n->op);
 	if (!L->rl || !L->row_skip ||
 	    (n->op != IR_OP_FUSED_ATTENTION && !is_add &&
 	     (n->op != IR_OP_FUSED_ATTENTION_GRAD ||
@@ -377,7 +381,7 @@ int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 const pass_rowlive_expr *cg_attn_row_step(const cg_lower *L, const ir_graph *g,
 					  ir_id id)
 {
-	if (!L->rl || !is_additive(g->nodes[id].op))
+	if (!L->rl || !cg_attn_is_additive(g->nodes[id].op))
 		return NULL;
 	const pass_rowlive_expr *x = &L->rl->exprs[query_rows_expr(L, g, id)];
 	return x->op == PASS_ROWLIVE_STEP ? x : NULL;
@@ -393,14 +397,12 @@ double cg_attn_macs(const cg_lower *L, const ir_graph *g, ir_id id)
 	cg_lower_dims(L, &g->nodes[ir_arg(g, id, 1)].type, kd);
 	/* the values: additive attention's fourth operand (after w_v) */
 	cg_lower_dims(L,
-		      &g->nodes[ir_arg(g, id, is_additive(n->op) ? 3 : 2)].type,
+		      &g->nodes[ir_arg(g, id, cg_attn_is_additive(n->op) ? 3 : 2)]
+			       .type,
 		      vd);
 	double x = (double)qd[0] * (double)qd[1] * (double)kd[1] *
 		   (double)(qd[2] + vd[2]);
-	return n->op == IR_OP_FUSED_ATTENTION_GRAD ||
-			       n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD
-		       ? 2 * x
-		       : x;
+	return ir_op_is_gradient(n->op) ? 2 * x : x;
 }
 
 LLVMValueRef cg_attn_live(cg_attn *a, LLVMValueRef n)

@@ -111,10 +111,15 @@ typedef struct cg_attn {
  * operands, or -1: every row computed. */
 int cg_attn_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id id,
 			   ir_id *valid);
+/* Whether op is a fused additive attention or its gradient. */
+bool cg_attn_is_additive(ir_op op);
+/* Whether op is one of the fused attentions cg_attn_row_skip_valid
+ * answers for: dot-product or additive, forward or gradient. */
+bool cg_attn_is_fused(ir_op op);
 /* For a fused additive attention (or gradient) node id whose query
  * rows are step k of a recurrence unrolled over t < v (rowlive's STEP:
- * all of batch element b's rows live where k < clamp(v[b], 0,
- * dims[1] of x->node)), that expression x; else NULL. */
+ * all of batch element b's rows live where k < v[b],
+ * cg_lower_step_live), that expression x; else NULL. */
 const pass_rowlive_expr *cg_attn_row_step(const cg_lower *L, const ir_graph *g,
 					  ir_id id);
 /* The multiply-adds of fused attention (or gradient) node id, as the

@@ -608,8 +608,7 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	ir_id mm = op == IR_OP_MATMUL
 			   ? id
 			   : cg_lower_epilogue_matmul(&fn->g, into, id);
-	bool is_additive = op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
-			   op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD;
+	bool is_additive = cg_attn_is_additive(op);
 	if (n_valid >= 0 && (mm != IR_NONE || is_additive)) {
 		L->n_row_skip++; /* the switch's share */
 		L->row_skip_macs += is_additive ? cg_attn_macs(L, &fn->g, id)
@@ -625,8 +624,7 @@ bool cg_kernel_build(cg_program *p, cg_lower *L, const ir_func *fn,
 	c->streams = n_ids && has_room ? cg_lower_stream_table(L, ids, n_ids)
 				       : NULL;
 	bool is_own = n_valid >= 0 && step < 0 &&
-		      (mm != IR_NONE || op == IR_OP_FUSED_ATTENTION ||
-		       op == IR_OP_FUSED_ATTENTION_GRAD || is_additive);
+		      (mm != IR_NONE || cg_attn_is_fused(op));
 	const kernel_ref *old = has_room && !is_own
 					? find_built(p, L, &fn->g, id, tr,
 						     n_valid, step >= 0)

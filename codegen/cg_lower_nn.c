@@ -450,11 +450,7 @@ static int product_rows_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 int cg_lower_row_skip_valid(const cg_lower *L, const ir_graph *g, ir_id mm,
 			    ir_id *valid)
 {
-	const ir_node *n = &g->nodes[mm];
-	if (n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD ||
-	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
-	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
+	if (cg_attn_is_fused(g->nodes[mm].op))
 		return cg_attn_row_skip_valid(L, g, mm, valid);
 	return product_rows_valid(L, g, mm, mm, NULL, valid);
 }
@@ -606,10 +602,7 @@ int cg_lower_row_skip_rows(const cg_lower *L, const ir_graph *g, ir_id id,
 			   const cg_trees *tr, ir_id *valid)
 {
 	const ir_node *n = &g->nodes[id];
-	if (n->op == IR_OP_MATMUL || n->op == IR_OP_FUSED_ATTENTION ||
-	    n->op == IR_OP_FUSED_ATTENTION_GRAD ||
-	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
-	    n->op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD)
+	if (n->op == IR_OP_MATMUL || cg_attn_is_fused(n->op))
 		return cg_lower_row_skip_valid(L, g, id, valid);
 	if (n->op == IR_OP_CROSS_ENTROPY_WITH_GRAD)
 		return ce_rows_valid(L, g, id, valid);
@@ -651,14 +644,12 @@ void cg_lower_row_shape(const cg_lower *L, const ir_type *t, int64_t *B,
 int64_t cg_lower_row_step(const cg_lower *L, const ir_graph *g, ir_id id)
 {
 	ir_op op = g->nodes[id].op;
-	if (op == IR_OP_FUSED_ADDITIVE_ATTENTION ||
-	    op == IR_OP_FUSED_ADDITIVE_ATTENTION_GRAD) {
+	if (cg_attn_is_fused(op)) { /* its query rows' step, if additive */
 		const pass_rowlive_expr *x = cg_attn_row_step(L, g, id);
-		return x ? x->k : -1; /* its query rows' step */
+		return x ? x->k : -1;
 	}
-	if (!L->rl || op == IR_OP_FUSED_ATTENTION ||
-	    op == IR_OP_FUSED_ATTENTION_GRAD)
-		return -1; /* cg_attn_row_skip_valid: no steps */
+	if (!L->rl)
+		return -1;
 	const pass_rowlive_expr *x = &L->rl->exprs[row_expr(L, g, id)];
 	return x->op == PASS_ROWLIVE_STEP ? x->k : -1;
 }
