@@ -56,14 +56,34 @@ static bool max_terms(const pass_rowlive *rl, uint32_t e, uint32_t *terms,
 
 static uint32_t join(ir_ctx *ctx, pass_rowlive *rl, uint32_t a, uint32_t b);
 
+/* Whether expression m is min(a, ..) or min(.., a): never above a. */
+static bool is_min_of(const pass_rowlive *rl, uint32_t m, uint32_t a)
+{
+	const pass_rowlive_expr *x = &rl->exprs[m];
+	return x->op == PASS_ROWLIVE_MIN && (x->a == a || x->b == a);
+}
+
 /* Whether terms x and y are one kind of bound on the same expression,
  * so that their max is one term: STEP(i, a) and STEP(j, a) (the lower
  * step), ANY(i, a) and ANY(j, a) (the higher k), min(a, CONST(i)) and
- * min(a, CONST(j)) (the higher constant). The merged term in *out. */
+ * min(a, CONST(j)) (the higher constant); a and min(a, ..) (a), and
+ * STEP(i, a) and STEP(i, min(a, ..)) of one node (the first: a step
+ * is live where i < a's length, so where i is below the min, it is
+ * below a's). The merged term in *out. */
 static bool merge_two(ir_ctx *ctx, pass_rowlive *rl, uint32_t x, uint32_t y,
 		      uint32_t *out)
 {
 	pass_rowlive_expr ex = rl->exprs[x], ey = rl->exprs[y];
+	if (is_min_of(rl, y, x) || is_min_of(rl, x, y)) {
+		*out = is_min_of(rl, y, x) ? x : y;
+		return true;
+	}
+	if (ex.op == PASS_ROWLIVE_STEP && ey.op == PASS_ROWLIVE_STEP &&
+	    ex.node == ey.node && ex.k == ey.k &&
+	    (is_min_of(rl, ey.a, ex.a) || is_min_of(rl, ex.a, ey.a))) {
+		*out = is_min_of(rl, ey.a, ex.a) ? x : y;
+		return true;
+	}
 	if (ex.op == PASS_ROWLIVE_CONST && ey.op == PASS_ROWLIVE_CONST) {
 		*out = ex.k > ey.k ? x : y;
 		return true;

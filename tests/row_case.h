@@ -48,6 +48,28 @@ static inline void row_case_load(row_case *c, const char *src,
 	ck_assert(c->f != NULL);
 }
 
+/* Source text src (n bytes, named name) compiled as --train compiles
+ * it: c->f is fname's gradient function (fname_grad), fused. */
+static inline void row_case_load_grad(row_case *c, const char *name,
+				      const char *src, size_t n,
+				      const char *fname)
+{
+	memset(c, 0, sizeof *c);
+	tu_graph_init_ctx(&c->x);
+	uint32_t file = ir_ctx_add_source(&c->x.ctx, name, src, n);
+	c->x.m = fe_compile(&c->x.ctx, file);
+	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
+	pass_options po = {.verify_each = true};
+	ck_assert(pass_pipeline_forward(c->x.m, &po));
+	ck_assert(pass_autodiff(c->x.m, fname));
+	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
+		      tu_graph_diag(&c->x));
+	char gname[64];
+	snprintf(gname, sizeof gname, "%s_grad", fname);
+	c->f = ir_module_find_func(c->x.m, gname);
+	ck_assert(c->f != NULL);
+}
+
 /* The model file rel (from the source tree), fused; with is_grad c->f is
  * fname's gradient function as --train compiles it (fname_grad). */
 static inline void row_case_load_file(row_case *c, const char *rel,
@@ -59,24 +81,10 @@ static inline void row_case_load_file(row_case *c, const char *rel,
 	size_t n = fread(buf, 1, sizeof buf - 1, fp);
 	fclose(fp);
 	buf[n] = 0;
-	if (!is_grad) {
+	if (is_grad)
+		row_case_load_grad(c, rel, buf, n, fname);
+	else
 		row_case_load(c, buf, fname, true);
-		return;
-	}
-	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, rel, buf, n);
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true};
-	ck_assert(pass_pipeline_forward(c->x.m, &po));
-	ck_assert(pass_autodiff(c->x.m, fname));
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	char name[64];
-	snprintf(name, sizeof name, "%s_grad", fname);
-	c->f = ir_module_find_func(c->x.m, name);
-	ck_assert(c->f != NULL);
 }
 
 /* Frees the inputs, the parameters and the plain run, so that another

@@ -356,21 +356,10 @@ static const char *bias_model =
 	"  h = linear(x, D)\n"
 	"  return sum(masked_ce(linear(h, V), labels, valid))\n";
 
-/* row_case_load_file's gradient function (loss_grad) of source src. */
+/* row_case_load_grad's loss_grad of source src. */
 static void rs_load_grad(row_case *c, const char *src)
 {
-	memset(c, 0, sizeof *c);
-	tu_graph_init_ctx(&c->x);
-	uint32_t file = ir_ctx_add_source(&c->x.ctx, "t.g", src, strlen(src));
-	c->x.m = fe_compile(&c->x.ctx, file);
-	ck_assert_msg(c->x.m != NULL, "%s", tu_graph_diag(&c->x));
-	pass_options po = {.verify_each = true};
-	ck_assert(pass_pipeline_forward(c->x.m, &po));
-	ck_assert(pass_autodiff(c->x.m, "loss"));
-	ck_assert_msg(pass_pipeline_run(c->x.m, &po), "%s",
-		      tu_graph_diag(&c->x));
-	c->f = ir_module_find_func(c->x.m, "loss_grad");
-	ck_assert(c->f != NULL);
+	row_case_load_grad(c, "t.g", src, strlen(src), "loss");
 }
 
 START_TEST(test_rowskip_biased_products_leave_rows_out)

@@ -32,6 +32,14 @@ static void rl_load(rl_case *c, const char *src, const char *fname,
 	ck_assert(pass_rowlive_analyze(&c->r.x.ctx, c->r.x.m, c->r.f, &c->rl));
 }
 
+/* Source text's loss_grad, as --train compiles it. */
+static void rl_load_grad(rl_case *c, const char *src)
+{
+	memset(c, 0, sizeof *c);
+	row_case_load_grad(&c->r, "t.g", src, strlen(src), "loss");
+	ck_assert(pass_rowlive_analyze(&c->r.x.ctx, c->r.x.m, c->r.f, &c->rl));
+}
+
 /* The model file rel's fname (is_grad: its gradient function). */
 static void rl_load_file(rl_case *c, const char *rel, const char *fname,
 			 bool is_grad)
@@ -557,6 +565,69 @@ START_TEST(test_rowlive_transformer_loss_grad)
 }
 END_TEST
 
+/* An additive attention queried step by step, its steps stacked
+ * straight into a masked loss: the loss reads stack's rows below valid,
+ * the mask's product the same rows clamped to T; a step's rows are
+ * step(k over t < valid) (a step over min(a, T) adds nothing to the
+ * step over a), so that its kernels can leave them out. */
+static const char *steps_into_loss =
+	"model m\n"
+	"dim B\n"
+	"const T = 6, D = 8\n"
+	"def attend(q, x, kv)\n"
+	"  param W_k : [D, D]\n"
+	"  param w_v : [D, 1]\n"
+	"  f = tanh(unsqueeze(q, 2) + unsqueeze(x @ W_k, 1))\n"
+	"  return masked_softmax(squeeze(f @ w_v, -1), kv) @ x\n"
+	"export def loss(q: f32[B, T, D], x: f32[B, T, D], labels: i32[B, "
+	"T], valid: i32[B], kv: i32[B])\n"
+	"  outs = []\n"
+	"  for t in 0..T\n"
+	"    outs = outs + [squeeze(attend(unsqueeze(q[:, t], 1), x, kv), "
+	"1)]\n"
+	"  return sum(masked_ce(stack(outs, 1), labels, valid))\n";
+
+/* c's forward attentions are each a step (6 of them), and the oracle
+ * holds: the dead rows of every node changed, the outputs keep their
+ * bits. */
+static void check_attention_steps(rl_case *c)
+{
+	uint32_t n_step = 0;
+	for (ir_id n = 0; n < c->r.f->g.n_nodes; n++) {
+		if (c->r.f->g.nodes[n].op != IR_OP_FUSED_ADDITIVE_ATTENTION)
+			continue;
+		const pass_rowlive_expr *x = &c->rl.exprs[c->rl.of_node[n]];
+		ck_assert_msg(x->op == PASS_ROWLIVE_STEP, "%%%u: %s", n,
+			      rl_text(c, n));
+		n_step++;
+	}
+	ck_assert_uint_eq(n_step, 6);
+	int64_t d3[3] = {3, 6, 8}, d2[2] = {3, 6}, d1[1] = {3};
+	int32_t labels[18];
+	for (int i = 0; i < 18; i++)
+		labels[i] = (i * 5) % 8;
+	static const int32_t valid[3] = {2, 6, 0}, kv[3] = {6, 3, 1};
+	rl_input(c, 0, 3, d3, NULL);
+	rl_input(c, 1, 3, d3, NULL);
+	rl_input(c, 2, 2, d2, labels);
+	rl_input(c, 3, 1, d1, valid);
+	rl_input(c, 4, 1, d1, kv);
+	rl_prepare(c);
+	ck_assert_uint_ge(check_dead_rows_are_dead(c, 1), 6);
+}
+
+START_TEST(test_rowlive_steps_into_a_masked_loss)
+{
+	rl_case c;
+	rl_load_grad(&c, steps_into_loss);
+	check_attention_steps(&c);
+	rl_fini(&c);
+	rl_load(&c, steps_into_loss, "loss", true);
+	check_attention_steps(&c);
+	rl_fini(&c);
+}
+END_TEST
+
 /* Bahdanau's loss_grad: the GRUs run step by step (slices along the
  * steps), so only what follows the decoder's last step has dead rows;
  * the oracle holds there too. */
@@ -600,6 +671,7 @@ int main(void)
 	tcase_add_test(tc, test_rowlive_transformer_loss);
 	tcase_add_test(tc, test_rowlive_transformer_loss_grad);
 	tcase_add_test(tc, test_rowlive_bahdanau_loss_grad);
+	tcase_add_test(tc, test_rowlive_steps_into_a_masked_loss);
 	suite_add_tcase(s, tc);
 	return tu_run_suite(s);
 }
