@@ -58,6 +58,41 @@ static cg_program *rs_compile(row_case *c, const cg_program_options *po)
 	return p;
 }
 
+/* Output o of p's loss_grad in rs_run's layout (each output padded to
+ * 16 floats): its first float, and in *n (if not NULL) its floats; o =
+ * the outputs' count gives the total. */
+static size_t rs_output_at(cg_program *p, uint32_t o, size_t *n)
+{
+	uint32_t no;
+	const attnrt_tensor_info *oi = cg_program_outputs(p, "loss_grad", &no);
+	size_t at = 0, m = 0;
+	for (uint32_t i = 0; i <= o && i < no; i++) {
+		m = 1;
+		for (int d = 0; d < oi[i].rank; d++)
+			m *= (size_t)oi[i].dims[d];
+		if (i < o)
+			at += (m + 15) / 16 * 16;
+	}
+	if (n)
+		*n = o < no ? m : 0;
+	return at;
+}
+
+/* The valid lengths {2, 0, 5} of x (3, 5, 8) (made up) and labels
+ * (3, 5), label i (i * mul) % k; parameters from seed 7. */
+static void rs_inputs_xlv(row_case *c, int mul, int k)
+{
+	int64_t d3[3] = {3, 5, 8}, d2[2] = {3, 5}, d1[1] = {3};
+	int32_t labels[15];
+	for (int i = 0; i < 15; i++)
+		labels[i] = (i * mul) % k;
+	static const int32_t valid[3] = {2, 0, 5};
+	row_case_input(c, 0, 3, d3, NULL, 1);
+	row_case_input(c, 1, 2, d2, labels, 1);
+	row_case_input(c, 2, 1, d1, valid, 1);
+	row_case_params(c, 7);
+}
+
 /* Whether rs_run's calls are training runs (dropout on). */
 static int rs_is_training = 1;
 
@@ -78,20 +113,13 @@ static float *rs_run(row_case *c, cg_program *p, int n_threads, bool skip,
 	size_t sbytes = cg_program_scratch_bytes(p, "loss_grad");
 	char *sb = aligned_alloc(64, (sbytes + 127) / 64 * 64);
 	memset(sb, 0xff, (sbytes + 127) / 64 * 64);
-	const attnrt_tensor_info *oi = cg_program_outputs(p, "loss_grad", &no);
+	cg_program_outputs(p, "loss_grad", &no);
 	ck_assert_uint_le(no, MAX_OUT);
-	size_t total = 0, at[MAX_OUT + 1];
-	for (uint32_t o = 0; o < no; o++) {
-		at[o] = total;
-		size_t n = 1;
-		for (int d = 0; d < oi[o].rank; d++)
-			n *= (size_t)oi[o].dims[d];
-		total += (n + 15) / 16 * 16;
-	}
+	size_t total = rs_output_at(p, no, NULL);
 	float *out = aligned_alloc(64, total * 4 + 64);
 	void *outs[MAX_OUT];
 	for (uint32_t o = 0; o < no; o++)
-		outs[o] = out + at[o];
+		outs[o] = out + rs_output_at(p, o, NULL);
 	memset(out, 0, total * 4);
 	const void *ins[ROW_CASE_MAX_IN];
 	for (uint32_t i = 0; i < c->f->n_inputs; i++)
@@ -211,13 +239,7 @@ START_TEST(test_rowskip_recurrence_steps_leave_rows_out)
 	uint32_t no;
 	const attnrt_tensor_info *oi = cg_program_outputs(p, "loss_grad", &no);
 	ck_assert_str_eq(oi[no - 2].name, "grad.decoder.linear.W");
-	size_t n, at = 0; /* where that gradient starts: rs_run's layout */
-	for (uint32_t o = 0; o < no - 2; o++) {
-		size_t m = 1;
-		for (int d = 0; d < oi[o].rank; d++)
-			m *= (size_t)oi[o].dims[d];
-		at += (m + 15) / 16 * 16;
-	}
+	size_t n, at = rs_output_at(p, no - 2, NULL);
 	float *plain = rs_run(&c, p, 1, false, &n);
 	ck_assert(isnan(plain[0]));
 	ck_assert(isnan(plain[n - 1]) || isnan(plain[at]));
@@ -315,15 +337,7 @@ START_TEST(test_rowskip_row_kernels_leave_rows_out)
 {
 	row_case c;
 	row_case_load(&c, ln_model, "loss", true);
-	int64_t d3[3] = {3, 5, 8}, d2[2] = {3, 5}, d1[1] = {3};
-	int32_t labels[15];
-	for (int i = 0; i < 15; i++)
-		labels[i] = (i * 3) % 8;
-	static const int32_t valid[3] = {2, 0, 5};
-	row_case_input(&c, 0, 3, d3, NULL, 1);
-	row_case_input(&c, 1, 2, d2, labels, 1);
-	row_case_input(&c, 2, 1, d1, valid, 1);
-	row_case_params(&c, 7);
+	rs_inputs_xlv(&c, 3, 8);
 	float *x = c.in[0].data;
 	for (int d = 0; d < 8; d++) { /* rows (0, 3) and (1, 0): dead */
 		x[(0 * 5 + 3) * 8 + d] = NAN;
@@ -366,31 +380,16 @@ START_TEST(test_rowskip_biased_products_leave_rows_out)
 {
 	row_case c;
 	rs_load_grad(&c, bias_model);
-	int64_t d3[3] = {3, 5, 8}, d2[2] = {3, 5}, d1[1] = {3};
-	int32_t labels[15];
-	for (int i = 0; i < 15; i++)
-		labels[i] = (i * 5) % 6;
-	static const int32_t valid[3] = {2, 0, 5};
-	row_case_input(&c, 0, 3, d3, NULL, 1);
-	row_case_input(&c, 1, 2, d2, labels, 1);
-	row_case_input(&c, 2, 1, d1, valid, 1);
-	row_case_params(&c, 7);
+	rs_inputs_xlv(&c, 5, 6);
 	/* the products through the sgemm, as a book model's */
 	cg_program_options po = {.gemm_min = 1};
 	cg_program *p = rs_compile(&c, &po);
 	uint32_t no;
 	const attnrt_tensor_info *oi = cg_program_outputs(p, "loss_grad", &no);
 	size_t at = 0, len = 0; /* the second W's gradient: rs_run's layout */
-	for (uint32_t o = 0; o < no; o++) {
-		size_t m = 1;
-		for (int d = 0; d < oi[o].rank; d++)
-			m *= (size_t)oi[o].dims[d];
-		if (oi[o].rank == 2 && oi[o].dims[1] == 6) {
-			len = m;
-			break;
-		}
-		at += (m + 15) / 16 * 16;
-	}
+	for (uint32_t o = 0; o < no && !len; o++)
+		if (oi[o].rank == 2 && oi[o].dims[1] == 6)
+			at = rs_output_at(p, o, &len);
 	ck_assert_uint_eq(len, 8 * 6);
 	size_t n;
 	float *plain = rs_run(&c, p, 1, false, &n);
