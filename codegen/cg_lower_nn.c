@@ -686,6 +686,54 @@ static bool row_skip_of(cg_kernel *k, const cg_nest *n, row_skip *rs)
 	return rs->q > 0;
 }
 
+/* The <vw x i1> mask of the lanes below n (an i64 value, 0 .. vw). */
+static LLVMValueRef lanes_below(cg_fn *f, unsigned vw, LLVMValueRef n)
+{
+	LLVMValueRef idx[64];
+	LLVMTypeRef vt = LLVMVectorType(cg_t_i64(f), vw);
+	for (unsigned i = 0; i < vw; i++)
+		idx[i] = cg_i64(f, i);
+	LLVMValueRef v = LLVMBuildInsertElement(f->b, LLVMGetPoison(vt), n,
+						cg_i32(f, 0), "");
+	v = LLVMBuildShuffleVector(f->b, v, LLVMGetPoison(vt),
+				   LLVMConstNull(LLVMVectorType(cg_t_i32(f), vw)),
+				   "");
+	return LLVMBuildICmp(f->b, LLVMIntULT, LLVMConstVector(idx, vw), v, "");
+}
+
+/* The floats of outer indices [mid, hi) · unit: +0, in stores of whole
+ * vectors and one masked store. A recurrence's step kernel (Bahdanau's
+ * GRU gates and their gradients, rows of 32 floats) has a batch element
+ * of its own in each part, live or dead: its call of memset, of 0 or
+ * 128 bytes, was about 2,600 and 3,400 calls a loss_grad call. The
+ * kernel says no-builtin-memset, or LLVM's loop idioms would make the
+ * loop such a call again. */
+static void zero_rows(cg_kernel *k, const row_skip *rs, LLVMValueRef mid,
+		      LLVMValueRef hi)
+{
+	cg_fn *f = &k->f;
+	unsigned vw = (unsigned)k->L->vw;
+	LLVMValueRef p = cg_at(f, k->out, cg_muli(f, mid, rs->unit));
+	LLVMValueRef n = cg_muli(f, LLVMBuildSub(f->b, hi, mid, ""), rs->unit);
+	LLVMValueRef full = LLVMBuildUDiv(f->b, n, cg_i64(f, vw), "");
+	LLVMValueRef z = LLVMConstNull(cg_t_vec(f, vw));
+	cg_fn_attr_str(f, "no-builtin-memset", "");
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), full, 1);
+	cg_vstore(f, z, cg_at(f, p, cg_muli(f, i, vw)), 4);
+	cg_loop_end(f, &l);
+	LLVMValueRef done = cg_muli(f, full, vw);
+	LLVMValueRef rest = LLVMBuildSub(f->b, n, done, "");
+	LLVMBasicBlockRef join = cg_if_begin(f,
+					     LLVMBuildICmp(f->b, LLVMIntNE, rest,
+							   cg_i64(f, 0), ""));
+	LLVMTypeRef tys[2] = {cg_t_vec(f, vw), cg_t_ptr(f)};
+	LLVMValueRef args[4] = {z, cg_at(f, p, done), cg_i32(f, 4),
+				lanes_below(f, vw, rest)};
+	cg_intrinsic(f, "llvm.masked.store", tys, 2, args, 4);
+	cg_if_end(f, join);
+}
+
 /* live over the parts of [k->lo, k->hi): when `on` (an i1), each batch
  * element's live rows, the dead rows' floats set to +0; else the whole
  * range as one part. */
@@ -721,12 +769,7 @@ static void row_parts(cg_kernel *k, const row_skip *rs, LLVMValueRef on,
 					   cg_min(f, max_i64(f, end, lo), hi),
 					   hi, "");
 	live(k, lo, mid, ud);
-	/* the dead rows' floats [mid, hi) · unit: +0 */
-	LLVMValueRef bytes = cg_muli(f, LLVMBuildSub(f->b, hi, mid, ""),
-				     rs->unit * 4);
-	LLVMBuildMemSet(f->b, cg_at(f, k->out, cg_muli(f, mid, rs->unit)),
-			LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0),
-			bytes, 4);
+	zero_rows(k, rs, mid, hi);
 	cg_loop_end(f, &l);
 }
 
