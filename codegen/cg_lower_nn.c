@@ -2835,7 +2835,10 @@ bool cg_lower_cross_entropy(cg_kernel *k)
 }
 
 /* The gradient pass of a row: out[j] = (e_j / s - [j == y]) g, the
- * exps e at e0 of the output, the row at out0. A row whose g is 0 (a
+ * exps e at e0 of the output, the row at out0. The loop writes (e_j /
+ * s) g at every column (e_j / s - 0 is e_j / s), the label's element
+ * written after it: a one-hot select in the loop compared i64 column
+ * indices, which kept LLVM to vectors of 8. A row whose g is 0 (a
  * masked token: most of a padded batch) and whose sum is not NaN (every
  * e finite) is copysign(0, g) but at the label, which is computed as in
  * the full pass: the same bits without the divisions. */
@@ -2869,16 +2872,21 @@ static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0,
 	stf(k, dy, k->out, cg_add(f, out0, y));
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, full);
+	/* e_y / s - 1 first: e0 may be out0 */
+	LLVMValueRef dy_full = LLVMBuildFMul(
+		f->b,
+		LLVMBuildFSub(f->b,
+			      LLVMBuildFDiv(f->b,
+					    ldf(k, k->out, cg_add(f, e0, y)), s,
+					    ""),
+			      cg_f32(f, 1), ""),
+		gr, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, K), 1);
 	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, j)),
 				       s, "");
-	LLVMValueRef oh = LLVMBuildSelect(f->b,
-					  LLVMBuildICmp(f->b, LLVMIntEQ, j, y,
-							""),
-					  cg_f32(f, 1), cg_f32(f, 0), "");
-	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
-	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, cg_add(f, out0, j));
+	stf(k, LLVMBuildFMul(f->b, p, gr, ""), k->out, cg_add(f, out0, j));
 	cg_loop_end(f, &l);
+	stf(k, dy_full, k->out, cg_add(f, out0, y));
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 }
