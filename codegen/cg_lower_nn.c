@@ -1434,7 +1434,8 @@ bool cg_lower_argmax(cg_kernel *k)
  * added, without reassociation, into `accs` vector accumulators (vector
  * q of the row into accumulator q % accs: 4 for rows of at least
  * `four_from` columns (256 for layer norm's sums, 64 for the softmax
- * family's sums of exps, whose exps are cheap next to the chain of adds),
+ * family's sums of exps, whose exps are cheap next to the chain of adds;
+ * exp_sum adds them in this order without the tile),
  * so that a long row has four chains, else 1), the accumulators combined
  * by halves (0 + 2, 1 + 3, then 0 + 1) and the vector's lanes by halves
  * too (lanes l and l + 8, then + 4, + 2, + 1). Element j is so always in
@@ -1886,15 +1887,94 @@ static void exp_body(cg_kernel *k, LLVMValueRef *offs, LLVMValueRef j,
 		stf(k, v[0], k->out, cg_add(f, e->dst, j));
 }
 
-/* The sum of a row's exps (never -0: exp is at least +0). */
+/* Lanes [l0, l0 + n) of the row's accumulator lanes A: exp_body's
+ * values at columns [c0, c0 + w) added lane by lane (set when
+ * is_first), then +0 to the rest (w < n: the zeros padding the row's
+ * last vector). The loop reads and writes lane l0 + i at its step i, so
+ * that LLVM vectorizes it along the lanes, each lane added in the row's
+ * order; a padded vector's columns past w are neither read nor written
+ * (a conditional block LLVM makes masked loads and stores of), and the
+ * whole vector of lanes is stored: a vector load of lanes that a masked
+ * store had just written waited on that store. */
+static void exp_lanes(cg_kernel *k, LLVMValueRef *offs, exp_cx *e,
+		      LLVMValueRef A, LLVMValueRef c0, int64_t l0, int64_t n,
+		      int64_t w, bool is_first)
+{
+	cg_fn *f = &k->f;
+	cg_loop l;
+	LLVMValueRef i = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, n), 1);
+	LLVMValueRef v, at = cg_addi(f, i, l0);
+	if (w < n) {
+		LLVMValueRef x = var(k, cg_t_f32(f), cg_f32(f, 0));
+		LLVMBasicBlockRef join = cg_if_begin(f,
+						     LLVMBuildICmp(f->b,
+								   LLVMIntSLT, i,
+								   cg_i64(f, w),
+								   ""));
+		exp_body(k, offs, cg_add(f, c0, i), &v, e);
+		set(k, x, v);
+		cg_if_end(f, join);
+		v = get(k, cg_t_f32(f), x);
+	} else {
+		exp_body(k, offs, cg_add(f, c0, i), &v, e);
+	}
+	if (!is_first)
+		v = LLVMBuildFAdd(f->b, ldf(k, A, at), v, "");
+	stf(k, v, A, at);
+	cg_loop_end(f, &l);
+}
+
+/* The sum of a row's exps (never -0: exp is at least +0), in
+ * row_sums' order (vector q of the row, its last one padded with +0,
+ * into accumulator q % accs; accs 4 from 64 columns), each exp added
+ * where it is computed: accumulator i is lanes [16 i, 16 i + 16) of a
+ * stack array A, the row's columns walked 16 accs at a time, column
+ * 16 accs g + l into lane l. row_sums' pass stored the exps in a tile
+ * and added its vectors in a second loop, whose loads of the vectors
+ * just stored waited on the stores. */
 static LLVMValueRef exp_sum(cg_kernel *k, int64_t K, LLVMValueRef *offs,
 			    LLVMValueRef m, LLVMValueRef src, LLVMValueRef dst)
 {
-	row_sums s;
+	cg_fn *f = &k->f;
 	exp_cx e = {m, src, dst};
-	row_sums_init(k, &s, 1, K, 64);
-	row_sums_pass(k, &s, offs, exp_body, &e);
-	return row_sums_total(k, &s, 0, false);
+	int64_t accs = K >= 64 ? 4 : 1, L = ROW_VW * accs;
+	int64_t nf = K / ROW_VW, rem = K % ROW_VW, G = nf / accs;
+	LLVMTypeRef vt = cg_t_vec(f, ROW_VW);
+	if (K == 0)
+		return cg_f32(f, 0);
+	LLVMValueRef A = cg_entry_alloca(f,
+					 LLVMArrayType(cg_t_f32(f), (unsigned)L),
+					 64);
+	if (G >= 1)
+		exp_lanes(k, offs, &e, A, cg_i64(f, 0), 0, L, L, true);
+	if (G >= 2) {
+		cg_loop lg;
+		LLVMValueRef g = cg_loop_begin(f, &lg, cg_i64(f, 1),
+					       cg_i64(f, G), 1);
+		exp_lanes(k, offs, &e, A, cg_muli(f, g, L), 0, L, L, false);
+		cg_loop_end(f, &lg);
+	}
+	if (nf > G * accs)
+		exp_lanes(k, offs, &e, A, cg_i64(f, G * L), 0,
+			  (nf - G * accs) * ROW_VW, (nf - G * accs) * ROW_VW,
+			  false);
+	if (rem > 0)
+		exp_lanes(k, offs, &e, A, cg_i64(f, nf * ROW_VW),
+			  (nf % accs) * ROW_VW, ROW_VW, rem, nf == 0);
+	LLVMValueRef v[4];
+	for (int64_t i = 0; i < accs; i++) {
+		v[i] = LLVMBuildLoad2(f->b, vt, cg_ati(f, A, i * ROW_VW), "");
+		LLVMSetAlignment(v[i], 64);
+	}
+	if (accs == 4) {
+		v[0] = LLVMBuildFAdd(f->b, v[0], v[2], "");
+		v[1] = LLVMBuildFAdd(f->b, v[1], v[3], "");
+		v[0] = LLVMBuildFAdd(f->b, v[0], v[1], "");
+	}
+	LLVMValueRef t = v[0];
+	for (unsigned n = ROW_VW / 2; n >= 1; n /= 2)
+		t = add_halves(f, t, n);
+	return LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
 }
 
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
@@ -2878,7 +2958,10 @@ bool cg_lower_cross_entropy(cg_kernel *k)
 }
 
 /* The gradient pass of a row: out[j] = (e_j / s - [j == y]) g, the
- * exps e at e0 of the output, the row at out0. A row whose g is 0 (a
+ * exps e at e0 of the output, the row at out0. The loop writes (e_j /
+ * s) g at every column (e_j / s - 0 is e_j / s), the label's element
+ * written after it: a one-hot select in the loop compared i64 column
+ * indices, which kept LLVM to vectors of 8. A row whose g is 0 (a
  * masked token: most of a padded batch) and whose sum is not NaN (every
  * e finite) is copysign(0, g) but at the label, which is computed as in
  * the full pass: the same bits without the divisions. */
@@ -2912,16 +2995,21 @@ static void grad_pass(cg_kernel *k, int64_t K, LLVMValueRef e0,
 	stf(k, dy, k->out, cg_add(f, out0, y));
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, full);
+	/* e_y / s - 1 first: e0 may be out0 */
+	LLVMValueRef dy_full = LLVMBuildFMul(
+		f->b,
+		LLVMBuildFSub(f->b,
+			      LLVMBuildFDiv(f->b,
+					    ldf(k, k->out, cg_add(f, e0, y)), s,
+					    ""),
+			      cg_f32(f, 1), ""),
+		gr, "");
 	j = cg_loop_begin(f, &l, cg_i64(f, 0), cg_i64(f, K), 1);
 	LLVMValueRef p = LLVMBuildFDiv(f->b, ldf(k, k->out, cg_add(f, e0, j)),
 				       s, "");
-	LLVMValueRef oh = LLVMBuildSelect(f->b,
-					  LLVMBuildICmp(f->b, LLVMIntEQ, j, y,
-							""),
-					  cg_f32(f, 1), cg_f32(f, 0), "");
-	LLVMValueRef d = LLVMBuildFSub(f->b, p, oh, "");
-	stf(k, LLVMBuildFMul(f->b, d, gr, ""), k->out, cg_add(f, out0, j));
+	stf(k, LLVMBuildFMul(f->b, p, gr, ""), k->out, cg_add(f, out0, j));
 	cg_loop_end(f, &l);
+	stf(k, dy_full, k->out, cg_add(f, out0, y));
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 }

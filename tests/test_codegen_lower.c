@@ -1372,6 +1372,115 @@ START_TEST(test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit)
 }
 END_TEST
 
+/* The sum of a row's exps e[0 .. V) in the order the kernels add them
+ * (cg_lower_nn.c, row_sums and exp_sum): vector q of the row (its last
+ * one padded with +0) into accumulator q % accs (4 from 64 columns),
+ * the accumulators added 0 + 2, 1 + 3, then 0 + 1, and the lanes by
+ * halves. */
+static float ref_exp_sum(const float *e, int64_t V)
+{
+	int64_t accs = V >= 64 ? 4 : 1, nq = (V + 15) / 16;
+	float acc[4][16] = {{0}}, t[16];
+	for (int64_t q = 0; q < nq; q++)
+		for (int l = 0; l < 16; l++) {
+			int64_t j = 16 * q + l;
+			float v = j < V ? e[j] : 0.0f;
+			acc[q % accs][l] = q < accs ? v : acc[q % accs][l] + v;
+		}
+	for (int l = 0; l < 16; l++) {
+		t[l] = acc[0][l];
+		if (accs == 4)
+			t[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+	}
+	for (int n = 8; n >= 1; n /= 2)
+		for (int l = 0; l < n; l++)
+			t[l] = t[l] + t[l + n];
+	return t[0];
+}
+
+/* Rows whose exps are 1 (column 1, the max), 0 (column 0, -inf) and
+ * about 1e-7 (the rest, logits near -16): added to 1 each such exp is
+ * lost or rounds up, so the row's sum depends on the order of its
+ * additions. Each gradient element of cross_entropy_with_grad (g = 1)
+ * is e / s, less 1 at the label, with s the sum of the exps it leaves
+ * in its second part added in the kernels' fixed order (ref_exp_sum):
+ * rows of every width the sum's loops split differently (a partial
+ * vector alone, whole vectors of one accumulator, of four with none,
+ * some or a partial one left over, longer than a tile of 1024). */
+START_TEST(test_cross_entropy_sums_its_exps_in_the_fixed_order)
+{
+	static const int64_t widths[] = {5, 16, 37, 64, 79, 90, 202, 300, 1100};
+	const int64_t R = 3;
+	for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+		int64_t V = widths[w];
+		fx x;
+		fx_init(&x);
+		ir_id lg = tu_input(&x.g, tu_type(IR_F32, 2, R, V));
+		ir_id lb = tu_input(&x.g, tu_type(IR_I32, 1, R));
+		ir_id g = tu_input(&x.g, tu_type(IR_F32, 1, R));
+		ir_id args[3] = {lg, lb, g};
+		ret(&x, tu_build(&x.g, IR_OP_CROSS_ENTROPY_WITH_GRAD, args, 3,
+				 NULL, NULL));
+		run_cfg c = cfg_default();
+		interp_tensor in[3], params[1];
+		int64_t syms[8] = {0};
+		make_inputs(&x, &c, in);
+		float *xs = in[0].data, *gs = in[2].data;
+		int32_t *ys = in[1].data;
+		uint64_t seed = 0x9e3779b97f4a7c15u;
+		for (int64_t r = 0; r < R; r++) {
+			for (int64_t j = 0; j < V; j++) {
+				seed = seed * 6364136223846793005u +
+				       1442695040888963407u;
+				double u = (double)(seed >> 40) / 16777216.0;
+				xs[r * V + j] = j == 0   ? -INFINITY
+						: j == 1 ? 0.0f
+							 : (float)(-16.5 + u);
+			}
+			ys[r] = (int32_t)((r * 7 + 2) % V);
+			gs[r] = 1.0f;
+		}
+		jit_result res = jit_run(&x, syms, in, params, &c);
+		ck_assert_int_eq(res.status, 0);
+		const float *out = res.out[0];
+		float *e = malloc((size_t)V * sizeof *e);
+		ck_assert(e != NULL);
+		int n_lost = 0; /* rows where the order changes the sum */
+		for (int64_t r = 0; r < R; r++) {
+			e[0] = 0.0f;
+			for (int64_t j = 1; j < V; j++)
+				e[j] = out[(R + r) * V + j];
+			ck_assert(e[1] == 1.0f);
+			float s = ref_exp_sum(e, V), plain = 0.0f;
+			for (int64_t j = 0; j < V; j++)
+				plain += e[j];
+			n_lost += plain != s;
+			for (int64_t j = 0; j < V; j++) {
+				float want = e[j] / s;
+				if (j == ys[r])
+					want = (want - 1.0f) * 1.0f;
+				float got = out[r * V + j];
+				ck_assert_msg(memcmp(&got, &want, 4) == 0,
+					      "V %lld row %lld col %lld: %a, "
+					      "want %a",
+					      (long long)V, (long long)r,
+					      (long long)j, (double)got,
+					      (double)want);
+			}
+		}
+		/* the inputs tell the orders apart where the row has lanes
+		 * of more than one vector beside the 1's */
+		if (V > 32)
+			ck_assert_int_gt(n_lost, 0);
+		free(e);
+		jit_result_fini(&res, 1);
+		for (int i = 0; i < 3; i++)
+			interp_tensor_fini(&x.g.ctx, &in[i]);
+		tu_graph_fini(&x.g);
+	}
+}
+END_TEST
+
 /* A label outside [0, V) fails the fused kernel as it fails
  * cross_entropy's. */
 START_TEST(test_label_out_of_range_fails_cross_entropy_with_grad)
@@ -2253,6 +2362,7 @@ static Suite *suite(void)
 		t,
 		test_cross_entropy_with_grad_is_both_unfused_kernels_bit_for_bit);
 	tcase_add_test(t, test_label_out_of_range_fails_cross_entropy_with_grad);
+	tcase_add_test(t, test_cross_entropy_sums_its_exps_in_the_fixed_order);
 	tcase_add_test(t, test_losses_match_the_interpreter);
 	tcase_add_test(t, test_layout_ops_move_elements_like_the_interpreter);
 	tcase_add_test(t, test_transposes_move_elements_like_the_interpreter);
