@@ -35,8 +35,8 @@
  *
  * A block of at most 8 rows, where the kernel's vectors are 16 lanes,
  * is computed in vectors of 8 (by_width): half the vector work on Zen
- * 4, the same bits, the buffers' and the cache's layout the kernel's
- * (a->lw).
+ * 4, the same bits, the buffers' layout and the cache's slots the
+ * kernel's (a->lw).
  *
  * Dead query rows (a->n_live, with the program's row_skip set): a
  * block's rows are only those below its attention's live queries
@@ -80,7 +80,11 @@ bool cg_attn_is_small(const cg_attn *a)
 /* A block's slot in the cache, in floats: exp(s_k - m) of every key (0
  * for a skipped one) as K vectors over the block's rows, 1 / l, then
  * (as i32) dropout's keep mask of each key (a bit per lane) and the keys
- * the block visited (kv, K for all); rounded up to 64 bytes. */
+ * the block visited (kv, K for all); rounded up to 64 bytes. The slots
+ * are the kernel's width apart; a block computed in vectors of 8
+ * (by_width) packs its vectors of 8 at the start of its slot, which
+ * only the backward's copy of that width reads (both choose it by the
+ * block's rows): half the cache lines. */
 static int64_t wc_slot_floats(int64_t K, unsigned vw)
 {
 	return (K * vw + vw + K + 1 + 15) / 16 * 16;
@@ -175,7 +179,7 @@ static LLVMValueRef wc_slot(cg_attn *a, LLVMValueRef n, LLVMValueRef q0)
 /* Element i of the slot's i32 part (the masks, then kv). */
 static LLVMValueRef wc_int(cg_attn *a, LLVMValueRef slot, int64_t i)
 {
-	return cg_ati(a->f, slot, a->K * a->lw + a->lw + i);
+	return cg_ati(a->f, slot, a->K * a->vw + a->vw + i);
 }
 
 /* x y + z, vectors of any width. */
@@ -595,8 +599,9 @@ typedef void (*block_fn)(cg_attn *a, sblock *b, void *ud);
  * one (the scores' FMAs, the exponentials, dropout's 64-bit hashes, the
  * transposes of Q and dO). The lanes are independent: a row's values
  * are the same bits at either width (the sums over keys keep the
- * kernel's order, a->lw), and the buffers and the cache keep the
- * kernel's layout, so that either width reads what the other wrote. */
+ * kernel's order, a->lw), and the stack buffers keep the kernel's
+ * layout, so that either width reads what the other wrote (the weights'
+ * cache: wc_slot_floats). */
 static void by_width(cg_attn *a, sblock *b, block_fn fn, void *ud)
 {
 	cg_fn *f = a->f;
@@ -705,9 +710,9 @@ static void wc_store(cg_attn *a, const sblock *b, LLVMValueRef l)
 	LLVMTypeRef mt = LLVMIntTypeInContext(f->ctx, a->vw);
 	LLVMValueRef slot = wc_slot(a, b->n, b->q0);
 	for (int64_t k = 0; k < a->K; k++)
-		cg_vstore(f, vget(a, b->sv[k]), cg_ati(f, slot, k * a->lw), 4);
+		cg_vstore(f, vget(a, b->sv[k]), cg_ati(f, slot, k * a->vw), 4);
 	cg_vstore(f, LLVMBuildFDiv(f->b, vconst(a, 1), l, ""),
-		  cg_ati(f, slot, a->K * a->lw), 4);
+		  cg_ati(f, slot, a->K * a->vw), 4);
 	for (int64_t k = 0; a->has_dropout && k < a->K; k++) {
 		LLVMValueRef m = LLVMBuildBitCast(f->b,
 						  cg_attn_get(a, bt, b->kp[k]),
@@ -859,7 +864,7 @@ static void wc_load(cg_attn *a, sblock *b, LLVMValueRef slot, LLVMValueRef kv)
 	for (int64_t k = 0; k < a->K; k++) {
 		b->sv[k] = cg_attn_var(a, vt,
 				       cg_vload(f, a->vw,
-						cg_ati(f, slot, k * a->lw), 4));
+						cg_ati(f, slot, k * a->vw), 4));
 		if (!a->has_dropout)
 			continue;
 		LLVMValueRef m = LLVMBuildLoad2(f->b, cg_t_i32(f),
@@ -911,7 +916,7 @@ static LLVMValueRef sbwd_weights(cg_attn *a, sblock *b,
 		key_end(a, join);
 	}
 	LLVMValueRef rl = g->slot ? cg_vload(f, a->vw,
-					     cg_ati(f, g->slot, a->K * a->lw), 4)
+					     cg_ati(f, g->slot, a->K * a->vw), 4)
 				  : LLVMBuildFDiv(f->b, vconst(a, 1),
 						  key_sum_vars(a, b->sv), "");
 	for (int64_t k = 0; k < a->K; k++)
