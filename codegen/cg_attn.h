@@ -87,6 +87,13 @@ typedef struct cg_attn {
 	 * forward writes it after its output, the backward reads it. */
 	bool has_wc;
 	LLVMValueRef wc; /* its first float, or NULL */
+	/* The small kernels' floats per block row: the kernel's vw, which
+	 * sets the layout of their stack buffers and of the weights' cache
+	 * and the order of their sums over keys, also in the blocks of at
+	 * most 8 rows that they compute in vectors of vw = 8; and in those,
+	 * the kernel's own shape (wide), else NULL. */
+	unsigned lw;
+	struct cg_attn *wide;
 	/* The dead query rows (cg_attn_row_skip_valid): how many valid
 	 * lengths the kernel reads last (0: none, every row computed; 1:
 	 * t < v[b]; 2: keys(v over t < w)), and in the body the lengths (live_w: KEYS's queries' PREFIX) and whether the

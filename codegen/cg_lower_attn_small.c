@@ -33,6 +33,11 @@
  * (n, q, k) as every kernel does (cg_attn_keep_t), so masks are
  * bit-identical to the unfused graph's.
  *
+ * A block of at most 8 rows, where the kernel's vectors are 16 lanes,
+ * is computed in vectors of 8 (by_width): half the vector work on Zen
+ * 4, the same bits, the buffers' layout and the cache's slots the
+ * kernel's (a->lw).
+ *
  * Dead query rows (a->n_live, with the program's row_skip set): a
  * block's rows are only those below its attention's live queries
  * (cg_attn_live), as if the block were that short; the rows past them
@@ -75,7 +80,11 @@ bool cg_attn_is_small(const cg_attn *a)
 /* A block's slot in the cache, in floats: exp(s_k - m) of every key (0
  * for a skipped one) as K vectors over the block's rows, 1 / l, then
  * (as i32) dropout's keep mask of each key (a bit per lane) and the keys
- * the block visited (kv, K for all); rounded up to 64 bytes. */
+ * the block visited (kv, K for all); rounded up to 64 bytes. The slots
+ * are the kernel's width apart; a block computed in vectors of 8
+ * (by_width) packs its vectors of 8 at the start of its slot, which
+ * only the backward's copy of that width reads (both choose it by the
+ * block's rows): half the cache lines. */
 static int64_t wc_slot_floats(int64_t K, unsigned vw)
 {
 	return (K * vw + vw + K + 1 + 15) / 16 * 16;
@@ -161,10 +170,10 @@ uint64_t cg_attn_node_bytes(const cg_lower *L, const ir_graph *g, ir_id id)
 static LLVMValueRef wc_slot(cg_attn *a, LLVMValueRef n, LLVMValueRef q0)
 {
 	cg_fn *f = a->f;
-	int64_t nqb = (a->Q + a->vw - 1) / a->vw;
+	int64_t nqb = (a->Q + a->lw - 1) / a->lw;
 	LLVMValueRef blk = cg_add(f, cg_muli(f, n, nqb),
-				  LLVMBuildUDiv(f->b, q0, cg_i64(f, a->vw), ""));
-	return cg_at(f, a->wc, cg_muli(f, blk, wc_slot_floats(a->K, a->vw)));
+				  LLVMBuildUDiv(f->b, q0, cg_i64(f, a->lw), ""));
+	return cg_at(f, a->wc, cg_muli(f, blk, wc_slot_floats(a->K, a->lw)));
 }
 
 /* Element i of the slot's i32 part (the masks, then kv). */
@@ -248,11 +257,11 @@ static LLVMValueRef key_sum(cg_attn *a, const LLVMValueRef *x)
 	LLVMBuilderRef b = a->f->b;
 	LLVMValueRef t[64] = {0};
 	for (int64_t k = 0; k < a->K; k++) {
-		int64_t i = k % a->vw;
+		int64_t i = k % a->lw;
 		t[i] = t[i] ? cg_fast(LLVMBuildFAdd(b, t[i], x[k], ""), true)
 			    : x[k];
 	}
-	for (unsigned w = a->vw / 2; w >= 1; w /= 2)
+	for (unsigned w = a->lw / 2; w >= 1; w /= 2)
 		for (unsigned i = 0; i < w; i++) {
 			if (t[i] && t[i + w])
 				t[i] = LLVMBuildFAdd(b, t[i], t[i + w], "");
@@ -416,7 +425,11 @@ static void block_keys_code(cg_attn *a, sblock *b,
 			LLVMBuildICmp(f->b, LLVMIntSLT, kv0, cg_i64(f, a->K), ""),
 			check, all);
 	LLVMPositionBuilderAtEnd(f->b, check);
-	LLVMBuildCondBr(f->b, a->fin ? a->fin : cg_attn_finite(a, b->n, false),
+	/* the kernel's own test: its sums over vectors of its width */
+	LLVMBuildCondBr(f->b,
+			a->fin    ? a->fin
+			: a->wide ? cg_attn_finite(a->wide, b->n, false)
+				  : cg_attn_finite(a, b->n, false),
 			some, all);
 	LLVMPositionBuilderAtEnd(f->b, some);
 	fn(a, b, xt, kv0, ud);
@@ -499,7 +512,7 @@ static LLVMValueRef keep_scale(cg_attn *a)
  * independent: the width changes no result. */
 static unsigned row_width(const cg_attn *a)
 {
-	return a->vw > 8 && a->d <= 8 && a->dv <= 8 ? 8 : a->vw;
+	return a->lw > 8 && a->d <= 8 && a->dv <= 8 ? 8 : a->lw;
 }
 
 /* Vectors of rw floats at p + c of a row of width w: the last one's
@@ -538,7 +551,7 @@ static void add_key(cg_attn *a, unsigned rw, LLVMValueRef *acc,
 	LLVMTypeRef vt = cg_t_vec(f, rw);
 	LLVMValueRef x = cg_splat(f, rw,
 				  cg_load(f, cg_at(f, buf,
-						   cg_addi(f, t, k * a->vw))));
+						   cg_addi(f, t, k * a->lw))));
 	for (int64_t v = 0; v * rw < w; v++)
 		cg_attn_set(a, acc[v],
 			    fma_v(a, x, row[v], cg_attn_get(a, vt, acc[v])));
@@ -570,6 +583,54 @@ static void zero_dead_rows(cg_attn *a, const sblock *b, LLVMValueRef p,
 	for (int64_t v = 0; v * rw < w; v++)
 		row_store(a, rw, z, dst, w, v * rw);
 	cg_loop_end(f, &l);
+}
+
+/* ---- blocks of few rows ---------------------------------------------------------- */
+
+/* A block's code, given its rows (n, q0, rows, full). */
+typedef void (*block_fn)(cg_attn *a, sblock *b, void *ud);
+
+/* fn's code for block b: in vectors of 8 lanes where the block has at
+ * most 8 rows and the kernel's vectors are wider (a->vw 16, AVX-512),
+ * else in the kernel's. The Transformer's blocks, one of its 10 query
+ * rows per lane, hold only their live rows in a training step (3 to 6):
+ * in 16 lanes, more than half of every vector over the rows would be
+ * empty, and Zen 4 runs two 8-wide operations in the time of one 16-wide
+ * one (the scores' FMAs, the exponentials, dropout's 64-bit hashes, the
+ * transposes of Q and dO). The lanes are independent: a row's values
+ * are the same bits at either width (the sums over keys keep the
+ * kernel's order, a->lw), and the stack buffers keep the kernel's
+ * layout, so that either width reads what the other wrote (the weights'
+ * cache: wc_slot_floats). */
+static void by_width(cg_attn *a, sblock *b, block_fn fn, void *ud)
+{
+	cg_fn *f = a->f;
+	bool some_few = a->n_live || (a->Q % a->vw != 0 && a->Q % a->vw <= 8);
+	if (a->vw <= 8 || !some_few) {
+		fn(a, b, ud);
+		return;
+	}
+	cg_attn n = *a;
+	n.vw = 8;
+	n.wide = a;
+	sblock bn = *b;
+	if (a->Q <= 8) {
+		fn(&n, &bn, ud);
+		return;
+	}
+	LLVMBasicBlockRef few = cg_block(f, "bw8"), many = cg_block(f, "bw16"),
+			  join = cg_block(f, "bwj");
+	LLVMBuildCondBr(f->b,
+			LLVMBuildICmp(f->b, LLVMIntSLE, b->rows, cg_i64(f, 8),
+				      ""),
+			few, many);
+	LLVMPositionBuilderAtEnd(f->b, few);
+	fn(&n, &bn, ud);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, many);
+	fn(a, b, ud);
+	LLVMBuildBr(f->b, join);
+	LLVMPositionBuilderAtEnd(f->b, join);
 }
 
 /* ---- forward ---------------------------------------------------------------------- */
@@ -623,7 +684,7 @@ static void sfwd_rows(cg_attn *a, const sblock *b, LLVMValueRef pw)
 	}
 	LLVMValueRef r = cg_splat(f, rw,
 				  cg_load(f, cg_at(f, pw,
-						   cg_addi(f, t, a->K * a->vw))));
+						   cg_addi(f, t, a->K * a->lw))));
 	LLVMValueRef dst = cg_at(f, a->k->out,
 				 cg_attn_row(a, b->n, a->Q, cg_add(f, b->q0, t),
 					     a->dv));
@@ -684,7 +745,7 @@ static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	for (int64_t k = 0; k < a->K; k++) {
 		keep = a->has_dropout ? cg_attn_get(a, bt, b->kp[k]) : NULL;
 		cg_vstore(f, dropped(a, keep, vget(a, b->sv[k]), NULL),
-			  cg_ati(f, pw, k * a->vw), 4);
+			  cg_ati(f, pw, k * a->lw), 4);
 	}
 	LLVMValueRef l = key_sum_vars(a, b->sv);
 	if (a->has_wc)
@@ -692,10 +753,10 @@ static void sfwd_keys(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 	LLVMValueRef r = LLVMBuildFDiv(f->b, keep_scale(a), l, "");
 	if (a->has_dropout)
 		r = dropped_rows_factor(a, b, r, l);
-	cg_vstore(f, r, cg_ati(f, pw, a->K * a->vw), 4);
+	cg_vstore(f, r, cg_ati(f, pw, a->K * a->lw), 4);
 }
 
-static void sfwd_block(cg_attn *a, sblock *b, LLVMValueRef pw)
+static void sfwd_block(cg_attn *a, sblock *b, void *pw)
 {
 	LLVMValueRef qt[CG_ATTN_SMALL_W];
 	const LLVMValueRef *xt[1] = {qt};
@@ -720,7 +781,7 @@ static sblock sfwd_at(cg_attn *a, LLVMValueRef it, LLVMValueRef pw,
 		b.rows = cg_attn_live_rows(a, cg_attn_live(a, b.n), b.q0,
 					   b.full);
 	LLVMValueRef odd = LLVMBuildAnd(f->b, it, cg_i64(f, 1), "");
-	*half = cg_at(f, pw, cg_muli(f, odd, (a->K + 1) * a->vw));
+	*half = cg_at(f, pw, cg_muli(f, odd, (a->K + 1) * a->lw));
 	return b;
 }
 
@@ -733,7 +794,7 @@ static sblock sfwd_at(cg_attn *a, LLVMValueRef it, LLVMValueRef pw,
 static void sfwd_body(cg_attn *a)
 {
 	cg_fn *f = a->f;
-	LLVMValueRef pw = cg_attn_buffer(a, cg_t_f32(f), 2 * (a->K + 1) * a->vw);
+	LLVMValueRef pw = cg_attn_buffer(a, cg_t_f32(f), 2 * (a->K + 1) * a->lw);
 	LLVMValueRef half;
 	cg_loop l;
 	cg_attn_finite_begin(a);
@@ -749,7 +810,7 @@ static void sfwd_body(cg_attn *a)
 			? cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, b.rows,
 						       cg_i64(f, 0), ""))
 			: NULL;
-	sfwd_block(a, &b, half);
+	by_width(a, &b, sfwd_block, half);
 	if (some)
 		cg_if_end(f, some);
 	cg_if_end(f, join);
@@ -765,6 +826,7 @@ void cg_attn_small_fwd(cg_kernel *k, const cg_attn *a)
 {
 	cg_attn s = *a;
 	s.has_wc = cg_attn_cache_pair(k->L, k->g, k->id) != IR_NONE;
+	s.lw = s.vw;
 	assert(k->n_in == k->node->n_args + s.has_wc + (uint32_t)s.n_live);
 	k->extent = a->N * ((a->Q + a->vw - 1) / a->vw);
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 8;
@@ -886,9 +948,9 @@ static void sbwd_ds(cg_attn *a, sblock *b, const LLVMValueRef *const *xt,
 					     vconst(a, 0), "");
 		ds = LLVMBuildFMul(f->b, ds, vconst(a, a->scale), "");
 		LLVMValueRef keep = ks ? cg_attn_get(a, bt, b->kp[k]) : NULL;
-		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->vw), 4);
+		cg_vstore(f, ds, cg_ati(f, g->ds, k * a->lw), 4);
 		cg_vstore(f, dropped(a, keep, p, ks),
-			  cg_ati(f, g->pd, k * a->vw), 4);
+			  cg_ati(f, g->pd, k * a->lw), 4);
 		key_end(a, join);
 	}
 }
@@ -988,13 +1050,41 @@ static void sbwd_block_wc(cg_attn *a, sblock *b, LLVMValueRef *qt,
 	sbwd_keys(a, b, xt, NULL, g);
 	LLVMBuildBr(f->b, join);
 	LLVMPositionBuilderAtEnd(f->b, again);
-	load_qt(a, b, qt);
+	/* dropout's key read back from the stack with a volatile load:
+	 * else LLVM moved this rare path's hashes up to where every block
+	 * computed them */
+	cg_attn r = *a;
+	if (a->has_dropout) {
+		LLVMValueRef key = cg_entry_alloca(f, cg_t_i64(f), 8);
+		LLVMBuildStore(f->b, a->drop_key, key);
+		r.drop_key = LLVMBuildLoad2(f->b, cg_t_i64(f), key, "");
+		LLVMSetVolatile(r.drop_key, 1);
+	}
+	load_qt(&r, b, qt);
 	LLVMValueRef slot = g->slot;
 	g->slot = NULL;
-	sbwd_keys(a, b, xt, NULL, g);
+	sbwd_keys(&r, b, xt, NULL, g);
 	g->slot = slot;
 	LLVMBuildBr(f->b, join);
 	LLVMPositionBuilderAtEnd(f->b, join);
+}
+
+/* The block's gradients: its rows of dO (and Q) transposed, then its
+ * keys' code, from the weights' cache where there is one. */
+static void sbwd_block(cg_attn *a, sblock *b, void *ud)
+{
+	sgrads *g = ud;
+	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
+	const LLVMValueRef *xt[2] = {qt, gt};
+	cg_attn_load_t(a, gt, query_rows(a, a->g, b, a->dv), a->dv,
+		       a->H * a->dv, b->rows);
+	g->slot = NULL;
+	if (a->has_wc) {
+		sbwd_block_wc(a, b, qt, gt, g);
+	} else {
+		load_qt(a, b, qt);
+		block_keys_code(a, b, xt, sbwd_keys, g);
+	}
 }
 
 /* The accumulated rows of one part (dk at base with rows of w floats, or
@@ -1044,17 +1134,7 @@ static void sbwd_attention(cg_attn *a, LLVMValueRef n, sgrads *g)
 		some = cg_if_begin(f, LLVMBuildICmp(f->b, LLVMIntSGT, b.rows,
 						    cg_i64(f, 0), ""));
 	}
-	LLVMValueRef qt[CG_ATTN_SMALL_W], gt[CG_ATTN_SMALL_W];
-	const LLVMValueRef *xt[2] = {qt, gt};
-	cg_attn_load_t(a, gt, query_rows(a, a->g, &b, a->dv), a->dv,
-		       a->H * a->dv, b.rows);
-	g->slot = NULL;
-	if (a->has_wc) {
-		sbwd_block_wc(a, &b, qt, gt, g);
-	} else {
-		load_qt(a, &b, qt);
-		block_keys_code(a, &b, xt, sbwd_keys, g);
-	}
+	by_width(a, &b, sbwd_block, g);
 	if (some) {
 		cg_if_end(f, some);
 		zero_dead_rows(a, &b, a->k->out, a->d);
@@ -1072,8 +1152,8 @@ static void sbwd_body(cg_attn *a)
 	sgrads g = {.rw = row_width(a)};
 	g.nd = (a->d + g.rw - 1) / g.rw;
 	g.ndv = (a->dv + g.rw - 1) / g.rw;
-	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
-	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->vw);
+	g.ds = cg_attn_buffer(a, cg_t_f32(f), a->K * a->lw);
+	g.pd = cg_attn_buffer(a, cg_t_f32(f), a->K * a->lw);
 	cg_loop l;
 	cg_attn_finite_begin(a);
 	LLVMValueRef n = cg_loop_begin(f, &l, a->k->lo, a->k->hi, 1);
@@ -1085,6 +1165,7 @@ void cg_attn_small_bwd(cg_kernel *k, const cg_attn *a)
 {
 	cg_attn s = *a;
 	s.has_wc = cg_attn_cache_pair(k->L, k->g, k->id) != IR_NONE;
+	s.lw = s.vw;
 	assert(k->n_in == k->node->n_args + s.has_wc + (uint32_t)s.n_live);
 	k->extent = a->N;
 	k->work = a->N * a->Q * a->K * (a->d + a->dv) / 4;
