@@ -35,6 +35,21 @@ static inline cg_program *bench_program_of(ir_ctx *ctx, const char *name,
 	return cg_program_create(ctx, *m, NULL, NULL);
 }
 
+/* Whether p (from bench_program_of, NULL when it did not compile) is
+ * ready to run; if not, says so as `who`, frees p and m, and finishes
+ * ctx. */
+static inline bool bench_program_jit(ir_ctx *ctx, cg_program *p, ir_module *m,
+				     const char *who)
+{
+	if (p && cg_program_jit(p))
+		return true;
+	fprintf(stderr, "%s: the program does not compile\n", who);
+	cg_program_destroy(p);
+	ir_module_destroy(m);
+	ir_ctx_fini(ctx);
+	return false;
+}
+
 /* The options of a benchmark of rows: -R ROWS -C COLS -t THREADS
  * -r ROUNDS (1..64) -n CALLS. */
 typedef struct bench_rows_opts {

@@ -54,14 +54,8 @@ int main(int argc, char **argv)
 	ir_ctx_init(&ctx);
 	ir_module *m = NULL;
 	cg_program *p = compile(&ctx, o.R, o.C, &m);
-	if (!p || !cg_program_jit(p)) {
-		fprintf(stderr, "bench_cross_entropy: the program does not "
-				"compile\n");
-		cg_program_destroy(p);
-		ir_module_destroy(m);
-		ir_ctx_fini(&ctx);
+	if (!bench_program_jit(&ctx, p, m, "bench_cross_entropy"))
 		return 1;
-	}
 	size_t n = (size_t)o.R * (size_t)o.C;
 	float *x = malloc(n * 4), *b = malloc((size_t)o.C * 4),
 	      *g = malloc((size_t)o.R * 4), *out = malloc(2 * n * 4);

@@ -174,14 +174,8 @@ int main(int argc, char **argv)
 	ir_ctx_init(&ctx);
 	ir_module *m = NULL;
 	cg_program *p = compile(&ctx, o.R, o.C, &m);
-	if (!p || !cg_program_jit(p)) {
-		fprintf(stderr, "bench_layer_norm: the program does not "
-				"compile\n");
-		cg_program_destroy(p);
-		ir_module_destroy(m);
-		ir_ctx_fini(&ctx);
+	if (!bench_program_jit(&ctx, p, m, "bench_layer_norm"))
 		return 1;
-	}
 	size_t n = (size_t)o.R * (size_t)o.C;
 	float *x = floats(n, 1, 0.5f), *ga = floats((size_t)o.C, 2, 1),
 	      *be = floats((size_t)o.C, 3, 0), *g = floats(n, 4, 0),
