@@ -964,11 +964,44 @@ static LLVMValueRef keep_nonzero_rows(work_env *w, LLVMValueRef ka,
 	return LLVMBuildLoad2(f->b, i64, kept, "");
 }
 
+/* Rows [from, to) of C, columns [c0, c1): +0. Where the columns are
+ * whole rows (c1 - c0 == ldc) the rows are one span, one memset. */
+static void zero_rows_of_c(work_env *w, LLVMValueRef from, LLVMValueRef to,
+			   LLVMValueRef c0, LLVMValueRef c1)
+{
+	cg_fn *f = w->f;
+	LLVMValueRef width = LLVMBuildSub(f->b, c1, c0, "");
+	LLVMValueRef is_span = LLVMBuildICmp(f->b, LLVMIntEQ, width, w->ldc, "");
+	LLVMBasicBlockRef span = cg_block(f, "left.span"),
+			  rows = cg_block(f, "left.rows"),
+			  done = cg_block(f, "left.done");
+	LLVMBuildCondBr(f->b, is_span, span, rows);
+	LLVMPositionBuilderAtEnd(f->b, span);
+	LLVMValueRef zero = LLVMConstInt(LLVMInt8TypeInContext(f->ctx), 0, 0);
+	LLVMValueRef n = LLVMBuildSub(f->b, to, from, "");
+	LLVMBuildMemSet(f->b, cg_at(f, w->c, by(f, from, w->ldc)), zero,
+			cg_muli(f, by(f, n, w->ldc), 4), 4);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, rows);
+	cg_loop l, lj;
+	LLVMValueRef i = cg_loop_begin(f, &l, from, to, 1);
+	LLVMValueRef crow = cg_at(f, w->c, by(f, i, w->ldc));
+	LLVMValueRef j = cg_loop_begin(f, &lj, c0, c1, 1);
+	cg_store(f, cg_f32(f, 0), cg_at(f, crow, j));
+	nest_loop_end(f, &lj);
+	nest_loop_end(f, &l);
+	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, done);
+}
+
 /* skip_zero_m: rows [r0, r1), columns [c0, c1) of C from the product of
  * the n_kept rows kept (rows numbered by map): a kept row's values from
  * kc (added when accumulating; kc NULL: multiplied in place, where they
  * are already), a row left out +0 (or plus +0, as the plain product's
- * sum of zero terms adds, which turns a -0 into +0). */
+ * sum of zero terms adds, which turns a -0 into +0). Consecutive rows
+ * left out, not accumulating, get their +0 together (zero_rows_of_c): a
+ * memset a row was about 12,000 calls of 164 bytes a loss_grad call of
+ * the book's Transformer, a batch element's dead rows being one run. */
 static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 			    LLVMValueRef n_kept, LLVMValueRef r0,
 			    LLVMValueRef r1, LLVMValueRef c0, LLVMValueRef c1)
@@ -977,8 +1010,14 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	const cg_gemm_gen *g = w->g;
 	const cg_gemm_spec *s = &g->spec;
 	LLVMTypeRef i32 = cg_t_i32(f), i64 = cg_t_i64(f);
-	/* Row i of C: the next row kept (map[q] == i) or a row left out. */
+	LLVMValueRef is_acc = w->is_shared ? w->accumulate
+					   : LLVMConstInt(LLVMInt1TypeInContext(
+								  f->ctx),
+							  s->accumulate, 0);
+	/* Row i of C: the next row kept (map[q] == i) or a row left out;
+	 * the rows left out since `run` (-1: none) not written yet. */
 	LLVMValueRef next = cg_var(f, i64, cg_i64(f, 0));
+	LLVMValueRef run = cg_var(f, i64, cg_i64(f, -1));
 	cg_loop l, lj;
 	LLVMValueRef i = cg_loop_begin(f, &l, r0, r1, 1);
 	LLVMValueRef q = LLVMBuildLoad2(f->b, i64, next, "");
@@ -1001,6 +1040,13 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMBasicBlockRef done = cg_block(f, "row.done");
 	LLVMBuildCondBr(f->b, is_kept, yes, no);
 	LLVMPositionBuilderAtEnd(f->b, yes);
+	LLVMValueRef r = LLVMBuildLoad2(f->b, i64, run, "");
+	LLVMBasicBlockRef join = cg_if_begin(f,
+					     LLVMBuildICmp(f->b, LLVMIntSGE, r,
+							   cg_i64(f, 0), ""));
+	zero_rows_of_c(w, r, i, c0, c1);
+	LLVMBuildStore(f->b, cg_i64(f, -1), run);
+	cg_if_end(f, join);
 	LLVMValueRef j, v;
 	if (kc) {
 		LLVMValueRef prow = cg_at(f, kc, by(f, q, w->ldc));
@@ -1015,21 +1061,32 @@ static void write_rows_back(work_env *w, LLVMValueRef kc, LLVMValueRef map,
 	LLVMBuildStore(f->b, cg_addi(f, q, 1), next);
 	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, no);
+	LLVMBasicBlockRef add = cg_block(f, "row.left.add"),
+			  later = cg_block(f, "row.left.later");
+	LLVMBuildCondBr(f->b, is_acc, add, later);
+	LLVMPositionBuilderAtEnd(f->b, add);
+	/* the plain sum's +0 turns a -0 into +0 */
 	j = cg_loop_begin(f, &lj, c0, c1, 1);
-	v = cg_f32(f, 0);
-	if (w->is_shared) /* the plain sum's +0 turns a -0 into +0 */
-		v = LLVMBuildSelect(f->b, w->accumulate,
-				    LLVMBuildFAdd(f->b,
-						  cg_load(f, cg_at(f, crow, j)),
-						  v, ""),
-				    v, "");
-	else if (s->accumulate)
-		v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), v, "");
+	v = LLVMBuildFAdd(f->b, cg_load(f, cg_at(f, crow, j)), cg_f32(f, 0), "");
 	cg_store(f, v, cg_at(f, crow, j));
 	nest_loop_end(f, &lj);
 	LLVMBuildBr(f->b, done);
+	LLVMPositionBuilderAtEnd(f->b, later);
+	r = LLVMBuildLoad2(f->b, i64, run, "");
+	LLVMBuildStore(f->b,
+		       LLVMBuildSelect(f->b,
+				       LLVMBuildICmp(f->b, LLVMIntSLT, r,
+						     cg_i64(f, 0), ""),
+				       i, r, ""),
+		       run);
+	LLVMBuildBr(f->b, done);
 	LLVMPositionBuilderAtEnd(f->b, done);
 	nest_loop_end(f, &l);
+	r = LLVMBuildLoad2(f->b, i64, run, "");
+	join = cg_if_begin(f,
+			   LLVMBuildICmp(f->b, LLVMIntSGE, r, cg_i64(f, 0), ""));
+	zero_rows_of_c(w, r, r1, c0, c1);
+	cg_if_end(f, join);
 }
 
 /* n rounded up to whole panels of MR rows. */
