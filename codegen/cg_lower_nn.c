@@ -1598,20 +1598,35 @@ static LLVMValueRef add_halves(cg_fn *f, LLVMValueRef v, unsigned n)
 			     "");
 }
 
-/* Sum a of the last pass as one vector: the accumulators combined by
- * halves (0 + 2, 1 + 3, then 0 + 1), its lanes still to add. */
-static LLVMValueRef row_sums_lanes(cg_kernel *k, const row_sums *s, int a)
+/* Vector accumulators v[0 .. accs) (1 or 4) of a row's sum as one
+ * vector, by halves: 0 + 2, 1 + 3, then 0 + 1. Every sum of the row
+ * kernels (row_sums, exp_sum) combines its accumulators so. */
+static LLVMValueRef accs_combined(cg_fn *f, LLVMValueRef *v, int accs)
 {
-	cg_fn *f = &k->f;
-	LLVMValueRef v[4] = {NULL};
-	for (int i = 0; i < s->accs; i++)
-		v[i] = get(k, s->vt, s->acc[a][i]);
-	if (s->accs == 4) {
+	if (accs == 4) {
 		v[0] = LLVMBuildFAdd(f->b, v[0], v[2], "");
 		v[1] = LLVMBuildFAdd(f->b, v[1], v[3], "");
 		v[0] = LLVMBuildFAdd(f->b, v[0], v[1], "");
 	}
 	return v[0];
+}
+
+/* The sum of a vector's lanes, by halves (add_halves). */
+static LLVMValueRef lanes_total(cg_fn *f, LLVMValueRef t)
+{
+	for (unsigned n = ROW_VW / 2; n >= 1; n /= 2)
+		t = add_halves(f, t, n);
+	return LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
+}
+
+/* Sum a of the last pass as one vector: the accumulators combined by
+ * halves (0 + 2, 1 + 3, then 0 + 1), its lanes still to add. */
+static LLVMValueRef row_sums_lanes(cg_kernel *k, const row_sums *s, int a)
+{
+	LLVMValueRef v[4] = {NULL};
+	for (int i = 0; i < s->accs; i++)
+		v[i] = get(k, s->vt, s->acc[a][i]);
+	return accs_combined(&k->f, v, s->accs);
 }
 
 /* Sum a of the last pass: the accumulators, then the lanes, by halves;
@@ -1621,12 +1636,9 @@ static LLVMValueRef row_sums_total(cg_kernel *k, const row_sums *s, int a,
 				   bool has_neg_zero)
 {
 	cg_fn *f = &k->f;
-	LLVMValueRef t = row_sums_lanes(k, s, a);
-	for (unsigned n = ROW_VW / 2; n >= 1; n /= 2)
-		t = add_halves(f, t, n);
+	LLVMValueRef t = lanes_total(f, row_sums_lanes(k, s, a));
 	/* + 0: a sum of zeros is +0, as a sum from +0 (the interpreter's)
 	 * is; any other sum is unchanged */
-	t = LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
 	return has_neg_zero ? LLVMBuildFAdd(f->b, t, cg_f32(f, 0), "") : t;
 }
 
@@ -1966,15 +1978,7 @@ static LLVMValueRef exp_sum(cg_kernel *k, int64_t K, LLVMValueRef *offs,
 		v[i] = LLVMBuildLoad2(f->b, vt, cg_ati(f, A, i * ROW_VW), "");
 		LLVMSetAlignment(v[i], 64);
 	}
-	if (accs == 4) {
-		v[0] = LLVMBuildFAdd(f->b, v[0], v[2], "");
-		v[1] = LLVMBuildFAdd(f->b, v[1], v[3], "");
-		v[0] = LLVMBuildFAdd(f->b, v[0], v[1], "");
-	}
-	LLVMValueRef t = v[0];
-	for (unsigned n = ROW_VW / 2; n >= 1; n /= 2)
-		t = add_halves(f, t, n);
-	return LLVMBuildExtractElement(f->b, t, cg_i64(f, 0), "");
+	return lanes_total(f, accs_combined(f, v, (int)accs));
 }
 
 /* x's leading dims (all but the last) as a nest: array 0 (out) steps by
